@@ -1,0 +1,108 @@
+/**
+ * Chunk-operation backends behind one C vtable.
+ *
+ * A backend owns an execution context (gs_chunkops_ctx_h) bound to one device (the CPU, or one
+ * CUDA GPU). Chunk memory is backend memory: host memory for "cpu", device memory for "cuda".
+ * Work is submitted on a stream (gs_chunkops_stream_h): for "cpu" a stream is the calling
+ * thread and every call completes before it returns; for "cuda" calls enqueue work on a CUDA
+ * stream and return at once, and gs_chunkops_ops_t.notify() delivers completion.
+ *
+ * Errors: every function returns gs_status_t; GS_ERR_INVALID_PARAM for a malformed kernel spec
+ * (checked by gs_kfused_validate() & co. before any launch), GS_ERR_NO_DEVICE_MEMORY /
+ * GS_ERR_NO_MEMORY when allocation fails, GS_ERR_CUDA with the failing call named in
+ * gs_last_error() for CUDA failures, GS_ERR_UNSUPPORTED for an op the backend lacks.
+ */
+#ifndef GS_CHUNKOPS_H
+#define GS_CHUNKOPS_H
+
+#include "graph/kernel.h"
+
+#include <gsched/status.h>
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct gs_chunkops_ctx *gs_chunkops_ctx_h;
+typedef struct gs_chunkops_stream *gs_chunkops_stream_h;
+
+/** Completion callback: runs once per notify() with the status of the work enqueued before it
+ *  on that stream. For "cuda" it runs on a CUDA runtime thread: it must not call CUDA and
+ *  should only hand off (queue + uv_async_send). For "cpu" it runs inside notify(). */
+typedef void (*gs_chunkops_done_cb)(gs_status_t status, void *arg);
+
+typedef struct gs_chunkops_params {
+    int device;                 /* CUDA device ordinal (ignored by cpu) */
+    size_t memory_limit;        /* bytes of backend memory the arena may use; 0 = default */
+    int nthreads;               /* cpu: threads a single kernel may use (0 = 1) */
+} gs_chunkops_params_t;
+
+typedef struct gs_chunkops_ops {
+    const char *name;           /* "cpu" or "cuda" */
+
+    /** Create a context. *ctx_p written only on success. */
+    gs_status_t (*ctx_create)(const gs_chunkops_params_t *params, gs_chunkops_ctx_h *ctx_p);
+    /** Destroy; waits for outstanding work; all chunk memory must have been freed. */
+    void (*ctx_destroy)(gs_chunkops_ctx_h ctx);
+
+    /** Streams: independent queues of work. */
+    gs_status_t (*stream_create)(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h *stream_p);
+    void (*stream_destroy)(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream);
+
+    /** Backend memory for chunks: nbytes may be 0 (returns a unique non-NULL pointer).
+     *  Thread-safe. GS_ERR_NO_DEVICE_MEMORY / GS_ERR_NO_MEMORY when it does not fit. */
+    gs_status_t (*mem_alloc)(gs_chunkops_ctx_h ctx, size_t nbytes, void **ptr_p);
+    void (*mem_free)(gs_chunkops_ctx_h ctx, void *ptr);
+    /** Bytes currently allocated and the limit. */
+    void (*mem_usage)(gs_chunkops_ctx_h ctx, size_t *used_p, size_t *limit_p);
+
+    /** Copies between host memory and backend memory (enqueued on @a stream). */
+    gs_status_t (*copy_to_host)(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream, void *dst,
+                                const void *src, size_t nbytes);
+    gs_status_t (*copy_from_host)(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream, void *dst,
+                                  const void *src, size_t nbytes);
+
+    /** Kernels. The spec is copied before return; pointers inside must stay valid until the
+     *  work completes (notify). */
+    gs_status_t (*fused)(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream, const gs_kfused_t *k);
+    gs_status_t (*combine)(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream,
+                           const gs_kcombine_t *k);
+    gs_status_t (*copy)(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream, const gs_kcopy_t *k);
+
+    /** Call @a cb(status, arg) once everything enqueued on @a stream so far has finished.
+     *  Returns an error (and never calls @a cb) if the notification cannot be registered. */
+    gs_status_t (*notify)(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream,
+                          gs_chunkops_done_cb cb, void *arg);
+    /** Block until @a stream is idle; returns the first error of its work. Tests and tools
+     *  only: the worker never blocks its loop on this. */
+    gs_status_t (*sync)(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream);
+} gs_chunkops_ops_t;
+
+/** The CPU backend (always built). */
+extern const gs_chunkops_ops_t gs_chunkops_cpu_ops;
+
+/** Look a backend up by name ("cpu", "cuda"). GS_ERR_NOT_FOUND for unknown names,
+ *  GS_ERR_UNSUPPORTED for "cuda" in a build without CUDA. *ops_p is a static table. */
+gs_status_t gs_chunkops_find(const char *name, const gs_chunkops_ops_t **ops_p);
+
+/** Number of CUDA devices usable by this build (0 without CUDA or without a GPU). Creates no
+ *  context. */
+int gs_chunkops_cuda_device_count(void);
+
+/** Validate a kernel spec (shapes, leaf kinds, program well-formed and stack-bounded, reduce
+ *  axis, chunk leaf offsets within data_len at the extreme corners of the region).
+ *  GS_ERR_INVALID_PARAM with a message naming the problem. Backends call these first. */
+gs_status_t gs_kfused_validate(const gs_kfused_t *k);
+gs_status_t gs_kcombine_validate(const gs_kcombine_t *k);
+gs_status_t gs_kcopy_validate(const gs_kcopy_t *k);
+
+/** Number of partial records a REDUCE terminal produces for @a k (1 for red_axis -1). */
+int64_t gs_kfused_nrecords(const gs_kfused_t *k);
+/** Number of doubles written to k->out. */
+int64_t gs_kfused_out_len(const gs_kfused_t *k);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

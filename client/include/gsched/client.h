@@ -1,0 +1,122 @@
+/**
+ * @file gsched/client.h
+ * @brief Connecting to a gsched cluster and computing arrays.
+ *
+ * A client holds one control connection to the scheduler `gsched`. Arrays (gsched/array.h) are
+ * lowered to task graphs on the client and submitted; results come back over the same
+ * connection. The address "local" starts a private local cluster (gsched + workers as child
+ * processes, like Dask's Client()) and stops it in gs_client_destroy().
+ *
+ * Threading: a client runs its own I/O thread. All functions are thread-safe; blocking calls
+ * (compute, wait) may be made from several threads at once. Callbacks (progress) run on the
+ * client's I/O thread and must not block or call blocking client functions.
+ *
+ * Errors: GS_ERR_INVALID_PARAM (bad arguments), GS_ERR_CONN_REFUSED / GS_ERR_AUTH /
+ * GS_ERR_VERSION (connect), GS_ERR_SCHEDULER_LOST (connection dropped; every pending future
+ * fails with it), GS_ERR_TASK_FAILED (a worker reported an error; gs_last_error() holds the
+ * worker's message naming the task), GS_ERR_CANCELED, GS_ERR_TIMED_OUT, GS_ERR_NO_MEMORY.
+ */
+#ifndef GSCHED_CLIENT_H
+#define GSCHED_CLIENT_H
+
+#include <gsched/array.h>
+#include <gsched/status.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct gs_client *gs_client_h;
+typedef struct gs_future *gs_future_h;
+
+/** Progress: @a done of @a total tasks of the graph behind @a future have finished. */
+typedef void (*gs_progress_cb)(gs_future_h future, uint64_t done, uint64_t total, void *arg);
+
+#define GS_CLIENT_FIELD_TOKEN 0x1u
+#define GS_CLIENT_FIELD_TIMEOUT 0x2u
+#define GS_CLIENT_FIELD_LOCAL_NWORKERS 0x4u
+#define GS_CLIENT_FIELD_LOCAL_BACKEND 0x8u
+#define GS_CLIENT_FIELD_LOWER_FLAGS 0x10u
+#define GS_CLIENT_FIELD_PROGRESS 0x20u
+#define GS_CLIENT_FIELD_BIN_DIR 0x40u
+
+/** Connection parameters; fields other than `address` are read only when their bit is set in
+ *  field_mask (UCX style), so new fields never break old callers. Strings are copied. */
+typedef struct gs_client_params {
+    uint32_t field_mask;
+    const char *address;        /* "tcp://host:port" or "local" (required) */
+    const char *token;          /* cluster token; default: $GSCHED_TOKEN or none */
+    double timeout_s;           /* connect / handshake timeout, default 10 s */
+    int local_nworkers;         /* "local": workers to start (default: one per GPU, else 2) */
+    const char *local_backend;  /* "local": "cpu" or "cuda" (default: cuda if a GPU exists) */
+    unsigned lower_flags;       /* GS_LOWER_* optimisation switches (default: all on) */
+    gs_progress_cb progress_cb;
+    void *progress_arg;
+    const char *bin_dir;        /* "local": where gsched/gworker live (default: $GS_BIN_DIR, then
+                                   the directory of the running executable, then $PATH) */
+} gs_client_params_t;
+
+/** Connect (and for "local", start the cluster first). *client_p written only on success. */
+gs_status_t gs_client_connect(const gs_client_params_t *params, gs_client_h *client_p);
+
+/** Disconnect: cancels unfinished work of this client, fails its pending futures with
+ *  GS_ERR_CANCELED, stops a local cluster. Futures must still be destroyed. NULL is fine. */
+void gs_client_destroy(gs_client_h client);
+
+/** Scheduler address the client is connected to ("tcp://127.0.0.1:40123"); owned by client. */
+const char *gs_client_address(gs_client_h client);
+
+/** Flags for gs_client_submit(). */
+#define GS_SUBMIT_KEEP 0x1u     /* persist: keep the result chunks on the workers */
+
+/** Lower @a array and submit it. Returns at once with a future (*future_p, caller-owned, free
+ *  with gs_future_destroy). The array handle is borrowed. */
+gs_status_t gs_client_submit(gs_client_h client, gs_array_h array, unsigned flags,
+                             gs_future_h *future_p);
+
+/** Wait for the graph to finish (timeout_s < 0: forever). GS_ERR_TIMED_OUT leaves the future
+ *  running. Returns the graph's status. */
+gs_status_t gs_future_wait(gs_future_h future, double timeout_s);
+
+/** Gather the whole result into @a out (caller-owned, at least @a out_len doubles =
+ *  gs_array_size(array)), row-major. Waits for completion first. */
+gs_status_t gs_future_gather(gs_future_h future, double *out, size_t out_len);
+
+/** Ask the scheduler to cancel; the future completes with GS_ERR_CANCELED (unless it finished
+ *  first). */
+gs_status_t gs_future_cancel(gs_future_h future);
+
+/** Free the future. If its result was persisted, the chunks stay on the cluster until
+ *  gs_client_unpersist(). NULL is fine. */
+void gs_future_destroy(gs_future_h future);
+
+/** Statistics of a finished graph. */
+typedef struct gs_compute_stats {
+    uint64_t ntasks;
+    double submit_s;        /* lowering + encoding + sending */
+    double wall_s;          /* submit to completion as seen by the client */
+    double run_s_total;     /* sum of per-task kernel times reported by workers */
+    double sched_wall_s;    /* scheduler-side accept to done */
+} gs_compute_stats_t;
+
+gs_status_t gs_future_stats(gs_future_h future, gs_compute_stats_t *stats_p);
+
+/* ---- convenience: submit + wait + gather in one call ---- */
+
+/** Compute a 0-d (scalar) array into *value_p. */
+gs_status_t gs_client_compute_scalar(gs_client_h client, gs_array_h array, double *value_p);
+/** Compute @a array into @a out (row-major, out_len >= gs_array_size(array)). */
+gs_status_t gs_client_compute(gs_client_h client, gs_array_h array, double *out, size_t out_len);
+
+/** Compute @a array and keep its chunks on the workers; afterwards every expression using
+ *  @a array reads those chunks instead of recomputing it. */
+gs_status_t gs_client_persist(gs_client_h client, gs_array_h array);
+/** Drop the persisted chunks of @a array (it will be recomputed when used again). */
+gs_status_t gs_client_unpersist(gs_client_h client, gs_array_h array);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,185 @@
+/**
+ * @file gsched/array.h
+ * @brief Building lazy, chunked n-dimensional arrays (the expression graph).
+ *
+ * An array handle (gs_array_h) names a node of an immutable expression DAG: a random generator,
+ * host data, an elementwise operation, a slice, a transpose or a reduction. Nothing is computed
+ * when a handle is built; gs_client_compute() & co. (gsched/client.h) lower the expression to a
+ * task graph and run it on a cluster.
+ *
+ * Semantics follow NumPy/Dask: elementwise binary operations broadcast; slices take
+ * start/stop/step per axis with negative indices and negative steps; reductions run over all
+ * axes or one axis, combined in a tree of fan-in `split_every`.
+ *
+ * Ownership: every function that returns a handle through @a *out_p gives the caller one
+ * reference, released with gs_array_release(). Operands are borrowed: the new node keeps its
+ * own references, so operands may be released at once. Handles are immutable and may be shared
+ * between threads for reading; reference counting is atomic.
+ *
+ * Errors: GS_ERR_INVALID_PARAM for bad arguments (shapes/chunks that do not fit, step 0, axis
+ * out of range, operands that do not broadcast, zero-size min/max/arg reductions), with
+ * gs_last_error() naming the problem; GS_ERR_NO_MEMORY. On error *out_p is not written.
+ * Only float64 is supported for now.
+ */
+#ifndef GSCHED_ARRAY_H
+#define GSCHED_ARRAY_H
+
+#include <gsched/status.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GS_MAX_NDIM 8
+
+typedef struct gs_array *gs_array_h;
+
+typedef enum gs_dtype {
+    GS_DTYPE_FLOAT64 = 0
+} gs_dtype_t;
+
+typedef enum gs_unop {
+    GS_UNARY_NEG = 0,
+    GS_UNARY_ABS,
+    GS_UNARY_EXP,
+    GS_UNARY_LOG,
+    GS_UNARY_SQRT,
+    GS_UNARY_COUNT
+} gs_unop_t;
+
+typedef enum gs_binop {
+    GS_BINARY_ADD = 0,
+    GS_BINARY_SUB,
+    GS_BINARY_MUL,
+    GS_BINARY_DIV,
+    GS_BINARY_POW,
+    GS_BINARY_LT,
+    GS_BINARY_LE,
+    GS_BINARY_GT,
+    GS_BINARY_GE,
+    GS_BINARY_EQ,
+    GS_BINARY_NE,
+    GS_BINARY_MINIMUM,
+    GS_BINARY_MAXIMUM,
+    GS_BINARY_COUNT
+} gs_binop_t;
+
+typedef enum gs_redop {
+    GS_RED_SUM = 0,
+    GS_RED_MIN = 1,
+    GS_RED_MAX = 2,
+    GS_RED_MEAN = 3,
+    GS_RED_VAR = 4,
+    GS_RED_STD = 5,
+    GS_RED_ARGMIN = 6,
+    GS_RED_ARGMAX = 7,
+    GS_RED_COUNT
+} gs_redop_t;
+
+/* ---- creation ---- */
+
+/** Normal(mean, std) random array of @a ndim (1..GS_MAX_NDIM) axes. @a chunks[a] is the chunk
+ *  length along axis a (the last chunk may be shorter); shape[a] >= 0, chunks[a] >= 1.
+ *  Values follow docs/random.md: a pure function of (seed, global index). std >= 0. */
+gs_status_t gs_array_random_normal(uint64_t seed, double mean, double std, int ndim,
+                                   const int64_t *shape, const int64_t *chunks, gs_array_h *out_p);
+
+/** Uniform [low, high) random array; as gs_array_random_normal(). */
+gs_status_t gs_array_random_uniform(uint64_t seed, double low, double high, int ndim,
+                                    const int64_t *shape, const int64_t *chunks,
+                                    gs_array_h *out_p);
+
+/** Array filled with @a value. */
+gs_status_t gs_array_full(double value, int ndim, const int64_t *shape, const int64_t *chunks,
+                          gs_array_h *out_p);
+
+/** Array whose element at row-major flat index i is start + i * step (like
+ *  np.arange(start, ..., step).reshape(shape)). */
+gs_status_t gs_array_arange(double start, double step, int ndim, const int64_t *shape,
+                            const int64_t *chunks, gs_array_h *out_p);
+
+/** Array holding a copy of @a data (row-major, prod(shape) doubles, caller-owned; it may be
+ *  freed when this returns). The data travels inside the task graph: meant for small and
+ *  medium inputs. */
+gs_status_t gs_array_from_host(const double *data, int ndim, const int64_t *shape,
+                               const int64_t *chunks, gs_array_h *out_p);
+
+/* ---- elementwise ---- */
+
+gs_status_t gs_array_unary(gs_unop_t op, gs_array_h a, gs_array_h *out_p);
+/** a OP b with NumPy broadcasting. Chunks are unified: where the operands' chunk boundaries
+ *  differ along an axis, the result is chunked at the union of the boundaries. */
+gs_status_t gs_array_binary(gs_binop_t op, gs_array_h a, gs_array_h b, gs_array_h *out_p);
+/** a OP scalar. */
+gs_status_t gs_array_binary_scalar(gs_binop_t op, gs_array_h a, double scalar, gs_array_h *out_p);
+/** scalar OP a. */
+gs_status_t gs_array_scalar_binary(gs_binop_t op, double scalar, gs_array_h a, gs_array_h *out_p);
+
+/* ---- slicing and layout ---- */
+
+#define GS_SLICE_HAS_START 0x1u
+#define GS_SLICE_HAS_STOP 0x2u
+#define GS_SLICE_INDEX 0x4u   /* take the single element `start` and drop the axis */
+
+/** One axis of a slice, NumPy semantics: start/stop are used only when their flag is set
+ *  (otherwise they default by the sign of step); negative values count from the end; out of
+ *  range values clip. step != 0. With GS_SLICE_INDEX the axis is indexed by `start` (must be in
+ *  range) and removed. */
+typedef struct gs_slice {
+    int64_t start;
+    int64_t stop;
+    int64_t step;
+    uint32_t flags;
+} gs_slice_t;
+
+/** a[s[0], s[1], ..., s[n-1]]; axes past @a n are taken whole. n <= ndim(a). Output chunks
+ *  follow the input chunks (each output chunk comes from one input chunk; empty ones drop). */
+gs_status_t gs_array_slice(gs_array_h a, int n, const gs_slice_t *s, gs_array_h *out_p);
+
+/** Permute axes: out axis i is input axis perm[i]; @a perm NULL reverses the axes. */
+gs_status_t gs_array_transpose(gs_array_h a, const int *perm, gs_array_h *out_p);
+
+/* ---- reductions ---- */
+
+#define GS_REDUCE_FIELD_AXIS 0x1u
+#define GS_REDUCE_FIELD_SPLIT_EVERY 0x2u
+#define GS_REDUCE_FIELD_DDOF 0x4u
+
+/** Extensible reduction parameters: fields are read only when their bit is in field_mask.
+ *  Defaults: all axes, split_every 16, ddof 0. axis may be negative (counts from the end). */
+typedef struct gs_reduce_params {
+    uint32_t field_mask;
+    int axis;
+    int split_every;   /* >= 2 */
+    double ddof;
+} gs_reduce_params_t;
+
+/** Reduce @a a with @a op. Over all axes the result has ndim 0 (a scalar); over one axis the
+ *  axis is removed. ARGMIN/ARGMAX give indices as exact doubles (flat row-major index when
+ *  reducing all axes). @a params may be NULL. */
+gs_status_t gs_array_reduce(gs_redop_t op, gs_array_h a, const gs_reduce_params_t *params,
+                            gs_array_h *out_p);
+
+/* ---- handles ---- */
+
+/** Add a reference (returns @a a). */
+gs_array_h gs_array_retain(gs_array_h a);
+/** Drop a reference; NULL is fine. */
+void gs_array_release(gs_array_h a);
+
+int gs_array_ndim(gs_array_h a);
+/** Copy the shape into @a shape_p (ndim entries). */
+void gs_array_shape(gs_array_h a, int64_t *shape_p);
+/** Number of elements. */
+int64_t gs_array_size(gs_array_h a);
+/** Number of chunks along @a axis (0 <= axis < ndim). */
+int64_t gs_array_nchunks(gs_array_h a, int axis);
+/** Chunk boundaries along @a axis: nchunks + 1 offsets from 0 to shape[axis]. The array is
+ *  owned by the handle and lives as long as it. */
+const int64_t *gs_array_chunk_bounds(gs_array_h a, int axis);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,208 @@
+/**
+ * Kernel specifications: what one chunk task asks a backend to compute.
+ *
+ * This header is plain C and compiles as C and C++ (nvcc), so the CUDA backend includes it.
+ * All coordinates are element indices; all data is float64, row-major (C order).
+ *
+ * A FUSED kernel computes, for every position p of a task-local output region of shape
+ * `shape[0..ndim)`, the value of a small postfix program whose leaves read elements from
+ * inputs at strided positions, then either stores the values densely (GS_TERM_STORE) or
+ * reduces them into partial records (GS_TERM_REDUCE).
+ *
+ * Leaf addressing. For leaf k and output position p (0 <= p[j] < shape[j]):
+ *     off_k(p) = base + sum_j p[j] * stride[j]         (int64; strides may be negative or 0)
+ *   - GS_LEAF_CHUNK:   value = data[off_k(p)]     (data is a dense input chunk; the lowering
+ *                      guarantees 0 <= off_k(p) < data_len for every p)
+ *   - GS_LEAF_NORMAL:  value = gs_random_normal(seed, off_k(p), p0 = mean, p1 = std)
+ *   - GS_LEAF_UNIFORM: value = gs_random_uniform(seed, off_k(p), p0 = low, p1 = high)
+ *     (off_k(p) is the global row-major element index inside the random array; see
+ *      docs/random.md for the exact definition both backends reproduce)
+ *   - GS_LEAF_INDEX:   value = (double)off_k(p)   (iota; used for arange-like arrays)
+ *
+ * Program. `prog[0..nprog)` is evaluated in postfix order on a value stack; the program leaves
+ * exactly one value. GS_OP_LEAF pushes leaf `arg`; GS_OP_CONST pushes `imm`; unary ops replace
+ * the top; binary ops pop b (top) then a and push a OP b; *_IMM ops replace the top x with
+ * x OP imm, and *_RIMM ops with imm OP x. Comparisons yield 1.0 or 0.0 (NaN compares false,
+ * except NE). Max stack depth is GS_KERNEL_MAX_STACK (the lowering checks it).
+ *
+ * Reduction (GS_TERM_REDUCE). `red_axis` = -1 reduces the whole region to one record;
+ * otherwise it reduces along that axis only and the output has one record per position of the
+ * remaining axes (row-major over `shape` with `shape[red_axis]` treated as 1). Each record has
+ * gs_redop_width(redop) doubles:
+ *     SUM: [sum]   MIN, MAX: [v] (NaN propagates; an empty region gives +inf / -inf)
+ *     MEAN: [sum, count]   VAR (also STD): [count, mean, m2] (Chan et al. merging)
+ *     ARGMIN, ARGMAX: [v, index] where index is the flat index of the winning element:
+ *       red_axis = -1: index = idx_base + sum_j p[j] * idx_stride[j] (global flat index);
+ *       red_axis = a:  index = idx_base + p[a] (global position along axis a).
+ *       Ties keep the smallest index; NaN wins (first NaN), as NumPy does.
+ */
+#ifndef GS_GRAPH_KERNEL_H
+#define GS_GRAPH_KERNEL_H
+
+#include <gsched/array.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GS_KERNEL_MAX_LEAVES 8
+#define GS_KERNEL_MAX_PROG 48
+#define GS_KERNEL_MAX_STACK 8
+#define GS_KERNEL_MAX_RECORD 3
+
+typedef enum gs_leaf_kind {
+    GS_LEAF_CHUNK = 0,
+    GS_LEAF_NORMAL = 1,
+    GS_LEAF_UNIFORM = 2,
+    GS_LEAF_INDEX = 3,
+    GS_LEAF_KIND_COUNT
+} gs_leaf_kind_t;
+
+/* Opcodes of the fused program. Values are part of the wire format: append only. */
+#define GS_OPCODE_MAP(X)                                       \
+    X(GS_OP_LEAF, 0, "leaf", 0)                                \
+    X(GS_OP_CONST, 1, "const", 0)                              \
+    X(GS_OP_NEG, 2, "neg", 1)                                  \
+    X(GS_OP_ABS, 3, "abs", 1)                                  \
+    X(GS_OP_EXP, 4, "exp", 1)                                  \
+    X(GS_OP_LOG, 5, "log", 1)                                  \
+    X(GS_OP_SQRT, 6, "sqrt", 1)                                \
+    X(GS_OP_ADD, 7, "add", 2)                                  \
+    X(GS_OP_SUB, 8, "sub", 2)                                  \
+    X(GS_OP_MUL, 9, "mul", 2)                                  \
+    X(GS_OP_DIV, 10, "div", 2)                                 \
+    X(GS_OP_POW, 11, "pow", 2)                                 \
+    X(GS_OP_LT, 12, "lt", 2)                                   \
+    X(GS_OP_LE, 13, "le", 2)                                   \
+    X(GS_OP_GT, 14, "gt", 2)                                   \
+    X(GS_OP_GE, 15, "ge", 2)                                   \
+    X(GS_OP_EQ, 16, "eq", 2)                                   \
+    X(GS_OP_NE, 17, "ne", 2)                                   \
+    X(GS_OP_MIN, 18, "minimum", 2)                             \
+    X(GS_OP_MAX, 19, "maximum", 2)                             \
+    X(GS_OP_ADD_IMM, 20, "add_imm", 1)                         \
+    X(GS_OP_SUB_IMM, 21, "sub_imm", 1)                         \
+    X(GS_OP_MUL_IMM, 22, "mul_imm", 1)                         \
+    X(GS_OP_DIV_IMM, 23, "div_imm", 1)                         \
+    X(GS_OP_POW_IMM, 24, "pow_imm", 1)                         \
+    X(GS_OP_RSUB_IMM, 25, "rsub_imm", 1)                       \
+    X(GS_OP_RDIV_IMM, 26, "rdiv_imm", 1)                       \
+    X(GS_OP_RPOW_IMM, 27, "rpow_imm", 1)                       \
+    X(GS_OP_LT_IMM, 28, "lt_imm", 1)                           \
+    X(GS_OP_LE_IMM, 29, "le_imm", 1)                           \
+    X(GS_OP_GT_IMM, 30, "gt_imm", 1)                           \
+    X(GS_OP_GE_IMM, 31, "ge_imm", 1)                           \
+    X(GS_OP_EQ_IMM, 32, "eq_imm", 1)                           \
+    X(GS_OP_NE_IMM, 33, "ne_imm", 1)                           \
+    X(GS_OP_MIN_IMM, 34, "minimum_imm", 1)                     \
+    X(GS_OP_MAX_IMM, 35, "maximum_imm", 1)
+
+typedef enum gs_opcode {
+#define GS__OPC_ENUM(name, val, str, arity) name = (val),
+    GS_OPCODE_MAP(GS__OPC_ENUM)
+#undef GS__OPC_ENUM
+    GS_OP_COUNT
+} gs_opcode_t;
+
+typedef enum gs_terminal {
+    GS_TERM_STORE = 0,
+    GS_TERM_REDUCE = 1
+} gs_terminal_t;
+
+/** Doubles per partial record of @a op: 1 (sum/min/max), 2 (mean, argmin/argmax), 3 (var/std). */
+static inline int gs_redop_width(gs_redop_t op)
+{
+    switch (op) {
+    case GS_RED_SUM: case GS_RED_MIN: case GS_RED_MAX: return 1;
+    case GS_RED_MEAN: case GS_RED_ARGMIN: case GS_RED_ARGMAX: return 2;
+    case GS_RED_VAR: case GS_RED_STD: return 3;
+    default: return 0;
+    }
+}
+
+typedef struct gs_kleaf {
+    int32_t kind;                   /* gs_leaf_kind_t */
+    int64_t base;
+    int64_t stride[GS_MAX_NDIM];
+    const double *data;             /* GS_LEAF_CHUNK: backend memory (host for cpu, device for cuda) */
+    int64_t data_len;               /* GS_LEAF_CHUNK: elements in data */
+    uint64_t seed;                  /* random leaves */
+    double p0, p1;                  /* mean/std or low/high */
+} gs_kleaf_t;
+
+typedef struct gs_kinstr {
+    int32_t op;                     /* gs_opcode_t */
+    int32_t arg;                    /* leaf index for GS_OP_LEAF */
+    double imm;                     /* GS_OP_CONST and *_IMM ops */
+} gs_kinstr_t;
+
+typedef struct gs_kfused {
+    int32_t ndim;                   /* 0..GS_MAX_NDIM; ndim 0 is one element */
+    int64_t shape[GS_MAX_NDIM];     /* task-local output region */
+    int32_t nleaves;
+    gs_kleaf_t leaves[GS_KERNEL_MAX_LEAVES];
+    int32_t nprog;
+    gs_kinstr_t prog[GS_KERNEL_MAX_PROG];
+    int32_t terminal;               /* gs_terminal_t */
+    int32_t redop;                  /* gs_redop_t, GS_TERM_REDUCE only */
+    int32_t red_axis;               /* -1 = all axes */
+    int64_t idx_base;               /* ARGMIN/ARGMAX index mapping (see above) */
+    int64_t idx_stride[GS_MAX_NDIM];
+    double *out;                    /* backend memory: prod(shape) doubles (STORE) or
+                                       nrecords * width doubles (REDUCE) */
+} gs_kfused_t;
+
+/**
+ * COMBINE: merge `ninputs` arrays of partial records elementwise into `out`.
+ * Each input and the output hold `nrec` records of gs_redop_width(redop) doubles. With
+ * `finalize` set, `out` instead receives `nrec` plain doubles: sum, min, max, mean = sum/count,
+ * var = m2/(count-ddof), std = sqrt(var), argmin/argmax = index. var/std with count <= ddof
+ * give NaN (NumPy warns and returns NaN); mean of count 0 gives NaN.
+ */
+#define GS_KERNEL_MAX_COMBINE 64
+typedef struct gs_kcombine {
+    int32_t redop;
+    int32_t finalize;
+    double ddof;
+    int64_t nrec;
+    int32_t ninputs;                /* 1..GS_KERNEL_MAX_COMBINE */
+    const double *inputs[GS_KERNEL_MAX_COMBINE];
+    double *out;
+} gs_kcombine_t;
+
+/**
+ * COPY: assemble a dense output block of shape `shape` from rectangular pieces of input chunks
+ * (rechunk, concatenate, stack). Piece i copies the sub-box [dst_start, dst_start + size) of the
+ * output from positions src_base + sum_j q[j] * src_stride[j] of input src (q local to the box).
+ */
+#define GS_KERNEL_MAX_PIECES 64
+typedef struct gs_kpiece {
+    const double *src;
+    int64_t src_len;
+    int64_t src_base;
+    int64_t src_stride[GS_MAX_NDIM];
+    int64_t dst_start[GS_MAX_NDIM];
+    int64_t size[GS_MAX_NDIM];
+} gs_kpiece_t;
+
+typedef struct gs_kcopy {
+    int32_t ndim;
+    int64_t shape[GS_MAX_NDIM];
+    int32_t npieces;
+    gs_kpiece_t pieces[GS_KERNEL_MAX_PIECES];
+    double *out;
+} gs_kcopy_t;
+
+/** Number of elements of a region (1 for ndim 0). */
+static inline int64_t gs_region_size(int32_t ndim, const int64_t *shape)
+{
+    int64_t n = 1;
+    for (int32_t i = 0; i < ndim; i++) n *= shape[i];
+    return n;
+}
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,162 @@
+/**
+ * Task graphs: what an array expression lowers to, what the client submits, what the scheduler
+ * tracks and what workers execute.
+ *
+ * A task graph is a list of *layers* plus a columnar table of *tasks*. A layer is a template
+ * shared by many tasks (one blockwise fused kernel, one level of a reduction tree, host data);
+ * each task is (layer, block) where block is the row-major index of the task's output chunk in
+ * the layer's output grid. Layers are serialised once (gs_layer_encode) and are opaque bytes to
+ * the scheduler; the scheduler only reads the task table: dependencies, output sizes, outputs.
+ *
+ * Task ids are dense 0..ntasks-1 in topological order (every dependency id is smaller than the
+ * dependent's id). A dependency id >= ntasks refers to externals[id - ntasks]: a chunk kept on
+ * the cluster by an earlier graph (gs_client_persist).
+ *
+ * Dependencies of a task are listed in the order its layer expects its inputs
+ * (gs_layer_instantiate's @a inputs).
+ */
+#ifndef GS_GRAPH_TASKGRAPH_H
+#define GS_GRAPH_TASKGRAPH_H
+
+#include "common/buf.h"
+#include "graph/kernel.h"
+
+#include <gsched/array.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct gs_layer gs_layer_t;
+
+/** A chunk kept on the cluster: (graph id assigned by the scheduler, task id in that graph). */
+typedef struct gs_key {
+    uint64_t graph;
+    uint64_t task;
+} gs_key_t;
+
+/** Chunk grid of an array: shape and chunk boundaries (bounds[a][0..nchunks[a]]). */
+typedef struct gs_grid {
+    int32_t ndim;
+    int64_t shape[GS_MAX_NDIM];
+    int64_t nchunks[GS_MAX_NDIM];
+    int64_t *bounds[GS_MAX_NDIM];   /* owned; nchunks[a] + 1 entries, 0 .. shape[a] */
+} gs_grid_t;
+
+typedef struct gs_taskgraph {
+    uint32_t nlayers;
+    gs_layer_t **layers;            /* owned */
+    uint64_t ntasks;
+    uint32_t *task_layer;           /* [ntasks] */
+    uint64_t *task_block;           /* [ntasks] block index within the layer's grid */
+    uint64_t *dep_off;              /* [ntasks + 1] CSR offsets into deps */
+    uint64_t *deps;                 /* [dep_off[ntasks]] */
+    uint64_t *task_nbytes;          /* [ntasks] output bytes */
+    uint64_t nexternals;
+    gs_key_t *externals;            /* [nexternals] */
+    gs_grid_t out_grid;             /* grid of the result array */
+    uint64_t noutputs;              /* = number of blocks of out_grid */
+    uint64_t *outputs;              /* [noutputs] task ids, row-major over out_grid blocks */
+} gs_taskgraph_t;
+
+/** Optimisation switches for lowering. All on by default (GS_LOWER_DEFAULT). Turning any off
+ *  gives the same values. */
+#define GS_LOWER_CULL 0x1u            /* drop tasks whose outputs the result does not need */
+#define GS_LOWER_FUSE 0x2u            /* one task per output chunk for blockwise chains */
+#define GS_LOWER_SLICE_PUSHDOWN 0x4u  /* generate only the elements a slice keeps */
+#define GS_LOWER_DEFAULT (GS_LOWER_CULL | GS_LOWER_FUSE | GS_LOWER_SLICE_PUSHDOWN)
+
+/** Lower the expression @a out to a new task graph (*tg_p, free with gs_taskgraph_free).
+ *  @a flags: GS_LOWER_*. Errors: GS_ERR_INVALID_PARAM (message names the problem),
+ *  GS_ERR_NO_MEMORY. Linear in the number of tasks. */
+gs_status_t gs_graph_lower(gs_array_h out, unsigned flags, gs_taskgraph_t **tg_p);
+
+/** Free a task graph and its layers. NULL is fine. */
+void gs_taskgraph_free(gs_taskgraph_t *tg);
+
+/** Check a task graph's structure: ids in range, topological order, layer ids valid, block
+ *  indices inside their layer's grid, dependency counts as each layer expects, outputs valid.
+ *  GS_ERR_INVALID_PARAM with a message. Used on graphs decoded from the wire. */
+gs_status_t gs_taskgraph_validate(const gs_taskgraph_t *tg);
+
+/** Record that @a a has been persisted: block b of its grid lives at keys[b] (nblocks entries,
+ *  copied). Later lowerings of expressions using @a a read those chunks instead of recomputing.
+ *  GS_ERR_INVALID_PARAM if nblocks does not match the array's grid. */
+gs_status_t gs_array_set_persisted(gs_array_h a, uint64_t nblocks, const gs_key_t *keys);
+
+/* ---- grids ---- */
+
+/** Total number of blocks in @a g. */
+uint64_t gs_grid_nblocks(const gs_grid_t *g);
+/** Start and shape of block @a block (row-major block index). */
+void gs_grid_block_region(const gs_grid_t *g, uint64_t block, int64_t *start_p, int64_t *shape_p);
+void gs_grid_cleanup(gs_grid_t *g);
+gs_status_t gs_grid_copy(gs_grid_t *dst, const gs_grid_t *src);
+
+/* ---- layers ---- */
+
+typedef enum gs_layer_kind {
+    GS_LAYER_FUSED = 0,      /* blockwise fused kernel (gs_kfused_t); STORE or REDUCE partials */
+    GS_LAYER_COMBINE = 1,    /* one level of a reduction tree (gs_kcombine_t) */
+    GS_LAYER_LITERAL = 2,    /* host data carried in the layer */
+    GS_LAYER_COPY = 3,       /* rechunk / concatenate (gs_kcopy_t) */
+    GS_LAYER_KIND_COUNT
+} gs_layer_kind_t;
+
+gs_layer_kind_t gs_layer_kind(const gs_layer_t *l);
+/** Human-readable name for logs and task reports ("fused", "combine-sum", ...). Static. */
+const char *gs_layer_name(const gs_layer_t *l);
+/** Number of blocks (tasks) the layer defines. */
+uint64_t gs_layer_nblocks(const gs_layer_t *l);
+/** Number of inputs (dependencies) block @a block expects. */
+int gs_layer_ninputs(const gs_layer_t *l, uint64_t block);
+/** Output size in bytes of block @a block. */
+uint64_t gs_layer_out_nbytes(const gs_layer_t *l, uint64_t block);
+
+/** Serialise (msgpack) and append to @a out. */
+gs_status_t gs_layer_encode(const gs_layer_t *l, gs_buf_t *out);
+/** Decode a layer. Total: any byte string yields a layer or GS_ERR_PROTO (never a crash or a
+ *  leak); semantic checks (grids, programs) give GS_ERR_PROTO too. *l_p owned by caller. */
+gs_status_t gs_layer_decode(const void *data, size_t len, gs_layer_t **l_p);
+void gs_layer_free(gs_layer_t *l);
+
+/** One input chunk of a task, in backend memory: @a data holds @a len doubles. */
+typedef struct gs_chunk_ref {
+    const double *data;
+    int64_t len;
+} gs_chunk_ref_t;
+
+typedef enum gs_ktask_kind {
+    GS_KTASK_FUSED = 0,
+    GS_KTASK_COMBINE = 1,
+    GS_KTASK_COPY = 2,
+    GS_KTASK_HOST_DATA = 3   /* copy host.data (len doubles, owned by the layer) to out */
+} gs_ktask_kind_t;
+
+typedef struct gs_ktask {
+    int32_t kind;            /* gs_ktask_kind_t */
+    union {
+        gs_kfused_t fused;
+        gs_kcombine_t combine;
+        gs_kcopy_t copy;
+        struct {
+            const double *data;
+            int64_t len;
+        } host;
+    } u;
+} gs_ktask_t;
+
+/** Build the concrete kernel for task @a block of @a l, reading @a inputs (ninputs entries, in
+ *  dependency order, backend memory) and writing @a out (backend memory of
+ *  gs_layer_out_nbytes(l, block) bytes). Checks the number and sizes of inputs: a wrong task
+ *  table gives GS_ERR_INVALID_PARAM, never an out-of-bounds access. Pointers in *task_p borrow
+ *  from @a l, @a inputs and @a out. */
+gs_status_t gs_layer_instantiate(const gs_layer_t *l, uint64_t block, int ninputs,
+                                 const gs_chunk_ref_t *inputs, double *out, gs_ktask_t *task_p);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

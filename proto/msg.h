@@ -1,0 +1,300 @@
+/**
+ * Control-plane and data-plane messages of gsched.
+ *
+ * Wire format: a frame is a 4-byte little-endian payload length followed by a msgpack payload
+ * `[type, field...]` (one msgpack array). Large integer tables travel as msgpack `bin` holding
+ * little-endian fixed-width arrays (columnar), so a million-task graph is a handful of memcpys.
+ * Frames larger than the receiver's limit (GS_PROTO_DEFAULT_MAX_FRAME unless configured) are
+ * refused with GS_ERR_MSG_TOO_LARGE before any allocation.
+ *
+ * Decoding is total: any byte sequence yields a message or GS_ERR_PROTO (with gs_last_error()
+ * naming the first problem) and never reads out of bounds, crashes or leaks. Decoded messages
+ * own their memory (aligned copies of every table and string): release with gs_msg_cleanup().
+ * Encoding borrows the message's pointers only for the duration of the call.
+ *
+ * Conversation:
+ *   any peer -> gsched  HELLO(version, token, role, name)   first frame on every connection;
+ *                       a wrong token or version is answered with ERROR and the connection closed
+ *   gsched -> peer      WELCOME(id, heartbeat interval)
+ *   worker -> gsched    WORKER_REGISTER, then HEARTBEAT periodically, TASK_DONE batches, DATA
+ *   gsched -> worker    PEERS, TASK_ASSIGN batches, RELEASE, GATHER_REQ, CANCEL, SHUTDOWN
+ *   client -> gsched    GRAPH_SUBMIT, GATHER_REQ, CANCEL, RELEASE_GRAPH
+ *   gsched -> client    GRAPH_ACCEPTED, PROGRESS, GRAPH_DONE, DATA, ERROR
+ *   worker -> worker    FETCH_REQ / DATA over UCX (active messages; DATA's payload is the chunk)
+ */
+#ifndef GS_PROTO_MSG_H
+#define GS_PROTO_MSG_H
+
+#include "common/buf.h"
+
+#include <gsched/status.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define GS_PROTO_VERSION 1u
+#define GS_PROTO_FRAME_HEADER 4u
+#define GS_PROTO_DEFAULT_MAX_FRAME (1024u * 1024u * 1024u)  /* 1 GiB */
+
+typedef enum gs_msg_type {
+    GS_MSG_HELLO = 1,
+    GS_MSG_WELCOME = 2,
+    GS_MSG_WORKER_REGISTER = 3,
+    GS_MSG_HEARTBEAT = 4,
+    GS_MSG_PEERS = 5,
+    GS_MSG_GRAPH_SUBMIT = 6,
+    GS_MSG_GRAPH_ACCEPTED = 7,
+    GS_MSG_TASK_ASSIGN = 8,
+    GS_MSG_TASK_DONE = 9,
+    GS_MSG_RELEASE = 10,
+    GS_MSG_GATHER_REQ = 11,
+    GS_MSG_DATA = 12,
+    GS_MSG_FETCH_REQ = 13,
+    GS_MSG_PROGRESS = 14,
+    GS_MSG_GRAPH_DONE = 15,
+    GS_MSG_CANCEL = 16,
+    GS_MSG_RELEASE_GRAPH = 17,
+    GS_MSG_ERROR = 18,
+    GS_MSG_SHUTDOWN = 19,
+    GS_MSG_TYPE_MAX
+} gs_msg_type_t;
+
+typedef enum gs_peer_role {
+    GS_ROLE_CLIENT = 1,
+    GS_ROLE_WORKER = 2
+} gs_peer_role_t;
+
+/** Byte string. In decoded messages it points into memory owned by the message. */
+typedef struct gs_bytes {
+    const uint8_t *data;
+    size_t len;
+} gs_bytes_t;
+
+/** Strings are gs_bytes_t too (not NUL-terminated on the wire; decoded strings are
+ *  NUL-terminated for convenience, len excludes the NUL). */
+typedef gs_bytes_t gs_str_t;
+
+typedef struct gs_msg_hello {
+    uint32_t version;
+    uint32_t role;          /* gs_peer_role_t */
+    gs_str_t token;
+    gs_str_t name;
+} gs_msg_hello_t;
+
+typedef struct gs_msg_welcome {
+    uint32_t version;
+    uint64_t id;            /* client id or worker id */
+    uint64_t heartbeat_ms;  /* interval the peer should heartbeat at (workers) */
+} gs_msg_welcome_t;
+
+typedef struct gs_msg_worker_register {
+    gs_str_t name;
+    gs_str_t backend;       /* "cpu" / "cuda" */
+    gs_str_t host;
+    int32_t device;
+    uint32_t nthreads;
+    uint32_t pid;
+    uint64_t memory_limit;
+    gs_bytes_t ucx_address; /* ucp_worker_get_address() blob */
+} gs_msg_worker_register_t;
+
+typedef struct gs_msg_heartbeat {
+    uint64_t seq;
+    uint64_t mem_used;
+    uint64_t mem_limit;
+    uint32_t executing;
+    uint32_t queued;
+} gs_msg_heartbeat_t;
+
+typedef struct gs_peer_info {
+    uint64_t id;
+    gs_str_t name;
+    gs_str_t host;
+    gs_bytes_t ucx_address;
+} gs_peer_info_t;
+
+typedef struct gs_msg_peers {
+    uint32_t nadded;
+    gs_peer_info_t *added;
+    uint32_t nremoved;
+    uint64_t *removed;
+} gs_msg_peers_t;
+
+/** A graph as the client submits it (columnar; see graph/taskgraph.h for the meaning). */
+typedef struct gs_msg_graph_submit {
+    uint64_t client_ref;    /* chosen by the client, echoed in GRAPH_ACCEPTED */
+    uint32_t flags;         /* GS_SUBMIT_* */
+    uint32_t nlayers;
+    gs_bytes_t *layers;     /* encoded layers */
+    uint64_t ntasks;
+    const uint32_t *task_layer;
+    const uint64_t *task_block;
+    const uint64_t *dep_off;     /* ntasks + 1 */
+    const uint64_t *deps;        /* dep_off[ntasks] */
+    const uint64_t *task_nbytes;
+    uint64_t nexternals;
+    const uint64_t *externals;   /* 2 * nexternals: (graph, task) pairs */
+    uint64_t noutputs;
+    const uint64_t *outputs;
+} gs_msg_graph_submit_t;
+
+#define GS_SUBMIT_PERSIST 0x1u   /* keep output chunks on the workers after completion */
+
+typedef struct gs_msg_graph_accepted {
+    uint64_t client_ref;
+    uint64_t graph_id;
+} gs_msg_graph_accepted_t;
+
+/** A batch of tasks for one worker, all of one graph. For each task: its id, layer and block,
+ *  and its dependencies as keys with where to fetch them (worker id; the receiving worker's
+ *  own id means "already local") and their sizes. Layers the worker has not seen for this graph
+ *  come along (layer id + encoded bytes). */
+typedef struct gs_msg_task_assign {
+    uint64_t graph_id;
+    uint32_t nlayers;
+    const uint32_t *layer_ids;
+    gs_bytes_t *layers;
+    uint64_t ntasks;
+    const uint64_t *task_id;
+    const uint32_t *task_layer;
+    const uint64_t *task_block;
+    const uint64_t *dep_off;       /* ntasks + 1 */
+    const uint64_t *dep_keys;      /* 2 * ndeps: (graph, task) */
+    const uint64_t *dep_worker;    /* ndeps */
+    const uint64_t *dep_nbytes;    /* ndeps */
+} gs_msg_task_assign_t;
+
+/** A batch of task completions from a worker. status[i] != GS_OK marks a failure; its message
+ *  is errors[k] for the k-th failed entry (in order). */
+typedef struct gs_msg_task_done {
+    uint64_t n;
+    const uint64_t *graph_id;
+    const uint64_t *task_id;
+    const int32_t *status;
+    const uint64_t *nbytes;
+    const uint64_t *run_ns;        /* kernel time */
+    const uint64_t *fetch_ns;      /* time waiting for inputs */
+    uint32_t nerrors;
+    gs_str_t *errors;
+} gs_msg_task_done_t;
+
+/** Keys to drop (scheduler -> worker). */
+typedef struct gs_msg_release {
+    uint64_t n;
+    const uint64_t *keys;          /* 2 * n: (graph, task) */
+} gs_msg_release_t;
+
+/** Ask for chunk data: client -> gsched (keys of one graph), gsched -> worker (req_id tags the
+ *  answer). Each requested key is answered with one DATA message. */
+typedef struct gs_msg_gather_req {
+    uint64_t req_id;
+    uint64_t n;
+    const uint64_t *keys;          /* 2 * n */
+} gs_msg_gather_req_t;
+
+/** Chunk data (or the error that prevented it). */
+typedef struct gs_msg_data {
+    uint64_t req_id;
+    uint64_t graph_id;
+    uint64_t task_id;
+    int32_t status;
+    gs_bytes_t data;               /* little-endian float64 chunk */
+} gs_msg_data_t;
+
+/** Worker -> worker request for one chunk. */
+typedef struct gs_msg_fetch_req {
+    uint64_t req_id;
+    uint64_t graph_id;
+    uint64_t task_id;
+    uint64_t from_worker;
+} gs_msg_fetch_req_t;
+
+typedef struct gs_msg_progress {
+    uint64_t graph_id;
+    uint64_t done;
+    uint64_t total;
+} gs_msg_progress_t;
+
+typedef struct gs_msg_graph_done {
+    uint64_t graph_id;
+    int32_t status;
+    gs_str_t message;              /* empty on success; otherwise names the failing task */
+    uint64_t ntasks;
+    uint64_t run_ns_total;         /* sum of kernel times reported by workers */
+    uint64_t wall_ns;              /* scheduler-side time from accept to done */
+} gs_msg_graph_done_t;
+
+typedef struct gs_msg_cancel {
+    uint64_t graph_id;
+} gs_msg_cancel_t;
+
+typedef struct gs_msg_error {
+    int32_t status;
+    gs_str_t message;
+} gs_msg_error_t;
+
+typedef struct gs_msg {
+    uint32_t type;                 /* gs_msg_type_t */
+    union {
+        gs_msg_hello_t hello;
+        gs_msg_welcome_t welcome;
+        gs_msg_worker_register_t worker_register;
+        gs_msg_heartbeat_t heartbeat;
+        gs_msg_peers_t peers;
+        gs_msg_graph_submit_t graph_submit;
+        gs_msg_graph_accepted_t graph_accepted;
+        gs_msg_task_assign_t task_assign;
+        gs_msg_task_done_t task_done;
+        gs_msg_release_t release;          /* RELEASE */
+        gs_msg_gather_req_t gather_req;
+        gs_msg_data_t data;
+        gs_msg_fetch_req_t fetch_req;
+        gs_msg_progress_t progress;
+        gs_msg_graph_done_t graph_done;
+        gs_msg_cancel_t cancel;            /* CANCEL and RELEASE_GRAPH */
+        gs_msg_error_t error;
+    } u;
+    void *owned;                   /* decoder's allocation(s); private */
+} gs_msg_t;
+
+/** Name of a message type for logs ("task-assign"); "unknown" otherwise. Static. */
+const char *gs_msg_type_name(uint32_t type);
+
+/** Append one complete frame (header + payload) for @a msg to @a out. GS_ERR_INVALID_PARAM for
+ *  an unknown type or inconsistent counts, GS_ERR_MSG_TOO_LARGE beyond 4 GiB, GS_ERR_NO_MEMORY.
+ *  On error @a out is left as it was. */
+gs_status_t gs_msg_encode(const gs_msg_t *msg, gs_buf_t *out);
+
+/** Decode one payload (without the 4-byte header). On success *msg_p is filled and owns its
+ *  memory; on error nothing is allocated. GS_ERR_PROTO for malformed input. */
+gs_status_t gs_msg_decode(const void *payload, size_t len, gs_msg_t *msg_p);
+
+/** Release a decoded message's memory (no-op for messages built by hand). */
+void gs_msg_cleanup(gs_msg_t *msg);
+
+/**
+ * Incremental frame reader for stream transports. Feed bytes as they arrive; take complete
+ * payloads out. Bytes are copied; the reader owns its buffer.
+ */
+typedef struct gs_frame_reader {
+    gs_buf_t buf;
+    size_t pos;                    /* start of unconsumed bytes */
+    uint32_t max_frame;
+} gs_frame_reader_t;
+
+void gs_frame_reader_init(gs_frame_reader_t *r, uint32_t max_frame);
+void gs_frame_reader_cleanup(gs_frame_reader_t *r);
+/** Append received bytes. GS_ERR_NO_MEMORY leaves the reader unchanged. */
+gs_status_t gs_frame_reader_feed(gs_frame_reader_t *r, const void *data, size_t len);
+/** Next complete payload: GS_OK with *payload_p / *len_p pointing into the reader (valid until
+ *  the next feed/next call), GS_INPROGRESS when more bytes are needed, GS_ERR_MSG_TOO_LARGE
+ *  when the header announces more than max_frame (the stream is then unusable). */
+gs_status_t gs_frame_reader_next(gs_frame_reader_t *r, const uint8_t **payload_p, size_t *len_p);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
