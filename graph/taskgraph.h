@@ -61,12 +61,6 @@ typedef struct gs_taskgraph {
     uint64_t *outputs;              /* [noutputs] task ids, row-major over out_grid blocks */
 } gs_taskgraph_t;
 
-/** Optimisation switches for lowering. All on by default (GS_LOWER_DEFAULT). Turning any off
- *  gives the same values. */
-#define GS_LOWER_CULL 0x1u            /* drop tasks whose outputs the result does not need */
-#define GS_LOWER_FUSE 0x2u            /* one task per output chunk for blockwise chains */
-#define GS_LOWER_SLICE_PUSHDOWN 0x4u  /* generate only the elements a slice keeps */
-#define GS_LOWER_DEFAULT (GS_LOWER_CULL | GS_LOWER_FUSE | GS_LOWER_SLICE_PUSHDOWN)
 
 /** Lower the expression @a out to a new task graph (*tg_p, free with gs_taskgraph_free).
  *  @a flags: GS_LOWER_*. Errors: GS_ERR_INVALID_PARAM (message names the problem),

@@ -161,6 +161,13 @@ typedef struct gs_reduce_params {
 gs_status_t gs_array_reduce(gs_redop_t op, gs_array_h a, const gs_reduce_params_t *params,
                             gs_array_h *out_p);
 
+/** Optimisation switches for lowering. All on by default (GS_LOWER_DEFAULT). Turning any off
+ *  gives the same values. */
+#define GS_LOWER_CULL 0x1u            /* drop tasks whose outputs the result does not need */
+#define GS_LOWER_FUSE 0x2u            /* one task per output chunk for blockwise chains */
+#define GS_LOWER_SLICE_PUSHDOWN 0x4u  /* generate only the elements a slice keeps */
+#define GS_LOWER_DEFAULT (GS_LOWER_CULL | GS_LOWER_FUSE | GS_LOWER_SLICE_PUSHDOWN)
+
 /* ---- handles ---- */
 
 /** Add a reference (returns @a a). */
