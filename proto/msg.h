@@ -21,6 +21,13 @@
  *   client -> gsched    GRAPH_SUBMIT, GATHER_REQ, CANCEL, RELEASE_GRAPH
  *   gsched -> client    GRAPH_ACCEPTED, PROGRESS, GRAPH_DONE, DATA, ERROR
  *   worker -> worker    FETCH_REQ / DATA over UCX (active messages; DATA's payload is the chunk)
+ *   client -> gsched    INFO_REQ; gsched -> client INFO (cluster state, e.g. to wait for workers)
+ *
+ * Keys and lifetimes: graph ids are assigned by gsched (GRAPH_ACCEPTED). The output chunks of a
+ * graph stay on the workers after GRAPH_DONE until the client sends RELEASE_GRAPH (or
+ * disconnects); with GS_SUBMIT_PERSIST they may also be used as externals by later graphs.
+ * The client fetches results with GATHER_REQ (its own req_id) and gets one DATA per key; gsched
+ * relays them from the workers.
  */
 #ifndef GS_PROTO_MSG_H
 #define GS_PROTO_MSG_H
@@ -59,6 +66,8 @@ typedef enum gs_msg_type {
     GS_MSG_RELEASE_GRAPH = 17,
     GS_MSG_ERROR = 18,
     GS_MSG_SHUTDOWN = 19,
+    GS_MSG_INFO_REQ = 20,
+    GS_MSG_INFO = 21,
     GS_MSG_TYPE_MAX
 } gs_msg_type_t;
 
@@ -231,6 +240,15 @@ typedef struct gs_msg_cancel {
     uint64_t graph_id;
 } gs_msg_cancel_t;
 
+typedef struct gs_msg_info {
+    uint32_t nworkers;
+    uint32_t nclients;
+    uint64_t ngraphs_active;
+    uint64_t tasks_done_total;
+    uint32_t nnames;
+    gs_str_t *worker_names;
+} gs_msg_info_t;
+
 typedef struct gs_msg_error {
     int32_t status;
     gs_str_t message;
@@ -256,6 +274,7 @@ typedef struct gs_msg {
         gs_msg_graph_done_t graph_done;
         gs_msg_cancel_t cancel;            /* CANCEL and RELEASE_GRAPH */
         gs_msg_error_t error;
+        gs_msg_info_t info;                /* INFO (INFO_REQ and SHUTDOWN have no fields) */
     } u;
     void *owned;                   /* decoder's allocation(s); private */
 } gs_msg_t;

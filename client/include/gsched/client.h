@@ -68,6 +68,13 @@ void gs_client_destroy(gs_client_h client);
 /** Scheduler address the client is connected to ("tcp://127.0.0.1:40123"); owned by client. */
 const char *gs_client_address(gs_client_h client);
 
+/** Wait until at least @a n workers are registered (timeout_s < 0: forever).
+ *  GS_ERR_TIMED_OUT otherwise. */
+gs_status_t gs_client_wait_for_workers(gs_client_h client, int n, double timeout_s);
+
+/** Number of workers registered now (asks the scheduler; -1 on error). */
+int gs_client_nworkers(gs_client_h client);
+
 /** Flags for gs_client_submit(). */
 #define GS_SUBMIT_KEEP 0x1u     /* persist: keep the result chunks on the workers */
 
