@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Install what gsched needs on Debian/Ubuntu (idempotent; skips apt when everything is present).
+set -euo pipefail
+pkgs="build-essential cmake ninja-build pkg-config libuv1-dev libmsgpack-dev libucx-dev
+      libcriterion-dev libopenblas-dev liblapacke-dev procps"
+missing=""
+for p in $pkgs; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+  echo "gsched: installing:$missing"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing
+fi

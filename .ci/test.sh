@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Install dependencies, build gsched and run the whole test suite twice: a normal build
+# (with the CUDA backend compiled when nvcc exists; its GPU tests skip without a device) and an
+# AddressSanitizer + UndefinedBehaviorSanitizer build (CPU backend).
+# Usage: bash .ci/test.sh            (from the repository root)
+set -uo pipefail
+cd "$(dirname "$0")/.."
+bash .ci/install-deps.sh || exit 1
+jobs=$(nproc 2>/dev/null || echo 2)
+status=0
+
+run_suite() {  # name builddir cmake-args...
+  local name=$1 dir=$2; shift 2
+  echo "=== gsched: $name build ($dir) ==="
+  cmake -S . -B "$dir" -G Ninja "$@" >"$dir.configure.log" 2>&1 || { cat "$dir.configure.log"; return 1; }
+  cmake --build "$dir" -j"$jobs" >"$dir.build.log" 2>&1 || { tail -n 80 "$dir.build.log"; return 1; }
+  echo "=== gsched: $name tests ==="
+  ctest --test-dir "$dir" -V -j"$jobs" --timeout 900 >"$dir.test.log" 2>&1
+  local rc=$?
+  grep -E "Synthesis|SKIP|FAIL|CRASH" "$dir.test.log" | grep -v "^\s*$" || true
+  if [ $rc -ne 0 ]; then
+    grep -E -B2 -A30 "\[FAIL\]|CRASH|ERROR: AddressSanitizer|runtime error|Failed|\*\*\*Timeout" "$dir.test.log" | tail -n 200
+  fi
+  grep -E "tests passed|tests failed" "$dir.test.log" | tail -n 1
+  return $rc
+}
+
+run_suite normal build-ci -DCMAKE_BUILD_TYPE=RelWithDebInfo || status=1
+run_suite "asan+ubsan" build-ci-asan -DCMAKE_BUILD_TYPE=Debug -DGS_ASAN=ON -DGS_UBSAN=ON \
+  -DGS_WITH_CUDA=OFF -DGS_BUILD_BENCH=ON || status=1
+if [ $status -eq 0 ]; then echo "gsched: all suites passed"; else echo "gsched: test failures"; fi
+exit $status
