@@ -79,6 +79,11 @@ gs_status_t gs_taskgraph_validate(const gs_taskgraph_t *tg);
  *  copied). Later lowerings of expressions using @a a read those chunks instead of recomputing.
  *  GS_ERR_INVALID_PARAM if nblocks does not match the array's grid. */
 gs_status_t gs_array_set_persisted(gs_array_h a, uint64_t nblocks, const gs_key_t *keys);
+/** Forget the persisted chunks of @a a (later lowerings recompute it). NULL is fine. */
+void gs_array_clear_persisted(gs_array_h a);
+/** Copy of the persisted keys of @a a: *keys_p (nblocks entries, caller frees with gs_free).
+ *  GS_ERR_NOT_FOUND when @a a is not persisted. */
+gs_status_t gs_array_get_persisted(gs_array_h a, uint64_t *nblocks_p, gs_key_t **keys_p);
 
 /* ---- grids ---- */
 

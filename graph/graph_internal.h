@@ -1,0 +1,182 @@
+/* Internal definitions of the graph module: expression nodes, layers, index maps.
+ * Not installed; shared by array.c, grid.c, layer.c, layer_codec.c, lower.c, taskgraph.c. */
+#ifndef GS_GRAPH_INTERNAL_H
+#define GS_GRAPH_INTERNAL_H
+
+#include "common/alloc.h"
+#include "common/error.h"
+#include "common/log.h"
+#include "graph/kernel.h"
+#include "graph/taskgraph.h"
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+/* ---- expression nodes ---- */
+
+typedef enum gs__node_kind {
+    GS__NODE_NORMAL = 0,
+    GS__NODE_UNIFORM,
+    GS__NODE_FULL,
+    GS__NODE_ARANGE,
+    GS__NODE_LITERAL,
+    GS__NODE_UNARY,
+    GS__NODE_BINARY,
+    GS__NODE_BINARY_SCALAR,   /* a OP scalar */
+    GS__NODE_SCALAR_BINARY,   /* scalar OP a */
+    GS__NODE_SLICE,
+    GS__NODE_TRANSPOSE,
+    GS__NODE_REDUCE
+} gs__node_kind_t;
+
+/* Persisted chunks of a node (guarded by the module's persist lock). */
+typedef struct gs__persist {
+    uint64_t nblocks;
+    gs_key_t *keys;
+} gs__persist_t;
+
+struct gs_array {
+    atomic_long refs;
+    uint64_t id;                 /* unique per process, for hashing during lowering */
+    int32_t kind;                /* gs__node_kind_t */
+    gs_grid_t grid;              /* shape and chunk bounds */
+    int64_t size;                /* number of elements */
+    int32_t ninputs;
+    struct gs_array *in[2];
+    struct gs_array *free_next;  /* release worklist */
+    gs__persist_t *persist;      /* NULL unless persisted; under the persist lock */
+    union {
+        struct {                 /* NORMAL: mean/std; UNIFORM: low/high; FULL: p0 value;
+                                    ARANGE: p0 start, p1 step */
+            uint64_t seed;
+            double p0, p1;
+        } gen;
+        struct {
+            double *data;        /* chunk order: block 0 row-major, block 1, ... */
+        } lit;
+        struct {
+            int32_t op;          /* gs_unop_t or gs_binop_t */
+            double scalar;
+        } op;
+        struct {                 /* per input axis; src = start + step * out (or start if index) */
+            int64_t start[GS_MAX_NDIM];
+            int64_t step[GS_MAX_NDIM];
+            int32_t index[GS_MAX_NDIM];
+        } slice;
+        struct {
+            int32_t perm[GS_MAX_NDIM];   /* out axis i = input axis perm[i] */
+        } tr;
+        struct {
+            int32_t op;          /* gs_redop_t */
+            int32_t axis;        /* -1: all axes */
+            int32_t split_every;
+            double ddof;
+        } red;
+    } u;
+};
+
+static inline int gs__node_is_generator(const struct gs_array *n)
+{
+    return n->kind == GS__NODE_NORMAL || n->kind == GS__NODE_UNIFORM ||
+           n->kind == GS__NODE_FULL || n->kind == GS__NODE_ARANGE;
+}
+
+/* Copy the persisted keys of @a n (NULL *keys_p when not persisted). */
+gs_status_t gs__array_persist_snapshot(const struct gs_array *n, uint64_t *nblocks_p,
+                                       gs_key_t **keys_p);
+
+/* ---- grids ---- */
+
+/* Check a grid's structure (ndim, shape >= 0, nchunks >= 1, bounds 0..shape nondecreasing,
+ * element and block counts fit in int64). Returns 1 when valid, 0 otherwise with *why_p set. */
+int gs__grid_check(const gs_grid_t *g, const char **why_p);
+/* Chunk index along @a axis containing coordinate @a c (0 <= c < shape), by bisection. */
+int64_t gs__grid_find(const gs_grid_t *g, int axis, int64_t c);
+/* Row-major block index from per-axis chunk indices. */
+uint64_t gs__grid_block_index(const gs_grid_t *g, const int64_t *idx);
+/* Per-axis chunk indices of block @a block. */
+void gs__grid_block_coords(const gs_grid_t *g, uint64_t block, int64_t *idx_p);
+/* Allocate bounds for @a ndim axes with nchunks already set (bounds zeroed). */
+gs_status_t gs__grid_alloc(gs_grid_t *g);
+/* Number of elements of the grid's array. */
+int64_t gs__grid_size(const gs_grid_t *g);
+
+/* ---- index maps: from a group's output coordinates to a leaf array's coordinates ----
+ * src[a] = off[a] + step[a] * out[perm[a]], or off[a] when perm[a] == -1. */
+typedef struct gs__lmap {
+    int32_t ndim;                       /* leaf array ndim */
+    int64_t off[GS_MAX_NDIM];
+    int64_t step[GS_MAX_NDIM];
+    int32_t perm[GS_MAX_NDIM];
+} gs__lmap_t;
+
+/* ---- layers ---- */
+
+typedef struct gs__fleaf {
+    int32_t kind;                       /* gs_leaf_kind_t */
+    int32_t src;                        /* GS_LEAF_CHUNK: index into sources */
+    int64_t shape[GS_MAX_NDIM];         /* random/index leaves: the leaf array's shape */
+    gs__lmap_t map;
+    uint64_t seed;
+    double p0, p1;
+} gs__fleaf_t;
+
+struct gs_layer {
+    int32_t kind;                       /* gs_layer_kind_t */
+    gs_grid_t grid;                     /* FUSED, LITERAL: output grid; COMBINE: outer grid */
+    union {
+        struct {
+            int32_t terminal;
+            int32_t redop;
+            int32_t red_axis;
+            int32_t nsrc;
+            gs_grid_t *srcs;            /* [nsrc] grids of the chunk sources */
+            int32_t nleaves;
+            gs__fleaf_t leaves[GS_KERNEL_MAX_LEAVES];
+            int32_t nprog;
+            gs_kinstr_t prog[GS_KERNEL_MAX_PROG];
+        } f;
+        struct {
+            int32_t redop;
+            int32_t finalize;
+            double ddof;
+            int64_t nprev;              /* partial groups per outer block in the previous level */
+            int32_t split_every;
+            int64_t ngroups;            /* ceil(nprev / split_every) */
+        } c;
+        struct {
+            double *data;               /* chunk order */
+            int64_t *off;               /* [nblocks + 1] offsets of each block in data */
+        } lit;
+    } u;
+};
+
+/* Allocate an empty layer of @a kind (grid ndim 0, no bounds). */
+gs_layer_t *gs__layer_new(int32_t kind);
+
+/* Resolution of one block of a FUSED layer: its region, its deduplicated inputs and, per leaf,
+ * the input slot and addressing. */
+typedef struct gs__fres {
+    int64_t start[GS_MAX_NDIM];
+    int64_t shape[GS_MAX_NDIM];
+    int empty;
+    int32_t ninputs;
+    int32_t in_src[GS_KERNEL_MAX_LEAVES];     /* source index */
+    uint64_t in_block[GS_KERNEL_MAX_LEAVES];  /* block of that source */
+    int64_t in_len[GS_KERNEL_MAX_LEAVES];     /* elements of that block */
+    int32_t leaf_slot[GS_KERNEL_MAX_LEAVES];  /* chunk leaves: input slot; others -1 */
+    int64_t leaf_base[GS_KERNEL_MAX_LEAVES];
+    int64_t leaf_stride[GS_KERNEL_MAX_LEAVES][GS_MAX_NDIM];
+} gs__fres_t;
+
+/* Resolve block @a block of FUSED layer @a l. GS_ERR_INVALID_PARAM (with a message) when the
+ * block is out of range or a leaf's map leaves its array or crosses a chunk boundary. */
+gs_status_t gs__fused_resolve(const gs_layer_t *l, uint64_t block, gs__fres_t *r);
+
+/* Structural check of a layer built by the lowering or decoded from the wire. */
+gs_status_t gs__layer_check(const gs_layer_t *l);
+
+/* Number of records of a REDUCE-terminal block of region @a shape. */
+int64_t gs__reduce_nrec(int32_t ndim, const int64_t *shape, int32_t red_axis);
+
+#endif
