@@ -1,0 +1,576 @@
+/*
+ * Framed message connections over libuv TCP (see proto/conn.h).
+ *
+ * Reading: one 64 KiB read buffer per connection; received bytes go into a gs_frame_reader_t,
+ * each complete payload is decoded and handed to msg_cb. A malformed or oversized frame closes
+ * the connection (GS_ERR_PROTO / GS_ERR_MSG_TOO_LARGE, logged as a warning).
+ *
+ * Writing: every frame is one uv_write request (frames queued before the connection is
+ * established wait in a list and are submitted in order when it is). pending_bytes counts the
+ * bytes of every frame not yet completed.
+ *
+ * Closing: the first gs_conn_close() wins. An error reason uv_close()s at once, which cancels
+ * queued writes; GS_OK waits for the connection attempt if one is under way, then uv_shutdown()s
+ * (which completes after every queued write) and uv_close()s. close_cb runs from the uv_close
+ * callback, so always from the loop and never inside gs_conn_close(); the connection is freed
+ * right after it.
+ */
+#include "proto/conn.h"
+
+#include "common/alloc.h"
+#include "common/error.h"
+#include "common/log.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define GS__CONN_RBUF (64u * 1024u)
+#define GS__CONN_WCHUNK (1u << 30)  /* uv_buf_t lengths are unsigned int: split larger frames */
+
+typedef struct gs__wreq {
+    uv_write_t req;
+    struct gs__wreq *next;  /* queue of frames waiting for the connection */
+    gs_conn_t *conn;
+    uint8_t *data;
+    size_t len;
+} gs__wreq_t;
+
+struct gs_conn {
+    uv_tcp_t tcp;
+    uv_connect_t connect_req;
+    uv_shutdown_t shutdown_req;
+    gs_conn_params_t params;
+    gs_frame_reader_t reader;
+    gs__wreq_t *wait_head, *wait_tail;  /* frames queued before the connection was established */
+    size_t pending_bytes;
+    gs_status_t close_reason;
+    unsigned connecting : 1;       /* uv_tcp_connect under way */
+    unsigned connected : 1;        /* established: reads and writes go to libuv */
+    unsigned close_requested : 1;  /* gs_conn_close() was called (first reason kept) */
+    unsigned handle_closing : 1;   /* uv_close() was called */
+    unsigned silent : 1;           /* failed creation: free without callbacks */
+    void *data;
+    char peer_name[64];
+    char rbuf[GS__CONN_RBUF];
+};
+
+gs_status_t gs_status_from_uv(int uv_err, const char *what)
+{
+    gs_status_t st;
+    if (uv_err >= 0) return GS_OK;
+    switch (uv_err) {
+    case UV_ENOMEM: st = GS_ERR_NO_MEMORY; break;
+    case UV_ECONNREFUSED:
+    case UV_EHOSTUNREACH:
+    case UV_ENETUNREACH: st = GS_ERR_CONN_REFUSED; break;
+    case UV_ETIMEDOUT: st = GS_ERR_TIMED_OUT; break;
+    case UV_EOF:
+    case UV_ECONNRESET:
+    case UV_ECONNABORTED:
+    case UV_EPIPE:
+    case UV_ENOTCONN: st = GS_ERR_CONN_CLOSED; break;
+    case UV_ECANCELED: st = GS_ERR_CANCELED; break;
+    case UV_EINVAL: st = GS_ERR_INVALID_PARAM; break;
+    case UV_EADDRINUSE:
+    case UV_EBUSY: st = GS_ERR_BUSY; break;
+    case UV_EADDRNOTAVAIL:
+    case UV_ENOENT:
+    case UV_EAI_NONAME:
+    case UV_EAI_NODATA:
+    case UV_EAI_FAIL:
+    case UV_EAI_AGAIN: st = GS_ERR_NOT_FOUND; break;
+    case UV_ENOTSUP:
+    case UV_EAFNOSUPPORT:
+    case UV_EAI_FAMILY: st = GS_ERR_UNSUPPORTED; break;
+    case UV_EMFILE:
+    case UV_ENFILE:
+    case UV_ENOBUFS: st = GS_ERR_NO_RESOURCE; break;
+    default: st = GS_ERR_IO; break;
+    }
+    GS_LOG_DEBUG("%s: %s (%s)", what != NULL ? what : "libuv", uv_strerror(uv_err), uv_err_name(uv_err));
+    return gs_error_set(st, "%s: %s", what != NULL ? what : "libuv", uv_strerror(uv_err));
+}
+
+/* ---- address parsing ---- */
+
+gs_status_t gs_addr_parse(const char *addr, char *host, size_t host_len, int *port_p)
+{
+    const char *s, *hbeg, *pstr, *colon, *scheme;
+    size_t hlen;
+    long port = 0;
+    int ndigits = 0;
+
+    if (addr == NULL || host == NULL || port_p == NULL || host_len == 0) {
+        return gs_error_set(GS_ERR_INVALID_PARAM, "gs_addr_parse: NULL argument");
+    }
+    s = addr;
+    scheme = strstr(s, "://");
+    if (scheme != NULL) {
+        if ((size_t)(scheme - s) != 3 || strncmp(s, "tcp", 3) != 0) {
+            return gs_error_set(GS_ERR_INVALID_PARAM, "address '%s': only tcp:// is supported", addr);
+        }
+        s = scheme + 3;
+    }
+    if (*s == '[') {
+        const char *close = strchr(s, ']');
+        if (close == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "address '%s': missing ']'", addr);
+        hbeg = s + 1;
+        hlen = (size_t)(close - hbeg);
+        if (close[1] != ':') return gs_error_set(GS_ERR_INVALID_PARAM, "address '%s': missing ':port'", addr);
+        pstr = close + 2;
+    } else {
+        colon = strrchr(s, ':');
+        if (colon == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "address '%s': missing ':port'", addr);
+        if (memchr(s, ':', (size_t)(colon - s)) != NULL) {
+            return gs_error_set(GS_ERR_INVALID_PARAM, "address '%s': an IPv6 host needs [brackets]", addr);
+        }
+        hbeg = s;
+        hlen = (size_t)(colon - s);
+        pstr = colon + 1;
+    }
+    if (hlen == 0) return gs_error_set(GS_ERR_INVALID_PARAM, "address '%s': empty host", addr);
+    if (hlen >= host_len) {
+        return gs_error_set(GS_ERR_INVALID_PARAM, "address '%s': host longer than %zu bytes", addr, host_len - 1);
+    }
+    for (const char *p = pstr; *p != '\0'; p++) {
+        if (*p < '0' || *p > '9' || ++ndigits > 5) {
+            return gs_error_set(GS_ERR_INVALID_PARAM, "address '%s': port '%s' is not a number in 0..65535",
+                                addr, pstr);
+        }
+        port = port * 10 + (*p - '0');
+    }
+    if (ndigits == 0 || port > 65535) {
+        return gs_error_set(GS_ERR_INVALID_PARAM, "address '%s': port '%s' is not a number in 0..65535", addr,
+                            pstr);
+    }
+    memcpy(host, hbeg, hlen);
+    host[hlen] = '\0';
+    *port_p = (int)port;
+    return GS_OK;
+}
+
+/* ---- lifetime ---- */
+
+static void gs__conn_free_wreq(gs__wreq_t *w)
+{
+    gs_free(w->data);
+    gs_free(w);
+}
+
+static void gs__conn_closed_cb(uv_handle_t *handle)
+{
+    gs_conn_t *c = handle->data;
+    gs_assert(c->wait_head == NULL);
+    if (!c->silent) {
+        GS_LOG_DEBUG("connection %s closed: %s", c->peer_name, gs_status_string(c->close_reason));
+        c->params.close_cb(c, c->close_reason, c->params.arg);
+    }
+    gs_frame_reader_cleanup(&c->reader);
+    gs_free(c);
+}
+
+static void gs__conn_close_handle(gs_conn_t *c)
+{
+    if (c->handle_closing) return;
+    c->handle_closing = 1;
+    while (c->wait_head != NULL) {  /* never submitted: drop */
+        gs__wreq_t *w = c->wait_head;
+        c->wait_head = w->next;
+        c->pending_bytes -= w->len;
+        gs__conn_free_wreq(w);
+    }
+    c->wait_tail = NULL;
+    uv_close((uv_handle_t *)&c->tcp, gs__conn_closed_cb);
+}
+
+static void gs__conn_shutdown_cb(uv_shutdown_t *req, int status)
+{
+    gs_conn_t *c = req->data;
+    (void)status;
+    gs__conn_close_handle(c);
+}
+
+/* Graceful end after a GS_OK close: flush queued writes, then close. */
+static void gs__conn_shutdown(gs_conn_t *c)
+{
+    if (c->handle_closing) return;
+    if (c->connected && uv_shutdown(&c->shutdown_req, (uv_stream_t *)&c->tcp, gs__conn_shutdown_cb) == 0) {
+        return;
+    }
+    gs__conn_close_handle(c);
+}
+
+void gs_conn_close(gs_conn_t *c, gs_status_t reason)
+{
+    if (c == NULL || c->close_requested) return;
+    c->close_requested = 1;
+    c->close_reason = reason;
+    uv_read_stop((uv_stream_t *)&c->tcp);
+    if (reason != GS_OK) {
+        gs__conn_close_handle(c);
+    } else if (!c->connecting) {
+        gs__conn_shutdown(c);
+    }
+    /* else: gs__conn_connect_cb finishes the close once the attempt completes */
+}
+
+static gs_status_t gs__conn_new(uv_loop_t *loop, const gs_conn_params_t *params, gs_conn_t **conn_p)
+{
+    gs_conn_t *c;
+    int r;
+    if (params == NULL || params->msg_cb == NULL || params->close_cb == NULL) {
+        return gs_error_set(GS_ERR_INVALID_PARAM, "connection parameters need msg_cb and close_cb");
+    }
+    c = gs_calloc(1, sizeof *c, "conn");
+    if (c == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "out of memory allocating a connection");
+    r = uv_tcp_init(loop, &c->tcp);
+    if (r < 0) {
+        gs_free(c);
+        return gs_status_from_uv(r, "uv_tcp_init");
+    }
+    c->tcp.data = c;
+    c->connect_req.data = c;
+    c->shutdown_req.data = c;
+    c->params = *params;
+    gs_frame_reader_init(&c->reader, params->max_frame);
+    snprintf(c->peer_name, sizeof c->peer_name, "?");
+    *conn_p = c;
+    return GS_OK;
+}
+
+/* Creation failed after uv_tcp_init: the handle must still be closed through the loop. */
+static gs_status_t gs__conn_abort(gs_conn_t *c, gs_status_t st)
+{
+    c->silent = 1;
+    c->close_requested = 1;
+    gs__conn_close_handle(c);
+    return st;
+}
+
+static void gs__conn_fail(gs_conn_t *c, gs_status_t reason)
+{
+    gs_conn_close(c, reason);
+}
+
+/* ---- reading ---- */
+
+static void gs__conn_alloc_cb(uv_handle_t *handle, size_t suggested, uv_buf_t *buf)
+{
+    gs_conn_t *c = handle->data;
+    (void)suggested;
+    buf->base = c->rbuf;
+    buf->len = sizeof c->rbuf;
+}
+
+static void gs__conn_read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
+{
+    gs_conn_t *c = stream->data;
+    const uint8_t *payload;
+    size_t len;
+    gs_status_t st;
+    (void)buf;
+
+    if (nread < 0) {
+        if (nread == UV_EOF) {
+            GS_LOG_DEBUG("connection %s: end of stream", c->peer_name);
+            gs__conn_fail(c, gs_error_set(GS_ERR_CONN_CLOSED, "connection %s closed by the peer", c->peer_name));
+        } else {
+            st = gs_status_from_uv((int)nread, "read");
+            if (st != GS_ERR_CONN_CLOSED) st = GS_ERR_IO;
+            gs__conn_fail(c, st);
+        }
+        return;
+    }
+    if (nread == 0 || c->close_requested) return;
+    if (gs_frame_reader_feed(&c->reader, c->rbuf, (size_t)nread) != GS_OK) {
+        GS_LOG_WARN("connection %s: out of memory buffering a frame", c->peer_name);
+        gs__conn_fail(c, GS_ERR_NO_MEMORY);
+        return;
+    }
+    while (!c->close_requested) {
+        gs_msg_t msg;
+        st = gs_frame_reader_next(&c->reader, &payload, &len);
+        if (st == GS_INPROGRESS) break;
+        if (st != GS_OK) {
+            GS_LOG_WARN("connection %s: %s; closing", c->peer_name, gs_last_error());
+            gs__conn_fail(c, st);
+            return;
+        }
+        st = gs_msg_decode(payload, len, &msg);
+        if (st != GS_OK) {
+            GS_LOG_WARN("connection %s: bad frame of %zu bytes: %s; closing", c->peer_name, len, gs_last_error());
+            gs__conn_fail(c, st);
+            return;
+        }
+        c->params.msg_cb(c, &msg, c->params.arg);
+        gs_msg_cleanup(&msg);
+    }
+}
+
+/* ---- writing ---- */
+
+static void gs__conn_write_cb(uv_write_t *req, int status)
+{
+    gs__wreq_t *w = (gs__wreq_t *)req;
+    gs_conn_t *c = w->conn;
+    c->pending_bytes -= w->len;
+    gs__conn_free_wreq(w);
+    if (status < 0 && status != UV_ECANCELED) {
+        gs_status_t st = gs_status_from_uv(status, "write");
+        if (st != GS_ERR_CONN_CLOSED) st = GS_ERR_IO;
+        GS_LOG_DEBUG("connection %s: write failed: %s", c->peer_name, uv_strerror(status));
+        gs__conn_fail(c, st);
+    }
+}
+
+static gs_status_t gs__conn_submit(gs_conn_t *c, gs__wreq_t *w)
+{
+    uv_buf_t bufs[8];
+    unsigned nbufs = 0;
+    size_t off = 0;
+    int r;
+    while (off < w->len) {
+        size_t n = w->len - off < GS__CONN_WCHUNK ? w->len - off : GS__CONN_WCHUNK;
+        gs_assert_always(nbufs < sizeof bufs / sizeof bufs[0]);
+        bufs[nbufs++] = uv_buf_init((char *)w->data + off, (unsigned)n);
+        off += n;
+    }
+    r = uv_write(&w->req, (uv_stream_t *)&c->tcp, bufs, nbufs, gs__conn_write_cb);
+    if (r < 0) {
+        gs_status_t st = gs_status_from_uv(r, "uv_write");
+        c->pending_bytes -= w->len;
+        gs__conn_free_wreq(w);
+        gs__conn_fail(c, st == GS_ERR_NO_MEMORY ? st : GS_ERR_IO);
+        return st;
+    }
+    return GS_OK;
+}
+
+/* Queue @a data (owned, gs_malloc'ed) of @a len bytes. */
+static gs_status_t gs__conn_queue(gs_conn_t *c, uint8_t *data, size_t len)
+{
+    gs__wreq_t *w = gs_malloc(sizeof *w, "conn write");
+    if (w == NULL) {
+        gs_free(data);
+        return gs_error_set(GS_ERR_NO_MEMORY, "out of memory queueing %zu bytes to %s", len, c->peer_name);
+    }
+    w->next = NULL;
+    w->conn = c;
+    w->data = data;
+    w->len = len;
+    c->pending_bytes += len;
+    if (c->connected) return gs__conn_submit(c, w);
+    if (c->wait_tail != NULL) {
+        c->wait_tail->next = w;
+    } else {
+        c->wait_head = w;
+    }
+    c->wait_tail = w;
+    return GS_OK;
+}
+
+gs_status_t gs_conn_send(gs_conn_t *c, const gs_msg_t *msg)
+{
+    gs_buf_t b;
+    gs_status_t st;
+    uint8_t *data;
+    size_t len;
+    if (c == NULL || msg == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "gs_conn_send: NULL argument");
+    if (c->close_requested) {
+        return gs_error_set(GS_ERR_CONN_CLOSED, "connection %s is closing; %s message not sent", c->peer_name,
+                            gs_msg_type_name(msg->type));
+    }
+    gs_buf_init(&b);
+    st = gs_msg_encode(msg, &b);
+    if (st != GS_OK) {
+        gs_buf_cleanup(&b);
+        return st;
+    }
+    data = gs_buf_detach(&b, &len);
+    return gs__conn_queue(c, data, len);
+}
+
+gs_status_t gs_conn_send_frame(gs_conn_t *c, gs_buf_t *frame)
+{
+    uint8_t *data;
+    size_t len, off = 0;
+    if (frame == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "gs_conn_send_frame: NULL frame");
+    if (c == NULL) {
+        gs_buf_cleanup(frame);
+        return gs_error_set(GS_ERR_INVALID_PARAM, "gs_conn_send_frame: NULL connection");
+    }
+    if (c->close_requested) {
+        gs_buf_cleanup(frame);
+        return gs_error_set(GS_ERR_CONN_CLOSED, "connection %s is closing; frame not sent", c->peer_name);
+    }
+    /* one or more complete frames, back to back */
+    while (off < frame->len) {
+        uint32_t flen;
+        if (frame->len - off < GS_PROTO_FRAME_HEADER) break;
+        flen = (uint32_t)frame->data[off] | (uint32_t)frame->data[off + 1] << 8 |
+               (uint32_t)frame->data[off + 2] << 16 | (uint32_t)frame->data[off + 3] << 24;
+        if (frame->len - off - GS_PROTO_FRAME_HEADER < flen) break;
+        off += GS_PROTO_FRAME_HEADER + (size_t)flen;
+    }
+    if (frame->len == 0 || off != frame->len) {
+        size_t flen = frame->len;
+        gs_buf_cleanup(frame);
+        return gs_error_set(GS_ERR_INVALID_PARAM, "gs_conn_send_frame: %zu bytes are not whole frames", flen);
+    }
+    data = gs_buf_detach(frame, &len);
+    return gs__conn_queue(c, data, len);
+}
+
+/* ---- accept / connect ---- */
+
+static void gs__conn_name(gs_conn_t *c, const struct sockaddr *sa)
+{
+    char ip[INET6_ADDRSTRLEN];
+    if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)(const void *)sa;
+        if (uv_ip4_name(in, ip, sizeof ip) == 0) {
+            snprintf(c->peer_name, sizeof c->peer_name, "%s:%u", ip, (unsigned)ntohs(in->sin_port));
+        }
+    } else if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)(const void *)sa;
+        if (uv_ip6_name(in6, ip, sizeof ip) == 0) {
+            snprintf(c->peer_name, sizeof c->peer_name, "[%s]:%u", ip, (unsigned)ntohs(in6->sin6_port));
+        }
+    }
+}
+
+gs_status_t gs_conn_accept(uv_stream_t *server, const gs_conn_params_t *params, gs_conn_t **conn_p)
+{
+    struct sockaddr_storage ss;
+    int sslen = (int)sizeof ss;
+    gs_conn_t *c;
+    gs_status_t st;
+    int r;
+    if (server == NULL || conn_p == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "gs_conn_accept: NULL argument");
+    if ((st = gs__conn_new(server->loop, params, &c)) != GS_OK) return st;
+    r = uv_accept(server, (uv_stream_t *)&c->tcp);
+    if (r < 0) return gs__conn_abort(c, gs_status_from_uv(r, "uv_accept"));
+    c->connected = 1;
+    uv_tcp_nodelay(&c->tcp, 1);
+    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &sslen) == 0) gs__conn_name(c, (struct sockaddr *)&ss);
+    r = uv_read_start((uv_stream_t *)&c->tcp, gs__conn_alloc_cb, gs__conn_read_cb);
+    if (r < 0) return gs__conn_abort(c, gs_status_from_uv(r, "uv_read_start"));
+    GS_LOG_DEBUG("accepted connection from %s", c->peer_name);
+    *conn_p = c;
+    return GS_OK;
+}
+
+static void gs__conn_connect_cb(uv_connect_t *req, int status)
+{
+    gs_conn_t *c = req->data;
+    int was_closing = c->close_requested;
+    int r;
+
+    c->connecting = 0;
+    if (status < 0) {
+        gs_status_t st = status == UV_ECANCELED ? GS_ERR_CANCELED : gs_status_from_uv(status, "connect");
+        GS_LOG_DEBUG("connection to %s failed: %s", c->peer_name, uv_strerror(status));
+        if (c->params.connect_cb != NULL) c->params.connect_cb(c, st, c->params.arg);
+        if (was_closing) {
+            gs__conn_close_handle(c);
+        } else {
+            gs_conn_close(c, st);
+        }
+        return;
+    }
+    c->connected = 1;
+    while (c->wait_head != NULL) {
+        gs__wreq_t *w = c->wait_head;
+        c->wait_head = w->next;
+        if (c->wait_head == NULL) c->wait_tail = NULL;
+        w->next = NULL;
+        if (c->handle_closing) {
+            c->pending_bytes -= w->len;
+            gs__conn_free_wreq(w);
+        } else {
+            gs__conn_submit(c, w);  /* closes the connection on failure */
+        }
+    }
+    if (!c->close_requested) {
+        r = uv_read_start((uv_stream_t *)&c->tcp, gs__conn_alloc_cb, gs__conn_read_cb);
+        if (r < 0) gs__conn_fail(c, gs_status_from_uv(r, "uv_read_start"));
+    }
+    if (c->params.connect_cb != NULL) c->params.connect_cb(c, GS_OK, c->params.arg);
+    if (was_closing) gs__conn_shutdown(c);
+}
+
+static gs_status_t gs__conn_resolve(uv_loop_t *loop, const char *host, int port, struct sockaddr_storage *ss)
+{
+    struct addrinfo hints;
+    uv_getaddrinfo_t req;
+    char service[16];
+    int r;
+    memset(ss, 0, sizeof *ss);
+    if (uv_ip4_addr(host, port, (struct sockaddr_in *)ss) == 0) return GS_OK;
+    if (uv_ip6_addr(host, port, (struct sockaddr_in6 *)ss) == 0) return GS_OK;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    snprintf(service, sizeof service, "%d", port);
+    r = uv_getaddrinfo(loop, &req, NULL, host, service, &hints);  /* NULL cb: synchronous */
+    if (r < 0) {
+        gs_status_from_uv(r, "getaddrinfo");
+        return gs_error_set(GS_ERR_NOT_FOUND, "cannot resolve host '%s': %s", host, uv_strerror(r));
+    }
+    if (req.addrinfo == NULL || req.addrinfo->ai_addrlen > sizeof *ss) {
+        uv_freeaddrinfo(req.addrinfo);
+        return gs_error_set(GS_ERR_NOT_FOUND, "cannot resolve host '%s': no usable address", host);
+    }
+    memcpy(ss, req.addrinfo->ai_addr, req.addrinfo->ai_addrlen);
+    uv_freeaddrinfo(req.addrinfo);
+    return GS_OK;
+}
+
+gs_status_t gs_conn_connect(uv_loop_t *loop, const char *host, int port, const gs_conn_params_t *params,
+                            gs_conn_t **conn_p)
+{
+    struct sockaddr_storage ss;
+    gs_conn_t *c;
+    gs_status_t st;
+    int r;
+    if (loop == NULL || host == NULL || conn_p == NULL) {
+        return gs_error_set(GS_ERR_INVALID_PARAM, "gs_conn_connect: NULL argument");
+    }
+    if (port <= 0 || port > 65535) return gs_error_set(GS_ERR_INVALID_PARAM, "port %d is not in 1..65535", port);
+    if (params == NULL || params->msg_cb == NULL || params->close_cb == NULL) {
+        return gs_error_set(GS_ERR_INVALID_PARAM, "connection parameters need msg_cb and close_cb");
+    }
+    if ((st = gs__conn_resolve(loop, host, port, &ss)) != GS_OK) return st;
+    if ((st = gs__conn_new(loop, params, &c)) != GS_OK) return st;
+    gs__conn_name(c, (struct sockaddr *)&ss);
+    uv_tcp_nodelay(&c->tcp, 1);
+    r = uv_tcp_connect(&c->connect_req, &c->tcp, (const struct sockaddr *)&ss, gs__conn_connect_cb);
+    if (r < 0) return gs__conn_abort(c, gs_status_from_uv(r, "uv_tcp_connect"));
+    c->connecting = 1;
+    *conn_p = c;
+    return GS_OK;
+}
+
+/* ---- accessors ---- */
+
+size_t gs_conn_pending_bytes(const gs_conn_t *c)
+{
+    return c->pending_bytes;
+}
+
+void gs_conn_set_data(gs_conn_t *c, void *data)
+{
+    c->data = data;
+}
+
+void *gs_conn_data(const gs_conn_t *c)
+{
+    return c->data;
+}
+
+const char *gs_conn_peer_name(const gs_conn_t *c)
+{
+    return c != NULL ? c->peer_name : "?";
+}
