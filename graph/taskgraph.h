@@ -143,6 +143,7 @@ typedef struct gs_ktask {
         struct {
             const double *data;
             int64_t len;
+            double *out;     /* destination: instantiate's @a out (backend memory, len doubles) */
         } host;
     } u;
 } gs_ktask_t;

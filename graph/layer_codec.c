@@ -1,0 +1,332 @@
+/* Layer wire format (msgpack, through proto/mp.h). Version 1:
+ *
+ *   layer   := [1, kind, body...]
+ *   FUSED   := [1, 0, grid, terminal, redop, red_axis, [grid...] (chunk sources),
+ *               [leaf...], [instr...]]
+ *   COMBINE := [1, 1, grid (outer), redop, finalize (bool), ddof, nprev, split_every]
+ *   LITERAL := [1, 2, grid, bin (chunk-ordered float64, little-endian)]
+ *   grid    := [[shape...], [[bounds of axis 0...], [bounds of axis 1...], ...]]
+ *   leaf    := [kind, src, [off...], [step...], [perm...], [shape...], seed, p0, p1]
+ *              (ndim = len(off); shape has ndim entries for random/index leaves, 0 for chunk)
+ *   instr   := [op, arg, imm]
+ *
+ * Decoding is total: every read is bounds-checked and the result is checked semantically
+ * (gs__layer_check) before it is returned, so a hostile layer cannot make instantiation read
+ * out of bounds. */
+#include "graph/graph_internal.h"
+#include "proto/mp.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "the literal layer codec assumes a little-endian host"
+#endif
+
+#define GS__LAYER_VERSION 1
+
+/* ---- encode ---- */
+
+static void gs__enc_grid(gs_mp_writer_t *w, const gs_grid_t *g)
+{
+    gs_mp_write_array(w, 2);
+    gs_mp_write_array(w, (uint32_t)g->ndim);
+    for (int32_t a = 0; a < g->ndim; a++) gs_mp_write_i64(w, g->shape[a]);
+    gs_mp_write_array(w, (uint32_t)g->ndim);
+    for (int32_t a = 0; a < g->ndim; a++) {
+        gs_mp_write_array(w, (uint32_t)(g->nchunks[a] + 1));
+        for (int64_t k = 0; k <= g->nchunks[a]; k++) gs_mp_write_i64(w, g->bounds[a][k]);
+    }
+}
+
+gs_status_t gs_layer_encode(const gs_layer_t *l, gs_buf_t *out)
+{
+    gs_mp_writer_t w;
+    size_t old_len;
+    if (l == NULL || out == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "NULL argument");
+    old_len = out->len;
+    gs_mp_writer_init(&w, out);
+    switch (l->kind) {
+    case GS_LAYER_FUSED:
+        gs_mp_write_array(&w, 9);
+        gs_mp_write_u64(&w, GS__LAYER_VERSION);
+        gs_mp_write_u64(&w, (uint64_t)l->kind);
+        gs__enc_grid(&w, &l->grid);
+        gs_mp_write_i64(&w, l->u.f.terminal);
+        gs_mp_write_i64(&w, l->u.f.redop);
+        gs_mp_write_i64(&w, l->u.f.red_axis);
+        gs_mp_write_array(&w, (uint32_t)l->u.f.nsrc);
+        for (int32_t i = 0; i < l->u.f.nsrc; i++) gs__enc_grid(&w, &l->u.f.srcs[i]);
+        gs_mp_write_array(&w, (uint32_t)l->u.f.nleaves);
+        for (int32_t k = 0; k < l->u.f.nleaves; k++) {
+            const gs__fleaf_t *lf = &l->u.f.leaves[k];
+            uint32_t nd = (uint32_t)lf->map.ndim;
+            gs_mp_write_array(&w, 9);
+            gs_mp_write_i64(&w, lf->kind);
+            gs_mp_write_i64(&w, lf->src);
+            gs_mp_write_array(&w, nd);
+            for (uint32_t a = 0; a < nd; a++) gs_mp_write_i64(&w, lf->map.off[a]);
+            gs_mp_write_array(&w, nd);
+            for (uint32_t a = 0; a < nd; a++) gs_mp_write_i64(&w, lf->map.step[a]);
+            gs_mp_write_array(&w, nd);
+            for (uint32_t a = 0; a < nd; a++) gs_mp_write_i64(&w, lf->map.perm[a]);
+            if (lf->kind == GS_LEAF_CHUNK) {
+                gs_mp_write_array(&w, 0);
+            } else {
+                gs_mp_write_array(&w, nd);
+                for (uint32_t a = 0; a < nd; a++) gs_mp_write_i64(&w, lf->shape[a]);
+            }
+            gs_mp_write_u64(&w, lf->seed);
+            gs_mp_write_f64(&w, lf->p0);
+            gs_mp_write_f64(&w, lf->p1);
+        }
+        gs_mp_write_array(&w, (uint32_t)l->u.f.nprog);
+        for (int32_t i = 0; i < l->u.f.nprog; i++) {
+            gs_mp_write_array(&w, 3);
+            gs_mp_write_i64(&w, l->u.f.prog[i].op);
+            gs_mp_write_i64(&w, l->u.f.prog[i].arg);
+            gs_mp_write_f64(&w, l->u.f.prog[i].imm);
+        }
+        break;
+    case GS_LAYER_COMBINE:
+        gs_mp_write_array(&w, 8);
+        gs_mp_write_u64(&w, GS__LAYER_VERSION);
+        gs_mp_write_u64(&w, (uint64_t)l->kind);
+        gs__enc_grid(&w, &l->grid);
+        gs_mp_write_i64(&w, l->u.c.redop);
+        gs_mp_write_bool(&w, l->u.c.finalize);
+        gs_mp_write_f64(&w, l->u.c.ddof);
+        gs_mp_write_i64(&w, l->u.c.nprev);
+        gs_mp_write_i64(&w, l->u.c.split_every);
+        break;
+    case GS_LAYER_LITERAL: {
+        int64_t n = l->u.lit.off[gs_grid_nblocks(&l->grid)];
+        gs_mp_write_array(&w, 4);
+        gs_mp_write_u64(&w, GS__LAYER_VERSION);
+        gs_mp_write_u64(&w, (uint64_t)l->kind);
+        gs__enc_grid(&w, &l->grid);
+        gs_mp_write_bin(&w, l->u.lit.data, (size_t)n * sizeof(double));
+        break;
+    }
+    default:
+        return gs_error_set(GS_ERR_UNSUPPORTED, "cannot encode a layer of kind %d", (int)l->kind);
+    }
+    if (w.err != GS_OK) {
+        out->len = old_len;
+        return w.err;
+    }
+    return GS_OK;
+}
+
+/* ---- decode ---- */
+
+static int gs__dec_i64_array(gs_mp_reader_t *r, uint32_t n_expect, int64_t *v, const char *what)
+{
+    uint32_t n;
+    if (!gs_mp_read_array(r, &n)) return 0;
+    if (n != n_expect) return gs_mp_fail(r, what);
+    for (uint32_t i = 0; i < n; i++)
+        if (!gs_mp_read_i64(r, &v[i])) return 0;
+    return 1;
+}
+
+/* Decode a grid into @a g (zeroed by the caller); on failure the caller cleans it up. */
+static int gs__dec_grid(gs_mp_reader_t *r, gs_grid_t *g)
+{
+    uint32_t n, nd, nb;
+    if (!gs_mp_read_array(r, &n)) return 0;
+    if (n != 2) return gs_mp_fail(r, "grid must have 2 fields");
+    if (!gs_mp_read_array(r, &nd)) return 0;
+    if (nd > GS_MAX_NDIM) return gs_mp_fail(r, "grid ndim out of range");
+    g->ndim = (int32_t)nd;
+    for (uint32_t a = 0; a < nd; a++)
+        if (!gs_mp_read_i64(r, &g->shape[a])) return 0;
+    if (!gs_mp_read_array(r, &n)) return 0;
+    if (n != nd) return gs_mp_fail(r, "grid bounds count does not match ndim");
+    for (uint32_t a = 0; a < nd; a++) {
+        if (!gs_mp_read_array(r, &nb)) return 0;   /* count checked against remaining bytes */
+        if (nb < 2) return gs_mp_fail(r, "grid axis without chunks");
+        g->nchunks[a] = (int64_t)nb - 1;
+        g->bounds[a] = gs_malloc((size_t)nb * sizeof(int64_t), "grid bounds");
+        if (g->bounds[a] == NULL) {
+            r->err = gs_error_set(GS_ERR_NO_MEMORY, "out of memory decoding a grid");
+            return 0;
+        }
+        for (uint32_t k = 0; k < nb; k++)
+            if (!gs_mp_read_i64(r, &g->bounds[a][k])) return 0;
+    }
+    {
+        const char *why;
+        if (!gs__grid_check(g, &why)) return gs_mp_fail(r, why);
+    }
+    return 1;
+}
+
+static int gs__dec_i32(gs_mp_reader_t *r, int32_t *v)
+{
+    return gs_mp_read_i32(r, v);
+}
+
+static int gs__dec_fused(gs_mp_reader_t *r, gs_layer_t *l)
+{
+    uint32_t n;
+    if (!gs__dec_grid(r, &l->grid)) return 0;
+    if (!gs__dec_i32(r, &l->u.f.terminal) || !gs__dec_i32(r, &l->u.f.redop) ||
+        !gs__dec_i32(r, &l->u.f.red_axis))
+        return 0;
+    if (!gs_mp_read_array(r, &n)) return 0;
+    if (n > GS_KERNEL_MAX_LEAVES) return gs_mp_fail(r, "too many chunk sources");
+    l->u.f.srcs = gs_calloc(n ? n : 1, sizeof(gs_grid_t), "layer sources");
+    if (l->u.f.srcs == NULL) {
+        r->err = gs_error_set(GS_ERR_NO_MEMORY, "out of memory decoding a layer");
+        return 0;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        l->u.f.nsrc = (int32_t)i + 1;   /* so cleanup frees the partial grid */
+        if (!gs__dec_grid(r, &l->u.f.srcs[i])) return 0;
+    }
+    if (!gs_mp_read_array(r, &n)) return 0;
+    if (n > GS_KERNEL_MAX_LEAVES) return gs_mp_fail(r, "too many leaves");
+    l->u.f.nleaves = (int32_t)n;
+    for (uint32_t k = 0; k < n; k++) {
+        gs__fleaf_t *lf = &l->u.f.leaves[k];
+        uint32_t m, nd, ns;
+        int64_t perm[GS_MAX_NDIM];
+        if (!gs_mp_read_array(r, &m)) return 0;
+        if (m != 9) return gs_mp_fail(r, "leaf must have 9 fields");
+        if (!gs__dec_i32(r, &lf->kind) || !gs__dec_i32(r, &lf->src)) return 0;
+        if (!gs_mp_read_array(r, &nd)) return 0;
+        if (nd > GS_MAX_NDIM) return gs_mp_fail(r, "leaf ndim out of range");
+        lf->map.ndim = (int32_t)nd;
+        for (uint32_t a = 0; a < nd; a++)
+            if (!gs_mp_read_i64(r, &lf->map.off[a])) return 0;
+        if (!gs__dec_i64_array(r, nd, lf->map.step, "leaf step count does not match ndim") ||
+            !gs__dec_i64_array(r, nd, perm, "leaf perm count does not match ndim"))
+            return 0;
+        for (uint32_t a = 0; a < nd; a++) {
+            if (perm[a] < -1 || perm[a] >= GS_MAX_NDIM) return gs_mp_fail(r, "leaf perm out of range");
+            lf->map.perm[a] = (int32_t)perm[a];
+        }
+        if (!gs_mp_read_array(r, &ns)) return 0;
+        if (ns != (lf->kind == GS_LEAF_CHUNK ? 0u : nd))
+            return gs_mp_fail(r, "leaf shape count does not match its kind");
+        for (uint32_t a = 0; a < ns; a++)
+            if (!gs_mp_read_i64(r, &lf->shape[a])) return 0;
+        if (!gs_mp_read_u64(r, &lf->seed) || !gs_mp_read_f64(r, &lf->p0) ||
+            !gs_mp_read_f64(r, &lf->p1))
+            return 0;
+    }
+    if (!gs_mp_read_array(r, &n)) return 0;
+    if (n > GS_KERNEL_MAX_PROG) return gs_mp_fail(r, "program too long");
+    l->u.f.nprog = (int32_t)n;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t m;
+        if (!gs_mp_read_array(r, &m)) return 0;
+        if (m != 3) return gs_mp_fail(r, "instruction must have 3 fields");
+        if (!gs__dec_i32(r, &l->u.f.prog[i].op) || !gs__dec_i32(r, &l->u.f.prog[i].arg) ||
+            !gs_mp_read_f64(r, &l->u.f.prog[i].imm))
+            return 0;
+    }
+    return 1;
+}
+
+static int gs__dec_combine(gs_mp_reader_t *r, gs_layer_t *l)
+{
+    int fin;
+    if (!gs__dec_grid(r, &l->grid)) return 0;
+    if (!gs__dec_i32(r, &l->u.c.redop) || !gs_mp_read_bool(r, &fin) ||
+        !gs_mp_read_f64(r, &l->u.c.ddof) || !gs_mp_read_i64(r, &l->u.c.nprev) ||
+        !gs__dec_i32(r, &l->u.c.split_every))
+        return 0;
+    l->u.c.finalize = fin ? 1 : 0;
+    if (l->u.c.nprev < 1 || l->u.c.split_every < 2 || l->u.c.split_every > GS_KERNEL_MAX_COMBINE)
+        return gs_mp_fail(r, "bad combine fan-in");
+    l->u.c.ngroups = (l->u.c.nprev + l->u.c.split_every - 1) / l->u.c.split_every;
+    return 1;
+}
+
+static int gs__dec_literal(gs_mp_reader_t *r, gs_layer_t *l)
+{
+    const uint8_t *p;
+    uint32_t len;
+    uint64_t nb;
+    int64_t total = 0;
+    if (!gs__dec_grid(r, &l->grid)) return 0;
+    if (!gs_mp_read_bin(r, &p, &len)) return 0;
+    if ((int64_t)len != gs__grid_size(&l->grid) * (int64_t)sizeof(double))
+        return gs_mp_fail(r, "literal data size does not match its grid");
+    nb = gs_grid_nblocks(&l->grid);
+    if (nb > (uint64_t)len / sizeof(double) + 1)
+        return gs_mp_fail(r, "literal has more blocks than elements");
+    l->u.lit.off = gs_malloc((size_t)(nb + 1) * sizeof(int64_t), "literal offsets");
+    l->u.lit.data = gs_malloc(len ? len : 1, "literal data");
+    if (l->u.lit.off == NULL || l->u.lit.data == NULL) {
+        r->err = gs_error_set(GS_ERR_NO_MEMORY, "out of memory decoding a literal layer");
+        return 0;
+    }
+    memcpy(l->u.lit.data, p, len);
+    for (uint64_t b = 0; b < nb; b++) {
+        int64_t start[GS_MAX_NDIM], shape[GS_MAX_NDIM];
+        gs_grid_block_region(&l->grid, b, start, shape);
+        l->u.lit.off[b] = total;
+        total += gs_region_size(l->grid.ndim, shape);
+    }
+    l->u.lit.off[nb] = total;
+    return 1;
+}
+
+gs_status_t gs_layer_decode(const void *data, size_t len, gs_layer_t **l_p)
+{
+    gs_mp_reader_t r;
+    gs_layer_t *l = NULL;
+    uint32_t n;
+    uint64_t ver, kind;
+    gs_status_t st;
+    if (l_p == NULL || (data == NULL && len > 0))
+        return gs_error_set(GS_ERR_INVALID_PARAM, "NULL argument");
+    gs_mp_reader_init(&r, data, len);
+    if (!gs_mp_read_array(&r, &n) || !gs_mp_read_u64(&r, &ver) || !gs_mp_read_u64(&r, &kind))
+        goto err;
+    if (ver != GS__LAYER_VERSION) {
+        gs_mp_fail(&r, "unsupported layer version");
+        goto err;
+    }
+    if (kind >= GS_LAYER_KIND_COUNT || kind == GS_LAYER_COPY) {
+        gs_mp_fail(&r, "unsupported layer kind");
+        goto err;
+    }
+    if (n != (kind == GS_LAYER_FUSED ? 9u : kind == GS_LAYER_COMBINE ? 8u : 4u)) {
+        gs_mp_fail(&r, "wrong number of layer fields");
+        goto err;
+    }
+    l = gs__layer_new((int32_t)kind);
+    if (l == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "out of memory decoding a layer");
+    switch (kind) {
+    case GS_LAYER_FUSED:
+        if (!gs__dec_fused(&r, l)) goto err;
+        break;
+    case GS_LAYER_COMBINE:
+        if (!gs__dec_combine(&r, l)) goto err;
+        break;
+    default:
+        if (!gs__dec_literal(&r, l)) goto err;
+        break;
+    }
+    if (!gs_mp_at_end(&r)) {
+        gs_mp_fail(&r, "trailing bytes after the layer");
+        goto err;
+    }
+    if (gs__layer_check(l) != GS_OK) {
+        char msg[256];
+        snprintf(msg, sizeof(msg), "%s", gs_last_error());
+        gs_layer_free(l);
+        return gs_error_set(GS_ERR_PROTO, "layer decode: %s", msg);
+    }
+    *l_p = l;
+    return GS_OK;
+err:
+    st = r.err != GS_OK ? r.err : GS_ERR_PROTO;
+    gs_layer_free(l);
+    if (st != GS_ERR_NO_MEMORY) st = GS_ERR_PROTO;
+    return st;
+}

@@ -1,0 +1,862 @@
+/* Lowering an expression DAG to a task graph.
+ *
+ * 1. Collect the nodes reachable from the result (iterative DFS, post-order = topological order),
+ *    not descending into persisted nodes, and count each node's consumers.
+ * 2. Decide, per edge (consumer, input), whether the input is inlined into the consumer's
+ *    kernel or read as a materialised chunk:
+ *      fused:   inline unless the input is persisted, a reduction, host data, or a blockwise node
+ *               with several consumers (generators are always inlined);
+ *      unfused: inline only a generator (or a pushed-down slice/transpose of one) into a
+ *               slice/transpose when GS_LOWER_SLICE_PUSHDOWN is set.
+ *    Kernel limits (program length, leaves, stack) are checked bottom-up; an edge that would
+ *    exceed them is materialised instead.
+ * 3. Build layers in topological order for every materialised node: FUSED STORE for blockwise
+ *    groups, FUSED REDUCE + COMBINE tree for reductions, LITERAL for host data. Leaves carry an
+ *    affine map from the group's output coordinates to the leaf array's coordinates.
+ * 4. Mark needed blocks from the result backwards (GS_LOWER_CULL; otherwise all blocks), drop
+ *    layers without tasks, number tasks layer by layer (topological) and emit dependencies.
+ */
+#include "common/hashmap.h"
+#include "common/vec.h"
+#include "graph/graph_internal.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#define LW_EXT_TAG (UINT64_C(1) << 63)
+#define LW_NONE UINT64_MAX
+
+typedef struct lw_node {
+    struct gs_array *n;
+    int64_t in[2];          /* node indices of inputs */
+    uint32_t uses;
+    uint8_t inl[2];         /* edge inlined into this node's kernel */
+    uint8_t genlike;
+    uint8_t materialised;
+    int32_t prog, stack, leaves;   /* kernel cost when inlined */
+    int64_t layer;          /* lowering layer holding the node's output, -1 none */
+    int64_t pidx;           /* index into persisted table, -1 none */
+} lw_node_t;
+
+typedef struct lw_persist {
+    int64_t node;
+    uint64_t nblocks;
+    gs_key_t *keys;
+    uint64_t *ext;          /* per block: external index + 1 (0 = unused) */
+} lw_persist_t;
+
+typedef struct lw_layer {
+    gs_layer_t *l;
+    int64_t src_ref[GS_KERNEL_MAX_LEAVES];   /* FUSED: >= 0 layer, < 0: -(persist idx) - 1 */
+    int64_t src_node[GS_KERNEL_MAX_LEAVES];  /* FUSED: node index of each source */
+    int32_t comb_first;     /* COMBINE: previous layer is the partial over the input grid */
+    int32_t comb_axis;      /* COMBINE level 1: reduced axis of the input grid, -1 all */
+    int64_t prev;           /* COMBINE: previous layer */
+    uint8_t *need;
+    uint64_t *task;         /* block -> task id */
+    int64_t newidx;         /* index in the task graph, -1 dropped */
+} lw_layer_t;
+
+typedef struct lw_ref {
+    int64_t layer;          /* >= 0 layer, < 0: -(persist idx) - 1 */
+    uint64_t block;
+} lw_ref_t;
+
+typedef struct lw {
+    unsigned flags;
+    lw_node_t *nodes;
+    int64_t nnodes;
+    lw_persist_t *pers;
+    int64_t npers;
+    GS_VEC(lw_layer_t) layers;
+} lw_t;
+
+/* ---- 1. collect ---- */
+
+typedef struct lw_disc {
+    struct gs_array *n;
+    int32_t state;          /* 1 expanded, 2 finished */
+    int64_t topo;
+    uint64_t nkeys;
+    gs_key_t *keys;
+} lw_disc_t;
+
+static gs_status_t lw_collect(lw_t *w, struct gs_array *root)
+{
+    GS_VEC(lw_disc_t) disc = {0};
+    GS_VEC(int64_t) stack = {0};
+    gs_u64map_t map;
+    gs_status_t st = GS_OK;
+    int64_t ntopo = 0;
+    gs_u64map_init(&map);
+
+    lw_disc_t d0 = {root, 0, -1, 0, NULL};
+    if ((st = GS_VEC_PUSH(&disc, d0)) != GS_OK || (st = GS_VEC_PUSH(&stack, 0)) != GS_OK ||
+        (st = gs_u64map_put(&map, root->id, 0)) != GS_OK)
+        goto out_nomem;
+    while (stack.len > 0) {
+        int64_t di = stack.data[stack.len - 1];
+        lw_disc_t *d = &disc.data[di];
+        if (d->state == 0) {
+            struct gs_array *n = d->n;
+            d->state = 1;
+            if ((st = gs__array_persist_snapshot(n, &d->nkeys, &d->keys)) != GS_OK) goto out;
+            if (d->keys != NULL) continue;   /* persisted: its inputs are not needed */
+            for (int32_t k = n->ninputs - 1; k >= 0; k--) {
+                uint64_t v;
+                if (gs_u64map_get(&map, n->in[k]->id, &v)) continue;
+                lw_disc_t dn = {n->in[k], 0, -1, 0, NULL};
+                if ((st = GS_VEC_PUSH(&disc, dn)) != GS_OK ||
+                    (st = gs_u64map_put(&map, n->in[k]->id, disc.len - 1)) != GS_OK ||
+                    (st = GS_VEC_PUSH(&stack, (int64_t)disc.len - 1)) != GS_OK)
+                    goto out_nomem;
+            }
+        } else {
+            stack.len--;
+            d->state = 2;
+            d->topo = ntopo++;
+        }
+    }
+    w->nnodes = ntopo;
+    w->nodes = gs_calloc((size_t)ntopo, sizeof(lw_node_t), "lower nodes");
+    if (w->nodes == NULL) goto out_nomem;
+    for (size_t i = 0; i < disc.len; i++) {
+        lw_disc_t *d = &disc.data[i];
+        if (d->keys != NULL) w->npers++;
+    }
+    w->pers = gs_calloc((size_t)w->npers + 1, sizeof(lw_persist_t), "lower persisted");
+    if (w->pers == NULL) goto out_nomem;
+    w->npers = 0;
+    for (size_t i = 0; i < disc.len; i++) {
+        lw_disc_t *d = &disc.data[i];
+        lw_node_t *e = &w->nodes[d->topo];
+        e->n = d->n;
+        e->layer = -1;
+        e->pidx = -1;
+        e->in[0] = e->in[1] = -1;
+        if (d->keys != NULL) {
+            lw_persist_t *p = &w->pers[w->npers];
+            p->node = d->topo;
+            p->nblocks = d->nkeys;
+            p->keys = d->keys;
+            d->keys = NULL;
+            e->pidx = w->npers++;
+            continue;
+        }
+        for (int32_t k = 0; k < d->n->ninputs; k++) {
+            uint64_t v;
+            int found = gs_u64map_get(&map, d->n->in[k]->id, &v);
+            gs_assert(found);
+            (void)found;
+            e->in[k] = disc.data[v].topo;
+        }
+    }
+    goto out;
+out_nomem:
+    st = gs_error_set(GS_ERR_NO_MEMORY, "out of memory while lowering");
+out:
+    for (size_t i = 0; i < disc.len; i++) gs_free(disc.data[i].keys);
+    GS_VEC_FREE(&disc);
+    GS_VEC_FREE(&stack);
+    gs_u64map_cleanup(&map);
+    return st;
+}
+
+/* ---- 2. decisions ---- */
+
+static int lw_is_layout(const struct gs_array *n)
+{
+    return n->kind == GS__NODE_SLICE || n->kind == GS__NODE_TRANSPOSE;
+}
+
+static int lw_decide_edge(const lw_t *w, const lw_node_t *e, int k)
+{
+    const lw_node_t *in = &w->nodes[e->in[k]];
+    if (in->pidx >= 0) return 0;
+    if (w->flags & GS_LOWER_FUSE) {
+        if (in->n->kind == GS__NODE_REDUCE || in->n->kind == GS__NODE_LITERAL) return 0;
+        return gs__node_is_generator(in->n) || in->uses == 1;
+    }
+    return (w->flags & GS_LOWER_SLICE_PUSHDOWN) && lw_is_layout(e->n) && in->genlike;
+}
+
+static void lw_stats(const lw_t *w, lw_node_t *e)
+{
+    int32_t p[2] = {1, 1}, s[2] = {1, 1}, l[2] = {1, 1};
+    for (int32_t k = 0; k < e->n->ninputs; k++) {
+        if (e->inl[k]) {
+            const lw_node_t *in = &w->nodes[e->in[k]];
+            p[k] = in->prog;
+            s[k] = in->stack;
+            l[k] = in->leaves;
+        }
+    }
+    switch (e->n->kind) {
+    case GS__NODE_NORMAL: case GS__NODE_UNIFORM:
+        e->prog = 1, e->stack = 1, e->leaves = 1;
+        break;
+    case GS__NODE_FULL:
+        e->prog = 1, e->stack = 1, e->leaves = 0;
+        break;
+    case GS__NODE_ARANGE:
+        e->prog = 3, e->stack = 1, e->leaves = 1;
+        break;
+    case GS__NODE_UNARY: case GS__NODE_BINARY_SCALAR: case GS__NODE_SCALAR_BINARY:
+        e->prog = p[0] + 1, e->stack = s[0], e->leaves = l[0];
+        break;
+    case GS__NODE_SLICE: case GS__NODE_TRANSPOSE:
+        e->prog = p[0], e->stack = s[0], e->leaves = l[0];
+        break;
+    case GS__NODE_BINARY:
+        e->prog = p[0] + p[1] + 1;
+        e->stack = s[0] > s[1] + 1 ? s[0] : s[1] + 1;
+        e->leaves = l[0] + l[1];
+        break;
+    default:   /* literal, reduce: never inlined */
+        e->prog = 1, e->stack = 1, e->leaves = 1;
+        break;
+    }
+}
+
+static int lw_over_limits(const lw_node_t *e)
+{
+    return e->prog > GS_KERNEL_MAX_PROG || e->stack > GS_KERNEL_MAX_STACK ||
+           e->leaves > GS_KERNEL_MAX_LEAVES;
+}
+
+static void lw_decide(lw_t *w, int64_t root)
+{
+    for (int64_t i = 0; i < w->nnodes; i++) {
+        lw_node_t *e = &w->nodes[i];
+        if (e->pidx >= 0) {
+            e->prog = e->stack = e->leaves = 1;
+            continue;
+        }
+        for (int32_t k = 0; k < e->n->ninputs; k++) w->nodes[e->in[k]].uses++;
+    }
+    for (int64_t i = 0; i < w->nnodes; i++) {
+        lw_node_t *e = &w->nodes[i];
+        if (e->pidx >= 0) continue;
+        for (int32_t k = 0; k < e->n->ninputs; k++) e->inl[k] = (uint8_t)lw_decide_edge(w, e, k);
+        lw_stats(w, e);
+        while (lw_over_limits(e)) {
+            /* materialise the inlined input with the longest program */
+            int best = -1;
+            for (int32_t k = 0; k < e->n->ninputs; k++)
+                if (e->inl[k] && (best < 0 || w->nodes[e->in[k]].prog > w->nodes[e->in[best]].prog))
+                    best = k;
+            gs_assert_always(best >= 0);
+            e->inl[best] = 0;
+            lw_stats(w, e);
+        }
+        e->genlike = (uint8_t)(gs__node_is_generator(e->n) ||
+                               (lw_is_layout(e->n) && e->inl[0] && w->nodes[e->in[0]].genlike));
+    }
+    w->nodes[root].materialised = 1;
+    for (int64_t i = 0; i < w->nnodes; i++) {
+        lw_node_t *e = &w->nodes[i];
+        if (e->pidx >= 0) continue;
+        for (int32_t k = 0; k < e->n->ninputs; k++) {
+            lw_node_t *in = &w->nodes[e->in[k]];
+            if (!e->inl[k] && in->pidx < 0) in->materialised = 1;
+        }
+    }
+}
+
+/* ---- 3. layers ---- */
+
+typedef struct lw_emit {
+    lw_t *w;
+    gs_layer_t *l;
+    lw_layer_t *lw;
+    gs_status_t st;
+} lw_emit_t;
+
+static void lw_map_identity(gs__lmap_t *m, int32_t nd)
+{
+    memset(m, 0, sizeof(*m));
+    m->ndim = nd;
+    for (int32_t a = 0; a < nd; a++) {
+        m->step[a] = 1;
+        m->perm[a] = a;
+    }
+}
+
+static int lw_map_eq(const gs__lmap_t *x, const gs__lmap_t *y)
+{
+    if (x->ndim != y->ndim) return 0;
+    for (int32_t a = 0; a < x->ndim; a++)
+        if (x->perm[a] != y->perm[a] || x->off[a] != y->off[a] || x->step[a] != y->step[a])
+            return 0;
+    return 1;
+}
+
+static void lw_push(lw_emit_t *em, int32_t op, int32_t arg, double imm)
+{
+    gs_layer_t *l = em->l;
+    gs_assert_always(l->u.f.nprog < GS_KERNEL_MAX_PROG);
+    l->u.f.prog[l->u.f.nprog].op = op;
+    l->u.f.prog[l->u.f.nprog].arg = arg;
+    l->u.f.prog[l->u.f.nprog].imm = imm;
+    l->u.f.nprog++;
+}
+
+static int32_t lw_add_leaf(lw_emit_t *em, const gs__fleaf_t *lf)
+{
+    gs_layer_t *l = em->l;
+    for (int32_t k = 0; k < l->u.f.nleaves; k++) {
+        const gs__fleaf_t *o = &l->u.f.leaves[k];
+        if (o->kind != lf->kind || !lw_map_eq(&o->map, &lf->map)) continue;
+        if (lf->kind == GS_LEAF_CHUNK) {
+            if (o->src == lf->src) return k;
+        } else if (o->seed == lf->seed && o->p0 == lf->p0 && o->p1 == lf->p1 &&
+                   memcmp(o->shape, lf->shape, sizeof(o->shape)) == 0) {
+            return k;
+        }
+    }
+    gs_assert_always(l->u.f.nleaves < GS_KERNEL_MAX_LEAVES);
+    l->u.f.leaves[l->u.f.nleaves] = *lf;
+    return l->u.f.nleaves++;
+}
+
+static void lw_chunk_leaf(lw_emit_t *em, int64_t node, const gs__lmap_t *m)
+{
+    gs_layer_t *l = em->l;
+    lw_node_t *e = &em->w->nodes[node];
+    gs__fleaf_t lf;
+    int32_t s = -1;
+    if (em->st != GS_OK) return;
+    for (int32_t i = 0; i < l->u.f.nsrc; i++)
+        if (em->lw->src_node[i] == node) s = i;
+    if (s < 0) {
+        gs_assert_always(l->u.f.nsrc < GS_KERNEL_MAX_LEAVES);
+        s = l->u.f.nsrc;
+        if ((em->st = gs_grid_copy(&l->u.f.srcs[s], &e->n->grid)) != GS_OK) {
+            em->st = gs_error_set(GS_ERR_NO_MEMORY, "out of memory while lowering");
+            return;
+        }
+        l->u.f.nsrc++;
+        em->lw->src_node[s] = node;
+        if (e->pidx >= 0) {
+            em->lw->src_ref[s] = -e->pidx - 1;
+        } else {
+            gs_assert_always(e->layer >= 0);
+            em->lw->src_ref[s] = e->layer;
+        }
+    }
+    memset(&lf, 0, sizeof(lf));
+    lf.kind = GS_LEAF_CHUNK;
+    lf.src = s;
+    lf.map = *m;
+    lw_push(em, GS_OP_LEAF, lw_add_leaf(em, &lf), 0.0);
+}
+
+static void lw_gen_leaf(lw_emit_t *em, int32_t kind, const struct gs_array *n, const gs__lmap_t *m)
+{
+    gs__fleaf_t lf;
+    memset(&lf, 0, sizeof(lf));
+    lf.kind = kind;
+    lf.src = -1;
+    for (int32_t a = 0; a < n->grid.ndim; a++) lf.shape[a] = n->grid.shape[a];
+    lf.map = *m;
+    if (kind != GS_LEAF_INDEX) {
+        lf.seed = n->u.gen.seed;
+        lf.p0 = n->u.gen.p0;
+        lf.p1 = n->u.gen.p1;
+    }
+    lw_push(em, GS_OP_LEAF, lw_add_leaf(em, &lf), 0.0);
+}
+
+static const int32_t lw_unop[GS_UNARY_COUNT] = {GS_OP_NEG, GS_OP_ABS, GS_OP_EXP, GS_OP_LOG,
+                                                GS_OP_SQRT};
+static const int32_t lw_binop[GS_BINARY_COUNT] = {
+    GS_OP_ADD, GS_OP_SUB, GS_OP_MUL, GS_OP_DIV, GS_OP_POW, GS_OP_LT, GS_OP_LE,
+    GS_OP_GT,  GS_OP_GE,  GS_OP_EQ,  GS_OP_NE,  GS_OP_MIN, GS_OP_MAX};
+static const int32_t lw_binop_imm[GS_BINARY_COUNT] = {
+    GS_OP_ADD_IMM, GS_OP_SUB_IMM, GS_OP_MUL_IMM, GS_OP_DIV_IMM, GS_OP_POW_IMM,
+    GS_OP_LT_IMM,  GS_OP_LE_IMM,  GS_OP_GT_IMM,  GS_OP_GE_IMM,  GS_OP_EQ_IMM,
+    GS_OP_NE_IMM,  GS_OP_MIN_IMM, GS_OP_MAX_IMM};
+/* scalar OP x expressed on x */
+static const int32_t lw_binop_rimm[GS_BINARY_COUNT] = {
+    GS_OP_ADD_IMM, GS_OP_RSUB_IMM, GS_OP_MUL_IMM, GS_OP_RDIV_IMM, GS_OP_RPOW_IMM,
+    GS_OP_GT_IMM,  GS_OP_GE_IMM,   GS_OP_LT_IMM,  GS_OP_LE_IMM,   GS_OP_EQ_IMM,
+    GS_OP_NE_IMM,  GS_OP_MIN_IMM,  GS_OP_MAX_IMM};
+
+static void lw_emit_node(lw_emit_t *em, int64_t idx, const gs__lmap_t *m);
+
+static void lw_emit_input(lw_emit_t *em, int64_t idx, int k, const gs__lmap_t *m)
+{
+    const lw_node_t *e = &em->w->nodes[idx];
+    if (e->inl[k]) lw_emit_node(em, e->in[k], m);
+    else lw_chunk_leaf(em, e->in[k], m);
+}
+
+/* Map for operand @a in of a broadcasting binary node of ndim @a dc. */
+static void lw_map_broadcast(const gs__lmap_t *m, int32_t dc, const struct gs_array *in,
+                             gs__lmap_t *o)
+{
+    int32_t di = in->grid.ndim;
+    memset(o, 0, sizeof(*o));
+    o->ndim = di;
+    for (int32_t a = 0; a < di; a++) {
+        int32_t ca = a + (dc - di);
+        if (in->grid.shape[a] == 1) {
+            o->perm[a] = -1;   /* broadcast (or length-1) axis: always coordinate 0 */
+        } else {
+            o->off[a] = m->off[ca];
+            o->step[a] = m->step[ca];
+            o->perm[a] = m->perm[ca];
+        }
+    }
+}
+
+static int lw_map_slice(const gs__lmap_t *m, const struct gs_array *sl, gs__lmap_t *o)
+{
+    const struct gs_array *in = sl->in[0];
+    int32_t j = 0;
+    memset(o, 0, sizeof(*o));
+    o->ndim = in->grid.ndim;
+    for (int32_t a = 0; a < in->grid.ndim; a++) {
+        int64_t st = sl->u.slice.step[a], t;
+        if (sl->u.slice.index[a]) {
+            o->off[a] = sl->u.slice.start[a];
+            o->perm[a] = -1;
+            continue;
+        }
+        if (__builtin_mul_overflow(st, m->off[j], &t) ||
+            __builtin_add_overflow(sl->u.slice.start[a], t, &o->off[a]))
+            return 0;
+        if (m->perm[j] < 0) {
+            o->perm[a] = -1;
+        } else {
+            if (__builtin_mul_overflow(st, m->step[j], &o->step[a])) return 0;
+            o->perm[a] = m->perm[j];
+        }
+        j++;
+    }
+    return 1;
+}
+
+static void lw_map_transpose(const gs__lmap_t *m, const struct gs_array *tr, gs__lmap_t *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->ndim = tr->grid.ndim;
+    for (int32_t i = 0; i < tr->grid.ndim; i++) {
+        int32_t a = tr->u.tr.perm[i];
+        o->off[a] = m->off[i];
+        o->step[a] = m->step[i];
+        o->perm[a] = m->perm[i];
+    }
+}
+
+static void lw_emit_node(lw_emit_t *em, int64_t idx, const gs__lmap_t *m)
+{
+    const lw_node_t *e = &em->w->nodes[idx];
+    const struct gs_array *n = e->n;
+    gs__lmap_t mi, mj;
+    if (em->st != GS_OK) return;
+    switch (n->kind) {
+    case GS__NODE_NORMAL:
+        lw_gen_leaf(em, GS_LEAF_NORMAL, n, m);
+        break;
+    case GS__NODE_UNIFORM:
+        lw_gen_leaf(em, GS_LEAF_UNIFORM, n, m);
+        break;
+    case GS__NODE_FULL:
+        lw_push(em, GS_OP_CONST, 0, n->u.gen.p0);
+        break;
+    case GS__NODE_ARANGE:
+        lw_gen_leaf(em, GS_LEAF_INDEX, n, m);
+        lw_push(em, GS_OP_MUL_IMM, 0, n->u.gen.p1);
+        lw_push(em, GS_OP_ADD_IMM, 0, n->u.gen.p0);
+        break;
+    case GS__NODE_UNARY:
+        lw_emit_input(em, idx, 0, m);
+        lw_push(em, lw_unop[n->u.op.op], 0, 0.0);
+        break;
+    case GS__NODE_BINARY_SCALAR:
+        lw_emit_input(em, idx, 0, m);
+        lw_push(em, lw_binop_imm[n->u.op.op], 0, n->u.op.scalar);
+        break;
+    case GS__NODE_SCALAR_BINARY:
+        lw_emit_input(em, idx, 0, m);
+        lw_push(em, lw_binop_rimm[n->u.op.op], 0, n->u.op.scalar);
+        break;
+    case GS__NODE_BINARY:
+        lw_map_broadcast(m, n->grid.ndim, n->in[0], &mi);
+        lw_map_broadcast(m, n->grid.ndim, n->in[1], &mj);
+        lw_emit_input(em, idx, 0, &mi);
+        lw_emit_input(em, idx, 1, &mj);
+        lw_push(em, lw_binop[n->u.op.op], 0, 0.0);
+        break;
+    case GS__NODE_SLICE:
+        if (!lw_map_slice(m, n, &mi)) {
+            em->st = gs_error_set(GS_ERR_INVALID_PARAM, "slice index arithmetic overflows");
+            return;
+        }
+        lw_emit_input(em, idx, 0, &mi);
+        break;
+    case GS__NODE_TRANSPOSE:
+        lw_map_transpose(m, n, &mi);
+        lw_emit_input(em, idx, 0, &mi);
+        break;
+    default:
+        /* literals, reductions and persisted nodes are never inlined */
+        em->st = gs_error_set(GS_ERR_INTERNAL, "lowering tried to inline a %d node", (int)n->kind);
+        break;
+    }
+}
+
+static gs_status_t lw_add_layer(lw_t *w, gs_layer_t *l, int64_t *idx_p)
+{
+    lw_layer_t ll;
+    memset(&ll, 0, sizeof(ll));
+    ll.l = l;
+    ll.prev = -1;
+    ll.comb_axis = -1;
+    for (int i = 0; i < GS_KERNEL_MAX_LEAVES; i++) ll.src_node[i] = -1;
+    if (GS_VEC_PUSH(&w->layers, ll) != GS_OK) {
+        gs_layer_free(l);
+        return gs_error_set(GS_ERR_NO_MEMORY, "out of memory while lowering");
+    }
+    *idx_p = (int64_t)w->layers.len - 1;
+    return GS_OK;
+}
+
+/* FUSED layer over @a grid whose program is node @a node (inline) or a chunk leaf reading it. */
+static gs_status_t lw_build_fused(lw_t *w, const gs_grid_t *grid, int64_t node, int inline_node,
+                                  int32_t terminal, int32_t redop, int32_t red_axis,
+                                  int64_t *idx_p)
+{
+    gs_layer_t *l = gs__layer_new(GS_LAYER_FUSED);
+    lw_emit_t em;
+    gs__lmap_t m;
+    gs_status_t st;
+    int64_t li;
+    if (l == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "out of memory while lowering");
+    l->u.f.srcs = gs_calloc(GS_KERNEL_MAX_LEAVES, sizeof(gs_grid_t), "layer sources");
+    if (l->u.f.srcs == NULL || gs_grid_copy(&l->grid, grid) != GS_OK) {
+        gs_layer_free(l);
+        return gs_error_set(GS_ERR_NO_MEMORY, "out of memory while lowering");
+    }
+    l->u.f.terminal = terminal;
+    l->u.f.redop = redop;
+    l->u.f.red_axis = red_axis;
+    if ((st = lw_add_layer(w, l, &li)) != GS_OK) return st;
+    em.w = w;
+    em.l = l;
+    em.lw = &w->layers.data[li];
+    em.st = GS_OK;
+    lw_map_identity(&m, w->nodes[node].n->grid.ndim);
+    if (inline_node) lw_emit_node(&em, node, &m);
+    else lw_chunk_leaf(&em, node, &m);
+    if (em.st != GS_OK) return em.st;
+    if (gs__layer_check(l) != GS_OK) {
+        char msg[256];
+        snprintf(msg, sizeof(msg), "%s", gs_last_error());
+        return gs_error_set(GS_ERR_INTERNAL, "lowering built a bad layer: %s", msg);
+    }
+    *idx_p = li;
+    return GS_OK;
+}
+
+static gs_status_t lw_build_literal(lw_t *w, const struct gs_array *n, int64_t *idx_p)
+{
+    gs_layer_t *l = gs__layer_new(GS_LAYER_LITERAL);
+    uint64_t nb = gs_grid_nblocks(&n->grid);
+    int64_t total = 0;
+    if (l == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "out of memory while lowering");
+    l->u.lit.data = gs_malloc((size_t)n->size * sizeof(double), "literal data");
+    l->u.lit.off = gs_malloc((size_t)(nb + 1) * sizeof(int64_t), "literal offsets");
+    if (l->u.lit.data == NULL || l->u.lit.off == NULL || gs_grid_copy(&l->grid, &n->grid) != GS_OK) {
+        gs_layer_free(l);
+        return gs_error_set(GS_ERR_NO_MEMORY, "out of memory while lowering");
+    }
+    memcpy(l->u.lit.data, n->u.lit.data, (size_t)n->size * sizeof(double));
+    for (uint64_t b = 0; b < nb; b++) {
+        int64_t start[GS_MAX_NDIM], shape[GS_MAX_NDIM];
+        gs_grid_block_region(&n->grid, b, start, shape);
+        l->u.lit.off[b] = total;
+        total += gs_region_size(n->grid.ndim, shape);
+    }
+    l->u.lit.off[nb] = total;
+    return lw_add_layer(w, l, idx_p);
+}
+
+static gs_status_t lw_build_reduce(lw_t *w, int64_t idx, int64_t *idx_p)
+{
+    const lw_node_t *e = &w->nodes[idx];
+    const struct gs_array *n = e->n, *in = n->in[0];
+    int32_t axis = n->u.red.axis, se = n->u.red.split_every;
+    int64_t prev, nprev;
+    gs_status_t st;
+    int first = 1;
+    if ((st = lw_build_fused(w, &in->grid, e->in[0], e->inl[0], GS_TERM_REDUCE, n->u.red.op,
+                             axis, &prev)) != GS_OK)
+        return st;
+    nprev = axis < 0 ? (int64_t)gs_grid_nblocks(&in->grid) : in->grid.nchunks[axis];
+    for (;;) {
+        gs_layer_t *l = gs__layer_new(GS_LAYER_COMBINE);
+        int64_t li, ng = (nprev + se - 1) / se;
+        if (l == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "out of memory while lowering");
+        if (gs_grid_copy(&l->grid, &n->grid) != GS_OK) {
+            gs_layer_free(l);
+            return gs_error_set(GS_ERR_NO_MEMORY, "out of memory while lowering");
+        }
+        l->u.c.redop = n->u.red.op;
+        l->u.c.finalize = ng == 1;
+        l->u.c.ddof = n->u.red.ddof;
+        l->u.c.nprev = nprev;
+        l->u.c.split_every = se;
+        l->u.c.ngroups = ng;
+        if ((st = lw_add_layer(w, l, &li)) != GS_OK) return st;
+        w->layers.data[li].prev = prev;
+        w->layers.data[li].comb_first = first;
+        w->layers.data[li].comb_axis = axis;
+        first = 0;
+        prev = li;
+        nprev = ng;
+        if (ng == 1) break;
+    }
+    *idx_p = prev;
+    return GS_OK;
+}
+
+static gs_status_t lw_build_layers(lw_t *w, int64_t root)
+{
+    gs_status_t st;
+    for (int64_t i = 0; i < w->nnodes; i++) {
+        lw_node_t *e = &w->nodes[i];
+        int64_t li = -1;
+        if (!e->materialised) continue;
+        if (e->pidx >= 0) {
+            gs_assert_always(i == root);
+            st = lw_build_fused(w, &e->n->grid, i, 0, GS_TERM_STORE, 0, -1, &li);
+        } else if (e->n->kind == GS__NODE_LITERAL) {
+            st = lw_build_literal(w, e->n, &li);
+        } else if (e->n->kind == GS__NODE_REDUCE) {
+            st = lw_build_reduce(w, i, &li);
+        } else {
+            st = lw_build_fused(w, &e->n->grid, i, 1, GS_TERM_STORE, 0, -1, &li);
+        }
+        if (st != GS_OK) return st;
+        e->layer = li;
+    }
+    return GS_OK;
+}
+
+/* ---- 4. tasks ---- */
+
+/* Inputs of block @a b of layer @a li, in dependency order. */
+static gs_status_t lw_inputs(const lw_t *w, int64_t li, uint64_t b, lw_ref_t *refs, int *n_p)
+{
+    const lw_layer_t *ll = &w->layers.data[li];
+    const gs_layer_t *l = ll->l;
+    int n = 0;
+    if (l->kind == GS_LAYER_FUSED) {
+        gs__fres_t r;
+        if (gs__fused_resolve(l, b, &r) != GS_OK) {
+            char msg[256];
+            snprintf(msg, sizeof(msg), "%s", gs_last_error());
+            return gs_error_set(GS_ERR_INTERNAL, "lowering cannot resolve its own layer: %s", msg);
+        }
+        for (int32_t i = 0; i < r.ninputs; i++) {
+            refs[n].layer = ll->src_ref[r.in_src[i]];
+            refs[n].block = r.in_block[i];
+            n++;
+        }
+    } else if (l->kind == GS_LAYER_COMBINE) {
+        uint64_t ng = (uint64_t)l->u.c.ngroups, o = b / ng, g = b % ng;
+        int64_t lo = (int64_t)g * l->u.c.split_every, hi = lo + l->u.c.split_every;
+        const gs_grid_t *pg = &w->layers.data[ll->prev].l->grid;
+        int64_t oc[GS_MAX_NDIM], gc[GS_MAX_NDIM];
+        if (hi > l->u.c.nprev) hi = l->u.c.nprev;
+        if (ll->comb_first && ll->comb_axis >= 0) gs__grid_block_coords(&l->grid, o, oc);
+        for (int64_t i = lo; i < hi; i++) {
+            uint64_t pb;
+            if (!ll->comb_first) {
+                pb = o * (uint64_t)l->u.c.nprev + (uint64_t)i;
+            } else if (ll->comb_axis < 0) {
+                pb = (uint64_t)i;
+            } else {
+                for (int32_t a = 0, j = 0; a < pg->ndim; a++)
+                    gc[a] = a == ll->comb_axis ? i : oc[j++];
+                pb = gs__grid_block_index(pg, gc);
+            }
+            refs[n].layer = ll->prev;
+            refs[n].block = pb;
+            n++;
+        }
+    }
+    *n_p = n;
+    return GS_OK;
+}
+
+static void lw_cleanup(lw_t *w)
+{
+    for (size_t i = 0; i < w->layers.len; i++) {
+        gs_layer_free(w->layers.data[i].l);
+        gs_free(w->layers.data[i].need);
+        gs_free(w->layers.data[i].task);
+    }
+    GS_VEC_FREE(&w->layers);
+    for (int64_t i = 0; i < w->npers; i++) {
+        gs_free(w->pers[i].keys);
+        gs_free(w->pers[i].ext);
+    }
+    gs_free(w->pers);
+    gs_free(w->nodes);
+}
+
+static gs_status_t lw_tasks(lw_t *w, int64_t root, gs_taskgraph_t *tg)
+{
+    const int cull = (w->flags & GS_LOWER_CULL) != 0;
+    const int64_t nl = (int64_t)w->layers.len;
+    const int64_t final = w->nodes[root].layer;
+    lw_ref_t refs[GS_KERNEL_MAX_COMBINE];
+    GS_VEC(uint64_t) deps = {0};
+    GS_VEC(gs_key_t) ext = {0};
+    gs_status_t st;
+    uint64_t ntasks = 0, t;
+    int n;
+
+    /* needed blocks */
+    for (int64_t li = 0; li < nl; li++) {
+        lw_layer_t *ll = &w->layers.data[li];
+        uint64_t nb = gs_layer_nblocks(ll->l);
+        ll->need = gs_calloc((size_t)nb, 1, "lower need");
+        ll->task = gs_malloc(gs_size_mul((size_t)nb, sizeof(uint64_t)), "lower task ids");
+        if (ll->need == NULL || ll->task == NULL) goto nomem;
+        if (!cull || li == final) memset(ll->need, 1, (size_t)nb);
+    }
+    if (cull) {
+        for (int64_t li = nl - 1; li >= 0; li--) {
+            lw_layer_t *ll = &w->layers.data[li];
+            uint64_t nb = gs_layer_nblocks(ll->l);
+            for (uint64_t b = 0; b < nb; b++) {
+                if (!ll->need[b]) continue;
+                if ((st = lw_inputs(w, li, b, refs, &n)) != GS_OK) goto err;
+                for (int i = 0; i < n; i++)
+                    if (refs[i].layer >= 0) w->layers.data[refs[i].layer].need[refs[i].block] = 1;
+            }
+        }
+    }
+    /* number tasks, drop empty layers */
+    tg->nlayers = 0;
+    for (int64_t li = 0; li < nl; li++) {
+        lw_layer_t *ll = &w->layers.data[li];
+        uint64_t nb = gs_layer_nblocks(ll->l), before = ntasks;
+        for (uint64_t b = 0; b < nb; b++) ll->task[b] = ll->need[b] ? ntasks++ : LW_NONE;
+        ll->newidx = ntasks > before ? (int64_t)tg->nlayers++ : -1;
+    }
+    tg->ntasks = ntasks;
+    tg->layers = gs_calloc(tg->nlayers ? tg->nlayers : 1, sizeof(gs_layer_t *), "taskgraph layers");
+    tg->task_layer = gs_malloc(gs_size_mul(ntasks ? ntasks : 1, sizeof(uint32_t)), "task layer");
+    tg->task_block = gs_malloc(gs_size_mul(ntasks ? ntasks : 1, sizeof(uint64_t)), "task block");
+    tg->task_nbytes = gs_malloc(gs_size_mul(ntasks ? ntasks : 1, sizeof(uint64_t)), "task nbytes");
+    tg->dep_off = gs_malloc(gs_size_mul(ntasks + 1, sizeof(uint64_t)), "task dep offsets");
+    if (tg->layers == NULL || tg->task_layer == NULL || tg->task_block == NULL ||
+        tg->task_nbytes == NULL || tg->dep_off == NULL)
+        goto nomem;
+    /* emit */
+    t = 0;
+    tg->dep_off[0] = 0;
+    for (int64_t li = 0; li < nl; li++) {
+        lw_layer_t *ll = &w->layers.data[li];
+        uint64_t nb = gs_layer_nblocks(ll->l);
+        if (ll->newidx < 0) continue;
+        for (uint64_t b = 0; b < nb; b++) {
+            if (ll->task[b] == LW_NONE) continue;
+            gs_assert_always(ll->task[b] == t);
+            tg->task_layer[t] = (uint32_t)ll->newidx;
+            tg->task_block[t] = b;
+            tg->task_nbytes[t] = gs_layer_out_nbytes(ll->l, b);
+            if ((st = lw_inputs(w, li, b, refs, &n)) != GS_OK) goto err;
+            for (int i = 0; i < n; i++) {
+                uint64_t d;
+                if (refs[i].layer >= 0) {
+                    d = w->layers.data[refs[i].layer].task[refs[i].block];
+                    gs_assert_always(d < t);
+                } else {
+                    lw_persist_t *p = &w->pers[-refs[i].layer - 1];
+                    if (p->ext == NULL) {
+                        p->ext = gs_calloc((size_t)p->nblocks, sizeof(uint64_t), "lower ext");
+                        if (p->ext == NULL) goto nomem;
+                    }
+                    if (p->ext[refs[i].block] == 0) {
+                        if (GS_VEC_PUSH(&ext, p->keys[refs[i].block]) != GS_OK) goto nomem;
+                        p->ext[refs[i].block] = ext.len;
+                    }
+                    d = LW_EXT_TAG | (p->ext[refs[i].block] - 1);
+                }
+                if (GS_VEC_PUSH(&deps, d) != GS_OK) goto nomem;
+            }
+            tg->dep_off[++t] = deps.len;
+        }
+    }
+    for (size_t i = 0; i < deps.len; i++)
+        if (deps.data[i] & LW_EXT_TAG) deps.data[i] = ntasks + (deps.data[i] & ~LW_EXT_TAG);
+    if (deps.len == 0 && GS_VEC_RESERVE(&deps, 1) != GS_OK) goto nomem;
+    tg->deps = deps.data;
+    deps.data = NULL;
+    deps.len = deps.cap = 0;
+    tg->nexternals = ext.len;
+    tg->externals = ext.data;
+    ext.data = NULL;
+    ext.len = ext.cap = 0;
+    /* outputs */
+    {
+        lw_layer_t *fl = &w->layers.data[final];
+        tg->noutputs = gs_layer_nblocks(fl->l);
+        tg->outputs = gs_malloc(gs_size_mul(tg->noutputs, sizeof(uint64_t)), "task outputs");
+        if (tg->outputs == NULL) goto nomem;
+        for (uint64_t b = 0; b < tg->noutputs; b++) tg->outputs[b] = fl->task[b];
+        if (gs_grid_copy(&tg->out_grid, &w->nodes[root].n->grid) != GS_OK) goto nomem;
+    }
+    /* hand the kept layers over */
+    for (int64_t li = 0; li < nl; li++) {
+        lw_layer_t *ll = &w->layers.data[li];
+        if (ll->newidx >= 0) {
+            tg->layers[ll->newidx] = ll->l;
+            ll->l = NULL;
+        }
+    }
+    return GS_OK;
+nomem:
+    st = gs_error_set(GS_ERR_NO_MEMORY, "out of memory while lowering");
+err:
+    GS_VEC_FREE(&deps);
+    GS_VEC_FREE(&ext);
+    return st;
+}
+
+gs_status_t gs_graph_lower(gs_array_h out, unsigned flags, gs_taskgraph_t **tg_p)
+{
+    lw_t w;
+    gs_taskgraph_t *tg = NULL;
+    gs_status_t st;
+    int64_t root;
+    if (out == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "array is NULL");
+    if (tg_p == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "tg_p is NULL");
+    if (flags & ~(unsigned)GS_LOWER_DEFAULT)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "unknown lowering flags 0x%x", flags);
+    memset(&w, 0, sizeof(w));
+    w.flags = flags;
+    if ((st = lw_collect(&w, out)) != GS_OK) goto err;
+    root = w.nnodes - 1;   /* the root finishes last */
+    lw_decide(&w, root);
+    if ((st = lw_build_layers(&w, root)) != GS_OK) goto err;
+    tg = gs_calloc(1, sizeof(*tg), "taskgraph");
+    if (tg == NULL) {
+        st = gs_error_set(GS_ERR_NO_MEMORY, "out of memory while lowering");
+        goto err;
+    }
+    if ((st = lw_tasks(&w, root, tg)) != GS_OK) goto err;
+    lw_cleanup(&w);
+    *tg_p = tg;
+    return GS_OK;
+err:
+    gs_taskgraph_free(tg);
+    lw_cleanup(&w);
+    return st;
+}
