@@ -466,6 +466,7 @@ gs_status_t gs_layer_instantiate(const gs_layer_t *l, uint64_t block, int ninput
         t.kind = GS_KTASK_HOST_DATA;
         t.u.host.data = l->u.lit.data + l->u.lit.off[block];
         t.u.host.len = l->u.lit.off[block + 1] - l->u.lit.off[block];
+        t.u.host.out = out;
         break;
     default:
         return gs_error_set(GS_ERR_UNSUPPORTED, "layer kind %d cannot be instantiated",

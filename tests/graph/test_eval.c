@@ -1,0 +1,392 @@
+/* End-to-end: lower expressions under every combination of lowering flags, round-trip every
+ * layer through the codec, run the task graph with the CPU backend's serial evaluator and
+ * compare with whole-array references computed by naive loops (graph_test_util.h). */
+#include "graph_test_util.h"
+
+#include "chunkops/chunkops.h"
+#include "chunkops/eval.h"
+#include "common/buf.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+static gs_chunkops_ctx_h ctx;
+
+static void setup(void)
+{
+    gs_chunkops_params_t p;
+    memset(&p, 0, sizeof(p));
+    TX_OK(gs_chunkops_cpu_ops.ctx_create(&p, &ctx));
+}
+
+static void teardown(void)
+{
+    tx_free_all();
+    gs_chunkops_cpu_ops.ctx_destroy(ctx);
+}
+
+TestSuite(graph_eval, .init = setup, .fini = teardown, .timeout = 120);
+
+/* Replace every layer with its decoded encoding (and check re-encoding is byte-identical). */
+static void roundtrip_layers(gs_taskgraph_t *tg)
+{
+    for (uint32_t i = 0; i < tg->nlayers; i++) {
+        gs_buf_t b1, b2;
+        gs_layer_t *l;
+        gs_buf_init(&b1);
+        gs_buf_init(&b2);
+        TX_OK(gs_layer_encode(tg->layers[i], &b1));
+        TX_OK(gs_layer_decode(b1.data, b1.len, &l));
+        TX_OK(gs_layer_encode(l, &b2));
+        cr_assert_eq(b1.len, b2.len);
+        cr_assert(memcmp(b1.data, b2.data, b1.len) == 0, "layer %u re-encodes differently", i);
+        gs_layer_free(tg->layers[i]);
+        tg->layers[i] = l;
+        gs_buf_cleanup(&b1);
+        gs_buf_cleanup(&b2);
+    }
+}
+
+static double *eval_flags(gs_array_h h, unsigned flags, gs_taskgraph_t **tg_keep)
+{
+    gs_taskgraph_t *tg;
+    int64_t size = gs_array_size(h);
+    double *out = malloc((size_t)(size ? size : 1) * sizeof(double));
+    cr_assert_not_null(out);
+    TX_OK(gs_graph_lower(h, flags, &tg));
+    TX_OK(gs_taskgraph_validate(tg));
+    roundtrip_layers(tg);
+    TX_OK(gs_taskgraph_validate(tg));
+    TX_OK(gs_chunkops_eval(&gs_chunkops_cpu_ops, ctx, tg, out, (size_t)size));
+    if (tg_keep) *tg_keep = tg;
+    else gs_taskgraph_free(tg);
+    return out;
+}
+
+static int close_to(double got, double want, double rtol)
+{
+    if (isnan(want)) return isnan(got);
+    if (isinf(want)) return got == want;
+    return fabs(got - want) <= rtol * fmax(1.0, fabs(want));
+}
+
+static void check_flags(tx_t *t, unsigned flags, const char *what)
+{
+    double *out = eval_flags(t->h, flags, NULL);
+    for (int64_t i = 0; i < t->size; i++)
+        cr_assert(close_to(out[i], t->v[i], 1e-12),
+                  "%s, flags 0x%x: element %lld is %.17g, reference %.17g", what, flags,
+                  (long long)i, out[i], t->v[i]);
+    free(out);
+}
+
+/* every combination of CULL, FUSE, SLICE_PUSHDOWN */
+static void check(tx_t *t, const char *what)
+{
+    for (unsigned f = 0; f <= GS_LOWER_DEFAULT; f++) check_flags(t, f, what);
+}
+
+/* ---- the seed expression ---- */
+
+Test(graph_eval, seed_expression_agrees_across_chunkings_and_flags)
+{
+    const int64_t ns[] = {60, 64, 100};
+    const int64_t cs[] = {7, 10, 32, 100};
+    for (size_t a = 0; a < sizeof(ns) / sizeof(ns[0]); a++) {
+        double first = NAN;
+        int64_t n = ns[a];
+        int64_t cnt = ((n + 1) / 2) * ((n + 1) / 2);
+        for (size_t b = 0; b < sizeof(cs) / sizeof(cs[0]); b++) {
+            int64_t shape[2] = {n, n}, chunks[2] = {cs[b], cs[b]};
+            gs_slice_t s[2] = {SL_STEP(2), SL_STEP(2)};
+            tx_t *x = tx_normal(42, 10.0, 1.0, 2, shape, chunks);
+            tx_t *y = tx_scalar_r(GS_BINARY_ADD, x, 1.0);
+            tx_t *z = tx_slice(y, 2, s);
+            tx_t *r = tx_reduce(GS_RED_SUM, z, -1, 0, 0);
+            char what[64];
+            snprintf(what, sizeof(what), "seed n=%lld chunk=%lld", (long long)n, (long long)cs[b]);
+            check(r, what);
+            for (unsigned f = 0; f <= GS_LOWER_DEFAULT; f++) {
+                double *out = eval_flags(r->h, f, NULL);
+                if (isnan(first)) first = out[0];
+                cr_assert(fabs(out[0] - first) <= 1e-12 * fabs(first),
+                          "%s flags 0x%x: %.17g differs from %.17g", what, f, out[0], first);
+                free(out);
+            }
+            tx_free_all();
+        }
+        double mean = first / (double)cnt;
+        /* std of the mean is 1/sqrt(cnt) <= 0.034: 6 sigma */
+        cr_assert(fabs(mean - 11.0) < 0.2, "n=%lld: mean %g is not about 11", (long long)n, mean);
+    }
+}
+
+Test(graph_eval, seed_expression_mean_is_eleven)
+{
+    int64_t shape[2] = {64, 64}, chunks[2] = {10, 10};
+    gs_slice_t s[2] = {SL_STEP(2), SL_STEP(2)};
+    tx_t *x = tx_normal(7, 10.0, 1.0, 2, shape, chunks);
+    tx_t *y = tx_scalar_r(GS_BINARY_ADD, x, 1.0);
+    tx_t *z = tx_slice(y, 2, s);
+    tx_t *r = tx_reduce(GS_RED_MEAN, z, -1, 0, 0);
+    check(r, "seed mean");
+    double *out = eval_flags(r->h, GS_LOWER_DEFAULT, NULL);
+    cr_assert(fabs(out[0] - 11.0) < 0.2, "mean %g", out[0]);
+    free(out);
+}
+
+/* ---- generators ---- */
+
+Test(graph_eval, generators_with_uneven_chunks)
+{
+    int64_t shape[2] = {13, 29}, chunks[2] = {4, 7};
+    check(tx_normal(3, -2.0, 0.5, 2, shape, chunks), "normal");
+    check(tx_uniform(4, -1.0, 3.0, 2, shape, chunks), "uniform");
+    check(tx_full(2.5, 2, shape, chunks), "full");
+    check(tx_arange(-3.0, 0.25, 2, shape, chunks), "arange");
+    check(tx_host(2, shape, chunks), "from_host");
+}
+
+Test(graph_eval, generators_in_three_dimensions)
+{
+    int64_t shape[3] = {5, 6, 7}, chunks[3] = {2, 4, 3};
+    check(tx_normal(9, 0.0, 1.0, 3, shape, chunks), "normal 3d");
+    check(tx_host(3, shape, chunks), "host 3d");
+    check(tx_arange(1.0, 2.0, 3, shape, chunks), "arange 3d");
+}
+
+/* ---- elementwise ---- */
+
+Test(graph_eval, every_unary_op)
+{
+    int64_t shape[2] = {9, 11}, chunks[2] = {4, 5};
+    tx_t *x = tx_uniform(11, 0.1, 3.0, 2, shape, chunks);
+    tx_t *y = tx_normal(12, 0.0, 2.0, 2, shape, chunks);
+    for (int op = 0; op < GS_UNARY_COUNT; op++) {
+        char what[32];
+        snprintf(what, sizeof(what), "unary %d", op);
+        check(tx_unary((gs_unop_t)op, op >= GS_UNARY_LOG ? x : y), what);
+    }
+}
+
+Test(graph_eval, every_binary_op_array_and_scalar)
+{
+    int64_t shape[2] = {8, 10}, chunks[2] = {3, 4}, chunks2[2] = {5, 3};
+    tx_t *x = tx_uniform(21, 0.5, 2.0, 2, shape, chunks);
+    tx_t *y = tx_uniform(22, 0.5, 2.0, 2, shape, chunks2);
+    tx_t *r = tx_scalar_l(GS_BINARY_MUL, 1.0, tx_unary(GS_UNARY_NEG, tx_unary(GS_UNARY_NEG, x)));
+    for (int op = 0; op < GS_BINARY_COUNT; op++) {
+        char what[48];
+        snprintf(what, sizeof(what), "binary %d", op);
+        check(tx_binary((gs_binop_t)op, x, y), what);
+        check(tx_binary((gs_binop_t)op, x, r), what);   /* equal operands: EQ/LE/GE true */
+        snprintf(what, sizeof(what), "array op scalar %d", op);
+        check(tx_scalar_r((gs_binop_t)op, x, 1.25), what);
+        snprintf(what, sizeof(what), "scalar op array %d", op);
+        check(tx_scalar_l((gs_binop_t)op, 1.25, x), what);
+    }
+}
+
+Test(graph_eval, broadcasting_with_different_chunkings)
+{
+    int64_t sa[2] = {12, 1}, ca[2] = {5, 1}, sb[1] = {17}, cb[1] = {4};
+    tx_t *a = tx_normal(31, 0, 1, 2, sa, ca);
+    tx_t *b = tx_arange(0.0, 1.0, 1, sb, cb);
+    check(tx_binary(GS_BINARY_ADD, a, b), "(12,1)+(17,)");
+    check(tx_binary(GS_BINARY_SUB, b, a), "(17,)-(12,1)");
+    int64_t s3[3] = {4, 1, 5}, c3[3] = {3, 1, 2}, s2[2] = {3, 1}, c2[2] = {2, 1};
+    tx_t *p = tx_host(3, s3, c3);
+    tx_t *q = tx_uniform(32, 0, 1, 2, s2, c2);
+    check(tx_binary(GS_BINARY_MUL, p, q), "(4,1,5)*(3,1)");
+    int64_t s4[2] = {6, 10}, c4[2] = {4, 3}, c5[2] = {2, 5};
+    tx_t *u = tx_normal(33, 1, 1, 2, s4, c4);
+    tx_t *v = tx_normal(34, 1, 1, 2, s4, c5);
+    tx_t *w = tx_binary(GS_BINARY_MAXIMUM, u, v);
+    check(w, "union chunking");
+    cr_assert_eq(gs_array_nchunks(w->h, 0), 3);   /* 0,4,6 | 0,2,4,6 -> 0,2,4,6 */
+    cr_assert_eq(gs_array_nchunks(w->h, 1), 5);   /* 0,3,6,9,10 | 0,5,10 -> 0,3,5,6,9,10 */
+    int64_t s1[1] = {1}, c1[1] = {1};
+    tx_t *one = tx_full(3.0, 1, s1, c1);
+    check(tx_binary(GS_BINARY_POW, u, one), "broadcast length-1 array");
+}
+
+/* ---- slicing ---- */
+
+Test(graph_eval, slices_with_steps_negative_steps_and_indices)
+{
+    int64_t shape[2] = {23, 17}, chunks[2] = {5, 4};
+    tx_t *x = tx_normal(41, 0, 1, 2, shape, chunks);
+    gs_slice_t cases[][2] = {
+        {SL_STEP(3), SL_STEP(3)},
+        {SL_STEP(-1), SL_ALL},
+        {SL_STEP(-3), SL_STEP(-2)},
+        {SL_RANGE(20, 2, -3), SL_RANGE(1, 16, 4)},
+        {SL_RANGE(-5, -1, 1), SL_RANGE(-100, 100, 2)},
+        {SL_IDX(7), SL_STEP(2)},
+        {SL_RANGE(2, 21, 3), SL_IDX(-1)},
+        {SL_RANGE(4, 4, 1), SL_ALL},              /* empty */
+        {SL_RANGE(100, 200, 1), SL_STEP(-5)},      /* empty by clipping */
+        {SL(5, 0, -2, GS_SLICE_HAS_START), SL(0, 3, 1, GS_SLICE_HAS_STOP)},
+        {SL_RANGE(3, 4, 1000), SL_RANGE(16, 0, -1000)},   /* one element, huge steps */
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char what[32];
+        snprintf(what, sizeof(what), "slice case %zu", i);
+        check(tx_slice(x, 2, cases[i]), what);
+    }
+    gs_slice_t both[2] = {SL_IDX(3), SL_IDX(-2)};
+    check(tx_slice(x, 2, both), "both indexed");
+    gs_slice_t first[1] = {SL_STEP(-2)};
+    check(tx_slice(x, 1, first), "one slice of two axes");
+}
+
+Test(graph_eval, slices_of_slices_of_transposes)
+{
+    int64_t shape[3] = {10, 12, 9}, chunks[3] = {3, 5, 4};
+    int perm[3] = {2, 0, 1};
+    tx_t *x = tx_arange(0.0, 1.0, 3, shape, chunks);
+    tx_t *t = tx_transpose(x, perm);
+    gs_slice_t s1[3] = {SL_STEP(-2), SL_RANGE(1, 9, 3), SL_ALL};
+    tx_t *y = tx_slice(t, 3, s1);
+    gs_slice_t s2[3] = {SL_IDX(1), SL_STEP(-1), SL_RANGE(2, 11, 2)};
+    tx_t *z = tx_slice(y, 3, s2);
+    check(z, "slice(slice(transpose(arange)))");
+    check(tx_slice(tx_transpose(tx_normal(5, 0, 1, 3, shape, chunks), NULL), 3, s1),
+          "slice(transpose(normal))");
+    check(tx_slice(tx_host(3, shape, chunks), 3, s2), "slice(host)");
+}
+
+/* ---- transposes ---- */
+
+Test(graph_eval, transposes_and_x_plus_x_transposed)
+{
+    int64_t shape[2] = {20, 20}, chunks[2] = {7, 5};
+    tx_t *x = tx_normal(51, 0, 1, 2, shape, chunks);
+    tx_t *xt = tx_transpose(x, NULL);
+    check(xt, "x.T");
+    check(tx_binary(GS_BINARY_ADD, x, xt), "x + x.T");
+    /* a blockwise node used twice is materialised */
+    tx_t *y = tx_scalar_r(GS_BINARY_MUL, x, 2.0);
+    check(tx_binary(GS_BINARY_SUB, y, tx_transpose(y, NULL)), "y - y.T");
+    int64_t s3[3] = {4, 6, 5}, c3[3] = {3, 4, 2};
+    int perm[3] = {1, 2, 0};
+    check(tx_transpose(tx_host(3, s3, c3), perm), "transpose host 3d");
+}
+
+/* ---- reductions ---- */
+
+static void check_reductions(tx_t *x, int split_every, const char *tag)
+{
+    char what[64];
+    for (int op = 0; op < GS_RED_COUNT; op++) {
+        for (int axis = -1; axis < x->ndim; axis++) {
+            double ddof = (op == GS_RED_VAR || op == GS_RED_STD) ? 1.0 : 0.0;
+            snprintf(what, sizeof(what), "%s reduce %d axis %d", tag, op, axis);
+            check(tx_reduce((gs_redop_t)op, x, axis, ddof, split_every), what);
+            tx_free_all_but(x);
+        }
+    }
+}
+
+Test(graph_eval, every_reduction_over_all_axes_and_each_axis)
+{
+    int64_t shape[2] = {19, 23}, chunks[2] = {4, 6};
+    tx_t *x = tx_normal(61, 3.0, 2.0, 2, shape, chunks);
+    check_reductions(x, 0, "normal");
+    check_reductions(x, 2, "normal split 2");
+}
+
+Test(graph_eval, reductions_in_three_dimensions)
+{
+    int64_t shape[3] = {6, 7, 5}, chunks[3] = {4, 3, 2};
+    tx_t *x = tx_uniform(62, -1.0, 1.0, 3, shape, chunks);
+    check_reductions(x, 3, "uniform 3d");
+}
+
+Test(graph_eval, mean_var_std_with_ddof)
+{
+    int64_t shape[2] = {30, 8}, chunks[2] = {7, 3};
+    tx_t *x = tx_normal(71, 5.0, 3.0, 2, shape, chunks);
+    const double ddofs[] = {0.0, 1.0, 2.5};
+    for (size_t i = 0; i < 3; i++) {
+        for (int axis = -1; axis < 2; axis++) {
+            check(tx_reduce(GS_RED_VAR, x, axis, ddofs[i], 0), "var");
+            check(tx_reduce(GS_RED_STD, x, axis, ddofs[i], 0), "std");
+            check(tx_reduce(GS_RED_MEAN, x, axis, ddofs[i], 0), "mean");
+        }
+    }
+    /* count <= ddof gives NaN */
+    int64_t s1[2] = {2, 3}, c1[2] = {1, 2};
+    tx_t *y = tx_normal(72, 0, 1, 2, s1, c1);
+    check(tx_reduce(GS_RED_VAR, y, 0, 2.0, 0), "var with count == ddof");
+}
+
+Test(graph_eval, argmax_argmin_with_ties)
+{
+    /* values repeat so ties occur; the smallest index must win */
+    int64_t shape[2] = {9, 14}, chunks[2] = {4, 5};
+    tx_t *x = tx_arange(0.0, 1.0, 2, shape, chunks);
+    tx_t *m = tx_scalar_r(GS_BINARY_MINIMUM, tx_scalar_r(GS_BINARY_MAXIMUM, tx_unary(GS_UNARY_ABS,
+                          tx_scalar_r(GS_BINARY_SUB, x, 60.0)), 10.0), 40.0);
+    for (int axis = -1; axis < 2; axis++) {
+        check(tx_reduce(GS_RED_ARGMAX, m, axis, 0, 0), "argmax ties");
+        check(tx_reduce(GS_RED_ARGMIN, m, axis, 0, 0), "argmin ties");
+        check(tx_reduce(GS_RED_ARGMAX, x, axis, 0, 0), "argmax arange");
+        check(tx_reduce(GS_RED_ARGMIN, x, axis, 0, 0), "argmin arange");
+    }
+}
+
+Test(graph_eval, reductions_feeding_elementwise_ops)
+{
+    int64_t shape[2] = {15, 11}, chunks[2] = {4, 3};
+    tx_t *x = tx_normal(81, 2.0, 1.0, 2, shape, chunks);
+    tx_t *m0 = tx_reduce(GS_RED_MEAN, x, 0, 0, 0);            /* (11,) */
+    check(tx_binary(GS_BINARY_SUB, x, m0), "x - x.mean(axis=0)");
+    tx_t *s = tx_reduce(GS_RED_SUM, x, -1, 0, 0);              /* 0-d */
+    check(tx_scalar_r(GS_BINARY_MUL, s, 2.0), "x.sum() * 2");
+    check(tx_binary(GS_BINARY_DIV, x, s), "x / x.sum()");
+    tx_t *mx = tx_reduce(GS_RED_MAX, x, 1, 0, 0);             /* (15,) */
+    check(tx_reduce(GS_RED_SUM, mx, -1, 0, 0), "sum of row maxima");
+}
+
+Test(graph_eval, zero_size_arrays)
+{
+    int64_t shape[2] = {0, 5}, chunks[2] = {3, 2};
+    tx_t *x = tx_normal(91, 0, 1, 2, shape, chunks);
+    check(x, "empty");
+    check(tx_scalar_r(GS_BINARY_ADD, x, 1.0), "empty + 1");
+    check(tx_reduce(GS_RED_SUM, x, -1, 0, 0), "sum of empty");
+    check(tx_reduce(GS_RED_MEAN, x, -1, 0, 0), "mean of empty");
+    check(tx_reduce(GS_RED_SUM, x, 0, 0, 0), "sum of (0,5) along axis 0");
+    check(tx_reduce(GS_RED_MAX, x, 1, 0, 0), "max of (0,5) along axis 1");
+    int64_t s2[2] = {6, 5}, c2[2] = {4, 2};
+    tx_t *y = tx_normal(92, 0, 1, 2, s2, c2);
+    gs_slice_t e[2] = {SL_RANGE(3, 3, 1), SL_ALL};
+    tx_t *ye = tx_slice(y, 2, e);
+    check(ye, "empty slice");
+    check(tx_reduce(GS_RED_SUM, ye, -1, 0, 0), "sum of empty slice");
+    check(tx_reduce(GS_RED_VAR, ye, 0, 0, 0), "var of empty slice along axis 0");
+}
+
+Test(graph_eval, long_chains_split_at_kernel_limits)
+{
+    int64_t shape[2] = {12, 10}, chunks[2] = {5, 4};
+    /* 12 distinct random arrays: more leaves than one kernel holds */
+    tx_t *acc = tx_normal(100, 0, 1, 2, shape, chunks);
+    for (int i = 1; i < 12; i++) {
+        gs_slice_t s[2] = {SL_STEP(1), SL_STEP(1)};
+        tx_t *r = tx_slice(tx_normal(100 + (uint64_t)i, 0, 1, 2, shape, chunks), 2, s);
+        acc = tx_binary(GS_BINARY_ADD, acc, tx_scalar_r(GS_BINARY_MUL, r, (double)i));
+    }
+    check(acc, "12-leaf sum");
+    check(tx_reduce(GS_RED_SUM, acc, 1, 0, 0), "12-leaf sum reduced");
+    /* 80 unary ops: longer than one program */
+    tx_t *y = tx_uniform(200, 0.5, 1.5, 2, shape, chunks);
+    for (int i = 0; i < 80; i++) y = tx_scalar_r(i % 2 ? GS_BINARY_ADD : GS_BINARY_MUL, y, 1.01);
+    check(y, "80-op chain");
+    /* deep right-leaning tree: stack depth */
+    tx_t *d = tx_normal(300, 0, 1, 2, shape, chunks);
+    for (int i = 0; i < 12; i++)
+        d = tx_binary(GS_BINARY_SUB, tx_arange((double)i, 1.0, 2, shape, chunks), d);
+    check(d, "deep tree");
+}
