@@ -1,0 +1,35 @@
+/* Internal declarations of the CPU chunkops backend (chunkops/cpu/). */
+#ifndef GS_CHUNKOPS_CPU_H
+#define GS_CHUNKOPS_CPU_H
+
+#include "chunkops/chunkops.h"
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct gs_chunkops_ctx {
+    size_t limit;               /* bytes of chunk memory allowed */
+    atomic_size_t used;         /* bytes currently allocated (requested sizes) */
+    atomic_size_t nallocs;      /* live allocations */
+    atomic_int nstreams;        /* live streams */
+    int nthreads;
+};
+
+struct gs_chunkops_stream {
+    gs_chunkops_ctx_h ctx;
+};
+
+/* Kernels: the spec has been validated. GS_ERR_NO_MEMORY if scratch space cannot be had. */
+gs_status_t gs__cpu_fused_run(const gs_kfused_t *k);
+void gs__cpu_combine_run(const gs_kcombine_t *k);
+void gs__cpu_copy_run(const gs_kcopy_t *k);
+
+/* Batched random generation: out[i] = gs_random_normal(seed, idx[i], mean, std) (resp.
+ * uniform), identical to the scalar definition in chunkops/random.h. */
+void gs__cpu_random_normal(uint64_t seed, const uint64_t *idx, int n, double mean, double std,
+                           double *out);
+void gs__cpu_random_uniform(uint64_t seed, const uint64_t *idx, int n, double low, double high,
+                            double *out);
+
+#endif

@@ -1,0 +1,646 @@
+/* CPU fused kernel (graph/kernel.h): evaluate a postfix program over a strided region, then
+ * store the values or reduce them into partial records.
+ *
+ * Shape of the computation:
+ *   1. The region is simplified: extent-1 axes are dropped and adjacent axes whose strides
+ *      compose (for every leaf, the record index and the arg index) are merged, so a
+ *      contiguous 1000x1000 region becomes one row of 1e6 elements. The reduction axis is
+ *      never merged.
+ *   2. The region is walked row-major in tiles of up to GS__TILE elements. A tile is a list of
+ *      segments (pieces of rows along the innermost axis); leaf offsets advance incrementally.
+ *   3. The program runs once per tile on per-depth tile buffers (dispatch per tile, not per
+ *      element); a leaf is materialised at most once per tile, and a contiguous chunk leaf is
+ *      read in place.
+ *   4. STORE writes the last instruction's result straight into `out`. REDUCE folds tiles:
+ *      sums through 8-way blocked tile sums merged pairwise, var through per-tile two-pass
+ *      (count, mean, m2) merged with Chan et al.'s formula, min/max/arg by scanning with the
+ *      NumPy NaN and tie rules (chunkops/records.h).
+ */
+#include "chunkops/cpu/cpu.h"
+#include "chunkops/random.h"
+#include "chunkops/records.h"
+#include "common/alloc.h"
+#include "common/error.h"
+#include "common/log.h"
+
+#include <math.h>
+#include <string.h>
+
+#define GS__TILE 256
+#define GS__NCOL (GS_KERNEL_MAX_LEAVES + 2)
+#define GS__COL_REC GS_KERNEL_MAX_LEAVES        /* record index (axis reductions) */
+#define GS__COL_AIDX (GS_KERNEL_MAX_LEAVES + 1) /* arg index */
+
+typedef enum gs__fmode {
+    GS__MODE_STORE = 0,
+    GS__MODE_ALL,   /* reduce the whole region to one record */
+    GS__MODE_INNER, /* reduce along the innermost (simplified) axis: one record per row */
+    GS__MODE_OUTER  /* reduce along another axis: records updated elementwise along rows */
+} gs__fmode_t;
+
+typedef struct gs__seg {
+    int32_t pos, len;
+    int64_t off[GS__NCOL];
+} gs__seg_t;
+
+/* Simplified iteration space. */
+typedef struct gs__space {
+    int nd;                          /* >= 1 */
+    int red;                         /* reduction axis in the simplified space, or -1 */
+    int64_t shape[GS_MAX_NDIM];
+    int64_t base[GS__NCOL];
+    int64_t stride[GS__NCOL][GS_MAX_NDIM];
+} gs__space_t;
+
+/* Pairwise (cascade) summation of tile sums: O(log n) error growth. */
+typedef struct gs__pairsum {
+    int top;
+    uint8_t lvl[64];
+    double v[64];
+} gs__pairsum_t;
+
+typedef struct gs__scratch {
+    double slot[GS_KERNEL_MAX_STACK][GS__TILE];
+    double leaf[GS_KERNEL_MAX_LEAVES][GS__TILE];
+    uint64_t idx[GS__TILE];
+    gs__seg_t segs[GS__TILE];
+} gs__scratch_t;
+
+typedef struct gs__fused {
+    const gs_kfused_t *k;
+    gs__space_t sp;
+    gs__fmode_t mode;
+    int redop, width;
+    uint8_t leaf_used[GS_KERNEL_MAX_LEAVES];
+    gs__scratch_t *s;
+    /* tile state */
+    int nseg, n;
+    const double *leafptr[GS_KERNEL_MAX_LEAVES]; /* materialised leaf for this tile or NULL */
+    /* reduction state (ALL and INNER modes) */
+    int64_t cur_rec;
+    gs__pairsum_t ps;
+    int64_t count;
+    double acc[GS_KERNEL_MAX_RECORD];
+    double *comp; /* OUTER sum/mean: Neumaier compensation per record */
+} gs__fused_t;
+
+/* ---------------------------------------------------------------- simplification ---- */
+
+static void gs__space_build(gs__fused_t *f)
+{
+    const gs_kfused_t *k = f->k;
+    gs__space_t *sp = &f->sp;
+    int nd = k->ndim, a = -1;
+    int64_t shape[GS_MAX_NDIM];
+    int64_t stride[GS__NCOL][GS_MAX_NDIM];
+    int64_t base[GS__NCOL];
+
+    memset(stride, 0, sizeof(stride));
+    memset(base, 0, sizeof(base));
+    for (int j = 0; j < nd; j++) shape[j] = k->shape[j];
+    for (int c = 0; c < k->nleaves; c++) {
+        base[c] = k->leaves[c].base;
+        for (int j = 0; j < nd; j++) stride[c][j] = k->leaves[c].stride[j];
+    }
+    if (k->terminal == GS_TERM_REDUCE && k->red_axis >= 0) {
+        a = k->red_axis;
+        int64_t rs = 1;
+        for (int j = nd - 1; j >= 0; j--) {
+            if (j == a) continue;
+            stride[GS__COL_REC][j] = rs;
+            rs *= shape[j];
+        }
+        base[GS__COL_AIDX] = k->idx_base;
+        stride[GS__COL_AIDX][a] = 1;
+    } else if (k->terminal == GS_TERM_REDUCE) {
+        base[GS__COL_AIDX] = k->idx_base;
+        for (int j = 0; j < nd; j++) stride[GS__COL_AIDX][j] = k->idx_stride[j];
+    }
+
+    /* drop extent-1 axes (other than the reduction axis) */
+    int m = 0;
+    for (int j = 0; j < nd; j++) {
+        if (shape[j] == 1 && j != a) continue;
+        if (j == a) a = m;
+        shape[m] = shape[j];
+        for (int c = 0; c < GS__NCOL; c++) stride[c][m] = stride[c][j];
+        m++;
+    }
+    nd = m;
+    /* merge adjacent axes whose strides compose */
+    m = 0;
+    for (int j = 0; j < nd; j++) {
+        if (m > 0 && j != a && m - 1 != a) {
+            int ok = 1;
+            for (int c = 0; c < GS__NCOL && ok; c++)
+                ok = stride[c][m - 1] == stride[c][j] * shape[j];
+            if (ok) {
+                shape[m - 1] *= shape[j];
+                for (int c = 0; c < GS__NCOL; c++) stride[c][m - 1] = stride[c][j];
+                continue;
+            }
+        }
+        if (j == a) a = m;
+        shape[m] = shape[j];
+        for (int c = 0; c < GS__NCOL; c++) stride[c][m] = stride[c][j];
+        m++;
+    }
+    nd = m;
+    if (nd == 0) {
+        nd = 1;
+        shape[0] = 1;
+        for (int c = 0; c < GS__NCOL; c++) stride[c][0] = 0;
+    }
+    sp->nd = nd;
+    sp->red = a;
+    memcpy(sp->shape, shape, sizeof(shape));
+    memcpy(sp->base, base, sizeof(base));
+    memcpy(sp->stride, stride, sizeof(stride));
+
+    if (k->terminal != GS_TERM_REDUCE) f->mode = GS__MODE_STORE;
+    else if (a < 0) f->mode = GS__MODE_ALL;
+    else if (a == nd - 1) f->mode = GS__MODE_INNER;
+    else f->mode = GS__MODE_OUTER;
+}
+
+/* ---------------------------------------------------------------- leaves ---- */
+
+static const double *gs__leaf_tile(gs__fused_t *f, int li)
+{
+    if (f->leafptr[li] != NULL) return f->leafptr[li];
+    const gs_kleaf_t *lf = &f->k->leaves[li];
+    const int nd1 = f->sp.nd - 1;
+    const int64_t is = f->sp.stride[li][nd1];
+    double *buf = f->s->leaf[li];
+    const gs__seg_t *segs = f->s->segs;
+
+    switch (lf->kind) {
+    case GS_LEAF_CHUNK:
+        if (f->nseg == 1 && is == 1) {
+            f->leafptr[li] = lf->data + segs[0].off[li];
+            return f->leafptr[li];
+        }
+        for (int g = 0; g < f->nseg; g++) {
+            const double *src = lf->data + segs[g].off[li];
+            double *dst = buf + segs[g].pos;
+            int len = segs[g].len;
+            if (is == 1) {
+                memcpy(dst, src, (size_t)len * sizeof(double));
+            } else if (is == 0) {
+                double v = *src;
+                for (int i = 0; i < len; i++) dst[i] = v;
+            } else {
+                for (int i = 0; i < len; i++) dst[i] = src[(int64_t)i * is];
+            }
+        }
+        break;
+    case GS_LEAF_NORMAL:
+    case GS_LEAF_UNIFORM: {
+        uint64_t *idx = f->s->idx;
+        for (int g = 0; g < f->nseg; g++) {
+            uint64_t o = (uint64_t)segs[g].off[li];
+            uint64_t *d = idx + segs[g].pos;
+            for (int i = 0; i < segs[g].len; i++) d[i] = o + (uint64_t)((int64_t)i * is);
+        }
+        if (lf->kind == GS_LEAF_NORMAL)
+            gs__cpu_random_normal(lf->seed, idx, f->n, lf->p0, lf->p1, buf);
+        else
+            gs__cpu_random_uniform(lf->seed, idx, f->n, lf->p0, lf->p1, buf);
+        break;
+    }
+    default: /* GS_LEAF_INDEX */
+        for (int g = 0; g < f->nseg; g++) {
+            int64_t o = segs[g].off[li];
+            double *dst = buf + segs[g].pos;
+            for (int i = 0; i < segs[g].len; i++) dst[i] = (double)(o + (int64_t)i * is);
+        }
+        break;
+    }
+    f->leafptr[li] = buf;
+    return buf;
+}
+
+/* ---------------------------------------------------------------- program ---- */
+
+static inline double gs__minimum(double a, double b)
+{
+    return (a < b || a != a) ? a : b;
+}
+
+static inline double gs__maximum(double a, double b)
+{
+    return (a > b || a != a) ? a : b;
+}
+
+#define GS__UN(expr)                                                \
+    for (int i = 0; i < n; i++) { double x = a[i]; o[i] = (expr); } \
+    break
+#define GS__BIN(expr)                                                           \
+    for (int i = 0; i < n; i++) { double x = a[i], y = b[i]; o[i] = (expr); }   \
+    break
+
+static void gs__apply(int op, double imm, const double *a, const double *restrict b, double *o,
+                      int n)
+{
+    /* o may alias a (in place), never b; a and b may be the same read-only buffer */
+    switch (op) {
+    case GS_OP_CONST: for (int i = 0; i < n; i++) o[i] = imm; break;
+    case GS_OP_NEG: GS__UN(-x);
+    case GS_OP_ABS: GS__UN(fabs(x));
+    case GS_OP_EXP: GS__UN(exp(x));
+    case GS_OP_LOG: GS__UN(log(x));
+    case GS_OP_SQRT: GS__UN(sqrt(x));
+    case GS_OP_ADD: GS__BIN(x + y);
+    case GS_OP_SUB: GS__BIN(x - y);
+    case GS_OP_MUL: GS__BIN(x * y);
+    case GS_OP_DIV: GS__BIN(x / y);
+    case GS_OP_POW: GS__BIN(pow(x, y));
+    case GS_OP_LT: GS__BIN(x < y ? 1.0 : 0.0);
+    case GS_OP_LE: GS__BIN(x <= y ? 1.0 : 0.0);
+    case GS_OP_GT: GS__BIN(x > y ? 1.0 : 0.0);
+    case GS_OP_GE: GS__BIN(x >= y ? 1.0 : 0.0);
+    case GS_OP_EQ: GS__BIN(x == y ? 1.0 : 0.0);
+    case GS_OP_NE: GS__BIN(x != y ? 1.0 : 0.0);
+    case GS_OP_MIN: GS__BIN(gs__minimum(x, y));
+    case GS_OP_MAX: GS__BIN(gs__maximum(x, y));
+    case GS_OP_ADD_IMM: GS__UN(x + imm);
+    case GS_OP_SUB_IMM: GS__UN(x - imm);
+    case GS_OP_MUL_IMM: GS__UN(x * imm);
+    case GS_OP_DIV_IMM: GS__UN(x / imm);
+    case GS_OP_POW_IMM: GS__UN(pow(x, imm));
+    case GS_OP_RSUB_IMM: GS__UN(imm - x);
+    case GS_OP_RDIV_IMM: GS__UN(imm / x);
+    case GS_OP_RPOW_IMM: GS__UN(pow(imm, x));
+    case GS_OP_LT_IMM: GS__UN(x < imm ? 1.0 : 0.0);
+    case GS_OP_LE_IMM: GS__UN(x <= imm ? 1.0 : 0.0);
+    case GS_OP_GT_IMM: GS__UN(x > imm ? 1.0 : 0.0);
+    case GS_OP_GE_IMM: GS__UN(x >= imm ? 1.0 : 0.0);
+    case GS_OP_EQ_IMM: GS__UN(x == imm ? 1.0 : 0.0);
+    case GS_OP_NE_IMM: GS__UN(x != imm ? 1.0 : 0.0);
+    case GS_OP_MIN_IMM: GS__UN(gs__minimum(x, imm));
+    case GS_OP_MAX_IMM: GS__UN(gs__maximum(x, imm));
+    default: gs_assert_always(!"unreachable opcode");
+    }
+}
+
+/* Arity of each opcode: 0 pushes, 1 replaces the top, 2 pops two and pushes one. */
+static const int8_t gs__arity[GS_OP_COUNT] = {
+#define GS__OPC_ARITY(name, val, str, arity) [val] = (arity),
+    GS_OPCODE_MAP(GS__OPC_ARITY)
+#undef GS__OPC_ARITY
+};
+
+/* Run the program over the current tile. When @a dst is not NULL the result is written
+ * there (and dst is returned); otherwise the result lives in a tile buffer. */
+static const double *gs__run_prog(gs__fused_t *f, double *dst)
+{
+    const gs_kfused_t *k = f->k;
+    const double *stk[GS_KERNEL_MAX_STACK];
+    int sp = 0, n = f->n;
+
+    for (int pc = 0; pc < k->nprog; pc++) {
+        const gs_kinstr_t *in = &k->prog[pc];
+        int last = pc == k->nprog - 1;
+        int ar = gs__arity[in->op];
+        if (in->op == GS_OP_LEAF) {
+            const double *v = gs__leaf_tile(f, in->arg);
+            if (last && dst != NULL) {
+                memcpy(dst, v, (size_t)n * sizeof(double));
+                v = dst;
+            }
+            stk[sp++] = v;
+            continue;
+        }
+        int d = ar == 0 ? sp : sp - ar; /* depth of the result */
+        double *o = (last && dst != NULL) ? dst : f->s->slot[d];
+        gs__apply(in->op, in->imm, ar >= 1 ? stk[d] : NULL, ar == 2 ? stk[d + 1] : NULL, o, n);
+        stk[d] = o;
+        sp = d + 1;
+    }
+    gs_assert(sp == 1);
+    return stk[0];
+}
+
+/* ---------------------------------------------------------------- reductions ---- */
+
+static void gs__ps_push(gs__pairsum_t *ps, double x)
+{
+    int t = ps->top;
+    ps->v[t] = x;
+    ps->lvl[t] = 0;
+    t++;
+    while (t >= 2 && ps->lvl[t - 1] == ps->lvl[t - 2]) {
+        ps->v[t - 2] += ps->v[t - 1];
+        ps->lvl[t - 2]++;
+        t--;
+    }
+    ps->top = t;
+}
+
+static double gs__ps_total(const gs__pairsum_t *ps)
+{
+    double s = 0.0;
+    for (int t = ps->top - 1; t >= 0; t--) s += ps->v[t];
+    return s;
+}
+
+/* Blocked sum of x[0..n): 8 independent partial sums combined pairwise. */
+static double gs__block_sum(const double *x, int n)
+{
+    double s0 = 0, s1 = 0, s2 = 0, s3 = 0, s4 = 0, s5 = 0, s6 = 0, s7 = 0;
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        s0 += x[i];
+        s1 += x[i + 1];
+        s2 += x[i + 2];
+        s3 += x[i + 3];
+        s4 += x[i + 4];
+        s5 += x[i + 5];
+        s6 += x[i + 6];
+        s7 += x[i + 7];
+    }
+    double s = ((s0 + s1) + (s2 + s3)) + ((s4 + s5) + (s6 + s7));
+    for (; i < n; i++) s += x[i];
+    return s;
+}
+
+/* (count, mean, m2) of x[0..n) by two passes, merged into acc. */
+static void gs__var_fold(double *acc, const double *x, int n)
+{
+    if (n == 0) return;
+    double mean = gs__block_sum(x, n) / n;
+    double m0 = 0, m1 = 0, m2 = 0, m3 = 0;
+    int i = 0;
+    for (; i + 4 <= n; i += 4) {
+        double d0 = x[i] - mean, d1 = x[i + 1] - mean, d2 = x[i + 2] - mean, d3 = x[i + 3] - mean;
+        m0 += d0 * d0;
+        m1 += d1 * d1;
+        m2 += d2 * d2;
+        m3 += d3 * d3;
+    }
+    double m = (m0 + m1) + (m2 + m3);
+    for (; i < n; i++) m += (x[i] - mean) * (x[i] - mean);
+    gs_rec_var_merge(acc, (double)n, mean, m);
+}
+
+static double gs__scan_min(double acc, const double *x, int n)
+{
+    for (int i = 0; i < n; i++) acc = gs_rec_min(acc, x[i]);
+    return acc;
+}
+
+static double gs__scan_max(double acc, const double *x, int n)
+{
+    for (int i = 0; i < n; i++) acc = gs_rec_max(acc, x[i]);
+    return acc;
+}
+
+static void gs__scan_arg(int is_max, double *acc, const double *x, int n, int64_t idx0,
+                         int64_t istride)
+{
+    for (int i = 0; i < n; i++) {
+        double id = (double)(idx0 + (int64_t)i * istride);
+        if (gs_rec_arg_better(is_max, x[i], id, acc[0], acc[1])) {
+            acc[0] = x[i];
+            acc[1] = id;
+        }
+    }
+}
+
+/* Reset the running accumulator (ALL and INNER modes). */
+static void gs__acc_reset(gs__fused_t *f)
+{
+    f->ps.top = 0;
+    f->count = 0;
+    gs_rec_init(f->redop, f->acc);
+}
+
+/* Fold values x[0..n) into the running accumulator. */
+static void gs__acc_fold(gs__fused_t *f, const double *x, int n, int64_t idx0, int64_t istride)
+{
+    switch (f->redop) {
+    case GS_RED_SUM:
+    case GS_RED_MEAN:
+        gs__ps_push(&f->ps, gs__block_sum(x, n));
+        f->count += n;
+        break;
+    case GS_RED_MIN: f->acc[0] = gs__scan_min(f->acc[0], x, n); break;
+    case GS_RED_MAX: f->acc[0] = gs__scan_max(f->acc[0], x, n); break;
+    case GS_RED_VAR:
+    case GS_RED_STD: gs__var_fold(f->acc, x, n); break;
+    case GS_RED_ARGMIN:
+    case GS_RED_ARGMAX: gs__scan_arg(f->redop == GS_RED_ARGMAX, f->acc, x, n, idx0, istride); break;
+    default: break;
+    }
+}
+
+/* Write the running accumulator as record @a r. */
+static void gs__acc_flush(gs__fused_t *f, int64_t r)
+{
+    double *rec = f->k->out + r * f->width;
+    switch (f->redop) {
+    case GS_RED_SUM: rec[0] = gs__ps_total(&f->ps); break;
+    case GS_RED_MEAN:
+        rec[0] = gs__ps_total(&f->ps);
+        rec[1] = (double)f->count;
+        break;
+    default:
+        for (int w = 0; w < f->width; w++) rec[w] = f->acc[w];
+        break;
+    }
+}
+
+/* OUTER mode: element i of segment g updates record r0 + i * rs. */
+static void gs__outer_fold(gs__fused_t *f, const double *x, const gs__seg_t *g)
+{
+    const int nd1 = f->sp.nd - 1;
+    const int64_t rs = f->sp.stride[GS__COL_REC][nd1];
+    const int64_t r0 = g->off[GS__COL_REC];
+    double *out = f->k->out;
+    const int n = g->len;
+    x += g->pos;
+
+    switch (f->redop) {
+    case GS_RED_SUM:
+    case GS_RED_MEAN: {
+        const int w = f->width;
+        for (int i = 0; i < n; i++) {
+            int64_t r = r0 + (int64_t)i * rs;
+            double s = out[r * w], v = x[i], t = s + v;
+            /* Neumaier compensated summation */
+            f->comp[r] += fabs(s) >= fabs(v) ? (s - t) + v : (v - t) + s;
+            out[r * w] = t;
+            if (w == 2) out[r * w + 1] += 1.0;
+        }
+        break;
+    }
+    case GS_RED_MIN:
+        for (int i = 0; i < n; i++) {
+            int64_t r = r0 + (int64_t)i * rs;
+            out[r] = gs_rec_min(out[r], x[i]);
+        }
+        break;
+    case GS_RED_MAX:
+        for (int i = 0; i < n; i++) {
+            int64_t r = r0 + (int64_t)i * rs;
+            out[r] = gs_rec_max(out[r], x[i]);
+        }
+        break;
+    case GS_RED_VAR:
+    case GS_RED_STD:
+        /* Welford's update, one element per record */
+        for (int i = 0; i < n; i++) {
+            double *rec = out + (r0 + (int64_t)i * rs) * 3;
+            double c = rec[0] + 1.0, d = x[i] - rec[1];
+            rec[1] += d / c;
+            rec[2] += d * (x[i] - rec[1]);
+            rec[0] = c;
+        }
+        break;
+    case GS_RED_ARGMIN:
+    case GS_RED_ARGMAX: {
+        int is_max = f->redop == GS_RED_ARGMAX;
+        const int64_t as = f->sp.stride[GS__COL_AIDX][nd1];
+        for (int i = 0; i < n; i++) {
+            double *rec = out + (r0 + (int64_t)i * rs) * 2;
+            double id = (double)(g->off[GS__COL_AIDX] + (int64_t)i * as);
+            if (gs_rec_arg_better(is_max, x[i], id, rec[0], rec[1])) {
+                rec[0] = x[i];
+                rec[1] = id;
+            }
+        }
+        break;
+    }
+    default: break;
+    }
+}
+
+static void gs__terminal(gs__fused_t *f, const double *v)
+{
+    const int nd1 = f->sp.nd - 1;
+    const gs__seg_t *segs = f->s->segs;
+    switch (f->mode) {
+    case GS__MODE_ALL:
+        if (f->redop == GS_RED_ARGMIN || f->redop == GS_RED_ARGMAX) {
+            for (int g = 0; g < f->nseg; g++)
+                gs__acc_fold(f, v + segs[g].pos, segs[g].len, segs[g].off[GS__COL_AIDX],
+                             f->sp.stride[GS__COL_AIDX][nd1]);
+        } else {
+            gs__acc_fold(f, v, f->n, 0, 0);
+        }
+        break;
+    case GS__MODE_INNER:
+        for (int g = 0; g < f->nseg; g++) {
+            int64_t r = segs[g].off[GS__COL_REC];
+            if (r != f->cur_rec) {
+                if (f->cur_rec >= 0) gs__acc_flush(f, f->cur_rec);
+                gs__acc_reset(f);
+                f->cur_rec = r;
+            }
+            gs__acc_fold(f, v + segs[g].pos, segs[g].len, segs[g].off[GS__COL_AIDX],
+                         f->sp.stride[GS__COL_AIDX][nd1]);
+        }
+        break;
+    case GS__MODE_OUTER:
+        for (int g = 0; g < f->nseg; g++) gs__outer_fold(f, v, &segs[g]);
+        break;
+    default: break;
+    }
+}
+
+/* ---------------------------------------------------------------- driver ---- */
+
+gs_status_t gs__cpu_fused_run(const gs_kfused_t *k)
+{
+    gs__fused_t f;
+    memset(&f, 0, sizeof(f));
+    f.k = k;
+    f.redop = k->redop;
+    f.width = k->terminal == GS_TERM_REDUCE ? gs_redop_width(k->redop) : 1;
+    f.cur_rec = -1;
+
+    int64_t size = gs_region_size(k->ndim, k->shape);
+    if (k->terminal == GS_TERM_REDUCE) {
+        int64_t nrec = gs_kfused_nrecords(k);
+        for (int64_t r = 0; r < nrec; r++) gs_rec_init(k->redop, k->out + r * f.width);
+    }
+    if (size == 0) return GS_OK;
+
+    gs__space_build(&f);
+    f.s = gs_malloc(sizeof(gs__scratch_t), "fused scratch");
+    if (f.s == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "cpu fused: out of memory for scratch");
+    if (f.mode == GS__MODE_OUTER && (f.redop == GS_RED_SUM || f.redop == GS_RED_MEAN)) {
+        int64_t nrec = gs_kfused_nrecords(k);
+        f.comp = gs_calloc((size_t)nrec, sizeof(double), "fused compensation");
+        if (f.comp == NULL) {
+            gs_free(f.s);
+            return gs_error_set(GS_ERR_NO_MEMORY, "cpu fused: out of memory for %lld records",
+                                (long long)nrec);
+        }
+    }
+    if (f.mode == GS__MODE_ALL) gs__acc_reset(&f);
+
+    const gs__space_t *sp = &f.sp;
+    const int nd1 = sp->nd - 1;
+    const int64_t L = sp->shape[nd1];
+    int ncol = GS__NCOL;
+    int64_t p[GS_MAX_NDIM] = {0};
+    int64_t rowoff[GS__NCOL];
+    for (int c = 0; c < ncol; c++) rowoff[c] = sp->base[c];
+    int64_t j0 = 0;        /* position along the innermost axis */
+    int64_t done = 0;      /* elements evaluated */
+
+    while (done < size) {
+        /* gather up to GS__TILE elements as segments */
+        int n = 0, nseg = 0;
+        while (n < GS__TILE && done + n < size) {
+            int64_t len = L - j0;
+            if (len > GS__TILE - n) len = GS__TILE - n;
+            gs__seg_t *g = &f.s->segs[nseg++];
+            g->pos = n;
+            g->len = (int32_t)len;
+            for (int c = 0; c < ncol; c++) g->off[c] = rowoff[c] + j0 * sp->stride[c][nd1];
+            n += (int)len;
+            j0 += len;
+            if (j0 == L) {
+                j0 = 0;
+                /* next row: odometer over the outer axes */
+                for (int j = nd1 - 1; j >= 0; j--) {
+                    if (++p[j] < sp->shape[j]) {
+                        for (int c = 0; c < ncol; c++) rowoff[c] += sp->stride[c][j];
+                        break;
+                    }
+                    for (int c = 0; c < ncol; c++) rowoff[c] -= sp->stride[c][j] * (sp->shape[j] - 1);
+                    p[j] = 0;
+                }
+            }
+        }
+        f.n = n;
+        f.nseg = nseg;
+        memset(f.leafptr, 0, sizeof(f.leafptr));
+
+        if (f.mode == GS__MODE_STORE) {
+            gs__run_prog(&f, k->out + done);
+        } else {
+            gs__terminal(&f, gs__run_prog(&f, NULL));
+        }
+        done += n;
+    }
+
+    switch (f.mode) {
+    case GS__MODE_ALL: gs__acc_flush(&f, 0); break;
+    case GS__MODE_INNER:
+        if (f.cur_rec >= 0) gs__acc_flush(&f, f.cur_rec);
+        break;
+    case GS__MODE_OUTER:
+        if (f.comp != NULL) {
+            int64_t nrec = gs_kfused_nrecords(k);
+            for (int64_t r = 0; r < nrec; r++) k->out[r * f.width] += f.comp[r];
+        }
+        break;
+    default: break;
+    }
+    gs_free(f.comp);
+    gs_free(f.s);
+    return GS_OK;
+}

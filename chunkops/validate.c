@@ -1,0 +1,294 @@
+/* Kernel-spec validation (graph/kernel.h), shared by every backend: a malformed spec is
+ * refused here with GS_ERR_INVALID_PARAM and a message naming the problem, so that no backend
+ * ever reads or writes out of bounds. */
+#include "chunkops/chunkops.h"
+#include "common/error.h"
+
+#include <math.h>
+#include <stdint.h>
+
+typedef __int128 gs__i128;
+
+static const int8_t gs__op_arity[GS_OP_COUNT] = {
+#define GS__OPC_ARITY(name, val, str, arity) [val] = (arity),
+    GS_OPCODE_MAP(GS__OPC_ARITY)
+#undef GS__OPC_ARITY
+};
+
+static const char *const gs__op_names[GS_OP_COUNT] = {
+#define GS__OPC_NAME(name, val, str, arity) [val] = (str),
+    GS_OPCODE_MAP(GS__OPC_NAME)
+#undef GS__OPC_NAME
+};
+
+/* Extreme values of base + sum_j p[j] * stride[j] over 0 <= p[j] < shape[j] (non-empty
+ * region). Exact: |stride| * shape < 2^126 summed over 8 axes fits in 128 bits. */
+static void gs__affine_range(int32_t ndim, const int64_t *shape, int64_t base,
+                             const int64_t *stride, gs__i128 *lo_p, gs__i128 *hi_p)
+{
+    gs__i128 lo = base, hi = base;
+    for (int32_t j = 0; j < ndim; j++) {
+        gs__i128 ext = (gs__i128)stride[j] * (gs__i128)(shape[j] - 1);
+        if (ext < 0) lo += ext;
+        else hi += ext;
+    }
+    *lo_p = lo;
+    *hi_p = hi;
+}
+
+/* Shape check shared by fused and copy: ndim range, non-negative extents, element count
+ * representable. *size_p = number of elements. */
+static gs_status_t gs__check_shape(const char *what, int32_t ndim, const int64_t *shape,
+                                   int64_t *size_p)
+{
+    if (ndim < 0 || ndim > GS_MAX_NDIM)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "%s: ndim %d out of range 0..%d", what,
+                            (int)ndim, GS_MAX_NDIM);
+    int64_t n = 1;
+    int zero = 0;
+    for (int32_t j = 0; j < ndim; j++) {
+        if (shape[j] < 0)
+            return gs_error_set(GS_ERR_INVALID_PARAM, "%s: negative extent %lld on axis %d",
+                                what, (long long)shape[j], (int)j);
+        if (shape[j] == 0) zero = 1;
+    }
+    if (!zero) {
+        for (int32_t j = 0; j < ndim; j++) {
+            if (__builtin_mul_overflow(n, shape[j], &n))
+                return gs_error_set(GS_ERR_INVALID_PARAM,
+                                    "%s: region has more than 2^63 elements", what);
+        }
+    } else {
+        n = 0;
+    }
+    *size_p = n;
+    return GS_OK;
+}
+
+gs_status_t gs_kfused_validate(const gs_kfused_t *k)
+{
+    gs_status_t st;
+    int64_t size;
+
+    if (k == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "fused kernel: spec is NULL");
+    if ((st = gs__check_shape("fused kernel", k->ndim, k->shape, &size)) != GS_OK) return st;
+    if (k->nleaves < 0 || k->nleaves > GS_KERNEL_MAX_LEAVES)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "fused kernel: nleaves %d out of range 0..%d",
+                            (int)k->nleaves, GS_KERNEL_MAX_LEAVES);
+
+    for (int32_t i = 0; i < k->nleaves; i++) {
+        const gs_kleaf_t *lf = &k->leaves[i];
+        gs__i128 lo, hi;
+        if (lf->kind < 0 || lf->kind >= GS_LEAF_KIND_COUNT)
+            return gs_error_set(GS_ERR_INVALID_PARAM, "fused kernel: leaf %d has unknown kind %d",
+                                (int)i, (int)lf->kind);
+        if (lf->kind == GS_LEAF_CHUNK) {
+            if (lf->data == NULL)
+                return gs_error_set(GS_ERR_INVALID_PARAM, "fused kernel: chunk leaf %d has NULL data",
+                                    (int)i);
+            if (lf->data_len < 0)
+                return gs_error_set(GS_ERR_INVALID_PARAM,
+                                    "fused kernel: chunk leaf %d has negative data_len %lld", (int)i,
+                                    (long long)lf->data_len);
+        }
+        if (size == 0) continue;
+        gs__affine_range(k->ndim, k->shape, lf->base, lf->stride, &lo, &hi);
+        switch (lf->kind) {
+        case GS_LEAF_CHUNK:
+            if (lo < 0 || hi >= (gs__i128)lf->data_len)
+                return gs_error_set(GS_ERR_INVALID_PARAM,
+                                    "fused kernel: chunk leaf %d reads offsets %lld..%lld outside "
+                                    "its %lld elements",
+                                    (int)i, (long long)(lo < INT64_MIN ? INT64_MIN : lo),
+                                    (long long)(hi > INT64_MAX ? INT64_MAX : hi),
+                                    (long long)lf->data_len);
+            break;
+        case GS_LEAF_NORMAL:
+        case GS_LEAF_UNIFORM:
+            if (lo < 0 || hi > INT64_MAX)
+                return gs_error_set(GS_ERR_INVALID_PARAM,
+                                    "fused kernel: random leaf %d has element indices outside "
+                                    "0..2^63-1",
+                                    (int)i);
+            break;
+        default: /* GS_LEAF_INDEX: keep every difference of offsets within int64 */
+            if (lo < -((gs__i128)1 << 61) || hi > ((gs__i128)1 << 61))
+                return gs_error_set(GS_ERR_INVALID_PARAM,
+                                    "fused kernel: index leaf %d has offsets outside -2^61..2^61",
+                                    (int)i);
+            break;
+        }
+    }
+
+    if (k->nprog < 1 || k->nprog > GS_KERNEL_MAX_PROG)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "fused kernel: program length %d out of range 1..%d",
+                            (int)k->nprog, GS_KERNEL_MAX_PROG);
+    int depth = 0;
+    for (int32_t i = 0; i < k->nprog; i++) {
+        const gs_kinstr_t *in = &k->prog[i];
+        if (in->op < 0 || in->op >= GS_OP_COUNT)
+            return gs_error_set(GS_ERR_INVALID_PARAM,
+                                "fused kernel: instruction %d has unknown opcode %d", (int)i,
+                                (int)in->op);
+        int arity = gs__op_arity[in->op];
+        if (in->op == GS_OP_LEAF && (in->arg < 0 || in->arg >= k->nleaves))
+            return gs_error_set(GS_ERR_INVALID_PARAM,
+                                "fused kernel: instruction %d reads leaf %d of %d", (int)i,
+                                (int)in->arg, (int)k->nleaves);
+        if (depth < arity)
+            return gs_error_set(GS_ERR_INVALID_PARAM,
+                                "fused kernel: stack underflow at instruction %d (%s needs %d "
+                                "operands, stack holds %d)",
+                                (int)i, gs__op_names[in->op], arity, depth);
+        depth += arity == 0 ? 1 : 1 - arity;
+        if (depth > GS_KERNEL_MAX_STACK)
+            return gs_error_set(GS_ERR_INVALID_PARAM,
+                                "fused kernel: stack depth %d at instruction %d exceeds %d", depth,
+                                (int)i, GS_KERNEL_MAX_STACK);
+    }
+    if (depth != 1)
+        return gs_error_set(GS_ERR_INVALID_PARAM,
+                            "fused kernel: program leaves %d values on the stack instead of 1",
+                            depth);
+
+    if (k->terminal == GS_TERM_REDUCE) {
+        if (k->redop < 0 || k->redop >= GS_RED_COUNT)
+            return gs_error_set(GS_ERR_INVALID_PARAM, "fused kernel: unknown reduction %d",
+                                (int)k->redop);
+        if (k->red_axis < -1 || k->red_axis >= k->ndim)
+            return gs_error_set(GS_ERR_INVALID_PARAM,
+                                "fused kernel: reduction axis %d out of range -1..%d",
+                                (int)k->red_axis, (int)k->ndim - 1);
+        if ((k->redop == GS_RED_ARGMIN || k->redop == GS_RED_ARGMAX) && size > 0) {
+            gs__i128 lo, hi;
+            if (k->red_axis < 0) {
+                gs__affine_range(k->ndim, k->shape, k->idx_base, k->idx_stride, &lo, &hi);
+            } else {
+                lo = k->idx_base;
+                hi = (gs__i128)k->idx_base + k->shape[k->red_axis] - 1;
+            }
+            /* indices travel as doubles: keep them exact */
+            if (lo < 0 || hi > ((gs__i128)1 << 53))
+                return gs_error_set(GS_ERR_INVALID_PARAM,
+                                    "fused kernel: arg-reduction indices outside 0..2^53");
+        }
+        /* nrecords * width must be representable */
+        int64_t nrec = 1;
+        if (k->red_axis >= 0) {
+            for (int32_t j = 0; j < k->ndim; j++) {
+                if (j == k->red_axis) continue;
+                if (__builtin_mul_overflow(nrec, k->shape[j], &nrec) ||
+                    nrec > INT64_MAX / GS_KERNEL_MAX_RECORD)
+                    return gs_error_set(GS_ERR_INVALID_PARAM,
+                                        "fused kernel: too many reduction records");
+            }
+        }
+    } else if (k->terminal != GS_TERM_STORE) {
+        return gs_error_set(GS_ERR_INVALID_PARAM, "fused kernel: unknown terminal %d",
+                            (int)k->terminal);
+    }
+    if (k->out == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "fused kernel: out is NULL");
+    return GS_OK;
+}
+
+int64_t gs_kfused_nrecords(const gs_kfused_t *k)
+{
+    if (k->terminal != GS_TERM_REDUCE) return 0;
+    if (k->red_axis < 0) return 1;
+    int64_t n = 1;
+    for (int32_t j = 0; j < k->ndim && j < GS_MAX_NDIM; j++)
+        if (j != k->red_axis) n *= k->shape[j];
+    return n;
+}
+
+int64_t gs_kfused_out_len(const gs_kfused_t *k)
+{
+    if (k->terminal == GS_TERM_REDUCE) return gs_kfused_nrecords(k) * gs_redop_width(k->redop);
+    return gs_region_size(k->ndim, k->shape);
+}
+
+gs_status_t gs_kcombine_validate(const gs_kcombine_t *k)
+{
+    if (k == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "combine kernel: spec is NULL");
+    if (k->redop < 0 || k->redop >= GS_RED_COUNT)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "combine kernel: unknown reduction %d",
+                            (int)k->redop);
+    if (k->ninputs < 1 || k->ninputs > GS_KERNEL_MAX_COMBINE)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "combine kernel: ninputs %d out of range 1..%d",
+                            (int)k->ninputs, GS_KERNEL_MAX_COMBINE);
+    if (k->nrec < 0 || k->nrec > INT64_MAX / GS_KERNEL_MAX_RECORD)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "combine kernel: nrec %lld out of range",
+                            (long long)k->nrec);
+    if (k->finalize != 0 && k->finalize != 1)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "combine kernel: finalize must be 0 or 1, not %d",
+                            (int)k->finalize);
+    if (isnan(k->ddof) || isinf(k->ddof))
+        return gs_error_set(GS_ERR_INVALID_PARAM, "combine kernel: ddof is not finite");
+    for (int32_t i = 0; i < k->ninputs; i++)
+        if (k->inputs[i] == NULL)
+            return gs_error_set(GS_ERR_INVALID_PARAM, "combine kernel: input %d is NULL", (int)i);
+    if (k->out == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "combine kernel: out is NULL");
+    return GS_OK;
+}
+
+gs_status_t gs_kcopy_validate(const gs_kcopy_t *k)
+{
+    gs_status_t st;
+    int64_t size;
+
+    if (k == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "copy kernel: spec is NULL");
+    if ((st = gs__check_shape("copy kernel", k->ndim, k->shape, &size)) != GS_OK) return st;
+    if (k->npieces < 0 || k->npieces > GS_KERNEL_MAX_PIECES)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "copy kernel: npieces %d out of range 0..%d",
+                            (int)k->npieces, GS_KERNEL_MAX_PIECES);
+    if (k->out == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "copy kernel: out is NULL");
+
+    gs__i128 covered = 0;
+    for (int32_t i = 0; i < k->npieces; i++) {
+        const gs_kpiece_t *pc = &k->pieces[i];
+        int64_t psize = 1;
+        for (int32_t j = 0; j < k->ndim; j++) {
+            if (pc->size[j] < 0 || pc->dst_start[j] < 0 || pc->dst_start[j] > k->shape[j] ||
+                pc->size[j] > k->shape[j] - pc->dst_start[j])
+                return gs_error_set(GS_ERR_INVALID_PARAM,
+                                    "copy kernel: piece %d box [%lld, %lld+%lld) on axis %d is "
+                                    "outside the output extent %lld",
+                                    (int)i, (long long)pc->dst_start[j], (long long)pc->dst_start[j],
+                                    (long long)pc->size[j], (int)j, (long long)k->shape[j]);
+            psize *= pc->size[j]; /* bounded by the output size: no overflow */
+        }
+        if (pc->src == NULL)
+            return gs_error_set(GS_ERR_INVALID_PARAM, "copy kernel: piece %d has NULL source",
+                                (int)i);
+        if (pc->src_len < 0)
+            return gs_error_set(GS_ERR_INVALID_PARAM,
+                                "copy kernel: piece %d has negative source length", (int)i);
+        if (psize == 0) continue;
+        gs__i128 lo, hi;
+        gs__affine_range(k->ndim, pc->size, pc->src_base, pc->src_stride, &lo, &hi);
+        if (lo < 0 || hi >= (gs__i128)pc->src_len)
+            return gs_error_set(GS_ERR_INVALID_PARAM,
+                                "copy kernel: piece %d reads source offsets outside its %lld "
+                                "elements",
+                                (int)i, (long long)pc->src_len);
+        /* pieces must not overlap: together with the volume check below they tile the output */
+        for (int32_t m = 0; m < i; m++) {
+            const gs_kpiece_t *q = &k->pieces[m];
+            int disjoint = 0;
+            for (int32_t j = 0; j < k->ndim && !disjoint; j++) {
+                if (q->size[j] == 0 || pc->dst_start[j] >= q->dst_start[j] + q->size[j] ||
+                    q->dst_start[j] >= pc->dst_start[j] + pc->size[j])
+                    disjoint = 1;
+            }
+            if (!disjoint)
+                return gs_error_set(GS_ERR_INVALID_PARAM, "copy kernel: pieces %d and %d overlap",
+                                    (int)m, (int)i);
+        }
+        covered += psize;
+    }
+    if (covered != (gs__i128)size)
+        return gs_error_set(GS_ERR_INVALID_PARAM,
+                            "copy kernel: pieces cover %lld of the %lld output elements",
+                            (long long)covered, (long long)size);
+    return GS_OK;
+}

@@ -1,0 +1,857 @@
+/* CPU fused kernel against a naive reference written independently here: per element, the
+ * leaf offsets are computed from scratch, the program runs on a scalar stack, and reductions
+ * collect each record's values in row-major order and reduce them in long double. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chunkops/chunkops.h"
+#include "chunkops/random.h"
+
+/* ------------------------------------------------------------------ helpers ---- */
+
+static uint64_t rng_state;
+
+static uint64_t rnd(void)
+{
+    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static int rndi(int n)
+{
+    return (int)(rnd() % (uint64_t)n);
+}
+
+static double rndu(void)
+{
+    return (double)(rnd() >> 11) * 0x1.0p-53;
+}
+
+static int same(double a, double b, double rel)
+{
+    if (isnan(a) || isnan(b)) return isnan(a) && isnan(b);
+    if (a == b) return 1;
+    if (isinf(a) || isinf(b)) return 0;
+    return fabs(a - b) <= rel * fabs(b) + 1e-300;
+}
+
+static gs_chunkops_ctx_h ctx_new(void)
+{
+    gs_chunkops_ctx_h ctx;
+    cr_assert_eq(gs_chunkops_cpu_ops.ctx_create(NULL, &ctx), GS_OK);
+    return ctx;
+}
+
+static void run_fused(const gs_kfused_t *k)
+{
+    gs_chunkops_ctx_h ctx = ctx_new();
+    gs_status_t st = gs_chunkops_cpu_ops.fused(ctx, NULL, k);
+    cr_assert_eq(st, GS_OK, "fused: %s: %s", gs_status_name(st), gs_last_error());
+    gs_chunkops_cpu_ops.ctx_destroy(ctx);
+}
+
+/* ------------------------------------------------------------- the reference ---- */
+
+static int ref_arity(int op)
+{
+    switch (op) {
+    case GS_OP_LEAF:
+    case GS_OP_CONST: return 0;
+    case GS_OP_ADD: case GS_OP_SUB: case GS_OP_MUL: case GS_OP_DIV: case GS_OP_POW:
+    case GS_OP_LT: case GS_OP_LE: case GS_OP_GT: case GS_OP_GE: case GS_OP_EQ: case GS_OP_NE:
+    case GS_OP_MIN: case GS_OP_MAX: return 2;
+    default: return 1;
+    }
+}
+
+/* np.minimum / np.maximum: NaN if either operand is NaN */
+static double ref_minimum(double a, double b)
+{
+    if (isnan(a) || isnan(b)) return NAN;
+    return a <= b ? a : b;
+}
+
+static double ref_maximum(double a, double b)
+{
+    if (isnan(a) || isnan(b)) return NAN;
+    return a >= b ? a : b;
+}
+
+static double ref_binary(int op, double a, double b)
+{
+    switch (op) {
+    case GS_OP_ADD: return a + b;
+    case GS_OP_SUB: return a - b;
+    case GS_OP_MUL: return a * b;
+    case GS_OP_DIV: return a / b;
+    case GS_OP_POW: return pow(a, b);
+    case GS_OP_LT: return (isnan(a) || isnan(b)) ? 0.0 : (a < b);
+    case GS_OP_LE: return (isnan(a) || isnan(b)) ? 0.0 : (a <= b);
+    case GS_OP_GT: return (isnan(a) || isnan(b)) ? 0.0 : (a > b);
+    case GS_OP_GE: return (isnan(a) || isnan(b)) ? 0.0 : (a >= b);
+    case GS_OP_EQ: return (isnan(a) || isnan(b)) ? 0.0 : (a == b);
+    case GS_OP_NE: return (isnan(a) || isnan(b)) ? 1.0 : (a != b);
+    case GS_OP_MIN: return ref_minimum(a, b);
+    case GS_OP_MAX: return ref_maximum(a, b);
+    default: cr_assert_fail("not binary: %d", op); return 0;
+    }
+}
+
+static double ref_unary(int op, double x, double imm)
+{
+    switch (op) {
+    case GS_OP_NEG: return -x;
+    case GS_OP_ABS: return x < 0 ? -x : (x == 0 ? 0.0 : x);
+    case GS_OP_EXP: return exp(x);
+    case GS_OP_LOG: return log(x);
+    case GS_OP_SQRT: return sqrt(x);
+    case GS_OP_ADD_IMM: return ref_binary(GS_OP_ADD, x, imm);
+    case GS_OP_SUB_IMM: return ref_binary(GS_OP_SUB, x, imm);
+    case GS_OP_MUL_IMM: return ref_binary(GS_OP_MUL, x, imm);
+    case GS_OP_DIV_IMM: return ref_binary(GS_OP_DIV, x, imm);
+    case GS_OP_POW_IMM: return ref_binary(GS_OP_POW, x, imm);
+    case GS_OP_RSUB_IMM: return ref_binary(GS_OP_SUB, imm, x);
+    case GS_OP_RDIV_IMM: return ref_binary(GS_OP_DIV, imm, x);
+    case GS_OP_RPOW_IMM: return ref_binary(GS_OP_POW, imm, x);
+    case GS_OP_LT_IMM: return ref_binary(GS_OP_LT, x, imm);
+    case GS_OP_LE_IMM: return ref_binary(GS_OP_LE, x, imm);
+    case GS_OP_GT_IMM: return ref_binary(GS_OP_GT, x, imm);
+    case GS_OP_GE_IMM: return ref_binary(GS_OP_GE, x, imm);
+    case GS_OP_EQ_IMM: return ref_binary(GS_OP_EQ, x, imm);
+    case GS_OP_NE_IMM: return ref_binary(GS_OP_NE, x, imm);
+    case GS_OP_MIN_IMM: return ref_minimum(x, imm);
+    case GS_OP_MAX_IMM: return ref_maximum(x, imm);
+    default: cr_assert_fail("not unary: %d", op); return 0;
+    }
+}
+
+static double ref_leaf(const gs_kfused_t *k, int li, const int64_t *p)
+{
+    const gs_kleaf_t *lf = &k->leaves[li];
+    int64_t off = lf->base;
+    for (int j = 0; j < k->ndim; j++) off += p[j] * lf->stride[j];
+    switch (lf->kind) {
+    case GS_LEAF_CHUNK:
+        cr_assert(off >= 0 && off < lf->data_len, "reference: leaf %d offset %lld", li,
+                  (long long)off);
+        return lf->data[off];
+    case GS_LEAF_NORMAL: return gs_random_normal(lf->seed, (uint64_t)off, lf->p0, lf->p1);
+    case GS_LEAF_UNIFORM: return gs_random_uniform(lf->seed, (uint64_t)off, lf->p0, lf->p1);
+    default: return (double)off;
+    }
+}
+
+static double ref_eval(const gs_kfused_t *k, const int64_t *p)
+{
+    double st[64];
+    int sp = 0;
+    for (int i = 0; i < k->nprog; i++) {
+        const gs_kinstr_t *in = &k->prog[i];
+        if (in->op == GS_OP_LEAF) st[sp++] = ref_leaf(k, in->arg, p);
+        else if (in->op == GS_OP_CONST) st[sp++] = in->imm;
+        else if (ref_arity(in->op) == 2) {
+            sp--;
+            st[sp - 1] = ref_binary(in->op, st[sp - 1], st[sp]);
+        } else {
+            st[sp - 1] = ref_unary(in->op, st[sp - 1], in->imm);
+        }
+    }
+    cr_assert_eq(sp, 1);
+    return st[0];
+}
+
+/* advance a row-major odometer; 0 when done */
+static int next_pos(int ndim, const int64_t *shape, int64_t *p)
+{
+    for (int j = ndim - 1; j >= 0; j--) {
+        if (++p[j] < shape[j]) return 1;
+        p[j] = 0;
+    }
+    return 0;
+}
+
+static void check_store(const gs_kfused_t *k0, double rel)
+{
+    gs_kfused_t k = *k0;
+    int64_t n = gs_region_size(k.ndim, k.shape);
+    double *out = malloc((size_t)(n + 4) * sizeof(double));
+    for (int64_t i = 0; i < n + 4; i++) out[i] = 12345.0;
+    k.terminal = GS_TERM_STORE;
+    k.out = out;
+    run_fused(&k);
+    int64_t p[GS_MAX_NDIM] = {0};
+    for (int64_t i = 0; i < n; i++) {
+        double want = ref_eval(&k, p);
+        cr_assert(same(out[i], want, rel), "store element %lld: got %.17g, reference %.17g",
+                  (long long)i, out[i], want);
+        next_pos(k.ndim, k.shape, p);
+    }
+    for (int64_t i = n; i < n + 4; i++) cr_assert_eq(out[i], 12345.0, "wrote past the region");
+    free(out);
+}
+
+/* Reference record of values v[0..n) (row-major order), with their arg indices. */
+static void ref_record(int op, const double *v, const double *idx, int64_t n, double *rec)
+{
+    long double s = 0, mean = 0, m2 = 0;
+    switch (op) {
+    case GS_RED_SUM:
+        for (int64_t i = 0; i < n; i++) s += v[i];
+        rec[0] = (double)s;
+        break;
+    case GS_RED_MEAN:
+        for (int64_t i = 0; i < n; i++) s += v[i];
+        rec[0] = (double)s;
+        rec[1] = (double)n;
+        break;
+    case GS_RED_MIN:
+    case GS_RED_MAX: {
+        double m = op == GS_RED_MIN ? INFINITY : -INFINITY;
+        for (int64_t i = 0; i < n; i++) {
+            if (isnan(v[i])) { m = NAN; break; }
+            if (op == GS_RED_MIN ? v[i] < m : v[i] > m) m = v[i];
+        }
+        rec[0] = m;
+        break;
+    }
+    case GS_RED_VAR:
+    case GS_RED_STD:
+        for (int64_t i = 0; i < n; i++) s += v[i];
+        if (n > 0) mean = s / n;
+        for (int64_t i = 0; i < n; i++) m2 += (v[i] - mean) * (v[i] - mean);
+        rec[0] = (double)n;
+        rec[1] = (double)mean;
+        rec[2] = (double)m2;
+        break;
+    default: { /* ARGMIN / ARGMAX: first NaN, else first extreme */
+        int is_max = op == GS_RED_ARGMAX;
+        double bv = is_max ? -INFINITY : INFINITY, bi = -1;
+        for (int64_t i = 0; i < n; i++) {
+            if (isnan(v[i])) {
+                if (!isnan(bv) || idx[i] < bi) { bv = v[i]; bi = idx[i]; }
+                continue;
+            }
+            if (isnan(bv)) continue;
+            if (bi < 0 || (is_max ? v[i] > bv : v[i] < bv) || (v[i] == bv && idx[i] < bi)) {
+                bv = v[i];
+                bi = idx[i];
+            }
+        }
+        rec[0] = bv;
+        rec[1] = bi;
+        break;
+    }
+    }
+}
+
+static void check_reduce(const gs_kfused_t *k0, int op, int axis)
+{
+    gs_kfused_t k = *k0;
+    k.terminal = GS_TERM_REDUCE;
+    k.redop = op;
+    k.red_axis = axis;
+    int w = gs_redop_width(op);
+    int64_t nrec = gs_kfused_nrecords(&k);
+    int64_t n = gs_region_size(k.ndim, k.shape);
+    double *out = malloc((size_t)(nrec * w + 4) * sizeof(double));
+    for (int64_t i = 0; i < nrec * w + 4; i++) out[i] = 12345.0;
+    k.out = out;
+    run_fused(&k);
+
+    /* bucket every element's value by record, in row-major order */
+    double *vals = malloc((size_t)(n + 1) * sizeof(double));
+    double *idxs = malloc((size_t)(n + 1) * sizeof(double));
+    int64_t *start = calloc((size_t)(nrec + 1), sizeof(int64_t));
+    int64_t *fill = calloc((size_t)(nrec + 1), sizeof(int64_t));
+    int64_t *recof = malloc((size_t)(n + 1) * sizeof(int64_t));
+    {
+        int64_t p[GS_MAX_NDIM] = {0};
+        for (int64_t i = 0; i < n; i++) {
+            int64_t rr = 0;
+            for (int j = 0; j < k.ndim; j++)
+                if (j != axis) rr = rr * k.shape[j] + p[j];
+            recof[i] = axis < 0 ? 0 : rr;
+            start[recof[i] + 1]++;
+            next_pos(k.ndim, k.shape, p);
+        }
+        for (int64_t r = 0; r < nrec; r++) start[r + 1] += start[r];
+        memset(p, 0, sizeof(p));
+        for (int64_t i = 0; i < n; i++) {
+            int64_t at = start[recof[i]] + fill[recof[i]]++;
+            vals[at] = ref_eval(&k, p);
+            int64_t id = k.idx_base;
+            if (axis < 0)
+                for (int j = 0; j < k.ndim; j++) id += p[j] * k.idx_stride[j];
+            else
+                id += p[axis];
+            idxs[at] = (double)id;
+            next_pos(k.ndim, k.shape, p);
+        }
+    }
+    for (int64_t r = 0; r < nrec; r++) {
+        int64_t cnt = start[r + 1] - start[r];
+        double absum = 0;
+        for (int64_t i = start[r]; i < start[r + 1]; i++) absum += fabs(vals[i]);
+        double want[3];
+        ref_record(op, vals + start[r], idxs + start[r], cnt, want);
+        double *got = out + r * w;
+        switch (op) {
+        case GS_RED_SUM:
+        case GS_RED_MEAN:
+            cr_assert(same(got[0], want[0], 0) || fabs(got[0] - want[0]) <= 1e-13 * absum,
+                      "op %d axis %d record %lld: sum %.17g, reference %.17g", op, axis,
+                      (long long)r, got[0], want[0]);
+            if (op == GS_RED_MEAN) cr_assert_eq(got[1], want[1]);
+            break;
+        case GS_RED_VAR:
+        case GS_RED_STD:
+            cr_assert_eq(got[0], want[0], "record %lld: count %g vs %g", (long long)r, got[0],
+                         want[0]);
+            cr_assert(fabs(got[1] - want[1]) <= 1e-13 * (absum / (cnt ? cnt : 1)),
+                      "op %d axis %d record %lld: mean %.17g, reference %.17g", op, axis,
+                      (long long)r, got[1], want[1]);
+            /* m2 of near-constant data carries ~n (eps * mean)^2 from rounding the mean */
+            double mabs = absum / (cnt ? cnt : 1);
+            cr_assert(fabs(got[2] - want[2]) <= 1e-9 * want[2] + cnt * 1e-28 * mabs * mabs ||
+                          same(got[2], want[2], 0),
+                      "op %d axis %d record %lld: m2 %.17g, reference %.17g", op, axis,
+                      (long long)r, got[2], want[2]);
+            break;
+        default:
+            for (int c = 0; c < w; c++)
+                cr_assert(same(got[c], want[c], 0),
+                          "op %d axis %d record %lld field %d: %.17g, reference %.17g", op, axis,
+                          (long long)r, c, got[c], want[c]);
+            break;
+        }
+    }
+    for (int64_t i = nrec * w; i < nrec * w + 4; i++) cr_assert_eq(out[i], 12345.0);
+    free(vals);
+    free(idxs);
+    free(start);
+    free(fill);
+    free(recof);
+    free(out);
+}
+
+/* --------------------------------------------------------- random spec maker ---- */
+
+typedef struct owned {
+    double *data[GS_KERNEL_MAX_LEAVES];
+} owned_t;
+
+static void owned_free(owned_t *o)
+{
+    for (int i = 0; i < GS_KERNEL_MAX_LEAVES; i++) free(o->data[i]);
+}
+
+/* strides = step_j * layout multiplier, base chosen so that the minimum offset is @a lo */
+static void make_strides(const gs_kfused_t *k, gs_kleaf_t *lf, int allow_zero, int64_t lo,
+                         int64_t *span_p)
+{
+    int perm[GS_MAX_NDIM];
+    int64_t mult[GS_MAX_NDIM];
+    for (int j = 0; j < k->ndim; j++) perm[j] = j;
+    for (int j = k->ndim - 1; j > 0; j--) {
+        int t = rndi(j + 1), x = perm[j];
+        perm[j] = perm[t];
+        perm[t] = x;
+    }
+    /* a (possibly transposed) dense layout with padding */
+    int64_t m = 1;
+    for (int q = k->ndim - 1; q >= 0; q--) {
+        int j = perm[q];
+        mult[j] = m;
+        m *= (k->shape[j] + rndi(3)) * 3;
+    }
+    int64_t mn = 0, mx = 0;
+    for (int j = 0; j < k->ndim; j++) {
+        static const int steps[] = {1, 1, 1, -1, 2, -2, 3, 0};
+        int s = steps[rndi(allow_zero ? 8 : 7)];
+        lf->stride[j] = s * mult[j];
+        int64_t ext = lf->stride[j] * (k->shape[j] > 0 ? k->shape[j] - 1 : 0);
+        if (ext < 0) mn += ext;
+        else mx += ext;
+    }
+    lf->base = lo - mn;
+    *span_p = mx - mn + 1;
+}
+
+static double special_value(void)
+{
+    static const double sv[] = {0.0, -0.0, 1.0, -1.0, 2.0, 0.5, INFINITY, -INFINITY};
+    return sv[rndi(8)];
+}
+
+static void make_leaf(gs_kfused_t *k, int li, owned_t *own, int nasty)
+{
+    gs_kleaf_t *lf = &k->leaves[li];
+    int64_t span;
+    memset(lf, 0, sizeof(*lf));
+    lf->kind = rndi(GS_LEAF_KIND_COUNT);
+    switch (lf->kind) {
+    case GS_LEAF_CHUNK: {
+        int64_t pad = rndi(4);
+        make_strides(k, lf, 1, pad, &span);
+        lf->data_len = span + pad + rndi(4);
+        double *d = malloc((size_t)lf->data_len * sizeof(double));
+        for (int64_t i = 0; i < lf->data_len; i++) {
+            int r = rndi(40);
+            if (nasty && r == 0) d[i] = NAN;
+            else if (nasty && r == 1) d[i] = special_value();
+            else if (r < 6) d[i] = (double)(rndi(5) - 2); /* ties */
+            else d[i] = (rndu() - 0.5) * 6.0;
+        }
+        lf->data = d;
+        own->data[li] = d;
+        break;
+    }
+    case GS_LEAF_NORMAL:
+    case GS_LEAF_UNIFORM:
+        /* indices beyond 2^32 exercise the counter's high word */
+        make_strides(k, lf, 1, rndi(2) ? (int64_t)rndi(1000) : ((int64_t)5 << 32) + rndi(1000),
+                     &span);
+        lf->seed = rndi(2) ? rnd() : (uint64_t)rndi(4);
+        lf->p0 = lf->kind == GS_LEAF_NORMAL ? rndu() * 2 - 1 : -1.0 - rndu();
+        lf->p1 = lf->kind == GS_LEAF_NORMAL ? 0.5 + rndu() : 1.0 + rndu();
+        break;
+    default:
+        make_strides(k, lf, 1, rndi(2) ? 0 : -(int64_t)rndi(100000), &span);
+        break;
+    }
+}
+
+static const int all_ops[] = {
+    GS_OP_NEG, GS_OP_ABS, GS_OP_EXP, GS_OP_LOG, GS_OP_SQRT, GS_OP_ADD, GS_OP_SUB, GS_OP_MUL,
+    GS_OP_DIV, GS_OP_POW, GS_OP_LT, GS_OP_LE, GS_OP_GT, GS_OP_GE, GS_OP_EQ, GS_OP_NE, GS_OP_MIN,
+    GS_OP_MAX, GS_OP_ADD_IMM, GS_OP_SUB_IMM, GS_OP_MUL_IMM, GS_OP_DIV_IMM, GS_OP_POW_IMM,
+    GS_OP_RSUB_IMM, GS_OP_RDIV_IMM, GS_OP_RPOW_IMM, GS_OP_LT_IMM, GS_OP_LE_IMM, GS_OP_GT_IMM,
+    GS_OP_GE_IMM, GS_OP_EQ_IMM, GS_OP_NE_IMM, GS_OP_MIN_IMM, GS_OP_MAX_IMM};
+/* ops that keep magnitudes tame (reductions compare sums with a relative tolerance) */
+static const int tame_ops[] = {GS_OP_NEG, GS_OP_ABS, GS_OP_ADD, GS_OP_SUB, GS_OP_MUL,
+                               GS_OP_LT, GS_OP_GE, GS_OP_MIN, GS_OP_MAX, GS_OP_ADD_IMM,
+                               GS_OP_SUB_IMM, GS_OP_MUL_IMM, GS_OP_RSUB_IMM, GS_OP_EQ_IMM,
+                               GS_OP_MIN_IMM, GS_OP_MAX_IMM, GS_OP_DIV_IMM};
+
+/* emit a random expression tree of height <= h in postfix */
+static void gen_expr(gs_kfused_t *k, int h, int tame)
+{
+    int r = rndi(10);
+    if (h == 0 || r < 3 || k->nprog > GS_KERNEL_MAX_PROG - 8) {
+        gs_kinstr_t *in = &k->prog[k->nprog++];
+        if (rndi(8) == 0) {
+            in->op = GS_OP_CONST;
+            in->imm = tame ? rndi(5) - 2.0 : special_value();
+        } else {
+            in->op = GS_OP_LEAF;
+            in->arg = rndi(k->nleaves);
+        }
+        return;
+    }
+    int op = tame ? tame_ops[rndi(sizeof(tame_ops) / sizeof(int))]
+                  : all_ops[rndi(sizeof(all_ops) / sizeof(int))];
+    gen_expr(k, h - 1, tame);
+    if (ref_arity(op) == 2) gen_expr(k, h - 1, tame);
+    gs_kinstr_t *in = &k->prog[k->nprog++];
+    in->op = op;
+    in->imm = tame ? (op == GS_OP_DIV_IMM ? 4.0 : rndi(7) - 3.0) : (rndu() * 4 - 2);
+    if (!tame && rndi(4) == 0) in->imm = special_value();
+    if (op == GS_OP_POW_IMM && rndi(3) == 0) in->imm = 2.0;
+}
+
+static void make_spec(gs_kfused_t *k, owned_t *own, int max_elems, int tame)
+{
+    static const int64_t extents[] = {1, 2, 3, 5, 7, 13, 31, 64, 100, 257, 600};
+    memset(k, 0, sizeof(*k));
+    memset(own, 0, sizeof(*own));
+    k->ndim = rndi(5);
+    int64_t n;
+    do {
+        n = 1;
+        for (int j = 0; j < k->ndim; j++) {
+            k->shape[j] = extents[rndi(11)];
+            n *= k->shape[j];
+        }
+    } while (n > max_elems);
+    k->nleaves = 1 + rndi(4);
+    for (int i = 0; i < k->nleaves; i++) make_leaf(k, i, own, !tame);
+    k->nprog = 0;
+    gen_expr(k, 1 + rndi(5), tame);
+    /* arg-index mapping: the row-major strides of a larger array, at some offset */
+    int64_t s = 1;
+    for (int j = k->ndim - 1; j >= 0; j--) {
+        k->idx_stride[j] = s;
+        s *= k->shape[j] + rndi(3);
+    }
+    k->idx_base = rndi(1000);
+    k->out = (double *)&rng_state; /* placeholder: never written, replaced by the checks */
+    cr_assert_eq(gs_kfused_validate(k), GS_OK, "generated spec invalid: %s", gs_last_error());
+}
+
+/* ------------------------------------------------------------------- tests ---- */
+
+Test(chunkops_fused, store_matches_reference_on_random_specs)
+{
+    rng_state = 1;
+    for (int it = 0; it < 1000; it++) {
+        gs_kfused_t k;
+        owned_t own;
+        make_spec(&k, &own, 5000, 0);
+        check_store(&k, 4e-16);
+        owned_free(&own);
+    }
+}
+
+Test(chunkops_fused, every_reduction_matches_reference_on_random_specs)
+{
+    rng_state = 2;
+    for (int it = 0; it < 150; it++) {
+        gs_kfused_t k;
+        owned_t own;
+        make_spec(&k, &own, 4000, 1);
+        for (int op = 0; op < GS_RED_COUNT; op++)
+            for (int axis = -1; axis < k.ndim; axis++) check_reduce(&k, op, axis);
+        owned_free(&own);
+    }
+}
+
+Test(chunkops_fused, reductions_propagate_nan_and_infinities_like_numpy)
+{
+    rng_state = 3;
+    for (int it = 0; it < 40; it++) {
+        gs_kfused_t k;
+        owned_t own;
+        make_spec(&k, &own, 2000, 0);
+        static const int ops[] = {GS_RED_MIN, GS_RED_MAX, GS_RED_ARGMIN, GS_RED_ARGMAX};
+        for (int o = 0; o < 4; o++)
+            for (int axis = -1; axis < k.ndim; axis++) check_reduce(&k, ops[o], axis);
+        owned_free(&own);
+    }
+}
+
+/* one chunk leaf (and a second for binary ops) over hand-picked values */
+Test(chunkops_fused, every_opcode_on_special_values)
+{
+    static const double xs[] = {0.0, -0.0, 1.0, -1.0, 2.5, -2.5, 0.5, 3.0, INFINITY, -INFINITY,
+                                NAN, 1e-300, 1e300, 2.0, 7.0};
+    enum { NX = sizeof(xs) / sizeof(xs[0]) };
+    static const double imms[] = {0.0, 1.0, -1.5, 2.0, 0.5, NAN, INFINITY};
+    double a[NX * NX], b[NX * NX], out[NX * NX];
+    for (int i = 0; i < NX; i++)
+        for (int j = 0; j < NX; j++) {
+            a[i * NX + j] = xs[i];
+            b[i * NX + j] = xs[j];
+        }
+    for (int op = GS_OP_NEG; op < GS_OP_COUNT; op++) {
+        for (size_t m = 0; m < sizeof(imms) / sizeof(imms[0]); m++) {
+            gs_kfused_t k;
+            memset(&k, 0, sizeof(k));
+            k.ndim = 1;
+            k.shape[0] = NX * NX;
+            k.nleaves = 2;
+            k.leaves[0].kind = k.leaves[1].kind = GS_LEAF_CHUNK;
+            k.leaves[0].data = a;
+            k.leaves[1].data = b;
+            k.leaves[0].data_len = k.leaves[1].data_len = NX * NX;
+            k.leaves[0].stride[0] = k.leaves[1].stride[0] = 1;
+            k.prog[0].op = GS_OP_LEAF;
+            k.prog[1].op = GS_OP_LEAF;
+            k.prog[1].arg = 1;
+            int bin = ref_arity(op) == 2;
+            k.prog[bin ? 2 : 1].op = op;
+            k.prog[bin ? 2 : 1].imm = imms[m];
+            k.nprog = bin ? 3 : 2;
+            k.terminal = GS_TERM_STORE;
+            k.out = out;
+            run_fused(&k);
+            for (int i = 0; i < NX * NX; i++) {
+                double want = bin ? ref_binary(op, a[i], b[i]) : ref_unary(op, a[i], imms[m]);
+                cr_assert(same(out[i], want, 0), "op %d on (%g, %g) imm %g: %.17g, expected %.17g",
+                          op, a[i], b[i], imms[m], out[i], want);
+            }
+            if (bin) break;
+        }
+    }
+}
+
+Test(chunkops_fused, const_and_repeated_leaves)
+{
+    /* (x * x) - (3 - x) with x read twice, and a program that is a constant */
+    double x[10], out[10];
+    for (int i = 0; i < 10; i++) x[i] = i - 4.5;
+    gs_kfused_t k;
+    memset(&k, 0, sizeof(k));
+    k.ndim = 1;
+    k.shape[0] = 10;
+    k.nleaves = 1;
+    k.leaves[0].kind = GS_LEAF_CHUNK;
+    k.leaves[0].data = x;
+    k.leaves[0].data_len = 10;
+    k.leaves[0].stride[0] = 1;
+    k.prog[0].op = GS_OP_LEAF;
+    k.prog[1].op = GS_OP_LEAF;
+    k.prog[2].op = GS_OP_MUL;
+    k.prog[3].op = GS_OP_CONST;
+    k.prog[3].imm = 3;
+    k.prog[4].op = GS_OP_LEAF;
+    k.prog[5].op = GS_OP_SUB;
+    k.prog[6].op = GS_OP_SUB;
+    k.nprog = 7;
+    k.out = out;
+    run_fused(&k);
+    for (int i = 0; i < 10; i++) cr_assert_eq(out[i], x[i] * x[i] - (3 - x[i]));
+    k.prog[0].op = GS_OP_CONST;
+    k.prog[0].imm = -2.25;
+    k.nprog = 1;
+    run_fused(&k);
+    for (int i = 0; i < 10; i++) cr_assert_eq(out[i], -2.25);
+}
+
+Test(chunkops_fused, ndim_zero_is_one_element)
+{
+    double x = 4.0, out[3] = {0, 0, 99};
+    gs_kfused_t k;
+    memset(&k, 0, sizeof(k));
+    k.nleaves = 1;
+    k.leaves[0].kind = GS_LEAF_CHUNK;
+    k.leaves[0].data = &x;
+    k.leaves[0].data_len = 1;
+    k.prog[0].op = GS_OP_LEAF;
+    k.prog[1].op = GS_OP_SQRT;
+    k.nprog = 2;
+    k.out = out;
+    run_fused(&k);
+    cr_assert_eq(out[0], 2.0);
+    cr_assert_eq(out[1], 0.0);
+    k.terminal = GS_TERM_REDUCE;
+    k.redop = GS_RED_ARGMAX;
+    k.red_axis = -1;
+    k.idx_base = 17;
+    run_fused(&k);
+    cr_assert_eq(out[0], 2.0);
+    cr_assert_eq(out[1], 17.0);
+    cr_assert_eq(out[2], 99.0);
+}
+
+Test(chunkops_fused, empty_regions_give_empty_records)
+{
+    double x = 1.0, out[64];
+    gs_kfused_t k;
+    memset(&k, 0, sizeof(k));
+    k.ndim = 2;
+    k.shape[0] = 3;
+    k.shape[1] = 0;
+    k.nleaves = 1;
+    k.leaves[0].kind = GS_LEAF_CHUNK;
+    k.leaves[0].data = &x;
+    k.leaves[0].data_len = 0;
+    k.prog[0].op = GS_OP_LEAF;
+    k.nprog = 1;
+    k.out = out;
+    k.terminal = GS_TERM_STORE;
+    out[0] = 5;
+    run_fused(&k);
+    cr_assert_eq(out[0], 5, "empty store wrote");
+    static const double empty[GS_RED_COUNT][3] = {
+        [GS_RED_SUM] = {0}, [GS_RED_MIN] = {INFINITY}, [GS_RED_MAX] = {-INFINITY},
+        [GS_RED_MEAN] = {0, 0}, [GS_RED_VAR] = {0, 0, 0}, [GS_RED_STD] = {0, 0, 0},
+        [GS_RED_ARGMIN] = {INFINITY, -1}, [GS_RED_ARGMAX] = {-INFINITY, -1}};
+    k.terminal = GS_TERM_REDUCE;
+    for (int op = 0; op < GS_RED_COUNT; op++) {
+        int w = gs_redop_width(op);
+        k.redop = op;
+        /* whole region: one empty record; along axis 1 (length 0): 3 empty records;
+         * along axis 0: 0 records */
+        for (int axis = -1; axis < 2; axis++) {
+            k.red_axis = axis;
+            int64_t nrec = gs_kfused_nrecords(&k);
+            cr_assert_eq(nrec, axis == -1 ? 1 : axis == 1 ? 3 : 0);
+            for (int i = 0; i < 64; i++) out[i] = 777;
+            run_fused(&k);
+            for (int64_t r = 0; r < nrec; r++)
+                for (int c = 0; c < w; c++)
+                    cr_assert_eq(out[r * w + c], empty[op][c], "op %d axis %d", op, axis);
+            cr_assert_eq(out[nrec * w], 777);
+        }
+    }
+}
+
+Test(chunkops_fused, argmin_ties_keep_first_and_nan_wins)
+{
+    double d[12] = {3, 1, 2, 1, 5, 1, 0.5, 0.5, 9, -1, -1, 4};
+    double out[8];
+    gs_kfused_t k;
+    memset(&k, 0, sizeof(k));
+    k.ndim = 2;
+    k.shape[0] = 3;
+    k.shape[1] = 4;
+    k.nleaves = 1;
+    k.leaves[0].kind = GS_LEAF_CHUNK;
+    k.leaves[0].data = d;
+    k.leaves[0].data_len = 12;
+    k.leaves[0].stride[0] = 4;
+    k.leaves[0].stride[1] = 1;
+    k.prog[0].op = GS_OP_LEAF;
+    k.nprog = 1;
+    k.terminal = GS_TERM_REDUCE;
+    k.redop = GS_RED_ARGMIN;
+    k.red_axis = -1;
+    k.idx_stride[0] = 4;
+    k.idx_stride[1] = 1;
+    k.out = out;
+    run_fused(&k);
+    cr_assert_eq(out[0], -1);
+    cr_assert_eq(out[1], 9);
+    k.redop = GS_RED_ARGMAX;
+    run_fused(&k);
+    cr_assert_eq(out[0], 9);
+    cr_assert_eq(out[1], 8);
+    /* along axis 1: row minima 1 @1, 0.5 @2, -1 @1 */
+    k.redop = GS_RED_ARGMIN;
+    k.red_axis = 1;
+    run_fused(&k);
+    cr_assert(out[0] == 1 && out[1] == 1 && out[2] == 0.5 && out[3] == 2 && out[4] == -1 &&
+              out[5] == 1);
+    /* NaNs: the first NaN wins everywhere */
+    d[5] = NAN;
+    d[10] = NAN;
+    k.red_axis = -1;
+    for (int op = GS_RED_ARGMIN; op <= GS_RED_ARGMAX; op++) {
+        k.redop = op;
+        run_fused(&k);
+        cr_assert(isnan(out[0]) && out[1] == 5, "op %d gave %g @%g", op, out[0], out[1]);
+    }
+    k.redop = GS_RED_MIN;
+    run_fused(&k);
+    cr_assert(isnan(out[0]));
+    /* reversed traversal (negative strides): ties still pick the smallest index */
+    d[5] = 1;
+    d[10] = -1;
+    k.redop = GS_RED_ARGMIN;
+    k.leaves[0].base = 11;
+    k.leaves[0].stride[0] = -4;
+    k.leaves[0].stride[1] = -1;
+    k.idx_base = 11;
+    k.idx_stride[0] = -4;
+    k.idx_stride[1] = -1;
+    run_fused(&k);
+    cr_assert(out[0] == -1 && out[1] == 9, "got %g @%g", out[0], out[1]);
+}
+
+Test(chunkops_fused, long_sums_are_accurate)
+{
+    /* 0.1 summed 2e6 times: naive left-to-right summation is off by ~2.6e-6 */
+    double tenth = 0.1, out[4];
+    gs_kfused_t k;
+    memset(&k, 0, sizeof(k));
+    k.ndim = 2;
+    k.shape[0] = 1000;
+    k.shape[1] = 2000;
+    k.nleaves = 1;
+    k.leaves[0].kind = GS_LEAF_CHUNK;
+    k.leaves[0].data = &tenth;
+    k.leaves[0].data_len = 1;
+    k.prog[0].op = GS_OP_LEAF;
+    k.nprog = 1;
+    k.terminal = GS_TERM_REDUCE;
+    k.redop = GS_RED_SUM;
+    k.red_axis = -1;
+    k.out = out;
+    run_fused(&k);
+    cr_assert(fabs(out[0] - 200000.0) < 2e-9, "sum %.17g", out[0]);
+    /* along each axis, including the outer one (compensated per record) */
+    double *rec = malloc(2000 * 2 * sizeof(double));
+    k.out = rec;
+    k.redop = GS_RED_MEAN;
+    k.shape[0] = 200000;
+    k.shape[1] = 2;
+    k.red_axis = 0;
+    run_fused(&k);
+    for (int r = 0; r < 2; r++) {
+        cr_assert(fabs(rec[2 * r] - 20000.0) < 1e-10, "axis-0 sum %.17g", rec[2 * r]);
+        cr_assert_eq(rec[2 * r + 1], 200000.0);
+    }
+    k.shape[0] = 2;
+    k.shape[1] = 200000;
+    k.red_axis = 1;
+    run_fused(&k);
+    for (int r = 0; r < 2; r++) cr_assert(fabs(rec[2 * r] - 20000.0) < 1e-10);
+    free(rec);
+}
+
+Test(chunkops_fused, variance_is_stable_with_a_large_offset)
+{
+    /* x = 1e9 + i % 7 : var is that of 0..6 repeated, exactly 4 for full cycles */
+    enum { N = 7 * 3000 };
+    double *x = malloc(N * sizeof(double)), out[3 * 7];
+    for (int i = 0; i < N; i++) x[i] = 1e9 + (i % 7);
+    gs_kfused_t k;
+    memset(&k, 0, sizeof(k));
+    k.ndim = 1;
+    k.shape[0] = N;
+    k.nleaves = 1;
+    k.leaves[0].kind = GS_LEAF_CHUNK;
+    k.leaves[0].data = x;
+    k.leaves[0].data_len = N;
+    k.leaves[0].stride[0] = 1;
+    k.prog[0].op = GS_OP_LEAF;
+    k.nprog = 1;
+    k.terminal = GS_TERM_REDUCE;
+    k.redop = GS_RED_VAR;
+    k.red_axis = -1;
+    k.out = out;
+    run_fused(&k);
+    cr_assert_eq(out[0], N);
+    cr_assert(fabs(out[1] - (1e9 + 3)) < 1e-6, "mean %.17g", out[1]);
+    cr_assert(fabs(out[2] / N - 4.0) < 1e-9, "var %.17g", out[2] / N);
+    /* as 3000 x 7 reduced along axis 0: each column is constant, m2 = 0 */
+    k.ndim = 2;
+    k.shape[0] = 3000;
+    k.shape[1] = 7;
+    k.leaves[0].stride[0] = 7;
+    k.leaves[0].stride[1] = 1;
+    k.red_axis = 0;
+    run_fused(&k);
+    for (int c = 0; c < 7; c++) {
+        cr_assert_eq(out[3 * c], 3000);
+        cr_assert_eq(out[3 * c + 1], 1e9 + c);
+        cr_assert_eq(out[3 * c + 2], 0.0);
+    }
+    free(x);
+}
+
+Test(chunkops_fused, seed_kernel_normal_plus_one_strided_sum)
+{
+    /* sum over (normal + 1)[::2, ::2] of a 64 x 90 array, as the lowering emits it */
+    gs_kfused_t k;
+    double out[1];
+    memset(&k, 0, sizeof(k));
+    k.ndim = 2;
+    k.shape[0] = 32;
+    k.shape[1] = 45;
+    k.nleaves = 1;
+    k.leaves[0].kind = GS_LEAF_NORMAL;
+    k.leaves[0].seed = 42;
+    k.leaves[0].p1 = 1.0;
+    k.leaves[0].stride[0] = 2 * 90;
+    k.leaves[0].stride[1] = 2;
+    k.prog[0].op = GS_OP_LEAF;
+    k.prog[1].op = GS_OP_ADD_IMM;
+    k.prog[1].imm = 1.0;
+    k.nprog = 2;
+    k.terminal = GS_TERM_REDUCE;
+    k.redop = GS_RED_SUM;
+    k.red_axis = -1;
+    k.out = out;
+    run_fused(&k);
+    long double want = 0;
+    for (int i = 0; i < 64; i += 2)
+        for (int j = 0; j < 90; j += 2) want += gs_random_normal(42, (uint64_t)(i * 90 + j), 0, 1) + 1.0;
+    cr_assert(fabs(out[0] - (double)want) < 1e-11, "sum %.17g, expected %.17Lg", out[0], want);
+}
