@@ -1,0 +1,1335 @@
+/*
+ * Graphs inside the scheduler: submission and validation, the task state machine, placement,
+ * completion, release of intermediates, failure and lineage recomputation.
+ *
+ * Every task of a graph lives in struct-of-arrays tables indexed by its 32-bit task id. The
+ * invariants the code below maintains (checked with gs_assert in debug builds):
+ *   - needed task (not CULLED): an output, or a dependency of a needed task;
+ *   - nrefs[d]      = number of edges d -> u with u needed and u not done (done = MEMORY or
+ *                     RELEASED); an intermediate is released when it drops to 0;
+ *   - WAITING u:    ndeps_left[u] = number of input edges whose chunk is not in MEMORY;
+ *   - READY / ASSIGNED / DEFERRED u: every input chunk is in MEMORY;
+ *   - noutputs_missing = distinct outputs not in MEMORY.
+ * Every change of a chunk into or out of MEMORY updates its waiting dependents at once
+ * (gs__chunk_available / gs__chunk_unavailable, including dependents in graphs that use it as
+ * an external), and every task entering WAITING recounts its inputs, so the invariants hold
+ * whatever order events arrive in. Lineage walks use an explicit stack (no recursion).
+ */
+#include "scheduler/sched_int.h"
+
+#include "common/time.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#define GS__PROGRESS_NS (100ull * 1000 * 1000)
+
+static gs__graph_t *gs__ptr_graph(uint64_t v)
+{
+    return (gs__graph_t *)(uintptr_t)v;
+}
+
+gs__graph_t *gs__graph_find(gs_sched_t *s, uint64_t id)
+{
+    uint64_t v;
+    if (id == 0 || id >= GS_U64MAP_TOMB) return NULL;
+    if (!gs_u64map_get(&s->graphs, id, &v)) return NULL;
+    return gs__ptr_graph(v);
+}
+
+static uint64_t gs__ext_key(uint64_t graph, uint32_t task)
+{
+    return (graph << 32) | task;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Structural validation (no cluster state).                                                  */
+
+gs_status_t gs_sched_graph_check(const gs_msg_graph_submit_t *m)
+{
+    uint64_t ntasks, ndeps;
+
+    if (m == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "graph is NULL");
+    ntasks = m->ntasks;
+    if (m->flags & ~(uint32_t)GS_SUBMIT_PERSIST) {
+        return gs_error_set(GS_ERR_INVALID_PARAM, "unknown submit flags 0x%x",
+                            m->flags & ~(uint32_t)GS_SUBMIT_PERSIST);
+    }
+    if (ntasks > GS_SCHED_MAX_TASKS) {
+        return gs_error_set(GS_ERR_INVALID_PARAM, "graph has %" PRIu64 " tasks (at most %llu)",
+                            ntasks, (unsigned long long)GS_SCHED_MAX_TASKS);
+    }
+    if (m->nexternals > GS_SCHED_MAX_TASKS) {
+        return gs_error_set(GS_ERR_INVALID_PARAM, "graph has %" PRIu64 " externals (at most %llu)",
+                            m->nexternals, (unsigned long long)GS_SCHED_MAX_TASKS);
+    }
+    if (m->nlayers > 0 && m->layers == NULL) {
+        return gs_error_set(GS_ERR_INVALID_PARAM, "graph declares %u layers but has none", m->nlayers);
+    }
+    if (ntasks > 0 && (m->task_layer == NULL || m->task_block == NULL || m->dep_off == NULL ||
+                       m->task_nbytes == NULL)) {
+        return gs_error_set(GS_ERR_INVALID_PARAM, "graph of %" PRIu64 " tasks lacks a task table",
+                            ntasks);
+    }
+    if (m->nexternals > 0 && m->externals == NULL) {
+        return gs_error_set(GS_ERR_INVALID_PARAM, "graph declares %" PRIu64 " externals but has none",
+                            m->nexternals);
+    }
+    if (m->noutputs > 0 && m->outputs == NULL) {
+        return gs_error_set(GS_ERR_INVALID_PARAM, "graph declares %" PRIu64 " outputs but has none",
+                            m->noutputs);
+    }
+    for (uint32_t l = 0; l < m->nlayers; l++) {
+        if (m->layers[l].data == NULL && m->layers[l].len > 0) {
+            return gs_error_set(GS_ERR_INVALID_PARAM, "layer %u has %zu bytes but no data", l,
+                                m->layers[l].len);
+        }
+    }
+    ndeps = 0;
+    if (ntasks > 0) {
+        if (m->dep_off[0] != 0) {
+            return gs_error_set(GS_ERR_INVALID_PARAM, "dep_off[0] is %" PRIu64 ", not 0",
+                                m->dep_off[0]);
+        }
+        ndeps = m->dep_off[ntasks];
+        if (ndeps > UINT32_MAX - 1) {
+            return gs_error_set(GS_ERR_INVALID_PARAM, "graph has %" PRIu64 " dependencies (at most %u)",
+                                ndeps, UINT32_MAX - 1);
+        }
+        if (ndeps > 0 && m->deps == NULL) {
+            return gs_error_set(GS_ERR_INVALID_PARAM, "graph declares %" PRIu64 " dependencies but has none",
+                                ndeps);
+        }
+    }
+    for (uint64_t i = 0; i < ntasks; i++) {
+        uint64_t lo = m->dep_off[i], hi = m->dep_off[i + 1];
+        if (hi < lo || hi > ndeps) {
+            return gs_error_set(GS_ERR_INVALID_PARAM,
+                                "dependency offsets of task %" PRIu64 " are inconsistent (%" PRIu64
+                                "..%" PRIu64 " of %" PRIu64 ")", i, lo, hi, ndeps);
+        }
+        if (m->task_layer[i] >= m->nlayers) {
+            return gs_error_set(GS_ERR_INVALID_PARAM, "task %" PRIu64 " uses layer %u of %u", i,
+                                m->task_layer[i], m->nlayers);
+        }
+        if (m->task_nbytes[i] > GS_SCHED_MAX_TASK_NBYTES) {
+            return gs_error_set(GS_ERR_INVALID_PARAM,
+                                "task %" PRIu64 " declares an output of %" PRIu64 " bytes (at most %llu)",
+                                i, m->task_nbytes[i], (unsigned long long)GS_SCHED_MAX_TASK_NBYTES);
+        }
+        for (uint64_t j = lo; j < hi; j++) {
+            uint64_t d = m->deps[j];
+            if (d == i) {
+                return gs_error_set(GS_ERR_INVALID_PARAM, "task %" PRIu64 " depends on itself (cycle)", i);
+            }
+            if (d > i && d < ntasks) {
+                return gs_error_set(GS_ERR_INVALID_PARAM,
+                                    "task %" PRIu64 " depends on later task %" PRIu64
+                                    " (cycle or not in topological order)", i, d);
+            }
+            if (d >= ntasks && d - ntasks >= m->nexternals) {
+                return gs_error_set(GS_ERR_INVALID_PARAM,
+                                    "task %" PRIu64 " depends on %" PRIu64 ": out of range (%" PRIu64
+                                    " tasks, %" PRIu64 " externals)", i, d, ntasks, m->nexternals);
+            }
+        }
+    }
+    for (uint64_t o = 0; o < m->noutputs; o++) {
+        if (m->outputs[o] >= ntasks) {
+            return gs_error_set(GS_ERR_INVALID_PARAM, "output %" PRIu64 " is task %" PRIu64 " of %" PRIu64,
+                                o, m->outputs[o], ntasks);
+        }
+    }
+    return GS_OK;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Small helpers.                                                                             */
+
+static void gs__graph_free_arrays(gs__graph_t *g)
+{
+    gs_free(g->errmsg);
+    gs_free(g->layer_blob);
+    gs_free(g->layer_off);
+    gs_free(g->task_layer);
+    gs_free(g->task_block);
+    gs_free(g->dep_off);
+    gs_free(g->deps);
+    gs_free(g->nbytes);
+    gs_free(g->rdep_off);
+    gs_free(g->rdeps);
+    gs_free(g->state);
+    gs_free(g->tflags);
+    gs_free(g->nfail);
+    gs_free(g->nretry);
+    gs_free(g->ndeps_left);
+    gs_free(g->nrefs);
+    gs_free(g->where);
+    gs_free(g->ext_graph);
+    gs_free(g->ext_task);
+    gs_free(g->ext_rdep_off);
+    gs_free(g->ext_rdeps);
+    gs_u64map_cleanup(&g->ext_index);
+    gs_free(g->srcs);
+    GS_VEC_FREE(&g->users);
+    gs_free(g->ready);
+    for (uint32_t i = 0; i < g->ngw; i++) gs_free(g->gw[i].layer_bits);
+    gs_free(g->gw);
+    GS_VEC_FREE(&g->parked);
+}
+
+static void gs__active_add(gs_sched_t *s, gs__graph_t *g)
+{
+    if (g->in_active) return;
+    g->in_active = 1;
+    if (s->active == NULL) {
+        g->anext = g->aprev = g;
+        s->active = g;
+    } else {
+        /* insert before the head: runs last in the current rotation */
+        g->anext = s->active;
+        g->aprev = s->active->aprev;
+        g->aprev->anext = g;
+        s->active->aprev = g;
+    }
+}
+
+static void gs__active_del(gs_sched_t *s, gs__graph_t *g)
+{
+    if (!g->in_active) return;
+    g->in_active = 0;
+    if (g->anext == g) {
+        s->active = NULL;
+    } else {
+        g->aprev->anext = g->anext;
+        g->anext->aprev = g->aprev;
+        if (s->active == g) s->active = g->anext;
+    }
+    g->anext = g->aprev = NULL;
+}
+
+static void gs__make_ready(gs_sched_t *s, gs__graph_t *g, uint32_t t)
+{
+    g->state[t] = GS__TS_READY;
+    if (!(g->tflags[t] & GS__TF_STACKED)) {
+        gs_assert(g->nready < g->ntasks);
+        g->tflags[t] |= GS__TF_STACKED;
+        g->ready[g->nready++] = t;
+    }
+    gs__active_add(s, g);
+}
+
+static void gs__queue_release(gs__worker_t *w, uint64_t graph, uint64_t task)
+{
+    if (GS_VEC_RESERVE(&w->release_keys, w->release_keys.len + 2) != GS_OK) {
+        GS_LOG_ERROR("out of memory queueing a release of chunk (%" PRIu64 ", %" PRIu64 ") on worker %s",
+                     graph, task, w->name);
+        return;
+    }
+    w->release_keys.data[w->release_keys.len++] = graph;
+    w->release_keys.data[w->release_keys.len++] = task;
+}
+
+static void gs__release_chunk(gs_sched_t *s, gs__graph_t *g, uint32_t t)
+{
+    uint32_t slot = g->where[t];
+    gs_assert(g->state[t] == GS__TS_MEMORY);
+    if (slot < s->nslots && s->slots[slot] != NULL) gs__queue_release(s->slots[slot], g->id, t);
+    g->state[t] = GS__TS_RELEASED;
+    g->where[t] = GS__NO_WORKER;
+}
+
+static uint64_t gs__slot_id(gs_sched_t *s, uint32_t slot)
+{
+    if (slot < s->nslots && s->slots[slot] != NULL) return s->slots[slot]->id;
+    return 0;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Client notifications.                                                                      */
+
+static void gs__send_progress(gs_sched_t *s, gs__graph_t *g, uint64_t now)
+{
+    gs_msg_t msg;
+    memset(&msg, 0, sizeof msg);
+    msg.type = GS_MSG_PROGRESS;
+    msg.u.progress.graph_id = g->id;
+    msg.u.progress.done = g->ndone;
+    msg.u.progress.total = g->ntotal;
+    gs__sched_send(s, g->client, &msg);
+    g->progress_sent = g->ndone;
+    g->progress_last_ns = now;
+}
+
+void gs__sched_progress(gs_sched_t *s, uint64_t now, int force)
+{
+    for (gs__graph_t *g = s->ghead; g != NULL; g = g->next) {
+        if (g->phase != GS__GRAPH_RUNNING || g->progress_sent == g->ndone) continue;
+        if (force || now - g->progress_last_ns >= GS__PROGRESS_NS) gs__send_progress(s, g, now);
+    }
+}
+
+static void gs__send_graph_done(gs_sched_t *s, gs__graph_t *g)
+{
+    gs_msg_t msg;
+    memset(&msg, 0, sizeof msg);
+    msg.type = GS_MSG_GRAPH_DONE;
+    msg.u.graph_done.graph_id = g->id;
+    msg.u.graph_done.status = g->status;
+    if (g->errmsg != NULL) {
+        msg.u.graph_done.message.data = (const uint8_t *)g->errmsg;
+        msg.u.graph_done.message.len = strlen(g->errmsg);
+    }
+    msg.u.graph_done.ntasks = g->ntasks;
+    msg.u.graph_done.run_ns_total = g->run_ns_total;
+    msg.u.graph_done.wall_ns = g->t_done_ns - g->t_accept_ns;
+    gs__sched_send(s, g->client, &msg);
+}
+
+static void gs__flush_parked(gs_sched_t *s, gs__graph_t *g)
+{
+    for (size_t i = 0; i < g->parked.len; i++) {
+        gs__parked_t *p = &g->parked.data[i];
+        if (g->phase == GS__GRAPH_FAILED) {
+            gs__sched_send_data_error(s, g->client, p->client_req, g->id, p->task, g->status);
+        } else {
+            gs__sched_relay_gather(s, g->client, p->client_req, g, p->task);
+        }
+    }
+    g->parked.len = 0;
+}
+
+static void gs__outputs_complete(gs_sched_t *s, gs__graph_t *g)
+{
+    uint64_t now = gs_now_ns();
+    if (g->phase == GS__GRAPH_RUNNING) {
+        g->phase = GS__GRAPH_DONE;
+        g->t_done_ns = now;
+        s->ngraphs_active--;
+        gs__send_progress(s, g, now);
+        g->status = GS_OK;
+        gs__send_graph_done(s, g);
+        GS_LOG_DEBUG("graph %" PRIu64 " done: %" PRIu64 " tasks in %.3f ms", g->id, g->ntotal,
+                     (double)(now - g->t_accept_ns) * 1e-6);
+    }
+    gs__flush_parked(s, g);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Stopping and failing graphs.                                                               */
+
+/* Stop all activity of @a g on the workers: CANCEL where it has tasks, RELEASE its chunks. */
+static void gs__graph_stop_workers(gs_sched_t *s, gs__graph_t *g)
+{
+    gs_msg_t msg;
+    memset(&msg, 0, sizeof msg);
+    msg.type = GS_MSG_CANCEL;
+    msg.u.cancel.graph_id = g->id;
+    if (s->stopping) return;
+    for (uint32_t slot = 0; slot < g->ngw; slot++) {
+        gs__gw_t *gw = &g->gw[slot];
+        gs__worker_t *w = slot < s->nslots ? s->slots[slot] : NULL;
+        if (w != NULL && gw->outstanding > 0) {
+            gs__sched_send(s, w->peer, &msg);
+            gs_assert(w->outstanding >= gw->outstanding);
+            w->outstanding -= gw->outstanding;
+        }
+        gw->outstanding = 0;
+        gs_free(gw->layer_bits);
+        gw->layer_bits = NULL;
+    }
+    for (uint32_t t = 0; t < g->ntasks; t++) {
+        if (g->state[t] == GS__TS_MEMORY) gs__release_chunk(s, g, t);
+    }
+}
+
+static void gs__graph_failv(gs__graph_t *g, gs_status_t status, const char *fmt, va_list ap)
+{
+    gs_sched_t *s = g->s;
+    char text[1024];
+    int was_running;
+
+    if (g->phase == GS__GRAPH_FAILED) return;
+    vsnprintf(text, sizeof text, fmt, ap);
+    was_running = g->phase == GS__GRAPH_RUNNING;
+    g->phase = GS__GRAPH_FAILED;
+    g->status = status;
+    gs_free(g->errmsg);
+    g->errmsg = gs_strdup(text, "graph error");
+    g->t_done_ns = gs_now_ns();
+    if (status != GS_ERR_CANCELED) GS_LOG_WARN("graph %" PRIu64 " failed: %s", g->id, text);
+    else GS_LOG_INFO("graph %" PRIu64 ": %s", g->id, text);
+
+    gs__graph_stop_workers(s, g);
+    for (uint32_t t = 0; t < g->ntasks; t++) {
+        uint8_t st = g->state[t];
+        g->tflags[t] &= (uint8_t)~GS__TF_STACKED;
+        if (st != GS__TS_RELEASED && st != GS__TS_CULLED) g->state[t] = GS__TS_ERRED;
+        g->where[t] = GS__NO_WORKER;
+    }
+    g->nready = 0;
+    gs__active_del(s, g);
+    if (was_running) {
+        s->ngraphs_active--;
+        if (!g->client_released) gs__send_graph_done(s, g);
+    }
+    gs__flush_parked(s, g);
+
+    /* Graphs reading our outputs that still need them fail too. */
+    for (size_t i = 0; i < g->users.len; i++) {
+        gs__graph_t *u = g->users.data[i];
+        if (u->phase == GS__GRAPH_FAILED) continue;
+        if (u->phase == GS__GRAPH_RUNNING || u->noutputs_missing > 0) {
+            gs__graph_cancel(u, status == GS_ERR_CANCELED ? GS_ERR_TASK_FAILED : status,
+                             "input graph %" PRIu64 " failed: %s", g->id, text);
+        }
+    }
+}
+
+void gs__graph_cancel(gs__graph_t *g, gs_status_t status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    gs__graph_failv(g, status, fmt, ap);
+    va_end(ap);
+}
+
+/* Free a graph. With @a cascade, sources released by their client whose last user this was
+ * are freed too. */
+static void gs__graph_free(gs_sched_t *s, gs__graph_t *g, int cascade)
+{
+    if (g->phase != GS__GRAPH_FAILED) {
+        if (g->phase == GS__GRAPH_RUNNING) s->ngraphs_active--;
+        gs__graph_stop_workers(s, g);
+    }
+    gs__active_del(s, g);
+    gs_u64map_del(&s->graphs, g->id);
+    if (g->prev) g->prev->next = g->next;
+    else s->ghead = g->next;
+    if (g->next) g->next->prev = g->prev;
+    else s->gtail = g->prev;
+    s->ngraphs--;
+    for (uint32_t i = 0; i < g->nsrcs; i++) {
+        gs__graph_t *src = g->srcs[i];
+        for (size_t j = 0; j < src->users.len; j++) {
+            if (src->users.data[j] == g) {
+                src->users.data[j] = src->users.data[--src->users.len];
+                break;
+            }
+        }
+        src->nusing--;
+        if (cascade && src->client_released && src->nusing == 0) gs__graph_free(s, src, 1);
+    }
+    for (size_t i = 0; i < g->users.len; i++) {
+        /* only on a forced drop (users are freed first, in descending id order) */
+        gs__graph_t *u = g->users.data[i];
+        for (uint32_t j = 0; j < u->nsrcs; j++) {
+            if (u->srcs[j] == g) u->srcs[j] = u->srcs[--u->nsrcs];
+        }
+    }
+    gs__graph_free_arrays(g);
+    gs_free(g);
+}
+
+void gs__graph_release(gs__graph_t *g)
+{
+    gs_sched_t *s = g->s;
+    if (g->client_released) return;
+    g->client_released = 1;
+    if (g->phase == GS__GRAPH_RUNNING) {
+        gs__graph_cancel(g, GS_ERR_CANCELED, "graph %" PRIu64 " released while running", g->id);
+    }
+    if (g->nusing == 0) gs__graph_free(s, g, 1);
+}
+
+void gs__graph_drop_client(gs_sched_t *s, gs__peer_t *client)
+{
+    gs__graph_t *g = s->gtail;
+    while (g != NULL) {
+        gs__graph_t *prev = g->prev;
+        if (g->client == client) {
+            if (g->phase == GS__GRAPH_RUNNING) {
+                g->client_released = 1;   /* no GRAPH_DONE to a client that is gone */
+                gs__graph_cancel(g, GS_ERR_CANCELED, "client of graph %" PRIu64 " disconnected", g->id);
+            }
+            gs__graph_free(s, g, 0);
+        }
+        g = prev;
+    }
+}
+
+void gs__graph_free_all(gs_sched_t *s)
+{
+    while (s->gtail != NULL) gs__graph_free(s, s->gtail, 0);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Chunk availability and lineage.                                                            */
+
+static void gs__dep_available(gs_sched_t *s, gs__graph_t *g, uint32_t u)
+{
+    if (g->state[u] != GS__TS_WAITING) return;
+    gs_assert(g->ndeps_left[u] > 0);
+    if (g->ndeps_left[u] > 0 && --g->ndeps_left[u] == 0) gs__make_ready(s, g, u);
+}
+
+static void gs__dep_unavailable(gs__graph_t *g, uint32_t u)
+{
+    switch (g->state[u]) {
+    case GS__TS_WAITING:
+        g->ndeps_left[u]++;
+        break;
+    case GS__TS_READY:
+    case GS__TS_DEFERRED:
+    case GS__TS_ASSIGNED:
+        /* An assigned task stays counted as outstanding on its worker; whatever that worker
+         * reports for it later is ignored (and an OK result released there). */
+        g->state[u] = GS__TS_WAITING;
+        g->ndeps_left[u] = 1;
+        g->where[u] = GS__NO_WORKER;
+        break;
+    default:
+        break;
+    }
+}
+
+/* Call @a fn for every user-graph task reading output @a t of @a g as an external. */
+#define GS__FOR_EXT_USERS(g, t, U, UT, BODY)                                                 \
+    do {                                                                                     \
+        for (size_t ui_ = 0; ui_ < (g)->users.len; ui_++) {                                 \
+            gs__graph_t *U = (g)->users.data[ui_];                                          \
+            uint64_t k_;                                                                     \
+            if (U->phase == GS__GRAPH_FAILED) continue;                                     \
+            if (!gs_u64map_get(&U->ext_index, gs__ext_key((g)->id, (t)), &k_)) continue;     \
+            for (uint32_t j_ = U->ext_rdep_off[k_]; j_ < U->ext_rdep_off[k_ + 1]; j_++) {    \
+                uint32_t UT = U->ext_rdeps[j_];                                              \
+                BODY;                                                                        \
+            }                                                                                \
+        }                                                                                    \
+    } while (0)
+
+static void gs__chunk_available(gs_sched_t *s, gs__graph_t *g, uint32_t t)
+{
+    for (uint32_t j = g->rdep_off[t]; j < g->rdep_off[t + 1]; j++) gs__dep_available(s, g, g->rdeps[j]);
+    if ((g->tflags[t] & GS__TF_OUTPUT) && g->users.len > 0) {
+        GS__FOR_EXT_USERS(g, t, ug, ut, gs__dep_available(s, ug, ut));
+    }
+}
+
+static void gs__chunk_unavailable(gs__graph_t *g, uint32_t t)
+{
+    for (uint32_t j = g->rdep_off[t]; j < g->rdep_off[t + 1]; j++) gs__dep_unavailable(g, g->rdeps[j]);
+    if ((g->tflags[t] & GS__TF_OUTPUT) && g->users.len > 0) {
+        GS__FOR_EXT_USERS(g, t, ug, ut, gs__dep_unavailable(ug, ut));
+    }
+}
+
+static int gs__stack_push(gs_sched_t *s, gs__graph_t *g, uint32_t t)
+{
+    if (GS_VEC_RESERVE(&s->stack, s->stack.len + 2) != GS_OK) return 0;
+    s->stack.data[s->stack.len++] = (uint64_t)(uintptr_t)g;
+    s->stack.data[s->stack.len++] = t;
+    return 1;
+}
+
+/* Count the inputs of @a t (which just entered WAITING) not in memory; chunks that were
+ * released or lost are queued on the lineage stack for recomputation; @a add_refs adds t's
+ * reference to each internal input (t was done before). Returns 0 when the graph failed. */
+static int gs__recount(gs_sched_t *s, gs__graph_t *g, uint32_t t, int add_refs)
+{
+    uint32_t n = 0;
+    for (uint32_t j = g->dep_off[t]; j < g->dep_off[t + 1]; j++) {
+        uint32_t d = g->deps[j];
+        gs__graph_t *dg = g;
+        uint32_t dt = d;
+        uint8_t st;
+        if (d >= g->ntasks) {
+            dg = g->ext_graph[d - g->ntasks];
+            dt = g->ext_task[d - g->ntasks];
+            if (dg->phase == GS__GRAPH_FAILED) {
+                gs__graph_cancel(g, GS_ERR_TASK_FAILED,
+                                 "input graph %" PRIu64 " of task %u (layer %u) of graph %" PRIu64
+                                 " failed: %s", dg->id, t, g->task_layer[t], g->id,
+                                 dg->errmsg ? dg->errmsg : "unknown error");
+                return 0;
+            }
+        } else if (add_refs) {
+            g->nrefs[d]++;
+        }
+        st = dg->state[dt];
+        if (st != GS__TS_MEMORY) {
+            n++;
+            if (st == GS__TS_RELEASED || st == GS__TS_LOST) {
+                if (!gs__stack_push(s, dg, dt)) {
+                    gs__graph_cancel(g, GS_ERR_NO_MEMORY, "out of memory planning the recomputation "
+                                     "of task %u of graph %" PRIu64, dt, dg->id);
+                    return 0;
+                }
+            }
+        }
+    }
+    g->ndeps_left[t] = n;
+    if (n == 0) gs__make_ready(s, g, t);
+    return 1;
+}
+
+/* Process the lineage stack: every (graph, task) on it whose chunk is gone is reset to WAITING
+ * (recomputed), recursively through released ancestors. */
+static void gs__lineage_run(gs_sched_t *s)
+{
+    while (s->stack.len >= 2) {
+        uint32_t t = (uint32_t)s->stack.data[--s->stack.len];
+        gs__graph_t *g = gs__ptr_graph(s->stack.data[--s->stack.len]);
+        uint8_t st = g->state[t];
+        if (g->phase == GS__GRAPH_FAILED) continue;
+        if (st != GS__TS_RELEASED && st != GS__TS_LOST) continue;
+        gs_assert(g->ndone > 0);
+        if (g->ndone > 0) g->ndone--;
+        g->state[t] = GS__TS_WAITING;
+        g->where[t] = GS__NO_WORKER;
+        s->st.tasks_recomputed_total++;
+        if (g->phase == GS__GRAPH_DONE || g->client_released) {
+            GS_LOG_DEBUG("recomputing task %u of finished graph %" PRIu64, t, g->id);
+        }
+        gs__recount(s, g, t, 1);
+    }
+    s->stack.len = 0;
+}
+
+/* Make sure chunk (g, t) will exist again. */
+static void gs__need(gs_sched_t *s, gs__graph_t *g, uint32_t t)
+{
+    if (!gs__stack_push(s, g, t)) {
+        gs__graph_cancel(g, GS_ERR_NO_MEMORY, "out of memory planning the recomputation of task %u", t);
+        return;
+    }
+    gs__lineage_run(s);
+}
+
+/* A pending task (assigned to a removed worker, or deferred) goes back to waiting/ready. */
+static void gs__reset_pending(gs_sched_t *s, gs__graph_t *g, uint32_t t)
+{
+    g->state[t] = GS__TS_WAITING;
+    g->where[t] = GS__NO_WORKER;
+    if (gs__recount(s, g, t, 0)) gs__lineage_run(s);
+    s->stack.len = 0;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Submission.                                                                                */
+
+#define GS__ALLOC(ptr, n, what)                                                               \
+    do {                                                                                      \
+        (ptr) = gs_malloc(gs_size_mul((size_t)(n) ? (size_t)(n) : 1, sizeof(*(ptr))), what);  \
+        if ((ptr) == NULL) goto err_nomem;                                                    \
+    } while (0)
+#define GS__CALLOC(ptr, n, what)                                                              \
+    do {                                                                                      \
+        (ptr) = gs_calloc((size_t)(n) ? (size_t)(n) : 1, sizeof(*(ptr)), what);               \
+        if ((ptr) == NULL) goto err_nomem;                                                    \
+    } while (0)
+
+static gs_status_t gs__resolve_external(gs_sched_t *s, gs__peer_t *client, const gs_msg_graph_submit_t *m,
+                                        uint64_t k, gs__graph_t **src_p, uint32_t *task_p)
+{
+    uint64_t gid = m->externals[2 * k], tid = m->externals[2 * k + 1];
+    gs__graph_t *src = gs__graph_find(s, gid);
+    const char *why = NULL;
+    if (src == NULL || src->client != client) why = "no such graph of this client";
+    else if (!(src->flags & GS_SUBMIT_PERSIST)) why = "that graph was not persisted";
+    else if (src->client_released) why = "that graph was released";
+    else if (src->phase == GS__GRAPH_FAILED) why = "that graph failed";
+    else if (tid >= src->ntasks) why = "no such task in that graph";
+    else if (!(src->tflags[tid] & GS__TF_OUTPUT)) why = "that task is not an output of its graph";
+    if (why != NULL) {
+        return gs_error_set(GS_ERR_INVALID_PARAM,
+                            "external %" PRIu64 " (graph %" PRIu64 ", task %" PRIu64
+                            ") is not a kept chunk of a live persisted graph of this client: %s",
+                            k, gid, tid, why);
+    }
+    *src_p = src;
+    *task_p = (uint32_t)tid;
+    return GS_OK;
+}
+
+gs_status_t gs__graph_submit(gs_sched_t *s, gs__peer_t *client, const gs_msg_graph_submit_t *m,
+                             uint64_t *graph_id_p)
+{
+    gs_status_t status;
+    gs__graph_t *g = NULL;
+    uint32_t *remap = NULL;
+    uint32_t ntasks, next;
+    uint64_t ndeps, layer_bytes = 0;
+
+    if ((status = gs_sched_graph_check(m)) != GS_OK) return status;
+    ntasks = (uint32_t)m->ntasks;
+    ndeps = ntasks ? m->dep_off[ntasks] : 0;
+
+    g = gs_calloc(1, sizeof *g, "graph");
+    if (g == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for a graph");
+    g->s = s;
+    g->client = client;
+    g->client_ref = m->client_ref;
+    g->flags = m->flags;
+    g->ntasks = ntasks;
+    g->nlayers = m->nlayers;
+    g->progress_sent = UINT64_MAX;
+    gs_u64map_init(&g->ext_index);
+
+    /* externals: resolve, de-duplicate */
+    if (m->nexternals > 0) {
+        GS__ALLOC(remap, m->nexternals, "graph ext remap");
+        GS__ALLOC(g->ext_graph, m->nexternals, "graph ext graph");
+        GS__ALLOC(g->ext_task, m->nexternals, "graph ext task");
+        if (gs_u64map_reserve(&g->ext_index, (size_t)m->nexternals) != GS_OK) goto err_nomem;
+        GS__ALLOC(g->srcs, 4, "graph srcs");
+        uint32_t srcs_cap = 4;
+        next = 0;
+        for (uint64_t k = 0; k < m->nexternals; k++) {
+            gs__graph_t *src = NULL;
+            uint32_t tid = 0;
+            uint64_t key, first;
+            if ((status = gs__resolve_external(s, client, m, k, &src, &tid)) != GS_OK) goto err;
+            key = gs__ext_key(src->id, tid);
+            if (gs_u64map_get(&g->ext_index, key, &first)) {
+                remap[k] = (uint32_t)first;
+                continue;
+            }
+            if (gs_u64map_put(&g->ext_index, key, next) != GS_OK) goto err_nomem;
+            g->ext_graph[next] = src;
+            g->ext_task[next] = tid;
+            remap[k] = next++;
+            uint32_t i;
+            for (i = 0; i < g->nsrcs && g->srcs[i] != src; i++) {}
+            if (i == g->nsrcs) {
+                if (g->nsrcs == srcs_cap) {
+                    gs__graph_t **ns = gs_realloc(g->srcs, gs_size_mul(srcs_cap * 2, sizeof *ns), "graph srcs");
+                    if (ns == NULL) goto err_nomem;
+                    g->srcs = ns;
+                    srcs_cap *= 2;
+                }
+                g->srcs[g->nsrcs++] = src;
+            }
+        }
+        g->nexternals = next;
+    }
+
+    /* layers: one blob */
+    GS__ALLOC(g->layer_off, (size_t)g->nlayers + 1, "graph layer offsets");
+    for (uint32_t l = 0; l < g->nlayers; l++) {
+        g->layer_off[l] = layer_bytes;
+        layer_bytes += m->layers[l].len;
+    }
+    g->layer_off[g->nlayers] = layer_bytes;
+    GS__ALLOC(g->layer_blob, layer_bytes, "graph layers");
+    for (uint32_t l = 0; l < g->nlayers; l++) {
+        if (m->layers[l].len) memcpy(g->layer_blob + g->layer_off[l], m->layers[l].data, m->layers[l].len);
+    }
+
+    /* task table */
+    GS__ALLOC(g->task_layer, ntasks, "graph task_layer");
+    GS__ALLOC(g->task_block, ntasks, "graph task_block");
+    GS__ALLOC(g->dep_off, (size_t)ntasks + 1, "graph dep_off");
+    GS__ALLOC(g->deps, ndeps, "graph deps");
+    GS__ALLOC(g->nbytes, ntasks, "graph nbytes");
+    GS__CALLOC(g->rdep_off, (size_t)ntasks + 2, "graph rdep_off");
+    GS__ALLOC(g->state, ntasks, "graph state");
+    GS__CALLOC(g->tflags, ntasks, "graph tflags");
+    GS__CALLOC(g->nfail, ntasks, "graph nfail");
+    GS__CALLOC(g->nretry, ntasks, "graph nretry");
+    GS__CALLOC(g->ndeps_left, ntasks, "graph ndeps_left");
+    GS__CALLOC(g->nrefs, ntasks, "graph nrefs");
+    GS__ALLOC(g->where, ntasks, "graph where");
+    GS__ALLOC(g->ready, ntasks, "graph ready");
+    GS__CALLOC(g->ext_rdep_off, (size_t)g->nexternals + 2, "graph ext_rdep_off");
+
+    if (ntasks) {
+        memcpy(g->task_layer, m->task_layer, (size_t)ntasks * sizeof(uint32_t));
+        memcpy(g->task_block, m->task_block, (size_t)ntasks * sizeof(uint64_t));
+        memcpy(g->nbytes, m->task_nbytes, (size_t)ntasks * sizeof(uint64_t));
+    }
+    for (uint32_t t = 0; t <= ntasks; t++) g->dep_off[t] = ntasks ? (uint32_t)m->dep_off[t] : 0;
+    for (uint64_t j = 0; j < ndeps; j++) {
+        uint64_t d = m->deps[j];
+        g->deps[j] = d < ntasks ? (uint32_t)d : ntasks + remap[d - ntasks];
+    }
+    for (uint32_t t = 0; t < ntasks; t++) g->where[t] = GS__NO_WORKER;
+
+    /* outputs and culling: a task is needed if it is an output or feeds a needed task */
+    memset(g->state, GS__TS_CULLED, ntasks);
+    for (uint64_t o = 0; o < m->noutputs; o++) {
+        uint32_t t = (uint32_t)m->outputs[o];
+        if (!(g->tflags[t] & GS__TF_OUTPUT)) {
+            g->tflags[t] |= GS__TF_OUTPUT;
+            g->noutputs++;
+        }
+        g->state[t] = GS__TS_WAITING;
+    }
+    for (uint32_t t = ntasks; t-- > 0;) {
+        if (g->state[t] == GS__TS_CULLED) continue;
+        g->ntotal++;
+        for (uint32_t j = g->dep_off[t]; j < g->dep_off[t + 1]; j++) {
+            uint32_t d = g->deps[j];
+            if (d < ntasks) {
+                g->state[d] = GS__TS_WAITING;
+                g->nrefs[d]++;
+                g->rdep_off[d + 2]++;
+            } else {
+                g->ext_rdep_off[d - ntasks + 2]++;
+            }
+        }
+    }
+    /* dependents CSR (needed dependents only), counting-sort style */
+    for (uint32_t t = 0; t < ntasks; t++) g->rdep_off[t + 2] += g->rdep_off[t + 1];
+    for (uint32_t k = 0; k < g->nexternals; k++) g->ext_rdep_off[k + 2] += g->ext_rdep_off[k + 1];
+    GS__ALLOC(g->rdeps, g->rdep_off[ntasks + 1], "graph rdeps");
+    GS__ALLOC(g->ext_rdeps, g->ext_rdep_off[g->nexternals + 1], "graph ext_rdeps");
+    for (uint32_t t = 0; t < ntasks; t++) {
+        if (g->state[t] == GS__TS_CULLED) continue;
+        for (uint32_t j = g->dep_off[t]; j < g->dep_off[t + 1]; j++) {
+            uint32_t d = g->deps[j];
+            if (d < ntasks) g->rdeps[g->rdep_off[d + 1]++] = t;
+            else g->ext_rdeps[g->ext_rdep_off[d - ntasks + 1]++] = t;
+        }
+    }
+    /* now rdep_off[d] .. rdep_off[d + 1] is d's range */
+
+    /* users of our sources */
+    for (uint32_t i = 0; i < g->nsrcs; i++) {
+        if (GS_VEC_RESERVE(&g->srcs[i]->users, g->srcs[i]->users.len + 1) != GS_OK) goto err_nomem;
+    }
+    for (uint32_t i = 0; i < g->nsrcs; i++) {
+        gs__graph_t *src = g->srcs[i];
+        src->users.data[src->users.len++] = g;
+        src->nusing++;
+    }
+
+    /* initial counts and ready tasks; pushed from the highest id so the lowest pops first */
+    for (uint32_t t = ntasks; t-- > 0;) {
+        uint32_t n = 0;
+        if (g->state[t] == GS__TS_CULLED) continue;
+        for (uint32_t j = g->dep_off[t]; j < g->dep_off[t + 1]; j++) {
+            uint32_t d = g->deps[j];
+            if (d < ntasks) n++;
+            else if (g->ext_graph[d - ntasks]->state[g->ext_task[d - ntasks]] != GS__TS_MEMORY) n++;
+        }
+        g->ndeps_left[t] = n;
+        if (n == 0) {
+            g->state[t] = GS__TS_READY;
+            g->tflags[t] |= GS__TF_STACKED;
+            g->ready[g->nready++] = t;
+        }
+    }
+    g->noutputs_missing = g->noutputs;
+
+    g->id = s->next_graph_id++;
+    if (gs_u64map_put(&s->graphs, g->id, (uint64_t)(uintptr_t)g) != GS_OK) {
+        s->next_graph_id--;
+        for (uint32_t i = 0; i < g->nsrcs; i++) {
+            g->srcs[i]->users.len--;
+            g->srcs[i]->nusing--;
+        }
+        goto err_nomem;
+    }
+    g->prev = s->gtail;
+    if (s->gtail) s->gtail->next = g;
+    else s->ghead = g;
+    s->gtail = g;
+    s->ngraphs++;
+    s->ngraphs_active++;
+    g->t_accept_ns = gs_now_ns();
+    g->progress_last_ns = g->t_accept_ns;
+    if (g->nready > 0) gs__active_add(s, g);
+    gs_free(remap);
+    *graph_id_p = g->id;
+    return GS_OK;
+
+err_nomem:
+    status = gs_error_set(GS_ERR_NO_MEMORY, "out of memory for a graph of %u tasks", ntasks);
+err:
+    gs_free(remap);
+    gs__graph_free_arrays(g);
+    gs_free(g);
+    return status;
+}
+
+/* Called after GRAPH_ACCEPTED went out. */
+void gs__graph_accepted(gs_sched_t *s, gs__graph_t *g)
+{
+    if (g->noutputs_missing == 0) gs__outputs_complete(s, g);
+    else if (s->nworkers == 0) {
+        GS_LOG_WARN("graph %" PRIu64 " (%" PRIu64 " tasks) waits: no workers are registered", g->id,
+                    g->ntotal);
+    }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Gathers.                                                                                   */
+
+void gs__graph_gather(gs__graph_t *g, uint64_t client_req, uint32_t task)
+{
+    gs_sched_t *s = g->s;
+    gs__parked_t p;
+    if (g->phase == GS__GRAPH_FAILED) {
+        gs__sched_send_data_error(s, g->client, client_req, g->id, task, g->status);
+        return;
+    }
+    if (g->state[task] == GS__TS_MEMORY) {
+        gs__sched_relay_gather(s, g->client, client_req, g, task);
+        return;
+    }
+    p.client_req = client_req;
+    p.task = task;
+    if (GS_VEC_PUSH(&g->parked, p) != GS_OK) {
+        gs__sched_send_data_error(s, g->client, client_req, g->id, task, GS_ERR_NO_MEMORY);
+    }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Placement.                                                                                 */
+
+static gs__gw_t *gs__graph_gw(gs_sched_t *s, gs__graph_t *g, uint32_t slot)
+{
+    gs__gw_t *gw;
+    if (slot >= g->ngw) {
+        uint32_t n = s->nslots > slot ? s->nslots : slot + 1;
+        gs__gw_t *ngw = gs_realloc(g->gw, gs_size_mul(n, sizeof *ngw), "graph per-worker");
+        if (ngw == NULL) return NULL;
+        memset(ngw + g->ngw, 0, (size_t)(n - g->ngw) * sizeof *ngw);
+        g->gw = ngw;
+        g->ngw = n;
+    }
+    gw = &g->gw[slot];
+    if (gw->layer_bits == NULL) {
+        gw->layer_bits = gs_calloc(((size_t)g->nlayers + 63) / 64 + 1, sizeof(uint64_t), "graph layer bits");
+        if (gw->layer_bits == NULL) return NULL;
+    }
+    return gw;
+}
+
+static int gs__has_room(const gs__worker_t *w)
+{
+    return w->outstanding < w->cap;
+}
+
+/* Pick a worker for ready task t: the one holding most input bytes if it has room, else the
+ * least loaded (relative to its queue bound) with room. NULL if no worker has room. */
+static gs__worker_t *gs__choose(gs_sched_t *s, gs__graph_t *g, uint32_t t)
+{
+    uint32_t lo = g->dep_off[t], hi = g->dep_off[t + 1];
+    gs__worker_t *best = NULL;
+
+    if (hi > lo) {
+        uint64_t best_bytes = 0;
+        s->scratch_slots.len = 0;
+        for (uint32_t j = lo; j < hi; j++) {
+            uint32_t d = g->deps[j], slot;
+            uint64_t nb;
+            if (d < g->ntasks) {
+                slot = g->where[d];
+                nb = g->nbytes[d];
+            } else {
+                gs__graph_t *eg = g->ext_graph[d - g->ntasks];
+                uint32_t et = g->ext_task[d - g->ntasks];
+                slot = eg->where[et];
+                nb = eg->nbytes[et];
+            }
+            if (slot >= s->nslots || s->slots[slot] == NULL) continue;
+            if (s->bytes_by_slot[slot] == 0) {
+                if (GS_VEC_PUSH(&s->scratch_slots, slot) != GS_OK) continue;
+            }
+            s->bytes_by_slot[slot] += nb + 1;
+        }
+        for (size_t i = 0; i < s->scratch_slots.len; i++) {
+            uint32_t slot = s->scratch_slots.data[i];
+            gs__worker_t *w = s->slots[slot];
+            if (gs__has_room(w) && s->bytes_by_slot[slot] > best_bytes) {
+                best = w;
+                best_bytes = s->bytes_by_slot[slot];
+            }
+            s->bytes_by_slot[slot] = 0;
+        }
+        if (best != NULL) return best;
+    }
+    for (uint32_t i = 0; i < s->nworkers; i++) {
+        gs__worker_t *w = s->live[i];
+        if (!gs__has_room(w)) continue;
+        /* w->outstanding / w->cap < best->outstanding / best->cap */
+        if (best == NULL || (uint64_t)w->outstanding * best->cap < (uint64_t)best->outstanding * w->cap) {
+            best = w;
+        }
+    }
+    return best;
+}
+
+static void gs__batch_begin(gs_sched_t *s, gs__worker_t *w)
+{
+    w->touched = 1;
+    w->b_task_id.len = 0;
+    w->b_task_layer.len = 0;
+    w->b_task_block.len = 0;
+    w->b_dep_off.len = 0;
+    w->b_dep_keys.len = 0;
+    w->b_dep_worker.len = 0;
+    w->b_dep_nbytes.len = 0;
+    w->b_layer_ids.len = 0;
+    w->b_layers.len = 0;
+    w->b_dep_off.data[w->b_dep_off.len++] = 0;   /* reserved by the caller */
+}
+
+static gs_status_t gs__batch_reserve(gs__worker_t *w, uint32_t ndeps)
+{
+    if (GS_VEC_RESERVE(&w->b_task_id, w->b_task_id.len + 1) != GS_OK ||
+        GS_VEC_RESERVE(&w->b_task_layer, w->b_task_layer.len + 1) != GS_OK ||
+        GS_VEC_RESERVE(&w->b_task_block, w->b_task_block.len + 1) != GS_OK ||
+        GS_VEC_RESERVE(&w->b_dep_off, w->b_dep_off.len + 2) != GS_OK ||
+        GS_VEC_RESERVE(&w->b_dep_keys, w->b_dep_keys.len + 2 * (size_t)ndeps) != GS_OK ||
+        GS_VEC_RESERVE(&w->b_dep_worker, w->b_dep_worker.len + ndeps) != GS_OK ||
+        GS_VEC_RESERVE(&w->b_dep_nbytes, w->b_dep_nbytes.len + ndeps) != GS_OK ||
+        GS_VEC_RESERVE(&w->b_layer_ids, w->b_layer_ids.len + 1) != GS_OK ||
+        GS_VEC_RESERVE(&w->b_layers, w->b_layers.len + 1) != GS_OK) {
+        return GS_ERR_NO_MEMORY;
+    }
+    return GS_OK;
+}
+
+static gs_status_t gs__assign(gs_sched_t *s, gs__graph_t *g, uint32_t t, gs__worker_t *w)
+{
+    uint32_t lo = g->dep_off[t], hi = g->dep_off[t + 1], layer = g->task_layer[t];
+    gs__gw_t *gw = gs__graph_gw(s, g, w->slot);
+
+    if (gw == NULL || gs__batch_reserve(w, hi - lo) != GS_OK) return GS_ERR_NO_MEMORY;
+    if (!w->touched) {
+        gs__batch_begin(s, w);
+        if (GS_VEC_PUSH(&s->touched_slots, w->slot) != GS_OK) {
+            w->touched = 0;
+            return GS_ERR_NO_MEMORY;
+        }
+    }
+    g->state[t] = GS__TS_ASSIGNED;
+    g->where[t] = w->slot;
+    w->outstanding++;
+    gw->outstanding++;
+    s->st.tasks_assigned_total++;
+
+    w->b_task_id.data[w->b_task_id.len++] = t;
+    w->b_task_layer.data[w->b_task_layer.len++] = layer;
+    w->b_task_block.data[w->b_task_block.len++] = g->task_block[t];
+    if (!(gw->layer_bits[layer >> 6] & (1ull << (layer & 63)))) {
+        gw->layer_bits[layer >> 6] |= 1ull << (layer & 63);
+        w->b_layer_ids.data[w->b_layer_ids.len++] = layer;
+        w->b_layers.data[w->b_layers.len].data = g->layer_blob + g->layer_off[layer];
+        w->b_layers.data[w->b_layers.len].len = (size_t)(g->layer_off[layer + 1] - g->layer_off[layer]);
+        w->b_layers.len++;
+    }
+    for (uint32_t j = lo; j < hi; j++) {
+        uint32_t d = g->deps[j];
+        uint64_t kg = g->id, kt = d, nb;
+        uint32_t slot;
+        if (d < g->ntasks) {
+            slot = g->where[d];
+            nb = g->nbytes[d];
+        } else {
+            gs__graph_t *eg = g->ext_graph[d - g->ntasks];
+            kg = eg->id;
+            kt = g->ext_task[d - g->ntasks];
+            slot = eg->where[kt];
+            nb = eg->nbytes[kt];
+        }
+        w->b_dep_keys.data[w->b_dep_keys.len++] = kg;
+        w->b_dep_keys.data[w->b_dep_keys.len++] = kt;
+        w->b_dep_worker.data[w->b_dep_worker.len++] = gs__slot_id(s, slot);
+        w->b_dep_nbytes.data[w->b_dep_nbytes.len++] = nb;
+    }
+    w->b_dep_off.data[w->b_dep_off.len++] = w->b_dep_keys.len / 2;
+    return GS_OK;
+}
+
+static void gs__flush_batches(gs_sched_t *s, gs__graph_t *g)
+{
+    for (size_t i = 0; i < s->touched_slots.len; i++) {
+        gs__worker_t *w = s->slots[s->touched_slots.data[i]];
+        gs_msg_t msg;
+        if (w == NULL || !w->touched) continue;
+        w->touched = 0;
+        memset(&msg, 0, sizeof msg);
+        msg.type = GS_MSG_TASK_ASSIGN;
+        msg.u.task_assign.graph_id = g->id;
+        msg.u.task_assign.nlayers = (uint32_t)w->b_layer_ids.len;
+        msg.u.task_assign.layer_ids = w->b_layer_ids.data;
+        msg.u.task_assign.layers = w->b_layers.data;
+        msg.u.task_assign.ntasks = w->b_task_id.len;
+        msg.u.task_assign.task_id = w->b_task_id.data;
+        msg.u.task_assign.task_layer = w->b_task_layer.data;
+        msg.u.task_assign.task_block = w->b_task_block.data;
+        msg.u.task_assign.dep_off = w->b_dep_off.data;
+        msg.u.task_assign.dep_keys = w->b_dep_keys.data;
+        msg.u.task_assign.dep_worker = w->b_dep_worker.data;
+        msg.u.task_assign.dep_nbytes = w->b_dep_nbytes.data;
+        gs__sched_send(s, w->peer, &msg);
+    }
+    s->touched_slots.len = 0;
+}
+
+/* Place ready tasks of @a g; returns 0 when no worker has room left. */
+static int gs__place_graph(gs_sched_t *s, gs__graph_t *g)
+{
+    int room = 1;
+    s->touched_slots.len = 0;
+    while (g->nready > 0) {
+        uint32_t t = g->ready[g->nready - 1];
+        gs__worker_t *w;
+        if (g->state[t] != GS__TS_READY) {
+            g->nready--;
+            g->tflags[t] &= (uint8_t)~GS__TF_STACKED;
+            continue;
+        }
+        w = gs__choose(s, g, t);
+        if (w == NULL) {
+            room = 0;
+            break;
+        }
+        if (gs__assign(s, g, t, w) != GS_OK) {
+            GS_LOG_ERROR("out of memory assigning task %u of graph %" PRIu64 "; retrying later", t, g->id);
+            room = 0;
+            break;
+        }
+        g->nready--;
+        g->tflags[t] &= (uint8_t)~GS__TF_STACKED;
+    }
+    gs__flush_batches(s, g);
+    if (g->nready == 0) gs__active_del(s, g);
+    return room;
+}
+
+void gs__sched_flush_releases(gs_sched_t *s)
+{
+    for (uint32_t i = 0; i < s->nworkers; i++) {
+        gs__worker_t *w = s->live[i];
+        gs_msg_t msg;
+        if (w->release_keys.len == 0) continue;
+        memset(&msg, 0, sizeof msg);
+        msg.type = GS_MSG_RELEASE;
+        msg.u.release.n = w->release_keys.len / 2;
+        msg.u.release.keys = w->release_keys.data;
+        gs__sched_send(s, w->peer, &msg);
+        w->release_keys.len = 0;
+    }
+}
+
+void gs__sched_tick(gs_sched_t *s)
+{
+    uint64_t n;
+    gs__graph_t *g;
+
+    /* releases first: a chunk released and recomputed in one iteration must be dropped by the
+     * worker before the new assignment arrives */
+    gs__sched_flush_releases(s);
+    if (s->active == NULL) return;
+    if (s->nworkers == 0) {
+        if (!s->warned_no_workers) {
+            GS_LOG_WARN("tasks are ready but no workers are registered; waiting for workers");
+            s->warned_no_workers = 1;
+        }
+        return;
+    }
+    /* visit each active graph once, starting after the last one served */
+    n = 0;
+    for (g = s->active; g != NULL; g = g->anext) {
+        n++;
+        if (g->anext == s->active) break;
+    }
+    g = s->active;
+    while (n-- > 0) {
+        gs__graph_t *next = g->anext;   /* stays valid: placing g can only unlink g */
+        if (!gs__place_graph(s, g) || s->active == NULL) break;
+        g = next;
+    }
+    if (s->active != NULL) s->active = s->active->anext;   /* rotate for fairness */
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Completion.                                                                                */
+
+static void gs__complete(gs_sched_t *s, gs__graph_t *g, uint32_t t, gs__worker_t *w, uint64_t nbytes,
+                         uint64_t run_ns)
+{
+    g->state[t] = GS__TS_MEMORY;
+    g->where[t] = w->slot;
+    g->nbytes[t] = nbytes;
+    g->ndone++;
+    g->run_ns_total += run_ns;
+    s->st.tasks_done_total++;
+    for (uint32_t j = g->dep_off[t]; j < g->dep_off[t + 1]; j++) {
+        uint32_t d = g->deps[j];
+        if (d >= g->ntasks) continue;
+        gs_assert(g->nrefs[d] > 0);
+        if (g->nrefs[d] > 0 && --g->nrefs[d] == 0 && !(g->tflags[d] & GS__TF_OUTPUT) &&
+            g->state[d] == GS__TS_MEMORY) {
+            gs__release_chunk(s, g, d);
+        }
+    }
+    gs__chunk_available(s, g, t);
+    if (g->tflags[t] & GS__TF_OUTPUT) {
+        gs_assert(g->noutputs_missing > 0);
+        if (g->noutputs_missing > 0 && --g->noutputs_missing == 0) gs__outputs_complete(s, g);
+    } else if (g->nrefs[t] == 0) {
+        gs__release_chunk(s, g, t);   /* recomputed for a need that has gone */
+    }
+}
+
+static void gs__retry_later(gs_sched_t *s, gs__graph_t *g, uint32_t t, const char *msg)
+{
+    gs__retry_t r;
+    uint32_t n = ++g->nretry[t];
+    if (n > GS_SCHED_FETCH_RETRIES) {
+        gs__graph_cancel(g, GS_ERR_WORKER_LOST,
+                         "task %u (layer %u, block %" PRIu64 ") of graph %" PRIu64
+                         " could not fetch its inputs %u times: %s", t, g->task_layer[t],
+                         g->task_block[t], g->id, n, msg);
+        return;
+    }
+    g->state[t] = GS__TS_DEFERRED;
+    g->where[t] = GS__NO_WORKER;
+    r.graph = g->id;
+    r.task = t;
+    r.at_ns = gs_now_ns() + (n < 6 ? (25ull << (n - 1)) : 1000ull) * 1000000ull;
+    if (GS_VEC_PUSH(&s->retries, r) != GS_OK) gs__reset_pending(s, g, t);
+}
+
+void gs__sched_retries(gs_sched_t *s, uint64_t now)
+{
+    size_t i = 0;
+    while (i < s->retries.len) {
+        gs__retry_t r = s->retries.data[i];
+        gs__graph_t *g;
+        if (r.at_ns > now) {
+            i++;
+            continue;
+        }
+        s->retries.data[i] = s->retries.data[--s->retries.len];
+        g = gs__graph_find(s, r.graph);
+        if (g == NULL || g->phase == GS__GRAPH_FAILED || r.task >= g->ntasks) continue;
+        if (g->state[r.task] == GS__TS_DEFERRED) gs__reset_pending(s, g, r.task);
+    }
+}
+
+void gs__sched_task_done(gs_sched_t *s, gs__worker_t *w, const gs_msg_task_done_t *m)
+{
+    gs__graph_t *g = NULL;
+    uint64_t cached = 0, run_sum = 0, nrun = 0;
+    uint32_t kerr = 0, slot = w->slot;
+
+    for (uint64_t i = 0; i < m->n; i++) {
+        int32_t status = m->status[i];
+        const char *emsg = "";
+        uint64_t gid = m->graph_id[i], tid = m->task_id[i];
+        uint32_t t;
+        if (status != GS_OK) {
+            if (kerr < m->nerrors && m->errors[kerr].data != NULL) emsg = (const char *)m->errors[kerr].data;
+            kerr++;
+        }
+        if (g == NULL || gid != cached) {
+            g = gs__graph_find(s, gid);
+            cached = gid;
+        }
+        if (g == NULL || g->phase == GS__GRAPH_FAILED || tid >= g->ntasks) {
+            if (g == NULL || g->phase == GS__GRAPH_FAILED) {
+                if (status == GS_OK) gs__queue_release(w, gid, tid);
+            } else {
+                GS_LOG_WARN("worker %s reported task %" PRIu64 " of graph %" PRIu64 " which has %u tasks",
+                            w->name, tid, gid, g->ntasks);
+            }
+            continue;
+        }
+        t = (uint32_t)tid;
+        if (slot < g->ngw && g->gw[slot].outstanding > 0) {
+            g->gw[slot].outstanding--;
+            if (w->outstanding > 0) w->outstanding--;
+        }
+        if (g->state[t] == GS__TS_ASSIGNED && g->where[t] == slot) {
+            if (status == GS_OK) {
+                gs__complete(s, g, t, w, m->nbytes[i], m->run_ns[i]);
+                run_sum += m->run_ns[i];
+                nrun++;
+            } else if (status == GS_ERR_WORKER_LOST) {
+                GS_LOG_INFO("task %u of graph %" PRIu64 " could not fetch an input on worker %s: %s", t,
+                            g->id, w->name, emsg);
+                gs__retry_later(s, g, t, emsg);
+            } else {
+                g->state[t] = GS__TS_ERRED;
+                gs__graph_cancel(g, GS_ERR_TASK_FAILED,
+                                 "task %u (layer %u, block %" PRIu64 ") of graph %" PRIu64
+                                 " failed on worker %s: %s: %s", t, g->task_layer[t], g->task_block[t],
+                                 g->id, w->name, gs_status_name((gs_status_t)status), emsg);
+            }
+        } else if (status == GS_OK && !(g->state[t] == GS__TS_MEMORY && g->where[t] == slot)) {
+            gs__queue_release(w, g->id, t);   /* a result nobody waits for any more */
+        }
+    }
+    if (nrun > 0) {
+        double sample = (double)run_sum / (double)nrun;
+        w->ns_per_task = 0.5 * w->ns_per_task + 0.5 * sample;
+        gs__sched_worker_capacity(w);
+    }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Worker removal.                                                                            */
+
+void gs__sched_worker_removed(gs_sched_t *s, gs__worker_t *w)
+{
+    uint32_t slot = w->slot;
+
+    /* pass 1a: tasks that were assigned there (before any input loss re-plans them, so that
+     * each counts the failure) */
+    for (gs__graph_t *g = s->ghead; g != NULL; g = g->next) {
+        if (g->phase == GS__GRAPH_FAILED) continue;
+        if (slot < g->ngw) {
+            gs_free(g->gw[slot].layer_bits);
+            g->gw[slot].layer_bits = NULL;
+            g->gw[slot].outstanding = 0;
+        }
+        for (uint32_t t = 0; t < g->ntasks; t++) {
+            if (g->where[t] == slot && g->state[t] == GS__TS_ASSIGNED) {
+                g->state[t] = GS__TS_LOST_RUNNING;
+                g->where[t] = GS__NO_WORKER;
+            }
+        }
+    }
+    /* pass 1b: chunks that were held there */
+    for (gs__graph_t *g = s->ghead; g != NULL; g = g->next) {
+        if (g->phase == GS__GRAPH_FAILED) continue;
+        for (uint32_t t = 0; t < g->ntasks; t++) {
+            if (g->where[t] == slot && g->state[t] == GS__TS_MEMORY) {
+                g->state[t] = GS__TS_LOST;
+                g->where[t] = GS__NO_WORKER;
+                if (g->tflags[t] & GS__TF_OUTPUT) g->noutputs_missing++;
+                gs__chunk_unavailable(g, t);
+            }
+        }
+    }
+    /* pass 2: recompute what is still needed, re-plan what was running */
+    for (gs__graph_t *g = s->ghead; g != NULL; g = g->next) {
+        for (uint32_t t = 0; t < g->ntasks && g->phase != GS__GRAPH_FAILED; t++) {
+            uint8_t st = g->state[t];
+            if (st == GS__TS_LOST) {
+                if ((g->tflags[t] & GS__TF_OUTPUT) || g->nrefs[t] > 0) gs__need(s, g, t);
+                else g->state[t] = GS__TS_RELEASED;
+            } else if (st == GS__TS_LOST_RUNNING) {
+                if (++g->nfail[t] > s->allowed_failures) {
+                    g->state[t] = GS__TS_ERRED;
+                    gs__graph_cancel(g, GS_ERR_WORKER_LOST,
+                                     "task %u (layer %u, block %" PRIu64 ") of graph %" PRIu64
+                                     " failed: %u workers died while running it (allowed failures: %u);"
+                                     " the last was %s", t, g->task_layer[t], g->task_block[t], g->id,
+                                     (unsigned)g->nfail[t], s->allowed_failures, w->name);
+                    break;
+                }
+                gs__reset_pending(s, g, t);
+            }
+        }
+    }
+}

@@ -1,0 +1,209 @@
+/* gsched: the scheduler daemon (a thin main over libgsched_sched, scheduler/sched.h). */
+#include "common/log.h"
+#include "scheduler/sched.h"
+
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *gs__usage =
+    "usage: gsched [options]\n"
+    "\n"
+    "The gsched scheduler: accepts clients and gworker workers on a TCP port and schedules task\n"
+    "graphs on the workers.\n"
+    "\n"
+    "options:\n"
+    "  --host ADDR               address to listen on (numeric IPv4/IPv6; default 0.0.0.0)\n"
+    "  --port N                  TCP port (default 8786; 0 = any free port)\n"
+    "  --token TOKEN             cluster token peers must present (default: $GSCHED_TOKEN, else none)\n"
+    "  --heartbeat-interval T    heartbeat interval announced to workers (default 1s)\n"
+    "  --heartbeat-timeout T     remove a worker silent for this long (default 10s)\n"
+    "  --allowed-failures N      worker deaths a task may survive before it fails (default 3)\n"
+    "  --log-level LEVEL         fatal, error, warn, info, debug or trace (default warn)\n"
+    "  --help                    show this help\n"
+    "\n"
+    "Durations T: a number with an optional unit ms, s or m (default s), e.g. 500ms, 2.5s.\n"
+    "On startup one line 'gsched listening on tcp://HOST:PORT' is printed to stdout.\n"
+    "SIGINT / SIGTERM: tell workers to shut down, close every connection and exit 0.\n";
+
+static int gs__fail(const char *fmt, const char *a, const char *b)
+{
+    fprintf(stderr, "gsched: ");
+    fprintf(stderr, fmt, a, b);
+    fprintf(stderr, "\n(try gsched --help)\n");
+    return 2;
+}
+
+/* Parse a duration into milliseconds (1 ms .. 1 day). */
+static int gs__parse_duration(const char *str, uint32_t *ms_p)
+{
+    char *end;
+    double v, scale = 1000.0;
+    errno = 0;
+    v = strtod(str, &end);
+    if (end == str || errno != 0 || !isfinite(v)) return 0;
+    if (*end == '\0' || strcmp(end, "s") == 0) scale = 1000.0;
+    else if (strcmp(end, "ms") == 0) scale = 1.0;
+    else if (strcmp(end, "m") == 0) scale = 60000.0;
+    else return 0;
+    v *= scale;
+    if (!(v >= 1.0) || v > 86400000.0) return 0;
+    *ms_p = (uint32_t)llround(v);
+    return 1;
+}
+
+static int gs__parse_uint(const char *str, unsigned long max, unsigned long *v_p)
+{
+    char *end;
+    unsigned long v;
+    if (str[0] < '0' || str[0] > '9') return 0;
+    errno = 0;
+    v = strtoul(str, &end, 10);
+    if (*end != '\0' || errno != 0 || v > max) return 0;
+    *v_p = v;
+    return 1;
+}
+
+/* Both signal handles and the scheduler, for the handler. */
+static struct {
+    uv_signal_t sigint, sigterm;
+    gs_sched_h sched;
+} gs__sig;
+
+static void gs__on_signal(uv_signal_t *sig, int signum)
+{
+    (void)sig;
+    GS_LOG_WARN("signal %d: shutting down", signum);
+    gs_sched_stop(gs__sig.sched);
+    if (!uv_is_closing((uv_handle_t *)&gs__sig.sigint)) uv_close((uv_handle_t *)&gs__sig.sigint, NULL);
+    if (!uv_is_closing((uv_handle_t *)&gs__sig.sigterm)) uv_close((uv_handle_t *)&gs__sig.sigterm, NULL);
+}
+
+int main(int argc, char **argv)
+{
+    gs_sched_params_t prm;
+    gs_sched_h sched = NULL;
+    uv_loop_t loop;
+    const char *env_token = getenv("GSCHED_TOKEN");
+    char addr[128];
+    gs_status_t st;
+    uint32_t hb_ms = GS_SCHED_DEFAULT_HEARTBEAT_MS, hb_timeout_ms = GS_SCHED_DEFAULT_HEARTBEAT_TIMEOUT_MS;
+    int hb_timeout_set = 0;
+
+    gs_log_set_component("gsched");
+    memset(&prm, 0, sizeof prm);
+    prm.field_mask = GS_SCHED_FIELD_HOST | GS_SCHED_FIELD_PORT | GS_SCHED_FIELD_TOKEN |
+                     GS_SCHED_FIELD_HEARTBEAT_MS | GS_SCHED_FIELD_HEARTBEAT_TIMEOUT_MS |
+                     GS_SCHED_FIELD_ALLOWED_FAILURES;
+    prm.host = "0.0.0.0";
+    prm.port = GS_SCHED_DEFAULT_PORT;
+    prm.token = env_token != NULL ? env_token : "";
+    prm.allowed_failures = GS_SCHED_DEFAULT_ALLOWED_FAILURES;
+
+    for (int i = 1; i < argc; i++) {
+        const char *opt = argv[i], *val = NULL;
+        const char *eq = strchr(opt, '=');
+        char name[64];
+        unsigned long u;
+        if (strcmp(opt, "--help") == 0 || strcmp(opt, "-h") == 0) {
+            fputs(gs__usage, stdout);
+            return 0;
+        }
+        if (strncmp(opt, "--", 2) != 0) return gs__fail("unexpected argument '%s'%s", opt, "");
+        if (eq != NULL) {
+            size_t n = (size_t)(eq - opt);
+            if (n >= sizeof name) return gs__fail("unknown option '%s'%s", opt, "");
+            memcpy(name, opt, n);
+            name[n] = '\0';
+            val = eq + 1;
+        } else {
+            snprintf(name, sizeof name, "%s", opt);
+            if (strlen(opt) >= sizeof name) return gs__fail("unknown option '%s'%s", opt, "");
+        }
+#define GS__NEED_VAL()                                                                   \
+    do {                                                                                 \
+        if (val == NULL) {                                                               \
+            if (i + 1 >= argc) return gs__fail("option %s needs a value%s", name, "");   \
+            val = argv[++i];                                                             \
+        }                                                                                \
+    } while (0)
+        if (strcmp(name, "--host") == 0) {
+            GS__NEED_VAL();
+            if (val[0] == '\0') return gs__fail("--host: empty address%s%s", "", "");
+            prm.host = val;
+        } else if (strcmp(name, "--port") == 0) {
+            GS__NEED_VAL();
+            if (!gs__parse_uint(val, 65535, &u)) return gs__fail("--port '%s' is not a number in 0..65535%s", val, "");
+            prm.port = (int)u;
+        } else if (strcmp(name, "--token") == 0) {
+            GS__NEED_VAL();
+            prm.token = val;
+        } else if (strcmp(name, "--heartbeat-interval") == 0) {
+            GS__NEED_VAL();
+            if (!gs__parse_duration(val, &hb_ms)) {
+                return gs__fail("--heartbeat-interval '%s' is not a duration (e.g. 500ms, 1s)%s", val, "");
+            }
+        } else if (strcmp(name, "--heartbeat-timeout") == 0) {
+            GS__NEED_VAL();
+            if (!gs__parse_duration(val, &hb_timeout_ms)) {
+                return gs__fail("--heartbeat-timeout '%s' is not a duration (e.g. 10s)%s", val, "");
+            }
+            hb_timeout_set = 1;
+        } else if (strcmp(name, "--allowed-failures") == 0) {
+            GS__NEED_VAL();
+            if (!gs__parse_uint(val, 250, &u)) return gs__fail("--allowed-failures '%s' is not a number in 0..250%s", val, "");
+            prm.allowed_failures = (uint32_t)u;
+        } else if (strcmp(name, "--log-level") == 0) {
+            gs_log_level_t level;
+            GS__NEED_VAL();
+            if (gs_log_level_parse(val, &level) != GS_OK) {
+                return gs__fail("--log-level '%s': expected fatal, error, warn, info, debug or trace%s", val, "");
+            }
+            gs_log_set_level(level);
+        } else {
+            return gs__fail("unknown option '%s'%s", opt, "");
+        }
+#undef GS__NEED_VAL
+    }
+    if (!hb_timeout_set && hb_timeout_ms <= hb_ms) hb_timeout_ms = hb_ms * 10 > hb_ms ? hb_ms * 10 : UINT32_MAX;
+    prm.heartbeat_ms = hb_ms;
+    prm.heartbeat_timeout_ms = hb_timeout_ms;
+
+    signal(SIGPIPE, SIG_IGN);
+    if (uv_loop_init(&loop) != 0) {
+        fprintf(stderr, "gsched: cannot create the event loop\n");
+        return 1;
+    }
+    st = gs_sched_create(&prm, &loop, &sched);
+    if (st != GS_OK) {
+        fprintf(stderr, "gsched: %s\n", gs_last_error());
+        uv_loop_close(&loop);
+        return 2;
+    }
+    st = gs_sched_listen(sched);
+    if (st == GS_OK) st = gs_sched_address(sched, addr, sizeof addr);
+    if (st != GS_OK) {
+        fprintf(stderr, "gsched: %s\n", gs_last_error());
+        gs_sched_destroy(sched);
+        uv_run(&loop, UV_RUN_DEFAULT);
+        uv_loop_close(&loop);
+        return 1;
+    }
+    gs__sig.sched = sched;
+    uv_signal_init(&loop, &gs__sig.sigint);
+    uv_signal_init(&loop, &gs__sig.sigterm);
+    uv_signal_start(&gs__sig.sigint, gs__on_signal, SIGINT);
+    uv_signal_start(&gs__sig.sigterm, gs__on_signal, SIGTERM);
+
+    printf("gsched listening on tcp://%s\n", addr);
+    fflush(stdout);
+
+    uv_run(&loop, UV_RUN_DEFAULT);
+    gs_sched_destroy(sched);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    if (uv_loop_close(&loop) != 0) GS_LOG_WARN("event loop closed with handles still open");
+    return 0;
+}

@@ -1,0 +1,170 @@
+/**
+ * The gsched scheduler as a library (libgsched_sched): usable in-process on any libuv loop (tests,
+ * the embedded "local" mode) and wrapped by the thin `gsched` daemon (scheduler/main.c).
+ *
+ * What it does (protocol in proto/msg.h):
+ *  - listens on TCP; every connection must open with HELLO carrying GS_PROTO_VERSION and the
+ *    cluster token (compared in constant time). Anything else is answered with ERROR
+ *    (GS_ERR_VERSION / GS_ERR_AUTH / GS_ERR_PROTO) and the connection is closed before any
+ *    other message of it is processed. Accepted peers get WELCOME(id, heartbeat interval).
+ *    A connection that has not completed the handshake after the handshake timeout is closed.
+ *  - workers send WORKER_REGISTER; gsched answers the new worker with PEERS listing every
+ *    registered worker *including itself* (a worker skips its own id, known from WELCOME) and
+ *    sends PEERS(added = new worker) to the others; a removed worker is announced with
+ *    PEERS(removed = id). A worker registering under the name of a live worker replaces it
+ *    (the old one is removed as if it had died: "restart under the same name").
+ *  - GRAPH_SUBMIT is validated structurally (see gs_sched_graph_check()) and answered, in order,
+ *    by exactly one GRAPH_ACCEPTED or ERROR (the ERROR message starts with
+ *    "graph submission (client ref N) rejected:"). Tasks that no output depends on are culled.
+ *  - tasks move through an explicit state machine kept in struct-of-arrays tables indexed by
+ *    task id (no allocation per transition): waiting -> ready -> assigned -> memory -> released,
+ *    or erred; a chunk whose holder dies is lost and, if still needed, its task and any released
+ *    ancestors are reset to waiting and recomputed from lineage (across persisted graphs).
+ *  - placement: once per loop iteration (uv_check) ready tasks are placed in batches: one
+ *    TASK_ASSIGN per worker per graph per iteration; a task goes to the worker holding most of
+ *    its input bytes if that worker has queue room, else to the least loaded worker with room.
+ *    Each worker's queue is bounded by 2 x nthreads + a pipeline depth that adapts to the
+ *    reported kernel times (about 2 ms of queued work, at least 4 and at most 4096 tasks), so
+ *    freed or new workers get work promptly. A layer is sent to a worker once per graph.
+ *  - TASK_DONE batches complete tasks, wake dependents and RELEASE intermediates as soon as no
+ *    pending task needs them (batched per worker); PROGRESS goes to the client at most every
+ *    100 ms and at completion; GRAPH_DONE(status, ntasks, run_ns_total, wall_ns) when every
+ *    output chunk exists. Outputs stay on the workers until RELEASE_GRAPH or client disconnect.
+ *  - GATHER_REQ from a client: one GATHER_REQ per key is relayed to the worker holding it, and
+ *    the DATA answers are relayed back with the client's req_id. A key that is not an output
+ *    of a live graph of that client is answered with DATA(status GS_ERR_NOT_FOUND); a key being
+ *    (re)computed is answered when it exists (or with the graph's error).
+ *  - CANCEL(graph) stops scheduling it, sends CANCEL to every worker that has tasks of it,
+ *    releases its chunks and answers GRAPH_DONE(GS_ERR_CANCELED). CANCEL of a finished graph is
+ *    ignored. RELEASE_GRAPH drops the graph (deferred while later graphs still use its chunks as
+ *    externals). A client disconnect cancels and releases all its graphs.
+ *  - faults: a worker whose connection drops, that misses heartbeats for the heartbeat timeout,
+ *    or that is replaced is removed: its assigned tasks go back to ready/waiting, each counting
+ *    one failure; chunks held only there are lost and recomputed from lineage when still needed.
+ *    A task that was on more than allowed_failures removed workers fails with an error naming
+ *    graph, task id, layer and block. A task reported with status != GS_OK fails its graph with
+ *    the worker's message -- except GS_ERR_WORKER_LOST, which a worker reports when it could
+ *    not fetch an input from a peer: the task is retried after a short back-off (25 ms doubling
+ *    up to 1 s, at most GS_SCHED_FETCH_RETRIES times). With no worker at all tasks wait (logged
+ *    once as a warning). Late messages from a removed worker are ignored; results nobody
+ *    expects are released on the worker that reports them.
+ *
+ * Threading: everything runs on the loop's thread; the handle is not thread-safe. To stop a
+ * scheduler running on another thread, wake that loop (uv_async) and call gs_sched_stop there.
+ *
+ * Process-wide requirement: writing to a closed socket raises SIGPIPE; the embedding process
+ * must ignore it (signal(SIGPIPE, SIG_IGN)); the gsched daemon does.
+ */
+#ifndef GS_SCHEDULER_SCHED_H
+#define GS_SCHEDULER_SCHED_H
+
+#include "proto/msg.h"
+
+#include <gsched/status.h>
+#include <stdint.h>
+#include <uv.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct gs_sched *gs_sched_h;
+
+#define GS_SCHED_DEFAULT_PORT 8786
+#define GS_SCHED_DEFAULT_HEARTBEAT_MS 1000u
+#define GS_SCHED_DEFAULT_HEARTBEAT_TIMEOUT_MS 10000u
+#define GS_SCHED_DEFAULT_ALLOWED_FAILURES 3u
+#define GS_SCHED_DEFAULT_HANDSHAKE_TIMEOUT_MS 10000u
+/** Times a task is retried after its worker reported GS_ERR_WORKER_LOST (input fetch failed). */
+#define GS_SCHED_FETCH_RETRIES 10u
+/** Largest graph gsched accepts (task ids are 32-bit internally). */
+#define GS_SCHED_MAX_TASKS 0x7fffffffull
+/** Largest output size a task may declare (64 TiB); larger is refused as implausible. */
+#define GS_SCHED_MAX_TASK_NBYTES (1ull << 46)
+
+#define GS_SCHED_FIELD_HOST 0x1u
+#define GS_SCHED_FIELD_PORT 0x2u
+#define GS_SCHED_FIELD_TOKEN 0x4u
+#define GS_SCHED_FIELD_HEARTBEAT_MS 0x8u
+#define GS_SCHED_FIELD_HEARTBEAT_TIMEOUT_MS 0x10u
+#define GS_SCHED_FIELD_ALLOWED_FAILURES 0x20u
+#define GS_SCHED_FIELD_MAX_FRAME 0x40u
+#define GS_SCHED_FIELD_HANDSHAKE_TIMEOUT_MS 0x80u
+
+/** Scheduler parameters. A field is read only when its bit is set in field_mask (UCX style);
+ *  unset fields take the defaults shown. Strings are copied by gs_sched_create(). */
+typedef struct gs_sched_params {
+    uint32_t field_mask;
+    const char *host;              /* address to bind: IPv4 or IPv6 literal; default "0.0.0.0" */
+    int port;                      /* 0..65535, 0 = any free port; default 8786 */
+    const char *token;             /* cluster token peers must present; default "" (peers must
+                                      then present an empty token) */
+    uint32_t heartbeat_ms;         /* interval announced to peers in WELCOME (> 0) */
+    uint32_t heartbeat_timeout_ms; /* a worker silent this long is removed (> heartbeat_ms) */
+    uint32_t allowed_failures;     /* worker deaths a task may survive (0..250) */
+    uint32_t max_frame;            /* largest accepted frame; 0 = GS_PROTO_DEFAULT_MAX_FRAME */
+    uint32_t handshake_timeout_ms; /* close connections that have not sent HELLO by then (> 0) */
+} gs_sched_params_t;
+
+/** Counters for tests and monitoring (a snapshot). */
+typedef struct gs_sched_stats {
+    uint32_t nworkers;             /* registered, live */
+    uint32_t nclients;             /* handshaken client connections */
+    uint32_t nconnections;         /* all open connections, handshaken or not */
+    uint64_t ngraphs;              /* graphs held (running, finished-but-kept, failed-but-kept) */
+    uint64_t ngraphs_active;       /* graphs whose outputs are not complete yet */
+    uint64_t tasks_done_total;     /* task completions accepted */
+    uint64_t tasks_assigned_total; /* task assignments sent */
+    uint64_t tasks_recomputed_total; /* tasks reset to waiting to recompute lost chunks */
+    uint64_t workers_lost_total;   /* workers removed because of connection loss / timeout */
+    uint64_t refused_total;        /* connections refused at the handshake */
+} gs_sched_stats_t;
+
+/** Create a scheduler on @a loop (borrowed; it must outlive the scheduler). Nothing is bound
+ *  until gs_sched_listen(). @a params may be NULL (all defaults). Errors: GS_ERR_INVALID_PARAM
+ *  (message names the field), GS_ERR_NO_MEMORY. *sched_p is written only on success and is
+ *  owned by the caller (gs_sched_destroy). */
+gs_status_t gs_sched_create(const gs_sched_params_t *params, uv_loop_t *loop, gs_sched_h *sched_p);
+
+/** Bind host:port and start accepting connections and the housekeeping timer. Errors:
+ *  GS_ERR_INVALID_PARAM (host is not a numeric address), GS_ERR_IO / GS_ERR_BUSY (bind or
+ *  listen failed, e.g. port in use; message names the address), GS_ERR_INVALID_PARAM if called
+ *  twice or after gs_sched_stop(). */
+gs_status_t gs_sched_listen(gs_sched_h sched);
+
+/** The bound TCP port (useful with port 0), or -1 before a successful gs_sched_listen(). */
+int gs_sched_port(gs_sched_h sched);
+
+/** Write the bound address as "HOST:PORT" into @a buf (@a len bytes, NUL-terminated; IPv6 hosts
+ *  in brackets). When bound to a wildcard address the host printed is the first non-loopback
+ *  IPv4 address of the machine, else 127.0.0.1 (an address peers can connect to).
+ *  GS_ERR_INVALID_PARAM before listen or if @a len is too small. */
+gs_status_t gs_sched_address(gs_sched_h sched, char *buf, size_t len);
+
+/** Begin an orderly shutdown (idempotent, loop thread only): stop listening, send SHUTDOWN to
+ *  every worker, flush and close every connection, close the scheduler's handles. Running
+ *  graphs are abandoned (clients see their connection close). The loop's uv_run() returns once
+ *  everything is closed (if nothing else keeps it alive). */
+void gs_sched_stop(gs_sched_h sched);
+
+/** Fill @a stats_p with current counters. */
+void gs_sched_stats(gs_sched_h sched, gs_sched_stats_t *stats_p);
+
+/** Free the scheduler. Calls gs_sched_stop() if needed and then runs the loop (UV_RUN_ONCE)
+ *  until the scheduler's own handles have closed; call it on the loop's thread while uv_run()
+ *  is not executing. NULL is fine. */
+void gs_sched_destroy(gs_sched_h sched);
+
+/** Validate a submitted graph's structure without any cluster state (externals are checked
+ *  only for being referenced correctly, not for existing): flags known, ntasks <=
+ *  GS_SCHED_MAX_TASKS, CSR offsets consistent, every task's layer < nlayers, every dependency
+ *  either an earlier task (topological order; a later or equal id is a cycle/forward
+ *  dependency) or an index into externals, declared sizes <= GS_SCHED_MAX_TASK_NBYTES, outputs
+ *  < ntasks. GS_ERR_INVALID_PARAM with a message naming the first problem. Used by gsched on
+ *  every GRAPH_SUBMIT and by the fuzz target. */
+gs_status_t gs_sched_graph_check(const gs_msg_graph_submit_t *g);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,272 @@
+/* Internal structures of the scheduler (scheduler/sched.c, scheduler/graph.c). Not installed. */
+#ifndef GS_SCHEDULER_SCHED_INT_H
+#define GS_SCHEDULER_SCHED_INT_H
+
+#include "common/alloc.h"
+#include "common/error.h"
+#include "common/hashmap.h"
+#include "common/log.h"
+#include "common/vec.h"
+#include "proto/conn.h"
+#include "scheduler/sched.h"
+
+#include <stdint.h>
+
+#define GS__NO_WORKER UINT32_MAX
+
+/* Task states. LOST and LOST_RUNNING exist only while a worker removal is being processed. */
+enum {
+    GS__TS_WAITING = 0,   /* some input chunk not in memory (ndeps_left > 0) */
+    GS__TS_READY,         /* every input in memory; on the graph's ready stack */
+    GS__TS_ASSIGNED,      /* sent to worker `where` (queued or running there) */
+    GS__TS_MEMORY,        /* output chunk held by worker `where` */
+    GS__TS_RELEASED,      /* was computed; chunk dropped (or lost) and not needed now */
+    GS__TS_ERRED,         /* failed (its graph has failed) */
+    GS__TS_CULLED,        /* no output depends on it: never run */
+    GS__TS_DEFERRED,      /* input fetch failed; waits for a retry time */
+    GS__TS_LOST,          /* (transient) chunk was on a removed worker */
+    GS__TS_LOST_RUNNING   /* (transient) was assigned to a removed worker */
+};
+
+/* Per-task flags. */
+#define GS__TF_OUTPUT 0x1u
+#define GS__TF_STACKED 0x2u   /* present on the ready stack */
+
+enum { GS__GRAPH_RUNNING = 0, GS__GRAPH_DONE, GS__GRAPH_FAILED };
+
+enum { GS__PEER_HANDSHAKE = 0, GS__PEER_CLIENT, GS__PEER_WORKER, GS__PEER_CLOSING };
+
+typedef struct gs__peer gs__peer_t;
+typedef struct gs__worker gs__worker_t;
+typedef struct gs__graph gs__graph_t;
+typedef struct gs_sched gs_sched_t;
+
+/* What a graph knows about one worker slot. */
+typedef struct gs__gw {
+    uint64_t *layer_bits;   /* NULL until the worker got a task of this graph; nlayers bits */
+    uint32_t outstanding;   /* tasks of this graph sent to the worker and not reported */
+} gs__gw_t;
+
+/* A client's gather waiting for an output that is being (re)computed. */
+typedef struct gs__parked {
+    uint64_t client_req;
+    uint32_t task;
+} gs__parked_t;
+
+struct gs__graph {
+    gs_sched_t *s;
+    uint64_t id;
+    gs__peer_t *client;          /* owner; graphs are dropped before their client is freed */
+    uint64_t client_ref;
+    uint32_t flags;              /* GS_SUBMIT_* */
+    int phase;                   /* GS__GRAPH_* */
+    int client_released;         /* RELEASE_GRAPH received; freed when nusing drops to 0 */
+    gs_status_t status;
+    char *errmsg;                /* failure message (owned) or NULL */
+
+    /* layers (opaque bytes) */
+    uint32_t nlayers;
+    uint8_t *layer_blob;
+    uint64_t *layer_off;         /* nlayers + 1 */
+
+    /* task table (struct of arrays) */
+    uint32_t ntasks;
+    uint32_t *task_layer;
+    uint64_t *task_block;
+    uint32_t *dep_off;           /* ntasks + 1 */
+    uint32_t *deps;              /* < ntasks: internal; ntasks + k: externals[k] */
+    uint64_t *nbytes;
+    uint32_t *rdep_off;          /* ntasks + 1: dependents (internal, needed only) */
+    uint32_t *rdeps;
+    uint8_t *state;
+    uint8_t *tflags;
+    uint8_t *nfail;              /* removed workers while assigned */
+    uint8_t *nretry;             /* input fetch failures */
+    uint32_t *ndeps_left;        /* inputs not in memory (valid in WAITING) */
+    uint32_t *nrefs;             /* needed dependents not yet done */
+    uint32_t *where;             /* worker slot (ASSIGNED / MEMORY) or GS__NO_WORKER */
+
+    /* externals: chunks of earlier persisted graphs */
+    uint32_t nexternals;
+    gs__graph_t **ext_graph;     /* [nexternals] */
+    uint32_t *ext_task;          /* [nexternals] */
+    uint32_t *ext_rdep_off;      /* nexternals + 1 */
+    uint32_t *ext_rdeps;         /* tasks of this graph using externals[k] */
+    gs_u64map_t ext_index;       /* (graph id << 32 | task) -> k */
+    uint32_t nsrcs;
+    gs__graph_t **srcs;          /* distinct graphs this one reads externals from */
+    GS_VEC(gs__graph_t *) users; /* graphs reading our outputs */
+    uint32_t nusing;             /* = users.len, kept while users exist */
+
+    /* ready stack (LIFO; newly ready dependents run first: depth-first, frees memory early) */
+    uint32_t *ready;
+    uint32_t nready;
+
+    /* counters */
+    uint64_t ntotal;             /* needed (not culled) tasks */
+    uint64_t ndone;              /* needed tasks whose result exists or existed */
+    uint64_t noutputs;           /* distinct output tasks */
+    uint64_t noutputs_missing;
+    uint64_t run_ns_total;
+    uint64_t t_accept_ns;
+    uint64_t t_done_ns;
+    uint64_t progress_last_ns;
+    uint64_t progress_sent;      /* ndone last sent, UINT64_MAX = never */
+
+    gs__gw_t *gw;                /* [ngw] per worker slot */
+    uint32_t ngw;
+
+    GS_VEC(gs__parked_t) parked;
+
+    gs__graph_t *prev, *next;    /* all graphs, in id order */
+    gs__graph_t *aprev, *anext;  /* active list: graphs with ready tasks */
+    int in_active;
+};
+
+struct gs__worker {
+    gs_sched_t *s;
+    uint32_t slot;
+    uint64_t id;
+    gs__peer_t *peer;
+    char *name;
+    char *host;
+    char *backend;
+    uint8_t *ucx_addr;
+    size_t ucx_len;
+    int32_t device;
+    uint32_t nthreads;
+    uint32_t pid;
+    uint64_t memory_limit;
+    uint64_t mem_used;
+    uint32_t outstanding;        /* tasks sent, not reported */
+    uint32_t cap;                /* queue bound */
+    double ns_per_task;          /* EWMA of reported kernel time per task */
+    int touched;                 /* has a pending TASK_ASSIGN batch */
+
+    /* TASK_ASSIGN batch under construction (one graph at a time), reused */
+    GS_VEC(uint64_t) b_task_id;
+    GS_VEC(uint32_t) b_task_layer;
+    GS_VEC(uint64_t) b_task_block;
+    GS_VEC(uint64_t) b_dep_off;
+    GS_VEC(uint64_t) b_dep_keys;
+    GS_VEC(uint64_t) b_dep_worker;
+    GS_VEC(uint64_t) b_dep_nbytes;
+    GS_VEC(uint32_t) b_layer_ids;
+    GS_VEC(gs_bytes_t) b_layers;
+    GS_VEC(uint64_t) release_keys;  /* pending RELEASE (graph, task) pairs */
+};
+
+struct gs__peer {
+    gs_sched_t *s;
+    gs_conn_t *conn;             /* NULL once the connection is gone */
+    uint64_t id;
+    int state;                   /* GS__PEER_* */
+    uint64_t t_connect_ns;
+    uint64_t last_seen_ns;
+    gs__worker_t *worker;        /* registered worker, or NULL */
+    char name[64];
+    gs__peer_t *prev, *next;
+};
+
+/* A gather relayed to a worker (one key). */
+typedef struct gs__relay {
+    uint64_t sreq;               /* our req id (0 = free) */
+    uint64_t client_id;
+    uint64_t client_req;
+    uint64_t graph;
+    uint32_t task;
+    uint32_t slot;
+} gs__relay_t;
+
+/* Deferred retry of a task whose input fetch failed. */
+typedef struct gs__retry {
+    uint64_t graph;
+    uint32_t task;
+    uint64_t at_ns;
+} gs__retry_t;
+
+struct gs_sched {
+    uv_loop_t *loop;
+    char *host;
+    int port;
+    int bound_port;
+    char *token;
+    size_t token_len;
+    uint32_t heartbeat_ms;
+    uint32_t heartbeat_timeout_ms;
+    uint32_t allowed_failures;
+    uint32_t max_frame;
+    uint32_t handshake_timeout_ms;
+
+    uv_tcp_t server;
+    uv_timer_t timer;
+    uv_check_t check;
+    int listening;
+    int listen_called;
+    int stopping;
+    int nhandles;                /* our uv handles not yet closed */
+
+    uint64_t next_peer_id;
+    uint64_t next_graph_id;
+    uint64_t next_sreq;
+
+    gs__peer_t *peers;           /* all connections */
+    uint32_t nconns;
+    uint32_t nclients;
+    gs_u64map_t clients;         /* client id -> gs__peer_t* */
+
+    gs__worker_t **slots;        /* [nslots]; NULL = free */
+    uint32_t nslots;
+    uint32_t nworkers;
+    gs__worker_t **live;         /* dense list of live workers [nworkers] */
+    uint64_t *bytes_by_slot;     /* placement scratch [nslots] */
+    GS_VEC(uint32_t) touched_slots;  /* workers with a TASK_ASSIGN batch under construction */
+    GS_VEC(uint32_t) scratch_slots;  /* placement scratch */
+
+    gs_u64map_t graphs;          /* graph id -> gs__graph_t* */
+    gs__graph_t *ghead, *gtail;
+    gs__graph_t *active;         /* circular-ish list head of graphs with ready tasks */
+    uint64_t ngraphs;
+    uint64_t ngraphs_active;
+
+    GS_VEC(gs__relay_t) relays;
+    GS_VEC(uint32_t) relay_free;
+    gs_u64map_t relay_index;     /* sreq -> index into relays */
+
+    GS_VEC(gs__retry_t) retries;
+
+    /* scratch */
+    GS_VEC(uint64_t) stack;      /* (graph ptr, task) pairs for lineage walks */
+    GS_VEC(gs_peer_info_t) peer_infos;
+    GS_VEC(gs_str_t) names;
+
+    int warned_no_workers;
+    gs_sched_stats_t st;
+};
+
+/* graph.c */
+gs_status_t gs__graph_submit(gs_sched_t *s, gs__peer_t *client, const gs_msg_graph_submit_t *m,
+                             uint64_t *graph_id_p);
+void gs__graph_cancel(gs__graph_t *g, gs_status_t status, const char *fmt, ...) GS_PRINTF(3, 4);
+void gs__graph_release(gs__graph_t *g);
+void gs__graph_drop_client(gs_sched_t *s, gs__peer_t *client);
+void gs__sched_tick(gs_sched_t *s);
+void gs__sched_task_done(gs_sched_t *s, gs__worker_t *w, const gs_msg_task_done_t *m);
+void gs__sched_worker_removed(gs_sched_t *s, gs__worker_t *w);
+void gs__sched_progress(gs_sched_t *s, uint64_t now, int force);
+void gs__sched_retries(gs_sched_t *s, uint64_t now);
+void gs__graph_accepted(gs_sched_t *s, gs__graph_t *g);
+void gs__graph_gather(gs__graph_t *g, uint64_t client_req, uint32_t task);
+void gs__sched_flush_releases(gs_sched_t *s);
+gs__graph_t *gs__graph_find(gs_sched_t *s, uint64_t id);
+void gs__graph_free_all(gs_sched_t *s);
+
+/* sched.c */
+void gs__sched_send(gs_sched_t *s, gs__peer_t *p, const gs_msg_t *msg);
+void gs__sched_send_data_error(gs_sched_t *s, gs__peer_t *client, uint64_t req, uint64_t graph,
+                               uint64_t task, gs_status_t status);
+void gs__sched_relay_gather(gs_sched_t *s, gs__peer_t *client, uint64_t client_req,
+                            gs__graph_t *g, uint32_t task);
+void gs__sched_worker_capacity(gs__worker_t *w);
+
+#endif
