@@ -609,6 +609,7 @@ gs_status_t gs_msg_encode(const gs_msg_t *msg, gs_buf_t *out)
 
 typedef enum gs__item_kind {
     GS__IT_U64,    /* table of uint64_t   -> const uint64_t * field */
+    GS__IT_U64_MUT,/* table of uint64_t   -> uint64_t * field (peers.removed) */
     GS__IT_U32,    /* table of uint32_t   -> const uint32_t * field */
     GS__IT_I32,    /* table of int32_t    -> const int32_t * field */
     GS__IT_BIN,    /* byte string         -> gs_bytes_t field (8-byte aligned copy) */
@@ -777,7 +778,7 @@ static void gs__dec_body(gs__dec_t *d, gs_msg_t *m)
         gs_msg_peers_t *p = &m->u.peers;
         gs__dec_peers(d, p);
         gs_mp_read_u32(r, &p->nremoved);
-        gs__dec_table(d, GS__IT_U64, p->nremoved, 8, &p->removed, "removed");
+        gs__dec_table(d, GS__IT_U64_MUT, p->nremoved, 8, &p->removed, "removed");
         break;
     }
     case GS_MSG_GRAPH_SUBMIT: {
@@ -931,6 +932,7 @@ static size_t gs__dec_layout(const gs__dec_t *d, uint8_t *base)
         const gs__item_t *it = &d->items[i];
         switch (it->kind) {
         case GS__IT_U64:
+        case GS__IT_U64_MUT:
         case GS__IT_U32:
         case GS__IT_I32: {
             size_t o = gs__place(&off, it->len, 8);
@@ -939,10 +941,12 @@ static size_t gs__dec_layout(const gs__dec_t *d, uint8_t *base)
             p = it->len > 0 ? base + o : NULL;
             if (it->len > 0) {
                 memcpy(p, it->raw, it->len);
-                gs__from_le(p, it->len, it->kind == GS__IT_U64 ? 8 : 4);
+                gs__from_le(p, it->len, it->kind == GS__IT_U64 || it->kind == GS__IT_U64_MUT ? 8 : 4);
             }
             if (it->kind == GS__IT_U64) {
                 *(const uint64_t **)it->dst = (const uint64_t *)(void *)p;
+            } else if (it->kind == GS__IT_U64_MUT) {
+                *(uint64_t **)it->dst = (uint64_t *)(void *)p;
             } else if (it->kind == GS__IT_U32) {
                 *(const uint32_t **)it->dst = (const uint32_t *)(void *)p;
             } else {

@@ -1,0 +1,557 @@
+#include <criterion/criterion.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <uv.h>
+
+#include "common/alloc.h"
+#include "proto/conn.h"
+#include "samples.h"
+
+/* ---- a small server on a real uv loop ---- */
+
+#define MAXC 8
+
+typedef struct server {
+    uv_loop_t *loop;
+    uv_tcp_t listener;
+    int port;
+    uint32_t max_frame;
+    int close_on_first;           /* close each connection from inside its first msg_cb */
+    int naccepted;
+    int nclosed;
+    gs_conn_t *conns[MAXC];
+    int closed[MAXC];             /* close_cb count per connection */
+    gs_status_t reason[MAXC];
+    int nmsgs[MAXC];
+    uint32_t last_type[MAXC];
+    size_t data_bytes[MAXC];
+} server_t;
+
+static int conn_index(server_t *s, gs_conn_t *c)
+{
+    for (int i = 0; i < s->naccepted; i++) {
+        if (s->conns[i] == c) return i;
+    }
+    cr_assert_fail("unknown connection");
+    return -1;
+}
+
+static void srv_msg_cb(gs_conn_t *c, gs_msg_t *m, void *arg)
+{
+    server_t *s = arg;
+    int i = conn_index(s, c);
+    gs_msg_t reply;
+    s->nmsgs[i]++;
+    s->last_type[i] = m->type;
+    if (s->close_on_first) {
+        gs_conn_close(c, GS_ERR_CANCELED);
+        return;
+    }
+    memset(&reply, 0, sizeof reply);
+    switch (m->type) {
+    case GS_MSG_HELLO:
+        cr_assert_str_eq((const char *)m->u.hello.name.data, "gworker-3");
+        reply.type = GS_MSG_WELCOME;
+        reply.u.welcome.id = 100 + (uint64_t)i;
+        reply.u.welcome.version = GS_PROTO_VERSION;
+        cr_assert_eq(gs_conn_send(c, &reply), GS_OK);
+        break;
+    case GS_MSG_PROGRESS:
+        reply = *m;
+        reply.owned = NULL;
+        reply.u.progress.done++;
+        cr_assert_eq(gs_conn_send(c, &reply), GS_OK);
+        break;
+    case GS_MSG_DATA:
+        s->data_bytes[i] += m->u.data.data.len;
+        for (size_t k = 0; k < m->u.data.data.len; k++) {
+            cr_assert_eq(m->u.data.data.data[k], (uint8_t)(k * 7), "data byte %zu", k);
+        }
+        reply.type = GS_MSG_GRAPH_ACCEPTED;
+        reply.u.graph_accepted.graph_id = m->u.data.data.len;
+        cr_assert_eq(gs_conn_send(c, &reply), GS_OK);
+        break;
+    default:
+        break;
+    }
+}
+
+static void srv_close_cb(gs_conn_t *c, gs_status_t reason, void *arg)
+{
+    server_t *s = arg;
+    int i = conn_index(s, c);
+    s->closed[i]++;
+    s->reason[i] = reason;
+    s->nclosed++;
+}
+
+static void srv_on_connection(uv_stream_t *listener, int status)
+{
+    server_t *s = listener->data;
+    gs_conn_params_t p = {.msg_cb = srv_msg_cb, .close_cb = srv_close_cb, .arg = s, .max_frame = s->max_frame};
+    cr_assert_eq(status, 0);
+    cr_assert_lt(s->naccepted, MAXC);
+    gs_conn_t *c = NULL;
+    cr_assert_eq(gs_conn_accept(listener, &p, &c), GS_OK, "%s", gs_last_error());
+    s->conns[s->naccepted++] = c;
+    cr_assert(strncmp(gs_conn_peer_name(c), "127.0.0.1:", 10) == 0, "%s", gs_conn_peer_name(c));
+}
+
+static void server_start(server_t *s, uv_loop_t *loop, uint32_t max_frame)
+{
+    struct sockaddr_in a;
+    struct sockaddr_storage ss;
+    int len = sizeof ss;
+    memset(s, 0, sizeof *s);
+    s->loop = loop;
+    s->max_frame = max_frame;
+    cr_assert_eq(uv_tcp_init(loop, &s->listener), 0);
+    s->listener.data = s;
+    cr_assert_eq(uv_ip4_addr("127.0.0.1", 0, &a), 0);
+    cr_assert_eq(uv_tcp_bind(&s->listener, (const struct sockaddr *)&a, 0), 0);
+    cr_assert_eq(uv_listen((uv_stream_t *)&s->listener, 16, srv_on_connection), 0);
+    cr_assert_eq(uv_tcp_getsockname(&s->listener, (struct sockaddr *)&ss, &len), 0);
+    s->port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+}
+
+/* ---- a client ---- */
+
+typedef struct client {
+    gs_conn_t *conn;
+    int nconnect;
+    gs_status_t connect_status;
+    int nclosed;
+    gs_status_t reason;
+    int nmsgs;
+    uint32_t last_type;
+    uint64_t welcome_id;
+    uint64_t accepted_len;
+    uint64_t progress_done;
+    int close_on_connect;         /* close from inside connect_cb with GS_ERR_CANCELED */
+    int close_cb_seen_in_close;   /* set if close_cb ran inside gs_conn_close (must not) */
+} client_t;
+
+static void cli_msg_cb(gs_conn_t *c, gs_msg_t *m, void *arg)
+{
+    client_t *cl = arg;
+    cr_assert_eq(c, cl->conn);
+    cl->nmsgs++;
+    cl->last_type = m->type;
+    if (m->type == GS_MSG_WELCOME) cl->welcome_id = m->u.welcome.id;
+    if (m->type == GS_MSG_GRAPH_ACCEPTED) cl->accepted_len = m->u.graph_accepted.graph_id;
+    if (m->type == GS_MSG_PROGRESS) cl->progress_done = m->u.progress.done;
+}
+
+static void cli_close_cb(gs_conn_t *c, gs_status_t reason, void *arg)
+{
+    client_t *cl = arg;
+    cr_assert_eq(c, cl->conn);
+    cl->nclosed++;
+    cl->reason = reason;
+    gs_conn_close(c, GS_ERR_IO);  /* closing again from close_cb is harmless */
+}
+
+static void cli_connect_cb(gs_conn_t *c, gs_status_t status, void *arg)
+{
+    client_t *cl = arg;
+    cr_assert_eq(c, cl->conn);
+    cr_assert_eq(cl->nclosed, 0, "connect_cb after close_cb");
+    cl->nconnect++;
+    cl->connect_status = status;
+    if (status == GS_OK && cl->close_on_connect) {
+        gs_conn_close(c, GS_ERR_CANCELED);
+        cl->close_cb_seen_in_close = cl->nclosed;
+        gs_conn_close(c, GS_OK);  /* first reason wins */
+        gs_msg_t m = {.type = GS_MSG_SHUTDOWN};
+        cr_assert_eq(gs_conn_send(c, &m), GS_ERR_CONN_CLOSED);
+    }
+}
+
+static void client_connect(client_t *cl, uv_loop_t *loop, const char *host, int port)
+{
+    gs_conn_params_t p = {.msg_cb = cli_msg_cb, .close_cb = cli_close_cb, .connect_cb = cli_connect_cb, .arg = cl};
+    cr_assert_eq(gs_conn_connect(loop, host, port, &p, &cl->conn), GS_OK, "%s", gs_last_error());
+}
+
+/* ---- loop helpers ---- */
+
+static void tick_cb(uv_timer_t *t)
+{
+    (void)t;
+}
+
+/* Run the loop until @a cond holds (5 s limit). */
+#define RUN_UNTIL(loop, cond)                                                          \
+    do {                                                                               \
+        uv_timer_t tick_;                                                              \
+        uv_timer_init((loop), &tick_);                                                 \
+        uv_timer_start(&tick_, tick_cb, 5, 5);                                         \
+        uint64_t t0_ = uv_hrtime();                                                    \
+        while (!(cond)) {                                                              \
+            cr_assert_lt(uv_hrtime() - t0_, 5000000000ull, "timed out waiting: " #cond); \
+            uv_run((loop), UV_RUN_ONCE);                                               \
+        }                                                                              \
+        uv_close((uv_handle_t *)&tick_, NULL);                                         \
+        uv_run((loop), UV_RUN_NOWAIT);                                                 \
+    } while (0)
+
+static void close_listener_and_drain(server_t *s)
+{
+    uv_close((uv_handle_t *)&s->listener, NULL);
+    cr_assert_eq(uv_run(s->loop, UV_RUN_DEFAULT), 0);
+    cr_assert_eq(uv_loop_close(s->loop), 0, "handles left open");
+}
+
+static int raw_connect(int port)
+{
+    struct sockaddr_in a;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    cr_assert_geq(fd, 0);
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof a), 0);
+    return fd;
+}
+
+/* 1 when the peer has closed @a fd (EOF or reset). */
+static int raw_peer_closed(int fd)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    char c;
+    if (poll(&p, 1, 2000) != 1) return 0;
+    ssize_t n = recv(fd, &c, 1, 0);
+    return n <= 0;
+}
+
+static void send_msg(gs_conn_t *c, uint32_t type)
+{
+    gs_msg_t m;
+    sample_msg(type, &m);
+    cr_assert_eq(gs_conn_send(c, &m), GS_OK, "%s", gs_last_error());
+}
+
+static void send_data(gs_conn_t *c, size_t n)
+{
+    uint8_t *bytes = gs_malloc(n, "test data");
+    cr_assert_not_null(bytes);
+    for (size_t k = 0; k < n; k++) bytes[k] = (uint8_t)(k * 7);
+    gs_msg_t m = {.type = GS_MSG_DATA};
+    m.u.data.data = (gs_bytes_t){bytes, n};
+    cr_assert_eq(gs_conn_send(c, &m), GS_OK, "%s", gs_last_error());
+    gs_free(bytes);  /* the message's pointers are only read during the call */
+}
+
+/* ---- tests ---- */
+
+Test(proto_conn, exchanges_messages_over_loopback)
+{
+    uv_loop_t loop;
+    server_t s;
+    client_t cl = {0};
+    size_t heap0 = live_heap_blocks();
+    cr_assert_eq(uv_loop_init(&loop), 0);
+    server_start(&s, &loop, 0);
+    client_connect(&cl, &loop, "127.0.0.1", s.port);
+    char expect[32];
+    snprintf(expect, sizeof expect, "127.0.0.1:%d", s.port);
+    cr_assert_str_eq(gs_conn_peer_name(cl.conn), expect);
+    gs_conn_set_data(cl.conn, &cl);
+    cr_assert_eq(gs_conn_data(cl.conn), &cl);
+
+    /* queued before the connection exists */
+    send_msg(cl.conn, GS_MSG_HELLO);
+    send_data(cl.conn, 3u << 20);
+    cr_assert_gt(gs_conn_pending_bytes(cl.conn), 3u << 20);
+    RUN_UNTIL(&loop, cl.welcome_id != 0 && cl.accepted_len != 0);
+    cr_assert_eq(cl.nconnect, 1);
+    cr_assert_eq(cl.connect_status, GS_OK);
+    cr_assert_eq(cl.welcome_id, 100);
+    cr_assert_eq(cl.accepted_len, 3u << 20);
+    cr_assert_eq(s.data_bytes[0], 3u << 20);
+    cr_assert_eq(gs_conn_pending_bytes(cl.conn), 0);
+
+    /* every sample type reaches the server intact */
+    for (uint32_t t = GS_MSG_HELLO; t < GS_MSG_TYPE_MAX; t++) {
+        if (t != GS_MSG_DATA) send_msg(cl.conn, t);
+    }
+    RUN_UNTIL(&loop, s.nmsgs[0] == 2 + GS_MSG_TYPE_MAX - 2 && cl.progress_done == 1001);
+
+    gs_conn_close(cl.conn, GS_OK);
+    cr_assert_eq(cl.nclosed, 0, "close_cb ran inside gs_conn_close");
+    RUN_UNTIL(&loop, cl.nclosed == 1 && s.nclosed == 1);
+    cr_assert_eq(cl.reason, GS_OK);
+    cr_assert_eq(s.reason[0], GS_ERR_CONN_CLOSED);
+    close_listener_and_drain(&s);
+    cr_assert_eq(cl.nclosed, 1);
+    cr_assert_eq(s.closed[0], 1);
+    cr_assert_eq(live_heap_blocks(), heap0, "connections leaked memory");
+}
+
+Test(proto_conn, garbage_frame_closes_only_that_connection)
+{
+    uv_loop_t loop;
+    server_t s;
+    client_t cl = {0};
+    cr_assert_eq(uv_loop_init(&loop), 0);
+    server_start(&s, &loop, 0);
+    client_connect(&cl, &loop, "localhost", s.port);  /* resolved by name */
+    send_msg(cl.conn, GS_MSG_HELLO);
+    RUN_UNTIL(&loop, cl.welcome_id != 0);
+
+    int fd = raw_connect(s.port);
+    static const uint8_t garbage[] = {5, 0, 0, 0, 0xc1, 0xc1, 0x00, 0xff, 0x93};
+    cr_assert_eq(send(fd, garbage, sizeof garbage, 0), (ssize_t)sizeof garbage);
+    RUN_UNTIL(&loop, s.naccepted == 2 && s.closed[1] == 1);
+    cr_assert_eq(s.reason[1], GS_ERR_PROTO);
+    cr_assert_eq(s.nmsgs[1], 0);
+    cr_assert(raw_peer_closed(fd));
+    close(fd);
+
+    /* the other client is still served */
+    gs_msg_t m = {.type = GS_MSG_PROGRESS};
+    m.u.progress.done = 41;
+    cr_assert_eq(gs_conn_send(cl.conn, &m), GS_OK);
+    RUN_UNTIL(&loop, cl.progress_done == 42);
+    cr_assert_eq(s.closed[0], 0);
+
+    gs_conn_close(cl.conn, GS_OK);
+    RUN_UNTIL(&loop, cl.nclosed == 1 && s.closed[0] == 1);
+    close_listener_and_drain(&s);
+}
+
+Test(proto_conn, refuses_oversize_frames)
+{
+    uv_loop_t loop;
+    server_t s;
+    client_t cl = {0};
+    cr_assert_eq(uv_loop_init(&loop), 0);
+    server_start(&s, &loop, 1024);
+
+    /* a raw header announcing more than the limit, with no payload */
+    int fd = raw_connect(s.port);
+    static const uint8_t hdr[] = {0x01, 0x04, 0, 0};  /* 1025 */
+    cr_assert_eq(send(fd, hdr, sizeof hdr, 0), 4);
+    RUN_UNTIL(&loop, s.naccepted == 1 && s.closed[0] == 1);
+    cr_assert_eq(s.reason[0], GS_ERR_MSG_TOO_LARGE);
+    cr_assert(raw_peer_closed(fd));
+    close(fd);
+
+    /* a real client sending a frame over the limit is dropped too */
+    client_connect(&cl, &loop, "127.0.0.1", s.port);
+    send_msg(cl.conn, GS_MSG_HELLO);
+    RUN_UNTIL(&loop, cl.welcome_id != 0);
+    send_data(cl.conn, 2000);
+    RUN_UNTIL(&loop, s.closed[1] == 1 && cl.nclosed == 1);
+    cr_assert_eq(s.reason[1], GS_ERR_MSG_TOO_LARGE);
+    cr_assert(cl.reason == GS_ERR_CONN_CLOSED, "client closed with %s", gs_status_name(cl.reason));
+    close_listener_and_drain(&s);
+}
+
+Test(proto_conn, graceful_close_flushes_queued_writes)
+{
+    uv_loop_t loop;
+    server_t s;
+    client_t cl = {0};
+    cr_assert_eq(uv_loop_init(&loop), 0);
+    server_start(&s, &loop, 0);
+    client_connect(&cl, &loop, "127.0.0.1", s.port);
+    for (int i = 0; i < 50; i++) send_msg(cl.conn, GS_MSG_HEARTBEAT);
+    send_data(cl.conn, 2u << 20);
+    send_msg(cl.conn, GS_MSG_SHUTDOWN);
+    gs_conn_close(cl.conn, GS_OK);  /* still connecting: flushed once connected */
+    cr_assert_eq(gs_conn_send(cl.conn, &(gs_msg_t){.type = GS_MSG_SHUTDOWN}), GS_ERR_CONN_CLOSED);
+    RUN_UNTIL(&loop, cl.nclosed == 1 && s.nclosed == 1);
+    cr_assert_eq(cl.nconnect, 1);
+    cr_assert_eq(cl.reason, GS_OK);
+    cr_assert_eq(s.nmsgs[0], 52);
+    cr_assert_eq(s.last_type[0], GS_MSG_SHUTDOWN);
+    cr_assert_eq(s.data_bytes[0], 2u << 20);
+    cr_assert_eq(s.reason[0], GS_ERR_CONN_CLOSED);
+    close_listener_and_drain(&s);
+}
+
+Test(proto_conn, error_close_is_deferred_idempotent_and_first_reason_wins)
+{
+    uv_loop_t loop;
+    server_t s;
+    client_t cl = {0};
+    cr_assert_eq(uv_loop_init(&loop), 0);
+    server_start(&s, &loop, 0);
+    cl.close_on_connect = 1;
+    client_connect(&cl, &loop, "127.0.0.1", s.port);
+    send_msg(cl.conn, GS_MSG_HELLO);
+    RUN_UNTIL(&loop, cl.nclosed == 1 && s.nclosed == 1);
+    cr_assert_eq(cl.close_cb_seen_in_close, 0);
+    cr_assert_eq(cl.reason, GS_ERR_CANCELED);
+    close_listener_and_drain(&s);
+    cr_assert_eq(cl.nclosed, 1);
+}
+
+Test(proto_conn, close_while_connecting_cancels_connect)
+{
+    uv_loop_t loop;
+    server_t s;
+    client_t cl = {0};
+    cr_assert_eq(uv_loop_init(&loop), 0);
+    server_start(&s, &loop, 0);
+    client_connect(&cl, &loop, "127.0.0.1", s.port);
+    send_msg(cl.conn, GS_MSG_HELLO);
+    gs_conn_close(cl.conn, GS_ERR_CANCELED);
+    cr_assert_eq(cl.nclosed, 0);
+    cr_assert_eq(cl.nconnect, 0);
+    RUN_UNTIL(&loop, cl.nclosed == 1);
+    cr_assert_eq(cl.nconnect, 1);
+    cr_assert_eq(cl.connect_status, GS_ERR_CANCELED);
+    cr_assert_eq(cl.reason, GS_ERR_CANCELED);
+    RUN_UNTIL(&loop, s.naccepted == 0 || s.nclosed == s.naccepted);
+    close_listener_and_drain(&s);
+}
+
+Test(proto_conn, connect_refused_reports_then_closes)
+{
+    uv_loop_t loop;
+    client_t cl = {0};
+    /* a port with nothing listening: bind one, then close it */
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t alen = sizeof a;
+    cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+    cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &alen), 0);
+    close(fd);
+    cr_assert_eq(uv_loop_init(&loop), 0);
+    client_connect(&cl, &loop, "127.0.0.1", ntohs(a.sin_port));
+    send_msg(cl.conn, GS_MSG_HELLO);
+    RUN_UNTIL(&loop, cl.nclosed == 1);
+    cr_assert_eq(cl.nconnect, 1);
+    cr_assert_eq(cl.connect_status, GS_ERR_CONN_REFUSED, "%s", gs_status_name(cl.connect_status));
+    cr_assert_eq(cl.reason, GS_ERR_CONN_REFUSED);
+    cr_assert_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
+    cr_assert_eq(uv_loop_close(&loop), 0);
+}
+
+Test(proto_conn, closing_inside_msg_cb_stops_delivery)
+{
+    uv_loop_t loop;
+    server_t s;
+    cr_assert_eq(uv_loop_init(&loop), 0);
+    server_start(&s, &loop, 0);
+    s.close_on_first = 1;
+    gs_buf_t frames;
+    gs_buf_init(&frames);
+    sample_frame(GS_MSG_HEARTBEAT, &frames);
+    sample_frame(GS_MSG_PROGRESS, &frames);
+    sample_frame(GS_MSG_SHUTDOWN, &frames);
+    int fd = raw_connect(s.port);
+    cr_assert_eq(send(fd, frames.data, frames.len, 0), (ssize_t)frames.len);  /* one segment */
+    RUN_UNTIL(&loop, s.nclosed == 1);
+    cr_assert_eq(s.nmsgs[0], 1);
+    cr_assert_eq(s.last_type[0], GS_MSG_HEARTBEAT);
+    cr_assert_eq(s.reason[0], GS_ERR_CANCELED);
+    close(fd);
+    gs_buf_cleanup(&frames);
+    close_listener_and_drain(&s);
+}
+
+Test(proto_conn, send_frame_takes_ownership_and_checks_framing)
+{
+    uv_loop_t loop;
+    server_t s;
+    client_t cl = {0};
+    cr_assert_eq(uv_loop_init(&loop), 0);
+    server_start(&s, &loop, 0);
+    client_connect(&cl, &loop, "127.0.0.1", s.port);
+
+    gs_buf_t f;
+    gs_buf_init(&f);
+    sample_frame(GS_MSG_HELLO, &f);
+    sample_frame(GS_MSG_HEARTBEAT, &f);  /* two frames in one buffer */
+    cr_assert_eq(gs_conn_send_frame(cl.conn, &f), GS_OK);
+    cr_assert_null(f.data);
+    sample_frame(GS_MSG_HEARTBEAT, &f);
+    f.len -= 1;  /* not a whole frame */
+    cr_assert_eq(gs_conn_send_frame(cl.conn, &f), GS_ERR_INVALID_PARAM);
+    cr_assert_null(f.data, "storage freed on error too");
+    cr_assert_eq(gs_conn_send_frame(cl.conn, &f), GS_ERR_INVALID_PARAM);  /* empty */
+    RUN_UNTIL(&loop, cl.welcome_id != 0 && s.naccepted == 1 && s.nmsgs[0] == 2);
+    gs_conn_close(cl.conn, GS_OK);
+    sample_frame(GS_MSG_HEARTBEAT, &f);
+    cr_assert_eq(gs_conn_send_frame(cl.conn, &f), GS_ERR_CONN_CLOSED);
+    cr_assert_null(f.data);
+    RUN_UNTIL(&loop, cl.nclosed == 1 && s.nclosed == 1);
+    close_listener_and_drain(&s);
+}
+
+Test(proto_conn, rejects_bad_arguments)
+{
+    uv_loop_t loop;
+    gs_conn_t *c = NULL;
+    gs_conn_params_t p = {0};
+    cr_assert_eq(uv_loop_init(&loop), 0);
+    cr_assert_eq(gs_conn_connect(&loop, "127.0.0.1", 1234, &p, &c), GS_ERR_INVALID_PARAM);
+    p.msg_cb = cli_msg_cb;
+    p.close_cb = cli_close_cb;
+    cr_assert_eq(gs_conn_connect(&loop, "127.0.0.1", 0, &p, &c), GS_ERR_INVALID_PARAM);
+    cr_assert_eq(gs_conn_connect(&loop, "127.0.0.1", 70000, &p, &c), GS_ERR_INVALID_PARAM);
+    cr_assert_eq(gs_conn_connect(&loop, "no-such-host.invalid", 1234, &p, &c), GS_ERR_NOT_FOUND);
+    cr_assert_null(c);
+    cr_assert_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
+    cr_assert_eq(uv_loop_close(&loop), 0);
+}
+
+Test(proto_conn, parses_addresses)
+{
+    char host[64];
+    int port = -1;
+    cr_assert_eq(gs_addr_parse("tcp://10.1.2.3:8786", host, sizeof host, &port), GS_OK);
+    cr_assert_str_eq(host, "10.1.2.3");
+    cr_assert_eq(port, 8786);
+    cr_assert_eq(gs_addr_parse("node-7.cluster:1", host, sizeof host, &port), GS_OK);
+    cr_assert_str_eq(host, "node-7.cluster");
+    cr_assert_eq(port, 1);
+    cr_assert_eq(gs_addr_parse("tcp://[::1]:65535", host, sizeof host, &port), GS_OK);
+    cr_assert_str_eq(host, "::1");
+    cr_assert_eq(port, 65535);
+    cr_assert_eq(gs_addr_parse("127.0.0.1:0", host, sizeof host, &port), GS_OK);
+    cr_assert_eq(port, 0);
+
+    static const char *const bad[] = {
+        "", "host", "host:", ":80", "tcp://:80", "host:65536", "host:123456", "host:-1", "host:80x",
+        "udp://host:80", "ucx://host:80", "::1:80", "[::1]80", "[::1", "[]:80", "host:8 0",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        port = -1;
+        strcpy(host, "unchanged");
+        cr_assert_eq(gs_addr_parse(bad[i], host, sizeof host, &port), GS_ERR_INVALID_PARAM, "accepted '%s'", bad[i]);
+        cr_assert_eq(port, -1);
+        cr_assert_str_eq(host, "unchanged");
+        cr_assert_neq(gs_last_error()[0], '\0');
+    }
+    char small[4];
+    cr_assert_eq(gs_addr_parse("abcd:1", small, sizeof small, &port), GS_ERR_INVALID_PARAM);
+    cr_assert_eq(gs_addr_parse("abc:1", small, sizeof small, &port), GS_OK);
+    cr_assert_str_eq(small, "abc");
+    cr_assert_eq(gs_addr_parse(NULL, host, sizeof host, &port), GS_ERR_INVALID_PARAM);
+}
+
+Test(proto_conn, converts_libuv_errors)
+{
+    cr_assert_eq(gs_status_from_uv(0, "x"), GS_OK);
+    cr_assert_eq(gs_status_from_uv(UV_ECONNREFUSED, "connect"), GS_ERR_CONN_REFUSED);
+    cr_assert(strstr(gs_last_error(), "connect") != NULL);
+    cr_assert_eq(gs_status_from_uv(UV_EOF, "read"), GS_ERR_CONN_CLOSED);
+    cr_assert_eq(gs_status_from_uv(UV_ECONNRESET, "read"), GS_ERR_CONN_CLOSED);
+    cr_assert_eq(gs_status_from_uv(UV_ENOMEM, "x"), GS_ERR_NO_MEMORY);
+    cr_assert_eq(gs_status_from_uv(UV_ETIMEDOUT, "x"), GS_ERR_TIMED_OUT);
+    cr_assert_eq(gs_status_from_uv(UV_EADDRINUSE, "bind"), GS_ERR_BUSY);
+    cr_assert_eq(gs_status_from_uv(UV_ECANCELED, "x"), GS_ERR_CANCELED);
+    cr_assert_eq(gs_status_from_uv(UV_EIO, "x"), GS_ERR_IO);
+    cr_assert_eq(gs_status_from_uv(UV_EAI_NONAME, "x"), GS_ERR_NOT_FOUND);
+}
