@@ -1,0 +1,237 @@
+/* gworker command line and memory-size parsing. */
+#include "worker/worker.h"
+
+#include "common/error.h"
+#include "common/log.h"
+#include "proto/conn.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+gs_status_t gs_worker_parse_size(const char *text, uint64_t *bytes_p)
+{
+    static const struct { const char *unit; double mult; } units[] = {
+        {"", 1.0}, {"b", 1.0},
+        {"k", 1e3}, {"kb", 1e3}, {"m", 1e6}, {"mb", 1e6},
+        {"g", 1e9}, {"gb", 1e9}, {"t", 1e12}, {"tb", 1e12},
+        {"kib", 1024.0}, {"mib", 1048576.0}, {"gib", 1073741824.0},
+        {"tib", 1099511627776.0},
+    };
+    const char *p = text, *num_end;
+    char unit[8];
+    size_t ul = 0;
+    double v, mult = -1.0;
+    char *end;
+
+    if (text == NULL || bytes_p == NULL)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "no memory size given");
+    while (isspace((unsigned char)*p)) p++;
+    if (strcasecmp(p, "auto") == 0) {
+        *bytes_p = 0;
+        return GS_OK;
+    }
+    if (!isdigit((unsigned char)*p) && *p != '.')
+        return gs_error_set(GS_ERR_INVALID_PARAM, "memory size '%s' does not start with a "
+                            "non-negative number", text);
+    for (num_end = p; isdigit((unsigned char)*num_end) || *num_end == '.'; num_end++) {}
+    errno = 0;
+    v = strtod(p, &end);
+    if (end != num_end || errno == ERANGE || !isfinite(v) || v < 0)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "memory size '%s' has a malformed number",
+                            text);
+    p = end;
+    while (*p == ' ') p++;
+    while (*p && !isspace((unsigned char)*p)) {
+        if (ul + 1 >= sizeof(unit) || !isalpha((unsigned char)*p))
+            return gs_error_set(GS_ERR_INVALID_PARAM, "memory size '%s' has an unknown unit",
+                                text);
+        unit[ul++] = (char)tolower((unsigned char)*p++);
+    }
+    unit[ul] = '\0';
+    while (isspace((unsigned char)*p)) p++;
+    if (*p != '\0')
+        return gs_error_set(GS_ERR_INVALID_PARAM, "memory size '%s' has trailing characters",
+                            text);
+    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+        if (strcmp(unit, units[i].unit) == 0) mult = units[i].mult;
+    if (mult < 0)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "memory size '%s' has an unknown unit '%s' "
+                            "(use B, KB, MB, GB, TB, KiB, MiB, GiB or TiB)", text, unit);
+    v *= mult;
+    if (v >= 18446744073709551616.0)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "memory size '%s' is larger than 2^64 bytes",
+                            text);
+    *bytes_p = (uint64_t)v;
+    return GS_OK;
+}
+
+const char *gs_worker_usage(void)
+{
+    return "usage: gworker tcp://HOST:PORT [options]\n"
+           "\n"
+           "Run one gsched worker: register with the scheduler at HOST:PORT, execute the tasks\n"
+           "it assigns, keep their chunks and exchange chunks with other workers over UCX.\n"
+           "\n"
+           "options:\n"
+           "  --nthreads N                 kernel threads (cpu backend; default: CPUs)\n"
+           "  --memory-limit SIZE|auto     host chunk memory, e.g. 4GB, 500MiB (default auto:\n"
+           "                               physical memory or the cgroup limit)\n"
+           "  --device-memory-limit SIZE|auto  device arena (cuda; default: backend's)\n"
+           "  --backend cpu|cuda           chunk backend (default cpu)\n"
+           "  --device N                   CUDA device ordinal (default 0)\n"
+           "  --nstreams N                 CUDA streams with tasks in flight (default 4)\n"
+           "  --name NAME                  worker name (default HOSTNAME-PID)\n"
+           "  --token TOKEN                cluster token (default: $GSCHED_TOKEN)\n"
+           "  --connect-timeout MS         keep retrying the scheduler this long (default 10000)\n"
+           "  --fetch-timeout MS           peer fetch timeout (default 30000)\n"
+           "  --log-level LEVEL            fatal|error|warn|info|debug|trace (default info)\n"
+           "  -h, --help                   this text\n"
+           "\n"
+           "Exit status: 0 after SIGINT/SIGTERM or a SHUTDOWN from gsched, 1 when the scheduler\n"
+           "connection is lost or refused, 2 for bad arguments.\n";
+}
+
+static gs_status_t gs__parse_int(const char *opt, const char *val, long lo, long hi, long *v_p)
+{
+    char *end;
+    long v;
+    if (val == NULL || *val == '\0')
+        return gs_error_set(GS_ERR_INVALID_PARAM, "%s needs a value", opt);
+    errno = 0;
+    v = strtol(val, &end, 10);
+    if (*end != '\0' || errno == ERANGE)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "%s: '%s' is not an integer", opt, val);
+    if (v < lo || v > hi)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "%s: %ld is out of range %ld..%ld", opt, v,
+                            lo, hi);
+    *v_p = v;
+    return GS_OK;
+}
+
+gs_status_t gs_worker_cli_parse(int argc, char **argv, gs_worker_cli_t *cli_p)
+{
+    gs_worker_cli_t cli;
+    gs_status_t status;
+    const char *env;
+    int i;
+
+    if (cli_p == NULL || argc < 1 || argv == NULL)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "no arguments");
+    memset(&cli, 0, sizeof(cli));
+    cli.log_level = -1;
+    cli.params.backend = "cpu";
+    env = getenv("GSCHED_TOKEN");
+    if (env) cli.params.token = env;
+
+    for (i = 1; i < argc; i++) {
+        const char *arg = argv[i], *val = NULL, *eq;
+        char opt[64];
+        long v;
+
+        if (arg[0] != '-' || arg[1] == '\0') {
+            if (cli.params.scheduler != NULL)
+                return gs_error_set(GS_ERR_INVALID_PARAM, "unexpected argument '%s' (the "
+                                    "scheduler address is already '%s')", arg,
+                                    cli.params.scheduler);
+            cli.params.scheduler = arg;
+            continue;
+        }
+        if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
+            cli.help = 1;
+            continue;
+        }
+        if (strncmp(arg, "--", 2) != 0)
+            return gs_error_set(GS_ERR_INVALID_PARAM, "unknown option '%s'", arg);
+        eq = strchr(arg, '=');
+        if (eq) {
+            size_t n = (size_t)(eq - arg);
+            if (n >= sizeof(opt))
+                return gs_error_set(GS_ERR_INVALID_PARAM, "unknown option '%s'", arg);
+            memcpy(opt, arg, n);
+            opt[n] = '\0';
+            val = eq + 1;
+        } else {
+            if (strlen(arg) >= sizeof(opt))
+                return gs_error_set(GS_ERR_INVALID_PARAM, "unknown option '%s'", arg);
+            strcpy(opt, arg);
+        }
+#define GS__TAKE_VALUE()                                                                  \
+    do {                                                                                  \
+        if (val == NULL) {                                                                \
+            if (i + 1 >= argc)                                                            \
+                return gs_error_set(GS_ERR_INVALID_PARAM, "%s needs a value", opt);       \
+            val = argv[++i];                                                              \
+        }                                                                                 \
+    } while (0)
+
+        if (strcmp(opt, "--nthreads") == 0) {
+            GS__TAKE_VALUE();
+            if ((status = gs__parse_int(opt, val, 1, 4096, &v)) != GS_OK) return status;
+            cli.params.nthreads = (int)v;
+        } else if (strcmp(opt, "--nstreams") == 0) {
+            GS__TAKE_VALUE();
+            if ((status = gs__parse_int(opt, val, 1, 256, &v)) != GS_OK) return status;
+            cli.params.nstreams = (int)v;
+        } else if (strcmp(opt, "--device") == 0) {
+            GS__TAKE_VALUE();
+            if ((status = gs__parse_int(opt, val, 0, 1023, &v)) != GS_OK) return status;
+            cli.params.device = (int)v;
+        } else if (strcmp(opt, "--connect-timeout") == 0) {
+            GS__TAKE_VALUE();
+            if ((status = gs__parse_int(opt, val, 1, 86400000, &v)) != GS_OK) return status;
+            cli.params.connect_timeout_ms = (uint32_t)v;
+        } else if (strcmp(opt, "--fetch-timeout") == 0) {
+            GS__TAKE_VALUE();
+            if ((status = gs__parse_int(opt, val, 1, 86400000, &v)) != GS_OK) return status;
+            cli.params.fetch_timeout_ms = (uint32_t)v;
+        } else if (strcmp(opt, "--memory-limit") == 0 ||
+                   strcmp(opt, "--device-memory-limit") == 0) {
+            uint64_t bytes;
+            GS__TAKE_VALUE();
+            if (gs_worker_parse_size(val, &bytes) != GS_OK)
+                return gs_error_set(GS_ERR_INVALID_PARAM, "%s: %s", opt, gs_last_error());
+            if (opt[2] == 'm') cli.params.memory_limit = bytes;
+            else cli.params.device_memory_limit = bytes;
+        } else if (strcmp(opt, "--backend") == 0) {
+            GS__TAKE_VALUE();
+            if (strcmp(val, "cpu") != 0 && strcmp(val, "cuda") != 0)
+                return gs_error_set(GS_ERR_INVALID_PARAM, "--backend: '%s' is not cpu or cuda",
+                                    val);
+            cli.params.backend = val;
+        } else if (strcmp(opt, "--name") == 0) {
+            GS__TAKE_VALUE();
+            if (*val == '\0') return gs_error_set(GS_ERR_INVALID_PARAM, "--name is empty");
+            cli.params.name = val;
+        } else if (strcmp(opt, "--token") == 0) {
+            GS__TAKE_VALUE();
+            cli.params.token = val;
+        } else if (strcmp(opt, "--log-level") == 0) {
+            gs_log_level_t lvl;
+            GS__TAKE_VALUE();
+            if (gs_log_level_parse(val, &lvl) != GS_OK)
+                return gs_error_set(GS_ERR_INVALID_PARAM, "--log-level: '%s' is not one of "
+                                    "fatal, error, warn, info, debug, trace", val);
+            cli.log_level = (int)lvl;
+        } else {
+            return gs_error_set(GS_ERR_INVALID_PARAM, "unknown option '%s'", arg);
+        }
+#undef GS__TAKE_VALUE
+    }
+    if (!cli.help) {
+        char host[256];
+        int port;
+        if (cli.params.scheduler == NULL)
+            return gs_error_set(GS_ERR_INVALID_PARAM, "no scheduler address given (expected "
+                                "tcp://HOST:PORT)");
+        if (gs_addr_parse(cli.params.scheduler, host, sizeof(host), &port) != GS_OK)
+            return gs_error_set(GS_ERR_INVALID_PARAM, "scheduler address '%s': %s",
+                                cli.params.scheduler, gs_last_error());
+    }
+    *cli_p = cli;
+    return GS_OK;
+}

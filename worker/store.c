@@ -1,0 +1,354 @@
+/* Chunk store of gworker: graphs (layers, chunks, live tasks) keyed by graph id, chunks keyed
+ * by task id inside their graph, refcounted backend memory with the worker's accounting. */
+#include "worker/worker_int.h"
+
+#include "common/time.h"
+
+#include <string.h>
+
+static void gs__wgraph_free_layers(gs_wgraph_t *g)
+{
+    g->layer_bytes = 0;
+    for (size_t i = 0; i < g->layers.cap; i++) {
+        uint64_t k = g->layers.keys[i];
+        if (k == GS_U64MAP_EMPTY || k == GS_U64MAP_TOMB) continue;
+        gs_layer_free((gs_layer_t *)(uintptr_t)g->layers.vals[i]);
+    }
+    gs_u64map_cleanup(&g->layers);
+}
+
+gs_status_t gs__wgraph_get(gs_worker_t *w, uint64_t id, int create, gs_wgraph_t **g_p)
+{
+    uint64_t v;
+    gs_wgraph_t *g;
+    gs_status_t status;
+
+    if (gs_u64map_get(&w->graphs, id, &v)) {
+        *g_p = (gs_wgraph_t *)(uintptr_t)v;
+        return GS_OK;
+    }
+    if (!create) return GS_ERR_NOT_FOUND;
+    if (id >= GS_U64MAP_TOMB)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "graph id %llu is reserved",
+                            (unsigned long long)id);
+    g = gs_calloc(1, sizeof(*g), "worker graph");
+    if (g == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for graph %llu",
+                                       (unsigned long long)id);
+    g->id = id;
+    gs__wlist_init(&g->idle_link);
+    gs_u64map_init(&g->layers);
+    gs_u64map_init(&g->chunks);
+    gs_u64map_init(&g->tasks);
+    status = gs_u64map_put(&w->graphs, id, (uint64_t)(uintptr_t)g);
+    if (status != GS_OK) {
+        gs_free(g);
+        return gs_error_set(status, "out of memory for graph %llu", (unsigned long long)id);
+    }
+    *g_p = g;
+    return GS_OK;
+}
+
+void gs__wgraph_unidle(gs_worker_t *w, gs_wgraph_t *g)
+{
+    if (!g->idle) return;
+    gs__wlist_del(&g->idle_link);
+    g->idle = 0;
+    w->nidle--;
+    w->idle_layer_bytes -= g->layer_bytes;
+}
+
+static void gs__wgraph_destroy(gs_worker_t *w, gs_wgraph_t *g)
+{
+    gs__wgraph_unidle(w, g);
+    gs_u64map_del(&w->graphs, g->id);
+    gs__wgraph_free_layers(g);
+    gs_u64map_cleanup(&g->chunks);
+    gs_u64map_cleanup(&g->tasks);
+    gs_free(g);
+}
+
+void gs__wgraph_maybe_free(gs_worker_t *w, gs_wgraph_t *g, int drop_layers)
+{
+    if (g->tasks.len != 0 || g->nowned != 0) return;
+    if (g->layers.len != 0) {
+        if (!drop_layers) {
+            /* Idle: keep the layers (gsched sends a layer once per worker and graph) in a
+             * bounded cache, oldest dropped first by gs__wgraph_evict_idle(). */
+            if (!g->idle) {
+                gs__wlist_push(&w->idle_graphs, &g->idle_link);
+                g->idle = 1;
+                w->nidle++;
+                w->idle_layer_bytes += g->layer_bytes;
+            }
+            return;
+        }
+        GS_LOG_DEBUG("graph %llu: dropping %zu layers", (unsigned long long)g->id,
+                     g->layers.len);
+        gs__wgraph_unidle(w, g);
+        gs__wgraph_free_layers(g);
+    }
+    if (g->nchunks_alive != 0) return;
+    gs__wgraph_destroy(w, g);
+}
+
+void gs__wgraph_evict_idle(gs_worker_t *w)
+{
+    while (w->nidle > GS_W_IDLE_GRAPHS || w->idle_layer_bytes > GS_W_IDLE_LAYER_BYTES) {
+        gs_wgraph_t *g = GS_WCONTAINER(w->idle_graphs.next, gs_wgraph_t, idle_link);
+        GS_LOG_DEBUG("graph %llu: idle, dropping its cached layers", (unsigned long long)g->id);
+        gs__wgraph_maybe_free(w, g, 1);
+    }
+}
+
+gs_wchunk_t *gs__wstore_find(gs_worker_t *w, uint64_t graph, uint64_t task)
+{
+    uint64_t v;
+    gs_wgraph_t *g;
+    if (!gs_u64map_get(&w->graphs, graph, &v)) return NULL;
+    g = (gs_wgraph_t *)(uintptr_t)v;
+    if (!gs_u64map_get(&g->chunks, task, &v)) return NULL;
+    return (gs_wchunk_t *)(uintptr_t)v;
+}
+
+gs_status_t gs__wchunk_new(gs_worker_t *w, gs_wgraph_t *g, uint64_t task, uint64_t nbytes,
+                           gs_wchunk_t **c_p)
+{
+    gs_status_t nomem = w->streams_mode ? GS_ERR_NO_DEVICE_MEMORY : GS_ERR_NO_MEMORY;
+    gs_status_t status;
+    gs_wchunk_t *c;
+    void *ptr = NULL;
+
+    if (nbytes > w->mem_limit || w->mem_used > w->mem_limit - nbytes)
+        return gs_error_set(nomem, "%llu bytes do not fit: %llu of %llu bytes in use",
+                            (unsigned long long)nbytes, (unsigned long long)w->mem_used,
+                            (unsigned long long)w->mem_limit);
+    if ((uint64_t)(size_t)nbytes != nbytes)
+        return gs_error_set(nomem, "%llu bytes do not fit in size_t", (unsigned long long)nbytes);
+    c = gs_calloc(1, sizeof(*c), "worker chunk");
+    if (c == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for a chunk header");
+    status = w->ops->mem_alloc(w->ctx, (size_t)nbytes, &ptr);
+    if (status != GS_OK) {
+        gs_free(c);
+        return status;
+    }
+    c->graph = g;
+    c->task = task;
+    c->ptr = ptr;
+    c->nbytes = nbytes;
+    c->refs = 1;
+    c->state = GS_WCHUNK_PENDING;
+    g->nchunks_alive++;
+    w->mem_used += nbytes;
+    *c_p = c;
+    return GS_OK;
+}
+
+void gs__wchunk_ref(gs_wchunk_t *c)
+{
+    gs_assert_always(c->refs > 0);
+    c->refs++;
+}
+
+void gs__wchunk_unref(gs_worker_t *w, gs_wchunk_t *c)
+{
+    gs_wgraph_t *g = c->graph;
+
+    gs_assert_always(c->refs > 0);
+    if (--c->refs > 0) return;
+    if (c->in_map) {               /* a fetched copy: the map holds no reference */
+        gs_assert(!c->owned);
+        gs_u64map_del(&g->chunks, c->task);
+        c->in_map = 0;
+    }
+    gs_assert(c->waiters.len == 0);
+    GS_VEC_FREE(&c->waiters);
+    w->ops->mem_free(w->ctx, c->ptr);
+    gs_assert(w->mem_used >= c->nbytes);
+    w->mem_used -= c->nbytes;
+    g->nchunks_alive--;
+    gs_free(c);
+    gs__wmem_freed(w);
+    gs__wgraph_maybe_free(w, g, 0);
+}
+
+gs_status_t gs__wstore_insert(gs_worker_t *w, gs_wchunk_t *c)
+{
+    gs_wgraph_t *g = c->graph;
+    gs_wchunk_t *old;
+    uint64_t v;
+    gs_status_t status;
+
+    gs_assert(!c->in_map);
+    if (gs_u64map_get(&g->chunks, c->task, &v)) {
+        old = (gs_wchunk_t *)(uintptr_t)v;
+        /* pin the graph: detaching may drop the last reference of old */
+        g->nowned++;
+        gs__wstore_detach(w, old);
+        g->nowned--;
+    }
+    status = gs_u64map_put(&g->chunks, c->task, (uint64_t)(uintptr_t)c);
+    if (status != GS_OK)
+        return gs_error_set(status, "out of memory storing chunk (%llu, %llu)",
+                            (unsigned long long)g->id, (unsigned long long)c->task);
+    c->in_map = 1;
+    if (c->owned) {
+        g->nowned++;
+        w->st.chunks++;
+    }
+    return GS_OK;
+}
+
+void gs__wstore_detach(gs_worker_t *w, gs_wchunk_t *c)
+{
+    gs_wgraph_t *g = c->graph;
+    if (!c->in_map) return;
+    gs_u64map_del(&g->chunks, c->task);
+    c->in_map = 0;
+    if (c->owned) {
+        c->owned = 0;
+        g->nowned--;
+        w->st.chunks--;
+        gs__wchunk_unref(w, c);    /* the store's reference */
+    }
+}
+
+void gs__wstore_release(gs_worker_t *w, uint64_t graph, uint64_t task)
+{
+    uint64_t v;
+    gs_wgraph_t *g;
+    gs_wchunk_t *c;
+
+    if (!gs_u64map_get(&w->graphs, graph, &v)) {
+        GS_LOG_DEBUG("release of (%llu, %llu): graph not on this worker",
+                     (unsigned long long)graph, (unsigned long long)task);
+        return;
+    }
+    g = (gs_wgraph_t *)(uintptr_t)v;
+    if (gs_u64map_get(&g->chunks, task, &v)) {
+        c = (gs_wchunk_t *)(uintptr_t)v;
+        if (c->owned) {
+            g->nowned++;           /* pin while detaching */
+            gs__wstore_detach(w, c);
+            g->nowned--;
+        }
+    } else {
+        GS_LOG_DEBUG("release of (%llu, %llu): no such chunk", (unsigned long long)graph,
+                     (unsigned long long)task);
+    }
+    gs__wgraph_maybe_free(w, g, 0);
+}
+
+void gs__wgraph_cancel(gs_worker_t *w, uint64_t graph)
+{
+    uint64_t v;
+    gs_wgraph_t *g;
+    GS_VEC(gs_wtask_t *) tasks = {0};
+    GS_VEC(gs_wchunk_t *) chunks = {0};
+    size_t i;
+
+    if (!gs_u64map_get(&w->graphs, graph, &v)) return;
+    g = (gs_wgraph_t *)(uintptr_t)v;
+    GS_LOG_DEBUG("cancel graph %llu: %zu tasks, %zu chunks", (unsigned long long)graph,
+                 g->tasks.len, g->chunks.len);
+    /* Snapshot first: dropping tasks and chunks edits the maps. If the snapshot cannot be
+     * allocated we fall back to repeated scans. */
+    g->nowned++;                   /* pin the graph */
+    if (GS_VEC_RESERVE(&tasks, g->tasks.len) == GS_OK &&
+        GS_VEC_RESERVE(&chunks, g->chunks.len) == GS_OK) {
+        for (i = 0; i < g->tasks.cap; i++)
+            if (g->tasks.keys[i] < GS_U64MAP_TOMB)
+                tasks.data[tasks.len++] = (gs_wtask_t *)(uintptr_t)g->tasks.vals[i];
+        for (i = 0; i < tasks.len; i++) {
+            gs_wtask_t *t = tasks.data[i];
+            if (t->state == GS_WTASK_RUNNING) t->canceled = 1;
+            else gs__wtask_drop(w, t);
+        }
+        for (i = 0; i < g->chunks.cap; i++)
+            if (g->chunks.keys[i] < GS_U64MAP_TOMB)
+                chunks.data[chunks.len++] = (gs_wchunk_t *)(uintptr_t)g->chunks.vals[i];
+        for (i = 0; i < chunks.len; i++) {
+            gs_wchunk_t *c = chunks.data[i];
+            /* fetched copies stay alive for their other users but leave the map */
+            if (c->owned) gs__wstore_detach(w, c);
+            else if (c->in_map) {
+                gs_u64map_del(&g->chunks, c->task);
+                c->in_map = 0;
+            }
+        }
+    } else {
+        int again = 1;
+        while (again) {
+            again = 0;
+            for (i = 0; i < g->tasks.cap && !again; i++) {
+                gs_wtask_t *t;
+                if (g->tasks.keys[i] >= GS_U64MAP_TOMB) continue;
+                t = (gs_wtask_t *)(uintptr_t)g->tasks.vals[i];
+                if (t->state == GS_WTASK_RUNNING) { t->canceled = 1; continue; }
+                gs__wtask_drop(w, t);
+                again = 1;
+            }
+        }
+        again = 1;
+        while (again) {
+            again = 0;
+            for (i = 0; i < g->chunks.cap && !again; i++) {
+                gs_wchunk_t *c;
+                if (g->chunks.keys[i] >= GS_U64MAP_TOMB) continue;
+                c = (gs_wchunk_t *)(uintptr_t)g->chunks.vals[i];
+                if (c->owned) gs__wstore_detach(w, c);
+                else { gs_u64map_del(&g->chunks, c->task); c->in_map = 0; }
+                again = 1;
+            }
+        }
+    }
+    GS_VEC_FREE(&tasks);
+    GS_VEC_FREE(&chunks);
+    g->nowned--;
+    /* layers go now unless running tasks still use them (then with the last of them) */
+    if (g->tasks.len == 0) gs__wgraph_maybe_free(w, g, 1);
+}
+
+void gs__wstore_clear(gs_worker_t *w)
+{
+    for (size_t i = 0; i < w->graphs.cap; i++) {
+        gs_wgraph_t *g;
+        if (w->graphs.keys[i] >= GS_U64MAP_TOMB) continue;
+        g = (gs_wgraph_t *)(uintptr_t)w->graphs.vals[i];
+        g->nowned++;                    /* pin */
+        while (g->chunks.len) {
+            for (size_t k = 0; k < g->chunks.cap; k++) {
+                gs_wchunk_t *c;
+                if (g->chunks.keys[k] >= GS_U64MAP_TOMB) continue;
+                c = (gs_wchunk_t *)(uintptr_t)g->chunks.vals[k];
+                if (c->owned) gs__wstore_detach(w, c);
+                else { gs_u64map_del(&g->chunks, c->task); c->in_map = 0; }
+                break;
+            }
+        }
+        g->nowned--;
+    }
+}
+
+void gs__wgraph_free_all(gs_worker_t *w)
+{
+    /* Last resort at destroy: everything has been dropped through the normal paths; what is
+     * left here is leaked state we free without the backend (its context is still alive). */
+    for (size_t i = 0; i < w->graphs.cap; i++) {
+        gs_wgraph_t *g;
+        if (w->graphs.keys[i] >= GS_U64MAP_TOMB) continue;
+        g = (gs_wgraph_t *)(uintptr_t)w->graphs.vals[i];
+        if (g->chunks.len || g->tasks.len || g->nchunks_alive)
+            GS_LOG_WARN("graph %llu still holds %zu chunks and %zu tasks at destroy",
+                        (unsigned long long)g->id, g->chunks.len, g->tasks.len);
+        gs__wgraph_free_layers(g);
+        gs_u64map_cleanup(&g->chunks);
+        gs_u64map_cleanup(&g->tasks);
+        gs_free(g);
+    }
+    gs_u64map_cleanup(&w->graphs);
+}
+
+void gs__wmem_freed(gs_worker_t *w)
+{
+    w->last_mem_free = gs_now_ns();
+}

@@ -1,0 +1,582 @@
+/* gworker lifecycle and control plane: connect/handshake/register with gsched, heartbeats,
+ * message dispatch, stop and destroy. */
+#include "worker/worker_int.h"
+
+#include "common/time.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#define GS_W_RETRY_MS 100
+#define GS_W_TICK_MS 50
+
+static void gs__worker_handle_closed(uv_handle_t *h);
+static void gs__worker_count_closed(gs_worker_t *w);
+static void gs__worker_connect(gs_worker_t *w);
+
+/* ---------------------------------------------------------------- sending */
+
+void gs__wsend_msg(gs_worker_t *w, const gs_msg_t *m)
+{
+    gs_status_t status;
+    if (w->conn == NULL) return;
+    status = gs_conn_send(w->conn, m);
+    if (status != GS_OK && status != GS_ERR_CONN_CLOSED)
+        GS_LOG_ERROR("sending %s to gsched failed: %s", gs_msg_type_name(m->type),
+                     gs_last_error());
+}
+
+void gs__wdata_to_scheduler(gs_worker_t *w, uint64_t req_id, uint64_t graph, uint64_t task,
+                            gs_status_t status, const void *data, size_t len)
+{
+    gs_msg_t m;
+    memset(&m, 0, sizeof(m));
+    m.type = GS_MSG_DATA;
+    m.u.data.req_id = req_id;
+    m.u.data.graph_id = graph;
+    m.u.data.task_id = task;
+    m.u.data.status = status;
+    m.u.data.data.data = data;
+    m.u.data.data.len = data ? len : 0;
+    gs__wsend_msg(w, &m);
+}
+
+static void gs__worker_heartbeat(gs_worker_t *w)
+{
+    gs_msg_t m;
+    memset(&m, 0, sizeof(m));
+    m.type = GS_MSG_HEARTBEAT;
+    m.u.heartbeat.seq = ++w->hb_seq;
+    m.u.heartbeat.mem_used = w->mem_used;
+    m.u.heartbeat.mem_limit = w->mem_limit;
+    m.u.heartbeat.executing = (uint32_t)w->nrunning;
+    m.u.heartbeat.queued = (uint32_t)(w->nqueued + w->nadmitted - w->nrunning);
+    gs__wsend_msg(w, &m);
+}
+
+static void gs__worker_hb_cb(uv_timer_t *h)
+{
+    gs__worker_heartbeat(h->data);
+}
+
+static void gs__worker_tick_cb(uv_timer_t *h)
+{
+    gs_worker_t *w = h->data;
+    if (w->state != GS_WSTATE_RUNNING) return;
+    gs__wucx_tick(w);
+    gs__wexec_tick(w);
+    gs__wucx_progress(w);
+    gs__wexec_pump(w);
+}
+
+/* End of each loop iteration: send what completed during it. */
+static void gs__worker_check_cb(uv_check_t *h)
+{
+    gs_worker_t *w = h->data;
+    if (w->state != GS_WSTATE_RUNNING) return;
+    gs__wexec_pump(w);
+    gs__wexec_flush_done(w);
+}
+
+/* Before the loop blocks: progress UCX and arm its event fd. */
+static void gs__worker_prepare_cb(uv_prepare_t *h)
+{
+    gs_worker_t *w = h->data;
+    if (w->state != GS_WSTATE_RUNNING) return;
+    gs__wucx_progress(w);
+    gs__wexec_pump(w);
+    gs__wexec_flush_done(w);
+}
+
+static void gs__worker_async_cb(uv_async_t *h)
+{
+    gs__wexec_drain(h->data);
+}
+
+/* ---------------------------------------------------------------- messages */
+
+static void gs__worker_register(gs_worker_t *w)
+{
+    gs_msg_t m;
+    memset(&m, 0, sizeof(m));
+    m.type = GS_MSG_WORKER_REGISTER;
+    m.u.worker_register.name.data = (const uint8_t *)w->name;
+    m.u.worker_register.name.len = strlen(w->name);
+    m.u.worker_register.backend.data = (const uint8_t *)w->ops->name;
+    m.u.worker_register.backend.len = strlen(w->ops->name);
+    m.u.worker_register.host.data = (const uint8_t *)w->hostname;
+    m.u.worker_register.host.len = strlen(w->hostname);
+    m.u.worker_register.device = w->device;
+    m.u.worker_register.nthreads = (uint32_t)(w->streams_mode ? w->nstreams : w->nthreads);
+    m.u.worker_register.pid = (uint32_t)getpid();
+    m.u.worker_register.memory_limit = w->mem_limit;
+    m.u.worker_register.ucx_address.data = (const uint8_t *)w->ucp_addr;
+    m.u.worker_register.ucx_address.len = w->ucp_addr_len;
+    gs__wsend_msg(w, &m);
+}
+
+static void gs__worker_on_msg(gs_conn_t *conn, gs_msg_t *m, void *arg)
+{
+    gs_worker_t *w = arg;
+    uint64_t i;
+
+    if (w->state >= GS_WSTATE_STOPPING) return;
+    if (w->state == GS_WSTATE_HELLO) {
+        if (m->type == GS_MSG_WELCOME) {
+            w->id = m->u.welcome.id;
+            w->st.worker_id = w->id;
+            w->heartbeat_ms = w->heartbeat_req_ms ? w->heartbeat_req_ms
+                              : m->u.welcome.heartbeat_ms ? m->u.welcome.heartbeat_ms : 1000;
+            w->state = GS_WSTATE_RUNNING;
+            gs__worker_register(w);
+            uv_timer_start(&w->hb_timer, gs__worker_hb_cb, w->heartbeat_ms, w->heartbeat_ms);
+            uv_timer_start(&w->tick_timer, gs__worker_tick_cb, GS_W_TICK_MS, GS_W_TICK_MS);
+            GS_LOG_INFO("registered with gsched at %s:%d as worker %llu (%s, backend %s, %d %s, "
+                        "memory limit %llu bytes)", w->sched_host, w->sched_port,
+                        (unsigned long long)w->id, w->name, w->ops->name,
+                        w->streams_mode ? w->nstreams : w->nthreads,
+                        w->streams_mode ? "streams" : "threads",
+                        (unsigned long long)w->mem_limit);
+            return;
+        }
+        if (m->type == GS_MSG_ERROR) {
+            gs_status_t st = m->u.error.status < 0 ? (gs_status_t)m->u.error.status : GS_ERR_AUTH;
+            GS_LOG_ERROR("gsched refused this worker: %s (%s)",
+                         m->u.error.message.len ? (const char *)m->u.error.message.data : "",
+                         gs_status_string(st));
+            gs_worker_stop(w, st);
+            return;
+        }
+        GS_LOG_WARN("%s from gsched before welcome; ignored", gs_msg_type_name(m->type));
+        return;
+    }
+    switch (m->type) {
+    case GS_MSG_PEERS:
+        gs__wucx_peers(w, &m->u.peers);
+        break;
+    case GS_MSG_TASK_ASSIGN:
+        gs__wexec_assign(w, &m->u.task_assign);
+        gs__wucx_progress(w);      /* push fetch requests out now */
+        break;
+    case GS_MSG_RELEASE:
+        for (i = 0; i < m->u.release.n; i++)
+            gs__wstore_release(w, m->u.release.keys[2 * i], m->u.release.keys[2 * i + 1]);
+        gs__wgraph_evict_idle(w);
+        gs__wexec_pump(w);
+        break;
+    case GS_MSG_GATHER_REQ:
+        for (i = 0; i < m->u.gather_req.n; i++)
+            gs__wgather(w, m->u.gather_req.req_id, m->u.gather_req.keys[2 * i],
+                        m->u.gather_req.keys[2 * i + 1]);
+        break;
+    case GS_MSG_CANCEL:
+        gs__wgraph_cancel(w, m->u.cancel.graph_id);
+        gs__wexec_pump(w);
+        break;
+    case GS_MSG_SHUTDOWN:
+        GS_LOG_INFO("gsched asked this worker to shut down");
+        gs_worker_stop(w, GS_OK);
+        break;
+    case GS_MSG_ERROR:
+        GS_LOG_ERROR("gsched reported an error: %s (%s)",
+                     m->u.error.message.len ? (const char *)m->u.error.message.data : "",
+                     gs_status_string((gs_status_t)m->u.error.status));
+        break;
+    default:
+        GS_LOG_WARN("unexpected %s message from gsched; ignored", gs_msg_type_name(m->type));
+        break;
+    }
+}
+
+/* ---------------------------------------------------------------- connection */
+
+static void gs__worker_retry_cb(uv_timer_t *h)
+{
+    gs__worker_connect(h->data);
+}
+
+static void gs__worker_on_close(gs_conn_t *conn, gs_status_t reason, void *arg)
+{
+    gs_worker_t *w = arg;
+
+    if (w->conn == conn) w->conn = NULL;
+    if (w->state >= GS_WSTATE_STOPPING) {
+        gs__worker_count_closed(w);       /* the connection counted as a handle */
+        return;
+    }
+    if (w->state == GS_WSTATE_RUNNING) {
+        GS_LOG_ERROR("lost the connection to gsched at %s:%d (%s)", w->sched_host,
+                     w->sched_port, gs_status_string(reason));
+        gs_worker_stop(w, GS_ERR_SCHEDULER_LOST);
+        return;
+    }
+    /* not registered yet: retry refused connections until the deadline */
+    if (gs_now_ns() < w->connect_deadline &&
+        (reason == GS_ERR_CONN_REFUSED || reason == GS_ERR_IO || reason == GS_ERR_CONN_CLOSED ||
+         reason == GS_ERR_TIMED_OUT)) {
+        GS_LOG_DEBUG("connecting to gsched at %s:%d failed (%s); retrying", w->sched_host,
+                     w->sched_port, gs_status_string(reason));
+        w->state = GS_WSTATE_CONNECTING;
+        uv_timer_start(&w->retry_timer, gs__worker_retry_cb, GS_W_RETRY_MS, 0);
+        return;
+    }
+    GS_LOG_ERROR("cannot connect to gsched at %s:%d: %s", w->sched_host, w->sched_port,
+                 gs_status_string(reason));
+    gs_worker_stop(w, reason == GS_ERR_CONN_REFUSED || reason == GS_ERR_TIMED_OUT
+                          ? reason : GS_ERR_SCHEDULER_LOST);
+}
+
+static void gs__worker_on_connect(gs_conn_t *conn, gs_status_t status, void *arg)
+{
+    gs_worker_t *w = arg;
+    if (status == GS_OK)
+        GS_LOG_DEBUG("connected to gsched at %s:%d", w->sched_host, w->sched_port);
+}
+
+static void gs__worker_connect(gs_worker_t *w)
+{
+    gs_conn_params_t cp;
+    gs_msg_t m;
+    gs_status_t status;
+
+    if (w->state != GS_WSTATE_CONNECTING) return;
+    memset(&cp, 0, sizeof(cp));
+    cp.msg_cb = gs__worker_on_msg;
+    cp.close_cb = gs__worker_on_close;
+    cp.connect_cb = gs__worker_on_connect;
+    cp.arg = w;
+    status = gs_conn_connect(w->loop, w->sched_host, w->sched_port, &cp, &w->conn);
+    if (status != GS_OK) {
+        w->conn = NULL;
+        GS_LOG_ERROR("cannot connect to gsched at %s:%d: %s", w->sched_host, w->sched_port,
+                     gs_last_error());
+        gs_worker_stop(w, status);
+        return;
+    }
+    memset(&m, 0, sizeof(m));
+    m.type = GS_MSG_HELLO;
+    m.u.hello.version = GS_PROTO_VERSION;
+    m.u.hello.role = GS_ROLE_WORKER;
+    m.u.hello.token.data = (const uint8_t *)w->token;
+    m.u.hello.token.len = strlen(w->token);
+    m.u.hello.name.data = (const uint8_t *)w->name;
+    m.u.hello.name.len = strlen(w->name);
+    w->state = GS_WSTATE_HELLO;
+    gs__wsend_msg(w, &m);
+}
+
+/* ---------------------------------------------------------------- public API */
+
+static uint64_t gs__worker_auto_memory(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    uint64_t total = (pages > 0 && psz > 0) ? (uint64_t)pages * (uint64_t)psz : (1ull << 32);
+    FILE *f = fopen("/sys/fs/cgroup/memory.max", "r");
+    if (f == NULL) f = fopen("/sys/fs/cgroup/memory/memory.limit_in_bytes", "r");
+    if (f) {
+        unsigned long long lim;
+        if (fscanf(f, "%llu", &lim) == 1 && lim > 0 && lim < total) total = lim;
+        fclose(f);
+    }
+    return total;
+}
+
+gs_status_t gs_worker_create(const gs_worker_params_t *params, uv_loop_t *loop,
+                             gs_worker_h *worker_p)
+{
+    gs_worker_t *w;
+    gs_status_t status;
+    gs_chunkops_params_t cp;
+    char host[256];
+    int port, rc;
+    size_t used = 0, limit = 0;
+
+    if (params == NULL || loop == NULL || worker_p == NULL)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "gs_worker_create: params, loop and worker_p "
+                            "are required");
+    if (params->scheduler == NULL)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "no scheduler address given");
+    status = gs_addr_parse(params->scheduler, host, sizeof(host), &port);
+    if (status != GS_OK) return status;
+    if (params->nthreads < 0 || params->nthreads > 4096)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "nthreads %d is out of range 0..4096",
+                            params->nthreads);
+    if (params->nstreams < 0 || params->nstreams > 256)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "nstreams %d is out of range 0..256",
+                            params->nstreams);
+    if (params->stream_depth < 0 || params->stream_depth > 64)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "stream_depth %d is out of range 0..64",
+                            params->stream_depth);
+    if (params->exec < GS_WORKER_EXEC_AUTO || params->exec > GS_WORKER_EXEC_STREAMS)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "exec mode %d is unknown", params->exec);
+    if (params->device < 0)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "device %d is negative", params->device);
+
+    w = gs_calloc(1, sizeof(*w), "worker");
+    if (w == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for the worker");
+    w->loop = loop;
+    w->state = GS_WSTATE_CREATED;
+    w->stop_cb = params->stop_cb;
+    w->stop_arg = params->arg;
+    w->sched_port = port;
+    w->device = params->device;
+    w->connect_timeout_ms = params->connect_timeout_ms ? params->connect_timeout_ms : 10000;
+    w->fetch_timeout_ms = params->fetch_timeout_ms ? params->fetch_timeout_ms : 30000;
+    w->memory_wait_ms = params->memory_wait_ms ? params->memory_wait_ms : 30000;
+    w->heartbeat_req_ms = params->heartbeat_ms;
+    gs_u64map_init(&w->graphs);
+    gs_u64map_init(&w->peers);
+    gs_u64map_init(&w->fetches);
+    gs__wlist_init(&w->admit_q);
+    gs__wlist_init(&w->ready_q);
+    gs__wlist_init(&w->idle_graphs);
+    gs__wlist_init(&w->sends);
+    gs__wlist_init(&w->closing);
+    gs__wlist_init(&w->dead_fetches);
+    uv_mutex_init(&w->job_lock);
+    uv_mutex_init(&w->done_lock);
+    uv_cond_init(&w->job_cond);
+
+    {
+        char hn[256];
+        if (gethostname(hn, sizeof(hn)) != 0) snprintf(hn, sizeof(hn), "localhost");
+        hn[sizeof(hn) - 1] = '\0';
+        w->hostname = gs_strdup(hn, "worker hostname");
+        if (params->name && params->name[0]) {
+            w->name = gs_strdup(params->name, "worker name");
+        } else {
+            char nm[300];
+            snprintf(nm, sizeof(nm), "%s-%ld", hn, (long)getpid());
+            w->name = gs_strdup(nm, "worker name");
+        }
+    }
+    status = gs_addr_parse(params->scheduler, host, sizeof(host), &port);
+    w->sched_host = gs_strdup(host, "scheduler host");
+    w->token = gs_strdup(params->token ? params->token : "", "worker token");
+    if (!w->hostname || !w->name || !w->sched_host || !w->token) {
+        status = gs_error_set(GS_ERR_NO_MEMORY, "out of memory for the worker's strings");
+        goto err;
+    }
+
+    status = gs_chunkops_find(params->backend ? params->backend : "cpu", &w->ops);
+    if (status != GS_OK) goto err;
+    w->streams_mode = params->exec == GS_WORKER_EXEC_STREAMS ||
+                      (params->exec == GS_WORKER_EXEC_AUTO && strcmp(w->ops->name, "cpu") != 0);
+    if (!w->streams_mode && strcmp(w->ops->name, "cpu") != 0) {
+        status = gs_error_set(GS_ERR_INVALID_PARAM, "the %s backend needs the streams execution "
+                              "mode", w->ops->name);
+        goto err;
+    }
+    w->nthreads = params->nthreads;
+    if (w->nthreads == 0) {
+        long n = sysconf(_SC_NPROCESSORS_ONLN);
+        w->nthreads = n > 0 ? (int)n : 1;
+    }
+    w->nstreams = params->nstreams ? params->nstreams : 4;
+    w->stream_depth = params->stream_depth ? params->stream_depth : 2;
+
+    memset(&cp, 0, sizeof(cp));
+    cp.device = params->device;
+    cp.nthreads = 1;
+    if (strcmp(w->ops->name, "cpu") == 0) {
+        uint64_t lim = params->memory_limit ? params->memory_limit : gs__worker_auto_memory();
+        cp.memory_limit = (size_t)lim;
+    } else {
+        cp.memory_limit = (size_t)params->device_memory_limit;
+    }
+    status = w->ops->ctx_create(&cp, &w->ctx);
+    if (status != GS_OK) {
+        w->ctx = NULL;
+        goto err;
+    }
+    w->ops->mem_usage(w->ctx, &used, &limit);
+    w->mem_limit = limit ? (uint64_t)limit : (uint64_t)cp.memory_limit;
+    if (w->mem_limit == 0) w->mem_limit = gs__worker_auto_memory();
+    w->st.mem_limit = w->mem_limit;
+
+    status = gs__wexec_init(w);
+    if (status != GS_OK) goto err;
+
+    /* loop handles (unreferenced: only the scheduler connection keeps the loop alive) */
+    uv_timer_init(loop, &w->hb_timer);
+    uv_timer_init(loop, &w->retry_timer);
+    uv_timer_init(loop, &w->tick_timer);
+    uv_check_init(loop, &w->check);
+    uv_prepare_init(loop, &w->prepare);
+    rc = uv_async_init(loop, &w->async, gs__worker_async_cb);
+    w->nhandles_open += 5;
+    w->hb_timer.data = w->retry_timer.data = w->tick_timer.data = w;
+    w->check.data = w->prepare.data = w;
+    if (rc != 0) {
+        status = gs_error_set(GS_ERR_IO, "uv_async_init: %s", uv_strerror(rc));
+        goto err_handles;
+    }
+    w->async.data = w;
+    w->nhandles_open++;
+    uv_unref((uv_handle_t *)&w->hb_timer);
+    uv_unref((uv_handle_t *)&w->tick_timer);
+    uv_unref((uv_handle_t *)&w->check);
+    uv_unref((uv_handle_t *)&w->prepare);
+    uv_unref((uv_handle_t *)&w->async);
+    uv_check_start(&w->check, gs__worker_check_cb);
+    uv_prepare_start(&w->prepare, gs__worker_prepare_cb);
+
+    status = gs__wucx_init(w);
+    if (status != GS_OK) goto err_handles;
+
+    *worker_p = w;
+    return GS_OK;
+
+err_handles:
+    /* close what was opened, then run the loop until the close callbacks have run */
+    w->destroying = 1;
+    w->state = GS_WSTATE_STOPPING;
+    gs__wexec_stop_threads(w);
+    if (w->ucp_poll_open) uv_close((uv_handle_t *)&w->ucp_poll, gs__worker_handle_closed);
+    uv_close((uv_handle_t *)&w->hb_timer, gs__worker_handle_closed);
+    uv_close((uv_handle_t *)&w->retry_timer, gs__worker_handle_closed);
+    uv_close((uv_handle_t *)&w->tick_timer, gs__worker_handle_closed);
+    uv_close((uv_handle_t *)&w->check, gs__worker_handle_closed);
+    uv_close((uv_handle_t *)&w->prepare, gs__worker_handle_closed);
+    if (rc == 0) uv_close((uv_handle_t *)&w->async, gs__worker_handle_closed);
+    while (w->nhandles_open > 0) uv_run(loop, UV_RUN_ONCE);
+    gs__wexec_drain(w);
+err:
+    {
+        gs_status_t keep = status;
+        char msg[512];
+        snprintf(msg, sizeof(msg), "%s", gs_last_error());
+        gs__wucx_cleanup(w);
+        gs__wexec_stop_threads(w);
+        gs__wexec_cleanup(w);
+        gs__wgraph_free_all(w);
+        if (w->ctx) w->ops->ctx_destroy(w->ctx);
+        uv_mutex_destroy(&w->job_lock);
+        uv_mutex_destroy(&w->done_lock);
+        uv_cond_destroy(&w->job_cond);
+        gs_free(w->hostname);
+        gs_free(w->name);
+        gs_free(w->sched_host);
+        gs_free(w->token);
+        gs_free(w);
+        return gs_error_set(keep, "%s", msg);
+    }
+}
+
+gs_status_t gs_worker_start(gs_worker_h w)
+{
+    if (w == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "gs_worker_start: no worker");
+    if (w->state != GS_WSTATE_CREATED)
+        return gs_error_set(GS_ERR_BUSY, "the worker was already started");
+    w->state = GS_WSTATE_CONNECTING;
+    w->connect_deadline = gs_now_ns() + (uint64_t)w->connect_timeout_ms * 1000000ull;
+    GS_LOG_INFO("worker %s starting: connecting to gsched at %s:%d", w->name, w->sched_host,
+                w->sched_port);
+    gs__worker_connect(w);
+    return GS_OK;
+}
+
+/* Every closed handle (and the closed connection) counts down; the last one ends the stop. */
+static void gs__worker_finish_stop(gs_worker_t *w)
+{
+    gs_worker_stop_cb cb = w->stop_cb;
+    void *arg = w->stop_arg;
+    gs_status_t reason = w->stop_reason;
+
+    w->state = GS_WSTATE_STOPPED;
+    GS_LOG_INFO("worker %s stopped (%s)", w->name, gs_status_string(reason));
+    if (cb && !w->destroying) cb(w, reason, arg);
+}
+
+static void gs__worker_count_closed(gs_worker_t *w)
+{
+    gs_assert(w->nhandles_open > 0);
+    if (--w->nhandles_open == 0 && w->state == GS_WSTATE_STOPPING && !w->destroying)
+        gs__worker_finish_stop(w);
+}
+
+static void gs__worker_handle_closed(uv_handle_t *h)
+{
+    gs__worker_count_closed(h->data);
+}
+
+void gs_worker_stop(gs_worker_h w, gs_status_t reason)
+{
+    if (w == NULL || w->state >= GS_WSTATE_STOPPING) return;
+    w->stop_reason = reason;
+    if (w->state == GS_WSTATE_RUNNING && reason == GS_OK) gs__wexec_flush_done(w);
+    w->state = GS_WSTATE_STOPPING;
+    GS_LOG_DEBUG("worker %s stopping (%s)", w->name, gs_status_string(reason));
+
+    /* kernels: let running ones finish; their results are dropped */
+    gs__wexec_stop_threads(w);
+    if (w->streams_mode && w->streams) {
+        for (int s = 0; s < w->nstreams; s++)
+            if (w->streams[s]) (void)w->ops->sync(w->ctx, w->streams[s]);
+    }
+    gs__wexec_drain(w);
+    gs__wexec_cleanup_tasks(w);
+    gs__wucx_shutdown(w);
+    gs__wexec_drain(w);     /* staging notes that UCX shutdown may have produced */
+
+    uv_timer_stop(&w->hb_timer);
+    uv_timer_stop(&w->retry_timer);
+    uv_timer_stop(&w->tick_timer);
+    if (w->ucp_poll_open) {
+        w->ucp_poll_open = 0;
+        uv_close((uv_handle_t *)&w->ucp_poll, gs__worker_handle_closed);
+    }
+    uv_close((uv_handle_t *)&w->hb_timer, gs__worker_handle_closed);
+    uv_close((uv_handle_t *)&w->retry_timer, gs__worker_handle_closed);
+    uv_close((uv_handle_t *)&w->tick_timer, gs__worker_handle_closed);
+    uv_close((uv_handle_t *)&w->check, gs__worker_handle_closed);
+    uv_close((uv_handle_t *)&w->prepare, gs__worker_handle_closed);
+    uv_close((uv_handle_t *)&w->async, gs__worker_handle_closed);
+    if (w->conn) {
+        w->nhandles_open++;   /* the connection counts until its close_cb */
+        gs_conn_close(w->conn, reason == GS_OK ? GS_OK : reason);
+    }
+}
+
+void gs_worker_destroy(gs_worker_h w)
+{
+    if (w == NULL) return;
+    if (w->state != GS_WSTATE_STOPPED) {
+        if (w->state < GS_WSTATE_STOPPING) gs_worker_stop(w, GS_OK);
+        w->destroying = 1;
+        while (w->nhandles_open > 0) uv_run(w->loop, UV_RUN_ONCE);
+        w->state = GS_WSTATE_STOPPED;
+    }
+    gs__wexec_drain(w);
+    gs__wucx_cleanup(w);
+    gs__wexec_cleanup(w);
+    gs__wstore_clear(w);
+    gs__wgraph_free_all(w);
+    if (w->ctx) w->ops->ctx_destroy(w->ctx);
+    uv_mutex_destroy(&w->job_lock);
+    uv_mutex_destroy(&w->done_lock);
+    uv_cond_destroy(&w->job_cond);
+    gs_free(w->hostname);
+    gs_free(w->name);
+    gs_free(w->sched_host);
+    gs_free(w->token);
+    gs_free(w);
+}
+
+void gs_worker_stats(gs_worker_h w, gs_worker_stats_t *stats_p)
+{
+    size_t used = 0, limit = 0;
+    if (w == NULL || stats_p == NULL) return;
+    *stats_p = w->st;
+    stats_p->worker_id = w->id;
+    stats_p->tasks_queued = w->nqueued + w->nadmitted - w->nrunning;
+    stats_p->tasks_running = w->nrunning;
+    stats_p->mem_used = w->mem_used;
+    stats_p->mem_limit = w->mem_limit;
+    if (w->ctx) {
+        w->ops->mem_usage(w->ctx, &used, &limit);
+        (void)used;
+    }
+    stats_p->npeers = (uint32_t)w->peers.len;
+}

@@ -1,0 +1,176 @@
+/**
+ * gworker as a library: one worker of a gsched cluster, driven by a libuv loop the caller owns.
+ *
+ * A worker connects to gsched (HELLO role worker + token, WELCOME, WORKER_REGISTER with its UCX
+ * address), heartbeats, executes the tasks gsched assigns (TASK_ASSIGN batches) with a chunkops
+ * backend, keeps their output chunks in a chunk store until gsched releases them, serves chunks
+ * to gsched (GATHER_REQ -> DATA) and to peer workers over UCX, and fetches missing inputs from
+ * peers over UCX. Completions go back in TASK_DONE batches, flushed at the end of every loop
+ * iteration (or earlier when a batch is large).
+ *
+ * Threads. Every function here must be called on the loop's thread. The worker adds its own
+ * threads only for the "pool" execution mode (cpu backend): nthreads kernel threads that never
+ * touch the loop; their completions come back through a queue and a uv_async_t. In "streams"
+ * mode (cuda backend) kernels are enqueued from the loop on several backend streams and their
+ * completion (gs_chunkops_ops_t.notify) comes back the same way. The loop never blocks on a
+ * kernel, a copy or a transfer.
+ *
+ * Memory. Chunk memory comes from the backend (mem_alloc) and is accounted against the
+ * effective memory limit (the backend's). A task that cannot get memory for its output or for
+ * the inputs it must fetch waits (FIFO) until memory is released; when nothing can free memory
+ * (nothing running or fetching and nothing released for memory_wait_ms) or when the task alone
+ * needs more than the limit, it fails with an error naming the task and the sizes.
+ *
+ * Contract with gsched (what a scheduler must do, besides proto/msg.h):
+ *  - tasks are assigned when all their dependencies exist somewhere; a dependency whose
+ *    dep_worker is the receiving worker's own id must be in its store, otherwise the task fails
+ *    with GS_ERR_NOT_FOUND;
+ *  - dependencies on other workers are fetched over UCX from the worker named by dep_worker,
+ *    which must have been announced in PEERS; a fetch that fails (peer lost, key missing,
+ *    timeout) fails the task with GS_ERR_WORKER_LOST (peer lost/timeout) or GS_ERR_NOT_FOUND;
+ *    gsched may reassign it;
+ *  - fetched copies are private to the worker (freed when the tasks needing them are done), so
+ *    a completed task's output is the only key a worker adds to its store;
+ *  - layers: a layer is sent once per (worker, graph) and cached by (graph, layer id) until
+ *    CANCEL(graph). A graph with no task and no key left on the worker keeps its layers in a
+ *    bounded idle cache (256 graphs / 64 MiB of encoded layers, oldest dropped
+ *    first), so a scheduler should send CANCEL(graph) to every worker that got layers of a
+ *    graph when it drops the graph. A task naming a layer the worker does not have fails with
+ *    GS_ERR_NOT_FOUND;
+ *  - CANCEL(graph) drops the graph's queued tasks, its chunks and its layers; running tasks of
+ *    the graph finish and are not reported;
+ *  - a failed task is reported with status != GS_OK and a message "task T (layer NAME, block B)
+ *    of graph G failed: ..."; canceled tasks are not reported;
+ *  - SHUTDOWN stops the worker cleanly (stop_cb with GS_OK); losing the connection stops it
+ *    with GS_ERR_SCHEDULER_LOST.
+ */
+#ifndef GS_WORKER_H
+#define GS_WORKER_H
+
+#include <gsched/status.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct gs_worker *gs_worker_h;
+
+/** Called once when the worker has stopped (every handle closed, nothing running) because of
+ *  gs_worker_stop(), a SHUTDOWN from gsched (GS_OK), a lost scheduler connection
+ *  (GS_ERR_SCHEDULER_LOST), a refused handshake (GS_ERR_AUTH / GS_ERR_VERSION / the ERROR's
+ *  status) or a failure to connect (GS_ERR_CONN_REFUSED, GS_ERR_TIMED_OUT). Runs on the loop,
+ *  never from inside a gs_worker_* call. The worker may be destroyed from inside the callback. */
+typedef void (*gs_worker_stop_cb)(gs_worker_h worker, gs_status_t reason, void *arg);
+
+typedef enum gs_worker_exec {
+    GS_WORKER_EXEC_AUTO = 0,    /* pool for "cpu", streams for anything else */
+    GS_WORKER_EXEC_POOL = 1,    /* kernels on nthreads worker threads (host-memory backends) */
+    GS_WORKER_EXEC_STREAMS = 2  /* kernels enqueued on nstreams backend streams + notify;
+                                   chunk memory is treated as device memory (staged through
+                                   host buffers for transfers) */
+} gs_worker_exec_t;
+
+/**
+ * Worker parameters. Zero-initialise and set what you need: every field's zero value means
+ * its documented default, and fields added later keep that rule. Strings are copied by
+ * gs_worker_create().
+ */
+typedef struct gs_worker_params {
+    const char *scheduler;        /* "tcp://host:port" or "host:port"; required */
+    const char *name;             /* NULL: "<hostname>-<pid>" */
+    const char *token;            /* cluster token; NULL: "" */
+    const char *backend;          /* "cpu" (default) or "cuda" */
+    int device;                   /* CUDA device ordinal (cuda only) */
+    int nthreads;                 /* kernel threads in pool mode; 0: number of online CPUs */
+    uint64_t memory_limit;        /* host backend memory (cpu backend), bytes; 0: auto
+                                     (physical memory, or the cgroup limit when smaller) */
+    uint64_t device_memory_limit; /* device arena (cuda backend), bytes; 0: backend default */
+    int nstreams;                 /* streams mode: number of streams; 0: 4 */
+    int stream_depth;             /* streams mode: tasks in flight per stream; 0: 2 */
+    int exec;                     /* gs_worker_exec_t */
+    uint32_t connect_timeout_ms;  /* keep retrying a refused connection this long; 0: 10000 */
+    uint32_t fetch_timeout_ms;    /* a peer fetch not answered within this fails; 0: 30000 */
+    uint32_t memory_wait_ms;      /* see "Memory" above; 0: 30000 */
+    uint32_t heartbeat_ms;        /* 0: the interval gsched sends in WELCOME (1000 if 0) */
+    gs_worker_stop_cb stop_cb;    /* may be NULL */
+    void *arg;                    /* passed to stop_cb */
+} gs_worker_params_t;
+
+/** Counters for tests and logs (monotonic since creation unless stated). */
+typedef struct gs_worker_stats {
+    uint64_t worker_id;           /* assigned by gsched (WELCOME); 0 before */
+    uint64_t tasks_done;          /* reported with GS_OK */
+    uint64_t tasks_failed;        /* reported with an error */
+    uint64_t tasks_queued;        /* now: assigned, not running */
+    uint64_t tasks_running;       /* now */
+    uint64_t chunks;              /* now: keys in the store */
+    uint64_t mem_used;            /* now: backend bytes held by the worker */
+    uint64_t mem_limit;           /* effective limit */
+    uint64_t fetches;             /* peer fetches completed */
+    uint64_t fetch_failures;
+    uint64_t fetch_bytes;
+    uint64_t served;              /* chunks sent to peers */
+    uint32_t npeers;              /* now */
+} gs_worker_stats_t;
+
+/**
+ * Create a worker on @a loop: validates @a params, creates the backend context and its streams
+ * (the only CUDA context is the one on params->device), the kernel threads and the UCX context
+ * and worker (UCX's event fd polled from @a loop). Nothing is sent before gs_worker_start().
+ * Errors: GS_ERR_INVALID_PARAM (message names the field), GS_ERR_NOT_FOUND / GS_ERR_UNSUPPORTED
+ * for an unknown or unbuilt backend, GS_ERR_UCX, GS_ERR_CUDA, GS_ERR_NO_MEMORY. On error nothing
+ * is left behind and *worker_p is not written. The worker is owned by the caller (destroy it).
+ */
+gs_status_t gs_worker_create(const gs_worker_params_t *params, uv_loop_t *loop,
+                             gs_worker_h *worker_p);
+
+/** Start connecting to gsched (retrying a refused connection for connect_timeout_ms). Returns
+ *  GS_OK or GS_ERR_BUSY when already started; every later failure arrives through stop_cb. */
+gs_status_t gs_worker_start(gs_worker_h worker);
+
+/** Begin a stop: stop taking work, let running kernels finish (their results are dropped),
+ *  close the scheduler connection (flushing what is queued when @a reason is GS_OK), close UCX
+ *  endpoints and every handle. stop_cb(reason) follows from the loop once all of that is done.
+ *  Idempotent: the first reason wins. */
+void gs_worker_stop(gs_worker_h worker, gs_status_t reason);
+
+/** Free the worker. If it is not stopped yet this stops it and runs @a loop until it is (so do
+ *  not call it from a loop callback unless stop_cb has already run). NULL is fine. */
+void gs_worker_destroy(gs_worker_h worker);
+
+/** Current counters. */
+void gs_worker_stats(gs_worker_h worker, gs_worker_stats_t *stats_p);
+
+/**
+ * Parse a memory size: a non-negative number (decimal point allowed) with an optional unit,
+ * case-insensitive, optional space between: B; K, KB = 1e3; M, MB = 1e6; G, GB = 1e9;
+ * T, TB = 1e12; KiB, MiB, GiB, TiB = powers of 1024 ("4GB", "500MiB", "1.5 GiB", "1048576").
+ * "auto" gives 0 (meaning "choose"). GS_ERR_INVALID_PARAM with a message naming @a text for
+ * anything else (negative, empty, unknown unit, overflow past 2^64). *bytes_p only on success.
+ */
+gs_status_t gs_worker_parse_size(const char *text, uint64_t *bytes_p);
+
+/** Command line of gworker, parsed (strings point into argv or are static). */
+typedef struct gs_worker_cli {
+    gs_worker_params_t params;
+    int log_level;                /* gs_log_level_t; -1 when not given */
+    int help;                     /* --help / -h was given: print gs_worker_usage() and exit 0 */
+} gs_worker_cli_t;
+
+/** Parse gworker's arguments (argv[0] is the program): `tcp://host:port` and --nthreads N,
+ *  --memory-limit BYTES|auto, --device-memory-limit BYTES|auto, --backend cpu|cuda,
+ *  --device N, --name NAME, --token TOKEN (default: $GSCHED_TOKEN), --log-level LEVEL,
+ *  --nstreams N, --connect-timeout MS, --fetch-timeout MS, --help; `--opt=value` works too.
+ *  GS_ERR_INVALID_PARAM with a message naming the bad argument. *cli_p only on success. */
+gs_status_t gs_worker_cli_parse(int argc, char **argv, gs_worker_cli_t *cli_p);
+
+/** Usage text (static). */
+const char *gs_worker_usage(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,387 @@
+/* Internals of gworker shared by worker.c (lifecycle, control plane), store.c (graphs, chunks),
+ * exec.c (tasks, memory admission, execution, completion) and ucx.c (peers, fetch, serve).
+ * Everything here runs on the loop thread unless marked "any thread". */
+#ifndef GS_WORKER_INT_H
+#define GS_WORKER_INT_H
+
+#include "chunkops/chunkops.h"
+#include "common/hashmap.h"
+#include "common/log.h"
+#include "common/vec.h"
+#include "graph/taskgraph.h"
+#include "proto/conn.h"
+#include "worker/worker.h"
+
+#include <stdatomic.h>
+#include <ucp/api/ucp.h>
+
+#define GS_W_INLINE_DEPS 4
+#define GS_W_DONE_FLUSH 4096       /* flush TASK_DONE early past this many entries */
+#define GS_W_ERRLEN 512
+#define GS_W_IDLE_GRAPHS 256       /* idle graphs whose layers stay cached */
+#define GS_W_IDLE_LAYER_BYTES (64ull << 20)
+
+typedef struct gs_wgraph gs_wgraph_t;
+typedef struct gs_wchunk gs_wchunk_t;
+typedef struct gs_wtask gs_wtask_t;
+typedef struct gs_wfetch gs_wfetch_t;
+typedef struct gs_wpeer gs_wpeer_t;
+typedef struct gs_worker gs_worker_t;
+
+/* Intrusive doubly-linked list. */
+typedef struct gs_wlink {
+    struct gs_wlink *prev, *next;
+} gs_wlink_t;
+
+static inline void gs__wlist_init(gs_wlink_t *h) { h->prev = h->next = h; }
+static inline int gs__wlist_empty(const gs_wlink_t *h) { return h->next == h; }
+static inline void gs__wlist_push(gs_wlink_t *h, gs_wlink_t *e)
+{
+    e->prev = h->prev;
+    e->next = h;
+    h->prev->next = e;
+    h->prev = e;
+}
+static inline void gs__wlist_del(gs_wlink_t *e)
+{
+    e->prev->next = e->next;
+    e->next->prev = e->prev;
+    e->prev = e->next = e;
+}
+#define GS_WCONTAINER(ptr, type, member) ((type *)((char *)(ptr) - offsetof(type, member)))
+
+/* A graph as seen by this worker: its decoded layers, its chunks and its live tasks. */
+struct gs_wgraph {
+    uint64_t id;
+    gs_u64map_t layers;       /* layer id -> gs_layer_t * */
+    gs_u64map_t chunks;       /* task id -> gs_wchunk_t * (owned keys and fetched copies) */
+    gs_u64map_t tasks;        /* task id -> gs_wtask_t * (queued .. running) */
+    uint64_t nchunks_alive;   /* chunk structs pointing here (in the map or detached) */
+    uint64_t nowned;          /* owned keys in the map (+ temporary pins) */
+    uint64_t layer_bytes;     /* encoded size of the cached layers */
+    gs_wlink_t idle_link;     /* w->idle_graphs while idle (layers only) */
+    int idle;
+};
+
+typedef enum gs_wchunk_state {
+    GS_WCHUNK_READY = 0,      /* data valid */
+    GS_WCHUNK_PENDING = 1,    /* being fetched / staged / computed */
+    GS_WCHUNK_FAILED = 2
+} gs_wchunk_state_t;
+
+/* A chunk of backend memory. refs: the store holds one for an owned key in the map; each task
+ * using it as input holds one; each transfer reading it holds one. */
+struct gs_wchunk {
+    gs_wgraph_t *graph;
+    uint64_t task;
+    void *ptr;
+    uint64_t nbytes;
+    uint32_t refs;
+    uint8_t state;            /* gs_wchunk_state_t */
+    uint8_t owned;            /* a key gsched knows this worker holds */
+    uint8_t in_map;
+    GS_VEC(gs_wtask_t *) waiters;   /* tasks waiting for PENDING -> READY */
+};
+
+typedef struct gs_wdep {
+    uint64_t graph, task, worker, nbytes;
+    gs_wchunk_t *chunk;       /* held ref once admitted */
+} gs_wdep_t;
+
+typedef enum gs_wtask_state {
+    GS_WTASK_QUEUED = 0,      /* waiting for admission (memory) */
+    GS_WTASK_FETCHING = 1,    /* admitted, inputs not all ready */
+    GS_WTASK_READY = 2,       /* inputs ready, waiting for an execution slot */
+    GS_WTASK_RUNNING = 3,
+    GS_WTASK_DONE = 4
+} gs_wtask_state_t;
+
+struct gs_wtask {
+    gs_wlink_t link;          /* admission queue / ready queue */
+    gs_wtask_t *job_next;     /* pool job queue / completion queue (under lock) */
+    gs_wgraph_t *graph;
+    const gs_layer_t *layer;
+    uint64_t id, block;
+    uint32_t layer_id;
+    uint32_t ndeps;
+    uint32_t nwait;           /* inputs not READY yet */
+    uint8_t state;
+    uint8_t canceled;
+    int stream;               /* streams mode: index; -1 otherwise */
+    gs_wdep_t *deps;
+    gs_wdep_t deps_inline[GS_W_INLINE_DEPS];
+    gs_wchunk_t *out;
+    uint64_t out_nbytes;
+    uint64_t t_admit, t_ready, t_launch;
+    uint64_t run_ns, fetch_ns;
+    gs_status_t status;       /* set on completion (any thread before queueing) */
+    char *err;                /* failure message (gs_malloc'd), NULL on success */
+};
+
+/* Transfers (fetch from a peer). */
+typedef enum gs_wfetch_state {
+    GS_WFETCH_REQUESTED = 0,  /* FETCH_REQ sent (or being sent), waiting for DATA */
+    GS_WFETCH_RECEIVING = 1,  /* rendezvous receive in progress */
+    GS_WFETCH_STAGING = 2     /* host staging buffer -> backend memory copy in flight */
+} gs_wfetch_state_t;
+
+struct gs_wfetch {
+    uint64_t req_id;
+    gs_worker_t *w;
+    gs_wpeer_t *peer;
+    gs_wlink_t peer_link;     /* peer->fetches */
+    gs_wchunk_t *chunk;       /* destination (PENDING), one ref held */
+    void *host;               /* where the bytes land: chunk->ptr, or a staging buffer */
+    uint8_t state;
+    uint8_t host_owned;       /* host is a staging buffer to gs_free */
+    uint8_t dead;             /* failed/timed out; freed when its UCX or copy op returns */
+    uint64_t t_start, deadline;
+    void *recv_req;           /* outstanding ucp receive request */
+    int stream;               /* staging stream */
+};
+
+/* One UCX endpoint to a peer; outlives the peer while its close completes. */
+typedef struct gs_wep {
+    gs_worker_t *w;
+    uint64_t peer_id;
+    ucp_ep_h ep;
+    gs_wlink_t link;          /* w->closing while a close is in flight */
+} gs_wep_t;
+
+struct gs_wpeer {
+    uint64_t id;
+    char *name;
+    uint8_t *addr;
+    size_t addr_len;
+    gs_wep_t *epc;            /* created lazily */
+    int failed;               /* epc reported an error; closed and recreated on next use */
+    ucs_status_t fail_status;
+    gs_wlink_t fetches;       /* gs_wfetch_t waiting on this peer */
+};
+
+/* A deferred piece of UCX work, run right after ucp_worker_progress() returns. */
+typedef enum gs_wdefer_kind {
+    GS_WDEFER_SERVE = 0,      /* answer a FETCH_REQ */
+    GS_WDEFER_RNDV = 1,       /* start a rendezvous receive */
+    GS_WDEFER_EP_FAILED = 2   /* a peer endpoint failed */
+} gs_wdefer_kind_t;
+
+typedef struct gs_wdefer {
+    struct gs_wdefer *next;
+    int kind;
+    uint64_t req_id, graph, task, from_worker;
+    ucp_ep_h reply_ep;
+    void *desc;
+    size_t len;
+    gs_wpeer_t *peer;
+    gs_status_t status;
+} gs_wdefer_t;
+
+/* A completion record from a backend notify() (streams mode) or a finished staging copy. */
+typedef enum gs_wnote_kind {
+    GS_WNOTE_TASK = 0,
+    GS_WNOTE_FETCH_STAGED = 1,
+    GS_WNOTE_SEND_STAGED = 2
+} gs_wnote_kind_t;
+
+typedef struct gs_wnote {
+    struct gs_wnote *next;
+    gs_worker_t *w;
+    int kind;
+    gs_status_t status;
+    uint64_t t_done;
+    void *obj;
+} gs_wnote_t;
+
+/* A chunk on its way out (to a peer over UCX, or to gsched as DATA) from staged host memory
+ * or directly from host-accessible chunk memory. */
+typedef struct gs_wsend {
+    gs_worker_t *w;
+    gs_wlink_t link;          /* w->sends (outstanding) */
+    gs_wchunk_t *chunk;       /* ref held until done (NULL for error replies) */
+    void *host;               /* bytes to send */
+    uint8_t host_owned;
+    uint8_t to_scheduler;     /* DATA over the control connection (gather) */
+    int stream;
+    uint64_t req_id, graph, task, from_worker;
+    gs_status_t status;
+    ucp_ep_h reply_ep;        /* fallback when from_worker is not a known peer */
+    void *ucp_req;
+    gs_buf_t header;          /* encoded header (must live until UCX completes) */
+    uint8_t is_request;       /* a FETCH_REQ (req_id names the fetch) */
+} gs_wsend_t;
+
+typedef enum gs_wstate {
+    GS_WSTATE_CREATED = 0,
+    GS_WSTATE_CONNECTING,
+    GS_WSTATE_HELLO,          /* HELLO sent, waiting for WELCOME */
+    GS_WSTATE_RUNNING,
+    GS_WSTATE_STOPPING,
+    GS_WSTATE_STOPPED
+} gs_wstate_t;
+
+struct gs_worker {
+    uv_loop_t *loop;
+    int state;
+    gs_status_t stop_reason;
+    gs_worker_stop_cb stop_cb;
+    void *stop_arg;
+    int destroying;
+
+    /* configuration */
+    char *sched_host;
+    int sched_port;
+    char *name;
+    char *token;
+    char *hostname;
+    int device;
+    int nthreads;
+    int nstreams;
+    int stream_depth;
+    int streams_mode;         /* 1: GS_WORKER_EXEC_STREAMS */
+    uint64_t memory_limit_req;
+    uint32_t connect_timeout_ms, fetch_timeout_ms, memory_wait_ms, heartbeat_req_ms;
+
+    /* control plane */
+    gs_conn_t *conn;
+    uint64_t id;
+    uint64_t heartbeat_ms;
+    uint64_t hb_seq;
+    uint64_t connect_deadline;
+    uv_timer_t hb_timer;      /* heartbeats */
+    uv_timer_t retry_timer;   /* connection retries; memory watchdog; fetch timeouts */
+    uv_timer_t tick_timer;    /* periodic: fetch timeouts, memory watchdog */
+    uv_check_t check;         /* end of each loop iteration: flush TASK_DONE, UCX */
+    uv_prepare_t prepare;     /* before blocking: progress UCX and arm it */
+    uv_async_t async;         /* completions from kernel threads / CUDA callbacks */
+    int nhandles_open;        /* handles not closed yet */
+
+    /* backend */
+    const gs_chunkops_ops_t *ops;
+    gs_chunkops_ctx_h ctx;
+    gs_chunkops_stream_h *streams;     /* nstreams (streams mode) */
+    int *stream_inflight;
+    uint64_t *stream_last_done;        /* last completion time per stream (for run_ns) */
+    uint64_t mem_used;
+    uint64_t mem_limit;
+
+    /* kernel threads (pool mode) */
+    uv_thread_t *threads;
+    gs_chunkops_stream_h *thread_streams;
+    int nthreads_started;              /* under job_lock */
+    int threads_created;
+    uv_mutex_t job_lock;
+    uv_cond_t job_cond;
+    gs_wtask_t *job_head, *job_tail;   /* under job_lock */
+    int job_quit;                      /* under job_lock */
+
+    /* completions (any thread -> loop) */
+    uv_mutex_t done_lock;
+    gs_wtask_t *done_head, *done_tail; /* pool completions, under done_lock */
+    gs_wnote_t *note_head, *note_tail; /* notify completions, under done_lock */
+
+    /* graphs, tasks */
+    gs_u64map_t graphs;                /* graph id -> gs_wgraph_t * */
+    gs_wlink_t idle_graphs;            /* graphs with layers but no task or key, oldest first */
+    uint64_t nidle, idle_layer_bytes;
+    gs_wlink_t admit_q;                /* QUEUED tasks, FIFO */
+    gs_wlink_t ready_q;                /* READY tasks, FIFO */
+    uint64_t nqueued, nadmitted, nrunning;
+    uint64_t max_admitted;
+    int slots;                         /* max running */
+    uint64_t mem_blocked_since;        /* 0: admission not blocked on memory */
+    uint64_t last_mem_free;
+    GS_VEC(gs_wtask_t *) task_free;    /* free-list of task structs */
+    GS_VEC(void *) task_slabs;
+
+    /* TASK_DONE batch */
+    GS_VEC(uint64_t) d_graph, d_task, d_nbytes, d_run, d_fetch;
+    GS_VEC(int32_t) d_status;
+    GS_VEC(char *) d_err;
+
+    /* UCX */
+    ucp_context_h ucp_ctx;
+    ucp_worker_h ucp_worker;
+    ucp_address_t *ucp_addr;
+    size_t ucp_addr_len;
+    int ucp_efd;
+    uv_poll_t ucp_poll;
+    int ucp_poll_open;
+    gs_u64map_t peers;                 /* worker id -> gs_wpeer_t * */
+    gs_u64map_t fetches;               /* req_id -> gs_wfetch_t * */
+    uint64_t next_req_id;
+    gs_wdefer_t *defer_head, *defer_tail;
+    gs_wlink_t sends;                  /* gs_wsend_t outstanding */
+    gs_wlink_t closing;                /* gs_wep_t being closed */
+    gs_wlink_t dead_fetches;           /* failed fetches waiting for UCX or a copy */
+    int ep_fail_pending;               /* some peer's endpoint failed */
+    uint64_t ucp_outstanding;          /* ucp requests not completed */
+    int in_progress;                   /* inside ucp_worker_progress */
+
+    /* stats */
+    gs_worker_stats_t st;
+};
+
+/* ---- store.c ---- */
+gs_status_t gs__wgraph_get(gs_worker_t *w, uint64_t id, int create, gs_wgraph_t **g_p);
+/* Free @a g if nothing refers to it; with @a drop_layers also when only layers remain. */
+void gs__wgraph_maybe_free(gs_worker_t *w, gs_wgraph_t *g, int drop_layers);
+void gs__wgraph_free_all(gs_worker_t *w);
+void gs__wgraph_unidle(gs_worker_t *w, gs_wgraph_t *g);
+void gs__wgraph_evict_idle(gs_worker_t *w);     /* safe points only */
+void gs__wstore_clear(gs_worker_t *w);          /* drop every key (destroy) */
+gs_wchunk_t *gs__wstore_find(gs_worker_t *w, uint64_t graph, uint64_t task);
+/* New chunk struct (refs 1, PENDING, not in the map) with memory allocated via the backend.
+ * GS_ERR_NO_MEMORY/GS_ERR_NO_DEVICE_MEMORY when it does not fit (worker accounting or backend). */
+gs_status_t gs__wchunk_new(gs_worker_t *w, gs_wgraph_t *g, uint64_t task, uint64_t nbytes,
+                           gs_wchunk_t **c_p);
+void gs__wchunk_ref(gs_wchunk_t *c);
+void gs__wchunk_unref(gs_worker_t *w, gs_wchunk_t *c);
+/* Put @a c in its graph's map (replacing/detaching what is there). */
+gs_status_t gs__wstore_insert(gs_worker_t *w, gs_wchunk_t *c);
+/* Remove @a c from the map (if there); drops the store's ref for an owned key. */
+void gs__wstore_detach(gs_worker_t *w, gs_wchunk_t *c);
+void gs__wstore_release(gs_worker_t *w, uint64_t graph, uint64_t task);
+void gs__wgraph_cancel(gs_worker_t *w, uint64_t graph);
+void gs__wmem_freed(gs_worker_t *w);
+
+/* ---- exec.c ---- */
+gs_status_t gs__wexec_init(gs_worker_t *w);
+void gs__wexec_stop_threads(gs_worker_t *w);
+void gs__wexec_cleanup_tasks(gs_worker_t *w);     /* release every task */
+void gs__wexec_cleanup(gs_worker_t *w);
+void gs__wexec_assign(gs_worker_t *w, const gs_msg_task_assign_t *m);
+void gs__wexec_pump(gs_worker_t *w);               /* admission + dispatch */
+void gs__wexec_drain(gs_worker_t *w);              /* completions from the async queue */
+void gs__wexec_input_ready(gs_worker_t *w, gs_wchunk_t *c);  /* c left PENDING */
+void gs__wexec_flush_done(gs_worker_t *w);
+void gs__wexec_tick(gs_worker_t *w);               /* memory watchdog */
+void gs__wtask_drop(gs_worker_t *w, gs_wtask_t *t);   /* canceled, not running */
+void gs__wnote_push(gs_worker_t *w, gs_wnote_t *n);   /* any thread */
+void gs__wtask_fail(gs_worker_t *w, gs_wtask_t *t, gs_status_t status, const char *fmt, ...)
+    GS_PRINTF(4, 5);
+int gs__wexec_pick_stream(gs_worker_t *w);
+void gs__wnote_cb(gs_status_t status, void *arg);  /* chunkops notify callback */
+
+/* ---- ucx.c ---- */
+gs_status_t gs__wucx_init(gs_worker_t *w);
+void gs__wucx_shutdown(gs_worker_t *w);            /* cancel everything, close eps */
+void gs__wucx_cleanup(gs_worker_t *w);
+void gs__wucx_progress(gs_worker_t *w);            /* progress until idle + arm */
+void gs__wucx_peers(gs_worker_t *w, const gs_msg_peers_t *m);
+/* Start fetching (graph, task) from peer @a from into a new PENDING chunk (returned with one
+ * ref for the caller, also in the store as a fetched copy). */
+gs_status_t gs__wucx_fetch(gs_worker_t *w, uint64_t graph, uint64_t task, uint64_t from,
+                           uint64_t nbytes, gs_wchunk_t **c_p);
+void gs__wucx_tick(gs_worker_t *w);                /* fetch timeouts */
+void gs__wfetch_staged(gs_worker_t *w, gs_wfetch_t *f, gs_status_t status);
+void gs__wsend_staged(gs_worker_t *w, gs_wsend_t *s, gs_status_t status);
+/* Send a chunk to gsched as DATA for GATHER_REQ @a req_id (staging when needed). */
+void gs__wgather(gs_worker_t *w, uint64_t req_id, uint64_t graph, uint64_t task);
+
+/* ---- worker.c ---- */
+void gs__wsend_msg(gs_worker_t *w, const gs_msg_t *m);
+void gs__wdata_to_scheduler(gs_worker_t *w, uint64_t req_id, uint64_t graph, uint64_t task,
+                            gs_status_t status, const void *data, size_t len);
+
+#endif
