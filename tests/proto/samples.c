@@ -3,6 +3,17 @@
 #include <criterion/criterion.h>
 #include <string.h>
 
+#if defined(__SANITIZE_ADDRESS__)
+#define GS_TEST_LSAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define GS_TEST_LSAN 1
+#endif
+#endif
+#ifdef GS_TEST_LSAN
+#include <sanitizer/lsan_interface.h>
+#endif
+
 /* The test binary is linked with -Wl,--wrap=malloc,... so every allocation made by gsched's static
  * libraries (gs_malloc & co in common/alloc.c) is counted here; libuv and Criterion are shared
  * libraries and are not. Works the same under ASan (__real_malloc is ASan's malloc). */
@@ -57,6 +68,15 @@ size_t live_heap_blocks(void)
 size_t heap_bytes_requested(void)
 {
     return requested_bytes;
+}
+
+void proto_check_no_leaks(void)
+{
+    cr_assert_eq(live_heap_blocks(), 0, "%zu heap blocks allocated by gsched were not freed", live_heap_blocks());
+#ifdef GS_TEST_LSAN
+    /* Criterion's workers exit without LeakSanitizer's report: ask for it explicitly */
+    cr_assert_eq(__lsan_do_recoverable_leak_check(), 0, "LeakSanitizer found leaks");
+#endif
 }
 
 #define S(lit) ((gs_str_t){(const uint8_t *)(lit), sizeof(lit) - 1})

@@ -19,6 +19,10 @@ size_t live_heap_blocks(void);
 /** Bytes requested from malloc/calloc/realloc by gsched code so far (cumulative). */
 size_t heap_bytes_requested(void);
 
+/** Called at the end of every proto test: nothing gsched allocated is still live (and, under ASan,
+ *  LeakSanitizer finds no leak at all). */
+void proto_check_no_leaks(void);
+
 /** Deterministic PRNG (xorshift64*). */
 static inline uint64_t test_rand(uint64_t *s)
 {

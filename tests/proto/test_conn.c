@@ -293,6 +293,7 @@ Test(proto_conn, exchanges_messages_over_loopback)
     cr_assert_eq(cl.nclosed, 1);
     cr_assert_eq(s.closed[0], 1);
     cr_assert_eq(live_heap_blocks(), heap0, "connections leaked memory");
+    proto_check_no_leaks();
 }
 
 Test(proto_conn, garbage_frame_closes_only_that_connection)
@@ -325,6 +326,7 @@ Test(proto_conn, garbage_frame_closes_only_that_connection)
     gs_conn_close(cl.conn, GS_OK);
     RUN_UNTIL(&loop, cl.nclosed == 1 && s.closed[0] == 1);
     close_listener_and_drain(&s);
+    proto_check_no_leaks();
 }
 
 Test(proto_conn, refuses_oversize_frames)
@@ -353,6 +355,7 @@ Test(proto_conn, refuses_oversize_frames)
     cr_assert_eq(s.reason[1], GS_ERR_MSG_TOO_LARGE);
     cr_assert(cl.reason == GS_ERR_CONN_CLOSED, "client closed with %s", gs_status_name(cl.reason));
     close_listener_and_drain(&s);
+    proto_check_no_leaks();
 }
 
 Test(proto_conn, graceful_close_flushes_queued_writes)
@@ -376,6 +379,7 @@ Test(proto_conn, graceful_close_flushes_queued_writes)
     cr_assert_eq(s.data_bytes[0], 2u << 20);
     cr_assert_eq(s.reason[0], GS_ERR_CONN_CLOSED);
     close_listener_and_drain(&s);
+    proto_check_no_leaks();
 }
 
 Test(proto_conn, error_close_is_deferred_idempotent_and_first_reason_wins)
@@ -393,6 +397,7 @@ Test(proto_conn, error_close_is_deferred_idempotent_and_first_reason_wins)
     cr_assert_eq(cl.reason, GS_ERR_CANCELED);
     close_listener_and_drain(&s);
     cr_assert_eq(cl.nclosed, 1);
+    proto_check_no_leaks();
 }
 
 Test(proto_conn, close_while_connecting_cancels_connect)
@@ -413,6 +418,7 @@ Test(proto_conn, close_while_connecting_cancels_connect)
     cr_assert_eq(cl.reason, GS_ERR_CANCELED);
     RUN_UNTIL(&loop, s.naccepted == 0 || s.nclosed == s.naccepted);
     close_listener_and_drain(&s);
+    proto_check_no_leaks();
 }
 
 Test(proto_conn, connect_refused_reports_then_closes)
@@ -435,6 +441,7 @@ Test(proto_conn, connect_refused_reports_then_closes)
     cr_assert_eq(cl.reason, GS_ERR_CONN_REFUSED);
     cr_assert_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
     cr_assert_eq(uv_loop_close(&loop), 0);
+    proto_check_no_leaks();
 }
 
 Test(proto_conn, closing_inside_msg_cb_stops_delivery)
@@ -458,6 +465,7 @@ Test(proto_conn, closing_inside_msg_cb_stops_delivery)
     close(fd);
     gs_buf_cleanup(&frames);
     close_listener_and_drain(&s);
+    proto_check_no_leaks();
 }
 
 Test(proto_conn, send_frame_takes_ownership_and_checks_framing)
@@ -487,6 +495,7 @@ Test(proto_conn, send_frame_takes_ownership_and_checks_framing)
     cr_assert_null(f.data);
     RUN_UNTIL(&loop, cl.nclosed == 1 && s.nclosed == 1);
     close_listener_and_drain(&s);
+    proto_check_no_leaks();
 }
 
 Test(proto_conn, rejects_bad_arguments)
@@ -504,6 +513,7 @@ Test(proto_conn, rejects_bad_arguments)
     cr_assert_null(c);
     cr_assert_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
     cr_assert_eq(uv_loop_close(&loop), 0);
+    proto_check_no_leaks();
 }
 
 Test(proto_conn, parses_addresses)
@@ -539,6 +549,7 @@ Test(proto_conn, parses_addresses)
     cr_assert_eq(gs_addr_parse("abc:1", small, sizeof small, &port), GS_OK);
     cr_assert_str_eq(small, "abc");
     cr_assert_eq(gs_addr_parse(NULL, host, sizeof host, &port), GS_ERR_INVALID_PARAM);
+    proto_check_no_leaks();
 }
 
 Test(proto_conn, converts_libuv_errors)
@@ -554,4 +565,5 @@ Test(proto_conn, converts_libuv_errors)
     cr_assert_eq(gs_status_from_uv(UV_ECANCELED, "x"), GS_ERR_CANCELED);
     cr_assert_eq(gs_status_from_uv(UV_EIO, "x"), GS_ERR_IO);
     cr_assert_eq(gs_status_from_uv(UV_EAI_NONAME, "x"), GS_ERR_NOT_FOUND);
+    proto_check_no_leaks();
 }

@@ -60,6 +60,7 @@ Test(proto_frame, reassembles_frames_fed_byte_by_byte)
     cr_assert_eq(got, s.n);
     gs_frame_reader_cleanup(&r);
     gs_buf_cleanup(&s.bytes);
+    proto_check_no_leaks();
 }
 
 Test(proto_frame, reassembles_frames_under_random_splits)
@@ -92,6 +93,7 @@ Test(proto_frame, reassembles_frames_under_random_splits)
     cr_assert_eq(got, s.n);
     gs_frame_reader_cleanup(&r);
     gs_buf_cleanup(&s.bytes);
+    proto_check_no_leaks();
 }
 
 Test(proto_frame, refuses_oversize_header_before_buffering_the_frame)
@@ -117,6 +119,7 @@ Test(proto_frame, refuses_oversize_header_before_buffering_the_frame)
     cr_assert_eq(gs_frame_reader_feed(&r, huge, 4), GS_OK);
     cr_assert_eq(gs_frame_reader_next(&r, &p, &len), GS_ERR_MSG_TOO_LARGE);
     gs_frame_reader_cleanup(&r);
+    proto_check_no_leaks();
 }
 
 Test(proto_frame, accepts_frame_of_exactly_the_limit_and_empty_frames)
@@ -136,6 +139,7 @@ Test(proto_frame, accepts_frame_of_exactly_the_limit_and_empty_frames)
     cr_assert_eq(len, 0);
     cr_assert_eq(gs_frame_reader_next(&r, &p, &len), GS_INPROGRESS);
     gs_frame_reader_cleanup(&r);
+    proto_check_no_leaks();
 }
 
 Test(proto_frame, feed_out_of_memory_leaves_reader_unchanged)
@@ -159,6 +163,7 @@ Test(proto_frame, feed_out_of_memory_leaves_reader_unchanged)
     cr_assert_eq(got, s.n);
     gs_frame_reader_cleanup(&r);
     gs_buf_cleanup(&s.bytes);
+    proto_check_no_leaks();
 }
 
 Test(proto_frame, releases_a_large_buffer_once_drained)
@@ -184,4 +189,5 @@ Test(proto_frame, releases_a_large_buffer_once_drained)
     cr_assert_eq(gs_frame_reader_next(&r, &p, &len), GS_INPROGRESS);
     gs_frame_reader_cleanup(&r);
     gs_free(frame);
+    proto_check_no_leaks();
 }

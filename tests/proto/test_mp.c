@@ -5,6 +5,7 @@
 
 #include "common/alloc.h"
 #include "proto/mp.h"
+#include "samples.h"
 
 static gs_mp_reader_t reader_of(const void *p, size_t len)
 {
@@ -73,6 +74,7 @@ Test(proto_mp, round_trips_every_kind)
     cr_assert(gs_mp_skip(&r));
     cr_assert(gs_mp_at_end(&r));
     gs_buf_cleanup(&b);
+    proto_check_no_leaks();
 }
 
 Test(proto_mp, reads_foreign_encodings)
@@ -106,6 +108,7 @@ Test(proto_mp, reads_foreign_encodings)
     cr_assert(gs_mp_skip(&r));
     cr_assert(gs_mp_read_f64(&r, &d) && d == -32.0);
     cr_assert(gs_mp_at_end(&r));
+    proto_check_no_leaks();
 }
 
 static gs_mp_reader_t one_int(gs_buf_t *b, int is_signed, uint64_t v)
@@ -172,6 +175,7 @@ Test(proto_mp, range_checks_integers)
     r = reader_of(b.data, b.len);
     cr_assert_not(gs_mp_read_u64(&r, &u64));
     gs_buf_cleanup(&b);
+    proto_check_no_leaks();
 }
 
 Test(proto_mp, latches_first_error)
@@ -192,6 +196,7 @@ Test(proto_mp, latches_first_error)
     cr_assert_eq(gs_mp_fail(&r2, "count does not match"), 0);
     cr_assert_eq(r2.err, GS_ERR_PROTO);
     cr_assert(strstr(gs_last_error(), "count does not match at offset 0") != NULL, "%s", gs_last_error());
+    proto_check_no_leaks();
 }
 
 Test(proto_mp, rejects_declared_lengths_beyond_the_data)
@@ -237,6 +242,7 @@ Test(proto_mp, rejects_declared_lengths_beyond_the_data)
     gs_mp_reader_t r = reader_of(ext, sizeof ext);
     cr_assert_not(gs_mp_skip(&r));
     cr_assert(strstr(gs_last_error(), "declares 4294967295 bytes") != NULL, "%s", gs_last_error());
+    proto_check_no_leaks();
 }
 
 Test(proto_mp, rejects_truncated_headers_of_every_type)
@@ -259,6 +265,7 @@ Test(proto_mp, rejects_truncated_headers_of_every_type)
     cr_assert(strstr(gs_last_error(), "end of data") != NULL);
     r = reader_of(NULL, 0);
     cr_assert(gs_mp_at_end(&r));
+    proto_check_no_leaks();
 }
 
 Test(proto_mp, skip_limits_nesting_depth)
@@ -293,6 +300,7 @@ Test(proto_mp, skip_limits_nesting_depth)
     r = reader_of(wide, sizeof wide);
     cr_assert(gs_mp_skip(&r));
     cr_assert(gs_mp_at_end(&r));
+    proto_check_no_leaks();
 }
 
 Test(proto_mp, writer_latches_out_of_memory_and_size_limits)
@@ -317,6 +325,7 @@ Test(proto_mp, writer_latches_out_of_memory_and_size_limits)
     cr_assert_eq(w.err, GS_ERR_MSG_TOO_LARGE);
     cr_assert_eq(b.len, 0);
     gs_buf_cleanup(&b);
+    proto_check_no_leaks();
 }
 
 Test(proto_mp, survives_random_bytes)
@@ -338,4 +347,5 @@ Test(proto_mp, survives_random_bytes)
         }
         cr_assert_leq(r.p, r.end);
     }
+    proto_check_no_leaks();
 }

@@ -61,6 +61,7 @@ Test(proto_msg, names_every_type)
     cr_assert_str_eq(gs_msg_type_name(GS_MSG_TYPE_MAX), "unknown");
     cr_assert_str_eq(gs_msg_type_name(UINT32_MAX), "unknown");
     for (uint32_t t = FIRST_TYPE; t <= LAST_TYPE; t++) cr_assert_str_neq(gs_msg_type_name(t), "unknown");
+    proto_check_no_leaks();
 }
 
 Test(proto_msg, round_trips_every_type)
@@ -81,6 +82,7 @@ Test(proto_msg, round_trips_every_type)
         gs_msg_cleanup(&d);  /* idempotent */
         gs_buf_cleanup(&b);
     }
+    proto_check_no_leaks();
 }
 
 Test(proto_msg, decoded_strings_are_nul_terminated_and_tables_aligned)
@@ -122,6 +124,7 @@ Test(proto_msg, decoded_strings_are_nul_terminated_and_tables_aligned)
     gs_msg_cleanup(&d);
     gs_buf_cleanup(&b);
     gs_buf_cleanup(&b2);
+    proto_check_no_leaks();
 }
 
 Test(proto_msg, decode_makes_one_allocation_and_fails_cleanly_without_memory)
@@ -150,6 +153,7 @@ Test(proto_msg, decode_makes_one_allocation_and_fails_cleanly_without_memory)
         cr_assert_leq(k, 1, "%s needed %ld allocations", gs_msg_type_name(t), k);
         gs_buf_cleanup(&b);
     }
+    proto_check_no_leaks();
 }
 
 Test(proto_msg, decode_allocation_is_bounded_by_payload)
@@ -185,6 +189,7 @@ Test(proto_msg, decode_allocation_is_bounded_by_payload)
     cr_assert_leq(heap_bytes_requested() - before, 24 * b.len);
     gs_msg_cleanup(&d);
     gs_buf_cleanup(&b);
+    proto_check_no_leaks();
 }
 
 Test(proto_msg, rejects_every_truncation_of_every_type)
@@ -210,6 +215,7 @@ Test(proto_msg, rejects_every_truncation_of_every_type)
         }
         gs_buf_cleanup(&b);
     }
+    proto_check_no_leaks();
 }
 
 Test(proto_msg, survives_every_byte_flipped)
@@ -237,6 +243,7 @@ Test(proto_msg, survives_every_byte_flipped)
     cr_assert_eq(live_heap_blocks(), before);
     cr_assert_gt(ok, 0);
     cr_assert_lt(ok, total);
+    proto_check_no_leaks();
 }
 
 Test(proto_msg, survives_random_payloads)
@@ -260,6 +267,7 @@ Test(proto_msg, survives_random_payloads)
     }
     cr_assert_eq(live_heap_blocks(), before);
     cr_assert_gt(ok, 0);  /* e.g. [19] (SHUTDOWN) */
+    proto_check_no_leaks();
 }
 
 /* Field kinds of each type after the type, so that random payloads are mostly coherent and reach
@@ -438,6 +446,7 @@ Test(proto_msg, survives_random_msgpack_shaped_payloads)
         cr_assert_gt(ok_by_type[t], 0, "no valid %s generated", gs_msg_type_name(t));
         cr_assert_lt(ok_by_type[t], total_by_type[t], "no invalid %s generated", gs_msg_type_name(t));
     }
+    proto_check_no_leaks();
 }
 
 /* ---- specific rejections ---- */
@@ -505,6 +514,7 @@ Test(proto_msg, rejects_bad_csr_offsets_and_counts)
     expect_decode_error(&b, "dep_off decreases");
 
     gs_buf_cleanup(&b);
+    proto_check_no_leaks();
 }
 
 /* Build a payload by hand: [type, fields...] */
@@ -568,6 +578,7 @@ Test(proto_msg, rejects_declared_sizes_larger_than_the_data)
     expect_payload_error(&b, "keys has 8 bytes, expected 1 entries of 16 bytes");
 
     gs_buf_cleanup(&b);
+    proto_check_no_leaks();
 }
 
 Test(proto_msg, rejects_semantic_errors)
@@ -649,6 +660,7 @@ Test(proto_msg, rejects_semantic_errors)
     expect_proto_no_alloc((const uint8_t *)"", 0, "empty payload", 0);
 
     gs_buf_cleanup(&b);
+    proto_check_no_leaks();
 }
 
 /* ---- encoder ---- */
@@ -697,6 +709,7 @@ Test(proto_msg, encode_rejects_inconsistent_messages_and_leaves_output)
     expect_encode_invalid(&m, "name has 3 bytes but no data");
     m.u.hello.name = (gs_str_t){(const uint8_t *)"a\0b", 3};
     expect_encode_invalid(&m, "name contains a NUL byte");
+    proto_check_no_leaks();
 }
 
 Test(proto_msg, encode_accepts_empty_graph_with_null_tables)
@@ -715,6 +728,7 @@ Test(proto_msg, encode_accepts_empty_graph_with_null_tables)
     cr_assert_eq(d.u.graph_submit.client_ref, 3);
     gs_msg_cleanup(&d);
     gs_buf_cleanup(&b);
+    proto_check_no_leaks();
 }
 
 Test(proto_msg, encode_out_of_memory_leaves_output)
@@ -744,6 +758,7 @@ Test(proto_msg, encode_out_of_memory_leaves_output)
             cr_assert_lt(k, 100);
         }
     }
+    proto_check_no_leaks();
 }
 
 Test(proto_msg, encode_refuses_tables_beyond_4_gib)
@@ -763,6 +778,7 @@ Test(proto_msg, encode_refuses_tables_beyond_4_gib)
     cr_assert_eq(gs_msg_encode(&m, &b), GS_ERR_MSG_TOO_LARGE);
     cr_assert_eq(b.len, 0);
     gs_buf_cleanup(&b);
+    proto_check_no_leaks();
 }
 
 Test(proto_msg, decode_rejects_null_arguments)
@@ -775,4 +791,5 @@ Test(proto_msg, decode_rejects_null_arguments)
     cr_assert_null(d.owned);
     gs_msg_cleanup(&d);
     gs_msg_cleanup(NULL);
+    proto_check_no_leaks();
 }
