@@ -549,7 +549,7 @@ gs_status_t gs_array_reduce(gs_redop_t op, gs_array_h a, const gs_reduce_params_
     struct gs_array *n;
     int32_t axis = -1, se = 16, nd;
     double ddof = 0.0;
-    int64_t red_extent;
+    int64_t red_extent, out_size;
     if (a == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "operand is NULL");
     if (out_p == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "out_p is NULL");
     if ((int)op < 0 || op >= GS_RED_COUNT)
@@ -578,7 +578,10 @@ gs_status_t gs_array_reduce(gs_redop_t op, gs_array_h a, const gs_reduce_params_
         }
     }
     red_extent = axis < 0 ? a->size : a->grid.shape[axis];
-    if (red_extent == 0 && (axis < 0 || a->size > 0) &&
+    out_size = 1;
+    for (int32_t i = 0; i < a->grid.ndim && axis >= 0; i++)
+        if (i != axis) out_size *= a->grid.shape[i];
+    if (red_extent == 0 && (axis < 0 || out_size > 0) &&
         (op == GS_RED_MIN || op == GS_RED_MAX || op == GS_RED_ARGMIN || op == GS_RED_ARGMAX))
         return gs_error_set(GS_ERR_INVALID_PARAM,
                             "%s of a zero-size array (no identity)",

@@ -1,0 +1,423 @@
+/* Lowering: task and layer counts under each optimisation switch, culling, slice pushdown,
+ * persisted inputs (externals), kernel limits, instantiation of every task, failures. */
+#include <criterion/criterion.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "common/alloc.h"
+#include "graph/taskgraph.h"
+
+#define OK(call) do { gs_status_t st__ = (call); \
+    cr_assert_eq(st__, GS_OK, "%s: %s: %s", #call, gs_status_name(st__), gs_last_error()); } while (0)
+
+#define UNFUSED (GS_LOWER_CULL | GS_LOWER_SLICE_PUSHDOWN)
+
+static gs_array_h normal2(int64_t n0, int64_t n1, int64_t c0, int64_t c1)
+{
+    int64_t s[2] = {n0, n1}, c[2] = {c0, c1};
+    gs_array_h a;
+    OK(gs_array_random_normal(5, 10.0, 1.0, 2, s, c, &a));
+    return a;
+}
+
+static gs_array_h normal1(int64_t n, int64_t c, uint64_t seed)
+{
+    gs_array_h a;
+    OK(gs_array_random_normal(seed, 0.0, 1.0, 1, &n, &c, &a));
+    return a;
+}
+
+/* Take ownership of @a a and return op(a). */
+static gs_array_h add_s(gs_array_h a, double s)
+{
+    gs_array_h r;
+    OK(gs_array_binary_scalar(GS_BINARY_ADD, a, s, &r));
+    gs_array_release(a);
+    return r;
+}
+
+static gs_array_h step2(gs_array_h a)
+{
+    gs_slice_t s[2] = {{0, 0, 2, 0}, {0, 0, 2, 0}};
+    gs_array_h r;
+    OK(gs_array_slice(a, 2, s, &r));
+    gs_array_release(a);
+    return r;
+}
+
+static gs_array_h head(gs_array_h a, int64_t n)
+{
+    gs_slice_t s = {0, n, 1, GS_SLICE_HAS_STOP};
+    gs_array_h r;
+    OK(gs_array_slice(a, 1, &s, &r));
+    gs_array_release(a);
+    return r;
+}
+
+static gs_array_h sum_all(gs_array_h a)
+{
+    gs_array_h r;
+    OK(gs_array_reduce(GS_RED_SUM, a, NULL, &r));
+    gs_array_release(a);
+    return r;
+}
+
+/* Instantiate every task with correctly sized inputs: must succeed and respect the kernel
+ * limits. Returns the largest leaf count seen. */
+static int instantiate_all(const gs_taskgraph_t *tg)
+{
+    static double dummy[1 << 16];
+    gs_chunk_ref_t in[GS_KERNEL_MAX_COMBINE];
+    gs_ktask_t *kt = malloc(sizeof(*kt));
+    int maxleaves = 0;
+    cr_assert_not_null(kt);
+    for (uint64_t t = 0; t < tg->ntasks; t++) {
+        const gs_layer_t *l = tg->layers[tg->task_layer[t]];
+        int n = (int)(tg->dep_off[t + 1] - tg->dep_off[t]);
+        cr_assert_leq(n, GS_KERNEL_MAX_COMBINE);
+        for (int i = 0; i < n; i++) {
+            uint64_t d = tg->deps[tg->dep_off[t] + (uint64_t)i];
+            cr_assert_lt(d, tg->ntasks, "externals cannot be instantiated here");
+            in[i].data = dummy;
+            in[i].len = (int64_t)(tg->task_nbytes[d] / sizeof(double));
+            cr_assert_leq(in[i].len, (int64_t)(sizeof(dummy) / sizeof(double)));
+        }
+        OK(gs_layer_instantiate(l, tg->task_block[t], n, in, dummy, kt));
+        if (kt->kind == GS_KTASK_FUSED) {
+            cr_assert_leq(kt->u.fused.nleaves, GS_KERNEL_MAX_LEAVES);
+            cr_assert_leq(kt->u.fused.nprog, GS_KERNEL_MAX_PROG);
+            if (kt->u.fused.nleaves > maxleaves) maxleaves = kt->u.fused.nleaves;
+        }
+    }
+    free(kt);
+    return maxleaves;
+}
+
+static gs_taskgraph_t *lower(gs_array_h a, unsigned flags)
+{
+    gs_taskgraph_t *tg;
+    OK(gs_graph_lower(a, flags, &tg));
+    OK(gs_taskgraph_validate(tg));
+    return tg;
+}
+
+static uint64_t ntasks(gs_array_h a, unsigned flags)
+{
+    gs_taskgraph_t *tg = lower(a, flags);
+    uint64_t n = tg->ntasks;
+    if (tg->nexternals == 0) instantiate_all(tg);
+    gs_taskgraph_free(tg);
+    return n;
+}
+
+static uint32_t nlayers(gs_array_h a, unsigned flags)
+{
+    gs_taskgraph_t *tg = lower(a, flags);
+    uint32_t n = tg->nlayers;
+    gs_taskgraph_free(tg);
+    return n;
+}
+
+/* ---- the seed expression ---- */
+
+Test(graph_lower, fused_seed_is_one_task_per_block_plus_combines)
+{
+    /* (normal(10,1,(100,100)) + 1)[::2,::2].sum(), chunks 10: 10x10 sliced blocks;
+     * combine tree of fan-in 16: 100 -> 7 -> 1 */
+    gs_array_h r = sum_all(step2(add_s(normal2(100, 100, 10, 10), 1.0)));
+    gs_taskgraph_t *tg = lower(r, GS_LOWER_DEFAULT);
+    cr_assert_eq(tg->ntasks, 100 + 7 + 1);
+    cr_assert_eq(tg->nlayers, 3);
+    cr_assert_str_eq(gs_layer_name(tg->layers[0]), "reduce-sum");
+    cr_assert_str_eq(gs_layer_name(tg->layers[1]), "combine-sum");
+    cr_assert_eq(gs_layer_kind(tg->layers[2]), GS_LAYER_COMBINE);
+    cr_assert_eq(tg->noutputs, 1);
+    cr_assert_eq(tg->outputs[0], tg->ntasks - 1);
+    cr_assert_eq(tg->out_grid.ndim, 0);
+    cr_assert_eq(tg->task_nbytes[tg->ntasks - 1], sizeof(double));
+    cr_assert_eq(tg->dep_off[tg->ntasks] - tg->dep_off[tg->ntasks - 1], 7);
+    instantiate_all(tg);
+    gs_taskgraph_free(tg);
+    gs_array_release(r);
+}
+
+Test(graph_lower, unfused_seed_has_a_layer_per_node)
+{
+    gs_array_h r = sum_all(step2(add_s(normal2(100, 100, 10, 10), 1.0)));
+    /* generator, +1, slice, partial reduce: 100 tasks each; combines 7 + 1 */
+    cr_assert_eq(ntasks(r, UNFUSED), 4 * 100 + 8);
+    cr_assert_eq(ntasks(r, GS_LOWER_CULL), 4 * 100 + 8);
+    cr_assert_eq(ntasks(r, 0), 4 * 100 + 8);
+    cr_assert_eq(nlayers(r, 0), 6);
+    cr_assert_gt(ntasks(r, 0), ntasks(r, GS_LOWER_DEFAULT));
+    gs_array_release(r);
+}
+
+Test(graph_lower, slice_pushdown_generates_only_kept_elements_when_unfused)
+{
+    gs_array_h r = sum_all(step2(normal2(100, 100, 10, 10)));
+    cr_assert_eq(ntasks(r, GS_LOWER_CULL), 100 + 100 + 100 + 8);            /* gen, slice, partial */
+    cr_assert_eq(ntasks(r, GS_LOWER_CULL | GS_LOWER_SLICE_PUSHDOWN), 100 + 100 + 8);
+    cr_assert_eq(ntasks(r, GS_LOWER_DEFAULT), 100 + 8);
+    gs_taskgraph_t *tg = lower(r, GS_LOWER_SLICE_PUSHDOWN);
+    /* the slice layer reads no chunks: its generator is inlined */
+    cr_assert_eq(tg->dep_off[100], 0);
+    gs_taskgraph_free(tg);
+    gs_array_release(r);
+}
+
+/* ---- culling ---- */
+
+Test(graph_lower, cull_keeps_only_the_chunks_a_slice_needs)
+{
+    /* (x + 1)[:10] of a 100-chunk array */
+    gs_array_h z = head(add_s(normal1(1000, 10, 3), 1.0), 10);
+    cr_assert_eq(ntasks(z, GS_LOWER_DEFAULT), 1);
+    cr_assert_eq(ntasks(z, GS_LOWER_FUSE), 1);
+    cr_assert_eq(ntasks(z, GS_LOWER_CULL), 3);        /* generator, +1, slice: one chunk each */
+    cr_assert_eq(ntasks(z, UNFUSED), 3);
+    cr_assert_eq(ntasks(z, 0), 100 + 100 + 1);        /* everything generated, mostly unused */
+    gs_array_release(z);
+}
+
+Test(graph_lower, cull_with_a_slice_directly_over_a_generator)
+{
+    gs_array_h z = head(normal1(1000, 10, 3), 25);   /* 3 chunks needed */
+    cr_assert_eq(ntasks(z, GS_LOWER_DEFAULT), 3);
+    cr_assert_eq(ntasks(z, GS_LOWER_CULL), 3 + 3);
+    cr_assert_eq(ntasks(z, 0), 100 + 3);
+    cr_assert_eq(ntasks(z, GS_LOWER_SLICE_PUSHDOWN), 3);
+    gs_array_release(z);
+}
+
+Test(graph_lower, materialised_intermediates_are_culled_too)
+{
+    gs_array_h x = normal1(1000, 10, 4), y, w;
+    OK(gs_array_binary_scalar(GS_BINARY_MUL, x, 2.0, &y));
+    OK(gs_array_binary(GS_BINARY_ADD, y, y, &w));     /* y has two uses: materialised */
+    gs_array_h z = head(w, 10);
+    cr_assert_eq(ntasks(z, GS_LOWER_DEFAULT), 2);
+    cr_assert_eq(ntasks(z, GS_LOWER_FUSE), 101);
+    cr_assert_eq(nlayers(z, GS_LOWER_DEFAULT), 2);
+    gs_array_release(x);
+    gs_array_release(y);
+    gs_array_release(z);
+}
+
+Test(graph_lower, empty_slice_needs_no_input_chunks)
+{
+    gs_array_h x = add_s(normal1(100, 10, 4), 1.0);
+    gs_array_h y;
+    OK(gs_array_binary(GS_BINARY_ADD, x, x, &y));     /* x materialised */
+    gs_array_h z = head(y, 0);
+    gs_taskgraph_t *tg = lower(z, GS_LOWER_DEFAULT);
+    cr_assert_eq(tg->ntasks, 1);
+    cr_assert_eq(tg->nlayers, 1);                      /* the unused layer is dropped */
+    cr_assert_eq(tg->dep_off[1], 0);
+    cr_assert_eq(tg->task_nbytes[0], 0);
+    gs_taskgraph_free(tg);
+    gs_array_release(x);
+    gs_array_release(y);
+    gs_array_release(z);
+}
+
+/* ---- structure ---- */
+
+Test(graph_lower, generators_used_twice_are_inlined)
+{
+    gs_array_h x = normal2(30, 30, 7, 7), t, s;
+    OK(gs_array_transpose(x, NULL, &t));
+    OK(gs_array_binary(GS_BINARY_ADD, x, t, &s));
+    gs_taskgraph_t *tg = lower(s, GS_LOWER_DEFAULT);
+    cr_assert_eq(tg->nlayers, 1);
+    cr_assert_eq(tg->ntasks, 25);
+    cr_assert_eq(tg->dep_off[25], 0);
+    gs_taskgraph_free(tg);
+    cr_assert_eq(nlayers(s, GS_LOWER_CULL), 3);       /* generator, transpose, add */
+    gs_array_release(x);
+    gs_array_release(t);
+    gs_array_release(s);
+}
+
+Test(graph_lower, axis_reduction_builds_a_tree_per_output_block)
+{
+    gs_array_h x = normal2(40, 30, 10, 10), r;
+    gs_reduce_params_t p = {GS_REDUCE_FIELD_AXIS | GS_REDUCE_FIELD_SPLIT_EVERY, 0, 2, 0};
+    OK(gs_array_reduce(GS_RED_MEAN, x, &p, &r));
+    gs_taskgraph_t *tg = lower(r, GS_LOWER_DEFAULT);
+    /* 4x3 partials; level 1: 3 outputs x 2 groups of 2; level 2: 3 finals */
+    cr_assert_eq(tg->ntasks, 12 + 6 + 3);
+    cr_assert_eq(tg->noutputs, 3);
+    for (uint64_t b = 0; b < 3; b++) {
+        uint64_t t = tg->outputs[b];
+        cr_assert_eq(tg->task_nbytes[t], 10 * sizeof(double));
+        cr_assert_eq(tg->dep_off[t + 1] - tg->dep_off[t], 2);
+    }
+    /* level 1 combines read two partials of the same column */
+    for (uint64_t t = 12; t < 18; t++) {
+        uint64_t d0 = tg->deps[tg->dep_off[t]], d1 = tg->deps[tg->dep_off[t] + 1];
+        cr_assert_eq(tg->task_block[d0] % 3, tg->task_block[d1] % 3);
+        cr_assert_eq(tg->task_nbytes[d0], 10 * 2 * sizeof(double));   /* mean: [sum, count] */
+    }
+    instantiate_all(tg);
+    gs_taskgraph_free(tg);
+    /* culling one output column keeps only its partials */
+    gs_slice_t s = {2, 0, 1, GS_SLICE_INDEX};
+    gs_array_h c;
+    OK(gs_array_slice(r, 1, &s, &c));
+    cr_assert_eq(ntasks(c, GS_LOWER_DEFAULT), 4 + 2 + 1 + 1);
+    gs_array_release(c);
+    gs_array_release(r);
+    gs_array_release(x);
+}
+
+Test(graph_lower, literal_is_a_host_data_layer)
+{
+    double d[12] = {0};
+    int64_t sh = 12, ch = 5;
+    gs_array_h x, y;
+    OK(gs_array_from_host(d, 1, &sh, &ch, &x));
+    gs_taskgraph_t *tg = lower(x, GS_LOWER_DEFAULT);
+    cr_assert_eq(tg->ntasks, 3);
+    cr_assert_str_eq(gs_layer_name(tg->layers[0]), "literal");
+    cr_assert_eq(tg->task_nbytes[2], 2 * sizeof(double));
+    gs_taskgraph_free(tg);
+    y = add_s(gs_array_retain(x), 1.0);
+    cr_assert_eq(ntasks(y, GS_LOWER_DEFAULT), 6);
+    gs_array_release(y);
+    gs_array_release(x);
+}
+
+/* ---- persisted arrays ---- */
+
+Test(graph_lower, persisted_nodes_become_externals)
+{
+    gs_array_h x = add_s(normal1(20, 5, 8), 1.0);
+    gs_key_t keys[4] = {{9, 100}, {9, 101}, {9, 102}, {9, 103}};
+    OK(gs_array_set_persisted(x, 4, keys));
+    gs_array_h y;
+    OK(gs_array_binary_scalar(GS_BINARY_MUL, x, 2.0, &y));
+    gs_taskgraph_t *tg = lower(y, GS_LOWER_CULL);      /* unfused: no layer for x's inputs */
+    cr_assert_eq(tg->nlayers, 1);
+    cr_assert_eq(tg->ntasks, 4);
+    cr_assert_eq(tg->nexternals, 4);
+    for (uint64_t t = 0; t < 4; t++) {
+        cr_assert_eq(tg->dep_off[t + 1] - tg->dep_off[t], 1);
+        uint64_t d = tg->deps[tg->dep_off[t]];
+        cr_assert_geq(d, tg->ntasks);
+        cr_assert_eq(tg->externals[d - tg->ntasks].task, 100 + tg->task_block[t]);
+        cr_assert_eq(tg->externals[d - tg->ntasks].graph, 9);
+    }
+    gs_taskgraph_free(tg);
+    /* culling touches only the external blocks that are needed */
+    gs_array_h z = head(gs_array_retain(y), 3);
+    tg = lower(z, GS_LOWER_DEFAULT);
+    cr_assert_eq(tg->ntasks, 1);
+    cr_assert_eq(tg->nexternals, 1);
+    cr_assert_eq(tg->externals[0].task, 100);
+    gs_taskgraph_free(tg);
+    /* the persisted array itself: one identity task per block */
+    tg = lower(x, GS_LOWER_DEFAULT);
+    cr_assert_eq(tg->ntasks, 4);
+    cr_assert_eq(tg->nexternals, 4);
+    gs_taskgraph_free(tg);
+    /* after clearing, it is recomputed */
+    gs_array_clear_persisted(x);
+    tg = lower(y, GS_LOWER_DEFAULT);
+    cr_assert_eq(tg->nexternals, 0);
+    cr_assert_eq(tg->ntasks, 4);
+    cr_assert_eq(tg->dep_off[4], 0);
+    gs_taskgraph_free(tg);
+    gs_array_release(z);
+    gs_array_release(y);
+    gs_array_release(x);
+}
+
+/* ---- kernel limits ---- */
+
+Test(graph_lower, groups_beyond_kernel_limits_are_split)
+{
+    gs_array_h acc = normal1(50, 10, 1);
+    for (uint64_t i = 2; i <= 20; i++) {
+        gs_array_h n = normal1(50, 10, i), r;
+        OK(gs_array_binary(GS_BINARY_ADD, acc, n, &r));
+        gs_array_release(acc);
+        gs_array_release(n);
+        acc = r;
+    }
+    gs_taskgraph_t *tg = lower(acc, GS_LOWER_DEFAULT);
+    cr_assert_gt(tg->nlayers, 1);
+    cr_assert_leq(instantiate_all(tg), GS_KERNEL_MAX_LEAVES);
+    gs_taskgraph_free(tg);
+    for (int i = 0; i < 200; i++) acc = add_s(acc, 1.0);   /* program length */
+    tg = lower(acc, GS_LOWER_DEFAULT);
+    cr_assert_geq(tg->nlayers, 200 / GS_KERNEL_MAX_PROG);
+    instantiate_all(tg);
+    gs_taskgraph_free(tg);
+    gs_array_release(acc);
+}
+
+Test(graph_lower, long_chains_lower_in_both_modes)
+{
+    gs_array_h x = normal1(8, 4, 1);
+    for (int i = 0; i < 5000; i++) x = add_s(x, 1.0);
+    gs_taskgraph_t *tg = lower(x, GS_LOWER_DEFAULT);
+    cr_assert_leq(tg->nlayers, 5000 / (GS_KERNEL_MAX_PROG - 2) + 2);
+    gs_taskgraph_free(tg);
+    tg = lower(x, 0);
+    cr_assert_eq(tg->nlayers, 5001);
+    cr_assert_eq(tg->ntasks, 2 * 5001);
+    gs_taskgraph_free(tg);
+    gs_array_release(x);
+}
+
+/* ---- errors ---- */
+
+Test(graph_lower, rejects_bad_arguments)
+{
+    gs_array_h x = normal1(8, 4, 1);
+    gs_taskgraph_t *tg = (gs_taskgraph_t *)(uintptr_t)0x10;
+    cr_assert_eq(gs_graph_lower(NULL, 0, &tg), GS_ERR_INVALID_PARAM);
+    cr_assert_eq(gs_graph_lower(x, 0, NULL), GS_ERR_INVALID_PARAM);
+    cr_assert_eq(gs_graph_lower(x, 0x80, &tg), GS_ERR_INVALID_PARAM);
+    cr_assert(strstr(gs_last_error(), "flags") != NULL);
+    cr_assert_eq(tg, (gs_taskgraph_t *)(uintptr_t)0x10);
+    gs_taskgraph_free(NULL);
+    gs_array_release(x);
+}
+
+Test(graph_lower, allocation_failures_unwind_cleanly)
+{
+    double d[30];
+    int64_t sh = 30, ch = 7;
+    for (int i = 0; i < 30; i++) d[i] = i;
+    gs_array_h lit, x = normal1(30, 4, 2), y, m, z;
+    OK(gs_array_from_host(d, 1, &sh, &ch, &lit));
+    OK(gs_array_binary(GS_BINARY_MUL, x, lit, &y));
+    OK(gs_array_reduce(GS_RED_MEAN, y, NULL, &m));
+    OK(gs_array_binary(GS_BINARY_SUB, y, m, &z));
+    for (unsigned flags = 0; flags <= GS_LOWER_DEFAULT; flags += GS_LOWER_FUSE) {
+        int succeeded = 0;
+        for (long k = 0; k < 5000 && !succeeded; k++) {
+            gs_taskgraph_t *tg = NULL;
+            gs_alloc_fail_after(k);
+            gs_status_t st = gs_graph_lower(z, flags, &tg);
+            gs_alloc_fail_after(-1);
+            cr_assert(st == GS_OK || st == GS_ERR_NO_MEMORY, "k=%ld: %s", k, gs_status_name(st));
+            if (st == GS_OK) {
+                OK(gs_taskgraph_validate(tg));
+                gs_taskgraph_free(tg);
+                succeeded = 1;
+            } else {
+                cr_assert_null(tg);
+            }
+        }
+        cr_assert(succeeded);
+    }
+    gs_array_release(z);
+    gs_array_release(m);
+    gs_array_release(y);
+    gs_array_release(x);
+    gs_array_release(lit);
+}
