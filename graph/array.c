@@ -223,9 +223,10 @@ gs_status_t gs_array_from_host(const double *data, int ndim, const int64_t *shap
     }
     n->u.lit.data = gs_malloc((size_t)n->size * sizeof(double), "literal data");
     if (n->u.lit.data == NULL) {
+        int64_t size = n->size;
         gs__node_free_one(n);
         return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for %lld literal elements",
-                            (long long)n->size);
+                            (long long)size);
     }
     /* Reorder into chunk order so lowering copies blocks contiguously. */
     rs[ndim - 1] = 1;

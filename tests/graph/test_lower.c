@@ -218,8 +218,7 @@ Test(graph_lower, empty_slice_needs_no_input_chunks)
     cr_assert_eq(tg->task_nbytes[0], 0);
     gs_taskgraph_free(tg);
     gs_array_release(x);
-    gs_array_release(y);
-    gs_array_release(z);
+    gs_array_release(z);   /* head() took y */
 }
 
 /* ---- structure ---- */
