@@ -20,7 +20,7 @@ void gs_mp_reader_init(gs_mp_reader_t *r, const void *data, size_t len)
 {
     r->start = data;
     r->p = data;
-    r->end = r->start + (data != NULL ? len : 0);
+    r->end = data != NULL ? r->start + len : r->start;
     r->err = GS_OK;
 }
 
