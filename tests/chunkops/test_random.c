@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "chunkops/chunkops.h"
+#include "chunkops/cpu/cpu.h"
 #include "chunkops/random.h"
 
 static void check_kat(uint32_t c0, uint32_t c1, uint32_t c2, uint32_t c3, uint32_t k0,
@@ -208,4 +209,31 @@ Test(chunkops_random, fused_kernel_values_do_not_depend_on_chunking)
                       (long long)i);
         }
     }
+}
+
+/* The CPU backend's vectorised batch generator against the scalar definition: uniform is
+ * bit-exact; normal uses its own log/cos (each within 1 ulp), so allow a few ulps. */
+Test(chunkops_random, cpu_batch_generator_matches_the_definition)
+{
+    enum { N = 4096 };
+    static uint64_t idx[N];
+    static double got[N];
+    double worst = 0;
+    for (int rep = 0; rep < 64; rep++) {
+        uint64_t seed = rep < 4 ? (uint64_t)rep : 0x9e3779b97f4a7c15ull * (uint64_t)rep;
+        for (int i = 0; i < N; i++)
+            idx[i] = (rep % 2 ? ((uint64_t)rep << 33) : 0) + (uint64_t)i * (1 + (uint64_t)rep);
+        gs__cpu_random_normal(seed, idx, N - rep, 0.5, 2.0, got);
+        for (int i = 0; i < N - rep; i++) {
+            double want = gs_random_normal(seed, idx[i], 0.5, 2.0);
+            double err = fabs(got[i] - want) / (fabs(want) * 0x1p-52 + 2.0 * 0x1p-53);
+            if (err > worst) worst = err;
+            cr_assert(err <= 4.0, "normal(seed %llu, i %llu): batch %.17g, definition %.17g",
+                      (unsigned long long)seed, (unsigned long long)idx[i], got[i], want);
+        }
+        gs__cpu_random_uniform(seed, idx, N - rep, -1.0, 3.0, got);
+        for (int i = 0; i < N - rep; i++)
+            cr_assert_eq(got[i], gs_random_uniform(seed, idx[i], -1.0, 3.0));
+    }
+    cr_log_info("worst normal difference: %.2f ulp", worst);
 }
