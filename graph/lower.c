@@ -102,17 +102,25 @@ static gs_status_t lw_collect(lw_t *w, struct gs_array *root)
             d->state = 1;
             if ((st = gs__array_persist_snapshot(n, &d->nkeys, &d->keys)) != GS_OK) goto out;
             if (d->keys != NULL) continue;   /* persisted: its inputs are not needed */
+            /* push every input not finished yet, even if already discovered and waiting
+             * deeper in the stack: it must finish before this node */
             for (int32_t k = n->ninputs - 1; k >= 0; k--) {
                 uint64_t v;
-                if (gs_u64map_get(&map, n->in[k]->id, &v)) continue;
-                lw_disc_t dn = {n->in[k], 0, -1, 0, NULL};
-                if ((st = GS_VEC_PUSH(&disc, dn)) != GS_OK ||
-                    (st = gs_u64map_put(&map, n->in[k]->id, disc.len - 1)) != GS_OK ||
-                    (st = GS_VEC_PUSH(&stack, (int64_t)disc.len - 1)) != GS_OK)
-                    goto out_nomem;
+                if (gs_u64map_get(&map, n->in[k]->id, &v)) {
+                    gs_assert_always(disc.data[v].state != 1);   /* the DAG has no cycles */
+                    if (disc.data[v].state == 2) continue;
+                } else {
+                    lw_disc_t dn = {n->in[k], 0, -1, 0, NULL};
+                    if ((st = GS_VEC_PUSH(&disc, dn)) != GS_OK ||
+                        (st = gs_u64map_put(&map, n->in[k]->id, disc.len - 1)) != GS_OK)
+                        goto out_nomem;
+                    v = disc.len - 1;
+                }
+                if ((st = GS_VEC_PUSH(&stack, (int64_t)v)) != GS_OK) goto out_nomem;
             }
         } else {
             stack.len--;
+            if (d->state == 2) continue;   /* a duplicate entry of a finished node */
             d->state = 2;
             d->topo = ntopo++;
         }

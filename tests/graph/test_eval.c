@@ -390,3 +390,20 @@ Test(graph_eval, long_chains_split_at_kernel_limits)
         d = tx_binary(GS_BINARY_SUB, tx_arange((double)i, 1.0, 2, shape, chunks), d);
     check(d, "deep tree");
 }
+
+Test(graph_eval, reductions_of_sliced_transposed_arrays_and_scalars)
+{
+    int64_t shape[2] = {17, 13}, chunks[2] = {5, 4};
+    tx_t *x = tx_normal(400, 0, 1, 2, shape, chunks);
+    gs_slice_t s[2] = {SL_STEP(-3), SL_RANGE(1, 12, 2)};
+    tx_t *y = tx_slice(tx_transpose(x, NULL), 2, s);
+    for (int axis = -1; axis < 2; axis++) {
+        check(tx_reduce(GS_RED_ARGMAX, y, axis, 0, 3), "argmax of a sliced transpose");
+        check(tx_reduce(GS_RED_MIN, y, axis, 0, 3), "min of a sliced transpose");
+        check(tx_reduce(GS_RED_STD, y, axis, 0.5, 3), "std of a sliced transpose");
+    }
+    tx_t *s0 = tx_reduce(GS_RED_SUM, x, -1, 0, 0);
+    check(tx_reduce(GS_RED_MEAN, s0, -1, 0, 0), "mean of a 0-d array");
+    check(tx_binary(GS_BINARY_ADD, s0, x), "0-d + 2-d");
+    check(tx_binary(GS_BINARY_MUL, y, s0), "2-d * 0-d");
+}
