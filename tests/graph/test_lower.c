@@ -424,15 +424,20 @@ Test(graph_lower, allocation_failures_unwind_cleanly)
 Test(graph_lower, shared_nodes_reached_at_different_depths_come_first)
 {
     /* x feeds both sum(x) and (sum(x) + x): x must be numbered before the sum */
-    gs_array_h x = add_s(normal1(40, 7, 6), 2.0), s, b, c;
+    gs_array_h x = add_s(normal1(40, 7, 6), 2.0), s, b, c, d;
     OK(gs_array_reduce(GS_RED_SUM, x, NULL, &s));
     OK(gs_array_binary(GS_BINARY_ADD, s, x, &b));
     OK(gs_array_binary(GS_BINARY_MUL, x, b, &c));
+    OK(gs_array_binary(GS_BINARY_MUL, b, x, &d));
     for (unsigned f = 0; f <= GS_LOWER_DEFAULT; f++) {
         gs_taskgraph_t *tg = lower(c, f);   /* validates: every dependency is an earlier task */
         instantiate_all(tg);
         gs_taskgraph_free(tg);
+        tg = lower(d, f);
+        instantiate_all(tg);
+        gs_taskgraph_free(tg);
     }
+    gs_array_release(d);
     gs_array_release(x);
     gs_array_release(s);
     gs_array_release(b);
