@@ -99,7 +99,7 @@ static gs_status_t gs__node_finish_grid(struct gs_array *n)
 {
     int64_t size = 1, nblocks = 1;
     for (int32_t a = 0; a < n->grid.ndim; a++) {
-        if (__builtin_mul_overflow(size, n->grid.shape[a], &size) || size > INT64_MAX / 8)
+        if (__builtin_mul_overflow(size, n->grid.shape[a], &size) || size > GS__MAX_ELEMENTS)
             return gs_error_set(GS_ERR_INVALID_PARAM,
                                 "total element count of the shape overflows (axis %d)", (int)a);
         if (__builtin_mul_overflow(nblocks, n->grid.nchunks[a], &nblocks))
@@ -124,7 +124,7 @@ static gs_status_t gs__check_shape(int ndim, const int64_t *shape, const int64_t
         if (chunks[a] <= 0)
             return gs_error_set(GS_ERR_INVALID_PARAM, "chunks[%d] = %lld must be >= 1", a,
                                 (long long)chunks[a]);
-        if (__builtin_mul_overflow(size, shape[a], &size) || size > INT64_MAX / 8)
+        if (__builtin_mul_overflow(size, shape[a], &size) || size > GS__MAX_ELEMENTS)
             return gs_error_set(GS_ERR_INVALID_PARAM,
                                 "total element count of the shape overflows (axis %d)", a);
     }

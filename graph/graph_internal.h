@@ -12,6 +12,10 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+/* Largest element count of an array: byte counts of partial records (up to
+ * GS_KERNEL_MAX_RECORD doubles per element) stay far from overflowing 64 bits. */
+#define GS__MAX_ELEMENTS (INT64_MAX / 32)
+
 /* ---- expression nodes ---- */
 
 typedef enum gs__node_kind {

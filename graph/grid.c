@@ -126,7 +126,7 @@ int gs__grid_check(const gs_grid_t *g, const char **why_p)
             return 0;
         }
     }
-    if (size > INT64_MAX / 8) {
+    if (size > GS__MAX_ELEMENTS) {
         *why_p = "grid element count overflows";
         return 0;
     }
