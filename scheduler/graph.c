@@ -510,11 +510,19 @@ static void gs__dep_unavailable(gs__graph_t *g, uint32_t u)
         }                                                                                    \
     } while (0)
 
+/* Dependents are woken from the highest id down so that, on the LIFO ready stack, those made
+ * ready by one completion run in ascending id order. */
 static void gs__chunk_available(gs_sched_t *s, gs__graph_t *g, uint32_t t)
 {
-    for (uint32_t j = g->rdep_off[t]; j < g->rdep_off[t + 1]; j++) gs__dep_available(s, g, g->rdeps[j]);
+    for (uint32_t j = g->rdep_off[t + 1]; j-- > g->rdep_off[t];) gs__dep_available(s, g, g->rdeps[j]);
     if ((g->tflags[t] & GS__TF_OUTPUT) && g->users.len > 0) {
-        GS__FOR_EXT_USERS(g, t, ug, ut, gs__dep_available(s, ug, ut));
+        for (size_t ui = 0; ui < g->users.len; ui++) {
+            gs__graph_t *u = g->users.data[ui];
+            uint64_t k;
+            if (u->phase == GS__GRAPH_FAILED) continue;
+            if (!gs_u64map_get(&u->ext_index, gs__ext_key(g->id, t), &k)) continue;
+            for (uint32_t j = u->ext_rdep_off[k + 1]; j-- > u->ext_rdep_off[k];) gs__dep_available(s, u, u->ext_rdeps[j]);
+        }
     }
 }
 
@@ -1195,7 +1203,13 @@ static void gs__retry_later(gs_sched_t *s, gs__graph_t *g, uint32_t t, const cha
     g->where[t] = GS__NO_WORKER;
     r.graph = g->id;
     r.task = t;
-    r.at_ns = gs_now_ns() + (n < 6 ? (25ull << (n - 1)) : 1000ull) * 1000000ull;
+    /* back-off: 10 ms doubling, at most a third of the heartbeat timeout (so the retries
+     * outlast the detection of a dead input holder) */
+    {
+        uint64_t cap_ms = s->heartbeat_timeout_ms / 3 > 10 ? s->heartbeat_timeout_ms / 3 : 10;
+        uint64_t d_ms = n < 20 ? 10ull << (n - 1) : cap_ms;
+        r.at_ns = gs_now_ns() + (d_ms < cap_ms ? d_ms : cap_ms) * 1000000ull;
+    }
     if (GS_VEC_PUSH(&s->retries, r) != GS_OK) gs__reset_pending(s, g, t);
 }
 

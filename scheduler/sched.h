@@ -44,8 +44,9 @@
  *    A task that was on more than allowed_failures removed workers fails with an error naming
  *    graph, task id, layer and block. A task reported with status != GS_OK fails its graph with
  *    the worker's message -- except GS_ERR_WORKER_LOST, which a worker reports when it could
- *    not fetch an input from a peer: the task is retried after a short back-off (25 ms doubling
- *    up to 1 s, at most GS_SCHED_FETCH_RETRIES times). With no worker at all tasks wait (logged
+ *    not fetch an input from a peer: the task is retried after a back-off (10 ms doubling, at most
+ *    a third of the heartbeat timeout, so that retries outlast the detection of a dead input
+ *    holder; at most GS_SCHED_FETCH_RETRIES times, then the graph fails naming the task). With no worker at all tasks wait (logged
  *    once as a warning). Late messages from a removed worker are ignored; results nobody
  *    expects are released on the worker that reports them.
  *

@@ -1,0 +1,275 @@
+/* The gsched program: arguments, the address line, signals, SHUTDOWN to workers. */
+#include "proto/msg.h"
+
+#include "common/time.h"
+
+#include <arpa/inet.h>
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static void gsched_path(char *buf, size_t len)
+{
+    const char *dir = getenv("GS_BIN_DIR");
+    snprintf(buf, len, "%s/gsched", dir ? dir : "bin");
+    if (access(buf, X_OK) != 0) cr_skip_test("gsched not found at %s (set GS_BIN_DIR)", buf);
+}
+
+/* Start gsched with @a args; its stdout comes back on *out_fd, stderr on *err_fd. */
+static pid_t spawn(const char *const *args, int *out_fd, int *err_fd)
+{
+    char path[512];
+    const char *argv[16];
+    int o[2], e[2], n = 0;
+    pid_t pid;
+    gsched_path(path, sizeof path);
+    argv[n++] = path;
+    for (int i = 0; args[i] != NULL && n < 15; i++) argv[n++] = args[i];
+    argv[n] = NULL;
+    cr_assert_eq(pipe(o), 0);
+    cr_assert_eq(pipe(e), 0);
+    pid = fork();
+    cr_assert_geq(pid, 0);
+    if (pid == 0) {
+        dup2(o[1], 1);
+        dup2(e[1], 2);
+        close(o[0]);
+        close(e[0]);
+        execv(path, (char *const *)argv);
+        _exit(127);
+    }
+    close(o[1]);
+    close(e[1]);
+    *out_fd = o[0];
+    *err_fd = e[0];
+    return pid;
+}
+
+static ssize_t read_some(int fd, char *buf, size_t cap, int ms)
+{
+    size_t len = 0;
+    uint64_t end = gs_now_ns() + (uint64_t)ms * 1000000ull;
+    while (len < cap - 1 && gs_now_ns() < end) {
+        struct pollfd p = {fd, POLLIN, 0};
+        if (poll(&p, 1, 20) <= 0) continue;
+        ssize_t n = read(fd, buf + len, cap - 1 - len);
+        if (n <= 0) break;
+        len += (size_t)n;
+        if (memchr(buf, '\n', len)) break;
+    }
+    buf[len] = '\0';
+    return (ssize_t)len;
+}
+
+static int wait_exit(pid_t pid, int ms)
+{
+    uint64_t end = gs_now_ns() + (uint64_t)ms * 1000000ull;
+    int st;
+    while (gs_now_ns() < end) {
+        pid_t r = waitpid(pid, &st, WNOHANG);
+        if (r == pid) return st;
+        usleep(10000);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, &st, 0);
+    cr_assert_fail("gsched did not exit");
+    return -1;
+}
+
+static int connect_to(int port)
+{
+    struct sockaddr_in a;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    cr_assert_eq(connect(fd, (struct sockaddr *)&a, sizeof a), 0, "connect: %s", strerror(errno));
+    return fd;
+}
+
+static void send_msg(int fd, const gs_msg_t *m)
+{
+    gs_buf_t b;
+    gs_buf_init(&b);
+    cr_assert_eq(gs_msg_encode(m, &b), GS_OK);
+    cr_assert_eq(send(fd, b.data, b.len, MSG_NOSIGNAL), (ssize_t)b.len);
+    gs_buf_cleanup(&b);
+}
+
+/* Read one frame (blocking with a timeout); 0 at EOF. */
+static int recv_msg(int fd, gs_msg_t *m, int ms)
+{
+    uint8_t hdr[4], *payload;
+    size_t got = 0;
+    uint32_t len;
+    uint64_t end = gs_now_ns() + (uint64_t)ms * 1000000ull;
+    while (got < 4) {
+        struct pollfd p = {fd, POLLIN, 0};
+        cr_assert_lt(gs_now_ns(), end, "timed out waiting for a frame");
+        if (poll(&p, 1, 20) <= 0) continue;
+        ssize_t n = recv(fd, hdr + got, 4 - got, 0);
+        if (n <= 0) return 0;
+        got += (size_t)n;
+    }
+    len = (uint32_t)hdr[0] | (uint32_t)hdr[1] << 8 | (uint32_t)hdr[2] << 16 | (uint32_t)hdr[3] << 24;
+    payload = malloc(len ? len : 1);
+    got = 0;
+    while (got < len) {
+        ssize_t n = recv(fd, payload + got, len - got, 0);
+        cr_assert_gt(n, 0);
+        got += (size_t)n;
+    }
+    cr_assert_eq(gs_msg_decode(payload, len, m), GS_OK);
+    free(payload);
+    return 1;
+}
+
+Test(scheduler_daemon, prints_its_address_and_shuts_workers_down_on_sigterm)
+{
+    const char *args[] = {"--host", "127.0.0.1", "--port", "0", "--token", "tok", NULL};
+    int out, err, port = 0;
+    char line[256];
+    gs_msg_t m;
+    pid_t pid = spawn(args, &out, &err);
+    cr_assert_gt(read_some(out, line, sizeof line, 5000), 0, "no address line");
+    cr_assert_eq(sscanf(line, "gsched listening on tcp://127.0.0.1:%d", &port), 1, "line: %s", line);
+    cr_assert_gt(port, 0);
+    /* a worker registers */
+    int fd = connect_to(port);
+    memset(&m, 0, sizeof m);
+    m.type = GS_MSG_HELLO;
+    m.u.hello.version = GS_PROTO_VERSION;
+    m.u.hello.role = GS_ROLE_WORKER;
+    m.u.hello.token.data = (const uint8_t *)"tok";
+    m.u.hello.token.len = 3;
+    send_msg(fd, &m);
+    memset(&m, 0, sizeof m);
+    m.type = GS_MSG_WORKER_REGISTER;
+    m.u.worker_register.name.data = (const uint8_t *)"w";
+    m.u.worker_register.name.len = 1;
+    m.u.worker_register.nthreads = 1;
+    send_msg(fd, &m);
+    cr_assert(recv_msg(fd, &m, 5000));
+    cr_assert_eq(m.type, GS_MSG_WELCOME);
+    gs_msg_cleanup(&m);
+    cr_assert(recv_msg(fd, &m, 5000));
+    cr_assert_eq(m.type, GS_MSG_PEERS);
+    gs_msg_cleanup(&m);
+    kill(pid, SIGTERM);
+    cr_assert(recv_msg(fd, &m, 5000), "no shutdown before the connection closed");
+    cr_assert_eq(m.type, GS_MSG_SHUTDOWN);
+    gs_msg_cleanup(&m);
+    int st = wait_exit(pid, 5000);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d", st);
+    close(fd);
+    close(out);
+    close(err);
+}
+
+Test(scheduler_daemon, takes_the_token_from_the_environment_and_exits_on_sigint)
+{
+    const char *args[] = {"--host", "127.0.0.1", "--port", "0", NULL};
+    int out, err, port = 0;
+    char line[256];
+    gs_msg_t m;
+    setenv("GSCHED_TOKEN", "envtok", 1);
+    pid_t pid = spawn(args, &out, &err);
+    unsetenv("GSCHED_TOKEN");
+    cr_assert_gt(read_some(out, line, sizeof line, 5000), 0);
+    cr_assert_eq(sscanf(line, "gsched listening on tcp://127.0.0.1:%d", &port), 1, "line: %s", line);
+    int fd = connect_to(port);
+    memset(&m, 0, sizeof m);
+    m.type = GS_MSG_HELLO;
+    m.u.hello.version = GS_PROTO_VERSION;
+    m.u.hello.role = GS_ROLE_CLIENT;
+    m.u.hello.token.data = (const uint8_t *)"nope";
+    m.u.hello.token.len = 4;
+    send_msg(fd, &m);
+    cr_assert(recv_msg(fd, &m, 5000));
+    cr_assert_eq(m.type, GS_MSG_ERROR);
+    cr_assert_eq(m.u.error.status, GS_ERR_AUTH);
+    gs_msg_cleanup(&m);
+    close(fd);
+    fd = connect_to(port);
+    memset(&m, 0, sizeof m);
+    m.type = GS_MSG_HELLO;
+    m.u.hello.version = GS_PROTO_VERSION;
+    m.u.hello.role = GS_ROLE_CLIENT;
+    m.u.hello.token.data = (const uint8_t *)"envtok";
+    m.u.hello.token.len = 6;
+    send_msg(fd, &m);
+    cr_assert(recv_msg(fd, &m, 5000));
+    cr_assert_eq(m.type, GS_MSG_WELCOME);
+    gs_msg_cleanup(&m);
+    kill(pid, SIGINT);
+    int st = wait_exit(pid, 5000);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d", st);
+    close(fd);
+    close(out);
+    close(err);
+}
+
+static void expect_bad_args(const char *const *args, const char *phrase)
+{
+    int out, err;
+    char msg[1024];
+    pid_t pid = spawn(args, &out, &err);
+    int st = wait_exit(pid, 5000);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) != 0, "accepted bad arguments (status %d)", st);
+    read_some(err, msg, sizeof msg, 1000);
+    cr_assert(strstr(msg, phrase), "stderr '%s' lacks '%s'", msg, phrase);
+    close(out);
+    close(err);
+}
+
+Test(scheduler_daemon, rejects_bad_arguments_with_a_message)
+{
+    expect_bad_args((const char *[]){"--port", "70000", NULL}, "--port");
+    expect_bad_args((const char *[]){"--port", NULL}, "needs a value");
+    expect_bad_args((const char *[]){"--allowed-failures", "x", NULL}, "--allowed-failures");
+    expect_bad_args((const char *[]){"--heartbeat-interval", "soon", NULL}, "--heartbeat-interval");
+    expect_bad_args((const char *[]){"--heartbeat-interval", "2s", "--heartbeat-timeout", "1s", NULL}, "timeout");
+    expect_bad_args((const char *[]){"--log-level", "loud", NULL}, "--log-level");
+    expect_bad_args((const char *[]){"--host", "not-an-ip", "--port", "0", NULL}, "not-an-ip");
+    expect_bad_args((const char *[]){"--frobnicate", NULL}, "unknown option");
+}
+
+Test(scheduler_daemon, fails_cleanly_when_the_port_is_taken)
+{
+    const char *args[] = {"--host", "127.0.0.1", "--port", "0", NULL};
+    int out, err, port = 0;
+    char line[256];
+    pid_t pid = spawn(args, &out, &err);
+    cr_assert_gt(read_some(out, line, sizeof line, 5000), 0);
+    cr_assert_eq(sscanf(line, "gsched listening on tcp://127.0.0.1:%d", &port), 1, "line: %s", line);
+    char ps[16];
+    snprintf(ps, sizeof ps, "%d", port);
+    expect_bad_args((const char *[]){"--host", "127.0.0.1", "--port", ps, NULL}, "cannot listen");
+    kill(pid, SIGTERM);
+    int st = wait_exit(pid, 5000);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    close(out);
+    close(err);
+}
+
+Test(scheduler_daemon, help_exits_zero)
+{
+    int out, err;
+    char text[256];
+    pid_t pid = spawn((const char *[]){"--help", NULL}, &out, &err);
+    cr_assert_gt(read_some(out, text, sizeof text, 5000), 0);
+    cr_assert(strstr(text, "usage: gsched"), "%s", text);
+    int st = wait_exit(pid, 5000);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    close(out);
+    close(err);
+}

@@ -1,0 +1,413 @@
+/* Faults: workers that disconnect, stall or are replaced; lineage recomputation; allowed
+ * failures; task errors; fetch retries. */
+#include "harness.h"
+
+#include <criterion/criterion.h>
+#include <string.h>
+
+static void expect_done(tp_t *c, uint64_t gid, gs_status_t status, gs_msg_t *out)
+{
+    gs_msg_t m;
+    tp_expect(c, GS_MSG_GRAPH_DONE, &m);
+    cr_assert_eq(m.u.graph_done.graph_id, gid);
+    cr_assert_eq(m.u.graph_done.status, status, "graph %llu status %d: %s", (unsigned long long)gid,
+                 m.u.graph_done.status, m.u.graph_done.message.len ? (const char *)m.u.graph_done.message.data : "");
+    if (out) *out = m;
+    else gs_msg_cleanup(&m);
+}
+
+static int contains(const uint64_t *v, int n, uint64_t x)
+{
+    for (int i = 0; i < n; i++) {
+        if (v[i] == x) return 1;
+    }
+    return 0;
+}
+
+/* a, b -> s (output) */
+static uint64_t submit_sum(tp_t *c, uint32_t flags)
+{
+    tg_t g;
+    tg_init(&g, 2);
+    uint64_t a = tg_task(&g, 0, 0, NULL), b = tg_task(&g, 0, 0, NULL);
+    tg_output(&g, tg_task(&g, 1, 2, (uint64_t[]){a, b}));
+    return tg_submit_ok(c, &g, flags);
+}
+
+Test(scheduler_faults, worker_disconnect_reassigns_and_recomputes_lost_chunks)
+{
+    th_t th;
+    gs_msg_t m;
+    uint64_t got[8];
+    th_init(&th, NULL);
+    tp_t *w1 = tp_worker(&th, "w1", 2);
+    tp_t *c = tp_client(&th, "c");
+    uint64_t gid = submit_sum(c, 0);
+    cr_assert_eq(tw_collect(w1, gid, 2, got, 8, 2000), 2);
+    tw_done1(w1, gid, 0);          /* a exists only on w1; b is still running there */
+    th_run_for(&th, 10);
+    tp_t *w2 = tp_worker(&th, "w2", 2);
+    cr_assert(tp_none(w2, GS_MSG_TASK_ASSIGN, 20));
+    tp_close(w1);
+    tp_expect(w2, GS_MSG_PEERS, &m);
+    cr_assert_eq(m.u.peers.nremoved, 1);
+    cr_assert_eq(m.u.peers.removed[0], w1->id);
+    gs_msg_cleanup(&m);
+    int n = tw_collect(w2, gid, 2, got, 8, 2000);
+    cr_assert_eq(n, 2, "lost a and running b must both move to w2");
+    cr_assert(contains(got, 2, 0) && contains(got, 2, 1));
+    tw_done(w2, gid, got, 2, GS_OK, 800, NULL);
+    tp_expect(w2, GS_MSG_TASK_ASSIGN, &m);
+    cr_assert_eq(m.u.task_assign.task_id[0], 2);
+    cr_assert_eq(m.u.task_assign.dep_worker[0], w2->id);
+    cr_assert_eq(m.u.task_assign.dep_worker[1], w2->id);
+    gs_msg_cleanup(&m);
+    tw_done1(w2, gid, 2);
+    expect_done(c, gid, GS_OK, NULL);
+    gs_sched_stats_t st = th_stats(&th);
+    cr_assert_eq(st.tasks_recomputed_total, 1);
+    cr_assert_eq(st.workers_lost_total, 1);
+    th_fini(&th);
+}
+
+Test(scheduler_faults, heartbeat_timeout_removes_a_silent_worker)
+{
+    th_t th;
+    gs_sched_params_t prm;
+    gs_msg_t m;
+    uint64_t got1[4], got2[4];
+    memset(&prm, 0, sizeof prm);
+    prm.field_mask = GS_SCHED_FIELD_HEARTBEAT_MS | GS_SCHED_FIELD_HEARTBEAT_TIMEOUT_MS;
+    prm.heartbeat_ms = 20;
+    prm.heartbeat_timeout_ms = 150;
+    th_init(&th, &prm);
+    tp_t *w1 = tp_worker(&th, "stalled", 1);
+    tp_t *w2 = tp_worker(&th, "alive", 1);
+    w2->heartbeat = 1;
+    tp_t *c = tp_client(&th, "c");
+    tg_t g;
+    tg_init(&g, 1);
+    tg_output(&g, tg_task(&g, 0, 0, NULL));
+    tg_output(&g, tg_task(&g, 0, 0, NULL));
+    uint64_t gid = tg_submit_ok(c, &g, 0);
+    cr_assert_eq(tw_collect(w1, gid, 1, got1, 4, 2000), 1);
+    cr_assert_eq(tw_collect(w2, gid, 1, got2, 4, 2000), 1);
+    tw_done(w2, gid, got2, 1, GS_OK, 8, NULL);
+    /* w1 says nothing: removed after the timeout, its task goes to w2 */
+    tp_expect(w2, GS_MSG_PEERS, &m);
+    cr_assert_eq(m.u.peers.removed[0], w1->id);
+    gs_msg_cleanup(&m);
+    cr_assert(tp_wait_closed(w1, TH_TIMEOUT_MS), "the stalled worker's connection stays open");
+    cr_assert_eq(tw_collect(w2, gid, 1, got2, 4, 2000), 1);
+    cr_assert_eq(got2[0], got1[0]);
+    tw_done(w2, gid, got2, 1, GS_OK, 8, NULL);
+    expect_done(c, gid, GS_OK, NULL);
+    cr_assert_eq(th_stats(&th).nworkers, 1, "a heartbeating worker was removed");
+    th_fini(&th);
+}
+
+Test(scheduler_faults, a_task_that_kills_too_many_workers_fails_naming_it)
+{
+    th_t th;
+    gs_sched_params_t prm;
+    gs_msg_t m;
+    uint64_t got[8];
+    memset(&prm, 0, sizeof prm);
+    prm.field_mask = GS_SCHED_FIELD_ALLOWED_FAILURES;
+    prm.allowed_failures = 1;
+    th_init(&th, &prm);
+    tp_t *w1 = tp_worker(&th, "w1", 2);
+    tp_t *c = tp_client(&th, "c");
+    uint64_t gid = submit_sum(c, 0);
+    cr_assert_eq(tw_collect(w1, gid, 2, got, 8, 2000), 2);
+    tw_done(w1, gid, got, 2, GS_OK, 800, NULL);
+    cr_assert_eq(tw_collect(w1, gid, 1, got, 8, 2000), 1);
+    cr_assert_eq(got[0], 2);
+    /* the sum "kills" w1: its inputs are recomputed on w2 and it runs there */
+    tp_t *w2 = tp_worker(&th, "w2", 2);
+    tp_close(w1);
+    cr_assert_eq(tw_collect(w2, gid, 2, got, 8, 2000), 2);
+    tw_done(w2, gid, got, 2, GS_OK, 800, NULL);
+    cr_assert_eq(tw_collect(w2, gid, 1, got, 8, 2000), 1);
+    cr_assert_eq(got[0], 2);
+    cr_assert(tp_none(c, GS_MSG_GRAPH_DONE, 10));
+    /* and kills w2: two deaths > 1 allowed */
+    tp_t *w3 = tp_worker(&th, "w3", 2);
+    tp_close(w2);
+    expect_done(c, gid, GS_ERR_WORKER_LOST, &m);
+    const char *msg = (const char *)m.u.graph_done.message.data;
+    char want[64];
+    snprintf(want, sizeof want, "task 2 (layer 1, block 20) of graph %llu", (unsigned long long)gid);
+    cr_assert(strstr(msg, want), "%s", msg);
+    cr_assert(strstr(msg, "2 workers died"), "%s", msg);
+    cr_assert(strstr(msg, "allowed failures: 1"), "%s", msg);
+    gs_msg_cleanup(&m);
+    cr_assert(tp_none(w3, GS_MSG_TASK_ASSIGN, 20), "a failed graph keeps running");
+    th_fini(&th);
+}
+
+Test(scheduler_faults, a_task_error_fails_the_graph_with_the_worker_message)
+{
+    th_t th;
+    gs_msg_t m;
+    uint64_t got[8];
+    th_init(&th, NULL);
+    tp_t *w = tp_worker(&th, "w", 2);
+    tp_t *c = tp_client(&th, "c");
+    uint64_t gid = submit_sum(c, 0);
+    cr_assert_eq(tw_collect(w, gid, 2, got, 8, 2000), 2);
+    tw_done1(w, gid, 0);
+    uint64_t one = 1;
+    tw_done(w, gid, &one, 1, GS_ERR_NUMERIC, 0, "matrix is singular");
+    expect_done(c, gid, GS_ERR_TASK_FAILED, &m);
+    const char *msg = (const char *)m.u.graph_done.message.data;
+    cr_assert(strstr(msg, "task 1 (layer 0, block 10)"), "%s", msg);
+    cr_assert(strstr(msg, "matrix is singular"), "%s", msg);
+    cr_assert(strstr(msg, "on worker w"), "%s", msg);
+    gs_msg_cleanup(&m);
+    /* the finished input is released */
+    tp_expect(w, GS_MSG_RELEASE, &m);
+    cr_assert_eq(m.u.release.keys[0], gid);
+    cr_assert_eq(m.u.release.keys[1], 0);
+    gs_msg_cleanup(&m);
+    /* gathers on a failed graph answer with its error */
+    uint64_t keys[2] = {gid, 2};
+    memset(&m, 0, sizeof m);
+    m.type = GS_MSG_GATHER_REQ;
+    m.u.gather_req.req_id = 5;
+    m.u.gather_req.n = 1;
+    m.u.gather_req.keys = keys;
+    tp_send(c, &m);
+    tp_expect(c, GS_MSG_DATA, &m);
+    cr_assert_eq(m.u.data.status, GS_ERR_TASK_FAILED);
+    gs_msg_cleanup(&m);
+    th_fini(&th);
+}
+
+Test(scheduler_faults, a_lost_persisted_chunk_is_recomputed_for_a_later_graph)
+{
+    th_t th;
+    gs_msg_t m;
+    uint64_t got[8];
+    th_init(&th, NULL);
+    tp_t *w1 = tp_worker(&th, "w1", 1);
+    tp_t *c = tp_client(&th, "c");
+    tg_t g1, g2;
+    tg_init(&g1, 1);
+    uint64_t r = tg_task(&g1, 0, 0, NULL);
+    uint64_t x = tg_task(&g1, 0, 1, &r);
+    tg_output(&g1, x);
+    uint64_t gid1 = tg_submit_ok(c, &g1, GS_SUBMIT_PERSIST);
+    cr_assert_eq(tw_collect(w1, gid1, 1, got, 8, 2000), 1);
+    tw_done1(w1, gid1, r);
+    cr_assert_eq(tw_collect(w1, gid1, 1, got, 8, 2000), 1);
+    tw_done1(w1, gid1, x);
+    expect_done(c, gid1, GS_OK, NULL);
+    tp_t *w2 = tp_worker(&th, "w2", 1);
+    tg_init(&g2, 1);
+    uint64_t e = tg_ext(&g2, gid1, x);
+    uint64_t y = tg_task(&g2, 0, 1, &e);
+    tg_output(&g2, y);
+    uint64_t gid2 = tg_submit_ok(c, &g2, 0);
+    cr_assert_eq(tw_collect(w1, gid2, 1, got, 8, 2000), 1, "y goes to the holder of its input");
+    tp_close(w1);
+    /* x and its released ancestor r are recomputed on w2, then y runs there */
+    cr_assert_eq(tw_collect(w2, gid1, 1, got, 8, 2000), 1);
+    cr_assert_eq(got[0], r);
+    tw_done1(w2, gid1, r);
+    cr_assert_eq(tw_collect(w2, gid1, 1, got, 8, 2000), 1);
+    cr_assert_eq(got[0], x);
+    tw_done1(w2, gid1, x);
+    tp_expect(w2, GS_MSG_TASK_ASSIGN, &m);
+    cr_assert_eq(m.u.task_assign.graph_id, gid2);
+    cr_assert_eq(m.u.task_assign.task_id[0], y);
+    cr_assert_eq(m.u.task_assign.dep_keys[0], gid1);
+    cr_assert_eq(m.u.task_assign.dep_keys[1], x);
+    cr_assert_eq(m.u.task_assign.dep_worker[0], w2->id);
+    gs_msg_cleanup(&m);
+    tw_done1(w2, gid2, y);
+    expect_done(c, gid2, GS_OK, NULL);
+    cr_assert(tp_none(c, GS_MSG_GRAPH_DONE, 20), "the persisted graph finished twice");
+    cr_assert_eq(th_stats(&th).tasks_recomputed_total, 2);
+    th_fini(&th);
+}
+
+Test(scheduler_faults, outputs_lost_after_completion_are_recomputed_before_gathers_answer)
+{
+    th_t th;
+    gs_msg_t m;
+    uint64_t got[8];
+    th_init(&th, NULL);
+    tp_t *w1 = tp_worker(&th, "w1", 1);
+    tp_t *c = tp_client(&th, "c");
+    tg_t g;
+    tg_init(&g, 1);
+    tg_output(&g, tg_task(&g, 0, 0, NULL));
+    uint64_t gid = tg_submit_ok(c, &g, 0);
+    cr_assert_eq(tw_collect(w1, gid, 1, got, 8, 2000), 1);
+    tw_done1(w1, gid, 0);
+    expect_done(c, gid, GS_OK, NULL);
+    tp_t *w2 = tp_worker(&th, "w2", 1);
+    /* a gather relayed to w1, which dies before answering */
+    uint64_t keys[2] = {gid, 0};
+    memset(&m, 0, sizeof m);
+    m.type = GS_MSG_GATHER_REQ;
+    m.u.gather_req.req_id = 42;
+    m.u.gather_req.n = 1;
+    m.u.gather_req.keys = keys;
+    tp_send(c, &m);
+    tp_expect(w1, GS_MSG_GATHER_REQ, &m);
+    gs_msg_cleanup(&m);
+    tp_close(w1);
+    cr_assert_eq(tw_collect(w2, gid, 1, got, 8, 2000), 1);
+    cr_assert(tp_none(c, GS_MSG_DATA, 20), "answered before the chunk exists again");
+    tw_done1(w2, gid, 0);
+    tp_expect(w2, GS_MSG_GATHER_REQ, &m);
+    gs_msg_t d;
+    memset(&d, 0, sizeof d);
+    d.type = GS_MSG_DATA;
+    d.u.data.req_id = m.u.gather_req.req_id;
+    d.u.data.graph_id = gid;
+    d.u.data.task_id = 0;
+    d.u.data.data.data = (const uint8_t *)"xyz";
+    d.u.data.data.len = 3;
+    gs_msg_cleanup(&m);
+    tp_send(w2, &d);
+    tp_expect(c, GS_MSG_DATA, &m);
+    cr_assert_eq(m.u.data.req_id, 42);
+    cr_assert_eq(m.u.data.status, GS_OK);
+    cr_assert_eq(m.u.data.data.len, 3);
+    gs_msg_cleanup(&m);
+    cr_assert(tp_none(c, GS_MSG_GRAPH_DONE, 10));
+    th_fini(&th);
+}
+
+Test(scheduler_faults, a_failed_input_fetch_is_retried)
+{
+    th_t th;
+    gs_msg_t m;
+    uint64_t got[8];
+    th_init(&th, NULL);
+    tp_t *w = tp_worker(&th, "w", 1);
+    tp_t *c = tp_client(&th, "c");
+    tg_t g;
+    tg_init(&g, 1);
+    uint64_t a = tg_task(&g, 0, 0, NULL);
+    tg_output(&g, tg_task(&g, 0, 1, &a));
+    uint64_t gid = tg_submit_ok(c, &g, 0);
+    cr_assert_eq(tw_collect(w, gid, 1, got, 8, 2000), 1);
+    tw_done1(w, gid, a);
+    cr_assert_eq(tw_collect(w, gid, 1, got, 8, 2000), 1);
+    uint64_t b = got[0];
+    tw_done(w, gid, &b, 1, GS_ERR_WORKER_LOST, 0, "peer unreachable");
+    cr_assert(tp_none(c, GS_MSG_GRAPH_DONE, 5));
+    cr_assert_eq(tw_collect(w, gid, 1, got, 8, 2000), 1, "not retried");
+    cr_assert_eq(got[0], b);
+    tw_done1(w, gid, b);
+    expect_done(c, gid, GS_OK, NULL);
+    (void)m;
+    th_fini(&th);
+}
+
+Test(scheduler_faults, persistent_fetch_failures_fail_the_graph)
+{
+    th_t th;
+    uint64_t got[8];
+    gs_msg_t m;
+    gs_sched_params_t prm;
+    memset(&prm, 0, sizeof prm);
+    prm.field_mask = GS_SCHED_FIELD_HEARTBEAT_MS | GS_SCHED_FIELD_HEARTBEAT_TIMEOUT_MS;
+    prm.heartbeat_ms = 20;
+    prm.heartbeat_timeout_ms = 150;   /* back-off capped at 50 ms */
+    th_init(&th, &prm);
+    tp_t *w = tp_worker(&th, "w", 1);
+    w->heartbeat = 1;
+    tp_t *c = tp_client(&th, "c");
+    tg_t g;
+    tg_init(&g, 1);
+    uint64_t a = tg_task(&g, 0, 0, NULL);
+    tg_output(&g, tg_task(&g, 0, 1, &a));
+    uint64_t gid = tg_submit_ok(c, &g, 0);
+    cr_assert_eq(tw_collect(w, gid, 1, got, 8, 2000), 1);
+    tw_done1(w, gid, a);
+    for (unsigned i = 0; i <= GS_SCHED_FETCH_RETRIES; i++) {
+        cr_assert_eq(tw_collect(w, gid, 1, got, 8, 3000), 1, "retry %u missing", i);
+        tw_done(w, gid, got, 1, GS_ERR_WORKER_LOST, 0, "peer unreachable");
+    }
+    expect_done(c, gid, GS_ERR_WORKER_LOST, &m);
+    cr_assert(strstr((const char *)m.u.graph_done.message.data, "could not fetch its inputs"), "%s",
+              (const char *)m.u.graph_done.message.data);
+    gs_msg_cleanup(&m);
+    th_fini(&th);
+}
+
+Test(scheduler_faults, a_worker_registering_under_a_live_name_replaces_it)
+{
+    th_t th;
+    gs_msg_t m;
+    uint64_t got[8];
+    th_init(&th, NULL);
+    tp_t *old = tp_worker(&th, "alpha", 1);
+    tp_t *c = tp_client(&th, "c");
+    tg_t g;
+    tg_init(&g, 1);
+    tg_output(&g, tg_task(&g, 0, 0, NULL));
+    uint64_t gid = tg_submit_ok(c, &g, 0);
+    cr_assert_eq(tw_collect(old, gid, 1, got, 8, 2000), 1);
+    tp_t *fresh = tp_worker(&th, "alpha", 1);
+    tp_expect(old, GS_MSG_ERROR, &m);
+    cr_assert_eq(m.u.error.status, GS_ERR_EXISTS);
+    gs_msg_cleanup(&m);
+    cr_assert(tp_wait_closed(old, TH_TIMEOUT_MS));
+    cr_assert_eq(tw_collect(fresh, gid, 1, got, 8, 2000), 1);
+    tw_done1(fresh, gid, 0);
+    expect_done(c, gid, GS_OK, NULL);
+    cr_assert_eq(th_stats(&th).nworkers, 1);
+    th_fini(&th);
+}
+
+Test(scheduler_faults, tasks_wait_when_the_last_worker_leaves)
+{
+    th_t th;
+    uint64_t got[8];
+    th_init(&th, NULL);
+    tp_t *w1 = tp_worker(&th, "w1", 1);
+    tp_t *c = tp_client(&th, "c");
+    uint64_t gid = submit_sum(c, 0);
+    cr_assert_gt(tw_collect(w1, gid, 2, got, 8, 500), 0);
+    tp_close(w1);
+    cr_assert(tp_none(c, GS_MSG_GRAPH_DONE, 50), "the graph must wait, not fail");
+    tp_t *w2 = tp_worker(&th, "w2", 2);
+    cr_assert_eq(tw_collect(w2, gid, 2, got, 8, 2000), 2);
+    tw_done(w2, gid, got, 2, GS_OK, 8, NULL);
+    cr_assert_eq(tw_collect(w2, gid, 1, got, 8, 2000), 1);
+    tw_done(w2, gid, got, 1, GS_OK, 8, NULL);
+    expect_done(c, gid, GS_OK, NULL);
+    th_fini(&th);
+}
+
+Test(scheduler_faults, results_nobody_waits_for_are_released)
+{
+    th_t th;
+    gs_msg_t m;
+    uint64_t got[8];
+    th_init(&th, NULL);
+    tp_t *w1 = tp_worker(&th, "w1", 1);
+    tp_t *c = tp_client(&th, "c");
+    tg_t g;
+    tg_init(&g, 1);
+    tg_output(&g, tg_task(&g, 0, 0, NULL));
+    uint64_t gid = tg_submit_ok(c, &g, 0);
+    cr_assert_eq(tw_collect(w1, gid, 1, got, 8, 2000), 1);
+    /* a task id the worker was never given, and an unknown graph */
+    tw_done1(w1, gid + 7, 3);
+    tp_expect(w1, GS_MSG_RELEASE, &m);
+    cr_assert_eq(m.u.release.keys[0], gid + 7);
+    gs_msg_cleanup(&m);
+    tw_done1(w1, gid, 0);
+    expect_done(c, gid, GS_OK, NULL);
+    /* reporting it again changes nothing and does not drop the kept output */
+    tw_done1(w1, gid, 0);
+    cr_assert(tp_none(w1, GS_MSG_RELEASE, 20));
+    th_fini(&th);
+}
