@@ -1570,6 +1570,7 @@ gs_status_t gs_future_gather(gs_future_h f, double *out, size_t out_len)
     op = gs__op_new(GS__OP_GATHER);
     if (op == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "out of memory gathering a result");
     n = f->noutputs;
+    op->nkeys = n;
     op->keys = gs_malloc(gs_size_mul(n, sizeof(gs__gkey_t)), "gather blocks");
     op->got = gs_calloc(n, 1, "gather flags");
     if (op->keys == NULL || op->got == NULL) {
