@@ -65,30 +65,32 @@ void gs_array_release(gs_array_h a)
 
 /* ---- accessors ---- */
 
+/* Accessors tolerate NULL handles and bad axes: -1 / 0 / NULL, shape_p untouched. */
 int gs_array_ndim(gs_array_h a)
 {
-    return a->grid.ndim;
+    return a != NULL ? a->grid.ndim : -1;
 }
 
 void gs_array_shape(gs_array_h a, int64_t *shape_p)
 {
+    if (a == NULL || shape_p == NULL) return;
     for (int32_t i = 0; i < a->grid.ndim; i++) shape_p[i] = a->grid.shape[i];
 }
 
 int64_t gs_array_size(gs_array_h a)
 {
-    return a->size;
+    return a != NULL ? a->size : 0;
 }
 
 int64_t gs_array_nchunks(gs_array_h a, int axis)
 {
-    if (axis < 0 || axis >= a->grid.ndim) return 0;
+    if (a == NULL || axis < 0 || axis >= a->grid.ndim) return 0;
     return a->grid.nchunks[axis];
 }
 
 const int64_t *gs_array_chunk_bounds(gs_array_h a, int axis)
 {
-    if (axis < 0 || axis >= a->grid.ndim) return NULL;
+    if (a == NULL || axis < 0 || axis >= a->grid.ndim) return NULL;
     return a->grid.bounds[axis];
 }
 

@@ -497,3 +497,18 @@ Test(graph_array, allocation_failures_are_reported)
         gs_array_release(x);
     }
 }
+
+Test(graph_array, accessors_tolerate_null_and_bad_axes)
+{
+    gs_array_h x = mk1(10, 3);
+    cr_assert_eq(gs_array_ndim(NULL), -1);
+    cr_assert_eq(gs_array_size(NULL), 0);
+    cr_assert_eq(gs_array_nchunks(NULL, 0), 0);
+    cr_assert_null(gs_array_chunk_bounds(NULL, 0));
+    cr_assert_eq(gs_array_nchunks(x, 1), 0);
+    cr_assert_eq(gs_array_nchunks(x, -1), 0);
+    cr_assert_null(gs_array_chunk_bounds(x, 1));
+    gs_array_shape(NULL, NULL);
+    cr_assert_eq(gs_array_nchunks(x, 0), 4);
+    gs_array_release(x);
+}
