@@ -11,6 +11,14 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
+#include <unistd.h>
+
+/* Every test process gets a deadline: SIGALRM kills a hung test (Criterion reports it as a
+ * crash). Criterion's own .timeout leaks a watchdog record in the runner under ASan with -j2. */
+static void arm_timeout(void)
+{
+    alarm(30);
+}
 
 static fake_t F;
 static gs_client_h C;
@@ -74,7 +82,7 @@ static int h_scalar(fake_t *f, const gs_msg_t *m)
     return 0;
 }
 
-Test(client_protocol, compute_scalar_returns_the_gathered_value, .timeout = 20)
+Test(client_protocol, compute_scalar_returns_the_gathered_value, .init = arm_timeout)
 {
     gs_array_h s = small_sum();
     double v = 0;
@@ -100,7 +108,7 @@ Test(client_protocol, compute_scalar_returns_the_gathered_value, .timeout = 20)
     stop();
 }
 
-Test(client_protocol, compute_scalar_rejects_arrays_with_axes, .timeout = 20)
+Test(client_protocol, compute_scalar_rejects_arrays_with_axes, .init = arm_timeout)
 {
     int64_t shape[1] = {5}, chunks[1] = {5};
     gs_array_h a;
@@ -195,19 +203,19 @@ static void check_gather(int ndim, const int64_t *shape, const int64_t *chunks)
     stop();
 }
 
-Test(client_protocol, gather_places_uneven_2d_chunks_row_major, .timeout = 20)
+Test(client_protocol, gather_places_uneven_2d_chunks_row_major, .init = arm_timeout)
 {
     int64_t shape[2] = {7, 10}, chunks[2] = {3, 4};
     check_gather(2, shape, chunks);
 }
 
-Test(client_protocol, gather_places_3d_chunks_row_major, .timeout = 20)
+Test(client_protocol, gather_places_3d_chunks_row_major, .init = arm_timeout)
 {
     int64_t shape[3] = {5, 3, 8}, chunks[3] = {2, 2, 3};
     check_gather(3, shape, chunks);
 }
 
-Test(client_protocol, gather_places_1d_chunks, .timeout = 20)
+Test(client_protocol, gather_places_1d_chunks, .init = arm_timeout)
 {
     int64_t shape[1] = {11}, chunks[1] = {4};
     check_gather(1, shape, chunks);
@@ -226,7 +234,7 @@ static int h_wrong_size(fake_t *f, const gs_msg_t *m)
     return 0;
 }
 
-Test(client_protocol, chunk_of_wrong_size_is_a_protocol_error, .timeout = 20)
+Test(client_protocol, chunk_of_wrong_size_is_a_protocol_error, .init = arm_timeout)
 {
     gs_array_h s = small_sum();
     double v = 3;
@@ -247,7 +255,7 @@ static int h_data_error(fake_t *f, const gs_msg_t *m)
     return 0;
 }
 
-Test(client_protocol, gather_error_status_reaches_caller, .timeout = 20)
+Test(client_protocol, gather_error_status_reaches_caller, .init = arm_timeout)
 {
     gs_array_h s = small_sum();
     double v;
@@ -277,7 +285,7 @@ static int h_task_failed(fake_t *f, const gs_msg_t *m)
     return fake_send(f, &r) != 0;
 }
 
-Test(client_protocol, task_failure_reaches_caller_with_worker_message, .timeout = 20)
+Test(client_protocol, task_failure_reaches_caller_with_worker_message, .init = arm_timeout)
 {
     gs_array_h s = small_sum();
     double v = 5;
@@ -303,7 +311,7 @@ static int h_reject(fake_t *f, const gs_msg_t *m)
     return fake_send(f, &r) != 0;
 }
 
-Test(client_protocol, rejected_submission_fails_the_future, .timeout = 20)
+Test(client_protocol, rejected_submission_fails_the_future, .init = arm_timeout)
 {
     gs_array_h s = small_sum();
     gs_future_h fut;
@@ -330,7 +338,7 @@ static int h_accept_then_die(fake_t *f, const gs_msg_t *m)
     return 1;   /* close the connection: the scheduler is gone */
 }
 
-Test(client_protocol, scheduler_lost_fails_pending_future_and_later_calls, .timeout = 20)
+Test(client_protocol, scheduler_lost_fails_pending_future_and_later_calls, .init = arm_timeout)
 {
     gs_array_h s = small_sum();
     gs_future_h fut, fut2 = NULL;
@@ -363,7 +371,7 @@ static int h_accept_only(fake_t *f, const gs_msg_t *m)
     return fake_send(f, &r) != 0;
 }
 
-Test(client_protocol, wait_timeout_leaves_future_running, .timeout = 20)
+Test(client_protocol, wait_timeout_leaves_future_running, .init = arm_timeout)
 {
     gs_array_h s = small_sum();
     gs_future_h fut;
@@ -386,7 +394,7 @@ Test(client_protocol, wait_timeout_leaves_future_running, .timeout = 20)
     stop();
 }
 
-Test(client_protocol, destroying_a_finished_future_releases_its_graph, .timeout = 20)
+Test(client_protocol, destroying_a_finished_future_releases_its_graph, .init = arm_timeout)
 {
     gs_array_h s = small_sum();
     double v;
@@ -399,7 +407,7 @@ Test(client_protocol, destroying_a_finished_future_releases_its_graph, .timeout 
     stop();
 }
 
-Test(client_protocol, destroying_the_client_cancels_pending_futures, .timeout = 20)
+Test(client_protocol, destroying_the_client_cancels_pending_futures, .init = arm_timeout)
 {
     gs_array_h s = small_sum();
     gs_future_h fut;
@@ -415,7 +423,7 @@ Test(client_protocol, destroying_the_client_cancels_pending_futures, .timeout = 
 
 /* ---- persist */
 
-Test(client_protocol, persist_keeps_chunks_and_later_graphs_read_them, .timeout = 20)
+Test(client_protocol, persist_keeps_chunks_and_later_graphs_read_them, .init = arm_timeout)
 {
     int64_t shape[2] = {4, 6}, chunks[2] = {2, 3};
     gs_array_h a, s;
@@ -460,7 +468,7 @@ static int h_info_grows(fake_t *f, const gs_msg_t *m)
     return fake_send(f, &r) != 0;
 }
 
-Test(client_protocol, wait_for_workers_polls_until_enough, .timeout = 20)
+Test(client_protocol, wait_for_workers_polls_until_enough, .init = arm_timeout)
 {
     start(h_info_grows, NULL);
     cr_assert_eq(gs_client_wait_for_workers(C, 3, 10.0), GS_OK, "%s", gs_last_error());
@@ -477,7 +485,7 @@ static int h_info_zero(fake_t *f, const gs_msg_t *m)
     return fake_send(f, &r) != 0;
 }
 
-Test(client_protocol, wait_for_workers_times_out, .timeout = 20)
+Test(client_protocol, wait_for_workers_times_out, .init = arm_timeout)
 {
     double t0;
     start(h_info_zero, NULL);
@@ -500,7 +508,7 @@ static void *compute_loop(void *arg)
     return NULL;
 }
 
-Test(client_protocol, concurrent_computes_from_several_threads, .timeout = 30)
+Test(client_protocol, concurrent_computes_from_several_threads, .init = arm_timeout)
 {
     gs_array_h s = small_sum();
     pthread_t th[4];
