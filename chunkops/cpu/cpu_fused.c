@@ -383,16 +383,34 @@ static void gs__var_fold(double *acc, const double *x, int n)
     gs_rec_var_merge(acc, (double)n, mean, m);
 }
 
+/* min/max with NaN propagation; four independent accumulators break the dependency chain
+ * (the result does not depend on the order, except for the sign of a zero minimum) */
 static double gs__scan_min(double acc, const double *x, int n)
 {
-    for (int i = 0; i < n; i++) acc = gs_rec_min(acc, x[i]);
-    return acc;
+    double a0 = acc, a1 = acc, a2 = acc, a3 = acc;
+    int i = 0;
+    for (; i + 4 <= n; i += 4) {
+        a0 = gs_rec_min(a0, x[i]);
+        a1 = gs_rec_min(a1, x[i + 1]);
+        a2 = gs_rec_min(a2, x[i + 2]);
+        a3 = gs_rec_min(a3, x[i + 3]);
+    }
+    for (; i < n; i++) a0 = gs_rec_min(a0, x[i]);
+    return gs_rec_min(gs_rec_min(a0, a1), gs_rec_min(a2, a3));
 }
 
 static double gs__scan_max(double acc, const double *x, int n)
 {
-    for (int i = 0; i < n; i++) acc = gs_rec_max(acc, x[i]);
-    return acc;
+    double a0 = acc, a1 = acc, a2 = acc, a3 = acc;
+    int i = 0;
+    for (; i + 4 <= n; i += 4) {
+        a0 = gs_rec_max(a0, x[i]);
+        a1 = gs_rec_max(a1, x[i + 1]);
+        a2 = gs_rec_max(a2, x[i + 2]);
+        a3 = gs_rec_max(a3, x[i + 3]);
+    }
+    for (; i < n; i++) a0 = gs_rec_max(a0, x[i]);
+    return gs_rec_max(gs_rec_max(a0, a1), gs_rec_max(a2, a3));
 }
 
 static void gs__scan_arg(int is_max, double *acc, const double *x, int n, int64_t idx0,
@@ -464,6 +482,17 @@ static void gs__outer_fold(gs__fused_t *f, const double *x, const gs__seg_t *g)
     case GS_RED_SUM:
     case GS_RED_MEAN: {
         const int w = f->width;
+        if (w == 1 && rs == 1) {
+            /* contiguous records: the same update, in a loop the compiler vectorises */
+            double *o = out + r0, *cp = f->comp + r0;
+            for (int i = 0; i < n; i++) {
+                double s = o[i], v = x[i], t = s + v;
+                double big = (s - t) + v, small = (v - t) + s;
+                cp[i] += fabs(s) >= fabs(v) ? big : small;
+                o[i] = t;
+            }
+            break;
+        }
         for (int i = 0; i < n; i++) {
             int64_t r = r0 + (int64_t)i * rs;
             double s = out[r * w], v = x[i], t = s + v;
