@@ -1,5 +1,8 @@
 /* CPU backend: context, memory accounting, streams, host copies and the ops table.
- * Every call completes before it returns; notify() calls its callback at once. */
+ * Every call completes before it returns; notify() calls its callback at once. A context may
+ * be used from several threads at once (memory accounting is atomic, kernels keep their
+ * scratch on the heap per call); each kernel runs on the calling thread, so parallelism
+ * comes from running several tasks at once (params.nthreads is recorded for that purpose). */
 #include "chunkops/cpu/cpu.h"
 #include "common/alloc.h"
 #include "common/error.h"
@@ -110,6 +113,7 @@ static gs_status_t gs__cpu_mem_alloc(gs_chunkops_ctx_h ctx, size_t nbytes, void 
 static void gs__cpu_mem_free(gs_chunkops_ctx_h ctx, void *ptr)
 {
     if (ptr == NULL) return;
+    gs_assert_always(ctx != NULL);
     gs__cpu_hdr_t *h = (gs__cpu_hdr_t *)ptr - 1;
     size_t n = h->nbytes;
     gs_assert_always(atomic_load(&ctx->used) >= n);
@@ -120,6 +124,7 @@ static void gs__cpu_mem_free(gs_chunkops_ctx_h ctx, void *ptr)
 
 static void gs__cpu_mem_usage(gs_chunkops_ctx_h ctx, size_t *used_p, size_t *limit_p)
 {
+    gs_assert_always(ctx != NULL);
     if (used_p != NULL) *used_p = atomic_load(&ctx->used);
     if (limit_p != NULL) *limit_p = ctx->limit;
 }

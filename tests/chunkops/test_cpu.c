@@ -271,3 +271,62 @@ Test(chunkops_cpu, run_ktask_dispatches_every_kind)
     cr_assert_eq(gs_chunkops_run_ktask(ops, ctx, NULL, NULL), GS_ERR_INVALID_PARAM);
     ops->ctx_destroy(ctx);
 }
+
+typedef struct {
+    gs_chunkops_ctx_h ctx;
+    uint64_t seed;
+    double sum;
+    gs_status_t st;
+} kernel_arg_t;
+
+static void *kernel_worker(void *p)
+{
+    kernel_arg_t *a = p;
+    gs_kfused_t k;
+    memset(&k, 0, sizeof(k));
+    k.ndim = 2;
+    k.shape[0] = 100;
+    k.shape[1] = 300;
+    k.nleaves = 1;
+    k.leaves[0].kind = GS_LEAF_NORMAL;
+    k.leaves[0].seed = a->seed;
+    k.leaves[0].p1 = 1.0;
+    k.leaves[0].stride[0] = 600;
+    k.leaves[0].stride[1] = 2;
+    k.prog[0].op = GS_OP_LEAF;
+    k.prog[1].op = GS_OP_ADD_IMM;
+    k.prog[1].imm = 1.0;
+    k.nprog = 2;
+    k.terminal = GS_TERM_REDUCE;
+    k.redop = GS_RED_SUM;
+    k.red_axis = -1;
+    k.out = &a->sum;
+    gs_chunkops_stream_h s;
+    a->st = ops->stream_create(a->ctx, &s);
+    for (int rep = 0; rep < 5 && a->st == GS_OK; rep++) a->st = ops->fused(a->ctx, s, &k);
+    if (s != NULL) ops->stream_destroy(a->ctx, s);
+    return NULL;
+}
+
+Test(chunkops_cpu, one_context_runs_kernels_from_several_threads)
+{
+    gs_chunkops_ctx_h ctx = ctx_with_limit(0);
+    kernel_arg_t serial[4], par[4];
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++) {
+        serial[i] = (kernel_arg_t){.ctx = ctx, .seed = 100 + (uint64_t)i};
+        kernel_worker(&serial[i]);
+        cr_assert_eq(serial[i].st, GS_OK);
+    }
+    for (int i = 0; i < 4; i++) {
+        par[i] = (kernel_arg_t){.ctx = ctx, .seed = 100 + (uint64_t)i};
+        cr_assert_eq(pthread_create(&th[i], NULL, kernel_worker, &par[i]), 0);
+    }
+    for (int i = 0; i < 4; i++) {
+        pthread_join(th[i], NULL);
+        cr_assert_eq(par[i].st, GS_OK);
+        cr_assert_eq(par[i].sum, serial[i].sum, "thread %d: %.17g vs %.17g", i, par[i].sum,
+                     serial[i].sum);
+    }
+    ops->ctx_destroy(ctx);
+}
