@@ -320,7 +320,9 @@ static void gs__outputs_complete(gs_sched_t *s, gs__graph_t *g)
 /* ------------------------------------------------------------------------------------------ */
 /* Stopping and failing graphs.                                                               */
 
-/* Stop all activity of @a g on the workers: CANCEL where it has tasks, RELEASE its chunks. */
+/* End @a g on the workers: CANCEL to every worker that received tasks of it (drop queued tasks
+ * and layers of the graph; sent once per worker at the end of the graph's life: failure,
+ * cancel or release), RELEASE of its chunks (batched, sent at the next tick). */
 static void gs__graph_stop_workers(gs_sched_t *s, gs__graph_t *g)
 {
     gs_msg_t msg;
@@ -331,8 +333,8 @@ static void gs__graph_stop_workers(gs_sched_t *s, gs__graph_t *g)
     for (uint32_t slot = 0; slot < g->ngw; slot++) {
         gs__gw_t *gw = &g->gw[slot];
         gs__worker_t *w = slot < s->nslots ? s->slots[slot] : NULL;
+        if (w != NULL && gw->layer_bits != NULL) gs__sched_send(s, w->peer, &msg);
         if (w != NULL && gw->outstanding > 0) {
-            gs__sched_send(s, w->peer, &msg);
             gs_assert(w->outstanding >= gw->outstanding);
             w->outstanding -= gw->outstanding;
         }

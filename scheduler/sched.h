@@ -34,10 +34,17 @@
  *    the DATA answers are relayed back with the client's req_id. A key that is not an output
  *    of a live graph of that client is answered with DATA(status GS_ERR_NOT_FOUND); a key being
  *    (re)computed is answered when it exists (or with the graph's error).
- *  - CANCEL(graph) stops scheduling it, sends CANCEL to every worker that has tasks of it,
- *    releases its chunks and answers GRAPH_DONE(GS_ERR_CANCELED). CANCEL of a finished graph is
- *    ignored. RELEASE_GRAPH drops the graph (deferred while later graphs still use its chunks as
- *    externals). A client disconnect cancels and releases all its graphs.
+ *  - CANCEL(graph) from the client stops scheduling it and answers GRAPH_DONE(GS_ERR_CANCELED);
+ *    CANCEL of a finished graph is ignored. RELEASE_GRAPH drops the graph (deferred while later
+ *    graphs still use its chunks as externals; a running graph is canceled without GRAPH_DONE).
+ *    A client disconnect cancels and releases all its graphs.
+ *  - to workers, CANCEL(graph) means "forget this graph": drop its queued tasks and its layers.
+ *    It is sent once to every worker that received tasks of the graph, when the graph fails,
+ *    is canceled or is released, followed by RELEASE for the graph's chunks held there. So a
+ *    worker keeps a graph's layers until CANCEL (a finished graph's tasks may be recomputed after
+ *    a fault, and the layers are not sent again). RELEASE or CANCEL for keys or graphs a worker
+ *    does not know must be ignored. A worker that stored a key it is assigned again (after a
+ *    fault) simply replaces it.
  *  - faults: a worker whose connection drops, that misses heartbeats for the heartbeat timeout,
  *    or that is replaced is removed: its assigned tasks go back to ready/waiting, each counting
  *    one failure; chunks held only there are lost and recomputed from lineage when still needed.

@@ -210,6 +210,9 @@ Test(scheduler_graph, runs_a_graph_releases_intermediates_and_relays_gathers)
     /* the output stays until RELEASE_GRAPH */
     cr_assert(tp_none(w, GS_MSG_RELEASE, 20));
     send_graph_msg(c, GS_MSG_RELEASE_GRAPH, gid);
+    tp_expect(w, GS_MSG_CANCEL, &m);   /* the worker forgets the graph's layers */
+    cr_assert_eq(m.u.cancel.graph_id, gid);
+    gs_msg_cleanup(&m);
     tp_expect(w, GS_MSG_RELEASE, &m);
     cr_assert_eq(m.u.release.n, 1);
     cr_assert(has_key(m.u.release.keys, 1, gid, s));
