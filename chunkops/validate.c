@@ -50,18 +50,19 @@ static gs_status_t gs__check_shape(const char *what, int32_t ndim, const int64_t
         if (shape[j] < 0)
             return gs_error_set(GS_ERR_INVALID_PARAM, "%s: negative extent %lld on axis %d",
                                 what, (long long)shape[j], (int)j);
-        if (shape[j] == 0) zero = 1;
     }
-    if (!zero) {
-        for (int32_t j = 0; j < ndim; j++) {
-            if (__builtin_mul_overflow(n, shape[j], &n))
-                return gs_error_set(GS_ERR_INVALID_PARAM,
-                                    "%s: region has more than 2^63 elements", what);
+    /* the product of the non-zero extents must fit too, so that no partial product of the
+     * shape (or of a sub-box of it) overflows */
+    for (int32_t j = 0; j < ndim; j++) {
+        if (shape[j] == 0) {
+            zero = 1;
+            continue;
         }
-    } else {
-        n = 0;
+        if (__builtin_mul_overflow(n, shape[j], &n))
+            return gs_error_set(GS_ERR_INVALID_PARAM, "%s: region has more than 2^63 elements",
+                                what);
     }
-    *size_p = n;
+    *size_p = zero ? 0 : n;
     return GS_OK;
 }
 

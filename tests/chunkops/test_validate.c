@@ -96,6 +96,10 @@ Test(chunkops_validate, rejects_region_larger_than_int64)
     k.ndim = 3;
     k.shape[0] = k.shape[1] = k.shape[2] = (int64_t)1 << 22;
     expect_rejected(&k, "2^63");
+    /* even when another extent is 0 (partial products would overflow) */
+    k.shape[2] = 0;
+    k.shape[0] = k.shape[1] = (int64_t)1 << 40;
+    expect_rejected(&k, "2^63");
 }
 
 Test(chunkops_validate, rejects_too_many_leaves)
