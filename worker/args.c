@@ -6,6 +6,7 @@
 #include "proto/conn.h"
 
 #include <ctype.h>
+#include <stdio.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -193,8 +194,11 @@ gs_status_t gs_worker_cli_parse(int argc, char **argv, gs_worker_cli_t *cli_p)
                    strcmp(opt, "--device-memory-limit") == 0) {
             uint64_t bytes;
             GS__TAKE_VALUE();
-            if (gs_worker_parse_size(val, &bytes) != GS_OK)
-                return gs_error_set(GS_ERR_INVALID_PARAM, "%s: %s", opt, gs_last_error());
+            if (gs_worker_parse_size(val, &bytes) != GS_OK) {
+                char why[256];
+                snprintf(why, sizeof(why), "%s", gs_last_error());   /* not aliased */
+                return gs_error_set(GS_ERR_INVALID_PARAM, "%s: %s", opt, why);
+            }
             if (opt[2] == 'm') cli.params.memory_limit = bytes;
             else cli.params.device_memory_limit = bytes;
         } else if (strcmp(opt, "--backend") == 0) {
@@ -228,9 +232,15 @@ gs_status_t gs_worker_cli_parse(int argc, char **argv, gs_worker_cli_t *cli_p)
         if (cli.params.scheduler == NULL)
             return gs_error_set(GS_ERR_INVALID_PARAM, "no scheduler address given (expected "
                                 "tcp://HOST:PORT)");
-        if (gs_addr_parse(cli.params.scheduler, host, sizeof(host), &port) != GS_OK)
+        if (gs_addr_parse(cli.params.scheduler, host, sizeof(host), &port) != GS_OK) {
+            char why[256];
+            snprintf(why, sizeof(why), "%s", gs_last_error());
             return gs_error_set(GS_ERR_INVALID_PARAM, "scheduler address '%s': %s",
-                                cli.params.scheduler, gs_last_error());
+                                cli.params.scheduler, why);
+        }
+        if (port == 0)
+            return gs_error_set(GS_ERR_INVALID_PARAM, "scheduler address '%s': port 0 is not "
+                                "a port to connect to", cli.params.scheduler);
     }
     *cli_p = cli;
     return GS_OK;

@@ -122,6 +122,7 @@ static void gs__worker_on_msg(gs_conn_t *conn, gs_msg_t *m, void *arg)
     uint64_t i;
 
     if (w->state >= GS_WSTATE_STOPPING) return;
+    GS_LOG_TRACE("%s from gsched", gs_msg_type_name(m->type));
     if (w->state == GS_WSTATE_HELLO) {
         if (m->type == GS_MSG_WELCOME) {
             w->id = m->u.welcome.id;

@@ -1,0 +1,517 @@
+/* One in-process worker driven by a fake scheduler on loopback: registration, heartbeats,
+ * execution of real lowered layers, gathers, failures, memory limits, release/cancel/stop. */
+#include "fake_sched.h"
+
+#include "common/log.h"
+
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uv_loop_t loop;
+static fake_sched_t fs;
+
+static void setup(void)
+{
+    gs_log_set_level(GS_LOG_LEVEL_ERROR);
+    cr_assert_eq(uv_loop_init(&loop), 0);
+    fs_start(&fs, &loop, NULL);
+}
+
+static void teardown(void)
+{
+    fs_stop(&fs);
+    uv_run(&loop, UV_RUN_NOWAIT);
+    cr_expect_eq(uv_loop_close(&loop), 0, "handles left on the loop");
+}
+
+TestSuite(worker_exec, .init = setup, .fini = teardown, .timeout = 60);
+
+/* (normal(10, 1, (n, n)) + 1)[::2, ::2], summed when @a reduce (split_every 4). */
+static gs_array_h seed_expr(int64_t n, int64_t chunk, int reduce)
+{
+    gs_array_h a, b, c, d;
+    int64_t shape[2] = {n, n}, chunks[2] = {chunk, chunk};
+    gs_slice_t s[2] = {{0, 0, 2, 0}, {0, 0, 2, 0}};
+    gs_reduce_params_t rp = {GS_REDUCE_FIELD_SPLIT_EVERY, 0, 4, 0};
+    cr_assert_eq(gs_array_random_normal(7, 10.0, 1.0, 2, shape, chunks, &a), GS_OK);
+    cr_assert_eq(gs_array_binary_scalar(GS_BINARY_ADD, a, 1.0, &b), GS_OK);
+    cr_assert_eq(gs_array_slice(b, 2, s, &c), GS_OK);
+    gs_array_release(a);
+    gs_array_release(b);
+    if (!reduce) return c;
+    cr_assert_eq(gs_array_reduce(GS_RED_SUM, c, &rp, &d), GS_OK);
+    gs_array_release(c);
+    return d;
+}
+
+static void start_worker(tw_t *t, const gs_worker_params_t *p)
+{
+    tw_start(t, &fs, p);
+    cr_assert(fs_wait_registered(&fs, 1, 5000), "the worker did not register");
+}
+
+static void stop_worker(tw_t *t)
+{
+    gs_worker_stop(t->w, GS_OK);
+    cr_assert(tw_wait_stopped(t, &fs, 5000), "the worker did not stop");
+    tw_destroy(t);
+}
+
+static void assert_close(const double *got, const double *ref, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        double tol = 1e-12 * fmax(1.0, fabs(ref[i]));
+        cr_assert(fabs(got[i] - ref[i]) <= tol, "element %zu: %.17g, reference %.17g", i,
+                  got[i], ref[i]);
+    }
+}
+
+/* Run @a a's graph on the single worker and compare every output with the serial evaluator. */
+static void run_and_check(uint64_t gid, gs_array_h a, unsigned flags, int release)
+{
+    double *ref, *got;
+    size_t size, failed;
+    gs_taskgraph_t *tg = tw_lower(a, flags, &ref, &size);
+    int *place = calloc(tg->ntasks, sizeof(int));
+    failed = fs_run_graph(&fs, gid, tg, place, release, 20000);
+    cr_assert_eq(failed, 0, "graph %llu: %s", (unsigned long long)gid,
+                 failed == (size_t)-1 ? "timed out" : fs.done[failed - 1].err);
+    for (uint64_t t = 0; t < tg->ntasks; t++) {
+        const fs_done_t *d = fs_find_done(&fs, gid, t);
+        cr_assert_not_null(d);
+        cr_assert_eq(d->nbytes, tg->task_nbytes[t], "task %llu: nbytes %llu, declared %llu",
+                     (unsigned long long)t, (unsigned long long)d->nbytes,
+                     (unsigned long long)tg->task_nbytes[t]);
+    }
+    got = calloc(size ? size : 1, sizeof(double));
+    cr_assert(fs_gather_all(&fs, gid, tg, place, got, 5000), "gather failed");
+    assert_close(got, ref, size);
+    free(got);
+    free(ref);
+    free(place);
+    gs_taskgraph_free(tg);
+}
+
+Test(worker_exec, registers_and_heartbeats)
+{
+    gs_worker_params_t p = {0};
+    tw_t t;
+    fs_peer_t *peer;
+    p.name = "alpha";
+    p.nthreads = 2;
+    p.memory_limit = 123456789;
+    start_worker(&t, &p);
+    peer = fs.peers[0];
+    cr_assert_str_eq(peer->name, "alpha");
+    cr_assert_str_eq(peer->backend, "cpu");
+    cr_assert_eq(peer->nthreads, 2);
+    cr_assert_eq(peer->memory_limit, 123456789u);
+    cr_assert_gt(peer->ucx_len, 0, "no UCX address registered");
+    fs_run_for(&fs, 250);
+    cr_assert_geq(peer->nheartbeats, 2, "%llu heartbeats in 250 ms at 50 ms",
+                  (unsigned long long)peer->nheartbeats);
+    cr_assert_eq(peer->last_hb.mem_limit, 123456789u);
+    cr_assert_eq(peer->last_hb.mem_used, 0u);
+    stop_worker(&t);
+}
+
+Test(worker_exec, runs_fused_and_combine_layers)
+{
+    gs_worker_params_t p = {0};
+    tw_t t;
+    gs_array_h sum = seed_expr(64, 16, 1), arr = seed_expr(40, 16, 0);
+    gs_worker_stats_t st;
+    p.nthreads = 2;
+    start_worker(&t, &p);
+    run_and_check(1, sum, GS_LOWER_DEFAULT, 1);
+    run_and_check(2, arr, GS_LOWER_DEFAULT, 1);
+    run_and_check(3, sum, GS_LOWER_DEFAULT & ~GS_LOWER_FUSE, 1);   /* one op per task */
+    gs_worker_stats(t.w, &st);
+    cr_assert_gt(st.tasks_done, 0);
+    cr_assert_eq(st.tasks_failed, 0);
+    /* only outputs are left: one scalar for graphs 1 and 3, the array's chunks for graph 2 */
+    cr_assert_eq(st.chunks, 2 + 9, "%llu chunks kept", (unsigned long long)st.chunks);
+    gs_array_release(sum);
+    gs_array_release(arr);
+    stop_worker(&t);
+}
+
+Test(worker_exec, reports_kernel_time_per_task)
+{
+    gs_worker_params_t p = {0};
+    tw_t t;
+    gs_array_h arr = seed_expr(256, 128, 0);
+    double *ref;
+    size_t size;
+    gs_taskgraph_t *tg = tw_lower(arr, GS_LOWER_DEFAULT, &ref, &size);
+    int place[64] = {0};
+    p.nthreads = 1;
+    start_worker(&t, &p);
+    cr_assert_eq(fs_run_graph(&fs, 1, tg, place, 0, 10000), 0);
+    for (uint64_t i = 0; i < tg->ntasks; i++)
+        cr_assert_gt(fs_find_done(&fs, 1, i)->run_ns, 0, "task %llu has no kernel time",
+                     (unsigned long long)i);
+    free(ref);
+    gs_taskgraph_free(tg);
+    gs_array_release(arr);
+    stop_worker(&t);
+}
+
+Test(worker_exec, streams_mode_gives_the_same_values)
+{
+    gs_worker_params_t p = {0};
+    tw_t t;
+    gs_array_h sum = seed_expr(64, 16, 1), arr = seed_expr(40, 16, 0);
+    p.exec = GS_WORKER_EXEC_STREAMS;
+    p.nstreams = 3;
+    p.stream_depth = 2;
+    start_worker(&t, &p);
+    run_and_check(1, sum, GS_LOWER_DEFAULT, 1);
+    run_and_check(2, arr, GS_LOWER_DEFAULT & ~GS_LOWER_FUSE, 1);
+    gs_array_release(sum);
+    gs_array_release(arr);
+    stop_worker(&t);
+}
+
+/* A TASK_ASSIGN built by hand: one task of layer 0 with the given layer bytes. */
+static void assign_raw(uint64_t gid, uint64_t task, const void *layer, size_t len, uint64_t ndeps,
+                       const uint64_t *keys, const uint64_t *workers, const uint64_t *nbytes)
+{
+    uint32_t layer_id = 0, task_layer = 0;
+    gs_bytes_t lb = {layer, len};
+    uint64_t block = 0, dep_off[2] = {0, ndeps};
+    gs_msg_t m;
+    memset(&m, 0, sizeof(m));
+    m.type = GS_MSG_TASK_ASSIGN;
+    m.u.task_assign.graph_id = gid;
+    m.u.task_assign.nlayers = layer ? 1 : 0;
+    m.u.task_assign.layer_ids = &layer_id;
+    m.u.task_assign.layers = &lb;
+    m.u.task_assign.ntasks = 1;
+    m.u.task_assign.task_id = &task;
+    m.u.task_assign.task_layer = &task_layer;
+    m.u.task_assign.task_block = &block;
+    m.u.task_assign.dep_off = dep_off;
+    m.u.task_assign.dep_keys = keys;
+    m.u.task_assign.dep_worker = workers;
+    m.u.task_assign.dep_nbytes = nbytes;
+    fs_send(&fs, 0, &m);
+}
+
+Test(worker_exec, garbage_layer_fails_the_task_and_the_worker_keeps_serving)
+{
+    gs_worker_params_t p = {0};
+    tw_t t;
+    static const uint8_t garbage[] = {0x93, 0xff, 0x01, 'g', 'a', 'r', 'b', 'a', 'g', 'e'};
+    const fs_done_t *d;
+    gs_array_h sum = seed_expr(32, 16, 1);
+    p.nthreads = 1;
+    start_worker(&t, &p);
+    assign_raw(5, 17, garbage, sizeof(garbage), 0, NULL, NULL, NULL);
+    d = fs_wait_done(&fs, 5, 17, 5000);
+    cr_assert_not_null(d, "no completion for the garbage task");
+    cr_assert_neq(d->status, GS_OK);
+    cr_assert(strstr(d->err, "task 17") && strstr(d->err, "graph 5") &&
+              strstr(d->err, "could not be decoded"), "message: %s", d->err);
+    /* a task naming a layer that never came */
+    assign_raw(6, 3, NULL, 0, 0, NULL, NULL, NULL);
+    d = fs_wait_done(&fs, 6, 3, 5000);
+    cr_assert_not_null(d);
+    cr_assert_eq(d->status, GS_ERR_NOT_FOUND);
+    cr_assert(strstr(d->err, "task 3") && strstr(d->err, "unknown"), "message: %s", d->err);
+    run_and_check(1, sum, GS_LOWER_DEFAULT, 1);
+    gs_array_release(sum);
+    stop_worker(&t);
+}
+
+Test(worker_exec, wrong_dependencies_fail_the_task_with_a_message)
+{
+    gs_worker_params_t p = {0};
+    tw_t t;
+    gs_array_h sum = seed_expr(64, 16, 1), arr = seed_expr(32, 16, 0);
+    double *ref;
+    size_t size;
+    gs_taskgraph_t *tg = tw_lower(sum, GS_LOWER_DEFAULT, &ref, &size);
+    gs_taskgraph_t *tga;
+    double *refa;
+    int place[256] = {0};
+    uint64_t holder[256], comb = UINT64_MAX, self;
+    const fs_done_t *d;
+
+    start_worker(&t, &p);
+    self = fs.peers[0]->id;
+    for (int i = 0; i < 256; i++) holder[i] = self;
+    for (uint64_t i = 0; i < tg->ntasks; i++)
+        if (tg->dep_off[i + 1] > tg->dep_off[i]) { comb = i; break; }
+    cr_assert_neq(comb, UINT64_MAX, "no combine task in the graph");
+
+    /* (1) inputs that were never computed here */
+    fs_assign(&fs, 0, 1, tg, &comb, 1, holder);
+    d = fs_wait_done(&fs, 1, comb, 5000);
+    cr_assert_not_null(d);
+    cr_assert_eq(d->status, GS_ERR_NOT_FOUND, "status %d: %s", d->status, d->err);
+    cr_assert(strstr(d->err, "is not on this worker"), "message: %s", d->err);
+
+    /* (2) inputs of the wrong size: graph 2's array chunks stand in for graph 1's partials */
+    tga = tw_lower(arr, GS_LOWER_DEFAULT, &refa, &size);
+    cr_assert_eq(fs_run_graph(&fs, 2, tga, place, 0, 5000), 0);
+    {
+        uint64_t nd = tg->dep_off[comb + 1] - tg->dep_off[comb];
+        uint64_t keys[64], workers[32], nbytes[32];
+        gs_buf_t lb;
+        cr_assert_leq(nd, 4);
+        for (uint64_t k = 0; k < nd; k++) {
+            keys[2 * k] = 2;
+            keys[2 * k + 1] = k;           /* an array chunk of graph 2 */
+            workers[k] = self;
+            nbytes[k] = tga->task_nbytes[k];
+        }
+        gs_buf_init(&lb);
+        cr_assert_eq(gs_layer_encode(tg->layers[tg->task_layer[comb]], &lb), GS_OK);
+        assign_raw(7, 0, lb.data, lb.len, nd, keys, workers, nbytes);
+        gs_buf_cleanup(&lb);
+        d = fs_wait_done(&fs, 7, 0, 5000);
+        cr_assert_not_null(d);
+        cr_assert_eq(d->status, GS_ERR_INVALID_PARAM, "status %d: %s", d->status, d->err);
+        cr_assert(strstr(d->err, "task 0 (layer ") && strstr(d->err, "graph 7 failed"),
+                  "message: %s", d->err);
+
+        /* (3) too few dependencies for the layer */
+        gs_buf_init(&lb);
+        cr_assert_eq(gs_layer_encode(tg->layers[tg->task_layer[comb]], &lb), GS_OK);
+        assign_raw(8, 0, lb.data, lb.len, nd - 1, keys, workers, nbytes);
+        gs_buf_cleanup(&lb);
+        d = fs_wait_done(&fs, 8, 0, 5000);
+        cr_assert_not_null(d);
+        cr_assert_eq(d->status, GS_ERR_INVALID_PARAM);
+        cr_assert(strstr(d->err, "inputs but the task lists"), "message: %s", d->err);
+    }
+    /* still serving */
+    run_and_check(3, sum, GS_LOWER_DEFAULT, 1);
+    free(ref);
+    free(refa);
+    gs_taskgraph_free(tg);
+    gs_taskgraph_free(tga);
+    gs_array_release(sum);
+    gs_array_release(arr);
+    stop_worker(&t);
+}
+
+/* Graph of 16x16-chunk STORE tasks (2048 bytes each) without dependencies. */
+static gs_taskgraph_t *store_graph(int nchunks)
+{
+    gs_array_h a;
+    gs_taskgraph_t *tg;
+    int64_t shape[2] = {16, 16 * nchunks}, chunks[2] = {16, 16};
+    cr_assert_eq(gs_array_random_uniform(3, 0, 1, 2, shape, chunks, &a), GS_OK);
+    cr_assert_eq(gs_graph_lower(a, GS_LOWER_DEFAULT, &tg), GS_OK);
+    gs_array_release(a);
+    cr_assert_eq(tg->ntasks, (uint64_t)nchunks);
+    for (int i = 0; i < nchunks; i++) cr_assert_eq(tg->task_nbytes[i], 2048u);
+    return tg;
+}
+
+Test(worker_exec, output_larger_than_the_memory_limit_fails_at_once)
+{
+    gs_worker_params_t p = {0};
+    tw_t t;
+    gs_taskgraph_t *tg = store_graph(1);
+    uint64_t task = 0, holder = 0;
+    const fs_done_t *d;
+    p.memory_limit = 1000;
+    start_worker(&t, &p);
+    fs_assign(&fs, 0, 1, tg, &task, 1, &holder);
+    d = fs_wait_done(&fs, 1, 0, 5000);
+    cr_assert_not_null(d);
+    cr_assert_eq(d->status, GS_ERR_NO_MEMORY);
+    cr_assert(strstr(d->err, "task 0") && strstr(d->err, "2048 bytes") &&
+              strstr(d->err, "memory limit is 1000 bytes"), "message: %s", d->err);
+    gs_taskgraph_free(tg);
+    stop_worker(&t);
+}
+
+Test(worker_exec, task_waits_for_memory_until_a_release)
+{
+    gs_worker_params_t p = {0};
+    tw_t t;
+    gs_taskgraph_t *tg = store_graph(3);
+    uint64_t tasks[3] = {0, 1, 2}, holder[3] = {0};
+    gs_worker_stats_t st;
+    p.memory_limit = 5000;        /* two 2048-byte chunks fit, three do not */
+    p.memory_wait_ms = 20000;
+    start_worker(&t, &p);
+    fs_assign(&fs, 0, 1, tg, tasks, 3, holder);
+    cr_assert_not_null(fs_wait_done(&fs, 1, 0, 5000));
+    cr_assert_not_null(fs_wait_done(&fs, 1, 1, 5000));
+    fs_run_for(&fs, 200);
+    cr_assert_null(fs_find_done(&fs, 1, 2), "the third task ran over the memory limit");
+    gs_worker_stats(t.w, &st);
+    cr_assert_eq(st.mem_used, 4096u);
+    cr_assert_eq(st.tasks_queued, 1u);
+    fs_release(&fs, 0, 1, 0);
+    {
+        const fs_done_t *d = fs_wait_done(&fs, 1, 2, 5000);
+        cr_assert_not_null(d, "the task did not run after the release");
+        cr_assert_eq(d->status, GS_OK, "%s", d->err);
+    }
+    gs_worker_stats(t.w, &st);
+    cr_assert_eq(st.mem_used, 4096u);
+    cr_assert_eq(fs.peers[0]->last_hb.mem_limit, 5000u);
+    gs_taskgraph_free(tg);
+    stop_worker(&t);
+}
+
+Test(worker_exec, task_fails_when_nothing_can_free_memory)
+{
+    gs_worker_params_t p = {0};
+    tw_t t;
+    gs_taskgraph_t *tg = store_graph(3);
+    uint64_t tasks[3] = {0, 1, 2}, holder[3] = {0};
+    const fs_done_t *d;
+    p.memory_limit = 5000;
+    p.memory_wait_ms = 300;
+    start_worker(&t, &p);
+    fs_assign(&fs, 0, 1, tg, tasks, 3, holder);
+    d = fs_wait_done(&fs, 1, 2, 5000);
+    cr_assert_not_null(d, "the blocked task never failed");
+    cr_assert_eq(d->status, GS_ERR_NO_MEMORY);
+    cr_assert(strstr(d->err, "task 2") && strstr(d->err, "5000-byte memory limit") &&
+              strstr(d->err, "300 ms"), "message: %s", d->err);
+    cr_assert_eq(fs_find_done(&fs, 1, 0)->status, GS_OK);
+    cr_assert_eq(fs_find_done(&fs, 1, 1)->status, GS_OK);
+    gs_taskgraph_free(tg);
+    stop_worker(&t);
+}
+
+Test(worker_exec, release_and_cancel_drop_chunks)
+{
+    gs_worker_params_t p = {0};
+    tw_t t;
+    gs_taskgraph_t *tg = store_graph(4);
+    int place[4] = {0};
+    gs_worker_stats_t st;
+    const fs_data_t *d;
+    gs_msg_t m;
+    start_worker(&t, &p);
+    cr_assert_eq(fs_run_graph(&fs, 4, tg, place, 0, 5000), 0);
+    gs_worker_stats(t.w, &st);
+    cr_assert_eq(st.chunks, 4u);
+    cr_assert_eq(st.mem_used, 4 * 2048u);
+    d = fs_gather(&fs, 0, 4, 1, 5000);
+    cr_assert_not_null(d);
+    cr_assert_eq(d->status, GS_OK);
+    cr_assert_eq(d->len, 2048u);
+
+    fs_release(&fs, 0, 4, 1);
+    d = fs_gather(&fs, 0, 4, 1, 5000);
+    cr_assert_not_null(d);
+    cr_assert_eq(d->status, GS_ERR_NOT_FOUND);
+    gs_worker_stats(t.w, &st);
+    cr_assert_eq(st.chunks, 3u);
+    cr_assert_eq(st.mem_used, 3 * 2048u);
+
+    memset(&m, 0, sizeof(m));
+    m.type = GS_MSG_CANCEL;
+    m.u.cancel.graph_id = 4;
+    fs_send(&fs, 0, &m);
+    d = fs_gather(&fs, 0, 4, 0, 5000);
+    cr_assert_not_null(d);
+    cr_assert_eq(d->status, GS_ERR_NOT_FOUND);
+    gs_worker_stats(t.w, &st);
+    cr_assert_eq(st.chunks, 0u);
+    cr_assert_eq(st.mem_used, 0u);
+    gs_taskgraph_free(tg);
+    stop_worker(&t);
+}
+
+Test(worker_exec, cancel_drops_queued_tasks)
+{
+    gs_worker_params_t p = {0};
+    tw_t t;
+    gs_taskgraph_t *tg = store_graph(64);
+    uint64_t tasks[64], holder[64] = {0};
+    gs_worker_stats_t st;
+    gs_msg_t m;
+    size_t before;
+    for (int i = 0; i < 64; i++) tasks[i] = (uint64_t)i;
+    p.nthreads = 1;
+    p.memory_limit = 3 * 2048;     /* at most three run; the rest queue */
+    p.memory_wait_ms = 20000;
+    start_worker(&t, &p);
+    fs_assign(&fs, 0, 9, tg, tasks, 64, holder);
+    memset(&m, 0, sizeof(m));
+    m.type = GS_MSG_CANCEL;
+    m.u.cancel.graph_id = 9;
+    fs_send(&fs, 0, &m);
+    fs_run_for(&fs, 300);
+    before = fs.ndone;
+    cr_assert_leq(before, 3, "%zu tasks completed although memory held 3", before);
+    gs_worker_stats(t.w, &st);
+    cr_assert_eq(st.tasks_queued, 0u);
+    cr_assert_eq(st.tasks_running, 0u);
+    cr_assert_eq(st.chunks, 0u);
+    cr_assert_eq(st.mem_used, 0u);
+    gs_taskgraph_free(tg);
+    stop_worker(&t);
+}
+
+Test(worker_exec, stops_on_shutdown_from_the_scheduler)
+{
+    gs_worker_params_t p = {0};
+    tw_t t;
+    gs_msg_t m;
+    start_worker(&t, &p);
+    memset(&m, 0, sizeof(m));
+    m.type = GS_MSG_SHUTDOWN;
+    fs_send(&fs, 0, &m);
+    cr_assert(tw_wait_stopped(&t, &fs, 5000), "no stop after SHUTDOWN");
+    cr_assert_eq(t.reason, GS_OK);
+    tw_destroy(&t);
+}
+
+Test(worker_exec, stops_with_scheduler_lost_when_the_connection_drops)
+{
+    gs_worker_params_t p = {0};
+    tw_t t;
+    start_worker(&t, &p);
+    gs_conn_close(fs.peers[0]->conn, GS_ERR_CANCELED);
+    cr_assert(tw_wait_stopped(&t, &fs, 5000), "no stop after losing the scheduler");
+    cr_assert_eq(t.reason, GS_ERR_SCHEDULER_LOST);
+    tw_destroy(&t);
+}
+
+Test(worker_exec, stops_when_the_token_is_refused)
+{
+    gs_worker_params_t p = {0};
+    tw_t t;
+    fs.token = "secret";
+    p.token = "wrong";
+    tw_start(&t, &fs, &p);
+    cr_assert(tw_wait_stopped(&t, &fs, 5000), "no stop after the refusal");
+    cr_assert_eq(t.reason, GS_ERR_AUTH);
+    tw_destroy(&t);
+}
+
+Test(worker_exec, gives_up_on_an_unreachable_scheduler)
+{
+    gs_worker_params_t p = {0};
+    tw_t t;
+    fake_sched_t other;
+    char addr[64];
+    uint64_t t0;
+    /* a port that was just free: listen on it, note it, close it */
+    fs_start(&other, &loop, NULL);
+    fs_addr(&other, addr, sizeof(addr));
+    fs_stop(&other);
+    memset(&t, 0, sizeof(t));
+    p.scheduler = addr;
+    p.connect_timeout_ms = 300;
+    t0 = uv_hrtime();
+    tw_start_raw(&t, &loop, &p);
+    cr_assert(tw_wait_stopped(&t, &fs, 5000), "still trying after the connect timeout");
+    cr_assert_eq(t.reason, GS_ERR_CONN_REFUSED, "reason %s", gs_status_name(t.reason));
+    cr_assert_geq(uv_hrtime() - t0, 250000000ull, "gave up before the connect timeout");
+    tw_destroy(&t);
+}

@@ -1,0 +1,281 @@
+/* Two (or three) in-process workers on one loop exchanging chunks over UCX. */
+#include "fake_sched.h"
+
+#include "common/log.h"
+
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uv_loop_t loop;
+static fake_sched_t fs;
+
+static void setup(void)
+{
+    gs_log_set_level(GS_LOG_LEVEL_ERROR);
+    cr_assert_eq(uv_loop_init(&loop), 0);
+    fs_start(&fs, &loop, NULL);
+}
+
+static void teardown(void)
+{
+    fs_stop(&fs);
+    uv_run(&loop, UV_RUN_NOWAIT);
+    cr_expect_eq(uv_loop_close(&loop), 0, "handles left on the loop");
+}
+
+TestSuite(worker_peer, .init = setup, .fini = teardown, .timeout = 90);
+
+static void start_workers(tw_t *t, int n, const gs_worker_params_t *p)
+{
+    for (int i = 0; i < n; i++) {
+        tw_start(&t[i], &fs, p);
+        /* register one at a time so peer index i is worker t[i] */
+        cr_assert(fs_wait_registered(&fs, i + 1, 5000), "worker %d did not register", i);
+    }
+    fs_announce_peers(&fs);
+    fs_run_for(&fs, 20);
+}
+
+static void stop_workers(tw_t *t, int n)
+{
+    for (int i = 0; i < n; i++) {
+        if (t[i].w == NULL) continue;
+        gs_worker_stop(t[i].w, GS_OK);
+        cr_assert(tw_wait_stopped(&t[i], &fs, 5000), "worker %d did not stop", i);
+        tw_destroy(&t[i]);
+    }
+}
+
+static void assert_close(const double *got, const double *ref, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        double tol = 1e-12 * fmax(1.0, fabs(ref[i]));
+        cr_assert(fabs(got[i] - ref[i]) <= tol, "element %zu: %.17g, reference %.17g", i,
+                  got[i], ref[i]);
+    }
+}
+
+/* Run @a a spread over @a nw workers (task i on worker i % nw, or by @a place_fn) and check. */
+static void run_spread(uint64_t gid, gs_array_h a, unsigned flags, int nw, tw_t *t,
+                       uint64_t *fetched_p)
+{
+    double *ref, *got;
+    size_t size, failed;
+    gs_taskgraph_t *tg = tw_lower(a, flags, &ref, &size);
+    int *place = calloc(tg->ntasks, sizeof(int));
+    uint64_t fetched = 0;
+    for (uint64_t i = 0; i < tg->ntasks; i++) place[i] = (int)(i % (uint64_t)nw);
+    failed = fs_run_graph(&fs, gid, tg, place, 1, 30000);
+    cr_assert_eq(failed, 0, "graph %llu: %s", (unsigned long long)gid,
+                 failed == (size_t)-1 ? "timed out" : fs.done[failed - 1].err);
+    got = calloc(size ? size : 1, sizeof(double));
+    cr_assert(fs_gather_all(&fs, gid, tg, place, got, 5000), "gather failed");
+    assert_close(got, ref, size);
+    for (int i = 0; i < nw; i++) {
+        gs_worker_stats_t st;
+        gs_worker_stats(t[i].w, &st);
+        cr_assert_eq(st.fetch_failures, 0);
+        fetched += st.fetches;
+    }
+    if (fetched_p) *fetched_p = fetched;
+    free(got);
+    free(ref);
+    free(place);
+    gs_taskgraph_free(tg);
+}
+
+static gs_array_h seed_sum(int64_t n, int64_t chunk)
+{
+    gs_array_h a, b, c, d;
+    int64_t shape[2] = {n, n}, chunks[2] = {chunk, chunk};
+    gs_slice_t s[2] = {{0, 0, 2, 0}, {0, 0, 2, 0}};
+    gs_reduce_params_t rp = {GS_REDUCE_FIELD_SPLIT_EVERY, 0, 3, 0};
+    cr_assert_eq(gs_array_random_normal(11, 10.0, 1.0, 2, shape, chunks, &a), GS_OK);
+    cr_assert_eq(gs_array_binary_scalar(GS_BINARY_ADD, a, 1.0, &b), GS_OK);
+    cr_assert_eq(gs_array_slice(b, 2, s, &c), GS_OK);
+    cr_assert_eq(gs_array_reduce(GS_RED_SUM, c, &rp, &d), GS_OK);
+    gs_array_release(a);
+    gs_array_release(b);
+    gs_array_release(c);
+    return d;
+}
+
+/* random -> +1 -> transpose, unfused: big chunks move between workers (rendezvous). */
+static gs_array_h big_chain(int64_t n, int64_t chunk)
+{
+    gs_array_h a, b, c;
+    int64_t shape[2] = {n, n}, chunks[2] = {chunk, chunk};
+    cr_assert_eq(gs_array_random_uniform(5, -1.0, 1.0, 2, shape, chunks, &a), GS_OK);
+    cr_assert_eq(gs_array_binary_scalar(GS_BINARY_MUL, a, 3.0, &b), GS_OK);
+    cr_assert_eq(gs_array_transpose(b, NULL, &c), GS_OK);
+    gs_array_release(a);
+    gs_array_release(b);
+    return c;
+}
+
+Test(worker_peer, fetches_inputs_from_another_worker)
+{
+    gs_worker_params_t p = {0};
+    tw_t t[2];
+    gs_array_h sum = seed_sum(96, 16);
+    uint64_t fetched = 0;
+    p.nthreads = 1;
+    start_workers(t, 2, &p);
+    run_spread(1, sum, GS_LOWER_DEFAULT, 2, t, &fetched);
+    cr_assert_gt(fetched, 0, "no chunk moved between the workers");
+    run_spread(2, sum, GS_LOWER_DEFAULT & ~GS_LOWER_FUSE, 2, t, &fetched);
+    gs_array_release(sum);
+    stop_workers(t, 2);
+}
+
+Test(worker_peer, moves_large_chunks_with_rendezvous)
+{
+    gs_worker_params_t p = {0};
+    tw_t t[2];
+    gs_array_h big = big_chain(512, 256);   /* 512 KiB chunks */
+    gs_worker_stats_t st0, st1;
+    p.nthreads = 1;
+    start_workers(t, 2, &p);
+    run_spread(1, big, GS_LOWER_DEFAULT & ~GS_LOWER_FUSE, 2, t, NULL);
+    gs_worker_stats(t[0].w, &st0);
+    gs_worker_stats(t[1].w, &st1);
+    cr_assert_geq(st0.fetch_bytes + st1.fetch_bytes, 512 * 1024u, "%llu bytes fetched",
+                  (unsigned long long)(st0.fetch_bytes + st1.fetch_bytes));
+    cr_assert_gt(st0.served + st1.served, 0);
+    gs_array_release(big);
+    stop_workers(t, 2);
+}
+
+Test(worker_peer, streams_mode_stages_transfers_through_host_buffers)
+{
+    gs_worker_params_t p = {0};
+    tw_t t[3];
+    gs_array_h sum = seed_sum(96, 16), big = big_chain(256, 128);
+    uint64_t fetched = 0;
+    p.exec = GS_WORKER_EXEC_STREAMS;
+    p.nstreams = 2;
+    start_workers(t, 3, &p);
+    run_spread(1, sum, GS_LOWER_DEFAULT, 3, t, &fetched);
+    cr_assert_gt(fetched, 0);
+    run_spread(2, big, GS_LOWER_DEFAULT & ~GS_LOWER_FUSE, 3, t, NULL);
+    gs_array_release(sum);
+    gs_array_release(big);
+    stop_workers(t, 3);
+}
+
+/* Graph with one STORE task (0) and one task (1) consuming it. */
+static gs_taskgraph_t *pair_graph(void)
+{
+    gs_array_h a, b;
+    gs_taskgraph_t *tg;
+    int64_t shape[1] = {64}, chunks[1] = {64};
+    cr_assert_eq(gs_array_random_uniform(9, 0, 1, 1, shape, chunks, &a), GS_OK);
+    cr_assert_eq(gs_array_reduce(GS_RED_MAX, a, NULL, &b), GS_OK);
+    cr_assert_eq(gs_graph_lower(b, GS_LOWER_DEFAULT & ~GS_LOWER_FUSE, &tg), GS_OK);
+    gs_array_release(a);
+    gs_array_release(b);
+    cr_assert_geq(tg->ntasks, 2);
+    cr_assert_eq(tg->dep_off[1], 0);
+    cr_assert_eq(tg->dep_off[2] - tg->dep_off[1], 1);
+    cr_assert_eq(tg->deps[tg->dep_off[1]], 0);
+    return tg;
+}
+
+Test(worker_peer, fetch_from_a_dead_peer_fails_cleanly)
+{
+    gs_worker_params_t p = {0};
+    tw_t t[2];
+    gs_taskgraph_t *tg = pair_graph();
+    uint64_t task0 = 0, task1 = 1, holder[2];
+    uint64_t dead_id;
+    const fs_done_t *d;
+    uint64_t t0;
+    p.fetch_timeout_ms = 3000;
+    start_workers(t, 2, &p);
+    holder[0] = holder[1] = 0;
+    fs_assign(&fs, 0, 1, tg, &task0, 1, holder);
+    d = fs_wait_done(&fs, 1, 0, 5000);
+    cr_assert_not_null(d);
+    cr_assert_eq(d->status, GS_OK);
+    dead_id = fs.peers[0]->id;
+    /* worker 0 dies (its UCX worker goes away) but the scheduler has not noticed yet */
+    gs_worker_stop(t[0].w, GS_OK);
+    cr_assert(tw_wait_stopped(&t[0], &fs, 5000));
+    tw_destroy(&t[0]);
+    holder[0] = dead_id;
+    t0 = uv_hrtime();
+    fs_assign(&fs, 1, 1, tg, &task1, 1, holder);
+    d = fs_wait_done(&fs, 1, 1, 10000);
+    cr_assert_not_null(d, "no completion for a task whose input holder is dead");
+    cr_assert_eq(d->status, GS_ERR_WORKER_LOST, "status %d: %s", d->status, d->err);
+    cr_assert(strstr(d->err, "task 1") && strstr(d->err, "fetching input (1, 0)"),
+              "message: %s", d->err);
+    cr_assert_lt(uv_hrtime() - t0, 8000000000ull, "the failure took too long");
+    /* the surviving worker still serves */
+    {
+        uint64_t h0 = fs.peers[1]->id, tasks[1] = {0};
+        uint64_t hh[2] = {h0, h0};
+        fs_assign(&fs, 1, 2, tg, tasks, 1, hh);
+        d = fs_wait_done(&fs, 2, 0, 5000);
+        cr_assert_not_null(d);
+        cr_assert_eq(d->status, GS_OK);
+        tasks[0] = 1;
+        fs_assign(&fs, 1, 2, tg, tasks, 1, hh);
+        d = fs_wait_done(&fs, 2, 1, 5000);
+        cr_assert_not_null(d);
+        cr_assert_eq(d->status, GS_OK, "%s", d->err);
+    }
+    gs_taskgraph_free(tg);
+    stop_workers(t, 2);
+}
+
+Test(worker_peer, fetch_of_a_key_the_peer_lacks_fails)
+{
+    gs_worker_params_t p = {0};
+    tw_t t[2];
+    gs_taskgraph_t *tg = pair_graph();
+    uint64_t task1 = 1, holder[2];
+    const fs_done_t *d;
+    start_workers(t, 2, &p);
+    holder[0] = fs.peers[0]->id;     /* says worker 0 holds task 0's output; it does not */
+    fs_assign(&fs, 1, 1, tg, &task1, 1, holder);
+    d = fs_wait_done(&fs, 1, 1, 5000);
+    cr_assert_not_null(d);
+    cr_assert_eq(d->status, GS_ERR_WORKER_LOST, "status %d: %s", d->status, d->err);
+    cr_assert(strstr(d->err, "does not have it"), "message: %s", d->err);
+    /* and an input on a worker nobody announced */
+    holder[0] = 99;
+    fs_assign(&fs, 1, 2, tg, &task1, 1, holder);
+    d = fs_wait_done(&fs, 2, 1, 5000);
+    cr_assert_not_null(d);
+    cr_assert_eq(d->status, GS_ERR_WORKER_LOST);
+    cr_assert(strstr(d->err, "worker 99 is not a known peer"), "message: %s", d->err);
+    gs_taskgraph_free(tg);
+    stop_workers(t, 2);
+}
+
+Test(worker_peer, a_removed_peer_fails_its_pending_fetches)
+{
+    gs_worker_params_t p = {0};
+    tw_t t[2];
+    gs_taskgraph_t *tg = pair_graph();
+    uint64_t task0 = 0, task1 = 1, holder[2];
+    const fs_done_t *d;
+    gs_worker_stats_t st;
+    start_workers(t, 2, &p);
+    holder[0] = holder[1] = 0;
+    fs_assign(&fs, 0, 1, tg, &task0, 1, holder);
+    cr_assert_eq(fs_wait_done(&fs, 1, 0, 5000)->status, GS_OK);
+    fs_announce_removed(&fs, fs.peers[0]->id);
+    holder[0] = fs.peers[0]->id;
+    fs_assign(&fs, 1, 1, tg, &task1, 1, holder);
+    d = fs_wait_done(&fs, 1, 1, 5000);
+    cr_assert_not_null(d);
+    cr_assert_eq(d->status, GS_ERR_WORKER_LOST);
+    gs_worker_stats(t[1].w, &st);
+    cr_assert_eq(st.npeers, 0);
+    gs_taskgraph_free(tg);
+    stop_workers(t, 2);
+}
