@@ -1,0 +1,243 @@
+/**
+ * Internals of the CUDA chunkops backend (chunkops/cuda/).
+ *
+ * Plain C that also compiles as CUDA C++: it includes no CUDA header, so the C glue, the
+ * planner and the tests can use it. Three parts:
+ *   - the device-memory arena (arena.c): a thread-safe sub-allocator over one cudaMalloc'ed
+ *     range, pure bookkeeping on host memory (it never touches the device memory itself);
+ *   - kernel plans (plan.c): a validated gs_kfused_t / gs_kcopy_t rewritten into the form the
+ *     kernels run (unused leaves dropped, unit axes dropped, mergeable axes merged, launch
+ *     geometry chosen), passed to the kernels by value;
+ *   - launchers (fused.cu, misc.cu): plain-C entry points that enqueue kernels on a stream.
+ */
+#ifndef GS_CHUNKOPS_CUDA_INTERNAL_H
+#define GS_CHUNKOPS_CUDA_INTERNAL_H
+
+#include "graph/kernel.h"
+
+#include <gsched/status.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <pthread.h>
+
+#include "common/hashmap.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------------------------------------ */
+/* Device-memory arena                                                                        */
+/* ------------------------------------------------------------------------------------------ */
+
+#define GS__ARENA_UNIT 256u     /* allocation granule and alignment, bytes */
+#define GS__ARENA_NBINS 256     /* 16 exact small bins, then 4 sub-bins per power of two */
+
+typedef struct gs__arena_blk {
+    uint64_t off;               /* units from the arena base */
+    uint64_t size;              /* units */
+    int32_t prev, next;         /* address-order neighbours, -1 for none */
+    int32_t fprev, fnext;       /* free-list links (fnext also chains recycled nodes) */
+    int32_t bin;                /* free-list bin, -1 while allocated */
+} gs__arena_blk_t;
+
+typedef struct gs__cuda_arena {
+    pthread_mutex_t lock;
+    uintptr_t base;             /* first byte of the managed range (GS__ARENA_UNIT aligned) */
+    uint64_t nunits;            /* managed size in units */
+    uint64_t used_units;        /* units in allocated blocks */
+    size_t nallocs;             /* live allocations */
+    gs__arena_blk_t *blk;       /* block nodes, indexed by int32 */
+    int32_t nblk, capblk;
+    int32_t recycled;           /* head of recycled node indices (via fnext), -1 none */
+    int32_t heads[GS__ARENA_NBINS];
+    uint64_t bitmap[GS__ARENA_NBINS / 64];
+    gs_u64map_t live;           /* allocated block offset (units) -> node index */
+} gs__cuda_arena_t;
+
+/** Manage [base, base + nbytes) (base GS__ARENA_UNIT aligned; the tail below one unit is
+ *  unused). GS_ERR_NO_MEMORY when host bookkeeping cannot be allocated. */
+gs_status_t gs__cuda_arena_init(gs__cuda_arena_t *a, uintptr_t base, size_t nbytes);
+/** Release the bookkeeping (not the managed range). Live allocations are forgotten. */
+void gs__cuda_arena_cleanup(gs__cuda_arena_t *a);
+/** Allocate @a nbytes (0 allowed: one unit, a unique address) aligned to GS__ARENA_UNIT.
+ *  GS_ERR_NO_DEVICE_MEMORY when no free block is large enough, GS_ERR_NO_MEMORY when host
+ *  bookkeeping fails. *addr_p written only on success. Thread-safe. */
+gs_status_t gs__cuda_arena_alloc(gs__cuda_arena_t *a, size_t nbytes, uintptr_t *addr_p);
+/** Free an address returned by gs__cuda_arena_alloc(). GS_ERR_INVALID_PARAM for an address
+ *  that is not a live allocation (nothing changes). Thread-safe. */
+gs_status_t gs__cuda_arena_free(gs__cuda_arena_t *a, uintptr_t addr);
+/** Bytes in allocated blocks (rounded to units), the managed size, live allocations and the
+ *  largest free block. Any pointer may be NULL. Thread-safe. */
+void gs__cuda_arena_stats(gs__cuda_arena_t *a, size_t *used_p, size_t *limit_p,
+                          size_t *nallocs_p, size_t *largest_free_p);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Kernel plans                                                                               */
+/* ------------------------------------------------------------------------------------------ */
+
+#define GS__CUDA_BLOCK 256      /* threads per block of every kernel */
+
+/* Fused modes. STORE and FULL walk rows (record dims) x columns (loop dim) in tiles of
+ * tile_rows x tpr threads; ROW gives one warp per record (lanes along the reduced axis);
+ * COL gives one thread per record (and split). MERGE_ONLY: nothing to evaluate (empty
+ * region), only the merge kernel writes empty records. */
+enum {
+    GS__CUDA_MODE_STORE = 0,
+    GS__CUDA_MODE_FULL = 1,
+    GS__CUDA_MODE_ROW = 2,
+    GS__CUDA_MODE_COL = 3,
+    GS__CUDA_NMODES = 4,
+    GS__CUDA_MODE_MERGE_ONLY = 4,
+    GS__CUDA_MODE_NONE = 5      /* empty STORE: nothing to launch */
+};
+
+/* Accumulators: SUM (also MEAN, whose count is known on the host), MIN (also MAX),
+ * VAR (also STD), ARG (ARGMIN and ARGMAX). */
+enum {
+    GS__CUDA_ACC_SUM = 0,
+    GS__CUDA_ACC_MIN = 1,
+    GS__CUDA_ACC_VAR = 2,
+    GS__CUDA_ACC_ARG = 3,
+    GS__CUDA_NACC = 4
+};
+
+/* Program variants (template instances): stack depth and leaf count they support. */
+enum {
+    GS__CUDA_VAR_CHAIN = 0,     /* depth 1, at most 1 leaf: leaf (or const) then unary ops */
+    GS__CUDA_VAR_PAIR = 1,      /* depth <= 2, at most 2 leaves */
+    GS__CUDA_VAR_GENERIC = 2,   /* depth <= GS_KERNEL_MAX_STACK, <= GS_KERNEL_MAX_LEAVES */
+    GS__CUDA_NVARIANTS = 3
+};
+
+#define GS__CUDA_FUSED_KERNELS (GS__CUDA_NVARIANTS * GS__CUDA_NMODES * GS__CUDA_NACC)
+static inline int gs__cuda_fused_kid(int variant, int mode, int acc)
+{
+    return (variant * GS__CUDA_NMODES + mode) * GS__CUDA_NACC + acc;
+}
+
+/** Doubles per internal partial record of accumulator @a acc (SUM/MIN 1, VAR 3, ARG 2). */
+static inline int gs__cuda_acc_width(int acc)
+{
+    return acc == GS__CUDA_ACC_VAR ? 3 : acc == GS__CUDA_ACC_ARG ? 2 : 1;
+}
+
+/* Device facts the planner needs, filled once per context. */
+typedef struct gs__cuda_dev {
+    int device;
+    int num_sms;
+    int occ_fused[GS__CUDA_FUSED_KERNELS];   /* resident blocks per SM, 0 = no such kernel */
+    int occ_merge;
+    int occ_combine;
+    int occ_copy;
+} gs__cuda_dev_t;
+
+/* Per-stream device scratch: partial records of split reductions and the ticket counter of
+ * the last-block merge. Work on one stream runs in order, so one scratch per stream. */
+typedef struct gs__cuda_scratch {
+    unsigned int *counter;      /* device word, 0 between kernels */
+    double *partials;
+    size_t npartials;           /* doubles available at partials */
+} gs__cuda_scratch_t;
+
+/* An affine addressing term over the plan's coordinates (r decomposed over rshape, l):
+ *   off(r, l) = base + sum_j p_j(r) * rstride[j] + l * lstride */
+typedef struct gs__cuda_leaf {
+    int32_t kind;               /* gs_leaf_kind_t */
+    int64_t base;
+    int64_t lstride;
+    int64_t rstride[GS_MAX_NDIM];
+    const double *data;
+    uint64_t seed;
+    double p0, p1;
+} gs__cuda_leaf_t;
+
+typedef struct gs__cuda_fplan {
+    int32_t mode;               /* GS__CUDA_MODE_* */
+    int32_t variant;            /* GS__CUDA_VAR_* */
+    int32_t acc;                /* GS__CUDA_ACC_* (REDUCE) */
+    int32_t redop;              /* gs_redop_t (REDUCE) */
+    int32_t is_max;             /* MAX / ARGMAX */
+    int32_t is_mean;            /* MEAN: final records get [sum, count] */
+    int32_t wout;               /* doubles per output record (gs_redop_width) */
+    int32_t nr;                 /* record (row) dims */
+    int64_t rshape[GS_MAX_NDIM];
+    int64_t R;                  /* records (STORE/FULL: rows) */
+    int64_t L;                  /* loop length (STORE/FULL: columns; axis modes: axis) */
+    double count;               /* elements per output record (MEAN) */
+    int32_t nleaves;
+    int32_t nprog;
+    gs__cuda_leaf_t leaves[GS_KERNEL_MAX_LEAVES];
+    gs__cuda_leaf_t index;      /* ARG: flat index of the element (data/seed unused) */
+    gs_kinstr_t prog[GS_KERNEL_MAX_PROG];
+    double *out;
+    /* geometry */
+    int32_t tpr;                /* threads per row of a tile (STORE/FULL/ROW) */
+    int32_t tile_rows;          /* rows per tile (tpr * tile_rows <= GS__CUDA_BLOCK) */
+    int32_t nsplit;             /* partial records per output record (1 = write out direct) */
+    int64_t split_len;          /* COL: axis elements per split */
+    uint32_t grid_x, grid_y;    /* fused kernel grid */
+    uint32_t merge_grid;        /* merge kernel grid (0: no merge kernel) */
+    unsigned int *counter;      /* FULL: last-block ticket (from the scratch) */
+    double *partials;           /* nsplit > 1 or FULL with > 1 block */
+} gs__cuda_fplan_t;
+
+/** Plan a validated fused spec for @a dev, using at most @a scratch->npartials doubles of
+ *  partials. Pure host computation; never fails on a valid spec. */
+void gs__cuda_fplan_build(const gs__cuda_dev_t *dev, const gs__cuda_scratch_t *scratch,
+                          const gs_kfused_t *k, gs__cuda_fplan_t *p);
+
+/* Copy pieces, collapsed: element q of a piece (rows decomposed over rshape, column c) moves
+ * from src[src_base + sum_j q_j src_rstride[j] + c * src_cstride] to
+ * out[dst_base + sum_j q_j dst_rstride[j] + c * dst_cstride]. */
+#define GS__CUDA_COPY_GROUP 8   /* pieces per launch (keeps parameters under 4 KB) */
+#define GS__CUDA_COPY_UNROLL 4  /* columns per thread per unit */
+typedef struct gs__cuda_cpiece {
+    const double *src;
+    int64_t src_base, dst_base;
+    int64_t src_cstride, dst_cstride;
+    int64_t rows, cols;
+    int64_t colchunks, units;   /* units = ceil(rows / tile_rows) * colchunks */
+    int32_t nr, tpr, tile_rows, pad_;
+    int64_t rshape[GS_MAX_NDIM - 1];
+    int64_t src_rstride[GS_MAX_NDIM - 1];
+    int64_t dst_rstride[GS_MAX_NDIM - 1];
+} gs__cuda_cpiece_t;
+
+typedef struct gs__cuda_cplan {
+    int32_t npieces;
+    uint32_t grid_x;
+    double *out;
+    gs__cuda_cpiece_t pieces[GS__CUDA_COPY_GROUP];
+} gs__cuda_cplan_t;
+
+/** Collapse piece @a i of a validated copy spec. Returns 0 when the piece is empty. */
+int gs__cuda_cpiece_build(const gs_kcopy_t *k, int32_t i, gs__cuda_cpiece_t *pc);
+/** Pick tpr / tile_rows for rows of @a cols elements (tpr * tile_rows <= GS__CUDA_BLOCK). */
+void gs__cuda_tile_shape(int64_t cols, int32_t *tpr_p, int32_t *tile_rows_p);
+
+/* ------------------------------------------------------------------------------------------ */
+/* Launchers (fused.cu, misc.cu). @a stream is a cudaStream_t. They set nothing but the       */
+/* launch; errors come back as GS_ERR_CUDA with gs_last_error() naming the call.              */
+/* ------------------------------------------------------------------------------------------ */
+
+/** Fill the occupancy table of @a dev (dev->device must be current). misc.cu. */
+gs_status_t gs__cuda_kernels_init(gs__cuda_dev_t *dev);
+/** The fused part of the table (fused.cu). */
+gs_status_t gs__cuda_fused_occupancy(gs__cuda_dev_t *dev);
+/** Enqueue the kernels of plan @a p (built by gs__cuda_fplan_build). */
+gs_status_t gs__cuda_launch_fused(void *stream, const gs__cuda_fplan_t *p);
+/** Enqueue a validated combine. */
+gs_status_t gs__cuda_launch_combine(const gs__cuda_dev_t *dev, void *stream,
+                                    const gs_kcombine_t *k);
+/** Enqueue one group of copy pieces. */
+gs_status_t gs__cuda_launch_copy(void *stream, const gs__cuda_cplan_t *p);
+
+/** Turn a cudaError_t (as int) from @a call into GS_ERR_CUDA with a message. */
+gs_status_t gs__cuda_error(int err, const char *call);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,348 @@
+/* Kernel planning for the CUDA backend: rewrite a validated spec into the form the kernels run.
+ *
+ * Fused specs become "records x loop": a record index r (row-major over the record dims
+ * rshape[0..nr)) and a loop index l in [0, L). For STORE and FULL reductions the loop dim is
+ * the last axis and the records are the rows; for an axis reduction the loop dim is the
+ * reduced axis and the records are the output records. Every leaf (and the arg index) is an
+ * affine function of (r's digits, l). Axes of extent 1 are dropped and neighbouring record
+ * axes are merged whenever every affine term allows it, so most regions become 1 or 2 dims.
+ * Then the launch geometry is chosen from the device's SM count and each kernel's occupancy.
+ */
+#include "chunkops/chunkops.h"
+#include "chunkops/cuda/cuda_internal.h"
+
+#include <string.h>
+
+#define GS__NTERMS (GS_KERNEL_MAX_LEAVES + 1) /* leaves, then the arg index */
+#define GS__IDX GS_KERNEL_MAX_LEAVES
+
+static const int8_t gs__cuda_arity[GS_OP_COUNT] = {
+#define GS__OPC_ARITY(name, val, str, arity) [val] = (arity),
+    GS_OPCODE_MAP(GS__OPC_ARITY)
+#undef GS__OPC_ARITY
+};
+
+static int64_t gs__ceil_div(int64_t a, int64_t b)
+{
+    return a / b + (a % b != 0);
+}
+
+static int64_t gs__min64(int64_t a, int64_t b)
+{
+    return a < b ? a : b;
+}
+
+static int64_t gs__max64(int64_t a, int64_t b)
+{
+    return a > b ? a : b;
+}
+
+void gs__cuda_tile_shape(int64_t cols, int32_t *tpr_p, int32_t *tile_rows_p)
+{
+    if (cols >= GS__CUDA_BLOCK) {
+        *tpr_p = GS__CUDA_BLOCK;
+        *tile_rows_p = 1;
+        return;
+    }
+    if (cols < 32) { /* a whole row per pass, several rows per block */
+        int32_t t = cols < 1 ? 1 : (int32_t)cols;
+        *tpr_p = t;
+        *tile_rows_p = GS__CUDA_BLOCK / t;
+        return;
+    }
+    /* 32 <= cols < 256: the tile width with the fewest idle thread slots (ties: wider) */
+    int32_t best = GS__CUDA_BLOCK;
+    double best_eff = -1.0;
+    for (int32_t t = GS__CUDA_BLOCK; t >= 32; t--) {
+        int32_t rows = GS__CUDA_BLOCK / t;
+        int64_t passes = gs__ceil_div(cols, t);
+        double eff = (double)rows * (double)cols / ((double)passes * GS__CUDA_BLOCK);
+        if (eff > best_eff + 1e-9) {
+            best_eff = eff;
+            best = t;
+        }
+    }
+    *tpr_p = best;
+    *tile_rows_p = GS__CUDA_BLOCK / best;
+}
+
+/* Affine dims under construction: extent and one stride per term. */
+typedef struct gs__pdim {
+    int64_t n;
+    int64_t s[GS__NTERMS];
+} gs__pdim_t;
+
+static int gs__pdim_mergeable(const gs__pdim_t *a, const gs__pdim_t *b)
+{
+    for (int t = 0; t < GS__NTERMS; t++)
+        if (a->s[t] != b->s[t] * b->n) return 0;
+    return 1;
+}
+
+static int64_t gs__occ_total(const gs__cuda_dev_t *dev, int occ)
+{
+    int64_t sms = dev->num_sms > 0 ? dev->num_sms : 1;
+    return sms * (occ > 0 ? occ : 1);
+}
+
+void gs__cuda_fplan_build(const gs__cuda_dev_t *dev, const gs__cuda_scratch_t *scratch,
+                          const gs_kfused_t *k, gs__cuda_fplan_t *p)
+{
+    int32_t map[GS_KERNEL_MAX_LEAVES];
+    int32_t orig[GS_KERNEL_MAX_LEAVES];
+    int32_t nl = 0, depth = 0, maxdepth = 0;
+
+    memset(p, 0, sizeof(*p));
+    p->out = k->out;
+    p->counter = scratch->counter;
+    p->partials = scratch->partials;
+
+    /* leaves the program reads, in first-use order; the rest are dropped */
+    for (int32_t i = 0; i < GS_KERNEL_MAX_LEAVES; i++) map[i] = -1;
+    p->nprog = k->nprog;
+    for (int32_t i = 0; i < k->nprog; i++) {
+        gs_kinstr_t in = k->prog[i];
+        if (in.op == GS_OP_LEAF) {
+            if (map[in.arg] < 0) {
+                orig[nl] = in.arg;
+                map[in.arg] = nl++;
+            }
+            in.arg = map[in.arg];
+        }
+        p->prog[i] = in;
+        int ar = gs__cuda_arity[in.op];
+        depth += ar == 0 ? 1 : 1 - ar;
+        if (depth > maxdepth) maxdepth = depth;
+    }
+    p->nleaves = nl;
+    for (int32_t t = 0; t < nl; t++) {
+        const gs_kleaf_t *lf = &k->leaves[orig[t]];
+        p->leaves[t].kind = lf->kind;
+        p->leaves[t].base = lf->base;
+        p->leaves[t].data = lf->data;
+        p->leaves[t].seed = lf->seed;
+        p->leaves[t].p0 = lf->p0;
+        p->leaves[t].p1 = lf->p1;
+    }
+    if (maxdepth <= 1 && nl <= 1) p->variant = GS__CUDA_VAR_CHAIN;
+    else if (maxdepth <= 2 && nl <= 2) p->variant = GS__CUDA_VAR_PAIR;
+    else p->variant = GS__CUDA_VAR_GENERIC;
+
+    /* terminal */
+    int reduce = k->terminal == GS_TERM_REDUCE;
+    int axis = reduce ? k->red_axis : -1;
+    if (!reduce) {
+        p->mode = GS__CUDA_MODE_STORE;
+        p->acc = 0;
+        p->wout = 1;
+    } else {
+        p->redop = k->redop;
+        p->wout = gs_redop_width((gs_redop_t)k->redop);
+        switch (k->redop) {
+        case GS_RED_SUM: p->acc = GS__CUDA_ACC_SUM; break;
+        case GS_RED_MEAN: p->acc = GS__CUDA_ACC_SUM; p->is_mean = 1; break;
+        case GS_RED_MIN: p->acc = GS__CUDA_ACC_MIN; break;
+        case GS_RED_MAX: p->acc = GS__CUDA_ACC_MIN; p->is_max = 1; break;
+        case GS_RED_VAR:
+        case GS_RED_STD: p->acc = GS__CUDA_ACC_VAR; break;
+        case GS_RED_ARGMIN: p->acc = GS__CUDA_ACC_ARG; break;
+        default: p->acc = GS__CUDA_ACC_ARG; p->is_max = 1; break; /* ARGMAX */
+        }
+        p->mode = axis < 0 ? GS__CUDA_MODE_FULL : GS__CUDA_MODE_ROW; /* ROW/COL decided below */
+    }
+    int use_idx = reduce && p->acc == GS__CUDA_ACC_ARG;
+    p->index.kind = GS_LEAF_INDEX;
+    p->index.base = use_idx ? k->idx_base : 0;
+
+    /* dims: the loop dim and the record dims, each with one stride per term */
+    int32_t loopdim = reduce && axis >= 0 ? axis : k->ndim - 1;
+    gs__pdim_t loop, rec[GS_MAX_NDIM];
+    int32_t nrec = 0;
+    memset(&loop, 0, sizeof(loop));
+    loop.n = 1;
+    int64_t N = gs_region_size(k->ndim, k->shape);
+    for (int32_t j = 0; j < k->ndim; j++) {
+        gs__pdim_t d;
+        memset(&d, 0, sizeof(d));
+        d.n = k->shape[j];
+        for (int32_t t = 0; t < nl; t++) d.s[t] = k->leaves[orig[t]].stride[j];
+        if (use_idx) d.s[GS__IDX] = axis >= 0 ? (j == axis ? 1 : 0) : k->idx_stride[j];
+        if (j == loopdim) {
+            loop = d;
+        } else {
+            rec[nrec++] = d;
+        }
+    }
+
+    if (N == 0) {
+        if (!reduce) {
+            p->mode = GS__CUDA_MODE_NONE;
+            return;
+        }
+        int64_t R = 1;
+        if (axis >= 0)
+            for (int32_t j = 0; j < nrec; j++) R *= rec[j].n;
+        p->mode = GS__CUDA_MODE_MERGE_ONLY;
+        p->R = R;
+        p->L = 0;
+        p->nsplit = 0;
+        p->count = 0.0;
+        p->merge_grid = (uint32_t)gs__min64(gs__ceil_div(R, GS__CUDA_BLOCK),
+                                            8 * gs__occ_total(dev, dev->occ_merge));
+        return;
+    }
+
+    /* drop unit record dims, merge neighbours */
+    int32_t nr = 0;
+    for (int32_t j = 0; j < nrec; j++) {
+        if (rec[j].n == 1) continue;
+        if (nr > 0 && gs__pdim_mergeable(&rec[nr - 1], &rec[j])) {
+            rec[nr - 1].n *= rec[j].n;
+            memcpy(rec[nr - 1].s, rec[j].s, sizeof(rec[j].s));
+        } else {
+            rec[nr++] = rec[j];
+        }
+    }
+    if (p->mode == GS__CUDA_MODE_STORE || p->mode == GS__CUDA_MODE_FULL) {
+        if (loop.n == 1 && nr > 0) loop = rec[--nr];
+        while (nr > 0 && gs__pdim_mergeable(&rec[nr - 1], &loop)) {
+            loop.n *= rec[nr - 1].n;
+            nr--;
+        }
+    }
+    int64_t R = 1;
+    p->nr = nr;
+    for (int32_t j = 0; j < nr; j++) {
+        p->rshape[j] = rec[j].n;
+        R *= rec[j].n;
+        for (int32_t t = 0; t < nl; t++) p->leaves[t].rstride[j] = rec[j].s[t];
+        p->index.rstride[j] = rec[j].s[GS__IDX];
+    }
+    for (int32_t t = 0; t < nl; t++) p->leaves[t].lstride = loop.s[t];
+    p->index.lstride = loop.s[GS__IDX];
+    p->R = R;
+    p->L = loop.n;
+    p->count = p->mode == GS__CUDA_MODE_FULL ? (double)N : (double)p->L;
+
+    int W = gs__cuda_acc_width(p->acc);
+    int64_t npart = (int64_t)scratch->npartials;
+
+    /* axis reductions: a warp per record when the axis is long and reading along it is
+     * contiguous (or there is nothing to read and few records), else a thread per record */
+    if (p->mode == GS__CUDA_MODE_ROW) {
+        int unit = 0, far = 0;
+        for (int32_t t = 0; t < nl; t++) {
+            if (p->leaves[t].kind != GS_LEAF_CHUNK) continue;
+            int64_t s = p->leaves[t].lstride;
+            if (s == 1 || s == -1) unit = 1;
+            else if (s != 0) far = 1;
+        }
+        int64_t threads = gs__max64(1, dev->num_sms) * 2048;
+        if (!(p->L >= 64 && !far && (unit || R < threads))) p->mode = GS__CUDA_MODE_COL;
+    }
+
+    int64_t T = gs__occ_total(dev, dev->occ_fused[gs__cuda_fused_kid(p->variant, p->mode,
+                                                                       p->acc)]);
+    p->nsplit = 1;
+    switch (p->mode) {
+    case GS__CUDA_MODE_STORE:
+    case GS__CUDA_MODE_FULL: {
+        gs__cuda_tile_shape(p->L, &p->tpr, &p->tile_rows);
+        int64_t gx = gs__min64(gs__ceil_div(p->L, p->tpr), T);
+        int64_t gy = gs__min64(gs__ceil_div(R, p->tile_rows), gs__max64(1, T / gx));
+        gy = gs__min64(gy, 65535);
+        if (p->mode == GS__CUDA_MODE_FULL && gx * gy * W > npart) { /* never with 4 MiB */
+            gy = gs__max64(1, npart / (W * gx));
+            if (gx * gy * W > npart) gx = gy = 1;
+        }
+        p->grid_x = (uint32_t)gx;
+        p->grid_y = (uint32_t)gy;
+        break;
+    }
+    case GS__CUDA_MODE_ROW: {
+        p->tpr = 32;
+        p->tile_rows = GS__CUDA_BLOCK / 32;
+        int64_t gy = gs__ceil_div(R, p->tile_rows), gx = 1;
+        if (gy >= T) {
+            gy = gs__min64(gy, 65535);
+        } else {
+            gx = gs__min64(gs__ceil_div(T, gy), gs__max64(1, gs__ceil_div(p->L, 32 * 16)));
+            gx = gs__min64(gx, gs__max64(1, npart / (R * W)));
+        }
+        p->grid_x = (uint32_t)gx;
+        p->grid_y = (uint32_t)gy;
+        p->nsplit = (int32_t)gx;
+        break;
+    }
+    default: { /* COL */
+        int64_t S = 1;
+        if (R < T * GS__CUDA_BLOCK) {
+            S = gs__ceil_div(T * GS__CUDA_BLOCK, R);
+            S = gs__min64(S, gs__max64(1, p->L / 16));
+            S = gs__min64(S, gs__max64(1, npart / (R * W)));
+        }
+        p->split_len = gs__ceil_div(p->L, S);
+        S = gs__ceil_div(p->L, p->split_len);
+        p->nsplit = (int32_t)S;
+        p->grid_x = (uint32_t)gs__min64(gs__ceil_div(R * S, GS__CUDA_BLOCK), 8 * T);
+        p->grid_y = 1;
+        break;
+    }
+    }
+    if (p->nsplit > 1)
+        p->merge_grid = (uint32_t)gs__min64(gs__ceil_div(R, GS__CUDA_BLOCK),
+                                            8 * gs__occ_total(dev, dev->occ_merge));
+}
+
+int gs__cuda_cpiece_build(const gs_kcopy_t *k, int32_t i, gs__cuda_cpiece_t *pc)
+{
+    const gs_kpiece_t *src = &k->pieces[i];
+    int64_t ostride[GS_MAX_NDIM];
+    struct { int64_t n, ss, ds; } d[GS_MAX_NDIM];
+    int32_t nd = 0;
+
+    memset(pc, 0, sizeof(*pc));
+    int64_t st = 1;
+    for (int32_t j = k->ndim - 1; j >= 0; j--) {
+        ostride[j] = st;
+        st *= k->shape[j];
+    }
+    pc->src = src->src;
+    pc->src_base = src->src_base;
+    for (int32_t j = 0; j < k->ndim; j++) {
+        if (src->size[j] == 0) return 0;
+        pc->dst_base += src->dst_start[j] * ostride[j];
+        if (src->size[j] == 1) continue;
+        if (nd > 0 && d[nd - 1].ss == src->src_stride[j] * src->size[j] &&
+            d[nd - 1].ds == ostride[j] * src->size[j]) {
+            d[nd - 1].n *= src->size[j];
+            d[nd - 1].ss = src->src_stride[j];
+            d[nd - 1].ds = ostride[j];
+        } else {
+            d[nd].n = src->size[j];
+            d[nd].ss = src->src_stride[j];
+            d[nd].ds = ostride[j];
+            nd++;
+        }
+    }
+    if (nd == 0) {
+        pc->cols = 1;
+    } else {
+        nd--;
+        pc->cols = d[nd].n;
+        pc->src_cstride = d[nd].ss;
+        pc->dst_cstride = d[nd].ds;
+    }
+    pc->nr = nd;
+    pc->rows = 1;
+    for (int32_t j = 0; j < nd; j++) {
+        pc->rshape[j] = d[j].n;
+        pc->src_rstride[j] = d[j].ss;
+        pc->dst_rstride[j] = d[j].ds;
+        pc->rows *= d[j].n;
+    }
+    gs__cuda_tile_shape(pc->cols, &pc->tpr, &pc->tile_rows);
+    pc->colchunks = gs__ceil_div(pc->cols, (int64_t)pc->tpr * GS__CUDA_COPY_UNROLL);
+    pc->units = gs__ceil_div(pc->rows, pc->tile_rows) * pc->colchunks;
+    return 1;
+}

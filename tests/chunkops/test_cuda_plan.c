@@ -1,0 +1,497 @@
+/* The CUDA backend's kernel planner (host code, no GPU needed): the collapsed "records x loop"
+ * form of a fused spec must address exactly the elements the spec names, each with the right
+ * output position, and the launch geometry must respect the kernels' assumptions. Same for
+ * the collapsed copy pieces. */
+#include <criterion/criterion.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chunkops/cuda/cuda_internal.h"
+
+static uint64_t rng_state;
+
+static uint64_t rnd(void)
+{
+    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static int64_t rndr(int64_t lo, int64_t hi) /* inclusive */
+{
+    return lo + (int64_t)(rnd() % (uint64_t)(hi - lo + 1));
+}
+
+static gs__cuda_dev_t fake_dev(void)
+{
+    gs__cuda_dev_t d;
+    memset(&d, 0, sizeof(d));
+    d.num_sms = 132;
+    for (int i = 0; i < GS__CUDA_FUSED_KERNELS; i++) d.occ_fused[i] = 4;
+    d.occ_merge = d.occ_combine = d.occ_copy = 8;
+    return d;
+}
+
+static gs__cuda_scratch_t fake_scratch(void)
+{
+    gs__cuda_scratch_t s;
+    s.counter = (unsigned int *)(uintptr_t)0x100000;
+    s.partials = (double *)(uintptr_t)0x200000;
+    s.npartials = ((size_t)4 << 20) / 8 - 32;
+    return s;
+}
+
+/* One element as the kernels see it: output key, leaf offsets (plan order), arg index. */
+typedef struct tup {
+    int64_t key;
+    int64_t off[GS_KERNEL_MAX_LEAVES];
+    int64_t idx;
+} tup_t;
+
+static int tup_cmp(const void *a, const void *b)
+{
+    const tup_t *x = a, *y = b;
+    if (x->key != y->key) return x->key < y->key ? -1 : 1;
+    for (int i = 0; i < GS_KERNEL_MAX_LEAVES; i++)
+        if (x->off[i] != y->off[i]) return x->off[i] < y->off[i] ? -1 : 1;
+    if (x->idx != y->idx) return x->idx < y->idx ? -1 : 1;
+    return 0;
+}
+
+static int64_t plan_walk(const gs__cuda_fplan_t *p, tup_t *t)
+{
+    int64_t n = 0;
+    for (int64_t r = 0; r < p->R; r++) {
+        int64_t row[GS_KERNEL_MAX_LEAVES], ridx = p->index.base, q = r;
+        for (int k = 0; k < p->nleaves; k++) row[k] = p->leaves[k].base;
+        for (int j = p->nr - 1; j >= 0; j--) {
+            int64_t d = q % p->rshape[j];
+            q /= p->rshape[j];
+            for (int k = 0; k < p->nleaves; k++) row[k] += d * p->leaves[k].rstride[j];
+            ridx += d * p->index.rstride[j];
+        }
+        for (int64_t l = 0; l < p->L; l++) {
+            memset(&t[n], 0, sizeof(t[n]));
+            t[n].key = p->mode == GS__CUDA_MODE_STORE ? r * p->L + l
+                       : p->mode == GS__CUDA_MODE_FULL ? 0
+                                                       : r;
+            for (int k = 0; k < p->nleaves; k++) t[n].off[k] = row[k] + l * p->leaves[k].lstride;
+            t[n].idx = ridx + l * p->index.lstride;
+            n++;
+        }
+    }
+    return n;
+}
+
+static int64_t spec_walk(const gs_kfused_t *k, tup_t *t)
+{
+    int32_t order[GS_KERNEL_MAX_LEAVES], nl = 0, seen[GS_KERNEL_MAX_LEAVES] = {0};
+    for (int i = 0; i < k->nprog; i++)
+        if (k->prog[i].op == GS_OP_LEAF && !seen[k->prog[i].arg]) {
+            seen[k->prog[i].arg] = 1;
+            order[nl++] = k->prog[i].arg;
+        }
+    int64_t N = gs_region_size(k->ndim, k->shape);
+    int reduce = k->terminal == GS_TERM_REDUCE;
+    int arg = reduce && (k->redop == GS_RED_ARGMIN || k->redop == GS_RED_ARGMAX);
+    for (int64_t f = 0; f < N; f++) {
+        int64_t pos[GS_MAX_NDIM], q = f;
+        for (int j = k->ndim - 1; j >= 0; j--) {
+            pos[j] = q % k->shape[j];
+            q /= k->shape[j];
+        }
+        memset(&t[f], 0, sizeof(t[f]));
+        for (int i = 0; i < nl; i++) {
+            const gs_kleaf_t *lf = &k->leaves[order[i]];
+            int64_t o = lf->base;
+            for (int j = 0; j < k->ndim; j++) o += pos[j] * lf->stride[j];
+            t[f].off[i] = o;
+        }
+        if (arg) {
+            if (k->red_axis < 0) {
+                t[f].idx = k->idx_base;
+                for (int j = 0; j < k->ndim; j++) t[f].idx += pos[j] * k->idx_stride[j];
+            } else {
+                t[f].idx = k->idx_base + pos[k->red_axis];
+            }
+        }
+        if (!reduce) {
+            t[f].key = f;
+        } else if (k->red_axis < 0) {
+            t[f].key = 0;
+        } else {
+            int64_t rec = 0;
+            for (int j = 0; j < k->ndim; j++)
+                if (j != k->red_axis) rec = rec * k->shape[j] + pos[j];
+            t[f].key = rec;
+        }
+    }
+    return N;
+}
+
+/* Random strides: contiguous row-major (possibly stepped or over a permutation) or random. */
+static void gen_strides(const gs_kfused_t *k, int64_t *stride)
+{
+    int style = (int)(rnd() % 4);
+    if (style == 0) {
+        for (int j = 0; j < k->ndim; j++) stride[j] = rndr(-50, 50);
+        return;
+    }
+    int perm[GS_MAX_NDIM];
+    for (int j = 0; j < k->ndim; j++) perm[j] = j;
+    if (style == 2)
+        for (int j = k->ndim - 1; j > 0; j--) {
+            int i = (int)(rnd() % (uint64_t)(j + 1)), t = perm[i];
+            perm[i] = perm[j];
+            perm[j] = t;
+        }
+    int64_t step = style == 3 ? rndr(1, 3) : 1, c = step;
+    for (int jj = k->ndim - 1; jj >= 0; jj--) {
+        int j = perm[jj];
+        stride[j] = (rnd() % 8 == 0) ? 0 : c;
+        c *= k->shape[j] > 0 ? k->shape[j] : 1;
+    }
+}
+
+static void gen_spec(gs_kfused_t *k)
+{
+    memset(k, 0, sizeof(*k));
+    k->ndim = (int32_t)rndr(0, 5);
+    int64_t budget = 4000;
+    for (int j = 0; j < k->ndim; j++) {
+        int64_t m = rnd() % 3 == 0 ? 1 : rndr(1, 12);
+        if (rnd() % 6 == 0) m = rndr(60, 300);
+        if (m > budget) m = 1;
+        budget /= m > 0 ? m : 1;
+        k->shape[j] = m;
+    }
+    k->nleaves = (int32_t)rndr(1, GS_KERNEL_MAX_LEAVES);
+    for (int i = 0; i < k->nleaves; i++) {
+        k->leaves[i].kind = (int32_t)(rnd() % 2 ? GS_LEAF_CHUNK : GS_LEAF_INDEX);
+        k->leaves[i].data = (const double *)(uintptr_t)0x5000;
+        k->leaves[i].base = rndr(0, 1000);
+        gen_strides(k, k->leaves[i].stride);
+    }
+    /* program: push a random subset of leaves (some twice, some never), fold with adds */
+    int n = 0, depth = 0, pushes = (int)rndr(1, 6);
+    for (int i = 0; i < pushes; i++) {
+        k->prog[n].op = GS_OP_LEAF;
+        k->prog[n].arg = (int32_t)(rnd() % (uint64_t)k->nleaves);
+        n++;
+        if (++depth >= 2 && rnd() % 2) {
+            k->prog[n++].op = GS_OP_ADD;
+            depth--;
+        }
+    }
+    while (depth > 1) {
+        k->prog[n++].op = GS_OP_MUL;
+        depth--;
+    }
+    k->nprog = n;
+    k->terminal = rnd() % 3 == 0 ? GS_TERM_STORE : GS_TERM_REDUCE;
+    k->redop = (int32_t)(rnd() % GS_RED_COUNT);
+    k->red_axis = k->ndim > 0 && rnd() % 3 ? (int32_t)(rnd() % (uint64_t)k->ndim) : -1;
+    k->idx_base = rndr(0, 100);
+    gen_strides(k, k->idx_stride);
+    k->out = (double *)(uintptr_t)0x9000;
+}
+
+static void check_geometry(const gs_kfused_t *k, const gs__cuda_fplan_t *p,
+                           const gs__cuda_scratch_t *s)
+{
+    int W = gs__cuda_acc_width(p->acc);
+    switch (p->mode) {
+    case GS__CUDA_MODE_STORE:
+    case GS__CUDA_MODE_FULL:
+        cr_assert(p->tpr >= 1 && p->tile_rows >= 1 && p->tpr * p->tile_rows <= GS__CUDA_BLOCK);
+        cr_assert(p->grid_x >= 1 && p->grid_y >= 1 && p->grid_y <= 65535);
+        if (p->mode == GS__CUDA_MODE_FULL)
+            cr_assert((size_t)p->grid_x * p->grid_y * W <= s->npartials);
+        cr_assert_eq(p->merge_grid, 0);
+        break;
+    case GS__CUDA_MODE_ROW:
+        cr_assert_eq(p->tpr, 32);
+        cr_assert_eq(p->tpr * p->tile_rows, GS__CUDA_BLOCK);
+        cr_assert(p->grid_y >= 1 && p->grid_y <= 65535);
+        cr_assert_eq((int64_t)p->grid_x, p->nsplit);
+        break;
+    case GS__CUDA_MODE_COL:
+        cr_assert(p->nsplit >= 1 && p->split_len >= 1);
+        cr_assert((int64_t)p->nsplit * p->split_len >= p->L);
+        cr_assert((int64_t)(p->nsplit - 1) * p->split_len < p->L, "an empty split");
+        cr_assert(p->grid_x >= 1);
+        break;
+    default: cr_assert_fail("unexpected mode %d", p->mode);
+    }
+    if (p->mode == GS__CUDA_MODE_ROW || p->mode == GS__CUDA_MODE_COL) {
+        if (p->nsplit > 1) {
+            cr_assert((size_t)p->nsplit * (size_t)p->R * W <= s->npartials);
+            cr_assert(p->merge_grid >= 1);
+        } else {
+            cr_assert_eq(p->merge_grid, 0);
+        }
+    }
+    cr_assert_eq(p->wout, k->terminal == GS_TERM_REDUCE ? gs_redop_width(k->redop) : 1);
+}
+
+Test(chunkops_cuda_plan, collapsed_form_addresses_the_same_elements)
+{
+    gs__cuda_dev_t dev = fake_dev();
+    gs__cuda_scratch_t scr = fake_scratch();
+    tup_t *a = malloc(sizeof(tup_t) * 4096), *b = malloc(sizeof(tup_t) * 4096);
+    gs_kfused_t k;
+    gs__cuda_fplan_t p;
+    rng_state = 7;
+    int modes[6] = {0};
+    for (int it = 0; it < 3000; it++) {
+        gen_spec(&k);
+        gs__cuda_fplan_build(&dev, &scr, &k, &p);
+        int64_t N = gs_region_size(k.ndim, k.shape);
+        if (N == 0) {
+            cr_assert(p.mode == GS__CUDA_MODE_NONE || p.mode == GS__CUDA_MODE_MERGE_ONLY);
+            continue;
+        }
+        cr_assert(N <= 4096);
+        modes[p.mode]++;
+        check_geometry(&k, &p, &scr);
+        cr_assert_eq(p.R * p.L, N, "iteration %d: R %lld x L %lld != %lld", it, (long long)p.R,
+                     (long long)p.L, (long long)N);
+        int64_t na = plan_walk(&p, a), nb = spec_walk(&k, b);
+        cr_assert_eq(na, nb);
+        qsort(a, (size_t)na, sizeof(tup_t), tup_cmp);
+        qsort(b, (size_t)nb, sizeof(tup_t), tup_cmp);
+        for (int64_t i = 0; i < na; i++)
+            cr_assert_eq(tup_cmp(&a[i], &b[i]), 0, "iteration %d (mode %d): element %lld differs",
+                         it, p.mode, (long long)i);
+    }
+    for (int m = 0; m < GS__CUDA_NMODES; m++) cr_assert(modes[m] > 0, "mode %d never planned", m);
+    free(a);
+    free(b);
+}
+
+static void seed_spec(gs_kfused_t *k)
+{
+    memset(k, 0, sizeof(*k));
+    k->ndim = 2;
+    k->shape[0] = k->shape[1] = 5000;
+    k->nleaves = 1;
+    k->leaves[0].kind = GS_LEAF_NORMAL;
+    k->leaves[0].stride[0] = 2 * 10000;
+    k->leaves[0].stride[1] = 2;
+    k->leaves[0].p1 = 1.0;
+    k->nprog = 2;
+    k->prog[0].op = GS_OP_LEAF;
+    k->prog[1].op = GS_OP_ADD_IMM;
+    k->prog[1].imm = 1.0;
+    k->terminal = GS_TERM_REDUCE;
+    k->redop = GS_RED_SUM;
+    k->red_axis = -1;
+    k->out = (double *)(uintptr_t)0x9000;
+}
+
+Test(chunkops_cuda_plan, seed_case_is_one_chain_kernel_over_a_persistent_grid)
+{
+    gs__cuda_dev_t dev = fake_dev();
+    gs__cuda_scratch_t scr = fake_scratch();
+    gs_kfused_t k;
+    gs__cuda_fplan_t p;
+    seed_spec(&k);
+    gs__cuda_fplan_build(&dev, &scr, &k, &p);
+    cr_assert_eq(p.variant, GS__CUDA_VAR_CHAIN);
+    cr_assert_eq(p.mode, GS__CUDA_MODE_FULL);
+    cr_assert_eq(p.acc, GS__CUDA_ACC_SUM);
+    cr_assert_eq(p.R, 5000);
+    cr_assert_eq(p.L, 5000);
+    cr_assert_eq(p.tpr, GS__CUDA_BLOCK);
+    cr_assert_eq(p.merge_grid, 0, "no second kernel");
+    cr_assert(p.grid_x * p.grid_y <= 132 * 4, "one wave of resident blocks");
+    cr_assert(p.grid_x * p.grid_y >= 132 * 4 * 9 / 10, "the wave fills the device");
+}
+
+Test(chunkops_cuda_plan, picks_the_smallest_program_variant)
+{
+    gs__cuda_dev_t dev = fake_dev();
+    gs__cuda_scratch_t scr = fake_scratch();
+    gs_kfused_t k;
+    gs__cuda_fplan_t p;
+    seed_spec(&k);
+    k.nleaves = 3; /* unused leaves are dropped */
+    k.leaves[2] = k.leaves[0];
+    k.prog[0].arg = 2;
+    gs__cuda_fplan_build(&dev, &scr, &k, &p);
+    cr_assert_eq(p.variant, GS__CUDA_VAR_CHAIN);
+    cr_assert_eq(p.nleaves, 1);
+    cr_assert_eq(p.prog[0].arg, 0);
+    /* leaf 0 + leaf 2: depth 2, two leaves */
+    k.nprog = 3;
+    k.prog[0].op = GS_OP_LEAF;
+    k.prog[0].arg = 0;
+    k.prog[1].op = GS_OP_LEAF;
+    k.prog[1].arg = 2;
+    k.prog[2].op = GS_OP_ADD;
+    gs__cuda_fplan_build(&dev, &scr, &k, &p);
+    cr_assert_eq(p.variant, GS__CUDA_VAR_PAIR);
+    cr_assert_eq(p.nleaves, 2);
+    /* three leaves */
+    k.leaves[1] = k.leaves[0];
+    k.nprog = 5;
+    k.prog[3].op = GS_OP_LEAF;
+    k.prog[3].arg = 1;
+    k.prog[4].op = GS_OP_MUL;
+    gs__cuda_fplan_build(&dev, &scr, &k, &p);
+    cr_assert_eq(p.variant, GS__CUDA_VAR_GENERIC);
+    cr_assert_eq(p.nleaves, 3);
+}
+
+Test(chunkops_cuda_plan, empty_regions_launch_only_the_empty_record_writer)
+{
+    gs__cuda_dev_t dev = fake_dev();
+    gs__cuda_scratch_t scr = fake_scratch();
+    gs_kfused_t k;
+    gs__cuda_fplan_t p;
+    seed_spec(&k);
+    k.shape[1] = 0;
+    gs__cuda_fplan_build(&dev, &scr, &k, &p);
+    cr_assert_eq(p.mode, GS__CUDA_MODE_MERGE_ONLY);
+    cr_assert_eq(p.R, 1);
+    cr_assert_eq(p.nsplit, 0);
+    cr_assert_eq(p.merge_grid, 1);
+    k.red_axis = 1; /* 5000 records over an empty axis */
+    gs__cuda_fplan_build(&dev, &scr, &k, &p);
+    cr_assert_eq(p.mode, GS__CUDA_MODE_MERGE_ONLY);
+    cr_assert_eq(p.R, 5000);
+    k.red_axis = 0; /* no records */
+    gs__cuda_fplan_build(&dev, &scr, &k, &p);
+    cr_assert_eq(p.R, 0);
+    cr_assert_eq(p.merge_grid, 0);
+    k.terminal = GS_TERM_STORE;
+    gs__cuda_fplan_build(&dev, &scr, &k, &p);
+    cr_assert_eq(p.mode, GS__CUDA_MODE_NONE);
+}
+
+Test(chunkops_cuda_plan, long_axis_with_few_records_is_split)
+{
+    gs__cuda_dev_t dev = fake_dev();
+    gs__cuda_scratch_t scr = fake_scratch();
+    gs_kfused_t k;
+    gs__cuda_fplan_t p;
+    seed_spec(&k);
+    k.shape[0] = 3;
+    k.shape[1] = 1000000;
+    k.red_axis = 1; /* 3 rows of a million: a warp per row would idle the device */
+    gs__cuda_fplan_build(&dev, &scr, &k, &p);
+    cr_assert_eq(p.mode, GS__CUDA_MODE_ROW);
+    cr_assert(p.nsplit > 1 && p.merge_grid == 1);
+    k.shape[0] = 1000000;
+    k.shape[1] = 3;
+    k.red_axis = 0; /* random leaves: still a warp per column (nothing to coalesce) */
+    gs__cuda_fplan_build(&dev, &scr, &k, &p);
+    cr_assert_eq(p.mode, GS__CUDA_MODE_ROW);
+    cr_assert(p.nsplit > 1 && p.merge_grid == 1);
+    k.leaves[0].kind = GS_LEAF_CHUNK; /* 3 columns of a dense chunk: a thread per column */
+    k.leaves[0].data = (const double *)(uintptr_t)0x5000;
+    k.leaves[0].stride[0] = 3;
+    k.leaves[0].stride[1] = 1;
+    gs__cuda_fplan_build(&dev, &scr, &k, &p);
+    cr_assert_eq(p.mode, GS__CUDA_MODE_COL);
+    cr_assert(p.nsplit > 1 && p.merge_grid == 1);
+}
+
+Test(chunkops_cuda_plan, tile_shape_fits_the_block)
+{
+    for (int64_t c = 0; c < 600; c++) {
+        int32_t tpr, rows;
+        gs__cuda_tile_shape(c, &tpr, &rows);
+        cr_assert(tpr >= 1 && rows >= 1 && tpr * rows <= GS__CUDA_BLOCK, "cols %lld", (long long)c);
+        if (c >= GS__CUDA_BLOCK) cr_assert_eq(tpr, GS__CUDA_BLOCK);
+        if (c >= 1 && c < 32) cr_assert_eq(tpr, c);
+    }
+}
+
+static int pair_cmp(const void *a, const void *b)
+{
+    const int64_t *x = a, *y = b;
+    if (x[0] != y[0]) return x[0] < y[0] ? -1 : 1;
+    return x[1] < y[1] ? -1 : x[1] > y[1];
+}
+
+/* Copy pieces: the collapsed piece moves the same (src, dst) pairs as the spec. */
+Test(chunkops_cuda_plan, collapsed_copy_pieces_move_the_same_elements)
+{
+    rng_state = 99;
+    int64_t *pa = malloc(sizeof(int64_t) * 2 * 5000), *pb = malloc(sizeof(int64_t) * 2 * 5000);
+    for (int it = 0; it < 2000; it++) {
+        gs_kcopy_t k;
+        memset(&k, 0, sizeof(k));
+        k.ndim = (int32_t)rndr(0, 5);
+        int64_t budget = 5000;
+        for (int j = 0; j < k.ndim; j++) {
+            int64_t m = rnd() % 3 == 0 ? 1 : rndr(1, 10);
+            if (m > budget) m = 1;
+            budget /= m;
+            k.shape[j] = m;
+        }
+        k.npieces = 1;
+        gs_kpiece_t *pc = &k.pieces[0];
+        pc->src = (const double *)(uintptr_t)0x4000;
+        pc->src_base = rndr(0, 50);
+        for (int j = 0; j < k.ndim; j++) {
+            pc->dst_start[j] = rndr(0, k.shape[j] - 1);
+            pc->size[j] = rndr(0, k.shape[j] - pc->dst_start[j]);
+            if (rnd() % 3) pc->size[j] = k.shape[j] - pc->dst_start[j];
+        }
+        int64_t c = 1;
+        int contiguous = rnd() % 2;
+        for (int j = k.ndim - 1; j >= 0; j--) {
+            pc->src_stride[j] = contiguous ? c : rndr(-20, 20);
+            c *= pc->size[j] > 0 ? pc->size[j] : 1;
+        }
+        gs__cuda_cpiece_t cp;
+        int64_t n = gs_region_size(k.ndim, pc->size);
+        int nonempty = gs__cuda_cpiece_build(&k, 0, &cp);
+        cr_assert_eq(nonempty, n > 0);
+        if (!nonempty) continue;
+        cr_assert_eq(cp.rows * cp.cols, n);
+        cr_assert(cp.tpr * cp.tile_rows <= GS__CUDA_BLOCK);
+        int64_t na = 0;
+        for (int64_t r = 0; r < cp.rows; r++) {
+            int64_t so = cp.src_base, d = cp.dst_base, q = r;
+            for (int j = cp.nr - 1; j >= 0; j--) {
+                int64_t dg = q % cp.rshape[j];
+                q /= cp.rshape[j];
+                so += dg * cp.src_rstride[j];
+                d += dg * cp.dst_rstride[j];
+            }
+            for (int64_t col = 0; col < cp.cols; col++, na++) {
+                pa[2 * na] = d + col * cp.dst_cstride;
+                pa[2 * na + 1] = so + col * cp.src_cstride;
+            }
+        }
+        int64_t nb = 0;
+        for (int64_t f = 0; f < n; f++, nb++) {
+            int64_t q = f, so = pc->src_base, d = 0, ost = 1;
+            int64_t pos[GS_MAX_NDIM];
+            for (int j = k.ndim - 1; j >= 0; j--) {
+                pos[j] = q % pc->size[j];
+                q /= pc->size[j];
+            }
+            for (int j = k.ndim - 1; j >= 0; j--) {
+                so += pos[j] * pc->src_stride[j];
+                d += (pc->dst_start[j] + pos[j]) * ost;
+                ost *= k.shape[j];
+            }
+            pb[2 * nb] = d;
+            pb[2 * nb + 1] = so;
+        }
+        cr_assert_eq(na, nb);
+        /* destinations are unique: compare as maps dst -> src after sorting by dst */
+        qsort(pa, (size_t)na, 2 * sizeof(int64_t), pair_cmp);
+        qsort(pb, (size_t)nb, 2 * sizeof(int64_t), pair_cmp);
+        for (int64_t i = 0; i < 2 * na; i++)
+            cr_assert_eq(pa[i], pb[i], "iteration %d: pair %lld differs", it, (long long)(i / 2));
+    }
+    free(pa);
+    free(pb);
+}
