@@ -237,6 +237,7 @@ static void gs__release_chunk(gs_sched_t *s, gs__graph_t *g, uint32_t t)
     uint32_t slot = g->where[t];
     gs_assert(g->state[t] == GS__TS_MEMORY);
     if (slot < s->nslots && s->slots[slot] != NULL) gs__queue_release(s->slots[slot], g->id, t);
+    if (slot < g->ngw && g->gw[slot].nheld > 0) g->gw[slot].nheld--;
     g->state[t] = GS__TS_RELEASED;
     g->where[t] = GS__NO_WORKER;
 }
@@ -339,6 +340,7 @@ static void gs__graph_stop_workers(gs_sched_t *s, gs__graph_t *g)
             w->outstanding -= gw->outstanding;
         }
         gw->outstanding = 0;
+        gw->nheld = 0;
         gs_free(gw->layer_bits);
         gw->layer_bits = NULL;
     }
@@ -1011,6 +1013,11 @@ static gs_status_t gs__assign(gs_sched_t *s, gs__graph_t *g, uint32_t t, gs__wor
     gs__gw_t *gw = gs__graph_gw(s, g, w->slot);
 
     if (gw == NULL || gs__batch_reserve(w, hi - lo) != GS_OK) return GS_ERR_NO_MEMORY;
+    /* A worker with no task and no chunk of the graph may evict its layers (gworker keeps
+     * idle graphs' layers in a bounded cache): send them again. */
+    if (gw->outstanding == 0 && gw->nheld == 0) {
+        memset(gw->layer_bits, 0, (((size_t)g->nlayers + 63) / 64 + 1) * sizeof(uint64_t));
+    }
     if (!w->touched) {
         gs__batch_begin(s, w);
         if (GS_VEC_PUSH(&s->touched_slots, w->slot) != GS_OK) {
@@ -1169,6 +1176,7 @@ static void gs__complete(gs_sched_t *s, gs__graph_t *g, uint32_t t, gs__worker_t
     g->state[t] = GS__TS_MEMORY;
     g->where[t] = w->slot;
     g->nbytes[t] = nbytes;
+    if (w->slot < g->ngw) g->gw[w->slot].nheld++;
     g->ndone++;
     g->run_ns_total += run_ns;
     s->st.tasks_done_total++;
@@ -1307,6 +1315,7 @@ void gs__sched_worker_removed(gs_sched_t *s, gs__worker_t *w)
             gs_free(g->gw[slot].layer_bits);
             g->gw[slot].layer_bits = NULL;
             g->gw[slot].outstanding = 0;
+            g->gw[slot].nheld = 0;
         }
         for (uint32_t t = 0; t < g->ntasks; t++) {
             if (g->where[t] == slot && g->state[t] == GS__TS_ASSIGNED) {

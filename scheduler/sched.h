@@ -40,9 +40,9 @@
  *    A client disconnect cancels and releases all its graphs.
  *  - to workers, CANCEL(graph) means "forget this graph": drop its queued tasks and its layers.
  *    It is sent once to every worker that received tasks of the graph, when the graph fails,
- *    is canceled or is released, followed by RELEASE for the graph's chunks held there. So a
- *    worker keeps a graph's layers until CANCEL (a finished graph's tasks may be recomputed after
- *    a fault, and the layers are not sent again). RELEASE or CANCEL for keys or graphs a worker
+ *    is canceled or is released, followed by RELEASE for the graph's chunks held there. Layers
+ *    are sent again whenever a worker gets a task of a graph while it has no task and no chunk
+ *    of that graph (it may have evicted them from an idle cache). RELEASE or CANCEL for keys or graphs a worker
  *    does not know must be ignored. A worker that stored a key it is assigned again (after a
  *    fault) simply replaces it.
  *  - faults: a worker whose connection drops, that misses heartbeats for the heartbeat timeout,

@@ -45,6 +45,7 @@ typedef struct gs_sched gs_sched_t;
 typedef struct gs__gw {
     uint64_t *layer_bits;   /* NULL until the worker got a task of this graph; nlayers bits */
     uint32_t outstanding;   /* tasks of this graph sent to the worker and not reported */
+    uint32_t nheld;         /* chunks of this graph the worker holds (as far as we know) */
 } gs__gw_t;
 
 /* A client's gather waiting for an output that is being (re)computed. */

@@ -411,3 +411,29 @@ Test(scheduler_faults, results_nobody_waits_for_are_released)
     cr_assert(tp_none(w1, GS_MSG_RELEASE, 20));
     th_fini(&th);
 }
+
+Test(scheduler_faults, layers_are_sent_again_to_a_worker_idle_on_the_graph)
+{
+    th_t th;
+    gs_msg_t m;
+    th_init(&th, NULL);
+    tp_t *w = tp_worker(&th, "w", 1);
+    tp_t *c = tp_client(&th, "c");
+    tg_t g;
+    tg_init(&g, 1);
+    uint64_t a = tg_task(&g, 0, 0, NULL);
+    tg_output(&g, a);
+    uint64_t gid = tg_submit_ok(c, &g, 0);
+    tp_expect(w, GS_MSG_TASK_ASSIGN, &m);
+    cr_assert_eq(m.u.task_assign.nlayers, 1);
+    gs_msg_cleanup(&m);
+    /* the worker now has no task and no chunk of the graph: it may drop the layers */
+    tw_done(w, gid, &a, 1, GS_ERR_WORKER_LOST, 0, "peer unreachable");
+    tp_expect(w, GS_MSG_TASK_ASSIGN, &m);
+    cr_assert_eq(m.u.task_assign.task_id[0], a);
+    cr_assert_eq(m.u.task_assign.nlayers, 1, "layers not sent again");
+    gs_msg_cleanup(&m);
+    tw_done1(w, gid, a);
+    expect_done(c, gid, GS_OK, NULL);
+    th_fini(&th);
+}
