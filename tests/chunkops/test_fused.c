@@ -520,10 +520,10 @@ Test(chunkops_fused, store_matches_reference_on_random_specs)
 Test(chunkops_fused, every_reduction_matches_reference_on_random_specs)
 {
     rng_state = 2;
-    for (int it = 0; it < 150; it++) {
+    for (int it = 0; it < 100; it++) {
         gs_kfused_t k;
         owned_t own;
-        make_spec(&k, &own, 4000, 1);
+        make_spec(&k, &own, 3000, 1);
         for (int op = 0; op < GS_RED_COUNT; op++)
             for (int axis = -1; axis < k.ndim; axis++) check_reduce(&k, op, axis);
         owned_free(&own);
