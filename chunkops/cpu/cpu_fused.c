@@ -663,8 +663,10 @@ gs_status_t gs__cpu_fused_run(const gs_kfused_t *k)
         break;
     case GS__MODE_OUTER:
         if (f.comp != NULL) {
+            /* a non-finite sum stays as it is (its compensation is NaN after inf - inf) */
             int64_t nrec = gs_kfused_nrecords(k);
-            for (int64_t r = 0; r < nrec; r++) k->out[r * f.width] += f.comp[r];
+            for (int64_t r = 0; r < nrec; r++)
+                if (isfinite(k->out[r * f.width])) k->out[r * f.width] += f.comp[r];
         }
         break;
     default: break;
