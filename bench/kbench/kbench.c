@@ -1,0 +1,364 @@
+/* gs-kbench: CUDA kernel micro-benchmarks of the chunkops "cuda" backend.
+ *
+ * Prints one JSON line per measurement:
+ *   {"bench":"kbench","what":"...","ms":<median>,"min_ms":...,"gelem_per_s":...,...}
+ * Times are GPU times between CUDA events around each repetition (after warm-up runs; the
+ * device is kept busy so host launch gaps stay out), reported as the median over --reps.
+ *
+ * Measured:
+ *   fused_seed            one 10000^2 chunk of a normal array sliced [::2, ::2] (25M elements
+ *                         generated), +1, summed: one fused kernel (the seed workload)
+ *   fused_seed_rowsum / _colsum   the same with the sum over axis 1 / axis 0
+ *   unfused_generate, unfused_add, unfused_slice, unfused_reduce, unfused_total
+ *                         the same computation as separate STORE kernels through memory
+ *   philox_normal, philox_uniform   generation rate with no memory traffic (summed)
+ *   philox_normal_store   generation of the full chunk stored (1e8 doubles)
+ *   sum_1e8               sum of 1e8 float64 read from memory
+ *   d2d_memcpy            cudaMemcpyAsync device to device (GB/s counts bytes read + written)
+ *   copy_kernel           the COPY kernel on the same bytes
+ * Without a CUDA build or device it prints one line {"bench":"kbench","what":"skipped",...}
+ * and exits 0.
+ *
+ * Usage: gs-kbench [--reps N] [--warmup N] [--device D] [--size N] */
+#include "chunkops/chunkops.h"
+#include "common/error.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if GS_HAVE_CUDA
+#include "chunkops/cuda/cuda_backend.h"
+#endif
+
+static void skipped(const char *reason)
+{
+    printf("{\"bench\":\"kbench\",\"what\":\"skipped\",\"reason\":\"%s\"}\n", reason);
+}
+
+#if GS_HAVE_CUDA
+
+typedef struct kb {
+    const gs_chunkops_ops_t *ops;
+    gs_chunkops_ctx_h ctx;
+    gs_chunkops_stream_h s;
+    gs_cuda_timer_h timer;
+    int reps, warmup;
+    char device[128];
+    int failures;
+} kb_t;
+
+typedef gs_status_t (*kb_fn)(kb_t *kb, const void *arg);
+
+static gs_status_t kb_fused(kb_t *kb, const void *arg)
+{
+    return kb->ops->fused(kb->ctx, kb->s, arg);
+}
+
+static gs_status_t kb_copy(kb_t *kb, const void *arg)
+{
+    return kb->ops->copy(kb->ctx, kb->s, arg);
+}
+
+typedef struct memcpy_arg {
+    void *dst;
+    const void *src;
+    size_t nbytes;
+} memcpy_arg_t;
+
+static gs_status_t kb_memcpy(kb_t *kb, const void *arg)
+{
+    const memcpy_arg_t *m = arg;
+    return gs_cuda_memcpy_d2d(kb->ctx, kb->s, m->dst, m->src, m->nbytes);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static void kb_fail(kb_t *kb, const char *what, gs_status_t st)
+{
+    printf("{\"bench\":\"kbench\",\"what\":\"%s\",\"error\":\"%s: %s\"}\n", what,
+           gs_status_name(st), gs_last_error());
+    kb->failures++;
+}
+
+/* Median and minimum GPU milliseconds of fn(arg). 0 on success. */
+static int kb_time(kb_t *kb, const char *what, kb_fn fn, const void *arg, double *med_p,
+                   double *min_p)
+{
+    gs_status_t st;
+    double *ms = malloc(sizeof(double) * (size_t)kb->reps);
+    for (int i = 0; i < kb->warmup; i++)
+        if ((st = fn(kb, arg)) != GS_OK) goto fail;
+    if ((st = kb->ops->sync(kb->ctx, kb->s)) != GS_OK) goto fail;
+    /* one untimed run in front keeps the device busy while the timed ones are enqueued */
+    if ((st = fn(kb, arg)) != GS_OK) goto fail;
+    if ((st = gs_cuda_timer_mark(kb->timer, kb->s, 0)) != GS_OK) goto fail;
+    for (int r = 0; r < kb->reps; r++) {
+        if ((st = fn(kb, arg)) != GS_OK) goto fail;
+        if ((st = gs_cuda_timer_mark(kb->timer, kb->s, r + 1)) != GS_OK) goto fail;
+    }
+    for (int r = 0; r < kb->reps; r++)
+        if ((st = gs_cuda_timer_elapsed_ms(kb->timer, r, r + 1, &ms[r])) != GS_OK) goto fail;
+    if ((st = kb->ops->sync(kb->ctx, kb->s)) != GS_OK) goto fail;
+    qsort(ms, (size_t)kb->reps, sizeof(double), cmp_double);
+    *med_p = kb->reps % 2 ? ms[kb->reps / 2] : 0.5 * (ms[kb->reps / 2 - 1] + ms[kb->reps / 2]);
+    *min_p = ms[0];
+    free(ms);
+    return 0;
+fail:
+    kb_fail(kb, what, st);
+    free(ms);
+    return -1;
+}
+
+static void kb_print(kb_t *kb, const char *what, double med, double min, double elems,
+                     double bytes, const char *extra)
+{
+    printf("{\"bench\":\"kbench\",\"what\":\"%s\",\"ms\":%.4f,\"min_ms\":%.4f", what, med, min);
+    if (elems > 0) printf(",\"gelem_per_s\":%.2f", elems / (med * 1e-3) / 1e9);
+    if (bytes > 0) printf(",\"gbytes_per_s\":%.1f", bytes / (med * 1e-3) / 1e9);
+    printf(",\"reps\":%d,\"device\":\"%s\"%s}\n", kb->reps, kb->device, extra ? extra : "");
+    fflush(stdout);
+}
+
+static double kb_measure(kb_t *kb, const char *what, kb_fn fn, const void *arg, double elems,
+                         double bytes, const char *extra)
+{
+    double med, min;
+    if (kb_time(kb, what, fn, arg, &med, &min) != 0) return NAN;
+    kb_print(kb, what, med, min, elems, bytes, extra);
+    return med;
+}
+
+/* A fused spec over a 2-D region. */
+static void spec2(gs_kfused_t *k, int64_t rows, int64_t cols, double *out)
+{
+    memset(k, 0, sizeof(*k));
+    k->ndim = 2;
+    k->shape[0] = rows;
+    k->shape[1] = cols;
+    k->nleaves = 1;
+    k->nprog = 1;
+    k->prog[0].op = GS_OP_LEAF;
+    k->prog[0].arg = 0;
+    k->terminal = GS_TERM_STORE;
+    k->red_axis = -1;
+    k->out = out;
+}
+
+static void leaf_random(gs_kleaf_t *lf, int kind, int64_t base, int64_t s0, int64_t s1)
+{
+    memset(lf, 0, sizeof(*lf));
+    lf->kind = kind;
+    lf->seed = 0x5eedull;
+    lf->base = base;
+    lf->stride[0] = s0;
+    lf->stride[1] = s1;
+    lf->p0 = kind == GS_LEAF_NORMAL ? 0.0 : -1.0;
+    lf->p1 = 1.0;
+}
+
+static void leaf_chunk(gs_kleaf_t *lf, const double *data, int64_t len, int64_t s0, int64_t s1)
+{
+    memset(lf, 0, sizeof(*lf));
+    lf->kind = GS_LEAF_CHUNK;
+    lf->data = data;
+    lf->data_len = len;
+    lf->stride[0] = s0;
+    lf->stride[1] = s1;
+}
+
+static void add_imm(gs_kfused_t *k, double v)
+{
+    k->prog[k->nprog].op = GS_OP_ADD_IMM;
+    k->prog[k->nprog].imm = v;
+    k->nprog++;
+}
+
+static void reduce(gs_kfused_t *k, int redop, int axis)
+{
+    k->terminal = GS_TERM_REDUCE;
+    k->redop = redop;
+    k->red_axis = axis;
+}
+
+static int kb_read_scalar(kb_t *kb, const double *dev, double *v)
+{
+    gs_status_t st = kb->ops->copy_to_host(kb->ctx, kb->s, v, dev, sizeof(double));
+    if (st == GS_OK) st = kb->ops->sync(kb->ctx, kb->s);
+    if (st != GS_OK) {
+        kb_fail(kb, "read_result", st);
+        return -1;
+    }
+    return 0;
+}
+
+static int run(int argc, char **argv)
+{
+    kb_t kb;
+    gs_status_t st;
+    int device = 0;
+    int64_t n = 10000; /* chunk side */
+    memset(&kb, 0, sizeof(kb));
+    kb.reps = 30;
+    kb.warmup = 3;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--reps") == 0 && i + 1 < argc) kb.reps = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--warmup") == 0 && i + 1 < argc) kb.warmup = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--device") == 0 && i + 1 < argc) device = atoi(argv[++i]);
+        else if (strcmp(argv[i], "--size") == 0 && i + 1 < argc) n = atoll(argv[++i]);
+        else {
+            fprintf(stderr, "usage: %s [--reps N] [--warmup N] [--device D] [--size N]\n", argv[0]);
+            return 2;
+        }
+    }
+    if (kb.reps < 1 || kb.warmup < 0 || n < 2 || n % 2 != 0) {
+        fprintf(stderr, "gs-kbench: --reps >= 1, --warmup >= 0, --size even and >= 2\n");
+        return 2;
+    }
+    if ((st = gs_chunkops_find("cuda", &kb.ops)) != GS_OK) {
+        skipped("the cuda backend is not built");
+        return 0;
+    }
+    if (gs_chunkops_cuda_device_count() <= device) {
+        skipped("no CUDA device");
+        return 0;
+    }
+
+    const int64_t N = n * n, h = n / 2, H = h * h;
+    const size_t big = (size_t)N * sizeof(double), small = (size_t)H * sizeof(double);
+    gs_chunkops_params_t params = {0};
+    params.device = device;
+    params.memory_limit = 2 * big + small + ((size_t)64 << 20);
+    if ((st = kb.ops->ctx_create(&params, &kb.ctx)) != GS_OK) {
+        kb_fail(&kb, "ctx_create", st);
+        return 1;
+    }
+    double *A = NULL, *B = NULL, *C = NULL, *out = NULL;
+    if ((st = kb.ops->stream_create(kb.ctx, &kb.s)) != GS_OK ||
+        (st = gs_cuda_timer_create(kb.ctx, kb.reps + 1, &kb.timer)) != GS_OK ||
+        (st = gs_cuda_device_describe(kb.ctx, kb.device, sizeof(kb.device), NULL)) != GS_OK ||
+        (st = kb.ops->mem_alloc(kb.ctx, big, (void **)&A)) != GS_OK ||
+        (st = kb.ops->mem_alloc(kb.ctx, big, (void **)&B)) != GS_OK ||
+        (st = kb.ops->mem_alloc(kb.ctx, small, (void **)&C)) != GS_OK ||
+        (st = kb.ops->mem_alloc(kb.ctx, ((size_t)64 << 20) - 4096, (void **)&out)) != GS_OK) {
+        kb_fail(&kb, "setup", st);
+        goto done;
+    }
+
+    /* the chunk: rows/cols [n, 2n) of a 50n-column global array (the 2 TB seed array is made
+     * of such chunks); the slice [::2, ::2] of the chunk keeps every other row and column */
+    const int64_t gcols = 50 * n, base = n * gcols + n;
+    gs_kfused_t k;
+    char extra[160];
+
+    /* fused seed: normal -> [::2, ::2] -> +1 -> sum */
+    spec2(&k, h, h, out);
+    leaf_random(&k.leaves[0], GS_LEAF_NORMAL, base, 2 * gcols, 2);
+    add_imm(&k, 1.0);
+    reduce(&k, GS_RED_SUM, -1);
+    double t_fused = kb_measure(&kb, "fused_seed", kb_fused, &k, (double)H, 0, NULL);
+    double fused_sum = NAN;
+    if (kb_read_scalar(&kb, out, &fused_sum) != 0) goto done;
+    reduce(&k, GS_RED_SUM, 1);
+    kb_measure(&kb, "fused_seed_rowsum", kb_fused, &k, (double)H, 0, NULL);
+    reduce(&k, GS_RED_SUM, 0);
+    kb_measure(&kb, "fused_seed_colsum", kb_fused, &k, (double)H, 0, NULL);
+
+    /* unfused: generate the whole chunk, +1, slice, reduce, each through memory */
+    double t_total = 0.0;
+    spec2(&k, n, n, A);
+    leaf_random(&k.leaves[0], GS_LEAF_NORMAL, base, gcols, 1);
+    t_total += kb_measure(&kb, "unfused_generate", kb_fused, &k, (double)N, (double)big, NULL);
+    spec2(&k, n, n, B);
+    leaf_chunk(&k.leaves[0], A, N, n, 1);
+    add_imm(&k, 1.0);
+    t_total += kb_measure(&kb, "unfused_add", kb_fused, &k, (double)N, 2.0 * (double)big, NULL);
+    spec2(&k, h, h, C);
+    leaf_chunk(&k.leaves[0], B, N, 2 * n, 2);
+    t_total += kb_measure(&kb, "unfused_slice", kb_fused, &k, (double)H, 2.0 * (double)small, NULL);
+    spec2(&k, h, h, out);
+    leaf_chunk(&k.leaves[0], C, H, h, 1);
+    reduce(&k, GS_RED_SUM, -1);
+    t_total += kb_measure(&kb, "unfused_reduce", kb_fused, &k, (double)H, (double)small, NULL);
+    double unfused_sum = NAN;
+    if (kb_read_scalar(&kb, out, &unfused_sum) != 0) goto done;
+    double rel = fabs(fused_sum - unfused_sum) / fmax(fabs(unfused_sum), 1e-300);
+    int ok = rel <= 1e-9 && fabs(fused_sum - (double)H) < 10.0 * sqrt((double)H);
+    snprintf(extra, sizeof(extra),
+             ",\"fused_sum\":%.17g,\"unfused_sum\":%.17g,\"rel_diff\":%.3g,\"ok\":%s,"
+             "\"fusion_speedup\":%.2f",
+             fused_sum, unfused_sum, rel, ok ? "true" : "false", t_total / t_fused);
+    kb_print(&kb, "unfused_total", t_total, t_total, (double)H, 0, extra);
+    if (!ok) kb.failures++;
+
+    /* generation rates: the whole chunk summed (no stores), and stored */
+    spec2(&k, n, n, out);
+    leaf_random(&k.leaves[0], GS_LEAF_NORMAL, base, gcols, 1);
+    reduce(&k, GS_RED_SUM, -1);
+    kb_measure(&kb, "philox_normal", kb_fused, &k, (double)N, 0, NULL);
+    leaf_random(&k.leaves[0], GS_LEAF_UNIFORM, base, gcols, 1);
+    kb_measure(&kb, "philox_uniform", kb_fused, &k, (double)N, 0, NULL);
+    spec2(&k, n, n, A);
+    leaf_random(&k.leaves[0], GS_LEAF_NORMAL, base, gcols, 1);
+    kb_measure(&kb, "philox_normal_store", kb_fused, &k, (double)N, (double)big, NULL);
+
+    /* memory: a sum of 1e8 float64, device-to-device copies */
+    spec2(&k, n, n, out);
+    leaf_chunk(&k.leaves[0], A, N, n, 1);
+    reduce(&k, GS_RED_SUM, -1);
+    kb_measure(&kb, "sum_1e8", kb_fused, &k, (double)N, (double)big, NULL);
+    memcpy_arg_t m = {B, A, big};
+    kb_measure(&kb, "d2d_memcpy", kb_memcpy, &m, (double)N, 2.0 * (double)big, NULL);
+    gs_kcopy_t *kc = calloc(1, sizeof(*kc));
+    kc->ndim = 2;
+    kc->shape[0] = kc->shape[1] = n;
+    kc->npieces = 1;
+    kc->pieces[0].src = A;
+    kc->pieces[0].src_len = N;
+    kc->pieces[0].src_stride[0] = n;
+    kc->pieces[0].src_stride[1] = 1;
+    kc->pieces[0].size[0] = kc->pieces[0].size[1] = n;
+    kc->out = B;
+    kb_measure(&kb, "copy_kernel", kb_copy, kc, (double)N, 2.0 * (double)big, NULL);
+    kc->pieces[0].src_stride[0] = 1; /* a transposing copy */
+    kc->pieces[0].src_stride[1] = n;
+    kb_measure(&kb, "copy_kernel_transpose", kb_copy, kc, (double)N, 2.0 * (double)big, NULL);
+    free(kc);
+
+done:
+    if (kb.ctx != NULL) {
+        if (kb.s != NULL) (void)kb.ops->sync(kb.ctx, kb.s);
+        kb.ops->mem_free(kb.ctx, A);
+        kb.ops->mem_free(kb.ctx, B);
+        kb.ops->mem_free(kb.ctx, C);
+        kb.ops->mem_free(kb.ctx, out);
+        gs_cuda_timer_destroy(kb.timer);
+        if (kb.s != NULL) kb.ops->stream_destroy(kb.ctx, kb.s);
+        kb.ops->ctx_destroy(kb.ctx);
+    }
+    return kb.failures ? 1 : 0;
+}
+
+#else /* !GS_HAVE_CUDA */
+
+static int run(int argc, char **argv)
+{
+    (void)argc;
+    (void)argv;
+    skipped("gsched was built without CUDA");
+    return 0;
+}
+
+#endif
+
+int main(int argc, char **argv)
+{
+    return run(argc, argv);
+}
