@@ -1,0 +1,254 @@
+/* Faults with real processes: a worker SIGKILLed in the middle of a graph, gsched SIGKILLed under
+ * a running client, garbage and wrong tokens on gsched's port. */
+#include "cluster.h"
+#include "reference.h"
+
+#include "common/time.h"
+
+#include <gsched/gsched.h>
+
+#include <arpa/inet.h>
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static void arm(void)
+{
+    alarm(240);
+}
+
+static void down(void)
+{
+    tp_kill_all();
+}
+
+#define OK(call) cr_assert_eq((call), GS_OK, "%s: %s", #call, gs_last_error())
+
+/* (normal(10, 1, (n, n)) + 1)[::2, ::2].sum() */
+static gs_array_h seed_expr(int64_t n, int64_t chunk)
+{
+    int64_t shape[2] = {n, n}, chunks[2] = {chunk, chunk};
+    gs_slice_t s[2];
+    gs_array_h x, y, z, r;
+    memset(s, 0, sizeof(s));
+    s[0].step = s[1].step = 2;
+    OK(gs_array_random_normal(0, 10, 1, 2, shape, chunks, &x));
+    OK(gs_array_binary_scalar(GS_BINARY_ADD, x, 1.0, &y));
+    OK(gs_array_slice(y, 2, s, &z));
+    OK(gs_array_reduce(GS_RED_SUM, z, NULL, &r));
+    gs_array_release(x);
+    gs_array_release(y);
+    gs_array_release(z);
+    return r;
+}
+
+static double seed_reference(int64_t n)
+{
+    long double s = 0;
+    for (int64_t i = 0; i < n; i += 2)
+        for (int64_t j = 0; j < n; j += 2) s += gs_random_normal(0, (uint64_t)(i * n + j), 10, 1) + 1.0;
+    return (double)s;
+}
+
+static atomic_ulong progress_done, progress_total;
+
+static void on_progress(gs_future_h f, uint64_t done, uint64_t total, void *arg)
+{
+    (void)f;
+    (void)arg;
+    atomic_store(&progress_done, done);
+    atomic_store(&progress_total, total);
+}
+
+Test(integration_faults, worker_killed_mid_graph_still_gives_the_right_answer, .init = arm,
+     .fini = down)
+{
+    tcluster_t c;
+    gs_client_params_t p;
+    gs_client_h client;
+    gs_future_h f;
+    gs_array_h e;
+    double v = NAN, want;
+    const int64_t n = 1600, chunk = 40;   /* 1600 chunks, unfused: several thousand tasks */
+    int killed_mid_graph = 0;
+
+    cr_assert(tc_start(&c, 3, NULL, NULL), "cluster did not start");
+    memset(&p, 0, sizeof(p));
+    p.address = c.address;
+    p.field_mask = GS_CLIENT_FIELD_PROGRESS | GS_CLIENT_FIELD_LOWER_FLAGS;
+    p.progress_cb = on_progress;
+    p.lower_flags = GS_LOWER_CULL;   /* no fusion: intermediates live on the workers */
+    OK(gs_client_connect(&p, &client));
+    e = seed_expr(n, chunk);
+    want = seed_reference(n);
+
+    for (int attempt = 0; attempt < 2 && !killed_mid_graph; attempt++) {
+        double t0 = gs_now_s();
+        atomic_store(&progress_done, 0);
+        atomic_store(&progress_total, 0);
+        OK(gs_client_submit(client, e, 0, &f));
+        /* kill one worker once some (but not all) tasks are done */
+        while (gs_now_s() - t0 < 60) {
+            unsigned long d = atomic_load(&progress_done), t = atomic_load(&progress_total);
+            if (gs_future_wait(f, 0.0) != GS_ERR_TIMED_OUT) break;
+            if (t > 0 && d > t / 10 && d < t) {
+                cr_assert_eq(kill(c.workers[attempt], SIGKILL), 0);
+                killed_mid_graph = gs_future_wait(f, 0.0) == GS_ERR_TIMED_OUT;
+                break;
+            }
+            usleep(1000);
+        }
+        cr_assert_eq(gs_future_wait(f, 120.0), GS_OK, "graph failed after a worker died: %s",
+                     gs_last_error());
+        OK(gs_future_gather(f, &v, 1));
+        gs_future_destroy(f);
+        cr_assert(ref_rel(v, want) <= 1e-12, "%.17g vs %.17g", v, want);
+    }
+    cr_assert(killed_mid_graph, "the graph always finished before a worker could be killed");
+    gs_array_release(e);
+    gs_client_destroy(client);
+}
+
+Test(integration_faults, scheduler_killed_gives_an_error_not_a_hang, .init = arm, .fini = down)
+{
+    tcluster_t c;
+    gs_client_h client;
+    gs_future_h f;
+    gs_array_h e;
+    double t0;
+    gs_status_t st;
+    cr_assert(tc_start(&c, 2, NULL, NULL), "cluster did not start");
+    client = tc_connect(&c, GS_LOWER_CULL);
+    cr_assert_not_null(client, "%s", gs_last_error());
+    e = seed_expr(2000, 40);
+    OK(gs_client_submit(client, e, 0, &f));
+    usleep(100000);
+    cr_assert_eq(kill(c.sched, SIGKILL), 0);
+    t0 = gs_now_s();
+    st = gs_future_wait(f, 30.0);
+    cr_assert(st == GS_ERR_SCHEDULER_LOST || st == GS_OK, "got %s: %s", gs_status_name(st),
+              gs_last_error());
+    if (st == GS_OK) {
+        /* finished just before the kill; the next call must fail, not hang */
+        double v;
+        cr_assert_eq(gs_future_gather(f, &v, 1), GS_ERR_SCHEDULER_LOST);
+    }
+    cr_assert_lt(gs_now_s() - t0, 5.0, "noticing the lost scheduler took %.1f s", gs_now_s() - t0);
+    cr_assert(strstr(gs_last_error(), c.address) != NULL, "%s", gs_last_error());
+    {
+        gs_future_h f2 = NULL;
+        cr_assert_eq(gs_client_submit(client, e, 0, &f2), GS_ERR_SCHEDULER_LOST);
+        cr_assert_eq(gs_client_nworkers(client), -1);
+    }
+    gs_future_destroy(f);
+    gs_array_release(e);
+    gs_client_destroy(client);
+}
+
+static int raw_connect(int port)
+{
+    struct sockaddr_in sa;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    memset(&sa, 0, sizeof(sa));
+    sa.sin_family = AF_INET;
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    sa.sin_port = htons((uint16_t)port);
+    cr_assert_eq(connect(fd, (struct sockaddr *)&sa, sizeof(sa)), 0, "%s", strerror(errno));
+    return fd;
+}
+
+/* 1 when the peer closes the connection within @a timeout_s (reading and dropping anything it
+ * sends first, e.g. an ERROR frame). */
+static int closed_by_peer(int fd, double timeout_s)
+{
+    double deadline = gs_now_s() + timeout_s;
+    char buf[4096];
+    for (;;) {
+        struct pollfd p = {fd, POLLIN, 0};
+        double left = deadline - gs_now_s();
+        ssize_t n;
+        if (left <= 0) return 0;
+        if (poll(&p, 1, (int)(left * 1000) + 1) <= 0) continue;
+        n = recv(fd, buf, sizeof(buf), 0);
+        if (n == 0 || (n < 0 && errno == ECONNRESET)) return 1;
+        if (n < 0 && errno != EINTR) return 1;
+    }
+}
+
+static void send_all(int fd, const void *p, size_t n)
+{
+    cr_assert_eq(send(fd, p, n, MSG_NOSIGNAL), (ssize_t)n);
+}
+
+Test(integration_faults, garbage_and_wrong_tokens_are_refused_and_gsched_keeps_serving,
+     .init = arm, .fini = down)
+{
+    tcluster_t c;
+    gs_client_h good, bad = NULL;
+    gs_client_params_t p;
+    gs_array_h e;
+    double v = NAN;
+    int port = 0, text_fd;
+    double text_t0;
+    char host[64];
+
+    cr_assert(tc_start(&c, 2, "s3cret", NULL), "cluster did not start");
+    cr_assert_eq(sscanf(c.address, "tcp://%63[^:]:%d", host, &port), 2);
+
+    /* plain text, as a confused HTTP client would send: "GET " reads as a 542 MB frame
+     * header, under the frame limit, so gsched can only drop it at its handshake timeout
+     * (10 s); it stays open while everything below runs and must not disturb it */
+    text_fd = raw_connect(port);
+    text_t0 = gs_now_s();
+    send_all(text_fd, "GET / HTTP/1.1\r\nHost: x\r\n\r\n", 27);
+
+    /* a frame of random bytes (valid length, garbage payload) */
+    {
+        int fd = raw_connect(port);
+        unsigned char frame[4 + 64];
+        uint32_t len = 64;
+        memcpy(frame, &len, 4);
+        for (int i = 0; i < 64; i++) frame[4 + i] = (unsigned char)(i * 37 + 11);
+        send_all(fd, frame, sizeof(frame));
+        cr_assert(closed_by_peer(fd, 5.0), "gsched kept a connection that sent garbage");
+        close(fd);
+    }
+    /* a header announcing 4 GiB */
+    {
+        int fd = raw_connect(port);
+        unsigned char hdr[8] = {0xff, 0xff, 0xff, 0xff, 1, 2, 3, 4};
+        send_all(fd, hdr, sizeof(hdr));
+        cr_assert(closed_by_peer(fd, 5.0), "gsched kept a connection with an oversized frame");
+        close(fd);
+    }
+    /* wrong and missing tokens */
+    memset(&p, 0, sizeof(p));
+    p.address = c.address;
+    p.field_mask = GS_CLIENT_FIELD_TOKEN;
+    p.token = "wrong";
+    cr_assert_eq(gs_client_connect(&p, &bad), GS_ERR_AUTH, "%s", gs_last_error());
+    cr_assert_null(bad);
+    p.token = "";
+    cr_assert_eq(gs_client_connect(&p, &bad), GS_ERR_AUTH, "%s", gs_last_error());
+    cr_assert_null(bad);
+
+    /* gsched still serves a real client, and its workers */
+    p.token = "s3cret";
+    OK(gs_client_connect(&p, &good));
+    cr_assert_eq(gs_client_nworkers(good), 2);
+    e = seed_expr(200, 64);
+    OK(gs_client_compute_scalar(good, e, &v));
+    cr_assert(ref_rel(v, seed_reference(200)) <= 1e-12, "%.17g", v);
+    gs_array_release(e);
+    gs_client_destroy(good);
+
+    cr_assert(closed_by_peer(text_fd, 15.0 - (gs_now_s() - text_t0)),
+              "gsched kept a connection that sent text and no handshake");
+    close(text_fd);
+}
