@@ -51,7 +51,7 @@ static void fs_on_msg(gs_conn_t *conn, gs_msg_t *m, void *arg)
         free(p->ucx);
         p->ucx_len = m->u.worker_register.ucx_address.len;
         p->ucx = malloc(p->ucx_len ? p->ucx_len : 1);
-        memcpy(p->ucx, m->u.worker_register.ucx_address.data, p->ucx_len);
+        if (p->ucx_len) memcpy(p->ucx, m->u.worker_register.ucx_address.data, p->ucx_len);
         p->registered = 1;
         break;
     case GS_MSG_HEARTBEAT:
@@ -99,7 +99,7 @@ static void fs_on_msg(gs_conn_t *conn, gs_msg_t *m, void *arg)
         e->status = m->u.data.status;
         e->len = m->u.data.data.len;
         e->bytes = malloc(e->len ? e->len : 1);
-        memcpy(e->bytes, m->u.data.data.data, e->len);
+        if (e->len) memcpy(e->bytes, m->u.data.data.data, e->len);
         break;
     }
     default:

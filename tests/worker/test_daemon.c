@@ -15,6 +15,8 @@
 
 extern char **environ;
 
+TestSuite(worker_daemon, .timeout = 60);
+
 static char gworker_path[4096];
 
 static void find_gworker(void)
@@ -40,6 +42,8 @@ static pid_t spawn_gworker(const char *const *args, int *err_fd_p)
     posix_spawn_file_actions_adddup2(&fa, fds[1], 2);
     posix_spawn_file_actions_addclose(&fa, fds[0]);
     posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    /* nothing else of the test runner (its IPC descriptors) leaks into gworker */
+    posix_spawn_file_actions_addclosefrom_np(&fa, 3);
     cr_assert_eq(posix_spawn(&pid, gworker_path, &fa, NULL, argv, environ), 0);
     posix_spawn_file_actions_destroy(&fa);
     close(fds[1]);
@@ -92,7 +96,7 @@ static void expect_bad(const char *needle, const char *const *args)
     cr_assert(strstr(err, needle) != NULL, "stderr lacks '%s': %s", needle, err);
 }
 
-Test(worker_daemon, rejects_bad_arguments, .init = find_gworker, .timeout = 60)
+Test(worker_daemon, rejects_bad_arguments, .init = find_gworker)
 {
     expect_bad("no scheduler address", (const char *const[]){NULL});
     expect_bad("unknown option '--bogus'", (const char *const[]){"tcp://127.0.0.1:1", "--bogus", NULL});
@@ -106,7 +110,7 @@ Test(worker_daemon, rejects_bad_arguments, .init = find_gworker, .timeout = 60)
     expect_bad("--log-level", (const char *const[]){"tcp://127.0.0.1:1", "--log-level", "chatty", NULL});
 }
 
-Test(worker_daemon, prints_help, .init = find_gworker, .timeout = 30)
+Test(worker_daemon, prints_help, .init = find_gworker)
 {
     char err[256];
     int fd;
@@ -114,8 +118,7 @@ Test(worker_daemon, prints_help, .init = find_gworker, .timeout = 30)
     cr_assert_eq(wait_exit(pid, NULL, 5000, fd, err, sizeof(err)), 0);
 }
 
-Test(worker_daemon, exits_nonzero_when_the_scheduler_is_unreachable, .init = find_gworker,
-     .timeout = 30)
+Test(worker_daemon, exits_nonzero_when_the_scheduler_is_unreachable, .init = find_gworker)
 {
     char err[8192];
     int fd;
@@ -161,7 +164,7 @@ static pid_t start_daemon(daemon_ctx_t *d, int *fd)
     return pid;
 }
 
-Test(worker_daemon, exits_0_on_shutdown, .timeout = 60)
+Test(worker_daemon, exits_0_on_shutdown)
 {
     daemon_ctx_t d;
     char err[8192];
@@ -178,7 +181,7 @@ Test(worker_daemon, exits_0_on_shutdown, .timeout = 60)
     daemon_down(&d);
 }
 
-Test(worker_daemon, exits_0_on_sigterm, .timeout = 60)
+Test(worker_daemon, exits_0_on_sigterm)
 {
     daemon_ctx_t d;
     char err[8192];
@@ -192,7 +195,7 @@ Test(worker_daemon, exits_0_on_sigterm, .timeout = 60)
     daemon_down(&d);
 }
 
-Test(worker_daemon, exits_nonzero_when_the_scheduler_connection_is_lost, .timeout = 60)
+Test(worker_daemon, exits_nonzero_when_the_scheduler_connection_is_lost)
 {
     daemon_ctx_t d;
     char err[8192];
