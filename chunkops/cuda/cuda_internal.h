@@ -151,6 +151,7 @@ typedef struct gs__cuda_leaf {
     const double *data;
     uint64_t seed;
     double p0, p1;
+    uint32_t rk[20];            /* random leaves: Philox round keys (k0, k1) of rounds 0..9 */
 } gs__cuda_leaf_t;
 
 typedef struct gs__cuda_fplan {

@@ -107,60 +107,66 @@ __device__ __forceinline__ double apply_binary(int op, double a, double b)
     }
 }
 
-/* ---- random leaves: chunkops/random.h, with Philox's 32x32->64 products spelled as
- * __umulhi / 32-bit multiplies. Integer arithmetic is exact, so the words are those of
- * gs_random_block(); the floating-point expressions below are random.h's, term for term. ---- */
+/* ---- random leaves: chunkops/random.h, arranged for the GPU. Each 32x32->64 product is one
+ * mul.wide.u32 (one IMAD.WIDE) and the round keys come precomputed in the kernel parameters
+ * (the plan fills rk[] from the seed), so a round is two multiplies and two 3-input XORs.
+ * Integer arithmetic is exact: the words are those of gs_random_block(); the floating-point
+ * expressions below are random.h's, term for term. ---- */
 
-__device__ __forceinline__ void philox_dev(uint64_t seed, uint64_t i, uint32_t (&c)[4])
+__device__ __forceinline__ void mul_wide(uint32_t a, uint32_t b, uint32_t &hi, uint32_t &lo)
 {
-    uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
+    uint64_t p;
+    asm("mul.wide.u32 %0, %1, %2;" : "=l"(p) : "r"(a), "r"(b));
+    lo = (uint32_t)p;
+    hi = (uint32_t)(p >> 32);
+}
+
+__device__ __forceinline__ void philox_dev(const gs__cuda_leaf_t &lf, uint64_t i, uint32_t (&c)[4])
+{
     c[0] = (uint32_t)i;
     c[1] = (uint32_t)(i >> 32);
     c[2] = 0u;
     c[3] = 0u;
 #pragma unroll
     for (int r = 0; r < 10; r++) {
-        const uint32_t hi0 = __umulhi(GS_PHILOX_M0, c[0]), lo0 = GS_PHILOX_M0 * c[0];
-        const uint32_t hi1 = __umulhi(GS_PHILOX_M1, c[2]), lo1 = GS_PHILOX_M1 * c[2];
-        const uint32_t n0 = hi1 ^ c[1] ^ k0;
-        const uint32_t n2 = hi0 ^ c[3] ^ k1;
+        uint32_t hi0, lo0, hi1, lo1;
+        mul_wide(GS_PHILOX_M0, c[0], hi0, lo0);
+        mul_wide(GS_PHILOX_M1, c[2], hi1, lo1);
+        const uint32_t n0 = hi1 ^ c[1] ^ lf.rk[2 * r];
+        const uint32_t n2 = hi0 ^ c[3] ^ lf.rk[2 * r + 1];
         c[0] = n0;
         c[1] = lo1;
         c[2] = n2;
         c[3] = lo0;
-        k0 += GS_PHILOX_W0;
-        k1 += GS_PHILOX_W1;
     }
 }
 
-__device__ __forceinline__ double random_normal_dev(uint64_t seed, uint64_t i, double mean,
-                                                    double std)
+__device__ __forceinline__ double random_normal_dev(const gs__cuda_leaf_t &lf, uint64_t i)
 {
     uint32_t r[4];
-    philox_dev(seed, i, r);
+    philox_dev(lf, i, r);
     const uint64_t a = (((uint64_t)r[1] << 32) | r[0]) >> 11;
     const uint64_t b = (((uint64_t)r[3] << 32) | r[2]) >> 11;
     const double u1 = (double)(a + 1) * GS_TWO_POW_M53;
     const double u2 = (double)b * GS_TWO_POW_M53;
     const double z = sqrt(-2.0 * log(u1)) * cos(GS_TWO_PI * u2);
-    return mean + std * z;
+    return lf.p0 + lf.p1 * z; /* mean + std * z */
 }
 
-__device__ __forceinline__ double random_uniform_dev(uint64_t seed, uint64_t i, double low,
-                                                     double high)
+__device__ __forceinline__ double random_uniform_dev(const gs__cuda_leaf_t &lf, uint64_t i)
 {
     uint32_t r[4];
-    philox_dev(seed, i, r);
+    philox_dev(lf, i, r);
     const uint64_t a = (((uint64_t)r[1] << 32) | r[0]) >> 11;
-    return low + (high - low) * ((double)a * GS_TWO_POW_M53);
+    return lf.p0 + (lf.p1 - lf.p0) * ((double)a * GS_TWO_POW_M53); /* low + (high-low) * u */
 }
 
 __device__ __forceinline__ double leaf_value(const gs__cuda_leaf_t &lf, int64_t off)
 {
     switch (lf.kind) {
     case GS_LEAF_CHUNK: return __ldg(lf.data + off);
-    case GS_LEAF_NORMAL: return random_normal_dev(lf.seed, (uint64_t)off, lf.p0, lf.p1);
-    case GS_LEAF_UNIFORM: return random_uniform_dev(lf.seed, (uint64_t)off, lf.p0, lf.p1);
+    case GS_LEAF_NORMAL: return random_normal_dev(lf, (uint64_t)off);
+    case GS_LEAF_UNIFORM: return random_uniform_dev(lf, (uint64_t)off);
     default: return (double)off; /* GS_LEAF_INDEX */
     }
 }

@@ -10,6 +10,7 @@
  */
 #include "chunkops/chunkops.h"
 #include "chunkops/cuda/cuda_internal.h"
+#include "chunkops/random.h"
 
 #include <string.h>
 
@@ -123,6 +124,15 @@ void gs__cuda_fplan_build(const gs__cuda_dev_t *dev, const gs__cuda_scratch_t *s
         p->leaves[t].seed = lf->seed;
         p->leaves[t].p0 = lf->p0;
         p->leaves[t].p1 = lf->p1;
+        if (lf->kind == GS_LEAF_NORMAL || lf->kind == GS_LEAF_UNIFORM) {
+            uint32_t k0 = (uint32_t)lf->seed, k1 = (uint32_t)(lf->seed >> 32);
+            for (int r = 0; r < 10; r++) {
+                p->leaves[t].rk[2 * r] = k0;
+                p->leaves[t].rk[2 * r + 1] = k1;
+                k0 += GS_PHILOX_W0;
+                k1 += GS_PHILOX_W1;
+            }
+        }
     }
     if (maxdepth <= 1 && nl <= 1) p->variant = GS__CUDA_VAR_CHAIN;
     else if (maxdepth <= 2 && nl <= 2) p->variant = GS__CUDA_VAR_PAIR;
