@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "chunkops/cuda/cuda_internal.h"
+#include "chunkops/random.h"
 
 static uint64_t rng_state;
 
@@ -494,4 +495,36 @@ Test(chunkops_cuda_plan, collapsed_copy_pieces_move_the_same_elements)
     }
     free(pa);
     free(pb);
+}
+
+/* The kernels run Philox from the plan's precomputed round keys: a host replica of that loop
+ * must give gs_random_block()'s words. */
+Test(chunkops_cuda_plan, precomputed_round_keys_reproduce_the_generator)
+{
+    gs__cuda_dev_t dev = fake_dev();
+    gs__cuda_scratch_t scr = fake_scratch();
+    gs_kfused_t k;
+    gs__cuda_fplan_t p;
+    rng_state = 11;
+    for (int it = 0; it < 200; it++) {
+        seed_spec(&k);
+        k.leaves[0].kind = it % 2 ? GS_LEAF_NORMAL : GS_LEAF_UNIFORM;
+        k.leaves[0].seed = rnd();
+        gs__cuda_fplan_build(&dev, &scr, &k, &p);
+        for (int j = 0; j < 50; j++) {
+            uint64_t i = rnd() >> (j % 40);
+            uint32_t c[4] = {(uint32_t)i, (uint32_t)(i >> 32), 0u, 0u};
+            for (int r = 0; r < 10; r++) {
+                uint64_t p0 = (uint64_t)GS_PHILOX_M0 * c[0], p1 = (uint64_t)GS_PHILOX_M1 * c[2];
+                uint32_t n0 = (uint32_t)(p1 >> 32) ^ c[1] ^ p.leaves[0].rk[2 * r];
+                uint32_t n2 = (uint32_t)(p0 >> 32) ^ c[3] ^ p.leaves[0].rk[2 * r + 1];
+                c[0] = n0;
+                c[1] = (uint32_t)p1;
+                c[2] = n2;
+                c[3] = (uint32_t)p0;
+            }
+            gs_philox4_t ref = gs_random_block(k.leaves[0].seed, i);
+            for (int w = 0; w < 4; w++) cr_assert_eq(c[w], ref.v[w], "seed %d index %d word %d", it, j, w);
+        }
+    }
 }
