@@ -1,0 +1,298 @@
+/* gs-local-cluster as a real process tree: readiness, clean stop, no orphans (checked in /proc),
+ * reaction to a dying gsched, argument errors, and the client's "local" address. This test
+ * process is a child subreaper, so any daemon orphaned by the launcher would be re-parented to
+ * it and show up as its child. */
+#include "../integration/cluster.h"
+
+#include "common/time.h"
+
+#include <gsched/gsched.h>
+
+#include <criterion/criterion.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static void setup(void)
+{
+    alarm(120);
+    cr_assert_eq(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
+}
+
+static void teardown(void)
+{
+    pid_t kids[64];
+    int n = tp_children(getpid(), kids, 64);
+    for (int i = 0; i < n; i++) kill(kids[i], SIGKILL);
+    tp_kill_all();
+    while (waitpid(-1, NULL, WNOHANG) > 0) {
+    }
+}
+
+typedef struct launched {
+    pid_t pid;
+    int out;
+    char address[96];
+    char seen[4096];
+    pid_t tree[64];
+    int ntree;
+} launched_t;
+
+/* Every descendant of @a root (breadth first, from /proc). */
+static int descendants(pid_t root, pid_t *out, int max)
+{
+    int n = 0, head = 0;
+    pid_t queue[128];
+    int nq = 0;
+    queue[nq++] = root;
+    while (head < nq) {
+        pid_t kids[64];
+        int k = tp_children(queue[head++], kids, 64);
+        for (int i = 0; i < k && n < max && nq < 128; i++) {
+            out[n++] = kids[i];
+            queue[nq++] = kids[i];
+        }
+    }
+    return n;
+}
+
+static void launch(launched_t *l, const char *const *extra)
+{
+    char bin[PATH_MAX];
+    const char *argv[24];
+    int ac = 0;
+    memset(l, 0, sizeof(*l));
+    argv[ac++] = tp_bin("gs-local-cluster", bin, sizeof(bin));
+    argv[ac++] = "--port";
+    argv[ac++] = "0";
+    for (int i = 0; extra != NULL && extra[i] != NULL; i++) argv[ac++] = extra[i];
+    argv[ac] = NULL;
+    l->pid = tp_spawn(argv, &l->out, NULL);
+    cr_assert_gt(l->pid, 0);
+    cr_assert(tp_read_line(l->out, "gs-local-cluster ready ", l->address, sizeof(l->address),
+                           l->seen, sizeof(l->seen), 30.0),
+              "no ready line; output so far:\n%s", l->seen);
+    l->ntree = descendants(l->pid, l->tree, 64);
+}
+
+static int count_lines(const char *s, const char *prefix)
+{
+    int n = 0;
+    for (const char *p = s; (p = strstr(p, prefix)) != NULL; p++) n++;
+    return n;
+}
+
+static void assert_tree_gone(const launched_t *l, double timeout_s)
+{
+    double deadline = gs_now_s() + timeout_s;
+    for (int i = 0; i < l->ntree; i++) {
+        while (tp_alive(l->tree[i]) && gs_now_s() < deadline) {
+            while (waitpid(-1, NULL, WNOHANG) > 0) {   /* reap re-parented orphans */
+            }
+            usleep(2000);
+        }
+        cr_assert(!tp_alive(l->tree[i]), "process %d of the cluster is still running",
+                  (int)l->tree[i]);
+    }
+    {
+        pid_t kids[8];
+        cr_assert_eq(tp_children(getpid(), kids, 8), 0, "an orphan was re-parented to the test");
+    }
+}
+
+Test(deploy_local_cluster, starts_n_cpu_workers_prints_ready_and_stops_cleanly, .init = setup,
+     .fini = teardown)
+{
+    const char *extra[] = {"--nworkers", "3", "--backend", "cpu", NULL};
+    launched_t l;
+    gs_client_params_t p;
+    gs_client_h c;
+    int st;
+    launch(&l, extra);
+    cr_assert_eq(count_lines(l.seen, "gs-local-cluster worker "), 3, "%s", l.seen);
+    cr_assert_eq(strncmp(l.address, "tcp://127.0.0.1:", 16), 0, "%s", l.address);
+    cr_assert_eq(l.ntree, 4, "expected gsched + 3 workers under the launcher, found %d", l.ntree);
+    memset(&p, 0, sizeof(p));
+    p.address = l.address;
+    cr_assert_eq(gs_client_connect(&p, &c), GS_OK, "%s", gs_last_error());
+    cr_assert_eq(gs_client_nworkers(c), 3);
+    gs_client_destroy(c);
+
+    cr_assert_eq(kill(l.pid, SIGTERM), 0);
+    cr_assert(tp_wait_exit(l.pid, &st, 15.0), "launcher did not exit after SIGTERM");
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "launcher status 0x%x", st);
+    assert_tree_gone(&l, 5.0);
+}
+
+Test(deploy_local_cluster, sigint_stops_everything_too, .init = setup, .fini = teardown)
+{
+    const char *extra[] = {"--nworkers", "1", "--backend", "cpu", NULL};
+    launched_t l;
+    int st;
+    launch(&l, extra);
+    cr_assert_eq(kill(l.pid, SIGINT), 0);
+    cr_assert(tp_wait_exit(l.pid, &st, 15.0));
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "launcher status 0x%x", st);
+    assert_tree_gone(&l, 5.0);
+}
+
+Test(deploy_local_cluster, dying_gsched_stops_the_rest_with_an_error, .init = setup,
+     .fini = teardown)
+{
+    const char *extra[] = {"--nworkers", "2", "--backend", "cpu", NULL};
+    launched_t l;
+    pid_t kids[8];
+    int n, st;
+    pid_t sched = 0;
+    char comm[64];
+    launch(&l, extra);
+    n = tp_children(l.pid, kids, 8);
+    for (int i = 0; i < n; i++) {
+        char path[64];
+        FILE *f;
+        snprintf(path, sizeof(path), "/proc/%d/comm", (int)kids[i]);
+        f = fopen(path, "r");
+        if (f != NULL && fgets(comm, sizeof(comm), f) != NULL && strncmp(comm, "gsched", 6) == 0)
+            sched = kids[i];
+        if (f != NULL) fclose(f);
+    }
+    cr_assert_gt(sched, 0, "gsched not found among the launcher's children");
+    cr_assert_eq(kill(sched, SIGKILL), 0);
+    cr_assert(tp_wait_exit(l.pid, &st, 15.0), "launcher did not notice gsched dying");
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) != 0, "launcher status 0x%x", st);
+    assert_tree_gone(&l, 5.0);
+}
+
+Test(deploy_local_cluster, dying_worker_stops_the_rest_with_an_error, .init = setup,
+     .fini = teardown)
+{
+    const char *extra[] = {"--nworkers", "2", "--backend", "cpu", NULL};
+    launched_t l;
+    int st;
+    pid_t victim = 0;
+    launch(&l, extra);
+    /* the worker lines carry the pids */
+    {
+        const char *p = strstr(l.seen, "gs-local-cluster worker ");
+        cr_assert_not_null(p);
+        cr_assert_eq(sscanf(p, "gs-local-cluster worker %*s pid %d", &victim), 1);
+    }
+    cr_assert_eq(kill(victim, SIGKILL), 0);
+    cr_assert(tp_wait_exit(l.pid, &st, 15.0), "launcher did not notice the worker dying");
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 1, "launcher status 0x%x", st);
+    assert_tree_gone(&l, 5.0);
+}
+
+Test(deploy_local_cluster, sigkill_of_the_launcher_leaves_no_orphans, .init = setup,
+     .fini = teardown)
+{
+    const char *extra[] = {"--nworkers", "2", "--backend", "cpu", NULL};
+    launched_t l;
+    launch(&l, extra);
+    cr_assert_eq(l.ntree, 3);
+    cr_assert_eq(kill(l.pid, SIGKILL), 0);
+    cr_assert(tp_wait_exit(l.pid, NULL, 5.0));
+    assert_tree_gone(&l, 5.0);   /* PR_SET_PDEATHSIG */
+}
+
+Test(deploy_local_cluster, stdin_eof_stops_the_cluster_with_watch_stdin, .init = setup,
+     .fini = teardown)
+{
+    /* the client's "local" mode relies on this: the launcher's stdin is a pipe from the client */
+    char bin[PATH_MAX];
+    int in[2], out[2], st;
+    pid_t pid;
+    launched_t l;
+    memset(&l, 0, sizeof(l));
+    cr_assert_eq(pipe(in), 0);
+    cr_assert_eq(pipe(out), 0);
+    tp_bin("gs-local-cluster", bin, sizeof(bin));
+    pid = fork();
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        dup2(in[0], 0);
+        dup2(out[1], 1);
+        close(in[1]);
+        close(out[0]);
+        execl(bin, bin, "--port", "0", "--nworkers", "1", "--backend", "cpu", "--watch-stdin",
+              (char *)NULL);
+        _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    l.pid = pid;
+    cr_assert(tp_read_line(out[0], "gs-local-cluster ready ", l.address, sizeof(l.address),
+                           NULL, 0, 30.0));
+    l.ntree = descendants(pid, l.tree, 64);
+    cr_assert_eq(l.ntree, 2);
+    close(in[1]);   /* EOF */
+    cr_assert(tp_wait_exit(pid, &st, 15.0) || waitpid(pid, &st, 0) == pid);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "launcher status 0x%x", st);
+    assert_tree_gone(&l, 5.0);
+    close(out[0]);
+}
+
+static void expect_usage_error(const char *const *args, const char *needle)
+{
+    char bin[PATH_MAX], buf[4096];
+    const char *argv[16];
+    int ac = 0, out, st;
+    pid_t pid;
+    argv[ac++] = tp_bin("gs-local-cluster", bin, sizeof(bin));
+    for (int i = 0; args[i] != NULL; i++) argv[ac++] = args[i];
+    argv[ac] = NULL;
+    pid = tp_spawn_capture(argv, &out, NULL);
+    tp_read_all(out, buf, sizeof(buf), 10.0);
+    close(out);
+    cr_assert(tp_wait_exit(pid, &st, 10.0));
+    cr_assert(WIFEXITED(st), "killed by a signal: 0x%x", st);
+    cr_assert_eq(WEXITSTATUS(st), 2, "exit status %d; output: %s", WEXITSTATUS(st), buf);
+    cr_assert(strstr(buf, needle) != NULL, "output does not mention '%s': %s", needle, buf);
+}
+
+Test(deploy_local_cluster, bad_arguments_exit_2_with_a_message, .init = setup, .fini = teardown)
+{
+    expect_usage_error((const char *[]){"--nworkers", "0", NULL}, "--nworkers");
+    expect_usage_error((const char *[]){"--nworkers", "two", NULL}, "--nworkers");
+    expect_usage_error((const char *[]){"--backend", "tpu", NULL}, "tpu");
+    expect_usage_error((const char *[]){"--port", "70000", NULL}, "--port");
+    expect_usage_error((const char *[]){"--frobnicate", NULL}, "--frobnicate");
+    expect_usage_error((const char *[]){"--port", NULL}, "--port");
+    expect_usage_error((const char *[]){"--log-level", "loud", NULL}, "loud");
+}
+
+Test(deploy_local_cluster, client_local_address_starts_and_stops_a_private_cluster, .init = setup,
+     .fini = teardown)
+{
+    gs_client_params_t p;
+    gs_client_h c;
+    gs_array_h a, s;
+    int64_t shape[2] = {100, 100}, chunks[2] = {30, 30};
+    double v = 0;
+    pid_t kids[8];
+    launched_t l;
+    memset(&p, 0, sizeof(p));
+    memset(&l, 0, sizeof(l));
+    p.address = "local";
+    p.field_mask = GS_CLIENT_FIELD_LOCAL_NWORKERS | GS_CLIENT_FIELD_LOCAL_BACKEND;
+    p.local_nworkers = 2;
+    p.local_backend = "cpu";
+    cr_assert_eq(gs_client_connect(&p, &c), GS_OK, "%s", gs_last_error());
+    cr_assert_eq(gs_client_nworkers(c), 2);
+    cr_assert_eq(tp_children(getpid(), kids, 8), 1, "one launcher expected");
+    l.ntree = descendants(getpid(), l.tree, 64);
+    cr_assert_eq(l.ntree, 4, "launcher + gsched + 2 workers, found %d", l.ntree);
+    cr_assert_eq(gs_array_full(0.5, 2, shape, chunks, &a), GS_OK);
+    cr_assert_eq(gs_array_reduce(GS_RED_SUM, a, NULL, &s), GS_OK);
+    cr_assert_eq(gs_client_compute_scalar(c, s, &v), GS_OK, "%s", gs_last_error());
+    cr_assert_eq(v, 5000.0);
+    gs_array_release(s);
+    gs_array_release(a);
+    gs_client_destroy(c);
+    assert_tree_gone(&l, 10.0);
+}
