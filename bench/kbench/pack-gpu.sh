@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Build the CUDA backend's test and benchmark here and pack them, with the shared libraries
+# they need beyond glibc and the CUDA driver, into one folder that can be carried to a GPU host
+# (whose image may lack libuv/UCX/Criterion development packages). There:
+#     bash <folder>/run.sh          # GPU tests, gs-kbench, SASS statistics of the seed kernel
+# Usage (repository root): bash bench/kbench/pack-gpu.sh [build-dir] [out-dir]
+#   defaults: build-cuda, .gpu   (add the out-dir to .git/info/exclude before carrying it)
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+build=${1:-build-cuda}
+out=${2:-.gpu}
+
+if [ ! -f "$build/CMakeCache.txt" ]; then
+  cmake -S . -B "$build" -G Ninja -DGS_WITH_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 >/dev/null
+fi
+cmake --build "$build" -j2 --target test_chunkops_cuda gs-kbench
+
+rm -rf "$out"
+mkdir -p "$out/lib"
+cp "$build/tests/test_chunkops_cuda" "$build/bin/gs-kbench" "$out/"
+# every shared library outside glibc / the compiler runtime / the CUDA driver
+for bin in "$out/test_chunkops_cuda" "$out/gs-kbench"; do
+  ldd "$bin" | awk '/=> \// {print $3}' | while read -r lib; do
+    case "$(basename "$lib")" in
+      libc.so*|libm.so*|libdl.so*|libpthread.so*|librt.so*|libresolv.so*|ld-linux*|\
+      libstdc++.so*|libgcc_s.so*|libcuda.so*) ;;
+      *) cp -L "$lib" "$out/lib/" ;;
+    esac
+  done
+done
+
+# register/spill report of the kernels, from this build's flags
+nvcc=${CUDACXX:-/usr/local/cuda/bin/nvcc}
+"$nvcc" -std=c++17 -O3 -arch=sm_90 --fmad=false -Xptxas -v -I. -Igraph/include -Icommon/include \
+  -c chunkops/cuda/fused.cu -o /dev/null 2>"$out/ptxas.txt" || true
+
+cat >"$out/run.sh" <<'EOF'
+#!/usr/bin/env bash
+# Runs on the GPU host from the packed folder. Writes logs under $OUT when it is set.
+cd "$(dirname "$0")"
+export LD_LIBRARY_PATH="$PWD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+logs=${OUT:-.}
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv || true
+echo "=== test_chunkops_cuda"
+./test_chunkops_cuda --verbose=1 -j1 >"$logs/test_cuda.log" 2>&1
+rc=$?
+grep -E "^\[(FAIL|SKIP|----)\]|Synthesis" "$logs/test_cuda.log" | head -n 60
+echo "test_chunkops_cuda exit $rc"
+echo "=== gs-kbench"
+./gs-kbench --reps 30 | tee "$logs/kbench.jsonl"
+echo "=== SASS of the seed kernel (k_full<1,1,SUM>)"
+if command -v cuobjdump >/dev/null; then
+  cuobjdump --dump-sass gs-kbench >"$logs/kbench.sass" 2>/dev/null
+  python3 - "$logs/kbench.sass" <<'PY'
+import re, sys, collections
+text = open(sys.argv[1]).read()
+blocks = re.split(r"\n\s*Function : ", text)
+for b in blocks:
+    name = b.split("\n", 1)[0]
+    if "k_fullILi1ELi1ELi0E" not in name:
+        continue
+    ops = re.findall(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]+)", b)
+    c = collections.Counter(o.split(".")[0] for o in ops)
+    print(name.strip(), "instructions:", len(ops))
+    print(" ".join(f"{k}:{v}" for k, v in c.most_common(30)))
+PY
+fi
+exit $rc
+EOF
+chmod +x "$out/run.sh"
+du -sh "$out"
+echo "packed into $out: carry it and run 'bash $out/run.sh' on the GPU host"
