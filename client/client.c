@@ -83,6 +83,7 @@ struct gs_future {
     int accepted;
     int user_dropped;           /* gs_future_destroy ran before GRAPH_ACCEPTED */
     int cancel_requested;
+    uint64_t progress_reported; /* last `done` given to progress_cb */
     /* c->mu */
     uint64_t graph_id;
     int done;
@@ -747,31 +748,38 @@ static void gs__on_progress(gs_client_h c, const gs_msg_progress_t *p)
     gs_future_h f;
     if (c->progress_cb == NULL || !gs_u64map_get(&c->graphs, p->graph_id, &v)) return;
     f = (gs_future_h)(uintptr_t)v;
+    f->progress_reported = p->done;
     c->progress_cb(f, p->done, p->total, c->progress_arg);
 }
 
 static void gs__on_graph_done(gs_client_h c, const gs_msg_graph_done_t *d)
 {
-    uint64_t v;
+    uint64_t v, ntasks;
     gs_future_h f;
-    gs_status_t st = (gs_status_t)d->status;
+    gs_status_t st = d->status > 0 ? GS_ERR_PROTO : (gs_status_t)d->status;
     if (!gs_u64map_get(&c->graphs, d->graph_id, &v)) {
         GS_LOG_DEBUG("done for unknown graph %llu ignored", (unsigned long long)d->graph_id);
         return;
     }
     gs_u64map_del(&c->graphs, d->graph_id);
     f = (gs_future_h)(uintptr_t)v;
-    if (d->status > 0) st = GS_ERR_PROTO;
+    uv_mutex_lock(&c->mu);
+    ntasks = d->ntasks > 0 ? d->ntasks : f->ntasks;
+    int already = f->done;
+    uv_mutex_unlock(&c->mu);
+    /* a final progress report before anyone waiting sees the result, unless the scheduler's
+     * last PROGRESS was already it */
+    if (c->progress_cb != NULL && st == GS_OK && !already && f->progress_reported != ntasks)
+        c->progress_cb(f, ntasks, ntasks, c->progress_arg);
     uv_mutex_lock(&c->mu);
     if (!f->done) {
         f->run_ns_total = d->run_ns_total;
         f->sched_wall_ns = d->wall_ns;
-        if (d->ntasks > 0) f->ntasks = d->ntasks;
+        f->ntasks = ntasks;
     }
     gs__future_complete_locked(f, st, (const char *)d->message.data, d->message.len);
     uv_cond_broadcast(&c->cond);
     uv_mutex_unlock(&c->mu);
-    if (c->progress_cb != NULL && st == GS_OK) c->progress_cb(f, f->ntasks, f->ntasks, c->progress_arg);
     gs__future_unref(f);
 }
 
@@ -1480,7 +1488,9 @@ static gs_status_t gs__future_mark_persisted(gs_future_h f)
     uint64_t gid;
 
     uv_mutex_lock(&c->mu);
-    if (f->keep_array == NULL || !f->done || f->status != GS_OK || f->persist_marked) {
+    /* a closed or lost client's chunks are gone: nothing to record */
+    if (f->keep_array == NULL || !f->done || f->status != GS_OK || f->persist_marked ||
+        c->state != GS__READY || c->stopping) {
         uv_mutex_unlock(&c->mu);
         return GS_OK;
     }
