@@ -119,7 +119,7 @@ int gs_gpu_discover(gs_gpu_t *gpus)
             memcpy(tok, p, len);
             tok[len] = '\0';
             while (len > 0 && isspace((unsigned char)tok[len - 1])) tok[--len] = '\0';
-            if (isdigit((unsigned char)tok[0])) {
+            if (isdigit((unsigned char)tok[0]) || tok[0] == '-' || tok[0] == '+') {
                 char *end;
                 long v = strtol(tok, &end, 10);
                 if (*end != '\0' || v < 0) break;
