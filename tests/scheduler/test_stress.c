@@ -383,7 +383,7 @@ static void sim_run(uint64_t seed)
     free(s);
 }
 
-Test(scheduler_stress, random_graphs_survive_killed_and_stalled_workers, .timeout = 120)
+Test(scheduler_stress, random_graphs_survive_killed_and_stalled_workers)
 {
     for (uint64_t seed = 1; seed <= 12; seed++) sim_run(seed * 7919);
 }
