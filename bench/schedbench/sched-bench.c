@@ -6,10 +6,12 @@
  * and the real codec, so the figure is the end-to-end per-task cost of the runtime (scheduler
  * + protocol + a worker's bookkeeping), the upper bound on tasks/s the scheduler allows.
  *
- *   gs-sched-bench [--tasks N] [--workers W] [--nthreads T] [--fanin K] [--repeat R]
+ *   gs-sched-bench [--tasks N] [--workers W] [--nthreads T] [--fanin K] [--repeat R] [--done-batch B]
  *
  * --fanin 0: N independent tasks, all outputs (kept until the graph is released).
  * --fanin K: N leaves reduced by a K-ary tree to one output (intermediates released).
+ * --done-batch B: workers report completions in TASK_DONE messages of at most B tasks
+ *   (default: one message per TASK_ASSIGN), to model workers that flush completions often.
  * Prints one JSON line per repeat: bench, tasks (incl. tree), workers, fanin, seconds,
  * tasks_per_s, submit_s (client encode + send), sched_cpu_s (scheduler thread CPU time),
  * sched_us_per_task.
@@ -92,6 +94,7 @@ typedef struct fake_worker {
     uint64_t *gids, *nbytes, *run_ns, *fetch_ns;
     int32_t *status;
     uint64_t ndone;
+    uint64_t done_batch;   /* completions per TASK_DONE message (0 = the whole assignment) */
 } fake_worker_t;
 
 static void fw_on_msg(gs_conn_t *conn, gs_msg_t *msg, void *arg)
@@ -116,17 +119,21 @@ static void fw_on_msg(gs_conn_t *conn, gs_msg_t *msg, void *arg)
             }
             w->cap = n;
         }
+        uint64_t step = w->done_batch ? w->done_batch : a->ntasks;
         for (uint64_t i = 0; i < a->ntasks; i++) w->gids[i] = a->graph_id;
-        memset(&d, 0, sizeof d);
-        d.type = GS_MSG_TASK_DONE;
-        d.u.task_done.n = a->ntasks;
-        d.u.task_done.graph_id = w->gids;
-        d.u.task_done.task_id = a->task_id;
-        d.u.task_done.status = w->status;
-        d.u.task_done.nbytes = w->nbytes;
-        d.u.task_done.run_ns = w->run_ns;
-        d.u.task_done.fetch_ns = w->fetch_ns;
-        gs_conn_send(conn, &d);
+        for (uint64_t off = 0; off < a->ntasks; off += step) {
+            uint64_t n = a->ntasks - off < step ? a->ntasks - off : step;
+            memset(&d, 0, sizeof d);
+            d.type = GS_MSG_TASK_DONE;
+            d.u.task_done.n = n;
+            d.u.task_done.graph_id = w->gids;
+            d.u.task_done.task_id = a->task_id + off;
+            d.u.task_done.status = w->status;
+            d.u.task_done.nbytes = w->nbytes;
+            d.u.task_done.run_ns = w->run_ns;
+            d.u.task_done.fetch_ns = w->fetch_ns;
+            gs_conn_send(conn, &d);
+        }
         w->ndone += a->ntasks;
     } else if (msg->type == GS_MSG_SHUTDOWN) {
         gs_conn_close(conn, GS_OK);
@@ -284,7 +291,7 @@ static int parse_u64(const char *s, uint64_t *v)
 
 int main(int argc, char **argv)
 {
-    uint64_t ntasks = 1000000, nworkers = 2, nthreads = 4, fanin = 0, repeat = 3;
+    uint64_t ntasks = 1000000, nworkers = 2, nthreads = 4, fanin = 0, repeat = 3, done_batch = 0;
     sched_thread_t st;
     fake_worker_t *ws;
     client_t c;
@@ -298,8 +305,10 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "--nthreads") == 0) dst = &nthreads;
         else if (strcmp(argv[i], "--fanin") == 0) dst = &fanin;
         else if (strcmp(argv[i], "--repeat") == 0) dst = &repeat;
+        else if (strcmp(argv[i], "--done-batch") == 0) dst = &done_batch;
         else if (strcmp(argv[i], "--help") == 0) {
-            printf("usage: gs-sched-bench [--tasks N] [--workers W] [--nthreads T] [--fanin K] [--repeat R]\n");
+            printf("usage: gs-sched-bench [--tasks N] [--workers W] [--nthreads T] [--fanin K] [--repeat R] "
+                   "[--done-batch B]\n");
             return 0;
         }
         if (dst == NULL || i + 1 >= argc || !parse_u64(argv[i + 1], dst)) {
@@ -329,6 +338,7 @@ int main(int argc, char **argv)
         ws[i].port = st.port;
         ws[i].nthreads = (uint32_t)nthreads;
         ws[i].index = (int)i;
+        ws[i].done_batch = done_batch;
         pthread_create(&ws[i].tid, NULL, fw_main, &ws[i]);
     }
 
