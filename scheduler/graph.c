@@ -926,6 +926,16 @@ static int gs__has_room(const gs__worker_t *w)
     return w->outstanding < w->cap;
 }
 
+/* Room for load-balanced placement: a worker is refilled once it has `refill` free slots, and
+ * then up to its bound within the same placement pass. */
+static int gs__has_refill_room(gs_sched_t *s, gs__worker_t *w)
+{
+    if (w->fill_tick == s->tick) return w->outstanding < w->cap;
+    if (w->outstanding + w->refill > w->cap) return 0;
+    w->fill_tick = s->tick;
+    return 1;
+}
+
 /* Pick a worker for ready task t: the one holding most input bytes if it has room, else the
  * least loaded (relative to its queue bound) with room. NULL if no worker has room. */
 static gs__worker_t *gs__choose(gs_sched_t *s, gs__graph_t *g, uint32_t t)
@@ -967,7 +977,7 @@ static gs__worker_t *gs__choose(gs_sched_t *s, gs__graph_t *g, uint32_t t)
     }
     for (uint32_t i = 0; i < s->nworkers; i++) {
         gs__worker_t *w = s->live[i];
-        if (!gs__has_room(w)) continue;
+        if (!gs__has_refill_room(s, w)) continue;
         /* w->outstanding / w->cap < best->outstanding / best->cap */
         if (best == NULL || (uint64_t)w->outstanding * best->cap < (uint64_t)best->outstanding * w->cap) {
             best = w;
@@ -1152,6 +1162,7 @@ void gs__sched_tick(gs_sched_t *s)
         }
         return;
     }
+    s->tick++;
     /* visit each active graph once, starting after the last one served */
     n = 0;
     for (g = s->active; g != NULL; g = g->anext) {

@@ -68,6 +68,9 @@ void gs__sched_worker_capacity(gs__worker_t *w)
     double depth = GS__QUEUE_TARGET_NS * (double)w->nthreads / per;
     uint32_t d = depth < GS__MIN_DEPTH ? GS__MIN_DEPTH : depth > GS__MAX_DEPTH ? GS__MAX_DEPTH : (uint32_t)depth;
     w->cap = 2 * w->nthreads + d;
+    /* refill in batches of at least an eighth of the queue: fewer, larger TASK_ASSIGN (and
+     * TASK_DONE) messages when tasks are tiny; 1 for short queues */
+    w->refill = w->cap / 8 > 1 ? w->cap / 8 : 1;
 }
 
 static void gs__worker_free(gs__worker_t *w)

@@ -25,7 +25,9 @@
  *    its input bytes if that worker has queue room, else to the least loaded worker with room.
  *    Each worker's queue is bounded by 2 x nthreads + a pipeline depth that adapts to the
  *    reported kernel times (about 2 ms of queued work, at least 4 and at most 4096 tasks), so
- *    freed or new workers get work promptly. A layer is sent to a worker once per graph.
+ *    freed or new workers get work promptly. Load-balanced placement refills a worker once an
+ *    eighth of its queue is free (then up to the bound), so tiny tasks travel in large batches.
+ *    A layer is sent to a worker once per graph.
  *  - TASK_DONE batches complete tasks, wake dependents and RELEASE intermediates as soon as no
  *    pending task needs them (batched per worker); PROGRESS goes to the client at most every
  *    100 ms and at completion; GRAPH_DONE(status, ntasks, run_ns_total, wall_ns) when every

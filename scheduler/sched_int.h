@@ -141,6 +141,8 @@ struct gs__worker {
     uint64_t mem_used;
     uint32_t outstanding;        /* tasks sent, not reported */
     uint32_t cap;                /* queue bound */
+    uint32_t refill;             /* least-loaded placement waits until this much room (batching) */
+    uint64_t fill_tick;          /* tick in which the worker is being filled up to cap */
     double ns_per_task;          /* EWMA of reported kernel time per task */
     int touched;                 /* has a pending TASK_ASSIGN batch */
 
@@ -242,6 +244,7 @@ struct gs_sched {
     GS_VEC(gs_str_t) names;
 
     int warned_no_workers;
+    uint64_t tick;               /* placement passes so far */
     gs_sched_stats_t st;
 };
 
