@@ -1,6 +1,7 @@
 #include "cluster.h"
 
 #include "common/time.h"
+#include "deploy/gpuinfo.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -246,12 +247,36 @@ gs_client_h tc_connect(const tcluster_t *c, unsigned lower_flags)
     return client;
 }
 
+/* Workers run the CPU backend unless $GS_TEST_BACKEND=cuda: then worker k uses GPU
+ * k % (visible GPUs), with a small device arena so that several share one GPU. */
 pid_t tc_add_worker(tcluster_t *c, const char *name)
 {
-    char bin[PATH_MAX];
-    const char *argv[] = {tp_bin("gworker", bin, sizeof(bin)), c->address, "--backend", "cpu",
-                          "--nthreads", "1", "--name", name, NULL};
+    char bin[PATH_MAX], dev[16];
+    const char *backend = getenv("GS_TEST_BACKEND");
+    const char *argv[16];
+    int ac = 0;
     pid_t pid;
+    argv[ac++] = tp_bin("gworker", bin, sizeof(bin));
+    argv[ac++] = c->address;
+    argv[ac++] = "--name";
+    argv[ac++] = name;
+    if (backend != NULL && strcmp(backend, "cuda") == 0) {
+        gs_gpu_t gpus[GS_GPU_MAX];
+        int n = gs_gpu_discover(gpus);
+        snprintf(dev, sizeof(dev), "%d", n > 0 ? c->nworkers % n : 0);
+        argv[ac++] = "--backend";
+        argv[ac++] = "cuda";
+        argv[ac++] = "--device";
+        argv[ac++] = dev;
+        argv[ac++] = "--device-memory-limit";
+        argv[ac++] = "2GiB";
+    } else {
+        argv[ac++] = "--backend";
+        argv[ac++] = "cpu";
+        argv[ac++] = "--nthreads";
+        argv[ac++] = "1";
+    }
+    argv[ac] = NULL;
     if (c->nworkers >= TC_MAX_WORKERS) return -1;
     pid = tp_spawn(argv, NULL, c->token);
     if (pid > 0) c->workers[c->nworkers++] = pid;
