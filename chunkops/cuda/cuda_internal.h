@@ -103,12 +103,17 @@ enum {
     GS__CUDA_NACC = 4
 };
 
-/* Program variants (template instances): stack depth and leaf count they support. */
+/* Program variants (template instances): stack depth and leaf count they support, and how
+ * many elements a thread evaluates per step (several independent loads in flight for the
+ * memory-bound plans; random leaves keep one, their registers go to the generator). */
+#define GS__CUDA_MEM_UNROLL 4
 enum {
     GS__CUDA_VAR_CHAIN = 0,     /* depth 1, at most 1 leaf: leaf (or const) then unary ops */
     GS__CUDA_VAR_PAIR = 1,      /* depth <= 2, at most 2 leaves */
     GS__CUDA_VAR_GENERIC = 2,   /* depth <= GS_KERNEL_MAX_STACK, <= GS_KERNEL_MAX_LEAVES */
-    GS__CUDA_NVARIANTS = 3
+    GS__CUDA_VAR_CHAIN_MEM = 3, /* CHAIN without random leaves, GS__CUDA_MEM_UNROLL per step */
+    GS__CUDA_VAR_PAIR_MEM = 4,  /* PAIR without random leaves, GS__CUDA_MEM_UNROLL per step */
+    GS__CUDA_NVARIANTS = 5
 };
 
 #define GS__CUDA_FUSED_KERNELS (GS__CUDA_NVARIANTS * GS__CUDA_NMODES * GS__CUDA_NACC)

@@ -61,7 +61,73 @@ __device__ __noinline__ double op_pow(double a, double b)
     return pow(a, b);
 }
 
-__device__ __forceinline__ double apply_unary(int op, double x, double imm)
+/* Unary and binary ops over U values: the switch is outside, the loops over u inside. */
+#define GS__UN(expr)                                                                           \
+    _Pragma("unroll") for (int u = 0; u < U; u++)                                              \
+    {                                                                                          \
+        const double x = s0[u];                                                                \
+        s0[u] = (expr);                                                                        \
+    }                                                                                          \
+    break
+#define GS__BIN(expr)                                                                          \
+    _Pragma("unroll") for (int u = 0; u < U; u++)                                              \
+    {                                                                                          \
+        const double x = s1[u], y = s0[u];                                                     \
+        s0[u] = (expr);                                                                        \
+    }                                                                                          \
+    break
+
+template <int U>
+__device__ __forceinline__ void apply_unary(int op, double (&s0)[U], double imm)
+{
+    switch (op) {
+    case GS_OP_NEG: GS__UN(-x);
+    case GS_OP_ABS: GS__UN(fabs(x));
+    case GS_OP_EXP: GS__UN(op_exp(x));
+    case GS_OP_LOG: GS__UN(op_log(x));
+    case GS_OP_SQRT: GS__UN(sqrt(x));
+    case GS_OP_ADD_IMM: GS__UN(x + imm);
+    case GS_OP_SUB_IMM: GS__UN(x - imm);
+    case GS_OP_MUL_IMM: GS__UN(x * imm);
+    case GS_OP_DIV_IMM: GS__UN(x / imm);
+    case GS_OP_POW_IMM: GS__UN(op_pow(x, imm));
+    case GS_OP_RSUB_IMM: GS__UN(imm - x);
+    case GS_OP_RDIV_IMM: GS__UN(imm / x);
+    case GS_OP_RPOW_IMM: GS__UN(op_pow(imm, x));
+    case GS_OP_LT_IMM: GS__UN(x < imm ? 1.0 : 0.0);
+    case GS_OP_LE_IMM: GS__UN(x <= imm ? 1.0 : 0.0);
+    case GS_OP_GT_IMM: GS__UN(x > imm ? 1.0 : 0.0);
+    case GS_OP_GE_IMM: GS__UN(x >= imm ? 1.0 : 0.0);
+    case GS_OP_EQ_IMM: GS__UN(x == imm ? 1.0 : 0.0);
+    case GS_OP_NE_IMM: GS__UN(x != imm ? 1.0 : 0.0);
+    case GS_OP_MIN_IMM: GS__UN(op_minimum(x, imm));
+    default: GS__UN(op_maximum(x, imm)); /* GS_OP_MAX_IMM */
+    }
+}
+
+/* s0 <- s1 OP s0 */
+template <int U>
+__device__ __forceinline__ void apply_binary(int op, const double (&s1)[U], double (&s0)[U])
+{
+    switch (op) {
+    case GS_OP_ADD: GS__BIN(x + y);
+    case GS_OP_SUB: GS__BIN(x - y);
+    case GS_OP_MUL: GS__BIN(x * y);
+    case GS_OP_DIV: GS__BIN(x / y);
+    case GS_OP_POW: GS__BIN(op_pow(x, y));
+    case GS_OP_LT: GS__BIN(x < y ? 1.0 : 0.0);
+    case GS_OP_LE: GS__BIN(x <= y ? 1.0 : 0.0);
+    case GS_OP_GT: GS__BIN(x > y ? 1.0 : 0.0);
+    case GS_OP_GE: GS__BIN(x >= y ? 1.0 : 0.0);
+    case GS_OP_EQ: GS__BIN(x == y ? 1.0 : 0.0);
+    case GS_OP_NE: GS__BIN(x != y ? 1.0 : 0.0);
+    case GS_OP_MIN: GS__BIN(op_minimum(x, y));
+    default: GS__BIN(op_maximum(x, y)); /* GS_OP_MAX */
+    }
+}
+
+/* Scalar forms for eval1() (same operations; see eval1 for why they are separate). */
+__device__ __forceinline__ double apply_unary1(int op, double x, double imm)
 {
     switch (op) {
     case GS_OP_NEG: return -x;
@@ -88,7 +154,7 @@ __device__ __forceinline__ double apply_unary(int op, double x, double imm)
     }
 }
 
-__device__ __forceinline__ double apply_binary(int op, double a, double b)
+__device__ __forceinline__ double apply_binary1(int op, double a, double b)
 {
     switch (op) {
     case GS_OP_ADD: return a + b;
@@ -161,6 +227,38 @@ __device__ __forceinline__ double random_uniform_dev(const gs__cuda_leaf_t &lf, 
     return lf.p0 + (lf.p1 - lf.p0) * ((double)a * GS_TWO_POW_M53); /* low + (high-low) * u */
 }
 
+/* Values of leaf lf at U offsets. RANDOM: random kinds possible (only U == 1 plans carry them).
+ * Elements with ok[u] false are not read (their offsets may be out of bounds). */
+template <int U, bool RANDOM>
+__device__ __forceinline__ void leaf_values(const gs__cuda_leaf_t &lf, const int64_t (&o)[U],
+                                            const bool (&ok)[U], double (&v)[U])
+{
+    switch (lf.kind) {
+    case GS_LEAF_CHUNK:
+#pragma unroll
+        for (int u = 0; u < U; u++) v[u] = ok[u] ? __ldg(lf.data + o[u]) : 0.0;
+        break;
+    case GS_LEAF_NORMAL:
+        if constexpr (RANDOM) {
+#pragma unroll
+            for (int u = 0; u < U; u++) v[u] = random_normal_dev(lf, (uint64_t)o[u]);
+            break;
+        }
+    case GS_LEAF_UNIFORM:
+        if constexpr (RANDOM) {
+#pragma unroll
+            for (int u = 0; u < U; u++) v[u] = random_uniform_dev(lf, (uint64_t)o[u]);
+            break;
+        }
+    default: /* GS_LEAF_INDEX */
+#pragma unroll
+        for (int u = 0; u < U; u++) v[u] = (double)o[u];
+        break;
+    }
+}
+
+/* One element (the random-capable variants): the scalar form of eval() below. Kept separate
+ * because ptxas allocates fewer registers to it than to the U-wide form at U = 1. */
 __device__ __forceinline__ double leaf_value(const gs__cuda_leaf_t &lf, int64_t off)
 {
     switch (lf.kind) {
@@ -171,13 +269,12 @@ __device__ __forceinline__ double leaf_value(const gs__cuda_leaf_t &lf, int64_t 
     }
 }
 
-/* Evaluate the program at leaf offsets off[0..NL). D: stack registers. */
 template <int D, int NL>
-__device__ __forceinline__ double eval(const Plan &p, const int64_t (&off)[NL])
+__device__ __forceinline__ double eval1(const Plan &p, const int64_t (&off)[NL])
 {
-    double s[D];
+    double s[D][1];
 #pragma unroll
-    for (int k = 0; k < D; k++) s[k] = 0.0;
+    for (int k = 0; k < D; k++) s[k][0] = 0.0;
     const int n = p.nprog;
     for (int i = 0; i < n; i++) {
         const int op = p.prog[i].op;
@@ -197,19 +294,78 @@ __device__ __forceinline__ double eval(const Plan &p, const int64_t (&off)[NL])
                 }
             }
 #pragma unroll
-            for (int k = D - 1; k > 0; k--) s[k] = s[k - 1];
-            s[0] = v;
+            for (int k = D - 1; k > 0; k--) s[k][0] = s[k - 1][0];
+            s[0][0] = v;
         } else if (op >= GS_OP_ADD && op <= GS_OP_MAX) {
             if constexpr (D >= 2) {
-                s[0] = apply_binary(op, s[1], s[0]);
+                s[0][0] = apply_binary1(op, s[1][0], s[0][0]);
 #pragma unroll
-                for (int k = 1; k < D - 1; k++) s[k] = s[k + 1];
+                for (int k = 1; k < D - 1; k++) s[k][0] = s[k + 1][0];
             }
         } else {
-            s[0] = apply_unary(op, s[0], imm);
+            s[0][0] = apply_unary1(op, s[0][0], imm);
         }
     }
-    return s[0];
+    return s[0][0];
+}
+
+/* Evaluate the program on U elements at leaf offsets off[u][0..NL). The value stack lives in
+ * registers: s[0] is the top, pushes and pops shift the D levels (indices are compile-time). */
+template <int D, int NL, int U>
+__device__ __forceinline__ void eval(const Plan &p, const int64_t (&off)[U][NL],
+                                     const bool (&ok)[U], double (&res)[U])
+{
+    if constexpr (U == 1) {
+        res[0] = eval1<D, NL>(p, off[0]);
+        return;
+    }
+    constexpr bool RANDOM = U == 1;
+    double s[D][U];
+#pragma unroll
+    for (int k = 0; k < D; k++)
+#pragma unroll
+        for (int u = 0; u < U; u++) s[k][u] = 0.0;
+    const int n = p.nprog;
+    for (int i = 0; i < n; i++) {
+        const int op = p.prog[i].op;
+        const double imm = p.prog[i].imm;
+        if (op == GS_OP_LEAF || op == GS_OP_CONST) {
+            double v[U];
+            if (op == GS_OP_LEAF) {
+                const int a = NL == 1 ? 0 : p.prog[i].arg;
+                int64_t o[U];
+#pragma unroll
+                for (int u = 0; u < U; u++) {
+                    o[u] = off[u][0];
+#pragma unroll
+                    for (int k = 1; k < NL; k++)
+                        if (a == k) o[u] = off[u][k];
+                }
+                leaf_values<U, RANDOM>(p.leaves[a], o, ok, v);
+            } else {
+#pragma unroll
+                for (int u = 0; u < U; u++) v[u] = imm;
+            }
+#pragma unroll
+            for (int k = D - 1; k > 0; k--)
+#pragma unroll
+                for (int u = 0; u < U; u++) s[k][u] = s[k - 1][u];
+#pragma unroll
+            for (int u = 0; u < U; u++) s[0][u] = v[u];
+        } else if (op >= GS_OP_ADD && op <= GS_OP_MAX) {
+            if constexpr (D >= 2) {
+                apply_binary<U>(op, s[1], s[0]);
+#pragma unroll
+                for (int k = 1; k < D - 1; k++)
+#pragma unroll
+                    for (int u = 0; u < U; u++) s[k][u] = s[k + 1][u];
+            }
+        } else {
+            apply_unary<U>(op, s[0], imm);
+        }
+    }
+#pragma unroll
+    for (int u = 0; u < U; u++) res[u] = s[0][u];
 }
 
 /* Offsets of record r: base + sum_j digit_j(r) * rstride[j] for every leaf (and the index). */
@@ -410,39 +566,61 @@ __device__ __forceinline__ void block_reduce(const Plan &p, Acc<ACC> &a)
     }
 }
 
-template <int NL>
+/* Offsets of the U elements l + u * step of a row; ok[u] = that element exists (< lend). */
+template <int NL, int U>
 __device__ __forceinline__ void elem_offsets(const Plan &p, const int64_t (&row)[NL], int64_t l,
-                                             int64_t (&off)[NL])
+                                             int64_t step, int64_t lend, int64_t (&off)[U][NL],
+                                             bool (&ok)[U])
 {
 #pragma unroll
-    for (int k = 0; k < NL; k++) off[k] = row[k] + l * p.leaves[k].lstride;
+    for (int u = 0; u < U; u++) {
+        const int64_t lu = l + u * step;
+        ok[u] = lu < lend;
+#pragma unroll
+        for (int k = 0; k < NL; k++) off[u][k] = row[k] + lu * p.leaves[k].lstride;
+    }
 }
 
-/* ---- kernels ---- */
+/* Fold U evaluated elements (those that exist) into an accumulator. */
+template <int ACC, int U, bool IDX>
+__device__ __forceinline__ void fold(const Plan &p, Acc<ACC> &a, const double (&v)[U],
+                                     const bool (&ok)[U], int64_t idx, int64_t l, int64_t step)
+{
+#pragma unroll
+    for (int u = 0; u < U; u++)
+        if (ok[u]) a.add(p, v[u], IDX ? idx + (l + u * step) * p.index.lstride : 0);
+}
+
+/* ---- kernels (U: elements per thread per step; U > 1 only for plans without random leaves) */
 
 /* STORE: out[r * L + l] for tiles of tile_rows x tpr threads, grid-strided. */
-template <int D, int NL>
+template <int D, int NL, int U>
 __global__ void __launch_bounds__(BLOCK) k_store(const __grid_constant__ Plan p)
 {
     const int trow = threadIdx.x / p.tpr;
     const int tcol = threadIdx.x - trow * p.tpr;
     if (trow >= p.tile_rows) return;
+    const int64_t step = (int64_t)gridDim.x * p.tpr;
     for (int64_t r = (int64_t)blockIdx.y * p.tile_rows + trow; r < p.R;
          r += (int64_t)gridDim.y * p.tile_rows) {
         int64_t row[NL], idx;
         row_offsets<NL, false>(p, r, row, idx);
         double *o = p.out + r * p.L;
-        for (int64_t l = (int64_t)blockIdx.x * p.tpr + tcol; l < p.L;
-             l += (int64_t)gridDim.x * p.tpr) {
-            int64_t off[NL];
-            elem_offsets(p, row, l, off);
-            o[l] = eval<D, NL>(p, off);
+        for (int64_t l = (int64_t)blockIdx.x * p.tpr + tcol; l < p.L; l += U * step) {
+            int64_t off[U][NL];
+            bool ok[U];
+            double v[U];
+            elem_offsets<NL, U>(p, row, l, step, p.L, off, ok);
+            eval<D, NL, U>(p, off, ok, v);
+#pragma unroll
+            for (int u = 0; u < U; u++)
+                if (ok[u]) o[l + u * step] = v[u];
         }
     }
 }
 
 /* FULL: the whole region into one record. Per-block partials, merged by the last block. */
-template <int D, int NL, int ACC>
+template <int D, int NL, int U, int ACC>
 __global__ void __launch_bounds__(BLOCK) k_full(const __grid_constant__ Plan p)
 {
     constexpr bool IDX = ACC == GS__CUDA_ACC_ARG;
@@ -452,15 +630,28 @@ __global__ void __launch_bounds__(BLOCK) k_full(const __grid_constant__ Plan p)
     const int trow = threadIdx.x / p.tpr;
     const int tcol = threadIdx.x - trow * p.tpr;
     if (trow < p.tile_rows) {
+        const int64_t step = (int64_t)gridDim.x * p.tpr;
         for (int64_t r = (int64_t)blockIdx.y * p.tile_rows + trow; r < p.R;
              r += (int64_t)gridDim.y * p.tile_rows) {
             int64_t row[NL], idx;
             row_offsets<NL, IDX>(p, r, row, idx);
-            for (int64_t l = (int64_t)blockIdx.x * p.tpr + tcol; l < p.L;
-                 l += (int64_t)gridDim.x * p.tpr) {
-                int64_t off[NL];
-                elem_offsets(p, row, l, off);
-                a.add(p, eval<D, NL>(p, off), IDX ? idx + l * p.index.lstride : 0);
+            if constexpr (U == 1) { /* the seed path: this form allocates 6 registers fewer */
+                for (int64_t l = (int64_t)blockIdx.x * p.tpr + tcol; l < p.L;
+                     l += (int64_t)gridDim.x * p.tpr) {
+                    int64_t off[NL];
+#pragma unroll
+                    for (int k = 0; k < NL; k++) off[k] = row[k] + l * p.leaves[k].lstride;
+                    a.add(p, eval1<D, NL>(p, off), IDX ? idx + l * p.index.lstride : 0);
+                }
+            } else {
+                for (int64_t l = (int64_t)blockIdx.x * p.tpr + tcol; l < p.L; l += U * step) {
+                    int64_t off[U][NL];
+                    bool ok[U];
+                    double v[U];
+                    elem_offsets<NL, U>(p, row, l, step, p.L, off, ok);
+                    eval<D, NL, U>(p, off, ok, v);
+                    fold<ACC, U, IDX>(p, a, v, ok, idx, l, step);
+                }
             }
         }
     }
@@ -493,21 +684,25 @@ __global__ void __launch_bounds__(BLOCK) k_full(const __grid_constant__ Plan p)
 }
 
 /* ROW: one warp per record (lanes along the reduced axis); gridDim.x splits the axis. */
-template <int D, int NL, int ACC>
+template <int D, int NL, int U, int ACC>
 __global__ void __launch_bounds__(BLOCK) k_row(const __grid_constant__ Plan p)
 {
     constexpr bool IDX = ACC == GS__CUDA_ACC_ARG;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int64_t step = (int64_t)gridDim.x * 32;
     for (int64_t r = (int64_t)blockIdx.y * WARPS + warp; r < p.R;
          r += (int64_t)gridDim.y * WARPS) {
         int64_t row[NL], idx;
         row_offsets<NL, IDX>(p, r, row, idx);
         Acc<ACC> a;
         a.init(p);
-        for (int64_t l = (int64_t)blockIdx.x * 32 + lane; l < p.L; l += (int64_t)gridDim.x * 32) {
-            int64_t off[NL];
-            elem_offsets(p, row, l, off);
-            a.add(p, eval<D, NL>(p, off), IDX ? idx + l * p.index.lstride : 0);
+        for (int64_t l = (int64_t)blockIdx.x * 32 + lane; l < p.L; l += U * step) {
+            int64_t off[U][NL];
+            bool ok[U];
+            double v[U];
+            elem_offsets<NL, U>(p, row, l, step, p.L, off, ok);
+            eval<D, NL, U>(p, off, ok, v);
+            fold<ACC, U, IDX>(p, a, v, ok, idx, l, step);
         }
         warp_reduce(p, a);
         if (lane == 0) {
@@ -518,7 +713,7 @@ __global__ void __launch_bounds__(BLOCK) k_row(const __grid_constant__ Plan p)
 }
 
 /* COL: one thread per (record, split); t = split * R + record. */
-template <int D, int NL, int ACC>
+template <int D, int NL, int U, int ACC>
 __global__ void __launch_bounds__(BLOCK) k_col(const __grid_constant__ Plan p)
 {
     constexpr bool IDX = ACC == GS__CUDA_ACC_ARG;
@@ -536,10 +731,13 @@ __global__ void __launch_bounds__(BLOCK) k_col(const __grid_constant__ Plan p)
         const int64_t l1 = l0 + p.split_len < p.L ? l0 + p.split_len : p.L;
         Acc<ACC> a;
         a.init(p);
-        for (int64_t l = l0; l < l1; l++) {
-            int64_t off[NL];
-            elem_offsets(p, row, l, off);
-            a.add(p, eval<D, NL>(p, off), IDX ? idx + l * p.index.lstride : 0);
+        for (int64_t l = l0; l < l1; l += U) {
+            int64_t off[U][NL];
+            bool ok[U];
+            double v[U];
+            elem_offsets<NL, U>(p, row, l, 1, l1, off, ok);
+            eval<D, NL, U>(p, off, ok, v);
+            fold<ACC, U, IDX>(p, a, v, ok, idx, l, 1);
         }
         if (p.nsplit == 1) a.write_out(p, p.out + r * p.wout);
         else a.put(p.partials + t * Acc<ACC>::W);
@@ -563,25 +761,22 @@ __global__ void __launch_bounds__(BLOCK) k_merge(const __grid_constant__ Plan p)
     }
 }
 
-/* Kernel table: [variant][mode][acc]; STORE has one kernel (acc 0). */
-#define GS__D_CHAIN 1
-#define GS__NL_CHAIN 1
-#define GS__D_PAIR 2
-#define GS__NL_PAIR 2
-#define GS__D_GENERIC GS_KERNEL_MAX_STACK
-#define GS__NL_GENERIC GS_KERNEL_MAX_LEAVES
-
-#define GS__ACCS(K, D, NL)                                                                       \
-    {(const void *)K<D, NL, GS__CUDA_ACC_SUM>, (const void *)K<D, NL, GS__CUDA_ACC_MIN>,          \
-     (const void *)K<D, NL, GS__CUDA_ACC_VAR>, (const void *)K<D, NL, GS__CUDA_ACC_ARG>}
-#define GS__VARIANT(D, NL)                                                                       \
-    {{(const void *)k_store<D, NL>, nullptr, nullptr, nullptr},                                  \
-     GS__ACCS(k_full, D, NL), GS__ACCS(k_row, D, NL), GS__ACCS(k_col, D, NL)}
+/* Kernel table: [variant][mode][acc]; STORE has one kernel (acc 0). Variants: (stack depth,
+ * leaves, elements per step) = CHAIN (1, 1, 1), PAIR (2, 2, 1), GENERIC (8, 8, 1), and for
+ * programs without random leaves CHAIN_MEM (1, 1, 4), PAIR_MEM (2, 2, 4). */
+#define GS__ACCS(K, D, NL, U)                                                                    \
+    {(const void *)K<D, NL, U, GS__CUDA_ACC_SUM>, (const void *)K<D, NL, U, GS__CUDA_ACC_MIN>,    \
+     (const void *)K<D, NL, U, GS__CUDA_ACC_VAR>, (const void *)K<D, NL, U, GS__CUDA_ACC_ARG>}
+#define GS__VARIANT(D, NL, U)                                                                    \
+    {{(const void *)k_store<D, NL, U>, nullptr, nullptr, nullptr},                               \
+     GS__ACCS(k_full, D, NL, U), GS__ACCS(k_row, D, NL, U), GS__ACCS(k_col, D, NL, U)}
 
 const void *const g_fused[GS__CUDA_NVARIANTS][GS__CUDA_NMODES][GS__CUDA_NACC] = {
-    GS__VARIANT(GS__D_CHAIN, GS__NL_CHAIN),
-    GS__VARIANT(GS__D_PAIR, GS__NL_PAIR),
-    GS__VARIANT(GS__D_GENERIC, GS__NL_GENERIC),
+    GS__VARIANT(1, 1, 1),
+    GS__VARIANT(2, 2, 1),
+    GS__VARIANT(GS_KERNEL_MAX_STACK, GS_KERNEL_MAX_LEAVES, 1),
+    GS__VARIANT(1, 1, GS__CUDA_MEM_UNROLL),
+    GS__VARIANT(2, 2, GS__CUDA_MEM_UNROLL),
 };
 
 const void *const g_merge[GS__CUDA_NACC] = {

@@ -134,9 +134,15 @@ void gs__cuda_fplan_build(const gs__cuda_dev_t *dev, const gs__cuda_scratch_t *s
             }
         }
     }
-    if (maxdepth <= 1 && nl <= 1) p->variant = GS__CUDA_VAR_CHAIN;
-    else if (maxdepth <= 2 && nl <= 2) p->variant = GS__CUDA_VAR_PAIR;
-    else p->variant = GS__CUDA_VAR_GENERIC;
+    int random = 0;
+    for (int32_t t = 0; t < nl; t++)
+        if (p->leaves[t].kind == GS_LEAF_NORMAL || p->leaves[t].kind == GS_LEAF_UNIFORM) random = 1;
+    if (maxdepth <= 1 && nl <= 1)
+        p->variant = random ? GS__CUDA_VAR_CHAIN : GS__CUDA_VAR_CHAIN_MEM;
+    else if (maxdepth <= 2 && nl <= 2)
+        p->variant = random ? GS__CUDA_VAR_PAIR : GS__CUDA_VAR_PAIR_MEM;
+    else
+        p->variant = GS__CUDA_VAR_GENERIC;
 
     /* terminal */
     int reduce = k->terminal == GS_TERM_REDUCE;

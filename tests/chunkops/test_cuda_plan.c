@@ -344,6 +344,18 @@ Test(chunkops_cuda_plan, picks_the_smallest_program_variant)
     gs__cuda_fplan_build(&dev, &scr, &k, &p);
     cr_assert_eq(p.variant, GS__CUDA_VAR_GENERIC);
     cr_assert_eq(p.nleaves, 3);
+    /* no random leaf: the memory-bound forms (several elements in flight per thread) */
+    k.leaves[0].kind = k.leaves[2].kind = GS_LEAF_CHUNK;
+    k.leaves[0].data = k.leaves[2].data = (const double *)(uintptr_t)0x5000;
+    k.nprog = 3;
+    gs__cuda_fplan_build(&dev, &scr, &k, &p);
+    cr_assert_eq(p.variant, GS__CUDA_VAR_PAIR_MEM);
+    k.nprog = 1;
+    gs__cuda_fplan_build(&dev, &scr, &k, &p);
+    cr_assert_eq(p.variant, GS__CUDA_VAR_CHAIN_MEM);
+    k.leaves[0].kind = GS_LEAF_UNIFORM;
+    gs__cuda_fplan_build(&dev, &scr, &k, &p);
+    cr_assert_eq(p.variant, GS__CUDA_VAR_CHAIN);
 }
 
 Test(chunkops_cuda_plan, empty_regions_launch_only_the_empty_record_writer)
