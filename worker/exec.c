@@ -21,7 +21,8 @@ static gs_wtask_t *gs__wtask_alloc(gs_worker_t *w)
     if (w->task_free.len == 0) {
         gs_wtask_t *slab;
         if (GS_VEC_RESERVE(&w->task_slabs, w->task_slabs.len + 1) != GS_OK) return NULL;
-        if (GS_VEC_RESERVE(&w->task_free, w->task_free.len + GS_W_TASK_SLAB) != GS_OK)
+        /* room for every task of every slab, so recycling never allocates */
+        if (GS_VEC_RESERVE(&w->task_free, (w->task_slabs.len + 1) * GS_W_TASK_SLAB) != GS_OK)
             return NULL;
         slab = gs_malloc(sizeof(gs_wtask_t) * GS_W_TASK_SLAB, "worker task slab");
         if (slab == NULL) return NULL;
@@ -42,7 +43,8 @@ static void gs__wtask_recycle(gs_worker_t *w, gs_wtask_t *t)
     gs_free(t->err);
     t->deps = NULL;
     t->err = NULL;
-    /* capacity for every slab entry was reserved when the slab was made */
+    /* capacity for every task of every slab was reserved when the slab was made */
+    gs_assert_always(w->task_free.len < w->task_free.cap);
     w->task_free.data[w->task_free.len++] = t;
 }
 

@@ -515,3 +515,44 @@ Test(worker_exec, gives_up_on_an_unreachable_scheduler)
     cr_assert_geq(uv_hrtime() - t0, 250000000ull, "gave up before the connect timeout");
     tw_destroy(&t);
 }
+
+Test(worker_exec, runs_thousands_of_tiny_tasks)
+{
+    gs_worker_params_t p = {0};
+    tw_t t;
+    gs_array_h a;
+    gs_taskgraph_t *tg;
+    int64_t shape[2] = {1, 3000}, chunks[2] = {1, 1};
+    int *place;
+    double *got, *ref;
+    size_t size;
+    uint64_t t0, ns;
+    gs_worker_stats_t st;
+    cr_assert_eq(gs_array_random_uniform(1, 0, 1, 2, shape, chunks, &a), GS_OK);
+    tg = tw_lower(a, GS_LOWER_DEFAULT, &ref, &size);
+    cr_assert_eq(tg->ntasks, 3000u);
+    place = calloc(tg->ntasks, sizeof(int));
+    p.nthreads = 2;
+    start_worker(&t, &p);
+    /* twice: the second run reuses task structs the first returned (more than one slab) */
+    for (uint64_t gid = 1; gid <= 2; gid++) {
+        t0 = uv_hrtime();
+        cr_assert_eq(fs_run_graph(&fs, gid, tg, place, 0, 30000), 0);
+        ns = uv_hrtime() - t0;
+        cr_log_info("graph %llu: %llu tasks in %.1f ms (%.2f us per task, fake scheduler "
+                    "included)", (unsigned long long)gid, (unsigned long long)tg->ntasks,
+                    ns * 1e-6, ns * 1e-3 / (double)tg->ntasks);
+    }
+    got = calloc(size, sizeof(double));
+    cr_assert(fs_gather_all(&fs, 2, tg, place, got, 10000));
+    assert_close(got, ref, size);
+    gs_worker_stats(t.w, &st);
+    cr_assert_eq(st.tasks_done, 6000u);
+    cr_assert_eq(st.chunks, 6000u);
+    free(got);
+    free(ref);
+    free(place);
+    gs_taskgraph_free(tg);
+    gs_array_release(a);
+    stop_worker(&t);
+}

@@ -279,3 +279,54 @@ Test(worker_peer, a_removed_peer_fails_its_pending_fetches)
     gs_taskgraph_free(tg);
     stop_workers(t, 2);
 }
+
+Test(worker_peer, an_input_listed_twice_from_a_dead_peer_fails_once)
+{
+    gs_worker_params_t p = {0};
+    tw_t t[2];
+    gs_array_h a, s;
+    gs_taskgraph_t *tg;
+    int64_t shape[1] = {64}, chunks[1] = {16};
+    gs_reduce_params_t rp = {GS_REDUCE_FIELD_SPLIT_EVERY, 0, 2, 0};
+    uint64_t comb = UINT64_MAX, holder[64], first = 0, dead;
+    size_t nrec = 0;
+    cr_assert_eq(gs_array_random_uniform(2, 0, 1, 1, shape, chunks, &a), GS_OK);
+    cr_assert_eq(gs_array_reduce(GS_RED_SUM, a, &rp, &s), GS_OK);
+    cr_assert_eq(gs_graph_lower(s, GS_LOWER_DEFAULT, &tg), GS_OK);
+    for (uint64_t i = 0; i < tg->ntasks && comb == UINT64_MAX; i++)
+        if (tg->dep_off[i + 1] - tg->dep_off[i] == 2) comb = i;
+    cr_assert_neq(comb, UINT64_MAX, "no two-input combine task");
+    p.fetch_timeout_ms = 3000;
+    start_workers(t, 2, &p);
+    first = tg->deps[tg->dep_off[comb]];
+    for (int i = 0; i < 64; i++) holder[i] = fs.peers[0]->id;
+    fs_assign(&fs, 0, 1, tg, &first, 1, holder);
+    cr_assert_eq(fs_wait_done(&fs, 1, first, 5000)->status, GS_OK);
+    dead = fs.peers[0]->id;
+    gs_worker_stop(t[0].w, GS_OK);
+    cr_assert(tw_wait_stopped(&t[0], &fs, 5000));
+    tw_destroy(&t[0]);
+    {
+        /* the combine task with both inputs = `first` (same size), held by the dead worker */
+        gs_taskgraph_t alt = *tg;
+        uint64_t *deps = malloc(tg->dep_off[tg->ntasks] * sizeof(uint64_t));
+        memcpy(deps, tg->deps, tg->dep_off[tg->ntasks] * sizeof(uint64_t));
+        deps[tg->dep_off[comb] + 1] = first;
+        alt.deps = deps;
+        holder[first] = dead;
+        fs_assign(&fs, 1, 1, &alt, &comb, 1, holder);
+        free(deps);
+    }
+    cr_assert_not_null(fs_wait_done(&fs, 1, comb, 10000));
+    fs_run_for(&fs, 100);
+    for (size_t i = 0; i < fs.ndone; i++)
+        if (fs.done[i].graph == 1 && fs.done[i].task == comb) {
+            nrec++;
+            cr_assert_eq(fs.done[i].status, GS_ERR_WORKER_LOST, "%s", fs.done[i].err);
+        }
+    cr_assert_eq(nrec, 1, "the task was reported %zu times", nrec);
+    gs_taskgraph_free(tg);
+    gs_array_release(a);
+    gs_array_release(s);
+    stop_workers(t, 2);
+}
