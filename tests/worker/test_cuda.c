@@ -1,0 +1,160 @@
+/* GPU workers (backend "cuda", streams mode): values against the CPU evaluator, peer transfers
+ * staged through host buffers, device memory limits. Skipped where no GPU is usable. */
+#include "fake_sched.h"
+
+#include "chunkops/chunkops.h"
+#include "common/log.h"
+
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+static uv_loop_t loop;
+static fake_sched_t fs;
+
+static void setup(void)
+{
+    gs_log_set_level(GS_LOG_LEVEL_ERROR);
+    cr_assert_eq(uv_loop_init(&loop), 0);
+    fs_start(&fs, &loop, NULL);
+}
+
+static void teardown(void)
+{
+    fs_stop(&fs);
+    uv_run(&loop, UV_RUN_NOWAIT);
+    cr_expect_eq(uv_loop_close(&loop), 0, "handles left on the loop");
+}
+
+TestSuite(worker_cuda, .init = setup, .fini = teardown, .timeout = 120);
+
+#define NEED_GPU()                                                                          \
+    do {                                                                                    \
+        if (gs_chunkops_cuda_device_count() < 1) cr_skip_test("no CUDA device");            \
+    } while (0)
+
+static void start_workers(tw_t *t, int n, const gs_worker_params_t *p)
+{
+    for (int i = 0; i < n; i++) {
+        tw_start(&t[i], &fs, p);
+        cr_assert(fs_wait_registered(&fs, i + 1, 20000), "worker %d did not register", i);
+    }
+    fs_announce_peers(&fs);
+    fs_run_for(&fs, 20);
+}
+
+static void stop_workers(tw_t *t, int n)
+{
+    for (int i = 0; i < n; i++) {
+        gs_worker_stop(t[i].w, GS_OK);
+        cr_assert(tw_wait_stopped(&t[i], &fs, 10000), "worker %d did not stop", i);
+        tw_destroy(&t[i]);
+    }
+}
+
+static gs_array_h seed(int64_t n, int64_t chunk, int reduce)
+{
+    gs_array_h a, b, c, d;
+    int64_t shape[2] = {n, n}, chunks[2] = {chunk, chunk};
+    gs_slice_t s[2] = {{0, 0, 2, 0}, {0, 0, 2, 0}};
+    cr_assert_eq(gs_array_random_normal(3, 10.0, 1.0, 2, shape, chunks, &a), GS_OK);
+    cr_assert_eq(gs_array_binary_scalar(GS_BINARY_ADD, a, 1.0, &b), GS_OK);
+    cr_assert_eq(gs_array_slice(b, 2, s, &c), GS_OK);
+    gs_array_release(a);
+    gs_array_release(b);
+    if (!reduce) return c;
+    cr_assert_eq(gs_array_reduce(GS_RED_SUM, c, NULL, &d), GS_OK);
+    gs_array_release(c);
+    return d;
+}
+
+static void run_check(uint64_t gid, gs_array_h a, unsigned flags, int nw)
+{
+    double *ref, *got;
+    size_t size, failed;
+    gs_taskgraph_t *tg = tw_lower(a, flags, &ref, &size);
+    int *place = calloc(tg->ntasks, sizeof(int));
+    for (uint64_t i = 0; i < tg->ntasks; i++) place[i] = (int)(i % (uint64_t)nw);
+    failed = fs_run_graph(&fs, gid, tg, place, 1, 60000);
+    cr_assert_eq(failed, 0, "graph %llu: %s", (unsigned long long)gid,
+                 failed == (size_t)-1 ? "timed out" : fs.done[failed - 1].err);
+    got = calloc(size ? size : 1, sizeof(double));
+    cr_assert(fs_gather_all(&fs, gid, tg, place, got, 20000), "gather failed");
+    for (size_t i = 0; i < size; i++)
+        cr_assert(fabs(got[i] - ref[i]) <= 1e-12 * fmax(1.0, fabs(ref[i])),
+                  "element %zu: gpu %.17g, cpu %.17g", i, got[i], ref[i]);
+    free(got);
+    free(ref);
+    free(place);
+    gs_taskgraph_free(tg);
+}
+
+Test(worker_cuda, computes_what_the_cpu_computes)
+{
+    gs_worker_params_t p = {0};
+    tw_t t[1];
+    gs_array_h sum, arr;
+    NEED_GPU();
+    sum = seed(2000, 250, 1);
+    arr = seed(300, 128, 0);
+    p.backend = "cuda";
+    p.device_memory_limit = 256u << 20;
+    start_workers(t, 1, &p);
+    cr_assert_str_eq(fs.peers[0]->backend, "cuda");
+    cr_assert_eq(fs.peers[0]->memory_limit, 256u << 20);
+    run_check(1, sum, GS_LOWER_DEFAULT, 1);
+    run_check(2, sum, GS_LOWER_DEFAULT & ~GS_LOWER_FUSE, 1);
+    run_check(3, arr, GS_LOWER_DEFAULT, 1);
+    gs_array_release(sum);
+    gs_array_release(arr);
+    stop_workers(t, 1);
+}
+
+Test(worker_cuda, two_gpu_workers_exchange_chunks)
+{
+    gs_worker_params_t p = {0};
+    tw_t t[2];
+    gs_array_h sum, arr;
+    gs_worker_stats_t a, b;
+    NEED_GPU();
+    sum = seed(2000, 250, 1);
+    arr = seed(1024, 512, 0);      /* 512 KiB output chunks */
+    p.backend = "cuda";
+    p.device_memory_limit = 256u << 20;
+    start_workers(t, 2, &p);
+    run_check(1, sum, GS_LOWER_DEFAULT & ~GS_LOWER_FUSE, 2);
+    run_check(2, arr, GS_LOWER_DEFAULT & ~GS_LOWER_FUSE, 2);
+    gs_worker_stats(t[0].w, &a);
+    gs_worker_stats(t[1].w, &b);
+    cr_assert_gt(a.fetches + b.fetches, 0, "no chunk moved between the GPU workers");
+    cr_assert_eq(a.fetch_failures + b.fetch_failures, 0);
+    gs_array_release(sum);
+    gs_array_release(arr);
+    stop_workers(t, 2);
+}
+
+Test(worker_cuda, output_beyond_the_device_limit_fails_the_task)
+{
+    gs_worker_params_t p = {0};
+    tw_t t[1];
+    gs_array_h a;
+    gs_taskgraph_t *tg;
+    int64_t shape[2] = {4096, 4096}, chunks[2] = {4096, 4096};   /* one 128 MiB chunk */
+    uint64_t task = 0, holder = 0;
+    const fs_done_t *d;
+    NEED_GPU();
+    cr_assert_eq(gs_array_random_uniform(1, 0, 1, 2, shape, chunks, &a), GS_OK);
+    cr_assert_eq(gs_graph_lower(a, GS_LOWER_DEFAULT, &tg), GS_OK);
+    p.backend = "cuda";
+    p.device_memory_limit = 64u << 20;
+    start_workers(t, 1, &p);
+    fs_assign(&fs, 0, 1, tg, &task, 1, &holder);
+    d = fs_wait_done(&fs, 1, 0, 10000);
+    cr_assert_not_null(d);
+    cr_assert_eq(d->status, GS_ERR_NO_DEVICE_MEMORY, "status %d: %s", d->status, d->err);
+    cr_assert(strstr(d->err, "memory limit"), "message: %s", d->err);
+    gs_taskgraph_free(tg);
+    gs_array_release(a);
+    stop_workers(t, 1);
+}
