@@ -33,6 +33,8 @@ done
 nvcc=${CUDACXX:-/usr/local/cuda/bin/nvcc}
 "$nvcc" -std=c++17 -O3 -arch=sm_90 --fmad=false -Xptxas -v -I. -Igraph/include -Icommon/include \
   -c chunkops/cuda/fused.cu -o /dev/null 2>"$out/ptxas.txt" || true
+python3 bench/kbench/ptxas-summary.py <"$out/ptxas.txt" | sort >"$out/ptxas-summary.txt" || true
+grep -E "k_full<1,1,1,0>" "$out/ptxas-summary.txt" || true
 
 cat >"$out/run.sh" <<'EOF'
 #!/usr/bin/env bash

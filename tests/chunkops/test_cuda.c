@@ -673,7 +673,9 @@ Test(chunkops_cuda, split_and_multiblock_reductions_match_cpu_records)
                 s.k.shape[1] = shapes[si][1];
                 s.k.nleaves = 2;
                 gen_leaf(&s, 0, FAM_EXACT);
-                s.k.leaves[1].kind = GS_LEAF_UNIFORM;
+                /* odd reductions: an index leaf, so chunk/index programs take the
+                 * memory-bound kernels (several elements per thread per step) */
+                s.k.leaves[1].kind = redop % 2 ? GS_LEAF_INDEX : GS_LEAF_UNIFORM;
                 s.k.leaves[1].seed = rnd();
                 s.k.leaves[1].stride[0] = s.k.shape[1];
                 s.k.leaves[1].stride[1] = 1;
