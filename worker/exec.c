@@ -858,7 +858,8 @@ gs_status_t gs__wexec_init(gs_worker_t *w)
             }
             w->threads_created = i + 1;
         }
-        w->slots = w->nthreads;
+        /* a few jobs queued per thread so no thread waits for the loop between tasks */
+        w->slots = w->nthreads * 4;
     }
     /* Admit a little ahead of execution so inputs are fetched while kernels run. */
     w->max_admitted = (uint64_t)w->slots * 2 + 4;
@@ -902,30 +903,21 @@ void gs__wexec_cleanup_tasks(gs_worker_t *w)
         if (w->graphs.keys[i] >= GS_U64MAP_TOMB) continue;
         g = (gs_wgraph_t *)(uintptr_t)w->graphs.vals[i];
         g->nowned++;
-        while (g->tasks.len) {
-            for (size_t k = 0; k < g->tasks.cap; k++) {
-                gs_wtask_t *t;
-                if (g->tasks.keys[k] >= GS_U64MAP_TOMB) continue;
-                t = (gs_wtask_t *)(uintptr_t)g->tasks.vals[k];
-                gs__wtask_release(w, t);
-                break;
-            }
+        /* one pass: releasing deletes (tombstones) and never inserts into this map; graphs
+         * freed meanwhile only turn later slots of w->graphs into tombstones */
+        for (size_t k = 0; k < g->tasks.cap; k++) {
+            if (g->tasks.keys[k] >= GS_U64MAP_TOMB) continue;
+            gs__wtask_release(w, (gs_wtask_t *)(uintptr_t)g->tasks.vals[k]);
         }
         g->nowned--;
     }
     /* graphs left with nothing but layers */
-    for (int again = 1; again;) {
-        again = 0;
-        for (i = 0; i < w->graphs.cap; i++) {
-            gs_wgraph_t *g;
-            if (w->graphs.keys[i] >= GS_U64MAP_TOMB) continue;
-            g = (gs_wgraph_t *)(uintptr_t)w->graphs.vals[i];
-            if (g->tasks.len == 0 && g->nowned == 0 && g->nchunks_alive == 0) {
-                gs__wgraph_maybe_free(w, g, 1);
-                again = 1;
-                break;
-            }
-        }
+    for (i = 0; i < w->graphs.cap; i++) {
+        gs_wgraph_t *g;
+        if (w->graphs.keys[i] >= GS_U64MAP_TOMB) continue;
+        g = (gs_wgraph_t *)(uintptr_t)w->graphs.vals[i];
+        if (g->tasks.len == 0 && g->nowned == 0 && g->nchunks_alive == 0)
+            gs__wgraph_maybe_free(w, g, 1);
     }
 }
 

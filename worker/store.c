@@ -315,15 +315,13 @@ void gs__wstore_clear(gs_worker_t *w)
         if (w->graphs.keys[i] >= GS_U64MAP_TOMB) continue;
         g = (gs_wgraph_t *)(uintptr_t)w->graphs.vals[i];
         g->nowned++;                    /* pin */
-        while (g->chunks.len) {
-            for (size_t k = 0; k < g->chunks.cap; k++) {
-                gs_wchunk_t *c;
-                if (g->chunks.keys[k] >= GS_U64MAP_TOMB) continue;
-                c = (gs_wchunk_t *)(uintptr_t)g->chunks.vals[k];
-                if (c->owned) gs__wstore_detach(w, c);
-                else { gs_u64map_del(&g->chunks, c->task); c->in_map = 0; }
-                break;
-            }
+        /* one pass: deleting only turns slots into tombstones, nothing is inserted */
+        for (size_t k = 0; k < g->chunks.cap; k++) {
+            gs_wchunk_t *c;
+            if (g->chunks.keys[k] >= GS_U64MAP_TOMB) continue;
+            c = (gs_wchunk_t *)(uintptr_t)g->chunks.vals[k];
+            if (c->owned) gs__wstore_detach(w, c);
+            else { gs_u64map_del(&g->chunks, c->task); c->in_map = 0; }
         }
         g->nowned--;
     }

@@ -480,21 +480,16 @@ err_chunk:
 void gs__wucx_tick(gs_worker_t *w)
 {
     uint64_t now = gs_now_ns();
-    int again = 1;
 
-    while (again) {
-        again = 0;
-        for (size_t i = 0; i < w->fetches.cap; i++) {
-            gs_wfetch_t *f;
-            if (w->fetches.keys[i] >= GS_U64MAP_TOMB) continue;
-            f = (gs_wfetch_t *)(uintptr_t)w->fetches.vals[i];
-            if (f->deadline > now) continue;
-            gs__wfetch_fail(w, f, GS_ERR_WORKER_LOST, "no answer from worker %llu (%s) within "
-                            "%u ms", (unsigned long long)(f->peer ? f->peer->id : 0),
-                            f->peer ? f->peer->name : "?", w->fetch_timeout_ms);
-            again = 1;          /* the map changed under us: rescan */
-            break;
-        }
+    /* one pass: failing a fetch deletes it (a tombstone) and starts no new fetch */
+    for (size_t i = 0; i < w->fetches.cap; i++) {
+        gs_wfetch_t *f;
+        if (w->fetches.keys[i] >= GS_U64MAP_TOMB) continue;
+        f = (gs_wfetch_t *)(uintptr_t)w->fetches.vals[i];
+        if (f->deadline > now) continue;
+        gs__wfetch_fail(w, f, GS_ERR_WORKER_LOST, "no answer from worker %llu (%s) within "
+                        "%u ms", (unsigned long long)(f->peer ? f->peer->id : 0),
+                        f->peer ? f->peer->name : "?", w->fetch_timeout_ms);
     }
 }
 
@@ -1066,13 +1061,10 @@ void gs__wucx_shutdown(gs_worker_t *w)
 
     if (w->ucp_worker == NULL) return;
     /* fail every fetch (their tasks are gone already) */
-    while (w->fetches.len) {
-        for (size_t i = 0; i < w->fetches.cap; i++) {
-            if (w->fetches.keys[i] >= GS_U64MAP_TOMB) continue;
-            gs__wfetch_fail(w, (gs_wfetch_t *)(uintptr_t)w->fetches.vals[i], GS_ERR_CANCELED,
-                            "the worker is stopping");
-            break;
-        }
+    for (size_t i = 0; i < w->fetches.cap; i++) {
+        if (w->fetches.keys[i] >= GS_U64MAP_TOMB) continue;
+        gs__wfetch_fail(w, (gs_wfetch_t *)(uintptr_t)w->fetches.vals[i], GS_ERR_CANCELED,
+                        "the worker is stopping");
     }
     for (size_t i = 0; i < w->peers.cap; i++) {
         gs_wpeer_t *p;
@@ -1124,15 +1116,12 @@ void gs__wucx_cleanup(gs_worker_t *w)
         gs__wfetch_free(w, f);
     }
     /* fetches still waiting for a receive callback */
-    while (w->fetches.len) {
-        for (size_t i = 0; i < w->fetches.cap; i++) {
-            gs_wfetch_t *f;
-            if (w->fetches.keys[i] >= GS_U64MAP_TOMB) continue;
-            f = (gs_wfetch_t *)(uintptr_t)w->fetches.vals[i];
-            gs__wfetch_detach(w, f);
-            gs__wfetch_free(w, f);
-            break;
-        }
+    for (size_t i = 0; i < w->fetches.cap; i++) {
+        gs_wfetch_t *f;
+        if (w->fetches.keys[i] >= GS_U64MAP_TOMB) continue;
+        f = (gs_wfetch_t *)(uintptr_t)w->fetches.vals[i];
+        gs__wfetch_detach(w, f);
+        gs__wfetch_free(w, f);
     }
     gs_u64map_cleanup(&w->fetches);
     gs_u64map_cleanup(&w->peers);
