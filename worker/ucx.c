@@ -4,8 +4,10 @@
  * event fd is polled by the uv loop: progress until idle, then ucp_worker_arm (UCS_ERR_BUSY:
  * progress again). Endpoints are created lazily per peer from the PEERS addresses, with
  * UCP_ERR_HANDLING_MODE_PEER so a peer that dies fails its endpoint instead of hanging it.
- * (UCX 1.13 has no peer-failure support on its shared-memory transports, so with this mode two
- * workers on one host talk over tcp; see docs in worker.h's report.)
+ * UCX 1.13 has no peer-failure support on its shared-memory transports (sysv, posix, cma), so
+ * in that mode two workers on one host talk over tcp (loopback). With ucx_shm the endpoints use
+ * UCP_ERR_HANDLING_MODE_NONE and UCX picks sysv/posix + cma on one host; a dead peer is then
+ * noticed only through PEERS and the fetch timeout.
  *
  * Protocol (proto/msg.h encodings without the 4-byte frame header as the AM header):
  *   requester -> owner   AM GS_AM_FETCH_REQ, header FETCH_REQ(req_id, graph, task, from)
@@ -59,7 +61,10 @@ static void gs__wep_close_cb(void *req, ucs_status_t st, void *arg)
     gs_free(epc);
 }
 
-static void gs__wep_close(gs_worker_t *w, gs_wep_t *epc)
+/* FORCE for peers that are gone or failed; a flushing close at our own shutdown when the
+ * endpoints run without peer-failure handling (shared-memory mode), where UCX documents a
+ * forced close as undefined for the still-running remote side. */
+static void gs__wep_close(gs_worker_t *w, gs_wep_t *epc, int flush)
 {
     ucp_request_param_t p;
     void *r;
@@ -67,7 +72,7 @@ static void gs__wep_close(gs_worker_t *w, gs_wep_t *epc)
     memset(&p, 0, sizeof(p));
     p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK |
                      UCP_OP_ATTR_FIELD_USER_DATA;
-    p.flags = UCP_EP_CLOSE_FLAG_FORCE;
+    p.flags = flush ? 0 : UCP_EP_CLOSE_FLAG_FORCE;
     p.cb.send = gs__wep_close_cb;
     p.user_data = epc;
     epc->peer_id = UINT64_MAX;     /* no longer any peer's */
@@ -90,8 +95,14 @@ static void gs__wep_err_cb(void *arg, ucp_ep_h ep, ucs_status_t st)
     if (epc->peer_id == UINT64_MAX || !gs_u64map_get(&w->peers, epc->peer_id, &v)) return;
     p = (gs_wpeer_t *)(uintptr_t)v;
     if (p->epc != epc) return;
-    GS_LOG_WARN("endpoint to worker %llu (%s) failed: %s", (unsigned long long)p->id, p->name,
-                ucs_status_string(st));
+    /* a peer that exits (a cluster shutting down) fails its endpoint too: only worth a
+     * warning when fetches were waiting on it */
+    if (!gs__wlist_empty(&p->fetches))
+        GS_LOG_WARN("endpoint to worker %llu (%s) failed: %s", (unsigned long long)p->id,
+                    p->name, ucs_status_string(st));
+    else
+        GS_LOG_DEBUG("endpoint to worker %llu (%s) failed: %s", (unsigned long long)p->id,
+                     p->name, ucs_status_string(st));
     p->failed = 1;
     p->fail_status = st;
     w->ep_fail_pending = 1;
@@ -131,7 +142,7 @@ static gs_status_t gs__wpeer_ep(gs_worker_t *w, gs_wpeer_t *p, gs_wep_t **epc_p)
         return GS_OK;
     }
     if (p->epc) {
-        gs__wep_close(w, p->epc);
+        gs__wep_close(w, p->epc, 0);
         p->epc = NULL;
         p->failed = 0;
     }
@@ -144,7 +155,7 @@ static gs_status_t gs__wpeer_ep(gs_worker_t *w, gs_wpeer_t *p, gs_wep_t **epc_p)
     ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
                     UCP_EP_PARAM_FIELD_ERR_HANDLER;
     ep.address = (const ucp_address_t *)p->addr;
-    ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    ep.err_mode = w->ucx_shm ? UCP_ERR_HANDLING_MODE_NONE : UCP_ERR_HANDLING_MODE_PEER;
     ep.err_handler.cb = gs__wep_err_cb;
     ep.err_handler.arg = epc;
     st = ucp_ep_create(w->ucp_worker, &ep, &epc->ep);
@@ -856,7 +867,7 @@ static void gs__wucx_run_deferred(gs_worker_t *w)
             p = (gs_wpeer_t *)(uintptr_t)w->peers.vals[i];
             if (!p->failed || p->epc == NULL) continue;
             snprintf(why, sizeof(why), "was lost: %s", ucs_status_string(p->fail_status));
-            gs__wep_close(w, p->epc);
+            gs__wep_close(w, p->epc, 0);
             p->epc = NULL;
             p->failed = 0;
             gs__wpeer_fail_fetches(w, p, why);
@@ -883,10 +894,10 @@ void gs__wucx_progress(gs_worker_t *w)
 
 /* ---------------------------------------------------------------- peers */
 
-static void gs__wpeer_free(gs_worker_t *w, gs_wpeer_t *p, const char *why)
+static void gs__wpeer_free(gs_worker_t *w, gs_wpeer_t *p, const char *why, int flush)
 {
     gs__wpeer_fail_fetches(w, p, why);
-    if (p->epc) gs__wep_close(w, p->epc);
+    if (p->epc) gs__wep_close(w, p->epc, flush);
     gs_free(p->name);
     gs_free(p->addr);
     gs_free(p);
@@ -902,7 +913,7 @@ void gs__wucx_peers(gs_worker_t *w, const gs_msg_peers_t *m)
         gs_u64map_del(&w->peers, m->removed[i]);
         GS_LOG_INFO("peer worker %llu (%s) removed", (unsigned long long)m->removed[i],
                     ((gs_wpeer_t *)(uintptr_t)v)->name);
-        gs__wpeer_free(w, (gs_wpeer_t *)(uintptr_t)v, "left the cluster");
+        gs__wpeer_free(w, (gs_wpeer_t *)(uintptr_t)v, "left the cluster", 0);
     }
     for (i = 0; i < m->nadded; i++) {
         const gs_peer_info_t *in = &m->added[i];
@@ -919,7 +930,7 @@ void gs__wucx_peers(gs_worker_t *w, const gs_msg_peers_t *m)
                 memcmp(p->addr, in->ucx_address.data, p->addr_len) == 0)
                 continue;
             gs_u64map_del(&w->peers, in->id);
-            gs__wpeer_free(w, p, "re-registered with a new address");
+            gs__wpeer_free(w, p, "re-registered with a new address", 0);
         }
         p = gs_calloc(1, sizeof(*p), "peer");
         if (p) {
@@ -1070,7 +1081,7 @@ void gs__wucx_shutdown(gs_worker_t *w)
         gs_wpeer_t *p;
         if (w->peers.keys[i] >= GS_U64MAP_TOMB) continue;
         p = (gs_wpeer_t *)(uintptr_t)w->peers.vals[i];
-        gs__wpeer_free(w, p, "is unreachable: the worker is stopping");
+        gs__wpeer_free(w, p, "is unreachable: the worker is stopping", w->ucx_shm);
     }
     gs_u64map_cleanup(&w->peers);
     /* cancel what is still outstanding, then progress (bounded) until it has all returned */

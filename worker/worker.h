@@ -95,6 +95,12 @@ typedef struct gs_worker_params {
     uint32_t fetch_timeout_ms;    /* a peer fetch not answered within this fails; 0: 30000 */
     uint32_t memory_wait_ms;      /* see "Memory" above; 0: 30000 */
     uint32_t heartbeat_ms;        /* 0: the interval gsched sends in WELCOME (1000 if 0) */
+    int ucx_shm;                  /* nonzero: let UCX use its shared-memory transports (sysv,
+                                     posix, cma) between workers of one host. UCX 1.13 cannot
+                                     detect a dead peer on those, so endpoints then run without
+                                     peer-failure handling and a dead peer is noticed only
+                                     through PEERS(removed) and fetch_timeout_ms. Default (0):
+                                     endpoints detect dead peers, and on one host UCX uses tcp */
     gs_worker_stop_cb stop_cb;    /* may be NULL */
     void *arg;                    /* passed to stop_cb */
 } gs_worker_params_t;
@@ -163,7 +169,8 @@ typedef struct gs_worker_cli {
 /** Parse gworker's arguments (argv[0] is the program): `tcp://host:port` and --nthreads N,
  *  --memory-limit BYTES|auto, --device-memory-limit BYTES|auto, --backend cpu|cuda,
  *  --device N, --name NAME, --token TOKEN (default: $GSCHED_TOKEN), --log-level LEVEL,
- *  --nstreams N, --connect-timeout MS, --fetch-timeout MS, --help; `--opt=value` works too.
+ *  --nstreams N, --connect-timeout MS, --fetch-timeout MS, --ucx-shm, --help; `--opt=value`
+ *  works too.
  *  GS_ERR_INVALID_PARAM with a message naming the bad argument. *cli_p only on success. */
 gs_status_t gs_worker_cli_parse(int argc, char **argv, gs_worker_cli_t *cli_p);
 

@@ -239,6 +239,7 @@ struct gs_worker {
     int nstreams;
     int stream_depth;
     int streams_mode;         /* 1: GS_WORKER_EXEC_STREAMS */
+    int ucx_shm;              /* endpoints without peer-failure handling (shm transports) */
     uint64_t memory_limit_req;
     uint32_t connect_timeout_ms, fetch_timeout_ms, memory_wait_ms, heartbeat_req_ms;
 

@@ -330,3 +330,45 @@ Test(worker_peer, an_input_listed_twice_from_a_dead_peer_fails_once)
     gs_array_release(s);
     stop_workers(t, 2);
 }
+
+Test(worker_peer, shared_memory_mode_moves_chunks)
+{
+    gs_worker_params_t p = {0};
+    tw_t t[2];
+    gs_array_h sum = seed_sum(96, 16), big = big_chain(512, 256);
+    uint64_t fetched = 0;
+    p.nthreads = 1;
+    p.ucx_shm = 1;
+    start_workers(t, 2, &p);
+    run_spread(1, sum, GS_LOWER_DEFAULT, 2, t, &fetched);
+    cr_assert_gt(fetched, 0);
+    run_spread(2, big, GS_LOWER_DEFAULT & ~GS_LOWER_FUSE, 2, t, NULL);
+    gs_array_release(sum);
+    gs_array_release(big);
+    stop_workers(t, 2);
+}
+
+Test(worker_peer, shared_memory_mode_fails_a_dead_peer_fetch_within_the_timeout)
+{
+    gs_worker_params_t p = {0};
+    tw_t t[2];
+    gs_taskgraph_t *tg = pair_graph();
+    uint64_t task0 = 0, task1 = 1, holder[2] = {0, 0}, dead;
+    const fs_done_t *d;
+    p.ucx_shm = 1;
+    p.fetch_timeout_ms = 1500;
+    start_workers(t, 2, &p);
+    fs_assign(&fs, 0, 1, tg, &task0, 1, holder);
+    cr_assert_eq(fs_wait_done(&fs, 1, 0, 5000)->status, GS_OK);
+    dead = fs.peers[0]->id;
+    gs_worker_stop(t[0].w, GS_OK);
+    cr_assert(tw_wait_stopped(&t[0], &fs, 5000));
+    tw_destroy(&t[0]);
+    holder[0] = dead;
+    fs_assign(&fs, 1, 1, tg, &task1, 1, holder);
+    d = fs_wait_done(&fs, 1, 1, 10000);
+    cr_assert_not_null(d, "no completion: the fetch from a dead peer hung");
+    cr_assert_eq(d->status, GS_ERR_WORKER_LOST, "status %d: %s", d->status, d->err);
+    gs_taskgraph_free(tg);
+    stop_workers(t, 2);
+}
