@@ -3,7 +3,7 @@
 # packages): build with CUDA, time gs-local-cluster's start on every visible GPU, run the seed
 # benchmark on CUDA and CPU workers, and the client / deploy / integration suites with CUDA
 # workers. Logs and JSON lines go to $OUT (default ./gpu-out).
-# Usage: bash bench/gs-bench/run-gpu.sh [all|build|ready|bench|big|tests]  (default all)
+# Usage: bash bench/gs-bench/run-gpu.sh [all|build|ready|bench|big|scale|tests]  (default all)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 out=${OUT:-gpu-out}
@@ -64,6 +64,11 @@ if want big; then
   bench --n 500000 --chunk 10000 --backend cuda --workers 1 --repeat 3
   bench --n 500000 --chunk 10000 --backend cuda --workers "$ngpu" --repeat 3
   bench --n 500000 --chunk 10000 --backend cuda --workers 1 --repeat 3 --no-fuse
+  cat "$out/bench.jsonl"
+fi
+if want scale; then   # 1 M chunks: submission and runtime at scale
+  bench --n 100000 --chunk 100 --backend cpu --workers 4
+  bench --n 100000 --chunk 100 --backend cuda --workers "$ngpu"
   cat "$out/bench.jsonl"
 fi
 if want tests; then
