@@ -706,10 +706,14 @@ static void gs__wtask_complete(gs_worker_t *w, gs_wtask_t *t, gs_status_t status
                                uint64_t t_done)
 {
     if (t->stream >= 0) {
+        /* Kernel time on a device shared by several streams: the time since this task was
+         * launched or since the device last completed anything, whichever is later. The
+         * tasks' run_ns then add up to the device's busy time instead of counting overlapping
+         * kernels several times. */
         uint64_t start = t->t_launch;
-        if (w->stream_last_done[t->stream] > start) start = w->stream_last_done[t->stream];
+        if (w->dev_last_done > start) start = w->dev_last_done;
         t->run_ns = t_done > start ? t_done - start : 0;
-        if (t_done > w->stream_last_done[t->stream]) w->stream_last_done[t->stream] = t_done;
+        if (t_done > w->dev_last_done) w->dev_last_done = t_done;
         w->stream_inflight[t->stream]--;
         t->stream = -1;
     }
@@ -831,8 +835,7 @@ gs_status_t gs__wexec_init(gs_worker_t *w)
     if (w->streams_mode) {
         w->streams = gs_calloc((size_t)w->nstreams, sizeof(*w->streams), "worker streams");
         w->stream_inflight = gs_calloc((size_t)w->nstreams, sizeof(int), "stream inflight");
-        w->stream_last_done = gs_calloc((size_t)w->nstreams, sizeof(uint64_t), "stream times");
-        if (!w->streams || !w->stream_inflight || !w->stream_last_done)
+        if (!w->streams || !w->stream_inflight)
             return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for %d streams", w->nstreams);
         for (i = 0; i < w->nstreams; i++) {
             status = w->ops->stream_create(w->ctx, &w->streams[i]);
@@ -936,7 +939,6 @@ void gs__wexec_cleanup(gs_worker_t *w)
     }
     gs_free(w->streams);
     gs_free(w->stream_inflight);
-    gs_free(w->stream_last_done);
     gs_free(w->thread_streams);
     gs_free(w->threads);
     w->streams = NULL;

@@ -262,7 +262,7 @@ struct gs_worker {
     gs_chunkops_ctx_h ctx;
     gs_chunkops_stream_h *streams;     /* nstreams (streams mode) */
     int *stream_inflight;
-    uint64_t *stream_last_done;        /* last completion time per stream (for run_ns) */
+    uint64_t dev_last_done;            /* last completion on any stream (for run_ns) */
     uint64_t mem_used;
     uint64_t mem_limit;
 
