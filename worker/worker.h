@@ -21,21 +21,33 @@
  * (nothing running or fetching and nothing released for memory_wait_ms) or when the task alone
  * needs more than the limit, it fails with an error naming the task and the sizes.
  *
+ * Peer transfers. One ucp context (active messages) and one ucp worker whose event fd is
+ * polled by the loop. Endpoints are created lazily from the PEERS addresses and closed when
+ * PEERS removes a worker. A fetch sends FETCH_REQ (proto/msg.h encoding as the AM header); the
+ * owner answers with DATA whose AM payload is the chunk (UCX picks eager or rendezvous by
+ * size). Transports are UCX's defaults (UCX_TLS is not set). Endpoints use peer-failure
+ * handling, which UCX 1.13 supports only on tcp among the transports of one host, so two
+ * workers of one host talk over tcp unless ucx_shm is set (see there). In streams mode chunk
+ * memory is device memory and every transfer is staged through a host buffer (copy_to_host /
+ * copy_from_host on a stream), whatever UCX reports for memory types (logged at start).
+ *
  * Contract with gsched (what a scheduler must do, besides proto/msg.h):
  *  - tasks are assigned when all their dependencies exist somewhere; a dependency whose
  *    dep_worker is the receiving worker's own id must be in its store, otherwise the task fails
  *    with GS_ERR_NOT_FOUND;
  *  - dependencies on other workers are fetched over UCX from the worker named by dep_worker,
- *    which must have been announced in PEERS; a fetch that fails (peer lost, key missing,
- *    timeout) fails the task with GS_ERR_WORKER_LOST (peer lost/timeout) or GS_ERR_NOT_FOUND;
- *    gsched may reassign it;
+ *    which must have been announced in PEERS; a fetch that fails (the peer is unknown, lost,
+ *    removed by PEERS, does not have the key, or does not answer within fetch_timeout_ms)
+ *    fails the task with GS_ERR_WORKER_LOST, so gsched may retry or reassign it; several tasks
+ *    needing one remote key share one fetch;
  *  - fetched copies are private to the worker (freed when the tasks needing them are done), so
  *    a completed task's output is the only key a worker adds to its store;
  *  - layers: a layer is sent once per (worker, graph) and cached by (graph, layer id) until
  *    CANCEL(graph). A graph with no task and no key left on the worker keeps its layers in a
  *    bounded idle cache (256 graphs / 64 MiB of encoded layers, oldest dropped
- *    first), so a scheduler should send CANCEL(graph) to every worker that got layers of a
- *    graph when it drops the graph. A task naming a layer the worker does not have fails with
+ *    first): a scheduler must send the layers again to a worker that holds no task and no key
+ *    of the graph, and should send CANCEL(graph) to every worker that got layers of a graph
+ *    when it drops the graph. A task naming a layer the worker does not have fails with
  *    GS_ERR_NOT_FOUND;
  *  - CANCEL(graph) drops the graph's queued tasks, its chunks and its layers; running tasks of
  *    the graph finish and are not reported;
