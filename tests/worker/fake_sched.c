@@ -61,6 +61,7 @@ static void fs_on_msg(gs_conn_t *conn, gs_msg_t *m, void *arg)
     case GS_MSG_TASK_DONE: {
         const gs_msg_task_done_t *d = &m->u.task_done;
         uint32_t k = 0;
+        fs->ndone_msgs++;
         for (uint64_t i = 0; i < d->n; i++) {
             fs_done_t *e;
             if (fs->ndone == fs->done_cap) {

@@ -63,6 +63,7 @@ typedef struct fake_sched {
     uint64_t next_id;
     fs_done_t *done;
     size_t ndone, done_cap;
+    size_t ndone_msgs;        /* TASK_DONE messages received (batches) */
     fs_data_t *data;
     size_t ndata, data_cap;
     uint64_t next_req;

@@ -350,6 +350,9 @@ Test(worker_exec, task_waits_for_memory_until_a_release)
     gs_worker_stats(t.w, &st);
     cr_assert_eq(st.mem_used, 4096u);
     cr_assert_eq(st.tasks_queued, 1u);
+    cr_assert_eq(fs.peers[0]->last_hb.queued, 1u, "heartbeat says %u queued",
+                 fs.peers[0]->last_hb.queued);
+    cr_assert_eq(fs.peers[0]->last_hb.mem_used, 4096u);
     fs_release(&fs, 0, 1, 0);
     {
         const fs_done_t *d = fs_wait_done(&fs, 1, 2, 5000);
@@ -536,12 +539,16 @@ Test(worker_exec, runs_thousands_of_tiny_tasks)
     start_worker(&t, &p);
     /* twice: the second run reuses task structs the first returned (more than one slab) */
     for (uint64_t gid = 1; gid <= 2; gid++) {
+        size_t msgs0 = fs.ndone_msgs;
         t0 = uv_hrtime();
         cr_assert_eq(fs_run_graph(&fs, gid, tg, place, 0, 30000), 0);
         ns = uv_hrtime() - t0;
         cr_log_info("graph %llu: %llu tasks in %.1f ms (%.2f us per task, fake scheduler "
                     "included)", (unsigned long long)gid, (unsigned long long)tg->ntasks,
                     ns * 1e-6, ns * 1e-3 / (double)tg->ntasks);
+        /* completions travel in batches, not one message per task */
+        cr_assert_lt(fs.ndone_msgs - msgs0, tg->ntasks / 4, "%zu TASK_DONE messages for %llu "
+                     "tasks", fs.ndone_msgs - msgs0, (unsigned long long)tg->ntasks);
     }
     got = calloc(size, sizeof(double));
     cr_assert(fs_gather_all(&fs, 2, tg, place, got, 10000));
