@@ -568,7 +568,6 @@ void gs_worker_destroy(gs_worker_h w)
 
 void gs_worker_stats(gs_worker_h w, gs_worker_stats_t *stats_p)
 {
-    size_t used = 0, limit = 0;
     if (w == NULL || stats_p == NULL) return;
     *stats_p = w->st;
     stats_p->worker_id = w->id;
@@ -576,9 +575,5 @@ void gs_worker_stats(gs_worker_h w, gs_worker_stats_t *stats_p)
     stats_p->tasks_running = w->nrunning;
     stats_p->mem_used = w->mem_used;
     stats_p->mem_limit = w->mem_limit;
-    if (w->ctx) {
-        w->ops->mem_usage(w->ctx, &used, &limit);
-        (void)used;
-    }
     stats_p->npeers = (uint32_t)w->peers.len;
 }

@@ -162,8 +162,7 @@ struct gs_wpeer {
 /* A deferred piece of UCX work, run right after ucp_worker_progress() returns. */
 typedef enum gs_wdefer_kind {
     GS_WDEFER_SERVE = 0,      /* answer a FETCH_REQ */
-    GS_WDEFER_RNDV = 1,       /* start a rendezvous receive */
-    GS_WDEFER_EP_FAILED = 2   /* a peer endpoint failed */
+    GS_WDEFER_RNDV = 1        /* start a rendezvous receive */
 } gs_wdefer_kind_t;
 
 typedef struct gs_wdefer {
@@ -205,7 +204,6 @@ typedef struct gs_wsend {
     int stream;
     uint64_t req_id, graph, task, from_worker;
     gs_status_t status;
-    ucp_ep_h reply_ep;        /* fallback when from_worker is not a known peer */
     void *ucp_req;
     gs_buf_t header;          /* encoded header (must live until UCX completes) */
     uint8_t is_request;       /* a FETCH_REQ (req_id names the fetch) */
