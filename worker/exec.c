@@ -372,6 +372,7 @@ void gs__wexec_assign(gs_worker_t *w, const gs_msg_task_assign_t *m)
     }
     GS_VEC_FREE(&bad);
     g->nowned--;
+    w->admit_epoch++;                  /* new tasks may fit where the head does not */
     gs__wgraph_maybe_free(w, g, 0);
     gs__wexec_pump(w);
 }
@@ -392,6 +393,7 @@ static gs_status_t gs__wtask_admit(gs_worker_t *w, gs_wtask_t *t)
 {
     uint64_t need = t->out_nbytes, fetch_bytes = 0;
     gs_status_t status;
+    gs_wlink_t *qprev;
     uint32_t i, k;
 
     for (i = 0; i < t->ndeps; i++) {
@@ -431,6 +433,7 @@ static gs_status_t gs__wtask_admit(gs_worker_t *w, gs_wtask_t *t)
         return status;
     }
     /* From here on the task holds resources: account it as admitted. */
+    qprev = t->link.prev;             /* its place in the queue, should it have to go back */
     gs__wlist_del(&t->link);
     w->nqueued--;
     w->nadmitted++;
@@ -464,11 +467,11 @@ static gs_status_t gs__wtask_admit(gs_worker_t *w, gs_wtask_t *t)
                 w->nadmitted--;
                 w->nqueued++;
                 t->state = GS_WTASK_QUEUED;
-                /* back to the head of the queue */
-                t->link.next = w->admit_q.next;
-                t->link.prev = &w->admit_q;
-                w->admit_q.next->prev = &t->link;
-                w->admit_q.next = &t->link;
+                /* back to its place in the queue */
+                t->link.next = qprev->next;
+                t->link.prev = qprev;
+                qprev->next->prev = &t->link;
+                qprev->next = &t->link;
                 return GS_INPROGRESS;
             }
             if (status != GS_OK) {
@@ -676,26 +679,46 @@ static void gs__wexec_dispatch(gs_worker_t *w)
     }
 }
 
+/* Admission. Tasks are admitted in assignment order while memory allows. When the task at
+ * the head of the queue does not fit, up to GS_W_SKIP_AHEAD later tasks are tried: those that
+ * fit (typically consumers with small outputs whose completion lets gsched release their
+ * inputs) run meanwhile, so a big head task does not stall a worker whose memory only its
+ * successors can free. The head keeps its place and is retried first on every pump. */
 void gs__wexec_pump(gs_worker_t *w)
 {
-    int progressed = 0;
+    gs_wlink_t *e;
+    int scanned = 0, head = 1;
 
     if (w->state != GS_WSTATE_RUNNING) return;
-    while (!gs__wlist_empty(&w->admit_q) && w->nadmitted < w->max_admitted) {
-        gs_wtask_t *t = GS_WCONTAINER(w->admit_q.next, gs_wtask_t, link);
+    /* blocked on memory and nothing freed or queued since the last scan: nothing to try */
+    if (w->mem_blocked_since && w->blocked_epoch == w->admit_epoch) goto dispatch;
+    e = w->admit_q.next;
+    while (e != &w->admit_q && w->nadmitted < w->max_admitted) {
+        gs_wtask_t *t = GS_WCONTAINER(e, gs_wtask_t, link);
+        gs_wlink_t *next = e->next;   /* admitting or failing t touches no other queued task */
         if (gs__wtask_admit(w, t) == GS_INPROGRESS) {
-            if (progressed || w->mem_blocked_since == 0) {
-                w->mem_blocked_since = gs_now_ns();
-                GS_LOG_DEBUG("task %llu of graph %llu waits for memory (%llu of %llu bytes in "
-                             "use)", (unsigned long long)t->id,
-                             (unsigned long long)t->graph->id,
-                             (unsigned long long)w->mem_used, (unsigned long long)w->mem_limit);
+            if (head) {
+                if (w->mem_blocked_task != t || w->mem_blocked_since == 0) {
+                    w->mem_blocked_task = t;
+                    w->mem_blocked_since = gs_now_ns();
+                    GS_LOG_DEBUG("task %llu of graph %llu waits for memory (%llu of %llu bytes "
+                                 "in use)", (unsigned long long)t->id,
+                                 (unsigned long long)t->graph->id,
+                                 (unsigned long long)w->mem_used,
+                                 (unsigned long long)w->mem_limit);
+                }
+                head = 0;
             }
-            goto dispatch;
+            if (++scanned >= GS_W_SKIP_AHEAD) break;
         }
-        progressed = 1;
+        e = next;
     }
-    w->mem_blocked_since = 0;
+    if (head) {
+        w->mem_blocked_since = 0;      /* the head was admitted (or the window is full) */
+        w->mem_blocked_task = NULL;
+    } else {
+        w->blocked_epoch = w->admit_epoch;
+    }
 dispatch:
     gs__wexec_dispatch(w);
 }
@@ -804,6 +827,7 @@ void gs__wexec_tick(gs_worker_t *w)
     if (w->state != GS_WSTATE_RUNNING || w->mem_blocked_since == 0) return;
     if (gs__wlist_empty(&w->admit_q)) {
         w->mem_blocked_since = 0;
+        w->mem_blocked_task = NULL;
         return;
     }
     /* Something could still free memory: running tasks, fetches, outgoing transfers. */
@@ -814,12 +838,16 @@ void gs__wexec_tick(gs_worker_t *w)
     t = GS_WCONTAINER(w->admit_q.next, gs_wtask_t, link);
     gs__wtask_fail(w, t, w->streams_mode ? GS_ERR_NO_DEVICE_MEMORY : GS_ERR_NO_MEMORY,
                    "cannot get memory for its output (%llu bytes) and inputs: %llu of the "
-                   "%llu-byte memory limit are held by %llu stored chunks and nothing running, "
-                   "fetching or released freed memory for %u ms",
+                   "%llu-byte memory limit are held by %llu stored chunks%s and nothing "
+                   "running, fetching or released freed memory for %u ms",
                    (unsigned long long)t->out_nbytes, (unsigned long long)w->mem_used,
                    (unsigned long long)w->mem_limit, (unsigned long long)w->st.chunks,
+                   w->mem_used + t->out_nbytes <= w->mem_limit
+                       ? " (the backend could not place the output in the free memory: "
+                         "fragmentation)" : "",
                    w->memory_wait_ms);
     w->mem_blocked_since = 0;
+    w->mem_blocked_task = NULL;
     gs__wexec_pump(w);
 }
 

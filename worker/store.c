@@ -349,4 +349,5 @@ void gs__wgraph_free_all(gs_worker_t *w)
 void gs__wmem_freed(gs_worker_t *w)
 {
     w->last_mem_free = gs_now_ns();
+    w->admit_epoch++;
 }

@@ -563,3 +563,34 @@ Test(worker_exec, runs_thousands_of_tiny_tasks)
     gs_array_release(a);
     stop_worker(&t);
 }
+
+Test(worker_exec, smaller_tasks_run_past_a_head_that_waits_for_memory)
+{
+    gs_worker_params_t p = {0};
+    tw_t t;
+    gs_taskgraph_t *big = store_graph(3), *small;
+    gs_array_h a;
+    int64_t shape[1] = {1}, chunks[1] = {1};
+    uint64_t tasks[3] = {0, 1, 2}, holder[3] = {0}, zero = 0;
+    const fs_done_t *d;
+    cr_assert_eq(gs_array_random_uniform(4, 0, 1, 1, shape, chunks, &a), GS_OK);
+    cr_assert_eq(gs_graph_lower(a, GS_LOWER_DEFAULT, &small), GS_OK);
+    cr_assert_eq(small->task_nbytes[0], 8u);
+    p.memory_limit = 5000;
+    p.memory_wait_ms = 20000;
+    start_worker(&t, &p);
+    fs_assign(&fs, 0, 1, big, tasks, 3, holder);          /* two fit, the third waits */
+    fs_assign(&fs, 0, 2, small, &zero, 1, holder);        /* queued behind the third */
+    d = fs_wait_done(&fs, 2, 0, 5000);
+    cr_assert_not_null(d, "the small task waited behind the blocked one");
+    cr_assert_eq(d->status, GS_OK);
+    cr_assert_null(fs_find_done(&fs, 1, 2));
+    fs_release(&fs, 0, 1, 1);
+    d = fs_wait_done(&fs, 1, 2, 5000);
+    cr_assert_not_null(d, "the blocked task never ran after the release");
+    cr_assert_eq(d->status, GS_OK, "%s", d->err);
+    gs_taskgraph_free(big);
+    gs_taskgraph_free(small);
+    gs_array_release(a);
+    stop_worker(&t);
+}
