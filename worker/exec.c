@@ -680,10 +680,12 @@ static void gs__wexec_dispatch(gs_worker_t *w)
 }
 
 /* Admission. Tasks are admitted in assignment order while memory allows. When the task at
- * the head of the queue does not fit, up to GS_W_SKIP_AHEAD later tasks are tried: those that
- * fit (typically consumers with small outputs whose completion lets gsched release their
- * inputs) run meanwhile, so a big head task does not stall a worker whose memory only its
- * successors can free. The head keeps its place and is retried first on every pump. */
+ * the head of the queue does not fit, the later queued tasks (up to GS_W_SKIP_AHEAD) are tried:
+ * those that fit (typically consumers with small outputs, whose completion lets gsched release
+ * their inputs) run meanwhile, so a big head task does not stall a worker whose memory only
+ * its successors can free. The head keeps its place and is retried first. While blocked, the
+ * queue is rescanned only after memory was freed or tasks arrived (admit_epoch), so the scan
+ * costs O(queue) per such event, not per loop iteration. */
 void gs__wexec_pump(gs_worker_t *w)
 {
     gs_wlink_t *e;

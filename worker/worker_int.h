@@ -18,7 +18,7 @@
 #define GS_W_INLINE_DEPS 4
 #define GS_W_DONE_FLUSH 4096       /* flush TASK_DONE early past this many entries */
 #define GS_W_ERRLEN 512
-#define GS_W_SKIP_AHEAD 64         /* queued tasks tried past a head blocked on memory */
+#define GS_W_SKIP_AHEAD 65536      /* queued tasks tried past a head blocked on memory */
 #define GS_W_IDLE_GRAPHS 256       /* idle graphs whose layers stay cached */
 #define GS_W_IDLE_LAYER_BYTES (64ull << 20)
 
