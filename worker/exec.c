@@ -838,6 +838,20 @@ void gs__wexec_tick(gs_worker_t *w)
     since = w->mem_blocked_since > w->last_mem_free ? w->mem_blocked_since : w->last_mem_free;
     if (now - since < (uint64_t)w->memory_wait_ms * 1000000ull) return;
     t = GS_WCONTAINER(w->admit_q.next, gs_wtask_t, link);
+    if (GS_LOG_LEVEL_INFO <= gs__log_level) {
+        /* what is waiting, for the log: how many queued tasks, how many with inputs here */
+        uint64_t nq = 0, nwith = 0, minout = UINT64_MAX;
+        for (gs_wlink_t *e = w->admit_q.next; e != &w->admit_q; e = e->next) {
+            gs_wtask_t *q = GS_WCONTAINER(e, gs_wtask_t, link);
+            nq++;
+            if (q->ndeps) nwith++;
+            if (q->out_nbytes < minout) minout = q->out_nbytes;
+        }
+        GS_LOG_INFO("memory deadlock: %llu tasks queued (%llu with inputs), smallest output "
+                    "%llu bytes; %llu bytes in %llu stored chunks", (unsigned long long)nq,
+                    (unsigned long long)nwith, (unsigned long long)minout,
+                    (unsigned long long)w->mem_used, (unsigned long long)w->st.chunks);
+    }
     gs__wtask_fail(w, t, w->streams_mode ? GS_ERR_NO_DEVICE_MEMORY : GS_ERR_NO_MEMORY,
                    "cannot get memory for its output (%llu bytes) and inputs: %llu of the "
                    "%llu-byte memory limit are held by %llu stored chunks%s and nothing "
