@@ -423,7 +423,16 @@ static gs_status_t gs__wtask_admit(gs_worker_t *w, gs_wtask_t *t)
                        (unsigned long long)w->mem_limit);
         return GS_ERR_NO_MEMORY;
     }
-    if (w->mem_used > w->mem_limit - need) return GS_INPROGRESS;
+    {
+        /* Tasks without inputs (generators) may fill only GS_W_PRODUCER_SHARE of the memory:
+         * the rest stays for tasks that consume stored chunks, whose completion lets gsched
+         * release memory. Without this reserve a deep queue of generators can fill the memory
+         * with chunks whose consumers then never fit. Lifted (reserve_off) when nothing else
+         * can make progress. */
+        uint64_t cap = w->mem_limit;
+        if (t->ndeps == 0 && !w->reserve_off) cap = w->mem_limit / 4 * GS_W_PRODUCER_QUARTERS;
+        if (need > cap || w->mem_used > cap - need) return GS_INPROGRESS;
+    }
 
     status = gs__wchunk_new(w, t->graph, t->id, t->out_nbytes, &t->out);
     if (status == GS_ERR_NO_MEMORY || status == GS_ERR_NO_DEVICE_MEMORY) return GS_INPROGRESS;
@@ -718,6 +727,7 @@ void gs__wexec_pump(gs_worker_t *w)
     if (head) {
         w->mem_blocked_since = 0;      /* the head was admitted (or the window is full) */
         w->mem_blocked_task = NULL;
+        w->reserve_off = 0;
     } else {
         w->blocked_epoch = w->admit_epoch;
     }
@@ -836,6 +846,17 @@ void gs__wexec_tick(gs_worker_t *w)
     if (w->nrunning || w->fetches.len || !gs__wlist_empty(&w->sends)) return;
     now = gs_now_ns();
     since = w->mem_blocked_since > w->last_mem_free ? w->mem_blocked_since : w->last_mem_free;
+    if (!w->reserve_off) {
+        /* idle and blocked: let generators use the reserve before giving up on anything */
+        if (now - since >= GS_W_RESERVE_IDLE_NS) {
+            GS_LOG_DEBUG("admission blocked with nothing running: lifting the consumer reserve");
+            w->reserve_off = 1;
+            w->last_mem_free = now;      /* restart the wait */
+            w->admit_epoch++;
+            gs__wexec_pump(w);
+        }
+        return;
+    }
     if (now - since < (uint64_t)w->memory_wait_ms * 1000000ull) return;
     t = GS_WCONTAINER(w->admit_q.next, gs_wtask_t, link);
     if (GS_LOG_LEVEL_INFO <= gs__log_level) {

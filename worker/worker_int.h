@@ -19,6 +19,8 @@
 #define GS_W_DONE_FLUSH 4096       /* flush TASK_DONE early past this many entries */
 #define GS_W_ERRLEN 512
 #define GS_W_SKIP_AHEAD 65536      /* queued tasks tried past a head blocked on memory */
+#define GS_W_PRODUCER_QUARTERS 3   /* tasks without inputs fill at most 3/4 of the memory */
+#define GS_W_RESERVE_IDLE_NS 100000000ull  /* blocked and idle this long: lift the reserve */
 #define GS_W_IDLE_GRAPHS 256       /* idle graphs whose layers stay cached */
 #define GS_W_IDLE_LAYER_BYTES (64ull << 20)
 
@@ -292,6 +294,7 @@ struct gs_worker {
     uint64_t mem_blocked_since;        /* 0: admission not blocked on memory */
     gs_wtask_t *mem_blocked_task;      /* the head task that is blocked */
     uint64_t admit_epoch;              /* bumped when memory is freed or tasks are queued */
+    int reserve_off;                   /* generators may use the consumers' reserve */
     uint64_t blocked_epoch;            /* admit_epoch at the last blocked scan */
     uint64_t last_mem_free;
     GS_VEC(gs_wtask_t *) task_free;    /* free-list of task structs */

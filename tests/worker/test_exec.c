@@ -580,6 +580,8 @@ Test(worker_exec, smaller_tasks_run_past_a_head_that_waits_for_memory)
     p.memory_wait_ms = 20000;
     start_worker(&t, &p);
     fs_assign(&fs, 0, 1, big, tasks, 3, holder);          /* two fit, the third waits */
+    cr_assert_not_null(fs_wait_done(&fs, 1, 0, 5000));
+    cr_assert_not_null(fs_wait_done(&fs, 1, 1, 5000));
     fs_assign(&fs, 0, 2, small, &zero, 1, holder);        /* queued behind the third */
     d = fs_wait_done(&fs, 2, 0, 5000);
     cr_assert_not_null(d, "the small task waited behind the blocked one");
@@ -592,5 +594,41 @@ Test(worker_exec, smaller_tasks_run_past_a_head_that_waits_for_memory)
     gs_taskgraph_free(big);
     gs_taskgraph_free(small);
     gs_array_release(a);
+    stop_worker(&t);
+}
+
+Test(worker_exec, generators_leave_room_for_the_tasks_that_consume_their_chunks)
+{
+    gs_worker_params_t p = {0};
+    tw_t t;
+    gs_array_h a, b, c;
+    int64_t shape[2] = {16, 16 * 8}, chunks[2] = {16, 16};   /* 8 chunks of 2048 bytes */
+    gs_reduce_params_t rp = {GS_REDUCE_FIELD_SPLIT_EVERY, 0, 8, 0};
+    double *ref, got;
+    size_t size, failed;
+    gs_taskgraph_t *tg;
+    int place[64] = {0};
+    cr_assert_eq(gs_array_random_uniform(6, 0, 1, 2, shape, chunks, &a), GS_OK);
+    cr_assert_eq(gs_array_binary_scalar(GS_BINARY_ADD, a, 1.0, &b), GS_OK);
+    cr_assert_eq(gs_array_reduce(GS_RED_SUM, b, &rp, &c), GS_OK);
+    /* unfused: generator (2048 B) -> +1 (2048 B) -> partial sum (8 B) -> combine */
+    tg = tw_lower(c, GS_LOWER_DEFAULT & ~GS_LOWER_FUSE, &ref, &size);
+    cr_assert_leq(tg->ntasks, 64u);
+    /* room for 4 chunks and the partials: the first wave assigns all 8 generators ahead of
+     * any consumer; admitted in order they would fill the memory with chunks whose +1
+     * consumers then never fit. The reserve keeps chains moving. */
+    p.nthreads = 1;
+    p.memory_limit = 4 * 2048 + 256;
+    p.memory_wait_ms = 3000;
+    start_worker(&t, &p);
+    failed = fs_run_graph(&fs, 1, tg, place, 1, 20000);
+    cr_assert_eq(failed, 0, "%s", failed == (size_t)-1 ? "timed out" : fs.done[failed - 1].err);
+    cr_assert(fs_gather_all(&fs, 1, tg, place, &got, 5000));
+    assert_close(&got, ref, 1);
+    free(ref);
+    gs_taskgraph_free(tg);
+    gs_array_release(a);
+    gs_array_release(b);
+    gs_array_release(c);
     stop_worker(&t);
 }
