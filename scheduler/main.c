@@ -76,7 +76,7 @@ static struct {
 static void gs__on_signal(uv_signal_t *sig, int signum)
 {
     (void)sig;
-    GS_LOG_WARN("signal %d: shutting down", signum);
+    GS_LOG_INFO("signal %d: shutting down", signum);
     gs_sched_stop(gs__sig.sched);
     if (!uv_is_closing((uv_handle_t *)&gs__sig.sigint)) uv_close((uv_handle_t *)&gs__sig.sigint, NULL);
     if (!uv_is_closing((uv_handle_t *)&gs__sig.sigterm)) uv_close((uv_handle_t *)&gs__sig.sigterm, NULL);

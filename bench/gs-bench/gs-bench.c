@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <time.h>
 
 /* ---------------------------------------------------------------------------------------- */
@@ -356,8 +357,15 @@ static int gs__bench_seed(int argc, char **argv)
     }
     {
         double seconds = nruns > 0 ? gs__median(times, nruns) : cold.seconds;
-        double kernel_per_worker = last.stats.run_s_total / (double)c.workers;
+        /* Execution slots: one per GPU worker; for CPU workers on a local cluster, the launcher
+         * gives each worker cores / workers threads. runtime_s_per_task is the slot time per task
+         * not spent in kernels: (wall * slots - kernel time) / tasks, an upper bound on what the
+         * runtime (scheduling, messaging, fetches, idling on the critical path) costs per task. */
+        long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+        double slots = (double)c.workers;
         double tasks = (double)last.stats.ntasks;
+        if (c.backend != NULL && strcmp(c.backend, "cpu") == 0 && ncpu > c.workers)
+            slots = (double)c.workers * (double)(ncpu / c.workers);
         printf("{\"bench\":\"seed\",\"n\":%" PRId64 ",\"chunk\":%" PRId64 ",\"workers\":%d", n,
                chunk, c.workers);
         printf(",\"backend\":\"%s\"", c.backend ? c.backend : "remote");
@@ -374,8 +382,12 @@ static int gs__bench_seed(int argc, char **argv)
         gs__json_num("submit_s", last.stats.submit_s);
         gs__json_num("kernel_s", last.stats.run_s_total);
         gs__json_num("sched_wall_s", last.stats.sched_wall_s);
+        printf(",\"slots\":%.0f", slots);
+        gs__json_num("busy_fraction",
+                     last.seconds > 0 ? last.stats.run_s_total / (last.seconds * slots) : NAN);
         gs__json_num("runtime_s_per_task",
-                     tasks > 0 ? (last.seconds - kernel_per_worker) / tasks : NAN);
+                     tasks > 0 ? fmax(0.0, last.seconds * slots - last.stats.run_s_total) / tasks
+                               : NAN);
         gs__json_num("tasks_per_s", last.seconds > 0 ? tasks / last.seconds : NAN);
         gs__json_num("gb_per_s", (double)n * (double)n * 8.0 / seconds * 1e-9);
         gs__json_num("connect_s", connect_s);
