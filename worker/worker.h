@@ -16,10 +16,16 @@
  * kernel, a copy or a transfer.
  *
  * Memory. Chunk memory comes from the backend (mem_alloc) and is accounted against the
- * effective memory limit (the backend's). A task that cannot get memory for its output or for
- * the inputs it must fetch waits (FIFO) until memory is released; when nothing can free memory
- * (nothing running or fetching and nothing released for memory_wait_ms) or when the task alone
- * needs more than the limit, it fails with an error naming the task and the sizes.
+ * effective memory limit (the backend's). A task is admitted (its output and the inputs it
+ * must fetch allocated) in assignment order while memory allows; a task that does not fit
+ * waits until memory is released, and meanwhile later queued tasks that fit may run. Tasks
+ * without inputs (generators) may fill only 3/4 of the memory, so tasks consuming stored
+ * chunks (whose completion lets gsched release them) always find room; the reserve is lifted
+ * when admission has been blocked with nothing running for 100 ms. When nothing can free
+ * memory (nothing running or fetching and nothing released for memory_wait_ms), or when the
+ * task alone needs more than the limit, the task fails with an error naming the task and the
+ * sizes. A worker cannot hand queued tasks back, so a scheduler that fills a worker's queue
+ * with generators whose outputs exceed its memory gets that error rather than a hang.
  *
  * Peer transfers. One ucp context (active messages) and one ucp worker whose event fd is
  * polled by the loop. Endpoints are created lazily from the PEERS addresses and closed when
