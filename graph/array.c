@@ -382,11 +382,8 @@ err_free:
 
 gs_status_t gs_array_slice(gs_array_h a, int nsl, const gs_slice_t *s, gs_array_h *out_p)
 {
-    struct gs_array *n;
-    gs_status_t st;
     int64_t start[GS_MAX_NDIM], step[GS_MAX_NDIM], count[GS_MAX_NDIM];
     int32_t index[GS_MAX_NDIM];
-    int32_t nd = 0, j;
     if (a == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "operand is NULL");
     if (out_p == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "out_p is NULL");
     if (nsl < 0 || nsl > a->grid.ndim)
@@ -400,7 +397,6 @@ gs_status_t gs_array_slice(gs_array_h a, int nsl, const gs_slice_t *s, gs_array_
             start[ax] = 0;
             step[ax] = 1;
             count[ax] = len;
-            nd++;
             continue;
         }
         if (s[ax].flags & ~(GS_SLICE_HAS_START | GS_SLICE_HAS_STOP | GS_SLICE_INDEX))
@@ -451,7 +447,21 @@ gs_status_t gs_array_slice(gs_array_h a, int nsl, const gs_slice_t *s, gs_array_
         start[ax] = b;
         step[ax] = st_;
         count[ax] = c;
-        nd++;
+    }
+    return gs__array_slice_canonical(a, start, step, count, index, out_p);
+}
+
+gs_status_t gs__array_slice_canonical(gs_array_h a, const int64_t *start, const int64_t *step,
+                                      const int64_t *count, const int32_t *index,
+                                      gs_array_h *out_p)
+{
+    struct gs_array *n;
+    gs_status_t st;
+    int32_t nd = 0, j;
+    for (int32_t ax = 0; ax < a->grid.ndim; ax++) {
+        gs_assert(index[ax] ? (start[ax] >= 0 && start[ax] < a->grid.shape[ax])
+                            : (count[ax] >= 0 && count[ax] <= a->grid.shape[ax]));
+        if (!index[ax]) nd++;
     }
     n = gs__node_new(GS__NODE_SLICE, nd);
     if (n == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for an array node");
@@ -683,6 +693,15 @@ gs_status_t gs__array_persist_snapshot(const struct gs_array *n, uint64_t *nbloc
     *nblocks_p = nb;
     *keys_p = k;
     return GS_OK;
+}
+
+int gs__array_is_persisted(const struct gs_array *n)
+{
+    int p;
+    pthread_mutex_lock(&gs__persist_lock);
+    p = n->persist != NULL;
+    pthread_mutex_unlock(&gs__persist_lock);
+    return p;
 }
 
 gs_status_t gs_array_get_persisted(gs_array_h a, uint64_t *nblocks_p, gs_key_t **keys_p)

@@ -89,6 +89,26 @@ static inline int gs__node_is_generator(const struct gs_array *n)
 gs_status_t gs__array_persist_snapshot(const struct gs_array *n, uint64_t *nblocks_p,
                                        gs_key_t **keys_p);
 
+/* Whether @a n is persisted now (it may change at any time). */
+int gs__array_is_persisted(const struct gs_array *n);
+
+/* Slice node over @a a from canonical per-axis parameters (one entry per axis of @a a):
+ * index[ax] != 0 takes element start[ax] (in range) and drops the axis; otherwise the axis keeps
+ * count[ax] elements start[ax] + step[ax] * t, all in range, with step 1 when count <= 1 and
+ * start 0 when count is 0 (what gs_array_slice() computes from NumPy slices). Output chunks
+ * follow the input chunks. New reference in *out_p; GS_ERR_NO_MEMORY or GS_ERR_INVALID_PARAM
+ * (element/chunk count overflow). */
+gs_status_t gs__array_slice_canonical(gs_array_h a, const int64_t *start, const int64_t *step,
+                                      const int64_t *count, const int32_t *index,
+                                      gs_array_h *out_p);
+
+/* Slice pushdown (GS_LOWER_SLICE_PUSHDOWN, pushdown.c): an expression equal to @a root (same
+ * values, shape and chunk grid) in which slices and transposes sit below elementwise nodes
+ * wherever that is possible without duplicating work; see pushdown.c. *out_p gets a new
+ * reference (possibly @a root itself). GS_ERR_NO_MEMORY; GS_ERR_INTERNAL if a rebuilt node is
+ * rejected (a bug). */
+gs_status_t gs__pushdown(struct gs_array *root, struct gs_array **out_p);
+
 /* ---- grids ---- */
 
 /* Check a grid's structure (ndim, shape >= 0, nchunks >= 1, bounds 0..shape nondecreasing,

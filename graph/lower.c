@@ -1,11 +1,15 @@
 /* Lowering an expression DAG to a task graph.
  *
+ * 0. With GS_LOWER_SLICE_PUSHDOWN, rewrite the expression so slices and transposes sit below
+ *    elementwise nodes (pushdown.c): a slice above `x + 1` then slices x, so a generator under it
+ *    produces only the kept elements even when nothing is fused.
  * 1. Collect the nodes reachable from the result (iterative DFS, post-order = topological order),
  *    not descending into persisted nodes, and count each node's consumers.
  * 2. Decide, per edge (consumer, input), whether the input is inlined into the consumer's
  *    kernel or read as a materialised chunk:
  *      fused:   inline unless the input is persisted, a reduction, host data, or a blockwise node
- *               with several consumers (generators are always inlined);
+ *               with several consumers (generators, and slices/transposes of generators or of
+ *               materialised chunks, are always inlined: they only address their input);
  *      unfused: inline only a generator (or a pushed-down slice/transpose of one) into a
  *               slice/transpose when GS_LOWER_SLICE_PUSHDOWN is set.
  *    Kernel limits (program length, leaves, stack) are checked bottom-up; an edge that would
@@ -31,7 +35,8 @@ typedef struct lw_node {
     int64_t in[2];          /* node indices of inputs */
     uint32_t uses;
     uint8_t inl[2];         /* edge inlined into this node's kernel */
-    uint8_t genlike;
+    uint8_t genlike;        /* generator, or slices/transposes of one, all inlined */
+    uint8_t cheap;          /* genlike, or slices/transposes of a chunk read: no compute */
     uint8_t materialised;
     int32_t prog, stack, leaves;   /* kernel cost when inlined */
     int64_t layer;          /* lowering layer holding the node's output, -1 none */
@@ -183,7 +188,7 @@ static int lw_decide_edge(const lw_t *w, const lw_node_t *e, int k)
     if (in->pidx >= 0) return 0;
     if (w->flags & GS_LOWER_FUSE) {
         if (in->n->kind == GS__NODE_REDUCE || in->n->kind == GS__NODE_LITERAL) return 0;
-        return gs__node_is_generator(in->n) || in->uses == 1;
+        return in->cheap || in->uses == 1;
     }
     return (w->flags & GS_LOWER_SLICE_PUSHDOWN) && lw_is_layout(e->n) && in->genlike;
 }
@@ -259,6 +264,8 @@ static void lw_decide(lw_t *w, int64_t root)
         }
         e->genlike = (uint8_t)(gs__node_is_generator(e->n) ||
                                (lw_is_layout(e->n) && e->inl[0] && w->nodes[e->in[0]].genlike));
+        e->cheap = (uint8_t)(e->genlike ||
+                             (lw_is_layout(e->n) && (!e->inl[0] || w->nodes[e->in[0]].cheap)));
     }
     w->nodes[root].materialised = 1;
     for (int64_t i = 0; i < w->nnodes; i++) {
@@ -842,6 +849,7 @@ gs_status_t gs_graph_lower(gs_array_h out, unsigned flags, gs_taskgraph_t **tg_p
 {
     lw_t w;
     gs_taskgraph_t *tg = NULL;
+    struct gs_array *expr = NULL;
     gs_status_t st;
     int64_t root;
     if (out == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "array is NULL");
@@ -850,7 +858,12 @@ gs_status_t gs_graph_lower(gs_array_h out, unsigned flags, gs_taskgraph_t **tg_p
         return gs_error_set(GS_ERR_INVALID_PARAM, "unknown lowering flags 0x%x", flags);
     memset(&w, 0, sizeof(w));
     w.flags = flags;
-    if ((st = lw_collect(&w, out)) != GS_OK) goto err;
+    if (flags & GS_LOWER_SLICE_PUSHDOWN) {
+        if ((st = gs__pushdown(out, &expr)) != GS_OK) return st;
+    } else {
+        expr = gs_array_retain(out);
+    }
+    if ((st = lw_collect(&w, expr)) != GS_OK) goto err;
     root = w.nnodes - 1;   /* the root finishes last */
     lw_decide(&w, root);
     if ((st = lw_build_layers(&w, root)) != GS_OK) goto err;
@@ -861,10 +874,12 @@ gs_status_t gs_graph_lower(gs_array_h out, unsigned flags, gs_taskgraph_t **tg_p
     }
     if ((st = lw_tasks(&w, root, tg)) != GS_OK) goto err;
     lw_cleanup(&w);
+    gs_array_release(expr);
     *tg_p = tg;
     return GS_OK;
 err:
     gs_taskgraph_free(tg);
     lw_cleanup(&w);
+    gs_array_release(expr);
     return st;
 }

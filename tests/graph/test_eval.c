@@ -55,6 +55,14 @@ static double *eval_flags(gs_array_h h, unsigned flags, gs_taskgraph_t **tg_keep
     cr_assert_not_null(out);
     TX_OK(gs_graph_lower(h, flags, &tg));
     TX_OK(gs_taskgraph_validate(tg));
+    /* whatever the lowering rewrote, the result keeps the array's chunk grid */
+    cr_assert_eq(tg->out_grid.ndim, gs_array_ndim(h));
+    for (int ax = 0; ax < tg->out_grid.ndim; ax++) {
+        cr_assert_eq(tg->out_grid.nchunks[ax], gs_array_nchunks(h, ax));
+        cr_assert(memcmp(tg->out_grid.bounds[ax], gs_array_chunk_bounds(h, ax),
+                         (size_t)(tg->out_grid.nchunks[ax] + 1) * sizeof(int64_t)) == 0,
+                  "flags 0x%x: chunk bounds of axis %d differ from the array's", flags, ax);
+    }
     roundtrip_layers(tg);
     TX_OK(gs_taskgraph_validate(tg));
     TX_OK(gs_chunkops_eval(&gs_chunkops_cpu_ops, ctx, tg, out, (size_t)size));
@@ -254,6 +262,192 @@ Test(graph_eval, slices_of_slices_of_transposes)
     check(tx_slice(tx_transpose(tx_normal(5, 0, 1, 3, shape, chunks), NULL), 3, s1),
           "slice(transpose(normal))");
     check(tx_slice(tx_host(3, shape, chunks), 3, s2), "slice(host)");
+}
+
+/* ---- slices and transposes above elementwise nodes (pushed down by SLICE_PUSHDOWN) ---- */
+
+#define SL_FROM(a, k) SL((a), 0, (k), GS_SLICE_HAS_START)
+
+Test(graph_eval, slices_above_elementwise_chains)
+{
+    int64_t shape[2] = {23, 17}, chunks[2] = {5, 4};
+    tx_t *x = tx_normal(501, 0, 1, 2, shape, chunks);
+    tx_t *y = tx_unary(GS_UNARY_SQRT, tx_unary(GS_UNARY_ABS, tx_scalar_l(GS_BINARY_SUB, 2.0,
+                       tx_scalar_r(GS_BINARY_MUL, x, 3.0))));
+    gs_slice_t cases[][2] = {
+        {SL_STEP(2), SL_STEP(2)},
+        {SL_STEP(-3), SL_RANGE(1, 16, 4)},
+        {SL_RANGE(20, 2, -3), SL_STEP(-1)},
+        {SL_IDX(7), SL_STEP(-2)},
+        {SL_RANGE(2, 21, 3), SL_IDX(-1)},
+        {SL_IDX(-4), SL_IDX(3)},
+        {SL_RANGE(4, 4, 1), SL_ALL},                      /* empty */
+        {SL_RANGE(3, 4, 1000), SL_RANGE(16, 0, -1000)},   /* one element, huge steps */
+    };
+    gs_slice_t again[1] = {SL_STEP(-2)};
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char what[48];
+        tx_t *z = tx_slice(y, 2, cases[i]);
+        snprintf(what, sizeof(what), "slice case %zu of a chain", i);
+        check(z, what);
+        snprintf(what, sizeof(what), "sum of slice case %zu of a chain", i);
+        check(tx_reduce(GS_RED_SUM, z, -1, 0, 0), what);
+        if (z->ndim > 0) {
+            snprintf(what, sizeof(what), "slice of slice case %zu of a chain", i);
+            check(tx_slice(tx_scalar_r(GS_BINARY_ADD, z, 1.0), 1, again), what);
+        }
+    }
+    /* a slice taking everything, and a slice of a 0-d array */
+    gs_slice_t all[2] = {SL_ALL, SL_ALL};
+    check(tx_slice(tx_unary(GS_UNARY_NEG, x), 2, all), "full slice of -x");
+    check(tx_slice(tx_reduce(GS_RED_MAX, y, -1, 0, 0), 0, NULL), "slice of a 0-d array");
+    /* the seed expression with odd shapes and steps */
+    int64_t s3[3] = {9, 8, 7}, c3[3] = {4, 3, 5};
+    gs_slice_t k[3] = {SL_STEP(2), SL_STEP(-3), SL_RANGE(1, 7, 2)};
+    tx_t *u = tx_slice(tx_scalar_r(GS_BINARY_ADD, tx_uniform(502, 0, 1, 3, s3, c3), 1.0), 3, k);
+    check(tx_reduce(GS_RED_SUM, u, -1, 0, 0), "3-d seed");
+    check(tx_reduce(GS_RED_ARGMAX, u, 1, 0, 0), "argmax of a sliced 3-d chain");
+}
+
+Test(graph_eval, slices_above_broadcasting_binaries)
+{
+    int64_t sa[2] = {12, 1}, ca[2] = {5, 1}, sb[1] = {17}, cb[1] = {4};
+    tx_t *a = tx_normal(511, 0, 1, 2, sa, ca);
+    tx_t *b = tx_arange(0.0, 1.0, 1, sb, cb);
+    tx_t *c = tx_binary(GS_BINARY_ADD, a, b);                     /* (12, 17) */
+    tx_t *c2 = tx_binary(GS_BINARY_SUB, b, tx_unary(GS_UNARY_EXP, a));
+    gs_slice_t cases[][2] = {
+        {SL_STEP(2), SL_STEP(-3)},
+        {SL_IDX(3), SL_ALL},
+        {SL_ALL, SL_IDX(-2)},
+        {SL_IDX(0), SL_IDX(16)},
+        {SL_RANGE(5, 5, 1), SL_STEP(2)},                   /* empty rows */
+        {SL_STEP(3), SL_RANGE(9, 9, 1)},                   /* empty columns */
+        {SL_RANGE(-1, 0, -4), SL_RANGE(2, 9, 3)},
+        {SL_RANGE(0, 1, 1), SL_RANGE(4, 5, 1)},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char what[48];
+        snprintf(what, sizeof(what), "(12,1)+(17,) slice case %zu", i);
+        check(tx_slice(c, 2, cases[i]), what);
+        snprintf(what, sizeof(what), "(17,)-exp(12,1) slice case %zu", i);
+        check(tx_slice(c2, 2, cases[i]), what);
+    }
+    /* (4,1,5) * (3,1): both operands broadcast on some axis */
+    int64_t s3[3] = {4, 1, 5}, c3[3] = {3, 1, 2}, s2[2] = {3, 1}, c2s[2] = {2, 1};
+    tx_t *p = tx_host(3, s3, c3);
+    tx_t *q = tx_uniform(512, 0, 1, 2, s2, c2s);
+    tx_t *pq = tx_binary(GS_BINARY_MUL, p, q);                    /* (4, 3, 5) */
+    gs_slice_t k3[][3] = {
+        {SL_IDX(1), SL_STEP(-1), SL_STEP(2)},
+        {SL_STEP(2), SL_IDX(2), SL_IDX(-1)},
+        {SL_ALL, SL_RANGE(0, 1, 1), SL_STEP(3)},
+        {SL_STEP(-3), SL_STEP(2), SL_ALL},
+    };
+    for (size_t i = 0; i < sizeof(k3) / sizeof(k3[0]); i++) {
+        char what[48];
+        snprintf(what, sizeof(what), "(4,1,5)*(3,1) slice case %zu", i);
+        check(tx_slice(pq, 3, k3[i]), what);
+    }
+    /* operands chunked differently: the result is chunked at the union */
+    int64_t s4[2] = {6, 10}, c4[2] = {4, 3}, c5[2] = {2, 5};
+    tx_t *u = tx_normal(513, 1, 1, 2, s4, c4);
+    tx_t *v = tx_normal(514, 1, 1, 2, s4, c5);
+    tx_t *w = tx_binary(GS_BINARY_MAXIMUM, tx_unary(GS_UNARY_ABS, u), v);
+    gs_slice_t kw[2] = {SL_STEP(-1), SL_RANGE(1, 10, 2)};
+    check(tx_slice(w, 2, kw), "slice of max(|u|, v), different chunks");
+    /* 0-d operands */
+    tx_t *s0 = tx_reduce(GS_RED_SUM, u, -1, 0, 0);
+    gs_slice_t k0[2] = {SL_STEP(2), SL_IDX(1)};
+    check(tx_slice(tx_binary(GS_BINARY_MUL, u, s0), 2, k0), "(u * u.sum())[::2, 1]");
+    check(tx_slice(tx_binary(GS_BINARY_SUB, s0, v), 2, kw), "(v.sum() - v)[::-1, 1:10:2]");
+}
+
+Test(graph_eval, transposes_above_elementwise_nodes)
+{
+    int64_t shape[3] = {10, 12, 9}, chunks[3] = {3, 5, 4};
+    int perm[3] = {2, 0, 1}, swap12[3] = {0, 2, 1}, swap01[3] = {1, 0, 2};
+    tx_t *x = tx_normal(521, 0, 1, 3, shape, chunks);
+    tx_t *y = tx_unary(GS_UNARY_EXP, tx_scalar_r(GS_BINARY_MUL, x, 0.1));
+    tx_t *t = tx_transpose(y, perm);
+    check(t, "transpose of a chain");
+    gs_slice_t s1[3] = {SL_STEP(-2), SL_RANGE(1, 9, 3), SL_IDX(4)};
+    check(tx_slice(t, 3, s1), "slice of a transposed chain");
+    gs_slice_t s2[3] = {SL_IDX(1), SL_STEP(-1), SL_RANGE(2, 11, 2)};
+    check(tx_slice(tx_transpose(tx_slice(y, 3, s2), NULL), 2, s2), "slice(T(slice(chain)))");
+    /* transposes above binaries: every operand axis present */
+    int64_t c2[3] = {5, 4, 3};
+    tx_t *z = tx_arange(0.0, 0.5, 3, shape, c2);
+    check(tx_slice(tx_transpose(tx_binary(GS_BINARY_ADD, x, z), perm), 3, s1),
+          "slice(T(x + z)), different chunks");
+    /* (3,4,5) + (4,5): a transpose keeping the operand's axes last moves down, another not */
+    int64_t sp[3] = {3, 4, 5}, cp[3] = {2, 3, 2}, sq[2] = {4, 5}, cq[2] = {2, 2};
+    tx_t *p = tx_normal(522, 0, 1, 3, sp, cp);
+    tx_t *q = tx_uniform(523, 0, 1, 2, sq, cq);
+    tx_t *pq = tx_binary(GS_BINARY_DIV, p, q);
+    gs_slice_t s3[3] = {SL_STEP(-1), SL_STEP(2), SL_RANGE(1, 4, 1)};
+    check(tx_slice(tx_transpose(pq, swap12), 3, s3), "(p / q).transpose(0,2,1) sliced");
+    check(tx_slice(tx_transpose(pq, swap01), 3, s3), "(p / q).transpose(1,0,2) sliced");
+    check(tx_transpose(pq, NULL), "(p / q).T");
+    /* (4,5) + (5,): .T cannot move into the (5,) operand */
+    int64_t sa[2] = {4, 5}, ca[2] = {3, 2}, sb[1] = {5}, cb[1] = {3};
+    tx_t *a = tx_normal(524, 0, 1, 2, sa, ca);
+    tx_t *b = tx_arange(1.0, 1.0, 1, sb, cb);
+    tx_t *ab = tx_binary(GS_BINARY_ADD, a, b);
+    gs_slice_t s4[2] = {SL_STEP(2), SL_STEP(-1)};
+    check(tx_transpose(ab, NULL), "(a + b).T, b lacking an axis");
+    check(tx_slice(tx_transpose(ab, NULL), 2, s4), "(a + b).T[::2, ::-1]");
+    /* broadcast on both sides, transposed: (4,1) + (1,5) */
+    int64_t sc[2] = {4, 1}, cc[2] = {3, 1}, sd[2] = {1, 5}, cd[2] = {1, 2};
+    tx_t *cx = tx_normal(525, 0, 1, 2, sc, cc);
+    tx_t *dx = tx_host(2, sd, cd);
+    gs_slice_t s5[2] = {SL_STEP(-1), SL_RANGE(1, 4, 2)};
+    check(tx_slice(tx_transpose(tx_binary(GS_BINARY_POW, dx, tx_unary(GS_UNARY_ABS, cx)), NULL),
+                   2, s5), "(|c| ** d).T sliced, both broadcast");
+}
+
+Test(graph_eval, shared_nodes_under_slices)
+{
+    int64_t n1 = 40, c1 = 7;
+    tx_t *x = tx_normal(531, 0, 1, 1, &n1, &c1);
+    tx_t *y = tx_scalar_r(GS_BINARY_ADD, tx_scalar_r(GS_BINARY_MUL, x, 2.0), 1.0);
+    gs_slice_t ev[1] = {SL_STEP(2)}, od[1] = {SL_FROM(1, 2)}, rv[1] = {SL_STEP(-3)};
+    check(tx_binary(GS_BINARY_MUL, tx_slice(y, 1, ev), tx_slice(y, 1, od)), "y[::2] * y[1::2]");
+    check(tx_slice(tx_binary(GS_BINARY_ADD, y, y), 1, rv), "(y + y)[::-3]");
+    check(tx_binary(GS_BINARY_ADD, tx_reduce(GS_RED_SUM, tx_slice(y, 1, ev), -1, 0, 0),
+                    tx_reduce(GS_RED_SUM, y, -1, 0, 0)), "y[::2].sum() + y.sum()");
+    /* a shared slice */
+    gs_slice_t tail[1] = {SL(1, 0, 1, GS_SLICE_HAS_START)}, init[1] = {SL(0, -1, 1, GS_SLICE_HAS_STOP)};
+    tx_t *s = tx_slice(tx_unary(GS_UNARY_NEG, x), 1, ev);
+    check(tx_binary(GS_BINARY_SUB, tx_slice(s, 1, tail), tx_slice(s, 1, init)), "s[1:] - s[:-1]");
+    /* 2-d: a shared chain seen through a slice and a sliced transpose */
+    int64_t sh[2] = {14, 14}, ch[2] = {4, 5};
+    tx_t *m = tx_unary(GS_UNARY_EXP, tx_scalar_r(GS_BINARY_MUL, tx_normal(532, 0, 1, 2, sh, ch), 0.3));
+    gs_slice_t k[2] = {SL_STEP(2), SL_STEP(-2)};
+    check(tx_binary(GS_BINARY_ADD, tx_slice(m, 2, k), tx_slice(tx_transpose(m, NULL), 2, k)),
+          "m[::2, ::-2] + m.T[::2, ::-2]");
+    /* a generator used twice under one slice */
+    tx_t *g = tx_normal(533, 0, 1, 2, sh, ch);
+    check(tx_slice(tx_binary(GS_BINARY_SUB, g, tx_transpose(g, NULL)), 2, k), "(g - g.T)[::2, ::-2]");
+}
+
+Test(graph_eval, slices_above_reductions_and_host_data)
+{
+    int64_t shape[2] = {13, 11}, chunks[2] = {4, 3};
+    tx_t *x = tx_normal(541, 1, 2, 2, shape, chunks);
+    tx_t *r0 = tx_reduce(GS_RED_MEAN, x, 0, 0, 0);                /* (11,) */
+    gs_slice_t s1[1] = {SL_STEP(-2)};
+    check(tx_slice(tx_scalar_r(GS_BINARY_ADD, r0, 1.0), 1, s1), "(x.mean(0) + 1)[::-2]");
+    check(tx_slice(tx_binary(GS_BINARY_SUB, x, r0), 2, (gs_slice_t[]){SL_STEP(3), SL_IDX(5)}),
+          "(x - x.mean(0))[::3, 5]");
+    tx_t *h = tx_host(2, shape, chunks);
+    gs_slice_t k[2] = {SL_IDX(2), SL_STEP(2)}, kt[2] = {SL_STEP(-3), SL_RANGE(1, 12, 4)};
+    check(tx_slice(tx_scalar_r(GS_BINARY_MUL, h, 2.0), 2, kt), "(host * 2)[::-3, 1:12:4]");
+    check(tx_slice(tx_binary(GS_BINARY_ADD, h, x), 2, k), "(host + x)[2, ::2]");
+    check(tx_slice(tx_transpose(tx_unary(GS_UNARY_ABS, h), NULL), 2, kt), "|host|.T sliced");
+    /* a slice of a reduction's input and of its output */
+    tx_t *v = tx_reduce(GS_RED_VAR, tx_slice(tx_scalar_r(GS_BINARY_SUB, x, 1.0), 2, kt), 1, 1.0, 2);
+    check(tx_slice(tx_unary(GS_UNARY_SQRT, v), 1, s1), "sqrt(var((x - 1)[...], 1))[::-2]");
 }
 
 /* ---- transposes ---- */
