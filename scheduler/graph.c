@@ -174,7 +174,10 @@ static void gs__graph_free_arrays(gs__graph_t *g)
     gs_u64map_cleanup(&g->ext_index);
     gs_free(g->srcs);
     GS_VEC_FREE(&g->users);
-    gs_free(g->ready);
+    gs_free(g->prio);
+    gs_free(g->order);
+    gs_free(g->ready_tasks.bits);
+    gs_free(g->ready_roots.bits);
     for (uint32_t i = 0; i < g->ngw; i++) gs_free(g->gw[i].layer_bits);
     gs_free(g->gw);
     GS_VEC_FREE(&g->parked);
@@ -210,15 +213,148 @@ static void gs__active_del(gs_sched_t *s, gs__graph_t *g)
     g->anext = g->aprev = NULL;
 }
 
+/* ---- ready sets (see gs__rset_t) ---- */
+
+static gs_status_t gs__rset_init(gs__rset_t *r, uint32_t nkeys)
+{
+    uint32_t words = nkeys / 64 + 1, total = 0, l = 0;
+    for (;;) {
+        gs_assert(l < GS__RSET_MAX_LEVELS);
+        r->off[l++] = total;
+        total += words;
+        if (words == 1) break;
+        words = (words + 63) / 64;
+    }
+    r->nlevels = l;
+    r->n = 0;
+    r->bits = gs_calloc(total, sizeof(uint64_t), "graph ready set");
+    return r->bits != NULL ? GS_OK : GS_ERR_NO_MEMORY;
+}
+
+static void gs__rset_clear(gs__rset_t *r)
+{
+    if (r->bits != NULL) memset(r->bits, 0, ((size_t)r->off[r->nlevels - 1] + 1) * sizeof(uint64_t));
+    r->n = 0;
+}
+
+/* @a p must not be a member. */
+static inline void gs__rset_add(gs__rset_t *r, uint32_t p)
+{
+    for (uint32_t l = 0; l < r->nlevels; l++) {
+        uint64_t *w = &r->bits[r->off[l] + (p >> 6)];
+        uint64_t was = *w;
+        *w = was | (1ull << (p & 63));
+        if (was != 0) break;
+        p >>= 6;
+    }
+    r->n++;
+}
+
+/* @a p must be a member. */
+static inline void gs__rset_del(gs__rset_t *r, uint32_t p)
+{
+    gs_assert(r->n > 0);
+    for (uint32_t l = 0; l < r->nlevels; l++) {
+        uint64_t *w = &r->bits[r->off[l] + (p >> 6)];
+        *w &= ~(1ull << (p & 63));
+        if (*w != 0) break;
+        p >>= 6;
+    }
+    r->n--;
+}
+
+/* Smallest member; the set must not be empty. */
+static inline uint32_t gs__rset_min(const gs__rset_t *r)
+{
+    uint32_t i = 0;
+    gs_assert(r->n > 0);
+    for (uint32_t l = r->nlevels; l-- > 0;) i = (i << 6) | (uint32_t)__builtin_ctzll(r->bits[r->off[l] + i]);
+    return i;
+}
+
 static void gs__make_ready(gs_sched_t *s, gs__graph_t *g, uint32_t t)
 {
     g->state[t] = GS__TS_READY;
     if (!(g->tflags[t] & GS__TF_STACKED)) {
-        gs_assert(g->nready < g->ntasks);
+        gs_assert(g->prio[t] < g->ntotal);
         g->tflags[t] |= GS__TF_STACKED;
-        g->ready[g->nready++] = t;
+        gs__rset_add((g->tflags[t] & GS__TF_ROOT) ? &g->ready_roots : &g->ready_tasks, g->prio[t]);
+        g->nready++;
     }
     gs__active_add(s, g);
+}
+
+/* Drop (lazily removed) entry @a t, of priority @a p, from ready set @a r. */
+static inline void gs__ready_del(gs__graph_t *g, gs__rset_t *r, uint32_t p, uint32_t t)
+{
+    gs__rset_del(r, p);
+    gs_assert(g->nready > 0);
+    g->nready--;
+    g->tflags[t] &= (uint8_t)~GS__TF_STACKED;
+}
+
+/* ---- root tallies (the root bound, sched.h) ---- */
+
+static void gs__roots_add(gs__roots_t *r, uint8_t flag, uint64_t nbytes)
+{
+    if (flag == GS__TF_RQUEUED) r->nqueued++;
+    else r->nheld++;
+    r->bytes += nbytes;
+}
+
+static void gs__roots_sub(gs__roots_t *r, uint8_t flag, uint64_t nbytes)
+{
+    uint32_t *n = flag == GS__TF_RQUEUED ? &r->nqueued : &r->nheld;
+    gs_assert(*n > 0 && r->bytes >= nbytes);
+    if (*n > 0) (*n)--;
+    r->bytes = r->bytes >= nbytes ? r->bytes - nbytes : 0;
+}
+
+/* Count root task @a t in the tallies of worker @a w = where[t] (@a flag: GS__TF_RQUEUED or
+ * GS__TF_RHELD). nbytes[t] must not change while it is counted. Every counted task is
+ * uncounted (gs__root_uncount) before where[t] changes, except when its worker is removed
+ * (the tallies go with the worker; gs__sched_worker_removed clears the flags). */
+static inline void gs__root_count(gs__graph_t *g, uint32_t t, gs__worker_t *w, uint8_t flag)
+{
+    gs_assert(!(g->tflags[t] & (GS__TF_RQUEUED | GS__TF_RHELD)) && g->where[t] == w->slot);
+    g->tflags[t] |= flag;
+    if (flag == GS__TF_RQUEUED) g->nroots_queued++;
+    gs__roots_add(&w->roots, flag, g->nbytes[t]);
+}
+
+static void gs__root_uncount_slow(gs_sched_t *s, gs__graph_t *g, uint32_t t, uint8_t flag)
+{
+    uint32_t slot = g->where[t];
+    gs__worker_t *w = slot < s->nslots ? s->slots[slot] : NULL;
+    g->tflags[t] &= (uint8_t)~flag;
+    if (flag == GS__TF_RQUEUED) {
+        gs_assert(g->nroots_queued > 0);
+        if (g->nroots_queued > 0) g->nroots_queued--;
+    }
+    gs_assert(w != NULL);
+    if (w != NULL) gs__roots_sub(&w->roots, flag, g->nbytes[t]);
+}
+
+/* Take task @a t out of the root tallies, if counted. Call before where[t] changes. */
+static inline void gs__root_uncount(gs_sched_t *s, gs__graph_t *g, uint32_t t)
+{
+    uint8_t flag = g->tflags[t] & (GS__TF_RQUEUED | GS__TF_RHELD);
+    if (flag != 0) gs__root_uncount_slow(s, g, t, flag);
+}
+
+/* A root chunk counts as held while it is stored and some needed dependent has not run. */
+static inline void gs__root_sync_held(gs_sched_t *s, gs__graph_t *g, uint32_t t)
+{
+    uint8_t f = g->tflags[t];
+    if (!(f & (GS__TF_ROOT | GS__TF_RHELD))) return;
+    if ((f & GS__TF_ROOT) && g->state[t] == GS__TS_MEMORY && g->nrefs[t] > 0) {
+        if (!(f & GS__TF_RHELD)) {
+            uint32_t slot = g->where[t];
+            if (slot < s->nslots && s->slots[slot] != NULL) gs__root_count(g, t, s->slots[slot], GS__TF_RHELD);
+        }
+    } else if (f & GS__TF_RHELD) {
+        gs__root_uncount_slow(s, g, t, GS__TF_RHELD);
+    }
 }
 
 static void gs__queue_release(gs__worker_t *w, uint64_t graph, uint64_t task)
@@ -236,6 +372,7 @@ static void gs__release_chunk(gs_sched_t *s, gs__graph_t *g, uint32_t t)
 {
     uint32_t slot = g->where[t];
     gs_assert(g->state[t] == GS__TS_MEMORY);
+    gs__root_uncount(s, g, t);
     if (slot < s->nslots && s->slots[slot] != NULL) gs__queue_release(s->slots[slot], g->id, t);
     if (slot < g->ngw && g->gw[slot].nheld > 0) g->gw[slot].nheld--;
     g->state[t] = GS__TS_RELEASED;
@@ -345,8 +482,10 @@ static void gs__graph_stop_workers(gs_sched_t *s, gs__graph_t *g)
         gw->layer_bits = NULL;
     }
     for (uint32_t t = 0; t < g->ntasks; t++) {
+        gs__root_uncount(s, g, t);
         if (g->state[t] == GS__TS_MEMORY) gs__release_chunk(s, g, t);
     }
+    gs_assert(g->nroots_queued == 0);
 }
 
 static void gs__graph_failv(gs__graph_t *g, gs_status_t status, const char *fmt, va_list ap)
@@ -373,6 +512,8 @@ static void gs__graph_failv(gs__graph_t *g, gs_status_t status, const char *fmt,
         if (st != GS__TS_RELEASED && st != GS__TS_CULLED) g->state[t] = GS__TS_ERRED;
         g->where[t] = GS__NO_WORKER;
     }
+    gs__rset_clear(&g->ready_tasks);
+    gs__rset_clear(&g->ready_roots);
     g->nready = 0;
     gs__active_del(s, g);
     if (was_running) {
@@ -490,6 +631,7 @@ static void gs__dep_unavailable(gs__graph_t *g, uint32_t u)
     case GS__TS_ASSIGNED:
         /* An assigned task stays counted as outstanding on its worker; whatever that worker
          * reports for it later is ignored (and an OK result released there). */
+        gs__root_uncount(g->s, g, u);   /* roots have no inputs: never counted here */
         g->state[u] = GS__TS_WAITING;
         g->ndeps_left[u] = 1;
         g->where[u] = GS__NO_WORKER;
@@ -514,8 +656,7 @@ static void gs__dep_unavailable(gs__graph_t *g, uint32_t u)
         }                                                                                    \
     } while (0)
 
-/* Dependents are woken from the highest id down so that, on the LIFO ready stack, those made
- * ready by one completion run in ascending id order. */
+/* Wake the dependents of chunk @a t (placement order comes from their priorities). */
 static void gs__chunk_available(gs_sched_t *s, gs__graph_t *g, uint32_t t)
 {
     for (uint32_t j = g->rdep_off[t + 1]; j-- > g->rdep_off[t];) gs__dep_available(s, g, g->rdeps[j]);
@@ -569,6 +710,7 @@ static int gs__recount(gs_sched_t *s, gs__graph_t *g, uint32_t t, int add_refs)
             }
         } else if (add_refs) {
             g->nrefs[d]++;
+            if (g->nrefs[d] == 1) gs__root_sync_held(s, g, d);   /* a stored root is needed again */
         }
         st = dg->state[dt];
         if (st != GS__TS_MEMORY) {
@@ -666,6 +808,48 @@ static gs_status_t gs__resolve_external(gs_sched_t *s, gs__peer_t *client, const
     return GS_OK;
 }
 
+/* Priorities: a depth-first post-order of the needed tasks from the outputs (in their listed
+ * order), visiting each task's inputs in their listed order. All the inputs of a task are
+ * numbered before it, and the subtree of one input is finished before the next is started, so
+ * that running ready tasks lowest number first completes one branch (and frees its
+ * intermediates) before the next branch's generators run (like dask.order). Iterative, O(ntasks
+ * + ndeps), no allocation: while a task is on the walk's stack (GS__TF_STACKED) prio[t] holds
+ * its next input index; the stack grows down from the end of order[] while finished tasks fill
+ * it from the start (together at most ntotal entries). */
+static void gs__graph_order(gs__graph_t *g, const gs_msg_graph_submit_t *m)
+{
+    uint32_t ntasks = g->ntasks, ntotal = (uint32_t)g->ntotal, next = 0, sp = ntotal;
+    uint32_t *prio = g->prio, *stk = g->order;
+
+    for (uint32_t t = 0; t < ntasks; t++) prio[t] = UINT32_MAX;
+    for (uint64_t o = 0; o < m->noutputs; o++) {
+        uint32_t out = (uint32_t)m->outputs[o];
+        if (prio[out] != UINT32_MAX || (g->tflags[out] & GS__TF_STACKED)) continue;
+        g->tflags[out] |= GS__TF_STACKED;
+        prio[out] = g->dep_off[out];
+        stk[--sp] = out;
+        while (sp < ntotal) {
+            uint32_t t = stk[sp], c = prio[t];
+            if (c < g->dep_off[t + 1]) {
+                uint32_t d = g->deps[c];
+                prio[t] = c + 1;
+                if (d < ntasks && prio[d] == UINT32_MAX && !(g->tflags[d] & GS__TF_STACKED)) {
+                    gs_assert(sp > next);
+                    g->tflags[d] |= GS__TF_STACKED;
+                    prio[d] = g->dep_off[d];
+                    stk[--sp] = d;
+                }
+            } else {
+                sp++;
+                g->tflags[t] &= (uint8_t)~GS__TF_STACKED;
+                prio[t] = next;
+                stk[next++] = t;
+            }
+        }
+    }
+    gs_assert(next == ntotal);
+}
+
 gs_status_t gs__graph_submit(gs_sched_t *s, gs__peer_t *client, const gs_msg_graph_submit_t *m,
                              uint64_t *graph_id_p)
 {
@@ -754,7 +938,7 @@ gs_status_t gs__graph_submit(gs_sched_t *s, gs__peer_t *client, const gs_msg_gra
     GS__CALLOC(g->ndeps_left, ntasks, "graph ndeps_left");
     GS__CALLOC(g->nrefs, ntasks, "graph nrefs");
     GS__ALLOC(g->where, ntasks, "graph where");
-    GS__ALLOC(g->ready, ntasks, "graph ready");
+    GS__ALLOC(g->prio, ntasks, "graph priorities");
     GS__CALLOC(g->ext_rdep_off, (size_t)g->nexternals + 2, "graph ext_rdep_off");
 
     if (ntasks) {
@@ -808,6 +992,14 @@ gs_status_t gs__graph_submit(gs_sched_t *s, gs__peer_t *client, const gs_msg_gra
     }
     /* now rdep_off[d] .. rdep_off[d + 1] is d's range */
 
+    /* priorities and ready sets */
+    GS__ALLOC(g->order, g->ntotal, "graph order");
+    if (gs__rset_init(&g->ready_tasks, (uint32_t)g->ntotal) != GS_OK ||
+        gs__rset_init(&g->ready_roots, (uint32_t)g->ntotal) != GS_OK) {
+        goto err_nomem;
+    }
+    gs__graph_order(g, m);
+
     /* users of our sources */
     for (uint32_t i = 0; i < g->nsrcs; i++) {
         if (GS_VEC_RESERVE(&g->srcs[i]->users, g->srcs[i]->users.len + 1) != GS_OK) goto err_nomem;
@@ -818,10 +1010,13 @@ gs_status_t gs__graph_submit(gs_sched_t *s, gs__peer_t *client, const gs_msg_gra
         src->nusing++;
     }
 
-    /* initial counts and ready tasks; pushed from the highest id so the lowest pops first */
-    for (uint32_t t = ntasks; t-- > 0;) {
+    /* initial counts and ready tasks; roots: no inputs and a needed dependent */
+    for (uint32_t t = 0; t < ntasks; t++) {
         uint32_t n = 0;
         if (g->state[t] == GS__TS_CULLED) continue;
+        if (g->dep_off[t] == g->dep_off[t + 1] && g->rdep_off[t] < g->rdep_off[t + 1]) {
+            g->tflags[t] |= GS__TF_ROOT;
+        }
         for (uint32_t j = g->dep_off[t]; j < g->dep_off[t + 1]; j++) {
             uint32_t d = g->deps[j];
             if (d < ntasks) n++;
@@ -831,7 +1026,8 @@ gs_status_t gs__graph_submit(gs_sched_t *s, gs__peer_t *client, const gs_msg_gra
         if (n == 0) {
             g->state[t] = GS__TS_READY;
             g->tflags[t] |= GS__TF_STACKED;
-            g->ready[g->nready++] = t;
+            gs__rset_add((g->tflags[t] & GS__TF_ROOT) ? &g->ready_roots : &g->ready_tasks, g->prio[t]);
+            g->nready++;
         }
     }
     g->noutputs_missing = g->noutputs;
@@ -986,6 +1182,57 @@ static gs__worker_t *gs__choose(gs_sched_t *s, gs__graph_t *g, uint32_t t)
     return best;
 }
 
+/* The root bound (sched.h) without the stall exception: may @a w take one more root task whose
+ * output is declared as @a nbytes? */
+static int gs__root_under_bound(const gs__worker_t *w, uint64_t nbytes)
+{
+    uint32_t n = w->roots.nqueued + w->roots.nheld;
+    uint32_t lim = 2 * w->nthreads + w->cap;
+    if (w->memory_limit > 0) {
+        uint64_t half = w->memory_limit / 2;
+        if (w->mem_used > half && lim > w->nthreads) lim = w->nthreads;
+        if (n > 0 && (w->roots.bytes > half || nbytes > half - w->roots.bytes)) return 0;
+    }
+    return n < lim;
+}
+
+/* A graph is stalled on the root bound when none of its other tasks is ready or on a worker:
+ * then only more roots can let it progress (e.g. a consumer needs more roots than the bound). */
+static int gs__graph_stalled(const gs__graph_t *g)
+{
+    uint64_t outstanding = 0;
+    if (g->ready_tasks.n > 0) return 0;
+    for (uint32_t i = 0; i < g->ngw; i++) outstanding += g->gw[i].outstanding;
+    return outstanding <= g->nroots_queued;
+}
+
+/* Pick a worker for root task t: the least loaded one with refill room that the root bound
+ * allows (for a stalled graph: any with fewer root tasks queued than threads). NULL if none;
+ * *room_p is set when some worker has queue room, *withheld_p when the bound refused one.
+ * *stalled_p caches gs__graph_stalled() (-1: not computed yet). */
+static gs__worker_t *gs__choose_root(gs_sched_t *s, gs__graph_t *g, uint32_t t, int *stalled_p,
+                                     int *room_p, int *withheld_p)
+{
+    gs__worker_t *best = NULL;
+    for (uint32_t i = 0; i < s->nworkers; i++) {
+        gs__worker_t *w = s->live[i];
+        if (!gs__has_room(w)) continue;
+        *room_p = 1;
+        if (!gs__root_under_bound(w, g->nbytes[t])) {
+            if (*stalled_p < 0) *stalled_p = gs__graph_stalled(g);
+            if (!*stalled_p || w->roots.nqueued >= w->nthreads) {
+                *withheld_p = 1;
+                continue;
+            }
+        }
+        if (!gs__has_refill_room(s, w)) continue;
+        if (best == NULL || (uint64_t)w->outstanding * best->cap < (uint64_t)best->outstanding * w->cap) {
+            best = w;
+        }
+    }
+    return best;
+}
+
 static void gs__batch_begin(gs_sched_t *s, gs__worker_t *w)
 {
     w->touched = 1;
@@ -1040,6 +1287,7 @@ static gs_status_t gs__assign(gs_sched_t *s, gs__graph_t *g, uint32_t t, gs__wor
     w->outstanding++;
     gw->outstanding++;
     s->st.tasks_assigned_total++;
+    if (g->tflags[t] & GS__TF_ROOT) gs__root_count(g, t, w, GS__TF_RQUEUED);
 
     w->b_task_id.data[w->b_task_id.len++] = t;
     w->b_task_layer.data[w->b_task_layer.len++] = layer;
@@ -1100,17 +1348,17 @@ static void gs__flush_batches(gs_sched_t *s, gs__graph_t *g)
     s->touched_slots.len = 0;
 }
 
-/* Place ready tasks of @a g; returns 0 when no worker has room left. */
+/* Place ready tasks of @a g, lowest priority number first: every other ready task before any
+ * root, roots only as the root bound allows. Returns 0 when no worker has room left. */
 static int gs__place_graph(gs_sched_t *s, gs__graph_t *g)
 {
     int room = 1;
     s->touched_slots.len = 0;
-    while (g->nready > 0) {
-        uint32_t t = g->ready[g->nready - 1];
+    while (g->ready_tasks.n > 0) {
+        uint32_t p = gs__rset_min(&g->ready_tasks), t = g->order[p];
         gs__worker_t *w;
         if (g->state[t] != GS__TS_READY) {
-            g->nready--;
-            g->tflags[t] &= (uint8_t)~GS__TF_STACKED;
+            gs__ready_del(g, &g->ready_tasks, p, t);
             continue;
         }
         w = gs__choose(s, g, t);
@@ -1123,8 +1371,31 @@ static int gs__place_graph(gs_sched_t *s, gs__graph_t *g)
             room = 0;
             break;
         }
-        g->nready--;
-        g->tflags[t] &= (uint8_t)~GS__TF_STACKED;
+        gs__ready_del(g, &g->ready_tasks, p, t);
+    }
+    if (room) {
+        int stalled = -1, any_room = 0, withheld = 0;
+        while (g->ready_roots.n > 0) {
+            uint32_t p = gs__rset_min(&g->ready_roots), t = g->order[p];
+            gs__worker_t *w;
+            if (g->state[t] != GS__TS_READY) {
+                gs__ready_del(g, &g->ready_roots, p, t);
+                continue;
+            }
+            any_room = withheld = 0;
+            w = gs__choose_root(s, g, t, &stalled, &any_room, &withheld);
+            if (w == NULL) {
+                if (withheld) s->st.roots_withheld_total++;
+                room = any_room;
+                break;
+            }
+            if (gs__assign(s, g, t, w) != GS_OK) {
+                GS_LOG_ERROR("out of memory assigning task %u of graph %" PRIu64 "; retrying later", t, g->id);
+                room = 0;
+                break;
+            }
+            gs__ready_del(g, &g->ready_roots, p, t);
+        }
     }
     gs__flush_batches(s, g);
     if (g->nready == 0) gs__active_del(s, g);
@@ -1146,6 +1417,55 @@ void gs__sched_flush_releases(gs_sched_t *s)
     }
 }
 
+#ifdef GS_SCHED_CHECK_INVARIANTS
+/* Test builds (-DGS_SCHED_CHECK_INVARIANTS): recount the root tallies and the ready sets from
+ * the task tables and abort on any difference. O(tasks of all graphs) per call. */
+static void gs__check_invariants(gs_sched_t *s)
+{
+    gs__roots_t *sum = gs_calloc(s->nslots ? s->nslots : 1, sizeof *sum, "invariant check");
+    gs_assert_always(sum != NULL);
+    for (gs__graph_t *g = s->ghead; g != NULL; g = g->next) {
+        uint32_t nq = 0, nstacked = 0;
+        if (g->phase == GS__GRAPH_FAILED) {
+            gs_assert_always(g->nready == 0 && g->nroots_queued == 0);
+            continue;
+        }
+        for (uint32_t t = 0; t < g->ntasks; t++) {
+            uint8_t f = g->tflags[t];
+            int root = (f & GS__TF_ROOT) != 0;
+            int q = root && g->state[t] == GS__TS_ASSIGNED;
+            int h = root && g->state[t] == GS__TS_MEMORY && g->nrefs[t] > 0;
+            gs_assert_always(q == ((f & GS__TF_RQUEUED) != 0));
+            gs_assert_always(h == ((f & GS__TF_RHELD) != 0));
+            if (q || h) {
+                gs_assert_always(g->where[t] < s->nslots && s->slots[g->where[t]] != NULL);
+                if (q) sum[g->where[t]].nqueued++;
+                else sum[g->where[t]].nheld++;
+                sum[g->where[t]].bytes += g->nbytes[t];
+            }
+            nq += (uint32_t)q;
+            if (f & GS__TF_STACKED) {
+                const gs__rset_t *r = root ? &g->ready_roots : &g->ready_tasks;
+                uint32_t p = g->prio[t];
+                nstacked++;
+                gs_assert_always(p < g->ntotal && g->order[p] == t);
+                gs_assert_always(r->bits[r->off[0] + (p >> 6)] & (1ull << (p & 63)));
+            }
+            if (g->state[t] == GS__TS_READY) gs_assert_always(f & GS__TF_STACKED);
+        }
+        gs_assert_always(nq == g->nroots_queued);
+        gs_assert_always(nstacked == g->nready && g->nready == g->ready_tasks.n + g->ready_roots.n);
+    }
+    for (uint32_t i = 0; i < s->nworkers; i++) {
+        gs__worker_t *w = s->live[i];
+        gs_assert_always(w->roots.nqueued == sum[w->slot].nqueued);
+        gs_assert_always(w->roots.nheld == sum[w->slot].nheld);
+        gs_assert_always(w->roots.bytes == sum[w->slot].bytes);
+    }
+    gs_free(sum);
+}
+#endif
+
 void gs__sched_tick(gs_sched_t *s)
 {
     uint64_t n;
@@ -1154,6 +1474,9 @@ void gs__sched_tick(gs_sched_t *s)
     /* releases first: a chunk released and recomputed in one iteration must be dropped by the
      * worker before the new assignment arrives */
     gs__sched_flush_releases(s);
+#ifdef GS_SCHED_CHECK_INVARIANTS
+    gs__check_invariants(s);
+#endif
     if (s->active == NULL) return;
     if (s->nworkers == 0) {
         if (!s->warned_no_workers) {
@@ -1176,6 +1499,9 @@ void gs__sched_tick(gs_sched_t *s)
         g = next;
     }
     if (s->active != NULL) s->active = s->active->anext;   /* rotate for fairness */
+#ifdef GS_SCHED_CHECK_INVARIANTS
+    gs__check_invariants(s);
+#endif
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -1184,6 +1510,7 @@ void gs__sched_tick(gs_sched_t *s)
 static void gs__complete(gs_sched_t *s, gs__graph_t *g, uint32_t t, gs__worker_t *w, uint64_t nbytes,
                          uint64_t run_ns)
 {
+    gs__root_uncount(s, g, t);   /* before nbytes changes */
     g->state[t] = GS__TS_MEMORY;
     g->where[t] = w->slot;
     g->nbytes[t] = nbytes;
@@ -1191,13 +1518,14 @@ static void gs__complete(gs_sched_t *s, gs__graph_t *g, uint32_t t, gs__worker_t
     g->ndone++;
     g->run_ns_total += run_ns;
     s->st.tasks_done_total++;
+    gs__root_sync_held(s, g, t);
     for (uint32_t j = g->dep_off[t]; j < g->dep_off[t + 1]; j++) {
         uint32_t d = g->deps[j];
         if (d >= g->ntasks) continue;
         gs_assert(g->nrefs[d] > 0);
-        if (g->nrefs[d] > 0 && --g->nrefs[d] == 0 && !(g->tflags[d] & GS__TF_OUTPUT) &&
-            g->state[d] == GS__TS_MEMORY) {
-            gs__release_chunk(s, g, d);
+        if (g->nrefs[d] > 0 && --g->nrefs[d] == 0) {
+            gs__root_sync_held(s, g, d);   /* a root chunk consumed by all its dependents */
+            if (!(g->tflags[d] & GS__TF_OUTPUT) && g->state[d] == GS__TS_MEMORY) gs__release_chunk(s, g, d);
         }
     }
     gs__chunk_available(s, g, t);
@@ -1220,6 +1548,7 @@ static void gs__retry_later(gs_sched_t *s, gs__graph_t *g, uint32_t t, const cha
                          g->task_block[t], g->id, n, msg);
         return;
     }
+    gs__root_uncount(s, g, t);
     g->state[t] = GS__TS_DEFERRED;
     g->where[t] = GS__NO_WORKER;
     r.graph = g->id;
@@ -1329,6 +1658,11 @@ void gs__sched_worker_removed(gs_sched_t *s, gs__worker_t *w)
             g->gw[slot].nheld = 0;
         }
         for (uint32_t t = 0; t < g->ntasks; t++) {
+            if (g->where[t] == slot && (g->tflags[t] & (GS__TF_RQUEUED | GS__TF_RHELD))) {
+                /* the tallies go with the worker */
+                if ((g->tflags[t] & GS__TF_RQUEUED) && g->nroots_queued > 0) g->nroots_queued--;
+                g->tflags[t] &= (uint8_t)~(GS__TF_RQUEUED | GS__TF_RHELD);
+            }
             if (g->where[t] == slot && g->state[t] == GS__TS_ASSIGNED) {
                 g->state[t] = GS__TS_LOST_RUNNING;
                 g->where[t] = GS__NO_WORKER;

@@ -548,7 +548,10 @@ static void gs__worker_msg(gs_sched_t *s, gs__peer_t *p, gs_msg_t *msg)
         return;
     }
     if (msg->type == GS_MSG_HEARTBEAT) {
-        if (p->worker != NULL) p->worker->mem_used = msg->u.heartbeat.mem_used;
+        if (p->worker != NULL) {
+            p->worker->mem_used = msg->u.heartbeat.mem_used;
+            if (msg->u.heartbeat.mem_limit > 0) p->worker->memory_limit = msg->u.heartbeat.mem_limit;
+        }
         return;
     }
     if (p->worker == NULL) {

@@ -20,6 +20,28 @@
  *    task id (no allocation per transition): waiting -> ready -> assigned -> memory -> released,
  *    or erred; a chunk whose holder dies is lost and, if still needed, its task and any released
  *    ancestors are reset to waiting and recomputed from lineage (across persisted graphs).
+ *  - order: at submission every needed task gets a priority, a depth-first post-order from the
+ *    outputs (in their listed order, inputs in their listed order; like dask.order): all inputs
+ *    of a task come before it and one input's subtree is finished before the next one starts.
+ *    Ready tasks are placed lowest priority first (O(log64 n) per task), so a worker is fed the
+ *    consumers that free chunks before the generators of the next branch.
+ *  - root bound: a root is a task without inputs whose output some needed task consumes (a
+ *    generator; generators that are only outputs are ordinary tasks). Each placement pass
+ *    places a graph's other ready tasks before any of its roots. A worker W is sent a root task
+ *    only while it has queue room and
+ *        n(W) < 2 x nthreads + queue bound   (nthreads only while W's last heartbeat reported
+ *                                             mem_used > mem_limit / 2), and
+ *        bytes(W) + the root's declared size <= mem_limit / 2   (or n(W) = 0),
+ *    where n(W) counts W's roots assigned and not reported plus the root chunks W stores whose
+ *    needed dependents have not all completed, bytes(W) their sizes (declared while assigned,
+ *    reported once stored), and mem_limit the worker's (from WORKER_REGISTER, updated by
+ *    heartbeats; 0 = unknown: no byte limit). So a worker never accumulates more unconsumed
+ *    generator outputs than the bound, however many roots are ready. Exception, so that the
+ *    bound cannot deadlock a graph
+ *    whose consumers need more roots than it allows (e.g. a contraction holding whole rows):
+ *    when a graph has no other task ready or assigned, its roots may go to a worker past the
+ *    bound while that worker has fewer of its roots assigned and unreported than threads.
+ *    gs_sched_stats() counts passes that withheld roots (roots_withheld_total).
  *  - placement: once per loop iteration (uv_check) ready tasks are placed in batches: one
  *    TASK_ASSIGN per worker per graph per iteration; a task goes to the worker holding most of
  *    its input bytes if that worker has queue room, else to the least loaded worker with room.
@@ -126,6 +148,8 @@ typedef struct gs_sched_stats {
     uint64_t tasks_done_total;     /* task completions accepted */
     uint64_t tasks_assigned_total; /* task assignments sent */
     uint64_t tasks_recomputed_total; /* tasks reset to waiting to recompute lost chunks */
+    uint64_t roots_withheld_total; /* placement passes that held a ready root task back because
+                                      of the root bound although a worker had queue room */
     uint64_t workers_lost_total;   /* workers removed because of connection loss / timeout */
     uint64_t refused_total;        /* connections refused at the handshake */
 } gs_sched_stats_t;

@@ -17,7 +17,7 @@
 /* Task states. LOST and LOST_RUNNING exist only while a worker removal is being processed. */
 enum {
     GS__TS_WAITING = 0,   /* some input chunk not in memory (ndeps_left > 0) */
-    GS__TS_READY,         /* every input in memory; on the graph's ready stack */
+    GS__TS_READY,         /* every input in memory; in one of the graph's ready sets */
     GS__TS_ASSIGNED,      /* sent to worker `where` (queued or running there) */
     GS__TS_MEMORY,        /* output chunk held by worker `where` */
     GS__TS_RELEASED,      /* was computed; chunk dropped (or lost) and not needed now */
@@ -30,7 +30,30 @@ enum {
 
 /* Per-task flags. */
 #define GS__TF_OUTPUT 0x1u
-#define GS__TF_STACKED 0x2u   /* present on the ready stack */
+#define GS__TF_STACKED 0x2u   /* present in a ready set (entries are removed lazily); during
+                                 submission: on the priority walk's stack */
+#define GS__TF_ROOT 0x4u      /* no inputs at all (a generator): placed under the root bound */
+#define GS__TF_RQUEUED 0x8u   /* counted in the root tallies of worker `where` as assigned */
+#define GS__TF_RHELD 0x10u    /* counted in the root tallies of worker `where` as a stored
+                                 chunk with pending dependents (MEMORY, nrefs > 0) */
+
+/* A set of priorities (0 .. n-1) with O(log64 n) insert / delete / minimum: a bitmap over the
+ * keys plus summary levels (bit i of a level-k word says whether word i of level k-1 is
+ * non-zero). At most 6 levels for 2^31 keys; about n/8 bytes. */
+#define GS__RSET_MAX_LEVELS 8
+typedef struct gs__rset {
+    uint64_t *bits;                      /* every level, leaves first */
+    uint32_t off[GS__RSET_MAX_LEVELS];   /* first word of each level */
+    uint32_t nlevels;
+    uint32_t n;                          /* members */
+} gs__rset_t;
+
+/* Root tallies of a worker (over all graphs). */
+typedef struct gs__roots {
+    uint32_t nqueued;            /* root tasks assigned, not reported */
+    uint32_t nheld;              /* root chunks stored there whose dependents are pending */
+    uint64_t bytes;              /* their bytes (declared while queued, reported once stored) */
+} gs__roots_t;
 
 enum { GS__GRAPH_RUNNING = 0, GS__GRAPH_DONE, GS__GRAPH_FAILED };
 
@@ -99,9 +122,16 @@ struct gs__graph {
     GS_VEC(gs__graph_t *) users; /* graphs reading our outputs */
     uint32_t nusing;             /* = users.len, kept while users exist */
 
-    /* ready stack (LIFO; newly ready dependents run first: depth-first, frees memory early) */
-    uint32_t *ready;
-    uint32_t nready;
+    /* priorities: a depth-first post-order from the outputs (lower runs first); prio[t] for
+     * needed tasks, UINT32_MAX for culled ones; order[p] is the task of priority p */
+    uint32_t *prio;
+    uint32_t *order;             /* [ntotal] */
+    /* ready tasks by priority: roots (no inputs) apart, so that placement can prefer the others
+     * and hold roots back (see the root bound in sched.h) */
+    gs__rset_t ready_tasks;
+    gs__rset_t ready_roots;
+    uint32_t nready;             /* ready_tasks.n + ready_roots.n */
+    uint32_t nroots_queued;      /* root tasks counted as assigned (GS__TF_RQUEUED) */
 
     /* counters */
     uint64_t ntotal;             /* needed (not culled) tasks */
@@ -138,7 +168,8 @@ struct gs__worker {
     uint32_t nthreads;
     uint32_t pid;
     uint64_t memory_limit;
-    uint64_t mem_used;
+    uint64_t mem_used;           /* from the last heartbeat */
+    gs__roots_t roots;           /* root tallies over all graphs */
     uint32_t outstanding;        /* tasks sent, not reported */
     uint32_t cap;                /* queue bound */
     uint32_t refill;             /* least-loaded placement waits until this much room (batching) */

@@ -149,6 +149,11 @@ tp_t *tp_client(th_t *th, const char *name)
 
 tp_t *tp_worker(th_t *th, const char *name, uint32_t nthreads)
 {
+    return tp_worker_mem(th, name, nthreads, 1ull << 30);
+}
+
+tp_t *tp_worker_mem(th_t *th, const char *name, uint32_t nthreads, uint64_t memory_limit)
+{
     tp_t *p = tp_connect(th, GS_PROTO_VERSION, "", GS_ROLE_WORKER, name);
     gs_msg_t m;
     static const uint8_t ucx[4] = {1, 2, 3, 4};
@@ -164,7 +169,7 @@ tp_t *tp_worker(th_t *th, const char *name, uint32_t nthreads)
     m.u.worker_register.host.data = (const uint8_t *)"127.0.0.1";
     m.u.worker_register.host.len = 9;
     m.u.worker_register.nthreads = nthreads;
-    m.u.worker_register.memory_limit = 1ull << 30;
+    m.u.worker_register.memory_limit = memory_limit;
     m.u.worker_register.ucx_address.data = ucx;
     m.u.worker_register.ucx_address.len = sizeof ucx;
     tp_send(p, &m);

@@ -48,8 +48,10 @@ gs_sched_stats_t th_stats(th_t *th);
 tp_t *tp_connect(th_t *th, uint32_t version, const char *token, uint32_t role, const char *name);
 /* Connect with the right version/token as a client; waits for WELCOME. */
 tp_t *tp_client(th_t *th, const char *name);
-/* Connect as a worker, register (nthreads), wait for WELCOME and PEERS. */
+/* Connect as a worker, register (nthreads, a memory limit of 1 GiB), wait for WELCOME and PEERS. */
 tp_t *tp_worker(th_t *th, const char *name, uint32_t nthreads);
+/* Like tp_worker with @a memory_limit bytes (0 = unknown). */
+tp_t *tp_worker_mem(th_t *th, const char *name, uint32_t nthreads, uint64_t memory_limit);
 void tp_send(tp_t *p, const gs_msg_t *msg);
 /* Close from the test side and wait until closed. */
 void tp_close(tp_t *p);
