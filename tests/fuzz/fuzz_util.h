@@ -1,0 +1,50 @@
+/* Helpers shared by the libFuzzer targets in tests/fuzz (see README.md).
+ *
+ * The targets are white-box tests: they include graph/graph_internal.h to learn the exact input
+ * sizes a layer block expects, so that blocks can be run against inputs of exactly the right
+ * length in separately allocated buffers (any out-of-bounds read or write is then an
+ * AddressSanitizer report, not silent slack inside a backend arena). */
+#ifndef GS_TESTS_FUZZ_UTIL_H
+#define GS_TESTS_FUZZ_UTIL_H
+
+#include "graph/taskgraph.h"
+
+#include <gsched/status.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/** Abort (a libFuzzer crash) with a message: a broken contract, not a rejected input. */
+#define FZ_BUG(...) fz_bug(__FILE__, __LINE__, __VA_ARGS__)
+void fz_bug(const char *file, int line, const char *fmt, ...) __attribute__((noreturn, format(printf, 3, 4)));
+
+/** Quiet logging, CPU backend context and stream (created once per process). */
+void fz_init(void);
+
+/** Deterministic PRNG seeded from the input (xorshift64*). */
+typedef struct fz_rng {
+    uint64_t s;
+} fz_rng_t;
+void fz_rng_seed(fz_rng_t *r, const uint8_t *data, size_t len);
+uint64_t fz_rng_next(fz_rng_t *r);
+
+/** Work budget, in elements touched, that one fuzz input may spend running kernels. */
+typedef struct fz_budget {
+    int64_t left;
+} fz_budget_t;
+
+/** Expected inputs of block @a block of @a l: *n_p inputs of lens[i] doubles each (at most
+ *  GS_KERNEL_MAX_COMBINE entries). GS_OK, or an error when the layer cannot resolve the block. */
+gs_status_t fz_block_inputs(const gs_layer_t *l, uint64_t block, int *n_p, int64_t *lens);
+
+/** Elements a block's kernel touches (its region, or inputs + output for COMBINE). */
+int64_t fz_block_work(const gs_layer_t *l, uint64_t block);
+
+/** Instantiate block @a block of @a l with @a inputs and an output buffer of exactly
+ *  gs_layer_out_nbytes() bytes (*out_p, gs_malloc'ed, caller frees with gs_free; NULL when not
+ *  run), then run it on the CPU backend. Returns the status of instantiate or of the kernel;
+ *  GS_INPROGRESS (nothing run) when the work exceeds @a budget. Aborts if the kernel writes
+ *  nothing sensible where the contract says it must succeed. */
+gs_status_t fz_run_block(const gs_layer_t *l, uint64_t block, int ninputs,
+                         const gs_chunk_ref_t *inputs, fz_budget_t *budget, double **out_p);
+
+#endif
