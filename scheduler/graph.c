@@ -297,8 +297,12 @@ static inline void gs__ready_del(gs__graph_t *g, gs__rset_t *r, uint32_t p, uint
 
 static void gs__roots_add(gs__roots_t *r, uint8_t flag, uint64_t nbytes)
 {
-    if (flag == GS__TF_RQUEUED) r->nqueued++;
-    else r->nheld++;
+    if (flag == GS__TF_RQUEUED) {
+        r->nqueued++;
+    } else {
+        r->nheld++;
+        r->held_bytes += nbytes;
+    }
     r->bytes += nbytes;
 }
 
@@ -308,6 +312,10 @@ static void gs__roots_sub(gs__roots_t *r, uint8_t flag, uint64_t nbytes)
     gs_assert(*n > 0 && r->bytes >= nbytes);
     if (*n > 0) (*n)--;
     r->bytes = r->bytes >= nbytes ? r->bytes - nbytes : 0;
+    if (flag == GS__TF_RHELD) {
+        gs_assert(r->held_bytes >= nbytes);
+        r->held_bytes = r->held_bytes >= nbytes ? r->held_bytes - nbytes : 0;
+    }
 }
 
 /* Count root task @a t in the tallies of worker @a w = where[t] (@a flag: GS__TF_RQUEUED or
@@ -1187,13 +1195,14 @@ static gs__worker_t *gs__choose(gs_sched_t *s, gs__graph_t *g, uint32_t t)
 static int gs__root_under_bound(const gs__worker_t *w, uint64_t nbytes)
 {
     uint32_t n = w->roots.nqueued + w->roots.nheld;
-    uint32_t lim = 2 * w->nthreads + w->cap;
+    if (n < w->nthreads) return 1;
+    if (n >= 2 * w->nthreads + w->cap) return 0;
     if (w->memory_limit > 0) {
         uint64_t half = w->memory_limit / 2;
-        if (w->mem_used > half && lim > w->nthreads) lim = w->nthreads;
-        if (n > 0 && (w->roots.bytes > half || nbytes > half - w->roots.bytes)) return 0;
+        uint64_t budget = w->mem_other < half ? half - w->mem_other : 0;
+        if (w->roots.bytes > budget || nbytes > budget - w->roots.bytes) return 0;
     }
-    return n < lim;
+    return 1;
 }
 
 /* A graph is stalled on the root bound when none of its other tasks is ready or on a worker:
@@ -1441,6 +1450,7 @@ static void gs__check_invariants(gs_sched_t *s)
                 gs_assert_always(g->where[t] < s->nslots && s->slots[g->where[t]] != NULL);
                 if (q) sum[g->where[t]].nqueued++;
                 else sum[g->where[t]].nheld++;
+                if (h) sum[g->where[t]].held_bytes += g->nbytes[t];
                 sum[g->where[t]].bytes += g->nbytes[t];
             }
             nq += (uint32_t)q;
@@ -1461,6 +1471,7 @@ static void gs__check_invariants(gs_sched_t *s)
         gs_assert_always(w->roots.nqueued == sum[w->slot].nqueued);
         gs_assert_always(w->roots.nheld == sum[w->slot].nheld);
         gs_assert_always(w->roots.bytes == sum[w->slot].bytes);
+        gs_assert_always(w->roots.held_bytes == sum[w->slot].held_bytes);
     }
     gs_free(sum);
 }

@@ -549,8 +549,12 @@ static void gs__worker_msg(gs_sched_t *s, gs__peer_t *p, gs_msg_t *msg)
     }
     if (msg->type == GS_MSG_HEARTBEAT) {
         if (p->worker != NULL) {
-            p->worker->mem_used = msg->u.heartbeat.mem_used;
-            if (msg->u.heartbeat.mem_limit > 0) p->worker->memory_limit = msg->u.heartbeat.mem_limit;
+            gs__worker_t *w = p->worker;
+            w->mem_used = msg->u.heartbeat.mem_used;
+            /* what is not a root chunk counted here (earlier TASK_DONEs of this connection have
+             * been processed; chunks released but not yet dropped there count as other) */
+            w->mem_other = w->mem_used > w->roots.held_bytes ? w->mem_used - w->roots.held_bytes : 0;
+            if (msg->u.heartbeat.mem_limit > 0) w->memory_limit = msg->u.heartbeat.mem_limit;
         }
         return;
     }

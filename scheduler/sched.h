@@ -28,15 +28,17 @@
  *  - root bound: a root is a task without inputs whose output some needed task consumes (a
  *    generator; generators that are only outputs are ordinary tasks). Each placement pass
  *    places a graph's other ready tasks before any of its roots. A worker W is sent a root task
- *    only while it has queue room and
- *        n(W) < 2 x nthreads + queue bound   (nthreads only while W's last heartbeat reported
- *                                             mem_used > mem_limit / 2), and
- *        bytes(W) + the root's declared size <= mem_limit / 2   (or n(W) = 0),
+ *    only while it has queue room and either n(W) < nthreads, or
+ *        n(W) < 2 x nthreads + queue bound, and
+ *        bytes(W) + the root's declared size <= mem_limit / 2 - other(W),
  *    where n(W) counts W's roots assigned and not reported plus the root chunks W stores whose
  *    needed dependents have not all completed, bytes(W) their sizes (declared while assigned,
- *    reported once stored), and mem_limit the worker's (from WORKER_REGISTER, updated by
- *    heartbeats; 0 = unknown: no byte limit). So a worker never accumulates more unconsumed
- *    generator outputs than the bound, however many roots are ready. Exception, so that the
+ *    reported once stored), mem_limit the worker's (from WORKER_REGISTER, updated by
+ *    heartbeats; 0 = unknown: no byte condition) and other(W) the memory its last heartbeat
+ *    reported in use less the root chunks counted in n(W) at that time (everything else it
+ *    stores). So a worker never accumulates more unconsumed generator outputs than the bound
+ *    (at most half its memory, less what other data takes), however many roots are ready;
+ *    freed roots count at once, without waiting for a heartbeat. Exception, so that the
  *    bound cannot deadlock a graph
  *    whose consumers need more roots than it allows (e.g. a contraction holding whole rows):
  *    when a graph has no other task ready or assigned, its roots may go to a worker past the

@@ -53,6 +53,7 @@ typedef struct gs__roots {
     uint32_t nqueued;            /* root tasks assigned, not reported */
     uint32_t nheld;              /* root chunks stored there whose dependents are pending */
     uint64_t bytes;              /* their bytes (declared while queued, reported once stored) */
+    uint64_t held_bytes;         /* the stored ones' bytes */
 } gs__roots_t;
 
 enum { GS__GRAPH_RUNNING = 0, GS__GRAPH_DONE, GS__GRAPH_FAILED };
@@ -169,6 +170,7 @@ struct gs__worker {
     uint32_t pid;
     uint64_t memory_limit;
     uint64_t mem_used;           /* from the last heartbeat */
+    uint64_t mem_other;          /* mem_used then, less the root chunks counted as held then */
     gs__roots_t roots;           /* root tallies over all graphs */
     uint32_t outstanding;        /* tasks sent, not reported */
     uint32_t cap;                /* queue bound */

@@ -131,7 +131,9 @@ Test(scheduler_order, feeds_the_consumer_of_a_large_root_before_the_next_root)
     th_fini(&th);
 }
 
-Test(scheduler_order, throttles_roots_to_one_per_thread_when_memory_is_over_half)
+/* 600 MiB of other data on a 1 GiB worker leave no room under half the memory: one root per
+ * thread only. */
+Test(scheduler_order, throttles_roots_to_one_per_thread_when_other_data_fills_half_the_memory)
 {
     th_t th;
     tg_t g;
