@@ -443,6 +443,8 @@ typedef struct gs__tasks_run {
     double seconds;          /* submit call to completion, as the caller sees it */
     double value;            /* tree: the gathered sum */
     double check_s;          /* independent: the check sum over the persisted chunks */
+    int check_cpu_ok;
+    gs_bench_cpu_t check_cpu;  /* CPU time of the check sum by process */
     double release_s;        /* independent: unpersist + a round trip to the scheduler */
     double submit_cpu_s;     /* CPU time of the calling thread inside gs_client_submit */
     int cpu_ok;              /* cpu holds the CPU time of the run (local cluster) */
@@ -509,9 +511,12 @@ static int gs__tasks_run_independent(gs_client_h client, gs_array_h y, gs_array_
     gs_future_destroy(f);   /* the chunks stay: y is persisted until unpersist */
     r->value = NAN;
     r->check_s = 0.0;
+    r->check_cpu_ok = 0;
     if (check_sum != NULL) {
         /* sum(y) reads the persisted chunks: proves they are all there and right */
         double v = 0.0;
+        gs_bench_cpu_t end;
+        r->check_cpu_ok = sample && gs_bench_cpu_sample(&r->check_cpu) == 0;
         t0 = gs__now();
         if ((st = gs_client_compute_scalar(client, check_sum, &v)) != GS_OK) {
             gs__run_failed("the check sum over the persisted chunks", st);
@@ -519,6 +524,10 @@ static int gs__tasks_run_independent(gs_client_h client, gs_array_h y, gs_array_
         }
         r->value = v;
         r->check_s = gs__now() - t0;
+        if (r->check_cpu_ok && gs_bench_cpu_sample(&end) == 0)
+            gs_bench_cpu_diff(&r->check_cpu, &end, &r->check_cpu);
+        else
+            r->check_cpu_ok = 0;
         if (v != expect) {
             fprintf(stderr, "%s %s: wrong result: the persisted chunks sum to %.17g, expected %.17g\n",
                     g_prog, g_sub, v, expect);
@@ -560,6 +569,7 @@ static int gs__tasks_run_tree(gs_client_h client, gs_array_h s, double expect, i
     gs_future_destroy(f);
     r->value = v;
     r->check_s = r->release_s = 0.0;
+    r->check_cpu_ok = 0;
     if (v != expect) {
         fprintf(stderr, "%s %s: wrong result: sum %.17g, expected %.17g\n", g_prog, g_sub, v,
                 expect);
@@ -583,6 +593,12 @@ static void gs__tasks_report_run(const char *name, const gs__tasks_run_t *r)
                 r->cpu.self_sys_s, r->cpu.sched_user_s, r->cpu.sched_sys_s, r->cpu.work_user_s,
                 r->cpu.work_sys_s, r->cpu.ctxsw_sched, r->cpu.ctxsw_work);
     if (r->check_s > 0) fprintf(stderr, "; check sum %.4f s", r->check_s);
+    if (r->check_s > 0 && r->check_cpu_ok)
+        fprintf(stderr, " (cpu s: client %.3f+%.3f, gsched %.3f+%.3f, gworkers %.3f+%.3f; "
+                "context switches gsched %lld, gworkers %lld)", r->check_cpu.self_user_s,
+                r->check_cpu.self_sys_s, r->check_cpu.sched_user_s, r->check_cpu.sched_sys_s,
+                r->check_cpu.work_user_s, r->check_cpu.work_sys_s, r->check_cpu.ctxsw_sched,
+                r->check_cpu.ctxsw_work);
     if (r->release_s > 0) fprintf(stderr, "; unpersist %.4f s", r->release_s);
     fputc('\n', stderr);
 }
