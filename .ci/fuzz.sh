@@ -53,7 +53,7 @@ for t in $targets; do
   "$dir/fuzz/$t" -max_total_time="$secs" -rss_limit_mb=2048 -timeout=30 -print_final_stats=1 \
     -artifact_prefix="$arts/$t-" "${dirs[@]}" >"$log" 2>&1
   rc=$?
-  runs=$(sed -n 's/^stat::number_executed_units: *//p' "$log" | tail -n 1)
+  runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -n 1)
   eps=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -n 1)
   rss=$(sed -n 's/^stat::peak_rss_mb: *//p' "$log" | tail -n 1)
   last=$(grep -E '^#[0-9]+' "$log" | tail -n 1)

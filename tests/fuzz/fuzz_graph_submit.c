@@ -237,6 +237,7 @@ typedef struct fz_built {
     uint64_t task_nbytes[FZ_MAX_BUILD_TASKS];
     uint64_t externals[2 * 4];
     uint64_t outputs[8];
+    uint64_t ntasks, nexternals, ndeps;   /* true table sizes (g may declare others) */
 } fz_built_t;
 
 static uint64_t fz_special_count(uint8_t v)
@@ -315,7 +316,9 @@ static void fz_build(fz_cur_t *c, fz_built_t *b)
         b->outputs[o] = ntasks ? (v < 0xf8 ? v % ntasks : ntasks + (v & 3)) : v;
     }
 
-    g->ntasks = ntasks;
+    g->ntasks = b->ntasks = ntasks;
+    b->nexternals = g->nexternals;
+    b->ndeps = nd;
     g->task_layer = b->task_layer;
     g->task_block = b->task_block;
     g->dep_off = b->dep_off;
@@ -366,6 +369,41 @@ static void fz_build(fz_cur_t *c, fz_built_t *b)
     }
 }
 
+/* Copy every table of the built graph into a heap block of exactly its true size (a CSR end
+ * offset corrupted upwards by a little gets that many zero dependencies appended, as a decoder
+ * would have sized the table), so that reading past any table is an AddressSanitizer report.
+ * Layer bytes already point into the fuzzer's exactly sized input. */
+static void *fz_dup(const void *src, uint64_t n, size_t w, uint64_t extra, void **own, int *nown)
+{
+    uint8_t *p = gs_malloc((size_t)((n + extra) * w), "fuzz table");
+    if (p == NULL) FZ_BUG("harness out of memory");
+    if (n) memcpy(p, src, (size_t)(n * w));
+    if (extra) memset(p + n * w, 0, (size_t)(extra * w));
+    own[(*nown)++] = p;
+    return p;
+}
+
+static void fz_graph_exact(const fz_built_t *b, void (*fn)(const gs_msg_graph_submit_t *))
+{
+    gs_msg_graph_submit_t h = b->g;
+    void *own[8];
+    int nown = 0;
+    uint64_t claimed = 0, extra = 0;
+
+    if (b->ntasks > 0 && b->g.dep_off != NULL) claimed = b->g.dep_off[b->ntasks];
+    if (claimed > b->ndeps && claimed - b->ndeps <= 16) extra = claimed - b->ndeps;
+    if (h.layers) h.layers = fz_dup(b->g.layers, b->g.nlayers, sizeof(gs_bytes_t), 0, own, &nown);
+    if (h.task_layer) h.task_layer = fz_dup(b->g.task_layer, b->ntasks, sizeof(uint32_t), 0, own, &nown);
+    if (h.task_block) h.task_block = fz_dup(b->g.task_block, b->ntasks, sizeof(uint64_t), 0, own, &nown);
+    if (h.task_nbytes) h.task_nbytes = fz_dup(b->g.task_nbytes, b->ntasks, sizeof(uint64_t), 0, own, &nown);
+    if (h.dep_off) h.dep_off = fz_dup(b->g.dep_off, b->ntasks + 1, sizeof(uint64_t), 0, own, &nown);
+    if (h.deps) h.deps = fz_dup(b->g.deps, b->ndeps, sizeof(uint64_t), extra, own, &nown);
+    if (h.externals) h.externals = fz_dup(b->g.externals, 2 * b->nexternals, sizeof(uint64_t), 0, own, &nown);
+    if (h.outputs) h.outputs = fz_dup(b->g.outputs, b->g.noutputs, sizeof(uint64_t), 0, own, &nown);
+    fn(&h);
+    for (int i = 0; i < nown; i++) gs_free(own[i]);
+}
+
 /* ------------------------------------------------------------------ entry */
 
 static void fz_graph(const gs_msg_graph_submit_t *g)
@@ -400,7 +438,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         static fz_built_t b;   /* ~30 KiB of tables */
         fz_cur_t c = {data + 1, data + size};
         fz_build(&c, &b);
-        fz_graph(&b.g);
+        fz_graph_exact(&b, fz_graph);
     }
     return 0;
 }
