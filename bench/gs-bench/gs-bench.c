@@ -609,7 +609,7 @@ static void gs__tasks_usage(FILE *f)
             "usage: gs-bench tasks --tasks N [options]\n"
             "Run N tiny tasks through client -> gsched -> gworker: y = arange(N*E) + 1 in chunks\n"
             "of E elements (one fused task per chunk).\n"
-            "  --tasks N             number of tiny tasks (1 .. 100000000)\n"
+            "  --tasks N             number of tiny tasks (1 .. 90000000; N x E at most 90000000)\n"
             "  --shape independent   persist y: N independent tasks whose outputs stay on the\n"
             "                        workers (default); unpersisted after each run\n"
             "  --shape tree          sum(y): N leaf tasks and a combine tree of fan-in K\n"
@@ -662,7 +662,7 @@ static int gs__bench_tasks(int argc, char **argv)
             return 0;
         }
         if (strcmp(a_, "--tasks") == 0) {
-            if (!gs__int_arg(a_, v, 1, INT64_C(100000000), &ntasks)) return 2;
+            if (!gs__int_arg(a_, v, 1, INT64_C(90000000), &ntasks)) return 2;
             i++;
             continue;
         }

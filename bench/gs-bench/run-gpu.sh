@@ -54,6 +54,7 @@ fi
 
 ngpu=$(nvidia-smi -L | grep -c '^GPU')
 bench() { timeout 180 $b/bin/gs-bench seed "$@" >>"$out/bench.jsonl" 2>>"$out/bench.err"; }
+tbench() { timeout 300 $b/bin/gs-bench tasks "$@" >>"$out/bench.jsonl" 2>>"$out/bench.err"; }
 if want bench; then
   bench --n 20000 --chunk 1000 --backend cuda --workers 1 --repeat 3
   bench --n 20000 --chunk 1000 --backend cpu --workers 4 --repeat 3
@@ -69,6 +70,11 @@ fi
 if want scale; then   # 1 M chunks: submission and runtime at scale
   bench --n 100000 --chunk 100 --backend cpu --workers 4
   bench --n 100000 --chunk 100 --backend cuda --workers "$ngpu"
+  # 1 M tiny tasks end to end (issue 7 target: >= 1 M tasks/s with 4 workers)
+  for shape in independent tree; do
+    tbench --tasks 1000000 --workers 4 --backend cpu --shape "$shape" --repeat 3 --verbose
+    tbench --tasks 1000000 --workers "$ngpu" --backend cuda --shape "$shape" --repeat 3 --verbose
+  done
   cat "$out/bench.jsonl"
 fi
 if want tests; then
