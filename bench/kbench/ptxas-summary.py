@@ -10,7 +10,7 @@ for line in sys.stdin:
     if m and cur: props[cur] = m.groups(); continue
     m = re.search(r"Used (\d+) registers", line)
     if m and cur:
-        n = re.search(r"(k_[a-z]+)(I[^E]*E(?:Li\d+E)*)?", cur)
+        n = re.search(r"(k_[a-z_]+?)I", cur) or re.search(r"(k_[a-z_]+)", cur)
         name = cur
         if n:
             args = re.findall(r"Li(\d+)E", cur)

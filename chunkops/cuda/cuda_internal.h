@@ -79,8 +79,10 @@ void gs__cuda_arena_stats(gs__cuda_arena_t *a, size_t *used_p, size_t *limit_p,
 
 #define GS__CUDA_BLOCK 256      /* threads per block of every kernel */
 
-/* Fused modes. STORE and FULL walk rows (record dims) x columns (loop dim) in tiles of
- * tile_rows x tpr threads; ROW gives one warp per record (lanes along the reduced axis);
+/* Fused modes. STORE and FULL walk the region flat (plan.flat: one index over rows x loop,
+ * offsets advanced incrementally; regions of at most 2 collapsed dims) or else rows (record
+ * dims) x columns (loop dim) in tiles of tile_rows x tpr threads; ROW gives one warp per
+ * record (lanes along the reduced axis);
  * COL gives one thread per record (and split). MERGE_ONLY: nothing to evaluate (empty
  * region), only the merge kernel writes empty records. */
 enum {
@@ -105,21 +107,42 @@ enum {
 
 /* Program variants (template instances): stack depth and leaf count they support, and how
  * many elements a thread evaluates per step (several independent loads in flight for the
- * memory-bound plans; random leaves keep one, their registers go to the generator). */
+ * memory-bound plans; random leaves keep one, their registers go to the generator). The
+ * memory-bound variants run only programs without random leaves and without costly ops
+ * (gs__cuda_op_costly): a kernel allocates the registers of every function it calls. */
 #define GS__CUDA_MEM_UNROLL 4
+#define GS__CUDA_FLAT_VEC 2     /* flat walk of those plans: slots of 2 adjacent elements */
 enum {
-    GS__CUDA_VAR_CHAIN = 0,     /* depth 1, at most 1 leaf: leaf (or const) then unary ops */
+    GS__CUDA_VAR_CHAIN = 0,     /* depth 1, one random leaf: the leaf then unary ops */
     GS__CUDA_VAR_PAIR = 1,      /* depth <= 2, at most 2 leaves */
     GS__CUDA_VAR_GENERIC = 2,   /* depth <= GS_KERNEL_MAX_STACK, <= GS_KERNEL_MAX_LEAVES */
-    GS__CUDA_VAR_CHAIN_MEM = 3, /* CHAIN without random leaves, GS__CUDA_MEM_UNROLL per step */
-    GS__CUDA_VAR_PAIR_MEM = 4,  /* PAIR without random leaves, GS__CUDA_MEM_UNROLL per step */
+    GS__CUDA_VAR_CHAIN_MEM = 3, /* depth 1, at most 1 leaf, memory-bound: MEM_UNROLL per step */
+    GS__CUDA_VAR_PAIR_MEM = 4,  /* PAIR memory-bound: GS__CUDA_MEM_UNROLL per step */
     GS__CUDA_NVARIANTS = 5
 };
+
+/** Ops the memory-bound variants leave to the others: divisions, square roots and the libm
+ *  functions (exp, log, pow). */
+static inline int gs__cuda_op_costly(int op)
+{
+    switch (op) {
+    case GS_OP_EXP: case GS_OP_LOG: case GS_OP_SQRT: case GS_OP_DIV: case GS_OP_POW:
+    case GS_OP_DIV_IMM: case GS_OP_POW_IMM: case GS_OP_RDIV_IMM: case GS_OP_RPOW_IMM: return 1;
+    default: return 0;
+    }
+}
 
 #define GS__CUDA_FUSED_KERNELS (GS__CUDA_NVARIANTS * GS__CUDA_NMODES * GS__CUDA_NACC)
 static inline int gs__cuda_fused_kid(int variant, int mode, int acc)
 {
     return (variant * GS__CUDA_NMODES + mode) * GS__CUDA_NACC + acc;
+}
+
+/* The flat kernels (plan.flat): STORE (acc 0) and FULL per variant and accumulator. */
+#define GS__CUDA_FLAT_KERNELS (GS__CUDA_NVARIANTS * 2 * GS__CUDA_NACC)
+static inline int gs__cuda_flat_kid(int variant, int mode, int acc)
+{
+    return (variant * 2 + (mode == GS__CUDA_MODE_FULL)) * GS__CUDA_NACC + acc;
 }
 
 /** Doubles per internal partial record of accumulator @a acc (SUM/MIN 1, VAR 3, ARG 2). */
@@ -133,6 +156,7 @@ typedef struct gs__cuda_dev {
     int device;
     int num_sms;
     int occ_fused[GS__CUDA_FUSED_KERNELS];   /* resident blocks per SM, 0 = no such kernel */
+    int occ_flat[GS__CUDA_FLAT_KERNELS];     /* the same for the flat kernels */
     int occ_merge;
     int occ_combine;
     int occ_copy;
@@ -147,12 +171,18 @@ typedef struct gs__cuda_scratch {
 } gs__cuda_scratch_t;
 
 /* An affine addressing term over the plan's coordinates (r decomposed over rshape, l):
- *   off(r, l) = base + sum_j p_j(r) * rstride[j] + l * lstride */
+ *   off(r, l) = base + sum_j p_j(r) * rstride[j] + l * lstride
+ * FLAT plans (below) also walk it incrementally over the flat index e = wr * lw + wl:
+ *   off = base + wr * frs + wl * lstride; a step of fvec * T elements adds fstep, plus fwrap
+ *   when wl wraps past lw. */
 typedef struct gs__cuda_leaf {
     int32_t kind;               /* gs_leaf_kind_t */
     int64_t base;
     int64_t lstride;
     int64_t rstride[GS_MAX_NDIM];
+    int64_t frs;                /* FLAT: offset change per wrap row (rstride[0], or lw * lstride) */
+    int64_t fstep;              /* FLAT: offset change per step while wl does not wrap */
+    int64_t fwrap;              /* FLAT: further change when it wraps: frs - lw * lstride */
     const double *data;
     uint64_t seed;
     double p0, p1;
@@ -177,14 +207,28 @@ typedef struct gs__cuda_fplan {
     gs__cuda_leaf_t leaves[GS_KERNEL_MAX_LEAVES];
     gs__cuda_leaf_t index;      /* ARG: flat index of the element (data/seed unused) */
     gs_kinstr_t prog[GS_KERNEL_MAX_PROG];
+    int32_t tail_ma;            /* CHAIN: prog[1..] is at most MUL_IMM then ADD_IMM/SUB_IMM, */
+    double tail_m, tail_a;      /* evaluated as x * tail_m + tail_a (identities 1.0 and -0.0) */
     double *out;
     /* geometry */
+    int32_t flat;               /* STORE/FULL: 1 = the flat walk (k_flat_*), 0 = tiles */
     int32_t tpr;                /* threads per row of a tile (STORE/FULL/ROW) */
     int32_t tile_rows;          /* rows per tile (tpr * tile_rows <= GS__CUDA_BLOCK) */
     int32_t nsplit;             /* partial records per output record (1 = write out direct) */
     int64_t split_len;          /* COL: axis elements per split */
     uint32_t grid_x, grid_y;    /* fused kernel grid */
     uint32_t merge_grid;        /* merge kernel grid (0: no merge kernel) */
+    /* FLAT walk (STORE/FULL with nr <= 1): the N = R * L elements in row-major order as slots
+     * of fvec adjacent elements; thread t of T = grid_x * GS__CUDA_BLOCK takes slots t, t + T,
+     * ...: fq + (t < fr) of them. The walk wraps its loop index at lw (L, or 2^30 for a 1-D
+     * region) and advances it by fdl = (fvec * T) % lw per step. */
+    int32_t fvec;               /* elements per slot: 1, or 2 (memory-bound variants) */
+    uint32_t lw, fdl;
+    uint32_t fq, fr;
+    int32_t fodd;               /* fvec 2 and N odd: the slot N / 2 holds one element ... */
+    uint32_t fodd_t;            /* ... and is the last slot of thread fodd_t */
+    uint32_t fload2;            /* fvec 2: bit k = leaf k's pairs are one aligned 16-byte load */
+    int32_t fstore2;            /* fvec 2, STORE: pairs are written as one 16-byte store */
     unsigned int *counter;      /* FULL: last-block ticket (from the scratch) */
     double *partials;           /* nsplit > 1 or FULL with > 1 block */
 } gs__cuda_fplan_t;

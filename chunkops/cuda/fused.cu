@@ -43,106 +43,43 @@ __device__ __forceinline__ double op_maximum(double a, double b)
     return (a > b || a != a) ? a : b;
 }
 
-/* Transcendental program ops are real calls: inlined into the interpreter's switch they raise
- * the register count of every kernel (exp alone took the CHAIN reduction from 46 to 77
- * registers), while the random leaves keep their own inlined log/sqrt/cos. */
-__device__ __noinline__ double op_exp(double x)
-{
-    return exp(x);
-}
-
-__device__ __noinline__ double op_log(double x)
-{
-    return log(x);
-}
-
-__device__ __noinline__ double op_pow(double a, double b)
-{
-    return pow(a, b);
-}
-
-/* Unary and binary ops over U values: the switch is outside, the loops over u inside. */
-#define GS__UN(expr)                                                                           \
-    _Pragma("unroll") for (int u = 0; u < U; u++)                                              \
-    {                                                                                          \
-        const double x = s0[u];                                                                \
-        s0[u] = (expr);                                                                        \
-    }                                                                                          \
-    break
-#define GS__BIN(expr)                                                                          \
-    _Pragma("unroll") for (int u = 0; u < U; u++)                                              \
-    {                                                                                          \
-        const double x = s1[u], y = s0[u];                                                     \
-        s0[u] = (expr);                                                                        \
-    }                                                                                          \
-    break
-
-template <int U>
-__device__ __forceinline__ void apply_unary(int op, double (&s0)[U], double imm)
+/* The costly program ops (divisions, square roots, exp, log, pow: the libm functions and the
+ * correctly rounded slow paths of / and sqrt) are one real call from the interpreter: inlined
+ * into its switch they raise the register count of every kernel (exp alone took the CHAIN
+ * reduction from 46 to 77 registers), while the random leaves keep their own inlined
+ * log/sqrt/cos. A kernel allocates the registers of everything it calls, so the memory-bound
+ * variants (SLOW = false) run only programs without these ops (the planner sends the others
+ * to the one-element variants): 34 registers instead of 58 for a chunk reduction. */
+__device__ __noinline__ double op_unary_slow(int op, double x, double imm)
 {
     switch (op) {
-    case GS_OP_NEG: GS__UN(-x);
-    case GS_OP_ABS: GS__UN(fabs(x));
-    case GS_OP_EXP: GS__UN(op_exp(x));
-    case GS_OP_LOG: GS__UN(op_log(x));
-    case GS_OP_SQRT: GS__UN(sqrt(x));
-    case GS_OP_ADD_IMM: GS__UN(x + imm);
-    case GS_OP_SUB_IMM: GS__UN(x - imm);
-    case GS_OP_MUL_IMM: GS__UN(x * imm);
-    case GS_OP_DIV_IMM: GS__UN(x / imm);
-    case GS_OP_POW_IMM: GS__UN(op_pow(x, imm));
-    case GS_OP_RSUB_IMM: GS__UN(imm - x);
-    case GS_OP_RDIV_IMM: GS__UN(imm / x);
-    case GS_OP_RPOW_IMM: GS__UN(op_pow(imm, x));
-    case GS_OP_LT_IMM: GS__UN(x < imm ? 1.0 : 0.0);
-    case GS_OP_LE_IMM: GS__UN(x <= imm ? 1.0 : 0.0);
-    case GS_OP_GT_IMM: GS__UN(x > imm ? 1.0 : 0.0);
-    case GS_OP_GE_IMM: GS__UN(x >= imm ? 1.0 : 0.0);
-    case GS_OP_EQ_IMM: GS__UN(x == imm ? 1.0 : 0.0);
-    case GS_OP_NE_IMM: GS__UN(x != imm ? 1.0 : 0.0);
-    case GS_OP_MIN_IMM: GS__UN(op_minimum(x, imm));
-    default: GS__UN(op_maximum(x, imm)); /* GS_OP_MAX_IMM */
+    case GS_OP_EXP: return exp(x);
+    case GS_OP_LOG: return log(x);
+    case GS_OP_SQRT: return sqrt(x);
+    case GS_OP_DIV_IMM: return x / imm;
+    case GS_OP_POW_IMM: return pow(x, imm);
+    case GS_OP_RDIV_IMM: return imm / x;
+    default: return pow(imm, x); /* GS_OP_RPOW_IMM */
     }
 }
 
-/* s0 <- s1 OP s0 */
-template <int U>
-__device__ __forceinline__ void apply_binary(int op, const double (&s1)[U], double (&s0)[U])
+__device__ __noinline__ double op_binary_slow(int op, double a, double b)
 {
-    switch (op) {
-    case GS_OP_ADD: GS__BIN(x + y);
-    case GS_OP_SUB: GS__BIN(x - y);
-    case GS_OP_MUL: GS__BIN(x * y);
-    case GS_OP_DIV: GS__BIN(x / y);
-    case GS_OP_POW: GS__BIN(op_pow(x, y));
-    case GS_OP_LT: GS__BIN(x < y ? 1.0 : 0.0);
-    case GS_OP_LE: GS__BIN(x <= y ? 1.0 : 0.0);
-    case GS_OP_GT: GS__BIN(x > y ? 1.0 : 0.0);
-    case GS_OP_GE: GS__BIN(x >= y ? 1.0 : 0.0);
-    case GS_OP_EQ: GS__BIN(x == y ? 1.0 : 0.0);
-    case GS_OP_NE: GS__BIN(x != y ? 1.0 : 0.0);
-    case GS_OP_MIN: GS__BIN(op_minimum(x, y));
-    default: GS__BIN(op_maximum(x, y)); /* GS_OP_MAX */
-    }
+    return op == GS_OP_DIV ? a / b : pow(a, b); /* GS_OP_DIV, GS_OP_POW */
 }
 
-/* Scalar forms for eval1() (same operations; see eval1 for why they are separate). */
+/* Unary and binary ops, NumPy semantics. SLOW: the costly ops are possible (else they give
+ * NaN: the planner never sends them). */
+template <bool SLOW>
 __device__ __forceinline__ double apply_unary1(int op, double x, double imm)
 {
     switch (op) {
     case GS_OP_NEG: return -x;
     case GS_OP_ABS: return fabs(x);
-    case GS_OP_EXP: return op_exp(x);
-    case GS_OP_LOG: return op_log(x);
-    case GS_OP_SQRT: return sqrt(x);
     case GS_OP_ADD_IMM: return x + imm;
     case GS_OP_SUB_IMM: return x - imm;
     case GS_OP_MUL_IMM: return x * imm;
-    case GS_OP_DIV_IMM: return x / imm;
-    case GS_OP_POW_IMM: return op_pow(x, imm);
     case GS_OP_RSUB_IMM: return imm - x;
-    case GS_OP_RDIV_IMM: return imm / x;
-    case GS_OP_RPOW_IMM: return op_pow(imm, x);
     case GS_OP_LT_IMM: return x < imm ? 1.0 : 0.0;
     case GS_OP_LE_IMM: return x <= imm ? 1.0 : 0.0;
     case GS_OP_GT_IMM: return x > imm ? 1.0 : 0.0;
@@ -150,18 +87,20 @@ __device__ __forceinline__ double apply_unary1(int op, double x, double imm)
     case GS_OP_EQ_IMM: return x == imm ? 1.0 : 0.0;
     case GS_OP_NE_IMM: return x != imm ? 1.0 : 0.0;
     case GS_OP_MIN_IMM: return op_minimum(x, imm);
-    default: return op_maximum(x, imm); /* GS_OP_MAX_IMM */
+    case GS_OP_MAX_IMM: return op_maximum(x, imm);
+    default: /* exp log sqrt div_imm pow_imm rdiv_imm rpow_imm */
+        if constexpr (SLOW) return op_unary_slow(op, x, imm);
+        else return __longlong_as_double(0x7ff8000000000000ll);
     }
 }
 
+template <bool SLOW>
 __device__ __forceinline__ double apply_binary1(int op, double a, double b)
 {
     switch (op) {
     case GS_OP_ADD: return a + b;
     case GS_OP_SUB: return a - b;
     case GS_OP_MUL: return a * b;
-    case GS_OP_DIV: return a / b;
-    case GS_OP_POW: return op_pow(a, b);
     case GS_OP_LT: return a < b ? 1.0 : 0.0;
     case GS_OP_LE: return a <= b ? 1.0 : 0.0;
     case GS_OP_GT: return a > b ? 1.0 : 0.0;
@@ -169,7 +108,10 @@ __device__ __forceinline__ double apply_binary1(int op, double a, double b)
     case GS_OP_EQ: return a == b ? 1.0 : 0.0;
     case GS_OP_NE: return a != b ? 1.0 : 0.0;
     case GS_OP_MIN: return op_minimum(a, b);
-    default: return op_maximum(a, b); /* GS_OP_MAX */
+    case GS_OP_MAX: return op_maximum(a, b);
+    default: /* div pow */
+        if constexpr (SLOW) return op_binary_slow(op, a, b);
+        else return __longlong_as_double(0x7ff8000000000000ll);
     }
 }
 
@@ -227,38 +169,40 @@ __device__ __forceinline__ double random_uniform_dev(const gs__cuda_leaf_t &lf, 
     return lf.p0 + (lf.p1 - lf.p0) * ((double)a * GS_TWO_POW_M53); /* low + (high-low) * u */
 }
 
-/* Values of leaf lf at U offsets. RANDOM: random kinds possible (only U == 1 plans carry them).
- * Elements with ok[u] false are not read (their offsets may be out of bounds). */
-template <int U, bool RANDOM>
+/* Values of a chunk or index leaf at U offsets (the memory-bound variants carry no random
+ * leaves). Elements with ok[u] false are not read (their offsets may be out of bounds).
+ * V == 2 with pair: elements (2j, 2j + 1) are adjacent and 16-byte aligned in the leaf's data
+ * (the flat plan's fload2), and ok[2j + 1] implies ok[2j]: one 16-byte load per whole pair. */
+template <int U, int V = 1>
 __device__ __forceinline__ void leaf_values(const gs__cuda_leaf_t &lf, const int64_t (&o)[U],
-                                            const bool (&ok)[U], double (&v)[U])
+                                            const bool (&ok)[U], double (&v)[U], bool pair)
 {
-    switch (lf.kind) {
-    case GS_LEAF_CHUNK:
-#pragma unroll
-        for (int u = 0; u < U; u++) v[u] = ok[u] ? __ldg(lf.data + o[u]) : 0.0;
-        break;
-    case GS_LEAF_NORMAL:
-        if constexpr (RANDOM) {
-#pragma unroll
-            for (int u = 0; u < U; u++) v[u] = random_normal_dev(lf, (uint64_t)o[u]);
-            break;
-        }
-    case GS_LEAF_UNIFORM:
-        if constexpr (RANDOM) {
-#pragma unroll
-            for (int u = 0; u < U; u++) v[u] = random_uniform_dev(lf, (uint64_t)o[u]);
-            break;
-        }
-    default: /* GS_LEAF_INDEX */
+    if (lf.kind != GS_LEAF_CHUNK) { /* GS_LEAF_INDEX */
 #pragma unroll
         for (int u = 0; u < U; u++) v[u] = (double)o[u];
-        break;
+        return;
     }
+    if constexpr (V == 2 && U % 2 == 0) {
+        if (pair) {
+#pragma unroll
+            for (int u = 0; u < U; u += 2) {
+                if (ok[u + 1]) {
+                    const double2 d = __ldg(reinterpret_cast<const double2 *>(lf.data + o[u]));
+                    v[u] = d.x;
+                    v[u + 1] = d.y;
+                } else {
+                    v[u] = ok[u] ? __ldg(lf.data + o[u]) : 0.0;
+                    v[u + 1] = 0.0;
+                }
+            }
+            return;
+        }
+    }
+#pragma unroll
+    for (int u = 0; u < U; u++) v[u] = ok[u] ? __ldg(lf.data + o[u]) : 0.0;
 }
 
-/* One element (the random-capable variants): the scalar form of eval() below. Kept separate
- * because ptxas allocates fewer registers to it than to the U-wide form at U = 1. */
+/* One element of any leaf. */
 __device__ __forceinline__ double leaf_value(const gs__cuda_leaf_t &lf, int64_t off)
 {
     switch (lf.kind) {
@@ -269,103 +213,153 @@ __device__ __forceinline__ double leaf_value(const gs__cuda_leaf_t &lf, int64_t 
     }
 }
 
-template <int D, int NL>
-__device__ __forceinline__ double eval1(const Plan &p, const int64_t (&off)[NL])
+/* CHAIN specialisations. The CHAIN variant (one random leaf, pushed by prog[0], then unary
+ * ops) runs its loops once per (leaf kind, tail form) pair (with_chain below), so the leaf
+ * needs no switch per element, and a tail of at most x * m then + a (the plan's tail_ma: no
+ * tail, x + c, x - c, x * c, x * c + d) is two operations and no interpretation. Other tails
+ * are interpreted. */
+constexpr int CHAIN_NONE = -1; /* not the CHAIN variant: interpret the whole program */
+constexpr int TAIL_MA = 0, TAIL_ANY = 1;
+__host__ __device__ constexpr int chain_code(int kind, int tail)
 {
-    double s[D][1];
+    return kind * 2 + tail;
+}
+template <int C> struct ChainC {
+    static constexpr int value = C;
+};
+
+template <int KIND>
+__device__ __forceinline__ double leaf_value_k(const gs__cuda_leaf_t &lf, int64_t off)
+{
+    if constexpr (KIND == GS_LEAF_NORMAL) return random_normal_dev(lf, (uint64_t)off);
+    else return random_uniform_dev(lf, (uint64_t)off); /* GS_LEAF_UNIFORM */
+}
+
+/* A unary op with the usual tail ops (x + c, x * c, x - c) tested first: compares and one
+ * branch instead of the jump table of apply_unary1. */
+__device__ __forceinline__ double apply_unary_chain(int op, double x, double imm)
+{
+    if (op == GS_OP_ADD_IMM) return x + imm;
+    if (op == GS_OP_MUL_IMM) return x * imm;
+    if (op == GS_OP_SUB_IMM) return x - imm;
+    return apply_unary1<true>(op, x, imm);
+}
+
+/* Run f(ChainC<C>) with C the CHAIN variant's chain_code, or CHAIN_NONE for the others. */
+template <int D, int NL, int U, class F>
+__device__ __forceinline__ void with_chain(const Plan &p, F &&f)
+{
+    if constexpr (D == 1 && NL == 1 && U == 1) {
+        if (p.leaves[0].kind == GS_LEAF_NORMAL) {
+            if (p.tail_ma) f(ChainC<chain_code(GS_LEAF_NORMAL, TAIL_MA)>{});
+            else f(ChainC<chain_code(GS_LEAF_NORMAL, TAIL_ANY)>{});
+        } else {
+            if (p.tail_ma) f(ChainC<chain_code(GS_LEAF_UNIFORM, TAIL_MA)>{});
+            else f(ChainC<chain_code(GS_LEAF_UNIFORM, TAIL_ANY)>{});
+        }
+    } else {
+        f(ChainC<CHAIN_NONE>{});
+    }
+}
+
+/* The program on one element; leaf(a) gives the value of leaf a. The value stack lives in
+ * registers: s[0] is the top, pushes and pops shift the D levels (indices are compile-time). */
+template <int D, bool SLOW, class LeafF>
+__device__ __forceinline__ double eval1_run(const Plan &p, LeafF &&leaf)
+{
+    double s[D];
 #pragma unroll
-    for (int k = 0; k < D; k++) s[k][0] = 0.0;
+    for (int k = 0; k < D; k++) s[k] = 0.0;
     const int n = p.nprog;
     for (int i = 0; i < n; i++) {
         const int op = p.prog[i].op;
         const double imm = p.prog[i].imm;
         if (op == GS_OP_LEAF || op == GS_OP_CONST) {
-            double v = imm;
-            if (op == GS_OP_LEAF) {
-                if (NL == 1) {
-                    v = leaf_value(p.leaves[0], off[0]);
-                } else {
-                    const int a = p.prog[i].arg;
-                    int64_t o = off[0];
+            const double v = op == GS_OP_LEAF ? leaf(p.prog[i].arg) : imm;
 #pragma unroll
-                    for (int k = 1; k < NL; k++)
-                        if (a == k) o = off[k];
-                    v = leaf_value(p.leaves[a], o);
-                }
-            }
-#pragma unroll
-            for (int k = D - 1; k > 0; k--) s[k][0] = s[k - 1][0];
-            s[0][0] = v;
+            for (int k = D - 1; k > 0; k--) s[k] = s[k - 1];
+            s[0] = v;
         } else if (op >= GS_OP_ADD && op <= GS_OP_MAX) {
             if constexpr (D >= 2) {
-                s[0][0] = apply_binary1(op, s[1][0], s[0][0]);
+                s[0] = apply_binary1<SLOW>(op, s[1], s[0]);
 #pragma unroll
-                for (int k = 1; k < D - 1; k++) s[k][0] = s[k + 1][0];
+                for (int k = 1; k < D - 1; k++) s[k] = s[k + 1];
             }
         } else {
-            s[0][0] = apply_unary1(op, s[0][0], imm);
+            s[0] = apply_unary1<SLOW>(op, s[0], imm);
         }
     }
-    return s[0][0];
+    return s[0];
 }
 
-/* Evaluate the program on U elements at leaf offsets off[u][0..NL). The value stack lives in
- * registers: s[0] is the top, pushes and pops shift the D levels (indices are compile-time). */
-template <int D, int NL, int U>
+template <int D, int NL>
+__device__ __forceinline__ double eval1_prog(const Plan &p, const int64_t (&off)[NL])
+{
+    return eval1_run<D, true>(p, [&](int a) {
+        if (NL == 1) return leaf_value(p.leaves[0], off[0]);
+        int64_t o = off[0];
+#pragma unroll
+        for (int k = 1; k < NL; k++)
+            if (a == k) o = off[k];
+        return leaf_value(p.leaves[a], o);
+    });
+}
+
+/* One element: the program at leaf offsets off (C: see with_chain). */
+template <int D, int NL, int C = CHAIN_NONE>
+__device__ __forceinline__ double eval1(const Plan &p, const int64_t (&off)[NL])
+{
+    if constexpr (C != CHAIN_NONE) {
+        double x = leaf_value_k<C / 2>(p.leaves[0], off[0]);
+        if constexpr (C % 2 == TAIL_MA) {
+            x = x * p.tail_m + p.tail_a; /* two roundings (--fmad=false), as the ops they stand for */
+        } else {
+            const int n = p.nprog;
+#pragma unroll 1
+            for (int i = 1; i < n; i++) x = apply_unary_chain(p.prog[i].op, x, p.prog[i].imm);
+        }
+        return x;
+    } else {
+        return eval1_prog<D, NL>(p, off);
+    }
+}
+
+/* Evaluate the program on U elements at leaf offsets off[u][0..NL) (ok[u]: the element
+ * exists). U > 1 (memory-bound variants: no random leaves, no costly ops): every leaf's U
+ * values are loaded
+ * first, so all loads are in flight together (V == 2: in aligned pairs where the plan says
+ * so), then the program runs on one element after the other, so only the loaded values wait
+ * in registers. */
+template <int D, int NL, int U, int C = CHAIN_NONE, int V = 1>
 __device__ __forceinline__ void eval(const Plan &p, const int64_t (&off)[U][NL],
                                      const bool (&ok)[U], double (&res)[U])
 {
     if constexpr (U == 1) {
-        res[0] = eval1<D, NL>(p, off[0]);
-        return;
-    }
-    constexpr bool RANDOM = U == 1;
-    double s[D][U];
+        res[0] = eval1<D, NL, C>(p, off[0]);
+    } else {
+        double lv[NL][U];
 #pragma unroll
-    for (int k = 0; k < D; k++)
-#pragma unroll
-        for (int u = 0; u < U; u++) s[k][u] = 0.0;
-    const int n = p.nprog;
-    for (int i = 0; i < n; i++) {
-        const int op = p.prog[i].op;
-        const double imm = p.prog[i].imm;
-        if (op == GS_OP_LEAF || op == GS_OP_CONST) {
-            double v[U];
-            if (op == GS_OP_LEAF) {
-                const int a = NL == 1 ? 0 : p.prog[i].arg;
+        for (int k = 0; k < NL; k++) {
+            if (k < p.nleaves) {
                 int64_t o[U];
 #pragma unroll
-                for (int u = 0; u < U; u++) {
-                    o[u] = off[u][0];
-#pragma unroll
-                    for (int k = 1; k < NL; k++)
-                        if (a == k) o[u] = off[u][k];
-                }
-                leaf_values<U, RANDOM>(p.leaves[a], o, ok, v);
+                for (int u = 0; u < U; u++) o[u] = off[u][k];
+                leaf_values<U, V>(p.leaves[k], o, ok, lv[k], V == 2 && ((p.fload2 >> k) & 1u));
             } else {
 #pragma unroll
-                for (int u = 0; u < U; u++) v[u] = imm;
+                for (int u = 0; u < U; u++) lv[k][u] = 0.0;
             }
-#pragma unroll
-            for (int k = D - 1; k > 0; k--)
-#pragma unroll
-                for (int u = 0; u < U; u++) s[k][u] = s[k - 1][u];
-#pragma unroll
-            for (int u = 0; u < U; u++) s[0][u] = v[u];
-        } else if (op >= GS_OP_ADD && op <= GS_OP_MAX) {
-            if constexpr (D >= 2) {
-                apply_binary<U>(op, s[1], s[0]);
-#pragma unroll
-                for (int k = 1; k < D - 1; k++)
-#pragma unroll
-                    for (int u = 0; u < U; u++) s[k][u] = s[k + 1][u];
-            }
-        } else {
-            apply_unary<U>(op, s[0], imm);
         }
-    }
 #pragma unroll
-    for (int u = 0; u < U; u++) res[u] = s[0][u];
+        for (int u = 0; u < U; u++)
+            res[u] = eval1_run<D, false>(p, [&](int a) {
+                double x = lv[0][u];
+#pragma unroll
+                for (int k = 1; k < NL; k++)
+                    if (a == k) x = lv[k][u];
+                return x;
+            });
+    }
 }
 
 /* Offsets of record r: base + sum_j digit_j(r) * rstride[j] for every leaf (and the index). */
@@ -566,18 +560,43 @@ __device__ __forceinline__ void block_reduce(const Plan &p, Acc<ACC> &a)
     }
 }
 
-/* Offsets of the U elements l + u * step of a row; ok[u] = that element exists (< lend). */
+/* Offsets of the U elements l + u * step of a row; ok[u] = that element exists (< lend). One
+ * element per step (the random variants) walks them by additions: o holds the offsets of
+ * element l and advances by ds (row_walk); several (the memory-bound variants, short of
+ * registers) compute them from the row's offsets. */
 template <int NL, int U>
-__device__ __forceinline__ void elem_offsets(const Plan &p, const int64_t (&row)[NL], int64_t l,
+__device__ __forceinline__ void elem_offsets(const Plan &p, const int64_t (&row)[NL],
+                                             int64_t (&o)[NL], const int64_t (&ds)[NL], int64_t l,
                                              int64_t step, int64_t lend, int64_t (&off)[U][NL],
                                              bool (&ok)[U])
 {
+    if constexpr (U == 1) {
+        ok[0] = l < lend;
 #pragma unroll
-    for (int u = 0; u < U; u++) {
-        const int64_t lu = l + u * step;
-        ok[u] = lu < lend;
+        for (int k = 0; k < NL; k++) {
+            off[0][k] = o[k];
+            o[k] += ds[k];
+        }
+    } else {
 #pragma unroll
-        for (int k = 0; k < NL; k++) off[u][k] = row[k] + lu * p.leaves[k].lstride;
+        for (int u = 0; u < U; u++) {
+            const int64_t lu = l + u * step;
+            ok[u] = lu < lend;
+#pragma unroll
+            for (int k = 0; k < NL; k++) off[u][k] = row[k] + lu * p.leaves[k].lstride;
+        }
+    }
+}
+
+/* o = row + l * lstride and ds = step * lstride for every leaf (unused when U > 1). */
+template <int NL>
+__device__ __forceinline__ void row_walk(const Plan &p, const int64_t (&row)[NL], int64_t l,
+                                         int64_t step, int64_t (&o)[NL], int64_t (&ds)[NL])
+{
+#pragma unroll
+    for (int k = 0; k < NL; k++) {
+        o[k] = row[k] + l * p.leaves[k].lstride;
+        ds[k] = step * p.leaves[k].lstride;
     }
 }
 
@@ -591,70 +610,12 @@ __device__ __forceinline__ void fold(const Plan &p, Acc<ACC> &a, const double (&
         if (ok[u]) a.add(p, v[u], IDX ? idx + (l + u * step) * p.index.lstride : 0);
 }
 
-/* ---- kernels (U: elements per thread per step; U > 1 only for plans without random leaves) */
-
-/* STORE: out[r * L + l] for tiles of tile_rows x tpr threads, grid-strided. */
-template <int D, int NL, int U>
-__global__ void __launch_bounds__(BLOCK) k_store(const __grid_constant__ Plan p)
+/* The end of a FULL kernel: the block's record, then the per-block partials merged by the last
+ * block to finish (an integer ticket elects it; its merge order is fixed). */
+template <int ACC>
+__device__ __forceinline__ void full_finish(const Plan &p, Acc<ACC> &a)
 {
-    const int trow = threadIdx.x / p.tpr;
-    const int tcol = threadIdx.x - trow * p.tpr;
-    if (trow >= p.tile_rows) return;
-    const int64_t step = (int64_t)gridDim.x * p.tpr;
-    for (int64_t r = (int64_t)blockIdx.y * p.tile_rows + trow; r < p.R;
-         r += (int64_t)gridDim.y * p.tile_rows) {
-        int64_t row[NL], idx;
-        row_offsets<NL, false>(p, r, row, idx);
-        double *o = p.out + r * p.L;
-        for (int64_t l = (int64_t)blockIdx.x * p.tpr + tcol; l < p.L; l += U * step) {
-            int64_t off[U][NL];
-            bool ok[U];
-            double v[U];
-            elem_offsets<NL, U>(p, row, l, step, p.L, off, ok);
-            eval<D, NL, U>(p, off, ok, v);
-#pragma unroll
-            for (int u = 0; u < U; u++)
-                if (ok[u]) o[l + u * step] = v[u];
-        }
-    }
-}
-
-/* FULL: the whole region into one record. Per-block partials, merged by the last block. */
-template <int D, int NL, int U, int ACC>
-__global__ void __launch_bounds__(BLOCK) k_full(const __grid_constant__ Plan p)
-{
-    constexpr bool IDX = ACC == GS__CUDA_ACC_ARG;
     __shared__ int last;
-    Acc<ACC> a;
-    a.init(p);
-    const int trow = threadIdx.x / p.tpr;
-    const int tcol = threadIdx.x - trow * p.tpr;
-    if (trow < p.tile_rows) {
-        const int64_t step = (int64_t)gridDim.x * p.tpr;
-        for (int64_t r = (int64_t)blockIdx.y * p.tile_rows + trow; r < p.R;
-             r += (int64_t)gridDim.y * p.tile_rows) {
-            int64_t row[NL], idx;
-            row_offsets<NL, IDX>(p, r, row, idx);
-            if constexpr (U == 1) { /* the seed path: this form allocates 6 registers fewer */
-                for (int64_t l = (int64_t)blockIdx.x * p.tpr + tcol; l < p.L;
-                     l += (int64_t)gridDim.x * p.tpr) {
-                    int64_t off[NL];
-#pragma unroll
-                    for (int k = 0; k < NL; k++) off[k] = row[k] + l * p.leaves[k].lstride;
-                    a.add(p, eval1<D, NL>(p, off), IDX ? idx + l * p.index.lstride : 0);
-                }
-            } else {
-                for (int64_t l = (int64_t)blockIdx.x * p.tpr + tcol; l < p.L; l += U * step) {
-                    int64_t off[U][NL];
-                    bool ok[U];
-                    double v[U];
-                    elem_offsets<NL, U>(p, row, l, step, p.L, off, ok);
-                    eval<D, NL, U>(p, off, ok, v);
-                    fold<ACC, U, IDX>(p, a, v, ok, idx, l, step);
-                }
-            }
-        }
-    }
     block_reduce(p, a);
     const unsigned nb = gridDim.x * gridDim.y;
     if (nb == 1) {
@@ -683,65 +644,299 @@ __global__ void __launch_bounds__(BLOCK) k_full(const __grid_constant__ Plan p)
     }
 }
 
+/* ---- the flat walk (plan.flat; see gs__cuda_fplan_t). Thread t's slots are t, t + T, ...;
+ * the walk keeps the wrapped loop index wl and the offsets of the current slot and advances
+ * them by additions only (no division or multiplication per element). ---- */
+
+/* Start at flat element e0: wl and the offsets (and arg index) of that element. */
+template <int NL, bool IDX>
+__device__ __forceinline__ void flat_start(const Plan &p, uint32_t e0, uint32_t &wl,
+                                           int64_t (&off)[NL], int64_t &idx)
+{
+    const uint32_t wr = e0 / p.lw;
+    wl = e0 - wr * p.lw;
+#pragma unroll
+    for (int k = 0; k < NL; k++)
+        off[k] = p.leaves[k].base + (int64_t)wr * p.leaves[k].frs +
+                 (int64_t)wl * p.leaves[k].lstride;
+    idx = IDX ? p.index.base + (int64_t)wr * p.index.frs + (int64_t)wl * p.index.lstride : 0;
+}
+
+/* One step: fvec * T elements further. */
+template <int NL, bool IDX>
+__device__ __forceinline__ void flat_advance(const Plan &p, uint32_t &wl, int64_t (&off)[NL],
+                                             int64_t &idx)
+{
+    wl += p.fdl;
+    const bool w = wl >= p.lw;
+    if (w) wl -= p.lw;
+#pragma unroll
+    for (int k = 0; k < NL; k++) off[k] += p.leaves[k].fstep + (w ? p.leaves[k].fwrap : 0);
+    if (IDX) idx += p.index.fstep + (w ? p.index.fwrap : 0);
+}
+
+/* The elements of the next U slots (element j = u * V + v) and the walk advanced past them.
+ * Slot u exists when u < m (the thread's slots left); its second element too unless it is
+ * the thread's half slot (half: the thread owns the odd last slot, which is its last). */
+template <int NL, bool IDX, int U, int V>
+__device__ __forceinline__ void flat_gather(const Plan &p, uint32_t m, bool half, uint32_t &wl,
+                                            int64_t (&off)[NL], int64_t &idx,
+                                            int64_t (&o)[U * V][NL], int64_t (&ix)[U * V],
+                                            bool (&ok)[U * V])
+{
+#pragma unroll
+    for (int u = 0; u < U; u++) {
+        const bool has = (uint32_t)u < m;
+        const int j = u * V;
+#pragma unroll
+        for (int k = 0; k < NL; k++) o[j][k] = off[k];
+        ix[j] = idx;
+        ok[j] = has;
+        if constexpr (V == 2) {
+            const bool w = wl + 1 == p.lw; /* the pair straddles a row end */
+#pragma unroll
+            for (int k = 0; k < NL; k++)
+                o[j + 1][k] = off[k] + p.leaves[k].lstride + (w ? p.leaves[k].fwrap : 0);
+            ix[j + 1] = IDX ? idx + p.index.lstride + (w ? p.index.fwrap : 0) : 0;
+            ok[j + 1] = has && !(half && (uint32_t)u + 1 == m);
+        }
+        flat_advance<NL, IDX>(p, wl, off, idx);
+    }
+}
+
+/* Resident blocks per SM a kernel is compiled for (__launch_bounds__). The one-element
+ * variants (random leaves: issue-bound) with STORE or a one-double accumulator: 6 blocks of 8
+ * warps (at most 40 registers) for CHAIN flat (the seed path), else 5 (48) flat or along an
+ * axis; GENERIC: whatever ptxas allocates (a cap spills); the rest 4 (at most 64 registers:
+ * without a minimum ptxas chose 48 for some and spilled). */
+enum { KFLAT, KTILE, KAXIS };
+constexpr int min_blocks(int D, int UV, int ACC, int kind)
+{
+    return D == GS_KERNEL_MAX_STACK ? 1
+           : UV == 1 && kind != KTILE && (ACC == GS__CUDA_ACC_SUM || ACC == GS__CUDA_ACC_MIN)
+               ? (kind == KFLAT && D == 1 ? 6 : 5)
+               : 4;
+}
+
+/* ---- kernels. U: elements (flat: slots) per thread per step, V: elements per flat slot;
+ * U * V > 1 only for plans without random leaves. ---- */
+
+/* Flat STORE: element e to out[e]. */
+template <int D, int NL, int U, int V>
+__global__ void __launch_bounds__(BLOCK, min_blocks(D, U * V, GS__CUDA_ACC_SUM, KFLAT)) k_flat_store(const __grid_constant__ Plan p)
+{
+    const uint32_t t = blockIdx.x * BLOCK + threadIdx.x;
+    const uint32_t n = p.fq + (t < p.fr ? 1u : 0u);
+    if (n == 0) return;
+    uint32_t wl;
+    int64_t off[NL], idx;
+    flat_start<NL, false>(p, t * V, wl, off, idx);
+    double *o = p.out + (size_t)t * V;
+    const size_t ostep = (size_t)V * gridDim.x * BLOCK;
+    with_chain<D, NL, U * V>(p, [&](auto cc) {
+        constexpr int C = decltype(cc)::value;
+        if constexpr (U * V == 1) {
+            for (uint32_t m = n; m > 0; m--) {
+                *o = eval1<D, NL, C>(p, off);
+                o += ostep;
+                flat_advance<NL, false>(p, wl, off, idx);
+            }
+        } else {
+            const bool half = p.fodd && t == p.fodd_t;
+            for (uint32_t m = n; m > 0; m = m > U ? m - U : 0) {
+                int64_t eo[U * V][NL], ix[U * V];
+                bool ok[U * V];
+                double v[U * V];
+                flat_gather<NL, false, U, V>(p, m, half, wl, off, idx, eo, ix, ok);
+                eval<D, NL, U * V, C, V>(p, eo, ok, v);
+#pragma unroll
+                for (int u = 0; u < U; u++) {
+                    double *q = o + u * ostep;
+                    if (V == 2 && p.fstore2 && ok[u * V + V - 1]) {
+                        *reinterpret_cast<double2 *>(q) = make_double2(v[u * V], v[u * V + V - 1]);
+                    } else {
+#pragma unroll
+                        for (int w = 0; w < V; w++)
+                            if (ok[u * V + w]) q[w] = v[u * V + w];
+                    }
+                }
+                o += U * ostep;
+            }
+        }
+    });
+}
+
+/* Flat FULL: the whole region into one record. */
+template <int D, int NL, int U, int V, int ACC>
+__global__ void __launch_bounds__(BLOCK, min_blocks(D, U * V, ACC, KFLAT)) k_flat_full(const __grid_constant__ Plan p)
+{
+    constexpr bool IDX = ACC == GS__CUDA_ACC_ARG;
+    Acc<ACC> a;
+    a.init(p);
+    const uint32_t t = blockIdx.x * BLOCK + threadIdx.x;
+    const uint32_t n = p.fq + (t < p.fr ? 1u : 0u);
+    if (n > 0) {
+        uint32_t wl;
+        int64_t off[NL], idx;
+        flat_start<NL, IDX>(p, t * V, wl, off, idx);
+        with_chain<D, NL, U * V>(p, [&](auto cc) {
+            constexpr int C = decltype(cc)::value;
+            if constexpr (U * V == 1) {
+                for (uint32_t m = n; m > 0; m--) {
+                    a.add(p, eval1<D, NL, C>(p, off), idx);
+                    flat_advance<NL, IDX>(p, wl, off, idx);
+                }
+            } else {
+                const bool half = p.fodd && t == p.fodd_t;
+                for (uint32_t m = n; m > 0; m = m > U ? m - U : 0) {
+                    int64_t eo[U * V][NL], ix[U * V];
+                    bool ok[U * V];
+                    double v[U * V];
+                    flat_gather<NL, IDX, U, V>(p, m, half, wl, off, idx, eo, ix, ok);
+                    eval<D, NL, U * V, C, V>(p, eo, ok, v);
+#pragma unroll
+                    for (int j = 0; j < U * V; j++)
+                        if (ok[j]) a.add(p, v[j], ix[j]);
+                }
+            }
+        });
+    }
+    full_finish(p, a);
+}
+
+/* STORE over tiles (regions the flat walk does not take): out[r * L + l] for tiles of
+ * tile_rows x tpr threads, grid-strided. */
+template <int D, int NL, int U>
+__global__ void __launch_bounds__(BLOCK, min_blocks(D, U, GS__CUDA_ACC_SUM, KTILE)) k_store(const __grid_constant__ Plan p)
+{
+    const int trow = threadIdx.x / p.tpr;
+    const int tcol = threadIdx.x - trow * p.tpr;
+    if (trow >= p.tile_rows) return;
+    const int64_t step = (int64_t)gridDim.x * p.tpr;
+    with_chain<D, NL, U>(p, [&](auto cc) {
+        constexpr int C = decltype(cc)::value;
+        for (int64_t r = (int64_t)blockIdx.y * p.tile_rows + trow; r < p.R;
+             r += (int64_t)gridDim.y * p.tile_rows) {
+            int64_t row[NL], idx, o[NL], ds[NL];
+            row_offsets<NL, false>(p, r, row, idx);
+            double *out = p.out + r * p.L;
+            const int64_t l0 = (int64_t)blockIdx.x * p.tpr + tcol;
+            row_walk<NL>(p, row, l0, step, o, ds);
+            for (int64_t l = l0; l < p.L; l += U * step) {
+                int64_t off[U][NL];
+                bool ok[U];
+                double v[U];
+                elem_offsets<NL, U>(p, row, o, ds, l, step, p.L, off, ok);
+                eval<D, NL, U, C>(p, off, ok, v);
+#pragma unroll
+                for (int u = 0; u < U; u++)
+                    if (ok[u]) out[l + u * step] = v[u];
+            }
+        }
+    });
+}
+
+/* FULL over tiles: the whole region into one record. */
+template <int D, int NL, int U, int ACC>
+__global__ void __launch_bounds__(BLOCK, min_blocks(D, U, ACC, KTILE)) k_full(const __grid_constant__ Plan p)
+{
+    constexpr bool IDX = ACC == GS__CUDA_ACC_ARG;
+    Acc<ACC> a;
+    a.init(p);
+    const int trow = threadIdx.x / p.tpr;
+    const int tcol = threadIdx.x - trow * p.tpr;
+    if (trow < p.tile_rows) {
+        const int64_t step = (int64_t)gridDim.x * p.tpr;
+        with_chain<D, NL, U>(p, [&](auto cc) {
+            constexpr int C = decltype(cc)::value;
+            for (int64_t r = (int64_t)blockIdx.y * p.tile_rows + trow; r < p.R;
+                 r += (int64_t)gridDim.y * p.tile_rows) {
+                int64_t row[NL], idx, o[NL], ds[NL];
+                row_offsets<NL, IDX>(p, r, row, idx);
+                const int64_t l0 = (int64_t)blockIdx.x * p.tpr + tcol;
+                row_walk<NL>(p, row, l0, step, o, ds);
+                for (int64_t l = l0; l < p.L; l += U * step) {
+                    int64_t off[U][NL];
+                    bool ok[U];
+                    double v[U];
+                    elem_offsets<NL, U>(p, row, o, ds, l, step, p.L, off, ok);
+                    eval<D, NL, U, C>(p, off, ok, v);
+                    fold<ACC, U, IDX>(p, a, v, ok, idx, l, step);
+                }
+            }
+        });
+    }
+    full_finish(p, a);
+}
+
 /* ROW: one warp per record (lanes along the reduced axis); gridDim.x splits the axis. */
 template <int D, int NL, int U, int ACC>
-__global__ void __launch_bounds__(BLOCK) k_row(const __grid_constant__ Plan p)
+__global__ void __launch_bounds__(BLOCK, min_blocks(D, U, ACC, KAXIS)) k_row(const __grid_constant__ Plan p)
 {
     constexpr bool IDX = ACC == GS__CUDA_ACC_ARG;
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int64_t step = (int64_t)gridDim.x * 32;
-    for (int64_t r = (int64_t)blockIdx.y * WARPS + warp; r < p.R;
-         r += (int64_t)gridDim.y * WARPS) {
-        int64_t row[NL], idx;
-        row_offsets<NL, IDX>(p, r, row, idx);
-        Acc<ACC> a;
-        a.init(p);
-        for (int64_t l = (int64_t)blockIdx.x * 32 + lane; l < p.L; l += U * step) {
-            int64_t off[U][NL];
-            bool ok[U];
-            double v[U];
-            elem_offsets<NL, U>(p, row, l, step, p.L, off, ok);
-            eval<D, NL, U>(p, off, ok, v);
-            fold<ACC, U, IDX>(p, a, v, ok, idx, l, step);
+    with_chain<D, NL, U>(p, [&](auto cc) {
+        constexpr int C = decltype(cc)::value;
+        for (int64_t r = (int64_t)blockIdx.y * WARPS + warp; r < p.R;
+             r += (int64_t)gridDim.y * WARPS) {
+            int64_t row[NL], idx, o[NL], ds[NL];
+            row_offsets<NL, IDX>(p, r, row, idx);
+            const int64_t l0 = (int64_t)blockIdx.x * 32 + lane;
+            row_walk<NL>(p, row, l0, step, o, ds);
+            Acc<ACC> a;
+            a.init(p);
+            for (int64_t l = l0; l < p.L; l += U * step) {
+                int64_t off[U][NL];
+                bool ok[U];
+                double v[U];
+                elem_offsets<NL, U>(p, row, o, ds, l, step, p.L, off, ok);
+                eval<D, NL, U, C>(p, off, ok, v);
+                fold<ACC, U, IDX>(p, a, v, ok, idx, l, step);
+            }
+            warp_reduce(p, a);
+            if (lane == 0) {
+                if (gridDim.x == 1) a.write_out(p, p.out + r * p.wout);
+                else a.put(p.partials + ((int64_t)blockIdx.x * p.R + r) * Acc<ACC>::W);
+            }
         }
-        warp_reduce(p, a);
-        if (lane == 0) {
-            if (gridDim.x == 1) a.write_out(p, p.out + r * p.wout);
-            else a.put(p.partials + ((int64_t)blockIdx.x * p.R + r) * Acc<ACC>::W);
-        }
-    }
+    });
 }
 
 /* COL: one thread per (record, split); t = split * R + record. */
 template <int D, int NL, int U, int ACC>
-__global__ void __launch_bounds__(BLOCK) k_col(const __grid_constant__ Plan p)
+__global__ void __launch_bounds__(BLOCK, min_blocks(D, U, ACC, KAXIS)) k_col(const __grid_constant__ Plan p)
 {
     constexpr bool IDX = ACC == GS__CUDA_ACC_ARG;
     const int64_t total = p.R * p.nsplit;
-    for (int64_t t = (int64_t)blockIdx.x * BLOCK + threadIdx.x; t < total;
-         t += (int64_t)gridDim.x * BLOCK) {
-        int64_t s = 0, r = t;
-        if (p.nsplit > 1) {
-            s = t / p.R;
-            r = t - s * p.R;
+    with_chain<D, NL, U>(p, [&](auto cc) {
+        constexpr int C = decltype(cc)::value;
+        for (int64_t t = (int64_t)blockIdx.x * BLOCK + threadIdx.x; t < total;
+             t += (int64_t)gridDim.x * BLOCK) {
+            int64_t s = 0, r = t;
+            if (p.nsplit > 1) {
+                s = t / p.R;
+                r = t - s * p.R;
+            }
+            int64_t row[NL], idx, o[NL], ds[NL];
+            row_offsets<NL, IDX>(p, r, row, idx);
+            const int64_t l0 = s * p.split_len;
+            const int64_t l1 = l0 + p.split_len < p.L ? l0 + p.split_len : p.L;
+            row_walk<NL>(p, row, l0, 1, o, ds);
+            Acc<ACC> a;
+            a.init(p);
+            for (int64_t l = l0; l < l1; l += U) {
+                int64_t off[U][NL];
+                bool ok[U];
+                double v[U];
+                elem_offsets<NL, U>(p, row, o, ds, l, 1, l1, off, ok);
+                eval<D, NL, U, C>(p, off, ok, v);
+                fold<ACC, U, IDX>(p, a, v, ok, idx, l, 1);
+            }
+            if (p.nsplit == 1) a.write_out(p, p.out + r * p.wout);
+            else a.put(p.partials + t * Acc<ACC>::W);
         }
-        int64_t row[NL], idx;
-        row_offsets<NL, IDX>(p, r, row, idx);
-        const int64_t l0 = s * p.split_len;
-        const int64_t l1 = l0 + p.split_len < p.L ? l0 + p.split_len : p.L;
-        Acc<ACC> a;
-        a.init(p);
-        for (int64_t l = l0; l < l1; l += U) {
-            int64_t off[U][NL];
-            bool ok[U];
-            double v[U];
-            elem_offsets<NL, U>(p, row, l, 1, l1, off, ok);
-            eval<D, NL, U>(p, off, ok, v);
-            fold<ACC, U, IDX>(p, a, v, ok, idx, l, 1);
-        }
-        if (p.nsplit == 1) a.write_out(p, p.out + r * p.wout);
-        else a.put(p.partials + t * Acc<ACC>::W);
-    }
+    });
 }
 
 /* Merge nsplit partial records per output record, in split order (nsplit 0: empty records). */
@@ -779,6 +974,25 @@ const void *const g_fused[GS__CUDA_NVARIANTS][GS__CUDA_NMODES][GS__CUDA_NACC] = 
     GS__VARIANT(2, 2, GS__CUDA_MEM_UNROLL),
 };
 
+/* Flat kernels: [variant][STORE, FULL][acc]; (stack depth, leaves, slots per step, elements
+ * per slot): CHAIN, PAIR, GENERIC (., ., 1, 1), CHAIN_MEM, PAIR_MEM (., ., MEM_UNROLL / 2, 2). */
+#define GS__FLAT_ACCS(D, NL, U, V)                                                               \
+    {(const void *)k_flat_full<D, NL, U, V, GS__CUDA_ACC_SUM>,                                   \
+     (const void *)k_flat_full<D, NL, U, V, GS__CUDA_ACC_MIN>,                                   \
+     (const void *)k_flat_full<D, NL, U, V, GS__CUDA_ACC_VAR>,                                   \
+     (const void *)k_flat_full<D, NL, U, V, GS__CUDA_ACC_ARG>}
+#define GS__FLAT_VARIANT(D, NL, U, V)                                                            \
+    {{(const void *)k_flat_store<D, NL, U, V>, nullptr, nullptr, nullptr},                       \
+     GS__FLAT_ACCS(D, NL, U, V)}
+
+const void *const g_flat[GS__CUDA_NVARIANTS][2][GS__CUDA_NACC] = {
+    GS__FLAT_VARIANT(1, 1, 1, 1),
+    GS__FLAT_VARIANT(2, 2, 1, 1),
+    GS__FLAT_VARIANT(GS_KERNEL_MAX_STACK, GS_KERNEL_MAX_LEAVES, 1, 1),
+    GS__FLAT_VARIANT(1, 1, GS__CUDA_MEM_UNROLL / GS__CUDA_FLAT_VEC, GS__CUDA_FLAT_VEC),
+    GS__FLAT_VARIANT(2, 2, GS__CUDA_MEM_UNROLL / GS__CUDA_FLAT_VEC, GS__CUDA_FLAT_VEC),
+};
+
 const void *const g_merge[GS__CUDA_NACC] = {
     (const void *)k_merge<GS__CUDA_ACC_SUM>, (const void *)k_merge<GS__CUDA_ACC_MIN>,
     (const void *)k_merge<GS__CUDA_ACC_VAR>, (const void *)k_merge<GS__CUDA_ACC_ARG>};
@@ -808,6 +1022,18 @@ extern "C" gs_status_t gs__cuda_fused_occupancy(gs__cuda_dev_t *dev)
                 }
                 dev->occ_fused[gs__cuda_fused_kid(v, m, a)] = n;
             }
+    for (int v = 0; v < GS__CUDA_NVARIANTS; v++)
+        for (int m = 0; m < 2; m++)
+            for (int a = 0; a < GS__CUDA_NACC; a++) {
+                const void *fn = g_flat[v][m][a];
+                int n = 0;
+                if (fn != nullptr) {
+                    cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fn, BLOCK, 0);
+                    if (err != cudaSuccess)
+                        return gs__cuda_error((int)err, "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+                }
+                dev->occ_flat[gs__cuda_flat_kid(v, m ? GS__CUDA_MODE_FULL : GS__CUDA_MODE_STORE, a)] = n;
+            }
     int n = 0;
     for (int a = 0; a < GS__CUDA_NACC; a++) {
         int na = 0;
@@ -831,7 +1057,9 @@ extern "C" gs_status_t gs__cuda_launch_fused(void *stream, const gs__cuda_fplan_
                       "cudaLaunchKernel(fused empty-region merge)");
     default: break;
     }
-    const void *fn = g_fused[p->variant][p->mode][p->mode == GS__CUDA_MODE_STORE ? 0 : p->acc];
+    const int acc = p->mode == GS__CUDA_MODE_STORE ? 0 : p->acc;
+    const void *fn = p->flat ? g_flat[p->variant][p->mode == GS__CUDA_MODE_FULL][acc]
+                             : g_fused[p->variant][p->mode][acc];
     if ((st = launch(fn, dim3(p->grid_x, p->grid_y), stream, p, "cudaLaunchKernel(fused)")) != GS_OK)
         return st;
     if (p->merge_grid > 0)

@@ -12,6 +12,7 @@
 #include "chunkops/cuda/cuda_internal.h"
 #include "chunkops/random.h"
 
+#include <stdint.h>
 #include <string.h>
 
 #define GS__NTERMS (GS_KERNEL_MAX_LEAVES + 1) /* leaves, then the arg index */
@@ -86,6 +87,85 @@ static int64_t gs__occ_total(const gs__cuda_dev_t *dev, int occ)
     return sms * (occ > 0 ? occ : 1);
 }
 
+/* CHAIN: whether the ops after the leaf are at most x * m then x + a (x - c is x + (-c), the
+ * same IEEE operation); an absent op is its identity (x * 1.0 and x + -0.0 give x exactly,
+ * -0.0 included), so the kernel runs exactly the program's roundings. */
+static void gs__cuda_chain_tail(gs__cuda_fplan_t *p)
+{
+    int32_t i = 1;
+    p->tail_ma = 0;
+    p->tail_m = 1.0;
+    p->tail_a = -0.0;
+    if (i < p->nprog && p->prog[i].op == GS_OP_MUL_IMM) p->tail_m = p->prog[i++].imm;
+    if (i < p->nprog && p->prog[i].op == GS_OP_ADD_IMM) p->tail_a = p->prog[i++].imm;
+    else if (i < p->nprog && p->prog[i].op == GS_OP_SUB_IMM) p->tail_a = -p->prog[i++].imm;
+    p->tail_ma = i == p->nprog;
+}
+
+/* The flat walk's step terms of one affine term (see gs__cuda_leaf_t). */
+static void gs__flat_term(gs__cuda_leaf_t *t, int nr, uint32_t lw, int64_t dr, int64_t dl)
+{
+    if (nr == 0) { /* one dim: offsets linear in e; starts (e0 < lw) are all in wrap row 0 */
+        t->frs = 0;
+        t->fstep = (dr * (int64_t)lw + dl) * t->lstride;
+        t->fwrap = 0;
+    } else {
+        t->frs = t->rstride[0];
+        t->fstep = dr * t->frs + dl * t->lstride;
+        t->fwrap = t->frs - (int64_t)lw * t->lstride;
+    }
+}
+
+/* Plan the flat walk for STORE/FULL when the region collapsed to at most 2 dims (every region
+ * a chunk task usually has); returns 0 to leave the plan to the tile kernels. */
+static int gs__cuda_flat_plan(const gs__cuda_dev_t *dev, int64_t npart, int W, int64_t N,
+                              gs__cuda_fplan_t *p)
+{
+    const int64_t lw_max = ((int64_t)1 << 31) - 2; /* even; wl + fdl stays below 2^32 */
+    if (p->nr > 1 || (p->nr == 1 && p->L > lw_max)) return 0;
+    int mem = p->variant == GS__CUDA_VAR_CHAIN_MEM || p->variant == GS__CUDA_VAR_PAIR_MEM;
+    int64_t V = mem ? GS__CUDA_FLAT_VEC : 1;
+    int64_t Ns = gs__ceil_div(N, V);
+    int occ = dev->occ_flat[gs__cuda_flat_kid(p->variant, p->mode, p->mode == GS__CUDA_MODE_FULL
+                                                                        ? p->acc
+                                                                        : 0)];
+    /* one wave of resident blocks, each thread looping over its slots */
+    int64_t gx = gs__min64(gs__ceil_div(Ns, GS__CUDA_BLOCK), gs__occ_total(dev, occ));
+    gx = gs__min64(gx, lw_max / (V * GS__CUDA_BLOCK)); /* V * T <= lw_max */
+    if (p->mode == GS__CUDA_MODE_FULL && gx * W > npart) gx = gs__max64(1, npart / W);
+    int64_t T = gx * GS__CUDA_BLOCK;
+    if (Ns / T >= (int64_t)UINT32_MAX) return 0; /* slots per thread must fit 32 bits */
+    uint32_t lw = p->nr == 1 ? (uint32_t)p->L : (uint32_t)lw_max;
+    int64_t VT = V * T;
+    int64_t dr = VT / lw, dl = VT % lw;
+    p->flat = 1;
+    p->fvec = (int32_t)V;
+    p->lw = lw;
+    p->fdl = (uint32_t)dl;
+    p->fq = (uint32_t)(Ns / T);
+    p->fr = (uint32_t)(Ns % T);
+    p->fodd = V == 2 && N % 2 != 0;
+    p->fodd_t = p->fodd ? (uint32_t)((Ns - 1) % T) : 0u;
+    for (int32_t t = 0; t < p->nleaves; t++) {
+        gs__cuda_leaf_t *lf = &p->leaves[t];
+        gs__flat_term(lf, p->nr, lw, dr, dl);
+        /* pairs (even e) of a unit-stride chunk leaf: one 16-byte load when every pair starts
+         * 16-byte aligned and never straddles a row end (lw even) */
+        uintptr_t a = (uintptr_t)lf->data;
+        if (V == 2 && lf->kind == GS_LEAF_CHUNK && lf->lstride == 1 && lw % 2 == 0 &&
+            (a & 7) == 0 && (((a >> 3) + (uint64_t)lf->base) & 1) == 0 &&
+            (p->nr == 0 || (lf->frs & 1) == 0))
+            p->fload2 |= 1u << t;
+    }
+    gs__flat_term(&p->index, p->nr, lw, dr, dl);
+    p->fstore2 = V == 2 && p->mode == GS__CUDA_MODE_STORE && ((uintptr_t)p->out & 15) == 0;
+    p->tpr = GS__CUDA_BLOCK;
+    p->tile_rows = 1;
+    p->grid_x = (uint32_t)gx;
+    p->grid_y = 1;
+    return 1;
+}
+
 void gs__cuda_fplan_build(const gs__cuda_dev_t *dev, const gs__cuda_scratch_t *scratch,
                           const gs_kfused_t *k, gs__cuda_fplan_t *p)
 {
@@ -134,15 +214,22 @@ void gs__cuda_fplan_build(const gs__cuda_dev_t *dev, const gs__cuda_scratch_t *s
             }
         }
     }
-    int random = 0;
+    int random = 0, costly = 0;
     for (int32_t t = 0; t < nl; t++)
         if (p->leaves[t].kind == GS_LEAF_NORMAL || p->leaves[t].kind == GS_LEAF_UNIFORM) random = 1;
-    if (maxdepth <= 1 && nl <= 1)
-        p->variant = random ? GS__CUDA_VAR_CHAIN : GS__CUDA_VAR_CHAIN_MEM;
+    for (int32_t i = 0; i < k->nprog; i++)
+        if (gs__cuda_op_costly(k->prog[i].op)) costly = 1;
+    /* the memory-bound variants run programs without random leaves or costly ops; CHAIN is
+     * one random leaf; the rest go to PAIR or GENERIC */
+    if (maxdepth <= 1 && nl <= 1 && !random && !costly)
+        p->variant = GS__CUDA_VAR_CHAIN_MEM;
+    else if (maxdepth <= 1 && nl == 1 && random)
+        p->variant = GS__CUDA_VAR_CHAIN;
     else if (maxdepth <= 2 && nl <= 2)
-        p->variant = random ? GS__CUDA_VAR_PAIR : GS__CUDA_VAR_PAIR_MEM;
+        p->variant = random || costly ? GS__CUDA_VAR_PAIR : GS__CUDA_VAR_PAIR_MEM;
     else
         p->variant = GS__CUDA_VAR_GENERIC;
+    if (p->variant == GS__CUDA_VAR_CHAIN) gs__cuda_chain_tail(p);
 
     /* terminal */
     int reduce = k->terminal == GS_TERM_REDUCE;
@@ -263,6 +350,7 @@ void gs__cuda_fplan_build(const gs__cuda_dev_t *dev, const gs__cuda_scratch_t *s
     switch (p->mode) {
     case GS__CUDA_MODE_STORE:
     case GS__CUDA_MODE_FULL: {
+        if (gs__cuda_flat_plan(dev, npart, W, N, p)) break;
         gs__cuda_tile_shape(p->L, &p->tpr, &p->tile_rows);
         int64_t gx = gs__min64(gs__ceil_div(p->L, p->tpr), T);
         int64_t gy = gs__min64(gs__ceil_div(R, p->tile_rows), gs__max64(1, T / gx));

@@ -31,7 +31,17 @@ static gs__cuda_dev_t fake_dev(void)
     memset(&d, 0, sizeof(d));
     d.num_sms = 132;
     for (int i = 0; i < GS__CUDA_FUSED_KERNELS; i++) d.occ_fused[i] = 4;
+    for (int i = 0; i < GS__CUDA_FLAT_KERNELS; i++) d.occ_flat[i] = 4;
     d.occ_merge = d.occ_combine = d.occ_copy = 8;
+    return d;
+}
+
+/* One resident block on one SM: flat walks of a few hundred elements take many steps. */
+static gs__cuda_dev_t tiny_dev(void)
+{
+    gs__cuda_dev_t d = fake_dev();
+    d.num_sms = 1;
+    for (int i = 0; i < GS__CUDA_FLAT_KERNELS; i++) d.occ_flat[i] = 1;
     return d;
 }
 
@@ -84,6 +94,57 @@ static int64_t plan_walk(const gs__cuda_fplan_t *p, tup_t *t)
         }
     }
     return n;
+}
+
+/* The flat kernels' walk (fused.cu: flat_start, flat_advance, flat_gather), replayed on the
+ * host thread by thread. Also checks what the kernels assume: slots per thread and the wrapped
+ * index fit 32 bits, and a leaf whose pairs are one 16-byte load (fload2) has the pair's
+ * second element right after the first, inside the row, with the first 16-byte aligned. */
+static int64_t flat_walk(const gs__cuda_fplan_t *p, tup_t *out)
+{
+    const int64_t T = (int64_t)p->grid_x * GS__CUDA_BLOCK, V = p->fvec;
+    int64_t n_out = 0;
+    cr_assert(p->grid_y == 1 && (V == 1 || V == 2) && p->lw >= 1 && p->fdl < p->lw);
+    cr_assert(V * T <= (int64_t)p->lw || p->nr == 1, "1-D walks start in wrap row 0");
+    for (int64_t t = 0; t < T; t++) {
+        uint32_t n = p->fq + ((uint32_t)t < p->fr ? 1u : 0u);
+        if (n == 0) continue;
+        uint32_t e0 = (uint32_t)(t * V), wr = e0 / p->lw, wl = e0 - wr * p->lw;
+        int64_t off[GS_KERNEL_MAX_LEAVES], idx;
+        for (int k = 0; k < p->nleaves; k++)
+            off[k] = p->leaves[k].base + (int64_t)wr * p->leaves[k].frs +
+                     (int64_t)wl * p->leaves[k].lstride;
+        idx = p->index.base + (int64_t)wr * p->index.frs + (int64_t)wl * p->index.lstride;
+        int half = p->fodd && (uint32_t)t == p->fodd_t;
+        int64_t e = (int64_t)e0;
+        for (uint32_t i = 0; i < n; i++) {
+            for (int v = 0; v < V; v++) {
+                if (v == 1 && half && i + 1 == n) continue;
+                int w = v == 1 && wl + 1 == p->lw;
+                tup_t *u = &out[n_out++];
+                memset(u, 0, sizeof(*u));
+                u->key = p->mode == GS__CUDA_MODE_STORE ? e + v : 0;
+                for (int k = 0; k < p->nleaves; k++) {
+                    const gs__cuda_leaf_t *lf = &p->leaves[k];
+                    u->off[k] = off[k] + (v ? lf->lstride + (w ? lf->fwrap : 0) : 0);
+                    if (v == 1 && ((p->fload2 >> k) & 1u)) {
+                        cr_assert(!w && u->off[k] == off[k] + 1, "a 16-byte pair is adjacent");
+                        cr_assert(((((uintptr_t)lf->data >> 3) + (uint64_t)off[k]) & 1) == 0,
+                                  "a 16-byte pair is aligned");
+                    }
+                }
+                u->idx = idx + (v ? p->index.lstride + (w ? p->index.fwrap : 0) : 0);
+            }
+            wl += p->fdl;
+            int w = wl >= p->lw;
+            if (w) wl -= p->lw;
+            for (int k = 0; k < p->nleaves; k++)
+                off[k] += p->leaves[k].fstep + (w ? p->leaves[k].fwrap : 0);
+            idx += p->index.fstep + (w ? p->index.fwrap : 0);
+            e += V * T;
+        }
+    }
+    return n_out;
 }
 
 static int64_t spec_walk(const gs_kfused_t *k, tup_t *t)
@@ -239,16 +300,16 @@ static void check_geometry(const gs_kfused_t *k, const gs__cuda_fplan_t *p,
 
 Test(chunkops_cuda_plan, collapsed_form_addresses_the_same_elements)
 {
-    gs__cuda_dev_t dev = fake_dev();
+    gs__cuda_dev_t devs[2] = {fake_dev(), tiny_dev()};
     gs__cuda_scratch_t scr = fake_scratch();
     tup_t *a = malloc(sizeof(tup_t) * 4096), *b = malloc(sizeof(tup_t) * 4096);
     gs_kfused_t k;
     gs__cuda_fplan_t p;
     rng_state = 7;
-    int modes[6] = {0};
-    for (int it = 0; it < 3000; it++) {
+    int modes[6] = {0}, flat[3] = {0}, tricky[3] = {0};
+    for (int it = 0; it < 6000; it++) {
         gen_spec(&k);
-        gs__cuda_fplan_build(&dev, &scr, &k, &p);
+        gs__cuda_fplan_build(&devs[it % 2], &scr, &k, &p);
         int64_t N = gs_region_size(k.ndim, k.shape);
         if (N == 0) {
             cr_assert(p.mode == GS__CUDA_MODE_NONE || p.mode == GS__CUDA_MODE_MERGE_ONLY);
@@ -266,8 +327,27 @@ Test(chunkops_cuda_plan, collapsed_form_addresses_the_same_elements)
         for (int64_t i = 0; i < na; i++)
             cr_assert_eq(tup_cmp(&a[i], &b[i]), 0, "iteration %d (mode %d): element %lld differs",
                          it, p.mode, (long long)i);
+        if (!p.flat) continue;
+        flat[p.fvec]++;
+        if (p.fvec == 2 && p.fload2) flat[0]++;
+        if (p.fvec == 2 && p.nr == 1 && p.lw % 2 == 1) tricky[0]++; /* pairs straddle rows */
+        if (p.fodd) tricky[1]++;                                    /* a half pair */
+        if (p.fq >= 3 && p.nr == 1) tricky[2]++;                     /* walks that wrap */
+        cr_assert(p.mode == GS__CUDA_MODE_STORE || p.mode == GS__CUDA_MODE_FULL);
+        na = flat_walk(&p, a);
+        cr_assert_eq(na, nb, "iteration %d: the flat walk visits %lld elements, not %lld", it,
+                     (long long)na, (long long)nb);
+        qsort(a, (size_t)na, sizeof(tup_t), tup_cmp);
+        for (int64_t i = 0; i < na; i++)
+            cr_assert_eq(tup_cmp(&a[i], &b[i]), 0,
+                         "iteration %d (flat, mode %d, fvec %d): element %lld differs", it, p.mode,
+                         p.fvec, (long long)i);
     }
     for (int m = 0; m < GS__CUDA_NMODES; m++) cr_assert(modes[m] > 0, "mode %d never planned", m);
+    cr_assert(flat[1] > 0 && flat[2] > 0 && flat[0] > 0, "flat walks: %d, %d in pairs, %d loading "
+              "pairs as one", flat[1], flat[2], flat[0]);
+    cr_assert(tricky[0] > 0 && tricky[1] > 0 && tricky[2] > 0, "straddling pairs %d, half pairs "
+              "%d, wrapping walks %d", tricky[0], tricky[1], tricky[2]);
     free(a);
     free(b);
 }
@@ -305,7 +385,7 @@ Test(chunkops_cuda_plan, seed_case_is_one_chain_kernel_over_a_persistent_grid)
     cr_assert_eq(p.acc, GS__CUDA_ACC_SUM);
     cr_assert_eq(p.R, 5000);
     cr_assert_eq(p.L, 5000);
-    cr_assert_eq(p.tpr, GS__CUDA_BLOCK);
+    cr_assert(p.flat && p.fvec == 1 && p.lw == 5000, "the flat walk, one element per slot");
     cr_assert_eq(p.merge_grid, 0, "no second kernel");
     cr_assert(p.grid_x * p.grid_y <= 132 * 4, "one wave of resident blocks");
     cr_assert(p.grid_x * p.grid_y >= 132 * 4 * 9 / 10, "the wave fills the device");
@@ -356,6 +436,95 @@ Test(chunkops_cuda_plan, picks_the_smallest_program_variant)
     k.leaves[0].kind = GS_LEAF_UNIFORM;
     gs__cuda_fplan_build(&dev, &scr, &k, &p);
     cr_assert_eq(p.variant, GS__CUDA_VAR_CHAIN);
+}
+
+Test(chunkops_cuda_plan, costly_ops_leave_the_memory_bound_variants)
+{
+    gs__cuda_dev_t dev = fake_dev();
+    gs__cuda_scratch_t scr = fake_scratch();
+    gs_kfused_t k;
+    gs__cuda_fplan_t p;
+    seed_spec(&k);
+    k.leaves[0].kind = GS_LEAF_CHUNK;
+    k.leaves[0].data = (const double *)(uintptr_t)0x5000;
+    gs__cuda_fplan_build(&dev, &scr, &k, &p); /* chunk + 1 */
+    cr_assert_eq(p.variant, GS__CUDA_VAR_CHAIN_MEM);
+    static const int costly[] = {GS_OP_EXP, GS_OP_LOG, GS_OP_SQRT, GS_OP_DIV_IMM,
+                                 GS_OP_POW_IMM, GS_OP_RDIV_IMM, GS_OP_RPOW_IMM};
+    for (int i = 0; i < (int)(sizeof(costly) / sizeof(costly[0])); i++) {
+        k.prog[1].op = costly[i];
+        gs__cuda_fplan_build(&dev, &scr, &k, &p);
+        cr_assert_eq(p.variant, GS__CUDA_VAR_PAIR, "op %d", costly[i]);
+    }
+    /* chunk / chunk, chunk ** chunk: PAIR; chunk * chunk stays memory-bound */
+    k.nleaves = 2;
+    k.leaves[1] = k.leaves[0];
+    k.nprog = 3;
+    k.prog[1].op = GS_OP_LEAF;
+    k.prog[1].arg = 1;
+    k.prog[2].op = GS_OP_DIV;
+    gs__cuda_fplan_build(&dev, &scr, &k, &p);
+    cr_assert_eq(p.variant, GS__CUDA_VAR_PAIR);
+    k.prog[2].op = GS_OP_POW;
+    gs__cuda_fplan_build(&dev, &scr, &k, &p);
+    cr_assert_eq(p.variant, GS__CUDA_VAR_PAIR);
+    k.prog[2].op = GS_OP_MUL;
+    gs__cuda_fplan_build(&dev, &scr, &k, &p);
+    cr_assert_eq(p.variant, GS__CUDA_VAR_PAIR_MEM);
+}
+
+/* A 3 x 4 region of a chunk leaf (unit column stride): flat, in pairs; one 16-byte load per
+ * pair only when every pair is inside a row and starts 16-byte aligned. */
+static void pair_spec(gs_kfused_t *k, int64_t rstride, int64_t base, uintptr_t data)
+{
+    memset(k, 0, sizeof(*k));
+    k->ndim = 2;
+    k->shape[0] = 3;
+    k->shape[1] = 4;
+    k->nleaves = 1;
+    k->leaves[0].kind = GS_LEAF_CHUNK;
+    k->leaves[0].data = (const double *)data;
+    k->leaves[0].base = base;
+    k->leaves[0].stride[0] = rstride;
+    k->leaves[0].stride[1] = 1;
+    k->nprog = 1;
+    k->prog[0].op = GS_OP_LEAF;
+    k->terminal = GS_TERM_STORE;
+    k->red_axis = -1;
+    k->out = (double *)(uintptr_t)0x9000;
+}
+
+Test(chunkops_cuda_plan, pairs_load_as_one_only_when_aligned_and_inside_rows)
+{
+    gs__cuda_dev_t dev = fake_dev();
+    gs__cuda_scratch_t scr = fake_scratch();
+    gs_kfused_t k;
+    gs__cuda_fplan_t p;
+    pair_spec(&k, 6, 2, 0x5000);
+    gs__cuda_fplan_build(&dev, &scr, &k, &p);
+    cr_assert(p.flat && p.fvec == 2 && p.nr == 1 && p.lw == 4);
+    cr_assert_eq(p.fload2, 1u);
+    cr_assert_eq(p.fstore2, 1);
+    pair_spec(&k, 6, 1, 0x5000); /* odd base */
+    gs__cuda_fplan_build(&dev, &scr, &k, &p);
+    cr_assert_eq(p.fload2, 0u);
+    pair_spec(&k, 6, 1, 0x5008); /* odd base of a data pointer 8 bytes past alignment */
+    gs__cuda_fplan_build(&dev, &scr, &k, &p);
+    cr_assert_eq(p.fload2, 1u);
+    pair_spec(&k, 5, 0, 0x5000); /* odd row stride: every other row starts unaligned */
+    gs__cuda_fplan_build(&dev, &scr, &k, &p);
+    cr_assert_eq(p.fload2, 0u);
+    pair_spec(&k, 6, 0, 0x5000);
+    k.shape[1] = 3; /* odd rows: pairs straddle row ends */
+    gs__cuda_fplan_build(&dev, &scr, &k, &p);
+    cr_assert(p.flat && p.lw == 3);
+    cr_assert_eq(p.fload2, 0u);
+    pair_spec(&k, 4, 0, 0x5000); /* contiguous: one dim, 12 elements */
+    k.out = (double *)(uintptr_t)0x9008;
+    gs__cuda_fplan_build(&dev, &scr, &k, &p);
+    cr_assert(p.flat && p.nr == 0);
+    cr_assert_eq(p.fload2, 1u);
+    cr_assert_eq(p.fstore2, 0, "an unaligned output is stored element by element");
 }
 
 Test(chunkops_cuda_plan, empty_regions_launch_only_the_empty_record_writer)
