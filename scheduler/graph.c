@@ -1140,13 +1140,22 @@ static int gs__has_refill_room(gs_sched_t *s, gs__worker_t *w)
     return 1;
 }
 
+/* A task whose live input holder has no queue room waits for that holder, instead of going to
+ * another worker, when the holder keeps at least this many of its input bytes: moving them would
+ * cost more than the wait (a 200 MB chunk staged over loopback TCP takes ~0.1 s, far longer than
+ * a queue slot on the holder). Until placement weighs measured per-pair bandwidth against queue
+ * length (issue 5), this threshold is the rule. */
+#define GS__STICKY_BYTES (4ull << 20)
+
 /* Pick a worker for ready task t: the one holding most input bytes if it has room, else the
- * least loaded (relative to its queue bound) with room. NULL if no worker has room. */
-static gs__worker_t *gs__choose(gs_sched_t *s, gs__graph_t *g, uint32_t t)
+ * least loaded (relative to its queue bound) with room. NULL if no worker has room, or, with
+ * *wait_p set, when t should wait for its busy holder (GS__STICKY_BYTES). */
+static gs__worker_t *gs__choose(gs_sched_t *s, gs__graph_t *g, uint32_t t, int *wait_p)
 {
     uint32_t lo = g->dep_off[t], hi = g->dep_off[t + 1];
     gs__worker_t *best = NULL;
 
+    *wait_p = 0;
     if (hi > lo) {
         uint64_t best_bytes = 0;
         s->scratch_slots.len = 0;
@@ -1168,14 +1177,23 @@ static gs__worker_t *gs__choose(gs_sched_t *s, gs__graph_t *g, uint32_t t)
             }
             s->bytes_by_slot[slot] += nb + 1;
         }
+        uint64_t busy_bytes = 0;
         for (size_t i = 0; i < s->scratch_slots.len; i++) {
             uint32_t slot = s->scratch_slots.data[i];
             gs__worker_t *w = s->slots[slot];
-            if (gs__has_room(w) && s->bytes_by_slot[slot] > best_bytes) {
-                best = w;
-                best_bytes = s->bytes_by_slot[slot];
+            if (gs__has_room(w)) {
+                if (s->bytes_by_slot[slot] > best_bytes) {
+                    best = w;
+                    best_bytes = s->bytes_by_slot[slot];
+                }
+            } else if (s->bytes_by_slot[slot] > busy_bytes) {
+                busy_bytes = s->bytes_by_slot[slot];
             }
             s->bytes_by_slot[slot] = 0;
+        }
+        if (busy_bytes >= GS__STICKY_BYTES && busy_bytes > best_bytes) {
+            *wait_p = 1;
+            return NULL;
         }
         if (best != NULL) return best;
     }
@@ -1361,8 +1379,9 @@ static void gs__flush_batches(gs_sched_t *s, gs__graph_t *g)
  * root, roots only as the root bound allows. Returns 0 when no worker has room left. */
 static int gs__place_graph(gs_sched_t *s, gs__graph_t *g)
 {
-    int room = 1;
+    int room = 1, wait;
     s->touched_slots.len = 0;
+    s->scratch_defer.len = 0;
     while (g->ready_tasks.n > 0) {
         uint32_t p = gs__rset_min(&g->ready_tasks), t = g->order[p];
         gs__worker_t *w;
@@ -1370,7 +1389,12 @@ static int gs__place_graph(gs_sched_t *s, gs__graph_t *g)
             gs__ready_del(g, &g->ready_tasks, p, t);
             continue;
         }
-        w = gs__choose(s, g, t);
+        w = gs__choose(s, g, t, &wait);
+        if (w == NULL && wait && GS_VEC_PUSH(&s->scratch_defer, p) == GS_OK) {
+            /* set aside for this pass (it stays counted as ready); put back below */
+            gs__rset_del(&g->ready_tasks, p);
+            continue;
+        }
         if (w == NULL) {
             room = 0;
             break;
@@ -1382,6 +1406,7 @@ static int gs__place_graph(gs_sched_t *s, gs__graph_t *g)
         }
         gs__ready_del(g, &g->ready_tasks, p, t);
     }
+    for (size_t i = 0; i < s->scratch_defer.len; i++) gs__rset_add(&g->ready_tasks, s->scratch_defer.data[i]);
     if (room) {
         int stalled = -1, any_room = 0, withheld = 0;
         while (g->ready_roots.n > 0) {

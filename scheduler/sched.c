@@ -922,6 +922,7 @@ void gs_sched_destroy(gs_sched_h s)
     gs_free(s->bytes_by_slot);
     GS_VEC_FREE(&s->touched_slots);
     GS_VEC_FREE(&s->scratch_slots);
+    GS_VEC_FREE(&s->scratch_defer);
     GS_VEC_FREE(&s->relays);
     GS_VEC_FREE(&s->relay_free);
     gs_u64map_cleanup(&s->relay_index);

@@ -258,6 +258,7 @@ struct gs_sched {
     uint64_t *bytes_by_slot;     /* placement scratch [nslots] */
     GS_VEC(uint32_t) touched_slots;  /* workers with a TASK_ASSIGN batch under construction */
     GS_VEC(uint32_t) scratch_slots;  /* placement scratch */
+    GS_VEC(uint32_t) scratch_defer;  /* ready priorities set aside in one placement pass */
 
     gs_u64map_t graphs;          /* graph id -> gs__graph_t* */
     gs__graph_t *ghead, *gtail;
