@@ -9,6 +9,8 @@
  *   fused_seed            one 10000^2 chunk of a normal array sliced [::2, ::2] (25M elements
  *                         generated), +1, summed: one fused kernel (the seed workload)
  *   fused_seed_rowsum / _colsum   the same with the sum over axis 1 / axis 0
+ *   fused_seed_tiles, sum_1e8_tiles   fused_seed and sum_1e8 with the flat walk switched off
+ *                         (gs_cuda_set_flat_walk): the tile kernels, for comparison
  *   unfused_generate, unfused_add, unfused_slice, unfused_reduce, unfused_total
  *                         the same computation as separate STORE kernels through memory
  *   philox_normal, philox_uniform   generation rate with no memory traffic (summed)
@@ -256,7 +258,7 @@ static int run(int argc, char **argv)
      * of such chunks); the slice [::2, ::2] of the chunk keeps every other row and column */
     const int64_t gcols = 50 * n, base = n * gcols + n;
     gs_kfused_t k;
-    char extra[160];
+    char extra[224];
 
     /* fused seed: normal -> [::2, ::2] -> +1 -> sum */
     spec2(&k, h, h, out);
@@ -264,8 +266,12 @@ static int run(int argc, char **argv)
     add_imm(&k, 1.0);
     reduce(&k, GS_RED_SUM, -1);
     double t_fused = kb_measure(&kb, "fused_seed", kb_fused, &k, (double)H, 0, NULL);
-    double fused_sum = NAN;
+    double fused_sum = NAN, tiles_sum = NAN;
     if (kb_read_scalar(&kb, out, &fused_sum) != 0) goto done;
+    (void)gs_cuda_set_flat_walk(kb.ctx, 0);
+    kb_measure(&kb, "fused_seed_tiles", kb_fused, &k, (double)H, 0, NULL);
+    (void)gs_cuda_set_flat_walk(kb.ctx, 1);
+    if (kb_read_scalar(&kb, out, &tiles_sum) != 0) goto done;
     reduce(&k, GS_RED_SUM, 1);
     kb_measure(&kb, "fused_seed_rowsum", kb_fused, &k, (double)H, 0, NULL);
     reduce(&k, GS_RED_SUM, 0);
@@ -290,11 +296,12 @@ static int run(int argc, char **argv)
     double unfused_sum = NAN;
     if (kb_read_scalar(&kb, out, &unfused_sum) != 0) goto done;
     double rel = fabs(fused_sum - unfused_sum) / fmax(fabs(unfused_sum), 1e-300);
-    int ok = rel <= 1e-9 && fabs(fused_sum - (double)H) < 10.0 * sqrt((double)H);
+    double rel_tiles = fabs(tiles_sum - unfused_sum) / fmax(fabs(unfused_sum), 1e-300);
+    int ok = rel <= 1e-9 && rel_tiles <= 1e-9 && fabs(fused_sum - (double)H) < 10.0 * sqrt((double)H);
     snprintf(extra, sizeof(extra),
-             ",\"fused_sum\":%.17g,\"unfused_sum\":%.17g,\"rel_diff\":%.3g,\"ok\":%s,"
-             "\"fusion_speedup\":%.2f",
-             fused_sum, unfused_sum, rel, ok ? "true" : "false", t_total / t_fused);
+             ",\"fused_sum\":%.17g,\"unfused_sum\":%.17g,\"rel_diff\":%.3g,"
+             "\"rel_diff_tiles\":%.3g,\"ok\":%s,\"fusion_speedup\":%.2f",
+             fused_sum, unfused_sum, rel, rel_tiles, ok ? "true" : "false", t_total / t_fused);
     kb_print(&kb, "unfused_total", t_total, t_total, (double)H, 0, extra);
     if (!ok) kb.failures++;
 
@@ -314,6 +321,9 @@ static int run(int argc, char **argv)
     leaf_chunk(&k.leaves[0], A, N, n, 1);
     reduce(&k, GS_RED_SUM, -1);
     kb_measure(&kb, "sum_1e8", kb_fused, &k, (double)N, (double)big, NULL);
+    (void)gs_cuda_set_flat_walk(kb.ctx, 0);
+    kb_measure(&kb, "sum_1e8_tiles", kb_fused, &k, (double)N, (double)big, NULL);
+    (void)gs_cuda_set_flat_walk(kb.ctx, 1);
     memcpy_arg_t m = {B, A, big};
     kb_measure(&kb, "d2d_memcpy", kb_memcpy, &m, (double)N, 2.0 * (double)big, NULL);
     gs_kcopy_t *kc = calloc(1, sizeof(*kc));

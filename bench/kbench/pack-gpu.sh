@@ -34,7 +34,7 @@ nvcc=${CUDACXX:-/usr/local/cuda/bin/nvcc}
 "$nvcc" -std=c++17 -O3 -arch=sm_90 --fmad=false -Xptxas -v -I. -Igraph/include -Icommon/include \
   -c chunkops/cuda/fused.cu -o /dev/null 2>"$out/ptxas.txt" || true
 python3 bench/kbench/ptxas-summary.py <"$out/ptxas.txt" | sort >"$out/ptxas-summary.txt" || true
-grep -E "k_full<1,1,1,0>" "$out/ptxas-summary.txt" || true
+grep -E "k_flat_full<1,1,1,1,0>|k_flat_full<1,1,2,2,0>|k_row<1,1,1,0>" "$out/ptxas-summary.txt" || true
 
 cat >"$out/run.sh" <<'EOF'
 #!/usr/bin/env bash
@@ -50,7 +50,7 @@ grep -E "^\[(FAIL|SKIP|----)\]|Synthesis" "$logs/test_cuda.log" | head -n 60
 echo "test_chunkops_cuda exit $rc"
 echo "=== gs-kbench"
 ./gs-kbench --reps 30 | tee "$logs/kbench.jsonl"
-echo "=== SASS of the seed kernel (k_full<1,1,SUM>)"
+echo "=== SASS of the seed kernel (k_flat_full<1,1,1,1,SUM>) and the sum_1e8 kernel (k_flat_full<1,1,2,2,SUM>)"
 if command -v cuobjdump >/dev/null; then
   cuobjdump --dump-sass gs-kbench >"$logs/kbench.sass" 2>/dev/null
   python3 - "$logs/kbench.sass" <<'PY'
@@ -59,7 +59,7 @@ text = open(sys.argv[1]).read()
 blocks = re.split(r"\n\s*Function : ", text)
 for b in blocks:
     name = b.split("\n", 1)[0]
-    if "k_fullILi1ELi1ELi0E" not in name:
+    if "k_flat_fullILi1ELi1ELi1ELi1ELi0E" not in name and "k_flat_fullILi1ELi1ELi2ELi2ELi0E" not in name:
         continue
     ops = re.findall(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]+)", b)
     c = collections.Counter(o.split(".")[0] for o in ops)

@@ -11,6 +11,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define GS__CUDA_SCRATCH_BYTES ((size_t)4 << 20)    /* per stream: partials + ticket */
@@ -134,6 +135,8 @@ static gs_status_t gs__cuda_ctx_create(const gs_chunkops_params_t *params, gs_ch
         goto err_lock;
     }
     if ((st = gs__cuda_kernels_init(&ctx->dev)) != GS_OK) goto err_lock;
+    const char *flat = getenv("GS_CUDA_FLAT"); /* "0": the tile kernels only (comparisons) */
+    ctx->dev.no_flat = flat != NULL && strcmp(flat, "0") == 0;
     if ((e = cudaMemGetInfo(&free_b, &total_b)) != cudaSuccess) {
         st = gs__cuda_error((int)e, "cudaMemGetInfo");
         goto err_lock;
@@ -375,6 +378,13 @@ static gs_status_t gs__cuda_copy_from_host(gs_chunkops_ctx_h ctx, gs_chunkops_st
 {
     return gs__cuda_memcpy("copy_from_host", ctx, stream, dst, src, nbytes,
                            cudaMemcpyHostToDevice);
+}
+
+gs_status_t gs_cuda_set_flat_walk(gs_chunkops_ctx_h ctx, int enable)
+{
+    if (ctx == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "cuda set_flat_walk: ctx is NULL");
+    ctx->dev.no_flat = !enable;
+    return GS_OK;
 }
 
 gs_status_t gs_cuda_memcpy_d2d(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream, void *dst,

@@ -33,6 +33,12 @@ int gs__cuda_device_count(void);
 gs_status_t gs_cuda_device_describe(gs_chunkops_ctx_h ctx, char *name, size_t len,
                                     int *num_sms_p);
 
+/** Whether STORE/FULL kernels may take the flat walk (default on; off when the environment
+ *  had GS_CUDA_FLAT=0 at context creation). Off, they run over row tiles: same results, for
+ *  comparisons. Takes effect for work enqueued afterwards; not synchronised with concurrent
+ *  enqueues (set it before). */
+gs_status_t gs_cuda_set_flat_walk(gs_chunkops_ctx_h ctx, int enable);
+
 /** Device-to-device copy of @a nbytes enqueued on @a stream (cudaMemcpyAsync). */
 gs_status_t gs_cuda_memcpy_d2d(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream, void *dst,
                                const void *src, size_t nbytes);

@@ -160,6 +160,8 @@ typedef struct gs__cuda_dev {
     int occ_merge;
     int occ_combine;
     int occ_copy;
+    int no_flat;                /* 1: STORE/FULL plans keep to the tiles (GS_CUDA_FLAT=0 in the
+                                   environment at context creation, gs_cuda_set_flat_walk) */
 } gs__cuda_dev_t;
 
 /* Per-stream device scratch: partial records of split reductions and the ticket counter of
@@ -207,7 +209,8 @@ typedef struct gs__cuda_fplan {
     gs__cuda_leaf_t leaves[GS_KERNEL_MAX_LEAVES];
     gs__cuda_leaf_t index;      /* ARG: flat index of the element (data/seed unused) */
     gs_kinstr_t prog[GS_KERNEL_MAX_PROG];
-    int32_t tail_ma;            /* CHAIN: prog[1..] is at most MUL_IMM then ADD_IMM/SUB_IMM, */
+    int32_t tail_ma;            /* CHAIN, CHAIN_MEM whose prog[0] is the leaf: prog[1..] is at
+                                   most MUL_IMM then ADD_IMM/SUB_IMM, */
     double tail_m, tail_a;      /* evaluated as x * tail_m + tail_a (identities 1.0 and -0.0) */
     double *out;
     /* geometry */

@@ -245,7 +245,9 @@ __device__ __forceinline__ double apply_unary_chain(int op, double x, double imm
     return apply_unary1<true>(op, x, imm);
 }
 
-/* Run f(ChainC<C>) with C the CHAIN variant's chain_code, or CHAIN_NONE for the others. */
+/* Run f(ChainC<C>) with C the CHAIN variant's chain_code, or CHAIN_NONE for the others.
+ * CHAIN_MEM (several elements per step) has one form besides CHAIN_NONE: a leaf then the
+ * tail_ma tail, chain_code(GS_LEAF_CHUNK, TAIL_MA) (the leaf chunk or index). */
 template <int D, int NL, int U, class F>
 __device__ __forceinline__ void with_chain(const Plan &p, F &&f)
 {
@@ -257,6 +259,9 @@ __device__ __forceinline__ void with_chain(const Plan &p, F &&f)
             if (p.tail_ma) f(ChainC<chain_code(GS_LEAF_UNIFORM, TAIL_MA)>{});
             else f(ChainC<chain_code(GS_LEAF_UNIFORM, TAIL_ANY)>{});
         }
+    } else if constexpr (D == 1 && NL == 1) {
+        if (p.tail_ma) f(ChainC<chain_code(GS_LEAF_CHUNK, TAIL_MA)>{});
+        else f(ChainC<CHAIN_NONE>{});
     } else {
         f(ChainC<CHAIN_NONE>{});
     }
@@ -336,6 +341,13 @@ __device__ __forceinline__ void eval(const Plan &p, const int64_t (&off)[U][NL],
 {
     if constexpr (U == 1) {
         res[0] = eval1<D, NL, C>(p, off[0]);
+    } else if constexpr (C != CHAIN_NONE) { /* CHAIN_MEM: the leaf, then x * m + a */
+        int64_t o[U];
+#pragma unroll
+        for (int u = 0; u < U; u++) o[u] = off[u][0];
+        leaf_values<U, V>(p.leaves[0], o, ok, res, V == 2 && (p.fload2 & 1u));
+#pragma unroll
+        for (int u = 0; u < U; u++) res[u] = res[u] * p.tail_m + p.tail_a;
     } else {
         double lv[NL][U];
 #pragma unroll

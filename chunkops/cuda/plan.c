@@ -87,9 +87,10 @@ static int64_t gs__occ_total(const gs__cuda_dev_t *dev, int occ)
     return sms * (occ > 0 ? occ : 1);
 }
 
-/* CHAIN: whether the ops after the leaf are at most x * m then x + a (x - c is x + (-c), the
- * same IEEE operation); an absent op is its identity (x * 1.0 and x + -0.0 give x exactly,
- * -0.0 included), so the kernel runs exactly the program's roundings. */
+/* CHAIN, CHAIN_MEM with a leaf: whether the ops after the leaf are at most x * m then x + a
+ * (x - c is x + (-c), the same IEEE operation); an absent op is its identity (x * 1.0 and
+ * x + -0.0 give x exactly, -0.0 included; NaN stays NaN), so the kernel runs exactly the
+ * program's roundings. */
 static void gs__cuda_chain_tail(gs__cuda_fplan_t *p)
 {
     int32_t i = 1;
@@ -122,7 +123,7 @@ static int gs__cuda_flat_plan(const gs__cuda_dev_t *dev, int64_t npart, int W, i
                               gs__cuda_fplan_t *p)
 {
     const int64_t lw_max = ((int64_t)1 << 31) - 2; /* even; wl + fdl stays below 2^32 */
-    if (p->nr > 1 || (p->nr == 1 && p->L > lw_max)) return 0;
+    if (dev->no_flat || p->nr > 1 || (p->nr == 1 && p->L > lw_max)) return 0;
     int mem = p->variant == GS__CUDA_VAR_CHAIN_MEM || p->variant == GS__CUDA_VAR_PAIR_MEM;
     int64_t V = mem ? GS__CUDA_FLAT_VEC : 1;
     int64_t Ns = gs__ceil_div(N, V);
@@ -229,7 +230,9 @@ void gs__cuda_fplan_build(const gs__cuda_dev_t *dev, const gs__cuda_scratch_t *s
         p->variant = random || costly ? GS__CUDA_VAR_PAIR : GS__CUDA_VAR_PAIR_MEM;
     else
         p->variant = GS__CUDA_VAR_GENERIC;
-    if (p->variant == GS__CUDA_VAR_CHAIN) gs__cuda_chain_tail(p);
+    if ((p->variant == GS__CUDA_VAR_CHAIN || p->variant == GS__CUDA_VAR_CHAIN_MEM) &&
+        p->nleaves == 1 && p->prog[0].op == GS_OP_LEAF)
+        gs__cuda_chain_tail(p);
 
     /* terminal */
     int reduce = k->terminal == GS_TERM_REDUCE;

@@ -3,6 +3,7 @@
  * output position, and the launch geometry must respect the kernels' assumptions. Same for
  * the collapsed copy pieces. */
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -300,16 +301,18 @@ static void check_geometry(const gs_kfused_t *k, const gs__cuda_fplan_t *p,
 
 Test(chunkops_cuda_plan, collapsed_form_addresses_the_same_elements)
 {
-    gs__cuda_dev_t devs[2] = {fake_dev(), tiny_dev()};
+    gs__cuda_dev_t devs[3] = {fake_dev(), tiny_dev(), fake_dev()};
+    devs[2].no_flat = 1; /* the tile kernels (GS_CUDA_FLAT=0) */
     gs__cuda_scratch_t scr = fake_scratch();
     tup_t *a = malloc(sizeof(tup_t) * 4096), *b = malloc(sizeof(tup_t) * 4096);
     gs_kfused_t k;
     gs__cuda_fplan_t p;
     rng_state = 7;
     int modes[6] = {0}, flat[3] = {0}, tricky[3] = {0};
-    for (int it = 0; it < 6000; it++) {
+    for (int it = 0; it < 9000; it++) {
         gen_spec(&k);
-        gs__cuda_fplan_build(&devs[it % 2], &scr, &k, &p);
+        gs__cuda_fplan_build(&devs[it % 3], &scr, &k, &p);
+        if (it % 3 == 2) cr_assert(!p.flat);
         int64_t N = gs_region_size(k.ndim, k.shape);
         if (N == 0) {
             cr_assert(p.mode == GS__CUDA_MODE_NONE || p.mode == GS__CUDA_MODE_MERGE_ONLY);
@@ -471,6 +474,57 @@ Test(chunkops_cuda_plan, costly_ops_leave_the_memory_bound_variants)
     k.prog[2].op = GS_OP_MUL;
     gs__cuda_fplan_build(&dev, &scr, &k, &p);
     cr_assert_eq(p.variant, GS__CUDA_VAR_PAIR_MEM);
+}
+
+/* CHAIN plans run a tail of at most x * m then x + a as exactly those two roundings; any
+ * other tail is interpreted. */
+Test(chunkops_cuda_plan, chain_tails_of_scale_then_shift_are_precomputed)
+{
+    gs__cuda_dev_t dev = fake_dev();
+    gs__cuda_scratch_t scr = fake_scratch();
+    gs_kfused_t k;
+    gs__cuda_fplan_t p;
+    for (int chunk = 0; chunk < 2; chunk++) {
+        seed_spec(&k); /* normal + 1 */
+        if (chunk) {
+            k.leaves[0].kind = GS_LEAF_CHUNK;
+            k.leaves[0].data = (const double *)(uintptr_t)0x5000;
+        }
+        int variant = chunk ? GS__CUDA_VAR_CHAIN_MEM : GS__CUDA_VAR_CHAIN;
+        gs__cuda_fplan_build(&dev, &scr, &k, &p);
+        cr_assert_eq(p.variant, variant);
+        cr_assert(p.tail_ma && p.tail_m == 1.0 && p.tail_a == 1.0);
+        k.nprog = 1; /* the leaf alone: identities, the additive one -0.0 (x + -0.0 is x) */
+        gs__cuda_fplan_build(&dev, &scr, &k, &p);
+        cr_assert(p.tail_ma && p.tail_m == 1.0 && p.tail_a == 0.0 && signbit(p.tail_a));
+        k.nprog = 3; /* * 2.5 - 3 */
+        k.prog[1].op = GS_OP_MUL_IMM;
+        k.prog[1].imm = 2.5;
+        k.prog[2].op = GS_OP_SUB_IMM;
+        k.prog[2].imm = 3.0;
+        gs__cuda_fplan_build(&dev, &scr, &k, &p);
+        cr_assert(p.tail_ma && p.tail_m == 2.5 && p.tail_a == -3.0);
+        k.prog[2].op = GS_OP_MUL_IMM; /* two scales: interpreted */
+        gs__cuda_fplan_build(&dev, &scr, &k, &p);
+        cr_assert_eq(p.variant, variant);
+        cr_assert(!p.tail_ma);
+        k.nprog = 2; /* a shift then a scale: interpreted */
+        k.prog[1].op = GS_OP_ADD_IMM;
+        k.prog[2].op = GS_OP_MUL_IMM;
+        k.nprog = 3;
+        gs__cuda_fplan_build(&dev, &scr, &k, &p);
+        cr_assert(!p.tail_ma);
+        k.nprog = 2;
+        k.prog[1].op = GS_OP_NEG;
+        gs__cuda_fplan_build(&dev, &scr, &k, &p);
+        cr_assert(!p.tail_ma);
+    }
+    k.prog[0].op = GS_OP_CONST; /* no leaf: interpreted */
+    k.nleaves = 0;
+    k.nprog = 1;
+    gs__cuda_fplan_build(&dev, &scr, &k, &p);
+    cr_assert_eq(p.variant, GS__CUDA_VAR_CHAIN_MEM);
+    cr_assert(!p.tail_ma);
 }
 
 /* A 3 x 4 region of a chunk leaf (unit column stride): flat, in pairs; one 16-byte load per
