@@ -156,7 +156,9 @@ typedef struct gs__cuda_dev {
     int device;
     int num_sms;
     int occ_fused[GS__CUDA_FUSED_KERNELS];   /* resident blocks per SM, 0 = no such kernel */
-    int occ_flat[GS__CUDA_FLAT_KERNELS];     /* the same for the flat kernels */
+    int occ_flat[GS__CUDA_FLAT_KERNELS];     /* the same for the flat kernels (CHAIN: over a
+                                                normal leaf) */
+    int occ_flat_uniform[2 * GS__CUDA_NACC]; /* flat CHAIN over a uniform leaf [full][acc] */
     int occ_merge;
     int occ_combine;
     int occ_copy;

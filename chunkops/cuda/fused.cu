@@ -5,9 +5,18 @@
  * The postfix program is interpreted per element by a warp-uniform loop (every thread runs
  * the same instruction, so the switch never diverges). The value stack lives in registers: it
  * is kept top-first in a fixed-size array indexed only by compile-time constants, and pushes
- * and pops shift it (D registers). Three template instances cover the programs: CHAIN (depth
- * 1, one leaf: "leaf then unary/immediate ops", e.g. normal + 1), PAIR (depth 2, two leaves)
- * and GENERIC (depth 8, 8 leaves).
+ * and pops shift it (D registers). Template instances cover the programs: CHAIN (one random
+ * leaf then unary ops, e.g. normal + 1), PAIR (depth 2, two leaves), GENERIC (depth 8, 8
+ * leaves), and the memory-bound CHAIN_MEM and PAIR_MEM (no random leaf, no costly op; several
+ * elements in flight per thread). CHAIN kernels run their loops once per leaf kind and tail
+ * form (with_chain): the leaf is inlined and a tail of x * m + a is two operations.
+ *
+ * Addressing: STORE and FULL over regions of at most two collapsed dims (nearly every chunk
+ * task) take the flat walk: each thread strides over the flat element index by the grid's
+ * thread count and advances its offsets by additions (no division or 64-bit multiply per
+ * element); the memory-bound variants walk adjacent pairs with 16-byte loads and stores where
+ * aligned. Other regions go over row tiles; axis reductions give a warp (ROW) or a thread
+ * (COL) per output record.
  *
  * Reductions are deterministic: every thread folds its elements in a fixed order, warps merge
  * with a fixed shuffle tree, blocks through shared memory, and the per-block partials are
@@ -246,12 +255,18 @@ __device__ __forceinline__ double apply_unary_chain(int op, double x, double imm
 }
 
 /* Run f(ChainC<C>) with C the CHAIN variant's chain_code, or CHAIN_NONE for the others.
- * CHAIN_MEM (several elements per step) has one form besides CHAIN_NONE: a leaf then the
- * tail_ma tail, chain_code(GS_LEAF_CHUNK, TAIL_MA) (the leaf chunk or index). */
-template <int D, int NL, int U, class F>
+ * KIND >= 0: a kernel compiled for one CHAIN leaf kind (the flat ones: each kind gets its own
+ * register allocation). CHAIN_MEM (several elements per step) has one form besides
+ * CHAIN_NONE: a leaf then the tail_ma tail, chain_code(GS_LEAF_CHUNK, TAIL_MA) (the leaf chunk
+ * or index). */
+constexpr int KIND_ANY = -1;
+template <int D, int NL, int U, int KIND = KIND_ANY, class F>
 __device__ __forceinline__ void with_chain(const Plan &p, F &&f)
 {
-    if constexpr (D == 1 && NL == 1 && U == 1) {
+    if constexpr (D == 1 && NL == 1 && U == 1 && KIND != KIND_ANY) {
+        if (p.tail_ma) f(ChainC<chain_code(KIND, TAIL_MA)>{});
+        else f(ChainC<chain_code(KIND, TAIL_ANY)>{});
+    } else if constexpr (D == 1 && NL == 1 && U == 1) {
         if (p.leaves[0].kind == GS_LEAF_NORMAL) {
             if (p.tail_ma) f(ChainC<chain_code(GS_LEAF_NORMAL, TAIL_MA)>{});
             else f(ChainC<chain_code(GS_LEAF_NORMAL, TAIL_ANY)>{});
@@ -644,7 +659,8 @@ __device__ __forceinline__ void full_finish(const Plan &p, Acc<ACC> &a)
     __threadfence();
     Acc<ACC> b;
     b.init(p);
-    for (unsigned i = threadIdx.x; i < nb; i += BLOCK) {
+#pragma unroll 4
+    for (unsigned i = threadIdx.x; i < nb; i += BLOCK) { /* loads from L2 in flight together */
         Acc<ACC> c;
         c.get_cg(p.partials + (size_t)i * Acc<ACC>::W);
         b.merge(p, c);
@@ -718,15 +734,16 @@ __device__ __forceinline__ void flat_gather(const Plan &p, uint32_t m, bool half
 
 /* Resident blocks per SM a kernel is compiled for (__launch_bounds__). The one-element
  * variants (random leaves: issue-bound) with STORE or a one-double accumulator: 6 blocks of 8
- * warps (at most 40 registers) for CHAIN flat (the seed path), else 5 (48) flat or along an
- * axis; GENERIC: whatever ptxas allocates (a cap spills); the rest 4 (at most 64 registers:
- * without a minimum ptxas chose 48 for some and spilled). */
+ * warps (at most 40 registers) for CHAIN flat over a normal leaf (the seed path), else 5 (48)
+ * flat or along an axis (the uniform-leaf CHAIN spilled at 40: its loop keeps the round keys
+ * in registers); GENERIC: whatever ptxas allocates (a cap spills); the rest 4 (at most 64
+ * registers: without a minimum ptxas chose 48 for some and spilled). */
 enum { KFLAT, KTILE, KAXIS };
-constexpr int min_blocks(int D, int UV, int ACC, int kind)
+constexpr int min_blocks(int D, int UV, int ACC, int kind, int leaf = KIND_ANY)
 {
     return D == GS_KERNEL_MAX_STACK ? 1
            : UV == 1 && kind != KTILE && (ACC == GS__CUDA_ACC_SUM || ACC == GS__CUDA_ACC_MIN)
-               ? (kind == KFLAT && D == 1 ? 6 : 5)
+               ? (kind == KFLAT && leaf == GS_LEAF_NORMAL ? 6 : 5)
                : 4;
 }
 
@@ -734,8 +751,8 @@ constexpr int min_blocks(int D, int UV, int ACC, int kind)
  * U * V > 1 only for plans without random leaves. ---- */
 
 /* Flat STORE: element e to out[e]. */
-template <int D, int NL, int U, int V>
-__global__ void __launch_bounds__(BLOCK, min_blocks(D, U * V, GS__CUDA_ACC_SUM, KFLAT)) k_flat_store(const __grid_constant__ Plan p)
+template <int D, int NL, int U, int V, int KIND = KIND_ANY>
+__global__ void __launch_bounds__(BLOCK, min_blocks(D, U * V, GS__CUDA_ACC_SUM, KFLAT, KIND)) k_flat_store(const __grid_constant__ Plan p)
 {
     const uint32_t t = blockIdx.x * BLOCK + threadIdx.x;
     const uint32_t n = p.fq + (t < p.fr ? 1u : 0u);
@@ -745,7 +762,7 @@ __global__ void __launch_bounds__(BLOCK, min_blocks(D, U * V, GS__CUDA_ACC_SUM, 
     flat_start<NL, false>(p, t * V, wl, off, idx);
     double *o = p.out + (size_t)t * V;
     const size_t ostep = (size_t)V * gridDim.x * BLOCK;
-    with_chain<D, NL, U * V>(p, [&](auto cc) {
+    with_chain<D, NL, U * V, KIND>(p, [&](auto cc) {
         constexpr int C = decltype(cc)::value;
         if constexpr (U * V == 1) {
             for (uint32_t m = n; m > 0; m--) {
@@ -779,8 +796,8 @@ __global__ void __launch_bounds__(BLOCK, min_blocks(D, U * V, GS__CUDA_ACC_SUM, 
 }
 
 /* Flat FULL: the whole region into one record. */
-template <int D, int NL, int U, int V, int ACC>
-__global__ void __launch_bounds__(BLOCK, min_blocks(D, U * V, ACC, KFLAT)) k_flat_full(const __grid_constant__ Plan p)
+template <int D, int NL, int U, int V, int ACC, int KIND = KIND_ANY>
+__global__ void __launch_bounds__(BLOCK, min_blocks(D, U * V, ACC, KFLAT, KIND)) k_flat_full(const __grid_constant__ Plan p)
 {
     constexpr bool IDX = ACC == GS__CUDA_ACC_ARG;
     Acc<ACC> a;
@@ -791,7 +808,7 @@ __global__ void __launch_bounds__(BLOCK, min_blocks(D, U * V, ACC, KFLAT)) k_fla
         uint32_t wl;
         int64_t off[NL], idx;
         flat_start<NL, IDX>(p, t * V, wl, off, idx);
-        with_chain<D, NL, U * V>(p, [&](auto cc) {
+        with_chain<D, NL, U * V, KIND>(p, [&](auto cc) {
             constexpr int C = decltype(cc)::value;
             if constexpr (U * V == 1) {
                 for (uint32_t m = n; m > 0; m--) {
@@ -988,22 +1005,33 @@ const void *const g_fused[GS__CUDA_NVARIANTS][GS__CUDA_NMODES][GS__CUDA_NACC] = 
 
 /* Flat kernels: [variant][STORE, FULL][acc]; (stack depth, leaves, slots per step, elements
  * per slot): CHAIN, PAIR, GENERIC (., ., 1, 1), CHAIN_MEM, PAIR_MEM (., ., MEM_UNROLL / 2, 2). */
-#define GS__FLAT_ACCS(D, NL, U, V)                                                               \
-    {(const void *)k_flat_full<D, NL, U, V, GS__CUDA_ACC_SUM>,                                   \
-     (const void *)k_flat_full<D, NL, U, V, GS__CUDA_ACC_MIN>,                                   \
-     (const void *)k_flat_full<D, NL, U, V, GS__CUDA_ACC_VAR>,                                   \
-     (const void *)k_flat_full<D, NL, U, V, GS__CUDA_ACC_ARG>}
-#define GS__FLAT_VARIANT(D, NL, U, V)                                                            \
-    {{(const void *)k_flat_store<D, NL, U, V>, nullptr, nullptr, nullptr},                       \
-     GS__FLAT_ACCS(D, NL, U, V)}
+#define GS__FLAT_ACCS(D, NL, U, V, K)                                                            \
+    {(const void *)k_flat_full<D, NL, U, V, GS__CUDA_ACC_SUM, K>,                                \
+     (const void *)k_flat_full<D, NL, U, V, GS__CUDA_ACC_MIN, K>,                                \
+     (const void *)k_flat_full<D, NL, U, V, GS__CUDA_ACC_VAR, K>,                                \
+     (const void *)k_flat_full<D, NL, U, V, GS__CUDA_ACC_ARG, K>}
+#define GS__FLAT_VARIANT(D, NL, U, V, K)                                                         \
+    {{(const void *)k_flat_store<D, NL, U, V, K>, nullptr, nullptr, nullptr},                    \
+     GS__FLAT_ACCS(D, NL, U, V, K)}
 
+/* CHAIN's entry is its normal-leaf kernel; g_flat_uniform holds the uniform-leaf ones. */
 const void *const g_flat[GS__CUDA_NVARIANTS][2][GS__CUDA_NACC] = {
-    GS__FLAT_VARIANT(1, 1, 1, 1),
-    GS__FLAT_VARIANT(2, 2, 1, 1),
-    GS__FLAT_VARIANT(GS_KERNEL_MAX_STACK, GS_KERNEL_MAX_LEAVES, 1, 1),
-    GS__FLAT_VARIANT(1, 1, GS__CUDA_MEM_UNROLL / GS__CUDA_FLAT_VEC, GS__CUDA_FLAT_VEC),
-    GS__FLAT_VARIANT(2, 2, GS__CUDA_MEM_UNROLL / GS__CUDA_FLAT_VEC, GS__CUDA_FLAT_VEC),
+    GS__FLAT_VARIANT(1, 1, 1, 1, GS_LEAF_NORMAL),
+    GS__FLAT_VARIANT(2, 2, 1, 1, KIND_ANY),
+    GS__FLAT_VARIANT(GS_KERNEL_MAX_STACK, GS_KERNEL_MAX_LEAVES, 1, 1, KIND_ANY),
+    GS__FLAT_VARIANT(1, 1, GS__CUDA_MEM_UNROLL / GS__CUDA_FLAT_VEC, GS__CUDA_FLAT_VEC, KIND_ANY),
+    GS__FLAT_VARIANT(2, 2, GS__CUDA_MEM_UNROLL / GS__CUDA_FLAT_VEC, GS__CUDA_FLAT_VEC, KIND_ANY),
 };
+
+const void *const g_flat_uniform[2][GS__CUDA_NACC] = GS__FLAT_VARIANT(1, 1, 1, 1, GS_LEAF_UNIFORM);
+
+const void *flat_kernel(const Plan *p, int acc)
+{
+    const int full = p->mode == GS__CUDA_MODE_FULL;
+    if (p->variant == GS__CUDA_VAR_CHAIN && p->leaves[0].kind == GS_LEAF_UNIFORM)
+        return g_flat_uniform[full][acc];
+    return g_flat[p->variant][full][acc];
+}
 
 const void *const g_merge[GS__CUDA_NACC] = {
     (const void *)k_merge<GS__CUDA_ACC_SUM>, (const void *)k_merge<GS__CUDA_ACC_MIN>,
@@ -1037,14 +1065,17 @@ extern "C" gs_status_t gs__cuda_fused_occupancy(gs__cuda_dev_t *dev)
     for (int v = 0; v < GS__CUDA_NVARIANTS; v++)
         for (int m = 0; m < 2; m++)
             for (int a = 0; a < GS__CUDA_NACC; a++) {
-                const void *fn = g_flat[v][m][a];
-                int n = 0;
-                if (fn != nullptr) {
-                    cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fn, BLOCK, 0);
-                    if (err != cudaSuccess)
-                        return gs__cuda_error((int)err, "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+                for (int u = 0; u < (v == GS__CUDA_VAR_CHAIN ? 2 : 1); u++) { /* CHAIN: both kinds */
+                    const void *fn = u ? g_flat_uniform[m][a] : g_flat[v][m][a];
+                    int n = 0;
+                    if (fn != nullptr) {
+                        cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, fn, BLOCK, 0);
+                        if (err != cudaSuccess)
+                            return gs__cuda_error((int)err, "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+                    }
+                    if (u) dev->occ_flat_uniform[m * GS__CUDA_NACC + a] = n;
+                    else dev->occ_flat[gs__cuda_flat_kid(v, m ? GS__CUDA_MODE_FULL : GS__CUDA_MODE_STORE, a)] = n;
                 }
-                dev->occ_flat[gs__cuda_flat_kid(v, m ? GS__CUDA_MODE_FULL : GS__CUDA_MODE_STORE, a)] = n;
             }
     int n = 0;
     for (int a = 0; a < GS__CUDA_NACC; a++) {
@@ -1070,8 +1101,7 @@ extern "C" gs_status_t gs__cuda_launch_fused(void *stream, const gs__cuda_fplan_
     default: break;
     }
     const int acc = p->mode == GS__CUDA_MODE_STORE ? 0 : p->acc;
-    const void *fn = p->flat ? g_flat[p->variant][p->mode == GS__CUDA_MODE_FULL][acc]
-                             : g_fused[p->variant][p->mode][acc];
+    const void *fn = p->flat ? flat_kernel(p, acc) : g_fused[p->variant][p->mode][acc];
     if ((st = launch(fn, dim3(p->grid_x, p->grid_y), stream, p, "cudaLaunchKernel(fused)")) != GS_OK)
         return st;
     if (p->merge_grid > 0)

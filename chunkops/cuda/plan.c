@@ -127,9 +127,10 @@ static int gs__cuda_flat_plan(const gs__cuda_dev_t *dev, int64_t npart, int W, i
     int mem = p->variant == GS__CUDA_VAR_CHAIN_MEM || p->variant == GS__CUDA_VAR_PAIR_MEM;
     int64_t V = mem ? GS__CUDA_FLAT_VEC : 1;
     int64_t Ns = gs__ceil_div(N, V);
-    int occ = dev->occ_flat[gs__cuda_flat_kid(p->variant, p->mode, p->mode == GS__CUDA_MODE_FULL
-                                                                        ? p->acc
-                                                                        : 0)];
+    int full = p->mode == GS__CUDA_MODE_FULL, acc = full ? p->acc : 0;
+    int occ = p->variant == GS__CUDA_VAR_CHAIN && p->leaves[0].kind == GS_LEAF_UNIFORM
+                  ? dev->occ_flat_uniform[full * GS__CUDA_NACC + acc]
+                  : dev->occ_flat[gs__cuda_flat_kid(p->variant, p->mode, acc)];
     /* one wave of resident blocks, each thread looping over its slots */
     int64_t gx = gs__min64(gs__ceil_div(Ns, GS__CUDA_BLOCK), gs__occ_total(dev, occ));
     gx = gs__min64(gx, lw_max / (V * GS__CUDA_BLOCK)); /* V * T <= lw_max */

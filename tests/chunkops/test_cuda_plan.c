@@ -33,6 +33,7 @@ static gs__cuda_dev_t fake_dev(void)
     d.num_sms = 132;
     for (int i = 0; i < GS__CUDA_FUSED_KERNELS; i++) d.occ_fused[i] = 4;
     for (int i = 0; i < GS__CUDA_FLAT_KERNELS; i++) d.occ_flat[i] = 4;
+    for (int i = 0; i < 2 * GS__CUDA_NACC; i++) d.occ_flat_uniform[i] = 4;
     d.occ_merge = d.occ_combine = d.occ_copy = 8;
     return d;
 }
@@ -43,6 +44,7 @@ static gs__cuda_dev_t tiny_dev(void)
     gs__cuda_dev_t d = fake_dev();
     d.num_sms = 1;
     for (int i = 0; i < GS__CUDA_FLAT_KERNELS; i++) d.occ_flat[i] = 1;
+    for (int i = 0; i < 2 * GS__CUDA_NACC; i++) d.occ_flat_uniform[i] = 1;
     return d;
 }
 
