@@ -638,8 +638,17 @@ __device__ __forceinline__ void fold(const Plan &p, Acc<ACC> &a, const double (&
 }
 
 /* The end of a FULL kernel: the block's record, then the per-block partials merged by the last
- * block to finish (an integer ticket elects it; its merge order is fixed). */
-template <int ACC>
+ * block to finish (an integer ticket elects it; its merge order is fixed), G partials per
+ * thread and pass with their loads from L2 in flight together (merge_group: one for the wide
+ * records and GENERIC, where more would raise the kernels' register counts). */
+__host__ __device__ constexpr int merge_group(int D, int ACC)
+{
+    return D == GS_KERNEL_MAX_STACK || ACC == GS__CUDA_ACC_VAR ? 1
+           : ACC == GS__CUDA_ACC_ARG                         ? 2
+                                                             : 4;
+}
+
+template <int ACC, int G>
 __device__ __forceinline__ void full_finish(const Plan &p, Acc<ACC> &a)
 {
     __shared__ int last;
@@ -659,11 +668,24 @@ __device__ __forceinline__ void full_finish(const Plan &p, Acc<ACC> &a)
     __threadfence();
     Acc<ACC> b;
     b.init(p);
+    if constexpr (G == 1) {
 #pragma unroll 4
-    for (unsigned i = threadIdx.x; i < nb; i += BLOCK) { /* loads from L2 in flight together */
-        Acc<ACC> c;
-        c.get_cg(p.partials + (size_t)i * Acc<ACC>::W);
-        b.merge(p, c);
+        for (unsigned i = threadIdx.x; i < nb; i += BLOCK) {
+            Acc<ACC> c;
+            c.get_cg(p.partials + (size_t)i * Acc<ACC>::W);
+            b.merge(p, c);
+        }
+    } else {
+        for (unsigned i0 = threadIdx.x; i0 < nb; i0 += G * BLOCK) {
+            Acc<ACC> c[G];
+#pragma unroll
+            for (int j = 0; j < G; j++)
+                if (i0 + j * BLOCK < nb)
+                    c[j].get_cg(p.partials + (size_t)(i0 + j * BLOCK) * Acc<ACC>::W);
+#pragma unroll
+            for (int j = 0; j < G; j++)
+                if (i0 + j * BLOCK < nb) b.merge(p, c[j]); /* in index order, as one by one */
+        }
     }
     block_reduce(p, b);
     if (threadIdx.x == 0) {
@@ -830,7 +852,7 @@ __global__ void __launch_bounds__(BLOCK, min_blocks(D, U * V, ACC, KFLAT, KIND))
             }
         });
     }
-    full_finish(p, a);
+    full_finish<ACC, merge_group(D, ACC)>(p, a);
 }
 
 /* STORE over tiles (regions the flat walk does not take): out[r * L + l] for tiles of
@@ -895,7 +917,7 @@ __global__ void __launch_bounds__(BLOCK, min_blocks(D, U, ACC, KTILE)) k_full(co
             }
         });
     }
-    full_finish(p, a);
+    full_finish<ACC, merge_group(D, ACC)>(p, a);
 }
 
 /* ROW: one warp per record (lanes along the reduced axis); gridDim.x splits the axis. */
