@@ -24,7 +24,7 @@ command -v "$cc" >/dev/null 2>&1 || {
   echo "gsched fuzz: $cc not found (Debian/Ubuntu: apt-get install clang libclang-rt-14-dev)"; exit 1; }
 ccxx=${CXX:-${cc/clang/clang++}}
 command -v "$ccxx" >/dev/null 2>&1 || ccxx=$cc
-bash .ci/install-deps.sh || exit 1
+bash .ci/install-deps.sh --fuzz || exit 1
 
 echo "=== gsched: fuzz build ($dir, $cc) ==="
 # RelWithDebInfo at -O1 without NDEBUG: gs_assert stays on. GS_BUILD_BENCH stays ON because

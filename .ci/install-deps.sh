@@ -3,6 +3,13 @@
 set -euo pipefail
 pkgs="build-essential cmake ninja-build pkg-config libuv1-dev libmsgpack-dev libucx-dev
       libcriterion-dev libopenblas-dev liblapacke-dev procps"
+# --fuzz: also clang and its libFuzzer runtime (for .ci/fuzz.sh)
+if [ "${1:-}" = "--fuzz" ]; then
+  pkgs="$pkgs clang"
+  if apt-cache show libclang-rt-14-dev >/dev/null 2>&1 || dpkg -s libclang-rt-14-dev >/dev/null 2>&1; then
+    pkgs="$pkgs libclang-rt-14-dev"
+  fi
+fi
 missing=""
 for p in $pkgs; do
   dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"
