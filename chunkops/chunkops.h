@@ -69,6 +69,10 @@ typedef struct gs_chunkops_ops {
     gs_status_t (*combine)(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream,
                            const gs_kcombine_t *k);
     gs_status_t (*copy)(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream, const gs_kcopy_t *k);
+    /** Dense linear algebra (GEMM, QR, SVD; graph/kernel.h). Workspace comes from the
+     *  backend's own memory and is released when the work completes. */
+    gs_status_t (*linalg)(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream,
+                          const gs_klinalg_t *k);
 
     /** Call @a cb(status, arg) once everything enqueued on @a stream so far has finished.
      *  Returns an error (and never calls @a cb) if the notification cannot be registered. */
@@ -96,6 +100,7 @@ int gs_chunkops_cuda_device_count(void);
 gs_status_t gs_kfused_validate(const gs_kfused_t *k);
 gs_status_t gs_kcombine_validate(const gs_kcombine_t *k);
 gs_status_t gs_kcopy_validate(const gs_kcopy_t *k);
+gs_status_t gs_klinalg_validate(const gs_klinalg_t *k);
 
 /** Number of partial records a REDUCE terminal produces for @a k (1 for red_axis -1). */
 int64_t gs_kfused_nrecords(const gs_kfused_t *k);

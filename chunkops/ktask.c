@@ -14,6 +14,10 @@ gs_status_t gs_chunkops_run_ktask(const gs_chunkops_ops_t *ops, gs_chunkops_ctx_
     case GS_KTASK_FUSED: return ops->fused(ctx, s, &t->u.fused);
     case GS_KTASK_COMBINE: return ops->combine(ctx, s, &t->u.combine);
     case GS_KTASK_COPY: return ops->copy(ctx, s, &t->u.copy);
+    case GS_KTASK_LINALG:
+        if (ops->linalg == NULL)
+            return gs_error_set(GS_ERR_UNSUPPORTED, "backend %s has no linear algebra", ops->name);
+        return ops->linalg(ctx, s, &t->u.linalg);
     case GS_KTASK_HOST_DATA:
         if (t->u.host.len < 0 || (uint64_t)t->u.host.len > SIZE_MAX / sizeof(double))
             return gs_error_set(GS_ERR_INVALID_PARAM, "run_ktask: host data length %lld invalid",

@@ -194,6 +194,66 @@ typedef struct gs_kcopy {
     double *out;
 } gs_kcopy_t;
 
+/**
+ * LINALG: dense linear algebra on matrix *views* of input chunks (row-major float64).
+ *
+ * A view names a rows x cols matrix inside an input chunk: element (r, c) is
+ * data[off + r * ld + c], with ld >= cols (ld may exceed cols: the view is a column range of a
+ * wider packed chunk). With `trans` set, a GEMM operand is the transpose of the view.
+ * The kernel reads only views; every view must lie inside its chunk (0 <= off, and
+ * off + (rows - 1) * ld + cols <= len when rows, cols > 0); gs_klinalg_validate() checks it.
+ *
+ *   GS_LA_GEMM: out (m x n, dense, ld n) = alpha * sum_t op(a[t]) @ op(b[t]),  t < nterms,
+ *               op(x) = x or x^T; op(a[t]) is m x k_t and op(b[t]) is k_t x n.
+ *               nterms 0 gives zeros.
+ *   GS_LA_QR:   the input is the vertical stack of a[0..nterms) (each with n columns, m rows
+ *               in total, m >= n >= 1). Reduced QR, with R's diagonal made >= 0:
+ *               out = [Q (m x n, ld n) | R (n x n, ld n, zeros below the diagonal)].
+ *   GS_LA_SVD:  the input is the vertical stack as for QR (m >= n >= 1). Thin SVD:
+ *               out = [U (m x n, ld n) | S (n, descending) | Vt (n x n, ld n)].
+ * Output lengths: gs_klinalg_out_len(). All backends write every element of out.
+ */
+#define GS_KERNEL_MAX_TERMS 32
+
+typedef enum gs_laop {
+    GS_LA_GEMM = 0,
+    GS_LA_QR = 1,
+    GS_LA_SVD = 2,
+    GS_LA_OP_COUNT
+} gs_laop_t;
+
+typedef struct gs_kmat {
+    const double *data;             /* backend memory: an input chunk */
+    int64_t len;                    /* doubles in data */
+    int64_t off;                    /* element (0, 0) of the view */
+    int64_t rows, cols;             /* view shape (before trans) */
+    int64_t ld;                     /* row stride, >= cols */
+    int32_t trans;                  /* GEMM operands only: use the view's transpose */
+} gs_kmat_t;
+
+typedef struct gs_klinalg {
+    int32_t op;                     /* gs_laop_t */
+    int32_t nterms;                 /* GEMM: 0..MAX products; QR/SVD: 1..MAX stacked pieces */
+    gs_kmat_t a[GS_KERNEL_MAX_TERMS];
+    gs_kmat_t b[GS_KERNEL_MAX_TERMS];   /* GEMM only */
+    double alpha;                   /* GEMM only */
+    int64_t m, n;                   /* GEMM: output shape; QR/SVD: stacked input shape */
+    double *out;                    /* backend memory, gs_klinalg_out_len() doubles */
+} gs_klinalg_t;
+
+/** Doubles a LINALG kernel writes: GEMM m*n; QR m*n + n*n; SVD m*n + n + n*n; -1 for an
+ *  unknown op or negative sizes. */
+static inline int64_t gs_klinalg_out_len(int32_t op, int64_t m, int64_t n)
+{
+    if (m < 0 || n < 0) return -1;
+    switch (op) {
+    case GS_LA_GEMM: return m * n;
+    case GS_LA_QR: return m * n + n * n;
+    case GS_LA_SVD: return m * n + n + n * n;
+    default: return -1;
+    }
+}
+
 /** Number of elements of a region (1 for ndim 0). */
 static inline int64_t gs_region_size(int32_t ndim, const int64_t *shape)
 {

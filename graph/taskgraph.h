@@ -131,7 +131,8 @@ typedef enum gs_ktask_kind {
     GS_KTASK_FUSED = 0,
     GS_KTASK_COMBINE = 1,
     GS_KTASK_COPY = 2,
-    GS_KTASK_HOST_DATA = 3   /* copy host.data (len doubles, owned by the layer) to out */
+    GS_KTASK_HOST_DATA = 3,  /* copy host.data (len doubles, owned by the layer) to out */
+    GS_KTASK_LINALG = 4
 } gs_ktask_kind_t;
 
 typedef struct gs_ktask {
@@ -140,6 +141,7 @@ typedef struct gs_ktask {
         gs_kfused_t fused;
         gs_kcombine_t combine;
         gs_kcopy_t copy;
+        gs_klinalg_t linalg;
         struct {
             const double *data;
             int64_t len;
