@@ -1,0 +1,215 @@
+/* gs-bench shared helpers: see gs-bench.h. */
+#include "gs-bench.h"
+
+#include "common/alloc.h"
+#include "deploy/gpuinfo.h"
+#include "graph/taskgraph.h"
+#include "proc_cpu.h"
+
+#include <gsched/gsched.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+#include <time.h>
+
+/* ---------------------------------------------------------------------------------------- */
+/* shared: arguments, cluster, timing, JSON */
+
+
+const char *g_prog = "gs-bench";
+const char *g_sub = "";
+
+int gs__bad(const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "%s %s: ", g_prog, g_sub);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, " (see '%s %s --help')\n", g_prog, g_sub);
+    return 2;
+}
+
+double gs__now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* Parse an integer option value in [lo, hi]; 0 on error (message printed). */
+int gs__int_arg(const char *opt, const char *s, int64_t lo, int64_t hi, int64_t *v)
+{
+    char *end;
+    long long x;
+    if (s == NULL) {
+        gs__bad("option %s needs a value", opt);
+        return 0;
+    }
+    errno = 0;
+    x = strtoll(s, &end, 10);
+    if (s[0] == '\0' || *end != '\0' || errno != 0) {
+        gs__bad("option %s expects an integer, not '%s'", opt, s);
+        return 0;
+    }
+    if (x < lo || x > hi) {
+        gs__bad("option %s must be between %" PRId64 " and %" PRId64 ", not %lld", opt, lo, hi, x);
+        return 0;
+    }
+    *v = x;
+    return 1;
+}
+
+/* Options every benchmark understands. Returns 1 when argv[*i] was one (consuming its value),
+ * 0 when it was not, -1 on a bad value (message printed). */
+int gs__common_arg(int argc, char **argv, int *i, gs__common_t *c)
+{
+    const char *a = argv[*i];
+    const char *v = *i + 1 < argc ? argv[*i + 1] : NULL;
+    int64_t x;
+    if (strcmp(a, "--scheduler") == 0) {
+        if (v == NULL) return gs__bad("option --scheduler needs a value"), -1;
+        if (strncmp(v, "tcp://", 6) != 0 && strcmp(v, "local") != 0)
+            return gs__bad("--scheduler expects tcp://host:port or local, not '%s'", v), -1;
+        c->scheduler = strcmp(v, "local") == 0 ? NULL : v;
+        (*i)++;
+        return 1;
+    }
+    if (strcmp(a, "--workers") == 0) {
+        if (!gs__int_arg(a, v, 1, 4096, &x)) return -1;
+        c->workers = (int)x;
+        (*i)++;
+        return 1;
+    }
+    if (strcmp(a, "--backend") == 0) {
+        if (v == NULL) return gs__bad("option --backend needs a value"), -1;
+        if (strcmp(v, "cpu") != 0 && strcmp(v, "cuda") != 0)
+            return gs__bad("--backend must be cpu or cuda, not '%s'", v), -1;
+        c->backend = v;
+        (*i)++;
+        return 1;
+    }
+    if (strcmp(a, "--token") == 0) {
+        if (v == NULL) return gs__bad("option --token needs a value"), -1;
+        c->token = v;
+        (*i)++;
+        return 1;
+    }
+    if (strcmp(a, "--repeat") == 0) {
+        if (!gs__int_arg(a, v, 1, 100000, &x)) return -1;
+        c->repeat = (int)x;
+        (*i)++;
+        return 1;
+    }
+    if (strcmp(a, "--seed") == 0) {
+        char *end;
+        unsigned long long s;
+        if (v == NULL) return gs__bad("option --seed needs a value"), -1;
+        errno = 0;
+        s = strtoull(v, &end, 0);
+        if (v[0] == '\0' || v[0] == '-' || *end != '\0' || errno != 0)
+            return gs__bad("--seed expects a non-negative 64-bit integer, not '%s'", v), -1;
+        c->seed = s;
+        (*i)++;
+        return 1;
+    }
+    if (strcmp(a, "--no-fuse") == 0) {
+        c->fuse = 0;
+        return 1;
+    }
+    if (strcmp(a, "--no-pushdown") == 0) {
+        c->pushdown = 0;
+        return 1;
+    }
+    return 0;
+}
+
+const char *gs__default_backend(void)
+{
+#ifdef GS_HAVE_CUDA
+    gs_gpu_t gpus[GS_GPU_MAX];
+    return gs_gpu_discover(gpus) > 0 ? "cuda" : "cpu";
+#else
+    return "cpu";
+#endif
+}
+
+/* Connect (starting a local cluster unless --scheduler was given). */
+int gs__connect(gs__common_t *c, gs_client_h *client_p, double *connect_s_p)
+{
+    gs_client_params_t p;
+    double t0 = gs__now();
+    memset(&p, 0, sizeof(p));
+    p.field_mask = GS_CLIENT_FIELD_LOWER_FLAGS;
+    p.lower_flags = GS_LOWER_CULL | (c->fuse ? GS_LOWER_FUSE : 0u) |
+                    (c->pushdown ? GS_LOWER_SLICE_PUSHDOWN : 0u);
+    if (c->token != NULL) {
+        p.field_mask |= GS_CLIENT_FIELD_TOKEN;
+        p.token = c->token;
+    }
+    if (c->scheduler != NULL) {
+        p.address = c->scheduler;
+    } else {
+        gs_gpu_t gpus[GS_GPU_MAX];
+        if (c->backend == NULL) c->backend = gs__default_backend();
+        if (c->workers == 0)
+            c->workers = strcmp(c->backend, "cuda") == 0 ? gs_gpu_discover(gpus) : 2;
+        if (c->workers < 1) c->workers = 1;
+        p.address = "local";
+        p.field_mask |= GS_CLIENT_FIELD_LOCAL_NWORKERS | GS_CLIENT_FIELD_LOCAL_BACKEND;
+        p.local_nworkers = c->workers;
+        p.local_backend = c->backend;
+    }
+    if (gs_client_connect(&p, client_p) != GS_OK) {
+        fprintf(stderr, "%s %s: cannot connect to %s: %s\n", g_prog, g_sub,
+                c->scheduler ? c->scheduler : "a local cluster", gs_last_error());
+        return 1;
+    }
+    if (c->scheduler != NULL) {
+        if (c->workers > 0 && gs_client_wait_for_workers(*client_p, c->workers, 60.0) != GS_OK) {
+            fprintf(stderr, "%s %s: %s\n", g_prog, g_sub, gs_last_error());
+            gs_client_destroy(*client_p);
+            return 1;
+        }
+        if (c->workers == 0) {
+            if (gs_client_wait_for_workers(*client_p, 1, 60.0) != GS_OK ||
+                (c->workers = gs_client_nworkers(*client_p)) < 1) {
+                fprintf(stderr, "%s %s: no worker registered with %s: %s\n", g_prog, g_sub,
+                        c->scheduler, gs_last_error());
+                gs_client_destroy(*client_p);
+                return 1;
+            }
+        }
+    }
+    *connect_s_p = gs__now() - t0;
+    return 0;
+}
+
+static int gs__cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+double gs__median(double *v, int n)
+{
+    qsort(v, (size_t)n, sizeof(double), gs__cmp_double);
+    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+/* JSON numbers: non-finite values become null. */
+void gs__json_num(const char *key, double v)
+{
+    if (isfinite(v))
+        printf(",\"%s\":%.17g", key, v);
+    else
+        printf(",\"%s\":null", key);
+}
+

@@ -1,0 +1,47 @@
+/* Shared parts of gs-bench: options every benchmark understands, cluster connection, timing
+ * and JSON output. Each benchmark lives in its own file and is listed in main.c's table. */
+#ifndef GS_BENCH_GS_BENCH_H
+#define GS_BENCH_GS_BENCH_H
+
+#include <gsched/gsched.h>
+
+#include <stdint.h>
+#include <stdio.h>
+
+typedef struct gs__common {
+    const char *scheduler;   /* NULL: start a local cluster */
+    int workers;             /* 0: default */
+    const char *backend;     /* NULL: default */
+    const char *token;
+    int fuse, pushdown;
+    int repeat;
+    uint64_t seed;
+} gs__common_t;
+
+extern const char *g_prog;   /* "gs-bench" */
+extern const char *g_sub;    /* the running benchmark's name */
+
+/* Print "gs-bench <sub>: <message> (see --help)" to stderr; returns 2 (the bad-argument exit). */
+int gs__bad(const char *fmt, ...);
+/* Monotonic seconds. */
+double gs__now(void);
+/* Parse an integer option value in [lo, hi]; 0 on error (message printed). */
+int gs__int_arg(const char *opt, const char *s, int64_t lo, int64_t hi, int64_t *v);
+/* Options every benchmark understands. Returns 1 when argv[*i] was one (consuming its value),
+ * 0 when it was not, -1 on a bad value (message printed). */
+int gs__common_arg(int argc, char **argv, int *i, gs__common_t *c);
+/* "cuda" when this build has CUDA and a GPU is visible, else "cpu". Static string. */
+const char *gs__default_backend(void);
+/* Connect (starting a local cluster unless --scheduler was given); fills c->workers and
+ * c->backend defaults. 0 on success (*client_p owned by the caller), 1 on failure (printed). */
+int gs__connect(gs__common_t *c, gs_client_h *client_p, double *connect_s_p);
+/* Median of v[0..n) (sorts v). */
+double gs__median(double *v, int n);
+/* Print ,"key":v (null when not finite). */
+void gs__json_num(const char *key, double v);
+
+/* Benchmarks (one file each). Return 0 ok, 1 run failure, 2 bad arguments. */
+int gs__bench_seed(int argc, char **argv);
+int gs__bench_tasks(int argc, char **argv);
+
+#endif

@@ -1,0 +1,220 @@
+/* gs-bench seed: the seed reduction (see main.c for the usage line). */
+#include "gs-bench.h"
+
+#include "common/alloc.h"
+#include "deploy/gpuinfo.h"
+#include "graph/taskgraph.h"
+#include "proc_cpu.h"
+
+#include <gsched/gsched.h>
+
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+#include <time.h>
+
+/* ---------------------------------------------------------------------------------------- */
+/* seed: (normal(10, 1, (n, n)) + 1)[::2, ::2].sum() */
+
+typedef struct gs__run {
+    double value;
+    double seconds;
+    int cpu_ok;              /* cpu: CPU time of the run by process (local cluster only) */
+    gs_bench_cpu_t cpu;
+    gs_compute_stats_t stats;
+} gs__run_t;
+
+static int gs__seed_run(gs_client_h client, gs_array_h expr, int sample, gs__run_t *r)
+{
+    gs_future_h f;
+    double t0, v = 0.0;
+    gs_status_t st;
+    r->cpu_ok = sample && gs_bench_cpu_sample(&r->cpu) == 0;
+    t0 = gs__now();
+    if ((st = gs_client_submit(client, expr, 0, &f)) != GS_OK) {
+        fprintf(stderr, "%s %s: submit failed: %s: %s\n", g_prog, g_sub, gs_status_name(st),
+                gs_last_error());
+        return 1;
+    }
+    st = gs_future_gather(f, &v, 1);
+    r->seconds = gs__now() - t0;
+    if (r->cpu_ok) {
+        gs_bench_cpu_t end;
+        if (gs_bench_cpu_sample(&end) == 0) gs_bench_cpu_diff(&r->cpu, &end, &r->cpu);
+        else r->cpu_ok = 0;
+    }
+    if (st != GS_OK) {
+        fprintf(stderr, "%s %s: run failed: %s: %s\n", g_prog, g_sub, gs_status_name(st),
+                gs_last_error());
+        gs_future_destroy(f);
+        return 1;
+    }
+    r->value = v;
+    if (gs_future_stats(f, &r->stats) != GS_OK) memset(&r->stats, 0, sizeof(r->stats));
+    gs_future_destroy(f);
+    return 0;
+}
+
+static void gs__seed_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: gs-bench seed --n N --chunk C [options]\n"
+            "Compute (normal(10, 1, (N, N)) + 1)[::2, ::2].sum() with C x C chunks.\n"
+            "  --n N                 array side (>= 1)\n"
+            "  --chunk C             chunk side (>= 1)\n"
+            "  --workers W           workers of the local cluster (default: one per GPU for cuda,\n"
+            "                        else 2); with --scheduler: wait for W workers\n"
+            "  --backend cpu|cuda    local cluster backend (default cuda when a GPU is visible)\n"
+            "  --scheduler ADDR      use the cluster at tcp://host:port instead of a local one\n"
+            "  --token T             cluster token (default $GSCHED_TOKEN)\n"
+            "  --no-fuse             lower without fusion (one task per op per chunk)\n"
+            "  --no-pushdown         do not push the slice into the generator\n"
+            "  --repeat R            R > 1: one cold run, then R timed runs (median reported)\n"
+            "  --seed S              random seed (default 0)\n"
+            "Prints one JSON line: bench, n, chunk, workers, backend, fused, value, count, mean,\n"
+            "seconds, cold_seconds, tasks, submit_s, kernel_s, runtime_s_per_task, ...\n");
+}
+
+int gs__bench_seed(int argc, char **argv)
+{
+    gs__common_t c;
+    int64_t n = -1, chunk = -1;
+    gs_client_h client = NULL;
+    gs_array_h x = NULL, y = NULL, z = NULL, s = NULL;
+    gs_slice_t sl[2];
+    double connect_s = 0, *times = NULL;
+    gs__run_t cold, run, last;
+    int rc = 1, nruns;
+    int64_t count;
+
+    memset(&c, 0, sizeof(c));
+    c.fuse = c.pushdown = 1;
+    c.repeat = 1;
+    c.token = getenv("GSCHED_TOKEN");
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        int r;
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            gs__seed_usage(stdout);
+            return 0;
+        }
+        if (strcmp(a, "--n") == 0) {
+            if (!gs__int_arg(a, i + 1 < argc ? argv[i + 1] : NULL, 1, INT64_C(3037000499), &n))
+                return 2;
+            i++;
+            continue;
+        }
+        if (strcmp(a, "--chunk") == 0) {
+            if (!gs__int_arg(a, i + 1 < argc ? argv[i + 1] : NULL, 1, INT64_C(3037000499), &chunk))
+                return 2;
+            i++;
+            continue;
+        }
+        r = gs__common_arg(argc, argv, &i, &c);
+        if (r < 0) return 2;
+        if (r == 0) return gs__bad("unknown option '%s'", a);
+    }
+    if (n < 0) return gs__bad("--n is required");
+    if (chunk < 0) return gs__bad("--chunk is required");
+
+    /* the expression */
+    {
+        int64_t shape[2] = {n, n}, chunks[2] = {chunk, chunk};
+        memset(sl, 0, sizeof(sl));
+        sl[0].step = sl[1].step = 2;
+        if (gs_array_random_normal(c.seed, 10.0, 1.0, 2, shape, chunks, &x) != GS_OK ||
+            gs_array_binary_scalar(GS_BINARY_ADD, x, 1.0, &y) != GS_OK ||
+            gs_array_slice(y, 2, sl, &z) != GS_OK ||
+            gs_array_reduce(GS_RED_SUM, z, NULL, &s) != GS_OK) {
+            fprintf(stderr, "%s %s: cannot build the expression: %s\n", g_prog, g_sub,
+                    gs_last_error());
+            rc = 2;
+            goto out;
+        }
+        count = gs_array_size(z);
+    }
+    if (gs__connect(&c, &client, &connect_s) != 0) goto out;
+
+    /* cold run, then repeat timed runs when asked */
+    if (gs__seed_run(client, s, c.scheduler == NULL, &cold) != 0) goto out;
+    last = cold;
+    nruns = c.repeat > 1 ? c.repeat : 0;
+    times = gs_calloc((size_t)(nruns > 0 ? nruns : 1), sizeof(double), "bench times");
+    if (times == NULL) {
+        fprintf(stderr, "%s %s: out of memory\n", g_prog, g_sub);
+        goto out;
+    }
+    for (int k = 0; k < nruns; k++) {
+        if (gs__seed_run(client, s, c.scheduler == NULL, &run) != 0) goto out;
+        if (run.value != cold.value && !(isnan(run.value) && isnan(cold.value)))
+            fprintf(stderr, "%s %s: warning: run %d gave %.17g, the first run %.17g\n", g_prog,
+                    g_sub, k + 1, run.value, cold.value);
+        times[k] = run.seconds;
+        last = run;
+    }
+    {
+        double seconds = nruns > 0 ? gs__median(times, nruns) : cold.seconds;
+        /* Execution slots: one per GPU worker; for CPU workers on a local cluster, the launcher
+         * gives each worker cores / workers threads. runtime_s_per_task is the slot time per task
+         * not spent in kernels: (wall * slots - kernel time) / tasks, an upper bound on what the
+         * runtime (scheduling, messaging, fetches, idling on the critical path) costs per task. */
+        long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+        double slots = (double)c.workers;
+        double tasks = (double)last.stats.ntasks;
+        if (c.backend != NULL && strcmp(c.backend, "cpu") == 0 && ncpu > c.workers)
+            slots = (double)c.workers * (double)(ncpu / c.workers);
+        printf("{\"bench\":\"seed\",\"n\":%" PRId64 ",\"chunk\":%" PRId64 ",\"workers\":%d", n,
+               chunk, c.workers);
+        printf(",\"backend\":\"%s\"", c.backend ? c.backend : "remote");
+        printf(",\"fused\":%s,\"pushdown\":%s", c.fuse ? "true" : "false",
+               c.pushdown ? "true" : "false");
+        printf(",\"seed\":%" PRIu64, c.seed);
+        gs__json_num("value", cold.value);
+        printf(",\"count\":%" PRId64, count);
+        gs__json_num("mean", cold.value / (double)count);
+        gs__json_num("seconds", seconds);
+        gs__json_num("cold_seconds", cold.seconds);
+        printf(",\"repeat\":%d", c.repeat);
+        printf(",\"tasks\":%" PRIu64, last.stats.ntasks);
+        gs__json_num("submit_s", last.stats.submit_s);
+        gs__json_num("kernel_s", last.stats.run_s_total);
+        gs__json_num("sched_wall_s", last.stats.sched_wall_s);
+        printf(",\"slots\":%.0f", slots);
+        gs__json_num("busy_fraction",
+                     last.seconds > 0 ? last.stats.run_s_total / (last.seconds * slots) : NAN);
+        gs__json_num("runtime_s_per_task",
+                     tasks > 0 ? fmax(0.0, last.seconds * slots - last.stats.run_s_total) / tasks
+                               : NAN);
+        gs__json_num("tasks_per_s", last.seconds > 0 ? tasks / last.seconds : NAN);
+        gs__json_num("gb_per_s", (double)n * (double)n * 8.0 / seconds * 1e-9);
+        if (last.cpu_ok) {
+            /* CPU seconds of the last run by process (user + system), and the kernel's share */
+            gs__json_num("client_cpu_s", last.cpu.self_user_s + last.cpu.self_sys_s);
+            gs__json_num("sched_cpu_s", last.cpu.sched_user_s + last.cpu.sched_sys_s);
+            gs__json_num("workers_cpu_s", last.cpu.work_user_s + last.cpu.work_sys_s);
+            gs__json_num("workers_sys_fraction",
+                         last.cpu.work_sys_s / (last.cpu.work_user_s + last.cpu.work_sys_s));
+            gs__json_num("workers_ctxsw_per_task",
+                         tasks > 0 ? (double)last.cpu.ctxsw_work / tasks : NAN);
+        }
+        gs__json_num("connect_s", connect_s);
+        printf(",\"scheduler\":\"%s\"}\n", gs_client_address(client));
+        fflush(stdout);
+    }
+    rc = 0;
+out:
+    gs_free(times);
+    gs_client_destroy(client);
+    gs_array_release(s);
+    gs_array_release(z);
+    gs_array_release(y);
+    gs_array_release(x);
+    return rc;
+}
+
