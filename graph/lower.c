@@ -22,59 +22,11 @@
  */
 #include "common/hashmap.h"
 #include "common/vec.h"
-#include "graph/graph_internal.h"
+#include "graph/lower_int.h"
 
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
-
-#define LW_EXT_TAG (UINT64_C(1) << 63)
-#define LW_NONE UINT64_MAX
-
-typedef struct lw_node {
-    struct gs_array *n;
-    int64_t in[2];          /* node indices of inputs */
-    uint32_t uses;
-    uint8_t inl[2];         /* edge inlined into this node's kernel */
-    uint8_t genlike;        /* generator, or slices/transposes of one, all inlined */
-    uint8_t cheap;          /* genlike, or slices/transposes of a chunk read: no compute */
-    uint8_t materialised;
-    int32_t prog, stack, leaves;   /* kernel cost when inlined */
-    int64_t layer;          /* lowering layer holding the node's output, -1 none */
-    int64_t pidx;           /* index into persisted table, -1 none */
-} lw_node_t;
-
-typedef struct lw_persist {
-    int64_t node;
-    uint64_t nblocks;
-    gs_key_t *keys;
-    uint64_t *ext;          /* per block: external index + 1 (0 = unused) */
-} lw_persist_t;
-
-typedef struct lw_layer {
-    gs_layer_t *l;
-    int64_t src_ref[GS_KERNEL_MAX_LEAVES];   /* FUSED: >= 0 layer, < 0: -(persist idx) - 1 */
-    int64_t src_node[GS_KERNEL_MAX_LEAVES];  /* FUSED: node index of each source */
-    int32_t comb_first;     /* COMBINE: previous layer is the partial over the input grid */
-    int32_t comb_axis;      /* COMBINE level 1: reduced axis of the input grid, -1 all */
-    int64_t prev;           /* COMBINE: previous layer */
-    uint8_t *need;
-    uint64_t *task;         /* block -> task id */
-    int64_t newidx;         /* index in the task graph, -1 dropped */
-} lw_layer_t;
-
-typedef struct lw_ref {
-    int64_t layer;          /* >= 0 layer, < 0: -(persist idx) - 1 */
-    uint64_t block;
-} lw_ref_t;
-
-typedef struct lw {
-    unsigned flags;
-    lw_node_t *nodes;
-    int64_t nnodes;
-    lw_persist_t *pers;
-    int64_t npers;
-    GS_VEC(lw_layer_t) layers;
-} lw_t;
 
 /* ---- 1. collect ---- */
 
@@ -186,8 +138,10 @@ static int lw_decide_edge(const lw_t *w, const lw_node_t *e, int k)
 {
     const lw_node_t *in = &w->nodes[e->in[k]];
     if (in->pidx >= 0) return 0;
+    /* only fused kernels inline: a reduction's partial kernel and blockwise nodes */
+    if (e->n->kind != GS__NODE_REDUCE && !gs__lw_kind_is_blockwise(e->n->kind)) return 0;
     if (w->flags & GS_LOWER_FUSE) {
-        if (in->n->kind == GS__NODE_REDUCE || in->n->kind == GS__NODE_LITERAL) return 0;
+        if (!gs__lw_kind_is_blockwise(in->n->kind)) return 0;
         return in->cheap || in->uses == 1;
     }
     return (w->flags & GS_LOWER_SLICE_PUSHDOWN) && lw_is_layout(e->n) && in->genlike;
@@ -522,7 +476,7 @@ static void lw_emit_node(lw_emit_t *em, int64_t idx, const gs__lmap_t *m)
     }
 }
 
-static gs_status_t lw_add_layer(lw_t *w, gs_layer_t *l, int64_t *idx_p)
+gs_status_t gs__lw_add_layer(lw_t *w, gs_layer_t *l, int64_t *idx_p)
 {
     lw_layer_t ll;
     memset(&ll, 0, sizeof(ll));
@@ -536,6 +490,44 @@ static gs_status_t lw_add_layer(lw_t *w, gs_layer_t *l, int64_t *idx_p)
     }
     *idx_p = (int64_t)w->layers.len - 1;
     return GS_OK;
+}
+
+lw_ref_t gs__lw_node_ref(const lw_t *w, int64_t node, uint64_t block)
+{
+    const lw_node_t *e = &w->nodes[node];
+    lw_ref_t r;
+    gs_assert_always(e->pidx >= 0 || e->layer >= 0);
+    r.layer = e->pidx >= 0 ? -e->pidx - 1 : e->layer;
+    r.block = block;
+    return r;
+}
+
+gs_status_t gs__lw_set_inputs(lw_t *w, int64_t li, uint64_t *xoff, lw_ref_t *xrefs)
+{
+    lw_layer_t *ll = &w->layers.data[li];
+    uint64_t nb = gs_layer_nblocks(ll->l);
+    gs_free(ll->xoff);
+    gs_free(ll->xrefs);
+    ll->xoff = xoff;
+    ll->xrefs = xrefs;
+    for (uint64_t b = 0; b < nb; b++)
+        if (xoff[b + 1] - xoff[b] > LW_MAX_INPUTS)
+            return gs_error_set(GS_ERR_INVALID_PARAM,
+                                "a task of a %s layer would read %" PRIu64 " chunks (at most %d)",
+                                gs_layer_name(ll->l), xoff[b + 1] - xoff[b], LW_MAX_INPUTS);
+    return GS_OK;
+}
+
+int gs__lw_kind_is_blockwise(int32_t kind)
+{
+    switch (kind) {
+    case GS__NODE_NORMAL: case GS__NODE_UNIFORM: case GS__NODE_FULL: case GS__NODE_ARANGE:
+    case GS__NODE_UNARY: case GS__NODE_BINARY: case GS__NODE_BINARY_SCALAR:
+    case GS__NODE_SCALAR_BINARY: case GS__NODE_SLICE: case GS__NODE_TRANSPOSE:
+        return 1;
+    default:
+        return 0;
+    }
 }
 
 /* FUSED layer over @a grid whose program is node @a node (inline) or a chunk leaf reading it. */
@@ -557,7 +549,7 @@ static gs_status_t lw_build_fused(lw_t *w, const gs_grid_t *grid, int64_t node, 
     l->u.f.terminal = terminal;
     l->u.f.redop = redop;
     l->u.f.red_axis = red_axis;
-    if ((st = lw_add_layer(w, l, &li)) != GS_OK) return st;
+    if ((st = gs__lw_add_layer(w, l, &li)) != GS_OK) return st;
     em.w = w;
     em.l = l;
     em.lw = &w->layers.data[li];
@@ -595,7 +587,7 @@ static gs_status_t lw_build_literal(lw_t *w, const struct gs_array *n, int64_t *
         total += gs_region_size(n->grid.ndim, shape);
     }
     l->u.lit.off[nb] = total;
-    return lw_add_layer(w, l, idx_p);
+    return gs__lw_add_layer(w, l, idx_p);
 }
 
 static gs_status_t lw_build_reduce(lw_t *w, int64_t idx, int64_t *idx_p)
@@ -624,7 +616,7 @@ static gs_status_t lw_build_reduce(lw_t *w, int64_t idx, int64_t *idx_p)
         l->u.c.nprev = nprev;
         l->u.c.split_every = se;
         l->u.c.ngroups = ng;
-        if ((st = lw_add_layer(w, l, &li)) != GS_OK) return st;
+        if ((st = gs__lw_add_layer(w, l, &li)) != GS_OK) return st;
         w->layers.data[li].prev = prev;
         w->layers.data[li].comb_first = first;
         w->layers.data[li].comb_axis = axis;
@@ -651,8 +643,16 @@ static gs_status_t lw_build_layers(lw_t *w, int64_t root)
             st = lw_build_literal(w, e->n, &li);
         } else if (e->n->kind == GS__NODE_REDUCE) {
             st = lw_build_reduce(w, i, &li);
-        } else {
+        } else if (gs__lw_kind_is_blockwise(e->n->kind)) {
             st = lw_build_fused(w, &e->n->grid, i, 1, GS_TERM_STORE, 0, -1, &li);
+        } else {
+            switch (e->n->kind) {
+            /* matrix and data-movement node kinds: their builders (lower_*.c) go here */
+            default:
+                st = gs_error_set(GS_ERR_INTERNAL, "lowering has no builder for node kind %d",
+                                  (int)e->n->kind);
+                break;
+            }
         }
         if (st != GS_OK) return st;
         e->layer = li;
@@ -668,7 +668,9 @@ static gs_status_t lw_inputs(const lw_t *w, int64_t li, uint64_t b, lw_ref_t *re
     const lw_layer_t *ll = &w->layers.data[li];
     const gs_layer_t *l = ll->l;
     int n = 0;
-    if (l->kind == GS_LAYER_FUSED) {
+    if (ll->xoff != NULL) {
+        for (uint64_t i = ll->xoff[b]; i < ll->xoff[b + 1]; i++) refs[n++] = ll->xrefs[i];
+    } else if (l->kind == GS_LAYER_FUSED) {
         gs__fres_t r;
         if (gs__fused_resolve(l, b, &r) != GS_OK) {
             char msg[256];
@@ -712,6 +714,8 @@ static void lw_cleanup(lw_t *w)
     for (size_t i = 0; i < w->layers.len; i++) {
         gs_layer_free(w->layers.data[i].l);
         gs_free(w->layers.data[i].need);
+        gs_free(w->layers.data[i].xoff);
+        gs_free(w->layers.data[i].xrefs);
         gs_free(w->layers.data[i].task);
     }
     GS_VEC_FREE(&w->layers);
@@ -728,7 +732,7 @@ static gs_status_t lw_tasks(lw_t *w, int64_t root, gs_taskgraph_t *tg)
     const int cull = (w->flags & GS_LOWER_CULL) != 0;
     const int64_t nl = (int64_t)w->layers.len;
     const int64_t final = w->nodes[root].layer;
-    lw_ref_t refs[GS_KERNEL_MAX_COMBINE];
+    lw_ref_t refs[LW_MAX_INPUTS];
     GS_VEC(uint64_t) deps = {0};
     GS_VEC(gs_key_t) ext = {0};
     gs_status_t st;

@@ -1,0 +1,86 @@
+/* Internal state of the lowering (lower.c), shared with the builders of layers that list their
+ * inputs explicitly per block (matrix and data-movement layers). Not installed. */
+#ifndef GS_GRAPH_LOWER_INT_H
+#define GS_GRAPH_LOWER_INT_H
+
+#include "common/vec.h"
+#include "graph/graph_internal.h"
+
+#define LW_EXT_TAG (UINT64_C(1) << 63)
+#define LW_NONE UINT64_MAX
+
+typedef struct lw_node {
+    struct gs_array *n;
+    int64_t in[2];          /* node indices of inputs */
+    uint32_t uses;
+    uint8_t inl[2];         /* edge inlined into this node's kernel */
+    uint8_t genlike;        /* generator, or slices/transposes of one, all inlined */
+    uint8_t cheap;          /* genlike, or slices/transposes of a chunk read: no compute */
+    uint8_t materialised;
+    int32_t prog, stack, leaves;   /* kernel cost when inlined */
+    int64_t layer;          /* lowering layer holding the node's output, -1 none */
+    int64_t pidx;           /* index into persisted table, -1 none */
+} lw_node_t;
+
+typedef struct lw_persist {
+    int64_t node;
+    uint64_t nblocks;
+    gs_key_t *keys;
+    uint64_t *ext;          /* per block: external index + 1 (0 = unused) */
+} lw_persist_t;
+
+typedef struct lw_ref {
+    int64_t layer;          /* >= 0 layer, < 0: -(persist idx) - 1 */
+    uint64_t block;
+} lw_ref_t;
+
+typedef struct lw_layer {
+    gs_layer_t *l;
+    int64_t src_ref[GS_KERNEL_MAX_LEAVES];   /* FUSED: >= 0 layer, < 0: -(persist idx) - 1 */
+    int64_t src_node[GS_KERNEL_MAX_LEAVES];  /* FUSED: node index of each source */
+    int32_t comb_first;     /* COMBINE: previous layer is the partial over the input grid */
+    int32_t comb_axis;      /* COMBINE level 1: reduced axis of the input grid, -1 all */
+    int64_t prev;           /* COMBINE: previous layer */
+    uint64_t *xoff;         /* explicit inputs (LINALG, COPY layers): block b's inputs are
+                               xrefs[xoff[b] .. xoff[b + 1]); NULL for FUSED/COMBINE */
+    lw_ref_t *xrefs;
+    uint8_t *need;
+    uint64_t *task;         /* block -> task id */
+    int64_t newidx;         /* index in the task graph, -1 dropped */
+} lw_layer_t;
+
+typedef struct lw {
+    unsigned flags;
+    lw_node_t *nodes;
+    int64_t nnodes;
+    lw_persist_t *pers;
+    int64_t npers;
+    GS_VEC(lw_layer_t) layers;
+} lw_t;
+
+/* Most inputs one task of any layer may list. */
+#define LW_MAX_INPUTS 256
+
+/* Append layer @a l (ownership moves, freed on failure) to the lowering; *idx_p its index.
+ * The entry's pointer may move when later layers are added: index w->layers.data each time. */
+gs_status_t gs__lw_add_layer(lw_t *w, gs_layer_t *l, int64_t *idx_p);
+
+/* Reference to block @a block of the materialised output of node @a node (its layer, or its
+ * persisted chunk). The node must be materialised or persisted. */
+lw_ref_t gs__lw_node_ref(const lw_t *w, int64_t node, uint64_t block);
+
+/* Give layer @a li explicit per-block inputs: xoff ([nblocks + 1], CSR offsets) and xrefs
+ * (ownership of both moves to the lowering, also on failure). GS_ERR_INVALID_PARAM when a block
+ * lists more than LW_MAX_INPUTS inputs. */
+gs_status_t gs__lw_set_inputs(lw_t *w, int64_t li, uint64_t *xoff, lw_ref_t *xrefs);
+
+/* Whether node kind @a kind is computed elementwise from its inputs (generators, elementwise
+ * ops, slices, transposes) and so can be inlined into a fused kernel. Other kinds (reductions,
+ * host data, matrix and data-movement ops) build their own layers. */
+int gs__lw_kind_is_blockwise(int32_t kind);
+
+/* Builders of node kinds with their own layers (lower_*.c): the layer holding the node's output
+ * chunks (grid = the node's grid) in *idx_p. Inputs are w->nodes[idx].in[k], all materialised
+ * or persisted (use gs__lw_node_ref). */
+
+#endif
