@@ -555,6 +555,13 @@ gs_status_t gs_conn_connect(uv_loop_t *loop, const char *host, int port, const g
 
 /* ---- accessors ---- */
 
+gs_status_t gs_conn_set_max_frame(gs_conn_t *c, uint32_t bytes)
+{
+    if (c == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "gs_conn_set_max_frame: NULL connection");
+    c->reader.max_frame = bytes != 0 ? bytes : GS_PROTO_DEFAULT_MAX_FRAME;
+    return GS_OK;
+}
+
 size_t gs_conn_pending_bytes(const gs_conn_t *c)
 {
     return c->pending_bytes;

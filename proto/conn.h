@@ -59,6 +59,15 @@ gs_status_t gs_conn_send_frame(gs_conn_t *conn, gs_buf_t *frame);
 /** Close (idempotent). Queued writes are flushed when @a reason is GS_OK, dropped otherwise. */
 void gs_conn_close(gs_conn_t *conn, gs_status_t reason);
 
+/** Change the largest frame this connection accepts (0 = GS_PROTO_DEFAULT_MAX_FRAME). Takes
+ *  effect at the next frame header examined, including frames already received and not yet
+ *  handed out, so a msg_cb may lower or raise the limit for the frames that follow its message
+ *  (gsched accepts small frames only until the handshake succeeds). A header announcing more
+ *  closes the connection at once with GS_ERR_MSG_TOO_LARGE (logged as a warning naming the
+ *  peer and both sizes); the announced payload is never buffered. GS_ERR_INVALID_PARAM for a
+ *  NULL connection. */
+gs_status_t gs_conn_set_max_frame(gs_conn_t *conn, uint32_t bytes);
+
 /** Bytes queued for writing and not yet written (for backpressure). */
 size_t gs_conn_pending_bytes(const gs_conn_t *conn);
 /** User data slot (not touched by gs_conn). */

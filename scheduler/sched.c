@@ -440,6 +440,7 @@ static void gs__handshake(gs_sched_t *s, gs__peer_t *p, const gs_msg_t *msg)
     } else {
         p->state = GS__PEER_WORKER;
     }
+    gs_conn_set_max_frame(p->conn, s->max_frame);   /* handshaken: the normal frame limit */
     memset(&out, 0, sizeof out);
     out.type = GS_MSG_WELCOME;
     out.u.welcome.version = GS_PROTO_VERSION;
@@ -603,6 +604,10 @@ static void gs__on_close(gs_conn_t *conn, gs_status_t reason, void *arg)
     gs_sched_t *s = p->s;
     (void)conn;
     p->conn = NULL;
+    if (p->state == GS__PEER_HANDSHAKE && reason != GS_OK && reason != GS_ERR_CONN_CLOSED) {
+        s->st.refused_total++;   /* oversized or malformed frame before the handshake */
+        GS_LOG_INFO("%s closed before the handshake: %s", p->name, gs_status_string(reason));
+    }
     if (p->state != GS__PEER_CLOSING) {
         const char *why = reason == GS_ERR_CONN_CLOSED ? "connection closed" : gs_status_string(reason);
         int was_client = p->state == GS__PEER_CLIENT;
@@ -647,7 +652,8 @@ static void gs__on_connection(uv_stream_t *server, int status)
     cp.msg_cb = gs__on_msg;
     cp.close_cb = gs__on_close;
     cp.arg = p;
-    cp.max_frame = s->max_frame;
+    /* until the handshake: small frames only (GS_SCHED_HELLO_MAX_FRAME) */
+    cp.max_frame = s->max_frame < GS_SCHED_HELLO_MAX_FRAME ? s->max_frame : GS_SCHED_HELLO_MAX_FRAME;
     st = gs_conn_accept(server, &cp, &p->conn);
     if (st != GS_OK) {
         GS_LOG_WARN("cannot accept a connection: %s", gs_last_error());

@@ -7,7 +7,9 @@
  *    cluster token (compared in constant time). Anything else is answered with ERROR
  *    (GS_ERR_VERSION / GS_ERR_AUTH / GS_ERR_PROTO) and the connection is closed before any
  *    other message of it is processed. Accepted peers get WELCOME(id, heartbeat interval).
- *    A connection that has not completed the handshake after the handshake timeout is closed.
+ *    A connection that has not completed the handshake after the handshake timeout is closed;
+ *    before the handshake a connection may send frames of at most GS_SCHED_HELLO_MAX_FRAME
+ *    bytes (a larger announced length closes it at once, before the bytes are buffered).
  *  - workers send WORKER_REGISTER; gsched answers the new worker with PEERS listing every
  *    registered worker *including itself* (a worker skips its own id, known from WELCOME) and
  *    sends PEERS(added = new worker) to the others; a removed worker is announced with
@@ -109,6 +111,12 @@ typedef struct gs_sched *gs_sched_h;
 #define GS_SCHED_DEFAULT_HEARTBEAT_TIMEOUT_MS 10000u
 #define GS_SCHED_DEFAULT_ALLOWED_FAILURES 3u
 #define GS_SCHED_DEFAULT_HANDSHAKE_TIMEOUT_MS 10000u
+/** Largest frame a connection may send before its HELLO has been accepted (HELLO needs at most
+ *  ~4.2 KiB: a token of <= 4096 bytes and a name). A header announcing more closes the
+ *  connection at once (logged, counted in refused_total), so a peer that is not speaking the
+ *  protocol (plain text, a 2 GB length) holds no buffer until the handshake timeout. After the
+ *  handshake the limit is max_frame. */
+#define GS_SCHED_HELLO_MAX_FRAME (64u * 1024u)
 /** Times a task is retried after its worker reported GS_ERR_WORKER_LOST (input fetch failed). */
 #define GS_SCHED_FETCH_RETRIES 10u
 /** Largest graph gsched accepts (task ids are 32-bit internally). */
@@ -153,7 +161,8 @@ typedef struct gs_sched_stats {
     uint64_t roots_withheld_total; /* placement passes that held a ready root task back because
                                       of the root bound although a worker had queue room */
     uint64_t workers_lost_total;   /* workers removed because of connection loss / timeout */
-    uint64_t refused_total;        /* connections refused at the handshake */
+    uint64_t refused_total;        /* connections refused at the handshake (including those
+                                      closed for an oversized or malformed frame before it) */
 } gs_sched_stats_t;
 
 /** Create a scheduler on @a loop (borrowed; it must outlive the scheduler). Nothing is bound

@@ -289,3 +289,77 @@ Test(scheduler_handshake, refuses_unknown_role)
     check_serving(&th, "");
     th_fini(&th);
 }
+
+/* A raw peer announcing a 1 GiB frame (or sending plain text) before HELLO is dropped at once,
+ * long before the handshake timeout, while a real client connecting alongside is served; after
+ * the handshake the normal limit applies (a frame above the pre-handshake limit is accepted). */
+Test(scheduler_handshake, drops_a_huge_frame_header_before_hello_at_once)
+{
+    th_t th;
+    gs_sched_params_t prm;
+    static const uint8_t gib[] = {0x00, 0x00, 0x00, 0x40, 'x', 'y'};   /* 1 GiB payload */
+    static const char text[] = "GET / HTTP/1.1\r\nHost: gsched\r\n\r\n";
+    memset(&prm, 0, sizeof prm);
+    prm.field_mask = GS_SCHED_FIELD_HANDSHAKE_TIMEOUT_MS;
+    prm.handshake_timeout_ms = 10000;
+    th_init(&th, &prm);
+    tp_t *c = tp_connect(&th, GS_PROTO_VERSION, "", GS_ROLE_CLIENT, "alongside");
+    int fd1 = raw_connect(th.port);
+    int fd2 = raw_connect(th.port);
+    uint64_t t0 = gs_now_ns();
+    raw_send(fd1, gib, sizeof gib);
+    raw_send(fd2, text, sizeof text - 1);
+    cr_assert(raw_wait_eof(&th, fd1, NULL, 0, NULL, 2000), "1 GiB header not dropped");
+    cr_assert(raw_wait_eof(&th, fd2, NULL, 0, NULL, 2000), "plain text not dropped");
+    cr_assert_lt(gs_now_ns() - t0, 1000ull * 1000000ull, "took %.3f s",
+                 (double)(gs_now_ns() - t0) * 1e-9);
+    close(fd1);
+    close(fd2);
+    th_run_for(&th, 20);
+    cr_assert_eq(th_stats(&th).refused_total, 2);
+
+    /* the client connected alongside works, and may send frames above the hello limit */
+    gs_msg_t m;
+    tp_expect(c, GS_MSG_WELCOME, &m);
+    gs_msg_cleanup(&m);
+    {
+        tg_t g;
+        static uint8_t big[GS_SCHED_HELLO_MAX_FRAME + 1024];
+        uint64_t t;
+        tg_init(&g, 1);
+        g.layers[0].data = big;
+        g.layers[0].len = sizeof big;
+        t = tg_task(&g, 0, 0, NULL);
+        tg_output(&g, t);
+        cr_assert_gt(tg_submit_ok(c, &g, 0), 0);
+    }
+    send_info_req(c);
+    tp_expect(c, GS_MSG_INFO, &m);
+    gs_msg_cleanup(&m);
+    cr_assert_eq(th_stats(&th).nclients, 1);
+    th_fini(&th);
+}
+
+Test(scheduler_handshake, hello_limit_does_not_apply_to_a_configured_smaller_max_frame)
+{
+    /* max_frame below the hello limit stays the limit before and after the handshake */
+    th_t th;
+    gs_sched_params_t prm;
+    memset(&prm, 0, sizeof prm);
+    prm.field_mask = GS_SCHED_FIELD_MAX_FRAME;
+    prm.max_frame = 2048;
+    th_init(&th, &prm);
+    check_serving(&th, "");
+    tp_t *c = tp_client(&th, "small");
+    tg_t g;
+    static uint8_t big[4096];
+    uint64_t t;
+    tg_init(&g, 1);
+    g.layers[0].data = big;
+    g.layers[0].len = sizeof big;
+    t = tg_task(&g, 0, 0, NULL);
+    tg_output(&g, t);
+    tg_submit(c, &g, 0, 1);
+    cr_assert(tp_wait_closed(c, TH_TIMEOUT_MS), "a frame above max_frame did not close the client");
+    th_fini(&th);
+}
