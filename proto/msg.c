@@ -61,6 +61,12 @@ static const uint32_t gs__msg_nfields[GS_MSG_TYPE_MAX] = {
     [GS_MSG_SHUTDOWN] = 1,        /* [19] */
     [GS_MSG_INFO_REQ] = 1,        /* [20] */
     [GS_MSG_INFO] = 6,            /* [21, nworkers, nclients, ngraphs_active, tasks_done_total, [name...]] */
+    [GS_MSG_BANDWIDTH] = 7,       /* [22, n, peer, bytes, ns, count, [path...]] */
+    [GS_MSG_REPLICATE] = 9,       /* [23, req_id, worker_id, worker_name, n, keys, nsrc, from, nbytes] */
+    [GS_MSG_REPLICATE_DONE] = 7,  /* [24, req_id, status, message, n, keys, nbytes] */
+    [GS_MSG_WORKERS_REQ] = 1,     /* [25] */
+    [GS_MSG_WORKERS] = 11,        /* [26, n, id, device, nthreads, memory_limit, mem_used, [name...],
+                                      [host...], [backend...], [addr...]] */
 };
 
 static const char *const gs__msg_names[GS_MSG_TYPE_MAX] = {
@@ -85,6 +91,11 @@ static const char *const gs__msg_names[GS_MSG_TYPE_MAX] = {
     [GS_MSG_SHUTDOWN] = "shutdown",
     [GS_MSG_INFO_REQ] = "info-req",
     [GS_MSG_INFO] = "info",
+    [GS_MSG_BANDWIDTH] = "bandwidth",
+    [GS_MSG_REPLICATE] = "replicate",
+    [GS_MSG_REPLICATE_DONE] = "replicate-done",
+    [GS_MSG_WORKERS_REQ] = "workers-req",
+    [GS_MSG_WORKERS] = "workers",
 };
 
 const char *gs_msg_type_name(uint32_t type)
@@ -266,6 +277,45 @@ static int gs__check_info(const gs_msg_info_t *in, gs__why_t *why)
     return 1;
 }
 
+static int gs__check_strs(const gs_str_t *s, uint32_t n, uint32_t want, const char *what, gs__why_t *why)
+{
+    if (n != want) return gs__bad(why, "%u %s for %u entries", n, what, want);
+    if (!gs__check_table(s, n, what, why)) return 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (!gs__check_str(&s[i], what, why)) return 0;
+    }
+    return 1;
+}
+
+static int gs__check_bandwidth(const gs_msg_bandwidth_t *b, gs__why_t *why)
+{
+    return gs__check_table(b->peer, b->n, "peer", why) && gs__check_table(b->bytes, b->n, "bytes", why) &&
+           gs__check_table(b->ns, b->n, "ns", why) && gs__check_table(b->count, b->n, "count", why) &&
+           gs__check_strs(b->path, b->npaths, b->n, "paths", why);
+}
+
+static int gs__check_replicate(const gs_msg_replicate_t *r, gs__why_t *why)
+{
+    if (r->nsrc != 0 && r->nsrc != r->n) {
+        return gs__bad(why, "%llu sources for %llu keys (0 or one per key)", (unsigned long long)r->nsrc,
+                       (unsigned long long)r->n);
+    }
+    return gs__check_str(&r->worker_name, "worker_name", why) && gs__check_table(r->keys, r->n, "keys", why) &&
+           gs__check_table(r->from, r->nsrc, "from", why) && gs__check_table(r->nbytes, r->nsrc, "nbytes", why);
+}
+
+static int gs__check_workers(const gs_msg_workers_t *w, gs__why_t *why)
+{
+    return gs__check_table(w->id, w->n, "id", why) && gs__check_table(w->device, w->n, "device", why) &&
+           gs__check_table(w->nthreads, w->n, "nthreads", why) &&
+           gs__check_table(w->memory_limit, w->n, "memory_limit", why) &&
+           gs__check_table(w->mem_used, w->n, "mem_used", why) &&
+           gs__check_strs(w->name, w->nname, w->n, "names", why) &&
+           gs__check_strs(w->host, w->nhost, w->n, "hosts", why) &&
+           gs__check_strs(w->backend, w->nbackend, w->n, "backends", why) &&
+           gs__check_strs(w->addr, w->naddr, w->n, "addresses", why);
+}
+
 /* Everything a well-formed message satisfies beyond its shape. */
 static int gs__msg_check(const gs_msg_t *m, gs__why_t *why)
 {
@@ -290,6 +340,13 @@ static int gs__msg_check(const gs_msg_t *m, gs__why_t *why)
     case GS_MSG_GRAPH_DONE: return gs__check_str(&m->u.graph_done.message, "message", why);
     case GS_MSG_ERROR: return gs__check_str(&m->u.error.message, "message", why);
     case GS_MSG_INFO: return gs__check_info(&m->u.info, why);
+    case GS_MSG_BANDWIDTH: return gs__check_bandwidth(&m->u.bandwidth, why);
+    case GS_MSG_REPLICATE: return gs__check_replicate(&m->u.replicate, why);
+    case GS_MSG_REPLICATE_DONE:
+        return gs__check_str(&m->u.replicate_done.message, "message", why) &&
+               gs__check_table(m->u.replicate_done.keys, m->u.replicate_done.n, "keys", why) &&
+               gs__check_table(m->u.replicate_done.nbytes, m->u.replicate_done.n, "nbytes", why);
+    case GS_MSG_WORKERS: return gs__check_workers(&m->u.workers, why);
     default: return 1;
     }
 }
@@ -509,7 +566,58 @@ static void gs__w_body(gs_mp_writer_t *w, const gs_msg_t *m)
         for (uint32_t i = 0; i < in->nnames; i++) gs__w_str(w, &in->worker_names[i]);
         break;
     }
-    default: /* SHUTDOWN, INFO_REQ: no fields */
+    case GS_MSG_BANDWIDTH: {
+        const gs_msg_bandwidth_t *b = &m->u.bandwidth;
+        gs_mp_write_u64(w, b->n);
+        gs__w_table(w, b->peer, b->n, 8, "peer");
+        gs__w_table(w, b->bytes, b->n, 8, "bytes");
+        gs__w_table(w, b->ns, b->n, 8, "ns");
+        gs__w_table(w, b->count, b->n, 4, "count");
+        gs_mp_write_array(w, b->npaths);
+        for (uint32_t i = 0; i < b->npaths; i++) gs__w_str(w, &b->path[i]);
+        break;
+    }
+    case GS_MSG_REPLICATE: {
+        const gs_msg_replicate_t *r = &m->u.replicate;
+        gs_mp_write_u64(w, r->req_id);
+        gs_mp_write_u64(w, r->worker_id);
+        gs__w_str(w, &r->worker_name);
+        gs_mp_write_u64(w, r->n);
+        gs__w_table(w, r->keys, r->n > UINT32_MAX ? UINT64_MAX : 2 * r->n, 8, "keys");
+        gs_mp_write_u64(w, r->nsrc);
+        gs__w_table(w, r->from, r->nsrc, 8, "from");
+        gs__w_table(w, r->nbytes, r->nsrc, 8, "nbytes");
+        break;
+    }
+    case GS_MSG_REPLICATE_DONE: {
+        const gs_msg_replicate_done_t *r = &m->u.replicate_done;
+        gs_mp_write_u64(w, r->req_id);
+        gs_mp_write_i64(w, r->status);
+        gs__w_str(w, &r->message);
+        gs_mp_write_u64(w, r->n);
+        gs__w_table(w, r->keys, r->n > UINT32_MAX ? UINT64_MAX : 2 * r->n, 8, "keys");
+        gs__w_table(w, r->nbytes, r->n, 8, "nbytes");
+        break;
+    }
+    case GS_MSG_WORKERS: {
+        const gs_msg_workers_t *x = &m->u.workers;
+        gs_mp_write_u64(w, x->n);
+        gs__w_table(w, x->id, x->n, 8, "id");
+        gs__w_table(w, x->device, x->n, 4, "device");
+        gs__w_table(w, x->nthreads, x->n, 4, "nthreads");
+        gs__w_table(w, x->memory_limit, x->n, 8, "memory_limit");
+        gs__w_table(w, x->mem_used, x->n, 8, "mem_used");
+        gs_mp_write_array(w, x->nname);
+        for (uint32_t i = 0; i < x->nname; i++) gs__w_str(w, &x->name[i]);
+        gs_mp_write_array(w, x->nhost);
+        for (uint32_t i = 0; i < x->nhost; i++) gs__w_str(w, &x->host[i]);
+        gs_mp_write_array(w, x->nbackend);
+        for (uint32_t i = 0; i < x->nbackend; i++) gs__w_str(w, &x->backend[i]);
+        gs_mp_write_array(w, x->naddr);
+        for (uint32_t i = 0; i < x->naddr; i++) gs__w_str(w, &x->addr[i]);
+        break;
+    }
+    default: /* SHUTDOWN, INFO_REQ, WORKERS_REQ: no fields */
         break;
     }
 }
@@ -885,7 +993,53 @@ static void gs__dec_body(gs__dec_t *d, gs_msg_t *m)
         gs__dec_blobs(d, GS__IT_STRS, &in->worker_names, &in->nnames);
         break;
     }
-    default: /* SHUTDOWN, INFO_REQ */
+    case GS_MSG_BANDWIDTH: {
+        gs_msg_bandwidth_t *b = &m->u.bandwidth;
+        gs_mp_read_u32(r, &b->n);
+        gs__dec_table(d, GS__IT_U64, b->n, 8, &b->peer, "peer");
+        gs__dec_table(d, GS__IT_U64, b->n, 8, &b->bytes, "bytes");
+        gs__dec_table(d, GS__IT_U64, b->n, 8, &b->ns, "ns");
+        gs__dec_table(d, GS__IT_U32, b->n, 4, &b->count, "count");
+        gs__dec_blobs(d, GS__IT_STRS, &b->path, &b->npaths);
+        break;
+    }
+    case GS_MSG_REPLICATE: {
+        gs_msg_replicate_t *x = &m->u.replicate;
+        gs_mp_read_u64(r, &x->req_id);
+        gs_mp_read_u64(r, &x->worker_id);
+        gs__dec_str(d, &x->worker_name);
+        gs_mp_read_u64(r, &x->n);
+        gs__dec_table(d, GS__IT_U64, x->n, 16, &x->keys, "keys");
+        gs_mp_read_u64(r, &x->nsrc);
+        gs__dec_table(d, GS__IT_U64, x->nsrc, 8, &x->from, "from");
+        gs__dec_table(d, GS__IT_U64, x->nsrc, 8, &x->nbytes, "nbytes");
+        break;
+    }
+    case GS_MSG_REPLICATE_DONE: {
+        gs_msg_replicate_done_t *x = &m->u.replicate_done;
+        gs_mp_read_u64(r, &x->req_id);
+        gs_mp_read_i32(r, &x->status);
+        gs__dec_str(d, &x->message);
+        gs_mp_read_u64(r, &x->n);
+        gs__dec_table(d, GS__IT_U64, x->n, 16, &x->keys, "keys");
+        gs__dec_table(d, GS__IT_U64, x->n, 8, &x->nbytes, "nbytes");
+        break;
+    }
+    case GS_MSG_WORKERS: {
+        gs_msg_workers_t *x = &m->u.workers;
+        gs_mp_read_u32(r, &x->n);
+        gs__dec_table(d, GS__IT_U64, x->n, 8, &x->id, "id");
+        gs__dec_table(d, GS__IT_I32, x->n, 4, &x->device, "device");
+        gs__dec_table(d, GS__IT_U32, x->n, 4, &x->nthreads, "nthreads");
+        gs__dec_table(d, GS__IT_U64, x->n, 8, &x->memory_limit, "memory_limit");
+        gs__dec_table(d, GS__IT_U64, x->n, 8, &x->mem_used, "mem_used");
+        gs__dec_blobs(d, GS__IT_STRS, &x->name, &x->nname);
+        gs__dec_blobs(d, GS__IT_STRS, &x->host, &x->nhost);
+        gs__dec_blobs(d, GS__IT_STRS, &x->backend, &x->nbackend);
+        gs__dec_blobs(d, GS__IT_STRS, &x->addr, &x->naddr);
+        break;
+    }
+    default: /* SHUTDOWN, INFO_REQ, WORKERS_REQ */
         break;
     }
 }

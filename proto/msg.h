@@ -22,6 +22,14 @@
  *   gsched -> client    GRAPH_ACCEPTED, PROGRESS, GRAPH_DONE, DATA, ERROR
  *   worker -> worker    FETCH_REQ / DATA over UCX (active messages; DATA's payload is the chunk)
  *   client -> gsched    INFO_REQ; gsched -> client INFO (cluster state, e.g. to wait for workers)
+ *   worker -> gsched    BANDWIDTH: per source worker, the peer fetches completed since the last
+ *                       report (bytes, summed seconds, count, path name); sent with heartbeats
+ *   client -> gsched    REPLICATE(req_id, target worker, keys): copy chunks to a worker;
+ *                       gsched -> worker REPLICATE(req_id, keys, holders, sizes): fetch and keep;
+ *                       worker -> gsched REPLICATE_DONE(the keys it now holds, first error);
+ *                       gsched -> client REPLICATE_DONE(status, message, keys copied)
+ *   client -> gsched    WORKERS_REQ; gsched -> client WORKERS (id, name, host, backend, address,
+ *                       device, threads, memory of every live worker)
  *
  * Keys and lifetimes: graph ids are assigned by gsched (GRAPH_ACCEPTED). The output chunks of a
  * graph stay on the workers after GRAPH_DONE until the client sends RELEASE_GRAPH (or
@@ -68,6 +76,11 @@ typedef enum gs_msg_type {
     GS_MSG_SHUTDOWN = 19,
     GS_MSG_INFO_REQ = 20,
     GS_MSG_INFO = 21,
+    GS_MSG_BANDWIDTH = 22,
+    GS_MSG_REPLICATE = 23,
+    GS_MSG_REPLICATE_DONE = 24,
+    GS_MSG_WORKERS_REQ = 25,
+    GS_MSG_WORKERS = 26,
     GS_MSG_TYPE_MAX
 } gs_msg_type_t;
 
@@ -249,6 +262,67 @@ typedef struct gs_msg_info {
     gs_str_t *worker_names;
 } gs_msg_info_t;
 
+/** Measured peer transfers of a worker since its last report (worker -> gsched). Entry i: the
+ *  fetches from worker peer[i] that completed: count[i] transfers, bytes[i] bytes in total,
+ *  ns[i] summed from request to data in place, over path[i] ("ucx", "ucx-shm", "cuda-ipc",
+ *  ...; may be empty). npaths must equal n. */
+typedef struct gs_msg_bandwidth {
+    uint32_t n;
+    const uint64_t *peer;
+    const uint64_t *bytes;
+    const uint64_t *ns;
+    const uint32_t *count;
+    uint32_t npaths;
+    gs_str_t *path;
+} gs_msg_bandwidth_t;
+
+/** Any key (G, GS_REPLICATE_ALL_OUTPUTS) in a client's REPLICATE stands for every output chunk
+ *  of graph G. */
+#define GS_REPLICATE_ALL_OUTPUTS UINT64_MAX
+
+/** Copy chunks to a worker. client -> gsched: the target is worker_id if non-zero, else the
+ *  worker named worker_name; nsrc = 0. gsched -> worker (the target): nsrc = n, from[i] is a
+ *  worker holding keys[i] and nbytes[i] its size; worker_id is the target's own id. */
+typedef struct gs_msg_replicate {
+    uint64_t req_id;
+    uint64_t worker_id;
+    gs_str_t worker_name;
+    uint64_t n;
+    const uint64_t *keys;          /* 2 * n: (graph, task) */
+    uint64_t nsrc;                 /* 0 or n */
+    const uint64_t *from;          /* nsrc */
+    const uint64_t *nbytes;        /* nsrc */
+} gs_msg_replicate_t;
+
+/** Outcome of a REPLICATE. worker -> gsched: keys[] (n) are stored on the worker now (nbytes[i]
+ *  each); status/message name the first key that could not be copied. gsched -> client: status
+ *  GS_OK when every requested chunk has a copy on the target, else the error naming the
+ *  failure; keys are the chunks copied. */
+typedef struct gs_msg_replicate_done {
+    uint64_t req_id;
+    int32_t status;
+    gs_str_t message;
+    uint64_t n;
+    const uint64_t *keys;          /* 2 * n */
+    const uint64_t *nbytes;        /* n */
+} gs_msg_replicate_done_t;
+
+/** Live workers (gsched -> client, answering WORKERS_REQ). Every table and string array has n
+ *  entries; addr is the worker's control connection as gsched sees it ("ip:port"). */
+typedef struct gs_msg_workers {
+    uint32_t n;
+    const uint64_t *id;
+    const int32_t *device;
+    const uint32_t *nthreads;
+    const uint64_t *memory_limit;
+    const uint64_t *mem_used;
+    uint32_t nname, nhost, nbackend, naddr;
+    gs_str_t *name;
+    gs_str_t *host;
+    gs_str_t *backend;
+    gs_str_t *addr;
+} gs_msg_workers_t;
+
 typedef struct gs_msg_error {
     int32_t status;
     gs_str_t message;
@@ -274,7 +348,11 @@ typedef struct gs_msg {
         gs_msg_graph_done_t graph_done;
         gs_msg_cancel_t cancel;            /* CANCEL and RELEASE_GRAPH */
         gs_msg_error_t error;
-        gs_msg_info_t info;                /* INFO (INFO_REQ and SHUTDOWN have no fields) */
+        gs_msg_info_t info;                /* INFO (INFO_REQ, WORKERS_REQ and SHUTDOWN have no fields) */
+        gs_msg_bandwidth_t bandwidth;
+        gs_msg_replicate_t replicate;
+        gs_msg_replicate_done_t replicate_done;
+        gs_msg_workers_t workers;
     } u;
     void *owned;                   /* decoder's allocation(s); private */
 } gs_msg_t;

@@ -122,6 +122,21 @@ static const uint64_t gather_keys[4] = {4, 0, 4, 1};
 static double data_chunk[1000];
 static gs_str_t info_names[3];
 
+static const uint64_t bw_peer[2] = {3, 1ull << 40};
+static const uint64_t bw_bytes[2] = {80000000, 1};
+static const uint64_t bw_ns[2] = {25000000, UINT64_MAX};
+static const uint32_t bw_count[2] = {10, 1};
+static gs_str_t bw_path[2];
+static const uint64_t repl_keys[6] = {4, 0, 4, 1, 9, UINT64_MAX};
+static const uint64_t repl_from[3] = {2, 3, 1ull << 33};
+static const uint64_t repl_nbytes[3] = {8000000, 0, 1ull << 40};
+static const uint64_t workers_id[3] = {1, 2, 1ull << 41};
+static const int32_t workers_device[3] = {0, -1, 7};
+static const uint32_t workers_nthreads[3] = {4, 1, 4096};
+static const uint64_t workers_memlim[3] = {1ull << 30, 0, UINT64_MAX};
+static const uint64_t workers_memused[3] = {5, 0, 1ull << 20};
+static gs_str_t workers_name[3], workers_host[3], workers_backend[3], workers_addr[3];
+
 void sample_msg(uint32_t type, gs_msg_t *m)
 {
     memset(m, 0, sizeof *m);
@@ -240,7 +255,41 @@ void sample_msg(uint32_t type, gs_msg_t *m)
         m->u.info = (gs_msg_info_t){.nworkers = 3, .nclients = 1, .ngraphs_active = 2,
                                     .tasks_done_total = 1ull << 35, .nnames = 3, .worker_names = info_names};
         break;
-    default: /* SHUTDOWN, INFO_REQ */
+    case GS_MSG_BANDWIDTH:
+        bw_path[0] = S("ucx");
+        bw_path[1] = S("");
+        m->u.bandwidth = (gs_msg_bandwidth_t){.n = 2, .peer = bw_peer, .bytes = bw_bytes, .ns = bw_ns,
+                                              .count = bw_count, .npaths = 2, .path = bw_path};
+        break;
+    case GS_MSG_REPLICATE:
+        m->u.replicate = (gs_msg_replicate_t){.req_id = 77, .worker_id = 5, .worker_name = S("gpu1"), .n = 3,
+                                              .keys = repl_keys, .nsrc = 3, .from = repl_from,
+                                              .nbytes = repl_nbytes};
+        break;
+    case GS_MSG_REPLICATE_DONE:
+        m->u.replicate_done = (gs_msg_replicate_done_t){.req_id = 78, .status = GS_ERR_WORKER_LOST,
+                                                        .message = S("chunk (9, 1) could not be fetched"),
+                                                        .n = 2, .keys = repl_keys, .nbytes = repl_nbytes};
+        break;
+    case GS_MSG_WORKERS:
+        workers_name[0] = S("gpu0");
+        workers_name[1] = S("");
+        workers_name[2] = S("gpu7@node-b");
+        workers_host[0] = workers_host[1] = S("node-a");
+        workers_host[2] = S("node-b");
+        workers_backend[0] = workers_backend[2] = S("cuda");
+        workers_backend[1] = S("cpu");
+        workers_addr[0] = S("127.0.0.1:4001");
+        workers_addr[1] = S("[::1]:4002");
+        workers_addr[2] = S("?");
+        m->u.workers = (gs_msg_workers_t){.n = 3, .id = workers_id, .device = workers_device,
+                                          .nthreads = workers_nthreads, .memory_limit = workers_memlim,
+                                          .mem_used = workers_memused, .nname = 3, .nhost = 3,
+                                          .nbackend = 3, .naddr = 3, .name = workers_name,
+                                          .host = workers_host, .backend = workers_backend,
+                                          .addr = workers_addr};
+        break;
+    default: /* SHUTDOWN, INFO_REQ, WORKERS_REQ */
         break;
     }
 }
@@ -417,6 +466,57 @@ void assert_msg_eq(const gs_msg_t *a, const gs_msg_t *b)
             assert_bytes_eq(a->u.info.worker_names[i], b->u.info.worker_names[i], "worker name");
         }
         break;
+    case GS_MSG_BANDWIDTH: {
+        const gs_msg_bandwidth_t *x = &a->u.bandwidth, *y = &b->u.bandwidth;
+        cr_assert_eq(x->n, y->n);
+        assert_table_eq(x->peer, y->peer, x->n, 8, "peer");
+        assert_table_eq(x->bytes, y->bytes, x->n, 8, "bytes");
+        assert_table_eq(x->ns, y->ns, x->n, 8, "ns");
+        assert_table_eq(x->count, y->count, x->n, 4, "count");
+        cr_assert_eq(x->npaths, y->npaths);
+        for (uint32_t i = 0; i < x->npaths; i++) assert_bytes_eq(x->path[i], y->path[i], "path");
+        break;
+    }
+    case GS_MSG_REPLICATE: {
+        const gs_msg_replicate_t *x = &a->u.replicate, *y = &b->u.replicate;
+        cr_assert_eq(x->req_id, y->req_id);
+        cr_assert_eq(x->worker_id, y->worker_id);
+        assert_bytes_eq(x->worker_name, y->worker_name, "worker_name");
+        cr_assert_eq(x->n, y->n);
+        assert_table_eq(x->keys, y->keys, x->n, 16, "keys");
+        cr_assert_eq(x->nsrc, y->nsrc);
+        assert_table_eq(x->from, y->from, x->nsrc, 8, "from");
+        assert_table_eq(x->nbytes, y->nbytes, x->nsrc, 8, "nbytes");
+        break;
+    }
+    case GS_MSG_REPLICATE_DONE: {
+        const gs_msg_replicate_done_t *x = &a->u.replicate_done, *y = &b->u.replicate_done;
+        cr_assert_eq(x->req_id, y->req_id);
+        cr_assert_eq(x->status, y->status);
+        assert_bytes_eq(x->message, y->message, "message");
+        cr_assert_eq(x->n, y->n);
+        assert_table_eq(x->keys, y->keys, x->n, 16, "keys");
+        assert_table_eq(x->nbytes, y->nbytes, x->n, 8, "nbytes");
+        break;
+    }
+    case GS_MSG_WORKERS: {
+        const gs_msg_workers_t *x = &a->u.workers, *y = &b->u.workers;
+        cr_assert_eq(x->n, y->n);
+        assert_table_eq(x->id, y->id, x->n, 8, "id");
+        assert_table_eq(x->device, y->device, x->n, 4, "device");
+        assert_table_eq(x->nthreads, y->nthreads, x->n, 4, "nthreads");
+        assert_table_eq(x->memory_limit, y->memory_limit, x->n, 8, "memory_limit");
+        assert_table_eq(x->mem_used, y->mem_used, x->n, 8, "mem_used");
+        cr_assert_eq(x->nname, y->nname);
+        cr_assert_eq(x->naddr, y->naddr);
+        for (uint32_t i = 0; i < x->n; i++) {
+            assert_bytes_eq(x->name[i], y->name[i], "name");
+            assert_bytes_eq(x->host[i], y->host[i], "host");
+            assert_bytes_eq(x->backend[i], y->backend[i], "backend");
+            assert_bytes_eq(x->addr[i], y->addr[i], "addr");
+        }
+        break;
+    }
     default:
         break;
     }

@@ -277,7 +277,7 @@ Test(proto_msg, survives_random_payloads)
  *   w u32 table [count] with values < nlayers   l u32 table [nlayers]   q u64 table [count]
  *   k 16-byte table [count]   o dep_off [count + 1], mostly monotone (remembers ndeps)
  *   D u64 table [ndeps]   K 16-byte table [ndeps]   x i32 status table [count] (remembers failures)
- *   e array of one str per failure */
+ *   e array of one str per failure   T array of str [count]   N count again, or 0 (remembered) */
 static const char *const schema[GS_MSG_TYPE_MAX] = {
     [GS_MSG_HELLO] = "uuss", [GS_MSG_WELCOME] = "uuu", [GS_MSG_WORKER_REGISTER] = "sssiuuub",
     [GS_MSG_HEARTBEAT] = "uuuuu", [GS_MSG_PEERS] = "PCq", [GS_MSG_GRAPH_SUBMIT] = "uuLCwqoDqCkCq",
@@ -285,6 +285,8 @@ static const char *const schema[GS_MSG_TYPE_MAX] = {
     [GS_MSG_RELEASE] = "Ck", [GS_MSG_GATHER_REQ] = "uCk", [GS_MSG_DATA] = "uuuib", [GS_MSG_FETCH_REQ] = "uuuu",
     [GS_MSG_PROGRESS] = "uuu", [GS_MSG_GRAPH_DONE] = "uisuuu", [GS_MSG_CANCEL] = "u", [GS_MSG_RELEASE_GRAPH] = "u",
     [GS_MSG_ERROR] = "is", [GS_MSG_SHUTDOWN] = "", [GS_MSG_INFO_REQ] = "", [GS_MSG_INFO] = "uuuuS",
+    [GS_MSG_BANDWIDTH] = "CqqqwT", [GS_MSG_REPLICATE] = "uusCkNqq", [GS_MSG_REPLICATE_DONE] = "uisCkq",
+    [GS_MSG_WORKERS_REQ] = "", [GS_MSG_WORKERS] = "CqxwqqTTTT",
 };
 
 typedef struct gen_state {
@@ -360,6 +362,16 @@ static void gen_field(gs_mp_writer_t *w, char kind, gen_state_t *g)
     case 'D': gen_table(w, g, g->ndeps, 8, 'D'); break;
     case 'K': gen_table(w, g, g->ndeps, 16, 'K'); break;
     case 'x': g->nfailed = 0; gen_table(w, g, g->count, 4, 'x'); break;
+    case 'N':
+        if (r % 2 == 0) g->count = 0;
+        gs_mp_write_u64(w, g->count);
+        break;
+    case 'T': {
+        uint32_t n = (uint32_t)fuzz_count(g, g->count);
+        gs_mp_write_array(w, n);
+        for (uint32_t i = 0; i < n; i++) gen_field(w, 's', g);
+        break;
+    }
     case 'L':
     case 'S':
     case 'P':
@@ -791,5 +803,42 @@ Test(proto_msg, decode_rejects_null_arguments)
     cr_assert_null(d.owned);
     gs_msg_cleanup(&d);
     gs_msg_cleanup(NULL);
+    proto_check_no_leaks();
+}
+
+Test(proto_msg, rejects_inconsistent_bandwidth_replicate_and_workers)
+{
+    gs_msg_t m;
+    gs_buf_t b;
+    gs_buf_init(&b);
+    /* bandwidth: one path for two entries */
+    sample_msg(GS_MSG_BANDWIDTH, &m);
+    m.u.bandwidth.npaths = 1;
+    cr_assert_eq(gs_msg_encode(&m, &b), GS_ERR_INVALID_PARAM);
+    /* replicate: sources for some keys only */
+    sample_msg(GS_MSG_REPLICATE, &m);
+    m.u.replicate.nsrc = 2;
+    cr_assert_eq(gs_msg_encode(&m, &b), GS_ERR_INVALID_PARAM);
+    /* replicate without sources (client -> gsched) is fine */
+    sample_msg(GS_MSG_REPLICATE, &m);
+    m.u.replicate.nsrc = 0;
+    m.u.replicate.from = NULL;
+    m.u.replicate.nbytes = NULL;
+    cr_assert_eq(gs_msg_encode(&m, &b), GS_OK, "%s", gs_last_error());
+    {
+        gs_msg_t d;
+        cr_assert_eq(gs_msg_decode(b.data + 4, b.len - 4, &d), GS_OK, "%s", gs_last_error());
+        cr_assert_eq(d.u.replicate.nsrc, 0);
+        cr_assert_null(d.u.replicate.from);
+        assert_msg_eq(&m, &d);
+        gs_msg_cleanup(&d);
+    }
+    b.len = 0;
+    /* workers: a string array shorter than the tables */
+    sample_msg(GS_MSG_WORKERS, &m);
+    m.u.workers.naddr = 2;
+    cr_assert_eq(gs_msg_encode(&m, &b), GS_ERR_INVALID_PARAM);
+    cr_assert_eq(b.len, 0);
+    gs_buf_cleanup(&b);
     proto_check_no_leaks();
 }
