@@ -38,6 +38,13 @@ typedef struct gs_chunkops_params {
     int nthreads;               /* cpu: threads a single kernel may use (0 = 1) */
 } gs_chunkops_params_t;
 
+/** An exported region of backend memory, meaningful to other processes on the same host
+ *  (a cudaIpcMemHandle_t for "cuda"). */
+#define GS_IPC_HANDLE_BYTES 64
+typedef struct gs_ipc_handle {
+    unsigned char bytes[GS_IPC_HANDLE_BYTES];
+} gs_ipc_handle_t;
+
 typedef struct gs_chunkops_ops {
     const char *name;           /* "cpu" or "cuda" */
 
@@ -73,6 +80,20 @@ typedef struct gs_chunkops_ops {
      *  backend's own memory and is released when the work completes. */
     gs_status_t (*linalg)(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream,
                           const gs_klinalg_t *k);
+
+    /** Peer access between processes of one host (optional: NULL where unsupported, e.g. "cpu").
+     *  ipc_export: a handle for the one region holding every chunk of @a ctx, its first byte
+     *  (*base_p) and size; chunk offsets are relative to *base_p. The same on every call.
+     *  ipc_open: map a peer's exported region into this process (*ptr_p = its first byte);
+     *  GS_ERR_UNSUPPORTED or GS_ERR_CUDA when it cannot be mapped (another host, no peer
+     *  access); undo with ipc_close once no copy from it is in flight.
+     *  copy_device: copy between backend memory and/or mapped peer memory on @a stream. */
+    gs_status_t (*ipc_export)(gs_chunkops_ctx_h ctx, gs_ipc_handle_t *handle_p, void **base_p,
+                              size_t *size_p);
+    gs_status_t (*ipc_open)(gs_chunkops_ctx_h ctx, const gs_ipc_handle_t *handle, void **ptr_p);
+    void (*ipc_close)(gs_chunkops_ctx_h ctx, void *ptr);
+    gs_status_t (*copy_device)(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream, void *dst,
+                               const void *src, size_t nbytes);
 
     /** Call @a cb(status, arg) once everything enqueued on @a stream so far has finished.
      *  Returns an error (and never calls @a cb) if the notification cannot be registered. */

@@ -188,11 +188,8 @@ static void gs__wfetch_detach(gs_worker_t *w, gs_wfetch_t *f)
     f->peer = NULL;
 }
 
-static void gs__wfetch_fail(gs_worker_t *w, gs_wfetch_t *f, gs_status_t status,
-                            const char *fmt, ...) GS_PRINTF(4, 5);
-
-static void gs__wfetch_fail(gs_worker_t *w, gs_wfetch_t *f, gs_status_t status,
-                            const char *fmt, ...)
+void gs__wfetch_fail(gs_worker_t *w, gs_wfetch_t *f, gs_status_t status, const char *fmt,
+                     ...)
 {
     char msg[GS_W_ERRLEN];
     gs_wchunk_t *c = f->chunk;
@@ -240,6 +237,7 @@ static void gs__wfetch_complete(gs_worker_t *w, gs_wfetch_t *f)
     GS_LOG_TRACE("fetched (%llu, %llu), %llu bytes in %.3f ms", (unsigned long long)c->graph->id,
                  (unsigned long long)c->task, (unsigned long long)c->nbytes,
                  (double)(gs_now_ns() - f->t_start) * 1e-6);
+    gs__wfetch_log_path(w, f);
     gs__wfetch_detach(w, f);
     c->state = GS_WCHUNK_READY;
     gs__wexec_input_ready(w, c);
@@ -291,6 +289,7 @@ static void gs__wfetch_received(gs_worker_t *w, gs_wfetch_t *f)
 
 void gs__wfetch_staged(gs_worker_t *w, gs_wfetch_t *f, gs_status_t status)
 {
+    gs__wipc_give_back(w, f);        /* the copy out of a lent chunk is over */
     if (f->dead) {
         gs__wfetch_free(w, f);
         return;
@@ -301,7 +300,6 @@ void gs__wfetch_staged(gs_worker_t *w, gs_wfetch_t *f, gs_status_t status)
                          gs_status_string(status));
 }
 
-static void gs__wsend_done(gs_worker_t *w, gs_wsend_t *s, ucs_status_t st);
 
 static void gs__wsend_ucp_cb(void *req, ucs_status_t st, void *arg)
 {
@@ -315,8 +313,8 @@ static void gs__wsend_ucp_cb(void *req, ucs_status_t st, void *arg)
 /* Post an AM on @a ep for @a s (header already encoded). UCS_INPROGRESS: gs__wsend_done
  * follows from UCX; otherwise the operation is over (UCS_OK or an error) and the caller
  * finishes @a s. */
-static ucs_status_t gs__wsend_post(gs_worker_t *w, gs_wsend_t *s, ucp_ep_h ep, unsigned am_id,
-                                   const void *payload, size_t len, unsigned flags)
+ucs_status_t gs__wsend_post(gs_worker_t *w, gs_wsend_t *s, ucp_ep_h ep, unsigned am_id,
+                            const void *payload, size_t len, unsigned flags)
 {
     ucp_request_param_t p;
     void *r;
@@ -336,7 +334,7 @@ static ucs_status_t gs__wsend_post(gs_worker_t *w, gs_wsend_t *s, ucp_ep_h ep, u
     return UCS_INPROGRESS;
 }
 
-static gs_wsend_t *gs__wsend_new(gs_worker_t *w)
+gs_wsend_t *gs__wsend_new(gs_worker_t *w)
 {
     gs_wsend_t *s = gs_calloc(1, sizeof(*s), "worker send");
     if (s == NULL) return NULL;
@@ -347,7 +345,7 @@ static gs_wsend_t *gs__wsend_new(gs_worker_t *w)
     return s;
 }
 
-static void gs__wsend_free(gs_worker_t *w, gs_wsend_t *s)
+void gs__wsend_free(gs_worker_t *w, gs_wsend_t *s)
 {
     gs__wlist_del(&s->link);
     if (s->chunk) gs__wchunk_unref(w, s->chunk);
@@ -356,7 +354,7 @@ static void gs__wsend_free(gs_worker_t *w, gs_wsend_t *s)
     gs_free(s);
 }
 
-static void gs__wsend_done(gs_worker_t *w, gs_wsend_t *s, ucs_status_t st)
+void gs__wsend_done(gs_worker_t *w, gs_wsend_t *s, ucs_status_t st)
 {
     if (s->is_request) {
         if (st != UCS_OK) {
@@ -378,6 +376,44 @@ static void gs__wsend_done(gs_worker_t *w, gs_wsend_t *s, ucs_status_t st)
     gs__wsend_free(w, s);
 }
 
+gs_status_t gs__wfetch_post_req(gs_worker_t *w, gs_wfetch_t *f, int ipc)
+{
+    gs_wpeer_t *p = f->peer;
+    gs_wep_t *epc;
+    gs_wsend_t *s;
+    gs_status_t status;
+    gs_msg_t m;
+    ucs_status_t st;
+
+    if (p == NULL) return gs_error_set(GS_ERR_WORKER_LOST, "the fetch has no peer any more");
+    if ((status = gs__wpeer_ep(w, p, &epc)) != GS_OK) return status;
+    if ((s = gs__wsend_new(w)) == NULL)
+        return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for a fetch request");
+    memset(&m, 0, sizeof(m));
+    m.type = GS_MSG_FETCH_REQ;
+    m.u.fetch_req.req_id = f->req_id;
+    m.u.fetch_req.graph_id = f->chunk->graph->id;
+    m.u.fetch_req.task_id = f->chunk->task;
+    m.u.fetch_req.from_worker = w->id;
+    if ((status = gs_msg_encode(&m, &s->header)) != GS_OK) {
+        gs__wsend_free(w, s);
+        return status;
+    }
+    s->is_request = 1;
+    s->req_id = f->req_id;
+    s->from_worker = p->id;
+    s->graph = m.u.fetch_req.graph_id;
+    s->task = m.u.fetch_req.task_id;
+    st = ipc ? gs__wsend_post(w, s, epc->ep, GS_AM_IPC_REQ, w->host_key, sizeof(w->host_key),
+                              UCP_AM_SEND_FLAG_REPLY)
+             : gs__wsend_post(w, s, epc->ep, GS_AM_FETCH_REQ, NULL, 0, UCP_AM_SEND_FLAG_REPLY);
+    if (st == UCS_INPROGRESS) return GS_OK;
+    gs__wsend_free(w, s);
+    if (st == UCS_OK) return GS_OK;
+    return gs_error_set(GS_ERR_WORKER_LOST, "sending the request to worker %llu (%s) failed: %s",
+                        (unsigned long long)p->id, p->name, ucs_status_string(st));
+}
+
 gs_status_t gs__wucx_fetch(gs_worker_t *w, uint64_t graph, uint64_t task, uint64_t from,
                            uint64_t nbytes, gs_wchunk_t **c_p)
 {
@@ -386,9 +422,7 @@ gs_status_t gs__wucx_fetch(gs_worker_t *w, uint64_t graph, uint64_t task, uint64
     gs_wgraph_t *g;
     gs_wchunk_t *c;
     gs_wfetch_t *f;
-    gs_wsend_t *s;
     gs_status_t status;
-    gs_msg_t m;
     uint64_t v;
 
     if (from == w->id)
@@ -407,8 +441,7 @@ gs_status_t gs__wucx_fetch(gs_worker_t *w, uint64_t graph, uint64_t task, uint64
         return status;
     }
     f = gs_calloc(1, sizeof(*f), "fetch");
-    s = gs__wsend_new(w);
-    if (f == NULL || s == NULL) {
+    if (f == NULL) {
         status = gs_error_set(GS_ERR_NO_MEMORY, "out of memory for a fetch");
         goto err_chunk;
     }
@@ -417,80 +450,61 @@ gs_status_t gs__wucx_fetch(gs_worker_t *w, uint64_t graph, uint64_t task, uint64
     f->peer = p;
     f->stream = -1;
     gs__wlist_init(&f->peer_link);
-    if (w->streams_mode) {
-        f->host = gs_malloc(nbytes ? (size_t)nbytes : 1, "fetch staging");
-        if (f->host == NULL) {
-            status = gs_error_set(GS_ERR_NO_MEMORY, "out of host memory for a %llu-byte "
-                                  "staging buffer", (unsigned long long)nbytes);
-            goto err_chunk;
-        }
-        f->host_owned = 1;
-    } else {
-        f->host = c->ptr;
-    }
+    /* streams mode: a host staging buffer is allocated when the bytes arrive over UCX (a CUDA
+     * IPC copy needs none) */
+    f->host = w->streams_mode ? NULL : c->ptr;
     f->req_id = ++w->next_req_id;
     if (gs_u64map_put(&w->fetches, f->req_id, (uint64_t)(uintptr_t)f) != GS_OK) {
         status = gs_error_set(GS_ERR_NO_MEMORY, "out of memory for the fetch table");
-        goto err_host;
+        goto err_chunk;
     }
     status = gs__wstore_insert(w, c);     /* as a fetched copy: later users share it */
     if (status != GS_OK) {
         gs_u64map_del(&w->fetches, f->req_id);
-        goto err_host;
-    }
-    memset(&m, 0, sizeof(m));
-    m.type = GS_MSG_FETCH_REQ;
-    m.u.fetch_req.req_id = f->req_id;
-    m.u.fetch_req.graph_id = graph;
-    m.u.fetch_req.task_id = task;
-    m.u.fetch_req.from_worker = w->id;
-    status = gs_msg_encode(&m, &s->header);
-    if (status != GS_OK) {
-        gs__wstore_detach(w, c);
-        gs_u64map_del(&w->fetches, f->req_id);
-        goto err_host;
+        goto err_chunk;
     }
     f->t_start = gs_now_ns();
     f->deadline = f->t_start + (uint64_t)w->fetch_timeout_ms * 1000000ull;
     f->state = GS_WFETCH_REQUESTED;
-    s->is_request = 1;
-    s->req_id = f->req_id;
-    s->from_worker = from;
-    s->graph = graph;
-    s->task = task;
     GS_LOG_TRACE("fetch %llu: (%llu, %llu), %llu bytes from worker %llu",
                  (unsigned long long)f->req_id, (unsigned long long)graph,
                  (unsigned long long)task, (unsigned long long)nbytes, (unsigned long long)from);
-    {
-        ucs_status_t st = gs__wsend_post(w, s, epc->ep, GS_AM_FETCH_REQ, NULL, 0,
-                                         UCP_AM_SEND_FLAG_REPLY);
-        if (st != UCS_OK && st != UCS_INPROGRESS) {
-            status = gs_error_set(GS_ERR_WORKER_LOST, "sending the request to worker %llu "
-                                  "(%s) failed: %s", (unsigned long long)from, p->name,
-                                  ucs_status_string(st));
-            gs__wstore_detach(w, c);
-            gs_u64map_del(&w->fetches, f->req_id);
-            goto err_host;
-        }
-        if (st == UCS_OK) gs__wsend_free(w, s);
+    status = gs__wfetch_post_req(w, f, gs__wipc_want(w, p));
+    if (status != GS_OK) {
+        gs__wstore_detach(w, c);
+        gs_u64map_del(&w->fetches, f->req_id);
+        goto err_chunk;
     }
     gs__wlist_push(&p->fetches, &f->peer_link);
     gs__wchunk_ref(c);                    /* the fetch's reference; the caller gets the other */
     *c_p = c;
     return GS_OK;
 
-err_host:
-    if (f->host_owned) gs_free(f->host);
 err_chunk:
     gs_free(f);
-    if (s) gs__wsend_free(w, s);
     gs__wchunk_unref(w, c);
     return status;
+}
+
+void gs__wfetch_defer(gs_worker_t *w, gs_wdefer_t *d)
+{
+    gs__wdefer_push(w, d);
+}
+
+ucp_ep_h gs__wpeer_ep_by_id(gs_worker_t *w, uint64_t id)
+{
+    uint64_t v;
+    gs_wep_t *epc;
+    if (!gs_u64map_get(&w->peers, id, &v)) return NULL;
+    if (gs__wpeer_ep(w, (gs_wpeer_t *)(uintptr_t)v, &epc) != GS_OK) return NULL;
+    return epc->ep;
 }
 
 void gs__wucx_tick(gs_worker_t *w)
 {
     uint64_t now = gs_now_ns();
+
+    gs__wipc_tick(w);
 
     /* one pass: failing a fetch deletes it (a tombstone) and starts no new fetch */
     for (size_t i = 0; i < w->fetches.cap; i++) {
@@ -506,10 +520,9 @@ void gs__wucx_tick(gs_worker_t *w)
 
 /* ---------------------------------------------------------------- AM handlers */
 
-static ucs_status_t gs__wam_fetch_req(void *arg, const void *header, size_t header_len,
-                                      void *data, size_t len, const ucp_am_recv_param_t *param)
+static ucs_status_t gs__wam_request(gs_worker_t *w, const void *header, size_t header_len,
+                                    int ipc, const ucp_am_recv_param_t *param)
 {
-    gs_worker_t *w = arg;
     gs_msg_t m;
     gs_wdefer_t *d;
 
@@ -531,6 +544,7 @@ static ucs_status_t gs__wam_fetch_req(void *arg, const void *header, size_t head
         return UCS_OK;
     }
     d->kind = GS_WDEFER_SERVE;
+    d->ipc = ipc;
     d->req_id = m.u.fetch_req.req_id;
     d->graph = m.u.fetch_req.graph_id;
     d->task = m.u.fetch_req.task_id;
@@ -539,6 +553,25 @@ static ucs_status_t gs__wam_fetch_req(void *arg, const void *header, size_t head
     gs_msg_cleanup(&m);
     gs__wdefer_push(w, d);
     return UCS_OK;
+}
+
+static ucs_status_t gs__wam_fetch_req(void *arg, const void *header, size_t header_len,
+                                      void *data, size_t len, const ucp_am_recv_param_t *param)
+{
+    (void)data;
+    (void)len;
+    return gs__wam_request(arg, header, header_len, 0, param);
+}
+
+/* Like FETCH_REQ; the payload is the requester's host key: a CUDA IPC lease is possible when
+ * it is ours. A rendezvous payload (not a key) is never read: UCX drops it on return. */
+static ucs_status_t gs__wam_ipc_req(void *arg, const void *header, size_t header_len, void *data,
+                                    size_t len, const ucp_am_recv_param_t *param)
+{
+    gs_worker_t *w = arg;
+    int ipc = !(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) &&
+              gs__wipc_same_host(w, data, len);
+    return gs__wam_request(w, header, header_len, ipc, param);
 }
 
 static ucs_status_t gs__wam_data(void *arg, const void *header, size_t header_len, void *data,
@@ -587,6 +620,15 @@ static ucs_status_t gs__wam_data(void *arg, const void *header, size_t header_le
                         (unsigned long long)f->peer->id, len,
                         (unsigned long long)f->chunk->nbytes);
         goto out;
+    }
+    if (f->host == NULL) {
+        f->host = gs_malloc(len ? len : 1, "fetch staging");
+        if (f->host == NULL) {
+            gs__wfetch_fail(w, f, GS_ERR_NO_MEMORY, "out of host memory for a %zu-byte staging "
+                            "buffer", len);
+            goto out;
+        }
+        f->host_owned = 1;
     }
     if (rndv) {
         d = gs_calloc(1, sizeof(*d), "ucx deferred");
@@ -751,6 +793,10 @@ static void gs__wserve(gs_worker_t *w, gs_wdefer_t *d)
         gs__wserve_post(w, s, gs__wserve_ep(w, d->from_worker, d->reply_ep));
         return;
     }
+    if (d->ipc && gs__wipc_serve(w, d, c, gs__wserve_ep(w, d->from_worker, d->reply_ep))) {
+        gs__wsend_free(w, s);
+        return;
+    }
     gs__wchunk_ref(c);
     s->chunk = c;
     if (w->streams_mode) {
@@ -828,6 +874,8 @@ static void gs__wucx_run_deferred(gs_worker_t *w)
         if (w->defer_head == NULL) w->defer_tail = NULL;
         if (d->kind == GS_WDEFER_SERVE) {
             gs__wserve(w, d);
+        } else if (d->kind == GS_WDEFER_IPC_COPY) {
+            gs__wipc_copy(w, d);
         } else if (d->kind == GS_WDEFER_RNDV) {
             uint64_t v;
             gs_wfetch_t *f = NULL;
@@ -911,6 +959,7 @@ void gs__wucx_peers(gs_worker_t *w, const gs_msg_peers_t *m)
     for (i = 0; i < m->nremoved; i++) {
         if (!gs_u64map_get(&w->peers, m->removed[i], &v)) continue;
         gs_u64map_del(&w->peers, m->removed[i]);
+        gs__wipc_peer_gone(w, m->removed[i]);
         GS_LOG_INFO("peer worker %llu (%s) removed", (unsigned long long)m->removed[i],
                     ((gs_wpeer_t *)(uintptr_t)v)->name);
         gs__wpeer_free(w, (gs_wpeer_t *)(uintptr_t)v, "left the cluster", 0);
@@ -1035,6 +1084,21 @@ gs_status_t gs__wucx_init(gs_worker_t *w)
     hp.cb = gs__wam_data;
     st = ucp_worker_set_am_recv_handler(w->ucp_worker, &hp);
     if (st != UCS_OK) return gs__ucs_err(GS_ERR_UCX, st, "ucp_worker_set_am_recv_handler");
+    {
+        static const struct {
+            unsigned id;
+            ucp_am_recv_callback_t cb;
+        } ipc_am[] = {{GS_AM_IPC_REQ, gs__wam_ipc_req},
+                      {GS_AM_IPC_GRANT, gs__wam_ipc_grant},
+                      {GS_AM_IPC_RELEASE, gs__wam_ipc_release}};
+        for (size_t i = 0; i < sizeof(ipc_am) / sizeof(ipc_am[0]); i++) {
+            hp.id = ipc_am[i].id;
+            hp.cb = ipc_am[i].cb;
+            st = ucp_worker_set_am_recv_handler(w->ucp_worker, &hp);
+            if (st != UCS_OK) return gs__ucs_err(GS_ERR_UCX, st, "ucp_worker_set_am_recv_handler");
+        }
+    }
+    gs__wipc_init(w);
     st = ucp_worker_get_efd(w->ucp_worker, &w->ucp_efd);
     if (st != UCS_OK) return gs__ucs_err(GS_ERR_UCX, st, "ucp_worker_get_efd");
     rc = uv_poll_init(w->loop, &w->ucp_poll, w->ucp_efd);
@@ -1136,6 +1200,7 @@ void gs__wucx_cleanup(gs_worker_t *w)
     }
     gs_u64map_cleanup(&w->fetches);
     gs_u64map_cleanup(&w->peers);
+    gs__wipc_cleanup(w);
     if (w->ucp_addr) ucp_worker_release_address(w->ucp_worker, w->ucp_addr);
     if (w->ucp_worker) ucp_worker_destroy(w->ucp_worker);
     if (w->ucp_ctx) ucp_cleanup(w->ucp_ctx);

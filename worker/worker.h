@@ -35,7 +35,9 @@
  * handling, which UCX 1.13 supports only on tcp among the transports of one host, so two
  * workers of one host talk over tcp unless ucx_shm is set (see there). In streams mode chunk
  * memory is device memory and every transfer is staged through a host buffer (copy_to_host /
- * copy_from_host on a stream), whatever UCX reports for memory types (logged at start).
+ * copy_from_host on a stream), whatever UCX reports for memory types (logged at start),
+ * except between CUDA workers of one host: those move chunks with CUDA IPC (worker/ipc.c: the
+ * owner lends its device memory, the fetcher copies it peer-to-peer over NVLink/PCIe).
  *
  * Contract with gsched (what a scheduler must do, besides proto/msg.h):
  *  - tasks are assigned when all their dependencies exist somewhere; a dependency whose
@@ -119,6 +121,8 @@ typedef struct gs_worker_params {
                                      peer-failure handling and a dead peer is noticed only
                                      through PEERS(removed) and fetch_timeout_ms. Default (0):
                                      endpoints detect dead peers, and on one host UCX uses tcp */
+    int no_ipc;                   /* nonzero: never use CUDA IPC between workers of one host
+                                     (every transfer then goes through UCX) */
     gs_worker_stop_cb stop_cb;    /* may be NULL */
     void *arg;                    /* passed to stop_cb */
 } gs_worker_params_t;

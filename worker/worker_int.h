@@ -141,7 +141,16 @@ struct gs_wfetch {
     uint64_t t_start, deadline;
     void *recv_req;           /* outstanding ucp receive request */
     int stream;               /* staging stream */
+    uint8_t path;             /* gs_wpath_t the bytes came over */
+    uint64_t ipc_lease;       /* CUDA IPC: the owner's lease to give back (0 none) */
+    uint64_t ipc_owner;       /* CUDA IPC: the owner's worker id */
 };
+
+/* How a fetched chunk travelled. */
+typedef enum gs_wpath {
+    GS_WPATH_UCX = 0,         /* UCX active message (host memory, or host-staged) */
+    GS_WPATH_CUDA_IPC = 1     /* peer copy out of the owner's exported device arena */
+} gs_wpath_t;
 
 /* One UCX endpoint to a peer; outlives the peer while its close completes. */
 typedef struct gs_wep {
@@ -160,12 +169,17 @@ struct gs_wpeer {
     int failed;               /* epc reported an error; closed and recreated on next use */
     ucs_status_t fail_status;
     gs_wlink_t fetches;       /* gs_wfetch_t waiting on this peer */
+    uint8_t ipc_off;          /* CUDA IPC with this peer failed once: plain fetches only */
+    uint8_t logged_path[2];   /* first transfer over each gs_wpath_t logged */
 };
+
+#define GS_WIPC_KEY_BYTES 64
 
 /* A deferred piece of UCX work, run right after ucp_worker_progress() returns. */
 typedef enum gs_wdefer_kind {
     GS_WDEFER_SERVE = 0,      /* answer a FETCH_REQ */
-    GS_WDEFER_RNDV = 1        /* start a rendezvous receive */
+    GS_WDEFER_RNDV = 1,       /* start a rendezvous receive */
+    GS_WDEFER_IPC_COPY = 2    /* map a granted IPC region and copy the chunk out of it */
 } gs_wdefer_kind_t;
 
 typedef struct gs_wdefer {
@@ -177,6 +191,9 @@ typedef struct gs_wdefer {
     size_t len;
     gs_wpeer_t *peer;
     gs_status_t status;
+    int ipc;                  /* SERVE: the requester asked for a CUDA IPC lease */
+    uint64_t ipc_off, ipc_lease, ipc_nbytes;   /* IPC_COPY: the grant */
+    gs_ipc_handle_t ipc_handle;
 } gs_wdefer_t;
 
 /* A completion record from a backend notify() (streams mode) or a finished staging copy. */
@@ -241,6 +258,7 @@ struct gs_worker {
     int stream_depth;
     int streams_mode;         /* 1: GS_WORKER_EXEC_STREAMS */
     int ucx_shm;              /* endpoints without peer-failure handling (shm transports) */
+    int no_ipc;               /* CUDA IPC disabled by configuration */
     uint64_t memory_limit_req;
     uint32_t connect_timeout_ms, fetch_timeout_ms, memory_wait_ms, heartbeat_req_ms;
 
@@ -324,6 +342,16 @@ struct gs_worker {
     uint64_t ucp_outstanding;          /* ucp requests not completed */
     int in_progress;                   /* inside ucp_worker_progress */
 
+    /* CUDA IPC (ipc.c) */
+    int ipc_on;                        /* this worker lends and borrows device memory */
+    unsigned char host_key[GS_WIPC_KEY_BYTES];   /* who counts as "this host" */
+    gs_ipc_handle_t ipc_handle;        /* our exported arena */
+    void *ipc_base;
+    size_t ipc_size;
+    gs_u64map_t ipc_leases;            /* lease id -> gs_wlease_t * (chunks lent out) */
+    uint64_t next_lease;
+    struct gs_wipc_map *ipc_maps;      /* peers' arenas mapped here */
+
     /* stats */
     gs_worker_stats_t st;
 };
@@ -384,6 +412,47 @@ void gs__wfetch_staged(gs_worker_t *w, gs_wfetch_t *f, gs_status_t status);
 void gs__wsend_staged(gs_worker_t *w, gs_wsend_t *s, gs_status_t status);
 /* Send a chunk to gsched as DATA for GATHER_REQ @a req_id (staging when needed). */
 void gs__wgather(gs_worker_t *w, uint64_t req_id, uint64_t graph, uint64_t task);
+
+/* ucx.c internals shared with ipc.c */
+gs_wsend_t *gs__wsend_new(gs_worker_t *w);
+void gs__wsend_free(gs_worker_t *w, gs_wsend_t *s);
+void gs__wsend_done(gs_worker_t *w, gs_wsend_t *s, ucs_status_t st);
+/* Post an AM for @a s (header in s->header after the frame header). UCS_INPROGRESS: done
+ * follows from UCX; otherwise the caller finishes @a s. */
+ucs_status_t gs__wsend_post(gs_worker_t *w, gs_wsend_t *s, ucp_ep_h ep, unsigned am_id,
+                            const void *payload, size_t len, unsigned flags);
+/* Endpoint to worker @a id (a known peer), or NULL. */
+ucp_ep_h gs__wpeer_ep_by_id(gs_worker_t *w, uint64_t id);
+void gs__wfetch_fail(gs_worker_t *w, gs_wfetch_t *f, gs_status_t status, const char *fmt, ...)
+    GS_PRINTF(4, 5);
+/* (Re)send the request of fetch @a f to its peer, asking for a CUDA IPC lease if @a ipc. */
+gs_status_t gs__wfetch_post_req(gs_worker_t *w, gs_wfetch_t *f, int ipc);
+void gs__wfetch_defer(gs_worker_t *w, gs_wdefer_t *d);   /* run after ucp progress returns */
+
+/* ---- ipc.c (CUDA IPC between workers of one host) ---- */
+#define GS_AM_IPC_REQ 19       /* FETCH_REQ header + our host key as payload */
+#define GS_AM_IPC_GRANT 20     /* owner -> requester: raw grant (see ipc.c) */
+#define GS_AM_IPC_RELEASE 21   /* requester -> owner: the lease is over */
+/* Export our arena when the backend can (streams mode, not --no-ipc). Never fails the worker:
+ * without IPC every transfer goes through UCX. */
+void gs__wipc_init(gs_worker_t *w);
+/* Whether a fetch from @a p should ask for an IPC lease. */
+int gs__wipc_want(gs_worker_t *w, const gs_wpeer_t *p);
+/* Whether the payload of an IPC request names this host. */
+int gs__wipc_same_host(gs_worker_t *w, const void *key, size_t len);
+/* Owner: lend ready chunk @a c to d->from_worker; 0 when it cannot (answer with plain DATA). */
+int gs__wipc_serve(gs_worker_t *w, gs_wdefer_t *d, gs_wchunk_t *c, ucp_ep_h ep);
+ucs_status_t gs__wam_ipc_grant(void *arg, const void *header, size_t header_len, void *data,
+                               size_t len, const ucp_am_recv_param_t *param);
+ucs_status_t gs__wam_ipc_release(void *arg, const void *header, size_t header_len, void *data,
+                                 size_t len, const ucp_am_recv_param_t *param);
+void gs__wipc_copy(gs_worker_t *w, gs_wdefer_t *d);        /* deferred IPC_COPY */
+void gs__wipc_give_back(gs_worker_t *w, gs_wfetch_t *f);   /* release f's lease, if any */
+void gs__wipc_tick(gs_worker_t *w);                        /* expire forgotten leases */
+void gs__wipc_peer_gone(gs_worker_t *w, uint64_t peer);    /* drop its leases */
+void gs__wipc_cleanup(gs_worker_t *w);
+/* Log the first transfer from @a p over each path (bandwidth). */
+void gs__wfetch_log_path(gs_worker_t *w, gs_wfetch_t *f);
 
 /* ---- worker.c ---- */
 void gs__wsend_msg(gs_worker_t *w, const gs_msg_t *m);

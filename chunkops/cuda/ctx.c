@@ -41,6 +41,9 @@ struct gs_chunkops_ctx {
     int device;
     gs__cuda_dev_t dev;
     void *arena_mem;
+    size_t arena_size;
+    int ipc_exported;                   /* ipc_handle valid */
+    cudaIpcMemHandle_t ipc_handle;
     gs__cuda_arena_t arena;
     pthread_mutex_t lock;               /* the stream list */
     struct gs_chunkops_stream *streams;
@@ -175,6 +178,7 @@ static gs_status_t gs__cuda_ctx_create(const gs_chunkops_params_t *params, gs_ch
     }
     if ((st = gs__cuda_arena_init(&ctx->arena, (uintptr_t)ctx->arena_mem, size)) != GS_OK)
         goto err_mem;
+    ctx->arena_size = size;
     GS_LOG_DEBUG("cuda context on device %d: %d SMs, arena %zu bytes (%zu free of %zu)", device,
                  ctx->dev.num_sms, size, free_b, total_b);
     *ctx_p = ctx;
@@ -592,6 +596,62 @@ gs_status_t gs_cuda_timer_elapsed_ms(gs_cuda_timer_h t, int i, int j, double *ms
     return GS_OK;
 }
 
+/* ---- peer access between processes (CUDA IPC) ---- */
+
+_Static_assert(sizeof(cudaIpcMemHandle_t) <= GS_IPC_HANDLE_BYTES, "IPC handle size");
+
+static gs_status_t gs__cuda_ipc_export(gs_chunkops_ctx_h ctx, gs_ipc_handle_t *handle_p,
+                                       void **base_p, size_t *size_p)
+{
+    gs_status_t st;
+    if (ctx == NULL || handle_p == NULL || base_p == NULL || size_p == NULL)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "cuda ipc_export: NULL argument");
+    if ((st = gs__cuda_use(ctx)) != GS_OK) return st;
+    pthread_mutex_lock(&ctx->lock);
+    if (!ctx->ipc_exported) {
+        cudaError_t e = cudaIpcGetMemHandle(&ctx->ipc_handle, ctx->arena_mem);
+        if (e != cudaSuccess) {
+            (void)cudaGetLastError();
+            pthread_mutex_unlock(&ctx->lock);
+            return gs__cuda_error((int)e, "cudaIpcGetMemHandle(arena)");
+        }
+        ctx->ipc_exported = 1;
+    }
+    memset(handle_p, 0, sizeof(*handle_p));
+    memcpy(handle_p->bytes, &ctx->ipc_handle, sizeof(ctx->ipc_handle));
+    pthread_mutex_unlock(&ctx->lock);
+    *base_p = ctx->arena_mem;
+    *size_p = ctx->arena_size;
+    return GS_OK;
+}
+
+static gs_status_t gs__cuda_ipc_open(gs_chunkops_ctx_h ctx, const gs_ipc_handle_t *handle,
+                                     void **ptr_p)
+{
+    cudaIpcMemHandle_t h;
+    void *p = NULL;
+    gs_status_t st;
+    if (ctx == NULL || handle == NULL || ptr_p == NULL)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "cuda ipc_open: NULL argument");
+    if ((st = gs__cuda_use(ctx)) != GS_OK) return st;
+    memcpy(&h, handle->bytes, sizeof(h));
+    GS__CUDA_CALL(cudaIpcOpenMemHandle(&p, h, cudaIpcMemLazyEnablePeerAccess));
+    *ptr_p = p;
+    return GS_OK;
+}
+
+static void gs__cuda_ipc_close(gs_chunkops_ctx_h ctx, void *ptr)
+{
+    if (ctx == NULL || ptr == NULL || gs__cuda_use(ctx) != GS_OK) return;
+    if (cudaIpcCloseMemHandle(ptr) != cudaSuccess) (void)cudaGetLastError();
+}
+
+static gs_status_t gs__cuda_copy_device(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream,
+                                        void *dst, const void *src, size_t nbytes)
+{
+    return gs__cuda_memcpy("copy_device", ctx, stream, dst, src, nbytes, cudaMemcpyDefault);
+}
+
 const gs_chunkops_ops_t gs_chunkops_cuda_ops = {
     .name = "cuda",
     .ctx_create = gs__cuda_ctx_create,
@@ -606,6 +666,10 @@ const gs_chunkops_ops_t gs_chunkops_cuda_ops = {
     .fused = gs__cuda_fused,
     .combine = gs__cuda_combine,
     .copy = gs__cuda_copy,
+    .ipc_export = gs__cuda_ipc_export,
+    .ipc_open = gs__cuda_ipc_open,
+    .ipc_close = gs__cuda_ipc_close,
+    .copy_device = gs__cuda_copy_device,
     .notify = gs__cuda_notify,
     .sync = gs__cuda_sync,
 };
