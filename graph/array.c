@@ -717,3 +717,20 @@ gs_status_t gs_array_get_persisted(gs_array_h a, uint64_t *nblocks_p, gs_key_t *
     *keys_p = k;
     return GS_OK;
 }
+
+/* ---- node construction for the other graph files (graph_internal.h) ---- */
+
+struct gs_array *gs__array_node_new(int32_t kind, int32_t ndim)
+{
+    return gs__node_new(kind, ndim);
+}
+
+void gs__array_node_free(struct gs_array *n)
+{
+    gs__node_free_one(n);
+}
+
+gs_status_t gs__array_node_finish(struct gs_array *n)
+{
+    return gs__node_finish_grid(n);
+}

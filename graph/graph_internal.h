@@ -30,7 +30,9 @@ typedef enum gs__node_kind {
     GS__NODE_SCALAR_BINARY,   /* scalar OP a */
     GS__NODE_SLICE,
     GS__NODE_TRANSPOSE,
-    GS__NODE_REDUCE
+    GS__NODE_REDUCE,
+    GS__NODE_RECHUNK,         /* in[0] with another chunk grid (lower_copy.c) */
+    GS__NODE_CONCAT           /* in[0] ++ in[1] along u.cat.axis (lower_copy.c) */
 } gs__node_kind_t;
 
 /* Persisted chunks of a node (guarded by the module's persist lock). */
@@ -76,6 +78,12 @@ struct gs_array {
             int32_t split_every;
             double ddof;
         } red;
+        struct {                 /* CONCAT: the inputs one after the other along output axis
+                                    `axis`; expand[k]: input k lacks that axis and takes one
+                                    position on it (stack). ninputs 1 or 2 */
+            int32_t axis;
+            uint8_t expand[2];
+        } cat;
     } u;
 };
 
@@ -88,6 +96,15 @@ static inline int gs__node_is_generator(const struct gs_array *n)
 /* Copy the persisted keys of @a n (NULL *keys_p when not persisted). */
 gs_status_t gs__array_persist_snapshot(const struct gs_array *n, uint64_t *nblocks_p,
                                        gs_key_t **keys_p);
+
+/* Node construction for node kinds built outside array.c (one reference, unique id, the given
+ * kind and grid ndim, everything else zero; NULL when out of memory). Free an unfinished node
+ * (no references handed out yet) with gs__array_node_free(): it releases the grid bounds and
+ * whatever array.c's own kinds own, but not the inputs. gs__array_node_finish() checks the element
+ * and chunk counts of the node's grid (bounds set) and sets n->size; GS_ERR_INVALID_PARAM. */
+struct gs_array *gs__array_node_new(int32_t kind, int32_t ndim);
+void gs__array_node_free(struct gs_array *n);
+gs_status_t gs__array_node_finish(struct gs_array *n);
 
 /* Whether @a n is persisted now (it may change at any time). */
 int gs__array_is_persisted(const struct gs_array *n);
@@ -172,6 +189,12 @@ struct gs_layer {
             double *data;               /* chunk order */
             int64_t *off;               /* [nblocks + 1] offsets of each block in data */
         } lit;
+        struct {                        /* COPY (layer_copy.c): explicit inputs and pieces */
+            int64_t *ioff;              /* [nblocks + 1]: block b's inputs in_len[ioff[b]..) */
+            int64_t *in_len;            /* expected elements of each input */
+            int64_t *poff;              /* [nblocks + 1]: block b's pieces pieces[poff[b]..) */
+            struct gs__cpiece *pieces;
+        } cp;
     } u;
 };
 

@@ -1,5 +1,6 @@
 /* Layers: accessors, structural checks, block resolution and instantiation of kernels. */
 #include "graph/graph_internal.h"
+#include "graph/copy_int.h"
 
 #include <math.h>
 #include <string.h>
@@ -25,6 +26,9 @@ void gs_layer_free(gs_layer_t *l)
     case GS_LAYER_LITERAL:
         gs_free(l->u.lit.data);
         gs_free(l->u.lit.off);
+        break;
+    case GS_LAYER_COPY:
+        gs__copy_free(l);
         break;
     default:
         break;
@@ -199,6 +203,9 @@ gs_status_t gs__layer_check(const gs_layer_t *l)
             goto bad;
         }
         break;
+    case GS_LAYER_COPY:
+        if (!gs__copy_check(l, &why)) goto bad;
+        break;
     default:
         why = "unsupported layer kind";
         goto bad;
@@ -311,6 +318,8 @@ int gs_layer_ninputs(const gs_layer_t *l, uint64_t block)
     }
     case GS_LAYER_LITERAL:
         return 0;
+    case GS_LAYER_COPY:
+        return gs__copy_ninputs(l, block);
     default:
         return -1;
     }
@@ -340,6 +349,7 @@ uint64_t gs_layer_out_nbytes(const gs_layer_t *l, uint64_t block)
                (uint64_t)(l->u.c.finalize ? 1 : gs_redop_width((gs_redop_t)l->u.c.redop)) *
                sizeof(double);
     case GS_LAYER_LITERAL:
+    case GS_LAYER_COPY:
         gs_grid_block_region(&l->grid, block, start, shape);
         return (uint64_t)gs_region_size(l->grid.ndim, shape) * sizeof(double);
     default:
@@ -467,6 +477,11 @@ gs_status_t gs_layer_instantiate(const gs_layer_t *l, uint64_t block, int ninput
         t.u.host.data = l->u.lit.data + l->u.lit.off[block];
         t.u.host.len = l->u.lit.off[block + 1] - l->u.lit.off[block];
         t.u.host.out = out;
+        break;
+    case GS_LAYER_COPY:
+        t.kind = GS_KTASK_COPY;
+        if ((st = gs__copy_instantiate(l, block, ninputs, inputs, out, &t.u.copy)) != GS_OK)
+            return st;
         break;
     default:
         return gs_error_set(GS_ERR_UNSUPPORTED, "layer kind %d cannot be instantiated",

@@ -5,6 +5,9 @@
  *               [leaf...], [instr...]]
  *   COMBINE := [1, 1, grid (outer), redop, finalize (bool), ddof, nprev, split_every]
  *   LITERAL := [1, 2, grid, bin (chunk-ordered float64, little-endian)]
+ *   COPY    := [1, 3, grid, [block...]]  (one entry per block of grid; layer_copy.c)
+ *   block   := [[in_len...], [piece...]]
+ *   piece   := [slot, base, [stride...], [dst...], [size...]]  (ndim entries each)
  *   grid    := [[shape...], [[bounds of axis 0...], [bounds of axis 1...], ...]]
  *   leaf    := [kind, src, [off...], [step...], [perm...], [shape...], seed, p0, p1]
  *              (ndim = len(off); shape has ndim entries for random/index leaves, 0 for chunk)
@@ -14,6 +17,7 @@
  * (gs__layer_check) before it is returned, so a hostile layer cannot make instantiation read
  * out of bounds. */
 #include "graph/graph_internal.h"
+#include "graph/copy_int.h"
 #include "proto/mp.h"
 
 #include <stdio.h>
@@ -108,6 +112,13 @@ gs_status_t gs_layer_encode(const gs_layer_t *l, gs_buf_t *out)
         gs_mp_write_bin(&w, l->u.lit.data, (size_t)n * sizeof(double));
         break;
     }
+    case GS_LAYER_COPY:
+        gs_mp_write_array(&w, 4);
+        gs_mp_write_u64(&w, GS__LAYER_VERSION);
+        gs_mp_write_u64(&w, (uint64_t)l->kind);
+        gs__enc_grid(&w, &l->grid);
+        gs__copy_encode_body(&w, l);
+        break;
     default:
         return gs_error_set(GS_ERR_UNSUPPORTED, "cannot encode a layer of kind %d", (int)l->kind);
     }
@@ -291,7 +302,7 @@ gs_status_t gs_layer_decode(const void *data, size_t len, gs_layer_t **l_p)
         gs_mp_fail(&r, "unsupported layer version");
         goto err;
     }
-    if (kind >= GS_LAYER_KIND_COUNT || kind == GS_LAYER_COPY) {
+    if (kind >= GS_LAYER_KIND_COUNT) {
         gs_mp_fail(&r, "unsupported layer kind");
         goto err;
     }
@@ -307,6 +318,9 @@ gs_status_t gs_layer_decode(const void *data, size_t len, gs_layer_t **l_p)
         break;
     case GS_LAYER_COMBINE:
         if (!gs__dec_combine(&r, l)) goto err;
+        break;
+    case GS_LAYER_COPY:
+        if (!gs__dec_grid(&r, &l->grid) || !gs__copy_decode_body(&r, l)) goto err;
         break;
     default:
         if (!gs__dec_literal(&r, l)) goto err;

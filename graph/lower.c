@@ -648,6 +648,12 @@ static gs_status_t lw_build_layers(lw_t *w, int64_t root)
         } else {
             switch (e->n->kind) {
             /* matrix and data-movement node kinds: their builders (lower_*.c) go here */
+            case GS__NODE_RECHUNK:
+                st = gs__lw_build_rechunk(w, i, &li);
+                break;
+            case GS__NODE_CONCAT:
+                st = gs__lw_build_concat(w, i, &li);
+                break;
             default:
                 st = gs_error_set(GS_ERR_INTERNAL, "lowering has no builder for node kind %d",
                                   (int)e->n->kind);

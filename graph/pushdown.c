@@ -36,6 +36,7 @@
 #include "common/hashmap.h"
 #include "common/vec.h"
 #include "graph/graph_internal.h"
+#include "graph/copy_int.h"
 
 #include <string.h>
 
@@ -488,6 +489,13 @@ static gs_status_t pd_rebuild(const struct gs_array *n, struct gs_array *a, stru
         st = gs_array_reduce((gs_redop_t)n->u.red.op, a, &rp, out_p);
         break;
     }
+    case GS__NODE_RECHUNK:
+        st = gs__array_rechunk_grid(a, &n->grid, out_p);
+        break;
+    case GS__NODE_CONCAT:
+        st = gs__array_concat_node(a, b, n->u.cat.axis, n->u.cat.expand[0], n->u.cat.expand[1],
+                                   out_p);
+        break;
     default:
         return gs_error_set(GS_ERR_INTERNAL, "slice pushdown cannot rebuild a %d node",
                             (int)n->kind);

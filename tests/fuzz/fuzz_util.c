@@ -6,6 +6,7 @@
 #include "common/alloc.h"
 #include "common/log.h"
 #include "graph/graph_internal.h"
+#include "graph/copy_int.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -88,6 +89,15 @@ gs_status_t fz_block_inputs(const gs_layer_t *l, uint64_t block, int *n_p, int64
     case GS_LAYER_LITERAL:
         *n_p = 0;
         return GS_OK;
+    case GS_LAYER_COPY: {
+        int n = gs__copy_ninputs(l, block);
+        const int64_t *cl = gs__copy_in_lens(l, block);
+        if (n < 0 || n > GS_KERNEL_MAX_PIECES)
+            FZ_BUG("copy block %llu expects %d inputs", (unsigned long long)block, n);
+        for (int i = 0; i < n; i++) lens[i] = cl[i];
+        *n_p = n;
+        return GS_OK;
+    }
     default:
         return gs_error_set(GS_ERR_UNSUPPORTED, "layer kind");
     }

@@ -140,6 +140,40 @@ gs_status_t gs_array_slice(gs_array_h a, int n, const gs_slice_t *s, gs_array_h 
 /** Permute axes: out axis i is input axis perm[i]; @a perm NULL reverses the axes. */
 gs_status_t gs_array_transpose(gs_array_h a, const int *perm, gs_array_h *out_p);
 
+/* ---- moving data between chunks ----
+ * These build nodes whose chunks are assembled from pieces of other chunks (COPY tasks on the
+ * workers). Transposes and slices need none of this: they read their input chunks in place,
+ * inside the consumer's fused kernel (x + x.T reads chunks (i, j) and (j, i)). */
+
+/** @a a with a new chunking. chunks[ax] per axis: >= 1 regular chunks of that length (the last
+ *  one shorter; a length >= the axis gives one chunk), -1 one chunk for the whole axis, 0 keep
+ *  @a a's chunks on that axis. NULL only for ndim 0. Returns a new reference to @a a itself when
+ *  nothing changes. Output blocks that would gather more than GS_KERNEL_MAX_PIECES input pieces
+ *  (tiny chunks into huge ones) are built through intermediate chunkings.
+ *  Errors: GS_ERR_INVALID_PARAM (NULL arguments, chunks[ax] < -1), GS_ERR_NO_MEMORY. */
+gs_status_t gs_array_rechunk(gs_array_h a, const int64_t *chunks, gs_array_h *out_p);
+
+/** @a a with explicit chunk boundaries: for each axis either bounds[ax] = NULL (keep @a a's
+ *  chunks) or nchunks[ax] chunks with boundaries bounds[ax][0..nchunks[ax]], strictly
+ *  increasing from 0 to the axis length (an empty axis: nchunks 1, bounds {0, 0}). Both arrays
+ *  are borrowed (copied). Otherwise as gs_array_rechunk(). */
+gs_status_t gs_array_rechunk_bounds(gs_array_h a, const int64_t *nchunks,
+                                    const int64_t *const *bounds, gs_array_h *out_p);
+
+/** Join @a n >= 1 arrays (borrowed handles in @a arrays[0..n)) along existing @a axis
+ *  (negative counts from the end), like np.concatenate. All must have the same ndim (>= 1) and
+ *  the same size on every other axis. Output chunks: each operand's chunks along @a axis one
+ *  after the other; on the other axes the union of the operands' boundaries. n = 1 returns a
+ *  new reference to arrays[0]. Errors: GS_ERR_INVALID_PARAM (n < 1, NULL arrays, ndim or shape
+ *  mismatch naming the array and axis, axis out of range), GS_ERR_NO_MEMORY. */
+gs_status_t gs_array_concatenate(int n, const gs_array_h *arrays, int axis, gs_array_h *out_p);
+
+/** Join @a n >= 1 arrays of identical shape along a new axis @a axis of the result
+ *  (-(ndim+1) <= axis <= ndim), like np.stack: result ndim = ndim + 1 <= GS_MAX_NDIM, one chunk
+ *  per operand along the new axis, the union of the operands' boundaries elsewhere. Errors as
+ *  gs_array_concatenate(). */
+gs_status_t gs_array_stack(int n, const gs_array_h *arrays, int axis, gs_array_h *out_p);
+
 /* ---- reductions ---- */
 
 #define GS_REDUCE_FIELD_AXIS 0x1u
