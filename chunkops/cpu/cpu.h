@@ -24,6 +24,11 @@ struct gs_chunkops_stream {
 gs_status_t gs__cpu_fused_run(const gs_kfused_t *k);
 void gs__cpu_combine_run(const gs_kcombine_t *k);
 void gs__cpu_copy_run(const gs_kcopy_t *k);
+/* LINALG (cpu_linalg.c): the vtable entry (validates), and the BLAS thread count set at
+ * context creation from params.nthreads. */
+gs_status_t gs__cpu_linalg(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream,
+                           const gs_klinalg_t *k);
+void gs__cpu_linalg_threads(int nthreads);
 
 /* Batched random generation: out[i] = gs_random_normal(seed, idx[i], mean, std) (resp.
  * uniform), identical to the scalar definition in chunkops/random.h. */

@@ -44,6 +44,7 @@ static gs_status_t gs__cpu_ctx_create(const gs_chunkops_params_t *params, gs_chu
     atomic_init(&ctx->used, 0);
     atomic_init(&ctx->nallocs, 0);
     atomic_init(&ctx->nstreams, 0);
+    gs__cpu_linalg_threads(ctx->nthreads);
     *ctx_p = ctx;
     return GS_OK;
 }
@@ -213,6 +214,7 @@ const gs_chunkops_ops_t gs_chunkops_cpu_ops = {
     .fused = gs__cpu_fused,
     .combine = gs__cpu_combine,
     .copy = gs__cpu_copy,
+    .linalg = gs__cpu_linalg,
     .notify = gs__cpu_notify,
     .sync = gs__cpu_sync,
 };
