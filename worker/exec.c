@@ -355,6 +355,7 @@ void gs__wexec_assign(gs_worker_t *w, const gs_msg_task_assign_t *m)
         t->ndeps = (uint32_t)nd;
         {
             int badkey = 0;
+            uint64_t in_bytes = 0;
             for (uint64_t k = 0; k < nd; k++) {
                 gs_wdep_t *d = &t->deps[k];
                 d->graph = m->dep_keys[2 * (d0 + k)];
@@ -362,13 +363,16 @@ void gs__wexec_assign(gs_worker_t *w, const gs_msg_task_assign_t *m)
                 d->worker = m->dep_worker[d0 + k];
                 d->nbytes = m->dep_nbytes[d0 + k];
                 if (d->graph >= GS_U64MAP_TOMB || d->task >= GS_U64MAP_TOMB) badkey = 1;
+                in_bytes += d->nbytes < GS_W_SMALL_TASK_BYTES ? d->nbytes : GS_W_SMALL_TASK_BYTES;
             }
+            t->small = in_bytes < GS_W_SMALL_TASK_BYTES;
             if (badkey) {
                 gs__wtask_fail(w, t, GS_ERR_INVALID_PARAM, "a dependency key is reserved");
                 continue;
             }
         }
         t->out_nbytes = gs_layer_out_nbytes(t->layer, t->block);
+        t->small = t->small && t->out_nbytes <= GS_W_SMALL_TASK_BYTES;
     }
     GS_VEC_FREE(&bad);
     g->nowned--;
@@ -662,8 +666,9 @@ static void gs__wexec_dispatch(gs_worker_t *w)
     gs_wtask_t *head = NULL, *tail = NULL;
     int n = 0;
 
-    while (!gs__wlist_empty(&w->ready_q) && w->nrunning < (uint64_t)w->slots) {
+    while (!gs__wlist_empty(&w->ready_q) && w->nrunning < (uint64_t)w->small_slots) {
         gs_wtask_t *t = GS_WCONTAINER(w->ready_q.next, gs_wtask_t, link);
+        if (!t->small && w->nrunning >= (uint64_t)w->slots) break;   /* FIFO: no overtaking */
         gs__wlist_del(&t->link);
         t->state = GS_WTASK_RUNNING;
         w->nrunning++;
@@ -704,9 +709,10 @@ void gs__wexec_pump(gs_worker_t *w)
     /* blocked on memory and nothing freed or queued since the last scan: nothing to try */
     if (w->mem_blocked_since && w->blocked_epoch == w->admit_epoch) goto dispatch;
     e = w->admit_q.next;
-    while (e != &w->admit_q && w->nadmitted < w->max_admitted) {
+    while (e != &w->admit_q && w->nadmitted < w->max_admitted_small) {
         gs_wtask_t *t = GS_WCONTAINER(e, gs_wtask_t, link);
         gs_wlink_t *next = e->next;   /* admitting or failing t touches no other queued task */
+        if (!t->small && w->nadmitted >= w->max_admitted) break;
         if (gs__wtask_admit(w, t) == GS_INPROGRESS) {
             if (head) {
                 if (w->mem_blocked_task != t || w->mem_blocked_since == 0) {
@@ -931,6 +937,14 @@ gs_status_t gs__wexec_init(gs_worker_t *w)
     }
     /* Admit a little ahead of execution so inputs are fetched while kernels run. */
     w->max_admitted = (uint64_t)w->slots * 2 + 4;
+    /* Tiny tasks (inputs and output under GS_W_SMALL_TASK_BYTES) run in microseconds: with only
+     * a few queued per thread, threads idle while the loop turns around completions. They may
+     * run GS_W_SMALL_DEPTH deep per thread (in streams mode: per stream); they hold little
+     * memory, and the FIFO order is kept (a big task waits for a normal slot and blocks the
+     * tiny ones behind it). */
+    w->small_slots = (w->streams_mode ? w->nstreams : w->nthreads) * GS_W_SMALL_DEPTH;
+    if (w->small_slots < w->slots) w->small_slots = w->slots;
+    w->max_admitted_small = (uint64_t)w->small_slots * 2 + 4;
     return GS_OK;
 }
 

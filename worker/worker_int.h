@@ -19,6 +19,8 @@
 #define GS_W_DONE_FLUSH 4096       /* flush TASK_DONE early past this many entries */
 #define GS_W_ERRLEN 512
 #define GS_W_SKIP_AHEAD 65536      /* queued tasks tried past a head blocked on memory */
+#define GS_W_SMALL_TASK_BYTES 65536   /* a task reading and writing less is "small" */
+#define GS_W_SMALL_DEPTH 256       /* small tasks dispatched per kernel thread / stream */
 #define GS_W_PRODUCER_QUARTERS 3   /* tasks without inputs fill at most 3/4 of the memory */
 #define GS_W_RESERVE_IDLE_NS 100000000ull  /* blocked and idle this long: lift the reserve */
 #define GS_W_IDLE_GRAPHS 256       /* idle graphs whose layers stay cached */
@@ -110,6 +112,7 @@ struct gs_wtask {
     uint32_t nwait;           /* inputs not READY yet */
     uint8_t state;
     uint8_t canceled;
+    uint8_t small;            /* inputs and output under GS_W_SMALL_TASK_BYTES */
     int stream;               /* streams mode: index; -1 otherwise */
     gs_wdep_t *deps;
     gs_wdep_t deps_inline[GS_W_INLINE_DEPS];
@@ -308,7 +311,9 @@ struct gs_worker {
     gs_wlink_t ready_q;                /* READY tasks, FIFO */
     uint64_t nqueued, nadmitted, nrunning;
     uint64_t max_admitted;
+    uint64_t max_admitted_small;       /* admission limit while the queue head is small */
     int slots;                         /* max running */
+    int small_slots;                   /* max running while the ready head is small */
     uint64_t mem_blocked_since;        /* 0: admission not blocked on memory */
     gs_wtask_t *mem_blocked_task;      /* the head task that is blocked */
     uint64_t admit_epoch;              /* bumped when memory is freed or tasks are queued */
