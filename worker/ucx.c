@@ -325,6 +325,10 @@ ucs_status_t gs__wsend_post(gs_worker_t *w, gs_wsend_t *s, ucp_ep_h ep, unsigned
     p.cb.send = gs__wsend_ucp_cb;
     p.user_data = s;
     p.flags = flags;
+    if (s->payload_cuda && payload != NULL) {
+        p.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMORY_TYPE;
+        p.memory_type = UCS_MEMORY_TYPE_CUDA;
+    }
     r = ucp_am_send_nbx(ep, am_id, s->header.data + GS_PROTO_FRAME_HEADER,
                         s->header.len - GS_PROTO_FRAME_HEADER, payload, len, &p);
     if (r == NULL) return UCS_OK;
@@ -621,6 +625,10 @@ static ucs_status_t gs__wam_data(void *arg, const void *header, size_t header_le
                         (unsigned long long)f->chunk->nbytes);
         goto out;
     }
+    if (f->host == NULL && rndv && w->ucx_cuda && len >= GS_W_UCX_CUDA_MIN) {
+        f->host = f->chunk->ptr;      /* device memory: UCX receives into it */
+        f->dev_recv = 1;
+    }
     if (f->host == NULL) {
         f->host = gs_malloc(len ? len : 1, "fetch staging");
         if (f->host == NULL) {
@@ -799,6 +807,13 @@ static void gs__wserve(gs_worker_t *w, gs_wdefer_t *d)
     }
     gs__wchunk_ref(c);
     s->chunk = c;
+    if (w->streams_mode && w->ucx_cuda && c->nbytes >= GS_W_UCX_CUDA_MIN) {
+        /* UCX moves device memory itself (cuda_copy / cuda_ipc / GPUDirect RDMA) */
+        s->host = c->ptr;
+        s->payload_cuda = 1;
+        gs__wserve_post(w, s, gs__wserve_ep(w, d->from_worker, d->reply_ep));
+        return;
+    }
     if (w->streams_mode) {
         gs_status_t status = gs__wsend_stage(w, s);
         if (status != GS_OK) {
@@ -889,6 +904,10 @@ static void gs__wucx_run_deferred(gs_worker_t *w)
                 p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
                 p.cb.recv_am = gs__wrecv_cb;
                 p.user_data = f;
+                if (f->dev_recv) {
+                    p.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMORY_TYPE;
+                    p.memory_type = UCS_MEMORY_TYPE_CUDA;
+                }
                 r = ucp_am_recv_data_nbx(w->ucp_worker, d->desc, f->host, d->len, &p);
                 if (r == NULL) {
                     f->state = GS_WFETCH_REQUESTED;
@@ -1052,9 +1071,11 @@ gs_status_t gs__wucx_init(gs_worker_t *w)
         if (w->streams_mode && !(ca.memory_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)))
             GS_LOG_INFO("ucx memory types: %s; device chunks are staged through host buffers",
                         types);
-        else if (w->streams_mode)
-            GS_LOG_INFO("ucx memory types: %s (cuda supported; chunks are still staged through "
-                        "host buffers)", types);
+        else if (w->streams_mode) {
+            w->ucx_cuda = 1;
+            GS_LOG_INFO("ucx memory types: %s: device chunks go to UCX directly (rendezvous); "
+                        "small ones are staged", types);
+        }
         else
             GS_LOG_DEBUG("ucx memory types: %s", types);
     }

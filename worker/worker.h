@@ -34,10 +34,12 @@
  * size). Transports are UCX's defaults (UCX_TLS is not set). Endpoints use peer-failure
  * handling, which UCX 1.13 supports only on tcp among the transports of one host, so two
  * workers of one host talk over tcp unless ucx_shm is set (see there). In streams mode chunk
- * memory is device memory and every transfer is staged through a host buffer (copy_to_host /
- * copy_from_host on a stream), whatever UCX reports for memory types (logged at start),
- * except between CUDA workers of one host: those move chunks with CUDA IPC (worker/ipc.c: the
- * owner lends its device memory, the fetcher copies it peer-to-peer over NVLink/PCIe).
+ * memory is device memory. The path is chosen per pair of workers:
+ *  - CUDA workers of one host: CUDA IPC (worker/ipc.c: the owner lends its device memory, the
+ *    fetcher copies it peer-to-peer over NVLink/PCIe);
+ *  - UCX reporting CUDA memory support (ucp_context_query memory types, logged at start):
+ *    chunks of >= 1 MiB go to UCX as device pointers (rendezvous);
+ *  - otherwise: staged through a host buffer (copy_to_host / copy_from_host on a stream).
  *
  * Contract with gsched (what a scheduler must do, besides proto/msg.h):
  *  - tasks are assigned when all their dependencies exist somewhere; a dependency whose

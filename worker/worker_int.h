@@ -19,6 +19,7 @@
 #define GS_W_DONE_FLUSH 4096       /* flush TASK_DONE early past this many entries */
 #define GS_W_ERRLEN 512
 #define GS_W_SKIP_AHEAD 65536      /* queued tasks tried past a head blocked on memory */
+#define GS_W_UCX_CUDA_MIN (1u << 20)  /* device chunks this big go to UCX unstaged */
 #define GS_W_SMALL_TASK_BYTES 65536   /* a task reading and writing less is "small" */
 #define GS_W_SMALL_DEPTH 256       /* small tasks dispatched per kernel thread / stream */
 #define GS_W_PRODUCER_QUARTERS 3   /* tasks without inputs fill at most 3/4 of the memory */
@@ -145,6 +146,7 @@ struct gs_wfetch {
     void *recv_req;           /* outstanding ucp receive request */
     int stream;               /* staging stream */
     uint8_t path;             /* gs_wpath_t the bytes came over */
+    uint8_t dev_recv;         /* UCX receives straight into device memory (host = chunk) */
     uint64_t ipc_lease;       /* CUDA IPC: the owner's lease to give back (0 none) */
     uint64_t ipc_owner;       /* CUDA IPC: the owner's worker id */
 };
@@ -230,6 +232,7 @@ typedef struct gs_wsend {
     void *ucp_req;
     gs_buf_t header;          /* encoded header (must live until UCX completes) */
     uint8_t is_request;       /* a FETCH_REQ (req_id names the fetch) */
+    uint8_t payload_cuda;     /* host is device memory: UCX with CUDA memory support */
 } gs_wsend_t;
 
 typedef enum gs_wstate {
@@ -262,6 +265,7 @@ struct gs_worker {
     int streams_mode;         /* 1: GS_WORKER_EXEC_STREAMS */
     int ucx_shm;              /* endpoints without peer-failure handling (shm transports) */
     int no_ipc;               /* CUDA IPC disabled by configuration */
+    int ucx_cuda;             /* streams mode and UCX reports CUDA memory support */
     uint64_t memory_limit_req;
     uint32_t connect_timeout_ms, fetch_timeout_ms, memory_wait_ms, heartbeat_req_ms;
 
