@@ -172,6 +172,11 @@ static void gs__graph_free_arrays(gs__graph_t *g)
     gs_free(g->ext_rdep_off);
     gs_free(g->ext_rdeps);
     gs_u64map_cleanup(&g->ext_index);
+    if (g->replicas.len > 0) {
+        gs_assert(g->s->nreplica_graphs > 0);
+        g->s->nreplica_graphs--;
+    }
+    gs_u64map_cleanup(&g->replicas);
     gs_free(g->srcs);
     GS_VEC_FREE(&g->users);
     gs_free(g->prio);
@@ -376,12 +381,40 @@ static void gs__queue_release(gs__worker_t *w, uint64_t graph, uint64_t task)
     w->release_keys.data[w->release_keys.len++] = task;
 }
 
+/* Replica holders of chunk @a t (0 when none). */
+static inline uint64_t gs__replica_mask(const gs__graph_t *g, uint32_t t)
+{
+    uint64_t m;
+    if (g->replicas.len == 0 || !gs_u64map_get(&g->replicas, t, &m)) return 0;
+    return m;
+}
+
+static void gs__replica_set(gs_sched_t *s, gs__graph_t *g, uint32_t t, uint64_t mask)
+{
+    size_t before = g->replicas.len;
+    if (mask == 0) {
+        gs_u64map_del(&g->replicas, t);
+    } else if (gs_u64map_put(&g->replicas, t, mask) != GS_OK) {
+        GS_LOG_ERROR("out of memory recording a replica of chunk (%" PRIu64 ", %u)", g->id, t);
+    }
+    if (before == 0 && g->replicas.len > 0) s->nreplica_graphs++;
+    if (before > 0 && g->replicas.len == 0) s->nreplica_graphs--;
+}
+
 static void gs__release_chunk(gs_sched_t *s, gs__graph_t *g, uint32_t t)
 {
     uint32_t slot = g->where[t];
+    uint64_t mask = gs__replica_mask(g, t);
     gs_assert(g->state[t] == GS__TS_MEMORY);
     gs__root_uncount(s, g, t);
     if (slot < s->nslots && s->slots[slot] != NULL) gs__queue_release(s->slots[slot], g->id, t);
+    if (mask != 0) {
+        for (uint64_t m = mask; m != 0; m &= m - 1) {
+            uint32_t r = (uint32_t)__builtin_ctzll(m);
+            if (r < s->nslots && s->slots[r] != NULL) gs__queue_release(s->slots[r], g->id, t);
+        }
+        gs__replica_set(s, g, t, 0);
+    }
     if (slot < g->ngw && g->gw[slot].nheld > 0) g->gw[slot].nheld--;
     g->state[t] = GS__TS_RELEASED;
     g->where[t] = GS__NO_WORKER;
@@ -881,6 +914,7 @@ gs_status_t gs__graph_submit(gs_sched_t *s, gs__peer_t *client, const gs_msg_gra
     g->nlayers = m->nlayers;
     g->progress_sent = UINT64_MAX;
     gs_u64map_init(&g->ext_index);
+    gs_u64map_init(&g->replicas);
 
     /* externals: resolve, de-duplicate */
     if (m->nexternals > 0) {
@@ -1140,62 +1174,115 @@ static int gs__has_refill_room(gs_sched_t *s, gs__worker_t *w)
     return 1;
 }
 
-/* A task whose live input holder has no queue room waits for that holder, instead of going to
- * another worker, when the holder keeps at least this many of its input bytes: moving them would
- * cost more than the wait (a 200 MB chunk staged over loopback TCP takes ~0.1 s, far longer than
- * a queue slot on the holder). Until placement weighs measured per-pair bandwidth against queue
- * length (issue 5), this threshold is the rule. */
-#define GS__STICKY_BYTES (4ull << 20)
+/* Refill room without marking the worker as being filled (see gs__has_refill_room). */
+static inline int gs__refill_ok(const gs_sched_t *s, const gs__worker_t *w)
+{
+    if (w->fill_tick == s->tick) return w->outstanding < w->cap;
+    return w->outstanding + w->refill <= w->cap;
+}
 
-/* Pick a worker for ready task t: the one holding most input bytes if it has room, else the
- * least loaded (relative to its queue bound) with room. NULL if no worker has room, or, with
- * *wait_p set, when t should wait for its busy holder (GS__STICKY_BYTES). */
+/* Queued work of @a w in ns: tasks sent and not reported, per thread, at its measured kernel time. */
+static inline double gs__queue_ns(const gs__worker_t *w)
+{
+    return (double)w->outstanding * w->ns_per_task / (double)w->nthreads;
+}
+
+/* Input @a j of task @a t: primary holder, replica holders, size. */
+static inline void gs__input_of(const gs__graph_t *g, uint32_t d, gs__input_t *in)
+{
+    const gs__graph_t *eg = g;
+    uint32_t et = d;
+    if (d >= g->ntasks) {
+        eg = g->ext_graph[d - g->ntasks];
+        et = g->ext_task[d - g->ntasks];
+    }
+    in->slot = eg->where[et];
+    in->nbytes = eg->nbytes[et];
+    in->mask = gs__replica_mask(eg, et);
+}
+
+/* Best source for moving an input to slot @a to: the holder with the highest estimated
+ * bandwidth (its estimate in *bw_p). Returns GS__NO_WORKER when no live holder exists. */
+static inline uint32_t gs__best_source(const gs_sched_t *s, const gs__input_t *in, uint32_t to, double *bw_p)
+{
+    uint32_t best = GS__NO_WORKER;
+    double bw = 0.0;
+    if (in->slot < s->nslots && s->slots[in->slot] != NULL) {
+        best = in->slot;
+        bw = s->bw[(size_t)in->slot * s->nslots + to];
+    }
+    for (uint64_t m = in->mask; m != 0; m &= m - 1) {
+        uint32_t r = (uint32_t)__builtin_ctzll(m);
+        double b;
+        if (r >= s->nslots || s->slots[r] == NULL) continue;
+        b = s->bw[(size_t)r * s->nslots + to];
+        if (best == GS__NO_WORKER || b > bw) {
+            best = r;
+            bw = b;
+        }
+    }
+    *bw_p = bw;
+    return best;
+}
+
+/* Pick a worker for ready task t by the transfer-cost model (sched.h): for every live worker W,
+ *   cost(W) = queue(W) + sum over the inputs W lacks of (latency + bytes / bw(best holder -> W)),
+ * queue(W) = tasks queued on W x its measured kernel time / its threads. The cheapest worker
+ * with room (queue room for an input holder; refill room for others) is chosen. A task waits
+ * (NULL with *wait_p set) when some input holder without room would still finish it sooner
+ * counting the bandwidth term only, i.e. when moving its bytes costs more than waiting for a
+ * queue slot there; the latency term is left out of that comparison so that tiny inputs never
+ * pin a task. Tasks without inputs go to the least loaded worker with refill room. NULL
+ * without *wait_p when no worker has room. O(workers x inputs), no allocation once the input
+ * scratch has grown to the largest fan-in. */
 static gs__worker_t *gs__choose(gs_sched_t *s, gs__graph_t *g, uint32_t t, int *wait_p)
 {
     uint32_t lo = g->dep_off[t], hi = g->dep_off[t + 1];
     gs__worker_t *best = NULL;
 
     *wait_p = 0;
-    if (hi > lo) {
-        uint64_t best_bytes = 0;
-        s->scratch_slots.len = 0;
-        for (uint32_t j = lo; j < hi; j++) {
-            uint32_t d = g->deps[j], slot;
-            uint64_t nb;
-            if (d < g->ntasks) {
-                slot = g->where[d];
-                nb = g->nbytes[d];
-            } else {
-                gs__graph_t *eg = g->ext_graph[d - g->ntasks];
-                uint32_t et = g->ext_task[d - g->ntasks];
-                slot = eg->where[et];
-                nb = eg->nbytes[et];
-            }
-            if (slot >= s->nslots || s->slots[slot] == NULL) continue;
-            if (s->bytes_by_slot[slot] == 0) {
-                if (GS_VEC_PUSH(&s->scratch_slots, slot) != GS_OK) continue;
-            }
-            s->bytes_by_slot[slot] += nb + 1;
-        }
-        uint64_t busy_bytes = 0;
-        for (size_t i = 0; i < s->scratch_slots.len; i++) {
-            uint32_t slot = s->scratch_slots.data[i];
-            gs__worker_t *w = s->slots[slot];
-            if (gs__has_room(w)) {
-                if (s->bytes_by_slot[slot] > best_bytes) {
-                    best = w;
-                    best_bytes = s->bytes_by_slot[slot];
+    if (hi > lo && GS_VEC_RESERVE(&s->scratch_in, hi - lo) == GS_OK) {
+        gs__input_t *in = s->scratch_in.data;
+        uint32_t n = hi - lo;
+        double best_cost = 0.0, best_pin = 0.0, busy_pin = -1.0;
+        for (uint32_t j = 0; j < n; j++) gs__input_of(g, g->deps[lo + j], &in[j]);
+        for (uint32_t i = 0; i < s->nworkers; i++) {
+            gs__worker_t *w = s->live[i];
+            uint32_t ws = w->slot;
+            uint64_t bit = ws < 64 ? 1ull << ws : 0;
+            int holds = 0;
+            double xbw = 0.0, xlat = 0.0, q;
+            for (uint32_t j = 0; j < n; j++) {
+                double bw;
+                if (in[j].slot == ws || (in[j].mask & bit)) {
+                    holds = 1;
+                    continue;
                 }
-            } else if (s->bytes_by_slot[slot] > busy_bytes) {
-                busy_bytes = s->bytes_by_slot[slot];
+                if (gs__best_source(s, &in[j], ws, &bw) == GS__NO_WORKER) continue;
+                xbw += (double)in[j].nbytes / bw;
+                xlat += s->xfer_latency_ns;
             }
-            s->bytes_by_slot[slot] = 0;
+            q = gs__queue_ns(w);
+            if (gs__has_room(w) && (holds || gs__refill_ok(s, w))) {
+                double cost = q + xbw + xlat;
+                if (best == NULL || cost < best_cost ||
+                    (cost == best_cost &&
+                     (uint64_t)w->outstanding * best->cap < (uint64_t)best->outstanding * w->cap)) {
+                    best = w;
+                    best_cost = cost;
+                    best_pin = q + xbw;
+                }
+            } else if (holds && !gs__has_room(w)) {
+                double pin = q + xbw;
+                if (busy_pin < 0.0 || pin < busy_pin) busy_pin = pin;
+            }
         }
-        if (busy_bytes >= GS__STICKY_BYTES && busy_bytes > best_bytes) {
+        if (busy_pin >= 0.0 && best != NULL && busy_pin < best_pin) {
             *wait_p = 1;
             return NULL;
         }
-        if (best != NULL) return best;
+        if (best != NULL && best->fill_tick != s->tick) gs__has_refill_room(s, best);  /* mark filling */
+        return best;
     }
     for (uint32_t i = 0; i < s->nworkers; i++) {
         gs__worker_t *w = s->live[i];
@@ -1339,6 +1426,15 @@ static gs_status_t gs__assign(gs_sched_t *s, gs__graph_t *g, uint32_t t, gs__wor
             kt = g->ext_task[d - g->ntasks];
             slot = eg->where[kt];
             nb = eg->nbytes[kt];
+        }
+        if (s->nreplica_graphs > 0) {
+            /* with copies: the receiving worker's own copy, else the fastest holder */
+            gs__input_t in;
+            double bw;
+            gs__input_of(g, d, &in);
+            if (in.mask != 0) {
+                slot = (w->slot < 64 && (in.mask & (1ull << w->slot))) ? w->slot : gs__best_source(s, &in, w->slot, &bw);
+            }
         }
         w->b_dep_keys.data[w->b_dep_keys.len++] = kg;
         w->b_dep_keys.data[w->b_dep_keys.len++] = kt;
@@ -1705,10 +1801,28 @@ void gs__sched_worker_removed(gs_sched_t *s, gs__worker_t *w)
             }
         }
     }
-    /* pass 1b: chunks that were held there */
+    /* pass 1b: chunks that were held there (a chunk with a copy elsewhere survives: its first
+     * replica becomes the primary holder) */
     for (gs__graph_t *g = s->ghead; g != NULL; g = g->next) {
         if (g->phase == GS__GRAPH_FAILED) continue;
         for (uint32_t t = 0; t < g->ntasks; t++) {
+            if (g->replicas.len > 0 && g->state[t] == GS__TS_MEMORY) {
+                uint64_t mask = gs__replica_mask(g, t), bit = slot < 64 ? 1ull << slot : 0;
+                if (mask & bit) {
+                    mask &= ~bit;
+                    gs__replica_set(s, g, t, mask);
+                }
+                if (mask != 0 && g->where[t] == slot) {
+                    uint32_t r = (uint32_t)__builtin_ctzll(mask);
+                    gs__replica_set(s, g, t, mask & (mask - 1));
+                    g->where[t] = r;
+                    if (r < g->ngw) g->gw[r].nheld++;
+                    gs__root_sync_held(s, g, t);
+                    GS_LOG_INFO("chunk (%" PRIu64 ", %u) lost with worker %s survives on worker %s", g->id, t,
+                                w->name, s->slots[r] != NULL ? s->slots[r]->name : "?");
+                    continue;
+                }
+            }
             if (g->where[t] == slot && g->state[t] == GS__TS_MEMORY) {
                 g->state[t] = GS__TS_LOST;
                 g->where[t] = GS__NO_WORKER;
@@ -1736,6 +1850,275 @@ void gs__sched_worker_removed(gs_sched_t *s, gs__worker_t *w)
                 }
                 gs__reset_pending(s, g, t);
             }
+        }
+    }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Transfer model: bandwidth estimates per worker pair.                                       */
+
+#define GS__BW_EWMA 0.3                  /* weight of a new measurement */
+#define GS__BW_MIN_SAMPLE (256u * 1024u)  /* mean transfer size below which a report says more
+                                            about latency than bandwidth: ignored */
+
+static double gs__bw_prior(const gs_sched_t *s, const gs__worker_t *a, const gs__worker_t *b)
+{
+    int gpu = strcmp(a->backend, "cpu") != 0 && strcmp(b->backend, "cpu") != 0;
+    int local = strcmp(a->host, b->host) == 0;
+    return s->bw_prior[gpu ? (local ? GS__BW_GPU_LOCAL : GS__BW_GPU_REMOTE)
+                           : (local ? GS__BW_CPU_LOCAL : GS__BW_CPU_REMOTE)];
+}
+
+/* A worker took @a slot: every pair with it starts again from the priors. */
+void gs__bw_reset_slot(gs_sched_t *s, uint32_t slot)
+{
+    gs__worker_t *w = s->slots[slot];
+    for (uint32_t i = 0; i < s->nslots; i++) {
+        gs__worker_t *o = s->slots[i];
+        double prior = o != NULL ? gs__bw_prior(s, o, w) : s->bw_prior[GS__BW_CPU_REMOTE];
+        s->bw[(size_t)i * s->nslots + slot] = prior;
+        s->bw[(size_t)slot * s->nslots + i] = prior;
+        s->bw_measured[(size_t)i * s->nslots + slot] = 0;
+        s->bw_measured[(size_t)slot * s->nslots + i] = 0;
+    }
+}
+
+void gs__sched_bandwidth(gs_sched_t *s, gs__worker_t *w, const gs_msg_bandwidth_t *m)
+{
+    for (uint32_t k = 0; k < m->n; k++) {
+        gs__worker_t *src = NULL;
+        double sample;
+        size_t idx;
+        for (uint32_t i = 0; i < s->nworkers; i++) {
+            if (s->live[i]->id == m->peer[k]) src = s->live[i];
+        }
+        if (src == NULL || src == w || m->ns[k] == 0 || m->count[k] == 0) continue;   /* gone or meaningless */
+        if (m->bytes[k] / m->count[k] < GS__BW_MIN_SAMPLE) continue;
+        sample = (double)m->bytes[k] / (double)m->ns[k];
+        idx = (size_t)src->slot * s->nslots + w->slot;
+        s->st.bw_reports_total++;
+        if (!s->bw_measured[idx]) {
+            s->bw[idx] = sample;
+            s->bw_measured[idx] = 1;
+            GS_LOG_INFO("transfer %s -> %s: %.1f GB/s (%s)", src->name, w->name, sample,
+                        m->path[k].len > 0 ? (const char *)m->path[k].data : "unknown path");
+        } else {
+            s->bw[idx] = (1.0 - GS__BW_EWMA) * s->bw[idx] + GS__BW_EWMA * sample;
+            GS_LOG_DEBUG("transfer %s -> %s: %.1f GB/s measured, estimate %.1f GB/s", src->name, w->name, sample,
+                         s->bw[idx]);
+        }
+        if (s->bw[idx] < 1e-6) s->bw[idx] = 1e-6;   /* 1 kB/s floor: costs stay finite */
+    }
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Replicas (REPLICATE).                                                                      */
+
+static void gs__send_repl_done(gs_sched_t *s, gs__peer_t *client, uint64_t req, gs_status_t status,
+                               const char *text, uint64_t n, const uint64_t *keys, const uint64_t *nbytes)
+{
+    gs_msg_t msg;
+    memset(&msg, 0, sizeof msg);
+    msg.type = GS_MSG_REPLICATE_DONE;
+    msg.u.replicate_done.req_id = req;
+    msg.u.replicate_done.status = status;
+    msg.u.replicate_done.message.data = (const uint8_t *)text;
+    msg.u.replicate_done.message.len = text != NULL ? strlen(text) : 0;
+    msg.u.replicate_done.n = n;
+    msg.u.replicate_done.keys = keys;
+    msg.u.replicate_done.nbytes = nbytes;
+    gs__sched_send(s, client, &msg);
+}
+
+/* Client asks for copies of chunks on one worker. Every key must be a stored output chunk of a
+ * live persisted graph of this client ((G, GS_REPLICATE_ALL_OUTPUTS) = all of G's outputs).
+ * Chunks already on the target count as done; the others go to the target in one REPLICATE
+ * naming a holder of each; REPLICATE_DONE from the worker completes the request. */
+void gs__sched_replicate(gs_sched_t *s, gs__peer_t *client, const gs_msg_replicate_t *m)
+{
+    gs__worker_t *target = NULL;
+    GS_VEC(uint64_t) keys = {0};
+    GS_VEC(uint64_t) from = {0};
+    GS_VEC(uint64_t) nb = {0};
+    char text[512];
+    gs_status_t st = GS_OK;
+    uint64_t nalready = 0;
+    gs__repl_t r;
+    gs_msg_t msg;
+
+    text[0] = '\0';
+    for (uint32_t i = 0; i < s->nworkers; i++) {
+        gs__worker_t *w = s->live[i];
+        if (m->worker_id != 0 ? w->id == m->worker_id
+                              : (m->worker_name.len > 0 && strcmp(w->name, (const char *)m->worker_name.data) == 0)) {
+            target = w;
+        }
+    }
+    if (target == NULL) {
+        st = GS_ERR_NOT_FOUND;
+        if (m->worker_id != 0) snprintf(text, sizeof text, "replicate: no live worker with id %" PRIu64, m->worker_id);
+        else snprintf(text, sizeof text, "replicate: no live worker named '%s'",
+                      m->worker_name.len ? (const char *)m->worker_name.data : "");
+        goto reply;
+    }
+    if (target->slot >= 64) {
+        st = GS_ERR_UNSUPPORTED;
+        snprintf(text, sizeof text, "replicate: worker %s is in slot %u; copies are kept only on the first 64 "
+                 "worker slots", target->name, target->slot);
+        goto reply;
+    }
+    for (uint64_t i = 0; i < m->n && st == GS_OK; i++) {
+        uint64_t gid = m->keys[2 * i], tid = m->keys[2 * i + 1];
+        gs__graph_t *g = gs__graph_find(s, gid);
+        uint32_t tlo, thi;
+        if (g == NULL || g->client != client || g->client_released || !(g->flags & GS_SUBMIT_PERSIST)) {
+            st = GS_ERR_NOT_FOUND;
+            snprintf(text, sizeof text, "replicate: graph %" PRIu64 " is not a live persisted graph of this client",
+                     gid);
+            break;
+        }
+        if (g->phase != GS__GRAPH_DONE) {
+            st = g->phase == GS__GRAPH_FAILED ? GS_ERR_TASK_FAILED : GS_ERR_BUSY;
+            snprintf(text, sizeof text, "replicate: graph %" PRIu64 " %s", gid,
+                     g->phase == GS__GRAPH_FAILED ? "failed" : "has not finished");
+            break;
+        }
+        if (tid == GS_REPLICATE_ALL_OUTPUTS) {
+            tlo = 0;
+            thi = g->ntasks;
+        } else if (tid < g->ntasks && (g->tflags[tid] & GS__TF_OUTPUT)) {
+            tlo = (uint32_t)tid;
+            thi = tlo + 1;
+        } else {
+            st = GS_ERR_NOT_FOUND;
+            snprintf(text, sizeof text, "replicate: task %" PRIu64 " is not an output of graph %" PRIu64, tid, gid);
+            break;
+        }
+        for (uint32_t t = tlo; t < thi; t++) {
+            uint64_t mask;
+            if (!(g->tflags[t] & GS__TF_OUTPUT)) continue;
+            if (g->state[t] != GS__TS_MEMORY) {
+                st = GS_ERR_BUSY;
+                snprintf(text, sizeof text, "replicate: chunk (%" PRIu64 ", %u) is being recomputed; try again",
+                         gid, t);
+                break;
+            }
+            mask = gs__replica_mask(g, t);
+            if (g->where[t] == target->slot || (mask & (1ull << target->slot))) {
+                nalready++;
+                continue;
+            }
+            if (GS_VEC_PUSH(&keys, g->id) != GS_OK || GS_VEC_PUSH(&keys, (uint64_t)t) != GS_OK ||
+                GS_VEC_PUSH(&from, gs__slot_id(s, g->where[t])) != GS_OK || GS_VEC_PUSH(&nb, g->nbytes[t]) != GS_OK) {
+                st = GS_ERR_NO_MEMORY;
+                snprintf(text, sizeof text, "replicate: scheduler out of memory");
+                break;
+            }
+        }
+    }
+    if (st != GS_OK || from.len == 0) goto reply;
+    memset(&r, 0, sizeof r);
+    r.sreq = s->next_sreq++;
+    r.client_id = client->id;
+    r.client_req = m->req_id;
+    r.slot = target->slot;
+    r.nasked = from.len;
+    r.nalready = nalready;
+    if (GS_VEC_PUSH(&s->repls, r) != GS_OK) {
+        st = GS_ERR_NO_MEMORY;
+        snprintf(text, sizeof text, "replicate: scheduler out of memory");
+        goto reply;
+    }
+    memset(&msg, 0, sizeof msg);
+    msg.type = GS_MSG_REPLICATE;
+    msg.u.replicate.req_id = r.sreq;
+    msg.u.replicate.worker_id = target->id;
+    msg.u.replicate.n = from.len;
+    msg.u.replicate.keys = keys.data;
+    msg.u.replicate.nsrc = from.len;
+    msg.u.replicate.from = from.data;
+    msg.u.replicate.nbytes = nb.data;
+    gs__sched_send(s, target->peer, &msg);
+    GS_LOG_DEBUG("replicate request %" PRIu64 ": %zu chunks to worker %s (%" PRIu64 " there already)",
+                 m->req_id, from.len, target->name, nalready);
+    goto out;
+reply:
+    if (st != GS_OK) GS_LOG_INFO("%s: %s", client->name, text);
+    gs__send_repl_done(s, client, m->req_id, st, text, 0, NULL, NULL);
+out:
+    GS_VEC_FREE(&keys);
+    GS_VEC_FREE(&from);
+    GS_VEC_FREE(&nb);
+}
+
+void gs__sched_replicate_done(gs_sched_t *s, gs__worker_t *w, const gs_msg_replicate_done_t *m)
+{
+    gs__repl_t r;
+    gs__peer_t *client = NULL;
+    uint64_t v, nrec = 0;
+    size_t i;
+    for (i = 0; i < s->repls.len; i++) {
+        if (s->repls.data[i].sreq == m->req_id && s->repls.data[i].slot == w->slot) break;
+    }
+    /* record what the worker holds now, whether or not anyone waits for the answer */
+    for (uint64_t k = 0; k < m->n; k++) {
+        uint64_t gid = m->keys[2 * k], tid = m->keys[2 * k + 1];
+        gs__graph_t *g = gs__graph_find(s, gid);
+        if (g == NULL || g->phase == GS__GRAPH_FAILED || tid >= g->ntasks || g->state[tid] != GS__TS_MEMORY ||
+            w->slot >= 64) {
+            gs__queue_release(w, gid, tid);   /* nobody needs that copy any more */
+            continue;
+        }
+        if (g->where[tid] != w->slot) {
+            uint64_t mask = gs__replica_mask(g, (uint32_t)tid);
+            if (!(mask & (1ull << w->slot))) {
+                gs__replica_set(s, g, (uint32_t)tid, mask | (1ull << w->slot));
+                s->st.replicas_total++;
+            }
+        }
+        nrec++;
+    }
+    if (i == s->repls.len) {
+        GS_LOG_DEBUG("replicate-done for unknown request %" PRIu64 " from worker %s", m->req_id, w->name);
+        return;
+    }
+    r = s->repls.data[i];
+    s->repls.data[i] = s->repls.data[--s->repls.len];
+    if (gs_u64map_get(&s->clients, r.client_id, &v)) client = (gs__peer_t *)(uintptr_t)v;
+    if (client == NULL) return;
+    if (m->status == GS_OK && nrec < r.nasked) {
+        char text[256];
+        snprintf(text, sizeof text, "replicate: worker %s copied %" PRIu64 " of %" PRIu64 " chunks (the others were "
+                 "released meanwhile)", w->name, nrec, r.nasked);
+        gs__send_repl_done(s, client, r.client_req, GS_ERR_NOT_FOUND, text, m->n, m->keys, m->nbytes);
+        return;
+    }
+    if (m->status != GS_OK) {
+        char text[700];
+        snprintf(text, sizeof text, "replicate to worker %s: %s", w->name,
+                 m->message.len ? (const char *)m->message.data : gs_status_string((gs_status_t)m->status));
+        gs__send_repl_done(s, client, r.client_req, (gs_status_t)m->status, text, m->n, m->keys, m->nbytes);
+        return;
+    }
+    gs__send_repl_done(s, client, r.client_req, GS_OK, NULL, m->n, m->keys, m->nbytes);
+}
+
+/* The target of pending REPLICATEs is gone: their clients get an error. */
+void gs__sched_repls_worker_gone(gs_sched_t *s, gs__worker_t *w)
+{
+    size_t i = 0;
+    while (i < s->repls.len) {
+        gs__repl_t r = s->repls.data[i];
+        uint64_t v;
+        if (r.slot != w->slot) {
+            i++;
+            continue;
+        }
+        s->repls.data[i] = s->repls.data[--s->repls.len];
+        if (gs_u64map_get(&s->clients, r.client_id, &v)) {
+            char text[256];
+            snprintf(text, sizeof text, "replicate: worker %s was removed before the copies completed", w->name);
+            gs__send_repl_done(s, (gs__peer_t *)(uintptr_t)v, r.client_req, GS_ERR_WORKER_LOST, text, 0, NULL, NULL);
         }
     }
 }

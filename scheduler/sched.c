@@ -153,6 +153,7 @@ static void gs__worker_remove(gs_sched_t *s, gs__worker_t *w, const char *why)
         s->st.workers_lost_total++;
         GS_LOG_WARN("worker %s (id %" PRIu64 ") removed: %s", w->name, w->id, why);
         gs__broadcast_removed(s, w->id);
+        gs__sched_repls_worker_gone(s, w);
         gs__sched_worker_removed(s, w);
         gs__relays_worker_gone(s, slot);
         if (s->nworkers == 0 && s->ngraphs_active > 0) {
@@ -176,6 +177,24 @@ static gs_status_t gs__slots_grow(gs_sched_t *s)
     uint64_t *bytes = gs_realloc(s->bytes_by_slot, gs_size_mul(n, sizeof *bytes), "sched bytes");
     if (bytes == NULL) return GS_ERR_NO_MEMORY;
     s->bytes_by_slot = bytes;
+    {
+        /* the pair matrices change stride: copy the old rows */
+        double *bw = gs_calloc(gs_size_mul(n, n), sizeof *bw, "sched bandwidth");
+        uint8_t *meas = gs_calloc(gs_size_mul(n, n), 1, "sched bandwidth measured");
+        if (bw == NULL || meas == NULL) {
+            gs_free(bw);
+            gs_free(meas);
+            return GS_ERR_NO_MEMORY;
+        }
+        for (uint32_t i = 0; i < s->nslots; i++) {
+            memcpy(bw + (size_t)i * n, s->bw + (size_t)i * s->nslots, s->nslots * sizeof *bw);
+            memcpy(meas + (size_t)i * n, s->bw_measured + (size_t)i * s->nslots, s->nslots);
+        }
+        gs_free(s->bw);
+        gs_free(s->bw_measured);
+        s->bw = bw;
+        s->bw_measured = meas;
+    }
     memset(s->slots + s->nslots, 0, (size_t)(n - s->nslots) * sizeof *slots);
     memset(s->bytes_by_slot + s->nslots, 0, (size_t)(n - s->nslots) * sizeof *bytes);
     s->nslots = n;
@@ -255,6 +274,7 @@ static void gs__worker_register(gs_sched_t *s, gs__peer_t *p, const gs_msg_worke
     s->slots[slot] = w;
     s->live[s->nworkers++] = w;
     p->worker = w;
+    gs__bw_reset_slot(s, slot);
     s->warned_no_workers = 0;
     for (uint32_t i = 0; i < s->nworkers; i++) gs__peer_info(s->live[i], &s->peer_infos.data[i]);
     memset(&msg, 0, sizeof msg);
@@ -473,6 +493,51 @@ static void gs__send_info(gs_sched_t *s, gs__peer_t *p)
     gs__sched_send(s, p, &msg);
 }
 
+/* WORKERS: every live worker (scratch tables are rebuilt per request; rare). */
+static void gs__send_workers(gs_sched_t *s, gs__peer_t *p)
+{
+    uint32_t n = s->nworkers;
+    size_t nn = n ? n : 1;
+    uint64_t *ids = gs_calloc(nn, sizeof *ids, "workers ids");
+    int32_t *dev = gs_calloc(nn, sizeof *dev, "workers devices");
+    uint32_t *thr = gs_calloc(nn, sizeof *thr, "workers threads");
+    uint64_t *lim = gs_calloc(nn, sizeof *lim, "workers limits");
+    uint64_t *used = gs_calloc(nn, sizeof *used, "workers used");
+    gs_str_t *strs = gs_calloc(4 * nn, sizeof *strs, "workers strings");
+    gs_msg_t msg;
+    if (ids == NULL || dev == NULL || thr == NULL || lim == NULL || used == NULL || strs == NULL) {
+        gs__send_error(s, p, GS_ERR_NO_MEMORY, "scheduler out of memory answering workers-req");
+        goto out;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        const gs__worker_t *w = s->live[i];
+        const char *addr = w->peer != NULL && w->peer->conn != NULL ? gs_conn_peer_name(w->peer->conn) : "?";
+        ids[i] = w->id;
+        dev[i] = w->device;
+        thr[i] = w->nthreads;
+        lim[i] = w->memory_limit;
+        used[i] = w->mem_used;
+        strs[i] = (gs_str_t){(const uint8_t *)w->name, strlen(w->name)};
+        strs[nn + i] = (gs_str_t){(const uint8_t *)w->host, strlen(w->host)};
+        strs[2 * nn + i] = (gs_str_t){(const uint8_t *)w->backend, strlen(w->backend)};
+        strs[3 * nn + i] = (gs_str_t){(const uint8_t *)addr, strlen(addr)};
+    }
+    memset(&msg, 0, sizeof msg);
+    msg.type = GS_MSG_WORKERS;
+    msg.u.workers = (gs_msg_workers_t){.n = n, .id = ids, .device = dev, .nthreads = thr, .memory_limit = lim,
+                                       .mem_used = used, .nname = n, .nhost = n, .nbackend = n, .naddr = n,
+                                       .name = strs, .host = strs + nn, .backend = strs + 2 * nn,
+                                       .addr = strs + 3 * nn};
+    gs__sched_send(s, p, &msg);
+out:
+    gs_free(ids);
+    gs_free(dev);
+    gs_free(thr);
+    gs_free(lim);
+    gs_free(used);
+    gs_free(strs);
+}
+
 static gs__graph_t *gs__client_graph(gs_sched_t *s, gs__peer_t *p, uint64_t id)
 {
     gs__graph_t *g = gs__graph_find(s, id);
@@ -534,6 +599,12 @@ static void gs__client_msg(gs_sched_t *s, gs__peer_t *p, gs_msg_t *msg)
     case GS_MSG_INFO_REQ:
         gs__send_info(s, p);
         break;
+    case GS_MSG_WORKERS_REQ:
+        gs__send_workers(s, p);
+        break;
+    case GS_MSG_REPLICATE:
+        gs__sched_replicate(s, p, &msg->u.replicate);
+        break;
     case GS_MSG_HEARTBEAT:
         break;
     default:
@@ -569,6 +640,12 @@ static void gs__worker_msg(gs_sched_t *s, gs__peer_t *p, gs_msg_t *msg)
         break;
     case GS_MSG_DATA:
         gs__relay_data(s, p->worker, msg);
+        break;
+    case GS_MSG_BANDWIDTH:
+        gs__sched_bandwidth(s, p->worker, &msg->u.bandwidth);
+        break;
+    case GS_MSG_REPLICATE_DONE:
+        gs__sched_replicate_done(s, p->worker, &msg->u.replicate_done);
         break;
     default:
         gs__peer_close(p, GS_ERR_PROTO, GS_ERR_PROTO, "unexpected %s from a worker", gs_msg_type_name(msg->type));
@@ -731,6 +808,11 @@ gs_status_t gs_sched_create(const gs_sched_params_t *params, uv_loop_t *loop, gs
     prm.allowed_failures = GS_SCHED_DEFAULT_ALLOWED_FAILURES;
     prm.max_frame = GS_PROTO_DEFAULT_MAX_FRAME;
     prm.handshake_timeout_ms = GS_SCHED_DEFAULT_HANDSHAKE_TIMEOUT_MS;
+    prm.bw_cpu_local_gbps = GS_SCHED_DEFAULT_BW_CPU_LOCAL_GBPS;
+    prm.bw_cpu_remote_gbps = GS_SCHED_DEFAULT_BW_CPU_REMOTE_GBPS;
+    prm.bw_gpu_local_gbps = GS_SCHED_DEFAULT_BW_GPU_LOCAL_GBPS;
+    prm.bw_gpu_remote_gbps = GS_SCHED_DEFAULT_BW_GPU_REMOTE_GBPS;
+    prm.xfer_latency_us = GS_SCHED_DEFAULT_XFER_LATENCY_US;
     if (params != NULL) {
         uint32_t fm = params->field_mask;
         if (fm & GS_SCHED_FIELD_HOST) prm.host = params->host;
@@ -741,6 +823,18 @@ gs_status_t gs_sched_create(const gs_sched_params_t *params, uv_loop_t *loop, gs
         if (fm & GS_SCHED_FIELD_ALLOWED_FAILURES) prm.allowed_failures = params->allowed_failures;
         if (fm & GS_SCHED_FIELD_MAX_FRAME) prm.max_frame = params->max_frame ? params->max_frame : GS_PROTO_DEFAULT_MAX_FRAME;
         if (fm & GS_SCHED_FIELD_HANDSHAKE_TIMEOUT_MS) prm.handshake_timeout_ms = params->handshake_timeout_ms;
+        if (fm & GS_SCHED_FIELD_BW_PRIORS) {
+            prm.bw_cpu_local_gbps = params->bw_cpu_local_gbps;
+            prm.bw_cpu_remote_gbps = params->bw_cpu_remote_gbps;
+            prm.bw_gpu_local_gbps = params->bw_gpu_local_gbps;
+            prm.bw_gpu_remote_gbps = params->bw_gpu_remote_gbps;
+        }
+        if (fm & GS_SCHED_FIELD_XFER_LATENCY_US) prm.xfer_latency_us = params->xfer_latency_us;
+    }
+    if (!(prm.bw_cpu_local_gbps > 0 && prm.bw_cpu_remote_gbps > 0 && prm.bw_gpu_local_gbps > 0 &&
+          prm.bw_gpu_remote_gbps > 0 && prm.bw_cpu_local_gbps < 1e9 && prm.bw_cpu_remote_gbps < 1e9 &&
+          prm.bw_gpu_local_gbps < 1e9 && prm.bw_gpu_remote_gbps < 1e9)) {
+        return gs_error_set(GS_ERR_INVALID_PARAM, "bandwidth priors must be positive GB/s figures");
     }
     if (prm.host == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "host is NULL");
     if (prm.port < 0 || prm.port > 65535) return gs_error_set(GS_ERR_INVALID_PARAM, "port %d is not in 0..65535", prm.port);
@@ -775,6 +869,11 @@ gs_status_t gs_sched_create(const gs_sched_params_t *params, uv_loop_t *loop, gs
     s->allowed_failures = prm.allowed_failures;
     s->max_frame = prm.max_frame;
     s->handshake_timeout_ms = prm.handshake_timeout_ms;
+    s->bw_prior[GS__BW_CPU_LOCAL] = prm.bw_cpu_local_gbps;
+    s->bw_prior[GS__BW_CPU_REMOTE] = prm.bw_cpu_remote_gbps;
+    s->bw_prior[GS__BW_GPU_LOCAL] = prm.bw_gpu_local_gbps;
+    s->bw_prior[GS__BW_GPU_REMOTE] = prm.bw_gpu_remote_gbps;
+    s->xfer_latency_ns = (double)prm.xfer_latency_us * 1e3;
     s->next_peer_id = 1;
     s->next_graph_id = 1;
     s->next_sreq = 1;
@@ -915,6 +1014,25 @@ void gs_sched_stats(gs_sched_h s, gs_sched_stats_t *stats_p)
     stats_p->ngraphs_active = s->ngraphs_active;
 }
 
+gs_status_t gs_sched_bandwidth(gs_sched_h s, uint64_t from_id, uint64_t to_id, double *gbps_p, int *measured_p)
+{
+    gs__worker_t *a = NULL, *b = NULL;
+    size_t k;
+    if (s == NULL || gbps_p == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "gs_sched_bandwidth: NULL argument");
+    for (uint32_t i = 0; i < s->nworkers; i++) {
+        if (s->live[i]->id == from_id) a = s->live[i];
+        if (s->live[i]->id == to_id) b = s->live[i];
+    }
+    if (a == NULL || b == NULL) {
+        return gs_error_set(GS_ERR_NOT_FOUND, "worker %" PRIu64 " or %" PRIu64 " is not a live worker", from_id,
+                            to_id);
+    }
+    k = (size_t)a->slot * s->nslots + b->slot;
+    *gbps_p = s->bw[k];
+    if (measured_p != NULL) *measured_p = s->bw_measured[k];
+    return GS_OK;
+}
+
 void gs_sched_destroy(gs_sched_h s)
 {
     if (s == NULL) return;
@@ -926,6 +1044,10 @@ void gs_sched_destroy(gs_sched_h s)
     gs_free(s->slots);
     gs_free(s->live);
     gs_free(s->bytes_by_slot);
+    gs_free(s->bw);
+    gs_free(s->bw_measured);
+    GS_VEC_FREE(&s->scratch_in);
+    GS_VEC_FREE(&s->repls);
     GS_VEC_FREE(&s->touched_slots);
     GS_VEC_FREE(&s->scratch_slots);
     GS_VEC_FREE(&s->scratch_defer);

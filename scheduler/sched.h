@@ -47,8 +47,24 @@
  *    bound while that worker has fewer of its roots assigned and unreported than threads.
  *    gs_sched_stats() counts passes that withheld roots (roots_withheld_total).
  *  - placement: once per loop iteration (uv_check) ready tasks are placed in batches: one
- *    TASK_ASSIGN per worker per graph per iteration; a task goes to the worker holding most of
- *    its input bytes if that worker has queue room, else to the least loaded worker with room.
+ *    TASK_ASSIGN per worker per graph per iteration. A task without inputs goes to the least
+ *    loaded worker with room. A task with inputs goes by the transfer-cost model: for every
+ *    live worker W its estimated finish cost is
+ *        cost(W) = queue(W) + sum over inputs W does not hold of (L + bytes / bw(H -> W)),
+ *    queue(W) = tasks sent to W and not reported x W's measured kernel time per task (EWMA of
+ *    TASK_DONE run times, 1 ms until measured) / W's threads, H the holder of the input (its
+ *    primary holder or a replica) with the highest bw to W, L the per-transfer latency
+ *    (xfer_latency_us, default 50 us). The cheapest worker with room (queue room for a worker
+ *    holding an input, refill room for others) gets it; ties go to the less loaded. A task
+ *    waits for a busy input holder (no queue room) only when that holder's queue(W) + bandwidth
+ *    term is below the chosen worker's: waiting is cheaper than moving the bytes. L is left out
+ *    of that comparison, so tiny inputs never pin a task. bw(A -> B) is per ordered pair of
+ *    workers: the EWMA (weight 0.3 per report) of the BANDWIDTH reports of B about fetches from
+ *    A whose mean transfer is >= 256 KiB (smaller ones measure latency), and before any such
+ *    report the prior of the pair's kind (both cuda or not x same host name or not;
+ *    GS_SCHED_DEFAULT_BW_*, set with GS_SCHED_FIELD_BW_PRIORS). The first measurement of a pair
+ *    is logged at info level ("transfer w1 -> w3: 312.4 GB/s (cuda-ipc)"). Cost per decision
+ *    O(workers x inputs), no allocation.
  *    Each worker's queue is bounded by 2 x nthreads + a pipeline depth that adapts to the
  *    reported kernel times (about 2 ms of queued work, at least 4 and at most 4096 tasks), so
  *    freed or new workers get work promptly. Load-balanced placement refills a worker once an
@@ -58,6 +74,16 @@
  *    pending task needs them (batched per worker); PROGRESS goes to the client at most every
  *    100 ms and at completion; GRAPH_DONE(status, ntasks, run_ns_total, wall_ns) when every
  *    output chunk exists. Outputs stay on the workers until RELEASE_GRAPH or client disconnect.
+ *  - REPLICATE from a client (keys of its live, finished, persisted graphs; (G, ALL) = every
+ *    output of G) copies chunks to one worker: gsched sends that worker REPLICATE naming a
+ *    holder of each chunk not there yet; the worker fetches them over its peer-fetch path,
+ *    keeps them as stored keys and answers REPLICATE_DONE; gsched records the extra holders and
+ *    answers the client REPLICATE_DONE (GS_OK, or the error naming the failure; GS_ERR_WORKER_LOST
+ *    if the target is removed first). A chunk with copies survives the loss of any of its
+ *    holders (a copy becomes the primary, nothing is recomputed), placement counts every holder,
+ *    and releasing the chunk releases every copy. Copies are kept on worker slots 0..63 only.
+ *  - WORKERS_REQ from a client is answered with WORKERS (every live worker: id, name, host,
+ *    backend, control address, device, threads, memory).
  *  - GATHER_REQ from a client: one GATHER_REQ per key is relayed to the worker holding it, and
  *    the DATA answers are relayed back with the client's req_id. A key that is not an output
  *    of a live graph of that client is answered with DATA(status GS_ERR_NOT_FOUND); a key being
@@ -132,6 +158,20 @@ typedef struct gs_sched *gs_sched_h;
 #define GS_SCHED_FIELD_ALLOWED_FAILURES 0x20u
 #define GS_SCHED_FIELD_MAX_FRAME 0x40u
 #define GS_SCHED_FIELD_HANDSHAKE_TIMEOUT_MS 0x80u
+#define GS_SCHED_FIELD_BW_PRIORS 0x100u
+#define GS_SCHED_FIELD_XFER_LATENCY_US 0x200u
+
+/** Default bandwidth priors (GB/s = bytes/ns) of the transfer model, by pair kind, used until a
+ *  pair has been measured: two cpu workers on one host (UCX over tcp loopback or shm), on two
+ *  hosts (~10 GbE), two cuda workers on one host (staged copies; CUDA IPC measures far higher),
+ *  on two hosts (~100 Gb/s fabric). A pair is "cuda" when both workers' backend is not "cpu",
+ *  "one host" when their registered host names are equal. */
+#define GS_SCHED_DEFAULT_BW_CPU_LOCAL_GBPS 2.0
+#define GS_SCHED_DEFAULT_BW_CPU_REMOTE_GBPS 1.0
+#define GS_SCHED_DEFAULT_BW_GPU_LOCAL_GBPS 20.0
+#define GS_SCHED_DEFAULT_BW_GPU_REMOTE_GBPS 10.0
+/** Default fixed cost per input moved (request round trip), microseconds. */
+#define GS_SCHED_DEFAULT_XFER_LATENCY_US 50u
 
 /** Scheduler parameters. A field is read only when its bit is set in field_mask (UCX style);
  *  unset fields take the defaults shown. Strings are copied by gs_sched_create(). */
@@ -146,6 +186,11 @@ typedef struct gs_sched_params {
     uint32_t allowed_failures;     /* worker deaths a task may survive (0..250) */
     uint32_t max_frame;            /* largest accepted frame; 0 = GS_PROTO_DEFAULT_MAX_FRAME */
     uint32_t handshake_timeout_ms; /* close connections that have not sent HELLO by then (> 0) */
+    double bw_cpu_local_gbps;      /* GS_SCHED_FIELD_BW_PRIORS: the four priors (> 0 each) */
+    double bw_cpu_remote_gbps;
+    double bw_gpu_local_gbps;
+    double bw_gpu_remote_gbps;
+    uint32_t xfer_latency_us;      /* GS_SCHED_FIELD_XFER_LATENCY_US (0 allowed) */
 } gs_sched_params_t;
 
 /** Counters for tests and monitoring (a snapshot). */
@@ -163,6 +208,8 @@ typedef struct gs_sched_stats {
     uint64_t workers_lost_total;   /* workers removed because of connection loss / timeout */
     uint64_t refused_total;        /* connections refused at the handshake (including those
                                       closed for an oversized or malformed frame before it) */
+    uint64_t replicas_total;       /* chunk copies recorded from REPLICATE */
+    uint64_t bw_reports_total;     /* BANDWIDTH entries accepted */
 } gs_sched_stats_t;
 
 /** Create a scheduler on @a loop (borrowed; it must outlive the scheduler). Nothing is bound
@@ -194,6 +241,12 @@ void gs_sched_stop(gs_sched_h sched);
 
 /** Fill @a stats_p with current counters. */
 void gs_sched_stats(gs_sched_h sched, gs_sched_stats_t *stats_p);
+
+/** Current transfer estimate from worker @a from_id to worker @a to_id (ids from WELCOME) in
+ *  GB/s (bytes/ns): the EWMA of reported measurements, or the prior of the pair's kind before
+ *  any (*measured_p 0). GS_ERR_NOT_FOUND when either is not a live worker. */
+gs_status_t gs_sched_bandwidth(gs_sched_h sched, uint64_t from_id, uint64_t to_id, double *gbps_p,
+                               int *measured_p);
 
 /** Free the scheduler. Calls gs_sched_stop() if needed and then runs the loop (UV_RUN_ONCE)
  *  until the scheduler's own handles have closed; call it on the loop's thread while uv_run()

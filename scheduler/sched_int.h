@@ -150,6 +150,10 @@ struct gs__graph {
 
     GS_VEC(gs__parked_t) parked;
 
+    /* extra copies of MEMORY chunks (REPLICATE): task -> bit mask of worker slots (< 64) that
+     * hold a copy besides where[task]; entries exist only while the chunk is in MEMORY */
+    gs_u64map_t replicas;
+
     gs__graph_t *prev, *next;    /* all graphs, in id order */
     gs__graph_t *aprev, *anext;  /* active list: graphs with ready tasks */
     int in_active;
@@ -214,6 +218,26 @@ typedef struct gs__relay {
     uint32_t slot;
 } gs__relay_t;
 
+/* A client's REPLICATE being carried out by worker slot `slot`. */
+typedef struct gs__repl {
+    uint64_t sreq;               /* our req id sent to the worker (0 = free entry) */
+    uint64_t client_id;
+    uint64_t client_req;
+    uint32_t slot;
+    uint64_t nasked;             /* chunks the worker was asked to copy */
+    uint64_t nalready;           /* chunks that were on the target already */
+} gs__repl_t;
+
+/* One input of a task as placement sees it (gs__choose scratch). */
+typedef struct gs__input {
+    uint32_t slot;               /* primary holder */
+    uint64_t mask;               /* replica holders (slots < 64) */
+    uint64_t nbytes;
+} gs__input_t;
+
+/* Kinds of worker pairs for the bandwidth priors (sched.h). */
+enum { GS__BW_CPU_LOCAL = 0, GS__BW_CPU_REMOTE, GS__BW_GPU_LOCAL, GS__BW_GPU_REMOTE, GS__BW_NKINDS };
+
 /* Deferred retry of a task whose input fetch failed. */
 typedef struct gs__retry {
     uint64_t graph;
@@ -262,6 +286,17 @@ struct gs_sched {
 
     gs_u64map_t graphs;          /* graph id -> gs__graph_t* */
     gs__graph_t *ghead, *gtail;
+
+    /* transfer model (placement): estimated bytes/ns from slot i to slot j at bw[i * nslots + j]
+     * (the prior of the pair's kind until measured), bw_measured[i * nslots + j] once a
+     * BANDWIDTH report set it; reset when a worker takes the slot */
+    double *bw;
+    uint8_t *bw_measured;
+    double bw_prior[GS__BW_NKINDS];  /* bytes/ns */
+    double xfer_latency_ns;          /* fixed cost per input moved */
+    GS_VEC(gs__input_t) scratch_in;
+    GS_VEC(gs__repl_t) repls;
+    uint64_t nreplica_graphs;        /* graphs with replicas (fast path when 0) */
     gs__graph_t *active;         /* circular-ish list head of graphs with ready tasks */
     uint64_t ngraphs;
     uint64_t ngraphs_active;
@@ -306,5 +341,12 @@ void gs__sched_send_data_error(gs_sched_t *s, gs__peer_t *client, uint64_t req, 
 void gs__sched_relay_gather(gs_sched_t *s, gs__peer_t *client, uint64_t client_req,
                             gs__graph_t *g, uint32_t task);
 void gs__sched_worker_capacity(gs__worker_t *w);
+
+/* graph.c: transfer model and replicas */
+void gs__bw_reset_slot(gs_sched_t *s, uint32_t slot);
+void gs__sched_bandwidth(gs_sched_t *s, gs__worker_t *w, const gs_msg_bandwidth_t *m);
+void gs__sched_replicate(gs_sched_t *s, gs__peer_t *client, const gs_msg_replicate_t *m);
+void gs__sched_replicate_done(gs_sched_t *s, gs__worker_t *w, const gs_msg_replicate_done_t *m);
+void gs__sched_repls_worker_gone(gs_sched_t *s, gs__worker_t *w);
 
 #endif
