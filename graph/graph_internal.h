@@ -32,7 +32,9 @@ typedef enum gs__node_kind {
     GS__NODE_TRANSPOSE,
     GS__NODE_REDUCE,
     GS__NODE_RECHUNK,         /* in[0] with another chunk grid (lower_copy.c) */
-    GS__NODE_CONCAT           /* in[0] ++ in[1] along u.cat.axis (lower_copy.c) */
+    GS__NODE_CONCAT,          /* in[0] ++ in[1] along u.cat.axis (lower_copy.c) */
+    GS__NODE_MATMUL,          /* in[0] @ in[1] (linalg.c, lower_linalg.c) */
+    GS__NODE_FACTOR           /* one part of the QR / SVD of in[0] (linalg.c, lower_linalg.c) */
 } gs__node_kind_t;
 
 /* Persisted chunks of a node (guarded by the module's persist lock). */
@@ -84,6 +86,16 @@ struct gs_array {
             int32_t axis;
             uint8_t expand[2];
         } cat;
+        struct {                 /* MATMUL: operand k is in[k], transposed when trans[k] (a
+                                    folded x.T); nd[k] its ndim as an operand (1: a vector) */
+            int32_t trans[2];
+            int32_t nd[2];
+        } mm;
+        struct {                 /* FACTOR: part `part` (GS__FAC_*) of the factorisation `op`
+                                    (GS_LA_QR or GS_LA_SVD) of in[0] */
+            int32_t op;
+            int32_t part;
+        } fac;
     } u;
 };
 
@@ -195,6 +207,15 @@ struct gs_layer {
             int64_t *poff;              /* [nblocks + 1]: block b's pieces pieces[poff[b]..) */
             struct gs__cpiece *pieces;
         } cp;
+        struct {                        /* LINALG (layer_linalg.c, linalg_int.h): per block */
+            struct gs__lablk *blk;      /* [nblk] ops, shapes, table slices */
+            uint64_t nblk;
+            int64_t *in_len;            /* [nin] expected input lengths */
+            uint64_t nin;
+            struct gs__laview *views;   /* [nview] */
+            uint64_t nview;
+            int32_t op_all;             /* the op of every block, -1 mixed (set by the check) */
+        } la;
     } u;
 };
 

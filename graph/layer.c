@@ -1,6 +1,7 @@
 /* Layers: accessors, structural checks, block resolution and instantiation of kernels. */
 #include "graph/graph_internal.h"
 #include "graph/copy_int.h"
+#include "graph/linalg_int.h"
 
 #include <math.h>
 #include <string.h>
@@ -29,6 +30,9 @@ void gs_layer_free(gs_layer_t *l)
         break;
     case GS_LAYER_COPY:
         gs__copy_free(l);
+        break;
+    case GS_LAYER_LINALG:
+        gs__la_free(l);
         break;
     default:
         break;
@@ -63,6 +67,8 @@ const char *gs_layer_name(const gs_layer_t *l)
         return "literal";
     case GS_LAYER_COPY:
         return "copy";
+    case GS_LAYER_LINALG:
+        return gs__la_name(l);
     default:
         return "unknown";
     }
@@ -206,6 +212,9 @@ gs_status_t gs__layer_check(const gs_layer_t *l)
     case GS_LAYER_COPY:
         if (!gs__copy_check(l, &why)) goto bad;
         break;
+    case GS_LAYER_LINALG:
+        if (!gs__la_check(l, &why)) goto bad;
+        break;
     default:
         why = "unsupported layer kind";
         goto bad;
@@ -320,6 +329,8 @@ int gs_layer_ninputs(const gs_layer_t *l, uint64_t block)
         return 0;
     case GS_LAYER_COPY:
         return gs__copy_ninputs(l, block);
+    case GS_LAYER_LINALG:
+        return gs__la_ninputs(l, block);
     default:
         return -1;
     }
@@ -352,6 +363,8 @@ uint64_t gs_layer_out_nbytes(const gs_layer_t *l, uint64_t block)
     case GS_LAYER_COPY:
         gs_grid_block_region(&l->grid, block, start, shape);
         return (uint64_t)gs_region_size(l->grid.ndim, shape) * sizeof(double);
+    case GS_LAYER_LINALG:
+        return gs__la_out_nbytes(l, block);
     default:
         return 0;
     }
@@ -482,6 +495,9 @@ gs_status_t gs_layer_instantiate(const gs_layer_t *l, uint64_t block, int ninput
         t.kind = GS_KTASK_COPY;
         if ((st = gs__copy_instantiate(l, block, ninputs, inputs, out, &t.u.copy)) != GS_OK)
             return st;
+        break;
+    case GS_LAYER_LINALG:
+        if ((st = gs__la_instantiate(l, block, ninputs, inputs, out, &t)) != GS_OK) return st;
         break;
     default:
         return gs_error_set(GS_ERR_UNSUPPORTED, "layer kind %d cannot be instantiated",

@@ -8,6 +8,9 @@
  *   COPY    := [1, 3, grid, [block...]]  (one entry per block of grid; layer_copy.c)
  *   block   := [[in_len...], [piece...]]
  *   piece   := [slot, base, [stride...], [dst...], [size...]]  (ndim entries each)
+ *   LINALG  := [1, 4, grid, [lablock...]]  (one entry per block of grid; layer_linalg.c)
+ *   lablock := [op, m, n, alpha, [in_len...], [view...]]
+ *   view    := [slot, trans, off, rows, cols, ld]
  *   grid    := [[shape...], [[bounds of axis 0...], [bounds of axis 1...], ...]]
  *   leaf    := [kind, src, [off...], [step...], [perm...], [shape...], seed, p0, p1]
  *              (ndim = len(off); shape has ndim entries for random/index leaves, 0 for chunk)
@@ -18,6 +21,7 @@
  * out of bounds. */
 #include "graph/graph_internal.h"
 #include "graph/copy_int.h"
+#include "graph/linalg_int.h"
 #include "proto/mp.h"
 
 #include <stdio.h>
@@ -118,6 +122,13 @@ gs_status_t gs_layer_encode(const gs_layer_t *l, gs_buf_t *out)
         gs_mp_write_u64(&w, (uint64_t)l->kind);
         gs__enc_grid(&w, &l->grid);
         gs__copy_encode_body(&w, l);
+        break;
+    case GS_LAYER_LINALG:
+        gs_mp_write_array(&w, 4);
+        gs_mp_write_u64(&w, GS__LAYER_VERSION);
+        gs_mp_write_u64(&w, (uint64_t)l->kind);
+        gs__enc_grid(&w, &l->grid);
+        gs__la_encode_body(&w, l);
         break;
     default:
         return gs_error_set(GS_ERR_UNSUPPORTED, "cannot encode a layer of kind %d", (int)l->kind);
@@ -321,6 +332,9 @@ gs_status_t gs_layer_decode(const void *data, size_t len, gs_layer_t **l_p)
         break;
     case GS_LAYER_COPY:
         if (!gs__dec_grid(&r, &l->grid) || !gs__copy_decode_body(&r, l)) goto err;
+        break;
+    case GS_LAYER_LINALG:
+        if (!gs__dec_grid(&r, &l->grid) || !gs__la_decode_body(&r, l)) goto err;
         break;
     default:
         if (!gs__dec_literal(&r, l)) goto err;

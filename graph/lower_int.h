@@ -89,4 +89,9 @@ int gs__lw_kind_is_blockwise(int32_t kind);
 gs_status_t gs__lw_build_rechunk(lw_t *w, int64_t idx, int64_t *idx_p);
 gs_status_t gs__lw_build_concat(lw_t *w, int64_t idx, int64_t *idx_p);
 
+/* lower_linalg.c: MATMUL (grouped GEMMs + a sum tree) and FACTOR (TSQR; the parts of one
+ * factorisation of one input share its layers). */
+gs_status_t gs__lw_build_matmul(lw_t *w, int64_t idx, int64_t *idx_p);
+gs_status_t gs__lw_build_factor(lw_t *w, int64_t idx, int64_t *idx_p);
+
 #endif

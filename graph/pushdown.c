@@ -37,6 +37,7 @@
 #include "common/vec.h"
 #include "graph/graph_internal.h"
 #include "graph/copy_int.h"
+#include "graph/linalg_int.h"
 
 #include <string.h>
 
@@ -495,6 +496,9 @@ static gs_status_t pd_rebuild(const struct gs_array *n, struct gs_array *a, stru
     case GS__NODE_CONCAT:
         st = gs__array_concat_node(a, b, n->u.cat.axis, n->u.cat.expand[0], n->u.cat.expand[1],
                                    out_p);
+        break;
+    case GS__NODE_MATMUL: case GS__NODE_FACTOR:
+        st = gs__linalg_rebuild(n, a, b, out_p);
         break;
     default:
         return gs_error_set(GS_ERR_INTERNAL, "slice pushdown cannot rebuild a %d node",

@@ -101,6 +101,9 @@ typedef enum gs_layer_kind {
     GS_LAYER_COMBINE = 1,    /* one level of a reduction tree (gs_kcombine_t) */
     GS_LAYER_LITERAL = 2,    /* host data carried in the layer */
     GS_LAYER_COPY = 3,       /* rechunk / concatenate (gs_kcopy_t) */
+    GS_LAYER_LINALG = 4,     /* dense linear algebra: per-block GEMM/QR/SVD on chunk views,
+                                view copies and partial sums (gs_klinalg_t, gs_kcopy_t,
+                                gs_kcombine_t) */
     GS_LAYER_KIND_COUNT
 } gs_layer_kind_t;
 

@@ -195,6 +195,66 @@ typedef struct gs_reduce_params {
 gs_status_t gs_array_reduce(gs_redop_t op, gs_array_h a, const gs_reduce_params_t *params,
                             gs_array_h *out_p);
 
+/* ---- linear algebra ---- */
+
+/** Matrix product a @ b with NumPy matmul semantics for 1-D and 2-D operands: 2-D @ 2-D is
+ *  (M x K) @ (K x N) -> M x N; a 1-D a is a row vector (K) -> (N), a 1-D b a column vector
+ *  (K) -> (M); 1-D @ 1-D is the dot product (ndim 0). The output is chunked like a's rows and
+ *  b's columns. The contracted axis must be chunked identically in both operands (a's last
+ *  axis, b's first): otherwise GS_ERR_INVALID_PARAM naming both chunkings (rechunk one of
+ *  them). Each output chunk sums the products of its chunk pairs: up to 8 pairs per task, the
+ *  partial products added in a tree. An operand that is the transpose of a 2-D array
+ *  (gs_array_transpose) is read in place, transposed by the product, never materialised.
+ *  Errors: GS_ERR_INVALID_PARAM (ndim not 1 or 2, shapes not aligned, chunks differ),
+ *  GS_ERR_NO_MEMORY. Ownership as for every constructor (file comment). */
+gs_status_t gs_array_matmul(gs_array_h a, gs_array_h b, gs_array_h *out_p);
+
+/** QR factorisation of a tall-and-skinny 2-D array a (M x N, M >= N >= 1) chunked along rows
+ *  only (one column chunk), by TSQR: a = q @ r with q (M x N, orthonormal columns, chunked like
+ *  a) and r (N x N, upper triangular with a non-negative diagonal, one chunk). Row chunks
+ *  smaller than N are stacked with their neighbours (at most 32 per QR). Either of @a q_p and
+ *  @a r_p may be NULL (that part is not built); q and r of one array, used in one computation,
+ *  share one factorisation. Errors: GS_ERR_INVALID_PARAM (not 2-D, M < N, N = 0, several
+ *  column chunks: "rechunk", row chunks too small to group), GS_ERR_NO_MEMORY; nothing is
+ *  written on error. */
+gs_status_t gs_array_qr(gs_array_h a, gs_array_h *q_p, gs_array_h *r_p);
+
+/** Thin SVD a = u @ diag(s) @ vt of a tall-and-skinny (M >= N, one column chunk) or
+ *  short-and-fat (M < N, one row chunk) 2-D array, K = min(M, N): u (M x K), s (K, descending,
+ *  one chunk), vt (K x N). Tall: TSQR, then the SVD of the stacked R factors at the top of the
+ *  tree; u chunked like a's rows, vt one chunk. Short-and-fat: through the transpose; vt is
+ *  chunked like a's columns, u one chunk. Signs of singular vectors are those LAPACK gives.
+ *  Any of the outputs may be NULL. Errors and ownership as gs_array_qr(). */
+gs_status_t gs_array_svd(gs_array_h a, gs_array_h *u_p, gs_array_h *s_p, gs_array_h *vt_p);
+
+#define GS_SVDC_FIELD_POWER_ITER 0x1u
+#define GS_SVDC_FIELD_OVERSAMPLES 0x2u
+#define GS_SVDC_FIELD_SEED 0x4u
+
+/** Parameters of gs_array_svd_compressed(), read only when their bit is in field_mask.
+ *  Defaults: n_power_iter 0 (as Dask; 1-2 sharpen slowly decaying spectra at two more passes
+ *  over a each), n_oversamples 10, seed 0. */
+typedef struct gs_svd_compressed_params {
+    uint32_t field_mask;
+    int n_power_iter;       /* 0..100 */
+    int64_t n_oversamples;  /* >= 0 */
+    uint64_t seed;          /* of the Gaussian test matrix (gs_array_random_normal) */
+} gs_svd_compressed_params_t;
+
+/** Randomized truncated SVD (Halko, Martinsson & Tropp 2011) of a 2-D array chunked in any
+ *  way: u (M x k), s (k), vt (k x N) approximating the k leading singular triplets. With
+ *  l = min(k + n_oversamples, min(M, N)) and Omega an N x l standard normal test matrix from
+ *  @a seed: Y = a @ Omega, n_power_iter times Y = a @ Q(a^T @ Q(Y)), Q = Q(Y) (TSQR), then the
+ *  SVD of B = Q^T a through its tall transpose a^T @ Q. The result depends on the seed only,
+ *  never on the cluster. u is chunked like a's rows, vt like a's columns, s one chunk.
+ *  @a params may be NULL. Each output is a separate expression over the same subexpressions:
+ *  compute them in one call (or persist a) to avoid recomputation. Any output may be NULL.
+ *  Errors: GS_ERR_INVALID_PARAM (not 2-D, k < 1 or k > min(M, N), bad params, row chunks of a
+ *  too small for l columns), GS_ERR_NO_MEMORY. */
+gs_status_t gs_array_svd_compressed(gs_array_h a, int64_t k,
+                                    const gs_svd_compressed_params_t *params, gs_array_h *u_p,
+                                    gs_array_h *s_p, gs_array_h *vt_p);
+
 /** Optimisation switches for lowering. All on by default (GS_LOWER_DEFAULT). Turning any off
  *  gives the same values. */
 #define GS_LOWER_CULL 0x1u            /* drop tasks whose outputs the result does not need */
