@@ -3,6 +3,7 @@
  * runtime API; kernels are launched through the plain-C launchers of fused.cu / misc.cu. */
 #include "chunkops/cuda/cuda_backend.h"
 #include "chunkops/cuda/cuda_internal.h"
+#include "chunkops/cuda/linalg.h"
 #include "common/alloc.h"
 #include "common/error.h"
 #include "common/log.h"
@@ -35,6 +36,8 @@ struct gs_chunkops_stream {
     pthread_mutex_t note_lock;
     gs__cuda_note_t *free_notes;        /* recycled notify records */
     struct gs_chunkops_stream *prev, *next;
+    struct gs__cuda_la *la;             /* linalg handles (linalg.c), made on first use */
+    atomic_int late_err;                /* first failure found by a completion callback */
 };
 
 struct gs_chunkops_ctx {
@@ -237,6 +240,7 @@ static gs_status_t gs__cuda_stream_create(gs_chunkops_ctx_h ctx, gs_chunkops_str
     if (s == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "cuda stream_create: out of memory");
     s->ctx = ctx;
     atomic_init(&s->pending, GS_OK);
+    atomic_init(&s->late_err, GS_OK);
     if (pthread_mutex_init(&s->note_lock, NULL) != 0) {
         st = gs_error_set(GS_ERR_NO_RESOURCE, "cuda stream_create: pthread_mutex_init failed");
         goto err_free;
@@ -293,6 +297,7 @@ static void gs__cuda_stream_release(struct gs_chunkops_stream *s)
         (void)cudaGetLastError();
         GS_LOG_ERROR("cuda stream_destroy: work failed: %s", cudaGetErrorString(e));
     }
+    gs__cuda_la_destroy(s->la);
     if ((e = cudaStreamDestroy(s->s)) != cudaSuccess) (void)cudaGetLastError();
     if ((e = cudaFree(s->scratch_mem)) != cudaSuccess) (void)cudaGetLastError();
     while (s->free_notes != NULL) {
@@ -451,6 +456,17 @@ static gs_status_t gs__cuda_copy(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h str
     return GS_OK;
 }
 
+static gs_status_t gs__cuda_linalg(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream,
+                                   const gs_klinalg_t *k)
+{
+    gs_status_t st;
+    GS__CHECK_CTX_STREAM(ctx, stream, "linalg");
+    if ((st = gs_klinalg_validate(k)) != GS_OK) return st;
+    if ((st = gs__cuda_use(ctx)) != GS_OK) return gs__cuda_fail(stream, st);
+    return gs__cuda_fail(stream, gs__cuda_linalg_run(&stream->la, stream->s, &ctx->arena,
+                                                     &stream->late_err, k));
+}
+
 /* ---- completion ---- */
 
 static void CUDART_CB gs__cuda_note_cb(cudaStream_t cs, cudaError_t err, void *ud)
@@ -460,6 +476,8 @@ static void CUDART_CB gs__cuda_note_cb(cudaStream_t cs, cudaError_t err, void *u
     gs_chunkops_done_cb cb = n->cb;
     void *arg = n->arg;
     gs_status_t status = n->status;
+    gs_status_t late = (gs_status_t)atomic_exchange(&s->late_err, GS_OK);
+    if (status == GS_OK) status = late;
     (void)cs;
     if (status == GS_OK && err != cudaSuccess) {
         status = GS_ERR_CUDA;
@@ -511,6 +529,8 @@ static gs_status_t gs__cuda_sync(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h str
     if ((st = gs__cuda_use(ctx)) != GS_OK) return st;
     cudaError_t e = cudaStreamSynchronize(stream->s);
     gs_status_t pend = (gs_status_t)atomic_exchange(&stream->pending, GS_OK);
+    gs_status_t late = (gs_status_t)atomic_exchange(&stream->late_err, GS_OK);
+    if (pend == GS_OK) pend = late;
     if (e != cudaSuccess) {
         (void)cudaGetLastError();
         return gs__cuda_error((int)e, "cudaStreamSynchronize");
@@ -666,6 +686,7 @@ const gs_chunkops_ops_t gs_chunkops_cuda_ops = {
     .fused = gs__cuda_fused,
     .combine = gs__cuda_combine,
     .copy = gs__cuda_copy,
+    .linalg = gs__cuda_linalg,
     .ipc_export = gs__cuda_ipc_export,
     .ipc_open = gs__cuda_ipc_open,
     .ipc_close = gs__cuda_ipc_close,

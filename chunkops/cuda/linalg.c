@@ -1,0 +1,455 @@
+/* LINALG on the CUDA backend (see linalg.h): cuBLAS GEMM, cuSOLVER QR and SVD.
+ *
+ * Layouts. A row-major m x n matrix with row stride ld is, to cuBLAS, the column-major n x m
+ * matrix A^T with leading dimension ld.
+ *   - GEMM: row-major C = sum op(a) op(b) is column-major C^T = sum op(b)^T op(a)^T, i.e.
+ *     cublasDgemm(op_b, op_a, n, m, k, b, ldb, a, lda) straight on the views (no copies);
+ *     op_x = T exactly when the view is transposed. Terms add up with beta = 1.
+ *   - QR: the stack is transposed into a column-major scratch Ac (m x n, ld m) by a tiled
+ *     kernel; cusolverDnDgeqrf; a kernel writes R (row-major, zeros below the diagonal, rows
+ *     negated where the diagonal is negative) to out and keeps the signs; cusolverDnDorgqr
+ *     turns Ac into Q; a transpose kernel writes Q row-major to out, negating the same columns.
+ *   - SVD: QR as above, then the SVD of the small n x n factor: the row-major R written to a
+ *     scratch X is column-major R^T = V S U_r^T (A = Q R = (Q U_r) S V^T). Its left vectors,
+ *     column-major, are V, which read row-major is Vt: cuSOLVER writes them straight into out.
+ *     U = Q U_r, and row-major U is column-major U^T = U_r^T Q^T: one cublasDgemm from the
+ *     right vectors of X and Ac into out. S comes descending from cuSOLVER.
+ *     The QR first keeps the O(m n^2) part in geqrf/orgqr/GEMM (fast on the GPU); the SVD
+ *     proper only sees n x n. Its method: cusolverDnDgesvd (QR iteration, the default: see
+ *     gs__la_svd_method) or cusolverDnDgesvdj (Jacobi, tolerance = machine epsilon), chosen by
+ *     GS_CUDA_SVD=gesvd|gesvdj in the environment when the stream's state is made. Both give
+ *     singular values with errors of order eps * sigma_max (LAPACK's accuracy).
+ * Scratch: one arena block per call, freed by a stream callback after the work (linalg.h). */
+#include "chunkops/cuda/linalg.h"
+#include "common/alloc.h"
+#include "common/error.h"
+#include "common/log.h"
+
+#include <cublas_v2.h>
+#include <cuda_runtime_api.h>
+#include <cusolverDn.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define GS__LA_NINFO 3
+#define GS__LA_POOL 64          /* completion records per pinned block */
+
+enum { GS__LA_SVD_GESVD = 0, GS__LA_SVD_GESVDJ = 1 };
+
+/* A completion record, in pinned host memory: devInfo words are copied into info[]. */
+typedef struct gs__la_rec {
+    int info[GS__LA_NINFO];
+    int ninfo;
+    int op;
+    int svd_method;
+    int64_t m, n;
+    struct gs__cuda_la *la;
+    uintptr_t scratch;          /* arena block; 0 for none */
+    struct gs__la_rec *next;
+} gs__la_rec_t;
+
+struct gs__cuda_la {
+    cublasHandle_t blas;
+    cusolverDnHandle_t solver;
+    gesvdjInfo_t svdj;          /* GS__LA_SVD_GESVDJ only */
+    int svd_method;
+    gs__cuda_arena_t *arena;
+    atomic_int *late_err;
+    pthread_mutex_t lock;       /* free_recs (completion callbacks return records) */
+    gs__la_rec_t *free_recs;
+    void **blocks;              /* pinned record blocks */
+    int nblocks, capblocks;
+};
+
+static pthread_mutex_t gs__la_create_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static gs_status_t gs__la_blas_error(cublasStatus_t s, const char *call)
+{
+    if (s == CUBLAS_STATUS_ALLOC_FAILED)
+        return gs_error_set(GS_ERR_NO_DEVICE_MEMORY, "cuda linalg: %s could not allocate", call);
+    return gs_error_set(GS_ERR_CUDA, "cuda linalg: %s failed: %s (%d)", call,
+                        cublasGetStatusString(s), (int)s);
+}
+
+static gs_status_t gs__la_solver_error(cusolverStatus_t s, const char *call)
+{
+    if (s == CUSOLVER_STATUS_ALLOC_FAILED)
+        return gs_error_set(GS_ERR_NO_DEVICE_MEMORY, "cuda linalg: %s could not allocate", call);
+    return gs_error_set(GS_ERR_CUDA, "cuda linalg: %s failed: cusolverStatus_t %d", call, (int)s);
+}
+
+#define GS__LA_BLAS(call)                                                   \
+    do {                                                                    \
+        cublasStatus_t gs__s = (call);                                      \
+        if (gs__s != CUBLAS_STATUS_SUCCESS) {                               \
+            st = gs__la_blas_error(gs__s, #call);                           \
+            goto fail;                                                      \
+        }                                                                   \
+    } while (0)
+
+#define GS__LA_SOLVER(call)                                                 \
+    do {                                                                    \
+        cusolverStatus_t gs__s = (call);                                    \
+        if (gs__s != CUSOLVER_STATUS_SUCCESS) {                             \
+            st = gs__la_solver_error(gs__s, #call);                         \
+            goto fail;                                                      \
+        }                                                                   \
+    } while (0)
+
+#define GS__LA_TRY(expr)                                                    \
+    do {                                                                    \
+        if ((st = (expr)) != GS_OK) goto fail;                              \
+    } while (0)
+
+/* The default SVD method for the n x n factor. cusolverDnDgesvd: QR iteration, LAPACK's
+ * accuracy, no host round trips per sweep; gesvdj converges sweep by sweep with host-side
+ * convergence checks. GS_CUDA_SVD overrides. */
+static int gs__la_svd_method(void)
+{
+    const char *e = getenv("GS_CUDA_SVD");
+    if (e != NULL && strcmp(e, "gesvdj") == 0) return GS__LA_SVD_GESVDJ;
+    if (e != NULL && strcmp(e, "gesvd") != 0 && e[0] != '\0')
+        GS_LOG_WARN("GS_CUDA_SVD=%s is not gesvd or gesvdj: using gesvd", e);
+    return GS__LA_SVD_GESVD;
+}
+
+void gs__cuda_la_destroy(struct gs__cuda_la *la)
+{
+    if (la == NULL) return;
+    if (la->svdj != NULL) cusolverDnDestroyGesvdjInfo(la->svdj);
+    if (la->solver != NULL) cusolverDnDestroy(la->solver);
+    if (la->blas != NULL) cublasDestroy(la->blas);
+    for (int i = 0; i < la->nblocks; i++)
+        if (cudaFreeHost(la->blocks[i]) != cudaSuccess) (void)cudaGetLastError();
+    gs_free(la->blocks);
+    pthread_mutex_destroy(&la->lock);
+    gs_free(la);
+}
+
+static gs_status_t gs__la_create(void *cuda_stream, gs__cuda_arena_t *arena, void *late_err,
+                                 struct gs__cuda_la **la_p)
+{
+    gs_status_t st;
+    cublasStatus_t bs;
+    cusolverStatus_t ss;
+    struct gs__cuda_la *la = gs_calloc(1, sizeof(*la), "cuda linalg state");
+    if (la == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "cuda linalg: out of memory");
+    if (pthread_mutex_init(&la->lock, NULL) != 0) {
+        gs_free(la);
+        return gs_error_set(GS_ERR_NO_RESOURCE, "cuda linalg: pthread_mutex_init failed");
+    }
+    la->arena = arena;
+    la->late_err = (atomic_int *)late_err;
+    la->svd_method = gs__la_svd_method();
+    if ((bs = cublasCreate(&la->blas)) != CUBLAS_STATUS_SUCCESS) {
+        la->blas = NULL;
+        st = gs__la_blas_error(bs, "cublasCreate");
+        goto err;
+    }
+    if ((bs = cublasSetStream(la->blas, (cudaStream_t)cuda_stream)) != CUBLAS_STATUS_SUCCESS) {
+        st = gs__la_blas_error(bs, "cublasSetStream");
+        goto err;
+    }
+    if ((ss = cusolverDnCreate(&la->solver)) != CUSOLVER_STATUS_SUCCESS) {
+        la->solver = NULL;
+        st = gs__la_solver_error(ss, "cusolverDnCreate");
+        goto err;
+    }
+    if ((ss = cusolverDnSetStream(la->solver, (cudaStream_t)cuda_stream)) !=
+        CUSOLVER_STATUS_SUCCESS) {
+        st = gs__la_solver_error(ss, "cusolverDnSetStream");
+        goto err;
+    }
+    if (la->svd_method == GS__LA_SVD_GESVDJ) {
+        if ((ss = cusolverDnCreateGesvdjInfo(&la->svdj)) != CUSOLVER_STATUS_SUCCESS) {
+            la->svdj = NULL;
+            st = gs__la_solver_error(ss, "cusolverDnCreateGesvdjInfo");
+            goto err;
+        }
+        /* tolerance: machine epsilon (the default, set explicitly); up to 100 sweeps */
+        if ((ss = cusolverDnXgesvdjSetTolerance(la->svdj, 0x1.0p-52)) != CUSOLVER_STATUS_SUCCESS ||
+            (ss = cusolverDnXgesvdjSetMaxSweeps(la->svdj, 100)) != CUSOLVER_STATUS_SUCCESS ||
+            (ss = cusolverDnXgesvdjSetSortEig(la->svdj, 1)) != CUSOLVER_STATUS_SUCCESS) {
+            st = gs__la_solver_error(ss, "cusolverDnXgesvdjSet*");
+            goto err;
+        }
+    }
+    *la_p = la;
+    return GS_OK;
+err:
+    gs__cuda_la_destroy(la);
+    return st;
+}
+
+/* A free completion record (a new pinned block of GS__LA_POOL when none is free). */
+static gs_status_t gs__la_rec_get(struct gs__cuda_la *la, gs__la_rec_t **rec_p)
+{
+    pthread_mutex_lock(&la->lock);
+    gs__la_rec_t *r = la->free_recs;
+    if (r != NULL) la->free_recs = r->next;
+    pthread_mutex_unlock(&la->lock);
+    if (r == NULL) {
+        void *blk = NULL;
+        if (la->nblocks == la->capblocks) {
+            int cap = la->capblocks ? la->capblocks * 2 : 4;
+            void **nb = gs_realloc(la->blocks, (size_t)cap * sizeof(*nb), "cuda linalg blocks");
+            if (nb == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "cuda linalg: out of memory");
+            la->blocks = nb;
+            la->capblocks = cap;
+        }
+        cudaError_t e = cudaHostAlloc(&blk, GS__LA_POOL * sizeof(gs__la_rec_t),
+                                      cudaHostAllocDefault);
+        if (e != cudaSuccess) {
+            (void)cudaGetLastError();
+            return gs__cuda_error((int)e, "cudaHostAlloc(linalg completion records)");
+        }
+        la->blocks[la->nblocks++] = blk;
+        gs__la_rec_t *recs = blk;
+        pthread_mutex_lock(&la->lock);
+        for (int i = 1; i < GS__LA_POOL; i++) {
+            recs[i].next = la->free_recs;
+            la->free_recs = &recs[i];
+        }
+        pthread_mutex_unlock(&la->lock);
+        r = &recs[0];
+    }
+    memset(r, 0, sizeof(*r));
+    r->la = la;
+    *rec_p = r;
+    return GS_OK;
+}
+
+static void gs__la_rec_put(struct gs__cuda_la *la, gs__la_rec_t *r)
+{
+    pthread_mutex_lock(&la->lock);
+    r->next = la->free_recs;
+    la->free_recs = r;
+    pthread_mutex_unlock(&la->lock);
+}
+
+static const char *gs__la_info_name(const gs__la_rec_t *r, int i)
+{
+    if (i == 0) return "cusolverDnDgeqrf";
+    if (i == 1) return "cusolverDnDorgqr";
+    return r->svd_method == GS__LA_SVD_GESVDJ ? "cusolverDnDgesvdj" : "cusolverDnDgesvd";
+}
+
+/* Stream callback after a QR/SVD: check devInfo, free the scratch, recycle the record.
+ * Runs on a CUDA runtime thread: no CUDA calls here. */
+static void CUDART_CB gs__la_done_cb(cudaStream_t cs, cudaError_t err, void *ud)
+{
+    gs__la_rec_t *r = ud;
+    struct gs__cuda_la *la = r->la;
+    (void)cs;
+    if (err == cudaSuccess) {
+        for (int i = 0; i < r->ninfo; i++) {
+            if (r->info[i] == 0) continue;
+            gs_status_t st = r->info[i] < 0 ? GS_ERR_INTERNAL : GS_ERR_NUMERIC;
+            GS_LOG_ERROR("cuda linalg %s of a %lld x %lld stack: %s returned info %d (%s)",
+                         r->op == GS_LA_QR ? "qr" : "svd", (long long)r->m, (long long)r->n,
+                         gs__la_info_name(r, i), r->info[i],
+                         r->info[i] < 0 ? "an invalid argument" : "no convergence");
+            int expected = GS_OK;
+            atomic_compare_exchange_strong(la->late_err, &expected, (int)st);
+            break;
+        }
+    }
+    if (r->scratch != 0 && gs__cuda_arena_free(la->arena, r->scratch) != GS_OK)
+        GS_LOG_ERROR("cuda linalg: freeing scratch: %s", gs_last_error());
+    gs__la_rec_put(la, r);
+}
+
+static int gs__la_int(int64_t v)
+{
+    return v >= 0 && v <= INT_MAX;
+}
+
+static gs_status_t gs__la_too_big(const char *op, const char *what, int64_t v)
+{
+    return gs_error_set(GS_ERR_UNSUPPORTED,
+                        "cuda linalg %s: %s %lld exceeds the 32-bit dimensions of cuBLAS/cuSOLVER",
+                        op, what, (long long)v);
+}
+
+static gs_status_t gs__la_gemm(struct gs__cuda_la *la, cudaStream_t s, const gs_klinalg_t *k)
+{
+    gs_status_t st = GS_OK;
+    const double zero = 0.0, one = 1.0;
+    const int64_t m = k->m, n = k->n;
+    int first = 1;
+    if (m == 0 || n == 0) return GS_OK;
+    if (!gs__la_int(m)) return gs__la_too_big("gemm", "m", m);
+    if (!gs__la_int(n)) return gs__la_too_big("gemm", "n", n);
+    for (int32_t t = 0; t < k->nterms; t++) {
+        const gs_kmat_t *a = &k->a[t], *b = &k->b[t];
+        int64_t kk = a->trans ? a->rows : a->cols;
+        if (!gs__la_int(kk)) return gs__la_too_big("gemm", "inner dimension", kk);
+        if (!gs__la_int(a->ld)) return gs__la_too_big("gemm", "a.ld", a->ld);
+        if (!gs__la_int(b->ld)) return gs__la_too_big("gemm", "b.ld", b->ld);
+    }
+    for (int32_t t = 0; t < k->nterms; t++) {
+        const gs_kmat_t *a = &k->a[t], *b = &k->b[t];
+        int64_t kk = a->trans ? a->rows : a->cols;
+        if (kk == 0) continue;
+        GS__LA_BLAS(cublasDgemm(la->blas, b->trans ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                a->trans ? CUBLAS_OP_T : CUBLAS_OP_N, (int)n, (int)m, (int)kk,
+                                &k->alpha, b->data + b->off, (int)b->ld, a->data + a->off,
+                                (int)a->ld, first ? &zero : &one, k->out, (int)n));
+        first = 0;
+    }
+    if (first) {
+        cudaError_t e = cudaMemsetAsync(k->out, 0, (size_t)m * (size_t)n * sizeof(double), s);
+        if (e != cudaSuccess) {
+            (void)cudaGetLastError();
+            return gs__cuda_error((int)e, "cudaMemsetAsync(linalg gemm zeros)");
+        }
+    }
+    return GS_OK;
+fail:
+    return st;
+}
+
+/* Byte offsets of a scratch layout, each rounded to the arena unit. */
+static size_t gs__la_take(size_t *cur, size_t nbytes)
+{
+    size_t off = *cur;
+    *cur += (nbytes + GS__ARENA_UNIT - 1) / GS__ARENA_UNIT * GS__ARENA_UNIT;
+    return off;
+}
+
+static gs_status_t gs__la_factor(struct gs__cuda_la *la, cudaStream_t s, const gs_klinalg_t *k)
+{
+    gs_status_t st = GS_OK;
+    const double zero = 0.0, one = 1.0;
+    const int64_t m = k->m, n = k->n;
+    const int svd = k->op == GS_LA_SVD;
+    const char *opname = svd ? "svd" : "qr";
+    int lw_qrf = 0, lw_org = 0, lw_svd = 0;
+    uintptr_t base = 0;
+    gs__la_rec_t *rec = NULL;
+    int enqueued = 0;
+
+    if (!gs__la_int(m)) return gs__la_too_big(opname, "m", m);
+    for (int32_t t = 0; t < k->nterms; t++)
+        if (k->a[t].rows > 0 && !gs__la_int(k->a[t].ld))
+            return gs__la_too_big(opname, "a.ld", k->a[t].ld);
+    const int mi = (int)m, ni = (int)n;
+
+    GS__LA_SOLVER(cusolverDnDgeqrf_bufferSize(la->solver, mi, ni, NULL, mi, &lw_qrf));
+    GS__LA_SOLVER(cusolverDnDorgqr_bufferSize(la->solver, mi, ni, ni, NULL, mi, NULL, &lw_org));
+    if (svd && la->svd_method == GS__LA_SVD_GESVDJ)
+        GS__LA_SOLVER(cusolverDnDgesvdj_bufferSize(la->solver, CUSOLVER_EIG_MODE_VECTOR, 0, ni, ni,
+                                                   NULL, ni, NULL, NULL, ni, NULL, ni, &lw_svd,
+                                                   la->svdj));
+    else if (svd)
+        GS__LA_SOLVER(cusolverDnDgesvd_bufferSize(la->solver, ni, ni, &lw_svd));
+    int lwork = lw_qrf;
+    if (lw_org > lwork) lwork = lw_org;
+    if (lw_svd > lwork) lwork = lw_svd;
+    if (lwork < 1) lwork = 1;
+
+    /* scratch: Ac (m x n) | tau (n) | sgn (n) | X, W (n x n each, SVD) | rwork (n) | work |
+     * info */
+    size_t sz = 0;
+    const size_t o_ac = gs__la_take(&sz, (size_t)m * (size_t)n * sizeof(double));
+    const size_t o_tau = gs__la_take(&sz, (size_t)n * sizeof(double));
+    const size_t o_sgn = gs__la_take(&sz, (size_t)n * sizeof(double));
+    const size_t o_x = svd ? gs__la_take(&sz, (size_t)n * (size_t)n * sizeof(double)) : 0;
+    const size_t o_w = svd ? gs__la_take(&sz, (size_t)n * (size_t)n * sizeof(double)) : 0;
+    const size_t o_rw = gs__la_take(&sz, (size_t)n * sizeof(double));
+    const size_t o_work = gs__la_take(&sz, (size_t)lwork * sizeof(double));
+    const size_t o_info = gs__la_take(&sz, GS__LA_NINFO * sizeof(int));
+    if ((st = gs__cuda_arena_alloc(la->arena, sz, &base)) != GS_OK) {
+        gs_error_set(st, "cuda linalg %s of %lld x %lld: no %zu bytes of scratch in the arena (%s)",
+                     opname, (long long)m, (long long)n, sz, gs_last_error());
+        return st;
+    }
+    double *ac = (double *)(base + o_ac), *tau = (double *)(base + o_tau);
+    double *sgn = (double *)(base + o_sgn), *x = (double *)(base + o_x);
+    double *w = (double *)(base + o_w), *rwork = (double *)(base + o_rw);
+    double *work = (double *)(base + o_work);
+    int *info = (int *)(base + o_info);
+    GS__LA_TRY(gs__la_rec_get(la, &rec));
+    rec->op = k->op;
+    rec->svd_method = la->svd_method;
+    rec->m = m;
+    rec->n = n;
+    rec->scratch = base;
+
+    enqueued = 1; /* from here on, enqueued work may use the scratch */
+    int64_t r0 = 0;
+    for (int32_t t = 0; t < k->nterms; t++) {
+        const gs_kmat_t *a = &k->a[t];
+        GS__LA_TRY(gs__cuda_la_transpose(s, a->data + a->off, a->ld, ac + r0, m, a->rows, n, NULL));
+        r0 += a->rows;
+    }
+    GS__LA_SOLVER(cusolverDnDgeqrf(la->solver, mi, ni, ac, mi, tau, work, lwork, info + 0));
+    if (!svd) {
+        double *q = k->out, *r = k->out + m * n;
+        GS__LA_TRY(gs__cuda_la_extract_r(s, ac, m, n, 1, r, sgn));
+        GS__LA_SOLVER(cusolverDnDorgqr(la->solver, mi, ni, ni, ac, mi, tau, work, lwork, info + 1));
+        /* q[i * n + j] = ac[i + j * m] * sgn[j] */
+        GS__LA_TRY(gs__cuda_la_transpose(s, ac, m, q, n, n, m, sgn));
+        rec->ninfo = 2;
+    } else {
+        double *u = k->out, *sv = k->out + m * n, *vt = sv + n;
+        GS__LA_TRY(gs__cuda_la_extract_r(s, ac, m, n, 0, x, NULL));
+        GS__LA_SOLVER(cusolverDnDorgqr(la->solver, mi, ni, ni, ac, mi, tau, work, lwork, info + 1));
+        /* X = R^T (column-major) = U_x S V_x^T: U_x = V (row-major Vt) into vt; then
+         * row-major U = column-major U_r^T Q^T with U_r = V_x */
+        if (la->svd_method == GS__LA_SVD_GESVDJ) {
+            GS__LA_SOLVER(cusolverDnDgesvdj(la->solver, CUSOLVER_EIG_MODE_VECTOR, 0, ni, ni, x, ni,
+                                            sv, vt, ni, w, ni, work, lwork, info + 2, la->svdj));
+            GS__LA_BLAS(cublasDgemm(la->blas, CUBLAS_OP_T, CUBLAS_OP_T, ni, mi, ni, &one, w, ni,
+                                    ac, mi, &zero, u, ni));
+        } else {
+            GS__LA_SOLVER(cusolverDnDgesvd(la->solver, 'A', 'A', ni, ni, x, ni, sv, vt, ni, w, ni,
+                                           work, lwork, rwork, info + 2));
+            GS__LA_BLAS(cublasDgemm(la->blas, CUBLAS_OP_N, CUBLAS_OP_T, ni, mi, ni, &one, w, ni,
+                                    ac, mi, &zero, u, ni));
+        }
+        rec->ninfo = 3;
+    }
+    cudaError_t e = cudaMemcpyAsync(rec->info, info, GS__LA_NINFO * sizeof(int),
+                                    cudaMemcpyDeviceToHost, s);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        st = gs__cuda_error((int)e, "cudaMemcpyAsync(linalg devInfo)");
+        goto fail;
+    }
+    e = cudaStreamAddCallback(s, gs__la_done_cb, rec, 0);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        st = gs__cuda_error((int)e, "cudaStreamAddCallback(linalg completion)");
+        goto fail;
+    }
+    return GS_OK;
+
+fail:
+    /* Work already enqueued may still use the scratch: release it after that work. */
+    if (rec != NULL) rec->ninfo = 0;
+    if (enqueued && rec != NULL && cudaStreamAddCallback(s, gs__la_done_cb, rec, 0) == cudaSuccess)
+        return st;
+    (void)cudaGetLastError();
+    if (enqueued && cudaStreamSynchronize(s) != cudaSuccess) (void)cudaGetLastError();
+    if (rec != NULL) gs__la_rec_put(la, rec);
+    if (base != 0 && gs__cuda_arena_free(la->arena, base) != GS_OK)
+        GS_LOG_ERROR("cuda linalg: freeing scratch: %s", gs_last_error());
+    return st;
+}
+
+gs_status_t gs__cuda_linalg_run(struct gs__cuda_la **la_p, void *cuda_stream,
+                                gs__cuda_arena_t *arena, void *late_err, const gs_klinalg_t *k)
+{
+    gs_status_t st = GS_OK;
+    pthread_mutex_lock(&gs__la_create_lock);
+    struct gs__cuda_la *la = *la_p;
+    if (la == NULL && (st = gs__la_create(cuda_stream, arena, late_err, &la)) == GS_OK) *la_p = la;
+    pthread_mutex_unlock(&gs__la_create_lock);
+    if (st != GS_OK) return st;
+    if (k->op == GS_LA_GEMM) return gs__la_gemm(la, (cudaStream_t)cuda_stream, k);
+    return gs__la_factor(la, (cudaStream_t)cuda_stream, k);
+}

@@ -1,0 +1,49 @@
+/**
+ * LINALG on the CUDA backend (linalg.c, linalg_kernels.cu): GEMM through cuBLAS, QR and SVD
+ * through cuSOLVER. Plain C, no CUDA header, so ctx.c can hook it in.
+ *
+ * Per stream, a gs__cuda_la holds one cuBLAS and one cuSOLVER handle bound to the stream's
+ * CUDA stream, and a pool of pinned completion records; it is made on the stream's first
+ * LINALG call (streams that never run one pay nothing) and destroyed with the stream.
+ *
+ * Scratch memory (the column-major copy of the stack, tau, LAPACK workspace, devInfo) is one
+ * block from the context's arena, freed by a stream callback once the work has completed.
+ * The devInfo words are copied into the pinned record; the callback checks them and, if one
+ * is nonzero, stores the error in *late_err, which the stream's next notify()/sync() reports
+ * (the callback also logs the details).
+ */
+#ifndef GS_CHUNKOPS_CUDA_LINALG_H
+#define GS_CHUNKOPS_CUDA_LINALG_H
+
+#include "chunkops/cuda/cuda_internal.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct gs__cuda_la;
+
+/** Enqueue validated LINALG spec @a k on @a cuda_stream (a cudaStream_t) of device-current
+ *  context. *la_p: the stream's state (created here when NULL; creation is serialised).
+ *  @a late_err: an atomic_int of the stream (a C11 _Atomic int), written by the completion
+ *  callback. Returns GS_ERR_CUDA / GS_ERR_NO_DEVICE_MEMORY / GS_ERR_NO_MEMORY /
+ *  GS_ERR_UNSUPPORTED (a dimension beyond the 32-bit cuBLAS/cuSOLVER API) on enqueue failure. */
+gs_status_t gs__cuda_linalg_run(struct gs__cuda_la **la_p, void *cuda_stream,
+                                gs__cuda_arena_t *arena, void *late_err, const gs_klinalg_t *k);
+
+/** Destroy a stream's state (NULL allowed). The stream's work must have completed. */
+void gs__cuda_la_destroy(struct gs__cuda_la *la);
+
+/** Layout kernels (linalg_kernels.cu). transpose: out[c * ldo + r] = in[r * ldi + c] *
+ *  (scale ? scale[r] : 1), r < R, c < C. extract_r: row-major R (ld n, zeros below the
+ *  diagonal) from the column-major geqrf result @a a (lda); with fix_signs, row i is negated
+ *  where a[i + i * lda] < 0 and sgn[i] (may be NULL) receives -1 or 1. */
+gs_status_t gs__cuda_la_transpose(void *stream, const double *in, int64_t ldi, double *out,
+                                  int64_t ldo, int64_t R, int64_t C, const double *scale);
+gs_status_t gs__cuda_la_extract_r(void *stream, const double *a, int64_t lda, int64_t n,
+                                  int fix_signs, double *r_out, double *sgn);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
