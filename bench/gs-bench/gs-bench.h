@@ -43,5 +43,7 @@ void gs__json_num(const char *key, double v);
 /* Benchmarks (one file each). Return 0 ok, 1 run failure, 2 bad arguments. */
 int gs__bench_seed(int argc, char **argv);
 int gs__bench_tasks(int argc, char **argv);
+int gs__bench_transpose_sum(int argc, char **argv);   /* move.c */
+int gs__bench_slice3(int argc, char **argv);          /* move.c */
 
 #endif

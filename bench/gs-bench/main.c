@@ -6,6 +6,8 @@
  *                 [--scheduler tcp://host:port] [--repeat R] [--seed S] [--token T]
  *   gs-bench tasks --tasks N [--shape independent|tree] [--split-every K] [--elems E]
  *                 [--workers W] [--backend cpu|cuda] [--scheduler tcp://host:port] [--repeat R]
+ *   gs-bench transpose-sum --n N --chunk C [common options]   (x persisted; times (x + x.T).sum())
+ *   gs-bench slice3 --n N --chunk C [common options]          (x persisted; times x[::3] gathered)
  *
  * Subcommands live in one table (gs__benches), one file each; each parses its own options with
  * the shared helpers of gs-bench.h and reports through gs__json_*. */
@@ -25,6 +27,8 @@ typedef struct gs__bench {
 static const gs__bench_t gs__benches[] = {
     {"seed", gs__bench_seed, "(normal(10,1,(n,n)) + 1)[::2, ::2].sum() on a cluster"},
     {"tasks", gs__bench_tasks, "N tiny tasks (independent or a fan-in tree): tasks/s end to end"},
+    {"transpose-sum", gs__bench_transpose_sum, "(x + x.T).sum() on a persisted normal (n, n) x"},
+    {"slice3", gs__bench_slice3, "x[::3] of a persisted normal (n, n) x gathered to the client"},
 };
 
 static void gs__usage(FILE *f)

@@ -1,0 +1,277 @@
+/* gs-bench transpose-sum and slice3: operations that move data between chunks, timed on a
+ * persisted input as dask-cuda's local_cupy benchmark does (the input is computed and kept on
+ * the workers first; only the operation is timed).
+ *
+ *   transpose-sum: x = normal(0, 1, (n, n)) persisted; time (x + x.T).sum() (each output chunk
+ *                  (i, j) reads x's chunks (i, j) and (j, i), usually on another worker).
+ *   slice3:        x persisted; time computing x[::3] gathered into a client buffer.
+ *
+ * One JSON line per timed run. gb_per_s follows local_cupy's "data processed / duration":
+ * x's bytes for transpose-sum, the gathered bytes for slice3. */
+#include "gs-bench.h"
+
+#include "chunkops/random.h"
+#include "common/alloc.h"
+
+#include <gsched/gsched.h>
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct gs__move_opts {
+    gs__common_t c;
+    int64_t n, chunk;
+} gs__move_opts_t;
+
+static void gs__move_usage(FILE *f, const char *name)
+{
+    int tsum = strcmp(name, "transpose-sum") == 0;
+    fprintf(f,
+            "usage: gs-bench %s --n N --chunk C [options]\n"
+            "%s\n"
+            "  --n N                 array side (>= 1)\n"
+            "  --chunk C             chunk side (>= 1)\n"
+            "  --workers W           workers of the local cluster (default: one per GPU for cuda,\n"
+            "                        else 2); with --scheduler: wait for W workers\n"
+            "  --backend cpu|cuda    local cluster backend (default cuda when a GPU is visible)\n"
+            "  --scheduler ADDR      use the cluster at tcp://host:port instead of a local one\n"
+            "  --token T             cluster token (default $GSCHED_TOKEN)\n"
+            "  --no-fuse             lower without fusion\n"
+            "  --no-pushdown         do not push slices into generators\n"
+            "  --repeat R            timed runs (default 1)\n"
+            "  --seed S              random seed (default 0)\n"
+            "Prints one JSON line per timed run: bench, n, chunk, workers, backend, run, %s,\n"
+            "seconds, gb_per_s, tasks, persist_s, ...\n",
+            name,
+            tsum ? "Persist x = normal(0, 1, (N, N)) in C x C chunks, then time (x + x.T).sum()."
+                 : "Persist x = normal(0, 1, (N, N)) in C x C chunks, then time x[::3] gathered\n"
+                   "into a client buffer.",
+            tsum ? "value, expected (2 * x.sum())" : "gathered_bytes, checked, mismatches");
+}
+
+static int gs__move_args(int argc, char **argv, const char *name, gs__move_opts_t *o, int *done)
+{
+    memset(o, 0, sizeof(*o));
+    o->c.fuse = o->c.pushdown = 1;
+    o->c.repeat = 1;
+    o->c.token = getenv("GSCHED_TOKEN");
+    o->n = o->chunk = -1;
+    *done = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        int r;
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            gs__move_usage(stdout, name);
+            *done = 1;
+            return 0;
+        }
+        if (strcmp(a, "--n") == 0 || strcmp(a, "--chunk") == 0) {
+            int64_t *v = a[2] == 'n' ? &o->n : &o->chunk;
+            if (!gs__int_arg(a, i + 1 < argc ? argv[i + 1] : NULL, 1, INT64_C(3037000499), v))
+                return 2;
+            i++;
+            continue;
+        }
+        r = gs__common_arg(argc, argv, &i, &o->c);
+        if (r < 0) return 2;
+        if (r == 0) return gs__bad("unknown option '%s'", a);
+    }
+    if (o->n < 0) return gs__bad("--n is required");
+    if (o->chunk < 0) return gs__bad("--chunk is required");
+    return 0;
+}
+
+/* Submit @a a and wait; the result goes to @a out (out_len doubles). */
+static int gs__move_run(gs_client_h client, gs_array_h a, double *out, size_t out_len,
+                        double *seconds_p, gs_compute_stats_t *stats_p)
+{
+    gs_future_h f;
+    gs_status_t st;
+    double t0 = gs__now();
+    if ((st = gs_client_submit(client, a, 0, &f)) != GS_OK) {
+        fprintf(stderr, "%s %s: submit failed: %s: %s\n", g_prog, g_sub, gs_status_name(st),
+                gs_last_error());
+        return 1;
+    }
+    st = gs_future_gather(f, out, out_len);
+    *seconds_p = gs__now() - t0;
+    if (st != GS_OK) {
+        fprintf(stderr, "%s %s: run failed: %s: %s\n", g_prog, g_sub, gs_status_name(st),
+                gs_last_error());
+        gs_future_destroy(f);
+        return 1;
+    }
+    if (gs_future_stats(f, stats_p) != GS_OK) memset(stats_p, 0, sizeof(*stats_p));
+    gs_future_destroy(f);
+    return 0;
+}
+
+/* Connect and persist x; 0 on success. */
+static int gs__move_setup(gs__move_opts_t *o, gs_client_h *client_p, gs_array_h *x_p,
+                          double *connect_s_p, double *persist_s_p)
+{
+    int64_t shape[2] = {o->n, o->n}, chunks[2] = {o->chunk, o->chunk};
+    gs_status_t st;
+    double t0;
+    if (gs_array_random_normal(o->c.seed, 0.0, 1.0, 2, shape, chunks, x_p) != GS_OK) {
+        fprintf(stderr, "%s %s: cannot build x: %s\n", g_prog, g_sub, gs_last_error());
+        return 2;
+    }
+    if (gs__connect(&o->c, client_p, connect_s_p) != 0) return 1;
+    t0 = gs__now();
+    if ((st = gs_client_persist(*client_p, *x_p)) != GS_OK) {
+        fprintf(stderr, "%s %s: persisting x failed: %s: %s\n", g_prog, g_sub, gs_status_name(st),
+                gs_last_error());
+        return 1;
+    }
+    *persist_s_p = gs__now() - t0;
+    return 0;
+}
+
+static void gs__move_head(const char *bench, const gs__move_opts_t *o, int run)
+{
+    printf("{\"bench\":\"%s\",\"n\":%" PRId64 ",\"chunk\":%" PRId64 ",\"workers\":%d", bench, o->n,
+           o->chunk, o->c.workers);
+    printf(",\"backend\":\"%s\"", o->c.backend ? o->c.backend : "remote");
+    printf(",\"fused\":%s,\"seed\":%" PRIu64 ",\"run\":%d", o->c.fuse ? "true" : "false",
+           o->c.seed, run);
+}
+
+static void gs__move_tail(const gs_compute_stats_t *st, double persist_s, double connect_s,
+                          gs_client_h client)
+{
+    printf(",\"tasks\":%" PRIu64, st->ntasks);
+    gs__json_num("submit_s", st->submit_s);
+    gs__json_num("kernel_s", st->run_s_total);
+    gs__json_num("persist_s", persist_s);
+    gs__json_num("connect_s", connect_s);
+    printf(",\"scheduler\":\"%s\"}\n", gs_client_address(client));
+    fflush(stdout);
+}
+
+int gs__bench_transpose_sum(int argc, char **argv)
+{
+    gs__move_opts_t o;
+    gs_client_h client = NULL;
+    gs_array_h x = NULL, xt = NULL, y = NULL, s = NULL, sx = NULL;
+    double connect_s = 0, persist_s = 0, expected = NAN, t;
+    gs_compute_stats_t stats;
+    int rc, done;
+
+    if ((rc = gs__move_args(argc, argv, "transpose-sum", &o, &done)) != 0 || done) return rc;
+    rc = gs__move_setup(&o, &client, &x, &connect_s, &persist_s);
+    if (rc != 0) goto out;
+    rc = 2;
+    if (gs_array_transpose(x, NULL, &xt) != GS_OK || gs_array_binary(GS_BINARY_ADD, x, xt, &y) != GS_OK ||
+        gs_array_reduce(GS_RED_SUM, y, NULL, &s) != GS_OK ||
+        gs_array_reduce(GS_RED_SUM, x, NULL, &sx) != GS_OK) {
+        fprintf(stderr, "%s %s: cannot build the expression: %s\n", g_prog, g_sub, gs_last_error());
+        goto out;
+    }
+    rc = 1;
+    /* the check value, untimed: (x + x.T).sum() = 2 * x.sum() up to rounding */
+    if (gs__move_run(client, sx, &expected, 1, &t, &stats) != 0) goto out;
+    expected *= 2.0;
+    for (int r = 0; r < o.c.repeat; r++) {
+        double v = NAN;
+        if (gs__move_run(client, s, &v, 1, &t, &stats) != 0) goto out;
+        gs__move_head("transpose-sum", &o, r);
+        gs__json_num("value", v);
+        gs__json_num("expected", expected);
+        gs__json_num("seconds", t);
+        gs__json_num("gb_per_s", (double)o.n * (double)o.n * 8.0 / t * 1e-9);
+        gs__move_tail(&stats, persist_s, connect_s, client);
+        if (!(fabs(v - expected) <= 1e-9 * fmax(1.0, sqrt((double)o.n * (double)o.n)))) {
+            fprintf(stderr, "%s %s: run %d gave %.17g, expected %.17g\n", g_prog, g_sub, r, v,
+                    expected);
+            goto out;
+        }
+    }
+    rc = 0;
+out:
+    gs_client_destroy(client);
+    gs_array_release(sx);
+    gs_array_release(s);
+    gs_array_release(y);
+    gs_array_release(xt);
+    gs_array_release(x);
+    return rc;
+}
+
+int gs__bench_slice3(int argc, char **argv)
+{
+    gs__move_opts_t o;
+    gs_client_h client = NULL;
+    gs_array_h x = NULL, z = NULL;
+    double connect_s = 0, persist_s = 0, *buf = NULL;
+    gs_compute_stats_t stats;
+    int rc, done;
+    int64_t rows;
+    size_t len;
+
+    if ((rc = gs__move_args(argc, argv, "slice3", &o, &done)) != 0 || done) return rc;
+    rows = (o.n + 2) / 3;
+    len = (size_t)rows * (size_t)o.n;
+    rc = gs__move_setup(&o, &client, &x, &connect_s, &persist_s);
+    if (rc != 0) goto out;
+    {
+        gs_slice_t sl;
+        memset(&sl, 0, sizeof(sl));
+        sl.step = 3;
+        if (gs_array_slice(x, 1, &sl, &z) != GS_OK) {
+            fprintf(stderr, "%s %s: cannot build x[::3]: %s\n", g_prog, g_sub, gs_last_error());
+            rc = 2;
+            goto out;
+        }
+    }
+    rc = 1;
+    buf = gs_malloc(len * sizeof(double), "slice3 buffer");
+    if (buf == NULL) {
+        fprintf(stderr, "%s %s: cannot allocate the %zu-byte client buffer\n", g_prog, g_sub,
+                len * sizeof(double));
+        goto out;
+    }
+    for (int r = 0; r < o.c.repeat; r++) {
+        double t;
+        int64_t checked = 0, bad = 0;
+        uint64_t rng = 0x9e3779b97f4a7c15ull * (uint64_t)(r + 1);
+        if (gs__move_run(client, z, buf, len, &t, &stats) != 0) goto out;
+        /* untimed: spot-check 4096 elements (and the corners) against the random definition */
+        for (int k = 0; k < 4096 + 2 && len > 0; k++) {
+            uint64_t e;
+            if (k == 0) e = 0;
+            else if (k == 1) e = len - 1;
+            else {
+                rng ^= rng << 13;
+                rng ^= rng >> 7;
+                rng ^= rng << 17;
+                e = rng % len;
+            }
+            int64_t i = (int64_t)(e / (uint64_t)o.n), j = (int64_t)(e % (uint64_t)o.n);
+            double want = gs_random_normal(o.c.seed, (uint64_t)(3 * i * o.n + j), 0.0, 1.0);
+            if (!(fabs(buf[e] - want) <= 1e-12 * fmax(1.0, fabs(want)))) bad++;
+            checked++;
+        }
+        gs__move_head("slice3", &o, r);
+        printf(",\"gathered_bytes\":%zu", len * sizeof(double));
+        printf(",\"checked\":%" PRId64 ",\"mismatches\":%" PRId64, checked, bad);
+        gs__json_num("seconds", t);
+        gs__json_num("gb_per_s", (double)len * 8.0 / t * 1e-9);
+        gs__move_tail(&stats, persist_s, connect_s, client);
+        if (bad > 0) {
+            fprintf(stderr, "%s %s: run %d: %" PRId64 " of %" PRId64 " checked elements differ\n",
+                    g_prog, g_sub, r, bad, checked);
+            goto out;
+        }
+    }
+    rc = 0;
+out:
+    gs_free(buf);
+    gs_client_destroy(client);
+    gs_array_release(z);
+    gs_array_release(x);
+    return rc;
+}
