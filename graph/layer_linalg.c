@@ -415,3 +415,26 @@ out:
     GS_VEC_FREE(&views);
     return ok;
 }
+
+int64_t gs__la_block_work(const gs_layer_t *l, uint64_t block)
+{
+    const gs__lablk_t *b = &l->u.la.blk[block];
+    const gs__laview_t *v = l->u.la.views + b->view_first;
+    int64_t w = 0, t;
+    switch (b->op) {
+    case GS__LA_GEMM:
+        for (int32_t i = 0; i < b->nview; i += 2) {
+            int64_t k = v[i].trans ? v[i].rows : v[i].cols;
+            if (__builtin_mul_overflow(b->m * b->n, k, &t) || __builtin_add_overflow(w, t, &w))
+                return INT64_MAX;
+        }
+        return w + b->m * b->n;
+    case GS__LA_QR: case GS__LA_SVD:
+        if (__builtin_mul_overflow(b->m * b->n, b->n, &w)) return INT64_MAX;
+        return w;
+    case GS__LA_SUM:
+        return b->m * b->n * (b->nin + 1);
+    default:
+        return b->m * b->n;
+    }
+}

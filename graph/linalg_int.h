@@ -63,6 +63,9 @@ const char *gs__la_name(const gs_layer_t *l);
 int gs__la_ninputs(const gs_layer_t *l, uint64_t block);
 const int64_t *gs__la_in_lens(const gs_layer_t *l, uint64_t block);
 uint64_t gs__la_out_nbytes(const gs_layer_t *l, uint64_t block);
+/* Rough element-operation count of block @a block (in range; INT64_MAX on overflow): flops of
+ * a GEMM, m n^2 for a factorisation, the elements touched otherwise. For fuzz budgets. */
+int64_t gs__la_block_work(const gs_layer_t *l, uint64_t block);
 /* Kernel for block @a block (in range): checks the inputs' number and lengths
  * (GS_ERR_INVALID_PARAM). */
 gs_status_t gs__la_instantiate(const gs_layer_t *l, uint64_t block, int ninputs,

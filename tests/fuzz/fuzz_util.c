@@ -7,6 +7,7 @@
 #include "common/log.h"
 #include "graph/graph_internal.h"
 #include "graph/copy_int.h"
+#include "graph/linalg_int.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -98,6 +99,15 @@ gs_status_t fz_block_inputs(const gs_layer_t *l, uint64_t block, int *n_p, int64
         *n_p = n;
         return GS_OK;
     }
+    case GS_LAYER_LINALG: {
+        int n = gs__la_ninputs(l, block);
+        const int64_t *ll = gs__la_in_lens(l, block);
+        if (n < 0 || n > GS__LA_MAX_INPUTS)
+            FZ_BUG("linalg block %llu expects %d inputs", (unsigned long long)block, n);
+        for (int i = 0; i < n; i++) lens[i] = ll[i];
+        *n_p = n;
+        return GS_OK;
+    }
     default:
         return gs_error_set(GS_ERR_UNSUPPORTED, "layer kind");
     }
@@ -111,6 +121,8 @@ int64_t fz_block_work(const gs_layer_t *l, uint64_t block)
         int64_t nrec = fz_region(&l->grid, block / (uint64_t)l->u.c.ngroups);
         return nrec * gs_redop_width((gs_redop_t)l->u.c.redop) * (n + 1);
     }
+    case GS_LAYER_LINALG:
+        return gs__la_block_work(l, block);
     default:
         return fz_region(&l->grid, block);
     }
