@@ -61,7 +61,9 @@ typedef enum gs__op_kind {
     GS__OP_CANCEL,
     GS__OP_FUTURE_DROP,
     GS__OP_RELEASE_GRAPH,
-    GS__OP_CLOSE
+    GS__OP_CLOSE,
+    GS__OP_WORKERS,             /* WORKERS_REQ; answered in order with INFO (info list) */
+    GS__OP_REPLICATE            /* REPLICATE; answered by req_id (gathers map) */
 } gs__op_kind_t;
 
 /* One output block of a gather: which key it comes from. Sorted by (graph, task). */
@@ -118,6 +120,12 @@ struct gs__op {
     /* INFO */
     uint32_t nworkers;
     gs__op_t *info_next;
+    /* WORKERS: the answer (gs_malloc'd, nwinfo entries) */
+    gs_client_worker_info_t *winfo;
+    size_t nwinfo;
+    /* REPLICATE: graph whose outputs are copied, target worker name */
+    uint64_t repl_graph;
+    char repl_target[256];
     /* GATHER */
     double *out;
     int64_t out_stride[GS_MAX_NDIM];
@@ -235,6 +243,7 @@ static void gs__op_free(gs__op_t *op)
     gs_buf_cleanup(&op->frame);
     gs_free(op->keys);
     gs_free(op->got);
+    gs_free(op->winfo);
     gs_free(op);
 }
 
@@ -464,6 +473,34 @@ static void gs__handle_op(gs_client_h c, gs__op_t *op)
         }
         break;
     }
+    case GS__OP_REPLICATE: {
+        gs_msg_t m;
+        uint64_t key[2];
+        if (!usable) {
+            gs__op_finish(c, op, fail, fail_msg);
+            return;
+        }
+        op->req_id = ++c->next_req_id;
+        if ((st = gs_u64map_put(&c->gathers, op->req_id, (uint64_t)(uintptr_t)op)) != GS_OK) {
+            gs__op_finish(c, op, st, "out of memory tracking a replicate request");
+            return;
+        }
+        key[0] = op->repl_graph;
+        key[1] = GS_REPLICATE_ALL_OUTPUTS;
+        memset(&m, 0, sizeof(m));
+        m.type = GS_MSG_REPLICATE;
+        m.u.replicate.req_id = op->req_id;
+        m.u.replicate.worker_name.data = (const uint8_t *)op->repl_target;
+        m.u.replicate.worker_name.len = strlen(op->repl_target);
+        m.u.replicate.n = 1;
+        m.u.replicate.keys = key;
+        if ((st = gs_conn_send(c->conn, &m)) != GS_OK) {
+            gs_u64map_del(&c->gathers, op->req_id);
+            gs__op_finish(c, op, st, "could not send a replicate request to the scheduler");
+        }
+        return;   /* completed by REPLICATE_DONE */
+    }
+    case GS__OP_WORKERS:
     case GS__OP_INFO: {
         gs_msg_t m;
         if (!usable) {
@@ -471,7 +508,7 @@ static void gs__handle_op(gs_client_h c, gs__op_t *op)
             return;
         }
         memset(&m, 0, sizeof(m));
-        m.type = GS_MSG_INFO_REQ;
+        m.type = op->kind == GS__OP_WORKERS ? GS_MSG_WORKERS_REQ : GS_MSG_INFO_REQ;
         if ((st = gs_conn_send(c->conn, &m)) != GS_OK) {
             gs__op_finish(c, op, st, "could not send an info request to the scheduler");
             return;
@@ -808,6 +845,39 @@ static void gs__on_error(gs_client_h c, const gs_msg_error_t *e)
     gs__future_unref(oldest);
 }
 
+static void gs__wcopy(char *dst, size_t cap, const gs_str_t *s)
+{
+    size_t n = s->len < cap - 1 ? s->len : cap - 1;
+    if (n > 0) memcpy(dst, s->data, n);
+    dst[n] = '\0';
+}
+
+/* WORKERS answer: copy it into the op (I/O thread). */
+static void gs__on_workers(gs_client_h c, gs__op_t *op, const gs_msg_workers_t *m)
+{
+    gs_client_worker_info_t *wi = gs_calloc(m->n ? m->n : 1, sizeof(*wi), "client workers");
+    if (wi == NULL) {
+        gs__op_finish(c, op, GS_ERR_NO_MEMORY, "out of memory receiving the worker list");
+        return;
+    }
+    for (uint32_t i = 0; i < m->n; i++) {
+        wi[i].id = m->id[i];
+        wi[i].device = m->device[i];
+        wi[i].nthreads = m->nthreads[i];
+        wi[i].memory_limit = m->memory_limit[i];
+        wi[i].mem_used = m->mem_used[i];
+        gs__wcopy(wi[i].name, sizeof(wi[i].name), &m->name[i]);
+        gs__wcopy(wi[i].host, sizeof(wi[i].host), &m->host[i]);
+        gs__wcopy(wi[i].backend, sizeof(wi[i].backend), &m->backend[i]);
+        gs__wcopy(wi[i].address, sizeof(wi[i].address), &m->addr[i]);
+    }
+    uv_mutex_lock(&c->mu);
+    op->winfo = wi;
+    op->nwinfo = m->n;
+    uv_mutex_unlock(&c->mu);
+    gs__op_finish(c, op, GS_OK, NULL);
+}
+
 static void gs__msg_cb(gs_conn_t *conn, gs_msg_t *msg, void *arg)
 {
     gs_client_h c = arg;
@@ -857,16 +927,38 @@ static void gs__msg_cb(gs_conn_t *conn, gs_msg_t *msg, void *arg)
     case GS_MSG_PROGRESS: gs__on_progress(c, &msg->u.progress); break;
     case GS_MSG_GRAPH_DONE: gs__on_graph_done(c, &msg->u.graph_done); break;
     case GS_MSG_DATA: gs__on_data(c, &msg->u.data); break;
+    case GS_MSG_WORKERS:
     case GS_MSG_INFO: {
         gs__op_t *op = c->info_head;
-        if (op == NULL) {
-            GS_LOG_DEBUG("unrequested info ignored");
+        uint32_t want = msg->type == GS_MSG_INFO ? GS__OP_INFO : GS__OP_WORKERS;
+        if (op == NULL || op->kind != want) {
+            GS_LOG_DEBUG("unrequested %s ignored", gs_msg_type_name(msg->type));
             break;
         }
         c->info_head = op->info_next;
         if (c->info_head == NULL) c->info_tail = NULL;
-        op->nworkers = msg->u.info.nworkers;
-        gs__op_finish(c, op, GS_OK, NULL);
+        if (msg->type == GS_MSG_INFO) {
+            op->nworkers = msg->u.info.nworkers;
+            gs__op_finish(c, op, GS_OK, NULL);
+            break;
+        }
+        gs__on_workers(c, op, &msg->u.workers);
+        break;
+    }
+    case GS_MSG_REPLICATE_DONE: {
+        const gs_msg_replicate_done_t *r = &msg->u.replicate_done;
+        uint64_t v;
+        gs__op_t *op;
+        if (!gs_u64map_get(&c->gathers, r->req_id, &v)) {
+            GS_LOG_DEBUG("replicate-done for unknown request %llu ignored", (unsigned long long)r->req_id);
+            break;
+        }
+        op = (gs__op_t *)(uintptr_t)v;
+        if (op->kind != GS__OP_REPLICATE) break;
+        gs_u64map_del(&c->gathers, r->req_id);
+        op->nworkers = (uint32_t)r->n;   /* chunks copied */
+        gs__op_finish(c, op, r->status == GS_OK ? GS_OK : (gs_status_t)r->status,
+                      r->message.len ? (const char *)r->message.data : NULL);
         break;
     }
     case GS_MSG_ERROR: gs__on_error(c, &msg->u.error); break;
@@ -988,7 +1080,8 @@ static void gs__client_shutdown(gs_client_h c)
             uv_mutex_unlock(&c->mu);
             gs__future_unref(op->fut);
         }
-        if (op->kind == GS__OP_INFO || op->kind == GS__OP_GATHER) {
+        if (op->kind == GS__OP_INFO || op->kind == GS__OP_GATHER || op->kind == GS__OP_WORKERS ||
+            op->kind == GS__OP_REPLICATE) {
             uv_mutex_lock(&c->mu);
             gs__op_complete_locked(op, GS_ERR_CANCELED, "the client was destroyed");
             int ab = op->abandoned;
@@ -1765,6 +1858,83 @@ gs_status_t gs_client_persist(gs_client_h c, gs_array_h array)
     if ((st = gs_client_submit(c, array, GS_SUBMIT_KEEP, &f)) != GS_OK) return st;
     st = gs_future_wait(f, -1.0);
     gs_future_destroy(f);
+    return st;
+}
+
+gs_status_t gs_client_workers(gs_client_h c, gs_client_worker_info_t *out, size_t cap, size_t *n_p)
+{
+    gs__op_t *op;
+    gs_status_t st;
+    if (c == NULL || n_p == NULL || (out == NULL && cap > 0))
+        return gs_error_set(GS_ERR_INVALID_PARAM, "gs_client_workers: client and n_p must not be NULL, "
+                                                  "out only when cap is 0");
+    op = gs__op_new(GS__OP_WORKERS);
+    if (op == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "out of memory asking for the worker list");
+    if ((st = gs__post(c, op)) != GS_OK) {
+        gs__op_free(op);
+        return st;
+    }
+    uv_mutex_lock(&c->mu);
+    if (!gs__wait_flag_locked(c, &op->done, gs__deadline(GS__DEFAULT_TIMEOUT_S))) {
+        op->abandoned = 1;
+        uv_mutex_unlock(&c->mu);
+        return gs_error_set(GS_ERR_TIMED_OUT, "no worker list from the scheduler in time");
+    }
+    uv_mutex_unlock(&c->mu);
+    st = op->status;
+    if (st == GS_OK) {
+        size_t n = op->nwinfo < cap ? op->nwinfo : cap;
+        if (n > 0) memcpy(out, op->winfo, n * sizeof(*out));
+        *n_p = op->nwinfo;
+    } else {
+        gs_error_set(st, "%s", op->message);
+    }
+    gs__op_free(op);
+    return st;
+}
+
+gs_status_t gs_client_replicate(gs_client_h c, gs_array_h array, const char *worker, double timeout_s)
+{
+    gs__op_t *op;
+    gs_status_t st;
+    uint64_t gid = 0;
+    int found = 0;
+    if (c == NULL || array == NULL || worker == NULL || worker[0] == '\0')
+        return gs_error_set(GS_ERR_INVALID_PARAM, "gs_client_replicate: client, array and worker name must be "
+                                                  "given");
+    if (strlen(worker) >= sizeof(op->repl_target))
+        return gs_error_set(GS_ERR_INVALID_PARAM, "gs_client_replicate: worker name longer than %zu bytes",
+                            sizeof(op->repl_target) - 1);
+    uv_mutex_lock(&c->mu);
+    for (gs__persisted_t *p = c->persisted; p != NULL; p = p->next) {
+        if (p->array == array) {
+            gid = p->graph_id;
+            found = 1;
+            break;
+        }
+    }
+    uv_mutex_unlock(&c->mu);
+    if (!found)
+        return gs_error_set(GS_ERR_NOT_FOUND, "gs_client_replicate: the array is not persisted by this client "
+                                              "(gs_client_persist first)");
+    op = gs__op_new(GS__OP_REPLICATE);
+    if (op == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for a replicate request");
+    op->repl_graph = gid;
+    snprintf(op->repl_target, sizeof(op->repl_target), "%s", worker);
+    if ((st = gs__post(c, op)) != GS_OK) {
+        gs__op_free(op);
+        return st;
+    }
+    uv_mutex_lock(&c->mu);
+    if (!gs__wait_flag_locked(c, &op->done, gs__deadline(timeout_s))) {
+        op->abandoned = 1;
+        uv_mutex_unlock(&c->mu);
+        return gs_error_set(GS_ERR_TIMED_OUT, "replicating to worker %s did not finish in time", worker);
+    }
+    uv_mutex_unlock(&c->mu);
+    st = op->status;
+    if (st != GS_OK) gs_error_set(st, "%s", op->message);
+    gs__op_free(op);
     return st;
 }
 

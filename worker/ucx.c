@@ -238,6 +238,7 @@ static void gs__wfetch_complete(gs_worker_t *w, gs_wfetch_t *f)
                  (unsigned long long)c->task, (unsigned long long)c->nbytes,
                  (double)(gs_now_ns() - f->t_start) * 1e-6);
     gs__wfetch_log_path(w, f);
+    gs__wbw_fetch_done(w, f);
     gs__wfetch_detach(w, f);
     c->state = GS_WCHUNK_READY;
     gs__wexec_input_ready(w, c);

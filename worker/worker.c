@@ -53,6 +53,7 @@ static void gs__worker_heartbeat(gs_worker_t *w)
     m.u.heartbeat.executing = (uint32_t)w->nrunning;
     m.u.heartbeat.queued = (uint32_t)(w->nqueued + w->nadmitted - w->nrunning);
     gs__wsend_msg(w, &m);
+    gs__wbw_report(w);
 }
 
 static void gs__worker_hb_cb(uv_timer_t *h)
@@ -77,6 +78,7 @@ static void gs__worker_check_cb(uv_check_t *h)
     if (w->state != GS_WSTATE_RUNNING) return;
     gs__wexec_pump(w);
     gs__wexec_flush_done(w);
+    if (w->repls != NULL) gs__wrepl_poll(w);
 }
 
 /* Before the loop blocks: progress UCX and arm its event fd. */
@@ -87,6 +89,7 @@ static void gs__worker_prepare_cb(uv_prepare_t *h)
     gs__wucx_progress(w);
     gs__wexec_pump(w);
     gs__wexec_flush_done(w);
+    if (w->repls != NULL) gs__wrepl_poll(w);
 }
 
 static void gs__worker_async_cb(uv_async_t *h)
@@ -174,6 +177,9 @@ static void gs__worker_on_msg(gs_conn_t *conn, gs_msg_t *m, void *arg)
     case GS_MSG_CANCEL:
         gs__wgraph_cancel(w, m->u.cancel.graph_id);
         gs__wexec_pump(w);
+        break;
+    case GS_MSG_REPLICATE:
+        gs__wrepl_start(w, &m->u.replicate);
         break;
     case GS_MSG_SHUTDOWN:
         GS_LOG_INFO("gsched asked this worker to shut down");
@@ -520,6 +526,7 @@ void gs_worker_stop(gs_worker_h w, gs_status_t reason)
     }
     gs__wexec_drain(w);
     gs__wexec_cleanup_tasks(w);
+    gs__wrepl_cleanup(w);
     gs__wucx_shutdown(w);
     gs__wexec_drain(w);     /* staging notes that UCX shutdown may have produced */
 
@@ -552,6 +559,8 @@ void gs_worker_destroy(gs_worker_h w)
         w->state = GS_WSTATE_STOPPED;
     }
     gs__wexec_drain(w);
+    gs__wrepl_cleanup(w);
+    gs__wbw_cleanup(w);
     gs__wucx_cleanup(w);
     gs__wexec_cleanup(w);
     gs__wstore_clear(w);

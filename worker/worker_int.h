@@ -361,6 +361,10 @@ struct gs_worker {
     uint64_t next_lease;
     struct gs_wipc_map *ipc_maps;      /* peers' arenas mapped here */
 
+    /* transfer measurements (bw.c) and replicate requests (replicate.c) */
+    struct gs_wbw *bw;
+    struct gs_wrepl *repls;
+
     /* stats */
     gs_worker_stats_t st;
 };
@@ -462,6 +466,18 @@ void gs__wipc_peer_gone(gs_worker_t *w, uint64_t peer);    /* drop its leases */
 void gs__wipc_cleanup(gs_worker_t *w);
 /* Log the first transfer from @a p over each path (bandwidth). */
 void gs__wfetch_log_path(gs_worker_t *w, gs_wfetch_t *f);
+
+/* ---- bw.c: peer transfer measurements, reported to gsched with heartbeats ---- */
+/* Count one completed transfer of @a nbytes from worker @a peer taking @a ns over @a path. */
+void gs__wbw_record(gs_worker_t *w, uint64_t peer, uint64_t nbytes, uint64_t ns, const char *path);
+void gs__wbw_fetch_done(gs_worker_t *w, const gs_wfetch_t *f);   /* before the fetch detaches */
+void gs__wbw_report(gs_worker_t *w);               /* BANDWIDTH with what was recorded */
+void gs__wbw_cleanup(gs_worker_t *w);
+
+/* ---- replicate.c: REPLICATE from gsched ---- */
+void gs__wrepl_start(gs_worker_t *w, const gs_msg_replicate_t *m);
+void gs__wrepl_poll(gs_worker_t *w);               /* every loop iteration */
+void gs__wrepl_cleanup(gs_worker_t *w);            /* stop: drop pending requests */
 
 /* ---- worker.c ---- */
 void gs__wsend_msg(gs_worker_t *w, const gs_msg_t *m);

@@ -123,6 +123,34 @@ gs_status_t gs_client_persist(gs_client_h client, gs_array_h array);
 /** Drop the persisted chunks of @a array (it will be recomputed when used again). */
 gs_status_t gs_client_unpersist(gs_client_h client, gs_array_h array);
 
+/* ---- cluster: workers and copies ---- */
+
+/** One worker as gs_client_workers() reports it (strings truncated to fit, NUL-terminated). */
+typedef struct gs_client_worker_info {
+    uint64_t id;                /* worker id (gsched's) */
+    char name[64];
+    char host[64];              /* host name the worker registered with */
+    char backend[16];           /* "cpu" / "cuda" */
+    char address[64];           /* its control connection as gsched sees it ("ip:port") */
+    int32_t device;
+    uint32_t nthreads;          /* kernel threads (cpu) or streams (cuda) */
+    uint64_t memory_limit;
+    uint64_t mem_used;          /* at its last heartbeat */
+} gs_client_worker_info_t;
+
+/** List the live workers: up to @a cap entries into @a out (caller-owned; may be NULL when
+ *  @a cap is 0), the total in *n_p (which may exceed @a cap). Order is gsched's. */
+gs_status_t gs_client_workers(gs_client_h client, gs_client_worker_info_t *out, size_t cap, size_t *n_p);
+
+/** Copy every chunk of the persisted @a array to the worker named @a worker (like Dask's
+ *  client.replicate(workers=[...])): the worker fetches each chunk it lacks from a holder over
+ *  the peer-transfer path and keeps it; afterwards the chunks are served from either copy,
+ *  placement counts both, and losing one holder loses nothing. Blocks until every copy exists
+ *  (GS_OK) or fails: GS_ERR_NOT_FOUND (array not persisted by this client, no such worker),
+ *  GS_ERR_WORKER_LOST (a fetch failed or the target died; gs_last_error() names the chunk),
+ *  GS_ERR_TIMED_OUT (timeout_s < 0: wait forever; the copies may still complete). */
+gs_status_t gs_client_replicate(gs_client_h client, gs_array_h array, const char *worker, double timeout_s);
+
 #ifdef __cplusplus
 }
 #endif
