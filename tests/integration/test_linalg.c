@@ -1,0 +1,145 @@
+/* Linear algebra on real gsched + 2 CPU gworker processes on loopback: matmul and SVD of
+ * persisted arrays (chunks spread over both workers, fetched over UCX by the GEMM / QR tasks),
+ * and a randomized SVD. Inputs are gathered to the client and the results checked there
+ * (naive products; U S Vt = A, orthonormal U); the numerics against LAPACK are in
+ * tests/graph/test_linalg.c. */
+#include "cluster.h"
+
+#include <gsched/gsched.h>
+
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <unistd.h>
+
+static tcluster_t CL;
+static gs_client_h C;
+
+static void up2(void)
+{
+    alarm(120);
+    cr_assert(tc_start(&CL, 2, NULL, NULL), "cluster did not start");
+    C = tc_connect(&CL, GS_LOWER_DEFAULT);
+    cr_assert_not_null(C, "%s", gs_last_error());
+}
+
+static void down(void)
+{
+    gs_client_destroy(C);
+    C = NULL;
+    tp_kill_all();
+}
+
+#define OK(call) cr_assert_eq((call), GS_OK, "%s: %s", #call, gs_last_error())
+
+static gs_array_h normal2(uint64_t seed, int64_t r, int64_t c, int64_t cr, int64_t cc)
+{
+    int64_t shape[2] = {r, c}, chunks[2] = {cr, cc};
+    gs_array_h x;
+    OK(gs_array_random_normal(seed, 0, 1, 2, shape, chunks, &x));
+    return x;
+}
+
+static double *gather(gs_array_h a)
+{
+    int64_t n = gs_array_size(a);
+    double *v = malloc((size_t)n * sizeof(double));
+    cr_assert_not_null(v);
+    OK(gs_client_compute(C, a, v, (size_t)n));
+    return v;
+}
+
+static void naive_mm(const double *a, const double *b, int64_t m, int64_t k, int64_t n, double *c)
+{
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            double s = 0;
+            for (int64_t t = 0; t < k; t++) s += a[i * k + t] * b[t * n + j];
+            c[i * n + j] = s;
+        }
+}
+
+/* u (m x k) diag(s) vt (k x n) == a, u orthonormal, s descending */
+static void check_svd(const double *a, const double *u, const double *s, const double *vt,
+                      int64_t m, int64_t k, int64_t n, double tol)
+{
+    for (int64_t i = 0; i + 1 < k; i++) cr_assert_geq(s[i], s[i + 1]);
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            double v = 0;
+            for (int64_t t = 0; t < k; t++) v += u[i * k + t] * s[t] * vt[t * n + j];
+            cr_assert(fabs(v - a[i * n + j]) <= tol * fmax(1, fabs(a[i * n + j])),
+                      "(%lld, %lld): %.17g vs %.17g", (long long)i, (long long)j, v, a[i * n + j]);
+        }
+    for (int64_t i = 0; i < k; i++)
+        for (int64_t j = 0; j < k; j++) {
+            double v = 0;
+            for (int64_t t = 0; t < m; t++) v += u[t * k + i] * u[t * k + j];
+            cr_assert(fabs(v - (i == j)) < 1e-12, "(U^T U)[%lld, %lld] = %.17g", (long long)i,
+                      (long long)j, v);
+        }
+}
+
+Test(integration_linalg, matmul_of_persisted_arrays, .init = up2, .fini = down)
+{
+    gs_array_h a = normal2(31, 120, 90, 40, 30), b = normal2(32, 90, 50, 30, 25), c, at, ata;
+    double *va, *vb, *vc, *want = malloc(120 * 90 * sizeof(double));
+    OK(gs_client_persist(C, a));
+    OK(gs_client_persist(C, b));
+    va = gather(a), vb = gather(b);
+    OK(gs_array_matmul(a, b, &c));
+    vc = gather(c);
+    naive_mm(va, vb, 120, 90, 50, want);
+    for (int64_t i = 0; i < 120 * 50; i++)
+        cr_assert(fabs(vc[i] - want[i]) <= 1e-12 * fmax(1, fabs(want[i])), "element %lld",
+                  (long long)i);
+    free(vc);
+    /* a^T a: the transpose is read in place by the GEMM tasks */
+    OK(gs_array_transpose(a, NULL, &at));
+    OK(gs_array_matmul(at, a, &ata));
+    vc = gather(ata);
+    for (int64_t i = 0; i < 90; i++)
+        for (int64_t j = 0; j < 90; j++) {
+            double s = 0;
+            for (int64_t t = 0; t < 120; t++) s += va[t * 90 + i] * va[t * 90 + j];
+            cr_assert(fabs(vc[i * 90 + j] - s) <= 1e-12 * fmax(1, fabs(s)));
+        }
+    gs_array_release(a), gs_array_release(b), gs_array_release(c);
+    gs_array_release(at), gs_array_release(ata);
+    free(va), free(vb), free(vc), free(want);
+}
+
+Test(integration_linalg, svd_of_a_persisted_tall_array, .init = up2, .fini = down)
+{
+    const int64_t m = 400, n = 12;
+    gs_array_h a = normal2(33, m, n, 50, n), u, s, vt;
+    double *va, *vu, *vs, *vvt;
+    OK(gs_client_persist(C, a));
+    va = gather(a);
+    OK(gs_array_svd(a, &u, &s, &vt));
+    vu = gather(u), vs = gather(s), vvt = gather(vt);
+    check_svd(va, vu, vs, vvt, m, n, n, 1e-11);
+    gs_array_release(a), gs_array_release(u), gs_array_release(s), gs_array_release(vt);
+    free(va), free(vu), free(vs), free(vvt);
+}
+
+Test(integration_linalg, svd_compressed_of_a_low_rank_product, .init = up2, .fini = down)
+{
+    const int64_t m = 200, n = 80, r = 6;
+    gs_array_h l = normal2(34, m, r, 50, r), rr = normal2(35, r, n, r, 20), a, u, s, vt;
+    gs_svd_compressed_params_t p;
+    double *va, *vu, *vs, *vvt;
+    OK(gs_array_matmul(l, rr, &a));       /* rank 6, chunked 4 x 4 */
+    OK(gs_client_persist(C, a));
+    va = gather(a);
+    memset(&p, 0, sizeof(p));
+    p.field_mask = GS_SVDC_FIELD_SEED | GS_SVDC_FIELD_POWER_ITER;
+    p.seed = 5;
+    p.n_power_iter = 1;
+    OK(gs_array_svd_compressed(a, r, &p, &u, &s, &vt));
+    vu = gather(u), vs = gather(s), vvt = gather(vt);
+    check_svd(va, vu, vs, vvt, m, r, n, 1e-9);
+    gs_array_release(l), gs_array_release(rr), gs_array_release(a);
+    gs_array_release(u), gs_array_release(s), gs_array_release(vt);
+    free(va), free(vu), free(vs), free(vvt);
+}
