@@ -45,5 +45,6 @@ int gs__bench_seed(int argc, char **argv);
 int gs__bench_tasks(int argc, char **argv);
 int gs__bench_transpose_sum(int argc, char **argv);   /* move.c */
 int gs__bench_slice3(int argc, char **argv);          /* move.c */
+int gs__bench_transfer(int argc, char **argv);        /* transfer.c */
 
 #endif

@@ -8,6 +8,7 @@
  *                 [--workers W] [--backend cpu|cuda] [--scheduler tcp://host:port] [--repeat R]
  *   gs-bench transpose-sum --n N --chunk C [common options]   (x persisted; times (x + x.T).sum())
  *   gs-bench slice3 --n N --chunk C [common options]          (x persisted; times x[::3] gathered)
+ *   gs-bench transfer [--sizes 8,80,800] [--backend cpu|cuda] [--workers 2] [--repeat R]
  *
  * Subcommands live in one table (gs__benches), one file each; each parses its own options with
  * the shared helpers of gs-bench.h and reports through gs__json_*. */
@@ -29,6 +30,7 @@ static const gs__bench_t gs__benches[] = {
     {"tasks", gs__bench_tasks, "N tiny tasks (independent or a fan-in tree): tasks/s end to end"},
     {"transpose-sum", gs__bench_transpose_sum, "(x + x.T).sum() on a persisted normal (n, n) x"},
     {"slice3", gs__bench_slice3, "x[::3] of a persisted normal (n, n) x gathered to the client"},
+    {"transfer", gs__bench_transfer, "chunk bandwidth between two workers (replicate), 8..800 MB"},
 };
 
 static void gs__usage(FILE *f)
