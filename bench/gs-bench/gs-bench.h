@@ -46,5 +46,7 @@ int gs__bench_tasks(int argc, char **argv);
 int gs__bench_transpose_sum(int argc, char **argv);   /* move.c */
 int gs__bench_slice3(int argc, char **argv);          /* move.c */
 int gs__bench_transfer(int argc, char **argv);        /* transfer.c */
+int gs__bench_dot(int argc, char **argv);             /* linalg.c */
+int gs__bench_svd(int argc, char **argv);             /* linalg.c */
 
 #endif

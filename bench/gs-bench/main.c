@@ -9,6 +9,8 @@
  *   gs-bench transpose-sum --n N --chunk C [common options]   (x persisted; times (x + x.T).sum())
  *   gs-bench slice3 --n N --chunk C [common options]          (x persisted; times x[::3] gathered)
  *   gs-bench transfer [--sizes 8,80,800] [--backend cpu|cuda] [--workers 2] [--repeat R]
+ *   gs-bench dot --n N --chunk C [common options]             (x persisted; times x @ x persisted)
+ *   gs-bench svd --rows R --cols C --chunk K [common options] (x persisted; times u of svd(x))
  *
  * Subcommands live in one table (gs__benches), one file each; each parses its own options with
  * the shared helpers of gs-bench.h and reports through gs__json_*. */
@@ -31,6 +33,8 @@ static const gs__bench_t gs__benches[] = {
     {"transpose-sum", gs__bench_transpose_sum, "(x + x.T).sum() on a persisted normal (n, n) x"},
     {"slice3", gs__bench_slice3, "x[::3] of a persisted normal (n, n) x gathered to the client"},
     {"transfer", gs__bench_transfer, "chunk bandwidth between two workers (replicate), 8..800 MB"},
+    {"dot", gs__bench_dot, "x @ x of a persisted normal (n, n) x, kept on the workers"},
+    {"svd", gs__bench_svd, "u of the TSQR svd of a persisted tall normal (rows, cols) x"},
 };
 
 static void gs__usage(FILE *f)
