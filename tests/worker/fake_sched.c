@@ -58,6 +58,14 @@ static void fs_on_msg(gs_conn_t *conn, gs_msg_t *m, void *arg)
         p->nheartbeats++;
         p->last_hb = m->u.heartbeat;
         break;
+    case GS_MSG_BANDWIDTH:
+        for (uint32_t i = 0; i < m->u.bandwidth.n; i++) {
+            p->bw_bytes += m->u.bandwidth.bytes[i];
+            p->bw_count += m->u.bandwidth.count[i];
+            p->bw_peer = m->u.bandwidth.peer[i];
+            snprintf(p->bw_path, sizeof(p->bw_path), "%s", (const char *)m->u.bandwidth.path[i].data);
+        }
+        break;
     case GS_MSG_TASK_DONE: {
         const gs_msg_task_done_t *d = &m->u.task_done;
         uint32_t k = 0;

@@ -47,6 +47,8 @@ typedef struct fs_peer {
     size_t ucx_len;
     uint64_t nheartbeats;
     gs_msg_heartbeat_t last_hb;
+    uint64_t bw_bytes, bw_count, bw_peer;   /* summed BANDWIDTH reports */
+    char bw_path[16];
     uint64_t *layers_sent;    /* per (graph slot) bitmaps, see fs_assign */
 } fs_peer_t;
 

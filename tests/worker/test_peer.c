@@ -375,3 +375,35 @@ Test(worker_peer, shared_memory_mode_fails_a_dead_peer_fetch_within_the_timeout)
     gs_taskgraph_free(tg);
     stop_workers(t, 2);
 }
+
+/* Every completed peer fetch is timed and reported to the scheduler as BANDWIDTH (per source
+ * worker, with the path) at the next heartbeat. */
+Test(worker_peer, reports_fetch_bandwidth_with_heartbeats)
+{
+    gs_worker_params_t p = {0};
+    tw_t t[2];
+    gs_array_h big = big_chain(512, 256);   /* 512 KiB chunks */
+    gs_worker_stats_t st[2];
+    uint64_t fetched = 0, reported = 0, count = 0;
+    p.nthreads = 1;
+    p.heartbeat_ms = 20;
+    start_workers(t, 2, &p);
+    run_spread(1, big, BIG_FLAGS, 2, t, NULL);
+    fs_run_for(&fs, 150);
+    for (int i = 0; i < 2; i++) gs_worker_stats(t[i].w, &st[i]);
+    for (int i = 0; i < 2; i++) {
+        fetched += st[i].fetch_bytes;
+        reported += fs.peers[i]->bw_bytes;
+        count += fs.peers[i]->bw_count;
+        if (fs.peers[i]->bw_count > 0) {
+            cr_assert_eq(fs.peers[i]->bw_peer, st[1 - i].worker_id, "the source is the other worker (%llu, not %llu; self %llu)", (unsigned long long)fs.peers[i]->bw_peer, (unsigned long long)st[1 - i].worker_id, (unsigned long long)st[i].worker_id);
+            cr_assert_str_eq(fs.peers[i]->bw_path, "ucx");
+        }
+    }
+    cr_assert_gt(fetched, 0);
+    cr_assert_eq(reported, fetched, "%llu bytes reported, %llu fetched", (unsigned long long)reported,
+                 (unsigned long long)fetched);
+    cr_assert_eq(count, st[0].fetches + st[1].fetches);
+    gs_array_release(big);
+    stop_workers(t, 2);
+}
