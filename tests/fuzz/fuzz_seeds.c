@@ -212,6 +212,23 @@ static void build_exprs(void)
         gs_array_h row = normal(5, 2, sr, cr);
         E("broadcast", binop(GS_BINARY_MINIMUM, x, row));
     }
+    {
+        /* COPY layers: rechunk (one step and through intermediate grids), concatenate, stack */
+        int64_t s2[2] = {7, 6}, c2[2] = {3, 4}, r2[2] = {5, -1}, s1[1] = {200}, c1[1] = {1};
+        int64_t r1[1] = {-1};
+        gs_array_h m = normal(6, 2, s2, c2), n1 = normal(7, 1, s1, c1), rc, rc1, cat, st;
+        OK(gs_array_rechunk(m, r2, &rc));
+        E("copy-rechunk", rc);
+        OK(gs_array_rechunk(n1, r1, &rc1));
+        E("copy-rechunk-steps", rc1);
+        gs_array_h ops[3] = {m, K(binsc(GS_BINARY_ADD, m, 1.0)), m};
+        OK(gs_array_concatenate(3, ops, 1, &cat));
+        E("copy-concatenate", cat);
+        OK(gs_array_stack(3, ops, 0, &st));
+        E("copy-stack", st);
+        K(m);
+        K(n1);
+    }
 }
 
 static void seed_graphs(void)
