@@ -720,3 +720,25 @@ Test(graph_linalg, linalg_instantiation_checks_its_inputs)
     cr_assert_eq(checked, 6 + 1 + 6 + 2 + 1);
     gs_taskgraph_free(tg);
 }
+
+Test(graph_linalg, matmul_of_empty_operands)
+{
+    int64_t sa[2] = {4, 0}, ca[2] = {2, 1}, sb[2] = {0, 3}, cb[2] = {1, 2}, se[2] = {0, 5},
+            ce[2] = {1, 5}, sf[2] = {5, 3}, cf[2] = {5, 2};
+    gs_array_h a, b, c, e, f, g;
+    double *got;
+    OK(gs_array_full(1, 2, sa, ca, &a));
+    OK(gs_array_full(1, 2, sb, cb, &b));
+    OK(gs_array_matmul(a, b, &c));   /* (4 x 0) @ (0 x 3): zeros */
+    got = eval(c);
+    for (int i = 0; i < 12; i++) cr_assert_eq(got[i], 0.0);
+    free(got);
+    OK(gs_array_full(1, 2, se, ce, &e));
+    OK(gs_array_full(1, 2, sf, cf, &f));
+    OK(gs_array_matmul(e, f, &g));   /* (0 x 5) @ (5 x 3): empty */
+    cr_assert_eq(gs_array_size(g), 0);
+    got = eval(g);
+    free(got);
+    gs_array_release(a), gs_array_release(b), gs_array_release(c);
+    gs_array_release(e), gs_array_release(f), gs_array_release(g);
+}
