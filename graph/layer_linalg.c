@@ -43,6 +43,17 @@ const char *gs__la_name(const gs_layer_t *l)
     return op >= 0 && op < GS__LA_OP_COUNT ? gs__la_names[op] : "linalg";
 }
 
+/* Block @a b's slices of the tables (NULL when the table is empty). */
+static const int64_t *gs__la_lens(const gs_layer_t *l, const gs__lablk_t *b)
+{
+    return l->u.la.in_len != NULL ? l->u.la.in_len + b->in_first : NULL;
+}
+
+static const gs__laview_t *gs__la_views(const gs_layer_t *l, const gs__lablk_t *b)
+{
+    return l->u.la.views != NULL ? l->u.la.views + b->view_first : NULL;
+}
+
 /* Shape of op(v). */
 static void gs__la_opshape(const gs__laview_t *v, int64_t *r, int64_t *c)
 {
@@ -77,8 +88,8 @@ static int gs__la_view_ok(const gs__laview_t *v, int32_t nin, const int64_t *in_
 
 static int gs__la_block_ok(const gs_layer_t *l, const gs__lablk_t *b, const char **why)
 {
-    const int64_t *in_len = l->u.la.in_len + b->in_first;
-    const gs__laview_t *v = l->u.la.views + b->view_first;
+    const int64_t *in_len = gs__la_lens(l, b);
+    const gs__laview_t *v = gs__la_views(l, b);
     uint64_t used = 0;
     int64_t mn, nn, tot, r, c, r2, c2, sum;
     if (b->op < 0 || b->op >= GS__LA_OP_COUNT) {
@@ -221,7 +232,7 @@ int gs__la_ninputs(const gs_layer_t *l, uint64_t block)
 
 const int64_t *gs__la_in_lens(const gs_layer_t *l, uint64_t block)
 {
-    return l->u.la.in_len + l->u.la.blk[block].in_first;
+    return gs__la_lens(l, &l->u.la.blk[block]);
 }
 
 uint64_t gs__la_out_nbytes(const gs_layer_t *l, uint64_t block)
@@ -244,8 +255,8 @@ gs_status_t gs__la_instantiate(const gs_layer_t *l, uint64_t block, int ninputs,
                                const gs_chunk_ref_t *inputs, double *out, gs_ktask_t *t)
 {
     const gs__lablk_t *b = &l->u.la.blk[block];
-    const int64_t *in_len = l->u.la.in_len + b->in_first;
-    const gs__laview_t *v = l->u.la.views + b->view_first;
+    const int64_t *in_len = gs__la_lens(l, b);
+    const gs__laview_t *v = gs__la_views(l, b);
     if (ninputs != b->nin)
         return gs_error_set(GS_ERR_INVALID_PARAM, "block %llu of layer %s expects %d inputs, got %d",
                             (unsigned long long)block, gs__la_name(l), (int)b->nin, ninputs);
@@ -419,7 +430,7 @@ out:
 int64_t gs__la_block_work(const gs_layer_t *l, uint64_t block)
 {
     const gs__lablk_t *b = &l->u.la.blk[block];
-    const gs__laview_t *v = l->u.la.views + b->view_first;
+    const gs__laview_t *v = gs__la_views(l, b);
     int64_t w = 0, t;
     switch (b->op) {
     case GS__LA_GEMM:
