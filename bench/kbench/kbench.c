@@ -18,10 +18,18 @@
  *   sum_1e8               sum of 1e8 float64 read from memory
  *   d2d_memcpy            cudaMemcpyAsync device to device (GB/s counts bytes read + written)
  *   copy_kernel           the COPY kernel on the same bytes
+ *   dgemm_10000           LINALG GEMM 10000 x 10000 x 10000 (cuBLAS), TFLOP/s = 2 m n k / time
+ *   qr_250000x1000        LINALG QR of a 250000 x 1000 stack (4 pieces): geqrf + orgqr + layout
+ *                         kernels; TFLOP/s counts 4 m n^2 - 4/3 n^3
+ *   svd_1000x1000, svd_20000x1000, svd_2000x2000   LINALG SVD (QR, then the n x n SVD and a
+ *                         GEMM); "svd_method" names the cuSOLVER routine (GS_CUDA_SVD)
+ *   The LINALG lines are timed one run at a time (GPU events around each) and also give enqueue_ms (host time of the linalg() call: a blocking library
+ *   call shows here) and wall_ms (enqueue to sync, one run). They run in a context of their
+ *   own (about 7 GB of device memory); --no-linalg skips them, --linalg-only runs only them.
  * Without a CUDA build or device it prints one line {"bench":"kbench","what":"skipped",...}
  * and exits 0.
  *
- * Usage: gs-kbench [--reps N] [--warmup N] [--device D] [--size N] */
+ * Usage: gs-kbench [--reps N] [--warmup N] [--device D] [--size N] [--no-linalg | --linalg-only] */
 #include "chunkops/chunkops.h"
 #include "common/error.h"
 
@@ -30,6 +38,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #if GS_HAVE_CUDA
 #include "chunkops/cuda/cuda_backend.h"
@@ -201,11 +210,185 @@ static int kb_read_scalar(kb_t *kb, const double *dev, double *v)
     return 0;
 }
 
+static gs_status_t kb_linalg(kb_t *kb, const void *arg)
+{
+    return kb->ops->linalg(kb->ctx, kb->s, arg);
+}
+
+static double kb_now_ms(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
+}
+
+/* One LINALG measurement: GPU-timed repetitions, then the host enqueue time and the
+ * enqueue-to-sync time of one more run. */
+static void kb_linalg_one(kb_t *kb, const char *what, const gs_klinalg_t *k, double flops)
+{
+    gs_status_t st;
+    double med, min;
+    char extra[256];
+    const char *method = getenv("GS_CUDA_SVD");
+    if ((st = kb->ops->sync(kb->ctx, kb->s)) != GS_OK) {
+        kb_fail(kb, what, st);
+        return;
+    }
+    /* repetitions one at a time: each QR/SVD holds its scratch until it completes, so
+     * back-to-back enqueues of the big cases would not fit the arena */
+    double ms[16];
+    int reps = kb->reps < 16 ? kb->reps : 16;
+    for (int w = 0; w < kb->warmup; w++)
+        if ((st = kb_linalg(kb, k)) != GS_OK || (st = kb->ops->sync(kb->ctx, kb->s)) != GS_OK) {
+            kb_fail(kb, what, st);
+            return;
+        }
+    for (int r = 0; r < reps; r++) {
+        if ((st = gs_cuda_timer_mark(kb->timer, kb->s, 0)) != GS_OK ||
+            (st = kb_linalg(kb, k)) != GS_OK ||
+            (st = gs_cuda_timer_mark(kb->timer, kb->s, 1)) != GS_OK ||
+            (st = gs_cuda_timer_elapsed_ms(kb->timer, 0, 1, &ms[r])) != GS_OK ||
+            (st = kb->ops->sync(kb->ctx, kb->s)) != GS_OK) {
+            kb_fail(kb, what, st);
+            return;
+        }
+    }
+    qsort(ms, (size_t)reps, sizeof(double), cmp_double);
+    med = reps % 2 ? ms[reps / 2] : 0.5 * (ms[reps / 2 - 1] + ms[reps / 2]);
+    min = ms[0];
+    /* then one more run on the host clock: enqueue time (after warm-up and lazy loading) */
+    double t0 = kb_now_ms();
+    if ((st = kb_linalg(kb, k)) != GS_OK) {
+        kb_fail(kb, what, st);
+        return;
+    }
+    double t1 = kb_now_ms();
+    if ((st = kb->ops->sync(kb->ctx, kb->s)) != GS_OK) {
+        kb_fail(kb, what, st);
+        return;
+    }
+    double t2 = kb_now_ms();
+    int n = snprintf(extra, sizeof(extra), ",\"enqueue_ms\":%.3f,\"wall_ms\":%.3f", t1 - t0,
+                     t2 - t0);
+    if (flops > 0)
+        n += snprintf(extra + n, sizeof(extra) - (size_t)n, ",\"tflop_per_s\":%.2f",
+                      flops / (med * 1e-3) / 1e12);
+    if (k->op == GS_LA_SVD)
+        snprintf(extra + n, sizeof(extra) - (size_t)n, ",\"svd_method\":\"%s\"",
+                 method != NULL && strcmp(method, "gesvd") == 0 ? "gesvd" : "gesvdj");
+    kb_print(kb, what, med, min, 0, 0, extra);
+}
+
+/* Fill dev (rows x cols) with standard normals through a fused STORE kernel. */
+static gs_status_t kb_fill_normal(kb_t *kb, double *dev, int64_t rows, int64_t cols, int64_t salt)
+{
+    gs_kfused_t k;
+    spec2(&k, rows, cols, dev);
+    leaf_random(&k.leaves[0], GS_LEAF_NORMAL, salt * rows * cols, cols, 1);
+    return kb->ops->fused(kb->ctx, kb->s, &k);
+}
+
+static gs_kmat_t kb_view(const double *d, int64_t rows, int64_t cols, int64_t off, int trans)
+{
+    gs_kmat_t v = {.data = d, .len = off + rows * cols, .off = off, .rows = rows, .cols = cols,
+                   .ld = cols, .trans = trans};
+    return v;
+}
+
+/* The LINALG benchmarks, in a context of their own. Returns the number of failures. */
+static int kb_linalg_all(int device, int reps, int warmup)
+{
+    kb_t kb;
+    gs_status_t st;
+    memset(&kb, 0, sizeof(kb));
+    kb.reps = reps < 5 ? reps : 5;
+    kb.warmup = warmup < 1 ? warmup : 1;
+    if (gs_chunkops_find("cuda", &kb.ops) != GS_OK) return 0;
+    const int64_t G = 10000, QM = 250000, QN = 1000;
+    const size_t gb = (size_t)(G * G) * sizeof(double);
+    const size_t qa = (size_t)(QM * QN) * sizeof(double);
+    const size_t qo = (size_t)gs_klinalg_out_len(GS_LA_SVD, QM, QN) * sizeof(double);
+    gs_chunkops_params_t params = {0};
+    params.device = device;
+    params.memory_limit = qa + qo + qa + ((size_t)1 << 30); /* input, out, scratch */
+    double *A = NULL, *B = NULL;
+    if ((st = kb.ops->ctx_create(&params, &kb.ctx)) != GS_OK) {
+        kb_fail(&kb, "linalg_ctx_create", st);
+        return 1;
+    }
+    if ((st = kb.ops->stream_create(kb.ctx, &kb.s)) != GS_OK ||
+        (st = gs_cuda_timer_create(kb.ctx, kb.reps + 1, &kb.timer)) != GS_OK ||
+        (st = gs_cuda_device_describe(kb.ctx, kb.device, sizeof(kb.device), NULL)) != GS_OK ||
+        (st = kb.ops->mem_alloc(kb.ctx, qa > gb ? qa : gb, (void **)&A)) != GS_OK ||
+        (st = kb.ops->mem_alloc(kb.ctx, qo > gb ? qo : gb, (void **)&B)) != GS_OK) {
+        kb_fail(&kb, "linalg_setup", st);
+        goto done;
+    }
+    gs_klinalg_t k;
+
+    /* GEMM 10000^3: A (row-major) times A^T into B, random normal A */
+    if ((st = kb_fill_normal(&kb, A, G, G, 1)) != GS_OK) {
+        kb_fail(&kb, "dgemm_10000", st);
+        goto done;
+    }
+    memset(&k, 0, sizeof(k));
+    k.op = GS_LA_GEMM;
+    k.m = k.n = G;
+    k.alpha = 1.0;
+    k.nterms = 1;
+    k.a[0] = kb_view(A, G, G, 0, 0);
+    k.b[0] = kb_view(A, G, G, 0, 1);
+    k.out = B;
+    kb_linalg_one(&kb, "dgemm_10000", &k, 2.0 * (double)G * (double)G * (double)G);
+
+    /* QR of a 250000 x 1000 stack of 4 pieces of one chunk */
+    if ((st = kb_fill_normal(&kb, A, QM, QN, 2)) != GS_OK) {
+        kb_fail(&kb, "qr_250000x1000", st);
+        goto done;
+    }
+    memset(&k, 0, sizeof(k));
+    k.op = GS_LA_QR;
+    k.m = QM;
+    k.n = QN;
+    k.nterms = 4;
+    for (int t = 0; t < 4; t++) {
+        k.a[t] = kb_view(A, QM / 4, QN, (int64_t)t * (QM / 4) * QN, 0);
+        k.a[t].len = QM * QN;
+    }
+    k.out = B;
+    double fq = 4.0 * (double)QM * (double)QN * (double)QN - 4.0 / 3.0 * (double)QN * QN * QN;
+    kb_linalg_one(&kb, "qr_250000x1000", &k, fq);
+
+    /* SVDs */
+    static const struct { const char *what; int64_t m, n; } svds[] = {
+        {"svd_1000x1000", 1000, 1000}, {"svd_20000x1000", 20000, 1000},
+        {"svd_2000x2000", 2000, 2000}};
+    for (int i = 0; i < 3; i++) {
+        memset(&k, 0, sizeof(k));
+        k.op = GS_LA_SVD;
+        k.m = svds[i].m;
+        k.n = svds[i].n;
+        k.nterms = 1;
+        k.a[0] = kb_view(A, k.m, k.n, 0, 0);
+        k.out = B;
+        kb_linalg_one(&kb, svds[i].what, &k, 0);
+    }
+
+done:
+    if (kb.s != NULL) (void)kb.ops->sync(kb.ctx, kb.s);
+    kb.ops->mem_free(kb.ctx, A);
+    kb.ops->mem_free(kb.ctx, B);
+    gs_cuda_timer_destroy(kb.timer);
+    if (kb.s != NULL) kb.ops->stream_destroy(kb.ctx, kb.s);
+    kb.ops->ctx_destroy(kb.ctx);
+    return kb.failures;
+}
+
 static int run(int argc, char **argv)
 {
     kb_t kb;
     gs_status_t st;
-    int device = 0;
+    int device = 0, linalg = 1, linalg_only = 0;
     int64_t n = 10000; /* chunk side */
     memset(&kb, 0, sizeof(kb));
     kb.reps = 30;
@@ -215,8 +398,13 @@ static int run(int argc, char **argv)
         else if (strcmp(argv[i], "--warmup") == 0 && i + 1 < argc) kb.warmup = atoi(argv[++i]);
         else if (strcmp(argv[i], "--device") == 0 && i + 1 < argc) device = atoi(argv[++i]);
         else if (strcmp(argv[i], "--size") == 0 && i + 1 < argc) n = atoll(argv[++i]);
+        else if (strcmp(argv[i], "--no-linalg") == 0) linalg = 0;
+        else if (strcmp(argv[i], "--linalg-only") == 0) linalg_only = 1;
         else {
-            fprintf(stderr, "usage: %s [--reps N] [--warmup N] [--device D] [--size N]\n", argv[0]);
+            fprintf(stderr,
+                    "usage: %s [--reps N] [--warmup N] [--device D] [--size N] "
+                    "[--no-linalg | --linalg-only]\n",
+                    argv[0]);
             return 2;
         }
     }
@@ -232,6 +420,7 @@ static int run(int argc, char **argv)
         skipped("no CUDA device");
         return 0;
     }
+    if (linalg_only) return kb_linalg_all(device, kb.reps, kb.warmup) ? 1 : 0;
 
     const int64_t N = n * n, h = n / 2, H = h * h;
     const size_t big = (size_t)N * sizeof(double), small = (size_t)H * sizeof(double);
@@ -353,6 +542,7 @@ done:
         if (kb.s != NULL) kb.ops->stream_destroy(kb.ctx, kb.s);
         kb.ops->ctx_destroy(kb.ctx);
     }
+    if (linalg) kb.failures += kb_linalg_all(device, kb.reps, kb.warmup);
     return kb.failures ? 1 : 0;
 }
 
