@@ -2,7 +2,9 @@
 # One GPU-machine session: build with CUDA, run the benchmarks, then the whole suite (CUDA tests
 # enabled, integration tests also with CUDA workers). Logs go to $OUT (or ./gpu-out). For a host
 # without a package registry, carry .devdeps (../shared/offline-deps/README.md):
-#   source .devdeps/env.sh && bash bench/gpu-session.sh [bench|tests|all]
+#   source .devdeps/env.sh && bash bench/gpu-session.sh [bench|move|linalg|scale|tests|all]
+# bench: kernels + seed reductions; move: transfers, transpose-sum, slice3 (issue 5);
+# linalg: dot, svd (issue 6); scale: tiny tasks, 1 M-chunk seed, worker kill (issue 7).
 set -uo pipefail
 what=${1:-all}
 out=${OUT:-$PWD/gpu-out}
@@ -30,6 +32,35 @@ if [ "$what" = bench ] || [ "$what" = all ]; then
     $B/gs-bench seed --n 500000 --chunk 10000 --workers "$ngpu" --backend cuda --no-fuse --repeat 2
   } 2>"$out/bench.err" | tee "$out/bench.jsonl"
   tail -5 "$out/bench.err"
+fi
+run() { echo "+ $*" >&2; timeout 240 "$@"; }
+if [ "$what" = move ] || [ "$what" = all ]; then
+  {
+    run $B/gs-bench transfer --backend cuda --workers 2 --sizes 8,80,800 --repeat 5
+    run $B/gs-bench transfer --backend cpu --workers 2 --sizes 8,80 --repeat 3
+    run $B/gs-bench transpose-sum --n 40000 --chunk 10000 --workers "$ngpu" --backend cuda --repeat 5
+    run $B/gs-bench slice3 --n 40000 --chunk 10000 --workers "$ngpu" --backend cuda --repeat 5
+  } 2>"$out/move.err" | tee "$out/move.jsonl"
+  grep -h "transfer from\|over cuda-ipc\|CUDA IPC" "$out/move.err" | head -20
+  tail -5 "$out/move.err"
+fi
+if [ "$what" = linalg ] || [ "$what" = all ]; then
+  {
+    run $B/gs-bench dot --n 40000 --chunk 10000 --workers "$ngpu" --backend cuda --repeat 3
+    run $B/gs-bench svd --rows 4000000 --cols 1000 --chunk 250000 --workers "$ngpu" --backend cuda --repeat 3
+  } 2>"$out/linalg.err" | tee "$out/linalg.jsonl"
+  tail -5 "$out/linalg.err"
+fi
+if [ "$what" = scale ] || [ "$what" = all ]; then
+  {
+    for shape in independent tree; do
+      run $B/gs-bench tasks --tasks 1000000 --workers 4 --backend cpu --shape "$shape" --repeat 3
+    done
+    run $B/gs-bench seed --n 100000 --chunk 100 --workers 4 --backend cpu --repeat 2
+    OUT="$out" GS_BIN_DIR="$PWD/$B" run bash bench/gs-bench/kill-worker.sh --backend cuda \
+      --workers "$ngpu" --runs 3
+  } 2>"$out/scale.err" | tee "$out/scale.jsonl"
+  tail -5 "$out/scale.err"
 fi
 if [ "$what" = tests ] || [ "$what" = all ]; then
   t1=$(date +%s)
