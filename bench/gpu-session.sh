@@ -13,6 +13,19 @@ export NCCL_NVLS_ENABLE=0
 jobs=$(nproc)
 { nvidia-smi -L; nvidia-smi topo -m 2>/dev/null | head -8; nproc; free -g | head -2; } >"$out/machine.txt" 2>&1
 cat "$out/machine.txt"
+# .devdeps (Debian 12 packages under a pkg-config sysroot) has no OpenBLAS/LAPACKE; the GPU
+# host's own ones are used. Their .pc files name /usr/... paths that pkg-config prefixes with
+# the sysroot: point those paths back at the host's directories.
+if [ -n "${PKG_CONFIG_SYSROOT_DIR:-}" ]; then
+  for d in include/x86_64-linux-gnu/openblas-pthread lib/x86_64-linux-gnu/openblas-pthread; do
+    if [ -d "/usr/$d" ] && [ ! -e "$PKG_CONFIG_SYSROOT_DIR/usr/$d" ]; then
+      mkdir -p "$(dirname "$PKG_CONFIG_SYSROOT_DIR/usr/$d")"
+      ln -s "/usr/$d" "$PKG_CONFIG_SYSROOT_DIR/usr/$d"
+    fi
+  done
+fi
+case ":${LD_LIBRARY_PATH:-}:" in *:/usr/local/cuda/lib64:*) ;; *)
+  export LD_LIBRARY_PATH=/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} ;; esac
 t0=$(date +%s)
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
   >"$out/configure.log" 2>&1 || { tail -40 "$out/configure.log"; exit 1; }
