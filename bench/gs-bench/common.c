@@ -213,3 +213,23 @@ void gs__json_num(const char *key, double v)
         printf(",\"%s\":null", key);
 }
 
+int gs__connect_persist_normal(gs__common_t *c, const int64_t *shape, const int64_t *chunks,
+                               gs_client_h *client_p, gs_array_h *x_p, double *connect_s_p,
+                               double *persist_s_p)
+{
+    gs_status_t st;
+    double t0;
+    if (gs_array_random_normal(c->seed, 0.0, 1.0, 2, shape, chunks, x_p) != GS_OK) {
+        fprintf(stderr, "%s %s: cannot build x: %s\n", g_prog, g_sub, gs_last_error());
+        return 2;
+    }
+    if (gs__connect(c, client_p, connect_s_p) != 0) return 1;
+    t0 = gs__now();
+    if ((st = gs_client_persist(*client_p, *x_p)) != GS_OK) {
+        fprintf(stderr, "%s %s: persisting x failed: %s: %s\n", g_prog, g_sub, gs_status_name(st),
+                gs_last_error());
+        return 1;
+    }
+    *persist_s_p = gs__now() - t0;
+    return 0;
+}

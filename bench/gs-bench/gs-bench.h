@@ -35,6 +35,12 @@ const char *gs__default_backend(void);
 /* Connect (starting a local cluster unless --scheduler was given); fills c->workers and
  * c->backend defaults. 0 on success (*client_p owned by the caller), 1 on failure (printed). */
 int gs__connect(gs__common_t *c, gs_client_h *client_p, double *connect_s_p);
+/* Build x = normal(0, 1, shape) (2-D, seed c->seed) in @a chunks, connect (gs__connect) and
+ * persist x, timing the persist. 0 on success (*client_p and *x_p owned by the caller, also on
+ * failure when set), 1 on a run failure, 2 when x cannot be built (message printed). */
+int gs__connect_persist_normal(gs__common_t *c, const int64_t *shape, const int64_t *chunks,
+                               gs_client_h *client_p, gs_array_h *x_p, double *connect_s_p,
+                               double *persist_s_p);
 /* Median of v[0..n) (sorts v). */
 double gs__median(double *v, int n);
 /* Print ,"key":v (null when not finite). */

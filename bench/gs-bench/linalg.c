@@ -147,28 +147,6 @@ static void gs__la_tail(const gs_compute_stats_t *st, double persist_s, double c
     fflush(stdout);
 }
 
-/* Connect and persist x (@a shape, @a chunks); 0 on success. */
-static int gs__la_setup(gs__la_opts_t *o, const int64_t *shape, const int64_t *chunks,
-                        gs_client_h *client_p, gs_array_h *x_p, double *connect_s_p,
-                        double *persist_s_p)
-{
-    gs_status_t st;
-    double t0;
-    if (gs_array_random_normal(o->c.seed, 0.0, 1.0, 2, shape, chunks, x_p) != GS_OK) {
-        fprintf(stderr, "%s %s: cannot build x: %s\n", g_prog, g_sub, gs_last_error());
-        return 2;
-    }
-    if (gs__connect(&o->c, client_p, connect_s_p) != 0) return 1;
-    t0 = gs__now();
-    if ((st = gs_client_persist(*client_p, *x_p)) != GS_OK) {
-        fprintf(stderr, "%s %s: persisting x failed: %s: %s\n", g_prog, g_sub, gs_status_name(st),
-                gs_last_error());
-        return 1;
-    }
-    *persist_s_p = gs__now() - t0;
-    return 0;
-}
-
 int gs__bench_dot(int argc, char **argv)
 {
     gs__la_opts_t o;
@@ -181,7 +159,7 @@ int gs__bench_dot(int argc, char **argv)
     if ((rc = gs__la_args(argc, argv, 0, &o, &done)) != 0 || done) return rc;
     {
         int64_t shape[2] = {o.n, o.n}, chunks[2] = {o.chunk, o.chunk};
-        rc = gs__la_setup(&o, shape, chunks, &client, &x, &connect_s, &persist_s);
+        rc = gs__connect_persist_normal(&o.c, shape, chunks, &client, &x, &connect_s, &persist_s);
     }
     if (rc != 0) goto out;
     rc = 2;
@@ -254,7 +232,7 @@ int gs__bench_svd(int argc, char **argv)
     if ((rc = gs__la_args(argc, argv, 1, &o, &done)) != 0 || done) return rc;
     {
         int64_t shape[2] = {o.rows, o.cols}, chunks[2] = {o.chunk, o.cols};
-        rc = gs__la_setup(&o, shape, chunks, &client, &x, &connect_s, &persist_s);
+        rc = gs__connect_persist_normal(&o.c, shape, chunks, &client, &x, &connect_s, &persist_s);
     }
     if (rc != 0) goto out;
     rc = 2;

@@ -109,28 +109,6 @@ static int gs__move_run(gs_client_h client, gs_array_h a, double *out, size_t ou
     return 0;
 }
 
-/* Connect and persist x; 0 on success. */
-static int gs__move_setup(gs__move_opts_t *o, gs_client_h *client_p, gs_array_h *x_p,
-                          double *connect_s_p, double *persist_s_p)
-{
-    int64_t shape[2] = {o->n, o->n}, chunks[2] = {o->chunk, o->chunk};
-    gs_status_t st;
-    double t0;
-    if (gs_array_random_normal(o->c.seed, 0.0, 1.0, 2, shape, chunks, x_p) != GS_OK) {
-        fprintf(stderr, "%s %s: cannot build x: %s\n", g_prog, g_sub, gs_last_error());
-        return 2;
-    }
-    if (gs__connect(&o->c, client_p, connect_s_p) != 0) return 1;
-    t0 = gs__now();
-    if ((st = gs_client_persist(*client_p, *x_p)) != GS_OK) {
-        fprintf(stderr, "%s %s: persisting x failed: %s: %s\n", g_prog, g_sub, gs_status_name(st),
-                gs_last_error());
-        return 1;
-    }
-    *persist_s_p = gs__now() - t0;
-    return 0;
-}
-
 static void gs__move_head(const char *bench, const gs__move_opts_t *o, int run)
 {
     printf("{\"bench\":\"%s\",\"n\":%" PRId64 ",\"chunk\":%" PRId64 ",\"workers\":%d", bench, o->n,
@@ -162,7 +140,10 @@ int gs__bench_transpose_sum(int argc, char **argv)
     int rc, done;
 
     if ((rc = gs__move_args(argc, argv, "transpose-sum", &o, &done)) != 0 || done) return rc;
-    rc = gs__move_setup(&o, &client, &x, &connect_s, &persist_s);
+    {
+        int64_t shape[2] = {o.n, o.n}, chunks[2] = {o.chunk, o.chunk};
+        rc = gs__connect_persist_normal(&o.c, shape, chunks, &client, &x, &connect_s, &persist_s);
+    }
     if (rc != 0) goto out;
     rc = 2;
     if (gs_array_transpose(x, NULL, &xt) != GS_OK || gs_array_binary(GS_BINARY_ADD, x, xt, &y) != GS_OK ||
@@ -215,7 +196,10 @@ int gs__bench_slice3(int argc, char **argv)
     if ((rc = gs__move_args(argc, argv, "slice3", &o, &done)) != 0 || done) return rc;
     rows = (o.n + 2) / 3;
     len = (size_t)rows * (size_t)o.n;
-    rc = gs__move_setup(&o, &client, &x, &connect_s, &persist_s);
+    {
+        int64_t shape[2] = {o.n, o.n}, chunks[2] = {o.chunk, o.chunk};
+        rc = gs__connect_persist_normal(&o.c, shape, chunks, &client, &x, &connect_s, &persist_s);
+    }
     if (rc != 0) goto out;
     {
         gs_slice_t sl;
