@@ -138,6 +138,26 @@ gs_status_t gs__array_slice_canonical(gs_array_h a, const int64_t *start, const 
  * rejected (a bug). */
 gs_status_t gs__pushdown(struct gs_array *root, struct gs_array **out_p);
 
+/* ---- the expression DAG in topological order (topo.c) ---- */
+
+/* Called once per node when the walk first reaches it: *is_leaf_p = 1 keeps its inputs out of
+ * the walk (persisted nodes). An error stops the walk and is returned. */
+typedef gs_status_t (*gs__expr_leaf_fn)(struct gs_array *n, void *arg, int *is_leaf_p);
+
+typedef struct gs__expr_topo {
+    int64_t nnodes;
+    struct gs_array **nodes;     /* [nnodes] topological order, the root last (borrowed refs) */
+    int64_t (*in)[2];            /* [nnodes] topological index of each input, -1 none/leaf */
+    uint8_t *leaf;               /* [nnodes] the leaf callback said leaf */
+} gs__expr_topo_t;
+
+/* Nodes reachable from @a root, each once, inputs before consumers (iterative post-order DFS:
+ * linear, no recursion). GS_ERR_NO_MEMORY or the callback's error; *t empty then. Free with
+ * gs__expr_topo_cleanup. */
+gs_status_t gs__expr_topo(struct gs_array *root, gs__expr_leaf_fn leaf_fn, void *arg,
+                          gs__expr_topo_t *t);
+void gs__expr_topo_cleanup(gs__expr_topo_t *t);
+
 /* ---- grids ---- */
 
 /* Check a grid's structure (ndim, shape >= 0, nchunks >= 1, bounds 0..shape nondecreasing,

@@ -30,100 +30,68 @@
 
 /* ---- 1. collect ---- */
 
-typedef struct lw_disc {
-    struct gs_array *n;
-    int32_t state;          /* 1 expanded, 2 finished */
-    int64_t topo;
-    uint64_t nkeys;
-    gs_key_t *keys;
-} lw_disc_t;
+/* Persisted-key snapshots taken while walking: the snapshot, not a later look, decides that
+ * a node is a leaf, so a concurrent persist/unpersist on another thread cannot leave a node
+ * whose inputs were skipped. */
+typedef struct lw_snap {
+    gs_u64map_t by_id;      /* node id -> index + 1 in keys */
+    GS_VEC(lw_persist_t) keys;
+} lw_snap_t;
+
+static gs_status_t lw_leaf(struct gs_array *n, void *arg, int *is_leaf_p)
+{
+    lw_snap_t *sn = arg;
+    lw_persist_t p;
+    gs_status_t st;
+    memset(&p, 0, sizeof(p));
+    if ((st = gs__array_persist_snapshot(n, &p.nblocks, &p.keys)) != GS_OK) return st;
+    *is_leaf_p = p.keys != NULL;
+    if (p.keys == NULL) return GS_OK;
+    if (GS_VEC_PUSH(&sn->keys, p) != GS_OK ||
+        gs_u64map_put(&sn->by_id, n->id, sn->keys.len) != GS_OK) {
+        if (sn->keys.len == 0 || sn->keys.data[sn->keys.len - 1].keys != p.keys) gs_free(p.keys);
+        return gs_error_set(GS_ERR_NO_MEMORY, "out of memory while lowering");
+    }
+    return GS_OK;
+}
 
 static gs_status_t lw_collect(lw_t *w, struct gs_array *root)
 {
-    GS_VEC(lw_disc_t) disc = {0};
-    GS_VEC(int64_t) stack = {0};
-    gs_u64map_t map;
-    gs_status_t st = GS_OK;
-    int64_t ntopo = 0;
-    gs_u64map_init(&map);
+    gs__expr_topo_t t;
+    lw_snap_t sn;
+    gs_status_t st;
 
-    lw_disc_t d0 = {root, 0, -1, 0, NULL};
-    if ((st = GS_VEC_PUSH(&disc, d0)) != GS_OK || (st = GS_VEC_PUSH(&stack, 0)) != GS_OK ||
-        (st = gs_u64map_put(&map, root->id, 0)) != GS_OK)
-        goto out_nomem;
-    while (stack.len > 0) {
-        int64_t di = stack.data[stack.len - 1];
-        lw_disc_t *d = &disc.data[di];
-        if (d->state == 0) {
-            struct gs_array *n = d->n;
-            d->state = 1;
-            if ((st = gs__array_persist_snapshot(n, &d->nkeys, &d->keys)) != GS_OK) goto out;
-            if (d->keys != NULL) continue;   /* persisted: its inputs are not needed */
-            /* push every input not finished yet, even if already discovered and waiting
-             * deeper in the stack: it must finish before this node */
-            for (int32_t k = n->ninputs - 1; k >= 0; k--) {
-                uint64_t v;
-                if (gs_u64map_get(&map, n->in[k]->id, &v)) {
-                    gs_assert_always(disc.data[v].state != 1);   /* the DAG has no cycles */
-                    if (disc.data[v].state == 2) continue;
-                } else {
-                    lw_disc_t dn = {n->in[k], 0, -1, 0, NULL};
-                    if ((st = GS_VEC_PUSH(&disc, dn)) != GS_OK ||
-                        (st = gs_u64map_put(&map, n->in[k]->id, disc.len - 1)) != GS_OK)
-                        goto out_nomem;
-                    v = disc.len - 1;
-                }
-                if ((st = GS_VEC_PUSH(&stack, (int64_t)v)) != GS_OK) goto out_nomem;
-            }
-        } else {
-            stack.len--;
-            if (d->state == 2) continue;   /* a duplicate entry of a finished node */
-            d->state = 2;
-            d->topo = ntopo++;
-        }
+    memset(&sn, 0, sizeof(sn));
+    gs_u64map_init(&sn.by_id);
+    if ((st = gs__expr_topo(root, lw_leaf, &sn, &t)) != GS_OK) goto out;
+    w->nnodes = t.nnodes;
+    w->nodes = gs_calloc((size_t)t.nnodes, sizeof(lw_node_t), "lower nodes");
+    w->pers = gs_calloc(sn.keys.len + 1, sizeof(lw_persist_t), "lower persisted");
+    if (w->nodes == NULL || w->pers == NULL) {
+        st = gs_error_set(GS_ERR_NO_MEMORY, "out of memory while lowering");
+        goto out;
     }
-    w->nnodes = ntopo;
-    w->nodes = gs_calloc((size_t)ntopo, sizeof(lw_node_t), "lower nodes");
-    if (w->nodes == NULL) goto out_nomem;
-    for (size_t i = 0; i < disc.len; i++) {
-        lw_disc_t *d = &disc.data[i];
-        if (d->keys != NULL) w->npers++;
-    }
-    w->pers = gs_calloc((size_t)w->npers + 1, sizeof(lw_persist_t), "lower persisted");
-    if (w->pers == NULL) goto out_nomem;
     w->npers = 0;
-    for (size_t i = 0; i < disc.len; i++) {
-        lw_disc_t *d = &disc.data[i];
-        lw_node_t *e = &w->nodes[d->topo];
-        e->n = d->n;
+    for (int64_t i = 0; i < t.nnodes; i++) {
+        lw_node_t *e = &w->nodes[i];
+        uint64_t v;
+        e->n = t.nodes[i];
         e->layer = -1;
         e->pidx = -1;
-        e->in[0] = e->in[1] = -1;
-        if (d->keys != NULL) {
-            lw_persist_t *p = &w->pers[w->npers];
-            p->node = d->topo;
-            p->nblocks = d->nkeys;
-            p->keys = d->keys;
-            d->keys = NULL;
-            e->pidx = w->npers++;
-            continue;
-        }
-        for (int32_t k = 0; k < d->n->ninputs; k++) {
-            uint64_t v;
-            int found = gs_u64map_get(&map, d->n->in[k]->id, &v);
-            gs_assert(found);
-            (void)found;
-            e->in[k] = disc.data[v].topo;
-        }
+        e->in[0] = t.in[i][0];
+        e->in[1] = t.in[i][1];
+        if (!t.leaf[i]) continue;
+        gs_assert_always(gs_u64map_get(&sn.by_id, e->n->id, &v) && v >= 1);
+        w->pers[w->npers] = sn.keys.data[v - 1];
+        sn.keys.data[v - 1].keys = NULL;          /* moved */
+        w->pers[w->npers].node = i;
+        e->pidx = w->npers++;
     }
-    goto out;
-out_nomem:
-    st = gs_error_set(GS_ERR_NO_MEMORY, "out of memory while lowering");
 out:
-    for (size_t i = 0; i < disc.len; i++) gs_free(disc.data[i].keys);
-    GS_VEC_FREE(&disc);
-    GS_VEC_FREE(&stack);
-    gs_u64map_cleanup(&map);
+    for (size_t i = 0; i < sn.keys.len; i++) gs_free(sn.keys.data[i].keys);
+    GS_VEC_FREE(&sn.keys);
+    gs_u64map_cleanup(&sn.by_id);
+    gs__expr_topo_cleanup(&t);
     return st;
 }
 

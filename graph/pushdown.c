@@ -89,88 +89,39 @@ typedef struct pd {
 
 /* ---- A. collect ---- */
 
-typedef struct pd_disc {
-    struct gs_array *n;
-    int32_t state;          /* 1 expanded, 2 finished */
-    uint8_t persisted;
-    int64_t topo;
-} pd_disc_t;
+static gs_status_t pd_leaf(struct gs_array *n, void *arg, int *is_leaf_p)
+{
+    (void)arg;
+    *is_leaf_p = gs__array_is_persisted(n);   /* its inputs are not part of the expression */
+    return GS_OK;
+}
 
 static gs_status_t pd_collect(pd_t *p, struct gs_array *root)
 {
-    GS_VEC(pd_disc_t) disc = {0};
-    GS_VEC(int64_t) stack = {0};
-    gs_u64map_t map;
-    gs_status_t st = GS_OK;
-    int64_t ntopo = 0;
-    gs_u64map_init(&map);
-
-    pd_disc_t d0 = {root, 0, 0, -1};
-    if (GS_VEC_PUSH(&disc, d0) != GS_OK || GS_VEC_PUSH(&stack, 0) != GS_OK ||
-        gs_u64map_put(&map, root->id, 0) != GS_OK)
-        goto nomem;
-    while (stack.len > 0) {
-        int64_t di = stack.data[stack.len - 1];
-        pd_disc_t *d = &disc.data[di];
-        if (d->state == 0) {
-            struct gs_array *n = d->n;
-            d->state = 1;
-            d->persisted = (uint8_t)gs__array_is_persisted(n);
-            if (d->persisted) continue;   /* its inputs are not part of the expression */
-            /* every input not finished yet goes on the stack, even one already waiting deeper:
-             * it must finish before this node */
-            for (int32_t k = n->ninputs - 1; k >= 0; k--) {
-                uint64_t v;
-                if (gs_u64map_get(&map, n->in[k]->id, &v)) {
-                    gs_assert_always(disc.data[v].state != 1);   /* the DAG has no cycles */
-                    if (disc.data[v].state == 2) continue;
-                } else {
-                    pd_disc_t dn = {n->in[k], 0, 0, -1};
-                    if (GS_VEC_PUSH(&disc, dn) != GS_OK ||
-                        gs_u64map_put(&map, n->in[k]->id, disc.len - 1) != GS_OK)
-                        goto nomem;
-                    v = disc.len - 1;
-                }
-                if (GS_VEC_PUSH(&stack, (int64_t)v) != GS_OK) goto nomem;
-            }
-        } else {
-            stack.len--;
-            if (d->state == 2) continue;   /* a duplicate entry of a finished node */
-            d->state = 2;
-            d->topo = ntopo++;
-        }
+    gs__expr_topo_t t;
+    gs_status_t st = gs__expr_topo(root, pd_leaf, NULL, &t);
+    if (st != GS_OK) return st == GS_ERR_NO_MEMORY ? PD_NOMEM() : st;
+    p->nnodes = t.nnodes;
+    p->nodes = gs_calloc((size_t)t.nnodes, sizeof(pd_node_t), "pushdown nodes");
+    if (p->nodes == NULL) {
+        gs__expr_topo_cleanup(&t);
+        return PD_NOMEM();
     }
-    p->nnodes = ntopo;
-    p->nodes = gs_calloc((size_t)ntopo, sizeof(pd_node_t), "pushdown nodes");
-    if (p->nodes == NULL) goto nomem;
-    for (size_t i = 0; i < disc.len; i++) {
-        const pd_disc_t *d = &disc.data[i];
-        pd_node_t *e = &p->nodes[d->topo];
-        e->n = d->n;
-        e->persisted = d->persisted;
-        e->in[0] = e->in[1] = -1;
+    for (int64_t i = 0; i < t.nnodes; i++) {
+        pd_node_t *e = &p->nodes[i];
+        e->n = t.nodes[i];
+        e->persisted = t.leaf[i];
+        e->in[0] = t.in[i][0];
+        e->in[1] = t.in[i][1];
         e->head = -1;
-        if (d->persisted) continue;
-        if (d->n->kind == GS__NODE_SLICE || d->n->kind == GS__NODE_TRANSPOSE) p->nviews++;
-        for (int32_t k = 0; k < d->n->ninputs; k++) {
-            uint64_t v;
-            int found = gs_u64map_get(&map, d->n->in[k]->id, &v);
-            gs_assert(found);
-            (void)found;
-            e->in[k] = disc.data[v].topo;
-        }
+        if (!e->persisted && (e->n->kind == GS__NODE_SLICE || e->n->kind == GS__NODE_TRANSPOSE))
+            p->nviews++;
     }
-    for (int64_t i = 0; i < ntopo; i++)
+    for (int64_t i = 0; i < t.nnodes; i++)
         for (int32_t k = 0; k < 2; k++)
             if (p->nodes[i].in[k] >= 0) p->nodes[p->nodes[i].in[k]].uses++;
-    goto out;
-nomem:
-    st = PD_NOMEM();
-out:
-    GS_VEC_FREE(&disc);
-    GS_VEC_FREE(&stack);
-    gs_u64map_cleanup(&map);
-    return st;
+    gs__expr_topo_cleanup(&t);
+    return GS_OK;
 }
 
 /* ---- views ---- */

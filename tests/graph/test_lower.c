@@ -306,8 +306,9 @@ Test(graph_lower, unfused_seed_generates_a_quarter_of_the_elements_with_pushdown
 Test(graph_lower, slices_move_below_elementwise_chains_and_compose)
 {
     /* sqrt(abs(2 - 3x))[::2, ::-1][1::3, 5:] of a (60, 40) array */
-    gs_array_h x = normal2(60, 40, 10, 10), y, z;
-    OK(gs_array_scalar_binary(GS_BINARY_SUB, 2.0, mul_s(x, 3.0), &y));
+    gs_array_h x = normal2(60, 40, 10, 10), x3 = mul_s(x, 3.0), y, z;
+    OK(gs_array_scalar_binary(GS_BINARY_SUB, 2.0, x3, &y));
+    gs_array_release(x3);
     y = unary(GS_UNARY_SQRT, unary(GS_UNARY_ABS, y));   /* the scalar_binary node went to y */
     gs_slice_t s1[2] = {S_STEP(2), S_STEP(-1)}, s2[2] = {S_FROM(1, 3), S_FROM(5, 1)};
     z = slice(slice(y, 2, s1), 2, s2);                   /* (10, 35) */
