@@ -2,12 +2,18 @@
  * Framed message connections over libuv TCP (see proto/conn.h).
  *
  * Reading: one 64 KiB read buffer per connection; received bytes go into a gs_frame_reader_t,
- * each complete payload is decoded and handed to msg_cb. A malformed or oversized frame closes
- * the connection (GS_ERR_PROTO / GS_ERR_MSG_TOO_LARGE, logged as a warning).
+ * each complete payload is decoded (DATA's bytes borrowed from the frame) and handed to msg_cb.
+ * Once the header of a large frame (> 64 KiB) is in, the reader reserves the whole frame and
+ * alloc_cb hands out the reader's free space, so the rest of the frame is received in place
+ * (copied once, by the kernel). A drained large buffer the reader keeps for a following large
+ * frame is released after GS__CONN_TRIM_MS without traffic. A malformed or oversized frame
+ * closes the connection (GS_ERR_PROTO / GS_ERR_MSG_TOO_LARGE, logged as a warning).
  *
  * Writing: every frame is one uv_write request (frames queued before the connection is
- * established wait in a list and are submitted in order when it is). pending_bytes counts the
- * bytes of every frame not yet completed.
+ * established wait in a list and are submitted in order when it is); a DATA frame sent with
+ * gs_conn_send_data() is written from two places, its encoded head and the caller's bytes,
+ * whose release callback runs when the request completes or is dropped. pending_bytes counts
+ * the bytes of every frame not yet completed.
  *
  * Closing: the first gs_conn_close() wins. An error reason uv_close()s at once, which cancels
  * queued writes; GS_OK waits for the connection attempt if one is under way, then uv_shutdown()s
@@ -28,19 +34,25 @@
 
 #define GS__CONN_RBUF (64u * 1024u)
 #define GS__CONN_WCHUNK (1u << 30)  /* uv_buf_t lengths are unsigned int: split larger frames */
+#define GS__CONN_TRIM_MS 1000u      /* release a retained large read buffer after this idle time */
 
 typedef struct gs__wreq {
     uv_write_t req;
     struct gs__wreq *next;  /* queue of frames waiting for the connection */
     gs_conn_t *conn;
-    uint8_t *data;
-    size_t len;
+    uint8_t *data;          /* owned: the frame, or the head of a gs_conn_send_data() frame */
+    size_t len;             /* bytes of data + tail */
+    size_t head_len;        /* bytes of data */
+    const uint8_t *tail;    /* borrowed bytes that follow data (gs_conn_send_data) */
+    gs_conn_release_cb release;
+    void *release_arg;
 } gs__wreq_t;
 
 struct gs_conn {
     uv_tcp_t tcp;
     uv_connect_t connect_req;
     uv_shutdown_t shutdown_req;
+    uv_timer_t trim_timer;         /* releases a retained large read buffer when idle */
     gs_conn_params_t params;
     gs_frame_reader_t reader;
     gs__wreq_t *wait_head, *wait_tail;  /* frames queued before the connection was established */
@@ -51,6 +63,9 @@ struct gs_conn {
     unsigned close_requested : 1;  /* gs_conn_close() was called (first reason kept) */
     unsigned handle_closing : 1;   /* uv_close() was called */
     unsigned silent : 1;           /* failed creation: free without callbacks */
+    unsigned in_msg_cb : 1;        /* msg_cb running: gs_conn_detach_frame() allowed */
+    unsigned frame_detached : 1;   /* ... and it took the frame's storage */
+    unsigned handles_open : 2;     /* tcp and trim_timer not yet closed */
     void *data;
     char peer_name[64];
     char rbuf[GS__CONN_RBUF];
@@ -153,8 +168,10 @@ gs_status_t gs_addr_parse(const char *addr, char *host, size_t host_len, int *po
 
 /* ---- lifetime ---- */
 
-static void gs__conn_free_wreq(gs__wreq_t *w)
+/* Free a write request; a borrowed tail is released with @a status (exactly once: here). */
+static void gs__conn_free_wreq(gs__wreq_t *w, gs_status_t status)
 {
+    if (w->release != NULL) w->release(w->release_arg, status);
     gs_free(w->data);
     gs_free(w);
 }
@@ -162,6 +179,8 @@ static void gs__conn_free_wreq(gs__wreq_t *w)
 static void gs__conn_closed_cb(uv_handle_t *handle)
 {
     gs_conn_t *c = handle->data;
+    gs_assert(c->handles_open > 0);
+    if (--c->handles_open > 0) return;
     gs_assert(c->wait_head == NULL);
     if (!c->silent) {
         GS_LOG_DEBUG("connection %s closed: %s", c->peer_name, gs_status_string(c->close_reason));
@@ -179,9 +198,10 @@ static void gs__conn_close_handle(gs_conn_t *c)
         gs__wreq_t *w = c->wait_head;
         c->wait_head = w->next;
         c->pending_bytes -= w->len;
-        gs__conn_free_wreq(w);
+        gs__conn_free_wreq(w, GS_ERR_CANCELED);
     }
     c->wait_tail = NULL;
+    uv_close((uv_handle_t *)&c->trim_timer, gs__conn_closed_cb);
     uv_close((uv_handle_t *)&c->tcp, gs__conn_closed_cb);
 }
 
@@ -230,6 +250,10 @@ static gs_status_t gs__conn_new(uv_loop_t *loop, const gs_conn_params_t *params,
         gs_free(c);
         return gs_status_from_uv(r, "uv_tcp_init");
     }
+    uv_timer_init(loop, &c->trim_timer);  /* cannot fail */
+    uv_unref((uv_handle_t *)&c->trim_timer);  /* never keeps the loop alive by itself */
+    c->handles_open = 2;
+    c->trim_timer.data = c;
     c->tcp.data = c;
     c->connect_req.data = c;
     c->shutdown_req.data = c;
@@ -259,9 +283,24 @@ static void gs__conn_fail(gs_conn_t *c, gs_status_t reason)
 static void gs__conn_alloc_cb(uv_handle_t *handle, size_t suggested, uv_buf_t *buf)
 {
     gs_conn_t *c = handle->data;
+    uint8_t *space;
+    size_t n;
     (void)suggested;
+    /* the rest of a large frame goes straight into the reader's reserved buffer */
+    n = gs_frame_reader_space(&c->reader, GS__CONN_RBUF, &space);
+    if (n > 0) {
+        buf->base = (char *)space;
+        buf->len = n < GS__CONN_WCHUNK ? n : GS__CONN_WCHUNK;
+        return;
+    }
     buf->base = c->rbuf;
     buf->len = sizeof c->rbuf;
+}
+
+static void gs__conn_trim_cb(uv_timer_t *t)
+{
+    gs_conn_t *c = t->data;
+    gs_frame_reader_trim(&c->reader);
 }
 
 static void gs__conn_read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
@@ -284,7 +323,9 @@ static void gs__conn_read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t 
         return;
     }
     if (nread == 0 || c->close_requested) return;
-    if (gs_frame_reader_feed(&c->reader, c->rbuf, (size_t)nread) != GS_OK) {
+    if (buf->base != c->rbuf) {
+        gs_frame_reader_commit(&c->reader, (size_t)nread);  /* received in place */
+    } else if (gs_frame_reader_feed(&c->reader, c->rbuf, (size_t)nread) != GS_OK) {
         GS_LOG_WARN("connection %s: out of memory buffering a frame", c->peer_name);
         gs__conn_fail(c, GS_ERR_NO_MEMORY);
         return;
@@ -298,15 +339,39 @@ static void gs__conn_read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t 
             gs__conn_fail(c, st);
             return;
         }
-        st = gs_msg_decode(payload, len, &msg);
+        st = gs_msg_decode_borrow(payload, len, &msg);
         if (st != GS_OK) {
             GS_LOG_WARN("connection %s: bad frame of %zu bytes: %s; closing", c->peer_name, len, gs_last_error());
             gs__conn_fail(c, st);
             return;
         }
+        c->in_msg_cb = 1;
+        c->frame_detached = 0;
         c->params.msg_cb(c, &msg, c->params.arg);
+        c->in_msg_cb = 0;
         gs_msg_cleanup(&msg);
     }
+    if (!c->close_requested) {
+        if (gs_frame_reader_retained(&c->reader) > 0) {
+            uv_timer_start(&c->trim_timer, gs__conn_trim_cb, GS__CONN_TRIM_MS, 0);
+        } else {
+            uv_timer_stop(&c->trim_timer);
+        }
+    }
+}
+
+gs_status_t gs_conn_detach_frame(gs_conn_t *c, void **storage_p)
+{
+    gs_status_t st;
+    if (c == NULL || storage_p == NULL) {
+        return gs_error_set(GS_ERR_INVALID_PARAM, "gs_conn_detach_frame: NULL argument");
+    }
+    if (!c->in_msg_cb || c->frame_detached) {
+        return gs_error_set(GS_ERR_INVALID_PARAM, "gs_conn_detach_frame: only once, inside msg_cb");
+    }
+    st = gs_frame_reader_detach(&c->reader, storage_p);
+    if (st == GS_OK) c->frame_detached = 1;
+    return st;
 }
 
 /* ---- writing ---- */
@@ -315,60 +380,84 @@ static void gs__conn_write_cb(uv_write_t *req, int status)
 {
     gs__wreq_t *w = (gs__wreq_t *)req;
     gs_conn_t *c = w->conn;
+    gs_status_t st = GS_OK;
     c->pending_bytes -= w->len;
-    gs__conn_free_wreq(w);
-    if (status < 0 && status != UV_ECANCELED) {
-        gs_status_t st = gs_status_from_uv(status, "write");
+    if (status == UV_ECANCELED) {
+        st = GS_ERR_CANCELED;
+    } else if (status < 0) {
+        st = gs_status_from_uv(status, "write");
         if (st != GS_ERR_CONN_CLOSED) st = GS_ERR_IO;
         GS_LOG_DEBUG("connection %s: write failed: %s", c->peer_name, uv_strerror(status));
-        gs__conn_fail(c, st);
+    }
+    gs__conn_free_wreq(w, st);
+    if (st != GS_OK && st != GS_ERR_CANCELED) gs__conn_fail(c, st);
+}
+
+/* Append @a len bytes at @a p to @a bufs, split into uv_buf_t-sized pieces. */
+static void gs__conn_bufs(uv_buf_t *bufs, unsigned *nbufs, unsigned max, const uint8_t *p, size_t len)
+{
+    size_t off = 0;
+    while (off < len) {
+        size_t n = len - off < GS__CONN_WCHUNK ? len - off : GS__CONN_WCHUNK;
+        gs_assert_always(*nbufs < max);
+        bufs[(*nbufs)++] = uv_buf_init((char *)(uintptr_t)(p + off), (unsigned)n);
+        off += n;
     }
 }
 
+/* Hand @a w to libuv. On failure @a w is untouched (still counted in pending_bytes): the caller
+ * disposes of it and then fails the connection. */
 static gs_status_t gs__conn_submit(gs_conn_t *c, gs__wreq_t *w)
 {
-    uv_buf_t bufs[8];
+    uv_buf_t bufs[12];
     unsigned nbufs = 0;
-    size_t off = 0;
     int r;
-    while (off < w->len) {
-        size_t n = w->len - off < GS__CONN_WCHUNK ? w->len - off : GS__CONN_WCHUNK;
-        gs_assert_always(nbufs < sizeof bufs / sizeof bufs[0]);
-        bufs[nbufs++] = uv_buf_init((char *)w->data + off, (unsigned)n);
-        off += n;
-    }
+    gs__conn_bufs(bufs, &nbufs, sizeof bufs / sizeof bufs[0], w->data, w->head_len);
+    gs__conn_bufs(bufs, &nbufs, sizeof bufs / sizeof bufs[0], w->tail, w->len - w->head_len);
     r = uv_write(&w->req, (uv_stream_t *)&c->tcp, bufs, nbufs, gs__conn_write_cb);
-    if (r < 0) {
-        gs_status_t st = gs_status_from_uv(r, "uv_write");
-        c->pending_bytes -= w->len;
-        gs__conn_free_wreq(w);
-        gs__conn_fail(c, st == GS_ERR_NO_MEMORY ? st : GS_ERR_IO);
-        return st;
-    }
+    if (r < 0) return gs_status_from_uv(r, "uv_write");
     return GS_OK;
 }
 
-/* Queue @a data (owned, gs_malloc'ed) of @a len bytes. */
-static gs_status_t gs__conn_queue(gs_conn_t *c, uint8_t *data, size_t len)
+/* Queue @a data (owned, gs_malloc'ed) of @a len bytes followed by @a tail_len borrowed bytes at
+ * @a tail (released through @a release once written or dropped -- but not when this fails: the
+ * caller keeps them then). */
+static gs_status_t gs__conn_queue(gs_conn_t *c, uint8_t *data, size_t len, const uint8_t *tail, size_t tail_len,
+                                  gs_conn_release_cb release, void *release_arg)
 {
+    gs_status_t st;
     gs__wreq_t *w = gs_malloc(sizeof *w, "conn write");
     if (w == NULL) {
         gs_free(data);
-        return gs_error_set(GS_ERR_NO_MEMORY, "out of memory queueing %zu bytes to %s", len, c->peer_name);
+        return gs_error_set(GS_ERR_NO_MEMORY, "out of memory queueing %zu bytes to %s", len + tail_len,
+                            c->peer_name);
     }
     w->next = NULL;
     w->conn = c;
     w->data = data;
-    w->len = len;
-    c->pending_bytes += len;
-    if (c->connected) return gs__conn_submit(c, w);
-    if (c->wait_tail != NULL) {
-        c->wait_tail->next = w;
-    } else {
-        c->wait_head = w;
+    w->head_len = len;
+    w->len = len + tail_len;
+    w->tail = tail;
+    w->release = release;
+    w->release_arg = release_arg;
+    c->pending_bytes += w->len;
+    if (!c->connected) {
+        if (c->wait_tail != NULL) {
+            c->wait_tail->next = w;
+        } else {
+            c->wait_head = w;
+        }
+        c->wait_tail = w;
+        return GS_OK;
     }
-    c->wait_tail = w;
-    return GS_OK;
+    st = gs__conn_submit(c, w);
+    if (st != GS_OK) {
+        c->pending_bytes -= w->len;
+        w->release = NULL;  /* the caller keeps its bytes */
+        gs__conn_free_wreq(w, st);
+        gs__conn_fail(c, st == GS_ERR_NO_MEMORY ? st : GS_ERR_IO);
+    }
+    return st;
 }
 
 gs_status_t gs_conn_send(gs_conn_t *c, const gs_msg_t *msg)
@@ -389,7 +478,33 @@ gs_status_t gs_conn_send(gs_conn_t *c, const gs_msg_t *msg)
         return st;
     }
     data = gs_buf_detach(&b, &len);
-    return gs__conn_queue(c, data, len);
+    return gs__conn_queue(c, data, len, NULL, 0, NULL, NULL);
+}
+
+gs_status_t gs_conn_send_data(gs_conn_t *c, const gs_msg_t *msg, gs_conn_release_cb release, void *arg)
+{
+    gs_buf_t b;
+    gs_status_t st;
+    uint8_t *data;
+    size_t len, tail_len = 0;
+    if (c == NULL || msg == NULL || release == NULL) {
+        return gs_error_set(GS_ERR_INVALID_PARAM, "gs_conn_send_data: NULL argument");
+    }
+    if (msg->type != GS_MSG_DATA) {
+        return gs_error_set(GS_ERR_INVALID_PARAM, "gs_conn_send_data: %s is not a data message",
+                            gs_msg_type_name(msg->type));
+    }
+    if (c->close_requested) {
+        return gs_error_set(GS_ERR_CONN_CLOSED, "connection %s is closing; data message not sent", c->peer_name);
+    }
+    gs_buf_init(&b);
+    st = gs_msg_encode_head(msg, &b, &tail_len);
+    if (st != GS_OK) {
+        gs_buf_cleanup(&b);
+        return st;
+    }
+    data = gs_buf_detach(&b, &len);
+    return gs__conn_queue(c, data, len, msg->u.data.data.data, tail_len, release, arg);
 }
 
 gs_status_t gs_conn_send_frame(gs_conn_t *c, gs_buf_t *frame)
@@ -420,7 +535,7 @@ gs_status_t gs_conn_send_frame(gs_conn_t *c, gs_buf_t *frame)
         return gs_error_set(GS_ERR_INVALID_PARAM, "gs_conn_send_frame: %zu bytes are not whole frames", flen);
     }
     data = gs_buf_detach(frame, &len);
-    return gs__conn_queue(c, data, len);
+    return gs__conn_queue(c, data, len, NULL, 0, NULL, NULL);
 }
 
 /* ---- accept / connect ---- */
@@ -488,9 +603,14 @@ static void gs__conn_connect_cb(uv_connect_t *req, int status)
         w->next = NULL;
         if (c->handle_closing) {
             c->pending_bytes -= w->len;
-            gs__conn_free_wreq(w);
+            gs__conn_free_wreq(w, GS_ERR_CANCELED);
         } else {
-            gs__conn_submit(c, w);  /* closes the connection on failure */
+            gs_status_t st = gs__conn_submit(c, w);
+            if (st != GS_OK) {
+                c->pending_bytes -= w->len;
+                gs__conn_free_wreq(w, st);
+                gs__conn_fail(c, st == GS_ERR_NO_MEMORY ? st : GS_ERR_IO);
+            }
         }
     }
     if (!c->close_requested) {

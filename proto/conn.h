@@ -25,8 +25,13 @@ extern "C" {
 
 typedef struct gs_conn gs_conn_t;
 
-/** A decoded message. @a msg is valid only during the call (it is cleaned up afterwards). */
+/** A decoded message. @a msg is valid only during the call (it is cleaned up afterwards). A DATA
+ *  message's bytes are not copied out of the received frame (gs_msg_decode_borrow: no alignment
+ *  guarantee); gs_conn_detach_frame() keeps them alive past the call. */
 typedef void (*gs_conn_msg_cb)(gs_conn_t *conn, gs_msg_t *msg, void *arg);
+/** Borrowed bytes of gs_conn_send_data() are no longer used: @a status GS_OK once written,
+ *  GS_ERR_CANCELED when dropped by a close, another error when the write failed. */
+typedef void (*gs_conn_release_cb)(void *arg, gs_status_t status);
 /** Called once when the connection is closed (by either side); @a reason GS_OK for a local
  *  close with GS_OK. The connection is freed after this returns. */
 typedef void (*gs_conn_close_cb)(gs_conn_t *conn, gs_status_t reason, void *arg);
@@ -55,6 +60,24 @@ gs_status_t gs_conn_send(gs_conn_t *conn, const gs_msg_t *msg);
 
 /** Queue an already encoded frame; takes ownership of @a frame's storage in every case. */
 gs_status_t gs_conn_send_frame(gs_conn_t *conn, gs_buf_t *frame);
+
+/** Queue the DATA message @a msg without copying its bytes: only the fields before them are
+ *  encoded (gs_msg_encode_head; same bytes on the wire as gs_conn_send), and msg->u.data.data is
+ *  written from where it lies. Those bytes must stay valid and unchanged until @a release runs;
+ *  it runs exactly once, from the loop and never inside this call: after the frame was written
+ *  (GS_OK), or when the write fails or the connection closes first (an error status). If this
+ *  returns an error (GS_ERR_INVALID_PARAM: NULL argument or not a DATA message; GS_ERR_CONN_CLOSED
+ *  once closing; GS_ERR_NO_MEMORY; an encoding error), @a release is never called and the bytes
+ *  stay the caller's. The rest of @a msg is only read during the call. */
+gs_status_t gs_conn_send_data(gs_conn_t *conn, const gs_msg_t *msg, gs_conn_release_cb release, void *arg);
+
+/** Only inside msg_cb, at most once per message: take the storage of the frame that carried the
+ *  current message, so the bytes a DATA message borrows from it stay valid after msg_cb returns
+ *  (e.g. to relay them with gs_conn_send_data). The caller frees *storage_p with gs_free() (it
+ *  may be larger than the frame). Bytes the connection received after the frame are kept for it
+ *  (GS_ERR_NO_MEMORY if they cannot be: nothing changed). GS_ERR_INVALID_PARAM outside msg_cb,
+ *  on a second call or for NULL arguments. */
+gs_status_t gs_conn_detach_frame(gs_conn_t *conn, void **storage_p);
 
 /** Close (idempotent). Queued writes are flushed when @a reason is GS_OK, dropped otherwise. */
 void gs_conn_close(gs_conn_t *conn, gs_status_t reason);

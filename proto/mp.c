@@ -467,3 +467,9 @@ void gs_mp_write_bin(gs_mp_writer_t *w, const void *p, size_t len)
         msgpack_pack_bin_body(GS__MP_PK(w), p, len);
     }
 }
+
+void gs_mp_write_bin_head(gs_mp_writer_t *w, size_t len)
+{
+    if (!gs__mp_len_ok(w, len)) return;
+    msgpack_pack_bin(GS__MP_PK(w), len);
+}

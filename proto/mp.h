@@ -68,6 +68,8 @@ void gs_mp_write_i64(gs_mp_writer_t *w, int64_t v);
 void gs_mp_write_f64(gs_mp_writer_t *w, double v);
 void gs_mp_write_str(gs_mp_writer_t *w, const char *s, size_t len);
 void gs_mp_write_bin(gs_mp_writer_t *w, const void *p, size_t len);
+/** Only the header of a bin of @a len bytes; the caller supplies the bytes after it. */
+void gs_mp_write_bin_head(gs_mp_writer_t *w, size_t len);
 
 #ifdef __cplusplus
 }

@@ -667,12 +667,12 @@ static uint64_t gs__msg_size_hint(const gs_msg_t *m)
     }
 }
 
-gs_status_t gs_msg_encode(const gs_msg_t *msg, gs_buf_t *out)
+static gs_status_t gs__msg_encode(const gs_msg_t *msg, gs_buf_t *out, int head_only, size_t *tail_len_p)
 {
     static const uint8_t header[GS_PROTO_FRAME_HEADER] = {0};
     gs_mp_writer_t w;
     gs__why_t why;
-    size_t start, payload;
+    size_t start, payload, tail;
     uint64_t hint;
     gs_status_t st;
 
@@ -684,7 +684,9 @@ gs_status_t gs_msg_encode(const gs_msg_t *msg, gs_buf_t *out)
         return gs_error_set(GS_ERR_INVALID_PARAM, "cannot encode %s message: %s", gs_msg_type_name(msg->type),
                             why.text);
     }
-    hint = gs__msg_size_hint(msg);
+    head_only = head_only && msg->type == GS_MSG_DATA;
+    tail = head_only ? msg->u.data.data.len : 0;
+    hint = head_only ? 64 : gs__msg_size_hint(msg);
     if (hint <= UINT32_MAX && gs_buf_reserve(out, GS_PROTO_FRAME_HEADER + (size_t)hint) != GS_OK) {
         return gs_error_set(GS_ERR_NO_MEMORY, "out of memory encoding a %s message of about %llu bytes",
                             gs_msg_type_name(msg->type), (unsigned long long)hint);
@@ -696,20 +698,42 @@ gs_status_t gs_msg_encode(const gs_msg_t *msg, gs_buf_t *out)
     gs_mp_writer_init(&w, out);
     gs_mp_write_array(&w, gs__msg_nfields[msg->type]);
     gs_mp_write_u64(&w, msg->type);
-    gs__w_body(&w, msg);
+    if (head_only) {
+        /* gs__w_body's DATA fields, with only the bin's header: the caller sends the bytes */
+        gs_mp_write_u64(&w, msg->u.data.req_id);
+        gs_mp_write_u64(&w, msg->u.data.graph_id);
+        gs_mp_write_u64(&w, msg->u.data.task_id);
+        gs_mp_write_i64(&w, msg->u.data.status);
+        gs_mp_write_bin_head(&w, tail);
+    } else {
+        gs__w_body(&w, msg);
+    }
     if (w.err != GS_OK) {
         out->len = start;
         return w.err;  /* message set where it latched */
     }
     payload = out->len - start - GS_PROTO_FRAME_HEADER;
-    if ((uint64_t)payload > UINT32_MAX) {
+    if ((uint64_t)payload + (uint64_t)tail > UINT32_MAX) {
+        payload += tail;
         out->len = start;
         st = gs_error_set(GS_ERR_MSG_TOO_LARGE, "%s message of %zu bytes exceeds the 4 GiB frame limit",
                           gs_msg_type_name(msg->type), payload);
         return st;
     }
-    gs__st_le32(out->data + start, (uint32_t)payload);
+    gs__st_le32(out->data + start, (uint32_t)(payload + tail));
+    if (tail_len_p != NULL) *tail_len_p = tail;
     return GS_OK;
+}
+
+gs_status_t gs_msg_encode(const gs_msg_t *msg, gs_buf_t *out)
+{
+    return gs__msg_encode(msg, out, 0, NULL);
+}
+
+gs_status_t gs_msg_encode_head(const gs_msg_t *msg, gs_buf_t *out, size_t *tail_len_p)
+{
+    if (tail_len_p == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "gs_msg_encode_head: NULL argument");
+    return gs__msg_encode(msg, out, 1, tail_len_p);
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -740,6 +764,7 @@ typedef struct gs__dec {
     gs_mp_reader_t r;
     gs__item_t items[GS__MAX_ITEMS];
     unsigned nitems;
+    int borrow;           /* DATA's bytes point into the payload instead of being copied */
 } gs__dec_t;
 
 static int gs__dec_fail(gs__dec_t *d, const char *fmt, ...) GS_PRINTF(2, 3);
@@ -953,7 +978,16 @@ static void gs__dec_body(gs__dec_t *d, gs_msg_t *m)
         gs_mp_read_u64(r, &m->u.data.graph_id);
         gs_mp_read_u64(r, &m->u.data.task_id);
         gs_mp_read_i32(r, &m->u.data.status);
-        gs__dec_bin(d, &m->u.data.data);
+        if (d->borrow) {
+            const uint8_t *p;
+            uint32_t len;
+            if (gs_mp_read_bin(r, &p, &len)) {
+                m->u.data.data.data = len > 0 ? p : NULL;
+                m->u.data.data.len = len;
+            }
+        } else {
+            gs__dec_bin(d, &m->u.data.data);
+        }
         break;
     case GS_MSG_FETCH_REQ:
         gs_mp_read_u64(r, &m->u.fetch_req.req_id);
@@ -1160,7 +1194,7 @@ static size_t gs__dec_layout(const gs__dec_t *d, uint8_t *base)
     return off;
 }
 
-gs_status_t gs_msg_decode(const void *payload, size_t len, gs_msg_t *msg_p)
+static gs_status_t gs__msg_decode(const void *payload, size_t len, int borrow, gs_msg_t *msg_p)
 {
     gs__dec_t d;
     gs_msg_t m;
@@ -1177,6 +1211,7 @@ gs_status_t gs_msg_decode(const void *payload, size_t len, gs_msg_t *msg_p)
     }
     memset(&m, 0, sizeof m);
     d.nitems = 0;
+    d.borrow = borrow;
     gs_mp_reader_init(&d.r, payload, len);
     if (gs_mp_read_array(&d.r, &nfields) && nfields == 0) gs__dec_fail(&d, "empty message array");
     if (gs_mp_read_u32(&d.r, &type)) {
@@ -1217,6 +1252,16 @@ gs_status_t gs_msg_decode(const void *payload, size_t len, gs_msg_t *msg_p)
     return GS_OK;
 }
 
+gs_status_t gs_msg_decode(const void *payload, size_t len, gs_msg_t *msg_p)
+{
+    return gs__msg_decode(payload, len, 0, msg_p);
+}
+
+gs_status_t gs_msg_decode_borrow(const void *payload, size_t len, gs_msg_t *msg_p)
+{
+    return gs__msg_decode(payload, len, 1, msg_p);
+}
+
 void gs_msg_cleanup(gs_msg_t *msg)
 {
     if (msg == NULL) return;
@@ -1227,43 +1272,89 @@ void gs_msg_cleanup(gs_msg_t *msg)
 /* ------------------------------------------------------------------------------------------ */
 /* Frame reader.                                                                              */
 
-#define GS__FRAME_READER_KEEP (4u << 20)  /* release a drained buffer larger than this */
+#define GS__FRAME_READER_KEEP (4u << 20)  /* buffers above this are sized exactly and retained briefly */
+#define GS__FRAME_READER_NONE SIZE_MAX     /* no frame handed out that could be detached */
 
 void gs_frame_reader_init(gs_frame_reader_t *r, uint32_t max_frame)
 {
     gs_buf_init(&r->buf);
     r->pos = 0;
     r->max_frame = max_frame != 0 ? max_frame : GS_PROTO_DEFAULT_MAX_FRAME;
+    r->keep = 0;
+    r->last = GS__FRAME_READER_NONE;
 }
 
 void gs_frame_reader_cleanup(gs_frame_reader_t *r)
 {
     gs_buf_cleanup(&r->buf);
     r->pos = 0;
+    r->keep = 0;
+    r->last = GS__FRAME_READER_NONE;
+}
+
+/* Make room for @a extra more bytes after buf.len: first move the unconsumed bytes to the front,
+ * then grow -- by doubling up to GS__FRAME_READER_KEEP (many small frames), exactly beyond it (a
+ * large frame is reserved once, at its announced size, and never copied by doubling). */
+static gs_status_t gs__frame_reader_room(gs_frame_reader_t *r, size_t extra)
+{
+    size_t need, ncap;
+    uint8_t *p;
+    if (r->buf.cap - r->buf.len >= extra) return GS_OK;
+    if (r->pos > 0) {
+        memmove(r->buf.data, r->buf.data + r->pos, r->buf.len - r->pos);
+        r->buf.len -= r->pos;
+        r->pos = 0;
+        r->last = GS__FRAME_READER_NONE;
+        if (r->buf.cap - r->buf.len >= extra) return GS_OK;
+    }
+    if (extra > SIZE_MAX - r->buf.len) {
+        return gs_error_set(GS_ERR_NO_MEMORY, "cannot buffer %zu more received bytes", extra);
+    }
+    need = r->buf.len + extra;
+    if (need > GS__FRAME_READER_KEEP) {
+        ncap = need;
+    } else {
+        ncap = r->buf.cap > 256 ? r->buf.cap : 256;
+        while (ncap < need) ncap *= 2;
+        if (ncap > GS__FRAME_READER_KEEP) ncap = GS__FRAME_READER_KEEP;
+    }
+    p = gs_realloc(r->buf.data, ncap, "frame reader");
+    if (p == NULL) {
+        return gs_error_set(GS_ERR_NO_MEMORY, "out of memory buffering a frame (%zu bytes)", ncap);
+    }
+    r->buf.data = p;
+    r->buf.cap = ncap;
+    return GS_OK;
+}
+
+/* Start over once everything is consumed; a large buffer survives only right after a large
+ * frame (the next one is likely large too), and a small frame that follows releases it. */
+static void gs__frame_reader_rewind(gs_frame_reader_t *r)
+{
+    if (r->pos != r->buf.len) return;
+    r->buf.len = r->pos = 0;
+    r->last = GS__FRAME_READER_NONE;
+    if (r->buf.cap > GS__FRAME_READER_KEEP && !r->keep) gs_buf_cleanup(&r->buf);
 }
 
 gs_status_t gs_frame_reader_feed(gs_frame_reader_t *r, const void *data, size_t len)
 {
+    gs_status_t st;
     if (len == 0) return GS_OK;
-    if (r->pos == r->buf.len) {
-        /* everything consumed: start over, and give back a buffer a huge frame left behind */
-        r->buf.len = r->pos = 0;
-        if (r->buf.cap > GS__FRAME_READER_KEEP) gs_buf_cleanup(&r->buf);
-    } else if (r->pos > 0 && len > r->buf.cap - r->buf.len) {
-        /* move the unconsumed tail to the front before growing */
-        memmove(r->buf.data, r->buf.data + r->pos, r->buf.len - r->pos);
-        r->buf.len -= r->pos;
-        r->pos = 0;
+    gs__frame_reader_rewind(r);
+    if (r->buf.len == 0 && r->buf.cap > GS__FRAME_READER_KEEP && len >= GS_PROTO_FRAME_HEADER &&
+        GS_PROTO_FRAME_HEADER + gs__ld_le(data, 4) <= GS__FRAME_READER_KEEP) {
+        gs_buf_cleanup(&r->buf);  /* a small frame follows the large ones: release the large buffer */
     }
-    if (gs_buf_append(&r->buf, data, len) != GS_OK) {
-        return gs_error_set(GS_ERR_NO_MEMORY, "out of memory buffering %zu received bytes", len);
-    }
+    if ((st = gs__frame_reader_room(r, len)) != GS_OK) return st;
+    memcpy(r->buf.data + r->buf.len, data, len);
+    r->buf.len += len;
     return GS_OK;
 }
 
 gs_status_t gs_frame_reader_next(gs_frame_reader_t *r, const uint8_t **payload_p, size_t *len_p)
 {
-    size_t avail = r->buf.len - r->pos;
+    size_t avail = r->buf.len - r->pos, frame;
     uint32_t flen;
     if (avail < GS_PROTO_FRAME_HEADER) return GS_INPROGRESS;
     flen = (uint32_t)gs__ld_le(r->buf.data + r->pos, 4);
@@ -1271,9 +1362,70 @@ gs_status_t gs_frame_reader_next(gs_frame_reader_t *r, const uint8_t **payload_p
         return gs_error_set(GS_ERR_MSG_TOO_LARGE, "frame of %u bytes exceeds the limit of %u bytes", flen,
                             r->max_frame);
     }
-    if (avail - GS_PROTO_FRAME_HEADER < flen) return GS_INPROGRESS;
+    frame = GS_PROTO_FRAME_HEADER + (size_t)flen;
+    if (avail < frame) {
+        /* reserve the whole frame once, now that its size is known and accepted */
+        return gs__frame_reader_room(r, frame - avail) == GS_OK ? GS_INPROGRESS : GS_ERR_NO_MEMORY;
+    }
     *payload_p = r->buf.data + r->pos + GS_PROTO_FRAME_HEADER;
     *len_p = flen;
-    r->pos += GS_PROTO_FRAME_HEADER + (size_t)flen;
+    r->last = r->pos;
+    r->keep = frame > GS__FRAME_READER_KEEP;
+    r->pos += frame;
     return GS_OK;
+}
+
+size_t gs_frame_reader_space(gs_frame_reader_t *r, size_t min, uint8_t **space_p)
+{
+    size_t avail = r->buf.len - r->pos, frame, rest;
+    uint32_t flen;
+    if (avail < GS_PROTO_FRAME_HEADER) return 0;
+    flen = (uint32_t)gs__ld_le(r->buf.data + r->pos, 4);
+    if (flen > r->max_frame) return 0;
+    frame = GS_PROTO_FRAME_HEADER + (size_t)flen;
+    if (avail >= frame) return 0;
+    rest = frame - avail;
+    if (frame < min || r->buf.cap - r->buf.len < rest) return 0;  /* small, or not reserved yet */
+    *space_p = r->buf.data + r->buf.len;
+    return rest;
+}
+
+void gs_frame_reader_commit(gs_frame_reader_t *r, size_t n)
+{
+    gs_assert_always(n <= r->buf.cap - r->buf.len);
+    r->buf.len += n;
+}
+
+gs_status_t gs_frame_reader_detach(gs_frame_reader_t *r, void **storage_p)
+{
+    gs_buf_t rest;
+    size_t nrest;
+    if (storage_p == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "gs_frame_reader_detach: NULL argument");
+    if (r->last == GS__FRAME_READER_NONE) {
+        return gs_error_set(GS_ERR_INVALID_PARAM, "gs_frame_reader_detach: no frame was just handed out");
+    }
+    /* bytes received after the frame (the start of the next ones) move to a new buffer */
+    nrest = r->buf.len - r->pos;
+    gs_buf_init(&rest);
+    if (nrest > 0 && gs_buf_append(&rest, r->buf.data + r->pos, nrest) != GS_OK) {
+        return gs_error_set(GS_ERR_NO_MEMORY, "out of memory keeping %zu received bytes", nrest);
+    }
+    *storage_p = r->buf.data;
+    r->buf = rest;
+    r->pos = 0;
+    r->keep = 0;
+    r->last = GS__FRAME_READER_NONE;
+    return GS_OK;
+}
+
+void gs_frame_reader_trim(gs_frame_reader_t *r)
+{
+    if (r->pos != r->buf.len || r->buf.cap <= GS__FRAME_READER_KEEP) return;
+    r->keep = 0;
+    gs__frame_reader_rewind(r);
+}
+
+size_t gs_frame_reader_retained(const gs_frame_reader_t *r)
+{
+    return r->pos == r->buf.len && r->buf.cap > GS__FRAME_READER_KEEP ? r->buf.cap : 0;
 }

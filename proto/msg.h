@@ -365,21 +365,41 @@ const char *gs_msg_type_name(uint32_t type);
  *  On error @a out is left as it was. */
 gs_status_t gs_msg_encode(const gs_msg_t *msg, gs_buf_t *out);
 
+/** Like gs_msg_encode(), but a DATA message's chunk bytes (msg->u.data.data) are not copied:
+ *  @a out gets the frame up to them and *tail_len_p = msg->u.data.data.len; the frame is complete
+ *  once the caller sends those bytes right after it (the 4-byte header counts them). The bytes on
+ *  the wire are identical to gs_msg_encode()'s. Other types: the whole frame, *tail_len_p = 0.
+ *  Errors as gs_msg_encode(); on error @a out is left as it was and *tail_len_p untouched. */
+gs_status_t gs_msg_encode_head(const gs_msg_t *msg, gs_buf_t *out, size_t *tail_len_p);
+
 /** Decode one payload (without the 4-byte header). On success *msg_p is filled and owns its
  *  memory; on error nothing is allocated. GS_ERR_PROTO for malformed input. */
 gs_status_t gs_msg_decode(const void *payload, size_t len, gs_msg_t *msg_p);
+
+/** As gs_msg_decode(), except that a DATA message's bytes (msg->u.data.data) are not copied:
+ *  they point into @a payload (no alignment guarantee) and are valid only as long as it is.
+ *  Every other field and type is owned as with gs_msg_decode(); release with gs_msg_cleanup(). */
+gs_status_t gs_msg_decode_borrow(const void *payload, size_t len, gs_msg_t *msg_p);
 
 /** Release a decoded message's memory (no-op for messages built by hand). */
 void gs_msg_cleanup(gs_msg_t *msg);
 
 /**
- * Incremental frame reader for stream transports. Feed bytes as they arrive; take complete
- * payloads out. Bytes are copied; the reader owns its buffer.
+ * Incremental frame reader for stream transports. Feed bytes as they arrive (or receive them
+ * straight into the reader: gs_frame_reader_space / _commit); take complete payloads out. The
+ * reader owns its buffer. A frame larger than 4 MiB is reserved once, at exactly its announced
+ * size, when its header has been examined by gs_frame_reader_next (and accepted against
+ * max_frame). Once drained, such a buffer is kept for the next frame only while the last frame
+ * handed out was large: the first small frame, or gs_frame_reader_trim(), releases it. So a
+ * reader holds one buffer, never more than the largest recent frame (plus less than 64 KiB of
+ * bytes that followed it in one read).
  */
 typedef struct gs_frame_reader {
     gs_buf_t buf;
     size_t pos;                    /* start of unconsumed bytes */
     uint32_t max_frame;
+    uint32_t keep;                 /* private: the last frame handed out was large */
+    size_t last;                   /* private: start of that frame (SIZE_MAX: none to detach) */
 } gs_frame_reader_t;
 
 void gs_frame_reader_init(gs_frame_reader_t *r, uint32_t max_frame);
@@ -387,9 +407,28 @@ void gs_frame_reader_cleanup(gs_frame_reader_t *r);
 /** Append received bytes. GS_ERR_NO_MEMORY leaves the reader unchanged. */
 gs_status_t gs_frame_reader_feed(gs_frame_reader_t *r, const void *data, size_t len);
 /** Next complete payload: GS_OK with *payload_p / *len_p pointing into the reader (valid until
- *  the next feed/next call), GS_INPROGRESS when more bytes are needed, GS_ERR_MSG_TOO_LARGE
- *  when the header announces more than max_frame (the stream is then unusable). */
+ *  the next feed/next/commit call), GS_INPROGRESS when more bytes are needed (the buffer then
+ *  has room for the rest of the frame whose header is in), GS_ERR_MSG_TOO_LARGE when the header
+ *  announces more than max_frame (the stream is then unusable; nothing was reserved),
+ *  GS_ERR_NO_MEMORY when the announced frame cannot be reserved. */
 gs_status_t gs_frame_reader_next(gs_frame_reader_t *r, const uint8_t **payload_p, size_t *len_p);
+/** Where the rest of the frame in progress may be received directly: when a frame of at least
+ *  @a min bytes (header included) has its header in, is incomplete and is reserved (after
+ *  gs_frame_reader_next returned GS_INPROGRESS), *space_p gets the reader's free space and the
+ *  number of bytes still missing from that frame is returned (write at most that many); else 0
+ *  and *space_p untouched. The space belongs to the reader; valid until the next call on it. */
+size_t gs_frame_reader_space(gs_frame_reader_t *r, size_t min, uint8_t **space_p);
+/** Account @a n bytes written into the space gs_frame_reader_space() returned (n <= its result). */
+void gs_frame_reader_commit(gs_frame_reader_t *r, size_t n);
+/** Right after gs_frame_reader_next() returned GS_OK: take the storage that holds that payload,
+ *  so the payload stays valid until the caller gs_free()s *storage_p. Bytes received after the
+ *  frame move to a new buffer (GS_ERR_NO_MEMORY: nothing changed). GS_ERR_INVALID_PARAM when no
+ *  payload was just handed out (or it was already detached). */
+gs_status_t gs_frame_reader_detach(gs_frame_reader_t *r, void **storage_p);
+/** Release a retained large buffer if nothing is buffered (for idle connections). */
+void gs_frame_reader_trim(gs_frame_reader_t *r);
+/** Capacity of a drained large buffer being retained for the next frame, else 0. */
+size_t gs_frame_reader_retained(const gs_frame_reader_t *r);
 
 #ifdef __cplusplus
 }
