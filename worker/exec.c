@@ -9,6 +9,7 @@
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define GS_W_TASK_SLAB 256
@@ -613,35 +614,279 @@ int gs__wexec_pick_stream(gs_worker_t *w)
 static void gs__wtask_complete(gs_worker_t *w, gs_wtask_t *t, gs_status_t status,
                                uint64_t t_done);
 
-/* Streams mode: enqueue one task; completion arrives as a note. */
+/* ---------------------------------------------------------------- launcher thread */
+
+/* Streams mode: some backend calls block their caller for the whole computation (cuSOLVER's
+ * geqrf/orgqr/gesvd(j) synchronise on the host: a 1000 x 1000 SVD holds the calling thread
+ * ~90 ms on an H100, a 250000 x 1000 QR ~47 of its 96 ms). Made from the loop they would stop
+ * fetches, serving, dispatch and heartbeats meanwhile, so QR and SVD tasks go to a launcher
+ * thread instead. The loop instantiates the task (gs_ktask_t borrows only the task's input
+ * and output chunk memory, held by the task's refs until its completion is drained, and its
+ * layer, kept while the task is in its graph's task map) and queues a job; the thread runs the
+ * kernel and asks for a notification on its own stream. That stream is used by no other
+ * thread, so the per-stream cuBLAS/cuSOLVER handles of the backend are never shared; the
+ * loop touches it only at stop, after joining the thread. The job's first member is the note
+ * through which the completion (or the failure to enqueue, or the cancelation of a job that
+ * never ran) comes back to the loop; the thread never touches the task itself. */
+
+typedef struct gs_wlaunch_job {
+    gs_wnote_t note;               /* first: the drain frees the job through it */
+    struct gs_wlaunch_job *next;   /* launcher queue (under its lock) */
+    gs_wtask_t *task;              /* loop only */
+    uint64_t t_start;              /* launcher: when the kernel was handed to the backend */
+    char *err;                     /* launcher: failure message (gs_malloc'd) */
+    gs_ktask_t kt;
+} gs_wlaunch_job_t;
+
+struct gs_wlauncher {
+    gs_worker_t *w;
+    uv_thread_t thread;
+    uv_mutex_t lock;
+    uv_cond_t cond;
+    gs_wlaunch_job_t *head, *tail; /* under lock */
+    int quit;                      /* under lock */
+    int running;                   /* the thread exists (loop only) */
+    gs_chunkops_stream_h stream;   /* the launcher's own stream */
+};
+
+static void gs__wlaunch_main(void *arg)
+{
+    struct gs_wlauncher *L = arg;
+    gs_worker_t *w = L->w;
+
+    for (;;) {
+        gs_wlaunch_job_t *j;
+        gs_status_t status;
+
+        uv_mutex_lock(&L->lock);
+        while (L->head == NULL && !L->quit) uv_cond_wait(&L->cond, &L->lock);
+        if (L->quit) {                 /* jobs still queued go back at stop */
+            uv_mutex_unlock(&L->lock);
+            return;
+        }
+        j = L->head;
+        L->head = j->next;
+        if (L->head == NULL) L->tail = NULL;
+        uv_mutex_unlock(&L->lock);
+
+        j->t_start = gs_now_ns();
+        status = gs_chunkops_run_ktask(w->ops, w->ctx, L->stream, &j->kt);
+        if (status == GS_OK) {
+            status = w->ops->notify(w->ctx, L->stream, gs__wnote_cb, &j->note);
+            if (status == GS_OK) continue;     /* j belongs to the callback now */
+            GS_LOG_WARN("launcher stream: completion notification failed (%s); synchronising",
+                        gs_last_error());
+            status = w->ops->sync(w->ctx, L->stream);
+        } else {
+            /* keep the message; then wait for whatever the failed call enqueued (it may still
+             * write the output) and clear the stream's record of the failure, which would
+             * otherwise fail the next task's notification */
+            const char *e = gs_last_error();
+            j->err = gs_strdup(e[0] ? e : gs_status_string(status), "task error");
+            (void)w->ops->sync(w->ctx, L->stream);
+        }
+        if (status != GS_OK && j->err == NULL) {
+            const char *e = gs_last_error();
+            j->err = gs_strdup(e[0] ? e : gs_status_string(status), "task error");
+        }
+        j->note.status = status;
+        j->note.t_done = gs_now_ns();
+        gs__wnote_push(w, &j->note);
+    }
+}
+
+/* Whether task kernel @a kt goes to the launcher. */
+static int gs__wlaunch_wants(const gs_worker_t *w, const gs_ktask_t *kt)
+{
+    if (w->launcher_off || kt->kind != GS_KTASK_LINALG) return 0;
+    return kt->u.linalg.op == GS_LA_QR || kt->u.linalg.op == GS_LA_SVD;
+}
+
+/* Create the launcher (its stream and thread). On failure the worker launches such tasks from
+ * the loop from then on (they still run, blocking the loop meanwhile). */
+static gs_status_t gs__wlaunch_start(gs_worker_t *w)
+{
+    struct gs_wlauncher *L;
+    gs_status_t status;
+    int rc;
+
+    L = gs_calloc(1, sizeof(*L), "worker launcher");
+    if (L == NULL) {
+        status = gs_error_set(GS_ERR_NO_MEMORY, "out of memory for the launcher");
+        goto fail;
+    }
+    L->w = w;
+    if (uv_mutex_init(&L->lock) != 0) {
+        gs_free(L);
+        status = gs_error_set(GS_ERR_NO_RESOURCE, "cannot create the launcher's mutex");
+        goto fail;
+    }
+    if (uv_cond_init(&L->cond) != 0) {
+        uv_mutex_destroy(&L->lock);
+        gs_free(L);
+        status = gs_error_set(GS_ERR_NO_RESOURCE, "cannot create the launcher's condition");
+        goto fail;
+    }
+    status = w->ops->stream_create(w->ctx, &L->stream);
+    if (status != GS_OK) goto fail_sync;
+    rc = uv_thread_create(&L->thread, gs__wlaunch_main, L);
+    if (rc != 0) {
+        status = gs_error_set(GS_ERR_NO_RESOURCE, "cannot start the launcher thread: %s",
+                              uv_strerror(rc));
+        w->ops->stream_destroy(w->ctx, L->stream);
+        goto fail_sync;
+    }
+    L->running = 1;
+    w->launcher = L;
+    GS_LOG_DEBUG("worker %s: launcher thread started (QR and SVD tasks)", w->name);
+    return GS_OK;
+
+fail_sync:
+    uv_cond_destroy(&L->cond);
+    uv_mutex_destroy(&L->lock);
+    gs_free(L);
+fail:
+    GS_LOG_WARN("worker %s: %s; QR and SVD tasks are launched from the event loop, which they "
+                "block while the backend computes", w->name, gs_last_error());
+    w->launcher_off = 1;
+    return status;
+}
+
+/* Hand @a t (RUNNING, kernel @a kt) to the launcher. 0: no launcher (launch inline); 1: taken
+ * (its completion, successful or not, arrives as a GS_WNOTE_LAUNCH note or already happened). */
+static int gs__wlaunch_submit(gs_worker_t *w, gs_wtask_t *t, const gs_ktask_t *kt)
+{
+    struct gs_wlauncher *L;
+    gs_wlaunch_job_t *j;
+
+    if (w->launcher == NULL && gs__wlaunch_start(w) != GS_OK) return 0;
+    L = w->launcher;
+    t->stream = w->nstreams;
+    w->stream_inflight[w->nstreams]++;
+    t->t_launch = gs_now_ns();
+    j = gs_malloc(sizeof(*j), "launcher job");
+    if (j == NULL) {
+        gs__wtask_complete(w, t, gs_error_set(GS_ERR_NO_MEMORY, "out of memory launching"),
+                           gs_now_ns());
+        return 1;
+    }
+    memset(&j->note, 0, sizeof(j->note));
+    j->note.w = w;
+    j->note.kind = GS_WNOTE_LAUNCH;
+    j->note.obj = t;
+    j->next = NULL;
+    j->task = t;
+    j->t_start = 0;
+    j->err = NULL;
+    j->kt = *kt;
+    w->st.tasks_launcher++;
+    uv_mutex_lock(&L->lock);
+    if (L->tail) L->tail->next = j;
+    else L->head = j;
+    L->tail = j;
+    uv_cond_signal(&L->cond);
+    uv_mutex_unlock(&L->lock);
+    return 1;
+}
+
+/* Loop: a launcher job came back. */
+static void gs__wlaunch_done(gs_worker_t *w, gs_wlaunch_job_t *j)
+{
+    gs_wtask_t *t = j->task;
+    if (j->t_start) t->t_launch = j->t_start;
+    gs_free(t->err);
+    t->err = j->err;
+    j->err = NULL;
+    if (j->note.status != GS_OK && t->err == NULL) {
+        char buf[GS_W_ERRLEN];
+        snprintf(buf, sizeof(buf), "the backend reported %s on the launcher stream",
+                 gs_status_string(j->note.status));
+        t->err = gs_strdup(buf, "task error");
+    }
+    gs__wtask_complete(w, t, j->note.status, j->note.t_done);
+    gs_free(j);
+}
+
+/* Stop the launcher thread (after the job it is running, if any, has been handed to the
+ * backend), return the jobs it never started as canceled completions and wait for its
+ * stream, so that every job has come back as a note before this returns. */
+static void gs__wlaunch_stop(gs_worker_t *w)
+{
+    struct gs_wlauncher *L = w->launcher;
+    gs_wlaunch_job_t *j;
+
+    if (L == NULL || !L->running) return;
+    uv_mutex_lock(&L->lock);
+    L->quit = 1;
+    uv_cond_signal(&L->cond);
+    uv_mutex_unlock(&L->lock);
+    uv_thread_join(&L->thread);
+    L->running = 0;
+    j = L->head;
+    L->head = L->tail = NULL;
+    while (j) {
+        gs_wlaunch_job_t *next = j->next;
+        j->note.status = GS_ERR_CANCELED;
+        j->note.t_done = gs_now_ns();
+        gs__wnote_push(w, &j->note);
+        j = next;
+    }
+    (void)w->ops->sync(w->ctx, L->stream);   /* its notification callbacks have run */
+}
+
+static void gs__wlaunch_destroy(gs_worker_t *w)
+{
+    struct gs_wlauncher *L = w->launcher;
+    if (L == NULL) return;
+    gs__wlaunch_stop(w);
+    gs_assert(L->head == NULL);
+    w->ops->stream_destroy(w->ctx, L->stream);
+    uv_cond_destroy(&L->cond);
+    uv_mutex_destroy(&L->lock);
+    gs_free(L);
+    w->launcher = NULL;
+}
+
+/* ---------------------------------------------------------------- streams mode launch */
+
+/* Streams mode: enqueue one task (or hand it to the launcher); completion arrives as a note. */
 static void gs__wtask_launch_stream(gs_worker_t *w, gs_wtask_t *t)
 {
-    gs_chunk_ref_t small[16];
+    gs_chunk_ref_t small[16] = {{0}};   /* (GCC cannot see that only ndeps entries are read) */
     gs_chunk_ref_t *in = small;
     gs_ktask_t kt;
     gs_status_t status;
     gs_wnote_t *n;
-    int s = gs__wexec_pick_stream(w);
+    int s;
 
+    if (t->ndeps > 16) in = gs_malloc(sizeof(*in) * t->ndeps, "task inputs");
+    if (in == NULL) {
+        status = gs_error_set(GS_ERR_NO_MEMORY, "out of memory launching");
+    } else {
+        for (uint32_t i = 0; i < t->ndeps; i++) {
+            in[i].data = t->deps[i].chunk->ptr;
+            in[i].len = (int64_t)(t->deps[i].chunk->nbytes / sizeof(double));
+        }
+        status = gs_layer_instantiate(t->layer, t->block, (int)t->ndeps, in, t->out->ptr, &kt);
+        if (in != small) gs_free(in);
+        if (status == GS_OK && gs__wlaunch_wants(w, &kt) && gs__wlaunch_submit(w, t, &kt))
+            return;
+    }
+    s = gs__wexec_pick_stream(w);
     t->stream = s;
     w->stream_inflight[s]++;
     t->t_launch = gs_now_ns();
+    if (status != GS_OK) {
+        gs__wtask_complete(w, t, status, gs_now_ns());
+        return;
+    }
     n = gs_calloc(1, sizeof(*n), "task note");
-    if (t->ndeps > 16) in = gs_malloc(sizeof(*in) * t->ndeps, "task inputs");
-    if (n == NULL || in == NULL) {
-        if (in != small) gs_free(in);
-        gs_free(n);
+    if (n == NULL) {
         gs__wtask_complete(w, t, gs_error_set(GS_ERR_NO_MEMORY, "out of memory launching"),
                            gs_now_ns());
         return;
     }
-    for (uint32_t i = 0; i < t->ndeps; i++) {
-        in[i].data = t->deps[i].chunk->ptr;
-        in[i].len = (int64_t)(t->deps[i].chunk->nbytes / sizeof(double));
-    }
-    status = gs_layer_instantiate(t->layer, t->block, (int)t->ndeps, in, t->out->ptr, &kt);
-    if (in != small) gs_free(in);
-    if (status == GS_OK) status = gs_chunkops_run_ktask(w->ops, w->ctx, w->streams[s], &kt);
+    status = gs_chunkops_run_ktask(w->ops, w->ctx, w->streams[s], &kt);
     if (status != GS_OK) {
         gs_free(n);
         gs__wtask_complete(w, t, status, gs_now_ns());
@@ -826,6 +1071,9 @@ void gs__wexec_drain(gs_worker_t *w)
             gs__wsend_staged(w, n->obj, n->status);
             gs_free(n);
             break;
+        case GS_WNOTE_LAUNCH:
+            gs__wlaunch_done(w, (gs_wlaunch_job_t *)n);
+            break;
         default:
             gs_free(n);
             break;
@@ -905,7 +1153,8 @@ gs_status_t gs__wexec_init(gs_worker_t *w)
     gs__wlist_init(&w->ready_q);
     if (w->streams_mode) {
         w->streams = gs_calloc((size_t)w->nstreams, sizeof(*w->streams), "worker streams");
-        w->stream_inflight = gs_calloc((size_t)w->nstreams, sizeof(int), "stream inflight");
+        /* one more: the launcher's stream */
+        w->stream_inflight = gs_calloc((size_t)w->nstreams + 1, sizeof(int), "stream inflight");
         if (!w->streams || !w->stream_inflight)
             return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for %d streams", w->nstreams);
         for (i = 0; i < w->nstreams; i++) {
@@ -913,6 +1162,16 @@ gs_status_t gs__wexec_init(gs_worker_t *w)
             if (status != GS_OK) return status;
         }
         w->slots = w->nstreams * w->stream_depth;
+        {
+            const char *e = getenv("GS_WORKER_LAUNCHER");
+            if (e != NULL && (strcmp(e, "off") == 0 || strcmp(e, "0") == 0)) {
+                w->launcher_off = 1;
+                GS_LOG_INFO("GS_WORKER_LAUNCHER=%s: QR and SVD tasks are launched from the "
+                            "event loop", e);
+            } else if (e != NULL && e[0] != '\0' && strcmp(e, "on") != 0 && strcmp(e, "1") != 0) {
+                GS_LOG_WARN("GS_WORKER_LAUNCHER=%s is not on or off: using the launcher", e);
+            }
+        }
     } else {
         w->thread_streams = gs_calloc((size_t)w->nthreads, sizeof(*w->thread_streams),
                                       "thread streams");
@@ -951,6 +1210,7 @@ gs_status_t gs__wexec_init(gs_worker_t *w)
 void gs__wexec_stop_threads(gs_worker_t *w)
 {
     int i;
+    gs__wlaunch_stop(w);
     if (w->threads == NULL) return;
     uv_mutex_lock(&w->job_lock);
     w->job_quit = 1;
@@ -1007,6 +1267,7 @@ void gs__wexec_cleanup(gs_worker_t *w)
 {
     size_t i;
 
+    gs__wlaunch_destroy(w);     /* stopped already: every job came back (drained) */
     gs__wexec_cleanup_tasks(w);
     if (w->streams) {
         for (int s = 0; s < w->nstreams; s++)

@@ -12,8 +12,13 @@
  * threads only for the "pool" execution mode (cpu backend): nthreads kernel threads that never
  * touch the loop; their completions come back through a queue and a uv_async_t. In "streams"
  * mode (cuda backend) kernels are enqueued from the loop on several backend streams and their
- * completion (gs_chunkops_ops_t.notify) comes back the same way. The loop never blocks on a
- * kernel, a copy or a transfer.
+ * completion (gs_chunkops_ops_t.notify) comes back the same way. Some backend calls block the
+ * thread that makes them for the whole computation (cuSOLVER's QR and SVD synchronise inside):
+ * in streams mode, tasks that are a QR or an SVD (linalg layers) are handed to one launcher
+ * thread per worker (started on the first such task, joined at stop), which enqueues them on
+ * its own backend stream; their completion comes back like every other. Environment:
+ * GS_WORKER_LAUNCHER=off launches them from the loop like the rest (for comparisons). The loop
+ * never blocks on a kernel, a copy or a transfer.
  *
  * Memory. Chunk memory comes from the backend (mem_alloc) and is accounted against the
  * effective memory limit (the backend's). A task is admitted (its output and the inputs it
@@ -143,6 +148,8 @@ typedef struct gs_worker_stats {
     uint64_t fetch_failures;
     uint64_t fetch_bytes;
     uint64_t served;              /* chunks sent to peers */
+    uint64_t tasks_launcher;      /* streams mode: tasks handed to the launcher thread (QR and
+                                     SVD, whose backend calls block the calling thread) */
     uint32_t npeers;              /* now */
 } gs_worker_stats_t;
 
