@@ -9,6 +9,10 @@
  *     kernel; cusolverDnDgeqrf; a kernel writes R (row-major, zeros below the diagonal, rows
  *     negated where the diagonal is negative) to out and keeps the signs; cusolverDnDorgqr
  *     turns Ac into Q; a transpose kernel writes Q row-major to out, negating the same columns.
+ *   - Tall stacks (m >= 2n): CholeskyQR2 first (gs__la_factor_cqr: syrk/potrf/trsm twice, no
+ *     transposes, and for SVD the eigen-decomposition of R^T R when R is well conditioned),
+ *     checked after one stream synchronisation; Householder below when the checks fail or
+ *     GS_CUDA_QR=householder.
  *   - SVD: QR as above, then the SVD of the small n x n factor: the row-major R written to a
  *     scratch X is column-major R^T = V S U_r^T (A = Q R = (Q U_r) S V^T). Its left vectors,
  *     column-major, are V, which read row-major is Vt: cuSOLVER writes them straight into out.
@@ -41,11 +45,13 @@
 #define GS__LA_POOL 64          /* completion records per pinned block */
 
 enum { GS__LA_SVD_GESVD = 0, GS__LA_SVD_GESVDJ = 1 };
+enum { GS__LA_QR_HOUSEHOLDER = 0, GS__LA_QR_CHOLQR2 = 1 };
 
 /* A completion record, in pinned host memory: devInfo words are copied into info[]. */
 typedef struct gs__la_rec {
     int info[GS__LA_NINFO];
     int ninfo;
+    double stat[2];             /* CholeskyQR2: Gram deviation, squared inverse condition */
     int op;
     int svd_method;
     int64_t m, n;
@@ -59,6 +65,7 @@ struct gs__cuda_la {
     cusolverDnHandle_t solver;
     gesvdjInfo_t svdj;          /* GS__LA_SVD_GESVDJ only */
     int svd_method;
+    int qr_method;              /* GS__LA_QR_* */
     gs__cuda_arena_t *arena;
     atomic_int *late_err;
     pthread_mutex_t lock;       /* free_recs (completion callbacks return records) */
@@ -112,6 +119,17 @@ static gs_status_t gs__la_solver_error(cusolverStatus_t s, const char *call)
  * 20000 x 1000: gesvdj 108 ms, gesvd 188 ms; 2000 x 2000: gesvdj 364 ms, gesvd 462 ms; both
  * agree with LAPACK to 1e-12 * S[0]. Both routines block the calling thread until they finish
  * (they synchronise internally; enqueue time = wall time in gs-kbench). */
+/* The QR method for tall stacks (m >= 2n): CholeskyQR2 with checks and a Householder fallback
+ * (gs__la_factor_cqr) unless GS_CUDA_QR=householder. */
+static int gs__la_qr_method(void)
+{
+    const char *e = getenv("GS_CUDA_QR");
+    if (e != NULL && strcmp(e, "householder") == 0) return GS__LA_QR_HOUSEHOLDER;
+    if (e != NULL && strcmp(e, "cholqr2") != 0 && e[0] != '\0')
+        GS_LOG_WARN("GS_CUDA_QR=%s is not householder or cholqr2: using cholqr2", e);
+    return GS__LA_QR_CHOLQR2;
+}
+
 static int gs__la_svd_method(void)
 {
     const char *e = getenv("GS_CUDA_SVD");
@@ -149,6 +167,7 @@ static gs_status_t gs__la_create(void *cuda_stream, gs__cuda_arena_t *arena, voi
     la->arena = arena;
     la->late_err = (atomic_int *)late_err;
     la->svd_method = gs__la_svd_method();
+    la->qr_method = gs__la_qr_method();
     if ((bs = cublasCreate(&la->blas)) != CUBLAS_STATUS_SUCCESS) {
         la->blas = NULL;
         st = gs__la_blas_error(bs, "cublasCreate");
@@ -325,7 +344,8 @@ static size_t gs__la_take(size_t *cur, size_t nbytes)
     return off;
 }
 
-static gs_status_t gs__la_factor(struct gs__cuda_la *la, cudaStream_t s, const gs_klinalg_t *k)
+static gs_status_t gs__la_factor_hh(struct gs__cuda_la *la, cudaStream_t s,
+                                    const gs_klinalg_t *k)
 {
     gs_status_t st = GS_OK;
     const double zero = 0.0, one = 1.0;
@@ -445,6 +465,219 @@ fail:
     if (base != 0 && gs__cuda_arena_free(la->arena, base) != GS_OK)
         GS_LOG_ERROR("cuda linalg: freeing scratch: %s", gs_last_error());
     return st;
+}
+
+/* CholeskyQR2 (Yamamoto et al. 2015) for a tall stack, transpose-free: the row-major m x n
+ * stack copied densely into X is, column-major, X = A^T (n x m, ld n). Twice:
+ *   G = X X^T (syrk) = A^T A;  G = R_k^T R_k (potrf, upper);  X := R_k^-T X (trsm) = (A R_k^-1)^T
+ * so X ends as Q^T, i.e. row-major Q, and R = R_2 R_1 (trmm). Checks, after one stream
+ * synchronisation: both potrf succeeded and the second Gram matrix is within 0.5 of I
+ * elementwise (Q_1 well conditioned, so Q_2 is orthonormal to rounding); otherwise the caller
+ * falls back to Householder (*fallback_p = 1, nothing written). Cost: 2 (syrk + trsm) =
+ * 2 m n^2 flops of level-3 BLAS, against 4 m n^2 of geqrf + orgqr at panel speed.
+ * SVD: with R (n x n) known, R^T R = V L V^T (syevd), S = sqrt(L), U_r = R V S^-1 and
+ * U = Q U_r, provided kappa(R)^2 = L_max / L_min <= 1e4 (then S is accurate to ~1e-12
+ * relative); otherwise the SVD of R goes to the Jacobi/QR-iteration method as in Householder
+ * mode. The synchronisation blocks the calling thread for the factorisation, as cuSOLVER's
+ * own routines do. */
+static gs_status_t gs__la_factor_cqr(struct gs__cuda_la *la, cudaStream_t s,
+                                     const gs_klinalg_t *k, int *fallback_p)
+{
+    gs_status_t st = GS_OK;
+    const double zero = 0.0, one = 1.0;
+    const int64_t m = k->m, n = k->n;
+    const int svd = k->op == GS_LA_SVD;
+    const char *opname = svd ? "svd" : "qr";
+    int lw_potrf = 0, lw_eig = 0, lw_svd = 0;
+    uintptr_t base = 0;
+    gs__la_rec_t *rec = NULL;
+    int enqueued = 0, synced = 0;
+
+    *fallback_p = 0;
+    if (!gs__la_int(m)) return gs__la_too_big(opname, "m", m);
+    const int mi = (int)m, ni = (int)n;
+    GS__LA_SOLVER(cusolverDnDpotrf_bufferSize(la->solver, CUBLAS_FILL_MODE_UPPER, ni, NULL, ni,
+                                              &lw_potrf));
+    if (svd) {
+        GS__LA_SOLVER(cusolverDnDsyevd_bufferSize(la->solver, CUSOLVER_EIG_MODE_VECTOR,
+                                                  CUBLAS_FILL_MODE_UPPER, ni, NULL, ni, NULL,
+                                                  &lw_eig));
+        if (la->svd_method == GS__LA_SVD_GESVDJ)
+            GS__LA_SOLVER(cusolverDnDgesvdj_bufferSize(la->solver, CUSOLVER_EIG_MODE_VECTOR, 0, ni,
+                                                       ni, NULL, ni, NULL, NULL, ni, NULL, ni,
+                                                       &lw_svd, la->svdj));
+        else
+            GS__LA_SOLVER(cusolverDnDgesvd_bufferSize(la->solver, ni, ni, &lw_svd));
+    }
+    int lwork = lw_potrf;
+    if (lw_eig > lwork) lwork = lw_eig;
+    if (lw_svd > lwork) lwork = lw_svd;
+    if (lwork < 1) lwork = 1;
+
+    /* scratch: X (m x n; QR: out's Q region) | G, R1, T (n x n) | SVD: x, w, lam | work | info */
+    const size_t nn = (size_t)n * (size_t)n * sizeof(double);
+    size_t sz = 0;
+    const size_t o_x = svd ? gs__la_take(&sz, (size_t)m * (size_t)n * sizeof(double)) : 0;
+    const size_t o_g = gs__la_take(&sz, nn), o_r1 = gs__la_take(&sz, nn);
+    const size_t o_t = gs__la_take(&sz, nn);
+    const size_t o_sx = svd ? gs__la_take(&sz, nn) : 0, o_sw = svd ? gs__la_take(&sz, nn) : 0;
+    const size_t o_lam = gs__la_take(&sz, (size_t)n * sizeof(double));
+    const size_t o_rw = gs__la_take(&sz, (size_t)n * sizeof(double));
+    const size_t o_work = gs__la_take(&sz, (size_t)lwork * sizeof(double));
+    const size_t o_stat = gs__la_take(&sz, 2 * sizeof(double));
+    const size_t o_info = gs__la_take(&sz, GS__LA_NINFO * sizeof(int));
+    if ((st = gs__cuda_arena_alloc(la->arena, sz, &base)) != GS_OK) {
+        char why[256];
+        snprintf(why, sizeof(why), "%s", gs_last_error());
+        return gs_error_set(st, "cuda linalg %s of %lld x %lld: no scratch (%s)", opname,
+                            (long long)m, (long long)n, why);
+    }
+    double *xq = svd ? (double *)(base + o_x) : k->out;
+    double *g = (double *)(base + o_g), *r1 = (double *)(base + o_r1);
+    double *t = (double *)(base + o_t), *sx = (double *)(base + o_sx);
+    double *sw = (double *)(base + o_sw), *lam = (double *)(base + o_lam);
+    double *rwork = (double *)(base + o_rw), *work = (double *)(base + o_work);
+    double *stat = (double *)(base + o_stat);
+    int *info = (int *)(base + o_info);
+    GS__LA_TRY(gs__la_rec_get(la, &rec));
+    rec->op = k->op;
+    rec->svd_method = la->svd_method;
+    rec->m = m;
+    rec->n = n;
+    rec->scratch = base;
+
+    enqueued = 1;
+    {
+        cudaError_t e = cudaMemsetAsync(info, 0, GS__LA_NINFO * sizeof(int), s);
+        int64_t r0 = 0;
+        for (int32_t i = 0; i < k->nterms && e == cudaSuccess; i++) {
+            const gs_kmat_t *a = &k->a[i];
+            if (a->rows > 0)
+                e = cudaMemcpy2DAsync(xq + r0 * n, (size_t)n * sizeof(double), a->data + a->off,
+                                      (size_t)a->ld * sizeof(double), (size_t)n * sizeof(double),
+                                      (size_t)a->rows, cudaMemcpyDeviceToDevice, s);
+            r0 += a->rows;
+        }
+        if (e != cudaSuccess) {
+            (void)cudaGetLastError();
+            st = gs__cuda_error((int)e, "cudaMemcpy2DAsync(linalg stack)");
+            goto fail;
+        }
+    }
+    for (int it = 0; it < 2; it++) {
+        GS__LA_BLAS(cublasDsyrk(la->blas, CUBLAS_FILL_MODE_UPPER, CUBLAS_OP_N, ni, mi, &one, xq,
+                                ni, &zero, g, ni));
+        if (it == 1) GS__LA_TRY(gs__cuda_la_gram_dev(s, g, n, stat + 0));
+        GS__LA_SOLVER(cusolverDnDpotrf(la->solver, CUBLAS_FILL_MODE_UPPER, ni, g, ni, work, lwork,
+                                       info + it));
+        GS__LA_BLAS(cublasDtrsm(la->blas, CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_UPPER, CUBLAS_OP_T,
+                                CUBLAS_DIAG_NON_UNIT, ni, mi, &one, g, ni, xq, ni));
+        if (it == 0) GS__LA_TRY(gs__cuda_la_triu(s, g, n, n, r1));
+    }
+    /* T = R_2 R_1 (column-major, upper; zeros below since R_1 has them) */
+    GS__LA_BLAS(cublasDtrmm(la->blas, CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_UPPER, CUBLAS_OP_N,
+                            CUBLAS_DIAG_NON_UNIT, ni, ni, &one, g, ni, r1, ni, t, ni));
+    if (svd) {
+        double *sv = k->out + m * n, *vt = sv + n;
+        /* R^T R = T^T T; eigenvectors into g */
+        GS__LA_BLAS(cublasDsyrk(la->blas, CUBLAS_FILL_MODE_UPPER, CUBLAS_OP_T, ni, ni, &one, t, ni,
+                                &zero, g, ni));
+        GS__LA_SOLVER(cusolverDnDsyevd(la->solver, CUSOLVER_EIG_MODE_VECTOR, CUBLAS_FILL_MODE_UPPER,
+                                       ni, g, ni, lam, work, lwork, info + 2));
+        /* V (column-major) = row-major Vt into vt; S descending */
+        GS__LA_TRY(gs__cuda_la_eig_order(s, g, lam, n, vt, sv));
+        /* W = T V S^-1 = U_r */
+        GS__LA_BLAS(cublasDgemm(la->blas, CUBLAS_OP_N, CUBLAS_OP_N, ni, ni, ni, &one, t, ni, vt,
+                                ni, &zero, sw, ni));
+        GS__LA_TRY(gs__cuda_la_scale_cols(s, sw, sv, n, stat + 1));
+    }
+    {
+        cudaError_t e = cudaMemcpyAsync(rec->info, info, GS__LA_NINFO * sizeof(int),
+                                        cudaMemcpyDeviceToHost, s);
+        if (e == cudaSuccess)
+            e = cudaMemcpyAsync(rec->stat, stat, 2 * sizeof(double), cudaMemcpyDeviceToHost, s);
+        if (e == cudaSuccess) e = cudaStreamSynchronize(s);
+        if (e != cudaSuccess) {
+            (void)cudaGetLastError();
+            st = gs__cuda_error((int)e, "cholqr2 checks (cudaMemcpyAsync/cudaStreamSynchronize)");
+            goto fail;
+        }
+        synced = 1;
+    }
+    if (rec->info[0] != 0 || rec->info[1] != 0 || !(rec->stat[0] <= 0.5)) {
+        GS_LOG_DEBUG("cuda linalg %s of %lld x %lld: CholeskyQR2 not accurate here (potrf info "
+                     "%d/%d, Gram deviation %g); Householder QR instead", opname, (long long)m,
+                     (long long)n, rec->info[0], rec->info[1], rec->stat[0]);
+        *fallback_p = 1;
+        gs__la_rec_put(la, rec);
+        if (gs__cuda_arena_free(la->arena, base) != GS_OK)
+            GS_LOG_ERROR("cuda linalg: freeing scratch: %s", gs_last_error());
+        return GS_OK;
+    }
+    if (!svd) {
+        GS__LA_TRY(gs__cuda_la_extract_r(s, t, n, n, 0, k->out + m * n, NULL));
+        rec->ninfo = 0;
+    } else if (rec->info[2] == 0 && rec->stat[1] >= 1e-4) {
+        /* U = Q U_r: row-major U = column-major U_r^T Q^T = W^T X */
+        GS__LA_BLAS(cublasDgemm(la->blas, CUBLAS_OP_T, CUBLAS_OP_N, ni, mi, ni, &one, sw, ni, xq,
+                                ni, &zero, k->out, ni));
+        rec->ninfo = 0;
+    } else {
+        /* ill-conditioned R: its SVD by Jacobi / QR iteration, as in Householder mode.
+         * sx = row-major R = column-major R^T = U_x S V_x^T: V = U_x (row-major Vt), U_r = V_x */
+        double *sv = k->out + m * n, *vt = sv + n;
+        GS__LA_TRY(gs__cuda_la_extract_r(s, t, n, n, 0, sx, NULL));
+        if (la->svd_method == GS__LA_SVD_GESVDJ) {
+            GS__LA_SOLVER(cusolverDnDgesvdj(la->solver, CUSOLVER_EIG_MODE_VECTOR, 0, ni, ni, sx, ni,
+                                            sv, vt, ni, sw, ni, work, lwork, info + 2, la->svdj));
+            GS__LA_BLAS(cublasDgemm(la->blas, CUBLAS_OP_T, CUBLAS_OP_N, ni, mi, ni, &one, sw, ni,
+                                    xq, ni, &zero, k->out, ni));
+        } else {
+            GS__LA_SOLVER(cusolverDnDgesvd(la->solver, 'A', 'A', ni, ni, sx, ni, sv, vt, ni, sw, ni,
+                                           work, lwork, rwork, info + 2));
+            /* gesvd returns V_x^T in sw */
+            GS__LA_BLAS(cublasDgemm(la->blas, CUBLAS_OP_N, CUBLAS_OP_N, ni, mi, ni, &one, sw, ni,
+                                    xq, ni, &zero, k->out, ni));
+        }
+        cudaError_t e = cudaMemcpyAsync(rec->info, info, GS__LA_NINFO * sizeof(int),
+                                        cudaMemcpyDeviceToHost, s);
+        if (e != cudaSuccess) {
+            (void)cudaGetLastError();
+            st = gs__cuda_error((int)e, "cudaMemcpyAsync(linalg devInfo)");
+            goto fail;
+        }
+        rec->ninfo = 3;   /* potrf's two words are 0 (checked above) */
+    }
+    {
+        cudaError_t e = cudaStreamAddCallback(s, gs__la_done_cb, rec, 0);
+        if (e != cudaSuccess) {
+            (void)cudaGetLastError();
+            st = gs__cuda_error((int)e, "cudaStreamAddCallback(linalg completion)");
+            goto fail;
+        }
+    }
+    return GS_OK;
+
+fail:
+    if (rec != NULL) rec->ninfo = 0;
+    if (enqueued && rec != NULL && cudaStreamAddCallback(s, gs__la_done_cb, rec, 0) == cudaSuccess)
+        return st;
+    (void)cudaGetLastError();
+    if (enqueued && !synced && cudaStreamSynchronize(s) != cudaSuccess) (void)cudaGetLastError();
+    if (rec != NULL) gs__la_rec_put(la, rec);
+    if (base != 0 && gs__cuda_arena_free(la->arena, base) != GS_OK)
+        GS_LOG_ERROR("cuda linalg: freeing scratch: %s", gs_last_error());
+    return st;
+}
+
+static gs_status_t gs__la_factor(struct gs__cuda_la *la, cudaStream_t s, const gs_klinalg_t *k)
+{
+    if (la->qr_method == GS__LA_QR_CHOLQR2 && k->m >= 2 * k->n) {
+        int fallback = 0;
+        gs_status_t st = gs__la_factor_cqr(la, s, k, &fallback);
+        if (st != GS_OK || !fallback) return st;
+    }
+    return gs__la_factor_hh(la, s, k);
 }
 
 gs_status_t gs__cuda_linalg_run(struct gs__cuda_la **la_p, void *cuda_stream,

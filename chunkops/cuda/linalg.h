@@ -43,6 +43,18 @@ gs_status_t gs__cuda_la_transpose(void *stream, const double *in, int64_t ldi, d
 gs_status_t gs__cuda_la_extract_r(void *stream, const double *a, int64_t lda, int64_t n,
                                   int fix_signs, double *r_out, double *sgn);
 
+/** CholeskyQR2 helpers (column-major n x n). triu: dst = upper triangle of src (ld lds), zeros
+ *  below. gram_dev: out[0] = max over the upper triangle of |g - I| (+inf for NaN).
+ *  eig_order: v = eigenvectors e in descending eigenvalue order, s = sqrt(eigenvalues)
+ *  descending. scale_cols: w[:, k] /= s[k]; out_ratio[0] = (s[n-1] / s[0])^2. */
+gs_status_t gs__cuda_la_triu(void *stream, const double *src, int64_t lds, int64_t n,
+                             double *dst);
+gs_status_t gs__cuda_la_gram_dev(void *stream, const double *g, int64_t n, double *out);
+gs_status_t gs__cuda_la_eig_order(void *stream, const double *e, const double *lam, int64_t n,
+                                  double *v, double *s);
+gs_status_t gs__cuda_la_scale_cols(void *stream, double *w, const double *s, int64_t n,
+                                   double *out_ratio);
+
 #ifdef __cplusplus
 }
 #endif

@@ -81,6 +81,83 @@ dim3 tiles(int64_t x, int64_t y)
     return dim3((unsigned)(gx > 0 ? gx : 1), (unsigned)(gy > 0 ? gy : 1));
 }
 
+
+/* dst (column-major n x n, ld n) = upper triangle of src (column-major, ld lds), zeros below. */
+__global__ void k_triu(const double *__restrict__ src, int64_t lds, int64_t n,
+                       double *__restrict__ dst)
+{
+    const int64_t total = n * n;
+    for (int64_t e = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; e < total;
+         e += (int64_t)gridDim.x * blockDim.x) {
+        int64_t i = e % n, j = e / n;
+        dst[e] = i <= j ? src[i + j * lds] : 0.0;
+    }
+}
+
+/* out[0] = max over i <= j of |g[i + j * n] - (i == j)| (upper triangle of a Gram matrix);
+ * +inf when any entry is NaN. One block. */
+__global__ void k_gram_dev(const double *__restrict__ g, int64_t n, double *__restrict__ out)
+{
+    __shared__ double red[256];
+    double mx = 0.0;
+    for (int64_t e = threadIdx.x; e < n * n; e += blockDim.x) {
+        int64_t i = e % n, j = e / n;
+        if (i > j) continue;
+        double d = g[e] - (i == j ? 1.0 : 0.0);
+        d = fabs(d);
+        if (d != d) d = INFINITY;
+        mx = d > mx ? d : mx;
+    }
+    red[threadIdx.x] = mx;
+    __syncthreads();
+    for (int w = blockDim.x / 2; w > 0; w >>= 1) {
+        if ((int)threadIdx.x < w && red[threadIdx.x + w] > red[threadIdx.x])
+            red[threadIdx.x] = red[threadIdx.x + w];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) out[0] = red[0];
+}
+
+/* From syevd's eigenvectors e (column-major, ascending eigenvalues lam): v (column-major) with
+ * the columns in descending order, s = sqrt(lam) descending (negative rounding -> 0). */
+__global__ void k_eig_order(const double *__restrict__ e, const double *__restrict__ lam,
+                            int64_t n, double *__restrict__ v, double *__restrict__ s)
+{
+    const int64_t total = n * n;
+    for (int64_t x = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; x < total;
+         x += (int64_t)gridDim.x * blockDim.x) {
+        int64_t i = x % n, k = x / n;
+        v[i + k * n] = e[i + (n - 1 - k) * n];
+        if (i == 0) {
+            double l = lam[n - 1 - k];
+            s[k] = l > 0.0 ? sqrt(l) : 0.0;
+        }
+    }
+}
+
+/* w[:, k] /= s[k] (column-major n x n); out_ratio[0] = (s[n-1] / s[0])^2 (0 when s[0] = 0). */
+__global__ void k_scale_cols(double *__restrict__ w, const double *__restrict__ s, int64_t n,
+                             double *__restrict__ out_ratio)
+{
+    const int64_t total = n * n;
+    for (int64_t x = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; x < total;
+         x += (int64_t)gridDim.x * blockDim.x) {
+        int64_t k = x / n;
+        w[x] = s[k] > 0.0 ? w[x] / s[k] : 0.0;
+    }
+    if (blockIdx.x == 0 && threadIdx.x == 0) {
+        double r = s[0] > 0.0 ? s[n - 1] / s[0] : 0.0;
+        out_ratio[0] = r * r;
+    }
+}
+
+unsigned flat_blocks(int64_t total)
+{
+    int64_t b = (total + 255) / 256;
+    if (b > 65535 * 8) b = 65535 * 8;
+    return (unsigned)(b > 0 ? b : 1);
+}
+
 } // namespace
 
 extern "C" gs_status_t gs__cuda_la_transpose(void *stream, const double *in, int64_t ldi,
@@ -104,5 +181,44 @@ extern "C" gs_status_t gs__cuda_la_extract_r(void *stream, const double *a, int6
                                                                             r_out, sgn);
     cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) return gs__cuda_error((int)err, "launch(linalg extract R)");
+    return GS_OK;
+}
+
+extern "C" gs_status_t gs__cuda_la_triu(void *stream, const double *src, int64_t lds, int64_t n,
+                                        double *dst)
+{
+    if (n <= 0) return GS_OK;
+    k_triu<<<flat_blocks(n * n), 256, 0, (cudaStream_t)stream>>>(src, lds, n, dst);
+    cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess) return gs__cuda_error((int)err, "launch(linalg triu)");
+    return GS_OK;
+}
+
+extern "C" gs_status_t gs__cuda_la_gram_dev(void *stream, const double *g, int64_t n, double *out)
+{
+    if (n <= 0) return GS_OK;
+    k_gram_dev<<<1, 256, 0, (cudaStream_t)stream>>>(g, n, out);
+    cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess) return gs__cuda_error((int)err, "launch(linalg gram deviation)");
+    return GS_OK;
+}
+
+extern "C" gs_status_t gs__cuda_la_eig_order(void *stream, const double *e, const double *lam,
+                                             int64_t n, double *v, double *s)
+{
+    if (n <= 0) return GS_OK;
+    k_eig_order<<<flat_blocks(n * n), 256, 0, (cudaStream_t)stream>>>(e, lam, n, v, s);
+    cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess) return gs__cuda_error((int)err, "launch(linalg eig order)");
+    return GS_OK;
+}
+
+extern "C" gs_status_t gs__cuda_la_scale_cols(void *stream, double *w, const double *s, int64_t n,
+                                              double *out_ratio)
+{
+    if (n <= 0) return GS_OK;
+    k_scale_cols<<<flat_blocks(n * n), 256, 0, (cudaStream_t)stream>>>(w, s, n, out_ratio);
+    cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess) return gs__cuda_error((int)err, "launch(linalg scale columns)");
     return GS_OK;
 }

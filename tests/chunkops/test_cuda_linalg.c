@@ -368,6 +368,83 @@ Test(chunkops_cuda_linalg, qr_and_svd_of_20000_by_1000_match_cpu, .timeout = 300
     close_both();
 }
 
+/* a (m x n, row-major) with column j scaled by 10^(-e * j / (n - 1)): condition ~10^e */
+static double *graded(int64_t m, int64_t n, double e)
+{
+    double *a = la_rand_mat(m, n);
+    for (int64_t j = 0; j < n; j++) {
+        double f = pow(10.0, -e * (double)j / (double)(n > 1 ? n - 1 : 1));
+        for (int64_t i = 0; i < m; i++) a[i * n + j] *= f;
+    }
+    return a;
+}
+
+/* CholeskyQR2 cannot factor kappa ~ 1e12 (its Gram matrix is singular to rounding): the
+ * Householder fallback must still give an accurate QR. */
+Test(chunkops_cuda_linalg, ill_conditioned_tall_qr_falls_back_to_householder)
+{
+    GPU_OR_SKIP();
+    open_both();
+    const int64_t rows[] = {150, 250};
+    double *a = graded(400, 20, 12.0), *co, *go, ms;
+    gs_klinalg_t k;
+    stack_pieces(&k, GS_LA_QR, a, 20, rows, 2);
+    run_both(&k, &co, &go, &ms);
+    la_check_qr(go, a, 400, 20, 1e-13);
+    for (int64_t i = 0; i < 20; i++)
+        cr_assert(go[400 * 20 + i * 20 + i] >= 0.0, "R diagonal %lld negative", (long long)i);
+    free(co);
+    free(go);
+    free_host(&k);
+    free(a);
+    close_both();
+}
+
+/* Tall SVDs whose R is well conditioned (eigen path), moderately (Jacobi on R) and badly
+ * (Householder fallback): singular values match LAPACK's (1e-10 relative each up to kappa
+ * 1e3), and U S Vt reconstructs. */
+Test(chunkops_cuda_linalg, tall_svd_matches_cpu_for_both_conditionings)
+{
+    GPU_OR_SKIP();
+    open_both();
+    const double expo[] = {1.0, 3.0, 9.0};
+    for (int c = 0; c < 3; c++) {
+        const int64_t rows[] = {300, 201};
+        double *a = graded(501, 40, expo[c]), *co, *go, ms;
+        gs_klinalg_t k;
+        stack_pieces(&k, GS_LA_SVD, a, 40, rows, 2);
+        run_both(&k, &co, &go, &ms);
+        const double *s = go + 501 * 40, *cs_ = co + 501 * 40;
+        for (int64_t i = 0; i < 40; i++)
+            /* relative for moderate conditioning; beyond, both sides carry errors of
+             * eps * S[0] (normwise backward stable), so compare at that scale */
+            cr_assert(fabs(s[i] - cs_[i]) <= (expo[c] <= 3.0 ? 1e-10 * cs_[i] : 1e-12 * cs_[0]),
+                      "kappa 1e%g: S[%lld] gpu %.17g cpu %.17g", expo[c], (long long)i, s[i],
+                      cs_[i]);
+        la_check_svd(go, a, 501, 40, 1e-12);
+        free(co);
+        free(go);
+        free_host(&k);
+        free(a);
+    }
+    close_both();
+}
+
+/* GS_CUDA_QR=householder (read when a stream's state is made) keeps the geqrf/orgqr path. */
+Test(chunkops_cuda_linalg, householder_mode_matches_cpu)
+{
+    GPU_OR_SKIP();
+    setenv("GS_CUDA_QR", "householder", 1);
+    open_both();
+    const int64_t rows[] = {100, 77};
+    double *a = la_rand_mat(177, 30);
+    compare_qr(a, rows, 2, 30, 0);
+    compare_svd(a, rows, 2, 30, 0);
+    free(a);
+    close_both();
+    unsetenv("GS_CUDA_QR");
+}
+
 Test(chunkops_cuda_linalg, rejects_invalid_specs_before_any_work)
 {
     GPU_OR_SKIP();
