@@ -160,3 +160,107 @@ Test(worker_cuda, output_beyond_the_device_limit_fails_the_task)
     gs_array_release(a);
     stop_workers(t, 1);
 }
+
+/* ---- QR and SVD go to the launcher thread: cuSOLVER blocks its caller, not the loop */
+
+typedef struct {
+    uv_timer_t timer;
+    uint64_t last, max_gap;
+    int closed;
+} cuda_ticker_t;
+
+static void cuda_ticker_cb(uv_timer_t *h)
+{
+    cuda_ticker_t *k = h->data;
+    uint64_t now = uv_hrtime();
+    if (k->last && now - k->last > k->max_gap) k->max_gap = now - k->last;
+    k->last = now;
+}
+
+static void cuda_ticker_closed(uv_handle_t *h)
+{
+    ((cuda_ticker_t *)h->data)->closed = 1;
+}
+
+static int cuda_ticker_is_closed(void *arg)
+{
+    return ((cuda_ticker_t *)arg)->closed;
+}
+
+static int cuda_is_qr_or_svd(const gs_taskgraph_t *tg, uint64_t task)
+{
+    const char *name = gs_layer_name(tg->layers[tg->task_layer[task]]);
+    return strcmp(name, "linalg-qr") == 0 || strcmp(name, "linalg-svd") == 0;
+}
+
+/* Run @a a on worker 0 while a 2 ms timer ticks on the loop; compare with the cpu evaluator
+ * (relative @a tol); add its QR/SVD task count to *nla_p and keep the longest gap between ticks
+ * and the longest QR/SVD kernel time. */
+static void cuda_run_ticking(uint64_t gid, gs_array_h a, double tol, uint64_t *nla_p,
+                             uint64_t *gap_p, uint64_t *run_p)
+{
+    cuda_ticker_t k;
+    double *ref, *got;
+    size_t size, failed;
+    gs_taskgraph_t *tg = tw_lower(a, GS_LOWER_DEFAULT, &ref, &size);
+    int *place = calloc(tg->ntasks, sizeof(int));
+
+    memset(&k, 0, sizeof(k));
+    cr_assert_eq(uv_timer_init(&loop, &k.timer), 0);
+    k.timer.data = &k;
+    cr_assert_eq(uv_timer_start(&k.timer, cuda_ticker_cb, 2, 2), 0);
+    failed = fs_run_graph(&fs, gid, tg, place, 1, 60000);
+    uv_close((uv_handle_t *)&k.timer, cuda_ticker_closed);
+    cr_assert(fs_run_until(&fs, cuda_ticker_is_closed, &k, 1000));
+    cr_assert_eq(failed, 0, "graph %llu: %s", (unsigned long long)gid,
+                 failed == (size_t)-1 ? "timed out" : fs.done[failed - 1].err);
+    for (uint64_t i = 0; i < tg->ntasks; i++) {
+        const fs_done_t *d = fs_find_done(&fs, gid, i);
+        cr_assert_not_null(d);
+        if (!cuda_is_qr_or_svd(tg, i)) continue;
+        (*nla_p)++;
+        if (d->run_ns > *run_p) *run_p = d->run_ns;
+    }
+    if (k.max_gap > *gap_p) *gap_p = k.max_gap;
+    got = calloc(size ? size : 1, sizeof(double));
+    cr_assert(fs_gather_all(&fs, gid, tg, place, got, 20000), "gather failed");
+    for (size_t i = 0; i < size; i++)
+        cr_assert(fabs(got[i] - ref[i]) <= tol * fmax(1.0, fabs(ref[i])),
+                  "graph %llu element %zu: gpu %.17g, cpu %.17g", (unsigned long long)gid, i,
+                  got[i], ref[i]);
+    free(got);
+    free(ref);
+    free(place);
+    gs_taskgraph_free(tg);
+}
+
+Test(worker_cuda, qr_and_svd_run_on_the_launcher_while_the_loop_turns)
+{
+    gs_worker_params_t p = {0};
+    tw_t t[1];
+    gs_array_h a, q, s;
+    int64_t shape[2] = {4000, 1000}, chunks[2] = {1000, 1000};
+    uint64_t nla = 0, gap = 0, run = 0;
+    gs_worker_stats_t st;
+    NEED_GPU();
+    cr_assert_eq(gs_array_random_normal(5, 0.0, 1.0, 2, shape, chunks, &a), GS_OK);
+    cr_assert_eq(gs_array_qr(a, &q, NULL), GS_OK);
+    cr_assert_eq(gs_array_svd(a, NULL, &s, NULL), GS_OK);
+    p.backend = "cuda";
+    p.device_memory_limit = 1024u << 20;
+    start_workers(t, 1, &p);
+    cuda_run_ticking(1, q, 1e-9, &nla, &gap, &run);
+    cuda_run_ticking(2, s, 1e-9, &nla, &gap, &run);
+    gs_worker_stats(t[0].w, &st);
+    cr_assert_gt(nla, 0);
+    cr_assert_eq(st.tasks_launcher, nla, "%llu tasks went to the launcher, the graphs have %llu "
+                 "QR/SVD tasks", (unsigned long long)st.tasks_launcher,
+                 (unsigned long long)nla);
+    /* the 1000 x 1000 SVD holds cuSOLVER's caller ~90 ms on an H100; the loop must not wait */
+    cr_assert_lt(gap, 50000000ull, "the loop stood still for %.1f ms (longest QR/SVD %.1f ms)",
+                 gap / 1e6, run / 1e6);
+    stop_workers(t, 1);
+    gs_array_release(a);
+    gs_array_release(q);
+    gs_array_release(s);
+}
