@@ -469,8 +469,10 @@ fail:
 
 /* CholeskyQR2 (Yamamoto et al. 2015) for a tall stack, transpose-free: the row-major m x n
  * stack copied densely into X is, column-major, X = A^T (n x m, ld n). Twice:
- *   G = X X^T (syrk) = A^T A;  G = R_k^T R_k (potrf, upper);  X := R_k^-T X (trsm) = (A R_k^-1)^T
- * so X ends as Q^T, i.e. row-major Q, and R = R_2 R_1 (trmm). Checks, after one stream
+ *   G = X X^T (syrk) = A^T A;  G = R_k^T R_k (potrf, upper);  R_k^-1 (trsm on I, n^3);
+ *   Y = R_k^-T X (one GEMM: tensor-core speed, where a trsm on the m x n block runs at a
+ *   fraction of it) = (A R_k^-1)^T
+ * ping-ponging X -> Y -> X so X ends as Q^T, i.e. row-major Q, and R = R_2 R_1 (trmm). Checks, after one stream
  * synchronisation: both potrf succeeded and the second Gram matrix is within 0.5 of I
  * elementwise (Q_1 well conditioned, so Q_2 is orthonormal to rounding); otherwise the caller
  * falls back to Householder (*fallback_p = 1, nothing written). Cost: 2 (syrk + trsm) =
@@ -514,10 +516,13 @@ static gs_status_t gs__la_factor_cqr(struct gs__cuda_la *la, cudaStream_t s,
     if (lw_svd > lwork) lwork = lw_svd;
     if (lwork < 1) lwork = 1;
 
-    /* scratch: X (m x n; QR: out's Q region) | G, R1, T (n x n) | SVD: x, w, lam | work | info */
+    /* scratch: X (m x n; QR: out's Q region), Y (m x n) | G, R1, T, Ri (n x n) | SVD: x, w,
+     * lam | work | info */
     const size_t nn = (size_t)n * (size_t)n * sizeof(double);
     size_t sz = 0;
     const size_t o_x = svd ? gs__la_take(&sz, (size_t)m * (size_t)n * sizeof(double)) : 0;
+    const size_t o_y = gs__la_take(&sz, (size_t)m * (size_t)n * sizeof(double));
+    const size_t o_ri = gs__la_take(&sz, nn);
     const size_t o_g = gs__la_take(&sz, nn), o_r1 = gs__la_take(&sz, nn);
     const size_t o_t = gs__la_take(&sz, nn);
     const size_t o_sx = svd ? gs__la_take(&sz, nn) : 0, o_sw = svd ? gs__la_take(&sz, nn) : 0;
@@ -533,6 +538,7 @@ static gs_status_t gs__la_factor_cqr(struct gs__cuda_la *la, cudaStream_t s,
                             (long long)m, (long long)n, why);
     }
     double *xq = svd ? (double *)(base + o_x) : k->out;
+    double *yq = (double *)(base + o_y), *ri = (double *)(base + o_ri);
     double *g = (double *)(base + o_g), *r1 = (double *)(base + o_r1);
     double *t = (double *)(base + o_t), *sx = (double *)(base + o_sx);
     double *sw = (double *)(base + o_sw), *lam = (double *)(base + o_lam);
@@ -565,13 +571,17 @@ static gs_status_t gs__la_factor_cqr(struct gs__cuda_la *la, cudaStream_t s,
         }
     }
     for (int it = 0; it < 2; it++) {
-        GS__LA_BLAS(cublasDsyrk(la->blas, CUBLAS_FILL_MODE_UPPER, CUBLAS_OP_N, ni, mi, &one, xq,
-                                ni, &zero, g, ni));
+        GS__LA_BLAS(cublasDsyrk(la->blas, CUBLAS_FILL_MODE_UPPER, CUBLAS_OP_N, ni, mi, &one,
+                                it == 0 ? xq : yq, ni, &zero, g, ni));
         if (it == 1) GS__LA_TRY(gs__cuda_la_gram_dev(s, g, n, stat + 0));
         GS__LA_SOLVER(cusolverDnDpotrf(la->solver, CUBLAS_FILL_MODE_UPPER, ni, g, ni, work, lwork,
                                        info + it));
-        GS__LA_BLAS(cublasDtrsm(la->blas, CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_UPPER, CUBLAS_OP_T,
-                                CUBLAS_DIAG_NON_UNIT, ni, mi, &one, g, ni, xq, ni));
+        /* Ri = R_k^-1; then (it 0) Y = Ri^T X, (it 1) X = Ri^T Y */
+        GS__LA_TRY(gs__cuda_la_eye(s, ri, n));
+        GS__LA_BLAS(cublasDtrsm(la->blas, CUBLAS_SIDE_LEFT, CUBLAS_FILL_MODE_UPPER, CUBLAS_OP_N,
+                                CUBLAS_DIAG_NON_UNIT, ni, ni, &one, g, ni, ri, ni));
+        GS__LA_BLAS(cublasDgemm(la->blas, CUBLAS_OP_T, CUBLAS_OP_N, ni, mi, ni, &one, ri, ni,
+                                it == 0 ? xq : yq, ni, &zero, it == 0 ? yq : xq, ni));
         if (it == 0) GS__LA_TRY(gs__cuda_la_triu(s, g, n, n, r1));
     }
     /* T = R_2 R_1 (column-major, upper; zeros below since R_1 has them) */

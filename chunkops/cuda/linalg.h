@@ -49,6 +49,7 @@ gs_status_t gs__cuda_la_extract_r(void *stream, const double *a, int64_t lda, in
  *  descending. scale_cols: w[:, k] /= s[k]; out_ratio[0] = (s[n-1] / s[0])^2. */
 gs_status_t gs__cuda_la_triu(void *stream, const double *src, int64_t lds, int64_t n,
                              double *dst);
+gs_status_t gs__cuda_la_eye(void *stream, double *a, int64_t n);   /* a = I, column-major */
 gs_status_t gs__cuda_la_gram_dev(void *stream, const double *g, int64_t n, double *out);
 gs_status_t gs__cuda_la_eig_order(void *stream, const double *e, const double *lam, int64_t n,
                                   double *v, double *s);

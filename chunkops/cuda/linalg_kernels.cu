@@ -151,6 +151,15 @@ __global__ void k_scale_cols(double *__restrict__ w, const double *__restrict__ 
     }
 }
 
+/* a = I (column-major n x n) */
+__global__ void k_eye(double *__restrict__ a, int64_t n)
+{
+    const int64_t total = n * n;
+    for (int64_t x = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; x < total;
+         x += (int64_t)gridDim.x * blockDim.x)
+        a[x] = (x % n) == (x / n) ? 1.0 : 0.0;
+}
+
 unsigned flat_blocks(int64_t total)
 {
     int64_t b = (total + 255) / 256;
@@ -220,5 +229,14 @@ extern "C" gs_status_t gs__cuda_la_scale_cols(void *stream, double *w, const dou
     k_scale_cols<<<flat_blocks(n * n), 256, 0, (cudaStream_t)stream>>>(w, s, n, out_ratio);
     cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) return gs__cuda_error((int)err, "launch(linalg scale columns)");
+    return GS_OK;
+}
+
+extern "C" gs_status_t gs__cuda_la_eye(void *stream, double *a, int64_t n)
+{
+    if (n <= 0) return GS_OK;
+    k_eye<<<flat_blocks(n * n), 256, 0, (cudaStream_t)stream>>>(a, n);
+    cudaError_t err = cudaGetLastError();
+    if (err != cudaSuccess) return gs__cuda_error((int)err, "launch(linalg identity)");
     return GS_OK;
 }
