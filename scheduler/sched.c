@@ -344,6 +344,36 @@ err_nomem:
     gs__sched_send_data_error(s, client, client_req, g->id, task, GS_ERR_NO_MEMORY);
 }
 
+/* Relayed DATA at least this large is forwarded without copying its bytes. */
+#define GS__RELAY_IN_PLACE_MIN (256u * 1024u)
+
+static void gs__relay_release_cb(void *arg, gs_status_t status)
+{
+    (void)status;
+    gs_free(arg);   /* the worker frame the bytes were written from */
+}
+
+/* Forward DATA @a msg, received from @a w, to @a client: large chunks are written straight from
+ * the frame they arrived in (its storage taken from the worker connection), small ones
+ * re-encoded. */
+static void gs__relay_forward(gs_sched_t *s, gs__worker_t *w, gs__peer_t *client, gs_msg_t *msg)
+{
+    void *frame;
+    gs_status_t st;
+    if (msg->u.data.data.len < GS__RELAY_IN_PLACE_MIN || client->conn == NULL ||
+        client->state == GS__PEER_CLOSING || w->peer == NULL || w->peer->conn == NULL ||
+        gs_conn_detach_frame(w->peer->conn, &frame) != GS_OK) {
+        gs__sched_send(s, client, msg);
+        return;
+    }
+    st = gs_conn_send_data(client->conn, msg, gs__relay_release_cb, frame);
+    if (st == GS_OK) return;
+    gs_free(frame);
+    if (st == GS_ERR_CONN_CLOSED) return;
+    GS_LOG_ERROR("cannot send data to %s: %s", client->name, gs_last_error());
+    gs_conn_close(client->conn, st);
+}
+
 static void gs__relay_data(gs_sched_t *s, gs__worker_t *w, gs_msg_t *msg)
 {
     gs_msg_data_t *d = &msg->u.data;
@@ -366,7 +396,7 @@ static void gs__relay_data(gs_sched_t *s, gs__worker_t *w, gs_msg_t *msg)
     if (!gs_u64map_get(&s->clients, r.client_id, &v)) return;
     client = (gs__peer_t *)(uintptr_t)v;
     d->req_id = r.client_req;
-    gs__sched_send(s, client, msg);
+    gs__relay_forward(s, w, client, msg);
 }
 
 /* ------------------------------------------------------------------------------------------ */

@@ -757,6 +757,40 @@ static gs_status_t gs__wsend_stage(gs_worker_t *w, gs_wsend_t *s)
     return GS_OK;
 }
 
+static void gs__wsend_release_cb(void *arg, gs_status_t status)
+{
+    gs_wsend_t *s = arg;
+    (void)status;   /* a failed write closes the connection; gsched re-routes the gather */
+    gs__wsend_free(s->w, s);
+}
+
+/* Answer a gather with @a s's bytes (s->host, the chunk's size) without copying them: the
+ * connection writes them in place and frees @a s (chunk reference, staging buffer) once done.
+ * Consumes @a s in every case. */
+static void gs__wsend_to_scheduler(gs_worker_t *w, gs_wsend_t *s)
+{
+    gs_msg_t m;
+    gs_status_t status;
+    if (w->conn == NULL) {
+        gs__wsend_free(w, s);
+        return;
+    }
+    memset(&m, 0, sizeof(m));
+    m.type = GS_MSG_DATA;
+    m.u.data.req_id = s->req_id;
+    m.u.data.graph_id = s->graph;
+    m.u.data.task_id = s->task;
+    m.u.data.status = GS_OK;
+    m.u.data.data.data = s->host;
+    m.u.data.data.len = (size_t)s->chunk->nbytes;
+    status = gs_conn_send_data(w->conn, &m, gs__wsend_release_cb, s);
+    if (status != GS_OK) {
+        if (status != GS_ERR_CONN_CLOSED)
+            GS_LOG_ERROR("sending data to gsched failed: %s", gs_last_error());
+        gs__wsend_free(w, s);
+    }
+}
+
 void gs__wsend_staged(gs_worker_t *w, gs_wsend_t *s, gs_status_t status)
 {
     s->stream = -1;
@@ -770,9 +804,11 @@ void gs__wsend_staged(gs_worker_t *w, gs_wsend_t *s, gs_status_t status)
         s->status = status;
     }
     if (s->to_scheduler) {
-        gs__wdata_to_scheduler(w, s->req_id, s->graph, s->task, s->status,
-                               s->status == GS_OK ? s->host : NULL,
-                               s->status == GS_OK ? (size_t)s->chunk->nbytes : 0);
+        if (s->status == GS_OK) {
+            gs__wsend_to_scheduler(w, s);
+            return;
+        }
+        gs__wdata_to_scheduler(w, s->req_id, s->graph, s->task, s->status, NULL, 0);
         gs__wsend_free(w, s);
         return;
     }
@@ -846,10 +882,6 @@ void gs__wgather(gs_worker_t *w, uint64_t req_id, uint64_t graph, uint64_t task)
         gs__wdata_to_scheduler(w, req_id, graph, task, GS_ERR_MSG_TOO_LARGE, NULL, 0);
         return;
     }
-    if (!w->streams_mode) {
-        gs__wdata_to_scheduler(w, req_id, graph, task, GS_OK, c->ptr, (size_t)c->nbytes);
-        return;
-    }
     s = gs__wsend_new(w);
     if (s == NULL) {
         gs__wdata_to_scheduler(w, req_id, graph, task, GS_ERR_NO_MEMORY, NULL, 0);
@@ -861,6 +893,11 @@ void gs__wgather(gs_worker_t *w, uint64_t req_id, uint64_t graph, uint64_t task)
     s->task = task;
     gs__wchunk_ref(c);
     s->chunk = c;
+    if (!w->streams_mode) {
+        s->host = c->ptr;   /* host memory: written from the chunk itself, which s keeps alive */
+        gs__wsend_to_scheduler(w, s);
+        return;
+    }
     {
         gs_status_t st = gs__wsend_stage(w, s);
         if (st == GS_OK) return;
