@@ -21,6 +21,13 @@ static void down(void)
     tp_kill_all();
 }
 
+/* gs-bench is not built with GS_BUILD_BENCH=OFF (tests/integration/CMakeLists.txt). */
+#ifdef GS_TEST_NO_BENCH
+#define NEED_BENCH() cr_skip_test("gs-bench is not built (GS_BUILD_BENCH=OFF)")
+#else
+#define NEED_BENCH() ((void)0)
+#endif
+
 /* Run a program to completion, capturing stdout+stderr. Returns the waitpid status. */
 static int run(const char *const *argv, char *out, size_t out_len, double timeout_s)
 {
@@ -47,6 +54,7 @@ static double json_num(const char *json, const char *key)
 Test(integration_programs, gs_bench_seed_prints_json_with_the_reference_value, .init = arm,
      .fini = down)
 {
+    NEED_BENCH();
     char bin[PATH_MAX], out[16384];
     const char *argv[] = {tp_bin("gs-bench", bin, sizeof(bin)), "seed", "--n", "301", "--chunk",
                           "70", "--workers", "2", "--backend", "cpu", "--repeat", "3", NULL};
@@ -95,6 +103,7 @@ static void expect_bad_args(const char *const *args, const char *needle)
 Test(integration_programs, gs_bench_rejects_bad_arguments_without_a_signal, .init = arm,
      .fini = down)
 {
+    NEED_BENCH();
     expect_bad_args((const char *[]){"seed", "--n", "1000", "--chunk", "0", NULL}, "--chunk");
     expect_bad_args((const char *[]){"seed", "--n", "0", "--chunk", "10", NULL}, "--n");
     expect_bad_args((const char *[]){"seed", "--n", "-4", "--chunk", "10", NULL}, "--n");
@@ -114,6 +123,7 @@ Test(integration_programs, gs_bench_rejects_bad_arguments_without_a_signal, .ini
 
 Test(integration_programs, gs_bench_uses_a_given_scheduler, .init = arm, .fini = down)
 {
+    NEED_BENCH();
     tcluster_t c;
     char bin[PATH_MAX], out[16384];
     const char *line;
