@@ -54,7 +54,18 @@ if [ "$what" = move ] || [ "$what" = all ]; then
     run $B/gs-bench transpose-sum --n 40000 --chunk 10000 --workers "$ngpu" --backend cuda --repeat 5
     run $B/gs-bench slice3 --n 40000 --chunk 10000 --workers "$ngpu" --backend cuda --repeat 5
   } 2>"$out/move.err" | tee "$out/move.jsonl"
-  grep -h "transfer from\|over cuda-ipc\|CUDA IPC" "$out/move.err" | head -20
+  # the same transfers through a cluster logging at info: the workers' and gsched's own
+  # measurements of each path (worker/ipc.c, scheduler bandwidth table)
+  $B/gs-local-cluster --port 0 --log-level info >"$out/lc-info.out" 2>"$out/lc-info.err" &
+  lcpid=$!
+  for _ in $(seq 1 300); do grep -q ready "$out/lc-info.out" 2>/dev/null && break; sleep 0.1; done
+  addr=$(grep -o 'tcp://[0-9.:]*' "$out/lc-info.out" | head -1)
+  if [ -n "$addr" ]; then
+    run $B/gs-bench transfer --scheduler "$addr" --workers "$ngpu" --sizes 8,80,800,2000 --repeat 5 \
+      >>"$out/move.jsonl" 2>>"$out/move.err"
+  fi
+  kill -TERM $lcpid; wait $lcpid
+  grep -h "over cuda-ipc\|over ucx\|CUDA IPC\|transfer .* -> " "$out/lc-info.err" | head -20
   tail -5 "$out/move.err"
 fi
 if [ "$what" = linalg ] || [ "$what" = all ]; then
