@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Build the CUDA backend's test and benchmark here and pack them, with the shared libraries
 # they need beyond glibc and the CUDA driver, into one folder that can be carried to a GPU host
-# (whose image may lack libuv/UCX/Criterion development packages). There:
+# (whose image may lack libuv/UCX/Criterion development packages). The CUDA toolkit's libraries
+# (cuBLAS, cuBLASLt, cuSOLVER, cuSPARSE, nvJitLink: hundreds of MB) are not packed: the GPU host
+# has them in /usr/local/cuda/lib64, which must be on LD_LIBRARY_PATH there (run.sh adds it).
+# There:
 #     bash <folder>/run.sh          # GPU tests, gs-kbench, SASS statistics of the seed kernel
 # Usage (repository root): bash bench/kbench/pack-gpu.sh [build-dir] [out-dir]
 #   defaults: build-cuda, .gpu   (add the out-dir to .git/info/exclude before carrying it)
@@ -18,12 +21,16 @@ cmake --build "$build" -j2 --target test_chunkops_cuda gs-kbench
 rm -rf "$out"
 mkdir -p "$out/lib"
 cp "$build/tests/test_chunkops_cuda" "$build/bin/gs-kbench" "$out/"
-# every shared library outside glibc / the compiler runtime / the CUDA driver
+# every shared library outside glibc / the compiler runtime / the CUDA driver / the CUDA
+# toolkit's libraries (cuBLAS, cuBLASLt, cuSOLVER and what it loads: cuSPARSE, nvJitLink; the
+# host's /usr/local/cuda/lib64 has them)
 for bin in "$out/test_chunkops_cuda" "$out/gs-kbench"; do
   ldd "$bin" | awk '/=> \// {print $3}' | while read -r lib; do
+    case "$lib" in /usr/local/cuda*) continue ;; esac
     case "$(basename "$lib")" in
       libc.so*|libm.so*|libdl.so*|libpthread.so*|librt.so*|libresolv.so*|ld-linux*|\
-      libstdc++.so*|libgcc_s.so*|libcuda.so*) ;;
+      libstdc++.so*|libgcc_s.so*|libcuda.so*|libcublas*.so*|libcusolver*.so*|libcusparse*.so*|\
+      libnvJitLink*.so*) ;;
       *) cp -L "$lib" "$out/lib/" ;;
     esac
   done
@@ -40,7 +47,11 @@ cat >"$out/run.sh" <<'EOF'
 #!/usr/bin/env bash
 # Runs on the GPU host from the packed folder. Writes logs under $OUT when it is set.
 cd "$(dirname "$0")"
-export LD_LIBRARY_PATH="$PWD/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# packed libraries first; cuBLAS/cuSOLVER are the host's (not packed)
+export LD_LIBRARY_PATH="$PWD/lib:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+if ! ls /usr/local/cuda/lib64/libcusolver.so* >/dev/null 2>&1; then
+  echo "run.sh: no cuSOLVER in /usr/local/cuda/lib64: add the CUDA libraries' folder to LD_LIBRARY_PATH" >&2
+fi
 logs=${OUT:-.}
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv || true
 echo "=== test_chunkops_cuda"
