@@ -31,7 +31,12 @@ typedef struct server {
     int nmsgs[MAXC];
     uint32_t last_type[MAXC];
     size_t data_bytes[MAXC];
+    int echo_in_place;            /* answer DATA with itself, written from the detached frame */
+    int nreleased;                /* release callbacks of those echoes */
+    gs_status_t detach_again;     /* a second gs_conn_detach_frame in the same msg_cb */
 } server_t;
+
+static void srv_release_cb(void *arg, gs_status_t status);
 
 static int conn_index(server_t *s, gs_conn_t *c)
 {
@@ -73,6 +78,14 @@ static void srv_msg_cb(gs_conn_t *c, gs_msg_t *m, void *arg)
         for (size_t k = 0; k < m->u.data.data.len; k++) {
             cr_assert_eq(m->u.data.data.data[k], (uint8_t)(k * 7), "data byte %zu", k);
         }
+        if (s->echo_in_place) {
+            void *frame = NULL;
+            cr_assert_eq(gs_conn_detach_frame(c, &frame), GS_OK, "%s", gs_last_error());
+            s->detach_again = gs_conn_detach_frame(c, &frame);
+            m->u.data.req_id++;
+            cr_assert_eq(gs_conn_send_data(c, m, srv_release_cb, frame), GS_OK, "%s", gs_last_error());
+            break;
+        }
         reply.type = GS_MSG_GRAPH_ACCEPTED;
         reply.u.graph_accepted.graph_id = m->u.data.data.len;
         cr_assert_eq(gs_conn_send(c, &reply), GS_OK);
@@ -80,6 +93,15 @@ static void srv_msg_cb(gs_conn_t *c, gs_msg_t *m, void *arg)
     default:
         break;
     }
+}
+
+static server_t *g_srv;   /* for srv_release_cb (its argument is the frame) */
+
+static void srv_release_cb(void *arg, gs_status_t status)
+{
+    cr_assert_eq(status, GS_OK);
+    g_srv->nreleased++;
+    gs_free(arg);
 }
 
 static void srv_close_cb(gs_conn_t *c, gs_status_t reason, void *arg)
@@ -109,6 +131,7 @@ static void server_start(server_t *s, uv_loop_t *loop, uint32_t max_frame)
     struct sockaddr_storage ss;
     int len = sizeof ss;
     memset(s, 0, sizeof *s);
+    g_srv = s;
     s->loop = loop;
     s->max_frame = max_frame;
     cr_assert_eq(uv_tcp_init(loop, &s->listener), 0);
@@ -133,6 +156,9 @@ typedef struct client {
     uint64_t welcome_id;
     uint64_t accepted_len;
     uint64_t progress_done;
+    int ndata;                    /* DATA received (bytes checked against the k * 7 pattern) */
+    size_t data_bytes;
+    uint64_t last_req;
     int close_on_connect;         /* close from inside connect_cb with GS_ERR_CANCELED */
     int close_cb_seen_in_close;   /* set if close_cb ran inside gs_conn_close (must not) */
 } client_t;
@@ -146,6 +172,14 @@ static void cli_msg_cb(gs_conn_t *c, gs_msg_t *m, void *arg)
     if (m->type == GS_MSG_WELCOME) cl->welcome_id = m->u.welcome.id;
     if (m->type == GS_MSG_GRAPH_ACCEPTED) cl->accepted_len = m->u.graph_accepted.graph_id;
     if (m->type == GS_MSG_PROGRESS) cl->progress_done = m->u.progress.done;
+    if (m->type == GS_MSG_DATA) {
+        for (size_t k = 0; k < m->u.data.data.len; k++) {
+            cr_assert_eq(m->u.data.data.data[k], (uint8_t)(k * 7), "data byte %zu", k);
+        }
+        cl->ndata++;
+        cl->data_bytes += m->u.data.data.len;
+        cl->last_req = m->u.data.req_id;
+    }
 }
 
 static void cli_close_cb(gs_conn_t *c, gs_status_t reason, void *arg)
@@ -565,5 +599,218 @@ Test(proto_conn, converts_libuv_errors)
     cr_assert_eq(gs_status_from_uv(UV_ECANCELED, "x"), GS_ERR_CANCELED);
     cr_assert_eq(gs_status_from_uv(UV_EIO, "x"), GS_ERR_IO);
     cr_assert_eq(gs_status_from_uv(UV_EAI_NONAME, "x"), GS_ERR_NOT_FOUND);
+    proto_check_no_leaks();
+}
+
+/* ---- DATA with borrowed bytes (gs_conn_send_data) and detached frames ---- */
+
+typedef struct release {
+    int n;
+    gs_status_t status;
+    uint8_t *bytes;               /* freed by the release callback */
+} release_t;
+
+static void release_cb(void *arg, gs_status_t status)
+{
+    release_t *r = arg;
+    r->n++;
+    r->status = status;
+    gs_free(r->bytes);
+    r->bytes = NULL;
+}
+
+static uint8_t *pattern(size_t n)
+{
+    uint8_t *b = gs_malloc(n ? n : 1, "test data");
+    cr_assert_not_null(b);
+    for (size_t k = 0; k < n; k++) b[k] = (uint8_t)(k * 7);
+    return b;
+}
+
+/* gs_conn_send_data of @a n pattern bytes with req_id @a req; release into @a r. */
+static gs_status_t send_borrowed(gs_conn_t *c, size_t n, uint64_t req, release_t *r)
+{
+    gs_msg_t m = {.type = GS_MSG_DATA};
+    r->n = 0;
+    r->status = GS_ERR_INTERNAL;
+    r->bytes = pattern(n);
+    m.u.data.req_id = req;
+    m.u.data.data = (gs_bytes_t){n ? r->bytes : NULL, n};
+    return gs_conn_send_data(c, &m, release_cb, r);
+}
+
+Test(proto_conn, send_data_writes_borrowed_bytes_and_releases_once_when_written)
+{
+    uv_loop_t loop;
+    server_t s;
+    client_t cl = {0};
+    release_t r[3];
+    size_t sizes[3] = {3u << 20, 0, 100000};
+    cr_assert_eq(uv_loop_init(&loop), 0);
+    server_start(&s, &loop, 0);
+    client_connect(&cl, &loop, "127.0.0.1", s.port);
+    send_msg(cl.conn, GS_MSG_HELLO);
+    /* the first is queued before the connection exists, the others once it does */
+    cr_assert_eq(send_borrowed(cl.conn, sizes[0], 1, &r[0]), GS_OK, "%s", gs_last_error());
+    cr_assert_eq(r[0].n, 0, "released inside the call");
+    RUN_UNTIL(&loop, cl.welcome_id != 0);
+    for (int i = 1; i < 3; i++) {
+        cr_assert_eq(send_borrowed(cl.conn, sizes[i], 1 + (uint64_t)i, &r[i]), GS_OK, "%s", gs_last_error());
+        cr_assert_eq(r[i].n, 0, "released inside the call");
+    }
+    RUN_UNTIL(&loop, s.nmsgs[0] == 4 && r[0].n + r[1].n + r[2].n == 3);
+    for (int i = 0; i < 3; i++) {
+        cr_assert_eq(r[i].n, 1);
+        cr_assert_eq(r[i].status, GS_OK);
+    }
+    cr_assert_eq(s.data_bytes[0], sizes[0] + sizes[2]);
+    RUN_UNTIL(&loop, cl.accepted_len == sizes[2]);
+    cr_assert_eq(gs_conn_pending_bytes(cl.conn), 0);
+    gs_conn_close(cl.conn, GS_OK);
+    RUN_UNTIL(&loop, cl.nclosed == 1 && s.nclosed == 1);
+    close_listener_and_drain(&s);
+    for (int i = 0; i < 3; i++) cr_assert_eq(r[i].n, 1, "released again on close");
+    proto_check_no_leaks();
+}
+
+Test(proto_conn, large_frames_received_in_place_and_relayed_from_the_detached_frame)
+{
+    uv_loop_t loop;
+    server_t s;
+    client_t cl = {0};
+    release_t r;
+    static const size_t sizes[] = {6u << 20, 5u << 20, 1000, (7u << 20) + 3, 0, 6u << 20, 65536};
+    size_t total = 0;
+    int n = (int)(sizeof sizes / sizeof sizes[0]);
+    cr_assert_eq(uv_loop_init(&loop), 0);
+    server_start(&s, &loop, 0);
+    s.echo_in_place = 1;
+    client_connect(&cl, &loop, "127.0.0.1", s.port);
+    for (int i = 0; i < n; i++) {
+        cr_assert_eq(send_borrowed(cl.conn, sizes[i], 10 * (uint64_t)i, &r), GS_OK);
+        RUN_UNTIL(&loop, r.n == 1 && cl.ndata == i + 1);
+        cr_assert_eq(r.status, GS_OK);
+        cr_assert_eq(cl.last_req, 10 * (uint64_t)i + 1, "the echo carries the edited field");
+        total += sizes[i];
+    }
+    cr_assert_eq(cl.data_bytes, total);
+    cr_assert_eq(s.data_bytes[0], total);
+    RUN_UNTIL(&loop, s.nreleased == n);
+    cr_assert_eq(s.detach_again, GS_ERR_INVALID_PARAM, "a second detach in one msg_cb is refused");
+    void *frame = NULL;
+    cr_assert_eq(gs_conn_detach_frame(cl.conn, &frame), GS_ERR_INVALID_PARAM, "outside msg_cb");
+    cr_assert_eq(gs_conn_detach_frame(NULL, &frame), GS_ERR_INVALID_PARAM);
+    cr_assert_null(frame);
+    gs_conn_close(cl.conn, GS_OK);
+    RUN_UNTIL(&loop, cl.nclosed == 1 && s.nclosed == 1);
+    close_listener_and_drain(&s);
+    cr_assert_eq(s.nreleased, n);
+    proto_check_no_leaks();
+}
+
+Test(proto_conn, send_data_rejects_bad_arguments_and_never_releases_then)
+{
+    uv_loop_t loop;
+    server_t s;
+    client_t cl = {0};
+    release_t r = {0};
+    gs_msg_t m = {.type = GS_MSG_PROGRESS};
+    cr_assert_eq(uv_loop_init(&loop), 0);
+    server_start(&s, &loop, 0);
+    client_connect(&cl, &loop, "127.0.0.1", s.port);
+    cr_assert_eq(gs_conn_send_data(NULL, &m, release_cb, &r), GS_ERR_INVALID_PARAM);
+    cr_assert_eq(gs_conn_send_data(cl.conn, NULL, release_cb, &r), GS_ERR_INVALID_PARAM);
+    cr_assert_eq(gs_conn_send_data(cl.conn, &m, release_cb, &r), GS_ERR_INVALID_PARAM, "not DATA");
+    m.type = GS_MSG_DATA;
+    cr_assert_eq(gs_conn_send_data(cl.conn, &m, NULL, &r), GS_ERR_INVALID_PARAM);
+    m.u.data.data = (gs_bytes_t){NULL, 5};
+    cr_assert_eq(gs_conn_send_data(cl.conn, &m, release_cb, &r), GS_ERR_INVALID_PARAM, "bytes missing");
+    gs_conn_close(cl.conn, GS_OK);
+    cr_assert_eq(send_borrowed(cl.conn, 100, 1, &r), GS_ERR_CONN_CLOSED);
+    gs_free(r.bytes);  /* still ours */
+    RUN_UNTIL(&loop, cl.nclosed == 1);
+    RUN_UNTIL(&loop, s.nclosed == s.naccepted);
+    close_listener_and_drain(&s);
+    cr_assert_eq(r.n, 0);
+    proto_check_no_leaks();
+}
+
+/* A raw listener that accepts one connection and never reads from it. */
+static int raw_listen(int *port_p)
+{
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t alen = sizeof a;
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
+    cr_assert_eq(listen(fd, 4), 0);
+    cr_assert_eq(getsockname(fd, (struct sockaddr *)&a, &alen), 0);
+    *port_p = ntohs(a.sin_port);
+    return fd;
+}
+
+Test(proto_conn, send_data_released_once_when_the_connection_closes_first)
+{
+    uv_loop_t loop;
+    client_t cl = {0}, cl2 = {0};
+    release_t r1, r2;
+    int port, lfd, afd;
+    cr_assert_eq(uv_loop_init(&loop), 0);
+    lfd = raw_listen(&port);
+    /* queued while connecting, dropped by an error close */
+    client_connect(&cl, &loop, "127.0.0.1", port);
+    cr_assert_eq(send_borrowed(cl.conn, 1000, 1, &r1), GS_OK);
+    gs_conn_close(cl.conn, GS_ERR_CANCELED);
+    RUN_UNTIL(&loop, cl.nclosed == 1);
+    cr_assert_eq(r1.n, 1);
+    cr_assert_neq(r1.status, GS_OK);
+    afd = accept(lfd, NULL, NULL);
+    if (afd >= 0) close(afd);
+    /* in flight (more than the socket buffers hold; the peer never reads), then closed */
+    client_connect(&cl2, &loop, "127.0.0.1", port);
+    RUN_UNTIL(&loop, cl2.nconnect == 1);
+    cr_assert_eq(send_borrowed(cl2.conn, 64u << 20, 2, &r2), GS_OK);
+    for (int i = 0; i < 20; i++) uv_run(&loop, UV_RUN_NOWAIT);
+    cr_assert_eq(r2.n, 0, "cannot have been written yet");
+    gs_conn_close(cl2.conn, GS_ERR_CANCELED);
+    cr_assert_eq(r2.n, 0, "released inside gs_conn_close");
+    RUN_UNTIL(&loop, cl2.nclosed == 1);
+    cr_assert_eq(r2.n, 1);
+    cr_assert_eq(r2.status, GS_ERR_CANCELED);
+    cr_assert_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
+    cr_assert_eq(uv_loop_close(&loop), 0);
+    close(lfd);
+    cr_assert_eq(r1.n, 1);
+    cr_assert_eq(r2.n, 1);
+    proto_check_no_leaks();
+}
+
+Test(proto_conn, send_data_released_once_when_the_write_fails)
+{
+    uv_loop_t loop;
+    client_t cl = {0};
+    release_t r;
+    int port, lfd, afd;
+    struct linger lg = {.l_onoff = 1, .l_linger = 0};
+    cr_assert_eq(uv_loop_init(&loop), 0);
+    lfd = raw_listen(&port);
+    client_connect(&cl, &loop, "127.0.0.1", port);
+    RUN_UNTIL(&loop, cl.nconnect == 1);
+    afd = accept(lfd, NULL, NULL);
+    cr_assert_geq(afd, 0);
+    cr_assert_eq(send_borrowed(cl.conn, 64u << 20, 3, &r), GS_OK);
+    for (int i = 0; i < 20; i++) uv_run(&loop, UV_RUN_NOWAIT);
+    cr_assert_eq(r.n, 0);
+    /* the peer resets the connection with the frame half written */
+    cr_assert_eq(setsockopt(afd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg), 0);
+    close(afd);
+    RUN_UNTIL(&loop, cl.nclosed == 1);
+    cr_assert_eq(r.n, 1);
+    cr_assert_neq(r.status, GS_OK);
+    cr_assert(cl.reason == GS_ERR_CONN_CLOSED || cl.reason == GS_ERR_IO, "%s", gs_status_name(cl.reason));
+    cr_assert_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
+    cr_assert_eq(uv_loop_close(&loop), 0);
+    close(lfd);
+    cr_assert_eq(r.n, 1);
     proto_check_no_leaks();
 }

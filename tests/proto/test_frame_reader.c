@@ -191,3 +191,241 @@ Test(proto_frame, releases_a_large_buffer_once_drained)
     gs_free(frame);
     proto_check_no_leaks();
 }
+
+/* ---- large frames: exact reservation, receiving in place, retention, detach ---- */
+
+/* A frame of @a n payload bytes (pattern seeded by @a seed) into a fresh gs_malloc'ed block. */
+static uint8_t *big_frame(size_t n, unsigned seed)
+{
+    uint8_t *f = gs_malloc(n + 4, "test frame");
+    cr_assert_not_null(f);
+    f[0] = (uint8_t)n;
+    f[1] = (uint8_t)(n >> 8);
+    f[2] = (uint8_t)(n >> 16);
+    f[3] = (uint8_t)(n >> 24);
+    for (size_t k = 0; k < n; k++) f[4 + k] = (uint8_t)(k * 31 + seed);
+    return f;
+}
+
+static void expect_payload(gs_frame_reader_t *r, const uint8_t *frame, size_t n)
+{
+    const uint8_t *p;
+    size_t len;
+    cr_assert_eq(gs_frame_reader_next(r, &p, &len), GS_OK);
+    cr_assert_eq(len, n);
+    cr_assert(memcmp(p, frame + 4, n) == 0, "payload differs");
+}
+
+Test(proto_frame, reserves_a_large_frame_once_and_receives_it_in_place)
+{
+    gs_frame_reader_t r;
+    const uint8_t *p;
+    size_t len, n = (6u << 20) + 123, off = 65536;
+    uint8_t *f = big_frame(n, 1), *space = NULL, *base;
+    gs_frame_reader_init(&r, 0);
+    cr_assert_eq(gs_frame_reader_space(&r, 65536, &space), 0, "nothing announced yet");
+    cr_assert_eq(gs_frame_reader_feed(&r, f, off), GS_OK);
+    cr_assert_eq(gs_frame_reader_space(&r, 65536, &space), 0, "not reserved before next() saw the header");
+    cr_assert_eq(gs_frame_reader_next(&r, &p, &len), GS_INPROGRESS);
+    cr_assert_eq(r.buf.cap, n + 4, "reserved exactly the frame: %zu", r.buf.cap);
+    base = r.buf.data;
+    /* the rest arrives in uneven pieces written straight into the reader */
+    for (size_t piece = 1; off < n + 4; piece = piece * 3 + 7) {
+        size_t want = gs_frame_reader_space(&r, 65536, &space);
+        cr_assert_eq(want, n + 4 - off);
+        cr_assert_eq(space, r.buf.data + r.buf.len);
+        size_t k = piece < want ? piece : want;
+        memcpy(space, f + off, k);
+        gs_frame_reader_commit(&r, k);
+        off += k;
+        if (off < n + 4) cr_assert_eq(gs_frame_reader_next(&r, &p, &len), GS_INPROGRESS);
+    }
+    cr_assert_eq(gs_frame_reader_space(&r, 65536, &space), 0, "complete: no space handed out");
+    expect_payload(&r, f, n);
+    cr_assert_eq(r.buf.data, base, "never moved or grown after the reservation");
+    cr_assert_eq(r.buf.cap, n + 4);
+    gs_frame_reader_cleanup(&r);
+    gs_free(f);
+    proto_check_no_leaks();
+}
+
+Test(proto_frame, large_frame_in_one_piece_or_many_pieces_never_overallocates)
+{
+    size_t n = (5u << 20) + 1;
+    uint8_t *f = big_frame(n, 2);
+    uint64_t rng = 7;
+    for (int mode = 0; mode < 3; mode++) {
+        gs_frame_reader_t r;
+        const uint8_t *p;
+        size_t len, off = 0;
+        gs_frame_reader_init(&r, 0);
+        while (off < n + 4) {
+            size_t k = mode == 0 ? n + 4 : mode == 1 ? 1 + test_rand(&rng) % 70000 : 1 + test_rand(&rng) % 5;
+            if (mode == 2 && off > 4096) k = n + 4 - off;  /* byte-wise header, then the rest */
+            if (k > n + 4 - off) k = n + 4 - off;
+            cr_assert_eq(gs_frame_reader_feed(&r, f + off, k), GS_OK);
+            off += k;
+            if (off < n + 4) cr_assert_eq(gs_frame_reader_next(&r, &p, &len), GS_INPROGRESS);
+            cr_assert_leq(r.buf.cap, n + 4, "mode %d: buffer of %zu for a frame of %zu", mode, r.buf.cap, n + 4);
+        }
+        expect_payload(&r, f, n);
+        cr_assert_eq(gs_frame_reader_next(&r, &p, &len), GS_INPROGRESS);
+        gs_frame_reader_cleanup(&r);
+    }
+    gs_free(f);
+    proto_check_no_leaks();
+}
+
+Test(proto_frame, keeps_a_drained_large_buffer_for_the_next_large_frame)
+{
+    gs_frame_reader_t r;
+    size_t n = 6u << 20;
+    uint8_t *f1 = big_frame(n, 3), *f2 = big_frame(n - 1000, 4);
+    uint8_t *base;
+    gs_frame_reader_init(&r, 0);
+    cr_assert_eq(gs_frame_reader_feed(&r, f1, n + 4), GS_OK);
+    expect_payload(&r, f1, n);
+    base = r.buf.data;
+    cr_assert_eq(gs_frame_reader_retained(&r), n + 4);
+    size_t heap0 = live_heap_blocks();
+    cr_assert_eq(gs_frame_reader_feed(&r, f2, 65536), GS_OK);
+    const uint8_t *p;
+    size_t len;
+    cr_assert_eq(gs_frame_reader_next(&r, &p, &len), GS_INPROGRESS);
+    cr_assert_eq(r.buf.data, base, "the retained buffer is reused");
+    cr_assert_eq(r.buf.cap, n + 4, "and not grown: it is larger than the new frame");
+    cr_assert_eq(live_heap_blocks(), heap0, "no new allocation");
+    cr_assert_eq(gs_frame_reader_retained(&r), 0, "in use, not retained");
+    cr_assert_eq(gs_frame_reader_feed(&r, f2 + 65536, n - 1000 + 4 - 65536), GS_OK);
+    expect_payload(&r, f2, n - 1000);
+    /* idle: trim releases it */
+    gs_frame_reader_trim(&r);
+    cr_assert_null(r.buf.data);
+    cr_assert_eq(gs_frame_reader_retained(&r), 0);
+    gs_frame_reader_cleanup(&r);
+    gs_free(f1);
+    gs_free(f2);
+    proto_check_no_leaks();
+}
+
+Test(proto_frame, small_frame_after_a_large_one_releases_the_buffer_even_when_split)
+{
+    gs_frame_reader_t r;
+    const uint8_t *p;
+    size_t len, n = 5u << 20;
+    uint8_t *f = big_frame(n, 5), *small = big_frame(10, 6);
+    gs_frame_reader_init(&r, 0);
+    cr_assert_eq(gs_frame_reader_feed(&r, f, n + 4), GS_OK);
+    expect_payload(&r, f, n);
+    /* the small frame's header arrives one byte at a time: it lands in the large buffer ... */
+    for (size_t k = 0; k < 14; k++) {
+        cr_assert_eq(gs_frame_reader_feed(&r, small + k, 1), GS_OK);
+        if (k < 13) cr_assert_eq(gs_frame_reader_next(&r, &p, &len), GS_INPROGRESS);
+    }
+    expect_payload(&r, small, 10);
+    cr_assert_eq(gs_frame_reader_retained(&r), n + 4, "held until the next bytes (or a trim)");
+    /* ... and the next bytes start over in a small buffer */
+    cr_assert_eq(gs_frame_reader_feed(&r, small, 14), GS_OK);
+    cr_assert_leq(r.buf.cap, 4096u);
+    expect_payload(&r, small, 10);
+    /* trim leaves buffered bytes alone */
+    cr_assert_eq(gs_frame_reader_feed(&r, f, 100), GS_OK);
+    gs_frame_reader_trim(&r);
+    cr_assert_eq(gs_frame_reader_next(&r, &p, &len), GS_INPROGRESS);
+    cr_assert_eq(gs_frame_reader_feed(&r, f + 100, n + 4 - 100), GS_OK);
+    expect_payload(&r, f, n);
+    gs_frame_reader_cleanup(&r);
+    gs_free(f);
+    gs_free(small);
+    proto_check_no_leaks();
+}
+
+Test(proto_frame, space_is_refused_for_small_oversize_or_complete_frames)
+{
+    gs_frame_reader_t r;
+    const uint8_t *p;
+    size_t len;
+    uint8_t *space = NULL;
+    uint8_t *small = big_frame(1000, 7), *big = big_frame(200000, 8);
+    gs_frame_reader_init(&r, 0);
+    cr_assert_eq(gs_frame_reader_feed(&r, small, 10), GS_OK);
+    cr_assert_eq(gs_frame_reader_next(&r, &p, &len), GS_INPROGRESS);
+    cr_assert_eq(gs_frame_reader_space(&r, 65536, &space), 0, "a small frame goes through feed");
+    cr_assert_gt(gs_frame_reader_space(&r, 0, &space), 0, "unless the caller asks for any size");
+    cr_assert_eq(gs_frame_reader_feed(&r, small + 10, 994), GS_OK);
+    expect_payload(&r, small, 1000);
+    gs_frame_reader_cleanup(&r);
+    /* over the limit: no space, no reservation */
+    space = NULL;
+    gs_frame_reader_init(&r, 100000);
+    cr_assert_eq(gs_frame_reader_feed(&r, big, 4), GS_OK);
+    cr_assert_eq(gs_frame_reader_next(&r, &p, &len), GS_ERR_MSG_TOO_LARGE);
+    cr_assert_eq(gs_frame_reader_space(&r, 0, &space), 0);
+    cr_assert_lt(r.buf.cap, 200000u);
+    cr_assert_null(space);
+    gs_frame_reader_cleanup(&r);
+    gs_free(small);
+    gs_free(big);
+    proto_check_no_leaks();
+}
+
+Test(proto_frame, reservation_out_of_memory_is_reported)
+{
+    gs_frame_reader_t r;
+    const uint8_t *p;
+    size_t len;
+    uint8_t *f = big_frame(5u << 20, 9);
+    gs_frame_reader_init(&r, 0);
+    cr_assert_eq(gs_frame_reader_feed(&r, f, 100), GS_OK);
+    gs_alloc_fail_after(0);
+    gs_status_t st = gs_frame_reader_next(&r, &p, &len);
+    gs_alloc_fail_after(-1);
+    cr_assert_eq(st, GS_ERR_NO_MEMORY);
+    /* nothing lost: it can still complete once memory is back */
+    cr_assert_eq(gs_frame_reader_feed(&r, f + 100, (5u << 20) + 4 - 100), GS_OK);
+    expect_payload(&r, f, 5u << 20);
+    gs_frame_reader_cleanup(&r);
+    gs_free(f);
+    proto_check_no_leaks();
+}
+
+Test(proto_frame, detach_hands_over_the_payload_and_keeps_the_following_bytes)
+{
+    gs_frame_reader_t r;
+    const uint8_t *p;
+    size_t len, n = 5u << 20;
+    void *storage = NULL;
+    uint8_t *f = big_frame(n, 10), *small = big_frame(20, 11);
+    gs_frame_reader_init(&r, 0);
+    cr_assert_eq(gs_frame_reader_detach(&r, &storage), GS_ERR_INVALID_PARAM, "nothing handed out yet");
+    cr_assert_eq(gs_frame_reader_feed(&r, f, n + 4), GS_OK);
+    cr_assert_eq(gs_frame_reader_feed(&r, small, 10), GS_OK);  /* the next frame's start */
+    cr_assert_eq(gs_frame_reader_next(&r, &p, &len), GS_OK);
+    cr_assert_eq(len, n);
+    /* out of memory for the following bytes: nothing changes */
+    gs_alloc_fail_after(0);
+    cr_assert_eq(gs_frame_reader_detach(&r, &storage), GS_ERR_NO_MEMORY);
+    gs_alloc_fail_after(-1);
+    cr_assert_null(storage);
+    cr_assert_eq(gs_frame_reader_detach(&r, &storage), GS_OK);
+    cr_assert_not_null(storage);
+    cr_assert_eq(gs_frame_reader_detach(&r, &storage), GS_ERR_INVALID_PARAM, "only once");
+    cr_assert_eq(gs_frame_reader_retained(&r), 0);
+    /* the reader goes on with the next frame; the payload lives in the detached storage */
+    cr_assert_eq(gs_frame_reader_feed(&r, small + 10, 14), GS_OK);
+    expect_payload(&r, small, 20);
+    cr_assert(memcmp(p, f + 4, n) == 0, "detached payload intact");
+    gs_free(storage);
+    /* detach with nothing after the frame: no copy needed */
+    cr_assert_eq(gs_frame_reader_feed(&r, f, n + 4), GS_OK);
+    cr_assert_eq(gs_frame_reader_next(&r, &p, &len), GS_OK);
+    gs_alloc_fail_after(0);
+    cr_assert_eq(gs_frame_reader_detach(&r, &storage), GS_OK, "no allocation needed");
+    gs_alloc_fail_after(-1);
+    cr_assert(memcmp(p, f + 4, n) == 0);
+    gs_free(storage);
+    gs_frame_reader_cleanup(&r);
+    gs_free(f);
+    gs_free(small);
+    proto_check_no_leaks();
+}
