@@ -193,6 +193,8 @@ static void svd_with_ticker(int n, uint64_t *max_gap_p, uint64_t *max_run_p,
     *max_gap_p = k.max_gap;
     *max_run_p = max_run;
     *nla_p = count_qr_svd(tg);
+    cr_log_info("longest loop stall %.1f ms; longest QR/SVD task %.1f ms", k.max_gap / 1e6,
+                max_run / 1e6);
     free(ref);
     gs_taskgraph_free(tg);
     gs_array_release(a);
