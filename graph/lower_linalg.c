@@ -486,6 +486,8 @@ gs_status_t gs__lw_build_factor(lw_t *w, int64_t idx, int64_t *idx_p)
     gs_status_t st;
     int top;
 
+    for (int i = 0; i < TS_MAXLEV; i++) L[i] = D[i] = -1;   /* levels are filled bottom-up */
+
     for (int64_t j = 0; j < w->nnodes; j++) {
         const lw_node_t *o = &w->nodes[j];
         if (o->pidx >= 0 || !o->materialised || o->n->kind != GS__NODE_FACTOR ||

@@ -888,6 +888,11 @@ static void gs__wtask_launch_stream(gs_worker_t *w, gs_wtask_t *t)
     }
     status = gs_chunkops_run_ktask(w->ops, w->ctx, w->streams[s], &kt);
     if (status != GS_OK) {
+        /* Part of the task may have been enqueued before the failure, and the backend keeps
+         * the stream's error for its next notify: drain the stream (rare) so that neither
+         * this task's output is freed under running work nor a later task inherits the
+         * error. */
+        (void)w->ops->sync(w->ctx, w->streams[s]);
         gs_free(n);
         gs__wtask_complete(w, t, status, gs_now_ns());
         return;
