@@ -52,7 +52,7 @@ if [ "$what" = move ] || [ "$what" = all ]; then
     run $B/gs-bench transfer --backend cuda --workers 2 --sizes 8,80,800 --repeat 5
     run $B/gs-bench transfer --backend cpu --workers 2 --sizes 8,80 --repeat 3
     run $B/gs-bench transpose-sum --n 40000 --chunk 10000 --workers "$ngpu" --backend cuda --repeat 5
-    run $B/gs-bench slice3 --n 40000 --chunk 10000 --workers "$ngpu" --backend cuda --repeat 5
+    run $B/gs-bench slice3 --n 40000 --chunk 10000 --workers "$ngpu" --backend cuda --repeat 3
   } 2>"$out/move.err" | tee "$out/move.jsonl"
   # the same transfers through a cluster logging at info: the workers' and gsched's own
   # measurements of each path (worker/ipc.c, scheduler bandwidth table)
