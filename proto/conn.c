@@ -187,6 +187,7 @@ static void gs__conn_closed_cb(uv_handle_t *handle)
         c->params.close_cb(c, c->close_reason, c->params.arg);
     }
     gs_frame_reader_cleanup(&c->reader);
+    gs_frame_storage_trim();  /* nothing outlives the connections of this thread */
     gs_free(c);
 }
 
@@ -301,6 +302,17 @@ static void gs__conn_trim_cb(uv_timer_t *t)
 {
     gs_conn_t *c = t->data;
     gs_frame_reader_trim(&c->reader);
+    gs_frame_storage_trim();
+}
+
+/* (Re)start the idle timer while a large buffer waits for reuse: this reader's, or the thread's
+ * spare (detached frames given back). */
+static void gs__conn_arm_trim(gs_conn_t *c)
+{
+    if (c->handle_closing) return;
+    if (gs_frame_reader_retained(&c->reader) > 0 || gs_frame_storage_spare() > 0) {
+        uv_timer_start(&c->trim_timer, gs__conn_trim_cb, GS__CONN_TRIM_MS, 0);
+    }
 }
 
 static void gs__conn_read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
@@ -351,16 +363,10 @@ static void gs__conn_read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t 
         c->in_msg_cb = 0;
         gs_msg_cleanup(&msg);
     }
-    if (!c->close_requested) {
-        if (gs_frame_reader_retained(&c->reader) > 0) {
-            uv_timer_start(&c->trim_timer, gs__conn_trim_cb, GS__CONN_TRIM_MS, 0);
-        } else {
-            uv_timer_stop(&c->trim_timer);
-        }
-    }
+    gs__conn_arm_trim(c);
 }
 
-gs_status_t gs_conn_detach_frame(gs_conn_t *c, void **storage_p)
+gs_status_t gs_conn_detach_frame(gs_conn_t *c, gs_frame_storage_t **storage_p)
 {
     gs_status_t st;
     if (c == NULL || storage_p == NULL) {
@@ -390,7 +396,11 @@ static void gs__conn_write_cb(uv_write_t *req, int status)
         GS_LOG_DEBUG("connection %s: write failed: %s", c->peer_name, uv_strerror(status));
     }
     gs__conn_free_wreq(w, st);
-    if (st != GS_OK && st != GS_ERR_CANCELED) gs__conn_fail(c, st);
+    if (st != GS_OK && st != GS_ERR_CANCELED) {
+        gs__conn_fail(c, st);
+    } else {
+        gs__conn_arm_trim(c);
+    }
 }
 
 /* Append @a len bytes at @a p to @a bufs, split into uv_buf_t-sized pieces. */

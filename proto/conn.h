@@ -73,11 +73,13 @@ gs_status_t gs_conn_send_data(gs_conn_t *conn, const gs_msg_t *msg, gs_conn_rele
 
 /** Only inside msg_cb, at most once per message: take the storage of the frame that carried the
  *  current message, so the bytes a DATA message borrows from it stay valid after msg_cb returns
- *  (e.g. to relay them with gs_conn_send_data). The caller frees *storage_p with gs_free() (it
- *  may be larger than the frame). Bytes the connection received after the frame are kept for it
- *  (GS_ERR_NO_MEMORY if they cannot be: nothing changed). GS_ERR_INVALID_PARAM outside msg_cb,
- *  on a second call or for NULL arguments. */
-gs_status_t gs_conn_detach_frame(gs_conn_t *conn, void **storage_p);
+ *  (e.g. to relay them with gs_conn_send_data). The caller releases *storage_p with
+ *  gs_frame_storage_free(), which keeps a few large buffers per thread for the next large frames
+ *  the connections of this thread receive (freed after GS__CONN_TRIM_MS without use, or when a
+ *  connection of this thread closes). Bytes the connection received after the frame are kept
+ *  for it (GS_ERR_NO_MEMORY if they cannot be: nothing changed). GS_ERR_INVALID_PARAM outside
+ *  msg_cb, on a second call or for NULL arguments. */
+gs_status_t gs_conn_detach_frame(gs_conn_t *conn, gs_frame_storage_t **storage_p);
 
 /** Close (idempotent). Queued writes are flushed when @a reason is GS_OK, dropped otherwise. */
 void gs_conn_close(gs_conn_t *conn, gs_status_t reason);

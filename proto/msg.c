@@ -1275,6 +1275,35 @@ void gs_msg_cleanup(gs_msg_t *msg)
 #define GS__FRAME_READER_KEEP (4u << 20)  /* buffers above this are sized exactly and retained briefly */
 #define GS__FRAME_READER_NONE SIZE_MAX     /* no frame handed out that could be detached */
 
+/* Detached frame storage (gs_frame_reader_detach). */
+struct gs_frame_storage {
+    uint8_t *data;
+    size_t cap;
+};
+
+/* A few spare large buffers per thread: detached storage given back with gs_frame_storage_free()
+ * (a relayed frame, once written) is reused by the next large frame a reader on this thread
+ * reserves, so its pages are not faulted in and zeroed by the kernel again. Several, because
+ * many frames are in flight at once (a gather relays every chunk from several workers while the
+ * client reads them); the spares are buffers that were in use a moment ago, so they never raise
+ * the peak; they are bounded (GS__SPARES buffers, GS__SPARE_BYTES in all) and the connections
+ * trim them after GS__CONN_TRIM_MS idle. */
+#define GS__SPARES 16
+#define GS__SPARE_BYTES ((size_t)1 << 30)  /* and at most this much in all */
+static _Thread_local gs_frame_storage_t gs__spare[GS__SPARES];
+
+/* The smallest spare of at least @a need bytes, else the largest; -1 when there is none. */
+static int gs__spare_pick(size_t need)
+{
+    int best = -1, largest = -1;
+    for (int i = 0; i < GS__SPARES; i++) {
+        if (gs__spare[i].data == NULL) continue;
+        if (gs__spare[i].cap >= need && (best < 0 || gs__spare[i].cap < gs__spare[best].cap)) best = i;
+        if (largest < 0 || gs__spare[i].cap > gs__spare[largest].cap) largest = i;
+    }
+    return best >= 0 ? best : largest;
+}
+
 void gs_frame_reader_init(gs_frame_reader_t *r, uint32_t max_frame)
 {
     gs_buf_init(&r->buf);
@@ -1311,6 +1340,21 @@ static gs_status_t gs__frame_reader_room(gs_frame_reader_t *r, size_t extra)
         return gs_error_set(GS_ERR_NO_MEMORY, "cannot buffer %zu more received bytes", extra);
     }
     need = r->buf.len + extra;
+    if (need > GS__FRAME_READER_KEEP && r->buf.cap <= GS__FRAME_READER_KEEP && gs__spare_pick(need) >= 0) {
+        /* a large frame into a small buffer: take a spare (grown in place if need be) */
+        gs_frame_storage_t *sp = &gs__spare[gs__spare_pick(need)];
+        p = sp->cap >= need ? sp->data : gs_realloc(sp->data, need, "frame reader");
+        if (p != NULL) {
+            ncap = sp->cap >= need ? sp->cap : need;
+            sp->data = NULL;
+            sp->cap = 0;
+            if (r->buf.len > 0) memcpy(p, r->buf.data, r->buf.len);
+            gs_free(r->buf.data);
+            r->buf.data = p;
+            r->buf.cap = ncap;
+            return GS_OK;
+        }
+    }
     if (need > GS__FRAME_READER_KEEP) {
         ncap = need;
     } else {
@@ -1396,26 +1440,90 @@ void gs_frame_reader_commit(gs_frame_reader_t *r, size_t n)
     r->buf.len += n;
 }
 
-gs_status_t gs_frame_reader_detach(gs_frame_reader_t *r, void **storage_p)
+gs_status_t gs_frame_reader_detach(gs_frame_reader_t *r, gs_frame_storage_t **storage_p)
 {
+    gs_frame_storage_t *fs;
     gs_buf_t rest;
     size_t nrest;
     if (storage_p == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "gs_frame_reader_detach: NULL argument");
     if (r->last == GS__FRAME_READER_NONE) {
         return gs_error_set(GS_ERR_INVALID_PARAM, "gs_frame_reader_detach: no frame was just handed out");
     }
+    fs = gs_malloc(sizeof *fs, "frame storage");
+    if (fs == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "out of memory detaching a frame");
     /* bytes received after the frame (the start of the next ones) move to a new buffer */
     nrest = r->buf.len - r->pos;
     gs_buf_init(&rest);
     if (nrest > 0 && gs_buf_append(&rest, r->buf.data + r->pos, nrest) != GS_OK) {
+        gs_free(fs);
         return gs_error_set(GS_ERR_NO_MEMORY, "out of memory keeping %zu received bytes", nrest);
     }
-    *storage_p = r->buf.data;
+    fs->data = r->buf.data;
+    fs->cap = r->buf.cap;
+    *storage_p = fs;
     r->buf = rest;
     r->pos = 0;
     r->keep = 0;
     r->last = GS__FRAME_READER_NONE;
     return GS_OK;
+}
+
+void gs_frame_storage_free(gs_frame_storage_t *fs)
+{
+    int slot = -1;
+    if (fs == NULL) return;
+    if (fs->cap > GS__FRAME_READER_KEEP && fs->cap <= GS__SPARE_BYTES) {
+        /* an empty slot, else the smallest spare if this one is larger */
+        for (int i = 0; i < GS__SPARES; i++) {
+            if (gs__spare[i].data == NULL) {
+                slot = i;
+                break;
+            }
+            if (gs__spare[i].cap < fs->cap && (slot < 0 || gs__spare[i].cap < gs__spare[slot].cap)) slot = i;
+        }
+    }
+    if (slot >= 0 && gs_frame_storage_spare() - gs__spare[slot].cap + fs->cap > GS__SPARE_BYTES) {
+        /* over the byte bound: drop the smallest spares until it fits, else give up */
+        while (gs_frame_storage_spare() - gs__spare[slot].cap + fs->cap > GS__SPARE_BYTES) {
+            int small = -1;
+            for (int i = 0; i < GS__SPARES; i++) {
+                if (i != slot && gs__spare[i].data != NULL && gs__spare[i].cap < fs->cap &&
+                    (small < 0 || gs__spare[i].cap < gs__spare[small].cap)) {
+                    small = i;
+                }
+            }
+            if (small < 0) {
+                slot = -1;
+                break;
+            }
+            gs_free(gs__spare[small].data);
+            gs__spare[small].data = NULL;
+            gs__spare[small].cap = 0;
+        }
+    }
+    if (slot >= 0) {
+        gs_free(gs__spare[slot].data);
+        gs__spare[slot] = *fs;
+    } else {
+        gs_free(fs->data);
+    }
+    gs_free(fs);
+}
+
+size_t gs_frame_storage_spare(void)
+{
+    size_t total = 0;
+    for (int i = 0; i < GS__SPARES; i++) total += gs__spare[i].cap;
+    return total;
+}
+
+void gs_frame_storage_trim(void)
+{
+    for (int i = 0; i < GS__SPARES; i++) {
+        gs_free(gs__spare[i].data);
+        gs__spare[i].data = NULL;
+        gs__spare[i].cap = 0;
+    }
 }
 
 void gs_frame_reader_trim(gs_frame_reader_t *r)

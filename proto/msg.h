@@ -420,11 +420,24 @@ gs_status_t gs_frame_reader_next(gs_frame_reader_t *r, const uint8_t **payload_p
 size_t gs_frame_reader_space(gs_frame_reader_t *r, size_t min, uint8_t **space_p);
 /** Account @a n bytes written into the space gs_frame_reader_space() returned (n <= its result). */
 void gs_frame_reader_commit(gs_frame_reader_t *r, size_t n);
+/** Storage of a detached frame (opaque): release with gs_frame_storage_free(). */
+typedef struct gs_frame_storage gs_frame_storage_t;
+
 /** Right after gs_frame_reader_next() returned GS_OK: take the storage that holds that payload,
- *  so the payload stays valid until the caller gs_free()s *storage_p. Bytes received after the
- *  frame move to a new buffer (GS_ERR_NO_MEMORY: nothing changed). GS_ERR_INVALID_PARAM when no
- *  payload was just handed out (or it was already detached). */
-gs_status_t gs_frame_reader_detach(gs_frame_reader_t *r, void **storage_p);
+ *  so the payload stays valid until the caller passes *storage_p to gs_frame_storage_free().
+ *  Bytes received after the frame move to a new buffer. GS_ERR_NO_MEMORY: nothing changed.
+ *  GS_ERR_INVALID_PARAM when no payload was just handed out (or it was already detached). */
+gs_status_t gs_frame_reader_detach(gs_frame_reader_t *r, gs_frame_storage_t **storage_p);
+/** Release detached storage (NULL: no-op). A large one is kept as one of this thread's spares
+ *  (at most 16 and 1 GiB in all; when full, it replaces smaller ones), which the next large frames
+ *  reserved by readers on this thread reuse instead of fresh memory; gs_frame_storage_trim()
+ *  frees them. */
+void gs_frame_storage_free(gs_frame_storage_t *storage);
+/** Total capacity of this thread's spare buffers (0: none). */
+size_t gs_frame_storage_spare(void);
+/** Free this thread's spare buffers. */
+void gs_frame_storage_trim(void);
+
 /** Release a retained large buffer if nothing is buffered (for idle connections). */
 void gs_frame_reader_trim(gs_frame_reader_t *r);
 /** Capacity of a drained large buffer being retained for the next frame, else 0. */

@@ -350,7 +350,7 @@ err_nomem:
 static void gs__relay_release_cb(void *arg, gs_status_t status)
 {
     (void)status;
-    gs_free(arg);   /* the worker frame the bytes were written from */
+    gs_frame_storage_free(arg);   /* the worker frame the bytes were written from: reused */
 }
 
 /* Forward DATA @a msg, received from @a w, to @a client: large chunks are written straight from
@@ -358,7 +358,7 @@ static void gs__relay_release_cb(void *arg, gs_status_t status)
  * re-encoded. */
 static void gs__relay_forward(gs_sched_t *s, gs__worker_t *w, gs__peer_t *client, gs_msg_t *msg)
 {
-    void *frame;
+    gs_frame_storage_t *frame;
     gs_status_t st;
     if (msg->u.data.data.len < GS__RELAY_IN_PLACE_MIN || client->conn == NULL ||
         client->state == GS__PEER_CLOSING || w->peer == NULL || w->peer->conn == NULL ||
@@ -368,7 +368,7 @@ static void gs__relay_forward(gs_sched_t *s, gs__worker_t *w, gs__peer_t *client
     }
     st = gs_conn_send_data(client->conn, msg, gs__relay_release_cb, frame);
     if (st == GS_OK) return;
-    gs_free(frame);
+    gs_frame_storage_free(frame);
     if (st == GS_ERR_CONN_CLOSED) return;
     GS_LOG_ERROR("cannot send data to %s: %s", client->name, gs_last_error());
     gs_conn_close(client->conn, st);

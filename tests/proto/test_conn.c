@@ -79,7 +79,7 @@ static void srv_msg_cb(gs_conn_t *c, gs_msg_t *m, void *arg)
             cr_assert_eq(m->u.data.data.data[k], (uint8_t)(k * 7), "data byte %zu", k);
         }
         if (s->echo_in_place) {
-            void *frame = NULL;
+            gs_frame_storage_t *frame = NULL;
             cr_assert_eq(gs_conn_detach_frame(c, &frame), GS_OK, "%s", gs_last_error());
             s->detach_again = gs_conn_detach_frame(c, &frame);
             m->u.data.req_id++;
@@ -101,7 +101,7 @@ static void srv_release_cb(void *arg, gs_status_t status)
 {
     cr_assert_eq(status, GS_OK);
     g_srv->nreleased++;
-    gs_free(arg);
+    gs_frame_storage_free(arg);
 }
 
 static void srv_close_cb(gs_conn_t *c, gs_status_t reason, void *arg)
@@ -697,7 +697,7 @@ Test(proto_conn, large_frames_received_in_place_and_relayed_from_the_detached_fr
     cr_assert_eq(s.data_bytes[0], total);
     RUN_UNTIL(&loop, s.nreleased == n);
     cr_assert_eq(s.detach_again, GS_ERR_INVALID_PARAM, "a second detach in one msg_cb is refused");
-    void *frame = NULL;
+    gs_frame_storage_t *frame = NULL;
     cr_assert_eq(gs_conn_detach_frame(cl.conn, &frame), GS_ERR_INVALID_PARAM, "outside msg_cb");
     cr_assert_eq(gs_conn_detach_frame(NULL, &frame), GS_ERR_INVALID_PARAM);
     cr_assert_null(frame);
@@ -705,6 +705,7 @@ Test(proto_conn, large_frames_received_in_place_and_relayed_from_the_detached_fr
     RUN_UNTIL(&loop, cl.nclosed == 1 && s.nclosed == 1);
     close_listener_and_drain(&s);
     cr_assert_eq(s.nreleased, n);
+    cr_assert_eq(gs_frame_storage_spare(), 0, "closing the connections dropped the spare buffer");
     proto_check_no_leaks();
 }
 

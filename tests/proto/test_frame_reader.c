@@ -394,7 +394,7 @@ Test(proto_frame, detach_hands_over_the_payload_and_keeps_the_following_bytes)
     gs_frame_reader_t r;
     const uint8_t *p;
     size_t len, n = 5u << 20;
-    void *storage = NULL;
+    gs_frame_storage_t *storage = NULL;
     uint8_t *f = big_frame(n, 10), *small = big_frame(20, 11);
     gs_frame_reader_init(&r, 0);
     cr_assert_eq(gs_frame_reader_detach(&r, &storage), GS_ERR_INVALID_PARAM, "nothing handed out yet");
@@ -402,11 +402,13 @@ Test(proto_frame, detach_hands_over_the_payload_and_keeps_the_following_bytes)
     cr_assert_eq(gs_frame_reader_feed(&r, small, 10), GS_OK);  /* the next frame's start */
     cr_assert_eq(gs_frame_reader_next(&r, &p, &len), GS_OK);
     cr_assert_eq(len, n);
-    /* out of memory for the following bytes: nothing changes */
-    gs_alloc_fail_after(0);
-    cr_assert_eq(gs_frame_reader_detach(&r, &storage), GS_ERR_NO_MEMORY);
-    gs_alloc_fail_after(-1);
-    cr_assert_null(storage);
+    /* out of memory (for the handle, then for the following bytes): nothing changes */
+    for (long k = 0; k < 2; k++) {
+        gs_alloc_fail_after(k);
+        cr_assert_eq(gs_frame_reader_detach(&r, &storage), GS_ERR_NO_MEMORY);
+        gs_alloc_fail_after(-1);
+        cr_assert_null(storage);
+    }
     cr_assert_eq(gs_frame_reader_detach(&r, &storage), GS_OK);
     cr_assert_not_null(storage);
     cr_assert_eq(gs_frame_reader_detach(&r, &storage), GS_ERR_INVALID_PARAM, "only once");
@@ -415,17 +417,83 @@ Test(proto_frame, detach_hands_over_the_payload_and_keeps_the_following_bytes)
     cr_assert_eq(gs_frame_reader_feed(&r, small + 10, 14), GS_OK);
     expect_payload(&r, small, 20);
     cr_assert(memcmp(p, f + 4, n) == 0, "detached payload intact");
-    gs_free(storage);
-    /* detach with nothing after the frame: no copy needed */
-    cr_assert_eq(gs_frame_reader_feed(&r, f, n + 4), GS_OK);
-    cr_assert_eq(gs_frame_reader_next(&r, &p, &len), GS_OK);
-    gs_alloc_fail_after(0);
-    cr_assert_eq(gs_frame_reader_detach(&r, &storage), GS_OK, "no allocation needed");
-    gs_alloc_fail_after(-1);
-    cr_assert(memcmp(p, f + 4, n) == 0);
-    gs_free(storage);
+    gs_frame_storage_free(storage);
+    gs_frame_storage_trim();
     gs_frame_reader_cleanup(&r);
     gs_free(f);
+    gs_free(small);
+    proto_check_no_leaks();
+}
+
+Test(proto_frame, freed_large_storage_is_reused_by_the_next_large_frame_then_trimmed)
+{
+    gs_frame_reader_t r;
+    const uint8_t *p;
+    size_t len, n = 6u << 20;
+    gs_frame_storage_t *s1 = NULL, *s2 = NULL;
+    uint8_t *f = big_frame(n, 12), *g = big_frame(n + 4096, 13), *small = big_frame(100, 14), *mem;
+    gs_frame_reader_init(&r, 0);
+    cr_assert_eq(gs_frame_storage_spare(), 0);
+    cr_assert_eq(gs_frame_reader_feed(&r, f, n + 4), GS_OK);
+    cr_assert_eq(gs_frame_reader_next(&r, &p, &len), GS_OK);
+    cr_assert_eq(gs_frame_reader_detach(&r, &s1), GS_OK);
+    mem = (uint8_t *)p - 4;
+    gs_frame_storage_free(s1);
+    cr_assert_eq(gs_frame_storage_spare(), n + 4, "kept as the spare");
+    /* the next large frame lands in it */
+    cr_assert_eq(gs_frame_reader_feed(&r, f, 1000), GS_OK);
+    cr_assert_eq(gs_frame_reader_next(&r, &p, &len), GS_INPROGRESS);
+    cr_assert_eq(r.buf.data, mem, "the spare was reused");
+    cr_assert_eq(gs_frame_storage_spare(), 0);
+    cr_assert_eq(gs_frame_reader_feed(&r, f + 1000, n + 4 - 1000), GS_OK);
+    expect_payload(&r, f, n);
+    cr_assert_eq(gs_frame_reader_detach(&r, &s1), GS_OK);
+    gs_frame_storage_free(s1);
+    /* a larger frame grows the spare */
+    cr_assert_eq(gs_frame_reader_feed(&r, g, 1000), GS_OK);
+    cr_assert_eq(gs_frame_reader_next(&r, &p, &len), GS_INPROGRESS);
+    cr_assert_eq(r.buf.cap, n + 4096 + 4);
+    cr_assert_eq(gs_frame_storage_spare(), 0);
+    cr_assert_eq(gs_frame_reader_feed(&r, g + 1000, n + 4096 + 4 - 1000), GS_OK);
+    expect_payload(&r, g, n + 4096);
+    cr_assert_eq(gs_frame_reader_detach(&r, &s1), GS_OK);
+    /* small storage is freed at once */
+    cr_assert_eq(gs_frame_reader_feed(&r, small, 104), GS_OK);
+    cr_assert_eq(gs_frame_reader_next(&r, &p, &len), GS_OK);
+    cr_assert_eq(gs_frame_reader_detach(&r, &s2), GS_OK);
+    gs_frame_storage_free(s2);
+    cr_assert_eq(gs_frame_storage_spare(), 0);
+    gs_frame_storage_free(s1);
+    cr_assert_eq(gs_frame_storage_spare(), n + 4096 + 4);
+    gs_frame_storage_trim();
+    /* at most 16 spares: a smaller 17th is freed, a larger one replaces the smallest */
+    {
+        gs_frame_storage_t *held[18];
+        size_t sz[18], sum = 0;
+        for (int k = 0; k < 18; k++) {
+            sz[k] = k == 16 ? (4u << 20) + 1 : (5u << 20) + (size_t)k * 1000;
+            if (k == 17) sz[k] = 6u << 20;
+            uint8_t *h = big_frame(sz[k], 20 + (unsigned)k);
+            cr_assert_eq(gs_frame_reader_feed(&r, h, sz[k] + 4), GS_OK);
+            cr_assert_eq(gs_frame_reader_next(&r, &p, &len), GS_OK);
+            cr_assert_eq(gs_frame_reader_detach(&r, &held[k]), GS_OK);
+            gs_free(h);
+            if (k < 16) sum += sz[k] + 4;
+        }
+        for (int k = 0; k < 16; k++) gs_frame_storage_free(held[k]);
+        cr_assert_eq(gs_frame_storage_spare(), sum);
+        gs_frame_storage_free(held[16]);
+        cr_assert_eq(gs_frame_storage_spare(), sum, "smaller than every spare: freed");
+        gs_frame_storage_free(held[17]);
+        cr_assert_eq(gs_frame_storage_spare(), sum - (sz[0] + 4) + sz[17] + 4, "replaced the smallest");
+        gs_frame_storage_trim();
+    }
+    gs_frame_storage_free(NULL);
+    gs_frame_storage_trim();
+    cr_assert_eq(gs_frame_storage_spare(), 0);
+    gs_frame_reader_cleanup(&r);
+    gs_free(f);
+    gs_free(g);
     gs_free(small);
     proto_check_no_leaks();
 }
