@@ -113,6 +113,8 @@ static void gs__broadcast_removed(gs_sched_t *s, uint64_t id)
     for (uint32_t i = 0; i < s->nworkers; i++) gs__sched_send(s, s->live[i]->peer, &msg);
 }
 
+static void gs__relay_done(gs_sched_t *s, uint64_t client_id);
+
 /* Re-route gathers that were waiting on a removed worker. */
 static void gs__relays_worker_gone(gs_sched_t *s, uint32_t slot)
 {
@@ -127,6 +129,7 @@ static void gs__relays_worker_gone(gs_sched_t *s, uint32_t slot)
         if (GS_VEC_PUSH(&s->relay_free, (uint32_t)i) != GS_OK) {
             GS_LOG_ERROR("out of memory recycling a gather slot");
         }
+        gs__relay_done(s, r.client_id);
         if (gs_u64map_get(&s->clients, r.client_id, &v)) client = (gs__peer_t *)(uintptr_t)v;
         if (client == NULL) continue;
         g = gs__graph_find(s, r.graph);
@@ -296,6 +299,33 @@ err_nomem:
 /* ------------------------------------------------------------------------------------------ */
 /* Gather relays.                                                                             */
 
+/* Keys of one client requested from workers and not yet written to it: bounds what gsched holds
+ * for a gather (the chunks arrive faster than one client connection drains them) and lets the
+ * frame buffers of written chunks be reused for the next ones. */
+#define GS__RELAY_WINDOW 8u
+
+/* One of @a client_id's relays is over (written, failed or re-routed): start waiting ones. */
+static void gs__relay_done(gs_sched_t *s, uint64_t client_id)
+{
+    uint64_t v;
+    gs__peer_t *client;
+    if (!gs_u64map_get(&s->clients, client_id, &v)) return;
+    client = (gs__peer_t *)(uintptr_t)v;
+    gs_assert(client->relays_out > 0);
+    if (client->relays_out > 0) client->relays_out--;
+    while (client->state != GS__PEER_CLOSING && client->relays_out < GS__RELAY_WINDOW &&
+           client->relay_wait_head < client->relay_wait.len) {
+        gs__relay_wait_t e = client->relay_wait.data[client->relay_wait_head++];
+        gs__graph_t *g = gs__graph_find(s, e.graph);
+        if (client->relay_wait_head == client->relay_wait.len) client->relay_wait.len = client->relay_wait_head = 0;
+        if (g != NULL && g->client == client && e.task < g->ntasks) {
+            gs__graph_gather(g, e.client_req, e.task);   /* relays, or parks until recomputed */
+        } else {
+            gs__sched_send_data_error(s, client, e.client_req, e.graph, e.task, GS_ERR_NOT_FOUND);
+        }
+    }
+}
+
 void gs__sched_relay_gather(gs_sched_t *s, gs__peer_t *client, uint64_t client_req, gs__graph_t *g,
                             uint32_t task)
 {
@@ -308,6 +338,11 @@ void gs__sched_relay_gather(gs_sched_t *s, gs__peer_t *client, uint64_t client_r
 
     if (w == NULL || g->state[task] != GS__TS_MEMORY) {
         gs__sched_send_data_error(s, client, client_req, g->id, task, GS_ERR_NOT_FOUND);
+        return;
+    }
+    if (client->relays_out >= GS__RELAY_WINDOW) {
+        gs__relay_wait_t e = {client_req, g->id, task};
+        if (GS_VEC_PUSH(&client->relay_wait, e) != GS_OK) goto err_nomem;
         return;
     }
     if (s->relay_free.len > 0) {
@@ -337,6 +372,7 @@ void gs__sched_relay_gather(gs_sched_t *s, gs__peer_t *client, uint64_t client_r
     msg.u.gather_req.req_id = r->sreq;
     msg.u.gather_req.n = 1;
     msg.u.gather_req.keys = keys;
+    client->relays_out++;
     gs__sched_send(s, w->peer, &msg);
     return;
 
@@ -347,10 +383,20 @@ err_nomem:
 /* Relayed DATA at least this large is forwarded without copying its bytes. */
 #define GS__RELAY_IN_PLACE_MIN (256u * 1024u)
 
+/* A chunk relayed in place: the worker's frame, kept until written to the client. */
+typedef struct gs__relay_sent {
+    gs_sched_t *s;
+    uint64_t client_id;
+    gs_frame_storage_t *frame;
+} gs__relay_sent_t;
+
 static void gs__relay_release_cb(void *arg, gs_status_t status)
 {
+    gs__relay_sent_t *rs = arg;
     (void)status;
-    gs_frame_storage_free(arg);   /* the worker frame the bytes were written from: reused */
+    gs_frame_storage_free(rs->frame);   /* reused for the next large frame */
+    gs__relay_done(rs->s, rs->client_id);
+    gs_free(rs);
 }
 
 /* Forward DATA @a msg, received from @a w, to @a client: large chunks are written straight from
@@ -358,20 +404,32 @@ static void gs__relay_release_cb(void *arg, gs_status_t status)
  * re-encoded. */
 static void gs__relay_forward(gs_sched_t *s, gs__worker_t *w, gs__peer_t *client, gs_msg_t *msg)
 {
-    gs_frame_storage_t *frame;
+    gs__relay_sent_t *rs;
     gs_status_t st;
     if (msg->u.data.data.len < GS__RELAY_IN_PLACE_MIN || client->conn == NULL ||
         client->state == GS__PEER_CLOSING || w->peer == NULL || w->peer->conn == NULL ||
-        gs_conn_detach_frame(w->peer->conn, &frame) != GS_OK) {
+        (rs = gs_malloc(sizeof *rs, "relay")) == NULL) {
         gs__sched_send(s, client, msg);
+        gs__relay_done(s, client->id);
         return;
     }
-    st = gs_conn_send_data(client->conn, msg, gs__relay_release_cb, frame);
-    if (st == GS_OK) return;
-    gs_frame_storage_free(frame);
-    if (st == GS_ERR_CONN_CLOSED) return;
-    GS_LOG_ERROR("cannot send data to %s: %s", client->name, gs_last_error());
-    gs_conn_close(client->conn, st);
+    if (gs_conn_detach_frame(w->peer->conn, &rs->frame) != GS_OK) {
+        gs_free(rs);
+        gs__sched_send(s, client, msg);
+        gs__relay_done(s, client->id);
+        return;
+    }
+    rs->s = s;
+    rs->client_id = client->id;
+    st = gs_conn_send_data(client->conn, msg, gs__relay_release_cb, rs);
+    if (st == GS_OK) return;   /* done when written */
+    gs_frame_storage_free(rs->frame);
+    gs_free(rs);
+    if (st != GS_ERR_CONN_CLOSED) {
+        GS_LOG_ERROR("cannot send data to %s: %s", client->name, gs_last_error());
+        gs_conn_close(client->conn, st);
+    }
+    gs__relay_done(s, client->id);
 }
 
 static void gs__relay_data(gs_sched_t *s, gs__worker_t *w, gs_msg_t *msg)
@@ -731,6 +789,7 @@ static void gs__on_close(gs_conn_t *conn, gs_status_t reason, void *arg)
     else s->peers = p->next;
     if (p->next) p->next->prev = p->prev;
     s->nconns--;
+    GS_VEC_FREE(&p->relay_wait);
     gs_free(p);
     if (!s->stopping) gs__sched_tick(s);
 }

@@ -196,6 +196,13 @@ struct gs__worker {
     GS_VEC(uint64_t) release_keys;  /* pending RELEASE (graph, task) pairs */
 };
 
+/* A client's gather of one key waiting for a free relay (the client's window is full). */
+typedef struct gs__relay_wait {
+    uint64_t client_req;
+    uint64_t graph;
+    uint32_t task;
+} gs__relay_wait_t;
+
 struct gs__peer {
     gs_sched_t *s;
     gs_conn_t *conn;             /* NULL once the connection is gone */
@@ -206,6 +213,11 @@ struct gs__peer {
     gs__worker_t *worker;        /* registered worker, or NULL */
     char name[64];
     gs__peer_t *prev, *next;
+    /* gather relays of a client: at most GS__RELAY_WINDOW keys requested from workers and not
+     * yet written to the client; the rest wait here in order */
+    uint32_t relays_out;
+    size_t relay_wait_head;
+    GS_VEC(gs__relay_wait_t) relay_wait;
 };
 
 /* A gather relayed to a worker (one key). */

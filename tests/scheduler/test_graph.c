@@ -3,6 +3,7 @@
 #include "harness.h"
 
 #include <criterion/criterion.h>
+#include <stdlib.h>
 #include <string.h>
 
 static void expect_done(tp_t *c, uint64_t gid, gs_status_t status, gs_msg_t *out)
@@ -772,5 +773,91 @@ Test(scheduler_graph, serves_several_clients_and_graphs_at_once)
     tp_expect(cl[1], GS_MSG_DATA, &m);
     cr_assert_eq(m.u.data.status, GS_ERR_NOT_FOUND);
     gs_msg_cleanup(&m);
+    th_fini(&th);
+}
+
+Test(scheduler_graph, gathers_keep_at_most_8_keys_in_flight_and_relay_large_chunks_intact)
+{
+    th_t th;
+    tg_t g;
+    gs_msg_t m;
+    enum { N = 12, BIG = 1 << 20 };
+    uint64_t tasks[N], keys[2 * N], got[N];
+    th_init(&th, NULL);
+    tp_t *w = tp_worker(&th, "w", 4);
+    tp_t *c = tp_client(&th, "c");
+    tg_init(&g, 1);
+    for (int i = 0; i < N; i++) {
+        tasks[i] = tg_task(&g, 0, 0, NULL);
+        tg_output(&g, tasks[i]);
+    }
+    uint64_t gid = tg_submit_ok(c, &g, 0);
+    uint64_t ids[N];
+    cr_assert_eq(tw_collect(w, gid, N, ids, N, 2000), N);
+    tw_done(w, gid, ids, N, GS_OK, BIG, NULL);
+    expect_done(c, gid, GS_OK, NULL);
+
+    /* one GATHER_REQ for all twelve keys: only eight reach the worker at first */
+    for (int i = 0; i < N; i++) {
+        keys[2 * i] = gid;
+        keys[2 * i + 1] = tasks[i];
+    }
+    memset(&m, 0, sizeof m);
+    m.type = GS_MSG_GATHER_REQ;
+    m.u.gather_req.req_id = 5;
+    m.u.gather_req.n = N;
+    m.u.gather_req.keys = keys;
+    tp_send(c, &m);
+    uint64_t sreq[N], stask[N];
+    for (int i = 0; i < 8; i++) {
+        tp_expect(w, GS_MSG_GATHER_REQ, &m);
+        cr_assert_eq(m.u.gather_req.n, 1);
+        sreq[i] = m.u.gather_req.req_id;
+        stask[i] = m.u.gather_req.keys[1];
+        gs_msg_cleanup(&m);
+    }
+    cr_assert(tp_none(w, GS_MSG_GATHER_REQ, 50), "more than 8 keys requested at once");
+
+    /* answering one (a large chunk, relayed in place) lets the next key go out */
+    uint8_t *big = malloc(BIG);
+    cr_assert_not_null(big);
+    for (size_t k = 0; k < BIG; k++) big[k] = (uint8_t)(k * 13 + 5);
+    int next = 8;
+    memset(got, 0, sizeof got);
+    for (int i = 0; i < N; i++) {
+        gs_msg_t d;
+        memset(&d, 0, sizeof d);
+        d.type = GS_MSG_DATA;
+        d.u.data.req_id = sreq[i];
+        d.u.data.graph_id = gid;
+        d.u.data.task_id = stask[i];
+        d.u.data.status = GS_OK;
+        d.u.data.data.data = i % 3 == 0 ? big : (const uint8_t *)"small";
+        d.u.data.data.len = i % 3 == 0 ? BIG : 5;
+        tp_send(w, &d);
+        tp_expect(c, GS_MSG_DATA, &m);
+        cr_assert_eq(m.u.data.req_id, 5);
+        cr_assert_eq(m.u.data.task_id, stask[i]);
+        cr_assert_eq(m.u.data.status, GS_OK);
+        cr_assert_eq(m.u.data.data.len, d.u.data.data.len);
+        cr_assert(memcmp(m.u.data.data.data, d.u.data.data.data, d.u.data.data.len) == 0, "chunk %d differs", i);
+        got[i] = 1;
+        gs_msg_cleanup(&m);
+        if (next < N) {
+            tp_expect(w, GS_MSG_GATHER_REQ, &m);
+            sreq[next] = m.u.gather_req.req_id;
+            stask[next] = m.u.gather_req.keys[1];
+            gs_msg_cleanup(&m);
+            next++;
+        }
+        cr_assert(tp_none(w, GS_MSG_GATHER_REQ, 10), "window exceeded after answer %d", i);
+    }
+    /* every key was asked for exactly once */
+    for (int i = 0; i < N; i++) {
+        int seen = 0;
+        for (int k = 0; k < N; k++) seen += stask[k] == tasks[i];
+        cr_assert_eq(seen, 1, "task %llu requested %d times", (unsigned long long)tasks[i], seen);
+    }
+    free(big);
     th_fini(&th);
 }
