@@ -113,7 +113,7 @@ static void gs__broadcast_removed(gs_sched_t *s, uint64_t id)
     for (uint32_t i = 0; i < s->nworkers; i++) gs__sched_send(s, s->live[i]->peer, &msg);
 }
 
-static void gs__relay_done(gs_sched_t *s, uint64_t client_id);
+static void gs__relay_done(gs_sched_t *s, uint64_t client_id, uint64_t nbytes);
 
 /* Re-route gathers that were waiting on a removed worker. */
 static void gs__relays_worker_gone(gs_sched_t *s, uint32_t slot)
@@ -129,7 +129,7 @@ static void gs__relays_worker_gone(gs_sched_t *s, uint32_t slot)
         if (GS_VEC_PUSH(&s->relay_free, (uint32_t)i) != GS_OK) {
             GS_LOG_ERROR("out of memory recycling a gather slot");
         }
-        gs__relay_done(s, r.client_id);
+        gs__relay_done(s, r.client_id, r.nbytes);
         if (gs_u64map_get(&s->clients, r.client_id, &v)) client = (gs__peer_t *)(uintptr_t)v;
         if (client == NULL) continue;
         g = gs__graph_find(s, r.graph);
@@ -303,9 +303,24 @@ err_nomem:
  * for a gather (the chunks arrive faster than one client connection drains them) and lets the
  * frame buffers of written chunks be reused for the next ones. */
 #define GS__RELAY_WINDOW 8u
+#define GS__RELAY_WINDOW_BYTES ((uint64_t)1 << 30)  /* ... and about this many bytes (one key always) */
 
-/* One of @a client_id's relays is over (written, failed or re-routed): start waiting ones. */
-static void gs__relay_done(gs_sched_t *s, uint64_t client_id)
+static uint64_t gs__relay_nbytes(const gs__graph_t *g, uint32_t task)
+{
+    return g != NULL && g->nbytes != NULL && task < g->ntasks ? g->nbytes[task] : 0;
+}
+
+/* May @a client have one more relay of @a nbytes out? */
+static int gs__relay_fits(const gs__peer_t *client, uint64_t nbytes)
+{
+    return client->relays_out == 0 ||
+           (client->relays_out < GS__RELAY_WINDOW && client->relay_bytes_out <= GS__RELAY_WINDOW_BYTES &&
+            nbytes <= GS__RELAY_WINDOW_BYTES - client->relay_bytes_out);
+}
+
+/* One of @a client_id's relays (of @a nbytes) is over (written, failed or re-routed): start the
+ * waiting ones that fit. */
+static void gs__relay_done(gs_sched_t *s, uint64_t client_id, uint64_t nbytes)
 {
     uint64_t v;
     gs__peer_t *client;
@@ -313,10 +328,12 @@ static void gs__relay_done(gs_sched_t *s, uint64_t client_id)
     client = (gs__peer_t *)(uintptr_t)v;
     gs_assert(client->relays_out > 0);
     if (client->relays_out > 0) client->relays_out--;
-    while (client->state != GS__PEER_CLOSING && client->relays_out < GS__RELAY_WINDOW &&
-           client->relay_wait_head < client->relay_wait.len) {
-        gs__relay_wait_t e = client->relay_wait.data[client->relay_wait_head++];
+    client->relay_bytes_out -= nbytes < client->relay_bytes_out ? nbytes : client->relay_bytes_out;
+    while (client->state != GS__PEER_CLOSING && client->relay_wait_head < client->relay_wait.len) {
+        gs__relay_wait_t e = client->relay_wait.data[client->relay_wait_head];
         gs__graph_t *g = gs__graph_find(s, e.graph);
+        if (!gs__relay_fits(client, gs__relay_nbytes(g, e.task))) break;
+        client->relay_wait_head++;
         if (client->relay_wait_head == client->relay_wait.len) client->relay_wait.len = client->relay_wait_head = 0;
         if (g != NULL && g->client == client && e.task < g->ntasks) {
             gs__graph_gather(g, e.client_req, e.task);   /* relays, or parks until recomputed */
@@ -340,7 +357,7 @@ void gs__sched_relay_gather(gs_sched_t *s, gs__peer_t *client, uint64_t client_r
         gs__sched_send_data_error(s, client, client_req, g->id, task, GS_ERR_NOT_FOUND);
         return;
     }
-    if (client->relays_out >= GS__RELAY_WINDOW) {
+    if (!gs__relay_fits(client, gs__relay_nbytes(g, task))) {
         gs__relay_wait_t e = {client_req, g->id, task};
         if (GS_VEC_PUSH(&client->relay_wait, e) != GS_OK) goto err_nomem;
         return;
@@ -360,6 +377,7 @@ void gs__sched_relay_gather(gs_sched_t *s, gs__peer_t *client, uint64_t client_r
     r->graph = g->id;
     r->task = task;
     r->slot = slot;
+    r->nbytes = gs__relay_nbytes(g, task);
     if (gs_u64map_put(&s->relay_index, r->sreq, idx) != GS_OK) {
         r->sreq = 0;
         if (GS_VEC_PUSH(&s->relay_free, idx) != GS_OK) GS_LOG_ERROR("out of memory recycling a gather slot");
@@ -373,6 +391,7 @@ void gs__sched_relay_gather(gs_sched_t *s, gs__peer_t *client, uint64_t client_r
     msg.u.gather_req.n = 1;
     msg.u.gather_req.keys = keys;
     client->relays_out++;
+    client->relay_bytes_out += r->nbytes;
     gs__sched_send(s, w->peer, &msg);
     return;
 
@@ -387,6 +406,7 @@ err_nomem:
 typedef struct gs__relay_sent {
     gs_sched_t *s;
     uint64_t client_id;
+    uint64_t nbytes;
     gs_frame_storage_t *frame;
 } gs__relay_sent_t;
 
@@ -395,14 +415,15 @@ static void gs__relay_release_cb(void *arg, gs_status_t status)
     gs__relay_sent_t *rs = arg;
     (void)status;
     gs_frame_storage_free(rs->frame);   /* reused for the next large frame */
-    gs__relay_done(rs->s, rs->client_id);
+    gs__relay_done(rs->s, rs->client_id, rs->nbytes);
     gs_free(rs);
 }
 
 /* Forward DATA @a msg, received from @a w, to @a client: large chunks are written straight from
  * the frame they arrived in (its storage taken from the worker connection), small ones
  * re-encoded. */
-static void gs__relay_forward(gs_sched_t *s, gs__worker_t *w, gs__peer_t *client, gs_msg_t *msg)
+static void gs__relay_forward(gs_sched_t *s, gs__worker_t *w, gs__peer_t *client, gs_msg_t *msg,
+                              uint64_t nbytes)
 {
     gs__relay_sent_t *rs;
     gs_status_t st;
@@ -410,17 +431,18 @@ static void gs__relay_forward(gs_sched_t *s, gs__worker_t *w, gs__peer_t *client
         client->state == GS__PEER_CLOSING || w->peer == NULL || w->peer->conn == NULL ||
         (rs = gs_malloc(sizeof *rs, "relay")) == NULL) {
         gs__sched_send(s, client, msg);
-        gs__relay_done(s, client->id);
+        gs__relay_done(s, client->id, nbytes);
         return;
     }
     if (gs_conn_detach_frame(w->peer->conn, &rs->frame) != GS_OK) {
         gs_free(rs);
         gs__sched_send(s, client, msg);
-        gs__relay_done(s, client->id);
+        gs__relay_done(s, client->id, nbytes);
         return;
     }
     rs->s = s;
     rs->client_id = client->id;
+    rs->nbytes = nbytes;
     st = gs_conn_send_data(client->conn, msg, gs__relay_release_cb, rs);
     if (st == GS_OK) return;   /* done when written */
     gs_frame_storage_free(rs->frame);
@@ -429,7 +451,7 @@ static void gs__relay_forward(gs_sched_t *s, gs__worker_t *w, gs__peer_t *client
         GS_LOG_ERROR("cannot send data to %s: %s", client->name, gs_last_error());
         gs_conn_close(client->conn, st);
     }
-    gs__relay_done(s, client->id);
+    gs__relay_done(s, client->id, nbytes);
 }
 
 static void gs__relay_data(gs_sched_t *s, gs__worker_t *w, gs_msg_t *msg)
@@ -454,7 +476,7 @@ static void gs__relay_data(gs_sched_t *s, gs__worker_t *w, gs_msg_t *msg)
     if (!gs_u64map_get(&s->clients, r.client_id, &v)) return;
     client = (gs__peer_t *)(uintptr_t)v;
     d->req_id = r.client_req;
-    gs__relay_forward(s, w, client, msg);
+    gs__relay_forward(s, w, client, msg, r.nbytes);
 }
 
 /* ------------------------------------------------------------------------------------------ */

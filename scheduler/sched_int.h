@@ -213,9 +213,10 @@ struct gs__peer {
     gs__worker_t *worker;        /* registered worker, or NULL */
     char name[64];
     gs__peer_t *prev, *next;
-    /* gather relays of a client: at most GS__RELAY_WINDOW keys requested from workers and not
-     * yet written to the client; the rest wait here in order */
+    /* gather relays of a client: at most GS__RELAY_WINDOW keys (GS__RELAY_WINDOW_BYTES) requested
+     * from workers and not yet written to the client; the rest wait here in order */
     uint32_t relays_out;
+    uint64_t relay_bytes_out;
     size_t relay_wait_head;
     GS_VEC(gs__relay_wait_t) relay_wait;
 };
@@ -228,6 +229,7 @@ typedef struct gs__relay {
     uint64_t graph;
     uint32_t task;
     uint32_t slot;
+    uint64_t nbytes;             /* the chunk's size as gsched knows it (relay window) */
 } gs__relay_t;
 
 /* A client's REPLICATE being carried out by worker slot `slot`. */

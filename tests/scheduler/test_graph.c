@@ -861,3 +861,62 @@ Test(scheduler_graph, gathers_keep_at_most_8_keys_in_flight_and_relay_large_chun
     free(big);
     th_fini(&th);
 }
+
+Test(scheduler_graph, gathers_of_large_chunks_keep_about_1_gib_in_flight)
+{
+    th_t th;
+    tg_t g;
+    gs_msg_t m;
+    enum { N = 5 };
+    const uint64_t size = 300u << 20;   /* as reported by the worker: three fit in 1 GiB */
+    uint64_t tasks[N], keys[2 * N], ids[N], sreq[N], stask[N];
+    th_init(&th, NULL);
+    tp_t *w = tp_worker_mem(&th, "w", 4, (uint64_t)64 << 30);
+    tp_t *c = tp_client(&th, "c");
+    tg_init(&g, 1);
+    for (int i = 0; i < N; i++) {
+        tasks[i] = tg_task(&g, 0, 0, NULL);
+        tg_output(&g, tasks[i]);
+        keys[2 * i + 1] = tasks[i];
+    }
+    uint64_t gid = tg_submit_ok(c, &g, 0);
+    cr_assert_eq(tw_collect(w, gid, N, ids, N, 2000), N);
+    tw_done(w, gid, ids, N, GS_OK, size, NULL);
+    expect_done(c, gid, GS_OK, NULL);
+    for (int i = 0; i < N; i++) keys[2 * i] = gid;
+    memset(&m, 0, sizeof m);
+    m.type = GS_MSG_GATHER_REQ;
+    m.u.gather_req.req_id = 9;
+    m.u.gather_req.n = N;
+    m.u.gather_req.keys = keys;
+    tp_send(c, &m);
+    for (int i = 0; i < 3; i++) {
+        tp_expect(w, GS_MSG_GATHER_REQ, &m);
+        sreq[i] = m.u.gather_req.req_id;
+        stask[i] = m.u.gather_req.keys[1];
+        gs_msg_cleanup(&m);
+    }
+    cr_assert(tp_none(w, GS_MSG_GATHER_REQ, 50), "a fourth 300 MB chunk requested");
+    for (int i = 0; i < N; i++) {
+        gs_msg_t d;
+        memset(&d, 0, sizeof d);
+        d.type = GS_MSG_DATA;
+        d.u.data.req_id = sreq[i];
+        d.u.data.graph_id = gid;
+        d.u.data.task_id = stask[i];
+        d.u.data.status = GS_ERR_NO_MEMORY;   /* an error answer ends a relay too */
+        tp_send(w, &d);
+        tp_expect(c, GS_MSG_DATA, &m);
+        cr_assert_eq(m.u.data.task_id, stask[i]);
+        cr_assert_eq(m.u.data.status, GS_ERR_NO_MEMORY);
+        gs_msg_cleanup(&m);
+        if (i + 3 < N) {
+            tp_expect(w, GS_MSG_GATHER_REQ, &m);
+            sreq[i + 3] = m.u.gather_req.req_id;
+            stask[i + 3] = m.u.gather_req.keys[1];
+            gs_msg_cleanup(&m);
+        }
+        cr_assert(tp_none(w, GS_MSG_GATHER_REQ, 10), "window exceeded after answer %d", i);
+    }
+    th_fini(&th);
+}
