@@ -90,6 +90,8 @@ const char *gs_worker_usage(void)
            "  --token TOKEN                cluster token (default: $GSCHED_TOKEN)\n"
            "  --connect-timeout MS         keep retrying the scheduler this long (default 10000)\n"
            "  --fetch-timeout MS           peer fetch timeout (default 30000)\n"
+           "  --transfer-checksum          checksum chunks sent over UCX and check them on arrival\n"
+           "                               (testing; every worker of the cluster must use it)\n"
            "  --no-ipc                     never use CUDA IPC between CUDA workers of one host\n"
            "  --ucx-shm                    let UCX use shared memory (sysv/posix, cma) between\n"
            "                               workers of one host; dead peers are then noticed only\n"
@@ -149,6 +151,10 @@ gs_status_t gs_worker_cli_parse(int argc, char **argv, gs_worker_cli_t *cli_p)
         }
         if (strcmp(arg, "-h") == 0 || strcmp(arg, "--help") == 0) {
             cli.help = 1;
+            continue;
+        }
+        if (strcmp(arg, "--transfer-checksum") == 0) {
+            cli.params.transfer_checksum = 1;
             continue;
         }
         if (strcmp(arg, "--no-ipc") == 0) {

@@ -40,6 +40,31 @@ static gs_status_t gs__ucs_err(gs_status_t status, ucs_status_t st, const char *
     return gs_error_set(status, "%s: %s", what, ucs_status_string(st));
 }
 
+/* ---------------------------------------------------------------- transfer checksums */
+
+/* With transfer_checksum, the AM header of DATA is the encoded message followed by a trailer:
+ * the checksum (8 bytes) and 1 when it is present (0 for bytes UCX moves between device
+ * buffers, which this worker never sees). */
+#define GS__CSUM_TRAILER 9
+
+/* 64-bit checksum of @a len bytes: a multiply-xor over 8-byte words (several GB/s), then the
+ * tail and the length. Not cryptographic: it catches corrupted or misplaced bytes. */
+static uint64_t gs__wcsum(const void *data, size_t len)
+{
+    const unsigned char *p = data;
+    uint64_t h = 0x9e3779b97f4a7c15ull ^ (uint64_t)len, w;
+    size_t i = 0;
+    for (; i + 8 <= len; i += 8) {
+        memcpy(&w, p + i, 8);
+        h = (h ^ w) * 0xff51afd7ed558ccdull;
+        h ^= h >> 29;
+    }
+    for (; i < len; i++) h = (h ^ p[i]) * 0x100000001b3ull;
+    h ^= h >> 33;
+    h *= 0xc4ceb9fe1a85ec53ull;
+    return h ^ (h >> 33);
+}
+
 /* ---------------------------------------------------------------- deferred work */
 
 static void gs__wdefer_push(gs_worker_t *w, gs_wdefer_t *d)
@@ -252,6 +277,18 @@ static void gs__wfetch_received(gs_worker_t *w, gs_wfetch_t *f)
     gs_wnote_t *n;
     int s;
 
+    if (f->csum_on && !f->dev_recv) {
+        uint64_t got = gs__wcsum(f->host, (size_t)f->chunk->nbytes);
+        if (got != f->csum) {
+            gs__wfetch_fail(w, f, GS_ERR_PROTO, "chunk (%llu, %llu) from worker %llu arrived "
+                            "corrupted: checksum %016llx, sent %016llx",
+                            (unsigned long long)f->chunk->graph->id,
+                            (unsigned long long)f->chunk->task,
+                            (unsigned long long)(f->peer ? f->peer->id : 0),
+                            (unsigned long long)got, (unsigned long long)f->csum);
+            return;
+        }
+    }
     if (!f->host_owned) {
         gs__wfetch_complete(w, f);
         return;
@@ -589,8 +626,24 @@ static ucs_status_t gs__wam_data(void *arg, const void *header, size_t header_le
     uint64_t v;
     ucs_status_t ret = UCS_OK;
     int rndv = (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0;
+    size_t msg_len = header_len;
+    uint64_t csum = 0;
+    int csum_on = 0;
 
-    if (gs_msg_decode(header, header_len, &m) != GS_OK) {
+    if (w->transfer_checksum) {
+        const unsigned char *tr = header_len >= GS__CSUM_TRAILER
+                                      ? (const unsigned char *)header + header_len - GS__CSUM_TRAILER
+                                      : NULL;
+        if (tr == NULL || tr[8] > 1) {
+            GS_LOG_WARN("data message from a peer without a checksum trailer (%zu header bytes; "
+                        "is every worker started with --transfer-checksum?)", header_len);
+            return UCS_OK;
+        }
+        memcpy(&csum, tr, 8);
+        csum_on = tr[8];
+        msg_len -= GS__CSUM_TRAILER;
+    }
+    if (gs_msg_decode(header, msg_len, &m) != GS_OK) {
         GS_LOG_WARN("malformed data message from a peer (%zu header bytes): %s", header_len,
                     gs_last_error());
         return UCS_OK;     /* a rendezvous descriptor is dropped by UCX */
@@ -626,6 +679,8 @@ static ucs_status_t gs__wam_data(void *arg, const void *header, size_t header_le
                         (unsigned long long)f->chunk->nbytes);
         goto out;
     }
+    f->csum = csum;
+    f->csum_on = (uint8_t)csum_on;
     if (f->host == NULL && rndv && w->ucx_cuda && len >= GS_W_UCX_CUDA_MIN) {
         f->host = f->chunk->ptr;      /* device memory: UCX receives into it */
         f->dev_recv = 1;
@@ -706,6 +761,26 @@ static void gs__wserve_post(gs_worker_t *w, gs_wsend_t *s, ucp_ep_h ep)
     m.u.data.task_id = s->task;
     m.u.data.status = s->status;
     status = gs_msg_encode(&m, &s->header);
+    if (status == GS_OK && w->transfer_checksum) {
+        unsigned char tr[GS__CSUM_TRAILER] = {0};
+        if (s->status == GS_OK && !s->payload_cuda) {
+            uint64_t c = gs__wcsum(s->host, (size_t)s->chunk->nbytes);
+            memcpy(tr, &c, 8);
+            tr[8] = 1;
+            if (w->test_corrupt && s->chunk->nbytes > 0) {
+                /* tests: send a corrupted copy (never touch the stored chunk) */
+                unsigned char *copy = gs_malloc((size_t)s->chunk->nbytes, "corrupt copy");
+                if (copy != NULL) {
+                    memcpy(copy, s->host, (size_t)s->chunk->nbytes);
+                    copy[s->chunk->nbytes / 2] ^= 0x40;
+                    if (s->host_owned) gs_free(s->host);
+                    s->host = copy;
+                    s->host_owned = 1;
+                }
+            }
+        }
+        status = gs_buf_append(&s->header, tr, sizeof(tr));
+    }
     if (status != GS_OK || ep == NULL) {
         GS_LOG_WARN("cannot answer fetch %llu of worker %llu: %s", (unsigned long long)s->req_id,
                     (unsigned long long)s->from_worker,

@@ -334,6 +334,8 @@ gs_status_t gs_worker_create(const gs_worker_params_t *params, uv_loop_t *loop,
     w->heartbeat_req_ms = params->heartbeat_ms;
     w->ucx_shm = params->ucx_shm != 0;
     w->no_ipc = params->no_ipc != 0;
+    w->transfer_checksum = params->transfer_checksum != 0;
+    w->test_corrupt = params->test_corrupt_transfers != 0;
     gs_u64map_init(&w->graphs);
     gs_u64map_init(&w->peers);
     gs_u64map_init(&w->fetches);

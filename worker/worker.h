@@ -128,6 +128,13 @@ typedef struct gs_worker_params {
                                      peer-failure handling and a dead peer is noticed only
                                      through PEERS(removed) and fetch_timeout_ms. Default (0):
                                      endpoints detect dead peers, and on one host UCX uses tcp */
+    int transfer_checksum;        /* nonzero: every chunk sent over UCX carries a checksum of
+                                     its bytes, checked on arrival (a mismatch fails the fetch
+                                     with GS_ERR_PROTO). All workers of a cluster must agree.
+                                     Bytes UCX moves straight between device buffers and CUDA
+                                     IPC copies are not checksummed (they never touch the host) */
+    int test_corrupt_transfers;   /* tests only: flip one byte of every chunk this worker sends
+                                     over UCX, after its checksum was taken */
     int no_ipc;                   /* nonzero: never use CUDA IPC between workers of one host
                                      (every transfer then goes through UCX) */
     gs_worker_stop_cb stop_cb;    /* may be NULL */

@@ -147,6 +147,8 @@ struct gs_wfetch {
     int stream;               /* staging stream */
     uint8_t path;             /* gs_wpath_t the bytes came over */
     uint8_t dev_recv;         /* UCX receives straight into device memory (host = chunk) */
+    uint8_t csum_on;          /* the DATA carried a checksum of the bytes (csum) */
+    uint64_t csum;
     uint64_t ipc_lease;       /* CUDA IPC: the owner's lease to give back (0 none) */
     uint64_t ipc_owner;       /* CUDA IPC: the owner's worker id */
 };
@@ -266,6 +268,8 @@ struct gs_worker {
     int streams_mode;         /* 1: GS_WORKER_EXEC_STREAMS */
     int ucx_shm;              /* endpoints without peer-failure handling (shm transports) */
     int no_ipc;               /* CUDA IPC disabled by configuration */
+    int transfer_checksum;    /* see gs_worker_params_t */
+    int test_corrupt;
     int ucx_cuda;             /* streams mode and UCX reports CUDA memory support */
     uint64_t memory_limit_req;
     uint32_t connect_timeout_ms, fetch_timeout_ms, memory_wait_ms, heartbeat_req_ms;

@@ -407,3 +407,49 @@ Test(worker_peer, reports_fetch_bandwidth_with_heartbeats)
     gs_array_release(big);
     stop_workers(t, 2);
 }
+
+/* --transfer-checksum: chunks cross with their checksum checked; a corrupted transfer fails
+ * the fetch (and so its task, with the reason) instead of handing wrong bytes on. */
+Test(worker_peer, checksummed_transfers_pass)
+{
+    gs_worker_params_t p = {0};
+    tw_t t[2];
+    gs_array_h big = big_chain(256, 128);
+    p.nthreads = 1;
+    p.transfer_checksum = 1;
+    start_workers(t, 2, &p);
+    run_spread(1, big, BIG_FLAGS, 2, t, NULL);
+    stop_workers(t, 2);
+    gs_array_release(big);
+}
+
+Test(worker_peer, corrupted_transfers_fail_their_fetch_under_checksums)
+{
+    gs_worker_params_t p = {0};
+    tw_t t[2];
+    gs_array_h big = big_chain(256, 128);
+    p.nthreads = 1;
+    p.transfer_checksum = 1;
+    p.test_corrupt_transfers = 1;   /* every sender corrupts what it sends */
+    start_workers(t, 2, &p);
+    {
+        double *ref;
+        size_t size, failed;
+        gs_taskgraph_t *tg = tw_lower(big, BIG_FLAGS, &ref, &size);
+        int *place = calloc(tg->ntasks, sizeof(int));
+        gs_worker_stats_t st0, st1;
+        for (uint64_t i = 0; i < tg->ntasks; i++) place[i] = (int)(i % 2);
+        failed = fs_run_graph(&fs, 2, tg, place, 1, 30000);
+        cr_assert(failed != 0 && failed != (size_t)-1, "a corrupted transfer went unnoticed");
+        cr_assert(strstr(fs.done[failed - 1].err, "corrupted") != NULL, "error: %s",
+                  fs.done[failed - 1].err);
+        gs_worker_stats(t[0].w, &st0);
+        gs_worker_stats(t[1].w, &st1);
+        cr_assert_gt(st0.fetch_failures + st1.fetch_failures, 0);
+        free(place);
+        free(ref);
+        gs_taskgraph_free(tg);
+    }
+    stop_workers(t, 2);
+    gs_array_release(big);
+}
