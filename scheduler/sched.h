@@ -87,7 +87,10 @@
  *  - GATHER_REQ from a client: one GATHER_REQ per key is relayed to the worker holding it, and
  *    the DATA answers are relayed back with the client's req_id. A key that is not an output
  *    of a live graph of that client is answered with DATA(status GS_ERR_NOT_FOUND); a key being
- *    (re)computed is answered when it exists (or with the graph's error).
+ *    (re)computed is answered when it exists (or with the graph's error). At most 8 keys of a
+ *    client (and about 1 GiB; always at least one) are requested from workers and not yet
+ *    written to the client; the others wait in order. DATA of 256 KiB or more is written to the
+ *    client from the frame it arrived in (not re-encoded).
  *  - CANCEL(graph) from the client stops scheduling it and answers GRAPH_DONE(GS_ERR_CANCELED);
  *    CANCEL of a finished graph is ignored. RELEASE_GRAPH drops the graph (deferred while later
  *    graphs still use its chunks as externals; a running graph is canceled without GRAPH_DONE).
