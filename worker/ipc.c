@@ -36,6 +36,7 @@
  * run on one host. */
 #define GS__GRANT_LEN (3 * 8 + 8 + 3 * 8 + GS_IPC_HANDLE_BYTES)
 #define GS__RELEASE_LEN 16
+#define GS__IPC_SPLIT_BYTES ((size_t)32 << 20)   /* copied as two halves on two streams */
 
 typedef struct gs_wlease {
     uint64_t id;
@@ -359,34 +360,47 @@ void gs__wipc_copy(gs_worker_t *w, gs_wdefer_t *d)
             gs__wfetch_fail(w, f, status, "asking again over UCX: %s", gs_last_error());
         return;
     }
-    n = gs_calloc(1, sizeof(*n), "fetch note");
-    if (n == NULL) {
-        gs__wipc_give_back(w, f);
-        gs__wfetch_fail(w, f, GS_ERR_NO_MEMORY, "out of memory copying the lent chunk");
-        return;
-    }
-    s = gs__wexec_pick_stream(w);
-    status = w->ops->copy_device(w->ctx, w->streams[s], f->chunk->ptr, base + d->ipc_off,
-                                 (size_t)d->ipc_nbytes);
-    if (status == GS_OK) {
-        n->w = w;
-        n->kind = GS_WNOTE_FETCH_STAGED;
-        n->obj = f;
+    /* A big chunk is copied as two halves on two streams, so that two copy engines pull over
+     * NVLink at once; the fetch completes when both notes have arrived. */
+    {
+        const size_t total = (size_t)d->ipc_nbytes;
+        const int nparts = total >= GS__IPC_SPLIT_BYTES && w->nstreams >= 2 ? 2 : 1;
+        const size_t half = nparts == 2 ? (total / 2 + 255) & ~(size_t)255 : total;
+        s = gs__wexec_pick_stream(w);
         f->path = GS_WPATH_CUDA_IPC;
-        status = w->ops->notify(w->ctx, w->streams[s], gs__wnote_cb, n);
-        if (status == GS_OK) {
+        f->parts = 0;
+        f->part_status = GS_OK;
+        status = GS_OK;
+        for (int p = 0; p < nparts; p++) {
+            const size_t off = p == 0 ? 0 : half, len = p == 0 ? half : total - half;
+            const int sp = (s + p) % w->nstreams;
+            n = gs_calloc(1, sizeof(*n), "fetch note");
+            if (n == NULL) {
+                status = gs_error_set(GS_ERR_NO_MEMORY, "out of memory copying the lent chunk");
+                break;
+            }
+            status = w->ops->copy_device(w->ctx, w->streams[sp], (char *)f->chunk->ptr + off,
+                                         base + d->ipc_off + off, len);
+            if (status == GS_OK) {
+                n->w = w;
+                n->kind = GS_WNOTE_FETCH_STAGED;
+                n->obj = f;
+                status = w->ops->notify(w->ctx, w->streams[sp], gs__wnote_cb, n);
+            }
+            if (status != GS_OK) {
+                gs_free(n);
+                (void)w->ops->sync(w->ctx, w->streams[sp]);   /* nothing of it left running */
+                break;
+            }
+            f->parts++;
+        }
+        if (f->parts > 0) {
+            /* a failed part fails the fetch when the enqueued ones have finished */
+            if (status != GS_OK) f->part_status = status;
             f->state = GS_WFETCH_STAGING;
             f->stream = s;
             return;
         }
-        gs_free(n);
-        status = w->ops->sync(w->ctx, w->streams[s]);
-        if (status == GS_OK) {
-            gs__wfetch_staged(w, f, GS_OK);   /* gives the lease back, completes */
-            return;
-        }
-    } else {
-        gs_free(n);
     }
     gs__wipc_give_back(w, f);
     gs__wfetch_fail(w, f, status, "peer copy of the lent chunk failed: %s", gs_last_error());

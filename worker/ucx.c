@@ -327,6 +327,13 @@ static void gs__wfetch_received(gs_worker_t *w, gs_wfetch_t *f)
 
 void gs__wfetch_staged(gs_worker_t *w, gs_wfetch_t *f, gs_status_t status)
 {
+    if (f->parts > 1) {              /* a copy in parts: wait for the last one */
+        f->parts--;
+        if (status != GS_OK && f->part_status == GS_OK) f->part_status = status;
+        return;
+    }
+    f->parts = 0;
+    if (status == GS_OK) status = f->part_status;
     gs__wipc_give_back(w, f);        /* the copy out of a lent chunk is over */
     if (f->dead) {
         gs__wfetch_free(w, f);

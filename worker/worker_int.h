@@ -148,6 +148,8 @@ struct gs_wfetch {
     uint8_t path;             /* gs_wpath_t the bytes came over */
     uint8_t dev_recv;         /* UCX receives straight into device memory (host = chunk) */
     uint8_t csum_on;          /* the DATA carried a checksum of the bytes (csum) */
+    uint8_t parts;            /* STAGING: copies (notes) still to arrive; 0 or 1 = one */
+    gs_status_t part_status;  /* first failure among the parts */
     uint64_t csum;
     uint64_t ipc_lease;       /* CUDA IPC: the owner's lease to give back (0 none) */
     uint64_t ipc_owner;       /* CUDA IPC: the owner's worker id */

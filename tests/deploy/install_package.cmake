@@ -25,8 +25,12 @@ if(NOT step_out MATCHES "gsched consumer ok")
 endif()
 
 # pkg-config: the client library alone
+# (skipped under a pkg-config sysroot, e.g. .devdeps on a GPU host: the sysroot is prefixed to
+# every .pc path, so a prefix installed outside it cannot be found that way)
 find_program(PKG_CONFIG_EXE pkg-config)
-if(PKG_CONFIG_EXE)
+if(PKG_CONFIG_EXE AND NOT "$ENV{PKG_CONFIG_SYSROOT_DIR}" STREQUAL "")
+  message(STATUS "pkg-config check skipped: PKG_CONFIG_SYSROOT_DIR is set")
+elseif(PKG_CONFIG_EXE)
   file(GLOB pcdir ${prefix}/lib*/pkgconfig)
   set(ENV{PKG_CONFIG_PATH} "${pcdir}:$ENV{PKG_CONFIG_PATH}")
   run_step("pkg-config gsched" ${PKG_CONFIG_EXE} --cflags --libs gsched)
