@@ -233,3 +233,15 @@ int gs__connect_persist_normal(gs__common_t *c, const int64_t *shape, const int6
     *persist_s_p = gs__now() - t0;
     return 0;
 }
+
+void gs__json_run_tail(const gs_compute_stats_t *st, double persist_s, double connect_s,
+                       gs_client_h client)
+{
+    printf(",\"tasks\":%" PRIu64, st->ntasks);
+    gs__json_num("submit_s", st->submit_s);
+    gs__json_num("kernel_s", st->run_s_total);
+    gs__json_num("persist_s", persist_s);
+    gs__json_num("connect_s", connect_s);
+    printf(",\"scheduler\":\"%s\"}\n", gs_client_address(client));
+    fflush(stdout);
+}

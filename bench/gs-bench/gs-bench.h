@@ -41,6 +41,9 @@ int gs__connect(gs__common_t *c, gs_client_h *client_p, double *connect_s_p);
 int gs__connect_persist_normal(gs__common_t *c, const int64_t *shape, const int64_t *chunks,
                                gs_client_h *client_p, gs_array_h *x_p, double *connect_s_p,
                                double *persist_s_p);
+/* End a run's JSON line: tasks, submit_s, kernel_s, persist_s, connect_s, scheduler; flush. */
+void gs__json_run_tail(const gs_compute_stats_t *st, double persist_s, double connect_s,
+                       gs_client_h client);
 /* Median of v[0..n) (sorts v). */
 double gs__median(double *v, int n);
 /* Print ,"key":v (null when not finite). */

@@ -135,18 +135,6 @@ static gs_array_h gs__la_sum(gs_array_h a, int axis)
     return s;
 }
 
-static void gs__la_tail(const gs_compute_stats_t *st, double persist_s, double connect_s,
-                        gs_client_h client)
-{
-    printf(",\"tasks\":%" PRIu64, st->ntasks);
-    gs__json_num("submit_s", st->submit_s);
-    gs__json_num("kernel_s", st->run_s_total);
-    gs__json_num("persist_s", persist_s);
-    gs__json_num("connect_s", connect_s);
-    printf(",\"scheduler\":\"%s\"}\n", gs_client_address(client));
-    fflush(stdout);
-}
-
 int gs__bench_dot(int argc, char **argv)
 {
     gs__la_opts_t o;
@@ -196,7 +184,7 @@ int gs__bench_dot(int argc, char **argv)
         gs__json_num("gflops", 2.0 * (double)o.n * (double)o.n * (double)o.n / t * 1e-9);
         gs__json_num("value", v);
         gs__json_num("expected", expected);
-        gs__la_tail(&stats, persist_s, connect_s, client);
+        gs__json_run_tail(&stats, persist_s, connect_s, client);
         gs_client_unpersist(client, y);
         gs_array_release(sy), sy = NULL;
         gs_array_release(y), y = NULL;
@@ -268,7 +256,7 @@ int gs__bench_svd(int argc, char **argv)
         gs__json_num("value", v);
         gs__json_num("expected", expected);
         gs__json_num("s_seconds", tv);
-        gs__la_tail(&stats, persist_s, connect_s, client);
+        gs__json_run_tail(&stats, persist_s, connect_s, client);
         gs_client_unpersist(client, u);
         gs_array_release(u), u = NULL;
         gs_array_release(s), s = NULL;

@@ -118,18 +118,6 @@ static void gs__move_head(const char *bench, const gs__move_opts_t *o, int run)
            o->c.seed, run);
 }
 
-static void gs__move_tail(const gs_compute_stats_t *st, double persist_s, double connect_s,
-                          gs_client_h client)
-{
-    printf(",\"tasks\":%" PRIu64, st->ntasks);
-    gs__json_num("submit_s", st->submit_s);
-    gs__json_num("kernel_s", st->run_s_total);
-    gs__json_num("persist_s", persist_s);
-    gs__json_num("connect_s", connect_s);
-    printf(",\"scheduler\":\"%s\"}\n", gs_client_address(client));
-    fflush(stdout);
-}
-
 int gs__bench_transpose_sum(int argc, char **argv)
 {
     gs__move_opts_t o;
@@ -164,7 +152,7 @@ int gs__bench_transpose_sum(int argc, char **argv)
         gs__json_num("expected", expected);
         gs__json_num("seconds", t);
         gs__json_num("gb_per_s", (double)o.n * (double)o.n * 8.0 / t * 1e-9);
-        gs__move_tail(&stats, persist_s, connect_s, client);
+        gs__json_run_tail(&stats, persist_s, connect_s, client);
         if (!(fabs(v - expected) <= 1e-9 * fmax(1.0, sqrt((double)o.n * (double)o.n)))) {
             fprintf(stderr, "%s %s: run %d gave %.17g, expected %.17g\n", g_prog, g_sub, r, v,
                     expected);
@@ -244,7 +232,7 @@ int gs__bench_slice3(int argc, char **argv)
         printf(",\"checked\":%" PRId64 ",\"mismatches\":%" PRId64, checked, bad);
         gs__json_num("seconds", t);
         gs__json_num("gb_per_s", (double)len * 8.0 / t * 1e-9);
-        gs__move_tail(&stats, persist_s, connect_s, client);
+        gs__json_run_tail(&stats, persist_s, connect_s, client);
         if (bad > 0) {
             fprintf(stderr, "%s %s: run %d: %" PRId64 " of %" PRId64 " checked elements differ\n",
                     g_prog, g_sub, r, bad, checked);

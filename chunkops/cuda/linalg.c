@@ -344,6 +344,41 @@ static size_t gs__la_take(size_t *cur, size_t nbytes)
     return off;
 }
 
+/* Failure path of a factorisation: scratch and record go back once the work already enqueued
+ * (@a enqueued) has finished (a completion callback; a synchronisation when even that cannot be
+ * registered, unless @a synced). Returns @a st. */
+static gs_status_t gs__la_abandon(struct gs__cuda_la *la, cudaStream_t s, gs__la_rec_t *rec,
+                                  uintptr_t base, int enqueued, int synced, gs_status_t st)
+{
+    if (rec != NULL) rec->ninfo = 0;
+    if (enqueued && rec != NULL && cudaStreamAddCallback(s, gs__la_done_cb, rec, 0) == cudaSuccess)
+        return st;
+    (void)cudaGetLastError();
+    if (enqueued && !synced && cudaStreamSynchronize(s) != cudaSuccess) (void)cudaGetLastError();
+    if (rec != NULL) gs__la_rec_put(la, rec);
+    if (base != 0 && gs__cuda_arena_free(la->arena, base) != GS_OK)
+        GS_LOG_ERROR("cuda linalg: freeing scratch: %s", gs_last_error());
+    return st;
+}
+
+/* Success path: the devInfo words to the pinned record, then the completion callback that
+ * checks them (rec->ninfo of them) and frees the scratch. */
+static gs_status_t gs__la_complete(cudaStream_t s, gs__la_rec_t *rec, const int *info)
+{
+    cudaError_t e = cudaMemcpyAsync(rec->info, info, GS__LA_NINFO * sizeof(int),
+                                    cudaMemcpyDeviceToHost, s);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return gs__cuda_error((int)e, "cudaMemcpyAsync(linalg devInfo)");
+    }
+    e = cudaStreamAddCallback(s, gs__la_done_cb, rec, 0);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return gs__cuda_error((int)e, "cudaStreamAddCallback(linalg completion)");
+    }
+    return GS_OK;
+}
+
 static gs_status_t gs__la_factor_hh(struct gs__cuda_la *la, cudaStream_t s,
                                     const gs_klinalg_t *k)
 {
@@ -439,32 +474,11 @@ static gs_status_t gs__la_factor_hh(struct gs__cuda_la *la, cudaStream_t s,
         }
         rec->ninfo = 3;
     }
-    cudaError_t e = cudaMemcpyAsync(rec->info, info, GS__LA_NINFO * sizeof(int),
-                                    cudaMemcpyDeviceToHost, s);
-    if (e != cudaSuccess) {
-        (void)cudaGetLastError();
-        st = gs__cuda_error((int)e, "cudaMemcpyAsync(linalg devInfo)");
-        goto fail;
-    }
-    e = cudaStreamAddCallback(s, gs__la_done_cb, rec, 0);
-    if (e != cudaSuccess) {
-        (void)cudaGetLastError();
-        st = gs__cuda_error((int)e, "cudaStreamAddCallback(linalg completion)");
-        goto fail;
-    }
+    if ((st = gs__la_complete(s, rec, info)) != GS_OK) goto fail;
     return GS_OK;
 
 fail:
-    /* Work already enqueued may still use the scratch: release it after that work. */
-    if (rec != NULL) rec->ninfo = 0;
-    if (enqueued && rec != NULL && cudaStreamAddCallback(s, gs__la_done_cb, rec, 0) == cudaSuccess)
-        return st;
-    (void)cudaGetLastError();
-    if (enqueued && cudaStreamSynchronize(s) != cudaSuccess) (void)cudaGetLastError();
-    if (rec != NULL) gs__la_rec_put(la, rec);
-    if (base != 0 && gs__cuda_arena_free(la->arena, base) != GS_OK)
-        GS_LOG_ERROR("cuda linalg: freeing scratch: %s", gs_last_error());
-    return st;
+    return gs__la_abandon(la, s, rec, base, enqueued, 0, st);
 }
 
 /* CholeskyQR2 (Yamamoto et al. 2015) for a tall stack, transpose-free: the row-major m x n
@@ -649,35 +663,13 @@ static gs_status_t gs__la_factor_cqr(struct gs__cuda_la *la, cudaStream_t s,
             GS__LA_BLAS(cublasDgemm(la->blas, CUBLAS_OP_N, CUBLAS_OP_N, ni, mi, ni, &one, sw, ni,
                                     xq, ni, &zero, k->out, ni));
         }
-        cudaError_t e = cudaMemcpyAsync(rec->info, info, GS__LA_NINFO * sizeof(int),
-                                        cudaMemcpyDeviceToHost, s);
-        if (e != cudaSuccess) {
-            (void)cudaGetLastError();
-            st = gs__cuda_error((int)e, "cudaMemcpyAsync(linalg devInfo)");
-            goto fail;
-        }
         rec->ninfo = 3;   /* potrf's two words are 0 (checked above) */
     }
-    {
-        cudaError_t e = cudaStreamAddCallback(s, gs__la_done_cb, rec, 0);
-        if (e != cudaSuccess) {
-            (void)cudaGetLastError();
-            st = gs__cuda_error((int)e, "cudaStreamAddCallback(linalg completion)");
-            goto fail;
-        }
-    }
+    if ((st = gs__la_complete(s, rec, info)) != GS_OK) goto fail;
     return GS_OK;
 
 fail:
-    if (rec != NULL) rec->ninfo = 0;
-    if (enqueued && rec != NULL && cudaStreamAddCallback(s, gs__la_done_cb, rec, 0) == cudaSuccess)
-        return st;
-    (void)cudaGetLastError();
-    if (enqueued && !synced && cudaStreamSynchronize(s) != cudaSuccess) (void)cudaGetLastError();
-    if (rec != NULL) gs__la_rec_put(la, rec);
-    if (base != 0 && gs__cuda_arena_free(la->arena, base) != GS_OK)
-        GS_LOG_ERROR("cuda linalg: freeing scratch: %s", gs_last_error());
-    return st;
+    return gs__la_abandon(la, s, rec, base, enqueued, synced, st);
 }
 
 static gs_status_t gs__la_factor(struct gs__cuda_la *la, cudaStream_t s, const gs_klinalg_t *k)
