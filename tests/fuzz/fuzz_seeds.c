@@ -214,9 +214,9 @@ static void build_exprs(void)
     }
     {
         /* COPY layers: rechunk (one step and through intermediate grids), concatenate, stack */
-        int64_t s2[2] = {7, 6}, c2[2] = {3, 4}, r2[2] = {5, -1}, s1[1] = {200}, c1[1] = {1};
+        int64_t cs2[2] = {7, 6}, cc2[2] = {3, 4}, r2[2] = {5, -1}, cs1[1] = {200}, cc1[1] = {1};
         int64_t r1[1] = {-1};
-        gs_array_h m = normal(6, 2, s2, c2), n1 = normal(7, 1, s1, c1), rc, rc1, cat, st;
+        gs_array_h m = normal(6, 2, cs2, cc2), n1 = normal(7, 1, cs1, cc1), rc, rc1, cat, st;
         OK(gs_array_rechunk(m, r2, &rc));
         E("copy-rechunk", rc);
         OK(gs_array_rechunk(n1, r1, &rc1));
