@@ -49,7 +49,7 @@ static gs_status_t gs__ucs_err(gs_status_t status, ucs_status_t st, const char *
 
 /* 64-bit checksum of @a len bytes: a multiply-xor over 8-byte words (several GB/s), then the
  * tail and the length. Not cryptographic: it catches corrupted or misplaced bytes. */
-static uint64_t gs__wcsum(const void *data, size_t len)
+uint64_t gs__wchecksum(const void *data, size_t len)
 {
     const unsigned char *p = data;
     uint64_t h = 0x9e3779b97f4a7c15ull ^ (uint64_t)len, w;
@@ -245,6 +245,16 @@ void gs__wfetch_fail(gs_worker_t *w, gs_wfetch_t *f, gs_status_t status, const c
                        (unsigned long long)c->graph->id, (unsigned long long)c->task, msg);
     }
     gs__wchunk_unref(w, c);
+    if (f->pipe_guard) {               /* slices: no more are waited for */
+        f->pipe_guard = 0;
+        if (f->parts > 1) {
+            f->parts--;
+        } else {
+            f->parts = 0;              /* nothing of it in flight */
+            gs__wfetch_free(w, f);
+            return;
+        }
+    }
     if (f->recv_req || f->state == GS_WFETCH_STAGING) {
         /* freed when its receive or copy returns */
         gs__wlist_push(&w->dead_fetches, &f->peer_link);
@@ -278,7 +288,7 @@ static void gs__wfetch_received(gs_worker_t *w, gs_wfetch_t *f)
     int s;
 
     if (f->csum_on && !f->dev_recv) {
-        uint64_t got = gs__wcsum(f->host, (size_t)f->chunk->nbytes);
+        uint64_t got = gs__wchecksum(f->host, (size_t)f->chunk->nbytes);
         if (got != f->csum) {
             gs__wfetch_fail(w, f, GS_ERR_PROTO, "chunk (%llu, %llu) from worker %llu arrived "
                             "corrupted: checksum %016llx, sent %016llx",
@@ -327,9 +337,9 @@ static void gs__wfetch_received(gs_worker_t *w, gs_wfetch_t *f)
 
 void gs__wfetch_staged(gs_worker_t *w, gs_wfetch_t *f, gs_status_t status)
 {
+    if (status != GS_OK && f->part_status == GS_OK) f->part_status = status;
     if (f->parts > 1) {              /* a copy in parts: wait for the last one */
         f->parts--;
-        if (status != GS_OK && f->part_status == GS_OK) f->part_status = status;
         return;
     }
     f->parts = 0;
@@ -405,6 +415,10 @@ void gs__wsend_free(gs_worker_t *w, gs_wsend_t *s)
 
 void gs__wsend_done(gs_worker_t *w, gs_wsend_t *s, ucs_status_t st)
 {
+    if (s->pipe) {
+        gs__wpipe_sent(w, s, st);
+        return;
+    }
     if (s->is_request) {
         if (st != UCS_OK) {
             uint64_t v;
@@ -771,7 +785,7 @@ static void gs__wserve_post(gs_worker_t *w, gs_wsend_t *s, ucp_ep_h ep)
     if (status == GS_OK && w->transfer_checksum) {
         unsigned char tr[GS__CSUM_TRAILER] = {0};
         if (s->status == GS_OK && !s->payload_cuda) {
-            uint64_t c = gs__wcsum(s->host, (size_t)s->chunk->nbytes);
+            uint64_t c = gs__wchecksum(s->host, (size_t)s->chunk->nbytes);
             memcpy(tr, &c, 8);
             tr[8] = 1;
             if (w->test_corrupt && s->chunk->nbytes > 0) {
@@ -801,6 +815,11 @@ static void gs__wserve_post(gs_worker_t *w, gs_wsend_t *s, ucp_ep_h ep)
                                          s->status == GS_OK ? (size_t)s->chunk->nbytes : 0, 0);
         if (st != UCS_INPROGRESS) gs__wsend_done(w, s, st);
     }
+}
+
+void gs__wserve_answer(gs_worker_t *w, gs_wsend_t *s)
+{
+    gs__wserve_post(w, s, gs__wserve_ep(w, s->from_worker, NULL));
 }
 
 /* Copy chunk @a s->chunk to a host staging buffer on a stream; gs__wsend_staged follows. */
@@ -875,6 +894,10 @@ static void gs__wsend_to_scheduler(gs_worker_t *w, gs_wsend_t *s)
 
 void gs__wsend_staged(gs_worker_t *w, gs_wsend_t *s, gs_status_t status)
 {
+    if (s->pipe) {
+        gs__wpipe_staged(w, s, status);
+        return;
+    }
     s->stream = -1;
     if (w->state != GS_WSTATE_RUNNING) {
         gs__wsend_free(w, s);
@@ -933,6 +956,7 @@ static void gs__wserve(gs_worker_t *w, gs_wdefer_t *d)
         gs__wserve_post(w, s, gs__wserve_ep(w, d->from_worker, d->reply_ep));
         return;
     }
+    if (w->streams_mode && gs__wpipe_serve(w, s)) return;   /* in slices */
     if (w->streams_mode) {
         gs_status_t status = gs__wsend_stage(w, s);
         if (status != GS_OK) {
@@ -1011,6 +1035,8 @@ static void gs__wucx_run_deferred(gs_worker_t *w)
             gs__wserve(w, d);
         } else if (d->kind == GS_WDEFER_IPC_COPY) {
             gs__wipc_copy(w, d);
+        } else if (d->kind == GS_WDEFER_RNDV_PART) {
+            gs__wpipe_recv(w, d);
         } else if (d->kind == GS_WDEFER_RNDV) {
             uint64_t v;
             gs_wfetch_t *f = NULL;
@@ -1231,7 +1257,8 @@ gs_status_t gs__wucx_init(gs_worker_t *w)
             ucp_am_recv_callback_t cb;
         } ipc_am[] = {{GS_AM_IPC_REQ, gs__wam_ipc_req},
                       {GS_AM_IPC_GRANT, gs__wam_ipc_grant},
-                      {GS_AM_IPC_RELEASE, gs__wam_ipc_release}};
+                      {GS_AM_IPC_RELEASE, gs__wam_ipc_release},
+                      {GS_AM_DATA_PART, gs__wam_data_part}};
         for (size_t i = 0; i < sizeof(ipc_am) / sizeof(ipc_am[0]); i++) {
             hp.id = ipc_am[i].id;
             hp.cb = ipc_am[i].cb;
@@ -1323,7 +1350,9 @@ void gs__wucx_cleanup(gs_worker_t *w)
     while (w->defer_head) {
         gs_wdefer_t *d = w->defer_head;
         w->defer_head = d->next;
-        if (d->kind == GS_WDEFER_RNDV && w->ucp_worker) ucp_am_data_release(w->ucp_worker, d->desc);
+        if ((d->kind == GS_WDEFER_RNDV || d->kind == GS_WDEFER_RNDV_PART) && w->ucp_worker)
+            ucp_am_data_release(w->ucp_worker, d->desc);
+        if (d->kind == GS_WDEFER_RNDV_PART) gs_free(d->ctx);
         gs_free(d);
     }
     w->defer_tail = NULL;

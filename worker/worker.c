@@ -335,6 +335,8 @@ gs_status_t gs_worker_create(const gs_worker_params_t *params, uv_loop_t *loop,
     w->ucx_shm = params->ucx_shm != 0;
     w->no_ipc = params->no_ipc != 0;
     w->transfer_checksum = params->transfer_checksum != 0;
+    w->pipe_slice = params->pipe_slice ? (size_t)params->pipe_slice : ((size_t)8 << 20);
+    w->pipe_min = params->pipe_min ? params->pipe_min : ((uint64_t)32 << 20);
     w->test_corrupt = params->test_corrupt_transfers != 0;
     gs_u64map_init(&w->graphs);
     gs_u64map_init(&w->peers);

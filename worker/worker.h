@@ -133,6 +133,11 @@ typedef struct gs_worker_params {
                                      with GS_ERR_PROTO). All workers of a cluster must agree.
                                      Bytes UCX moves straight between device buffers and CUDA
                                      IPC copies are not checksummed (they never touch the host) */
+    uint64_t pipe_slice;          /* streams mode, chunks staged through host memory for UCX:
+                                     slices of this many bytes, two in flight (D2H of one
+                                     overlapping the send of the other; the receiver copies
+                                     each slice to the device as it lands). 0: 8 MiB */
+    uint64_t pipe_min;            /* chunks smaller than this go whole; 0: 32 MiB */
     int test_corrupt_transfers;   /* tests only: flip one byte of every chunk this worker sends
                                      over UCX, after its checksum was taken */
     int no_ipc;                   /* nonzero: never use CUDA IPC between workers of one host
@@ -155,6 +160,7 @@ typedef struct gs_worker_stats {
     uint64_t fetch_failures;
     uint64_t fetch_bytes;
     uint64_t served;              /* chunks sent to peers */
+    uint64_t served_slices;       /* slices of pipelined sends (pipe_slice) among them */
     uint64_t tasks_launcher;      /* streams mode: tasks handed to the launcher thread (QR and
                                      SVD, whose backend calls block the calling thread) */
     uint32_t npeers;              /* now */

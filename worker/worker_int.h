@@ -149,6 +149,9 @@ struct gs_wfetch {
     uint8_t dev_recv;         /* UCX receives straight into device memory (host = chunk) */
     uint8_t csum_on;          /* the DATA carried a checksum of the bytes (csum) */
     uint8_t parts;            /* STAGING: copies (notes) still to arrive; 0 or 1 = one */
+    uint8_t pipe_rx;          /* arriving as slices (pipe.c) */
+    uint8_t pipe_guard;       /* pipe_rx: the "not every byte yet" part is held */
+    uint64_t rx_bytes;        /* pipe_rx: bytes arrived */
     gs_status_t part_status;  /* first failure among the parts */
     uint64_t csum;
     uint64_t ipc_lease;       /* CUDA IPC: the owner's lease to give back (0 none) */
@@ -188,7 +191,8 @@ struct gs_wpeer {
 typedef enum gs_wdefer_kind {
     GS_WDEFER_SERVE = 0,      /* answer a FETCH_REQ */
     GS_WDEFER_RNDV = 1,       /* start a rendezvous receive */
-    GS_WDEFER_IPC_COPY = 2    /* map a granted IPC region and copy the chunk out of it */
+    GS_WDEFER_IPC_COPY = 2,   /* map a granted IPC region and copy the chunk out of it */
+    GS_WDEFER_RNDV_PART = 3   /* receive one slice (pipe.c); ctx is its gs_wpart_rx */
 } gs_wdefer_kind_t;
 
 typedef struct gs_wdefer {
@@ -201,6 +205,7 @@ typedef struct gs_wdefer {
     gs_wpeer_t *peer;
     gs_status_t status;
     int ipc;                  /* SERVE: the requester asked for a CUDA IPC lease */
+    void *ctx;                /* RNDV_PART: the slice being received */
     uint64_t ipc_off, ipc_lease, ipc_nbytes;   /* IPC_COPY: the grant */
     gs_ipc_handle_t ipc_handle;
 } gs_wdefer_t;
@@ -238,6 +243,10 @@ typedef struct gs_wsend {
     gs_buf_t header;          /* encoded header (must live until UCX completes) */
     uint8_t is_request;       /* a FETCH_REQ (req_id names the fetch) */
     uint8_t payload_cuda;     /* host is device memory: UCX with CUDA memory support */
+    struct gs_wpipe *pipe;    /* a slice of a pipelined send (pipe.c), else NULL */
+    uint32_t part;
+    int slot;
+    size_t part_len;
 } gs_wsend_t;
 
 typedef enum gs_wstate {
@@ -271,6 +280,8 @@ struct gs_worker {
     int ucx_shm;              /* endpoints without peer-failure handling (shm transports) */
     int no_ipc;               /* CUDA IPC disabled by configuration */
     int transfer_checksum;    /* see gs_worker_params_t */
+    size_t pipe_slice;        /* pipelined staging: slice bytes (0: off) */
+    uint64_t pipe_min;        /* chunks at least this big go in slices */
     int test_corrupt;
     int ucx_cuda;             /* streams mode and UCX reports CUDA memory support */
     uint64_t memory_limit_req;
@@ -452,6 +463,23 @@ void gs__wfetch_fail(gs_worker_t *w, gs_wfetch_t *f, gs_status_t status, const c
 /* (Re)send the request of fetch @a f to its peer, asking for a CUDA IPC lease if @a ipc. */
 gs_status_t gs__wfetch_post_req(gs_worker_t *w, gs_wfetch_t *f, int ipc);
 void gs__wfetch_defer(gs_worker_t *w, gs_wdefer_t *d);   /* run after ucp progress returns */
+
+/* 64-bit checksum of transferred bytes (ucx.c). */
+uint64_t gs__wchecksum(const void *data, size_t len);
+/* Answer a fetch with DATA as s describes (s->status, s->host); takes @a s. */
+void gs__wserve_answer(gs_worker_t *w, gs_wsend_t *s);
+
+/* ---- pipe.c (pipelined staging over UCX) ---- */
+#define GS_AM_DATA_PART 22
+typedef struct gs_wpipe gs_wpipe_t;
+/* Owner: answer s (chunk held, streams mode) in slices; 0 when the chunk is too small or
+ * pipelining is off (the caller stages the whole chunk). */
+int gs__wpipe_serve(gs_worker_t *w, gs_wsend_t *s);
+void gs__wpipe_staged(gs_worker_t *w, gs_wsend_t *c, gs_status_t status);   /* slice on host */
+void gs__wpipe_sent(gs_worker_t *w, gs_wsend_t *c, ucs_status_t st);        /* slice sent */
+ucs_status_t gs__wam_data_part(void *arg, const void *header, size_t header_len, void *data,
+                               size_t len, const ucp_am_recv_param_t *param);
+void gs__wpipe_recv(gs_worker_t *w, gs_wdefer_t *d);                        /* RNDV_PART */
 
 /* ---- ipc.c (CUDA IPC between workers of one host) ---- */
 #define GS_AM_IPC_REQ 19       /* FETCH_REQ header + our host key as payload */

@@ -453,3 +453,73 @@ Test(worker_peer, corrupted_transfers_fail_their_fetch_under_checksums)
     stop_workers(t, 2);
     gs_array_release(big);
 }
+
+/* Streams mode with pipelined staging: 512 KiB chunks move as 64 KiB slices (two in flight,
+ * eager and rendezvous sizes both), with and without checksums; the values must be exact. */
+Test(worker_peer, streams_mode_moves_big_chunks_in_pipelined_slices)
+{
+    gs_worker_params_t p = {0};
+    tw_t t[2];
+    gs_array_h big = big_chain(512, 256);   /* 512 KiB chunks */
+    gs_worker_stats_t st0, st1;
+    p.exec = GS_WORKER_EXEC_STREAMS;
+    p.nstreams = 2;
+    p.pipe_slice = 64 * 1024;
+    p.pipe_min = 128 * 1024;
+    p.transfer_checksum = 1;
+    start_workers(t, 2, &p);
+    run_spread(1, big, BIG_FLAGS, 2, t, NULL);
+    gs_worker_stats(t[0].w, &st0);
+    gs_worker_stats(t[1].w, &st1);
+    cr_assert_geq(st0.fetch_bytes + st1.fetch_bytes, 512 * 1024u);
+    cr_assert_geq(st0.served_slices + st1.served_slices, 8, "%llu slices sent",
+                  (unsigned long long)(st0.served_slices + st1.served_slices));
+    cr_assert_eq(st0.fetch_failures + st1.fetch_failures, 0);
+    stop_workers(t, 2);
+    gs_array_release(big);
+}
+
+Test(worker_peer, pipelined_slices_of_an_odd_size_over_three_streams)
+{
+    gs_worker_params_t p = {0};
+    tw_t t[2];
+    gs_array_h big = big_chain(512, 256);
+    p.exec = GS_WORKER_EXEC_STREAMS;
+    p.nstreams = 3;
+    p.pipe_slice = 100000;                  /* not a divisor of the chunk size */
+    p.pipe_min = 1;
+    start_workers(t, 2, &p);
+    run_spread(1, big, BIG_FLAGS, 2, t, NULL);
+    stop_workers(t, 2);
+    gs_array_release(big);
+}
+
+Test(worker_peer, corrupted_slices_fail_their_fetch_under_checksums)
+{
+    gs_worker_params_t p = {0};
+    tw_t t[2];
+    gs_array_h big = big_chain(512, 256);
+    p.exec = GS_WORKER_EXEC_STREAMS;
+    p.nstreams = 2;
+    p.pipe_slice = 64 * 1024;
+    p.pipe_min = 1;
+    p.transfer_checksum = 1;
+    p.test_corrupt_transfers = 1;
+    start_workers(t, 2, &p);
+    {
+        double *ref;
+        size_t size, failed;
+        gs_taskgraph_t *tg = tw_lower(big, BIG_FLAGS, &ref, &size);
+        int *place = calloc(tg->ntasks, sizeof(int));
+        for (uint64_t i = 0; i < tg->ntasks; i++) place[i] = (int)(i % 2);
+        failed = fs_run_graph(&fs, 1, tg, place, 1, 30000);
+        cr_assert(failed != 0 && failed != (size_t)-1, "a corrupted slice went unnoticed");
+        cr_assert(strstr(fs.done[failed - 1].err, "corrupted") != NULL, "error: %s",
+                  fs.done[failed - 1].err);
+        free(place);
+        free(ref);
+        gs_taskgraph_free(tg);
+    }
+    stop_workers(t, 2);
+    gs_array_release(big);
+}
