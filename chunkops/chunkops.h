@@ -94,6 +94,11 @@ typedef struct gs_chunkops_ops {
     void (*ipc_close)(gs_chunkops_ctx_h ctx, void *ptr);
     gs_status_t (*copy_device)(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream, void *dst,
                                const void *src, size_t nbytes);
+    /** Page-locked host memory for staging (optional: NULL where plain memory is as good).
+     *  Copies between it and backend memory run at full bus speed. Costly to allocate: keep
+     *  and reuse. GS_ERR_NO_MEMORY / GS_ERR_CUDA. */
+    gs_status_t (*host_alloc)(gs_chunkops_ctx_h ctx, size_t nbytes, void **ptr_p);
+    void (*host_free)(gs_chunkops_ctx_h ctx, void *ptr);
 
     /** Call @a cb(status, arg) once everything enqueued on @a stream so far has finished.
      *  Returns an error (and never calls @a cb) if the notification cannot be registered. */

@@ -37,13 +37,51 @@ typedef struct gs_wpart_rx {   /* one rendezvous slice being received */
     int has_csum;
 } gs_wpart_rx_t;
 
+/* ---------------------------------------------------------------- slice buffers */
+
+static int gs__wpipe_pinned(gs_worker_t *w)
+{
+    return w->ops->host_alloc != NULL;
+}
+
+/* A slice buffer: from the pool, else new (page-locked when the backend offers it, so the
+ * device-to-host copies run at full bus speed; pinning is slow, hence the pool). */
+static void *gs__wpipe_buf_get(gs_worker_t *w)
+{
+    void *p = NULL;
+    if (w->pipe_npool > 0) return w->pipe_pool[--w->pipe_npool];
+    if (gs__wpipe_pinned(w))   /* all or nothing: the pool frees with the backend */
+        return w->ops->host_alloc(w->ctx, w->pipe_slice, &p) == GS_OK ? p : NULL;
+    return gs_malloc(w->pipe_slice, "pipe slice");
+}
+
+static void gs__wpipe_buf_put(gs_worker_t *w, void *p)
+{
+    if (p == NULL) return;
+    if (w->pipe_npool < GS_W_PIPE_POOL) {
+        w->pipe_pool[w->pipe_npool++] = p;
+        return;
+    }
+    if (gs__wpipe_pinned(w)) w->ops->host_free(w->ctx, p);
+    else gs_free(p);
+}
+
+void gs__wpipe_cleanup(gs_worker_t *w)
+{
+    while (w->pipe_npool > 0) {
+        void *p = w->pipe_pool[--w->pipe_npool];
+        if (gs__wpipe_pinned(w)) w->ops->host_free(w->ctx, p);
+        else gs_free(p);
+    }
+}
+
 /* ---------------------------------------------------------------- owner */
 
 static void gs__wpipe_finish(gs_worker_t *w, gs_wpipe_t *p)
 {
     gs_wsend_t *s = p->s;
-    gs_free(p->buf[0]);
-    gs_free(p->buf[1]);
+    gs__wpipe_buf_put(w, p->buf[0]);
+    gs__wpipe_buf_put(w, p->buf[1]);
     if (p->status != GS_OK && p->sent < p->nparts && w->state == GS_WSTATE_RUNNING) {
         GS_LOG_WARN("sending (%llu, %llu) to worker %llu in slices failed after %u of %u: %s",
                     (unsigned long long)s->graph, (unsigned long long)s->task,
@@ -116,11 +154,11 @@ int gs__wpipe_serve(gs_worker_t *w, gs_wsend_t *s)
     p->slice = w->pipe_slice;
     p->total = (size_t)s->chunk->nbytes;
     p->nparts = (uint32_t)((p->total + p->slice - 1) / p->slice);
-    p->buf[0] = gs_malloc(p->slice, "pipe slice");
-    p->buf[1] = gs_malloc(p->slice, "pipe slice");
+    p->buf[0] = gs__wpipe_buf_get(w);
+    p->buf[1] = gs__wpipe_buf_get(w);
     if (p->buf[0] == NULL || p->buf[1] == NULL) {
-        gs_free(p->buf[0]);
-        gs_free(p->buf[1]);
+        gs__wpipe_buf_put(w, p->buf[0]);
+        gs__wpipe_buf_put(w, p->buf[1]);
         gs_free(p);
         return 0;   /* the whole-chunk path tries (and reports) instead */
     }

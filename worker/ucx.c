@@ -1371,6 +1371,7 @@ void gs__wucx_cleanup(gs_worker_t *w)
     gs_u64map_cleanup(&w->fetches);
     gs_u64map_cleanup(&w->peers);
     gs__wipc_cleanup(w);
+    gs__wpipe_cleanup(w);
     if (w->ucp_addr) ucp_worker_release_address(w->ucp_worker, w->ucp_addr);
     if (w->ucp_worker) ucp_worker_destroy(w->ucp_worker);
     if (w->ucp_ctx) ucp_cleanup(w->ucp_ctx);

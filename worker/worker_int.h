@@ -21,6 +21,7 @@
 #define GS_W_SKIP_AHEAD 65536      /* queued tasks tried past a head blocked on memory */
 #define GS_W_UCX_CUDA_MIN (1u << 20)  /* device chunks this big go to UCX unstaged */
 #define GS_W_SMALL_TASK_BYTES 65536   /* a task reading and writing less is "small" */
+#define GS_W_PIPE_POOL 8           /* slice buffers kept for reuse */
 #define GS_W_SMALL_DEPTH 256       /* small tasks dispatched per kernel thread / stream */
 #define GS_W_PRODUCER_QUARTERS 3   /* tasks without inputs fill at most 3/4 of the memory */
 #define GS_W_RESERVE_IDLE_NS 100000000ull  /* blocked and idle this long: lift the reserve */
@@ -281,6 +282,8 @@ struct gs_worker {
     int no_ipc;               /* CUDA IPC disabled by configuration */
     int transfer_checksum;    /* see gs_worker_params_t */
     size_t pipe_slice;        /* pipelined staging: slice bytes (0: off) */
+    void *pipe_pool[GS_W_PIPE_POOL];   /* free slice buffers (pinned where the backend can) */
+    int pipe_npool;
     uint64_t pipe_min;        /* chunks at least this big go in slices */
     int test_corrupt;
     int ucx_cuda;             /* streams mode and UCX reports CUDA memory support */
@@ -480,6 +483,7 @@ void gs__wpipe_sent(gs_worker_t *w, gs_wsend_t *c, ucs_status_t st);        /* s
 ucs_status_t gs__wam_data_part(void *arg, const void *header, size_t header_len, void *data,
                                size_t len, const ucp_am_recv_param_t *param);
 void gs__wpipe_recv(gs_worker_t *w, gs_wdefer_t *d);                        /* RNDV_PART */
+void gs__wpipe_cleanup(gs_worker_t *w);                                     /* the pool */
 
 /* ---- ipc.c (CUDA IPC between workers of one host) ---- */
 #define GS_AM_IPC_REQ 19       /* FETCH_REQ header + our host key as payload */

@@ -672,6 +672,30 @@ static gs_status_t gs__cuda_copy_device(gs_chunkops_ctx_h ctx, gs_chunkops_strea
     return gs__cuda_memcpy("copy_device", ctx, stream, dst, src, nbytes, cudaMemcpyDefault);
 }
 
+static gs_status_t gs__cuda_host_alloc(gs_chunkops_ctx_h ctx, size_t nbytes, void **ptr_p)
+{
+    void *p = NULL;
+    gs_status_t st;
+    if (ctx == NULL || ptr_p == NULL)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "cuda host_alloc: NULL argument");
+    if ((st = gs__cuda_use(ctx)) != GS_OK) return st;
+    cudaError_t e = cudaHostAlloc(&p, nbytes ? nbytes : 1, cudaHostAllocPortable);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return e == cudaErrorMemoryAllocation
+                   ? gs_error_set(GS_ERR_NO_MEMORY, "cuda host_alloc: %zu pinned bytes", nbytes)
+                   : gs__cuda_error((int)e, "cudaHostAlloc");
+    }
+    *ptr_p = p;
+    return GS_OK;
+}
+
+static void gs__cuda_host_free(gs_chunkops_ctx_h ctx, void *ptr)
+{
+    if (ctx == NULL || ptr == NULL || gs__cuda_use(ctx) != GS_OK) return;
+    if (cudaFreeHost(ptr) != cudaSuccess) (void)cudaGetLastError();
+}
+
 const gs_chunkops_ops_t gs_chunkops_cuda_ops = {
     .name = "cuda",
     .ctx_create = gs__cuda_ctx_create,
@@ -691,6 +715,8 @@ const gs_chunkops_ops_t gs_chunkops_cuda_ops = {
     .ipc_open = gs__cuda_ipc_open,
     .ipc_close = gs__cuda_ipc_close,
     .copy_device = gs__cuda_copy_device,
+    .host_alloc = gs__cuda_host_alloc,
+    .host_free = gs__cuda_host_free,
     .notify = gs__cuda_notify,
     .sync = gs__cuda_sync,
 };
