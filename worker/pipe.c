@@ -252,9 +252,7 @@ void gs__wpipe_sent(gs_worker_t *w, gs_wsend_t *c, ucs_status_t st)
 static void gs__wpipe_landed(gs_worker_t *w, gs_wfetch_t *f, uint64_t off, uint64_t len,
                              int has_csum, uint64_t csum)
 {
-    gs_wnote_t *n;
     gs_status_t st;
-    int si;
 
     if (f->dead) return;
     if (has_csum && gs__wchecksum((const char *)f->host + off, (size_t)len) != csum) {
@@ -265,24 +263,12 @@ static void gs__wpipe_landed(gs_worker_t *w, gs_wfetch_t *f, uint64_t off, uint6
                         (unsigned long long)(f->peer ? f->peer->id : 0), (unsigned long long)off);
         return;
     }
-    n = gs_calloc(1, sizeof(*n), "pipe note");
-    si = gs__wexec_pick_stream(w);
-    st = n == NULL ? gs_error_set(GS_ERR_NO_MEMORY, "out of memory")
-                   : w->ops->copy_from_host(w->ctx, w->streams[si], (char *)f->chunk->ptr + off,
-                                            (const char *)f->host + off, (size_t)len);
-    if (st == GS_OK) {
-        n->w = w;
-        n->kind = GS_WNOTE_FETCH_STAGED;
-        n->obj = f;
-        st = w->ops->notify(w->ctx, w->streams[si], gs__wnote_cb, n);
-    }
+    st = gs__wfetch_copy_in(w, f, gs__wexec_pick_stream(w), (size_t)off,
+                            (const char *)f->host + off, (size_t)len);
     if (st != GS_OK) {
-        if (n != NULL) (void)w->ops->sync(w->ctx, w->streams[si]);
-        gs_free(n);
         gs__wfetch_fail(w, f, st, "copying a slice to the device: %s", gs_last_error());
         return;
     }
-    f->parts++;
     f->rx_bytes += len;
     if (f->rx_bytes >= f->chunk->nbytes && f->pipe_guard) {
         f->pipe_guard = 0;

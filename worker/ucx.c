@@ -281,10 +281,32 @@ static void gs__wfetch_complete(gs_worker_t *w, gs_wfetch_t *f)
 }
 
 /* The bytes are in f->host: done, or stage them into backend memory. */
+gs_status_t gs__wfetch_copy_in(gs_worker_t *w, gs_wfetch_t *f, int sp, size_t off,
+                               const void *src, size_t len)
+{
+    gs_wnote_t *n = gs_calloc(1, sizeof(*n), "fetch note");
+    gs_status_t st;
+    if (n == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for a copy's note");
+    st = w->ops->copy_from_host(w->ctx, w->streams[sp], (char *)f->chunk->ptr + off, src, len);
+    if (st == GS_OK) {
+        n->w = w;
+        n->kind = GS_WNOTE_FETCH_STAGED;
+        n->obj = f;
+        if ((st = w->ops->notify(w->ctx, w->streams[sp], gs__wnote_cb, n)) == GS_OK) {
+            f->parts++;
+            return GS_OK;
+        }
+        /* cannot learn completion asynchronously: the copy is done once the stream is */
+        gs_free(n);
+        return w->ops->sync(w->ctx, w->streams[sp]);
+    }
+    gs_free(n);
+    return st;
+}
+
 static void gs__wfetch_received(gs_worker_t *w, gs_wfetch_t *f)
 {
     gs_status_t status;
-    gs_wnote_t *n;
     int s;
 
     if (f->csum_on && !f->dev_recv) {
@@ -303,36 +325,18 @@ static void gs__wfetch_received(gs_worker_t *w, gs_wfetch_t *f)
         gs__wfetch_complete(w, f);
         return;
     }
-    n = gs_calloc(1, sizeof(*n), "fetch note");
-    if (n == NULL) {
-        gs__wfetch_fail(w, f, GS_ERR_NO_MEMORY, "out of memory staging the chunk");
-        return;
-    }
     s = gs__wexec_pick_stream(w);
-    status = w->ops->copy_from_host(w->ctx, w->streams[s], f->chunk->ptr, f->host,
-                                    (size_t)f->chunk->nbytes);
-    if (status == GS_OK) {
-        n->w = w;
-        n->kind = GS_WNOTE_FETCH_STAGED;
-        n->obj = f;
-        status = w->ops->notify(w->ctx, w->streams[s], gs__wnote_cb, n);
-        if (status != GS_OK) {
-            gs_free(n);
-            status = w->ops->sync(w->ctx, w->streams[s]);
-            if (status == GS_OK) {
-                gs__wfetch_complete(w, f);
-                return;
-            }
-        } else {
-            f->state = GS_WFETCH_STAGING;
-            f->stream = s;
-            return;
-        }
+    f->parts = 0;
+    status = gs__wfetch_copy_in(w, f, s, 0, f->host, (size_t)f->chunk->nbytes);
+    if (status != GS_OK) {
+        gs__wfetch_fail(w, f, status, "copying the received chunk to the device: %s",
+                        gs_last_error());
+    } else if (f->parts == 0) {
+        gs__wfetch_complete(w, f);   /* copied synchronously */
     } else {
-        gs_free(n);
+        f->state = GS_WFETCH_STAGING;
+        f->stream = s;
     }
-    gs__wfetch_fail(w, f, status, "copying the received chunk to the device: %s",
-                    gs_last_error());
 }
 
 void gs__wfetch_staged(gs_worker_t *w, gs_wfetch_t *f, gs_status_t status)
