@@ -29,7 +29,7 @@ addr=tcp://127.0.0.1:$port
 ngpu=0
 [ "$backend" = cuda ] && ngpu=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 
-"$bin/gsched" --port "$port" --heartbeat-timeout 2000 >"$out/kill-gsched.log" 2>&1 &
+"$bin/gsched" --port "$port" --heartbeat-timeout 2s >"$out/kill-gsched.log" 2>&1 &
 spid=$!
 declare -a wpid
 start_worker() {
