@@ -39,8 +39,8 @@ static gs_status_t gs__params_check(const gs_client_params_t *params, gs__connec
         return gs_error_set(GS_ERR_INVALID_PARAM, "gs_client_connect: address is missing "
                                                   "(\"tcp://host:port\" or \"local\")");
     if ((unknown = params->field_mask & ~(uint32_t)GS__CLIENT_FIELDS_KNOWN) != 0)
-        return gs_error_set(GS_ERR_INVALID_PARAM, "gs_client_connect: unknown bits 0x%x in "
-                                                  "field_mask", params->field_mask);
+        return gs_error_set(GS_ERR_INVALID_PARAM, "gs_client_connect: unknown field_mask bits "
+                                                  "0x%x", (unsigned)unknown);
     args->timeout_s = GS__DEFAULT_TIMEOUT_S;
     if (params->field_mask & GS_CLIENT_FIELD_TIMEOUT) {
         if (!(params->timeout_s > 0) || !isfinite(params->timeout_s))
