@@ -1,16 +1,60 @@
-/* Internal pieces of the client library shared between its source files (not installed). */
+/* Internal pieces of the client library shared between its source files (not installed).
+ *
+ * The gsched client: one control connection to the scheduler, driven by a libuv loop in the
+ * client's own I/O thread.
+ *
+ * Threads. API calls run on the caller's thread: they lower and encode graphs there (so several
+ * threads may submit at once) and hand work to the I/O thread as ops on a mutex-protected queue
+ * (uv_async_send wakes the loop). Blocking calls wait on the client's condition variable. The
+ * I/O thread owns the connection and the maps from client refs, graph ids and request ids to
+ * futures and ops; state shared with callers (future and op completion) is guarded by c->mu.
+ *
+ * Lifetimes. A client is reference counted: the user's handle is one reference and every live
+ * future another, so futures may outlive gs_client_destroy(). A future is reference counted
+ * too: the user's reference (dropped by gs_future_destroy) and the I/O thread's while the graph
+ * is in flight. Every decision about what to tell the scheduler when a future goes away is made
+ * on the I/O thread, so it never races with GRAPH_ACCEPTED / GRAPH_DONE.
+ *
+ * Failure. When the connection drops, every unfinished future and every pending request fails
+ * with GS_ERR_SCHEDULER_LOST, and later calls fail the same way at once: nothing ever waits for
+ * an answer that cannot come.
+ *
+ * Files, in layers: each calls only functions (internal or public) of the files above it.
+ *   core.c     references, ops and their queue, waiting, completing futures and ops
+ *   local.c    the "local" address: a private gs-local-cluster process
+ *   submit.c   lowering and submitting a graph; futures (wait, cancel, destroy, stats)
+ *   gather.c   gathering a result: the requests (I/O thread), placing chunks as they come,
+ *              gs_future_gather, gs_client_compute
+ *   io.c       the I/O thread: start and stop, ops from callers, the handshake, messages from
+ *              the scheduler
+ *   client.c   gs_client_connect (checking its params) and gs_client_destroy
+ *   cluster.c  cluster info and the worker list; persisted arrays (persist, replicate,
+ *              unpersist)
+ */
 #ifndef GS_CLIENT_INTERNAL_H
 #define GS_CLIENT_INTERNAL_H
 
 #include <gsched/client.h>
 #include <gsched/status.h>
 
+#include "common/hashmap.h"
+#include "graph/taskgraph.h"
+#include "proto/conn.h"
+#include "proto/msg.h"
+
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
+#include <uv.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+#define GS__DEFAULT_TIMEOUT_S 10.0
+#define GS__LOCAL_TIMEOUT_S 120.0
+#define GS__SELF_GRAPH UINT64_MAX   /* placeholder in a future's output keys: "this graph" */
+#define GS__MSG_LEN 512
 
 /** A local cluster started by the client ("local" address): the gs-local-cluster process. */
 typedef struct gs__local {
@@ -18,6 +62,201 @@ typedef struct gs__local {
     int stdin_fd;       /* write end of the launcher's stdin: closing it stops the launcher */
     char address[256];  /* "tcp://host:port" printed by the launcher when ready */
 } gs__local_t;
+
+typedef enum gs__state {
+    GS__CONNECTING = 0,
+    GS__READY,
+    GS__FAILED,    /* connect/handshake failed */
+    GS__LOST,      /* connection dropped after the handshake */
+    GS__CLOSED     /* gs_client_destroy ran */
+} gs__state_t;
+
+typedef enum gs__op_kind {
+    GS__OP_SUBMIT = 0,
+    GS__OP_INFO,
+    GS__OP_GATHER,
+    GS__OP_CANCEL,
+    GS__OP_FUTURE_DROP,
+    GS__OP_RELEASE_GRAPH,
+    GS__OP_CLOSE,
+    GS__OP_WORKERS,             /* WORKERS_REQ; answered in order with INFO (info list) */
+    GS__OP_REPLICATE            /* REPLICATE; answered by req_id (gathers map) */
+} gs__op_kind_t;
+
+/* One output block of a gather: which key it comes from. Sorted by (graph, task). */
+typedef struct gs__gkey {
+    uint64_t graph;
+    uint64_t task;
+    uint64_t block;
+    uint64_t uniq;    /* index of the distinct key */
+} gs__gkey_t;
+
+typedef struct gs__op gs__op_t;
+
+struct gs_future {
+    gs_client_h client;
+    int refs;                   /* c->mu */
+    unsigned flags;             /* GS_SUBMIT_* */
+    uint64_t client_ref;
+    /* I/O thread only */
+    int accepted;
+    int user_dropped;           /* gs_future_destroy ran before GRAPH_ACCEPTED */
+    int cancel_requested;
+    uint64_t progress_reported; /* last `done` given to progress_cb */
+    /* c->mu */
+    uint64_t graph_id;
+    int done;
+    gs_status_t status;
+    char message[GS__MSG_LEN];
+    int persist_marked;         /* KEEP: array marked persisted (API threads, c->mu) */
+    /* fixed at submit */
+    gs_array_h keep_array;      /* GS_SUBMIT_KEEP: retained until the future is freed */
+    gs_grid_t grid;
+    uint64_t noutputs;
+    uint64_t *out_keys;         /* 2 * noutputs: (graph or GS__SELF_GRAPH, task) */
+    uint64_t ntasks;
+    double t_submit;            /* gs_now_s() at submit start */
+    double submit_s;
+    /* set at GRAPH_DONE (c->mu) */
+    double t_done;
+    uint64_t run_ns_total;
+    uint64_t sched_wall_ns;
+};
+
+struct gs__op {
+    gs__op_t *next;
+    gs__op_kind_t kind;
+    gs_future_h fut;            /* SUBMIT, GATHER, CANCEL, FUTURE_DROP (holds a reference) */
+    uint64_t graph_id;          /* RELEASE_GRAPH */
+    gs_buf_t frame;             /* SUBMIT: encoded GRAPH_SUBMIT */
+    /* completion of waited-for ops (INFO, GATHER), c->mu */
+    int done;
+    int abandoned;              /* the waiter gave up: the I/O thread frees the op */
+    gs_status_t status;
+    char message[GS__MSG_LEN];
+    /* INFO */
+    uint32_t nworkers;
+    gs__op_t *info_next;
+    /* WORKERS: the answer (gs_malloc'd, nwinfo entries) */
+    gs_client_worker_info_t *winfo;
+    size_t nwinfo;
+    /* REPLICATE: graph whose outputs are copied, target worker name */
+    uint64_t repl_graph;
+    char repl_target[256];
+    /* GATHER */
+    double *out;
+    int64_t out_stride[GS_MAX_NDIM];
+    uint64_t req_id;
+    uint64_t nkeys;             /* blocks */
+    gs__gkey_t *keys;           /* nkeys, sorted */
+    uint64_t nuniq;
+    uint8_t *got;               /* nuniq flags */
+    uint64_t nremaining;
+};
+
+typedef struct gs__persisted {
+    struct gs__persisted *next;
+    gs_array_h array;           /* retained */
+    uint64_t graph_id;
+} gs__persisted_t;
+
+struct gs_client {
+    uv_mutex_t mu;
+    uv_cond_t cond;
+    int refs;                   /* mu: user handle + live futures */
+    gs__state_t state;          /* mu */
+    gs_status_t fail_status;    /* mu: why FAILED / LOST */
+    char fail_message[GS__MSG_LEN];
+    gs__op_t *q_head, *q_tail;  /* mu: ops for the I/O thread */
+    gs__persisted_t *persisted; /* mu */
+    uint64_t next_client_ref;   /* mu */
+
+    /* configuration */
+    char *token;
+    char address[288];
+    unsigned lower_flags;
+    gs_progress_cb progress_cb;
+    void *progress_arg;
+    gs__local_t local;
+
+    /* I/O thread */
+    uv_loop_t loop;
+    uv_async_t async;
+    uv_thread_t thread;
+    int thread_started;
+    int stopping;               /* mu: no more ops may be posted (shutdown began) */
+    gs_conn_t *conn;
+    uint64_t client_id;
+    gs_u64map_t pending;        /* client_ref -> future awaiting GRAPH_ACCEPTED */
+    gs_u64map_t graphs;         /* graph id -> future in flight */
+    gs_u64map_t gathers;        /* req_id -> gather op */
+    gs__op_t *info_head, *info_tail;
+    uint64_t next_req_id;
+    int closing;
+};
+
+/* ------------------------------------------------------------------------------------------ */
+/* core.c */
+
+/** Drop one reference of @a c (c->mu held); *free_p tells the caller to gs__client_free it
+ *  after unlocking. */
+void gs__client_unref_locked(gs_client_h c, int *free_p);
+
+/** Free the client: its persisted list, mutex, condition and token. */
+void gs__client_free(gs_client_h c);
+
+/** Clear and release every entry of a persisted list (arrays forget their chunks). */
+void gs__persisted_free_all(gs__persisted_t *p);
+
+/** Free a future's memory (no reference counting). */
+void gs__future_free(gs_future_h f);
+
+/** Drop one reference of @a f (c->mu NOT held). Frees the future, and the client when that was
+ *  the client's last reference. */
+void gs__future_unref(gs_future_h f);
+
+gs__op_t *gs__op_new(gs__op_kind_t kind);
+void gs__op_free(gs__op_t *op);
+
+/** Status a call gets when the client is not usable (c->mu held); sets the error message. */
+gs_status_t gs__client_unusable_locked(gs_client_h c);
+
+/** Append @a op to the I/O thread's queue and wake the loop (c->mu held, no checks). */
+void gs__queue_push_locked(gs_client_h c, gs__op_t *op);
+
+/** Take every queued op, oldest first (a list through op->next; c->mu NOT held). */
+gs__op_t *gs__queue_take(gs_client_h c);
+
+/** Queue @a op for the I/O thread. On error the op is not queued (caller still owns it). */
+gs_status_t gs__post(gs_client_h c, gs__op_t *op);
+
+/** Wait on c->cond until *flag or the deadline (deadline < 0: forever). c->mu held.
+ *  Returns 1 when *flag became true. */
+int gs__wait_flag_locked(gs_client_h c, const int *flag, double deadline);
+
+/** gs_now_s() + @a timeout_s, or -1 (forever) for a negative timeout. */
+double gs__deadline(double timeout_s);
+
+/** Post a waited-for op (INFO, WORKERS, GATHER, REPLICATE) and wait for its answer until
+ *  @a deadline. GS_OK: the op is answered and the caller reads and frees it. Otherwise the op is
+ *  no longer the caller's (freed, or abandoned to the I/O thread on timeout, when the error
+ *  message is @a timeout_msg) and the error message is set. */
+gs_status_t gs__op_call(gs_client_h c, gs__op_t *op, double deadline, const char *timeout_msg);
+
+/** Complete future @a f (c->mu held); a NULL or empty @a msg stands for the status's string. */
+void gs__future_complete_locked(gs_future_h f, gs_status_t status, const char *msg,
+                                size_t msg_len);
+
+/** Complete @a f, wake the waiters and drop one reference (c->mu NOT held). */
+void gs__future_finish(gs_client_h c, gs_future_h f, gs_status_t status, const char *msg,
+                       size_t msg_len);
+
+/** Complete a waited-for op, wake the waiters, and free it when its waiter gave up (c->mu NOT
+ *  held). */
+void gs__op_finish(gs_client_h c, gs__op_t *op, gs_status_t status, const char *msg);
+
+/* ------------------------------------------------------------------------------------------ */
+/* local.c */
 
 /** Find an executable @a name: @a bin_dir (may be NULL), $GS_BIN_DIR, the directory of the
  *  running executable, then $PATH. Writes the full path to @a path (@a path_len bytes) and the
@@ -34,6 +273,28 @@ gs_status_t gs__local_start(const char *bin_dir, int nworkers, const char *backe
 
 /** Stop the launcher (stdin EOF + SIGTERM, then SIGKILL after a grace period) and reap it. */
 void gs__local_stop(gs__local_t *l);
+
+/* ------------------------------------------------------------------------------------------ */
+/* gather.c (the I/O thread's half) */
+
+/** Send a GATHER op's requests, one GATHER_REQ per distinct graph (I/O thread, client usable).
+ *  On error the op is completed with it. */
+void gs__gather_send(gs_client_h c, gs__op_t *op);
+
+/** A DATA message: place the chunk in its gather's buffer; the gather completes with its last
+ *  chunk or its first error (I/O thread). */
+void gs__gather_on_data(gs_client_h c, const gs_msg_data_t *d);
+
+/* ------------------------------------------------------------------------------------------ */
+/* io.c */
+
+/** Create the loop, connect to @a host:@a port, queue HELLO and start the I/O thread. On error
+ *  nothing is left of the loop and the thread never ran. */
+gs_status_t gs__io_start(gs_client_h c, const char *host, int port);
+
+/** Stop the I/O thread, fail the ops still queued with GS_ERR_CANCELED and close the loop; the
+ *  client is CLOSED afterwards. Does nothing when gs__io_start did not succeed. */
+void gs__io_stop(gs_client_h c);
 
 #ifdef __cplusplus
 }
