@@ -306,6 +306,13 @@ static void gs__on_graph_done(gs_client_h c, const gs_msg_graph_done_t *d)
 
 /* ERROR after the handshake: it answers the oldest graph still awaiting acceptance (the
  * scheduler processes a connection's messages in order); otherwise it is only logged. */
+static void gs__wcopy(char *dst, size_t cap, const gs_str_t *s)
+{
+    size_t n = s->len < cap - 1 ? s->len : cap - 1;
+    if (n > 0) memcpy(dst, s->data, n);
+    dst[n] = '\0';
+}
+
 static void gs__on_error(gs_client_h c, const gs_msg_error_t *e)
 {
     gs_future_h oldest = NULL;
@@ -323,13 +330,6 @@ static void gs__on_error(gs_client_h c, const gs_msg_error_t *e)
     }
     gs_u64map_del(&c->pending, oldest->client_ref);
     gs__future_finish(c, oldest, st, (const char *)e->message.data, e->message.len);
-}
-
-static void gs__wcopy(char *dst, size_t cap, const gs_str_t *s)
-{
-    size_t n = s->len < cap - 1 ? s->len : cap - 1;
-    if (n > 0) memcpy(dst, s->data, n);
-    dst[n] = '\0';
 }
 
 /* WORKERS answer: copy it into the op (I/O thread). */
@@ -379,6 +379,7 @@ static void gs__on_info_answer(gs_client_h c, const gs_msg_t *msg)
 
 static void gs__on_replicate_done(gs_client_h c, const gs_msg_replicate_done_t *r)
 {
+    char text[512];
     uint64_t v;
     gs__op_t *op;
     if (!gs_u64map_get(&c->gathers, r->req_id, &v)) {
@@ -389,8 +390,9 @@ static void gs__on_replicate_done(gs_client_h c, const gs_msg_replicate_done_t *
     if (op->kind != GS__OP_REPLICATE) return;
     gs_u64map_del(&c->gathers, r->req_id);
     op->nworkers = (uint32_t)r->n;   /* chunks copied */
+    gs__wcopy(text, sizeof(text), &r->message); /* the decoded string is not NUL-terminated */
     gs__op_finish(c, op, r->status == GS_OK ? GS_OK : (gs_status_t)r->status,
-                  r->message.len ? (const char *)r->message.data : NULL);
+                  text[0] ? text : NULL);
 }
 
 /* The first message on the connection: WELCOME, or why not (I/O thread, CONNECTING). */
