@@ -1,0 +1,278 @@
+/*
+ * Incremental frame reader and detached frame storage (see proto/msg.h): turns a byte stream into
+ * the payloads of length-prefixed frames, reserving a large frame once at its announced size.
+ */
+#include "proto/msg.h"
+
+#include "common/alloc.h"
+#include "common/error.h"
+#include "common/log.h"
+#include "proto/msg_codec.h"
+
+#include <string.h>
+
+#define GS__FRAME_READER_KEEP (4u << 20)  /* buffers above this are sized exactly and retained briefly */
+#define GS__FRAME_READER_NONE SIZE_MAX     /* no frame handed out that could be detached */
+
+/* Detached frame storage (gs_frame_reader_detach). */
+struct gs_frame_storage {
+    uint8_t *data;
+    size_t cap;
+};
+
+/* A few spare large buffers per thread: detached storage given back with gs_frame_storage_free()
+ * (a relayed frame, once written) is reused by the next large frame a reader on this thread
+ * reserves, so its pages are not faulted in and zeroed by the kernel again. Several, because
+ * many frames are in flight at once (a gather relays every chunk from several workers while the
+ * client reads them); the spares are buffers that were in use a moment ago, so they never raise
+ * the peak; they are bounded (GS__SPARES buffers, GS__SPARE_BYTES in all) and the connections
+ * trim them after GS__CONN_TRIM_MS idle. */
+#define GS__SPARES 16
+#define GS__SPARE_BYTES ((size_t)1 << 30)  /* and at most this much in all */
+static _Thread_local gs_frame_storage_t gs__spare[GS__SPARES];
+
+/* The smallest spare of at least @a need bytes, else the largest; -1 when there is none. */
+static int gs__spare_pick(size_t need)
+{
+    int best = -1, largest = -1;
+    for (int i = 0; i < GS__SPARES; i++) {
+        if (gs__spare[i].data == NULL) continue;
+        if (gs__spare[i].cap >= need && (best < 0 || gs__spare[i].cap < gs__spare[best].cap)) best = i;
+        if (largest < 0 || gs__spare[i].cap > gs__spare[largest].cap) largest = i;
+    }
+    return best >= 0 ? best : largest;
+}
+
+void gs_frame_reader_init(gs_frame_reader_t *r, uint32_t max_frame)
+{
+    gs_buf_init(&r->buf);
+    r->pos = 0;
+    r->max_frame = max_frame != 0 ? max_frame : GS_PROTO_DEFAULT_MAX_FRAME;
+    r->keep = 0;
+    r->last = GS__FRAME_READER_NONE;
+}
+
+void gs_frame_reader_cleanup(gs_frame_reader_t *r)
+{
+    gs_buf_cleanup(&r->buf);
+    r->pos = 0;
+    r->keep = 0;
+    r->last = GS__FRAME_READER_NONE;
+}
+
+/* Make room for @a extra more bytes after buf.len: first move the unconsumed bytes to the front,
+ * then grow -- by doubling up to GS__FRAME_READER_KEEP (many small frames), exactly beyond it (a
+ * large frame is reserved once, at its announced size, and never copied by doubling). */
+static gs_status_t gs__frame_reader_room(gs_frame_reader_t *r, size_t extra)
+{
+    size_t need, ncap;
+    uint8_t *p;
+    if (r->buf.cap - r->buf.len >= extra) return GS_OK;
+    if (r->pos > 0) {
+        memmove(r->buf.data, r->buf.data + r->pos, r->buf.len - r->pos);
+        r->buf.len -= r->pos;
+        r->pos = 0;
+        r->last = GS__FRAME_READER_NONE;
+        if (r->buf.cap - r->buf.len >= extra) return GS_OK;
+    }
+    if (extra > SIZE_MAX - r->buf.len) {
+        return gs_error_set(GS_ERR_NO_MEMORY, "cannot buffer %zu more received bytes", extra);
+    }
+    need = r->buf.len + extra;
+    if (need > GS__FRAME_READER_KEEP && r->buf.cap <= GS__FRAME_READER_KEEP && gs__spare_pick(need) >= 0) {
+        /* a large frame into a small buffer: take a spare (grown in place if need be) */
+        gs_frame_storage_t *sp = &gs__spare[gs__spare_pick(need)];
+        p = sp->cap >= need ? sp->data : gs_realloc(sp->data, need, "frame reader");
+        if (p != NULL) {
+            ncap = sp->cap >= need ? sp->cap : need;
+            sp->data = NULL;
+            sp->cap = 0;
+            if (r->buf.len > 0) memcpy(p, r->buf.data, r->buf.len);
+            gs_free(r->buf.data);
+            r->buf.data = p;
+            r->buf.cap = ncap;
+            return GS_OK;
+        }
+    }
+    if (need > GS__FRAME_READER_KEEP) {
+        ncap = need;
+    } else {
+        ncap = r->buf.cap > 256 ? r->buf.cap : 256;
+        while (ncap < need) ncap *= 2;
+        if (ncap > GS__FRAME_READER_KEEP) ncap = GS__FRAME_READER_KEEP;
+    }
+    p = gs_realloc(r->buf.data, ncap, "frame reader");
+    if (p == NULL) {
+        return gs_error_set(GS_ERR_NO_MEMORY, "out of memory buffering a frame (%zu bytes)", ncap);
+    }
+    r->buf.data = p;
+    r->buf.cap = ncap;
+    return GS_OK;
+}
+
+/* Start over once everything is consumed; a large buffer survives only right after a large
+ * frame (the next one is likely large too), and a small frame that follows releases it. */
+static void gs__frame_reader_rewind(gs_frame_reader_t *r)
+{
+    if (r->pos != r->buf.len) return;
+    r->buf.len = r->pos = 0;
+    r->last = GS__FRAME_READER_NONE;
+    if (r->buf.cap > GS__FRAME_READER_KEEP && !r->keep) gs_buf_cleanup(&r->buf);
+}
+
+gs_status_t gs_frame_reader_feed(gs_frame_reader_t *r, const void *data, size_t len)
+{
+    gs_status_t st;
+    if (len == 0) return GS_OK;
+    gs__frame_reader_rewind(r);
+    if (r->buf.len == 0 && r->buf.cap > GS__FRAME_READER_KEEP && len >= GS_PROTO_FRAME_HEADER &&
+        GS_PROTO_FRAME_HEADER + gs__ld_le(data, 4) <= GS__FRAME_READER_KEEP) {
+        gs_buf_cleanup(&r->buf);  /* a small frame follows the large ones: release the large buffer */
+    }
+    if ((st = gs__frame_reader_room(r, len)) != GS_OK) return st;
+    memcpy(r->buf.data + r->buf.len, data, len);
+    r->buf.len += len;
+    return GS_OK;
+}
+
+gs_status_t gs_frame_reader_next(gs_frame_reader_t *r, const uint8_t **payload_p, size_t *len_p)
+{
+    size_t avail = r->buf.len - r->pos, frame;
+    uint32_t flen;
+    if (avail < GS_PROTO_FRAME_HEADER) return GS_INPROGRESS;
+    flen = (uint32_t)gs__ld_le(r->buf.data + r->pos, 4);
+    if (flen > r->max_frame) {
+        return gs_error_set(GS_ERR_MSG_TOO_LARGE, "frame of %u bytes exceeds the limit of %u bytes", flen,
+                            r->max_frame);
+    }
+    frame = GS_PROTO_FRAME_HEADER + (size_t)flen;
+    if (avail < frame) {
+        /* reserve the whole frame once, now that its size is known and accepted */
+        return gs__frame_reader_room(r, frame - avail) == GS_OK ? GS_INPROGRESS : GS_ERR_NO_MEMORY;
+    }
+    *payload_p = r->buf.data + r->pos + GS_PROTO_FRAME_HEADER;
+    *len_p = flen;
+    r->last = r->pos;
+    r->keep = frame > GS__FRAME_READER_KEEP;
+    r->pos += frame;
+    return GS_OK;
+}
+
+size_t gs_frame_reader_space(gs_frame_reader_t *r, size_t min, uint8_t **space_p)
+{
+    size_t avail = r->buf.len - r->pos, frame, rest;
+    uint32_t flen;
+    if (avail < GS_PROTO_FRAME_HEADER) return 0;
+    flen = (uint32_t)gs__ld_le(r->buf.data + r->pos, 4);
+    if (flen > r->max_frame) return 0;
+    frame = GS_PROTO_FRAME_HEADER + (size_t)flen;
+    if (avail >= frame) return 0;
+    rest = frame - avail;
+    if (frame < min || r->buf.cap - r->buf.len < rest) return 0;  /* small, or not reserved yet */
+    *space_p = r->buf.data + r->buf.len;
+    return rest;
+}
+
+void gs_frame_reader_commit(gs_frame_reader_t *r, size_t n)
+{
+    gs_assert_always(n <= r->buf.cap - r->buf.len);
+    r->buf.len += n;
+}
+
+gs_status_t gs_frame_reader_detach(gs_frame_reader_t *r, gs_frame_storage_t **storage_p)
+{
+    gs_frame_storage_t *fs;
+    gs_buf_t rest;
+    size_t nrest;
+    if (storage_p == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "gs_frame_reader_detach: NULL argument");
+    if (r->last == GS__FRAME_READER_NONE) {
+        return gs_error_set(GS_ERR_INVALID_PARAM, "gs_frame_reader_detach: no frame was just handed out");
+    }
+    fs = gs_malloc(sizeof *fs, "frame storage");
+    if (fs == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "out of memory detaching a frame");
+    /* bytes received after the frame (the start of the next ones) move to a new buffer */
+    nrest = r->buf.len - r->pos;
+    gs_buf_init(&rest);
+    if (nrest > 0 && gs_buf_append(&rest, r->buf.data + r->pos, nrest) != GS_OK) {
+        gs_free(fs);
+        return gs_error_set(GS_ERR_NO_MEMORY, "out of memory keeping %zu received bytes", nrest);
+    }
+    fs->data = r->buf.data;
+    fs->cap = r->buf.cap;
+    *storage_p = fs;
+    r->buf = rest;
+    r->pos = 0;
+    r->keep = 0;
+    r->last = GS__FRAME_READER_NONE;
+    return GS_OK;
+}
+
+void gs_frame_storage_free(gs_frame_storage_t *fs)
+{
+    int slot = -1;
+    if (fs == NULL) return;
+    if (fs->cap > GS__FRAME_READER_KEEP && fs->cap <= GS__SPARE_BYTES) {
+        /* an empty slot, else the smallest spare if this one is larger */
+        for (int i = 0; i < GS__SPARES; i++) {
+            if (gs__spare[i].data == NULL) {
+                slot = i;
+                break;
+            }
+            if (gs__spare[i].cap < fs->cap && (slot < 0 || gs__spare[i].cap < gs__spare[slot].cap)) slot = i;
+        }
+    }
+    if (slot >= 0 && gs_frame_storage_spare() - gs__spare[slot].cap + fs->cap > GS__SPARE_BYTES) {
+        /* over the byte bound: drop the smallest spares until it fits, else give up */
+        while (gs_frame_storage_spare() - gs__spare[slot].cap + fs->cap > GS__SPARE_BYTES) {
+            int small = -1;
+            for (int i = 0; i < GS__SPARES; i++) {
+                if (i != slot && gs__spare[i].data != NULL && gs__spare[i].cap < fs->cap &&
+                    (small < 0 || gs__spare[i].cap < gs__spare[small].cap)) {
+                    small = i;
+                }
+            }
+            if (small < 0) {
+                slot = -1;
+                break;
+            }
+            gs_free(gs__spare[small].data);
+            gs__spare[small].data = NULL;
+            gs__spare[small].cap = 0;
+        }
+    }
+    if (slot >= 0) {
+        gs_free(gs__spare[slot].data);
+        gs__spare[slot] = *fs;
+    } else {
+        gs_free(fs->data);
+    }
+    gs_free(fs);
+}
+
+size_t gs_frame_storage_spare(void)
+{
+    size_t total = 0;
+    for (int i = 0; i < GS__SPARES; i++) total += gs__spare[i].cap;
+    return total;
+}
+
+void gs_frame_storage_trim(void)
+{
+    for (int i = 0; i < GS__SPARES; i++) {
+        gs_free(gs__spare[i].data);
+        gs__spare[i].data = NULL;
+        gs__spare[i].cap = 0;
+    }
+}
+
+void gs_frame_reader_trim(gs_frame_reader_t *r)
+{
+    if (r->pos != r->buf.len || r->buf.cap <= GS__FRAME_READER_KEEP) return;
+    r->keep = 0;
+    gs__frame_reader_rewind(r);
+}
+
+size_t gs_frame_reader_retained(const gs_frame_reader_t *r)
+{
+    return r->pos == r->buf.len && r->buf.cap > GS__FRAME_READER_KEEP ? r->buf.cap : 0;
+}

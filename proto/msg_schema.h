@@ -1,0 +1,229 @@
+/*
+ * The message schema, written once (model: gsched/status.h's X-macro). The encoder, the decoder,
+ * the validator (proto/msg_*.c) and the test samples (tests/proto/samples.c) are all derived from
+ * it: a message added here is encoded, decoded, validated, round-tripped, truncated and fuzzed
+ * without further code.
+ *
+ * GS_MSG_TYPES(X): X(TYPE, name) for every message type GS_MSG_<TYPE> of proto/msg.h, with its
+ * name for logs. The fields of TYPE are GS_MSG_FIELDS_<TYPE>(F), in wire order; the payload is the
+ * msgpack array [type, field...], one element per entry. Each entry is
+ *
+ *     F(member, field, kind, count, per, rule)
+ *
+ *   member  the gs_msg_<member>_t struct (and gs_msg_t union member) holding the field
+ *   field   the struct member; its name is also the name errors use
+ *   kind    UINT   unsigned integer field (uint32_t or uint64_t)  -> msgpack uint (range-checked)
+ *           INT    int32_t                                       -> msgpack int (range-checked)
+ *           STR    gs_str_t, no NUL inside                        -> msgpack str
+ *           BIN    gs_bytes_t                                     -> msgpack bin
+ *           CHUNK  gs_bytes_t that gs_msg_encode_head() leaves to the caller and
+ *                  gs_msg_decode_borrow() leaves in the payload  -> msgpack bin
+ *           TAB    const T * of count * per entries of T (4 or 8 bytes) -> bin, little-endian
+ *           CSR    const uint64_t * of count + 1 offsets, 0 first, never decreasing -> bin
+ *           DTAB   like TAB, but dep_off[ntasks] * per entries (count names the CSR field)
+ *           STRS   gs_str_t * of count entries (count: uint32_t, not sent) -> array of str
+ *           BINS   gs_bytes_t * of count entries (likewise)        -> array of bin
+ *           PEERS  gs_peer_info_t * of count entries (likewise)    -> array of [id, name, host, ucx]
+ *   count   the field that sizes a TAB, CSR, STRS, BINS or PEERS field (it must come first on the
+ *           wire unless it is an array's own count); the field itself otherwise
+ *   per     entries per count unit (2 for (graph, task) key pairs), else 1
+ *   rule    a validation rule beyond the kind's (proto/msg_check.c), or GS__NO_RULE
+ */
+#ifndef GS_PROTO_MSG_SCHEMA_H
+#define GS_PROTO_MSG_SCHEMA_H
+
+#define GS_MSG_TYPES(X)                   \
+    X(HELLO, "hello")                     \
+    X(WELCOME, "welcome")                 \
+    X(WORKER_REGISTER, "worker-register") \
+    X(HEARTBEAT, "heartbeat")             \
+    X(PEERS, "peers")                     \
+    X(GRAPH_SUBMIT, "graph-submit")       \
+    X(GRAPH_ACCEPTED, "graph-accepted")   \
+    X(TASK_ASSIGN, "task-assign")         \
+    X(TASK_DONE, "task-done")             \
+    X(RELEASE, "release")                 \
+    X(GATHER_REQ, "gather-req")           \
+    X(DATA, "data")                       \
+    X(FETCH_REQ, "fetch-req")             \
+    X(PROGRESS, "progress")               \
+    X(GRAPH_DONE, "graph-done")           \
+    X(CANCEL, "cancel")                   \
+    X(RELEASE_GRAPH, "release-graph")     \
+    X(ERROR, "error")                     \
+    X(SHUTDOWN, "shutdown")               \
+    X(INFO_REQ, "info-req")               \
+    X(INFO, "info")                       \
+    X(BANDWIDTH, "bandwidth")             \
+    X(REPLICATE, "replicate")             \
+    X(REPLICATE_DONE, "replicate-done")   \
+    X(WORKERS_REQ, "workers-req")         \
+    X(WORKERS, "workers")
+
+#define GS_MSG_FIELDS_HELLO(F)                                   \
+    F(hello, version, UINT, version, 1, GS__NO_RULE)             \
+    F(hello, role, UINT, role, 1, gs__rule_peer_role)            \
+    F(hello, token, STR, token, 1, GS__NO_RULE)                  \
+    F(hello, name, STR, name, 1, GS__NO_RULE)
+
+#define GS_MSG_FIELDS_WELCOME(F)                                 \
+    F(welcome, version, UINT, version, 1, GS__NO_RULE)           \
+    F(welcome, id, UINT, id, 1, GS__NO_RULE)                     \
+    F(welcome, heartbeat_ms, UINT, heartbeat_ms, 1, GS__NO_RULE)
+
+#define GS_MSG_FIELDS_WORKER_REGISTER(F)                                         \
+    F(worker_register, name, STR, name, 1, GS__NO_RULE)                          \
+    F(worker_register, backend, STR, backend, 1, GS__NO_RULE)                    \
+    F(worker_register, host, STR, host, 1, GS__NO_RULE)                          \
+    F(worker_register, device, INT, device, 1, GS__NO_RULE)                      \
+    F(worker_register, nthreads, UINT, nthreads, 1, GS__NO_RULE)                 \
+    F(worker_register, pid, UINT, pid, 1, GS__NO_RULE)                           \
+    F(worker_register, memory_limit, UINT, memory_limit, 1, GS__NO_RULE)         \
+    F(worker_register, ucx_address, BIN, ucx_address, 1, GS__NO_RULE)
+
+#define GS_MSG_FIELDS_HEARTBEAT(F)                               \
+    F(heartbeat, seq, UINT, seq, 1, GS__NO_RULE)                 \
+    F(heartbeat, mem_used, UINT, mem_used, 1, GS__NO_RULE)       \
+    F(heartbeat, mem_limit, UINT, mem_limit, 1, GS__NO_RULE)     \
+    F(heartbeat, executing, UINT, executing, 1, GS__NO_RULE)     \
+    F(heartbeat, queued, UINT, queued, 1, GS__NO_RULE)
+
+#define GS_MSG_FIELDS_PEERS(F)                                   \
+    F(peers, added, PEERS, nadded, 1, GS__NO_RULE)               \
+    F(peers, nremoved, UINT, nremoved, 1, GS__NO_RULE)           \
+    F(peers, removed, TAB, nremoved, 1, GS__NO_RULE)
+
+#define GS_MSG_FIELDS_GRAPH_SUBMIT(F)                                        \
+    F(graph_submit, client_ref, UINT, client_ref, 1, GS__NO_RULE)            \
+    F(graph_submit, flags, UINT, flags, 1, GS__NO_RULE)                      \
+    F(graph_submit, layers, BINS, nlayers, 1, GS__NO_RULE)                   \
+    F(graph_submit, ntasks, UINT, ntasks, 1, GS__NO_RULE)                    \
+    F(graph_submit, task_layer, TAB, ntasks, 1, gs__rule_layer_index)        \
+    F(graph_submit, task_block, TAB, ntasks, 1, GS__NO_RULE)                 \
+    F(graph_submit, dep_off, CSR, ntasks, 1, GS__NO_RULE)                    \
+    F(graph_submit, deps, DTAB, dep_off, 1, GS__NO_RULE)                     \
+    F(graph_submit, task_nbytes, TAB, ntasks, 1, GS__NO_RULE)                \
+    F(graph_submit, nexternals, UINT, nexternals, 1, GS__NO_RULE)            \
+    F(graph_submit, externals, TAB, nexternals, 2, GS__NO_RULE)              \
+    F(graph_submit, noutputs, UINT, noutputs, 1, GS__NO_RULE)                \
+    F(graph_submit, outputs, TAB, noutputs, 1, GS__NO_RULE)
+
+#define GS_MSG_FIELDS_GRAPH_ACCEPTED(F)                                  \
+    F(graph_accepted, client_ref, UINT, client_ref, 1, GS__NO_RULE)      \
+    F(graph_accepted, graph_id, UINT, graph_id, 1, GS__NO_RULE)
+
+#define GS_MSG_FIELDS_TASK_ASSIGN(F)                                     \
+    F(task_assign, graph_id, UINT, graph_id, 1, GS__NO_RULE)             \
+    F(task_assign, layers, BINS, nlayers, 1, GS__NO_RULE)                \
+    F(task_assign, layer_ids, TAB, nlayers, 1, GS__NO_RULE)              \
+    F(task_assign, ntasks, UINT, ntasks, 1, GS__NO_RULE)                 \
+    F(task_assign, task_id, TAB, ntasks, 1, GS__NO_RULE)                 \
+    F(task_assign, task_layer, TAB, ntasks, 1, GS__NO_RULE)              \
+    F(task_assign, task_block, TAB, ntasks, 1, GS__NO_RULE)              \
+    F(task_assign, dep_off, CSR, ntasks, 1, GS__NO_RULE)                 \
+    F(task_assign, dep_keys, DTAB, dep_off, 2, GS__NO_RULE)              \
+    F(task_assign, dep_worker, DTAB, dep_off, 1, GS__NO_RULE)            \
+    F(task_assign, dep_nbytes, DTAB, dep_off, 1, GS__NO_RULE)
+
+#define GS_MSG_FIELDS_TASK_DONE(F)                                       \
+    F(task_done, n, UINT, n, 1, GS__NO_RULE)                             \
+    F(task_done, graph_id, TAB, n, 1, GS__NO_RULE)                       \
+    F(task_done, task_id, TAB, n, 1, GS__NO_RULE)                        \
+    F(task_done, status, TAB, n, 1, GS__NO_RULE)                         \
+    F(task_done, nbytes, TAB, n, 1, GS__NO_RULE)                         \
+    F(task_done, run_ns, TAB, n, 1, GS__NO_RULE)                         \
+    F(task_done, fetch_ns, TAB, n, 1, GS__NO_RULE)                       \
+    F(task_done, errors, STRS, nerrors, 1, gs__rule_one_error_per_failure)
+
+#define GS_MSG_FIELDS_RELEASE(F)                                 \
+    F(release, n, UINT, n, 1, GS__NO_RULE)                       \
+    F(release, keys, TAB, n, 2, GS__NO_RULE)
+
+#define GS_MSG_FIELDS_GATHER_REQ(F)                              \
+    F(gather_req, req_id, UINT, req_id, 1, GS__NO_RULE)          \
+    F(gather_req, n, UINT, n, 1, GS__NO_RULE)                    \
+    F(gather_req, keys, TAB, n, 2, GS__NO_RULE)
+
+#define GS_MSG_FIELDS_DATA(F)                                    \
+    F(data, req_id, UINT, req_id, 1, GS__NO_RULE)                \
+    F(data, graph_id, UINT, graph_id, 1, GS__NO_RULE)            \
+    F(data, task_id, UINT, task_id, 1, GS__NO_RULE)              \
+    F(data, status, INT, status, 1, GS__NO_RULE)                 \
+    F(data, data, CHUNK, data, 1, GS__NO_RULE)
+
+#define GS_MSG_FIELDS_FETCH_REQ(F)                                       \
+    F(fetch_req, req_id, UINT, req_id, 1, GS__NO_RULE)                   \
+    F(fetch_req, graph_id, UINT, graph_id, 1, GS__NO_RULE)               \
+    F(fetch_req, task_id, UINT, task_id, 1, GS__NO_RULE)                 \
+    F(fetch_req, from_worker, UINT, from_worker, 1, GS__NO_RULE)
+
+#define GS_MSG_FIELDS_PROGRESS(F)                                \
+    F(progress, graph_id, UINT, graph_id, 1, GS__NO_RULE)        \
+    F(progress, done, UINT, done, 1, GS__NO_RULE)                \
+    F(progress, total, UINT, total, 1, GS__NO_RULE)
+
+#define GS_MSG_FIELDS_GRAPH_DONE(F)                                      \
+    F(graph_done, graph_id, UINT, graph_id, 1, GS__NO_RULE)              \
+    F(graph_done, status, INT, status, 1, GS__NO_RULE)                   \
+    F(graph_done, message, STR, message, 1, GS__NO_RULE)                 \
+    F(graph_done, ntasks, UINT, ntasks, 1, GS__NO_RULE)                  \
+    F(graph_done, run_ns_total, UINT, run_ns_total, 1, GS__NO_RULE)      \
+    F(graph_done, wall_ns, UINT, wall_ns, 1, GS__NO_RULE)
+
+#define GS_MSG_FIELDS_CANCEL(F) F(cancel, graph_id, UINT, graph_id, 1, GS__NO_RULE)
+#define GS_MSG_FIELDS_RELEASE_GRAPH(F) GS_MSG_FIELDS_CANCEL(F)
+
+#define GS_MSG_FIELDS_ERROR(F)                                   \
+    F(error, status, INT, status, 1, GS__NO_RULE)                \
+    F(error, message, STR, message, 1, GS__NO_RULE)
+
+#define GS_MSG_FIELDS_SHUTDOWN(F)
+#define GS_MSG_FIELDS_INFO_REQ(F)
+#define GS_MSG_FIELDS_WORKERS_REQ(F)
+
+#define GS_MSG_FIELDS_INFO(F)                                            \
+    F(info, nworkers, UINT, nworkers, 1, GS__NO_RULE)                    \
+    F(info, nclients, UINT, nclients, 1, GS__NO_RULE)                    \
+    F(info, ngraphs_active, UINT, ngraphs_active, 1, GS__NO_RULE)        \
+    F(info, tasks_done_total, UINT, tasks_done_total, 1, GS__NO_RULE)    \
+    F(info, worker_names, STRS, nnames, 1, GS__NO_RULE)
+
+#define GS_MSG_FIELDS_BANDWIDTH(F)                                       \
+    F(bandwidth, n, UINT, n, 1, GS__NO_RULE)                             \
+    F(bandwidth, peer, TAB, n, 1, GS__NO_RULE)                           \
+    F(bandwidth, bytes, TAB, n, 1, GS__NO_RULE)                          \
+    F(bandwidth, ns, TAB, n, 1, GS__NO_RULE)                             \
+    F(bandwidth, count, TAB, n, 1, GS__NO_RULE)                          \
+    F(bandwidth, path, STRS, npaths, 1, gs__rule_one_per_entry)
+
+#define GS_MSG_FIELDS_REPLICATE(F)                                       \
+    F(replicate, req_id, UINT, req_id, 1, GS__NO_RULE)                   \
+    F(replicate, worker_id, UINT, worker_id, 1, GS__NO_RULE)             \
+    F(replicate, worker_name, STR, worker_name, 1, GS__NO_RULE)          \
+    F(replicate, n, UINT, n, 1, GS__NO_RULE)                             \
+    F(replicate, keys, TAB, n, 2, GS__NO_RULE)                           \
+    F(replicate, nsrc, UINT, nsrc, 1, gs__rule_none_or_one_per_key)      \
+    F(replicate, from, TAB, nsrc, 1, GS__NO_RULE)                        \
+    F(replicate, nbytes, TAB, nsrc, 1, GS__NO_RULE)
+
+#define GS_MSG_FIELDS_REPLICATE_DONE(F)                                  \
+    F(replicate_done, req_id, UINT, req_id, 1, GS__NO_RULE)              \
+    F(replicate_done, status, INT, status, 1, GS__NO_RULE)               \
+    F(replicate_done, message, STR, message, 1, GS__NO_RULE)             \
+    F(replicate_done, n, UINT, n, 1, GS__NO_RULE)                        \
+    F(replicate_done, keys, TAB, n, 2, GS__NO_RULE)                      \
+    F(replicate_done, nbytes, TAB, n, 1, GS__NO_RULE)
+
+#define GS_MSG_FIELDS_WORKERS(F)                                         \
+    F(workers, n, UINT, n, 1, GS__NO_RULE)                               \
+    F(workers, id, TAB, n, 1, GS__NO_RULE)                               \
+    F(workers, device, TAB, n, 1, GS__NO_RULE)                           \
+    F(workers, nthreads, TAB, n, 1, GS__NO_RULE)                         \
+    F(workers, memory_limit, TAB, n, 1, GS__NO_RULE)                     \
+    F(workers, mem_used, TAB, n, 1, GS__NO_RULE)                         \
+    F(workers, name, STRS, nname, 1, gs__rule_one_per_entry)             \
+    F(workers, host, STRS, nhost, 1, gs__rule_one_per_entry)             \
+    F(workers, backend, STRS, nbackend, 1, gs__rule_one_per_entry)       \
+    F(workers, addr, STRS, naddr, 1, gs__rule_one_per_entry)
+
+#endif
