@@ -1,6 +1,9 @@
 #include "samples.h"
 
+#include "proto/msg_codec.h"
+
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <string.h>
 
 #if defined(__SANITIZE_ADDRESS__)
@@ -79,218 +82,174 @@ void proto_check_no_leaks(void)
 #endif
 }
 
-#define S(lit) ((gs_str_t){(const uint8_t *)(lit), sizeof(lit) - 1})
-#define B(arr) ((gs_bytes_t){(const uint8_t *)(arr), sizeof(arr)})
+/* ---- samples and comparison, derived from the schema table (proto/msg_schema.h) ----
+ *
+ * Every field gets a value chosen by its kind, seeded by the message and field names: integers of
+ * every msgpack width, strings with UTF-8 and control bytes, tables whose entries include zeros,
+ * CSR offsets with empty rows, arrays whose second element is empty. Counted tables have
+ * SAMPLE_COUNT entries, arrays SAMPLE_ARRAY elements. The table's rules are satisfied by
+ * sample_rule_count() and sample_rule_value(): a new rule needs a line there; a new message or
+ * field needs nothing. */
 
-static const uint8_t ucx_a[] = {0x01, 0x02, 0x03, 0x00, 0xff, 0x7f, 0x80};
-static const uint8_t ucx_b[] = {0xde, 0xad, 0xbe, 0xef};
-static const uint8_t layer0[] = {0x93, 0x01, 0x02, 0x03};
-static const uint8_t layer1[] = {0xc4, 0x03, 0xaa, 0xbb, 0xcc, 0x00, 0x11, 0x22, 0x33, 0x44, 0x55};
+#define SAMPLE_COUNT 4
+#define SAMPLE_ARRAY 3
+#define SAMPLE_CHUNK 8000
+#define SAMPLE_ARENA 16384
 
-static gs_peer_info_t peers_added[2];
-static uint64_t peers_removed[3] = {7, 1ull << 40, UINT64_MAX};
+static _Alignas(16) uint8_t sample_arena[GS_MSG_TYPE_MAX][SAMPLE_ARENA];
+static size_t sample_used;
+static uint32_t sample_type;
 
-static gs_bytes_t submit_layers[3];
-static const uint32_t submit_task_layer[5] = {0, 1, 2, 1, 0};
-static const uint64_t submit_task_block[5] = {0, 1, 0, 5, UINT64_MAX};
-static const uint64_t submit_dep_off[6] = {0, 0, 1, 3, 3, 5};
-static const uint64_t submit_deps[5] = {0, 0, 1, 1, 6};
-static const uint64_t submit_task_nbytes[5] = {800, 8, 1ull << 33, 0, 16};
-static const uint64_t submit_externals[4] = {7, 1, 7, 2};
-static const uint64_t submit_outputs[2] = {3, 4};
+static void *sample_alloc(size_t n)
+{
+    size_t o = (sample_used + 15) & ~(size_t)15;
+    cr_assert_leq(o + n, SAMPLE_ARENA, "sample of %s does not fit its arena", gs_msg_type_name(sample_type));
+    sample_used = o + n;
+    return sample_arena[sample_type] + o;
+}
 
-static const uint32_t assign_layer_ids[2] = {4, 9};
-static gs_bytes_t assign_layers[2];
-static const uint64_t assign_task_id[3] = {10, 11, 1ull << 50};
-static const uint32_t assign_task_layer[3] = {4, 9, 4};
-static const uint64_t assign_task_block[3] = {0, 3, 2};
-static const uint64_t assign_dep_off[4] = {0, 2, 2, 3};
-static const uint64_t assign_dep_keys[6] = {1, 2, 1, 3, 5, 6};
-static const uint64_t assign_dep_worker[3] = {0, 2, 7};
-static const uint64_t assign_dep_nbytes[3] = {8, 80000, 0};
+static uint64_t sample_seed(uint32_t type, const char *field)
+{
+    uint64_t h = 1469598103934665603ull ^ type;
+    for (const char *c = field; *c != '\0'; c++) h = (h ^ (uint8_t)*c) * 1099511628211ull;
+    return h | 1;
+}
 
-static const uint64_t done_graph[4] = {1, 1, 2, 2};
-static const uint64_t done_task[4] = {5, 6, 7, 8};
-static const int32_t done_status[4] = {GS_OK, GS_ERR_TASK_FAILED, GS_OK, GS_ERR_CUDA};
-static const uint64_t done_nbytes[4] = {8, 0, 16, 0};
-static const uint64_t done_run_ns[4] = {1000, 2000, 3, UINT64_MAX};
-static const uint64_t done_fetch_ns[4] = {0, 1, 2, 3};
-static gs_str_t done_errors[2];
+/* A value of 1 to 8 significant bytes (every msgpack integer width). */
+static uint64_t sample_u64(uint64_t *s)
+{
+    uint64_t v = test_rand(s);
+    return v >> (8 * (v >> 61));
+}
 
-static const uint64_t release_keys[6] = {1, 2, 1, 3, 9, UINT64_MAX};
-static const uint64_t gather_keys[4] = {4, 0, 4, 1};
-static double data_chunk[1000];
-static gs_str_t info_names[3];
+static gs_str_t sample_str(const char *field, size_t k, uint64_t *s)
+{
+    char text[64];
+    int n = snprintf(text, sizeof text, "%s-%zu-\xc3\xa9\x01-%llx", field, k, (unsigned long long)(test_rand(s) >> 40));
+    char *p = sample_alloc((size_t)n + 1);
+    memcpy(p, text, (size_t)n + 1);
+    return (gs_str_t){(const uint8_t *)p, (size_t)n};
+}
 
-static const uint64_t bw_peer[2] = {3, 1ull << 40};
-static const uint64_t bw_bytes[2] = {80000000, 1};
-static const uint64_t bw_ns[2] = {25000000, UINT64_MAX};
-static const uint32_t bw_count[2] = {10, 1};
-static gs_str_t bw_path[2];
-static const uint64_t repl_keys[6] = {4, 0, 4, 1, 9, UINT64_MAX};
-static const uint64_t repl_from[3] = {2, 3, 1ull << 33};
-static const uint64_t repl_nbytes[3] = {8000000, 0, 1ull << 40};
-static const uint64_t workers_id[3] = {1, 2, 1ull << 41};
-static const int32_t workers_device[3] = {0, -1, 7};
-static const uint32_t workers_nthreads[3] = {4, 1, 4096};
-static const uint64_t workers_memlim[3] = {1ull << 30, 0, UINT64_MAX};
-static const uint64_t workers_memused[3] = {5, 0, 1ull << 20};
-static gs_str_t workers_name[3], workers_host[3], workers_backend[3], workers_addr[3];
+static gs_bytes_t sample_bin(size_t len, uint64_t *s)
+{
+    uint8_t *p = len > 0 ? sample_alloc(len) : NULL;
+    for (size_t i = 0; i < len; i++) p[i] = (uint8_t)(test_rand(s) >> 56);
+    return (gs_bytes_t){p, len};
+}
+
+/* A field that sizes another one. */
+static int sample_is_count(const gs__msg_desc_t *d, const gs__field_t *f)
+{
+    for (unsigned i = 0; i < d->nfields; i++) {
+        if (&d->fields[i] != f && d->fields[i].count_off == f->off) return 1;
+    }
+    return 0;
+}
+
+/* What the table's rules require of a count (arrays) ... */
+static uint64_t sample_rule_count(const void *body, const gs__field_t *f, uint64_t dflt)
+{
+    if (f->rule == gs__rule_one_per_entry) return gs__uint_at(body, 0, 4);
+    if (f->rule == gs__rule_one_error_per_failure) {
+        const gs_msg_task_done_t *t = body;
+        uint64_t failed = 0;
+        for (uint64_t i = 0; i < t->n; i++) failed += t->status[i] != GS_OK;
+        return failed;
+    }
+    return dflt;
+}
+
+/* ... and of an integer or a table entry (@a i). */
+static uint64_t sample_rule_value(const void *body, const gs__field_t *f, uint64_t i, uint64_t dflt)
+{
+    if (f->rule == gs__rule_peer_role) return GS_ROLE_WORKER;
+    if (f->rule == gs__rule_none_or_one_per_key) return ((const gs_msg_replicate_t *)body)->n;
+    if (f->rule == gs__rule_layer_index) return i % ((const gs_msg_graph_submit_t *)body)->nlayers;
+    return dflt;
+}
+
+static void sample_store(void *dst, unsigned size, uint64_t v)
+{
+    uint32_t v32 = (uint32_t)v;
+    if (size == 4) {
+        memcpy(dst, &v32, 4);
+    } else {
+        memcpy(dst, &v, 8);
+    }
+}
+
+static void *sample_table(const void *body, const gs__field_t *f, uint64_t n, uint64_t *s)
+{
+    uint8_t *p = n > 0 ? sample_alloc((size_t)n * f->size) : NULL;
+    for (uint64_t i = 0; i < n; i++) {
+        sample_store(p + i * f->size, f->size, sample_rule_value(body, f, i, i % 3 == 0 ? 0 : sample_u64(s)));
+    }
+    return p;
+}
+
+static void *sample_array(void *body, const gs__field_t *f, uint64_t *s)
+{
+    uint32_t n = (uint32_t)sample_rule_count(body, f, SAMPLE_ARRAY);
+    size_t esize = f->kind == GS__F_PEERS ? sizeof(gs_peer_info_t) : sizeof(gs_bytes_t);
+    uint8_t *p = sample_alloc(n * esize);
+    for (uint32_t k = 0; k < n; k++) {
+        gs_bytes_t *b = (gs_bytes_t *)(void *)(p + k * esize);
+        if (f->kind == GS__F_STRS) {
+            *b = k == 1 ? (gs_str_t){(const uint8_t *)"", 0} : sample_str(f->name, k, s);
+        } else if (f->kind == GS__F_BINS) {
+            *b = sample_bin(k == 1 ? 0 : 1 + k * 5, s);
+        } else {
+            gs_peer_info_t *pi = (gs_peer_info_t *)(void *)b;
+            pi->id = sample_u64(s);
+            pi->name = k == 1 ? (gs_str_t){(const uint8_t *)"", 0} : sample_str("peer", k, s);
+            pi->host = sample_str("host", k, s);
+            pi->ucx_address = sample_bin(3 + k, s);
+        }
+    }
+    memcpy((uint8_t *)body + f->count_off, &n, sizeof n);
+    return p;
+}
 
 void sample_msg(uint32_t type, gs_msg_t *m)
 {
+    const gs__msg_desc_t *d = gs__msg_desc(type);
+    void *body = &m->u;
+    uint64_t ndeps = 0;
     memset(m, 0, sizeof *m);
     m->type = type;
-    switch (type) {
-    case GS_MSG_HELLO:
-        m->u.hello.version = GS_PROTO_VERSION;
-        m->u.hello.role = GS_ROLE_WORKER;
-        m->u.hello.token = S("s3cr\xc3\xa9t-\x01-token");
-        m->u.hello.name = S("gworker-3");
-        break;
-    case GS_MSG_WELCOME:
-        m->u.welcome.version = 7;
-        m->u.welcome.id = 1ull << 45;
-        m->u.welcome.heartbeat_ms = 250;
-        break;
-    case GS_MSG_WORKER_REGISTER:
-        m->u.worker_register.name = S("gpu0");
-        m->u.worker_register.backend = S("cuda");
-        m->u.worker_register.host = S("node-17.cluster");
-        m->u.worker_register.device = -1;
-        m->u.worker_register.nthreads = 64;
-        m->u.worker_register.pid = 4000000;
-        m->u.worker_register.memory_limit = 141ull << 30;
-        m->u.worker_register.ucx_address = B(ucx_a);
-        break;
-    case GS_MSG_HEARTBEAT:
-        m->u.heartbeat.seq = 99;
-        m->u.heartbeat.mem_used = 1ull << 36;
-        m->u.heartbeat.mem_limit = UINT64_MAX;
-        m->u.heartbeat.executing = 3;
-        m->u.heartbeat.queued = UINT32_MAX;
-        break;
-    case GS_MSG_PEERS:
-        peers_added[0] = (gs_peer_info_t){12, S("w12"), S("10.0.0.12"), B(ucx_a)};
-        peers_added[1] = (gs_peer_info_t){13, S(""), S("host-b"), B(ucx_b)};
-        m->u.peers.nadded = 2;
-        m->u.peers.added = peers_added;
-        m->u.peers.nremoved = 3;
-        m->u.peers.removed = peers_removed;
-        break;
-    case GS_MSG_GRAPH_SUBMIT:
-        submit_layers[0] = B(layer0);
-        submit_layers[1] = (gs_bytes_t){NULL, 0};
-        submit_layers[2] = B(layer1);
-        m->u.graph_submit = (gs_msg_graph_submit_t){
-            .client_ref = 42, .flags = GS_SUBMIT_PERSIST, .nlayers = 3, .layers = submit_layers,
-            .ntasks = 5, .task_layer = submit_task_layer, .task_block = submit_task_block,
-            .dep_off = submit_dep_off, .deps = submit_deps, .task_nbytes = submit_task_nbytes,
-            .nexternals = 2, .externals = submit_externals, .noutputs = 2, .outputs = submit_outputs};
-        break;
-    case GS_MSG_GRAPH_ACCEPTED:
-        m->u.graph_accepted.client_ref = 42;
-        m->u.graph_accepted.graph_id = 1ull << 33;
-        break;
-    case GS_MSG_TASK_ASSIGN:
-        assign_layers[0] = B(layer1);
-        assign_layers[1] = B(layer0);
-        m->u.task_assign = (gs_msg_task_assign_t){
-            .graph_id = 5, .nlayers = 2, .layer_ids = assign_layer_ids, .layers = assign_layers,
-            .ntasks = 3, .task_id = assign_task_id, .task_layer = assign_task_layer,
-            .task_block = assign_task_block, .dep_off = assign_dep_off, .dep_keys = assign_dep_keys,
-            .dep_worker = assign_dep_worker, .dep_nbytes = assign_dep_nbytes};
-        break;
-    case GS_MSG_TASK_DONE:
-        done_errors[0] = S("task 6 of graph 1: kernel failed");
-        done_errors[1] = S("cuda: illegal address");
-        m->u.task_done = (gs_msg_task_done_t){
-            .n = 4, .graph_id = done_graph, .task_id = done_task, .status = done_status,
-            .nbytes = done_nbytes, .run_ns = done_run_ns, .fetch_ns = done_fetch_ns, .nerrors = 2,
-            .errors = done_errors};
-        break;
-    case GS_MSG_RELEASE:
-        m->u.release.n = 3;
-        m->u.release.keys = release_keys;
-        break;
-    case GS_MSG_GATHER_REQ:
-        m->u.gather_req.req_id = 77;
-        m->u.gather_req.n = 2;
-        m->u.gather_req.keys = gather_keys;
-        break;
-    case GS_MSG_DATA:
-        for (int i = 0; i < 1000; i++) data_chunk[i] = i * 0.5 - 3.25;
-        m->u.data.req_id = 77;
-        m->u.data.graph_id = 4;
-        m->u.data.task_id = 1;
-        m->u.data.status = GS_OK;
-        m->u.data.data = (gs_bytes_t){(const uint8_t *)data_chunk, sizeof data_chunk};
-        break;
-    case GS_MSG_FETCH_REQ:
-        m->u.fetch_req = (gs_msg_fetch_req_t){1, 2, 3, 4};
-        break;
-    case GS_MSG_PROGRESS:
-        m->u.progress = (gs_msg_progress_t){9, 1000, 1000000};
-        break;
-    case GS_MSG_GRAPH_DONE:
-        m->u.graph_done.graph_id = 9;
-        m->u.graph_done.status = GS_ERR_TASK_FAILED;
-        m->u.graph_done.message = S("task 3 (layer 'sum') failed: out of device memory");
-        m->u.graph_done.ntasks = 12345;
-        m->u.graph_done.run_ns_total = 1ull << 40;
-        m->u.graph_done.wall_ns = 5;
-        break;
-    case GS_MSG_CANCEL:
-    case GS_MSG_RELEASE_GRAPH:
-        m->u.cancel.graph_id = type * 1000ull;
-        break;
-    case GS_MSG_ERROR:
-        m->u.error.status = GS_ERR_AUTH;
-        m->u.error.message = S("wrong cluster token");
-        break;
-    case GS_MSG_INFO:
-        info_names[0] = S("gpu0");
-        info_names[1] = S("");
-        info_names[2] = S("gpu2@node-b");
-        m->u.info = (gs_msg_info_t){.nworkers = 3, .nclients = 1, .ngraphs_active = 2,
-                                    .tasks_done_total = 1ull << 35, .nnames = 3, .worker_names = info_names};
-        break;
-    case GS_MSG_BANDWIDTH:
-        bw_path[0] = S("ucx");
-        bw_path[1] = S("");
-        m->u.bandwidth = (gs_msg_bandwidth_t){.n = 2, .peer = bw_peer, .bytes = bw_bytes, .ns = bw_ns,
-                                              .count = bw_count, .npaths = 2, .path = bw_path};
-        break;
-    case GS_MSG_REPLICATE:
-        m->u.replicate = (gs_msg_replicate_t){.req_id = 77, .worker_id = 5, .worker_name = S("gpu1"), .n = 3,
-                                              .keys = repl_keys, .nsrc = 3, .from = repl_from,
-                                              .nbytes = repl_nbytes};
-        break;
-    case GS_MSG_REPLICATE_DONE:
-        m->u.replicate_done = (gs_msg_replicate_done_t){.req_id = 78, .status = GS_ERR_WORKER_LOST,
-                                                        .message = S("chunk (9, 1) could not be fetched"),
-                                                        .n = 2, .keys = repl_keys, .nbytes = repl_nbytes};
-        break;
-    case GS_MSG_WORKERS:
-        workers_name[0] = S("gpu0");
-        workers_name[1] = S("");
-        workers_name[2] = S("gpu7@node-b");
-        workers_host[0] = workers_host[1] = S("node-a");
-        workers_host[2] = S("node-b");
-        workers_backend[0] = workers_backend[2] = S("cuda");
-        workers_backend[1] = S("cpu");
-        workers_addr[0] = S("127.0.0.1:4001");
-        workers_addr[1] = S("[::1]:4002");
-        workers_addr[2] = S("?");
-        m->u.workers = (gs_msg_workers_t){.n = 3, .id = workers_id, .device = workers_device,
-                                          .nthreads = workers_nthreads, .memory_limit = workers_memlim,
-                                          .mem_used = workers_memused, .nname = 3, .nhost = 3,
-                                          .nbackend = 3, .naddr = 3, .name = workers_name,
-                                          .host = workers_host, .backend = workers_backend,
-                                          .addr = workers_addr};
-        break;
-    default: /* SHUTDOWN, INFO_REQ, WORKERS_REQ */
-        break;
+    if (d == NULL) return;
+    sample_type = type;
+    sample_used = 0;
+    for (unsigned i = 0; i < d->nfields; i++) {
+        const gs__field_t *f = &d->fields[i];
+        uint64_t s = sample_seed(type, f->name), count = 0;
+        void *dst = (uint8_t *)body + f->off;
+        uint64_t *off;
+        switch (f->kind) {
+        case GS__F_UINT:
+        case GS__F_INT:
+            sample_store(dst, f->size, sample_rule_value(body, f, 0, sample_is_count(d, f) ? SAMPLE_COUNT : sample_u64(&s)));
+            break;
+        case GS__F_STR: *(gs_str_t *)dst = sample_str(f->name, 0, &s); break;
+        case GS__F_BIN: *(gs_bytes_t *)dst = sample_bin(1 + s % 12, &s); break;
+        case GS__F_CHUNK: *(gs_bytes_t *)dst = sample_bin(SAMPLE_CHUNK, &s); break;
+        case GS__F_TAB:
+            gs__field_set_ptr(body, f, sample_table(body, f, gs__field_count(body, f) * f->per, &s));
+            break;
+        case GS__F_DTAB: gs__field_set_ptr(body, f, sample_table(body, f, ndeps * f->per, &s)); break;
+        case GS__F_CSR:
+            count = gs__field_count(body, f);
+            off = sample_alloc((size_t)(count + 1) * 8);
+            off[0] = 0;
+            for (uint64_t k = 0; k < count; k++) off[k + 1] = off[k] + (k + s) % 3;  /* some rows empty */
+            ndeps = off[count];
+            gs__field_set_ptr(body, f, off);
+            break;
+        case GS__F_STRS:
+        case GS__F_BINS:
+        case GS__F_PEERS: gs__field_set_ptr(body, f, sample_array(body, f, &s)); break;
+        }
     }
 }
 
@@ -316,208 +275,55 @@ static void assert_table_eq(const void *a, const void *b, uint64_t n, size_t wid
     cr_assert(memcmp(a, b, (size_t)n * width) == 0, "%s differs", what);
 }
 
+static void assert_array_eq(const void *x, const void *y, const gs__field_t *f, const char *what)
+{
+    const uint8_t *a = gs__field_ptr(x, f), *b = gs__field_ptr(y, f);
+    uint64_t n = gs__field_count(x, f);
+    cr_assert_eq(n, gs__field_count(y, f), "%s: count", what);
+    for (uint64_t k = 0; k < n; k++) {
+        if (f->kind == GS__F_PEERS) {
+            const gs_peer_info_t *p = (const gs_peer_info_t *)(const void *)a + k;
+            const gs_peer_info_t *q = (const gs_peer_info_t *)(const void *)b + k;
+            cr_assert_eq(p->id, q->id, "%s[%llu].id", what, (unsigned long long)k);
+            assert_bytes_eq(p->name, q->name, what);
+            assert_bytes_eq(p->host, q->host, what);
+            assert_bytes_eq(p->ucx_address, q->ucx_address, what);
+        } else {
+            assert_bytes_eq(((const gs_bytes_t *)(const void *)a)[k], ((const gs_bytes_t *)(const void *)b)[k], what);
+        }
+    }
+}
+
 void assert_msg_eq(const gs_msg_t *a, const gs_msg_t *b)
 {
+    const gs__msg_desc_t *d = gs__msg_desc(a->type);
+    const void *x = &a->u, *y = &b->u;
+    uint64_t ndeps = 0;
+    char what[96];
     cr_assert_eq(a->type, b->type);
-    switch (a->type) {
-    case GS_MSG_HELLO:
-        cr_assert_eq(a->u.hello.version, b->u.hello.version);
-        cr_assert_eq(a->u.hello.role, b->u.hello.role);
-        assert_bytes_eq(a->u.hello.token, b->u.hello.token, "token");
-        assert_bytes_eq(a->u.hello.name, b->u.hello.name, "name");
-        break;
-    case GS_MSG_WELCOME:
-        cr_assert_eq(a->u.welcome.version, b->u.welcome.version);
-        cr_assert_eq(a->u.welcome.id, b->u.welcome.id);
-        cr_assert_eq(a->u.welcome.heartbeat_ms, b->u.welcome.heartbeat_ms);
-        break;
-    case GS_MSG_WORKER_REGISTER: {
-        const gs_msg_worker_register_t *x = &a->u.worker_register, *y = &b->u.worker_register;
-        assert_bytes_eq(x->name, y->name, "name");
-        assert_bytes_eq(x->backend, y->backend, "backend");
-        assert_bytes_eq(x->host, y->host, "host");
-        cr_assert_eq(x->device, y->device);
-        cr_assert_eq(x->nthreads, y->nthreads);
-        cr_assert_eq(x->pid, y->pid);
-        cr_assert_eq(x->memory_limit, y->memory_limit);
-        assert_bytes_eq(x->ucx_address, y->ucx_address, "ucx_address");
-        break;
-    }
-    case GS_MSG_HEARTBEAT:
-        cr_assert_eq(a->u.heartbeat.seq, b->u.heartbeat.seq);
-        cr_assert_eq(a->u.heartbeat.mem_used, b->u.heartbeat.mem_used);
-        cr_assert_eq(a->u.heartbeat.mem_limit, b->u.heartbeat.mem_limit);
-        cr_assert_eq(a->u.heartbeat.executing, b->u.heartbeat.executing);
-        cr_assert_eq(a->u.heartbeat.queued, b->u.heartbeat.queued);
-        break;
-    case GS_MSG_PEERS:
-        cr_assert_eq(a->u.peers.nadded, b->u.peers.nadded);
-        for (uint32_t i = 0; i < a->u.peers.nadded; i++) {
-            cr_assert_eq(a->u.peers.added[i].id, b->u.peers.added[i].id);
-            assert_bytes_eq(a->u.peers.added[i].name, b->u.peers.added[i].name, "peer name");
-            assert_bytes_eq(a->u.peers.added[i].host, b->u.peers.added[i].host, "peer host");
-            assert_bytes_eq(a->u.peers.added[i].ucx_address, b->u.peers.added[i].ucx_address, "peer ucx");
+    if (d == NULL) return;
+    for (unsigned i = 0; i < d->nfields; i++) {
+        const gs__field_t *f = &d->fields[i];
+        snprintf(what, sizeof what, "%s.%s", d->name, f->name);
+        switch (f->kind) {
+        case GS__F_UINT:
+        case GS__F_INT:
+            cr_assert_eq(gs__uint_at(x, f->off, f->size), gs__uint_at(y, f->off, f->size), "%s differs", what);
+            break;
+        case GS__F_STR:
+        case GS__F_BIN:
+        case GS__F_CHUNK: assert_bytes_eq(*(const gs_bytes_t *)gs__field_at(x, f), *(const gs_bytes_t *)gs__field_at(y, f), what); break;
+        case GS__F_TAB:
+            assert_table_eq(gs__field_ptr(x, f), gs__field_ptr(y, f), gs__field_count(x, f) * f->per, f->size, what);
+            break;
+        case GS__F_CSR:
+            assert_table_eq(gs__field_ptr(x, f), gs__field_ptr(y, f), gs__field_count(x, f) + 1, 8, what);
+            ndeps = gs__csr_ndeps(x, f);
+            break;
+        case GS__F_DTAB: assert_table_eq(gs__field_ptr(x, f), gs__field_ptr(y, f), ndeps * f->per, f->size, what); break;
+        case GS__F_STRS:
+        case GS__F_BINS:
+        case GS__F_PEERS: assert_array_eq(x, y, f, what); break;
         }
-        cr_assert_eq(a->u.peers.nremoved, b->u.peers.nremoved);
-        assert_table_eq(a->u.peers.removed, b->u.peers.removed, a->u.peers.nremoved, 8, "removed");
-        break;
-    case GS_MSG_GRAPH_SUBMIT: {
-        const gs_msg_graph_submit_t *x = &a->u.graph_submit, *y = &b->u.graph_submit;
-        cr_assert_eq(x->client_ref, y->client_ref);
-        cr_assert_eq(x->flags, y->flags);
-        cr_assert_eq(x->nlayers, y->nlayers);
-        for (uint32_t i = 0; i < x->nlayers; i++) assert_bytes_eq(x->layers[i], y->layers[i], "layer");
-        cr_assert_eq(x->ntasks, y->ntasks);
-        assert_table_eq(x->task_layer, y->task_layer, x->ntasks, 4, "task_layer");
-        assert_table_eq(x->task_block, y->task_block, x->ntasks, 8, "task_block");
-        assert_table_eq(x->dep_off, y->dep_off, x->ntasks + 1, 8, "dep_off");
-        assert_table_eq(x->deps, y->deps, x->dep_off[x->ntasks], 8, "deps");
-        assert_table_eq(x->task_nbytes, y->task_nbytes, x->ntasks, 8, "task_nbytes");
-        cr_assert_eq(x->nexternals, y->nexternals);
-        assert_table_eq(x->externals, y->externals, 2 * x->nexternals, 8, "externals");
-        cr_assert_eq(x->noutputs, y->noutputs);
-        assert_table_eq(x->outputs, y->outputs, x->noutputs, 8, "outputs");
-        break;
-    }
-    case GS_MSG_GRAPH_ACCEPTED:
-        cr_assert_eq(a->u.graph_accepted.client_ref, b->u.graph_accepted.client_ref);
-        cr_assert_eq(a->u.graph_accepted.graph_id, b->u.graph_accepted.graph_id);
-        break;
-    case GS_MSG_TASK_ASSIGN: {
-        const gs_msg_task_assign_t *x = &a->u.task_assign, *y = &b->u.task_assign;
-        uint64_t ndeps = x->dep_off[x->ntasks];
-        cr_assert_eq(x->graph_id, y->graph_id);
-        cr_assert_eq(x->nlayers, y->nlayers);
-        assert_table_eq(x->layer_ids, y->layer_ids, x->nlayers, 4, "layer_ids");
-        for (uint32_t i = 0; i < x->nlayers; i++) assert_bytes_eq(x->layers[i], y->layers[i], "layer");
-        cr_assert_eq(x->ntasks, y->ntasks);
-        assert_table_eq(x->task_id, y->task_id, x->ntasks, 8, "task_id");
-        assert_table_eq(x->task_layer, y->task_layer, x->ntasks, 4, "task_layer");
-        assert_table_eq(x->task_block, y->task_block, x->ntasks, 8, "task_block");
-        assert_table_eq(x->dep_off, y->dep_off, x->ntasks + 1, 8, "dep_off");
-        assert_table_eq(x->dep_keys, y->dep_keys, 2 * ndeps, 8, "dep_keys");
-        assert_table_eq(x->dep_worker, y->dep_worker, ndeps, 8, "dep_worker");
-        assert_table_eq(x->dep_nbytes, y->dep_nbytes, ndeps, 8, "dep_nbytes");
-        break;
-    }
-    case GS_MSG_TASK_DONE: {
-        const gs_msg_task_done_t *x = &a->u.task_done, *y = &b->u.task_done;
-        cr_assert_eq(x->n, y->n);
-        assert_table_eq(x->graph_id, y->graph_id, x->n, 8, "graph_id");
-        assert_table_eq(x->task_id, y->task_id, x->n, 8, "task_id");
-        assert_table_eq(x->status, y->status, x->n, 4, "status");
-        assert_table_eq(x->nbytes, y->nbytes, x->n, 8, "nbytes");
-        assert_table_eq(x->run_ns, y->run_ns, x->n, 8, "run_ns");
-        assert_table_eq(x->fetch_ns, y->fetch_ns, x->n, 8, "fetch_ns");
-        cr_assert_eq(x->nerrors, y->nerrors);
-        for (uint32_t i = 0; i < x->nerrors; i++) assert_bytes_eq(x->errors[i], y->errors[i], "error");
-        break;
-    }
-    case GS_MSG_RELEASE:
-        cr_assert_eq(a->u.release.n, b->u.release.n);
-        assert_table_eq(a->u.release.keys, b->u.release.keys, 2 * a->u.release.n, 8, "keys");
-        break;
-    case GS_MSG_GATHER_REQ:
-        cr_assert_eq(a->u.gather_req.req_id, b->u.gather_req.req_id);
-        cr_assert_eq(a->u.gather_req.n, b->u.gather_req.n);
-        assert_table_eq(a->u.gather_req.keys, b->u.gather_req.keys, 2 * a->u.gather_req.n, 8, "keys");
-        break;
-    case GS_MSG_DATA:
-        cr_assert_eq(a->u.data.req_id, b->u.data.req_id);
-        cr_assert_eq(a->u.data.graph_id, b->u.data.graph_id);
-        cr_assert_eq(a->u.data.task_id, b->u.data.task_id);
-        cr_assert_eq(a->u.data.status, b->u.data.status);
-        assert_bytes_eq(a->u.data.data, b->u.data.data, "data");
-        break;
-    case GS_MSG_FETCH_REQ:
-        cr_assert_eq(a->u.fetch_req.req_id, b->u.fetch_req.req_id);
-        cr_assert_eq(a->u.fetch_req.graph_id, b->u.fetch_req.graph_id);
-        cr_assert_eq(a->u.fetch_req.task_id, b->u.fetch_req.task_id);
-        cr_assert_eq(a->u.fetch_req.from_worker, b->u.fetch_req.from_worker);
-        break;
-    case GS_MSG_PROGRESS:
-        cr_assert_eq(a->u.progress.graph_id, b->u.progress.graph_id);
-        cr_assert_eq(a->u.progress.done, b->u.progress.done);
-        cr_assert_eq(a->u.progress.total, b->u.progress.total);
-        break;
-    case GS_MSG_GRAPH_DONE:
-        cr_assert_eq(a->u.graph_done.graph_id, b->u.graph_done.graph_id);
-        cr_assert_eq(a->u.graph_done.status, b->u.graph_done.status);
-        assert_bytes_eq(a->u.graph_done.message, b->u.graph_done.message, "message");
-        cr_assert_eq(a->u.graph_done.ntasks, b->u.graph_done.ntasks);
-        cr_assert_eq(a->u.graph_done.run_ns_total, b->u.graph_done.run_ns_total);
-        cr_assert_eq(a->u.graph_done.wall_ns, b->u.graph_done.wall_ns);
-        break;
-    case GS_MSG_CANCEL:
-    case GS_MSG_RELEASE_GRAPH:
-        cr_assert_eq(a->u.cancel.graph_id, b->u.cancel.graph_id);
-        break;
-    case GS_MSG_ERROR:
-        cr_assert_eq(a->u.error.status, b->u.error.status);
-        assert_bytes_eq(a->u.error.message, b->u.error.message, "message");
-        break;
-    case GS_MSG_INFO:
-        cr_assert_eq(a->u.info.nworkers, b->u.info.nworkers);
-        cr_assert_eq(a->u.info.nclients, b->u.info.nclients);
-        cr_assert_eq(a->u.info.ngraphs_active, b->u.info.ngraphs_active);
-        cr_assert_eq(a->u.info.tasks_done_total, b->u.info.tasks_done_total);
-        cr_assert_eq(a->u.info.nnames, b->u.info.nnames);
-        for (uint32_t i = 0; i < a->u.info.nnames; i++) {
-            assert_bytes_eq(a->u.info.worker_names[i], b->u.info.worker_names[i], "worker name");
-        }
-        break;
-    case GS_MSG_BANDWIDTH: {
-        const gs_msg_bandwidth_t *x = &a->u.bandwidth, *y = &b->u.bandwidth;
-        cr_assert_eq(x->n, y->n);
-        assert_table_eq(x->peer, y->peer, x->n, 8, "peer");
-        assert_table_eq(x->bytes, y->bytes, x->n, 8, "bytes");
-        assert_table_eq(x->ns, y->ns, x->n, 8, "ns");
-        assert_table_eq(x->count, y->count, x->n, 4, "count");
-        cr_assert_eq(x->npaths, y->npaths);
-        for (uint32_t i = 0; i < x->npaths; i++) assert_bytes_eq(x->path[i], y->path[i], "path");
-        break;
-    }
-    case GS_MSG_REPLICATE: {
-        const gs_msg_replicate_t *x = &a->u.replicate, *y = &b->u.replicate;
-        cr_assert_eq(x->req_id, y->req_id);
-        cr_assert_eq(x->worker_id, y->worker_id);
-        assert_bytes_eq(x->worker_name, y->worker_name, "worker_name");
-        cr_assert_eq(x->n, y->n);
-        assert_table_eq(x->keys, y->keys, x->n, 16, "keys");
-        cr_assert_eq(x->nsrc, y->nsrc);
-        assert_table_eq(x->from, y->from, x->nsrc, 8, "from");
-        assert_table_eq(x->nbytes, y->nbytes, x->nsrc, 8, "nbytes");
-        break;
-    }
-    case GS_MSG_REPLICATE_DONE: {
-        const gs_msg_replicate_done_t *x = &a->u.replicate_done, *y = &b->u.replicate_done;
-        cr_assert_eq(x->req_id, y->req_id);
-        cr_assert_eq(x->status, y->status);
-        assert_bytes_eq(x->message, y->message, "message");
-        cr_assert_eq(x->n, y->n);
-        assert_table_eq(x->keys, y->keys, x->n, 16, "keys");
-        assert_table_eq(x->nbytes, y->nbytes, x->n, 8, "nbytes");
-        break;
-    }
-    case GS_MSG_WORKERS: {
-        const gs_msg_workers_t *x = &a->u.workers, *y = &b->u.workers;
-        cr_assert_eq(x->n, y->n);
-        assert_table_eq(x->id, y->id, x->n, 8, "id");
-        assert_table_eq(x->device, y->device, x->n, 4, "device");
-        assert_table_eq(x->nthreads, y->nthreads, x->n, 4, "nthreads");
-        assert_table_eq(x->memory_limit, y->memory_limit, x->n, 8, "memory_limit");
-        assert_table_eq(x->mem_used, y->mem_used, x->n, 8, "mem_used");
-        cr_assert_eq(x->nname, y->nname);
-        cr_assert_eq(x->naddr, y->naddr);
-        for (uint32_t i = 0; i < x->n; i++) {
-            assert_bytes_eq(x->name[i], y->name[i], "name");
-            assert_bytes_eq(x->host[i], y->host[i], "host");
-            assert_bytes_eq(x->backend[i], y->backend[i], "backend");
-            assert_bytes_eq(x->addr[i], y->addr[i], "addr");
-        }
-        break;
-    }
-    default:
-        break;
     }
 }
