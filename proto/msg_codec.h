@@ -1,7 +1,7 @@
 /*
  * Internal to proto/: the message schema (proto/msg_schema.h) as data -- one field descriptor per
  * table entry -- and what the encoder (msg_encode.c), decoder (msg_decode.c), validator
- * (msg_check.c) and the tests walk it with. Not installed; tests/proto uses it to derive samples
+ * (msg_schema.c) and the tests walk it with. Not installed; tests/proto uses it to derive samples
  * and comparisons.
  */
 #ifndef GS_PROTO_MSG_CODEC_H
@@ -65,7 +65,7 @@ typedef struct gs__msg_desc {
 /** The descriptor of @a type, NULL when unknown. */
 const gs__msg_desc_t *gs__msg_desc(uint32_t type);
 
-/* The rules named in the table (msg_check.c). */
+/* The rules named in the table (msg_schema.c). */
 int gs__rule_peer_role(const void *body, const gs__field_t *f, gs__why_t *why);
 int gs__rule_layer_index(const void *body, const gs__field_t *f, gs__why_t *why);
 int gs__rule_one_error_per_failure(const void *body, const gs__field_t *f, gs__why_t *why);

@@ -1,6 +1,6 @@
 /*
  * The message schema, written once (model: gsched/status.h's X-macro). The encoder, the decoder,
- * the validator (proto/msg_*.c) and the test samples (tests/proto/samples.c) are all derived from
+ * the validator (proto/msg_encode.c, msg_decode.c, msg_schema.c) and the test samples (tests/proto/samples.c) are all derived from
  * it: a message added here is encoded, decoded, validated, round-tripped, truncated and fuzzed
  * without further code.
  *
@@ -27,7 +27,7 @@
  *   count   the field that sizes a TAB, CSR, STRS, BINS or PEERS field (it must come first on the
  *           wire unless it is an array's own count); the field itself otherwise
  *   per     entries per count unit (2 for (graph, task) key pairs), else 1
- *   rule    a validation rule beyond the kind's (proto/msg_check.c), or GS__NO_RULE
+ *   rule    a validation rule beyond the kind's (gs__rule_*, proto/msg_schema.c), or GS__NO_RULE
  */
 #ifndef GS_PROTO_MSG_SCHEMA_H
 #define GS_PROTO_MSG_SCHEMA_H
