@@ -1,8 +1,8 @@
 /*
- * The message schema, written once (model: gsched/status.h's X-macro). The encoder, the decoder,
- * the validator (proto/msg_encode.c, msg_decode.c, msg_schema.c) and the test samples (tests/proto/samples.c) are all derived from
- * it: a message added here is encoded, decoded, validated, round-tripped, truncated and fuzzed
- * without further code.
+ * The message schema, written once (model: gsched/status.h's X-macro). The encoder
+ * (proto/msg_encode.c), the decoder (msg_decode.c), the validator (msg_schema.c) and the test
+ * samples and comparison (tests/proto/samples.c) are all derived from it: a message added here is
+ * encoded, decoded, validated, round-tripped, truncated and fuzzed without further code.
  *
  * GS_MSG_TYPES(X): X(TYPE, name) for every message type GS_MSG_<TYPE> of proto/msg.h, with its
  * name for logs. The fields of TYPE are GS_MSG_FIELDS_<TYPE>(F), in wire order; the payload is the

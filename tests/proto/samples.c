@@ -125,7 +125,8 @@ static uint64_t sample_u64(uint64_t *s)
 static gs_str_t sample_str(const char *field, size_t k, uint64_t *s)
 {
     char text[64];
-    int n = snprintf(text, sizeof text, "%s-%zu-\xc3\xa9\x01-%llx", field, k, (unsigned long long)(test_rand(s) >> 40));
+    int n = snprintf(text, sizeof text, "%s-%zu-\xc3\xa9\x01-%llx", field, k,
+                     (unsigned long long)(test_rand(s) >> 40));
     char *p = sample_alloc((size_t)n + 1);
     memcpy(p, text, (size_t)n + 1);
     return (gs_str_t){(const uint8_t *)p, (size_t)n};
@@ -229,7 +230,8 @@ void sample_msg(uint32_t type, gs_msg_t *m)
         switch (f->kind) {
         case GS__F_UINT:
         case GS__F_INT:
-            sample_store(dst, f->size, sample_rule_value(body, f, 0, sample_is_count(d, f) ? SAMPLE_COUNT : sample_u64(&s)));
+            count = sample_is_count(d, f) ? SAMPLE_COUNT : sample_u64(&s);
+            sample_store(dst, f->size, sample_rule_value(body, f, 0, count));
             break;
         case GS__F_STR: *(gs_str_t *)dst = sample_str(f->name, 0, &s); break;
         case GS__F_BIN: *(gs_bytes_t *)dst = sample_bin(1 + s % 12, &s); break;
@@ -312,7 +314,9 @@ void assert_msg_eq(const gs_msg_t *a, const gs_msg_t *b)
             break;
         case GS__F_STR:
         case GS__F_BIN:
-        case GS__F_CHUNK: assert_bytes_eq(*(const gs_bytes_t *)gs__field_at(x, f), *(const gs_bytes_t *)gs__field_at(y, f), what); break;
+        case GS__F_CHUNK:
+            assert_bytes_eq(*(const gs_bytes_t *)gs__field_at(x, f), *(const gs_bytes_t *)gs__field_at(y, f), what);
+            break;
         case GS__F_TAB:
             assert_table_eq(gs__field_ptr(x, f), gs__field_ptr(y, f), gs__field_count(x, f) * f->per, f->size, what);
             break;
@@ -320,7 +324,9 @@ void assert_msg_eq(const gs_msg_t *a, const gs_msg_t *b)
             assert_table_eq(gs__field_ptr(x, f), gs__field_ptr(y, f), gs__field_count(x, f) + 1, 8, what);
             ndeps = gs__csr_ndeps(x, f);
             break;
-        case GS__F_DTAB: assert_table_eq(gs__field_ptr(x, f), gs__field_ptr(y, f), ndeps * f->per, f->size, what); break;
+        case GS__F_DTAB:
+            assert_table_eq(gs__field_ptr(x, f), gs__field_ptr(y, f), ndeps * f->per, f->size, what);
+            break;
         case GS__F_STRS:
         case GS__F_BINS:
         case GS__F_PEERS: assert_array_eq(x, y, f, what); break;
