@@ -10,6 +10,7 @@
 
 #include "common/time.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #define GS__HOUSEKEEPING_MS 50u

@@ -33,7 +33,7 @@
 #define GS__PROGRESS_NS (100ull * 1000 * 1000)
 
 /* ------------------------------------------------------------------------------------------ */
-/* Small helpers.                                                                             */
+/* Graph tables, the active list, ready tasks, root tallies, releases, replica records.       */
 
 void gs__graph_free_arrays(gs__graph_t *g)
 {
@@ -301,6 +301,16 @@ static void gs__outputs_complete(gs_sched_t *s, gs__graph_t *g)
                      (double)(now - g->t_accept_ns) * 1e-6);
     }
     gs__graph_flush_parked(s, g);
+}
+
+/* Called after GRAPH_ACCEPTED went out. */
+void gs__graph_accepted(gs_sched_t *s, gs__graph_t *g)
+{
+    if (g->noutputs_missing == 0) gs__outputs_complete(s, g);
+    else if (s->nworkers == 0) {
+        GS_LOG_WARN("graph %" PRIu64 " (%" PRIu64 " tasks) waits: no workers are registered", g->id,
+                    g->ntotal);
+    }
 }
 
 /* ------------------------------------------------------------------------------------------ */
@@ -617,16 +627,6 @@ static void gs__reset_pending(gs_sched_t *s, gs__graph_t *g, uint32_t t)
     g->where[t] = GS__NO_WORKER;
     if (gs__recount(s, g, t, 0)) gs__lineage_run(s);
     s->stack.len = 0;
-}
-
-/* Called after GRAPH_ACCEPTED went out. */
-void gs__graph_accepted(gs_sched_t *s, gs__graph_t *g)
-{
-    if (g->noutputs_missing == 0) gs__outputs_complete(s, g);
-    else if (s->nworkers == 0) {
-        GS_LOG_WARN("graph %" PRIu64 " (%" PRIu64 " tasks) waits: no workers are registered", g->id,
-                    g->ntotal);
-    }
 }
 
 #ifdef GS_SCHED_CHECK_INVARIANTS
