@@ -1,4 +1,19 @@
-/* Internal structures of the scheduler (scheduler/sched.c, scheduler/graph.c). Not installed. */
+/*
+ * Types shared by every file of the scheduler, and lookups on them. Not installed.
+ *
+ * The files, each with its own header, and who may call whom (calls point down only):
+ *   sched.c      lifecycle (create/listen/stop/destroy), public queries, housekeeping timer
+ *   peers.c      connections: handshake, worker registration and removal, message dispatch
+ *   replicate.c  REPLICATE requests            submit.c  validation and submission of graphs
+ *   place.c      placement: the per-iteration tick, worker choice, TASK_ASSIGN batches
+ *   tasks.c      the task state machine: readiness, completion, release, lineage, failure
+ *   gather.c     gathers: parked until computed, relayed from the holding worker
+ *   cost.c       the cost model placement uses: queue bounds, bandwidth per worker pair
+ *   send.c       sending to a peer (a failed send closes that connection)
+ *   rset.h       the ready set (data structure)
+ * Placement, the state machine, gathers and the cost model never call the connection
+ * handling (peers.c) or the lifecycle (sched.c).
+ */
 #ifndef GS_SCHEDULER_SCHED_INT_H
 #define GS_SCHEDULER_SCHED_INT_H
 
@@ -8,6 +23,7 @@
 #include "common/log.h"
 #include "common/vec.h"
 #include "proto/conn.h"
+#include "scheduler/rset.h"
 #include "scheduler/sched.h"
 
 #include <stdint.h>
@@ -36,17 +52,6 @@ enum {
 #define GS__TF_RQUEUED 0x8u   /* counted in the root tallies of worker `where` as assigned */
 #define GS__TF_RHELD 0x10u    /* counted in the root tallies of worker `where` as a stored
                                  chunk with pending dependents (MEMORY, nrefs > 0) */
-
-/* A set of priorities (0 .. n-1) with O(log64 n) insert / delete / minimum: a bitmap over the
- * keys plus summary levels (bit i of a level-k word says whether word i of level k-1 is
- * non-zero). At most 6 levels for 2^31 keys; about n/8 bytes. */
-#define GS__RSET_MAX_LEVELS 8
-typedef struct gs__rset {
-    uint64_t *bits;                      /* every level, leaves first */
-    uint32_t off[GS__RSET_MAX_LEVELS];   /* first word of each level */
-    uint32_t nlevels;
-    uint32_t n;                          /* members */
-} gs__rset_t;
 
 /* Root tallies of a worker (over all graphs). */
 typedef struct gs__roots {
@@ -331,36 +336,32 @@ struct gs_sched {
     gs_sched_stats_t st;
 };
 
-/* graph.c */
-gs_status_t gs__graph_submit(gs_sched_t *s, gs__peer_t *client, const gs_msg_graph_submit_t *m,
-                             uint64_t *graph_id_p);
-void gs__graph_cancel(gs__graph_t *g, gs_status_t status, const char *fmt, ...) GS_PRINTF(3, 4);
-void gs__graph_release(gs__graph_t *g);
-void gs__graph_drop_client(gs_sched_t *s, gs__peer_t *client);
-void gs__sched_tick(gs_sched_t *s);
-void gs__sched_task_done(gs_sched_t *s, gs__worker_t *w, const gs_msg_task_done_t *m);
-void gs__sched_worker_removed(gs_sched_t *s, gs__worker_t *w);
-void gs__sched_progress(gs_sched_t *s, uint64_t now, int force);
-void gs__sched_retries(gs_sched_t *s, uint64_t now);
-void gs__graph_accepted(gs_sched_t *s, gs__graph_t *g);
-void gs__graph_gather(gs__graph_t *g, uint64_t client_req, uint32_t task);
-void gs__sched_flush_releases(gs_sched_t *s);
-gs__graph_t *gs__graph_find(gs_sched_t *s, uint64_t id);
-void gs__graph_free_all(gs_sched_t *s);
+/* Graph pointers stored as map values and on the lineage stack. */
 
-/* sched.c */
-void gs__sched_send(gs_sched_t *s, gs__peer_t *p, const gs_msg_t *msg);
-void gs__sched_send_data_error(gs_sched_t *s, gs__peer_t *client, uint64_t req, uint64_t graph,
-                               uint64_t task, gs_status_t status);
-void gs__sched_relay_gather(gs_sched_t *s, gs__peer_t *client, uint64_t client_req,
-                            gs__graph_t *g, uint32_t task);
-void gs__sched_worker_capacity(gs__worker_t *w);
+static inline gs__graph_t *gs__ptr_graph(uint64_t v)
+{
+    return (gs__graph_t *)(uintptr_t)v;
+}
 
-/* graph.c: transfer model and replicas */
-void gs__bw_reset_slot(gs_sched_t *s, uint32_t slot);
-void gs__sched_bandwidth(gs_sched_t *s, gs__worker_t *w, const gs_msg_bandwidth_t *m);
-void gs__sched_replicate(gs_sched_t *s, gs__peer_t *client, const gs_msg_replicate_t *m);
-void gs__sched_replicate_done(gs_sched_t *s, gs__worker_t *w, const gs_msg_replicate_done_t *m);
-void gs__sched_repls_worker_gone(gs_sched_t *s, gs__worker_t *w);
+static inline gs__graph_t *gs__graph_find(gs_sched_t *s, uint64_t id)
+{
+    uint64_t v;
+    if (id == 0 || id >= GS_U64MAP_TOMB) return NULL;
+    if (!gs_u64map_get(&s->graphs, id, &v)) return NULL;
+    return gs__ptr_graph(v);
+}
+
+/* Key of chunk (graph, task) in a graph's external index. */
+static inline uint64_t gs__ext_key(uint64_t graph, uint32_t task)
+{
+    return (graph << 32) | task;
+}
+
+/* Id of the worker in @a slot, 0 when the slot is free. */
+static inline uint64_t gs__slot_id(const gs_sched_t *s, uint32_t slot)
+{
+    if (slot < s->nslots && s->slots[slot] != NULL) return s->slots[slot]->id;
+    return 0;
+}
 
 #endif

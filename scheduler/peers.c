@@ -1,0 +1,578 @@
+/*
+ * Connections (peers): the handshake, the worker registry (registration, removal), and the
+ * dispatch of every client and worker message to the part that handles it.
+ */
+#include "scheduler/peers.h"
+
+#include "scheduler/cost.h"
+#include "scheduler/gather.h"
+#include "scheduler/place.h"
+#include "scheduler/replicate.h"
+#include "scheduler/send.h"
+#include "scheduler/submit.h"
+#include "scheduler/tasks.h"
+
+#include "common/time.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------------------------------ */
+/* Workers.                                                                                   */
+
+void gs__worker_free(gs__worker_t *w)
+{
+    gs_free(w->name);
+    gs_free(w->host);
+    gs_free(w->backend);
+    gs_free(w->ucx_addr);
+    GS_VEC_FREE(&w->b_task_id);
+    GS_VEC_FREE(&w->b_task_layer);
+    GS_VEC_FREE(&w->b_task_block);
+    GS_VEC_FREE(&w->b_dep_off);
+    GS_VEC_FREE(&w->b_dep_keys);
+    GS_VEC_FREE(&w->b_dep_worker);
+    GS_VEC_FREE(&w->b_dep_nbytes);
+    GS_VEC_FREE(&w->b_layer_ids);
+    GS_VEC_FREE(&w->b_layers);
+    GS_VEC_FREE(&w->release_keys);
+    gs_free(w);
+}
+
+static void gs__peer_info(const gs__worker_t *w, gs_peer_info_t *pi)
+{
+    pi->id = w->id;
+    pi->name.data = (const uint8_t *)w->name;
+    pi->name.len = strlen(w->name);
+    pi->host.data = (const uint8_t *)w->host;
+    pi->host.len = strlen(w->host);
+    pi->ucx_address.data = w->ucx_addr;
+    pi->ucx_address.len = w->ucx_len;
+}
+
+static void gs__broadcast_removed(gs_sched_t *s, uint64_t id)
+{
+    gs_msg_t msg;
+    memset(&msg, 0, sizeof msg);
+    msg.type = GS_MSG_PEERS;
+    msg.u.peers.nremoved = 1;
+    msg.u.peers.removed = &id;
+    for (uint32_t i = 0; i < s->nworkers; i++) gs__sched_send(s, s->live[i]->peer, &msg);
+}
+
+/* Remove a registered worker: PEERS(removed) to the others, its tasks re-planned, its chunks
+ * lost (and recomputed when needed), gathers re-routed. */
+static void gs__worker_remove(gs_sched_t *s, gs__worker_t *w, const char *why)
+{
+    uint32_t slot = w->slot;
+    for (uint32_t i = 0; i < s->nworkers; i++) {
+        if (s->live[i] == w) {
+            s->live[i] = s->live[--s->nworkers];
+            break;
+        }
+    }
+    if (!s->stopping) {
+        s->st.workers_lost_total++;
+        GS_LOG_WARN("worker %s (id %" PRIu64 ") removed: %s", w->name, w->id, why);
+        gs__broadcast_removed(s, w->id);
+        gs__sched_repls_worker_gone(s, w);
+        gs__sched_worker_removed(s, w);
+        gs__sched_relays_worker_gone(s, slot);
+        if (s->nworkers == 0 && s->ngraphs_active > 0) {
+            GS_LOG_WARN("no workers left; %" PRIu64 " graphs wait for workers", s->ngraphs_active);
+        }
+    }
+    s->slots[slot] = NULL;
+    if (w->peer != NULL) w->peer->worker = NULL;
+    gs__worker_free(w);
+}
+
+static gs_status_t gs__slots_grow(gs_sched_t *s)
+{
+    uint32_t n = s->nslots ? 2 * s->nslots : 8;
+    gs__worker_t **slots = gs_realloc(s->slots, gs_size_mul(n, sizeof *slots), "sched slots");
+    if (slots == NULL) return GS_ERR_NO_MEMORY;
+    s->slots = slots;
+    gs__worker_t **live = gs_realloc(s->live, gs_size_mul(n, sizeof *live), "sched live");
+    if (live == NULL) return GS_ERR_NO_MEMORY;
+    s->live = live;
+    uint64_t *bytes = gs_realloc(s->bytes_by_slot, gs_size_mul(n, sizeof *bytes), "sched bytes");
+    if (bytes == NULL) return GS_ERR_NO_MEMORY;
+    s->bytes_by_slot = bytes;
+    if (gs__bw_grow(s, n) != GS_OK) return GS_ERR_NO_MEMORY;
+    memset(s->slots + s->nslots, 0, (size_t)(n - s->nslots) * sizeof *slots);
+    memset(s->bytes_by_slot + s->nslots, 0, (size_t)(n - s->nslots) * sizeof *bytes);
+    s->nslots = n;
+    return GS_OK;
+}
+
+static char *gs__strndup(const gs_str_t *str, const char *what)
+{
+    char *p = gs_malloc(str->len + 1, what);
+    if (p == NULL) return NULL;
+    if (str->len) memcpy(p, str->data, str->len);
+    p[str->len] = '\0';
+    return p;
+}
+
+static void gs__worker_register(gs_sched_t *s, gs__peer_t *p, const gs_msg_worker_register_t *m)
+{
+    gs__worker_t *w;
+    uint32_t slot;
+    gs_msg_t msg;
+
+    if (p->worker != NULL) {
+        gs__peer_close(p, GS_ERR_PROTO, GS_ERR_PROTO, "worker registered twice");
+        return;
+    }
+    if (m->name.len > 0) {
+        for (uint32_t i = 0; i < s->nworkers; i++) {
+            gs__worker_t *old = s->live[i];
+            if (strlen(old->name) == m->name.len && memcmp(old->name, m->name.data, m->name.len) == 0) {
+                GS_LOG_WARN("worker %s registers again from %s: replacing the old registration",
+                            old->name, gs_conn_peer_name(p->conn));
+                gs__peer_close(old->peer, GS_ERR_EXISTS, GS_ERR_EXISTS,
+                               "replaced by a new worker registered under the same name");
+                break;
+            }
+        }
+    }
+    for (slot = 0; slot < s->nslots && s->slots[slot] != NULL; slot++) {}
+    if (slot == s->nslots && gs__slots_grow(s) != GS_OK) goto err_nomem;
+    w = gs_calloc(1, sizeof *w, "worker");
+    if (w == NULL) goto err_nomem;
+    w->s = s;
+    w->slot = slot;
+    w->id = p->id;
+    w->peer = p;
+    w->name = m->name.len ? gs__strndup(&m->name, "worker name") : NULL;
+    if (w->name == NULL) {
+        char tmp[32];
+        snprintf(tmp, sizeof tmp, "worker-%" PRIu64, p->id);
+        w->name = gs_strdup(tmp, "worker name");
+    }
+    w->host = gs__strndup(&m->host, "worker host");
+    w->backend = gs__strndup(&m->backend, "worker backend");
+    w->ucx_addr = gs_malloc(m->ucx_address.len ? m->ucx_address.len : 1, "worker ucx address");
+    if (w->name == NULL || w->host == NULL || w->backend == NULL || w->ucx_addr == NULL ||
+        GS_VEC_RESERVE(&w->b_dep_off, 2) != GS_OK) {
+        gs__worker_free(w);
+        goto err_nomem;
+    }
+    if (m->ucx_address.len) memcpy(w->ucx_addr, m->ucx_address.data, m->ucx_address.len);
+    w->ucx_len = m->ucx_address.len;
+    w->device = m->device;
+    w->nthreads = m->nthreads ? m->nthreads : 1;
+    if (w->nthreads > 4096) w->nthreads = 4096;
+    w->pid = m->pid;
+    w->memory_limit = m->memory_limit;
+    w->ns_per_task = 1e6;   /* until measured: 1 ms per task */
+    gs__sched_worker_capacity(w);
+    snprintf(p->name, sizeof p->name, "worker %s", w->name);
+
+    /* PEERS: the newcomer learns everyone (itself included), the others learn the newcomer */
+    s->peer_infos.len = 0;
+    if (GS_VEC_RESERVE(&s->peer_infos, (size_t)s->nworkers + 1) != GS_OK) {
+        gs__worker_free(w);
+        goto err_nomem;
+    }
+    s->slots[slot] = w;
+    s->live[s->nworkers++] = w;
+    p->worker = w;
+    gs__bw_reset_slot(s, slot);
+    s->warned_no_workers = 0;
+    for (uint32_t i = 0; i < s->nworkers; i++) gs__peer_info(s->live[i], &s->peer_infos.data[i]);
+    memset(&msg, 0, sizeof msg);
+    msg.type = GS_MSG_PEERS;
+    msg.u.peers.nadded = s->nworkers;
+    msg.u.peers.added = s->peer_infos.data;
+    gs__sched_send(s, p, &msg);
+    msg.u.peers.nadded = 1;
+    msg.u.peers.added = &s->peer_infos.data[s->nworkers - 1];
+    for (uint32_t i = 0; i + 1 < s->nworkers; i++) gs__sched_send(s, s->live[i]->peer, &msg);
+    GS_LOG_INFO("worker %s (id %" PRIu64 ", %s, %u threads, backend %s) registered from %s", w->name, w->id,
+                w->host, w->nthreads, w->backend, gs_conn_peer_name(p->conn));
+    return;
+
+err_nomem:
+    gs__peer_close(p, GS_ERR_NO_MEMORY, GS_ERR_NO_MEMORY, "scheduler out of memory registering the worker");
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Peers (connections).                                                                       */
+
+void gs__peer_close(gs__peer_t *p, gs_status_t reason, gs_status_t err_status, const char *fmt, ...)
+{
+    char text[512];
+    if (p->state == GS__PEER_CLOSING) return;
+    text[0] = '\0';
+    if (fmt != NULL) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(text, sizeof text, fmt, ap);
+        va_end(ap);
+        if (err_status != 0) gs__sched_send_error(p->s, p, err_status, text);
+        GS_LOG_INFO("closing %s (%s): %s", p->name, p->conn ? gs_conn_peer_name(p->conn) : "?", text);
+    }
+    {
+        int was_client = p->state == GS__PEER_CLIENT;
+        p->state = GS__PEER_CLOSING;
+        if (p->worker != NULL) gs__worker_remove(p->s, p->worker, text[0] ? text : gs_status_string(reason));
+        if (was_client) {
+            gs_u64map_del(&p->s->clients, p->id);
+            p->s->nclients--;
+            gs__graph_drop_client(p->s, p);
+        }
+    }
+    /* flush (the ERROR) on protocol refusals; drop queued writes on failures */
+    if (p->conn != NULL) gs_conn_close(p->conn, fmt != NULL && err_status != 0 ? GS_OK : reason);
+}
+
+static void gs__refuse(gs__peer_t *p, gs_status_t status, const char *fmt, ...) GS_PRINTF(3, 4);
+static void gs__refuse(gs__peer_t *p, gs_status_t status, const char *fmt, ...)
+{
+    char text[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(text, sizeof text, fmt, ap);
+    va_end(ap);
+    p->s->st.refused_total++;
+    gs__peer_close(p, status, status, "%s", text);
+}
+
+static int gs__token_equal(const gs_sched_t *s, const gs_str_t *tok)
+{
+    /* constant time in the secret: every presented byte is compared (against the secret or its
+     * terminating NUL), lengths folded in */
+    volatile uint8_t diff = (uint8_t)((s->token_len ^ tok->len) != 0);
+    for (size_t i = 0; i < tok->len; i++) {
+        size_t j = i < s->token_len ? i : s->token_len;
+        diff |= (uint8_t)(tok->data[i] ^ (uint8_t)s->token[j]);
+    }
+    return diff == 0;
+}
+
+static void gs__handshake(gs_sched_t *s, gs__peer_t *p, const gs_msg_t *msg)
+{
+    const gs_msg_hello_t *h = &msg->u.hello;
+    gs_msg_t out;
+    size_t nlen;
+
+    if (msg->type != GS_MSG_HELLO) {
+        gs__refuse(p, GS_ERR_PROTO, "the first message must be hello, not %s", gs_msg_type_name(msg->type));
+        return;
+    }
+    if (h->version != GS_PROTO_VERSION) {
+        gs__refuse(p, GS_ERR_VERSION, "protocol version %u is not supported (gsched speaks %u)", h->version,
+                   GS_PROTO_VERSION);
+        return;
+    }
+    if (!gs__token_equal(s, &h->token)) {
+        gs__refuse(p, GS_ERR_AUTH, "wrong cluster token");
+        return;
+    }
+    if (h->role != GS_ROLE_CLIENT && h->role != GS_ROLE_WORKER) {
+        gs__refuse(p, GS_ERR_PROTO, "unknown role %u", h->role);
+        return;
+    }
+    p->id = s->next_peer_id++;
+    nlen = h->name.len < 40 ? h->name.len : 40;
+    snprintf(p->name, sizeof p->name, "%s %" PRIu64 " %.*s", h->role == GS_ROLE_CLIENT ? "client" : "worker",
+             p->id, (int)nlen, h->name.data ? (const char *)h->name.data : "");
+    if (h->role == GS_ROLE_CLIENT) {
+        if (gs_u64map_put(&s->clients, p->id, (uint64_t)(uintptr_t)p) != GS_OK) {
+            gs__peer_close(p, GS_ERR_NO_MEMORY, GS_ERR_NO_MEMORY, "scheduler out of memory");
+            return;
+        }
+        p->state = GS__PEER_CLIENT;
+        s->nclients++;
+    } else {
+        p->state = GS__PEER_WORKER;
+    }
+    gs_conn_set_max_frame(p->conn, s->max_frame);   /* handshaken: the normal frame limit */
+    memset(&out, 0, sizeof out);
+    out.type = GS_MSG_WELCOME;
+    out.u.welcome.version = GS_PROTO_VERSION;
+    out.u.welcome.id = p->id;
+    out.u.welcome.heartbeat_ms = s->heartbeat_ms;
+    gs__sched_send(s, p, &out);
+    GS_LOG_INFO("%s connected from %s", p->name, gs_conn_peer_name(p->conn));
+}
+
+static void gs__send_info(gs_sched_t *s, gs__peer_t *p)
+{
+    gs_msg_t msg;
+    s->names.len = 0;
+    if (GS_VEC_RESERVE(&s->names, (size_t)s->nworkers + 1) != GS_OK) {
+        gs__sched_send_error(s, p, GS_ERR_NO_MEMORY, "scheduler out of memory answering info");
+        return;
+    }
+    for (uint32_t i = 0; i < s->nworkers; i++) {
+        s->names.data[i].data = (const uint8_t *)s->live[i]->name;
+        s->names.data[i].len = strlen(s->live[i]->name);
+    }
+    memset(&msg, 0, sizeof msg);
+    msg.type = GS_MSG_INFO;
+    msg.u.info.nworkers = s->nworkers;
+    msg.u.info.nclients = s->nclients;
+    msg.u.info.ngraphs_active = s->ngraphs_active;
+    msg.u.info.tasks_done_total = s->st.tasks_done_total;
+    msg.u.info.nnames = s->nworkers;
+    msg.u.info.worker_names = s->names.data;
+    gs__sched_send(s, p, &msg);
+}
+
+/* WORKERS: every live worker (scratch tables are rebuilt per request; rare). */
+static void gs__send_workers(gs_sched_t *s, gs__peer_t *p)
+{
+    uint32_t n = s->nworkers;
+    size_t nn = n ? n : 1;
+    uint64_t *ids = gs_calloc(nn, sizeof *ids, "workers ids");
+    int32_t *dev = gs_calloc(nn, sizeof *dev, "workers devices");
+    uint32_t *thr = gs_calloc(nn, sizeof *thr, "workers threads");
+    uint64_t *lim = gs_calloc(nn, sizeof *lim, "workers limits");
+    uint64_t *used = gs_calloc(nn, sizeof *used, "workers used");
+    gs_str_t *strs = gs_calloc(4 * nn, sizeof *strs, "workers strings");
+    gs_msg_t msg;
+    if (ids == NULL || dev == NULL || thr == NULL || lim == NULL || used == NULL || strs == NULL) {
+        gs__sched_send_error(s, p, GS_ERR_NO_MEMORY, "scheduler out of memory answering workers-req");
+        goto out;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        const gs__worker_t *w = s->live[i];
+        const char *addr = w->peer != NULL && w->peer->conn != NULL ? gs_conn_peer_name(w->peer->conn) : "?";
+        ids[i] = w->id;
+        dev[i] = w->device;
+        thr[i] = w->nthreads;
+        lim[i] = w->memory_limit;
+        used[i] = w->mem_used;
+        strs[i] = (gs_str_t){(const uint8_t *)w->name, strlen(w->name)};
+        strs[nn + i] = (gs_str_t){(const uint8_t *)w->host, strlen(w->host)};
+        strs[2 * nn + i] = (gs_str_t){(const uint8_t *)w->backend, strlen(w->backend)};
+        strs[3 * nn + i] = (gs_str_t){(const uint8_t *)addr, strlen(addr)};
+    }
+    memset(&msg, 0, sizeof msg);
+    msg.type = GS_MSG_WORKERS;
+    msg.u.workers = (gs_msg_workers_t){.n = n, .id = ids, .device = dev, .nthreads = thr, .memory_limit = lim,
+                                       .mem_used = used, .nname = n, .nhost = n, .nbackend = n, .naddr = n,
+                                       .name = strs, .host = strs + nn, .backend = strs + 2 * nn,
+                                       .addr = strs + 3 * nn};
+    gs__sched_send(s, p, &msg);
+out:
+    gs_free(ids);
+    gs_free(dev);
+    gs_free(thr);
+    gs_free(lim);
+    gs_free(used);
+    gs_free(strs);
+}
+
+static gs__graph_t *gs__client_graph(gs_sched_t *s, gs__peer_t *p, uint64_t id)
+{
+    gs__graph_t *g = gs__graph_find(s, id);
+    return g != NULL && g->client == p ? g : NULL;
+}
+
+static void gs__client_msg(gs_sched_t *s, gs__peer_t *p, gs_msg_t *msg)
+{
+    switch (msg->type) {
+    case GS_MSG_GRAPH_SUBMIT: {
+        const gs_msg_graph_submit_t *m = &msg->u.graph_submit;
+        uint64_t gid;
+        gs_status_t st = gs__graph_submit(s, p, m, &gid);
+        if (st != GS_OK) {
+            char text[768];
+            snprintf(text, sizeof text, "graph submission (client ref %" PRIu64 ") rejected: %s", m->client_ref,
+                     gs_last_error());
+            GS_LOG_INFO("%s: %s", p->name, text);
+            gs__sched_send_error(s, p, st, text);
+        } else {
+            gs_msg_t out;
+            gs__graph_t *g = gs__graph_find(s, gid);
+            memset(&out, 0, sizeof out);
+            out.type = GS_MSG_GRAPH_ACCEPTED;
+            out.u.graph_accepted.client_ref = m->client_ref;
+            out.u.graph_accepted.graph_id = gid;
+            gs__sched_send(s, p, &out);
+            GS_LOG_DEBUG("graph %" PRIu64 " accepted from %s: %" PRIu64 " tasks, %" PRIu64 " outputs", gid,
+                         p->name, m->ntasks, m->noutputs);
+            if (g != NULL) gs__graph_accepted(s, g);
+        }
+        break;
+    }
+    case GS_MSG_GATHER_REQ: {
+        const gs_msg_gather_req_t *m = &msg->u.gather_req;
+        for (uint64_t i = 0; i < m->n && p->state == GS__PEER_CLIENT; i++) {
+            uint64_t gid = m->keys[2 * i], tid = m->keys[2 * i + 1];
+            gs__graph_t *g = gs__client_graph(s, p, gid);
+            if (g == NULL || g->client_released || tid >= g->ntasks || !(g->tflags[tid] & GS__TF_OUTPUT)) {
+                gs__sched_send_data_error(s, p, m->req_id, gid, tid, GS_ERR_NOT_FOUND);
+                continue;
+            }
+            gs__graph_gather(g, m->req_id, (uint32_t)tid);
+        }
+        break;
+    }
+    case GS_MSG_CANCEL: {
+        gs__graph_t *g = gs__client_graph(s, p, msg->u.cancel.graph_id);
+        if (g != NULL && g->phase == GS__GRAPH_RUNNING) {
+            gs__graph_cancel(g, GS_ERR_CANCELED, "graph %" PRIu64 " canceled by the client", g->id);
+        }
+        break;
+    }
+    case GS_MSG_RELEASE_GRAPH: {
+        gs__graph_t *g = gs__client_graph(s, p, msg->u.cancel.graph_id);
+        if (g != NULL) gs__graph_release(g);
+        break;
+    }
+    case GS_MSG_INFO_REQ:
+        gs__send_info(s, p);
+        break;
+    case GS_MSG_WORKERS_REQ:
+        gs__send_workers(s, p);
+        break;
+    case GS_MSG_REPLICATE:
+        gs__sched_replicate(s, p, &msg->u.replicate);
+        break;
+    case GS_MSG_HEARTBEAT:
+        break;
+    default:
+        gs__peer_close(p, GS_ERR_PROTO, GS_ERR_PROTO, "unexpected %s from a client", gs_msg_type_name(msg->type));
+        break;
+    }
+}
+
+static void gs__worker_msg(gs_sched_t *s, gs__peer_t *p, gs_msg_t *msg)
+{
+    if (msg->type == GS_MSG_WORKER_REGISTER) {
+        gs__worker_register(s, p, &msg->u.worker_register);
+        return;
+    }
+    if (msg->type == GS_MSG_HEARTBEAT) {
+        if (p->worker != NULL) {
+            gs__worker_t *w = p->worker;
+            w->mem_used = msg->u.heartbeat.mem_used;
+            /* what is not a root chunk counted here (earlier TASK_DONEs of this connection have
+             * been processed; chunks released but not yet dropped there count as other) */
+            w->mem_other = w->mem_used > w->roots.held_bytes ? w->mem_used - w->roots.held_bytes : 0;
+            if (msg->u.heartbeat.mem_limit > 0) w->memory_limit = msg->u.heartbeat.mem_limit;
+        }
+        return;
+    }
+    if (p->worker == NULL) {
+        gs__peer_close(p, GS_ERR_PROTO, GS_ERR_PROTO, "%s before worker-register", gs_msg_type_name(msg->type));
+        return;
+    }
+    switch (msg->type) {
+    case GS_MSG_TASK_DONE:
+        gs__sched_task_done(s, p->worker, &msg->u.task_done);
+        break;
+    case GS_MSG_DATA:
+        gs__sched_relay_data(s, p->worker, msg);
+        break;
+    case GS_MSG_BANDWIDTH:
+        gs__sched_bandwidth(s, p->worker, &msg->u.bandwidth);
+        break;
+    case GS_MSG_REPLICATE_DONE:
+        gs__sched_replicate_done(s, p->worker, &msg->u.replicate_done);
+        break;
+    default:
+        gs__peer_close(p, GS_ERR_PROTO, GS_ERR_PROTO, "unexpected %s from a worker", gs_msg_type_name(msg->type));
+        break;
+    }
+}
+
+static void gs__on_msg(gs_conn_t *conn, gs_msg_t *msg, void *arg)
+{
+    gs__peer_t *p = arg;
+    gs_sched_t *s = p->s;
+    (void)conn;
+    if (p->state == GS__PEER_CLOSING) return;   /* nothing after a refusal is processed */
+    p->last_seen_ns = gs_now_ns();
+    switch (p->state) {
+    case GS__PEER_HANDSHAKE:
+        gs__handshake(s, p, msg);
+        break;
+    case GS__PEER_CLIENT:
+        gs__client_msg(s, p, msg);
+        break;
+    case GS__PEER_WORKER:
+        gs__worker_msg(s, p, msg);
+        break;
+    default:
+        break;
+    }
+}
+
+static void gs__on_close(gs_conn_t *conn, gs_status_t reason, void *arg)
+{
+    gs__peer_t *p = arg;
+    gs_sched_t *s = p->s;
+    (void)conn;
+    p->conn = NULL;
+    if (p->state == GS__PEER_HANDSHAKE && reason != GS_OK && reason != GS_ERR_CONN_CLOSED) {
+        s->st.refused_total++;   /* oversized or malformed frame before the handshake */
+        GS_LOG_INFO("%s closed before the handshake: %s", p->name, gs_status_string(reason));
+    }
+    if (p->state != GS__PEER_CLOSING) {
+        const char *why = reason == GS_ERR_CONN_CLOSED ? "connection closed" : gs_status_string(reason);
+        int was_client = p->state == GS__PEER_CLIENT;
+        p->state = GS__PEER_CLOSING;
+        if (p->worker != NULL) gs__worker_remove(s, p->worker, why);
+        if (was_client) {
+            gs_u64map_del(&s->clients, p->id);
+            s->nclients--;
+            GS_LOG_INFO("%s disconnected (%s)", p->name, why);
+            gs__graph_drop_client(s, p);
+        }
+    }
+    if (p->prev) p->prev->next = p->next;
+    else s->peers = p->next;
+    if (p->next) p->next->prev = p->prev;
+    s->nconns--;
+    GS_VEC_FREE(&p->relay_wait);
+    gs_free(p);
+    if (!s->stopping) gs__sched_tick(s);
+}
+
+void gs__sched_on_connection(uv_stream_t *server, int status)
+{
+    gs_sched_t *s = server->data;
+    gs__peer_t *p;
+    gs_conn_params_t cp;
+    gs_status_t st;
+
+    if (status < 0) {
+        GS_LOG_WARN("accept failed: %s", uv_strerror(status));
+        return;
+    }
+    p = gs_calloc(1, sizeof *p, "peer");
+    if (p == NULL) {
+        GS_LOG_ERROR("out of memory accepting a connection");
+        return;
+    }
+    p->s = s;
+    p->state = GS__PEER_HANDSHAKE;
+    p->t_connect_ns = p->last_seen_ns = gs_now_ns();
+    snprintf(p->name, sizeof p->name, "new connection");
+    memset(&cp, 0, sizeof cp);
+    cp.msg_cb = gs__on_msg;
+    cp.close_cb = gs__on_close;
+    cp.arg = p;
+    /* until the handshake: small frames only (GS_SCHED_HELLO_MAX_FRAME) */
+    cp.max_frame = s->max_frame < GS_SCHED_HELLO_MAX_FRAME ? s->max_frame : GS_SCHED_HELLO_MAX_FRAME;
+    st = gs_conn_accept(server, &cp, &p->conn);
+    if (st != GS_OK) {
+        GS_LOG_WARN("cannot accept a connection: %s", gs_last_error());
+        gs_free(p);
+        return;
+    }
+    gs_conn_set_data(p->conn, p);
+    p->next = s->peers;
+    if (s->peers) s->peers->prev = p;
+    s->peers = p;
+    s->nconns++;
+    if (s->stopping) gs__peer_close(p, GS_OK, 0, NULL);
+}
