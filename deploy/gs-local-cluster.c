@@ -12,6 +12,7 @@
 #include "proto/conn.h"
 
 #include <gsched/client.h>
+#include <gsched/config.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -85,7 +86,8 @@ static void gs__usage(FILE *f)
             "  --watch-stdin             stop everything when stdin reaches EOF\n"
             "  --ready-timeout SECONDS   give up if not ready by then (default 60)\n"
             "  --no-affinity             do not pin GPU workers to their GPU's NUMA node\n"
-            "  --help                    this text\n");
+            "  --help                    this text\n"
+            "  --version                 print the version and whether the build has CUDA\n");
 }
 
 static int gs__parse_int(const char *opt, const char *s, long lo, long hi, long *v)
@@ -125,6 +127,9 @@ static int gs__parse_opts(int argc, char **argv, gs__opts_t *o)
     } while (0)
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             gs__usage(stdout);
+            return 1;
+        } else if (strcmp(a, "--version") == 0) {
+            printf("gs-local-cluster %s\n", GS_VERSION_DESCRIPTION);
             return 1;
         } else if (strcmp(a, "--host") == 0) {
             GS__NEEDS_VALUE();
