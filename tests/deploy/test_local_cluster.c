@@ -135,6 +135,28 @@ Test(deploy_local_cluster, starts_n_cpu_workers_prints_ready_and_stops_cleanly, 
     assert_tree_gone(&l, 5.0);
 }
 
+/* On @a c: full(0.5, (n, n)) in chunk x chunk blocks, summed; with @a plus_transpose,
+ * (x + x.T).sum() (chunks then move between workers). */
+static double sum_of_full(gs_client_h c, int64_t n, int64_t chunk, int plus_transpose)
+{
+    int64_t shape[2] = {n, n}, chunks[2] = {chunk, chunk};
+    gs_array_h a, t, s;
+    double v = 0;
+    cr_assert_eq(gs_array_full(0.5, 2, shape, chunks, &a), GS_OK);
+    if (plus_transpose) {
+        cr_assert_eq(gs_array_transpose(a, NULL, &t), GS_OK);
+        cr_assert_eq(gs_array_binary(GS_BINARY_ADD, a, t, &s), GS_OK);
+        gs_array_release(t);
+        gs_array_release(a);
+        a = s;
+    }
+    cr_assert_eq(gs_array_reduce(GS_RED_SUM, a, NULL, &s), GS_OK);
+    cr_assert_eq(gs_client_compute_scalar(c, s, &v), GS_OK, "%s", gs_last_error());
+    gs_array_release(s);
+    gs_array_release(a);
+    return v;
+}
+
 /* A log line at warn level or above ("[time] gworker[pid] warn  file:line ..."), or NULL. */
 static const char *find_warning(const char *log)
 {
@@ -151,30 +173,17 @@ Test(deploy_local_cluster, a_clean_run_and_shutdown_log_no_warning, .init = setu
 {
     const char *extra[] = {"--nworkers", "2", "--backend", "cpu", "--log-level", "info", NULL};
     static char log[1 << 16];
-    int64_t shape[2] = {400, 400}, chunks[2] = {100, 100};
-    gs_array_h a, b, s;
     gs_client_params_t p;
     gs_client_h c;
     launched_t l;
     const char *w;
-    double v = 0;
     int st;
     launch_impl(&l, extra, 1);
     memset(&p, 0, sizeof(p));
     p.address = l.address;
     cr_assert_eq(gs_client_connect(&p, &c), GS_OK, "%s", gs_last_error());
-    /* a job whose chunks move between the two workers: (x + x.T).sum() */
-    cr_assert_eq(gs_array_full(0.5, 2, shape, chunks, &a), GS_OK);
-    cr_assert_eq(gs_array_transpose(a, NULL, &b), GS_OK);
-    cr_assert_eq(gs_array_binary(GS_BINARY_ADD, a, b, &s), GS_OK);
-    gs_array_release(b);
-    b = s;
-    cr_assert_eq(gs_array_reduce(GS_RED_SUM, b, NULL, &s), GS_OK);
-    cr_assert_eq(gs_client_compute_scalar(c, s, &v), GS_OK, "%s", gs_last_error());
-    cr_assert_eq(v, 160000.0);
-    gs_array_release(s);
-    gs_array_release(b);
-    gs_array_release(a);
+    /* a job whose chunks move between the two workers */
+    cr_assert_eq(sum_of_full(c, 400, 100, 1), 160000.0);
     gs_client_destroy(c);
 
     cr_assert_eq(kill(l.pid, SIGTERM), 0);
@@ -329,9 +338,6 @@ Test(deploy_local_cluster, client_local_address_starts_and_stops_a_private_clust
 {
     gs_client_params_t p;
     gs_client_h c;
-    gs_array_h a, s;
-    int64_t shape[2] = {100, 100}, chunks[2] = {30, 30};
-    double v = 0;
     pid_t kids[8];
     launched_t l;
     memset(&p, 0, sizeof(p));
@@ -345,12 +351,7 @@ Test(deploy_local_cluster, client_local_address_starts_and_stops_a_private_clust
     cr_assert_eq(tp_children(getpid(), kids, 8), 1, "one launcher expected");
     l.ntree = descendants(getpid(), l.tree, 64);
     cr_assert_eq(l.ntree, 4, "launcher + gsched + 2 workers, found %d", l.ntree);
-    cr_assert_eq(gs_array_full(0.5, 2, shape, chunks, &a), GS_OK);
-    cr_assert_eq(gs_array_reduce(GS_RED_SUM, a, NULL, &s), GS_OK);
-    cr_assert_eq(gs_client_compute_scalar(c, s, &v), GS_OK, "%s", gs_last_error());
-    cr_assert_eq(v, 5000.0);
-    gs_array_release(s);
-    gs_array_release(a);
+    cr_assert_eq(sum_of_full(c, 100, 30, 0), 5000.0);
     gs_client_destroy(c);
     assert_tree_gone(&l, 10.0);
 }
