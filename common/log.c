@@ -38,7 +38,9 @@ gs_status_t gs_log_level_parse(const char *name, gs_log_level_t *level_p)
 void gs__log(gs_log_level_t level, const char *file, int line, const char *fmt, ...)
 {
     char msg[1024];
+    char when[32];
     struct timespec ts;
+    struct tm tm;
     const char *base = strrchr(file, '/');
     va_list ap;
 
@@ -46,9 +48,12 @@ void gs__log(gs_log_level_t level, const char *file, int line, const char *fmt, 
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
     clock_gettime(CLOCK_REALTIME, &ts);
-    fprintf(stderr, "[%lld.%06ld] %s[%d] %-5s %s:%d %s\n", (long long)ts.tv_sec,
-            ts.tv_nsec / 1000, gs__log_component, (int)getpid(), gs__log_names[level],
-            base ? base + 1 : file, line, msg);
+    gmtime_r(&ts.tv_sec, &tm);
+    strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", &tm);
+    /* ISO-8601 UTC with microseconds: 2026-11-25T07:15:01.123456Z */
+    fprintf(stderr, "[%s.%06ldZ] %s[%d] %-5s %s:%d %s\n", when, ts.tv_nsec / 1000,
+            gs__log_component, (int)getpid(), gs__log_names[level], base ? base + 1 : file, line,
+            msg);
 }
 
 void gs__assert_fail(const char *expr, const char *file, int line)

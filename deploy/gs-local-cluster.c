@@ -12,6 +12,7 @@
 #include "proto/conn.h"
 
 #include <gsched/client.h>
+#include <gsched/config.h>
 
 #include <errno.h>
 #include <fcntl.h>
@@ -85,7 +86,8 @@ static void gs__usage(FILE *f)
             "  --watch-stdin             stop everything when stdin reaches EOF\n"
             "  --ready-timeout SECONDS   give up if not ready by then (default 60)\n"
             "  --no-affinity             do not pin GPU workers to their GPU's NUMA node\n"
-            "  --help                    this text\n");
+            "  --help                    this text\n"
+            "  --version                 print the version and whether the build has CUDA\n");
 }
 
 static int gs__parse_int(const char *opt, const char *s, long lo, long hi, long *v)
@@ -125,6 +127,9 @@ static int gs__parse_opts(int argc, char **argv, gs__opts_t *o)
     } while (0)
         if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
             gs__usage(stdout);
+            return 1;
+        } else if (strcmp(a, "--version") == 0) {
+            printf("gs-local-cluster %s\n", GS_VERSION_DESCRIPTION);
             return 1;
         } else if (strcmp(a, "--host") == 0) {
             GS__NEEDS_VALUE();
@@ -323,36 +328,48 @@ static int gs__any_alive(void)
     return 0;
 }
 
-/* Stop every daemon: SIGTERM to the group, up to @a grace_s to exit, then SIGKILL; reap all. */
-static void gs__stop_all(double grace_s)
+/* Reap the daemons until none is alive (1) or @a deadline passes (0). */
+static int gs__wait_all(double deadline)
 {
     char why[256];
-    double deadline;
-    if (g_pgid <= 0) return;
-    kill(-g_pgid, SIGTERM);
-    deadline = gs_now_s() + grace_s;
     for (;;) {
         gs__reap_any(why, sizeof(why));
-        if (!gs__any_alive()) break;
-        if (gs_now_s() >= deadline) {
-            GS_LOG_WARN("daemons still running %.1f s after SIGTERM; killing them", grace_s);
-            kill(-g_pgid, SIGKILL);
-            if (g_sched.alive) kill(g_sched.pid, SIGKILL);
-            for (int i = 0; i < g_nworkers; i++)
-                if (g_workers[i].alive) kill(g_workers[i].pid, SIGKILL);
-            while (gs__any_alive()) {
-                int st;
-                pid_t pid = waitpid(-1, &st, 0);
-                if (pid < 0 && errno == ECHILD) break;
-                if (pid == g_sched.pid) g_sched.alive = 0;
-                for (int i = 0; i < g_nworkers; i++)
-                    if (g_workers[i].pid == pid) g_workers[i].alive = 0;
-            }
-            break;
-        }
+        if (!gs__any_alive()) return 1;
+        if (gs_now_s() >= deadline) return 0;
         struct timespec ts = {0, 2000000};
         nanosleep(&ts, NULL);
     }
+}
+
+/* Stop every daemon. An orderly shutdown first: SIGTERM to gsched alone, which tells its
+ * workers to shut down before it closes their connections (so that neither side sees the other
+ * vanish and warns); after half of @a grace_s, SIGTERM to the whole group; after @a grace_s,
+ * SIGKILL. Reaps all. */
+static void gs__stop_all(double grace_s)
+{
+    double t0 = gs_now_s();
+    if (g_pgid <= 0) return;
+    if (g_sched.alive) {
+        kill(g_sched.pid, SIGTERM);
+        if (gs__wait_all(t0 + grace_s / 2)) goto kill_rest;
+    }
+    kill(-g_pgid, SIGTERM);
+    if (!gs__wait_all(t0 + grace_s)) {
+        GS_LOG_WARN("daemons still running %.1f s after SIGTERM; killing them", grace_s);
+        kill(-g_pgid, SIGKILL);
+        if (g_sched.alive) kill(g_sched.pid, SIGKILL);
+        for (int i = 0; i < g_nworkers; i++)
+            if (g_workers[i].alive) kill(g_workers[i].pid, SIGKILL);
+        while (gs__any_alive()) {
+            int st;
+            pid_t pid = waitpid(-1, &st, 0);
+            if (pid < 0 && errno == ECHILD) break;
+            if (pid == g_sched.pid) g_sched.alive = 0;
+            for (int i = 0; i < g_nworkers; i++)
+                if (g_workers[i].pid == pid) g_workers[i].alive = 0;
+        }
+    }
+kill_rest:
     /* anything else of the group (grandchildren) */
     kill(-g_pgid, SIGKILL);
 }

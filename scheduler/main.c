@@ -2,6 +2,8 @@
 #include "common/log.h"
 #include "scheduler/sched.h"
 
+#include <gsched/config.h>
+
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
@@ -24,6 +26,7 @@ static const char *gs__usage =
     "  --allowed-failures N      worker deaths a task may survive before it fails (default 3)\n"
     "  --log-level LEVEL         fatal, error, warn, info, debug or trace (default warn)\n"
     "  --help                    show this help\n"
+    "  --version                 print the version and whether the build has CUDA, and exit\n"
     "\n"
     "Durations T: a number with an optional unit ms, s or m (default s), e.g. 500ms, 2.5s.\n"
     "On startup one line 'gsched listening on tcp://HOST:PORT' is printed to stdout.\n"
@@ -110,6 +113,10 @@ int main(int argc, char **argv)
         unsigned long u;
         if (strcmp(opt, "--help") == 0 || strcmp(opt, "-h") == 0) {
             fputs(gs__usage, stdout);
+            return 0;
+        }
+        if (strcmp(opt, "--version") == 0) {
+            printf("gsched %s\n", GS_VERSION_DESCRIPTION);
             return 0;
         }
         if (strncmp(opt, "--", 2) != 0) return gs__fail("unexpected argument '%s'%s", opt, "");

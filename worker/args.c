@@ -99,6 +99,7 @@ const char *gs_worker_usage(void)
            "                               with UCX detecting dead peers)\n"
            "  --log-level LEVEL            fatal|error|warn|info|debug|trace (default info)\n"
            "  -h, --help                   this text\n"
+           "  --version                    print the version and whether the build has CUDA\n"
            "\n"
            "Exit status: 0 after SIGINT/SIGTERM or a SHUTDOWN from gsched, 1 when the scheduler\n"
            "connection is lost or refused, 2 for bad arguments.\n";

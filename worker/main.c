@@ -2,6 +2,8 @@
 #include "common/log.h"
 #include "worker/worker.h"
 
+#include <gsched/config.h>
+
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -38,6 +40,12 @@ int main(int argc, char **argv)
     int rc;
 
     gs_log_set_component("gworker");
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--version") == 0) {
+            printf("gworker %s\n", GS_VERSION_DESCRIPTION);
+            return 0;
+        }
+    }
     if (gs_worker_cli_parse(argc, argv, &cli) != GS_OK) {
         fprintf(stderr, "gworker: %s\n(try gworker --help)\n", gs_last_error());
         return 2;

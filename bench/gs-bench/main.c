@@ -16,6 +16,8 @@
  * the shared helpers of gs-bench.h and reports through gs__json_*. */
 #include "gs-bench.h"
 
+#include <gsched/config.h>
+
 #include <stdio.h>
 #include <string.h>
 
@@ -40,6 +42,7 @@ static const gs__bench_t gs__benches[] = {
 static void gs__usage(FILE *f)
 {
     fprintf(f, "usage: gs-bench <benchmark> [options]   (gs-bench <benchmark> --help)\n"
+               "       gs-bench --version\n"
                "benchmarks:\n");
     for (size_t i = 0; i < sizeof(gs__benches) / sizeof(gs__benches[0]); i++)
         fprintf(f, "  %-14s %s\n", gs__benches[i].name, gs__benches[i].what);
@@ -53,6 +56,10 @@ int main(int argc, char **argv)
     }
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
         gs__usage(stdout);
+        return 0;
+    }
+    if (strcmp(argv[1], "--version") == 0) {
+        printf("gs-bench %s\n", GS_VERSION_DESCRIPTION);
         return 0;
     }
     for (size_t i = 0; i < sizeof(gs__benches) / sizeof(gs__benches[0]); i++) {

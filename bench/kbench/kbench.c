@@ -33,6 +33,8 @@
 #include "chunkops/chunkops.h"
 #include "common/error.h"
 
+#include <gsched/config.h>
+
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -403,7 +405,7 @@ static int run(int argc, char **argv)
         else {
             fprintf(stderr,
                     "usage: %s [--reps N] [--warmup N] [--device D] [--size N] "
-                    "[--no-linalg | --linalg-only]\n",
+                    "[--no-linalg | --linalg-only] | --version\n",
                     argv[0]);
             return 2;
         }
@@ -560,5 +562,9 @@ static int run(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
+    if (argc == 2 && strcmp(argv[1], "--version") == 0) {
+        printf("gs-kbench %s\n", GS_VERSION_DESCRIPTION);
+        return 0;
+    }
     return run(argc, argv);
 }

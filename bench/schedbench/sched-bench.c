@@ -22,6 +22,8 @@
 #include "proto/conn.h"
 #include "scheduler/sched.h"
 
+#include <gsched/config.h>
+
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -308,7 +310,10 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "--done-batch") == 0) dst = &done_batch;
         else if (strcmp(argv[i], "--help") == 0) {
             printf("usage: gs-sched-bench [--tasks N] [--workers W] [--nthreads T] [--fanin K] [--repeat R] "
-                   "[--done-batch B]\n");
+                   "[--done-batch B] | --version\n");
+            return 0;
+        } else if (strcmp(argv[i], "--version") == 0) {
+            printf("gs-sched-bench %s\n", GS_VERSION_DESCRIPTION);
             return 0;
         }
         if (dst == NULL || i + 1 >= argc || !parse_u64(argv[i + 1], dst)) {

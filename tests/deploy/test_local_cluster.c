@@ -61,7 +61,8 @@ static int descendants(pid_t root, pid_t *out, int max)
     return n;
 }
 
-static void launch(launched_t *l, const char *const *extra)
+/* Start the launcher (stderr too into l->out when @a capture) and wait for its ready line. */
+static void launch_impl(launched_t *l, const char *const *extra, int capture)
 {
     char bin[PATH_MAX];
     const char *argv[24];
@@ -72,12 +73,17 @@ static void launch(launched_t *l, const char *const *extra)
     argv[ac++] = "0";
     for (int i = 0; extra != NULL && extra[i] != NULL; i++) argv[ac++] = extra[i];
     argv[ac] = NULL;
-    l->pid = tp_spawn(argv, &l->out, NULL);
+    l->pid = capture ? tp_spawn_capture(argv, &l->out, NULL) : tp_spawn(argv, &l->out, NULL);
     cr_assert_gt(l->pid, 0);
     cr_assert(tp_read_line(l->out, "gs-local-cluster ready ", l->address, sizeof(l->address),
                            l->seen, sizeof(l->seen), 30.0),
               "no ready line; output so far:\n%s", l->seen);
     l->ntree = descendants(l->pid, l->tree, 64);
+}
+
+static void launch(launched_t *l, const char *const *extra)
+{
+    launch_impl(l, extra, 0);
 }
 
 static int count_lines(const char *s, const char *prefix)
@@ -127,6 +133,67 @@ Test(deploy_local_cluster, starts_n_cpu_workers_prints_ready_and_stops_cleanly, 
     cr_assert(tp_wait_exit(l.pid, &st, 15.0), "launcher did not exit after SIGTERM");
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "launcher status 0x%x", st);
     assert_tree_gone(&l, 5.0);
+}
+
+/* On @a c: full(0.5, (n, n)) in chunk x chunk blocks, summed; with @a plus_transpose,
+ * (x + x.T).sum() (chunks then move between workers). */
+static double sum_of_full(gs_client_h c, int64_t n, int64_t chunk, int plus_transpose)
+{
+    int64_t shape[2] = {n, n}, chunks[2] = {chunk, chunk};
+    gs_array_h a, t, s;
+    double v = 0;
+    cr_assert_eq(gs_array_full(0.5, 2, shape, chunks, &a), GS_OK);
+    if (plus_transpose) {
+        cr_assert_eq(gs_array_transpose(a, NULL, &t), GS_OK);
+        cr_assert_eq(gs_array_binary(GS_BINARY_ADD, a, t, &s), GS_OK);
+        gs_array_release(t);
+        gs_array_release(a);
+        a = s;
+    }
+    cr_assert_eq(gs_array_reduce(GS_RED_SUM, a, NULL, &s), GS_OK);
+    cr_assert_eq(gs_client_compute_scalar(c, s, &v), GS_OK, "%s", gs_last_error());
+    gs_array_release(s);
+    gs_array_release(a);
+    return v;
+}
+
+/* A log line at warn level or above ("[time] gworker[pid] warn  file:line ..."), or NULL. */
+static const char *find_warning(const char *log)
+{
+    static const char *const levels[] = {"] warn ", "] error ", "] fatal "};
+    for (size_t i = 0; i < sizeof(levels) / sizeof(levels[0]); i++) {
+        const char *w = strstr(log, levels[i]);
+        if (w != NULL) return w;
+    }
+    return NULL;
+}
+
+Test(deploy_local_cluster, a_clean_run_and_shutdown_log_no_warning, .init = setup,
+     .fini = teardown)
+{
+    const char *extra[] = {"--nworkers", "2", "--backend", "cpu", "--log-level", "info", NULL};
+    static char log[1 << 16];
+    gs_client_params_t p;
+    gs_client_h c;
+    launched_t l;
+    const char *w;
+    int st;
+    launch_impl(&l, extra, 1);
+    memset(&p, 0, sizeof(p));
+    p.address = l.address;
+    cr_assert_eq(gs_client_connect(&p, &c), GS_OK, "%s", gs_last_error());
+    /* a job whose chunks move between the two workers */
+    cr_assert_eq(sum_of_full(c, 400, 100, 1), 160000.0);
+    gs_client_destroy(c);
+
+    cr_assert_eq(kill(l.pid, SIGTERM), 0);
+    tp_read_all(l.out, log, sizeof(log), 15.0);
+    cr_assert(tp_wait_exit(l.pid, &st, 15.0), "launcher did not exit after SIGTERM");
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "launcher status 0x%x", st);
+    assert_tree_gone(&l, 5.0);
+    cr_assert_null(w = find_warning(l.seen), "warning while starting: %s", w);
+    cr_assert_null(w = find_warning(log), "warning in a clean run: %s", w);
+    cr_assert(strstr(log, "stopped (success)") != NULL, "no worker stop logged:\n%s", log);
 }
 
 Test(deploy_local_cluster, sigint_stops_everything_too, .init = setup, .fini = teardown)
@@ -271,9 +338,6 @@ Test(deploy_local_cluster, client_local_address_starts_and_stops_a_private_clust
 {
     gs_client_params_t p;
     gs_client_h c;
-    gs_array_h a, s;
-    int64_t shape[2] = {100, 100}, chunks[2] = {30, 30};
-    double v = 0;
     pid_t kids[8];
     launched_t l;
     memset(&p, 0, sizeof(p));
@@ -287,12 +351,7 @@ Test(deploy_local_cluster, client_local_address_starts_and_stops_a_private_clust
     cr_assert_eq(tp_children(getpid(), kids, 8), 1, "one launcher expected");
     l.ntree = descendants(getpid(), l.tree, 64);
     cr_assert_eq(l.ntree, 4, "launcher + gsched + 2 workers, found %d", l.ntree);
-    cr_assert_eq(gs_array_full(0.5, 2, shape, chunks, &a), GS_OK);
-    cr_assert_eq(gs_array_reduce(GS_RED_SUM, a, NULL, &s), GS_OK);
-    cr_assert_eq(gs_client_compute_scalar(c, s, &v), GS_OK, "%s", gs_last_error());
-    cr_assert_eq(v, 5000.0);
-    gs_array_release(s);
-    gs_array_release(a);
+    cr_assert_eq(sum_of_full(c, 100, 30, 0), 5000.0);
     gs_client_destroy(c);
     assert_tree_gone(&l, 10.0);
 }

@@ -1,6 +1,8 @@
 /* Builds an expression with the installed public API and lowers nothing: enough to show that
- * the headers, libgsched.so and the package's link interface work together. */
+ * the headers (gsched/config.h, generated, among them), libgsched.so and the package's link
+ * interface work together. */
 #include <gsched/array.h>
+#include <gsched/config.h>
 
 #include <stdio.h>
 
@@ -12,6 +14,6 @@ int main(void)
     if (gs_array_binary_scalar(GS_BINARY_ADD, a, 1.0, &b) != GS_OK) return 1;
     gs_array_release(a);
     gs_array_release(b);
-    puts("gsched consumer ok");
+    printf("gsched consumer ok (gsched %s)\n", GS_VERSION_DESCRIPTION);
     return 0;
 }
