@@ -2,6 +2,7 @@
  * dispatch on kernel threads (pool mode) or backend streams (streams mode), completion and
  * TASK_DONE batching. */
 #include "worker/worker_int.h"
+#include "worker/xfer/xfer.h"
 
 #include "chunkops/eval.h"
 #include "common/time.h"
@@ -460,7 +461,7 @@ static gs_status_t gs__wtask_admit(gs_worker_t *w, gs_wtask_t *t)
         if (c != NULL) {
             gs__wchunk_ref(c);
         } else {
-            status = gs__wucx_fetch(w, d->graph, d->task, d->worker, d->nbytes, &c);
+            status = gs__xfer_fetch(w, d->graph, d->task, d->worker, d->nbytes, &c);
             if (status == GS_ERR_NO_MEMORY || status == GS_ERR_NO_DEVICE_MEMORY) {
                 /* backend refused despite our accounting: undo and wait */
                 for (k = 0; k < i; k++) {
@@ -1069,11 +1070,8 @@ void gs__wexec_drain(gs_worker_t *w)
             break;
         }
         case GS_WNOTE_FETCH_STAGED:
-            gs__wfetch_staged(w, n->obj, n->status);
-            gs_free(n);
-            break;
         case GS_WNOTE_SEND_STAGED:
-            gs__wsend_staged(w, n->obj, n->status);
+            gs__xfer_note(w, n);
             gs_free(n);
             break;
         case GS_WNOTE_LAUNCH:
@@ -1102,7 +1100,7 @@ void gs__wexec_tick(gs_worker_t *w)
         return;
     }
     /* Something could still free memory: running tasks, fetches, outgoing transfers. */
-    if (w->nrunning || w->fetches.len || !gs__wlist_empty(&w->sends)) return;
+    if (w->nrunning || gs__xfer_busy(w)) return;
     now = gs_now_ns();
     since = w->mem_blocked_since > w->last_mem_free ? w->mem_blocked_since : w->last_mem_free;
     if (!w->reserve_off) {

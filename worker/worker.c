@@ -1,6 +1,7 @@
 /* gworker lifecycle and control plane: connect/handshake/register with gsched, heartbeats,
  * message dispatch, stop and destroy. */
 #include "worker/worker_int.h"
+#include "worker/xfer/xfer.h"
 
 #include "common/time.h"
 
@@ -11,7 +12,6 @@
 #define GS_W_RETRY_MS 100
 #define GS_W_TICK_MS 50
 
-static void gs__worker_handle_closed(uv_handle_t *h);
 static void gs__worker_count_closed(gs_worker_t *w);
 static void gs__worker_connect(gs_worker_t *w);
 
@@ -53,7 +53,7 @@ static void gs__worker_heartbeat(gs_worker_t *w)
     m.u.heartbeat.executing = (uint32_t)w->nrunning;
     m.u.heartbeat.queued = (uint32_t)(w->nqueued + w->nadmitted - w->nrunning);
     gs__wsend_msg(w, &m);
-    gs__wbw_report(w);
+    gs__xfer_report(w);
 }
 
 static void gs__worker_hb_cb(uv_timer_t *h)
@@ -65,9 +65,9 @@ static void gs__worker_tick_cb(uv_timer_t *h)
 {
     gs_worker_t *w = h->data;
     if (w->state != GS_WSTATE_RUNNING) return;
-    gs__wucx_tick(w);
+    gs__xfer_tick(w);
     gs__wexec_tick(w);
-    gs__wucx_progress(w);
+    gs__xfer_progress(w);
     gs__wexec_pump(w);
 }
 
@@ -86,7 +86,7 @@ static void gs__worker_prepare_cb(uv_prepare_t *h)
 {
     gs_worker_t *w = h->data;
     if (w->state != GS_WSTATE_RUNNING) return;
-    gs__wucx_progress(w);
+    gs__xfer_progress(w);
     gs__wexec_pump(w);
     gs__wexec_flush_done(w);
     if (w->repls != NULL) gs__wrepl_poll(w);
@@ -114,8 +114,13 @@ static void gs__worker_register(gs_worker_t *w)
     m.u.worker_register.nthreads = (uint32_t)(w->streams_mode ? w->nstreams : w->nthreads);
     m.u.worker_register.pid = (uint32_t)getpid();
     m.u.worker_register.memory_limit = w->mem_limit;
-    m.u.worker_register.ucx_address.data = (const uint8_t *)w->ucp_addr;
-    m.u.worker_register.ucx_address.len = w->ucp_addr_len;
+    {
+        const void *addr;
+        size_t len;
+        gs__xfer_address(w, &addr, &len);
+        m.u.worker_register.ucx_address.data = addr;
+        m.u.worker_register.ucx_address.len = len;
+    }
     gs__wsend_msg(w, &m);
 }
 
@@ -157,11 +162,11 @@ static void gs__worker_on_msg(gs_conn_t *conn, gs_msg_t *m, void *arg)
     }
     switch (m->type) {
     case GS_MSG_PEERS:
-        gs__wucx_peers(w, &m->u.peers);
+        gs__xfer_peers(w, &m->u.peers);
         break;
     case GS_MSG_TASK_ASSIGN:
         gs__wexec_assign(w, &m->u.task_assign);
-        gs__wucx_progress(w);      /* push fetch requests out now */
+        gs__xfer_progress(w);      /* push fetch requests out now */
         break;
     case GS_MSG_RELEASE:
         for (i = 0; i < m->u.release.n; i++)
@@ -171,7 +176,7 @@ static void gs__worker_on_msg(gs_conn_t *conn, gs_msg_t *m, void *arg)
         break;
     case GS_MSG_GATHER_REQ:
         for (i = 0; i < m->u.gather_req.n; i++)
-            gs__wgather(w, m->u.gather_req.req_id, m->u.gather_req.keys[2 * i],
+            gs__xfer_gather(w, m->u.gather_req.req_id, m->u.gather_req.keys[2 * i],
                         m->u.gather_req.keys[2 * i + 1]);
         break;
     case GS_MSG_CANCEL:
@@ -332,21 +337,10 @@ gs_status_t gs_worker_create(const gs_worker_params_t *params, uv_loop_t *loop,
     w->fetch_timeout_ms = params->fetch_timeout_ms ? params->fetch_timeout_ms : 30000;
     w->memory_wait_ms = params->memory_wait_ms ? params->memory_wait_ms : 30000;
     w->heartbeat_req_ms = params->heartbeat_ms;
-    w->ucx_shm = params->ucx_shm != 0;
-    w->no_ipc = params->no_ipc != 0;
-    w->transfer_checksum = params->transfer_checksum != 0;
-    w->pipe_slice = params->pipe_slice ? (size_t)params->pipe_slice : ((size_t)8 << 20);
-    w->pipe_min = params->pipe_min ? params->pipe_min : ((uint64_t)32 << 20);
-    w->test_corrupt = params->test_corrupt_transfers != 0;
     gs_u64map_init(&w->graphs);
-    gs_u64map_init(&w->peers);
-    gs_u64map_init(&w->fetches);
     gs__wlist_init(&w->admit_q);
     gs__wlist_init(&w->ready_q);
     gs__wlist_init(&w->idle_graphs);
-    gs__wlist_init(&w->sends);
-    gs__wlist_init(&w->closing);
-    gs__wlist_init(&w->dead_fetches);
     uv_mutex_init(&w->job_lock);
     uv_mutex_init(&w->done_lock);
     uv_cond_init(&w->job_cond);
@@ -435,7 +429,7 @@ gs_status_t gs_worker_create(const gs_worker_params_t *params, uv_loop_t *loop,
     uv_check_start(&w->check, gs__worker_check_cb);
     uv_prepare_start(&w->prepare, gs__worker_prepare_cb);
 
-    status = gs__wucx_init(w);
+    status = gs__xfer_init(w, params);
     if (status != GS_OK) goto err_handles;
 
     *worker_p = w;
@@ -446,7 +440,7 @@ err_handles:
     w->destroying = 1;
     w->state = GS_WSTATE_STOPPING;
     gs__wexec_stop_threads(w);
-    if (w->ucp_poll_open) uv_close((uv_handle_t *)&w->ucp_poll, gs__worker_handle_closed);
+    gs__xfer_shutdown(w);
     uv_close((uv_handle_t *)&w->hb_timer, gs__worker_handle_closed);
     uv_close((uv_handle_t *)&w->retry_timer, gs__worker_handle_closed);
     uv_close((uv_handle_t *)&w->tick_timer, gs__worker_handle_closed);
@@ -460,7 +454,7 @@ err:
         gs_status_t keep = status;
         char msg[512];
         snprintf(msg, sizeof(msg), "%s", gs_last_error());
-        gs__wucx_cleanup(w);
+        gs__xfer_cleanup(w);
         gs__wexec_stop_threads(w);
         gs__wexec_cleanup(w);
         gs__wgraph_free_all(w);
@@ -509,7 +503,7 @@ static void gs__worker_count_closed(gs_worker_t *w)
         gs__worker_finish_stop(w);
 }
 
-static void gs__worker_handle_closed(uv_handle_t *h)
+void gs__worker_handle_closed(uv_handle_t *h)
 {
     gs__worker_count_closed(h->data);
 }
@@ -531,16 +525,12 @@ void gs_worker_stop(gs_worker_h w, gs_status_t reason)
     gs__wexec_drain(w);
     gs__wexec_cleanup_tasks(w);
     gs__wrepl_cleanup(w);
-    gs__wucx_shutdown(w);
+    gs__xfer_shutdown(w);
     gs__wexec_drain(w);     /* staging notes that UCX shutdown may have produced */
 
     uv_timer_stop(&w->hb_timer);
     uv_timer_stop(&w->retry_timer);
     uv_timer_stop(&w->tick_timer);
-    if (w->ucp_poll_open) {
-        w->ucp_poll_open = 0;
-        uv_close((uv_handle_t *)&w->ucp_poll, gs__worker_handle_closed);
-    }
     uv_close((uv_handle_t *)&w->hb_timer, gs__worker_handle_closed);
     uv_close((uv_handle_t *)&w->retry_timer, gs__worker_handle_closed);
     uv_close((uv_handle_t *)&w->tick_timer, gs__worker_handle_closed);
@@ -564,8 +554,7 @@ void gs_worker_destroy(gs_worker_h w)
     }
     gs__wexec_drain(w);
     gs__wrepl_cleanup(w);
-    gs__wbw_cleanup(w);
-    gs__wucx_cleanup(w);
+    gs__xfer_cleanup(w);
     gs__wexec_cleanup(w);
     gs__wstore_clear(w);
     gs__wgraph_free_all(w);
@@ -589,5 +578,5 @@ void gs_worker_stats(gs_worker_h w, gs_worker_stats_t *stats_p)
     stats_p->tasks_running = w->nrunning;
     stats_p->mem_used = w->mem_used;
     stats_p->mem_limit = w->mem_limit;
-    stats_p->npeers = (uint32_t)w->peers.len;
+    stats_p->npeers = gs__xfer_npeers(w);
 }
