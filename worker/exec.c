@@ -585,25 +585,6 @@ static void gs__wpool_main(void *arg)
     }
 }
 
-void gs__wnote_push(gs_worker_t *w, gs_wnote_t *n)
-{
-    n->next = NULL;
-    uv_mutex_lock(&w->done_lock);
-    if (w->note_tail) w->note_tail->next = n;
-    else w->note_head = n;
-    w->note_tail = n;
-    uv_mutex_unlock(&w->done_lock);
-    uv_async_send(&w->async);
-}
-
-void gs__wnote_cb(gs_status_t status, void *arg)
-{
-    gs_wnote_t *n = arg;
-    n->status = status;
-    n->t_done = gs_now_ns();
-    gs__wnote_push(n->w, n);
-}
-
 int gs__wexec_pick_stream(gs_worker_t *w)
 {
     int best = 0;
@@ -673,11 +654,8 @@ static void gs__wlaunch_main(void *arg)
         j->t_start = gs_now_ns();
         status = gs_chunkops_run_ktask(w->ops, w->ctx, L->stream, &j->kt);
         if (status == GS_OK) {
-            status = w->ops->notify(w->ctx, L->stream, gs__wnote_cb, &j->note);
-            if (status == GS_OK) continue;     /* j belongs to the callback now */
-            GS_LOG_WARN("launcher stream: completion notification failed (%s); synchronising",
-                        gs_last_error());
-            status = w->ops->sync(w->ctx, L->stream);
+            gs__wnote_arm(w, L->stream, &j->note);
+            continue;                          /* j belongs to the note now */
         } else {
             /* keep the message; then wait for whatever the failed call enqueued (it may still
              * write the output) and clear the stream's record of the failure, which would
@@ -898,18 +876,9 @@ static void gs__wtask_launch_stream(gs_worker_t *w, gs_wtask_t *t)
         gs__wtask_complete(w, t, status, gs_now_ns());
         return;
     }
-    n->w = w;
     n->kind = GS_WNOTE_TASK;
     n->obj = t;
-    status = w->ops->notify(w->ctx, w->streams[s], gs__wnote_cb, n);
-    if (status != GS_OK) {
-        /* cannot learn completion asynchronously: wait for this stream (rare) */
-        const char *e = gs_last_error();
-        GS_LOG_WARN("stream %d: completion notification failed (%s); synchronising", s, e);
-        gs_free(n);
-        status = w->ops->sync(w->ctx, w->streams[s]);
-        gs__wtask_complete(w, t, status, gs_now_ns());
-    }
+    gs__wnote_arm(w, w->streams[s], n);
 }
 
 static void gs__wexec_dispatch(gs_worker_t *w)
@@ -1039,6 +1008,7 @@ void gs__wexec_drain(gs_worker_t *w)
     gs_wtask_t *t;
     gs_wnote_t *n;
 
+    gs__wnote_unpark(w);
     uv_mutex_lock(&w->done_lock);
     t = w->done_head;
     n = w->note_head;

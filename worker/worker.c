@@ -337,6 +337,8 @@ gs_status_t gs_worker_create(const gs_worker_params_t *params, uv_loop_t *loop,
     w->fetch_timeout_ms = params->fetch_timeout_ms ? params->fetch_timeout_ms : 30000;
     w->memory_wait_ms = params->memory_wait_ms ? params->memory_wait_ms : 30000;
     w->heartbeat_req_ms = params->heartbeat_ms;
+    atomic_init(&w->test_notify_fail, params->test_notify_failures);
+    atomic_init(&w->nnotify_retried, 0);
     gs_u64map_init(&w->graphs);
     gs__wlist_init(&w->admit_q);
     gs__wlist_init(&w->ready_q);
@@ -409,11 +411,12 @@ gs_status_t gs_worker_create(const gs_worker_params_t *params, uv_loop_t *loop,
     uv_timer_init(loop, &w->hb_timer);
     uv_timer_init(loop, &w->retry_timer);
     uv_timer_init(loop, &w->tick_timer);
+    uv_timer_init(loop, &w->note_timer);
     uv_check_init(loop, &w->check);
     uv_prepare_init(loop, &w->prepare);
     rc = uv_async_init(loop, &w->async, gs__worker_async_cb);
-    w->nhandles_open += 5;
-    w->hb_timer.data = w->retry_timer.data = w->tick_timer.data = w;
+    w->nhandles_open += 6;
+    w->hb_timer.data = w->retry_timer.data = w->tick_timer.data = w->note_timer.data = w;
     w->check.data = w->prepare.data = w;
     if (rc != 0) {
         status = gs_error_set(GS_ERR_IO, "uv_async_init: %s", uv_strerror(rc));
@@ -423,6 +426,7 @@ gs_status_t gs_worker_create(const gs_worker_params_t *params, uv_loop_t *loop,
     w->nhandles_open++;
     uv_unref((uv_handle_t *)&w->hb_timer);
     uv_unref((uv_handle_t *)&w->tick_timer);
+    uv_unref((uv_handle_t *)&w->note_timer);
     uv_unref((uv_handle_t *)&w->check);
     uv_unref((uv_handle_t *)&w->prepare);
     uv_unref((uv_handle_t *)&w->async);
@@ -444,6 +448,7 @@ err_handles:
     uv_close((uv_handle_t *)&w->hb_timer, gs__worker_handle_closed);
     uv_close((uv_handle_t *)&w->retry_timer, gs__worker_handle_closed);
     uv_close((uv_handle_t *)&w->tick_timer, gs__worker_handle_closed);
+    uv_close((uv_handle_t *)&w->note_timer, gs__worker_handle_closed);
     uv_close((uv_handle_t *)&w->check, gs__worker_handle_closed);
     uv_close((uv_handle_t *)&w->prepare, gs__worker_handle_closed);
     if (rc == 0) uv_close((uv_handle_t *)&w->async, gs__worker_handle_closed);
@@ -531,9 +536,11 @@ void gs_worker_stop(gs_worker_h w, gs_status_t reason)
     uv_timer_stop(&w->hb_timer);
     uv_timer_stop(&w->retry_timer);
     uv_timer_stop(&w->tick_timer);
+    uv_timer_stop(&w->note_timer);
     uv_close((uv_handle_t *)&w->hb_timer, gs__worker_handle_closed);
     uv_close((uv_handle_t *)&w->retry_timer, gs__worker_handle_closed);
     uv_close((uv_handle_t *)&w->tick_timer, gs__worker_handle_closed);
+    uv_close((uv_handle_t *)&w->note_timer, gs__worker_handle_closed);
     uv_close((uv_handle_t *)&w->check, gs__worker_handle_closed);
     uv_close((uv_handle_t *)&w->prepare, gs__worker_handle_closed);
     uv_close((uv_handle_t *)&w->async, gs__worker_handle_closed);
@@ -579,4 +586,5 @@ void gs_worker_stats(gs_worker_h w, gs_worker_stats_t *stats_p)
     stats_p->mem_used = w->mem_used;
     stats_p->mem_limit = w->mem_limit;
     stats_p->npeers = gs__xfer_npeers(w);
+    stats_p->notify_retries = atomic_load(&w->nnotify_retried);
 }

@@ -137,6 +137,8 @@ typedef struct gs_wnote {
     gs_status_t status;
     uint64_t t_done;
     void *obj;
+    gs_chunkops_stream_h stream;   /* the stream it waits for (gs__wnote_arm) */
+    uint32_t retries;              /* failed registrations so far (note.c) */
 } gs_wnote_t;
 
 typedef enum gs_wstate {
@@ -211,6 +213,10 @@ struct gs_worker {
     uv_mutex_t done_lock;
     gs_wtask_t *done_head, *done_tail; /* pool completions, under done_lock */
     gs_wnote_t *note_head, *note_tail; /* notify completions, under done_lock */
+    gs_wnote_t *park_head, *park_tail; /* notes whose registration failed, under done_lock */
+    uv_timer_t note_timer;             /* retries parked registrations (note.c) */
+    atomic_int test_notify_fail;       /* tests: registrations still to refuse */
+    atomic_ullong nnotify_retried;     /* registrations that failed and were retried */
 
     /* peer transfers (xfer/xfer.h; opaque here) and replicate requests (replicate.c) */
     struct gs_xfer *xfer;
@@ -280,11 +286,21 @@ void gs__wexec_input_ready(gs_worker_t *w, gs_wchunk_t *c);  /* c left PENDING *
 void gs__wexec_flush_done(gs_worker_t *w);
 void gs__wexec_tick(gs_worker_t *w);               /* memory watchdog */
 void gs__wtask_drop(gs_worker_t *w, gs_wtask_t *t);   /* canceled, not running */
-void gs__wnote_push(gs_worker_t *w, gs_wnote_t *n);   /* any thread */
 void gs__wtask_fail(gs_worker_t *w, gs_wtask_t *t, gs_status_t status, const char *fmt, ...)
     GS_PRINTF(4, 5);
 int gs__wexec_pick_stream(gs_worker_t *w);
-void gs__wnote_cb(gs_status_t status, void *arg);  /* chunkops notify callback */
+
+/* ---- note.c: the completion queue ---- */
+void gs__wnote_push(gs_worker_t *w, gs_wnote_t *n);   /* any thread */
+void gs__wnote_cb(gs_status_t status, void *arg);     /* chunkops notify callback */
+/* Deliver @a n (kind and obj set by the caller) through the completion queue once everything
+ * enqueued on @a stream so far has finished; n->status is the stream's status. Never blocks:
+ * when the backend cannot register the notification, registration is retried from a loop
+ * timer. Takes @a n. Any thread. */
+void gs__wnote_arm(gs_worker_t *w, gs_chunkops_stream_h stream, gs_wnote_t *n);
+/* Loop thread, before draining: start the retry timer for parked notes; once stopping, move
+ * them into the queue with GS_ERR_CANCELED (the streams have been drained). */
+void gs__wnote_unpark(gs_worker_t *w);
 
 /* ---- replicate.c: REPLICATE from gsched ---- */
 void gs__wrepl_start(gs_worker_t *w, const gs_msg_replicate_t *m);

@@ -104,20 +104,15 @@ gs_status_t gs__wfetch_copy_in(gs_worker_t *w, gs_wfetch_t *f, int sp, size_t of
     gs_status_t st;
     if (n == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for a copy's note");
     st = w->ops->copy_from_host(w->ctx, w->streams[sp], (char *)f->chunk->ptr + off, src, len);
-    if (st == GS_OK) {
-        n->w = w;
-        n->kind = GS_WNOTE_FETCH_STAGED;
-        n->obj = f;
-        if ((st = w->ops->notify(w->ctx, w->streams[sp], gs__wnote_cb, n)) == GS_OK) {
-            f->parts++;
-            return GS_OK;
-        }
-        /* cannot learn completion asynchronously: the copy is done once the stream is */
+    if (st != GS_OK) {
         gs_free(n);
-        return w->ops->sync(w->ctx, w->streams[sp]);
+        return st;
     }
-    gs_free(n);
-    return st;
+    n->kind = GS_WNOTE_FETCH_STAGED;
+    n->obj = f;
+    f->parts++;
+    gs__wnote_arm(w, w->streams[sp], n);
+    return GS_OK;
 }
 
 void gs__wfetch_received(gs_worker_t *w, gs_wfetch_t *f)
@@ -147,8 +142,6 @@ void gs__wfetch_received(gs_worker_t *w, gs_wfetch_t *f)
     if (status != GS_OK) {
         gs__wfetch_fail(w, f, status, "copying the received chunk to the device: %s",
                         gs_last_error());
-    } else if (f->parts == 0) {
-        gs__wfetch_complete(w, f);   /* copied synchronously */
     } else {
         f->state = GS_WFETCH_STAGING;
         f->stream = s;

@@ -381,18 +381,15 @@ void gs__wipc_copy(gs_worker_t *w, gs_wdefer_t *d)
             }
             status = w->ops->copy_device(w->ctx, w->streams[sp], (char *)f->chunk->ptr + off,
                                          base + d->ipc_off + off, len);
-            if (status == GS_OK) {
-                n->w = w;
-                n->kind = GS_WNOTE_FETCH_STAGED;
-                n->obj = f;
-                status = w->ops->notify(w->ctx, w->streams[sp], gs__wnote_cb, n);
-            }
             if (status != GS_OK) {
                 gs_free(n);
                 (void)w->ops->sync(w->ctx, w->streams[sp]);   /* nothing of it left running */
                 break;
             }
+            n->kind = GS_WNOTE_FETCH_STAGED;
+            n->obj = f;
             f->parts++;
+            gs__wnote_arm(w, w->streams[sp], n);
         }
         if (f->parts > 0) {
             /* a failed part fails the fetch when the enqueued ones have finished */

@@ -123,22 +123,19 @@ static gs_status_t gs__wpipe_stage(gs_worker_t *w, gs_wpipe_t *p, int b)
     c->from_worker = p->s->from_worker;
     st = w->ops->copy_to_host(w->ctx, w->streams[si], c->host, (const char *)p->s->chunk->ptr + off,
                               len);
-    if (st == GS_OK) {
-        n->w = w;
-        n->kind = GS_WNOTE_SEND_STAGED;
-        n->obj = c;
-        st = w->ops->notify(w->ctx, w->streams[si], gs__wnote_cb, n);
-    }
     if (st != GS_OK) {
         gs_free(n);
-        (void)w->ops->sync(w->ctx, w->streams[si]);
+        (void)w->ops->sync(w->ctx, w->streams[si]);   /* the failed copy: nothing left running */
         gs__wsend_free(w, c);
         return st;
     }
+    n->kind = GS_WNOTE_SEND_STAGED;
+    n->obj = c;
     c->stream = si;
     p->busy[b] = 1;
     p->inflight++;
     p->next++;
+    gs__wnote_arm(w, w->streams[si], n);
     return GS_OK;
 }
 

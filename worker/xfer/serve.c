@@ -235,18 +235,10 @@ static gs_status_t gs__wsend_stage(gs_worker_t *w, gs_wsend_t *s)
         gs_free(n);
         return status;
     }
-    n->w = w;
     n->kind = GS_WNOTE_SEND_STAGED;
     n->obj = s;
-    status = w->ops->notify(w->ctx, w->streams[st], gs__wnote_cb, n);
-    if (status != GS_OK) {
-        gs_free(n);
-        status = w->ops->sync(w->ctx, w->streams[st]);
-        if (status != GS_OK) return status;
-        gs__wsend_staged(w, s, GS_OK);
-        return GS_OK;
-    }
     s->stream = st;
+    gs__wnote_arm(w, w->streams[st], n);
     return GS_OK;
 }
 

@@ -194,9 +194,8 @@ void gs__wfetch_fail(gs_worker_t *w, gs_wfetch_t *f, gs_status_t status, const c
 /* (Re)send the request of fetch @a f to its peer, asking for a CUDA IPC lease if @a ipc. */
 gs_status_t gs__wfetch_post_req(gs_worker_t *w, gs_wfetch_t *f, int ipc);
 /* Copy @a len host bytes at @a src into fetch @a f's chunk at byte @a off on stream @a sp,
- * followed by a FETCH_STAGED note for @a f (f->parts counts it). When no note can be
- * registered the stream is drained and the copy is done on return (f->parts unchanged).
- * On failure nothing of it is left running. */
+ * followed by a FETCH_STAGED note for @a f (f->parts counts it; gs__wnote_arm). On failure
+ * nothing of it is left running. */
 gs_status_t gs__wfetch_copy_in(gs_worker_t *w, gs_wfetch_t *f, int sp, size_t off,
                                const void *src, size_t len);
 
