@@ -13,6 +13,7 @@
 #define GS_W_TICK_MS 50
 
 static void gs__worker_count_closed(gs_worker_t *w);
+static void gs__worker_teardown(gs_worker_t *w);
 static void gs__worker_connect(gs_worker_t *w);
 
 /* ---------------------------------------------------------------- sending */
@@ -408,22 +409,21 @@ gs_status_t gs_worker_create(const gs_worker_params_t *params, uv_loop_t *loop,
     if (status != GS_OK) goto err;
 
     /* loop handles (unreferenced: only the scheduler connection keeps the loop alive) */
+    rc = uv_async_init(loop, &w->async, gs__worker_async_cb);
+    if (rc != 0) {
+        status = gs_error_set(GS_ERR_IO, "uv_async_init: %s", uv_strerror(rc));
+        goto err;
+    }
     uv_timer_init(loop, &w->hb_timer);
     uv_timer_init(loop, &w->retry_timer);
     uv_timer_init(loop, &w->tick_timer);
     uv_timer_init(loop, &w->note_timer);
     uv_check_init(loop, &w->check);
     uv_prepare_init(loop, &w->prepare);
-    rc = uv_async_init(loop, &w->async, gs__worker_async_cb);
-    w->nhandles_open += 6;
+    w->nhandles_open += 7;
+    w->handles_init = 1;
     w->hb_timer.data = w->retry_timer.data = w->tick_timer.data = w->note_timer.data = w;
-    w->check.data = w->prepare.data = w;
-    if (rc != 0) {
-        status = gs_error_set(GS_ERR_IO, "uv_async_init: %s", uv_strerror(rc));
-        goto err_handles;
-    }
-    w->async.data = w;
-    w->nhandles_open++;
+    w->check.data = w->prepare.data = w->async.data = w;
     uv_unref((uv_handle_t *)&w->hb_timer);
     uv_unref((uv_handle_t *)&w->tick_timer);
     uv_unref((uv_handle_t *)&w->note_timer);
@@ -434,44 +434,17 @@ gs_status_t gs_worker_create(const gs_worker_params_t *params, uv_loop_t *loop,
     uv_prepare_start(&w->prepare, gs__worker_prepare_cb);
 
     status = gs__xfer_init(w, params);
-    if (status != GS_OK) goto err_handles;
+    if (status != GS_OK) goto err;
 
     *worker_p = w;
     return GS_OK;
 
-err_handles:
-    /* close what was opened, then run the loop until the close callbacks have run */
-    w->destroying = 1;
-    w->state = GS_WSTATE_STOPPING;
-    gs__wexec_stop_threads(w);
-    gs__xfer_shutdown(w);
-    uv_close((uv_handle_t *)&w->hb_timer, gs__worker_handle_closed);
-    uv_close((uv_handle_t *)&w->retry_timer, gs__worker_handle_closed);
-    uv_close((uv_handle_t *)&w->tick_timer, gs__worker_handle_closed);
-    uv_close((uv_handle_t *)&w->note_timer, gs__worker_handle_closed);
-    uv_close((uv_handle_t *)&w->check, gs__worker_handle_closed);
-    uv_close((uv_handle_t *)&w->prepare, gs__worker_handle_closed);
-    if (rc == 0) uv_close((uv_handle_t *)&w->async, gs__worker_handle_closed);
-    while (w->nhandles_open > 0) uv_run(loop, UV_RUN_ONCE);
-    gs__wexec_drain(w);
 err:
     {
         gs_status_t keep = status;
         char msg[512];
         snprintf(msg, sizeof(msg), "%s", gs_last_error());
-        gs__xfer_cleanup(w);
-        gs__wexec_stop_threads(w);
-        gs__wexec_cleanup(w);
-        gs__wgraph_free_all(w);
-        if (w->ctx) w->ops->ctx_destroy(w->ctx);
-        uv_mutex_destroy(&w->job_lock);
-        uv_mutex_destroy(&w->done_lock);
-        uv_cond_destroy(&w->job_cond);
-        gs_free(w->hostname);
-        gs_free(w->name);
-        gs_free(w->sched_host);
-        gs_free(w->token);
-        gs_free(w);
+        gs__worker_teardown(w);
         return gs_error_set(keep, "%s", msg);
     }
 }
@@ -550,18 +523,23 @@ void gs_worker_stop(gs_worker_h w, gs_status_t reason)
     }
 }
 
-void gs_worker_destroy(gs_worker_h w)
+/* Stop (when the loop handles exist and the worker is not stopped yet), run the loop until
+ * every handle is closed, then free everything: gs_worker_destroy and the error path of
+ * gs_worker_create, so that the two cannot drift apart. Safe on a partly created worker. */
+static void gs__worker_teardown(gs_worker_t *w)
 {
-    if (w == NULL) return;
-    if (w->state != GS_WSTATE_STOPPED) {
-        if (w->state < GS_WSTATE_STOPPING) gs_worker_stop(w, GS_OK);
-        w->destroying = 1;
-        while (w->nhandles_open > 0) uv_run(w->loop, UV_RUN_ONCE);
-        w->state = GS_WSTATE_STOPPED;
+    if (w->handles_init) {
+        if (w->state != GS_WSTATE_STOPPED) {
+            if (w->state < GS_WSTATE_STOPPING) gs_worker_stop(w, GS_OK);
+            w->destroying = 1;
+            while (w->nhandles_open > 0) uv_run(w->loop, UV_RUN_ONCE);
+            w->state = GS_WSTATE_STOPPED;
+        }
+        gs__wexec_drain(w);
     }
-    gs__wexec_drain(w);
     gs__wrepl_cleanup(w);
     gs__xfer_cleanup(w);
+    gs__wexec_stop_threads(w);
     gs__wexec_cleanup(w);
     gs__wstore_clear(w);
     gs__wgraph_free_all(w);
@@ -574,6 +552,12 @@ void gs_worker_destroy(gs_worker_h w)
     gs_free(w->sched_host);
     gs_free(w->token);
     gs_free(w);
+}
+
+void gs_worker_destroy(gs_worker_h w)
+{
+    if (w == NULL) return;
+    gs__worker_teardown(w);
 }
 
 void gs_worker_stats(gs_worker_h w, gs_worker_stats_t *stats_p)

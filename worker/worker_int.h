@@ -185,6 +185,7 @@ struct gs_worker {
     uv_prepare_t prepare;     /* before blocking: progress UCX and arm it */
     uv_async_t async;         /* completions from kernel threads / CUDA callbacks */
     int nhandles_open;        /* handles not closed yet */
+    int handles_init;         /* the loop handles above were initialised (create) */
 
     /* backend */
     const gs_chunkops_ops_t *ops;
