@@ -275,7 +275,7 @@ void gs__wstore_release(gs_worker_t *w, uint64_t graph, uint64_t task);
 void gs__wgraph_cancel(gs_worker_t *w, uint64_t graph);
 void gs__wmem_freed(gs_worker_t *w);
 
-/* ---- exec.c ---- */
+/* ---- exec.c (intake.c: gs__wexec_assign) ---- */
 gs_status_t gs__wexec_init(gs_worker_t *w);
 void gs__wexec_stop_threads(gs_worker_t *w);
 void gs__wexec_cleanup_tasks(gs_worker_t *w);     /* release every task */
@@ -290,6 +290,20 @@ void gs__wtask_drop(gs_worker_t *w, gs_wtask_t *t);   /* canceled, not running *
 void gs__wtask_fail(gs_worker_t *w, gs_wtask_t *t, gs_status_t status, const char *fmt, ...)
     GS_PRINTF(4, 5);
 int gs__wexec_pick_stream(gs_worker_t *w);
+/* Finish running task @a t with @a status (TASK_DONE, output in the store, release). */
+void gs__wtask_complete(gs_worker_t *w, gs_wtask_t *t, gs_status_t status, uint64_t t_done);
+gs_wtask_t *gs__wtask_alloc(gs_worker_t *w);
+/* Add one entry to the TASK_DONE batch (takes @a err, gs_malloc'd or NULL). */
+void gs__wdone_push(gs_worker_t *w, uint64_t graph, uint64_t task, gs_status_t status,
+                    uint64_t nbytes, uint64_t run_ns, uint64_t fetch_ns, char *err);
+void gs__wtask_recycle(gs_worker_t *w, gs_wtask_t *t);
+
+/* ---- launch.c: running kernels ---- */
+void gs__wpool_main(void *arg);                               /* pool thread */
+void gs__wtask_launch_stream(gs_worker_t *w, gs_wtask_t *t);  /* streams mode */
+void gs__wlaunch_done(gs_worker_t *w, gs_wnote_t *n);         /* a GS_WNOTE_LAUNCH note */
+void gs__wlaunch_stop(gs_worker_t *w);                        /* join the launcher thread */
+void gs__wlaunch_destroy(gs_worker_t *w);
 
 /* ---- note.c: the completion queue ---- */
 void gs__wnote_push(gs_worker_t *w, gs_wnote_t *n);   /* any thread */
