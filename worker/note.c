@@ -14,13 +14,19 @@
 #define GS_W_NOTE_RETRY_MS 1
 #define GS_W_NOTE_RETRIES 1000
 
-void gs__wnote_push(gs_worker_t *w, gs_wnote_t *n)
+/* Append @a n to the list (*head_p, *tail_p); the caller holds done_lock. */
+static void gs__wnote_append(gs_wnote_t **head_p, gs_wnote_t **tail_p, gs_wnote_t *n)
 {
     n->next = NULL;
+    if (*tail_p) (*tail_p)->next = n;
+    else *head_p = n;
+    *tail_p = n;
+}
+
+void gs__wnote_push(gs_worker_t *w, gs_wnote_t *n)
+{
     uv_mutex_lock(&w->done_lock);
-    if (w->note_tail) w->note_tail->next = n;
-    else w->note_head = n;
-    w->note_tail = n;
+    gs__wnote_append(&w->note_head, &w->note_tail, n);
     uv_mutex_unlock(&w->done_lock);
     uv_async_send(&w->async);
 }
@@ -43,11 +49,8 @@ static gs_status_t gs__wnote_register(gs_worker_t *w, gs_wnote_t *n)
 /* Park @a n for the retry timer (any thread; the loop starts the timer in gs__wnote_unpark). */
 static void gs__wnote_park(gs_worker_t *w, gs_wnote_t *n)
 {
-    n->next = NULL;
     uv_mutex_lock(&w->done_lock);
-    if (w->park_tail) w->park_tail->next = n;
-    else w->park_head = n;
-    w->park_tail = n;
+    gs__wnote_append(&w->park_head, &w->park_tail, n);
     uv_mutex_unlock(&w->done_lock);
     uv_async_send(&w->async);
 }
@@ -113,10 +116,7 @@ void gs__wnote_unpark(gs_worker_t *w)
         gs_wnote_t *next = n->next;
         n->status = GS_ERR_CANCELED;
         n->t_done = gs_now_ns();
-        n->next = NULL;
-        if (w->note_tail) w->note_tail->next = n;
-        else w->note_head = n;
-        w->note_tail = n;
+        gs__wnote_append(&w->note_head, &w->note_tail, n);
         n = next;
     }
     uv_mutex_unlock(&w->done_lock);
