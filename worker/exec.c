@@ -339,6 +339,22 @@ void gs__wexec_input_ready(gs_worker_t *w, gs_wchunk_t *c)
     }
 }
 
+void gs__wexec_input_failed(gs_worker_t *w, gs_wchunk_t *c, gs_status_t status, const char *why)
+{
+    gs__wchunk_ref(c);                 /* failing waiters may drop their references */
+    while (c->waiters.len) {
+        gs_wtask_t *t = c->waiters.data[--c->waiters.len];
+        /* a task listing this input twice waits on it twice: fail it once */
+        for (size_t k = 0; k < c->waiters.len;) {
+            if (c->waiters.data[k] == t) c->waiters.data[k] = c->waiters.data[--c->waiters.len];
+            else k++;
+        }
+        gs__wtask_fail(w, t, status, "fetching input (%llu, %llu): %s",
+                       (unsigned long long)c->graph->id, (unsigned long long)c->task, why);
+    }
+    gs__wchunk_unref(w, c);
+}
+
 static void gs__wexec_dispatch(gs_worker_t *w)
 {
     gs_wtask_t *head = NULL, *tail = NULL;

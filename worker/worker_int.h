@@ -283,7 +283,9 @@ void gs__wexec_cleanup(gs_worker_t *w);
 void gs__wexec_assign(gs_worker_t *w, const gs_msg_task_assign_t *m);
 void gs__wexec_pump(gs_worker_t *w);               /* admission + dispatch */
 void gs__wexec_drain(gs_worker_t *w);              /* completions from the async queue */
-void gs__wexec_input_ready(gs_worker_t *w, gs_wchunk_t *c);  /* c left PENDING */
+void gs__wexec_input_ready(gs_worker_t *w, gs_wchunk_t *c);  /* c went PENDING -> READY */
+/* c went PENDING -> FAILED (a fetch failed because of @a why): fail the tasks waiting on it. */
+void gs__wexec_input_failed(gs_worker_t *w, gs_wchunk_t *c, gs_status_t status, const char *why);
 void gs__wexec_flush_done(gs_worker_t *w);
 void gs__wexec_tick(gs_worker_t *w);               /* memory watchdog */
 void gs__wtask_drop(gs_worker_t *w, gs_wtask_t *t);   /* canceled, not running */

@@ -49,18 +49,7 @@ void gs__wfetch_fail(gs_worker_t *w, gs_wfetch_t *f, gs_status_t status, const c
         gs_u64map_del(&c->graph->chunks, c->task);
         c->in_map = 0;
     }
-    gs__wchunk_ref(c);                 /* failing waiters may drop their references */
-    while (c->waiters.len) {
-        gs_wtask_t *t = c->waiters.data[--c->waiters.len];
-        /* a task listing this input twice waits on it twice: fail it once */
-        for (size_t k = 0; k < c->waiters.len;) {
-            if (c->waiters.data[k] == t) c->waiters.data[k] = c->waiters.data[--c->waiters.len];
-            else k++;
-        }
-        gs__wtask_fail(w, t, status, "fetching input (%llu, %llu): %s",
-                       (unsigned long long)c->graph->id, (unsigned long long)c->task, msg);
-    }
-    gs__wchunk_unref(w, c);
+    gs__wexec_input_failed(w, c, status, msg);
     if (f->pipe_guard) {               /* slices: no more are waited for */
         f->pipe_guard = 0;
         if (f->parts > 1) {

@@ -26,7 +26,7 @@
  * What xfer uses of the worker (worker_int.h): the store (gs__wgraph_get, gs__wchunk_new/ref/
  * unref, gs__wstore_find/insert/detach), the completion queue (gs__wnote_arm), the executor's
  * stream choice and input readiness (gs__wexec_pick_stream, gs__wexec_input_ready,
- * gs__wtask_fail), the scheduler connection (gs__wsend_msg, gs__wdata_to_scheduler) and the
+ * gs__wexec_input_failed, gs__wexec_pump), the scheduler connection (gs__wsend_msg, gs__wdata_to_scheduler) and the
  * loop handle count (gs__worker_handle_closed). Everything runs on the loop thread. */
 #ifndef GS_WORKER_XFER_H
 #define GS_WORKER_XFER_H
