@@ -127,7 +127,7 @@ typedef enum gs_wnote_kind {
     GS_WNOTE_TASK = 0,
     GS_WNOTE_FETCH_STAGED = 1,
     GS_WNOTE_SEND_STAGED = 2,
-    GS_WNOTE_LAUNCH = 3       /* a task run by the launcher thread (exec.c, gs_wlaunch_job_t) */
+    GS_WNOTE_LAUNCH = 3       /* a task run by the launcher thread (launch.c, gs_wlaunch_job_t) */
 } gs_wnote_kind_t;
 
 typedef struct gs_wnote {
@@ -194,7 +194,7 @@ struct gs_worker {
     int *stream_inflight;
     uint64_t dev_last_done;            /* last completion on any stream (for run_ns) */
     /* streams mode: tasks whose backend call blocks the calling thread (QR, SVD) are launched
-     * by a launcher thread on its own stream, index nstreams in stream_inflight (exec.c) */
+     * by a launcher thread on its own stream, index nstreams in stream_inflight (launch.c) */
     struct gs_wlauncher *launcher;     /* created on the first such task */
     int launcher_off;                  /* GS_WORKER_LAUNCHER=off, or it could not start */
     uint64_t mem_used;

@@ -175,20 +175,20 @@ struct gs_xfer {
     struct gs_wbw *bw;
 };
 
-/* ---- ucx.c ---- */
-void gs__wfetch_staged(gs_worker_t *w, gs_wfetch_t *f, gs_status_t status);
-void gs__wsend_staged(gs_worker_t *w, gs_wsend_t *s, gs_status_t status);
-
-/* fetch.c / serve.c internals shared with pipe.c and ipc.c */
-gs_wsend_t *gs__wsend_new(gs_worker_t *w);
-void gs__wsend_free(gs_worker_t *w, gs_wsend_t *s);
-void gs__wsend_done(gs_worker_t *w, gs_wsend_t *s, ucs_status_t st);
-/* Post an AM for @a s (header in s->header after the frame header). UCS_INPROGRESS: done
- * follows from UCX; otherwise the caller finishes @a s. */
-ucs_status_t gs__wsend_post(gs_worker_t *w, gs_wsend_t *s, ucp_ep_h ep, unsigned am_id,
-                            const void *payload, size_t len, unsigned flags);
+/* ---- ucx.c: context, endpoints, peers, deferred work, progress ---- */
+void gs__wdefer_push(gs_worker_t *w, gs_wdefer_t *d);   /* run after ucp progress returns */
+/* The endpoint to peer @a p, created (or recreated after a failure) on first use. */
+gs_status_t gs__wpeer_ep(gs_worker_t *w, gs_wpeer_t *p, gs_wep_t **epc_p);
 /* Endpoint to worker @a id (a known peer), or NULL. */
 ucp_ep_h gs__wpeer_ep_by_id(gs_worker_t *w, uint64_t id);
+/* 64-bit checksum of transferred bytes. */
+uint64_t gs__wchecksum(const void *data, size_t len);
+
+/* ---- fetch.c: the requester side ---- */
+void gs__wfetch_free(gs_worker_t *w, gs_wfetch_t *f);
+void gs__wfetch_detach(gs_worker_t *w, gs_wfetch_t *f);    /* out of the fetch table */
+void gs__wfetch_received(gs_worker_t *w, gs_wfetch_t *f);  /* the bytes are in f->host */
+void gs__wfetch_staged(gs_worker_t *w, gs_wfetch_t *f, gs_status_t status);   /* a copy-in note */
 void gs__wfetch_fail(gs_worker_t *w, gs_wfetch_t *f, gs_status_t status, const char *fmt, ...)
     GS_PRINTF(4, 5);
 /* (Re)send the request of fetch @a f to its peer, asking for a CUDA IPC lease if @a ipc. */
@@ -198,26 +198,21 @@ gs_status_t gs__wfetch_post_req(gs_worker_t *w, gs_wfetch_t *f, int ipc);
  * nothing of it is left running. */
 gs_status_t gs__wfetch_copy_in(gs_worker_t *w, gs_wfetch_t *f, int sp, size_t off,
                                const void *src, size_t len);
-
-/* 64-bit checksum of transferred bytes (ucx.c). */
-uint64_t gs__wchecksum(const void *data, size_t len);
-/* Answer a fetch with DATA as s describes (s->status, s->host); takes @a s. */
-void gs__wserve_answer(gs_worker_t *w, gs_wsend_t *s);
-
-/* ucx.c: endpoints and deferred work */
-void gs__wdefer_push(gs_worker_t *w, gs_wdefer_t *d);   /* run after ucp progress returns */
-/* The endpoint to peer @a p, created (or recreated after a failure) on first use. */
-gs_status_t gs__wpeer_ep(gs_worker_t *w, gs_wpeer_t *p, gs_wep_t **epc_p);
-
-/* fetch.c */
-void gs__wfetch_free(gs_worker_t *w, gs_wfetch_t *f);
-void gs__wfetch_detach(gs_worker_t *w, gs_wfetch_t *f);    /* out of the fetch table */
-void gs__wfetch_received(gs_worker_t *w, gs_wfetch_t *f);  /* the bytes are in f->host */
 ucs_status_t gs__wam_data(void *arg, const void *header, size_t header_len, void *data,
                           size_t len, const ucp_am_recv_param_t *param);
 void gs__wrecv_cb(void *req, ucs_status_t st, size_t len, void *arg);   /* rendezvous */
 
-/* serve.c */
+/* ---- serve.c: the owner side, and sends ---- */
+gs_wsend_t *gs__wsend_new(gs_worker_t *w);
+void gs__wsend_free(gs_worker_t *w, gs_wsend_t *s);
+void gs__wsend_done(gs_worker_t *w, gs_wsend_t *s, ucs_status_t st);
+void gs__wsend_staged(gs_worker_t *w, gs_wsend_t *s, gs_status_t status);    /* a staging note */
+/* Post an AM for @a s (header in s->header after the frame header). UCS_INPROGRESS: done
+ * follows from UCX; otherwise the caller finishes @a s. */
+ucs_status_t gs__wsend_post(gs_worker_t *w, gs_wsend_t *s, ucp_ep_h ep, unsigned am_id,
+                            const void *payload, size_t len, unsigned flags);
+/* Answer a fetch with DATA as s describes (s->status, s->host); takes @a s. */
+void gs__wserve_answer(gs_worker_t *w, gs_wsend_t *s);
 void gs__wserve(gs_worker_t *w, gs_wdefer_t *d);           /* deferred SERVE */
 ucs_status_t gs__wam_fetch_req(void *arg, const void *header, size_t header_len, void *data,
                                size_t len, const ucp_am_recv_param_t *param);
