@@ -1,7 +1,8 @@
-/* Task execution of gworker: TASK_ASSIGN intake, memory admission (FIFO), input resolution,
- * dispatch on kernel threads (pool mode) or backend streams (streams mode), completion and
- * TASK_DONE batching. */
+/* Task execution of gworker: task structs, memory admission (FIFO), input resolution,
+ * dispatch to kernel threads (pool mode) or backend streams (streams mode; both in launch.c),
+ * completion and TASK_DONE batching, the memory watchdog. Intake: intake.c. */
 #include "worker/worker_int.h"
+#include "worker/xfer/xfer.h"
 
 #include "chunkops/eval.h"
 #include "common/time.h"
@@ -16,7 +17,7 @@
 
 /* ---------------------------------------------------------------- task structs (free list) */
 
-static gs_wtask_t *gs__wtask_alloc(gs_worker_t *w)
+gs_wtask_t *gs__wtask_alloc(gs_worker_t *w)
 {
     gs_wtask_t *t;
     if (w->task_free.len == 0) {
@@ -38,7 +39,7 @@ static gs_wtask_t *gs__wtask_alloc(gs_worker_t *w)
     return t;
 }
 
-static void gs__wtask_recycle(gs_worker_t *w, gs_wtask_t *t)
+void gs__wtask_recycle(gs_worker_t *w, gs_wtask_t *t)
 {
     if (t->deps != t->deps_inline) gs_free(t->deps);
     gs_free(t->err);
@@ -56,8 +57,8 @@ static const char *gs__wtask_layer_name(const gs_wtask_t *t)
     return t->layer ? gs_layer_name(t->layer) : "?";
 }
 
-static void gs__wdone_push(gs_worker_t *w, uint64_t graph, uint64_t task, gs_status_t status,
-                           uint64_t nbytes, uint64_t run_ns, uint64_t fetch_ns, char *err)
+void gs__wdone_push(gs_worker_t *w, uint64_t graph, uint64_t task, gs_status_t status,
+                    uint64_t nbytes, uint64_t run_ns, uint64_t fetch_ns, char *err)
 {
     /* Reserve every column first so a failure leaves the batch consistent. */
     size_t n = w->d_task.len + 1;
@@ -200,188 +201,6 @@ void gs__wtask_fail(gs_worker_t *w, gs_wtask_t *t, gs_status_t status, const cha
     gs__wtask_release(w, t);
 }
 
-/* ---------------------------------------------------------------- intake */
-
-typedef struct gs__wbadlayer {
-    uint32_t id;
-    gs_status_t status;
-    char msg[256];
-} gs__wbadlayer_t;
-
-void gs__wexec_assign(gs_worker_t *w, const gs_msg_task_assign_t *m)
-{
-    gs_wgraph_t *g;
-    gs_status_t status;
-    GS_VEC(gs__wbadlayer_t) bad = {0};
-    uint64_t i, ndeps_total;
-    uint32_t li;
-
-    if (w->state != GS_WSTATE_RUNNING) return;
-    ndeps_total = m->ntasks ? m->dep_off[m->ntasks] : 0;
-    if (m->ntasks && m->dep_off[0] != 0) {
-        GS_LOG_ERROR("task-assign for graph %llu: dependency offsets do not start at 0; "
-                     "batch ignored", (unsigned long long)m->graph_id);
-        return;
-    }
-    for (i = 0; i < m->ntasks; i++) {
-        if (m->dep_off[i + 1] < m->dep_off[i] || m->dep_off[i + 1] > ndeps_total) {
-            GS_LOG_ERROR("task-assign for graph %llu: dependency offsets are not monotonic; "
-                         "batch ignored", (unsigned long long)m->graph_id);
-            return;
-        }
-    }
-    status = gs__wgraph_get(w, m->graph_id, 1, &g);
-    if (status != GS_OK) {
-        /* cannot even track the graph: report every task failed */
-        for (i = 0; i < m->ntasks; i++) {
-            char buf[GS_W_ERRLEN];
-            snprintf(buf, sizeof(buf), "task %llu (layer ?, block %llu) of graph %llu failed: %s",
-                     (unsigned long long)m->task_id[i], (unsigned long long)m->task_block[i],
-                     (unsigned long long)m->graph_id, gs_last_error());
-            gs__wdone_push(w, m->graph_id, m->task_id[i], status, 0, 0, 0,
-                           gs_strdup(buf, "task error"));
-        }
-        return;
-    }
-    g->nowned++;   /* pin while building */
-    gs__wgraph_unidle(w, g);
-
-    /* Decode the layers that came along (once per (graph, layer id)). */
-    for (li = 0; li < m->nlayers; li++) {
-        gs_layer_t *l = NULL;
-        uint64_t v;
-        if (gs_u64map_get(&g->layers, m->layer_ids[li], &v)) continue;
-        status = gs_layer_decode(m->layers[li].data, m->layers[li].len, &l);
-        if (status == GS_OK) {
-            status = gs_u64map_put(&g->layers, m->layer_ids[li], (uint64_t)(uintptr_t)l);
-            if (status != GS_OK) {
-                gs_layer_free(l);
-                gs_error_set(status, "out of memory caching the layer");
-            } else {
-                g->layer_bytes += m->layers[li].len;
-            }
-        }
-        if (status != GS_OK) {
-            gs__wbadlayer_t b;
-            b.id = m->layer_ids[li];
-            b.status = status;
-            snprintf(b.msg, sizeof(b.msg), "%s", gs_last_error());
-            GS_LOG_WARN("graph %llu: layer %u could not be decoded: %s",
-                        (unsigned long long)m->graph_id, b.id, b.msg);
-            (void)GS_VEC_PUSH(&bad, b);
-        }
-    }
-
-    for (i = 0; i < m->ntasks; i++) {
-        gs_wtask_t *t = gs__wtask_alloc(w);
-        uint64_t d0 = m->dep_off[i], nd = m->dep_off[i + 1] - m->dep_off[i];
-        uint64_t v;
-        size_t b;
-        int nin;
-
-        if (t == NULL) {
-            char buf[GS_W_ERRLEN];
-            snprintf(buf, sizeof(buf), "task %llu (layer ?, block %llu) of graph %llu failed: "
-                     "out of memory for the task", (unsigned long long)m->task_id[i],
-                     (unsigned long long)m->task_block[i], (unsigned long long)m->graph_id);
-            gs__wdone_push(w, m->graph_id, m->task_id[i], GS_ERR_NO_MEMORY, 0, 0, 0,
-                           gs_strdup(buf, "task error"));
-            continue;
-        }
-        t->graph = g;
-        t->id = m->task_id[i];
-        t->block = m->task_block[i];
-        t->layer_id = m->task_layer[i];
-        t->state = GS_WTASK_QUEUED;
-        /* Not yet counted anywhere: account it as queued so gs__wtask_fail balances. */
-        gs__wlist_push(&w->admit_q, &t->link);
-        w->nqueued++;
-
-        if (t->id >= GS_U64MAP_TOMB) {
-            gs__wtask_fail(w, t, GS_ERR_INVALID_PARAM, "task id is reserved");
-            continue;
-        }
-        if (gs_u64map_get(&g->tasks, t->id, &v)) {
-            GS_LOG_WARN("task %llu of graph %llu assigned again while queued or running; "
-                        "ignored", (unsigned long long)t->id, (unsigned long long)g->id);
-            gs__wlist_del(&t->link);
-            w->nqueued--;
-            t->graph = NULL;
-            gs__wtask_recycle(w, t);
-            continue;
-        }
-        if (gs_u64map_put(&g->tasks, t->id, (uint64_t)(uintptr_t)t) != GS_OK) {
-            gs__wtask_fail(w, t, GS_ERR_NO_MEMORY, "out of memory for the task table");
-            continue;
-        }
-        for (b = 0; b < bad.len; b++) if (bad.data[b].id == t->layer_id) break;
-        if (b < bad.len) {
-            gs__wtask_fail(w, t, bad.data[b].status, "layer %u could not be decoded: %s",
-                           t->layer_id, bad.data[b].msg);
-            continue;
-        }
-        if (!gs_u64map_get(&g->layers, t->layer_id, &v)) {
-            gs__wtask_fail(w, t, GS_ERR_NOT_FOUND,
-                           "layer %u of graph %llu is unknown to this worker (never sent, or "
-                           "dropped after the graph's last key was released)",
-                           t->layer_id, (unsigned long long)g->id);
-            continue;
-        }
-        t->layer = (const gs_layer_t *)(uintptr_t)v;
-        if (t->block >= gs_layer_nblocks(t->layer)) {
-            gs__wtask_fail(w, t, GS_ERR_INVALID_PARAM, "block %llu is outside the layer's %llu "
-                           "blocks", (unsigned long long)t->block,
-                           (unsigned long long)gs_layer_nblocks(t->layer));
-            continue;
-        }
-        nin = gs_layer_ninputs(t->layer, t->block);
-        if (nin < 0 || (uint64_t)nin != nd) {
-            gs__wtask_fail(w, t, GS_ERR_INVALID_PARAM,
-                           "the layer expects %d inputs but the task lists %llu dependencies",
-                           nin, (unsigned long long)nd);
-            continue;
-        }
-        if (nd > GS_W_INLINE_DEPS) {
-            t->deps = gs_calloc(nd, sizeof(gs_wdep_t), "task deps");
-            if (t->deps == NULL) {
-                t->deps = t->deps_inline;
-                gs__wtask_fail(w, t, GS_ERR_NO_MEMORY, "out of memory for %llu dependencies",
-                               (unsigned long long)nd);
-                continue;
-            }
-        } else {
-            t->deps = t->deps_inline;
-            memset(t->deps_inline, 0, sizeof(t->deps_inline));
-        }
-        t->ndeps = (uint32_t)nd;
-        {
-            int badkey = 0;
-            uint64_t in_bytes = 0;
-            for (uint64_t k = 0; k < nd; k++) {
-                gs_wdep_t *d = &t->deps[k];
-                d->graph = m->dep_keys[2 * (d0 + k)];
-                d->task = m->dep_keys[2 * (d0 + k) + 1];
-                d->worker = m->dep_worker[d0 + k];
-                d->nbytes = m->dep_nbytes[d0 + k];
-                if (d->graph >= GS_U64MAP_TOMB || d->task >= GS_U64MAP_TOMB) badkey = 1;
-                in_bytes += d->nbytes < GS_W_SMALL_TASK_BYTES ? d->nbytes : GS_W_SMALL_TASK_BYTES;
-            }
-            t->small = in_bytes < GS_W_SMALL_TASK_BYTES;
-            if (badkey) {
-                gs__wtask_fail(w, t, GS_ERR_INVALID_PARAM, "a dependency key is reserved");
-                continue;
-            }
-        }
-        t->out_nbytes = gs_layer_out_nbytes(t->layer, t->block);
-        t->small = t->small && t->out_nbytes <= GS_W_SMALL_TASK_BYTES;
-    }
-    GS_VEC_FREE(&bad);
-    g->nowned--;
-    w->admit_epoch++;                  /* new tasks may fit where the head does not */
-    gs__wgraph_maybe_free(w, g, 0);
-    gs__wexec_pump(w);
-}
-
 /* ---------------------------------------------------------------- admission */
 
 static void gs__wtask_become_ready(gs_worker_t *w, gs_wtask_t *t)
@@ -460,7 +279,7 @@ static gs_status_t gs__wtask_admit(gs_worker_t *w, gs_wtask_t *t)
         if (c != NULL) {
             gs__wchunk_ref(c);
         } else {
-            status = gs__wucx_fetch(w, d->graph, d->task, d->worker, d->nbytes, &c);
+            status = gs__xfer_fetch(w, d->graph, d->task, d->worker, d->nbytes, &c);
             if (status == GS_ERR_NO_MEMORY || status == GS_ERR_NO_DEVICE_MEMORY) {
                 /* backend refused despite our accounting: undo and wait */
                 for (k = 0; k < i; k++) {
@@ -520,395 +339,20 @@ void gs__wexec_input_ready(gs_worker_t *w, gs_wchunk_t *c)
     }
 }
 
-/* ---------------------------------------------------------------- dispatch */
-
-/* Pool threads: take tasks, instantiate, run, hand back. */
-static void gs__wpool_main(void *arg)
+void gs__wexec_input_failed(gs_worker_t *w, gs_wchunk_t *c, gs_status_t status, const char *why)
 {
-    gs_worker_t *w = arg;
-    gs_chunkops_stream_h stream;
-    int idx;
-
-    uv_mutex_lock(&w->job_lock);
-    idx = w->nthreads_started++;
-    uv_mutex_unlock(&w->job_lock);
-    stream = w->thread_streams[idx];
-
-    for (;;) {
-        gs_wtask_t *t;
-        gs_chunk_ref_t small[16];
-        gs_chunk_ref_t *in = small;
-        gs_ktask_t kt;
-        gs_status_t status;
-        uint64_t t0;
-
-        uv_mutex_lock(&w->job_lock);
-        while (w->job_head == NULL && !w->job_quit) uv_cond_wait(&w->job_cond, &w->job_lock);
-        if (w->job_quit) {
-            uv_mutex_unlock(&w->job_lock);
-            return;
+    gs__wchunk_ref(c);                 /* failing waiters may drop their references */
+    while (c->waiters.len) {
+        gs_wtask_t *t = c->waiters.data[--c->waiters.len];
+        /* a task listing this input twice waits on it twice: fail it once */
+        for (size_t k = 0; k < c->waiters.len;) {
+            if (c->waiters.data[k] == t) c->waiters.data[k] = c->waiters.data[--c->waiters.len];
+            else k++;
         }
-        t = w->job_head;
-        w->job_head = t->job_next;
-        if (w->job_head == NULL) w->job_tail = NULL;
-        uv_mutex_unlock(&w->job_lock);
-
-        t0 = gs_now_ns();
-        if (t->ndeps > 16) in = gs_malloc(sizeof(*in) * t->ndeps, "task inputs");
-        if (in == NULL) {
-            status = gs_error_set(GS_ERR_NO_MEMORY, "out of memory for %u input references",
-                                  t->ndeps);
-        } else {
-            for (uint32_t i = 0; i < t->ndeps; i++) {
-                in[i].data = t->deps[i].chunk->ptr;
-                in[i].len = (int64_t)(t->deps[i].chunk->nbytes / sizeof(double));
-            }
-            status = gs_layer_instantiate(t->layer, t->block, (int)t->ndeps, in, t->out->ptr,
-                                          &kt);
-            if (status == GS_OK) status = gs_chunkops_run_ktask(w->ops, w->ctx, stream, &kt);
-            if (in != small) gs_free(in);
-        }
-        t->run_ns = gs_now_ns() - t0;
-        t->status = status;
-        if (status != GS_OK) {
-            const char *e = gs_last_error();
-            t->err = gs_strdup(e[0] ? e : gs_status_string(status), "task error");
-        }
-        t->job_next = NULL;
-        uv_mutex_lock(&w->done_lock);
-        if (w->done_tail) w->done_tail->job_next = t;
-        else w->done_head = t;
-        w->done_tail = t;
-        uv_mutex_unlock(&w->done_lock);
-        uv_async_send(&w->async);
+        gs__wtask_fail(w, t, status, "fetching input (%llu, %llu): %s",
+                       (unsigned long long)c->graph->id, (unsigned long long)c->task, why);
     }
-}
-
-void gs__wnote_push(gs_worker_t *w, gs_wnote_t *n)
-{
-    n->next = NULL;
-    uv_mutex_lock(&w->done_lock);
-    if (w->note_tail) w->note_tail->next = n;
-    else w->note_head = n;
-    w->note_tail = n;
-    uv_mutex_unlock(&w->done_lock);
-    uv_async_send(&w->async);
-}
-
-void gs__wnote_cb(gs_status_t status, void *arg)
-{
-    gs_wnote_t *n = arg;
-    n->status = status;
-    n->t_done = gs_now_ns();
-    gs__wnote_push(n->w, n);
-}
-
-int gs__wexec_pick_stream(gs_worker_t *w)
-{
-    int best = 0;
-    for (int s = 1; s < w->nstreams; s++)
-        if (w->stream_inflight[s] < w->stream_inflight[best]) best = s;
-    return best;
-}
-
-static void gs__wtask_complete(gs_worker_t *w, gs_wtask_t *t, gs_status_t status,
-                               uint64_t t_done);
-
-/* ---------------------------------------------------------------- launcher thread */
-
-/* Streams mode: some backend calls block their caller for the whole computation (cuSOLVER's
- * geqrf/orgqr/gesvd(j) synchronise on the host: a 1000 x 1000 SVD holds the calling thread
- * ~90 ms on an H100, a 250000 x 1000 QR ~47 of its 96 ms). Made from the loop they would stop
- * fetches, serving, dispatch and heartbeats meanwhile, so QR and SVD tasks go to a launcher
- * thread instead. The loop instantiates the task (gs_ktask_t borrows only the task's input
- * and output chunk memory, held by the task's refs until its completion is drained, and its
- * layer, kept while the task is in its graph's task map) and queues a job; the thread runs the
- * kernel and asks for a notification on its own stream. That stream is used by no other
- * thread, so the per-stream cuBLAS/cuSOLVER handles of the backend are never shared; the
- * loop touches it only at stop, after joining the thread. The job's first member is the note
- * through which the completion (or the failure to enqueue, or the cancelation of a job that
- * never ran) comes back to the loop; the thread never touches the task itself. */
-
-typedef struct gs_wlaunch_job {
-    gs_wnote_t note;               /* first: the drain frees the job through it */
-    struct gs_wlaunch_job *next;   /* launcher queue (under its lock) */
-    gs_wtask_t *task;              /* loop only */
-    uint64_t t_start;              /* launcher: when the kernel was handed to the backend */
-    char *err;                     /* launcher: failure message (gs_malloc'd) */
-    gs_ktask_t kt;
-} gs_wlaunch_job_t;
-
-struct gs_wlauncher {
-    gs_worker_t *w;
-    uv_thread_t thread;
-    uv_mutex_t lock;
-    uv_cond_t cond;
-    gs_wlaunch_job_t *head, *tail; /* under lock */
-    int quit;                      /* under lock */
-    int running;                   /* the thread exists (loop only) */
-    gs_chunkops_stream_h stream;   /* the launcher's own stream */
-};
-
-static void gs__wlaunch_main(void *arg)
-{
-    struct gs_wlauncher *L = arg;
-    gs_worker_t *w = L->w;
-
-    for (;;) {
-        gs_wlaunch_job_t *j;
-        gs_status_t status;
-
-        uv_mutex_lock(&L->lock);
-        while (L->head == NULL && !L->quit) uv_cond_wait(&L->cond, &L->lock);
-        if (L->quit) {                 /* jobs still queued go back at stop */
-            uv_mutex_unlock(&L->lock);
-            return;
-        }
-        j = L->head;
-        L->head = j->next;
-        if (L->head == NULL) L->tail = NULL;
-        uv_mutex_unlock(&L->lock);
-
-        j->t_start = gs_now_ns();
-        status = gs_chunkops_run_ktask(w->ops, w->ctx, L->stream, &j->kt);
-        if (status == GS_OK) {
-            status = w->ops->notify(w->ctx, L->stream, gs__wnote_cb, &j->note);
-            if (status == GS_OK) continue;     /* j belongs to the callback now */
-            GS_LOG_WARN("launcher stream: completion notification failed (%s); synchronising",
-                        gs_last_error());
-            status = w->ops->sync(w->ctx, L->stream);
-        } else {
-            /* keep the message; then wait for whatever the failed call enqueued (it may still
-             * write the output) and clear the stream's record of the failure, which would
-             * otherwise fail the next task's notification */
-            const char *e = gs_last_error();
-            j->err = gs_strdup(e[0] ? e : gs_status_string(status), "task error");
-            (void)w->ops->sync(w->ctx, L->stream);
-        }
-        if (status != GS_OK && j->err == NULL) {
-            const char *e = gs_last_error();
-            j->err = gs_strdup(e[0] ? e : gs_status_string(status), "task error");
-        }
-        j->note.status = status;
-        j->note.t_done = gs_now_ns();
-        gs__wnote_push(w, &j->note);
-    }
-}
-
-/* Whether task kernel @a kt goes to the launcher. */
-static int gs__wlaunch_wants(const gs_worker_t *w, const gs_ktask_t *kt)
-{
-    if (w->launcher_off || kt->kind != GS_KTASK_LINALG) return 0;
-    return kt->u.linalg.op == GS_LA_QR || kt->u.linalg.op == GS_LA_SVD;
-}
-
-/* Create the launcher (its stream and thread). On failure the worker launches such tasks from
- * the loop from then on (they still run, blocking the loop meanwhile). */
-static gs_status_t gs__wlaunch_start(gs_worker_t *w)
-{
-    struct gs_wlauncher *L;
-    gs_status_t status;
-    int rc;
-
-    L = gs_calloc(1, sizeof(*L), "worker launcher");
-    if (L == NULL) {
-        status = gs_error_set(GS_ERR_NO_MEMORY, "out of memory for the launcher");
-        goto fail;
-    }
-    L->w = w;
-    if (uv_mutex_init(&L->lock) != 0) {
-        gs_free(L);
-        status = gs_error_set(GS_ERR_NO_RESOURCE, "cannot create the launcher's mutex");
-        goto fail;
-    }
-    if (uv_cond_init(&L->cond) != 0) {
-        uv_mutex_destroy(&L->lock);
-        gs_free(L);
-        status = gs_error_set(GS_ERR_NO_RESOURCE, "cannot create the launcher's condition");
-        goto fail;
-    }
-    status = w->ops->stream_create(w->ctx, &L->stream);
-    if (status != GS_OK) goto fail_sync;
-    rc = uv_thread_create(&L->thread, gs__wlaunch_main, L);
-    if (rc != 0) {
-        status = gs_error_set(GS_ERR_NO_RESOURCE, "cannot start the launcher thread: %s",
-                              uv_strerror(rc));
-        w->ops->stream_destroy(w->ctx, L->stream);
-        goto fail_sync;
-    }
-    L->running = 1;
-    w->launcher = L;
-    GS_LOG_DEBUG("worker %s: launcher thread started (QR and SVD tasks)", w->name);
-    return GS_OK;
-
-fail_sync:
-    uv_cond_destroy(&L->cond);
-    uv_mutex_destroy(&L->lock);
-    gs_free(L);
-fail:
-    GS_LOG_WARN("worker %s: %s; QR and SVD tasks are launched from the event loop, which they "
-                "block while the backend computes", w->name, gs_last_error());
-    w->launcher_off = 1;
-    return status;
-}
-
-/* Hand @a t (RUNNING, kernel @a kt) to the launcher. 0: no launcher (launch inline); 1: taken
- * (its completion, successful or not, arrives as a GS_WNOTE_LAUNCH note or already happened). */
-static int gs__wlaunch_submit(gs_worker_t *w, gs_wtask_t *t, const gs_ktask_t *kt)
-{
-    struct gs_wlauncher *L;
-    gs_wlaunch_job_t *j;
-
-    if (w->launcher == NULL && gs__wlaunch_start(w) != GS_OK) return 0;
-    L = w->launcher;
-    t->stream = w->nstreams;
-    w->stream_inflight[w->nstreams]++;
-    t->t_launch = gs_now_ns();
-    j = gs_malloc(sizeof(*j), "launcher job");
-    if (j == NULL) {
-        gs__wtask_complete(w, t, gs_error_set(GS_ERR_NO_MEMORY, "out of memory launching"),
-                           gs_now_ns());
-        return 1;
-    }
-    memset(&j->note, 0, sizeof(j->note));
-    j->note.w = w;
-    j->note.kind = GS_WNOTE_LAUNCH;
-    j->note.obj = t;
-    j->next = NULL;
-    j->task = t;
-    j->t_start = 0;
-    j->err = NULL;
-    j->kt = *kt;
-    w->st.tasks_launcher++;
-    uv_mutex_lock(&L->lock);
-    if (L->tail) L->tail->next = j;
-    else L->head = j;
-    L->tail = j;
-    uv_cond_signal(&L->cond);
-    uv_mutex_unlock(&L->lock);
-    return 1;
-}
-
-/* Loop: a launcher job came back. */
-static void gs__wlaunch_done(gs_worker_t *w, gs_wlaunch_job_t *j)
-{
-    gs_wtask_t *t = j->task;
-    if (j->t_start) t->t_launch = j->t_start;
-    gs_free(t->err);
-    t->err = j->err;
-    j->err = NULL;
-    if (j->note.status != GS_OK && t->err == NULL) {
-        char buf[GS_W_ERRLEN];
-        snprintf(buf, sizeof(buf), "the backend reported %s on the launcher stream",
-                 gs_status_string(j->note.status));
-        t->err = gs_strdup(buf, "task error");
-    }
-    gs__wtask_complete(w, t, j->note.status, j->note.t_done);
-    gs_free(j);
-}
-
-/* Stop the launcher thread (after the job it is running, if any, has been handed to the
- * backend), return the jobs it never started as canceled completions and wait for its
- * stream, so that every job has come back as a note before this returns. */
-static void gs__wlaunch_stop(gs_worker_t *w)
-{
-    struct gs_wlauncher *L = w->launcher;
-    gs_wlaunch_job_t *j;
-
-    if (L == NULL || !L->running) return;
-    uv_mutex_lock(&L->lock);
-    L->quit = 1;
-    uv_cond_signal(&L->cond);
-    uv_mutex_unlock(&L->lock);
-    uv_thread_join(&L->thread);
-    L->running = 0;
-    j = L->head;
-    L->head = L->tail = NULL;
-    while (j) {
-        gs_wlaunch_job_t *next = j->next;
-        j->note.status = GS_ERR_CANCELED;
-        j->note.t_done = gs_now_ns();
-        gs__wnote_push(w, &j->note);
-        j = next;
-    }
-    (void)w->ops->sync(w->ctx, L->stream);   /* its notification callbacks have run */
-}
-
-static void gs__wlaunch_destroy(gs_worker_t *w)
-{
-    struct gs_wlauncher *L = w->launcher;
-    if (L == NULL) return;
-    gs__wlaunch_stop(w);
-    gs_assert(L->head == NULL);
-    w->ops->stream_destroy(w->ctx, L->stream);
-    uv_cond_destroy(&L->cond);
-    uv_mutex_destroy(&L->lock);
-    gs_free(L);
-    w->launcher = NULL;
-}
-
-/* ---------------------------------------------------------------- streams mode launch */
-
-/* Streams mode: enqueue one task (or hand it to the launcher); completion arrives as a note. */
-static void gs__wtask_launch_stream(gs_worker_t *w, gs_wtask_t *t)
-{
-    gs_chunk_ref_t small[16] = {{0}};   /* (GCC cannot see that only ndeps entries are read) */
-    gs_chunk_ref_t *in = small;
-    gs_ktask_t kt;
-    gs_status_t status;
-    gs_wnote_t *n;
-    int s;
-
-    if (t->ndeps > 16) in = gs_malloc(sizeof(*in) * t->ndeps, "task inputs");
-    if (in == NULL) {
-        status = gs_error_set(GS_ERR_NO_MEMORY, "out of memory launching");
-    } else {
-        for (uint32_t i = 0; i < t->ndeps; i++) {
-            in[i].data = t->deps[i].chunk->ptr;
-            in[i].len = (int64_t)(t->deps[i].chunk->nbytes / sizeof(double));
-        }
-        status = gs_layer_instantiate(t->layer, t->block, (int)t->ndeps, in, t->out->ptr, &kt);
-        if (in != small) gs_free(in);
-        if (status == GS_OK && gs__wlaunch_wants(w, &kt) && gs__wlaunch_submit(w, t, &kt))
-            return;
-    }
-    s = gs__wexec_pick_stream(w);
-    t->stream = s;
-    w->stream_inflight[s]++;
-    t->t_launch = gs_now_ns();
-    if (status != GS_OK) {
-        gs__wtask_complete(w, t, status, gs_now_ns());
-        return;
-    }
-    n = gs_calloc(1, sizeof(*n), "task note");
-    if (n == NULL) {
-        gs__wtask_complete(w, t, gs_error_set(GS_ERR_NO_MEMORY, "out of memory launching"),
-                           gs_now_ns());
-        return;
-    }
-    status = gs_chunkops_run_ktask(w->ops, w->ctx, w->streams[s], &kt);
-    if (status != GS_OK) {
-        /* Part of the task may have been enqueued before the failure, and the backend keeps
-         * the stream's error for its next notify: drain the stream (rare) so that neither
-         * this task's output is freed under running work nor a later task inherits the
-         * error. */
-        (void)w->ops->sync(w->ctx, w->streams[s]);
-        gs_free(n);
-        gs__wtask_complete(w, t, status, gs_now_ns());
-        return;
-    }
-    n->w = w;
-    n->kind = GS_WNOTE_TASK;
-    n->obj = t;
-    status = w->ops->notify(w->ctx, w->streams[s], gs__wnote_cb, n);
-    if (status != GS_OK) {
-        /* cannot learn completion asynchronously: wait for this stream (rare) */
-        const char *e = gs_last_error();
-        GS_LOG_WARN("stream %d: completion notification failed (%s); synchronising", s, e);
-        gs_free(n);
-        status = w->ops->sync(w->ctx, w->streams[s]);
-        gs__wtask_complete(w, t, status, gs_now_ns());
-    }
+    gs__wchunk_unref(w, c);
 }
 
 static void gs__wexec_dispatch(gs_worker_t *w)
@@ -993,7 +437,7 @@ dispatch:
 
 /* ---------------------------------------------------------------- completion */
 
-static void gs__wtask_complete(gs_worker_t *w, gs_wtask_t *t, gs_status_t status,
+void gs__wtask_complete(gs_worker_t *w, gs_wtask_t *t, gs_status_t status,
                                uint64_t t_done)
 {
     if (t->stream >= 0) {
@@ -1038,6 +482,7 @@ void gs__wexec_drain(gs_worker_t *w)
     gs_wtask_t *t;
     gs_wnote_t *n;
 
+    gs__wnote_unpark(w);
     uv_mutex_lock(&w->done_lock);
     t = w->done_head;
     n = w->note_head;
@@ -1069,15 +514,12 @@ void gs__wexec_drain(gs_worker_t *w)
             break;
         }
         case GS_WNOTE_FETCH_STAGED:
-            gs__wfetch_staged(w, n->obj, n->status);
-            gs_free(n);
-            break;
         case GS_WNOTE_SEND_STAGED:
-            gs__wsend_staged(w, n->obj, n->status);
+            gs__xfer_note(w, n);
             gs_free(n);
             break;
         case GS_WNOTE_LAUNCH:
-            gs__wlaunch_done(w, (gs_wlaunch_job_t *)n);
+            gs__wlaunch_done(w, n);
             break;
         default:
             gs_free(n);
@@ -1102,7 +544,7 @@ void gs__wexec_tick(gs_worker_t *w)
         return;
     }
     /* Something could still free memory: running tasks, fetches, outgoing transfers. */
-    if (w->nrunning || w->fetches.len || !gs__wlist_empty(&w->sends)) return;
+    if (w->nrunning || gs__xfer_busy(w)) return;
     now = gs_now_ns();
     since = w->mem_blocked_since > w->last_mem_free ? w->mem_blocked_since : w->last_mem_free;
     if (!w->reserve_off) {

@@ -5,6 +5,7 @@
  * request has arrived or failed, REPLICATE_DONE lists the keys now held and names the first
  * failure. Pending requests are looked at once per loop iteration (gs__wrepl_poll). */
 #include "worker/worker_int.h"
+#include "worker/xfer/xfer.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -133,7 +134,7 @@ void gs__wrepl_start(gs_worker_t *w, const gs_msg_replicate_t *m)
         }
         if (c != NULL && c->state != GS_WCHUNK_FAILED) {
             gs__wchunk_ref(c);        /* being fetched or computed here: wait for it */
-        } else if ((st = gs__wucx_fetch(w, g, t, m->from[i], m->nbytes[i], &c)) != GS_OK) {
+        } else if ((st = gs__xfer_fetch(w, g, t, m->from[i], m->nbytes[i], &c)) != GS_OK) {
             gs__wrepl_fail(r, st, "chunk (%llu, %llu) from worker %llu: %s", g, t, m->from[i], gs_last_error());
             continue;
         }
@@ -146,7 +147,7 @@ void gs__wrepl_start(gs_worker_t *w, const gs_msg_replicate_t *m)
     }
     r->next = w->repls;
     w->repls = r;
-    gs__wucx_progress(w);             /* push the fetch requests out now */
+    gs__xfer_progress(w);             /* push the fetch requests out now */
     return;
 
 err_nomem:

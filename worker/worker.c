@@ -1,6 +1,7 @@
 /* gworker lifecycle and control plane: connect/handshake/register with gsched, heartbeats,
  * message dispatch, stop and destroy. */
 #include "worker/worker_int.h"
+#include "worker/xfer/xfer.h"
 
 #include "common/time.h"
 
@@ -11,8 +12,8 @@
 #define GS_W_RETRY_MS 100
 #define GS_W_TICK_MS 50
 
-static void gs__worker_handle_closed(uv_handle_t *h);
 static void gs__worker_count_closed(gs_worker_t *w);
+static void gs__worker_teardown(gs_worker_t *w);
 static void gs__worker_connect(gs_worker_t *w);
 
 /* ---------------------------------------------------------------- sending */
@@ -53,7 +54,7 @@ static void gs__worker_heartbeat(gs_worker_t *w)
     m.u.heartbeat.executing = (uint32_t)w->nrunning;
     m.u.heartbeat.queued = (uint32_t)(w->nqueued + w->nadmitted - w->nrunning);
     gs__wsend_msg(w, &m);
-    gs__wbw_report(w);
+    gs__xfer_report(w);
 }
 
 static void gs__worker_hb_cb(uv_timer_t *h)
@@ -65,9 +66,9 @@ static void gs__worker_tick_cb(uv_timer_t *h)
 {
     gs_worker_t *w = h->data;
     if (w->state != GS_WSTATE_RUNNING) return;
-    gs__wucx_tick(w);
+    gs__xfer_tick(w);
     gs__wexec_tick(w);
-    gs__wucx_progress(w);
+    gs__xfer_progress(w);
     gs__wexec_pump(w);
 }
 
@@ -86,7 +87,7 @@ static void gs__worker_prepare_cb(uv_prepare_t *h)
 {
     gs_worker_t *w = h->data;
     if (w->state != GS_WSTATE_RUNNING) return;
-    gs__wucx_progress(w);
+    gs__xfer_progress(w);
     gs__wexec_pump(w);
     gs__wexec_flush_done(w);
     if (w->repls != NULL) gs__wrepl_poll(w);
@@ -114,8 +115,13 @@ static void gs__worker_register(gs_worker_t *w)
     m.u.worker_register.nthreads = (uint32_t)(w->streams_mode ? w->nstreams : w->nthreads);
     m.u.worker_register.pid = (uint32_t)getpid();
     m.u.worker_register.memory_limit = w->mem_limit;
-    m.u.worker_register.ucx_address.data = (const uint8_t *)w->ucp_addr;
-    m.u.worker_register.ucx_address.len = w->ucp_addr_len;
+    {
+        const void *addr;
+        size_t len;
+        gs__xfer_address(w, &addr, &len);
+        m.u.worker_register.ucx_address.data = addr;
+        m.u.worker_register.ucx_address.len = len;
+    }
     gs__wsend_msg(w, &m);
 }
 
@@ -157,11 +163,11 @@ static void gs__worker_on_msg(gs_conn_t *conn, gs_msg_t *m, void *arg)
     }
     switch (m->type) {
     case GS_MSG_PEERS:
-        gs__wucx_peers(w, &m->u.peers);
+        gs__xfer_peers(w, &m->u.peers);
         break;
     case GS_MSG_TASK_ASSIGN:
         gs__wexec_assign(w, &m->u.task_assign);
-        gs__wucx_progress(w);      /* push fetch requests out now */
+        gs__xfer_progress(w);      /* push fetch requests out now */
         break;
     case GS_MSG_RELEASE:
         for (i = 0; i < m->u.release.n; i++)
@@ -171,7 +177,7 @@ static void gs__worker_on_msg(gs_conn_t *conn, gs_msg_t *m, void *arg)
         break;
     case GS_MSG_GATHER_REQ:
         for (i = 0; i < m->u.gather_req.n; i++)
-            gs__wgather(w, m->u.gather_req.req_id, m->u.gather_req.keys[2 * i],
+            gs__xfer_gather(w, m->u.gather_req.req_id, m->u.gather_req.keys[2 * i],
                         m->u.gather_req.keys[2 * i + 1]);
         break;
     case GS_MSG_CANCEL:
@@ -332,21 +338,12 @@ gs_status_t gs_worker_create(const gs_worker_params_t *params, uv_loop_t *loop,
     w->fetch_timeout_ms = params->fetch_timeout_ms ? params->fetch_timeout_ms : 30000;
     w->memory_wait_ms = params->memory_wait_ms ? params->memory_wait_ms : 30000;
     w->heartbeat_req_ms = params->heartbeat_ms;
-    w->ucx_shm = params->ucx_shm != 0;
-    w->no_ipc = params->no_ipc != 0;
-    w->transfer_checksum = params->transfer_checksum != 0;
-    w->pipe_slice = params->pipe_slice ? (size_t)params->pipe_slice : ((size_t)8 << 20);
-    w->pipe_min = params->pipe_min ? params->pipe_min : ((uint64_t)32 << 20);
-    w->test_corrupt = params->test_corrupt_transfers != 0;
+    atomic_init(&w->test_notify_fail, params->test_notify_failures);
+    atomic_init(&w->nnotify_retried, 0);
     gs_u64map_init(&w->graphs);
-    gs_u64map_init(&w->peers);
-    gs_u64map_init(&w->fetches);
     gs__wlist_init(&w->admit_q);
     gs__wlist_init(&w->ready_q);
     gs__wlist_init(&w->idle_graphs);
-    gs__wlist_init(&w->sends);
-    gs__wlist_init(&w->closing);
-    gs__wlist_init(&w->dead_fetches);
     uv_mutex_init(&w->job_lock);
     uv_mutex_init(&w->done_lock);
     uv_cond_init(&w->job_cond);
@@ -412,67 +409,42 @@ gs_status_t gs_worker_create(const gs_worker_params_t *params, uv_loop_t *loop,
     if (status != GS_OK) goto err;
 
     /* loop handles (unreferenced: only the scheduler connection keeps the loop alive) */
+    rc = uv_async_init(loop, &w->async, gs__worker_async_cb);
+    if (rc != 0) {
+        status = gs_error_set(GS_ERR_IO, "uv_async_init: %s", uv_strerror(rc));
+        goto err;
+    }
     uv_timer_init(loop, &w->hb_timer);
     uv_timer_init(loop, &w->retry_timer);
     uv_timer_init(loop, &w->tick_timer);
+    uv_timer_init(loop, &w->note_timer);
     uv_check_init(loop, &w->check);
     uv_prepare_init(loop, &w->prepare);
-    rc = uv_async_init(loop, &w->async, gs__worker_async_cb);
-    w->nhandles_open += 5;
-    w->hb_timer.data = w->retry_timer.data = w->tick_timer.data = w;
-    w->check.data = w->prepare.data = w;
-    if (rc != 0) {
-        status = gs_error_set(GS_ERR_IO, "uv_async_init: %s", uv_strerror(rc));
-        goto err_handles;
-    }
-    w->async.data = w;
-    w->nhandles_open++;
+    w->nhandles_open += 7;
+    w->handles_init = 1;
+    w->hb_timer.data = w->retry_timer.data = w->tick_timer.data = w->note_timer.data = w;
+    w->check.data = w->prepare.data = w->async.data = w;
     uv_unref((uv_handle_t *)&w->hb_timer);
     uv_unref((uv_handle_t *)&w->tick_timer);
+    uv_unref((uv_handle_t *)&w->note_timer);
     uv_unref((uv_handle_t *)&w->check);
     uv_unref((uv_handle_t *)&w->prepare);
     uv_unref((uv_handle_t *)&w->async);
     uv_check_start(&w->check, gs__worker_check_cb);
     uv_prepare_start(&w->prepare, gs__worker_prepare_cb);
 
-    status = gs__wucx_init(w);
-    if (status != GS_OK) goto err_handles;
+    status = gs__xfer_init(w, params);
+    if (status != GS_OK) goto err;
 
     *worker_p = w;
     return GS_OK;
 
-err_handles:
-    /* close what was opened, then run the loop until the close callbacks have run */
-    w->destroying = 1;
-    w->state = GS_WSTATE_STOPPING;
-    gs__wexec_stop_threads(w);
-    if (w->ucp_poll_open) uv_close((uv_handle_t *)&w->ucp_poll, gs__worker_handle_closed);
-    uv_close((uv_handle_t *)&w->hb_timer, gs__worker_handle_closed);
-    uv_close((uv_handle_t *)&w->retry_timer, gs__worker_handle_closed);
-    uv_close((uv_handle_t *)&w->tick_timer, gs__worker_handle_closed);
-    uv_close((uv_handle_t *)&w->check, gs__worker_handle_closed);
-    uv_close((uv_handle_t *)&w->prepare, gs__worker_handle_closed);
-    if (rc == 0) uv_close((uv_handle_t *)&w->async, gs__worker_handle_closed);
-    while (w->nhandles_open > 0) uv_run(loop, UV_RUN_ONCE);
-    gs__wexec_drain(w);
 err:
     {
         gs_status_t keep = status;
         char msg[512];
         snprintf(msg, sizeof(msg), "%s", gs_last_error());
-        gs__wucx_cleanup(w);
-        gs__wexec_stop_threads(w);
-        gs__wexec_cleanup(w);
-        gs__wgraph_free_all(w);
-        if (w->ctx) w->ops->ctx_destroy(w->ctx);
-        uv_mutex_destroy(&w->job_lock);
-        uv_mutex_destroy(&w->done_lock);
-        uv_cond_destroy(&w->job_cond);
-        gs_free(w->hostname);
-        gs_free(w->name);
-        gs_free(w->sched_host);
-        gs_free(w->token);
-        gs_free(w);
+        gs__worker_teardown(w);
         return gs_error_set(keep, "%s", msg);
     }
 }
@@ -509,7 +481,7 @@ static void gs__worker_count_closed(gs_worker_t *w)
         gs__worker_finish_stop(w);
 }
 
-static void gs__worker_handle_closed(uv_handle_t *h)
+void gs__worker_handle_closed(uv_handle_t *h)
 {
     gs__worker_count_closed(h->data);
 }
@@ -531,19 +503,17 @@ void gs_worker_stop(gs_worker_h w, gs_status_t reason)
     gs__wexec_drain(w);
     gs__wexec_cleanup_tasks(w);
     gs__wrepl_cleanup(w);
-    gs__wucx_shutdown(w);
+    gs__xfer_shutdown(w);
     gs__wexec_drain(w);     /* staging notes that UCX shutdown may have produced */
 
     uv_timer_stop(&w->hb_timer);
     uv_timer_stop(&w->retry_timer);
     uv_timer_stop(&w->tick_timer);
-    if (w->ucp_poll_open) {
-        w->ucp_poll_open = 0;
-        uv_close((uv_handle_t *)&w->ucp_poll, gs__worker_handle_closed);
-    }
+    uv_timer_stop(&w->note_timer);
     uv_close((uv_handle_t *)&w->hb_timer, gs__worker_handle_closed);
     uv_close((uv_handle_t *)&w->retry_timer, gs__worker_handle_closed);
     uv_close((uv_handle_t *)&w->tick_timer, gs__worker_handle_closed);
+    uv_close((uv_handle_t *)&w->note_timer, gs__worker_handle_closed);
     uv_close((uv_handle_t *)&w->check, gs__worker_handle_closed);
     uv_close((uv_handle_t *)&w->prepare, gs__worker_handle_closed);
     uv_close((uv_handle_t *)&w->async, gs__worker_handle_closed);
@@ -553,19 +523,23 @@ void gs_worker_stop(gs_worker_h w, gs_status_t reason)
     }
 }
 
-void gs_worker_destroy(gs_worker_h w)
+/* Stop (when the loop handles exist and the worker is not stopped yet), run the loop until
+ * every handle is closed, then free everything: gs_worker_destroy and the error path of
+ * gs_worker_create, so that the two cannot drift apart. Safe on a partly created worker. */
+static void gs__worker_teardown(gs_worker_t *w)
 {
-    if (w == NULL) return;
-    if (w->state != GS_WSTATE_STOPPED) {
-        if (w->state < GS_WSTATE_STOPPING) gs_worker_stop(w, GS_OK);
-        w->destroying = 1;
-        while (w->nhandles_open > 0) uv_run(w->loop, UV_RUN_ONCE);
-        w->state = GS_WSTATE_STOPPED;
+    if (w->handles_init) {
+        if (w->state != GS_WSTATE_STOPPED) {
+            if (w->state < GS_WSTATE_STOPPING) gs_worker_stop(w, GS_OK);
+            w->destroying = 1;
+            while (w->nhandles_open > 0) uv_run(w->loop, UV_RUN_ONCE);
+            w->state = GS_WSTATE_STOPPED;
+        }
+        gs__wexec_drain(w);
     }
-    gs__wexec_drain(w);
     gs__wrepl_cleanup(w);
-    gs__wbw_cleanup(w);
-    gs__wucx_cleanup(w);
+    gs__xfer_cleanup(w);
+    gs__wexec_stop_threads(w);
     gs__wexec_cleanup(w);
     gs__wstore_clear(w);
     gs__wgraph_free_all(w);
@@ -580,6 +554,12 @@ void gs_worker_destroy(gs_worker_h w)
     gs_free(w);
 }
 
+void gs_worker_destroy(gs_worker_h w)
+{
+    if (w == NULL) return;
+    gs__worker_teardown(w);
+}
+
 void gs_worker_stats(gs_worker_h w, gs_worker_stats_t *stats_p)
 {
     if (w == NULL || stats_p == NULL) return;
@@ -589,5 +569,6 @@ void gs_worker_stats(gs_worker_h w, gs_worker_stats_t *stats_p)
     stats_p->tasks_running = w->nrunning;
     stats_p->mem_used = w->mem_used;
     stats_p->mem_limit = w->mem_limit;
-    stats_p->npeers = (uint32_t)w->peers.len;
+    stats_p->npeers = gs__xfer_npeers(w);
+    stats_p->notify_retries = atomic_load(&w->nnotify_retried);
 }

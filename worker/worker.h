@@ -142,6 +142,8 @@ typedef struct gs_worker_params {
                                      over UCX, after its checksum was taken */
     int no_ipc;                   /* nonzero: never use CUDA IPC between workers of one host
                                      (every transfer then goes through UCX) */
+    int test_notify_failures;     /* tests only: the first this many completion-notification
+                                     registrations fail (each is retried from the loop) */
     gs_worker_stop_cb stop_cb;    /* may be NULL */
     void *arg;                    /* passed to stop_cb */
 } gs_worker_params_t;
@@ -164,6 +166,8 @@ typedef struct gs_worker_stats {
     uint64_t tasks_launcher;      /* streams mode: tasks handed to the launcher thread (QR and
                                      SVD, whose backend calls block the calling thread) */
     uint32_t npeers;              /* now */
+    uint64_t notify_retries;      /* completion notifications the backend refused at first
+                                     (retried from the loop, never waited for) */
 } gs_worker_stats_t;
 
 /**

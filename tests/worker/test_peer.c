@@ -523,3 +523,29 @@ Test(worker_peer, corrupted_slices_fail_their_fetch_under_checksums)
     stop_workers(t, 2);
     gs_array_release(big);
 }
+
+/* A completion notification the backend refuses to register is retried from the loop (never
+ * waited for with sync()): tasks, staging copies and transfers still complete with the right
+ * values. The knob refuses the first registrations of each worker. */
+Test(worker_peer, refused_completion_notifications_are_retried)
+{
+    gs_worker_params_t p = {0};
+    tw_t t[2];
+    gs_array_h sum = seed_sum(96, 16), big = big_chain(256, 128);
+    gs_worker_stats_t st0, st1;
+    p.exec = GS_WORKER_EXEC_STREAMS;
+    p.nstreams = 2;
+    p.test_notify_failures = 40;
+    start_workers(t, 2, &p);
+    run_spread(1, sum, GS_LOWER_DEFAULT, 2, t, NULL);
+    run_spread(2, big, BIG_FLAGS, 2, t, NULL);
+    gs_worker_stats(t[0].w, &st0);
+    gs_worker_stats(t[1].w, &st1);
+    cr_assert_gt(st0.notify_retries, 0);
+    cr_assert_gt(st1.notify_retries, 0);
+    cr_assert_eq(st0.tasks_failed + st1.tasks_failed, 0);
+    cr_assert_gt(st0.fetches + st1.fetches, 0);
+    gs_array_release(sum);
+    gs_array_release(big);
+    stop_workers(t, 2);
+}

@@ -1,8 +1,8 @@
 /* Pipelined, double-buffered staging of device chunks over UCX (streams mode, when neither
  * CUDA IPC nor a CUDA-aware UCX applies: workers on different hosts with Debian's UCX).
  *
- * Owner: a chunk of at least w->pipe_min bytes is answered as GS_AM_DATA_PART messages of
- * w->pipe_slice bytes instead of one DATA. Two host slice buffers, reused for the whole chunk:
+ * Owner: a chunk of at least w->xfer->pipe_min bytes is answered as GS_AM_DATA_PART messages of
+ * w->xfer->pipe_slice bytes instead of one DATA. Two host slice buffers, reused for the whole chunk:
  * slice k+1 is copied device-to-host on a stream while slice k is on the wire, and a buffer
  * is refilled once UCX has sent its slice.
  * Requester: each slice lands at its offset in the host staging buffer (eagerly or by a
@@ -16,7 +16,7 @@
  * failure before every slice was sent ends with a plain DATA carrying the error, so the
  * requester fails at once instead of at its fetch timeout.
  */
-#include "worker/worker_int.h"
+#include "worker/xfer/xfer_int.h"
 
 #include <string.h>
 
@@ -49,17 +49,17 @@ static int gs__wpipe_pinned(gs_worker_t *w)
 static void *gs__wpipe_buf_get(gs_worker_t *w)
 {
     void *p = NULL;
-    if (w->pipe_npool > 0) return w->pipe_pool[--w->pipe_npool];
+    if (w->xfer->pipe_npool > 0) return w->xfer->pipe_pool[--w->xfer->pipe_npool];
     if (gs__wpipe_pinned(w))   /* all or nothing: the pool frees with the backend */
-        return w->ops->host_alloc(w->ctx, w->pipe_slice, &p) == GS_OK ? p : NULL;
-    return gs_malloc(w->pipe_slice, "pipe slice");
+        return w->ops->host_alloc(w->ctx, w->xfer->pipe_slice, &p) == GS_OK ? p : NULL;
+    return gs_malloc(w->xfer->pipe_slice, "pipe slice");
 }
 
 static void gs__wpipe_buf_put(gs_worker_t *w, void *p)
 {
     if (p == NULL) return;
-    if (w->pipe_npool < GS_W_PIPE_POOL) {
-        w->pipe_pool[w->pipe_npool++] = p;
+    if (w->xfer->pipe_npool < GS_W_PIPE_POOL) {
+        w->xfer->pipe_pool[w->xfer->pipe_npool++] = p;
         return;
     }
     if (gs__wpipe_pinned(w)) w->ops->host_free(w->ctx, p);
@@ -68,8 +68,8 @@ static void gs__wpipe_buf_put(gs_worker_t *w, void *p)
 
 void gs__wpipe_cleanup(gs_worker_t *w)
 {
-    while (w->pipe_npool > 0) {
-        void *p = w->pipe_pool[--w->pipe_npool];
+    while (w->xfer->pipe_npool > 0) {
+        void *p = w->xfer->pipe_pool[--w->xfer->pipe_npool];
         if (gs__wpipe_pinned(w)) w->ops->host_free(w->ctx, p);
         else gs_free(p);
     }
@@ -123,35 +123,32 @@ static gs_status_t gs__wpipe_stage(gs_worker_t *w, gs_wpipe_t *p, int b)
     c->from_worker = p->s->from_worker;
     st = w->ops->copy_to_host(w->ctx, w->streams[si], c->host, (const char *)p->s->chunk->ptr + off,
                               len);
-    if (st == GS_OK) {
-        n->w = w;
-        n->kind = GS_WNOTE_SEND_STAGED;
-        n->obj = c;
-        st = w->ops->notify(w->ctx, w->streams[si], gs__wnote_cb, n);
-    }
     if (st != GS_OK) {
         gs_free(n);
-        (void)w->ops->sync(w->ctx, w->streams[si]);
+        (void)w->ops->sync(w->ctx, w->streams[si]);   /* the failed copy: nothing left running */
         gs__wsend_free(w, c);
         return st;
     }
+    n->kind = GS_WNOTE_SEND_STAGED;
+    n->obj = c;
     c->stream = si;
     p->busy[b] = 1;
     p->inflight++;
     p->next++;
+    gs__wnote_arm(w, w->streams[si], n);
     return GS_OK;
 }
 
 int gs__wpipe_serve(gs_worker_t *w, gs_wsend_t *s)
 {
     gs_wpipe_t *p;
-    if (w->pipe_slice == 0 || s->chunk == NULL || s->chunk->nbytes < w->pipe_min ||
-        s->chunk->nbytes <= w->pipe_slice || gs__wpeer_ep_by_id(w, s->from_worker) == NULL)
+    if (w->xfer->pipe_slice == 0 || s->chunk == NULL || s->chunk->nbytes < w->xfer->pipe_min ||
+        s->chunk->nbytes <= w->xfer->pipe_slice || gs__wpeer_ep_by_id(w, s->from_worker) == NULL)
         return 0;   /* slices go on the requester's own endpoint (PEERS) */
     p = gs_calloc(1, sizeof(*p), "pipe");
     if (p == NULL) return 0;
     p->s = s;
-    p->slice = w->pipe_slice;
+    p->slice = w->xfer->pipe_slice;
     p->total = (size_t)s->chunk->nbytes;
     p->nparts = (uint32_t)((p->total + p->slice - 1) / p->slice);
     p->buf[0] = gs__wpipe_buf_get(w);
@@ -224,10 +221,10 @@ void gs__wpipe_staged(gs_worker_t *w, gs_wsend_t *c, gs_status_t status)
     v[3] = (uint64_t)c->part * p->slice;
     v[4] = p->total;
     v[5] = 0;
-    if (w->transfer_checksum) {
+    if (w->xfer->transfer_checksum) {
         v[5] = gs__wchecksum(c->host, c->part_len);
         flags = 1;
-        if (w->test_corrupt && c->part_len > 0)   /* tests: the slice buffer is ours */
+        if (w->xfer->test_corrupt && c->part_len > 0)   /* tests: the slice buffer is ours */
             ((unsigned char *)c->host)[c->part_len / 2] ^= 0x40;
     }
     h = (unsigned char *)c->header.data;
@@ -283,7 +280,7 @@ static void gs__wpipe_recv_cb(void *req, ucs_status_t st, size_t len, void *arg)
     gs_worker_t *w = f->w;
     (void)len;
     ucp_request_free(req);
-    w->ucp_outstanding--;
+    w->xfer->ucp_outstanding--;
     if (st == UCS_OK)
         gs__wpipe_landed(w, f, rx->off, rx->len, rx->has_csum, rx->csum);
     else if (!f->dead)
@@ -305,12 +302,12 @@ void gs__wpipe_recv(gs_worker_t *w, gs_wdefer_t *d)
     p.cb.recv_am = gs__wpipe_recv_cb;
     p.user_data = rx;
     if (f->dead || w->state != GS_WSTATE_RUNNING) {
-        ucp_am_data_release(w->ucp_worker, d->desc);
+        ucp_am_data_release(w->xfer->ucp_worker, d->desc);
         gs_free(rx);
         gs__wfetch_staged(w, f, GS_ERR_CANCELED);
         return;
     }
-    r = ucp_am_recv_data_nbx(w->ucp_worker, d->desc, (char *)f->host + rx->off, (size_t)rx->len,
+    r = ucp_am_recv_data_nbx(w->xfer->ucp_worker, d->desc, (char *)f->host + rx->off, (size_t)rx->len,
                              &p);
     if (r == NULL) {
         gs__wpipe_landed(w, f, rx->off, rx->len, rx->has_csum, rx->csum);
@@ -323,7 +320,7 @@ void gs__wpipe_recv(gs_worker_t *w, gs_wdefer_t *d)
         gs_free(rx);
         gs__wfetch_staged(w, f, GS_OK);
     } else {
-        w->ucp_outstanding++;
+        w->xfer->ucp_outstanding++;
     }
 }
 
@@ -344,7 +341,7 @@ ucs_status_t gs__wam_data_part(void *arg, const void *header, size_t header_len,
     memcpy(v, header, sizeof(v));
     memcpy(&flags, (const char *)header + 48, 4);
     memcpy(&st32, (const char *)header + 52, 4);
-    if (!gs_u64map_get(&w->fetches, v[0], &fv)) return UCS_OK;   /* expired: dropped */
+    if (!gs_u64map_get(&w->xfer->fetches, v[0], &fv)) return UCS_OK;   /* expired: dropped */
     f = (gs_wfetch_t *)(uintptr_t)fv;
     if (f->chunk->graph->id != v[1] || f->chunk->task != v[2] || v[4] != f->chunk->nbytes ||
         v[3] > v[4] || len > v[4] - v[3] || st32 != GS_OK || flags > 1 ||
@@ -391,7 +388,7 @@ ucs_status_t gs__wam_data_part(void *arg, const void *header, size_t header_len,
         d->desc = data;
         d->len = len;
         d->ctx = rx;
-        gs__wfetch_defer(w, d);
+        gs__wdefer_push(w, d);
         return UCS_INPROGRESS;
     }
     memcpy((char *)f->host + v[3], data, len);

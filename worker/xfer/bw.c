@@ -2,7 +2,7 @@
  * in place, source worker, path) and summed per (source, path); the sums go to gsched as one
  * BANDWIDTH message with each heartbeat (when there is something to report) and start again.
  * gsched turns them into per-pair bandwidth estimates for placement (scheduler/sched.h). */
-#include "worker/worker_int.h"
+#include "worker/xfer/xfer_int.h"
 
 #include "common/time.h"
 
@@ -24,12 +24,12 @@ void gs__wbw_record(gs_worker_t *w, uint64_t peer, uint64_t nbytes, uint64_t ns,
 {
     gs_wbw_entry_t *e = NULL;
     if (path == NULL) path = "";
-    if (w->bw == NULL) {
-        w->bw = gs_calloc(1, sizeof(*w->bw), "worker bandwidth");
-        if (w->bw == NULL) return;   /* a measurement lost; nothing else depends on it */
+    if (w->xfer->bw == NULL) {
+        w->xfer->bw = gs_calloc(1, sizeof(*w->xfer->bw), "worker bandwidth");
+        if (w->xfer->bw == NULL) return;   /* a measurement lost; nothing else depends on it */
     }
-    for (size_t i = 0; i < w->bw->e.len; i++) {
-        gs_wbw_entry_t *x = &w->bw->e.data[i];
+    for (size_t i = 0; i < w->xfer->bw->e.len; i++) {
+        gs_wbw_entry_t *x = &w->xfer->bw->e.data[i];
         if (x->peer == peer && strncmp(x->path, path, GS_WBW_PATHLEN - 1) == 0) {
             e = x;
             break;
@@ -40,8 +40,8 @@ void gs__wbw_record(gs_worker_t *w, uint64_t peer, uint64_t nbytes, uint64_t ns,
         memset(&blank, 0, sizeof(blank));
         blank.peer = peer;
         strncpy(blank.path, path, GS_WBW_PATHLEN - 1);
-        if (GS_VEC_PUSH(&w->bw->e, blank) != GS_OK) return;
-        e = &w->bw->e.data[w->bw->e.len - 1];
+        if (GS_VEC_PUSH(&w->xfer->bw->e, blank) != GS_OK) return;
+        e = &w->xfer->bw->e.data[w->xfer->bw->e.len - 1];
     }
     e->bytes += nbytes;
     e->ns += ns ? ns : 1;
@@ -53,12 +53,12 @@ void gs__wbw_fetch_done(gs_worker_t *w, const gs_wfetch_t *f)
     const char *path;
     uint64_t peer = f->peer != NULL ? f->peer->id : f->ipc_owner;
     if (f->path == GS_WPATH_CUDA_IPC) path = "cuda-ipc";
-    else if (f->host_owned) path = w->ucx_shm ? "ucx-shm+staged" : "ucx+staged";
-    else path = w->ucx_shm ? "ucx-shm" : "ucx";
+    else if (f->host_owned) path = w->xfer->ucx_shm ? "ucx-shm+staged" : "ucx+staged";
+    else path = w->xfer->ucx_shm ? "ucx-shm" : "ucx";
     gs__wbw_record(w, peer, f->chunk->nbytes, gs_now_ns() - f->t_start, path);
 }
 
-void gs__wbw_report(gs_worker_t *w)
+void gs__xfer_report(gs_worker_t *w)
 {
     uint64_t *tab;
     gs_str_t *paths;
@@ -66,14 +66,14 @@ void gs__wbw_report(gs_worker_t *w)
     size_t n;
     gs_msg_t m;
 
-    if (w->bw == NULL || w->bw->e.len == 0) return;
-    n = w->bw->e.len;
+    if (w->xfer->bw == NULL || w->xfer->bw->e.len == 0) return;
+    n = w->xfer->bw->e.len;
     tab = gs_malloc(3 * n * sizeof(uint64_t), "bandwidth report");
     count = gs_malloc(n * sizeof(uint32_t), "bandwidth report counts");
     paths = gs_malloc(n * sizeof(gs_str_t), "bandwidth report paths");
     if (tab != NULL && count != NULL && paths != NULL) {
         for (size_t i = 0; i < n; i++) {
-            const gs_wbw_entry_t *e = &w->bw->e.data[i];
+            const gs_wbw_entry_t *e = &w->xfer->bw->e.data[i];
             tab[i] = e->peer;
             tab[n + i] = e->bytes;
             tab[2 * n + i] = e->ns;
@@ -86,7 +86,7 @@ void gs__wbw_report(gs_worker_t *w)
         m.u.bandwidth = (gs_msg_bandwidth_t){.n = (uint32_t)n, .peer = tab, .bytes = tab + n, .ns = tab + 2 * n,
                                              .count = count, .npaths = (uint32_t)n, .path = paths};
         gs__wsend_msg(w, &m);
-        w->bw->e.len = 0;
+        w->xfer->bw->e.len = 0;
     }
     gs_free(tab);
     gs_free(count);
@@ -95,8 +95,8 @@ void gs__wbw_report(gs_worker_t *w)
 
 void gs__wbw_cleanup(gs_worker_t *w)
 {
-    if (w->bw == NULL) return;
-    GS_VEC_FREE(&w->bw->e);
-    gs_free(w->bw);
-    w->bw = NULL;
+    if (w->xfer->bw == NULL) return;
+    GS_VEC_FREE(&w->xfer->bw->e);
+    gs_free(w->xfer->bw);
+    w->xfer->bw = NULL;
 }

@@ -22,7 +22,7 @@
  * The host key is "<hostname>/<boot id>": two processes with the same key can open each
  * other's handles (the CUDA driver still checks; a failed open falls back as above).
  */
-#include "worker/worker_int.h"
+#include "worker/xfer/xfer_int.h"
 
 #include "common/time.h"
 
@@ -67,30 +67,30 @@ static void gs__wipc_host_key(unsigned char *key)
 
 void gs__wipc_init(gs_worker_t *w)
 {
-    gs_u64map_init(&w->ipc_leases);
-    w->ipc_on = 0;
-    if (w->no_ipc || !w->streams_mode || w->ops->ipc_export == NULL ||
+    gs_u64map_init(&w->xfer->ipc_leases);
+    w->xfer->ipc_on = 0;
+    if (w->xfer->no_ipc || !w->streams_mode || w->ops->ipc_export == NULL ||
         w->ops->ipc_open == NULL || w->ops->copy_device == NULL)
         return;
-    if (w->ops->ipc_export(w->ctx, &w->ipc_handle, &w->ipc_base, &w->ipc_size) != GS_OK) {
+    if (w->ops->ipc_export(w->ctx, &w->xfer->ipc_handle, &w->xfer->ipc_base, &w->xfer->ipc_size) != GS_OK) {
         GS_LOG_WARN("CUDA IPC off: exporting the device arena failed: %s", gs_last_error());
         return;
     }
-    gs__wipc_host_key(w->host_key);
-    w->ipc_on = 1;
-    GS_LOG_INFO("CUDA IPC on: arena of %zu bytes lent to workers of host %s", w->ipc_size,
-                (const char *)w->host_key);
+    gs__wipc_host_key(w->xfer->host_key);
+    w->xfer->ipc_on = 1;
+    GS_LOG_INFO("CUDA IPC on: arena of %zu bytes lent to workers of host %s", w->xfer->ipc_size,
+                (const char *)w->xfer->host_key);
 }
 
 int gs__wipc_want(gs_worker_t *w, const gs_wpeer_t *p)
 {
-    return w->ipc_on && !p->ipc_off;
+    return w->xfer->ipc_on && !p->ipc_off;
 }
 
 int gs__wipc_same_host(gs_worker_t *w, const void *key, size_t len)
 {
-    return w->ipc_on && len == GS_WIPC_KEY_BYTES && key != NULL &&
-           memcmp(key, w->host_key, GS_WIPC_KEY_BYTES) == 0;
+    return w->xfer->ipc_on && len == GS_WIPC_KEY_BYTES && key != NULL &&
+           memcmp(key, w->xfer->host_key, GS_WIPC_KEY_BYTES) == 0;
 }
 
 static void gs__put64(unsigned char **p, uint64_t v)
@@ -109,14 +109,14 @@ static uint64_t gs__get64(const unsigned char **p)
 
 static void gs__wlease_drop(gs_worker_t *w, gs_wlease_t *l)
 {
-    gs_u64map_del(&w->ipc_leases, l->id);
+    gs_u64map_del(&w->xfer->ipc_leases, l->id);
     gs__wchunk_unref(w, l->chunk);
     gs_free(l);
 }
 
 int gs__wipc_serve(gs_worker_t *w, gs_wdefer_t *d, gs_wchunk_t *c, ucp_ep_h ep)
 {
-    uintptr_t ptr = (uintptr_t)c->ptr, base = (uintptr_t)w->ipc_base;
+    uintptr_t ptr = (uintptr_t)c->ptr, base = (uintptr_t)w->xfer->ipc_base;
     unsigned char *p;
     gs_wlease_t *l;
     gs_wsend_t *s;
@@ -124,8 +124,8 @@ int gs__wipc_serve(gs_worker_t *w, gs_wdefer_t *d, gs_wchunk_t *c, ucp_ep_h ep)
     int32_t status = GS_OK;
     uint32_t pad = 0;
 
-    if (!w->ipc_on || ep == NULL || ptr < base || ptr - base > w->ipc_size ||
-        c->nbytes > w->ipc_size - (ptr - base))
+    if (!w->xfer->ipc_on || ep == NULL || ptr < base || ptr - base > w->xfer->ipc_size ||
+        c->nbytes > w->xfer->ipc_size - (ptr - base))
         return 0;
     l = gs_calloc(1, sizeof(*l), "ipc lease");
     s = gs__wsend_new(w);
@@ -135,12 +135,12 @@ int gs__wipc_serve(gs_worker_t *w, gs_wdefer_t *d, gs_wchunk_t *c, ucp_ep_h ep)
         if (s) gs__wsend_free(w, s);
         return 0;
     }
-    l->id = ++w->next_lease;
+    l->id = ++w->xfer->next_lease;
     l->peer = d->from_worker;
     l->deadline = gs_now_ns() + (uint64_t)(2ull * w->fetch_timeout_ms > 60000 ?
                                            2ull * w->fetch_timeout_ms : 60000) * 1000000ull;
     l->chunk = c;
-    if (gs_u64map_put(&w->ipc_leases, l->id, (uint64_t)(uintptr_t)l) != GS_OK) {
+    if (gs_u64map_put(&w->xfer->ipc_leases, l->id, (uint64_t)(uintptr_t)l) != GS_OK) {
         gs_free(l);
         gs__wsend_free(w, s);
         return 0;
@@ -159,7 +159,7 @@ int gs__wipc_serve(gs_worker_t *w, gs_wdefer_t *d, gs_wchunk_t *c, ucp_ep_h ep)
     gs__put64(&p, (uint64_t)(ptr - base));
     gs__put64(&p, c->nbytes);
     gs__put64(&p, l->id);
-    memcpy(p, w->ipc_handle.bytes, GS_IPC_HANDLE_BYTES);
+    memcpy(p, w->xfer->ipc_handle.bytes, GS_IPC_HANDLE_BYTES);
     s->header.len = GS_PROTO_FRAME_HEADER + GS__GRANT_LEN;
     s->req_id = d->req_id;
     s->graph = d->graph;
@@ -214,11 +214,11 @@ ucs_status_t gs__wam_ipc_grant(void *arg, const void *header, size_t header_len,
     d->ipc_lease = lease;
     memcpy(d->ipc_handle.bytes, p, GS_IPC_HANDLE_BYTES);
     d->from_worker = 0;
-    if (gs_u64map_get(&w->fetches, req_id, &v)) {
+    if (gs_u64map_get(&w->xfer->fetches, req_id, &v)) {
         f = (gs_wfetch_t *)(uintptr_t)v;
         if (f->peer) d->from_worker = f->peer->id;
     }
-    gs__wfetch_defer(w, d);
+    gs__wdefer_push(w, d);
     return UCS_OK;
 }
 
@@ -273,7 +273,7 @@ ucs_status_t gs__wam_ipc_release(void *arg, const void *header, size_t header_le
     }
     lease = gs__get64(&p);
     from = gs__get64(&p);
-    if (!gs_u64map_get(&w->ipc_leases, lease, &v)) {
+    if (!gs_u64map_get(&w->xfer->ipc_leases, lease, &v)) {
         GS_LOG_DEBUG("release of unknown CUDA IPC lease %" PRIu64 " by worker %" PRIu64, lease,
                      from);
         return UCS_OK;
@@ -294,7 +294,7 @@ static void *gs__wipc_map(gs_worker_t *w, const gs_ipc_handle_t *h)
 {
     struct gs_wipc_map *m;
     void *base = NULL;
-    for (m = w->ipc_maps; m; m = m->next)
+    for (m = w->xfer->ipc_maps; m; m = m->next)
         if (memcmp(m->handle.bytes, h->bytes, GS_IPC_HANDLE_BYTES) == 0) return m->base;
     m = gs_calloc(1, sizeof(*m), "ipc map");
     if (m == NULL) {
@@ -307,8 +307,8 @@ static void *gs__wipc_map(gs_worker_t *w, const gs_ipc_handle_t *h)
     }
     m->handle = *h;
     m->base = base;
-    m->next = w->ipc_maps;
-    w->ipc_maps = m;
+    m->next = w->xfer->ipc_maps;
+    w->xfer->ipc_maps = m;
     return base;
 }
 
@@ -321,7 +321,7 @@ void gs__wipc_copy(gs_worker_t *w, gs_wdefer_t *d)
     char *base;
     int s;
 
-    if (gs_u64map_get(&w->fetches, d->req_id, &v)) f = (gs_wfetch_t *)(uintptr_t)v;
+    if (gs_u64map_get(&w->xfer->fetches, d->req_id, &v)) f = (gs_wfetch_t *)(uintptr_t)v;
     if (f == NULL || f->dead || f->peer == NULL || w->state != GS_WSTATE_RUNNING) {
         if (d->status == GS_OK) gs__wipc_send_release(w, d->from_worker, d->ipc_lease);
         return;
@@ -381,18 +381,15 @@ void gs__wipc_copy(gs_worker_t *w, gs_wdefer_t *d)
             }
             status = w->ops->copy_device(w->ctx, w->streams[sp], (char *)f->chunk->ptr + off,
                                          base + d->ipc_off + off, len);
-            if (status == GS_OK) {
-                n->w = w;
-                n->kind = GS_WNOTE_FETCH_STAGED;
-                n->obj = f;
-                status = w->ops->notify(w->ctx, w->streams[sp], gs__wnote_cb, n);
-            }
             if (status != GS_OK) {
                 gs_free(n);
                 (void)w->ops->sync(w->ctx, w->streams[sp]);   /* nothing of it left running */
                 break;
             }
+            n->kind = GS_WNOTE_FETCH_STAGED;
+            n->obj = f;
             f->parts++;
+            gs__wnote_arm(w, w->streams[sp], n);
         }
         if (f->parts > 0) {
             /* a failed part fails the fetch when the enqueued ones have finished */
@@ -409,11 +406,11 @@ void gs__wipc_copy(gs_worker_t *w, gs_wdefer_t *d)
 void gs__wipc_tick(gs_worker_t *w)
 {
     uint64_t now = gs_now_ns();
-    if (w->ipc_leases.len == 0) return;
-    for (size_t i = 0; i < w->ipc_leases.cap; i++) {
+    if (w->xfer->ipc_leases.len == 0) return;
+    for (size_t i = 0; i < w->xfer->ipc_leases.cap; i++) {
         gs_wlease_t *l;
-        if (w->ipc_leases.keys[i] >= GS_U64MAP_TOMB) continue;
-        l = (gs_wlease_t *)(uintptr_t)w->ipc_leases.vals[i];
+        if (w->xfer->ipc_leases.keys[i] >= GS_U64MAP_TOMB) continue;
+        l = (gs_wlease_t *)(uintptr_t)w->xfer->ipc_leases.vals[i];
         if (l->deadline > now) continue;
         GS_LOG_WARN("CUDA IPC lease %" PRIu64 " of (%" PRIu64 ", %" PRIu64 ") to worker %" PRIu64
                     " never given back; dropped", l->id, l->chunk->graph->id, l->chunk->task,
@@ -424,30 +421,30 @@ void gs__wipc_tick(gs_worker_t *w)
 
 void gs__wipc_peer_gone(gs_worker_t *w, uint64_t peer)
 {
-    if (w->ipc_leases.len == 0) return;
-    for (size_t i = 0; i < w->ipc_leases.cap; i++) {
+    if (w->xfer->ipc_leases.len == 0) return;
+    for (size_t i = 0; i < w->xfer->ipc_leases.cap; i++) {
         gs_wlease_t *l;
-        if (w->ipc_leases.keys[i] >= GS_U64MAP_TOMB) continue;
-        l = (gs_wlease_t *)(uintptr_t)w->ipc_leases.vals[i];
+        if (w->xfer->ipc_leases.keys[i] >= GS_U64MAP_TOMB) continue;
+        l = (gs_wlease_t *)(uintptr_t)w->xfer->ipc_leases.vals[i];
         if (l->peer == peer) gs__wlease_drop(w, l);
     }
 }
 
 void gs__wipc_cleanup(gs_worker_t *w)
 {
-    for (size_t i = 0; i < w->ipc_leases.cap; i++) {
-        if (w->ipc_leases.keys[i] >= GS_U64MAP_TOMB) continue;
-        gs__wlease_drop(w, (gs_wlease_t *)(uintptr_t)w->ipc_leases.vals[i]);
+    for (size_t i = 0; i < w->xfer->ipc_leases.cap; i++) {
+        if (w->xfer->ipc_leases.keys[i] >= GS_U64MAP_TOMB) continue;
+        gs__wlease_drop(w, (gs_wlease_t *)(uintptr_t)w->xfer->ipc_leases.vals[i]);
     }
-    gs_u64map_cleanup(&w->ipc_leases);
-    if (w->ipc_maps != NULL && w->streams != NULL) {
+    gs_u64map_cleanup(&w->xfer->ipc_leases);
+    if (w->xfer->ipc_maps != NULL && w->streams != NULL) {
         /* no copy may still read a mapping we close */
         for (int s = 0; s < w->nstreams; s++)
             if (w->streams[s]) (void)w->ops->sync(w->ctx, w->streams[s]);
     }
-    while (w->ipc_maps) {
-        struct gs_wipc_map *m = w->ipc_maps;
-        w->ipc_maps = m->next;
+    while (w->xfer->ipc_maps) {
+        struct gs_wipc_map *m = w->xfer->ipc_maps;
+        w->xfer->ipc_maps = m->next;
         w->ops->ipc_close(w->ctx, m->base);
         gs_free(m);
     }

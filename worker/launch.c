@@ -1,0 +1,371 @@
+/* Running kernels: pool threads (pool mode), the launcher thread for tasks whose backend call
+ * blocks the calling thread (streams mode: QR, SVD), and stream launches (streams mode), whose
+ * completion arrives as a note (note.c). exec.c admits and dispatches; this file runs. */
+#include "worker/worker_int.h"
+
+#include "chunkops/eval.h"
+#include "common/time.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---------------------------------------------------------------- dispatch */
+
+/* Pool threads: take tasks, instantiate, run, hand back. */
+void gs__wpool_main(void *arg)
+{
+    gs_worker_t *w = arg;
+    gs_chunkops_stream_h stream;
+    int idx;
+
+    uv_mutex_lock(&w->job_lock);
+    idx = w->nthreads_started++;
+    uv_mutex_unlock(&w->job_lock);
+    stream = w->thread_streams[idx];
+
+    for (;;) {
+        gs_wtask_t *t;
+        gs_chunk_ref_t small[16];
+        gs_chunk_ref_t *in = small;
+        gs_ktask_t kt;
+        gs_status_t status;
+        uint64_t t0;
+
+        uv_mutex_lock(&w->job_lock);
+        while (w->job_head == NULL && !w->job_quit) uv_cond_wait(&w->job_cond, &w->job_lock);
+        if (w->job_quit) {
+            uv_mutex_unlock(&w->job_lock);
+            return;
+        }
+        t = w->job_head;
+        w->job_head = t->job_next;
+        if (w->job_head == NULL) w->job_tail = NULL;
+        uv_mutex_unlock(&w->job_lock);
+
+        t0 = gs_now_ns();
+        if (t->ndeps > 16) in = gs_malloc(sizeof(*in) * t->ndeps, "task inputs");
+        if (in == NULL) {
+            status = gs_error_set(GS_ERR_NO_MEMORY, "out of memory for %u input references",
+                                  t->ndeps);
+        } else {
+            for (uint32_t i = 0; i < t->ndeps; i++) {
+                in[i].data = t->deps[i].chunk->ptr;
+                in[i].len = (int64_t)(t->deps[i].chunk->nbytes / sizeof(double));
+            }
+            status = gs_layer_instantiate(t->layer, t->block, (int)t->ndeps, in, t->out->ptr,
+                                          &kt);
+            if (status == GS_OK) status = gs_chunkops_run_ktask(w->ops, w->ctx, stream, &kt);
+            if (in != small) gs_free(in);
+        }
+        t->run_ns = gs_now_ns() - t0;
+        t->status = status;
+        if (status != GS_OK) {
+            const char *e = gs_last_error();
+            t->err = gs_strdup(e[0] ? e : gs_status_string(status), "task error");
+        }
+        t->job_next = NULL;
+        uv_mutex_lock(&w->done_lock);
+        if (w->done_tail) w->done_tail->job_next = t;
+        else w->done_head = t;
+        w->done_tail = t;
+        uv_mutex_unlock(&w->done_lock);
+        uv_async_send(&w->async);
+    }
+}
+
+int gs__wexec_pick_stream(gs_worker_t *w)
+{
+    int best = 0;
+    for (int s = 1; s < w->nstreams; s++)
+        if (w->stream_inflight[s] < w->stream_inflight[best]) best = s;
+    return best;
+}
+
+/* ---------------------------------------------------------------- launcher thread */
+
+/* Streams mode: some backend calls block their caller for the whole computation (cuSOLVER's
+ * geqrf/orgqr/gesvd(j) synchronise on the host: a 1000 x 1000 SVD holds the calling thread
+ * ~90 ms on an H100, a 250000 x 1000 QR ~47 of its 96 ms). Made from the loop they would stop
+ * fetches, serving, dispatch and heartbeats meanwhile, so QR and SVD tasks go to a launcher
+ * thread instead. The loop instantiates the task (gs_ktask_t borrows only the task's input
+ * and output chunk memory, held by the task's refs until its completion is drained, and its
+ * layer, kept while the task is in its graph's task map) and queues a job; the thread runs the
+ * kernel and asks for a notification on its own stream. That stream is used by no other
+ * thread, so the per-stream cuBLAS/cuSOLVER handles of the backend are never shared; the
+ * loop touches it only at stop, after joining the thread. The job's first member is the note
+ * through which the completion (or the failure to enqueue, or the cancelation of a job that
+ * never ran) comes back to the loop; the thread never touches the task itself. */
+
+typedef struct gs_wlaunch_job {
+    gs_wnote_t note;               /* first: the drain frees the job through it */
+    struct gs_wlaunch_job *next;   /* launcher queue (under its lock) */
+    gs_wtask_t *task;              /* loop only */
+    uint64_t t_start;              /* launcher: when the kernel was handed to the backend */
+    char *err;                     /* launcher: failure message (gs_malloc'd) */
+    gs_ktask_t kt;
+} gs_wlaunch_job_t;
+
+struct gs_wlauncher {
+    gs_worker_t *w;
+    uv_thread_t thread;
+    uv_mutex_t lock;
+    uv_cond_t cond;
+    gs_wlaunch_job_t *head, *tail; /* under lock */
+    int quit;                      /* under lock */
+    int running;                   /* the thread exists (loop only) */
+    gs_chunkops_stream_h stream;   /* the launcher's own stream */
+};
+
+static void gs__wlaunch_main(void *arg)
+{
+    struct gs_wlauncher *L = arg;
+    gs_worker_t *w = L->w;
+
+    for (;;) {
+        gs_wlaunch_job_t *j;
+        gs_status_t status;
+
+        uv_mutex_lock(&L->lock);
+        while (L->head == NULL && !L->quit) uv_cond_wait(&L->cond, &L->lock);
+        if (L->quit) {                 /* jobs still queued go back at stop */
+            uv_mutex_unlock(&L->lock);
+            return;
+        }
+        j = L->head;
+        L->head = j->next;
+        if (L->head == NULL) L->tail = NULL;
+        uv_mutex_unlock(&L->lock);
+
+        j->t_start = gs_now_ns();
+        status = gs_chunkops_run_ktask(w->ops, w->ctx, L->stream, &j->kt);
+        if (status == GS_OK) {
+            gs__wnote_arm(w, L->stream, &j->note);
+            continue;                          /* j belongs to the note now */
+        } else {
+            /* keep the message; then wait for whatever the failed call enqueued (it may still
+             * write the output) and clear the stream's record of the failure, which would
+             * otherwise fail the next task's notification */
+            const char *e = gs_last_error();
+            j->err = gs_strdup(e[0] ? e : gs_status_string(status), "task error");
+            (void)w->ops->sync(w->ctx, L->stream);
+        }
+        if (status != GS_OK && j->err == NULL) {
+            const char *e = gs_last_error();
+            j->err = gs_strdup(e[0] ? e : gs_status_string(status), "task error");
+        }
+        j->note.status = status;
+        j->note.t_done = gs_now_ns();
+        gs__wnote_push(w, &j->note);
+    }
+}
+
+/* Whether task kernel @a kt goes to the launcher. */
+static int gs__wlaunch_wants(const gs_worker_t *w, const gs_ktask_t *kt)
+{
+    if (w->launcher_off || kt->kind != GS_KTASK_LINALG) return 0;
+    return kt->u.linalg.op == GS_LA_QR || kt->u.linalg.op == GS_LA_SVD;
+}
+
+/* Create the launcher (its stream and thread). On failure the worker launches such tasks from
+ * the loop from then on (they still run, blocking the loop meanwhile). */
+static gs_status_t gs__wlaunch_start(gs_worker_t *w)
+{
+    struct gs_wlauncher *L;
+    gs_status_t status;
+    int rc;
+
+    L = gs_calloc(1, sizeof(*L), "worker launcher");
+    if (L == NULL) {
+        status = gs_error_set(GS_ERR_NO_MEMORY, "out of memory for the launcher");
+        goto fail;
+    }
+    L->w = w;
+    if (uv_mutex_init(&L->lock) != 0) {
+        gs_free(L);
+        status = gs_error_set(GS_ERR_NO_RESOURCE, "cannot create the launcher's mutex");
+        goto fail;
+    }
+    if (uv_cond_init(&L->cond) != 0) {
+        uv_mutex_destroy(&L->lock);
+        gs_free(L);
+        status = gs_error_set(GS_ERR_NO_RESOURCE, "cannot create the launcher's condition");
+        goto fail;
+    }
+    status = w->ops->stream_create(w->ctx, &L->stream);
+    if (status != GS_OK) goto fail_sync;
+    rc = uv_thread_create(&L->thread, gs__wlaunch_main, L);
+    if (rc != 0) {
+        status = gs_error_set(GS_ERR_NO_RESOURCE, "cannot start the launcher thread: %s",
+                              uv_strerror(rc));
+        w->ops->stream_destroy(w->ctx, L->stream);
+        goto fail_sync;
+    }
+    L->running = 1;
+    w->launcher = L;
+    GS_LOG_DEBUG("worker %s: launcher thread started (QR and SVD tasks)", w->name);
+    return GS_OK;
+
+fail_sync:
+    uv_cond_destroy(&L->cond);
+    uv_mutex_destroy(&L->lock);
+    gs_free(L);
+fail:
+    GS_LOG_WARN("worker %s: %s; QR and SVD tasks are launched from the event loop, which they "
+                "block while the backend computes", w->name, gs_last_error());
+    w->launcher_off = 1;
+    return status;
+}
+
+/* Hand @a t (RUNNING, kernel @a kt) to the launcher. 0: no launcher (launch inline); 1: taken
+ * (its completion, successful or not, arrives as a GS_WNOTE_LAUNCH note or already happened). */
+static int gs__wlaunch_submit(gs_worker_t *w, gs_wtask_t *t, const gs_ktask_t *kt)
+{
+    struct gs_wlauncher *L;
+    gs_wlaunch_job_t *j;
+
+    if (w->launcher == NULL && gs__wlaunch_start(w) != GS_OK) return 0;
+    L = w->launcher;
+    t->stream = w->nstreams;
+    w->stream_inflight[w->nstreams]++;
+    t->t_launch = gs_now_ns();
+    j = gs_malloc(sizeof(*j), "launcher job");
+    if (j == NULL) {
+        gs__wtask_complete(w, t, gs_error_set(GS_ERR_NO_MEMORY, "out of memory launching"),
+                           gs_now_ns());
+        return 1;
+    }
+    memset(&j->note, 0, sizeof(j->note));
+    j->note.w = w;
+    j->note.kind = GS_WNOTE_LAUNCH;
+    j->note.obj = t;
+    j->next = NULL;
+    j->task = t;
+    j->t_start = 0;
+    j->err = NULL;
+    j->kt = *kt;
+    w->st.tasks_launcher++;
+    uv_mutex_lock(&L->lock);
+    if (L->tail) L->tail->next = j;
+    else L->head = j;
+    L->tail = j;
+    uv_cond_signal(&L->cond);
+    uv_mutex_unlock(&L->lock);
+    return 1;
+}
+
+/* Loop: a launcher job came back. */
+void gs__wlaunch_done(gs_worker_t *w, gs_wnote_t *n)
+{
+    gs_wlaunch_job_t *j = (gs_wlaunch_job_t *)n;   /* the note is its first member */
+    gs_wtask_t *t = j->task;
+    if (j->t_start) t->t_launch = j->t_start;
+    gs_free(t->err);
+    t->err = j->err;
+    j->err = NULL;
+    if (j->note.status != GS_OK && t->err == NULL) {
+        char buf[GS_W_ERRLEN];
+        snprintf(buf, sizeof(buf), "the backend reported %s on the launcher stream",
+                 gs_status_string(j->note.status));
+        t->err = gs_strdup(buf, "task error");
+    }
+    gs__wtask_complete(w, t, j->note.status, j->note.t_done);
+    gs_free(j);
+}
+
+/* Stop the launcher thread (after the job it is running, if any, has been handed to the
+ * backend), return the jobs it never started as canceled completions and wait for its
+ * stream, so that every job has come back as a note before this returns. */
+void gs__wlaunch_stop(gs_worker_t *w)
+{
+    struct gs_wlauncher *L = w->launcher;
+    gs_wlaunch_job_t *j;
+
+    if (L == NULL || !L->running) return;
+    uv_mutex_lock(&L->lock);
+    L->quit = 1;
+    uv_cond_signal(&L->cond);
+    uv_mutex_unlock(&L->lock);
+    uv_thread_join(&L->thread);
+    L->running = 0;
+    j = L->head;
+    L->head = L->tail = NULL;
+    while (j) {
+        gs_wlaunch_job_t *next = j->next;
+        j->note.status = GS_ERR_CANCELED;
+        j->note.t_done = gs_now_ns();
+        gs__wnote_push(w, &j->note);
+        j = next;
+    }
+    (void)w->ops->sync(w->ctx, L->stream);   /* its notification callbacks have run */
+}
+
+void gs__wlaunch_destroy(gs_worker_t *w)
+{
+    struct gs_wlauncher *L = w->launcher;
+    if (L == NULL) return;
+    gs__wlaunch_stop(w);
+    gs_assert(L->head == NULL);
+    w->ops->stream_destroy(w->ctx, L->stream);
+    uv_cond_destroy(&L->cond);
+    uv_mutex_destroy(&L->lock);
+    gs_free(L);
+    w->launcher = NULL;
+}
+
+/* ---------------------------------------------------------------- streams mode launch */
+
+/* Streams mode: enqueue one task (or hand it to the launcher); completion arrives as a note. */
+void gs__wtask_launch_stream(gs_worker_t *w, gs_wtask_t *t)
+{
+    gs_chunk_ref_t small[16] = {{0}};   /* (GCC cannot see that only ndeps entries are read) */
+    gs_chunk_ref_t *in = small;
+    gs_ktask_t kt;
+    gs_status_t status;
+    gs_wnote_t *n;
+    int s;
+
+    if (t->ndeps > 16) in = gs_malloc(sizeof(*in) * t->ndeps, "task inputs");
+    if (in == NULL) {
+        status = gs_error_set(GS_ERR_NO_MEMORY, "out of memory launching");
+    } else {
+        for (uint32_t i = 0; i < t->ndeps; i++) {
+            in[i].data = t->deps[i].chunk->ptr;
+            in[i].len = (int64_t)(t->deps[i].chunk->nbytes / sizeof(double));
+        }
+        status = gs_layer_instantiate(t->layer, t->block, (int)t->ndeps, in, t->out->ptr, &kt);
+        if (in != small) gs_free(in);
+        if (status == GS_OK && gs__wlaunch_wants(w, &kt) && gs__wlaunch_submit(w, t, &kt))
+            return;
+    }
+    s = gs__wexec_pick_stream(w);
+    t->stream = s;
+    w->stream_inflight[s]++;
+    t->t_launch = gs_now_ns();
+    if (status != GS_OK) {
+        gs__wtask_complete(w, t, status, gs_now_ns());
+        return;
+    }
+    n = gs_calloc(1, sizeof(*n), "task note");
+    if (n == NULL) {
+        gs__wtask_complete(w, t, gs_error_set(GS_ERR_NO_MEMORY, "out of memory launching"),
+                           gs_now_ns());
+        return;
+    }
+    status = gs_chunkops_run_ktask(w->ops, w->ctx, w->streams[s], &kt);
+    if (status != GS_OK) {
+        /* Part of the task may have been enqueued before the failure, and the backend keeps
+         * the stream's error for its next notify: drain the stream (rare) so that neither
+         * this task's output is freed under running work nor a later task inherits the
+         * error. */
+        (void)w->ops->sync(w->ctx, w->streams[s]);
+        gs_free(n);
+        gs__wtask_complete(w, t, status, gs_now_ns());
+        return;
+    }
+    n->kind = GS_WNOTE_TASK;
+    n->obj = t;
+    gs__wnote_arm(w, w->streams[s], n);
+}
