@@ -38,8 +38,10 @@ done
 
 # register/spill report of the kernels, from this build's flags
 nvcc=${CUDACXX:-/usr/local/cuda/bin/nvcc}
-"$nvcc" -std=c++17 -O3 -arch=sm_90 --fmad=false -Xptxas -v -I. -Igraph/include -Icommon/include \
-  -c chunkops/cuda/fused.cu -o /dev/null 2>"$out/ptxas.txt" || true
+for f in chunkops/cuda/fused*.cu; do
+  "$nvcc" -std=c++17 -O3 -arch=sm_90 --fmad=false -Xptxas -v -I. -Igraph/include -Icommon/include \
+    -c "$f" -o /dev/null || true
+done 2>"$out/ptxas.txt"
 python3 bench/kbench/ptxas-summary.py <"$out/ptxas.txt" | sort >"$out/ptxas-summary.txt" || true
 grep -E "k_flat_full<1,1,1,1,0>|k_flat_full<1,1,2,2,0>|k_row<1,1,1,0>" "$out/ptxas-summary.txt" || true
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SASS of the fused kernels on a machine without a GPU or cuobjdump: compiles chunkops/cuda/
-# fused.cu for sm_90 as CMake does (--fmad=false), keeps the cubin, and disassembles it with
+# fused*.cu for sm_90 as CMake does (--fmad=false), keeps the cubins, and disassembles them with
 # an nvdisasm given in $NVDISASM. CUDA 11.8's nvdisasm (Debian bookworm non-free package
 # nvidia-cuda-toolkit; `apt-get download` it with a temporary sources list naming non-free,
 # then `dpkg-deb -x` the .deb: only usr/bin/nvdisasm is needed) reads CUDA 13 cubins once the
@@ -14,21 +14,25 @@ cd "$(dirname "$0")/../.."
 out=${1:?usage: sass-local.sh OUTDIR [KERNEL-REGEX]}
 re=${2:-k_flat_fullILi1ELi1ELi1ELi1ELi0ELi1E}
 nvcc=${CUDACXX:-/usr/local/cuda/bin/nvcc}
-mkdir -p "$out/keep"
-"$nvcc" -D_GNU_SOURCE -I. -Icommon/include -Igraph/include -O2 -DNDEBUG -arch=sm_90 \
-  --fmad=false -Xptxas=-v -std=c++17 -x cu -c chunkops/cuda/fused.cu -o "$out/keep/fused.o" \
-  --keep --keep-dir "$out/keep" 2>"$out/ptxas.txt"
+for f in chunkops/cuda/fused*.cu; do
+  b=$(basename "$f" .cu)
+  mkdir -p "$out/keep/$b"
+  "$nvcc" -D_GNU_SOURCE -I. -Icommon/include -Igraph/include -O2 -DNDEBUG -arch=sm_90 \
+    --fmad=false -Xptxas=-v -std=c++17 -x cu -c "$f" -o "$out/keep/$b/$b.o" \
+    --keep --keep-dir "$out/keep/$b"
+done 2>"$out/ptxas.txt"
 python3 bench/kbench/ptxas-summary.py <"$out/ptxas.txt" | sort >"$out/ptxas-summary.txt"
 python3 - "$out" "$re" <<'PY'
 import glob, re, struct, subprocess, sys, os
 out, pat = sys.argv[1], sys.argv[2]
-cubin = glob.glob(os.path.join(out, "keep", "*.sm_90.cubin"))[0]
-d = bytearray(open(cubin, "rb").read())
-d[7], d[8] = 0x33, 7                      # OS/ABI and ABI version of CUDA 11 cubins
-struct.pack_into("<I", d, 0x30, 0x5a055a)  # e_flags: sm_90, virtual sm_90, 64-bit
-open(os.path.join(out, "keep", "old.cubin"), "wb").write(d)
-sass = subprocess.run([os.environ["NVDISASM"], "-c", os.path.join(out, "keep", "old.cubin")],
-                      capture_output=True, text=True).stdout
+sass = ""
+for cubin in sorted(glob.glob(os.path.join(out, "keep", "*", "*.sm_90.cubin"))):
+    d = bytearray(open(cubin, "rb").read())
+    d[7], d[8] = 0x33, 7                      # OS/ABI and ABI version of CUDA 11 cubins
+    struct.pack_into("<I", d, 0x30, 0x5a055a)  # e_flags: sm_90, virtual sm_90, 64-bit
+    old = os.path.join(os.path.dirname(cubin), "old.cubin")
+    open(old, "wb").write(d)
+    sass += subprocess.run([os.environ["NVDISASM"], "-c", old], capture_output=True, text=True).stdout
 open(os.path.join(out, "fused.sass"), "w").write(sass)
 addr = lambda l: (lambda m: int(m.group(1), 16) if m else None)(re.match(r"\s+/\*([0-9a-f]{4,})\*/", l))
 for part in re.split(r"\n//-+ \.text\.", sass):

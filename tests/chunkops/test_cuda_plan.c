@@ -99,7 +99,7 @@ static int64_t plan_walk(const gs__cuda_fplan_t *p, tup_t *t)
     return n;
 }
 
-/* The flat kernels' walk (fused.cu: flat_start, flat_advance, flat_gather), replayed on the
+/* The flat kernels' walk (fused_device.cuh: flat_start, flat_advance, flat_gather), replayed on the
  * host thread by thread. Also checks what the kernels assume: slots per thread and the wrapped
  * index fit 32 bits, and a leaf whose pairs are one 16-byte load (fload2) has the pair's
  * second element right after the first, inside the row, with the first 16-byte aligned. */
