@@ -81,7 +81,10 @@ const char *gs_worker_usage(void)
            "options:\n"
            "  --nthreads N                 kernel threads (cpu backend; default: CPUs)\n"
            "  --memory-limit SIZE|auto     host chunk memory, e.g. 4GB, 500MiB (default auto:\n"
-           "                               physical memory or the cgroup limit)\n"
+           "                               physical memory or the cgroup limit, divided by\n"
+           "                               --memory-share)\n"
+           "  --memory-share N             workers sharing this host's memory for the automatic\n"
+           "                               limit (default 1; gs-local-cluster passes its count)\n"
            "  --device-memory-limit SIZE|auto  device arena (cuda; default: backend's)\n"
            "  --backend cpu|cuda           chunk backend (default cpu)\n"
            "  --device N                   CUDA device ordinal (default 0)\n"
@@ -202,6 +205,10 @@ gs_status_t gs_worker_cli_parse(int argc, char **argv, gs_worker_cli_t *cli_p)
             GS__TAKE_VALUE();
             if ((status = gs__parse_int(opt, val, 0, 1023, &v)) != GS_OK) return status;
             cli.params.device = (int)v;
+        } else if (strcmp(opt, "--memory-share") == 0) {
+            GS__TAKE_VALUE();
+            if ((status = gs__parse_int(opt, val, 1, 65536, &v)) != GS_OK) return status;
+            cli.params.memory_share = (uint32_t)v;
         } else if (strcmp(opt, "--connect-timeout") == 0) {
             GS__TAKE_VALUE();
             if ((status = gs__parse_int(opt, val, 1, 86400000, &v)) != GS_OK) return status;

@@ -3,6 +3,7 @@
 #include "worker/worker_int.h"
 #include "worker/xfer/xfer.h"
 
+#include "common/sysmem.h"
 #include "common/time.h"
 
 #include <stdio.h>
@@ -281,18 +282,17 @@ static void gs__worker_connect(gs_worker_t *w)
 
 /* ---------------------------------------------------------------- public API */
 
-static uint64_t gs__worker_auto_memory(void)
+/* The automatic host memory limit: what this process may use (physical memory bounded by its
+ * cgroup) divided among the @a share workers of this host. */
+static uint64_t gs__worker_auto_memory(uint32_t share)
 {
-    long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
-    uint64_t total = (pages > 0 && psz > 0) ? (uint64_t)pages * (uint64_t)psz : (1ull << 32);
-    FILE *f = fopen("/sys/fs/cgroup/memory.max", "r");
-    if (f == NULL) f = fopen("/sys/fs/cgroup/memory/memory.limit_in_bytes", "r");
-    if (f) {
-        unsigned long long lim;
-        if (fscanf(f, "%llu", &lim) == 1 && lim > 0 && lim < total) total = lim;
-        fclose(f);
-    }
-    return total;
+    gs_sysmem_t mem;
+    uint64_t lim;
+    (void)gs_sysmem_query(NULL, &mem);
+    lim = gs_sysmem_share(&mem, share);
+    GS_LOG_INFO("automatic memory limit %.2f GB: %.2f GB (%s) / %u worker(s)", (double)lim / 1e9,
+                (double)mem.total / 1e9, mem.source, share ? share : 1u);
+    return lim;
 }
 
 gs_status_t gs_worker_create(const gs_worker_params_t *params, uv_loop_t *loop,
@@ -390,7 +390,8 @@ gs_status_t gs_worker_create(const gs_worker_params_t *params, uv_loop_t *loop,
     cp.device = params->device;
     cp.nthreads = 1;
     if (strcmp(w->ops->name, "cpu") == 0) {
-        uint64_t lim = params->memory_limit ? params->memory_limit : gs__worker_auto_memory();
+        uint64_t lim = params->memory_limit ? params->memory_limit
+                                                : gs__worker_auto_memory(params->memory_share);
         cp.memory_limit = (size_t)lim;
     } else {
         cp.memory_limit = (size_t)params->device_memory_limit;
@@ -402,7 +403,7 @@ gs_status_t gs_worker_create(const gs_worker_params_t *params, uv_loop_t *loop,
     }
     w->ops->mem_usage(w->ctx, &used, &limit);
     w->mem_limit = limit ? (uint64_t)limit : (uint64_t)cp.memory_limit;
-    if (w->mem_limit == 0) w->mem_limit = gs__worker_auto_memory();
+    if (w->mem_limit == 0) w->mem_limit = gs__worker_auto_memory(params->memory_share);
     w->st.mem_limit = w->mem_limit;
 
     status = gs__wexec_init(w);

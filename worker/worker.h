@@ -112,8 +112,9 @@ typedef struct gs_worker_params {
     const char *backend;          /* "cpu" (default) or "cuda" */
     int device;                   /* CUDA device ordinal (cuda only) */
     int nthreads;                 /* kernel threads in pool mode; 0: number of online CPUs */
-    uint64_t memory_limit;        /* host backend memory (cpu backend), bytes; 0: auto
-                                     (physical memory, or the cgroup limit when smaller) */
+    uint64_t memory_limit;        /* host backend memory (cpu backend), bytes; 0: auto: the
+                                     memory this process may use (physical memory bounded by
+                                     its cgroup, common/sysmem.h) divided by memory_share */
     uint64_t device_memory_limit; /* device arena (cuda backend), bytes; 0: backend default */
     int nstreams;                 /* streams mode: number of streams; 0: 4 */
     int stream_depth;             /* streams mode: tasks in flight per stream; 0: 2 */
@@ -144,6 +145,8 @@ typedef struct gs_worker_params {
                                      (every transfer then goes through UCX) */
     int test_notify_failures;     /* tests only: the first this many completion-notification
                                      registrations fail (each is retried from the loop) */
+    uint32_t memory_share;        /* workers dividing this host's memory for the automatic
+                                     limit (gs-local-cluster passes its worker count); 0: 1 */
     gs_worker_stop_cb stop_cb;    /* may be NULL */
     void *arg;                    /* passed to stop_cb */
 } gs_worker_params_t;

@@ -110,6 +110,8 @@ Test(worker_args, parses_a_full_command_line)
     cr_assert_eq(cli.params.connect_timeout_ms, 1500u);
     cr_assert_eq(cli.params.fetch_timeout_ms, 2500u);
     cr_assert_eq(cli.help, 0);
+    PARSE_OK(&cli, "tcp://10.0.0.1:8786", "--memory-share", "4");
+    cr_assert_eq(cli.params.memory_share, 4u);
 }
 
 Test(worker_args, takes_the_token_from_the_environment)
@@ -151,6 +153,7 @@ Test(worker_args, rejects_bad_arguments_with_a_message)
     PARSE_BAD("--log-level: 'loud'", "tcp://h:1", "--log-level", "loud");
     PARSE_BAD("unexpected argument 'tcp://other:2'", "tcp://h:1", "tcp://other:2");
     PARSE_BAD("--name is empty", "tcp://h:1", "--name", "");
+    PARSE_BAD("--memory-share: 0 is out of range", "tcp://h:1", "--memory-share", "0");
     PARSE_BAD("scheduler address 'udp://h:1'", "udp://h:1");
     PARSE_BAD("scheduler address 'h'", "h");
     PARSE_BAD("scheduler address 'tcp://h:0'", "tcp://h:0");

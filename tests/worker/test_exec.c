@@ -3,6 +3,7 @@
 #include "fake_sched.h"
 
 #include "common/log.h"
+#include "common/sysmem.h"
 
 #include <criterion/criterion.h>
 #include <math.h>
@@ -115,6 +116,23 @@ Test(worker_exec, registers_and_heartbeats)
                   (unsigned long long)peer->nheartbeats);
     cr_assert_eq(peer->last_hb.mem_limit, 123456789u);
     cr_assert_eq(peer->last_hb.mem_used, 0u);
+    stop_worker(&t);
+}
+
+Test(worker_exec, automatic_memory_limit_is_a_share_of_what_the_process_may_use)
+{
+    gs_worker_params_t p = {0};
+    gs_sysmem_t mem;
+    tw_t t;
+    cr_assert_eq(gs_sysmem_query(NULL, &mem), GS_OK);
+    p.nthreads = 1;
+    p.memory_share = 3;                  /* memory_limit 0: automatic */
+    start_worker(&t, &p);
+    cr_assert_eq(fs.peers[0]->memory_limit, gs_sysmem_share(&mem, 3),
+                 "registered %llu, expected a third of %llu (%s)",
+                 (unsigned long long)fs.peers[0]->memory_limit, (unsigned long long)mem.total,
+                 mem.source);
+    cr_assert_leq(fs.peers[0]->memory_limit, mem.physical / 3);
     stop_worker(&t);
 }
 
