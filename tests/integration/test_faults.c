@@ -159,7 +159,7 @@ Test(integration_faults, scheduler_killed_gives_an_error_not_a_hang, .init = arm
         double v;
         cr_assert_eq(gs_future_gather(f, &v, 1), GS_ERR_SCHEDULER_LOST);
     }
-    cr_assert_lt(gs_now_s() - t0, 5.0, "noticing the lost scheduler took %.1f s", gs_now_s() - t0);
+    cr_assert_lt(gs_now_s() - t0, 20.0, "noticing the lost scheduler took %.1f s", gs_now_s() - t0);
     cr_assert(strstr(gs_last_error(), c.address) != NULL, "%s", gs_last_error());
     {
         gs_future_h f2 = NULL;
