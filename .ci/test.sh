@@ -35,10 +35,11 @@ loaded_pass() {  # builddir
   stress-ng --cpu "$hogs" --timeout 1200 --quiet >"$dir.stress.log" 2>&1 &
   spid=$!
   trap 'kill "$spid" 2>/dev/null' EXIT
+  trap 'kill "$spid" 2>/dev/null; exit 1' INT TERM
   ctest --test-dir "$dir" -V -j"$jobs" --timeout 900 >"$dir.test-load.log" 2>&1
   rc=$?
   kill "$spid" 2>/dev/null; wait "$spid" 2>/dev/null
-  trap - EXIT
+  trap - EXIT INT TERM
   if [ $rc -ne 0 ]; then
     grep -E -B2 -A30 "\[FAIL\]|CRASH|Failed|\*\*\*Timeout" "$dir.test-load.log" | tail -n 200
   fi
