@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install dependencies, build gsched and run the whole test suite twice: a normal build
 # (with the CUDA backend compiled when nvcc exists; its GPU tests skip without a device) and an
-# AddressSanitizer + UndefinedBehaviorSanitizer build (CPU backend).
+# AddressSanitizer + UndefinedBehaviorSanitizer build (CPU backend); the normal build's suite
+# runs once more under CPU load (stress-ng).
 # Usage: bash .ci/test.sh            (from the repository root)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -25,7 +26,32 @@ run_suite() {  # name builddir cmake-args...
   return $rc
 }
 
-run_suite normal build-ci -DCMAKE_BUILD_TYPE=RelWithDebInfo || status=1
+# One more pass of the normal build's suite while stress-ng keeps every core busy (2 CPU hogs
+# per core): tests must wait on events, not on the clock. stress-ng is bounded by its own
+# --timeout and killed when the pass ends, whatever its outcome.
+loaded_pass() {  # builddir
+  local dir=$1 hogs=$(( 2 * jobs )) spid rc
+  echo "=== gsched: normal tests under load (stress-ng --cpu $hogs) ==="
+  stress-ng --cpu "$hogs" --timeout 1200 --quiet >"$dir.stress.log" 2>&1 &
+  spid=$!
+  trap 'kill "$spid" 2>/dev/null' EXIT
+  trap 'kill "$spid" 2>/dev/null; exit 1' INT TERM
+  ctest --test-dir "$dir" -V -j"$jobs" --timeout 900 >"$dir.test-load.log" 2>&1
+  rc=$?
+  kill "$spid" 2>/dev/null; wait "$spid" 2>/dev/null
+  trap - EXIT INT TERM
+  if [ $rc -ne 0 ]; then
+    grep -E -B2 -A30 "\[FAIL\]|CRASH|Failed|\*\*\*Timeout" "$dir.test-load.log" | tail -n 200
+  fi
+  grep -E "tests passed|tests failed" "$dir.test-load.log" | tail -n 1
+  return $rc
+}
+
+if run_suite normal build-ci -DCMAKE_BUILD_TYPE=RelWithDebInfo; then
+  loaded_pass build-ci || status=1
+else
+  status=1
+fi
 run_suite "asan+ubsan" build-ci-asan -DCMAKE_BUILD_TYPE=Debug -DGS_ASAN=ON -DGS_UBSAN=ON \
   -DGS_WITH_CUDA=OFF -DGS_BUILD_BENCH=ON || status=1
 if [ $status -eq 0 ]; then echo "gsched: all suites passed"; else echo "gsched: test failures"; fi

@@ -17,7 +17,7 @@
  * crash). Criterion's own .timeout leaks a watchdog record in the runner under ASan with -j2. */
 static void arm_timeout(void)
 {
-    alarm(30);
+    alarm(60);
 }
 
 static fake_t F;
@@ -353,7 +353,7 @@ Test(client_protocol, scheduler_lost_fails_pending_future_and_later_calls, .init
     cr_assert_eq(gs_client_submit(C, s, 0, &fut), GS_OK);
     t0 = gs_now_s();
     cr_assert_eq(gs_future_wait(fut, 10.0), GS_ERR_SCHEDULER_LOST, "%s", gs_last_error());
-    cr_assert_lt(gs_now_s() - t0, 2.0);
+    cr_assert_lt(gs_now_s() - t0, 8.0);   /* noticed, not waited out (generous when loaded) */
     cr_assert(strstr(gs_last_error(), F.address) != NULL, "%s", gs_last_error());
     cr_assert_eq(gs_client_submit(C, s, 0, &fut2), GS_ERR_SCHEDULER_LOST);
     cr_assert_null(fut2);
@@ -497,7 +497,7 @@ Test(client_protocol, wait_for_workers_times_out, .init = arm_timeout)
     start(h_info_zero, NULL);
     t0 = gs_now_s();
     cr_assert_eq(gs_client_wait_for_workers(C, 1, 0.2), GS_ERR_TIMED_OUT);
-    cr_assert_lt(gs_now_s() - t0, 1.5);
+    cr_assert_lt(gs_now_s() - t0, 8.0);   /* gave up at 0.2 s (generous when loaded) */
     cr_assert(strstr(gs_last_error(), "worker") != NULL, "%s", gs_last_error());
     stop();
 }

@@ -66,6 +66,21 @@ static void on_progress(gs_future_h f, uint64_t done, uint64_t total, void *arg)
     atomic_store(&progress_total, total);
 }
 
+/* Wait until the graph of @a f reports @a fraction of its tasks done, or @a fraction of
+ * @a t_run (an undisturbed run's duration: progress comes at most every 100 ms) passed,
+ * whichever comes first, or the graph finishes. Progress, not only the clock: a later run is
+ * faster (warm connections) and a loaded machine stretches any run. */
+static void wait_progress(gs_future_h f, double fraction, double t_run)
+{
+    double t0 = gs_now_s();
+    for (;;) {
+        uint64_t total = atomic_load(&progress_total), done = atomic_load(&progress_done);
+        if (total > 0 && (double)done >= fraction * (double)total) return;
+        if (gs_now_s() - t0 >= fraction * t_run || gs_future_wait(f, 0.0) != GS_ERR_TIMED_OUT) return;
+        usleep(1000);
+    }
+}
+
 Test(integration_faults, worker_killed_mid_graph_still_gives_the_right_answer, .init = arm,
      .fini = down)
 {
@@ -95,8 +110,10 @@ Test(integration_faults, worker_killed_mid_graph_still_gives_the_right_answer, .
     cr_assert(ref_rel(v0, want) <= 1e-12, "%.17g vs %.17g", v0, want);
 
     for (int attempt = 0; attempt < 2 && !killed_mid_graph; attempt++) {
+        atomic_store(&progress_done, 0);
+        atomic_store(&progress_total, 0);
         OK(gs_client_submit(client, e, 0, &f));
-        usleep((useconds_t)(t_run * (0.25 + 0.15 * attempt) * 1e6));
+        wait_progress(f, 0.25 + 0.15 * attempt, t_run);
         if (gs_future_wait(f, 0.0) == GS_ERR_TIMED_OUT) {
             cr_assert_eq(kill(c.workers[attempt], SIGKILL), 0);
             killed_mid_graph = gs_future_wait(f, 0.0) == GS_ERR_TIMED_OUT;
@@ -144,7 +161,7 @@ Test(integration_faults, scheduler_killed_gives_an_error_not_a_hang, .init = arm
         double v;
         cr_assert_eq(gs_future_gather(f, &v, 1), GS_ERR_SCHEDULER_LOST);
     }
-    cr_assert_lt(gs_now_s() - t0, 5.0, "noticing the lost scheduler took %.1f s", gs_now_s() - t0);
+    cr_assert_lt(gs_now_s() - t0, 20.0, "noticing the lost scheduler took %.1f s", gs_now_s() - t0);
     cr_assert(strstr(gs_last_error(), c.address) != NULL, "%s", gs_last_error());
     {
         gs_future_h f2 = NULL;

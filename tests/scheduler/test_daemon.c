@@ -16,6 +16,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+/* Bounds each wait on the gsched process (start-up, a frame, exit): generous, since a loaded
+ * machine (and ASan) slows a spawned daemon by seconds. */
+#define DAEMON_WAIT_MS 30000
+
 static void gsched_path(char *buf, size_t len)
 {
     const char *dir = getenv("GS_BIN_DIR");
@@ -140,7 +144,7 @@ Test(scheduler_daemon, prints_its_address_and_shuts_workers_down_on_sigterm)
     char line[256];
     gs_msg_t m;
     pid_t pid = spawn(args, &out, &err);
-    cr_assert_gt(read_some(out, line, sizeof line, 5000), 0, "no address line");
+    cr_assert_gt(read_some(out, line, sizeof line, DAEMON_WAIT_MS), 0, "no address line");
     cr_assert_eq(sscanf(line, "gsched listening on tcp://127.0.0.1:%d", &port), 1, "line: %s", line);
     cr_assert_gt(port, 0);
     /* a worker registers */
@@ -158,17 +162,17 @@ Test(scheduler_daemon, prints_its_address_and_shuts_workers_down_on_sigterm)
     m.u.worker_register.name.len = 1;
     m.u.worker_register.nthreads = 1;
     send_msg(fd, &m);
-    cr_assert(recv_msg(fd, &m, 5000));
+    cr_assert(recv_msg(fd, &m, DAEMON_WAIT_MS));
     cr_assert_eq(m.type, GS_MSG_WELCOME);
     gs_msg_cleanup(&m);
-    cr_assert(recv_msg(fd, &m, 5000));
+    cr_assert(recv_msg(fd, &m, DAEMON_WAIT_MS));
     cr_assert_eq(m.type, GS_MSG_PEERS);
     gs_msg_cleanup(&m);
     kill(pid, SIGTERM);
-    cr_assert(recv_msg(fd, &m, 5000), "no shutdown before the connection closed");
+    cr_assert(recv_msg(fd, &m, DAEMON_WAIT_MS), "no shutdown before the connection closed");
     cr_assert_eq(m.type, GS_MSG_SHUTDOWN);
     gs_msg_cleanup(&m);
-    int st = wait_exit(pid, 5000);
+    int st = wait_exit(pid, DAEMON_WAIT_MS);
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d", st);
     close(fd);
     close(out);
@@ -184,7 +188,7 @@ Test(scheduler_daemon, takes_the_token_from_the_environment_and_exits_on_sigint)
     setenv("GSCHED_TOKEN", "envtok", 1);
     pid_t pid = spawn(args, &out, &err);
     unsetenv("GSCHED_TOKEN");
-    cr_assert_gt(read_some(out, line, sizeof line, 5000), 0);
+    cr_assert_gt(read_some(out, line, sizeof line, DAEMON_WAIT_MS), 0);
     cr_assert_eq(sscanf(line, "gsched listening on tcp://127.0.0.1:%d", &port), 1, "line: %s", line);
     int fd = connect_to(port);
     memset(&m, 0, sizeof m);
@@ -194,7 +198,7 @@ Test(scheduler_daemon, takes_the_token_from_the_environment_and_exits_on_sigint)
     m.u.hello.token.data = (const uint8_t *)"nope";
     m.u.hello.token.len = 4;
     send_msg(fd, &m);
-    cr_assert(recv_msg(fd, &m, 5000));
+    cr_assert(recv_msg(fd, &m, DAEMON_WAIT_MS));
     cr_assert_eq(m.type, GS_MSG_ERROR);
     cr_assert_eq(m.u.error.status, GS_ERR_AUTH);
     gs_msg_cleanup(&m);
@@ -207,11 +211,11 @@ Test(scheduler_daemon, takes_the_token_from_the_environment_and_exits_on_sigint)
     m.u.hello.token.data = (const uint8_t *)"envtok";
     m.u.hello.token.len = 6;
     send_msg(fd, &m);
-    cr_assert(recv_msg(fd, &m, 5000));
+    cr_assert(recv_msg(fd, &m, DAEMON_WAIT_MS));
     cr_assert_eq(m.type, GS_MSG_WELCOME);
     gs_msg_cleanup(&m);
     kill(pid, SIGINT);
-    int st = wait_exit(pid, 5000);
+    int st = wait_exit(pid, DAEMON_WAIT_MS);
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d", st);
     close(fd);
     close(out);
@@ -223,7 +227,7 @@ static void expect_bad_args(const char *const *args, const char *phrase)
     int out, err;
     char msg[1024];
     pid_t pid = spawn(args, &out, &err);
-    int st = wait_exit(pid, 5000);
+    int st = wait_exit(pid, DAEMON_WAIT_MS);
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) != 0, "accepted bad arguments (status %d)", st);
     read_some(err, msg, sizeof msg, 1000);
     cr_assert(strstr(msg, phrase), "stderr '%s' lacks '%s'", msg, phrase);
@@ -249,13 +253,13 @@ Test(scheduler_daemon, fails_cleanly_when_the_port_is_taken)
     int out, err, port = 0;
     char line[256];
     pid_t pid = spawn(args, &out, &err);
-    cr_assert_gt(read_some(out, line, sizeof line, 5000), 0);
+    cr_assert_gt(read_some(out, line, sizeof line, DAEMON_WAIT_MS), 0);
     cr_assert_eq(sscanf(line, "gsched listening on tcp://127.0.0.1:%d", &port), 1, "line: %s", line);
     char ps[16];
     snprintf(ps, sizeof ps, "%d", port);
     expect_bad_args((const char *[]){"--host", "127.0.0.1", "--port", ps, NULL}, "cannot listen");
     kill(pid, SIGTERM);
-    int st = wait_exit(pid, 5000);
+    int st = wait_exit(pid, DAEMON_WAIT_MS);
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     close(out);
     close(err);
@@ -266,9 +270,9 @@ Test(scheduler_daemon, help_exits_zero)
     int out, err;
     char text[256];
     pid_t pid = spawn((const char *[]){"--help", NULL}, &out, &err);
-    cr_assert_gt(read_some(out, text, sizeof text, 5000), 0);
+    cr_assert_gt(read_some(out, text, sizeof text, DAEMON_WAIT_MS), 0);
     cr_assert(strstr(text, "usage: gsched"), "%s", text);
-    int st = wait_exit(pid, 5000);
+    int st = wait_exit(pid, DAEMON_WAIT_MS);
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
     close(out);
     close(err);

@@ -79,7 +79,9 @@ Test(scheduler_faults, heartbeat_timeout_removes_a_silent_worker)
     memset(&prm, 0, sizeof prm);
     prm.field_mask = GS_SCHED_FIELD_HEARTBEAT_MS | GS_SCHED_FIELD_HEARTBEAT_TIMEOUT_MS;
     prm.heartbeat_ms = 20;
-    prm.heartbeat_timeout_ms = 150;
+    /* 1 s, not less: the test's own process (the scheduler and the live worker's heartbeats
+     * share its thread) can stand still for a few hundred ms on a loaded machine */
+    prm.heartbeat_timeout_ms = 1000;
     th_init(&th, &prm);
     tp_t *w1 = tp_worker(&th, "stalled", 1);
     tp_t *w2 = tp_worker(&th, "alive", 1);
@@ -318,7 +320,8 @@ Test(scheduler_faults, persistent_fetch_failures_fail_the_graph)
     memset(&prm, 0, sizeof prm);
     prm.field_mask = GS_SCHED_FIELD_HEARTBEAT_MS | GS_SCHED_FIELD_HEARTBEAT_TIMEOUT_MS;
     prm.heartbeat_ms = 20;
-    prm.heartbeat_timeout_ms = 150;   /* back-off capped at 50 ms */
+    prm.heartbeat_timeout_ms = 1000;  /* back-off capped at 333 ms; a stalled test process
+                                         does not lose its live worker */
     th_init(&th, &prm);
     tp_t *w = tp_worker(&th, "w", 1);
     w->heartbeat = 1;

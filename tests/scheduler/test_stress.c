@@ -291,7 +291,7 @@ static void sim_step(sim_t *s)
 /* Wait for GRAPH_DONE of @a gid while stepping the simulation (faults every ~@a period steps). */
 static void sim_until_done(sim_t *s, tp_t *c, uint64_t gid, int period, int *faults_left)
 {
-    uint64_t end = gs_now_ns() + 20ull * 1000000000ull;
+    uint64_t end = gs_now_ns() + 60ull * 1000000000ull;
     int step = 0;
     for (;;) {
         gs_msg_t m;
@@ -322,7 +322,7 @@ static void gather_check(sim_t *s, tp_t *c, uint64_t gid, const tg_t *g, const u
         m.u.gather_req.n = 1;
         m.u.gather_req.keys = keys;
         tp_send(c, &m);
-        uint64_t end = gs_now_ns() + 10ull * 1000000000ull;
+        uint64_t end = gs_now_ns() + 30ull * 1000000000ull;
         while (!tp_wait(c, GS_MSG_DATA, 0, &m)) {
             cr_assert_lt(gs_now_ns(), end, "no data for output %llu", (unsigned long long)g->outputs[o]);
             sim_step(s);

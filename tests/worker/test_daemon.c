@@ -15,6 +15,10 @@
 
 extern char **environ;
 
+/* Bounds each wait on the gworker process (registration, exit): generous, since a loaded
+ * machine (and ASan) slows a spawned daemon by seconds. */
+#define DAEMON_WAIT_MS 30000
+
 TestSuite(worker_daemon, .timeout = 60);
 
 static char gworker_path[4096];
@@ -91,7 +95,7 @@ static void expect_bad(const char *needle, const char *const *args)
     char err[4096];
     int fd;
     pid_t pid = spawn_gworker(args, &fd);
-    int rc = wait_exit(pid, NULL, 5000, fd, err, sizeof(err));
+    int rc = wait_exit(pid, NULL, DAEMON_WAIT_MS, fd, err, sizeof(err));
     cr_assert_eq(rc, 2, "exit code %d for '%s' (stderr: %s)", rc, args[0] ? args[0] : "", err);
     cr_assert(strstr(err, needle) != NULL, "stderr lacks '%s': %s", needle, err);
 }
@@ -115,7 +119,7 @@ Test(worker_daemon, prints_help, .init = find_gworker)
     char err[256];
     int fd;
     pid_t pid = spawn_gworker((const char *const[]){"--help", NULL}, &fd);
-    cr_assert_eq(wait_exit(pid, NULL, 5000, fd, err, sizeof(err)), 0);
+    cr_assert_eq(wait_exit(pid, NULL, DAEMON_WAIT_MS, fd, err, sizeof(err)), 0);
 }
 
 Test(worker_daemon, exits_nonzero_when_the_scheduler_is_unreachable, .init = find_gworker)
@@ -124,7 +128,7 @@ Test(worker_daemon, exits_nonzero_when_the_scheduler_is_unreachable, .init = fin
     int fd;
     pid_t pid = spawn_gworker((const char *const[]){"tcp://127.0.0.1:1", "--connect-timeout",
                                                     "300", NULL}, &fd);
-    int rc = wait_exit(pid, NULL, 10000, fd, err, sizeof(err));
+    int rc = wait_exit(pid, NULL, DAEMON_WAIT_MS, fd, err, sizeof(err));
     cr_assert_eq(rc, 1, "exit code %d (stderr: %s)", rc, err);
     cr_assert(strstr(err, "cannot connect to gsched"), "stderr: %s", err);
 }
@@ -158,7 +162,7 @@ static pid_t start_daemon(daemon_ctx_t *d, int *fd)
     pid = spawn_gworker((const char *const[]){d->addr, "--nthreads", "1", "--name", "dw",
                                               "--memory-limit", "64MiB", NULL}, fd);
     unsetenv("GSCHED_TOKEN");
-    cr_assert(fs_wait_registered(&d->fs, 1, 10000), "gworker did not register");
+    cr_assert(fs_wait_registered(&d->fs, 1, DAEMON_WAIT_MS), "gworker did not register");
     cr_assert_str_eq(d->fs.peers[0]->name, "dw");
     cr_assert_eq(d->fs.peers[0]->memory_limit, 64u << 20);
     return pid;
@@ -176,7 +180,7 @@ Test(worker_daemon, exits_0_on_shutdown)
     memset(&m, 0, sizeof(m));
     m.type = GS_MSG_SHUTDOWN;
     fs_send(&d.fs, 0, &m);
-    rc = wait_exit(pid, &d.fs, 10000, fd, err, sizeof(err));
+    rc = wait_exit(pid, &d.fs, DAEMON_WAIT_MS, fd, err, sizeof(err));
     cr_assert_eq(rc, 0, "exit code %d (stderr: %s)", rc, err);
     daemon_down(&d);
 }
@@ -190,7 +194,7 @@ Test(worker_daemon, exits_0_on_sigterm)
     daemon_up(&d);
     pid = start_daemon(&d, &fd);
     kill(pid, SIGTERM);
-    rc = wait_exit(pid, &d.fs, 10000, fd, err, sizeof(err));
+    rc = wait_exit(pid, &d.fs, DAEMON_WAIT_MS, fd, err, sizeof(err));
     cr_assert_eq(rc, 0, "exit code %d (stderr: %s)", rc, err);
     daemon_down(&d);
 }
@@ -204,7 +208,7 @@ Test(worker_daemon, exits_nonzero_when_the_scheduler_connection_is_lost)
     daemon_up(&d);
     pid = start_daemon(&d, &fd);
     gs_conn_close(d.fs.peers[0]->conn, GS_ERR_CANCELED);
-    rc = wait_exit(pid, &d.fs, 10000, fd, err, sizeof(err));
+    rc = wait_exit(pid, &d.fs, DAEMON_WAIT_MS, fd, err, sizeof(err));
     cr_assert_eq(rc, 1, "exit code %d (stderr: %s)", rc, err);
     cr_assert(strstr(err, "lost the connection to gsched"), "stderr: %s", err);
     daemon_down(&d);

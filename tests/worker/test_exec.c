@@ -6,9 +6,12 @@
 #include "common/sysmem.h"
 
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 static uv_loop_t loop;
@@ -96,6 +99,11 @@ static void run_and_check(uint64_t gid, gs_array_h a, unsigned flags, int releas
     gs_taskgraph_free(tg);
 }
 
+static int two_heartbeats(void *arg)
+{
+    return ((fs_peer_t *)arg)->nheartbeats >= 2;
+}
+
 Test(worker_exec, registers_and_heartbeats)
 {
     gs_worker_params_t p = {0};
@@ -111,9 +119,8 @@ Test(worker_exec, registers_and_heartbeats)
     cr_assert_eq(peer->nthreads, 2);
     cr_assert_eq(peer->memory_limit, 123456789u);
     cr_assert_gt(peer->ucx_len, 0, "no UCX address registered");
-    fs_run_for(&fs, 250);
-    cr_assert_geq(peer->nheartbeats, 2, "%llu heartbeats in 250 ms at 50 ms",
-                  (unsigned long long)peer->nheartbeats);
+    cr_assert(fs_run_until(&fs, two_heartbeats, peer, 30000), "%llu heartbeats in 30 s at 50 ms",
+              (unsigned long long)peer->nheartbeats);
     cr_assert_eq(peer->last_hb.mem_limit, 123456789u);
     cr_assert_eq(peer->last_hb.mem_used, 0u);
     stop_worker(&t);
@@ -351,6 +358,11 @@ Test(worker_exec, output_larger_than_the_memory_limit_fails_at_once)
     stop_worker(&t);
 }
 
+static int heartbeat_says_one_queued(void *arg)
+{
+    return ((fs_peer_t *)arg)->last_hb.queued == 1;
+}
+
 Test(worker_exec, task_waits_for_memory_until_a_release)
 {
     gs_worker_params_t p = {0};
@@ -369,6 +381,9 @@ Test(worker_exec, task_waits_for_memory_until_a_release)
     gs_worker_stats(t.w, &st);
     cr_assert_eq(st.mem_used, 4096u);
     cr_assert_eq(st.tasks_queued, 1u);
+    /* the next heartbeat carries the queued task (on a loaded machine it may come late) */
+    cr_assert(fs_run_until(&fs, heartbeat_says_one_queued, fs.peers[0], 30000),
+              "no heartbeat with the queued task");
     cr_assert_eq(fs.peers[0]->last_hb.queued, 1u, "heartbeat says %u queued",
                  fs.peers[0]->last_hb.queued);
     cr_assert_eq(fs.peers[0]->last_hb.mem_used, 4096u);
@@ -448,6 +463,13 @@ Test(worker_exec, release_and_cancel_drop_chunks)
     stop_worker(&t);
 }
 
+static int worker_idle_and_empty(void *arg)
+{
+    gs_worker_stats_t st;
+    gs_worker_stats((gs_worker_h)arg, &st);
+    return st.tasks_queued == 0 && st.tasks_running == 0 && st.chunks == 0 && st.mem_used == 0;
+}
+
 Test(worker_exec, cancel_drops_queued_tasks)
 {
     gs_worker_params_t p = {0};
@@ -467,7 +489,8 @@ Test(worker_exec, cancel_drops_queued_tasks)
     m.type = GS_MSG_CANCEL;
     m.u.cancel.graph_id = 9;
     fs_send(&fs, 0, &m);
-    fs_run_for(&fs, 300);
+    /* the cancel lands, the running task (if any) finishes and its chunk goes */
+    cr_assert(fs_run_until(&fs, worker_idle_and_empty, t.w, 30000), "the canceled graph left work or chunks");
     before = fs.ndone;
     cr_assert_leq(before, 3, "%zu tasks completed although memory held 3", before);
     gs_worker_stats(t.w, &st);
@@ -651,6 +674,43 @@ Test(worker_exec, generators_leave_room_for_the_tasks_that_consume_their_chunks)
     stop_worker(&t);
 }
 
+/* 1 when every thread of this process but the calling one is asleep (state S), read from
+ * /proc/self/task: the kernel threads sleep only once their queue is empty. */
+static int other_threads_asleep(void)
+{
+    char path[64], stat[512];
+    long self = syscall(SYS_gettid);
+    int asleep = 1;
+    struct dirent *e;
+    DIR *d = opendir("/proc/self/task");
+    if (d == NULL) return 0;
+    while (asleep && (e = readdir(d)) != NULL) {
+        FILE *f;
+        char *state;
+        if (e->d_name[0] == '.' || atol(e->d_name) == self) continue;
+        snprintf(path, sizeof(path), "/proc/self/task/%s/stat", e->d_name);
+        if ((f = fopen(path, "r")) == NULL) continue;   /* the thread exited */
+        if (fgets(stat, sizeof(stat), f) != NULL && (state = strrchr(stat, ')')) != NULL)
+            asleep = state[1] == ' ' && state[2] == 'S';
+        fclose(f);
+    }
+    closedir(d);
+    return asleep;
+}
+
+/* Without running the loop: wait (up to @a timeout_ms) until the other threads have been seen
+ * asleep twice in a row, 10 ms apart (one look could catch a kernel thread on a lock). */
+static int wait_other_threads_asleep(int timeout_ms)
+{
+    uint64_t end = uv_hrtime() + (uint64_t)timeout_ms * 1000000ull;
+    int seen = 0;
+    while (seen < 2 && uv_hrtime() < end) {
+        seen = other_threads_asleep() ? seen + 1 : 0;
+        usleep(10000);
+    }
+    return seen == 2;
+}
+
 static int eight_running(void *arg)
 {
     gs_worker_stats_t st;
@@ -677,7 +737,8 @@ Test(worker_exec, completions_of_one_loop_iteration_travel_in_one_message)
     fs_assign(&fs, 0, 1, tg, tasks, 8, holder);
     cr_assert(fs_run_until(&fs, eight_running, t.w, 5000), "the 8 tasks were not dispatched");
     msgs0 = fs.ndone_msgs;
-    usleep(300000);                      /* the loop sleeps; the kernels finish meanwhile */
+    /* the loop sleeps; the kernels finish meanwhile */
+    cr_assert(wait_other_threads_asleep(30000), "the kernel threads are still busy after 30 s");
     cr_assert(fs_run_until(&fs, eight_done, NULL, 5000));
     cr_assert_eq(fs.ndone_msgs - msgs0, 1, "%zu TASK_DONE messages for 8 completions",
                  fs.ndone_msgs - msgs0);
