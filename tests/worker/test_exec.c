@@ -678,7 +678,7 @@ Test(worker_exec, generators_leave_room_for_the_tasks_that_consume_their_chunks)
  * /proc/self/task: the kernel threads sleep only once their queue is empty. */
 static int other_threads_asleep(void)
 {
-    char path[64], stat[512];
+    char path[320], stat[512];
     long self = syscall(SYS_gettid);
     int asleep = 1;
     struct dirent *e;
