@@ -427,3 +427,43 @@ Test(deploy_local_cluster, a_generated_token_travels_in_the_environment_and_lock
     cr_assert(tp_wait_exit(l.pid, &st, 15.0), "launcher did not exit after SIGTERM");
     assert_tree_gone(&l, 5.0);
 }
+
+Test(deploy_local_cluster, a_worker_taking_a_live_name_is_refused_and_the_cluster_keeps_working,
+     .init = setup, .fini = teardown)
+{
+    const char *extra[] = {"--nworkers", "2", "--backend", "cpu", NULL};
+    char bin[PATH_MAX], addr[96], msg[4096];
+    const char *argv[8];
+    gs_client_params_t p;
+    gs_client_h c;
+    launched_t l;
+    int out, st;
+    pid_t rogue;
+    launch(&l, extra);
+    snprintf(addr, sizeof(addr), "%s", l.address);
+    argv[0] = tp_bin("gworker", bin, sizeof(bin));
+    argv[1] = addr;
+    argv[2] = "--backend";
+    argv[3] = "cpu";
+    argv[4] = "--name";
+    argv[5] = "cpu-0";
+    argv[6] = NULL;
+    rogue = tp_spawn_capture(argv, &out, l.token);
+    cr_assert_gt(rogue, 0);
+    tp_read_all(out, msg, sizeof(msg), 15.0);
+    close(out);
+    cr_assert(tp_wait_exit(rogue, &st, 15.0), "the second cpu-0 did not exit");
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 1, "status 0x%x; output: %s", st, msg);
+    cr_assert(strstr(msg, "taken"), "%s", msg);
+    /* the launcher and its workers are untouched and still compute */
+    cr_assert_eq(kill(l.pid, 0), 0, "the launcher stopped");
+    client_params(&p, &l);
+    cr_assert_eq(gs_client_connect(&p, &c), GS_OK, "%s", gs_last_error());
+    cr_assert_eq(gs_client_nworkers(c), 2);
+    cr_assert_eq(sum_of_full(c, 100, 30, 0), 5000.0);
+    gs_client_destroy(c);
+    cr_assert_eq(kill(l.pid, SIGTERM), 0);
+    cr_assert(tp_wait_exit(l.pid, &st, 15.0), "launcher did not exit after SIGTERM");
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "launcher status 0x%x", st);
+    assert_tree_gone(&l, 5.0);
+}
