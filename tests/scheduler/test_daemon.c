@@ -293,19 +293,18 @@ static int listens_on_loopback_only(int port)
     return loopback && !other;
 }
 
+/* HELLO as a client with @a token; the answer must be @a want_type (an ERROR: GS_ERR_AUTH). */
 static void hello_expect(int port, const char *token, uint32_t want_type)
 {
+    const gs_msg_t hello = {.type = GS_MSG_HELLO,
+                            .u.hello = {.version = GS_PROTO_VERSION, .role = GS_ROLE_CLIENT,
+                                        .token = {(const uint8_t *)token, strlen(token)}}};
     gs_msg_t m;
     int fd = connect_to(port);
-    memset(&m, 0, sizeof m);
-    m.type = GS_MSG_HELLO;
-    m.u.hello.version = GS_PROTO_VERSION;
-    m.u.hello.role = GS_ROLE_CLIENT;
-    m.u.hello.token.data = (const uint8_t *)token;
-    m.u.hello.token.len = strlen(token);
-    send_msg(fd, &m);
+    send_msg(fd, &hello);
     cr_assert(recv_msg(fd, &m, 5000));
     cr_assert_eq(m.type, want_type, "token '%s'", token);
+    if (want_type == GS_MSG_ERROR) cr_assert_eq(m.u.error.status, GS_ERR_AUTH);
     gs_msg_cleanup(&m);
     close(fd);
 }

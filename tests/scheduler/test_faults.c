@@ -394,13 +394,10 @@ Test(scheduler_faults, an_oversized_registration_is_refused)
 {
     th_t th;
     gs_msg_t m;
-    gs_sched_params_t prm;
+    const gs_sched_params_t prm = {.field_mask = GS_SCHED_FIELD_MAX_UCX_ADDRESS | GS_SCHED_FIELD_MAX_REGISTER_STRING,
+                                   .max_ucx_address = 4096, .max_register_string = 32};
     static uint8_t big[4097];
     static const char long_name[] = "n123456789012345678901234567890123";   /* 35 bytes */
-    memset(&prm, 0, sizeof prm);
-    prm.field_mask = GS_SCHED_FIELD_MAX_UCX_ADDRESS | GS_SCHED_FIELD_MAX_REGISTER_STRING;
-    prm.max_ucx_address = 4096;
-    prm.max_register_string = 32;
     th_init(&th, &prm);
     tp_t *good = tp_worker(&th, "good", 1);
     for (int round = 0; round < 2; round++) {
