@@ -60,6 +60,9 @@ if [ "$what" = move ] || [ "$what" = all ]; then
   lcpid=$!
   for _ in $(seq 1 300); do grep -q ready "$out/lc-info.out" 2>/dev/null && break; sleep 0.1; done
   addr=$(grep -o 'tcp://[0-9.:]*' "$out/lc-info.out" | head -1)
+  # the cluster's generated token, for the client (through the environment, not argv)
+  GSCHED_TOKEN=$(sed -n 's/^gs-local-cluster token //p' "$out/lc-info.out")
+  export GSCHED_TOKEN
   if [ -n "$addr" ]; then
     run $B/gs-bench transfer --scheduler "$addr" --workers "$ngpu" --sizes 8,80,800,2000 --repeat 5 \
       >>"$out/move.jsonl" 2>>"$out/move.err"

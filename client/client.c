@@ -5,6 +5,7 @@
 
 #include "common/alloc.h"
 #include "common/error.h"
+#include "common/token.h"
 #include "common/time.h"
 
 #include <math.h>
@@ -170,6 +171,17 @@ gs_status_t gs_client_connect(const gs_client_params_t *params, gs_client_h *cli
                                                   "not be NULL");
     if ((status = gs__params_check(params, &args)) != GS_OK) return status;
     if ((status = gs__client_new(params, args.token, &c)) != GS_OK) return status;
+    if (args.is_local && (c->token == NULL || c->token[0] == '\0')) {
+        /* a private cluster gets a private token (handed to it in the environment) */
+        char fresh[GS_TOKEN_GENERATED_LEN];
+        if ((status = gs_token_generate(fresh, sizeof(fresh))) != GS_OK) goto err_free;
+        gs_free(c->token);
+        c->token = gs_strdup(fresh, "client token");
+        if (c->token == NULL) {
+            status = gs_error_set(GS_ERR_NO_MEMORY, "out of memory creating a client");
+            goto err_free;
+        }
+    }
     if (args.is_local) {
         double lt = (params->field_mask & GS_CLIENT_FIELD_TIMEOUT) ? args.timeout_s
                                                                    : GS__LOCAL_TIMEOUT_S;

@@ -8,6 +8,7 @@
 #include "deploy/gpuinfo.h"
 
 #include "common/log.h"
+#include "common/token.h"
 #include "common/time.h"
 #include "proto/conn.h"
 
@@ -49,6 +50,7 @@ typedef struct gs__opts {
     const char *memory_limit;
     const char *device_memory_limit;
     const char *token;
+    int token_generated;        /* token made here: printed on stdout for our own clients */
     const char *log_level;
     const char *bin_dir;
     int watch_stdin;
@@ -67,6 +69,7 @@ static void gs__usage(FILE *f)
             "usage: gs-local-cluster [options]\n"
             "Start gsched and its workers on this machine; print\n"
             "  gs-local-cluster ready tcp://HOST:PORT\n"
+            "(preceded by 'gs-local-cluster token TOKEN' when the token was generated here)\n"
             "when every worker has registered; stop them all on SIGINT/SIGTERM or if one dies.\n"
             "\n"
             "  --host HOST               address gsched binds to (default 127.0.0.1)\n"
@@ -78,8 +81,12 @@ static void gs__usage(FILE *f)
             "  --nthreads N              threads per worker (default: cpu: cores / workers)\n"
             "  --memory-limit SIZE       host memory limit per worker (passed to gworker)\n"
             "  --device-memory-limit SIZE  device memory per GPU worker (passed to gworker)\n"
-            "  --token TOKEN             cluster token (default $GSCHED_TOKEN); handed to the\n"
-            "                            daemons through $GSCHED_TOKEN\n"
+            "  --token-file PATH         read the cluster token from PATH (default:\n"
+            "                            $GSCHED_TOKEN, else a fresh random token for this\n"
+            "                            cluster); handed to the daemons through $GSCHED_TOKEN,\n"
+            "                            never on their command lines\n"
+            "  --token TOKEN             the token on this command line: visible to every user\n"
+            "                            (ps); prefer $GSCHED_TOKEN or --token-file\n"
             "  --log-level LEVEL         fatal|error|warn|info|debug|trace (all processes)\n"
             "  --bin-dir DIR             where gsched and gworker are (default: $GS_BIN_DIR,\n"
             "                            this program's directory, then $PATH)\n"
@@ -165,7 +172,16 @@ static int gs__parse_opts(int argc, char **argv, gs__opts_t *o)
             o->device_memory_limit = val;
         } else if (strcmp(a, "--token") == 0) {
             GS__NEEDS_VALUE();
+            fprintf(stderr, "gs-local-cluster: warning: %s\n", GS_TOKEN_ARGV_WARNING);
             o->token = val;
+        } else if (strcmp(a, "--token-file") == 0) {
+            static char file_token[GS_TOKEN_BUF_LEN];
+            GS__NEEDS_VALUE();
+            if (gs_token_read_file(val, file_token, sizeof file_token) != GS_OK) {
+                fprintf(stderr, "gs-local-cluster: %s\n", gs_last_error());
+                return 2;
+            }
+            o->token = file_token;
         } else if (strcmp(a, "--log-level") == 0) {
             gs_log_level_t lvl;
             GS__NEEDS_VALUE();
@@ -197,6 +213,16 @@ static int gs__parse_opts(int argc, char **argv, gs__opts_t *o)
             return 2;
         }
 #undef GS__NEEDS_VALUE
+    }
+    if (o->token == NULL || o->token[0] == '\0') {
+        /* no token given: one of our own, so nobody else on this machine can join the cluster */
+        static char fresh_token[GS_TOKEN_GENERATED_LEN];
+        if (gs_token_generate(fresh_token, sizeof fresh_token) != GS_OK) {
+            fprintf(stderr, "gs-local-cluster: %s\n", gs_last_error());
+            return 2;
+        }
+        o->token = fresh_token;
+        o->token_generated = 1;
     }
     return 0;
 }
@@ -659,6 +685,8 @@ int main(int argc, char **argv)
             printf("gs-local-cluster worker %s pid %d backend cpu nthreads %d\n", w->name,
                    (int)w->pid, nthreads);
     }
+    /* stdout reaches only whoever started us (a pipe, a terminal), unlike a command line */
+    if (o.token_generated) printf("gs-local-cluster token %s\n", o.token);
     printf("gs-local-cluster ready %s\n", worker_addr);
     fflush(stdout);
     GS_LOG_INFO("ready in %.3f s: gsched %s, %d %s worker(s)", gs_now_s() - t0, worker_addr,

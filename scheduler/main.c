@@ -1,5 +1,6 @@
 /* gsched: the scheduler daemon (a thin main over libgsched_sched, scheduler/sched.h). */
 #include "common/log.h"
+#include "common/token.h"
 #include "scheduler/sched.h"
 
 #include <gsched/config.h>
@@ -18,9 +19,13 @@ static const char *gs__usage =
     "graphs on the workers.\n"
     "\n"
     "options:\n"
-    "  --host ADDR               address to listen on (numeric IPv4/IPv6; default 0.0.0.0)\n"
+    "  --host ADDR               address to listen on (numeric IPv4/IPv6; default 127.0.0.1).\n"
+    "                            Any other than a loopback address needs a token.\n"
     "  --port N                  TCP port (default 8786; 0 = any free port)\n"
-    "  --token TOKEN             cluster token peers must present (default: $GSCHED_TOKEN, else none)\n"
+    "  --token-file PATH         read the cluster token peers must present from PATH\n"
+    "                            (default: $GSCHED_TOKEN, else none)\n"
+    "  --token TOKEN             the token on the command line: visible to every user (ps);\n"
+    "                            prefer $GSCHED_TOKEN or --token-file\n"
     "  --heartbeat-interval T    heartbeat interval announced to workers (default 1s)\n"
     "  --heartbeat-timeout T     remove a worker silent for this long (default 10s)\n"
     "  --allowed-failures N      worker deaths a task may survive before it fails (default 3)\n"
@@ -92,6 +97,7 @@ int main(int argc, char **argv)
     uv_loop_t loop;
     const char *env_token = getenv("GSCHED_TOKEN");
     char addr[128];
+    static char file_token[GS_TOKEN_BUF_LEN];
     gs_status_t st;
     uint32_t hb_ms = GS_SCHED_DEFAULT_HEARTBEAT_MS, hb_timeout_ms = GS_SCHED_DEFAULT_HEARTBEAT_TIMEOUT_MS;
     int hb_timeout_set = 0;
@@ -101,7 +107,7 @@ int main(int argc, char **argv)
     prm.field_mask = GS_SCHED_FIELD_HOST | GS_SCHED_FIELD_PORT | GS_SCHED_FIELD_TOKEN |
                      GS_SCHED_FIELD_HEARTBEAT_MS | GS_SCHED_FIELD_HEARTBEAT_TIMEOUT_MS |
                      GS_SCHED_FIELD_ALLOWED_FAILURES;
-    prm.host = "0.0.0.0";
+    prm.host = "127.0.0.1";
     prm.port = GS_SCHED_DEFAULT_PORT;
     prm.token = env_token != NULL ? env_token : "";
     prm.allowed_failures = GS_SCHED_DEFAULT_ALLOWED_FAILURES;
@@ -147,7 +153,14 @@ int main(int argc, char **argv)
             prm.port = (int)u;
         } else if (strcmp(name, "--token") == 0) {
             GS__NEED_VAL();
+            fprintf(stderr, "gsched: warning: %s\n", GS_TOKEN_ARGV_WARNING);
             prm.token = val;
+        } else if (strcmp(name, "--token-file") == 0) {
+            GS__NEED_VAL();
+            if (gs_token_read_file(val, file_token, sizeof file_token) != GS_OK) {
+                return gs__fail("%s%s", gs_last_error(), "");
+            }
+            prm.token = file_token;
         } else if (strcmp(name, "--heartbeat-interval") == 0) {
             GS__NEED_VAL();
             if (!gs__parse_duration(val, &hb_ms)) {

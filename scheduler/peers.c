@@ -127,15 +127,28 @@ static void gs__worker_register(gs_sched_t *s, gs__peer_t *p, const gs_msg_worke
         gs__peer_close(p, GS_ERR_PROTO, GS_ERR_PROTO, "worker registered twice");
         return;
     }
+    if (m->ucx_address.len > s->max_ucx_address || m->name.len > s->max_register_string ||
+        m->host.len > s->max_register_string || m->backend.len > s->max_register_string) {
+        s->st.refused_total++;
+        gs__peer_close(p, GS_ERR_MSG_TOO_LARGE, GS_ERR_MSG_TOO_LARGE,
+                       "worker registration refused: UCX address of %zu bytes (at most %u) or name/host/backend "
+                       "of %zu/%zu/%zu bytes (at most %u each)",
+                       (size_t)m->ucx_address.len, s->max_ucx_address, (size_t)m->name.len, (size_t)m->host.len,
+                       (size_t)m->backend.len, s->max_register_string);
+        return;
+    }
     if (m->name.len > 0) {
         for (uint32_t i = 0; i < s->nworkers; i++) {
-            gs__worker_t *old = s->live[i];
+            const gs__worker_t *old = s->live[i];
             if (strlen(old->name) == m->name.len && memcmp(old->name, m->name.data, m->name.len) == 0) {
-                GS_LOG_WARN("worker %s registers again from %s: replacing the old registration",
-                            old->name, gs_conn_peer_name(p->conn));
-                gs__peer_close(old->peer, GS_ERR_EXISTS, GS_ERR_EXISTS,
-                               "replaced by a new worker registered under the same name");
-                break;
+                /* the live worker stays: a name is no proof of identity. A restarted worker gets
+                 * its name back once the old connection is gone. */
+                GS_LOG_WARN("refusing a worker from %s: the name %s belongs to the live worker id %" PRIu64,
+                            gs_conn_peer_name(p->conn), old->name, old->id);
+                s->st.refused_total++;
+                gs__peer_close(p, GS_ERR_EXISTS, GS_ERR_EXISTS,
+                               "worker name '%s' is taken by a live worker (id %" PRIu64 ")", old->name, old->id);
+                return;
             }
         }
     }

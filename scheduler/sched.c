@@ -61,6 +61,20 @@ static gs_status_t gs__parse_host(const char *host, int port, struct sockaddr_st
     return gs_error_set(GS_ERR_INVALID_PARAM, "host '%s' is not a numeric IPv4 or IPv6 address", host);
 }
 
+/* 127.0.0.0/8, ::1 or ::ffff:127.x.y.z: reachable from this machine only. */
+static int gs__is_loopback(const struct sockaddr_storage *ss)
+{
+    if (ss->ss_family == AF_INET) {
+        const uint8_t *a = (const uint8_t *)&((const struct sockaddr_in *)ss)->sin_addr;
+        return a[0] == 127;
+    }
+    if (ss->ss_family == AF_INET6) {
+        const struct in6_addr *a6 = &((const struct sockaddr_in6 *)ss)->sin6_addr;
+        return IN6_IS_ADDR_LOOPBACK(a6) || (IN6_IS_ADDR_V4MAPPED(a6) && a6->s6_addr[12] == 127);
+    }
+    return 0;
+}
+
 gs_status_t gs_sched_create(const gs_sched_params_t *params, uv_loop_t *loop, gs_sched_h *sched_p)
 {
     gs_sched_params_t prm;
@@ -70,7 +84,7 @@ gs_status_t gs_sched_create(const gs_sched_params_t *params, uv_loop_t *loop, gs
 
     if (loop == NULL || sched_p == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "gs_sched_create: NULL argument");
     memset(&prm, 0, sizeof prm);
-    prm.host = "0.0.0.0";
+    prm.host = "127.0.0.1";
     prm.port = GS_SCHED_DEFAULT_PORT;
     prm.token = "";
     prm.heartbeat_ms = GS_SCHED_DEFAULT_HEARTBEAT_MS;
@@ -83,6 +97,8 @@ gs_status_t gs_sched_create(const gs_sched_params_t *params, uv_loop_t *loop, gs
     prm.bw_gpu_local_gbps = GS_SCHED_DEFAULT_BW_GPU_LOCAL_GBPS;
     prm.bw_gpu_remote_gbps = GS_SCHED_DEFAULT_BW_GPU_REMOTE_GBPS;
     prm.xfer_latency_us = GS_SCHED_DEFAULT_XFER_LATENCY_US;
+    prm.max_ucx_address = GS_SCHED_DEFAULT_MAX_UCX_ADDRESS;
+    prm.max_register_string = GS_SCHED_DEFAULT_MAX_REGISTER_STRING;
     if (params != NULL) {
         uint32_t fm = params->field_mask;
         if (fm & GS_SCHED_FIELD_HOST) prm.host = params->host;
@@ -100,6 +116,8 @@ gs_status_t gs_sched_create(const gs_sched_params_t *params, uv_loop_t *loop, gs
             prm.bw_gpu_remote_gbps = params->bw_gpu_remote_gbps;
         }
         if (fm & GS_SCHED_FIELD_XFER_LATENCY_US) prm.xfer_latency_us = params->xfer_latency_us;
+        if (fm & GS_SCHED_FIELD_MAX_UCX_ADDRESS) prm.max_ucx_address = params->max_ucx_address;
+        if (fm & GS_SCHED_FIELD_MAX_REGISTER_STRING) prm.max_register_string = params->max_register_string;
     }
     if (!(prm.bw_cpu_local_gbps > 0 && prm.bw_cpu_remote_gbps > 0 && prm.bw_gpu_local_gbps > 0 &&
           prm.bw_gpu_remote_gbps > 0 && prm.bw_cpu_local_gbps < 1e9 && prm.bw_cpu_remote_gbps < 1e9 &&
@@ -117,8 +135,18 @@ gs_status_t gs_sched_create(const gs_sched_params_t *params, uv_loop_t *loop, gs
     if (prm.allowed_failures > 250) {
         return gs_error_set(GS_ERR_INVALID_PARAM, "allowed failures %u is more than 250", prm.allowed_failures);
     }
+    if (prm.max_ucx_address == 0 || prm.max_register_string == 0) {
+        return gs_error_set(GS_ERR_INVALID_PARAM, "registration caps (max_ucx_address, max_register_string) must be > 0");
+    }
     if (prm.handshake_timeout_ms == 0) return gs_error_set(GS_ERR_INVALID_PARAM, "handshake timeout must be > 0");
     if (strlen(prm.token) > 4096) return gs_error_set(GS_ERR_INVALID_PARAM, "token longer than 4096 bytes");
+    if (prm.token[0] == '\0' && !gs__is_loopback(&ss)) {
+        return gs_error_set(GS_ERR_INVALID_PARAM,
+                            "refusing to listen on %s without a cluster token: anyone who can reach the port "
+                            "could run tasks and read results. Set a token with $GSCHED_TOKEN or --token-file "
+                            "PATH (the same on every worker and client), or listen on 127.0.0.1",
+                            prm.host);
+    }
 
     s = gs_calloc(1, sizeof *s, "scheduler");
     if (s == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for the scheduler");
@@ -138,6 +166,8 @@ gs_status_t gs_sched_create(const gs_sched_params_t *params, uv_loop_t *loop, gs
     s->heartbeat_timeout_ms = prm.heartbeat_timeout_ms;
     s->allowed_failures = prm.allowed_failures;
     s->max_frame = prm.max_frame;
+    s->max_ucx_address = prm.max_ucx_address;
+    s->max_register_string = prm.max_register_string;
     s->handshake_timeout_ms = prm.handshake_timeout_ms;
     s->bw_prior[GS__BW_CPU_LOCAL] = prm.bw_cpu_local_gbps;
     s->bw_prior[GS__BW_CPU_REMOTE] = prm.bw_cpu_remote_gbps;

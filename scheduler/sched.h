@@ -13,8 +13,11 @@
  *  - workers send WORKER_REGISTER; gsched answers the new worker with PEERS listing every
  *    registered worker *including itself* (a worker skips its own id, known from WELCOME) and
  *    sends PEERS(added = new worker) to the others; a removed worker is announced with
- *    PEERS(removed = id). A worker registering under the name of a live worker replaces it
- *    (the old one is removed as if it had died: "restart under the same name").
+ *    PEERS(removed = id). A worker registering under the name of a live worker is refused
+ *    (ERROR GS_ERR_EXISTS, connection closed) and the live one kept, so nobody can evict a
+ *    worker by taking its name; a worker restarted under its old name registers once gsched
+ *    has removed the old one (its connection closed or its heartbeats timed out). A
+ *    registration over the caps below (GS_SCHED_DEFAULT_MAX_UCX_ADDRESS) is refused likewise.
  *  - GRAPH_SUBMIT is validated structurally (see gs_sched_graph_check()) and answered, in order,
  *    by exactly one GRAPH_ACCEPTED or ERROR (the ERROR message starts with
  *    "graph submission (client ref N) rejected:"). Tasks that no output depends on are culled.
@@ -102,8 +105,8 @@
  *    of that graph (it may have evicted them from an idle cache). RELEASE or CANCEL for keys or graphs a worker
  *    does not know must be ignored. A worker that stored a key it is assigned again (after a
  *    fault) simply replaces it.
- *  - faults: a worker whose connection drops, that misses heartbeats for the heartbeat timeout,
- *    or that is replaced is removed: its assigned tasks go back to ready/waiting, each counting
+ *  - faults: a worker whose connection drops or that misses heartbeats for the heartbeat
+ *    timeout is removed: its assigned tasks go back to ready/waiting, each counting
  *    one failure; chunks held only there are lost and recomputed from lineage when still needed.
  *    A task that was on more than allowed_failures removed workers fails with an error naming
  *    graph, task id, layer and block. A task reported with status != GS_OK fails its graph with
@@ -163,6 +166,17 @@ typedef struct gs_sched *gs_sched_h;
 #define GS_SCHED_FIELD_HANDSHAKE_TIMEOUT_MS 0x80u
 #define GS_SCHED_FIELD_BW_PRIORS 0x100u
 #define GS_SCHED_FIELD_XFER_LATENCY_US 0x200u
+#define GS_SCHED_FIELD_MAX_UCX_ADDRESS 0x10000u
+#define GS_SCHED_FIELD_MAX_REGISTER_STRING 0x20000u
+
+/** Registration caps: a WORKER_REGISTER whose UCX address is longer than max_ucx_address bytes,
+ *  or whose name, host or backend is longer than max_register_string bytes, is answered with
+ *  ERROR (GS_ERR_MSG_TOO_LARGE) and its connection closed (counted in refused_total). Each
+ *  registration is re-sent to every worker, so without a cap a few registrations could make
+ *  gsched hold and send gigabytes. The address default leaves room for ucp worker addresses of
+ *  multi-rail GPU nodes (every transport of 8 NICs), which reach several KiB. */
+#define GS_SCHED_DEFAULT_MAX_UCX_ADDRESS (16u * 1024u)
+#define GS_SCHED_DEFAULT_MAX_REGISTER_STRING 256u
 
 /** Default bandwidth priors (GB/s = bytes/ns) of the transfer model, by pair kind, used until a
  *  pair has been measured: two cpu workers on one host (UCX over tcp loopback or shm), on two
@@ -180,7 +194,9 @@ typedef struct gs_sched *gs_sched_h;
  *  unset fields take the defaults shown. Strings are copied by gs_sched_create(). */
 typedef struct gs_sched_params {
     uint32_t field_mask;
-    const char *host;              /* address to bind: IPv4 or IPv6 literal; default "0.0.0.0" */
+    const char *host;              /* address to bind: IPv4 or IPv6 literal; default "127.0.0.1".
+                                      A non-loopback address needs a non-empty token
+                                      (gs_sched_create refuses it otherwise) */
     int port;                      /* 0..65535, 0 = any free port; default 8786 */
     const char *token;             /* cluster token peers must present; default "" (peers must
                                       then present an empty token) */
@@ -194,6 +210,8 @@ typedef struct gs_sched_params {
     double bw_gpu_local_gbps;
     double bw_gpu_remote_gbps;
     uint32_t xfer_latency_us;      /* GS_SCHED_FIELD_XFER_LATENCY_US (0 allowed) */
+    uint32_t max_ucx_address;      /* GS_SCHED_FIELD_MAX_UCX_ADDRESS: bytes (> 0) */
+    uint32_t max_register_string;  /* GS_SCHED_FIELD_MAX_REGISTER_STRING: bytes (> 0) */
 } gs_sched_params_t;
 
 /** Counters for tests and monitoring (a snapshot). */
@@ -210,7 +228,8 @@ typedef struct gs_sched_stats {
                                       of the root bound although a worker had queue room */
     uint64_t workers_lost_total;   /* workers removed because of connection loss / timeout */
     uint64_t refused_total;        /* connections refused at the handshake (including those
-                                      closed for an oversized or malformed frame before it) */
+                                      closed for an oversized or malformed frame before it) or
+                                      at registration (name taken, over the caps) */
     uint64_t replicas_total;       /* chunk copies recorded from REPLICATE */
     uint64_t bw_reports_total;     /* BANDWIDTH entries accepted */
 } gs_sched_stats_t;

@@ -276,6 +276,8 @@ struct gs_sched {
     uint32_t allowed_failures;
     uint32_t max_frame;
     uint32_t handshake_timeout_ms;
+    uint32_t max_ucx_address;    /* registration caps (gs_sched_params_t) */
+    uint32_t max_register_string;
 
     uv_tcp_t server;
     uv_timer_t timer;

@@ -3,6 +3,7 @@
 
 #include "common/error.h"
 #include "common/log.h"
+#include "common/token.h"
 #include "proto/conn.h"
 
 #include <ctype.h>
@@ -90,7 +91,9 @@ const char *gs_worker_usage(void)
            "  --device N                   CUDA device ordinal (default 0)\n"
            "  --nstreams N                 CUDA streams with tasks in flight (default 4)\n"
            "  --name NAME                  worker name (default HOSTNAME-PID)\n"
-           "  --token TOKEN                cluster token (default: $GSCHED_TOKEN)\n"
+           "  --token-file PATH            read the cluster token from PATH (default: $GSCHED_TOKEN)\n"
+           "  --token TOKEN                the token on the command line: visible to every user\n"
+           "                               (ps); prefer $GSCHED_TOKEN or --token-file\n"
            "  --connect-timeout MS         keep retrying the scheduler this long (default 10000)\n"
            "  --fetch-timeout MS           peer fetch timeout (default 30000)\n"
            "  --transfer-checksum          checksum chunks sent over UCX and check them on arrival\n"
@@ -240,7 +243,13 @@ gs_status_t gs_worker_cli_parse(int argc, char **argv, gs_worker_cli_t *cli_p)
             cli.params.name = val;
         } else if (strcmp(opt, "--token") == 0) {
             GS__TAKE_VALUE();
+            GS_LOG_WARN("%s", GS_TOKEN_ARGV_WARNING);
             cli.params.token = val;
+        } else if (strcmp(opt, "--token-file") == 0) {
+            static char file_token[GS_TOKEN_BUF_LEN];   /* outlives the parse, like argv */
+            GS__TAKE_VALUE();
+            if ((status = gs_token_read_file(val, file_token, sizeof file_token)) != GS_OK) return status;
+            cli.params.token = file_token;
         } else if (strcmp(opt, "--log-level") == 0) {
             gs_log_level_t lvl;
             GS__TAKE_VALUE();

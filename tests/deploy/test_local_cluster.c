@@ -38,6 +38,7 @@ typedef struct launched {
     pid_t pid;
     int out;
     char address[96];
+    char token[80];             /* the token the launcher generated ("" if none printed) */
     char seen[4096];
     pid_t tree[64];
     int ntree;
@@ -78,7 +79,45 @@ static void launch_impl(launched_t *l, const char *const *extra, int capture)
     cr_assert(tp_read_line(l->out, "gs-local-cluster ready ", l->address, sizeof(l->address),
                            l->seen, sizeof(l->seen), 30.0),
               "no ready line; output so far:\n%s", l->seen);
+    {
+        const char *t = strstr(l->seen, "gs-local-cluster token ");
+        if (t != NULL) sscanf(t, "gs-local-cluster token %79s", l->token);
+    }
     l->ntree = descendants(l->pid, l->tree, 64);
+}
+
+/* Whether /proc/PID/FILE (NUL-separated like cmdline and environ) holds @a needle. */
+static int proc_file_has(pid_t pid, const char *file, const char *needle)
+{
+    static char buf[1 << 16];
+    char path[64];
+    size_t n;
+    FILE *f;
+    snprintf(path, sizeof(path), "/proc/%d/%s", (int)pid, file);
+    f = fopen(path, "r");
+    cr_assert_not_null(f, "cannot read %s", path);
+    n = fread(buf, 1, sizeof(buf), f);
+    fclose(f);
+    return memmem(buf, n, needle, strlen(needle)) != NULL;
+}
+
+/* No process of the cluster has the token (or any --token) on its command line. */
+static void assert_no_token_on_command_lines(const launched_t *l, const char *token)
+{
+    for (int i = 0; i < l->ntree; i++) {
+        cr_assert(!proc_file_has(l->tree[i], "cmdline", "--token"), "pid %d", (int)l->tree[i]);
+        if (token != NULL && token[0] != '\0')
+            cr_assert(!proc_file_has(l->tree[i], "cmdline", token), "pid %d", (int)l->tree[i]);
+    }
+}
+
+/* Client params for the launched cluster (its generated token). */
+static void client_params(gs_client_params_t *p, const launched_t *l)
+{
+    memset(p, 0, sizeof(*p));
+    p->address = l->address;
+    p->field_mask = GS_CLIENT_FIELD_TOKEN;
+    p->token = l->token;
 }
 
 static void launch(launched_t *l, const char *const *extra)
@@ -123,8 +162,7 @@ Test(deploy_local_cluster, starts_n_cpu_workers_prints_ready_and_stops_cleanly, 
     cr_assert_eq(count_lines(l.seen, "gs-local-cluster worker "), 3, "%s", l.seen);
     cr_assert_eq(strncmp(l.address, "tcp://127.0.0.1:", 16), 0, "%s", l.address);
     cr_assert_eq(l.ntree, 4, "expected gsched + 3 workers under the launcher, found %d", l.ntree);
-    memset(&p, 0, sizeof(p));
-    p.address = l.address;
+    client_params(&p, &l);
     cr_assert_eq(gs_client_connect(&p, &c), GS_OK, "%s", gs_last_error());
     cr_assert_eq(gs_client_nworkers(c), 3);
     gs_client_destroy(c);
@@ -179,8 +217,7 @@ Test(deploy_local_cluster, a_clean_run_and_shutdown_log_no_warning, .init = setu
     const char *w;
     int st;
     launch_impl(&l, extra, 1);
-    memset(&p, 0, sizeof(p));
-    p.address = l.address;
+    client_params(&p, &l);
     cr_assert_eq(gs_client_connect(&p, &c), GS_OK, "%s", gs_last_error());
     /* a job whose chunks move between the two workers */
     cr_assert_eq(sum_of_full(c, 400, 100, 1), 160000.0);
@@ -352,6 +389,81 @@ Test(deploy_local_cluster, client_local_address_starts_and_stops_a_private_clust
     l.ntree = descendants(getpid(), l.tree, 64);
     cr_assert_eq(l.ntree, 4, "launcher + gsched + 2 workers, found %d", l.ntree);
     cr_assert_eq(sum_of_full(c, 100, 30, 0), 5000.0);
+    assert_no_token_on_command_lines(&l, NULL);
+    for (int i = 0; i < l.ntree; i++)   /* the client's own generated token, in the environment */
+        cr_assert(proc_file_has(l.tree[i], "environ", "GSCHED_TOKEN="), "pid %d", (int)l.tree[i]);
     gs_client_destroy(c);
     assert_tree_gone(&l, 10.0);
+}
+
+Test(deploy_local_cluster, a_generated_token_travels_in_the_environment_and_locks_out_others,
+     .init = setup, .fini = teardown)
+{
+    const char *extra[] = {"--nworkers", "2", "--backend", "cpu", NULL};
+    char envvar[128];
+    gs_client_params_t p;
+    gs_client_h c;
+    launched_t l;
+    int st;
+    launch(&l, extra);
+    cr_assert_eq(strlen(l.token), 64, "no generated token printed: %s", l.seen);
+    cr_assert_eq(strspn(l.token, "0123456789abcdef"), 64, "%s", l.token);
+    cr_assert_eq(l.ntree, 3);
+    assert_no_token_on_command_lines(&l, l.token);
+    snprintf(envvar, sizeof(envvar), "GSCHED_TOKEN=%s", l.token);
+    for (int i = 0; i < l.ntree; i++)
+        cr_assert(proc_file_has(l.tree[i], "environ", envvar), "pid %d", (int)l.tree[i]);
+    /* no token, a wrong token: refused; the generated one: served */
+    client_params(&p, &l);
+    p.token = "";
+    cr_assert_eq(gs_client_connect(&p, &c), GS_ERR_AUTH, "%s", gs_last_error());
+    p.token = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+    cr_assert_eq(gs_client_connect(&p, &c), GS_ERR_AUTH, "%s", gs_last_error());
+    p.token = l.token;
+    cr_assert_eq(gs_client_connect(&p, &c), GS_OK, "%s", gs_last_error());
+    cr_assert_eq(gs_client_nworkers(c), 2);
+    gs_client_destroy(c);
+    cr_assert_eq(kill(l.pid, SIGTERM), 0);
+    cr_assert(tp_wait_exit(l.pid, &st, 15.0), "launcher did not exit after SIGTERM");
+    assert_tree_gone(&l, 5.0);
+}
+
+Test(deploy_local_cluster, a_worker_taking_a_live_name_is_refused_and_the_cluster_keeps_working,
+     .init = setup, .fini = teardown)
+{
+    const char *extra[] = {"--nworkers", "2", "--backend", "cpu", NULL};
+    char bin[PATH_MAX], addr[96], msg[4096];
+    const char *argv[8];
+    gs_client_params_t p;
+    gs_client_h c;
+    launched_t l;
+    int out, st;
+    pid_t rogue;
+    launch(&l, extra);
+    snprintf(addr, sizeof(addr), "%s", l.address);
+    argv[0] = tp_bin("gworker", bin, sizeof(bin));
+    argv[1] = addr;
+    argv[2] = "--backend";
+    argv[3] = "cpu";
+    argv[4] = "--name";
+    argv[5] = "cpu-0";
+    argv[6] = NULL;
+    rogue = tp_spawn_capture(argv, &out, l.token);
+    cr_assert_gt(rogue, 0);
+    tp_read_all(out, msg, sizeof(msg), 15.0);
+    close(out);
+    cr_assert(tp_wait_exit(rogue, &st, 15.0), "the second cpu-0 did not exit");
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 1, "status 0x%x; output: %s", st, msg);
+    cr_assert(strstr(msg, "taken"), "%s", msg);
+    /* the launcher and its workers are untouched and still compute */
+    cr_assert_eq(kill(l.pid, 0), 0, "the launcher stopped");
+    client_params(&p, &l);
+    cr_assert_eq(gs_client_connect(&p, &c), GS_OK, "%s", gs_last_error());
+    cr_assert_eq(gs_client_nworkers(c), 2);
+    cr_assert_eq(sum_of_full(c, 100, 30, 0), 5000.0);
+    gs_client_destroy(c);
+    cr_assert_eq(kill(l.pid, SIGTERM), 0);
+    cr_assert(tp_wait_exit(l.pid, &st, 15.0), "launcher did not exit after SIGTERM");
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "launcher status 0x%x", st);
+    assert_tree_gone(&l, 5.0);
 }

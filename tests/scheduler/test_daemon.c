@@ -277,3 +277,112 @@ Test(scheduler_daemon, help_exits_zero)
     close(out);
     close(err);
 }
+
+/* Whether /proc/net/tcp lists a socket listening on 127.0.0.1:@a port (and none on another
+ * address with that port). */
+static int listens_on_loopback_only(int port)
+{
+    char line[512];
+    int loopback = 0, other = 0;
+    FILE *f = fopen("/proc/net/tcp", "r");
+    cr_assert_not_null(f);
+    while (fgets(line, sizeof line, f) != NULL) {
+        unsigned addr, lport, state;
+        if (sscanf(line, " %*d: %8X:%4X %*8X:%*4X %2X", &addr, &lport, &state) != 3) continue;
+        if ((int)lport != port || state != 0x0A) continue;   /* TCP_LISTEN */
+        if (addr == 0x0100007Fu) loopback = 1;                /* 127.0.0.1, little-endian */
+        else other = 1;
+    }
+    fclose(f);
+    return loopback && !other;
+}
+
+/* HELLO as a client with @a token; the answer must be @a want_type (an ERROR: GS_ERR_AUTH). */
+static void hello_expect(int port, const char *token, uint32_t want_type)
+{
+    const gs_msg_t hello = {.type = GS_MSG_HELLO,
+                            .u.hello = {.version = GS_PROTO_VERSION, .role = GS_ROLE_CLIENT,
+                                        .token = {(const uint8_t *)token, strlen(token)}}};
+    gs_msg_t m;
+    int fd = connect_to(port);
+    send_msg(fd, &hello);
+    cr_assert(recv_msg(fd, &m, 5000));
+    cr_assert_eq(m.type, want_type, "token '%s'", token);
+    if (want_type == GS_MSG_ERROR) cr_assert_eq(m.u.error.status, GS_ERR_AUTH);
+    gs_msg_cleanup(&m);
+    close(fd);
+}
+
+Test(scheduler_daemon, listens_on_loopback_by_default)
+{
+    const char *args[] = {"--port", "0", NULL};
+    int out, err, port = 0;
+    char line[256];
+    unsetenv("GSCHED_TOKEN");
+    pid_t pid = spawn(args, &out, &err);
+    cr_assert_gt(read_some(out, line, sizeof line, 5000), 0, "no address line");
+    cr_assert_eq(sscanf(line, "gsched listening on tcp://127.0.0.1:%d", &port), 1, "line: %s", line);
+    cr_assert(listens_on_loopback_only(port), "port %d is not bound to 127.0.0.1 only", port);
+    hello_expect(port, "", GS_MSG_WELCOME);
+    kill(pid, SIGTERM);
+    int st = wait_exit(pid, 5000);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d", st);
+    close(out);
+    close(err);
+}
+
+Test(scheduler_daemon, refuses_a_non_loopback_address_without_a_token)
+{
+    int out, err;
+    char msg[1024];
+    unsetenv("GSCHED_TOKEN");
+    pid_t pid = spawn((const char *[]){"--host", "0.0.0.0", "--port", "0", NULL}, &out, &err);
+    int st = wait_exit(pid, 5000);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 2, "status 0x%x", st);
+    read_some(err, msg, sizeof msg, 1000);
+    cr_assert(strstr(msg, "without a cluster token"), "%s", msg);
+    cr_assert(strstr(msg, "$GSCHED_TOKEN") && strstr(msg, "--token-file"), "says not how: %s", msg);
+    close(out);
+    close(err);
+    /* an empty token file is no token either */
+    char path[] = "/tmp/gs-test-token-XXXXXX";
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    expect_bad_args((const char *[]){"--host", "::", "--port", "0", "--token-file", path, NULL}, "is empty");
+    close(fd);
+    unlink(path);
+}
+
+Test(scheduler_daemon, reads_the_token_from_a_file_and_warns_about_one_on_the_command_line)
+{
+    char path[] = "/tmp/gs-test-token-XXXXXX";
+    int out, err, port = 0, st;
+    char line[256], msg[1024];
+    int fd = mkstemp(path);
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(write(fd, "filetok\n", 8), 8);
+    close(fd);
+    unsetenv("GSCHED_TOKEN");
+    pid_t pid = spawn((const char *[]){"--host", "0.0.0.0", "--port", "0", "--token-file", path, NULL}, &out, &err);
+    cr_assert_gt(read_some(out, line, sizeof line, 5000), 0, "no address line");
+    cr_assert_eq(sscanf(line, "gsched listening on tcp://%*[^:]:%d", &port), 1, "line: %s", line);
+    hello_expect(port, "", GS_MSG_ERROR);
+    hello_expect(port, "filetok\n", GS_MSG_ERROR);
+    hello_expect(port, "filetok", GS_MSG_WELCOME);
+    kill(pid, SIGTERM);
+    st = wait_exit(pid, 5000);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d", st);
+    close(out);
+    close(err);
+    unlink(path);
+
+    pid = spawn((const char *[]){"--host", "127.0.0.1", "--port", "0", "--token", "argtok", NULL}, &out, &err);
+    cr_assert_gt(read_some(out, line, sizeof line, 5000), 0, "no address line");
+    read_some(err, msg, sizeof msg, 1000);
+    cr_assert(strstr(msg, "warning") && strstr(msg, "--token-file"), "no warning: %s", msg);
+    kill(pid, SIGTERM);
+    st = wait_exit(pid, 5000);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d", st);
+    close(out);
+    close(err);
+}

@@ -344,7 +344,7 @@ Test(scheduler_faults, persistent_fetch_failures_fail_the_graph)
     th_fini(&th);
 }
 
-Test(scheduler_faults, a_worker_registering_under_a_live_name_replaces_it)
+Test(scheduler_faults, a_worker_registering_under_a_live_name_is_refused_and_the_live_one_kept)
 {
     th_t th;
     gs_msg_t m;
@@ -357,15 +357,73 @@ Test(scheduler_faults, a_worker_registering_under_a_live_name_replaces_it)
     tg_output(&g, tg_task(&g, 0, 0, NULL));
     uint64_t gid = tg_submit_ok(c, &g, 0);
     cr_assert_eq(tw_collect(old, gid, 1, got, 8, 2000), 1);
-    tp_t *fresh = tp_worker(&th, "alpha", 1);
-    tp_expect(old, GS_MSG_ERROR, &m);
-    cr_assert_eq(m.u.error.status, GS_ERR_EXISTS);
+    uint64_t refused = th_stats(&th).refused_total;
+    /* the rogue: right token, the live worker's name */
+    tp_t *rogue = tp_connect(&th, GS_PROTO_VERSION, "", GS_ROLE_WORKER, "alpha");
+    static const uint8_t ucx[4] = {9, 9, 9, 9};
+    tp_expect(rogue, GS_MSG_WELCOME, &m);
     gs_msg_cleanup(&m);
-    cr_assert(tp_wait_closed(old, TH_TIMEOUT_MS));
-    cr_assert_eq(tw_collect(fresh, gid, 1, got, 8, 2000), 1);
-    tw_done1(fresh, gid, 0);
-    expect_done(c, gid, GS_OK, NULL);
+    memset(&m, 0, sizeof m);
+    m.type = GS_MSG_WORKER_REGISTER;
+    m.u.worker_register.name.data = (const uint8_t *)"alpha";
+    m.u.worker_register.name.len = 5;
+    m.u.worker_register.nthreads = 1;
+    m.u.worker_register.ucx_address.data = ucx;
+    m.u.worker_register.ucx_address.len = sizeof ucx;
+    tp_send(rogue, &m);
+    tp_expect(rogue, GS_MSG_ERROR, &m);
+    cr_assert_eq(m.u.error.status, GS_ERR_EXISTS);
+    cr_assert(strstr((const char *)m.u.error.message.data, "taken"), "%.*s", (int)m.u.error.message.len,
+              (const char *)m.u.error.message.data);
+    gs_msg_cleanup(&m);
+    cr_assert(tp_wait_closed(rogue, TH_TIMEOUT_MS));
+    cr_assert_eq(th_stats(&th).refused_total, refused + 1);
+    /* the live worker was not told anything and still finishes the job */
+    cr_assert(tp_none(old, GS_MSG_ERROR, 50));
+    cr_assert(tp_none(old, GS_MSG_PEERS, 0));
     cr_assert_eq(th_stats(&th).nworkers, 1);
+    tw_done1(old, gid, got[0]);
+    expect_done(c, gid, GS_OK, NULL);
+    /* once the old connection is gone the name is free again: a restart registers */
+    tp_close(old);
+    th_run_for(&th, 20);
+    tp_t *fresh = tp_worker(&th, "alpha", 1);
+    cr_assert_not_null(fresh);
+    cr_assert_eq(th_stats(&th).nworkers, 1);
+    th_fini(&th);
+}
+
+Test(scheduler_faults, an_oversized_registration_is_refused)
+{
+    th_t th;
+    gs_msg_t m;
+    const gs_sched_params_t prm = {.field_mask = GS_SCHED_FIELD_MAX_UCX_ADDRESS | GS_SCHED_FIELD_MAX_REGISTER_STRING,
+                                   .max_ucx_address = 4096, .max_register_string = 32};
+    static uint8_t big[4097];
+    static const char long_name[] = "n123456789012345678901234567890123";   /* 35 bytes */
+    th_init(&th, &prm);
+    tp_t *good = tp_worker(&th, "good", 1);
+    for (int round = 0; round < 2; round++) {
+        tp_t *bad = tp_connect(&th, GS_PROTO_VERSION, "", GS_ROLE_WORKER, "bad");
+        tp_expect(bad, GS_MSG_WELCOME, &m);
+        gs_msg_cleanup(&m);
+        memset(&m, 0, sizeof m);
+        m.type = GS_MSG_WORKER_REGISTER;
+        m.u.worker_register.name.data = (const uint8_t *)(round == 0 ? "bad" : long_name);
+        m.u.worker_register.name.len = round == 0 ? 3 : strlen(long_name);
+        m.u.worker_register.nthreads = 1;
+        m.u.worker_register.ucx_address.data = big;
+        m.u.worker_register.ucx_address.len = round == 0 ? sizeof big : 8;
+        tp_send(bad, &m);
+        tp_expect(bad, GS_MSG_ERROR, &m);
+        cr_assert_eq(m.u.error.status, GS_ERR_MSG_TOO_LARGE);
+        gs_msg_cleanup(&m);
+        cr_assert(tp_wait_closed(bad, TH_TIMEOUT_MS));
+    }
+    /* nothing of them reached the registered worker */
+    cr_assert(tp_none(good, GS_MSG_PEERS, 50));
+    cr_assert_eq(th_stats(&th).nworkers, 1);
+    cr_assert_eq(th_stats(&th).refused_total, 2);
     th_fini(&th);
 }
 

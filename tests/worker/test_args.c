@@ -4,6 +4,7 @@
 #include <criterion/criterion.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static uint64_t size_ok(const char *s)
 {
@@ -123,6 +124,29 @@ Test(worker_args, takes_the_token_from_the_environment)
     PARSE_OK(&cli, "127.0.0.1:9000", "--token", "explicit");
     cr_assert_str_eq(cli.params.token, "explicit");
     unsetenv("GSCHED_TOKEN");
+}
+
+Test(worker_args, reads_the_token_from_a_file)
+{
+    gs_worker_cli_t cli;
+    char path[] = "/tmp/gs-test-wtoken-XXXXXX", empty[] = "/tmp/gs-test-wtoken-XXXXXX";
+    int fd = mkstemp(path), efd = mkstemp(empty);
+    cr_assert(fd >= 0 && efd >= 0);
+    cr_assert_eq(write(fd, "from-file\n", 10), 10);
+    close(fd);
+    close(efd);
+    setenv("GSCHED_TOKEN", "from-env", 1);
+    PARSE_OK(&cli, "127.0.0.1:9000", "--token-file", path);
+    cr_assert_str_eq(cli.params.token, "from-file");
+    unsetenv("GSCHED_TOKEN");
+    PARSE_BAD("is empty", "127.0.0.1:9000", "--token-file", empty);
+    {
+        char **v = argv_of("127.0.0.1:9000", "--token-file", "/nonexistent/token", NULL);
+        cr_assert_eq(gs_worker_cli_parse(argc_of(v), v, &cli), GS_ERR_IO);
+        cr_assert(strstr(gs_last_error(), "cannot open the token file"), "%s", gs_last_error());
+    }
+    unlink(path);
+    unlink(empty);
 }
 
 Test(worker_args, defaults_and_help)
