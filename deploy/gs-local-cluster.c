@@ -79,7 +79,8 @@ static void gs__usage(FILE *f)
             "  --backend cpu|cuda        worker backend (default: cuda when a GPU is visible and\n"
             "                            the build has CUDA, else cpu)\n"
             "  --nthreads N              threads per worker (default: cpu: cores / workers)\n"
-            "  --memory-limit SIZE       host memory limit per worker (passed to gworker)\n"
+            "  --memory-limit SIZE       host memory limit per worker (passed to gworker;\n"
+            "                            default: what this host or cgroup allows / workers)\n"
             "  --device-memory-limit SIZE  device memory per GPU worker (passed to gworker)\n"
             "  --token-file PATH         read the cluster token from PATH (default:\n"
             "                            $GSCHED_TOKEN, else a fresh random token for this\n"
@@ -572,7 +573,7 @@ int main(int argc, char **argv)
     g_nworkers = nworkers;
     for (int i = 0; i < nworkers; i++) {
         gs__child_t *w = &g_workers[i];
-        char *av[32], nth[16];
+        char *av[32], nth[16], share[16];
         int ac = 0;
         cpu_set_t cpus;
         int have_cpus = 0;
@@ -611,6 +612,10 @@ int main(int argc, char **argv)
         if (o.memory_limit != NULL) {
             av[ac++] = "--memory-limit";
             av[ac++] = (char *)o.memory_limit;
+        } else {   /* automatic: the workers divide what this host may use */
+            snprintf(share, sizeof(share), "%d", nworkers);
+            av[ac++] = "--memory-share";
+            av[ac++] = share;
         }
         if (o.device_memory_limit != NULL && use_cuda) {
             av[ac++] = "--device-memory-limit";

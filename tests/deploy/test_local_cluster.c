@@ -4,6 +4,7 @@
  * it and show up as its child. */
 #include "../integration/cluster.h"
 
+#include "common/sysmem.h"
 #include "common/time.h"
 
 #include <gsched/gsched.h>
@@ -165,6 +166,19 @@ Test(deploy_local_cluster, starts_n_cpu_workers_prints_ready_and_stops_cleanly, 
     client_params(&p, &l);
     cr_assert_eq(gs_client_connect(&p, &c), GS_OK, "%s", gs_last_error());
     cr_assert_eq(gs_client_nworkers(c), 3);
+    {   /* the automatic memory limit: the three workers divide what this host may use */
+        gs_client_worker_info_t info[3];
+        gs_sysmem_t mem;
+        size_t n = 0;
+        cr_assert_eq(gs_sysmem_query(NULL, &mem), GS_OK);
+        cr_assert_eq(gs_client_workers(c, info, 3, &n), GS_OK, "%s", gs_last_error());
+        cr_assert_eq(n, 3);
+        for (size_t i = 0; i < n; i++)
+            cr_assert_eq(info[i].memory_limit, gs_sysmem_share(&mem, 3),
+                         "%s: %llu, expected a third of %llu (%s)", info[i].name,
+                         (unsigned long long)info[i].memory_limit,
+                         (unsigned long long)mem.total, mem.source);
+    }
     gs_client_destroy(c);
 
     cr_assert_eq(kill(l.pid, SIGTERM), 0);
