@@ -146,6 +146,16 @@ typedef struct gs_sched *gs_sched_h;
  *  protocol (plain text, a 2 GB length) holds no buffer until the handshake timeout. After the
  *  handshake the limit is max_frame. */
 #define GS_SCHED_HELLO_MAX_FRAME (64u * 1024u)
+/** Connection bounds (gs_sched_params_t max_connections, max_connections_per_addr). */
+#define GS_SCHED_DEFAULT_MAX_CONNECTIONS 4096u
+#define GS_SCHED_DEFAULT_MAX_CONNECTIONS_PER_ADDR 512u
+/** File descriptors left free below RLIMIT_NOFILE: max_connections is lowered to the soft limit
+ *  less this, so the connection limit is reached before accept() fails with EMFILE. */
+#define GS_SCHED_FD_RESERVE 64u
+/** A client connection without graphs silent this long is closed (0 = never). */
+#define GS_SCHED_DEFAULT_CLIENT_IDLE_TIMEOUT_MS 600000u
+/** Bytes all connections together may reserve for large frames being received. */
+#define GS_SCHED_DEFAULT_FRAME_MEMORY (4ull << 30)
 /** Times a task is retried after its worker reported GS_ERR_WORKER_LOST (input fetch failed). */
 #define GS_SCHED_FETCH_RETRIES 10u
 /** Largest graph gsched accepts (task ids are 32-bit internally). */
@@ -163,6 +173,10 @@ typedef struct gs_sched *gs_sched_h;
 #define GS_SCHED_FIELD_HANDSHAKE_TIMEOUT_MS 0x80u
 #define GS_SCHED_FIELD_BW_PRIORS 0x100u
 #define GS_SCHED_FIELD_XFER_LATENCY_US 0x200u
+#define GS_SCHED_FIELD_MAX_CONNECTIONS 0x400u          /* max_connections, max_connections_per_addr */
+#define GS_SCHED_FIELD_CLIENT_IDLE_TIMEOUT_MS 0x800u
+#define GS_SCHED_FIELD_FRAME_MEMORY 0x1000u
+#define GS_SCHED_FIELD_ROLE_MAX_FRAME 0x2000u          /* client_max_frame, worker_max_frame */
 
 /** Default bandwidth priors (GB/s = bytes/ns) of the transfer model, by pair kind, used until a
  *  pair has been measured: two cpu workers on one host (UCX over tcp loopback or shm), on two
@@ -194,6 +208,22 @@ typedef struct gs_sched_params {
     double bw_gpu_local_gbps;
     double bw_gpu_remote_gbps;
     uint32_t xfer_latency_us;      /* GS_SCHED_FIELD_XFER_LATENCY_US (0 allowed) */
+    /* Connection bounds. A connection past either limit is accepted and closed at once
+     * (conns_refused_total) -- unless connections that have not completed the handshake hold
+     * the slots: then the oldest of them (of the same address for the per-address limit) is
+     * closed instead (conns_evicted_total), so idle unauthenticated connections cannot lock out
+     * a real peer. max_connections is lowered to RLIMIT_NOFILE - GS_SCHED_FD_RESERVE. */
+    uint32_t max_connections;      /* > 0; default GS_SCHED_DEFAULT_MAX_CONNECTIONS */
+    uint32_t max_connections_per_addr; /* > 0; per peer IP address; default 512 */
+    uint32_t client_idle_timeout_ms; /* close a client that holds no graph and sent nothing this
+                                      long (idle_closed_total); 0 = never; default 10 min */
+    uint64_t frame_memory;         /* bytes all connections may reserve for frames larger than
+                                      GS_CONN_BUDGET_MIN_FRAME being received (proto/conn.h
+                                      gs_conn_budget_t: a frame that does not fit waits, reading
+                                      of its connection paused; a frame larger than this closes
+                                      its connection); 0 = unbounded; default 4 GiB */
+    uint32_t client_max_frame;     /* largest frame of a client after the handshake; 0 = max_frame */
+    uint32_t worker_max_frame;     /* largest frame of a worker after the handshake; 0 = max_frame */
 } gs_sched_params_t;
 
 /** Counters for tests and monitoring (a snapshot). */
@@ -213,6 +243,15 @@ typedef struct gs_sched_stats {
                                       closed for an oversized or malformed frame before it) */
     uint64_t replicas_total;       /* chunk copies recorded from REPLICATE */
     uint64_t bw_reports_total;     /* BANDWIDTH entries accepted */
+    uint64_t conns_refused_total;  /* connections closed at accept: over max_connections or
+                                      max_connections_per_addr */
+    uint64_t conns_evicted_total;  /* connections not yet handshaken closed to make room */
+    uint64_t accept_errors_total;  /* accept() failures (e.g. EMFILE) */
+    uint64_t idle_closed_total;    /* clients closed by client_idle_timeout_ms */
+    uint64_t frame_bytes_reserved; /* bytes of large frames being received, now (<= frame_memory) */
+    uint64_t frame_bytes_peak;     /* highest frame_bytes_reserved */
+    uint64_t frame_waits_total;    /* frames that waited for frame memory */
+    uint64_t frames_refused_total; /* frames larger than frame_memory (connection closed) */
 } gs_sched_stats_t;
 
 /** Create a scheduler on @a loop (borrowed; it must outlive the scheduler). Nothing is bound

@@ -215,6 +215,7 @@ struct gs__peer {
     int state;                   /* GS__PEER_* */
     uint64_t t_connect_ns;
     uint64_t last_seen_ns;
+    uint64_t addr_key;           /* peer address key (conns_by_addr); 0 = not counted */
     gs__worker_t *worker;        /* registered worker, or NULL */
     char name[64];
     gs__peer_t *prev, *next;
@@ -276,6 +277,13 @@ struct gs_sched {
     uint32_t allowed_failures;
     uint32_t max_frame;
     uint32_t handshake_timeout_ms;
+    uint32_t max_conns;              /* effective (lowered to the fd limit) */
+    uint32_t max_conns_per_addr;
+    uint32_t client_idle_timeout_ms; /* 0 = never */
+    uint32_t client_max_frame;
+    uint32_t worker_max_frame;
+    gs_conn_budget_t frame_budget;   /* shared by every connection */
+    gs_u64map_t conns_by_addr;       /* address key -> open connections from it */
 
     uv_tcp_t server;
     uv_timer_t timer;
