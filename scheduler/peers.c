@@ -535,6 +535,7 @@ static void gs__on_close(gs_conn_t *conn, gs_status_t reason, void *arg)
     else s->peers = p->next;
     if (p->next) p->next->prev = p->prev;
     s->nconns--;
+    if (p->evicted) s->nevicted--;
     gs__addr_count(s, p->addr_key, -1);
     GS_VEC_FREE(&p->relay_wait);
     gs_free(p);
@@ -588,6 +589,12 @@ static int gs__evict_oldest_handshake(gs_sched_t *s, const gs__peer_t *keep, uin
     }
     if (oldest == NULL) return 0;
     s->st.conns_evicted_total++;
+    /* its descriptor is closed at once: it stops counting now, not when its close callback runs
+     * (a burst of accepts in one loop iteration would otherwise find nothing left to evict) */
+    gs__addr_count(s, oldest->addr_key, -1);
+    oldest->addr_key = 0;
+    oldest->evicted = 1;
+    s->nevicted++;
     GS_LOG_INFO("connection from %s closed before its handshake to make room", gs_conn_peer_name(oldest->conn));
     gs__peer_close(oldest, GS_ERR_BUSY, 0, NULL);   /* no message: its descriptor is freed now */
     return 1;
@@ -601,7 +608,7 @@ static void gs__admit(gs_sched_t *s, gs__peer_t *p)
         s->st.conns_refused_total++;
         gs__peer_close(p, GS_ERR_BUSY, GS_ERR_BUSY, "too many connections from %s (limit %u per address)",
                        gs_conn_peer_name(p->conn), s->max_conns_per_addr);
-    } else if (s->nconns > s->max_conns && !gs__evict_oldest_handshake(s, p, 0)) {
+    } else if (s->nconns - s->nevicted > s->max_conns && !gs__evict_oldest_handshake(s, p, 0)) {
         s->st.conns_refused_total++;
         gs__peer_close(p, GS_ERR_BUSY, GS_ERR_BUSY, "too many connections (limit %u)", s->max_conns);
     }

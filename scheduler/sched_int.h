@@ -216,6 +216,7 @@ struct gs__peer {
     uint64_t t_connect_ns;
     uint64_t last_seen_ns;
     uint64_t addr_key;           /* peer address key (conns_by_addr); 0 = not counted */
+    int evicted;                 /* closed to make room: no longer counted against the limits */
     gs__worker_t *worker;        /* registered worker, or NULL */
     char name[64];
     gs__peer_t *prev, *next;
@@ -299,6 +300,7 @@ struct gs_sched {
 
     gs__peer_t *peers;           /* all connections */
     uint32_t nconns;
+    uint32_t nevicted;           /* of nconns: evicted, descriptor closed, not yet freed */
     uint32_t nclients;
     gs_u64map_t clients;         /* client id -> gs__peer_t* */
 
