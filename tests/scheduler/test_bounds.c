@@ -78,18 +78,22 @@ static void bound_raise_fd_limit(rlim_t need)
     }
 }
 
+/* @a c is served: INFO_REQ is answered. */
+static void bound_expect_served(tp_t *c)
+{
+    gs_msg_t m;
+    memset(&m, 0, sizeof m);
+    m.type = GS_MSG_INFO_REQ;
+    tp_send(c, &m);
+    tp_expect(c, GS_MSG_INFO, &m);
+    gs_msg_cleanup(&m);
+}
+
 static void bound_send_hello(int fd)
 {
-    static const char tok[] = "";
     gs_msg_t m;
     gs_buf_t b;
-    memset(&m, 0, sizeof m);
-    m.type = GS_MSG_HELLO;
-    m.u.hello.version = GS_PROTO_VERSION;
-    m.u.hello.role = GS_ROLE_CLIENT;
-    m.u.hello.token.data = (const uint8_t *)tok;
-    m.u.hello.name.data = (const uint8_t *)"slow";
-    m.u.hello.name.len = 4;
+    th_hello(&m, GS_PROTO_VERSION, "", GS_ROLE_CLIENT, "slow");
     gs_buf_init(&b);
     cr_assert_eq(gs_msg_encode(&m, &b), GS_OK);
     /* followed by the header of a 1 GiB frame and its first bytes, never the rest */
@@ -101,16 +105,13 @@ static void bound_send_hello(int fd)
 Test(scheduler_bounds, idle_connections_do_not_lock_out_a_client, .timeout = 60)
 {
     static int fds[NIDLE];
-    gs_sched_params_t prm;
     gs_sched_stats_t st;
     th_t th;
 
     bound_raise_fd_limit(2 * NIDLE + 256);
-    memset(&prm, 0, sizeof prm);
-    prm.field_mask = GS_SCHED_FIELD_MAX_CONNECTIONS;
-    prm.max_connections = 256;
-    prm.max_connections_per_addr = 4096;
-    th_init(&th, &prm);
+    th_init(&th, &(gs_sched_params_t){.field_mask = GS_SCHED_FIELD_MAX_CONNECTIONS,
+                                      .max_connections = 256,
+                                      .max_connections_per_addr = 4096});
     for (int i = 0; i < NIDLE; i++) {
         fds[i] = bound_connect(th.port);
         uv_run(&th.loop, UV_RUN_NOWAIT);
@@ -123,12 +124,7 @@ Test(scheduler_bounds, idle_connections_do_not_lock_out_a_client, .timeout = 60)
 
     /* a real client gets in (the oldest idle connection makes room) and is served */
     tp_t *c = tp_client(&th, "real");
-    gs_msg_t m;
-    memset(&m, 0, sizeof m);
-    m.type = GS_MSG_INFO_REQ;
-    tp_send(c, &m);
-    tp_expect(c, GS_MSG_INFO, &m);
-    gs_msg_cleanup(&m);
+    bound_expect_served(c);
     cr_assert_eq(th_stats(&th).nclients, 1);
     for (int i = 0; i < NIDLE; i++) close(fds[i]);
     bound_run_until(&th, bound_nconns_is, 1);
@@ -137,15 +133,12 @@ Test(scheduler_bounds, idle_connections_do_not_lock_out_a_client, .timeout = 60)
 
 Test(scheduler_bounds, per_address_limit_evicts_unauthenticated_then_refuses)
 {
-    gs_sched_params_t prm;
     gs_msg_t m;
     th_t th;
 
-    memset(&prm, 0, sizeof prm);
-    prm.field_mask = GS_SCHED_FIELD_MAX_CONNECTIONS;
-    prm.max_connections = 100;
-    prm.max_connections_per_addr = 3;
-    th_init(&th, &prm);
+    th_init(&th, &(gs_sched_params_t){.field_mask = GS_SCHED_FIELD_MAX_CONNECTIONS,
+                                      .max_connections = 100,
+                                      .max_connections_per_addr = 3});
     tp_client(&th, "a");
     tp_client(&th, "b");
     int idle = bound_connect(th.port);
@@ -180,15 +173,11 @@ Test(scheduler_bounds, slow_large_frames_hold_no_more_than_the_budget, .timeout 
 {
     static int fds[NSLOW];
     const uint64_t budget = (1ull << 30) + (1ull << 20);   /* room for one 1 GiB frame */
-    gs_sched_params_t prm;
     gs_sched_stats_t st;
     th_t th;
 
     bound_raise_fd_limit(2 * NSLOW + 256);
-    memset(&prm, 0, sizeof prm);
-    prm.field_mask = GS_SCHED_FIELD_FRAME_MEMORY;
-    prm.frame_memory = budget;
-    th_init(&th, &prm);
+    th_init(&th, &(gs_sched_params_t){.field_mask = GS_SCHED_FIELD_FRAME_MEMORY, .frame_memory = budget});
     for (int i = 0; i < NSLOW; i++) {
         fds[i] = bound_connect(th.port);
         uv_run(&th.loop, UV_RUN_NOWAIT);
@@ -203,12 +192,7 @@ Test(scheduler_bounds, slow_large_frames_hold_no_more_than_the_budget, .timeout 
 
     /* the scheduler still serves a real client (small frames are not held back) */
     tp_t *c = tp_client(&th, "real");
-    gs_msg_t m;
-    memset(&m, 0, sizeof m);
-    m.type = GS_MSG_INFO_REQ;
-    tp_send(c, &m);
-    tp_expect(c, GS_MSG_INFO, &m);
-    gs_msg_cleanup(&m);
+    bound_expect_served(c);
 
     for (int i = 0; i < NSLOW; i++) close(fds[i]);
     bound_run_until(&th, bound_frames_released, 1);
@@ -219,13 +203,9 @@ Test(scheduler_bounds, slow_large_frames_hold_no_more_than_the_budget, .timeout 
 
 Test(scheduler_bounds, a_frame_larger_than_the_budget_closes_its_connection)
 {
-    gs_sched_params_t prm;
     th_t th;
 
-    memset(&prm, 0, sizeof prm);
-    prm.field_mask = GS_SCHED_FIELD_FRAME_MEMORY;
-    prm.frame_memory = 1u << 20;
-    th_init(&th, &prm);
+    th_init(&th, &(gs_sched_params_t){.field_mask = GS_SCHED_FIELD_FRAME_MEMORY, .frame_memory = 1u << 20});
     int fd = bound_connect(th.port);
     bound_run_until(&th, bound_all_accepted, 1);
     bound_send_hello(fd);   /* announces 1 GiB */
@@ -243,14 +223,11 @@ static int bound_idle_closed(th_t *th, uint64_t n)
 
 Test(scheduler_bounds, closes_silent_clients_without_graphs_only)
 {
-    gs_sched_params_t prm;
     tg_t g;
     th_t th;
 
-    memset(&prm, 0, sizeof prm);
-    prm.field_mask = GS_SCHED_FIELD_CLIENT_IDLE_TIMEOUT_MS;
-    prm.client_idle_timeout_ms = 200;
-    th_init(&th, &prm);
+    th_init(&th, &(gs_sched_params_t){.field_mask = GS_SCHED_FIELD_CLIENT_IDLE_TIMEOUT_MS,
+                                      .client_idle_timeout_ms = 200});
     tp_t *busy = tp_client(&th, "busy");
     tg_init(&g, 1);
     tg_output(&g, tg_task(&g, 0, 0, NULL));

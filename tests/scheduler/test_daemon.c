@@ -1,4 +1,5 @@
 /* The gsched program: arguments, the address line, signals, SHUTDOWN to workers. */
+#include "harness.h"
 #include "proto/msg.h"
 
 #include "common/time.h"
@@ -306,12 +307,7 @@ Test(scheduler_daemon, idle_connections_do_not_lock_out_a_client_under_a_1024_fd
     for (int i = 0; i < NIDLE; i++) fds[i] = connect_to(port);
 
     int fd = connect_to(port);
-    memset(&m, 0, sizeof m);
-    m.type = GS_MSG_HELLO;
-    m.u.hello.version = GS_PROTO_VERSION;
-    m.u.hello.role = GS_ROLE_CLIENT;
-    m.u.hello.token.data = (const uint8_t *)"tok";
-    m.u.hello.token.len = 3;
+    th_hello(&m, GS_PROTO_VERSION, "tok", GS_ROLE_CLIENT, "real");
     send_msg(fd, &m);
     cr_assert(recv_msg(fd, &m, 5000), "the client was locked out");
     cr_assert_eq(m.type, GS_MSG_WELCOME, "type %u: %.*s", m.type, m.type == GS_MSG_ERROR ? (int)m.u.error.message.len : 0,
