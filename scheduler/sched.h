@@ -10,6 +10,14 @@
  *    A connection that has not completed the handshake after the handshake timeout is closed;
  *    before the handshake a connection may send frames of at most GS_SCHED_HELLO_MAX_FRAME
  *    bytes (a larger announced length closes it at once, before the bytes are buffered).
+ *  - bounds (gs_sched_params_t, counted in gs_sched_stats_t): at most max_connections open
+ *    connections (lowered below the open file limit) and max_connections_per_addr from one IP
+ *    address; past a limit the oldest connection that has not completed the handshake is closed
+ *    to make room, else the new one is answered ERROR(GS_ERR_BUSY) and closed. After the
+ *    handshake a client may send frames of client_max_frame bytes, a worker worker_max_frame;
+ *    all connections together reserve at most frame_memory bytes for large frames being
+ *    received (a frame that does not fit waits, its connection's reading paused). A client
+ *    that holds no graph and has sent nothing for client_idle_timeout_ms is closed.
  *  - workers send WORKER_REGISTER; gsched answers the new worker with PEERS listing every
  *    registered worker *including itself* (a worker skips its own id, known from WELCOME) and
  *    sends PEERS(added = new worker) to the others; a removed worker is announced with
