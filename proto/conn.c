@@ -79,6 +79,8 @@ struct gs_conn {
     uint64_t charged;              /* bytes of the frame in progress charged to params.budget */
     uint64_t want;                 /* bytes waited for (budget_wait) */
     gs_conn_t *wait_next;          /* next connection waiting for the budget */
+    gs_conn_t *charged_prev, *charged_next;  /* connections holding a charge */
+    uint64_t last_read_ms;         /* loop time of the last bytes received */
     struct sockaddr_storage peer_addr;
     void *data;
     char peer_name[64];
@@ -197,6 +199,27 @@ static void gs__budget_charge(gs_conn_budget_t *b, gs_conn_t *c, uint64_t bytes)
     b->used += bytes;
     if (b->used > b->peak) b->peak = b->used;
     c->charged = bytes;
+    c->last_read_ms = uv_now(c->tcp.loop);
+    c->charged_prev = NULL;
+    c->charged_next = b->charged_head;
+    if (b->charged_head != NULL) b->charged_head->charged_prev = c;
+    b->charged_head = c;
+}
+
+void gs_conn_budget_expire(gs_conn_budget_t *b, uint32_t stall_ms)
+{
+    gs_conn_t *c = b->charged_head;
+    while (c != NULL && b->wait_head != NULL) {
+        gs_conn_t *next = c->charged_next;   /* closing uncharges c (and may wake waiters) */
+        uint64_t now = uv_now(c->tcp.loop);
+        if (now - c->last_read_ms >= stall_ms) {
+            b->stalled_total++;
+            GS_LOG_WARN("connection %s: no bytes of a %" PRIu64 "-byte frame for %u ms while others wait for "
+                        "frame memory; closing", c->peer_name, c->charged, stall_ms);
+            gs__conn_fail(c, gs_error_set(GS_ERR_TIMED_OUT, "frame stalled for %u ms", stall_ms));
+        }
+        c = next;
+    }
 }
 
 /* Restart the waiting connections, in order, while the first one fits. */
@@ -224,6 +247,13 @@ static void gs__conn_budget_uncharge(gs_conn_t *c)
     if (b == NULL || c->charged == 0) return;
     b->used -= c->charged;
     c->charged = 0;
+    if (c->charged_prev != NULL) {
+        c->charged_prev->charged_next = c->charged_next;
+    } else {
+        b->charged_head = c->charged_next;
+    }
+    if (c->charged_next != NULL) c->charged_next->charged_prev = c->charged_prev;
+    c->charged_prev = c->charged_next = NULL;
     gs__budget_wake(b);
 }
 
@@ -454,6 +484,7 @@ static void gs__conn_read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t 
         return;
     }
     if (nread == 0 || c->close_requested) return;
+    c->last_read_ms = uv_now(c->tcp.loop);
     if (buf->base != c->rbuf) {
         gs_frame_reader_commit(&c->reader, (size_t)nread);  /* received in place */
     } else if (gs_frame_reader_feed(&c->reader, c->rbuf, (size_t)nread) != GS_OK) {

@@ -40,8 +40,15 @@ typedef struct gs_conn_budget {
     uint64_t peak;                 /* highest used */
     uint64_t waits_total;          /* frames that had to wait for budget */
     uint64_t refused_total;        /* frames larger than limit (connection closed) */
+    uint64_t stalled_total;        /* connections closed by gs_conn_budget_expire() */
     gs_conn_t *wait_head, *wait_tail;  /* private: connections waiting, in order */
+    gs_conn_t *charged_head;       /* private: connections holding a charge */
 } gs_conn_budget_t;
+
+/** While connections wait for @a budget: close (GS_ERR_TIMED_OUT, counted in stalled_total) every
+ *  connection holding a charge that has received nothing for @a stall_ms, so peers that announce
+ *  large frames and stop sending cannot keep the others waiting. Call it periodically. */
+void gs_conn_budget_expire(gs_conn_budget_t *budget, uint32_t stall_ms);
 
 /** Frames of at most this many bytes are not charged to a budget (they fit the read buffer). */
 #define GS_CONN_BUDGET_MIN_FRAME (64u * 1024u)

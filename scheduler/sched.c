@@ -59,6 +59,7 @@ static void gs__on_timer(uv_timer_t *timer)
         }
         p = next;
     }
+    gs_conn_budget_expire(&s->frame_budget, s->handshake_timeout_ms);
     gs__sched_retries(s, now);
     gs__sched_progress(s, now, 0);
     gs__sched_tick(s);
@@ -344,6 +345,7 @@ void gs_sched_stats(gs_sched_h s, gs_sched_stats_t *stats_p)
     stats_p->frame_bytes_peak = s->frame_budget.peak;
     stats_p->frame_waits_total = s->frame_budget.waits_total;
     stats_p->frames_refused_total = s->frame_budget.refused_total;
+    stats_p->frames_stalled_total = s->frame_budget.stalled_total;
 }
 
 void gs_sched_destroy(gs_sched_h s)

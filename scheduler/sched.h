@@ -16,7 +16,8 @@
  *    to make room, else the new one is answered ERROR(GS_ERR_BUSY) and closed. After the
  *    handshake a client may send frames of client_max_frame bytes, a worker worker_max_frame;
  *    all connections together reserve at most frame_memory bytes for large frames being
- *    received (a frame that does not fit waits, its connection's reading paused). A client
+ *    received (a frame that does not fit waits, its connection's reading paused; a holder that
+ *    stalls for the handshake timeout meanwhile is closed). A client
  *    that holds no graph and has sent nothing for client_idle_timeout_ms is closed.
  *  - workers send WORKER_REGISTER; gsched answers the new worker with PEERS listing every
  *    registered worker *including itself* (a worker skips its own id, known from WELCOME) and
@@ -229,7 +230,9 @@ typedef struct gs_sched_params {
                                       GS_CONN_BUDGET_MIN_FRAME being received (proto/conn.h
                                       gs_conn_budget_t: a frame that does not fit waits, reading
                                       of its connection paused; a frame larger than this closes
-                                      its connection); 0 = unbounded; default 4 GiB */
+                                      its connection; while frames wait, a connection holding
+                                      memory that receives nothing for handshake_timeout_ms is
+                                      closed); 0 = unbounded; default 4 GiB */
     uint32_t client_max_frame;     /* largest frame of a client after the handshake; 0 = max_frame */
     uint32_t worker_max_frame;     /* largest frame of a worker after the handshake; 0 = max_frame */
 } gs_sched_params_t;
@@ -260,6 +263,9 @@ typedef struct gs_sched_stats {
     uint64_t frame_bytes_peak;     /* highest frame_bytes_reserved */
     uint64_t frame_waits_total;    /* frames that waited for frame memory */
     uint64_t frames_refused_total; /* frames larger than frame_memory (connection closed) */
+    uint64_t frames_stalled_total; /* connections closed for holding frame memory without
+                                      receiving anything for the handshake timeout while
+                                      others waited for it */
 } gs_sched_stats_t;
 
 /** Create a scheduler on @a loop (borrowed; it must outlive the scheduler). Nothing is bound

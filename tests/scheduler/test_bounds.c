@@ -216,6 +216,33 @@ Test(scheduler_bounds, a_frame_larger_than_the_budget_closes_its_connection)
     th_fini(&th);
 }
 
+static int bound_stalled(th_t *th, uint64_t n)
+{
+    return th_stats(th).frames_stalled_total >= n;
+}
+
+Test(scheduler_bounds, a_stalled_frame_gives_its_memory_to_a_waiting_one)
+{
+    int fds[2];
+    th_t th;
+
+    th_init(&th, &(gs_sched_params_t){.field_mask = GS_SCHED_FIELD_FRAME_MEMORY |
+                                                    GS_SCHED_FIELD_HANDSHAKE_TIMEOUT_MS,
+                                      .frame_memory = 1u << 30,
+                                      .handshake_timeout_ms = 200});
+    for (int i = 0; i < 2; i++) fds[i] = bound_connect(th.port);
+    bound_run_until(&th, bound_all_accepted, 2);
+    for (int i = 0; i < 2; i++) bound_send_hello(fds[i]);
+    bound_run_until(&th, bound_waits_reach, 1);
+    bound_run_until(&th, bound_stalled, 1);   /* the first holder sent nothing more */
+    bound_run_until(&th, bound_nconns_is, 1);
+    gs_sched_stats_t st = th_stats(&th);
+    cr_assert_eq(st.frame_bytes_reserved, 1u << 30, "the waiting frame got the memory");
+    cr_assert_eq(st.frames_stalled_total, 1);
+    for (int i = 0; i < 2; i++) close(fds[i]);
+    th_fini(&th);
+}
+
 static int bound_idle_closed(th_t *th, uint64_t n)
 {
     return th_stats(th).idle_closed_total >= n;

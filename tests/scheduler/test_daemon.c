@@ -310,7 +310,8 @@ Test(scheduler_daemon, idle_connections_do_not_lock_out_a_client_under_a_1024_fd
     th_hello(&m, GS_PROTO_VERSION, "tok", GS_ROLE_CLIENT, "real");
     send_msg(fd, &m);
     cr_assert(recv_msg(fd, &m, 5000), "the client was locked out");
-    cr_assert_eq(m.type, GS_MSG_WELCOME, "type %u: %.*s", m.type, m.type == GS_MSG_ERROR ? (int)m.u.error.message.len : 0,
+    cr_assert_eq(m.type, GS_MSG_WELCOME, "type %u: %.*s", m.type,
+                 m.type == GS_MSG_ERROR ? (int)m.u.error.message.len : 0,
                  m.type == GS_MSG_ERROR ? (const char *)m.u.error.message.data : "");
     gs_msg_cleanup(&m);
     memset(&m, 0, sizeof m);
