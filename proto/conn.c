@@ -15,6 +15,13 @@
  * whose release callback runs when the request completes or is dropped. pending_bytes counts
  * the bytes of every frame not yet completed.
  *
+ * Budget (gs_conn_budget_t): before the reader examines the header of a frame larger than
+ * GS_CONN_BUDGET_MIN_FRAME (and reserves it), the frame is charged to the connection's budget;
+ * when it does not fit, reading stops and the connection joins the budget's queue; frames
+ * handed out and connections closing uncharge and restart the waiting connections in order.
+ * The rest of a waiting frame (it is larger than one read) is still in the socket, so
+ * restarting the reads is enough to resume it.
+ *
  * Closing: the first gs_conn_close() wins. An error reason uv_close()s at once, which cancels
  * queued writes; GS_OK waits for the connection attempt if one is under way, then uv_shutdown()s
  * (which completes after every queued write) and uv_close()s. close_cb runs from the uv_close
@@ -27,6 +34,7 @@
 #include "common/error.h"
 #include "common/log.h"
 
+#include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,6 +74,14 @@ struct gs_conn {
     unsigned in_msg_cb : 1;        /* msg_cb running: gs_conn_detach_frame() allowed */
     unsigned frame_detached : 1;   /* ... and it took the frame's storage */
     unsigned handles_open : 2;     /* tcp and trim_timer not yet closed */
+    unsigned budget_wait : 1;      /* reading stopped until params.budget has room for want */
+    unsigned has_addr : 1;         /* peer_addr is known */
+    uint64_t charged;              /* bytes of the frame in progress charged to params.budget */
+    uint64_t want;                 /* bytes waited for (budget_wait) */
+    gs_conn_t *wait_next;          /* next connection waiting for the budget */
+    gs_conn_t *charged_prev, *charged_next;  /* connections holding a charge */
+    uint64_t last_read_ms;         /* loop time of the last bytes received */
+    struct sockaddr_storage peer_addr;
     void *data;
     char peer_name[64];
     char rbuf[GS__CONN_RBUF];
@@ -166,6 +182,137 @@ gs_status_t gs_addr_parse(const char *addr, char *host, size_t host_len, int *po
     return GS_OK;
 }
 
+/* ---- frame budget ---- */
+
+void gs_conn_budget_init(gs_conn_budget_t *b, uint64_t limit)
+{
+    memset(b, 0, sizeof *b);
+    b->limit = limit;
+}
+
+static void gs__conn_read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf);
+static void gs__conn_fail(gs_conn_t *c, gs_status_t reason);
+static void gs__conn_alloc_cb(uv_handle_t *handle, size_t suggested, uv_buf_t *buf);
+
+static void gs__budget_charge(gs_conn_budget_t *b, gs_conn_t *c, uint64_t bytes)
+{
+    b->used += bytes;
+    if (b->used > b->peak) b->peak = b->used;
+    c->charged = bytes;
+    c->last_read_ms = uv_now(c->tcp.loop);
+    c->charged_prev = NULL;
+    c->charged_next = b->charged_head;
+    if (b->charged_head != NULL) b->charged_head->charged_prev = c;
+    b->charged_head = c;
+}
+
+void gs_conn_budget_expire(gs_conn_budget_t *b, uint32_t stall_ms)
+{
+    gs_conn_t *c = b->charged_head;
+    while (c != NULL && b->wait_head != NULL) {
+        gs_conn_t *next = c->charged_next;   /* closing uncharges c (and may wake waiters) */
+        uint64_t now = uv_now(c->tcp.loop);
+        if (now - c->last_read_ms >= stall_ms) {
+            b->stalled_total++;
+            GS_LOG_WARN("connection %s: no bytes of a %" PRIu64 "-byte frame for %u ms while others wait for "
+                        "frame memory; closing", c->peer_name, c->charged, stall_ms);
+            gs__conn_fail(c, gs_error_set(GS_ERR_TIMED_OUT, "frame stalled for %u ms", stall_ms));
+        }
+        c = next;
+    }
+}
+
+/* Restart the waiting connections, in order, while the first one fits. */
+static void gs__budget_wake(gs_conn_budget_t *b)
+{
+    while (b->wait_head != NULL && (b->limit == 0 || b->used + b->wait_head->want <= b->limit)) {
+        gs_conn_t *c = b->wait_head;
+        int r;
+        b->wait_head = c->wait_next;
+        if (b->wait_head == NULL) b->wait_tail = NULL;
+        c->wait_next = NULL;
+        c->budget_wait = 0;
+        gs__budget_charge(b, c, c->want);
+        GS_LOG_DEBUG("connection %s: %" PRIu64 " frame bytes granted", c->peer_name, c->want);
+        r = uv_read_start((uv_stream_t *)&c->tcp, gs__conn_alloc_cb, gs__conn_read_cb);
+        if (r < 0) gs__conn_fail(c, gs_status_from_uv(r, "uv_read_start"));
+    }
+}
+
+/* Give back the connection's charge (the frame was handed out, or reading is over) and leave
+ * the queue; the waiting connections that now fit resume. */
+static void gs__conn_budget_uncharge(gs_conn_t *c)
+{
+    gs_conn_budget_t *b = c->params.budget;
+    if (b == NULL || c->charged == 0) return;
+    b->used -= c->charged;
+    c->charged = 0;
+    if (c->charged_prev != NULL) {
+        c->charged_prev->charged_next = c->charged_next;
+    } else {
+        b->charged_head = c->charged_next;
+    }
+    if (c->charged_next != NULL) c->charged_next->charged_prev = c->charged_prev;
+    c->charged_prev = c->charged_next = NULL;
+    gs__budget_wake(b);
+}
+
+static void gs__conn_budget_release(gs_conn_t *c)
+{
+    gs_conn_budget_t *b = c->params.budget;
+    if (b == NULL) return;
+    if (c->budget_wait) {
+        gs_conn_t **pp = &b->wait_head, *prev = NULL;
+        while (*pp != c) {
+            prev = *pp;
+            pp = &(*pp)->wait_next;
+        }
+        *pp = c->wait_next;
+        if (b->wait_tail == c) b->wait_tail = prev;
+        c->wait_next = NULL;
+        c->budget_wait = 0;
+    }
+    gs__conn_budget_uncharge(c);
+}
+
+/* Before the reader examines the next frame: charge it when large. 1: go on; 0: reading stopped
+ * until the budget has room; -1: the frame can never fit (connection failed). */
+static int gs__conn_budget_charge(gs_conn_t *c)
+{
+    gs_conn_budget_t *b = c->params.budget;
+    const gs_frame_reader_t *r = &c->reader;
+    uint64_t flen;
+    if (b == NULL || c->charged != 0 || r->buf.len - r->pos < GS_PROTO_FRAME_HEADER) return 1;
+    flen = (uint64_t)r->buf.data[r->pos] | (uint64_t)r->buf.data[r->pos + 1] << 8 |
+           (uint64_t)r->buf.data[r->pos + 2] << 16 | (uint64_t)r->buf.data[r->pos + 3] << 24;
+    if (flen <= GS_CONN_BUDGET_MIN_FRAME || flen > r->max_frame) return 1;  /* not charged / refused */
+    if (b->limit != 0 && flen > b->limit) {
+        b->refused_total++;
+        GS_LOG_WARN("connection %s: frame of %" PRIu64 " bytes exceeds the frame memory budget of %" PRIu64
+                    " bytes; closing", c->peer_name, flen, b->limit);
+        gs__conn_fail(c, gs_error_set(GS_ERR_MSG_TOO_LARGE, "frame of %" PRIu64 " bytes exceeds the frame "
+                                      "memory budget of %" PRIu64 " bytes", flen, b->limit));
+        return -1;
+    }
+    if (b->wait_head == NULL && (b->limit == 0 || b->used + flen <= b->limit)) {
+        gs__budget_charge(b, c, flen);
+        return 1;
+    }
+    b->waits_total++;
+    GS_LOG_DEBUG("connection %s: frame of %" PRIu64 " bytes waits for frame memory (%" PRIu64 " of %" PRIu64
+                 " in use)", c->peer_name, flen, b->used, b->limit);
+    c->want = flen;
+    c->budget_wait = 1;
+    if (b->wait_tail != NULL) {
+        b->wait_tail->wait_next = c;
+    } else {
+        b->wait_head = c;
+    }
+    b->wait_tail = c;
+    uv_read_stop((uv_stream_t *)&c->tcp);
+    return 0;
+}
+
 /* ---- lifetime ---- */
 
 /* Free a write request; a borrowed tail is released with @a status (exactly once: here). */
@@ -195,6 +342,7 @@ static void gs__conn_close_handle(gs_conn_t *c)
 {
     if (c->handle_closing) return;
     c->handle_closing = 1;
+    gs__conn_budget_release(c);
     while (c->wait_head != NULL) {  /* never submitted: drop */
         gs__wreq_t *w = c->wait_head;
         c->wait_head = w->next;
@@ -229,6 +377,7 @@ void gs_conn_close(gs_conn_t *c, gs_status_t reason)
     c->close_requested = 1;
     c->close_reason = reason;
     uv_read_stop((uv_stream_t *)&c->tcp);
+    gs__conn_budget_release(c);
     if (reason != GS_OK) {
         gs__conn_close_handle(c);
     } else if (!c->connecting) {
@@ -335,6 +484,7 @@ static void gs__conn_read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t 
         return;
     }
     if (nread == 0 || c->close_requested) return;
+    c->last_read_ms = uv_now(c->tcp.loop);
     if (buf->base != c->rbuf) {
         gs_frame_reader_commit(&c->reader, (size_t)nread);  /* received in place */
     } else if (gs_frame_reader_feed(&c->reader, c->rbuf, (size_t)nread) != GS_OK) {
@@ -344,6 +494,9 @@ static void gs__conn_read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t 
     }
     while (!c->close_requested) {
         gs_msg_t msg;
+        int go = gs__conn_budget_charge(c);
+        if (go < 0) return;
+        if (go == 0) break;
         st = gs_frame_reader_next(&c->reader, &payload, &len);
         if (st == GS_INPROGRESS) break;
         if (st != GS_OK) {
@@ -362,6 +515,7 @@ static void gs__conn_read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t 
         c->params.msg_cb(c, &msg, c->params.arg);
         c->in_msg_cb = 0;
         gs_msg_cleanup(&msg);
+        gs__conn_budget_uncharge(c);  /* the frame was handed out */
     }
     gs__conn_arm_trim(c);
 }
@@ -579,7 +733,11 @@ gs_status_t gs_conn_accept(uv_stream_t *server, const gs_conn_params_t *params, 
     if (r < 0) return gs__conn_abort(c, gs_status_from_uv(r, "uv_accept"));
     c->connected = 1;
     uv_tcp_nodelay(&c->tcp, 1);
-    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &sslen) == 0) gs__conn_name(c, (struct sockaddr *)&ss);
+    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &sslen) == 0) {
+        gs__conn_name(c, (struct sockaddr *)&ss);
+        c->peer_addr = ss;
+        c->has_addr = 1;
+    }
     r = uv_read_start((uv_stream_t *)&c->tcp, gs__conn_alloc_cb, gs__conn_read_cb);
     if (r < 0) return gs__conn_abort(c, gs_status_from_uv(r, "uv_read_start"));
     GS_LOG_DEBUG("accepted connection from %s", c->peer_name);
@@ -689,6 +847,17 @@ gs_status_t gs_conn_set_max_frame(gs_conn_t *c, uint32_t bytes)
 {
     if (c == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "gs_conn_set_max_frame: NULL connection");
     c->reader.max_frame = bytes != 0 ? bytes : GS_PROTO_DEFAULT_MAX_FRAME;
+    return GS_OK;
+}
+
+gs_status_t gs_conn_peer_addr(const gs_conn_t *c, struct sockaddr_storage *addr_p)
+{
+    if (c == NULL || addr_p == NULL || !c->has_addr) {
+        return gs_error_set(GS_ERR_NOT_FOUND, "peer address not known");
+    }
+    *addr_p = c->peer_addr;
+    if (addr_p->ss_family == AF_INET) ((struct sockaddr_in *)addr_p)->sin_port = 0;
+    if (addr_p->ss_family == AF_INET6) ((struct sockaddr_in6 *)addr_p)->sin6_port = 0;
     return GS_OK;
 }
 

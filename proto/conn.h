@@ -25,6 +25,38 @@ extern "C" {
 
 typedef struct gs_conn gs_conn_t;
 
+/** A budget of bytes that a set of connections may reserve for frames being received (shared by
+ *  every connection whose params name it; all on one loop thread). A frame larger than
+ *  GS_CONN_BUDGET_MIN_FRAME is charged its announced length once its header is in, before its
+ *  buffer is reserved, and uncharged when it has been handed to msg_cb (or the connection
+ *  closes). A frame that does not fit the remaining budget stops the connection's reading until
+ *  other frames free enough (first come, first served; counted in waits_total); a frame larger
+ *  than the whole budget closes the connection with GS_ERR_MSG_TOO_LARGE (refused_total). So
+ *  the connections hold at most limit bytes of large frames, plus less than 128 KiB each.
+ *  Initialise with gs_conn_budget_init(); the fields are read-only counters for the owner. */
+typedef struct gs_conn_budget {
+    uint64_t limit;                /* 0 = unbounded (only counted) */
+    uint64_t used;                 /* bytes charged now */
+    uint64_t peak;                 /* highest used */
+    uint64_t waits_total;          /* frames that had to wait for budget */
+    uint64_t refused_total;        /* frames larger than limit (connection closed) */
+    uint64_t stalled_total;        /* connections closed by gs_conn_budget_expire() */
+    gs_conn_t *wait_head, *wait_tail;  /* private: connections waiting, in order */
+    gs_conn_t *charged_head;       /* private: connections holding a charge */
+} gs_conn_budget_t;
+
+/** While connections wait for @a budget: close (GS_ERR_TIMED_OUT, counted in stalled_total) every
+ *  connection holding a charge that has received nothing for @a stall_ms, so peers that announce
+ *  large frames and stop sending cannot keep the others waiting. Call it periodically. */
+void gs_conn_budget_expire(gs_conn_budget_t *budget, uint32_t stall_ms);
+
+/** Frames of at most this many bytes are not charged to a budget (they fit the read buffer). */
+#define GS_CONN_BUDGET_MIN_FRAME (64u * 1024u)
+
+/** Initialise @a budget with @a limit bytes (0 = unbounded). It must outlive every connection
+ *  that names it (no cleanup needed once they have closed). */
+void gs_conn_budget_init(gs_conn_budget_t *budget, uint64_t limit);
+
 /** A decoded message. @a msg is valid only during the call (it is cleaned up afterwards). A DATA
  *  message's bytes are not copied out of the received frame (gs_msg_decode_borrow: no alignment
  *  guarantee); gs_conn_detach_frame() keeps them alive past the call. */
@@ -44,6 +76,7 @@ typedef struct gs_conn_params {
     gs_conn_connect_cb connect_cb;  /* gs_conn_connect only */
     void *arg;
     uint32_t max_frame;             /* 0 = GS_PROTO_DEFAULT_MAX_FRAME */
+    gs_conn_budget_t *budget;       /* NULL = large frames are not charged to any budget */
 } gs_conn_params_t;
 
 /** Accept a pending connection on @a server and start reading. */
@@ -98,6 +131,9 @@ size_t gs_conn_pending_bytes(const gs_conn_t *conn);
 /** User data slot (not touched by gs_conn). */
 void gs_conn_set_data(gs_conn_t *conn, void *data);
 void *gs_conn_data(const gs_conn_t *conn);
+/** The peer's address of an accepted connection (IP in *addr_p, port zeroed), so connections
+ *  can be counted per address. GS_ERR_NOT_FOUND when it is not known. */
+gs_status_t gs_conn_peer_addr(const gs_conn_t *conn, struct sockaddr_storage *addr_p);
 /** "ip:port" of the peer, or "?" (owned by the connection). */
 const char *gs_conn_peer_name(const gs_conn_t *conn);
 

@@ -29,11 +29,21 @@ static const char *gs__usage =
     "  --heartbeat-interval T    heartbeat interval announced to workers (default 1s)\n"
     "  --heartbeat-timeout T     remove a worker silent for this long (default 10s)\n"
     "  --allowed-failures N      worker deaths a task may survive before it fails (default 3)\n"
+    "  --max-connections N       open connections at most (default 4096, lowered to the open file\n"
+    "                            limit less 64); the oldest not yet handshaken ones make room\n"
+    "  --max-connections-per-address N  open connections from one IP address (default 512)\n"
+    "  --client-idle-timeout T   close a client without graphs silent this long (default 0 =\n"
+    "                            never: clients send no heartbeats yet)\n"
+    "  --frame-memory SIZE       bytes all connections may reserve for large frames being\n"
+    "                            received; more waits (default 4G; 0 = unbounded)\n"
+    "  --client-max-frame SIZE   largest frame a client may send (default 1G)\n"
+    "  --worker-max-frame SIZE   largest frame a worker may send (default 1G)\n"
     "  --log-level LEVEL         fatal, error, warn, info, debug or trace (default warn)\n"
     "  --help                    show this help\n"
     "  --version                 print the version and whether the build has CUDA, and exit\n"
     "\n"
     "Durations T: a number with an optional unit ms, s or m (default s), e.g. 500ms, 2.5s.\n"
+    "Sizes: a number of bytes with an optional unit K, M or G (powers of 1024), e.g. 512M.\n"
     "On startup one line 'gsched listening on tcp://HOST:PORT' is printed to stdout.\n"
     "SIGINT / SIGTERM: tell workers to shut down, close every connection and exit 0.\n";
 
@@ -72,6 +82,25 @@ static int gs__parse_uint(const char *str, unsigned long max, unsigned long *v_p
     v = strtoul(str, &end, 10);
     if (*end != '\0' || errno != 0 || v > max) return 0;
     *v_p = v;
+    return 1;
+}
+
+/* Parse a size in bytes with an optional K, M or G suffix (at most @a max). */
+static int gs__parse_size(const char *str, uint64_t max, uint64_t *v_p)
+{
+    char *end;
+    unsigned long long v;
+    uint64_t scale = 1;
+    if (str[0] < '0' || str[0] > '9') return 0;
+    errno = 0;
+    v = strtoull(str, &end, 10);
+    if (errno != 0) return 0;
+    if (strcmp(end, "K") == 0) scale = 1ull << 10;
+    else if (strcmp(end, "M") == 0) scale = 1ull << 20;
+    else if (strcmp(end, "G") == 0) scale = 1ull << 30;
+    else if (*end != '\0') return 0;
+    if (v > max / scale) return 0;
+    *v_p = (uint64_t)v * scale;
     return 1;
 }
 
@@ -176,6 +205,39 @@ int main(int argc, char **argv)
             GS__NEED_VAL();
             if (!gs__parse_uint(val, 250, &u)) return gs__fail("--allowed-failures '%s' is not a number in 0..250%s", val, "");
             prm.allowed_failures = (uint32_t)u;
+        } else if (strcmp(name, "--max-connections") == 0 || strcmp(name, "--max-connections-per-address") == 0) {
+            int per_addr = strcmp(name, "--max-connections-per-address") == 0;
+            GS__NEED_VAL();
+            if (!gs__parse_uint(val, UINT32_MAX, &u) || u == 0) {
+                return gs__fail("%s: '%s' is not a number > 0", name, val);
+            }
+            if (!(prm.field_mask & GS_SCHED_FIELD_MAX_CONNECTIONS)) {
+                prm.field_mask |= GS_SCHED_FIELD_MAX_CONNECTIONS;
+                prm.max_connections = GS_SCHED_DEFAULT_MAX_CONNECTIONS;
+                prm.max_connections_per_addr = GS_SCHED_DEFAULT_MAX_CONNECTIONS_PER_ADDR;
+            }
+            *(per_addr ? &prm.max_connections_per_addr : &prm.max_connections) = (uint32_t)u;
+        } else if (strcmp(name, "--client-idle-timeout") == 0) {
+            GS__NEED_VAL();
+            prm.field_mask |= GS_SCHED_FIELD_CLIENT_IDLE_TIMEOUT_MS;
+            prm.client_idle_timeout_ms = 0;
+            if (strcmp(val, "0") != 0 && !gs__parse_duration(val, &prm.client_idle_timeout_ms)) {
+                return gs__fail("--client-idle-timeout '%s' is not a duration (e.g. 10m) or 0%s", val, "");
+            }
+        } else if (strcmp(name, "--frame-memory") == 0) {
+            GS__NEED_VAL();
+            if (!gs__parse_size(val, UINT64_MAX, &prm.frame_memory)) {
+                return gs__fail("--frame-memory '%s' is not a size (e.g. 4G)%s", val, "");
+            }
+            prm.field_mask |= GS_SCHED_FIELD_FRAME_MEMORY;
+        } else if (strcmp(name, "--client-max-frame") == 0 || strcmp(name, "--worker-max-frame") == 0) {
+            uint64_t v;
+            GS__NEED_VAL();
+            if (!gs__parse_size(val, UINT32_MAX, &v) || v == 0) {
+                return gs__fail("%s: '%s' is not a size of 1 byte .. 4G-1", name, val);
+            }
+            prm.field_mask |= GS_SCHED_FIELD_ROLE_MAX_FRAME;
+            *(name[2] == 'c' ? &prm.client_max_frame : &prm.worker_max_frame) = (uint32_t)v;
         } else if (strcmp(name, "--log-level") == 0) {
             gs_log_level_t level;
             GS__NEED_VAL();

@@ -304,7 +304,8 @@ static void gs__handshake(gs_sched_t *s, gs__peer_t *p, const gs_msg_t *msg)
     } else {
         p->state = GS__PEER_WORKER;
     }
-    gs_conn_set_max_frame(p->conn, s->max_frame);   /* handshaken: the normal frame limit */
+    /* handshaken: the frame limit of the role */
+    gs_conn_set_max_frame(p->conn, h->role == GS_ROLE_CLIENT ? s->client_max_frame : s->worker_max_frame);
     memset(&out, 0, sizeof out);
     out.type = GS_MSG_WELCOME;
     out.u.welcome.version = GS_PROTO_VERSION;
@@ -519,6 +520,8 @@ static void gs__on_msg(gs_conn_t *conn, gs_msg_t *msg, void *arg)
     }
 }
 
+static uint64_t gs__addr_count(gs_sched_t *s, uint64_t key, int delta);
+
 static void gs__on_close(gs_conn_t *conn, gs_status_t reason, void *arg)
 {
     gs__peer_t *p = arg;
@@ -545,9 +548,83 @@ static void gs__on_close(gs_conn_t *conn, gs_status_t reason, void *arg)
     else s->peers = p->next;
     if (p->next) p->next->prev = p->prev;
     s->nconns--;
+    if (p->evicted) s->nevicted--;
+    gs__addr_count(s, p->addr_key, -1);
     GS_VEC_FREE(&p->relay_wait);
     gs_free(p);
     if (!s->stopping) gs__sched_tick(s);
+}
+
+/* Key of the peer's IP address for conns_by_addr (IPv4 and IPv4-mapped IPv6: the address;
+ * IPv6: a hash of it, top bit set); 0 when unknown. */
+static uint64_t gs__addr_key(const gs_conn_t *conn)
+{
+    struct sockaddr_storage ss;
+    const uint8_t *a;
+    uint64_t h = 1469598103934665603ull;
+    if (gs_conn_peer_addr(conn, &ss) != GS_OK) return 0;
+    if (ss.ss_family == AF_INET) {
+        return (1ull << 32) | ((const struct sockaddr_in *)&ss)->sin_addr.s_addr;
+    }
+    if (ss.ss_family != AF_INET6) return 0;
+    a = ((const struct sockaddr_in6 *)&ss)->sin6_addr.s6_addr;
+    if (memcmp(a, "\0\0\0\0\0\0\0\0\0\0\xff\xff", 12) == 0) {
+        uint32_t v4;
+        memcpy(&v4, a + 12, sizeof v4);
+        return (1ull << 32) | v4;
+    }
+    for (int i = 0; i < 16; i++) h = (h ^ a[i]) * 1099511628211ull;
+    return h | (1ull << 63);
+}
+
+/* Add @a delta to the connections counted for @a key; returns the new count. */
+static uint64_t gs__addr_count(gs_sched_t *s, uint64_t key, int delta)
+{
+    uint64_t n = 0;
+    if (key == 0) return 0;
+    gs_u64map_get(&s->conns_by_addr, key, &n);
+    n = delta < 0 ? n - 1 : n + 1;
+    if (n == 0) {
+        gs_u64map_del(&s->conns_by_addr, key);
+    } else if (gs_u64map_put(&s->conns_by_addr, key, n) != GS_OK) {
+        return 0;   /* out of memory: this connection is not limited per address */
+    }
+    return n;
+}
+
+/* Close the oldest connection that has not completed the handshake (other than @a keep; from
+ * address @a key unless 0) to make room. 0 when there is none. */
+static int gs__evict_oldest_handshake(gs_sched_t *s, const gs__peer_t *keep, uint64_t key)
+{
+    gs__peer_t *oldest = NULL;
+    for (gs__peer_t *p = s->peers; p != NULL; p = p->next) {   /* newest first */
+        if (p != keep && p->state == GS__PEER_HANDSHAKE && (key == 0 || p->addr_key == key)) oldest = p;
+    }
+    if (oldest == NULL) return 0;
+    s->st.conns_evicted_total++;
+    /* its descriptor is closed at once: it stops counting now, not when its close callback runs
+     * (a burst of accepts in one loop iteration would otherwise find nothing left to evict) */
+    gs__addr_count(s, oldest->addr_key, -1);
+    oldest->addr_key = 0;
+    oldest->evicted = 1;
+    s->nevicted++;
+    GS_LOG_INFO("connection from %s closed before its handshake to make room", gs_conn_peer_name(oldest->conn));
+    gs__peer_close(oldest, GS_ERR_BUSY, 0, NULL);   /* no message: its descriptor is freed now */
+    return 1;
+}
+
+/* Enforce max_connections and max_connections_per_addr on the new connection @a p (counted). */
+static void gs__admit(gs_sched_t *s, gs__peer_t *p)
+{
+    uint64_t from_addr = gs__addr_count(s, p->addr_key, +1);
+    if (from_addr > s->max_conns_per_addr && !gs__evict_oldest_handshake(s, p, p->addr_key)) {
+        s->st.conns_refused_total++;
+        gs__peer_close(p, GS_ERR_BUSY, GS_ERR_BUSY, "too many connections from %s (limit %u per address)",
+                       gs_conn_peer_name(p->conn), s->max_conns_per_addr);
+    } else if (s->nconns - s->nevicted > s->max_conns && !gs__evict_oldest_handshake(s, p, 0)) {
+        s->st.conns_refused_total++;
+        gs__peer_close(p, GS_ERR_BUSY, GS_ERR_BUSY, "too many connections (limit %u)", s->max_conns);
+    }
 }
 
 void gs__sched_on_connection(uv_stream_t *server, int status)
@@ -558,7 +635,10 @@ void gs__sched_on_connection(uv_stream_t *server, int status)
     gs_status_t st;
 
     if (status < 0) {
+        s->st.accept_errors_total++;
         GS_LOG_WARN("accept failed: %s", uv_strerror(status));
+        /* out of descriptors: free one for the next attempt */
+        if (status == UV_EMFILE || status == UV_ENFILE) gs__evict_oldest_handshake(s, NULL, 0);
         return;
     }
     p = gs_calloc(1, sizeof *p, "peer");
@@ -576,8 +656,10 @@ void gs__sched_on_connection(uv_stream_t *server, int status)
     cp.arg = p;
     /* until the handshake: small frames only (GS_SCHED_HELLO_MAX_FRAME) */
     cp.max_frame = s->max_frame < GS_SCHED_HELLO_MAX_FRAME ? s->max_frame : GS_SCHED_HELLO_MAX_FRAME;
+    cp.budget = &s->frame_budget;
     st = gs_conn_accept(server, &cp, &p->conn);
     if (st != GS_OK) {
+        s->st.accept_errors_total++;
         GS_LOG_WARN("cannot accept a connection: %s", gs_last_error());
         gs_free(p);
         return;
@@ -587,5 +669,10 @@ void gs__sched_on_connection(uv_stream_t *server, int status)
     if (s->peers) s->peers->prev = p;
     s->peers = p;
     s->nconns++;
-    if (s->stopping) gs__peer_close(p, GS_OK, 0, NULL);
+    p->addr_key = gs__addr_key(p->conn);
+    if (s->stopping) {
+        gs__peer_close(p, GS_OK, 0, NULL);
+        return;
+    }
+    gs__admit(s, p);
 }

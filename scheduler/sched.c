@@ -12,11 +12,27 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #define GS__HOUSEKEEPING_MS 50u
 
 /* ------------------------------------------------------------------------------------------ */
 /* Housekeeping and the per-iteration tick.                                                   */
+
+/* A client silent for the idle timeout: closed when it holds no graph, else looked at again one
+ * timeout later (clients do not heartbeat; a graph in flight or kept is its reason to wait). */
+static void gs__client_idle(gs_sched_t *s, gs__peer_t *p, uint64_t now)
+{
+    for (const gs__graph_t *g = s->gtail; g != NULL; g = g->prev) {
+        if (g->client == p) {
+            p->last_seen_ns = now;
+            return;
+        }
+    }
+    s->st.idle_closed_total++;
+    gs__peer_close(p, GS_ERR_TIMED_OUT, GS_ERR_TIMED_OUT, "idle for %u ms without a graph",
+                   s->client_idle_timeout_ms);
+}
 
 static void gs__on_timer(uv_timer_t *timer)
 {
@@ -24,6 +40,7 @@ static void gs__on_timer(uv_timer_t *timer)
     uint64_t now = gs_now_ns();
     uint64_t hb_ns = (uint64_t)s->heartbeat_timeout_ms * 1000000ull;
     uint64_t hs_ns = (uint64_t)s->handshake_timeout_ms * 1000000ull;
+    uint64_t idle_ns = (uint64_t)s->client_idle_timeout_ms * 1000000ull;
     gs__peer_t *p = s->peers;
 
     while (p != NULL) {
@@ -37,9 +54,12 @@ static void gs__on_timer(uv_timer_t *timer)
         } else if (p->state == GS__PEER_WORKER && p->worker == NULL && now - p->t_connect_ns > hs_ns) {
             gs__peer_close(p, GS_ERR_TIMED_OUT, GS_ERR_TIMED_OUT, "no worker-register within %u ms",
                            s->handshake_timeout_ms);
+        } else if (p->state == GS__PEER_CLIENT && idle_ns != 0 && now - p->last_seen_ns > idle_ns) {
+            gs__client_idle(s, p, now);
         }
         p = next;
     }
+    gs_conn_budget_expire(&s->frame_budget, s->handshake_timeout_ms);
     gs__sched_retries(s, now);
     gs__sched_progress(s, now, 0);
     gs__sched_tick(s);
@@ -75,6 +95,21 @@ static int gs__is_loopback(const struct sockaddr_storage *ss)
     return 0;
 }
 
+/* The connection limit, lowered so that it is reached before accept() runs out of descriptors. */
+static uint32_t gs__fd_bound(uint32_t max_conns)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+        rlim_t avail = rl.rlim_cur > 2 * GS_SCHED_FD_RESERVE ? rl.rlim_cur - GS_SCHED_FD_RESERVE : GS_SCHED_FD_RESERVE;
+        if ((rlim_t)max_conns > avail) {
+            GS_LOG_INFO("connection limit lowered from %u to %u (open file limit %llu)", max_conns, (unsigned)avail,
+                        (unsigned long long)rl.rlim_cur);
+            max_conns = (uint32_t)avail;
+        }
+    }
+    return max_conns;
+}
+
 gs_status_t gs_sched_create(const gs_sched_params_t *params, uv_loop_t *loop, gs_sched_h *sched_p)
 {
     gs_sched_params_t prm;
@@ -99,6 +134,10 @@ gs_status_t gs_sched_create(const gs_sched_params_t *params, uv_loop_t *loop, gs
     prm.xfer_latency_us = GS_SCHED_DEFAULT_XFER_LATENCY_US;
     prm.max_ucx_address = GS_SCHED_DEFAULT_MAX_UCX_ADDRESS;
     prm.max_register_string = GS_SCHED_DEFAULT_MAX_REGISTER_STRING;
+    prm.max_connections = GS_SCHED_DEFAULT_MAX_CONNECTIONS;
+    prm.max_connections_per_addr = GS_SCHED_DEFAULT_MAX_CONNECTIONS_PER_ADDR;
+    prm.client_idle_timeout_ms = GS_SCHED_DEFAULT_CLIENT_IDLE_TIMEOUT_MS;
+    prm.frame_memory = GS_SCHED_DEFAULT_FRAME_MEMORY;
     if (params != NULL) {
         uint32_t fm = params->field_mask;
         if (fm & GS_SCHED_FIELD_HOST) prm.host = params->host;
@@ -118,6 +157,16 @@ gs_status_t gs_sched_create(const gs_sched_params_t *params, uv_loop_t *loop, gs
         if (fm & GS_SCHED_FIELD_XFER_LATENCY_US) prm.xfer_latency_us = params->xfer_latency_us;
         if (fm & GS_SCHED_FIELD_MAX_UCX_ADDRESS) prm.max_ucx_address = params->max_ucx_address;
         if (fm & GS_SCHED_FIELD_MAX_REGISTER_STRING) prm.max_register_string = params->max_register_string;
+        if (fm & GS_SCHED_FIELD_MAX_CONNECTIONS) {
+            prm.max_connections = params->max_connections;
+            prm.max_connections_per_addr = params->max_connections_per_addr;
+        }
+        if (fm & GS_SCHED_FIELD_CLIENT_IDLE_TIMEOUT_MS) prm.client_idle_timeout_ms = params->client_idle_timeout_ms;
+        if (fm & GS_SCHED_FIELD_FRAME_MEMORY) prm.frame_memory = params->frame_memory;
+        if (fm & GS_SCHED_FIELD_ROLE_MAX_FRAME) {
+            prm.client_max_frame = params->client_max_frame;
+            prm.worker_max_frame = params->worker_max_frame;
+        }
     }
     if (!(prm.bw_cpu_local_gbps > 0 && prm.bw_cpu_remote_gbps > 0 && prm.bw_gpu_local_gbps > 0 &&
           prm.bw_gpu_remote_gbps > 0 && prm.bw_cpu_local_gbps < 1e9 && prm.bw_cpu_remote_gbps < 1e9 &&
@@ -139,6 +188,9 @@ gs_status_t gs_sched_create(const gs_sched_params_t *params, uv_loop_t *loop, gs
         return gs_error_set(GS_ERR_INVALID_PARAM, "registration caps (max_ucx_address, max_register_string) must be > 0");
     }
     if (prm.handshake_timeout_ms == 0) return gs_error_set(GS_ERR_INVALID_PARAM, "handshake timeout must be > 0");
+    if (prm.max_connections == 0 || prm.max_connections_per_addr == 0) {
+        return gs_error_set(GS_ERR_INVALID_PARAM, "connection limits must be > 0");
+    }
     if (strlen(prm.token) > 4096) return gs_error_set(GS_ERR_INVALID_PARAM, "token longer than 4096 bytes");
     if (prm.token[0] == '\0' && !gs__is_loopback(&ss)) {
         return gs_error_set(GS_ERR_INVALID_PARAM,
@@ -169,6 +221,13 @@ gs_status_t gs_sched_create(const gs_sched_params_t *params, uv_loop_t *loop, gs
     s->max_ucx_address = prm.max_ucx_address;
     s->max_register_string = prm.max_register_string;
     s->handshake_timeout_ms = prm.handshake_timeout_ms;
+    s->max_conns = gs__fd_bound(prm.max_connections);
+    s->max_conns_per_addr = prm.max_connections_per_addr;
+    s->client_idle_timeout_ms = prm.client_idle_timeout_ms;
+    s->client_max_frame = prm.client_max_frame ? prm.client_max_frame : prm.max_frame;
+    s->worker_max_frame = prm.worker_max_frame ? prm.worker_max_frame : prm.max_frame;
+    gs_conn_budget_init(&s->frame_budget, prm.frame_memory);
+    gs_u64map_init(&s->conns_by_addr);
     s->bw_prior[GS__BW_CPU_LOCAL] = prm.bw_cpu_local_gbps;
     s->bw_prior[GS__BW_CPU_REMOTE] = prm.bw_cpu_remote_gbps;
     s->bw_prior[GS__BW_GPU_LOCAL] = prm.bw_gpu_local_gbps;
@@ -312,6 +371,11 @@ void gs_sched_stats(gs_sched_h s, gs_sched_stats_t *stats_p)
     stats_p->nconnections = s->nconns;
     stats_p->ngraphs = s->ngraphs;
     stats_p->ngraphs_active = s->ngraphs_active;
+    stats_p->frame_bytes_reserved = s->frame_budget.used;
+    stats_p->frame_bytes_peak = s->frame_budget.peak;
+    stats_p->frame_waits_total = s->frame_budget.waits_total;
+    stats_p->frames_refused_total = s->frame_budget.refused_total;
+    stats_p->frames_stalled_total = s->frame_budget.stalled_total;
 }
 
 void gs_sched_destroy(gs_sched_h s)
@@ -336,6 +400,7 @@ void gs_sched_destroy(gs_sched_h s)
     GS_VEC_FREE(&s->relay_free);
     gs_u64map_cleanup(&s->relay_index);
     gs_u64map_cleanup(&s->clients);
+    gs_u64map_cleanup(&s->conns_by_addr);
     gs_u64map_cleanup(&s->graphs);
     GS_VEC_FREE(&s->retries);
     GS_VEC_FREE(&s->stack);

@@ -10,6 +10,15 @@
  *    A connection that has not completed the handshake after the handshake timeout is closed;
  *    before the handshake a connection may send frames of at most GS_SCHED_HELLO_MAX_FRAME
  *    bytes (a larger announced length closes it at once, before the bytes are buffered).
+ *  - bounds (gs_sched_params_t, counted in gs_sched_stats_t): at most max_connections open
+ *    connections (lowered below the open file limit) and max_connections_per_addr from one IP
+ *    address; past a limit the oldest connection that has not completed the handshake is closed
+ *    to make room, else the new one is answered ERROR(GS_ERR_BUSY) and closed. After the
+ *    handshake a client may send frames of client_max_frame bytes, a worker worker_max_frame;
+ *    all connections together reserve at most frame_memory bytes for large frames being
+ *    received (a frame that does not fit waits, its connection's reading paused; a holder that
+ *    stalls for the handshake timeout meanwhile is closed). A client
+ *    that holds no graph and has sent nothing for client_idle_timeout_ms is closed.
  *  - workers send WORKER_REGISTER; gsched answers the new worker with PEERS listing every
  *    registered worker *including itself* (a worker skips its own id, known from WELCOME) and
  *    sends PEERS(added = new worker) to the others; a removed worker is announced with
@@ -149,6 +158,18 @@ typedef struct gs_sched *gs_sched_h;
  *  protocol (plain text, a 2 GB length) holds no buffer until the handshake timeout. After the
  *  handshake the limit is max_frame. */
 #define GS_SCHED_HELLO_MAX_FRAME (64u * 1024u)
+/** Connection bounds (gs_sched_params_t max_connections, max_connections_per_addr). */
+#define GS_SCHED_DEFAULT_MAX_CONNECTIONS 4096u
+#define GS_SCHED_DEFAULT_MAX_CONNECTIONS_PER_ADDR 512u
+/** File descriptors left free below RLIMIT_NOFILE: max_connections is lowered to the soft limit
+ *  less this, so the connection limit is reached before accept() fails with EMFILE. */
+#define GS_SCHED_FD_RESERVE 64u
+/** A client connection without graphs silent this long is closed (0 = never). Off by default:
+ *  the client library sends no heartbeats yet, so an idle interactive session would be cut;
+ *  unauthenticated connections are bounded by the handshake timeout and the limits above. */
+#define GS_SCHED_DEFAULT_CLIENT_IDLE_TIMEOUT_MS 0u
+/** Bytes all connections together may reserve for large frames being received. */
+#define GS_SCHED_DEFAULT_FRAME_MEMORY (4ull << 30)
 /** Times a task is retried after its worker reported GS_ERR_WORKER_LOST (input fetch failed). */
 #define GS_SCHED_FETCH_RETRIES 10u
 /** Largest graph gsched accepts (task ids are 32-bit internally). */
@@ -166,6 +187,10 @@ typedef struct gs_sched *gs_sched_h;
 #define GS_SCHED_FIELD_HANDSHAKE_TIMEOUT_MS 0x80u
 #define GS_SCHED_FIELD_BW_PRIORS 0x100u
 #define GS_SCHED_FIELD_XFER_LATENCY_US 0x200u
+#define GS_SCHED_FIELD_MAX_CONNECTIONS 0x400u          /* max_connections, max_connections_per_addr */
+#define GS_SCHED_FIELD_CLIENT_IDLE_TIMEOUT_MS 0x800u
+#define GS_SCHED_FIELD_FRAME_MEMORY 0x1000u
+#define GS_SCHED_FIELD_ROLE_MAX_FRAME 0x2000u          /* client_max_frame, worker_max_frame */
 #define GS_SCHED_FIELD_MAX_UCX_ADDRESS 0x10000u
 #define GS_SCHED_FIELD_MAX_REGISTER_STRING 0x20000u
 
@@ -212,6 +237,24 @@ typedef struct gs_sched_params {
     uint32_t xfer_latency_us;      /* GS_SCHED_FIELD_XFER_LATENCY_US (0 allowed) */
     uint32_t max_ucx_address;      /* GS_SCHED_FIELD_MAX_UCX_ADDRESS: bytes (> 0) */
     uint32_t max_register_string;  /* GS_SCHED_FIELD_MAX_REGISTER_STRING: bytes (> 0) */
+    /* Connection bounds. A connection past either limit is accepted and closed at once
+     * (conns_refused_total) -- unless connections that have not completed the handshake hold
+     * the slots: then the oldest of them (of the same address for the per-address limit) is
+     * closed instead (conns_evicted_total), so idle unauthenticated connections cannot lock out
+     * a real peer. max_connections is lowered to RLIMIT_NOFILE - GS_SCHED_FD_RESERVE. */
+    uint32_t max_connections;      /* > 0; default GS_SCHED_DEFAULT_MAX_CONNECTIONS */
+    uint32_t max_connections_per_addr; /* > 0; per peer IP address; default 512 */
+    uint32_t client_idle_timeout_ms; /* close a client that holds no graph and sent nothing this
+                                      long (idle_closed_total); 0 = never (default) */
+    uint64_t frame_memory;         /* bytes all connections may reserve for frames larger than
+                                      GS_CONN_BUDGET_MIN_FRAME being received (proto/conn.h
+                                      gs_conn_budget_t: a frame that does not fit waits, reading
+                                      of its connection paused; a frame larger than this closes
+                                      its connection; while frames wait, a connection holding
+                                      memory that receives nothing for handshake_timeout_ms is
+                                      closed); 0 = unbounded; default 4 GiB */
+    uint32_t client_max_frame;     /* largest frame of a client after the handshake; 0 = max_frame */
+    uint32_t worker_max_frame;     /* largest frame of a worker after the handshake; 0 = max_frame */
 } gs_sched_params_t;
 
 /** Counters for tests and monitoring (a snapshot). */
@@ -232,6 +275,18 @@ typedef struct gs_sched_stats {
                                       at registration (name taken, over the caps) */
     uint64_t replicas_total;       /* chunk copies recorded from REPLICATE */
     uint64_t bw_reports_total;     /* BANDWIDTH entries accepted */
+    uint64_t conns_refused_total;  /* connections closed at accept: over max_connections or
+                                      max_connections_per_addr */
+    uint64_t conns_evicted_total;  /* connections not yet handshaken closed to make room */
+    uint64_t accept_errors_total;  /* accept() failures (e.g. EMFILE) */
+    uint64_t idle_closed_total;    /* clients closed by client_idle_timeout_ms */
+    uint64_t frame_bytes_reserved; /* bytes of large frames being received, now (<= frame_memory) */
+    uint64_t frame_bytes_peak;     /* highest frame_bytes_reserved */
+    uint64_t frame_waits_total;    /* frames that waited for frame memory */
+    uint64_t frames_refused_total; /* frames larger than frame_memory (connection closed) */
+    uint64_t frames_stalled_total; /* connections closed for holding frame memory without
+                                      receiving anything for the handshake timeout while
+                                      others waited for it */
 } gs_sched_stats_t;
 
 /** Create a scheduler on @a loop (borrowed; it must outlive the scheduler). Nothing is bound

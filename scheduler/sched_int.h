@@ -215,6 +215,8 @@ struct gs__peer {
     int state;                   /* GS__PEER_* */
     uint64_t t_connect_ns;
     uint64_t last_seen_ns;
+    uint64_t addr_key;           /* peer address key (conns_by_addr); 0 = not counted */
+    int evicted;                 /* closed to make room: no longer counted against the limits */
     gs__worker_t *worker;        /* registered worker, or NULL */
     char name[64];
     gs__peer_t *prev, *next;
@@ -278,6 +280,13 @@ struct gs_sched {
     uint32_t handshake_timeout_ms;
     uint32_t max_ucx_address;    /* registration caps (gs_sched_params_t) */
     uint32_t max_register_string;
+    uint32_t max_conns;              /* effective (lowered to the fd limit) */
+    uint32_t max_conns_per_addr;
+    uint32_t client_idle_timeout_ms; /* 0 = never */
+    uint32_t client_max_frame;
+    uint32_t worker_max_frame;
+    gs_conn_budget_t frame_budget;   /* shared by every connection */
+    gs_u64map_t conns_by_addr;       /* address key -> open connections from it */
 
     uv_tcp_t server;
     uv_timer_t timer;
@@ -293,6 +302,7 @@ struct gs_sched {
 
     gs__peer_t *peers;           /* all connections */
     uint32_t nconns;
+    uint32_t nevicted;           /* of nconns: evicted, descriptor closed, not yet freed */
     uint32_t nclients;
     gs_u64map_t clients;         /* client id -> gs__peer_t* */
 

@@ -125,16 +125,21 @@ tp_t *tp_connect(th_t *th, uint32_t version, const char *token, uint32_t role, c
     cp.connect_cb = tp_on_connect;
     cp.arg = p;
     cr_assert_eq(gs_conn_connect(&th->loop, "127.0.0.1", th->port, &cp, &p->conn), GS_OK, "%s", gs_last_error());
-    memset(&m, 0, sizeof m);
-    m.type = GS_MSG_HELLO;
-    m.u.hello.version = version;
-    m.u.hello.role = role;
-    m.u.hello.token.data = (const uint8_t *)token;
-    m.u.hello.token.len = strlen(token);
-    m.u.hello.name.data = (const uint8_t *)name;
-    m.u.hello.name.len = strlen(name);
+    th_hello(&m, version, token, role, name);
     tp_send(p, &m);
     return p;
+}
+
+void th_hello(gs_msg_t *m, uint32_t version, const char *token, uint32_t role, const char *name)
+{
+    memset(m, 0, sizeof *m);
+    m->type = GS_MSG_HELLO;
+    m->u.hello.version = version;
+    m->u.hello.role = role;
+    m->u.hello.token.data = (const uint8_t *)token;
+    m->u.hello.token.len = strlen(token);
+    m->u.hello.name.data = (const uint8_t *)name;
+    m->u.hello.name.len = strlen(name);
 }
 
 tp_t *tp_client(th_t *th, const char *name)

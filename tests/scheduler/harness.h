@@ -46,6 +46,8 @@ gs_sched_stats_t th_stats(th_t *th);
 
 /* Connect and send HELLO (not waiting for an answer). */
 tp_t *tp_connect(th_t *th, uint32_t version, const char *token, uint32_t role, const char *name);
+/* Fill @a m with HELLO (the strings are borrowed). */
+void th_hello(gs_msg_t *m, uint32_t version, const char *token, uint32_t role, const char *name);
 /* Connect with the right version/token as a client; waits for WELCOME. */
 tp_t *tp_client(th_t *th, const char *name);
 /* Connect as a worker, register (nthreads, a memory limit of 1 GiB), wait for WELCOME and PEERS. */

@@ -1,4 +1,5 @@
 /* The gsched program: arguments, the address line, signals, SHUTDOWN to workers. */
+#include "harness.h"
 #include "proto/msg.h"
 
 #include "common/time.h"
@@ -12,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -245,6 +247,11 @@ Test(scheduler_daemon, rejects_bad_arguments_with_a_message)
     expect_bad_args((const char *[]){"--log-level", "loud", NULL}, "--log-level");
     expect_bad_args((const char *[]){"--host", "not-an-ip", "--port", "0", NULL}, "not-an-ip");
     expect_bad_args((const char *[]){"--frobnicate", NULL}, "unknown option");
+    expect_bad_args((const char *[]){"--max-connections", "0", NULL}, "--max-connections");
+    expect_bad_args((const char *[]){"--max-connections-per-address", "-1", NULL}, "--max-connections-per-address");
+    expect_bad_args((const char *[]){"--frame-memory", "4X", NULL}, "--frame-memory");
+    expect_bad_args((const char *[]){"--client-max-frame", "5G", NULL}, "--client-max-frame");
+    expect_bad_args((const char *[]){"--client-idle-timeout", "soon", NULL}, "--client-idle-timeout");
 }
 
 Test(scheduler_daemon, fails_cleanly_when_the_port_is_taken)
@@ -385,4 +392,55 @@ Test(scheduler_daemon, reads_the_token_from_a_file_and_warns_about_one_on_the_co
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d", st);
     close(out);
     close(err);
+}
+
+/* The issue's reproduction: with a 1024-descriptor limit, 2,000 idle connections used to lock
+ * real clients out. gsched keeps its connections below the limit (and 512 per address) by
+ * closing the oldest connections that have not said hello, so a client still gets in. */
+Test(scheduler_daemon, idle_connections_do_not_lock_out_a_client_under_a_1024_fd_limit, .timeout = 60)
+{
+    enum { NIDLE = 2000 };
+    static int fds[NIDLE];
+    const char *args[] = {"--host", "127.0.0.1", "--port", "0", "--token", "tok", NULL};
+    struct rlimit rl, low;
+    int out, err, port = 0;
+    char line[256];
+    gs_msg_t m;
+
+    cr_assert_eq(getrlimit(RLIMIT_NOFILE, &rl), 0);
+    cr_assert(rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= 2 * NIDLE, "open file hard limit too low");
+    low = rl;
+    low.rlim_cur = 1024;
+    cr_assert_eq(setrlimit(RLIMIT_NOFILE, &low), 0);
+    pid_t pid = spawn(args, &out, &err);   /* gsched inherits the 1024 limit */
+    low.rlim_cur = 2 * NIDLE + 256;
+    cr_assert_eq(setrlimit(RLIMIT_NOFILE, &low), 0);
+    cr_assert_gt(read_some(out, line, sizeof line, 5000), 0, "no address line");
+    cr_assert_eq(sscanf(line, "gsched listening on tcp://127.0.0.1:%d", &port), 1, "line: %s", line);
+    for (int i = 0; i < NIDLE; i++) fds[i] = connect_to(port);
+
+    int fd = connect_to(port);
+    th_hello(&m, GS_PROTO_VERSION, "tok", GS_ROLE_CLIENT, "real");
+    send_msg(fd, &m);
+    cr_assert(recv_msg(fd, &m, 5000), "the client was locked out");
+    cr_assert_eq(m.type, GS_MSG_WELCOME, "type %u: %.*s", m.type,
+                 m.type == GS_MSG_ERROR ? (int)m.u.error.message.len : 0,
+                 m.type == GS_MSG_ERROR ? (const char *)m.u.error.message.data : "");
+    gs_msg_cleanup(&m);
+    memset(&m, 0, sizeof m);
+    m.type = GS_MSG_INFO_REQ;
+    send_msg(fd, &m);
+    cr_assert(recv_msg(fd, &m, 5000));
+    cr_assert_eq(m.type, GS_MSG_INFO);
+    cr_assert_eq(m.u.info.nclients, 1);
+    gs_msg_cleanup(&m);
+
+    kill(pid, SIGTERM);
+    int st = wait_exit(pid, 5000);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d", st);
+    for (int i = 0; i < NIDLE; i++) close(fds[i]);
+    close(fd);
+    close(out);
+    close(err);
+    cr_assert_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
 }

@@ -1,0 +1,269 @@
+/* Resource bounds of gsched: connection limits (total, per address), the client idle timeout
+ * and the budget of memory reserved for frames being received. Raw sockets play the attacker;
+ * every wait is on the scheduler's loop until a counter says the event happened. */
+#include "harness.h"
+
+#include "common/time.h"
+
+#include <arpa/inet.h>
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#define NIDLE 2000
+#define NSLOW 200
+
+/* Start a non-blocking connect to the scheduler (completes when the loop accepts). */
+static int bound_connect(int port)
+{
+    struct sockaddr_in a;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    cr_assert_geq(fd, 0, "socket: %s", strerror(errno));
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        cr_assert_eq(errno, EINPROGRESS, "connect: %s", strerror(errno));
+    }
+    return fd;
+}
+
+/* Connections the scheduler accepted so far (open, or closed by a bound). */
+static uint64_t bound_accepted(th_t *th)
+{
+    gs_sched_stats_t st = th_stats(th);
+    return st.nconnections + st.conns_evicted_total + st.conns_refused_total;
+}
+
+/* Run the loop until @a done(th, arg) holds, at most TH_TIMEOUT_MS x 4. */
+static void bound_run_until(th_t *th, int (*done)(th_t *, uint64_t), uint64_t arg)
+{
+    uint64_t end = gs_now_ns() + (uint64_t)TH_TIMEOUT_MS * 4 * 1000000ull;
+    while (!done(th, arg)) {
+        cr_assert_lt(gs_now_ns(), end, "timed out waiting for the scheduler");
+        uv_run(&th->loop, UV_RUN_ONCE);
+    }
+}
+
+static int bound_all_accepted(th_t *th, uint64_t n)
+{
+    return bound_accepted(th) >= n;
+}
+
+static int bound_nconns_is(th_t *th, uint64_t n)
+{
+    return th_stats(th).nconnections == n;
+}
+
+static int bound_nconns_at_most(th_t *th, uint64_t n)
+{
+    return th_stats(th).nconnections <= n;
+}
+
+static void bound_raise_fd_limit(rlim_t need)
+{
+    struct rlimit rl;
+    cr_assert_eq(getrlimit(RLIMIT_NOFILE, &rl), 0);
+    if (rl.rlim_cur < need) {
+        cr_assert(rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= need, "open file hard limit below %lu",
+                  (unsigned long)need);
+        rl.rlim_cur = need;
+        cr_assert_eq(setrlimit(RLIMIT_NOFILE, &rl), 0);
+    }
+}
+
+/* @a c is served: INFO_REQ is answered. */
+static void bound_expect_served(tp_t *c)
+{
+    gs_msg_t m;
+    memset(&m, 0, sizeof m);
+    m.type = GS_MSG_INFO_REQ;
+    tp_send(c, &m);
+    tp_expect(c, GS_MSG_INFO, &m);
+    gs_msg_cleanup(&m);
+}
+
+static void bound_send_hello(int fd)
+{
+    gs_msg_t m;
+    gs_buf_t b;
+    th_hello(&m, GS_PROTO_VERSION, "", GS_ROLE_CLIENT, "slow");
+    gs_buf_init(&b);
+    cr_assert_eq(gs_msg_encode(&m, &b), GS_OK);
+    /* followed by the header of a 1 GiB frame and its first bytes, never the rest */
+    cr_assert_eq(gs_buf_append(&b, "\x00\x00\x00\x40" "abcd", 8), GS_OK);
+    cr_assert_eq(send(fd, b.data, b.len, MSG_NOSIGNAL), (ssize_t)b.len);
+    gs_buf_cleanup(&b);
+}
+
+Test(scheduler_bounds, idle_connections_do_not_lock_out_a_client, .timeout = 60)
+{
+    static int fds[NIDLE];
+    gs_sched_stats_t st;
+    th_t th;
+
+    bound_raise_fd_limit(2 * NIDLE + 256);
+    th_init(&th, &(gs_sched_params_t){.field_mask = GS_SCHED_FIELD_MAX_CONNECTIONS,
+                                      .max_connections = 256,
+                                      .max_connections_per_addr = 4096});
+    for (int i = 0; i < NIDLE; i++) {
+        fds[i] = bound_connect(th.port);
+        uv_run(&th.loop, UV_RUN_NOWAIT);
+    }
+    bound_run_until(&th, bound_all_accepted, NIDLE);
+    bound_run_until(&th, bound_nconns_at_most, 256);
+    st = th_stats(&th);
+    cr_assert_leq(st.nconnections, 256, "%u connections held", st.nconnections);
+    cr_assert_geq(st.conns_evicted_total, NIDLE - 256, "%lu evicted", (unsigned long)st.conns_evicted_total);
+
+    /* a real client gets in (the oldest idle connection makes room) and is served */
+    tp_t *c = tp_client(&th, "real");
+    bound_expect_served(c);
+    cr_assert_eq(th_stats(&th).nclients, 1);
+    for (int i = 0; i < NIDLE; i++) close(fds[i]);
+    bound_run_until(&th, bound_nconns_is, 1);
+    th_fini(&th);
+}
+
+Test(scheduler_bounds, per_address_limit_evicts_unauthenticated_then_refuses)
+{
+    gs_msg_t m;
+    th_t th;
+
+    th_init(&th, &(gs_sched_params_t){.field_mask = GS_SCHED_FIELD_MAX_CONNECTIONS,
+                                      .max_connections = 100,
+                                      .max_connections_per_addr = 3});
+    tp_client(&th, "a");
+    tp_client(&th, "b");
+    int idle = bound_connect(th.port);
+    bound_run_until(&th, bound_all_accepted, 3);
+
+    tp_t *c = tp_client(&th, "c");   /* the idle connection makes room */
+    cr_assert_eq(th_stats(&th).conns_evicted_total, 1);
+
+    tp_t *d = tp_connect(&th, GS_PROTO_VERSION, "", GS_ROLE_CLIENT, "d");
+    tp_expect(d, GS_MSG_ERROR, &m);
+    cr_assert_eq(m.u.error.status, GS_ERR_BUSY);
+    gs_msg_cleanup(&m);
+    cr_assert(tp_wait_closed(d, TH_TIMEOUT_MS));
+    cr_assert_eq(th_stats(&th).conns_refused_total, 1);
+    cr_assert(!c->closed);
+    close(idle);
+    th_fini(&th);
+}
+
+static int bound_waits_reach(th_t *th, uint64_t n)
+{
+    return th_stats(th).frame_waits_total >= n;
+}
+
+static int bound_frames_released(th_t *th, uint64_t n)
+{
+    gs_sched_stats_t st = th_stats(th);
+    return st.frame_bytes_reserved == 0 && st.nconnections == n;
+}
+
+Test(scheduler_bounds, slow_large_frames_hold_no_more_than_the_budget, .timeout = 60)
+{
+    static int fds[NSLOW];
+    const uint64_t budget = (1ull << 30) + (1ull << 20);   /* room for one 1 GiB frame */
+    gs_sched_stats_t st;
+    th_t th;
+
+    bound_raise_fd_limit(2 * NSLOW + 256);
+    th_init(&th, &(gs_sched_params_t){.field_mask = GS_SCHED_FIELD_FRAME_MEMORY, .frame_memory = budget});
+    for (int i = 0; i < NSLOW; i++) {
+        fds[i] = bound_connect(th.port);
+        uv_run(&th.loop, UV_RUN_NOWAIT);
+    }
+    bound_run_until(&th, bound_all_accepted, NSLOW);
+    for (int i = 0; i < NSLOW; i++) bound_send_hello(fds[i]);
+    bound_run_until(&th, bound_waits_reach, NSLOW - 1);
+    st = th_stats(&th);
+    cr_assert_eq(st.frame_bytes_reserved, 1ull << 30);
+    cr_assert_leq(st.frame_bytes_peak, budget);
+    cr_assert_eq(st.nclients, NSLOW);
+
+    /* the scheduler still serves a real client (small frames are not held back) */
+    tp_t *c = tp_client(&th, "real");
+    bound_expect_served(c);
+
+    for (int i = 0; i < NSLOW; i++) close(fds[i]);
+    bound_run_until(&th, bound_frames_released, 1);
+    st = th_stats(&th);
+    cr_assert_leq(st.frame_bytes_peak, budget);
+    th_fini(&th);
+}
+
+Test(scheduler_bounds, a_frame_larger_than_the_budget_closes_its_connection)
+{
+    th_t th;
+
+    th_init(&th, &(gs_sched_params_t){.field_mask = GS_SCHED_FIELD_FRAME_MEMORY, .frame_memory = 1u << 20});
+    int fd = bound_connect(th.port);
+    bound_run_until(&th, bound_all_accepted, 1);
+    bound_send_hello(fd);   /* announces 1 GiB */
+    bound_run_until(&th, bound_nconns_is, 0);
+    cr_assert_eq(th_stats(&th).frames_refused_total, 1);
+    cr_assert_eq(th_stats(&th).frame_bytes_peak, 0);
+    close(fd);
+    th_fini(&th);
+}
+
+static int bound_stalled(th_t *th, uint64_t n)
+{
+    return th_stats(th).frames_stalled_total >= n;
+}
+
+Test(scheduler_bounds, a_stalled_frame_gives_its_memory_to_a_waiting_one)
+{
+    int fds[2];
+    th_t th;
+
+    th_init(&th, &(gs_sched_params_t){.field_mask = GS_SCHED_FIELD_FRAME_MEMORY |
+                                                    GS_SCHED_FIELD_HANDSHAKE_TIMEOUT_MS,
+                                      .frame_memory = 1u << 30,
+                                      .handshake_timeout_ms = 200});
+    for (int i = 0; i < 2; i++) fds[i] = bound_connect(th.port);
+    bound_run_until(&th, bound_all_accepted, 2);
+    for (int i = 0; i < 2; i++) bound_send_hello(fds[i]);
+    bound_run_until(&th, bound_waits_reach, 1);
+    bound_run_until(&th, bound_stalled, 1);   /* the first holder sent nothing more */
+    bound_run_until(&th, bound_nconns_is, 1);
+    gs_sched_stats_t st = th_stats(&th);
+    cr_assert_eq(st.frame_bytes_reserved, 1u << 30, "the waiting frame got the memory");
+    cr_assert_eq(st.frames_stalled_total, 1);
+    for (int i = 0; i < 2; i++) close(fds[i]);
+    th_fini(&th);
+}
+
+static int bound_idle_closed(th_t *th, uint64_t n)
+{
+    return th_stats(th).idle_closed_total >= n;
+}
+
+Test(scheduler_bounds, closes_silent_clients_without_graphs_only)
+{
+    tg_t g;
+    th_t th;
+
+    th_init(&th, &(gs_sched_params_t){.field_mask = GS_SCHED_FIELD_CLIENT_IDLE_TIMEOUT_MS,
+                                      .client_idle_timeout_ms = 200});
+    tp_t *busy = tp_client(&th, "busy");
+    tg_init(&g, 1);
+    tg_output(&g, tg_task(&g, 0, 0, NULL));
+    tg_submit_ok(busy, &g, 0);   /* no worker: the graph stays in flight */
+    tp_t *idle = tp_client(&th, "idle");   /* connected later, so closed later than busy's check */
+
+    bound_run_until(&th, bound_idle_closed, 1);
+    cr_assert(tp_wait_closed(idle, TH_TIMEOUT_MS));
+    cr_assert(!busy->closed);
+    cr_assert_eq(th_stats(&th).idle_closed_total, 1);
+    th_fini(&th);
+}
