@@ -15,6 +15,8 @@
 #include <sys/resource.h>
 
 #define GS__HOUSEKEEPING_MS 50u
+/* A housekeeping timer this late means the loop stood still (see gs__on_timer). */
+#define GS__STALL_NS (500ull * 1000000ull)
 
 /* ------------------------------------------------------------------------------------------ */
 /* Housekeeping and the per-iteration tick.                                                   */
@@ -43,6 +45,19 @@ static void gs__on_timer(uv_timer_t *timer)
     uint64_t idle_ns = (uint64_t)s->client_idle_timeout_ms * 1000000ull;
     gs__peer_t *p = s->peers;
 
+    /* A stall of gsched itself (SIGSTOP, a VM pause, an overloaded host) does not count against
+     * the workers: their heartbeats wait unread in the sockets meanwhile, and timers run before
+     * this iteration reads them. Time the loop did not run is added to every worker's last
+     * sighting, so a heartbeat timeout measures only time gsched was awake to hear from it. */
+    if (s->timer_last_ns != 0 && now - s->timer_last_ns > GS__STALL_NS) {
+        uint64_t stall = now - s->timer_last_ns - GS__HOUSEKEEPING_MS * 1000000ull;
+        s->st.stalls_total++;
+        GS_LOG_INFO("gsched's loop stood still for %.0f ms: not counted against heartbeats",
+                    (double)stall / 1e6);
+        for (gs__peer_t *q = s->peers; q != NULL; q = q->next)
+            if (q->state == GS__PEER_WORKER) q->last_seen_ns += stall;
+    }
+    s->timer_last_ns = now;
     while (p != NULL) {
         gs__peer_t *next = p->next;   /* closing never frees synchronously */
         if (p->state == GS__PEER_WORKER && p->worker != NULL && now - p->last_seen_ns > hb_ns) {

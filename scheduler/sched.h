@@ -265,6 +265,8 @@ typedef struct gs_sched_stats {
     uint64_t ngraphs;              /* graphs held (running, finished-but-kept, failed-but-kept) */
     uint64_t ngraphs_active;       /* graphs whose outputs are not complete yet */
     uint64_t tasks_done_total;     /* task completions accepted */
+    uint64_t stalls_total;         /* times gsched's own loop stood still > 0.5 s (not counted
+                                      against workers' heartbeats) */
     uint64_t tasks_assigned_total; /* task assignments sent */
     uint64_t tasks_recomputed_total; /* tasks reset to waiting to recompute lost chunks */
     uint64_t roots_withheld_total; /* placement passes that held a ready root task back because

@@ -290,6 +290,7 @@ struct gs_sched {
 
     uv_tcp_t server;
     uv_timer_t timer;
+    uint64_t timer_last_ns;          /* when housekeeping last ran (stall detection) */
     uv_check_t check;
     int listening;
     int listen_called;

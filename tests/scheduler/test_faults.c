@@ -4,6 +4,7 @@
 
 #include <criterion/criterion.h>
 #include <string.h>
+#include <unistd.h>
 
 static void expect_done(tp_t *c, uint64_t gid, gs_status_t status, gs_msg_t *out)
 {
@@ -105,6 +106,32 @@ Test(scheduler_faults, heartbeat_timeout_removes_a_silent_worker)
     tw_done(w2, gid, got2, 1, GS_OK, 8, NULL);
     expect_done(c, gid, GS_OK, NULL);
     cr_assert_eq(th_stats(&th).nworkers, 1, "a heartbeating worker was removed");
+    th_fini(&th);
+}
+
+/* gsched itself stands still (SIGSTOP, a VM pause: here its loop simply does not run) for
+ * longer than the heartbeat timeout while a worker keeps heartbeating: the heartbeats wait in
+ * the socket, and the worker must not be declared lost when gsched wakes up. */
+Test(scheduler_faults, a_stall_of_gsched_itself_does_not_remove_heartbeating_workers)
+{
+    th_t th;
+    gs_sched_params_t prm;
+    memset(&prm, 0, sizeof prm);
+    prm.field_mask = GS_SCHED_FIELD_HEARTBEAT_MS | GS_SCHED_FIELD_HEARTBEAT_TIMEOUT_MS;
+    prm.heartbeat_ms = 20;
+    prm.heartbeat_timeout_ms = 300;
+    th_init(&th, &prm);
+    tp_t *w = tp_worker(&th, "w", 1);
+    w->heartbeat = 1;
+    th_run_for(&th, 100);
+    cr_assert_eq(th_stats(&th).nworkers, 1);
+    tw_heartbeat(w);              /* waits unread while the loop stands still */
+    usleep(1500 * 1000);          /* the stall itself: five heartbeat timeouts */
+    th_run_for(&th, 200);
+    gs_sched_stats_t st = th_stats(&th);
+    cr_assert_eq(st.nworkers, 1, "the worker was removed after gsched's own stall");
+    cr_assert_geq(st.stalls_total, 1, "the stall was not noticed");
+    cr_assert(tp_none(w, GS_MSG_ERROR, 50));
     th_fini(&th);
 }
 
