@@ -34,9 +34,23 @@ static void gs__sysmem_copy(char *dst, size_t len, const char *src)
     dst[n] = '\0';
 }
 
+/* out = a b c (any may be ""); returns 0 (out empty) when it does not fit in @a len bytes. */
+static int gs__sysmem_join(char *out, size_t len, const char *a, const char *b, const char *c)
+{
+    size_t la = strlen(a), lb = strlen(b), lc = strlen(c);
+    if (la + lb + lc >= len) {
+        out[0] = '\0';
+        return 0;
+    }
+    memcpy(out, a, la);
+    memcpy(out + la, b, lb);
+    memcpy(out + la + lb, c, lc + 1);
+    return 1;
+}
+
 static void gs__sysmem_path(char *out, const char *root, const char *rel)
 {
-    snprintf(out, GS__SYSMEM_PATH, "%s%s", root, rel);
+    (void)gs__sysmem_join(out, GS__SYSMEM_PATH, root, rel, "");
 }
 
 /* Reads one limit file: a byte count, or "max" (no limit: returns 0). */
@@ -101,9 +115,9 @@ static void gs__sysmem_read_cgroup(const char *root, char *v2_p, char *v1_p)
         if (c2 == NULL || c2[1] != '/') continue;
         *c2 = '\0';
         if (strcmp(line, "0:") == 0 && c1 + 1 == c2)
-            snprintf(v2_p, GS__SYSMEM_PATH, "%s", c2 + 1);
+            gs__sysmem_copy(v2_p, GS__SYSMEM_PATH, c2 + 1);
         else if (gs__sysmem_has_word(c1 + 1, "memory"))
-            snprintf(v1_p, GS__SYSMEM_PATH, "%s", c2 + 1);
+            gs__sysmem_copy(v1_p, GS__SYSMEM_PATH, c2 + 1);
     }
     fclose(f);
 }
@@ -128,19 +142,19 @@ static void gs__sysmem_read_mounts(const char *root, gs__cgroup_mount_t *v2,
             if (strcmp(fstype, "cgroup2") == 0) m = v2;
             else if (strcmp(fstype, "cgroup") == 0 && gs__sysmem_has_word(super, "memory")) m = v1;
             if (m == NULL || m->found) continue;
-            snprintf(m->point, sizeof(m->point), "%s", point);
-            snprintf(m->root, sizeof(m->root), "%s", mroot);
+            gs__sysmem_copy(m->point, sizeof(m->point), point);
+            gs__sysmem_copy(m->root, sizeof(m->root), mroot);
             m->found = 1;
         }
         fclose(f);
         return;
     }
     /* no mountinfo: the usual places */
-    snprintf(v2->point, sizeof(v2->point), "/sys/fs/cgroup");
-    snprintf(v2->root, sizeof(v2->root), "/");
+    gs__sysmem_copy(v2->point, sizeof(v2->point), "/sys/fs/cgroup");
+    gs__sysmem_copy(v2->root, sizeof(v2->root), "/");
     v2->found = 1;
-    snprintf(v1->point, sizeof(v1->point), "/sys/fs/cgroup/memory");
-    snprintf(v1->root, sizeof(v1->root), "/");
+    gs__sysmem_copy(v1->point, sizeof(v1->point), "/sys/fs/cgroup/memory");
+    gs__sysmem_copy(v1->root, sizeof(v1->root), "/");
     v1->found = 1;
 }
 
@@ -155,16 +169,16 @@ static uint64_t gs__sysmem_walk(const char *root, const gs__cgroup_mount_t *m, c
     if (!m->found || cg[0] == '\0') return 0;
     /* the part of cg below the mount's root; a cgroup outside what the mount shows (a container
      * seeing the host's path) is read at the mount point itself */
-    if (strcmp(m->root, "/") == 0) snprintf(rel, sizeof(rel), "%s", cg);
+    if (strcmp(m->root, "/") == 0) gs__sysmem_copy(rel, sizeof(rel), cg);
     else if (strncmp(cg, m->root, rl) == 0 && (cg[rl] == '/' || cg[rl] == '\0'))
-        snprintf(rel, sizeof(rel), "%s", cg + rl);
+        gs__sysmem_copy(rel, sizeof(rel), cg + rl);
     else rel[0] = '\0';
     for (;;) {
         size_t n = strlen(rel);
         while (n > 0 && rel[n - 1] == '/') rel[--n] = '\0';
-        snprintf(dir, sizeof(dir), "%s%s%s", root, m->point, rel);
+        if (!gs__sysmem_join(dir, sizeof(dir), root, m->point, rel)) break;
         for (int i = 0; files[i] != NULL; i++) {
-            snprintf(file, sizeof(file), "%s/%s", dir, files[i]);
+            if (!gs__sysmem_join(file, sizeof(file), dir, "/", files[i])) continue;
             uint64_t v = gs__sysmem_read_limit(file);
             if (v > 0 && (best == 0 || v < best)) {
                 best = v;
