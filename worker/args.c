@@ -103,12 +103,16 @@ const char *gs_worker_usage(void)
            "                               workers of one host; dead peers are then noticed only\n"
            "                               by the scheduler and the fetch timeout (default: tcp,\n"
            "                               with UCX detecting dead peers)\n"
+           "  --no-rejoin                  exit when the scheduler drops this worker (lost connection,\n"
+           "                               heartbeat timeout) instead of rejoining it afresh\n"
            "  --log-level LEVEL            fatal|error|warn|info|debug|trace (default info)\n"
            "  -h, --help                   this text\n"
            "  --version                    print the version and whether the build has CUDA\n"
            "\n"
            "Exit status: 0 after SIGINT/SIGTERM or a SHUTDOWN from gsched, 1 when the scheduler\n"
-           "connection is lost or refused, 2 for bad arguments.\n";
+           "connection is refused (or lost, with --no-rejoin), 2 for bad arguments. A registered\n"
+           "worker whose connection gsched drops (e.g. after a pause past its heartbeat timeout)\n"
+           "drops its chunks and tasks and registers again as a new incarnation.\n";
 }
 
 static gs_status_t gs__parse_int(const char *opt, const char *val, long lo, long hi, long *v_p)
@@ -166,6 +170,10 @@ gs_status_t gs_worker_cli_parse(int argc, char **argv, gs_worker_cli_t *cli_p)
         }
         if (strcmp(arg, "--no-ipc") == 0) {
             cli.params.no_ipc = 1;
+            continue;
+        }
+        if (strcmp(arg, "--no-rejoin") == 0) {
+            cli.no_rejoin = 1;
             continue;
         }
         if (strcmp(arg, "--ucx-shm") == 0) {

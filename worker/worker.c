@@ -162,6 +162,7 @@ static void gs__worker_on_msg(gs_conn_t *conn, gs_msg_t *m, void *arg)
         GS_LOG_WARN("%s from gsched before welcome; ignored", gs_msg_type_name(m->type));
         return;
     }
+    if (m->type != GS_MSG_ERROR) w->st.registered = 1;
     switch (m->type) {
     case GS_MSG_PEERS:
         gs__xfer_peers(w, &m->u.peers);

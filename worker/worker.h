@@ -154,6 +154,8 @@ typedef struct gs_worker_params {
 /** Counters for tests and logs (monotonic since creation unless stated). */
 typedef struct gs_worker_stats {
     uint64_t worker_id;           /* assigned by gsched (WELCOME); 0 before */
+    int registered;               /* gsched accepted the registration: a message other than
+                                     ERROR came after WELCOME (gsched sends PEERS at once) */
     uint64_t tasks_done;          /* reported with GS_OK */
     uint64_t tasks_failed;        /* reported with an error */
     uint64_t tasks_queued;        /* now: assigned, not running */
@@ -215,12 +217,14 @@ typedef struct gs_worker_cli {
     gs_worker_params_t params;
     int log_level;                /* gs_log_level_t; -1 when not given */
     int help;                     /* --help / -h was given: print gs_worker_usage() and exit 0 */
+    int no_rejoin;                /* --no-rejoin: exit when the scheduler drops this worker
+                                     instead of registering again as a new incarnation */
 } gs_worker_cli_t;
 
 /** Parse gworker's arguments (argv[0] is the program): `tcp://host:port` and --nthreads N,
  *  --memory-limit BYTES|auto, --device-memory-limit BYTES|auto, --backend cpu|cuda,
  *  --device N, --name NAME, --token TOKEN (default: $GSCHED_TOKEN), --log-level LEVEL,
- *  --nstreams N, --connect-timeout MS, --fetch-timeout MS, --ucx-shm, --help; `--opt=value`
+ *  --nstreams N, --connect-timeout MS, --fetch-timeout MS, --ucx-shm, --no-rejoin, --help; `--opt=value`
  *  works too.
  *  GS_ERR_INVALID_PARAM with a message naming the bad argument. *cli_p only on success. */
 gs_status_t gs_worker_cli_parse(int argc, char **argv, gs_worker_cli_t *cli_p);

@@ -155,17 +155,23 @@ static void daemon_down(daemon_ctx_t *d)
     uv_loop_close(&d->loop);
 }
 
-static pid_t start_daemon(daemon_ctx_t *d, int *fd)
+/* gworker named "dw" on the fake scheduler, with @a extra (NULL or one more argument). */
+static pid_t start_daemon_with(daemon_ctx_t *d, int *fd, const char *extra)
 {
     pid_t pid;
     setenv("GSCHED_TOKEN", "tok", 1);
     pid = spawn_gworker((const char *const[]){d->addr, "--nthreads", "1", "--name", "dw",
-                                              "--memory-limit", "64MiB", NULL}, fd);
+                                              "--memory-limit", "64MiB", extra, NULL}, fd);
     unsetenv("GSCHED_TOKEN");
     cr_assert(fs_wait_registered(&d->fs, 1, DAEMON_WAIT_MS), "gworker did not register");
     cr_assert_str_eq(d->fs.peers[0]->name, "dw");
     cr_assert_eq(d->fs.peers[0]->memory_limit, 64u << 20);
     return pid;
+}
+
+static pid_t start_daemon(daemon_ctx_t *d, int *fd)
+{
+    return start_daemon_with(d, fd, NULL);
 }
 
 Test(worker_daemon, exits_0_on_shutdown)
@@ -206,10 +212,79 @@ Test(worker_daemon, exits_nonzero_when_the_scheduler_connection_is_lost)
     int fd, rc;
     pid_t pid;
     daemon_up(&d);
-    pid = start_daemon(&d, &fd);
+    pid = start_daemon_with(&d, &fd, "--no-rejoin");
     gs_conn_close(d.fs.peers[0]->conn, GS_ERR_CANCELED);
     rc = wait_exit(pid, &d.fs, DAEMON_WAIT_MS, fd, err, sizeof(err));
     cr_assert_eq(rc, 1, "exit code %d (stderr: %s)", rc, err);
     cr_assert(strstr(err, "lost the connection to gsched"), "stderr: %s", err);
+    daemon_down(&d);
+}
+
+typedef struct hb_wait {
+    fs_peer_t *peer;
+    uint64_t n;
+} hb_wait_t;
+
+static int heartbeats_pred(void *arg)
+{
+    hb_wait_t *h = arg;
+    return h->peer->nheartbeats >= h->n;
+}
+
+/* A second connection (the fake scheduler forgets the closed first one's registration) has
+ * registered. */
+static int second_registered(void *arg)
+{
+    fake_sched_t *fs = arg;
+    return fs->npeers >= 2 && fs->peers[1]->registered;
+}
+
+/* gsched dropping a registered worker (as after a pause past its heartbeat timeout) makes the
+ * worker drop its chunks and tasks and register again under a fresh id. */
+Test(worker_daemon, rejoins_as_a_new_incarnation_when_the_connection_is_lost)
+{
+    daemon_ctx_t d;
+    char err[16384];
+    int fd, rc, place[64] = {0};
+    int64_t shape[2] = {64, 64}, chunks[2] = {32, 32};
+    gs_array_h a;
+    gs_taskgraph_t *tg;
+    double *ref;
+    size_t size;
+    hb_wait_t hb;
+    pid_t pid;
+
+    daemon_up(&d);
+    pid = start_daemon(&d, &fd);
+    cr_assert_eq(gs_array_random_normal(3, 0.0, 1.0, 2, shape, chunks, &a), GS_OK);
+    tg = tw_lower(a, GS_LOWER_DEFAULT, &ref, &size);
+    cr_assert_eq(fs_run_graph(&d.fs, 1, tg, place, 0, DAEMON_WAIT_MS), 0);
+    hb.peer = d.fs.peers[0];
+    hb.n = hb.peer->nheartbeats + 1;
+    cr_assert(fs_run_until(&d.fs, heartbeats_pred, &hb, DAEMON_WAIT_MS));
+    cr_assert_gt(hb.peer->last_hb.mem_used, 0, "the first incarnation holds no chunks");
+
+    gs_conn_close(d.fs.peers[0]->conn, GS_ERR_CANCELED);
+    if (!fs_run_until(&d.fs, second_registered, &d.fs, DAEMON_WAIT_MS)) {
+        kill(pid, SIGTERM);
+        rc = wait_exit(pid, &d.fs, DAEMON_WAIT_MS, fd, err, sizeof(err));
+        cr_assert_fail("gworker did not register again (exit %d, stderr: %s)", rc, err);
+    }
+    cr_assert_str_eq(d.fs.peers[1]->name, "dw");
+    cr_assert_neq(d.fs.peers[1]->id, d.fs.peers[0]->id, "the new incarnation reused the id");
+    hb.peer = d.fs.peers[1];
+    hb.n = 1;
+    cr_assert(fs_run_until(&d.fs, heartbeats_pred, &hb, DAEMON_WAIT_MS), "no heartbeat");
+    cr_assert_eq(hb.peer->last_hb.mem_used, 0, "chunks survived the rejoin");
+    cr_assert_eq(hb.peer->last_hb.executing, 0);
+    cr_assert_eq(hb.peer->last_hb.queued, 0);
+
+    kill(pid, SIGTERM);
+    rc = wait_exit(pid, &d.fs, DAEMON_WAIT_MS, fd, err, sizeof(err));
+    cr_assert_eq(rc, 0, "exit code %d (stderr: %s)", rc, err);
+    cr_assert(strstr(err, "rejoining as a new incarnation"), "stderr: %s", err);
+    free(ref);
+    gs_taskgraph_free(tg);
+    gs_array_release(a);
     daemon_down(&d);
 }
