@@ -113,6 +113,9 @@ Test(worker_args, parses_a_full_command_line)
     cr_assert_eq(cli.help, 0);
     PARSE_OK(&cli, "tcp://10.0.0.1:8786", "--memory-share", "4");
     cr_assert_eq(cli.params.memory_share, 4u);
+    cr_assert_eq(cli.no_rejoin, 0);
+    PARSE_OK(&cli, "tcp://10.0.0.1:8786", "--no-rejoin");
+    cr_assert_eq(cli.no_rejoin, 1);
 }
 
 Test(worker_args, takes_the_token_from_the_environment)
