@@ -76,6 +76,7 @@ static void gs__on_timer(uv_timer_t *timer)
     }
     gs_conn_budget_expire(&s->frame_budget, s->handshake_timeout_ms);
     gs__sched_retries(s, now);
+    if (s->task_timeout_ms != 0) gs__sched_task_timeouts(s, now);
     gs__sched_progress(s, now, 0);
     gs__sched_tick(s);
 }
@@ -153,6 +154,9 @@ gs_status_t gs_sched_create(const gs_sched_params_t *params, uv_loop_t *loop, gs
     prm.max_connections_per_addr = GS_SCHED_DEFAULT_MAX_CONNECTIONS_PER_ADDR;
     prm.client_idle_timeout_ms = GS_SCHED_DEFAULT_CLIENT_IDLE_TIMEOUT_MS;
     prm.frame_memory = GS_SCHED_DEFAULT_FRAME_MEMORY;
+    prm.task_timeout_ms = GS_SCHED_DEFAULT_TASK_TIMEOUT_MS;
+    prm.churn_max = GS_SCHED_DEFAULT_CHURN_MAX;
+    prm.churn_window_ms = GS_SCHED_DEFAULT_CHURN_WINDOW_MS;
     if (params != NULL) {
         uint32_t fm = params->field_mask;
         if (fm & GS_SCHED_FIELD_HOST) prm.host = params->host;
@@ -182,6 +186,11 @@ gs_status_t gs_sched_create(const gs_sched_params_t *params, uv_loop_t *loop, gs
             prm.client_max_frame = params->client_max_frame;
             prm.worker_max_frame = params->worker_max_frame;
         }
+        if (fm & GS_SCHED_FIELD_TASK_TIMEOUT_MS) prm.task_timeout_ms = params->task_timeout_ms;
+        if (fm & GS_SCHED_FIELD_CHURN) {
+            prm.churn_max = params->churn_max;
+            prm.churn_window_ms = params->churn_window_ms;
+        }
     }
     if (!(prm.bw_cpu_local_gbps > 0 && prm.bw_cpu_remote_gbps > 0 && prm.bw_gpu_local_gbps > 0 &&
           prm.bw_gpu_remote_gbps > 0 && prm.bw_cpu_local_gbps < 1e9 && prm.bw_cpu_remote_gbps < 1e9 &&
@@ -202,6 +211,7 @@ gs_status_t gs_sched_create(const gs_sched_params_t *params, uv_loop_t *loop, gs
     if (prm.max_ucx_address == 0 || prm.max_register_string == 0) {
         return gs_error_set(GS_ERR_INVALID_PARAM, "registration caps (max_ucx_address, max_register_string) must be > 0");
     }
+    if (prm.churn_window_ms == 0) return gs_error_set(GS_ERR_INVALID_PARAM, "churn window must be > 0");
     if (prm.handshake_timeout_ms == 0) return gs_error_set(GS_ERR_INVALID_PARAM, "handshake timeout must be > 0");
     if (prm.max_connections == 0 || prm.max_connections_per_addr == 0) {
         return gs_error_set(GS_ERR_INVALID_PARAM, "connection limits must be > 0");
@@ -241,6 +251,9 @@ gs_status_t gs_sched_create(const gs_sched_params_t *params, uv_loop_t *loop, gs
     s->client_idle_timeout_ms = prm.client_idle_timeout_ms;
     s->client_max_frame = prm.client_max_frame ? prm.client_max_frame : prm.max_frame;
     s->worker_max_frame = prm.worker_max_frame ? prm.worker_max_frame : prm.max_frame;
+    s->task_timeout_ms = prm.task_timeout_ms;
+    s->churn_max = prm.churn_max;
+    s->churn_window_ms = prm.churn_window_ms;
     gs_conn_budget_init(&s->frame_budget, prm.frame_memory);
     gs_u64map_init(&s->conns_by_addr);
     s->bw_prior[GS__BW_CPU_LOCAL] = prm.bw_cpu_local_gbps;

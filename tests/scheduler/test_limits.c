@@ -1,0 +1,92 @@
+/* Limits: the task runtime limit (a worker that heartbeats but never reports a task) and the cap
+ * on rapid worker churn. */
+#include "harness.h"
+
+#include <criterion/criterion.h>
+#include <string.h>
+
+static void limits_params(gs_sched_params_t *prm, uint32_t task_timeout_ms, uint32_t allowed_failures)
+{
+    memset(prm, 0, sizeof *prm);
+    prm->field_mask = GS_SCHED_FIELD_TASK_TIMEOUT_MS | GS_SCHED_FIELD_ALLOWED_FAILURES;
+    prm->task_timeout_ms = task_timeout_ms;
+    prm->allowed_failures = allowed_failures;
+}
+
+/* One output task, no inputs. */
+static uint64_t submit_one(tp_t *c)
+{
+    tg_t g;
+    tg_init(&g, 1);
+    tg_output(&g, tg_task(&g, 0, 0, NULL));
+    return tg_submit_ok(c, &g, 0);
+}
+
+Test(scheduler_limits, a_task_not_reported_within_the_limit_is_retried_on_another_worker)
+{
+    th_t th;
+    gs_sched_params_t prm;
+    gs_msg_t m;
+    uint64_t got[4];
+    tp_t *silent = NULL, *other;
+    limits_params(&prm, 300, 3);
+    th_init(&th, &prm);
+    tp_t *w1 = tp_worker(&th, "w1", 1), *w2 = tp_worker(&th, "w2", 1);
+    w1->heartbeat = w2->heartbeat = 1;
+    tp_t *c = tp_client(&th, "c");
+    uint64_t gid = submit_one(c);
+    for (int i = 0; i < TH_TIMEOUT_MS / 10 && silent == NULL; i++) {
+        if (tp_wait(w1, GS_MSG_TASK_ASSIGN, 5, &m)) silent = w1;
+        else if (tp_wait(w2, GS_MSG_TASK_ASSIGN, 5, &m)) silent = w2;
+    }
+    cr_assert_not_null(silent, "the task was never assigned");
+    cr_assert_eq(m.u.task_assign.task_id[0], 0);
+    gs_msg_cleanup(&m);
+    other = silent == w1 ? w2 : w1;
+    /* the silent worker heartbeats but never reports: after the limit the task moves */
+    cr_assert_eq(tw_collect(other, gid, 1, got, 4, TH_TIMEOUT_MS), 1, "the task was not retried elsewhere");
+    cr_assert_eq(got[0], 0);
+    cr_assert_eq(th_stats(&th).tasks_timed_out_total, 1);
+    tw_done1(other, gid, 0);
+    tp_expect(c, GS_MSG_GRAPH_DONE, &m);
+    cr_assert_eq(m.u.graph_done.status, GS_OK);
+    gs_msg_cleanup(&m);
+    /* the late result is released on the worker that reports it; both workers stay */
+    tw_done1(silent, gid, 0);
+    tp_expect(silent, GS_MSG_RELEASE, &m);
+    gs_msg_cleanup(&m);
+    gs_sched_stats_t st = th_stats(&th);
+    cr_assert_eq(st.nworkers, 2);
+    cr_assert_eq(st.tasks_timed_out_total, 1);
+    cr_assert(tp_none(silent, GS_MSG_TASK_ASSIGN, 20));
+    th_fini(&th);
+}
+
+Test(scheduler_limits, a_single_silent_worker_fails_the_graph_naming_the_task_and_the_limit)
+{
+    th_t th;
+    gs_sched_params_t prm;
+    gs_msg_t m;
+    uint64_t got[4];
+    limits_params(&prm, 200, 1);
+    th_init(&th, &prm);
+    tp_t *w = tp_worker(&th, "lazy", 1);
+    w->heartbeat = 1;
+    tp_t *c = tp_client(&th, "c");
+    uint64_t gid = submit_one(c);
+    cr_assert_eq(tw_collect(w, gid, 1, got, 4, TH_TIMEOUT_MS), 1);
+    /* the only worker gets it again (one failure allowed), then the graph fails */
+    cr_assert_eq(tw_collect(w, gid, 1, got, 4, TH_TIMEOUT_MS), 1, "the task was not retried");
+    tp_expect(c, GS_MSG_GRAPH_DONE, &m);
+    cr_assert_eq(m.u.graph_done.graph_id, gid);
+    cr_assert_eq(m.u.graph_done.status, GS_ERR_TIMED_OUT);
+    cr_assert_gt(m.u.graph_done.message.len, 0);
+    const char *msg = (const char *)m.u.graph_done.message.data;
+    cr_assert(strstr(msg, "task 0 (layer 0, block 0)") != NULL, "%s", msg);
+    cr_assert(strstr(msg, "worker lazy") != NULL, "%s", msg);
+    cr_assert(strstr(msg, "task timeout of 200 ms") != NULL, "%s", msg);
+    gs_msg_cleanup(&m);
+    cr_assert_eq(th_stats(&th).tasks_timed_out_total, 2);
+    cr_assert_eq(th_stats(&th).nworkers, 1);
+    th_fini(&th);
+}
