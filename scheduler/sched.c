@@ -256,6 +256,7 @@ gs_status_t gs_sched_create(const gs_sched_params_t *params, uv_loop_t *loop, gs
     s->churn_window_ms = prm.churn_window_ms;
     gs_conn_budget_init(&s->frame_budget, prm.frame_memory);
     gs_u64map_init(&s->conns_by_addr);
+    gs_u64map_init(&s->churn);
     s->bw_prior[GS__BW_CPU_LOCAL] = prm.bw_cpu_local_gbps;
     s->bw_prior[GS__BW_CPU_REMOTE] = prm.bw_cpu_remote_gbps;
     s->bw_prior[GS__BW_GPU_LOCAL] = prm.bw_gpu_local_gbps;
@@ -429,6 +430,7 @@ void gs_sched_destroy(gs_sched_h s)
     gs_u64map_cleanup(&s->relay_index);
     gs_u64map_cleanup(&s->clients);
     gs_u64map_cleanup(&s->conns_by_addr);
+    gs_u64map_cleanup(&s->churn);
     gs_u64map_cleanup(&s->graphs);
     GS_VEC_FREE(&s->retries);
     GS_VEC_FREE(&s->stack);

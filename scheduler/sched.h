@@ -209,10 +209,15 @@ typedef struct gs_sched *gs_sched_h;
 /** Task runtime limit: off by default (task_timeout_ms 0), like Dask's. See the faults item
  *  of the overview above. */
 #define GS_SCHED_DEFAULT_TASK_TIMEOUT_MS 0u
-/** Churn cap: at most churn_max worker registrations from one peer IP address within
- *  churn_window_ms; the next ones are refused (ERROR GS_ERR_BUSY, connection closed, counted in
- *  churn_refused_total) until the window has moved past the oldest. Stops a crashing or hostile
- *  launcher from re-registering in a tight loop (each registration is re-sent to every worker). */
+/** Churn cap: a worker that leaves (connection lost, heartbeats missed) within churn_window_ms
+ *  of registering counts against its peer IP address; once churn_max have been counted in one
+ *  window (a window opens at the first such departure after the last one closed), further
+ *  registrations from that address are refused (ERROR GS_ERR_BUSY naming the wait, connection
+ *  closed, counted in churn_refused_total and refused_total) until the window closes. Stops a
+ *  crash-looping or hostile worker from registering and leaving in a tight loop (each
+ *  registration and removal is broadcast to every worker), while a host starting many workers
+ *  at once, or workers that ran a while and rejoin after a pause, are never refused. Counts are
+ *  kept per address (at most 65536 addresses; past that the history is forgotten). */
 #define GS_SCHED_DEFAULT_CHURN_MAX 20u
 #define GS_SCHED_DEFAULT_CHURN_WINDOW_MS 10000u
 
@@ -280,8 +285,9 @@ typedef struct gs_sched_params {
     uint32_t task_timeout_ms;      /* GS_SCHED_FIELD_TASK_TIMEOUT_MS: a task assigned and not
                                       reported within this is retried elsewhere (counting one
                                       failure); 0 = off (default) */
-    uint32_t churn_max;            /* GS_SCHED_FIELD_CHURN: registrations per address per window
-                                      (0 = no cap); default GS_SCHED_DEFAULT_CHURN_MAX */
+    uint32_t churn_max;            /* GS_SCHED_FIELD_CHURN: short-lived workers per address per
+                                      window before registrations are refused (0 = no cap);
+                                      default GS_SCHED_DEFAULT_CHURN_MAX */
     uint32_t churn_window_ms;      /* > 0; default GS_SCHED_DEFAULT_CHURN_WINDOW_MS */
 } gs_sched_params_t;
 

@@ -190,6 +190,8 @@ struct gs__worker {
     double ns_per_task;          /* EWMA of reported kernel time per task */
     int touched;                 /* has a pending TASK_ASSIGN batch */
     int suspect;                 /* a task of it timed out and it has not reported since */
+    uint64_t addr_key;           /* its connection's address key (churn cap), 0 = none */
+    uint64_t t_register_ns;
 
     /* TASK_ASSIGN batch under construction (one graph at a time), reused */
     GS_VEC(uint64_t) b_task_id;
@@ -293,6 +295,8 @@ struct gs_sched {
     uint32_t nsuspect;               /* live workers with suspect set */
     uint32_t churn_max;              /* 0 = no cap */
     uint32_t churn_window_ms;
+    gs_u64map_t churn;               /* address key -> window start (ms, 32 bits) << 32 | workers
+                                        from there gone within the window after a short life */
     gs_conn_budget_t frame_budget;   /* shared by every connection */
     gs_u64map_t conns_by_addr;       /* address key -> open connections from it */
 

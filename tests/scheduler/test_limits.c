@@ -2,7 +2,10 @@
  * on rapid worker churn. */
 #include "harness.h"
 
+#include "common/time.h"
+
 #include <criterion/criterion.h>
+#include <stdio.h>
 #include <string.h>
 
 static void limits_params(gs_sched_params_t *prm, uint32_t task_timeout_ms, uint32_t allowed_failures)
@@ -88,5 +91,67 @@ Test(scheduler_limits, a_single_silent_worker_fails_the_graph_naming_the_task_an
     gs_msg_cleanup(&m);
     cr_assert_eq(th_stats(&th).tasks_timed_out_total, 2);
     cr_assert_eq(th_stats(&th).nworkers, 1);
+    th_fini(&th);
+}
+
+/* A worker registration without waiting for its answer. */
+static tp_t *register_worker(th_t *th, const char *name)
+{
+    tp_t *p = tp_connect(th, GS_PROTO_VERSION, "", GS_ROLE_WORKER, name);
+    gs_msg_t m;
+    tp_expect(p, GS_MSG_WELCOME, &m);
+    gs_msg_cleanup(&m);
+    memset(&m, 0, sizeof m);
+    m.type = GS_MSG_WORKER_REGISTER;
+    m.u.worker_register.name.data = (const uint8_t *)name;
+    m.u.worker_register.name.len = strlen(name);
+    m.u.worker_register.nthreads = 1;
+    tp_send(p, &m);
+    return p;
+}
+
+Test(scheduler_limits, the_churn_cap_refuses_rapid_re_registration_and_admits_after_the_window)
+{
+    th_t th;
+    gs_sched_params_t prm;
+    gs_msg_t m;
+    const uint32_t window_ms = 1000;
+    memset(&prm, 0, sizeof prm);
+    prm.field_mask = GS_SCHED_FIELD_CHURN;
+    prm.churn_max = 3;
+    prm.churn_window_ms = window_ms;
+    th_init(&th, &prm);
+    tp_t *steady = tp_worker(&th, "steady", 1);
+    steady->heartbeat = 1;
+    /* more workers than the cap may register at once: only departures count */
+    tp_t *many[4];
+    for (int i = 0; i < 4; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "w%d", i);
+        many[i] = tp_worker(&th, name, 1);
+    }
+    cr_assert_eq(th_stats(&th).nworkers, 5);
+    /* three of them leave at once: the cap is reached */
+    for (int i = 0; i < 3; i++) tp_close(many[i]);
+    for (int i = 0; i < TH_TIMEOUT_MS / 10 && th_stats(&th).workers_lost_total < 3; i++) th_run_for(&th, 10);
+    cr_assert_eq(th_stats(&th).workers_lost_total, 3);
+    uint64_t t0 = gs_now_ns();
+    tp_t *late = register_worker(&th, "again");
+    tp_expect(late, GS_MSG_ERROR, &m);
+    cr_assert_eq(m.u.error.status, GS_ERR_BUSY);
+    cr_assert(strstr((const char *)m.u.error.message.data, "churn cap 3") != NULL, "%s",
+              (const char *)m.u.error.message.data);
+    gs_msg_cleanup(&m);
+    cr_assert(tp_wait_closed(late, TH_TIMEOUT_MS));
+    gs_sched_stats_t st = th_stats(&th);
+    cr_assert_eq(st.churn_refused_total, 1);
+    cr_assert_eq(st.nworkers, 2, "a refused registration touched the live workers");
+    /* after the window the address is admitted again */
+    uint64_t waited_ms = (gs_now_ns() - t0) / 1000000ull;
+    if (waited_ms < window_ms) th_run_for(&th, (int)(window_ms - waited_ms) + 20);
+    tp_t *back = tp_worker(&th, "again", 1);
+    cr_assert_eq(th_stats(&th).nworkers, 3);
+    cr_assert_eq(th_stats(&th).churn_refused_total, 1);
+    cr_assert(tp_none(back, GS_MSG_ERROR, 20));
     th_fini(&th);
 }
