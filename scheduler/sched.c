@@ -43,6 +43,7 @@ static void gs__on_timer(uv_timer_t *timer)
     uint64_t hb_ns = (uint64_t)s->heartbeat_timeout_ms * 1000000ull;
     uint64_t hs_ns = (uint64_t)s->handshake_timeout_ms * 1000000ull;
     uint64_t idle_ns = (uint64_t)s->client_idle_timeout_ms * 1000000ull;
+    uint64_t stall = 0;
     gs__peer_t *p = s->peers;
 
     /* A stall of gsched itself (SIGSTOP, a VM pause, an overloaded host) does not count against
@@ -50,9 +51,9 @@ static void gs__on_timer(uv_timer_t *timer)
      * this iteration reads them. Time the loop did not run is added to every worker's last
      * sighting, so a heartbeat timeout measures only time gsched was awake to hear from it. */
     if (s->timer_last_ns != 0 && now - s->timer_last_ns > GS__STALL_NS) {
-        uint64_t stall = now - s->timer_last_ns - GS__HOUSEKEEPING_MS * 1000000ull;
+        stall = now - s->timer_last_ns - GS__HOUSEKEEPING_MS * 1000000ull;
         s->st.stalls_total++;
-        GS_LOG_INFO("gsched's loop stood still for %.0f ms: not counted against heartbeats",
+        GS_LOG_INFO("gsched's loop stood still for %.0f ms: not counted against heartbeats or task timeouts",
                     (double)stall / 1e6);
         for (gs__peer_t *q = s->peers; q != NULL; q = q->next)
             if (q->state == GS__PEER_WORKER) q->last_seen_ns += stall;
@@ -76,7 +77,7 @@ static void gs__on_timer(uv_timer_t *timer)
     }
     gs_conn_budget_expire(&s->frame_budget, s->handshake_timeout_ms);
     gs__sched_retries(s, now);
-    if (s->task_timeout_ms != 0) gs__sched_task_timeouts(s, now);
+    if (s->task_timeout_ms != 0) gs__sched_task_timeouts(s, now, stall);
     gs__sched_progress(s, now, 0);
     gs__sched_tick(s);
 }

@@ -786,17 +786,28 @@ static void gs__task_expired(gs_sched_t *s, gs__graph_t *g, uint32_t t)
     gs__reset_pending(s, g, t);
 }
 
-void gs__sched_task_timeouts(gs_sched_t *s, uint64_t now)
+/* Expire tasks assigned longer than the task timeout ago. @a stall_ns: time gsched's own loop
+ * stood still just before (not counted: the workers' reports wait unread meanwhile). */
+void gs__sched_task_timeouts(gs_sched_t *s, uint64_t now, uint64_t stall_ns)
 {
     uint64_t limit = (uint64_t)s->task_timeout_ms * 1000000ull;
 
+    if (limit == 0) return;
+    for (gs__graph_t *g = s->ghead; g != NULL && stall_ns > 0; g = g->next) {
+        if (g->t_assigned == NULL) continue;
+        for (uint32_t t = 0; t < g->ntasks; t++) {
+            if (g->state[t] == GS__TS_ASSIGNED) g->t_assigned[t] += stall_ns;
+        }
+    }
     /* a scan costs O(tasks held): look every eighth of the limit (expiry within 1.125 x it) */
-    if (limit == 0 || now < s->timeout_scan_ns) return;
+    if (now < s->timeout_scan_ns) return;
     s->timeout_scan_ns = now + limit / 8;
     for (gs__graph_t *g = s->ghead; g != NULL; g = g->next) {
         if (g->t_assigned == NULL) continue;
         for (uint32_t t = 0; t < g->ntasks && g->phase != GS__GRAPH_FAILED; t++) {
-            if (g->state[t] == GS__TS_ASSIGNED && now - g->t_assigned[t] > limit) gs__task_expired(s, g, t);
+            if (g->state[t] == GS__TS_ASSIGNED && now > g->t_assigned[t] && now - g->t_assigned[t] > limit) {
+                gs__task_expired(s, g, t);
+            }
         }
     }
 }

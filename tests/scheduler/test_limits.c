@@ -6,6 +6,7 @@
 
 #include <criterion/criterion.h>
 #include <stdio.h>
+#include <unistd.h>
 #include <string.h>
 
 static void limits_params(gs_sched_params_t *prm, uint32_t task_timeout_ms, uint32_t allowed_failures)
@@ -91,6 +92,32 @@ Test(scheduler_limits, a_single_silent_worker_fails_the_graph_naming_the_task_an
     gs_msg_cleanup(&m);
     cr_assert_eq(th_stats(&th).tasks_timed_out_total, 2);
     cr_assert_eq(th_stats(&th).nworkers, 1);
+    th_fini(&th);
+}
+
+/* gsched's own loop stands still (SIGSTOP, a VM pause) past the limit: not counted. */
+Test(scheduler_limits, a_stall_of_gsched_itself_does_not_time_out_tasks)
+{
+    th_t th;
+    gs_sched_params_t prm;
+    gs_msg_t m;
+    uint64_t got[4];
+    limits_params(&prm, 1000, 0);
+    th_init(&th, &prm);
+    tp_t *w = tp_worker(&th, "w", 1);
+    w->heartbeat = 1;
+    tp_t *c = tp_client(&th, "c");
+    uint64_t gid = submit_one(c);
+    cr_assert_eq(tw_collect(w, gid, 1, got, 4, TH_TIMEOUT_MS), 1);
+    th_run_for(&th, 100);         /* the housekeeping timer has run once */
+    usleep(2500 * 1000);          /* the stall: 2.5 task timeouts */
+    th_run_for(&th, 200);
+    cr_assert_geq(th_stats(&th).stalls_total, 1, "the stall was not noticed");
+    cr_assert_eq(th_stats(&th).tasks_timed_out_total, 0, "gsched's own stall timed out a task");
+    tw_done1(w, gid, 0);
+    tp_expect(c, GS_MSG_GRAPH_DONE, &m);
+    cr_assert_eq(m.u.graph_done.status, GS_OK);
+    gs_msg_cleanup(&m);
     th_fini(&th);
 }
 
