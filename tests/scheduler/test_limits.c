@@ -66,19 +66,29 @@ Test(scheduler_limits, a_task_not_reported_within_the_limit_is_retried_on_anothe
     th_fini(&th);
 }
 
+/* A scheduler with a task timeout of @a timeout_ms, one heartbeating worker @a name, a client
+ * and a one-task graph (*gid_p) whose task the worker has received. */
+static tp_t *start_one(th_t *th, uint32_t timeout_ms, uint32_t allowed_failures, const char *name, tp_t **c_p,
+                       uint64_t *gid_p)
+{
+    gs_sched_params_t prm;
+    uint64_t got[4];
+    limits_params(&prm, timeout_ms, allowed_failures);
+    th_init(th, &prm);
+    tp_t *w = tp_worker(th, name, 1);
+    w->heartbeat = 1;
+    *c_p = tp_client(th, "c");
+    *gid_p = submit_one(*c_p);
+    cr_assert_eq(tw_collect(w, *gid_p, 1, got, 4, TH_TIMEOUT_MS), 1);
+    return w;
+}
+
 Test(scheduler_limits, a_single_silent_worker_fails_the_graph_naming_the_task_and_the_limit)
 {
     th_t th;
-    gs_sched_params_t prm;
     gs_msg_t m;
-    uint64_t got[4];
-    limits_params(&prm, 200, 1);
-    th_init(&th, &prm);
-    tp_t *w = tp_worker(&th, "lazy", 1);
-    w->heartbeat = 1;
-    tp_t *c = tp_client(&th, "c");
-    uint64_t gid = submit_one(c);
-    cr_assert_eq(tw_collect(w, gid, 1, got, 4, TH_TIMEOUT_MS), 1);
+    uint64_t got[4], gid;
+    tp_t *c, *w = start_one(&th, 200, 1, "lazy", &c, &gid);
     /* the only worker gets it again (one failure allowed), then the graph fails */
     cr_assert_eq(tw_collect(w, gid, 1, got, 4, TH_TIMEOUT_MS), 1, "the task was not retried");
     tp_expect(c, GS_MSG_GRAPH_DONE, &m);
@@ -90,8 +100,9 @@ Test(scheduler_limits, a_single_silent_worker_fails_the_graph_naming_the_task_an
     cr_assert(strstr(msg, "worker lazy") != NULL, "%s", msg);
     cr_assert(strstr(msg, "task timeout of 200 ms") != NULL, "%s", msg);
     gs_msg_cleanup(&m);
-    cr_assert_eq(th_stats(&th).tasks_timed_out_total, 2);
-    cr_assert_eq(th_stats(&th).nworkers, 1);
+    gs_sched_stats_t st = th_stats(&th);
+    cr_assert(st.tasks_timed_out_total == 2 && st.nworkers == 1, "timed out %llu, workers %u",
+              (unsigned long long)st.tasks_timed_out_total, st.nworkers);
     th_fini(&th);
 }
 
@@ -99,16 +110,9 @@ Test(scheduler_limits, a_single_silent_worker_fails_the_graph_naming_the_task_an
 Test(scheduler_limits, a_stall_of_gsched_itself_does_not_time_out_tasks)
 {
     th_t th;
-    gs_sched_params_t prm;
     gs_msg_t m;
-    uint64_t got[4];
-    limits_params(&prm, 1000, 0);
-    th_init(&th, &prm);
-    tp_t *w = tp_worker(&th, "w", 1);
-    w->heartbeat = 1;
-    tp_t *c = tp_client(&th, "c");
-    uint64_t gid = submit_one(c);
-    cr_assert_eq(tw_collect(w, gid, 1, got, 4, TH_TIMEOUT_MS), 1);
+    uint64_t gid;
+    tp_t *c, *w = start_one(&th, 1000, 0, "w", &c, &gid);
     th_run_for(&th, 100);         /* the housekeeping timer has run once */
     usleep(2500 * 1000);          /* the stall: 2.5 task timeouts */
     th_run_for(&th, 200);
