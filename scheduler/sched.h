@@ -128,7 +128,8 @@
  *    its late result is released like any result nobody waits for, and its queue slot stays
  *    counted until it reports. A worker that timed out a task gets no new task until it
  *    reports one (unless every live worker is in that state), so the retry goes elsewhere;
- *    counted in tasks_timed_out_total. A task reported with status != GS_OK fails its graph with
+ *    time gsched's own loop stood still is not counted (as for heartbeats); counted in
+ *    tasks_timed_out_total. Expiry is checked every eighth of the limit (O(tasks held) each). A task reported with status != GS_OK fails its graph with
  *    the worker's message -- except GS_ERR_WORKER_LOST, which a worker reports when it could
  *    not fetch an input from a peer: the task is retried after a back-off (10 ms doubling, at most
  *    a third of the heartbeat timeout, so that retries outlast the detection of a dead input
