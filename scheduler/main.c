@@ -34,6 +34,13 @@ static const char *gs__usage =
     "  --max-connections-per-address N  open connections from one IP address (default 512)\n"
     "  --client-idle-timeout T   close a client without graphs silent this long (default 0 =\n"
     "                            never: clients send no heartbeats yet)\n"
+"  --task-timeout T          retry a task assigned and not reported within T (counted as\n"
+    "                            a failure; includes time queued on the worker: set T far\n"
+    "                            above run plus queue time; default 0 = no limit)\n"
+    "  --churn-max N             once N workers from one address left within T of\n"
+    "                            registering (T = --churn-window), refuse registrations from\n"
+    "                            there until the window ends (default 20; 0 = no cap)\n"
+    "  --churn-window T          the window of --churn-max (default 10s)\n"
     "  --frame-memory SIZE       bytes all connections may reserve for large frames being\n"
     "                            received; more waits (default 4G; 0 = unbounded)\n"
     "  --client-max-frame SIZE   largest frame a client may send (default 1G)\n"
@@ -140,6 +147,8 @@ int main(int argc, char **argv)
     prm.port = GS_SCHED_DEFAULT_PORT;
     prm.token = env_token != NULL ? env_token : "";
     prm.allowed_failures = GS_SCHED_DEFAULT_ALLOWED_FAILURES;
+    prm.churn_max = GS_SCHED_DEFAULT_CHURN_MAX;
+    prm.churn_window_ms = GS_SCHED_DEFAULT_CHURN_WINDOW_MS;
 
     for (int i = 1; i < argc; i++) {
         const char *opt = argv[i], *val = NULL;
@@ -217,13 +226,26 @@ int main(int argc, char **argv)
                 prm.max_connections_per_addr = GS_SCHED_DEFAULT_MAX_CONNECTIONS_PER_ADDR;
             }
             *(per_addr ? &prm.max_connections_per_addr : &prm.max_connections) = (uint32_t)u;
-        } else if (strcmp(name, "--client-idle-timeout") == 0) {
+        } else if (strcmp(name, "--client-idle-timeout") == 0 || strcmp(name, "--task-timeout") == 0) {
+            int task = name[2] == 't';
+            uint32_t *ms_p = task ? &prm.task_timeout_ms : &prm.client_idle_timeout_ms;
             GS__NEED_VAL();
-            prm.field_mask |= GS_SCHED_FIELD_CLIENT_IDLE_TIMEOUT_MS;
-            prm.client_idle_timeout_ms = 0;
-            if (strcmp(val, "0") != 0 && !gs__parse_duration(val, &prm.client_idle_timeout_ms)) {
-                return gs__fail("--client-idle-timeout '%s' is not a duration (e.g. 10m) or 0%s", val, "");
+            prm.field_mask |= task ? GS_SCHED_FIELD_TASK_TIMEOUT_MS : GS_SCHED_FIELD_CLIENT_IDLE_TIMEOUT_MS;
+            *ms_p = 0;
+            if (strcmp(val, "0") != 0 && !gs__parse_duration(val, ms_p)) {
+                return gs__fail("%s: '%s' is not a duration (e.g. 10m) or 0", name, val);
             }
+        } else if (strcmp(name, "--churn-max") == 0) {
+            GS__NEED_VAL();
+            if (!gs__parse_uint(val, UINT32_MAX, &u)) return gs__fail("--churn-max '%s' is not a number%s", val, "");
+            prm.field_mask |= GS_SCHED_FIELD_CHURN;
+            prm.churn_max = (uint32_t)u;
+        } else if (strcmp(name, "--churn-window") == 0) {
+            GS__NEED_VAL();
+            if (!gs__parse_duration(val, &prm.churn_window_ms)) {
+                return gs__fail("--churn-window '%s' is not a duration (e.g. 10s)%s", val, "");
+            }
+            prm.field_mask |= GS_SCHED_FIELD_CHURN;
         } else if (strcmp(name, "--frame-memory") == 0) {
             GS__NEED_VAL();
             if (!gs__parse_size(val, UINT64_MAX, &prm.frame_memory)) {

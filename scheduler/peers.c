@@ -62,6 +62,55 @@ static void gs__broadcast_removed(gs_sched_t *s, uint64_t id)
     for (uint32_t i = 0; i < s->nworkers; i++) gs__sched_send(s, s->live[i]->peer, &msg);
 }
 
+/* ------------------------------------------------------------------------------------------ */
+/* The churn cap (sched.h): workers of one address that leave within churn_window_ms of         */
+/* registering are counted per window; at churn_max, registrations from there are refused.      */
+
+#define GS__CHURN_MAX_ADDRS 65536u   /* past this many addresses the history is forgotten */
+
+/* Workers of address @a key gone in the current window; *v_p = the entry to update. */
+static uint32_t gs__churn_count(const gs_sched_t *s, uint64_t key, uint32_t now_ms, uint64_t *v_p)
+{
+    uint64_t v;
+    if (gs_u64map_get(&s->churn, key, &v) && now_ms - (uint32_t)(v >> 32) < s->churn_window_ms) {
+        *v_p = v;
+        return (uint32_t)v;
+    }
+    *v_p = (uint64_t)now_ms << 32;
+    return 0;
+}
+
+static void gs__churn_note(gs_sched_t *s, const gs__worker_t *w)
+{
+    uint64_t now = gs_now_ns(), v;
+    uint32_t n;
+    if (s->churn_max == 0 || w->addr_key == 0 || now - w->t_register_ns >= (uint64_t)s->churn_window_ms * 1000000ull) return;
+    n = gs__churn_count(s, w->addr_key, (uint32_t)(now / 1000000ull), &v);
+    if (n == 0 && s->churn.len >= GS__CHURN_MAX_ADDRS) gs_u64map_cleanup(&s->churn);
+    if (gs_u64map_put(&s->churn, w->addr_key, (v & ~0xffffffffull) | (n + 1)) != GS_OK) {
+        GS_LOG_WARN("out of memory counting worker churn");
+    }
+}
+
+/* 1 (and @a p closed with ERROR GS_ERR_BUSY) when the churn cap refuses its registration. */
+static int gs__churn_refuse(gs_sched_t *s, gs__peer_t *p)
+{
+    uint32_t now_ms = (uint32_t)(gs_now_ns() / 1000000ull), n;
+    uint64_t v;
+    if (s->churn_max == 0 || p->addr_key == 0) return 0;
+    n = gs__churn_count(s, p->addr_key, now_ms, &v);
+    if (n < s->churn_max) return 0;
+    s->st.churn_refused_total++;
+    s->st.refused_total++;
+    GS_LOG_WARN("refusing a worker from %s: %u workers from there left within %u ms of registering",
+                gs_conn_peer_name(p->conn), n, s->churn_window_ms);
+    gs__peer_close(p, GS_ERR_BUSY, GS_ERR_BUSY,
+                   "worker registration refused: %u workers from this address left within %u ms (churn cap %u);"
+                   " try again in %u ms", n, s->churn_window_ms, s->churn_max,
+                   s->churn_window_ms - (now_ms - (uint32_t)(v >> 32)));
+    return 1;
+}
+
 /* Remove a registered worker: PEERS(removed) to the others, its tasks re-planned, its chunks
  * lost (and recomputed when needed), gathers re-routed. */
 static void gs__worker_remove(gs_sched_t *s, gs__worker_t *w, const char *why)
@@ -75,6 +124,7 @@ static void gs__worker_remove(gs_sched_t *s, gs__worker_t *w, const char *why)
     }
     if (!s->stopping) {
         s->st.workers_lost_total++;
+        gs__churn_note(s, w);
         GS_LOG_WARN("worker %s (id %" PRIu64 ") removed: %s", w->name, w->id, why);
         gs__broadcast_removed(s, w->id);
         gs__sched_repls_worker_gone(s, w);
@@ -137,6 +187,7 @@ static void gs__worker_register(gs_sched_t *s, gs__peer_t *p, const gs_msg_worke
                        (size_t)m->backend.len, s->max_register_string);
         return;
     }
+    if (gs__churn_refuse(s, p)) return;
     if (m->name.len > 0) {
         for (uint32_t i = 0; i < s->nworkers; i++) {
             const gs__worker_t *old = s->live[i];
@@ -180,6 +231,8 @@ static void gs__worker_register(gs_sched_t *s, gs__peer_t *p, const gs_msg_worke
     w->nthreads = m->nthreads ? m->nthreads : 1;
     if (w->nthreads > 4096) w->nthreads = 4096;
     w->pid = m->pid;
+    w->addr_key = p->addr_key;
+    w->t_register_ns = gs_now_ns();
     w->memory_limit = m->memory_limit;
     w->ns_per_task = 1e6;   /* until measured: 1 ms per task */
     gs__sched_worker_capacity(w);

@@ -10,6 +10,8 @@
 #include "scheduler/send.h"
 #include "scheduler/tasks.h"
 
+#include "common/time.h"
+
 #include <inttypes.h>
 #include <string.h>
 
@@ -32,8 +34,15 @@ static gs__gw_t *gs__graph_gw(gs_sched_t *s, gs__graph_t *g, uint32_t slot)
     return gw;
 }
 
+/* A suspect worker (a task of it timed out, sched.h) gets nothing while some worker is not. */
+static inline int gs__shunned(const gs__worker_t *w)
+{
+    return w->suspect && w->s->nsuspect < w->s->nworkers;
+}
+
 static int gs__has_room(const gs__worker_t *w)
 {
+    if (gs__shunned(w)) return 0;
     return w->outstanding < w->cap;
 }
 
@@ -41,6 +50,7 @@ static int gs__has_room(const gs__worker_t *w)
  * then up to its bound within the same placement pass. */
 static int gs__has_refill_room(gs_sched_t *s, gs__worker_t *w)
 {
+    if (gs__shunned(w)) return 0;
     if (w->fill_tick == s->tick) return w->outstanding < w->cap;
     if (w->outstanding + w->refill > w->cap) return 0;
     w->fill_tick = s->tick;
@@ -50,6 +60,7 @@ static int gs__has_refill_room(gs_sched_t *s, gs__worker_t *w)
 /* Refill room without marking the worker as being filled (see gs__has_refill_room). */
 static inline int gs__refill_ok(const gs_sched_t *s, const gs__worker_t *w)
 {
+    if (gs__shunned(w)) return 0;
     if (w->fill_tick == s->tick) return w->outstanding < w->cap;
     return w->outstanding + w->refill <= w->cap;
 }
@@ -247,6 +258,7 @@ static gs_status_t gs__assign(gs_sched_t *s, gs__graph_t *g, uint32_t t, gs__wor
     }
     g->state[t] = GS__TS_ASSIGNED;
     g->where[t] = w->slot;
+    if (g->t_assigned != NULL) g->t_assigned[t] = gs_now_ns();
     w->outstanding++;
     gw->outstanding++;
     s->st.tasks_assigned_total++;

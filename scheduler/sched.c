@@ -43,6 +43,7 @@ static void gs__on_timer(uv_timer_t *timer)
     uint64_t hb_ns = (uint64_t)s->heartbeat_timeout_ms * 1000000ull;
     uint64_t hs_ns = (uint64_t)s->handshake_timeout_ms * 1000000ull;
     uint64_t idle_ns = (uint64_t)s->client_idle_timeout_ms * 1000000ull;
+    uint64_t stall = 0;
     gs__peer_t *p = s->peers;
 
     /* A stall of gsched itself (SIGSTOP, a VM pause, an overloaded host) does not count against
@@ -50,9 +51,9 @@ static void gs__on_timer(uv_timer_t *timer)
      * this iteration reads them. Time the loop did not run is added to every worker's last
      * sighting, so a heartbeat timeout measures only time gsched was awake to hear from it. */
     if (s->timer_last_ns != 0 && now - s->timer_last_ns > GS__STALL_NS) {
-        uint64_t stall = now - s->timer_last_ns - GS__HOUSEKEEPING_MS * 1000000ull;
+        stall = now - s->timer_last_ns - GS__HOUSEKEEPING_MS * 1000000ull;
         s->st.stalls_total++;
-        GS_LOG_INFO("gsched's loop stood still for %.0f ms: not counted against heartbeats",
+        GS_LOG_INFO("gsched's loop stood still for %.0f ms: not counted against heartbeats or task timeouts",
                     (double)stall / 1e6);
         for (gs__peer_t *q = s->peers; q != NULL; q = q->next)
             if (q->state == GS__PEER_WORKER) q->last_seen_ns += stall;
@@ -76,6 +77,7 @@ static void gs__on_timer(uv_timer_t *timer)
     }
     gs_conn_budget_expire(&s->frame_budget, s->handshake_timeout_ms);
     gs__sched_retries(s, now);
+    if (s->task_timeout_ms != 0) gs__sched_task_timeouts(s, now, stall);
     gs__sched_progress(s, now, 0);
     gs__sched_tick(s);
 }
@@ -153,6 +155,9 @@ gs_status_t gs_sched_create(const gs_sched_params_t *params, uv_loop_t *loop, gs
     prm.max_connections_per_addr = GS_SCHED_DEFAULT_MAX_CONNECTIONS_PER_ADDR;
     prm.client_idle_timeout_ms = GS_SCHED_DEFAULT_CLIENT_IDLE_TIMEOUT_MS;
     prm.frame_memory = GS_SCHED_DEFAULT_FRAME_MEMORY;
+    prm.task_timeout_ms = GS_SCHED_DEFAULT_TASK_TIMEOUT_MS;
+    prm.churn_max = GS_SCHED_DEFAULT_CHURN_MAX;
+    prm.churn_window_ms = GS_SCHED_DEFAULT_CHURN_WINDOW_MS;
     if (params != NULL) {
         uint32_t fm = params->field_mask;
         if (fm & GS_SCHED_FIELD_HOST) prm.host = params->host;
@@ -182,6 +187,11 @@ gs_status_t gs_sched_create(const gs_sched_params_t *params, uv_loop_t *loop, gs
             prm.client_max_frame = params->client_max_frame;
             prm.worker_max_frame = params->worker_max_frame;
         }
+        if (fm & GS_SCHED_FIELD_TASK_TIMEOUT_MS) prm.task_timeout_ms = params->task_timeout_ms;
+        if (fm & GS_SCHED_FIELD_CHURN) {
+            prm.churn_max = params->churn_max;
+            prm.churn_window_ms = params->churn_window_ms;
+        }
     }
     if (!(prm.bw_cpu_local_gbps > 0 && prm.bw_cpu_remote_gbps > 0 && prm.bw_gpu_local_gbps > 0 &&
           prm.bw_gpu_remote_gbps > 0 && prm.bw_cpu_local_gbps < 1e9 && prm.bw_cpu_remote_gbps < 1e9 &&
@@ -202,6 +212,7 @@ gs_status_t gs_sched_create(const gs_sched_params_t *params, uv_loop_t *loop, gs
     if (prm.max_ucx_address == 0 || prm.max_register_string == 0) {
         return gs_error_set(GS_ERR_INVALID_PARAM, "registration caps (max_ucx_address, max_register_string) must be > 0");
     }
+    if (prm.churn_window_ms == 0) return gs_error_set(GS_ERR_INVALID_PARAM, "churn window must be > 0");
     if (prm.handshake_timeout_ms == 0) return gs_error_set(GS_ERR_INVALID_PARAM, "handshake timeout must be > 0");
     if (prm.max_connections == 0 || prm.max_connections_per_addr == 0) {
         return gs_error_set(GS_ERR_INVALID_PARAM, "connection limits must be > 0");
@@ -241,8 +252,12 @@ gs_status_t gs_sched_create(const gs_sched_params_t *params, uv_loop_t *loop, gs
     s->client_idle_timeout_ms = prm.client_idle_timeout_ms;
     s->client_max_frame = prm.client_max_frame ? prm.client_max_frame : prm.max_frame;
     s->worker_max_frame = prm.worker_max_frame ? prm.worker_max_frame : prm.max_frame;
+    s->task_timeout_ms = prm.task_timeout_ms;
+    s->churn_max = prm.churn_max;
+    s->churn_window_ms = prm.churn_window_ms;
     gs_conn_budget_init(&s->frame_budget, prm.frame_memory);
     gs_u64map_init(&s->conns_by_addr);
+    gs_u64map_init(&s->churn);
     s->bw_prior[GS__BW_CPU_LOCAL] = prm.bw_cpu_local_gbps;
     s->bw_prior[GS__BW_CPU_REMOTE] = prm.bw_cpu_remote_gbps;
     s->bw_prior[GS__BW_GPU_LOCAL] = prm.bw_gpu_local_gbps;
@@ -416,6 +431,7 @@ void gs_sched_destroy(gs_sched_h s)
     gs_u64map_cleanup(&s->relay_index);
     gs_u64map_cleanup(&s->clients);
     gs_u64map_cleanup(&s->conns_by_addr);
+    gs_u64map_cleanup(&s->churn);
     gs_u64map_cleanup(&s->graphs);
     GS_VEC_FREE(&s->retries);
     GS_VEC_FREE(&s->stack);

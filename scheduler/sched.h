@@ -118,7 +118,18 @@
  *    timeout is removed: its assigned tasks go back to ready/waiting, each counting
  *    one failure; chunks held only there are lost and recomputed from lineage when still needed.
  *    A task that was on more than allowed_failures removed workers fails with an error naming
- *    graph, task id, layer and block. A task reported with status != GS_OK fails its graph with
+ *    graph, task id, layer and block. Task runtime limit (task_timeout_ms, off by default): a
+ *    task assigned to a worker and not reported within the limit counts one failure like a
+ *    removed worker's and goes back to ready; past allowed_failures its graph fails
+ *    (GS_ERR_TIMED_OUT) naming task, layer, block, worker and the limit. gsched knows only when
+ *    it sent a task and workers queue tasks, so the limit is measured from the assignment and
+ *    includes queueing: set it far above a task's run time plus the queue's (2 x nthreads +
+ *    the pipeline depth tasks). The worker is not told (the protocol has no per-task cancel);
+ *    its late result is released like any result nobody waits for, and its queue slot stays
+ *    counted until it reports. A worker that timed out a task gets no new task until it
+ *    reports one (unless every live worker is in that state), so the retry goes elsewhere;
+ *    time gsched's own loop stood still is not counted (as for heartbeats); counted in
+ *    tasks_timed_out_total. Expiry is checked every eighth of the limit (O(tasks held) each). A task reported with status != GS_OK fails its graph with
  *    the worker's message -- except GS_ERR_WORKER_LOST, which a worker reports when it could
  *    not fetch an input from a peer: the task is retried after a back-off (10 ms doubling, at most
  *    a third of the heartbeat timeout, so that retries outlast the detection of a dead input
@@ -193,6 +204,23 @@ typedef struct gs_sched *gs_sched_h;
 #define GS_SCHED_FIELD_ROLE_MAX_FRAME 0x2000u          /* client_max_frame, worker_max_frame */
 #define GS_SCHED_FIELD_MAX_UCX_ADDRESS 0x10000u
 #define GS_SCHED_FIELD_MAX_REGISTER_STRING 0x20000u
+#define GS_SCHED_FIELD_TASK_TIMEOUT_MS 0x40000u
+#define GS_SCHED_FIELD_CHURN 0x80000u                  /* churn_max, churn_window_ms */
+
+/** Task runtime limit: off by default (task_timeout_ms 0), like Dask's. See the faults item
+ *  of the overview above. */
+#define GS_SCHED_DEFAULT_TASK_TIMEOUT_MS 0u
+/** Churn cap: a worker that leaves (connection lost, heartbeats missed) within churn_window_ms
+ *  of registering counts against its peer IP address; once churn_max have been counted in one
+ *  window (a window opens at the first such departure after the last one closed), further
+ *  registrations from that address are refused (ERROR GS_ERR_BUSY naming the wait, connection
+ *  closed, counted in churn_refused_total and refused_total) until the window closes. Stops a
+ *  crash-looping or hostile worker from registering and leaving in a tight loop (each
+ *  registration and removal is broadcast to every worker), while a host starting many workers
+ *  at once, or workers that ran a while and rejoin after a pause, are never refused. Counts are
+ *  kept per address (at most 65536 addresses; past that the history is forgotten). */
+#define GS_SCHED_DEFAULT_CHURN_MAX 20u
+#define GS_SCHED_DEFAULT_CHURN_WINDOW_MS 10000u
 
 /** Registration caps: a WORKER_REGISTER whose UCX address is longer than max_ucx_address bytes,
  *  or whose name, host or backend is longer than max_register_string bytes, is answered with
@@ -255,6 +283,13 @@ typedef struct gs_sched_params {
                                       closed); 0 = unbounded; default 4 GiB */
     uint32_t client_max_frame;     /* largest frame of a client after the handshake; 0 = max_frame */
     uint32_t worker_max_frame;     /* largest frame of a worker after the handshake; 0 = max_frame */
+    uint32_t task_timeout_ms;      /* GS_SCHED_FIELD_TASK_TIMEOUT_MS: a task assigned and not
+                                      reported within this is retried elsewhere (counting one
+                                      failure); 0 = off (default) */
+    uint32_t churn_max;            /* GS_SCHED_FIELD_CHURN: short-lived workers per address per
+                                      window before registrations are refused (0 = no cap);
+                                      default GS_SCHED_DEFAULT_CHURN_MAX */
+    uint32_t churn_window_ms;      /* > 0; default GS_SCHED_DEFAULT_CHURN_WINDOW_MS */
 } gs_sched_params_t;
 
 /** Counters for tests and monitoring (a snapshot). */
@@ -289,6 +324,8 @@ typedef struct gs_sched_stats {
     uint64_t frames_stalled_total; /* connections closed for holding frame memory without
                                       receiving anything for the handshake timeout while
                                       others waited for it */
+    uint64_t tasks_timed_out_total; /* tasks not reported within task_timeout_ms */
+    uint64_t churn_refused_total;  /* registrations refused by the churn cap */
 } gs_sched_stats_t;
 
 /** Create a scheduler on @a loop (borrowed; it must outlive the scheduler). Nothing is bound

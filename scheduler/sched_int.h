@@ -112,6 +112,8 @@ struct gs__graph {
     uint8_t *tflags;
     uint8_t *nfail;              /* removed workers while assigned */
     uint8_t *nretry;             /* input fetch failures */
+    uint64_t *t_assigned;        /* when each task was last assigned (ns); only with a task
+                                    timeout, else NULL */
     uint32_t *ndeps_left;        /* inputs not in memory (valid in WAITING) */
     uint32_t *nrefs;             /* needed dependents not yet done */
     uint32_t *where;             /* worker slot (ASSIGNED / MEMORY) or GS__NO_WORKER */
@@ -187,6 +189,9 @@ struct gs__worker {
     uint64_t fill_tick;          /* tick in which the worker is being filled up to cap */
     double ns_per_task;          /* EWMA of reported kernel time per task */
     int touched;                 /* has a pending TASK_ASSIGN batch */
+    int suspect;                 /* a task of it timed out and it has not reported since */
+    uint64_t addr_key;           /* its connection's address key (churn cap), 0 = none */
+    uint64_t t_register_ns;
 
     /* TASK_ASSIGN batch under construction (one graph at a time), reused */
     GS_VEC(uint64_t) b_task_id;
@@ -285,6 +290,13 @@ struct gs_sched {
     uint32_t client_idle_timeout_ms; /* 0 = never */
     uint32_t client_max_frame;
     uint32_t worker_max_frame;
+    uint32_t task_timeout_ms;        /* 0 = off */
+    uint64_t timeout_scan_ns;        /* next scan for timed-out tasks */
+    uint32_t nsuspect;               /* live workers with suspect set */
+    uint32_t churn_max;              /* 0 = no cap */
+    uint32_t churn_window_ms;
+    gs_u64map_t churn;               /* address key -> window start (ms, 32 bits) << 32 | workers
+                                        from there gone within the window after a short life */
     gs_conn_budget_t frame_budget;   /* shared by every connection */
     gs_u64map_t conns_by_addr;       /* address key -> open connections from it */
 

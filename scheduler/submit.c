@@ -278,6 +278,7 @@ gs_status_t gs__graph_submit(gs_sched_t *s, gs__peer_t *client, const gs_msg_gra
     GS__CALLOC(g->tflags, ntasks, "graph tflags");
     GS__CALLOC(g->nfail, ntasks, "graph nfail");
     GS__CALLOC(g->nretry, ntasks, "graph nretry");
+    if (s->task_timeout_ms != 0) GS__CALLOC(g->t_assigned, ntasks, "graph t_assigned");
     GS__CALLOC(g->ndeps_left, ntasks, "graph ndeps_left");
     GS__CALLOC(g->nrefs, ntasks, "graph nrefs");
     GS__ALLOC(g->where, ntasks, "graph where");

@@ -51,6 +51,7 @@ void gs__graph_free_arrays(gs__graph_t *g)
     gs_free(g->tflags);
     gs_free(g->nfail);
     gs_free(g->nretry);
+    gs_free(g->t_assigned);
     gs_free(g->ndeps_left);
     gs_free(g->nrefs);
     gs_free(g->where);
@@ -756,12 +757,71 @@ void gs__sched_retries(gs_sched_t *s, uint64_t now)
     }
 }
 
+/* Task @a t, assigned to worker slot where[t], was not reported within the task timeout: it
+ * counts one failure and goes back to waiting/ready (its late result is released like any
+ * result nobody waits for); past allowed_failures its graph fails. */
+static void gs__task_expired(gs_sched_t *s, gs__graph_t *g, uint32_t t)
+{
+    uint32_t slot = g->where[t];
+    gs__worker_t *w = slot < s->nslots ? s->slots[slot] : NULL;
+    const char *wname = w != NULL ? w->name : "?";
+
+    s->st.tasks_timed_out_total++;
+    if (w != NULL && !w->suspect) {
+        w->suspect = 1;
+        s->nsuspect++;
+    }
+    gs__root_uncount(s, g, t);
+    if (++g->nfail[t] > s->allowed_failures) {
+        g->state[t] = GS__TS_ERRED;
+        gs__graph_cancel(g, GS_ERR_TIMED_OUT,
+                         "task %u (layer %u, block %" PRIu64 ") of graph %" PRIu64 " timed out on worker %s:"
+                         " not reported within the task timeout of %u ms (failures: %u, allowed: %u)", t,
+                         g->task_layer[t], g->task_block[t], g->id, wname, s->task_timeout_ms,
+                         (unsigned)g->nfail[t], s->allowed_failures);
+        return;
+    }
+    GS_LOG_WARN("task %u (layer %u, block %" PRIu64 ") of graph %" PRIu64 " not reported by worker %s within"
+                " %u ms: retried", t, g->task_layer[t], g->task_block[t], g->id, wname, s->task_timeout_ms);
+    gs__reset_pending(s, g, t);
+}
+
+/* Expire tasks assigned longer than the task timeout ago. @a stall_ns: time gsched's own loop
+ * stood still just before (not counted: the workers' reports wait unread meanwhile). */
+void gs__sched_task_timeouts(gs_sched_t *s, uint64_t now, uint64_t stall_ns)
+{
+    uint64_t limit = (uint64_t)s->task_timeout_ms * 1000000ull;
+
+    if (limit == 0) return;
+    for (gs__graph_t *g = s->ghead; g != NULL && stall_ns > 0; g = g->next) {
+        if (g->t_assigned == NULL) continue;
+        for (uint32_t t = 0; t < g->ntasks; t++) {
+            if (g->state[t] == GS__TS_ASSIGNED) g->t_assigned[t] += stall_ns;
+        }
+    }
+    /* a scan costs O(tasks held): look every eighth of the limit (expiry within 1.125 x it) */
+    if (now < s->timeout_scan_ns) return;
+    s->timeout_scan_ns = now + limit / 8;
+    for (gs__graph_t *g = s->ghead; g != NULL; g = g->next) {
+        if (g->t_assigned == NULL) continue;
+        for (uint32_t t = 0; t < g->ntasks && g->phase != GS__GRAPH_FAILED; t++) {
+            if (g->state[t] == GS__TS_ASSIGNED && now > g->t_assigned[t] && now - g->t_assigned[t] > limit) {
+                gs__task_expired(s, g, t);
+            }
+        }
+    }
+}
+
 void gs__sched_task_done(gs_sched_t *s, gs__worker_t *w, const gs_msg_task_done_t *m)
 {
     gs__graph_t *g = NULL;
     uint64_t cached = 0, run_sum = 0, nrun = 0;
     uint32_t kerr = 0, slot = w->slot;
 
+    if (w->suspect && m->n > 0) {   /* it reports again: placement may use it */
+        w->suspect = 0;
+        s->nsuspect--;
+    }
     for (uint64_t i = 0; i < m->n; i++) {
         int32_t status = m->status[i];
         const char *emsg = "";
@@ -823,6 +883,10 @@ void gs__sched_worker_removed(gs_sched_t *s, gs__worker_t *w)
 {
     uint32_t slot = w->slot;
 
+    if (w->suspect) {
+        w->suspect = 0;
+        s->nsuspect--;
+    }
     /* pass 1a: tasks that were assigned there (before any input loss re-plans them, so that
      * each counts the failure) */
     for (gs__graph_t *g = s->ghead; g != NULL; g = g->next) {

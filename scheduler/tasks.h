@@ -20,6 +20,7 @@ void gs__graph_active_del(gs_sched_t *s, gs__graph_t *g);
 void gs__sched_task_done(gs_sched_t *s, gs__worker_t *w, const gs_msg_task_done_t *m);
 void gs__sched_worker_removed(gs_sched_t *s, gs__worker_t *w);
 void gs__sched_retries(gs_sched_t *s, uint64_t now);
+void gs__sched_task_timeouts(gs_sched_t *s, uint64_t now, uint64_t stall_ns);
 void gs__sched_progress(gs_sched_t *s, uint64_t now, int force);
 
 /* Chunk bookkeeping shared with placement and replication. */
