@@ -392,7 +392,7 @@ gs_status_t gs_worker_create(const gs_worker_params_t *params, uv_loop_t *loop,
     cp.nthreads = 1;
     if (strcmp(w->ops->name, "cpu") == 0) {
         uint64_t lim = params->memory_limit ? params->memory_limit
-                                                : gs__worker_auto_memory(params->memory_share);
+                                            : gs__worker_auto_memory(params->memory_share);
         cp.memory_limit = (size_t)lim;
     } else {
         cp.memory_limit = (size_t)params->device_memory_limit;
