@@ -40,6 +40,7 @@
 #include "common/hashmap.h"
 #include "graph/taskgraph.h"
 #include "proto/conn.h"
+#include "proto/handshake.h"
 #include "proto/msg.h"
 
 #include <stddef.h>
@@ -173,6 +174,8 @@ struct gs_client {
 
     /* configuration */
     char *token;
+    char hs_name[32];           /* the name HELLO gives ("client-PID") */
+    gs_hs_peer_t hs;            /* I/O thread: the handshake (CONNECTING) */
     char address[288];
     unsigned lower_flags;
     gs_progress_cb progress_cb;

@@ -404,14 +404,30 @@ static void gs__on_handshake(gs_client_h c, const gs_msg_t *msg)
         uv_mutex_unlock(&c->mu);
         return;
     }
-    if (msg->type == GS_MSG_WELCOME && msg->u.welcome.version == GS_PROTO_VERSION) {
-        c->state = GS__READY;
-        c->client_id = msg->u.welcome.id;
-    } else if (msg->type == GS_MSG_WELCOME) {
+    if (msg->type == GS_MSG_CHALLENGE) {
+        gs_msg_t auth;
+        st = gs_hs_peer_answer(&c->hs, msg, &auth);
+        if (st == GS_OK) st = gs_conn_send(c->conn, &auth);
+        if (st == GS_OK) {
+            uv_mutex_unlock(&c->mu);
+            return;
+        }
+        snprintf(c->fail_message, sizeof(c->fail_message), "handshake with the scheduler at %s failed: %s",
+                 c->address, gs_last_error());
+    } else if (msg->type == GS_MSG_WELCOME && msg->u.welcome.version != GS_PROTO_VERSION) {
         st = GS_ERR_VERSION;
         snprintf(c->fail_message, sizeof(c->fail_message),
                  "scheduler at %s speaks protocol version %u, this client %u", c->address,
                  msg->u.welcome.version, GS_PROTO_VERSION);
+    } else if (msg->type == GS_MSG_WELCOME && !c->hs.challenged) {
+        st = GS_ERR_AUTH;
+        snprintf(c->fail_message, sizeof(c->fail_message),
+                 "scheduler at %s welcomed this client without proving that it knows the cluster token",
+                 c->address);
+    } else if (msg->type == GS_MSG_WELCOME) {
+        memset(&c->hs, 0, sizeof(c->hs));
+        c->state = GS__READY;
+        c->client_id = msg->u.welcome.id;
     } else if (msg->type == GS_MSG_ERROR) {
         st = msg->u.error.status < 0 ? (gs_status_t)msg->u.error.status : GS_ERR_PROTO;
         snprintf(c->fail_message, sizeof(c->fail_message),
@@ -541,7 +557,6 @@ gs_status_t gs__io_start(gs_client_h c, const char *host, int port)
     gs_status_t status;
     gs_conn_params_t cp;
     sigset_t all, old;
-    char hello_name[64];
     gs_msg_t hello;
     int r;
 
@@ -559,16 +574,9 @@ gs_status_t gs__io_start(gs_client_h c, const char *host, int port)
     cp.connect_cb = gs__connect_cb;
     cp.arg = c;
     if ((status = gs_conn_connect(&c->loop, host, port, &cp, &c->conn)) != GS_OK) goto err_loop;
-    memset(&hello, 0, sizeof(hello));
-    snprintf(hello_name, sizeof(hello_name), "client-%d", (int)getpid());
-    hello.type = GS_MSG_HELLO;
-    hello.u.hello.version = GS_PROTO_VERSION;
-    hello.u.hello.role = GS_ROLE_CLIENT;
-    hello.u.hello.token.data = (const uint8_t *)(c->token ? c->token : "");
-    hello.u.hello.token.len = c->token ? strlen(c->token) : 0;
-    hello.u.hello.name.data = (const uint8_t *)hello_name;
-    hello.u.hello.name.len = strlen(hello_name);
-    if ((status = gs_conn_send(c->conn, &hello)) != GS_OK) {
+    snprintf(c->hs_name, sizeof(c->hs_name), "client-%d", (int)getpid());
+    if ((status = gs_hs_peer_hello(&c->hs, c->token, GS_ROLE_CLIENT, c->hs_name, &hello)) != GS_OK ||
+        (status = gs_conn_send(c->conn, &hello)) != GS_OK) {
         gs_conn_close(c->conn, status);
         goto err_loop;
     }

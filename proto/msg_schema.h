@@ -58,18 +58,22 @@
     X(REPLICATE, "replicate")             \
     X(REPLICATE_DONE, "replicate-done")   \
     X(WORKERS_REQ, "workers-req")         \
-    X(WORKERS, "workers")
+    X(WORKERS, "workers")                 \
+    X(CHALLENGE, "challenge")             \
+    X(AUTH, "auth")
 
 #define GS_MSG_FIELDS_HELLO(F)                                   \
     F(hello, version, UINT, version, 1, GS__NO_RULE)             \
     F(hello, role, UINT, role, 1, gs__rule_peer_role)            \
     F(hello, token, STR, token, 1, GS__NO_RULE)                  \
-    F(hello, name, STR, name, 1, GS__NO_RULE)
+    F(hello, name, STR, name, 1, GS__NO_RULE)                    \
+    F(hello, nonce, BIN, nonce, 1, GS__NO_RULE)
 
 #define GS_MSG_FIELDS_WELCOME(F)                                 \
     F(welcome, version, UINT, version, 1, GS__NO_RULE)           \
     F(welcome, id, UINT, id, 1, GS__NO_RULE)                     \
-    F(welcome, heartbeat_ms, UINT, heartbeat_ms, 1, GS__NO_RULE)
+    F(welcome, heartbeat_ms, UINT, heartbeat_ms, 1, GS__NO_RULE) \
+    F(welcome, data_key, BIN, data_key, 1, GS__NO_RULE)
 
 #define GS_MSG_FIELDS_WORKER_REGISTER(F)                                         \
     F(worker_register, name, STR, name, 1, GS__NO_RULE)                          \
@@ -225,5 +229,12 @@
     F(workers, host, STRS, nhost, 1, gs__rule_one_per_entry)             \
     F(workers, backend, STRS, nbackend, 1, gs__rule_one_per_entry)       \
     F(workers, addr, STRS, naddr, 1, gs__rule_one_per_entry)
+
+/* the registration handshake (common/auth.h): gsched's nonce and proof, then the peer's proof */
+#define GS_MSG_FIELDS_CHALLENGE(F)                                       \
+    F(challenge, nonce, BIN, nonce, 1, GS__NO_RULE)              \
+    F(challenge, proof, BIN, proof, 1, GS__NO_RULE)
+
+#define GS_MSG_FIELDS_AUTH(F) F(auth, proof, BIN, proof, 1, GS__NO_RULE)
 
 #endif

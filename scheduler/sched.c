@@ -133,6 +133,7 @@ gs_status_t gs_sched_create(const gs_sched_params_t *params, uv_loop_t *loop, gs
     gs_sched_t *s;
     struct sockaddr_storage ss;
     gs_status_t st;
+    uint8_t data_key[GS_AUTH_KEY_BYTES];
 
     if (loop == NULL || sched_p == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "gs_sched_create: NULL argument");
     memset(&prm, 0, sizeof prm);
@@ -226,6 +227,8 @@ gs_status_t gs_sched_create(const gs_sched_params_t *params, uv_loop_t *loop, gs
                             prm.host);
     }
 
+    /* the data-plane key of this cluster (handed to authenticated workers in WELCOME) */
+    if ((st = gs_auth_random(data_key, sizeof data_key)) != GS_OK) return st;
     s = gs_calloc(1, sizeof *s, "scheduler");
     if (s == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for the scheduler");
     s->loop = loop;
@@ -238,6 +241,8 @@ gs_status_t gs_sched_create(const gs_sched_params_t *params, uv_loop_t *loop, gs
         return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for the scheduler");
     }
     s->token_len = strlen(s->token);
+    memcpy(s->data_key, data_key, sizeof data_key);
+    memset(data_key, 0, sizeof data_key);
     s->port = prm.port;
     s->bound_port = -1;
     s->heartbeat_ms = prm.heartbeat_ms;

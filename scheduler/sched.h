@@ -3,10 +3,17 @@
  * the embedded "local" mode) and wrapped by the thin `gsched` daemon (scheduler/main.c).
  *
  * What it does (protocol in proto/msg.h):
- *  - listens on TCP; every connection must open with HELLO carrying GS_PROTO_VERSION and the
- *    cluster token (compared in constant time). Anything else is answered with ERROR
- *    (GS_ERR_VERSION / GS_ERR_AUTH / GS_ERR_PROTO) and the connection is closed before any
- *    other message of it is processed. Accepted peers get WELCOME(id, heartbeat interval).
+ *  - listens on TCP; every connection must open with HELLO carrying GS_PROTO_VERSION and a
+ *    fresh nonce; gsched answers CHALLENGE (its nonce and its proof of the cluster token) and
+ *    the peer must answer AUTH with its proof, HMAC-SHA256 keyed by the token over both nonces,
+ *    the role and the name (proto/handshake.h, common/auth.h; compared in constant time; the
+ *    token never crosses the wire, a recorded AUTH fails on any other connection). Anything
+ *    else is answered with ERROR (GS_ERR_VERSION naming both versions / GS_ERR_AUTH /
+ *    GS_ERR_PROTO) and the connection is closed before any other message of it is processed.
+ *    Accepted peers get WELCOME(id, heartbeat interval; workers also the cluster's data-plane
+ *    key, drawn at start and masked for that connection). Ids are assigned by gsched, one per
+ *    connection, never reused: a worker's id is what every other message of its connection
+ *    (TASK_DONE, DATA, REPLICATE_DONE, BANDWIDTH) is attributed to, never a field it sends.
  *    A connection that has not completed the handshake after the handshake timeout is closed;
  *    before the handshake a connection may send frames of at most GS_SCHED_HELLO_MAX_FRAME
  *    bytes (a larger announced length closes it at once, before the bytes are buffered).
@@ -326,6 +333,8 @@ typedef struct gs_sched_stats {
                                       others waited for it */
     uint64_t tasks_timed_out_total; /* tasks not reported within task_timeout_ms */
     uint64_t churn_refused_total;  /* registrations refused by the churn cap */
+    uint64_t auth_failed_total;    /* handshakes whose AUTH proof was wrong (wrong token, or a
+                                      replayed answer); also in refused_total */
 } gs_sched_stats_t;
 
 /** Create a scheduler on @a loop (borrowed; it must outlive the scheduler). Nothing is bound

@@ -286,14 +286,14 @@ Test(proto_msg, survives_random_payloads)
  *   D u64 table [ndeps]   K 16-byte table [ndeps]   x i32 status table [count] (remembers failures)
  *   e array of one str per failure   T array of str [count]   N count again, or 0 (remembered) */
 static const char *const schema[GS_MSG_TYPE_MAX] = {
-    [GS_MSG_HELLO] = "uuss", [GS_MSG_WELCOME] = "uuu", [GS_MSG_WORKER_REGISTER] = "sssiuuub",
+    [GS_MSG_HELLO] = "uussb", [GS_MSG_WELCOME] = "uuub", [GS_MSG_WORKER_REGISTER] = "sssiuuub",
     [GS_MSG_HEARTBEAT] = "uuuuu", [GS_MSG_PEERS] = "PCq", [GS_MSG_GRAPH_SUBMIT] = "uuLCwqoDqCkCq",
     [GS_MSG_GRAPH_ACCEPTED] = "uu", [GS_MSG_TASK_ASSIGN] = "uLlCqwqoKDD", [GS_MSG_TASK_DONE] = "Cqqxqqqe",
     [GS_MSG_RELEASE] = "Ck", [GS_MSG_GATHER_REQ] = "uCk", [GS_MSG_DATA] = "uuuib", [GS_MSG_FETCH_REQ] = "uuuu",
     [GS_MSG_PROGRESS] = "uuu", [GS_MSG_GRAPH_DONE] = "uisuuu", [GS_MSG_CANCEL] = "u", [GS_MSG_RELEASE_GRAPH] = "u",
     [GS_MSG_ERROR] = "is", [GS_MSG_SHUTDOWN] = "", [GS_MSG_INFO_REQ] = "", [GS_MSG_INFO] = "uuuuS",
     [GS_MSG_BANDWIDTH] = "CqqqwT", [GS_MSG_REPLICATE] = "uusCkNqq", [GS_MSG_REPLICATE_DONE] = "uisCkq",
-    [GS_MSG_WORKERS_REQ] = "", [GS_MSG_WORKERS] = "CqxwqqTTTT",
+    [GS_MSG_WORKERS_REQ] = "", [GS_MSG_WORKERS] = "CqxwqqTTTT", [GS_MSG_CHALLENGE] = "bb", [GS_MSG_AUTH] = "b",
 };
 
 typedef struct gen_state {
@@ -630,19 +630,21 @@ Test(proto_msg, rejects_semantic_errors)
     expect_payload_error(&b, "2 error messages for 1 failed tasks");
 
     /* unknown role */
-    hand_payload(&b, &w, 5, GS_MSG_HELLO);
+    hand_payload(&b, &w, 6, GS_MSG_HELLO);
     gs_mp_write_u64(&w, 1);
     gs_mp_write_u64(&w, 3);
     gs_mp_write_str(&w, "t", 1);
     gs_mp_write_str(&w, "n", 1);
+    gs_mp_write_bin(&w, "", 0);
     expect_payload_error(&b, "unknown peer role 3");
 
     /* NUL inside a string */
-    hand_payload(&b, &w, 5, GS_MSG_HELLO);
+    hand_payload(&b, &w, 6, GS_MSG_HELLO);
     gs_mp_write_u64(&w, 1);
     gs_mp_write_u64(&w, GS_ROLE_CLIENT);
     gs_mp_write_str(&w, "tok\0en", 6);
     gs_mp_write_str(&w, "n", 1);
+    gs_mp_write_bin(&w, "", 0);
     expect_payload_error(&b, "token contains a NUL byte");
 
     /* task referring to a layer that is not there */

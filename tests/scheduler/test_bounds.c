@@ -89,14 +89,12 @@ static void bound_expect_served(tp_t *c)
     gs_msg_cleanup(&m);
 }
 
-static void bound_send_hello(int fd)
+static void bound_send_hello(th_t *th, int fd)
 {
-    gs_msg_t m;
     gs_buf_t b;
-    th_hello(&m, GS_PROTO_VERSION, "", GS_ROLE_CLIENT, "slow");
+    th_raw_handshake(th, fd, "", GS_ROLE_CLIENT, "slow");
     gs_buf_init(&b);
-    cr_assert_eq(gs_msg_encode(&m, &b), GS_OK);
-    /* followed by the header of a 1 GiB frame and its first bytes, never the rest */
+    /* then the header of a 1 GiB frame and its first bytes, never the rest */
     cr_assert_eq(gs_buf_append(&b, "\x00\x00\x00\x40" "abcd", 8), GS_OK);
     cr_assert_eq(send(fd, b.data, b.len, MSG_NOSIGNAL), (ssize_t)b.len);
     gs_buf_cleanup(&b);
@@ -183,7 +181,7 @@ Test(scheduler_bounds, slow_large_frames_hold_no_more_than_the_budget, .timeout 
         uv_run(&th.loop, UV_RUN_NOWAIT);
     }
     bound_run_until(&th, bound_all_accepted, NSLOW);
-    for (int i = 0; i < NSLOW; i++) bound_send_hello(fds[i]);
+    for (int i = 0; i < NSLOW; i++) bound_send_hello(&th, fds[i]);
     bound_run_until(&th, bound_waits_reach, NSLOW - 1);
     st = th_stats(&th);
     cr_assert_eq(st.frame_bytes_reserved, 1ull << 30);
@@ -208,7 +206,7 @@ Test(scheduler_bounds, a_frame_larger_than_the_budget_closes_its_connection)
     th_init(&th, &(gs_sched_params_t){.field_mask = GS_SCHED_FIELD_FRAME_MEMORY, .frame_memory = 1u << 20});
     int fd = bound_connect(th.port);
     bound_run_until(&th, bound_all_accepted, 1);
-    bound_send_hello(fd);   /* announces 1 GiB */
+    bound_send_hello(&th, fd);   /* announces 1 GiB */
     bound_run_until(&th, bound_nconns_is, 0);
     cr_assert_eq(th_stats(&th).frames_refused_total, 1);
     cr_assert_eq(th_stats(&th).frame_bytes_peak, 0);
@@ -232,7 +230,7 @@ Test(scheduler_bounds, a_stalled_frame_gives_its_memory_to_a_waiting_one)
                                       .handshake_timeout_ms = 200});
     for (int i = 0; i < 2; i++) fds[i] = bound_connect(th.port);
     bound_run_until(&th, bound_all_accepted, 2);
-    for (int i = 0; i < 2; i++) bound_send_hello(fds[i]);
+    for (int i = 0; i < 2; i++) bound_send_hello(&th, fds[i]);
     bound_run_until(&th, bound_waits_reach, 1);
     bound_run_until(&th, bound_stalled, 1);   /* the first holder sent nothing more */
     bound_run_until(&th, bound_nconns_is, 1);

@@ -80,12 +80,16 @@ Test(scheduler_handshake, refuses_wrong_token_and_keeps_serving)
     th_init(&th, &prm);
     const char *bad_tokens[] = {"wrong!", "", "s3cre", "s3cretX", "S3cret"};
     for (int i = 0; i < 5; i++) {
+        gs_msg_t m;
         tp_t *bad = tp_connect(&th, GS_PROTO_VERSION, bad_tokens[i], GS_ROLE_WORKER, "bad");
+        tp_expect(bad, GS_MSG_CHALLENGE, &m);   /* answered (AUTH) as it arrived */
+        gs_msg_cleanup(&m);
         send_info_req(bad);   /* must not be processed */
         expect_refused(bad, GS_ERR_AUTH);
     }
     check_serving(&th, "s3cret");
     cr_assert_eq(th_stats(&th).refused_total, 5);
+    cr_assert_eq(th_stats(&th).auth_failed_total, 5);
     cr_assert_eq(th_stats(&th).nworkers, 0);
     th_fini(&th);
 }
@@ -97,6 +101,81 @@ Test(scheduler_handshake, refuses_wrong_version)
     tp_t *bad = tp_connect(&th, GS_PROTO_VERSION + 1, "", GS_ROLE_CLIENT, "future");
     expect_refused(bad, GS_ERR_VERSION);
     check_serving(&th, "");
+    th_fini(&th);
+}
+
+/* A version 1 peer (token in clear, no nonce) is told which versions differ. */
+Test(scheduler_handshake, refuses_an_old_protocol_version_with_a_clear_error)
+{
+    th_t th;
+    gs_msg_t m;
+    th_init(&th, &(gs_sched_params_t){.field_mask = GS_SCHED_FIELD_TOKEN, .token = "tok"});
+    tp_t *old = tp_connect(&th, 1, "tok", GS_ROLE_WORKER, "old");
+    tp_expect(old, GS_MSG_ERROR, &m);
+    cr_assert_eq(m.u.error.status, GS_ERR_VERSION);
+    cr_assert(strstr((const char *)m.u.error.message.data, "protocol version 1 is not supported") != NULL &&
+                  strstr((const char *)m.u.error.message.data, "speaks 2") != NULL,
+              "%s", (const char *)m.u.error.message.data);
+    gs_msg_cleanup(&m);
+    cr_assert(tp_wait_closed(old, TH_TIMEOUT_MS));
+    cr_assert(tp_none(old, GS_MSG_CHALLENGE, 0), "a challenge went to a peer of another version");
+    check_serving(&th, "tok");
+    th_fini(&th);
+}
+
+/* Record a worker's HELLO and AUTH on one connection and replay both on another: gsched's fresh
+ * nonce makes the recorded proof worthless. The token itself never appears in the frames. */
+Test(scheduler_handshake, refuses_a_recorded_registration_replayed_on_a_new_connection)
+{
+    static const char token[] = "s3cret-token";
+    th_t th;
+    gs_hs_peer_t hs;
+    gs_msg_t hello, auth, m;
+    uint8_t proof[GS_AUTH_MAC_BYTES];
+    gs_buf_t wire;
+
+    th_init(&th, &(gs_sched_params_t){.field_mask = GS_SCHED_FIELD_TOKEN, .token = token});
+    cr_assert_eq(gs_hs_peer_hello(&hs, token, GS_ROLE_WORKER, "victim", &hello), GS_OK);
+    tp_t *a = tp_connect_manual(&th, &hello);
+    tp_expect(a, GS_MSG_CHALLENGE, &m);
+    cr_assert_eq(gs_hs_peer_answer(&hs, &m, &auth), GS_OK, "%s", gs_last_error());
+    gs_msg_cleanup(&m);
+    tp_send(a, &auth);
+    tp_expect(a, GS_MSG_WELCOME, &m);
+    cr_assert_eq(m.u.welcome.data_key.len, GS_AUTH_KEY_BYTES, "a worker gets the data-plane key");
+    gs_msg_cleanup(&m);
+    memcpy(proof, hs.proof, sizeof proof);
+    gs_buf_init(&wire);
+    cr_assert_eq(gs_msg_encode(&hello, &wire), GS_OK);
+    cr_assert_eq(gs_msg_encode(&auth, &wire), GS_OK);
+    cr_assert_null(memmem(wire.data, wire.len, token, strlen(token)), "the token crossed the wire");
+    gs_buf_cleanup(&wire);
+
+    /* the replay: same HELLO (same nonce), then the recorded AUTH */
+    tp_t *b = tp_connect_manual(&th, &hello);
+    tp_expect(b, GS_MSG_CHALLENGE, &m);
+    gs_msg_cleanup(&m);
+    auth = (gs_msg_t){.type = GS_MSG_AUTH, .u.auth.proof = {proof, sizeof proof}};
+    tp_send(b, &auth);
+    expect_refused(b, GS_ERR_AUTH);
+    cr_assert_eq(th_stats(&th).auth_failed_total, 1);
+    cr_assert_eq(th_stats(&th).nworkers, 0);
+    th_fini(&th);
+}
+
+/* A client's WELCOME carries no data-plane key; a HELLO without a nonce is refused. */
+Test(scheduler_handshake, gives_the_data_key_to_workers_only_and_wants_a_nonce)
+{
+    th_t th;
+    gs_msg_t m, hello;
+    th_init(&th, NULL);
+    tp_t *c = tp_connect(&th, GS_PROTO_VERSION, "", GS_ROLE_CLIENT, "c");
+    tp_expect(c, GS_MSG_WELCOME, &m);
+    cr_assert_eq(m.u.welcome.data_key.len, 0);
+    gs_msg_cleanup(&m);
+    th_hello(&hello, GS_PROTO_VERSION, "", GS_ROLE_WORKER, "no-nonce");
+    tp_t *bad = tp_connect_manual(&th, &hello);
+    expect_refused(bad, GS_ERR_PROTO);
     th_fini(&th);
 }
 

@@ -527,6 +527,8 @@ void gs__xfer_cleanup(gs_worker_t *w)
 {
     if (w->xfer == NULL) return;
     gs__wbw_cleanup(w);
+    gs_auth_mac_destroy(w->xfer->seal);
+    w->xfer->seal = NULL;
     /* sends whose UCX operation never returned: drop them (UCX frees its requests with the
      * worker) */
     while (!gs__wlist_empty(&w->xfer->sends)) {

@@ -51,6 +51,10 @@ void gs__xfer_shutdown(struct gs_worker *w);
 /* Free everything (safe on a partly initialised or NULL w->xfer). */
 void gs__xfer_cleanup(struct gs_worker *w);
 
+/* The cluster's data-plane key from WELCOME (GS_AUTH_KEY_BYTES, copied): every request this
+ * worker sends a peer is sealed with it and every request it serves must be (seal.c).
+ * GS_ERR_NO_MEMORY / GS_ERR_IO (OpenSSL). */
+gs_status_t gs__xfer_set_key(struct gs_worker *w, const uint8_t *key);
 /* Peers added/removed: gsched's PEERS message (the full list). */
 void gs__xfer_peers(struct gs_worker *w, const gs_msg_peers_t *m);
 /* Start fetching (graph, task) from peer @a from into a new PENDING chunk (returned with one
