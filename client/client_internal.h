@@ -185,6 +185,8 @@ struct gs_client {
     /* I/O thread */
     uv_loop_t loop;
     uv_async_t async;
+    uv_timer_t hb_timer;        /* HEARTBEAT every interval WELCOME names, while READY */
+    uint64_t hb_seq;
     uv_thread_t thread;
     int thread_started;
     int stopping;               /* mu: no more ops may be posted (shutdown began) */

@@ -21,8 +21,9 @@
 /* ------------------------------------------------------------------------------------------ */
 /* Housekeeping and the per-iteration tick.                                                   */
 
-/* A client silent for the idle timeout: closed when it holds no graph, else looked at again one
- * timeout later (clients do not heartbeat; a graph in flight or kept is its reason to wait). */
+/* A client silent for the idle timeout (no heartbeat either: the client library sends one every
+ * heartbeat interval): closed when it holds no graph, else looked at again one timeout later (a
+ * graph in flight or kept is its reason to wait; its results stay until it releases them). */
 static void gs__client_idle(gs_sched_t *s, gs__peer_t *p, uint64_t now)
 {
     for (const gs__graph_t *g = s->gtail; g != NULL; g = g->prev) {
@@ -47,16 +48,17 @@ static void gs__on_timer(uv_timer_t *timer)
     gs__peer_t *p = s->peers;
 
     /* A stall of gsched itself (SIGSTOP, a VM pause, an overloaded host) does not count against
-     * the workers: their heartbeats wait unread in the sockets meanwhile, and timers run before
-     * this iteration reads them. Time the loop did not run is added to every worker's last
-     * sighting, so a heartbeat timeout measures only time gsched was awake to hear from it. */
+     * the workers or the clients: their heartbeats wait unread in the sockets meanwhile, and
+     * timers run before this iteration reads them. Time the loop did not run is added to every
+     * worker's and client's last sighting, so heartbeat and idle timeouts measure only time
+     * gsched was awake to hear from them. */
     if (s->timer_last_ns != 0 && now - s->timer_last_ns > GS__STALL_NS) {
         stall = now - s->timer_last_ns - GS__HOUSEKEEPING_MS * 1000000ull;
         s->st.stalls_total++;
         GS_LOG_INFO("gsched's loop stood still for %.0f ms: not counted against heartbeats or task timeouts",
                     (double)stall / 1e6);
         for (gs__peer_t *q = s->peers; q != NULL; q = q->next)
-            if (q->state == GS__PEER_WORKER) q->last_seen_ns += stall;
+            if (q->state == GS__PEER_WORKER || q->state == GS__PEER_CLIENT) q->last_seen_ns += stall;
     }
     s->timer_last_ns = now;
     while (p != NULL) {

@@ -25,7 +25,8 @@
  *    all connections together reserve at most frame_memory bytes for large frames being
  *    received (a frame that does not fit waits, its connection's reading paused; a holder that
  *    stalls for the handshake timeout meanwhile is closed). A client
- *    that holds no graph and has sent nothing for client_idle_timeout_ms is closed.
+ *    that holds no graph and has sent nothing (not even a heartbeat: the client library sends
+ *    one every heartbeat interval) for client_idle_timeout_ms is closed.
  *  - workers send WORKER_REGISTER; gsched answers the new worker with PEERS listing every
  *    registered worker *including itself* (a worker skips its own id, known from WELCOME) and
  *    sends PEERS(added = new worker) to the others; a removed worker is announced with
@@ -182,10 +183,10 @@ typedef struct gs_sched *gs_sched_h;
 /** File descriptors left free below RLIMIT_NOFILE: max_connections is lowered to the soft limit
  *  less this, so the connection limit is reached before accept() fails with EMFILE. */
 #define GS_SCHED_FD_RESERVE 64u
-/** A client connection without graphs silent this long is closed (0 = never). Off by default:
- *  the client library sends no heartbeats yet, so an idle interactive session would be cut;
- *  unauthenticated connections are bounded by the handshake timeout and the limits above. */
-#define GS_SCHED_DEFAULT_CLIENT_IDLE_TIMEOUT_MS 0u
+/** A client connection without graphs silent this long is closed (0 = never). The client library
+ *  heartbeats every heartbeat interval (WELCOME), so only dead or foreign connections go quiet;
+ *  a stall of gsched's own loop is not counted. */
+#define GS_SCHED_DEFAULT_CLIENT_IDLE_TIMEOUT_MS 60000u
 /** Bytes all connections together may reserve for large frames being received. */
 #define GS_SCHED_DEFAULT_FRAME_MEMORY (4ull << 30)
 /** Times a task is retried after its worker reported GS_ERR_WORKER_LOST (input fetch failed). */
@@ -279,8 +280,9 @@ typedef struct gs_sched_params {
      * a real peer. max_connections is lowered to RLIMIT_NOFILE - GS_SCHED_FD_RESERVE. */
     uint32_t max_connections;      /* > 0; default GS_SCHED_DEFAULT_MAX_CONNECTIONS */
     uint32_t max_connections_per_addr; /* > 0; per peer IP address; default 512 */
-    uint32_t client_idle_timeout_ms; /* close a client that holds no graph and sent nothing this
-                                      long (idle_closed_total); 0 = never (default) */
+    uint32_t client_idle_timeout_ms; /* close a client that holds no graph and sent nothing (not
+                                      even a heartbeat) this long (idle_closed_total); 0 = never;
+                                      default GS_SCHED_DEFAULT_CLIENT_IDLE_TIMEOUT_MS */
     uint64_t frame_memory;         /* bytes all connections may reserve for frames larger than
                                       GS_CONN_BUDGET_MIN_FRAME being received (proto/conn.h
                                       gs_conn_budget_t: a frame that does not fit waits, reading

@@ -390,3 +390,48 @@ Test(integration_faults, a_rogue_worker_without_the_token_cannot_register_or_cha
     gs_array_release(e);
     gs_client_destroy(good);
 }
+
+/* Clients heartbeat: an idle client outlives gsched's client idle timeout, while an
+ * authenticated raw connection that then says nothing is closed. The raw connection is made
+ * after the client, so once it is closed the client has been idle at least as long. */
+Test(integration_faults, client_heartbeats_keep_an_idle_client_while_a_silent_one_is_closed,
+     .init = arm, .fini = down)
+{
+    static const char *const args[] = {"--client-idle-timeout", "400ms", "--heartbeat-interval", "50ms", NULL};
+    tcluster_t c;
+    gs_hs_peer_t hs;
+    gs_msg_t m, out;
+    gs_client_h idle;
+    int port = 0, fd;
+    char host[64];
+
+    cr_assert(tc_start(&c, 1, "s3cret", args), "cluster did not start");
+    cr_assert_eq(sscanf(c.address, "tcp://%63[^:]:%d", host, &port), 2);
+    idle = tc_connect(&c, GS_LOWER_DEFAULT);
+    cr_assert_not_null(idle, "%s", gs_last_error());
+    fd = raw_connect(port);
+    OK(gs_hs_peer_hello(&hs, "s3cret", GS_ROLE_CLIENT, "silent", &out));
+    send_msg(fd, &out);
+    cr_assert(recv_frame(fd, &m, 10.0));
+    OK(gs_hs_peer_answer(&hs, &m, &out));
+    gs_msg_cleanup(&m);
+    send_msg(fd, &out);
+    cr_assert(recv_frame(fd, &m, 10.0));
+    cr_assert_eq(m.type, GS_MSG_WELCOME);
+    gs_msg_cleanup(&m);
+    /* silence: closed with ERROR(GS_ERR_TIMED_OUT) */
+    cr_assert(recv_frame(fd, &m, 30.0), "the silent connection was not closed");
+    cr_assert_eq(m.type, GS_MSG_ERROR);
+    cr_assert_eq(m.u.error.status, GS_ERR_TIMED_OUT);
+    gs_msg_cleanup(&m);
+    cr_assert(closed_by_peer(fd, 10.0));
+    close(fd);
+    /* the idle client is still connected and served */
+    cr_assert_eq(gs_client_nworkers(idle), 1, "%s", gs_last_error());
+    gs_array_h e = seed_expr(64, 32);
+    double v = NAN;
+    OK(gs_client_compute_scalar(idle, e, &v));
+    cr_assert(ref_rel(v, seed_reference(64)) <= 1e-12, "%.17g", v);
+    gs_array_release(e);
+    gs_client_destroy(idle);
+}
