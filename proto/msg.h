@@ -396,7 +396,8 @@ gs_status_t gs_msg_encode(const gs_msg_t *msg, gs_buf_t *out);
 gs_status_t gs_msg_encode_head(const gs_msg_t *msg, gs_buf_t *out, size_t *tail_len_p);
 
 /** Decode one payload (without the 4-byte header). On success *msg_p is filled and owns its
- *  memory; on error nothing is allocated. GS_ERR_PROTO for malformed input. */
+ *  memory; on error nothing is allocated. GS_ERR_PROTO for malformed input, GS_ERR_MSG_TOO_LARGE
+ *  for a payload longer than its type's cap (proto/msg_schema.h), checked before any parsing. */
 gs_status_t gs_msg_decode(const void *payload, size_t len, gs_msg_t *msg_p);
 
 /** As gs_msg_decode(), except that a DATA message's bytes (msg->u.data.data) are not copied:

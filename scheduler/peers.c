@@ -614,6 +614,7 @@ static void gs__on_close(gs_conn_t *conn, gs_status_t reason, void *arg)
     gs_sched_t *s = p->s;
     (void)conn;
     p->conn = NULL;
+    if (reason == GS_ERR_MSG_TOO_LARGE) s->st.msgs_oversized_total++;
     if (p->state == GS__PEER_HANDSHAKE && reason != GS_OK && reason != GS_ERR_CONN_CLOSED) {
         s->st.refused_total++;   /* oversized or malformed frame before the handshake */
         GS_LOG_INFO("%s closed before the handshake: %s", p->name, gs_status_string(reason));

@@ -337,6 +337,8 @@ typedef struct gs_sched_stats {
     uint64_t churn_refused_total;  /* registrations refused by the churn cap */
     uint64_t auth_failed_total;    /* handshakes whose AUTH proof was wrong (wrong token, or a
                                       replayed answer); also in refused_total */
+    uint64_t msgs_oversized_total; /* connections closed for a frame over their limit or a
+                                      message over its type's cap (proto/msg_schema.h) */
 } gs_sched_stats_t;
 
 /** Create a scheduler on @a loop (borrowed; it must outlive the scheduler). Nothing is bound

@@ -181,6 +181,31 @@ Test(scheduler_handshake, gives_the_data_key_to_workers_only_and_wants_a_nonce)
 
 /* ---- raw sockets ---- */
 
+static int raw_connect(int port);
+static void raw_send(int fd, const void *p, size_t n);
+static int raw_wait_eof(th_t *th, int fd, uint8_t *got, size_t cap, size_t *len_p, int timeout_ms);
+
+/* A message over its type's cap (msg_schema.h) closes the connection and is counted, even from
+ * an authenticated peer; the scheduler keeps serving. */
+Test(scheduler_handshake, closes_a_connection_sending_a_message_over_its_type_cap)
+{
+    th_t th;
+    uint8_t frame[4 + 300];
+    th_init(&th, NULL);
+    int fd = raw_connect(th.port);
+    th_raw_handshake(&th, fd, "", GS_ROLE_CLIENT, "padder");
+    /* [HEARTBEAT, 1, 1, 1, 1, 1] and nil padding to 300 bytes */
+    memset(frame, 0xc0, sizeof frame);
+    frame[0] = 44, frame[1] = 1, frame[2] = 0, frame[3] = 0;   /* 300, little-endian */
+    memcpy(frame + 4, "\x96\x04\x01\x01\x01\x01\x01", 7);
+    raw_send(fd, frame, sizeof frame);
+    cr_assert(raw_wait_eof(&th, fd, NULL, 0, NULL, TH_TIMEOUT_MS), "the connection stayed open");
+    close(fd);
+    cr_assert_eq(th_stats(&th).msgs_oversized_total, 1);
+    check_serving(&th, "");
+    th_fini(&th);
+}
+
 static int raw_connect(int port)
 {
     struct sockaddr_in a;
