@@ -1,17 +1,26 @@
-/* A rogue UCX endpoint against a worker's data port (worker/xfer/seal.c): a real ucp client
+/* The worker's data port. A rogue UCX endpoint against it (worker/xfer/seal.c): a real ucp client
  * created here, connected to the UCX address the worker published at registration, sends fetch
  * requests without a seal, sealed with a wrong key, naming another worker, and replayed. The
  * worker answers none of them to the rogue, counts each refusal, and keeps serving its peers.
- * The seal is computed here from its documented layout (not with the worker's code). */
+ * The seal is computed here from its documented layout (not with the worker's code). And the
+ * port listens on the loopback interface only when gsched is reached over loopback. */
 #include "fake_sched.h"
 
 #include "common/auth.h"
 #include "common/log.h"
 
+#include <arpa/inet.h>
 #include <criterion/criterion.h>
+#include <dirent.h>
+#include <ifaddrs.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <ucp/api/ucp.h>
+#include <unistd.h>
 
 /* worker/xfer/xfer_int.h: the active-message ids of a fetch and its answers */
 #define AM_FETCH_REQ 17
@@ -295,4 +304,101 @@ Test(worker_seal, serves_nothing_to_a_rogue_endpoint_and_keeps_serving_its_peers
         cr_assert(tw_wait_stopped(&t[i], &fs, 5000));
         tw_destroy(&t[i]);
     }
+}
+
+/* Listening TCP sockets of this process: local IPv4/IPv6 addresses (as text) and ports. */
+typedef struct listener {
+    char addr[64];
+    int port;
+    int v6;
+} listener_t;
+
+static int own_listeners(listener_t *out, int max)
+{
+    unsigned long inodes[1024];
+    int ninodes = 0, n = 0;
+    DIR *d = opendir("/proc/self/fd");
+    struct dirent *e;
+    cr_assert_not_null(d);
+    while ((e = readdir(d)) != NULL && ninodes < 1024) {
+        char path[300], link[64];
+        ssize_t len;
+        snprintf(path, sizeof path, "/proc/self/fd/%s", e->d_name);
+        len = readlink(path, link, sizeof link - 1);
+        if (len <= 0) continue;
+        link[len] = '\0';
+        if (sscanf(link, "socket:[%lu]", &inodes[ninodes]) == 1) ninodes++;
+    }
+    closedir(d);
+    for (int v6 = 0; v6 < 2; v6++) {
+        FILE *f = fopen(v6 ? "/proc/self/net/tcp6" : "/proc/self/net/tcp", "r");
+        char line[512];
+        if (f == NULL) continue;
+        while (fgets(line, sizeof line, f) != NULL && n < max) {
+            char a[64];
+            unsigned port, state;
+            unsigned long inode;
+            if (sscanf(line, " %*d: %63[0-9A-F]:%X %*s %X %*s %*s %*s %*s %*s %lu", a, &port, &state, &inode) != 4)
+                continue;
+            if (state != 0x0A) continue;   /* TCP_LISTEN */
+            for (int i = 0; i < ninodes; i++) {
+                if (inodes[i] != inode) continue;
+                snprintf(out[n].addr, sizeof out[n].addr, "%s", a);
+                out[n].port = (int)port;
+                out[n].v6 = v6;
+                n++;
+            }
+        }
+        fclose(f);
+    }
+    return n;
+}
+
+/* 127.0.0.1 is 0100007F in /proc/net/tcp; ::1 is 00000000000000000000000001000000 in tcp6. */
+static int is_loopback_hex(const listener_t *l)
+{
+    return l->v6 ? strcmp(l->addr, "00000000000000000000000001000000") == 0 : strcmp(l->addr + 6, "7F") == 0;
+}
+
+/* A worker of a cluster reached over loopback listens for UCX on loopback only: its data port is
+ * on no other local address (the issue: UCX listened on every interface while the cluster was
+ * told 127.0.0.1). */
+Test(worker_seal, ucx_listens_on_loopback_only_when_gsched_is_reached_over_loopback)
+{
+    gs_worker_params_t p = {0};
+    tw_t t;
+    listener_t ls[64];
+    struct ifaddrs *ifs = NULL, *i;
+    int n, other_ports = 0;
+
+    p.nthreads = 1;
+    tw_start(&t, &fs, &p);
+    cr_assert(fs_wait_registered(&fs, 1, 5000));
+    n = own_listeners(ls, 64);
+    for (int k = 0; k < n; k++) {
+        cr_assert(is_loopback_hex(&ls[k]), "a listening socket on %s:%d (not loopback)", ls[k].addr, ls[k].port);
+        if (ls[k].port != fs.port) other_ports++;
+    }
+    cr_assert_gt(other_ports, 0, "the worker listens nowhere (is UCX's tcp transport off?)");
+    /* and its ports answer on no other local address */
+    cr_assert_eq(getifaddrs(&ifs), 0);
+    for (i = ifs; i != NULL; i = i->ifa_next) {
+        if (i->ifa_addr == NULL || i->ifa_addr->sa_family != AF_INET || (i->ifa_flags & IFF_LOOPBACK)) continue;
+        for (int k = 0; k < n; k++) {
+            struct sockaddr_in sa = *(const struct sockaddr_in *)i->ifa_addr;
+            int fd = socket(AF_INET, SOCK_STREAM, 0);
+            if (ls[k].v6 || ls[k].port == fs.port) {
+                close(fd);
+                continue;
+            }
+            sa.sin_port = htons((uint16_t)ls[k].port);
+            cr_assert_neq(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0, "UCX port %d answers on %s", ls[k].port,
+                          inet_ntoa(sa.sin_addr));
+            close(fd);
+        }
+    }
+    freeifaddrs(ifs);
+    gs_worker_stop(t.w, GS_OK);
+    cr_assert(tw_wait_stopped(&t, &fs, 5000));
+    tw_destroy(&t);
 }
