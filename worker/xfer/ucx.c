@@ -13,8 +13,10 @@
  *   requester -> owner   AM GS_AM_FETCH_REQ, header FETCH_REQ(req_id, graph, task, from)
  *   owner -> requester   AM GS_AM_DATA, header DATA(req_id, graph, task, status, empty),
  *                        payload = the chunk bytes (UCX picks eager or rendezvous by size)
- * The owner answers on its own endpoint to `from` (PEERS) or, failing that, on the reply
- * endpoint UCX passes with the request. A fetch fails on: an endpoint error, the peer leaving
+ * Every active message carries a seal (seal.c: sender, receiver, counter, HMAC with the cluster's
+ * data-plane key); a request is served only when its seal is valid, its sender is a live peer
+ * and `from` is that sender. The owner answers on its own endpoint to `from` (PEERS) or, failing
+ * that, on the reply endpoint UCX passes with the (authenticated) request. A fetch fails on: an endpoint error, the peer leaving
  * PEERS, a DATA with an error status, a size mismatch, or no answer within fetch_timeout_ms.
  *
  * Nothing here runs inside a UCX callback that must not: callbacks only record work (deferred

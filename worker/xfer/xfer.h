@@ -10,7 +10,8 @@
  *
  * One fetch: exec.c admits a task whose input lives on worker P and calls gs__xfer_fetch(),
  * which creates a PENDING chunk (store: gs__wchunk_new + gs__wstore_insert as a fetched copy)
- * and posts FETCH_REQ to P's endpoint. P's serve path (serve.c) answers with DATA (eager,
+ * and posts FETCH_REQ to P's endpoint, sealed with the cluster's data-plane key (seal.c; P serves
+ * nothing that is not sealed by a live peer). P's serve path (serve.c) answers with DATA (eager,
  * rendezvous, slices, or an IPC grant). The bytes land in the chunk directly, or in a host
  * buffer that is copied in on a backend stream; that copy's completion is a note (GS_WNOTE_
  * FETCH_STAGED) registered with gs__wnote_arm() and returned through the worker's completion
