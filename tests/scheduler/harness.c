@@ -481,7 +481,7 @@ static void th_raw_recv(th_t *th, int fd, gs_msg_t *m)
     free(payload);
 }
 
-static void th_raw_send(int fd, const gs_msg_t *m)
+void th_raw_send(int fd, const gs_msg_t *m)
 {
     gs_buf_t b;
     gs_buf_init(&b);

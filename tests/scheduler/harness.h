@@ -54,6 +54,8 @@ gs_sched_stats_t th_stats(th_t *th);
 tp_t *tp_connect(th_t *th, uint32_t version, const char *token, uint32_t role, const char *name);
 /* Connect and send @a hello as it is; nothing is answered automatically. */
 tp_t *tp_connect_manual(th_t *th, const gs_msg_t *hello);
+/* Encode @a m and send it whole on the blocking socket @a fd. */
+void th_raw_send(int fd, const gs_msg_t *m);
 /* The whole handshake on the raw socket @a fd, running the loop while waiting (asserts WELCOME). */
 void th_raw_handshake(th_t *th, int fd, const char *token, uint32_t role, const char *name);
 /* Fill @a m with a HELLO of @a version carrying no nonce, the token in clear (what a version 1

@@ -102,14 +102,6 @@ static int connect_to(int port)
     return fd;
 }
 
-static void send_msg(int fd, const gs_msg_t *m)
-{
-    gs_buf_t b;
-    gs_buf_init(&b);
-    cr_assert_eq(gs_msg_encode(m, &b), GS_OK);
-    cr_assert_eq(send(fd, b.data, b.len, MSG_NOSIGNAL), (ssize_t)b.len);
-    gs_buf_cleanup(&b);
-}
 
 /* Read one frame (blocking with a timeout); 0 at EOF. */
 static int recv_msg(int fd, gs_msg_t *m, int ms)
@@ -146,7 +138,7 @@ static void raw_handshake(int fd, const char *token, uint32_t role, const char *
     gs_hs_peer_t hs;
     gs_msg_t out;
     cr_assert_eq(gs_hs_peer_hello(&hs, token, role, name, &out), GS_OK);
-    send_msg(fd, &out);
+    th_raw_send(fd, &out);
     cr_assert(recv_msg(fd, m, DAEMON_WAIT_MS), "no answer to hello");
     if (m->type != GS_MSG_CHALLENGE) return;
     /* a wrong token: gsched's proof does not check out; answer anyway, as a rogue would */
@@ -155,7 +147,7 @@ static void raw_handshake(int fd, const char *token, uint32_t role, const char *
         out = (gs_msg_t){.type = GS_MSG_AUTH, .u.auth.proof = {zero, sizeof zero}};
     }
     gs_msg_cleanup(m);
-    send_msg(fd, &out);
+    th_raw_send(fd, &out);
     cr_assert(recv_msg(fd, m, DAEMON_WAIT_MS), "no answer to auth");
 }
 
@@ -179,7 +171,7 @@ Test(scheduler_daemon, prints_its_address_and_shuts_workers_down_on_sigterm)
     m.u.worker_register.name.data = (const uint8_t *)"w";
     m.u.worker_register.name.len = 1;
     m.u.worker_register.nthreads = 1;
-    send_msg(fd, &m);
+    th_raw_send(fd, &m);
     cr_assert(recv_msg(fd, &m, DAEMON_WAIT_MS));
     cr_assert_eq(m.type, GS_MSG_PEERS);
     gs_msg_cleanup(&m);
@@ -422,7 +414,7 @@ Test(scheduler_daemon, idle_connections_do_not_lock_out_a_client_under_a_1024_fd
     gs_msg_cleanup(&m);
     memset(&m, 0, sizeof m);
     m.type = GS_MSG_INFO_REQ;
-    send_msg(fd, &m);
+    th_raw_send(fd, &m);
     cr_assert(recv_msg(fd, &m, 5000));
     cr_assert_eq(m.type, GS_MSG_INFO);
     cr_assert_eq(m.u.info.nclients, 1);

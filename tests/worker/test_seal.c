@@ -43,16 +43,12 @@ static rogue_t rg;
 
 static void setup(void)
 {
-    gs_log_set_level(GS_LOG_LEVEL_ERROR);
-    cr_assert_eq(uv_loop_init(&loop), 0);
-    fs_start(&fs, &loop, NULL);
+    fs_suite_setup(&fs, &loop);
 }
 
 static void teardown(void)
 {
-    fs_stop(&fs);
-    uv_run(&loop, UV_RUN_NOWAIT);
-    cr_expect_eq(uv_loop_close(&loop), 0, "handles left on the loop");
+    fs_suite_teardown(&fs, &loop);
 }
 
 TestSuite(worker_seal, .init = setup, .fini = teardown, .timeout = 90);
