@@ -268,11 +268,25 @@ Test(worker_seal, serves_nothing_to_a_rogue_endpoint_and_keeps_serving_its_peers
     ws.refused = 5;
     cr_assert(fs_run_until(&fs, stats_reach, &ws, 10000), "a request sealed for another worker was served");
 
+    /* 6. the replay window (1024 counters): later and earlier unseen counters pass, a seen one
+     *    or one older than the window does not */
+    static const struct { uint64_t counter; int served; } seq[] = {
+        {10, 1}, {8, 1}, {8, 0}, {3000, 1}, {2000, 1}, {1900, 0}, {2000, 0}, {3000, 0}, {2999, 1}};
+    for (size_t k = 0; k < sizeof seq / sizeof seq[0]; k++) {
+        gs_worker_stats(t[0].w, &st);
+        ws.served = st.served + (seq[k].served ? 1 : 0);
+        ws.refused = st.requests_refused + (seq[k].served ? 0 : 1);
+        build_req(&b, 1, task, idb, fs.data_key, idb, ida, seq[k].counter);
+        rogue_send(&rg, &b);
+        cr_assert(fs_run_until(&fs, stats_reach, &ws, 10000), "counter %llu was not %s",
+                  (unsigned long long)seq[k].counter, seq[k].served ? "served" : "refused");
+    }
+
     fs_run_for(&fs, 50);
     for (int i = 0; i < 20; i++) ucp_worker_progress(rg.wk);
     cr_assert_eq(rg.answers, 0, "the rogue endpoint received %d answers", rg.answers);
     gs_worker_stats(t[0].w, &st);
-    cr_assert_eq(st.requests_refused, 4 + 1);
+    cr_assert_eq(st.requests_refused, 4 + 1 + 4);
 
     /* the worker survived and its peers still fetch from it */
     memset(place, 0, tg->ntasks * sizeof(int));

@@ -101,12 +101,12 @@ static int gs__seal_fresh(gs_wpeer_t *p, uint64_t c)
             memset(p->rx_seen, 0, sizeof p->rx_seen);
         } else {
             /* bit i of the window is counter rx_top - i: move every bit up by shift */
-            for (uint64_t i = GS__SEAL_WINDOW; i-- > shift;) {
-                uint64_t from = i - shift;
-                uint64_t bit = (p->rx_seen[from / 64] >> (from % 64)) & 1u;
-                p->rx_seen[i / 64] = (p->rx_seen[i / 64] & ~(1ull << (i % 64))) | (bit << (i % 64));
+            const unsigned nw = GS__SEAL_WINDOW / 64, ws = (unsigned)(shift / 64), bs = (unsigned)(shift % 64);
+            for (unsigned i = nw; i-- > 0;) {
+                uint64_t v = i >= ws ? p->rx_seen[i - ws] << bs : 0;
+                if (bs != 0 && i >= ws + 1) v |= p->rx_seen[i - ws - 1] >> (64 - bs);
+                p->rx_seen[i] = v;
             }
-            for (uint64_t i = 0; i < shift; i++) p->rx_seen[i / 64] &= ~(1ull << (i % 64));
         }
         p->rx_top = c;
         p->rx_seen[0] |= 1u;
