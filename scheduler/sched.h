@@ -171,8 +171,9 @@ typedef struct gs_sched *gs_sched_h;
 #define GS_SCHED_DEFAULT_HEARTBEAT_TIMEOUT_MS 10000u
 #define GS_SCHED_DEFAULT_ALLOWED_FAILURES 3u
 #define GS_SCHED_DEFAULT_HANDSHAKE_TIMEOUT_MS 10000u
-/** Largest frame a connection may send before its HELLO has been accepted (HELLO needs at most
- *  ~4.2 KiB: a token of <= 4096 bytes and a name). A header announcing more closes the
+/** Largest frame a connection may send before its handshake has completed (HELLO is capped at
+ *  8 KiB by the schema, AUTH at 256 bytes; a version 1 HELLO carried a token of <= 4096 bytes,
+ *  so it still arrives whole and is told the version). A header announcing more closes the
  *  connection at once (logged, counted in refused_total), so a peer that is not speaking the
  *  protocol (plain text, a 2 GB length) holds no buffer until the handshake timeout. After the
  *  handshake the limit is max_frame. */
