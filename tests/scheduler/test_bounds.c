@@ -89,15 +89,18 @@ static void bound_expect_served(tp_t *c)
     gs_msg_cleanup(&m);
 }
 
+/* A client that completes its handshake, then announces a 1 GiB frame and sends its first bytes,
+ * never the rest. */
+static void bound_send_big(int fd)
+{
+    static const char hdr[] = "\x00\x00\x00\x40" "abcd";
+    cr_assert_eq(send(fd, hdr, 8, MSG_NOSIGNAL), 8);
+}
+
 static void bound_send_hello(th_t *th, int fd)
 {
-    gs_buf_t b;
     th_raw_handshake(th, fd, "", GS_ROLE_CLIENT, "slow");
-    gs_buf_init(&b);
-    /* then the header of a 1 GiB frame and its first bytes, never the rest */
-    cr_assert_eq(gs_buf_append(&b, "\x00\x00\x00\x40" "abcd", 8), GS_OK);
-    cr_assert_eq(send(fd, b.data, b.len, MSG_NOSIGNAL), (ssize_t)b.len);
-    gs_buf_cleanup(&b);
+    bound_send_big(fd);
 }
 
 Test(scheduler_bounds, idle_connections_do_not_lock_out_a_client, .timeout = 60)
@@ -181,7 +184,8 @@ Test(scheduler_bounds, slow_large_frames_hold_no_more_than_the_budget, .timeout 
         uv_run(&th.loop, UV_RUN_NOWAIT);
     }
     bound_run_until(&th, bound_all_accepted, NSLOW);
-    for (int i = 0; i < NSLOW; i++) bound_send_hello(&th, fds[i]);
+    for (int i = 0; i < NSLOW; i++) th_raw_handshake(&th, fds[i], "", GS_ROLE_CLIENT, "slow");
+    for (int i = 0; i < NSLOW; i++) bound_send_big(fds[i]);
     bound_run_until(&th, bound_waits_reach, NSLOW - 1);
     st = th_stats(&th);
     cr_assert_eq(st.frame_bytes_reserved, 1ull << 30);
@@ -227,10 +231,15 @@ Test(scheduler_bounds, a_stalled_frame_gives_its_memory_to_a_waiting_one)
     th_init(&th, &(gs_sched_params_t){.field_mask = GS_SCHED_FIELD_FRAME_MEMORY |
                                                     GS_SCHED_FIELD_HANDSHAKE_TIMEOUT_MS,
                                       .frame_memory = 1u << 30,
-                                      .handshake_timeout_ms = 200});
-    for (int i = 0; i < 2; i++) fds[i] = bound_connect(th.port);
-    bound_run_until(&th, bound_all_accepted, 2);
-    for (int i = 0; i < 2; i++) bound_send_hello(&th, fds[i]);
+                                      .handshake_timeout_ms = 1000});
+    /* each handshaken as soon as accepted (the timeout applies to the handshake too), then both
+     * announce 1 GiB: the first gets the memory and stalls, the second waits */
+    for (int i = 0; i < 2; i++) {
+        fds[i] = bound_connect(th.port);
+        bound_run_until(&th, bound_all_accepted, (uint64_t)i + 1);
+        th_raw_handshake(&th, fds[i], "", GS_ROLE_CLIENT, "slow");
+    }
+    for (int i = 0; i < 2; i++) bound_send_big(fds[i]);
     bound_run_until(&th, bound_waits_reach, 1);
     bound_run_until(&th, bound_stalled, 1);   /* the first holder sent nothing more */
     bound_run_until(&th, bound_nconns_is, 1);
