@@ -294,18 +294,30 @@ static gs_status_t gs__scalar(int32_t kind, gs_binop_t op, gs_array_h a, double 
     return GS_OK;
 }
 
-gs_status_t gs_array_binary_scalar(gs_binop_t op, gs_array_h a, double scalar, gs_array_h *out_p)
+gs_status_t gs_array_binary_array_scalar(gs_binop_t op, gs_array_h a, double scalar,
+                                         gs_array_h *out_p)
 {
     if ((int)op < 0 || op >= GS_BINARY_COUNT)
         return gs_error_set(GS_ERR_INVALID_PARAM, "unknown binary op %d", (int)op);
     return gs__scalar(GS__NODE_BINARY_SCALAR, op, a, scalar, out_p);
 }
 
-gs_status_t gs_array_scalar_binary(gs_binop_t op, double scalar, gs_array_h a, gs_array_h *out_p)
+gs_status_t gs_array_binary_scalar_array(gs_binop_t op, double scalar, gs_array_h a,
+                                         gs_array_h *out_p)
 {
     if ((int)op < 0 || op >= GS_BINARY_COUNT)
         return gs_error_set(GS_ERR_INVALID_PARAM, "unknown binary op %d", (int)op);
     return gs__scalar(GS__NODE_SCALAR_BINARY, op, a, scalar, out_p);
+}
+
+gs_status_t gs_array_binary_scalar(gs_binop_t op, gs_array_h a, double scalar, gs_array_h *out_p)
+{
+    return gs_array_binary_array_scalar(op, a, scalar, out_p);
+}
+
+gs_status_t gs_array_scalar_binary(gs_binop_t op, double scalar, gs_array_h a, gs_array_h *out_p)
+{
+    return gs_array_binary_scalar_array(op, scalar, a, out_p);
 }
 
 /* Union of two sorted boundary lists (both 0..len) into a freshly allocated array. */
@@ -416,7 +428,10 @@ gs_status_t gs_array_slice(gs_array_h a, int nsl, const gs_slice_t *s, gs_array_
             continue;
         }
         int64_t st_ = s[ax].step, b, e, c;
-        if (st_ == 0) return gs_error_set(GS_ERR_INVALID_PARAM, "slice step is 0 on axis %d", (int)ax);
+        if (st_ == 0) return gs_error_set(GS_ERR_INVALID_PARAM, "slice step is 0 on axis %d "
+                                                          "(a zeroed gs_slice_t? use GS_SLICE_ALL, "
+                                                          "GS_SLICE(start, stop, step), ...)",
+                                          (int)ax);
         if (st_ < -INT64_MAX) st_ = -INT64_MAX;
         if (s[ax].flags & GS_SLICE_HAS_START) {
             b = s[ax].start;
@@ -556,6 +571,35 @@ gs_status_t gs_array_transpose(gs_array_h a, const int *perm, gs_array_h *out_p)
 
 /* ---- reductions ---- */
 
+gs_status_t gs_unravel_index(int64_t flat, int ndim, const int64_t *shape, int64_t *idx_p)
+{
+    int64_t idx[GS_MAX_NDIM], size = 1;
+    if (ndim < 0 || ndim > GS_MAX_NDIM)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "unravel_index: ndim %d outside 0..%d", ndim,
+                            GS_MAX_NDIM);
+    if (ndim > 0 && (shape == NULL || idx_p == NULL))
+        return gs_error_set(GS_ERR_INVALID_PARAM, "unravel_index: shape and idx_p must not be "
+                                                  "NULL");
+    for (int a = 0; a < ndim; a++) {
+        if (shape[a] < 0)
+            return gs_error_set(GS_ERR_INVALID_PARAM, "unravel_index: extent %lld on axis %d",
+                                (long long)shape[a], a);
+        if (shape[a] == 0) size = 0;
+        else if (size > INT64_MAX / shape[a]) size = INT64_MAX;
+        else size *= shape[a];
+    }
+    if (flat < 0 || flat >= size)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "unravel_index: flat index %lld outside an "
+                                                  "array of %lld elements", (long long)flat,
+                            (long long)size);
+    for (int a = ndim - 1; a >= 0; a--) {
+        idx[a] = flat % shape[a];
+        flat /= shape[a];
+    }
+    for (int a = 0; a < ndim; a++) idx_p[a] = idx[a];
+    return GS_OK;
+}
+
 gs_status_t gs_array_reduce(gs_redop_t op, gs_array_h a, const gs_reduce_params_t *params,
                             gs_array_h *out_p)
 {
@@ -572,6 +616,18 @@ gs_status_t gs_array_reduce(gs_redop_t op, gs_array_h a, const gs_reduce_params_
             ~(GS_REDUCE_FIELD_AXIS | GS_REDUCE_FIELD_SPLIT_EVERY | GS_REDUCE_FIELD_DDOF))
             return gs_error_set(GS_ERR_INVALID_PARAM, "unknown reduce field_mask bits 0x%x",
                                 params->field_mask);
+        if (!(params->field_mask & GS_REDUCE_FIELD_AXIS) && params->axis != 0)
+            return gs_error_set(GS_ERR_INVALID_PARAM,
+                                "reduce axis is %d but GS_REDUCE_FIELD_AXIS is not in field_mask "
+                                "(it would reduce over all axes)", params->axis);
+        if (!(params->field_mask & GS_REDUCE_FIELD_SPLIT_EVERY) && params->split_every != 0)
+            return gs_error_set(GS_ERR_INVALID_PARAM,
+                                "reduce split_every is %d but GS_REDUCE_FIELD_SPLIT_EVERY is not "
+                                "in field_mask", params->split_every);
+        if (!(params->field_mask & GS_REDUCE_FIELD_DDOF) && params->ddof != 0.0)
+            return gs_error_set(GS_ERR_INVALID_PARAM,
+                                "reduce ddof is %g but GS_REDUCE_FIELD_DDOF is not in field_mask",
+                                params->ddof);
         if (params->field_mask & GS_REDUCE_FIELD_AXIS) {
             axis = params->axis;
             if (axis < -a->grid.ndim || axis >= a->grid.ndim)

@@ -199,7 +199,7 @@ static inline tx_t *tx_unary(gs_unop_t op, tx_t *a)
 static inline tx_t *tx_scalar_r(gs_binop_t op, tx_t *a, double s)   /* a OP s */
 {
     gs_array_h h;
-    TX_OK(gs_array_binary_scalar(op, a->h, s, &h));
+    TX_OK(gs_array_binary_array_scalar(op, a->h, s, &h));
     tx_t *t = tx_new(h, a->ndim, a->shape);
     for (int64_t i = 0; i < t->size; i++) t->v[i] = tx_bin(op, a->v[i], s);
     return t;
@@ -208,7 +208,7 @@ static inline tx_t *tx_scalar_r(gs_binop_t op, tx_t *a, double s)   /* a OP s */
 static inline tx_t *tx_scalar_l(gs_binop_t op, double s, tx_t *a)   /* s OP a */
 {
     gs_array_h h;
-    TX_OK(gs_array_scalar_binary(op, s, a->h, &h));
+    TX_OK(gs_array_binary_scalar_array(op, s, a->h, &h));
     tx_t *t = tx_new(h, a->ndim, a->shape);
     for (int64_t i = 0; i < t->size; i++) t->v[i] = tx_bin(op, s, a->v[i]);
     return t;

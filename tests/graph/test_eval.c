@@ -195,6 +195,40 @@ Test(graph_eval, every_binary_op_array_and_scalar)
     }
 }
 
+/* The deprecated names keep their operand order: binary_scalar is a OP s, scalar_binary s OP a. */
+Test(graph_eval, deprecated_scalar_names_keep_their_operand_order)
+{
+    int64_t shape[1] = {9}, chunks[1] = {4};
+    tx_t *x = tx_arange(1.0, 1.0, 1, shape, chunks);
+    gs_array_h h;
+    TX_OK(gs_array_binary_scalar(GS_BINARY_SUB, x->h, 10.0, &h));
+    tx_t *t = tx_new(h, 1, shape);
+    for (int64_t i = 0; i < t->size; i++) t->v[i] = x->v[i] - 10.0;
+    check(t, "binary_scalar: a - 10");
+    TX_OK(gs_array_scalar_binary(GS_BINARY_SUB, 10.0, x->h, &h));
+    t = tx_new(h, 1, shape);
+    for (int64_t i = 0; i < t->size; i++) t->v[i] = 10.0 - x->v[i];
+    check(t, "scalar_binary: 10 - a");
+}
+
+/* The public slice helpers (array.h) select what NumPy's a[...] does. */
+Test(graph_eval, public_slice_helpers_match_numpy)
+{
+    int64_t shape[2] = {13, 11}, chunks[2] = {4, 3};
+    tx_t *x = tx_normal(43, 0, 1, 2, shape, chunks);
+    gs_slice_t cases[][2] = {
+        {GS_SLICE_ALL, GS_SLICE_STEP(-1)},
+        {GS_SLICE(1, 12, 3), GS_SLICE_AT(-2)},
+        {GS_SLICE_FROM(-3, -1), GS_SLICE_TO(7, 2)},
+        {GS_SLICE_AT(5), GS_SLICE(9, -12, -4)},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char what[32];
+        snprintf(what, sizeof(what), "helper case %zu", i);
+        check(tx_slice(x, 2, cases[i]), what);
+    }
+}
+
 Test(graph_eval, broadcasting_with_different_chunkings)
 {
     int64_t sa[2] = {12, 1}, ca[2] = {5, 1}, sb[1] = {17}, cb[1] = {4};

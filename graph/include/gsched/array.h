@@ -111,9 +111,17 @@ gs_status_t gs_array_unary(gs_unop_t op, gs_array_h a, gs_array_h *out_p);
 /** a OP b with NumPy broadcasting. Chunks are unified: where the operands' chunk boundaries
  *  differ along an axis, the result is chunked at the union of the boundaries. */
 gs_status_t gs_array_binary(gs_binop_t op, gs_array_h a, gs_array_h b, gs_array_h *out_p);
-/** a OP scalar. */
+/** a OP scalar: the array is the left operand (a - 2, a / 2, a < 2). Errors as
+ *  gs_array_binary() (unknown op, NULL handles). */
+gs_status_t gs_array_binary_array_scalar(gs_binop_t op, gs_array_h a, double scalar,
+                                         gs_array_h *out_p);
+/** scalar OP a: the scalar is the left operand (2 - a, 2 / a, 2 < a). Errors as
+ *  gs_array_binary(). */
+gs_status_t gs_array_binary_scalar_array(gs_binop_t op, double scalar, gs_array_h a,
+                                         gs_array_h *out_p);
+/** Deprecated name of gs_array_binary_array_scalar() (a OP scalar); kept for existing callers. */
 gs_status_t gs_array_binary_scalar(gs_binop_t op, gs_array_h a, double scalar, gs_array_h *out_p);
-/** scalar OP a. */
+/** Deprecated name of gs_array_binary_scalar_array() (scalar OP a); kept for existing callers. */
 gs_status_t gs_array_scalar_binary(gs_binop_t op, double scalar, gs_array_h a, gs_array_h *out_p);
 
 /* ---- slicing and layout ---- */
@@ -132,6 +140,27 @@ typedef struct gs_slice {
     int64_t step;
     uint32_t flags;
 } gs_slice_t;
+
+/* Slice constructors (C compound literals), so that no field is left to a zeroed struct (a
+ * zeroed gs_slice_t has step 0 and is rejected):
+ *   GS_SLICE_ALL               a[:]
+ *   GS_SLICE(start, stop, step) a[start:stop:step]
+ *   GS_SLICE_FROM(start, step)  a[start::step]
+ *   GS_SLICE_TO(stop, step)     a[:stop:step]
+ *   GS_SLICE_STEP(step)         a[::step] (GS_SLICE_STEP(-1) reverses the axis)
+ *   GS_SLICE_AT(i)              a[i]: take element i and drop the axis
+ * Example: a[2:, ::-1, 5] is
+ *   gs_slice_t s[3] = {GS_SLICE_FROM(2, 1), GS_SLICE_STEP(-1), GS_SLICE_AT(5)}; */
+#define GS_SLICE(start_, stop_, step_)                                                       \
+    ((gs_slice_t){(int64_t)(start_), (int64_t)(stop_), (int64_t)(step_),                     \
+                  GS_SLICE_HAS_START | GS_SLICE_HAS_STOP})
+#define GS_SLICE_FROM(start_, step_)                                                         \
+    ((gs_slice_t){(int64_t)(start_), 0, (int64_t)(step_), GS_SLICE_HAS_START})
+#define GS_SLICE_TO(stop_, step_)                                                            \
+    ((gs_slice_t){0, (int64_t)(stop_), (int64_t)(step_), GS_SLICE_HAS_STOP})
+#define GS_SLICE_STEP(step_) ((gs_slice_t){0, 0, (int64_t)(step_), 0u})
+#define GS_SLICE_ALL GS_SLICE_STEP(1)
+#define GS_SLICE_AT(i_) ((gs_slice_t){(int64_t)(i_), 0, 1, GS_SLICE_INDEX})
 
 /** a[s[0], s[1], ..., s[n-1]]; axes past @a n are taken whole. n <= ndim(a). Output chunks
  *  follow the input chunks (each output chunk comes from one input chunk; empty ones drop). */
@@ -181,7 +210,10 @@ gs_status_t gs_array_stack(int n, const gs_array_h *arrays, int axis, gs_array_h
 #define GS_REDUCE_FIELD_DDOF 0x4u
 
 /** Extensible reduction parameters: fields are read only when their bit is in field_mask.
- *  Defaults: all axes, split_every 16, ddof 0. axis may be negative (counts from the end). */
+ *  Defaults: all axes, split_every 16, ddof 0. axis may be negative (counts from the end).
+ *  A field set to a non-zero value without its bit is an error (GS_ERR_INVALID_PARAM): an axis
+ *  without GS_REDUCE_FIELD_AXIS would otherwise silently reduce over all axes. Zero-initialise
+ *  the struct ({0}) and set the bits of the fields you fill in. */
 typedef struct gs_reduce_params {
     uint32_t field_mask;
     int axis;
@@ -194,6 +226,13 @@ typedef struct gs_reduce_params {
  *  reducing all axes). @a params may be NULL. */
 gs_status_t gs_array_reduce(gs_redop_t op, gs_array_h a, const gs_reduce_params_t *params,
                             gs_array_h *out_p);
+
+/** Row-major multi-index of flat index @a flat in an array of shape @a shape (like
+ *  np.unravel_index): idx_p[a] for a < ndim (caller-owned, ndim entries). Use it on the flat
+ *  index an all-axes ARGMIN/ARGMAX gives. ndim 0 accepts only flat 0 (nothing is written).
+ *  Errors: GS_ERR_INVALID_PARAM (ndim outside 0..GS_MAX_NDIM, NULL shape or idx_p with
+ *  ndim > 0, a negative extent, flat outside 0..size-1); idx_p is not written on error. */
+gs_status_t gs_unravel_index(int64_t flat, int ndim, const int64_t *shape, int64_t *idx_p);
 
 /* ---- linear algebra ---- */
 
