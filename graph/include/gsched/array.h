@@ -25,6 +25,7 @@
 #define GSCHED_ARRAY_H
 
 #include <gsched/status.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -35,9 +36,35 @@ extern "C" {
 
 typedef struct gs_array *gs_array_h;
 
+/* Element types, NumPy's names. One table: X(enum, value, name, bytes, kind) with kind 'f'
+ * (floating), 'i' (signed integer), 'u' (unsigned integer), 'b' (bool). Values are part of the
+ * wire format: append only. float16 is a storage type (arithmetic in float32, as NumPy's
+ * float16 loops do). Execution supports float64 only for now (see docs/api.md, "Dtypes");
+ * the rules below are those every operation follows. */
+#define GS_DTYPE_MAP(X)                          \
+    X(GS_DTYPE_FLOAT64, 0, "float64", 8, 'f')    \
+    X(GS_DTYPE_FLOAT32, 1, "float32", 4, 'f')    \
+    X(GS_DTYPE_FLOAT16, 2, "float16", 2, 'f')    \
+    X(GS_DTYPE_INT32, 3, "int32", 4, 'i')        \
+    X(GS_DTYPE_INT64, 4, "int64", 8, 'i')        \
+    X(GS_DTYPE_UINT8, 5, "uint8", 1, 'u')        \
+    X(GS_DTYPE_BOOL, 6, "bool", 1, 'b')
+
 typedef enum gs_dtype {
-    GS_DTYPE_FLOAT64 = 0
+#define GS__DTYPE_ENUM(name, val, str, size, kind) name = (val),
+    GS_DTYPE_MAP(GS__DTYPE_ENUM)
+#undef GS__DTYPE_ENUM
+    GS_DTYPE_COUNT
 } gs_dtype_t;
+
+/* How a scalar operand of an elementwise op takes part in type promotion (NumPy 2, NEP 50:
+ * Python scalars are "weak" and adopt the array's type where its kind can hold them). */
+typedef enum gs_scalar_kind {
+    GS_SCALAR_FLOAT = 0,   /* a Python float: float arrays keep their dtype, others -> float64 */
+    GS_SCALAR_INT,         /* a Python int: numeric arrays keep their dtype, bool -> int64 */
+    GS_SCALAR_BOOL,        /* a Python bool: every array keeps its dtype */
+    GS_SCALAR_KIND_COUNT
+} gs_scalar_kind_t;
 
 typedef enum gs_unop {
     GS_UNARY_NEG = 0,
@@ -76,6 +103,45 @@ typedef enum gs_redop {
     GS_RED_ARGMAX = 7,
     GS_RED_COUNT
 } gs_redop_t;
+
+/* ---- dtypes (graph/dtype.c; docs/api.md has the tables) ---- */
+
+/** NumPy's name of @a dtype ("float32"), or "unknown" for a value outside the table. The
+ *  string is static. */
+const char *gs_dtype_name(gs_dtype_t dtype);
+/** Bytes per element (1, 2, 4 or 8), 0 for a value outside the table. */
+size_t gs_dtype_size(gs_dtype_t dtype);
+/** np.result_type of two array operands (symmetric): bool < uint8 < int32 < int64 among
+ *  integers, float16 < float32 < float64 among floats; an integer with a float gives the
+ *  smallest float holding every value of both (uint8 + float16 = float16, int32 + float32 =
+ *  float64). GS_ERR_INVALID_PARAM for a dtype outside the table; *out_p written on success. */
+gs_status_t gs_dtype_promote(gs_dtype_t a, gs_dtype_t b, gs_dtype_t *out_p);
+/** Result dtype of an array of @a a with a scalar of kind @a k (NEP 50 weak scalars, either
+ *  operand order). Errors as gs_dtype_promote(). */
+gs_status_t gs_dtype_promote_scalar(gs_dtype_t a, gs_scalar_kind_t k, gs_dtype_t *out_p);
+/** Result dtype of unary @a op on @a a: NEG and ABS keep the dtype (negating bool is an
+ *  error, as in NumPy); EXP, LOG and SQRT of integers give the smallest float holding them
+ *  (bool, uint8 -> float16; int32, int64 -> float64). GS_ERR_INVALID_PARAM with a message
+ *  naming the op and dtype otherwise. */
+gs_status_t gs_dtype_unary_result(gs_unop_t op, gs_dtype_t a, gs_dtype_t *out_p);
+/** Result dtype of binary @a op on operands of dtypes @a a and @a b (already promoted for
+ *  scalars with gs_dtype_promote_scalar(), the scalar then counting as the promoted type):
+ *  comparisons give bool; DIV (true division) of integers gives float64, of floats the
+ *  promoted float; ADD, MUL, MINIMUM, MAXIMUM the promoted type (bool + bool is logical or,
+ *  bool * bool logical and); SUB and POW of two bools are errors (NumPy has no such loops
+ *  among these dtypes). GS_ERR_INVALID_PARAM naming the op and both dtypes otherwise. */
+gs_status_t gs_dtype_binary_result(gs_binop_t op, gs_dtype_t a, gs_dtype_t b,
+                                   gs_dtype_t *out_p);
+
+/** Result dtype of reduction @a op over an array of @a a, NumPy's defaults: SUM of bool and
+ *  integers gives int64 (NumPy gives uint64 for uint8, which gsched lacks: int64 holds every
+ *  such sum of fewer than 2^55 elements), of floats the float; MEAN, VAR and STD of bool and
+ *  integers give float64, of floats the float; MIN and MAX keep the dtype; ARGMIN and ARGMAX
+ *  give int64. GS_ERR_INVALID_PARAM for an unknown op or dtype. */
+gs_status_t gs_dtype_reduce_result(gs_redop_t op, gs_dtype_t a, gs_dtype_t *out_p);
+
+/** Dtype of the elements of @a a (GS_DTYPE_FLOAT64 for every array today); -1 for NULL. */
+int gs_array_dtype(gs_array_h a);
 
 /* ---- creation ---- */
 
