@@ -259,6 +259,60 @@ gs_status_t gs_array_from_host(const double *data, int ndim, const int64_t *shap
 
 /* ---- elementwise ---- */
 
+gs_status_t gs_array_zeros(int ndim, const int64_t *shape, const int64_t *chunks,
+                           gs_array_h *out_p)
+{
+    return gs_array_full(0.0, ndim, shape, chunks, out_p);
+}
+
+gs_status_t gs_array_ones(int ndim, const int64_t *shape, const int64_t *chunks,
+                          gs_array_h *out_p)
+{
+    return gs_array_full(1.0, ndim, shape, chunks, out_p);
+}
+
+gs_status_t gs_array_full_like(gs_array_h a, double value, gs_array_h *out_p)
+{
+    struct gs_array *n;
+    if (a == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "full_like: operand is NULL");
+    if (out_p == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "full_like: out_p is NULL");
+    n = gs__node_new(GS__NODE_FULL, a->grid.ndim);
+    if (n == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for an array node");
+    if (gs_grid_copy(&n->grid, &a->grid) != GS_OK) {
+        gs__node_free_one(n);
+        return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for chunk bounds");
+    }
+    n->size = a->size;
+    n->dtype = a->dtype;
+    n->u.gen.p0 = value;
+    *out_p = n;
+    return GS_OK;
+}
+
+gs_status_t gs_array_zeros_like(gs_array_h a, gs_array_h *out_p)
+{
+    return gs_array_full_like(a, 0.0, out_p);
+}
+
+gs_status_t gs_array_ones_like(gs_array_h a, gs_array_h *out_p)
+{
+    return gs_array_full_like(a, 1.0, out_p);
+}
+
+gs_status_t gs_array_clip(gs_array_h a, double lo, double hi, gs_array_h *out_p)
+{
+    gs_array_h m;
+    gs_status_t st;
+    if (out_p == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "clip: out_p is NULL");
+    if (isnan(lo) || isnan(hi))
+        return gs_error_set(GS_ERR_INVALID_PARAM, "clip: bound %s is NaN",
+                            isnan(lo) ? "lo" : "hi");
+    if ((st = gs_array_binary_array_scalar(GS_BINARY_MAXIMUM, a, lo, &m)) != GS_OK) return st;
+    st = gs_array_binary_array_scalar(GS_BINARY_MINIMUM, m, hi, out_p);
+    gs_array_release(m);
+    return st;
+}
+
 gs_status_t gs_array_unary(gs_unop_t op, gs_array_h a, gs_array_h *out_p)
 {
     struct gs_array *n;

@@ -116,6 +116,12 @@ gs_status_t gs_dtype_promote_scalar(gs_dtype_t a, gs_scalar_kind_t k, gs_dtype_t
     }
 }
 
+static const char *const gs__unop_names[GS_UNARY_COUNT] = {
+    "negative", "absolute", "exp",   "log",   "sqrt",  "sin",   "cos",        "tan",
+    "arcsin",   "arccos",   "arctan", "sinh", "cosh",  "tanh",  "exp2",       "log2",
+    "log10",    "log1p",    "expm1", "floor", "ceil",  "round", "trunc",      "sign",
+    "square",   "reciprocal", "isnan", "isinf", "isfinite", "logical_not"};
+
 gs_status_t gs_dtype_unary_result(gs_unop_t op, gs_dtype_t a, gs_dtype_t *out_p)
 {
     gs_status_t st = gs__dtype_check2("unary dtype", a, a, out_p);
@@ -127,11 +133,22 @@ gs_status_t gs_dtype_unary_result(gs_unop_t op, gs_dtype_t a, gs_dtype_t *out_p)
                                                       "supported (use logical not)");
         *out_p = a;
         return GS_OK;
-    case GS_UNARY_ABS: *out_p = a; return GS_OK;
-    case GS_UNARY_EXP:
-    case GS_UNARY_LOG:
-    case GS_UNARY_SQRT: *out_p = gs__float_for(a); return GS_OK;
+    case GS_UNARY_ABS: case GS_UNARY_SIGN: case GS_UNARY_SQUARE: case GS_UNARY_RECIPROCAL:
+    case GS_UNARY_FLOOR: case GS_UNARY_CEIL: case GS_UNARY_ROUND: case GS_UNARY_TRUNC:
+        if (a == GS_DTYPE_BOOL && op != GS_UNARY_ABS)
+            return gs_error_set(GS_ERR_INVALID_PARAM, "%s of a bool array is not supported "
+                                                      "(convert with astype first)",
+                                gs__unop_names[op]);
+        *out_p = a;
+        return GS_OK;
+    case GS_UNARY_ISNAN: case GS_UNARY_ISINF: case GS_UNARY_ISFINITE: case GS_UNARY_LOGICAL_NOT:
+        *out_p = GS_DTYPE_BOOL;
+        return GS_OK;
     default:
+        if ((int)op >= 0 && op < GS_UNARY_COUNT) {   /* exp, log, sqrt, trigonometric & co. */
+            *out_p = gs__float_for(a);
+            return GS_OK;
+        }
         return gs_error_set(GS_ERR_INVALID_PARAM, "unary dtype: unknown op %d on %s", (int)op,
                             gs_dtype_name(a));
     }
@@ -139,7 +156,8 @@ gs_status_t gs_dtype_unary_result(gs_unop_t op, gs_dtype_t a, gs_dtype_t *out_p)
 
 static const char *const gs__binop_names[GS_BINARY_COUNT] = {
     "add", "subtract", "multiply", "divide", "power", "less", "less_equal", "greater",
-    "greater_equal", "equal", "not_equal", "minimum", "maximum"};
+    "greater_equal", "equal", "not_equal", "minimum", "maximum", "mod", "floor_divide",
+    "logical_and", "logical_or", "logical_xor"};
 
 gs_status_t gs_dtype_binary_result(gs_binop_t op, gs_dtype_t a, gs_dtype_t b,
                                    gs_dtype_t *out_p)
@@ -153,7 +171,8 @@ gs_status_t gs_dtype_binary_result(gs_binop_t op, gs_dtype_t a, gs_dtype_t b,
     p = gs__promote(a, b);
     switch (op) {
     case GS_BINARY_LT: case GS_BINARY_LE: case GS_BINARY_GT: case GS_BINARY_GE:
-    case GS_BINARY_EQ: case GS_BINARY_NE:
+    case GS_BINARY_EQ: case GS_BINARY_NE: case GS_BINARY_LOGICAL_AND: case GS_BINARY_LOGICAL_OR:
+    case GS_BINARY_LOGICAL_XOR:
         *out_p = GS_DTYPE_BOOL;
         return GS_OK;
     case GS_BINARY_DIV:
@@ -161,6 +180,8 @@ gs_status_t gs_dtype_binary_result(gs_binop_t op, gs_dtype_t a, gs_dtype_t b,
         return GS_OK;
     case GS_BINARY_SUB:
     case GS_BINARY_POW:
+    case GS_BINARY_MOD:
+    case GS_BINARY_FLOOR_DIVIDE:
         if (p == GS_DTYPE_BOOL)
             return gs_error_set(GS_ERR_INVALID_PARAM, "%s of bool and bool is not supported "
                                                       "(convert with astype first)",

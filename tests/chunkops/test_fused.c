@@ -11,6 +11,7 @@
 #include "chunkops/chunkops.h"
 #include "chunkops/cpu/cpu.h" /* the batch generator: the random leaves' oracle */
 #include "chunkops/random.h"
+#include "../numpy_ref.h"
 
 /* ------------------------------------------------------------------ helpers ---- */
 
@@ -66,7 +67,8 @@ static int ref_arity(int op)
     case GS_OP_CONST: return 0;
     case GS_OP_ADD: case GS_OP_SUB: case GS_OP_MUL: case GS_OP_DIV: case GS_OP_POW:
     case GS_OP_LT: case GS_OP_LE: case GS_OP_GT: case GS_OP_GE: case GS_OP_EQ: case GS_OP_NE:
-    case GS_OP_MIN: case GS_OP_MAX: return 2;
+    case GS_OP_MIN: case GS_OP_MAX: case GS_OP_MOD: case GS_OP_FLOORDIV: case GS_OP_LAND:
+    case GS_OP_LOR: case GS_OP_LXOR: return 2;
     default: return 1;
     }
 }
@@ -100,6 +102,11 @@ static double ref_binary(int op, double a, double b)
     case GS_OP_NE: return (isnan(a) || isnan(b)) ? 1.0 : (a != b);
     case GS_OP_MIN: return ref_minimum(a, b);
     case GS_OP_MAX: return ref_maximum(a, b);
+    case GS_OP_MOD: return ref_np_mod(a, b);
+    case GS_OP_FLOORDIV: return ref_np_floor_divide(a, b);
+    case GS_OP_LAND: return !(a == 0) && !(b == 0);
+    case GS_OP_LOR: return !(a == 0) || !(b == 0);
+    case GS_OP_LXOR: return !(a == 0) != !(b == 0);
     default: cr_assert_fail("not binary: %d", op); return 0;
     }
 }
@@ -128,6 +135,38 @@ static double ref_unary(int op, double x, double imm)
     case GS_OP_NE_IMM: return ref_binary(GS_OP_NE, x, imm);
     case GS_OP_MIN_IMM: return ref_minimum(x, imm);
     case GS_OP_MAX_IMM: return ref_maximum(x, imm);
+    case GS_OP_SIN: return sin(x);
+    case GS_OP_COS: return cos(x);
+    case GS_OP_TAN: return tan(x);
+    case GS_OP_ARCSIN: return asin(x);
+    case GS_OP_ARCCOS: return acos(x);
+    case GS_OP_ARCTAN: return atan(x);
+    case GS_OP_SINH: return sinh(x);
+    case GS_OP_COSH: return cosh(x);
+    case GS_OP_TANH: return tanh(x);
+    case GS_OP_EXP2: return exp2(x);
+    case GS_OP_LOG2: return log2(x);
+    case GS_OP_LOG10: return log10(x);
+    case GS_OP_LOG1P: return log1p(x);
+    case GS_OP_EXPM1: return expm1(x);
+    case GS_OP_FLOOR: return floor(x);
+    case GS_OP_CEIL: return ceil(x);
+    case GS_OP_RINT: return nearbyint(x);
+    case GS_OP_TRUNC: return trunc(x);
+    case GS_OP_SIGN: return isnan(x) ? x : (double)((x > 0) - (x < 0));
+    case GS_OP_SQUARE: return ref_binary(GS_OP_MUL, x, x);
+    case GS_OP_RECIP: return ref_binary(GS_OP_DIV, 1.0, x);
+    case GS_OP_ISNAN: return isnan(x) ? 1.0 : 0.0;
+    case GS_OP_ISINF: return isinf(x) ? 1.0 : 0.0;
+    case GS_OP_ISFINITE: return isfinite(x) ? 1.0 : 0.0;
+    case GS_OP_LNOT: return x == 0 ? 1.0 : 0.0;
+    case GS_OP_MOD_IMM: return ref_binary(GS_OP_MOD, x, imm);
+    case GS_OP_RMOD_IMM: return ref_binary(GS_OP_MOD, imm, x);
+    case GS_OP_FLOORDIV_IMM: return ref_binary(GS_OP_FLOORDIV, x, imm);
+    case GS_OP_RFLOORDIV_IMM: return ref_binary(GS_OP_FLOORDIV, imm, x);
+    case GS_OP_LAND_IMM: return ref_binary(GS_OP_LAND, x, imm);
+    case GS_OP_LOR_IMM: return ref_binary(GS_OP_LOR, x, imm);
+    case GS_OP_LXOR_IMM: return ref_binary(GS_OP_LXOR, x, imm);
     default: cr_assert_fail("not unary: %d", op); return 0;
     }
 }

@@ -594,3 +594,15 @@ Test(graph_array, unravel_index_is_row_major_and_checks_its_input)
     cr_assert_eq(gs_unravel_index(0, 2, neg, idx), GS_ERR_INVALID_PARAM);
     cr_assert(idx[0] == -7 && idx[1] == -7 && idx[2] == -7, "idx written on error");
 }
+
+Test(graph_array, like_and_clip_reject_bad_arguments)
+{
+    gs_array_h x = mk1(10, 3), a;
+    REJECTS(gs_array_full_like(NULL, 1.0, &a), a, "NULL");
+    cr_assert_eq(gs_array_zeros_like(x, NULL), GS_ERR_INVALID_PARAM);
+    REJECTS(gs_array_clip(x, 0.0 / 0.0, 1.0, &a), a, "NaN");
+    REJECTS(gs_array_clip(NULL, 0.0, 1.0, &a), a, "NULL");
+    int64_t s[1] = {4}, c[1] = {0};
+    REJECTS(gs_array_zeros(1, s, c, &a), a, "chunks");
+    gs_array_release(x);
+}

@@ -85,6 +85,24 @@ Test(graph_dtype, unary_results)
         OK(gs_dtype_unary_result(GS_UNARY_NEG, (gs_dtype_t)order[i], &got));
         cr_assert_eq((int)got, order[i]);
     }
+    /* the other ops: np.sin like exp, np.floor & co. keep, np.isnan gives bool */
+    for (int i = 0; i < 7; i++) {
+        gs_dtype_t a = (gs_dtype_t)order[i], got;
+        for (int op = GS_UNARY_SIN; op < GS_UNARY_COUNT; op++) {
+            int want;
+            if (op >= GS_UNARY_ISNAN) want = B;
+            else if (op >= GS_UNARY_FLOOR) want = order[i];
+            else want = exp_want[i];
+            if (a == GS_DTYPE_BOOL && op >= GS_UNARY_FLOOR && op < GS_UNARY_ISNAN) {
+                cr_assert_eq(gs_dtype_unary_result((gs_unop_t)op, a, &got), GS_ERR_INVALID_PARAM);
+                cr_assert(strstr(gs_last_error(), "bool") != NULL, "%s", gs_last_error());
+                continue;
+            }
+            OK(gs_dtype_unary_result((gs_unop_t)op, a, &got));
+            cr_assert_eq((int)got, want, "unary %d of %s: %s", op, gs_dtype_name(a),
+                         gs_dtype_name(got));
+        }
+    }
     gs_dtype_t got = GS_DTYPE_COUNT;
     cr_assert_eq(gs_dtype_unary_result(GS_UNARY_NEG, GS_DTYPE_BOOL, &got), GS_ERR_INVALID_PARAM);
     cr_assert(strstr(gs_last_error(), "bool") != NULL, "%s", gs_last_error());
@@ -104,6 +122,8 @@ Test(graph_dtype, binary_results)
             cr_assert_eq((int)got, B);
             OK(gs_dtype_binary_result(GS_BINARY_NE, a, b, &got));
             cr_assert_eq((int)got, B);
+            OK(gs_dtype_binary_result(GS_BINARY_LOGICAL_XOR, a, b, &got));
+            cr_assert_eq((int)got, B);
             OK(gs_dtype_binary_result(GS_BINARY_ADD, a, b, &got));
             cr_assert_eq((int)got, p);
             OK(gs_dtype_binary_result(GS_BINARY_MAXIMUM, a, b, &got));
@@ -116,6 +136,8 @@ Test(graph_dtype, binary_results)
             OK(gs_dtype_binary_result(GS_BINARY_SUB, a, b, &got));
             cr_assert_eq((int)got, p);
             OK(gs_dtype_binary_result(GS_BINARY_POW, a, b, &got));
+            cr_assert_eq((int)got, p);
+            OK(gs_dtype_binary_result(GS_BINARY_FLOOR_DIVIDE, a, b, &got));
             cr_assert_eq((int)got, p);
         }
     gs_dtype_t got = GS_DTYPE_COUNT;

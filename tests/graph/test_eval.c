@@ -170,10 +170,78 @@ Test(graph_eval, every_unary_op)
     int64_t shape[2] = {9, 11}, chunks[2] = {4, 5};
     tx_t *x = tx_uniform(11, 0.1, 3.0, 2, shape, chunks);
     tx_t *y = tx_normal(12, 0.0, 2.0, 2, shape, chunks);
+    tx_t *z = tx_uniform(13, -0.99, 0.99, 2, shape, chunks);
     for (int op = 0; op < GS_UNARY_COUNT; op++) {
         char what[32];
+        tx_t *in = y;   /* the whole real line */
+        if (op == GS_UNARY_LOG || op == GS_UNARY_SQRT || op == GS_UNARY_LOG2 ||
+            op == GS_UNARY_LOG10)
+            in = x;
+        else if (op == GS_UNARY_ARCSIN || op == GS_UNARY_ARCCOS || op == GS_UNARY_LOG1P)
+            in = z;
         snprintf(what, sizeof(what), "unary %d", op);
-        check(tx_unary((gs_unop_t)op, op >= GS_UNARY_LOG ? x : y), what);
+        check(tx_unary((gs_unop_t)op, in), what);
+    }
+}
+
+/* Edge values of the NumPy-specific ops, NumPy's results written out: sign of zeros and NaN,
+ * halves to even, mod and floor_divide signs, by zero and by infinity, truth of NaN. */
+Test(graph_eval, numpy_edge_values_of_the_extended_ops)
+{
+    static const double a[12] = {-7, 7, -7.5, 0, 1, -1, 0, 5, -5, NAN, 2.5, -0.5};
+    static const double b[12] = {3, -3, 2, -3, 0, 0, 0, 0, INFINITY, 1, -2.5, 0};
+    static const struct { gs_binop_t op; double want[12]; } bin[] = {
+        {GS_BINARY_MOD, {2, -2, 0.5, -0.0, NAN, NAN, NAN, NAN, INFINITY, NAN, -0.0, NAN}},
+        {GS_BINARY_FLOOR_DIVIDE,
+         {-3, -3, -4, -0.0, INFINITY, -INFINITY, NAN, INFINITY, -1, NAN, -1, -INFINITY}},
+        {GS_BINARY_LOGICAL_AND, {1, 1, 1, 0, 0, 0, 0, 0, 1, 1, 1, 0}},
+        {GS_BINARY_LOGICAL_OR, {1, 1, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1}},
+        {GS_BINARY_LOGICAL_XOR, {0, 0, 0, 1, 1, 1, 0, 1, 0, 0, 0, 1}},
+    };
+    static const struct { gs_unop_t op; double want[12]; } un[] = {
+        {GS_UNARY_SIGN, {-1, 1, -1, 0, 1, -1, 0, 1, -1, NAN, 1, -1}},
+        {GS_UNARY_ROUND, {-7, 7, -8, 0, 1, -1, 0, 5, -5, NAN, 2, -0.0}},
+        {GS_UNARY_TRUNC, {-7, 7, -7, 0, 1, -1, 0, 5, -5, NAN, 2, -0.0}},
+        {GS_UNARY_FLOOR, {-7, 7, -8, 0, 1, -1, 0, 5, -5, NAN, 2, -1}},
+        {GS_UNARY_CEIL, {-7, 7, -7, 0, 1, -1, 0, 5, -5, NAN, 3, -0.0}},
+        {GS_UNARY_ISNAN, {0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0}},
+        {GS_UNARY_LOGICAL_NOT, {0, 0, 0, 1, 0, 0, 1, 0, 0, 0, 0, 0}},
+        {GS_UNARY_RECIPROCAL, {-1.0 / 7, 1.0 / 7, -1 / 7.5, INFINITY, 1, -1, INFINITY, 0.2, -0.2,
+                               NAN, 0.4, -2}},
+    };
+    int64_t shape[1] = {12}, chunks[1] = {5};
+    gs_array_h ha, hb;
+    TX_OK(gs_array_from_host(a, 1, shape, chunks, &ha));
+    TX_OK(gs_array_from_host(b, 1, shape, chunks, &hb));
+    tx_t *ta = tx_new(ha, 1, shape), *tb = tx_new(hb, 1, shape);
+    for (size_t k = 0; k < sizeof(bin) / sizeof(bin[0]); k++) {
+        gs_array_h h;
+        TX_OK(gs_array_binary(bin[k].op, ta->h, tb->h, &h));
+        tx_t *t = tx_new(h, 1, shape);
+        memcpy(t->v, bin[k].want, sizeof(bin[k].want));
+        check(t, "binary edge values");
+        double *got = eval_flags(h, GS_LOWER_DEFAULT, NULL);
+        for (int i = 0; i < 12; i++)   /* the sign of zero results too */
+            if (bin[k].want[i] == 0.0)
+                cr_assert_eq(signbit(got[i]) != 0, signbit(bin[k].want[i]) != 0,
+                             "binary %d element %d: %g", (int)bin[k].op, i, got[i]);
+        free(got);
+        /* the scalar forms agree with the array form */
+        TX_OK(gs_array_binary_array_scalar(bin[k].op, ta->h, -2.5, &h));
+        t = tx_new(h, 1, shape);
+        for (int i = 0; i < 12; i++) t->v[i] = tx_bin(bin[k].op, a[i], -2.5);
+        check(t, "array op scalar edge values");
+        TX_OK(gs_array_binary_scalar_array(bin[k].op, -2.5, ta->h, &h));
+        t = tx_new(h, 1, shape);
+        for (int i = 0; i < 12; i++) t->v[i] = tx_bin(bin[k].op, -2.5, a[i]);
+        check(t, "scalar op array edge values");
+    }
+    for (size_t k = 0; k < sizeof(un) / sizeof(un[0]); k++) {
+        gs_array_h h;
+        TX_OK(gs_array_unary(un[k].op, ta->h, &h));
+        tx_t *t = tx_new(h, 1, shape);
+        memcpy(t->v, un[k].want, sizeof(un[k].want));
+        check(t, "unary edge values");
     }
 }
 
@@ -227,6 +295,65 @@ Test(graph_eval, public_slice_helpers_match_numpy)
         snprintf(what, sizeof(what), "helper case %zu", i);
         check(tx_slice(x, 2, cases[i]), what);
     }
+}
+
+Test(graph_eval, clip_keeps_nan_and_follows_numpy_for_crossed_bounds)
+{
+    static const double a[7] = {-3, -0.5, 0, 0.25, 2, NAN, INFINITY};
+    int64_t shape[1] = {7}, chunks[1] = {3};
+    gs_array_h h, c;
+    TX_OK(gs_array_from_host(a, 1, shape, chunks, &h));
+    tx_t *x = tx_new(h, 1, shape);
+    static const struct { double lo, hi, want[7]; } cases[] = {
+        {-1, 1, {-1, -0.5, 0, 0.25, 1, NAN, 1}},
+        {0.5, -0.5, {-0.5, -0.5, -0.5, -0.5, -0.5, NAN, -0.5}},   /* lo > hi: hi */
+        {-INFINITY, 0, {-3, -0.5, 0, 0, 0, NAN, 0}},
+        {0, INFINITY, {0, 0, 0, 0.25, 2, NAN, INFINITY}},
+    };
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        TX_OK(gs_array_clip(x->h, cases[k].lo, cases[k].hi, &c));
+        tx_t *t = tx_new(c, 1, shape);
+        memcpy(t->v, cases[k].want, sizeof(cases[k].want));
+        check(t, "clip");
+    }
+}
+
+Test(graph_eval, zeros_ones_and_like_arrays)
+{
+    int64_t shape[2] = {7, 5}, chunks[2] = {3, 2};
+    tx_t *x = tx_normal(5, 0, 1, 2, shape, chunks);
+    gs_slice_t s[2] = {GS_SLICE_STEP(-2), GS_SLICE(1, 5, 3)};
+    tx_t *y = tx_slice(x, 2, s);   /* irregular chunks */
+    gs_array_h h;
+    TX_OK(gs_array_zeros(2, shape, chunks, &h));
+    tx_t *t = tx_new(h, 2, shape);
+    check(t, "zeros");
+    TX_OK(gs_array_ones(2, shape, chunks, &h));
+    t = tx_new(h, 2, shape);
+    for (int64_t i = 0; i < t->size; i++) t->v[i] = 1.0;
+    check(t, "ones");
+    TX_OK(gs_array_full_like(y->h, -2.5, &h));
+    cr_assert_eq(gs_array_ndim(h), 2);
+    for (int ax = 0; ax < 2; ax++) {
+        cr_assert_eq(gs_array_nchunks(h, ax), gs_array_nchunks(y->h, ax));
+        cr_assert(memcmp(gs_array_chunk_bounds(h, ax), gs_array_chunk_bounds(y->h, ax),
+                         (size_t)(gs_array_nchunks(h, ax) + 1) * sizeof(int64_t)) == 0);
+    }
+    t = tx_new(h, y->ndim, y->shape);
+    for (int64_t i = 0; i < t->size; i++) t->v[i] = -2.5;
+    check(t, "full_like of a slice");
+    TX_OK(gs_array_ones_like(y->h, &h));
+    t = tx_new(h, y->ndim, y->shape);
+    for (int64_t i = 0; i < t->size; i++) t->v[i] = 1.0;
+    check(t, "ones_like");
+    /* like a 0-d array */
+    gs_array_h sum, z;
+    TX_OK(gs_array_reduce(GS_RED_SUM, x->h, NULL, &sum));
+    TX_OK(gs_array_zeros_like(sum, &z));
+    gs_array_release(sum);
+    cr_assert_eq(gs_array_ndim(z), 0);
+    t = tx_new(z, 0, shape);
+    check(t, "zeros_like of a 0-d array");
 }
 
 Test(graph_eval, broadcasting_with_different_chunkings)

@@ -72,6 +72,31 @@ typedef enum gs_unop {
     GS_UNARY_EXP,
     GS_UNARY_LOG,
     GS_UNARY_SQRT,
+    GS_UNARY_SIN,
+    GS_UNARY_COS,
+    GS_UNARY_TAN,
+    GS_UNARY_ARCSIN,
+    GS_UNARY_ARCCOS,
+    GS_UNARY_ARCTAN,
+    GS_UNARY_SINH,
+    GS_UNARY_COSH,
+    GS_UNARY_TANH,
+    GS_UNARY_EXP2,
+    GS_UNARY_LOG2,
+    GS_UNARY_LOG10,
+    GS_UNARY_LOG1P,
+    GS_UNARY_EXPM1,
+    GS_UNARY_FLOOR,
+    GS_UNARY_CEIL,
+    GS_UNARY_ROUND,         /* np.round(x) = np.rint(x): halves to even */
+    GS_UNARY_TRUNC,
+    GS_UNARY_SIGN,          /* -1, 0, +1; NaN stays NaN */
+    GS_UNARY_SQUARE,
+    GS_UNARY_RECIPROCAL,
+    GS_UNARY_ISNAN,         /* 1 or 0 (bool once the dtype plumbing lands) */
+    GS_UNARY_ISINF,
+    GS_UNARY_ISFINITE,
+    GS_UNARY_LOGICAL_NOT,   /* x == 0 (NaN is true, as in NumPy) */
     GS_UNARY_COUNT
 } gs_unop_t;
 
@@ -89,6 +114,11 @@ typedef enum gs_binop {
     GS_BINARY_NE,
     GS_BINARY_MINIMUM,
     GS_BINARY_MAXIMUM,
+    GS_BINARY_MOD,          /* np.mod / np.remainder: the sign of the divisor */
+    GS_BINARY_FLOOR_DIVIDE, /* np.floor_divide; a // 0 is a / 0 (inf or NaN) */
+    GS_BINARY_LOGICAL_AND,  /* truth of nonzero (NaN is true); 1 or 0 */
+    GS_BINARY_LOGICAL_OR,
+    GS_BINARY_LOGICAL_XOR,
     GS_BINARY_COUNT
 } gs_binop_t;
 
@@ -119,17 +149,19 @@ gs_status_t gs_dtype_promote(gs_dtype_t a, gs_dtype_t b, gs_dtype_t *out_p);
 /** Result dtype of an array of @a a with a scalar of kind @a k (NEP 50 weak scalars, either
  *  operand order). Errors as gs_dtype_promote(). */
 gs_status_t gs_dtype_promote_scalar(gs_dtype_t a, gs_scalar_kind_t k, gs_dtype_t *out_p);
-/** Result dtype of unary @a op on @a a: NEG and ABS keep the dtype (negating bool is an
- *  error, as in NumPy); EXP, LOG and SQRT of integers give the smallest float holding them
- *  (bool, uint8 -> float16; int32, int64 -> float64). GS_ERR_INVALID_PARAM with a message
- *  naming the op and dtype otherwise. */
+/** Result dtype of unary @a op on @a a: NEG, ABS, SIGN, SQUARE, RECIPROCAL and the rounding
+ *  ops (FLOOR, CEIL, ROUND, TRUNC) keep the dtype (on bool only ABS is allowed, as NumPy has
+ *  no bool loops for the others); ISNAN, ISINF, ISFINITE, LOGICAL_NOT give bool; the
+ *  exponential, logarithmic, root and trigonometric functions of integers give the smallest
+ *  float holding them (bool, uint8 -> float16; int32, int64 -> float64), of floats the float.
+ *  GS_ERR_INVALID_PARAM with a message naming the op and dtype otherwise. */
 gs_status_t gs_dtype_unary_result(gs_unop_t op, gs_dtype_t a, gs_dtype_t *out_p);
 /** Result dtype of binary @a op on operands of dtypes @a a and @a b (already promoted for
  *  scalars with gs_dtype_promote_scalar(), the scalar then counting as the promoted type):
- *  comparisons give bool; DIV (true division) of integers gives float64, of floats the
- *  promoted float; ADD, MUL, MINIMUM, MAXIMUM the promoted type (bool + bool is logical or,
- *  bool * bool logical and); SUB and POW of two bools are errors (NumPy has no such loops
- *  among these dtypes). GS_ERR_INVALID_PARAM naming the op and both dtypes otherwise. */
+ *  comparisons and the LOGICAL_* ops give bool; DIV (true division) of integers gives
+ *  float64, of floats the promoted float; ADD, MUL, MINIMUM, MAXIMUM the promoted type
+ *  (bool + bool is logical or, bool * bool logical and); SUB, POW, MOD and FLOOR_DIVIDE the
+ *  promoted type, and are errors on two bools (NumPy has no such loops among these dtypes). GS_ERR_INVALID_PARAM naming the op and both dtypes otherwise. */
 gs_status_t gs_dtype_binary_result(gs_binop_t op, gs_dtype_t a, gs_dtype_t b,
                                    gs_dtype_t *out_p);
 
@@ -160,6 +192,19 @@ gs_status_t gs_array_random_uniform(uint64_t seed, double low, double high, int 
 gs_status_t gs_array_full(double value, int ndim, const int64_t *shape, const int64_t *chunks,
                           gs_array_h *out_p);
 
+/** gs_array_full() with 0 and 1 (np.zeros, np.ones). */
+gs_status_t gs_array_zeros(int ndim, const int64_t *shape, const int64_t *chunks,
+                           gs_array_h *out_p);
+gs_status_t gs_array_ones(int ndim, const int64_t *shape, const int64_t *chunks,
+                          gs_array_h *out_p);
+/** An array filled with @a value with the shape, chunk grid and dtype of @a a (np.full_like;
+ *  @a a is borrowed and not computed: only its shape and chunks are read). zeros_like and
+ *  ones_like fill with 0 and 1. Errors: GS_ERR_INVALID_PARAM (NULL a or out_p),
+ *  GS_ERR_NO_MEMORY. */
+gs_status_t gs_array_full_like(gs_array_h a, double value, gs_array_h *out_p);
+gs_status_t gs_array_zeros_like(gs_array_h a, gs_array_h *out_p);
+gs_status_t gs_array_ones_like(gs_array_h a, gs_array_h *out_p);
+
 /** Array whose element at row-major flat index i is start + i * step (like
  *  np.arange(start, ..., step).reshape(shape)). */
 gs_status_t gs_array_arange(double start, double step, int ndim, const int64_t *shape,
@@ -189,6 +234,11 @@ gs_status_t gs_array_binary_scalar_array(gs_binop_t op, double scalar, gs_array_
 gs_status_t gs_array_binary_scalar(gs_binop_t op, gs_array_h a, double scalar, gs_array_h *out_p);
 /** Deprecated name of gs_array_binary_scalar_array() (scalar OP a); kept for existing callers. */
 gs_status_t gs_array_scalar_binary(gs_binop_t op, double scalar, gs_array_h a, gs_array_h *out_p);
+
+/** np.clip(a, lo, hi) = minimum(maximum(a, lo), hi): NaN elements stay NaN, and lo > hi gives
+ *  hi everywhere, as in NumPy. Infinite bounds clip one side only. Errors: GS_ERR_INVALID_PARAM
+ *  (NULL handles, a NaN bound), GS_ERR_NO_MEMORY. */
+gs_status_t gs_array_clip(gs_array_h a, double lo, double hi, gs_array_h *out_p);
 
 /* ---- slicing and layout ---- */
 
