@@ -762,3 +762,139 @@ Test(graph_eval, reductions_of_sliced_transposed_arrays_and_scalars)
     check(tx_binary(GS_BINARY_ADD, s0, x), "0-d + 2-d");
     check(tx_binary(GS_BINARY_MUL, y, s0), "2-d * 0-d");
 }
+
+/* ---- tuples of axes and kept dimensions ---- */
+
+/* Reference: op over the axes in @a mask of x (population var/std with ddof), kept as
+ * length-1 axes when keep. */
+static tx_t *ref_reduce_axes(tx_t *x, gs_redop_t op, unsigned mask, double ddof, int keep,
+                             gs_array_h h)
+{
+    int64_t oshape[GS_MAX_NDIM], c[GS_MAX_NDIM];
+    int ond = 0;
+    for (int ax = 0; ax < x->ndim; ax++) {
+        if (!(mask & (1u << ax))) oshape[ond++] = x->shape[ax];
+        else if (keep) oshape[ond++] = 1;
+    }
+    tx_t *t = tx_new(h, ond, oshape);
+    int64_t osize = t->size;
+    long double *s1 = calloc((size_t)(osize ? osize : 1), sizeof(long double));
+    long double *s2 = calloc((size_t)(osize ? osize : 1), sizeof(long double));
+    int64_t *cnt = calloc((size_t)(osize ? osize : 1), sizeof(int64_t));
+    for (int64_t r = 0; r < osize; r++) t->v[r] = op == GS_RED_MIN ? INFINITY : -INFINITY;
+    for (int64_t i = 0; i < x->size; i++) {
+        tx_coords(x, i, c);
+        int64_t o = 0, mult = 1;
+        for (int ax = x->ndim - 1; ax >= 0; ax--) {
+            if (mask & (1u << ax)) continue;
+            o += c[ax] * mult;
+            mult *= x->shape[ax];
+        }
+        double v = x->v[i];
+        s1[o] += v;
+        cnt[o]++;
+        if (op == GS_RED_MIN) t->v[o] = isnan(v) || isnan(t->v[o]) ? NAN : fmin(t->v[o], v);
+        if (op == GS_RED_MAX) t->v[o] = isnan(v) || isnan(t->v[o]) ? NAN : fmax(t->v[o], v);
+    }
+    for (int64_t i = 0; i < x->size; i++) {
+        tx_coords(x, i, c);
+        int64_t o = 0, mult = 1;
+        for (int ax = x->ndim - 1; ax >= 0; ax--) {
+            if (mask & (1u << ax)) continue;
+            o += c[ax] * mult;
+            mult *= x->shape[ax];
+        }
+        long double d = x->v[i] - s1[o] / cnt[o];
+        s2[o] += d * d;
+    }
+    for (int64_t r = 0; r < osize; r++) {
+        switch (op) {
+        case GS_RED_SUM: t->v[r] = (double)s1[r]; break;
+        case GS_RED_MEAN: t->v[r] = (double)(s1[r] / cnt[r]); break;
+        case GS_RED_VAR: t->v[r] = (double)(s2[r] / (cnt[r] - ddof)); break;
+        case GS_RED_STD: t->v[r] = sqrt((double)(s2[r] / (cnt[r] - ddof))); break;
+        default: break;
+        }
+    }
+    free(s1);
+    free(s2);
+    free(cnt);
+    return t;
+}
+
+Test(graph_eval, reductions_over_tuples_of_axes_with_and_without_keepdims)
+{
+    int64_t shape[4] = {5, 4, 7, 3}, chunks[4] = {2, 3, 4, 2};
+    tx_t *x = tx_normal(61, 1.0, 2.0, 4, shape, chunks);
+    static const gs_redop_t ops[] = {GS_RED_SUM, GS_RED_MEAN, GS_RED_MIN, GS_RED_MAX, GS_RED_VAR,
+                                     GS_RED_STD};
+    static const int tuples[][3] = {{0, 2, -1}, {3, 1, -1}, {-1, 0, 2}, {1, 2, 3}};
+    static const int ntuple[] = {2, 2, 3, 3};
+    for (size_t o = 0; o < sizeof(ops) / sizeof(ops[0]); o++)
+        for (size_t t = 0; t < sizeof(ntuple) / sizeof(ntuple[0]); t++)
+            for (int keep = 0; keep < 2; keep++) {
+                gs_reduce_params_t p = {0};
+                unsigned mask = 0;
+                p.field_mask = GS_REDUCE_FIELD_SPLIT_EVERY | GS_REDUCE_FIELD_DDOF;
+                p.split_every = 3;
+                p.ddof = (ops[o] == GS_RED_VAR || ops[o] == GS_RED_STD) ? 1.0 : 0.0;
+                for (int i = 0; i < ntuple[t]; i++)
+                    mask |= 1u << (tuples[t][i] < 0 ? tuples[t][i] + 4 : tuples[t][i]);
+                gs_array_h h;
+                TX_OK(gs_array_reduce_axes(ops[o], x->h, ntuple[t], tuples[t], keep, &p, &h));
+                char what[64];
+                snprintf(what, sizeof(what), "op %d tuple %zu keepdims %d", (int)ops[o], t, keep);
+                check(ref_reduce_axes(x, ops[o], mask, p.ddof, keep, h), what);
+            }
+    /* every axis (naxes 0) and one axis, kept */
+    gs_array_h h;
+    TX_OK(gs_array_reduce_axes(GS_RED_SUM, x->h, 0, NULL, 1, NULL, &h));
+    check(ref_reduce_axes(x, GS_RED_SUM, 0xf, 0, 1, h), "sum keepdims");
+    int ax = -2;
+    TX_OK(gs_array_reduce_axes(GS_RED_MAX, x->h, 1, &ax, 1, NULL, &h));
+    check(ref_reduce_axes(x, GS_RED_MAX, 0x4, 0, 1, h), "max axis -2 keepdims");
+    /* std over all four axes given as a tuple: the all-axes reduction */
+    int all[4] = {3, 0, 2, 1};
+    TX_OK(gs_array_reduce_axes(GS_RED_STD, x->h, 4, all, 0, NULL, &h));
+    check(ref_reduce_axes(x, GS_RED_STD, 0xf, 0, 0, h), "std over a tuple of every axis");
+    /* argmax over all axes, kept: the flat index in a (1, 1, 1, 1) array */
+    TX_OK(gs_array_reduce_axes(GS_RED_ARGMAX, x->h, 0, NULL, 1, NULL, &h));
+    int64_t ones[4] = {1, 1, 1, 1};
+    tx_t *t = tx_new(h, 4, ones);
+    for (int64_t i = 1; i < x->size; i++)
+        if (x->v[i] > x->v[(int64_t)t->v[0]]) t->v[0] = (double)i;
+    check(t, "argmax keepdims");
+}
+
+Test(graph_eval, tuple_axes_reject_bad_input)
+{
+    int64_t shape[3] = {4, 5, 6}, chunks[3] = {2, 2, 2};
+    tx_t *x = tx_normal(62, 0, 1, 3, shape, chunks);
+    gs_array_h h = (gs_array_h)(uintptr_t)0x1234;
+    int axes[2] = {1, -2};   /* -2 = 1 */
+    cr_assert_eq(gs_array_reduce_axes(GS_RED_SUM, x->h, 2, axes, 0, NULL, &h),
+                 GS_ERR_INVALID_PARAM);
+    cr_assert(strstr(gs_last_error(), "repeated") != NULL, "%s", gs_last_error());
+    axes[1] = 3;
+    cr_assert_eq(gs_array_reduce_axes(GS_RED_SUM, x->h, 2, axes, 0, NULL, &h),
+                 GS_ERR_INVALID_PARAM);
+    cr_assert(strstr(gs_last_error(), "out of range") != NULL, "%s", gs_last_error());
+    cr_assert_eq(gs_array_reduce_axes(GS_RED_SUM, x->h, 4, axes, 0, NULL, &h),
+                 GS_ERR_INVALID_PARAM);
+    cr_assert_eq(gs_array_reduce_axes(GS_RED_SUM, x->h, 1, NULL, 0, NULL, &h),
+                 GS_ERR_INVALID_PARAM);
+    cr_assert_eq(gs_array_reduce_axes(GS_RED_SUM, x->h, 0, axes, 0, NULL, &h),
+                 GS_ERR_INVALID_PARAM);
+    axes[1] = 0;
+    cr_assert_eq(gs_array_reduce_axes(GS_RED_ARGMAX, x->h, 2, axes, 0, NULL, &h),
+                 GS_ERR_INVALID_PARAM);
+    cr_assert(strstr(gs_last_error(), "argmax") != NULL, "%s", gs_last_error());
+    gs_reduce_params_t p = {0};
+    p.field_mask = GS_REDUCE_FIELD_AXIS;
+    cr_assert_eq(gs_array_reduce_axes(GS_RED_SUM, x->h, 2, axes, 0, &p, &h),
+                 GS_ERR_INVALID_PARAM);
+    cr_assert(strstr(gs_last_error(), "GS_REDUCE_FIELD_AXIS") != NULL, "%s", gs_last_error());
+    cr_assert_eq(gs_array_reduce_axes(GS_RED_MIN, NULL, 2, axes, 0, NULL, &h),
+                 GS_ERR_INVALID_PARAM);
+    cr_assert_eq(h, (gs_array_h)(uintptr_t)0x1234, "output written on error");
+}

@@ -343,6 +343,22 @@ typedef struct gs_reduce_params {
 gs_status_t gs_array_reduce(gs_redop_t op, gs_array_h a, const gs_reduce_params_t *params,
                             gs_array_h *out_p);
 
+/** Reduce @a a over the axes axes[0..naxes) (NumPy's axis=(a, b, ...): distinct, any order,
+ *  negative counting from the end; naxes 0 with axes NULL means every axis), keeping each
+ *  reduced axis with length 1 when @a keepdims is nonzero (one small COPY task per kept
+ *  axis). @a params (may be NULL) gives split_every and ddof; its AXIS field must not be set.
+ *  SUM, MIN and MAX reduce one axis after the other; MEAN takes the mean of means (the groups
+ *  are equal); VAR and STD combine per-axis means and variances by the law of total variance
+ *  (exact, and as stable as the one-axis reduction); every axis at once is the all-axes
+ *  reduction (one tree). ARGMIN/ARGMAX take one axis or all of them, as in NumPy.
+ *  Errors: GS_ERR_INVALID_PARAM (NULL handles, naxes outside 0..ndim, axes NULL with naxes >
+ *  0, an axis out of range or repeated, the AXIS field set, argmin/argmax over some but not
+ *  all axes, and every error of gs_array_reduce()), GS_ERR_NO_MEMORY; nothing is written on
+ *  error. */
+gs_status_t gs_array_reduce_axes(gs_redop_t op, gs_array_h a, int naxes, const int *axes,
+                                 int keepdims, const gs_reduce_params_t *params,
+                                 gs_array_h *out_p);
+
 /** Row-major multi-index of flat index @a flat in an array of shape @a shape (like
  *  np.unravel_index): idx_p[a] for a < ndim (caller-owned, ndim entries). Use it on the flat
  *  index an all-axes ARGMIN/ARGMAX gives. ndim 0 accepts only flat 0 (nothing is written).
