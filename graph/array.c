@@ -271,19 +271,30 @@ gs_status_t gs_array_ones(int ndim, const int64_t *shape, const int64_t *chunks,
     return gs_array_full(1.0, ndim, shape, chunks, out_p);
 }
 
+/* A node of @a kind with @a a's grid, size and dtype (no inputs); NULL with the error set. */
+static struct gs_array *gs__node_like(int32_t kind, const struct gs_array *a)
+{
+    struct gs_array *n = gs__node_new(kind, a->grid.ndim);
+    if (n == NULL) {
+        gs_error_set(GS_ERR_NO_MEMORY, "out of memory for an array node");
+        return NULL;
+    }
+    if (gs_grid_copy(&n->grid, &a->grid) != GS_OK) {
+        gs__node_free_one(n);
+        gs_error_set(GS_ERR_NO_MEMORY, "out of memory for chunk bounds");
+        return NULL;
+    }
+    n->size = a->size;
+    n->dtype = a->dtype;
+    return n;
+}
+
 gs_status_t gs_array_full_like(gs_array_h a, double value, gs_array_h *out_p)
 {
     struct gs_array *n;
     if (a == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "full_like: operand is NULL");
     if (out_p == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "full_like: out_p is NULL");
-    n = gs__node_new(GS__NODE_FULL, a->grid.ndim);
-    if (n == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for an array node");
-    if (gs_grid_copy(&n->grid, &a->grid) != GS_OK) {
-        gs__node_free_one(n);
-        return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for chunk bounds");
-    }
-    n->size = a->size;
-    n->dtype = a->dtype;
+    if ((n = gs__node_like(GS__NODE_FULL, a)) == NULL) return GS_ERR_NO_MEMORY;
     n->u.gen.p0 = value;
     *out_p = n;
     return GS_OK;
@@ -320,13 +331,7 @@ gs_status_t gs_array_unary(gs_unop_t op, gs_array_h a, gs_array_h *out_p)
     if (out_p == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "out_p is NULL");
     if ((int)op < 0 || op >= GS_UNARY_COUNT)
         return gs_error_set(GS_ERR_INVALID_PARAM, "unknown unary op %d", (int)op);
-    n = gs__node_new(GS__NODE_UNARY, a->grid.ndim);
-    if (n == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for an array node");
-    if (gs_grid_copy(&n->grid, &a->grid) != GS_OK) {
-        gs__node_free_one(n);
-        return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for chunk bounds");
-    }
-    n->size = a->size;
+    if ((n = gs__node_like(GS__NODE_UNARY, a)) == NULL) return GS_ERR_NO_MEMORY;
     n->u.op.op = op;
     n->ninputs = 1;
     n->in[0] = gs_array_retain(a);

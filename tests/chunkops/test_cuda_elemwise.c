@@ -9,6 +9,7 @@
  * libraries' ulps: |gpu - cpu| <= 1e-14 * |cpu| (or 1e-300), NaN and infinities equal. */
 
 #include "cuda_test_util.h"
+#include "spec_util.h"
 
 static int is_libm(int op)
 {
@@ -47,29 +48,10 @@ Test(chunkops_cuda, extended_opcodes_agree_with_cpu_on_special_values)
     double *dout = dev_alloc_poisoned(&b, NX * NX);
     for (int op = GS_OP_EXTENDED; op < GS_OP_COUNT; op++) {
         for (size_t m = 0; m < sizeof(imms) / sizeof(imms[0]); m++) {
-            gs_kfused_t k;
-            memset(&k, 0, sizeof(k));
-            k.ndim = 1;
-            k.shape[0] = NX * NX;
-            k.nleaves = 2;
-            k.leaves[0].kind = k.leaves[1].kind = GS_LEAF_CHUNK;
-            k.leaves[0].data_len = k.leaves[1].data_len = NX * NX;
-            k.leaves[0].stride[0] = k.leaves[1].stride[0] = 1;
-            k.prog[0].op = GS_OP_LEAF;
-            k.prog[1].op = GS_OP_LEAF;
-            k.prog[1].arg = 1;
+            gs_kfused_t k, kg;
             int bin = arity(op) == 2;
-            k.prog[bin ? 2 : 1].op = op;
-            k.prog[bin ? 2 : 1].imm = imms[m];
-            k.nprog = bin ? 3 : 2;
-            k.terminal = GS_TERM_STORE;
-            gs_kfused_t kg = k;
-            k.leaves[0].data = a;
-            k.leaves[1].data = c;
-            k.out = cpu;
-            kg.leaves[0].data = da;
-            kg.leaves[1].data = dc;
-            kg.out = dout;
+            spec_one_op(&k, NX * NX, a, c, op, bin, imms[m], cpu);
+            spec_one_op(&kg, NX * NX, da, dc, op, bin, imms[m], dout);
             CHECK(CPU->fused(b.cpu, b.cs, &k));
             CHECK(GPU->fused(b.gpu, b.gs, &kg));
             CHECK(GPU->sync(b.gpu, b.gs));

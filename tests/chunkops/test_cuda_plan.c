@@ -451,30 +451,25 @@ Test(chunkops_cuda_plan, extended_ops_run_on_the_ext_variant_only)
     gs__cuda_scratch_t scr = fake_scratch();
     gs_kfused_t k;
     gs__cuda_fplan_t p;
-    seed_spec(&k);
-    gs__cuda_fplan_build(&dev, &scr, &k, &p);
-    cr_assert_eq(p.variant, GS__CUDA_VAR_CHAIN);
+    seed_spec(&k);   /* normal leaf + 1: CHAIN (seed_case_is_one_chain_kernel_...) */
     for (int op = GS_OP_EXTENDED; op < GS_OP_COUNT; op++) {
         if (op >= GS_OP_MOD && op <= GS_OP_LXOR) continue;   /* binary: below */
         k.prog[1].op = op;
         gs__cuda_fplan_build(&dev, &scr, &k, &p);
         cr_assert_eq(p.variant, GS__CUDA_VAR_EXT, "op %d", op);
     }
-    k.leaves[0].kind = GS_LEAF_CHUNK;
-    k.leaves[0].data = (const double *)(uintptr_t)0x5000;
-    k.nleaves = 2;
-    k.leaves[1] = k.leaves[0];
+    /* normal(...) OP 2.0 with the constant pushed: depth 2, still EXT */
     k.nprog = 3;
-    k.prog[1].op = GS_OP_LEAF;
-    k.prog[1].arg = 1;
+    k.prog[1].op = GS_OP_CONST;
+    k.prog[1].imm = 2.0;
     for (int op = GS_OP_MOD; op <= GS_OP_LXOR; op++) {
         k.prog[2].op = op;
         gs__cuda_fplan_build(&dev, &scr, &k, &p);
         cr_assert_eq(p.variant, GS__CUDA_VAR_EXT, "op %d", op);
     }
-    k.prog[2].op = GS_OP_MUL;
+    k.prog[2].op = GS_OP_SUB;
     gs__cuda_fplan_build(&dev, &scr, &k, &p);
-    cr_assert_eq(p.variant, GS__CUDA_VAR_PAIR_MEM);
+    cr_assert_eq(p.variant, GS__CUDA_VAR_PAIR);
 }
 
 Test(chunkops_cuda_plan, costly_ops_leave_the_memory_bound_variants)

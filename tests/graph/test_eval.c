@@ -765,12 +765,25 @@ Test(graph_eval, reductions_of_sliced_transposed_arrays_and_scalars)
 
 /* ---- tuples of axes and kept dimensions ---- */
 
+/* Row-major index of element i of x among the axes not in @a mask. */
+static int64_t kept_index(const tx_t *x, unsigned mask, int64_t i)
+{
+    int64_t c[GS_MAX_NDIM], o = 0, mult = 1;
+    tx_coords(x, i, c);
+    for (int ax = x->ndim - 1; ax >= 0; ax--) {
+        if (mask & (1u << ax)) continue;
+        o += c[ax] * mult;
+        mult *= x->shape[ax];
+    }
+    return o;
+}
+
 /* Reference: op over the axes in @a mask of x (population var/std with ddof), kept as
  * length-1 axes when keep. */
 static tx_t *ref_reduce_axes(tx_t *x, gs_redop_t op, unsigned mask, double ddof, int keep,
                              gs_array_h h)
 {
-    int64_t oshape[GS_MAX_NDIM], c[GS_MAX_NDIM];
+    int64_t oshape[GS_MAX_NDIM];
     int ond = 0;
     for (int ax = 0; ax < x->ndim; ax++) {
         if (!(mask & (1u << ax))) oshape[ond++] = x->shape[ax];
@@ -783,13 +796,7 @@ static tx_t *ref_reduce_axes(tx_t *x, gs_redop_t op, unsigned mask, double ddof,
     int64_t *cnt = calloc((size_t)(osize ? osize : 1), sizeof(int64_t));
     for (int64_t r = 0; r < osize; r++) t->v[r] = op == GS_RED_MIN ? INFINITY : -INFINITY;
     for (int64_t i = 0; i < x->size; i++) {
-        tx_coords(x, i, c);
-        int64_t o = 0, mult = 1;
-        for (int ax = x->ndim - 1; ax >= 0; ax--) {
-            if (mask & (1u << ax)) continue;
-            o += c[ax] * mult;
-            mult *= x->shape[ax];
-        }
+        int64_t o = kept_index(x, mask, i);
         double v = x->v[i];
         s1[o] += v;
         cnt[o]++;
@@ -797,13 +804,7 @@ static tx_t *ref_reduce_axes(tx_t *x, gs_redop_t op, unsigned mask, double ddof,
         if (op == GS_RED_MAX) t->v[o] = isnan(v) || isnan(t->v[o]) ? NAN : fmax(t->v[o], v);
     }
     for (int64_t i = 0; i < x->size; i++) {
-        tx_coords(x, i, c);
-        int64_t o = 0, mult = 1;
-        for (int ax = x->ndim - 1; ax >= 0; ax--) {
-            if (mask & (1u << ax)) continue;
-            o += c[ax] * mult;
-            mult *= x->shape[ax];
-        }
+        int64_t o = kept_index(x, mask, i);
         long double d = x->v[i] - s1[o] / cnt[o];
         s2[o] += d * d;
     }
