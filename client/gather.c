@@ -186,6 +186,11 @@ gs_status_t gs_future_gather(gs_future_h f, double *out, size_t out_len)
         return gs_error_set(GS_ERR_INVALID_PARAM, "gs_future_gather: out holds %zu doubles, the "
                                                   "result has %llu", out_len,
                             (unsigned long long)size);
+    if (f->grid.ndim == 0 && out_len != 1)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "gs_future_gather: the result is 0-d (one "
+                                                  "value) but out holds %zu doubles; pass "
+                                                  "out_len 1 (a reduction over one axis needs "
+                                                  "GS_REDUCE_FIELD_AXIS in field_mask)", out_len);
     if ((st = gs_future_wait(f, -1.0)) != GS_OK) return st;
     if (size == 0 || f->noutputs == 0) return GS_OK;
     c = f->client;
@@ -275,6 +280,11 @@ gs_status_t gs_client_compute(gs_client_h c, gs_array_h array, double *out, size
     if ((uint64_t)size > out_len)
         return gs_error_set(GS_ERR_INVALID_PARAM, "gs_client_compute: out holds %zu doubles, the "
                                                   "array has %lld", out_len, (long long)size);
+    if (gs_array_ndim(array) == 0 && out_len != 1)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "gs_client_compute: the array is 0-d (one "
+                                                  "value) but out holds %zu doubles; pass "
+                                                  "out_len 1 (a reduction over one axis needs "
+                                                  "GS_REDUCE_FIELD_AXIS in field_mask)", out_len);
     if ((st = gs_client_submit(c, array, 0, &f)) != GS_OK) return st;
     st = gs_future_gather(f, out, out_len);
     gs_future_destroy(f);

@@ -60,14 +60,12 @@ int main(int argc, char **argv)
      *    1000 x 500 chunks; y = 2x + 1; ys = y[::3, ::-2] (NumPy slicing, negative step) */
     {
         const int64_t shape[2] = {3000, 2000}, chunks[2] = {1000, 500};
-        gs_slice_t s[2] = {{0}};
-        s[0].step = 3;
-        s[1].step = -2;
+        const gs_slice_t s[2] = {GS_SLICE_STEP(3), GS_SLICE_STEP(-2)};
         CHECK(gs_array_random_normal(42, 0.0, 1.0, 2, shape, chunks, &x));
-        CHECK(gs_array_binary_scalar(GS_BINARY_MUL, x, 2.0, &y));
+        CHECK(gs_array_binary_array_scalar(GS_BINARY_MUL, x, 2.0, &y));
         gs_array_release(x);   /* y holds its own reference to x's node */
         x = NULL;
-        CHECK(gs_array_binary_scalar(GS_BINARY_ADD, y, 1.0, &x));
+        CHECK(gs_array_binary_array_scalar(GS_BINARY_ADD, y, 1.0, &x));
         gs_array_release(y);
         y = x;                 /* y = 2x + 1 */
         x = NULL;

@@ -259,6 +259,71 @@ gs_status_t gs_array_from_host(const double *data, int ndim, const int64_t *shap
 
 /* ---- elementwise ---- */
 
+gs_status_t gs_array_zeros(int ndim, const int64_t *shape, const int64_t *chunks,
+                           gs_array_h *out_p)
+{
+    return gs_array_full(0.0, ndim, shape, chunks, out_p);
+}
+
+gs_status_t gs_array_ones(int ndim, const int64_t *shape, const int64_t *chunks,
+                          gs_array_h *out_p)
+{
+    return gs_array_full(1.0, ndim, shape, chunks, out_p);
+}
+
+/* A node of @a kind with @a a's grid, size and dtype (no inputs); NULL with the error set. */
+static struct gs_array *gs__node_like(int32_t kind, const struct gs_array *a)
+{
+    struct gs_array *n = gs__node_new(kind, a->grid.ndim);
+    if (n == NULL) {
+        gs_error_set(GS_ERR_NO_MEMORY, "out of memory for an array node");
+        return NULL;
+    }
+    if (gs_grid_copy(&n->grid, &a->grid) != GS_OK) {
+        gs__node_free_one(n);
+        gs_error_set(GS_ERR_NO_MEMORY, "out of memory for chunk bounds");
+        return NULL;
+    }
+    n->size = a->size;
+    n->dtype = a->dtype;
+    return n;
+}
+
+gs_status_t gs_array_full_like(gs_array_h a, double value, gs_array_h *out_p)
+{
+    struct gs_array *n;
+    if (a == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "full_like: operand is NULL");
+    if (out_p == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "full_like: out_p is NULL");
+    if ((n = gs__node_like(GS__NODE_FULL, a)) == NULL) return GS_ERR_NO_MEMORY;
+    n->u.gen.p0 = value;
+    *out_p = n;
+    return GS_OK;
+}
+
+gs_status_t gs_array_zeros_like(gs_array_h a, gs_array_h *out_p)
+{
+    return gs_array_full_like(a, 0.0, out_p);
+}
+
+gs_status_t gs_array_ones_like(gs_array_h a, gs_array_h *out_p)
+{
+    return gs_array_full_like(a, 1.0, out_p);
+}
+
+gs_status_t gs_array_clip(gs_array_h a, double lo, double hi, gs_array_h *out_p)
+{
+    gs_array_h m;
+    gs_status_t st;
+    if (out_p == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "clip: out_p is NULL");
+    if (isnan(lo) || isnan(hi))
+        return gs_error_set(GS_ERR_INVALID_PARAM, "clip: bound %s is NaN",
+                            isnan(lo) ? "lo" : "hi");
+    if ((st = gs_array_binary_array_scalar(GS_BINARY_MAXIMUM, a, lo, &m)) != GS_OK) return st;
+    st = gs_array_binary_array_scalar(GS_BINARY_MINIMUM, m, hi, out_p);
+    gs_array_release(m);
+    return st;
+}
+
 gs_status_t gs_array_unary(gs_unop_t op, gs_array_h a, gs_array_h *out_p)
 {
     struct gs_array *n;
@@ -266,13 +331,7 @@ gs_status_t gs_array_unary(gs_unop_t op, gs_array_h a, gs_array_h *out_p)
     if (out_p == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "out_p is NULL");
     if ((int)op < 0 || op >= GS_UNARY_COUNT)
         return gs_error_set(GS_ERR_INVALID_PARAM, "unknown unary op %d", (int)op);
-    n = gs__node_new(GS__NODE_UNARY, a->grid.ndim);
-    if (n == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for an array node");
-    if (gs_grid_copy(&n->grid, &a->grid) != GS_OK) {
-        gs__node_free_one(n);
-        return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for chunk bounds");
-    }
-    n->size = a->size;
+    if ((n = gs__node_like(GS__NODE_UNARY, a)) == NULL) return GS_ERR_NO_MEMORY;
     n->u.op.op = op;
     n->ninputs = 1;
     n->in[0] = gs_array_retain(a);
@@ -294,18 +353,30 @@ static gs_status_t gs__scalar(int32_t kind, gs_binop_t op, gs_array_h a, double 
     return GS_OK;
 }
 
-gs_status_t gs_array_binary_scalar(gs_binop_t op, gs_array_h a, double scalar, gs_array_h *out_p)
+gs_status_t gs_array_binary_array_scalar(gs_binop_t op, gs_array_h a, double scalar,
+                                         gs_array_h *out_p)
 {
     if ((int)op < 0 || op >= GS_BINARY_COUNT)
         return gs_error_set(GS_ERR_INVALID_PARAM, "unknown binary op %d", (int)op);
     return gs__scalar(GS__NODE_BINARY_SCALAR, op, a, scalar, out_p);
 }
 
-gs_status_t gs_array_scalar_binary(gs_binop_t op, double scalar, gs_array_h a, gs_array_h *out_p)
+gs_status_t gs_array_binary_scalar_array(gs_binop_t op, double scalar, gs_array_h a,
+                                         gs_array_h *out_p)
 {
     if ((int)op < 0 || op >= GS_BINARY_COUNT)
         return gs_error_set(GS_ERR_INVALID_PARAM, "unknown binary op %d", (int)op);
     return gs__scalar(GS__NODE_SCALAR_BINARY, op, a, scalar, out_p);
+}
+
+gs_status_t gs_array_binary_scalar(gs_binop_t op, gs_array_h a, double scalar, gs_array_h *out_p)
+{
+    return gs_array_binary_array_scalar(op, a, scalar, out_p);
+}
+
+gs_status_t gs_array_scalar_binary(gs_binop_t op, double scalar, gs_array_h a, gs_array_h *out_p)
+{
+    return gs_array_binary_scalar_array(op, scalar, a, out_p);
 }
 
 /* Union of two sorted boundary lists (both 0..len) into a freshly allocated array. */
@@ -416,7 +487,10 @@ gs_status_t gs_array_slice(gs_array_h a, int nsl, const gs_slice_t *s, gs_array_
             continue;
         }
         int64_t st_ = s[ax].step, b, e, c;
-        if (st_ == 0) return gs_error_set(GS_ERR_INVALID_PARAM, "slice step is 0 on axis %d", (int)ax);
+        if (st_ == 0) return gs_error_set(GS_ERR_INVALID_PARAM, "slice step is 0 on axis %d "
+                                                          "(a zeroed gs_slice_t? use GS_SLICE_ALL, "
+                                                          "GS_SLICE(start, stop, step), ...)",
+                                          (int)ax);
         if (st_ < -INT64_MAX) st_ = -INT64_MAX;
         if (s[ax].flags & GS_SLICE_HAS_START) {
             b = s[ax].start;
@@ -556,6 +630,35 @@ gs_status_t gs_array_transpose(gs_array_h a, const int *perm, gs_array_h *out_p)
 
 /* ---- reductions ---- */
 
+gs_status_t gs_unravel_index(int64_t flat, int ndim, const int64_t *shape, int64_t *idx_p)
+{
+    int64_t idx[GS_MAX_NDIM], size = 1;
+    if (ndim < 0 || ndim > GS_MAX_NDIM)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "unravel_index: ndim %d outside 0..%d", ndim,
+                            GS_MAX_NDIM);
+    if (ndim > 0 && (shape == NULL || idx_p == NULL))
+        return gs_error_set(GS_ERR_INVALID_PARAM, "unravel_index: shape and idx_p must not be "
+                                                  "NULL");
+    for (int a = 0; a < ndim; a++) {
+        if (shape[a] < 0)
+            return gs_error_set(GS_ERR_INVALID_PARAM, "unravel_index: extent %lld on axis %d",
+                                (long long)shape[a], a);
+        if (shape[a] == 0) size = 0;
+        else if (size > INT64_MAX / shape[a]) size = INT64_MAX;
+        else size *= shape[a];
+    }
+    if (flat < 0 || flat >= size)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "unravel_index: flat index %lld outside an "
+                                                  "array of %lld elements", (long long)flat,
+                            (long long)size);
+    for (int a = ndim - 1; a >= 0; a--) {
+        idx[a] = flat % shape[a];
+        flat /= shape[a];
+    }
+    for (int a = 0; a < ndim; a++) idx_p[a] = idx[a];
+    return GS_OK;
+}
+
 gs_status_t gs_array_reduce(gs_redop_t op, gs_array_h a, const gs_reduce_params_t *params,
                             gs_array_h *out_p)
 {
@@ -572,6 +675,18 @@ gs_status_t gs_array_reduce(gs_redop_t op, gs_array_h a, const gs_reduce_params_
             ~(GS_REDUCE_FIELD_AXIS | GS_REDUCE_FIELD_SPLIT_EVERY | GS_REDUCE_FIELD_DDOF))
             return gs_error_set(GS_ERR_INVALID_PARAM, "unknown reduce field_mask bits 0x%x",
                                 params->field_mask);
+        if (!(params->field_mask & GS_REDUCE_FIELD_AXIS) && params->axis != 0)
+            return gs_error_set(GS_ERR_INVALID_PARAM,
+                                "reduce axis is %d but GS_REDUCE_FIELD_AXIS is not in field_mask "
+                                "(it would reduce over all axes)", params->axis);
+        if (!(params->field_mask & GS_REDUCE_FIELD_SPLIT_EVERY) && params->split_every != 0)
+            return gs_error_set(GS_ERR_INVALID_PARAM,
+                                "reduce split_every is %d but GS_REDUCE_FIELD_SPLIT_EVERY is not "
+                                "in field_mask", params->split_every);
+        if (!(params->field_mask & GS_REDUCE_FIELD_DDOF) && params->ddof != 0.0)
+            return gs_error_set(GS_ERR_INVALID_PARAM,
+                                "reduce ddof is %g but GS_REDUCE_FIELD_DDOF is not in field_mask",
+                                params->ddof);
         if (params->field_mask & GS_REDUCE_FIELD_AXIS) {
             axis = params->axis;
             if (axis < -a->grid.ndim || axis >= a->grid.ndim)

@@ -1,5 +1,6 @@
 /* Internal definitions of the graph module: expression nodes, layers, index maps.
- * Not installed; shared by array.c, grid.c, layer.c, layer_codec.c, lower.c, taskgraph.c. */
+ * Not installed; shared by array.c, dtype.c, grid.c, layer.c, layer_codec.c, lower.c,
+ * taskgraph.c. */
 #ifndef GS_GRAPH_INTERNAL_H
 #define GS_GRAPH_INTERNAL_H
 
@@ -47,6 +48,7 @@ struct gs_array {
     atomic_long refs;
     uint64_t id;                 /* unique per process, for hashing during lowering */
     int32_t kind;                /* gs__node_kind_t */
+    int32_t dtype;               /* gs_dtype_t of the elements (0: float64) */
     gs_grid_t grid;              /* shape and chunk bounds */
     int64_t size;                /* number of elements */
     int32_t ninputs;

@@ -23,7 +23,9 @@
  * exactly one value. GS_OP_LEAF pushes leaf `arg`; GS_OP_CONST pushes `imm`; unary ops replace
  * the top; binary ops pop b (top) then a and push a OP b; *_IMM ops replace the top x with
  * x OP imm, and *_RIMM ops with imm OP x. Comparisons yield 1.0 or 0.0 (NaN compares false,
- * except NE). Max stack depth is GS_KERNEL_MAX_STACK (the lowering checks it).
+ * except NE). Opcodes from GS_OP_SIN on (GS_OP_EXTENDED) are defined once, for every backend,
+ * in chunkops/elemwise.h (NumPy semantics: mod and floor_divide as np.mod / np.floor_divide,
+ * logical ops and isnan & co. yield 1.0 or 0.0). Max stack depth is GS_KERNEL_MAX_STACK (the lowering checks it).
  *
  * Reduction (GS_TERM_REDUCE). `red_axis` = -1 reduces the whole region to one record;
  * otherwise it reduces along that axis only and the output has one record per position of the
@@ -96,7 +98,44 @@ typedef enum gs_leaf_kind {
     X(GS_OP_EQ_IMM, 32, "eq_imm", 1)                           \
     X(GS_OP_NE_IMM, 33, "ne_imm", 1)                           \
     X(GS_OP_MIN_IMM, 34, "minimum_imm", 1)                     \
-    X(GS_OP_MAX_IMM, 35, "maximum_imm", 1)
+    X(GS_OP_MAX_IMM, 35, "maximum_imm", 1)                     \
+    X(GS_OP_SIN, 36, "sin", 1)                                 \
+    X(GS_OP_COS, 37, "cos", 1)                                 \
+    X(GS_OP_TAN, 38, "tan", 1)                                 \
+    X(GS_OP_ARCSIN, 39, "arcsin", 1)                           \
+    X(GS_OP_ARCCOS, 40, "arccos", 1)                           \
+    X(GS_OP_ARCTAN, 41, "arctan", 1)                           \
+    X(GS_OP_SINH, 42, "sinh", 1)                               \
+    X(GS_OP_COSH, 43, "cosh", 1)                               \
+    X(GS_OP_TANH, 44, "tanh", 1)                               \
+    X(GS_OP_EXP2, 45, "exp2", 1)                               \
+    X(GS_OP_LOG2, 46, "log2", 1)                               \
+    X(GS_OP_LOG10, 47, "log10", 1)                             \
+    X(GS_OP_LOG1P, 48, "log1p", 1)                             \
+    X(GS_OP_EXPM1, 49, "expm1", 1)                             \
+    X(GS_OP_FLOOR, 50, "floor", 1)                             \
+    X(GS_OP_CEIL, 51, "ceil", 1)                               \
+    X(GS_OP_RINT, 52, "rint", 1)                               \
+    X(GS_OP_TRUNC, 53, "trunc", 1)                             \
+    X(GS_OP_SIGN, 54, "sign", 1)                               \
+    X(GS_OP_SQUARE, 55, "square", 1)                           \
+    X(GS_OP_RECIP, 56, "reciprocal", 1)                        \
+    X(GS_OP_ISNAN, 57, "isnan", 1)                             \
+    X(GS_OP_ISINF, 58, "isinf", 1)                             \
+    X(GS_OP_ISFINITE, 59, "isfinite", 1)                       \
+    X(GS_OP_LNOT, 60, "logical_not", 1)                        \
+    X(GS_OP_MOD, 61, "mod", 2)                                 \
+    X(GS_OP_FLOORDIV, 62, "floor_divide", 2)                   \
+    X(GS_OP_LAND, 63, "logical_and", 2)                        \
+    X(GS_OP_LOR, 64, "logical_or", 2)                          \
+    X(GS_OP_LXOR, 65, "logical_xor", 2)                        \
+    X(GS_OP_MOD_IMM, 66, "mod_imm", 1)                         \
+    X(GS_OP_RMOD_IMM, 67, "rmod_imm", 1)                       \
+    X(GS_OP_FLOORDIV_IMM, 68, "floor_divide_imm", 1)           \
+    X(GS_OP_RFLOORDIV_IMM, 69, "rfloor_divide_imm", 1)         \
+    X(GS_OP_LAND_IMM, 70, "logical_and_imm", 1)                \
+    X(GS_OP_LOR_IMM, 71, "logical_or_imm", 1)                  \
+    X(GS_OP_LXOR_IMM, 72, "logical_xor_imm", 1)
 
 typedef enum gs_opcode {
 #define GS__OPC_ENUM(name, val, str, arity) name = (val),
@@ -104,6 +143,10 @@ typedef enum gs_opcode {
 #undef GS__OPC_ENUM
     GS_OP_COUNT
 } gs_opcode_t;
+
+/* First of the opcodes defined in chunkops/elemwise.h; binary ones are
+ * GS_OP_MOD..GS_OP_LXOR. */
+#define GS_OP_EXTENDED GS_OP_SIN
 
 typedef enum gs_terminal {
     GS_TERM_STORE = 0,

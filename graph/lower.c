@@ -304,20 +304,27 @@ static void lw_gen_leaf(lw_emit_t *em, int32_t kind, const struct gs_array *n, c
     lw_push(em, GS_OP_LEAF, lw_add_leaf(em, &lf), 0.0);
 }
 
-static const int32_t lw_unop[GS_UNARY_COUNT] = {GS_OP_NEG, GS_OP_ABS, GS_OP_EXP, GS_OP_LOG,
-                                                GS_OP_SQRT};
+static const int32_t lw_unop[GS_UNARY_COUNT] = {
+    GS_OP_NEG,    GS_OP_ABS,    GS_OP_EXP,   GS_OP_LOG,      GS_OP_SQRT,   GS_OP_SIN,
+    GS_OP_COS,    GS_OP_TAN,    GS_OP_ARCSIN, GS_OP_ARCCOS,  GS_OP_ARCTAN, GS_OP_SINH,
+    GS_OP_COSH,   GS_OP_TANH,   GS_OP_EXP2,  GS_OP_LOG2,     GS_OP_LOG10,  GS_OP_LOG1P,
+    GS_OP_EXPM1,  GS_OP_FLOOR,  GS_OP_CEIL,  GS_OP_RINT,     GS_OP_TRUNC,  GS_OP_SIGN,
+    GS_OP_SQUARE, GS_OP_RECIP,  GS_OP_ISNAN, GS_OP_ISINF,    GS_OP_ISFINITE, GS_OP_LNOT};
 static const int32_t lw_binop[GS_BINARY_COUNT] = {
-    GS_OP_ADD, GS_OP_SUB, GS_OP_MUL, GS_OP_DIV, GS_OP_POW, GS_OP_LT, GS_OP_LE,
-    GS_OP_GT,  GS_OP_GE,  GS_OP_EQ,  GS_OP_NE,  GS_OP_MIN, GS_OP_MAX};
+    GS_OP_ADD, GS_OP_SUB, GS_OP_MUL, GS_OP_DIV, GS_OP_POW,      GS_OP_LT,   GS_OP_LE,
+    GS_OP_GT,  GS_OP_GE,  GS_OP_EQ,  GS_OP_NE,  GS_OP_MIN,      GS_OP_MAX,  GS_OP_MOD,
+    GS_OP_FLOORDIV,       GS_OP_LAND, GS_OP_LOR, GS_OP_LXOR};
 static const int32_t lw_binop_imm[GS_BINARY_COUNT] = {
     GS_OP_ADD_IMM, GS_OP_SUB_IMM, GS_OP_MUL_IMM, GS_OP_DIV_IMM, GS_OP_POW_IMM,
     GS_OP_LT_IMM,  GS_OP_LE_IMM,  GS_OP_GT_IMM,  GS_OP_GE_IMM,  GS_OP_EQ_IMM,
-    GS_OP_NE_IMM,  GS_OP_MIN_IMM, GS_OP_MAX_IMM};
+    GS_OP_NE_IMM,  GS_OP_MIN_IMM, GS_OP_MAX_IMM, GS_OP_MOD_IMM, GS_OP_FLOORDIV_IMM,
+    GS_OP_LAND_IMM, GS_OP_LOR_IMM, GS_OP_LXOR_IMM};
 /* scalar OP x expressed on x */
 static const int32_t lw_binop_rimm[GS_BINARY_COUNT] = {
     GS_OP_ADD_IMM, GS_OP_RSUB_IMM, GS_OP_MUL_IMM, GS_OP_RDIV_IMM, GS_OP_RPOW_IMM,
     GS_OP_GT_IMM,  GS_OP_GE_IMM,   GS_OP_LT_IMM,  GS_OP_LE_IMM,   GS_OP_EQ_IMM,
-    GS_OP_NE_IMM,  GS_OP_MIN_IMM,  GS_OP_MAX_IMM};
+    GS_OP_NE_IMM,  GS_OP_MIN_IMM,  GS_OP_MAX_IMM, GS_OP_RMOD_IMM, GS_OP_RFLOORDIV_IMM,
+    GS_OP_LAND_IMM, GS_OP_LOR_IMM, GS_OP_LXOR_IMM};
 
 static void lw_emit_node(lw_emit_t *em, int64_t idx, const gs__lmap_t *m);
 

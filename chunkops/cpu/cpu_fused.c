@@ -17,6 +17,7 @@
  *      NumPy NaN and tie rules (chunkops/records.h).
  */
 #include "chunkops/cpu/cpu.h"
+#include "chunkops/elemwise.h"
 #include "chunkops/random.h"
 #include "chunkops/records.h"
 #include "common/alloc.h"
@@ -279,7 +280,11 @@ static void gs__apply(int op, double imm, const double *a, const double *restric
     case GS_OP_NE_IMM: GS__UN(x != imm ? 1.0 : 0.0);
     case GS_OP_MIN_IMM: GS__UN(gs__minimum(x, imm));
     case GS_OP_MAX_IMM: GS__UN(gs__maximum(x, imm));
-    default: gs_assert_always(!"unreachable opcode");
+    case GS_OP_MOD: case GS_OP_FLOORDIV: case GS_OP_LAND: case GS_OP_LOR: case GS_OP_LXOR:
+        GS__BIN(gs_elem_binary(op, x, y));
+    default:
+        gs_assert_always(op >= GS_OP_EXTENDED && op < GS_OP_COUNT);
+        GS__UN(gs_elem_unary(op, x, imm));
     }
 }
 

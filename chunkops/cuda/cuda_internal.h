@@ -118,8 +118,15 @@ enum {
     GS__CUDA_VAR_GENERIC = 2,   /* depth <= GS_KERNEL_MAX_STACK, <= GS_KERNEL_MAX_LEAVES */
     GS__CUDA_VAR_CHAIN_MEM = 3, /* depth 1, at most 1 leaf, memory-bound: MEM_UNROLL per step */
     GS__CUDA_VAR_PAIR_MEM = 4,  /* PAIR memory-bound: GS__CUDA_MEM_UNROLL per step */
-    GS__CUDA_NVARIANTS = 5
+    GS__CUDA_VAR_EXT = 5,       /* GENERIC plus the extended ops (chunkops/elemwise.h) */
+    GS__CUDA_NVARIANTS = 6
 };
+
+/* The EXT variant's kernels are the GENERIC ones instantiated with this stack depth, one more
+ * than any program needs: a depth above GS_KERNEL_MAX_STACK is what compiles the extended ops
+ * into a kernel (fused_device.cuh). Programs without extended ops never reach those kernels,
+ * so the code, registers and speed of all the others stay as they were. */
+#define GS__CUDA_D_EXT (GS_KERNEL_MAX_STACK + 1)
 
 /** Ops the memory-bound variants leave to the others: divisions, square roots and the libm
  *  functions (exp, log, pow). */

@@ -32,6 +32,7 @@
 #define GS_CHUNKOPS_CUDA_FUSED_DEVICE_CUH
 
 #include "chunkops/cuda/cuda_internal.h"
+#include "chunkops/elemwise.h"
 #include "chunkops/random.h"
 #include "chunkops/records.h"
 
@@ -82,11 +83,27 @@ __device__ __noinline__ double op_binary_slow(int op, double a, double b)
     return op == GS_OP_DIV ? a / b : pow(a, b); /* GS_OP_DIV, GS_OP_POW */
 }
 
+/* The extended ops (chunkops/elemwise.h), called only from the EXT variant's kernels (EXT
+ * below): the others never reference them, so these functions' registers and stack frames
+ * do not weigh on the others. */
+__device__ __noinline__ double op_unary_ext(int op, double x, double imm)
+{
+    return gs_elem_unary(op, x, imm);
+}
+
+__device__ __noinline__ double op_binary_ext(int op, double a, double b)
+{
+    return gs_elem_binary(op, a, b);
+}
+
 /* Unary and binary ops, NumPy semantics. SLOW: the costly ops are possible (else they give
- * NaN: the planner never sends them). */
-template <bool SLOW>
+ * NaN: the planner never sends them). EXT: the extended ops too (the EXT variant). */
+template <bool SLOW, bool EXT = false>
 __device__ __forceinline__ double apply_unary1(int op, double x, double imm)
 {
+    if constexpr (EXT) {
+        if (op >= GS_OP_EXTENDED) return op_unary_ext(op, x, imm);
+    }
     switch (op) {
     case GS_OP_NEG: return -x;
     case GS_OP_ABS: return fabs(x);
@@ -108,9 +125,12 @@ __device__ __forceinline__ double apply_unary1(int op, double x, double imm)
     }
 }
 
-template <bool SLOW>
+template <bool SLOW, bool EXT = false>
 __device__ __forceinline__ double apply_binary1(int op, double a, double b)
 {
+    if constexpr (EXT) {
+        if (op >= GS_OP_EXTENDED) return op_binary_ext(op, a, b);
+    }
     switch (op) {
     case GS_OP_ADD: return a + b;
     case GS_OP_SUB: return a - b;
@@ -288,10 +308,12 @@ __device__ __forceinline__ void with_chain(const Plan &p, F &&f)
 }
 
 /* The program on one element; leaf(a) gives the value of leaf a. The value stack lives in
- * registers: s[0] is the top, pushes and pops shift the D levels (indices are compile-time). */
+ * registers: s[0] is the top, pushes and pops shift the D levels (indices are compile-time).
+ * D above GS_KERNEL_MAX_STACK (GS__CUDA_D_EXT) is the EXT variant: the extended ops too. */
 template <int D, bool SLOW, class LeafF>
 __device__ __forceinline__ double eval1_run(const Plan &p, LeafF &&leaf)
 {
+    constexpr bool EXT = D > GS_KERNEL_MAX_STACK;
     double s[D];
 #pragma unroll
     for (int k = 0; k < D; k++) s[k] = 0.0;
@@ -304,14 +326,15 @@ __device__ __forceinline__ double eval1_run(const Plan &p, LeafF &&leaf)
 #pragma unroll
             for (int k = D - 1; k > 0; k--) s[k] = s[k - 1];
             s[0] = v;
-        } else if (op >= GS_OP_ADD && op <= GS_OP_MAX) {
+        } else if ((op >= GS_OP_ADD && op <= GS_OP_MAX) ||
+                   (EXT && op >= GS_OP_MOD && op <= GS_OP_LXOR)) {
             if constexpr (D >= 2) {
-                s[0] = apply_binary1<SLOW>(op, s[1], s[0]);
+                s[0] = apply_binary1<SLOW, EXT>(op, s[1], s[0]);
 #pragma unroll
                 for (int k = 1; k < D - 1; k++) s[k] = s[k + 1];
             }
         } else {
-            s[0] = apply_unary1<SLOW>(op, s[0], imm);
+            s[0] = apply_unary1<SLOW, EXT>(op, s[0], imm);
         }
     }
     return s[0];
@@ -648,7 +671,7 @@ __device__ __forceinline__ void fold(const Plan &p, Acc<ACC> &a, const double (&
  * records and GENERIC, where more would raise the kernels' register counts). */
 __host__ __device__ constexpr int merge_group(int D, int ACC)
 {
-    return D == GS_KERNEL_MAX_STACK || ACC == GS__CUDA_ACC_VAR ? 1
+    return D >= GS_KERNEL_MAX_STACK || ACC == GS__CUDA_ACC_VAR ? 1
            : ACC == GS__CUDA_ACC_ARG                         ? 2
                                                              : 4;
 }
@@ -768,7 +791,7 @@ __device__ __forceinline__ void flat_gather(const Plan &p, uint32_t m, bool half
 enum { KFLAT, KTILE, KAXIS };
 constexpr int min_blocks(int D, int UV, int ACC, int kind, int leaf = KIND_ANY)
 {
-    return D == GS_KERNEL_MAX_STACK ? 1
+    return D >= GS_KERNEL_MAX_STACK ? 1
            : UV == 1 && kind != KTILE && (ACC == GS__CUDA_ACC_SUM || ACC == GS__CUDA_ACC_MIN)
                ? (kind == KFLAT && leaf == GS_LEAF_NORMAL ? 6 : 5)
                : 4;

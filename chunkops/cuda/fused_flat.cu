@@ -94,7 +94,8 @@ __global__ void __launch_bounds__(BLOCK, min_blocks(D, U * V, ACC, KFLAT, KIND))
 }  // namespace
 
 /* Flat kernels: [variant][STORE, FULL][acc]; (stack depth, leaves, slots per step, elements
- * per slot): CHAIN, PAIR, GENERIC (., ., 1, 1), CHAIN_MEM, PAIR_MEM (., ., MEM_UNROLL / 2, 2). */
+ * per slot): CHAIN, PAIR, GENERIC, EXT (., ., 1, 1), CHAIN_MEM, PAIR_MEM (., ., MEM_UNROLL / 2,
+ * 2). */
 #define GS__FLAT_ACCS(D, NL, U, V, K)                                                            \
     {(const void *)k_flat_full<D, NL, U, V, GS__CUDA_ACC_SUM, K>,                                \
      (const void *)k_flat_full<D, NL, U, V, GS__CUDA_ACC_MIN, K>,                                \
@@ -111,6 +112,7 @@ const void *const gs__cuda_k_flat[GS__CUDA_NVARIANTS][2][GS__CUDA_NACC] = {
     GS__FLAT_VARIANT(GS_KERNEL_MAX_STACK, GS_KERNEL_MAX_LEAVES, 1, 1, KIND_ANY),
     GS__FLAT_VARIANT(1, 1, GS__CUDA_MEM_UNROLL / GS__CUDA_FLAT_VEC, GS__CUDA_FLAT_VEC, KIND_ANY),
     GS__FLAT_VARIANT(2, 2, GS__CUDA_MEM_UNROLL / GS__CUDA_FLAT_VEC, GS__CUDA_FLAT_VEC, KIND_ANY),
+    GS__FLAT_VARIANT(GS__CUDA_D_EXT, GS_KERNEL_MAX_LEAVES, 1, 1, KIND_ANY),
 };
 
 const void *const gs__cuda_k_flat_uniform[2][GS__CUDA_NACC] = GS__FLAT_VARIANT(1, 1, 1, 1, GS_LEAF_UNIFORM);

@@ -164,8 +164,9 @@ __global__ void __launch_bounds__(BLOCK) k_merge(const __grid_constant__ Plan p)
 }  // namespace
 
 /* Kernel table: [variant][mode][acc]; STORE has one kernel (acc 0). Variants: (stack depth,
- * leaves, elements per step) = CHAIN (1, 1, 1), PAIR (2, 2, 1), GENERIC (8, 8, 1), and for
- * programs without random leaves CHAIN_MEM (1, 1, 4), PAIR_MEM (2, 2, 4). */
+ * leaves, elements per step) = CHAIN (1, 1, 1), PAIR (2, 2, 1), GENERIC (8, 8, 1), for
+ * programs without random leaves CHAIN_MEM (1, 1, 4), PAIR_MEM (2, 2, 4), and EXT (9, 8, 1):
+ * GENERIC with the extended ops (GS__CUDA_D_EXT). */
 #define GS__ACCS(K, D, NL, U)                                                                    \
     {(const void *)K<D, NL, U, GS__CUDA_ACC_SUM>, (const void *)K<D, NL, U, GS__CUDA_ACC_MIN>,    \
      (const void *)K<D, NL, U, GS__CUDA_ACC_VAR>, (const void *)K<D, NL, U, GS__CUDA_ACC_ARG>}
@@ -179,6 +180,7 @@ const void *const gs__cuda_k_fused[GS__CUDA_NVARIANTS][GS__CUDA_NMODES][GS__CUDA
     GS__VARIANT(GS_KERNEL_MAX_STACK, GS_KERNEL_MAX_LEAVES, 1),
     GS__VARIANT(1, 1, GS__CUDA_MEM_UNROLL),
     GS__VARIANT(2, 2, GS__CUDA_MEM_UNROLL),
+    GS__VARIANT(GS__CUDA_D_EXT, GS_KERNEL_MAX_LEAVES, 1),
 };
 
 const void *const gs__cuda_k_merge[GS__CUDA_NACC] = {

@@ -216,14 +216,19 @@ void gs__cuda_fplan_build(const gs__cuda_dev_t *dev, const gs__cuda_scratch_t *s
             }
         }
     }
-    int random = 0, costly = 0;
+    int random = 0, costly = 0, ext = 0;
     for (int32_t t = 0; t < nl; t++)
         if (p->leaves[t].kind == GS_LEAF_NORMAL || p->leaves[t].kind == GS_LEAF_UNIFORM) random = 1;
-    for (int32_t i = 0; i < k->nprog; i++)
+    for (int32_t i = 0; i < k->nprog; i++) {
         if (gs__cuda_op_costly(k->prog[i].op)) costly = 1;
-    /* the memory-bound variants run programs without random leaves or costly ops; CHAIN is
-     * one random leaf; the rest go to PAIR or GENERIC */
-    if (maxdepth <= 1 && nl <= 1 && !random && !costly)
+        if (k->prog[i].op >= GS_OP_EXTENDED) ext = 1;
+    }
+    /* programs with extended ops run on EXT alone; the memory-bound variants run programs
+     * without random leaves or costly ops; CHAIN is one random leaf; the rest go to PAIR or
+     * GENERIC */
+    if (ext)
+        p->variant = GS__CUDA_VAR_EXT;
+    else if (maxdepth <= 1 && nl <= 1 && !random && !costly)
         p->variant = GS__CUDA_VAR_CHAIN_MEM;
     else if (maxdepth <= 1 && nl == 1 && random)
         p->variant = GS__CUDA_VAR_CHAIN;

@@ -443,6 +443,35 @@ Test(chunkops_cuda_plan, picks_the_smallest_program_variant)
     cr_assert_eq(p.variant, GS__CUDA_VAR_CHAIN);
 }
 
+/* Any extended op (chunkops/elemwise.h) sends the program to the EXT variant, whatever its
+ * shape; programs without one never go there. */
+Test(chunkops_cuda_plan, extended_ops_run_on_the_ext_variant_only)
+{
+    gs__cuda_dev_t dev = fake_dev();
+    gs__cuda_scratch_t scr = fake_scratch();
+    gs_kfused_t k;
+    gs__cuda_fplan_t p;
+    seed_spec(&k);   /* normal leaf + 1: CHAIN (seed_case_is_one_chain_kernel_...) */
+    for (int op = GS_OP_EXTENDED; op < GS_OP_COUNT; op++) {
+        if (op >= GS_OP_MOD && op <= GS_OP_LXOR) continue;   /* binary: below */
+        k.prog[1].op = op;
+        gs__cuda_fplan_build(&dev, &scr, &k, &p);
+        cr_assert_eq(p.variant, GS__CUDA_VAR_EXT, "op %d", op);
+    }
+    /* normal(...) OP 2.0 with the constant pushed: depth 2, still EXT */
+    k.nprog = 3;
+    k.prog[1].op = GS_OP_CONST;
+    k.prog[1].imm = 2.0;
+    for (int op = GS_OP_MOD; op <= GS_OP_LXOR; op++) {
+        k.prog[2].op = op;
+        gs__cuda_fplan_build(&dev, &scr, &k, &p);
+        cr_assert_eq(p.variant, GS__CUDA_VAR_EXT, "op %d", op);
+    }
+    k.prog[2].op = GS_OP_SUB;
+    gs__cuda_fplan_build(&dev, &scr, &k, &p);
+    cr_assert_eq(p.variant, GS__CUDA_VAR_PAIR);
+}
+
 Test(chunkops_cuda_plan, costly_ops_leave_the_memory_bound_variants)
 {
     gs__cuda_dev_t dev = fake_dev();

@@ -130,6 +130,33 @@ Test(client_protocol, compute_scalar_rejects_arrays_with_axes, .init = arm_timeo
     stop();
 }
 
+Test(client_protocol, zero_d_result_rejects_a_larger_buffer, .init = arm_timeout)
+{
+    int64_t shape[1] = {5}, chunks[1] = {5};
+    gs_reduce_params_t rp = {0};
+    gs_array_h a, s;
+    gs_future_h fut;
+    double out[5] = {7, 7, 7, 7, 7};
+    start(h_scalar, NULL);
+    cr_assert_eq(gs_array_full(1.0, 1, shape, chunks, &a), GS_OK);
+    rp.field_mask = GS_REDUCE_FIELD_SPLIT_EVERY;
+    rp.split_every = 4;
+    cr_assert_eq(gs_array_reduce(GS_RED_SUM, a, &rp, &s), GS_OK, "%s", gs_last_error());
+    cr_assert_eq(gs_client_compute(C, s, out, 5), GS_ERR_INVALID_PARAM);
+    cr_assert(strstr(gs_last_error(), "0-d") != NULL, "%s", gs_last_error());
+    cr_assert_eq(gs_client_submit(C, s, 0, &fut), GS_OK, "%s", gs_last_error());
+    cr_assert_eq(gs_future_gather(fut, out, 5), GS_ERR_INVALID_PARAM);
+    cr_assert(strstr(gs_last_error(), "GS_REDUCE_FIELD_AXIS") != NULL, "%s", gs_last_error());
+    for (int i = 0; i < 5; i++) cr_assert_eq(out[i], 7, "out[%d] written on error", i);
+    cr_assert_eq(gs_future_gather(fut, out, 1), GS_OK, "%s", gs_last_error());
+    cr_assert_eq(out[0], 42.5);
+    for (int i = 1; i < 5; i++) cr_assert_eq(out[i], 7);
+    gs_future_destroy(fut);
+    gs_array_release(s);
+    gs_array_release(a);
+    stop();
+}
+
 /* ---- gathering an array: the fake sends, for each output block, the block's region filled
  * with each element's global row-major index, so the assembled buffer must read 0, 1, 2, ... */
 

@@ -11,6 +11,7 @@
 #include "chunkops/random.h"
 #include "common/alloc.h"
 #include "graph/taskgraph.h"
+#include "../numpy_ref.h"
 
 /* An expression and its reference value. */
 typedef struct tx {
@@ -163,6 +164,31 @@ static inline double tx_un(gs_unop_t op, double x)
     case GS_UNARY_EXP: return exp(x);
     case GS_UNARY_LOG: return log(x);
     case GS_UNARY_SQRT: return sqrt(x);
+    case GS_UNARY_SIN: return sin(x);
+    case GS_UNARY_COS: return cos(x);
+    case GS_UNARY_TAN: return tan(x);
+    case GS_UNARY_ARCSIN: return asin(x);
+    case GS_UNARY_ARCCOS: return acos(x);
+    case GS_UNARY_ARCTAN: return atan(x);
+    case GS_UNARY_SINH: return sinh(x);
+    case GS_UNARY_COSH: return cosh(x);
+    case GS_UNARY_TANH: return tanh(x);
+    case GS_UNARY_EXP2: return pow(2.0, x);
+    case GS_UNARY_LOG2: return log(x) / log(2.0);
+    case GS_UNARY_LOG10: return log(x) / log(10.0);
+    case GS_UNARY_LOG1P: return log1p(x);
+    case GS_UNARY_EXPM1: return expm1(x);
+    case GS_UNARY_FLOOR: return floor(x);
+    case GS_UNARY_CEIL: return ceil(x);
+    case GS_UNARY_ROUND: return nearbyint(x);
+    case GS_UNARY_TRUNC: return trunc(x);
+    case GS_UNARY_SIGN: return isnan(x) ? x : (x > 0) - (x < 0);
+    case GS_UNARY_SQUARE: return x * x;
+    case GS_UNARY_RECIPROCAL: return 1.0 / x;
+    case GS_UNARY_ISNAN: return isnan(x);
+    case GS_UNARY_ISINF: return isinf(x) ? 1.0 : 0.0;
+    case GS_UNARY_ISFINITE: return isfinite(x) ? 1.0 : 0.0;
+    case GS_UNARY_LOGICAL_NOT: return !(x != 0.0);
     default: cr_assert_fail("bad unop"); return 0;
     }
 }
@@ -183,6 +209,11 @@ static inline double tx_bin(gs_binop_t op, double a, double b)
     case GS_BINARY_NE: return a != b ? 1.0 : 0.0;
     case GS_BINARY_MINIMUM: return (isnan(a) || isnan(b)) ? NAN : (a < b ? a : b);
     case GS_BINARY_MAXIMUM: return (isnan(a) || isnan(b)) ? NAN : (a > b ? a : b);
+    case GS_BINARY_MOD: return ref_np_mod(a, b);
+    case GS_BINARY_FLOOR_DIVIDE: return ref_np_floor_divide(a, b);
+    case GS_BINARY_LOGICAL_AND: return (a != 0) && (b != 0);
+    case GS_BINARY_LOGICAL_OR: return (a != 0) || (b != 0);
+    case GS_BINARY_LOGICAL_XOR: return (a != 0) != (b != 0);
     default: cr_assert_fail("bad binop"); return 0;
     }
 }
@@ -199,7 +230,7 @@ static inline tx_t *tx_unary(gs_unop_t op, tx_t *a)
 static inline tx_t *tx_scalar_r(gs_binop_t op, tx_t *a, double s)   /* a OP s */
 {
     gs_array_h h;
-    TX_OK(gs_array_binary_scalar(op, a->h, s, &h));
+    TX_OK(gs_array_binary_array_scalar(op, a->h, s, &h));
     tx_t *t = tx_new(h, a->ndim, a->shape);
     for (int64_t i = 0; i < t->size; i++) t->v[i] = tx_bin(op, a->v[i], s);
     return t;
@@ -208,7 +239,7 @@ static inline tx_t *tx_scalar_r(gs_binop_t op, tx_t *a, double s)   /* a OP s */
 static inline tx_t *tx_scalar_l(gs_binop_t op, double s, tx_t *a)   /* s OP a */
 {
     gs_array_h h;
-    TX_OK(gs_array_scalar_binary(op, s, a->h, &h));
+    TX_OK(gs_array_binary_scalar_array(op, s, a->h, &h));
     tx_t *t = tx_new(h, a->ndim, a->shape);
     for (int64_t i = 0; i < t->size; i++) t->v[i] = tx_bin(op, s, a->v[i]);
     return t;

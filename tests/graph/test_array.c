@@ -512,3 +512,97 @@ Test(graph_array, accessors_tolerate_null_and_bad_axes)
     cr_assert_eq(gs_array_nchunks(x, 0), 4);
     gs_array_release(x);
 }
+
+/* ---- the traps of a first program: reduce fields without their bit, zeroed slices ---- */
+
+Test(graph_array, rejects_reduce_fields_set_without_their_bit)
+{
+    int64_t s[2] = {4, 6}, c[2] = {2, 3};
+    gs_array_h x = mk(2, s, c), a;
+    gs_reduce_params_t p = {0, 1, 0, 0};
+    REJECTS(gs_array_reduce(GS_RED_SUM, x, &p, &a), a, "GS_REDUCE_FIELD_AXIS");
+    p = (gs_reduce_params_t){GS_REDUCE_FIELD_AXIS, 0, 8, 0};
+    REJECTS(gs_array_reduce(GS_RED_SUM, x, &p, &a), a, "GS_REDUCE_FIELD_SPLIT_EVERY");
+    p = (gs_reduce_params_t){GS_REDUCE_FIELD_AXIS, 1, 0, 1.0};
+    REJECTS(gs_array_reduce(GS_RED_VAR, x, &p, &a), a, "GS_REDUCE_FIELD_DDOF");
+    /* a zeroed struct and a struct with every bit set are fine */
+    p = (gs_reduce_params_t){0, 0, 0, 0};
+    OK(gs_array_reduce(GS_RED_SUM, x, &p, &a));
+    cr_assert_eq(gs_array_ndim(a), 0);
+    gs_array_release(a);
+    p = (gs_reduce_params_t){GS_REDUCE_FIELD_AXIS | GS_REDUCE_FIELD_SPLIT_EVERY |
+                             GS_REDUCE_FIELD_DDOF, -1, 4, 1.0};
+    OK(gs_array_reduce(GS_RED_VAR, x, &p, &a));
+    cr_assert_eq(gs_array_ndim(a), 1);
+    gs_array_release(a);
+    gs_array_release(x);
+}
+
+Test(graph_array, zeroed_slice_error_names_the_helpers)
+{
+    gs_array_h x = mk1(10, 3), a;
+    gs_slice_t s[1] = {{0}};
+    REJECTS(gs_array_slice(x, 1, s, &a), a, "GS_SLICE_ALL");
+    gs_array_release(x);
+}
+
+Test(graph_array, slice_helpers_give_numpy_shapes)
+{
+    int64_t s[3] = {10, 7, 9}, c[3] = {3, 4, 9}, got[3];
+    gs_array_h x = mk(3, s, c), a;
+    struct { gs_slice_t sl[3]; int nd; int64_t want[3]; } cases[] = {
+        {{GS_SLICE_ALL, GS_SLICE_ALL, GS_SLICE_ALL}, 3, {10, 7, 9}},
+        {{GS_SLICE(1, 8, 3), GS_SLICE_STEP(-1), GS_SLICE_AT(-1)}, 2, {3, 7}},   /* 1,4,7 */
+        {{GS_SLICE_FROM(2, 1), GS_SLICE_TO(3, 1), GS_SLICE_STEP(2)}, 3, {8, 3, 5}},
+        {{GS_SLICE_FROM(-1, -1), GS_SLICE_TO(-5, -1), GS_SLICE(8, 2, -2)}, 3, {10, 4, 3}},
+        {{GS_SLICE_AT(0), GS_SLICE_AT(6), GS_SLICE_AT(8)}, 0, {0}},
+        {{GS_SLICE(5, 5, 1), GS_SLICE_ALL, GS_SLICE_ALL}, 3, {0, 7, 9}},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        OK(gs_array_slice(x, 3, cases[i].sl, &a));
+        cr_assert_eq(gs_array_ndim(a), cases[i].nd, "case %zu: ndim %d", i, gs_array_ndim(a));
+        gs_array_shape(a, got);
+        for (int ax = 0; ax < cases[i].nd; ax++)
+            cr_assert_eq(got[ax], cases[i].want[ax], "case %zu axis %d: %lld, want %lld", i, ax,
+                         (long long)got[ax], (long long)cases[i].want[ax]);
+        gs_array_release(a);
+    }
+    gs_array_release(x);
+}
+
+Test(graph_array, unravel_index_is_row_major_and_checks_its_input)
+{
+    int64_t shape[3] = {4, 5, 6}, idx[3] = {-7, -7, -7};
+    OK(gs_unravel_index(0, 3, shape, idx));
+    cr_assert(idx[0] == 0 && idx[1] == 0 && idx[2] == 0);
+    OK(gs_unravel_index(2 * 30 + 3 * 6 + 5, 3, shape, idx));
+    cr_assert(idx[0] == 2 && idx[1] == 3 && idx[2] == 5, "%lld %lld %lld", (long long)idx[0],
+              (long long)idx[1], (long long)idx[2]);
+    OK(gs_unravel_index(119, 3, shape, idx));
+    cr_assert(idx[0] == 3 && idx[1] == 4 && idx[2] == 5);
+    OK(gs_unravel_index(0, 0, NULL, NULL));
+    idx[0] = idx[1] = idx[2] = -7;
+    cr_assert_eq(gs_unravel_index(120, 3, shape, idx), GS_ERR_INVALID_PARAM);
+    cr_assert(strstr(gs_last_error(), "120") != NULL, "%s", gs_last_error());
+    cr_assert_eq(gs_unravel_index(-1, 3, shape, idx), GS_ERR_INVALID_PARAM);
+    cr_assert_eq(gs_unravel_index(1, 0, NULL, NULL), GS_ERR_INVALID_PARAM);
+    cr_assert_eq(gs_unravel_index(0, 3, NULL, idx), GS_ERR_INVALID_PARAM);
+    cr_assert_eq(gs_unravel_index(0, GS_MAX_NDIM + 1, shape, idx), GS_ERR_INVALID_PARAM);
+    int64_t empty[2] = {3, 0};
+    cr_assert_eq(gs_unravel_index(0, 2, empty, idx), GS_ERR_INVALID_PARAM);
+    int64_t neg[2] = {3, -1};
+    cr_assert_eq(gs_unravel_index(0, 2, neg, idx), GS_ERR_INVALID_PARAM);
+    cr_assert(idx[0] == -7 && idx[1] == -7 && idx[2] == -7, "idx written on error");
+}
+
+Test(graph_array, like_and_clip_reject_bad_arguments)
+{
+    gs_array_h x = mk1(10, 3), a;
+    REJECTS(gs_array_full_like(NULL, 1.0, &a), a, "NULL");
+    cr_assert_eq(gs_array_zeros_like(x, NULL), GS_ERR_INVALID_PARAM);
+    REJECTS(gs_array_clip(x, 0.0 / 0.0, 1.0, &a), a, "NaN");
+    REJECTS(gs_array_clip(NULL, 0.0, 1.0, &a), a, "NULL");
+    int64_t s[1] = {4}, c[1] = {0};
+    REJECTS(gs_array_zeros(1, s, c, &a), a, "chunks");
+    gs_array_release(x);
+}

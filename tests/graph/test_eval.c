@@ -170,10 +170,78 @@ Test(graph_eval, every_unary_op)
     int64_t shape[2] = {9, 11}, chunks[2] = {4, 5};
     tx_t *x = tx_uniform(11, 0.1, 3.0, 2, shape, chunks);
     tx_t *y = tx_normal(12, 0.0, 2.0, 2, shape, chunks);
+    tx_t *z = tx_uniform(13, -0.99, 0.99, 2, shape, chunks);
     for (int op = 0; op < GS_UNARY_COUNT; op++) {
         char what[32];
+        tx_t *in = y;   /* the whole real line */
+        if (op == GS_UNARY_LOG || op == GS_UNARY_SQRT || op == GS_UNARY_LOG2 ||
+            op == GS_UNARY_LOG10)
+            in = x;
+        else if (op == GS_UNARY_ARCSIN || op == GS_UNARY_ARCCOS || op == GS_UNARY_LOG1P)
+            in = z;
         snprintf(what, sizeof(what), "unary %d", op);
-        check(tx_unary((gs_unop_t)op, op >= GS_UNARY_LOG ? x : y), what);
+        check(tx_unary((gs_unop_t)op, in), what);
+    }
+}
+
+/* Edge values of the NumPy-specific ops, NumPy's results written out: sign of zeros and NaN,
+ * halves to even, mod and floor_divide signs, by zero and by infinity, truth of NaN. */
+Test(graph_eval, numpy_edge_values_of_the_extended_ops)
+{
+    static const double a[12] = {-7, 7, -7.5, 0, 1, -1, 0, 5, -5, NAN, 2.5, -0.5};
+    static const double b[12] = {3, -3, 2, -3, 0, 0, 0, 0, INFINITY, 1, -2.5, 0};
+    static const struct { gs_binop_t op; double want[12]; } bin[] = {
+        {GS_BINARY_MOD, {2, -2, 0.5, -0.0, NAN, NAN, NAN, NAN, INFINITY, NAN, -0.0, NAN}},
+        {GS_BINARY_FLOOR_DIVIDE,
+         {-3, -3, -4, -0.0, INFINITY, -INFINITY, NAN, INFINITY, -1, NAN, -1, -INFINITY}},
+        {GS_BINARY_LOGICAL_AND, {1, 1, 1, 0, 0, 0, 0, 0, 1, 1, 1, 0}},
+        {GS_BINARY_LOGICAL_OR, {1, 1, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1}},
+        {GS_BINARY_LOGICAL_XOR, {0, 0, 0, 1, 1, 1, 0, 1, 0, 0, 0, 1}},
+    };
+    static const struct { gs_unop_t op; double want[12]; } un[] = {
+        {GS_UNARY_SIGN, {-1, 1, -1, 0, 1, -1, 0, 1, -1, NAN, 1, -1}},
+        {GS_UNARY_ROUND, {-7, 7, -8, 0, 1, -1, 0, 5, -5, NAN, 2, -0.0}},
+        {GS_UNARY_TRUNC, {-7, 7, -7, 0, 1, -1, 0, 5, -5, NAN, 2, -0.0}},
+        {GS_UNARY_FLOOR, {-7, 7, -8, 0, 1, -1, 0, 5, -5, NAN, 2, -1}},
+        {GS_UNARY_CEIL, {-7, 7, -7, 0, 1, -1, 0, 5, -5, NAN, 3, -0.0}},
+        {GS_UNARY_ISNAN, {0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0}},
+        {GS_UNARY_LOGICAL_NOT, {0, 0, 0, 1, 0, 0, 1, 0, 0, 0, 0, 0}},
+        {GS_UNARY_RECIPROCAL, {-1.0 / 7, 1.0 / 7, -1 / 7.5, INFINITY, 1, -1, INFINITY, 0.2, -0.2,
+                               NAN, 0.4, -2}},
+    };
+    int64_t shape[1] = {12}, chunks[1] = {5};
+    gs_array_h ha, hb;
+    TX_OK(gs_array_from_host(a, 1, shape, chunks, &ha));
+    TX_OK(gs_array_from_host(b, 1, shape, chunks, &hb));
+    tx_t *ta = tx_new(ha, 1, shape), *tb = tx_new(hb, 1, shape);
+    for (size_t k = 0; k < sizeof(bin) / sizeof(bin[0]); k++) {
+        gs_array_h h;
+        TX_OK(gs_array_binary(bin[k].op, ta->h, tb->h, &h));
+        tx_t *t = tx_new(h, 1, shape);
+        memcpy(t->v, bin[k].want, sizeof(bin[k].want));
+        check(t, "binary edge values");
+        double *got = eval_flags(h, GS_LOWER_DEFAULT, NULL);
+        for (int i = 0; i < 12; i++)   /* the sign of zero results too */
+            if (bin[k].want[i] == 0.0)
+                cr_assert_eq(signbit(got[i]) != 0, signbit(bin[k].want[i]) != 0,
+                             "binary %d element %d: %g", (int)bin[k].op, i, got[i]);
+        free(got);
+        /* the scalar forms agree with the array form */
+        TX_OK(gs_array_binary_array_scalar(bin[k].op, ta->h, -2.5, &h));
+        t = tx_new(h, 1, shape);
+        for (int i = 0; i < 12; i++) t->v[i] = tx_bin(bin[k].op, a[i], -2.5);
+        check(t, "array op scalar edge values");
+        TX_OK(gs_array_binary_scalar_array(bin[k].op, -2.5, ta->h, &h));
+        t = tx_new(h, 1, shape);
+        for (int i = 0; i < 12; i++) t->v[i] = tx_bin(bin[k].op, -2.5, a[i]);
+        check(t, "scalar op array edge values");
+    }
+    for (size_t k = 0; k < sizeof(un) / sizeof(un[0]); k++) {
+        gs_array_h h;
+        TX_OK(gs_array_unary(un[k].op, ta->h, &h));
+        tx_t *t = tx_new(h, 1, shape);
+        memcpy(t->v, un[k].want, sizeof(un[k].want));
+        check(t, "unary edge values");
     }
 }
 
@@ -193,6 +261,99 @@ Test(graph_eval, every_binary_op_array_and_scalar)
         snprintf(what, sizeof(what), "scalar op array %d", op);
         check(tx_scalar_l((gs_binop_t)op, 1.25, x), what);
     }
+}
+
+/* The deprecated names keep their operand order: binary_scalar is a OP s, scalar_binary s OP a. */
+Test(graph_eval, deprecated_scalar_names_keep_their_operand_order)
+{
+    int64_t shape[1] = {9}, chunks[1] = {4};
+    tx_t *x = tx_arange(1.0, 1.0, 1, shape, chunks);
+    gs_array_h h;
+    TX_OK(gs_array_binary_scalar(GS_BINARY_SUB, x->h, 10.0, &h));
+    tx_t *t = tx_new(h, 1, shape);
+    for (int64_t i = 0; i < t->size; i++) t->v[i] = x->v[i] - 10.0;
+    check(t, "binary_scalar: a - 10");
+    TX_OK(gs_array_scalar_binary(GS_BINARY_SUB, 10.0, x->h, &h));
+    t = tx_new(h, 1, shape);
+    for (int64_t i = 0; i < t->size; i++) t->v[i] = 10.0 - x->v[i];
+    check(t, "scalar_binary: 10 - a");
+}
+
+/* The public slice helpers (array.h) select what NumPy's a[...] does. */
+Test(graph_eval, public_slice_helpers_match_numpy)
+{
+    int64_t shape[2] = {13, 11}, chunks[2] = {4, 3};
+    tx_t *x = tx_normal(43, 0, 1, 2, shape, chunks);
+    gs_slice_t cases[][2] = {
+        {GS_SLICE_ALL, GS_SLICE_STEP(-1)},
+        {GS_SLICE(1, 12, 3), GS_SLICE_AT(-2)},
+        {GS_SLICE_FROM(-3, -1), GS_SLICE_TO(7, 2)},
+        {GS_SLICE_AT(5), GS_SLICE(9, -12, -4)},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        char what[32];
+        snprintf(what, sizeof(what), "helper case %zu", i);
+        check(tx_slice(x, 2, cases[i]), what);
+    }
+}
+
+Test(graph_eval, clip_keeps_nan_and_follows_numpy_for_crossed_bounds)
+{
+    static const double a[7] = {-3, -0.5, 0, 0.25, 2, NAN, INFINITY};
+    int64_t shape[1] = {7}, chunks[1] = {3};
+    gs_array_h h, c;
+    TX_OK(gs_array_from_host(a, 1, shape, chunks, &h));
+    tx_t *x = tx_new(h, 1, shape);
+    static const struct { double lo, hi, want[7]; } cases[] = {
+        {-1, 1, {-1, -0.5, 0, 0.25, 1, NAN, 1}},
+        {0.5, -0.5, {-0.5, -0.5, -0.5, -0.5, -0.5, NAN, -0.5}},   /* lo > hi: hi */
+        {-INFINITY, 0, {-3, -0.5, 0, 0, 0, NAN, 0}},
+        {0, INFINITY, {0, 0, 0, 0.25, 2, NAN, INFINITY}},
+    };
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        TX_OK(gs_array_clip(x->h, cases[k].lo, cases[k].hi, &c));
+        tx_t *t = tx_new(c, 1, shape);
+        memcpy(t->v, cases[k].want, sizeof(cases[k].want));
+        check(t, "clip");
+    }
+}
+
+Test(graph_eval, zeros_ones_and_like_arrays)
+{
+    int64_t shape[2] = {7, 5}, chunks[2] = {3, 2};
+    tx_t *x = tx_normal(5, 0, 1, 2, shape, chunks);
+    gs_slice_t s[2] = {GS_SLICE_STEP(-2), GS_SLICE(1, 5, 3)};
+    tx_t *y = tx_slice(x, 2, s);   /* irregular chunks */
+    gs_array_h h;
+    TX_OK(gs_array_zeros(2, shape, chunks, &h));
+    tx_t *t = tx_new(h, 2, shape);
+    check(t, "zeros");
+    TX_OK(gs_array_ones(2, shape, chunks, &h));
+    t = tx_new(h, 2, shape);
+    for (int64_t i = 0; i < t->size; i++) t->v[i] = 1.0;
+    check(t, "ones");
+    TX_OK(gs_array_full_like(y->h, -2.5, &h));
+    cr_assert_eq(gs_array_ndim(h), 2);
+    for (int ax = 0; ax < 2; ax++) {
+        cr_assert_eq(gs_array_nchunks(h, ax), gs_array_nchunks(y->h, ax));
+        cr_assert(memcmp(gs_array_chunk_bounds(h, ax), gs_array_chunk_bounds(y->h, ax),
+                         (size_t)(gs_array_nchunks(h, ax) + 1) * sizeof(int64_t)) == 0);
+    }
+    t = tx_new(h, y->ndim, y->shape);
+    for (int64_t i = 0; i < t->size; i++) t->v[i] = -2.5;
+    check(t, "full_like of a slice");
+    TX_OK(gs_array_ones_like(y->h, &h));
+    t = tx_new(h, y->ndim, y->shape);
+    for (int64_t i = 0; i < t->size; i++) t->v[i] = 1.0;
+    check(t, "ones_like");
+    /* like a 0-d array */
+    gs_array_h sum, z;
+    TX_OK(gs_array_reduce(GS_RED_SUM, x->h, NULL, &sum));
+    TX_OK(gs_array_zeros_like(sum, &z));
+    gs_array_release(sum);
+    cr_assert_eq(gs_array_ndim(z), 0);
+    t = tx_new(z, 0, shape);
+    check(t, "zeros_like of a 0-d array");
 }
 
 Test(graph_eval, broadcasting_with_different_chunkings)
@@ -600,4 +761,141 @@ Test(graph_eval, reductions_of_sliced_transposed_arrays_and_scalars)
     check(tx_reduce(GS_RED_MEAN, s0, -1, 0, 0), "mean of a 0-d array");
     check(tx_binary(GS_BINARY_ADD, s0, x), "0-d + 2-d");
     check(tx_binary(GS_BINARY_MUL, y, s0), "2-d * 0-d");
+}
+
+/* ---- tuples of axes and kept dimensions ---- */
+
+/* Row-major index of element i of x among the axes not in @a mask. */
+static int64_t kept_index(const tx_t *x, unsigned mask, int64_t i)
+{
+    int64_t c[GS_MAX_NDIM], o = 0, mult = 1;
+    tx_coords(x, i, c);
+    for (int ax = x->ndim - 1; ax >= 0; ax--) {
+        if (mask & (1u << ax)) continue;
+        o += c[ax] * mult;
+        mult *= x->shape[ax];
+    }
+    return o;
+}
+
+/* Reference: op over the axes in @a mask of x (population var/std with ddof), kept as
+ * length-1 axes when keep. */
+static tx_t *ref_reduce_axes(tx_t *x, gs_redop_t op, unsigned mask, double ddof, int keep,
+                             gs_array_h h)
+{
+    int64_t oshape[GS_MAX_NDIM];
+    int ond = 0;
+    for (int ax = 0; ax < x->ndim; ax++) {
+        if (!(mask & (1u << ax))) oshape[ond++] = x->shape[ax];
+        else if (keep) oshape[ond++] = 1;
+    }
+    tx_t *t = tx_new(h, ond, oshape);
+    int64_t osize = t->size;
+    long double *s1 = calloc((size_t)(osize ? osize : 1), sizeof(long double));
+    long double *s2 = calloc((size_t)(osize ? osize : 1), sizeof(long double));
+    int64_t *cnt = calloc((size_t)(osize ? osize : 1), sizeof(int64_t));
+    for (int64_t r = 0; r < osize; r++) t->v[r] = op == GS_RED_MIN ? INFINITY : -INFINITY;
+    for (int64_t i = 0; i < x->size; i++) {
+        int64_t o = kept_index(x, mask, i);
+        double v = x->v[i];
+        s1[o] += v;
+        cnt[o]++;
+        if (op == GS_RED_MIN) t->v[o] = isnan(v) || isnan(t->v[o]) ? NAN : fmin(t->v[o], v);
+        if (op == GS_RED_MAX) t->v[o] = isnan(v) || isnan(t->v[o]) ? NAN : fmax(t->v[o], v);
+    }
+    for (int64_t i = 0; i < x->size; i++) {
+        int64_t o = kept_index(x, mask, i);
+        long double d = x->v[i] - s1[o] / cnt[o];
+        s2[o] += d * d;
+    }
+    for (int64_t r = 0; r < osize; r++) {
+        switch (op) {
+        case GS_RED_SUM: t->v[r] = (double)s1[r]; break;
+        case GS_RED_MEAN: t->v[r] = (double)(s1[r] / cnt[r]); break;
+        case GS_RED_VAR: t->v[r] = (double)(s2[r] / (cnt[r] - ddof)); break;
+        case GS_RED_STD: t->v[r] = sqrt((double)(s2[r] / (cnt[r] - ddof))); break;
+        default: break;
+        }
+    }
+    free(s1);
+    free(s2);
+    free(cnt);
+    return t;
+}
+
+Test(graph_eval, reductions_over_tuples_of_axes_with_and_without_keepdims)
+{
+    int64_t shape[4] = {5, 4, 7, 3}, chunks[4] = {2, 3, 4, 2};
+    tx_t *x = tx_normal(61, 1.0, 2.0, 4, shape, chunks);
+    static const gs_redop_t ops[] = {GS_RED_SUM, GS_RED_MEAN, GS_RED_MIN, GS_RED_MAX, GS_RED_VAR,
+                                     GS_RED_STD};
+    static const int tuples[][3] = {{0, 2, -1}, {3, 1, -1}, {-1, 0, 2}, {1, 2, 3}};
+    static const int ntuple[] = {2, 2, 3, 3};
+    for (size_t o = 0; o < sizeof(ops) / sizeof(ops[0]); o++)
+        for (size_t t = 0; t < sizeof(ntuple) / sizeof(ntuple[0]); t++)
+            for (int keep = 0; keep < 2; keep++) {
+                gs_reduce_params_t p = {0};
+                unsigned mask = 0;
+                p.field_mask = GS_REDUCE_FIELD_SPLIT_EVERY | GS_REDUCE_FIELD_DDOF;
+                p.split_every = 3;
+                p.ddof = (ops[o] == GS_RED_VAR || ops[o] == GS_RED_STD) ? 1.0 : 0.0;
+                for (int i = 0; i < ntuple[t]; i++)
+                    mask |= 1u << (tuples[t][i] < 0 ? tuples[t][i] + 4 : tuples[t][i]);
+                gs_array_h h;
+                TX_OK(gs_array_reduce_axes(ops[o], x->h, ntuple[t], tuples[t], keep, &p, &h));
+                char what[64];
+                snprintf(what, sizeof(what), "op %d tuple %zu keepdims %d", (int)ops[o], t, keep);
+                check(ref_reduce_axes(x, ops[o], mask, p.ddof, keep, h), what);
+            }
+    /* every axis (naxes 0) and one axis, kept */
+    gs_array_h h;
+    TX_OK(gs_array_reduce_axes(GS_RED_SUM, x->h, 0, NULL, 1, NULL, &h));
+    check(ref_reduce_axes(x, GS_RED_SUM, 0xf, 0, 1, h), "sum keepdims");
+    int ax = -2;
+    TX_OK(gs_array_reduce_axes(GS_RED_MAX, x->h, 1, &ax, 1, NULL, &h));
+    check(ref_reduce_axes(x, GS_RED_MAX, 0x4, 0, 1, h), "max axis -2 keepdims");
+    /* std over all four axes given as a tuple: the all-axes reduction */
+    int all[4] = {3, 0, 2, 1};
+    TX_OK(gs_array_reduce_axes(GS_RED_STD, x->h, 4, all, 0, NULL, &h));
+    check(ref_reduce_axes(x, GS_RED_STD, 0xf, 0, 0, h), "std over a tuple of every axis");
+    /* argmax over all axes, kept: the flat index in a (1, 1, 1, 1) array */
+    TX_OK(gs_array_reduce_axes(GS_RED_ARGMAX, x->h, 0, NULL, 1, NULL, &h));
+    int64_t ones[4] = {1, 1, 1, 1};
+    tx_t *t = tx_new(h, 4, ones);
+    for (int64_t i = 1; i < x->size; i++)
+        if (x->v[i] > x->v[(int64_t)t->v[0]]) t->v[0] = (double)i;
+    check(t, "argmax keepdims");
+}
+
+Test(graph_eval, tuple_axes_reject_bad_input)
+{
+    int64_t shape[3] = {4, 5, 6}, chunks[3] = {2, 2, 2};
+    tx_t *x = tx_normal(62, 0, 1, 3, shape, chunks);
+    gs_array_h h = (gs_array_h)(uintptr_t)0x1234;
+    int axes[2] = {1, -2};   /* -2 = 1 */
+    cr_assert_eq(gs_array_reduce_axes(GS_RED_SUM, x->h, 2, axes, 0, NULL, &h),
+                 GS_ERR_INVALID_PARAM);
+    cr_assert(strstr(gs_last_error(), "repeated") != NULL, "%s", gs_last_error());
+    axes[1] = 3;
+    cr_assert_eq(gs_array_reduce_axes(GS_RED_SUM, x->h, 2, axes, 0, NULL, &h),
+                 GS_ERR_INVALID_PARAM);
+    cr_assert(strstr(gs_last_error(), "out of range") != NULL, "%s", gs_last_error());
+    cr_assert_eq(gs_array_reduce_axes(GS_RED_SUM, x->h, 4, axes, 0, NULL, &h),
+                 GS_ERR_INVALID_PARAM);
+    cr_assert_eq(gs_array_reduce_axes(GS_RED_SUM, x->h, 1, NULL, 0, NULL, &h),
+                 GS_ERR_INVALID_PARAM);
+    cr_assert_eq(gs_array_reduce_axes(GS_RED_SUM, x->h, 0, axes, 0, NULL, &h),
+                 GS_ERR_INVALID_PARAM);
+    axes[1] = 0;
+    cr_assert_eq(gs_array_reduce_axes(GS_RED_ARGMAX, x->h, 2, axes, 0, NULL, &h),
+                 GS_ERR_INVALID_PARAM);
+    cr_assert(strstr(gs_last_error(), "argmax") != NULL, "%s", gs_last_error());
+    gs_reduce_params_t p = {0};
+    p.field_mask = GS_REDUCE_FIELD_AXIS;
+    cr_assert_eq(gs_array_reduce_axes(GS_RED_SUM, x->h, 2, axes, 0, &p, &h),
+                 GS_ERR_INVALID_PARAM);
+    cr_assert(strstr(gs_last_error(), "GS_REDUCE_FIELD_AXIS") != NULL, "%s", gs_last_error());
+    cr_assert_eq(gs_array_reduce_axes(GS_RED_MIN, NULL, 2, axes, 0, NULL, &h),
+                 GS_ERR_INVALID_PARAM);
+    cr_assert_eq(h, (gs_array_h)(uintptr_t)0x1234, "output written on error");
 }

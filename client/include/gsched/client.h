@@ -88,7 +88,9 @@ gs_status_t gs_client_submit(gs_client_h client, gs_array_h array, unsigned flag
 gs_status_t gs_future_wait(gs_future_h future, double timeout_s);
 
 /** Gather the whole result into @a out (caller-owned, at least @a out_len doubles =
- *  gs_array_size(array)), row-major. Waits for completion first. */
+ *  gs_array_size(array)), row-major. Waits for completion first. A 0-d result (a reduction
+ *  over all axes) needs out_len exactly 1: a larger buffer is GS_ERR_INVALID_PARAM, since it
+ *  usually means an axis was meant but not selected. Nothing is written on error. */
 gs_status_t gs_future_gather(gs_future_h future, double *out, size_t out_len);
 
 /** Ask the scheduler to cancel; the future completes with GS_ERR_CANCELED (unless it finished
@@ -114,7 +116,8 @@ gs_status_t gs_future_stats(gs_future_h future, gs_compute_stats_t *stats_p);
 
 /** Compute a 0-d (scalar) array into *value_p. */
 gs_status_t gs_client_compute_scalar(gs_client_h client, gs_array_h array, double *value_p);
-/** Compute @a array into @a out (row-major, out_len >= gs_array_size(array)). */
+/** Compute @a array into @a out (row-major, out_len >= gs_array_size(array); exactly 1 for a
+ *  0-d array, as gs_future_gather()). */
 gs_status_t gs_client_compute(gs_client_h client, gs_array_h array, double *out, size_t out_len);
 
 /** Compute @a array and keep its chunks on the workers; afterwards every expression using

@@ -25,6 +25,7 @@
 #define GSCHED_ARRAY_H
 
 #include <gsched/status.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -35,9 +36,35 @@ extern "C" {
 
 typedef struct gs_array *gs_array_h;
 
+/* Element types, NumPy's names. One table: X(enum, value, name, bytes, kind) with kind 'f'
+ * (floating), 'i' (signed integer), 'u' (unsigned integer), 'b' (bool). Values are part of the
+ * wire format: append only. float16 is a storage type (arithmetic in float32, as NumPy's
+ * float16 loops do). Execution supports float64 only for now (see docs/api.md, "Dtypes");
+ * the rules below are those every operation follows. */
+#define GS_DTYPE_MAP(X)                          \
+    X(GS_DTYPE_FLOAT64, 0, "float64", 8, 'f')    \
+    X(GS_DTYPE_FLOAT32, 1, "float32", 4, 'f')    \
+    X(GS_DTYPE_FLOAT16, 2, "float16", 2, 'f')    \
+    X(GS_DTYPE_INT32, 3, "int32", 4, 'i')        \
+    X(GS_DTYPE_INT64, 4, "int64", 8, 'i')        \
+    X(GS_DTYPE_UINT8, 5, "uint8", 1, 'u')        \
+    X(GS_DTYPE_BOOL, 6, "bool", 1, 'b')
+
 typedef enum gs_dtype {
-    GS_DTYPE_FLOAT64 = 0
+#define GS__DTYPE_ENUM(name, val, str, size, kind) name = (val),
+    GS_DTYPE_MAP(GS__DTYPE_ENUM)
+#undef GS__DTYPE_ENUM
+    GS_DTYPE_COUNT
 } gs_dtype_t;
+
+/* How a scalar operand of an elementwise op takes part in type promotion (NumPy 2, NEP 50:
+ * Python scalars are "weak" and adopt the array's type where its kind can hold them). */
+typedef enum gs_scalar_kind {
+    GS_SCALAR_FLOAT = 0,   /* a Python float: float arrays keep their dtype, others -> float64 */
+    GS_SCALAR_INT,         /* a Python int: numeric arrays keep their dtype, bool -> int64 */
+    GS_SCALAR_BOOL,        /* a Python bool: every array keeps its dtype */
+    GS_SCALAR_KIND_COUNT
+} gs_scalar_kind_t;
 
 typedef enum gs_unop {
     GS_UNARY_NEG = 0,
@@ -45,6 +72,31 @@ typedef enum gs_unop {
     GS_UNARY_EXP,
     GS_UNARY_LOG,
     GS_UNARY_SQRT,
+    GS_UNARY_SIN,
+    GS_UNARY_COS,
+    GS_UNARY_TAN,
+    GS_UNARY_ARCSIN,
+    GS_UNARY_ARCCOS,
+    GS_UNARY_ARCTAN,
+    GS_UNARY_SINH,
+    GS_UNARY_COSH,
+    GS_UNARY_TANH,
+    GS_UNARY_EXP2,
+    GS_UNARY_LOG2,
+    GS_UNARY_LOG10,
+    GS_UNARY_LOG1P,
+    GS_UNARY_EXPM1,
+    GS_UNARY_FLOOR,
+    GS_UNARY_CEIL,
+    GS_UNARY_ROUND,         /* np.round(x) = np.rint(x): halves to even */
+    GS_UNARY_TRUNC,
+    GS_UNARY_SIGN,          /* -1, 0, +1; NaN stays NaN */
+    GS_UNARY_SQUARE,
+    GS_UNARY_RECIPROCAL,
+    GS_UNARY_ISNAN,         /* 1 or 0 (bool once the dtype plumbing lands) */
+    GS_UNARY_ISINF,
+    GS_UNARY_ISFINITE,
+    GS_UNARY_LOGICAL_NOT,   /* x == 0 (NaN is true, as in NumPy) */
     GS_UNARY_COUNT
 } gs_unop_t;
 
@@ -62,6 +114,11 @@ typedef enum gs_binop {
     GS_BINARY_NE,
     GS_BINARY_MINIMUM,
     GS_BINARY_MAXIMUM,
+    GS_BINARY_MOD,          /* np.mod / np.remainder: the sign of the divisor */
+    GS_BINARY_FLOOR_DIVIDE, /* np.floor_divide; a // 0 is a / 0 (inf or NaN) */
+    GS_BINARY_LOGICAL_AND,  /* truth of nonzero (NaN is true); 1 or 0 */
+    GS_BINARY_LOGICAL_OR,
+    GS_BINARY_LOGICAL_XOR,
     GS_BINARY_COUNT
 } gs_binop_t;
 
@@ -76,6 +133,47 @@ typedef enum gs_redop {
     GS_RED_ARGMAX = 7,
     GS_RED_COUNT
 } gs_redop_t;
+
+/* ---- dtypes (graph/dtype.c; docs/api.md has the tables) ---- */
+
+/** NumPy's name of @a dtype ("float32"), or "unknown" for a value outside the table. The
+ *  string is static. */
+const char *gs_dtype_name(gs_dtype_t dtype);
+/** Bytes per element (1, 2, 4 or 8), 0 for a value outside the table. */
+size_t gs_dtype_size(gs_dtype_t dtype);
+/** np.result_type of two array operands (symmetric): bool < uint8 < int32 < int64 among
+ *  integers, float16 < float32 < float64 among floats; an integer with a float gives the
+ *  smallest float holding every value of both (uint8 + float16 = float16, int32 + float32 =
+ *  float64). GS_ERR_INVALID_PARAM for a dtype outside the table; *out_p written on success. */
+gs_status_t gs_dtype_promote(gs_dtype_t a, gs_dtype_t b, gs_dtype_t *out_p);
+/** Result dtype of an array of @a a with a scalar of kind @a k (NEP 50 weak scalars, either
+ *  operand order). Errors as gs_dtype_promote(). */
+gs_status_t gs_dtype_promote_scalar(gs_dtype_t a, gs_scalar_kind_t k, gs_dtype_t *out_p);
+/** Result dtype of unary @a op on @a a: NEG, ABS, SIGN, SQUARE, RECIPROCAL and the rounding
+ *  ops (FLOOR, CEIL, ROUND, TRUNC) keep the dtype (on bool only ABS is allowed, as NumPy has
+ *  no bool loops for the others); ISNAN, ISINF, ISFINITE, LOGICAL_NOT give bool; the
+ *  exponential, logarithmic, root and trigonometric functions of integers give the smallest
+ *  float holding them (bool, uint8 -> float16; int32, int64 -> float64), of floats the float.
+ *  GS_ERR_INVALID_PARAM with a message naming the op and dtype otherwise. */
+gs_status_t gs_dtype_unary_result(gs_unop_t op, gs_dtype_t a, gs_dtype_t *out_p);
+/** Result dtype of binary @a op on operands of dtypes @a a and @a b (already promoted for
+ *  scalars with gs_dtype_promote_scalar(), the scalar then counting as the promoted type):
+ *  comparisons and the LOGICAL_* ops give bool; DIV (true division) of integers gives
+ *  float64, of floats the promoted float; ADD, MUL, MINIMUM, MAXIMUM the promoted type
+ *  (bool + bool is logical or, bool * bool logical and); SUB, POW, MOD and FLOOR_DIVIDE the
+ *  promoted type, and are errors on two bools (NumPy has no such loops among these dtypes). GS_ERR_INVALID_PARAM naming the op and both dtypes otherwise. */
+gs_status_t gs_dtype_binary_result(gs_binop_t op, gs_dtype_t a, gs_dtype_t b,
+                                   gs_dtype_t *out_p);
+
+/** Result dtype of reduction @a op over an array of @a a, NumPy's defaults: SUM of bool and
+ *  integers gives int64 (NumPy gives uint64 for uint8, which gsched lacks: int64 holds every
+ *  such sum of fewer than 2^55 elements), of floats the float; MEAN, VAR and STD of bool and
+ *  integers give float64, of floats the float; MIN and MAX keep the dtype; ARGMIN and ARGMAX
+ *  give int64. GS_ERR_INVALID_PARAM for an unknown op or dtype. */
+gs_status_t gs_dtype_reduce_result(gs_redop_t op, gs_dtype_t a, gs_dtype_t *out_p);
+
+/** Dtype of the elements of @a a (GS_DTYPE_FLOAT64 for every array today); -1 for NULL. */
+int gs_array_dtype(gs_array_h a);
 
 /* ---- creation ---- */
 
@@ -94,6 +192,19 @@ gs_status_t gs_array_random_uniform(uint64_t seed, double low, double high, int 
 gs_status_t gs_array_full(double value, int ndim, const int64_t *shape, const int64_t *chunks,
                           gs_array_h *out_p);
 
+/** gs_array_full() with 0 and 1 (np.zeros, np.ones). */
+gs_status_t gs_array_zeros(int ndim, const int64_t *shape, const int64_t *chunks,
+                           gs_array_h *out_p);
+gs_status_t gs_array_ones(int ndim, const int64_t *shape, const int64_t *chunks,
+                          gs_array_h *out_p);
+/** An array filled with @a value with the shape, chunk grid and dtype of @a a (np.full_like;
+ *  @a a is borrowed and not computed: only its shape and chunks are read). zeros_like and
+ *  ones_like fill with 0 and 1. Errors: GS_ERR_INVALID_PARAM (NULL a or out_p),
+ *  GS_ERR_NO_MEMORY. */
+gs_status_t gs_array_full_like(gs_array_h a, double value, gs_array_h *out_p);
+gs_status_t gs_array_zeros_like(gs_array_h a, gs_array_h *out_p);
+gs_status_t gs_array_ones_like(gs_array_h a, gs_array_h *out_p);
+
 /** Array whose element at row-major flat index i is start + i * step (like
  *  np.arange(start, ..., step).reshape(shape)). */
 gs_status_t gs_array_arange(double start, double step, int ndim, const int64_t *shape,
@@ -111,10 +222,23 @@ gs_status_t gs_array_unary(gs_unop_t op, gs_array_h a, gs_array_h *out_p);
 /** a OP b with NumPy broadcasting. Chunks are unified: where the operands' chunk boundaries
  *  differ along an axis, the result is chunked at the union of the boundaries. */
 gs_status_t gs_array_binary(gs_binop_t op, gs_array_h a, gs_array_h b, gs_array_h *out_p);
-/** a OP scalar. */
+/** a OP scalar: the array is the left operand (a - 2, a / 2, a < 2). Errors as
+ *  gs_array_binary() (unknown op, NULL handles). */
+gs_status_t gs_array_binary_array_scalar(gs_binop_t op, gs_array_h a, double scalar,
+                                         gs_array_h *out_p);
+/** scalar OP a: the scalar is the left operand (2 - a, 2 / a, 2 < a). Errors as
+ *  gs_array_binary(). */
+gs_status_t gs_array_binary_scalar_array(gs_binop_t op, double scalar, gs_array_h a,
+                                         gs_array_h *out_p);
+/** Deprecated name of gs_array_binary_array_scalar() (a OP scalar); kept for existing callers. */
 gs_status_t gs_array_binary_scalar(gs_binop_t op, gs_array_h a, double scalar, gs_array_h *out_p);
-/** scalar OP a. */
+/** Deprecated name of gs_array_binary_scalar_array() (scalar OP a); kept for existing callers. */
 gs_status_t gs_array_scalar_binary(gs_binop_t op, double scalar, gs_array_h a, gs_array_h *out_p);
+
+/** np.clip(a, lo, hi) = minimum(maximum(a, lo), hi): NaN elements stay NaN, and lo > hi gives
+ *  hi everywhere, as in NumPy. Infinite bounds clip one side only. Errors: GS_ERR_INVALID_PARAM
+ *  (NULL handles, a NaN bound), GS_ERR_NO_MEMORY. */
+gs_status_t gs_array_clip(gs_array_h a, double lo, double hi, gs_array_h *out_p);
 
 /* ---- slicing and layout ---- */
 
@@ -132,6 +256,27 @@ typedef struct gs_slice {
     int64_t step;
     uint32_t flags;
 } gs_slice_t;
+
+/* Slice constructors (C compound literals), so that no field is left to a zeroed struct (a
+ * zeroed gs_slice_t has step 0 and is rejected):
+ *   GS_SLICE_ALL               a[:]
+ *   GS_SLICE(start, stop, step) a[start:stop:step]
+ *   GS_SLICE_FROM(start, step)  a[start::step]
+ *   GS_SLICE_TO(stop, step)     a[:stop:step]
+ *   GS_SLICE_STEP(step)         a[::step] (GS_SLICE_STEP(-1) reverses the axis)
+ *   GS_SLICE_AT(i)              a[i]: take element i and drop the axis
+ * Example: a[2:, ::-1, 5] is
+ *   gs_slice_t s[3] = {GS_SLICE_FROM(2, 1), GS_SLICE_STEP(-1), GS_SLICE_AT(5)}; */
+#define GS_SLICE(start_, stop_, step_)                                                       \
+    ((gs_slice_t){(int64_t)(start_), (int64_t)(stop_), (int64_t)(step_),                     \
+                  GS_SLICE_HAS_START | GS_SLICE_HAS_STOP})
+#define GS_SLICE_FROM(start_, step_)                                                         \
+    ((gs_slice_t){(int64_t)(start_), 0, (int64_t)(step_), GS_SLICE_HAS_START})
+#define GS_SLICE_TO(stop_, step_)                                                            \
+    ((gs_slice_t){0, (int64_t)(stop_), (int64_t)(step_), GS_SLICE_HAS_STOP})
+#define GS_SLICE_STEP(step_) ((gs_slice_t){0, 0, (int64_t)(step_), 0u})
+#define GS_SLICE_ALL GS_SLICE_STEP(1)
+#define GS_SLICE_AT(i_) ((gs_slice_t){(int64_t)(i_), 0, 1, GS_SLICE_INDEX})
 
 /** a[s[0], s[1], ..., s[n-1]]; axes past @a n are taken whole. n <= ndim(a). Output chunks
  *  follow the input chunks (each output chunk comes from one input chunk; empty ones drop). */
@@ -181,7 +326,10 @@ gs_status_t gs_array_stack(int n, const gs_array_h *arrays, int axis, gs_array_h
 #define GS_REDUCE_FIELD_DDOF 0x4u
 
 /** Extensible reduction parameters: fields are read only when their bit is in field_mask.
- *  Defaults: all axes, split_every 16, ddof 0. axis may be negative (counts from the end). */
+ *  Defaults: all axes, split_every 16, ddof 0. axis may be negative (counts from the end).
+ *  A field set to a non-zero value without its bit is an error (GS_ERR_INVALID_PARAM): an axis
+ *  without GS_REDUCE_FIELD_AXIS would otherwise silently reduce over all axes. Zero-initialise
+ *  the struct ({0}) and set the bits of the fields you fill in. */
 typedef struct gs_reduce_params {
     uint32_t field_mask;
     int axis;
@@ -194,6 +342,29 @@ typedef struct gs_reduce_params {
  *  reducing all axes). @a params may be NULL. */
 gs_status_t gs_array_reduce(gs_redop_t op, gs_array_h a, const gs_reduce_params_t *params,
                             gs_array_h *out_p);
+
+/** Reduce @a a over the axes axes[0..naxes) (NumPy's axis=(a, b, ...): distinct, any order,
+ *  negative counting from the end; naxes 0 with axes NULL means every axis), keeping each
+ *  reduced axis with length 1 when @a keepdims is nonzero (one small COPY task per kept
+ *  axis). @a params (may be NULL) gives split_every and ddof; its AXIS field must not be set.
+ *  SUM, MIN and MAX reduce one axis after the other; MEAN takes the mean of means (the groups
+ *  are equal); VAR and STD combine per-axis means and variances by the law of total variance
+ *  (exact, and as stable as the one-axis reduction); every axis at once is the all-axes
+ *  reduction (one tree). ARGMIN/ARGMAX take one axis or all of them, as in NumPy.
+ *  Errors: GS_ERR_INVALID_PARAM (NULL handles, naxes outside 0..ndim, axes NULL with naxes >
+ *  0, an axis out of range or repeated, the AXIS field set, argmin/argmax over some but not
+ *  all axes, and every error of gs_array_reduce()), GS_ERR_NO_MEMORY; nothing is written on
+ *  error. */
+gs_status_t gs_array_reduce_axes(gs_redop_t op, gs_array_h a, int naxes, const int *axes,
+                                 int keepdims, const gs_reduce_params_t *params,
+                                 gs_array_h *out_p);
+
+/** Row-major multi-index of flat index @a flat in an array of shape @a shape (like
+ *  np.unravel_index): idx_p[a] for a < ndim (caller-owned, ndim entries). Use it on the flat
+ *  index an all-axes ARGMIN/ARGMAX gives. ndim 0 accepts only flat 0 (nothing is written).
+ *  Errors: GS_ERR_INVALID_PARAM (ndim outside 0..GS_MAX_NDIM, NULL shape or idx_p with
+ *  ndim > 0, a negative extent, flat outside 0..size-1); idx_p is not written on error. */
+gs_status_t gs_unravel_index(int64_t flat, int ndim, const int64_t *shape, int64_t *idx_p);
 
 /* ---- linear algebra ---- */
 

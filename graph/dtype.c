@@ -1,0 +1,219 @@
+/* Dtype table and NumPy's type rules (gsched/array.h, "dtypes"; docs/api.md has the tables).
+ *
+ * Promotion is computed, not tabulated by hand: each dtype has a kind (bool, unsigned,
+ * signed, float) and a size, and the result of two operands is the smallest dtype of the table
+ * whose value set contains both, the rule NumPy's own promotion table follows for these seven
+ * types. tests/graph/test_dtype.c checks the outcome against NumPy's table written out. */
+#include "graph/graph_internal.h"
+
+typedef struct gs__dtype_info {
+    const char *name;
+    uint8_t size;
+    char kind;
+} gs__dtype_info_t;
+
+static const gs__dtype_info_t gs__dtypes[GS_DTYPE_COUNT] = {
+#define GS__DTYPE_INFO(name_, val, str, size_, kind_) [val] = {str, size_, kind_},
+    GS_DTYPE_MAP(GS__DTYPE_INFO)
+#undef GS__DTYPE_INFO
+};
+
+static int gs__dtype_valid(gs_dtype_t d)
+{
+    return (int)d >= 0 && d < GS_DTYPE_COUNT;
+}
+
+const char *gs_dtype_name(gs_dtype_t dtype)
+{
+    return gs__dtype_valid(dtype) ? gs__dtypes[dtype].name : "unknown";
+}
+
+size_t gs_dtype_size(gs_dtype_t dtype)
+{
+    return gs__dtype_valid(dtype) ? gs__dtypes[dtype].size : 0;
+}
+
+static gs_status_t gs__dtype_check2(const char *what, gs_dtype_t a, gs_dtype_t b,
+                                    const void *out_p)
+{
+    if (out_p == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "%s: out_p is NULL", what);
+    if (!gs__dtype_valid(a))
+        return gs_error_set(GS_ERR_INVALID_PARAM, "%s: unknown dtype %d", what, (int)a);
+    if (!gs__dtype_valid(b))
+        return gs_error_set(GS_ERR_INVALID_PARAM, "%s: unknown dtype %d", what, (int)b);
+    return GS_OK;
+}
+
+static int gs__is_int(gs_dtype_t d)
+{
+    return gs__dtypes[d].kind == 'i' || gs__dtypes[d].kind == 'u';
+}
+
+static int gs__is_float(gs_dtype_t d)
+{
+    return gs__dtypes[d].kind == 'f';
+}
+
+/* Bits of integer magnitude a dtype holds exactly: integers their value bits, floats their
+ * significand (float16 11, float32 24, float64 53), bool 1. */
+static int gs__exact_bits(gs_dtype_t d)
+{
+    switch (d) {
+    case GS_DTYPE_BOOL: return 1;
+    case GS_DTYPE_UINT8: return 8;
+    case GS_DTYPE_INT32: return 31;
+    case GS_DTYPE_INT64: return 63;
+    case GS_DTYPE_FLOAT16: return 11;
+    case GS_DTYPE_FLOAT32: return 24;
+    default: return 53;
+    }
+}
+
+/* Smallest float whose significand holds every value of integer (or bool) dtype @a d; int64
+ * goes to float64 by convention, as in NumPy. */
+static gs_dtype_t gs__float_for(gs_dtype_t d)
+{
+    if (gs__is_float(d)) return d;
+    if (gs__exact_bits(d) <= gs__exact_bits(GS_DTYPE_FLOAT16)) return GS_DTYPE_FLOAT16;
+    if (gs__exact_bits(d) <= gs__exact_bits(GS_DTYPE_FLOAT32)) return GS_DTYPE_FLOAT32;
+    return GS_DTYPE_FLOAT64;
+}
+
+static gs_dtype_t gs__promote(gs_dtype_t a, gs_dtype_t b)
+{
+    if (a == b) return a;
+    if (a == GS_DTYPE_BOOL) return b;
+    if (b == GS_DTYPE_BOOL) return a;
+    if (gs__is_float(a) && gs__is_float(b))
+        return gs__dtypes[a].size >= gs__dtypes[b].size ? a : b;
+    if (gs__is_int(a) && gs__is_int(b))   /* uint8 < int32 < int64: every pair fits the wider */
+        return gs__exact_bits(a) >= gs__exact_bits(b) ? a : b;
+    /* an integer and a float: the float, widened until it holds the integer */
+    gs_dtype_t f = gs__is_float(a) ? a : b, i = gs__is_float(a) ? b : a;
+    gs_dtype_t need = gs__float_for(i);
+    return gs__dtypes[need].size > gs__dtypes[f].size ? need : f;
+}
+
+gs_status_t gs_dtype_promote(gs_dtype_t a, gs_dtype_t b, gs_dtype_t *out_p)
+{
+    gs_status_t st = gs__dtype_check2("dtype promote", a, b, out_p);
+    if (st != GS_OK) return st;
+    *out_p = gs__promote(a, b);
+    return GS_OK;
+}
+
+gs_status_t gs_dtype_promote_scalar(gs_dtype_t a, gs_scalar_kind_t k, gs_dtype_t *out_p)
+{
+    gs_status_t st = gs__dtype_check2("dtype promote scalar", a, a, out_p);
+    if (st != GS_OK) return st;
+    switch (k) {
+    case GS_SCALAR_FLOAT: *out_p = gs__is_float(a) ? a : GS_DTYPE_FLOAT64; return GS_OK;
+    case GS_SCALAR_INT: *out_p = a == GS_DTYPE_BOOL ? GS_DTYPE_INT64 : a; return GS_OK;
+    case GS_SCALAR_BOOL: *out_p = a; return GS_OK;
+    default:
+        return gs_error_set(GS_ERR_INVALID_PARAM, "dtype promote scalar: unknown scalar kind %d",
+                            (int)k);
+    }
+}
+
+static const char *const gs__unop_names[GS_UNARY_COUNT] = {
+    "negative", "absolute", "exp",   "log",   "sqrt",  "sin",   "cos",        "tan",
+    "arcsin",   "arccos",   "arctan", "sinh", "cosh",  "tanh",  "exp2",       "log2",
+    "log10",    "log1p",    "expm1", "floor", "ceil",  "round", "trunc",      "sign",
+    "square",   "reciprocal", "isnan", "isinf", "isfinite", "logical_not"};
+
+gs_status_t gs_dtype_unary_result(gs_unop_t op, gs_dtype_t a, gs_dtype_t *out_p)
+{
+    gs_status_t st = gs__dtype_check2("unary dtype", a, a, out_p);
+    if (st != GS_OK) return st;
+    switch (op) {
+    case GS_UNARY_NEG:
+        if (a == GS_DTYPE_BOOL)
+            return gs_error_set(GS_ERR_INVALID_PARAM, "negative of a bool array is not "
+                                                      "supported (use logical not)");
+        *out_p = a;
+        return GS_OK;
+    case GS_UNARY_ABS: case GS_UNARY_SIGN: case GS_UNARY_SQUARE: case GS_UNARY_RECIPROCAL:
+    case GS_UNARY_FLOOR: case GS_UNARY_CEIL: case GS_UNARY_ROUND: case GS_UNARY_TRUNC:
+        if (a == GS_DTYPE_BOOL && op != GS_UNARY_ABS)
+            return gs_error_set(GS_ERR_INVALID_PARAM, "%s of a bool array is not supported "
+                                                      "(convert with astype first)",
+                                gs__unop_names[op]);
+        *out_p = a;
+        return GS_OK;
+    case GS_UNARY_ISNAN: case GS_UNARY_ISINF: case GS_UNARY_ISFINITE: case GS_UNARY_LOGICAL_NOT:
+        *out_p = GS_DTYPE_BOOL;
+        return GS_OK;
+    default:
+        if ((int)op >= 0 && op < GS_UNARY_COUNT) {   /* exp, log, sqrt, trigonometric & co. */
+            *out_p = gs__float_for(a);
+            return GS_OK;
+        }
+        return gs_error_set(GS_ERR_INVALID_PARAM, "unary dtype: unknown op %d on %s", (int)op,
+                            gs_dtype_name(a));
+    }
+}
+
+static const char *const gs__binop_names[GS_BINARY_COUNT] = {
+    "add", "subtract", "multiply", "divide", "power", "less", "less_equal", "greater",
+    "greater_equal", "equal", "not_equal", "minimum", "maximum", "mod", "floor_divide",
+    "logical_and", "logical_or", "logical_xor"};
+
+gs_status_t gs_dtype_binary_result(gs_binop_t op, gs_dtype_t a, gs_dtype_t b,
+                                   gs_dtype_t *out_p)
+{
+    gs_status_t st = gs__dtype_check2("binary dtype", a, b, out_p);
+    gs_dtype_t p;
+    if (st != GS_OK) return st;
+    if ((int)op < 0 || op >= GS_BINARY_COUNT)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "binary dtype: unknown op %d on %s and %s",
+                            (int)op, gs_dtype_name(a), gs_dtype_name(b));
+    p = gs__promote(a, b);
+    switch (op) {
+    case GS_BINARY_LT: case GS_BINARY_LE: case GS_BINARY_GT: case GS_BINARY_GE:
+    case GS_BINARY_EQ: case GS_BINARY_NE: case GS_BINARY_LOGICAL_AND: case GS_BINARY_LOGICAL_OR:
+    case GS_BINARY_LOGICAL_XOR:
+        *out_p = GS_DTYPE_BOOL;
+        return GS_OK;
+    case GS_BINARY_DIV:
+        *out_p = gs__is_float(p) ? p : GS_DTYPE_FLOAT64;
+        return GS_OK;
+    case GS_BINARY_SUB:
+    case GS_BINARY_POW:
+    case GS_BINARY_MOD:
+    case GS_BINARY_FLOOR_DIVIDE:
+        if (p == GS_DTYPE_BOOL)
+            return gs_error_set(GS_ERR_INVALID_PARAM, "%s of bool and bool is not supported "
+                                                      "(convert with astype first)",
+                                gs__binop_names[op]);
+        *out_p = p;
+        return GS_OK;
+    default:
+        *out_p = p;
+        return GS_OK;
+    }
+}
+
+gs_status_t gs_dtype_reduce_result(gs_redop_t op, gs_dtype_t a, gs_dtype_t *out_p)
+{
+    gs_status_t st = gs__dtype_check2("reduce dtype", a, a, out_p);
+    if (st != GS_OK) return st;
+    switch (op) {
+    case GS_RED_SUM: *out_p = gs__is_float(a) ? a : GS_DTYPE_INT64; return GS_OK;
+    case GS_RED_MEAN:
+    case GS_RED_VAR:
+    case GS_RED_STD: *out_p = gs__is_float(a) ? a : GS_DTYPE_FLOAT64; return GS_OK;
+    case GS_RED_MIN:
+    case GS_RED_MAX: *out_p = a; return GS_OK;
+    case GS_RED_ARGMIN:
+    case GS_RED_ARGMAX: *out_p = GS_DTYPE_INT64; return GS_OK;
+    default:
+        return gs_error_set(GS_ERR_INVALID_PARAM, "reduce dtype: unknown reduction %d on %s",
+                            (int)op, gs_dtype_name(a));
+    }
+}
+
+int gs_array_dtype(gs_array_h a)
+{
+    return a != NULL ? (int)a->dtype : -1;
+}
