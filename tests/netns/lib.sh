@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared helpers of the network-namespace tests (sourced, not run).
 #
 # A "cluster of hosts" here is a set of network namespaces NS_PREFIX.h0 .. hN-1, each with one
