@@ -69,24 +69,6 @@ for i in 0 1 2; do
 done
 H0=$(ns_addr 0) H1=$(ns_addr 1) H2=$(ns_addr 2) H3=$(ns_addr 3)
 
-# daemons_left HOST...: gsched/gworker processes still running in those namespaces
-daemons_left() {
-  local h p c
-  for h in "$@"; do
-    for p in $(ip netns pids "$(ns_name "$h")" 2>/dev/null); do
-      c=$(cat "/proc/$p/comm" 2>/dev/null)
-      case $c in gsched|gworker) echo "h$h:$p:$c" ;; esac
-    done
-  done
-}
-wait_no_daemons() {  # TIMEOUT_S HOST...
-  local deadline=$((SECONDS + $1))
-  shift
-  while [ -n "$(daemons_left "$@")" ]; do
-    [ "$SECONDS" -ge "$deadline" ] && return 1
-    sleep 0.1
-  done
-}
 # launch NAME ARGS...: the launcher in h0, stdout in $dir/NAME.out, stderr in $dir/NAME.log
 launch() {
   local name=$1
@@ -109,7 +91,7 @@ for w in "$H1-0" "$H1-1" "$H2-0" "$H2-1"; do
 done
 sed -n 's/^gs-ssh-cluster token //p' "$dir/up.out" >"$dir/token"
 [ "$(wc -c <"$dir/token")" -eq 65 ] || fail "the launcher printed no generated token"
-if grep -l -a -F -f "$dir/token" /proc/[0-9]*/cmdline 2>/dev/null | grep -v "/proc/self/"; then
+if token_on_cmdline "$dir/token"; then
   fail "the token is on a command line"
 fi
 ip netns exec "$(ns_name 0)" "$job" --scheduler "tcp://$H0:8786" --token-file "$dir/token" \

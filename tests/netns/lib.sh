@@ -121,3 +121,30 @@ show_logs() {
     tail -n 30 "$f"
   done
 }
+
+# daemons_left HOST...: "hI:PID:NAME" for each gsched/gworker process in those hosts' namespaces
+daemons_left() {
+  local h p c
+  for h in "$@"; do
+    for p in $(ip netns pids "$(ns_name "$h")" 2>/dev/null); do
+      c=$(cat "/proc/$p/comm" 2>/dev/null)
+      case $c in gsched|gworker) echo "h$h:$p:$c" ;; esac
+    done
+  done
+}
+
+# wait_no_daemons TIMEOUT_S HOST...: until no gsched/gworker runs in those hosts; 1 at the deadline
+wait_no_daemons() {
+  local deadline=$((SECONDS + $1))
+  shift
+  while [ -n "$(daemons_left "$@")" ]; do
+    [ "$SECONDS" -ge "$deadline" ] && return 1
+    sleep 0.1
+  done
+}
+
+# token_on_cmdline FILE: succeeds (and names the process files) when the token in FILE appears
+# on any process's command line (read with -f, so that grep's own command line holds no token)
+token_on_cmdline() {
+  grep -l -a -F -f "$1" /proc/[0-9]*/cmdline 2>/dev/null | grep -v "/proc/self/"
+}
