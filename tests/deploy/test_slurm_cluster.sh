@@ -113,7 +113,7 @@ cat >"$dir/program.sh" <<EOF
 #!/bin/sh
 . "\$GSCHED_ADDRESS_FILE" || exit 3
 [ "\$GSCHED_ADDRESS" = "tcp://$addr:8786" ] || { echo "address file: \$GSCHED_ADDRESS" >&2; exit 4; }
-exec "$job" --scheduler "\$GSCHED_ADDRESS" --token-file "\$GSCHED_TOKEN_FILE" --workers 2 \
+exec "$job" --address-file "\$GSCHED_ADDRESS_FILE" --workers 2 \
   --n 4000 --chunk 500 --reference
 EOF
 chmod 755 "$dir/program.sh"

@@ -1,8 +1,11 @@
 /* gs-netns-job: the client side of the network-namespace harness (tests/netns/hosts.sh).
  *
- *   gs-netns-job --scheduler tcp://HOST:PORT --token-file PATH --workers W --n N --chunk C
- *                [--seed S] [--notify-at FRAC] [--reference] [--timeout SECONDS]
+ *   gs-netns-job (--scheduler tcp://HOST:PORT --token-file PATH | --address-file PATH)
+ *                --workers W --n N --chunk C [--seed S] [--notify-at FRAC] [--reference]
+ *                [--timeout SECONDS]
  *
+ * --address-file reads the scheduler's address and token from a launcher's address file
+ * (gs_client_address_file_read(); gs-slurm-cluster writes one).
  * Connects to a running cluster, waits for W workers, computes the seed reduction
  * (normal(10, 1, (N, N)) + 1)[::2, ::2].sum() with C x C chunks and prints one JSON line:
  *   {"value":..., "seconds":..., "tasks":..., "workers":[{"name":..., "id":...}, ...]}
@@ -61,9 +64,9 @@ static double job_reference(uint64_t seed, int64_t n)
 
 static int usage(const char *why)
 {
-    fprintf(stderr, "gs-netns-job: %s\nusage: gs-netns-job --scheduler tcp://HOST:PORT "
-            "--token-file PATH --workers W --n N --chunk C [--seed S] [--notify-at FRAC] "
-            "[--reference] [--timeout SECONDS]\n", why);
+    fprintf(stderr, "gs-netns-job: %s\nusage: gs-netns-job (--scheduler tcp://HOST:PORT "
+            "--token-file PATH | --address-file PATH) --workers W --n N --chunk C [--seed S] "
+            "[--notify-at FRAC] [--reference] [--timeout SECONDS]\n", why);
     return 2;
 }
 
@@ -83,11 +86,12 @@ static int arg_i64(const char *opt, const char *val, int64_t lo, int64_t *v_p)
 
 int main(int argc, char **argv)
 {
-    const char *sched = NULL, *token_file = NULL;
+    const char *sched = NULL, *token_file = NULL, *addr_file = NULL;
     int64_t nworkers = -1, n = -1, chunk = -1, seed = 0;
     double timeout_s = 120.0, value = 0.0, t0, ref = 0.0;
     int reference = 0, rc = 1;
-    char token[GS_TOKEN_BUF_LEN];
+    static char token[GS_TOKEN_BUF_LEN];
+    static gs_client_address_t addr;
     job_t job = {2.0, 0};
     gs_client_params_t p;
     gs_client_h client = NULL;
@@ -105,6 +109,7 @@ int main(int argc, char **argv)
         i++;
         if (strcmp(a, "--scheduler") == 0) sched = v;
         else if (strcmp(a, "--token-file") == 0) token_file = v;
+        else if (strcmp(a, "--address-file") == 0) addr_file = v;
         else if (strcmp(a, "--workers") == 0) { if (!arg_i64(a, v, 1, &nworkers)) return 2; }
         else if (strcmp(a, "--n") == 0) { if (!arg_i64(a, v, 1, &n)) return 2; }
         else if (strcmp(a, "--chunk") == 0) { if (!arg_i64(a, v, 1, &chunk)) return 2; }
@@ -120,9 +125,17 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    if (sched == NULL || token_file == NULL || nworkers < 0 || n < 0 || chunk < 0)
-        return usage("--scheduler, --token-file, --workers, --n and --chunk are required");
-    if (gs_token_read_file(token_file, token, sizeof(token)) != GS_OK) {
+    if ((addr_file == NULL) == (sched == NULL || token_file == NULL) || nworkers < 0 || n < 0 || chunk < 0)
+        return usage("--scheduler and --token-file, or --address-file, and --workers, --n and --chunk "
+                     "are required");
+    if (addr_file != NULL) {
+        if (gs_client_address_file_read(addr_file, &addr) != GS_OK) {
+            fprintf(stderr, "gs-netns-job: %s\n", gs_last_error());
+            return 2;
+        }
+        sched = addr.address;
+        memcpy(token, addr.token, sizeof(addr.token));
+    } else if (gs_token_read_file(token_file, token, sizeof(token)) != GS_OK) {
         fprintf(stderr, "gs-netns-job: %s\n", gs_last_error());
         return 2;
     }
