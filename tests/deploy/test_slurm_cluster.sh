@@ -10,7 +10,7 @@
 # Usage: test_slurm_cluster.sh BIN_DIR JOB_BIN
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-# shellcheck source=../netns/lib.sh
+# shellcheck source=SCRIPTDIR/../netns/lib.sh
 . "$here/../netns/lib.sh"
 
 [ $# -eq 2 ] || { echo "usage: $0 BIN_DIR JOB_BIN" >&2; exit 2; }
@@ -25,15 +25,8 @@ for b in "$bin/gsched" "$bin/gworker" "$bin/gs-slurm-cluster" "$job"; do
   [ -x "$b" ] || fail "$b is not an executable"
 done
 
-dir=$(mktemp -d /tmp/gs-slurm.XXXXXX)
+test_begin slurm
 chmod 755 "$dir"
-ok=0
-finish() {
-  netns_cleanup
-  if [ "$ok" -eq 1 ]; then rm -rf "$dir"; else show_logs "$dir"; echo "logs kept in $dir"; fi
-}
-trap finish EXIT
-trap 'exit 1' INT TERM
 
 netns_setup 1 || fail "cannot build the namespace"
 addr=$(ns_addr 0)

@@ -8,7 +8,7 @@
 # Usage: test_ssh_cluster.sh BIN_DIR JOB_BIN   (root; exits 77 with the reason otherwise)
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-# shellcheck source=../netns/lib.sh
+# shellcheck source=SCRIPTDIR/../netns/lib.sh
 . "$here/../netns/lib.sh"
 
 [ $# -eq 2 ] || { echo "usage: $0 BIN_DIR JOB_BIN" >&2; exit 2; }
@@ -23,16 +23,11 @@ for b in "$bin/gsched" "$bin/gworker" "$bin/gs-ssh-cluster" "$job"; do
   [ -x "$b" ] || fail "$b is not an executable"
 done
 
-dir=$(mktemp -d /tmp/gs-sshc.XXXXXX)
-ok=0
 launcher_pid=
-finish() {
-  [ -n "$launcher_pid" ] && kill -KILL "$launcher_pid" 2>/dev/null
-  netns_cleanup
-  if [ "$ok" -eq 1 ]; then rm -rf "$dir"; else show_logs "$dir"; show_logs "$dir/cluster"; echo "logs kept in $dir"; fi
+before_cleanup() {
+  if [ -n "$launcher_pid" ]; then kill -KILL "$launcher_pid" 2>/dev/null; fi
 }
-trap finish EXIT
-trap 'exit 1' INT TERM
+test_begin sshc
 
 netns_setup 4 || fail "cannot build the namespaces"
 ssh-keygen -q -t ed25519 -N '' -C gs-test-host -f "$dir/hostkey" || fail "ssh-keygen failed"
@@ -69,6 +64,14 @@ for i in 0 1 2; do
 done
 H0=$(ns_addr 0) H1=$(ns_addr 1) H2=$(ns_addr 2) H3=$(ns_addr 3)
 
+# wait_launcher RC WHAT: the launcher exits with status RC (WHAT says after what)
+wait_launcher() {
+  local rc
+  wait "$launcher_pid"
+  rc=$?
+  launcher_pid=
+  [ "$rc" -eq "$1" ] || fail "the launcher exited with $rc, not $1, $2"
+}
 # launch NAME ARGS...: the launcher in h0, stdout in $dir/NAME.out, stderr in $dir/NAME.log
 launch() {
   local name=$1
@@ -106,10 +109,7 @@ echo "{\"test\":\"ssh-cluster\",\"workers\":4,\"value\":$v,\"ref\":$r,\"seconds\
 
 # 2. SIGINT stops every daemon on every host
 kill -INT "$launcher_pid"
-wait "$launcher_pid"
-rc=$?
-launcher_pid=
-[ "$rc" -eq 0 ] || fail "the launcher exited with $rc after SIGINT"
+wait_launcher 0 "after SIGINT"
 wait_no_daemons 60 0 1 2 || fail "daemons left after SIGINT: $(daemons_left 0 1 2)"
 grep -q "received SIGINT, stopping the cluster" "$dir/up.log" || fail "no stop message after SIGINT"
 
@@ -119,19 +119,13 @@ wait_log "$dir/crash.out" "^gs-ssh-cluster ready" 180 || fail "the second cluste
 victim=$(daemons_left 2 | grep gworker | head -n 1 | cut -d: -f2)
 [ -n "$victim" ] || fail "no worker process found on h2"
 kill -KILL "$victim"
-wait "$launcher_pid"
-rc=$?
-launcher_pid=
-[ "$rc" -eq 1 ] || fail "the launcher exited with $rc, not 1, after a worker died"
+wait_launcher 1 "after a worker died"
 grep -q "worker $H2-0 on $H2 stopped" "$dir/crash.log" || fail "the dead worker was not named"
 wait_no_daemons 60 0 1 2 || fail "daemons left after a worker died: $(daemons_left 0 1 2)"
 
 # 4. a host without sshd: named, nothing left behind
 launch nossh --hosts "$H1,$H3" --workers-per-host 1
-wait "$launcher_pid"
-rc=$?
-launcher_pid=
-[ "$rc" -eq 1 ] || fail "the launcher exited with $rc, not 1, for a host without sshd"
+wait_launcher 1 "for a host without sshd"
 grep -q "host $H3 failed to start: ssh failed" "$dir/nossh.log" || fail "the host without sshd was not named"
 wait_no_daemons 60 0 1 2 || fail "daemons left after a failed start: $(daemons_left 0 1 2)"
 

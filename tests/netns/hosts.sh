@@ -13,7 +13,7 @@
 #              GS_NETNS_HB_TIMEOUT_MS (gsched --heartbeat-timeout, default 2000).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-# shellcheck source=lib.sh
+# shellcheck source=SCRIPTDIR/lib.sh
 . "$here/lib.sh"
 
 [ $# -eq 2 ] || { echo "usage: $0 BIN_DIR JOB_BIN" >&2; exit 2; }
@@ -31,14 +31,7 @@ for b in "$bin/gsched" "$bin/gworker" "$job"; do
   [ -x "$b" ] || fail "$b is not an executable"
 done
 
-dir=$(mktemp -d /tmp/gs-netns.XXXXXX)
-ok=0
-finish() {
-  netns_cleanup
-  if [ "$ok" -eq 1 ]; then rm -rf "$dir"; else show_logs "$dir"; echo "logs kept in $dir"; fi
-}
-trap finish EXIT
-trap 'exit 1' INT TERM
+test_begin netns
 
 netns_setup $((nworkers + 1)) || fail "cannot build the namespaces"
 sched_addr=$(ns_addr 0)

@@ -112,10 +112,10 @@ json_field() {
   sed -n "s/.*\"$2\":\\([-+0-9.eE]*\\).*/\\1/p" <<<"$1"
 }
 
-# show_logs DIR: the tail of every log, for a failed run
+# show_logs DIR: the tail of every log in DIR and its subdirectories, for a failed run
 show_logs() {
   local f
-  for f in "$1"/*.log; do
+  for f in "$1"/*.log "$1"/*/*.log; do
     [ -f "$f" ] || continue
     echo "----- $f (last 30 lines)"
     tail -n 30 "$f"
@@ -147,4 +147,19 @@ wait_no_daemons() {
 # on any process's command line (read with -f, so that grep's own command line holds no token)
 token_on_cmdline() {
   grep -l -a -F -f "$1" /proc/[0-9]*/cmdline 2>/dev/null | grep -v "/proc/self/"
+}
+
+# test_begin NAME: a fresh work directory in $dir and the traps that clean up whatever happens:
+# the EXIT trap runs before_cleanup (when the test defines it), netns_cleanup, and removes $dir
+# when the test set ok=1, else shows the logs and keeps it.
+test_begin() {
+  dir=$(mktemp -d "/tmp/gs-$1.XXXXXX") || fail "cannot create a work directory under /tmp"
+  ok=0
+  trap test_finish EXIT
+  trap 'exit 1' INT TERM
+}
+test_finish() {
+  if declare -F before_cleanup >/dev/null; then before_cleanup; fi
+  netns_cleanup
+  if [ "$ok" -eq 1 ]; then rm -rf "$dir"; else show_logs "$dir"; echo "logs kept in $dir"; fi
 }

@@ -15,6 +15,7 @@
  * value from the random definition (chunkops/random.h) with plain loops and print it as "ref"
  * (no cluster involved in that number). Exit status: 0 ok, 1 failure of the run, 2 bad usage. */
 #include "chunkops/random.h"
+#include "common/time.h"
 #include "common/token.h"
 
 #include <gsched/gsched.h>
@@ -23,19 +24,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 typedef struct job {
     double notify_at;        /* fraction; > 1: never */
     int notified;
 } job_t;
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* Runs on the client's I/O thread: print once, never block beyond the stdout write. */
 static void job_progress(gs_future_h f, uint64_t done, uint64_t total, void *arg)
@@ -171,7 +164,7 @@ int main(int argc, char **argv)
                 (int)nworkers, timeout_s, gs_status_name(st));
         goto out_client;
     }
-    t0 = now_s();
+    t0 = gs_now_s();
     if ((st = gs_client_submit(client, s, 0, &f)) != GS_OK) {
         fprintf(stderr, "gs-netns-job: submit: %s: %s\n", gs_status_name(st), gs_last_error());
         goto out_client;
@@ -181,7 +174,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "gs-netns-job: run: %s: %s\n", gs_status_name(st), gs_last_error());
         goto out_future;
     }
-    t0 = now_s() - t0;
+    t0 = gs_now_s() - t0;
     if (gs_future_stats(f, &stats) != GS_OK) memset(&stats, 0, sizeof(stats));
     if (gs_client_workers(client, info, sizeof(info) / sizeof(info[0]), &nw) != GS_OK) nw = 0;
     if (nw > sizeof(info) / sizeof(info[0])) nw = sizeof(info) / sizeof(info[0]);
