@@ -56,7 +56,7 @@ run_job() {  # NAME [ARGS...] [/dev/stdout]: output to $dir/NAME.out unless the 
   out="$dir/$name.out"
   if [ "${*: -1}" = /dev/stdout ]; then out=/dev/stdout; set -- "${@:1:$#-1}"; fi
   ip netns exec "$(ns_name 0)" "$job" --scheduler "tcp://$sched_addr:$port" \
-    --token-file "$dir/token" --workers "$nworkers" --n "$n" --chunk "$chunk" "$@" \
+    --token-file "$dir/token" --workers "$nworkers" --n "$n" --chunk "$chunk" --timeout 400 "$@" \
     >"$out" 2>"$dir/$name.log"
 }
 job_result() {
