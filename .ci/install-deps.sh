@@ -10,6 +10,11 @@ if [ "${1:-}" = "--fuzz" ]; then
     pkgs="$pkgs libclang-rt-14-dev"
   fi
 fi
+# --hosts: what the several-host tests use (tests/netns: namespaces, veth, tc; tests/deploy:
+# a real sshd and a real single-node Slurm with munge); they skip, saying why, without them
+if [ "${1:-}" = "--hosts" ]; then
+  pkgs="$pkgs iproute2 openssh-server openssh-client slurmctld slurmd slurm-client munge"
+fi
 missing=""
 for p in $pkgs; do
   dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"

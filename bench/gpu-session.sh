@@ -86,6 +86,8 @@ if [ "$what" = scale ] || [ "$what" = all ]; then
     run $B/gs-bench seed --n 100000 --chunk 100 --workers 4 --backend cpu --repeat 2
     OUT="$out" GS_BIN_DIR="$PWD/$B" run bash bench/gs-bench/kill-worker.sh --backend cuda \
       --workers "$ngpu" --runs 3
+    # one gsched, 256 CPU workers (docs/SCALING.md; needs ~4 GB of host memory)
+    run bash scripts/gs-many-workers-bench.sh "$B" 256 100000
   } 2>"$out/scale.err" | tee "$out/scale.jsonl"
   tail -5 "$out/scale.err"
 fi

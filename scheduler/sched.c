@@ -57,19 +57,27 @@ static void gs__on_timer(uv_timer_t *timer)
         s->st.stalls_total++;
         GS_LOG_INFO("gsched's loop stood still for %.0f ms: not counted against heartbeats or task timeouts",
                     (double)stall / 1e6);
-        for (gs__peer_t *q = s->peers; q != NULL; q = q->next)
+        for (gs__peer_t *q = s->peers; q != NULL; q = q->next) {
             if (q->state == GS__PEER_WORKER || q->state == GS__PEER_CLIENT) q->last_seen_ns += stall;
+            /* nor against a hello or registration waiting unread in its socket */
+            if (q->state == GS__PEER_HANDSHAKE || (q->state == GS__PEER_WORKER && q->worker == NULL))
+                q->t_connect_ns += stall;
+        }
     }
     s->timer_last_ns = now;
     while (p != NULL) {
         gs__peer_t *next = p->next;   /* closing never frees synchronously */
-        if (p->state == GS__PEER_WORKER && p->worker != NULL && now - p->last_seen_ns > hb_ns) {
+        /* last_seen may lie ahead of now: a heartbeat read late in a long iteration, plus the
+         * stall added above (unsigned: without the first test it would read as a huge delay) */
+        if (p->state == GS__PEER_WORKER && p->worker != NULL && now > p->last_seen_ns &&
+            now - p->last_seen_ns > hb_ns) {
             GS_LOG_WARN("worker %s missed heartbeats for %u ms", p->worker->name, s->heartbeat_timeout_ms);
             gs__peer_close(p, GS_ERR_TIMED_OUT, 0, NULL);
-        } else if (p->state == GS__PEER_HANDSHAKE && now - p->t_connect_ns > hs_ns) {
+        } else if (p->state == GS__PEER_HANDSHAKE && now > p->t_connect_ns && now - p->t_connect_ns > hs_ns) {
             s->st.refused_total++;
             gs__peer_close(p, GS_ERR_TIMED_OUT, GS_ERR_TIMED_OUT, "no hello within %u ms", s->handshake_timeout_ms);
-        } else if (p->state == GS__PEER_WORKER && p->worker == NULL && now - p->t_connect_ns > hs_ns) {
+        } else if (p->state == GS__PEER_WORKER && p->worker == NULL && now > p->t_connect_ns &&
+                   now - p->t_connect_ns > hs_ns) {
             gs__peer_close(p, GS_ERR_TIMED_OUT, GS_ERR_TIMED_OUT, "no worker-register within %u ms",
                            s->handshake_timeout_ms);
         } else if (p->state == GS__PEER_CLIENT && idle_ns != 0 && now - p->last_seen_ns > idle_ns) {

@@ -123,7 +123,8 @@
  *    does not know must be ignored. A worker that stored a key it is assigned again (after a
  *    fault) simply replaces it.
  *  - faults: a worker whose connection drops or that misses heartbeats for the heartbeat
- *    timeout is removed: its assigned tasks go back to ready/waiting, each counting
+ *    timeout (time gsched's own loop stood still not counted, nor in the handshake timeout of
+ *    a connection that has not registered yet) is removed: its assigned tasks go back to ready/waiting, each counting
  *    one failure; chunks held only there are lost and recomputed from lineage when still needed.
  *    A task that was on more than allowed_failures removed workers fails with an error naming
  *    graph, task id, layer and block. Task runtime limit (task_timeout_ms, off by default): a

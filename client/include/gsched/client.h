@@ -154,6 +154,28 @@ gs_status_t gs_client_workers(gs_client_h client, gs_client_worker_info_t *out, 
  *  GS_ERR_TIMED_OUT (timeout_s < 0: wait forever; the copies may still complete). */
 gs_status_t gs_client_replicate(gs_client_h client, gs_array_h array, const char *worker, double timeout_s);
 
+/* ---- address files written by launchers (gs-slurm-cluster) ---- */
+
+/** Longest token gs_client_address_file_read() accepts (bytes). */
+#define GS_CLIENT_TOKEN_MAX 4096
+
+/** A cluster's address and token as read from an address file. */
+typedef struct gs_client_address {
+    char address[256];                      /* "tcp://host:port", NUL-terminated */
+    char token[GS_CLIENT_TOKEN_MAX + 1];    /* the token ("" when the file names none) */
+} gs_client_address_t;
+
+/** Read the address file at @a path (NULL: $GSCHED_ADDRESS_FILE): KEY=VALUE lines; blank lines
+ *  and lines starting with '#' are skipped, unknown keys ignored. GSCHED_ADDRESS (required) is
+ *  the scheduler's address; GSCHED_TOKEN_FILE (optional) names the file holding the token, which
+ *  is read too (a relative path is taken from the address file's directory). Fills the
+ *  caller-owned *@a addr_p only on success; use it as params.address and params.token (with
+ *  GS_CLIENT_FIELD_TOKEN). Errors, with gs_last_error() naming the file and line:
+ *  GS_ERR_INVALID_PARAM (NULL @a addr_p, no path and no $GSCHED_ADDRESS_FILE, a line without
+ *  '=', no GSCHED_ADDRESS, an address of 256 bytes or more or not starting with "tcp://", an
+ *  empty, over-long or NUL-holding token file), GS_ERR_IO (a file that cannot be read). */
+gs_status_t gs_client_address_file_read(const char *path, gs_client_address_t *addr_p);
+
 #ifdef __cplusplus
 }
 #endif
