@@ -6,6 +6,7 @@
 #include "common/alloc.h"
 #include "common/error.h"
 #include "common/log.h"
+#include "proto/hello.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -559,15 +560,8 @@ gs_status_t gs__io_start(gs_client_h c, const char *host, int port)
     cp.connect_cb = gs__connect_cb;
     cp.arg = c;
     if ((status = gs_conn_connect(&c->loop, host, port, &cp, &c->conn)) != GS_OK) goto err_loop;
-    memset(&hello, 0, sizeof(hello));
     snprintf(hello_name, sizeof(hello_name), "client-%d", (int)getpid());
-    hello.type = GS_MSG_HELLO;
-    hello.u.hello.version = GS_PROTO_VERSION;
-    hello.u.hello.role = GS_ROLE_CLIENT;
-    hello.u.hello.token.data = (const uint8_t *)(c->token ? c->token : "");
-    hello.u.hello.token.len = c->token ? strlen(c->token) : 0;
-    hello.u.hello.name.data = (const uint8_t *)hello_name;
-    hello.u.hello.name.len = strlen(hello_name);
+    gs_proto_hello_init(&hello, GS_ROLE_CLIENT, c->token, hello_name);
     if ((status = gs_conn_send(c->conn, &hello)) != GS_OK) {
         gs_conn_close(c->conn, status);
         goto err_loop;

@@ -5,6 +5,7 @@
 
 #include "common/sysmem.h"
 #include "common/time.h"
+#include "proto/hello.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -269,14 +270,7 @@ static void gs__worker_connect(gs_worker_t *w)
         gs_worker_stop(w, status);
         return;
     }
-    memset(&m, 0, sizeof(m));
-    m.type = GS_MSG_HELLO;
-    m.u.hello.version = GS_PROTO_VERSION;
-    m.u.hello.role = GS_ROLE_WORKER;
-    m.u.hello.token.data = (const uint8_t *)w->token;
-    m.u.hello.token.len = strlen(w->token);
-    m.u.hello.name.data = (const uint8_t *)w->name;
-    m.u.hello.name.len = strlen(w->name);
+    gs_proto_hello_init(&m, GS_ROLE_WORKER, w->token, w->name);
     w->state = GS_WSTATE_HELLO;
     gs__wsend_msg(w, &m);
 }
