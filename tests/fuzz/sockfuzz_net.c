@@ -1,0 +1,140 @@
+/* sockfuzz: loopback sockets with timeouts, and what /proc says about a daemon. */
+#include "sockfuzz.h"
+
+#include "common/time.h"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+int sf_connect(int port, const char *src, double timeout_s)
+{
+    struct sockaddr_in a;
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    if (src != NULL) {
+        memset(&a, 0, sizeof a);
+        a.sin_family = AF_INET;
+        inet_pton(AF_INET, src, &a.sin_addr);
+        if (bind(fd, (struct sockaddr *)&a, sizeof a) != 0) goto err_close;
+    }
+    memset(&a, 0, sizeof a);
+    a.sin_family = AF_INET;
+    a.sin_port = htons((uint16_t)port);
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (connect(fd, (struct sockaddr *)&a, sizeof a) != 0) {
+        struct pollfd p = {fd, POLLOUT, 0};
+        int err = 0;
+        socklen_t el = sizeof err;
+        if (errno != EINPROGRESS) goto err_close;
+        if (poll(&p, 1, (int)(timeout_s * 1000)) != 1) {
+            errno = ETIMEDOUT;
+            goto err_close;
+        }
+        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0 || err != 0) {
+            errno = err != 0 ? err : errno;
+            goto err_close;
+        }
+    }
+    return fd;
+err_close:
+    {
+        int e = errno;
+        close(fd);
+        errno = e;
+    }
+    return -1;
+}
+
+int sf_send_all(int fd, const void *p, size_t len, double timeout_s)
+{
+    const uint8_t *b = p;
+    double deadline = gs_now_s() + timeout_s;
+    while (len > 0) {
+        ssize_t n = send(fd, b, len, MSG_NOSIGNAL);
+        if (n > 0) {
+            b += n;
+            len -= (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            struct pollfd pf = {fd, POLLOUT, 0};
+            double left = deadline - gs_now_s();
+            if (left <= 0) return 0;
+            poll(&pf, 1, (int)(left * 1000) + 1);
+            if (pf.revents & (POLLERR | POLLHUP)) return 0;
+            continue;
+        }
+        return 0;
+    }
+    return 1;
+}
+
+/* Decode the complete frames in @a reader and count them by type. */
+static void sf_count_frames(gs_frame_reader_t *reader, uint64_t *seen)
+{
+    const uint8_t *payload;
+    size_t len;
+    while (gs_frame_reader_next(reader, &payload, &len) == GS_OK) {
+        gs_msg_t m;
+        if (gs_msg_decode(payload, len, &m) != GS_OK) continue;
+        if (m.type < GS_MSG_TYPE_MAX) seen[m.type]++;
+        gs_msg_cleanup(&m);
+    }
+}
+
+int sf_drain(int fd, gs_frame_reader_t *reader, uint64_t *seen)
+{
+    char buf[65536];
+    for (;;) {
+        ssize_t n = recv(fd, buf, sizeof buf, MSG_DONTWAIT);
+        if (n > 0) {
+            if (reader != NULL && gs_frame_reader_feed(reader, buf, (size_t)n) == GS_OK) sf_count_frames(reader, seen);
+            continue;
+        }
+        if (n == 0) return 0;
+        if (errno == EINTR) continue;
+        return errno == EAGAIN || errno == EWOULDBLOCK;
+    }
+}
+
+uint64_t sf_proc_rss(pid_t pid)
+{
+    char path[64], line[256];
+    uint64_t kb = 0;
+    FILE *f;
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    if ((f = fopen(path, "r")) == NULL) return 0;
+    while (fgets(line, sizeof line, f) != NULL) {
+        unsigned long long v;
+        if (sscanf(line, "VmRSS: %llu kB", &v) == 1) {
+            kb = v;
+            break;
+        }
+    }
+    fclose(f);
+    return kb * 1024;
+}
+
+int sf_proc_fds(pid_t pid)
+{
+    char path[64];
+    struct dirent *e;
+    int n = 0;
+    DIR *d;
+    snprintf(path, sizeof path, "/proc/%d/fd", (int)pid);
+    if ((d = opendir(path)) == NULL) return -1;
+    while ((e = readdir(d)) != NULL)
+        if (e->d_name[0] != '.') n++;
+    closedir(d);
+    return n;
+}
