@@ -28,6 +28,7 @@
  * <dir of this program>/../bin).
  */
 #include "cluster.h"
+#include "proc_cpu.h"
 #include "sockfuzz.h"
 
 #include "common/time.h"
@@ -553,8 +554,8 @@ typedef struct sf_proc {
 static void sf_sample(sf_proc_t *p, int n)
 {
     for (int i = 0; i < n; i++) {
-        uint64_t rss = sf_proc_rss(p[i].pid);
-        int fds = sf_proc_fds(p[i].pid);
+        uint64_t rss = gs_bench_proc_rss(p[i].pid);
+        int fds = gs_bench_proc_fds(p[i].pid);
         if (rss > p[i].rss_peak) p[i].rss_peak = rss;
         if (fds > p[i].fds_peak) p[i].fds_peak = fds;
         if (!tp_alive(p[i].pid)) sf_fail("%s (pid %d) died", p[i].name, (int)p[i].pid);
@@ -680,8 +681,8 @@ int main(int argc, char **argv)
     procs[1] = (sf_proc_t){.pid = sf_cl.workers[0], .name = "worker0"};
     procs[2] = (sf_proc_t){.pid = sf_cl.workers[1], .name = "worker1"};
     for (int i = 0; i < 3; i++) {
-        procs[i].rss0 = sf_proc_rss(procs[i].pid);
-        procs[i].fds0 = sf_proc_fds(procs[i].pid);
+        procs[i].rss0 = gs_bench_proc_rss(procs[i].pid);
+        procs[i].fds0 = gs_bench_proc_fds(procs[i].pid);
     }
 
     t0 = gs_now_s();
@@ -711,11 +712,11 @@ int main(int argc, char **argv)
     }
     {
         double until = gs_now_s() + 30.0;
-        while (gs_now_s() < until && sf_proc_fds(procs[0].pid) > procs[0].fds0 + 4) usleep(50000);
+        while (gs_now_s() < until && gs_bench_proc_fds(procs[0].pid) > procs[0].fds0 + 4) usleep(50000);
     }
     for (int i = 0; i < 3; i++) {
-        procs[i].rss_end = sf_proc_rss(procs[i].pid);
-        procs[i].fds_end = sf_proc_fds(procs[i].pid);
+        procs[i].rss_end = gs_bench_proc_rss(procs[i].pid);
+        procs[i].fds_end = gs_bench_proc_fds(procs[i].pid);
         if (!tp_alive(procs[i].pid)) sf_fail("%s (pid %d) died", procs[i].name, (int)procs[i].pid);
     }
     sf_check_bounds(procs, 3);

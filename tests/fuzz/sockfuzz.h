@@ -1,6 +1,7 @@
 /* tests/fuzz/sockfuzz: a socket-level fuzz harness for running daemons (sockfuzz.c: the cluster,
  * the attackers and the checks; sockfuzz_gen.c: random messages derived from the schema table;
- * sockfuzz_net.c: sockets and /proc readings). See tests/fuzz/README.md. */
+ * sockfuzz_net.c: sockets; /proc readings come from bench/gs-bench/proc_cpu.h). See
+ * tests/fuzz/README.md. */
 #ifndef GS_TESTS_SOCKFUZZ_H
 #define GS_TESTS_SOCKFUZZ_H
 
@@ -55,9 +56,5 @@ int sf_send_all(int fd, const void *p, size_t len, double timeout_s);
  *  @a reader (may be NULL: bytes discarded), the bytes go through it and every complete frame
  *  is decoded; a decoded message of type T adds one to @a seen[T] (GS_MSG_TYPE_MAX entries). */
 int sf_drain(int fd, gs_frame_reader_t *reader, uint64_t *seen);
-/** Resident set size of @a pid in bytes (0 if unknown). */
-uint64_t sf_proc_rss(pid_t pid);
-/** Open file descriptors of @a pid (-1 if unknown). */
-int sf_proc_fds(pid_t pid);
 
 #endif

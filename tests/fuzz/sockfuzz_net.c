@@ -1,10 +1,9 @@
-/* sockfuzz: loopback sockets with timeouts, and what /proc says about a daemon. */
+/* sockfuzz: loopback sockets with timeouts. */
 #include "sockfuzz.h"
 
 #include "common/time.h"
 
 #include <arpa/inet.h>
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -105,36 +104,4 @@ int sf_drain(int fd, gs_frame_reader_t *reader, uint64_t *seen)
         if (errno == EINTR) continue;
         return errno == EAGAIN || errno == EWOULDBLOCK;
     }
-}
-
-uint64_t sf_proc_rss(pid_t pid)
-{
-    char path[64], line[256];
-    uint64_t kb = 0;
-    FILE *f;
-    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
-    if ((f = fopen(path, "r")) == NULL) return 0;
-    while (fgets(line, sizeof line, f) != NULL) {
-        unsigned long long v;
-        if (sscanf(line, "VmRSS: %llu kB", &v) == 1) {
-            kb = v;
-            break;
-        }
-    }
-    fclose(f);
-    return kb * 1024;
-}
-
-int sf_proc_fds(pid_t pid)
-{
-    char path[64];
-    struct dirent *e;
-    int n = 0;
-    DIR *d;
-    snprintf(path, sizeof path, "/proc/%d/fd", (int)pid);
-    if ((d = opendir(path)) == NULL) return -1;
-    while ((e = readdir(d)) != NULL)
-        if (e->d_name[0] != '.') n++;
-    closedir(d);
-    return n;
 }
