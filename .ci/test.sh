@@ -2,7 +2,8 @@
 # Install dependencies, build gsched and run the whole test suite twice: a normal build
 # (with the CUDA backend compiled when nvcc exists; its GPU tests skip without a device) and an
 # AddressSanitizer + UndefinedBehaviorSanitizer build (CPU backend); the normal build's suite
-# runs once more under CPU load (stress-ng).
+# runs once more under CPU load (stress-ng), then the socket fuzz harness drives its daemons for
+# $GS_SOCKFUZZ_SECONDS (default 60).
 # Usage: bash .ci/test.sh            (from the repository root)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -47,8 +48,19 @@ loaded_pass() {  # builddir
   return $rc
 }
 
+# The socket-level fuzz harness against running daemons (tests/fuzz/sockfuzz.c) for a bounded
+# time: one JSON line of counters; fails on a dead daemon, an inexact result, a locked-out
+# client or a bound exceeded. Daemon logs in build-ci.sockfuzz.log.
+sockfuzz_pass() {  # builddir
+  local dir=$1 secs=${GS_SOCKFUZZ_SECONDS:-60}
+  echo "=== gsched: socket fuzzing of running daemons (${secs} s) ==="
+  GS_BIN_DIR="$PWD/$dir/bin" timeout $((secs + 300)) "$dir/tests/sockfuzz" --seconds "$secs" \
+    --daemon-log "$dir.sockfuzz.log"
+}
+
 if run_suite normal build-ci -DCMAKE_BUILD_TYPE=RelWithDebInfo; then
   loaded_pass build-ci || status=1
+  sockfuzz_pass build-ci || status=1
 else
   status=1
 fi
