@@ -135,6 +135,36 @@ Test(scheduler_faults, a_stall_of_gsched_itself_does_not_remove_heartbeating_wor
     th_fini(&th);
 }
 
+/* gsched's loop runs late, repeatedly, by less than a stall (0.5 s) but more than the heartbeat
+ * timeout (a loaded host; the in-process tests' own thread): heartbeats that wait unread were
+ * sent in time, so the heartbeating worker stays; the silent one is still removed. Before the
+ * fix the late timer declared both lost (the scheduler_stress flake: "no data for output 37"). */
+Test(scheduler_faults, a_loop_running_late_does_not_remove_heartbeating_workers)
+{
+    th_t th;
+    gs_sched_params_t prm;
+    memset(&prm, 0, sizeof prm);
+    prm.field_mask = GS_SCHED_FIELD_HEARTBEAT_MS | GS_SCHED_FIELD_HEARTBEAT_TIMEOUT_MS;
+    prm.heartbeat_ms = 20;
+    prm.heartbeat_timeout_ms = 120;
+    th_init(&th, &prm);
+    tp_t *w = tp_worker(&th, "beating", 1);
+    tp_t *silent = tp_worker(&th, "silent", 1);
+    w->heartbeat = 1;
+    th_run_for(&th, 60);
+    for (int i = 0; i < 5; i++) {
+        tw_heartbeat(w);          /* sent in time, read only after the late timers */
+        usleep(300 * 1000);       /* the loop is late: 2.5 heartbeat timeouts, not a stall */
+        th_run_for(&th, 60);
+    }
+    cr_assert(tp_wait_closed(silent, TH_TIMEOUT_MS), "the silent worker was not removed");
+    gs_sched_stats_t st = th_stats(&th);
+    cr_assert_eq(st.nworkers, 1, "the heartbeating worker was removed while the loop ran late");
+    cr_assert_eq(st.workers_lost_total, 1);
+    cr_assert(!w->closed);
+    th_fini(&th);
+}
+
 Test(scheduler_faults, a_task_that_kills_too_many_workers_fails_naming_it)
 {
     th_t th;
