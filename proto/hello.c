@@ -34,15 +34,17 @@ static gs_status_t gs__hello_wait(int fd, short events, double deadline)
         struct pollfd pfd = {fd, events, 0};
         double left = deadline - gs_now_s();
         int r;
-        if (left <= 0) return gs_error_set(GS_ERR_TIMED_OUT, "handshake: no answer from gsched in time");
+        if (left <= 0) return gs_error_set(GS_ERR_TIMED_OUT, "timed out on a socket (handshake)");
         r = poll(&pfd, 1, (int)(left * 1000.0) + 1);
         if (r > 0) return GS_OK;
         if (r < 0 && errno != EINTR) return gs_error_set(GS_ERR_IO, "handshake: poll: %s", strerror(errno));
     }
 }
 
-static gs_status_t gs__hello_write(int fd, const uint8_t *p, size_t len, double deadline)
+gs_status_t gs_proto_fd_send(int fd, const void *data, size_t len, double timeout_s)
 {
+    const uint8_t *p = data;
+    double deadline = gs_now_s() + timeout_s;
     while (len > 0) {
         ssize_t n = send(fd, p, len, MSG_NOSIGNAL);
         gs_status_t st;
@@ -57,8 +59,8 @@ static gs_status_t gs__hello_write(int fd, const uint8_t *p, size_t len, double 
             continue;
         }
         if (n < 0 && (errno == EPIPE || errno == ECONNRESET))
-            return gs_error_set(GS_ERR_CONN_CLOSED, "handshake: gsched closed the connection");
-        return gs_error_set(GS_ERR_IO, "handshake: send: %s", strerror(errno));
+            return gs_error_set(GS_ERR_CONN_CLOSED, "send: the peer closed the connection");
+        return gs_error_set(GS_ERR_IO, "send: %s", strerror(errno));
     }
     return GS_OK;
 }
@@ -118,7 +120,7 @@ gs_status_t gs_proto_handshake_fd(int fd, gs_peer_role_t role, const char *token
     gs_proto_hello_init(&m, role, token, name);
     gs_buf_init(&out);
     if ((st = gs_msg_encode(&m, &out)) != GS_OK) return st;
-    st = gs__hello_write(fd, out.data, out.len, deadline);
+    st = gs_proto_fd_send(fd, out.data, out.len, deadline - gs_now_s());
     gs_buf_cleanup(&out);
     if (st != GS_OK) return st;
 

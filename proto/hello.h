@@ -29,6 +29,12 @@ void gs_proto_hello_init(gs_msg_t *m, gs_peer_role_t role, const char *token, co
 gs_status_t gs_proto_handshake_fd(int fd, gs_peer_role_t role, const char *token, const char *name,
                                   double timeout_s, gs_msg_welcome_t *welcome_p);
 
+/** Write all @a len bytes of @a data to @a fd (a stream socket, blocking or not; SIGPIPE is not
+ *  raised) within @a timeout_s seconds. GS_OK; GS_ERR_CONN_CLOSED when the peer closed or reset
+ *  the connection; GS_ERR_TIMED_OUT; GS_ERR_IO otherwise (message in gs_last_error()). Part of
+ *  the data may have been written on error. */
+gs_status_t gs_proto_fd_send(int fd, const void *data, size_t len, double timeout_s);
+
 #ifdef __cplusplus
 }
 #endif

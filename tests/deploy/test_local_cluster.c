@@ -442,6 +442,16 @@ Test(deploy_local_cluster, a_generated_token_travels_in_the_environment_and_lock
     assert_tree_gone(&l, 5.0);
 }
 
+/* SIGTERM the launcher: it exits 0 and leaves no process behind. */
+static void stop_cleanly(const launched_t *l)
+{
+    int st;
+    cr_assert_eq(kill(l->pid, SIGTERM), 0);
+    cr_assert(tp_wait_exit(l->pid, &st, 15.0), "launcher did not exit after SIGTERM");
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "launcher status 0x%x", st);
+    assert_tree_gone(l, 5.0);
+}
+
 Test(deploy_local_cluster, a_worker_taking_a_live_name_is_refused_and_the_cluster_keeps_working,
      .init = setup, .fini = teardown)
 {
@@ -476,10 +486,7 @@ Test(deploy_local_cluster, a_worker_taking_a_live_name_is_refused_and_the_cluste
     cr_assert_eq(gs_client_nworkers(c), 2);
     cr_assert_eq(sum_of_full(c, 100, 30, 0), 5000.0);
     gs_client_destroy(c);
-    cr_assert_eq(kill(l.pid, SIGTERM), 0);
-    cr_assert(tp_wait_exit(l.pid, &st, 15.0), "launcher did not exit after SIGTERM");
-    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "launcher status 0x%x", st);
-    assert_tree_gone(&l, 5.0);
+    stop_cleanly(&l);
 }
 
 /* The first gworker of the launched tree, from /proc/PID/comm. */
@@ -516,7 +523,6 @@ Test(deploy_local_cluster, a_worker_paused_past_the_heartbeat_timeout_rejoins_an
     gs_client_h c;
     launched_t l;
     pid_t w;
-    int st;
     alarm(150);
     launch(&l, extra);
     w = a_worker_of(&l);
@@ -533,8 +539,5 @@ Test(deploy_local_cluster, a_worker_paused_past_the_heartbeat_timeout_rejoins_an
     cr_assert_eq(kill(l.pid, 0), 0, "the launcher stopped the cluster");
     cr_assert_eq(sum_of_full(c, 100, 30, 0), 5000.0);
     gs_client_destroy(c);
-    cr_assert_eq(kill(l.pid, SIGTERM), 0);
-    cr_assert(tp_wait_exit(l.pid, &st, 15.0), "launcher did not exit after SIGTERM");
-    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "launcher status 0x%x", st);
-    assert_tree_gone(&l, 5.0);
+    stop_cleanly(&l);
 }

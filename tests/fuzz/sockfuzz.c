@@ -401,20 +401,12 @@ static void sf_hold_loop(sf_hold_t *h, int n, int slow)
     gs_buf_cleanup(&b);
 }
 
-static void *sf_idle_thread(void *arg)
+/* The idle (@a arg 0) or the slow (1) connections. */
+static void *sf_hold_thread(void *arg)
 {
-    sf_hold_t *h = calloc((size_t)sf_opt.idle, sizeof *h);
-    (void)arg;
-    if (h != NULL) sf_hold_loop(h, sf_opt.idle, 0);
-    free(h);
-    return NULL;
-}
-
-static void *sf_slow_thread(void *arg)
-{
-    sf_hold_t *h = calloc((size_t)sf_opt.slow, sizeof *h);
-    (void)arg;
-    if (h != NULL) sf_hold_loop(h, sf_opt.slow, 1);
+    int slow = arg != NULL, n = slow ? sf_opt.slow : sf_opt.idle;
+    sf_hold_t *h = calloc((size_t)(n > 0 ? n : 1), sizeof *h);
+    if (h != NULL) sf_hold_loop(h, n, slow);
     free(h);
     return NULL;
 }
@@ -687,8 +679,8 @@ int main(int argc, char **argv)
 
     t0 = gs_now_s();
     pthread_create(&client, NULL, sf_client_thread, NULL);
-    pthread_create(&idle, NULL, sf_idle_thread, NULL);
-    pthread_create(&slow, NULL, sf_slow_thread, NULL);
+    pthread_create(&idle, NULL, sf_hold_thread, NULL);
+    pthread_create(&slow, NULL, sf_hold_thread, (void *)1);
     for (int i = 0; i < sf_opt.attackers; i++) pthread_create(&att[i], NULL, sf_attacker, (void *)(uintptr_t)i);
     deadline = t0 + sf_opt.seconds;
     while (gs_now_s() < deadline && !atomic_load(&sf_failed)) {

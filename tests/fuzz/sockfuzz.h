@@ -7,24 +7,20 @@
 
 #include "common/buf.h"
 #include "proto/msg.h"
+#include "samples.h"
 
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
-/** A thread's random stream (xorshift64*). */
+/** A thread's random stream (tests/proto/samples.h's xorshift64*). */
 typedef struct sf_rng {
     uint64_t s;
 } sf_rng_t;
 
 static inline uint64_t sf_rand(sf_rng_t *r)
 {
-    uint64_t x = r->s;
-    x ^= x >> 12;
-    x ^= x << 25;
-    x ^= x >> 27;
-    r->s = x;
-    return x * 2685821657736338717ull;
+    return test_rand(&r->s);
 }
 
 /** Uniform in [0, n) (n > 0). */

@@ -7,6 +7,7 @@
 #include "sockfuzz.h"
 
 #include "proto/msg_codec.h"
+#include "schema_rules.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -75,27 +76,6 @@ static gs_bytes_t sf_gen_blob(sf_rng_t *r, size_t len, int text)
     return (gs_bytes_t){p, len};
 }
 
-/* A field that sizes another one. */
-static int sf_is_count(const gs__msg_desc_t *d, const gs__field_t *f)
-{
-    for (unsigned i = 0; i < d->nfields; i++)
-        if (&d->fields[i] != f && d->fields[i].count_off == f->off) return 1;
-    return 0;
-}
-
-/* What the table's rules require of an array's count ... */
-static uint64_t sf_rule_count(const void *body, const gs__field_t *f, uint64_t dflt)
-{
-    if (f->rule == gs__rule_one_per_entry) return gs__uint_at(body, 0, 4);
-    if (f->rule == gs__rule_one_error_per_failure) {
-        const gs_msg_task_done_t *t = body;
-        uint64_t failed = 0;
-        for (uint64_t i = 0; i < t->n; i++) failed += t->status[i] != 0;
-        return failed;
-    }
-    return dflt;
-}
-
 /* ... and of an integer or table entry @a i. */
 static uint64_t sf_rule_value(sf_rng_t *r, const void *body, const gs__field_t *f, uint64_t i, uint64_t dflt)
 {
@@ -127,7 +107,7 @@ static void *sf_table(sf_rng_t *r, const void *body, const gs__field_t *f, uint6
 
 static void *sf_array(sf_rng_t *r, void *body, const gs__field_t *f)
 {
-    uint32_t n = (uint32_t)sf_rule_count(body, f, sf_below(r, 100) < 90 ? sf_below(r, 6) : sf_below(r, 64));
+    uint32_t n = (uint32_t)schema_rule_count(body, f, sf_below(r, 100) < 90 ? sf_below(r, 6) : sf_below(r, 64));
     size_t esize = f->kind == GS__F_PEERS ? sizeof(gs_peer_info_t) : sizeof(gs_bytes_t);
     uint8_t *p = n > 0 ? sf_alloc(n * esize) : NULL;
     if (p == NULL) n = 0;
@@ -168,7 +148,7 @@ static void sf_gen_msg(sf_rng_t *r, uint32_t type, gs_msg_t *m)
         switch (f->kind) {
         case GS__F_UINT:
         case GS__F_INT:
-            count = sf_is_count(d, f) ? sf_gen_count(r) : sf_gen_u64(r);
+            count = schema_is_count(d, f) ? sf_gen_count(r) : sf_gen_u64(r);
             sf_store(dst, f->size, sf_rule_value(r, body, f, 0, count));
             break;
         case GS__F_STR: *(gs_str_t *)dst = sf_gen_blob(r, sf_gen_len(r, 2048), 1); break;

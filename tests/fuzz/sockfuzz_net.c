@@ -2,6 +2,7 @@
 #include "sockfuzz.h"
 
 #include "common/time.h"
+#include "proto/hello.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -55,27 +56,7 @@ err_close:
 
 int sf_send_all(int fd, const void *p, size_t len, double timeout_s)
 {
-    const uint8_t *b = p;
-    double deadline = gs_now_s() + timeout_s;
-    while (len > 0) {
-        ssize_t n = send(fd, b, len, MSG_NOSIGNAL);
-        if (n > 0) {
-            b += n;
-            len -= (size_t)n;
-            continue;
-        }
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            struct pollfd pf = {fd, POLLOUT, 0};
-            double left = deadline - gs_now_s();
-            if (left <= 0) return 0;
-            poll(&pf, 1, (int)(left * 1000) + 1);
-            if (pf.revents & (POLLERR | POLLHUP)) return 0;
-            continue;
-        }
-        return 0;
-    }
-    return 1;
+    return gs_proto_fd_send(fd, p, len, timeout_s) == GS_OK;
 }
 
 /* Decode the complete frames in @a reader and count them by type. */

@@ -1,4 +1,5 @@
 #include "samples.h"
+#include "schema_rules.h"
 
 #include "proto/msg_codec.h"
 
@@ -88,7 +89,7 @@ void proto_check_no_leaks(void)
  * every msgpack width, strings with UTF-8 and control bytes, tables whose entries include zeros,
  * CSR offsets with empty rows, arrays whose second element is empty. Counted tables have
  * SAMPLE_COUNT entries, arrays SAMPLE_ARRAY elements. The table's rules are satisfied by
- * sample_rule_count() and sample_rule_value(): a new rule needs a line there; a new message or
+ * schema_rule_count() (schema_rules.h) and sample_rule_value(): a new rule needs a line there; a new message or
  * field needs nothing. */
 
 #define SAMPLE_COUNT 4
@@ -139,28 +140,6 @@ static gs_bytes_t sample_bin(size_t len, uint64_t *s)
     return (gs_bytes_t){p, len};
 }
 
-/* A field that sizes another one. */
-static int sample_is_count(const gs__msg_desc_t *d, const gs__field_t *f)
-{
-    for (unsigned i = 0; i < d->nfields; i++) {
-        if (&d->fields[i] != f && d->fields[i].count_off == f->off) return 1;
-    }
-    return 0;
-}
-
-/* What the table's rules require of a count (arrays) ... */
-static uint64_t sample_rule_count(const void *body, const gs__field_t *f, uint64_t dflt)
-{
-    if (f->rule == gs__rule_one_per_entry) return gs__uint_at(body, 0, 4);
-    if (f->rule == gs__rule_one_error_per_failure) {
-        const gs_msg_task_done_t *t = body;
-        uint64_t failed = 0;
-        for (uint64_t i = 0; i < t->n; i++) failed += t->status[i] != GS_OK;
-        return failed;
-    }
-    return dflt;
-}
-
 /* ... and of an integer or a table entry (@a i). */
 static uint64_t sample_rule_value(const void *body, const gs__field_t *f, uint64_t i, uint64_t dflt)
 {
@@ -191,7 +170,7 @@ static void *sample_table(const void *body, const gs__field_t *f, uint64_t n, ui
 
 static void *sample_array(void *body, const gs__field_t *f, uint64_t *s)
 {
-    uint32_t n = (uint32_t)sample_rule_count(body, f, SAMPLE_ARRAY);
+    uint32_t n = (uint32_t)schema_rule_count(body, f, SAMPLE_ARRAY);
     size_t esize = f->kind == GS__F_PEERS ? sizeof(gs_peer_info_t) : sizeof(gs_bytes_t);
     uint8_t *p = sample_alloc(n * esize);
     for (uint32_t k = 0; k < n; k++) {
@@ -230,7 +209,7 @@ void sample_msg(uint32_t type, gs_msg_t *m)
         switch (f->kind) {
         case GS__F_UINT:
         case GS__F_INT:
-            count = sample_is_count(d, f) ? SAMPLE_COUNT : sample_u64(&s);
+            count = schema_is_count(d, f) ? SAMPLE_COUNT : sample_u64(&s);
             sample_store(dst, f->size, sample_rule_value(body, f, 0, count));
             break;
         case GS__F_STR: *(gs_str_t *)dst = sample_str(f->name, 0, &s); break;

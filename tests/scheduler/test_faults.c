@@ -109,6 +109,15 @@ Test(scheduler_faults, heartbeat_timeout_removes_a_silent_worker)
     th_fini(&th);
 }
 
+/* Heartbeats every 20 ms, a worker silent for @a timeout_ms removed. */
+static void hb_params(gs_sched_params_t *prm, uint32_t timeout_ms)
+{
+    memset(prm, 0, sizeof *prm);
+    prm->field_mask = GS_SCHED_FIELD_HEARTBEAT_MS | GS_SCHED_FIELD_HEARTBEAT_TIMEOUT_MS;
+    prm->heartbeat_ms = 20;
+    prm->heartbeat_timeout_ms = timeout_ms;
+}
+
 /* gsched itself stands still (SIGSTOP, a VM pause: here its loop simply does not run) for
  * longer than the heartbeat timeout while a worker keeps heartbeating: the heartbeats wait in
  * the socket, and the worker must not be declared lost when gsched wakes up. */
@@ -116,10 +125,7 @@ Test(scheduler_faults, a_stall_of_gsched_itself_does_not_remove_heartbeating_wor
 {
     th_t th;
     gs_sched_params_t prm;
-    memset(&prm, 0, sizeof prm);
-    prm.field_mask = GS_SCHED_FIELD_HEARTBEAT_MS | GS_SCHED_FIELD_HEARTBEAT_TIMEOUT_MS;
-    prm.heartbeat_ms = 20;
-    prm.heartbeat_timeout_ms = 300;
+    hb_params(&prm, 300);
     th_init(&th, &prm);
     tp_t *w = tp_worker(&th, "w", 1);
     w->heartbeat = 1;
@@ -143,10 +149,7 @@ Test(scheduler_faults, a_loop_running_late_does_not_remove_heartbeating_workers)
 {
     th_t th;
     gs_sched_params_t prm;
-    memset(&prm, 0, sizeof prm);
-    prm.field_mask = GS_SCHED_FIELD_HEARTBEAT_MS | GS_SCHED_FIELD_HEARTBEAT_TIMEOUT_MS;
-    prm.heartbeat_ms = 20;
-    prm.heartbeat_timeout_ms = 120;
+    hb_params(&prm, 120);
     th_init(&th, &prm);
     tp_t *w = tp_worker(&th, "beating", 1);
     tp_t *silent = tp_worker(&th, "silent", 1);
