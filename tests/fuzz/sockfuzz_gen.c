@@ -105,28 +105,33 @@ static void *sf_table(sf_rng_t *r, const void *body, const gs__field_t *f, uint6
     return p;
 }
 
+/* Array elements (schema_fill_array): strings up to 512 bytes, names and hosts up to 256,
+ * binaries and UCX addresses up to 4096. */
+static gs_bytes_t sf_elem(void *ctx, const gs__field_t *f, const char *role, uint32_t k)
+{
+    sf_rng_t *r = ctx;
+    int text = strcmp(role, "bin") != 0 && strcmp(role, "ucx") != 0;
+    size_t big = strcmp(role, "str") == 0 ? 512 : text ? 256 : 4096;
+    (void)f;
+    (void)k;
+    return sf_gen_blob(r, sf_gen_len(r, big), text);
+}
+
+static uint64_t sf_id(void *ctx)
+{
+    return sf_gen_u64(ctx);
+}
+
+static void *sf_alloc_cb(void *ctx, size_t n)
+{
+    (void)ctx;
+    return sf_alloc(n);
+}
+
 static void *sf_array(sf_rng_t *r, void *body, const gs__field_t *f)
 {
-    uint32_t n = (uint32_t)schema_rule_count(body, f, sf_below(r, 100) < 90 ? sf_below(r, 6) : sf_below(r, 64));
-    size_t esize = f->kind == GS__F_PEERS ? sizeof(gs_peer_info_t) : sizeof(gs_bytes_t);
-    uint8_t *p = n > 0 ? sf_alloc(n * esize) : NULL;
-    if (p == NULL) n = 0;
-    for (uint32_t k = 0; k < n; k++) {
-        gs_bytes_t *b = (gs_bytes_t *)(void *)(p + k * esize);
-        if (f->kind == GS__F_STRS) {
-            *b = sf_gen_blob(r, sf_gen_len(r, 512), 1);
-        } else if (f->kind == GS__F_BINS) {
-            *b = sf_gen_blob(r, sf_gen_len(r, 4096), 0);
-        } else {
-            gs_peer_info_t *pi = (gs_peer_info_t *)(void *)b;
-            pi->id = sf_gen_u64(r);
-            pi->name = sf_gen_blob(r, sf_gen_len(r, 256), 1);
-            pi->host = sf_gen_blob(r, sf_gen_len(r, 256), 1);
-            pi->ucx_address = sf_gen_blob(r, sf_gen_len(r, 4096), 0);
-        }
-    }
-    memcpy((uint8_t *)body + f->count_off, &n, sizeof n);
-    return p;
+    schema_gen_t g = {sf_elem, sf_id, sf_alloc_cb, r};
+    return schema_fill_array(body, f, (uint32_t)(sf_below(r, 100) < 90 ? sf_below(r, 6) : sf_below(r, 64)), &g);
 }
 
 /* Fill @a m with a random message of @a type (pointers into the thread's arena). */

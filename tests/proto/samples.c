@@ -168,27 +168,32 @@ static void *sample_table(const void *body, const gs__field_t *f, uint64_t n, ui
     return p;
 }
 
+/* Array elements (schema_fill_array): element 1 is empty (strings, binaries, peer names). */
+static gs_bytes_t sample_elem(void *ctx, const gs__field_t *f, const char *role, uint32_t k)
+{
+    uint64_t *s = ctx;
+    if (strcmp(role, "bin") == 0) return sample_bin(k == 1 ? 0 : 1 + k * 5, s);
+    if (strcmp(role, "ucx") == 0) return sample_bin(3 + k, s);
+    if (strcmp(role, "host") == 0) return sample_str("host", k, s);
+    if (k == 1) return (gs_str_t){(const uint8_t *)"", 0};
+    return sample_str(strcmp(role, "name") == 0 ? "peer" : f->name, k, s);
+}
+
+static uint64_t sample_id(void *ctx)
+{
+    return sample_u64(ctx);
+}
+
+static void *sample_alloc_cb(void *ctx, size_t n)
+{
+    (void)ctx;
+    return sample_alloc(n);
+}
+
 static void *sample_array(void *body, const gs__field_t *f, uint64_t *s)
 {
-    uint32_t n = (uint32_t)schema_rule_count(body, f, SAMPLE_ARRAY);
-    size_t esize = f->kind == GS__F_PEERS ? sizeof(gs_peer_info_t) : sizeof(gs_bytes_t);
-    uint8_t *p = sample_alloc(n * esize);
-    for (uint32_t k = 0; k < n; k++) {
-        gs_bytes_t *b = (gs_bytes_t *)(void *)(p + k * esize);
-        if (f->kind == GS__F_STRS) {
-            *b = k == 1 ? (gs_str_t){(const uint8_t *)"", 0} : sample_str(f->name, k, s);
-        } else if (f->kind == GS__F_BINS) {
-            *b = sample_bin(k == 1 ? 0 : 1 + k * 5, s);
-        } else {
-            gs_peer_info_t *pi = (gs_peer_info_t *)(void *)b;
-            pi->id = sample_u64(s);
-            pi->name = k == 1 ? (gs_str_t){(const uint8_t *)"", 0} : sample_str("peer", k, s);
-            pi->host = sample_str("host", k, s);
-            pi->ucx_address = sample_bin(3 + k, s);
-        }
-    }
-    memcpy((uint8_t *)body + f->count_off, &n, sizeof n);
-    return p;
+    schema_gen_t g = {sample_elem, sample_id, sample_alloc_cb, s};
+    return schema_fill_array(body, f, SAMPLE_ARRAY, &g);
 }
 
 void sample_msg(uint32_t type, gs_msg_t *m)

@@ -109,13 +109,19 @@ Test(scheduler_faults, heartbeat_timeout_removes_a_silent_worker)
     th_fini(&th);
 }
 
-/* Heartbeats every 20 ms, a worker silent for @a timeout_ms removed. */
-static void hb_params(gs_sched_params_t *prm, uint32_t timeout_ms)
+/* A scheduler announcing heartbeats every 20 ms and removing a worker silent for @a timeout_ms,
+ * with one worker @a name that heartbeats. */
+static tp_t *hb_start(th_t *th, uint32_t timeout_ms, const char *name)
 {
-    memset(prm, 0, sizeof *prm);
-    prm->field_mask = GS_SCHED_FIELD_HEARTBEAT_MS | GS_SCHED_FIELD_HEARTBEAT_TIMEOUT_MS;
-    prm->heartbeat_ms = 20;
-    prm->heartbeat_timeout_ms = timeout_ms;
+    gs_sched_params_t prm;
+    memset(&prm, 0, sizeof prm);
+    prm.field_mask = GS_SCHED_FIELD_HEARTBEAT_MS | GS_SCHED_FIELD_HEARTBEAT_TIMEOUT_MS;
+    prm.heartbeat_ms = 20;
+    prm.heartbeat_timeout_ms = timeout_ms;
+    th_init(th, &prm);
+    tp_t *w = tp_worker(th, name, 1);
+    w->heartbeat = 1;
+    return w;
 }
 
 /* gsched itself stands still (SIGSTOP, a VM pause: here its loop simply does not run) for
@@ -124,11 +130,7 @@ static void hb_params(gs_sched_params_t *prm, uint32_t timeout_ms)
 Test(scheduler_faults, a_stall_of_gsched_itself_does_not_remove_heartbeating_workers)
 {
     th_t th;
-    gs_sched_params_t prm;
-    hb_params(&prm, 300);
-    th_init(&th, &prm);
-    tp_t *w = tp_worker(&th, "w", 1);
-    w->heartbeat = 1;
+    tp_t *w = hb_start(&th, 300, "w");
     th_run_for(&th, 100);
     cr_assert_eq(th_stats(&th).nworkers, 1);
     tw_heartbeat(w);              /* waits unread while the loop stands still */
@@ -148,12 +150,8 @@ Test(scheduler_faults, a_stall_of_gsched_itself_does_not_remove_heartbeating_wor
 Test(scheduler_faults, a_loop_running_late_does_not_remove_heartbeating_workers)
 {
     th_t th;
-    gs_sched_params_t prm;
-    hb_params(&prm, 120);
-    th_init(&th, &prm);
-    tp_t *w = tp_worker(&th, "beating", 1);
+    tp_t *w = hb_start(&th, 120, "beating");
     tp_t *silent = tp_worker(&th, "silent", 1);
-    w->heartbeat = 1;
     th_run_for(&th, 60);
     for (int i = 0; i < 5; i++) {
         tw_heartbeat(w);          /* sent in time, read only after the late timers */
