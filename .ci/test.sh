@@ -3,7 +3,7 @@
 # (with the CUDA backend compiled when nvcc exists; its GPU tests skip without a device) and an
 # AddressSanitizer + UndefinedBehaviorSanitizer build (CPU backend); the normal build's suite
 # runs once more under CPU load (stress-ng), then the socket fuzz harness drives its daemons for
-# $GS_SOCKFUZZ_SECONDS (default 60).
+# $GS_SOCKFUZZ_SECONDS (default 60); last, ThreadSanitizer daemons and programs (scripts/tsan.sh).
 # Usage: bash .ci/test.sh            (from the repository root)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -66,5 +66,11 @@ else
 fi
 run_suite "asan+ubsan" build-ci-asan -DCMAKE_BUILD_TYPE=Debug -DGS_ASAN=ON -DGS_UBSAN=ON \
   -DGS_WITH_CUDA=OFF -DGS_BUILD_BENCH=ON || status=1
+# ThreadSanitizer: TSan daemons driven by the normal build's suites, TSan sockfuzz and soak
+# (scripts/tsan.sh; about 7 minutes on 2 cores). Needs the normal build.
+if [ -x build-ci/tests/test_integration ]; then
+  echo "=== gsched: ThreadSanitizer (scripts/tsan.sh) ==="
+  OUT=build-ci-tsan.out bash scripts/tsan.sh build-ci || status=1
+fi
 if [ $status -eq 0 ]; then echo "gsched: all suites passed"; else echo "gsched: test failures"; fi
 exit $status

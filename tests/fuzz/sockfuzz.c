@@ -360,6 +360,7 @@ static void sf_hold_loop(sf_hold_t *h, int n, int slow)
     gs_buf_t b;
     gs_buf_init(&b);
     if (p == NULL) return;
+    for (int i = 0; i < n; i++) h[i].fd = -1;   /* not opened (yet): never descriptor 0 */
     for (int i = 0; i < n && !atomic_load(&sf_stop); i++) {
         if (slow) sf_hold_open_slow(&h[i], i, &b);
         else sf_hold_open_idle(&h[i], i);
