@@ -295,6 +295,7 @@ static void *sf_attacker(void *arg)
         }
     }
     gs_buf_cleanup(&b);
+    sf_gen_release();
     return NULL;
 }
 

@@ -38,6 +38,9 @@ static inline uint64_t sf_below(sf_rng_t *r, uint64_t n)
  *  Returns 1, or 0 when no encodable message was drawn in a few tries (@a out unchanged). */
 int sf_gen_frame(sf_rng_t *r, uint32_t type, int mutate, gs_buf_t *out);
 
+/** Free the calling thread's generator memory (before the thread ends). */
+void sf_gen_release(void);
+
 /** Append random bytes (1 .. @a max) to @a out. */
 void sf_gen_bytes(sf_rng_t *r, size_t max, gs_buf_t *out);
 

@@ -218,6 +218,13 @@ int sf_gen_frame(sf_rng_t *r, uint32_t type, int mutate, gs_buf_t *out)
     return 0;
 }
 
+void sf_gen_release(void)
+{
+    free(sf_arena);
+    sf_arena = NULL;
+    sf_used = 0;
+}
+
 void sf_gen_bytes(sf_rng_t *r, size_t max, gs_buf_t *out)
 {
     size_t n = 1 + (size_t)sf_below(r, max);
