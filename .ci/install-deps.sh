@@ -2,7 +2,7 @@
 # Install what gsched needs on Debian/Ubuntu (idempotent; skips apt when everything is present).
 set -euo pipefail
 pkgs="build-essential cmake ninja-build pkg-config libuv1-dev libmsgpack-dev libucx-dev
-      libcriterion-dev libopenblas-dev liblapacke-dev procps stress-ng"
+      libcriterion-dev libopenblas-dev liblapacke-dev procps stress-ng libssl-dev"
 # --fuzz: also clang and its libFuzzer runtime (for .ci/fuzz.sh)
 if [ "${1:-}" = "--fuzz" ]; then
   pkgs="$pkgs clang"

@@ -40,6 +40,7 @@
 #include "common/hashmap.h"
 #include "graph/taskgraph.h"
 #include "proto/conn.h"
+#include "proto/handshake.h"
 #include "proto/msg.h"
 
 #include <stddef.h>
@@ -173,6 +174,8 @@ struct gs_client {
 
     /* configuration */
     char *token;
+    char hs_name[32];           /* the name HELLO gives ("client-PID") */
+    gs_hs_peer_t hs;            /* I/O thread: the handshake (CONNECTING) */
     char address[288];
     unsigned lower_flags;
     gs_progress_cb progress_cb;
@@ -182,6 +185,8 @@ struct gs_client {
     /* I/O thread */
     uv_loop_t loop;
     uv_async_t async;
+    uv_timer_t hb_timer;        /* HEARTBEAT every interval WELCOME names, while READY */
+    uint64_t hb_seq;
     uv_thread_t thread;
     int thread_started;
     int stopping;               /* mu: no more ops may be posted (shutdown began) */

@@ -6,7 +6,6 @@
 #include "common/alloc.h"
 #include "common/error.h"
 #include "common/log.h"
-#include "proto/hello.h"
 
 #include <pthread.h>
 #include <signal.h>
@@ -213,6 +212,7 @@ static void gs__handle_op(gs_client_h c, gs__op_t *op)
         gs__fail_everything(c, GS_ERR_CANCELED, "the client was destroyed");
         if (c->conn != NULL) gs_conn_close(c->conn, GS_OK);
         if (!uv_is_closing((uv_handle_t *)&c->async)) uv_close((uv_handle_t *)&c->async, NULL);
+        if (!uv_is_closing((uv_handle_t *)&c->hb_timer)) uv_close((uv_handle_t *)&c->hb_timer, NULL);
         break;
     }
     gs__op_free(op);
@@ -396,6 +396,19 @@ static void gs__on_replicate_done(gs_client_h c, const gs_msg_replicate_done_t *
                   text[0] ? text : NULL);
 }
 
+/* Heartbeats (I/O thread): gsched closes clients silent past its idle timeout when they hold no
+ * graph; a connected client, idle or not, says it is alive every interval WELCOME named. */
+static void gs__hb_cb(uv_timer_t *t)
+{
+    gs_client_h c = t->data;
+    gs_msg_t m;
+    if (c->conn == NULL || c->closing) return;
+    memset(&m, 0, sizeof(m));
+    m.type = GS_MSG_HEARTBEAT;
+    m.u.heartbeat.seq = ++c->hb_seq;
+    (void)gs_conn_send(c->conn, &m);   /* a failure closes the connection: reported there */
+}
+
 /* The first message on the connection: WELCOME, or why not (I/O thread, CONNECTING). */
 static void gs__on_handshake(gs_client_h c, const gs_msg_t *msg)
 {
@@ -405,14 +418,33 @@ static void gs__on_handshake(gs_client_h c, const gs_msg_t *msg)
         uv_mutex_unlock(&c->mu);
         return;
     }
-    if (msg->type == GS_MSG_WELCOME && msg->u.welcome.version == GS_PROTO_VERSION) {
-        c->state = GS__READY;
-        c->client_id = msg->u.welcome.id;
-    } else if (msg->type == GS_MSG_WELCOME) {
+    if (msg->type == GS_MSG_CHALLENGE) {
+        gs_msg_t auth;
+        st = gs_hs_peer_answer(&c->hs, msg, &auth);
+        if (st == GS_OK) st = gs_conn_send(c->conn, &auth);
+        if (st == GS_OK) {
+            uv_mutex_unlock(&c->mu);
+            return;
+        }
+        snprintf(c->fail_message, sizeof(c->fail_message), "handshake with the scheduler at %s failed: %s",
+                 c->address, gs_last_error());
+    } else if (msg->type == GS_MSG_WELCOME && msg->u.welcome.version != GS_PROTO_VERSION) {
         st = GS_ERR_VERSION;
         snprintf(c->fail_message, sizeof(c->fail_message),
                  "scheduler at %s speaks protocol version %u, this client %u", c->address,
                  msg->u.welcome.version, GS_PROTO_VERSION);
+    } else if (msg->type == GS_MSG_WELCOME && !c->hs.challenged) {
+        st = GS_ERR_AUTH;
+        snprintf(c->fail_message, sizeof(c->fail_message),
+                 "scheduler at %s welcomed this client without proving that it knows the cluster token",
+                 c->address);
+    } else if (msg->type == GS_MSG_WELCOME) {
+        uint64_t hb = msg->u.welcome.heartbeat_ms;
+        hb = hb == 0 ? 1000 : hb < 10 ? 10 : hb > 3600000 ? 3600000 : hb;
+        memset(&c->hs, 0, sizeof(c->hs));
+        c->state = GS__READY;
+        c->client_id = msg->u.welcome.id;
+        uv_timer_start(&c->hb_timer, gs__hb_cb, hb, hb);
     } else if (msg->type == GS_MSG_ERROR) {
         st = msg->u.error.status < 0 ? (gs_status_t)msg->u.error.status : GS_ERR_PROTO;
         snprintf(c->fail_message, sizeof(c->fail_message),
@@ -496,6 +528,7 @@ static void gs__close_cb(gs_conn_t *conn, gs_status_t reason, void *arg)
             snprintf(c->fail_message, sizeof(c->fail_message), "cannot connect to the scheduler "
                      "at %s: %s", c->address, gs_status_string(c->fail_status));
     } else if (c->state == GS__READY && !c->closing) {
+        uv_timer_stop(&c->hb_timer);
         c->state = GS__LOST;
         c->fail_status = GS_ERR_SCHEDULER_LOST;
         snprintf(c->fail_message, sizeof(c->fail_message), "lost the connection to the scheduler "
@@ -542,7 +575,6 @@ gs_status_t gs__io_start(gs_client_h c, const char *host, int port)
     gs_status_t status;
     gs_conn_params_t cp;
     sigset_t all, old;
-    char hello_name[64];
     gs_msg_t hello;
     int r;
 
@@ -554,15 +586,17 @@ gs_status_t gs__io_start(gs_client_h c, const char *host, int port)
         goto err_loop;
     }
     c->async.data = c;
+    uv_timer_init(&c->loop, &c->hb_timer);   /* cannot fail */
+    c->hb_timer.data = c;
     memset(&cp, 0, sizeof(cp));
     cp.msg_cb = gs__msg_cb;
     cp.close_cb = gs__close_cb;
     cp.connect_cb = gs__connect_cb;
     cp.arg = c;
     if ((status = gs_conn_connect(&c->loop, host, port, &cp, &c->conn)) != GS_OK) goto err_loop;
-    snprintf(hello_name, sizeof(hello_name), "client-%d", (int)getpid());
-    gs_proto_hello_init(&hello, GS_ROLE_CLIENT, c->token, hello_name);
-    if ((status = gs_conn_send(c->conn, &hello)) != GS_OK) {
+    snprintf(c->hs_name, sizeof(c->hs_name), "client-%d", (int)getpid());
+    if ((status = gs_hs_peer_hello(&c->hs, c->token, GS_ROLE_CLIENT, c->hs_name, &hello)) != GS_OK ||
+        (status = gs_conn_send(c->conn, &hello)) != GS_OK) {
         gs_conn_close(c->conn, status);
         goto err_loop;
     }

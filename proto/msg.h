@@ -13,14 +13,19 @@
  * Encoding borrows the message's pointers only for the duration of the call.
  *
  * Conversation:
- *   any peer -> gsched  HELLO(version, token, role, name)   first frame on every connection;
- *                       a wrong token or version is answered with ERROR and the connection closed
- *   gsched -> peer      WELCOME(id, heartbeat interval)
+ *   any peer -> gsched  HELLO(version, role, name, nonce)   first frame on every connection;
+ *                       a wrong version is answered with ERROR and the connection closed
+ *   gsched -> peer      CHALLENGE(nonce, proof): gsched proves it knows the cluster token
+ *   peer -> gsched      AUTH(proof): the peer proves it (common/auth.h); a wrong proof is
+ *                       answered with ERROR (GS_ERR_AUTH) and the connection closed
+ *   gsched -> peer      WELCOME(id, heartbeat interval, data-plane key for workers)
  *   worker -> gsched    WORKER_REGISTER, then HEARTBEAT periodically, TASK_DONE batches, DATA
  *   gsched -> worker    PEERS, TASK_ASSIGN batches, RELEASE, GATHER_REQ, CANCEL, SHUTDOWN
  *   client -> gsched    GRAPH_SUBMIT, GATHER_REQ, CANCEL, RELEASE_GRAPH
  *   gsched -> client    GRAPH_ACCEPTED, PROGRESS, GRAPH_DONE, DATA, ERROR
- *   worker -> worker    FETCH_REQ / DATA over UCX (active messages; DATA's payload is the chunk)
+ *   worker -> worker    FETCH_REQ / DATA over UCX (active messages; DATA's payload is the chunk);
+ *                       every request carries a trailer: sender id, counter, HMAC with the
+ *                       data-plane key (worker/xfer/seal.c)
  *   client -> gsched    INFO_REQ; gsched -> client INFO (cluster state, e.g. to wait for workers)
  *   worker -> gsched    BANDWIDTH: per source worker, the peer fetches completed since the last
  *                       report (bytes, summed seconds, count, path name); sent with heartbeats
@@ -50,7 +55,9 @@
 extern "C" {
 #endif
 
-#define GS_PROTO_VERSION 1u
+/* 2: HELLO carries a nonce and no token; CHALLENGE and AUTH prove the token (common/auth.h);
+ * WELCOME carries a worker's data-plane key; worker-to-worker requests carry a MAC. */
+#define GS_PROTO_VERSION 2u
 #define GS_PROTO_FRAME_HEADER 4u
 #define GS_PROTO_DEFAULT_MAX_FRAME (1024u * 1024u * 1024u)  /* 1 GiB */
 
@@ -81,6 +88,8 @@ typedef enum gs_msg_type {
     GS_MSG_REPLICATE_DONE = 24,
     GS_MSG_WORKERS_REQ = 25,
     GS_MSG_WORKERS = 26,
+    GS_MSG_CHALLENGE = 27,
+    GS_MSG_AUTH = 28,
     GS_MSG_TYPE_MAX
 } gs_msg_type_t;
 
@@ -102,15 +111,27 @@ typedef gs_bytes_t gs_str_t;
 typedef struct gs_msg_hello {
     uint32_t version;
     uint32_t role;          /* gs_peer_role_t */
-    gs_str_t token;
+    gs_str_t token;         /* empty since version 2 (the token never travels); kept for the layout */
     gs_str_t name;
+    gs_bytes_t nonce;       /* GS_AUTH_NONCE_BYTES fresh random bytes of the peer */
 } gs_msg_hello_t;
 
 typedef struct gs_msg_welcome {
     uint32_t version;
     uint64_t id;            /* client id or worker id */
     uint64_t heartbeat_ms;  /* interval the peer should heartbeat at (workers) */
+    gs_bytes_t data_key;    /* workers: the cluster's data-plane key, masked (gs_auth_key_mask);
+                             * clients: empty */
 } gs_msg_welcome_t;
+
+typedef struct gs_msg_challenge {
+    gs_bytes_t nonce;       /* GS_AUTH_NONCE_BYTES fresh random bytes of gsched */
+    gs_bytes_t proof;       /* gs_auth_handshake_mac(GS_AUTH_BY_SCHED, ...) */
+} gs_msg_challenge_t;
+
+typedef struct gs_msg_auth {
+    gs_bytes_t proof;       /* gs_auth_handshake_mac(GS_AUTH_BY_PEER, ...) */
+} gs_msg_auth_t;
 
 typedef struct gs_msg_worker_register {
     gs_str_t name;
@@ -353,6 +374,8 @@ typedef struct gs_msg {
         gs_msg_replicate_t replicate;
         gs_msg_replicate_done_t replicate_done;
         gs_msg_workers_t workers;
+        gs_msg_challenge_t challenge;
+        gs_msg_auth_t auth;
     } u;
     void *owned;                   /* decoder's allocation(s); private */
 } gs_msg_t;
@@ -373,7 +396,8 @@ gs_status_t gs_msg_encode(const gs_msg_t *msg, gs_buf_t *out);
 gs_status_t gs_msg_encode_head(const gs_msg_t *msg, gs_buf_t *out, size_t *tail_len_p);
 
 /** Decode one payload (without the 4-byte header). On success *msg_p is filled and owns its
- *  memory; on error nothing is allocated. GS_ERR_PROTO for malformed input. */
+ *  memory; on error nothing is allocated. GS_ERR_PROTO for malformed input, GS_ERR_MSG_TOO_LARGE
+ *  for a payload longer than its type's cap (proto/msg_schema.h), checked before any parsing. */
 gs_status_t gs_msg_decode(const void *payload, size_t len, gs_msg_t *msg_p);
 
 /** As gs_msg_decode(), except that a DATA message's bytes (msg->u.data.data) are not copied:

@@ -60,6 +60,7 @@ typedef struct gs__msg_desc {
     const char *name;        /* for logs; NULL: no such type */
     const gs__field_t *fields;
     unsigned nfields;        /* on the wire: nfields + 1 (the type) */
+    uint32_t max_bytes;      /* largest payload (msg_schema.h's cap); 0: the frame limit only */
 } gs__msg_desc_t;
 
 /** The descriptor of @a type, NULL when unknown. */

@@ -315,6 +315,10 @@ static gs_status_t gs__msg_decode(const void *payload, size_t len, int borrow, g
     if (gs_mp_read_u32(&d.r, &type)) {
         if ((desc = gs__msg_desc(type)) == NULL) {
             gs__dec_fail(&d, "unknown message type %u", type);
+        } else if (desc->max_bytes != 0 && len > desc->max_bytes) {
+            /* the schema's cap, before anything is parsed or allocated */
+            return gs_error_set(GS_ERR_MSG_TOO_LARGE, "%s message of %zu bytes exceeds its cap of %u bytes",
+                                desc->name, len, desc->max_bytes);
         } else if (nfields != desc->nfields + 1) {
             gs__dec_fail(&d, "%s message has %u fields, expected %u", desc->name, nfields, desc->nfields + 1);
         } else {

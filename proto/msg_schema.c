@@ -31,12 +31,12 @@
      offsetof(gs_msg_##member##_t, count), rule},
 
 /* One array per type, ending with a NULL-named sentinel (so that types without fields have one). */
-#define GS__FIELDS(TYPE, name) \
+#define GS__FIELDS(TYPE, name, max) \
     static const gs__field_t gs__fields_##TYPE[] = {GS_MSG_FIELDS_##TYPE(GS__FIELD){NULL, NULL, 0, 0, 0, 0, 0, 0, 0}};
 GS_MSG_TYPES(GS__FIELDS)
 
-#define GS__DESC(TYPE, name) \
-    [GS_MSG_##TYPE] = {name, gs__fields_##TYPE, sizeof gs__fields_##TYPE / sizeof gs__fields_##TYPE[0] - 1},
+#define GS__DESC(TYPE, name, max) \
+    [GS_MSG_##TYPE] = {name, gs__fields_##TYPE, sizeof gs__fields_##TYPE / sizeof gs__fields_##TYPE[0] - 1, max},
 static const gs__msg_desc_t gs__msg_descs[GS_MSG_TYPE_MAX] = {GS_MSG_TYPES(GS__DESC)};
 
 const gs__msg_desc_t *gs__msg_desc(uint32_t type)

@@ -4,8 +4,12 @@
  * samples and comparison (tests/proto/samples.c) are all derived from it: a message added here is
  * encoded, decoded, validated, round-tripped, truncated and fuzzed without further code.
  *
- * GS_MSG_TYPES(X): X(TYPE, name) for every message type GS_MSG_<TYPE> of proto/msg.h, with its
- * name for logs. The fields of TYPE are GS_MSG_FIELDS_<TYPE>(F), in wire order; the payload is the
+ * GS_MSG_TYPES(X): X(TYPE, name, max) for every message type GS_MSG_<TYPE> of proto/msg.h, with
+ * its name for logs and the largest payload it may have in bytes (0: only the connection's frame
+ * limit): the decoder refuses a longer one with GS_ERR_MSG_TOO_LARGE before it parses or
+ * allocates anything (gsched counts them: msgs_oversized_total). Messages whose size grows with
+ * the work (graphs, assignments, chunks, peer lists) have no cap of their own; their bounds are
+ * the frame limits and the frame memory budget (proto/conn.h). The fields of TYPE are GS_MSG_FIELDS_<TYPE>(F), in wire order; the payload is the
  * msgpack array [type, field...], one element per entry. Each entry is
  *
  *     F(member, field, kind, count, per, rule)
@@ -32,44 +36,48 @@
 #ifndef GS_PROTO_MSG_SCHEMA_H
 #define GS_PROTO_MSG_SCHEMA_H
 
-#define GS_MSG_TYPES(X)                   \
-    X(HELLO, "hello")                     \
-    X(WELCOME, "welcome")                 \
-    X(WORKER_REGISTER, "worker-register") \
-    X(HEARTBEAT, "heartbeat")             \
-    X(PEERS, "peers")                     \
-    X(GRAPH_SUBMIT, "graph-submit")       \
-    X(GRAPH_ACCEPTED, "graph-accepted")   \
-    X(TASK_ASSIGN, "task-assign")         \
-    X(TASK_DONE, "task-done")             \
-    X(RELEASE, "release")                 \
-    X(GATHER_REQ, "gather-req")           \
-    X(DATA, "data")                       \
-    X(FETCH_REQ, "fetch-req")             \
-    X(PROGRESS, "progress")               \
-    X(GRAPH_DONE, "graph-done")           \
-    X(CANCEL, "cancel")                   \
-    X(RELEASE_GRAPH, "release-graph")     \
-    X(ERROR, "error")                     \
-    X(SHUTDOWN, "shutdown")               \
-    X(INFO_REQ, "info-req")               \
-    X(INFO, "info")                       \
-    X(BANDWIDTH, "bandwidth")             \
-    X(REPLICATE, "replicate")             \
-    X(REPLICATE_DONE, "replicate-done")   \
-    X(WORKERS_REQ, "workers-req")         \
-    X(WORKERS, "workers")
+#define GS_MSG_TYPES(X)                       \
+    X(HELLO, "hello", 8192)                   \
+    X(WELCOME, "welcome", 1024)               \
+    X(WORKER_REGISTER, "worker-register", 0)  \
+    X(HEARTBEAT, "heartbeat", 256)            \
+    X(PEERS, "peers", 0)                      \
+    X(GRAPH_SUBMIT, "graph-submit", 0)        \
+    X(GRAPH_ACCEPTED, "graph-accepted", 256)  \
+    X(TASK_ASSIGN, "task-assign", 0)          \
+    X(TASK_DONE, "task-done", 0)              \
+    X(RELEASE, "release", 0)                  \
+    X(GATHER_REQ, "gather-req", 0)            \
+    X(DATA, "data", 0)                        \
+    X(FETCH_REQ, "fetch-req", 256)            \
+    X(PROGRESS, "progress", 256)              \
+    X(GRAPH_DONE, "graph-done", 1048576)      \
+    X(CANCEL, "cancel", 64)                   \
+    X(RELEASE_GRAPH, "release-graph", 64)     \
+    X(ERROR, "error", 1048576)                \
+    X(SHUTDOWN, "shutdown", 64)               \
+    X(INFO_REQ, "info-req", 64)               \
+    X(INFO, "info", 0)                        \
+    X(BANDWIDTH, "bandwidth", 0)              \
+    X(REPLICATE, "replicate", 0)              \
+    X(REPLICATE_DONE, "replicate-done", 0)    \
+    X(WORKERS_REQ, "workers-req", 64)         \
+    X(WORKERS, "workers", 0)                  \
+    X(CHALLENGE, "challenge", 256)            \
+    X(AUTH, "auth", 256)
 
 #define GS_MSG_FIELDS_HELLO(F)                                   \
     F(hello, version, UINT, version, 1, GS__NO_RULE)             \
     F(hello, role, UINT, role, 1, gs__rule_peer_role)            \
     F(hello, token, STR, token, 1, GS__NO_RULE)                  \
-    F(hello, name, STR, name, 1, GS__NO_RULE)
+    F(hello, name, STR, name, 1, GS__NO_RULE)                    \
+    F(hello, nonce, BIN, nonce, 1, GS__NO_RULE)
 
 #define GS_MSG_FIELDS_WELCOME(F)                                 \
     F(welcome, version, UINT, version, 1, GS__NO_RULE)           \
     F(welcome, id, UINT, id, 1, GS__NO_RULE)                     \
-    F(welcome, heartbeat_ms, UINT, heartbeat_ms, 1, GS__NO_RULE)
+    F(welcome, heartbeat_ms, UINT, heartbeat_ms, 1, GS__NO_RULE) \
+    F(welcome, data_key, BIN, data_key, 1, GS__NO_RULE)
 
 #define GS_MSG_FIELDS_WORKER_REGISTER(F)                                         \
     F(worker_register, name, STR, name, 1, GS__NO_RULE)                          \
@@ -225,5 +233,12 @@
     F(workers, host, STRS, nhost, 1, gs__rule_one_per_entry)             \
     F(workers, backend, STRS, nbackend, 1, gs__rule_one_per_entry)       \
     F(workers, addr, STRS, naddr, 1, gs__rule_one_per_entry)
+
+/* the registration handshake (common/auth.h): gsched's nonce and proof, then the peer's proof */
+#define GS_MSG_FIELDS_CHALLENGE(F)                                       \
+    F(challenge, nonce, BIN, nonce, 1, GS__NO_RULE)              \
+    F(challenge, proof, BIN, proof, 1, GS__NO_RULE)
+
+#define GS_MSG_FIELDS_AUTH(F) F(auth, proof, BIN, proof, 1, GS__NO_RULE)
 
 #endif

@@ -308,22 +308,12 @@ static void gs__refuse(gs__peer_t *p, gs_status_t status, const char *fmt, ...)
     gs__peer_close(p, status, status, "%s", text);
 }
 
-static int gs__token_equal(const gs_sched_t *s, const gs_str_t *tok)
-{
-    /* constant time in the secret: every presented byte is compared (against the secret or its
-     * terminating NUL), lengths folded in */
-    volatile uint8_t diff = (uint8_t)((s->token_len ^ tok->len) != 0);
-    for (size_t i = 0; i < tok->len; i++) {
-        size_t j = i < s->token_len ? i : s->token_len;
-        diff |= (uint8_t)(tok->data[i] ^ (uint8_t)s->token[j]);
-    }
-    return diff == 0;
-}
-
-static void gs__handshake(gs_sched_t *s, gs__peer_t *p, const gs_msg_t *msg)
+/* HELLO: the version, then CHALLENGE (common/auth.h). Nothing is decided on the name yet. */
+static void gs__hello(gs_sched_t *s, gs__peer_t *p, const gs_msg_t *msg)
 {
     const gs_msg_hello_t *h = &msg->u.hello;
     gs_msg_t out;
+    gs_status_t st;
     size_t nlen;
 
     if (msg->type != GS_MSG_HELLO) {
@@ -331,23 +321,65 @@ static void gs__handshake(gs_sched_t *s, gs__peer_t *p, const gs_msg_t *msg)
         return;
     }
     if (h->version != GS_PROTO_VERSION) {
-        gs__refuse(p, GS_ERR_VERSION, "protocol version %u is not supported (gsched speaks %u)", h->version,
-                   GS_PROTO_VERSION);
-        return;
-    }
-    if (!gs__token_equal(s, &h->token)) {
-        gs__refuse(p, GS_ERR_AUTH, "wrong cluster token");
+        gs__refuse(p, GS_ERR_VERSION, "protocol version %u is not supported (gsched speaks %u): upgrade the %s",
+                   h->version, GS_PROTO_VERSION, h->version < GS_PROTO_VERSION ? "peer" : "scheduler");
         return;
     }
     if (h->role != GS_ROLE_CLIENT && h->role != GS_ROLE_WORKER) {
         gs__refuse(p, GS_ERR_PROTO, "unknown role %u", h->role);
         return;
     }
-    p->id = s->next_peer_id++;
+    if ((st = gs_hs_sched_challenge(&p->hs, s->token, h, &out)) != GS_OK) {
+        gs__refuse(p, st, "%s", gs_last_error());
+        return;
+    }
     nlen = h->name.len < 40 ? h->name.len : 40;
-    snprintf(p->name, sizeof p->name, "%s %" PRIu64 " %.*s", h->role == GS_ROLE_CLIENT ? "client" : "worker",
-             p->id, (int)nlen, h->name.data ? (const char *)h->name.data : "");
-    if (h->role == GS_ROLE_CLIENT) {
+    snprintf(p->name, sizeof p->name, "%s %.*s", h->role == GS_ROLE_CLIENT ? "client" : "worker", (int)nlen,
+             h->name.data ? (const char *)h->name.data : "");
+    gs__sched_send(s, p, &out);
+}
+
+/* AUTH: the peer's proof; then WELCOME (a worker's with the data-plane key). */
+static void gs__handshake(gs_sched_t *s, gs__peer_t *p, const gs_msg_t *msg)
+{
+    gs_msg_t out;
+    gs_status_t st;
+    uint8_t masked[GS_AUTH_KEY_BYTES];
+    uint32_t role = p->hs.role;
+
+    if (!p->hs.challenged) {
+        gs__hello(s, p, msg);
+        return;
+    }
+    if (msg->type != GS_MSG_AUTH) {
+        gs__refuse(p, GS_ERR_PROTO, "the answer to the challenge must be auth, not %s", gs_msg_type_name(msg->type));
+        return;
+    }
+    if (!gs_hs_sched_check(&p->hs, &msg->u.auth)) {
+        s->st.auth_failed_total++;
+        GS_LOG_WARN("%s from %s failed to authenticate (wrong cluster token)", p->name, gs_conn_peer_name(p->conn));
+        gs__refuse(p, GS_ERR_AUTH, "wrong cluster token");
+        return;
+    }
+    memset(&out, 0, sizeof out);
+    if (role == GS_ROLE_WORKER) {
+        if ((st = gs_hs_sched_key(&p->hs, s->token, s->data_key, masked)) != GS_OK) {
+            gs__peer_close(p, st, st, "scheduler cannot mask the key: %s", gs_last_error());
+            return;
+        }
+        out.u.welcome.data_key = (gs_bytes_t){masked, sizeof masked};
+    }
+    p->id = s->next_peer_id++;
+    {
+        char tmp[sizeof p->name];
+        memcpy(tmp, p->name, sizeof tmp);
+        tmp[sizeof tmp - 1] = '\0';
+        /* "client 3 name": the kind, the id gsched assigned, the name it gave */
+        const char *rest = strchr(tmp, ' ');
+        snprintf(p->name, sizeof p->name, "%s %" PRIu64 "%s", role == GS_ROLE_CLIENT ? "client" : "worker", p->id,
+                 rest != NULL ? rest : "");
+    }
+    if (role == GS_ROLE_CLIENT) {
         if (gs_u64map_put(&s->clients, p->id, (uint64_t)(uintptr_t)p) != GS_OK) {
             gs__peer_close(p, GS_ERR_NO_MEMORY, GS_ERR_NO_MEMORY, "scheduler out of memory");
             return;
@@ -358,13 +390,14 @@ static void gs__handshake(gs_sched_t *s, gs__peer_t *p, const gs_msg_t *msg)
         p->state = GS__PEER_WORKER;
     }
     /* handshaken: the frame limit of the role */
-    gs_conn_set_max_frame(p->conn, h->role == GS_ROLE_CLIENT ? s->client_max_frame : s->worker_max_frame);
-    memset(&out, 0, sizeof out);
+    gs_conn_set_max_frame(p->conn, role == GS_ROLE_CLIENT ? s->client_max_frame : s->worker_max_frame);
     out.type = GS_MSG_WELCOME;
     out.u.welcome.version = GS_PROTO_VERSION;
     out.u.welcome.id = p->id;
     out.u.welcome.heartbeat_ms = s->heartbeat_ms;
     gs__sched_send(s, p, &out);
+    memset(masked, 0, sizeof masked);
+    memset(&p->hs, 0, sizeof p->hs);
     GS_LOG_INFO("%s connected from %s", p->name, gs_conn_peer_name(p->conn));
 }
 
@@ -581,6 +614,7 @@ static void gs__on_close(gs_conn_t *conn, gs_status_t reason, void *arg)
     gs_sched_t *s = p->s;
     (void)conn;
     p->conn = NULL;
+    if (reason == GS_ERR_MSG_TOO_LARGE) s->st.msgs_oversized_total++;
     if (p->state == GS__PEER_HANDSHAKE && reason != GS_OK && reason != GS_ERR_CONN_CLOSED) {
         s->st.refused_total++;   /* oversized or malformed frame before the handshake */
         GS_LOG_INFO("%s closed before the handshake: %s", p->name, gs_status_string(reason));

@@ -21,8 +21,9 @@
 /* ------------------------------------------------------------------------------------------ */
 /* Housekeeping and the per-iteration tick.                                                   */
 
-/* A client silent for the idle timeout: closed when it holds no graph, else looked at again one
- * timeout later (clients do not heartbeat; a graph in flight or kept is its reason to wait). */
+/* A client silent for the idle timeout (no heartbeat either: the client library sends one every
+ * heartbeat interval): closed when it holds no graph, else looked at again one timeout later (a
+ * graph in flight or kept is its reason to wait; its results stay until it releases them). */
 static void gs__client_idle(gs_sched_t *s, gs__peer_t *p, uint64_t now)
 {
     for (const gs__graph_t *g = s->gtail; g != NULL; g = g->prev) {
@@ -47,21 +48,23 @@ static void gs__on_timer(uv_timer_t *timer)
     gs__peer_t *p = s->peers;
 
     /* A stall of gsched itself (SIGSTOP, a VM pause, an overloaded host) does not count against
-     * the workers: their heartbeats wait unread in the sockets meanwhile, and timers run before
-     * this iteration reads them. Time the loop did not run is added to every worker's last
-     * sighting, so a heartbeat timeout measures only time gsched was awake to hear from it. */
+     * the workers or the clients: their heartbeats wait unread in the sockets meanwhile, and
+     * timers run before this iteration reads them. Time the loop did not run is added to every
+     * worker's and client's last sighting, so heartbeat and idle timeouts measure only time
+     * gsched was awake to hear from them. */
     if (s->timer_last_ns != 0 && now - s->timer_last_ns > GS__STALL_NS) {
         stall = now - s->timer_last_ns - GS__HOUSEKEEPING_MS * 1000000ull;
         s->st.stalls_total++;
         GS_LOG_INFO("gsched's loop stood still for %.0f ms: not counted against heartbeats or task timeouts",
                     (double)stall / 1e6);
         for (gs__peer_t *q = s->peers; q != NULL; q = q->next)
-            if (q->state == GS__PEER_WORKER) q->last_seen_ns += stall;
+            if (q->state == GS__PEER_WORKER || q->state == GS__PEER_CLIENT) q->last_seen_ns += stall;
     }
     s->timer_last_ns = now;
-    /* Heartbeats are judged against the end of the loop's last poll phase, not against now:
-     * timers run before this iteration reads the sockets, so a heartbeat that arrived since is
-     * still unread however late this timer runs (a busy or stalled loop, short timeouts). */
+    /* Heartbeats (of workers and clients) are judged against the end of the loop's last poll
+     * phase, not against now: timers run before this iteration reads the sockets, so a heartbeat
+     * that arrived since is still unread however late this timer runs (a busy or stalled loop,
+     * short timeouts). */
     if (s->polled_ns == 0 || s->polled_ns > now) s->polled_ns = now;
     while (p != NULL) {
         gs__peer_t *next = p->next;   /* closing never frees synchronously */
@@ -75,7 +78,8 @@ static void gs__on_timer(uv_timer_t *timer)
         } else if (p->state == GS__PEER_WORKER && p->worker == NULL && now - p->t_connect_ns > hs_ns) {
             gs__peer_close(p, GS_ERR_TIMED_OUT, GS_ERR_TIMED_OUT, "no worker-register within %u ms",
                            s->handshake_timeout_ms);
-        } else if (p->state == GS__PEER_CLIENT && idle_ns != 0 && now - p->last_seen_ns > idle_ns) {
+        } else if (p->state == GS__PEER_CLIENT && idle_ns != 0 && s->polled_ns > p->last_seen_ns &&
+                   s->polled_ns - p->last_seen_ns > idle_ns) {
             gs__client_idle(s, p, now);
         }
         p = next;
@@ -140,6 +144,7 @@ gs_status_t gs_sched_create(const gs_sched_params_t *params, uv_loop_t *loop, gs
     gs_sched_t *s;
     struct sockaddr_storage ss;
     gs_status_t st;
+    uint8_t data_key[GS_AUTH_KEY_BYTES];
 
     if (loop == NULL || sched_p == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "gs_sched_create: NULL argument");
     memset(&prm, 0, sizeof prm);
@@ -233,6 +238,8 @@ gs_status_t gs_sched_create(const gs_sched_params_t *params, uv_loop_t *loop, gs
                             prm.host);
     }
 
+    /* the data-plane key of this cluster (handed to authenticated workers in WELCOME) */
+    if ((st = gs_auth_random(data_key, sizeof data_key)) != GS_OK) return st;
     s = gs_calloc(1, sizeof *s, "scheduler");
     if (s == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for the scheduler");
     s->loop = loop;
@@ -245,6 +252,8 @@ gs_status_t gs_sched_create(const gs_sched_params_t *params, uv_loop_t *loop, gs
         return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for the scheduler");
     }
     s->token_len = strlen(s->token);
+    memcpy(s->data_key, data_key, sizeof data_key);
+    memset(data_key, 0, sizeof data_key);
     s->port = prm.port;
     s->bound_port = -1;
     s->heartbeat_ms = prm.heartbeat_ms;

@@ -3,10 +3,17 @@
  * the embedded "local" mode) and wrapped by the thin `gsched` daemon (scheduler/main.c).
  *
  * What it does (protocol in proto/msg.h):
- *  - listens on TCP; every connection must open with HELLO carrying GS_PROTO_VERSION and the
- *    cluster token (compared in constant time). Anything else is answered with ERROR
- *    (GS_ERR_VERSION / GS_ERR_AUTH / GS_ERR_PROTO) and the connection is closed before any
- *    other message of it is processed. Accepted peers get WELCOME(id, heartbeat interval).
+ *  - listens on TCP; every connection must open with HELLO carrying GS_PROTO_VERSION and a
+ *    fresh nonce; gsched answers CHALLENGE (its nonce and its proof of the cluster token) and
+ *    the peer must answer AUTH with its proof, HMAC-SHA256 keyed by the token over both nonces,
+ *    the role and the name (proto/handshake.h, common/auth.h; compared in constant time; the
+ *    token never crosses the wire, a recorded AUTH fails on any other connection). Anything
+ *    else is answered with ERROR (GS_ERR_VERSION naming both versions / GS_ERR_AUTH /
+ *    GS_ERR_PROTO) and the connection is closed before any other message of it is processed.
+ *    Accepted peers get WELCOME(id, heartbeat interval; workers also the cluster's data-plane
+ *    key, drawn at start and masked for that connection). Ids are assigned by gsched, one per
+ *    connection, never reused: a worker's id is what every other message of its connection
+ *    (TASK_DONE, DATA, REPLICATE_DONE, BANDWIDTH) is attributed to, never a field it sends.
  *    A connection that has not completed the handshake after the handshake timeout is closed;
  *    before the handshake a connection may send frames of at most GS_SCHED_HELLO_MAX_FRAME
  *    bytes (a larger announced length closes it at once, before the bytes are buffered).
@@ -18,7 +25,8 @@
  *    all connections together reserve at most frame_memory bytes for large frames being
  *    received (a frame that does not fit waits, its connection's reading paused; a holder that
  *    stalls for the handshake timeout meanwhile is closed). A client
- *    that holds no graph and has sent nothing for client_idle_timeout_ms is closed.
+ *    that holds no graph and has sent nothing (not even a heartbeat: the client library sends
+ *    one every heartbeat interval) for client_idle_timeout_ms is closed.
  *  - workers send WORKER_REGISTER; gsched answers the new worker with PEERS listing every
  *    registered worker *including itself* (a worker skips its own id, known from WELCOME) and
  *    sends PEERS(added = new worker) to the others; a removed worker is announced with
@@ -165,8 +173,9 @@ typedef struct gs_sched *gs_sched_h;
 #define GS_SCHED_DEFAULT_HEARTBEAT_TIMEOUT_MS 10000u
 #define GS_SCHED_DEFAULT_ALLOWED_FAILURES 3u
 #define GS_SCHED_DEFAULT_HANDSHAKE_TIMEOUT_MS 10000u
-/** Largest frame a connection may send before its HELLO has been accepted (HELLO needs at most
- *  ~4.2 KiB: a token of <= 4096 bytes and a name). A header announcing more closes the
+/** Largest frame a connection may send before its handshake has completed (HELLO is capped at
+ *  8 KiB by the schema, AUTH at 256 bytes; a version 1 HELLO carried a token of <= 4096 bytes,
+ *  so it still arrives whole and is told the version). A header announcing more closes the
  *  connection at once (logged, counted in refused_total), so a peer that is not speaking the
  *  protocol (plain text, a 2 GB length) holds no buffer until the handshake timeout. After the
  *  handshake the limit is max_frame. */
@@ -177,10 +186,10 @@ typedef struct gs_sched *gs_sched_h;
 /** File descriptors left free below RLIMIT_NOFILE: max_connections is lowered to the soft limit
  *  less this, so the connection limit is reached before accept() fails with EMFILE. */
 #define GS_SCHED_FD_RESERVE 64u
-/** A client connection without graphs silent this long is closed (0 = never). Off by default:
- *  the client library sends no heartbeats yet, so an idle interactive session would be cut;
- *  unauthenticated connections are bounded by the handshake timeout and the limits above. */
-#define GS_SCHED_DEFAULT_CLIENT_IDLE_TIMEOUT_MS 0u
+/** A client connection without graphs silent this long is closed (0 = never). The client library
+ *  heartbeats every heartbeat interval (WELCOME), so only dead or foreign connections go quiet;
+ *  a stall of gsched's own loop is not counted. */
+#define GS_SCHED_DEFAULT_CLIENT_IDLE_TIMEOUT_MS 60000u
 /** Bytes all connections together may reserve for large frames being received. */
 #define GS_SCHED_DEFAULT_FRAME_MEMORY (4ull << 30)
 /** Times a task is retried after its worker reported GS_ERR_WORKER_LOST (input fetch failed). */
@@ -274,8 +283,9 @@ typedef struct gs_sched_params {
      * a real peer. max_connections is lowered to RLIMIT_NOFILE - GS_SCHED_FD_RESERVE. */
     uint32_t max_connections;      /* > 0; default GS_SCHED_DEFAULT_MAX_CONNECTIONS */
     uint32_t max_connections_per_addr; /* > 0; per peer IP address; default 512 */
-    uint32_t client_idle_timeout_ms; /* close a client that holds no graph and sent nothing this
-                                      long (idle_closed_total); 0 = never (default) */
+    uint32_t client_idle_timeout_ms; /* close a client that holds no graph and sent nothing (not
+                                      even a heartbeat) this long (idle_closed_total); 0 = never;
+                                      default GS_SCHED_DEFAULT_CLIENT_IDLE_TIMEOUT_MS */
     uint64_t frame_memory;         /* bytes all connections may reserve for frames larger than
                                       GS_CONN_BUDGET_MIN_FRAME being received (proto/conn.h
                                       gs_conn_budget_t: a frame that does not fit waits, reading
@@ -328,6 +338,10 @@ typedef struct gs_sched_stats {
                                       others waited for it */
     uint64_t tasks_timed_out_total; /* tasks not reported within task_timeout_ms */
     uint64_t churn_refused_total;  /* registrations refused by the churn cap */
+    uint64_t auth_failed_total;    /* handshakes whose AUTH proof was wrong (wrong token, or a
+                                      replayed answer); also in refused_total */
+    uint64_t msgs_oversized_total; /* connections closed for a frame over their limit or a
+                                      message over its type's cap (proto/msg_schema.h) */
 } gs_sched_stats_t;
 
 /** Create a scheduler on @a loop (borrowed; it must outlive the scheduler). Nothing is bound

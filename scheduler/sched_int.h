@@ -23,6 +23,7 @@
 #include "common/log.h"
 #include "common/vec.h"
 #include "proto/conn.h"
+#include "proto/handshake.h"
 #include "scheduler/rset.h"
 #include "scheduler/sched.h"
 
@@ -223,6 +224,7 @@ struct gs__peer {
     uint64_t addr_key;           /* peer address key (conns_by_addr); 0 = not counted */
     int evicted;                 /* closed to make room: no longer counted against the limits */
     gs__worker_t *worker;        /* registered worker, or NULL */
+    gs_hs_sched_t hs;            /* the handshake (HANDSHAKE: CHALLENGE sent once hs.challenged) */
     char name[64];
     gs__peer_t *prev, *next;
     /* gather relays of a client: at most GS__RELAY_WINDOW keys (GS__RELAY_WINDOW_BYTES) requested
@@ -278,6 +280,7 @@ struct gs_sched {
     int bound_port;
     char *token;
     size_t token_len;
+    uint8_t data_key[GS_AUTH_KEY_BYTES];   /* the data-plane key, drawn at start (common/auth.h) */
     uint32_t heartbeat_ms;
     uint32_t heartbeat_timeout_ms;
     uint32_t allowed_failures;

@@ -5,7 +5,6 @@
 
 #include "common/sysmem.h"
 #include "common/time.h"
-#include "proto/hello.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -135,7 +134,30 @@ static void gs__worker_on_msg(gs_conn_t *conn, gs_msg_t *m, void *arg)
     if (w->state >= GS_WSTATE_STOPPING) return;
     GS_LOG_TRACE("%s from gsched", gs_msg_type_name(m->type));
     if (w->state == GS_WSTATE_HELLO) {
+        if (m->type == GS_MSG_CHALLENGE) {
+            gs_msg_t auth;
+            gs_status_t st = gs_hs_peer_answer(&w->hs, m, &auth);
+            if (st != GS_OK) {
+                GS_LOG_ERROR("gsched at %s:%d failed the handshake: %s", w->sched_host, w->sched_port,
+                             gs_last_error());
+                gs_worker_stop(w, st);
+                return;
+            }
+            gs__wsend_msg(w, &auth);
+            return;
+        }
         if (m->type == GS_MSG_WELCOME) {
+            uint8_t key[GS_AUTH_KEY_BYTES];
+            gs_status_t st = gs_hs_peer_key(&w->hs, &m->u.welcome, key);
+            if (st == GS_OK) st = gs__xfer_set_key(w, key);
+            memset(key, 0, sizeof key);
+            memset(&w->hs, 0, sizeof w->hs);
+            if (st != GS_OK) {
+                GS_LOG_ERROR("gsched at %s:%d sent an unusable welcome: %s", w->sched_host, w->sched_port,
+                             gs_last_error());
+                gs_worker_stop(w, st);
+                return;
+            }
             w->id = m->u.welcome.id;
             w->st.worker_id = w->id;
             w->heartbeat_ms = w->heartbeat_req_ms ? w->heartbeat_req_ms
@@ -270,7 +292,12 @@ static void gs__worker_connect(gs_worker_t *w)
         gs_worker_stop(w, status);
         return;
     }
-    gs_proto_hello_init(&m, GS_ROLE_WORKER, w->token, w->name);
+    status = gs_hs_peer_hello(&w->hs, w->token, GS_ROLE_WORKER, w->name, &m);
+    if (status != GS_OK) {
+        GS_LOG_ERROR("cannot start the handshake with gsched: %s", gs_last_error());
+        gs_worker_stop(w, status);
+        return;
+    }
     w->state = GS_WSTATE_HELLO;
     gs__wsend_msg(w, &m);
 }

@@ -173,6 +173,9 @@ typedef struct gs_worker_stats {
     uint32_t npeers;              /* now */
     uint64_t notify_retries;      /* completion notifications the backend refused at first
                                      (retried from the loop, never waited for) */
+    uint64_t requests_refused;    /* peer messages dropped unanswered: no or a wrong seal (not
+                                     from a member of this cluster), not a live peer, replayed,
+                                     or naming another worker (worker/xfer/seal.c) */
 } gs_worker_stats_t;
 
 /**

@@ -11,6 +11,7 @@
 #include "common/vec.h"
 #include "graph/taskgraph.h"
 #include "proto/conn.h"
+#include "proto/handshake.h"
 #include "worker/worker.h"
 
 #include <stdatomic.h>
@@ -144,7 +145,7 @@ typedef struct gs_wnote {
 typedef enum gs_wstate {
     GS_WSTATE_CREATED = 0,
     GS_WSTATE_CONNECTING,
-    GS_WSTATE_HELLO,          /* HELLO sent, waiting for WELCOME */
+    GS_WSTATE_HELLO,          /* HELLO sent, waiting for CHALLENGE, then (AUTH sent) WELCOME */
     GS_WSTATE_RUNNING,
     GS_WSTATE_STOPPING,
     GS_WSTATE_STOPPED
@@ -174,6 +175,7 @@ struct gs_worker {
 
     /* control plane */
     gs_conn_t *conn;
+    gs_hs_peer_t hs;          /* the registration handshake (HELLO state) */
     uint64_t id;
     uint64_t heartbeat_ms;
     uint64_t hb_seq;

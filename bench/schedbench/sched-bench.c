@@ -20,6 +20,7 @@
 #include "common/log.h"
 #include "common/time.h"
 #include "proto/conn.h"
+#include "proto/handshake.h"
 #include "scheduler/sched.h"
 
 #include <gsched/config.h>
@@ -97,11 +98,38 @@ typedef struct fake_worker {
     int32_t *status;
     uint64_t ndone;
     uint64_t done_batch;   /* completions per TASK_DONE message (0 = the whole assignment) */
+    char name[32];
+    gs_hs_peer_t hs;
 } fake_worker_t;
+
+/* Answer gsched's CHALLENGE (no token); 0 when @a msg was not one. */
+static int bench_answer(gs_conn_t *conn, gs_hs_peer_t *hs, const gs_msg_t *msg)
+{
+    gs_msg_t auth;
+    if (msg->type != GS_MSG_CHALLENGE) return 0;
+    if (gs_hs_peer_answer(hs, msg, &auth) != GS_OK) {
+        fprintf(stderr, "gs-sched-bench: handshake: %s\n", gs_last_error());
+        exit(1);
+    }
+    gs_conn_send(conn, &auth);
+    return 1;
+}
 
 static void fw_on_msg(gs_conn_t *conn, gs_msg_t *msg, void *arg)
 {
     fake_worker_t *w = arg;
+    if (bench_answer(conn, &w->hs, msg)) {
+        gs_msg_t m;
+        memset(&m, 0, sizeof m);
+        m.type = GS_MSG_WORKER_REGISTER;
+        m.u.worker_register.name.data = (const uint8_t *)w->name;
+        m.u.worker_register.name.len = strlen(w->name);
+        m.u.worker_register.backend.data = (const uint8_t *)"none";
+        m.u.worker_register.backend.len = 4;
+        m.u.worker_register.nthreads = w->nthreads;
+        gs_conn_send(conn, &m);
+        return;
+    }
     if (msg->type == GS_MSG_TASK_ASSIGN) {
         const gs_msg_task_assign_t *a = &msg->u.task_assign;
         gs_msg_t d;
@@ -163,7 +191,6 @@ static void *fw_main(void *arg)
     fake_worker_t *w = arg;
     gs_conn_params_t cp;
     gs_msg_t m;
-    char name[32];
     uv_loop_init(&w->loop);
     uv_async_init(&w->loop, &w->stop, fw_on_stop);
     w->stop.data = w;
@@ -175,22 +202,12 @@ static void *fw_main(void *arg)
         fprintf(stderr, "gs-sched-bench: worker connect: %s\n", gs_last_error());
         exit(1);
     }
-    snprintf(name, sizeof name, "fake-%d", w->index);
-    memset(&m, 0, sizeof m);
-    m.type = GS_MSG_HELLO;
-    m.u.hello.version = GS_PROTO_VERSION;
-    m.u.hello.role = GS_ROLE_WORKER;
-    m.u.hello.name.data = (const uint8_t *)name;
-    m.u.hello.name.len = strlen(name);
-    gs_conn_send(w->conn, &m);
-    memset(&m, 0, sizeof m);
-    m.type = GS_MSG_WORKER_REGISTER;
-    m.u.worker_register.name.data = (const uint8_t *)name;
-    m.u.worker_register.name.len = strlen(name);
-    m.u.worker_register.backend.data = (const uint8_t *)"none";
-    m.u.worker_register.backend.len = 4;
-    m.u.worker_register.nthreads = w->nthreads;
-    gs_conn_send(w->conn, &m);
+    snprintf(w->name, sizeof w->name, "fake-%d", w->index);
+    if (gs_hs_peer_hello(&w->hs, "", GS_ROLE_WORKER, w->name, &m) != GS_OK) {
+        fprintf(stderr, "gs-sched-bench: %s\n", gs_last_error());
+        exit(1);
+    }
+    gs_conn_send(w->conn, &m);   /* WORKER_REGISTER follows the challenge's answer */
     uv_run(&w->loop, UV_RUN_DEFAULT);
     uv_loop_close(&w->loop);
     gs_free(w->gids);
@@ -216,12 +233,13 @@ typedef struct client {
     uint64_t sched_wall_ns;
     int error;
     char error_msg[256];
+    gs_hs_peer_t hs;
 } client_t;
 
 static void cl_on_msg(gs_conn_t *conn, gs_msg_t *msg, void *arg)
 {
     client_t *c = arg;
-    (void)conn;
+    if (bench_answer(conn, &c->hs, msg)) return;
     switch (msg->type) {
     case GS_MSG_WELCOME: c->welcomed = 1; break;
     case GS_MSG_INFO:
@@ -357,10 +375,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "gs-sched-bench: %s\n", gs_last_error());
         return 1;
     }
-    memset(&m, 0, sizeof m);
-    m.type = GS_MSG_HELLO;
-    m.u.hello.version = GS_PROTO_VERSION;
-    m.u.hello.role = GS_ROLE_CLIENT;
+    if (gs_hs_peer_hello(&c.hs, "", GS_ROLE_CLIENT, "bench", &m) != GS_OK) {
+        fprintf(stderr, "gs-sched-bench: %s\n", gs_last_error());
+        return 1;
+    }
     gs_conn_send(c.conn, &m);
     cl_run_until(&c, &c.welcomed, 10);
     while (c.nworkers < nworkers) {

@@ -84,14 +84,19 @@ int fake_accept_and_finish(fake_t *f, const gs_msg_t *m)
     return fake_send(f, &r) != 0;
 }
 
-static int fake_handshake(fake_t *f, const gs_msg_t *m)
+/* HELLO -> CHALLENGE, AUTH -> WELCOME (or ERROR); *done_p set once WELCOME went out. */
+static int fake_handshake(fake_t *f, const gs_msg_t *m, int *done_p)
 {
     gs_msg_t r;
     const char *want = f->token ? f->token : "";
     memset(&r, 0, sizeof(r));
-    if (m->type != GS_MSG_HELLO) return 1;
-    if (m->u.hello.token.len != strlen(want) ||
-        memcmp(m->u.hello.token.data, want, m->u.hello.token.len) != 0) {
+    if (!f->hs.challenged) {
+        if (m->type != GS_MSG_HELLO) return 1;
+        if (gs_hs_sched_challenge(&f->hs, want, &m->u.hello, &r) != GS_OK) return 1;
+        return fake_send(f, &r) != 0;
+    }
+    if (m->type != GS_MSG_AUTH) return 1;
+    if (!gs_hs_sched_check(&f->hs, &m->u.auth)) {
         static const char msg[] = "wrong cluster token";
         r.type = GS_MSG_ERROR;
         r.u.error.status = GS_ERR_AUTH;
@@ -104,6 +109,7 @@ static int fake_handshake(fake_t *f, const gs_msg_t *m)
     r.u.welcome.version = f->refuse_version ? GS_PROTO_VERSION + 7 : GS_PROTO_VERSION;
     r.u.welcome.id = 1;
     r.u.welcome.heartbeat_ms = 1000;
+    *done_p = 1;
     return fake_send(f, &r) != 0;
 }
 
@@ -143,8 +149,7 @@ static void *fake_main(void *arg)
             pthread_cond_broadcast(&f->cond);
             pthread_mutex_unlock(&f->mu);
             if (!handshaken) {
-                stop = fake_handshake(f, &m);
-                handshaken = 1;
+                stop = fake_handshake(f, &m, &handshaken);
             } else if (f->handler != NULL) {
                 stop = f->handler(f, &m);
             }

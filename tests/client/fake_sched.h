@@ -5,6 +5,7 @@
 #ifndef GS_TESTS_FAKE_SCHED_H
 #define GS_TESTS_FAKE_SCHED_H
 
+#include "proto/handshake.h"
 #include "proto/msg.h"
 
 #include <pthread.h>
@@ -25,6 +26,7 @@ struct fake {
     const char *token;            /* expected token ("" = none) */
     int refuse_version;           /* answer WELCOME with a wrong version */
     int silent;                   /* accept but never answer */
+    gs_hs_sched_t hs;             /* the fake's thread: the handshake in progress */
     fake_handler_t handler;
     void *arg;
     /* recorded under mu */

@@ -6,7 +6,8 @@
  * --seconds runs, all at once:
  *   - attacker threads, each looping over episodes: random bytes; bad or truncated frame headers
  *     (0, 64 KiB + 1, 1 GiB, 4 GiB, cut frames); a first frame that is not a valid HELLO (random
- *     HELLOs: wrong token, version, role); the handshake (proto/hello.h, the library's own) as a
+ *     HELLOs: wrong token, version, role; a forged AUTH after a real CHALLENGE); the handshake
+ *     (proto/handshake_fd.h over proto/handshake.c, the library's own) as a
  *     client or as a worker, then schema-valid random messages of every type, some with flipped
  *     bytes (sockfuzz_gen.c); connect/close storms with and without RST;
  *   - --idle idle connections (half of them handshaken clients) from other loopback addresses,
@@ -32,7 +33,8 @@
 #include "sockfuzz.h"
 
 #include "common/time.h"
-#include "proto/hello.h"
+#include "proto/handshake.h"
+#include "proto/handshake_fd.h"
 #include "proto/msg.h"
 
 #include <errno.h>
@@ -203,14 +205,30 @@ static void sf_ep_prehello(sf_rng_t *r, gs_buf_t *b)
     SF_ADD(prehello_episodes, 1);
     if (fd < 0) return;
     if (sf_below(r, 3) == 0) {
-        /* the real handshake with a wrong token */
-        char bad[80];
-        snprintf(bad, sizeof bad, "%s-not", sf_token);
-        if (gs_proto_handshake_fd(fd, GS_ROLE_WORKER, bad, "rogue", 10.0, NULL) == GS_OK) {
-            SF_ADD(bad_token_accepted, 1);
-            sf_fail("gsched accepted a worker handshake with a wrong token");
-        } else {
-            SF_ADD(bad_token_refused, 1);
+        /* a rogue without the token: a real HELLO, then an AUTH with a made-up proof */
+        gs_hs_peer_t hs;
+        gs_msg_t m, auth;
+        uint8_t proof[GS_AUTH_MAC_BYTES];
+        for (size_t k = 0; k < sizeof proof; k++) proof[k] = (uint8_t)sf_rand(r);
+        memset(&auth, 0, sizeof auth);
+        auth.type = GS_MSG_AUTH;
+        auth.u.auth.proof = (gs_bytes_t){proof, sizeof proof};
+        if (gs_hs_peer_hello(&hs, "not-the-token", GS_ROLE_WORKER, "rogue", &m) == GS_OK &&
+            gs_proto_fd_send_msg(fd, &m, 5.0) == GS_OK && gs_proto_fd_recv_msg(fd, 65536, 10.0, &m) == GS_OK) {
+            int challenged = m.type == GS_MSG_CHALLENGE;
+            gs_msg_cleanup(&m);
+            if (challenged && gs_proto_fd_send_msg(fd, &auth, 5.0) == GS_OK &&
+                gs_proto_fd_recv_msg(fd, 65536, 10.0, &m) == GS_OK) {
+                if (m.type == GS_MSG_WELCOME) {
+                    SF_ADD(bad_token_accepted, 1);
+                    sf_fail("gsched welcomed a worker whose AUTH proof was made up");
+                } else {
+                    SF_ADD(bad_token_refused, 1);
+                }
+                gs_msg_cleanup(&m);
+            } else if (challenged) {
+                SF_ADD(bad_token_refused, 1);   /* closed without an answer */
+            }
         }
     }
     sf_gen_frame(r, type, sf_below(r, 4) == 0, b);

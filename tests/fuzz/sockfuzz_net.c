@@ -2,7 +2,7 @@
 #include "sockfuzz.h"
 
 #include "common/time.h"
-#include "proto/hello.h"
+#include "proto/handshake_fd.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

@@ -1,9 +1,10 @@
 /* Faults with real processes: a worker SIGKILLed in the middle of a graph, gsched SIGKILLed under
- * a running client, garbage and wrong tokens on gsched's port. */
+ * a running client, garbage and wrong tokens on gsched's port, a rogue worker without the token. */
 #include "cluster.h"
 #include "reference.h"
 
 #include "common/time.h"
+#include "proto/handshake.h"
 
 #include <gsched/gsched.h>
 
@@ -273,4 +274,164 @@ Test(integration_faults, garbage_and_wrong_tokens_are_refused_and_gsched_keeps_s
     cr_assert(closed_by_peer(text_fd, 15.0 - (gs_now_s() - text_t0)),
               "gsched kept a connection that sent text and no handshake");
     close(text_fd);
+}
+
+/* Read one frame from @a fd (blocking, @a timeout_s) and decode it into @a m; 0 at EOF. */
+static int recv_frame(int fd, gs_msg_t *m, double timeout_s)
+{
+    double deadline = gs_now_s() + timeout_s;
+    uint8_t hdr[4], *payload;
+    size_t got = 0, want = 4;
+    uint8_t *dst = hdr;
+    uint32_t len = 0;
+    for (int phase = 0; phase < 2; phase++) {
+        while (got < want) {
+            struct pollfd p = {fd, POLLIN, 0};
+            ssize_t n;
+            cr_assert_lt(gs_now_s(), deadline, "gsched did not answer");
+            if (poll(&p, 1, 20) <= 0) continue;
+            n = recv(fd, dst + got, want - got, 0);
+            if (n <= 0) {
+                if (phase == 1) free(dst);
+                return 0;
+            }
+            got += (size_t)n;
+        }
+        if (phase == 0) {
+            len = (uint32_t)hdr[0] | (uint32_t)hdr[1] << 8 | (uint32_t)hdr[2] << 16 | (uint32_t)hdr[3] << 24;
+            cr_assert_leq(len, 1u << 20);
+            dst = malloc(len ? len : 1);
+            got = 0;
+            want = len;
+        }
+    }
+    payload = dst;
+    cr_assert_eq(gs_msg_decode(payload, len, m), GS_OK);
+    free(payload);
+    return 1;
+}
+
+static void send_msg(int fd, const gs_msg_t *m)
+{
+    gs_buf_t b;
+    gs_buf_init(&b);
+    cr_assert_eq(gs_msg_encode(m, &b), GS_OK);
+    send_all(fd, b.data, b.len);
+    gs_buf_cleanup(&b);
+}
+
+/* The issue's reproduction: a raw-socket peer that registered as a worker and answered every
+ * task with 42 changed a seed result. Now a peer without the token cannot register (its proof
+ * is wrong whatever it sends, and a version 1 HELLO with the token in clear is refused), so it
+ * is assigned nothing; the result is the reference and gsched counts one worker. */
+Test(integration_faults, a_rogue_worker_without_the_token_cannot_register_or_change_a_result,
+     .init = arm, .fini = down)
+{
+    tcluster_t c;
+    gs_client_h good;
+    gs_array_h e;
+    gs_msg_t m, out;
+    gs_hs_peer_t hs;
+    double v = NAN;
+    int port = 0, fds[3];
+    char host[64];
+    static const char *const guesses[] = {"", "wrong"};
+
+    cr_assert(tc_start(&c, 1, "s3cret", NULL), "cluster did not start");
+    cr_assert_eq(sscanf(c.address, "tcp://%63[^:]:%d", host, &port), 2);
+    /* a rogue that guesses the token ("" then "wrong"), pipelining its registration and a
+     * result of 42 behind its answer to the challenge */
+    for (int i = 0; i < 2; i++) {
+        static const uint64_t one = 1, zero = 0;
+        static const int32_t ok = GS_OK;
+        fds[i] = raw_connect(port);
+        OK(gs_hs_peer_hello(&hs, guesses[i], GS_ROLE_WORKER, "rogue", &out));
+        send_msg(fds[i], &out);
+        cr_assert(recv_frame(fds[i], &m, 10.0));
+        cr_assert_eq(m.type, GS_MSG_CHALLENGE);
+        cr_assert_eq(gs_hs_peer_answer(&hs, &m, &out), GS_ERR_AUTH, "the rogue's guess proved the token");
+        memcpy(hs.nonce_sched, m.u.challenge.nonce.data, GS_AUTH_NONCE_BYTES);
+        gs_msg_cleanup(&m);
+        OK(gs_auth_handshake_mac(guesses[i], GS_AUTH_BY_PEER, GS_PROTO_VERSION, GS_ROLE_WORKER, "rogue", 5,
+                                 hs.nonce, hs.nonce_sched, hs.proof));
+        out = (gs_msg_t){.type = GS_MSG_AUTH, .u.auth.proof = {hs.proof, GS_AUTH_MAC_BYTES}};
+        send_msg(fds[i], &out);
+        out = (gs_msg_t){.type = GS_MSG_WORKER_REGISTER,
+                         .u.worker_register = {.name = {(const uint8_t *)"rogue", 5}, .nthreads = 64}};
+        send_msg(fds[i], &out);
+        out = (gs_msg_t){.type = GS_MSG_TASK_DONE,
+                         .u.task_done = {.n = 1, .graph_id = &one, .task_id = &zero, .status = &ok,
+                                         .nbytes = &one, .run_ns = &one, .fetch_ns = &one}};
+        send_msg(fds[i], &out);
+        cr_assert(recv_frame(fds[i], &m, 10.0), "no refusal");
+        cr_assert_eq(m.type, GS_MSG_ERROR, "the rogue got %s", gs_msg_type_name(m.type));
+        cr_assert_eq(m.u.error.status, GS_ERR_AUTH);
+        gs_msg_cleanup(&m);
+        cr_assert(closed_by_peer(fds[i], 10.0), "gsched kept the rogue's connection");
+        close(fds[i]);
+    }
+    /* the old way in: a version 1 HELLO with an empty token */
+    fds[2] = raw_connect(port);
+    out = (gs_msg_t){.type = GS_MSG_HELLO, .u.hello = {.version = 1, .role = GS_ROLE_WORKER,
+                                                        .name = {(const uint8_t *)"rogue", 5}}};
+    send_msg(fds[2], &out);
+    cr_assert(recv_frame(fds[2], &m, 10.0));
+    cr_assert_eq(m.type, GS_MSG_ERROR);
+    cr_assert_eq(m.u.error.status, GS_ERR_VERSION);
+    gs_msg_cleanup(&m);
+    close(fds[2]);
+
+    good = tc_connect(&c, GS_LOWER_DEFAULT);
+    cr_assert_not_null(good, "%s", gs_last_error());
+    cr_assert_eq(gs_client_nworkers(good), 1, "the rogue counts as a worker");
+    e = seed_expr(200, 64);
+    OK(gs_client_compute_scalar(good, e, &v));
+    cr_assert(v != 42.0 && ref_rel(v, seed_reference(200)) <= 1e-12, "%.17g", v);
+    gs_array_release(e);
+    gs_client_destroy(good);
+}
+
+/* Clients heartbeat: an idle client outlives gsched's client idle timeout, while an
+ * authenticated raw connection that then says nothing is closed. The raw connection is made
+ * after the client, so once it is closed the client has been idle at least as long. */
+Test(integration_faults, client_heartbeats_keep_an_idle_client_while_a_silent_one_is_closed,
+     .init = arm, .fini = down)
+{
+    static const char *const args[] = {"--client-idle-timeout", "400ms", "--heartbeat-interval", "50ms", NULL};
+    tcluster_t c;
+    gs_hs_peer_t hs;
+    gs_msg_t m, out;
+    gs_client_h idle;
+    int port = 0, fd;
+    char host[64];
+
+    cr_assert(tc_start(&c, 1, "s3cret", args), "cluster did not start");
+    cr_assert_eq(sscanf(c.address, "tcp://%63[^:]:%d", host, &port), 2);
+    idle = tc_connect(&c, GS_LOWER_DEFAULT);
+    cr_assert_not_null(idle, "%s", gs_last_error());
+    fd = raw_connect(port);
+    OK(gs_hs_peer_hello(&hs, "s3cret", GS_ROLE_CLIENT, "silent", &out));
+    send_msg(fd, &out);
+    cr_assert(recv_frame(fd, &m, 10.0));
+    OK(gs_hs_peer_answer(&hs, &m, &out));
+    gs_msg_cleanup(&m);
+    send_msg(fd, &out);
+    cr_assert(recv_frame(fd, &m, 10.0));
+    cr_assert_eq(m.type, GS_MSG_WELCOME);
+    gs_msg_cleanup(&m);
+    /* silence: closed with ERROR(GS_ERR_TIMED_OUT) */
+    cr_assert(recv_frame(fd, &m, 30.0), "the silent connection was not closed");
+    cr_assert_eq(m.type, GS_MSG_ERROR);
+    cr_assert_eq(m.u.error.status, GS_ERR_TIMED_OUT);
+    gs_msg_cleanup(&m);
+    cr_assert(closed_by_peer(fd, 10.0));
+    close(fd);
+    /* the idle client is still connected and served */
+    cr_assert_eq(gs_client_nworkers(idle), 1, "%s", gs_last_error());
+    gs_array_h e = seed_expr(64, 32);
+    double v = NAN;
+    OK(gs_client_compute_scalar(idle, e, &v));
+    cr_assert(ref_rel(v, seed_reference(64)) <= 1e-12, "%.17g", v);
+    gs_array_release(e);
+    gs_client_destroy(idle);
 }

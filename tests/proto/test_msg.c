@@ -33,12 +33,13 @@ static void expect_proto_no_alloc(const uint8_t *p, size_t len, const char *what
     cr_assert_neq(gs_last_error()[0], '\0');
 }
 
-/* Decode: GS_OK (then re-encode and decode again) or GS_ERR_PROTO; never anything else. */
+/* Decode: GS_OK (then re-encode and decode again), GS_ERR_PROTO, or GS_ERR_MSG_TOO_LARGE for a
+ * payload over its type's cap; never anything else. */
 static int decode_total(const uint8_t *p, size_t len)
 {
     gs_msg_t m, m2;
     gs_status_t st = gs_msg_decode(p, len, &m);
-    if (st == GS_ERR_PROTO) return 0;
+    if (st == GS_ERR_PROTO || st == GS_ERR_MSG_TOO_LARGE) return 0;
     cr_assert_eq(st, GS_OK, "decode returned %s: %s", gs_status_name(st), gs_last_error());
     gs_buf_t b;
     gs_buf_init(&b);
@@ -286,14 +287,14 @@ Test(proto_msg, survives_random_payloads)
  *   D u64 table [ndeps]   K 16-byte table [ndeps]   x i32 status table [count] (remembers failures)
  *   e array of one str per failure   T array of str [count]   N count again, or 0 (remembered) */
 static const char *const schema[GS_MSG_TYPE_MAX] = {
-    [GS_MSG_HELLO] = "uuss", [GS_MSG_WELCOME] = "uuu", [GS_MSG_WORKER_REGISTER] = "sssiuuub",
+    [GS_MSG_HELLO] = "uussb", [GS_MSG_WELCOME] = "uuub", [GS_MSG_WORKER_REGISTER] = "sssiuuub",
     [GS_MSG_HEARTBEAT] = "uuuuu", [GS_MSG_PEERS] = "PCq", [GS_MSG_GRAPH_SUBMIT] = "uuLCwqoDqCkCq",
     [GS_MSG_GRAPH_ACCEPTED] = "uu", [GS_MSG_TASK_ASSIGN] = "uLlCqwqoKDD", [GS_MSG_TASK_DONE] = "Cqqxqqqe",
     [GS_MSG_RELEASE] = "Ck", [GS_MSG_GATHER_REQ] = "uCk", [GS_MSG_DATA] = "uuuib", [GS_MSG_FETCH_REQ] = "uuuu",
     [GS_MSG_PROGRESS] = "uuu", [GS_MSG_GRAPH_DONE] = "uisuuu", [GS_MSG_CANCEL] = "u", [GS_MSG_RELEASE_GRAPH] = "u",
     [GS_MSG_ERROR] = "is", [GS_MSG_SHUTDOWN] = "", [GS_MSG_INFO_REQ] = "", [GS_MSG_INFO] = "uuuuS",
     [GS_MSG_BANDWIDTH] = "CqqqwT", [GS_MSG_REPLICATE] = "uusCkNqq", [GS_MSG_REPLICATE_DONE] = "uisCkq",
-    [GS_MSG_WORKERS_REQ] = "", [GS_MSG_WORKERS] = "CqxwqqTTTT",
+    [GS_MSG_WORKERS_REQ] = "", [GS_MSG_WORKERS] = "CqxwqqTTTT", [GS_MSG_CHALLENGE] = "bb", [GS_MSG_AUTH] = "b",
 };
 
 typedef struct gen_state {
@@ -564,6 +565,37 @@ static void expect_payload_error(gs_buf_t *b, const char *needle)
     cr_assert(strstr(gs_last_error(), needle) != NULL, "error '%s' does not mention '%s'", gs_last_error(), needle);
 }
 
+/* Each type's cap (msg_schema.h) is checked before anything is parsed or allocated: a HEARTBEAT
+ * padded past 256 bytes is refused whatever follows its type; types without a cap take any size. */
+Test(proto_msg, refuses_payloads_over_their_type_cap_before_allocating)
+{
+    gs_buf_t b;
+    gs_mp_writer_t w;
+    gs_msg_t m;
+    gs_buf_init(&b);
+    hand_payload(&b, &w, 6, GS_MSG_HEARTBEAT);
+    for (int i = 0; i < 5; i++) gs_mp_write_u64(&w, 1);
+    cr_assert_eq(gs_msg_decode(b.data, b.len, &m), GS_OK);
+    gs_msg_cleanup(&m);
+    while (b.len <= 256) cr_assert_eq(gs_buf_append(&b, "\xc0", 1), GS_OK);   /* trailing nils */
+    size_t before = live_heap_blocks();
+    cr_assert_eq(gs_msg_decode(b.data, b.len, &m), GS_ERR_MSG_TOO_LARGE);
+    cr_assert_eq(live_heap_blocks(), before);
+    cr_assert(strstr(gs_last_error(), "heartbeat message of 257 bytes exceeds its cap of 256") != NULL, "%s",
+              gs_last_error());
+    /* a DATA message is bounded by the frame limit only */
+    hand_payload(&b, &w, 6, GS_MSG_DATA);
+    for (int i = 0; i < 3; i++) gs_mp_write_u64(&w, 1);
+    gs_mp_write_u64(&w, 0);
+    {
+        static uint8_t big[1 << 20];
+        gs_mp_write_bin(&w, big, sizeof big);
+    }
+    cr_assert_eq(gs_msg_decode(b.data, b.len, &m), GS_OK, "%s", gs_last_error());
+    gs_msg_cleanup(&m);
+    gs_buf_cleanup(&b);
+}
+
 Test(proto_msg, rejects_declared_sizes_larger_than_the_data)
 {
     gs_buf_t b;
@@ -630,19 +662,21 @@ Test(proto_msg, rejects_semantic_errors)
     expect_payload_error(&b, "2 error messages for 1 failed tasks");
 
     /* unknown role */
-    hand_payload(&b, &w, 5, GS_MSG_HELLO);
+    hand_payload(&b, &w, 6, GS_MSG_HELLO);
     gs_mp_write_u64(&w, 1);
     gs_mp_write_u64(&w, 3);
     gs_mp_write_str(&w, "t", 1);
     gs_mp_write_str(&w, "n", 1);
+    gs_mp_write_bin(&w, "", 0);
     expect_payload_error(&b, "unknown peer role 3");
 
     /* NUL inside a string */
-    hand_payload(&b, &w, 5, GS_MSG_HELLO);
+    hand_payload(&b, &w, 6, GS_MSG_HELLO);
     gs_mp_write_u64(&w, 1);
     gs_mp_write_u64(&w, GS_ROLE_CLIENT);
     gs_mp_write_str(&w, "tok\0en", 6);
     gs_mp_write_str(&w, "n", 1);
+    gs_mp_write_bin(&w, "", 0);
     expect_payload_error(&b, "token contains a NUL byte");
 
     /* task referring to a layer that is not there */

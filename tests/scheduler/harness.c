@@ -5,6 +5,8 @@
 #include "common/time.h"
 
 #include <criterion/criterion.h>
+#include <errno.h>
+#include <sys/socket.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,6 +89,21 @@ static void tp_on_msg(gs_conn_t *conn, gs_msg_t *msg, void *arg)
     tp_t *p = arg;
     gs_buf_t b;
     (void)conn;
+    if (msg->type == GS_MSG_CHALLENGE && !p->manual && !p->hs.challenged) {
+        gs_msg_t auth;
+        if (gs_hs_peer_answer(&p->hs, msg, &auth) != GS_OK) {
+            /* gsched does not know our token: a real peer stops here; a test peer answers with
+             * its proof anyway, so gsched's check is what refuses it */
+            cr_assert_eq(msg->u.challenge.nonce.len, GS_AUTH_NONCE_BYTES);
+            memcpy(p->hs.nonce_sched, msg->u.challenge.nonce.data, GS_AUTH_NONCE_BYTES);
+            cr_assert_eq(gs_auth_handshake_mac(p->token, GS_AUTH_BY_PEER, GS_PROTO_VERSION, p->hs.role, p->hs.name,
+                                               strlen(p->hs.name), p->hs.nonce, p->hs.nonce_sched, p->hs.proof),
+                         GS_OK);
+            p->hs.challenged = 1;
+            auth = (gs_msg_t){.type = GS_MSG_AUTH, .u.auth.proof = {p->hs.proof, sizeof p->hs.proof}};
+        }
+        cr_assert_eq(gs_conn_send(p->conn, &auth), GS_OK);
+    }
     gs_buf_init(&b);
     cr_assert_eq(gs_msg_encode(msg, &b), GS_OK, "re-encoding a received %s: %s", gs_msg_type_name(msg->type),
                  gs_last_error());
@@ -109,11 +126,10 @@ static void tp_on_connect(gs_conn_t *conn, gs_status_t status, void *arg)
     if (status == GS_OK) p->connected = 1;
 }
 
-tp_t *tp_connect(th_t *th, uint32_t version, const char *token, uint32_t role, const char *name)
+static tp_t *tp_new(th_t *th, const char *name)
 {
     tp_t *p = gs_calloc(1, sizeof *p, "test peer");
     gs_conn_params_t cp;
-    gs_msg_t m;
     cr_assert_not_null(p);
     cr_assert_lt(th->npeers, 32);
     th->peers[th->npeers++] = p;
@@ -125,8 +141,29 @@ tp_t *tp_connect(th_t *th, uint32_t version, const char *token, uint32_t role, c
     cp.connect_cb = tp_on_connect;
     cp.arg = p;
     cr_assert_eq(gs_conn_connect(&th->loop, "127.0.0.1", th->port, &cp, &p->conn), GS_OK, "%s", gs_last_error());
-    th_hello(&m, version, token, role, name);
+    return p;
+}
+
+tp_t *tp_connect(th_t *th, uint32_t version, const char *token, uint32_t role, const char *name)
+{
+    tp_t *p = tp_new(th, name);
+    gs_msg_t m;
+    cr_assert_lt(strlen(token), sizeof p->token);
+    memcpy(p->token, token, strlen(token) + 1);
+    if (version == GS_PROTO_VERSION) {
+        cr_assert_eq(gs_hs_peer_hello(&p->hs, p->token, role, p->name, &m), GS_OK);
+    } else {
+        th_hello(&m, version, token, role, name);
+    }
     tp_send(p, &m);
+    return p;
+}
+
+tp_t *tp_connect_manual(th_t *th, const gs_msg_t *hello)
+{
+    tp_t *p = tp_new(th, "manual");
+    p->manual = 1;
+    tp_send(p, hello);
     return p;
 }
 
@@ -410,4 +447,61 @@ void tw_heartbeat(tp_t *w)
     memset(&m, 0, sizeof m);
     m.type = GS_MSG_HEARTBEAT;
     if (w->conn != NULL) gs_conn_send(w->conn, &m);
+}
+
+/* ---- raw sockets ---- */
+
+static void th_raw_read(th_t *th, int fd, uint8_t *buf, size_t len)
+{
+    size_t got = 0;
+    uint64_t end = gs_now_ns() + (uint64_t)TH_TIMEOUT_MS * 1000000ull;
+    while (got < len) {
+        ssize_t n = recv(fd, buf + got, len - got, MSG_DONTWAIT);
+        if (n > 0) {
+            got += (size_t)n;
+            continue;
+        }
+        cr_assert(n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK), "the connection closed mid-handshake");
+        cr_assert_lt(gs_now_ns(), end, "timed out waiting for gsched");
+        uv_run(&th->loop, UV_RUN_NOWAIT);
+    }
+}
+
+static void th_raw_recv(th_t *th, int fd, gs_msg_t *m)
+{
+    uint8_t hdr[4], *payload;
+    uint32_t len;
+    th_raw_read(th, fd, hdr, 4);
+    len = (uint32_t)hdr[0] | (uint32_t)hdr[1] << 8 | (uint32_t)hdr[2] << 16 | (uint32_t)hdr[3] << 24;
+    cr_assert_leq(len, 1u << 20);
+    payload = malloc(len ? len : 1);
+    cr_assert_not_null(payload);
+    th_raw_read(th, fd, payload, len);
+    cr_assert_eq(gs_msg_decode(payload, len, m), GS_OK, "%s", gs_last_error());
+    free(payload);
+}
+
+void th_raw_send(int fd, const gs_msg_t *m)
+{
+    gs_buf_t b;
+    gs_buf_init(&b);
+    cr_assert_eq(gs_msg_encode(m, &b), GS_OK);
+    cr_assert_eq(send(fd, b.data, b.len, MSG_NOSIGNAL), (ssize_t)b.len);
+    gs_buf_cleanup(&b);
+}
+
+void th_raw_handshake(th_t *th, int fd, const char *token, uint32_t role, const char *name)
+{
+    gs_hs_peer_t hs;
+    gs_msg_t m, out;
+    cr_assert_eq(gs_hs_peer_hello(&hs, token, role, name, &out), GS_OK);
+    th_raw_send(fd, &out);
+    th_raw_recv(th, fd, &m);
+    cr_assert_eq(m.type, GS_MSG_CHALLENGE, "%s instead of challenge", gs_msg_type_name(m.type));
+    cr_assert_eq(gs_hs_peer_answer(&hs, &m, &out), GS_OK, "%s", gs_last_error());
+    gs_msg_cleanup(&m);
+    th_raw_send(fd, &out);
+    th_raw_recv(th, fd, &m);
+    cr_assert_eq(m.type, GS_MSG_WELCOME, "%s instead of welcome", gs_msg_type_name(m.type));
+    gs_msg_cleanup(&m);
 }

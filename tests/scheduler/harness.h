@@ -5,6 +5,7 @@
 
 #include "common/vec.h"
 #include "proto/conn.h"
+#include "proto/handshake.h"
 #include "scheduler/sched.h"
 
 #include <stdint.h>
@@ -24,6 +25,9 @@ typedef struct tp {
     uint64_t id;                 /* from WELCOME */
     int heartbeat;               /* send HEARTBEAT every th->hb_ms */
     char name[32];
+    int manual;                  /* the test answers CHALLENGE itself (tp_connect_manual) */
+    char token[64];              /* what the peer proves it knows */
+    gs_hs_peer_t hs;             /* the handshake (proto/handshake.h), answered automatically */
 } tp_t;
 
 struct th {
@@ -44,9 +48,18 @@ void th_fini(th_t *th);
 void th_run_for(th_t *th, int ms);
 gs_sched_stats_t th_stats(th_t *th);
 
-/* Connect and send HELLO (not waiting for an answer). */
+/* Connect and send HELLO (not waiting for an answer); the CHALLENGE that follows is answered with
+ * the proof of @a token (it stays in the inbox too). A version other than GS_PROTO_VERSION sends
+ * an old-style HELLO (th_hello). */
 tp_t *tp_connect(th_t *th, uint32_t version, const char *token, uint32_t role, const char *name);
-/* Fill @a m with HELLO (the strings are borrowed). */
+/* Connect and send @a hello as it is; nothing is answered automatically. */
+tp_t *tp_connect_manual(th_t *th, const gs_msg_t *hello);
+/* Encode @a m and send it whole on the blocking socket @a fd. */
+void th_raw_send(int fd, const gs_msg_t *m);
+/* The whole handshake on the raw socket @a fd, running the loop while waiting (asserts WELCOME). */
+void th_raw_handshake(th_t *th, int fd, const char *token, uint32_t role, const char *name);
+/* Fill @a m with a HELLO of @a version carrying no nonce, the token in clear (what a version 1
+ * peer sends; the strings are borrowed). */
 void th_hello(gs_msg_t *m, uint32_t version, const char *token, uint32_t role, const char *name);
 /* Connect with the right version/token as a client; waits for WELCOME. */
 tp_t *tp_client(th_t *th, const char *name);

@@ -4,7 +4,8 @@
 #include "harness.h"
 
 #include "common/time.h"
-#include "proto/hello.h"
+#include "proto/handshake.h"
+#include "proto/handshake_fd.h"
 
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
@@ -91,17 +92,18 @@ static void bound_expect_served(tp_t *c)
     gs_msg_cleanup(&m);
 }
 
-static void bound_send_hello(int fd)
+/* A client that completes its handshake, then announces a 1 GiB frame and sends its first bytes,
+ * never the rest. */
+static void bound_send_big(int fd)
 {
-    gs_msg_t m;
-    gs_buf_t b;
-    th_hello(&m, GS_PROTO_VERSION, "", GS_ROLE_CLIENT, "slow");
-    gs_buf_init(&b);
-    cr_assert_eq(gs_msg_encode(&m, &b), GS_OK);
-    /* followed by the header of a 1 GiB frame and its first bytes, never the rest */
-    cr_assert_eq(gs_buf_append(&b, "\x00\x00\x00\x40" "abcd", 8), GS_OK);
-    cr_assert_eq(send(fd, b.data, b.len, MSG_NOSIGNAL), (ssize_t)b.len);
-    gs_buf_cleanup(&b);
+    static const char hdr[] = "\x00\x00\x00\x40" "abcd";
+    cr_assert_eq(send(fd, hdr, 8, MSG_NOSIGNAL), 8);
+}
+
+static void bound_send_hello(th_t *th, int fd)
+{
+    th_raw_handshake(th, fd, "", GS_ROLE_CLIENT, "slow");
+    bound_send_big(fd);
 }
 
 Test(scheduler_bounds, idle_connections_do_not_lock_out_a_client, .timeout = 60)
@@ -185,7 +187,8 @@ Test(scheduler_bounds, slow_large_frames_hold_no_more_than_the_budget, .timeout 
         uv_run(&th.loop, UV_RUN_NOWAIT);
     }
     bound_run_until(&th, bound_all_accepted, NSLOW);
-    for (int i = 0; i < NSLOW; i++) bound_send_hello(fds[i]);
+    for (int i = 0; i < NSLOW; i++) th_raw_handshake(&th, fds[i], "", GS_ROLE_CLIENT, "slow");
+    for (int i = 0; i < NSLOW; i++) bound_send_big(fds[i]);
     bound_run_until(&th, bound_waits_reach, NSLOW - 1);
     st = th_stats(&th);
     cr_assert_eq(st.frame_bytes_reserved, 1ull << 30);
@@ -210,7 +213,7 @@ Test(scheduler_bounds, a_frame_larger_than_the_budget_closes_its_connection)
     th_init(&th, &(gs_sched_params_t){.field_mask = GS_SCHED_FIELD_FRAME_MEMORY, .frame_memory = 1u << 20});
     int fd = bound_connect(th.port);
     bound_run_until(&th, bound_all_accepted, 1);
-    bound_send_hello(fd);   /* announces 1 GiB */
+    bound_send_hello(&th, fd);   /* announces 1 GiB */
     bound_run_until(&th, bound_nconns_is, 0);
     cr_assert_eq(th_stats(&th).frames_refused_total, 1);
     cr_assert_eq(th_stats(&th).frame_bytes_peak, 0);
@@ -231,10 +234,15 @@ Test(scheduler_bounds, a_stalled_frame_gives_its_memory_to_a_waiting_one)
     th_init(&th, &(gs_sched_params_t){.field_mask = GS_SCHED_FIELD_FRAME_MEMORY |
                                                     GS_SCHED_FIELD_HANDSHAKE_TIMEOUT_MS,
                                       .frame_memory = 1u << 30,
-                                      .handshake_timeout_ms = 200});
-    for (int i = 0; i < 2; i++) fds[i] = bound_connect(th.port);
-    bound_run_until(&th, bound_all_accepted, 2);
-    for (int i = 0; i < 2; i++) bound_send_hello(fds[i]);
+                                      .handshake_timeout_ms = 1000});
+    /* each handshaken as soon as accepted (the timeout applies to the handshake too), then both
+     * announce 1 GiB: the first gets the memory and stalls, the second waits */
+    for (int i = 0; i < 2; i++) {
+        fds[i] = bound_connect(th.port);
+        bound_run_until(&th, bound_all_accepted, (uint64_t)i + 1);
+        th_raw_handshake(&th, fds[i], "", GS_ROLE_CLIENT, "slow");
+    }
+    for (int i = 0; i < 2; i++) bound_send_big(fds[i]);
     bound_run_until(&th, bound_waits_reach, 1);
     bound_run_until(&th, bound_stalled, 1);   /* the first holder sent nothing more */
     bound_run_until(&th, bound_nconns_is, 1);
@@ -284,16 +292,27 @@ static int bound_readable(th_t *th, uint64_t fd)
     return poll(&p, 1, 0) == 1;
 }
 
+static void bound_send_msg(int fd, const gs_msg_t *m)
+{
+    cr_assert_eq(gs_proto_fd_send_msg(fd, m, TH_TIMEOUT_MS / 1000.0), GS_OK, "%s", gs_last_error());
+}
+
+/* Run the loop until @a fd has bytes, then read one message (the client was not closed). */
+static void bound_recv_msg(th_t *th, int fd, gs_msg_t *m)
+{
+    bound_run_until(th, bound_readable, (uint64_t)fd);
+    cr_assert_eq(gs_proto_fd_recv_msg(fd, 65536, TH_TIMEOUT_MS / 1000.0, m), GS_OK,
+                 "the client was closed before its handshake: %s", gs_last_error());
+}
+
 /* A client's HELLO that waits unread while a burst of connections from its address arrives
  * (the loop was busy) is not evicted as "not handshaken": idle ones make room. */
 Test(scheduler_bounds, a_connect_burst_does_not_evict_a_client_whose_hello_waits)
 {
     enum { LIMIT = 4, BURST = 8 };
     int idle[LIMIT + BURST], cfd, n = 0;
-    uint8_t frame[4096];
-    ssize_t got;
-    gs_msg_t m;
-    gs_buf_t b;
+    gs_hs_peer_t hs;
+    gs_msg_t m, out;
     th_t th;
 
     th_init(&th, &(gs_sched_params_t){.field_mask = GS_SCHED_FIELD_MAX_CONNECTIONS,
@@ -305,21 +324,21 @@ Test(scheduler_bounds, a_connect_burst_does_not_evict_a_client_whose_hello_waits
     /* the loop does not run: the client connects and sends HELLO, then the burst connects */
     cfd = bound_connect(th.port);
     bound_wait_connected(cfd);
-    gs_proto_hello_init(&m, GS_ROLE_CLIENT, "", "real");
-    gs_buf_init(&b);
-    cr_assert_eq(gs_msg_encode(&m, &b), GS_OK);
-    cr_assert_eq(send(cfd, b.data, b.len, MSG_NOSIGNAL), (ssize_t)b.len);
-    gs_buf_cleanup(&b);
+    cr_assert_eq(gs_hs_peer_hello(&hs, "", GS_ROLE_CLIENT, "real", &out), GS_OK);
+    bound_send_msg(cfd, &out);
     for (int i = 0; i < BURST; i++) {
         idle[n] = bound_connect(th.port);
         bound_wait_connected(idle[n++]);
     }
 
+    /* the client is challenged, not closed, and completes its handshake */
     bound_run_until(&th, bound_all_accepted, LIMIT + 1 + BURST);
-    bound_run_until(&th, bound_readable, (uint64_t)cfd);
-    got = recv(cfd, frame, sizeof frame, 0);
-    cr_assert_gt(got, 4, "the client was closed before its handshake (recv %zd)", got);
-    cr_assert_eq(gs_msg_decode(frame + 4, (size_t)got - 4, &m), GS_OK);
+    bound_recv_msg(&th, cfd, &m);
+    cr_assert_eq(m.type, GS_MSG_CHALLENGE, "answered %s", gs_msg_type_name(m.type));
+    cr_assert_eq(gs_hs_peer_answer(&hs, &m, &out), GS_OK);
+    gs_msg_cleanup(&m);
+    bound_send_msg(cfd, &out);
+    bound_recv_msg(&th, cfd, &m);
     cr_assert_eq(m.type, GS_MSG_WELCOME, "answered %s", gs_msg_type_name(m.type));
     gs_msg_cleanup(&m);
     cr_assert_eq(th_stats(&th).nclients, 1);

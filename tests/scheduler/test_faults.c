@@ -556,3 +556,37 @@ Test(scheduler_faults, layers_are_sent_again_to_a_worker_idle_on_the_graph)
     expect_done(c, gid, GS_OK, NULL);
     th_fini(&th);
 }
+
+/* Ids are gsched's: a second worker (authenticated, registered) reporting a task assigned to the
+ * first, with a result of its own, changes nothing; the task completes only when its worker
+ * reports it. Every message is attributed to the connection's worker, never to an id it names. */
+Test(scheduler_faults, a_worker_cannot_report_another_workers_task)
+{
+    th_t th;
+    gs_msg_t m;
+    uint64_t got[8];
+    th_init(&th, NULL);
+    tp_t *a = tp_worker(&th, "a", 1);
+    tp_t *c = tp_client(&th, "c");
+    tg_t g;
+    tg_init(&g, 1);
+    tg_output(&g, tg_task(&g, 0, 0, NULL));
+    uint64_t gid = tg_submit_ok(c, &g, 0);
+    cr_assert_eq(tw_collect(a, gid, 1, got, 8, 2000), 1);
+    tp_t *b = tp_worker(&th, "b", 1);
+    uint64_t task = got[0];
+    tw_done(b, gid, &task, 1, GS_OK, 42, NULL);
+    /* a message a worker may not send closes b: everything b sent before it has been handled */
+    memset(&m, 0, sizeof m);
+    m.type = GS_MSG_INFO_REQ;
+    tp_send(b, &m);
+    tp_expect(b, GS_MSG_ERROR, &m);
+    gs_msg_cleanup(&m);
+    cr_assert(tp_wait_closed(b, TH_TIMEOUT_MS));
+    cr_assert_eq(th_stats(&th).tasks_done_total, 0, "another worker's report was accepted");
+    cr_assert(tp_none(c, GS_MSG_GRAPH_DONE, 0), "the graph finished on a forged report");
+    tw_done1(a, gid, task);
+    expect_done(c, gid, GS_OK, NULL);
+    cr_assert_eq(th_stats(&th).tasks_done_total, 1);
+    th_fini(&th);
+}

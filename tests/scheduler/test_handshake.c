@@ -80,12 +80,16 @@ Test(scheduler_handshake, refuses_wrong_token_and_keeps_serving)
     th_init(&th, &prm);
     const char *bad_tokens[] = {"wrong!", "", "s3cre", "s3cretX", "S3cret"};
     for (int i = 0; i < 5; i++) {
+        gs_msg_t m;
         tp_t *bad = tp_connect(&th, GS_PROTO_VERSION, bad_tokens[i], GS_ROLE_WORKER, "bad");
+        tp_expect(bad, GS_MSG_CHALLENGE, &m);   /* answered (AUTH) as it arrived */
+        gs_msg_cleanup(&m);
         send_info_req(bad);   /* must not be processed */
         expect_refused(bad, GS_ERR_AUTH);
     }
     check_serving(&th, "s3cret");
     cr_assert_eq(th_stats(&th).refused_total, 5);
+    cr_assert_eq(th_stats(&th).auth_failed_total, 5);
     cr_assert_eq(th_stats(&th).nworkers, 0);
     th_fini(&th);
 }
@@ -100,7 +104,107 @@ Test(scheduler_handshake, refuses_wrong_version)
     th_fini(&th);
 }
 
+/* A version 1 peer (token in clear, no nonce) is told which versions differ. */
+Test(scheduler_handshake, refuses_an_old_protocol_version_with_a_clear_error)
+{
+    th_t th;
+    gs_msg_t m;
+    th_init(&th, &(gs_sched_params_t){.field_mask = GS_SCHED_FIELD_TOKEN, .token = "tok"});
+    tp_t *old = tp_connect(&th, 1, "tok", GS_ROLE_WORKER, "old");
+    tp_expect(old, GS_MSG_ERROR, &m);
+    cr_assert_eq(m.u.error.status, GS_ERR_VERSION);
+    cr_assert(strstr((const char *)m.u.error.message.data, "protocol version 1 is not supported") != NULL &&
+                  strstr((const char *)m.u.error.message.data, "speaks 2") != NULL,
+              "%s", (const char *)m.u.error.message.data);
+    gs_msg_cleanup(&m);
+    cr_assert(tp_wait_closed(old, TH_TIMEOUT_MS));
+    cr_assert(tp_none(old, GS_MSG_CHALLENGE, 0), "a challenge went to a peer of another version");
+    check_serving(&th, "tok");
+    th_fini(&th);
+}
+
+/* Record a worker's HELLO and AUTH on one connection and replay both on another: gsched's fresh
+ * nonce makes the recorded proof worthless. The token itself never appears in the frames. */
+Test(scheduler_handshake, refuses_a_recorded_registration_replayed_on_a_new_connection)
+{
+    static const char token[] = "s3cret-token";
+    th_t th;
+    gs_hs_peer_t hs;
+    gs_msg_t hello, auth, m;
+    uint8_t proof[GS_AUTH_MAC_BYTES];
+    gs_buf_t wire;
+
+    th_init(&th, &(gs_sched_params_t){.field_mask = GS_SCHED_FIELD_TOKEN, .token = token});
+    cr_assert_eq(gs_hs_peer_hello(&hs, token, GS_ROLE_WORKER, "victim", &hello), GS_OK);
+    tp_t *a = tp_connect_manual(&th, &hello);
+    tp_expect(a, GS_MSG_CHALLENGE, &m);
+    cr_assert_eq(gs_hs_peer_answer(&hs, &m, &auth), GS_OK, "%s", gs_last_error());
+    gs_msg_cleanup(&m);
+    tp_send(a, &auth);
+    tp_expect(a, GS_MSG_WELCOME, &m);
+    cr_assert_eq(m.u.welcome.data_key.len, GS_AUTH_KEY_BYTES, "a worker gets the data-plane key");
+    gs_msg_cleanup(&m);
+    memcpy(proof, hs.proof, sizeof proof);
+    gs_buf_init(&wire);
+    cr_assert_eq(gs_msg_encode(&hello, &wire), GS_OK);
+    cr_assert_eq(gs_msg_encode(&auth, &wire), GS_OK);
+    cr_assert_null(memmem(wire.data, wire.len, token, strlen(token)), "the token crossed the wire");
+    gs_buf_cleanup(&wire);
+
+    /* the replay: same HELLO (same nonce), then the recorded AUTH */
+    tp_t *b = tp_connect_manual(&th, &hello);
+    tp_expect(b, GS_MSG_CHALLENGE, &m);
+    gs_msg_cleanup(&m);
+    auth = (gs_msg_t){.type = GS_MSG_AUTH, .u.auth.proof = {proof, sizeof proof}};
+    tp_send(b, &auth);
+    expect_refused(b, GS_ERR_AUTH);
+    cr_assert_eq(th_stats(&th).auth_failed_total, 1);
+    cr_assert_eq(th_stats(&th).nworkers, 0);
+    th_fini(&th);
+}
+
+/* A client's WELCOME carries no data-plane key; a HELLO without a nonce is refused. */
+Test(scheduler_handshake, gives_the_data_key_to_workers_only_and_wants_a_nonce)
+{
+    th_t th;
+    gs_msg_t m, hello;
+    th_init(&th, NULL);
+    tp_t *c = tp_connect(&th, GS_PROTO_VERSION, "", GS_ROLE_CLIENT, "c");
+    tp_expect(c, GS_MSG_WELCOME, &m);
+    cr_assert_eq(m.u.welcome.data_key.len, 0);
+    gs_msg_cleanup(&m);
+    th_hello(&hello, GS_PROTO_VERSION, "", GS_ROLE_WORKER, "no-nonce");
+    tp_t *bad = tp_connect_manual(&th, &hello);
+    expect_refused(bad, GS_ERR_PROTO);
+    th_fini(&th);
+}
+
 /* ---- raw sockets ---- */
+
+static int raw_connect(int port);
+static void raw_send(int fd, const void *p, size_t n);
+static int raw_wait_eof(th_t *th, int fd, uint8_t *got, size_t cap, size_t *len_p, int timeout_ms);
+
+/* A message over its type's cap (msg_schema.h) closes the connection and is counted, even from
+ * an authenticated peer; the scheduler keeps serving. */
+Test(scheduler_handshake, closes_a_connection_sending_a_message_over_its_type_cap)
+{
+    th_t th;
+    uint8_t frame[4 + 300];
+    th_init(&th, NULL);
+    int fd = raw_connect(th.port);
+    th_raw_handshake(&th, fd, "", GS_ROLE_CLIENT, "padder");
+    /* [HEARTBEAT, 1, 1, 1, 1, 1] and nil padding to 300 bytes */
+    memset(frame, 0xc0, sizeof frame);
+    frame[0] = 44, frame[1] = 1, frame[2] = 0, frame[3] = 0;   /* 300, little-endian */
+    memcpy(frame + 4, "\x96\x04\x01\x01\x01\x01\x01", 7);
+    raw_send(fd, frame, sizeof frame);
+    cr_assert(raw_wait_eof(&th, fd, NULL, 0, NULL, TH_TIMEOUT_MS), "the connection stayed open");
+    close(fd);
+    cr_assert_eq(th_stats(&th).msgs_oversized_total, 1);
+    check_serving(&th, "");
+    th_fini(&th);
+}
 
 static int raw_connect(int port)
 {

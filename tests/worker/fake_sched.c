@@ -3,6 +3,7 @@
 #include "chunkops/chunkops.h"
 #include "chunkops/eval.h"
 #include "common/alloc.h"
+#include "common/log.h"
 
 #include <criterion/criterion.h>
 #include <stdio.h>
@@ -20,8 +21,17 @@ static void fs_on_msg(gs_conn_t *conn, gs_msg_t *m, void *arg)
     memset(&r, 0, sizeof(r));
     switch (m->type) {
     case GS_MSG_HELLO:
-        if (fs->token && (m->u.hello.token.len != strlen(fs->token) ||
-                          memcmp(m->u.hello.token.data, fs->token, m->u.hello.token.len) != 0)) {
+        cr_assert_eq(m->u.hello.role, GS_ROLE_WORKER);
+        cr_assert_eq(m->u.hello.version, GS_PROTO_VERSION);
+        cr_assert_eq(gs_hs_sched_challenge(&p->hs, fs->token ? fs->token : "", &m->u.hello, &r), GS_OK, "%s",
+                     gs_last_error());
+        snprintf(p->name, sizeof(p->name), "%.*s", (int)m->u.hello.name.len,
+                 (const char *)m->u.hello.name.data);
+        gs_conn_send(conn, &r);
+        break;
+    case GS_MSG_AUTH: {
+        uint8_t masked[GS_AUTH_KEY_BYTES];
+        if (!gs_hs_sched_check(&p->hs, &m->u.auth)) {
             static const char msg[] = "wrong cluster token";
             r.type = GS_MSG_ERROR;
             r.u.error.status = GS_ERR_AUTH;
@@ -31,18 +41,17 @@ static void fs_on_msg(gs_conn_t *conn, gs_msg_t *m, void *arg)
             gs_conn_close(conn, GS_OK);
             return;
         }
-        cr_assert_eq(m->u.hello.role, GS_ROLE_WORKER);
-        cr_assert_eq(m->u.hello.version, GS_PROTO_VERSION);
+        cr_assert_eq(gs_hs_sched_key(&p->hs, fs->token ? fs->token : "", fs->data_key, masked), GS_OK);
         p->id = ++fs->next_id;
-        snprintf(p->name, sizeof(p->name), "%.*s", (int)m->u.hello.name.len,
-                 (const char *)m->u.hello.name.data);
         r.type = GS_MSG_WELCOME;
         r.u.welcome.version = GS_PROTO_VERSION;
         r.u.welcome.id = p->id;
         r.u.welcome.heartbeat_ms = fs->heartbeat_ms;
+        r.u.welcome.data_key = (gs_bytes_t){masked, sizeof(masked)};
         gs_conn_send(conn, &r);
         p->welcomed = 1;
         break;
+    }
     case GS_MSG_WORKER_REGISTER:
         snprintf(p->backend, sizeof(p->backend), "%.*s", (int)m->u.worker_register.backend.len,
                  (const char *)m->u.worker_register.backend.data);
@@ -146,6 +155,20 @@ static void fs_on_conn(uv_stream_t *server, int status)
 
 static void fs_tick(uv_timer_t *t) { (void)t; }
 
+void fs_suite_setup(fake_sched_t *fs, uv_loop_t *loop)
+{
+    gs_log_set_level(GS_LOG_LEVEL_ERROR);
+    cr_assert_eq(uv_loop_init(loop), 0);
+    fs_start(fs, loop, NULL);
+}
+
+void fs_suite_teardown(fake_sched_t *fs, uv_loop_t *loop)
+{
+    fs_stop(fs);
+    uv_run(loop, UV_RUN_NOWAIT);
+    cr_expect_eq(uv_loop_close(loop), 0, "handles left on the loop");
+}
+
 void fs_start(fake_sched_t *fs, uv_loop_t *loop, const char *token)
 {
     struct sockaddr_in sa;
@@ -156,6 +179,7 @@ void fs_start(fake_sched_t *fs, uv_loop_t *loop, const char *token)
     fs->loop = loop;
     fs->token = token;
     fs->heartbeat_ms = 50;
+    cr_assert_eq(gs_auth_random(fs->data_key, sizeof(fs->data_key)), GS_OK);
     cr_assert_eq(uv_tcp_init(loop, &fs->server), 0);
     fs->server.data = fs;
     uv_ip4_addr("127.0.0.1", 0, &sa);

@@ -8,6 +8,7 @@
 
 #include "graph/taskgraph.h"
 #include "proto/conn.h"
+#include "proto/handshake.h"
 #include "worker/worker.h"
 
 #include <stddef.h>
@@ -50,6 +51,7 @@ typedef struct fs_peer {
     uint64_t bw_bytes, bw_count, bw_peer;   /* summed BANDWIDTH reports */
     char bw_path[16];
     uint64_t *layers_sent;    /* per (graph slot) bitmaps, see fs_assign */
+    gs_hs_sched_t hs;         /* the handshake */
 } fs_peer_t;
 
 typedef struct fake_sched {
@@ -57,7 +59,8 @@ typedef struct fake_sched {
     uv_tcp_t server;
     uv_timer_t tick;
     int port;
-    const char *token;        /* expected token (NULL: accept any) */
+    const char *token;        /* the cluster token (NULL: none, i.e. "") */
+    uint8_t data_key[GS_AUTH_KEY_BYTES];   /* handed to workers in WELCOME (drawn by fs_start) */
     uint64_t heartbeat_ms;
     int nopen;                /* own handles open */
     fs_peer_t *peers[FS_MAX_PEERS];
@@ -71,6 +74,10 @@ typedef struct fake_sched {
     uint64_t next_req;
 } fake_sched_t;
 
+/* A suite's .init: errors-only logging, @a loop initialised, @a fs started on it without a
+ * token; .fini: both stopped (a handle left on the loop is reported). */
+void fs_suite_setup(fake_sched_t *fs, uv_loop_t *loop);
+void fs_suite_teardown(fake_sched_t *fs, uv_loop_t *loop);
 /* Start listening on 127.0.0.1 (any port) on @a loop. */
 void fs_start(fake_sched_t *fs, uv_loop_t *loop, const char *token);
 /* "tcp://127.0.0.1:PORT" into buf. */

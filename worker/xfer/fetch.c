@@ -305,9 +305,11 @@ ucs_status_t gs__wam_data(void *arg, const void *header, size_t header_len, void
     ucs_status_t ret = UCS_OK;
     int rndv = (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0;
     size_t msg_len = header_len;
-    uint64_t csum = 0;
+    uint64_t csum = 0, sender;
     int csum_on = 0;
 
+    if (!gs__wseal_open(w, GS_AM_DATA, header, &header_len, &sender)) return UCS_OK;
+    msg_len = header_len;
     if (w->xfer->transfer_checksum) {
         const unsigned char *tr = header_len >= GS__CSUM_TRAILER
                                       ? (const unsigned char *)header + header_len - GS__CSUM_TRAILER
@@ -337,6 +339,10 @@ ucs_status_t gs__wam_data(void *arg, const void *header, size_t header_len, void
         goto out;
     }
     f = (gs_wfetch_t *)(uintptr_t)v;
+    if (f->peer == NULL || f->peer->id != sender) {
+        gs__wseal_mismatch(w, GS_AM_DATA, sender, "an answer to a fetch addressed to another worker");
+        goto out;
+    }
     if (f->state != GS_WFETCH_REQUESTED || f->chunk->graph->id != m.u.data.graph_id ||
         f->chunk->task != m.u.data.task_id) {
         gs__wfetch_fail(w, f, GS_ERR_PROTO, "worker %llu answered fetch %llu with key (%llu, "

@@ -183,10 +183,12 @@ ucs_status_t gs__wam_ipc_grant(void *arg, const void *header, size_t header_len,
     int32_t status;
     gs_wfetch_t *f;
     gs_wdefer_t *d;
+    uint64_t sender;
 
     (void)data;
     (void)len;
     (void)param;
+    if (!gs__wseal_open(w, GS_AM_IPC_GRANT, header, &header_len, &sender)) return UCS_OK;
     if (header == NULL || header_len != GS__GRANT_LEN) {
         GS_LOG_WARN("malformed CUDA IPC grant from a peer (%zu header bytes)", header_len);
         return UCS_OK;
@@ -217,6 +219,11 @@ ucs_status_t gs__wam_ipc_grant(void *arg, const void *header, size_t header_len,
     if (gs_u64map_get(&w->xfer->fetches, req_id, &v)) {
         f = (gs_wfetch_t *)(uintptr_t)v;
         if (f->peer) d->from_worker = f->peer->id;
+    }
+    if (d->from_worker != sender) {
+        gs__wseal_mismatch(w, GS_AM_IPC_GRANT, sender, "a grant for a fetch addressed to another worker");
+        gs_free(d);
+        return UCS_OK;
     }
     gs__wdefer_push(w, d);
     return UCS_OK;
@@ -261,18 +268,23 @@ ucs_status_t gs__wam_ipc_release(void *arg, const void *header, size_t header_le
 {
     gs_worker_t *w = arg;
     const unsigned char *p = header;
-    uint64_t lease, from, v;
+    uint64_t lease, from, v, sender;
     gs_wlease_t *l;
 
     (void)data;
     (void)len;
     (void)param;
+    if (!gs__wseal_open(w, GS_AM_IPC_RELEASE, header, &header_len, &sender)) return UCS_OK;
     if (header == NULL || header_len != GS__RELEASE_LEN) {
         GS_LOG_WARN("malformed CUDA IPC release from a peer (%zu header bytes)", header_len);
         return UCS_OK;
     }
     lease = gs__get64(&p);
     from = gs__get64(&p);
+    if (from != sender) {
+        gs__wseal_mismatch(w, GS_AM_IPC_RELEASE, sender, "a release naming another worker");
+        return UCS_OK;
+    }
     if (!gs_u64map_get(&w->xfer->ipc_leases, lease, &v)) {
         GS_LOG_DEBUG("release of unknown CUDA IPC lease %" PRIu64 " by worker %" PRIu64, lease,
                      from);

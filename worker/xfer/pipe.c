@@ -333,7 +333,9 @@ ucs_status_t gs__wam_data_part(void *arg, const void *header, size_t header_len,
     int32_t st32;
     gs_wfetch_t *f;
     int rndv = (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0;
+    uint64_t sender;
 
+    if (!gs__wseal_open(w, GS_AM_DATA_PART, header, &header_len, &sender)) return UCS_OK;
     if (header == NULL || header_len != GS__PART_LEN) {
         GS_LOG_WARN("malformed slice message from a peer (%zu header bytes)", header_len);
         return UCS_OK;
@@ -343,6 +345,10 @@ ucs_status_t gs__wam_data_part(void *arg, const void *header, size_t header_len,
     memcpy(&st32, (const char *)header + 52, 4);
     if (!gs_u64map_get(&w->xfer->fetches, v[0], &fv)) return UCS_OK;   /* expired: dropped */
     f = (gs_wfetch_t *)(uintptr_t)fv;
+    if (f->peer == NULL || f->peer->id != sender) {
+        gs__wseal_mismatch(w, GS_AM_DATA_PART, sender, "a slice of a fetch addressed to another worker");
+        return UCS_OK;
+    }
     if (f->chunk->graph->id != v[1] || f->chunk->task != v[2] || v[4] != f->chunk->nbytes ||
         v[3] > v[4] || len > v[4] - v[3] || st32 != GS_OK || flags > 1 ||
         (f->state != GS_WFETCH_REQUESTED && !f->pipe_rx) ||

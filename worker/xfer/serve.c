@@ -29,6 +29,11 @@ ucs_status_t gs__wsend_post(gs_worker_t *w, gs_wsend_t *s, ucp_ep_h ep, unsigned
     ucp_request_param_t p;
     void *r;
 
+    if (gs__wseal(w, am_id, s) != GS_OK) {
+        GS_LOG_WARN("cannot seal a message to worker %llu: %s", (unsigned long long)s->from_worker,
+                    gs_last_error());
+        return UCS_ERR_REJECTED;
+    }
     memset(&p, 0, sizeof(p));
     p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
                      UCP_OP_ATTR_FIELD_FLAGS;
@@ -96,12 +101,14 @@ void gs__wsend_done(gs_worker_t *w, gs_wsend_t *s, ucs_status_t st)
 
 /* ---------------------------------------------------------------- AM handlers */
 
-static ucs_status_t gs__wam_request(gs_worker_t *w, const void *header, size_t header_len,
+static ucs_status_t gs__wam_request(gs_worker_t *w, unsigned am_id, const void *header, size_t header_len,
                                     int ipc, const ucp_am_recv_param_t *param)
 {
     gs_msg_t m;
     gs_wdefer_t *d;
+    uint64_t sender;
 
+    if (!gs__wseal_open(w, am_id, header, &header_len, &sender)) return UCS_OK;   /* nothing sent */
     if (gs_msg_decode(header, header_len, &m) != GS_OK) {
         GS_LOG_WARN("malformed fetch request from a peer (%zu header bytes): %s", header_len,
                     gs_last_error());
@@ -110,6 +117,11 @@ static ucs_status_t gs__wam_request(gs_worker_t *w, const void *header, size_t h
     if (m.type != GS_MSG_FETCH_REQ) {
         GS_LOG_WARN("unexpected %s message on the fetch-request channel",
                     gs_msg_type_name(m.type));
+        gs_msg_cleanup(&m);
+        return UCS_OK;
+    }
+    if (m.u.fetch_req.from_worker != sender) {
+        gs__wseal_mismatch(w, am_id, sender, "the request names another worker as its requester");
         gs_msg_cleanup(&m);
         return UCS_OK;
     }
@@ -136,7 +148,7 @@ ucs_status_t gs__wam_fetch_req(void *arg, const void *header, size_t header_len,
 {
     (void)data;
     (void)len;
-    return gs__wam_request(arg, header, header_len, 0, param);
+    return gs__wam_request(arg, GS_AM_FETCH_REQ, header, header_len, 0, param);
 }
 
 /* Like FETCH_REQ; the payload is the requester's host key: a CUDA IPC lease is possible when
@@ -147,7 +159,7 @@ ucs_status_t gs__wam_ipc_req(void *arg, const void *header, size_t header_len, v
     gs_worker_t *w = arg;
     int ipc = !(param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) &&
               gs__wipc_same_host(w, data, len);
-    return gs__wam_request(w, header, header_len, ipc, param);
+    return gs__wam_request(w, GS_AM_IPC_REQ, header, header_len, ipc, param);
 }
 
 /* ---------------------------------------------------------------- serving (owner side) */

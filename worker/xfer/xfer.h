@@ -10,7 +10,8 @@
  *
  * One fetch: exec.c admits a task whose input lives on worker P and calls gs__xfer_fetch(),
  * which creates a PENDING chunk (store: gs__wchunk_new + gs__wstore_insert as a fetched copy)
- * and posts FETCH_REQ to P's endpoint. P's serve path (serve.c) answers with DATA (eager,
+ * and posts FETCH_REQ to P's endpoint, sealed with the cluster's data-plane key (seal.c; P serves
+ * nothing that is not sealed by a live peer). P's serve path (serve.c) answers with DATA (eager,
  * rendezvous, slices, or an IPC grant). The bytes land in the chunk directly, or in a host
  * buffer that is copied in on a backend stream; that copy's completion is a note (GS_WNOTE_
  * FETCH_STAGED) registered with gs__wnote_arm() and returned through the worker's completion
@@ -51,6 +52,10 @@ void gs__xfer_shutdown(struct gs_worker *w);
 /* Free everything (safe on a partly initialised or NULL w->xfer). */
 void gs__xfer_cleanup(struct gs_worker *w);
 
+/* The cluster's data-plane key from WELCOME (GS_AUTH_KEY_BYTES, copied): every request this
+ * worker sends a peer is sealed with it and every request it serves must be (seal.c).
+ * GS_ERR_NO_MEMORY / GS_ERR_IO (OpenSSL). */
+gs_status_t gs__xfer_set_key(struct gs_worker *w, const uint8_t *key);
 /* Peers added/removed: gsched's PEERS message (the full list). */
 void gs__xfer_peers(struct gs_worker *w, const gs_msg_peers_t *m);
 /* Start fetching (graph, task) from peer @a from into a new PENDING chunk (returned with one

@@ -21,6 +21,10 @@
  * buffers, which this worker never sees). */
 #define GS__CSUM_TRAILER 9
 
+/* seal.c: the trailer every active message carries (ids, counter, HMAC) and the replay window */
+#define GS__SEAL_TRAILER (24u + GS_AUTH_MAC_BYTES)
+#define GS__SEAL_WINDOW 1024u
+
 typedef struct gs_wfetch gs_wfetch_t;
 typedef struct gs_wpeer gs_wpeer_t;
 
@@ -82,6 +86,9 @@ struct gs_wpeer {
     gs_wlink_t fetches;       /* gs_wfetch_t waiting on this peer */
     uint8_t ipc_off;          /* CUDA IPC with this peer failed once: plain fetches only */
     uint8_t logged_path[2];   /* first transfer over each gs_wpath_t logged */
+    uint64_t tx_counter;      /* seal.c: last counter sealed to this peer */
+    uint64_t rx_top;          /* seal.c: highest counter accepted from it */
+    uint64_t rx_seen[GS__SEAL_WINDOW / 64];   /* bit i: counter rx_top - i accepted */
 };
 
 /* A deferred piece of UCX work, run right after ucp_worker_progress() returns. */
@@ -171,6 +178,11 @@ struct gs_xfer {
     uint64_t next_lease;
     struct gs_wipc_map *ipc_maps;      /* peers' arenas mapped here */
 
+    /* sealed messages (seal.c) */
+    gs_auth_mac_t *seal;               /* keyed with the data-plane key (NULL until WELCOME) */
+    uint64_t refuse_log_ns;            /* last refusal logged */
+    uint64_t refused_unlogged;         /* refusals since */
+
     /* transfer measurements (bw.c) */
     struct gs_wbw *bw;
 };
@@ -183,6 +195,17 @@ gs_status_t gs__wpeer_ep(gs_worker_t *w, gs_wpeer_t *p, gs_wep_t **epc_p);
 ucp_ep_h gs__wpeer_ep_by_id(gs_worker_t *w, uint64_t id);
 /* 64-bit checksum of transferred bytes. */
 uint64_t gs__wchecksum(const void *data, size_t len);
+
+/* ---- seal.c: sealed active messages ---- */
+/* Append the trailer to s->header (the encoded header after the frame header) for the message
+ * @a am_id to peer s->from_worker. GS_ERR_AUTH (no key yet), GS_ERR_WORKER_LOST (not a known
+ * peer), GS_ERR_NO_MEMORY, OpenSSL errors. */
+gs_status_t gs__wseal(gs_worker_t *w, unsigned am_id, gs_wsend_t *s);
+/* Check the trailer of a received header of *len bytes: 1 with *len shortened to the header
+ * before it and *sender_p the authenticated sender; 0 when refused (counted and logged). */
+int gs__wseal_open(gs_worker_t *w, unsigned am_id, const void *header, size_t *len, uint64_t *sender_p);
+/* Count and log (rate-limited) a sealed message refused for what it says (@a what). */
+void gs__wseal_mismatch(gs_worker_t *w, unsigned am_id, uint64_t sender, const char *what);
 
 /* ---- fetch.c: the requester side ---- */
 void gs__wfetch_free(gs_worker_t *w, gs_wfetch_t *f);
