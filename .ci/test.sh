@@ -2,7 +2,8 @@
 # Install dependencies, build gsched and run the whole test suite twice: a normal build
 # (with the CUDA backend compiled when nvcc exists; its GPU tests skip without a device) and an
 # AddressSanitizer + UndefinedBehaviorSanitizer build (CPU backend); the normal build's suite
-# runs once more under CPU load (stress-ng).
+# runs once more under CPU load (stress-ng), then the socket fuzz harness drives its daemons for
+# $GS_SOCKFUZZ_SECONDS (default 60); last, ThreadSanitizer daemons and programs (scripts/tsan.sh).
 # Usage: bash .ci/test.sh            (from the repository root)
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -47,12 +48,29 @@ loaded_pass() {  # builddir
   return $rc
 }
 
+# The socket-level fuzz harness against running daemons (tests/fuzz/sockfuzz.c) for a bounded
+# time: one JSON line of counters; fails on a dead daemon, an inexact result, a locked-out
+# client or a bound exceeded. Daemon logs in build-ci.sockfuzz.log.
+sockfuzz_pass() {  # builddir
+  local dir=$1 secs=${GS_SOCKFUZZ_SECONDS:-60}
+  echo "=== gsched: socket fuzzing of running daemons (${secs} s) ==="
+  GS_BIN_DIR="$PWD/$dir/bin" timeout $((secs + 300)) "$dir/tests/sockfuzz" --seconds "$secs" \
+    --daemon-log "$dir.sockfuzz.log"
+}
+
 if run_suite normal build-ci -DCMAKE_BUILD_TYPE=RelWithDebInfo; then
   loaded_pass build-ci || status=1
+  sockfuzz_pass build-ci || status=1
 else
   status=1
 fi
 run_suite "asan+ubsan" build-ci-asan -DCMAKE_BUILD_TYPE=Debug -DGS_ASAN=ON -DGS_UBSAN=ON \
   -DGS_WITH_CUDA=OFF -DGS_BUILD_BENCH=ON || status=1
+# ThreadSanitizer: TSan daemons driven by the normal build's suites, TSan sockfuzz and soak
+# (scripts/tsan.sh; about 7 minutes on 2 cores). Needs the normal build.
+if [ -x build-ci/tests/test_integration ]; then
+  echo "=== gsched: ThreadSanitizer (scripts/tsan.sh) ==="
+  OUT=build-ci-tsan.out bash scripts/tsan.sh build-ci || status=1
+fi
 if [ $status -eq 0 ]; then echo "gsched: all suites passed"; else echo "gsched: test failures"; fi
 exit $status

@@ -2,9 +2,10 @@
 # One GPU-machine session: build with CUDA, run the benchmarks, then the whole suite (CUDA tests
 # enabled, integration tests also with CUDA workers). Logs go to $OUT (or ./gpu-out). For a host
 # without a package registry, carry .devdeps (../shared/offline-deps/README.md):
-#   source .devdeps/env.sh && bash bench/gpu-session.sh [bench|move|linalg|scale|tests|all]
+#   source .devdeps/env.sh && bash bench/gpu-session.sh [bench|move|linalg|scale|robust|tests|all]
 # bench: kernels + seed reductions; move: transfers, transpose-sum, slice3 (issue 5);
-# linalg: dot, svd (issue 6); scale: tiny tasks, 1 M-chunk seed, worker kill (issue 7).
+# linalg: dot, svd (issue 6); scale: tiny tasks, 1 M-chunk seed, worker kill (issue 7);
+# robust: 300-job soak and socket fuzzing with CUDA workers (issue 12).
 set -uo pipefail
 what=${1:-all}
 out=${OUT:-$PWD/gpu-out}
@@ -90,6 +91,14 @@ if [ "$what" = scale ] || [ "$what" = all ]; then
     run bash scripts/gs-many-workers-bench.sh "$B" 256 100000
   } 2>"$out/scale.err" | tee "$out/scale.jsonl"
   tail -5 "$out/scale.err"
+fi
+# robust: 300-job soak and socket fuzzing with CUDA workers (issue 12)
+if [ "$what" = robust ] || [ "$what" = all ]; then
+  {
+    run $B/gs-bench soak --jobs 300 --every 50 --warmup 50 --backend cuda --workers "$ngpu"
+    GS_TEST_BACKEND=cuda run build-gpu/tests/sockfuzz --seconds 120 --daemon-log "$out/sockfuzz.daemons.log"
+  } 2>"$out/robust.err" | tee "$out/robust.jsonl"
+  tail -5 "$out/robust.err"
 fi
 if [ "$what" = tests ] || [ "$what" = all ]; then
   t1=$(date +%s)

@@ -39,6 +39,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 
 #define GS__CONN_RBUF (64u * 1024u)
 #define GS__CONN_WCHUNK (1u << 30)  /* uv_buf_t lengths are unsigned int: split larger frames */
@@ -864,6 +865,15 @@ gs_status_t gs_conn_peer_addr(const gs_conn_t *c, struct sockaddr_storage *addr_
 size_t gs_conn_pending_bytes(const gs_conn_t *c)
 {
     return c->pending_bytes;
+}
+
+int gs_conn_input_unread(const gs_conn_t *c)
+{
+    uv_os_fd_t fd;
+    int n = 0;
+    if (c == NULL || c->handle_closing) return 0;
+    if (uv_fileno((const uv_handle_t *)&c->tcp, &fd) != 0) return 0;
+    return ioctl(fd, FIONREAD, &n) == 0 && n > 0;
 }
 
 void gs_conn_set_data(gs_conn_t *c, void *data)

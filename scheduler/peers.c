@@ -680,14 +680,28 @@ static uint64_t gs__addr_count(gs_sched_t *s, uint64_t key, int delta)
 }
 
 /* Close the oldest connection that has not completed the handshake (other than @a keep; from
- * address @a key unless 0) to make room. 0 when there is none. */
+ * address @a key unless 0) to make room, preferring one that has sent nothing: a peer whose HELLO
+ * waits unread (a burst of connections accepted before the loop read it) is not the idle one to
+ * drop, else a connect storm from its address would evict real clients before their handshake.
+ * 0 when there is none. */
 static int gs__evict_oldest_handshake(gs_sched_t *s, const gs__peer_t *keep, uint64_t key)
 {
-    gs__peer_t *oldest = NULL;
+    gs__peer_t *oldest = NULL, *tail = NULL;
     for (gs__peer_t *p = s->peers; p != NULL; p = p->next) {   /* newest first */
-        if (p != keep && p->state == GS__PEER_HANDSHAKE && (key == 0 || p->addr_key == key)) oldest = p;
+        if (p != keep && p->state == GS__PEER_HANDSHAKE && (key == 0 || p->addr_key == key)) {
+            if (oldest == NULL) tail = p;
+            oldest = p;
+        }
     }
     if (oldest == NULL) return 0;
+    /* from the oldest towards the newest candidate: the first that has sent nothing */
+    for (gs__peer_t *p = oldest; p != NULL; p = p == tail ? NULL : p->prev) {
+        if (p != keep && p->state == GS__PEER_HANDSHAKE && (key == 0 || p->addr_key == key) &&
+            !gs_conn_input_unread(p->conn)) {
+            oldest = p;
+            break;
+        }
+    }
     s->st.conns_evicted_total++;
     /* its descriptor is closed at once: it stops counting now, not when its close callback runs
      * (a burst of accepts in one loop iteration would otherwise find nothing left to evict) */

@@ -65,12 +65,17 @@ static void gs__on_timer(uv_timer_t *timer)
         }
     }
     s->timer_last_ns = now;
+    /* Heartbeats (of workers and clients) are judged against the end of the loop's last poll
+     * phase, not against now: timers run before this iteration reads the sockets, so a heartbeat
+     * that arrived since is still unread however late this timer runs (a busy or stalled loop,
+     * short timeouts). */
+    if (s->polled_ns == 0 || s->polled_ns > now) s->polled_ns = now;
     while (p != NULL) {
         gs__peer_t *next = p->next;   /* closing never frees synchronously */
-        /* last_seen may lie ahead of now: a heartbeat read late in a long iteration, plus the
-         * stall added above (unsigned: without the first test it would read as a huge delay) */
-        if (p->state == GS__PEER_WORKER && p->worker != NULL && now > p->last_seen_ns &&
-            now - p->last_seen_ns > hb_ns) {
+        /* last_seen may lie ahead of polled_ns: a heartbeat read late in a long iteration, plus
+         * the stall added above (unsigned: without the first test it would read as a huge delay) */
+        if (p->state == GS__PEER_WORKER && p->worker != NULL && s->polled_ns > p->last_seen_ns &&
+            s->polled_ns - p->last_seen_ns > hb_ns) {
             GS_LOG_WARN("worker %s missed heartbeats for %u ms", p->worker->name, s->heartbeat_timeout_ms);
             gs__peer_close(p, GS_ERR_TIMED_OUT, 0, NULL);
         } else if (p->state == GS__PEER_HANDSHAKE && now > p->t_connect_ns && now - p->t_connect_ns > hs_ns) {
@@ -80,7 +85,8 @@ static void gs__on_timer(uv_timer_t *timer)
                    now - p->t_connect_ns > hs_ns) {
             gs__peer_close(p, GS_ERR_TIMED_OUT, GS_ERR_TIMED_OUT, "no worker-register within %u ms",
                            s->handshake_timeout_ms);
-        } else if (p->state == GS__PEER_CLIENT && idle_ns != 0 && now - p->last_seen_ns > idle_ns) {
+        } else if (p->state == GS__PEER_CLIENT && idle_ns != 0 && s->polled_ns > p->last_seen_ns &&
+                   s->polled_ns - p->last_seen_ns > idle_ns) {
             gs__client_idle(s, p, now);
         }
         p = next;
@@ -94,7 +100,9 @@ static void gs__on_timer(uv_timer_t *timer)
 
 static void gs__on_check(uv_check_t *check)
 {
-    gs__sched_tick(check->data);
+    gs_sched_t *s = check->data;
+    s->polled_ns = gs_now_ns();   /* right after the poll phase: every socket was read */
+    gs__sched_tick(s);
 }
 
 /* ------------------------------------------------------------------------------------------ */

@@ -123,8 +123,11 @@
  *    does not know must be ignored. A worker that stored a key it is assigned again (after a
  *    fault) simply replaces it.
  *  - faults: a worker whose connection drops or that misses heartbeats for the heartbeat
- *    timeout (time gsched's own loop stood still not counted, nor in the handshake timeout of
- *    a connection that has not registered yet) is removed: its assigned tasks go back to ready/waiting, each counting
+ *    timeout is removed (time gsched's own loop stood still is not counted, nor in the handshake
+ *    timeout of a connection that has not registered yet; silence is measured up to the end of
+ *    the loop's last socket read, not to the moment the housekeeping timer runs: a late timer
+ *    does not blame the worker for heartbeats waiting unread): its assigned tasks go back to
+ *    ready/waiting, each counting
  *    one failure; chunks held only there are lost and recomputed from lineage when still needed.
  *    A task that was on more than allowed_failures removed workers fails with an error naming
  *    graph, task id, layer and block. Task runtime limit (task_timeout_ms, off by default): a

@@ -57,5 +57,6 @@ int gs__bench_slice3(int argc, char **argv);          /* move.c */
 int gs__bench_transfer(int argc, char **argv);        /* transfer.c */
 int gs__bench_dot(int argc, char **argv);             /* linalg.c */
 int gs__bench_svd(int argc, char **argv);             /* linalg.c */
+int gs__bench_soak(int argc, char **argv);            /* soak.c */
 
 #endif

@@ -11,6 +11,8 @@
  *   gs-bench transfer [--sizes 8,80,800] [--backend cpu|cuda] [--workers 2] [--repeat R]
  *   gs-bench dot --n N --chunk C [common options]             (x persisted; times x @ x persisted)
  *   gs-bench svd --rows R --cols C --chunk K [common options] (x persisted; times u of svd(x))
+ *   gs-bench soak [--jobs 300] [--every 25] [--warmup 50] [--n 1024] [--rss-growth 10]
+ *                 [--workers W] [--backend cpu|cuda]       (local cluster; RSS / fds of daemons)
  *
  * Subcommands live in one table (gs__benches), one file each; each parses its own options with
  * the shared helpers of gs-bench.h and reports through gs__json_*. */
@@ -37,6 +39,7 @@ static const gs__bench_t gs__benches[] = {
     {"transfer", gs__bench_transfer, "chunk bandwidth between two workers (replicate), 8..800 MB"},
     {"dot", gs__bench_dot, "x @ x of a persisted normal (n, n) x, kept on the workers"},
     {"svd", gs__bench_svd, "u of the TSQR svd of a persisted tall normal (rows, cols) x"},
+    {"soak", gs__bench_soak, "300 mixed jobs (one failing) on one cluster: daemon RSS and fds flat?"},
 };
 
 static void gs__usage(FILE *f)

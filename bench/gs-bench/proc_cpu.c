@@ -83,19 +83,17 @@ static long long gs__ctxsw(int pid)
     return total;
 }
 
-int gs_bench_cpu_sample(gs_bench_cpu_t *cpu_p)
+/* Every process of /proc, with descendants of this one marked; *n_p entries (free with
+ * gs_free). NULL when /proc cannot be read. */
+static gs__pent_t *gs__proc_scan(size_t *n_p)
 {
     DIR *d;
     struct dirent *de;
-    gs__pent_t *ents = NULL, self;
+    gs__pent_t *ents = NULL;
     size_t n = 0, cap = 0;
     int me = (int)getpid(), changed;
-    double tick = (double)sysconf(_SC_CLK_TCK);
 
-    memset(cpu_p, 0, sizeof(*cpu_p));
-    if (tick <= 0) tick = 100.0;
-    if (gs__read_stat(me, &self) != 0) return -1;
-    if ((d = opendir("/proc")) == NULL) return -1;
+    if ((d = opendir("/proc")) == NULL) return NULL;
     while ((de = readdir(d)) != NULL) {
         gs__pent_t e;
         if (!isdigit((unsigned char)de->d_name[0])) continue;
@@ -127,6 +125,20 @@ int gs_bench_cpu_sample(gs_bench_cpu_t *cpu_p)
             }
         }
     } while (changed);
+    *n_p = n;
+    return ents != NULL ? ents : gs_malloc(sizeof(*ents), "proc entries");
+}
+
+int gs_bench_cpu_sample(gs_bench_cpu_t *cpu_p)
+{
+    gs__pent_t *ents, self;
+    size_t n = 0;
+    double tick = (double)sysconf(_SC_CLK_TCK);
+
+    memset(cpu_p, 0, sizeof(*cpu_p));
+    if (tick <= 0) tick = 100.0;
+    if (gs__read_stat((int)getpid(), &self) != 0) return -1;
+    if ((ents = gs__proc_scan(&n)) == NULL) return -1;
     cpu_p->self_user_s = (double)self.ut / tick;
     cpu_p->self_sys_s = (double)self.st / tick;
     for (size_t i = 0; i < n; i++) {
@@ -165,4 +177,58 @@ void gs_bench_cpu_diff(const gs_bench_cpu_t *a, const gs_bench_cpu_t *b, gs_benc
     d_p->ctxsw_work = b->ctxsw_work - a->ctxsw_work;
     d_p->nsched = b->nsched;
     d_p->nwork = b->nwork;
+}
+
+int gs_bench_proc_daemons(int *pids, int *kinds, int max)
+{
+    size_t n = 0;
+    int k = 0;
+    gs__pent_t *ents = gs__proc_scan(&n);
+    if (ents == NULL) return 0;
+    for (int kind = 1; kind <= 2; kind++) {
+        for (size_t i = 0; i < n && k < max; i++) {
+            if (!ents[i].desc || ents[i].kind != kind) continue;
+            int j = k++;
+            while (j > 0 && kinds[j - 1] == kind && pids[j - 1] > ents[i].pid) {   /* by pid */
+                pids[j] = pids[j - 1];
+                kinds[j] = kinds[j - 1];
+                j--;
+            }
+            pids[j] = ents[i].pid;
+            kinds[j] = kind;
+        }
+    }
+    gs_free(ents);
+    return k;
+}
+
+unsigned long long gs_bench_proc_rss(int pid)
+{
+    char path[64], line[256];
+    unsigned long long kb = 0, v;
+    FILE *f;
+    snprintf(path, sizeof(path), "/proc/%d/status", pid);
+    if ((f = fopen(path, "r")) == NULL) return 0;
+    while (fgets(line, sizeof(line), f) != NULL) {
+        if (sscanf(line, "VmRSS: %llu kB", &v) == 1) {
+            kb = v;
+            break;
+        }
+    }
+    fclose(f);
+    return kb * 1024;
+}
+
+int gs_bench_proc_fds(int pid)
+{
+    char path[64];
+    struct dirent *e;
+    int n = 0;
+    DIR *d;
+    snprintf(path, sizeof(path), "/proc/%d/fd", pid);
+    if ((d = opendir(path)) == NULL) return -1;
+    while ((e = readdir(d)) != NULL)
+        if (e->d_name[0] != '.') n++;
+    closedir(d);
+    return n;
 }

@@ -10,14 +10,15 @@
  *     relative, absolute near 0); sqrt is IEEE (correctly rounded) as in the definition.
  * The arithmetic is the same IEEE sequence in every code path (no contraction into FMA:
  * ISO C mode), so every CPU gives bit-identical results; on x86-64 the loops are cloned for
- * AVX-512 and AVX2 and the best clone is picked at load time. */
+ * AVX-512 and AVX2 and the best clone is picked at load time (not under ASan or TSan: an
+ * instrumented resolver runs before the sanitizer runtime is up). */
 #include "chunkops/cpu/cpu.h"
 #include "chunkops/random.h"
 
 #include <string.h>
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
-    !defined(__SANITIZE_ADDRESS__) && !defined(__OPTIMIZE_SIZE__)
+    !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__) && !defined(__OPTIMIZE_SIZE__)
 #define GS__CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define GS__CLONES

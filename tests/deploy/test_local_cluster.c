@@ -442,6 +442,16 @@ Test(deploy_local_cluster, a_generated_token_travels_in_the_environment_and_lock
     assert_tree_gone(&l, 5.0);
 }
 
+/* SIGTERM the launcher: it exits 0 and leaves no process behind. */
+static void stop_cleanly(const launched_t *l)
+{
+    int st;
+    cr_assert_eq(kill(l->pid, SIGTERM), 0);
+    cr_assert(tp_wait_exit(l->pid, &st, 15.0), "launcher did not exit after SIGTERM");
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "launcher status 0x%x", st);
+    assert_tree_gone(l, 5.0);
+}
+
 Test(deploy_local_cluster, a_worker_taking_a_live_name_is_refused_and_the_cluster_keeps_working,
      .init = setup, .fini = teardown)
 {
@@ -476,8 +486,58 @@ Test(deploy_local_cluster, a_worker_taking_a_live_name_is_refused_and_the_cluste
     cr_assert_eq(gs_client_nworkers(c), 2);
     cr_assert_eq(sum_of_full(c, 100, 30, 0), 5000.0);
     gs_client_destroy(c);
-    cr_assert_eq(kill(l.pid, SIGTERM), 0);
-    cr_assert(tp_wait_exit(l.pid, &st, 15.0), "launcher did not exit after SIGTERM");
-    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "launcher status 0x%x", st);
-    assert_tree_gone(&l, 5.0);
+    stop_cleanly(&l);
+}
+
+/* The first gworker of the launched tree, from /proc/PID/comm. */
+static pid_t a_worker_of(const launched_t *l)
+{
+    for (int i = 0; i < l->ntree; i++) {
+        char path[64], comm[32] = "";
+        FILE *f;
+        snprintf(path, sizeof(path), "/proc/%d/comm", (int)l->tree[i]);
+        if ((f = fopen(path, "r")) == NULL) continue;
+        if (fgets(comm, sizeof(comm), f) == NULL) comm[0] = '\0';
+        fclose(f);
+        if (strncmp(comm, "gworker", 7) == 0) return l->tree[i];
+    }
+    return -1;
+}
+
+/* Ask gsched every 100 ms until it counts @a n workers; returns the last count. */
+static int wait_workers(gs_client_h c, int n, double timeout_s)
+{
+    double deadline = gs_now_s() + timeout_s;
+    int have;
+    while ((have = gs_client_nworkers(c)) != n && gs_now_s() < deadline) usleep(100000);
+    return have;
+}
+
+/* Issue 12: a worker paused (SIGSTOP) past gsched's heartbeat timeout (10 s by default) used to
+ * exit when resumed, and the launcher then stopped the whole cluster. Now it rejoins. */
+Test(deploy_local_cluster, a_worker_paused_past_the_heartbeat_timeout_rejoins_and_the_cluster_runs_on,
+     .init = setup, .fini = teardown)
+{
+    const char *extra[] = {"--nworkers", "2", "--backend", "cpu", NULL};
+    gs_client_params_t p;
+    gs_client_h c;
+    launched_t l;
+    pid_t w;
+    alarm(150);
+    launch(&l, extra);
+    w = a_worker_of(&l);
+    cr_assert_gt(w, 0, "no gworker in the launched tree");
+    client_params(&p, &l);
+    cr_assert_eq(gs_client_connect(&p, &c), GS_OK, "%s", gs_last_error());
+    cr_assert_eq(wait_workers(c, 2, 30.0), 2);
+
+    cr_assert_eq(kill(w, SIGSTOP), 0);
+    cr_assert_eq(wait_workers(c, 1, 60.0), 1, "gsched did not remove the paused worker");
+    cr_assert_eq(kill(w, SIGCONT), 0);
+    cr_assert_eq(wait_workers(c, 2, 60.0), 2, "the resumed worker did not rejoin");
+    cr_assert(tp_alive(w), "the resumed worker exited instead of rejoining");
+    cr_assert_eq(kill(l.pid, 0), 0, "the launcher stopped the cluster");
+    cr_assert_eq(sum_of_full(c, 100, 30, 0), 5000.0);
+    gs_client_destroy(c);
+    stop_cleanly(&l);
 }

@@ -1,4 +1,5 @@
 #include "samples.h"
+#include "schema_rules.h"
 
 #include "proto/msg_codec.h"
 
@@ -88,7 +89,7 @@ void proto_check_no_leaks(void)
  * every msgpack width, strings with UTF-8 and control bytes, tables whose entries include zeros,
  * CSR offsets with empty rows, arrays whose second element is empty. Counted tables have
  * SAMPLE_COUNT entries, arrays SAMPLE_ARRAY elements. The table's rules are satisfied by
- * sample_rule_count() and sample_rule_value(): a new rule needs a line there; a new message or
+ * schema_rule_count() (schema_rules.h) and sample_rule_value(): a new rule needs a line there; a new message or
  * field needs nothing. */
 
 #define SAMPLE_COUNT 4
@@ -139,28 +140,6 @@ static gs_bytes_t sample_bin(size_t len, uint64_t *s)
     return (gs_bytes_t){p, len};
 }
 
-/* A field that sizes another one. */
-static int sample_is_count(const gs__msg_desc_t *d, const gs__field_t *f)
-{
-    for (unsigned i = 0; i < d->nfields; i++) {
-        if (&d->fields[i] != f && d->fields[i].count_off == f->off) return 1;
-    }
-    return 0;
-}
-
-/* What the table's rules require of a count (arrays) ... */
-static uint64_t sample_rule_count(const void *body, const gs__field_t *f, uint64_t dflt)
-{
-    if (f->rule == gs__rule_one_per_entry) return gs__uint_at(body, 0, 4);
-    if (f->rule == gs__rule_one_error_per_failure) {
-        const gs_msg_task_done_t *t = body;
-        uint64_t failed = 0;
-        for (uint64_t i = 0; i < t->n; i++) failed += t->status[i] != GS_OK;
-        return failed;
-    }
-    return dflt;
-}
-
 /* ... and of an integer or a table entry (@a i). */
 static uint64_t sample_rule_value(const void *body, const gs__field_t *f, uint64_t i, uint64_t dflt)
 {
@@ -189,27 +168,32 @@ static void *sample_table(const void *body, const gs__field_t *f, uint64_t n, ui
     return p;
 }
 
+/* Array elements (schema_fill_array): element 1 is empty (strings, binaries, peer names). */
+static gs_bytes_t sample_elem(void *ctx, const gs__field_t *f, const char *role, uint32_t k)
+{
+    uint64_t *s = ctx;
+    if (strcmp(role, "bin") == 0) return sample_bin(k == 1 ? 0 : 1 + k * 5, s);
+    if (strcmp(role, "ucx") == 0) return sample_bin(3 + k, s);
+    if (strcmp(role, "host") == 0) return sample_str("host", k, s);
+    if (k == 1) return (gs_str_t){(const uint8_t *)"", 0};
+    return sample_str(strcmp(role, "name") == 0 ? "peer" : f->name, k, s);
+}
+
+static uint64_t sample_id(void *ctx)
+{
+    return sample_u64(ctx);
+}
+
+static void *sample_alloc_cb(void *ctx, size_t n)
+{
+    (void)ctx;
+    return sample_alloc(n);
+}
+
 static void *sample_array(void *body, const gs__field_t *f, uint64_t *s)
 {
-    uint32_t n = (uint32_t)sample_rule_count(body, f, SAMPLE_ARRAY);
-    size_t esize = f->kind == GS__F_PEERS ? sizeof(gs_peer_info_t) : sizeof(gs_bytes_t);
-    uint8_t *p = sample_alloc(n * esize);
-    for (uint32_t k = 0; k < n; k++) {
-        gs_bytes_t *b = (gs_bytes_t *)(void *)(p + k * esize);
-        if (f->kind == GS__F_STRS) {
-            *b = k == 1 ? (gs_str_t){(const uint8_t *)"", 0} : sample_str(f->name, k, s);
-        } else if (f->kind == GS__F_BINS) {
-            *b = sample_bin(k == 1 ? 0 : 1 + k * 5, s);
-        } else {
-            gs_peer_info_t *pi = (gs_peer_info_t *)(void *)b;
-            pi->id = sample_u64(s);
-            pi->name = k == 1 ? (gs_str_t){(const uint8_t *)"", 0} : sample_str("peer", k, s);
-            pi->host = sample_str("host", k, s);
-            pi->ucx_address = sample_bin(3 + k, s);
-        }
-    }
-    memcpy((uint8_t *)body + f->count_off, &n, sizeof n);
-    return p;
+    schema_gen_t g = {sample_elem, sample_id, sample_alloc_cb, s};
+    return schema_fill_array(body, f, SAMPLE_ARRAY, &g);
 }
 
 void sample_msg(uint32_t type, gs_msg_t *m)
@@ -230,7 +214,7 @@ void sample_msg(uint32_t type, gs_msg_t *m)
         switch (f->kind) {
         case GS__F_UINT:
         case GS__F_INT:
-            count = sample_is_count(d, f) ? SAMPLE_COUNT : sample_u64(&s);
+            count = schema_is_count(d, f) ? SAMPLE_COUNT : sample_u64(&s);
             sample_store(dst, f->size, sample_rule_value(body, f, 0, count));
             break;
         case GS__F_STR: *(gs_str_t *)dst = sample_str(f->name, 0, &s); break;

@@ -4,12 +4,15 @@
 #include "harness.h"
 
 #include "common/time.h"
+#include "proto/handshake.h"
+#include "proto/handshake_fd.h"
 
 #include <arpa/inet.h>
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -272,5 +275,75 @@ Test(scheduler_bounds, closes_silent_clients_without_graphs_only)
     cr_assert(tp_wait_closed(idle, TH_TIMEOUT_MS));
     cr_assert(!busy->closed);
     cr_assert_eq(th_stats(&th).idle_closed_total, 1);
+    th_fini(&th);
+}
+
+/* Wait (without running the loop: gsched is "busy") until the kernel completed @a fd's connect. */
+static void bound_wait_connected(int fd)
+{
+    struct pollfd p = {fd, POLLOUT, 0};
+    cr_assert_eq(poll(&p, 1, TH_TIMEOUT_MS), 1, "connect did not complete");
+}
+
+static int bound_readable(th_t *th, uint64_t fd)
+{
+    struct pollfd p = {(int)fd, POLLIN, 0};
+    (void)th;
+    return poll(&p, 1, 0) == 1;
+}
+
+static void bound_send_msg(int fd, const gs_msg_t *m)
+{
+    cr_assert_eq(gs_proto_fd_send_msg(fd, m, TH_TIMEOUT_MS / 1000.0), GS_OK, "%s", gs_last_error());
+}
+
+/* Run the loop until @a fd has bytes, then read one message (the client was not closed). */
+static void bound_recv_msg(th_t *th, int fd, gs_msg_t *m)
+{
+    bound_run_until(th, bound_readable, (uint64_t)fd);
+    cr_assert_eq(gs_proto_fd_recv_msg(fd, 65536, TH_TIMEOUT_MS / 1000.0, m), GS_OK,
+                 "the client was closed before its handshake: %s", gs_last_error());
+}
+
+/* A client's HELLO that waits unread while a burst of connections from its address arrives
+ * (the loop was busy) is not evicted as "not handshaken": idle ones make room. */
+Test(scheduler_bounds, a_connect_burst_does_not_evict_a_client_whose_hello_waits)
+{
+    enum { LIMIT = 4, BURST = 8 };
+    int idle[LIMIT + BURST], cfd, n = 0;
+    gs_hs_peer_t hs;
+    gs_msg_t m, out;
+    th_t th;
+
+    th_init(&th, &(gs_sched_params_t){.field_mask = GS_SCHED_FIELD_MAX_CONNECTIONS,
+                                      .max_connections = 100,
+                                      .max_connections_per_addr = LIMIT});
+    for (int i = 0; i < LIMIT; i++) idle[n++] = bound_connect(th.port);
+    bound_run_until(&th, bound_all_accepted, LIMIT);
+
+    /* the loop does not run: the client connects and sends HELLO, then the burst connects */
+    cfd = bound_connect(th.port);
+    bound_wait_connected(cfd);
+    cr_assert_eq(gs_hs_peer_hello(&hs, "", GS_ROLE_CLIENT, "real", &out), GS_OK);
+    bound_send_msg(cfd, &out);
+    for (int i = 0; i < BURST; i++) {
+        idle[n] = bound_connect(th.port);
+        bound_wait_connected(idle[n++]);
+    }
+
+    /* the client is challenged, not closed, and completes its handshake */
+    bound_run_until(&th, bound_all_accepted, LIMIT + 1 + BURST);
+    bound_recv_msg(&th, cfd, &m);
+    cr_assert_eq(m.type, GS_MSG_CHALLENGE, "answered %s", gs_msg_type_name(m.type));
+    cr_assert_eq(gs_hs_peer_answer(&hs, &m, &out), GS_OK);
+    gs_msg_cleanup(&m);
+    bound_send_msg(cfd, &out);
+    bound_recv_msg(&th, cfd, &m);
+    cr_assert_eq(m.type, GS_MSG_WELCOME, "answered %s", gs_msg_type_name(m.type));
+    gs_msg_cleanup(&m);
+    cr_assert_eq(th_stats(&th).nclients, 1);
+    cr_assert_geq(th_stats(&th).conns_evicted_total, BURST - 1);
+    close(cfd);
+    for (int i = 0; i < n; i++) close(idle[i]);
     th_fini(&th);
 }
