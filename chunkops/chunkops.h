@@ -127,6 +127,9 @@ gs_status_t gs_kfused_validate(const gs_kfused_t *k);
 gs_status_t gs_kcombine_validate(const gs_kcombine_t *k);
 gs_status_t gs_kcopy_validate(const gs_kcopy_t *k);
 gs_status_t gs_klinalg_validate(const gs_klinalg_t *k);
+/** The GS_ERR_NUMERIC of a Gram-path step 3 whose G_3 is @a dev (max |G_3 - I|) from I: the
+ *  input is numerically rank-deficient (graph/kernel.h GS_LA_GRAM_DEV_MAX). Backends share it. */
+gs_status_t gs__gram_rank_fail(double dev);
 
 /** Number of partial records a REDUCE terminal produces for @a k (1 for red_axis -1). */
 int64_t gs_kfused_nrecords(const gs_kfused_t *k);
