@@ -16,6 +16,7 @@
  * worker's launcher thread runs these tasks). GSTEP works synchronously and frees its scratch
  * before returning. */
 #include "chunkops/cuda/linalg.h"
+#include "chunkops/chunkops.h"
 #include "common/error.h"
 #include "common/log.h"
 
