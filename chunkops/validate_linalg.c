@@ -94,6 +94,23 @@ static gs_status_t gs__la_validate_gram(const gs_klinalg_t *k, const char *name)
                             (long long)b->rows, (long long)b->cols, (long long)slen);
     if (k->op == GS_LA_APPLY && !has_state)
         return gs_error_set(GS_ERR_INVALID_PARAM, "linalg apply: b[0] (the state) is missing");
+    if (k->op == GS_LA_APPLY) {
+        if (k->alpha != 0.0 && k->alpha != 1.0)
+            return gs_error_set(GS_ERR_INVALID_PARAM, "linalg apply: alpha %g is not 0 or 1 (an "
+                                "alternative stack or none)", k->alpha);
+        if (k->alpha == 1.0 && k->nterms >= GS_KERNEL_MAX_TERMS)
+            return gs_error_set(GS_ERR_INVALID_PARAM, "linalg apply: %d pieces leave no room for "
+                                "an alternative stack", (int)k->nterms);
+        for (int32_t t = 0; k->alpha == 1.0 && t < k->nterms; t++) {
+            const gs_kmat_t *x = &k->b[1 + t];
+            if ((st = gs__la_check_view(name, "b", 1 + t, x, 0)) != GS_OK) return st;
+            if (x->rows != k->a[t].rows || x->cols != k->n)
+                return gs_error_set(GS_ERR_INVALID_PARAM, "linalg apply: the alternative piece "
+                                    "b[%d] is %lld x %lld, a[%d] is %lld x %lld", (int)(1 + t),
+                                    (long long)x->rows, (long long)x->cols, (int)t,
+                                    (long long)k->a[t].rows, (long long)k->n);
+        }
+    }
     if (k->op == GS_LA_GSTEP) {
         if (!(k->alpha == 1.0 || k->alpha == 2.0 || k->alpha == 3.0))
             return gs_error_set(GS_ERR_INVALID_PARAM, "linalg gstep: step (alpha) %g is not 1, 2 "
@@ -210,4 +227,26 @@ gs_status_t gs__gram_rank_fail(double dev)
                         "linalg gstep: the matrix is numerically rank-deficient or too "
                         "ill-conditioned for the Gram path (max |Q^T Q - I| = %.3g after two "
                         "passes); lower it with GS_LOWER_GRAM_SVD off (TSQR)", dev);
+}
+
+gs_status_t gs__la_apply_source(const gs_klinalg_t *k, const double *hdr, const gs_kmat_t **xs_p)
+{
+    const double how = hdr[GS_LA_H_APPLY];
+    if (how != GS_LA_APPLY_COPY && how != GS_LA_APPLY_TRSM && how != GS_LA_APPLY_GEMM &&
+        how != GS_LA_APPLY_NONE)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "linalg apply: the state's apply word is %g",
+                            how);
+    if (hdr[GS_LA_H_SRC] == 1.0 && how != GS_LA_APPLY_NONE && k->alpha != 1.0)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "linalg apply: the state asks for the "
+                            "alternative stack, which this task does not have");
+    *xs_p = hdr[GS_LA_H_SRC] == 1.0 ? &k->b[1] : &k->a[0];
+    return GS_OK;
+}
+
+void gs__la_fast_hdr(double *hdr, int step)
+{
+    hdr[GS_LA_H_STEP] = (double)step;
+    hdr[GS_LA_H_SKIP] = 1.0;
+    hdr[GS_LA_H_APPLY] = step == 3 ? GS_LA_APPLY_GEMM : GS_LA_APPLY_NONE;
+    hdr[GS_LA_H_SRC] = step == 3 ? 1.0 : 0.0;
 }

@@ -212,7 +212,7 @@ typedef struct gs_kcopy {
  *   GS_LA_SVD:  the input is the vertical stack as for QR (m >= n >= 1). Thin SVD:
  *               out = [U (m x n, ld n) | S (n, descending) | Vt (n x n, ld n)].
  *
- * Gram-based SVD (the tall-and-skinny SVD of graph/lower_gram.c; docs/ARCHITECTURE.md). A *state*
+ * Gram-based SVD (the tall-and-skinny SVD of graph/lower_linalg.c; docs/ARCHITECTURE.md). A *state*
  * is a vector of GS_LA_STATE_LEN(n) doubles: a header of GS_LA_STATE_HDR doubles (indices
  * GS_LA_H_*), then T (n x n), S (n), Vt (n x n) and Racc (n x n), row-major, at the
  * GS_LA_STATE_* offsets. A state view is b[0] with 1 row of GS_LA_STATE_LEN(n) columns; "no
@@ -222,19 +222,26 @@ typedef struct gs_kcopy {
  *                reading a[] (a pass the state says is not needed).
  *   GS_LA_APPLY: out (m x n) = the stack X of a[] times the state's T, as its GS_LA_H_APPLY
  *                says: GS_LA_APPLY_COPY X, GS_LA_APPLY_TRSM X T^-1 (T upper triangular,
- *                solved, never inverted), GS_LA_APPLY_GEMM X T. b[0] is the state (required).
+ *                solved, never inverted), GS_LA_APPLY_GEMM X T, GS_LA_APPLY_NONE: nothing
+ *                (out is left unwritten: a pass the state says no task reads). b[0] is the
+ *                state (required); b[1..nterms] may hold an alternative stack (piece t as tall
+ *                as a[t]; alpha = 1 says it is there, else alpha = 0), which X is instead of
+ *                a[] when the state's GS_LA_H_SRC is 1 (the last pass of the fast path reads
+ *                the input itself).
  *   GS_LA_GSTEP: one step of the factorisation from the summed Gram matrix a[0] (n x n) of the
  *                rows of the current pass and the previous state b[0] (none for step 1);
  *                m = the rows of the whole matrix, alpha = the step (1, 2 or 3);
  *                out = the new state. Step 1 decides the path from the eigenvalues of G:
  *                condition kappa <= GS_LA_GRAM_KAPPA_FAST gives the one-pass SVD (S, Vt from
- *                the eigen-decomposition, T = V S^-1, steps 2 and 3 pass through: COPY
- *                applies, SKIP Grams); else shifted CholeskyQR3 (Fukaya et al. 2020):
+ *                the eigen-decomposition, T = V S^-1; passes 1 and 2 apply NONE and their
+ *                Grams SKIP, pass 3 applies T to the input, GS_LA_H_SRC 1); else shifted
+ *                CholeskyQR3 (Fukaya et al. 2020):
  *                T = R_k = chol(G [+ shift I at step 1]), Racc = R_k Racc, and step 3 takes
  *                the SVD of Racc = U_r S V^T and T = R_3^-1 U_r. GS_ERR_NUMERIC when a Cholesky
  *                factorisation or the SVD fails (NaN/Inf in the input) or when G_3 is further
  *                than GS_LA_GRAM_DEV_MAX from I (numerically rank-deficient input).
- * Output lengths: gs_klinalg_out_len(). All backends write every element of out.
+ * Output lengths: gs_klinalg_out_len(). All backends write every element of out (except an
+ * APPLY told NONE).
  */
 #define GS_KERNEL_MAX_TERMS 32
 
@@ -256,9 +263,10 @@ enum {
     GS_LA_H_SHIFT = 3,      /* shift added to G at step 1 (0 on the fast path) */
     GS_LA_H_STEP = 4,       /* the step that wrote the state */
     GS_LA_H_SKIP = 5,       /* 1: the next Gram pass is not needed (GS_LA_GRAM writes zeros) */
+    GS_LA_H_SRC = 6,        /* 1: the next APPLY reads its alternative stack (the input) */
     GS_LA_STATE_HDR = 8
 };
-enum { GS_LA_APPLY_COPY = 0, GS_LA_APPLY_TRSM = 1, GS_LA_APPLY_GEMM = 2 };
+enum { GS_LA_APPLY_COPY = 0, GS_LA_APPLY_TRSM = 1, GS_LA_APPLY_GEMM = 2, GS_LA_APPLY_NONE = 3 };
 /* Largest condition number that takes the one-pass path: its orthogonality error is about
  * eps kappa^2 (<= 1e-12 here); anything above takes shifted CholeskyQR3. */
 #define GS_LA_GRAM_KAPPA_FAST 64.0

@@ -116,14 +116,22 @@ static int gs__la_gram_ok(const gs__lablk_t *b, const gs__laview_t *v, const cha
             return 0;
         }
     } else {
+        /* GRAM: alpha 1 = a state; APPLY: alpha 1 = an alternative stack (always a state) */
+        int32_t alt = b->op == GS__LA_APPLY && b->alpha == 1.0;
         has_state = b->op == GS__LA_APPLY || b->alpha == 1.0;
-        if ((b->op == GS__LA_GRAM && b->alpha != 0.0 && b->alpha != 1.0) ||
-            b->nview < has_state + (b->op == GS__LA_APPLY) ||
-            b->nview - has_state > GS_KERNEL_MAX_TERMS) {
+        npiece = (b->nview - has_state) / (1 + alt);
+        if ((b->alpha != 0.0 && b->alpha != 1.0) || npiece < (b->op == GS__LA_APPLY) ||
+            npiece * (1 + alt) + has_state != b->nview || npiece + alt > GS_KERNEL_MAX_TERMS) {
             *why = "a gram/apply block has a bad view count or alpha";
             return 0;
         }
-        npiece = b->nview - has_state;
+        for (int32_t t = 0; t < npiece * alt; t++) {
+            const gs__laview_t *x = &v[npiece + t];
+            if (x->trans || x->cols != b->n || x->rows != v[t].rows) {
+                *why = "an apply block's alternative piece does not match its piece";
+                return 0;
+            }
+        }
         for (int32_t t = 0; t < npiece; t++) {
             if (v[t].trans || v[t].cols != b->n) {
                 *why = "a gram/apply piece is transposed or has the wrong column count";
@@ -363,9 +371,12 @@ gs_status_t gs__la_instantiate(const gs_layer_t *l, uint64_t block, int ninputs,
         k->op = b->op == GS__LA_GRAM ? GS_LA_GRAM : b->op == GS__LA_APPLY ? GS_LA_APPLY : GS_LA_GSTEP;
         k->m = b->m;
         k->n = b->n;
-        k->alpha = b->op == GS__LA_GSTEP ? b->alpha : 1.0;
-        k->nterms = b->nview - has_state;
+        const int32_t alt = b->op == GS__LA_APPLY && b->alpha == 1.0;
+        k->alpha = b->op == GS__LA_GRAM ? 0.0 : b->alpha;
+        k->nterms = (b->nview - has_state) / (1 + alt);
         for (int32_t i = 0; i < k->nterms; i++) gs__la_kmat(&v[i], inputs, &k->a[i]);
+        for (int32_t i = 0; i < k->nterms * alt; i++)
+            gs__la_kmat(&v[k->nterms + i], inputs, &k->b[1 + i]);
         if (has_state) gs__la_kmat(&v[b->nview - 1], inputs, &k->b[0]);
         k->out = out;
         break;

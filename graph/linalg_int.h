@@ -22,7 +22,8 @@ typedef enum gs__laop {
     GS__LA_COPY = 3,
     GS__LA_SUM = 4,
     GS__LA_GRAM = 5,    /* GS_LA_GRAM: views = the pieces, then the state when alpha is 1 */
-    GS__LA_APPLY = 6,   /* GS_LA_APPLY: views = the pieces, then the state */
+    GS__LA_APPLY = 6,   /* GS_LA_APPLY: views = the pieces, the alternative pieces when alpha
+                         * is 1, then the state */
     GS__LA_GSTEP = 7,   /* GS_LA_GSTEP: views = G (n x n, ld n), then the state when alpha > 1 */
     GS__LA_OP_COUNT
 } gs__laop_t;

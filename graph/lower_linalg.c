@@ -523,7 +523,8 @@ static void gs__gram_piece(lb_t *b, int64_t in_node, int64_t src, const gs_grid_
  * GS_LA_GSTEP; docs/ARCHITECTURE.md "Tall SVD"): per pass p, GRAM tasks over groups of
  * GS__MM_GROUP row chunks of the pass source (x, then Y_1, Y_2), a sum tree, one GSTEP task
  * (state S_p), and per row chunk an APPLY task Y_p = source T_p. Y_3 is U; S and Vt are views
- * of S_3. On the fast path passes 2 and 3 pass through (zero Grams, copies). Layers are built
+ * of S_3. On the fast path the Grams of passes 2 and 3 are skipped, the APPLY tasks of passes 1
+ * and 2 do nothing, and pass 3 multiplies x (its APPLY tasks read x beside Y_2). Layers are built
  * in the order the TSQR uses (one per used part, in part order, last). */
 static gs_status_t gs__lw_build_svd_gram(lw_t *w, const struct gs_array *x, int64_t in_node,
                                          const int *need, int part, int64_t *idx_p)
@@ -555,6 +556,9 @@ static gs_status_t gs__lw_build_svd_gram(lw_t *w, const struct gs_array *x, int6
         for (int64_t i = 0; i < nb; i++) {
             lb_block(&b, GS__LA_APPLY, g->bounds[0][i + 1] - g->bounds[0][i], n);
             gs__gram_piece(&b, in_node, src, g, i);
+            /* alpha 1: x as the alternative stack (the fast path's GEMM reads x itself) */
+            if (b.st == GS_OK) b.blk.data[b.blk.len - 1].alpha = p == 3 ? 1.0 : 0.0;
+            if (p == 3) gs__gram_piece(&b, in_node, -1, g, i);
             gs__gram_state_view(&b, state, n);
         }
         if (p < 3) st = lb_finish(&b, NULL, &y);

@@ -73,13 +73,13 @@ static gs_status_t gs__gram_apply(const gs_klinalg_t *k)
     const int64_t n = k->n, m = k->m;
     const double *state = k->b[0].data + k->b[0].off, *tm = state + GS_LA_STATE_T(n);
     const double how = state[GS_LA_H_APPLY];
+    const gs_kmat_t *xs;
     int64_t r0 = 0;
+    gs_status_t st;
+    if ((st = gs__la_apply_source(k, state, &xs)) != GS_OK || how == GS_LA_APPLY_NONE) return st;
     if (m == 0) return GS_OK;
-    if (how != GS_LA_APPLY_COPY && how != GS_LA_APPLY_TRSM && how != GS_LA_APPLY_GEMM)
-        return gs_error_set(GS_ERR_INVALID_PARAM, "cpu linalg apply: the state's apply word is %g",
-                            how);
     for (int32_t t = 0; t < k->nterms; t++) {
-        const gs_kmat_t *a = &k->a[t];
+        const gs_kmat_t *a = &xs[t];
         double *dst = k->out + r0 * n;
         if (a->rows == 0) continue;
         if (how == GS_LA_APPLY_GEMM) {
@@ -146,7 +146,7 @@ static gs_status_t gs__gram_step1(const gs_klinalg_t *k, const double *g, double
         for (int64_t r = 0; r < n; r++)
             for (int64_t c = 0; c < n; c++) tm[r * n + c] = vt[c * n + r] / s[c];
         hdr[GS_LA_H_FAST] = 1.0;
-        hdr[GS_LA_H_APPLY] = GS_LA_APPLY_GEMM;
+        hdr[GS_LA_H_APPLY] = GS_LA_APPLY_NONE;
         hdr[GS_LA_H_SKIP] = 1.0;
         goto out;
     }
@@ -241,8 +241,7 @@ static gs_status_t gs__gram_step(const gs_klinalg_t *k)
     memcpy(out, k->b[0].data + k->b[0].off, (size_t)len * sizeof(double));
     hdr[GS_LA_H_STEP] = (double)step;
     if (hdr[GS_LA_H_FAST] == 1.0) {
-        hdr[GS_LA_H_APPLY] = GS_LA_APPLY_COPY;
-        hdr[GS_LA_H_SKIP] = 1.0;
+        gs__la_fast_hdr(hdr, step);
         return GS_OK;
     }
     if (step == 3) {

@@ -100,15 +100,14 @@ static gs_status_t gs__gram_apply(cublasHandle_t blas, cudaStream_t s, const gs_
     const int n = (int)k->n;
     const double *state = k->b[0].data + k->b[0].off, *tm = state + GS_LA_STATE_T(n);
     double hdr[GS_LA_STATE_HDR];
+    const gs_kmat_t *xs;
     int64_t r0 = 0;
     if (k->m == 0) return GS_OK;
     GS__LA_TRY(gs__gram_read(s, state, hdr, GS_LA_STATE_HDR));
     const double how = hdr[GS_LA_H_APPLY];
-    if (how != GS_LA_APPLY_COPY && how != GS_LA_APPLY_TRSM && how != GS_LA_APPLY_GEMM)
-        return gs_error_set(GS_ERR_INVALID_PARAM, "cuda linalg apply: the state's apply word is %g",
-                            how);
+    if ((st = gs__la_apply_source(k, hdr, &xs)) != GS_OK || how == GS_LA_APPLY_NONE) return st;
     for (int32_t t = 0; t < k->nterms; t++) {
-        const gs_kmat_t *a = &k->a[t];
+        const gs_kmat_t *a = &xs[t];
         double *dst = k->out + r0 * n;
         if (a->rows == 0) continue;
         if (how == GS_LA_APPLY_GEMM) {
@@ -231,7 +230,7 @@ static gs_status_t gs__gram_step1(cusolverDnHandle_t solver, cudaStream_t s,
         GS__LA_TRY(gs__cuda_la_eig_order(s, sc->e, sc->lam, n, vt, sv));
         GS__LA_TRY(gs__cuda_gram_fast_t(s, vt, sv, n, tm));
         hdr[GS_LA_H_FAST] = 1.0;
-        hdr[GS_LA_H_APPLY] = GS_LA_APPLY_GEMM;
+        hdr[GS_LA_H_APPLY] = GS_LA_APPLY_NONE;
         hdr[GS_LA_H_SKIP] = 1.0;
         return GS_OK;
     }
@@ -267,8 +266,7 @@ static gs_status_t gs__gram_step(cublasHandle_t blas, cusolverDnHandle_t solver,
     GS__LA_TRY(gs__gram_copy(s, out, prev, (size_t)GS_LA_STATE_LEN(n)));
     hdr[GS_LA_H_STEP] = (double)step;
     if (hdr[GS_LA_H_FAST] == 1.0) {
-        hdr[GS_LA_H_APPLY] = GS_LA_APPLY_COPY;
-        hdr[GS_LA_H_SKIP] = 1.0;
+        gs__la_fast_hdr(hdr, step);
         return GS_OK;
     }
     if (step == 3) {

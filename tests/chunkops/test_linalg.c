@@ -368,6 +368,8 @@ Test(chunkops_linalg, gram_svd_takes_one_pass_only_when_well_conditioned)
                      state[GS_LA_H_KAPPA], state[GS_LA_H_FAST]);
         cr_assert_eq(state[GS_LA_H_FAST] == 1.0, state[GS_LA_H_KAPPA] <= GS_LA_GRAM_KAPPA_FAST);
         cr_assert_eq(state[GS_LA_H_STEP], 3.0);
+        cr_assert_eq(state[GS_LA_H_SRC], (double)fast[c], "the last pass reads the input only "
+                     "on the fast path");
         cr_assert(fast[c] ? state[GS_LA_H_SHIFT] == 0.0 : state[GS_LA_H_SHIFT] > 0.0);
         double *out = la_gram_out(u, state, m, n), *cp = malloc(sizeof(double) * (size_t)(m * n));
         double sv[12], sup[11];
@@ -404,7 +406,7 @@ static gs_klinalg_t gram_spec(int32_t op, double *buf, int64_t len)
     k.op = op, k.n = n, k.out = buf;
     k.nterms = 1;
     k.m = op == GS_LA_GSTEP ? 10 : 5;
-    k.alpha = op == GS_LA_GSTEP ? 2.0 : 1.0;
+    k.alpha = op == GS_LA_GSTEP ? 2.0 : 0.0;
     k.a[0] = (gs_kmat_t){.data = buf, .len = len, .rows = op == GS_LA_GSTEP ? n : 5, .cols = n, .ld = n};
     k.b[0] = (gs_kmat_t){.data = buf, .len = len, .rows = 1, .cols = slen, .ld = slen};
     return k;
@@ -430,6 +432,14 @@ Test(chunkops_linalg, gram_kernels_reject_bad_states_steps_and_stacks)
         k.a[0].cols = 2;
         cr_assert_eq(gs_klinalg_validate(&k), GS_ERR_INVALID_PARAM);
     }
+    k = gram_spec(GS_LA_APPLY, buf, 256);
+    k.alpha = 1.0;   /* an alternative stack that is not there (b[1] empty) */
+    cr_assert_eq(gs_klinalg_validate(&k), GS_ERR_INVALID_PARAM);
+    k.b[1] = k.a[0];
+    CHECK(gs_klinalg_validate(&k));
+    k.b[1].rows = 4;
+    cr_assert_eq(gs_klinalg_validate(&k), GS_ERR_INVALID_PARAM);
+    cr_assert(strstr(gs_last_error(), "alternative"), "%s", gs_last_error());
     k = gram_spec(GS_LA_APPLY, buf, 256);
     k.b[0].rows = 0;
     cr_assert_eq(gs_klinalg_validate(&k), GS_ERR_INVALID_PARAM);
