@@ -111,11 +111,12 @@ if [ "$what" = svd ]; then
   {
     run $B/gs-kbench --linalg-only
   } >"$out/svd-kbench.txt" 2>&1
-  grep -iE "dgemm|qr|svd" "$out/svd-kbench.txt" | head -8
+  grep -E '"what"' "$out/svd-kbench.txt" | cut -c1-150
   S="svd --cols 1000 --chunk 250000 --workers 1 --backend cuda"
   {
     run $B/gs-bench $S --rows 4000000 --repeat 3
     GS_CUDA_GRAM=gemm run $B/gs-bench $S --rows 4000000 --repeat 2
+    GS_CUDA_GRAM=blocked run $B/gs-bench $S --rows 4000000 --repeat 3
     run $B/gs-bench $S --rows 2000000 --repeat 2
     run $B/gs-bench $S --rows 2000000 --repeat 2 --no-gram
     run $B/gs-bench $S --rows 4000000 --repeat 1 --no-gram
