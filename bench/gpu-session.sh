@@ -115,11 +115,10 @@ if [ "$what" = svd ]; then
   S="svd --cols 1000 --chunk 250000 --workers 1 --backend cuda"
   {
     run $B/gs-bench $S --rows 4000000 --repeat 3
-    GS_CUDA_GRAM=gemm run $B/gs-bench $S --rows 4000000 --repeat 2
-    GS_CUDA_GRAM=blocked run $B/gs-bench $S --rows 4000000 --repeat 3
+    GS_CUDA_GRAM=syrk run $B/gs-bench $S --rows 4000000 --repeat 2
     run $B/gs-bench $S --rows 2000000 --repeat 2
     run $B/gs-bench $S --rows 2000000 --repeat 2 --no-gram
-    run $B/gs-bench $S --rows 4000000 --repeat 1 --no-gram
+    run $B/gs-bench $S --rows 4000000 --repeat 2 --no-gram
     run $B/gs-bench dot --n 40000 --chunk 10000 --workers 1 --backend cuda --repeat 3
   } 2>"$out/svd.err" | tee "$out/svd.jsonl"
   grep -E "failed|error" "$out/svd.err" | head -8

@@ -21,8 +21,8 @@
  *   dgemm_10000           LINALG GEMM 10000 x 10000 x 10000 (cuBLAS), TFLOP/s = 2 m n k / time
  *   qr_250000x1000        LINALG QR of a 250000 x 1000 stack (4 pieces): geqrf + orgqr + layout
  *                         kernels; TFLOP/s counts 4 m n^2 - 4/3 n^3
- *   gram_250000x1000      LINALG GRAM (SYRK, TFLOP/s counts m n^2) of the QR's block;
- *                         _gemm_, _blocked_: the same with GS_CUDA_GRAM=gemm / blocked
+ *   gram_250000x1000      LINALG GRAM (blocked GEMMs; TFLOP/s counts m n^2) of the QR's block;
+ *                         _gemm_, _syrk_: the same with GS_CUDA_GRAM=gemm / syrk
  *   gstep1_1000           GSTEP step 1 on that Gram matrix (the fast path: eigen-decomposition)
  *   apply_trsm_250000x1000, apply_gemm_250000x1000   APPLY as X T^-1 (m n^2) and X T (2 m n^2)
  *   dot_task_10000x4      a gs-bench dot task: GEMM of 4 terms 10000^3 summed
@@ -328,8 +328,8 @@ static gs_status_t kb_gram_all(kb_t *kb, double *A, double *B, int64_t m, int64_
     kb_linalg_one(kb, "gram_250000x1000", &k, (double)m * (double)n * (double)n);
     setenv("GS_CUDA_GRAM", "gemm", 1);
     kb_linalg_one(kb, "gram_gemm_250000x1000", &k, (double)m * (double)n * (double)n);
-    setenv("GS_CUDA_GRAM", "blocked", 1);
-    kb_linalg_one(kb, "gram_blocked_250000x1000", &k, (double)m * (double)n * (double)n);
+    setenv("GS_CUDA_GRAM", "syrk", 1);
+    kb_linalg_one(kb, "gram_syrk_250000x1000", &k, (double)m * (double)n * (double)n);
     unsetenv("GS_CUDA_GRAM");
     memset(&k, 0, sizeof(k));   /* B holds A^T A: step 1 takes the fast path (kappa ~ 1.07) */
     k.op = GS_LA_GSTEP;

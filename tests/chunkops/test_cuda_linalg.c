@@ -471,11 +471,11 @@ Test(chunkops_cuda_linalg, gram_svd_matches_cpu_for_every_conditioning, .timeout
     setenv("GS_CUDA_GRAM", "gemm", 1);
     gram_both(1000, 40, 0.5, rows, 4);
     gram_both(1000, 40, 10.0, rows, 4);
-    setenv("GS_CUDA_GRAM", "blocked", 1);
+    setenv("GS_CUDA_GRAM", "syrk", 1);
     gram_both(1000, 40, 0.5, rows, 4);
-    gram_both(3000, 1100, 0.5, (const int64_t[]){1500, 1500}, 2);   /* 3 x 3 blocks */
     gram_both(1000, 40, 10.0, rows, 4);
     unsetenv("GS_CUDA_GRAM");
+    gram_both(3000, 1100, 0.5, (const int64_t[]){1500, 1500}, 2);   /* 3 x 3 blocks */
     const int64_t big[] = {5000, 5000, 5000, 5000};
     gram_both(20000, 300, 0.5, big, 4);
     gram_both(20000, 300, 8.0, big, 4);
