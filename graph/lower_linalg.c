@@ -481,13 +481,17 @@ static int gs__gram_svd_wanted(const gs_grid_t *g)
     return g->shape[0] >= 2 * g->shape[1] && g->shape[1] >= 1;
 }
 
-/* Sum the @a ng blocks (each n x n) of layer @a prev into one, fan-in GS__MM_GROUP; the layer
- * holding the sum in *li_p (block 0). */
+/* Rows from which a GRAM task takes one row chunk alone: a task per chunk keeps the work where
+ * the chunk lives; smaller chunks are grouped (up to GS_KERNEL_MAX_TERMS) until they reach it. */
+#define GS__GRAM_GROUP_ROWS 65536
+
+/* Sum the @a ng blocks (each n x n) of layer @a prev into one, fan-in GS_KERNEL_MAX_COMBINE;
+ * the layer holding the sum in *li_p (block 0). */
 static gs_status_t gs__gram_sum(lb_t *b, int64_t prev, int64_t ng, int64_t n, int64_t *li_p)
 {
     gs_status_t st;
     while (ng > 1) {
-        int64_t ng2 = (ng + GS__MM_GROUP - 1) / GS__MM_GROUP, li;
+        int64_t ng2 = (ng + GS_KERNEL_MAX_COMBINE - 1) / GS_KERNEL_MAX_COMBINE, li;
         for (int64_t g = 0; g < ng2; g++) {
             lb_block(b, GS__LA_SUM, n, n);
             for (int64_t c = g * ng / ng2; c < (g + 1) * ng / ng2; c++)
@@ -520,8 +524,8 @@ static void gs__gram_piece(lb_t *b, int64_t in_node, int64_t src, const gs_grid_
 }
 
 /* The SVD of x (M x N, M >= 2N, one column chunk) in three Gram passes (graph/kernel.h
- * GS_LA_GSTEP; docs/ARCHITECTURE.md "Tall SVD"): per pass p, GRAM tasks over groups of
- * GS__MM_GROUP row chunks of the pass source (x, then Y_1, Y_2), a sum tree, one GSTEP task
+ * GS_LA_GSTEP; docs/ARCHITECTURE.md "Tall SVD"): per pass p, GRAM tasks over the row chunks of
+ * the pass source (x, then Y_1, Y_2; one chunk per task, small ones grouped), a sum, one GSTEP task
  * (state S_p), and per row chunk an APPLY task Y_p = source T_p. Y_3 is U; S and Vt are views
  * of S_3. On the fast path the Grams of passes 2 and 3 are skipped, the APPLY tasks of passes 1
  * and 2 do nothing, and pass 3 multiplies x (its APPLY tasks read x beside Y_2). Layers are built
@@ -531,15 +535,25 @@ static gs_status_t gs__lw_build_svd_gram(lw_t *w, const struct gs_array *x, int6
 {
     const gs_grid_t *g = &x->grid;
     const int64_t nb = g->nchunks[0], n = g->shape[1], M = g->shape[0];
-    const int64_t ng = (nb + GS__MM_GROUP - 1) / GS__MM_GROUP;
-    int64_t src = -1, state = -1, part_layer[3] = {-1, -1, -1};
+    int64_t src = -1, state = -1, part_layer[3] = {-1, -1, -1}, ng = 0, rows = 0;
+    int64_t *gb = gs_malloc(gs_size_mul((size_t)nb + 1, sizeof(int64_t)), "gram groups");
     gs_status_t st = GS_OK;
     lb_t b;
     lb_init(&b, w);
+    if (gb == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "out of memory while lowering");
+    /* GRAM groups: [gb[k], gb[k + 1]) */
+    gb[0] = 0;
+    for (int64_t i = 0; i < nb; i++) {
+        rows += g->bounds[0][i + 1] - g->bounds[0][i];
+        if (rows >= GS__GRAM_GROUP_ROWS || i + 1 - gb[ng] == GS_KERNEL_MAX_TERMS || i + 1 == nb) {
+            gb[++ng] = i + 1;
+            rows = 0;
+        }
+    }
     for (int p = 1; p <= 3; p++) {
         int64_t gl, gsum, y = -1;
         for (int64_t k = 0; k < ng; k++) {
-            int64_t lo = k * nb / ng, hi = (k + 1) * nb / ng;
+            int64_t lo = gb[k], hi = gb[k + 1];
             lb_block(&b, GS__LA_GRAM, g->bounds[0][hi] - g->bounds[0][lo], n);
             if (b.st == GS_OK) b.blk.data[b.blk.len - 1].alpha = p > 1 ? 1.0 : 0.0;
             for (int64_t i = lo; i < hi; i++) gs__gram_piece(&b, in_node, src, g, i);
@@ -577,6 +591,7 @@ static gs_status_t gs__lw_build_svd_gram(lw_t *w, const struct gs_array *x, int6
     }
     *idx_p = part_layer[part];
 out:
+    gs_free(gb);
     lb_cleanup(&b);
     return st;
 }

@@ -604,6 +604,11 @@ Test(graph_linalg, svd_of_odd_chunks_and_single_columns)
     gram_case(a, 130, 9, 6, odd, GS_LOWER_DEFAULT, "odd chunks");
     gram_case(b, 30, 1, 3, one, GS_LOWER_DEFAULT, "one column");
     free(a), free(b);
+    /* chunks past GS__GRAM_GROUP_ROWS: a GRAM task each and a sum */
+    const int64_t big[] = {0, 70000, 140000, 140003};
+    a = conditioned(140003, 3, 1e8);
+    gram_case(a, 140003, 3, 3, big, GS_LOWER_DEFAULT, "large chunks, kappa 1e8");
+    free(a);
 }
 
 Test(graph_linalg, svd_lowers_to_three_gram_passes)
@@ -615,9 +620,10 @@ Test(graph_linalg, svd_lowers_to_three_gram_passes)
     OK(gs_array_random_normal(3, 0, 1, 2, s, c, &a));
     OK(gs_array_svd(a, &u, &sv, &vt));
     OK(gs_graph_lower(u, GS_LOWER_DEFAULT, &tg));
-    /* 20 chunks: 3 GRAM groups of <= 8 chunks, one sum, one GSTEP, 20 APPLY per pass */
-    cr_assert_eq(count_tasks(tg, "linalg-gram", &nl), 3 * 3);
-    cr_assert_eq(count_tasks(tg, "linalg-sum", &nl), 3);
+    /* 20 chunks of 100 rows: one GRAM task (small chunks grouped), no sum, one GSTEP, 20
+     * APPLY per pass */
+    cr_assert_eq(count_tasks(tg, "linalg-gram", &nl), 3 * 1);
+    cr_assert_eq(count_tasks(tg, "linalg-sum", &nl), 0);
     cr_assert_eq(count_tasks(tg, "linalg-gstep", &nl), 3);
     cr_assert_eq(count_tasks(tg, "linalg-apply", &nl), 3 * 20);
     cr_assert_eq(count_tasks(tg, "linalg-qr", &nl), 0);
@@ -631,6 +637,15 @@ Test(graph_linalg, svd_lowers_to_three_gram_passes)
     OK(gs_graph_lower(u, GS_LOWER_DEFAULT & ~GS_LOWER_GRAM_SVD, &tg));
     cr_assert_eq(count_tasks(tg, "linalg-gstep", &nl), 0);
     cr_assert_gt(count_tasks(tg, "linalg-qr", &nl), 0);
+    gs_taskgraph_free(tg);
+    gs_array_release(a), gs_array_release(u), gs_array_release(sv), gs_array_release(vt);
+    /* 40 chunks of 70000 rows (never run): one GRAM task per chunk, one sum of 40 */
+    int64_t s2[2] = {2800000, 4}, c2[2] = {70000, 4};
+    OK(gs_array_random_normal(3, 0, 1, 2, s2, c2, &a));
+    OK(gs_array_svd(a, &u, &sv, &vt));
+    OK(gs_graph_lower(u, GS_LOWER_DEFAULT, &tg));
+    cr_assert_eq(count_tasks(tg, "linalg-gram", &nl), 3 * 40);
+    cr_assert_eq(count_tasks(tg, "linalg-sum", &nl), 3);
     gs_taskgraph_free(tg);
     gs_array_release(a), gs_array_release(u), gs_array_release(sv), gs_array_release(vt);
 }
