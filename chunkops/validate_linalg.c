@@ -243,10 +243,12 @@ gs_status_t gs__la_apply_source(const gs_klinalg_t *k, const double *hdr, const 
     return GS_OK;
 }
 
-void gs__la_fast_hdr(double *hdr, int step)
+int gs__la_step_hdr(double *hdr, int step)
 {
     hdr[GS_LA_H_STEP] = (double)step;
+    if (hdr[GS_LA_H_FAST] != 1.0) return 0;
     hdr[GS_LA_H_SKIP] = 1.0;
     hdr[GS_LA_H_APPLY] = step == 3 ? GS_LA_APPLY_GEMM : GS_LA_APPLY_NONE;
     hdr[GS_LA_H_SRC] = step == 3 ? 1.0 : 0.0;
+    return 1;
 }

@@ -239,11 +239,7 @@ static gs_status_t gs__gram_step(const gs_klinalg_t *k)
         return gs__gram_step1(k, g, out);
     }
     memcpy(out, k->b[0].data + k->b[0].off, (size_t)len * sizeof(double));
-    hdr[GS_LA_H_STEP] = (double)step;
-    if (hdr[GS_LA_H_FAST] == 1.0) {
-        gs__la_fast_hdr(hdr, step);
-        return GS_OK;
-    }
+    if (gs__la_step_hdr(hdr, step)) return GS_OK;   /* the fast path passes through */
     if (step == 3) {
         double dev = 0.0;
         for (int64_t i = 0; i < n * n; i++)

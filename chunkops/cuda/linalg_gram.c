@@ -285,11 +285,7 @@ static gs_status_t gs__gram_step(cublasHandle_t blas, cusolverDnHandle_t solver,
     const double *prev = k->b[0].data + k->b[0].off;
     GS__LA_TRY(gs__gram_read(s, prev, hdr, GS_LA_STATE_HDR));
     GS__LA_TRY(gs__gram_copy(s, out, prev, (size_t)GS_LA_STATE_LEN(n)));
-    hdr[GS_LA_H_STEP] = (double)step;
-    if (hdr[GS_LA_H_FAST] == 1.0) {
-        gs__la_fast_hdr(hdr, step);
-        return GS_OK;
-    }
+    if (gs__la_step_hdr(hdr, step)) return GS_OK;   /* the fast path passes through */
     if (step == 3) {
         double dev = 0.0;
         GS__LA_TRY(gs__cuda_la_gram_dev(s, k->a[0].data + k->a[0].off, n, sc->lam));
