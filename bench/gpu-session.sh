@@ -2,10 +2,12 @@
 # One GPU-machine session: build with CUDA, run the benchmarks, then the whole suite (CUDA tests
 # enabled, integration tests also with CUDA workers). Logs go to $OUT (or ./gpu-out). For a host
 # without a package registry, carry .devdeps (../shared/offline-deps/README.md):
-#   source .devdeps/env.sh && bash bench/gpu-session.sh [bench|move|linalg|scale|robust|tests|all]
+#   source .devdeps/env.sh && bash bench/gpu-session.sh [bench|move|linalg|scale|robust|tests|svd|all]
 # bench: kernels + seed reductions; move: transfers, transpose-sum, slice3 (issue 5);
 # linalg: dot, svd (issue 6); scale: tiny tasks, 1 M-chunk seed, worker kill (issue 7);
-# robust: 300-job soak and socket fuzzing with CUDA workers (issue 12).
+# robust: 300-job soak and socket fuzzing with CUDA workers (issue 12);
+# svd: the Gram-path SVD against TSQR, its CUDA kernel and integration tests, dot (issue 19).
+# GS_TARGETS="a b ..." builds only those targets (a shorter build for one stage).
 set -uo pipefail
 what=${1:-all}
 out=${OUT:-$PWD/gpu-out}
@@ -30,7 +32,7 @@ case ":${LD_LIBRARY_PATH:-}:" in *:/usr/local/cuda/lib64:*) ;; *)
 t0=$(date +%s)
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 \
   >"$out/configure.log" 2>&1 || { tail -40 "$out/configure.log"; exit 1; }
-cmake --build build-gpu -j"$jobs" >"$out/build.log" 2>&1 || { grep -E "error|Error" "$out/build.log" | head -40; exit 1; }
+cmake --build build-gpu -j"$jobs" ${GS_TARGETS:+--target $GS_TARGETS} >"$out/build.log" 2>&1 || { grep -E "error|Error" "$out/build.log" | head -40; exit 1; }
 echo "build: $(( $(date +%s) - t0 )) s"
 ngpu=$(nvidia-smi -L | grep -c '^GPU')
 B=build-gpu/bin
@@ -107,4 +109,28 @@ if [ "$what" = tests ] || [ "$what" = all ]; then
   grep -hE "Synthesis|tests passed|tests failed" "$out/tests.log" "$out/tests-cuda-integration.log"
   grep -hE -A12 "\[FAIL\]|CRASH" "$out/tests.log" "$out/tests-cuda-integration.log" | head -80
   echo "tests: $(( $(date +%s) - t1 )) s"
+fi
+if [ "$what" = svd ]; then
+  # svd: needs the targets gs-bench gs-kbench gsched gworker test_chunkops_cuda test_integration
+  t1=$(date +%s)
+  build-gpu/tests/test_chunkops_cuda --filter 'chunkops_cuda_linalg/*' >"$out/svd-tests.log" 2>&1
+  GS_TEST_BACKEND=cuda build-gpu/tests/test_integration --filter 'integration_linalg/*' \
+    >>"$out/svd-tests.log" 2>&1
+  grep -hE "Synthesis|gram svd" "$out/svd-tests.log"
+  grep -hE -A12 "\[FAIL\]|CRASH" "$out/svd-tests.log" | head -40
+  echo "svd tests: $(( $(date +%s) - t1 )) s"
+  {
+    run $B/gs-kbench --linalg-only
+  } >"$out/svd-kbench.txt" 2>&1
+  grep -E '"what"' "$out/svd-kbench.txt" | cut -c1-150
+  S="svd --cols 1000 --chunk 250000 --workers 1 --backend cuda"
+  {
+    run $B/gs-bench $S --rows 4000000 --repeat 3
+    GS_CUDA_GRAM=syrk run $B/gs-bench $S --rows 4000000 --repeat 2
+    run $B/gs-bench $S --rows 2000000 --repeat 2
+    run $B/gs-bench $S --rows 2000000 --repeat 2 --no-gram
+    run $B/gs-bench $S --rows 4000000 --repeat 2 --no-gram
+    run $B/gs-bench dot --n 40000 --chunk 10000 --workers 1 --backend cuda --repeat 3
+  } 2>"$out/svd.err" | tee "$out/svd.jsonl"
+  grep -E "failed|error" "$out/svd.err" | head -8
 fi

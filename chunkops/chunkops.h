@@ -127,6 +127,16 @@ gs_status_t gs_kfused_validate(const gs_kfused_t *k);
 gs_status_t gs_kcombine_validate(const gs_kcombine_t *k);
 gs_status_t gs_kcopy_validate(const gs_kcopy_t *k);
 gs_status_t gs_klinalg_validate(const gs_klinalg_t *k);
+/** The GS_ERR_NUMERIC of a Gram-path step 3 whose G_3 is @a dev (max |G_3 - I|) from I: the
+ *  input is numerically rank-deficient (graph/kernel.h GS_LA_GRAM_DEV_MAX). Backends share it. */
+gs_status_t gs__gram_rank_fail(double dev);
+/** The stack an APPLY multiplies, as the state header @a hdr says (a[] or the alternative
+ *  stack b[1..]); GS_ERR_INVALID_PARAM for an unknown apply word or a missing alternative. */
+gs_status_t gs__la_apply_source(const gs_klinalg_t *k, const double *hdr, const gs_kmat_t **xs_p);
+/** Step @a step (2 or 3) on the copied previous header @a hdr: records the step; on the fast
+ *  path (returns 1) also the rest (Grams skipped, APPLY of pass 2 nothing, of pass 3 a GEMM of
+ *  the input); else returns 0 and the caller factorises. */
+int gs__la_step_hdr(double *hdr, int step);
 
 /** Number of partial records a REDUCE terminal produces for @a k (1 for red_axis -1). */
 int64_t gs_kfused_nrecords(const gs_kfused_t *k);

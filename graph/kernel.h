@@ -254,7 +254,37 @@ typedef struct gs_kcopy {
  *               out = [Q (m x n, ld n) | R (n x n, ld n, zeros below the diagonal)].
  *   GS_LA_SVD:  the input is the vertical stack as for QR (m >= n >= 1). Thin SVD:
  *               out = [U (m x n, ld n) | S (n, descending) | Vt (n x n, ld n)].
- * Output lengths: gs_klinalg_out_len(). All backends write every element of out.
+ *
+ * Gram-based SVD (the tall-and-skinny SVD of graph/lower_linalg.c; docs/ARCHITECTURE.md). A *state*
+ * is a vector of GS_LA_STATE_LEN(n) doubles: a header of GS_LA_STATE_HDR doubles (indices
+ * GS_LA_H_*), then T (n x n), S (n), Vt (n x n) and Racc (n x n), row-major, at the
+ * GS_LA_STATE_* offsets. A state view is b[0] with 1 row of GS_LA_STATE_LEN(n) columns; "no
+ * state" is b[0] with 0 rows.
+ *   GS_LA_GRAM:  out (n x n) = sum_t a[t]^T a[t] (a[t]: rows_t x n, m = sum of rows_t, nterms
+ *                0 gives zeros); with a state in b[0] whose GS_LA_H_SKIP is 1, zeros without
+ *                reading a[] (a pass the state says is not needed).
+ *   GS_LA_APPLY: out (m x n) = the stack X of a[] times the state's T, as its GS_LA_H_APPLY
+ *                says: GS_LA_APPLY_COPY X, GS_LA_APPLY_TRSM X T^-1 (T upper triangular,
+ *                solved, never inverted), GS_LA_APPLY_GEMM X T, GS_LA_APPLY_NONE: nothing
+ *                (out is left unwritten: a pass the state says no task reads). b[0] is the
+ *                state (required); b[1..nterms] may hold an alternative stack (piece t as tall
+ *                as a[t]; alpha = 1 says it is there, else alpha = 0), which X is instead of
+ *                a[] when the state's GS_LA_H_SRC is 1 (the last pass of the fast path reads
+ *                the input itself).
+ *   GS_LA_GSTEP: one step of the factorisation from the summed Gram matrix a[0] (n x n) of the
+ *                rows of the current pass and the previous state b[0] (none for step 1);
+ *                m = the rows of the whole matrix, alpha = the step (1, 2 or 3);
+ *                out = the new state. Step 1 decides the path from the eigenvalues of G:
+ *                condition kappa <= GS_LA_GRAM_KAPPA_FAST gives the one-pass SVD (S, Vt from
+ *                the eigen-decomposition, T = V S^-1; passes 1 and 2 apply NONE and their
+ *                Grams SKIP, pass 3 applies T to the input, GS_LA_H_SRC 1); else shifted
+ *                CholeskyQR3 (Fukaya et al. 2020):
+ *                T = R_k = chol(G [+ shift I at step 1]), Racc = R_k Racc, and step 3 takes
+ *                the SVD of Racc = U_r S V^T and T = R_3^-1 U_r. GS_ERR_NUMERIC when a Cholesky
+ *                factorisation or the SVD fails (NaN/Inf in the input) or when G_3 is further
+ *                than GS_LA_GRAM_DEV_MAX from I (numerically rank-deficient input).
+ * Output lengths: gs_klinalg_out_len(). All backends write every element of out (except an
+ * APPLY told NONE).
  */
 #define GS_KERNEL_MAX_TERMS 32
 
@@ -262,8 +292,42 @@ typedef enum gs_laop {
     GS_LA_GEMM = 0,
     GS_LA_QR = 1,
     GS_LA_SVD = 2,
+    GS_LA_GRAM = 3,
+    GS_LA_APPLY = 4,
+    GS_LA_GSTEP = 5,
     GS_LA_OP_COUNT
 } gs_laop_t;
+
+/* The state of the Gram-based SVD (GS_LA_GSTEP): header words, then T | S | Vt | Racc. */
+enum {
+    GS_LA_H_FAST = 0,       /* 1: the one-pass path (step 1 found kappa small), else 0 */
+    GS_LA_H_APPLY = 1,      /* GS_LA_APPLY_* for the next APPLY pass */
+    GS_LA_H_KAPPA = 2,      /* condition estimate sqrt(lambda_max / lambda_min) (inf: singular) */
+    GS_LA_H_SHIFT = 3,      /* shift added to G at step 1 (0 on the fast path) */
+    GS_LA_H_STEP = 4,       /* the step that wrote the state */
+    GS_LA_H_SKIP = 5,       /* 1: the next Gram pass is not needed (GS_LA_GRAM writes zeros) */
+    GS_LA_H_SRC = 6,        /* 1: the next APPLY reads its alternative stack (the input) */
+    GS_LA_STATE_HDR = 8
+};
+enum { GS_LA_APPLY_COPY = 0, GS_LA_APPLY_TRSM = 1, GS_LA_APPLY_GEMM = 2, GS_LA_APPLY_NONE = 3 };
+/* Largest condition number that takes the one-pass path: its orthogonality error is about
+ * eps kappa^2 (<= 1e-12 here); anything above takes shifted CholeskyQR3. */
+#define GS_LA_GRAM_KAPPA_FAST 64.0
+/* Largest max |G_3 - I| step 3 accepts (shifted CholeskyQR2 leaves it ~1 / (11 m n) for any
+ * input of full numerical rank); above, GS_ERR_NUMERIC: rank-deficient. */
+#define GS_LA_GRAM_DEV_MAX 0.1
+
+/** The shift of shifted CholeskyQR for an m x n matrix whose squared 2-norm is at most @a norm2
+ *  (Fukaya et al. 2020): 11 (m n + n (n + 1)) u norm2, u = 2^-53. */
+static inline double gs_la_gram_shift(int64_t m, int64_t n, double norm2)
+{
+    return 11.0 * ((double)m * (double)n + (double)n * ((double)n + 1.0)) * 0x1.0p-53 * norm2;
+}
+#define GS_LA_STATE_T(n) ((int64_t)GS_LA_STATE_HDR)
+#define GS_LA_STATE_S(n) (GS_LA_STATE_HDR + (int64_t)(n) * (n))
+#define GS_LA_STATE_VT(n) (GS_LA_STATE_HDR + (int64_t)(n) * (n) + (n))
+#define GS_LA_STATE_RACC(n) (GS_LA_STATE_HDR + 2 * (int64_t)(n) * (n) + (n))
+#define GS_LA_STATE_LEN(n) (GS_LA_STATE_HDR + 3 * (int64_t)(n) * (n) + (n))
 
 typedef struct gs_kmat {
     const double *data;             /* backend memory: an input chunk */
@@ -284,8 +348,8 @@ typedef struct gs_klinalg {
     double *out;                    /* backend memory, gs_klinalg_out_len() doubles */
 } gs_klinalg_t;
 
-/** Doubles a LINALG kernel writes: GEMM m*n; QR m*n + n*n; SVD m*n + n + n*n; -1 for an
- *  unknown op or negative sizes. */
+/** Doubles a LINALG kernel writes: GEMM m*n; QR m*n + n*n; SVD m*n + n + n*n; GRAM n*n;
+ *  APPLY m*n; GSTEP GS_LA_STATE_LEN(n); -1 for an unknown op or negative sizes. */
 static inline int64_t gs_klinalg_out_len(int32_t op, int64_t m, int64_t n)
 {
     if (m < 0 || n < 0) return -1;
@@ -293,6 +357,9 @@ static inline int64_t gs_klinalg_out_len(int32_t op, int64_t m, int64_t n)
     case GS_LA_GEMM: return m * n;
     case GS_LA_QR: return m * n + n * n;
     case GS_LA_SVD: return m * n + n + n * n;
+    case GS_LA_GRAM: return n * n;
+    case GS_LA_APPLY: return m * n;
+    case GS_LA_GSTEP: return GS_LA_STATE_LEN(n);
     default: return -1;
     }
 }

@@ -11,7 +11,8 @@
 #include <string.h>
 
 static const char *const gs__la_names[GS__LA_OP_COUNT] = {
-    "linalg-gemm", "linalg-qr", "linalg-svd", "linalg-copy", "linalg-sum"};
+    "linalg-gemm", "linalg-qr",   "linalg-svd",  "linalg-copy",
+    "linalg-sum",  "linalg-gram", "linalg-apply", "linalg-gstep"};
 
 int64_t gs__la_out_len(const gs__lablk_t *b)
 {
@@ -22,6 +23,12 @@ int64_t gs__la_out_len(const gs__lablk_t *b)
         return gs_klinalg_out_len(GS_LA_QR, b->m, b->n);
     case GS__LA_SVD:
         return gs_klinalg_out_len(GS_LA_SVD, b->m, b->n);
+    case GS__LA_GRAM:
+        return b->n * b->n;
+    case GS__LA_APPLY:
+        return b->m * b->n;
+    case GS__LA_GSTEP:
+        return GS_LA_STATE_LEN(b->n);
     default:
         return -1;
     }
@@ -86,6 +93,67 @@ static int gs__la_view_ok(const gs__laview_t *v, int32_t nin, const int64_t *in_
     return 1;
 }
 
+/* The views of a GRAM / APPLY / GSTEP block (linalg_int.h): pieces of n columns adding up to m
+ * rows, G, and the state view (1 x GS_LA_STATE_LEN(n)) last where the op takes one. */
+static int gs__la_gram_ok(const gs__lablk_t *b, const gs__laview_t *v, const char **why)
+{
+    int64_t sum = 0, nn, slen;
+    int32_t npiece, has_state;
+    if (b->n < 1 || __builtin_mul_overflow(b->n, b->n, &nn) || nn > GS__MAX_ELEMENTS / 4) {
+        *why = "a gram-path block needs 1 <= n with 3 n^2 in range";
+        return 0;
+    }
+    slen = GS_LA_STATE_LEN(b->n);
+    if (b->op == GS__LA_GSTEP) {
+        if (!(b->alpha == 1.0 || b->alpha == 2.0 || b->alpha == 3.0) || b->m < b->n) {
+            *why = "a gstep block needs step (alpha) 1, 2 or 3 and m >= n";
+            return 0;
+        }
+        has_state = b->alpha > 1.0;
+        if (b->nview != 1 + has_state || v[0].trans || v[0].rows != b->n || v[0].cols != b->n ||
+            v[0].ld != b->n) {
+            *why = "a gstep block reads a dense n x n Gram matrix (and the previous state)";
+            return 0;
+        }
+    } else {
+        /* GRAM: alpha 1 = a state; APPLY: alpha 1 = an alternative stack (always a state) */
+        int32_t alt = b->op == GS__LA_APPLY && b->alpha == 1.0;
+        has_state = b->op == GS__LA_APPLY || b->alpha == 1.0;
+        npiece = (b->nview - has_state) / (1 + alt);
+        if ((b->alpha != 0.0 && b->alpha != 1.0) || npiece < (b->op == GS__LA_APPLY) ||
+            npiece * (1 + alt) + has_state != b->nview || npiece + alt > GS_KERNEL_MAX_TERMS) {
+            *why = "a gram/apply block has a bad view count or alpha";
+            return 0;
+        }
+        for (int32_t t = 0; t < npiece * alt; t++) {
+            const gs__laview_t *x = &v[npiece + t];
+            if (x->trans || x->cols != b->n || x->rows != v[t].rows) {
+                *why = "an apply block's alternative piece does not match its piece";
+                return 0;
+            }
+        }
+        for (int32_t t = 0; t < npiece; t++) {
+            if (v[t].trans || v[t].cols != b->n) {
+                *why = "a gram/apply piece is transposed or has the wrong column count";
+                return 0;
+            }
+            sum += v[t].rows;   /* each <= GS__MAX_ELEMENTS, at most 32 of them */
+        }
+        if (sum != b->m) {
+            *why = "the gram/apply pieces do not add up to m rows";
+            return 0;
+        }
+    }
+    if (has_state) {
+        const gs__laview_t *sv = &v[b->nview - 1];
+        if (sv->trans || sv->rows != 1 || sv->cols != slen) {
+            *why = "a gram-path state view is not 1 x GS_LA_STATE_LEN(n)";
+            return 0;
+        }
+    }
+    return 1;
+}
+
 static int gs__la_block_ok(const gs_layer_t *l, const gs__lablk_t *b, const char **why)
 {
     const int64_t *in_len = gs__la_lens(l, b);
@@ -147,6 +215,9 @@ static int gs__la_block_ok(const gs_layer_t *l, const gs__lablk_t *b, const char
             *why = "a factorisation needs m >= n >= 1 stacked rows";
             return 0;
         }
+        break;
+    case GS__LA_GRAM: case GS__LA_APPLY: case GS__LA_GSTEP:
+        if (!gs__la_gram_ok(b, v, why)) return 0;
         break;
     case GS__LA_COPY:
         if (b->nview != 1) {
@@ -289,6 +360,24 @@ gs_status_t gs__la_instantiate(const gs_layer_t *l, uint64_t block, int ninputs,
             k->nterms = b->nview;
             for (int32_t i = 0; i < k->nterms; i++) gs__la_kmat(&v[i], inputs, &k->a[i]);
         }
+        k->out = out;
+        break;
+    }
+    case GS__LA_GRAM: case GS__LA_APPLY: case GS__LA_GSTEP: {
+        gs_klinalg_t *k = &t->u.linalg;
+        const int32_t has_state = b->op == GS__LA_APPLY || (b->op == GS__LA_GRAM && b->alpha == 1.0) ||
+                                  (b->op == GS__LA_GSTEP && b->alpha > 1.0);
+        t->kind = GS_KTASK_LINALG;
+        k->op = b->op == GS__LA_GRAM ? GS_LA_GRAM : b->op == GS__LA_APPLY ? GS_LA_APPLY : GS_LA_GSTEP;
+        k->m = b->m;
+        k->n = b->n;
+        const int32_t alt = b->op == GS__LA_APPLY && b->alpha == 1.0;
+        k->alpha = b->op == GS__LA_GRAM ? 0.0 : b->alpha;
+        k->nterms = (b->nview - has_state) / (1 + alt);
+        for (int32_t i = 0; i < k->nterms; i++) gs__la_kmat(&v[i], inputs, &k->a[i]);
+        for (int32_t i = 0; i < k->nterms * alt; i++)
+            gs__la_kmat(&v[k->nterms + i], inputs, &k->b[1 + i]);
+        if (has_state) gs__la_kmat(&v[b->nview - 1], inputs, &k->b[0]);
         k->out = out;
         break;
     }
@@ -445,6 +534,12 @@ int64_t gs__la_block_work(const gs_layer_t *l, uint64_t block)
         return w;
     case GS__LA_SUM:
         return b->m * b->n * (b->nin + 1);
+    case GS__LA_GRAM: case GS__LA_APPLY:
+        if (__builtin_mul_overflow(b->m * b->n, b->n, &w)) return INT64_MAX;
+        return w + b->n * b->n;
+    case GS__LA_GSTEP:
+        if (__builtin_mul_overflow(b->n * b->n, b->n, &w)) return INT64_MAX;
+        return 20 * w;
     default:
         return b->m * b->n;
     }

@@ -11,8 +11,9 @@
 #include "graph/graph_internal.h"
 #include "proto/mp.h"
 
-/* Operations of one LINALG block. GEMM, QR and SVD are the kernels of graph/kernel.h
- * (gs_klinalg_t); COPY extracts op(view) (m x n) into a dense chunk (gs_kcopy_t); SUM adds its
+/* Operations of one LINALG block. GEMM, QR, SVD, GRAM, APPLY and GSTEP are the kernels of
+ * graph/kernel.h (gs_klinalg_t; alpha is the step of a GSTEP and 1/0 for a GRAM with/without a
+ * state); COPY extracts op(view) (m x n) into a dense chunk (gs_kcopy_t); SUM adds its
  * inputs (each m * n doubles) elementwise (gs_kcombine_t SUM). Values are wire format. */
 typedef enum gs__laop {
     GS__LA_GEMM = 0,
@@ -20,6 +21,10 @@ typedef enum gs__laop {
     GS__LA_SVD = 2,
     GS__LA_COPY = 3,
     GS__LA_SUM = 4,
+    GS__LA_GRAM = 5,    /* GS_LA_GRAM: views = the pieces, then the state when alpha is 1 */
+    GS__LA_APPLY = 6,   /* GS_LA_APPLY: views = the pieces, the alternative pieces when alpha
+                         * is 1, then the state */
+    GS__LA_GSTEP = 7,   /* GS_LA_GSTEP: views = G (n x n, ld n), then the state when alpha > 1 */
     GS__LA_OP_COUNT
 } gs__laop_t;
 

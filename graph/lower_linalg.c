@@ -472,6 +472,130 @@ static gs_status_t ts_finish_part(lb_t *b, const struct gs_array *x, int32_t op,
     return st;
 }
 
+/* ---- the Gram-based SVD ---- */
+
+/* Whether the SVD of grid @a g (M x N, one column chunk) takes the Gram path: tall (M >= 2N).
+ * Square-ish inputs keep the TSQR (one SVD kernel for a single chunk). */
+static int gs__gram_svd_wanted(const gs_grid_t *g)
+{
+    return g->shape[0] >= 2 * g->shape[1] && g->shape[1] >= 1;
+}
+
+/* Rows from which a GRAM task takes one row chunk alone: a task per chunk keeps the work where
+ * the chunk lives; smaller chunks are grouped (up to GS_KERNEL_MAX_TERMS) until they reach it. */
+#define GS__GRAM_GROUP_ROWS 65536
+
+/* Sum the @a ng blocks (each n x n) of layer @a prev into one, fan-in GS_KERNEL_MAX_COMBINE;
+ * the layer holding the sum in *li_p (block 0). */
+static gs_status_t gs__gram_sum(lb_t *b, int64_t prev, int64_t ng, int64_t n, int64_t *li_p)
+{
+    gs_status_t st;
+    while (ng > 1) {
+        int64_t ng2 = (ng + GS_KERNEL_MAX_COMBINE - 1) / GS_KERNEL_MAX_COMBINE, li;
+        for (int64_t g = 0; g < ng2; g++) {
+            lb_block(b, GS__LA_SUM, n, n);
+            for (int64_t c = g * ng / ng2; c < (g + 1) * ng / ng2; c++)
+                lb_input(b, lb_ref(prev, (uint64_t)c), n * n);
+        }
+        if ((st = lb_finish(b, NULL, &li)) != GS_OK) return st;
+        prev = li;
+        ng = ng2;
+    }
+    *li_p = prev;
+    return GS_OK;
+}
+
+/* Add the state (block 0 of layer @a layer) as the block's last view. */
+static void gs__gram_state_view(lb_t *b, int64_t layer, int64_t n)
+{
+    const int64_t slen = GS_LA_STATE_LEN(n);
+    int32_t slot = lb_input(b, lb_ref(layer, 0), slen);
+    lb_view(b, slot, 0, 1, slen, slen, 0);
+}
+
+/* Add row chunk @a i of the pass source (the input node when @a src < 0, else block i of layer
+ * @a src) as a piece. */
+static void gs__gram_piece(lb_t *b, int64_t in_node, int64_t src, const gs_grid_t *g, int64_t i)
+{
+    const int64_t n = g->shape[1], r = g->bounds[0][i + 1] - g->bounds[0][i];
+    lw_ref_t ref = src < 0 ? gs__lw_node_ref(b->w, in_node, (uint64_t)i) : lb_ref(src, (uint64_t)i);
+    int32_t slot = lb_input(b, ref, r * n);
+    lb_view(b, slot, 0, r, n, n, 0);
+}
+
+/* The SVD of x (M x N, M >= 2N, one column chunk) in three Gram passes (graph/kernel.h
+ * GS_LA_GSTEP; docs/ARCHITECTURE.md "Tall SVD"): per pass p, GRAM tasks over the row chunks of
+ * the pass source (x, then Y_1, Y_2; one chunk per task, small ones grouped), a sum, one GSTEP task
+ * (state S_p), and per row chunk an APPLY task Y_p = source T_p. Y_3 is U; S and Vt are views
+ * of S_3. On the fast path the Grams of passes 2 and 3 are skipped, the APPLY tasks of passes 1
+ * and 2 do nothing, and pass 3 multiplies x (its APPLY tasks read x beside Y_2). Layers are built
+ * in the order the TSQR uses (one per used part, in part order, last). */
+static gs_status_t gs__lw_build_svd_gram(lw_t *w, const struct gs_array *x, int64_t in_node,
+                                         const int *need, int part, int64_t *idx_p)
+{
+    const gs_grid_t *g = &x->grid;
+    const int64_t nb = g->nchunks[0], n = g->shape[1], M = g->shape[0];
+    int64_t src = -1, state = -1, part_layer[3] = {-1, -1, -1}, ng = 0, rows = 0;
+    int64_t *gb = gs_malloc(gs_size_mul((size_t)nb + 1, sizeof(int64_t)), "gram groups");
+    gs_status_t st = GS_OK;
+    lb_t b;
+    lb_init(&b, w);
+    if (gb == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "out of memory while lowering");
+    /* GRAM groups: [gb[k], gb[k + 1]) */
+    gb[0] = 0;
+    for (int64_t i = 0; i < nb; i++) {
+        rows += g->bounds[0][i + 1] - g->bounds[0][i];
+        if (rows >= GS__GRAM_GROUP_ROWS || i + 1 - gb[ng] == GS_KERNEL_MAX_TERMS || i + 1 == nb) {
+            gb[++ng] = i + 1;
+            rows = 0;
+        }
+    }
+    for (int p = 1; p <= 3; p++) {
+        int64_t gl, gsum, y = -1;
+        for (int64_t k = 0; k < ng; k++) {
+            int64_t lo = gb[k], hi = gb[k + 1];
+            lb_block(&b, GS__LA_GRAM, g->bounds[0][hi] - g->bounds[0][lo], n);
+            if (b.st == GS_OK) b.blk.data[b.blk.len - 1].alpha = p > 1 ? 1.0 : 0.0;
+            for (int64_t i = lo; i < hi; i++) gs__gram_piece(&b, in_node, src, g, i);
+            if (p > 1) gs__gram_state_view(&b, state, n);
+        }
+        if ((st = lb_finish(&b, NULL, &gl)) != GS_OK) goto out;
+        if ((st = gs__gram_sum(&b, gl, ng, n, &gsum)) != GS_OK) goto out;
+        lb_block(&b, GS__LA_GSTEP, M, n);
+        if (b.st == GS_OK) b.blk.data[b.blk.len - 1].alpha = (double)p;
+        lb_view(&b, lb_input(&b, lb_ref(gsum, 0), n * n), 0, n, n, n, 0);
+        if (p > 1) gs__gram_state_view(&b, state, n);
+        if ((st = lb_finish(&b, NULL, &state)) != GS_OK) goto out;
+        if (p == 3 && !need[GS__FAC_U]) break;
+        for (int64_t i = 0; i < nb; i++) {
+            lb_block(&b, GS__LA_APPLY, g->bounds[0][i + 1] - g->bounds[0][i], n);
+            gs__gram_piece(&b, in_node, src, g, i);
+            /* alpha 1: x as the alternative stack (the fast path's GEMM reads x itself) */
+            if (b.st == GS_OK) b.blk.data[b.blk.len - 1].alpha = p == 3 ? 1.0 : 0.0;
+            if (p == 3) gs__gram_piece(&b, in_node, -1, g, i);
+            gs__gram_state_view(&b, state, n);
+        }
+        if (p < 3) st = lb_finish(&b, NULL, &y);
+        else st = ts_finish_part(&b, x, GS_LA_SVD, GS__FAC_U, &part_layer[GS__FAC_U]);
+        if (st != GS_OK) goto out;
+        src = y;
+    }
+    for (int k = GS__FAC_S; k <= GS__FAC_VT; k++) {
+        int32_t slot;
+        if (!need[k]) continue;
+        lb_block(&b, GS__LA_COPY, k == GS__FAC_S ? 1 : n, n);
+        slot = lb_input(&b, lb_ref(state, 0), GS_LA_STATE_LEN(n));
+        lb_view(&b, slot, k == GS__FAC_S ? GS_LA_STATE_S(n) : GS_LA_STATE_VT(n),
+                k == GS__FAC_S ? 1 : n, n, n, 0);
+        if ((st = ts_finish_part(&b, x, GS_LA_SVD, k, &part_layer[k])) != GS_OK) goto out;
+    }
+    *idx_p = part_layer[part];
+out:
+    gs_free(gb);
+    lb_cleanup(&b);
+    return st;
+}
+
 gs_status_t gs__lw_build_factor(lw_t *w, int64_t idx, int64_t *idx_p)
 {
     const lw_node_t *e = &w->nodes[idx];
@@ -506,6 +630,8 @@ gs_status_t gs__lw_build_factor(lw_t *w, int64_t idx, int64_t *idx_p)
         return GS_OK;
     }
 
+    if (op == GS_LA_SVD && (w->flags & GS_LOWER_GRAM_SVD) && gs__gram_svd_wanted(&x->grid))
+        return gs__lw_build_svd_gram(w, x, in_node, need, n->u.fac.part, idx_p);
     if ((st = ts_plan(&x->grid, &p)) != GS_OK) return st;
     nn = p.n;
     top = p.nlev - 1;

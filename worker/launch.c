@@ -166,7 +166,7 @@ static void gs__wlaunch_main(void *arg)
 static int gs__wlaunch_wants(const gs_worker_t *w, const gs_ktask_t *kt)
 {
     if (w->launcher_off || kt->kind != GS_KTASK_LINALG) return 0;
-    return kt->u.linalg.op == GS_LA_QR || kt->u.linalg.op == GS_LA_SVD;
+    return kt->u.linalg.op != GS_LA_GEMM;   /* factorisations and the Gram path block */
 }
 
 /* Create the launcher (its stream and thread). On failure the worker launches such tasks from

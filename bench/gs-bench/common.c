@@ -124,6 +124,10 @@ int gs__common_arg(int argc, char **argv, int *i, gs__common_t *c)
         c->fuse = 0;
         return 1;
     }
+    if (strcmp(a, "--no-gram") == 0) {
+        c->no_gram = 1;
+        return 1;
+    }
     if (strcmp(a, "--no-pushdown") == 0) {
         c->pushdown = 0;
         return 1;
@@ -149,7 +153,8 @@ int gs__connect(gs__common_t *c, gs_client_h *client_p, double *connect_s_p)
     memset(&p, 0, sizeof(p));
     p.field_mask = GS_CLIENT_FIELD_LOWER_FLAGS;
     p.lower_flags = GS_LOWER_CULL | (c->fuse ? GS_LOWER_FUSE : 0u) |
-                    (c->pushdown ? GS_LOWER_SLICE_PUSHDOWN : 0u);
+                    (c->pushdown ? GS_LOWER_SLICE_PUSHDOWN : 0u) |
+                    (c->no_gram ? 0u : GS_LOWER_GRAM_SVD);
     if (c->token != NULL) {
         p.field_mask |= GS_CLIENT_FIELD_TOKEN;
         p.token = c->token;

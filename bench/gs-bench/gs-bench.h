@@ -14,6 +14,7 @@ typedef struct gs__common {
     const char *backend;     /* NULL: default */
     const char *token;
     int fuse, pushdown;
+    int no_gram;            /* --no-gram: the tall SVD by TSQR (GS_LOWER_GRAM_SVD off) */
     int repeat;
     uint64_t seed;
 } gs__common_t;

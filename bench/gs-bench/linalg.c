@@ -6,9 +6,10 @@
  *        Check (untimed): sum(x @ x) = (column sums of x) . (row sums of x).
  *        gflops = 2 n^3 / seconds.
  *   svd: x = normal(0, 1, (rows, cols)) in (chunk, cols) chunks persisted; time U of
- *        u, s, vt = svd(x) persisted: the whole TSQR (leaf QRs, stacked R factors, SVD at the top)
- *        and the assembly of U. s and vt are views of the top task's output; s is gathered after
- *        the timed run (recomputing the tree, untimed) for the check sum(s^2) = ||x||_F^2.
+ *        u, s, vt = svd(x) persisted: the Gram passes (or, with --no-gram, the whole TSQR: leaf
+ *        QRs, stacked R factors, SVD at the top, assembly of U). s is gathered after the timed
+ *        run (recomputing the factorisation, untimed) for the check sum(s^2) = ||x||_F^2, and
+ *        U^T U from the persisted U for orth_err = max |U^T U - I| (<= 1e-10 checked).
  *        gflops counts the Householder QR flops 2 m n^2 - 2 n^3 / 3 of the leaves.
  *
  * One JSON line per timed run. */
@@ -34,10 +35,11 @@ static void gs__la_usage(FILE *f, int svd)
     fprintf(f,
             svd ? "usage: gs-bench svd --rows R --cols C --chunk K [options]\n"
                   "Persist x = normal(0, 1, (R, C)) in (K, C) chunks, then time u of\n"
-                  "u, s, vt = svd(x) (TSQR) persisted.\n"
+                  "u, s, vt = svd(x) persisted (Gram passes; TSQR with --no-gram).\n"
                   "  --rows R              rows (>= cols)\n"
                   "  --cols C              columns (>= 1)\n"
                   "  --chunk K             rows per chunk (>= 1)\n"
+                  "  --no-gram             lower the SVD to TSQR (GS_LOWER_GRAM_SVD off)\n"
                 : "usage: gs-bench dot --n N --chunk C [options]\n"
                   "Persist x = normal(0, 1, (N, N)) in C x C chunks, then time x @ x persisted.\n"
                   "  --n N                 array side (>= 1)\n"
@@ -212,8 +214,8 @@ int gs__bench_svd(int argc, char **argv)
 {
     gs__la_opts_t o;
     gs_client_h client = NULL;
-    gs_array_h x = NULL, x2 = NULL, fro = NULL, u = NULL, s = NULL;
-    double connect_s = 0, persist_s = 0, expected = NAN, t, *vs = NULL;
+    gs_array_h x = NULL, x2 = NULL, fro = NULL, u = NULL, s = NULL, ut = NULL, utu = NULL;
+    double connect_s = 0, persist_s = 0, expected = NAN, t, *vs = NULL, *vg = NULL;
     gs_compute_stats_t stats;
     int rc, done;
 
@@ -231,7 +233,8 @@ int gs__bench_svd(int argc, char **argv)
     rc = 1;
     if (gs__la_run(client, fro, 0, &expected, 1, &t, NULL) != 0) goto out;
     vs = gs_malloc((size_t)o.cols * sizeof(double), "bench s");
-    if (vs == NULL) {
+    vg = gs_malloc((size_t)o.cols * (size_t)o.cols * sizeof(double), "bench u^T u");
+    if (vs == NULL || vg == NULL) {
         fprintf(stderr, "%s %s: out of memory\n", g_prog, g_sub);
         goto out;
     }
@@ -243,7 +246,20 @@ int gs__bench_svd(int argc, char **argv)
             goto out;
         }
         if (gs__la_run(client, u, 1, NULL, 0, &t, &stats) != 0) goto out;
-        if (gs__la_run(client, s, 0, vs, (size_t)o.cols, &tv, NULL) != 0) goto out;
+        /* untimed: U^T U from the persisted U, its largest deviation from I; then U goes, so
+         * that s (recomputing the factorisation) has the memory the timed run had */
+        double orth = 0.0, s_sec;
+        if (gs_array_transpose(u, NULL, &ut) != GS_OK || gs_array_matmul(ut, u, &utu) != GS_OK) {
+            fprintf(stderr, "%s %s: cannot build U^T U: %s\n", g_prog, g_sub, gs_last_error());
+            goto out;
+        }
+        if (gs__la_run(client, utu, 0, vg, (size_t)(o.cols * o.cols), &tv, NULL) != 0) goto out;
+        for (int64_t i = 0; i < o.cols * o.cols; i++)
+            orth = fmax(orth, fabs(vg[i] - (i / o.cols == i % o.cols ? 1.0 : 0.0)));
+        gs_array_release(utu), utu = NULL;
+        gs_array_release(ut), ut = NULL;
+        gs_client_unpersist(client, u);
+        if (gs__la_run(client, s, 0, vs, (size_t)o.cols, &s_sec, NULL) != 0) goto out;
         for (int64_t i = 0; i < o.cols; i++) v += vs[i] * vs[i];
         printf("{\"bench\":\"svd\",\"rows\":%" PRId64 ",\"cols\":%" PRId64 ",\"chunk\":%" PRId64
                ",\"workers\":%d", o.rows, o.cols, o.chunk, o.c.workers);
@@ -255,11 +271,16 @@ int gs__bench_svd(int argc, char **argv)
         gs__json_num("s_min", vs[o.cols - 1]);
         gs__json_num("value", v);
         gs__json_num("expected", expected);
-        gs__json_num("s_seconds", tv);
+        gs__json_num("s_seconds", s_sec);
+        gs__json_num("orth_err", orth);
+        printf(",\"gram\":%s", o.c.no_gram ? "false" : "true");
         gs__json_run_tail(&stats, persist_s, connect_s, client);
-        gs_client_unpersist(client, u);
         gs_array_release(u), u = NULL;
         gs_array_release(s), s = NULL;
+        if (!(orth <= 1e-10)) {
+            fprintf(stderr, "%s %s: run %d: max |U^T U - I| = %.3g\n", g_prog, g_sub, r, orth);
+            goto out;
+        }
         if (!(fabs(v - expected) <= 1e-10 * expected)) {
             fprintf(stderr, "%s %s: run %d: sum(s^2) = %.17g, ||x||_F^2 = %.17g\n", g_prog, g_sub,
                     r, v, expected);
@@ -269,7 +290,10 @@ int gs__bench_svd(int argc, char **argv)
     rc = 0;
 out:
     gs_free(vs);
+    gs_free(vg);
     gs_client_destroy(client);
+    gs_array_release(utu);
+    gs_array_release(ut);
     gs_array_release(u);
     gs_array_release(s);
     gs_array_release(fro);

@@ -21,6 +21,12 @@
  *   dgemm_10000           LINALG GEMM 10000 x 10000 x 10000 (cuBLAS), TFLOP/s = 2 m n k / time
  *   qr_250000x1000        LINALG QR of a 250000 x 1000 stack (4 pieces): geqrf + orgqr + layout
  *                         kernels; TFLOP/s counts 4 m n^2 - 4/3 n^3
+ *   gram_250000x1000      LINALG GRAM (blocked GEMMs; TFLOP/s counts m n^2) of the QR's block;
+ *                         _gemm_, _syrk_: the same with GS_CUDA_GRAM=gemm / syrk
+ *   gstep1_1000           GSTEP step 1 on that Gram matrix (the fast path: eigen-decomposition)
+ *   apply_trsm_250000x1000, apply_gemm_250000x1000   APPLY as X T^-1 (m n^2) and X T (2 m n^2)
+ *   dot_task_10000x4      a gs-bench dot task: GEMM of 4 terms 10000^3 summed
+ *   dgemm_10000x16        16 terms in one call: the sustained GEMM rate
  *   svd_1000x1000, svd_20000x1000, svd_2000x2000   LINALG SVD (QR, then the n x n SVD and a
  *                         GEMM); "svd_method" names the cuSOLVER routine (GS_CUDA_SVD)
  *   The LINALG lines are timed one run at a time (GPU events around each) and also give enqueue_ms (host time of the linalg() call: a blocking library
@@ -297,6 +303,78 @@ static gs_kmat_t kb_view(const double *d, int64_t rows, int64_t cols, int64_t of
     return v;
 }
 
+/* The Gram-path kernels on one 250000 x 1000 block @a A (its Gram matrix, outputs into @a B):
+ * GRAM (SYRK), GSTEP step 1 (eigen-decomposition: the fast path), APPLY as a GEMM and as a
+ * triangular solve, and the same block copied (what a pass-through would cost). */
+static gs_status_t kb_gram_all(kb_t *kb, double *A, double *B, int64_t m, int64_t n)
+{
+    const int64_t slen = GS_LA_STATE_LEN(n);
+    double *S = NULL, *S2 = NULL, *hostT = NULL, hdr[GS_LA_STATE_HDR] = {0};
+    gs_klinalg_t k;
+    gs_status_t st;
+    if ((st = kb->ops->mem_alloc(kb->ctx, (size_t)slen * sizeof(double), (void **)&S)) != GS_OK ||
+        (st = kb->ops->mem_alloc(kb->ctx, (size_t)slen * sizeof(double), (void **)&S2)) != GS_OK ||
+        (st = kb_fill_normal(kb, A, m, n, 3)) != GS_OK) {
+        kb_fail(kb, "gram_setup", st);
+        goto out;
+    }
+    memset(&k, 0, sizeof(k));
+    k.op = GS_LA_GRAM;
+    k.m = m;
+    k.n = n;
+    k.nterms = 1;
+    k.a[0] = kb_view(A, m, n, 0, 0);
+    k.out = B;
+    kb_linalg_one(kb, "gram_250000x1000", &k, (double)m * (double)n * (double)n);
+    setenv("GS_CUDA_GRAM", "gemm", 1);
+    kb_linalg_one(kb, "gram_gemm_250000x1000", &k, (double)m * (double)n * (double)n);
+    setenv("GS_CUDA_GRAM", "syrk", 1);
+    kb_linalg_one(kb, "gram_syrk_250000x1000", &k, (double)m * (double)n * (double)n);
+    unsetenv("GS_CUDA_GRAM");
+    memset(&k, 0, sizeof(k));   /* B holds A^T A: step 1 takes the fast path (kappa ~ 1.07) */
+    k.op = GS_LA_GSTEP;
+    k.m = m;
+    k.n = n;
+    k.nterms = 1;
+    k.alpha = 1.0;
+    k.a[0] = kb_view(B, n, n, 0, 0);
+    k.out = S;
+    kb_linalg_one(kb, "gstep1_1000", &k, 0);
+    /* a state with T upper triangular (I + 1e-3 above the diagonal), applied both ways */
+    hostT = malloc((size_t)(n * n) * sizeof(double));
+    if (hostT == NULL) {
+        st = GS_ERR_NO_MEMORY;
+        kb_fail(kb, "gram_setup", st);
+        goto out;
+    }
+    for (int64_t i = 0; i < n * n; i++) hostT[i] = i / n == i % n ? 1.0 : i / n < i % n ? 1e-3 : 0.0;
+    for (int how = GS_LA_APPLY_TRSM; how <= GS_LA_APPLY_GEMM; how++) {
+        hdr[GS_LA_H_APPLY] = how;
+        if ((st = kb->ops->copy_from_host(kb->ctx, kb->s, S2, hdr, sizeof(hdr))) != GS_OK ||
+            (st = kb->ops->copy_from_host(kb->ctx, kb->s, S2 + GS_LA_STATE_T(n), hostT,
+                                          (size_t)(n * n) * sizeof(double))) != GS_OK) {
+            kb_fail(kb, "gram_setup", st);
+            goto out;
+        }
+        memset(&k, 0, sizeof(k));
+        k.op = GS_LA_APPLY;
+        k.m = m;
+        k.n = n;
+        k.nterms = 1;
+        k.a[0] = kb_view(A, m, n, 0, 0);
+        k.b[0] = kb_view(S2, 1, slen, 0, 0);
+        k.out = B;
+        kb_linalg_one(kb, how == GS_LA_APPLY_TRSM ? "apply_trsm_250000x1000" : "apply_gemm_250000x1000",
+                      &k, (how == GS_LA_APPLY_TRSM ? 1.0 : 2.0) * (double)m * (double)n * (double)n);
+    }
+    st = GS_OK;
+out:
+    free(hostT);
+    kb->ops->mem_free(kb->ctx, S);
+    kb->ops->mem_free(kb->ctx, S2);
+    return st;
+}
+
 /* The LINALG benchmarks, in a context of their own. Returns the number of failures. */
 static int kb_linalg_all(int device, int reps, int warmup)
 {
@@ -360,6 +438,25 @@ static int kb_linalg_all(int device, int reps, int warmup)
     k.out = B;
     double fq = 4.0 * (double)QM * (double)QN * (double)QN - 4.0 / 3.0 * (double)QN * QN * QN;
     kb_linalg_one(&kb, "qr_250000x1000", &k, fq);
+
+    if (kb_gram_all(&kb, A, B, QM, QN) != GS_OK) goto done;
+
+    /* a dot task (4 GEMMs of 10000^3 summed) and 16 in one call (sustained rate) */
+    for (int nt = 4; nt <= 16; nt *= 4) {
+        memset(&k, 0, sizeof(k));
+        k.op = GS_LA_GEMM;
+        k.m = k.n = G;
+        k.alpha = 1.0;
+        k.nterms = nt;
+        for (int t = 0; t < nt; t++) {
+            k.a[t] = kb_view(A, G, G, 0, 0);
+            k.b[t] = kb_view(A, G, G, G * G, 0);
+        }
+        kb_fill_normal(&kb, A, 2 * G, G, 5);
+        k.out = B;
+        kb_linalg_one(&kb, nt == 4 ? "dot_task_10000x4" : "dgemm_10000x16", &k,
+                      2.0 * nt * (double)G * (double)G * (double)G);
+    }
 
     /* SVDs */
     static const struct { const char *what; int64_t m, n; } svds[] = {

@@ -29,6 +29,8 @@ void gs__cpu_copy_run(const gs_kcopy_t *k);
 gs_status_t gs__cpu_linalg(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream,
                            const gs_klinalg_t *k);
 void gs__cpu_linalg_threads(int nthreads);
+/* GRAM, APPLY and GSTEP (cpu_linalg_gram.c) on a validated spec. */
+gs_status_t gs__cpu_linalg_gram(const gs_klinalg_t *k);
 
 /* Batched random generation: out[i] = gs_random_normal(seed, idx[i], mean, std) (resp.
  * uniform), identical to the scalar definition in chunkops/random.h. */

@@ -242,6 +242,7 @@ gs_status_t gs__cpu_linalg(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream,
     switch (k->op) {
     case GS_LA_GEMM: return gs__la_gemm(k);
     case GS_LA_QR: return gs__la_qr(k);
-    default: return gs__la_svd(k);
+    case GS_LA_SVD: return gs__la_svd(k);
+    default: return gs__cpu_linalg_gram(k);
     }
 }

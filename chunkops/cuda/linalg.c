@@ -76,43 +76,20 @@ struct gs__cuda_la {
 
 static pthread_mutex_t gs__la_create_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static gs_status_t gs__la_blas_error(cublasStatus_t s, const char *call)
+gs_status_t gs__cuda_la_blas_error(int s, const char *call)
 {
     if (s == CUBLAS_STATUS_ALLOC_FAILED)
         return gs_error_set(GS_ERR_NO_DEVICE_MEMORY, "cuda linalg: %s could not allocate", call);
     return gs_error_set(GS_ERR_CUDA, "cuda linalg: %s failed: %s (%d)", call,
-                        cublasGetStatusString(s), (int)s);
+                        cublasGetStatusString((cublasStatus_t)s), s);
 }
 
-static gs_status_t gs__la_solver_error(cusolverStatus_t s, const char *call)
+gs_status_t gs__cuda_la_solver_error(int s, const char *call)
 {
     if (s == CUSOLVER_STATUS_ALLOC_FAILED)
         return gs_error_set(GS_ERR_NO_DEVICE_MEMORY, "cuda linalg: %s could not allocate", call);
-    return gs_error_set(GS_ERR_CUDA, "cuda linalg: %s failed: cusolverStatus_t %d", call, (int)s);
+    return gs_error_set(GS_ERR_CUDA, "cuda linalg: %s failed: cusolverStatus_t %d", call, s);
 }
-
-#define GS__LA_BLAS(call)                                                   \
-    do {                                                                    \
-        cublasStatus_t gs__s = (call);                                      \
-        if (gs__s != CUBLAS_STATUS_SUCCESS) {                               \
-            st = gs__la_blas_error(gs__s, #call);                           \
-            goto fail;                                                      \
-        }                                                                   \
-    } while (0)
-
-#define GS__LA_SOLVER(call)                                                 \
-    do {                                                                    \
-        cusolverStatus_t gs__s = (call);                                    \
-        if (gs__s != CUSOLVER_STATUS_SUCCESS) {                             \
-            st = gs__la_solver_error(gs__s, #call);                         \
-            goto fail;                                                      \
-        }                                                                   \
-    } while (0)
-
-#define GS__LA_TRY(expr)                                                    \
-    do {                                                                    \
-        if ((st = (expr)) != GS_OK) goto fail;                              \
-    } while (0)
 
 /* The SVD method for the n x n factor: gesvdj (Jacobi, tolerance machine epsilon) unless
  * GS_CUDA_SVD=gesvd. Measured on an H100 (gs-kbench, whole SVD incl. QR and GEMM):
@@ -170,34 +147,34 @@ static gs_status_t gs__la_create(void *cuda_stream, gs__cuda_arena_t *arena, voi
     la->qr_method = gs__la_qr_method();
     if ((bs = cublasCreate(&la->blas)) != CUBLAS_STATUS_SUCCESS) {
         la->blas = NULL;
-        st = gs__la_blas_error(bs, "cublasCreate");
+        st = gs__cuda_la_blas_error((int)bs, "cublasCreate");
         goto err;
     }
     if ((bs = cublasSetStream(la->blas, (cudaStream_t)cuda_stream)) != CUBLAS_STATUS_SUCCESS) {
-        st = gs__la_blas_error(bs, "cublasSetStream");
+        st = gs__cuda_la_blas_error((int)bs, "cublasSetStream");
         goto err;
     }
     if ((ss = cusolverDnCreate(&la->solver)) != CUSOLVER_STATUS_SUCCESS) {
         la->solver = NULL;
-        st = gs__la_solver_error(ss, "cusolverDnCreate");
+        st = gs__cuda_la_solver_error((int)ss, "cusolverDnCreate");
         goto err;
     }
     if ((ss = cusolverDnSetStream(la->solver, (cudaStream_t)cuda_stream)) !=
         CUSOLVER_STATUS_SUCCESS) {
-        st = gs__la_solver_error(ss, "cusolverDnSetStream");
+        st = gs__cuda_la_solver_error((int)ss, "cusolverDnSetStream");
         goto err;
     }
     if (la->svd_method == GS__LA_SVD_GESVDJ) {
         if ((ss = cusolverDnCreateGesvdjInfo(&la->svdj)) != CUSOLVER_STATUS_SUCCESS) {
             la->svdj = NULL;
-            st = gs__la_solver_error(ss, "cusolverDnCreateGesvdjInfo");
+            st = gs__cuda_la_solver_error((int)ss, "cusolverDnCreateGesvdjInfo");
             goto err;
         }
         /* tolerance: machine epsilon (the default, set explicitly); up to 100 sweeps */
         if ((ss = cusolverDnXgesvdjSetTolerance(la->svdj, 0x1.0p-52)) != CUSOLVER_STATUS_SUCCESS ||
             (ss = cusolverDnXgesvdjSetMaxSweeps(la->svdj, 100)) != CUSOLVER_STATUS_SUCCESS ||
             (ss = cusolverDnXgesvdjSetSortEig(la->svdj, 1)) != CUSOLVER_STATUS_SUCCESS) {
-            st = gs__la_solver_error(ss, "cusolverDnXgesvdjSet*");
+            st = gs__cuda_la_solver_error((int)ss, "cusolverDnXgesvdjSet*");
             goto err;
         }
     }
@@ -692,5 +669,7 @@ gs_status_t gs__cuda_linalg_run(struct gs__cuda_la **la_p, void *cuda_stream,
     pthread_mutex_unlock(&gs__la_create_lock);
     if (st != GS_OK) return st;
     if (k->op == GS_LA_GEMM) return gs__la_gemm(la, (cudaStream_t)cuda_stream, k);
+    if (k->op >= GS_LA_GRAM)
+        return gs__cuda_la_gram(la->blas, la->solver, la->arena, cuda_stream, k);
     return gs__la_factor(la, (cudaStream_t)cuda_stream, k);
 }

@@ -34,6 +34,55 @@ gs_status_t gs__cuda_linalg_run(struct gs__cuda_la **la_p, void *cuda_stream,
 /** Destroy a stream's state (NULL allowed). The stream's work must have completed. */
 void gs__cuda_la_destroy(struct gs__cuda_la *la);
 
+/** Error conversion at the cuBLAS / cuSOLVER boundary (linalg.c): @a s is a cublasStatus_t /
+ *  cusolverStatus_t; ALLOC_FAILED gives GS_ERR_NO_DEVICE_MEMORY, anything else GS_ERR_CUDA,
+ *  with @a call named in the message. */
+gs_status_t gs__cuda_la_blas_error(int s, const char *call);
+gs_status_t gs__cuda_la_solver_error(int s, const char *call);
+
+/* Checked calls inside a function with `gs_status_t st` and a `fail:` label. */
+#define GS__LA_BLAS(call)                                                   \
+    do {                                                                    \
+        cublasStatus_t gs__s = (call);                                      \
+        if (gs__s != CUBLAS_STATUS_SUCCESS) {                               \
+            st = gs__cuda_la_blas_error((int)gs__s, #call);                 \
+            goto fail;                                                      \
+        }                                                                   \
+    } while (0)
+
+#define GS__LA_SOLVER(call)                                                 \
+    do {                                                                    \
+        cusolverStatus_t gs__s = (call);                                    \
+        if (gs__s != CUSOLVER_STATUS_SUCCESS) {                             \
+            st = gs__cuda_la_solver_error((int)gs__s, #call);               \
+            goto fail;                                                      \
+        }                                                                   \
+    } while (0)
+
+#define GS__LA_TRY(expr)                                                    \
+    do {                                                                    \
+        if ((st = (expr)) != GS_OK) goto fail;                              \
+    } while (0)
+
+/** The Gram-path kernels (linalg_gram.c; graph/kernel.h GS_LA_GRAM / APPLY / GSTEP) on a
+ *  validated spec, with the stream's cuBLAS (@a blas) and cuSOLVER (@a solver) handles. Each
+ *  synchronises @a stream once or twice (to read the state's header, and GSTEP to check its
+ *  factorisations): the worker runs them on its launcher thread. Scratch (GSTEP only) comes
+ *  from @a arena and is freed before return. GS_ERR_NUMERIC when a factorisation fails. */
+gs_status_t gs__cuda_la_gram(void *blas, void *solver, gs__cuda_arena_t *arena, void *stream,
+                             const gs_klinalg_t *k);
+
+/** Gram-path layout kernels (linalg_gram_kernels.cu), n x n, on @a stream. mirror: the lower
+ *  triangle of column-major @a g from its upper one. tril0: zeros below the diagonal of the
+ *  row-major @a r. add_diag: a[i][i] += v. fast_t: t[r][c] = vt[c][r] / s[c] (row-major).
+ *  hdr: out[0..GS_LA_STATE_HDR) = h. */
+gs_status_t gs__cuda_gram_mirror(void *stream, double *g, int64_t n);
+gs_status_t gs__cuda_gram_tril0(void *stream, double *r, int64_t n);
+gs_status_t gs__cuda_gram_add_diag(void *stream, double *a, int64_t n, double v);
+gs_status_t gs__cuda_gram_fast_t(void *stream, const double *vt, const double *s, int64_t n,
+                                 double *t);
+gs_status_t gs__cuda_gram_hdr(void *stream, double *out, const double *h);
+
 /** Layout kernels (linalg_kernels.cu). transpose: out[c * ldo + r] = in[r * ldi + c] *
  *  (scale ? scale[r] : 1), r < R, c < C. extract_r: row-major R (ld n, zeros below the
  *  diagonal) from the column-major geqrf result @a a (lda); with fix_signs, row i is negated

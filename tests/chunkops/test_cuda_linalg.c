@@ -369,16 +369,6 @@ Test(chunkops_cuda_linalg, qr_and_svd_of_20000_by_1000_match_cpu, .timeout = 300
 }
 
 /* a (m x n, row-major) with column j scaled by 10^(-e * j / (n - 1)): condition ~10^e */
-static double *graded(int64_t m, int64_t n, double e)
-{
-    double *a = la_rand_mat(m, n);
-    for (int64_t j = 0; j < n; j++) {
-        double f = pow(10.0, -e * (double)j / (double)(n > 1 ? n - 1 : 1));
-        for (int64_t i = 0; i < m; i++) a[i * n + j] *= f;
-    }
-    return a;
-}
-
 /* CholeskyQR2 cannot factor kappa ~ 1e12 (its Gram matrix is singular to rounding): the
  * Householder fallback must still give an accurate QR. */
 Test(chunkops_cuda_linalg, ill_conditioned_tall_qr_falls_back_to_householder)
@@ -386,7 +376,7 @@ Test(chunkops_cuda_linalg, ill_conditioned_tall_qr_falls_back_to_householder)
     GPU_OR_SKIP();
     open_both();
     const int64_t rows[] = {150, 250};
-    double *a = graded(400, 20, 12.0), *co, *go, ms;
+    double *a = la_graded(400, 20, 12.0), *co, *go, ms;
     gs_klinalg_t k;
     stack_pieces(&k, GS_LA_QR, a, 20, rows, 2);
     run_both(&k, &co, &go, &ms);
@@ -410,7 +400,7 @@ Test(chunkops_cuda_linalg, tall_svd_matches_cpu_for_both_conditionings)
     const double expo[] = {1.0, 3.0, 9.0};
     for (int c = 0; c < 3; c++) {
         const int64_t rows[] = {300, 201};
-        double *a = graded(501, 40, expo[c]), *co, *go, ms;
+        double *a = la_graded(501, 40, expo[c]), *co, *go, ms;
         gs_klinalg_t k;
         stack_pieces(&k, GS_LA_SVD, a, 40, rows, 2);
         run_both(&k, &co, &go, &ms);
@@ -443,6 +433,53 @@ Test(chunkops_cuda_linalg, householder_mode_matches_cpu)
     free(a);
     close_both();
     unsetenv("GS_CUDA_QR");
+}
+
+/* The Gram-path SVD (GRAM, GSTEP, APPLY x 3) on the gpu against the cpu: the same path
+ * (one pass for kappa <= 64, shifted CholeskyQR3 above), U orthonormal and U S Vt = A to
+ * 1e-12, S within 1e-12 S[0] of the cpu's. Also with GS_CUDA_GRAM=gemm. */
+static void gram_both(int64_t m, int64_t n, double e, const int64_t *rows, int np)
+{
+    double *a = la_graded(m, n, e), *cu, *cst, *gu, *gst;
+    CHECK(la_gram_svd(CPU, cctx, cs, a, m, n, rows, np, &cu, &cst));
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    CHECK(la_gram_svd(GPU, gctx, gs, a, m, n, rows, np, &gu, &gst));
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    cr_assert_eq(gst[GS_LA_H_FAST], cst[GS_LA_H_FAST], "1e%g: gpu and cpu took different paths",
+                 e);
+    const double *gsv = gst + GS_LA_STATE_S(n), *csv = cst + GS_LA_STATE_S(n);
+    for (int64_t i = 0; i < n; i++)
+        cr_assert(fabs(gsv[i] - csv[i]) <= 1e-12 * csv[0], "1e%g: S[%lld] gpu %.17g cpu %.17g", e,
+                  (long long)i, gsv[i], csv[i]);
+    double *out = la_gram_out(gu, gst, m, n);
+    la_check_svd(out, a, m, n, 1e-12);
+    printf("gram svd %lld x %lld (kappa ~1e%g, %s path): gpu %.1f ms, max |U^T U - I| %.2g\n",
+           (long long)m, (long long)n, e, gst[GS_LA_H_FAST] == 1.0 ? "one-pass" : "cholqr3",
+           (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-6,
+           la_orth_err(gu, m, n));
+    free(out), free(a), free(cu), free(cst), free(gu), free(gst);
+}
+
+Test(chunkops_cuda_linalg, gram_svd_matches_cpu_for_every_conditioning, .timeout = 300)
+{
+    GPU_OR_SKIP();
+    open_both();
+    const int64_t rows[] = {300, 1, 199, 500};
+    const double expo[] = {0.5, 1.5, 3.0, 6.0, 10.0, 13.0};
+    for (int c = 0; c < 6; c++) gram_both(1000, 40, expo[c], rows, 4);
+    setenv("GS_CUDA_GRAM", "gemm", 1);
+    gram_both(1000, 40, 0.5, rows, 4);
+    gram_both(1000, 40, 10.0, rows, 4);
+    setenv("GS_CUDA_GRAM", "syrk", 1);
+    gram_both(1000, 40, 0.5, rows, 4);
+    gram_both(1000, 40, 10.0, rows, 4);
+    unsetenv("GS_CUDA_GRAM");
+    gram_both(3000, 1100, 0.5, (const int64_t[]){1500, 1500}, 2);   /* 3 x 3 blocks */
+    const int64_t big[] = {5000, 5000, 5000, 5000};
+    gram_both(20000, 300, 0.5, big, 4);
+    gram_both(20000, 300, 8.0, big, 4);
+    close_both();
 }
 
 Test(chunkops_cuda_linalg, rejects_invalid_specs_before_any_work)

@@ -353,6 +353,123 @@ static gs_klinalg_t good_qr(int op)
     return k;
 }
 
+/* ---- the Gram-path kernels ---- */
+
+/* The pipeline of GRAM / GSTEP / APPLY: the path step 1 takes, and a valid SVD either way. */
+Test(chunkops_linalg, gram_svd_takes_one_pass_only_when_well_conditioned)
+{
+    const int64_t rows[] = {70, 3, 127}, m = 200, n = 12;
+    const double expo[] = {0.5, 1.7, 2.0, 6.0, 10.0};
+    const int fast[] = {1, 1, 0, 0, 0};
+    for (int c = 0; c < 5; c++) {
+        double *a = la_graded(m, n, expo[c]), *u, *state;
+        CHECK(la_gram_svd(ops, ctx, st, a, m, n, rows, 3, &u, &state));
+        cr_assert_eq(state[GS_LA_H_FAST], (double)fast[c], "1e%g: kappa %g, fast %g", expo[c],
+                     state[GS_LA_H_KAPPA], state[GS_LA_H_FAST]);
+        cr_assert_eq(state[GS_LA_H_FAST] == 1.0, state[GS_LA_H_KAPPA] <= GS_LA_GRAM_KAPPA_FAST);
+        cr_assert_eq(state[GS_LA_H_STEP], 3.0);
+        cr_assert_eq(state[GS_LA_H_SRC], (double)fast[c], "the last pass reads the input only "
+                     "on the fast path");
+        cr_assert(fast[c] ? state[GS_LA_H_SHIFT] == 0.0 : state[GS_LA_H_SHIFT] > 0.0);
+        double *out = la_gram_out(u, state, m, n), *cp = malloc(sizeof(double) * (size_t)(m * n));
+        double sv[12], sup[11];
+        la_check_svd(out, a, m, n, 1e-12);
+        memcpy(cp, a, sizeof(double) * (size_t)(m * n));
+        cr_assert_eq(LAPACKE_dgesvd(LAPACK_ROW_MAJOR, 'N', 'N', (lapack_int)m, (lapack_int)n, cp,
+                                    (lapack_int)n, sv, NULL, 1, NULL, 1, sup), 0);
+        for (int64_t i = 0; i < n; i++)
+            cr_assert(fabs(state[GS_LA_STATE_S(n) + i] - sv[i]) <= 1e-12 * sv[0],
+                      "1e%g: S[%lld] %.17g, LAPACK %.17g", expo[c], (long long)i,
+                      state[GS_LA_STATE_S(n) + i], sv[i]);
+        free(a), free(u), free(state), free(out), free(cp);
+    }
+}
+
+Test(chunkops_linalg, gram_svd_of_nan_input_fails_numerically)
+{
+    const int64_t rows[] = {30, 30};
+    double *a = la_rand_mat(60, 4), *u, *state;
+    a[17] = NAN;
+    gs_status_t s = la_gram_svd(ops, ctx, st, a, 60, 4, rows, 2, &u, &state);
+    cr_assert_eq(s, GS_ERR_NUMERIC, "%s: %s", gs_status_name(s), gs_last_error());
+    cr_assert(strstr(gs_last_error(), "NaN"), "%s", gs_last_error());
+    cr_assert_null(u);
+    free(a);
+}
+
+/* A state / Gram spec for the rejection tests (host buffers, never run). */
+static gs_klinalg_t gram_spec(int32_t op, double *buf, int64_t len)
+{
+    gs_klinalg_t k;
+    const int64_t n = 3, slen = GS_LA_STATE_LEN(3);
+    memset(&k, 0, sizeof(k));
+    k.op = op, k.n = n, k.out = buf;
+    k.nterms = 1;
+    k.m = op == GS_LA_GSTEP ? 10 : 5;
+    k.alpha = op == GS_LA_GSTEP ? 2.0 : 0.0;
+    k.a[0] = (gs_kmat_t){.data = buf, .len = len, .rows = op == GS_LA_GSTEP ? n : 5, .cols = n, .ld = n};
+    k.b[0] = (gs_kmat_t){.data = buf, .len = len, .rows = 1, .cols = slen, .ld = slen};
+    return k;
+}
+
+Test(chunkops_linalg, gram_kernels_reject_bad_states_steps_and_stacks)
+{
+    static double buf[256];
+    gs_klinalg_t k;
+    for (int32_t op = GS_LA_GRAM; op <= GS_LA_GSTEP; op++) {
+        k = gram_spec(op, buf, 256);
+        CHECK(gs_klinalg_validate(&k));
+        k.b[0].cols = 7;   /* not a state */
+        cr_assert_eq(gs_klinalg_validate(&k), GS_ERR_INVALID_PARAM);
+        cr_assert(strstr(gs_last_error(), "not a state"), "%s", gs_last_error());
+        k = gram_spec(op, buf, 256);
+        k.b[0].len = 20;   /* the state view past its chunk */
+        cr_assert_eq(gs_klinalg_validate(&k), GS_ERR_INVALID_PARAM);
+        k = gram_spec(op, buf, 256);
+        k.n = 0;
+        cr_assert_eq(gs_klinalg_validate(&k), GS_ERR_INVALID_PARAM);
+        k = gram_spec(op, buf, 256);
+        k.a[0].cols = 2;
+        cr_assert_eq(gs_klinalg_validate(&k), GS_ERR_INVALID_PARAM);
+    }
+    k = gram_spec(GS_LA_APPLY, buf, 256);
+    k.alpha = 1.0;   /* an alternative stack that is not there (b[1] empty) */
+    cr_assert_eq(gs_klinalg_validate(&k), GS_ERR_INVALID_PARAM);
+    k.b[1] = k.a[0];
+    CHECK(gs_klinalg_validate(&k));
+    k.b[1].rows = 4;
+    cr_assert_eq(gs_klinalg_validate(&k), GS_ERR_INVALID_PARAM);
+    cr_assert(strstr(gs_last_error(), "alternative"), "%s", gs_last_error());
+    k = gram_spec(GS_LA_APPLY, buf, 256);
+    k.b[0].rows = 0;
+    cr_assert_eq(gs_klinalg_validate(&k), GS_ERR_INVALID_PARAM);
+    cr_assert(strstr(gs_last_error(), "missing"), "%s", gs_last_error());
+    k = gram_spec(GS_LA_GRAM, buf, 256);
+    k.m = 6;   /* the pieces have 5 rows */
+    cr_assert_eq(gs_klinalg_validate(&k), GS_ERR_INVALID_PARAM);
+    k = gram_spec(GS_LA_GSTEP, buf, 256);
+    k.alpha = 4.0;
+    cr_assert_eq(gs_klinalg_validate(&k), GS_ERR_INVALID_PARAM);
+    k.alpha = 1.0;   /* step 1 takes no previous state */
+    cr_assert_eq(gs_klinalg_validate(&k), GS_ERR_INVALID_PARAM);
+    k = gram_spec(GS_LA_GSTEP, buf, 256);
+    k.b[0].rows = 0;   /* step 2 needs one */
+    cr_assert_eq(gs_klinalg_validate(&k), GS_ERR_INVALID_PARAM);
+    k = gram_spec(GS_LA_GSTEP, buf, 256);
+    k.m = 2;   /* m < n */
+    cr_assert_eq(gs_klinalg_validate(&k), GS_ERR_INVALID_PARAM);
+    k = gram_spec(GS_LA_GSTEP, buf, 256);
+    k.nterms = 2;
+    cr_assert_eq(gs_klinalg_validate(&k), GS_ERR_INVALID_PARAM);
+    /* a state whose apply word is not one of GS_LA_APPLY_*: refused when run */
+    k = gram_spec(GS_LA_APPLY, buf, 256);
+    for (int i = 0; i < 256; i++) buf[i] = 0.5;
+    double out[64];
+    k.out = out;
+    cr_assert_eq(ops->linalg(ctx, st, &k), GS_ERR_INVALID_PARAM);
+    cr_assert(strstr(gs_last_error(), "apply word"), "%s", gs_last_error());
+}
+
 Test(chunkops_linalg, validate_accepts_well_formed_specs)
 {
     gs_klinalg_t k = good_gemm();

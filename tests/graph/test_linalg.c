@@ -6,6 +6,7 @@
 #include <lapacke.h>
 #include <math.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -515,6 +516,209 @@ Test(graph_linalg, svd_rejects_arrays_chunked_both_ways)
     gs_array_release(a), gs_array_release(b);
 }
 
+/* ---- the Gram-path SVD ---- */
+
+/* m x n (m >= n) orthonormal columns: Q of LAPACK's QR of a random matrix. */
+static double *rand_orth(int64_t m, int64_t n)
+{
+    double *q = rand_mat(m, n), *tau = malloc((size_t)n * sizeof(double));
+    cr_assert_eq(LAPACKE_dgeqrf(LAPACK_ROW_MAJOR, (lapack_int)m, (lapack_int)n, q, (lapack_int)n,
+                                tau), 0);
+    cr_assert_eq(LAPACKE_dorgqr(LAPACK_ROW_MAJOR, (lapack_int)m, (lapack_int)n, (lapack_int)n, q,
+                                (lapack_int)n, tau), 0);
+    free(tau);
+    return q;
+}
+
+/* A = Q1 diag(sigma) Q2^T with sigma_i = kappa^(-i / (n - 1)): 2-norm 1, condition kappa. */
+static double *conditioned(int64_t m, int64_t n, double kappa)
+{
+    double *q1 = rand_orth(m, n), *q2 = rand_orth(n, n), *a = malloc((size_t)(m * n) * sizeof(double));
+    for (int64_t j = 0; j < n; j++) {
+        double sj = pow(kappa, -(double)j / (double)(n - 1));
+        for (int64_t i = 0; i < m; i++) q1[i * n + j] *= sj;
+    }
+    for (int64_t i = 0; i < m; i++)
+        for (int64_t j = 0; j < n; j++) {
+            double v = 0;
+            for (int64_t t = 0; t < n; t++) v += q1[i * n + t] * q2[j * n + t];
+            a[i * n + j] = v;
+        }
+    free(q1), free(q2);
+    return a;
+}
+
+/* The SVD of @a a under @a flags, checked against LAPACK: singular values within 1e-12 s_max
+ * (LAPACK's own accuracy is ~eps s_max), U^T U = I and V^T V = I within 1e-12, A = U S Vt
+ * within 1e-12 max |A|. */
+static void gram_case(const double *a, int64_t m, int64_t n, int64_t nr, const int64_t *rb,
+                      unsigned flags, const char *what)
+{
+    gs_array_h h = host(a, m, n, nr, rb, 1, NULL), hu, hs, hvt;
+    double *u, *s, *vt, *ref, *rc, amax = 0;
+    OK(gs_array_svd(h, &hu, &hs, &hvt));
+    u = eval_flags(hu, flags), s = eval_flags(hs, flags), vt = eval_flags(hvt, flags);
+    ref = lapack_sv(a, m, n);
+    for (int64_t i = 0; i < n; i++)
+        cr_assert(fabs(s[i] - ref[i]) <= 1e-12 * ref[0], "%s: s[%lld] = %.17g, LAPACK %.17g", what,
+                  (long long)i, s[i], ref[i]);
+    check_orthonormal_cols(u, m, n, 1e-12, what);
+    for (int64_t i = 0; i < n; i++)   /* rows of Vt */
+        for (int64_t j = 0; j < n; j++) {
+            double d = 0;
+            for (int64_t t = 0; t < n; t++) d += vt[i * n + t] * vt[j * n + t];
+            cr_assert(fabs(d - (i == j)) < 1e-12, "%s: (Vt Vt^T)[%lld, %lld] = %.17g", what,
+                      (long long)i, (long long)j, d);
+        }
+    rc = recon(u, s, vt, m, n, n);
+    for (int64_t i = 0; i < m * n; i++) amax = fmax(amax, fabs(a[i]));
+    for (int64_t i = 0; i < m * n; i++)
+        cr_assert(fabs(rc[i] - a[i]) <= 1e-12 * amax, "%s: (U S Vt)[%lld] = %.17g, A %.17g", what,
+                  (long long)i, rc[i], a[i]);
+    gs_array_release(h), gs_array_release(hu), gs_array_release(hs), gs_array_release(hvt);
+    free(u), free(s), free(vt), free(ref), free(rc);
+}
+
+Test(graph_linalg, svd_keeps_accuracy_for_ill_conditioned_inputs)
+{
+    /* 17 odd chunks: two GRAM groups and a sum per pass */
+    const int64_t m = 400, n = 16;
+    int64_t nr, *rb = reg(m, 24, &nr);
+    const double kappas[] = {1.0, 30.0, 1e3, 1e6, 1e10, 1e13};
+    for (size_t i = 0; i < sizeof(kappas) / sizeof(kappas[0]); i++) {
+        char what[64];
+        double *a = conditioned(m, n, kappas[i]);
+        snprintf(what, sizeof(what), "kappa %g", kappas[i]);
+        gram_case(a, m, n, nr, rb, GS_LOWER_DEFAULT, what);
+        snprintf(what, sizeof(what), "kappa %g, tsqr", kappas[i]);
+        gram_case(a, m, n, nr, rb, GS_LOWER_DEFAULT & ~GS_LOWER_GRAM_SVD, what);
+        free(a);
+    }
+    free(rb);
+}
+
+Test(graph_linalg, svd_of_odd_chunks_and_single_columns)
+{
+    const int64_t odd[] = {0, 1, 2, 40, 41, 97, 130}, one[] = {0, 5, 6, 30};
+    double *a = conditioned(130, 9, 1e4), *b = rand_mat(30, 1);
+    gram_case(a, 130, 9, 6, odd, GS_LOWER_DEFAULT, "odd chunks");
+    gram_case(b, 30, 1, 3, one, GS_LOWER_DEFAULT, "one column");
+    free(a), free(b);
+    /* chunks past GS__GRAM_GROUP_ROWS: a GRAM task each and a sum */
+    const int64_t big[] = {0, 70000, 140000, 140003};
+    a = conditioned(140003, 3, 1e8);
+    gram_case(a, 140003, 3, 3, big, GS_LOWER_DEFAULT, "large chunks, kappa 1e8");
+    free(a);
+}
+
+Test(graph_linalg, svd_lowers_to_three_gram_passes)
+{
+    int64_t s[2] = {2000, 10}, c[2] = {100, 10};
+    gs_array_h a, u, sv, vt;
+    gs_taskgraph_t *tg;
+    int nl;
+    OK(gs_array_random_normal(3, 0, 1, 2, s, c, &a));
+    OK(gs_array_svd(a, &u, &sv, &vt));
+    OK(gs_graph_lower(u, GS_LOWER_DEFAULT, &tg));
+    /* 20 chunks of 100 rows: one GRAM task (small chunks grouped), no sum, one GSTEP, 20
+     * APPLY per pass */
+    cr_assert_eq(count_tasks(tg, "linalg-gram", &nl), 3 * 1);
+    cr_assert_eq(count_tasks(tg, "linalg-sum", &nl), 0);
+    cr_assert_eq(count_tasks(tg, "linalg-gstep", &nl), 3);
+    cr_assert_eq(count_tasks(tg, "linalg-apply", &nl), 3 * 20);
+    cr_assert_eq(count_tasks(tg, "linalg-qr", &nl), 0);
+    gs_taskgraph_free(tg);
+    /* S alone: no third APPLY pass */
+    OK(gs_graph_lower(sv, GS_LOWER_DEFAULT, &tg));
+    cr_assert_eq(count_tasks(tg, "linalg-apply", &nl), 2 * 20);
+    cr_assert_eq(count_tasks(tg, "linalg-copy", &nl), 1);
+    gs_taskgraph_free(tg);
+    /* the flag off: TSQR */
+    OK(gs_graph_lower(u, GS_LOWER_DEFAULT & ~GS_LOWER_GRAM_SVD, &tg));
+    cr_assert_eq(count_tasks(tg, "linalg-gstep", &nl), 0);
+    cr_assert_gt(count_tasks(tg, "linalg-qr", &nl), 0);
+    gs_taskgraph_free(tg);
+    gs_array_release(a), gs_array_release(u), gs_array_release(sv), gs_array_release(vt);
+    /* 40 chunks of 70000 rows (never run): one GRAM task per chunk, one sum of 40 */
+    int64_t s2[2] = {2800000, 4}, c2[2] = {70000, 4};
+    OK(gs_array_random_normal(3, 0, 1, 2, s2, c2, &a));
+    OK(gs_array_svd(a, &u, &sv, &vt));
+    OK(gs_graph_lower(u, GS_LOWER_DEFAULT, &tg));
+    cr_assert_eq(count_tasks(tg, "linalg-gram", &nl), 3 * 40);
+    cr_assert_eq(count_tasks(tg, "linalg-sum", &nl), 3);
+    gs_taskgraph_free(tg);
+    gs_array_release(a), gs_array_release(u), gs_array_release(sv), gs_array_release(vt);
+}
+
+/* Evaluate @a h and expect failure @a want with @a msg in the error. */
+static void eval_fails(gs_array_h h, unsigned flags, gs_status_t want, const char *msg)
+{
+    gs_taskgraph_t *tg;
+    int64_t size = gs_array_size(h);
+    double *out = malloc((size_t)size * sizeof(double));
+    OK(gs_graph_lower(h, flags, &tg));
+    gs_status_t st = gs_chunkops_eval(&gs_chunkops_cpu_ops, ctx, tg, out, (size_t)size);
+    cr_assert_eq(st, want, "%d %s: %s", (int)st, gs_status_name(st), gs_last_error());
+    cr_assert(strstr(gs_last_error(), msg), "%s", gs_last_error());
+    gs_taskgraph_free(tg);
+    free(out);
+}
+
+Test(graph_linalg, svd_reports_nan_inputs)
+{
+    const int64_t m = 60, n = 5, rb[] = {0, 20, 40, 60};
+    double *a = rand_mat(m, n);
+    gs_array_h h, u, s;
+    a[77] = NAN;
+    h = host(a, m, n, 3, rb, 1, NULL);
+    OK(gs_array_svd(h, &u, &s, NULL));
+    eval_fails(s, GS_LOWER_DEFAULT, GS_ERR_NUMERIC, "NaN");
+    eval_fails(u, GS_LOWER_DEFAULT, GS_ERR_NUMERIC, "NaN");
+    gs_array_release(h), gs_array_release(u), gs_array_release(s);
+    free(a);
+}
+
+/* Rank-deficient inputs on the Gram path: either a valid SVD (U orthonormal, A = U S Vt, the
+ * zero singular values ~eps s_max) or GS_ERR_NUMERIC naming the cause; never a wrong answer.
+ * TSQR (the flag off) factors all of them. */
+Test(graph_linalg, svd_of_rank_deficient_inputs_is_valid_or_refused)
+{
+    const int64_t m = 90, n = 6, rb[] = {0, 30, 60, 90};
+    for (int kind = 0; kind < 3; kind++) {
+        double *a = rand_mat(m, n);
+        for (int64_t i = 0; i < m; i++) {
+            if (kind == 0) a[i * n + 4] = a[i * n + 1];                    /* equal columns */
+            if (kind == 1) a[i * n + 2] = 0.0;                             /* a zero column */
+            if (kind == 2)                                                  /* rank 1 */
+                for (int64_t j = 1; j < n; j++) a[i * n + j] = a[i * n] * (double)j;
+        }
+        gs_array_h h = host(a, m, n, 3, rb, 1, NULL), hu, hs, hvt;
+        gs_taskgraph_t *tg;
+        double *u = malloc((size_t)(m * n) * sizeof(double)), *sv, *vt, *rc;
+        OK(gs_array_svd(h, &hu, &hs, &hvt));
+        OK(gs_graph_lower(hu, GS_LOWER_DEFAULT, &tg));
+        gs_status_t st = gs_chunkops_eval(&gs_chunkops_cpu_ops, ctx, tg, u, (size_t)(m * n));
+        gs_taskgraph_free(tg);
+        if (st != GS_OK) {
+            cr_assert_eq(st, GS_ERR_NUMERIC, "kind %d: %s", kind, gs_status_name(st));
+            cr_assert(strstr(gs_last_error(), "rank-deficient") || strstr(gs_last_error(), "ill-cond"),
+                      "kind %d: %s", kind, gs_last_error());
+            free(u);
+            u = eval_flags(hu, GS_LOWER_DEFAULT & ~GS_LOWER_GRAM_SVD);
+            sv = eval_flags(hs, GS_LOWER_DEFAULT & ~GS_LOWER_GRAM_SVD);
+            vt = eval_flags(hvt, GS_LOWER_DEFAULT & ~GS_LOWER_GRAM_SVD);
+        } else {
+            sv = eval(hs), vt = eval(hvt);
+        }
+        check_orthonormal_cols(u, m, n, 1e-12, "rank-deficient");
+        rc = recon(u, sv, vt, m, n, n);
+        assert_close(rc, a, m * n, 1e-12, "rank-deficient reconstruction");
+        cr_assert(sv[n - 1] <= 1e-13 * sv[0], "kind %d: s_min %g, s_max %g", kind, sv[n - 1], sv[0]);
+        gs_array_release(h), gs_array_release(hu), gs_array_release(hs), gs_array_release(hvt);
+        free(a), free(u), free(sv), free(vt), free(rc);
+    }
+}
+
 /* ---- randomized SVD ---- */
 
 Test(graph_linalg, svd_compressed_recovers_a_low_rank_matrix)
@@ -717,7 +921,8 @@ Test(graph_linalg, linalg_instantiation_checks_its_inputs)
         cr_assert_neq(gs_layer_instantiate(l, gs_layer_nblocks(l), n, in, out, &t), GS_OK);
         checked++;
     }
-    cr_assert_eq(checked, 6 + 1 + 6 + 2 + 1);
+    /* the SVD: three Gram passes of 1 GRAM + 1 GSTEP + 6 APPLY tasks; the matmul: 2 + 1 */
+    cr_assert_eq(checked, 3 * (1 + 1 + 6) + 2 + 1);
     gs_taskgraph_free(tg);
 }
 

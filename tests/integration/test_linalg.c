@@ -10,6 +10,8 @@
 #include <criterion/criterion.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 static tcluster_t CL;
@@ -121,6 +123,72 @@ Test(integration_linalg, svd_of_a_persisted_tall_array, .init = up2, .fini = dow
     check_svd(va, vu, vs, vvt, m, n, n, 1e-11);
     gs_array_release(a), gs_array_release(u), gs_array_release(s), gs_array_release(vt);
     free(va), free(vu), free(vs), free(vvt);
+}
+
+/* m x n with columns scaled by 10^(-e j / (n - 1)): condition ~10^e. */
+static double *graded(int64_t m, int64_t n, double e)
+{
+    double *a = malloc((size_t)(m * n) * sizeof(double));
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+    for (int64_t i = 0; i < m * n; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        a[i] = ((double)(x >> 11) / 9007199254740992.0 * 2.0 - 1.0) *
+               pow(10.0, -e * (double)(i % n) / (double)(n - 1));
+    }
+    return a;
+}
+
+/* The Gram-path SVD on the workers (three passes, the path chosen by the data) for a well
+ * and two badly conditioned inputs, and the same through TSQR (GS_LOWER_GRAM_SVD off): U S Vt
+ * = A and U orthonormal to 1e-12 each time. */
+Test(integration_linalg, svd_keeps_accuracy_for_ill_conditioned_inputs, .init = up2, .fini = down)
+{
+    const int64_t m = 600, n = 10, shape[2] = {600, 10}, chunks[2] = {70, 10};
+    const double expo[] = {0.5, 6.0, 10.0};
+    gs_client_h tsqr = tc_connect(&CL, GS_LOWER_DEFAULT & ~GS_LOWER_GRAM_SVD);
+    cr_assert_not_null(tsqr, "%s", gs_last_error());
+    for (int c = 0; c < 3; c++) {
+        double *a = graded(m, n, expo[c]);
+        gs_array_h h, u, s, vt;
+        OK(gs_array_from_host(a, 2, shape, chunks, &h));
+        OK(gs_array_svd(h, &u, &s, &vt));
+        for (int way = 0; way < 2; way++) {
+            gs_client_h cl = way ? tsqr : C;
+            double *vu = malloc((size_t)(m * n) * sizeof(double)), vs[10], vvt[100];
+            OK(gs_client_compute(cl, u, vu, (size_t)(m * n)));
+            OK(gs_client_compute(cl, s, vs, 10));
+            OK(gs_client_compute(cl, vt, vvt, 100));
+            check_svd(a, vu, vs, vvt, m, n, n, 1e-12);
+            free(vu);
+        }
+        gs_array_release(h), gs_array_release(u), gs_array_release(s), gs_array_release(vt);
+        free(a);
+    }
+    gs_client_destroy(tsqr);
+}
+
+/* A NaN in the input: the GSTEP task fails with GS_ERR_NUMERIC, which reaches the client as
+ * GS_ERR_TASK_FAILED with that cause; the cluster stays usable. */
+Test(integration_linalg, svd_of_a_nan_input_fails_with_the_cause, .init = up2, .fini = down)
+{
+    const int64_t shape[2] = {200, 5}, chunks[2] = {50, 5};
+    double *a = graded(200, 5, 1.0), s[5];
+    gs_array_h h, u, sv;
+    a[333] = NAN;
+    OK(gs_array_from_host(a, 2, shape, chunks, &h));
+    OK(gs_array_svd(h, &u, &sv, NULL));
+    gs_status_t st = gs_client_compute(C, sv, s, 5);
+    cr_assert_eq(st, GS_ERR_TASK_FAILED, "%s: %s", gs_status_name(st), gs_last_error());
+    cr_assert(strstr(gs_last_error(), "GS_ERR_NUMERIC") && strstr(gs_last_error(), "NaN"), "%s",
+              gs_last_error());
+    gs_array_release(h), gs_array_release(u), gs_array_release(sv);
+    a[333] = 0.25;
+    OK(gs_array_from_host(a, 2, shape, chunks, &h));
+    OK(gs_array_svd(h, &u, &sv, NULL));
+    OK(gs_client_compute(C, sv, s, 5));
+    cr_assert(s[0] > 0 && s[4] > 0);
+    gs_array_release(h), gs_array_release(u), gs_array_release(sv);
+    free(a);
 }
 
 Test(integration_linalg, svd_compressed_of_a_low_rank_product, .init = up2, .fini = down)

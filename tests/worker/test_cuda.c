@@ -187,10 +187,13 @@ static int cuda_ticker_is_closed(void *arg)
     return ((cuda_ticker_t *)arg)->closed;
 }
 
+/* QR, SVD and the Gram-path kernels (which synchronise their stream) go to the launcher. */
 static int cuda_is_qr_or_svd(const gs_taskgraph_t *tg, uint64_t task)
 {
     const char *name = gs_layer_name(tg->layers[tg->task_layer[task]]);
-    return strcmp(name, "linalg-qr") == 0 || strcmp(name, "linalg-svd") == 0;
+    return strcmp(name, "linalg-qr") == 0 || strcmp(name, "linalg-svd") == 0 ||
+           strcmp(name, "linalg-gram") == 0 || strcmp(name, "linalg-apply") == 0 ||
+           strcmp(name, "linalg-gstep") == 0;
 }
 
 /* Run @a a on worker 0 while a 2 ms timer ticks on the loop; compare with the cpu evaluator

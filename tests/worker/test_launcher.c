@@ -58,10 +58,13 @@ static gs_array_h normal2(uint64_t seed, int64_t m, int64_t n, int64_t cm, int64
     return a;
 }
 
+/* QR, SVD and the Gram-path kernels (which synchronise their stream) go to the launcher. */
 static int is_qr_or_svd(const gs_taskgraph_t *tg, uint64_t task)
 {
     const char *name = gs_layer_name(tg->layers[tg->task_layer[task]]);
-    return strcmp(name, "linalg-qr") == 0 || strcmp(name, "linalg-svd") == 0;
+    return strcmp(name, "linalg-qr") == 0 || strcmp(name, "linalg-svd") == 0 ||
+           strcmp(name, "linalg-gram") == 0 || strcmp(name, "linalg-apply") == 0 ||
+           strcmp(name, "linalg-gstep") == 0;
 }
 
 static uint64_t count_qr_svd(const gs_taskgraph_t *tg)

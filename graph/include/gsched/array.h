@@ -431,7 +431,13 @@ gs_status_t gs_array_svd_compressed(gs_array_h a, int64_t k,
 #define GS_LOWER_CULL 0x1u            /* drop tasks whose outputs the result does not need */
 #define GS_LOWER_FUSE 0x2u            /* one task per output chunk for blockwise chains */
 #define GS_LOWER_SLICE_PUSHDOWN 0x4u  /* generate only the elements a slice keeps */
-#define GS_LOWER_DEFAULT (GS_LOWER_CULL | GS_LOWER_FUSE | GS_LOWER_SLICE_PUSHDOWN)
+/* the SVD of a tall array (rows >= 2 columns) by Gram passes: one pass when well conditioned,
+ * shifted CholeskyQR3 otherwise (docs/api.md "Accuracy of the tall SVD"); off: TSQR. Needs
+ * full column rank: a numerically rank-deficient input fails with GS_ERR_NUMERIC, where TSQR
+ * (this flag off) still factors it. */
+#define GS_LOWER_GRAM_SVD 0x8u
+#define GS_LOWER_DEFAULT \
+    (GS_LOWER_CULL | GS_LOWER_FUSE | GS_LOWER_SLICE_PUSHDOWN | GS_LOWER_GRAM_SVD)
 
 /* ---- handles ---- */
 
