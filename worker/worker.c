@@ -54,6 +54,12 @@ static void gs__worker_heartbeat(gs_worker_t *w)
     m.u.heartbeat.mem_limit = w->mem_limit;
     m.u.heartbeat.executing = (uint32_t)w->nrunning;
     m.u.heartbeat.queued = (uint32_t)(w->nqueued + w->nadmitted - w->nrunning);
+    m.u.heartbeat.disk_used = w->st.disk_used;
+    m.u.heartbeat.disk_limit = w->st.disk_limit;
+    m.u.heartbeat.spilled_bytes = w->st.spilled_bytes;
+    m.u.heartbeat.spilled_ns = w->st.spilled_ns;
+    m.u.heartbeat.unspilled_bytes = w->st.unspilled_bytes;
+    m.u.heartbeat.unspilled_ns = w->st.unspilled_ns;
     gs__wsend_msg(w, &m);
     gs__xfer_report(w);
 }

@@ -12,7 +12,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/mount.h>
+#include <sys/time.h>
+#include <time.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -389,4 +393,34 @@ Test(worker_spill, limit_above_the_machine_is_lowered_to_it)
     cr_assert_eq(st.mem_limit, mem.total);
     gs_worker_destroy(w);
     cr_assert_eq(count_entries(tmpdir), 0, "the worker left its directory behind");
+}
+
+Test(worker_spill, directories_of_dead_workers_are_purged_at_start)
+{
+    gs_worker_params_t p = spill_params(tmpdir);
+    gs_worker_h w = NULL;
+    char dead[128], live[128], file[160];
+    struct timeval old[2] = {{time(NULL) - 3600, 0}, {time(NULL) - 3600, 0}};
+    FILE *f;
+    int fd;
+    snprintf(dead, sizeof(dead), "%s/gsched-worker-dead-AAAAAA", tmpdir);
+    snprintf(live, sizeof(live), "%s/gsched-worker-live-BBBBBB", tmpdir);
+    cr_assert_eq(mkdir(dead, 0700), 0);
+    cr_assert_eq(mkdir(live, 0700), 0);
+    snprintf(file, sizeof(file), "%s/7.chunk", dead);
+    cr_assert_not_null(f = fopen(file, "w"));
+    fclose(f);
+    cr_assert_eq(utimes(dead, old), 0);
+    cr_assert_eq(utimes(live, old), 0);
+    fd = open(live, O_RDONLY | O_DIRECTORY);            /* a running worker holds its lock */
+    cr_assert_geq(fd, 0);
+    cr_assert_eq(flock(fd, LOCK_EX), 0);
+    p.scheduler = "127.0.0.1:1";
+    cr_assert_eq(gs_worker_create(&p, &loop, &w), GS_OK, "%s", gs_last_error());
+    cr_assert_eq(access(dead, F_OK), -1, "the dead worker's directory is still there");
+    cr_assert_eq(access(live, F_OK), 0, "a locked directory was removed");
+    cr_assert_eq(count_entries(tmpdir), 2);             /* live + the new worker's */
+    gs_worker_destroy(w);
+    cr_assert_eq(count_entries(tmpdir), 1);
+    close(fd);
 }

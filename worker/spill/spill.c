@@ -4,6 +4,9 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <time.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -257,9 +260,65 @@ static gs_status_t gs__wspill_fraction(const char *what, double v, double dflt, 
     return GS_OK;
 }
 
+#define GS_WSPILL_PREFIX "gsched-worker-"
+#define GS_WSPILL_STALE_S 10           /* younger directories may be a worker starting */
+
+/* Delete the files of directory @a path (one level: the spill files) and the directory. */
+static void gs__wspill_rmdir(const char *path, size_t len)
+{
+    char sub[PATH_MAX + 32];
+    struct dirent *de;
+    DIR *d = opendir(path);
+    if (d != NULL) {
+        memcpy(sub, path, len);
+        sub[len] = '/';
+        while ((de = readdir(d)) != NULL) {
+            size_t n = strlen(de->d_name);
+            if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) continue;
+            if (len + 2 + n > sizeof(sub)) continue;
+            memcpy(sub + len + 1, de->d_name, n + 1);
+            if (unlink(sub) != 0) GS_LOG_WARN("deleting %s: %s", sub, strerror(errno));
+        }
+        closedir(d);
+    }
+    if (rmdir(path) != 0 && errno != ENOENT)
+        GS_LOG_WARN("removing the local directory %s: %s", path, strerror(errno));
+}
+
+/* Remove the directories of workers that died without cleaning up (killed, crashed): those
+ * whose lock nobody holds, older than GS_WSPILL_STALE_S (a worker takes its lock right after
+ * creating its directory). Like Dask's WorkSpace purge. */
+static void gs__wspill_purge_stale(const char *base, size_t blen)
+{
+    char path[PATH_MAX + 32];
+    struct dirent *de;
+    DIR *d = opendir(base);
+    time_t now = time(NULL);
+    if (d == NULL) return;
+    memcpy(path, base, blen);
+    path[blen] = '/';
+    while ((de = readdir(d)) != NULL) {
+        size_t n = strlen(de->d_name);
+        struct stat stt;
+        int fd;
+        if (strncmp(de->d_name, GS_WSPILL_PREFIX, sizeof(GS_WSPILL_PREFIX) - 1) != 0) continue;
+        if (blen + 2 + n > PATH_MAX) continue;
+        memcpy(path + blen + 1, de->d_name, n + 1);
+        fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0) continue;
+        if (fstat(fd, &stt) == 0 && stt.st_uid == geteuid() &&
+            now - stt.st_mtime >= GS_WSPILL_STALE_S && flock(fd, LOCK_EX | LOCK_NB) == 0) {
+            GS_LOG_INFO("removing the stale local directory %s (its worker is gone)", path);
+            gs__wspill_rmdir(path, blen + 1 + n);
+        }
+        close(fd);
+    }
+    closedir(d);
+}
+
 static gs_status_t gs__wspill_mkdir(gs_worker_t *w, struct gs_wspill *sp, const char *base)
 {
-    static const char prefix[] = "/gsched-worker-";
+    static const char prefix[] = "/" GS_WSPILL_PREFIX;
     size_t blen = strlen(base), nlen = 0;
     char name[65];
     char *tmpl;
@@ -288,6 +347,11 @@ static gs_status_t gs__wspill_mkdir(gs_worker_t *w, struct gs_wspill *sp, const 
     }
     sp->dir = tmpl;
     sp->dirlen = strlen(tmpl);
+    sp->lock_fd = open(tmpl, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (sp->lock_fd < 0 || flock(sp->lock_fd, LOCK_EX | LOCK_NB) != 0)
+        GS_LOG_WARN("worker %s: cannot lock %s (%s): a later worker may take it for stale",
+                    w->name, tmpl, strerror(errno));
+    gs__wspill_purge_stale(base, blen);
     return GS_OK;
 }
 
@@ -300,6 +364,7 @@ gs_status_t gs__wspill_init(gs_worker_t *w, const gs_worker_params_t *p)
     sp = gs_calloc(1, sizeof(*sp), "spill state");
     if (sp == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for the spill state");
     sp->lru.prev = sp->lru.next = &sp->lru;
+    sp->lock_fd = -1;
     if ((st = gs__wspill_fraction("spill_target", p->spill_target, GS_WSPILL_DEFAULT_TARGET,
                                   &sp->target)) != GS_OK ||
         (st = gs__wspill_fraction("spill_threshold", p->spill_threshold,
@@ -337,27 +402,11 @@ err_free:
 void gs__wspill_cleanup(gs_worker_t *w)
 {
     struct gs_wspill *sp = w->spill;
-    DIR *d;
-    struct dirent *de;
 
     if (sp == NULL) return;
     gs_assert(sp->nio == 0);
-    if (sp->dir != NULL && (d = opendir(sp->dir)) != NULL) {
-        char path[PATH_MAX + 32];
-        memcpy(path, sp->dir, sp->dirlen);
-        path[sp->dirlen] = '/';
-        while ((de = readdir(d)) != NULL) {
-            size_t n = strlen(de->d_name);
-            if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) continue;
-            if (sp->dirlen + 2 + n > sizeof(path)) continue;
-            memcpy(path + sp->dirlen + 1, de->d_name, n + 1);
-            if (unlink(path) != 0) GS_LOG_WARN("deleting %s: %s", path, strerror(errno));
-        }
-        closedir(d);
-    }
-    if (sp->dir != NULL && rmdir(sp->dir) != 0)
-        GS_LOG_WARN("worker %s: removing the local directory %s: %s", w->name, sp->dir,
-                    strerror(errno));
+    if (sp->dir != NULL) gs__wspill_rmdir(sp->dir, sp->dirlen);
+    if (sp->lock_fd >= 0) close(sp->lock_fd);
     gs_free(sp->dir);
     gs_free(sp);
     w->spill = NULL;

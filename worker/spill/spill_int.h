@@ -13,6 +13,7 @@ struct gs_wspill {
     double target, threshold, pause;   /* fractions of the memory limit */
     char *dir;                         /* our subdirectory (gs_malloc'd), NULL when off */
     size_t dirlen;
+    int lock_fd;                       /* the directory, flock()ed while we use it; -1: none */
     uint64_t disk_limit;               /* UINT64_MAX: the file system's room */
     uint64_t writing;                  /* bytes of writes in flight (still in memory) */
     uint64_t next_file;

@@ -136,6 +136,13 @@ typedef struct gs_client_worker_info {
     uint32_t nthreads;          /* kernel threads (cpu) or streams (cuda) */
     uint64_t memory_limit;
     uint64_t mem_used;          /* at its last heartbeat */
+    /* its disk tier at its last heartbeat: bytes of chunks spilled to its local directory now,
+     * and since it started the bytes and seconds written there and read back */
+    uint64_t disk_used;
+    uint64_t spilled_bytes;
+    double spilled_s;
+    uint64_t unspilled_bytes;
+    double unspilled_s;
 } gs_client_worker_info_t;
 
 /** List the live workers: up to @a cap entries into @a out (caller-owned; may be NULL when
