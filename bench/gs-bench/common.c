@@ -166,6 +166,11 @@ int gs__connect(gs__common_t *c, gs_client_h *client_p, double *connect_s_p)
         p.field_mask |= GS_CLIENT_FIELD_LOCAL_NWORKERS | GS_CLIENT_FIELD_LOCAL_BACKEND;
         p.local_nworkers = c->workers;
         p.local_backend = c->backend;
+        if (c->memory_limit || c->device_memory_limit) {
+            p.field_mask |= GS_CLIENT_FIELD_LOCAL_MEMORY;
+            p.local_memory_limit = c->memory_limit;
+            p.local_device_memory_limit = c->device_memory_limit;
+        }
     }
     if (gs_client_connect(&p, client_p) != GS_OK) {
         fprintf(stderr, "%s %s: cannot connect to %s: %s\n", g_prog, g_sub,

@@ -16,6 +16,8 @@ typedef struct gs__common {
     int fuse, pushdown;
     int repeat;
     uint64_t seed;
+    uint64_t memory_limit;        /* local cluster: per worker, 0: automatic (spill.c sets it) */
+    uint64_t device_memory_limit; /* local cluster: per GPU worker, 0: default */
 } gs__common_t;
 
 extern const char *g_prog;   /* "gs-bench" */
@@ -57,5 +59,6 @@ int gs__bench_slice3(int argc, char **argv);          /* move.c */
 int gs__bench_transfer(int argc, char **argv);        /* transfer.c */
 int gs__bench_dot(int argc, char **argv);             /* linalg.c */
 int gs__bench_svd(int argc, char **argv);             /* linalg.c */
+int gs__bench_spill(int argc, char **argv);           /* spill.c */
 
 #endif

@@ -11,6 +11,8 @@
  *   gs-bench transfer [--sizes 8,80,800] [--backend cpu|cuda] [--workers 2] [--repeat R]
  *   gs-bench dot --n N --chunk C [common options]             (x persisted; times x @ x persisted)
  *   gs-bench svd --rows R --cols C --chunk K [common options] (x persisted; times u of svd(x))
+ *   gs-bench spill --factor F [--limit-mb M] [--chunk C] [common options]
+ *                 (x of F times the workers' memory persisted, spilling; then x.sum())
  *
  * Subcommands live in one table (gs__benches), one file each; each parses its own options with
  * the shared helpers of gs-bench.h and reports through gs__json_*. */
@@ -37,6 +39,7 @@ static const gs__bench_t gs__benches[] = {
     {"transfer", gs__bench_transfer, "chunk bandwidth between two workers (replicate), 8..800 MB"},
     {"dot", gs__bench_dot, "x @ x of a persisted normal (n, n) x, kept on the workers"},
     {"svd", gs__bench_svd, "u of the TSQR svd of a persisted tall normal (rows, cols) x"},
+    {"spill", gs__bench_spill, "persist F x the workers' memory limit (spilling), then sum: GB/s"},
 };
 
 static void gs__usage(FILE *f)

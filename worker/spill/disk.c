@@ -15,7 +15,8 @@
 
 typedef enum gs_wspill_op {
     GS_WSPILL_OP_WRITE = 0,
-    GS_WSPILL_OP_LOAD = 1,     /* read into the chunk's memory, delete the file */
+    GS_WSPILL_OP_LOAD = 1,     /* read into the chunk's memory (the file stays: chunks are
+                                  immutable, so evicting it again costs no I/O) */
     GS_WSPILL_OP_COPY = 2,     /* read into a caller's buffer, keep the file */
     GS_WSPILL_OP_UNLINK = 3
 } gs_wspill_op_t;
@@ -101,7 +102,6 @@ static void gs__wspill_job_read(gs_wspill_job_t *j)
         left -= (size_t)n;
     }
     (void)close(fd);
-    if (j->err == 0 && j->op == GS_WSPILL_OP_LOAD) (void)unlink(j->path);
 }
 
 static void gs__wspill_work_cb(uv_work_t *req)

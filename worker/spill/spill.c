@@ -126,11 +126,7 @@ void gs__wspill_loaded(gs_worker_t *w, gs_wchunk_t *c, gs_status_t status, uint6
         gs__wexec_input_failed(w, c, status, why);
         return;
     }
-    /* the file was deleted after the read */
-    gs_assert(w->st.disk_used >= c->nbytes);
-    w->st.disk_used -= c->nbytes;
-    c->sp.file = 0;
-    w->spill->full = 0;
+    /* the file stays (clean copy): evicting the chunk again needs no write */
     c->sp.tier = GS_WTIER_MEM;
     w->st.unspilled_bytes += c->nbytes;
     w->st.unspilled_ns += ns;

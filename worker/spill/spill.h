@@ -4,8 +4,10 @@
  * Tiers. A stored chunk lives in the backend's memory (the "memory" tier: host memory for the
  * cpu backend, bounded by the worker's memory limit) or in a file of the worker's local
  * directory (the "disk" tier, bounded by the disk limit and by the file system). Chunks are
- * immutable, so a chunk whose write to disk finished while it was in use keeps its file: it is
- * "clean", and evicting it later frees its memory without any I/O.
+ * immutable, so a chunk read back from disk (or whose write finished while it was in use) keeps
+ * its file: it is "clean", and evicting it again frees its memory without any I/O. Its file is
+ * deleted when the chunk is freed (released by gsched, its graph canceled, the worker stopped);
+ * disk usage counts every file, also those of clean chunks in memory.
  *
  * Policy (Dask's memory fractions, of the memory limit):
  *  - threshold (default 0.7): after every loop iteration, when the memory held by stored chunks

@@ -33,7 +33,7 @@ void gs__wspill_path(const struct gs_wspill *sp, uint64_t file, char *buf);
 gs_status_t gs__wspill_write(gs_worker_t *w, gs_wchunk_t *c);
 /* disk.c: delete file @a file off the loop (synchronously once the worker is stopping). */
 void gs__wspill_unlink(gs_worker_t *w, uint64_t file);
-/* disk.c: read @a c's file into its memory (allocated, io READ) and delete the file. */
+/* disk.c: read @a c's file into its memory (allocated, io READ); the file stays. */
 gs_status_t gs__wspill_load_start(gs_worker_t *w, gs_wchunk_t *c);
 /* spill.c: a load finished (status, message set on failure). */
 void gs__wspill_loaded(gs_worker_t *w, gs_wchunk_t *c, gs_status_t status, uint64_t ns);
