@@ -2,9 +2,10 @@
 # One GPU-machine session: build with CUDA, run the benchmarks, then the whole suite (CUDA tests
 # enabled, integration tests also with CUDA workers). Logs go to $OUT (or ./gpu-out). For a host
 # without a package registry, carry .devdeps (../shared/offline-deps/README.md):
-#   source .devdeps/env.sh && bash bench/gpu-session.sh [bench|move|linalg|scale|tests|all]
+#   source .devdeps/env.sh && bash bench/gpu-session.sh [bench|move|linalg|scale|spill|tests|all]
 # bench: kernels + seed reductions; move: transfers, transpose-sum, slice3 (issue 5);
-# linalg: dot, svd (issue 6); scale: tiny tasks, 1 M-chunk seed, worker kill (issue 7).
+# linalg: dot, svd (issue 6); scale: tiny tasks, 1 M-chunk seed, worker kill (issue 7);
+# spill: arrays beyond the workers' memory (issue 13).
 set -uo pipefail
 what=${1:-all}
 out=${OUT:-$PWD/gpu-out}
@@ -88,6 +89,18 @@ if [ "$what" = scale ] || [ "$what" = all ]; then
       --workers "$ngpu" --runs 3
   } 2>"$out/scale.err" | tee "$out/scale.jsonl"
   tail -5 "$out/scale.err"
+fi
+if [ "$what" = spill ] || [ "$what" = all ]; then
+  # issue 13: arrays beyond the workers' memory (persist F x the limit, then sum). The cpu runs
+  # spill host memory to disk (--local-directory default: $TMPDIR); the cuda run measures the
+  # device tier (device -> host spilling is not built yet: it is expected to fail naming the
+  # device tier, the sizes and the limit, and the cluster to stay usable)
+  {
+    run $B/gs-bench spill --backend cpu --factor 4 --limit-mb 1000 --workers 1
+    run $B/gs-bench spill --backend cpu --factor 1.5 --limit-mb 4000 --workers 2
+    run $B/gs-bench spill --backend cuda --factor 1.5 --workers 1
+  } 2>"$out/spill.err" | tee "$out/spill.jsonl"
+  tail -5 "$out/spill.err"
 fi
 if [ "$what" = tests ] || [ "$what" = all ]; then
   t1=$(date +%s)

@@ -522,6 +522,17 @@ static void gs__client_msg(gs_sched_t *s, gs__peer_t *p, gs_msg_t *msg)
     }
 }
 
+/* A stored byte of @a w is on disk with the probability disk_used / (disk_used + mem_used) (the
+ * files of chunks also in memory make this an upper bound) and costs its measured read time
+ * per byte (1 ns, i.e. 1 GB/s, until it has read something back). */
+static void gs__worker_disk_cost(gs__worker_t *w)
+{
+    double held = (double)w->disk_used + (double)w->mem_used;
+    double per_byte = w->unspilled_bytes > 0 ? (double)w->unspilled_ns / (double)w->unspilled_bytes
+                                             : 1.0;
+    w->disk_ns_per_byte = held > 0 ? (double)w->disk_used / held * per_byte : 0.0;
+}
+
 static void gs__worker_msg(gs_sched_t *s, gs__peer_t *p, gs_msg_t *msg)
 {
     if (msg->type == GS_MSG_WORKER_REGISTER) {
@@ -537,6 +548,7 @@ static void gs__worker_msg(gs_sched_t *s, gs__peer_t *p, gs_msg_t *msg)
             w->spilled_ns = msg->u.heartbeat.spilled_ns;
             w->unspilled_bytes = msg->u.heartbeat.unspilled_bytes;
             w->unspilled_ns = msg->u.heartbeat.unspilled_ns;
+            gs__worker_disk_cost(w);
             /* what is not a root chunk counted here (earlier TASK_DONEs of this connection have
              * been processed; chunks released but not yet dropped there count as other) */
             w->mem_other = w->mem_used > w->roots.held_bytes ? w->mem_used - w->roots.held_bytes : 0;
