@@ -31,6 +31,13 @@
  * task alone needs more than the limit, the task fails with an error naming the task and the
  * sizes. A worker cannot hand queued tasks back, so a scheduler that fills a worker's queue
  * with generators whose outputs exceed its memory gets that error rather than a hang.
+ * Spilling (cpu backend, unless no_spill; worker/spill/spill.h): above spill_threshold of the
+ * limit, stored chunks nothing is using move to files in the worker's local directory, least
+ * recently used first, down to spill_target; a task that does not fit makes room the same way
+ * and then waits for the writes, and inputs on disk are read back at admission (so those of
+ * the tasks admitted ahead of execution load while others compute). The generators' share is
+ * spill_pause (0.75, the 3/4 above). A failure of the disk tier fails the waiting task with a
+ * message naming the worker, the tier, the sizes and the limit (GS_ERR_NO_RESOURCE).
  *
  * Peer transfers. One ucp context (active messages) and one ucp worker whose event fd is
  * polled by the loop. Endpoints are created lazily from the PEERS addresses and closed when
