@@ -239,6 +239,13 @@ int gs__connect_persist_normal(gs__common_t *c, const int64_t *shape, const int6
     return 0;
 }
 
+int gs__value_ok(int run, double v, double expected, double tol)
+{
+    if (fabs(v - expected) <= tol) return 1;
+    fprintf(stderr, "%s %s: run %d gave %.17g, expected %.17g\n", g_prog, g_sub, run, v, expected);
+    return 0;
+}
+
 void gs__json_run_tail(const gs_compute_stats_t *st, double persist_s, double connect_s,
                        gs_client_h client)
 {

@@ -48,6 +48,8 @@ void gs__json_run_tail(const gs_compute_stats_t *st, double persist_s, double co
                        gs_client_h client);
 /* Median of v[0..n) (sorts v). */
 double gs__median(double *v, int n);
+/* 1 when |v - expected| <= tol; otherwise prints "run R gave V, expected E" and returns 0. */
+int gs__value_ok(int run, double v, double expected, double tol);
 /* Print ,"key":v (null when not finite). */
 void gs__json_num(const char *key, double v);
 

@@ -186,11 +186,7 @@ int gs__bench_spill(int argc, char **argv)
         gs__json_num("connect_s", connect_s);
         printf("}\n");
         fflush(stdout);
-        if (!(fabs(v - expected) <= 1e-9 * fmax(1.0, (double)n))) {
-            fprintf(stderr, "%s %s: run %d gave %.17g, expected %.17g\n", g_prog, g_sub, r, v,
-                    expected);
-            goto out;
-        }
+        if (!gs__value_ok(r, v, expected, 1e-9 * fmax(1.0, (double)n))) goto out;
     }
     rc = 0;
 out:

@@ -2,6 +2,7 @@
  * several times larger than their memory in their --local-directory and compute on them. */
 #include "cluster.h"
 #include "reference.h"
+#include "tests/tmp_tree.h"
 
 #include <criterion/criterion.h>
 #include <dirent.h>
@@ -26,36 +27,17 @@ static tcluster_t CL;
 static gs_client_h C;
 static char dir[64];
 
-static void rm_tree(const char *path)
-{
-    DIR *d = opendir(path);
-    struct dirent *de;
-    char sub[512];
-    if (d == NULL) return;
-    while ((de = readdir(d)) != NULL) {
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) continue;
-        snprintf(sub, sizeof(sub), "%s/%s", path, de->d_name);
-        rm_tree(sub);
-        (void)unlink(sub);
-    }
-    closedir(d);
-    (void)rmdir(path);
-}
-
 /* Files in the workers' subdirectories of the local directory. */
 static int spilled_files(void)
 {
-    DIR *d = opendir(dir), *s;
-    struct dirent *de, *fe;
+    DIR *d = opendir(dir);
+    struct dirent *de;
     char sub[512];
     int n = 0;
     if (d == NULL) return 0;
     while ((de = readdir(d)) != NULL) {
         if (strncmp(de->d_name, "gsched-worker-", 14) != 0) continue;
-        snprintf(sub, sizeof(sub), "%s/%s", dir, de->d_name);
-        if ((s = opendir(sub)) == NULL) continue;
-        while ((fe = readdir(s)) != NULL) n += strstr(fe->d_name, ".chunk") != NULL;
-        closedir(s);
+        if (tmp_path_join(sub, sizeof(sub), dir, de->d_name)) n += tmp_tree_count(sub, ".chunk");
     }
     closedir(d);
     return n;
@@ -87,7 +69,7 @@ static void down(void)
     gs_client_destroy(C);
     C = NULL;
     tp_kill_all();
-    if (dir[0]) rm_tree(dir);
+    if (dir[0]) tmp_tree_remove(dir);
 }
 
 static double sum_of(gs_array_h a)
@@ -191,10 +173,10 @@ Test(integration_spill, gworker_refuses_a_local_directory_it_cannot_write, .fini
     FILE *f;
     snprintf(dir, sizeof(dir), "/tmp/gs-test-ispill-XXXXXX");
     cr_assert_not_null(mkdtemp(dir));
-    snprintf(file, sizeof(file), "%s/file", dir);
+    cr_assert(tmp_path_join(file, sizeof(file), dir, "file"));
     cr_assert_not_null(f = fopen(file, "w"));
     fclose(f);
-    snprintf(below, sizeof(below), "%s/sub", file);
+    cr_assert(tmp_path_join(below, sizeof(below), file, "sub"));
     argv[0] = tp_bin("gworker", bin, sizeof(bin));
     argv[1] = "tcp://127.0.0.1:1";
     argv[2] = "--local-directory";

@@ -4,6 +4,7 @@
 
 #include "common/log.h"
 #include "common/sysmem.h"
+#include "tests/tmp_tree.h"
 
 #include <criterion/criterion.h>
 #include <dirent.h>
@@ -26,73 +27,21 @@ static uv_loop_t loop;
 static fake_sched_t fs;
 static char tmpdir[64];
 
-static void rm_tree(const char *path)
-{
-    DIR *d = opendir(path);
-    struct dirent *de;
-    char sub[512];
-    if (d == NULL) return;
-    while ((de = readdir(d)) != NULL) {
-        if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) continue;
-        snprintf(sub, sizeof(sub), "%s/%s", path, de->d_name);
-        rm_tree(sub);
-        (void)unlink(sub);
-    }
-    closedir(d);
-    (void)rmdir(path);
-}
-
-/* Entries in @a path (0 when it is empty or missing). */
-static int count_entries(const char *path)
-{
-    DIR *d = opendir(path);
-    struct dirent *de;
-    int n = 0;
-    if (d == NULL) return 0;
-    while ((de = readdir(d)) != NULL)
-        if (strcmp(de->d_name, ".") != 0 && strcmp(de->d_name, "..") != 0) n++;
-    closedir(d);
-    return n;
-}
-
 static void setup(void)
 {
-    gs_log_set_level(GS_LOG_LEVEL_ERROR);
     snprintf(tmpdir, sizeof(tmpdir), "/tmp/gs-test-spill-XXXXXX");
     cr_assert_not_null(mkdtemp(tmpdir));
-    cr_assert_eq(uv_loop_init(&loop), 0);
-    fs_start(&fs, &loop, NULL);
+    fs_fixture_setup(&fs, &loop);
 }
 
 static void teardown(void)
 {
-    fs_stop(&fs);
-    uv_run(&loop, UV_RUN_NOWAIT);
-    cr_expect_eq(uv_loop_close(&loop), 0, "handles left on the loop");
+    fs_fixture_teardown(&fs, &loop);
     (void)umount2(tmpdir, MNT_DETACH);
-    rm_tree(tmpdir);
+    tmp_tree_remove(tmpdir);
 }
 
 TestSuite(worker_spill, .init = setup, .fini = teardown, .timeout = 120);
-
-static void start_workers(tw_t *t, int n, const gs_worker_params_t *p)
-{
-    for (int i = 0; i < n; i++) {
-        tw_start(&t[i], &fs, &p[i]);
-        cr_assert(fs_wait_registered(&fs, i + 1, 5000), "worker %d did not register", i);
-    }
-    fs_announce_peers(&fs);
-    fs_run_for(&fs, 20);
-}
-
-static void stop_workers(tw_t *t, int n)
-{
-    for (int i = 0; i < n; i++) {
-        gs_worker_stop(t[i].w, GS_OK);
-        cr_assert(tw_wait_stopped(&t[i], &fs, 10000), "worker %d did not stop", i);
-        tw_destroy(&t[i]);
-    }
-}
 
 static gs_worker_params_t spill_params(const char *dir)
 {
@@ -136,8 +85,8 @@ Test(worker_spill, persisted_chunks_four_times_the_limit_spill_and_gather_exactl
     gs_taskgraph_t *tg = tw_lower(a, GS_LOWER_DEFAULT, &ref, &size);
     int *place = calloc(tg->ntasks, sizeof(int));
 
-    start_workers(&t, 1, &p);
-    cr_assert_eq(count_entries(tmpdir), 1, "no private subdirectory in the local directory");
+    tw_start_each(&fs, &t, 1, &p);
+    cr_assert_eq(tmp_tree_count(tmpdir, ""), 1, "no private subdirectory in the local directory");
     failed = fs_run_graph(&fs, 1, tg, place, 0, 60000);
     cr_assert_eq(failed, 0, "%s", fail_msg(failed));
     gs_worker_stats(t.w, &st);
@@ -157,8 +106,8 @@ Test(worker_spill, persisted_chunks_four_times_the_limit_spill_and_gather_exactl
     gs_worker_stats(t.w, &st);
     cr_assert_eq(st.disk_used, 0u);
     cr_assert_eq(st.mem_used, 0u);
-    stop_workers(&t, 1);
-    cr_assert_eq(count_entries(tmpdir), 0, "the worker left its directory behind");
+    tw_stop_each(&fs, &t, 1);
+    cr_assert_eq(tmp_tree_count(tmpdir, ""), 0, "the worker left its directory behind");
     free(got);
     free(ref);
     free(place);
@@ -166,11 +115,13 @@ Test(worker_spill, persisted_chunks_four_times_the_limit_spill_and_gather_exactl
     gs_array_release(a);
 }
 
-Test(worker_spill, unfused_sum_reads_spilled_inputs_back)
+/* sum(x) of a 96-chunk x (384 KiB) lowered without fusion, so the generators' chunks are
+ * stored and summed by separate tasks, with nothing released; on @a nw workers of @a p: every
+ * task on worker 0, or with @a split the generators on worker 0 and their consumers on 1. The
+ * value is checked; worker 0's counters come back in @a st_p. */
+static void run_unfused_sum(const gs_worker_params_t *p, int nw, int split, gs_worker_stats_t *st_p)
 {
-    gs_worker_params_t p = spill_params(tmpdir);
-    tw_t t;
-    gs_worker_stats_t st;
+    tw_t t[2];
     double *ref, *got;
     size_t size, failed;
     gs_array_h a = chunked_array(96), s;
@@ -178,20 +129,18 @@ Test(worker_spill, unfused_sum_reads_spilled_inputs_back)
     int *place;
 
     cr_assert_eq(gs_array_reduce(GS_RED_SUM, a, NULL, &s), GS_OK);
-    tg = tw_lower(s, GS_LOWER_CULL, &ref, &size);      /* generators apart from the sums */
+    tg = tw_lower(s, GS_LOWER_CULL, &ref, &size);
     place = calloc(tg->ntasks, sizeof(int));
-    start_workers(&t, 1, &p);
-    failed = fs_run_graph(&fs, 1, tg, place, 0, 60000);   /* nothing released */
+    for (uint64_t i = 0; i < tg->ntasks; i++)
+        place[i] = split && tg->dep_off[i + 1] > tg->dep_off[i];
+    tw_start_each(&fs, t, nw, p);
+    failed = fs_run_graph(&fs, 1, tg, place, 0, 60000);
     cr_assert_eq(failed, 0, "%s", fail_msg(failed));
     got = calloc(size, sizeof(double));
     cr_assert(fs_gather_all(&fs, 1, tg, place, got, 10000), "gather failed");
     assert_close(got, ref, size);
-    gs_worker_stats(t.w, &st);
-    cr_assert_gt(st.spills, 0u);
-    cr_assert_gt(st.unspills, 0u, "no input came back from disk");
-    cr_assert_gt(st.unspilled_ns, 0u);
-    cr_assert_leq(st.mem_used, (uint64_t)LIMIT);
-    stop_workers(&t, 1);
+    gs_worker_stats(t[0].w, st_p);
+    tw_stop_each(&fs, t, nw);
     free(got);
     free(ref);
     free(place);
@@ -200,41 +149,27 @@ Test(worker_spill, unfused_sum_reads_spilled_inputs_back)
     gs_array_release(a);
 }
 
+Test(worker_spill, unfused_sum_reads_spilled_inputs_back)
+{
+    gs_worker_params_t p = spill_params(tmpdir);
+    gs_worker_stats_t st;
+    run_unfused_sum(&p, 1, 0, &st);
+    cr_assert_gt(st.spills, 0u);
+    cr_assert_gt(st.unspills, 0u, "no input came back from disk");
+    cr_assert_gt(st.unspilled_ns, 0u);
+    cr_assert_leq(st.mem_used, (uint64_t)LIMIT);
+}
+
 Test(worker_spill, peers_fetch_spilled_chunks)
 {
     gs_worker_params_t p[2] = {spill_params(tmpdir), {0}};
-    tw_t t[2];
     gs_worker_stats_t st;
-    double *ref, *got;
-    size_t size, failed;
-    gs_array_h a = chunked_array(64), s;
-    gs_taskgraph_t *tg;
-    int *place;
-
     p[1].nthreads = 1;
-    cr_assert_eq(gs_array_reduce(GS_RED_SUM, a, NULL, &s), GS_OK);
-    tg = tw_lower(s, GS_LOWER_CULL, &ref, &size);
-    place = calloc(tg->ntasks, sizeof(int));
-    /* the generators on the spilling worker 0, everything consuming them on worker 1 */
-    for (uint64_t i = 0; i < tg->ntasks; i++) place[i] = tg->dep_off[i + 1] > tg->dep_off[i];
-    start_workers(t, 2, p);
-    failed = fs_run_graph(&fs, 1, tg, place, 0, 60000);
-    cr_assert_eq(failed, 0, "%s", fail_msg(failed));
-    got = calloc(size, sizeof(double));
-    cr_assert(fs_gather_all(&fs, 1, tg, place, got, 10000), "gather failed");
-    assert_close(got, ref, size);
-    gs_worker_stats(t[0].w, &st);
+    run_unfused_sum(p, 2, 1, &st);
     cr_assert_gt(st.spills, 0u);
-    cr_assert_eq(st.served, 64u);
+    cr_assert_eq(st.served, 96u);
     cr_assert_gt(st.unspilled_bytes, 0u, "no chunk was served from disk");
     cr_assert_eq(st.unspills, 0u, "serving brought chunks back to memory");
-    stop_workers(t, 2);
-    free(got);
-    free(ref);
-    free(place);
-    gs_taskgraph_free(tg);
-    gs_array_release(s);
-    gs_array_release(a);
 }
 
 /* Run @a tg on one worker until a task fails; check the failure names the disk tier, that every
@@ -307,9 +242,9 @@ Test(worker_spill, disk_limit_too_small_fails_the_task_naming_the_tier)
     tw_t t;
     p.name = "spiller";
     p.disk_limit = 32768;
-    start_workers(&t, 1, &p);
+    tw_start_each(&fs, &t, 1, &p);
     assert_disk_tier_failure(&t, "limit is 32768 bytes");
-    stop_workers(&t, 1);
+    tw_stop_each(&fs, &t, 1);
 }
 
 Test(worker_spill, full_file_system_keeps_chunks_in_memory)
@@ -320,9 +255,9 @@ Test(worker_spill, full_file_system_keeps_chunks_in_memory)
         cr_skip_test("cannot mount a small tmpfs here (needs root and CAP_SYS_ADMIN: %s)",
                      geteuid() != 0 ? "not root" : strerror(errno));
     p.name = "spiller";
-    start_workers(&t, 1, &p);
+    tw_start_each(&fs, &t, 1, &p);
     assert_disk_tier_failure(&t, "No space left on device");
-    stop_workers(&t, 1);
+    tw_stop_each(&fs, &t, 1);
 }
 
 Test(worker_spill, non_writable_local_directory_is_refused_at_create)
@@ -331,11 +266,11 @@ Test(worker_spill, non_writable_local_directory_is_refused_at_create)
     gs_worker_h w = NULL;
     char file[128], dir[160];
     FILE *f;
-    snprintf(file, sizeof(file), "%s/a-file", tmpdir);
+    cr_assert(tmp_path_join(file, sizeof(file), tmpdir, "a-file"));
     f = fopen(file, "w");
     cr_assert_not_null(f);
     fclose(f);
-    snprintf(dir, sizeof(dir), "%s/below", file);       /* below a file: never writable */
+    cr_assert(tmp_path_join(dir, sizeof(dir), file, "below"));   /* below a file: never writable */
     p.scheduler = "127.0.0.1:1";
     p.local_directory = dir;
     cr_assert_eq(gs_worker_create(&p, &loop, &w), GS_ERR_IO);
@@ -376,7 +311,7 @@ Test(worker_spill, bad_fractions_are_refused)
     cr_assert_str_eq(cli.params.local_directory, "/x");
     cr_assert_eq(cli.params.disk_limit, 2000000000u);
     cr_assert_eq(cli.params.no_spill, 1);
-    cr_assert_eq(count_entries(tmpdir), 0, "a refused create left a directory");
+    cr_assert_eq(tmp_tree_count(tmpdir, ""), 0, "a refused create left a directory");
 }
 
 Test(worker_spill, limit_above_the_machine_is_lowered_to_it)
@@ -392,7 +327,7 @@ Test(worker_spill, limit_above_the_machine_is_lowered_to_it)
     gs_worker_stats(w, &st);
     cr_assert_eq(st.mem_limit, mem.total);
     gs_worker_destroy(w);
-    cr_assert_eq(count_entries(tmpdir), 0, "the worker left its directory behind");
+    cr_assert_eq(tmp_tree_count(tmpdir, ""), 0, "the worker left its directory behind");
 }
 
 Test(worker_spill, directories_of_dead_workers_are_purged_at_start)
@@ -403,11 +338,11 @@ Test(worker_spill, directories_of_dead_workers_are_purged_at_start)
     struct timeval old[2] = {{time(NULL) - 3600, 0}, {time(NULL) - 3600, 0}};
     FILE *f;
     int fd;
-    snprintf(dead, sizeof(dead), "%s/gsched-worker-dead-AAAAAA", tmpdir);
-    snprintf(live, sizeof(live), "%s/gsched-worker-live-BBBBBB", tmpdir);
+    cr_assert(tmp_path_join(dead, sizeof(dead), tmpdir, "gsched-worker-dead-AAAAAA"));
+    cr_assert(tmp_path_join(live, sizeof(live), tmpdir, "gsched-worker-live-BBBBBB"));
     cr_assert_eq(mkdir(dead, 0700), 0);
     cr_assert_eq(mkdir(live, 0700), 0);
-    snprintf(file, sizeof(file), "%s/7.chunk", dead);
+    cr_assert(tmp_path_join(file, sizeof(file), dead, "7.chunk"));
     cr_assert_not_null(f = fopen(file, "w"));
     fclose(f);
     cr_assert_eq(utimes(dead, old), 0);
@@ -419,8 +354,8 @@ Test(worker_spill, directories_of_dead_workers_are_purged_at_start)
     cr_assert_eq(gs_worker_create(&p, &loop, &w), GS_OK, "%s", gs_last_error());
     cr_assert_eq(access(dead, F_OK), -1, "the dead worker's directory is still there");
     cr_assert_eq(access(live, F_OK), 0, "a locked directory was removed");
-    cr_assert_eq(count_entries(tmpdir), 2);             /* live + the new worker's */
+    cr_assert_eq(tmp_tree_count(tmpdir, ""), 2);             /* live + the new worker's */
     gs_worker_destroy(w);
-    cr_assert_eq(count_entries(tmpdir), 1);
+    cr_assert_eq(tmp_tree_count(tmpdir, ""), 1);
     close(fd);
 }

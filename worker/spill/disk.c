@@ -52,56 +52,36 @@ void gs__wspill_path(const struct gs_wspill *sp, uint64_t file, char *buf)
 
 /* ---------------------------------------------------------------- thread pool side */
 
-static void gs__wspill_job_write(gs_wspill_job_t *j)
-{
-    const char *p = j->buf;
-    size_t left = j->len;
-    int fd = open(j->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0) {
-        j->err = errno;
-        j->what = "open";
-        return;
-    }
-    while (left > 0) {
-        ssize_t n = pwrite(fd, p, left, (off_t)(j->len - left));
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) {
-            j->err = n < 0 ? errno : EIO;
-            j->what = "write";
-            break;
-        }
-        p += n;
-        left -= (size_t)n;
-    }
-    if (close(fd) != 0 && j->err == 0) {
-        j->err = errno;
-        j->what = "close";
-    }
-    if (j->err != 0) (void)unlink(j->path);    /* no partial files */
-}
-
-static void gs__wspill_job_read(gs_wspill_job_t *j)
+/* Write j->buf to j->path (@a write) or read j->path into it, whole; on failure j->err and
+ * j->what say which call failed, and a partial file written is deleted. */
+static void gs__wspill_job_rw(gs_wspill_job_t *j, int write)
 {
     char *p = j->buf;
     size_t left = j->len;
-    int fd = open(j->path, O_RDONLY | O_CLOEXEC);
+    int fd = write ? open(j->path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600)
+                   : open(j->path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
         j->err = errno;
         j->what = "open";
         return;
     }
     while (left > 0) {
-        ssize_t n = pread(fd, p, left, (off_t)(j->len - left));
+        off_t off = (off_t)(j->len - left);
+        ssize_t n = write ? pwrite(fd, p, left, off) : pread(fd, p, left, off);
         if (n < 0 && errno == EINTR) continue;
         if (n <= 0) {
             j->err = n < 0 ? errno : EIO;
-            j->what = n < 0 ? "read" : "read (the file is shorter than the chunk)";
+            j->what = write ? "write" : n < 0 ? "read" : "read (the file is shorter than the chunk)";
             break;
         }
         p += n;
         left -= (size_t)n;
     }
-    (void)close(fd);
+    if (close(fd) != 0 && j->err == 0 && write) {
+        j->err = errno;
+        j->what = "close";
+    }
+    if (write && j->err != 0) (void)unlink(j->path);    /* no partial files */
 }
 
 static void gs__wspill_work_cb(uv_work_t *req)
@@ -109,9 +89,9 @@ static void gs__wspill_work_cb(uv_work_t *req)
     gs_wspill_job_t *j = req->data;
     uint64_t t0 = gs_now_ns();
     switch (j->op) {
-    case GS_WSPILL_OP_WRITE: gs__wspill_job_write(j); break;
+    case GS_WSPILL_OP_WRITE: gs__wspill_job_rw(j, 1); break;
     case GS_WSPILL_OP_LOAD:
-    case GS_WSPILL_OP_COPY: gs__wspill_job_read(j); break;
+    case GS_WSPILL_OP_COPY: gs__wspill_job_rw(j, 0); break;
     default:
         if (unlink(j->path) != 0 && errno != ENOENT) {
             j->err = errno;
