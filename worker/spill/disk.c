@@ -146,8 +146,8 @@ static void gs__wspill_after_cb(uv_work_t *req, int rc)
     }
     if (c != NULL) gs__wchunk_unref(w, c);
     gs_free(j);
-    gs__worker_unhold(w);
     if (w->state == GS_WSTATE_RUNNING) gs__wexec_pump(w);
+    gs__worker_unhold(w);      /* last: ending a stop may destroy the worker (stop_cb) */
 }
 
 static gs_status_t gs__wspill_submit(gs_worker_t *w, gs_wchunk_t *c, int op, uint64_t file,
