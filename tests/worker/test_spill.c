@@ -359,3 +359,31 @@ Test(worker_spill, directories_of_dead_workers_are_purged_at_start)
     cr_assert_eq(tmp_tree_count(tmpdir, ""), 1);
     close(fd);
 }
+
+static int twenty_done(void *arg)
+{
+    return ((fake_sched_t *)arg)->ndone >= 20;
+}
+
+Test(worker_spill, stops_cleanly_with_spill_writes_in_flight)
+{
+    gs_worker_params_t p = spill_params(tmpdir);
+    tw_t t;
+    gs_array_h a = chunked_array(64);
+    double *ref;
+    size_t size;
+    gs_taskgraph_t *tg = tw_lower(a, GS_LOWER_DEFAULT, &ref, &size);
+    uint64_t *tasks = calloc(tg->ntasks, sizeof(uint64_t)), *holder = calloc(tg->ntasks, 8);
+    for (uint64_t i = 0; i < tg->ntasks; i++) tasks[i] = i;
+    tw_start_each(&fs, &t, 1, &p);
+    fs_assign(&fs, 0, 1, tg, tasks, tg->ntasks, holder);
+    /* 20 chunks are 80 KiB: past the 64 KiB limit, so writes have started */
+    cr_assert(fs_run_until(&fs, twenty_done, &fs, 30000), "the tasks did not run");
+    tw_stop_each(&fs, &t, 1);
+    cr_assert_eq(tmp_tree_count(tmpdir, ""), 0, "the worker left its directory behind");
+    free(tasks);
+    free(holder);
+    free(ref);
+    gs_taskgraph_free(tg);
+    gs_array_release(a);
+}
