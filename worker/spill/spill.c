@@ -192,10 +192,9 @@ gs_status_t gs__wspill_make_room(gs_worker_t *w, uint64_t need, uint64_t cap)
         e = next;
     }
     if (w->mem_used + need <= cap) return GS_OK;
-    if (w->mem_used - sp->writing + need <= cap) return GS_INPROGRESS;   /* once written */
-    if (sp->nwrites >= GS_WSPILL_MAX_WRITES && !write_failed) return GS_INPROGRESS;
-    if (sp->nwrites > 0 && sp->full) return GS_INPROGRESS;    /* they may fail too: wait */
-    if (write_failed || sp->err[0] != '\0')
+    /* writes in flight: their completion frees memory and brings the caller back here */
+    if (sp->nwrites > 0) return GS_INPROGRESS;
+    if (write_failed)
         return gs_error_set(sp->err_status, "%s (memory tier: %llu of %llu bytes in use, "
                             "%llu more needed)", sp->err, (unsigned long long)w->mem_used,
                             (unsigned long long)w->mem_limit, (unsigned long long)need);
@@ -208,7 +207,6 @@ gs_status_t gs__wspill_make_room(gs_worker_t *w, uint64_t need, uint64_t cap)
                             (unsigned long long)sp->disk_limit,
                             (unsigned long long)w->mem_used, (unsigned long long)w->mem_limit,
                             (unsigned long long)need);
-    if (sp->nwrites > 0) return GS_INPROGRESS;
     return gs_error_set(GS_ERR_NO_MEMORY, "worker %s: memory tier: %llu of %llu bytes are "
                         "held by chunks in use (inputs of queued or running tasks, transfers) "
                         "and none can move to disk; %llu more bytes are needed", w->name,
