@@ -43,6 +43,13 @@ static void teardown(void)
 
 TestSuite(worker_spill, .init = setup, .fini = teardown, .timeout = 120);
 
+/* Stop and destroy one worker; its directory must be gone from the local directory. */
+static void stop_leaving_nothing(tw_t *t)
+{
+    tw_stop_each(&fs, t, 1);
+    cr_assert_eq(tmp_tree_count(tmpdir, ""), 0, "the worker left its directory behind");
+}
+
 static gs_worker_params_t spill_params(const char *dir)
 {
     gs_worker_params_t p = {0};
@@ -106,8 +113,7 @@ Test(worker_spill, persisted_chunks_four_times_the_limit_spill_and_gather_exactl
     gs_worker_stats(t.w, &st);
     cr_assert_eq(st.disk_used, 0u);
     cr_assert_eq(st.mem_used, 0u);
-    tw_stop_each(&fs, &t, 1);
-    cr_assert_eq(tmp_tree_count(tmpdir, ""), 0, "the worker left its directory behind");
+    stop_leaving_nothing(&t);
     free(got);
     free(ref);
     free(place);
@@ -379,8 +385,7 @@ Test(worker_spill, stops_cleanly_with_spill_writes_in_flight)
     fs_assign(&fs, 0, 1, tg, tasks, tg->ntasks, holder);
     /* 20 chunks are 80 KiB: past the 64 KiB limit, so writes have started */
     cr_assert(fs_run_until(&fs, twenty_done, &fs, 30000), "the tasks did not run");
-    tw_stop_each(&fs, &t, 1);
-    cr_assert_eq(tmp_tree_count(tmpdir, ""), 0, "the worker left its directory behind");
+    stop_leaving_nothing(&t);
     free(tasks);
     free(holder);
     free(ref);
