@@ -2,11 +2,12 @@
 # One GPU-machine session: build with CUDA, run the benchmarks, then the whole suite (CUDA tests
 # enabled, integration tests also with CUDA workers). Logs go to $OUT (or ./gpu-out). For a host
 # without a package registry, carry .devdeps (../shared/offline-deps/README.md):
-#   source .devdeps/env.sh && bash bench/gpu-session.sh [bench|move|linalg|scale|robust|tests|svd|all]
+#   source .devdeps/env.sh && bash bench/gpu-session.sh [bench|move|linalg|scale|robust|tests|svd|spill|all]
 # bench: kernels + seed reductions; move: transfers, transpose-sum, slice3 (issue 5);
 # linalg: dot, svd (issue 6); scale: tiny tasks, 1 M-chunk seed, worker kill (issue 7);
 # robust: 300-job soak and socket fuzzing with CUDA workers (issue 12);
 # svd: the Gram-path SVD against TSQR, its CUDA kernel and integration tests, dot (issue 19).
+# spill: arrays beyond the workers' memory (issue 13).
 # GS_TARGETS="a b ..." builds only those targets (a shorter build for one stage).
 set -uo pipefail
 what=${1:-all}
@@ -101,6 +102,18 @@ if [ "$what" = robust ] || [ "$what" = all ]; then
     GS_TEST_BACKEND=cuda run build-gpu/tests/sockfuzz --seconds 120 --daemon-log "$out/sockfuzz.daemons.log"
   } 2>"$out/robust.err" | tee "$out/robust.jsonl"
   tail -5 "$out/robust.err"
+fi
+if [ "$what" = spill ] || [ "$what" = all ]; then
+  # issue 13: arrays beyond the workers' memory (persist F x the limit, then sum). The cpu runs
+  # spill host memory to disk (--local-directory default: $TMPDIR); the cuda run measures the
+  # device tier (device -> host spilling is not built yet: it is expected to fail naming the
+  # device tier, the sizes and the limit, and the cluster to stay usable)
+  {
+    run $B/gs-bench spill --backend cpu --factor 4 --limit-mb 1000 --workers 1
+    run $B/gs-bench spill --backend cpu --factor 1.5 --limit-mb 4000 --workers 2
+    run $B/gs-bench spill --backend cuda --factor 1.5 --workers 1
+  } 2>"$out/spill.err" | tee "$out/spill.jsonl"
+  tail -5 "$out/spill.err"
 fi
 if [ "$what" = tests ] || [ "$what" = all ]; then
   t1=$(date +%s)

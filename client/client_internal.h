@@ -274,6 +274,7 @@ gs_status_t gs__find_executable(const char *name, const char *bin_dir, char *pat
  *  @a timeout_s) until it prints its ready line. On success *l is filled; on error nothing is
  *  left running. */
 gs_status_t gs__local_start(const char *bin_dir, int nworkers, const char *backend,
+                            uint64_t memory_limit, uint64_t device_memory_limit,
                             const char *token, double timeout_s, gs__local_t *l);
 
 /** Stop the launcher (stdin EOF + SIGTERM, then SIGKILL after a grace period) and reap it. */

@@ -183,10 +183,11 @@ static gs_status_t gs__describe_exit(pid_t pid, const char *why)
 }
 
 gs_status_t gs__local_start(const char *bin_dir, int nworkers, const char *backend,
+                            uint64_t memory_limit, uint64_t device_memory_limit,
                             const char *token, double timeout_s, gs__local_t *l)
 {
-    char path[PATH_MAX], dir[PATH_MAX], nw[32];
-    const char *argv[16];
+    char path[PATH_MAX], dir[PATH_MAX], nw[32], ml[32], dml[32];
+    const char *argv[20];
     int argc = 0;
     int in_pipe[2] = {-1, -1}, out_pipe[2] = {-1, -1};
     posix_spawn_file_actions_t fa;
@@ -218,6 +219,16 @@ gs_status_t gs__local_start(const char *bin_dir, int nworkers, const char *backe
     if (backend != NULL) {
         argv[argc++] = "--backend";
         argv[argc++] = backend;
+    }
+    if (memory_limit > 0) {
+        snprintf(ml, sizeof(ml), "%llu", (unsigned long long)memory_limit);
+        argv[argc++] = "--memory-limit";
+        argv[argc++] = ml;
+    }
+    if (device_memory_limit > 0) {
+        snprintf(dml, sizeof(dml), "%llu", (unsigned long long)device_memory_limit);
+        argv[argc++] = "--device-memory-limit";
+        argv[argc++] = dml;
     }
     if (dir[0] != '\0') {
         argv[argc++] = "--bin-dir";

@@ -150,6 +150,15 @@ typedef struct gs_msg_heartbeat {
     uint64_t mem_limit;
     uint32_t executing;
     uint32_t queued;
+    /* the disk tier (worker/spill): bytes in files now, their limit (0: spilling off,
+     * UINT64_MAX: the file system's room), and since start bytes and time written to disk and
+     * read back */
+    uint64_t disk_used;
+    uint64_t disk_limit;
+    uint64_t spilled_bytes;
+    uint64_t spilled_ns;
+    uint64_t unspilled_bytes;
+    uint64_t unspilled_ns;
 } gs_msg_heartbeat_t;
 
 typedef struct gs_peer_info {
@@ -342,6 +351,11 @@ typedef struct gs_msg_workers {
     gs_str_t *host;
     gs_str_t *backend;
     gs_str_t *addr;
+    const uint64_t *disk_used;       /* the disk tier at the last heartbeat (gs_msg_heartbeat_t) */
+    const uint64_t *spilled_bytes;
+    const uint64_t *spilled_ns;
+    const uint64_t *unspilled_bytes;
+    const uint64_t *unspilled_ns;
 } gs_msg_workers_t;
 
 typedef struct gs_msg_error {

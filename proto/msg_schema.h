@@ -94,7 +94,13 @@
     F(heartbeat, mem_used, UINT, mem_used, 1, GS__NO_RULE)       \
     F(heartbeat, mem_limit, UINT, mem_limit, 1, GS__NO_RULE)     \
     F(heartbeat, executing, UINT, executing, 1, GS__NO_RULE)     \
-    F(heartbeat, queued, UINT, queued, 1, GS__NO_RULE)
+    F(heartbeat, queued, UINT, queued, 1, GS__NO_RULE)           \
+    F(heartbeat, disk_used, UINT, disk_used, 1, GS__NO_RULE)     \
+    F(heartbeat, disk_limit, UINT, disk_limit, 1, GS__NO_RULE)   \
+    F(heartbeat, spilled_bytes, UINT, spilled_bytes, 1, GS__NO_RULE)     \
+    F(heartbeat, spilled_ns, UINT, spilled_ns, 1, GS__NO_RULE)           \
+    F(heartbeat, unspilled_bytes, UINT, unspilled_bytes, 1, GS__NO_RULE) \
+    F(heartbeat, unspilled_ns, UINT, unspilled_ns, 1, GS__NO_RULE)
 
 #define GS_MSG_FIELDS_PEERS(F)                                   \
     F(peers, added, PEERS, nadded, 1, GS__NO_RULE)               \
@@ -232,7 +238,12 @@
     F(workers, name, STRS, nname, 1, gs__rule_one_per_entry)             \
     F(workers, host, STRS, nhost, 1, gs__rule_one_per_entry)             \
     F(workers, backend, STRS, nbackend, 1, gs__rule_one_per_entry)       \
-    F(workers, addr, STRS, naddr, 1, gs__rule_one_per_entry)
+    F(workers, addr, STRS, naddr, 1, gs__rule_one_per_entry)           \
+    F(workers, disk_used, TAB, n, 1, GS__NO_RULE)                        \
+    F(workers, spilled_bytes, TAB, n, 1, GS__NO_RULE)                    \
+    F(workers, spilled_ns, TAB, n, 1, GS__NO_RULE)                       \
+    F(workers, unspilled_bytes, TAB, n, 1, GS__NO_RULE)                  \
+    F(workers, unspilled_ns, TAB, n, 1, GS__NO_RULE)
 
 /* the registration handshake (common/auth.h): gsched's nonce and proof, then the peer's proof */
 #define GS_MSG_FIELDS_CHALLENGE(F)                                       \

@@ -434,9 +434,11 @@ static void gs__send_workers(gs_sched_t *s, gs__peer_t *p)
     uint32_t *thr = gs_calloc(nn, sizeof *thr, "workers threads");
     uint64_t *lim = gs_calloc(nn, sizeof *lim, "workers limits");
     uint64_t *used = gs_calloc(nn, sizeof *used, "workers used");
+    uint64_t *tiers = gs_calloc(5 * nn, sizeof *tiers, "workers tiers");
     gs_str_t *strs = gs_calloc(4 * nn, sizeof *strs, "workers strings");
     gs_msg_t msg;
-    if (ids == NULL || dev == NULL || thr == NULL || lim == NULL || used == NULL || strs == NULL) {
+    if (ids == NULL || dev == NULL || thr == NULL || lim == NULL || used == NULL || tiers == NULL ||
+        strs == NULL) {
         gs__sched_send_error(s, p, GS_ERR_NO_MEMORY, "scheduler out of memory answering workers-req");
         goto out;
     }
@@ -448,6 +450,11 @@ static void gs__send_workers(gs_sched_t *s, gs__peer_t *p)
         thr[i] = w->nthreads;
         lim[i] = w->memory_limit;
         used[i] = w->mem_used;
+        tiers[i] = w->disk_used;
+        tiers[nn + i] = w->spilled_bytes;
+        tiers[2 * nn + i] = w->spilled_ns;
+        tiers[3 * nn + i] = w->unspilled_bytes;
+        tiers[4 * nn + i] = w->unspilled_ns;
         strs[i] = (gs_str_t){(const uint8_t *)w->name, strlen(w->name)};
         strs[nn + i] = (gs_str_t){(const uint8_t *)w->host, strlen(w->host)};
         strs[2 * nn + i] = (gs_str_t){(const uint8_t *)w->backend, strlen(w->backend)};
@@ -458,7 +465,10 @@ static void gs__send_workers(gs_sched_t *s, gs__peer_t *p)
     msg.u.workers = (gs_msg_workers_t){.n = n, .id = ids, .device = dev, .nthreads = thr, .memory_limit = lim,
                                        .mem_used = used, .nname = n, .nhost = n, .nbackend = n, .naddr = n,
                                        .name = strs, .host = strs + nn, .backend = strs + 2 * nn,
-                                       .addr = strs + 3 * nn};
+                                       .addr = strs + 3 * nn, .disk_used = tiers,
+                                       .spilled_bytes = tiers + nn, .spilled_ns = tiers + 2 * nn,
+                                       .unspilled_bytes = tiers + 3 * nn,
+                                       .unspilled_ns = tiers + 4 * nn};
     gs__sched_send(s, p, &msg);
 out:
     gs_free(ids);
@@ -466,6 +476,7 @@ out:
     gs_free(thr);
     gs_free(lim);
     gs_free(used);
+    gs_free(tiers);
     gs_free(strs);
 }
 
@@ -544,6 +555,17 @@ static void gs__client_msg(gs_sched_t *s, gs__peer_t *p, gs_msg_t *msg)
     }
 }
 
+/* A stored byte of @a w is on disk with the probability disk_used / (disk_used + mem_used) (the
+ * files of chunks also in memory make this an upper bound) and costs its measured read time
+ * per byte (1 ns, i.e. 1 GB/s, until it has read something back). */
+static void gs__worker_disk_cost(gs__worker_t *w)
+{
+    double held = (double)w->disk_used + (double)w->mem_used;
+    double per_byte = w->unspilled_bytes > 0 ? (double)w->unspilled_ns / (double)w->unspilled_bytes
+                                             : 1.0;
+    w->disk_ns_per_byte = held > 0 ? (double)w->disk_used / held * per_byte : 0.0;
+}
+
 static void gs__worker_msg(gs_sched_t *s, gs__peer_t *p, gs_msg_t *msg)
 {
     if (msg->type == GS_MSG_WORKER_REGISTER) {
@@ -554,6 +576,12 @@ static void gs__worker_msg(gs_sched_t *s, gs__peer_t *p, gs_msg_t *msg)
         if (p->worker != NULL) {
             gs__worker_t *w = p->worker;
             w->mem_used = msg->u.heartbeat.mem_used;
+            w->disk_used = msg->u.heartbeat.disk_used;
+            w->spilled_bytes = msg->u.heartbeat.spilled_bytes;
+            w->spilled_ns = msg->u.heartbeat.spilled_ns;
+            w->unspilled_bytes = msg->u.heartbeat.unspilled_bytes;
+            w->unspilled_ns = msg->u.heartbeat.unspilled_ns;
+            gs__worker_disk_cost(w);
             /* what is not a root chunk counted here (earlier TASK_DONEs of this connection have
              * been processed; chunks released but not yet dropped there count as other) */
             w->mem_other = w->mem_used > w->roots.held_bytes ? w->mem_used - w->roots.held_bytes : 0;

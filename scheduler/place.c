@@ -86,7 +86,11 @@ static inline void gs__input_of(const gs__graph_t *g, uint32_t d, gs__input_t *i
 }
 
 /* Pick a worker for ready task t by the transfer-cost model (sched.h): for every live worker W,
- *   cost(W) = queue(W) + sum over the inputs W lacks of (latency + bytes / bw(best holder -> W)),
+ *   cost(W) = queue(W) + sum over the inputs W lacks of (latency + bytes / bw(best holder -> W)
+ *                                                         + bytes x disk_ns_per_byte(holder))
+ *             + sum over the inputs W holds of bytes x disk_ns_per_byte(W)
+ * (the disk terms: reading back what a worker spilled, from its heartbeats; a holder likely to
+ * have an input in memory is preferred to one likely to have it on disk),
  * queue(W) = tasks queued on W x its measured kernel time / its threads. The cheapest worker
  * with room (queue room for an input holder; refill room for others) is chosen. A task waits
  * (NULL with *wait_p set) when some input holder without room would still finish it sooner
@@ -112,14 +116,16 @@ static gs__worker_t *gs__choose(gs_sched_t *s, gs__graph_t *g, uint32_t t, int *
             uint64_t bit = ws < 64 ? 1ull << ws : 0;
             int holds = 0;
             double xbw = 0.0, xlat = 0.0, q;
+            uint32_t src;
             for (uint32_t j = 0; j < n; j++) {
                 double bw;
                 if (in[j].slot == ws || (in[j].mask & bit)) {
                     holds = 1;
+                    xbw += (double)in[j].nbytes * w->disk_ns_per_byte;
                     continue;
                 }
-                if (gs__best_source(s, &in[j], ws, &bw) == GS__NO_WORKER) continue;
-                xbw += (double)in[j].nbytes / bw;
+                if ((src = gs__best_source(s, &in[j], ws, &bw)) == GS__NO_WORKER) continue;
+                xbw += (double)in[j].nbytes / bw + (double)in[j].nbytes * s->slots[src]->disk_ns_per_byte;
                 xlat += s->xfer_latency_ns;
             }
             q = gs__queue_ns(w);

@@ -70,7 +70,12 @@
  *    TASK_ASSIGN per worker per graph per iteration. A task without inputs goes to the least
  *    loaded worker with room. A task with inputs goes by the transfer-cost model: for every
  *    live worker W its estimated finish cost is
- *        cost(W) = queue(W) + sum over inputs W does not hold of (L + bytes / bw(H -> W)),
+ *        cost(W) = queue(W) + sum over inputs W does not hold of (L + bytes / bw(H -> W)
+ *                                                                 + bytes x D(H))
+ *                  + sum over inputs W holds of bytes x D(W),
+ *    D(W) = W's disk share (disk_used / (disk_used + mem_used) of its last HEARTBEAT) x its
+ *    measured read-back time per byte (unspilled_ns / unspilled_bytes, 1 ns until measured):
+ *    among holders, the one likely to have the inputs in memory rather than on disk wins;
  *    queue(W) = tasks sent to W and not reported x W's measured kernel time per task (EWMA of
  *    TASK_DONE run times, 1 ms until measured) / W's threads, H the holder of the input (its
  *    primary holder or a replica) with the highest bw to W, L the per-transfer latency

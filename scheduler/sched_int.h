@@ -182,6 +182,10 @@ struct gs__worker {
     uint32_t pid;
     uint64_t memory_limit;
     uint64_t mem_used;           /* from the last heartbeat */
+    uint64_t disk_used;          /* its disk tier then (bytes of chunks in files) */
+    uint64_t spilled_bytes, spilled_ns, unspilled_bytes, unspilled_ns;   /* then, since start */
+    double disk_ns_per_byte;     /* expected read-back cost of a byte it holds (place.c): the
+                                    share of its chunks on disk x its measured read time/byte */
     uint64_t mem_other;          /* mem_used then, less the root chunks counted as held then */
     gs__roots_t roots;           /* root tallies over all graphs */
     uint32_t outstanding;        /* tasks sent, not reported */

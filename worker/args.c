@@ -83,9 +83,18 @@ const char *gs_worker_usage(void)
            "  --nthreads N                 kernel threads (cpu backend; default: CPUs)\n"
            "  --memory-limit SIZE|auto     host chunk memory, e.g. 4GB, 500MiB (default auto:\n"
            "                               physical memory or the cgroup limit, divided by\n"
-           "                               --memory-share)\n"
+           "                               --memory-share; a larger limit is lowered to that\n"
+           "                               memory with a warning, as Dask does)\n"
            "  --memory-share N             workers sharing this host's memory for the automatic\n"
            "                               limit (default 1; gs-local-cluster passes its count)\n"
+           "  --local-directory DIR        spill chunks to a private subdirectory of DIR when\n"
+           "                               memory fills (default $TMPDIR, else /tmp; removed on exit)\n"
+           "  --disk-limit SIZE|auto       bytes of chunks on disk (default auto: the file system's room)\n"
+           "  --spill-threshold F          start spilling above this fraction of the memory limit\n"
+           "                               (default 0.7)\n"
+           "  --spill-target F             spill down to this fraction (default 0.6)\n"
+           "  --spill-pause F              admit generator tasks only below this fraction (default 0.75)\n"
+           "  --no-spill                   never spill: tasks wait for memory, then fail\n"
            "  --device-memory-limit SIZE|auto  device arena (cuda; default: backend's)\n"
            "  --backend cpu|cuda           chunk backend (default cpu)\n"
            "  --device N                   CUDA device ordinal (default 0)\n"
@@ -132,6 +141,19 @@ static gs_status_t gs__parse_int(const char *opt, const char *val, long lo, long
     return GS_OK;
 }
 
+static gs_status_t gs__parse_fraction(const char *opt, const char *val, double *f_p)
+{
+    char *end;
+    double v;
+    errno = 0;
+    v = strtod(val, &end);
+    if (*val == '\0' || *end != '\0' || errno == ERANGE || !(v > 0 && v <= 1))
+        return gs_error_set(GS_ERR_INVALID_PARAM, "%s: '%s' is not a fraction in (0, 1]", opt,
+                            val);
+    *f_p = v;
+    return GS_OK;
+}
+
 gs_status_t gs_worker_cli_parse(int argc, char **argv, gs_worker_cli_t *cli_p)
 {
     gs_worker_cli_t cli;
@@ -174,6 +196,10 @@ gs_status_t gs_worker_cli_parse(int argc, char **argv, gs_worker_cli_t *cli_p)
         }
         if (strcmp(arg, "--no-rejoin") == 0) {
             cli.no_rejoin = 1;
+            continue;
+        }
+        if (strcmp(arg, "--no-spill") == 0) {
+            cli.params.no_spill = 1;
             continue;
         }
         if (strcmp(arg, "--ucx-shm") == 0) {
@@ -228,7 +254,20 @@ gs_status_t gs_worker_cli_parse(int argc, char **argv, gs_worker_cli_t *cli_p)
             GS__TAKE_VALUE();
             if ((status = gs__parse_int(opt, val, 1, 86400000, &v)) != GS_OK) return status;
             cli.params.fetch_timeout_ms = (uint32_t)v;
-        } else if (strcmp(opt, "--memory-limit") == 0 ||
+        } else if (strcmp(opt, "--spill-threshold") == 0 || strcmp(opt, "--spill-target") == 0 ||
+                   strcmp(opt, "--spill-pause") == 0) {
+            double f = 0;
+            GS__TAKE_VALUE();
+            if ((status = gs__parse_fraction(opt, val, &f)) != GS_OK) return status;
+            if (opt[8] == 't' && opt[9] == 'h') cli.params.spill_threshold = f;
+            else if (opt[8] == 't') cli.params.spill_target = f;
+            else cli.params.spill_pause = f;
+        } else if (strcmp(opt, "--local-directory") == 0) {
+            GS__TAKE_VALUE();
+            if (*val == '\0')
+                return gs_error_set(GS_ERR_INVALID_PARAM, "--local-directory is empty");
+            cli.params.local_directory = val;
+        } else if (strcmp(opt, "--memory-limit") == 0 || strcmp(opt, "--disk-limit") == 0 ||
                    strcmp(opt, "--device-memory-limit") == 0) {
             uint64_t bytes;
             GS__TAKE_VALUE();
@@ -238,6 +277,7 @@ gs_status_t gs_worker_cli_parse(int argc, char **argv, gs_worker_cli_t *cli_p)
                 return gs_error_set(GS_ERR_INVALID_PARAM, "%s: %s", opt, why);
             }
             if (opt[2] == 'm') cli.params.memory_limit = bytes;
+            else if (opt[3] == 'i') cli.params.disk_limit = bytes;
             else cli.params.device_memory_limit = bytes;
         } else if (strcmp(opt, "--backend") == 0) {
             GS__TAKE_VALUE();

@@ -1,6 +1,7 @@
 /* Task execution of gworker: task structs, memory admission (FIFO), input resolution,
  * dispatch to kernel threads (pool mode) or backend streams (streams mode; both in launch.c),
  * completion and TASK_DONE batching, the memory watchdog. Intake: intake.c. */
+#include "worker/spill/spill.h"
 #include "worker/worker_int.h"
 #include "worker/xfer/xfer.h"
 
@@ -128,6 +129,18 @@ reset:
 
 /* ---------------------------------------------------------------- task lifetime */
 
+/* Take @a t off @a c's waiters (once: a task listing an input twice waits on it twice). */
+static void gs__wchunk_unwait(gs_wchunk_t *c, const gs_wtask_t *t)
+{
+    if (!gs__wchunk_waiting(c)) return;
+    for (size_t k = 0; k < c->waiters.len; k++) {
+        if (c->waiters.data[k] == t) {
+            c->waiters.data[k] = c->waiters.data[--c->waiters.len];
+            break;
+        }
+    }
+}
+
 /* Give back everything a task holds (inputs, output, queue and map membership), return the
  * struct to the free list. */
 static void gs__wtask_release(gs_worker_t *w, gs_wtask_t *t)
@@ -146,14 +159,7 @@ static void gs__wtask_release(gs_worker_t *w, gs_wtask_t *t)
     for (i = 0; i < t->ndeps; i++) {
         gs_wchunk_t *c = t->deps[i].chunk;
         if (c == NULL) continue;
-        if (c->state == GS_WCHUNK_PENDING) {
-            for (size_t k = 0; k < c->waiters.len; k++) {
-                if (c->waiters.data[k] == t) {
-                    c->waiters.data[k] = c->waiters.data[--c->waiters.len];
-                    break;
-                }
-            }
-        }
+        gs__wchunk_unwait(c, t);
         t->deps[i].chunk = NULL;
         gs__wchunk_unref(w, c);
     }
@@ -211,11 +217,54 @@ static void gs__wtask_become_ready(gs_worker_t *w, gs_wtask_t *t)
     gs__wlist_push(&w->ready_q, &t->link);
 }
 
-/* GS_OK: admitted; GS_INPROGRESS: blocked on memory (nothing changed); otherwise the task has
- * been failed and released. */
-static gs_status_t gs__wtask_admit(gs_worker_t *w, gs_wtask_t *t)
+/* Undo a partial admission of @a t (its first @a ndone inputs referenced, its output
+ * allocated): back to its place after @a qprev in the admission queue. */
+static void gs__wtask_unadmit(gs_worker_t *w, gs_wtask_t *t, uint32_t ndone, gs_wlink_t *qprev)
 {
-    uint64_t need = t->out_nbytes, fetch_bytes = 0;
+    for (uint32_t k = 0; k < ndone; k++) {
+        gs_wchunk_t *h = t->deps[k].chunk;
+        if (h == NULL) continue;
+        gs__wchunk_unwait(h, t);
+        t->deps[k].chunk = NULL;
+        gs__wchunk_unref(w, h);
+    }
+    t->nwait = 0;
+    gs__wchunk_unref(w, t->out);
+    t->out = NULL;
+    w->nadmitted--;
+    w->nqueued++;
+    t->state = GS_WTASK_QUEUED;
+    t->link.next = qprev->next;
+    t->link.prev = qprev;
+    qprev->next->prev = &t->link;
+    qprev->next = &t->link;
+}
+
+/* The bytes of @a t's inputs stored here but on disk (each key once, those already being
+ * read back not counted): they need memory at admission. */
+static uint64_t gs__wtask_unspill_bytes(gs_worker_t *w, const gs_wtask_t *t)
+{
+    uint64_t bytes = 0;
+    for (uint32_t i = 0; i < t->ndeps; i++) {
+        const gs_wdep_t *d = &t->deps[i];
+        gs_wchunk_t *c = gs__wstore_find(w, d->graph, d->task);
+        uint32_t k;
+        if (c == NULL || c->state != GS_WCHUNK_READY || gs__wchunk_resident(c) ||
+            c->sp.io == GS_WSPILL_IO_READ)
+            continue;
+        for (k = 0; k < i; k++)
+            if (t->deps[k].graph == d->graph && t->deps[k].task == d->task) break;
+        if (k == i) bytes += c->nbytes;
+    }
+    return bytes;
+}
+
+/* GS_OK: admitted; GS_INPROGRESS: blocked on memory (nothing changed); otherwise the task has
+ * been failed and released. @a head: the first task of the queue, for which memory is made
+ * by moving stored chunks to disk. */
+static gs_status_t gs__wtask_admit(gs_worker_t *w, gs_wtask_t *t, int head)
+{
+    uint64_t need = t->out_nbytes, fetch_bytes = 0, unspill_bytes;
     gs_status_t status;
     gs_wlink_t *qprev;
     uint32_t i, k;
@@ -238,24 +287,45 @@ static gs_status_t gs__wtask_admit(gs_worker_t *w, gs_wtask_t *t)
             if (k == i) fetch_bytes += d->nbytes;
         }
     }
+    unspill_bytes = gs__wtask_unspill_bytes(w, t);
     need += fetch_bytes;
-    if (need < fetch_bytes || need > w->mem_limit) {
+    if (need >= fetch_bytes) need += unspill_bytes;
+    if (need < fetch_bytes + unspill_bytes || need > w->mem_limit) {
         gs__wtask_fail(w, t, w->streams_mode ? GS_ERR_NO_DEVICE_MEMORY : GS_ERR_NO_MEMORY,
-                       "it needs %llu bytes (output %llu, inputs to fetch %llu) but the memory "
-                       "limit is %llu bytes", (unsigned long long)need,
-                       (unsigned long long)t->out_nbytes, (unsigned long long)fetch_bytes,
+                       "worker %s: it needs %llu bytes at once in the %s memory tier (output "
+                       "%llu, inputs to fetch %llu, inputs to read back from disk %llu) but "
+                       "the memory limit is %llu bytes", w->name, (unsigned long long)need,
+                       w->streams_mode ? "device" : "host", (unsigned long long)t->out_nbytes,
+                       (unsigned long long)fetch_bytes, (unsigned long long)unspill_bytes,
                        (unsigned long long)w->mem_limit);
         return GS_ERR_NO_MEMORY;
     }
     {
-        /* Tasks without inputs (generators) may fill only GS_W_PRODUCER_SHARE of the memory:
-         * the rest stays for tasks that consume stored chunks, whose completion lets gsched
-         * release memory. Without this reserve a deep queue of generators can fill the memory
-         * with chunks whose consumers then never fit. Lifted (reserve_off) when nothing else
-         * can make progress. */
+        /* Tasks without inputs (generators) may fill only the pause fraction of the memory
+         * (spill.h): the rest stays for tasks that consume stored chunks, whose completion
+         * lets gsched release memory. Without this reserve a deep queue of generators can fill
+         * the memory with chunks whose consumers then never fit. Lifted (reserve_off) when
+         * nothing else can make progress. */
         uint64_t cap = w->mem_limit;
-        if (t->ndeps == 0 && !w->reserve_off) cap = w->mem_limit / 4 * GS_W_PRODUCER_QUARTERS;
-        if (need > cap || w->mem_used > cap - need) return GS_INPROGRESS;
+        if (t->ndeps == 0 && !w->reserve_off) cap = gs__wspill_pause_cap(w);
+        if (need > cap || w->mem_used > cap - need) {
+            if (!head) return GS_INPROGRESS;
+            status = gs__wspill_make_room(w, need, cap);
+            if (status == GS_OK) {
+                /* room made at once (chunks already on disk left memory) */
+            } else if ((status != GS_ERR_NO_RESOURCE && status != GS_ERR_IO) || w->nrunning ||
+                       gs__xfer_busy(w) || gs__wspill_busy(w)) {
+                /* in progress, or something else may still free memory (the watchdog
+                 * fails the task when nothing does) */
+                return GS_INPROGRESS;
+            } else {
+                char why[GS_W_ERRLEN];
+                snprintf(why, sizeof(why), "%s", gs_last_error());
+                gs__wtask_fail(w, t, status, "cannot get %llu bytes of memory for it: %s",
+                               (unsigned long long)need, why);
+                return status;
+            }
+        }
     }
 
     status = gs__wchunk_new(w, t->graph, t->id, t->out_nbytes, &t->out);
@@ -278,33 +348,27 @@ static gs_status_t gs__wtask_admit(gs_worker_t *w, gs_wtask_t *t)
         if (c != NULL && c->state == GS_WCHUNK_FAILED) c = NULL;
         if (c != NULL) {
             gs__wchunk_ref(c);
+            gs__wspill_touch(w, c);
+            if (c->state == GS_WCHUNK_READY && !gs__wchunk_resident(c) &&
+                c->sp.io == GS_WSPILL_IO_NONE) {
+                status = gs__wspill_load(w, c);
+                if (status != GS_OK) {
+                    gs__wchunk_unref(w, c);
+                    if (status == GS_ERR_NO_MEMORY || status == GS_ERR_NO_DEVICE_MEMORY) {
+                        gs__wtask_unadmit(w, t, i, qprev);   /* backend refused: wait */
+                        return GS_INPROGRESS;
+                    }
+                    gs__wtask_fail(w, t, status, "reading input (%llu, %llu) back from disk: "
+                                   "%s", (unsigned long long)d->graph,
+                                   (unsigned long long)d->task, gs_last_error());
+                    return status;
+                }
+            }
         } else {
             status = gs__xfer_fetch(w, d->graph, d->task, d->worker, d->nbytes, &c);
             if (status == GS_ERR_NO_MEMORY || status == GS_ERR_NO_DEVICE_MEMORY) {
                 /* backend refused despite our accounting: undo and wait */
-                for (k = 0; k < i; k++) {
-                    gs_wchunk_t *h = t->deps[k].chunk;
-                    if (h == NULL) continue;
-                    if (h->state == GS_WCHUNK_PENDING) {
-                        for (size_t j = 0; j < h->waiters.len; j++)
-                            if (h->waiters.data[j] == t) {
-                                h->waiters.data[j] = h->waiters.data[--h->waiters.len];
-                                break;
-                            }
-                    }
-                    t->deps[k].chunk = NULL;
-                    gs__wchunk_unref(w, h);
-                }
-                gs__wchunk_unref(w, t->out);
-                t->out = NULL;
-                w->nadmitted--;
-                w->nqueued++;
-                t->state = GS_WTASK_QUEUED;
-                /* back to its place in the queue */
-                t->link.next = qprev->next;
-                t->link.prev = qprev;
-                qprev->next->prev = &t->link;
-                qprev->next = &t->link;
+                gs__wtask_unadmit(w, t, i, qprev);
                 return GS_INPROGRESS;
             }
             if (status != GS_OK) {
@@ -315,7 +379,7 @@ static gs_status_t gs__wtask_admit(gs_worker_t *w, gs_wtask_t *t)
             }
         }
         d->chunk = c;
-        if (c->state == GS_WCHUNK_PENDING) {
+        if (gs__wchunk_waiting(c)) {
             if (GS_VEC_PUSH(&c->waiters, t) != GS_OK) {
                 gs__wtask_fail(w, t, GS_ERR_NO_MEMORY, "out of memory waiting for an input");
                 return GS_ERR_NO_MEMORY;
@@ -332,7 +396,7 @@ void gs__wexec_input_ready(gs_worker_t *w, gs_wchunk_t *c)
     /* c went PENDING -> READY or FAILED: wake (or fail) its waiters */
     while (c->waiters.len) {
         gs_wtask_t *t = c->waiters.data[--c->waiters.len];
-        if (c->state == GS_WCHUNK_READY) {
+        if (c->state == GS_WCHUNK_READY && gs__wchunk_resident(c)) {
             gs_assert(t->nwait > 0);
             if (--t->nwait == 0 && t->state == GS_WTASK_FETCHING) gs__wtask_become_ready(w, t);
         }
@@ -400,6 +464,7 @@ void gs__wexec_pump(gs_worker_t *w)
     int scanned = 0, head = 1;
 
     if (w->state != GS_WSTATE_RUNNING) return;
+    gs__wspill_maybe(w);
     /* blocked on memory and nothing freed or queued since the last scan: nothing to try */
     if (w->mem_blocked_since && w->blocked_epoch == w->admit_epoch) goto dispatch;
     e = w->admit_q.next;
@@ -407,7 +472,7 @@ void gs__wexec_pump(gs_worker_t *w)
         gs_wtask_t *t = GS_WCONTAINER(e, gs_wtask_t, link);
         gs_wlink_t *next = e->next;   /* admitting or failing t touches no other queued task */
         if (!t->small && w->nadmitted >= w->max_admitted) break;
-        if (gs__wtask_admit(w, t) == GS_INPROGRESS) {
+        if (gs__wtask_admit(w, t, head) == GS_INPROGRESS) {
             if (head) {
                 if (w->mem_blocked_task != t || w->mem_blocked_since == 0) {
                     w->mem_blocked_task = t;
@@ -544,7 +609,7 @@ void gs__wexec_tick(gs_worker_t *w)
         return;
     }
     /* Something could still free memory: running tasks, fetches, outgoing transfers. */
-    if (w->nrunning || gs__xfer_busy(w)) return;
+    if (w->nrunning || gs__xfer_busy(w) || gs__wspill_busy(w)) return;
     now = gs_now_ns();
     since = w->mem_blocked_since > w->last_mem_free ? w->mem_blocked_since : w->last_mem_free;
     if (!w->reserve_off) {
@@ -575,15 +640,18 @@ void gs__wexec_tick(gs_worker_t *w)
                     (unsigned long long)w->mem_used, (unsigned long long)w->st.chunks);
     }
     gs__wtask_fail(w, t, w->streams_mode ? GS_ERR_NO_DEVICE_MEMORY : GS_ERR_NO_MEMORY,
-                   "cannot get memory for its output (%llu bytes) and inputs: %llu of the "
-                   "%llu-byte memory limit are held by %llu stored chunks%s and nothing "
-                   "running, fetching or released freed memory for %u ms",
+                   "worker %s: cannot get memory for its output (%llu bytes) and inputs: "
+                   "%llu of the %llu-byte memory limit (%s memory tier) are held by %llu "
+                   "stored chunks%s and nothing running, fetching, spilling or released freed memory "
+                   "for %u ms%s%s", w->name,
                    (unsigned long long)t->out_nbytes, (unsigned long long)w->mem_used,
-                   (unsigned long long)w->mem_limit, (unsigned long long)w->st.chunks,
+                   (unsigned long long)w->mem_limit, w->streams_mode ? "device" : "host",
+                   (unsigned long long)w->st.chunks,
                    w->mem_used + t->out_nbytes <= w->mem_limit
                        ? " (the backend could not place the output in the free memory: "
                          "fragmentation)" : "",
-                   w->memory_wait_ms);
+                   w->memory_wait_ms, gs__wspill_last_error(w)[0] ? "; last disk-tier "
+                   "failure: " : "", gs__wspill_last_error(w));
     w->mem_blocked_since = 0;
     w->mem_blocked_task = NULL;
     gs__wexec_pump(w);

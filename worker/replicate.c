@@ -88,6 +88,7 @@ static void gs__wrepl_settle(gs_worker_t *w, struct gs_wrepl *r, uint64_t i)
             c->owned = 1;             /* our reference becomes the store's */
             c->graph->nowned++;
             w->st.chunks++;
+            gs__wspill_track(w, c);
             return;
         }
     } else if (c->state == GS_WCHUNK_READY) {

@@ -110,12 +110,10 @@ gs_wchunk_t *gs__wstore_find(gs_worker_t *w, uint64_t graph, uint64_t task)
     return (gs_wchunk_t *)(uintptr_t)v;
 }
 
-gs_status_t gs__wchunk_new(gs_worker_t *w, gs_wgraph_t *g, uint64_t task, uint64_t nbytes,
-                           gs_wchunk_t **c_p)
+gs_status_t gs__wmem_alloc(gs_worker_t *w, uint64_t nbytes, void **ptr_p)
 {
     gs_status_t nomem = w->streams_mode ? GS_ERR_NO_DEVICE_MEMORY : GS_ERR_NO_MEMORY;
     gs_status_t status;
-    gs_wchunk_t *c;
     void *ptr = NULL;
 
     if (nbytes > w->mem_limit || w->mem_used > w->mem_limit - nbytes)
@@ -124,9 +122,31 @@ gs_status_t gs__wchunk_new(gs_worker_t *w, gs_wgraph_t *g, uint64_t task, uint64
                             (unsigned long long)w->mem_limit);
     if ((uint64_t)(size_t)nbytes != nbytes)
         return gs_error_set(nomem, "%llu bytes do not fit in size_t", (unsigned long long)nbytes);
+    status = w->ops->mem_alloc(w->ctx, (size_t)nbytes, &ptr);
+    if (status != GS_OK) return status;
+    w->mem_used += nbytes;
+    *ptr_p = ptr;
+    return GS_OK;
+}
+
+void gs__wmem_free(gs_worker_t *w, void *ptr, uint64_t nbytes)
+{
+    w->ops->mem_free(w->ctx, ptr);
+    gs_assert(w->mem_used >= nbytes);
+    w->mem_used -= nbytes;
+    gs__wmem_freed(w);
+}
+
+gs_status_t gs__wchunk_new(gs_worker_t *w, gs_wgraph_t *g, uint64_t task, uint64_t nbytes,
+                           gs_wchunk_t **c_p)
+{
+    gs_status_t status;
+    gs_wchunk_t *c;
+    void *ptr = NULL;
+
     c = gs_calloc(1, sizeof(*c), "worker chunk");
     if (c == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for a chunk header");
-    status = w->ops->mem_alloc(w->ctx, (size_t)nbytes, &ptr);
+    status = gs__wmem_alloc(w, nbytes, &ptr);
     if (status != GS_OK) {
         gs_free(c);
         return status;
@@ -138,7 +158,6 @@ gs_status_t gs__wchunk_new(gs_worker_t *w, gs_wgraph_t *g, uint64_t task, uint64
     c->refs = 1;
     c->state = GS_WCHUNK_PENDING;
     g->nchunks_alive++;
-    w->mem_used += nbytes;
     *c_p = c;
     return GS_OK;
 }
@@ -162,12 +181,11 @@ void gs__wchunk_unref(gs_worker_t *w, gs_wchunk_t *c)
     }
     gs_assert(c->waiters.len == 0);
     GS_VEC_FREE(&c->waiters);
-    w->ops->mem_free(w->ctx, c->ptr);
-    gs_assert(w->mem_used >= c->nbytes);
-    w->mem_used -= c->nbytes;
+    gs__wspill_forget(w, c, 1);
+    if (c->sp.tier == GS_WTIER_MEM) gs__wmem_free(w, c->ptr, c->nbytes);
+    else gs__wmem_freed(w);
     g->nchunks_alive--;
     gs_free(c);
-    gs__wmem_freed(w);
     gs__wgraph_maybe_free(w, g, 0);
 }
 
@@ -194,6 +212,7 @@ gs_status_t gs__wstore_insert(gs_worker_t *w, gs_wchunk_t *c)
     if (c->owned) {
         g->nowned++;
         w->st.chunks++;
+        gs__wspill_track(w, c);
     }
     return GS_OK;
 }
@@ -204,6 +223,7 @@ void gs__wstore_detach(gs_worker_t *w, gs_wchunk_t *c)
     if (!c->in_map) return;
     gs_u64map_del(&g->chunks, c->task);
     c->in_map = 0;
+    gs__wspill_forget(w, c, 0);
     if (c->owned) {
         c->owned = 0;
         g->nowned--;

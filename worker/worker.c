@@ -54,6 +54,12 @@ static void gs__worker_heartbeat(gs_worker_t *w)
     m.u.heartbeat.mem_limit = w->mem_limit;
     m.u.heartbeat.executing = (uint32_t)w->nrunning;
     m.u.heartbeat.queued = (uint32_t)(w->nqueued + w->nadmitted - w->nrunning);
+    m.u.heartbeat.disk_used = w->st.disk_used;
+    m.u.heartbeat.disk_limit = w->st.disk_limit;
+    m.u.heartbeat.spilled_bytes = w->st.spilled_bytes;
+    m.u.heartbeat.spilled_ns = w->st.spilled_ns;
+    m.u.heartbeat.unspilled_bytes = w->st.unspilled_bytes;
+    m.u.heartbeat.unspilled_ns = w->st.unspilled_ns;
     gs__wsend_msg(w, &m);
     gs__xfer_report(w);
 }
@@ -317,6 +323,19 @@ static uint64_t gs__worker_auto_memory(uint32_t share)
     return lim;
 }
 
+/* An explicit limit above what this process may use is lowered to it (Dask does the same:
+ * a limit the machine cannot honour would only defer the failure to the kernel's OOM killer). */
+static uint64_t gs__worker_clamp_memory(const gs_worker_t *w, uint64_t lim)
+{
+    gs_sysmem_t mem;
+    (void)gs_sysmem_query(NULL, &mem);
+    if (lim <= mem.total) return lim;
+    GS_LOG_WARN("worker %s: memory limit %.2f GB is more than the %.2f GB this process may use "
+                "(%s): using %.2f GB", w->name, (double)lim / 1e9, (double)mem.total / 1e9,
+                mem.source, (double)mem.total / 1e9);
+    return mem.total;
+}
+
 gs_status_t gs_worker_create(const gs_worker_params_t *params, uv_loop_t *loop,
                              gs_worker_h *worker_p)
 {
@@ -412,7 +431,7 @@ gs_status_t gs_worker_create(const gs_worker_params_t *params, uv_loop_t *loop,
     cp.device = params->device;
     cp.nthreads = 1;
     if (strcmp(w->ops->name, "cpu") == 0) {
-        uint64_t lim = params->memory_limit ? params->memory_limit
+        uint64_t lim = params->memory_limit ? gs__worker_clamp_memory(w, params->memory_limit)
                                             : gs__worker_auto_memory(params->memory_share);
         cp.memory_limit = (size_t)lim;
     } else {
@@ -429,6 +448,8 @@ gs_status_t gs_worker_create(const gs_worker_params_t *params, uv_loop_t *loop,
     w->st.mem_limit = w->mem_limit;
 
     status = gs__wexec_init(w);
+    if (status != GS_OK) goto err;
+    status = gs__wspill_init(w, params);
     if (status != GS_OK) goto err;
 
     /* loop handles (unreferenced: only the scheduler connection keeps the loop alive) */
@@ -509,6 +530,16 @@ void gs__worker_handle_closed(uv_handle_t *h)
     gs__worker_count_closed(h->data);
 }
 
+void gs__worker_hold(gs_worker_t *w)
+{
+    w->nhandles_open++;
+}
+
+void gs__worker_unhold(gs_worker_t *w)
+{
+    gs__worker_count_closed(w);
+}
+
 void gs_worker_stop(gs_worker_h w, gs_status_t reason)
 {
     if (w == NULL || w->state >= GS_WSTATE_STOPPING) return;
@@ -566,6 +597,7 @@ static void gs__worker_teardown(gs_worker_t *w)
     gs__wexec_cleanup(w);
     gs__wstore_clear(w);
     gs__wgraph_free_all(w);
+    gs__wspill_cleanup(w);
     if (w->ctx) w->ops->ctx_destroy(w->ctx);
     uv_mutex_destroy(&w->job_lock);
     uv_mutex_destroy(&w->done_lock);

@@ -31,6 +31,13 @@
  * task alone needs more than the limit, the task fails with an error naming the task and the
  * sizes. A worker cannot hand queued tasks back, so a scheduler that fills a worker's queue
  * with generators whose outputs exceed its memory gets that error rather than a hang.
+ * Spilling (cpu backend, unless no_spill; worker/spill/spill.h): above spill_threshold of the
+ * limit, stored chunks nothing is using move to files in the worker's local directory, least
+ * recently used first, down to spill_target; a task that does not fit makes room the same way
+ * and then waits for the writes, and inputs on disk are read back at admission (so those of
+ * the tasks admitted ahead of execution load while others compute). The generators' share is
+ * spill_pause (0.75, the 3/4 above). A failure of the disk tier fails the waiting task with a
+ * message naming the worker, the tier, the sizes and the limit (GS_ERR_NO_RESOURCE).
  *
  * Peer transfers. One ucp context (active messages) and one ucp worker whose event fd is
  * polled by the loop. Endpoints are created lazily from the PEERS addresses and closed when
@@ -146,7 +153,20 @@ typedef struct gs_worker_params {
     int test_notify_failures;     /* tests only: the first this many completion-notification
                                      registrations fail (each is retried from the loop) */
     uint32_t memory_share;        /* workers dividing this host's memory for the automatic
-                                     limit (gs-local-cluster passes its worker count); 0: 1 */
+                                     limit (gs-local-cluster passes its worker count); 0: 1.
+                                     An explicit memory_limit above this process's memory
+                                     (physical, bounded by its cgroup) is lowered to it with a
+                                     warning, as Dask does */
+    /* Spilling (cpu backend; worker/spill/spill.h): stored chunks move to files in a private
+     * subdirectory of local_directory when memory fills. Fractions of memory_limit, 0: default */
+    const char *local_directory;  /* NULL: $TMPDIR, else /tmp. The worker creates
+                                     gsched-worker-<name>-XXXXXX there and removes it (with its
+                                     files) when destroyed */
+    uint64_t disk_limit;          /* bytes of chunks on disk; 0: what the file system holds */
+    double spill_target;          /* spill down to this fraction; 0: 0.6 */
+    double spill_threshold;       /* start spilling above it; 0: 0.7 */
+    double spill_pause;           /* admit generators only below it; 0: 0.75 */
+    int no_spill;                 /* nonzero: never spill (tasks wait for memory, then fail) */
     gs_worker_stop_cb stop_cb;    /* may be NULL */
     void *arg;                    /* passed to stop_cb */
 } gs_worker_params_t;
@@ -176,6 +196,14 @@ typedef struct gs_worker_stats {
     uint64_t requests_refused;    /* peer messages dropped unanswered: no or a wrong seal (not
                                      from a member of this cluster), not a live peer, replayed,
                                      or naming another worker (worker/xfer/seal.c) */
+    /* disk tier (worker/spill/spill.h) */
+    uint64_t disk_used;           /* now: bytes of chunks in files */
+    uint64_t disk_limit;          /* UINT64_MAX: the file system's room; 0: spilling is off */
+    uint64_t spills;              /* chunks written to disk */
+    uint64_t spilled_bytes, spilled_ns;      /* bytes written, time in the writes */
+    uint64_t unspills;            /* chunks read back into memory for tasks */
+    uint64_t unspilled_bytes, unspilled_ns;  /* bytes read back (also for peers and gsched) */
+    uint64_t spill_failures;      /* writes that failed (the chunk stayed in memory) */
 } gs_worker_stats_t;
 
 /**
@@ -227,8 +255,9 @@ typedef struct gs_worker_cli {
 /** Parse gworker's arguments (argv[0] is the program): `tcp://host:port` and --nthreads N,
  *  --memory-limit BYTES|auto, --device-memory-limit BYTES|auto, --backend cpu|cuda,
  *  --device N, --name NAME, --token TOKEN (default: $GSCHED_TOKEN), --log-level LEVEL,
- *  --nstreams N, --connect-timeout MS, --fetch-timeout MS, --ucx-shm, --no-rejoin, --help; `--opt=value`
- *  works too.
+ *  --nstreams N, --connect-timeout MS, --fetch-timeout MS, --ucx-shm, --no-rejoin,
+ *  --local-directory DIR, --disk-limit SIZE|auto, --spill-target F, --spill-threshold F,
+ *  --spill-pause F, --no-spill, --help; `--opt=value` works too.
  *  GS_ERR_INVALID_PARAM with a message naming the bad argument. *cli_p only on success. */
 gs_status_t gs_worker_cli_parse(int argc, char **argv, gs_worker_cli_t *cli_p);
 

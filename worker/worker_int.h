@@ -12,6 +12,7 @@
 #include "graph/taskgraph.h"
 #include "proto/conn.h"
 #include "proto/handshake.h"
+#include "worker/spill/spill.h"
 #include "worker/worker.h"
 
 #include <stdatomic.h>
@@ -84,8 +85,18 @@ struct gs_wchunk {
     uint8_t state;            /* gs_wchunk_state_t */
     uint8_t owned;            /* a key gsched knows this worker holds */
     uint8_t in_map;
-    GS_VEC(gs_wtask_t *) waiters;   /* tasks waiting for PENDING -> READY */
+    GS_VEC(gs_wtask_t *) waiters;   /* tasks waiting for PENDING -> READY, or for the chunk
+                                       to come back from disk */
+    gs_wspill_chunk_t sp;     /* tier (worker/spill/spill.h): on disk, ptr is NULL */
 };
+
+/* The chunk's bytes are at its ptr (not only on disk). */
+static inline int gs__wchunk_resident(const gs_wchunk_t *c) { return c->sp.tier == GS_WTIER_MEM; }
+/* A task using @a c must wait for it (computed or fetched, or read back from disk). */
+static inline int gs__wchunk_waiting(const gs_wchunk_t *c)
+{
+    return c->state == GS_WCHUNK_PENDING || c->sp.tier != GS_WTIER_MEM;
+}
 
 typedef struct gs_wdep {
     uint64_t graph, task, worker, nbytes;
@@ -224,6 +235,7 @@ struct gs_worker {
     /* peer transfers (xfer/xfer.h; opaque here) and replicate requests (replicate.c) */
     struct gs_xfer *xfer;
     struct gs_wrepl *repls;
+    struct gs_wspill *spill;           /* memory tiers (spill/spill.h) */
 
     /* graphs, tasks */
     gs_u64map_t graphs;                /* graph id -> gs_wgraph_t * */
@@ -276,6 +288,10 @@ void gs__wstore_detach(gs_worker_t *w, gs_wchunk_t *c);
 void gs__wstore_release(gs_worker_t *w, uint64_t graph, uint64_t task);
 void gs__wgraph_cancel(gs_worker_t *w, uint64_t graph);
 void gs__wmem_freed(gs_worker_t *w);
+/* Backend memory accounted against the limit (GS_ERR_NO_MEMORY / GS_ERR_NO_DEVICE_MEMORY when
+ * it does not fit, nothing changed); gs__wmem_free gives it back (and wakes admission). */
+gs_status_t gs__wmem_alloc(gs_worker_t *w, uint64_t nbytes, void **ptr_p);
+void gs__wmem_free(gs_worker_t *w, void *ptr, uint64_t nbytes);
 
 /* ---- exec.c (intake.c: gs__wexec_assign) ---- */
 gs_status_t gs__wexec_init(gs_worker_t *w);
@@ -328,6 +344,10 @@ void gs__wrepl_cleanup(gs_worker_t *w);            /* stop: drop pending request
 
 /* ---- worker.c ---- */
 void gs__worker_handle_closed(uv_handle_t *h);   /* close callback: counts nhandles_open */
+/* Work outside a handle (thread-pool requests) that a stop must wait for: hold before it
+ * starts, unhold from its completion on the loop. */
+void gs__worker_hold(gs_worker_t *w);
+void gs__worker_unhold(gs_worker_t *w);
 void gs__wsend_msg(gs_worker_t *w, const gs_msg_t *m);
 void gs__wdata_to_scheduler(gs_worker_t *w, uint64_t req_id, uint64_t graph, uint64_t task,
                             gs_status_t status, const void *data, size_t len);

@@ -171,6 +171,11 @@ int gs__connect(gs__common_t *c, gs_client_h *client_p, double *connect_s_p)
         p.field_mask |= GS_CLIENT_FIELD_LOCAL_NWORKERS | GS_CLIENT_FIELD_LOCAL_BACKEND;
         p.local_nworkers = c->workers;
         p.local_backend = c->backend;
+        if (c->memory_limit || c->device_memory_limit) {
+            p.field_mask |= GS_CLIENT_FIELD_LOCAL_MEMORY;
+            p.local_memory_limit = c->memory_limit;
+            p.local_device_memory_limit = c->device_memory_limit;
+        }
     }
     if (gs_client_connect(&p, client_p) != GS_OK) {
         fprintf(stderr, "%s %s: cannot connect to %s: %s\n", g_prog, g_sub,
@@ -236,6 +241,13 @@ int gs__connect_persist_normal(gs__common_t *c, const int64_t *shape, const int6
         return 1;
     }
     *persist_s_p = gs__now() - t0;
+    return 0;
+}
+
+int gs__value_ok(int run, double v, double expected, double tol)
+{
+    if (fabs(v - expected) <= tol) return 1;
+    fprintf(stderr, "%s %s: run %d gave %.17g, expected %.17g\n", g_prog, g_sub, run, v, expected);
     return 0;
 }
 

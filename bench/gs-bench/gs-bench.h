@@ -17,6 +17,8 @@ typedef struct gs__common {
     int no_gram;            /* --no-gram: the tall SVD by TSQR (GS_LOWER_GRAM_SVD off) */
     int repeat;
     uint64_t seed;
+    uint64_t memory_limit;        /* local cluster: per worker, 0: automatic (spill.c sets it) */
+    uint64_t device_memory_limit; /* local cluster: per GPU worker, 0: default */
 } gs__common_t;
 
 extern const char *g_prog;   /* "gs-bench" */
@@ -47,6 +49,8 @@ void gs__json_run_tail(const gs_compute_stats_t *st, double persist_s, double co
                        gs_client_h client);
 /* Median of v[0..n) (sorts v). */
 double gs__median(double *v, int n);
+/* 1 when |v - expected| <= tol; otherwise prints "run R gave V, expected E" and returns 0. */
+int gs__value_ok(int run, double v, double expected, double tol);
 /* Print ,"key":v (null when not finite). */
 void gs__json_num(const char *key, double v);
 
@@ -59,5 +63,6 @@ int gs__bench_transfer(int argc, char **argv);        /* transfer.c */
 int gs__bench_dot(int argc, char **argv);             /* linalg.c */
 int gs__bench_svd(int argc, char **argv);             /* linalg.c */
 int gs__bench_soak(int argc, char **argv);            /* soak.c */
+int gs__bench_spill(int argc, char **argv);           /* spill.c */
 
 #endif

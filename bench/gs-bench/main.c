@@ -13,6 +13,8 @@
  *   gs-bench svd --rows R --cols C --chunk K [common options] (x persisted; times u of svd(x))
  *   gs-bench soak [--jobs 300] [--every 25] [--warmup 50] [--n 1024] [--rss-growth 10]
  *                 [--workers W] [--backend cpu|cuda]       (local cluster; RSS / fds of daemons)
+ *   gs-bench spill --factor F [--limit-mb M] [--chunk C] [common options]
+ *                 (x of F times the workers' memory persisted, spilling; then x.sum())
  *
  * Subcommands live in one table (gs__benches), one file each; each parses its own options with
  * the shared helpers of gs-bench.h and reports through gs__json_*. */
@@ -40,6 +42,7 @@ static const gs__bench_t gs__benches[] = {
     {"dot", gs__bench_dot, "x @ x of a persisted normal (n, n) x, kept on the workers"},
     {"svd", gs__bench_svd, "u of the TSQR svd of a persisted tall normal (rows, cols) x"},
     {"soak", gs__bench_soak, "300 mixed jobs (one failing) on one cluster: daemon RSS and fds flat?"},
+    {"spill", gs__bench_spill, "persist F x the workers' memory limit (spilling), then sum: GB/s"},
 };
 
 static void gs__usage(FILE *f)

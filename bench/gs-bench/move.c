@@ -153,11 +153,8 @@ int gs__bench_transpose_sum(int argc, char **argv)
         gs__json_num("seconds", t);
         gs__json_num("gb_per_s", (double)o.n * (double)o.n * 8.0 / t * 1e-9);
         gs__json_run_tail(&stats, persist_s, connect_s, client);
-        if (!(fabs(v - expected) <= 1e-9 * fmax(1.0, sqrt((double)o.n * (double)o.n)))) {
-            fprintf(stderr, "%s %s: run %d gave %.17g, expected %.17g\n", g_prog, g_sub, r, v,
-                    expected);
+        if (!gs__value_ok(r, v, expected, 1e-9 * fmax(1.0, sqrt((double)o.n * (double)o.n))))
             goto out;
-        }
     }
     rc = 0;
 out:

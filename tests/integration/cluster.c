@@ -251,9 +251,14 @@ gs_client_h tc_connect(const tcluster_t *c, unsigned lower_flags)
  * k % (visible GPUs), with a small device arena so that several share one GPU. */
 pid_t tc_add_worker(tcluster_t *c, const char *name)
 {
+    return tc_add_worker_args(c, name, NULL);
+}
+
+pid_t tc_add_worker_args(tcluster_t *c, const char *name, const char *const *extra)
+{
     char bin[PATH_MAX], dev[16];
     const char *backend = getenv("GS_TEST_BACKEND");
-    const char *argv[16];
+    const char *argv[32];
     int ac = 0;
     pid_t pid;
     argv[ac++] = tp_bin("gworker", bin, sizeof(bin));
@@ -276,6 +281,7 @@ pid_t tc_add_worker(tcluster_t *c, const char *name)
         argv[ac++] = "--nthreads";
         argv[ac++] = "1";
     }
+    for (int i = 0; extra != NULL && extra[i] != NULL && ac < 31; i++) argv[ac++] = extra[i];
     argv[ac] = NULL;
     if (c->nworkers >= TC_MAX_WORKERS) return -1;
     pid = tp_spawn(argv, NULL, c->token);

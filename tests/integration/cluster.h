@@ -60,6 +60,9 @@ typedef struct tcluster {
 int tc_start(tcluster_t *c, int nworkers, const char *token, const char *const *sched_args);
 /** Start one more worker named @a name. */
 pid_t tc_add_worker(tcluster_t *c, const char *name);
+/** Start one more worker named @a name with the extra gworker arguments @a extra
+ *  (NULL-terminated, or NULL). */
+pid_t tc_add_worker_args(tcluster_t *c, const char *name, const char *const *extra);
 /** Connect a client (token of the cluster); NULL on failure (message in gs_last_error()). */
 gs_client_h tc_connect(const tcluster_t *c, unsigned lower_flags);
 

@@ -40,8 +40,10 @@ typedef struct scene {
 
 /* The holder (1 thread: queue bound 6) computes a persisted producer chunk of @a nbytes, then
  * gets @a nfill filler tasks while it is alone (6 = full); the other worker registers and
- * reports @a gbps from the holder (0: no report); then a consumer of the chunk is submitted. */
-static void scene_run(scene_t *sc, uint64_t nbytes, int nfill, double gbps)
+ * reports @a gbps from the holder (0: no report); the holder heartbeats @a hb (NULL: none); then
+ * a consumer of the chunk is submitted. */
+static void scene_run_hb(scene_t *sc, uint64_t nbytes, int nfill, double gbps,
+                         const gs_msg_heartbeat_t *hb)
 {
     tg_t g;
     uint64_t got[16], pg, ext;
@@ -70,12 +72,25 @@ static void scene_run(scene_t *sc, uint64_t nbytes, int nfill, double gbps)
         cr_assert_float_eq(bw_of(&sc->th, sc->holder, sc->other, &measured), gbps, gbps * 1e-6);
         cr_assert(measured);
     }
+    if (hb != NULL) {
+        gs_msg_t m;
+        memset(&m, 0, sizeof m);
+        m.type = GS_MSG_HEARTBEAT;
+        m.u.heartbeat = *hb;
+        tp_send(sc->holder, &m);
+        th_run_for(&sc->th, 30);
+    }
     tg_init(&g, 1);
     ext = tg_ext(&g, pg, sc->producer);
     sc->consumer = tg_task(&g, 0, 1, &ext);
     tg_output(&g, sc->consumer);
     sc->gid = tg_submit_ok(sc->client, &g, 0);
     sc->fill_graph_done = 0;
+}
+
+static void scene_run(scene_t *sc, uint64_t nbytes, int nfill, double gbps)
+{
+    scene_run_hb(sc, nbytes, nfill, gbps, NULL);
 }
 
 /* Which worker gets the consumer within @a ms: 'h', 'o' or 0. */
@@ -112,6 +127,31 @@ Test(scheduler_place, fast_link_moves_a_big_input_consumer_off_a_long_holder_que
     /* 40 MB at 100 GB/s = 0.4 ms to move, less than the holder's queue: it moves */
     scene_run(&sc, 40 * MB, 3, 100.0);
     cr_assert_eq(scene_consumer_on(&sc, 2000), 'o');
+    th_fini(&sc.th);
+}
+
+Test(scheduler_place, an_idle_holder_with_its_chunks_in_memory_keeps_the_consumer)
+{
+    scene_t sc;
+    gs_msg_heartbeat_t hb = {.seq = 1, .mem_used = 40 * MB, .mem_limit = 1000 * MB,
+                             .disk_limit = UINT64_MAX};
+    /* 40 MB at 1 GB/s = 40 ms to move; nothing on the holder's disk: it keeps the task */
+    scene_run_hb(&sc, 40 * MB, 0, 1.0, &hb);
+    cr_assert_eq(scene_consumer_on(&sc, 2000), 'h');
+    th_fini(&sc.th);
+}
+
+Test(scheduler_place, a_holder_with_its_chunks_on_a_slow_disk_keeps_the_consumer)
+{
+    scene_t sc;
+    /* the holder's chunks are nearly all on disk, read back at 0.1 GB/s (400 ms): moving the
+     * input elsewhere reads it from that disk too, so the holder still keeps the task (a model
+     * charging the disk to the holder alone would move it) */
+    gs_msg_heartbeat_t hb = {.seq = 1, .mem_used = 1 * MB, .mem_limit = 1000 * MB,
+                             .disk_used = 999 * MB, .disk_limit = UINT64_MAX,
+                             .unspilled_bytes = 100 * MB, .unspilled_ns = 1000000000ull};
+    scene_run_hb(&sc, 40 * MB, 0, 1.0, &hb);
+    cr_assert_eq(scene_consumer_on(&sc, 2000), 'h');
     th_fini(&sc.th);
 }
 

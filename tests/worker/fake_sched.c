@@ -632,3 +632,36 @@ void tw_destroy(tw_t *t)
     gs_worker_destroy(t->w);
     t->w = NULL;
 }
+
+void tw_start_each(fake_sched_t *fs, tw_t *t, int n, const gs_worker_params_t *p)
+{
+    for (int i = 0; i < n; i++) {
+        tw_start(&t[i], fs, &p[i]);
+        cr_assert(fs_wait_registered(fs, i + 1, 20000), "worker %d did not register", i);
+    }
+    fs_announce_peers(fs);
+    fs_run_for(fs, 20);
+}
+
+void tw_stop_each(fake_sched_t *fs, tw_t *t, int n)
+{
+    for (int i = 0; i < n; i++) {
+        gs_worker_stop(t[i].w, GS_OK);
+        cr_assert(tw_wait_stopped(&t[i], fs, 10000), "worker %d did not stop", i);
+        tw_destroy(&t[i]);
+    }
+}
+
+void fs_fixture_setup(fake_sched_t *fs, uv_loop_t *loop)
+{
+    gs_log_set_level(GS_LOG_LEVEL_ERROR);
+    cr_assert_eq(uv_loop_init(loop), 0);
+    fs_start(fs, loop, NULL);
+}
+
+void fs_fixture_teardown(fake_sched_t *fs, uv_loop_t *loop)
+{
+    fs_stop(fs);
+    uv_run(loop, UV_RUN_NOWAIT);
+    cr_expect_eq(uv_loop_close(loop), 0, "handles left on the loop");
+}

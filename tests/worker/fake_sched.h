@@ -140,5 +140,14 @@ void tw_start_raw(tw_t *t, uv_loop_t *loop, const gs_worker_params_t *p);
 /* Wait for stop_cb. */
 int tw_wait_stopped(tw_t *t, fake_sched_t *fs, int timeout_ms);
 void tw_destroy(tw_t *t);
+/* Start @a n workers on @a fs, worker i with p[i] (registered one at a time, so peer index i is
+ * t[i]), and announce them to each other. */
+void tw_start_each(fake_sched_t *fs, tw_t *t, int n, const gs_worker_params_t *p);
+/* Stop (GS_OK) and destroy @a n workers. */
+void tw_stop_each(fake_sched_t *fs, tw_t *t, int n);
+/* Suite fixture: log errors only, a fresh @a loop and @a fs started on it (no token). */
+void fs_fixture_setup(fake_sched_t *fs, uv_loop_t *loop);
+/* Stop @a fs and close @a loop, expecting no handle left. */
+void fs_fixture_teardown(fake_sched_t *fs, uv_loop_t *loop);
 
 #endif

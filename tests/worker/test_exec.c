@@ -372,6 +372,7 @@ Test(worker_exec, task_waits_for_memory_until_a_release)
     gs_worker_stats_t st;
     p.memory_limit = 5000;        /* two 2048-byte chunks fit, three do not */
     p.memory_wait_ms = 20000;
+    p.no_spill = 1;               /* the memory tier alone (spilling: test_spill.c) */
     start_worker(&t, &p);
     fs_assign(&fs, 0, 1, tg, tasks, 3, holder);
     cr_assert_not_null(fs_wait_done(&fs, 1, 0, 5000));
@@ -409,6 +410,7 @@ Test(worker_exec, task_fails_when_nothing_can_free_memory)
     const fs_done_t *d;
     p.memory_limit = 5000;
     p.memory_wait_ms = 300;
+    p.no_spill = 1;               /* the memory tier alone (spilling: test_spill.c) */
     start_worker(&t, &p);
     fs_assign(&fs, 0, 1, tg, tasks, 3, holder);
     d = fs_wait_done(&fs, 1, 2, 5000);
@@ -619,6 +621,7 @@ Test(worker_exec, smaller_tasks_run_past_a_head_that_waits_for_memory)
     cr_assert_eq(small->task_nbytes[0], 8u);
     p.memory_limit = 5000;
     p.memory_wait_ms = 20000;
+    p.no_spill = 1;               /* the memory tier alone (spilling: test_spill.c) */
     start_worker(&t, &p);
     fs_assign(&fs, 0, 1, big, tasks, 3, holder);          /* two fit, the third waits */
     cr_assert_not_null(fs_wait_done(&fs, 1, 0, 5000));

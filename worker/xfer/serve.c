@@ -316,6 +316,23 @@ void gs__wsend_staged(gs_worker_t *w, gs_wsend_t *s, gs_status_t status)
     gs__wserve_post(w, s, gs__wserve_ep(w, s->from_worker, NULL));
 }
 
+static void gs__wsend_unspilled_cb(gs_worker_t *w, gs_status_t status, void *arg)
+{
+    gs__wsend_staged(w, arg, status);
+}
+
+/* s->chunk is on disk (worker/spill): read it into a host buffer of s's off the loop, then
+ * answer as after a staging copy (gs__wsend_staged). */
+static gs_status_t gs__wsend_unspill(gs_worker_t *w, gs_wsend_t *s)
+{
+    s->host = gs_malloc(s->chunk->nbytes ? (size_t)s->chunk->nbytes : 1, "send from disk");
+    if (s->host == NULL)
+        return gs_error_set(GS_ERR_NO_MEMORY, "out of host memory reading %llu bytes from disk",
+                            (unsigned long long)s->chunk->nbytes);
+    s->host_owned = 1;
+    return gs__wspill_read(w, s->chunk, s->host, gs__wsend_unspilled_cb, s);
+}
+
 void gs__wserve(gs_worker_t *w, gs_wdefer_t *d)
 {
     gs_wchunk_t *c = gs__wstore_find(w, d->graph, d->task);
@@ -337,6 +354,13 @@ void gs__wserve(gs_worker_t *w, gs_wdefer_t *d)
                      (unsigned long long)d->task);
         s->status = GS_ERR_NOT_FOUND;
         gs__wserve_post(w, s, gs__wserve_ep(w, d->from_worker, d->reply_ep));
+        return;
+    }
+    if (!gs__wchunk_resident(c)) {
+        gs__wchunk_ref(c);
+        s->chunk = c;
+        if ((s->status = gs__wsend_unspill(w, s)) != GS_OK)
+            gs__wserve_post(w, s, gs__wserve_ep(w, d->from_worker, d->reply_ep));
         return;
     }
     if (d->ipc && gs__wipc_serve(w, d, c, gs__wserve_ep(w, d->from_worker, d->reply_ep))) {
@@ -395,6 +419,13 @@ void gs__xfer_gather(gs_worker_t *w, uint64_t req_id, uint64_t graph, uint64_t t
     s->task = task;
     gs__wchunk_ref(c);
     s->chunk = c;
+    if (!gs__wchunk_resident(c)) {
+        gs_status_t st = gs__wsend_unspill(w, s);
+        if (st == GS_OK) return;
+        gs__wsend_free(w, s);
+        gs__wdata_to_scheduler(w, req_id, graph, task, st, NULL, 0);
+        return;
+    }
     if (!w->streams_mode) {
         s->host = c->ptr;   /* host memory: written from the chunk itself, which s keeps alive */
         gs__wsend_to_scheduler(w, s);

@@ -41,6 +41,7 @@ typedef void (*gs_progress_cb)(gs_future_h future, uint64_t done, uint64_t total
 #define GS_CLIENT_FIELD_LOWER_FLAGS 0x10u
 #define GS_CLIENT_FIELD_PROGRESS 0x20u
 #define GS_CLIENT_FIELD_BIN_DIR 0x40u
+#define GS_CLIENT_FIELD_LOCAL_MEMORY 0x80u
 
 /** Connection parameters; fields other than `address` are read only when their bit is set in
  *  field_mask (UCX style), so new fields never break old callers. Strings are copied. */
@@ -56,6 +57,10 @@ typedef struct gs_client_params {
     void *progress_arg;
     const char *bin_dir;        /* "local": where gsched/gworker live (default: $GS_BIN_DIR, then
                                    the directory of the running executable, then $PATH) */
+    uint64_t local_memory_limit;        /* "local": host memory per worker in bytes (0: automatic:
+                                           this host's or cgroup's memory / workers); chunks
+                                           beyond it spill to disk (cpu backend) */
+    uint64_t local_device_memory_limit; /* "local": device memory per GPU worker (0: default) */
 } gs_client_params_t;
 
 /** Connect (and for "local", start the cluster first). *client_p written only on success. */
@@ -139,6 +144,13 @@ typedef struct gs_client_worker_info {
     uint32_t nthreads;          /* kernel threads (cpu) or streams (cuda) */
     uint64_t memory_limit;
     uint64_t mem_used;          /* at its last heartbeat */
+    /* its disk tier at its last heartbeat: bytes of chunks spilled to its local directory now,
+     * and since it started the bytes and seconds written there and read back */
+    uint64_t disk_used;
+    uint64_t spilled_bytes;
+    double spilled_s;
+    uint64_t unspilled_bytes;
+    double unspilled_s;
 } gs_client_worker_info_t;
 
 /** List the live workers: up to @a cap entries into @a out (caller-owned; may be NULL when

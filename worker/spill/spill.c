@@ -1,0 +1,407 @@
+/* worker/spill: configuration, the local directory, the LRU of stored chunks in memory and
+ * the policy moving them to disk and back (spill.h states the rules). File I/O: disk.c. */
+#include "worker/spill/spill_int.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <time.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define GS_WSPILL_DEFAULT_TARGET 0.6
+#define GS_WSPILL_DEFAULT_THRESHOLD 0.7
+#define GS_WSPILL_DEFAULT_PAUSE 0.75
+
+/* ---------------------------------------------------------------- LRU */
+
+static void gs__wlru_del(gs_wspill_chunk_t *e)
+{
+    e->prev->next = e->next;
+    e->next->prev = e->prev;
+    e->prev = e->next = NULL;
+    e->in_lru = 0;
+}
+
+static void gs__wlru_push(struct gs_wspill *sp, gs_wspill_chunk_t *e)
+{
+    e->prev = sp->lru.prev;
+    e->next = &sp->lru;
+    sp->lru.prev->next = e;
+    sp->lru.prev = e;
+    e->in_lru = 1;
+}
+
+#define GS_WSPILL_CHUNK(e) GS_WCONTAINER(e, gs_wchunk_t, sp)
+
+void gs__wspill_track(gs_worker_t *w, gs_wchunk_t *c)
+{
+    struct gs_wspill *sp = w->spill;
+    if (sp == NULL || !sp->enabled || !c->owned || !c->in_map || c->sp.tier != GS_WTIER_MEM)
+        return;
+    if (c->sp.in_lru) gs__wlru_del(&c->sp);
+    gs__wlru_push(sp, &c->sp);
+}
+
+void gs__wspill_touch(gs_worker_t *w, gs_wchunk_t *c)
+{
+    if (c->sp.in_lru) {
+        gs__wlru_del(&c->sp);
+        gs__wlru_push(w->spill, &c->sp);
+    }
+}
+
+void gs__wspill_forget(gs_worker_t *w, gs_wchunk_t *c, int freeing)
+{
+    if (c->sp.in_lru) gs__wlru_del(&c->sp);
+    if (!freeing || c->sp.file == 0) return;
+    gs_assert(c->sp.io == GS_WSPILL_IO_NONE);   /* operations hold a reference */
+    gs__wspill_unlink(w, c->sp.file);
+    gs_assert(w->st.disk_used >= c->nbytes);
+    w->st.disk_used -= c->nbytes;
+    c->sp.file = 0;
+    w->spill->full = 0;                 /* room on disk again: writes may be tried */
+}
+
+/* ---------------------------------------------------------------- moving chunks */
+
+static int gs__wspill_movable(const gs_wchunk_t *c)
+{
+    return c->owned && c->in_map && c->state == GS_WCHUNK_READY &&
+           c->sp.tier == GS_WTIER_MEM && c->sp.io == GS_WSPILL_IO_NONE && c->refs == 1 &&
+           c->nbytes > 0;
+}
+
+void gs__wspill_evict(gs_worker_t *w, gs_wchunk_t *c)
+{
+    gs_assert(c->sp.file != 0 && c->sp.tier == GS_WTIER_MEM);
+    if (c->sp.in_lru) gs__wlru_del(&c->sp);
+    gs__wmem_free(w, c->ptr, c->nbytes);
+    c->ptr = NULL;
+    c->sp.tier = GS_WTIER_DISK;
+}
+
+void gs__wspill_written(gs_worker_t *w, gs_wchunk_t *c, gs_status_t status, uint64_t ns)
+{
+    struct gs_wspill *sp = w->spill;
+
+    gs_assert(sp->writing >= c->nbytes && sp->nwrites > 0);
+    sp->writing -= c->nbytes;
+    sp->nwrites--;
+    c->sp.io = GS_WSPILL_IO_NONE;
+    if (status != GS_OK) {
+        snprintf(sp->err, sizeof(sp->err), "%s", gs_last_error());
+        sp->err_status = status;
+        GS_LOG_WARN("%s; the chunk stays in memory", sp->err);
+        c->sp.file = 0;                 /* the partial file was deleted */
+        w->st.spill_failures++;
+        sp->full = 1;                   /* retrying every chunk would fail the same way */
+        gs__wmem_freed(w);              /* let a blocked admission see the failure */
+        return;
+    }
+    sp->err[0] = '\0';
+    w->st.disk_used += c->nbytes;
+    w->st.spilled_bytes += c->nbytes;
+    w->st.spilled_ns += ns;
+    w->st.spills++;
+    /* the write's reference and the store's: nothing else uses it, free its memory; otherwise
+     * it stays in memory with a valid file (evicting it later costs no I/O) */
+    if (c->refs == 2 && c->owned && c->in_map) gs__wspill_evict(w, c);
+}
+
+void gs__wspill_loaded(gs_worker_t *w, gs_wchunk_t *c, gs_status_t status, uint64_t ns)
+{
+    c->sp.io = GS_WSPILL_IO_NONE;
+    if (status != GS_OK) {
+        char why[GS_W_ERRLEN];
+        snprintf(why, sizeof(why), "%s", gs_last_error());
+        GS_LOG_ERROR("%s", why);
+        gs__wmem_free(w, c->ptr, c->nbytes);
+        c->ptr = NULL;
+        gs__wexec_input_failed(w, c, status, why);
+        return;
+    }
+    /* the file stays (clean copy): evicting the chunk again needs no write */
+    c->sp.tier = GS_WTIER_MEM;
+    w->st.unspilled_bytes += c->nbytes;
+    w->st.unspilled_ns += ns;
+    w->st.unspills++;
+    gs__wspill_track(w, c);
+    gs__wexec_input_ready(w, c);
+}
+
+gs_status_t gs__wspill_load(gs_worker_t *w, gs_wchunk_t *c)
+{
+    void *ptr = NULL;
+    gs_status_t st;
+
+    gs_assert(c->sp.tier == GS_WTIER_DISK && c->sp.io == GS_WSPILL_IO_NONE && c->sp.file);
+    st = gs__wmem_alloc(w, c->nbytes, &ptr);
+    if (st != GS_OK) return st;
+    c->ptr = ptr;
+    c->sp.io = GS_WSPILL_IO_READ;
+    st = gs__wspill_load_start(w, c);
+    if (st != GS_OK) {
+        c->sp.io = GS_WSPILL_IO_NONE;
+        gs__wmem_free(w, ptr, c->nbytes);
+        c->ptr = NULL;
+    }
+    return st;
+}
+
+gs_status_t gs__wspill_make_room(gs_worker_t *w, uint64_t need, uint64_t cap)
+{
+    struct gs_wspill *sp = w->spill;
+    gs_wspill_chunk_t *e;
+    uint64_t blocked_by_limit = 0;
+    int write_failed = 0;
+
+    if (sp == NULL || !sp->enabled)
+        return gs_error_set(GS_ERR_UNSUPPORTED, "worker %s: spilling to disk is off", w->name);
+    if (need > cap)
+        return gs_error_set(GS_ERR_NO_MEMORY, "worker %s: memory tier: %llu bytes are needed "
+                            "at once but the tier holds at most %llu bytes", w->name,
+                            (unsigned long long)need, (unsigned long long)cap);
+    for (e = sp->lru.next; e != &sp->lru;) {
+        gs_wchunk_t *c = GS_WSPILL_CHUNK(e);
+        gs_wspill_chunk_t *next = e->next;
+        if (w->mem_used - sp->writing + need <= cap) break;
+        if (gs__wspill_movable(c)) {
+            if (c->sp.file != 0) {
+                gs__wspill_evict(w, c);          /* clean: no I/O */
+            } else if (sp->full) {
+                write_failed = 1;                /* until a file is deleted */
+            } else if (sp->nwrites >= GS_WSPILL_MAX_WRITES) {
+                break;                           /* more once these finish */
+            } else if (w->st.disk_used + sp->writing > sp->disk_limit ||
+                       c->nbytes > sp->disk_limit - w->st.disk_used - sp->writing) {
+                if (blocked_by_limit == 0 || c->nbytes < blocked_by_limit)
+                    blocked_by_limit = c->nbytes;
+            } else if (gs__wspill_write(w, c) != GS_OK) {
+                snprintf(sp->err, sizeof(sp->err), "%s", gs_last_error());
+                sp->err_status = GS_ERR_IO;
+                write_failed = 1;
+                break;
+            }
+        }
+        e = next;
+    }
+    if (w->mem_used + need <= cap) return GS_OK;
+    /* writes in flight: their completion frees memory and brings the caller back here */
+    if (sp->nwrites > 0) return GS_INPROGRESS;
+    if (write_failed)
+        return gs_error_set(sp->err_status, "%s (memory tier: %llu of %llu bytes in use, "
+                            "%llu more needed)", sp->err, (unsigned long long)w->mem_used,
+                            (unsigned long long)w->mem_limit, (unsigned long long)need);
+    if (blocked_by_limit)
+        return gs_error_set(GS_ERR_NO_RESOURCE, "worker %s: the disk tier cannot hold %llu "
+                            "more bytes: %llu bytes are on disk in %s and its limit is %llu "
+                            "bytes (memory tier: %llu of %llu bytes in use, %llu more needed)",
+                            w->name, (unsigned long long)blocked_by_limit,
+                            (unsigned long long)w->st.disk_used, sp->dir,
+                            (unsigned long long)sp->disk_limit,
+                            (unsigned long long)w->mem_used, (unsigned long long)w->mem_limit,
+                            (unsigned long long)need);
+    return gs_error_set(GS_ERR_NO_MEMORY, "worker %s: memory tier: %llu of %llu bytes are "
+                        "held by chunks in use (inputs of queued or running tasks, transfers) "
+                        "and none can move to disk; %llu more bytes are needed", w->name,
+                        (unsigned long long)w->mem_used, (unsigned long long)w->mem_limit,
+                        (unsigned long long)need);
+}
+
+void gs__wspill_maybe(gs_worker_t *w)
+{
+    struct gs_wspill *sp = w->spill;
+    uint64_t stamp;
+    if (sp == NULL || !sp->enabled) return;
+    if ((double)(w->mem_used - sp->writing) <= sp->threshold * (double)w->mem_limit) return;
+    /* a scan that moved nothing is repeated only once something changed */
+    stamp = w->admit_epoch + w->st.tasks_done + w->st.tasks_failed + w->st.served;
+    if (stamp == sp->idle_stamp && sp->nwrites == 0) return;
+    (void)gs__wspill_make_room(w, 0, (uint64_t)(sp->target * (double)w->mem_limit));
+    sp->idle_stamp = stamp;
+}
+
+uint64_t gs__wspill_pause_cap(const gs_worker_t *w)
+{
+    double pause = w->spill ? w->spill->pause : GS_WSPILL_DEFAULT_PAUSE;
+    return (uint64_t)(pause * (double)w->mem_limit);
+}
+
+int gs__wspill_busy(const gs_worker_t *w)
+{
+    return w->spill != NULL && w->spill->nio > 0;
+}
+
+const char *gs__wspill_last_error(const gs_worker_t *w)
+{
+    return w->spill ? w->spill->err : "";
+}
+
+/* ---------------------------------------------------------------- directory, configuration */
+
+static gs_status_t gs__wspill_fraction(const char *what, double v, double dflt, double *out_p)
+{
+    if (v == 0) v = dflt;
+    if (!(v > 0 && v <= 1))
+        return gs_error_set(GS_ERR_INVALID_PARAM, "%s %g is not a fraction in (0, 1]", what, v);
+    *out_p = v;
+    return GS_OK;
+}
+
+#define GS_WSPILL_PREFIX "gsched-worker-"
+#define GS_WSPILL_STALE_S 10           /* younger directories may be a worker starting */
+
+/* Delete the files of directory @a path (one level: the spill files) and the directory. */
+static void gs__wspill_rmdir(const char *path, size_t len)
+{
+    char sub[PATH_MAX + 32];
+    struct dirent *de;
+    DIR *d = opendir(path);
+    if (d != NULL) {
+        memcpy(sub, path, len);
+        sub[len] = '/';
+        while ((de = readdir(d)) != NULL) {
+            size_t n = strlen(de->d_name);
+            if (strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0) continue;
+            if (len + 2 + n > sizeof(sub)) continue;
+            memcpy(sub + len + 1, de->d_name, n + 1);
+            if (unlink(sub) != 0) GS_LOG_WARN("deleting %s: %s", sub, strerror(errno));
+        }
+        closedir(d);
+    }
+    if (rmdir(path) != 0 && errno != ENOENT)
+        GS_LOG_WARN("removing the local directory %s: %s", path, strerror(errno));
+}
+
+/* Remove the directories of workers that died without cleaning up (killed, crashed): those
+ * whose lock nobody holds, older than GS_WSPILL_STALE_S (a worker takes its lock right after
+ * creating its directory). Like Dask's WorkSpace purge. */
+static void gs__wspill_purge_stale(const char *base, size_t blen)
+{
+    char path[PATH_MAX + 32];
+    struct dirent *de;
+    DIR *d = opendir(base);
+    time_t now = time(NULL);
+    if (d == NULL) return;
+    memcpy(path, base, blen);
+    path[blen] = '/';
+    while ((de = readdir(d)) != NULL) {
+        size_t n = strlen(de->d_name);
+        struct stat stt;
+        int fd;
+        if (strncmp(de->d_name, GS_WSPILL_PREFIX, sizeof(GS_WSPILL_PREFIX) - 1) != 0) continue;
+        if (blen + 2 + n > PATH_MAX) continue;
+        memcpy(path + blen + 1, de->d_name, n + 1);
+        fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0) continue;
+        if (fstat(fd, &stt) == 0 && stt.st_uid == geteuid() &&
+            now - stt.st_mtime >= GS_WSPILL_STALE_S && flock(fd, LOCK_EX | LOCK_NB) == 0) {
+            GS_LOG_INFO("removing the stale local directory %s (its worker is gone)", path);
+            gs__wspill_rmdir(path, blen + 1 + n);
+        }
+        close(fd);
+    }
+    closedir(d);
+}
+
+static gs_status_t gs__wspill_mkdir(gs_worker_t *w, struct gs_wspill *sp, const char *base)
+{
+    static const char prefix[] = "/" GS_WSPILL_PREFIX;
+    size_t blen = strlen(base), nlen = 0;
+    char name[65];
+    char *tmpl;
+
+    /* the worker name, restricted to characters safe in a file name */
+    for (const char *p = w->name; *p && nlen < sizeof(name) - 1; p++)
+        name[nlen++] = (strchr("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-",
+                               *p) != NULL) ? *p : '_';
+    name[nlen] = '\0';
+    while (blen > 1 && base[blen - 1] == '/') blen--;
+    if (blen == 0 || blen + sizeof(prefix) + nlen + 8 >= PATH_MAX)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "local directory '%s' is empty or too long",
+                            base);
+    tmpl = gs_malloc(blen + sizeof(prefix) + nlen + 8, "spill directory");
+    if (tmpl == NULL)
+        return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for the local directory");
+    memcpy(tmpl, base, blen);
+    memcpy(tmpl + blen, prefix, sizeof(prefix) - 1);
+    memcpy(tmpl + blen + sizeof(prefix) - 1, name, nlen);
+    memcpy(tmpl + blen + sizeof(prefix) - 1 + nlen, "-XXXXXX", 8);
+    if (mkdtemp(tmpl) == NULL) {
+        int e = errno;
+        gs_free(tmpl);
+        return gs_error_set(GS_ERR_IO, "worker %s: cannot create a directory in the local "
+                            "directory '%s' (--local-directory): %s", w->name, base, strerror(e));
+    }
+    sp->dir = tmpl;
+    sp->dirlen = strlen(tmpl);
+    sp->lock_fd = open(tmpl, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (sp->lock_fd < 0 || flock(sp->lock_fd, LOCK_EX | LOCK_NB) != 0)
+        GS_LOG_WARN("worker %s: cannot lock %s (%s): a later worker may take it for stale",
+                    w->name, tmpl, strerror(errno));
+    gs__wspill_purge_stale(base, blen);
+    return GS_OK;
+}
+
+gs_status_t gs__wspill_init(gs_worker_t *w, const gs_worker_params_t *p)
+{
+    struct gs_wspill *sp;
+    gs_status_t st;
+    const char *base;
+
+    sp = gs_calloc(1, sizeof(*sp), "spill state");
+    if (sp == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for the spill state");
+    sp->lru.prev = sp->lru.next = &sp->lru;
+    sp->lock_fd = -1;
+    if ((st = gs__wspill_fraction("spill_target", p->spill_target, GS_WSPILL_DEFAULT_TARGET,
+                                  &sp->target)) != GS_OK ||
+        (st = gs__wspill_fraction("spill_threshold", p->spill_threshold,
+                                  GS_WSPILL_DEFAULT_THRESHOLD, &sp->threshold)) != GS_OK ||
+        (st = gs__wspill_fraction("spill_pause", p->spill_pause, GS_WSPILL_DEFAULT_PAUSE,
+                                  &sp->pause)) != GS_OK)
+        goto err_free;
+    if (sp->target > sp->threshold) {
+        st = gs_error_set(GS_ERR_INVALID_PARAM, "spill_target %g is above spill_threshold %g",
+                          sp->target, sp->threshold);
+        goto err_free;
+    }
+    sp->disk_limit = p->disk_limit ? p->disk_limit : UINT64_MAX;
+    sp->enabled = !p->no_spill && !w->streams_mode;
+    if (sp->enabled) {
+        base = p->local_directory;
+        if (base == NULL || base[0] == '\0') base = getenv("TMPDIR");
+        if (base == NULL || base[0] == '\0') base = "/tmp";
+        if ((st = gs__wspill_mkdir(w, sp, base)) != GS_OK) goto err_free;
+        GS_LOG_INFO("worker %s: spilling to %s above %.0f%% of the memory limit (down to "
+                    "%.0f%%)", w->name, sp->dir, sp->threshold * 100, sp->target * 100);
+    } else if (w->streams_mode && !p->no_spill) {
+        GS_LOG_INFO("worker %s: device memory is not spilled (the %s backend has no lower "
+                    "tier yet)", w->name, w->ops->name);
+    }
+    w->spill = sp;
+    w->st.disk_limit = sp->enabled ? sp->disk_limit : 0;
+    return GS_OK;
+
+err_free:
+    gs_free(sp);
+    return st;
+}
+
+void gs__wspill_cleanup(gs_worker_t *w)
+{
+    struct gs_wspill *sp = w->spill;
+
+    if (sp == NULL) return;
+    gs_assert(sp->nio == 0);
+    if (sp->dir != NULL) gs__wspill_rmdir(sp->dir, sp->dirlen);
+    if (sp->lock_fd >= 0) close(sp->lock_fd);
+    gs_free(sp->dir);
+    gs_free(sp);
+    w->spill = NULL;
+}

@@ -1,0 +1,45 @@
+/* worker/spill internals: the tiers' state (w->spill) shared by spill.c (policy, LRU,
+ * directory) and disk.c (file operations on libuv's thread pool). */
+#ifndef GS_WORKER_SPILL_INT_H
+#define GS_WORKER_SPILL_INT_H
+
+#include "worker/spill/spill.h"
+#include "worker/worker_int.h"
+
+#define GS_WSPILL_MAX_WRITES 8         /* writes in flight at once */
+
+struct gs_wspill {
+    int enabled;
+    double target, threshold, pause;   /* fractions of the memory limit */
+    char *dir;                         /* our subdirectory (gs_malloc'd), NULL when off */
+    size_t dirlen;
+    int lock_fd;                       /* the directory, flock()ed while we use it; -1: none */
+    uint64_t disk_limit;               /* UINT64_MAX: the file system's room */
+    uint64_t writing;                  /* bytes of writes in flight (still in memory) */
+    uint64_t next_file;
+    int nwrites;                       /* writes in flight */
+    int nio;                           /* file operations in flight (any kind) */
+    gs_wspill_chunk_t lru;             /* sentinel: least recently used first */
+    int full;                          /* a write failed: no more writes until a file goes */
+    uint64_t idle_stamp;               /* gs__wspill_maybe: state of its last fruitless scan */
+    gs_status_t err_status;            /* of the last disk-tier failure */
+    char err[GS_W_ERRLEN];             /* last disk-tier failure, "" after a success */
+};
+
+/* "<dir>/<file>.chunk" into @a buf (at least dirlen + 32 bytes). */
+void gs__wspill_path(const struct gs_wspill *sp, uint64_t file, char *buf);
+/* disk.c: start writing @a c (in memory, unpinned) to a new file. GS_OK or an error (nothing
+ * started, message set). */
+gs_status_t gs__wspill_write(gs_worker_t *w, gs_wchunk_t *c);
+/* disk.c: delete file @a file off the loop (synchronously once the worker is stopping). */
+void gs__wspill_unlink(gs_worker_t *w, uint64_t file);
+/* disk.c: read @a c's file into its memory (allocated, io READ); the file stays. */
+gs_status_t gs__wspill_load_start(gs_worker_t *w, gs_wchunk_t *c);
+/* spill.c: a load finished (status, message set on failure). */
+void gs__wspill_loaded(gs_worker_t *w, gs_wchunk_t *c, gs_status_t status, uint64_t ns);
+/* spill.c: a write finished (status, message set on failure). */
+void gs__wspill_written(gs_worker_t *w, gs_wchunk_t *c, gs_status_t status, uint64_t ns);
+/* spill.c: free @a c's memory (it has a valid file). */
+void gs__wspill_evict(gs_worker_t *w, gs_wchunk_t *c);
+
+#endif
