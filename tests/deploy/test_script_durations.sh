@@ -24,7 +24,7 @@ while IFS= read -r hit; do
       echo "FAIL: $file:$line: $opt $val is $secs s (over 10 minutes in a script: a unit mix-up?)"
       fails=$((fails + 1))
     fi
-  done < <(grep -oE -- "--($opts)[ =]+[^ ]+" <<<"$text" | sed -E 's/^--([a-z-]+)[ =]+/\1 /')
+  done < <(grep -oE -- "--($opts)[ =]+[^] \`),;]+" <<<"$text" | sed -E 's/^--([a-z-]+)[ =]+/\1 /')
 done < <(cd "$src" && grep -rnE -- "--($opts)[ =]" --include='*.sh' bench deploy scripts .ci examples 2>/dev/null)
 checked=$(cd "$src" && grep -rlE -- "--($opts)[ =]" --include='*.sh' bench deploy scripts .ci examples 2>/dev/null | wc -l)
 echo "script durations: $checked script(s) checked, $fails problem(s)"

@@ -573,8 +573,8 @@ Test(proto_msg, refuses_payloads_over_their_type_cap_before_allocating)
     gs_mp_writer_t w;
     gs_msg_t m;
     gs_buf_init(&b);
-    hand_payload(&b, &w, 6, GS_MSG_HEARTBEAT);
-    for (int i = 0; i < 5; i++) gs_mp_write_u64(&w, 1);
+    hand_payload(&b, &w, 12, GS_MSG_HEARTBEAT);
+    for (int i = 0; i < 11; i++) gs_mp_write_u64(&w, 1);
     cr_assert_eq(gs_msg_decode(b.data, b.len, &m), GS_OK);
     gs_msg_cleanup(&m);
     while (b.len <= 256) cr_assert_eq(gs_buf_append(&b, "\xc0", 1), GS_OK);   /* trailing nils */
