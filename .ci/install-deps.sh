@@ -2,13 +2,19 @@
 # Install what gsched needs on Debian/Ubuntu (idempotent; skips apt when everything is present).
 set -euo pipefail
 pkgs="build-essential cmake ninja-build pkg-config libuv1-dev libmsgpack-dev libucx-dev
-      libcriterion-dev libopenblas-dev liblapacke-dev procps stress-ng"
+      libcriterion-dev libopenblas-dev liblapacke-dev procps stress-ng
+      libmicrohttpd-dev libjansson-dev"
 # --fuzz: also clang and its libFuzzer runtime (for .ci/fuzz.sh)
 if [ "${1:-}" = "--fuzz" ]; then
   pkgs="$pkgs clang"
   if apt-cache show libclang-rt-14-dev >/dev/null 2>&1 || dpkg -s libclang-rt-14-dev >/dev/null 2>&1; then
     pkgs="$pkgs libclang-rt-14-dev"
   fi
+fi
+# --browser: also chromium for the dashboard's browser test (large; .ci/test.sh skips that step
+# with a message when it is absent)
+if [ "${1:-}" = "--browser" ]; then
+  pkgs="$pkgs chromium"
 fi
 missing=""
 for p in $pkgs; do

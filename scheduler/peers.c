@@ -525,6 +525,7 @@ static void gs__worker_msg(gs_sched_t *s, gs__peer_t *p, gs_msg_t *msg)
              * been processed; chunks released but not yet dropped there count as other) */
             w->mem_other = w->mem_used > w->roots.held_bytes ? w->mem_used - w->roots.held_bytes : 0;
             if (msg->u.heartbeat.mem_limit > 0) w->memory_limit = msg->u.heartbeat.mem_limit;
+            gs__dash_heartbeat(s->dash, w, msg->u.heartbeat.executing, msg->u.heartbeat.queued);
         }
         return;
     }
