@@ -177,6 +177,9 @@ struct gs_client {
     unsigned lower_flags;
     gs_progress_cb progress_cb;
     void *progress_arg;
+    int pbar;                   /* draw the terminal progress bar (progress.c) */
+    uint64_t pbar_graph;        /* I/O thread: graph the bar last showed */
+    double pbar_last_s;         /* I/O thread: when it was last drawn */
     gs__local_t local;
 
     /* I/O thread */
@@ -299,4 +302,10 @@ void gs__io_stop(gs_client_h c);
 #ifdef __cplusplus
 }
 #endif
+/* progress.c: report @a done of @a total for @a f to the progress bar and the progress callback
+ * (I/O thread); the bar line formatted alone (tests). */
+void gs__progress_emit(gs_client_h c, gs_future_h f, uint64_t done, uint64_t total);
+void gs__pbar_update(gs_client_h c, gs_future_h f, uint64_t done, uint64_t total);
+void gs__pbar_format(char *line, size_t len, uint64_t done, uint64_t total, double elapsed_s);
+
 #endif

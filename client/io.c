@@ -267,10 +267,9 @@ static void gs__on_progress(gs_client_h c, const gs_msg_progress_t *p)
 {
     uint64_t v;
     gs_future_h f;
-    if (c->progress_cb == NULL || !gs_u64map_get(&c->graphs, p->graph_id, &v)) return;
+    if ((c->progress_cb == NULL && !c->pbar) || !gs_u64map_get(&c->graphs, p->graph_id, &v)) return;
     f = (gs_future_h)(uintptr_t)v;
-    f->progress_reported = p->done;
-    c->progress_cb(f, p->done, p->total, c->progress_arg);
+    gs__progress_emit(c, f, p->done, p->total);
 }
 
 static void gs__on_graph_done(gs_client_h c, const gs_msg_graph_done_t *d)
@@ -290,8 +289,8 @@ static void gs__on_graph_done(gs_client_h c, const gs_msg_graph_done_t *d)
     uv_mutex_unlock(&c->mu);
     /* a final progress report before anyone waiting sees the result, unless the scheduler's
      * last PROGRESS was already it */
-    if (c->progress_cb != NULL && st == GS_OK && !already && f->progress_reported != ntasks)
-        c->progress_cb(f, ntasks, ntasks, c->progress_arg);
+    if ((c->progress_cb != NULL || c->pbar) && st == GS_OK && !already && f->progress_reported != ntasks)
+        gs__progress_emit(c, f, ntasks, ntasks);
     uv_mutex_lock(&c->mu);
     if (!f->done) {
         f->run_ns_total = d->run_ns_total;

@@ -147,7 +147,8 @@ int gs__connect(gs__common_t *c, gs_client_h *client_p, double *connect_s_p)
     gs_client_params_t p;
     double t0 = gs__now();
     memset(&p, 0, sizeof(p));
-    p.field_mask = GS_CLIENT_FIELD_LOWER_FLAGS;
+    p.field_mask = GS_CLIENT_FIELD_LOWER_FLAGS | GS_CLIENT_FIELD_PROGRESS_BAR;
+    p.progress_bar = GS_PROGRESS_BAR_TTY;   /* a bar on stderr when it is a terminal */
     p.lower_flags = GS_LOWER_CULL | (c->fuse ? GS_LOWER_FUSE : 0u) |
                     (c->pushdown ? GS_LOWER_SLICE_PUSHDOWN : 0u);
     if (c->token != NULL) {

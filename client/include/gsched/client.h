@@ -41,6 +41,14 @@ typedef void (*gs_progress_cb)(gs_future_h future, uint64_t done, uint64_t total
 #define GS_CLIENT_FIELD_LOWER_FLAGS 0x10u
 #define GS_CLIENT_FIELD_PROGRESS 0x20u
 #define GS_CLIENT_FIELD_BIN_DIR 0x40u
+#define GS_CLIENT_FIELD_PROGRESS_BAR 0x1000u
+
+/** progress_bar values: a one-line bar on stderr ("[####....]  45% 4500/10000 tasks |
+ *  12.3 k tasks/s | 1.2 s"), redrawn at most every 100 ms from the I/O thread and ended with a
+ *  newline when a graph completes; beside any progress_cb. */
+#define GS_PROGRESS_BAR_NEVER 0
+#define GS_PROGRESS_BAR_TTY 1     /* only when stderr is a terminal */
+#define GS_PROGRESS_BAR_ALWAYS 2
 
 /** Connection parameters; fields other than `address` are read only when their bit is set in
  *  field_mask (UCX style), so new fields never break old callers. Strings are copied. */
@@ -56,6 +64,7 @@ typedef struct gs_client_params {
     void *progress_arg;
     const char *bin_dir;        /* "local": where gsched/gworker live (default: $GS_BIN_DIR, then
                                    the directory of the running executable, then $PATH) */
+    int progress_bar;           /* GS_CLIENT_FIELD_PROGRESS_BAR: GS_PROGRESS_BAR_* (default never) */
 } gs_client_params_t;
 
 /** Connect (and for "local", start the cluster first). *client_p written only on success. */
