@@ -2,7 +2,8 @@
 // the task stream and the transfer matrix. No external resources.
 'use strict';
 (function () {
-  const POLL_MS = 500, WINDOW_S = 30;
+  // at most MAX_DRAW task boxes (the newest) so that a million tiny tasks do not flood the page
+  const POLL_MS = 500, WINDOW_S = 30, MAX_KEEP = 50000, MAX_DRAW = 4000;
   let since = 0, events = [], graphs = [], workers = [], lastNow = 0, failures = 0;
   const layerNames = new Map();   // "graph/layer" -> operation name
 
@@ -18,7 +19,9 @@
     while (n >= 1024 && i < u.length - 1) { n /= 1024; i++; }
     return (i ? n.toFixed(1) : n) + ' ' + u[i];
   }
-  function colour(name) {
+  function colour(name) {   // fixed colours for gsched's layer kinds, a hash for others
+    const known = { fused: '#43a047', combine: '#1e88e5', literal: '#8e24aa', copy: '#fb8c00', linalg: '#e53935' };
+    if (known[name]) return known[name];
     let h = 0;
     for (const c of name) h = (h * 31 + c.charCodeAt(0)) >>> 0;
     return 'hsl(' + (h % 360) + ',65%,50%)';
@@ -85,8 +88,10 @@
     const t1 = lastNow, t0 = t1 - WINDOW_S, used = new Map();
     box.replaceChildren();
     events = events.filter(e => e.end >= t0);
+    if (events.length > MAX_KEEP) events = events.slice(-MAX_KEEP);
+    const drawn = events.length > MAX_DRAW ? events.slice(-MAX_DRAW) : events;
     for (const w of workers) {
-      const mine = events.filter(e => e.worker === w.id).sort((a, b) => a.start - b.start);
+      const mine = drawn.filter(e => e.worker === w.id).sort((a, b) => a.start - b.start);
       const nl = Math.max(1, w.nthreads), lanes = [], ends = new Array(nl).fill(-Infinity);
       for (let i = 0; i < nl; i++) {
         const lane = el('div', { class: 'lane', 'data-worker': w.id, 'data-lane': i });
@@ -128,8 +133,8 @@
     table.tHead.appendChild(hr);
     for (const x of xf.transfers) {
       const tr = el('tr', { class: 'xfer-row' });
-      for (const c of [names.get(x.from) || x.from, names.get(x.to) || x.to, x.path, x.recent_gbps.toFixed(2),
-        x.gbps.toFixed(2), bytes(x.bytes), x.count]) tr.appendChild(el('td', {}, String(c)));
+      for (const c of [names.get(x.from) || x.from, names.get(x.to) || x.to, x.path, x.recent_gbps.toPrecision(3),
+        x.gbps.toPrecision(3), bytes(x.bytes), x.count]) tr.appendChild(el('td', {}, String(c)));
       table.tBodies[0].appendChild(tr);
     }
   }
