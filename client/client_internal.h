@@ -80,7 +80,8 @@ typedef enum gs__op_kind {
     GS__OP_RELEASE_GRAPH,
     GS__OP_CLOSE,
     GS__OP_WORKERS,             /* WORKERS_REQ; answered in order with INFO (info list) */
-    GS__OP_REPLICATE            /* REPLICATE; answered by req_id (gathers map) */
+    GS__OP_REPLICATE,           /* REPLICATE; answered by req_id (gathers map) */
+    GS__OP_REPORT               /* REPORT_REQ; answered by req_id (gathers map) with REPORT */
 } gs__op_kind_t;
 
 /* One output block of a gather: which key it comes from. Sorted by (graph, task). */
@@ -140,7 +141,10 @@ struct gs__op {
     /* WORKERS: the answer (gs_malloc'd, nwinfo entries) */
     gs_client_worker_info_t *winfo;
     size_t nwinfo;
-    /* REPLICATE: graph whose outputs are copied, target worker name */
+    /* REPORT: the graph, and the answer (gs_malloc'd, report_len bytes) */
+    uint8_t *report_html;
+    size_t report_len;
+    /* REPLICATE: graph whose outputs are copied, target worker name; REPORT: the graph */
     uint64_t repl_graph;
     char repl_target[256];
     /* GATHER */

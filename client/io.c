@@ -111,6 +111,27 @@ static void gs__handle_op(gs_client_h c, gs__op_t *op)
         }
         break;
     }
+    case GS__OP_REPORT: {
+        gs_msg_t m;
+        if (!usable) {
+            gs__op_finish(c, op, fail, fail_msg);
+            return;
+        }
+        op->req_id = ++c->next_req_id;
+        if ((st = gs_u64map_put(&c->gathers, op->req_id, (uint64_t)(uintptr_t)op)) != GS_OK) {
+            gs__op_finish(c, op, st, "out of memory tracking a report request");
+            return;
+        }
+        memset(&m, 0, sizeof(m));
+        m.type = GS_MSG_REPORT_REQ;
+        m.u.report_req.req_id = op->req_id;
+        m.u.report_req.graph_id = op->repl_graph;
+        if ((st = gs_conn_send(c->conn, &m)) != GS_OK) {
+            gs_u64map_del(&c->gathers, op->req_id);
+            gs__op_finish(c, op, st, "could not send a report request to the scheduler");
+        }
+        return;   /* completed by REPORT */
+    }
     case GS__OP_REPLICATE: {
         gs_msg_t m;
         uint64_t key[2];
@@ -394,6 +415,33 @@ static void gs__on_replicate_done(gs_client_h c, const gs_msg_replicate_done_t *
                   text[0] ? text : NULL);
 }
 
+static void gs__on_report(gs_client_h c, const gs_msg_report_t *r)
+{
+    char text[512];
+    uint64_t v;
+    gs__op_t *op;
+    gs_status_t st = r->status == GS_OK ? GS_OK : r->status < 0 ? (gs_status_t)r->status : GS_ERR_PROTO;
+    if (!gs_u64map_get(&c->gathers, r->req_id, &v)) {
+        GS_LOG_DEBUG("report for unknown request %llu ignored", (unsigned long long)r->req_id);
+        return;
+    }
+    op = (gs__op_t *)(uintptr_t)v;
+    if (op->kind != GS__OP_REPORT) return;
+    gs_u64map_del(&c->gathers, r->req_id);
+    gs__wcopy(text, sizeof(text), &r->message);
+    if (st == GS_OK) {
+        op->report_html = gs_malloc(r->html.len ? r->html.len : 1, "client report");
+        if (op->report_html == NULL) {
+            st = GS_ERR_NO_MEMORY;
+            snprintf(text, sizeof(text), "out of memory for a report of %zu bytes", r->html.len);
+        } else {
+            if (r->html.len) memcpy(op->report_html, r->html.data, r->html.len);
+            op->report_len = r->html.len;
+        }
+    }
+    gs__op_finish(c, op, st, text[0] ? text : NULL);
+}
+
 /* The first message on the connection: WELCOME, or why not (I/O thread, CONNECTING). */
 static void gs__on_handshake(gs_client_h c, const gs_msg_t *msg)
 {
@@ -452,6 +500,7 @@ static void gs__msg_cb(gs_conn_t *conn, gs_msg_t *msg, void *arg)
     case GS_MSG_WORKERS:
     case GS_MSG_INFO: gs__on_info_answer(c, msg); break;
     case GS_MSG_REPLICATE_DONE: gs__on_replicate_done(c, &msg->u.replicate_done); break;
+    case GS_MSG_REPORT: gs__on_report(c, &msg->u.report); break;
     case GS_MSG_ERROR: gs__on_error(c, &msg->u.error); break;
     case GS_MSG_HEARTBEAT: break;
     default:
@@ -624,7 +673,7 @@ void gs__io_stop(gs_client_h c)
         if (op->fut != NULL && op->kind != GS__OP_GATHER)   /* gather borrows its future */
             gs__future_finish(c, op->fut, GS_ERR_CANCELED, "the client was destroyed", 24);
         if (op->kind == GS__OP_INFO || op->kind == GS__OP_GATHER || op->kind == GS__OP_WORKERS ||
-            op->kind == GS__OP_REPLICATE)
+            op->kind == GS__OP_REPLICATE || op->kind == GS__OP_REPORT)
             gs__op_finish(c, op, GS_ERR_CANCELED, "the client was destroyed");
         else
             gs__op_free(op);

@@ -58,7 +58,9 @@
     X(REPLICATE, "replicate")             \
     X(REPLICATE_DONE, "replicate-done")   \
     X(WORKERS_REQ, "workers-req")         \
-    X(WORKERS, "workers")
+    X(WORKERS, "workers")                 \
+    X(REPORT_REQ, "report-req")           \
+    X(REPORT, "report")
 
 #define GS_MSG_FIELDS_HELLO(F)                                   \
     F(hello, version, UINT, version, 1, GS__NO_RULE)             \
@@ -225,5 +227,15 @@
     F(workers, host, STRS, nhost, 1, gs__rule_one_per_entry)             \
     F(workers, backend, STRS, nbackend, 1, gs__rule_one_per_entry)       \
     F(workers, addr, STRS, naddr, 1, gs__rule_one_per_entry)
+
+#define GS_MSG_FIELDS_REPORT_REQ(F)                                      \
+    F(report_req, req_id, UINT, req_id, 1, GS__NO_RULE)                  \
+    F(report_req, graph_id, UINT, graph_id, 1, GS__NO_RULE)
+
+#define GS_MSG_FIELDS_REPORT(F)                                          \
+    F(report, req_id, UINT, req_id, 1, GS__NO_RULE)                      \
+    F(report, status, INT, status, 1, GS__NO_RULE)                       \
+    F(report, message, STR, message, 1, GS__NO_RULE)                     \
+    F(report, html, BIN, html, 1, GS__NO_RULE)
 
 #endif

@@ -497,6 +497,9 @@ static void gs__client_msg(gs_sched_t *s, gs__peer_t *p, gs_msg_t *msg)
     case GS_MSG_INFO_REQ:
         gs__send_info(s, p);
         break;
+    case GS_MSG_REPORT_REQ:
+        gs__dash_report_req(s, p, &msg->u.report_req);
+        break;
     case GS_MSG_WORKERS_REQ:
         gs__send_workers(s, p);
         break;

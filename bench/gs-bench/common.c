@@ -67,6 +67,18 @@ int gs__int_arg(const char *opt, const char *s, int64_t lo, int64_t hi, int64_t 
     return 1;
 }
 
+const char *g_report;
+
+int gs__report_save(gs_client_h client, gs_future_h f)
+{
+    if (g_report == NULL) return 0;
+    if (gs_client_report(client, f, g_report) != GS_OK) {
+        fprintf(stderr, "%s %s: --report %s: %s\n", g_prog, g_sub, g_report, gs_last_error());
+        return 1;
+    }
+    return 0;
+}
+
 /* Options every benchmark understands. Returns 1 when argv[*i] was one (consuming its value),
  * 0 when it was not, -1 on a bad value (message printed). */
 int gs__common_arg(int argc, char **argv, int *i, gs__common_t *c)
@@ -79,6 +91,12 @@ int gs__common_arg(int argc, char **argv, int *i, gs__common_t *c)
         if (strncmp(v, "tcp://", 6) != 0 && strcmp(v, "local") != 0)
             return gs__bad("--scheduler expects tcp://host:port or local, not '%s'", v), -1;
         c->scheduler = strcmp(v, "local") == 0 ? NULL : v;
+        (*i)++;
+        return 1;
+    }
+    if (strcmp(a, "--report") == 0) {
+        if (v == NULL || v[0] == '\0') return gs__bad("option --report needs a file name"), -1;
+        g_report = v;
         (*i)++;
         return 1;
     }

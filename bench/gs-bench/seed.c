@@ -57,8 +57,9 @@ static int gs__seed_run(gs_client_h client, gs_array_h expr, int sample, gs__run
     }
     r->value = v;
     if (gs_future_stats(f, &r->stats) != GS_OK) memset(&r->stats, 0, sizeof(r->stats));
+    st = gs__report_save(client, f) ? GS_ERR_IO : GS_OK;
     gs_future_destroy(f);
-    return 0;
+    return st != GS_OK;
 }
 
 static void gs__seed_usage(FILE *f)
@@ -73,6 +74,7 @@ static void gs__seed_usage(FILE *f)
             "  --backend cpu|cuda    local cluster backend (default cuda when a GPU is visible)\n"
             "  --scheduler ADDR      use the cluster at tcp://host:port instead of a local one\n"
             "  --token T             cluster token (default $GSCHED_TOKEN)\n"
+            "  --report FILE         save the last timed run's performance report (one HTML file)\n"
             "  --no-fuse             lower without fusion (one task per op per chunk)\n"
             "  --no-pushdown         do not push the slice into the generator\n"
             "  --repeat R            R > 1: one cold run, then R timed runs (median reported)\n"

@@ -2,10 +2,12 @@
  * thread); gs__dash_snapshot_get for HTTP threads. See dash.h. */
 #include "scheduler/dash/dash_int.h"
 #include "scheduler/sched_int.h"
+#include "scheduler/send.h"
 #include "common/time.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -357,4 +359,40 @@ void gs__dash_graph_gone(gs__dash_t *d, const gs__graph_t *g)
         }
         d->glr.len--;
     }
+}
+
+void gs__dash_report_req(gs_sched_t *s, gs__peer_t *p, const gs_msg_report_req_t *m)
+{
+    gs_msg_t r;
+    gs__dsnap_t *snap = NULL;
+    char *html = NULL, why[160] = "";
+    int owned = 0, status = 404;
+
+    memset(&r, 0, sizeof r);
+    r.type = GS_MSG_REPORT;
+    r.u.report.req_id = m->req_id;
+    if (s->dash == NULL) {
+        snprintf(why, sizeof why, "gsched serves no dashboard (started with --dashboard-address none)");
+    } else if ((snap = gs__dsnap_build(s->dash)) == NULL) {
+        status = 500;
+    } else {
+        for (uint32_t i = 0; i < snap->ngraphs && !owned; i++) {
+            owned = snap->graphs[i].id == m->graph_id && snap->graphs[i].client_id == p->id;
+        }
+        if (owned) html = gs__dash_report(snap, m->graph_id, &status);
+        else snprintf(why, sizeof why, "graph %" PRIu64 " is not a graph of this client that gsched still knows", m->graph_id);
+    }
+    if (html != NULL) {
+        r.u.report.status = GS_OK;
+        r.u.report.html.data = (const uint8_t *)html;
+        r.u.report.html.len = strlen(html);
+    } else {
+        r.u.report.status = status == 500 ? GS_ERR_NO_MEMORY : GS_ERR_NOT_FOUND;
+        if (status == 500) snprintf(why, sizeof why, "out of memory building the report");
+        r.u.report.message.data = (const uint8_t *)why;
+        r.u.report.message.len = strlen(why);
+    }
+    gs__sched_send(s, p, &r);
+    free(html);   /* malloc'd (dash_int.h) */
+    gs__dsnap_unref(snap);
 }

@@ -78,6 +78,12 @@ void gs__dash_xfer(gs__dash_t *d, const struct gs__worker *from, const struct gs
 /** Worker @a w's heartbeat says it is running @a executing tasks and has @a queued waiting. */
 void gs__dash_heartbeat(gs__dash_t *d, const struct gs__worker *w, uint64_t executing, uint64_t queued);
 
+/** Answer client @a p's REPORT_REQ @a m with REPORT: the HTML report of its graph, built now
+ *  from a fresh snapshot, or GS_ERR_NOT_FOUND naming why (not its graph, no dashboard). */
+struct gs__peer;
+struct gs_msg_report_req;
+void gs__dash_report_req(struct gs_sched *s, struct gs__peer *p, const struct gs_msg_report_req *m);
+
 /** Graph @a g is about to be freed: its summary moves to the recently-finished list. */
 void gs__dash_graph_gone(gs__dash_t *d, const struct gs__graph *g);
 

@@ -78,6 +78,7 @@ int gs__dgraph_fill(gs__dash_t *d, const gs__graph_t *g, gs__dgraph_t *out)
     uint64_t v;
     memset(out, 0, sizeof *out);
     out->id = g->id;
+    out->client_id = g->client != NULL ? g->client->id : 0;
     out->phase = phases[g->phase];
     out->status = g->status;
     out->ntasks = g->ntasks;

@@ -77,6 +77,7 @@ typedef struct gs__dlayer {
 
 typedef struct gs__dgraph {
     uint64_t id;
+    uint64_t client_id;          /* the owning client's peer id */
     char *client;
     const char *phase;           /* "running", "done", "failed" (static) */
     int32_t status;

@@ -375,3 +375,64 @@ Test(dashboard, off_loopback_it_asks_for_the_token, .init = up_token, .fini = do
     cr_assert_eq(r.status, 200);
     th_resp_free(&r);
 }
+
+Test(dashboard, client_saves_the_report_of_its_graph, .init = up, .fini = down, .timeout = 240)
+{
+    gs_client_h c = tc_connect(&CL, GS_LOWER_DEFAULT), other = tc_connect(&CL, GS_LOWER_DEFAULT);
+    gs_array_h a, s;
+    gs_future_h f;
+    int64_t n = 3000, chunk = 100;
+    char path[] = "/tmp/gs-report-XXXXXX", buf[1 << 16];
+    int fd = mkstemp(path);
+    ssize_t got;
+    cr_assert(c != NULL && other != NULL && fd >= 0);
+    OK(gs_client_wait_for_workers(c, 2, 30.0));
+    OK(gs_array_arange(0, 1, 1, &n, &chunk, &a));
+    OK(gs_array_reduce(GS_RED_SUM, a, NULL, &s));
+    OK(gs_client_submit(c, s, 0, &f));
+    OK(gs_client_report(c, f, path));   /* waits for the graph */
+    got = pread(fd, buf, sizeof buf - 1, 0);
+    cr_assert_gt(got, 1000);
+    buf[got] = '\0';
+    cr_assert_not_null(strstr(buf, "<!DOCTYPE html>"));
+    cr_assert_null(strstr(buf, "__GS_REPORT_DATA__"), "the data marker was replaced");
+    cr_assert_not_null(strstr(buf, "\"phase\":\"done\""));
+    cr_assert_not_null(strstr(buf, "\"total\":33"), "30 leaves, 2 + 1 combines: %.300s", strstr(buf, "\"graph\""));
+    /* another client's future is refused by the library; a bad path is an I/O error */
+    cr_assert_eq(gs_client_report(other, f, path), GS_ERR_INVALID_PARAM);
+    cr_assert_eq(gs_client_report(c, f, "/nonexistent-dir/r.html"), GS_ERR_IO);
+    cr_assert_not_null(strstr(gs_last_error(), "/nonexistent-dir/r.html"));
+    gs_future_destroy(f);
+    gs_array_release(s);
+    gs_array_release(a);
+    gs_client_destroy(other);
+    gs_client_destroy(c);
+    close(fd);
+    unlink(path);
+}
+
+static void up_no_dash(void)
+{
+    const char *args[] = {"--dashboard-address", "none", NULL};
+    alarm(240);
+    cr_assert(tc_start(&CL, 1, NULL, args), "cluster did not start");
+}
+
+Test(dashboard, without_a_dashboard_the_report_is_not_found, .init = up_no_dash, .fini = down, .timeout = 240)
+{
+    gs_client_h c = tc_connect(&CL, GS_LOWER_DEFAULT);
+    gs_array_h a, s;
+    gs_future_h f;
+    int64_t n = 100, chunk = 50;
+    cr_assert_not_null(c);
+    OK(gs_array_arange(0, 1, 1, &n, &chunk, &a));
+    OK(gs_array_reduce(GS_RED_SUM, a, NULL, &s));
+    OK(gs_client_submit(c, s, 0, &f));
+    cr_assert_eq(gs_client_report(c, f, "/tmp/never-written.html"), GS_ERR_NOT_FOUND);
+    cr_assert_not_null(strstr(gs_last_error(), "no dashboard"), "%s", gs_last_error());
+    cr_assert_neq(access("/tmp/never-written.html", F_OK), 0);
+    gs_future_destroy(f);
+    gs_array_release(s);
+    gs_array_release(a);
+    gs_client_destroy(c);
+}

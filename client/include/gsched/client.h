@@ -119,6 +119,17 @@ typedef struct gs_compute_stats {
 
 gs_status_t gs_future_stats(gs_future_h future, gs_compute_stats_t *stats_p);
 
+/** Save the performance report of @a future's graph (like Dask's performance_report) to the
+ *  file @a path as one self-contained HTML page: per-operation task counts and kernel time, the
+ *  task stream, workers and transfers (docs/dashboard.md). Waits for the graph to finish first;
+ *  the scheduler keeps finished graphs' data for a while after they are released (the last 16)
+ *  and the task stream of the newest 20,000 task reports. @a future must belong to @a client
+ *  (borrowed); @a path is overwritten. Errors: GS_ERR_INVALID_PARAM, GS_ERR_NOT_FOUND (the
+ *  scheduler no longer knows the graph, or serves no dashboard: gsched --dashboard-address
+ *  none), GS_ERR_IO (the file; message names it), GS_ERR_TIMED_OUT, GS_ERR_SCHEDULER_LOST,
+ *  GS_ERR_NO_MEMORY. */
+gs_status_t gs_client_report(gs_client_h client, gs_future_h future, const char *path);
+
 /* ---- convenience: submit + wait + gather in one call ---- */
 
 /** Compute a 0-d (scalar) array into *value_p. */
