@@ -19,7 +19,7 @@ _Static_assert(sizeof(gs_key_t) == 2 * sizeof(uint64_t), "gs_key_t must be two p
 #define GS__CLIENT_FIELDS_KNOWN                                                                  \
     (GS_CLIENT_FIELD_TOKEN | GS_CLIENT_FIELD_TIMEOUT | GS_CLIENT_FIELD_LOCAL_NWORKERS |          \
      GS_CLIENT_FIELD_LOCAL_BACKEND | GS_CLIENT_FIELD_LOWER_FLAGS | GS_CLIENT_FIELD_PROGRESS |    \
-     GS_CLIENT_FIELD_BIN_DIR | GS_CLIENT_FIELD_PROGRESS_BAR)
+     GS_CLIENT_FIELD_BIN_DIR | GS_CLIENT_FIELD_PROGRESS_BAR | GS_CLIENT_FIELD_LOCAL_DASHBOARD)
 
 /* What gs_client_connect takes from its params once they are checked. */
 typedef struct gs__connect_args {
@@ -200,6 +200,8 @@ gs_status_t gs_client_connect(const gs_client_params_t *params, gs_client_h *cli
                                      ? params->local_nworkers : 0,
                                  (params->field_mask & GS_CLIENT_FIELD_LOCAL_BACKEND)
                                      ? params->local_backend : NULL,
+                                 (params->field_mask & GS_CLIENT_FIELD_LOCAL_DASHBOARD)
+                                     ? params->local_dashboard_address : NULL,
                                  c->token, lt, &c->local);
         if (status != GS_OK) goto err_free;
         status = gs_addr_parse(c->local.address, args.host, sizeof(args.host), &args.port);

@@ -273,10 +273,11 @@ gs_status_t gs__find_executable(const char *name, const char *bin_dir, char *pat
                                 size_t path_len, char *dir, size_t dir_len);
 
 /** Start `gs-local-cluster --host 127.0.0.1 --port 0 --watch-stdin ...` and wait (up to
- *  @a timeout_s) until it prints its ready line. On success *l is filled; on error nothing is
- *  left running. */
+ *  @a timeout_s) until it prints its ready line. @a dashboard: gsched's --dashboard-address, or
+ *  NULL for its default. On success *l is filled; on error nothing is left running. */
 gs_status_t gs__local_start(const char *bin_dir, int nworkers, const char *backend,
-                            const char *token, double timeout_s, gs__local_t *l);
+                            const char *dashboard, const char *token, double timeout_s,
+                            gs__local_t *l);
 
 /** Stop the launcher (stdin EOF + SIGTERM, then SIGKILL after a grace period) and reap it. */
 void gs__local_stop(gs__local_t *l);

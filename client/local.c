@@ -183,7 +183,8 @@ static gs_status_t gs__describe_exit(pid_t pid, const char *why)
 }
 
 gs_status_t gs__local_start(const char *bin_dir, int nworkers, const char *backend,
-                            const char *token, double timeout_s, gs__local_t *l)
+                            const char *dashboard, const char *token, double timeout_s,
+                            gs__local_t *l)
 {
     char path[PATH_MAX], dir[PATH_MAX], nw[32];
     const char *argv[16];
@@ -218,6 +219,10 @@ gs_status_t gs__local_start(const char *bin_dir, int nworkers, const char *backe
     if (backend != NULL) {
         argv[argc++] = "--backend";
         argv[argc++] = backend;
+    }
+    if (dashboard != NULL) {
+        argv[argc++] = "--dashboard-address";
+        argv[argc++] = dashboard;
     }
     if (dir[0] != '\0') {
         argv[argc++] = "--bin-dir";

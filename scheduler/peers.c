@@ -13,6 +13,7 @@
 #include "scheduler/tasks.h"
 
 #include "common/time.h"
+#include "common/token.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -308,18 +309,6 @@ static void gs__refuse(gs__peer_t *p, gs_status_t status, const char *fmt, ...)
     gs__peer_close(p, status, status, "%s", text);
 }
 
-static int gs__token_equal(const gs_sched_t *s, const gs_str_t *tok)
-{
-    /* constant time in the secret: every presented byte is compared (against the secret or its
-     * terminating NUL), lengths folded in */
-    volatile uint8_t diff = (uint8_t)((s->token_len ^ tok->len) != 0);
-    for (size_t i = 0; i < tok->len; i++) {
-        size_t j = i < s->token_len ? i : s->token_len;
-        diff |= (uint8_t)(tok->data[i] ^ (uint8_t)s->token[j]);
-    }
-    return diff == 0;
-}
-
 static void gs__handshake(gs_sched_t *s, gs__peer_t *p, const gs_msg_t *msg)
 {
     const gs_msg_hello_t *h = &msg->u.hello;
@@ -335,7 +324,7 @@ static void gs__handshake(gs_sched_t *s, gs__peer_t *p, const gs_msg_t *msg)
                    GS_PROTO_VERSION);
         return;
     }
-    if (!gs__token_equal(s, &h->token)) {
+    if (!gs_token_equal(s->token, s->token_len, h->token.data, h->token.len)) {
         gs__refuse(p, GS_ERR_AUTH, "wrong cluster token");
         return;
     }

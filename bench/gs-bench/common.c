@@ -94,6 +94,12 @@ int gs__common_arg(int argc, char **argv, int *i, gs__common_t *c)
         (*i)++;
         return 1;
     }
+    if (strcmp(a, "--dashboard-address") == 0) {
+        if (v == NULL || v[0] == '\0') return gs__bad("option --dashboard-address needs HOST:PORT or none"), -1;
+        c->dashboard = v;
+        (*i)++;
+        return 1;
+    }
     if (strcmp(a, "--report") == 0) {
         if (v == NULL || v[0] == '\0') return gs__bad("option --report needs a file name"), -1;
         g_report = v;
@@ -185,6 +191,10 @@ int gs__connect(gs__common_t *c, gs_client_h *client_p, double *connect_s_p)
         p.field_mask |= GS_CLIENT_FIELD_LOCAL_NWORKERS | GS_CLIENT_FIELD_LOCAL_BACKEND;
         p.local_nworkers = c->workers;
         p.local_backend = c->backend;
+        if (c->dashboard != NULL) {
+            p.field_mask |= GS_CLIENT_FIELD_LOCAL_DASHBOARD;
+            p.local_dashboard_address = c->dashboard;
+        }
     }
     if (gs_client_connect(&p, client_p) != GS_OK) {
         fprintf(stderr, "%s %s: cannot connect to %s: %s\n", g_prog, g_sub,

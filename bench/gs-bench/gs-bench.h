@@ -13,6 +13,7 @@ typedef struct gs__common {
     int workers;             /* 0: default */
     const char *backend;     /* NULL: default */
     const char *token;
+    const char *dashboard;   /* local cluster: gsched's --dashboard-address (NULL: its default) */
     int fuse, pushdown;
     int repeat;
     uint64_t seed;

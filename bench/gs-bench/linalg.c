@@ -49,6 +49,7 @@ static void gs__la_usage(FILE *f, int svd)
             "  --scheduler ADDR      use the cluster at tcp://host:port instead of a local one\n"
             "  --token T             cluster token (default $GSCHED_TOKEN)\n"
             "  --report FILE         save the last timed run's performance report (one HTML file)\n"
+            "  --dashboard-address A local cluster: gsched's dashboard HOST:PORT or none\n"
             "  --repeat R            timed runs (default 1)\n"
             "  --seed S              random seed (default 0)\n"
             "Prints one JSON line per timed run: bench, %s, workers, backend, run, seconds,\n"

@@ -40,6 +40,7 @@ static void gs__move_usage(FILE *f, const char *name)
             "  --scheduler ADDR      use the cluster at tcp://host:port instead of a local one\n"
             "  --token T             cluster token (default $GSCHED_TOKEN)\n"
             "  --report FILE         save the last timed run's performance report (one HTML file)\n"
+            "  --dashboard-address A local cluster: gsched's dashboard HOST:PORT or none\n"
             "  --no-fuse             lower without fusion\n"
             "  --no-pushdown         do not push slices into generators\n"
             "  --repeat R            timed runs (default 1)\n"

@@ -75,6 +75,7 @@ static void gs__seed_usage(FILE *f)
             "  --scheduler ADDR      use the cluster at tcp://host:port instead of a local one\n"
             "  --token T             cluster token (default $GSCHED_TOKEN)\n"
             "  --report FILE         save the last timed run's performance report (one HTML file)\n"
+            "  --dashboard-address A local cluster: gsched's dashboard HOST:PORT or none\n"
             "  --no-fuse             lower without fusion (one task per op per chunk)\n"
             "  --no-pushdown         do not push the slice into the generator\n"
             "  --repeat R            R > 1: one cold run, then R timed runs (median reported)\n"

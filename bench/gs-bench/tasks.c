@@ -220,6 +220,7 @@ static void gs__tasks_usage(FILE *f)
             "  --scheduler ADDR      use the cluster at tcp://host:port instead of a local one\n"
             "  --token T             cluster token (default $GSCHED_TOKEN)\n"
             "  --report FILE         save the last timed run's performance report (one HTML file)\n"
+            "  --dashboard-address A local cluster: gsched's dashboard HOST:PORT or none\n"
             "  --no-fuse             lower without fusion (arange and +1 become separate tasks)\n"
             "  --repeat R            timed runs after one warm-up run (default 3; median reported)\n"
             "  --no-check            independent: skip the check that sums the persisted chunks\n"

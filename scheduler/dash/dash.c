@@ -155,7 +155,10 @@ static void gs__dash_on_timer_closed(uv_handle_t *h)
 void gs__dash_stop(gs__dash_t *d)
 {
     if (d == NULL || d->stopped) return;
+    pthread_mutex_lock(&d->mu);   /* requests waiting for a snapshot return at once */
     d->stopped = 1;
+    pthread_cond_broadcast(&d->cv);
+    pthread_mutex_unlock(&d->mu);
     if (!d->started) return;
     gs__dash_http_stop(d);
     uv_timer_stop(&d->timer);
@@ -193,7 +196,7 @@ gs__dsnap_t *gs__dash_snapshot_get(gs__dash_t *d, uint32_t max_age_ms)
     until.tv_sec += GS__DASH_WAIT_MS / 1000u + until.tv_nsec / 1000000000L;
     until.tv_nsec %= 1000000000L;
     pthread_mutex_lock(&d->mu);
-    while (d->cur == NULL || d->cur->now_ns + limit < now) {
+    while (!d->stopped && (d->cur == NULL || d->cur->now_ns + limit < now)) {
         if (pthread_cond_timedwait(&d->cv, &d->mu, &until) != 0) break;   /* timed out: serve what there is */
     }
     snap = d->cur;

@@ -50,7 +50,8 @@ struct gs__dash {
     int fallback;                /* any free port when ours is taken */
     struct MHD_Daemon *mhd;
     uv_timer_t timer;
-    int started, stopped;
+    int started;
+    int stopped;                 /* written under mu (HTTP threads read it there) */
     uint64_t t0_ns;
 
     /* loop-owned tallies */

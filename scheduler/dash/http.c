@@ -4,6 +4,7 @@
 #include "scheduler/dash/assets.h"
 #include "scheduler/dash/dash_int.h"
 #include "common/log.h"
+#include "common/token.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -71,15 +72,9 @@ static enum MHD_Result gs__http_text(gs__dash_t *d, struct MHD_Connection *c, un
     return gs__http_reply(d, c, code, gs__ct_text, body, n, NULL);
 }
 
-/* Constant time in the token: every presented byte is compared. */
 static int gs__http_token_ok(const gs__dash_t *d, const char *tok, size_t len)
 {
-    volatile uint8_t diff = (uint8_t)((d->token_len ^ len) != 0);
-    for (size_t i = 0; i < len; i++) {
-        size_t j = i < d->token_len ? i : d->token_len;
-        diff |= (uint8_t)((uint8_t)tok[i] ^ (uint8_t)d->token[j]);
-    }
-    return diff == 0;
+    return gs_token_equal(d->token, d->token_len, tok, len);
 }
 
 /* 1 when @a tok can be a cookie value as is (RFC 6265 cookie-octets). */

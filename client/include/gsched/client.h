@@ -42,6 +42,7 @@ typedef void (*gs_progress_cb)(gs_future_h future, uint64_t done, uint64_t total
 #define GS_CLIENT_FIELD_PROGRESS 0x20u
 #define GS_CLIENT_FIELD_BIN_DIR 0x40u
 #define GS_CLIENT_FIELD_PROGRESS_BAR 0x1000u
+#define GS_CLIENT_FIELD_LOCAL_DASHBOARD 0x2000u
 
 /** progress_bar values: a one-line bar on stderr ("[####....]  45% 4500/10000 tasks |
  *  12.3 k tasks/s | 1.2 s"), redrawn at most every 100 ms from the I/O thread and ended with a
@@ -65,6 +66,9 @@ typedef struct gs_client_params {
     const char *bin_dir;        /* "local": where gsched/gworker live (default: $GS_BIN_DIR, then
                                    the directory of the running executable, then $PATH) */
     int progress_bar;           /* GS_CLIENT_FIELD_PROGRESS_BAR: GS_PROGRESS_BAR_* (default never) */
+    const char *local_dashboard_address; /* "local": gsched's dashboard HOST:PORT or "none"
+                                   (default 127.0.0.1:8787, any free port when taken); the
+                                   launcher prints its URL on stderr (docs/dashboard.md) */
 } gs_client_params_t;
 
 /** Connect (and for "local", start the cluster first). *client_p written only on success. */
