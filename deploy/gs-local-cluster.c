@@ -454,7 +454,11 @@ static int gs__read_listen(int fd, int sfd, double deadline, char *addr, size_t 
                         return 0;
                     }
                     memcpy(addr, a, al + 1);
-                    /* keep whatever followed for forwarding */
+                    /* forward whatever followed (the dashboard's URL line) like later output */
+                    if (len > ll + 1) {
+                        ssize_t w = write(STDERR_FILENO, nl + 1, len - ll - 1);
+                        (void)w;
+                    }
                     return 1;
                 }
                 fprintf(stderr, "%s\n", buf);

@@ -57,8 +57,8 @@ static const char *gs__usage =
     "\n"
     "Durations T: a number with an optional unit ms, s or m (default s), e.g. 500ms, 2.5s.\n"
     "Sizes: a number of bytes with an optional unit K, M or G (powers of 1024), e.g. 512M.\n"
-    "On startup 'gsched dashboard at http://HOST:PORT/' (when served) and then\n"
-    "'gsched listening on tcp://HOST:PORT' are printed to stdout.\n"
+    "On startup one line 'gsched listening on tcp://HOST:PORT' is printed to stdout, then\n"
+    "'gsched dashboard at http://HOST:PORT/' when the dashboard is served.\n"
     "SIGINT / SIGTERM: tell workers to shut down, close every connection and exit 0.\n";
 
 static int gs__fail(const char *fmt, const char *a, const char *b)
@@ -321,11 +321,8 @@ int main(int argc, char **argv)
     uv_signal_start(&gs__sig.sigint, gs__on_signal, SIGINT);
     uv_signal_start(&gs__sig.sigterm, gs__on_signal, SIGTERM);
 
-    {
-        char daddr[128];   /* first, so that launchers reading up to the listening line pass it on */
-        if (gs_sched_dashboard_address(sched, daddr, sizeof daddr) == GS_OK) printf("gsched dashboard at http://%s/\n", daddr);
-    }
     printf("gsched listening on tcp://%s\n", addr);
+    if (gs_sched_dashboard_address(sched, addr, sizeof addr) == GS_OK) printf("gsched dashboard at http://%s/\n", addr);
     fflush(stdout);
 
     uv_run(&loop, UV_RUN_DEFAULT);

@@ -2,6 +2,7 @@
  * Shapes are documented in docs/dashboard.md. */
 #include "scheduler/dash/dash_int.h"
 
+#include <inttypes.h>
 #include <jansson.h>
 #include <string.h>
 
@@ -151,20 +152,23 @@ char *gs__dash_api_graphs(const gs__dsnap_t *snap)
     return gs__api_dump(gs__api_finish(root, ok));
 }
 
+/* Index of the first event newer than @a since. */
+static uint32_t gs__api_first_event(const gs__dsnap_t *snap, uint64_t since)
+{
+    uint64_t skip;
+    if (snap->nevents == 0 || since < snap->events[0].seq) return 0;   /* events are in seq order */
+    skip = since - snap->events[0].seq + 1;
+    return skip >= snap->nevents ? snap->nevents : (uint32_t)skip;
+}
+
 json_t *gs__dash_api_events(const gs__dsnap_t *snap, uint64_t since, uint64_t graph, int *ok_p)
 {
     json_t *arr = json_array();
-    uint32_t first = 0;
     if (arr == NULL) {
         *ok_p = 0;
         return NULL;
     }
-    /* events are in seq order: skip to the first newer than since */
-    if (snap->nevents > 0 && since >= snap->events[0].seq) {
-        uint64_t skip = since - snap->events[0].seq + 1;
-        first = skip >= snap->nevents ? snap->nevents : (uint32_t)skip;
-    }
-    for (uint32_t i = first; i < snap->nevents && *ok_p; i++) {
+    for (uint32_t i = gs__api_first_event(snap, since); i < snap->nevents && *ok_p; i++) {
         const gs__devent_t *e = &snap->events[i];
         json_t *o;
         double end = gs__dsnap_t_s(snap, e->end_ns);
@@ -184,18 +188,26 @@ json_t *gs__dash_api_events(const gs__dsnap_t *snap, uint64_t since, uint64_t gr
     return arr;
 }
 
+/* The task stream is the one large answer (20,000 reports): it holds numbers only, so it is
+ * printed directly, in the same shape jansson would give (%.17g round-trips doubles). */
 char *gs__dash_api_tasks(const gs__dsnap_t *snap, uint64_t since)
 {
-    int ok = 1;
-    json_t *root = gs__api_root(snap, &ok);
+    gs__dtext_t t = {0};
     uint64_t last = snap->nevents > 0 ? snap->events[snap->nevents - 1].seq : snap->events_dropped;
-    if (root == NULL) return NULL;
-    gs__api_set(root, "since", json_integer((json_int_t)since), &ok);
-    gs__api_set(root, "next", json_integer((json_int_t)(since > last ? since : last)), &ok);
-    /* reports after since that the snapshot no longer holds */
-    gs__api_set(root, "dropped", json_integer((json_int_t)(snap->events_dropped > since ? snap->events_dropped - since : 0)), &ok);
-    gs__api_set(root, "tasks", gs__dash_api_events(snap, since, 0, &ok), &ok);
-    return gs__api_dump(gs__api_finish(root, ok));
+    uint64_t dropped = snap->events_dropped > since ? snap->events_dropped - since : 0;
+    gs__dtext_printf(&t, "{\"now\":%.17g,\"serial\":%" PRIu64 ",\"since\":%" PRIu64 ",\"next\":%" PRIu64
+                     ",\"dropped\":%" PRIu64 ",\"tasks\":[", gs__dsnap_t_s(snap, snap->now_ns), snap->serial, since,
+                     since > last ? since : last, dropped);
+    for (uint32_t i = gs__api_first_event(snap, since); i < snap->nevents && !t.oom; i++) {
+        const gs__devent_t *e = &snap->events[i];
+        double end = gs__dsnap_t_s(snap, e->end_ns);
+        gs__dtext_printf(&t, "%s{\"seq\":%" PRIu64 ",\"graph\":%" PRIu64 ",\"task\":%u,\"layer\":%u,\"worker\":%" PRIu64
+                         ",\"start\":%.17g,\"end\":%.17g,\"fetch_s\":%.17g,\"status\":%d}",
+                         t.len > 0 && t.p[t.len - 1] == '}' ? "," : "", e->seq, e->graph, e->task, e->layer, e->worker,
+                         end - (double)e->run_ns * 1e-9, end, (double)e->fetch_ns * 1e-9, (int)e->status);
+    }
+    gs__dtext_append(&t, "]}", 2);
+    return gs__dtext_take(&t);
 }
 
 json_t *gs__dash_api_xfer_array(const gs__dsnap_t *snap, int *ok_p)

@@ -127,7 +127,8 @@ gs_status_t gs__dash_start(gs__dash_t *d)
     gs_status_t st;
     if ((st = gs__dash_http_start(d)) != GS_OK) {
         if (!d->fallback || d->port == 0) return st;
-        GS_LOG_WARN("dashboard port %d is taken (%s); serving on any free port", d->port, gs_last_error());
+        /* expected when several clusters share a machine: the URL line names the port */
+        GS_LOG_INFO("dashboard port %d is taken (%s); serving on any free port", d->port, gs_last_error());
         d->port = 0;
         if ((st = gs__dash_http_start(d)) != GS_OK) return st;
     }

@@ -124,7 +124,7 @@ static int gs__dgraph_copy(const gs__dgraph_t *in, gs__dgraph_t *out)
         gs__dgraph_cleanup(out);
         return 0;
     }
-    memcpy(out->layers, in->layers, in->nlayers * sizeof *in->layers);
+    if (in->nlayers > 0) memcpy(out->layers, in->layers, in->nlayers * sizeof *in->layers);
     return 1;
 }
 
@@ -228,7 +228,7 @@ static int gs__dsnap_xfers(gs__dash_t *d, gs__dsnap_t *snap)
     snap->xfers = gs_malloc((d->xfers.len ? d->xfers.len : 1) * sizeof *snap->xfers, "dashboard transfers");
     snap->paths = gs_calloc(d->npaths ? d->npaths : 1, sizeof *snap->paths, "dashboard paths");
     if (snap->xfers == NULL || snap->paths == NULL) return 0;
-    memcpy(snap->xfers, d->xfers.data, d->xfers.len * sizeof *snap->xfers);
+    if (d->xfers.len > 0) memcpy(snap->xfers, d->xfers.data, d->xfers.len * sizeof *snap->xfers);
     snap->nxfers = (uint32_t)d->xfers.len;
     for (uint32_t i = 0; i < d->npaths; i++) {
         if ((snap->paths[i] = gs_strdup(d->paths[i], "dashboard path")) == NULL) return 0;

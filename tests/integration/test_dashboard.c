@@ -27,7 +27,7 @@ static int DPORT;
 /* gsched with a dashboard on a free port (@a host) and two workers. */
 static void start(const char *host, const char *token)
 {
-    char bin[4096], seen[1024] = "", addr[96], dhost[64];
+    char bin[4096], seen[1024] = "", addr[96], dhost[64], dashbuf[128];
     const char *dash;
     const char *argv[10];
     int ac = 0;
@@ -45,11 +45,10 @@ static void start(const char *host, const char *token)
     argv[ac] = NULL;
     CL.sched = tp_spawn(argv, &CL.sched_out, token);
     cr_assert(CL.sched > 0);
-    /* the dashboard line comes first */
-    cr_assert(tp_read_line(CL.sched_out, "gsched listening on ", addr, sizeof addr, seen, sizeof seen, 20.0));
-    dash = strstr(seen, "gsched dashboard at http://");
-    cr_assert_not_null(dash, "no dashboard line in '%s'", seen);
-    dash += strlen("gsched dashboard at http://");
+    /* the listening line, then the dashboard's */
+    cr_assert(tp_read_line(CL.sched_out, "gsched dashboard at http://", dashbuf, sizeof dashbuf, seen, sizeof seen, 20.0));
+    dash = dashbuf;
+    cr_assert(sscanf(seen, "gsched listening on %95s", addr) == 1, "no listening line before the dashboard's: '%s'", seen);
     snprintf(CL.address, sizeof CL.address, "%s", addr);
     cr_assert(sscanf(strchr(dash, ':') + 1, "%d", &DPORT) == 1 && DPORT > 0, "dashboard line '%s'", dash);
     for (int i = 0; i < 2; i++) {
@@ -284,7 +283,10 @@ Test(dashboard, bad_requests_get_errors_and_scheduling_goes_on, .init = up, .fin
     cr_assert(th_http_get(DPORT, "/api/tasks?since=abc", NULL, &r));
     cr_assert_eq(r.status, 400);
     th_resp_free(&r);
-    cr_assert(th_http_raw(DPORT, "POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nConnection: close\r\n\r\nabc", 81, 10.0, &r));
+    {
+        static const char post[] = "POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\nConnection: close\r\n\r\nabc";
+        cr_assert(th_http_raw(DPORT, post, sizeof post - 1, 10.0, &r));
+    }
     cr_assert_eq(r.status, 405);
     th_resp_free(&r);
     cr_assert(th_http_raw(DPORT, "GARBAGE\r\n\r\n", 11, 10.0, &r));
