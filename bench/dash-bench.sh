@@ -16,6 +16,7 @@ ntasks=${3:-1000000}
 rounds=${4:-3}
 backend=${5:-cpu}
 bin=$build/bin
+command -v curl >/dev/null || { echo "dash-bench: needs curl (apt-get install curl)" >&2; exit 2; }
 work=$(mktemp -d)
 pids=()
 cleanup() {

@@ -2,9 +2,10 @@
 # One GPU-machine session: build with CUDA, run the benchmarks, then the whole suite (CUDA tests
 # enabled, integration tests also with CUDA workers). Logs go to $OUT (or ./gpu-out). For a host
 # without a package registry, carry .devdeps (../shared/offline-deps/README.md):
-#   source .devdeps/env.sh && bash bench/gpu-session.sh [bench|move|linalg|scale|tests|all]
+#   source .devdeps/env.sh && bash bench/gpu-session.sh [bench|move|linalg|scale|dash|tests|all]
 # bench: kernels + seed reductions; move: transfers, transpose-sum, slice3 (issue 5);
-# linalg: dot, svd (issue 6); scale: tiny tasks, 1 M-chunk seed, worker kill (issue 7).
+# linalg: dot, svd (issue 6); scale: tiny tasks, 1 M-chunk seed, worker kill (issue 7);
+# dash: dashboard overhead and hostile load, a performance report (issue 14).
 set -uo pipefail
 what=${1:-all}
 out=${OUT:-$PWD/gpu-out}
@@ -88,6 +89,18 @@ if [ "$what" = scale ] || [ "$what" = all ]; then
       --workers "$ngpu" --runs 3
   } 2>"$out/scale.err" | tee "$out/scale.jsonl"
   tail -5 "$out/scale.err"
+fi
+if [ "$what" = dash ] || [ "$what" = all ]; then
+  # the dashboard (issue 14): 1 M tiny tasks with the dashboard polled vs disabled, alternated;
+  # a job's time with and without 1,000 slow clients and bad requests on the dashboard; a
+  # report of the seed reduction on the GPUs
+  {
+    bash bench/dash-bench.sh build-gpu overhead 1000000 5 cpu
+    bash bench/dash-bench.sh build-gpu load 1000000 3 cpu
+    run $B/gs-bench seed --n 100000 --chunk 10000 --workers "$ngpu" --backend cuda --repeat 3 \
+      --report "$out/seed-report.html"
+  } 2>"$out/dash.err" | tee "$out/dash.jsonl"
+  tail -5 "$out/dash.err"
 fi
 if [ "$what" = tests ] || [ "$what" = all ]; then
   t1=$(date +%s)
