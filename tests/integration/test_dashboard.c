@@ -131,7 +131,7 @@ static json_t *wait_done_graph(int64_t total)
     return NULL;
 }
 
-Test(dashboard, endpoints_describe_the_job_that_ran, .init = up, .fini = down, .timeout = 240)
+Test(dashboard, endpoints_describe_the_job_that_ran, .init = up, .fini = down)
 {
     gs_client_h c = tc_connect(&CL, GS_LOWER_DEFAULT);
     json_t *w, *g, *t, *x, *arr, *e;
@@ -248,7 +248,7 @@ Test(dashboard, endpoints_describe_the_job_that_ran, .init = up, .fini = down, .
     gs_client_destroy(c);
 }
 
-Test(dashboard, serves_pages_with_content_types, .init = up, .fini = down, .timeout = 120)
+Test(dashboard, serves_pages_with_content_types, .init = up, .fini = down)
 {
     static const struct { const char *path, *ctype; } pages[] = {
         {"/", "text/html; charset=utf-8"},
@@ -267,7 +267,7 @@ Test(dashboard, serves_pages_with_content_types, .init = up, .fini = down, .time
     }
 }
 
-Test(dashboard, bad_requests_get_errors_and_scheduling_goes_on, .init = up, .fini = down, .timeout = 240)
+Test(dashboard, bad_requests_get_errors_and_scheduling_goes_on, .init = up, .fini = down)
 {
     gs_client_h c = tc_connect(&CL, GS_LOWER_DEFAULT);
     th_resp_t r;
@@ -311,7 +311,7 @@ Test(dashboard, bad_requests_get_errors_and_scheduling_goes_on, .init = up, .fin
     gs_client_destroy(c);
 }
 
-Test(dashboard, many_slow_clients_do_not_stop_scheduling, .init = up, .fini = down, .timeout = 240)
+Test(dashboard, many_slow_clients_do_not_stop_scheduling, .init = up, .fini = down)
 {
     enum { NSLOW = 1000 };
     static int fds[NSLOW];
@@ -355,7 +355,7 @@ static void up_token(void)
     start("0.0.0.0", "s3cret-token");
 }
 
-Test(dashboard, off_loopback_it_asks_for_the_token, .init = up_token, .fini = down, .timeout = 120)
+Test(dashboard, off_loopback_it_asks_for_the_token, .init = up_token, .fini = down)
 {
     th_resp_t r;
     char cookie[256];
@@ -378,7 +378,7 @@ Test(dashboard, off_loopback_it_asks_for_the_token, .init = up_token, .fini = do
     th_resp_free(&r);
 }
 
-Test(dashboard, client_saves_the_report_of_its_graph, .init = up, .fini = down, .timeout = 240)
+Test(dashboard, client_saves_the_report_of_its_graph, .init = up, .fini = down)
 {
     gs_client_h c = tc_connect(&CL, GS_LOWER_DEFAULT), other = tc_connect(&CL, GS_LOWER_DEFAULT);
     gs_array_h a, s;
@@ -420,7 +420,7 @@ static void up_no_dash(void)
     cr_assert(tc_start(&CL, 1, NULL, args), "cluster did not start");
 }
 
-Test(dashboard, without_a_dashboard_the_report_is_not_found, .init = up_no_dash, .fini = down, .timeout = 240)
+Test(dashboard, without_a_dashboard_the_report_is_not_found, .init = up_no_dash, .fini = down)
 {
     gs_client_h c = tc_connect(&CL, GS_LOWER_DEFAULT);
     gs_array_h a, s;
