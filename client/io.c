@@ -111,53 +111,42 @@ static void gs__handle_op(gs_client_h c, gs__op_t *op)
         }
         break;
     }
-    case GS__OP_REPORT: {
-        gs_msg_t m;
-        if (!usable) {
-            gs__op_finish(c, op, fail, fail_msg);
-            return;
-        }
-        op->req_id = ++c->next_req_id;
-        if ((st = gs_u64map_put(&c->gathers, op->req_id, (uint64_t)(uintptr_t)op)) != GS_OK) {
-            gs__op_finish(c, op, st, "out of memory tracking a report request");
-            return;
-        }
-        memset(&m, 0, sizeof(m));
-        m.type = GS_MSG_REPORT_REQ;
-        m.u.report_req.req_id = op->req_id;
-        m.u.report_req.graph_id = op->repl_graph;
-        if ((st = gs_conn_send(c->conn, &m)) != GS_OK) {
-            gs_u64map_del(&c->gathers, op->req_id);
-            gs__op_finish(c, op, st, "could not send a report request to the scheduler");
-        }
-        return;   /* completed by REPORT */
-    }
+    case GS__OP_REPORT:
     case GS__OP_REPLICATE: {
         gs_msg_t m;
         uint64_t key[2];
+        int report = op->kind == GS__OP_REPORT;
         if (!usable) {
             gs__op_finish(c, op, fail, fail_msg);
             return;
         }
         op->req_id = ++c->next_req_id;
         if ((st = gs_u64map_put(&c->gathers, op->req_id, (uint64_t)(uintptr_t)op)) != GS_OK) {
-            gs__op_finish(c, op, st, "out of memory tracking a replicate request");
+            gs__op_finish(c, op, st, report ? "out of memory tracking a report request"
+                                            : "out of memory tracking a replicate request");
             return;
         }
-        key[0] = op->repl_graph;
-        key[1] = GS_REPLICATE_ALL_OUTPUTS;
         memset(&m, 0, sizeof(m));
-        m.type = GS_MSG_REPLICATE;
-        m.u.replicate.req_id = op->req_id;
-        m.u.replicate.worker_name.data = (const uint8_t *)op->repl_target;
-        m.u.replicate.worker_name.len = strlen(op->repl_target);
-        m.u.replicate.n = 1;
-        m.u.replicate.keys = key;
+        if (report) {
+            m.type = GS_MSG_REPORT_REQ;
+            m.u.report_req.req_id = op->req_id;
+            m.u.report_req.graph_id = op->repl_graph;
+        } else {
+            key[0] = op->repl_graph;
+            key[1] = GS_REPLICATE_ALL_OUTPUTS;
+            m.type = GS_MSG_REPLICATE;
+            m.u.replicate.req_id = op->req_id;
+            m.u.replicate.worker_name.data = (const uint8_t *)op->repl_target;
+            m.u.replicate.worker_name.len = strlen(op->repl_target);
+            m.u.replicate.n = 1;
+            m.u.replicate.keys = key;
+        }
         if ((st = gs_conn_send(c->conn, &m)) != GS_OK) {
             gs_u64map_del(&c->gathers, op->req_id);
-            gs__op_finish(c, op, st, "could not send a replicate request to the scheduler");
+            gs__op_finish(c, op, st, report ? "could not send a report request to the scheduler"
+                                            : "could not send a replicate request to the scheduler");
         }
-        return;   /* completed by REPLICATE_DONE */
+        return;   /* completed by REPORT or REPLICATE_DONE */
     }
     case GS__OP_WORKERS:
     case GS__OP_INFO: {
@@ -397,18 +386,27 @@ static void gs__on_info_answer(gs_client_h c, const gs_msg_t *msg)
     gs__on_workers(c, op, &msg->u.workers);
 }
 
+/* The op of @a kind waiting for the answer to request @a req_id, taken off the request map;
+ * NULL (logged) when there is none. */
+static gs__op_t *gs__take_answered(gs_client_h c, uint64_t req_id, gs__op_kind_t kind, const char *what)
+{
+    uint64_t v;
+    gs__op_t *op;
+    if (!gs_u64map_get(&c->gathers, req_id, &v)) {
+        GS_LOG_DEBUG("%s for unknown request %llu ignored", what, (unsigned long long)req_id);
+        return NULL;
+    }
+    op = (gs__op_t *)(uintptr_t)v;
+    if (op->kind != kind) return NULL;
+    gs_u64map_del(&c->gathers, req_id);
+    return op;
+}
+
 static void gs__on_replicate_done(gs_client_h c, const gs_msg_replicate_done_t *r)
 {
     char text[512];
-    uint64_t v;
-    gs__op_t *op;
-    if (!gs_u64map_get(&c->gathers, r->req_id, &v)) {
-        GS_LOG_DEBUG("replicate-done for unknown request %llu ignored", (unsigned long long)r->req_id);
-        return;
-    }
-    op = (gs__op_t *)(uintptr_t)v;
-    if (op->kind != GS__OP_REPLICATE) return;
-    gs_u64map_del(&c->gathers, r->req_id);
+    gs__op_t *op = gs__take_answered(c, r->req_id, GS__OP_REPLICATE, "replicate-done");
+    if (op == NULL) return;
     op->nworkers = (uint32_t)r->n;   /* chunks copied */
     gs__wcopy(text, sizeof(text), &r->message); /* the decoded string is not NUL-terminated */
     gs__op_finish(c, op, r->status == GS_OK ? GS_OK : (gs_status_t)r->status,
@@ -418,16 +416,9 @@ static void gs__on_replicate_done(gs_client_h c, const gs_msg_replicate_done_t *
 static void gs__on_report(gs_client_h c, const gs_msg_report_t *r)
 {
     char text[512];
-    uint64_t v;
-    gs__op_t *op;
+    gs__op_t *op = gs__take_answered(c, r->req_id, GS__OP_REPORT, "report");
     gs_status_t st = r->status == GS_OK ? GS_OK : r->status < 0 ? (gs_status_t)r->status : GS_ERR_PROTO;
-    if (!gs_u64map_get(&c->gathers, r->req_id, &v)) {
-        GS_LOG_DEBUG("report for unknown request %llu ignored", (unsigned long long)r->req_id);
-        return;
-    }
-    op = (gs__op_t *)(uintptr_t)v;
-    if (op->kind != GS__OP_REPORT) return;
-    gs_u64map_del(&c->gathers, r->req_id);
+    if (op == NULL) return;
     gs__wcopy(text, sizeof(text), &r->message);
     if (st == GS_OK) {
         op->report_html = gs_malloc(r->html.len ? r->html.len : 1, "client report");

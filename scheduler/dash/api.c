@@ -51,6 +51,18 @@ static json_t *gs__api_root(const gs__dsnap_t *snap, int *ok_p)
     return root;
 }
 
+/* The root object and an empty array for its list; 0 (both NULL) when out of memory. */
+static int gs__api_root_list(const gs__dsnap_t *snap, int *ok_p, json_t **root_p, json_t **arr_p)
+{
+    *root_p = gs__api_root(snap, ok_p);
+    *arr_p = json_array();
+    if (*root_p != NULL && *arr_p != NULL) return 1;
+    json_decref(*root_p);
+    json_decref(*arr_p);
+    *root_p = *arr_p = NULL;
+    return 0;
+}
+
 static json_t *gs__api_finish(json_t *root, int ok)
 {
     if (!ok) {
@@ -63,12 +75,8 @@ static json_t *gs__api_finish(json_t *root, int ok)
 char *gs__dash_api_workers(const gs__dsnap_t *snap)
 {
     int ok = 1;
-    json_t *root = gs__api_root(snap, &ok), *arr = json_array();
-    if (root == NULL || arr == NULL) {
-        json_decref(root);
-        json_decref(arr);
-        return NULL;
-    }
+    json_t *root, *arr;
+    if (!gs__api_root_list(snap, &ok, &root, &arr)) return NULL;
     for (uint32_t i = 0; i < snap->nworkers && ok; i++) {
         const gs__dworker_t *w = &snap->workers[i];
         json_t *o = json_object(), *mem = json_array(), *tier = json_object(), *tasks = json_object();
@@ -141,12 +149,8 @@ json_t *gs__dash_api_graph(const gs__dgraph_t *g, int *ok_p)
 char *gs__dash_api_graphs(const gs__dsnap_t *snap)
 {
     int ok = 1;
-    json_t *root = gs__api_root(snap, &ok), *arr = json_array();
-    if (root == NULL || arr == NULL) {
-        json_decref(root);
-        json_decref(arr);
-        return NULL;
-    }
+    json_t *root, *arr;
+    if (!gs__api_root_list(snap, &ok, &root, &arr)) return NULL;
     for (uint32_t i = 0; i < snap->ngraphs && ok; i++) gs__api_push(arr, gs__dash_api_graph(&snap->graphs[i], &ok), &ok);
     gs__api_set(root, "graphs", arr, &ok);
     return gs__api_dump(gs__api_finish(root, ok));

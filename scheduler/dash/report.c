@@ -1,6 +1,7 @@
 /* The per-graph performance report: one self-contained HTML file (like Dask's
  * performance_report): the template static/report.html (inline CSS and JS, no external
- * resource) with the graph's data as JSON in place of its data marker. HTTP threads. */
+ * resource) with static/colours.js in place of its colours marker and the graph's data as JSON
+ * in place of its data marker. HTTP threads (and the loop for REPORT_REQ). */
 #include "scheduler/dash/assets.h"
 #include "scheduler/dash/dash_int.h"
 
@@ -9,6 +10,7 @@
 #include <string.h>
 
 #define GS__REPORT_MARKER "\"__GS_REPORT_DATA__\""
+#define GS__COLOURS_MARKER "/*__GS_COLOURS__*/"
 
 /* JSON of everything the report shows about @a g; NULL when out of memory. */
 static char *gs__report_json(const gs__dsnap_t *snap, const gs__dgraph_t *g)
@@ -47,11 +49,11 @@ static char *gs__report_json(const gs__dsnap_t *snap, const gs__dgraph_t *g)
 char *gs__dash_report(const gs__dsnap_t *snap, uint64_t graph, int *status_p)
 {
     const gs__dasset_t *tpl = gs__dash_asset_find("report-template");
+    const gs__dasset_t *colours = gs__dash_asset_find("/static/colours.js");
     const gs__dgraph_t *g = NULL;
-    const char *at;
+    const char *at, *cat, *text;
     gs__dtext_t t = {0};
     char *json;
-    size_t head;
 
     for (uint32_t i = 0; i < snap->ngraphs && g == NULL; i++) {
         if (snap->graphs[i].id == graph) g = &snap->graphs[i];
@@ -61,12 +63,18 @@ char *gs__dash_report(const gs__dsnap_t *snap, uint64_t graph, int *status_p)
         return NULL;
     }
     *status_p = 500;
-    at = tpl != NULL ? strstr((const char *)tpl->data, GS__REPORT_MARKER) : NULL;
-    if (at == NULL || (json = gs__report_json(snap, g)) == NULL) return NULL;
-    head = (size_t)(at - (const char *)tpl->data);
-    gs__dtext_append(&t, (const char *)tpl->data, head);
+    /* the template holds the colours marker, then the data marker */
+    text = tpl != NULL ? (const char *)tpl->data : NULL;
+    cat = text != NULL ? strstr(text, GS__COLOURS_MARKER) : NULL;
+    at = cat != NULL ? strstr(cat, GS__REPORT_MARKER) : NULL;
+    if (at == NULL || colours == NULL || (json = gs__report_json(snap, g)) == NULL) return NULL;
+    gs__dtext_append(&t, text, (size_t)(cat - text));
+    gs__dtext_append(&t, (const char *)colours->data, colours->len);
+    cat += strlen(GS__COLOURS_MARKER);
+    gs__dtext_append(&t, cat, (size_t)(at - cat));
     gs__dtext_append(&t, json, strlen(json));
-    gs__dtext_append(&t, at + strlen(GS__REPORT_MARKER), tpl->len - head - strlen(GS__REPORT_MARKER));
+    at += strlen(GS__REPORT_MARKER);
+    gs__dtext_append(&t, at, tpl->len - (size_t)(at - text));
     free(json);
     *status_p = 200;
     return gs__dtext_take(&t);

@@ -233,6 +233,8 @@ Test(dashboard, endpoints_describe_the_job_that_ran, .init = up, .fini = down)
         cr_assert(th_http_get(DPORT, path, NULL, &r));
         cr_assert_eq(r.status, 200);
         cr_assert_null(strstr(r.body, "__GS_REPORT_DATA__"));
+        cr_assert_null(strstr(r.body, "__GS_COLOURS__"));
+        cr_assert_not_null(strstr(r.body, "function gsColour"), "the colours are inlined");
         cr_assert_not_null(strstr(r.body, "\"combine\""));
         cr_assert_null(strstr(r.body, "src=\"http"));
         cr_assert_null(strstr(r.body, "<link"));
@@ -254,6 +256,7 @@ Test(dashboard, serves_pages_with_content_types, .init = up, .fini = down)
         {"/", "text/html; charset=utf-8"},
         {"/static/dash.js", "text/javascript; charset=utf-8"},
         {"/static/dash.css", "text/css; charset=utf-8"},
+        {"/static/colours.js", "text/javascript; charset=utf-8"},
     };
     for (size_t i = 0; i < sizeof pages / sizeof pages[0]; i++) {
         th_resp_t r;

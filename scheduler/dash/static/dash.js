@@ -19,13 +19,6 @@
     while (n >= 1024 && i < u.length - 1) { n /= 1024; i++; }
     return (i ? n.toFixed(1) : n) + ' ' + u[i];
   }
-  function colour(name) {   // fixed colours for gsched's layer kinds, a hash for others
-    const known = { fused: '#43a047', combine: '#1e88e5', literal: '#8e24aa', copy: '#fb8c00', linalg: '#e53935' };
-    if (known[name]) return known[name];
-    let h = 0;
-    for (const c of name) h = (h * 31 + c.charCodeAt(0)) >>> 0;
-    return 'hsl(' + (h % 360) + ',65%,50%)';
-  }
   async function get(path) {
     const r = await fetch(path, { cache: 'no-store', credentials: 'same-origin' });
     if (!r.ok) throw new Error(path + ': HTTP ' + r.status);
@@ -108,8 +101,8 @@
           ((e.end - e.start) * 1e3).toFixed(3) + ' ms' });
         d.style.left = (100 * (Math.max(e.start, t0) - t0) / WINDOW_S) + '%';
         d.style.width = (100 * (e.end - Math.max(e.start, t0)) / WINDOW_S) + '%';
-        d.style.background = e.status === 0 ? colour(name) : '#000';
-        used.set(name, colour(name));
+        d.style.background = e.status === 0 ? gsColour(name) : '#000';
+        used.set(name, gsColour(name));
         lanes[k].appendChild(d);
       }
     }
