@@ -94,6 +94,12 @@
  *    if the target is removed first). A chunk with copies survives the loss of any of its
  *    holders (a copy becomes the primary, nothing is recomputed), placement counts every holder,
  *    and releasing the chunk releases every copy. Copies are kept on worker slots 0..63 only.
+ *  - REPORT_REQ(req, graph) from a client is answered with REPORT: the graph's performance report
+ *    (one self-contained HTML page, built on the loop from a fresh dashboard snapshot) when the
+ *    graph is the client's and gsched still knows it (running, kept, or one of the last 16
+ *    released), else GS_ERR_NOT_FOUND naming why (also when no dashboard is served). The
+ *    dashboard itself (scheduler/dash/dash.h, docs/dashboard.md) runs in its own threads and
+ *    reads snapshots the loop publishes.
  *  - WORKERS_REQ from a client is answered with WORKERS (every live worker: id, name, host,
  *    backend, control address, device, threads, memory).
  *  - GATHER_REQ from a client: one GATHER_REQ per key is relayed to the worker holding it, and
