@@ -172,6 +172,11 @@ int gs__bench_seed(int argc, char **argv)
         double tasks = (double)last.stats.ntasks;
         if (c.backend != NULL && strcmp(c.backend, "cpu") == 0 && ncpu > c.workers)
             slots = (double)c.workers * (double)(ncpu / c.workers);
+        /* one line for people (stderr, so that stdout stays one JSON line), then the JSON */
+        fprintf(stderr, "(normal(10, 1, (%" PRId64 ", %" PRId64 ")) + 1)[::2, ::2].sum() of %.3g GB of float64 "
+                        "on %d %s worker(s): %.17g in %.3f s\n", n, n, (double)n * (double)n * 8e-9, c.workers,
+                c.backend ? c.backend : "remote", cold.value, seconds);
+        fflush(stderr);
         printf("{\"bench\":\"seed\",\"n\":%" PRId64 ",\"chunk\":%" PRId64 ",\"workers\":%d", n,
                chunk, c.workers);
         printf(",\"backend\":\"%s\"", c.backend ? c.backend : "remote");
