@@ -64,6 +64,11 @@ if run_suite normal build-ci -DCMAKE_BUILD_TYPE=RelWithDebInfo; then
 else
   status=1
 fi
+# The dashboard in a real browser (chromium, installed for this step only; skipped with a
+# message when it cannot be installed). The screenshot's path is printed.
+echo "=== gsched: dashboard browser test ==="
+bash .ci/install-deps.sh --browser >/dev/null 2>&1 || echo "gsched: chromium could not be installed"
+bash tests/integration/dash_browser.sh build-ci build-ci/dash-browser || status=1
 run_suite "asan+ubsan" build-ci-asan -DCMAKE_BUILD_TYPE=Debug -DGS_ASAN=ON -DGS_UBSAN=ON \
   -DGS_WITH_CUDA=OFF -DGS_BUILD_BENCH=ON || status=1
 # ThreadSanitizer: TSan daemons driven by the normal build's suites, TSan sockfuzz and soak

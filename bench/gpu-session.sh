@@ -2,12 +2,13 @@
 # One GPU-machine session: build with CUDA, run the benchmarks, then the whole suite (CUDA tests
 # enabled, integration tests also with CUDA workers). Logs go to $OUT (or ./gpu-out). For a host
 # without a package registry, carry .devdeps (../shared/offline-deps/README.md):
-#   source .devdeps/env.sh && bash bench/gpu-session.sh [bench|move|linalg|scale|robust|tests|svd|spill|all]
+#   source .devdeps/env.sh && bash bench/gpu-session.sh [bench|move|linalg|scale|robust|tests|svd|spill|dash|all]
 # bench: kernels + seed reductions; move: transfers, transpose-sum, slice3 (issue 5);
 # linalg: dot, svd (issue 6); scale: tiny tasks, 1 M-chunk seed, worker kill (issue 7);
 # robust: 300-job soak and socket fuzzing with CUDA workers (issue 12);
 # svd: the Gram-path SVD against TSQR, its CUDA kernel and integration tests, dot (issue 19).
 # spill: arrays beyond the workers' memory (issue 13).
+# dash: dashboard overhead and hostile load, a performance report (issue 14).
 # GS_TARGETS="a b ..." builds only those targets (a shorter build for one stage).
 set -uo pipefail
 what=${1:-all}
@@ -114,6 +115,18 @@ if [ "$what" = spill ] || [ "$what" = all ]; then
     run $B/gs-bench spill --backend cuda --factor 1.5 --workers 1
   } 2>"$out/spill.err" | tee "$out/spill.jsonl"
   tail -5 "$out/spill.err"
+fi
+if [ "$what" = dash ] || [ "$what" = all ]; then
+  # the dashboard (issue 14): 1 M tiny tasks with the dashboard polled vs disabled, alternated;
+  # a job's time with and without 1,000 slow clients and bad requests on the dashboard; a
+  # report of the seed reduction on the GPUs
+  {
+    bash bench/dash-bench.sh build-gpu overhead 1000000 5 cpu
+    bash bench/dash-bench.sh build-gpu load 1000000 3 cpu
+    run $B/gs-bench seed --n 100000 --chunk 10000 --workers "$ngpu" --backend cuda --repeat 3 \
+      --report "$out/seed-report.html"
+  } 2>"$out/dash.err" | tee "$out/dash.jsonl"
+  tail -5 "$out/dash.err"
 fi
 if [ "$what" = tests ] || [ "$what" = all ]; then
   t1=$(date +%s)

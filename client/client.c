@@ -12,13 +12,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 _Static_assert(sizeof(gs_key_t) == 2 * sizeof(uint64_t), "gs_key_t must be two packed u64");
 
 #define GS__CLIENT_FIELDS_KNOWN                                                                  \
     (GS_CLIENT_FIELD_TOKEN | GS_CLIENT_FIELD_TIMEOUT | GS_CLIENT_FIELD_LOCAL_NWORKERS |          \
      GS_CLIENT_FIELD_LOCAL_BACKEND | GS_CLIENT_FIELD_LOWER_FLAGS | GS_CLIENT_FIELD_PROGRESS |    \
-     GS_CLIENT_FIELD_BIN_DIR | GS_CLIENT_FIELD_LOCAL_MEMORY)
+     GS_CLIENT_FIELD_BIN_DIR | GS_CLIENT_FIELD_LOCAL_MEMORY | GS_CLIENT_FIELD_PROGRESS_BAR |
+     GS_CLIENT_FIELD_LOCAL_DASHBOARD)
 
 /* What gs_client_connect takes from its params once they are checked. */
 typedef struct gs__connect_args {
@@ -53,6 +55,10 @@ static gs_status_t gs__params_check(const gs_client_params_t *params, gs__connec
         (params->lower_flags & ~(unsigned)GS_LOWER_DEFAULT))
         return gs_error_set(GS_ERR_INVALID_PARAM, "gs_client_connect: unknown lower flags 0x%x",
                             params->lower_flags);
+    if ((params->field_mask & GS_CLIENT_FIELD_PROGRESS_BAR) &&
+        (params->progress_bar < GS_PROGRESS_BAR_NEVER || params->progress_bar > GS_PROGRESS_BAR_ALWAYS))
+        return gs_error_set(GS_ERR_INVALID_PARAM, "gs_client_connect: progress_bar %d is not "
+                                                  "GS_PROGRESS_BAR_NEVER, _TTY or _ALWAYS", params->progress_bar);
     if ((params->field_mask & GS_CLIENT_FIELD_PROGRESS) && params->progress_cb == NULL)
         return gs_error_set(GS_ERR_INVALID_PARAM, "gs_client_connect: progress field set but "
                                                   "progress_cb is NULL");
@@ -102,6 +108,10 @@ static gs_status_t gs__client_new(const gs_client_params_t *params, const char *
     if (params->field_mask & GS_CLIENT_FIELD_PROGRESS) {
         c->progress_cb = params->progress_cb;
         c->progress_arg = params->progress_arg;
+    }
+    if (params->field_mask & GS_CLIENT_FIELD_PROGRESS_BAR) {
+        c->pbar = params->progress_bar == GS_PROGRESS_BAR_ALWAYS ||
+                  (params->progress_bar == GS_PROGRESS_BAR_TTY && isatty(STDERR_FILENO));
     }
     gs_u64map_init(&c->pending);
     gs_u64map_init(&c->graphs);
@@ -195,6 +205,8 @@ gs_status_t gs_client_connect(const gs_client_params_t *params, gs_client_h *cli
                                      ? params->local_memory_limit : 0,
                                  (params->field_mask & GS_CLIENT_FIELD_LOCAL_MEMORY)
                                      ? params->local_device_memory_limit : 0,
+                                 (params->field_mask & GS_CLIENT_FIELD_LOCAL_DASHBOARD)
+                                     ? params->local_dashboard_address : NULL,
                                  c->token, lt, &c->local);
         if (status != GS_OK) goto err_free;
         status = gs_addr_parse(c->local.address, args.host, sizeof(args.host), &args.port);

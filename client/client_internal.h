@@ -81,7 +81,8 @@ typedef enum gs__op_kind {
     GS__OP_RELEASE_GRAPH,
     GS__OP_CLOSE,
     GS__OP_WORKERS,             /* WORKERS_REQ; answered in order with INFO (info list) */
-    GS__OP_REPLICATE            /* REPLICATE; answered by req_id (gathers map) */
+    GS__OP_REPLICATE,           /* REPLICATE; answered by req_id (gathers map) */
+    GS__OP_REPORT               /* REPORT_REQ; answered by req_id (gathers map) with REPORT */
 } gs__op_kind_t;
 
 /* One output block of a gather: which key it comes from. Sorted by (graph, task). */
@@ -141,7 +142,10 @@ struct gs__op {
     /* WORKERS: the answer (gs_malloc'd, nwinfo entries) */
     gs_client_worker_info_t *winfo;
     size_t nwinfo;
-    /* REPLICATE: graph whose outputs are copied, target worker name */
+    /* REPORT: the graph, and the answer (gs_malloc'd, report_len bytes) */
+    uint8_t *report_html;
+    size_t report_len;
+    /* REPLICATE: graph whose outputs are copied, target worker name; REPORT: the graph */
     uint64_t repl_graph;
     char repl_target[256];
     /* GATHER */
@@ -180,6 +184,9 @@ struct gs_client {
     unsigned lower_flags;
     gs_progress_cb progress_cb;
     void *progress_arg;
+    int pbar;                   /* draw the terminal progress bar (progress.c) */
+    uint64_t pbar_graph;        /* I/O thread: graph the bar last showed */
+    double pbar_last_s;         /* I/O thread: when it was last drawn */
     gs__local_t local;
 
     /* I/O thread */
@@ -271,11 +278,12 @@ gs_status_t gs__find_executable(const char *name, const char *bin_dir, char *pat
                                 size_t path_len, char *dir, size_t dir_len);
 
 /** Start `gs-local-cluster --host 127.0.0.1 --port 0 --watch-stdin ...` and wait (up to
- *  @a timeout_s) until it prints its ready line. On success *l is filled; on error nothing is
- *  left running. */
+ *  @a timeout_s) until it prints its ready line. @a dashboard: gsched's --dashboard-address, or
+ *  NULL for its default. On success *l is filled; on error nothing is left running. */
 gs_status_t gs__local_start(const char *bin_dir, int nworkers, const char *backend,
                             uint64_t memory_limit, uint64_t device_memory_limit,
-                            const char *token, double timeout_s, gs__local_t *l);
+                            const char *dashboard, const char *token, double timeout_s,
+                            gs__local_t *l);
 
 /** Stop the launcher (stdin EOF + SIGTERM, then SIGKILL after a grace period) and reap it. */
 void gs__local_stop(gs__local_t *l);
@@ -305,4 +313,10 @@ void gs__io_stop(gs_client_h c);
 #ifdef __cplusplus
 }
 #endif
+/* progress.c: report @a done of @a total for @a f to the progress bar and the progress callback
+ * (I/O thread); the bar line formatted alone (tests). */
+void gs__progress_emit(gs_client_h c, gs_future_h f, uint64_t done, uint64_t total);
+void gs__pbar_update(gs_client_h c, gs_future_h f, uint64_t done, uint64_t total);
+void gs__pbar_format(char *line, size_t len, uint64_t done, uint64_t total, double elapsed_s);
+
 #endif

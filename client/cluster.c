@@ -7,6 +7,7 @@
 #include "common/error.h"
 #include "common/time.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -174,4 +175,40 @@ gs_status_t gs_client_unpersist(gs_client_h c, gs_array_h array)
     gs_array_release(p->array);
     gs_free(p);
     return GS_OK;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* performance report */
+
+gs_status_t gs_client_report(gs_client_h c, gs_future_h future, const char *path)
+{
+    gs__op_t *op;
+    gs_status_t st;
+    uint64_t gid;
+    FILE *f;
+    if (c == NULL || future == NULL || path == NULL || path[0] == '\0' || future->client != c)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "gs_client_report: client, one of its futures and a path "
+                                                  "must be given");
+    uv_mutex_lock(&c->mu);
+    gs__wait_flag_locked(c, &future->done, -1.0);   /* the report is of the finished graph */
+    gid = future->graph_id;
+    uv_mutex_unlock(&c->mu);
+    if (gid == 0)
+        return gs_error_set(GS_ERR_NOT_FOUND, "gs_client_report: the graph never reached the scheduler");
+    op = gs__op_new(GS__OP_REPORT);
+    if (op == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for a report request");
+    op->repl_graph = gid;
+    if ((st = gs__op_call(c, op, gs__deadline(GS__DEFAULT_TIMEOUT_S), "no report from the scheduler in time")) != GS_OK)
+        return st;
+    f = fopen(path, "wb");
+    if (f == NULL) {
+        st = gs_error_set(GS_ERR_IO, "gs_client_report: cannot create %s: %s", path, strerror(errno));
+    } else {
+        size_t n = fwrite(op->report_html, 1, op->report_len, f);
+        if (fclose(f) != 0 || n != op->report_len) {
+            st = gs_error_set(GS_ERR_IO, "gs_client_report: cannot write %s: %s", path, strerror(errno));
+        }
+    }
+    gs__op_free(op);
+    return st;
 }

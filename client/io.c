@@ -111,32 +111,42 @@ static void gs__handle_op(gs_client_h c, gs__op_t *op)
         }
         break;
     }
+    case GS__OP_REPORT:
     case GS__OP_REPLICATE: {
         gs_msg_t m;
         uint64_t key[2];
+        int report = op->kind == GS__OP_REPORT;
         if (!usable) {
             gs__op_finish(c, op, fail, fail_msg);
             return;
         }
         op->req_id = ++c->next_req_id;
         if ((st = gs_u64map_put(&c->gathers, op->req_id, (uint64_t)(uintptr_t)op)) != GS_OK) {
-            gs__op_finish(c, op, st, "out of memory tracking a replicate request");
+            gs__op_finish(c, op, st, report ? "out of memory tracking a report request"
+                                            : "out of memory tracking a replicate request");
             return;
         }
-        key[0] = op->repl_graph;
-        key[1] = GS_REPLICATE_ALL_OUTPUTS;
         memset(&m, 0, sizeof(m));
-        m.type = GS_MSG_REPLICATE;
-        m.u.replicate.req_id = op->req_id;
-        m.u.replicate.worker_name.data = (const uint8_t *)op->repl_target;
-        m.u.replicate.worker_name.len = strlen(op->repl_target);
-        m.u.replicate.n = 1;
-        m.u.replicate.keys = key;
+        if (report) {
+            m.type = GS_MSG_REPORT_REQ;
+            m.u.report_req.req_id = op->req_id;
+            m.u.report_req.graph_id = op->repl_graph;
+        } else {
+            key[0] = op->repl_graph;
+            key[1] = GS_REPLICATE_ALL_OUTPUTS;
+            m.type = GS_MSG_REPLICATE;
+            m.u.replicate.req_id = op->req_id;
+            m.u.replicate.worker_name.data = (const uint8_t *)op->repl_target;
+            m.u.replicate.worker_name.len = strlen(op->repl_target);
+            m.u.replicate.n = 1;
+            m.u.replicate.keys = key;
+        }
         if ((st = gs_conn_send(c->conn, &m)) != GS_OK) {
             gs_u64map_del(&c->gathers, op->req_id);
-            gs__op_finish(c, op, st, "could not send a replicate request to the scheduler");
+            gs__op_finish(c, op, st, report ? "could not send a report request to the scheduler"
+                                            : "could not send a replicate request to the scheduler");
         }
-        return;   /* completed by REPLICATE_DONE */
+        return;   /* completed by REPORT or REPLICATE_DONE */
     }
     case GS__OP_WORKERS:
     case GS__OP_INFO: {
@@ -268,10 +278,9 @@ static void gs__on_progress(gs_client_h c, const gs_msg_progress_t *p)
 {
     uint64_t v;
     gs_future_h f;
-    if (c->progress_cb == NULL || !gs_u64map_get(&c->graphs, p->graph_id, &v)) return;
+    if ((c->progress_cb == NULL && !c->pbar) || !gs_u64map_get(&c->graphs, p->graph_id, &v)) return;
     f = (gs_future_h)(uintptr_t)v;
-    f->progress_reported = p->done;
-    c->progress_cb(f, p->done, p->total, c->progress_arg);
+    gs__progress_emit(c, f, p->done, p->total);
 }
 
 static void gs__on_graph_done(gs_client_h c, const gs_msg_graph_done_t *d)
@@ -291,8 +300,8 @@ static void gs__on_graph_done(gs_client_h c, const gs_msg_graph_done_t *d)
     uv_mutex_unlock(&c->mu);
     /* a final progress report before anyone waiting sees the result, unless the scheduler's
      * last PROGRESS was already it */
-    if (c->progress_cb != NULL && st == GS_OK && !already && f->progress_reported != ntasks)
-        c->progress_cb(f, ntasks, ntasks, c->progress_arg);
+    if ((c->progress_cb != NULL || c->pbar) && st == GS_OK && !already && f->progress_reported != ntasks)
+        gs__progress_emit(c, f, ntasks, ntasks);
     uv_mutex_lock(&c->mu);
     if (!f->done) {
         f->run_ns_total = d->run_ns_total;
@@ -383,18 +392,27 @@ static void gs__on_info_answer(gs_client_h c, const gs_msg_t *msg)
     gs__on_workers(c, op, &msg->u.workers);
 }
 
+/* The op of @a kind waiting for the answer to request @a req_id, taken off the request map;
+ * NULL (logged) when there is none. */
+static gs__op_t *gs__take_answered(gs_client_h c, uint64_t req_id, gs__op_kind_t kind, const char *what)
+{
+    uint64_t v;
+    gs__op_t *op;
+    if (!gs_u64map_get(&c->gathers, req_id, &v)) {
+        GS_LOG_DEBUG("%s for unknown request %llu ignored", what, (unsigned long long)req_id);
+        return NULL;
+    }
+    op = (gs__op_t *)(uintptr_t)v;
+    if (op->kind != kind) return NULL;
+    gs_u64map_del(&c->gathers, req_id);
+    return op;
+}
+
 static void gs__on_replicate_done(gs_client_h c, const gs_msg_replicate_done_t *r)
 {
     char text[512];
-    uint64_t v;
-    gs__op_t *op;
-    if (!gs_u64map_get(&c->gathers, r->req_id, &v)) {
-        GS_LOG_DEBUG("replicate-done for unknown request %llu ignored", (unsigned long long)r->req_id);
-        return;
-    }
-    op = (gs__op_t *)(uintptr_t)v;
-    if (op->kind != GS__OP_REPLICATE) return;
-    gs_u64map_del(&c->gathers, r->req_id);
+    gs__op_t *op = gs__take_answered(c, r->req_id, GS__OP_REPLICATE, "replicate-done");
+    if (op == NULL) return;
     op->nworkers = (uint32_t)r->n;   /* chunks copied */
     gs__wcopy(text, sizeof(text), &r->message); /* the decoded string is not NUL-terminated */
     gs__op_finish(c, op, r->status == GS_OK ? GS_OK : (gs_status_t)r->status,
@@ -412,6 +430,26 @@ static void gs__hb_cb(uv_timer_t *t)
     m.type = GS_MSG_HEARTBEAT;
     m.u.heartbeat.seq = ++c->hb_seq;
     (void)gs_conn_send(c->conn, &m);   /* a failure closes the connection: reported there */
+}
+
+static void gs__on_report(gs_client_h c, const gs_msg_report_t *r)
+{
+    char text[512];
+    gs__op_t *op = gs__take_answered(c, r->req_id, GS__OP_REPORT, "report");
+    gs_status_t st = r->status == GS_OK ? GS_OK : r->status < 0 ? (gs_status_t)r->status : GS_ERR_PROTO;
+    if (op == NULL) return;
+    gs__wcopy(text, sizeof(text), &r->message);
+    if (st == GS_OK) {
+        op->report_html = gs_malloc(r->html.len ? r->html.len : 1, "client report");
+        if (op->report_html == NULL) {
+            st = GS_ERR_NO_MEMORY;
+            snprintf(text, sizeof(text), "out of memory for a report of %zu bytes", r->html.len);
+        } else {
+            if (r->html.len) memcpy(op->report_html, r->html.data, r->html.len);
+            op->report_len = r->html.len;
+        }
+    }
+    gs__op_finish(c, op, st, text[0] ? text : NULL);
 }
 
 /* The first message on the connection: WELCOME, or why not (I/O thread, CONNECTING). */
@@ -491,6 +529,7 @@ static void gs__msg_cb(gs_conn_t *conn, gs_msg_t *msg, void *arg)
     case GS_MSG_WORKERS:
     case GS_MSG_INFO: gs__on_info_answer(c, msg); break;
     case GS_MSG_REPLICATE_DONE: gs__on_replicate_done(c, &msg->u.replicate_done); break;
+    case GS_MSG_REPORT: gs__on_report(c, &msg->u.report); break;
     case GS_MSG_ERROR: gs__on_error(c, &msg->u.error); break;
     case GS_MSG_HEARTBEAT: break;
     default:
@@ -658,7 +697,7 @@ void gs__io_stop(gs_client_h c)
         if (op->fut != NULL && op->kind != GS__OP_GATHER)   /* gather borrows its future */
             gs__future_finish(c, op->fut, GS_ERR_CANCELED, "the client was destroyed", 24);
         if (op->kind == GS__OP_INFO || op->kind == GS__OP_GATHER || op->kind == GS__OP_WORKERS ||
-            op->kind == GS__OP_REPLICATE)
+            op->kind == GS__OP_REPLICATE || op->kind == GS__OP_REPORT)
             gs__op_finish(c, op, GS_ERR_CANCELED, "the client was destroyed");
         else
             gs__op_free(op);

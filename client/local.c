@@ -184,10 +184,11 @@ static gs_status_t gs__describe_exit(pid_t pid, const char *why)
 
 gs_status_t gs__local_start(const char *bin_dir, int nworkers, const char *backend,
                             uint64_t memory_limit, uint64_t device_memory_limit,
-                            const char *token, double timeout_s, gs__local_t *l)
+                            const char *dashboard, const char *token, double timeout_s,
+                            gs__local_t *l)
 {
     char path[PATH_MAX], dir[PATH_MAX], nw[32], ml[32], dml[32];
-    const char *argv[20];
+    const char *argv[24];
     int argc = 0;
     int in_pipe[2] = {-1, -1}, out_pipe[2] = {-1, -1};
     posix_spawn_file_actions_t fa;
@@ -229,6 +230,10 @@ gs_status_t gs__local_start(const char *bin_dir, int nworkers, const char *backe
         snprintf(dml, sizeof(dml), "%llu", (unsigned long long)device_memory_limit);
         argv[argc++] = "--device-memory-limit";
         argv[argc++] = dml;
+    }
+    if (dashboard != NULL) {
+        argv[argc++] = "--dashboard-address";
+        argv[argc++] = dashboard;
     }
     if (dir[0] != '\0') {
         argv[argc++] = "--bin-dir";

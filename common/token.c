@@ -4,6 +4,7 @@
 #include "common/error.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/random.h>
@@ -54,4 +55,15 @@ gs_status_t gs_token_read_file(const char *path, char *buf, size_t len)
     if (n == 0) return gs_error_set(GS_ERR_INVALID_PARAM, "the token file '%s' is empty", path);
     if (memchr(buf, '\0', n) != NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "the token file '%s' holds a NUL byte", path);
     return GS_OK;
+}
+
+int gs_token_equal(const char *secret, size_t secret_len, const void *given, size_t given_len)
+{
+    const uint8_t *g = given;
+    volatile uint8_t diff = (uint8_t)((secret_len ^ given_len) != 0);
+    for (size_t i = 0; i < given_len; i++) {
+        size_t j = i < secret_len ? i : secret_len;
+        diff |= (uint8_t)(g[i] ^ (uint8_t)secret[j]);
+    }
+    return diff == 0;
 }

@@ -31,6 +31,11 @@ gs_status_t gs_token_generate(char *buf, size_t len);
  *  longer than GS_TOKEN_MAX, holds a NUL byte, or buffer too small). */
 gs_status_t gs_token_read_file(const char *path, char *buf, size_t len);
 
+/** 1 when the @a given_len bytes at @a given equal the secret @a secret (@a secret_len bytes,
+ *  NUL-terminated), in time that depends on the presented length only: every presented byte is
+ *  compared (against the secret or its terminating NUL), the lengths folded in. */
+int gs_token_equal(const char *secret, size_t secret_len, const void *given, size_t given_len);
+
 /** The warning printed when a token is given on the command line (no trailing newline). */
 #define GS_TOKEN_ARGV_WARNING                                                                    \
     "--token puts the token on the command line, where every user of this machine can read it " \

@@ -52,6 +52,7 @@ typedef struct gs__opts {
     const char *token;
     int token_generated;        /* token made here: printed on stdout for our own clients */
     const char *log_level;
+    const char *dashboard;     /* --dashboard-address, NULL = gsched's default */
     const char *bin_dir;
     int watch_stdin;
     double ready_timeout_s;
@@ -89,6 +90,8 @@ static void gs__usage(FILE *f)
             "  --token TOKEN             the token on this command line: visible to every user\n"
             "                            (ps); prefer $GSCHED_TOKEN or --token-file\n"
             "  --log-level LEVEL         fatal|error|warn|info|debug|trace (all processes)\n"
+            "  --dashboard-address A     gsched's dashboard HOST:PORT, or none (default: gsched's,\n"
+            "                            127.0.0.1:8787 or a free port); its URL is printed\n"
             "  --bin-dir DIR             where gsched and gworker are (default: $GS_BIN_DIR,\n"
             "                            this program's directory, then $PATH)\n"
             "  --watch-stdin             stop everything when stdin reaches EOF\n"
@@ -192,6 +195,9 @@ static int gs__parse_opts(int argc, char **argv, gs__opts_t *o)
             }
             gs_log_set_level(lvl);
             o->log_level = val;
+        } else if (strcmp(a, "--dashboard-address") == 0) {
+            GS__NEEDS_VALUE();
+            o->dashboard = val;
         } else if (strcmp(a, "--bin-dir") == 0) {
             GS__NEEDS_VALUE();
             o->bin_dir = val;
@@ -448,7 +454,11 @@ static int gs__read_listen(int fd, int sfd, double deadline, char *addr, size_t 
                         return 0;
                     }
                     memcpy(addr, a, al + 1);
-                    /* keep whatever followed for forwarding */
+                    /* forward whatever followed (the dashboard's URL line) like later output */
+                    if (len > ll + 1) {
+                        ssize_t w = write(STDERR_FILENO, nl + 1, len - ll - 1);
+                        (void)w;
+                    }
                     return 1;
                 }
                 fprintf(stderr, "%s\n", buf);
@@ -545,6 +555,10 @@ int main(int argc, char **argv)
         if (o.log_level != NULL) {
             av[ac++] = "--log-level";
             av[ac++] = (char *)o.log_level;
+        }
+        if (o.dashboard != NULL) {
+            av[ac++] = "--dashboard-address";
+            av[ac++] = (char *)o.dashboard;
         }
         av[ac] = NULL;
         g_sched.pid = gs__spawn(av, out_pipe[1], NULL, NULL, 0, o.token);

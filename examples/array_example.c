@@ -27,16 +27,6 @@
         }                                                                                    \
     } while (0)
 
-static void on_progress(gs_future_h future, uint64_t done, uint64_t total, void *arg)
-{
-    (void)future;
-    (void)arg;
-    /* runs on the client's I/O thread: keep it short, never call blocking client functions */
-    fprintf(stderr, "\rprogress: %llu/%llu tasks", (unsigned long long)done,
-            (unsigned long long)total);
-    if (done == total) fprintf(stderr, "\n");
-}
-
 int main(int argc, char **argv)
 {
     const char *address = argc > 1 ? argv[1] : "local";
@@ -49,9 +39,10 @@ int main(int argc, char **argv)
 
     /* 1. connect: "local" starts gsched + workers as child processes, stopped at destroy */
     params.address = address;
-    params.field_mask = GS_CLIENT_FIELD_PROGRESS;
-    params.progress_cb = on_progress;
-    params.progress_arg = NULL;
+    /* a progress bar on stderr when it is a terminal (or pass your own GS_CLIENT_FIELD_PROGRESS
+     * callback: it runs on the client's I/O thread, so keep it short and never block there) */
+    params.field_mask = GS_CLIENT_FIELD_PROGRESS_BAR;
+    params.progress_bar = GS_PROGRESS_BAR_TTY;
     CHECK(gs_client_connect(&params, &client));
     printf("connected to %s with %d worker(s)\n", gs_client_address(client),
            gs_client_nworkers(client));

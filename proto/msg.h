@@ -90,6 +90,8 @@ typedef enum gs_msg_type {
     GS_MSG_WORKERS = 26,
     GS_MSG_CHALLENGE = 27,
     GS_MSG_AUTH = 28,
+    GS_MSG_REPORT_REQ = 29,
+    GS_MSG_REPORT = 30,
     GS_MSG_TYPE_MAX
 } gs_msg_type_t;
 
@@ -363,6 +365,23 @@ typedef struct gs_msg_error {
     gs_str_t message;
 } gs_msg_error_t;
 
+/** client -> gsched: the performance report of graph graph_id (one of the client's graphs,
+ *  running, finished or recently released), answered by REPORT with the same req_id. */
+typedef struct gs_msg_report_req {
+    uint64_t req_id;
+    uint64_t graph_id;
+} gs_msg_report_req_t;
+
+/** gsched -> client: the report as one self-contained HTML file (status GS_OK), or the error
+ *  (GS_ERR_NOT_FOUND: no such graph of this client or gsched serves no dashboard; message says
+ *  which) with empty html. */
+typedef struct gs_msg_report {
+    uint64_t req_id;
+    int32_t status;
+    gs_str_t message;
+    gs_bytes_t html;
+} gs_msg_report_t;
+
 typedef struct gs_msg {
     uint32_t type;                 /* gs_msg_type_t */
     union {
@@ -390,6 +409,8 @@ typedef struct gs_msg {
         gs_msg_workers_t workers;
         gs_msg_challenge_t challenge;
         gs_msg_auth_t auth;
+        gs_msg_report_req_t report_req;
+        gs_msg_report_t report;
     } u;
     void *owned;                   /* decoder's allocation(s); private */
 } gs_msg_t;

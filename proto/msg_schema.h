@@ -64,7 +64,9 @@
     X(WORKERS_REQ, "workers-req", 64)         \
     X(WORKERS, "workers", 0)                  \
     X(CHALLENGE, "challenge", 256)            \
-    X(AUTH, "auth", 256)
+    X(AUTH, "auth", 256)                      \
+    X(REPORT_REQ, "report-req", 64)           \
+    X(REPORT, "report", 0)
 
 #define GS_MSG_FIELDS_HELLO(F)                                   \
     F(hello, version, UINT, version, 1, GS__NO_RULE)             \
@@ -251,5 +253,15 @@
     F(challenge, proof, BIN, proof, 1, GS__NO_RULE)
 
 #define GS_MSG_FIELDS_AUTH(F) F(auth, proof, BIN, proof, 1, GS__NO_RULE)
+
+#define GS_MSG_FIELDS_REPORT_REQ(F)                                      \
+    F(report_req, req_id, UINT, req_id, 1, GS__NO_RULE)                  \
+    F(report_req, graph_id, UINT, graph_id, 1, GS__NO_RULE)
+
+#define GS_MSG_FIELDS_REPORT(F)                                          \
+    F(report, req_id, UINT, req_id, 1, GS__NO_RULE)                      \
+    F(report, status, INT, status, 1, GS__NO_RULE)                       \
+    F(report, message, STR, message, 1, GS__NO_RULE)                     \
+    F(report, html, BIN, html, 1, GS__NO_RULE)
 
 #endif

@@ -65,6 +65,7 @@ void gs__sched_bandwidth(gs_sched_t *s, gs__worker_t *w, const gs_msg_bandwidth_
             if (s->live[i]->id == m->peer[k]) src = s->live[i];
         }
         if (src == NULL || src == w || m->ns[k] == 0 || m->count[k] == 0) continue;   /* gone or meaningless */
+        gs__dash_xfer(s->dash, src, w, (const char *)m->path[k].data, m->path[k].len, m->bytes[k], m->ns[k], m->count[k]);
         if (m->bytes[k] / m->count[k] < GS__BW_MIN_SAMPLE) continue;
         sample = (double)m->bytes[k] / (double)m->ns[k];
         idx = (size_t)src->slot * s->nslots + w->slot;

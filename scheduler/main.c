@@ -1,6 +1,7 @@
 /* gsched: the scheduler daemon (a thin main over libgsched_sched, scheduler/sched.h). */
 #include "common/log.h"
 #include "common/token.h"
+#include "scheduler/dash/dash.h"
 #include "scheduler/sched.h"
 
 #include <gsched/config.h>
@@ -45,13 +46,19 @@ static const char *gs__usage =
     "                            received; more waits (default 4G; 0 = unbounded)\n"
     "  --client-max-frame SIZE   largest frame a client may send (default 1G)\n"
     "  --worker-max-frame SIZE   largest frame a worker may send (default 1G)\n"
+    "  --dashboard-address A     serve the dashboard, /api and /metrics on HOST:PORT (default\n"
+    "                            127.0.0.1:8787, or any free port when that one is taken;\n"
+    "                            port 0 = any free port; 'none' = off). Any\n"
+    "                            other than a loopback address needs the token, which the\n"
+    "                            dashboard then asks for (docs/dashboard.md)\n"
     "  --log-level LEVEL         fatal, error, warn, info, debug or trace (default warn)\n"
     "  --help                    show this help\n"
     "  --version                 print the version and whether the build has CUDA, and exit\n"
     "\n"
     "Durations T: a number with an optional unit ms, s or m (default s), e.g. 500ms, 2.5s.\n"
     "Sizes: a number of bytes with an optional unit K, M or G (powers of 1024), e.g. 512M.\n"
-    "On startup one line 'gsched listening on tcp://HOST:PORT' is printed to stdout.\n"
+    "On startup one line 'gsched listening on tcp://HOST:PORT' is printed to stdout, then\n"
+    "'gsched dashboard at http://HOST:PORT/' when the dashboard is served.\n"
     "SIGINT / SIGTERM: tell workers to shut down, close every connection and exit 0.\n";
 
 static int gs__fail(const char *fmt, const char *a, const char *b)
@@ -149,6 +156,9 @@ int main(int argc, char **argv)
     prm.allowed_failures = GS_SCHED_DEFAULT_ALLOWED_FAILURES;
     prm.churn_max = GS_SCHED_DEFAULT_CHURN_MAX;
     prm.churn_window_ms = GS_SCHED_DEFAULT_CHURN_WINDOW_MS;
+    prm.field_mask |= GS_SCHED_FIELD_DASHBOARD;
+    prm.dashboard_address = GS_DASH_DEFAULT_ADDRESS;
+    prm.dashboard_fallback = 1;
 
     for (int i = 1; i < argc; i++) {
         const char *opt = argv[i], *val = NULL;
@@ -260,6 +270,15 @@ int main(int argc, char **argv)
             }
             prm.field_mask |= GS_SCHED_FIELD_ROLE_MAX_FRAME;
             *(name[2] == 'c' ? &prm.client_max_frame : &prm.worker_max_frame) = (uint32_t)v;
+        } else if (strcmp(name, "--dashboard-address") == 0) {
+            GS__NEED_VAL();
+            if (strcmp(val, "none") != 0) {
+                char host[64];
+                int port;
+                if (gs__dash_parse_address(val, host, sizeof host, &port) != GS_OK) return gs__fail("--dashboard-address: %s%s", gs_last_error(), "");
+            }
+            prm.dashboard_address = val;
+            prm.dashboard_fallback = 0;
         } else if (strcmp(name, "--log-level") == 0) {
             gs_log_level_t level;
             GS__NEED_VAL();
@@ -303,6 +322,7 @@ int main(int argc, char **argv)
     uv_signal_start(&gs__sig.sigterm, gs__on_signal, SIGTERM);
 
     printf("gsched listening on tcp://%s\n", addr);
+    if (gs_sched_dashboard_address(sched, addr, sizeof addr) == GS_OK) printf("gsched dashboard at http://%s/\n", addr);
     fflush(stdout);
 
     uv_run(&loop, UV_RUN_DEFAULT);

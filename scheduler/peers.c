@@ -13,6 +13,7 @@
 #include "scheduler/tasks.h"
 
 #include "common/time.h"
+#include "common/token.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
@@ -541,6 +542,9 @@ static void gs__client_msg(gs_sched_t *s, gs__peer_t *p, gs_msg_t *msg)
     case GS_MSG_INFO_REQ:
         gs__send_info(s, p);
         break;
+    case GS_MSG_REPORT_REQ:
+        gs__dash_report_req(s, p, &msg->u.report_req);
+        break;
     case GS_MSG_WORKERS_REQ:
         gs__send_workers(s, p);
         break;
@@ -586,6 +590,7 @@ static void gs__worker_msg(gs_sched_t *s, gs__peer_t *p, gs_msg_t *msg)
              * been processed; chunks released but not yet dropped there count as other) */
             w->mem_other = w->mem_used > w->roots.held_bytes ? w->mem_used - w->roots.held_bytes : 0;
             if (msg->u.heartbeat.mem_limit > 0) w->memory_limit = msg->u.heartbeat.mem_limit;
+            gs__dash_heartbeat(s->dash, w, msg->u.heartbeat.executing, msg->u.heartbeat.queued);
         }
         return;
     }

@@ -211,6 +211,10 @@ gs_status_t gs_sched_create(const gs_sched_params_t *params, uv_loop_t *loop, gs
             prm.churn_max = params->churn_max;
             prm.churn_window_ms = params->churn_window_ms;
         }
+        if (fm & GS_SCHED_FIELD_DASHBOARD) {
+            prm.dashboard_address = params->dashboard_address;
+            prm.dashboard_fallback = params->dashboard_fallback;
+        }
     }
     if (!(prm.bw_cpu_local_gbps > 0 && prm.bw_cpu_remote_gbps > 0 && prm.bw_gpu_local_gbps > 0 &&
           prm.bw_gpu_remote_gbps > 0 && prm.bw_cpu_local_gbps < 1e9 && prm.bw_cpu_remote_gbps < 1e9 &&
@@ -261,6 +265,14 @@ gs_status_t gs_sched_create(const gs_sched_params_t *params, uv_loop_t *loop, gs
     s->token_len = strlen(s->token);
     memcpy(s->data_key, data_key, sizeof data_key);
     memset(data_key, 0, sizeof data_key);
+    if (prm.dashboard_address != NULL && strcmp(prm.dashboard_address, "none") != 0 &&
+        (st = gs__dash_create(s, prm.dashboard_address, prm.dashboard_fallback, &s->dash)) != GS_OK) {
+        memset(s->data_key, 0, sizeof s->data_key);
+        gs_free(s->host);
+        gs_free(s->token);
+        gs_free(s);
+        return st;
+    }
     s->port = prm.port;
     s->bound_port = -1;
     s->heartbeat_ms = prm.heartbeat_ms;
@@ -339,6 +351,11 @@ gs_status_t gs_sched_listen(gs_sched_h s)
         s->bound_port = bound.ss_family == AF_INET6 ? ntohs(((struct sockaddr_in6 *)&bound)->sin6_port)
                                                     : ntohs(((struct sockaddr_in *)&bound)->sin_port);
     }
+    if (s->dash != NULL && (st = gs__dash_start(s->dash)) != GS_OK) {
+        uv_close((uv_handle_t *)&s->server, gs__on_handle_closed);
+        s->listening = 0;
+        return st;
+    }
     uv_timer_start(&s->timer, gs__on_timer, GS__HOUSEKEEPING_MS, GS__HOUSEKEEPING_MS);
     uv_check_start(&s->check, gs__on_check);
     GS_LOG_INFO("listening on %s:%d", s->host, s->bound_port);
@@ -402,6 +419,7 @@ void gs_sched_stop(gs_sched_h s)
     s->stopping = 1;
     GS_LOG_INFO("shutting down");
     if (s->listening) uv_close((uv_handle_t *)&s->server, gs__on_handle_closed);
+    gs__dash_stop(s->dash);
     uv_timer_stop(&s->timer);
     uv_check_stop(&s->check);
     uv_close((uv_handle_t *)&s->timer, gs__on_handle_closed);
@@ -460,7 +478,21 @@ void gs_sched_destroy(gs_sched_h s)
     GS_VEC_FREE(&s->stack);
     GS_VEC_FREE(&s->peer_infos);
     GS_VEC_FREE(&s->names);
+    gs__dash_free(s->dash);
     gs_free(s->host);
     gs_free(s->token);
     gs_free(s);
+}
+
+gs_status_t gs_sched_dashboard_address(gs_sched_h s, char *buf, size_t len)
+{
+    const char *addr;
+    if (s == NULL || buf == NULL || !s->listening) {
+        return gs_error_set(GS_ERR_INVALID_PARAM, "gs_sched_dashboard_address: scheduler is not listening");
+    }
+    if (s->dash == NULL) return gs_error_set(GS_ERR_NOT_FOUND, "no dashboard is served");
+    addr = gs__dash_address(s->dash);
+    if (strlen(addr) >= len) return gs_error_set(GS_ERR_INVALID_PARAM, "address buffer of %zu bytes is too small", len);
+    memcpy(buf, addr, strlen(addr) + 1);
+    return GS_OK;
 }

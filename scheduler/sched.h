@@ -107,6 +107,12 @@
  *    if the target is removed first). A chunk with copies survives the loss of any of its
  *    holders (a copy becomes the primary, nothing is recomputed), placement counts every holder,
  *    and releasing the chunk releases every copy. Copies are kept on worker slots 0..63 only.
+ *  - REPORT_REQ(req, graph) from a client is answered with REPORT: the graph's performance report
+ *    (one self-contained HTML page, built on the loop from a fresh dashboard snapshot) when the
+ *    graph is the client's and gsched still knows it (running, kept, or one of the last 16
+ *    released), else GS_ERR_NOT_FOUND naming why (also when no dashboard is served). The
+ *    dashboard itself (scheduler/dash/dash.h, docs/dashboard.md) runs in its own threads and
+ *    reads snapshots the loop publishes.
  *  - WORKERS_REQ from a client is answered with WORKERS (every live worker: id, name, host,
  *    backend, control address, device, threads, memory).
  *  - GATHER_REQ from a client: one GATHER_REQ per key is relayed to the worker holding it, and
@@ -224,6 +230,7 @@ typedef struct gs_sched *gs_sched_h;
 #define GS_SCHED_FIELD_MAX_REGISTER_STRING 0x20000u
 #define GS_SCHED_FIELD_TASK_TIMEOUT_MS 0x40000u
 #define GS_SCHED_FIELD_CHURN 0x80000u                  /* churn_max, churn_window_ms */
+#define GS_SCHED_FIELD_DASHBOARD 0x100000u             /* dashboard_address */
 
 /** Task runtime limit: off by default (task_timeout_ms 0), like Dask's. See the faults item
  *  of the overview above. */
@@ -309,6 +316,15 @@ typedef struct gs_sched_params {
                                       window before registrations are refused (0 = no cap);
                                       default GS_SCHED_DEFAULT_CHURN_MAX */
     uint32_t churn_window_ms;      /* > 0; default GS_SCHED_DEFAULT_CHURN_WINDOW_MS */
+    const char *dashboard_address; /* GS_SCHED_FIELD_DASHBOARD: serve the dashboard (pages, /api,
+                                      /metrics; docs/dashboard.md) on "HOST:PORT" (numeric host;
+                                      port 0 = any free port; a non-loopback host needs a token,
+                                      which the dashboard then asks for); NULL or "none" = no
+                                      dashboard (default for the library; the gsched daemon
+                                      serves GS_DASH_DEFAULT_ADDRESS) */
+    int dashboard_fallback;        /* GS_SCHED_FIELD_DASHBOARD: when the dashboard's port is taken,
+                                      serve on any free port instead (logged as a warning) rather
+                                      than fail gs_sched_listen */
 } gs_sched_params_t;
 
 /** Counters for tests and monitoring (a snapshot). */
@@ -351,13 +367,19 @@ typedef struct gs_sched_stats {
                                       message over its type's cap (proto/msg_schema.h) */
 } gs_sched_stats_t;
 
+/** The dashboard's bound address "HOST:PORT" (NUL-terminated into @a buf of @a len bytes) after
+ *  a successful gs_sched_listen(). GS_ERR_NOT_FOUND when no dashboard is served,
+ *  GS_ERR_INVALID_PARAM before listen or when @a len is too small. */
+gs_status_t gs_sched_dashboard_address(gs_sched_h sched, char *buf, size_t len);
+
 /** Create a scheduler on @a loop (borrowed; it must outlive the scheduler). Nothing is bound
  *  until gs_sched_listen(). @a params may be NULL (all defaults). Errors: GS_ERR_INVALID_PARAM
  *  (message names the field), GS_ERR_NO_MEMORY. *sched_p is written only on success and is
  *  owned by the caller (gs_sched_destroy). */
 gs_status_t gs_sched_create(const gs_sched_params_t *params, uv_loop_t *loop, gs_sched_h *sched_p);
 
-/** Bind host:port and start accepting connections and the housekeeping timer. Errors:
+/** Bind host:port and start accepting connections and the housekeeping timer, and the
+ *  dashboard when one was asked for (its address in use fails the call likewise). Errors:
  *  GS_ERR_INVALID_PARAM (host is not a numeric address), GS_ERR_IO / GS_ERR_BUSY (bind or
  *  listen failed, e.g. port in use; message names the address), GS_ERR_INVALID_PARAM if called
  *  twice or after gs_sched_stop(). */

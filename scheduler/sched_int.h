@@ -11,6 +11,8 @@
  *   cost.c       the cost model placement uses: queue bounds, bandwidth per worker pair
  *   send.c       sending to a peer (a failed send closes that connection)
  *   rset.h       the ready set (data structure)
+ *   dash/        the dashboard (dash/dash.h): hooks called from tasks.c, cost.c and peers.c,
+ *                lifecycle from sched.c; it reads this state only on the loop thread
  * Placement, the state machine, gathers and the cost model never call the connection
  * handling (peers.c) or the lifecycle (sched.c).
  */
@@ -24,6 +26,7 @@
 #include "common/vec.h"
 #include "proto/conn.h"
 #include "proto/handshake.h"
+#include "scheduler/dash/dash.h"
 #include "scheduler/rset.h"
 #include "scheduler/sched.h"
 
@@ -365,6 +368,7 @@ struct gs_sched {
     GS_VEC(gs_str_t) names;
 
     int warned_no_workers;
+    gs__dash_t *dash;                /* the dashboard (scheduler/dash/dash.h), NULL = none */
     uint64_t tick;               /* placement passes so far */
     gs_sched_stats_t st;
 };

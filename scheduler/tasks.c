@@ -404,6 +404,7 @@ void gs__graph_cancel(gs__graph_t *g, gs_status_t status, const char *fmt, ...)
  * are freed too. */
 static void gs__graph_free(gs_sched_t *s, gs__graph_t *g, int cascade)
 {
+    gs__dash_graph_gone(s->dash, g);
     if (g->phase != GS__GRAPH_FAILED) {
         if (g->phase == GS__GRAPH_RUNNING) s->ngraphs_active--;
         gs__graph_stop_workers(s, g);
@@ -845,6 +846,7 @@ void gs__sched_task_done(gs_sched_t *s, gs__worker_t *w, const gs_msg_task_done_
             continue;
         }
         t = (uint32_t)tid;
+        gs__dash_task(s->dash, g, t, w, status, m->run_ns[i], m->fetch_ns[i]);
         if (slot < g->ngw && g->gw[slot].outstanding > 0) {
             g->gw[slot].outstanding--;
             if (w->outstanding > 0) w->outstanding--;

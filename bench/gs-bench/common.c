@@ -67,6 +67,18 @@ int gs__int_arg(const char *opt, const char *s, int64_t lo, int64_t hi, int64_t 
     return 1;
 }
 
+const char *g_report;
+
+int gs__report_save(gs_client_h client, gs_future_h f)
+{
+    if (g_report == NULL) return 0;
+    if (gs_client_report(client, f, g_report) != GS_OK) {
+        fprintf(stderr, "%s %s: --report %s: %s\n", g_prog, g_sub, g_report, gs_last_error());
+        return 1;
+    }
+    return 0;
+}
+
 /* Options every benchmark understands. Returns 1 when argv[*i] was one (consuming its value),
  * 0 when it was not, -1 on a bad value (message printed). */
 int gs__common_arg(int argc, char **argv, int *i, gs__common_t *c)
@@ -79,6 +91,18 @@ int gs__common_arg(int argc, char **argv, int *i, gs__common_t *c)
         if (strncmp(v, "tcp://", 6) != 0 && strcmp(v, "local") != 0)
             return gs__bad("--scheduler expects tcp://host:port or local, not '%s'", v), -1;
         c->scheduler = strcmp(v, "local") == 0 ? NULL : v;
+        (*i)++;
+        return 1;
+    }
+    if (strcmp(a, "--dashboard-address") == 0) {
+        if (v == NULL || v[0] == '\0') return gs__bad("option --dashboard-address needs HOST:PORT or none"), -1;
+        c->dashboard = v;
+        (*i)++;
+        return 1;
+    }
+    if (strcmp(a, "--report") == 0) {
+        if (v == NULL || v[0] == '\0') return gs__bad("option --report needs a file name"), -1;
+        g_report = v;
         (*i)++;
         return 1;
     }
@@ -151,7 +175,8 @@ int gs__connect(gs__common_t *c, gs_client_h *client_p, double *connect_s_p)
     gs_client_params_t p;
     double t0 = gs__now();
     memset(&p, 0, sizeof(p));
-    p.field_mask = GS_CLIENT_FIELD_LOWER_FLAGS;
+    p.field_mask = GS_CLIENT_FIELD_LOWER_FLAGS | GS_CLIENT_FIELD_PROGRESS_BAR;
+    p.progress_bar = GS_PROGRESS_BAR_TTY;   /* a bar on stderr when it is a terminal */
     p.lower_flags = GS_LOWER_CULL | (c->fuse ? GS_LOWER_FUSE : 0u) |
                     (c->pushdown ? GS_LOWER_SLICE_PUSHDOWN : 0u) |
                     (c->no_gram ? 0u : GS_LOWER_GRAM_SVD);
@@ -175,6 +200,10 @@ int gs__connect(gs__common_t *c, gs_client_h *client_p, double *connect_s_p)
             p.field_mask |= GS_CLIENT_FIELD_LOCAL_MEMORY;
             p.local_memory_limit = c->memory_limit;
             p.local_device_memory_limit = c->device_memory_limit;
+        }
+        if (c->dashboard != NULL) {
+            p.field_mask |= GS_CLIENT_FIELD_LOCAL_DASHBOARD;
+            p.local_dashboard_address = c->dashboard;
         }
     }
     if (gs_client_connect(&p, client_p) != GS_OK) {

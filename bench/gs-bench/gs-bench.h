@@ -13,6 +13,7 @@ typedef struct gs__common {
     int workers;             /* 0: default */
     const char *backend;     /* NULL: default */
     const char *token;
+    const char *dashboard;   /* local cluster: gsched's --dashboard-address (NULL: its default) */
     int fuse, pushdown;
     int no_gram;            /* --no-gram: the tall SVD by TSQR (GS_LOWER_GRAM_SVD off) */
     int repeat;
@@ -23,6 +24,11 @@ typedef struct gs__common {
 
 extern const char *g_prog;   /* "gs-bench" */
 extern const char *g_sub;    /* the running benchmark's name */
+extern const char *g_report; /* --report FILE: the last timed run's performance report, or NULL */
+
+/* With --report, save the performance report of @a f's graph to g_report (overwriting: the file
+ * ends up holding the last run's). 0 on success or without --report, 1 on failure (printed). */
+int gs__report_save(gs_client_h client, gs_future_h f);
 
 /* Print "gs-bench <sub>: <message> (see --help)" to stderr; returns 2 (the bad-argument exit). */
 int gs__bad(const char *fmt, ...);

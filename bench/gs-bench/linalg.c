@@ -50,6 +50,8 @@ static void gs__la_usage(FILE *f, int svd)
             "  --backend cpu|cuda    local cluster backend (default cuda when a GPU is visible)\n"
             "  --scheduler ADDR      use the cluster at tcp://host:port instead of a local one\n"
             "  --token T             cluster token (default $GSCHED_TOKEN)\n"
+            "  --report FILE         save the last timed run's performance report (one HTML file)\n"
+            "  --dashboard-address A local cluster: gsched's dashboard HOST:PORT or none\n"
             "  --repeat R            timed runs (default 1)\n"
             "  --seed S              random seed (default 0)\n"
             "Prints one JSON line per timed run: bench, %s, workers, backend, run, seconds,\n"
@@ -120,8 +122,9 @@ static int gs__la_run(gs_client_h client, gs_array_h a, int keep, double *out, s
     }
     if (stats_p != NULL && gs_future_stats(f, stats_p) != GS_OK)
         memset(stats_p, 0, sizeof(*stats_p));
+    st = gs__report_save(client, f) ? GS_ERR_IO : GS_OK;
     gs_future_destroy(f);
-    return 0;
+    return st != GS_OK;
 }
 
 static gs_array_h gs__la_sum(gs_array_h a, int axis)

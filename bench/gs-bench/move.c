@@ -39,6 +39,8 @@ static void gs__move_usage(FILE *f, const char *name)
             "  --backend cpu|cuda    local cluster backend (default cuda when a GPU is visible)\n"
             "  --scheduler ADDR      use the cluster at tcp://host:port instead of a local one\n"
             "  --token T             cluster token (default $GSCHED_TOKEN)\n"
+            "  --report FILE         save the last timed run's performance report (one HTML file)\n"
+            "  --dashboard-address A local cluster: gsched's dashboard HOST:PORT or none\n"
             "  --no-fuse             lower without fusion\n"
             "  --no-pushdown         do not push slices into generators\n"
             "  --repeat R            timed runs (default 1)\n"
@@ -105,8 +107,9 @@ static int gs__move_run(gs_client_h client, gs_array_h a, double *out, size_t ou
         return 1;
     }
     if (gs_future_stats(f, stats_p) != GS_OK) memset(stats_p, 0, sizeof(*stats_p));
+    st = gs__report_save(client, f) ? GS_ERR_IO : GS_OK;
     gs_future_destroy(f);
-    return 0;
+    return st != GS_OK;
 }
 
 static void gs__move_head(const char *bench, const gs__move_opts_t *o, int run)

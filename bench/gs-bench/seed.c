@@ -57,8 +57,9 @@ static int gs__seed_run(gs_client_h client, gs_array_h expr, int sample, gs__run
     }
     r->value = v;
     if (gs_future_stats(f, &r->stats) != GS_OK) memset(&r->stats, 0, sizeof(r->stats));
+    st = gs__report_save(client, f) ? GS_ERR_IO : GS_OK;
     gs_future_destroy(f);
-    return 0;
+    return st != GS_OK;
 }
 
 static void gs__seed_usage(FILE *f)
@@ -73,6 +74,8 @@ static void gs__seed_usage(FILE *f)
             "  --backend cpu|cuda    local cluster backend (default cuda when a GPU is visible)\n"
             "  --scheduler ADDR      use the cluster at tcp://host:port instead of a local one\n"
             "  --token T             cluster token (default $GSCHED_TOKEN)\n"
+            "  --report FILE         save the last timed run's performance report (one HTML file)\n"
+            "  --dashboard-address A local cluster: gsched's dashboard HOST:PORT or none\n"
             "  --no-fuse             lower without fusion (one task per op per chunk)\n"
             "  --no-pushdown         do not push the slice into the generator\n"
             "  --repeat R            R > 1: one cold run, then R timed runs (median reported)\n"
@@ -169,6 +172,11 @@ int gs__bench_seed(int argc, char **argv)
         double tasks = (double)last.stats.ntasks;
         if (c.backend != NULL && strcmp(c.backend, "cpu") == 0 && ncpu > c.workers)
             slots = (double)c.workers * (double)(ncpu / c.workers);
+        /* one line for people (stderr, so that stdout stays one JSON line), then the JSON */
+        fprintf(stderr, "(normal(10, 1, (%" PRId64 ", %" PRId64 ")) + 1)[::2, ::2].sum() of %.3g GB of float64 "
+                        "on %d %s worker(s): %.17g in %.3f s\n", n, n, (double)n * (double)n * 8e-9, c.workers,
+                c.backend ? c.backend : "remote", cold.value, seconds);
+        fflush(stderr);
         printf("{\"bench\":\"seed\",\"n\":%" PRId64 ",\"chunk\":%" PRId64 ",\"workers\":%d", n,
                chunk, c.workers);
         printf(",\"backend\":\"%s\"", c.backend ? c.backend : "remote");

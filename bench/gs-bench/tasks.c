@@ -98,6 +98,10 @@ static int gs__tasks_run_independent(gs_client_h client, gs_array_h y, gs_array_
         return 1;
     }
     if (gs_future_stats(f, &r->stats) != GS_OK) memset(&r->stats, 0, sizeof(r->stats));
+    if (gs__report_save(client, f)) {
+        gs_future_destroy(f);
+        return 1;
+    }
     gs_future_destroy(f);   /* the chunks stay: y is persisted until unpersist */
     r->value = NAN;
     r->check_s = 0.0;
@@ -156,6 +160,10 @@ static int gs__tasks_run_tree(gs_client_h client, gs_array_h s, double expect, i
         return 1;
     }
     if (gs_future_stats(f, &r->stats) != GS_OK) memset(&r->stats, 0, sizeof(r->stats));
+    if (gs__report_save(client, f)) {
+        gs_future_destroy(f);
+        return 1;
+    }
     gs_future_destroy(f);
     r->value = v;
     r->check_s = r->release_s = 0.0;
@@ -211,6 +219,8 @@ static void gs__tasks_usage(FILE *f)
             "  --backend cpu|cuda    local cluster backend (default cuda when a GPU is visible)\n"
             "  --scheduler ADDR      use the cluster at tcp://host:port instead of a local one\n"
             "  --token T             cluster token (default $GSCHED_TOKEN)\n"
+            "  --report FILE         save the last timed run's performance report (one HTML file)\n"
+            "  --dashboard-address A local cluster: gsched's dashboard HOST:PORT or none\n"
             "  --no-fuse             lower without fusion (arange and +1 become separate tasks)\n"
             "  --repeat R            timed runs after one warm-up run (default 3; median reported)\n"
             "  --no-check            independent: skip the check that sums the persisted chunks\n"

@@ -294,7 +294,8 @@ static const char *const schema[GS_MSG_TYPE_MAX] = {
     [GS_MSG_PROGRESS] = "uuu", [GS_MSG_GRAPH_DONE] = "uisuuu", [GS_MSG_CANCEL] = "u", [GS_MSG_RELEASE_GRAPH] = "u",
     [GS_MSG_ERROR] = "is", [GS_MSG_SHUTDOWN] = "", [GS_MSG_INFO_REQ] = "", [GS_MSG_INFO] = "uuuuS",
     [GS_MSG_BANDWIDTH] = "CqqqwT", [GS_MSG_REPLICATE] = "uusCkNqq", [GS_MSG_REPLICATE_DONE] = "uisCkq",
-    [GS_MSG_WORKERS_REQ] = "", [GS_MSG_WORKERS] = "CqxwqqTTTTqqqqq", [GS_MSG_CHALLENGE] = "bb", [GS_MSG_AUTH] = "b",
+    [GS_MSG_WORKERS_REQ] = "", [GS_MSG_WORKERS] = "CqxwqqTTTTqqqqq", [GS_MSG_CHALLENGE] = "bb", [GS_MSG_AUTH] = "b", [GS_MSG_REPORT_REQ] = "uu",
+    [GS_MSG_REPORT] = "uisb",
 };
 
 typedef struct gen_state {

@@ -42,6 +42,15 @@ typedef void (*gs_progress_cb)(gs_future_h future, uint64_t done, uint64_t total
 #define GS_CLIENT_FIELD_PROGRESS 0x20u
 #define GS_CLIENT_FIELD_BIN_DIR 0x40u
 #define GS_CLIENT_FIELD_LOCAL_MEMORY 0x80u
+#define GS_CLIENT_FIELD_PROGRESS_BAR 0x1000u
+#define GS_CLIENT_FIELD_LOCAL_DASHBOARD 0x2000u
+
+/** progress_bar values: a one-line bar on stderr ("[####....]  45% 4500/10000 tasks |
+ *  12.3 k tasks/s | 1.2 s"), redrawn at most every 100 ms from the I/O thread and ended with a
+ *  newline when a graph completes; beside any progress_cb. */
+#define GS_PROGRESS_BAR_NEVER 0
+#define GS_PROGRESS_BAR_TTY 1     /* only when stderr is a terminal */
+#define GS_PROGRESS_BAR_ALWAYS 2
 
 /** Connection parameters; fields other than `address` are read only when their bit is set in
  *  field_mask (UCX style), so new fields never break old callers. Strings are copied. */
@@ -61,6 +70,10 @@ typedef struct gs_client_params {
                                            this host's or cgroup's memory / workers); chunks
                                            beyond it spill to disk (cpu backend) */
     uint64_t local_device_memory_limit; /* "local": device memory per GPU worker (0: default) */
+    int progress_bar;           /* GS_CLIENT_FIELD_PROGRESS_BAR: GS_PROGRESS_BAR_* (default never) */
+    const char *local_dashboard_address; /* "local": gsched's dashboard HOST:PORT or "none"
+                                   (default 127.0.0.1:8787, any free port when taken); the
+                                   launcher prints its URL on stderr (docs/dashboard.md) */
 } gs_client_params_t;
 
 /** Connect (and for "local", start the cluster first). *client_p written only on success. */
@@ -116,6 +129,17 @@ typedef struct gs_compute_stats {
 } gs_compute_stats_t;
 
 gs_status_t gs_future_stats(gs_future_h future, gs_compute_stats_t *stats_p);
+
+/** Save the performance report of @a future's graph (like Dask's performance_report) to the
+ *  file @a path as one self-contained HTML page: per-operation task counts and kernel time, the
+ *  task stream, workers and transfers (docs/dashboard.md). Waits for the graph to finish first;
+ *  the scheduler keeps finished graphs' data for a while after they are released (the last 16)
+ *  and the task stream of the newest 20,000 task reports. @a future must belong to @a client
+ *  (borrowed); @a path is overwritten. Errors: GS_ERR_INVALID_PARAM, GS_ERR_NOT_FOUND (the
+ *  scheduler no longer knows the graph, or serves no dashboard: gsched --dashboard-address
+ *  none), GS_ERR_IO (the file; message names it), GS_ERR_TIMED_OUT, GS_ERR_SCHEDULER_LOST,
+ *  GS_ERR_NO_MEMORY. */
+gs_status_t gs_client_report(gs_client_h client, gs_future_h future, const char *path);
 
 /* ---- convenience: submit + wait + gather in one call ---- */
 
