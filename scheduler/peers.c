@@ -581,6 +581,7 @@ static void gs__worker_msg(gs_sched_t *s, gs__peer_t *p, gs_msg_t *msg)
             gs__worker_t *w = p->worker;
             w->mem_used = msg->u.heartbeat.mem_used;
             w->disk_used = msg->u.heartbeat.disk_used;
+            w->disk_limit = msg->u.heartbeat.disk_limit;
             w->spilled_bytes = msg->u.heartbeat.spilled_bytes;
             w->spilled_ns = msg->u.heartbeat.spilled_ns;
             w->unspilled_bytes = msg->u.heartbeat.unspilled_bytes;

@@ -186,6 +186,8 @@ struct gs__worker {
     uint64_t memory_limit;
     uint64_t mem_used;           /* from the last heartbeat */
     uint64_t disk_used;          /* its disk tier then (bytes of chunks in files) */
+    uint64_t disk_limit;         /* and that tier's limit (UINT64_MAX: the file system's room;
+                                    0: spilling off) */
     uint64_t spilled_bytes, spilled_ns, unspilled_bytes, unspilled_ns;   /* then, since start */
     double disk_ns_per_byte;     /* expected read-back cost of a byte it holds (place.c): the
                                     share of its chunks on disk x its measured read time/byte */

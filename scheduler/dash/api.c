@@ -84,6 +84,15 @@ char *gs__dash_api_workers(const gs__dsnap_t *snap)
         gs__api_set(tier, "used", json_integer((json_int_t)w->mem_used), &ok);
         gs__api_set(tier, "limit", json_integer((json_int_t)w->memory_limit), &ok);
         gs__api_push(mem, tier, &ok);
+        if (w->disk_limit != 0) {   /* spilling on: the disk tier (limit null: the file system's room) */
+            json_t *disk = json_object();
+            gs__api_set(disk, "tier", json_string("disk"), &ok);
+            gs__api_set(disk, "used", json_integer((json_int_t)w->disk_used), &ok);
+            gs__api_set(disk, "limit", w->disk_limit == UINT64_MAX ? json_null() : json_integer((json_int_t)w->disk_limit), &ok);
+            gs__api_set(disk, "spilled_bytes", json_integer((json_int_t)w->spilled_bytes), &ok);
+            gs__api_set(disk, "unspilled_bytes", json_integer((json_int_t)w->unspilled_bytes), &ok);
+            gs__api_push(mem, disk, &ok);
+        }
         gs__api_set(tasks, "running", json_integer((json_int_t)w->executing), &ok);
         gs__api_set(tasks, "queued", json_integer((json_int_t)w->queued), &ok);
         gs__api_set(tasks, "assigned", json_integer((json_int_t)w->outstanding), &ok);

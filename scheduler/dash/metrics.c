@@ -103,12 +103,15 @@ static void gs__m_workers(gs__dtext_t *t, const gs__dsnap_t *snap)
     for (uint32_t i = 0; i < snap->nworkers; i++) {
         const gs__dworker_t *w = &snap->workers[i];
         gs__m_worker(t, "gsched_worker_memory_bytes", w, "tier", strcmp(w->backend, "cpu") == 0 ? "host" : "device", w->mem_used);
+        if (w->disk_limit != 0) gs__m_worker(t, "gsched_worker_memory_bytes", w, "tier", "disk", w->disk_used);
     }
     gs__m_family(t, "gsched_worker_memory_limit_bytes", "gauge", "A worker's memory limit, by tier.");
     for (uint32_t i = 0; i < snap->nworkers; i++) {
         const gs__dworker_t *w = &snap->workers[i];
         gs__m_worker(t, "gsched_worker_memory_limit_bytes", w, "tier", strcmp(w->backend, "cpu") == 0 ? "host" : "device",
                      w->memory_limit);
+        if (w->disk_limit != 0 && w->disk_limit != UINT64_MAX)
+            gs__m_worker(t, "gsched_worker_memory_limit_bytes", w, "tier", "disk", w->disk_limit);
     }
     gs__m_family(t, "gsched_worker_tasks", "gauge", "Tasks on a worker: running and queued (its heartbeat), assigned (sent, not reported).");
     for (uint32_t i = 0; i < snap->nworkers; i++) {

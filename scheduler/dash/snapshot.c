@@ -165,6 +165,10 @@ static int gs__dsnap_workers(gs__dash_t *d, gs__dsnap_t *snap)
         o->nthreads = w->nthreads;
         o->memory_limit = w->memory_limit;
         o->mem_used = w->mem_used;
+        o->disk_used = w->disk_used;
+        o->disk_limit = w->disk_limit;
+        o->spilled_bytes = w->spilled_bytes;
+        o->unspilled_bytes = w->unspilled_bytes;
         o->outstanding = w->outstanding;
         o->ms_per_task = w->ns_per_task * 1e-6;
         o->uptime_s = now > w->t_register_ns ? (double)(now - w->t_register_ns) * 1e-9 : 0.0;

@@ -131,6 +131,27 @@ static json_t *wait_done_graph(int64_t total)
     return NULL;
 }
 
+/* CPU workers spill to a local directory by default: once a worker's heartbeat has reached gsched,
+ * /api/workers lists its disk tier after its host memory (polled: the event is the snapshot). */
+static int workers_show_disk_tier(void)
+{
+    double deadline = now_s() + 30.0;
+    while (now_s() < deadline) {
+        json_t *root = get_json("/api/workers", NULL), *arr = json_object_get(root, "workers"), *e;
+        size_t i, with_disk = 0;
+        json_array_foreach(arr, i, e) {
+            json_t *t = json_array_get(json_object_get(e, "memory"), 1);
+            if (t != NULL && strcmp(json_string_value(json_object_get(t, "tier")), "disk") == 0 &&
+                json_is_null(json_object_get(t, "limit")))
+                with_disk++;
+        }
+        json_decref(root);
+        if (with_disk == 2) return 1;
+        usleep(50000);
+    }
+    return 0;
+}
+
 Test(dashboard, endpoints_describe_the_job_that_ran, .init = up, .fini = down)
 {
     gs_client_h c = tc_connect(&CL, GS_LOWER_DEFAULT);
@@ -150,10 +171,25 @@ Test(dashboard, endpoints_describe_the_job_that_ran, .init = up, .fini = down)
     json_array_foreach(arr, i, e) {
         const char *name = json_string_value(json_object_get(e, "name"));
         cr_assert(strcmp(name, "w0") == 0 || strcmp(name, "w1") == 0, "worker %s", name);
-        cr_assert_eq(json_integer_value(json_object_get(e, "nthreads")), 1);
-        cr_assert_str_eq(json_string_value(json_object_get(json_array_get(json_object_get(e, "memory"), 0), "tier")), "host");
+        {
+            /* CPU workers of this cluster run one thread and report host memory; CUDA workers
+             * ($GS_TEST_BACKEND=cuda) run stream slots and report device memory first */
+            const char *be = getenv("GS_TEST_BACKEND");
+            int cuda = be != NULL && strcmp(be, "cuda") == 0;
+            json_int_t nthreads = json_integer_value(json_object_get(e, "nthreads"));
+            if (cuda) cr_assert_geq(nthreads, 1);
+            else cr_assert_eq(nthreads, 1);
+            cr_assert_str_eq(json_string_value(json_object_get(json_array_get(json_object_get(e, "memory"), 0), "tier")),
+                             cuda ? "device" : "host");
+        }
         ids[i] = json_integer_value(json_object_get(e, "id"));
         total += json_integer_value(json_object_get(json_object_get(e, "tasks"), "done"));
+    }
+
+    {
+        const char *be = getenv("GS_TEST_BACKEND");
+        if (be == NULL || strcmp(be, "cuda") != 0)
+            cr_assert(workers_show_disk_tier(), "no disk tier in /api/workers within 30 s");
     }
 
     /* graphs: 40 leaves (arange + 1 fused) and the combine tree (40 -> 3 -> 1) = 44 tasks */
