@@ -107,6 +107,9 @@ const char *gs_worker_usage(void)
            "  --fetch-timeout MS           peer fetch timeout (default 30000)\n"
            "  --transfer-checksum          checksum chunks sent over UCX and check them on arrival\n"
            "                               (testing; every worker of the cluster must use it)\n"
+           "  --interface IFACE            network interface for chunk transfers (UCX tcp listens\n"
+           "                               there only; RDMA ports are kept). Default: the one that\n"
+           "                               reaches the scheduler; $UCX_NET_DEVICES wins\n"
            "  --no-ipc                     never use CUDA IPC between CUDA workers of one host\n"
            "  --ucx-shm                    let UCX use shared memory (sysv/posix, cma) between\n"
            "                               workers of one host; dead peers are then noticed only\n"
@@ -262,6 +265,10 @@ gs_status_t gs_worker_cli_parse(int argc, char **argv, gs_worker_cli_t *cli_p)
             if (opt[8] == 't' && opt[9] == 'h') cli.params.spill_threshold = f;
             else if (opt[8] == 't') cli.params.spill_target = f;
             else cli.params.spill_pause = f;
+        } else if (strcmp(opt, "--interface") == 0) {
+            GS__TAKE_VALUE();
+            if (*val == '\0') return gs_error_set(GS_ERR_INVALID_PARAM, "--interface is empty");
+            cli.params.interface = val;
         } else if (strcmp(opt, "--local-directory") == 0) {
             GS__TAKE_VALUE();
             if (*val == '\0')

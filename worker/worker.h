@@ -148,6 +148,10 @@ typedef struct gs_worker_params {
     uint64_t pipe_min;            /* chunks smaller than this go whole; 0: 32 MiB */
     int test_corrupt_transfers;   /* tests only: flip one byte of every chunk this worker sends
                                      over UCX, after its checksum was taken */
+    const char *interface;        /* network interface UCX's tcp transport listens on (with this
+                                     host's RDMA ports); NULL: the one that reaches gsched
+                                     (loopback alone when gsched is on loopback).
+                                     $UCX_NET_DEVICES wins over both */
     int no_ipc;                   /* nonzero: never use CUDA IPC between workers of one host
                                      (every transfer then goes through UCX) */
     int test_notify_failures;     /* tests only: the first this many completion-notification

@@ -82,6 +82,18 @@ done
 base_s=$(json_field "$base" seconds)
 report base "$base" "\"ref\":$ref"
 
+# 1b. each worker's UCX data port listens on its host's own address only (gworker limits UCX's
+# tcp transport to the interface that reaches gsched), never on every interface
+for ((i = 1; i <= nworkers; i++)); do
+  listen=$(ip netns exec "$(ns_name "$i")" ss -ltnpH 2>/dev/null | awk '/"gworker"/ { print $4 }')
+  [ -n "$listen" ] || fail "h$i: gworker listens on no TCP port (ss -ltnp)"
+  while read -r a; do
+    [ "${a%:*}" = "$(ns_addr "$i")" ] ||
+      fail "h$i: gworker listens on $a, not only on its address $(ns_addr "$i")"
+  done <<<"$listen"
+done
+echo "{\"bench\":\"netns-hosts\",\"what\":\"ucx-listen\",\"workers\":$nworkers,\"only_own_address\":true}"
+
 # 2. cut h2's link once 30% of the tasks are done
 old_id=$(sed -n 's/.*"name":"h2","id":\([0-9]*\).*/\1/p' <<<"$base")
 # the job's stdout comes through a pipe: the link goes down as soon as "progress" arrives

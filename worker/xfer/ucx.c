@@ -27,10 +27,7 @@
 
 #include "common/time.h"
 
-#include <ifaddrs.h>
 #include <inttypes.h>
-#include <net/if.h>
-#include <netdb.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -353,79 +350,6 @@ void gs__xfer_peers(gs_worker_t *w, const gs_msg_peers_t *m)
 
 /* ---------------------------------------------------------------- setup / teardown */
 
-/* The name of the loopback interface this host uses to reach gsched at @a host:@a port (a UDP
- * connect sends nothing; getsockname gives the local address the route picks) into @a name, or
- * 0 when the route leaves the host (or cannot be found). */
-static int gs__wucx_loopback_route(const char *host, int port, char *name, size_t len)
-{
-    struct addrinfo hints, *ai = NULL;
-    struct sockaddr_storage local;
-    socklen_t slen = sizeof(local);
-    struct ifaddrs *ifs = NULL;
-    char svc[16];
-    int fd, found = 0;
-
-    memset(&hints, 0, sizeof(hints));
-    hints.ai_socktype = SOCK_DGRAM;
-    snprintf(svc, sizeof(svc), "%d", port);
-    if (getaddrinfo(host, svc, &hints, &ai) != 0 || ai == NULL) return 0;
-    fd = socket(ai->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    if (fd >= 0 && connect(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
-        getsockname(fd, (struct sockaddr *)&local, &slen) == 0 && getifaddrs(&ifs) == 0) {
-        for (const struct ifaddrs *i = ifs; i != NULL && !found; i = i->ifa_next) {
-            if (i->ifa_addr == NULL || i->ifa_addr->sa_family != local.ss_family || !(i->ifa_flags & IFF_LOOPBACK))
-                continue;
-            if (local.ss_family == AF_INET
-                    ? ((const struct sockaddr_in *)i->ifa_addr)->sin_addr.s_addr ==
-                          ((const struct sockaddr_in *)&local)->sin_addr.s_addr
-                    : memcmp(&((const struct sockaddr_in6 *)i->ifa_addr)->sin6_addr,
-                             &((const struct sockaddr_in6 *)&local)->sin6_addr, sizeof(struct in6_addr)) == 0) {
-                snprintf(name, len, "%s", i->ifa_name);
-                found = 1;
-            }
-        }
-        /* 127.0.0.0/8 is all loopback though only 127.0.0.1 may be configured */
-        if (!found && local.ss_family == AF_INET &&
-            (ntohl(((const struct sockaddr_in *)&local)->sin_addr.s_addr) >> 24) == 127) {
-            for (const struct ifaddrs *i = ifs; i != NULL && !found; i = i->ifa_next) {
-                if (i->ifa_addr == NULL || !(i->ifa_flags & IFF_LOOPBACK)) continue;
-                snprintf(name, len, "%s", i->ifa_name);
-                found = 1;
-            }
-        }
-    }
-    if (ifs != NULL) freeifaddrs(ifs);
-    if (fd >= 0) close(fd);
-    freeaddrinfo(ai);
-    return found;
-}
-
-/* Which network devices UCX may use. A cluster reached over loopback stays on it: UCX is told
- * NET_DEVICES=<loopback interface>, so its tcp transport listens on no other interface (the
- * cluster was told 127.0.0.1; nothing else should reach the data port). Between hosts UCX keeps
- * its defaults (every device, RDMA ones included); UCX_NET_DEVICES in the environment (e.g.
- * "eth0,mlx5_0:1") wins in both cases. */
-static void gs__wucx_net_devices(gs_worker_t *w, ucp_config_t *cfg)
-{
-    char dev[IF_NAMESIZE + 1];
-    ucs_status_t st;
-    if (getenv("UCX_NET_DEVICES") != NULL) {
-        GS_LOG_INFO("ucx network devices: %s (UCX_NET_DEVICES)", getenv("UCX_NET_DEVICES"));
-        return;
-    }
-    if (!gs__wucx_loopback_route(w->sched_host, w->sched_port, dev, sizeof(dev))) {
-        GS_LOG_INFO("ucx network devices: UCX's defaults (gsched at %s is reached off this host; set "
-                    "UCX_NET_DEVICES to limit them)", w->sched_host);
-        return;
-    }
-    st = ucp_config_modify(cfg, "NET_DEVICES", dev);
-    if (st != UCS_OK) {
-        GS_LOG_WARN("cannot limit ucx to the loopback interface %s: %s", dev, ucs_status_string(st));
-        return;
-    }
-    GS_LOG_DEBUG("ucx network devices: %s (gsched is reached over loopback)", dev);
-}
-
 static void gs__wucx_poll_cb(uv_poll_t *h, int status, int events)
 {
     gs_worker_t *w = h->data;
@@ -462,7 +386,10 @@ gs_status_t gs__xfer_init(gs_worker_t *w, const gs_worker_params_t *wparams)
     params.features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
     st = ucp_config_read(NULL, NULL, &cfg);
     if (st != UCS_OK) return gs__ucs_err(GS_ERR_UCX, st, "ucp_config_read");
-    gs__wucx_net_devices(w, cfg);
+    if ((rc = gs__wucx_net_devices(w, wparams->interface, cfg)) != 0) {
+        ucp_config_release(cfg);
+        return GS_ERR_INVALID_PARAM;   /* the error is set */
+    }
     st = ucp_init(&params, cfg, &w->xfer->ucp_ctx);
     ucp_config_release(cfg);
     if (st != UCS_OK) {

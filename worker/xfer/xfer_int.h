@@ -237,6 +237,12 @@ ucs_status_t gs__wsend_post(gs_worker_t *w, gs_wsend_t *s, ucp_ep_h ep, unsigned
 /* Answer a fetch with DATA as s describes (s->status, s->host); takes @a s. */
 void gs__wserve_answer(gs_worker_t *w, gs_wsend_t *s);
 void gs__wserve(gs_worker_t *w, gs_wdefer_t *d);           /* deferred SERVE */
+/* netdev.c: limits UCX's network devices (NET_DEVICES in @a cfg) to @a interface (gworker
+ * --interface; NULL: the one routing to gsched) plus this host's RDMA ports, or to the loopback
+ * interface alone; UCX_NET_DEVICES in the environment wins. Returns 0, or -1 with the error set
+ * (GS_ERR_INVALID_PARAM) when @a interface does not exist. */
+int gs__wucx_net_devices(gs_worker_t *w, const char *interface, ucp_config_t *cfg);
+
 ucs_status_t gs__wam_fetch_req(void *arg, const void *header, size_t header_len, void *data,
                                size_t len, const ucp_am_recv_param_t *param);
 ucs_status_t gs__wam_ipc_req(void *arg, const void *header, size_t header_len, void *data,
