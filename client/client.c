@@ -19,7 +19,7 @@ _Static_assert(sizeof(gs_key_t) == 2 * sizeof(uint64_t), "gs_key_t must be two p
 #define GS__CLIENT_FIELDS_KNOWN                                                                  \
     (GS_CLIENT_FIELD_TOKEN | GS_CLIENT_FIELD_TIMEOUT | GS_CLIENT_FIELD_LOCAL_NWORKERS |          \
      GS_CLIENT_FIELD_LOCAL_BACKEND | GS_CLIENT_FIELD_LOWER_FLAGS | GS_CLIENT_FIELD_PROGRESS |    \
-     GS_CLIENT_FIELD_BIN_DIR | GS_CLIENT_FIELD_LOCAL_MEMORY | GS_CLIENT_FIELD_PROGRESS_BAR |
+     GS_CLIENT_FIELD_BIN_DIR | GS_CLIENT_FIELD_LOCAL_MEMORY | GS_CLIENT_FIELD_PROGRESS_BAR |    \
      GS_CLIENT_FIELD_LOCAL_DASHBOARD)
 
 /* What gs_client_connect takes from its params once they are checked. */
