@@ -819,6 +819,7 @@ void gs__sched_task_done(gs_sched_t *s, gs__worker_t *w, const gs_msg_task_done_
     uint64_t cached = 0, run_sum = 0, nrun = 0;
     uint32_t kerr = 0, slot = w->slot;
 
+    gs__dash_batch(s->dash, w, m->now_ns);
     if (w->suspect && m->n > 0) {   /* it reports again: placement may use it */
         w->suspect = 0;
         s->nsuspect--;
@@ -846,7 +847,7 @@ void gs__sched_task_done(gs_sched_t *s, gs__worker_t *w, const gs_msg_task_done_
             continue;
         }
         t = (uint32_t)tid;
-        gs__dash_task(s->dash, g, t, w, status, m->run_ns[i], m->fetch_ns[i]);
+        gs__dash_task(s->dash, g, t, w, status, m->run_ns[i], m->fetch_ns[i], m->start_ns[i], m->end_ns[i]);
         if (slot < g->ngw && g->gw[slot].outstanding > 0) {
             g->gw[slot].outstanding--;
             if (w->outstanding > 0) w->outstanding--;

@@ -30,6 +30,12 @@ typedef struct gs__dwstat {
     uint64_t tasks_done, tasks_failed;
     uint64_t bytes_in, bytes_out;
     uint64_t executing, queued;
+    /* The worker's clock: gsched's clock minus its own, as the smallest (receipt - the batch's
+     * now_ns) seen so far (mod 2^64; clock_known once one batch came). Its error is the one-way
+     * delay of that fastest batch (dash.c, docs/dashboard.md). */
+    uint64_t clock_off;
+    int clock_known;
+    uint64_t batch_recv, batch_now;   /* the batch being processed: receipt, worker's now_ns */
 } gs__dwstat_t;
 
 /* Loop-owned kernel time per layer of one live graph. */
