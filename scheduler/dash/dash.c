@@ -1,6 +1,7 @@
 /* The dashboard's lifecycle, the hooks the scheduler calls, and the snapshot timer (loop
  * thread); gs__dash_snapshot_get for HTTP threads. See dash.h. */
 #include "scheduler/dash/dash_int.h"
+#include "scheduler/dash/tally.h"
 #include "scheduler/sched_int.h"
 #include "scheduler/send.h"
 #include "common/time.h"
@@ -383,17 +384,21 @@ void gs__dash_heartbeat(gs__dash_t *d, const gs__worker_t *w, uint64_t executing
     ws->queued = queued;
 }
 
-void gs__dash_graph_gone(gs__dash_t *d, const gs__graph_t *g)
+void gs__dash_graph_gone(gs__dash_t *d, gs__graph_t *g)
 {
     gs__dgraph_t *slot;
     uint64_t v;
-    if (d == NULL) return;
+    if (d == NULL) {
+        gs__dash_tally_free(g);
+        return;
+    }
     slot = &d->gone[d->ngone % GS__DASH_GONE];
     gs__dgraph_cleanup(slot);
     if (gs__dgraph_fill(d, g, slot)) {
         slot->released = 1;
         d->ngone++;
     }
+    gs__dash_tally_free(g);
     if (gs_u64map_get(&d->glr_index, g->id, &v)) {   /* drop its layer times (swap with the last) */
         size_t i = v - 1, last = d->glr.len - 1;
         gs_free(d->glr.data[i].run_ns);

@@ -90,7 +90,8 @@ struct gs__peer;
 struct gs_msg_report_req;
 void gs__dash_report_req(struct gs_sched *s, struct gs__peer *p, const struct gs_msg_report_req *m);
 
-/** Graph @a g is about to be freed: its summary moves to the recently-finished list. */
-void gs__dash_graph_gone(gs__dash_t *d, const struct gs__graph *g);
+/** Graph @a g is about to be freed: its summary moves to the recently-finished list and its
+ *  task tally (tally.h) is freed. */
+void gs__dash_graph_gone(gs__dash_t *d, struct gs__graph *g);
 
 #endif

@@ -91,9 +91,9 @@ struct gs__dash {
 gs__dsnap_t *gs__dsnap_build(gs__dash_t *d);
 /* Free what a graph summary owns (its strings and layers). */
 void gs__dgraph_cleanup(gs__dgraph_t *g);
-/* Summarise live graph @a g into @a out (allocates; gs__dgraph_cleanup frees). 0 when out of
- * memory. */
-int gs__dgraph_fill(gs__dash_t *d, const struct gs__graph *g, gs__dgraph_t *out);
+/* Summarise live graph @a g into @a out (allocates; gs__dgraph_cleanup frees). Its task counts
+ * come from g's tally (tally.h), built on first use. 0 when out of memory. */
+int gs__dgraph_fill(gs__dash_t *d, struct gs__graph *g, gs__dgraph_t *out);
 
 /* Current snapshot with a reference taken, waiting up to GS__DASH_WAIT_MS for one at most
  * @a max_age_ms old (HTTP threads). NULL when none could be had. */
