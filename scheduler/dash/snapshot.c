@@ -1,6 +1,7 @@
 /* Building dashboard snapshots from the scheduler's state (loop thread) and freeing them (any
  * thread, at the last reference). See snapshot.h. */
 #include "scheduler/dash/dash_int.h"
+#include "scheduler/dash/names.h"
 #include "scheduler/dash/tally.h"
 #include "scheduler/sched_int.h"
 #include "common/time.h"
@@ -53,18 +54,6 @@ void gs__dsnap_unref(gs__dsnap_t *snap)
     if (atomic_fetch_sub_explicit(&snap->refs, 1, memory_order_acq_rel) == 1) gs__dsnap_free(snap);
 }
 
-/* The operation a layer runs, from its bytes ([version, kind, ...], graph/layer_codec.c). */
-static const char *gs__dash_layer_kind(const gs__graph_t *g, uint32_t l)
-{
-    static const char *const kinds[] = {"fused", "combine", "literal", "copy", "linalg"};
-    gs_mp_reader_t r;
-    uint32_t n;
-    uint64_t version, kind;
-    gs_mp_reader_init(&r, g->layer_blob + g->layer_off[l], g->layer_off[l + 1] - g->layer_off[l]);
-    if (!gs_mp_read_array(&r, &n) || n < 2 || !gs_mp_read_u64(&r, &version) || !gs_mp_read_u64(&r, &kind)) return "layer";
-    return kind < sizeof kinds / sizeof kinds[0] ? kinds[kind] : "layer";
-}
-
 int gs__dgraph_fill(gs__dash_t *d, gs__graph_t *g, gs__dgraph_t *out)
 {
     static const char *const phases[] = {"running", "done", "failed"};
@@ -91,7 +80,8 @@ int gs__dgraph_fill(gs__dash_t *d, gs__graph_t *g, gs__dgraph_t *out)
         return 0;
     }
     for (uint32_t l = 0; l < g->nlayers; l++) {
-        snprintf(out->layers[l].name, sizeof out->layers[l].name, "%s", gs__dash_layer_kind(g, l));
+        gs__dash_layer_name(g->layer_blob + g->layer_off[l], g->layer_off[l + 1] - g->layer_off[l],
+                            out->layers[l].name, sizeof out->layers[l].name);
     }
     if ((tally = gs__dash_tally_get(g)) == NULL) {
         gs__dgraph_cleanup(out);

@@ -72,7 +72,7 @@ typedef struct gs__dworker {
 } gs__dworker_t;
 
 typedef struct gs__dlayer {
-    char name[24];               /* "fused", "combine", ... from the layer's bytes */
+    char name[48];               /* "normal+add", "sum", "slice", ... (names.h) */
     uint64_t ntasks;             /* needed tasks of this layer */
     uint64_t nstate[GS__DS_N];
     uint64_t run_ns;             /* kernel time reported for it */

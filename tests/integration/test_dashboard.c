@@ -203,8 +203,11 @@ Test(dashboard, endpoints_describe_the_job_that_ran, .init = up, .fini = down)
             const char *name = json_string_value(json_object_get(e, "name"));
             sum += json_integer_value(json_object_get(e, "total"));
             cr_assert_eq(json_integer_value(json_object_get(e, "done")), json_integer_value(json_object_get(e, "total")));
-            if (strcmp(name, "fused") == 0) fused += json_integer_value(json_object_get(e, "total"));
-            if (strcmp(name, "combine") == 0) combine += json_integer_value(json_object_get(e, "total"));
+            /* operation names say what the layer computes: arange (index * step + start), + 1, sum;
+             * then the tree */
+            if (strcmp(name, "arange+mul+add+sum") == 0) fused += json_integer_value(json_object_get(e, "total"));
+            else if (strcmp(name, "combine-sum") == 0) combine += json_integer_value(json_object_get(e, "total"));
+            else cr_assert_fail("layer named '%s'", name);
         }
         cr_assert_eq(sum, 44);
         cr_assert_eq(fused, 40);
@@ -283,7 +286,8 @@ Test(dashboard, endpoints_describe_the_job_that_ran, .init = up, .fini = down)
         cr_assert_null(strstr(r.body, "__GS_REPORT_DATA__"));
         cr_assert_null(strstr(r.body, "__GS_COLOURS__"));
         cr_assert_not_null(strstr(r.body, "function gsColour"), "the colours are inlined");
-        cr_assert_not_null(strstr(r.body, "\"combine\""));
+        cr_assert_not_null(strstr(r.body, "\"arange+mul+add+sum\""), "the report names the operations");
+        cr_assert_not_null(strstr(r.body, "\"combine-sum\""));
         cr_assert_null(strstr(r.body, "src=\"http"));
         cr_assert_null(strstr(r.body, "<link"));
         th_resp_free(&r);
