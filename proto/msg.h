@@ -233,6 +233,14 @@ typedef struct gs_msg_task_done {
     const uint64_t *fetch_ns;      /* time waiting for inputs */
     uint32_t nerrors;
     gs_str_t *errors;
+    /* The worker's task stream, on the worker's monotonic clock (CLOCK_MONOTONIC ns, not
+     * comparable across hosts): now_ns is its clock when it sent this batch, start_ns[i] and
+     * end_ns[i] when task i's kernel started and ended (start_ns <= end_ns; both = the report's
+     * time for a task that never ran). gsched maps them to its own clock with the offset it
+     * observes at receipt (gs__dash_batch, scheduler/dash/dash.c). */
+    uint64_t now_ns;
+    const uint64_t *start_ns;
+    const uint64_t *end_ns;
 } gs_msg_task_done_t;
 
 /** Keys to drop (scheduler -> worker). */

@@ -149,7 +149,10 @@
     F(task_done, nbytes, TAB, n, 1, GS__NO_RULE)                         \
     F(task_done, run_ns, TAB, n, 1, GS__NO_RULE)                         \
     F(task_done, fetch_ns, TAB, n, 1, GS__NO_RULE)                       \
-    F(task_done, errors, STRS, nerrors, 1, gs__rule_one_error_per_failure)
+    F(task_done, errors, STRS, nerrors, 1, gs__rule_one_error_per_failure) \
+    F(task_done, now_ns, UINT, now_ns, 1, GS__NO_RULE)                   \
+    F(task_done, start_ns, TAB, n, 1, GS__NO_RULE)                       \
+    F(task_done, end_ns, TAB, n, 1, GS__NO_RULE)
 
 #define GS_MSG_FIELDS_RELEASE(F)                                 \
     F(release, n, UINT, n, 1, GS__NO_RULE)                       \

@@ -5,6 +5,7 @@
  * one TASK_ASSIGN batch per graph.
  */
 #include "scheduler/place.h"
+#include "scheduler/dash/tally.h"
 
 #include "scheduler/cost.h"
 #include "scheduler/send.h"
@@ -262,7 +263,7 @@ static gs_status_t gs__assign(gs_sched_t *s, gs__graph_t *g, uint32_t t, gs__wor
             return GS_ERR_NO_MEMORY;
         }
     }
-    g->state[t] = GS__TS_ASSIGNED;
+    gs__task_state_set(g, t, GS__TS_ASSIGNED);
     g->where[t] = w->slot;
     if (g->t_assigned != NULL) g->t_assigned[t] = gs_now_ns();
     w->outstanding++;

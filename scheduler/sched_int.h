@@ -112,7 +112,9 @@ struct gs__graph {
     uint64_t *nbytes;
     uint32_t *rdep_off;          /* ntasks + 1: dependents (internal, needed only) */
     uint32_t *rdeps;
-    uint8_t *state;
+    uint8_t *state;              /* set through gs__task_state_set (scheduler/dash/tally.h) */
+    uint64_t *dash_tally;        /* the dashboard's task counts by layer and state; NULL until a
+                                    snapshot looks at the graph */
     uint8_t *tflags;
     uint8_t *nfail;              /* removed workers while assigned */
     uint8_t *nretry;             /* input fetch failures */

@@ -4,6 +4,7 @@
  * The running graph belongs to the state machine (tasks.c).
  */
 #include "scheduler/submit.h"
+#include "scheduler/dash/tally.h"
 
 #include "scheduler/tasks.h"
 
@@ -305,7 +306,7 @@ gs_status_t gs__graph_submit(gs_sched_t *s, gs__peer_t *client, const gs_msg_gra
             g->tflags[t] |= GS__TF_OUTPUT;
             g->noutputs++;
         }
-        g->state[t] = GS__TS_WAITING;
+        gs__task_state_set(g, t, GS__TS_WAITING);
     }
     for (uint32_t t = ntasks; t-- > 0;) {
         if (g->state[t] == GS__TS_CULLED) continue;
@@ -313,7 +314,7 @@ gs_status_t gs__graph_submit(gs_sched_t *s, gs__peer_t *client, const gs_msg_gra
         for (uint32_t j = g->dep_off[t]; j < g->dep_off[t + 1]; j++) {
             uint32_t d = g->deps[j];
             if (d < ntasks) {
-                g->state[d] = GS__TS_WAITING;
+                gs__task_state_set(g, d, GS__TS_WAITING);
                 g->nrefs[d]++;
                 g->rdep_off[d + 2]++;
             } else {
@@ -368,7 +369,7 @@ gs_status_t gs__graph_submit(gs_sched_t *s, gs__peer_t *client, const gs_msg_gra
         }
         g->ndeps_left[t] = n;
         if (n == 0) {
-            g->state[t] = GS__TS_READY;
+            gs__task_state_set(g, t, GS__TS_READY);
             g->tflags[t] |= GS__TF_STACKED;
             gs__rset_add((g->tflags[t] & GS__TF_ROOT) ? &g->ready_roots : &g->ready_tasks, g->prio[t]);
             g->nready++;

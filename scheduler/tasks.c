@@ -18,6 +18,7 @@
  * whatever order events arrive in. Lineage walks use an explicit stack (no recursion).
  */
 #include "scheduler/tasks.h"
+#include "scheduler/dash/tally.h"
 
 #include "scheduler/cost.h"
 #include "scheduler/gather.h"
@@ -108,7 +109,7 @@ void gs__graph_active_del(gs_sched_t *s, gs__graph_t *g)
 
 static void gs__make_ready(gs_sched_t *s, gs__graph_t *g, uint32_t t)
 {
-    g->state[t] = GS__TS_READY;
+    gs__task_state_set(g, t, GS__TS_READY);
     if (!(g->tflags[t] & GS__TF_STACKED)) {
         gs_assert(g->prio[t] < g->ntotal);
         g->tflags[t] |= GS__TF_STACKED;
@@ -228,7 +229,7 @@ static void gs__release_chunk(gs_sched_t *s, gs__graph_t *g, uint32_t t)
         gs__replica_set(s, g, t, 0);
     }
     if (slot < g->ngw && g->gw[slot].nheld > 0) g->gw[slot].nheld--;
-    g->state[t] = GS__TS_RELEASED;
+    gs__task_state_set(g, t, GS__TS_RELEASED);
     g->where[t] = GS__NO_WORKER;
 }
 
@@ -368,7 +369,7 @@ static void gs__graph_failv(gs__graph_t *g, gs_status_t status, const char *fmt,
     for (uint32_t t = 0; t < g->ntasks; t++) {
         uint8_t st = g->state[t];
         g->tflags[t] &= (uint8_t)~GS__TF_STACKED;
-        if (st != GS__TS_RELEASED && st != GS__TS_CULLED) g->state[t] = GS__TS_ERRED;
+        if (st != GS__TS_RELEASED && st != GS__TS_CULLED) gs__task_state_set(g, t, GS__TS_ERRED);
         g->where[t] = GS__NO_WORKER;
     }
     gs__rset_clear(&g->ready_tasks);
@@ -492,7 +493,7 @@ static void gs__dep_unavailable(gs__graph_t *g, uint32_t u)
         /* An assigned task stays counted as outstanding on its worker; whatever that worker
          * reports for it later is ignored (and an OK result released there). */
         gs__root_uncount(g->s, g, u);   /* roots have no inputs: never counted here */
-        g->state[u] = GS__TS_WAITING;
+        gs__task_state_set(g, u, GS__TS_WAITING);
         g->ndeps_left[u] = 1;
         g->where[u] = GS__NO_WORKER;
         break;
@@ -601,7 +602,7 @@ static void gs__lineage_run(gs_sched_t *s)
         if (st != GS__TS_RELEASED && st != GS__TS_LOST) continue;
         gs_assert(g->ndone > 0);
         if (g->ndone > 0) g->ndone--;
-        g->state[t] = GS__TS_WAITING;
+        gs__task_state_set(g, t, GS__TS_WAITING);
         g->where[t] = GS__NO_WORKER;
         s->st.tasks_recomputed_total++;
         if (g->phase == GS__GRAPH_DONE || g->client_released) {
@@ -625,7 +626,7 @@ static void gs__need(gs_sched_t *s, gs__graph_t *g, uint32_t t)
 /* A pending task (assigned to a removed worker, or deferred) goes back to waiting/ready. */
 static void gs__reset_pending(gs_sched_t *s, gs__graph_t *g, uint32_t t)
 {
-    g->state[t] = GS__TS_WAITING;
+    gs__task_state_set(g, t, GS__TS_WAITING);
     g->where[t] = GS__NO_WORKER;
     if (gs__recount(s, g, t, 0)) gs__lineage_run(s);
     s->stack.len = 0;
@@ -689,7 +690,7 @@ static void gs__complete(gs_sched_t *s, gs__graph_t *g, uint32_t t, gs__worker_t
                          uint64_t run_ns)
 {
     gs__root_uncount(s, g, t);   /* before nbytes changes */
-    g->state[t] = GS__TS_MEMORY;
+    gs__task_state_set(g, t, GS__TS_MEMORY);
     g->where[t] = w->slot;
     g->nbytes[t] = nbytes;
     if (w->slot < g->ngw) g->gw[w->slot].nheld++;
@@ -727,7 +728,7 @@ static void gs__retry_later(gs_sched_t *s, gs__graph_t *g, uint32_t t, const cha
         return;
     }
     gs__root_uncount(s, g, t);
-    g->state[t] = GS__TS_DEFERRED;
+    gs__task_state_set(g, t, GS__TS_DEFERRED);
     g->where[t] = GS__NO_WORKER;
     r.graph = g->id;
     r.task = t;
@@ -774,7 +775,7 @@ static void gs__task_expired(gs_sched_t *s, gs__graph_t *g, uint32_t t)
     }
     gs__root_uncount(s, g, t);
     if (++g->nfail[t] > s->allowed_failures) {
-        g->state[t] = GS__TS_ERRED;
+        gs__task_state_set(g, t, GS__TS_ERRED);
         gs__graph_cancel(g, GS_ERR_TIMED_OUT,
                          "task %u (layer %u, block %" PRIu64 ") of graph %" PRIu64 " timed out on worker %s:"
                          " not reported within the task timeout of %u ms (failures: %u, allowed: %u)", t,
@@ -819,6 +820,7 @@ void gs__sched_task_done(gs_sched_t *s, gs__worker_t *w, const gs_msg_task_done_
     uint64_t cached = 0, run_sum = 0, nrun = 0;
     uint32_t kerr = 0, slot = w->slot;
 
+    gs__dash_batch(s->dash, w, m->now_ns);
     if (w->suspect && m->n > 0) {   /* it reports again: placement may use it */
         w->suspect = 0;
         s->nsuspect--;
@@ -846,7 +848,7 @@ void gs__sched_task_done(gs_sched_t *s, gs__worker_t *w, const gs_msg_task_done_
             continue;
         }
         t = (uint32_t)tid;
-        gs__dash_task(s->dash, g, t, w, status, m->run_ns[i], m->fetch_ns[i]);
+        gs__dash_task(s->dash, g, t, w, status, m->run_ns[i], m->fetch_ns[i], m->start_ns[i], m->end_ns[i]);
         if (slot < g->ngw && g->gw[slot].outstanding > 0) {
             g->gw[slot].outstanding--;
             if (w->outstanding > 0) w->outstanding--;
@@ -861,7 +863,7 @@ void gs__sched_task_done(gs_sched_t *s, gs__worker_t *w, const gs_msg_task_done_
                             g->id, w->name, emsg);
                 gs__retry_later(s, g, t, emsg);
             } else {
-                g->state[t] = GS__TS_ERRED;
+                gs__task_state_set(g, t, GS__TS_ERRED);
                 gs__graph_cancel(g, GS_ERR_TASK_FAILED,
                                  "task %u (layer %u, block %" PRIu64 ") of graph %" PRIu64
                                  " failed on worker %s: %s: %s", t, g->task_layer[t], g->task_block[t],
@@ -906,7 +908,7 @@ void gs__sched_worker_removed(gs_sched_t *s, gs__worker_t *w)
                 g->tflags[t] &= (uint8_t)~(GS__TF_RQUEUED | GS__TF_RHELD);
             }
             if (g->where[t] == slot && g->state[t] == GS__TS_ASSIGNED) {
-                g->state[t] = GS__TS_LOST_RUNNING;
+                gs__task_state_set(g, t, GS__TS_LOST_RUNNING);
                 g->where[t] = GS__NO_WORKER;
             }
         }
@@ -934,7 +936,7 @@ void gs__sched_worker_removed(gs_sched_t *s, gs__worker_t *w)
                 }
             }
             if (g->where[t] == slot && g->state[t] == GS__TS_MEMORY) {
-                g->state[t] = GS__TS_LOST;
+                gs__task_state_set(g, t, GS__TS_LOST);
                 g->where[t] = GS__NO_WORKER;
                 if (g->tflags[t] & GS__TF_OUTPUT) g->noutputs_missing++;
                 gs__chunk_unavailable(g, t);
@@ -947,10 +949,10 @@ void gs__sched_worker_removed(gs_sched_t *s, gs__worker_t *w)
             uint8_t st = g->state[t];
             if (st == GS__TS_LOST) {
                 if ((g->tflags[t] & GS__TF_OUTPUT) || g->nrefs[t] > 0) gs__need(s, g, t);
-                else g->state[t] = GS__TS_RELEASED;
+                else gs__task_state_set(g, t, GS__TS_RELEASED);
             } else if (st == GS__TS_LOST_RUNNING) {
                 if (++g->nfail[t] > s->allowed_failures) {
-                    g->state[t] = GS__TS_ERRED;
+                    gs__task_state_set(g, t, GS__TS_ERRED);
                     gs__graph_cancel(g, GS_ERR_WORKER_LOST,
                                      "task %u (layer %u, block %" PRIu64 ") of graph %" PRIu64
                                      " failed: %u workers died while running it (allowed failures: %u);"

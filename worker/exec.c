@@ -59,13 +59,14 @@ static const char *gs__wtask_layer_name(const gs_wtask_t *t)
 }
 
 void gs__wdone_push(gs_worker_t *w, uint64_t graph, uint64_t task, gs_status_t status,
-                    uint64_t nbytes, uint64_t run_ns, uint64_t fetch_ns, char *err)
+                    uint64_t nbytes, uint64_t run_ns, uint64_t fetch_ns, uint64_t start_ns, char *err)
 {
     /* Reserve every column first so a failure leaves the batch consistent. */
     size_t n = w->d_task.len + 1;
     if (GS_VEC_RESERVE(&w->d_graph, n) != GS_OK || GS_VEC_RESERVE(&w->d_task, n) != GS_OK ||
         GS_VEC_RESERVE(&w->d_status, n) != GS_OK || GS_VEC_RESERVE(&w->d_nbytes, n) != GS_OK ||
         GS_VEC_RESERVE(&w->d_run, n) != GS_OK || GS_VEC_RESERVE(&w->d_fetch, n) != GS_OK ||
+        GS_VEC_RESERVE(&w->d_start, n) != GS_OK || GS_VEC_RESERVE(&w->d_end, n) != GS_OK ||
         (status != GS_OK && GS_VEC_RESERVE(&w->d_err, w->d_err.len + 1) != GS_OK)) {
         GS_LOG_ERROR("out of memory queueing the completion of task %llu of graph %llu; "
                      "it will not be reported", (unsigned long long)task,
@@ -79,6 +80,9 @@ void gs__wdone_push(gs_worker_t *w, uint64_t graph, uint64_t task, gs_status_t s
     w->d_nbytes.data[w->d_nbytes.len++] = nbytes;
     w->d_run.data[w->d_run.len++] = run_ns;
     w->d_fetch.data[w->d_fetch.len++] = fetch_ns;
+    if (start_ns == 0) start_ns = gs_now_ns();   /* never ran: a point at the report */
+    w->d_start.data[w->d_start.len++] = start_ns;
+    w->d_end.data[w->d_end.len++] = start_ns + run_ns;
     if (status != GS_OK) {
         w->d_err.data[w->d_err.len++] = err;
         w->st.tasks_failed++;
@@ -119,12 +123,16 @@ void gs__wexec_flush_done(gs_worker_t *w)
     m.u.task_done.fetch_ns = w->d_fetch.data;
     m.u.task_done.nerrors = (uint32_t)w->d_err.len;
     m.u.task_done.errors = errs;
+    m.u.task_done.now_ns = gs_now_ns();
+    m.u.task_done.start_ns = w->d_start.data;
+    m.u.task_done.end_ns = w->d_end.data;
     gs__wsend_msg(w, &m);
     gs_free(errs);
 reset:
     for (i = 0; i < w->d_err.len; i++) gs_free(w->d_err.data[i]);
     w->d_graph.len = w->d_task.len = w->d_status.len = w->d_nbytes.len = 0;
     w->d_run.len = w->d_fetch.len = w->d_err.len = 0;
+    w->d_start.len = w->d_end.len = 0;
 }
 
 /* ---------------------------------------------------------------- task lifetime */
@@ -203,7 +211,7 @@ void gs__wtask_fail(gs_worker_t *w, gs_wtask_t *t, gs_status_t status, const cha
     msg = gs__wtask_msgv(t, graph, fmt, ap);
     va_end(ap);
     GS_LOG_WARN("%s", msg ? msg : "task failed (no memory for the message)");
-    gs__wdone_push(w, graph, t->id, status, 0, t->run_ns, t->fetch_ns, msg);
+    gs__wdone_push(w, graph, t->id, status, 0, t->run_ns, t->fetch_ns, t->t_launch, msg);
     gs__wtask_release(w, t);
 }
 
@@ -513,6 +521,7 @@ void gs__wtask_complete(gs_worker_t *w, gs_wtask_t *t, gs_status_t status,
         uint64_t start = t->t_launch;
         if (w->dev_last_done > start) start = w->dev_last_done;
         t->run_ns = t_done > start ? t_done - start : 0;
+        t->t_launch = start;   /* the task stream shows the device's busy interval */
         if (t_done > w->dev_last_done) w->dev_last_done = t_done;
         w->stream_inflight[t->stream]--;
         t->stream = -1;
@@ -538,7 +547,7 @@ void gs__wtask_complete(gs_worker_t *w, gs_wtask_t *t, gs_status_t status,
         return;
     }
     t->out = NULL;
-    gs__wdone_push(w, t->graph->id, t->id, GS_OK, t->out_nbytes, t->run_ns, t->fetch_ns, NULL);
+    gs__wdone_push(w, t->graph->id, t->id, GS_OK, t->out_nbytes, t->run_ns, t->fetch_ns, t->t_launch, NULL);
     gs__wtask_release(w, t);
 }
 
@@ -806,6 +815,8 @@ void gs__wexec_cleanup(gs_worker_t *w)
     GS_VEC_FREE(&w->d_nbytes);
     GS_VEC_FREE(&w->d_run);
     GS_VEC_FREE(&w->d_fetch);
+    GS_VEC_FREE(&w->d_start);
+    GS_VEC_FREE(&w->d_end);
     GS_VEC_FREE(&w->d_err);
     for (i = 0; i < w->task_slabs.len; i++) gs_free(w->task_slabs.data[i]);
     GS_VEC_FREE(&w->task_slabs);

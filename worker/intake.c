@@ -49,7 +49,7 @@ void gs__wexec_assign(gs_worker_t *w, const gs_msg_task_assign_t *m)
             snprintf(buf, sizeof(buf), "task %llu (layer ?, block %llu) of graph %llu failed: %s",
                      (unsigned long long)m->task_id[i], (unsigned long long)m->task_block[i],
                      (unsigned long long)m->graph_id, gs_last_error());
-            gs__wdone_push(w, m->graph_id, m->task_id[i], status, 0, 0, 0,
+            gs__wdone_push(w, m->graph_id, m->task_id[i], status, 0, 0, 0, 0,
                            gs_strdup(buf, "task error"));
         }
         return;
@@ -95,7 +95,7 @@ void gs__wexec_assign(gs_worker_t *w, const gs_msg_task_assign_t *m)
             snprintf(buf, sizeof(buf), "task %llu (layer ?, block %llu) of graph %llu failed: "
                      "out of memory for the task", (unsigned long long)m->task_id[i],
                      (unsigned long long)m->task_block[i], (unsigned long long)m->graph_id);
-            gs__wdone_push(w, m->graph_id, m->task_id[i], GS_ERR_NO_MEMORY, 0, 0, 0,
+            gs__wdone_push(w, m->graph_id, m->task_id[i], GS_ERR_NO_MEMORY, 0, 0, 0, 0,
                            gs_strdup(buf, "task error"));
             continue;
         }

@@ -61,6 +61,7 @@ void gs__wpool_main(void *arg)
             if (in != small) gs_free(in);
         }
         t->run_ns = gs_now_ns() - t0;
+        t->t_launch = t0;
         t->status = status;
         if (status != GS_OK) {
             const char *e = gs_last_error();

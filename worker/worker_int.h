@@ -259,6 +259,7 @@ struct gs_worker {
 
     /* TASK_DONE batch */
     GS_VEC(uint64_t) d_graph, d_task, d_nbytes, d_run, d_fetch;
+    GS_VEC(uint64_t) d_start, d_end;   /* the kernel's interval, worker clock */
     GS_VEC(int32_t) d_status;
     GS_VEC(char *) d_err;
 
@@ -313,9 +314,11 @@ int gs__wexec_pick_stream(gs_worker_t *w);
 /* Finish running task @a t with @a status (TASK_DONE, output in the store, release). */
 void gs__wtask_complete(gs_worker_t *w, gs_wtask_t *t, gs_status_t status, uint64_t t_done);
 gs_wtask_t *gs__wtask_alloc(gs_worker_t *w);
-/* Add one entry to the TASK_DONE batch (takes @a err, gs_malloc'd or NULL). */
+/* Add one entry to the TASK_DONE batch (takes @a err, gs_malloc'd or NULL). @a start_ns: when
+ * its kernel started (gs_now_ns()), 0 when it never ran (then the report's time); its end is
+ * @a start_ns + @a run_ns. */
 void gs__wdone_push(gs_worker_t *w, uint64_t graph, uint64_t task, gs_status_t status,
-                    uint64_t nbytes, uint64_t run_ns, uint64_t fetch_ns, char *err);
+                    uint64_t nbytes, uint64_t run_ns, uint64_t fetch_ns, uint64_t start_ns, char *err);
 void gs__wtask_recycle(gs_worker_t *w, gs_wtask_t *t);
 
 /* ---- launch.c: running kernels ---- */

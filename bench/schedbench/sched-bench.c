@@ -162,6 +162,8 @@ static void fw_on_msg(gs_conn_t *conn, gs_msg_t *msg, void *arg)
             d.u.task_done.nbytes = w->nbytes;
             d.u.task_done.run_ns = w->run_ns;
             d.u.task_done.fetch_ns = w->fetch_ns;
+            d.u.task_done.start_ns = w->fetch_ns;   /* kernels from 0 to run_ns on its clock */
+            d.u.task_done.end_ns = w->run_ns;
             gs_conn_send(conn, &d);
         }
         w->ndone += a->ntasks;

@@ -184,7 +184,6 @@ json_t *gs__dash_api_events(const gs__dsnap_t *snap, uint64_t since, uint64_t gr
     for (uint32_t i = gs__api_first_event(snap, since); i < snap->nevents && *ok_p; i++) {
         const gs__devent_t *e = &snap->events[i];
         json_t *o;
-        double end = gs__dsnap_t_s(snap, e->end_ns);
         if (graph != 0 && e->graph != graph) continue;
         o = json_object();
         gs__api_set(o, "seq", json_integer((json_int_t)e->seq), ok_p);
@@ -192,8 +191,8 @@ json_t *gs__dash_api_events(const gs__dsnap_t *snap, uint64_t since, uint64_t gr
         gs__api_set(o, "task", json_integer(e->task), ok_p);
         gs__api_set(o, "layer", json_integer(e->layer), ok_p);
         gs__api_set(o, "worker", json_integer((json_int_t)e->worker), ok_p);
-        gs__api_set(o, "start", json_real(end - (double)e->run_ns * 1e-9), ok_p);
-        gs__api_set(o, "end", json_real(end), ok_p);
+        gs__api_set(o, "start", json_real(gs__dsnap_t_s(snap, e->start_ns)), ok_p);
+        gs__api_set(o, "end", json_real(gs__dsnap_t_s(snap, e->end_ns)), ok_p);
         gs__api_set(o, "fetch_s", json_real((double)e->fetch_ns * 1e-9), ok_p);
         gs__api_set(o, "status", json_integer(e->status), ok_p);
         gs__api_push(arr, o, ok_p);
@@ -213,11 +212,11 @@ char *gs__dash_api_tasks(const gs__dsnap_t *snap, uint64_t since)
                      since > last ? since : last, dropped);
     for (uint32_t i = gs__api_first_event(snap, since); i < snap->nevents && !t.oom; i++) {
         const gs__devent_t *e = &snap->events[i];
-        double end = gs__dsnap_t_s(snap, e->end_ns);
         gs__dtext_printf(&t, "%s{\"seq\":%" PRIu64 ",\"graph\":%" PRIu64 ",\"task\":%u,\"layer\":%u,\"worker\":%" PRIu64
                          ",\"start\":%.17g,\"end\":%.17g,\"fetch_s\":%.17g,\"status\":%d}",
                          t.len > 0 && t.p[t.len - 1] == '}' ? "," : "", e->seq, e->graph, e->task, e->layer, e->worker,
-                         end - (double)e->run_ns * 1e-9, end, (double)e->fetch_ns * 1e-9, (int)e->status);
+                         gs__dsnap_t_s(snap, e->start_ns), gs__dsnap_t_s(snap, e->end_ns),
+                         (double)e->fetch_ns * 1e-9, (int)e->status);
     }
     gs__dtext_append(&t, "]}", 2);
     return gs__dtext_take(&t);

@@ -1,6 +1,7 @@
 /* The dashboard's lifecycle, the hooks the scheduler calls, and the snapshot timer (loop
  * thread); gs__dash_snapshot_get for HTTP threads. See dash.h. */
 #include "scheduler/dash/dash_int.h"
+#include "scheduler/dash/tally.h"
 #include "scheduler/sched_int.h"
 #include "scheduler/send.h"
 #include "common/time.h"
@@ -247,8 +248,43 @@ static gs__dglr_t *gs__dash_glr(gs__dash_t *d, const gs__graph_t *g)
     return &d->glr.data[d->glr.len - 1];
 }
 
+/* Clock mapping. The worker stamps each TASK_DONE batch with its clock (now_ns) as it sends;
+ * gsched reads its own clock (recv) when the batch is processed. recv - now_ns = the true offset
+ * between the clocks + the batch's one-way delay (network, the worker's send queue, gsched's
+ * loop backlog), never less than the true offset. The smallest value seen on the connection is
+ * therefore the best estimate: mapped times are late by at most the delay of that fastest batch
+ * (on loopback tens of microseconds; bounded by any single batch's delay), plus the clocks'
+ * drift since it came (none on one host, whose processes share CLOCK_MONOTONIC; at most 500 ppm
+ * between hosts whose clocks NTP slews). A mapped time never lies after the report's receipt. The values are mod 2^64: two
+ * hosts' monotonic clocks are unrelated. */
+void gs__dash_batch(gs__dash_t *d, const gs__worker_t *w, uint64_t worker_now_ns)
+{
+    gs__dwstat_t *ws;
+    uint64_t recv, off;
+
+    if (d == NULL || (ws = gs__dash_wstat(d, w->id)) == NULL) return;
+    recv = gs_now_ns();
+    off = recv - worker_now_ns;
+    if (!ws->clock_known || (int64_t)(off - ws->clock_off) < 0) ws->clock_off = off;
+    ws->clock_known = 1;
+    ws->batch_recv = recv;
+    ws->batch_now = worker_now_ns;
+}
+
+/* Map the worker-clock interval [start, end] of @a ws's current batch onto gsched's clock into
+ * e->start_ns, e->end_ns: clamped (signed, relative to the batch's now) to start <= end <= now. */
+static void gs__dash_map(const gs__dwstat_t *ws, uint64_t start, uint64_t end, gs__devent_t *e)
+{
+    int64_t rs = (int64_t)(start - ws->batch_now), re = (int64_t)(end - ws->batch_now);
+    uint64_t now_g = ws->batch_now + ws->clock_off;   /* <= batch_recv by the minimum */
+    if (re > 0) re = 0;
+    if (rs > re) rs = re;
+    e->start_ns = now_g + (uint64_t)rs;
+    e->end_ns = now_g + (uint64_t)re;
+}
+
 void gs__dash_task(gs__dash_t *d, const gs__graph_t *g, uint32_t t, const gs__worker_t *w, int32_t status,
-                   uint64_t run_ns, uint64_t fetch_ns)
+                   uint64_t run_ns, uint64_t fetch_ns, uint64_t start_ns, uint64_t end_ns)
 {
     gs__devent_t *e;
     gs__dwstat_t *ws;
@@ -259,7 +295,13 @@ void gs__dash_task(gs__dash_t *d, const gs__graph_t *g, uint32_t t, const gs__wo
     if (d == NULL) return;
     e = &d->ring[d->nevents & (GS__DASH_RING - 1)];
     e->seq = ++d->nevents;
-    e->end_ns = gs_now_ns();
+    ws = gs__dash_wstat(d, w->id);
+    if (ws != NULL && ws->clock_known) {
+        gs__dash_map(ws, start_ns, end_ns, e);
+    } else {   /* no batch stamp (out of memory): the report's receipt minus the kernel time */
+        e->end_ns = gs_now_ns();
+        e->start_ns = e->end_ns - (run_ns < e->end_ns ? run_ns : e->end_ns);
+    }
     e->run_ns = run_ns;
     e->fetch_ns = fetch_ns;
     e->graph = g->id;
@@ -267,7 +309,7 @@ void gs__dash_task(gs__dash_t *d, const gs__graph_t *g, uint32_t t, const gs__wo
     e->task = t;
     e->layer = g->task_layer[t];
     e->status = status;
-    if ((ws = gs__dash_wstat(d, w->id)) != NULL) {
+    if (ws != NULL) {
         if (status == GS_OK) ws->tasks_done++;
         else ws->tasks_failed++;
     }
@@ -342,17 +384,21 @@ void gs__dash_heartbeat(gs__dash_t *d, const gs__worker_t *w, uint64_t executing
     ws->queued = queued;
 }
 
-void gs__dash_graph_gone(gs__dash_t *d, const gs__graph_t *g)
+void gs__dash_graph_gone(gs__dash_t *d, gs__graph_t *g)
 {
     gs__dgraph_t *slot;
     uint64_t v;
-    if (d == NULL) return;
+    if (d == NULL) {
+        gs__dash_tally_free(g);
+        return;
+    }
     slot = &d->gone[d->ngone % GS__DASH_GONE];
     gs__dgraph_cleanup(slot);
     if (gs__dgraph_fill(d, g, slot)) {
         slot->released = 1;
         d->ngone++;
     }
+    gs__dash_tally_free(g);
     if (gs_u64map_get(&d->glr_index, g->id, &v)) {   /* drop its layer times (swap with the last) */
         size_t i = v - 1, last = d->glr.len - 1;
         gs_free(d->glr.data[i].run_ns);

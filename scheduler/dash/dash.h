@@ -65,10 +65,16 @@ void gs__dash_free(gs__dash_t *d);
 
 /* ---- hooks: loop thread; @a d may be NULL (dashboard disabled) ---- */
 
+/** A TASK_DONE batch from worker @a w arrived now, sent when the worker's clock read
+ *  @a worker_now_ns; updates the worker's clock offset (the smallest receipt - sent seen) that
+ *  maps the batch's task times (gs__dash_task) onto gsched's clock. Call before its tasks. */
+void gs__dash_batch(gs__dash_t *d, const struct gs__worker *w, uint64_t worker_now_ns);
+
 /** Worker @a w reported task @a t of @a g with @a status after @a run_ns on a kernel and
- *  @a fetch_ns fetching inputs. */
+ *  @a fetch_ns fetching inputs; its kernel ran from @a start_ns to @a end_ns on the worker's
+ *  clock (any values: they are clamped to start <= end <= the batch's now_ns). */
 void gs__dash_task(gs__dash_t *d, const struct gs__graph *g, uint32_t t, const struct gs__worker *w,
-                   int32_t status, uint64_t run_ns, uint64_t fetch_ns);
+                   int32_t status, uint64_t run_ns, uint64_t fetch_ns, uint64_t start_ns, uint64_t end_ns);
 
 /** Worker @a to fetched @a count chunks, @a bytes in @a ns, from worker @a from over @a path
  *  (e.g. "cuda-ipc", "ucx", "staged"; not NUL-terminated, @a path_len bytes). */
@@ -84,7 +90,8 @@ struct gs__peer;
 struct gs_msg_report_req;
 void gs__dash_report_req(struct gs_sched *s, struct gs__peer *p, const struct gs_msg_report_req *m);
 
-/** Graph @a g is about to be freed: its summary moves to the recently-finished list. */
-void gs__dash_graph_gone(gs__dash_t *d, const struct gs__graph *g);
+/** Graph @a g is about to be freed: its summary moves to the recently-finished list and its
+ *  task tally (tally.h) is freed. */
+void gs__dash_graph_gone(gs__dash_t *d, struct gs__graph *g);
 
 #endif

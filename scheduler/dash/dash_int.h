@@ -30,6 +30,12 @@ typedef struct gs__dwstat {
     uint64_t tasks_done, tasks_failed;
     uint64_t bytes_in, bytes_out;
     uint64_t executing, queued;
+    /* The worker's clock: gsched's clock minus its own, as the smallest (receipt - the batch's
+     * now_ns) seen so far (mod 2^64; clock_known once one batch came). Its error is the one-way
+     * delay of that fastest batch (dash.c, docs/dashboard.md). */
+    uint64_t clock_off;
+    int clock_known;
+    uint64_t batch_recv, batch_now;   /* the batch being processed: receipt, worker's now_ns */
 } gs__dwstat_t;
 
 /* Loop-owned kernel time per layer of one live graph. */
@@ -85,9 +91,9 @@ struct gs__dash {
 gs__dsnap_t *gs__dsnap_build(gs__dash_t *d);
 /* Free what a graph summary owns (its strings and layers). */
 void gs__dgraph_cleanup(gs__dgraph_t *g);
-/* Summarise live graph @a g into @a out (allocates; gs__dgraph_cleanup frees). 0 when out of
- * memory. */
-int gs__dgraph_fill(gs__dash_t *d, const struct gs__graph *g, gs__dgraph_t *out);
+/* Summarise live graph @a g into @a out (allocates; gs__dgraph_cleanup frees). Its task counts
+ * come from g's tally (tally.h), built on first use. 0 when out of memory. */
+int gs__dgraph_fill(gs__dash_t *d, struct gs__graph *g, gs__dgraph_t *out);
 
 /* Current snapshot with a reference taken, waiting up to GS__DASH_WAIT_MS for one at most
  * @a max_age_ms old (HTTP threads). NULL when none could be had. */

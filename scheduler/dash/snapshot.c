@@ -1,6 +1,8 @@
 /* Building dashboard snapshots from the scheduler's state (loop thread) and freeing them (any
  * thread, at the last reference). See snapshot.h. */
 #include "scheduler/dash/dash_int.h"
+#include "scheduler/dash/names.h"
+#include "scheduler/dash/tally.h"
 #include "scheduler/sched_int.h"
 #include "common/time.h"
 #include "proto/mp.h"
@@ -16,14 +18,6 @@ const char *const gs__dstate_names[GS__DS_N] = {
 const double gs__dhist_le[GS__DHIST_N] = {1e-5, 1e-4, 1e-3, 1e-2, 0.1, 0.5, 1.0, 5.0, 30.0, 120.0};
 
 /* The dashboard state of a task state (GS__DS_N = not counted: culled). */
-static const uint8_t gs__dstate_of[] = {
-    [GS__TS_WAITING] = GS__DS_WAITING,   [GS__TS_READY] = GS__DS_READY,
-    [GS__TS_ASSIGNED] = GS__DS_PROCESSING, [GS__TS_MEMORY] = GS__DS_MEMORY,
-    [GS__TS_RELEASED] = GS__DS_RELEASED, [GS__TS_ERRED] = GS__DS_ERRED,
-    [GS__TS_CULLED] = GS__DS_N,          [GS__TS_DEFERRED] = GS__DS_READY,
-    [GS__TS_LOST] = GS__DS_WAITING,      [GS__TS_LOST_RUNNING] = GS__DS_PROCESSING,
-};
-
 void gs__dsnap_ref(gs__dsnap_t *snap)
 {
     if (snap != NULL) atomic_fetch_add_explicit(&snap->refs, 1, memory_order_relaxed);
@@ -60,21 +54,10 @@ void gs__dsnap_unref(gs__dsnap_t *snap)
     if (atomic_fetch_sub_explicit(&snap->refs, 1, memory_order_acq_rel) == 1) gs__dsnap_free(snap);
 }
 
-/* The operation a layer runs, from its bytes ([version, kind, ...], graph/layer_codec.c). */
-static const char *gs__dash_layer_kind(const gs__graph_t *g, uint32_t l)
-{
-    static const char *const kinds[] = {"fused", "combine", "literal", "copy", "linalg"};
-    gs_mp_reader_t r;
-    uint32_t n;
-    uint64_t version, kind;
-    gs_mp_reader_init(&r, g->layer_blob + g->layer_off[l], g->layer_off[l + 1] - g->layer_off[l]);
-    if (!gs_mp_read_array(&r, &n) || n < 2 || !gs_mp_read_u64(&r, &version) || !gs_mp_read_u64(&r, &kind)) return "layer";
-    return kind < sizeof kinds / sizeof kinds[0] ? kinds[kind] : "layer";
-}
-
-int gs__dgraph_fill(gs__dash_t *d, const gs__graph_t *g, gs__dgraph_t *out)
+int gs__dgraph_fill(gs__dash_t *d, gs__graph_t *g, gs__dgraph_t *out)
 {
     static const char *const phases[] = {"running", "done", "failed"};
+    const uint64_t *tally;
     uint64_t v;
     memset(out, 0, sizeof *out);
     out->id = g->id;
@@ -97,14 +80,18 @@ int gs__dgraph_fill(gs__dash_t *d, const gs__graph_t *g, gs__dgraph_t *out)
         return 0;
     }
     for (uint32_t l = 0; l < g->nlayers; l++) {
-        snprintf(out->layers[l].name, sizeof out->layers[l].name, "%s", gs__dash_layer_kind(g, l));
+        gs__dash_layer_name(g->layer_blob + g->layer_off[l], g->layer_off[l + 1] - g->layer_off[l],
+                            out->layers[l].name, sizeof out->layers[l].name);
     }
-    for (uint32_t t = 0; t < g->ntasks; t++) {
-        uint8_t ds = g->state[t] < sizeof gs__dstate_of ? gs__dstate_of[g->state[t]] : GS__DS_N;
-        uint32_t l = g->task_layer[t];
-        if (ds == GS__DS_N || l >= g->nlayers) continue;
-        out->layers[l].ntasks++;
-        out->layers[l].nstate[ds]++;
+    if ((tally = gs__dash_tally_get(g)) == NULL) {
+        gs__dgraph_cleanup(out);
+        return 0;
+    }
+    for (uint32_t l = 0; l < g->nlayers; l++) {
+        for (int k = 0; k < GS__DS_N; k++) {
+            out->layers[l].nstate[k] = tally[(size_t)l * GS__DS_N + k];
+            out->layers[l].ntasks += out->layers[l].nstate[k];
+        }
     }
     if (gs_u64map_get(&d->glr_index, g->id, &v)) {
         const gs__dglr_t *r = &d->glr.data[v - 1];

@@ -35,7 +35,8 @@ extern const double gs__dhist_le[GS__DHIST_N];
 /* One reported task (the task stream). Times in ns on gsched's monotonic clock. */
 typedef struct gs__devent {
     uint64_t seq;                /* 1, 2, ... in report order */
-    uint64_t end_ns;             /* when gsched received the report */
+    uint64_t start_ns;           /* the kernel's start and end on the worker, mapped to gsched's */
+    uint64_t end_ns;             /* clock (dash.c: start <= end <= when the report arrived) */
     uint64_t run_ns;             /* kernel time on the worker */
     uint64_t fetch_ns;           /* input fetch time on the worker */
     uint64_t graph;
@@ -71,7 +72,7 @@ typedef struct gs__dworker {
 } gs__dworker_t;
 
 typedef struct gs__dlayer {
-    char name[24];               /* "fused", "combine", ... from the layer's bytes */
+    char name[48];               /* "normal+add", "sum", "slice", ... (names.h) */
     uint64_t ntasks;             /* needed tasks of this layer */
     uint64_t nstate[GS__DS_N];
     uint64_t run_ns;             /* kernel time reported for it */

@@ -203,8 +203,11 @@ Test(dashboard, endpoints_describe_the_job_that_ran, .init = up, .fini = down)
             const char *name = json_string_value(json_object_get(e, "name"));
             sum += json_integer_value(json_object_get(e, "total"));
             cr_assert_eq(json_integer_value(json_object_get(e, "done")), json_integer_value(json_object_get(e, "total")));
-            if (strcmp(name, "fused") == 0) fused += json_integer_value(json_object_get(e, "total"));
-            if (strcmp(name, "combine") == 0) combine += json_integer_value(json_object_get(e, "total"));
+            /* operation names say what the layer computes: arange (index * step + start), + 1, sum;
+             * then the tree */
+            if (strcmp(name, "arange+mul+add+sum") == 0) fused += json_integer_value(json_object_get(e, "total"));
+            else if (strcmp(name, "combine-sum") == 0) combine += json_integer_value(json_object_get(e, "total"));
+            else cr_assert_fail("layer named '%s'", name);
         }
         cr_assert_eq(sum, 44);
         cr_assert_eq(fused, 40);
@@ -212,10 +215,13 @@ Test(dashboard, endpoints_describe_the_job_that_ran, .init = up, .fini = down)
     }
     cr_assert(json_real_value(json_object_get(g, "t_end")) >= json_real_value(json_object_get(g, "t_start")));
 
-    /* tasks: one report per task of the graph, on the two workers, in order, start <= end */
+    /* tasks: one report per task of the graph, on the two workers, in order; each kernel's
+     * interval (the worker's own stamps, mapped onto gsched's clock) within the job's wall time */
     t = get_json("/api/tasks?since=0", NULL);
     {
         json_int_t gid = json_integer_value(json_object_get(g, "id")), prev = 0, seen = 0;
+        double g0 = json_real_value(json_object_get(g, "t_start")), g1 = json_real_value(json_object_get(g, "t_end"));
+        double last_end = g0;
         char *hit = calloc(44, 1);
         json_array_foreach(json_object_get(t, "tasks"), i, e) {
             json_int_t task = json_integer_value(json_object_get(e, "task"));
@@ -225,13 +231,22 @@ Test(dashboard, endpoints_describe_the_job_that_ran, .init = up, .fini = down)
             if (json_integer_value(json_object_get(e, "graph")) != gid) continue;
             cr_assert(wid == ids[0] || wid == ids[1]);
             cr_assert_lt(json_integer_value(json_object_get(e, "layer")), nlayers);
-            cr_assert(json_real_value(json_object_get(e, "start")) <= json_real_value(json_object_get(e, "end")));
+            {
+                double ts = json_real_value(json_object_get(e, "start")), te = json_real_value(json_object_get(e, "end"));
+                /* one host: the clocks agree, the mapping only ever makes times later (by the
+                 * fastest batch's delay), never past the report's receipt */
+                cr_assert(ts <= te, "task %ld: start %.9f after end %.9f", (long)task, ts, te);
+                cr_assert(ts >= g0, "task %ld started at %.9f before its graph (%.9f)", (long)task, ts, g0);
+                cr_assert(te <= g1, "task %ld ended at %.9f after its graph (%.9f)", (long)task, te, g1);
+                if (te > last_end) last_end = te;
+            }
             cr_assert_eq(json_integer_value(json_object_get(e, "status")), 0);
             cr_assert(task >= 0 && task < 44 && !hit[task], "task %ld twice or out of range", (long)task);
             hit[task] = 1;
             seen++;
         }
         cr_assert_eq(seen, 44);
+        cr_assert_gt(last_end, g0, "no task of the graph ended after it started");
         free(hit);
         mine = (uint64_t)json_integer_value(json_object_get(t, "next"));
         cr_assert_eq(mine, 44);
@@ -271,7 +286,8 @@ Test(dashboard, endpoints_describe_the_job_that_ran, .init = up, .fini = down)
         cr_assert_null(strstr(r.body, "__GS_REPORT_DATA__"));
         cr_assert_null(strstr(r.body, "__GS_COLOURS__"));
         cr_assert_not_null(strstr(r.body, "function gsColour"), "the colours are inlined");
-        cr_assert_not_null(strstr(r.body, "\"combine\""));
+        cr_assert_not_null(strstr(r.body, "\"arange+mul+add+sum\""), "the report names the operations");
+        cr_assert_not_null(strstr(r.body, "\"combine-sum\""));
         cr_assert_null(strstr(r.body, "src=\"http"));
         cr_assert_null(strstr(r.body, "<link"));
         th_resp_free(&r);

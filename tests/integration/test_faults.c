@@ -361,7 +361,8 @@ Test(integration_faults, a_rogue_worker_without_the_token_cannot_register_or_cha
         send_msg(fds[i], &out);
         out = (gs_msg_t){.type = GS_MSG_TASK_DONE,
                          .u.task_done = {.n = 1, .graph_id = &one, .task_id = &zero, .status = &ok,
-                                         .nbytes = &one, .run_ns = &one, .fetch_ns = &one}};
+                                         .nbytes = &one, .run_ns = &one, .fetch_ns = &one,
+                                         .start_ns = &one, .end_ns = &one}};
         send_msg(fds[i], &out);
         cr_assert(recv_frame(fds[i], &m, 10.0), "no refusal");
         cr_assert_eq(m.type, GS_MSG_ERROR, "the rogue got %s", gs_msg_type_name(m.type));

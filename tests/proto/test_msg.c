@@ -289,7 +289,7 @@ Test(proto_msg, survives_random_payloads)
 static const char *const schema[GS_MSG_TYPE_MAX] = {
     [GS_MSG_HELLO] = "uussb", [GS_MSG_WELCOME] = "uuub", [GS_MSG_WORKER_REGISTER] = "sssiuuub",
     [GS_MSG_HEARTBEAT] = "uuuuuuuuuuu", [GS_MSG_PEERS] = "PCq", [GS_MSG_GRAPH_SUBMIT] = "uuLCwqoDqCkCq",
-    [GS_MSG_GRAPH_ACCEPTED] = "uu", [GS_MSG_TASK_ASSIGN] = "uLlCqwqoKDD", [GS_MSG_TASK_DONE] = "Cqqxqqqe",
+    [GS_MSG_GRAPH_ACCEPTED] = "uu", [GS_MSG_TASK_ASSIGN] = "uLlCqwqoKDD", [GS_MSG_TASK_DONE] = "Cqqxqqqeuqq",
     [GS_MSG_RELEASE] = "Ck", [GS_MSG_GATHER_REQ] = "uCk", [GS_MSG_DATA] = "uuuib", [GS_MSG_FETCH_REQ] = "uuuu",
     [GS_MSG_PROGRESS] = "uuu", [GS_MSG_GRAPH_DONE] = "uisuuu", [GS_MSG_CANCEL] = "u", [GS_MSG_RELEASE_GRAPH] = "u",
     [GS_MSG_ERROR] = "is", [GS_MSG_SHUTDOWN] = "", [GS_MSG_INFO_REQ] = "", [GS_MSG_INFO] = "uuuuS",
@@ -618,10 +618,12 @@ Test(proto_msg, rejects_declared_sizes_larger_than_the_data)
     expect_payload_error(&b, "task_layer has 0 bytes");
 
     /* task-done with n = UINT64_MAX */
-    hand_payload(&b, &w, 9, GS_MSG_TASK_DONE);
+    hand_payload(&b, &w, 12, GS_MSG_TASK_DONE);
     gs_mp_write_u64(&w, UINT64_MAX);
     for (int i = 0; i < 6; i++) gs_mp_write_bin(&w, "\0\0\0\0\0\0\0\0", 8);
     gs_mp_write_array(&w, 0);
+    gs_mp_write_u64(&w, 0);
+    for (int i = 0; i < 2; i++) gs_mp_write_bin(&w, "\0\0\0\0\0\0\0\0", 8);
     expect_proto_no_alloc(b.data, b.len, "n = 2^64-1", 0);
 
     /* an array of layers declaring 2^32-1 entries */
@@ -651,7 +653,7 @@ Test(proto_msg, rejects_semantic_errors)
 
     /* error count != failed statuses */
     int32_t status[2] = {0, -42};
-    hand_payload(&b, &w, 9, GS_MSG_TASK_DONE);
+    hand_payload(&b, &w, 12, GS_MSG_TASK_DONE);
     gs_mp_write_u64(&w, 2);
     gs_mp_write_bin(&w, "\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0", 16);
     gs_mp_write_bin(&w, "\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0", 16);
@@ -660,6 +662,8 @@ Test(proto_msg, rejects_semantic_errors)
     gs_mp_write_array(&w, 2);
     gs_mp_write_str(&w, "a", 1);
     gs_mp_write_str(&w, "b", 1);
+    gs_mp_write_u64(&w, 0);
+    for (int i = 0; i < 2; i++) gs_mp_write_bin(&w, "\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0", 16);
     expect_payload_error(&b, "2 error messages for 1 failed tasks");
 
     /* unknown role */

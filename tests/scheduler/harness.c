@@ -408,6 +408,8 @@ void tw_done(tp_t *w, uint64_t graph, const uint64_t *tasks, int n, int32_t stat
     m.u.task_done.nbytes = nb;
     m.u.task_done.run_ns = run;
     m.u.task_done.fetch_ns = fetch;
+    m.u.task_done.start_ns = fetch;   /* a fake worker's clock: kernels from 0 to run_ns */
+    m.u.task_done.end_ns = run;
     m.u.task_done.nerrors = status == GS_OK ? 0 : (uint32_t)n;
     m.u.task_done.errors = errs;
     tp_send(w, &m);

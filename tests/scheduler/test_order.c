@@ -214,6 +214,8 @@ static void done_run(tp_t *w, uint64_t gid, const uint64_t *tasks, int n, uint64
     m.u.task_done.nbytes = nb;
     m.u.task_done.run_ns = run;
     m.u.task_done.fetch_ns = fetch;
+    m.u.task_done.start_ns = fetch;
+    m.u.task_done.end_ns = run;
     tp_send(w, &m);
 }
 
@@ -580,6 +582,8 @@ static void fw_run(sim_t *s, fw_t *f)
     m.u.task_done.nbytes = nb;
     m.u.task_done.run_ns = run;
     m.u.task_done.fetch_ns = fetch;
+    m.u.task_done.start_ns = fetch;
+    m.u.task_done.end_ns = run;
     tp_send(f->p, &m);
 }
 

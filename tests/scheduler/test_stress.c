@@ -140,6 +140,8 @@ static void fw_run(sim_t *s, fw_t *f, int n)
     m.u.task_done.nbytes = nb;
     m.u.task_done.run_ns = run;
     m.u.task_done.fetch_ns = fetch;
+    m.u.task_done.start_ns = fetch;
+    m.u.task_done.end_ns = run;
     m.u.task_done.nerrors = nerr;
     m.u.task_done.errors = errs;
     tp_send(f->p, &m);

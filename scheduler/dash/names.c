@@ -1,0 +1,101 @@
+/* Readable operation names of a graph's layers for the dashboard and the report (names.h),
+ * decoded from the layers' bytes with the graph library's codec. */
+#include "scheduler/dash/names.h"
+
+#include "graph/graph_internal.h"
+#include "graph/kernel.h"
+#include "graph/taskgraph.h"
+#include "proto/mp.h"
+
+#include <string.h>
+
+static const char *const gs__dop_names[] = {
+#define GS__DOP_NAME(sym, val, name, arity) [val] = name,
+    GS_OPCODE_MAP(GS__DOP_NAME)
+#undef GS__DOP_NAME
+};
+
+/* Append part @a s (its first @a n bytes) to the name in @a out (@a cap bytes) unless it is
+ * there already, joined by '+'; once a part does not fit, the name ends with "+..." (whole
+ * parts dropped to make room; "..." alone when none fits). */
+static void gs__dname_add(char *out, size_t cap, const char *s, size_t n)
+{
+    size_t len = strlen(out);
+    for (const char *p = out; n > 0 && *p != '\0';) {   /* the parts so far, between '+' */
+        const char *e = strchr(p, '+');
+        size_t pn = e != NULL ? (size_t)(e - p) : strlen(p);
+        if (pn == n && memcmp(p, s, n) == 0) return;
+        if (pn == 3 && memcmp(p, "...", 3) == 0) return;
+        p += pn + (e != NULL);
+    }
+    if (n == 0) return;
+    if (len + (len > 0) + n + 1 > cap) {   /* drop whole parts until "+..." fits */
+        while (len > 0 && len + 5 > cap) {
+            char *plus = strrchr(out, '+');
+            len = plus != NULL ? (size_t)(plus - out) : 0;
+            out[len] = '\0';
+        }
+        if (len > 0) memcpy(out + len, "+...", 5);
+        else if (cap >= 4) memcpy(out, "...", 4);
+        return;
+    }
+    if (len > 0) out[len++] = '+';
+    memcpy(out + len, s, n);
+    out[len + n] = '\0';
+}
+
+/* The name of a fused layer: its random and index leaves, its operations (without the "_imm"
+ * of scalar forms), then its reduction; a program of chunk leaves and nothing else is a slice. */
+static void gs__dname_fused(const gs_layer_t *l, char *out, size_t cap)
+{
+    static const char *const leaves[GS_LEAF_KIND_COUNT] = {NULL, "normal", "uniform", "arange"};
+    for (int32_t k = 0; k < l->u.f.nleaves; k++) {
+        int32_t kind = l->u.f.leaves[k].kind;
+        if (kind > 0 && kind < GS_LEAF_KIND_COUNT) gs__dname_add(out, cap, leaves[kind], strlen(leaves[kind]));
+    }
+    for (int32_t i = 0; i < l->u.f.nprog; i++) {
+        int32_t op = l->u.f.prog[i].op;
+        const char *name, *imm;
+        if (op == GS_OP_LEAF || op == GS_OP_CONST || op < 0 ||
+            (size_t)op >= sizeof gs__dop_names / sizeof gs__dop_names[0] || (name = gs__dop_names[op]) == NULL) {
+            continue;
+        }
+        imm = strstr(name, "_imm");
+        gs__dname_add(out, cap, name, imm != NULL ? (size_t)(imm - name) : strlen(name));
+    }
+    if (l->u.f.terminal == GS_TERM_REDUCE) {
+        const char *r = gs_layer_name(l);
+        if (strncmp(r, "reduce-", 7) == 0) r += 7;
+        gs__dname_add(out, cap, r, strlen(r));
+    }
+    if (out[0] == '\0') gs__dname_add(out, cap, "slice", 5);
+}
+
+void gs__dash_layer_name(const uint8_t *bytes, size_t len, char *out, size_t cap)
+{
+    gs_mp_reader_t r;
+    uint32_t n;
+    uint64_t version, kind;
+    gs_layer_t *l = NULL;
+
+    if (cap == 0) return;
+    out[0] = '\0';
+    /* a literal layer carries its data: named from its kind, not decoded */
+    gs_mp_reader_init(&r, bytes, len);
+    if (gs_mp_read_array(&r, &n) && n >= 2 && gs_mp_read_u64(&r, &version) && gs_mp_read_u64(&r, &kind) &&
+        kind == GS_LAYER_LITERAL) {
+        gs__dname_add(out, cap, "literal", 7);
+        return;
+    }
+    if (gs_layer_decode(bytes, len, &l) != GS_OK) {
+        gs__dname_add(out, cap, "layer", 5);
+        return;
+    }
+    if (gs_layer_kind(l) == GS_LAYER_FUSED) {
+        gs__dname_fused(l, out, cap);
+    } else {
+        const char *name = gs_layer_name(l);
+        gs__dname_add(out, cap, name, strlen(name));
+    }
+    gs_layer_free(l);
+}
