@@ -637,6 +637,7 @@ gs_status_t gs__io_start(gs_client_h c, const char *host, int port)
     cp.close_cb = gs__close_cb;
     cp.connect_cb = gs__connect_cb;
     cp.arg = c;
+    cp.tls = c->tls;
     if ((status = gs_conn_connect(&c->loop, host, port, &cp, &c->conn)) != GS_OK) goto err_loop;
     snprintf(c->hs_name, sizeof(c->hs_name), "client-%d", (int)getpid());
     if ((status = gs_hs_peer_hello(&c->hs, c->token, GS_ROLE_CLIENT, c->hs_name, &hello)) != GS_OK ||
