@@ -314,3 +314,49 @@ Test(integration_tls, no_token_on_a_public_address_only_with_client_certificates
     close(fd);
     cr_assert(strstr(seen, "without a cluster token") != NULL, "%s", seen);
 }
+
+Test(integration_tls, local_cluster_launcher_passes_tls_through)
+{
+    char bin[PATH_MAX], ca[PATH_MAX], cert[PATH_MAX], key[PATH_MAX], addr[96], seen[8192];
+    const char *argv[] = {tp_bin("gs-local-cluster", bin, sizeof(bin)), "--port", "0", "--nworkers", "2",
+                          "--backend", "cpu", "--nthreads", "1", "--dashboard-address", "none",
+                          "--tls-ca-file", path("ca.pem", ca, sizeof(ca)), "--tls-cert",
+                          path("server.pem", cert, sizeof(cert)), "--tls-key", path("server.key", key, sizeof(key)),
+                          "--tls-require-client-cert", NULL};
+    tcluster_t c;
+    gs_client_h client = NULL;
+    gs_array_h x, y, r;
+    double sum, want = 0;
+    int fd;
+    /* gsched serves server.pem and the workers present it too (it has no extendedKeyUsage, so
+     * it is valid for both ends) */
+    cr_assert_gt(tp_spawn(argv, &fd, "tls-test-token"), 0);
+    cr_assert(tp_read_line(fd, "gs-local-cluster ready ", addr, sizeof(addr), seen, sizeof(seen), 60.0),
+              "gs-local-cluster with TLS did not become ready: %s", seen);
+    memset(&c, 0, sizeof(c));
+    snprintf(c.address, sizeof(c.address), "%s", addr);
+    {
+        char cap[PATH_MAX], lc[PATH_MAX], lk[PATH_MAX];
+        gs_client_params_t p;
+        memset(&p, 0, sizeof(p));
+        p.address = c.address;
+        p.field_mask = GS_CLIENT_FIELD_TIMEOUT | GS_CLIENT_FIELD_TLS | GS_CLIENT_FIELD_TOKEN;
+        p.token = "tls-test-token";
+        p.timeout_s = 20.0;
+        p.tls_ca_file = path("ca.pem", cap, sizeof(cap));
+        p.tls_cert = path("client.pem", lc, sizeof(lc));
+        p.tls_key = path("client.key", lk, sizeof(lk));
+        OK(gs_client_connect(&p, &client));
+    }
+    OK(gs_client_wait_for_workers(client, 2, 30.0));
+    y = shifted(200, 50, &x);
+    OK(gs_array_reduce(GS_RED_SUM, y, NULL, &r));
+    OK(gs_client_compute_scalar(client, r, &sum));
+    for (int64_t i = 0; i < 200 * 200; i++) want += gs_random_normal(0, (uint64_t)i, 10, 1) + 1.0;
+    cr_assert(ref_rel(sum, want) <= 1e-12, "%.17g vs %.17g", sum, want);
+    gs_array_release(x);
+    gs_array_release(y);
+    gs_array_release(r);
+    gs_client_destroy(client);
+    close(fd);
+}
