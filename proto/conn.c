@@ -864,6 +864,7 @@ static void gs__conn_connect_cb(uv_connect_t *req, int status)
 
     c->connecting = 0;
     if (status < 0) {
+        c->tls_connect_pending = 0;  /* reported here */
         gs_status_t st = status == UV_ECANCELED ? GS_ERR_CANCELED : gs_status_from_uv(status, "connect");
         GS_LOG_DEBUG("connection to %s failed: %s", c->peer_name, uv_strerror(status));
         if (c->params.connect_cb != NULL) c->params.connect_cb(c, st, c->params.arg);
