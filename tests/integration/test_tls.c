@@ -284,12 +284,20 @@ Test(integration_tls, plain_client_to_a_tls_scheduler_fails_cleanly)
     char log[8192];
     gs_status_t st;
     start_sched(&c, 0);
+    char sched_log[16384];
+    int status;
     st = connect_logged(&c, 0, NULL, NULL, log, sizeof(log));
     cr_assert_neq(st, GS_OK, "a plain client got through a TLS port");
     cr_assert(tp_alive(c.sched));
     OK(connect_client(&c, 1, "ca.pem", NULL, &client));
     cr_assert_eq(gs_client_nworkers(client), 0);
     gs_client_destroy(client);
+    /* gsched said why: the plain client's first bytes are no TLS record */
+    kill(c.sched, SIGTERM);
+    cr_assert(tp_wait_exit(c.sched, &status, 30.0));
+    cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "gsched status %d", status);
+    tp_read_all(c.sched_out, sched_log, sizeof(sched_log), 5.0);
+    cr_assert(strstr(sched_log, "tls handshake failed") != NULL, "gsched log: %s", sched_log);
 }
 
 Test(integration_tls, no_token_on_a_public_address_only_with_client_certificates)
