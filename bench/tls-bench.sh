@@ -3,6 +3,8 @@
 # loopback, alternating plain TCP and TLS (mutual: client certificates required) runs.
 # Certificates are made here by the openssl CLI in a temporary directory.
 #   bench/tls-bench.sh [BIN_DIR] [ROUNDS] [TASKS]   (defaults: build/bin 3 200000)
+# GS_TLS_BENCH="slice3 --n 12000 --chunk 1000" runs that gs-bench command instead of tasks
+# (x[::3] of a 12000^2 array: 384 MB gathered through the client's control connection).
 set -euo pipefail
 bin=${1:-build/bin}
 rounds=${2:-3}
@@ -33,7 +35,8 @@ run() {  # $1: plain|tls
     "$bin/gworker" "$addr" --name "w$i" --backend cpu --nthreads 1 "${extra[@]}" 2>/dev/null &
     pids+=($!)
   done
-  "$bin/gs-bench" tasks --tasks "$tasks" --workers 2 --scheduler "$addr" "${extra[@]}" | tail -1 |
+  # shellcheck disable=SC2086
+  "$bin/gs-bench" ${GS_TLS_BENCH:-tasks --tasks $tasks} --workers 2 --scheduler "$addr" "${extra[@]}" | tail -1 |
     sed "s/^/$1 /"
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
