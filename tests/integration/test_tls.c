@@ -198,7 +198,7 @@ static gs_array_h shifted(int64_t n, int64_t chunk, gs_array_h *x_p)
     return y;
 }
 
-TestSuite(integration_tls, .init = setup, .fini = teardown, .timeout = 240);
+TestSuite(integration_tls, .init = setup, .fini = teardown);  /* alarm() bounds each test */
 
 Test(integration_tls, job_runs_with_exact_results_over_mutual_tls)
 {
