@@ -2,13 +2,14 @@
 # One GPU-machine session: build with CUDA, run the benchmarks, then the whole suite (CUDA tests
 # enabled, integration tests also with CUDA workers). Logs go to $OUT (or ./gpu-out). For a host
 # without a package registry, carry .devdeps (../shared/offline-deps/README.md):
-#   source .devdeps/env.sh && bash bench/gpu-session.sh [bench|move|linalg|scale|robust|tests|svd|spill|dash|all]
+#   source .devdeps/env.sh && bash bench/gpu-session.sh [bench|move|linalg|scale|robust|tests|svd|spill|dash|tls|all]
 # bench: kernels + seed reductions; move: transfers, transpose-sum, slice3 (issue 5);
 # linalg: dot, svd (issue 6); scale: tiny tasks, 1 M-chunk seed, worker kill (issue 7);
 # robust: 300-job soak and socket fuzzing with CUDA workers (issue 12);
 # svd: the Gram-path SVD against TSQR, its CUDA kernel and integration tests, dot (issue 19).
 # spill: arrays beyond the workers' memory (issue 13).
 # dash: dashboard overhead and hostile load, a performance report (issue 14).
+# tls: gs-bench tasks with and without TLS on the control connections, alternating (issue 15).
 # GS_TARGETS="a b ..." builds only those targets (a shorter build for one stage).
 set -uo pipefail
 what=${1:-all}
@@ -159,4 +160,8 @@ if [ "$what" = svd ]; then
     run $B/gs-bench dot --n 40000 --chunk 10000 --workers 1 --backend cuda --repeat 3
   } 2>"$out/svd.err" | tee "$out/svd.jsonl"
   grep -E "failed|error" "$out/svd.err" | head -8
+fi
+if [ "$what" = tls ]; then
+  # tls: needs the targets gs-bench gsched gworker; the CPU figures of a quiet host
+  bash bench/tls-bench.sh build-gpu/bin 5 200000 2>"$out/tls.err" | tee "$out/tls.txt" | cut -c1-160
 fi

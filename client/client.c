@@ -19,8 +19,8 @@ _Static_assert(sizeof(gs_key_t) == 2 * sizeof(uint64_t), "gs_key_t must be two p
 #define GS__CLIENT_FIELDS_KNOWN                                                                  \
     (GS_CLIENT_FIELD_TOKEN | GS_CLIENT_FIELD_TIMEOUT | GS_CLIENT_FIELD_LOCAL_NWORKERS |          \
      GS_CLIENT_FIELD_LOCAL_BACKEND | GS_CLIENT_FIELD_LOWER_FLAGS | GS_CLIENT_FIELD_PROGRESS |    \
-     GS_CLIENT_FIELD_BIN_DIR | GS_CLIENT_FIELD_LOCAL_MEMORY | GS_CLIENT_FIELD_PROGRESS_BAR |   \
-     GS_CLIENT_FIELD_LOCAL_DASHBOARD)
+     GS_CLIENT_FIELD_BIN_DIR | GS_CLIENT_FIELD_LOCAL_MEMORY | GS_CLIENT_FIELD_PROGRESS_BAR | \
+     GS_CLIENT_FIELD_LOCAL_DASHBOARD | GS_CLIENT_FIELD_TLS)
 
 /* What gs_client_connect takes from its params once they are checked. */
 typedef struct gs__connect_args {
@@ -82,6 +82,9 @@ static gs_status_t gs__params_check(const gs_client_params_t *params, gs__connec
                                            &args->port);
         if (status != GS_OK) return status;
     }
+    if ((params->field_mask & GS_CLIENT_FIELD_TLS) && args->is_local)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "gs_client_connect: TLS is for remote addresses; a "
+                                                  "\"local\" cluster is reached on loopback");
     if (params->field_mask & GS_CLIENT_FIELD_TOKEN)
         args->token = params->token;
     else
@@ -130,6 +133,14 @@ static gs_status_t gs__client_new(const gs_client_params_t *params, const char *
         gs_free(c->token);
         gs_free(c);
         return gs_error_set(GS_ERR_NO_RESOURCE, "cannot create a condition variable");
+    }
+    if (params->field_mask & GS_CLIENT_FIELD_TLS) {
+        gs_tls_config_t tc = {params->tls_ca_file, params->tls_cert, params->tls_key, 0};
+        gs_status_t st = gs_tls_ctx_create(&tc, 0, &c->tls);
+        if (st != GS_OK) {
+            gs__client_free(c);
+            return st;
+        }
     }
     *client_p = c;
     return GS_OK;

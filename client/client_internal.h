@@ -178,6 +178,7 @@ struct gs_client {
 
     /* configuration */
     char *token;
+    gs_tls_ctx_t *tls;          /* NULL: plain TCP (GS_CLIENT_FIELD_TLS) */
     char hs_name[32];           /* the name HELLO gives ("client-PID") */
     gs_hs_peer_t hs;            /* I/O thread: the handshake (CONNECTING) */
     char address[288];

@@ -43,6 +43,7 @@ void gs__client_free(gs_client_h c)
     uv_cond_destroy(&c->cond);
     uv_mutex_destroy(&c->mu);
     gs_free(c->token);
+    gs_tls_ctx_destroy(c->tls);
     gs_free(c);
 }
 

@@ -567,7 +567,8 @@ static void gs__close_cb(gs_conn_t *conn, gs_status_t reason, void *arg)
         c->fail_status = reason == GS_OK ? GS_ERR_CONN_CLOSED : reason;
         if (c->fail_status == GS_ERR_CONN_CLOSED || c->fail_status == GS_ERR_IO)
             snprintf(c->fail_message, sizeof(c->fail_message), "the scheduler at %s closed the "
-                     "connection during the handshake (wrong token or version?)", c->address);
+                     "connection during the handshake (wrong token or version%s?)", c->address,
+                     c->tls == NULL ? ", or it requires TLS" : "");
         else
             snprintf(c->fail_message, sizeof(c->fail_message), "cannot connect to the scheduler "
                      "at %s: %s", c->address, gs_status_string(c->fail_status));
@@ -637,6 +638,7 @@ gs_status_t gs__io_start(gs_client_h c, const char *host, int port)
     cp.close_cb = gs__close_cb;
     cp.connect_cb = gs__connect_cb;
     cp.arg = c;
+    cp.tls = c->tls;
     if ((status = gs_conn_connect(&c->loop, host, port, &cp, &c->conn)) != GS_OK) goto err_loop;
     snprintf(c->hs_name, sizeof(c->hs_name), "client-%d", (int)getpid());
     if ((status = gs_hs_peer_hello(&c->hs, c->token, GS_ROLE_CLIENT, c->hs_name, &hello)) != GS_OK ||

@@ -57,6 +57,8 @@ typedef struct gs__opts {
     int watch_stdin;
     double ready_timeout_s;
     int affinity;
+    const char *tls_ca_file, *tls_cert, *tls_key;  /* all or none */
+    int tls_require_client_cert;
 } gs__opts_t;
 
 static gs__child_t g_sched;
@@ -97,6 +99,12 @@ static void gs__usage(FILE *f)
             "  --watch-stdin             stop everything when stdin reaches EOF\n"
             "  --ready-timeout SECONDS   give up if not ready by then (default 60)\n"
             "  --no-affinity             do not pin GPU workers to their GPU's NUMA node\n"
+            "  --tls-ca-file F --tls-cert F --tls-key F  TLS on every control connection: gsched\n"
+            "                            serves this certificate (its IP or name must match the\n"
+            "                            address workers use: 127.0.0.1 for a loopback or wildcard\n"
+            "                            --host), the workers and this program present it as their\n"
+            "                            client certificate and trust the CA file\n"
+            "  --tls-require-client-cert gsched refuses peers without a certificate from the CA\n"
             "  --help                    this text\n"
             "  --version                 print the version and whether the build has CUDA\n");
 }
@@ -114,6 +122,19 @@ static int gs__parse_int(const char *opt, const char *s, long lo, long hi, long 
     }
     *v = x;
     return 1;
+}
+
+/* Append the TLS options of @a o to a gsched (@a server) or gworker command line. */
+static void gs__tls_args(const gs__opts_t *o, char **av, int *ac, int server)
+{
+    if (o->tls_ca_file == NULL) return;
+    av[(*ac)++] = "--tls-ca-file";
+    av[(*ac)++] = (char *)o->tls_ca_file;
+    av[(*ac)++] = "--tls-cert";
+    av[(*ac)++] = (char *)o->tls_cert;
+    av[(*ac)++] = "--tls-key";
+    av[(*ac)++] = (char *)o->tls_key;
+    if (server && o->tls_require_client_cert) av[(*ac)++] = "--tls-require-client-cert";
 }
 
 static int gs__parse_opts(int argc, char **argv, gs__opts_t *o)
@@ -195,6 +216,12 @@ static int gs__parse_opts(int argc, char **argv, gs__opts_t *o)
             }
             gs_log_set_level(lvl);
             o->log_level = val;
+        } else if (strcmp(a, "--tls-ca-file") == 0 || strcmp(a, "--tls-cert") == 0 ||
+                   strcmp(a, "--tls-key") == 0) {
+            GS__NEEDS_VALUE();
+            *(a[6] == 'c' && a[7] == 'a' ? &o->tls_ca_file : a[6] == 'c' ? &o->tls_cert : &o->tls_key) = val;
+        } else if (strcmp(a, "--tls-require-client-cert") == 0) {
+            o->tls_require_client_cert = 1;
         } else if (strcmp(a, "--dashboard-address") == 0) {
             GS__NEEDS_VALUE();
             o->dashboard = val;
@@ -220,6 +247,11 @@ static int gs__parse_opts(int argc, char **argv, gs__opts_t *o)
             return 2;
         }
 #undef GS__NEEDS_VALUE
+    }
+    if ((o->tls_ca_file == NULL) != (o->tls_cert == NULL) || (o->tls_cert == NULL) != (o->tls_key == NULL) ||
+        (o->tls_require_client_cert && o->tls_ca_file == NULL)) {
+        fprintf(stderr, "gs-local-cluster: TLS needs --tls-ca-file, --tls-cert and --tls-key together\n");
+        return 2;
     }
     if (o->token == NULL || o->token[0] == '\0') {
         /* no token given: one of our own, so nobody else on this machine can join the cluster */
@@ -544,7 +576,7 @@ int main(int argc, char **argv)
     /* gsched */
     {
         char port_s[16];
-        char *av[16];
+        char *av[24];
         int ac = 0;
         snprintf(port_s, sizeof(port_s), "%d", o.port);
         av[ac++] = gsched_path;
@@ -560,6 +592,7 @@ int main(int argc, char **argv)
             av[ac++] = "--dashboard-address";
             av[ac++] = (char *)o.dashboard;
         }
+        gs__tls_args(&o, av, &ac, 1);
         av[ac] = NULL;
         g_sched.pid = gs__spawn(av, out_pipe[1], NULL, NULL, 0, o.token);
         if (g_sched.pid < 0) return 1;
@@ -639,6 +672,7 @@ int main(int argc, char **argv)
             av[ac++] = "--log-level";
             av[ac++] = (char *)o.log_level;
         }
+        gs__tls_args(&o, av, &ac, 0);
         av[ac] = NULL;
         w->pid = gs__spawn(av, -1, use_cuda ? w->cvd : NULL, have_cpus ? &cpus : NULL, g_pgid,
                            o.token);
@@ -655,6 +689,12 @@ int main(int argc, char **argv)
     cp.address = worker_addr;
     cp.field_mask = GS_CLIENT_FIELD_TIMEOUT | GS_CLIENT_FIELD_TOKEN;
     cp.token = o.token;
+    if (o.tls_ca_file != NULL) {
+        cp.field_mask |= GS_CLIENT_FIELD_TLS;
+        cp.tls_ca_file = o.tls_ca_file;
+        cp.tls_cert = o.tls_cert;
+        cp.tls_key = o.tls_key;
+    }
     cp.timeout_s = deadline - gs_now_s() > 0.1 ? deadline - gs_now_s() : 0.1;
     if (gs_client_connect(&cp, &client) != GS_OK) {
         fprintf(stderr, "gs-local-cluster: cannot connect to gsched at %s: %s\n", worker_addr,

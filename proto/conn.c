@@ -22,6 +22,12 @@
  * The rest of a waiting frame (it is larger than one read) is still in the socket, so
  * restarting the reads is enough to resume it.
  *
+ * TLS (params.tls set; proto/tls.c): received ciphertext goes through the session and its
+ * plaintext into the frame reader (always through rbuf); each frame is encrypted as a whole
+ * into the request's cipher buffer when it is submitted, and handshake records go out as
+ * requests without a frame. Frames wait in the wait list until the TLS handshake completes; a
+ * client's connect_cb reports the handshake's outcome, not the TCP connection's.
+ *
  * Closing: the first gs_conn_close() wins. An error reason uv_close()s at once, which cancels
  * queued writes; GS_OK waits for the connection attempt if one is under way, then uv_shutdown()s
  * (which completes after every queued write) and uv_close()s. close_cb runs from the uv_close
@@ -55,6 +61,7 @@ typedef struct gs__wreq {
     const uint8_t *tail;    /* borrowed bytes that follow data (gs_conn_send_data) */
     gs_conn_release_cb release;
     void *release_arg;
+    uint8_t *cipher;        /* owned: TLS records written instead of data + tail */
 } gs__wreq_t;
 
 struct gs_conn {
@@ -77,6 +84,8 @@ struct gs_conn {
     unsigned handles_open : 2;     /* tcp and trim_timer not yet closed */
     unsigned budget_wait : 1;      /* reading stopped until params.budget has room for want */
     unsigned has_addr : 1;         /* peer_addr is known */
+    unsigned tls_connect_pending : 1;  /* TLS client: connect_cb not yet called */
+    gs_tls_session_t *tls;         /* NULL without TLS */
     uint64_t charged;              /* bytes of the frame in progress charged to params.budget */
     uint64_t want;                 /* bytes waited for (budget_wait) */
     gs_conn_t *wait_next;          /* next connection waiting for the budget */
@@ -194,6 +203,8 @@ void gs_conn_budget_init(gs_conn_budget_t *b, uint64_t limit)
 static void gs__conn_read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf);
 static void gs__conn_fail(gs_conn_t *c, gs_status_t reason);
 static void gs__conn_alloc_cb(uv_handle_t *handle, size_t suggested, uv_buf_t *buf);
+static void gs__conn_tls_flush(gs_conn_t *c);
+static gs_status_t gs__conn_tls_feed(gs_conn_t *c, size_t n);
 
 static void gs__budget_charge(gs_conn_budget_t *b, gs_conn_t *c, uint64_t bytes)
 {
@@ -320,6 +331,7 @@ static int gs__conn_budget_charge(gs_conn_t *c)
 static void gs__conn_free_wreq(gs__wreq_t *w, gs_status_t status)
 {
     if (w->release != NULL) w->release(w->release_arg, status);
+    gs_free(w->cipher);
     gs_free(w->data);
     gs_free(w);
 }
@@ -331,9 +343,14 @@ static void gs__conn_closed_cb(uv_handle_t *handle)
     if (--c->handles_open > 0) return;
     gs_assert(c->wait_head == NULL);
     if (!c->silent) {
+        if (c->tls_connect_pending && c->params.connect_cb != NULL) {
+            c->params.connect_cb(c, c->close_reason != GS_OK ? c->close_reason : GS_ERR_CONN_CLOSED,
+                                 c->params.arg);
+        }
         GS_LOG_DEBUG("connection %s closed: %s", c->peer_name, gs_status_string(c->close_reason));
         c->params.close_cb(c, c->close_reason, c->params.arg);
     }
+    gs_tls_session_destroy(c->tls);
     gs_frame_reader_cleanup(&c->reader);
     gs_frame_storage_trim();  /* nothing outlives the connections of this thread */
     gs_free(c);
@@ -366,7 +383,11 @@ static void gs__conn_shutdown_cb(uv_shutdown_t *req, int status)
 static void gs__conn_shutdown(gs_conn_t *c)
 {
     if (c->handle_closing) return;
-    if (c->connected && uv_shutdown(&c->shutdown_req, (uv_stream_t *)&c->tcp, gs__conn_shutdown_cb) == 0) {
+    if (c->tls != NULL && c->connected) {
+        gs_tls_session_close_notify(c->tls);
+        gs__conn_tls_flush(c);
+    }
+    if (c->connected && !c->handle_closing && uv_shutdown(&c->shutdown_req, (uv_stream_t *)&c->tcp, gs__conn_shutdown_cb) == 0) {
         return;
     }
     gs__conn_close_handle(c);
@@ -438,7 +459,7 @@ static void gs__conn_alloc_cb(uv_handle_t *handle, size_t suggested, uv_buf_t *b
     size_t n;
     (void)suggested;
     /* the rest of a large frame goes straight into the reader's reserved buffer */
-    n = gs_frame_reader_space(&c->reader, GS__CONN_RBUF, &space);
+    n = c->tls != NULL ? 0 : gs_frame_reader_space(&c->reader, GS__CONN_RBUF, &space);
     if (n > 0) {
         buf->base = (char *)space;
         buf->len = n < GS__CONN_WCHUNK ? n : GS__CONN_WCHUNK;
@@ -486,7 +507,9 @@ static void gs__conn_read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t 
     }
     if (nread == 0 || c->close_requested) return;
     c->last_read_ms = uv_now(c->tcp.loop);
-    if (buf->base != c->rbuf) {
+    if (c->tls != NULL) {
+        if (gs__conn_tls_feed(c, (size_t)nread) != GS_OK) return;
+    } else if (buf->base != c->rbuf) {
         gs_frame_reader_commit(&c->reader, (size_t)nread);  /* received in place */
     } else if (gs_frame_reader_feed(&c->reader, c->rbuf, (size_t)nread) != GS_OK) {
         GS_LOG_WARN("connection %s: out of memory buffering a frame", c->peer_name);
@@ -577,8 +600,18 @@ static gs_status_t gs__conn_submit(gs_conn_t *c, gs__wreq_t *w)
     uv_buf_t bufs[12];
     unsigned nbufs = 0;
     int r;
-    gs__conn_bufs(bufs, &nbufs, sizeof bufs / sizeof bufs[0], w->data, w->head_len);
-    gs__conn_bufs(bufs, &nbufs, sizeof bufs / sizeof bufs[0], w->tail, w->len - w->head_len);
+    if (c->tls != NULL && w->cipher == NULL) {
+        size_t n;
+        gs_status_t st = gs_tls_session_seal(c->tls, w->data, w->head_len, w->tail, w->len - w->head_len,
+                                             &w->cipher, &n);
+        if (st != GS_OK) return st;
+        gs__conn_bufs(bufs, &nbufs, sizeof bufs / sizeof bufs[0], w->cipher, n);
+    } else if (w->cipher != NULL) {  /* handshake records */
+        gs__conn_bufs(bufs, &nbufs, sizeof bufs / sizeof bufs[0], w->cipher, w->head_len);
+    } else {
+        gs__conn_bufs(bufs, &nbufs, sizeof bufs / sizeof bufs[0], w->data, w->head_len);
+        gs__conn_bufs(bufs, &nbufs, sizeof bufs / sizeof bufs[0], w->tail, w->len - w->head_len);
+    }
     r = uv_write(&w->req, (uv_stream_t *)&c->tcp, bufs, nbufs, gs__conn_write_cb);
     if (r < 0) return gs_status_from_uv(r, "uv_write");
     return GS_OK;
@@ -605,8 +638,9 @@ static gs_status_t gs__conn_queue(gs_conn_t *c, uint8_t *data, size_t len, const
     w->tail = tail;
     w->release = release;
     w->release_arg = release_arg;
+    w->cipher = NULL;
     c->pending_bytes += w->len;
-    if (!c->connected) {
+    if (!c->connected || (c->tls != NULL && !gs_tls_session_ready(c->tls))) {
         if (c->wait_tail != NULL) {
             c->wait_tail->next = w;
         } else {
@@ -739,6 +773,9 @@ gs_status_t gs_conn_accept(uv_stream_t *server, const gs_conn_params_t *params, 
         c->peer_addr = ss;
         c->has_addr = 1;
     }
+    if (params->tls != NULL && (st = gs_tls_session_create(params->tls, NULL, c->peer_name, &c->tls)) != GS_OK) {
+        return gs__conn_abort(c, st);
+    }
     r = uv_read_start((uv_stream_t *)&c->tcp, gs__conn_alloc_cb, gs__conn_read_cb);
     if (r < 0) return gs__conn_abort(c, gs_status_from_uv(r, "uv_read_start"));
     GS_LOG_DEBUG("accepted connection from %s", c->peer_name);
@@ -746,25 +783,9 @@ gs_status_t gs_conn_accept(uv_stream_t *server, const gs_conn_params_t *params, 
     return GS_OK;
 }
 
-static void gs__conn_connect_cb(uv_connect_t *req, int status)
+/* Submit the frames queued before the connection (or its TLS session) was established. */
+static void gs__conn_submit_waiting(gs_conn_t *c)
 {
-    gs_conn_t *c = req->data;
-    int was_closing = c->close_requested;
-    int r;
-
-    c->connecting = 0;
-    if (status < 0) {
-        gs_status_t st = status == UV_ECANCELED ? GS_ERR_CANCELED : gs_status_from_uv(status, "connect");
-        GS_LOG_DEBUG("connection to %s failed: %s", c->peer_name, uv_strerror(status));
-        if (c->params.connect_cb != NULL) c->params.connect_cb(c, st, c->params.arg);
-        if (was_closing) {
-            gs__conn_close_handle(c);
-        } else {
-            gs_conn_close(c, st);
-        }
-        return;
-    }
-    c->connected = 1;
     while (c->wait_head != NULL) {
         gs__wreq_t *w = c->wait_head;
         c->wait_head = w->next;
@@ -782,11 +803,89 @@ static void gs__conn_connect_cb(uv_connect_t *req, int status)
             }
         }
     }
+}
+
+/* Put the TLS session's pending records (handshake, alerts) on the wire. */
+static void gs__conn_tls_flush(gs_conn_t *c)
+{
+    gs__wreq_t *w;
+    gs_status_t st;
+    if (c->handle_closing || gs_tls_session_pending_output(c->tls) == 0) return;
+    w = gs_calloc(1, sizeof *w, "conn write");
+    /* head_len: the records' bytes; len stays 0 (no frame bytes) */
+    if (w == NULL || gs_tls_session_seal(c->tls, NULL, 0, NULL, 0, &w->cipher, &w->head_len) != GS_OK) {
+        gs_free(w);
+        gs__conn_fail(c, GS_ERR_NO_MEMORY);
+        return;
+    }
+    w->conn = c;
+    if ((st = gs__conn_submit(c, w)) != GS_OK) {
+        gs__conn_free_wreq(w, st);
+        gs__conn_fail(c, GS_ERR_IO);
+    }
+}
+
+static gs_status_t gs__conn_tls_plain(void *arg, const void *data, size_t len)
+{
+    gs_conn_t *c = arg;
+    if (gs_frame_reader_feed(&c->reader, data, len) != GS_OK) {
+        GS_LOG_WARN("connection %s: out of memory buffering a frame", c->peer_name);
+        return GS_ERR_NO_MEMORY;
+    }
+    return GS_OK;
+}
+
+/* Feed @a n received bytes of rbuf through the TLS session; on completion of the handshake send
+ * the waiting frames (and report a client's connection). Fails the connection on error. */
+static gs_status_t gs__conn_tls_feed(gs_conn_t *c, size_t n)
+{
+    int was_ready = gs_tls_session_ready(c->tls);
+    gs_status_t st = gs_tls_session_feed(c->tls, c->rbuf, n, gs__conn_tls_plain, c);
+    gs__conn_tls_flush(c);  /* handshake replies, alerts, session tickets */
+    if (st != GS_OK) {
+        gs__conn_fail(c, st);
+        return st;
+    }
+    if (!was_ready && gs_tls_session_ready(c->tls) && !c->close_requested) {
+        gs__conn_submit_waiting(c);
+        if (c->tls_connect_pending) {
+            c->tls_connect_pending = 0;
+            if (c->params.connect_cb != NULL) c->params.connect_cb(c, GS_OK, c->params.arg);
+        }
+    }
+    return c->close_requested ? GS_ERR_CONN_CLOSED : GS_OK;
+}
+
+static void gs__conn_connect_cb(uv_connect_t *req, int status)
+{
+    gs_conn_t *c = req->data;
+    int was_closing = c->close_requested;
+    int r;
+
+    c->connecting = 0;
+    if (status < 0) {
+        c->tls_connect_pending = 0;  /* reported here */
+        gs_status_t st = status == UV_ECANCELED ? GS_ERR_CANCELED : gs_status_from_uv(status, "connect");
+        GS_LOG_DEBUG("connection to %s failed: %s", c->peer_name, uv_strerror(status));
+        if (c->params.connect_cb != NULL) c->params.connect_cb(c, st, c->params.arg);
+        if (was_closing) {
+            gs__conn_close_handle(c);
+        } else {
+            gs_conn_close(c, st);
+        }
+        return;
+    }
+    c->connected = 1;
+    if (c->tls != NULL) {
+        gs__conn_tls_flush(c);  /* the ClientHello */
+    } else {
+        gs__conn_submit_waiting(c);
+    }
     if (!c->close_requested) {
         r = uv_read_start((uv_stream_t *)&c->tcp, gs__conn_alloc_cb, gs__conn_read_cb);
         if (r < 0) gs__conn_fail(c, gs_status_from_uv(r, "uv_read_start"));
     }
-    if (c->params.connect_cb != NULL) c->params.connect_cb(c, GS_OK, c->params.arg);
+    if (c->params.connect_cb != NULL && c->tls == NULL) c->params.connect_cb(c, GS_OK, c->params.arg);
     if (was_closing) gs__conn_shutdown(c);
 }
 
@@ -834,6 +933,12 @@ gs_status_t gs_conn_connect(uv_loop_t *loop, const char *host, int port, const g
     if ((st = gs__conn_resolve(loop, host, port, &ss)) != GS_OK) return st;
     if ((st = gs__conn_new(loop, params, &c)) != GS_OK) return st;
     gs__conn_name(c, (struct sockaddr *)&ss);
+    if (params->tls != NULL) {
+        if ((st = gs_tls_session_create(params->tls, host, c->peer_name, &c->tls)) != GS_OK) {
+            return gs__conn_abort(c, st);
+        }
+        c->tls_connect_pending = 1;
+    }
     uv_tcp_nodelay(&c->tcp, 1);
     r = uv_tcp_connect(&c->connect_req, &c->tcp, (const struct sockaddr *)&ss, gs__conn_connect_cb);
     if (r < 0) return gs__conn_abort(c, gs_status_from_uv(r, "uv_tcp_connect"));

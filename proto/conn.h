@@ -16,6 +16,7 @@
 #define GS_PROTO_CONN_H
 
 #include "proto/msg.h"
+#include "proto/tls.h"
 
 #include <uv.h>
 
@@ -77,6 +78,10 @@ typedef struct gs_conn_params {
     void *arg;
     uint32_t max_frame;             /* 0 = GS_PROTO_DEFAULT_MAX_FRAME */
     gs_conn_budget_t *budget;       /* NULL = large frames are not charged to any budget */
+    gs_tls_ctx_t *tls;              /* NULL = plain TCP; else TLS with this context (proto/tls.h):
+                                       server context for gs_conn_accept, client context for
+                                       gs_conn_connect (the host is verified against the server's
+                                       certificate). Must outlive the connection. */
 } gs_conn_params_t;
 
 /** Accept a pending connection on @a server and start reading. */

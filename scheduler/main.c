@@ -51,6 +51,11 @@ static const char *gs__usage =
     "                            port 0 = any free port; 'none' = off). Any\n"
     "                            other than a loopback address needs the token, which the\n"
     "                            dashboard then asks for (docs/dashboard.md)\n"
+    "  --tls-ca-file PATH        TLS on every client and worker connection (PEM files, TLS 1.2+):\n"
+    "  --tls-cert PATH           the CAs of peer certificates, gsched's certificate (its name or\n"
+    "  --tls-key PATH            IP must match the address peers connect to) and its key\n"
+    "  --tls-require-client-cert refuse peers without a certificate signed by the CA file; a\n"
+    "                            non-loopback --host may then go without a token\n"
     "  --log-level LEVEL         fatal, error, warn, info, debug or trace (default warn)\n"
     "  --help                    show this help\n"
     "  --version                 print the version and whether the build has CUDA, and exit\n"
@@ -270,6 +275,15 @@ int main(int argc, char **argv)
             }
             prm.field_mask |= GS_SCHED_FIELD_ROLE_MAX_FRAME;
             *(name[2] == 'c' ? &prm.client_max_frame : &prm.worker_max_frame) = (uint32_t)v;
+        } else if (strcmp(name, "--tls-require-client-cert") == 0) {
+            if (val != NULL) return gs__fail("%s takes no value%s", name, "");
+            prm.tls_require_client_cert = 1;
+        } else if (strcmp(name, "--tls-ca-file") == 0 || strcmp(name, "--tls-cert") == 0 ||
+                   strcmp(name, "--tls-key") == 0) {
+            GS__NEED_VAL();
+            prm.field_mask |= GS_SCHED_FIELD_TLS;
+            *(name[6] == 'c' && name[7] == 'a' ? &prm.tls_ca_file : name[6] == 'c' ? &prm.tls_cert
+                                                                                    : &prm.tls_key) = val;
         } else if (strcmp(name, "--dashboard-address") == 0) {
             GS__NEED_VAL();
             if (strcmp(val, "none") != 0) {
@@ -292,6 +306,9 @@ int main(int argc, char **argv)
 #undef GS__NEED_VAL
     }
     if (!hb_timeout_set && hb_timeout_ms <= hb_ms) hb_timeout_ms = hb_ms * 10 > hb_ms ? hb_ms * 10 : UINT32_MAX;
+    if (prm.tls_require_client_cert && !(prm.field_mask & GS_SCHED_FIELD_TLS)) {
+        return gs__fail("--tls-require-client-cert needs --tls-ca-file, --tls-cert and --tls-key%s%s", "", "");
+    }
     prm.heartbeat_ms = hb_ms;
     prm.heartbeat_timeout_ms = hb_timeout_ms;
 

@@ -792,6 +792,7 @@ void gs__sched_on_connection(uv_stream_t *server, int status)
     /* until the handshake: small frames only (GS_SCHED_HELLO_MAX_FRAME) */
     cp.max_frame = s->max_frame < GS_SCHED_HELLO_MAX_FRAME ? s->max_frame : GS_SCHED_HELLO_MAX_FRAME;
     cp.budget = &s->frame_budget;
+    cp.tls = s->tls;
     st = gs_conn_accept(server, &cp, &p->conn);
     if (st != GS_OK) {
         s->st.accept_errors_total++;

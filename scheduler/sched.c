@@ -215,6 +215,16 @@ gs_status_t gs_sched_create(const gs_sched_params_t *params, uv_loop_t *loop, gs
             prm.dashboard_address = params->dashboard_address;
             prm.dashboard_fallback = params->dashboard_fallback;
         }
+        if (fm & GS_SCHED_FIELD_TLS) {
+            prm.tls_ca_file = params->tls_ca_file;
+            prm.tls_cert = params->tls_cert;
+            prm.tls_key = params->tls_key;
+            prm.tls_require_client_cert = params->tls_require_client_cert;
+            if (prm.tls_ca_file == NULL || prm.tls_cert == NULL || prm.tls_key == NULL) {
+                return gs_error_set(GS_ERR_INVALID_PARAM, "TLS needs a CA file, a certificate and its key "
+                                    "(--tls-ca-file, --tls-cert, --tls-key)");
+            }
+        }
     }
     if (!(prm.bw_cpu_local_gbps > 0 && prm.bw_cpu_remote_gbps > 0 && prm.bw_gpu_local_gbps > 0 &&
           prm.bw_gpu_remote_gbps > 0 && prm.bw_cpu_local_gbps < 1e9 && prm.bw_cpu_remote_gbps < 1e9 &&
@@ -241,11 +251,12 @@ gs_status_t gs_sched_create(const gs_sched_params_t *params, uv_loop_t *loop, gs
         return gs_error_set(GS_ERR_INVALID_PARAM, "connection limits must be > 0");
     }
     if (strlen(prm.token) > 4096) return gs_error_set(GS_ERR_INVALID_PARAM, "token longer than 4096 bytes");
-    if (prm.token[0] == '\0' && !gs__is_loopback(&ss)) {
+    if (prm.token[0] == '\0' && !gs__is_loopback(&ss) && !(prm.tls_cert != NULL && prm.tls_require_client_cert)) {
         return gs_error_set(GS_ERR_INVALID_PARAM,
                             "refusing to listen on %s without a cluster token: anyone who can reach the port "
                             "could run tasks and read results. Set a token with $GSCHED_TOKEN or --token-file "
-                            "PATH (the same on every worker and client), or listen on 127.0.0.1",
+                            "PATH (the same on every worker and client), require TLS client certificates "
+                            "(--tls-require-client-cert), or listen on 127.0.0.1",
                             prm.host);
     }
 
@@ -263,11 +274,21 @@ gs_status_t gs_sched_create(const gs_sched_params_t *params, uv_loop_t *loop, gs
         return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for the scheduler");
     }
     s->token_len = strlen(s->token);
+    if (prm.tls_cert != NULL) {
+        gs_tls_config_t tc = {prm.tls_ca_file, prm.tls_cert, prm.tls_key, prm.tls_require_client_cert};
+        if ((st = gs_tls_ctx_create(&tc, 1, &s->tls)) != GS_OK) {
+            gs_free(s->host);
+            gs_free(s->token);
+            gs_free(s);
+            return st;
+        }
+    }
     memcpy(s->data_key, data_key, sizeof data_key);
     memset(data_key, 0, sizeof data_key);
     if (prm.dashboard_address != NULL && strcmp(prm.dashboard_address, "none") != 0 &&
         (st = gs__dash_create(s, prm.dashboard_address, prm.dashboard_fallback, &s->dash)) != GS_OK) {
         memset(s->data_key, 0, sizeof s->data_key);
+        gs_tls_ctx_destroy(s->tls);
         gs_free(s->host);
         gs_free(s->token);
         gs_free(s);
@@ -479,6 +500,7 @@ void gs_sched_destroy(gs_sched_h s)
     GS_VEC_FREE(&s->peer_infos);
     GS_VEC_FREE(&s->names);
     gs__dash_free(s->dash);
+    gs_tls_ctx_destroy(s->tls);
     gs_free(s->host);
     gs_free(s->token);
     gs_free(s);

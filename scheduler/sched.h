@@ -231,6 +231,7 @@ typedef struct gs_sched *gs_sched_h;
 #define GS_SCHED_FIELD_TASK_TIMEOUT_MS 0x40000u
 #define GS_SCHED_FIELD_CHURN 0x80000u                  /* churn_max, churn_window_ms */
 #define GS_SCHED_FIELD_DASHBOARD 0x100000u             /* dashboard_address */
+#define GS_SCHED_FIELD_TLS 0x200000u                   /* tls_ca_file, tls_cert, tls_key, tls_require_client_cert */
 
 /** Task runtime limit: off by default (task_timeout_ms 0), like Dask's. See the faults item
  *  of the overview above. */
@@ -273,7 +274,8 @@ typedef struct gs_sched *gs_sched_h;
 typedef struct gs_sched_params {
     uint32_t field_mask;
     const char *host;              /* address to bind: IPv4 or IPv6 literal; default "127.0.0.1".
-                                      A non-loopback address needs a non-empty token
+                                      A non-loopback address needs a non-empty token, or TLS
+                                      with client certificates required
                                       (gs_sched_create refuses it otherwise) */
     int port;                      /* 0..65535, 0 = any free port; default 8786 */
     const char *token;             /* cluster token peers must present; default "" (peers must
@@ -325,6 +327,16 @@ typedef struct gs_sched_params {
     int dashboard_fallback;        /* GS_SCHED_FIELD_DASHBOARD: when the dashboard's port is taken,
                                       serve on any free port instead (logged as a warning) rather
                                       than fail gs_sched_listen */
+    /* GS_SCHED_FIELD_TLS: every client and worker connection speaks TLS 1.2+ (proto/tls.h).
+     * tls_cert/tls_key (PEM, required): gsched's certificate, whose name (or IP) must match the
+     * host peers connect to; tls_ca_file (required): the CAs of peer certificates. With
+     * tls_require_client_cert, peers without a certificate from tls_ca_file are refused in the
+     * handshake, and a non-loopback host may then go without a token (the certificate is the
+     * credential). Files are read by gs_sched_create (a bad one: GS_ERR_INVALID_PARAM). */
+    const char *tls_ca_file;
+    const char *tls_cert;
+    const char *tls_key;
+    int tls_require_client_cert;
 } gs_sched_params_t;
 
 /** Counters for tests and monitoring (a snapshot). */

@@ -291,6 +291,7 @@ struct gs_sched {
     int bound_port;
     char *token;
     size_t token_len;
+    gs_tls_ctx_t *tls;             /* NULL: plain TCP (GS_SCHED_FIELD_TLS) */
     uint8_t data_key[GS_AUTH_KEY_BYTES];   /* the data-plane key, drawn at start (common/auth.h) */
     uint32_t heartbeat_ms;
     uint32_t heartbeat_timeout_ms;

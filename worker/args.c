@@ -103,6 +103,9 @@ const char *gs_worker_usage(void)
            "  --token-file PATH            read the cluster token from PATH (default: $GSCHED_TOKEN)\n"
            "  --token TOKEN                the token on the command line: visible to every user\n"
            "                               (ps); prefer $GSCHED_TOKEN or --token-file\n"
+           "  --tls-ca-file PATH           TLS to gsched: CAs that sign its certificate (PEM)\n"
+           "  --tls-cert PATH              this worker's certificate (PEM; when gsched requires one)\n"
+           "  --tls-key PATH               its private key (PEM)\n"
            "  --connect-timeout MS         keep retrying the scheduler this long (default 10000)\n"
            "  --fetch-timeout MS           peer fetch timeout (default 30000)\n"
            "  --transfer-checksum          checksum chunks sent over UCX and check them on arrival\n"
@@ -300,6 +303,11 @@ gs_status_t gs_worker_cli_parse(int argc, char **argv, gs_worker_cli_t *cli_p)
             GS__TAKE_VALUE();
             GS_LOG_WARN("%s", GS_TOKEN_ARGV_WARNING);
             cli.params.token = val;
+        } else if (strcmp(opt, "--tls-ca-file") == 0 || strcmp(opt, "--tls-cert") == 0 ||
+                   strcmp(opt, "--tls-key") == 0) {
+            GS__TAKE_VALUE();
+            *(opt[6] == 'c' && opt[7] == 'a' ? &cli.params.tls_ca_file
+              : opt[6] == 'c' ? &cli.params.tls_cert : &cli.params.tls_key) = val;
         } else if (strcmp(opt, "--token-file") == 0) {
             static char file_token[GS_TOKEN_BUF_LEN];   /* outlives the parse, like argv */
             GS__TAKE_VALUE();

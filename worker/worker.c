@@ -267,7 +267,7 @@ static void gs__worker_on_close(gs_conn_t *conn, gs_status_t reason, void *arg)
     }
     GS_LOG_ERROR("cannot connect to gsched at %s:%d: %s", w->sched_host, w->sched_port,
                  gs_status_string(reason));
-    gs_worker_stop(w, reason == GS_ERR_CONN_REFUSED || reason == GS_ERR_TIMED_OUT
+    gs_worker_stop(w, reason == GS_ERR_CONN_REFUSED || reason == GS_ERR_TIMED_OUT || reason == GS_ERR_AUTH
                           ? reason : GS_ERR_SCHEDULER_LOST);
 }
 
@@ -290,6 +290,7 @@ static void gs__worker_connect(gs_worker_t *w)
     cp.close_cb = gs__worker_on_close;
     cp.connect_cb = gs__worker_on_connect;
     cp.arg = w;
+    cp.tls = w->tls;
     status = gs_conn_connect(w->loop, w->sched_host, w->sched_port, &cp, &w->conn);
     if (status != GS_OK) {
         w->conn = NULL;
@@ -408,6 +409,10 @@ gs_status_t gs_worker_create(const gs_worker_params_t *params, uv_loop_t *loop,
     if (!w->hostname || !w->name || !w->sched_host || !w->token) {
         status = gs_error_set(GS_ERR_NO_MEMORY, "out of memory for the worker's strings");
         goto err;
+    }
+    if (params->tls_ca_file != NULL || params->tls_cert != NULL || params->tls_key != NULL) {
+        gs_tls_config_t tc = {params->tls_ca_file, params->tls_cert, params->tls_key, 0};
+        if ((status = gs_tls_ctx_create(&tc, 0, &w->tls)) != GS_OK) goto err;
     }
 
     status = gs_chunkops_find(params->backend ? params->backend : "cpu", &w->ops);
@@ -606,6 +611,7 @@ static void gs__worker_teardown(gs_worker_t *w)
     gs_free(w->name);
     gs_free(w->sched_host);
     gs_free(w->token);
+    gs_tls_ctx_destroy(w->tls);
     gs_free(w);
 }
 

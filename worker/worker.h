@@ -173,6 +173,14 @@ typedef struct gs_worker_params {
     int no_spill;                 /* nonzero: never spill (tasks wait for memory, then fail) */
     gs_worker_stop_cb stop_cb;    /* may be NULL */
     void *arg;                    /* passed to stop_cb */
+    /* TLS to gsched (proto/tls.h; TLS 1.2+), on when tls_ca_file is set: gsched's certificate
+     * chain is verified against tls_ca_file and its name (or IP) against the scheduler address's
+     * host. tls_cert/tls_key (PEM, both or neither): this worker's certificate, needed when
+     * gsched requires client certificates. Read by gs_worker_create (bad file:
+     * GS_ERR_INVALID_PARAM); a refused handshake stops the worker with GS_ERR_AUTH. */
+    const char *tls_ca_file;
+    const char *tls_cert;
+    const char *tls_key;
 } gs_worker_params_t;
 
 /** Counters for tests and logs (monotonic since creation unless stated). */

@@ -175,6 +175,7 @@ struct gs_worker {
     int sched_port;
     char *name;
     char *token;
+    gs_tls_ctx_t *tls;            /* NULL: plain TCP to gsched */
     char *hostname;
     int device;
     int nthreads;

@@ -120,6 +120,12 @@ int gs__common_arg(int argc, char **argv, int *i, gs__common_t *c)
         (*i)++;
         return 1;
     }
+    if (strcmp(a, "--tls-ca-file") == 0 || strcmp(a, "--tls-cert") == 0 || strcmp(a, "--tls-key") == 0) {
+        if (v == NULL || v[0] == '\0') return gs__bad("option %s needs a file", a), -1;
+        *(a[6] == 'c' && a[7] == 'a' ? &c->tls_ca_file : a[6] == 'c' ? &c->tls_cert : &c->tls_key) = v;
+        (*i)++;
+        return 1;
+    }
     if (strcmp(a, "--token") == 0) {
         if (v == NULL) return gs__bad("option --token needs a value"), -1;
         c->token = v;
@@ -183,6 +189,16 @@ int gs__connect(gs__common_t *c, gs_client_h *client_p, double *connect_s_p)
     if (c->token != NULL) {
         p.field_mask |= GS_CLIENT_FIELD_TOKEN;
         p.token = c->token;
+    }
+    if (c->tls_ca_file != NULL || c->tls_cert != NULL || c->tls_key != NULL) {
+        if (c->scheduler == NULL) {
+            fprintf(stderr, "%s %s: --tls-* options need --scheduler tcp://host:port\n", g_prog, g_sub);
+            return 1;
+        }
+        p.field_mask |= GS_CLIENT_FIELD_TLS;
+        p.tls_ca_file = c->tls_ca_file;
+        p.tls_cert = c->tls_cert;
+        p.tls_key = c->tls_key;
     }
     if (c->scheduler != NULL) {
         p.address = c->scheduler;

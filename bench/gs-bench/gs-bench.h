@@ -13,6 +13,7 @@ typedef struct gs__common {
     int workers;             /* 0: default */
     const char *backend;     /* NULL: default */
     const char *token;
+    const char *tls_ca_file, *tls_cert, *tls_key;  /* --scheduler with TLS (any set: on) */
     const char *dashboard;   /* local cluster: gsched's --dashboard-address (NULL: its default) */
     int fuse, pushdown;
     int no_gram;            /* --no-gram: the tall SVD by TSQR (GS_LOWER_GRAM_SVD off) */

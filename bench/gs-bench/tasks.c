@@ -219,6 +219,8 @@ static void gs__tasks_usage(FILE *f)
             "  --backend cpu|cuda    local cluster backend (default cuda when a GPU is visible)\n"
             "  --scheduler ADDR      use the cluster at tcp://host:port instead of a local one\n"
             "  --token T             cluster token (default $GSCHED_TOKEN)\n"
+            "  --tls-ca-file F --tls-cert F --tls-key F  TLS to --scheduler (cert/key: when\n"
+            "                        gsched requires client certificates)\n"
             "  --report FILE         save the last timed run's performance report (one HTML file)\n"
             "  --dashboard-address A local cluster: gsched's dashboard HOST:PORT or none\n"
             "  --no-fuse             lower without fusion (arange and +1 become separate tasks)\n"

@@ -233,6 +233,69 @@ int tp_children(pid_t parent, pid_t *out, int max)
     return n;
 }
 
+/* $GS_TEST_TLS=1: one certificate (IP 127.0.0.1, no usage restriction) and its CA, made once
+ * per test process by the openssl CLI, used by gsched, the workers and the clients. */
+static char tc_tls_dir[64];
+static char tc_tls_ca[PATH_MAX], tc_tls_cert[PATH_MAX], tc_tls_key[PATH_MAX];
+
+static void tc_tls_remove(void)
+{
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", tc_tls_dir);
+    if (system(cmd) != 0) fprintf(stderr, "cannot remove %s\n", tc_tls_dir);
+}
+
+/* 1 when the cluster runs with TLS (files ready), 0 without; -1 when they cannot be made. */
+static int tc_tls(void)
+{
+    static const char *script =
+        "set -e; cd \"$1\"; exec 2>gen.log\n"
+        "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout ca.key -out ca.pem "
+        "-days 2 -subj /CN=gs-test-ca -addext basicConstraints=critical,CA:TRUE\n"
+        "openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -keyout node.key -out node.csr "
+        "-subj /CN=node\n"
+        "printf 'subjectAltName=IP:127.0.0.1,DNS:localhost\\n' > node.ext\n"
+        "openssl x509 -req -in node.csr -CA ca.pem -CAkey ca.key -CAcreateserial -days 2 -out node.pem "
+        "-extfile node.ext\n";
+    const char *env = getenv("GS_TEST_TLS");
+    char sh[PATH_MAX], cmd[2 * PATH_MAX + 16];
+    size_t n;
+    FILE *f;
+    if (env == NULL || strcmp(env, "1") != 0) return 0;
+    if (tc_tls_dir[0] != '\0') return 1;
+    snprintf(tc_tls_dir, sizeof(tc_tls_dir), "/tmp/gs-tc-tls-XXXXXX");
+    if (mkdtemp(tc_tls_dir) == NULL) return -1;
+    atexit(tc_tls_remove);
+    n = strlen(tc_tls_dir);
+    memcpy(sh, tc_tls_dir, n);
+    memcpy(sh + n, "/gen.sh", 8);
+    memcpy(tc_tls_ca, tc_tls_dir, n);
+    memcpy(tc_tls_ca + n, "/ca.pem", 8);
+    memcpy(tc_tls_cert, tc_tls_dir, n);
+    memcpy(tc_tls_cert + n, "/node.pem", 10);
+    memcpy(tc_tls_key, tc_tls_dir, n);
+    memcpy(tc_tls_key + n, "/node.key", 10);
+    if ((f = fopen(sh, "w")) == NULL) return -1;
+    fputs(script, f);
+    fclose(f);
+    snprintf(cmd, sizeof(cmd), "sh %s %s", sh, tc_tls_dir);
+    return system(cmd) == 0 ? 1 : -1;
+}
+
+/* Append the TLS options (gsched: @a server, with client certificates required). */
+static int tc_tls_args(const char **argv, int ac, int server)
+{
+    if (tc_tls() != 1) return ac;
+    argv[ac++] = "--tls-ca-file";
+    argv[ac++] = tc_tls_ca;
+    argv[ac++] = "--tls-cert";
+    argv[ac++] = tc_tls_cert;
+    argv[ac++] = "--tls-key";
+    argv[ac++] = tc_tls_key;
+    if (server) argv[ac++] = "--tls-require-client-cert";
+    return ac;
+}
+
 gs_client_h tc_connect(const tcluster_t *c, unsigned lower_flags)
 {
     gs_client_params_t p;
@@ -243,6 +306,12 @@ gs_client_h tc_connect(const tcluster_t *c, unsigned lower_flags)
     p.token = c->token;
     p.lower_flags = lower_flags;
     p.timeout_s = 20.0;
+    if (tc_tls() == 1) {
+        p.field_mask |= GS_CLIENT_FIELD_TLS;
+        p.tls_ca_file = tc_tls_ca;
+        p.tls_cert = tc_tls_cert;
+        p.tls_key = tc_tls_key;
+    }
     if (gs_client_connect(&p, &client) != GS_OK) return NULL;
     return client;
 }
@@ -281,6 +350,7 @@ pid_t tc_add_worker_args(tcluster_t *c, const char *name, const char *const *ext
         argv[ac++] = "--nthreads";
         argv[ac++] = "1";
     }
+    ac = tc_tls_args(argv, ac, 0);
     for (int i = 0; extra != NULL && extra[i] != NULL && ac < 31; i++) argv[ac++] = extra[i];
     argv[ac] = NULL;
     if (c->nworkers >= TC_MAX_WORKERS) return -1;
@@ -292,19 +362,21 @@ pid_t tc_add_worker_args(tcluster_t *c, const char *name, const char *const *ext
 int tc_start(tcluster_t *c, int nworkers, const char *token, const char *const *sched_args)
 {
     char bin[PATH_MAX];
-    const char *argv[24];
+    const char *argv[32];
     int ac = 0;
     gs_client_h client;
     gs_status_t st;
 
     memset(c, 0, sizeof(*c));
+    if (tc_tls() < 0) return 0;  /* $GS_TEST_TLS=1 and openssl could not make the certificates */
     c->token = token;
     argv[ac++] = tp_bin("gsched", bin, sizeof(bin));
     argv[ac++] = "--host";
     argv[ac++] = "127.0.0.1";
     argv[ac++] = "--port";
     argv[ac++] = "0";
-    for (int i = 0; sched_args != NULL && sched_args[i] != NULL && ac < 22; i++)
+    ac = tc_tls_args(argv, ac, 1);
+    for (int i = 0; sched_args != NULL && sched_args[i] != NULL && ac < 30; i++)
         argv[ac++] = sched_args[i];
     argv[ac] = NULL;
     c->sched = tp_spawn(argv, &c->sched_out, token);

@@ -55,7 +55,8 @@ typedef struct tcluster {
 } tcluster_t;
 
 /** Start gsched on 127.0.0.1 (free port) and @a nworkers CPU workers (1 thread each), and wait
- *  until they are registered. @a token may be NULL. @a sched_args: extra gsched arguments
+ *  until they are registered. With $GS_TEST_TLS=1, gsched, these workers and tc_connect's
+ *  clients use mutual TLS (certificates made once per test process by the openssl CLI). @a token may be NULL. @a sched_args: extra gsched arguments
  *  (NULL-terminated list, or NULL). Returns 1 on success. */
 int tc_start(tcluster_t *c, int nworkers, const char *token, const char *const *sched_args);
 /** Start one more worker named @a name. */

@@ -44,6 +44,7 @@ typedef void (*gs_progress_cb)(gs_future_h future, uint64_t done, uint64_t total
 #define GS_CLIENT_FIELD_LOCAL_MEMORY 0x80u
 #define GS_CLIENT_FIELD_PROGRESS_BAR 0x1000u
 #define GS_CLIENT_FIELD_LOCAL_DASHBOARD 0x2000u
+#define GS_CLIENT_FIELD_TLS 0x4000u
 
 /** progress_bar values: a one-line bar on stderr ("[####....]  45% 4500/10000 tasks |
  *  12.3 k tasks/s | 1.2 s"), redrawn at most every 100 ms from the I/O thread and ended with a
@@ -74,6 +75,14 @@ typedef struct gs_client_params {
     const char *local_dashboard_address; /* "local": gsched's dashboard HOST:PORT or "none"
                                    (default 127.0.0.1:8787, any free port when taken); the
                                    launcher prints its URL on stderr (docs/dashboard.md) */
+    /* GS_CLIENT_FIELD_TLS (remote addresses): connect with TLS 1.2+ and verify gsched's
+     * certificate chain against tls_ca_file (required) and its name against the address's host
+     * (or IP). tls_cert/tls_key (PEM, both or neither): this client's certificate, needed when
+     * gsched requires client certificates. The files are read during gs_client_connect only.
+     * A missing or bad file: GS_ERR_INVALID_PARAM; a refused handshake: GS_ERR_AUTH. */
+    const char *tls_ca_file;
+    const char *tls_cert;
+    const char *tls_key;
 } gs_client_params_t;
 
 /** Connect (and for "local", start the cluster first). *client_p written only on success. */
