@@ -31,7 +31,7 @@ status=0
 echo "=== gsched: TSan build ($tsan) ==="
 cmake -S . -B "$tsan" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DGS_TSAN=ON -DGS_WITH_CUDA=OFF \
   -DGS_BUILD_BENCH=ON >"$tsan.configure.log" 2>&1 || { cat "$tsan.configure.log"; exit 1; }
-cmake --build "$tsan" -j"$jobs" --target gsched_daemon gworker gs-local-cluster gs-bench sockfuzz \
+cmake --build "$tsan" -j"$jobs" --target gsched_daemon gworker gs-local-cluster gs-bench gsched-example sockfuzz \
   >"$tsan.build.log" 2>&1 || { tail -n 60 "$tsan.build.log"; exit 1; }
 if [ ! -x "$normal/tests/test_integration" ]; then
   echo "=== gsched: normal build ($normal) for the test drivers ==="
@@ -67,7 +67,12 @@ run deploy "$normal/tests/test_deploy" --verbose=0 -j"$jobs" --filter 'deploy_lo
 run scheduler_daemon "$normal/tests/test_scheduler" --verbose=0 -j"$jobs" --filter 'scheduler_daemon/*'
 run worker_daemon "$normal/tests/test_worker" --verbose=0 -j"$jobs" --filter 'worker_daemon/*'
 echo "=== gsched: TSan programs ==="
-run sockfuzz "$tsan/tests/sockfuzz" --seconds "$secs" --daemon-log "$out/sockfuzz.daemons.log"
+# Reduced mix under TSan (2 attackers, 50 slow connections, no idle ones): with the full mix
+# (a) gsched's RSS grows to 1-2.6 GB (issue 12's open finding; the normal build's CI run
+# reports it with --rss-bound warn), which exhausts TSan's internal allocator, and (b) a gsched
+# slowed ~10x by TSan loses the real client's handshake to the connect storms (a lock-out the
+# normal build does not show). Both are open in issue 12; this run looks for races.
+run sockfuzz "$tsan/tests/sockfuzz" --seconds "$secs" --attackers 2 --idle 0 --slow 50 --daemon-log "$out/sockfuzz.daemons.log"
 run soak "$tsan/bin/gs-bench" soak --jobs 300 --n 256 --backend cpu
 run seed "$tsan/bin/gs-bench" seed --n 2000 --chunk 250 --workers 3 --backend cpu --repeat 3
 run tasks "$tsan/bin/gs-bench" tasks --tasks 20000 --workers 2 --backend cpu --shape tree
