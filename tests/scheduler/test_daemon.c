@@ -319,7 +319,7 @@ Test(scheduler_daemon, listens_on_loopback_by_default)
     cr_assert(listens_on_loopback_only(port), "port %d is not bound to 127.0.0.1 only", port);
     hello_expect(port, "", GS_MSG_WELCOME);
     kill(pid, SIGTERM);
-    int st = wait_exit(pid, 5000);
+    int st = wait_exit(pid, 30000);
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d", st);
     close(out);
     close(err);
@@ -331,7 +331,7 @@ Test(scheduler_daemon, refuses_a_non_loopback_address_without_a_token)
     char msg[1024];
     unsetenv("GSCHED_TOKEN");
     pid_t pid = spawn((const char *[]){"--host", "0.0.0.0", "--port", "0", NULL}, &out, &err);
-    int st = wait_exit(pid, 5000);
+    int st = wait_exit(pid, 30000);
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 2, "status 0x%x", st);
     read_some(err, msg, sizeof msg, 1000);
     cr_assert(strstr(msg, "without a cluster token"), "%s", msg);
@@ -364,7 +364,7 @@ Test(scheduler_daemon, reads_the_token_from_a_file_and_warns_about_one_on_the_co
     hello_expect(port, "filetok\n", GS_MSG_ERROR);
     hello_expect(port, "filetok", GS_MSG_WELCOME);
     kill(pid, SIGTERM);
-    st = wait_exit(pid, 5000);
+    st = wait_exit(pid, 30000);
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d", st);
     close(out);
     close(err);
@@ -375,7 +375,7 @@ Test(scheduler_daemon, reads_the_token_from_a_file_and_warns_about_one_on_the_co
     read_some(err, msg, sizeof msg, 1000);
     cr_assert(strstr(msg, "warning") && strstr(msg, "--token-file"), "no warning: %s", msg);
     kill(pid, SIGTERM);
-    st = wait_exit(pid, 5000);
+    st = wait_exit(pid, 30000);
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d", st);
     close(out);
     close(err);
@@ -421,7 +421,7 @@ Test(scheduler_daemon, idle_connections_do_not_lock_out_a_client_under_a_1024_fd
     gs_msg_cleanup(&m);
 
     kill(pid, SIGTERM);
-    int st = wait_exit(pid, 5000);
+    int st = wait_exit(pid, 30000);
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d", st);
     for (int i = 0; i < NIDLE; i++) close(fds[i]);
     close(fd);
