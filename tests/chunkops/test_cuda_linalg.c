@@ -6,65 +6,19 @@
  * element-wise with 1e-10 relative to the largest |R| (resp. 1e-10 for Q), besides the
  * residual checks; SVD: S within 1e-12 * S[0] of the cpu's, plus orthogonality and
  * reconstruction (singular vectors are unique only up to sign). */
-#include <criterion/criterion.h>
-#include <math.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <time.h>
-
-#include "chunkops/chunkops.h"
-#include "chunkops/cuda/cuda_backend.h"
-#include "common/alloc.h"
-
+#include "cuda_test_util.h"
 #include "linalg_ref.inc"
 
-#define GPU_OR_SKIP()                                                                     \
-    do {                                                                                  \
-        if (gs__cuda_device_count() == 0) cr_skip_test("no CUDA device on this machine"); \
-    } while (0)
-
-#define CHECK(call)                                                                          \
-    do {                                                                                     \
-        gs_status_t st_ = (call);                                                            \
-        cr_assert_eq(st_, GS_OK, "%s: %s: %s", #call, gs_status_name(st_), gs_last_error()); \
-    } while (0)
-
-static const gs_chunkops_ops_t *const CPU = &gs_chunkops_cpu_ops;
-static const gs_chunkops_ops_t *const GPU = &gs_chunkops_cuda_ops;
-
-static gs_chunkops_ctx_h cctx, gctx;
-static gs_chunkops_stream_h cs, gs;
+static bk_t B; /* the backend pair every test opens (bk_open) and closes (bk_close) */
 
 static void open_both(void)
 {
-    gs_chunkops_params_t pc = {.memory_limit = (size_t)8 << 30, .nthreads = 8};
-    gs_chunkops_params_t pg = {.device = 0, .memory_limit = (size_t)8 << 30};
-    CHECK(CPU->ctx_create(&pc, &cctx));
-    CHECK(CPU->stream_create(cctx, &cs));
-    CHECK(GPU->ctx_create(&pg, &gctx));
-    CHECK(GPU->stream_create(gctx, &gs));
+    bk_open(&B, (size_t)8 << 30);
 }
 
 static void close_both(void)
 {
-    size_t used;
-    CHECK(GPU->sync(gctx, gs));
-    GPU->mem_usage(gctx, &used, NULL);
-    cr_assert_eq(used, 0, "device memory leaked (scratch not released?): %zu bytes", used);
-    GPU->stream_destroy(gctx, gs);
-    GPU->ctx_destroy(gctx);
-    CPU->stream_destroy(cctx, cs);
-    CPU->ctx_destroy(cctx);
-}
-
-static double *dev_upload(const double *h, int64_t n)
-{
-    void *d;
-    CHECK(GPU->mem_alloc(gctx, (size_t)n * sizeof(double), &d));
-    CHECK(GPU->copy_from_host(gctx, gs, d, h, (size_t)n * sizeof(double)));
-    return d;
+    bk_close(&B);
 }
 
 /* The device twin of a host spec: every view's chunk uploaded, out allocated and poisoned. */
@@ -76,13 +30,13 @@ static void to_device(const gs_klinalg_t *h, gs_klinalg_t *d)
         for (int w = 0; w < nb; w++) {
             const gs_kmat_t *hv = w ? &h->b[t] : &h->a[t];
             gs_kmat_t *dv = w ? &d->b[t] : &d->a[t];
-            dv->data = dev_upload(hv->data, hv->len);
+            dv->data = dev_upload(&B, hv->data, hv->len);
         }
     int64_t len = gs_klinalg_out_len(h->op, h->m, h->n);
     double *poison = malloc(sizeof(double) * (size_t)(len > 0 ? len : 1));
     for (int64_t i = 0; i < len; i++) poison[i] = -12345.678;
-    d->out = dev_upload(poison, len > 0 ? len : 1);
-    CHECK(GPU->sync(gctx, gs));
+    d->out = dev_upload(&B, poison, len > 0 ? len : 1);
+    CHECK(GPU->sync(B.gpu, B.gs));
     free(poison);
 }
 
@@ -90,10 +44,10 @@ static void free_device(gs_klinalg_t *d)
 {
     int nb = d->op == GS_LA_GEMM ? 2 : 1;
     for (int32_t t = 0; t < d->nterms; t++) {
-        GPU->mem_free(gctx, (void *)d->a[t].data);
-        if (nb == 2) GPU->mem_free(gctx, (void *)d->b[t].data);
+        GPU->mem_free(B.gpu, (void *)d->a[t].data);
+        if (nb == 2) GPU->mem_free(B.gpu, (void *)d->b[t].data);
     }
-    GPU->mem_free(gctx, d->out);
+    GPU->mem_free(B.gpu, d->out);
 }
 
 static void free_host(gs_klinalg_t *k)
@@ -112,17 +66,17 @@ static void run_both(gs_klinalg_t *h, double **cpu_p, double **gpu_p, double *gp
     double *co = malloc(sizeof(double) * (size_t)(len + 1));
     double *go = malloc(sizeof(double) * (size_t)(len + 1));
     h->out = co;
-    CHECK(CPU->linalg(cctx, cs, h));
+    CHECK(CPU->linalg(B.cpu, B.cs, h));
     to_device(h, &d);
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    CHECK(GPU->linalg(gctx, gs, &d));
-    CHECK(GPU->sync(gctx, gs));
+    CHECK(GPU->linalg(B.gpu, B.gs, &d));
+    CHECK(GPU->sync(B.gpu, B.gs));
     clock_gettime(CLOCK_MONOTONIC, &t1);
     if (gpu_ms != NULL)
         *gpu_ms = (double)(t1.tv_sec - t0.tv_sec) * 1e3 + (double)(t1.tv_nsec - t0.tv_nsec) * 1e-6;
-    CHECK(GPU->copy_to_host(gctx, gs, go, d.out, (size_t)len * sizeof(double)));
-    CHECK(GPU->sync(gctx, gs));
+    CHECK(GPU->copy_to_host(B.gpu, B.gs, go, d.out, (size_t)len * sizeof(double)));
+    CHECK(GPU->sync(B.gpu, B.gs));
     for (int64_t i = 0; i < len; i++)
         cr_assert(go[i] != -12345.678 && !isnan(go[i]), "gpu out[%lld] = %g not written",
                   (long long)i, go[i]);
@@ -230,7 +184,7 @@ static double *cpu_gemm(const double *x, int64_t xr, int64_t xc, int tx, const d
     g.n = ty ? yr : yc;
     double *c = malloc(sizeof(double) * (size_t)(g.m * g.n));
     g.out = c;
-    CHECK(CPU->linalg(cctx, cs, &g));
+    CHECK(CPU->linalg(B.cpu, B.cs, &g));
     return c;
 }
 
@@ -441,10 +395,10 @@ Test(chunkops_cuda_linalg, householder_mode_matches_cpu)
 static void gram_both(int64_t m, int64_t n, double e, const int64_t *rows, int np)
 {
     double *a = la_graded(m, n, e), *cu, *cst, *gu, *gst;
-    CHECK(la_gram_svd(CPU, cctx, cs, a, m, n, rows, np, &cu, &cst));
+    CHECK(la_gram_svd(CPU, B.cpu, B.cs, a, m, n, rows, np, &cu, &cst));
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    CHECK(la_gram_svd(GPU, gctx, gs, a, m, n, rows, np, &gu, &gst));
+    CHECK(la_gram_svd(GPU, B.gpu, B.gs, a, m, n, rows, np, &gu, &gst));
     clock_gettime(CLOCK_MONOTONIC, &t1);
     cr_assert_eq(gst[GS_LA_H_FAST], cst[GS_LA_H_FAST], "1e%g: gpu and cpu took different paths",
                  e);
@@ -495,7 +449,7 @@ Test(chunkops_cuda_linalg, rejects_invalid_specs_before_any_work)
     k.n = 3;
     k.a[0] = (gs_kmat_t){.data = buf, .len = 64, .rows = 2, .cols = 3, .ld = 3};
     k.out = buf;
-    cr_assert_eq(GPU->linalg(gctx, gs, &k), GS_ERR_INVALID_PARAM);
-    CHECK(GPU->sync(gctx, gs)); /* a refused spec is not a stream failure */
+    cr_assert_eq(GPU->linalg(B.gpu, B.gs, &k), GS_ERR_INVALID_PARAM);
+    CHECK(GPU->sync(B.gpu, B.gs)); /* a refused spec is not a stream failure */
     close_both();
 }
