@@ -45,8 +45,10 @@ if [ "$what" = bench ] || [ "$what" = all ]; then
     $B/gs-kbench
     $B/gs-bench seed --n 20000 --chunk 1000 --workers 1 --backend cuda
     $B/gs-bench seed --n 20000 --chunk 1000 --workers 2 --backend cpu
-    $B/gs-bench seed --n 500000 --chunk 10000 --workers 1 --backend cuda --repeat 3
-    $B/gs-bench seed --n 500000 --chunk 10000 --workers "$ngpu" --backend cuda --repeat 5
+    # the seed on 1, 2, ..., ngpu workers (issue 17: scaling over one GPU)
+    for w in $(seq 1 "$ngpu"); do
+      $B/gs-bench seed --n 500000 --chunk 10000 --workers "$w" --backend cuda --repeat 5
+    done
     $B/gs-bench seed --n 500000 --chunk 10000 --workers 1 --backend cuda --no-fuse --repeat 2
     $B/gs-bench seed --n 500000 --chunk 10000 --workers "$ngpu" --backend cuda --no-fuse --repeat 2
   } 2>"$out/bench.err" | tee "$out/bench.jsonl"
