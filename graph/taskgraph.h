@@ -110,6 +110,12 @@ typedef enum gs_layer_kind {
 gs_layer_kind_t gs_layer_kind(const gs_layer_t *l);
 /** Human-readable name for logs and task reports ("fused", "combine-sum", ...). Static. */
 const char *gs_layer_name(const gs_layer_t *l);
+/** Readable operation name of @a l for people ("normal+add", "slice", "sum", "combine-sum",
+ *  "gram", "literal"): a fused layer's random/index leaves, operations (without "_imm") and
+ *  reduction joined by '+', other kinds' gs_layer_name(). Written into @a out (@a cap bytes,
+ *  caller-owned, always NUL-terminated when cap > 0; cut with "+..." when long). Allocates
+ *  nothing. The client sends these names in GRAPH_SUBMIT (gsched shows them, never decodes). */
+void gs_layer_display_name(const gs_layer_t *l, char *out, size_t cap);
 /** Number of blocks (tasks) the layer defines. */
 uint64_t gs_layer_nblocks(const gs_layer_t *l);
 /** Number of inputs (dependencies) block @a block expects. */
