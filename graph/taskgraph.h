@@ -163,7 +163,8 @@ typedef struct gs_ktask {
  *  dependency order, backend memory) and writing @a out (backend memory of
  *  gs_layer_out_nbytes(l, block) bytes). Checks the number and sizes of inputs: a wrong task
  *  table gives GS_ERR_INVALID_PARAM, never an out-of-bounds access. Pointers in *task_p borrow
- *  from @a l, @a inputs and @a out. */
+ *  from @a l, @a inputs and @a out. For a fused layer only kind and u.fused are written (the
+ *  rest of the union is left as it was: the linear algebra member alone is ~12 KB). */
 gs_status_t gs_layer_instantiate(const gs_layer_t *l, uint64_t block, int ninputs,
                                  const gs_chunk_ref_t *inputs, double *out, gs_ktask_t *task_p);
 
