@@ -128,6 +128,7 @@ static void gs__dash_prune_workers(gs__dash_t *d)
             continue;
         }
         gs_u64map_del(&d->wstat_index, id);
+        d->last_wi = 0;   /* entries move */
         d->wstats.data[i] = d->wstats.data[--d->wstats.len];
         if (i < d->wstats.len) gs_u64map_put(&d->wstat_index, d->wstats.data[i].id, i + 1);
     }
