@@ -13,9 +13,12 @@
 static gs_status_t gs__encode_submit(const gs_taskgraph_t *tg, uint64_t client_ref,
                                      uint32_t flags, gs_buf_t *frame)
 {
+    enum { NAME_CAP = 48 };   /* as long as gsched's dashboard shows */
     gs_buf_t lbuf;
     size_t *loff = NULL;
     gs_bytes_t *layers = NULL;
+    gs_str_t *names = NULL;
+    char *name_text = NULL;
     gs_msg_t m;
     gs_status_t st = GS_OK;
 
@@ -23,7 +26,9 @@ static gs_status_t gs__encode_submit(const gs_taskgraph_t *tg, uint64_t client_r
     if (tg->nlayers > 0) {
         loff = gs_calloc((size_t)tg->nlayers + 1, sizeof(size_t), "layer offsets");
         layers = gs_calloc(tg->nlayers, sizeof(gs_bytes_t), "layer bytes");
-        if (loff == NULL || layers == NULL) {
+        names = gs_calloc(tg->nlayers, sizeof(gs_str_t), "layer names");
+        name_text = gs_calloc(tg->nlayers, NAME_CAP, "layer name text");
+        if (loff == NULL || layers == NULL || names == NULL || name_text == NULL) {
             st = gs_error_set(GS_ERR_NO_MEMORY, "out of memory encoding a graph");
             goto out;
         }
@@ -36,6 +41,9 @@ static gs_status_t gs__encode_submit(const gs_taskgraph_t *tg, uint64_t client_r
     for (uint32_t i = 0; i < tg->nlayers; i++) {
         layers[i].data = lbuf.data + loff[i];
         layers[i].len = loff[i + 1] - loff[i];
+        gs_layer_display_name(tg->layers[i], name_text + (size_t)i * NAME_CAP, NAME_CAP);
+        names[i].data = (const uint8_t *)name_text + (size_t)i * NAME_CAP;
+        names[i].len = strlen(name_text + (size_t)i * NAME_CAP);
     }
     memset(&m, 0, sizeof(m));
     m.type = GS_MSG_GRAPH_SUBMIT;
@@ -53,10 +61,14 @@ static gs_status_t gs__encode_submit(const gs_taskgraph_t *tg, uint64_t client_r
     m.u.graph_submit.externals = (const uint64_t *)tg->externals;
     m.u.graph_submit.noutputs = tg->noutputs;
     m.u.graph_submit.outputs = tg->outputs;
+    m.u.graph_submit.nlayer_names = tg->nlayers;
+    m.u.graph_submit.layer_names = names;
     st = gs_msg_encode(&m, frame);
 out:
     gs_free(loff);
     gs_free(layers);
+    gs_free(names);
+    gs_free(name_text);
     gs_buf_cleanup(&lbuf);
     return st;
 }

@@ -53,6 +53,11 @@ gs_status_t gs_u64map_reserve(gs_u64map_t *m, size_t n)
 
 gs_status_t gs_u64map_put(gs_u64map_t *m, uint64_t key, uint64_t val)
 {
+    return gs_u64map_swap(m, key, val, NULL, NULL);
+}
+
+gs_status_t gs_u64map_swap(gs_u64map_t *m, uint64_t key, uint64_t val, int *found_p, uint64_t *old_p)
+{
     size_t j, tomb = SIZE_MAX;
     if (key == GS_U64MAP_EMPTY || key == GS_U64MAP_TOMB) return GS_ERR_INVALID_PARAM;
     if ((m->used + 1) * 10 > m->cap * 7) {
@@ -65,6 +70,8 @@ gs_status_t gs_u64map_put(gs_u64map_t *m, uint64_t key, uint64_t val)
     for (;;) {
         uint64_t k = m->keys[j];
         if (k == key) {
+            if (found_p != NULL) *found_p = 1;
+            if (old_p != NULL) *old_p = m->vals[j];
             m->vals[j] = val;
             return GS_OK;
         }
@@ -80,6 +87,7 @@ gs_status_t gs_u64map_put(gs_u64map_t *m, uint64_t key, uint64_t val)
     m->keys[j] = key;
     m->vals[j] = val;
     m->len++;
+    if (found_p != NULL) *found_p = 0;
     return GS_OK;
 }
 
@@ -101,6 +109,15 @@ int gs_u64map_get(const gs_u64map_t *m, uint64_t key, uint64_t *val_p)
     size_t j = gs__u64map_find(m, key);
     if (j == SIZE_MAX) return 0;
     if (val_p) *val_p = m->vals[j];
+    return 1;
+}
+
+int gs_u64map_del_if(gs_u64map_t *m, uint64_t key, uint64_t val)
+{
+    size_t j = gs__u64map_find(m, key);
+    if (j == SIZE_MAX || m->vals[j] != val) return 0;
+    m->keys[j] = GS_U64MAP_TOMB;
+    m->len--;
     return 1;
 }
 

@@ -31,6 +31,12 @@ void gs_u64map_cleanup(gs_u64map_t *m);
 /** Insert or overwrite. GS_ERR_INVALID_PARAM for a reserved key, GS_ERR_NO_MEMORY on growth
  *  failure (the map is unchanged). */
 gs_status_t gs_u64map_put(gs_u64map_t *m, uint64_t key, uint64_t val);
+/** Insert or overwrite @a key in one probe sequence: when it was present, *found_p (may be NULL)
+ *  gets 1 and *old_p (may be NULL) its previous value, else *found_p gets 0. Errors as
+ *  gs_u64map_put (the map unchanged, nothing written). */
+gs_status_t gs_u64map_swap(gs_u64map_t *m, uint64_t key, uint64_t val, int *found_p, uint64_t *old_p);
+/** Remove @a key when its value is @a val, in one probe sequence; returns 1 when removed. */
+int gs_u64map_del_if(gs_u64map_t *m, uint64_t key, uint64_t val);
 /** Look up @a key; returns 1 and writes *val_p when present, else 0. */
 int gs_u64map_get(const gs_u64map_t *m, uint64_t key, uint64_t *val_p);
 /** Remove @a key; returns 1 when it was present. */

@@ -454,18 +454,24 @@ gs_status_t gs_layer_instantiate(const gs_layer_t *l, uint64_t block, int ninput
 {
     gs_ktask_t t;
     gs_status_t st;
+    size_t used;
     if (l == NULL || task_p == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "NULL argument");
     if (block >= gs_layer_nblocks(l))
         return gs_error_set(GS_ERR_INVALID_PARAM, "block %llu out of range for layer %s (%llu blocks)",
                             (unsigned long long)block, gs_layer_name(l),
                             (unsigned long long)gs_layer_nblocks(l));
     if (out == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "output buffer is NULL");
-    memset(&t, 0, sizeof(t));
+    /* gs_ktask_t is ~14 KB (the linear algebra member); a fused task uses ~2 KB of it: only
+     * that part is cleared and copied out (tiny tasks run one instantiate each) */
+    if (l->kind != GS_LAYER_FUSED) memset(&t, 0, sizeof(t));
     switch (l->kind) {
     case GS_LAYER_FUSED:
+        used = offsetof(gs_ktask_t, u) + sizeof(t.u.fused);
+        memset(&t, 0, used);
         t.kind = GS_KTASK_FUSED;
         if ((st = gs__inst_fused(l, block, ninputs, inputs, out, &t.u.fused)) != GS_OK) return st;
-        break;
+        memcpy(task_p, &t, used);
+        return GS_OK;
     case GS_LAYER_COMBINE: {
         int expected = gs_layer_ninputs(l, block);
         int64_t nrec = gs__combine_nrec(l, block);

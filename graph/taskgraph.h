@@ -110,6 +110,12 @@ typedef enum gs_layer_kind {
 gs_layer_kind_t gs_layer_kind(const gs_layer_t *l);
 /** Human-readable name for logs and task reports ("fused", "combine-sum", ...). Static. */
 const char *gs_layer_name(const gs_layer_t *l);
+/** Readable operation name of @a l for people ("normal+add", "slice", "sum", "combine-sum",
+ *  "gram", "literal"): a fused layer's random/index leaves, operations (without "_imm") and
+ *  reduction joined by '+', other kinds' gs_layer_name(). Written into @a out (@a cap bytes,
+ *  caller-owned, always NUL-terminated when cap > 0; cut with "+..." when long). Allocates
+ *  nothing. The client sends these names in GRAPH_SUBMIT (gsched shows them, never decodes). */
+void gs_layer_display_name(const gs_layer_t *l, char *out, size_t cap);
 /** Number of blocks (tasks) the layer defines. */
 uint64_t gs_layer_nblocks(const gs_layer_t *l);
 /** Number of inputs (dependencies) block @a block expects. */
@@ -157,7 +163,8 @@ typedef struct gs_ktask {
  *  dependency order, backend memory) and writing @a out (backend memory of
  *  gs_layer_out_nbytes(l, block) bytes). Checks the number and sizes of inputs: a wrong task
  *  table gives GS_ERR_INVALID_PARAM, never an out-of-bounds access. Pointers in *task_p borrow
- *  from @a l, @a inputs and @a out. */
+ *  from @a l, @a inputs and @a out. For a fused layer only kind and u.fused are written (the
+ *  rest of the union is left as it was: the linear algebra member alone is ~12 KB). */
 gs_status_t gs_layer_instantiate(const gs_layer_t *l, uint64_t block, int ninputs,
                                  const gs_chunk_ref_t *inputs, double *out, gs_ktask_t *task_p);
 

@@ -193,7 +193,14 @@ typedef struct gs_msg_graph_submit {
     const uint64_t *externals;   /* 2 * nexternals: (graph, task) pairs */
     uint64_t noutputs;
     const uint64_t *outputs;
+    /* readable operation name per layer (graph/taskgraph.h: gs_layer_display_name), for the
+     * dashboard and reports only: none, or one per layer, each at most
+     * GS_MSG_LAYER_NAME_MAX bytes; gsched keeps them as opaque text */
+    uint32_t nlayer_names;
+    gs_str_t *layer_names;
 } gs_msg_graph_submit_t;
+
+#define GS_MSG_LAYER_NAME_MAX 255u
 
 #define GS_SUBMIT_PERSIST 0x1u   /* keep output chunks on the workers after completion */
 

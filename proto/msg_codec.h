@@ -72,6 +72,7 @@ int gs__rule_layer_index(const void *body, const gs__field_t *f, gs__why_t *why)
 int gs__rule_one_error_per_failure(const void *body, const gs__field_t *f, gs__why_t *why);
 int gs__rule_one_per_entry(const void *body, const gs__field_t *f, gs__why_t *why);
 int gs__rule_none_or_one_per_key(const void *body, const gs__field_t *f, gs__why_t *why);
+int gs__rule_layer_names(const void *body, const gs__field_t *f, gs__why_t *why);
 
 /** Everything a well-formed message satisfies beyond its shape (shared by encoder and decoder). */
 int gs__msg_check(const gs_msg_t *m, gs__why_t *why);

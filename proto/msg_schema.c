@@ -214,6 +214,24 @@ int gs__rule_one_per_entry(const void *body, const gs__field_t *f, gs__why_t *wh
     return 1;
 }
 
+/* graph_submit.layer_names: none or one per layer, each short (gsched shows them as text and
+ * never interprets them; it replaces bytes outside printable ASCII when it shows them). */
+int gs__rule_layer_names(const void *body, const gs__field_t *f, gs__why_t *why)
+{
+    const gs_msg_graph_submit_t *g = body;
+    (void)f;
+    if (g->nlayer_names != 0 && g->nlayer_names != g->nlayers) {
+        return gs__why_set(why, "%u layer names for %u layers (0 or one per layer)", g->nlayer_names, g->nlayers);
+    }
+    for (uint32_t i = 0; i < g->nlayer_names; i++) {
+        const gs_str_t *s = &g->layer_names[i];
+        if (s->len > GS_MSG_LAYER_NAME_MAX) {
+            return gs__why_set(why, "layer name %u has %zu bytes (at most %u)", i, s->len, GS_MSG_LAYER_NAME_MAX);
+        }
+    }
+    return 1;
+}
+
 /* replicate.nsrc: a client sends no sources, gsched one per key. */
 int gs__rule_none_or_one_per_key(const void *body, const gs__field_t *f, gs__why_t *why)
 {

@@ -122,7 +122,8 @@
     F(graph_submit, nexternals, UINT, nexternals, 1, GS__NO_RULE)            \
     F(graph_submit, externals, TAB, nexternals, 2, GS__NO_RULE)              \
     F(graph_submit, noutputs, UINT, noutputs, 1, GS__NO_RULE)                \
-    F(graph_submit, outputs, TAB, noutputs, 1, GS__NO_RULE)
+    F(graph_submit, outputs, TAB, noutputs, 1, GS__NO_RULE)                  \
+    F(graph_submit, layer_names, STRS, nlayer_names, 1, gs__rule_layer_names)
 
 #define GS_MSG_FIELDS_GRAPH_ACCEPTED(F)                                  \
     F(graph_accepted, client_ref, UINT, client_ref, 1, GS__NO_RULE)      \

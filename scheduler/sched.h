@@ -431,7 +431,7 @@ void gs_sched_destroy(gs_sched_h sched);
  *  GS_SCHED_MAX_TASKS, CSR offsets consistent, every task's layer < nlayers, every dependency
  *  either an earlier task (topological order; a later or equal id is a cycle/forward
  *  dependency) or an index into externals, declared sizes <= GS_SCHED_MAX_TASK_NBYTES, outputs
- *  < ntasks. GS_ERR_INVALID_PARAM with a message naming the first problem. Used by gsched on
+ *  < ntasks, layer names none or one per layer. GS_ERR_INVALID_PARAM with a message naming the first problem. Used by gsched on
  *  every GRAPH_SUBMIT and by the fuzz target. */
 gs_status_t gs_sched_graph_check(const gs_msg_graph_submit_t *g);
 

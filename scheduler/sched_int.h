@@ -87,6 +87,8 @@ typedef struct gs__parked {
     uint32_t task;
 } gs__parked_t;
 
+#define GS__LAYER_NAME_CAP 48   /* bytes per layer name, NUL included (dash snapshot.h) */
+
 struct gs__graph {
     gs_sched_t *s;
     uint64_t id;
@@ -102,6 +104,9 @@ struct gs__graph {
     uint32_t nlayers;
     uint8_t *layer_blob;
     uint64_t *layer_off;         /* nlayers + 1 */
+    char *layer_names;           /* nlayers * GS__LAYER_NAME_CAP: the client's operation names, as
+                                    text (cut, bytes outside printable ASCII as '?'; "layer" when
+                                    none came); never interpreted */
 
     /* task table (struct of arrays) */
     uint32_t ntasks;

@@ -16,6 +16,23 @@
 /* ------------------------------------------------------------------------------------------ */
 /* Structural validation (no cluster state).                                                  */
 
+/* A client's layer name as shown text (GS__LAYER_NAME_CAP bytes at @a out): cut, each byte
+ * outside printable ASCII shown as '?' (so JSON and HTML get text, whatever a peer sent);
+ * "layer" when the client sent none. */
+static void gs__layer_name_copy(char *out, const gs_str_t *name)
+{
+    size_t n = 0;
+    if (name == NULL || name->len == 0) {
+        memcpy(out, "layer", 6);
+        return;
+    }
+    for (; n < name->len && n + 1 < GS__LAYER_NAME_CAP; n++) {
+        uint8_t c = name->data[n];
+        out[n] = c >= 0x20 && c <= 0x7e ? (char)c : '?';
+    }
+    out[n] = '\0';
+}
+
 gs_status_t gs_sched_graph_check(const gs_msg_graph_submit_t *m)
 {
     uint64_t ntasks, ndeps;
@@ -49,6 +66,16 @@ gs_status_t gs_sched_graph_check(const gs_msg_graph_submit_t *m)
     if (m->noutputs > 0 && m->outputs == NULL) {
         return gs_error_set(GS_ERR_INVALID_PARAM, "graph declares %" PRIu64 " outputs but has none",
                             m->noutputs);
+    }
+    if (m->nlayer_names != 0 && (m->nlayer_names != m->nlayers || m->layer_names == NULL)) {
+        return gs_error_set(GS_ERR_INVALID_PARAM, "graph has %u layer names for %u layers (0 or one per layer)",
+                            m->nlayer_names, m->nlayers);
+    }
+    for (uint32_t l = 0; l < m->nlayer_names; l++) {
+        if (m->layer_names[l].data == NULL && m->layer_names[l].len > 0) {
+            return gs_error_set(GS_ERR_INVALID_PARAM, "layer name %u has %zu bytes but no data", l,
+                                m->layer_names[l].len);
+        }
     }
     for (uint32_t l = 0; l < m->nlayers; l++) {
         if (m->layers[l].data == NULL && m->layers[l].len > 0) {
@@ -266,6 +293,12 @@ gs_status_t gs__graph_submit(gs_sched_t *s, gs__peer_t *client, const gs_msg_gra
     GS__ALLOC(g->layer_blob, layer_bytes, "graph layers");
     for (uint32_t l = 0; l < g->nlayers; l++) {
         if (m->layers[l].len) memcpy(g->layer_blob + g->layer_off[l], m->layers[l].data, m->layers[l].len);
+    }
+    g->layer_names = gs_malloc(gs_size_mul(g->nlayers ? g->nlayers : 1, GS__LAYER_NAME_CAP), "graph layer names");
+    if (g->layer_names == NULL) goto err_nomem;
+    for (uint32_t l = 0; l < g->nlayers; l++) {
+        gs__layer_name_copy(g->layer_names + (size_t)l * GS__LAYER_NAME_CAP,
+                            l < m->nlayer_names ? &m->layer_names[l] : NULL);
     }
 
     /* task table */

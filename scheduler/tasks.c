@@ -41,6 +41,7 @@ void gs__graph_free_arrays(gs__graph_t *g)
     gs_free(g->errmsg);
     gs_free(g->layer_blob);
     gs_free(g->layer_off);
+    gs_free(g->layer_names);
     gs_free(g->task_layer);
     gs_free(g->task_block);
     gs_free(g->dep_off);

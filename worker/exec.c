@@ -175,11 +175,7 @@ static void gs__wtask_release(gs_worker_t *w, gs_wtask_t *t)
         gs__wchunk_unref(w, t->out);
         t->out = NULL;
     }
-    if (g) {
-        uint64_t v;
-        if (gs_u64map_get(&g->tasks, t->id, &v) && (gs_wtask_t *)(uintptr_t)v == t)
-            gs_u64map_del(&g->tasks, t->id);
-    }
+    if (g) (void)gs_u64map_del_if(&g->tasks, t->id, (uint64_t)(uintptr_t)t);
     gs__wtask_recycle(w, t);
     if (g) gs__wgraph_maybe_free(w, g, 0);
 }

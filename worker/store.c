@@ -189,25 +189,29 @@ void gs__wchunk_unref(gs_worker_t *w, gs_wchunk_t *c)
     gs__wgraph_maybe_free(w, g, 0);
 }
 
+static void gs__wstore_unmapped(gs_worker_t *w, gs_wchunk_t *c);
+
 gs_status_t gs__wstore_insert(gs_worker_t *w, gs_wchunk_t *c)
 {
     gs_wgraph_t *g = c->graph;
     gs_wchunk_t *old;
-    uint64_t v;
+    uint64_t v = 0;
+    int found = 0;
     gs_status_t status;
 
     gs_assert(!c->in_map);
-    if (gs_u64map_get(&g->chunks, c->task, &v)) {
-        old = (gs_wchunk_t *)(uintptr_t)v;
-        /* pin the graph: detaching may drop the last reference of old */
-        g->nowned++;
-        gs__wstore_detach(w, old);
-        g->nowned--;
-    }
-    status = gs_u64map_put(&g->chunks, c->task, (uint64_t)(uintptr_t)c);
+    /* one probe: c replaces the chunk of that key, if any, which is then detached */
+    status = gs_u64map_swap(&g->chunks, c->task, (uint64_t)(uintptr_t)c, &found, &v);
     if (status != GS_OK)
         return gs_error_set(status, "out of memory storing chunk (%llu, %llu)",
                             (unsigned long long)g->id, (unsigned long long)c->task);
+    if (found) {
+        old = (gs_wchunk_t *)(uintptr_t)v;
+        /* pin the graph: detaching may drop the last reference of old */
+        g->nowned++;
+        gs__wstore_unmapped(w, old);
+        g->nowned--;
+    }
     c->in_map = 1;
     if (c->owned) {
         g->nowned++;
@@ -217,11 +221,10 @@ gs_status_t gs__wstore_insert(gs_worker_t *w, gs_wchunk_t *c)
     return GS_OK;
 }
 
-void gs__wstore_detach(gs_worker_t *w, gs_wchunk_t *c)
+/* What detaching does once the map no longer holds @a c (in_map still set). */
+static void gs__wstore_unmapped(gs_worker_t *w, gs_wchunk_t *c)
 {
     gs_wgraph_t *g = c->graph;
-    if (!c->in_map) return;
-    gs_u64map_del(&g->chunks, c->task);
     c->in_map = 0;
     gs__wspill_forget(w, c, 0);
     if (c->owned) {
@@ -230,6 +233,13 @@ void gs__wstore_detach(gs_worker_t *w, gs_wchunk_t *c)
         w->st.chunks--;
         gs__wchunk_unref(w, c);    /* the store's reference */
     }
+}
+
+void gs__wstore_detach(gs_worker_t *w, gs_wchunk_t *c)
+{
+    if (!c->in_map) return;
+    gs_u64map_del(&c->graph->chunks, c->task);
+    gs__wstore_unmapped(w, c);
 }
 
 void gs__wstore_release(gs_worker_t *w, uint64_t graph, uint64_t task)

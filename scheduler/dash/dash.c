@@ -215,7 +215,12 @@ static gs__dwstat_t *gs__dash_wstat(gs__dash_t *d, uint64_t id)
 {
     uint64_t v;
     gs__dwstat_t ws;
-    if (gs_u64map_get(&d->wstat_index, id, &v)) return &d->wstats.data[v - 1];
+    if (d->last_wi != 0 && d->last_wid == id) return &d->wstats.data[d->last_wi - 1];
+    if (gs_u64map_get(&d->wstat_index, id, &v)) {
+        d->last_wid = id;
+        d->last_wi = v;
+        return &d->wstats.data[v - 1];
+    }
     memset(&ws, 0, sizeof ws);
     ws.id = id;
     if (GS_VEC_PUSH(&d->wstats, ws) != GS_OK) return NULL;
@@ -231,7 +236,12 @@ static gs__dglr_t *gs__dash_glr(gs__dash_t *d, const gs__graph_t *g)
 {
     uint64_t v;
     gs__dglr_t r;
-    if (gs_u64map_get(&d->glr_index, g->id, &v)) return &d->glr.data[v - 1];
+    if (d->last_gi != 0 && d->last_gid == g->id) return &d->glr.data[d->last_gi - 1];
+    if (gs_u64map_get(&d->glr_index, g->id, &v)) {
+        d->last_gid = g->id;
+        d->last_gi = v;
+        return &d->glr.data[v - 1];
+    }
     r.graph = g->id;
     r.nlayers = g->nlayers;
     r.run_ns = gs_calloc(g->nlayers ? g->nlayers : 1, sizeof *r.run_ns, "dashboard layer times");
@@ -401,6 +411,7 @@ void gs__dash_graph_gone(gs__dash_t *d, gs__graph_t *g)
     gs__dash_tally_free(g);
     if (gs_u64map_get(&d->glr_index, g->id, &v)) {   /* drop its layer times (swap with the last) */
         size_t i = v - 1, last = d->glr.len - 1;
+        d->last_gi = 0;   /* entries move */
         gs_free(d->glr.data[i].run_ns);
         gs_u64map_del(&d->glr_index, g->id);
         if (i != last) {

@@ -70,6 +70,10 @@ struct gs__dash {
     gs_u64map_t wstat_index;     /* worker id -> index + 1 */
     GS_VEC(gs__dglr_t) glr;
     gs_u64map_t glr_index;       /* graph id -> index + 1 */
+    /* the last worker's and graph's entries (index + 1; 0: none), so that the reports of one
+     * TASK_DONE batch (one worker, mostly one graph) cost no hash lookup each; reset where
+     * entries move (a removal swaps the last one in) */
+    uint64_t last_wid, last_wi, last_gid, last_gi;
     uint64_t hist[GS__DHIST_N + 1];
     uint64_t hist_count;
     double hist_sum_s;

@@ -1,7 +1,6 @@
 /* Building dashboard snapshots from the scheduler's state (loop thread) and freeing them (any
  * thread, at the last reference). See snapshot.h. */
 #include "scheduler/dash/dash_int.h"
-#include "scheduler/dash/names.h"
 #include "scheduler/dash/tally.h"
 #include "scheduler/sched_int.h"
 #include "common/time.h"
@@ -80,8 +79,8 @@ int gs__dgraph_fill(gs__dash_t *d, gs__graph_t *g, gs__dgraph_t *out)
         return 0;
     }
     for (uint32_t l = 0; l < g->nlayers; l++) {
-        gs__dash_layer_name(g->layer_blob + g->layer_off[l], g->layer_off[l + 1] - g->layer_off[l],
-                            out->layers[l].name, sizeof out->layers[l].name);
+        _Static_assert(sizeof out->layers[l].name == GS__LAYER_NAME_CAP, "one layer name size");
+        memcpy(out->layers[l].name, g->layer_names + (size_t)l * GS__LAYER_NAME_CAP, GS__LAYER_NAME_CAP);
     }
     if ((tally = gs__dash_tally_get(g)) == NULL) {
         gs__dgraph_cleanup(out);
@@ -129,6 +128,7 @@ static void gs__dash_prune_workers(gs__dash_t *d)
             continue;
         }
         gs_u64map_del(&d->wstat_index, id);
+        d->last_wi = 0;   /* entries move */
         d->wstats.data[i] = d->wstats.data[--d->wstats.len];
         if (i < d->wstats.len) gs_u64map_put(&d->wstat_index, d->wstats.data[i].id, i + 1);
     }

@@ -72,7 +72,7 @@ typedef struct gs__dworker {
 } gs__dworker_t;
 
 typedef struct gs__dlayer {
-    char name[48];               /* "normal+add", "sum", "slice", ... (names.h) */
+    char name[48];               /* "normal+add", "sum", "slice", ... (the client's, GRAPH_SUBMIT) */
     uint64_t ntasks;             /* needed tasks of this layer */
     uint64_t nstate[GS__DS_N];
     uint64_t run_ns;             /* kernel time reported for it */

@@ -37,3 +37,32 @@ Test(common_hashmap, rejects_reserved_keys_and_survives_alloc_failure)
     cr_assert(gs_u64map_get(&m, 5, NULL));
     gs_u64map_cleanup(&m);
 }
+
+Test(common_hashmap, swap_returns_the_previous_value_and_del_if_checks_it)
+{
+    gs_u64map_t m;
+    uint64_t old = 99, v;
+    int found = 7;
+    gs_u64map_init(&m);
+    cr_assert_eq(gs_u64map_swap(&m, 10, 1, &found, &old), GS_OK);
+    cr_assert_eq(found, 0);
+    cr_assert_eq(old, 99, "nothing written when the key was absent");
+    cr_assert_eq(gs_u64map_swap(&m, 10, 2, &found, &old), GS_OK);
+    cr_assert_eq(found, 1);
+    cr_assert_eq(old, 1);
+    cr_assert(gs_u64map_get(&m, 10, &v));
+    cr_assert_eq(v, 2);
+    cr_assert_eq(m.len, 1);
+    cr_assert_eq(gs_u64map_swap(&m, GS_U64MAP_TOMB, 1, &found, &old), GS_ERR_INVALID_PARAM);
+    /* del_if removes only the entry holding that value */
+    cr_assert_eq(gs_u64map_del_if(&m, 10, 1), 0);
+    cr_assert(gs_u64map_get(&m, 10, NULL));
+    cr_assert_eq(gs_u64map_del_if(&m, 11, 2), 0);
+    cr_assert_eq(gs_u64map_del_if(&m, 10, 2), 1);
+    cr_assert_eq(gs_u64map_get(&m, 10, NULL), 0);
+    cr_assert_eq(m.len, 0);
+    /* a swap after a delete reuses the tombstone and reports absence */
+    cr_assert_eq(gs_u64map_swap(&m, 10, 3, &found, NULL), GS_OK);
+    cr_assert_eq(found, 0);
+    gs_u64map_cleanup(&m);
+}

@@ -5,6 +5,10 @@
 #include "cluster.h"
 #include "http.h"
 
+#include "common/buf.h"
+#include "graph/taskgraph.h"
+#include "proto/handshake_fd.h"
+
 #include <gsched/gsched.h>
 
 #include <arpa/inet.h>
@@ -300,6 +304,123 @@ Test(dashboard, endpoints_describe_the_job_that_ran, .init = up, .fini = down)
     json_decref(t);
     json_decref(x);
     gs_client_destroy(c);
+}
+
+/* The graph @a id of /api/graphs once done (polled: the event is the snapshot showing it). */
+static json_t *wait_done_graph_id(uint64_t id)
+{
+    double deadline = now_s() + 30.0;
+    while (now_s() < deadline) {
+        json_t *root = get_json("/api/graphs", NULL), *g;
+        size_t i;
+        json_array_foreach(json_object_get(root, "graphs"), i, g) {
+            if ((uint64_t)json_integer_value(json_object_get(g, "id")) == id &&
+                strcmp(json_string_value(json_object_get(g, "phase")), "done") == 0) {
+                json_incref(g);
+                json_decref(root);
+                return g;
+            }
+        }
+        json_decref(root);
+        usleep(50000);
+    }
+    return NULL;
+}
+
+/* A raw client connection to gsched (handshaken): the socket. */
+static int raw_client(void)
+{
+    struct sockaddr_in sa = {.sin_family = AF_INET};
+    int fd = socket(AF_INET, SOCK_STREAM, 0), port = 0;
+    cr_assert(sscanf(strrchr(CL.address, ':') + 1, "%d", &port) == 1, "address %s", CL.address);
+    sa.sin_port = htons((uint16_t)port);
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    cr_assert(fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof sa) == 0);
+    OK(gs_proto_handshake_fd(fd, GS_ROLE_CLIENT, CL.token, "raw", 20.0, NULL));
+    return fd;
+}
+
+/* The operation names on the dashboard are the client's (GRAPH_SUBMIT), kept as text: gsched
+ * never decodes layers for them. A peer's names are shown as sent (cut, bytes outside printable
+ * ASCII as '?'; JSON and the report escape the rest); a graph without names shows "layer". */
+Test(dashboard, operation_names_are_the_clients, .init = up, .fini = down)
+{
+    static const char *const sent[2] = {"</script><b>my-op</b>", "caf\xc3\xa9\x01"};
+    static const char *const shown[2] = {"</script><b>my-op</b>", "caf???"};
+    const int64_t n = 4000, chunk = 100;
+    gs_array_h a, b, s;
+    gs_taskgraph_t *tg;
+    gs_buf_t lbuf;
+    gs_bytes_t layers[8];
+    gs_str_t names[8];
+    size_t loff[9];
+    uint32_t nl;
+    gs_msg_t m, ans;
+    uint64_t gid = 0;
+    int fd;
+
+    OK(gs_array_arange(0, 1, 1, &n, &chunk, &a));
+    OK(gs_array_binary_scalar(GS_BINARY_ADD, a, 1.0, &b));
+    OK(gs_array_reduce(GS_RED_SUM, b, NULL, &s));
+    OK(gs_graph_lower(s, GS_LOWER_DEFAULT, &tg));
+    nl = tg->nlayers;
+    cr_assert(nl >= 2 && nl <= 8, "%u layers", nl);
+    gs_buf_init(&lbuf);
+    for (uint32_t l = 0; l < nl; l++) {
+        loff[l] = lbuf.len;
+        OK(gs_layer_encode(tg->layers[l], &lbuf));
+    }
+    loff[nl] = lbuf.len;
+    fd = raw_client();
+    for (int named = 1; named >= 0; named--) {
+        for (uint32_t l = 0; l < nl; l++) {
+            layers[l] = (gs_bytes_t){lbuf.data + loff[l], loff[l + 1] - loff[l]};
+            names[l] = (gs_str_t){(const uint8_t *)sent[l > 0], strlen(sent[l > 0])};
+        }
+        memset(&m, 0, sizeof m);
+        m.type = GS_MSG_GRAPH_SUBMIT;
+        m.u.graph_submit = (gs_msg_graph_submit_t){
+            .client_ref = 7, .nlayers = nl, .layers = layers, .ntasks = tg->ntasks,
+            .task_layer = tg->task_layer, .task_block = tg->task_block, .dep_off = tg->dep_off,
+            .deps = tg->deps, .task_nbytes = tg->task_nbytes, .noutputs = tg->noutputs,
+            .outputs = tg->outputs, .nlayer_names = named ? nl : 0, .layer_names = named ? names : NULL};
+        OK(gs_proto_fd_send_msg(fd, &m, 20.0));
+        /* GRAPH_ACCEPTED (the id), then (PROGRESS...) GRAPH_DONE */
+        do {
+            OK(gs_proto_fd_recv_msg(fd, 1 << 20, 60.0, &ans));
+            cr_assert_neq(ans.type, GS_MSG_ERROR, "gsched refused the graph");
+            if (ans.type == GS_MSG_GRAPH_ACCEPTED) gid = ans.u.graph_accepted.graph_id;
+            if (ans.type == GS_MSG_GRAPH_DONE) cr_assert_eq(ans.u.graph_done.status, GS_OK);
+            gs_msg_cleanup(&ans);
+        } while (ans.type != GS_MSG_GRAPH_DONE);
+        {
+            json_t *g = wait_done_graph_id(gid), *e;
+            size_t i;
+            th_resp_t r;
+            char path[64];
+            cr_assert_not_null(g);
+            json_array_foreach(json_object_get(g, "layers"), i, e) {
+                const char *name = json_string_value(json_object_get(e, "name"));
+                cr_assert_str_eq(name, named ? shown[i > 0] : "layer", "layer %zu named '%s'", i, name);
+            }
+            snprintf(path, sizeof path, "/report?graph=%lld", (long long)json_integer_value(json_object_get(g, "id")));
+            cr_assert(th_http_get(DPORT, path, NULL, &r));
+            cr_assert_eq(r.status, 200);
+            if (named) {
+                /* inside the report's script: "</" escaped, so the name cannot end it */
+                cr_assert_not_null(strstr(r.body, "\"<\\/script><b>my-op<\\/b>\""), "the report names the operation");
+                cr_assert_null(strstr(r.body, "</script><b>my-op"));
+            }
+            th_resp_free(&r);
+            json_decref(g);
+        }
+    }
+    close(fd);
+    gs_buf_cleanup(&lbuf);
+    gs_taskgraph_free(tg);
+    gs_array_release(s);
+    gs_array_release(b);
+    gs_array_release(a);
 }
 
 Test(dashboard, serves_pages_with_content_types, .init = up, .fini = down)

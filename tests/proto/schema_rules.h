@@ -21,6 +21,7 @@ static inline int schema_is_count(const gs__msg_desc_t *d, const gs__field_t *f)
 static inline uint64_t schema_rule_count(const void *body, const gs__field_t *f, uint64_t dflt)
 {
     if (f->rule == gs__rule_one_per_entry) return gs__uint_at(body, 0, 4);
+    if (f->rule == gs__rule_layer_names) return ((const gs_msg_graph_submit_t *)body)->nlayers;
     if (f->rule == gs__rule_one_error_per_failure) {
         const gs_msg_task_done_t *t = body;
         uint64_t failed = 0;

@@ -285,10 +285,11 @@ Test(proto_msg, survives_random_payloads)
  *   w u32 table [count] with values < nlayers   l u32 table [nlayers]   q u64 table [count]
  *   k 16-byte table [count]   o dep_off [count + 1], mostly monotone (remembers ndeps)
  *   D u64 table [ndeps]   K 16-byte table [ndeps]   x i32 status table [count] (remembers failures)
- *   e array of one str per failure   T array of str [count]   N count again, or 0 (remembered) */
+ *   e array of one str per failure   T array of str [count]   N count again, or 0 (remembered)
+ *   M array of str [nlayers] (or none) */
 static const char *const schema[GS_MSG_TYPE_MAX] = {
     [GS_MSG_HELLO] = "uussb", [GS_MSG_WELCOME] = "uuub", [GS_MSG_WORKER_REGISTER] = "sssiuuub",
-    [GS_MSG_HEARTBEAT] = "uuuuuuuuuuu", [GS_MSG_PEERS] = "PCq", [GS_MSG_GRAPH_SUBMIT] = "uuLCwqoDqCkCq",
+    [GS_MSG_HEARTBEAT] = "uuuuuuuuuuu", [GS_MSG_PEERS] = "PCq", [GS_MSG_GRAPH_SUBMIT] = "uuLCwqoDqCkCqM",
     [GS_MSG_GRAPH_ACCEPTED] = "uu", [GS_MSG_TASK_ASSIGN] = "uLlCqwqoKDD", [GS_MSG_TASK_DONE] = "Cqqxqqqeuqq",
     [GS_MSG_RELEASE] = "Ck", [GS_MSG_GATHER_REQ] = "uCk", [GS_MSG_DATA] = "uuuib", [GS_MSG_FETCH_REQ] = "uuuu",
     [GS_MSG_PROGRESS] = "uuu", [GS_MSG_GRAPH_DONE] = "uisuuu", [GS_MSG_CANCEL] = "u", [GS_MSG_RELEASE_GRAPH] = "u",
@@ -375,8 +376,9 @@ static void gen_field(gs_mp_writer_t *w, char kind, gen_state_t *g)
         if (r % 2 == 0) g->count = 0;
         gs_mp_write_u64(w, g->count);
         break;
+    case 'M':
     case 'T': {
-        uint32_t n = (uint32_t)fuzz_count(g, g->count);
+        uint32_t n = kind == 'M' ? (r % 3 == 0 ? 0 : (uint32_t)fuzz_count(g, g->nlayers)) : (uint32_t)fuzz_count(g, g->count);
         gs_mp_write_array(w, n);
         for (uint32_t i = 0; i < n; i++) gen_field(w, 's', g);
         break;
@@ -604,7 +606,7 @@ Test(proto_msg, rejects_declared_sizes_larger_than_the_data)
     gs_buf_init(&b);
 
     /* graph-submit claiming 2^40 tasks with empty tables */
-    hand_payload(&b, &w, 14, GS_MSG_GRAPH_SUBMIT);
+    hand_payload(&b, &w, 15, GS_MSG_GRAPH_SUBMIT);
     gs_mp_write_u64(&w, 1);
     gs_mp_write_u64(&w, 0);
     gs_mp_write_array(&w, 0);
@@ -614,6 +616,7 @@ Test(proto_msg, rejects_declared_sizes_larger_than_the_data)
     gs_mp_write_bin(&w, "", 0);
     gs_mp_write_u64(&w, 0);
     gs_mp_write_bin(&w, "", 0);
+    gs_mp_write_array(&w, 0);
     expect_proto_no_alloc(b.data, b.len, "2^40 tasks", 0);
     expect_payload_error(&b, "task_layer has 0 bytes");
 
@@ -627,7 +630,7 @@ Test(proto_msg, rejects_declared_sizes_larger_than_the_data)
     expect_proto_no_alloc(b.data, b.len, "n = 2^64-1", 0);
 
     /* an array of layers declaring 2^32-1 entries */
-    hand_payload(&b, &w, 14, GS_MSG_GRAPH_SUBMIT);
+    hand_payload(&b, &w, 15, GS_MSG_GRAPH_SUBMIT);
     gs_mp_write_u64(&w, 1);
     gs_mp_write_u64(&w, 0);
     gs_buf_append(&b, "\xdd\xff\xff\xff\xff", 5);
@@ -685,7 +688,7 @@ Test(proto_msg, rejects_semantic_errors)
     expect_payload_error(&b, "token contains a NUL byte");
 
     /* task referring to a layer that is not there */
-    hand_payload(&b, &w, 14, GS_MSG_GRAPH_SUBMIT);
+    hand_payload(&b, &w, 15, GS_MSG_GRAPH_SUBMIT);
     gs_mp_write_u64(&w, 1);
     gs_mp_write_u64(&w, 0);
     gs_mp_write_array(&w, 1);
@@ -700,7 +703,29 @@ Test(proto_msg, rejects_semantic_errors)
     gs_mp_write_bin(&w, "", 0);
     gs_mp_write_u64(&w, 0);
     gs_mp_write_bin(&w, "", 0);
+    gs_mp_write_array(&w, 0);
     expect_payload_error(&b, "task 0 uses layer 1 of 1");
+
+    /* layer names: neither none nor one per layer */
+    hand_payload(&b, &w, 15, GS_MSG_GRAPH_SUBMIT);
+    gs_mp_write_u64(&w, 1);
+    gs_mp_write_u64(&w, 0);
+    gs_mp_write_array(&w, 1);
+    gs_mp_write_bin(&w, "L", 1);
+    gs_mp_write_u64(&w, 1);
+    gs_mp_write_bin(&w, "\0\0\0\0", 4);
+    gs_mp_write_bin(&w, "\0\0\0\0\0\0\0\0", 8);
+    gs_mp_write_bin(&w, "\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0", 16);
+    gs_mp_write_bin(&w, "", 0);
+    gs_mp_write_bin(&w, "\0\0\0\0\0\0\0\0", 8);
+    gs_mp_write_u64(&w, 0);
+    gs_mp_write_bin(&w, "", 0);
+    gs_mp_write_u64(&w, 0);
+    gs_mp_write_bin(&w, "", 0);
+    gs_mp_write_array(&w, 2);
+    gs_mp_write_str(&w, "a", 1);
+    gs_mp_write_str(&w, "b", 1);
+    expect_payload_error(&b, "2 layer names for 1 layers");
 
     /* wrong field count, unknown type, trailing bytes, not an array, negative where unsigned */
     hand_payload(&b, &w, 3, GS_MSG_CANCEL);

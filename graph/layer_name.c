@@ -1,11 +1,8 @@
-/* Readable operation names of a graph's layers for the dashboard and the report (names.h),
- * decoded from the layers' bytes with the graph library's codec. */
-#include "scheduler/dash/names.h"
-
+/* Readable operation names of layers (taskgraph.h: gs_layer_display_name), sent by the client
+ * in GRAPH_SUBMIT so that gsched's dashboard and reports can show them without decoding layers. */
 #include "graph/graph_internal.h"
 #include "graph/kernel.h"
 #include "graph/taskgraph.h"
-#include "proto/mp.h"
 
 #include <string.h>
 
@@ -71,31 +68,14 @@ static void gs__dname_fused(const gs_layer_t *l, char *out, size_t cap)
     if (out[0] == '\0') gs__dname_add(out, cap, "slice", 5);
 }
 
-void gs__dash_layer_name(const uint8_t *bytes, size_t len, char *out, size_t cap)
+void gs_layer_display_name(const gs_layer_t *l, char *out, size_t cap)
 {
-    gs_mp_reader_t r;
-    uint32_t n;
-    uint64_t version, kind;
-    gs_layer_t *l = NULL;
-
     if (cap == 0) return;
     out[0] = '\0';
-    /* a literal layer carries its data: named from its kind, not decoded */
-    gs_mp_reader_init(&r, bytes, len);
-    if (gs_mp_read_array(&r, &n) && n >= 2 && gs_mp_read_u64(&r, &version) && gs_mp_read_u64(&r, &kind) &&
-        kind == GS_LAYER_LITERAL) {
-        gs__dname_add(out, cap, "literal", 7);
-        return;
-    }
-    if (gs_layer_decode(bytes, len, &l) != GS_OK) {
-        gs__dname_add(out, cap, "layer", 5);
-        return;
-    }
     if (gs_layer_kind(l) == GS_LAYER_FUSED) {
         gs__dname_fused(l, out, cap);
     } else {
         const char *name = gs_layer_name(l);
         gs__dname_add(out, cap, name, strlen(name));
     }
-    gs_layer_free(l);
 }
