@@ -24,7 +24,9 @@
  *   local.c    the "local" address: a private gs-local-cluster process
  *   submit.c   lowering and submitting a graph; futures (wait, cancel, destroy, stats)
  *   gather.c   gathering a result: the requests (I/O thread), placing chunks as they come,
- *              gs_future_gather, gs_client_compute
+ *              gs_future_gather, gs_client_compute, gather paths
+ *   gather_direct.c  direct gathers: locating the chunks (I/O thread), fetching them from the
+ *              workers' data ports or shared memory (caller's thread and its helpers)
  *   io.c       the I/O thread: start and stop, ops from callers, the handshake, messages from
  *              the scheduler
  *   client.c   gs_client_connect (checking its params) and gs_client_destroy

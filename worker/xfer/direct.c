@@ -16,8 +16,9 @@
  * asks for the bytes to be written there at shm_off instead of sent: the client and this worker
  * are on one host. The object is opened and mapped once per connection (and unmapped when the
  * connection and every copy into it are over); host chunks are copied on libuv's thread pool,
- * device chunks by the backend's copy_to_host on a stream (serve.c), and the DATA answer then
- * carries no bytes. A name that cannot be opened, or a region too small, gets GS_ERR_UNSUPPORTED
+ * device chunks by the backend's copy_to_host on a stream (serve.c) into the region page-locked
+ * by the backend's host_register (cudaHostRegister: one copy at bus speed, device -> the memory
+ * the client reads), and the DATA answer then carries no bytes. A name that cannot be opened, or a region too small, gets GS_ERR_UNSUPPORTED
  * and the client asks again for the bytes over the socket.
  *
  * Lifetimes. A gs_wdconn_t has one reference for its open connection and one per send in flight
@@ -38,6 +39,9 @@
 
 static void gs__wdconn_unmap(gs_wdconn_t *dc)
 {
+    gs_worker_t *w = dc->w;
+    if (dc->shm_registered) w->ops->host_unregister(w->ctx, dc->shm_base);
+    dc->shm_registered = 0;
     if (dc->shm_base != NULL) munmap(dc->shm_base, dc->shm_size);
     dc->shm_base = NULL;
     dc->shm_size = 0;
@@ -120,6 +124,14 @@ static gs_status_t gs__wdconn_map(gs_wdconn_t *dc, const gs_str_t *name)
     dc->shm_base = base;
     dc->shm_size = (size_t)sb.st_size;
     memcpy(dc->shm_name, path, name->len + 1);
+    /* device chunks are copied straight into it: page-lock it once for full-speed copies */
+    if (dc->w->streams_mode && dc->w->ops->host_register != NULL) {
+        if (dc->w->ops->host_register(dc->w->ctx, base, dc->shm_size) == GS_OK)
+            dc->shm_registered = 1;
+        else
+            GS_LOG_DEBUG("cannot page-lock shared memory %s (%s): copies into it are slower", path,
+                         gs_last_error());
+    }
     return GS_OK;
 }
 

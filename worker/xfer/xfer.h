@@ -4,7 +4,8 @@
  * one endpoint per peer (gsched's PEERS list), every fetch (this worker pulling a chunk from a
  * peer) and every send (a chunk going to a peer, or to gsched as DATA for a gather), the
  * host-staged pipelined slices (pipe.c), CUDA IPC leases and mappings between workers of one
- * host (ipc.c), and the per-peer bandwidth measurements reported with heartbeats (bw.c). Its
+ * host (ipc.c), the data port where clients fetch their results directly (direct.c), and the
+ * per-peer bandwidth measurements reported with heartbeats (bw.c). Its
  * state (struct gs_xfer, w->xfer) is opaque to the rest of the worker; UCX types exist only
  * under worker/xfer/ (xfer_int.h).
  *

@@ -125,6 +125,7 @@ typedef struct gs_wdconn {
     char shm_name[64];        /* the client's shared memory mapped for it ("" when none) */
     uint8_t *shm_base;
     size_t shm_size;
+    int shm_registered;       /* page-locked by the backend (host_register) */
 } gs_wdconn_t;
 
 typedef struct gs_wsend {
