@@ -250,6 +250,7 @@ void gs_client_destroy(gs_client_h c)
     int free_c;
     if (c == NULL) return;
     gs__client_stop(c);
+    gs__gather_direct_close(c);
     /* persisted chunks die with the connection: arrays must not point at them any more */
     uv_mutex_lock(&c->mu);
     p = c->persisted;

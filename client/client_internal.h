@@ -226,6 +226,11 @@ struct gs_client {
     /* gathers: the path (GS_GATHER_*, mu) and what each path carried (mu) */
     int gather_path;
     gs_gather_stats_t gstats;
+    /* direct gathers' fetching threads' state (gather_direct.c), kept between gathers so their
+     * worker connections and shared-memory slots (page-locked by GPU workers) are reused (mu) */
+    struct gs__dthread *dpool;
+    int dpool_busy;             /* a gather uses it */
+    int dpool_closed;           /* gs_client_destroy ran: the last user frees it */
 };
 
 /* ------------------------------------------------------------------------------------------ */
@@ -334,6 +339,10 @@ void gs__locate_on_answer(gs_client_h c, const gs_msg_locations_t *m);
  *  each chunk placed in op->got and lowers op->nremaining. Chunks it cannot fetch (no address,
  *  connection or worker failure, a bad answer) stay for the relay through gsched. */
 void gs__gather_direct(gs_client_h c, gs__op_t *op, int path);
+
+/** gs_client_destroy: free the direct gathers' kept connections and shared memory (now, or by the
+ *  gather using them when it ends). */
+void gs__gather_direct_close(gs_client_h c);
 
 /** One DATA answer read from a data-port socket @a fd straight into the blocks of @a op's key
  *  range [k0, k1) (the same chunk placed at each): GS_OK, or an error naming what was wrong

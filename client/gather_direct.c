@@ -344,6 +344,7 @@ gs_status_t gs__direct_read_answer(int fd, gs__op_t *op, uint64_t k0, uint64_t k
 typedef struct gs__dconn {
     char addr[80];
     int fd;                     /* -1: none */
+    int reused;                 /* it served an earlier chunk (it may have died since) */
     int shm_refused;            /* this worker cannot write our shared memory */
 } gs__dconn_t;
 
@@ -361,14 +362,16 @@ typedef struct gs__direct {
     gs_gather_stats_t st;
 } gs__direct_t;
 
+/* One fetching thread's state; kept in the client between gathers (c->dpool). */
 typedef struct gs__dthread {
-    gs__direct_t *d;
+    gs__direct_t *d;            /* the gather it serves now */
     uv_thread_t tid;
     int started;
     gs__dconn_t conns[GS__DIRECT_CONNS];
     int nconns;
-    char shm_name[64];          /* "" until created */
+    char shm_name[64];          /* "" until created, "!" when it cannot be */
     uint8_t *shm;
+    size_t shm_size;
     uint64_t req;
 } gs__dthread_t;
 
@@ -415,7 +418,10 @@ static gs__dconn_t *gs__dthread_conn(gs__dthread_t *t, const char *addr)
         snprintf(dc->addr, sizeof dc->addr, "%s", addr);
         dc->fd = -1;
     }
-    if (dc->fd < 0) dc->fd = gs__connect_to(addr);
+    if (dc->fd < 0) {
+        dc->fd = gs__connect_to(addr);
+        dc->reused = 0;
+    }
     return dc->fd >= 0 ? dc : NULL;
 }
 
@@ -426,14 +432,27 @@ static int gs__same_host(const gs__direct_t *d, const gs__loc_t *l)
            strncmp(l->addr, "[::1]", 5) == 0;
 }
 
-/* This thread's shared-memory slot (one chunk), created on first use. NULL: none possible. */
+static void gs__dthread_shm_free(gs__dthread_t *t)
+{
+    if (t->shm != NULL) {
+        munmap(t->shm, t->shm_size);
+        shm_unlink(t->shm_name);
+    }
+    t->shm = NULL;
+    t->shm_size = 0;
+}
+
+/* This thread's shared-memory slot (one chunk of the gather), created on first use and kept
+ * (the workers map it once per connection); replaced by a larger one when a gather needs it.
+ * NULL: none possible. */
 static uint8_t *gs__dthread_shm(gs__dthread_t *t)
 {
     static atomic_uint seq;
     int fd;
     void *p;
-    if (t->shm != NULL) return t->shm;
+    if (t->shm != NULL && t->shm_size >= t->d->slot_bytes) return t->shm;
     if (t->shm_name[0] == '!') return NULL;   /* failed before */
+    gs__dthread_shm_free(t);
     snprintf(t->shm_name, sizeof t->shm_name, "/gs-%ld-%u-%lx", (long)getpid(), atomic_fetch_add(&seq, 1),
              (unsigned long)time(NULL));
     fd = shm_open(t->shm_name, O_RDWR | O_CREAT | O_EXCL, 0600);
@@ -443,6 +462,7 @@ static uint8_t *gs__dthread_shm(gs__dthread_t *t)
     if (p == MAP_FAILED) goto err_unlink;
     close(fd);
     t->shm = p;
+    t->shm_size = t->d->slot_bytes;
     return t->shm;
 err_unlink:
     close(fd);
@@ -511,11 +531,21 @@ static void gs__dthread_run(void *arg)
             }
         }
         if (!shm) st = gs__dthread_fetch(t, dc, u, 0);
+        if ((st == GS_ERR_CONN_CLOSED || st == GS_ERR_IO) && dc->reused) {
+            /* a connection kept from an earlier gather, gone since (worker restarted): once more */
+            close(dc->fd);
+            dc->fd = -1;
+            if ((dc = gs__dthread_conn(t, l->addr)) != NULL) {
+                shm = shm && !dc->shm_refused;
+                st = gs__dthread_fetch(t, dc, u, shm);
+            }
+        }
+        if (dc != NULL) dc->reused = 1;
         if (st != GS_OK) {
             GS_LOG_WARN("direct gather of chunk (%llu, %llu) from %s failed (%s); it is relayed through gsched",
                         (unsigned long long)d->op->keys[d->first[u]].graph,
                         (unsigned long long)d->op->keys[d->first[u]].task, l->addr, gs_last_error());
-            if (st != GS_ERR_NOT_FOUND) {   /* the stream may be out of step: reconnect next time */
+            if (dc != NULL && st != GS_ERR_NOT_FOUND) {   /* the stream may be out of step */
                 close(dc->fd);
                 dc->fd = -1;
             }
@@ -537,14 +567,29 @@ static void gs__dthread_run(void *arg)
     }
 }
 
-static void gs__dthread_cleanup(gs__dthread_t *t)
+static void gs__dpool_free(gs__dthread_t *pool)
 {
-    for (int i = 0; i < t->nconns; i++)
-        if (t->conns[i].fd >= 0) close(t->conns[i].fd);
-    if (t->shm != NULL) {
-        munmap(t->shm, t->d->slot_bytes);
-        shm_unlink(t->shm_name);
+    if (pool == NULL) return;
+    for (int k = 0; k < GS__DIRECT_THREADS; k++) {
+        gs__dthread_t *t = &pool[k];
+        for (int i = 0; i < t->nconns; i++)
+            if (t->conns[i].fd >= 0) close(t->conns[i].fd);
+        gs__dthread_shm_free(t);
     }
+    gs_free(pool);
+}
+
+void gs__gather_direct_close(gs_client_h c)
+{
+    gs__dthread_t *pool = NULL;
+    uv_mutex_lock(&c->mu);
+    c->dpool_closed = 1;
+    if (!c->dpool_busy) {
+        pool = c->dpool;
+        c->dpool = NULL;
+    }
+    uv_mutex_unlock(&c->mu);
+    gs__dpool_free(pool);
 }
 
 void gs__gather_direct(gs_client_h c, gs__op_t *op, int path)
@@ -552,6 +597,7 @@ void gs__gather_direct(gs_client_h c, gs__op_t *op, int path)
     gs__direct_t d;
     gs__dthread_t *threads = NULL;
     uint64_t *keys = NULL, *first = NULL, nloc = 0, nthreads;
+    int own_pool = 0;
     gs__op_t *lop;
     gs_status_t st;
 
@@ -588,7 +634,16 @@ void gs__gather_direct(gs_client_h c, gs__op_t *op, int path)
     atomic_init(&d.next, 0);
     if (uv_mutex_init(&d.mu) != 0) goto out_free;
     nthreads = nloc < GS__DIRECT_THREADS ? nloc : GS__DIRECT_THREADS;
-    threads = gs_calloc(nthreads ? nthreads : 1, sizeof *threads, "gather threads");
+    /* the client's kept threads' state, unless another gather uses it (then a fresh one) */
+    uv_mutex_lock(&c->mu);
+    if (!c->dpool_busy && !c->dpool_closed) {
+        if (c->dpool == NULL) c->dpool = gs_calloc(GS__DIRECT_THREADS, sizeof *threads, "gather threads");
+        threads = c->dpool;
+        own_pool = threads != NULL;
+        c->dpool_busy = own_pool;
+    }
+    uv_mutex_unlock(&c->mu);
+    if (threads == NULL) threads = gs_calloc(GS__DIRECT_THREADS, sizeof *threads, "gather threads");
     if (threads == NULL) goto out_mutex;
     for (uint64_t i = 0; i < nthreads; i++) {
         threads[i].d = &d;
@@ -596,7 +651,6 @@ void gs__gather_direct(gs_client_h c, gs__op_t *op, int path)
     }
     for (uint64_t i = 0; i < nthreads; i++)
         if (threads[i].started) uv_thread_join(&threads[i].tid);
-    for (uint64_t i = 0; i < nthreads; i++) gs__dthread_cleanup(&threads[i]);
     for (uint64_t i = 0; i < nloc; i++)
         if (op->got[op->keys[first[i]].uniq]) op->nremaining--;
     uv_mutex_lock(&c->mu);
@@ -605,8 +659,13 @@ void gs__gather_direct(gs_client_h c, gs__op_t *op, int path)
     c->gstats.chunks_shm += d.st.chunks_shm;
     c->gstats.bytes_shm += d.st.bytes_shm;
     c->gstats.fallbacks += d.st.fallbacks;
+    if (own_pool) {
+        c->dpool_busy = 0;
+        if (c->dpool_closed) c->dpool = NULL;   /* destroyed meanwhile: ours to free */
+        else threads = NULL;                    /* kept for the next gather */
+    }
     uv_mutex_unlock(&c->mu);
-    gs_free(threads);
+    gs__dpool_free(threads);
 out_mutex:
     uv_mutex_destroy(&d.mu);
 out_free:

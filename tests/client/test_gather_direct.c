@@ -178,7 +178,7 @@ Test(client_gather_direct, refuses_truncated_data)
     m.u.data.req_id = 1;
     m.u.data.graph_id = 7;
     m.u.data.task_id = 100;
-    m.u.data.data = (gs_bytes_t){v, n};
+    m.u.data.data = (gs_bytes_t){(const uint8_t *)v, n};
     gs_buf_init(&b);
     cr_assert_eq(gs_msg_encode(&m, &b), GS_OK);
     cr_assert_eq(write(sv[1], b.data, b.len - 100), (ssize_t)(b.len - 100));   /* then the worker dies */
@@ -201,7 +201,7 @@ Test(client_gather_direct, refuses_a_frame_longer_than_its_payload)
     m.u.data.req_id = 1;
     m.u.data.graph_id = 7;
     m.u.data.task_id = 100;
-    m.u.data.data = (gs_bytes_t){v, n};
+    m.u.data.data = (gs_bytes_t){(const uint8_t *)v, n};
     gs_buf_init(&b);
     cr_assert_eq(gs_msg_encode(&m, &b), GS_OK);
     memcpy(&len, b.data, 4);   /* little-endian host */
