@@ -10,6 +10,8 @@
 # spill: arrays beyond the workers' memory (issue 13).
 # dash: dashboard overhead and hostile load, a performance report (issue 14).
 # tls: gs-bench tasks with and without TLS on the control connections, alternating (issue 15).
+# gather: slice3 on one GPU by each gather path (relay, direct, shm, auto), and the direct
+#         gather tests with CUDA workers (issue 18 item 4).
 # GS_TARGETS="a b ..." builds only those targets (a shorter build for one stage).
 set -uo pipefail
 what=${1:-all}
@@ -166,4 +168,19 @@ fi
 if [ "$what" = tls ]; then
   # tls: needs the targets gs-bench gsched gworker; the CPU figures of a quiet host
   bash bench/tls-bench.sh build-gpu/bin 5 200000 2>"$out/tls.err" | tee "$out/tls.txt" | cut -c1-160
+fi
+if [ "$what" = gather ]; then
+  # gather: needs the targets gs-bench gsched gworker gs-local-cluster test_client test_integration
+  {
+    for p in relay direct shm auto; do
+      run $B/gs-bench slice3 --n 40000 --chunk 10000 --workers 1 --backend cuda --gather-path $p --repeat 3
+    done
+    run $B/gs-bench slice3 --n 40000 --chunk 10000 --workers "$ngpu" --backend cuda --gather-path auto --repeat 3
+  } 2>"$out/gather.err" | tee "$out/gather.jsonl" | cut -c1-400
+  grep -E "failed|error|mismatch" "$out/gather.err" | head -8
+  { build-gpu/tests/test_client --filter 'client_gather_direct/*'
+    GS_TEST_BACKEND=cuda build-gpu/tests/test_integration --filter 'integration_gather/*'
+  } >"$out/gather-tests.log" 2>&1
+  grep -hE "Synthesis" "$out/gather-tests.log"
+  grep -hE -A12 "\[FAIL\]|CRASH" "$out/gather-tests.log" | head -40
 fi

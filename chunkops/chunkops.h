@@ -107,6 +107,14 @@ typedef struct gs_chunkops_ops {
     /** Block until @a stream is idle; returns the first error of its work. Tests and tools
      *  only: the worker never blocks its loop on this. */
     gs_status_t (*sync)(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream);
+
+    /** Page-lock existing host memory (e.g. a client's shared-memory region a direct gather
+     *  writes into, worker/xfer/direct.c) so copy_to_host into it runs at full bus speed
+     *  (optional: NULL where plain memory is as good). @a ptr .. @a ptr + @a nbytes must stay
+     *  mapped until host_unregister, which must come once no copy into it is in flight.
+     *  GS_ERR_CUDA when it cannot be registered (the copies then still work, slower). */
+    gs_status_t (*host_register)(gs_chunkops_ctx_h ctx, void *ptr, size_t nbytes);
+    void (*host_unregister)(gs_chunkops_ctx_h ctx, void *ptr);
 } gs_chunkops_ops_t;
 
 /** The CPU backend (always built). */

@@ -20,7 +20,7 @@ _Static_assert(sizeof(gs_key_t) == 2 * sizeof(uint64_t), "gs_key_t must be two p
     (GS_CLIENT_FIELD_TOKEN | GS_CLIENT_FIELD_TIMEOUT | GS_CLIENT_FIELD_LOCAL_NWORKERS |          \
      GS_CLIENT_FIELD_LOCAL_BACKEND | GS_CLIENT_FIELD_LOWER_FLAGS | GS_CLIENT_FIELD_PROGRESS |    \
      GS_CLIENT_FIELD_BIN_DIR | GS_CLIENT_FIELD_LOCAL_MEMORY | GS_CLIENT_FIELD_PROGRESS_BAR | \
-     GS_CLIENT_FIELD_LOCAL_DASHBOARD | GS_CLIENT_FIELD_TLS)
+     GS_CLIENT_FIELD_LOCAL_DASHBOARD | GS_CLIENT_FIELD_TLS | GS_CLIENT_FIELD_GATHER_PATH)
 
 /* What gs_client_connect takes from its params once they are checked. */
 typedef struct gs__connect_args {
@@ -59,6 +59,10 @@ static gs_status_t gs__params_check(const gs_client_params_t *params, gs__connec
         (params->progress_bar < GS_PROGRESS_BAR_NEVER || params->progress_bar > GS_PROGRESS_BAR_ALWAYS))
         return gs_error_set(GS_ERR_INVALID_PARAM, "gs_client_connect: progress_bar %d is not "
                                                   "GS_PROGRESS_BAR_NEVER, _TTY or _ALWAYS", params->progress_bar);
+    if ((params->field_mask & GS_CLIENT_FIELD_GATHER_PATH) &&
+        (params->gather_path < GS_GATHER_AUTO || params->gather_path > GS_GATHER_SHM))
+        return gs_error_set(GS_ERR_INVALID_PARAM, "gs_client_connect: gather_path %d is not "
+                                                  "GS_GATHER_AUTO, _DIRECT, _RELAY or _SHM", params->gather_path);
     if ((params->field_mask & GS_CLIENT_FIELD_PROGRESS) && params->progress_cb == NULL)
         return gs_error_set(GS_ERR_INVALID_PARAM, "gs_client_connect: progress field set but "
                                                   "progress_cb is NULL");
@@ -116,6 +120,7 @@ static gs_status_t gs__client_new(const gs_client_params_t *params, const char *
         c->pbar = params->progress_bar == GS_PROGRESS_BAR_ALWAYS ||
                   (params->progress_bar == GS_PROGRESS_BAR_TTY && isatty(STDERR_FILENO));
     }
+    if (params->field_mask & GS_CLIENT_FIELD_GATHER_PATH) c->gather_path = params->gather_path;
     gs_u64map_init(&c->pending);
     gs_u64map_init(&c->graphs);
     gs_u64map_init(&c->gathers);
@@ -245,6 +250,7 @@ void gs_client_destroy(gs_client_h c)
     int free_c;
     if (c == NULL) return;
     gs__client_stop(c);
+    gs__gather_direct_close(c);
     /* persisted chunks die with the connection: arrays must not point at them any more */
     uv_mutex_lock(&c->mu);
     p = c->persisted;

@@ -24,7 +24,9 @@
  *   local.c    the "local" address: a private gs-local-cluster process
  *   submit.c   lowering and submitting a graph; futures (wait, cancel, destroy, stats)
  *   gather.c   gathering a result: the requests (I/O thread), placing chunks as they come,
- *              gs_future_gather, gs_client_compute
+ *              gs_future_gather, gs_client_compute, gather paths
+ *   gather_direct.c  direct gathers: locating the chunks (I/O thread), fetching them from the
+ *              workers' data ports or shared memory (caller's thread and its helpers)
  *   io.c       the I/O thread: start and stop, ops from callers, the handshake, messages from
  *              the scheduler
  *   client.c   gs_client_connect (checking its params) and gs_client_destroy
@@ -82,8 +84,17 @@ typedef enum gs__op_kind {
     GS__OP_CLOSE,
     GS__OP_WORKERS,             /* WORKERS_REQ; answered in order with INFO (info list) */
     GS__OP_REPLICATE,           /* REPLICATE; answered by req_id (gathers map) */
-    GS__OP_REPORT               /* REPORT_REQ; answered by req_id (gathers map) with REPORT */
+    GS__OP_REPORT,              /* REPORT_REQ; answered by req_id (gathers map) with REPORT */
+    GS__OP_LOCATE               /* LOCATE_REQ; answered by req_id (gathers map) with LOCATIONS */
 } gs__op_kind_t;
+
+/* Where one output chunk is, for a direct gather (LOCATIONS). */
+typedef struct gs__loc {
+    uint64_t nbytes;
+    uint8_t ticket[32];         /* gsched's ticket (common/auth.h), presented to the worker */
+    char addr[80];              /* the worker's data port "ip:port"; "" : gather through gsched */
+    char host[64];              /* the worker's host name (same host: shared memory possible) */
+} gs__loc_t;
 
 /* One output block of a gather: which key it comes from. Sorted by (graph, task). */
 typedef struct gs__gkey {
@@ -157,6 +168,11 @@ struct gs__op {
     uint64_t nuniq;
     uint8_t *got;               /* nuniq flags */
     uint64_t nremaining;
+    /* LOCATE: the keys asked for (2 * nloc) and the answer (nloc entries); both gs_malloc'd
+     * and freed with the op */
+    uint64_t *loc_keys;
+    uint64_t nloc;
+    gs__loc_t *loc;
 };
 
 typedef struct gs__persisted {
@@ -206,6 +222,15 @@ struct gs_client {
     gs__op_t *info_head, *info_tail;
     uint64_t next_req_id;
     int closing;
+
+    /* gathers: the path (GS_GATHER_*, mu) and what each path carried (mu) */
+    int gather_path;
+    gs_gather_stats_t gstats;
+    /* direct gathers' fetching threads' state (gather_direct.c), kept between gathers so their
+     * worker connections and shared-memory slots (page-locked by GPU workers) are reused (mu) */
+    struct gs__dthread *dpool;
+    int dpool_busy;             /* a gather uses it */
+    int dpool_closed;           /* gs_client_destroy ran: the last user frees it */
 };
 
 /* ------------------------------------------------------------------------------------------ */
@@ -299,6 +324,33 @@ void gs__gather_send(gs_client_h c, gs__op_t *op);
 /** A DATA message: place the chunk in its gather's buffer; the gather completes with its last
  *  chunk or its first error (I/O thread). */
 void gs__gather_on_data(gs_client_h c, const gs_msg_data_t *d);
+
+/* ------------------------------------------------------------------------------------------ */
+/* gather_direct.c */
+
+/** Send a LOCATE op's LOCATE_REQ (I/O thread, client usable); on error the op completes with it. */
+void gs__locate_send(gs_client_h c, gs__op_t *op);
+
+/** LOCATIONS: fill and complete its LOCATE op (I/O thread). */
+void gs__locate_on_answer(gs_client_h c, const gs_msg_locations_t *m);
+
+/** Caller's thread: fetch the chunks of gather @a op (keys sorted, got[] clear) straight from the
+ *  workers holding them, by path @a path (GS_GATHER_AUTO, _DIRECT or _SHM), into op->out; marks
+ *  each chunk placed in op->got and lowers op->nremaining. Chunks it cannot fetch (no address,
+ *  connection or worker failure, a bad answer) stay for the relay through gsched. */
+void gs__gather_direct(gs_client_h c, gs__op_t *op, int path);
+
+/** gs_client_destroy: free the direct gathers' kept connections and shared memory (now, or by the
+ *  gather using them when it ends). */
+void gs__gather_direct_close(gs_client_h c);
+
+/** One DATA answer read from a data-port socket @a fd straight into the blocks of @a op's key
+ *  range [k0, k1) (the same chunk placed at each): GS_OK, or an error naming what was wrong
+ *  (a wrong size or key, truncation, the worker's status). @a shm: where the worker wrote the
+ *  bytes when the request named shared memory (NULL: they follow in the frame). Exposed for
+ *  tests (hostile answers over a socketpair). */
+gs_status_t gs__direct_read_answer(int fd, gs__op_t *op, uint64_t k0, uint64_t k1, uint64_t req_id,
+                                   uint64_t nbytes, const uint8_t *shm);
 
 /* ------------------------------------------------------------------------------------------ */
 /* io.c */

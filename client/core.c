@@ -78,6 +78,8 @@ void gs__op_free(gs__op_t *op)
     gs_free(op->got);
     gs_free(op->winfo);
     gs_free(op->report_html);
+    gs_free(op->loc_keys);
+    gs_free(op->loc);
     gs_free(op);
 }
 

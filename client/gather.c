@@ -82,10 +82,12 @@ void gs__gather_send(gs_client_h c, gs__op_t *op)
         gs_msg_t m;
         for (; i < op->nkeys && op->keys[i].graph == g; i++) {
             if (n > 0 && keys[2 * (n - 1) + 1] == op->keys[i].task) continue;
+            if (op->got[op->keys[i].uniq]) continue;   /* fetched directly (gather_direct.c) */
             keys[2 * n] = g;
             keys[2 * n + 1] = op->keys[i].task;
             n++;
         }
+        if (n == 0) continue;
         memset(&m, 0, sizeof(m));
         m.type = GS_MSG_GATHER_REQ;
         m.u.gather_req.req_id = op->req_id;
@@ -114,6 +116,13 @@ void gs__gather_on_data(gs_client_h c, const gs_msg_data_t *d)
         return;
     }
     op = (gs__op_t *)(uintptr_t)v;
+    if (op->kind == GS__OP_LOCATE) {   /* gsched could not locate: the gather is relayed */
+        gs_u64map_del(&c->gathers, d->req_id);
+        gs__op_finish(c, op, d->status < 0 ? (gs_status_t)d->status : GS_ERR_PROTO,
+                      "the scheduler could not locate the chunks");
+        return;
+    }
+    if (op->kind != GS__OP_GATHER) return;
     /* binary search the first key >= (graph, task) */
     lo = 0;
     hi = op->nkeys;
@@ -149,6 +158,10 @@ void gs__gather_on_data(gs_client_h c, const gs_msg_data_t *d)
         }
     }
     op->got[op->keys[lo].uniq] = 1;
+    uv_mutex_lock(&c->mu);
+    c->gstats.chunks_relay++;
+    c->gstats.bytes_relay += d->data.len;
+    uv_mutex_unlock(&c->mu);
     if (--op->nremaining == 0) {
         gs_u64map_del(&c->gathers, op->req_id);
         gs__op_finish(c, op, GS_OK, NULL);
@@ -239,6 +252,17 @@ gs_status_t gs_future_gather(gs_future_h f, double *out, size_t out_len)
         }
     }
     op->fut = f;   /* borrowed: the caller holds the future while it waits */
+    {
+        int path;
+        uv_mutex_lock(&c->mu);
+        path = c->gather_path;
+        uv_mutex_unlock(&c->mu);
+        if (path != GS_GATHER_RELAY && c->tls == NULL) gs__gather_direct(c, op, path);
+        if (op->nremaining == 0) {
+            gs__op_free(op);
+            return GS_OK;
+        }
+    }
     if ((st = gs__op_call(c, op, -1.0, "")) != GS_OK) return st;   /* no deadline */
     gs__op_free(op);
     return GS_OK;
@@ -289,4 +313,40 @@ gs_status_t gs_client_compute(gs_client_h c, gs_array_h array, double *out, size
     st = gs_future_gather(f, out, out_len);
     gs_future_destroy(f);
     return st;
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* gather paths */
+
+gs_status_t gs_client_set_gather_path(gs_client_h c, int path)
+{
+    if (c == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "gs_client_set_gather_path: client is NULL");
+    if (path < GS_GATHER_AUTO || path > GS_GATHER_SHM)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "gs_client_set_gather_path: %d is not GS_GATHER_AUTO, "
+                                                  "_DIRECT, _RELAY or _SHM", path);
+    uv_mutex_lock(&c->mu);
+    c->gather_path = path;
+    uv_mutex_unlock(&c->mu);
+    return GS_OK;
+}
+
+void gs_client_gather_stats(gs_client_h c, gs_gather_stats_t *stats_p)
+{
+    if (stats_p == NULL) return;
+    memset(stats_p, 0, sizeof *stats_p);
+    if (c == NULL) return;
+    uv_mutex_lock(&c->mu);
+    *stats_p = c->gstats;
+    uv_mutex_unlock(&c->mu);
+}
+
+const char *gs_gather_path_name(int path)
+{
+    switch (path) {
+    case GS_GATHER_AUTO: return "auto";
+    case GS_GATHER_DIRECT: return "direct";
+    case GS_GATHER_RELAY: return "relay";
+    case GS_GATHER_SHM: return "shm";
+    default: return "unknown";
+    }
 }

@@ -176,6 +176,13 @@ static void gs__handle_op(gs_client_h c, gs__op_t *op)
         }
         gs__gather_send(c, op);
         return;   /* completed by DATA */
+    case GS__OP_LOCATE:
+        if (!usable) {
+            gs__op_finish(c, op, fail, fail_msg);
+            return;
+        }
+        gs__locate_send(c, op);
+        return;   /* completed by LOCATIONS (or a DATA error) */
     case GS__OP_CANCEL: {
         gs_future_h f = op->fut;
         op->fut = NULL;
@@ -530,6 +537,7 @@ static void gs__msg_cb(gs_conn_t *conn, gs_msg_t *msg, void *arg)
     case GS_MSG_INFO: gs__on_info_answer(c, msg); break;
     case GS_MSG_REPLICATE_DONE: gs__on_replicate_done(c, &msg->u.replicate_done); break;
     case GS_MSG_REPORT: gs__on_report(c, &msg->u.report); break;
+    case GS_MSG_LOCATIONS: gs__locate_on_answer(c, &msg->u.locations); break;
     case GS_MSG_ERROR: gs__on_error(c, &msg->u.error); break;
     case GS_MSG_HEARTBEAT: break;
     default:
@@ -699,7 +707,7 @@ void gs__io_stop(gs_client_h c)
         if (op->fut != NULL && op->kind != GS__OP_GATHER)   /* gather borrows its future */
             gs__future_finish(c, op->fut, GS_ERR_CANCELED, "the client was destroyed", 24);
         if (op->kind == GS__OP_INFO || op->kind == GS__OP_GATHER || op->kind == GS__OP_WORKERS ||
-            op->kind == GS__OP_REPLICATE || op->kind == GS__OP_REPORT)
+            op->kind == GS__OP_REPLICATE || op->kind == GS__OP_REPORT || op->kind == GS__OP_LOCATE)
             gs__op_finish(c, op, GS_ERR_CANCELED, "the client was destroyed");
         else
             gs__op_free(op);

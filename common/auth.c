@@ -151,3 +151,37 @@ gs_status_t gs_auth_key_mask(const char *token, const uint8_t *nonce_peer, const
     OPENSSL_cleanse(pad, sizeof pad);
     return GS_OK;
 }
+
+/* The message a gather ticket MACs: label || u64le client || u64le graph || u64le task. */
+static const char gs__ticket_label[] = "gsched direct gather ticket";
+static void gs__ticket_parts(uint64_t client_id, uint64_t graph, uint64_t task, uint8_t ids[24],
+                             gs_auth_part_t parts[2])
+{
+    uint64_t v[3] = {client_id, graph, task};
+    for (int i = 0; i < 3; i++)
+        for (int b = 0; b < 8; b++) ids[8 * i + b] = (uint8_t)(v[i] >> (8 * b));
+    parts[0] = (gs_auth_part_t){gs__ticket_label, sizeof gs__ticket_label};
+    parts[1] = (gs_auth_part_t){ids, 24};
+}
+
+gs_status_t gs_auth_gather_ticket(const uint8_t *key, uint64_t client_id, uint64_t graph, uint64_t task,
+                                  uint8_t ticket[GS_AUTH_MAC_BYTES])
+{
+    uint8_t ids[24];
+    gs_auth_part_t parts[2];
+    if (key == NULL || ticket == NULL)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "gs_auth_gather_ticket: bad argument");
+    gs__ticket_parts(client_id, graph, task, ids, parts);
+    return gs_auth_hmac(key, GS_AUTH_KEY_BYTES, parts, 2, ticket);
+}
+
+gs_status_t gs_auth_gather_ticket_mac(gs_auth_mac_t *ctx, uint64_t client_id, uint64_t graph, uint64_t task,
+                                      uint8_t ticket[GS_AUTH_MAC_BYTES])
+{
+    uint8_t ids[24];
+    gs_auth_part_t parts[2];
+    if (ctx == NULL || ticket == NULL)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "gs_auth_gather_ticket_mac: bad argument");
+    gs__ticket_parts(client_id, graph, task, ids, parts);
+    return gs_auth_mac_compute(ctx, parts, 2, ticket);
+}

@@ -75,4 +75,15 @@ void gs_auth_mac_destroy(gs_auth_mac_t *mac);
 gs_status_t gs_auth_mac_compute(gs_auth_mac_t *ctx, const gs_auth_part_t *parts, size_t nparts,
                                 uint8_t out[GS_AUTH_MAC_BYTES]);
 
+/** The ticket gsched gives a client to fetch chunk (@a graph, @a task) straight from the worker
+ *  holding it (direct gathers, LOCATIONS / CHUNK_REQ): HMAC-SHA256(data-plane key @a key of
+ *  GS_AUTH_KEY_BYTES, label || u64le client_id || u64le graph || u64le task). Only gsched and
+ *  the workers hold the key, so a client cannot make a ticket for a chunk gsched did not locate
+ *  for it. Errors as gs_auth_hmac. */
+gs_status_t gs_auth_gather_ticket(const uint8_t *key, uint64_t client_id, uint64_t graph, uint64_t task,
+                                  uint8_t ticket[GS_AUTH_MAC_BYTES]);
+/** The same ticket from a context keyed with the data-plane key (gs_auth_mac_create). */
+gs_status_t gs_auth_gather_ticket_mac(gs_auth_mac_t *ctx, uint64_t client_id, uint64_t graph, uint64_t task,
+                                      uint8_t ticket[GS_AUTH_MAC_BYTES]);
+
 #endif

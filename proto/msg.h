@@ -92,6 +92,9 @@ typedef enum gs_msg_type {
     GS_MSG_AUTH = 28,
     GS_MSG_REPORT_REQ = 29,
     GS_MSG_REPORT = 30,
+    GS_MSG_LOCATE_REQ = 31,
+    GS_MSG_LOCATIONS = 32,
+    GS_MSG_CHUNK_REQ = 33,
     GS_MSG_TYPE_MAX
 } gs_msg_type_t;
 
@@ -144,6 +147,7 @@ typedef struct gs_msg_worker_register {
     uint32_t pid;
     uint64_t memory_limit;
     gs_bytes_t ucx_address; /* ucp_worker_get_address() blob */
+    gs_str_t data_addr;     /* "host:port" of its direct-gather port (worker/direct.c); empty: none */
 } gs_msg_worker_register_t;
 
 typedef struct gs_msg_heartbeat {
@@ -397,6 +401,36 @@ typedef struct gs_msg_report {
     gs_bytes_t html;
 } gs_msg_report_t;
 
+/** Client -> gsched: where are these output chunks (keys as gather_req)? */
+typedef gs_msg_gather_req_t gs_msg_locate_req_t;
+
+/** gsched -> client: per key its size, a ticket for the holding worker, and that worker's data
+ *  address (empty: fetch it with GATHER_REQ instead) and host name. */
+#define GS_MSG_TICKET_WORDS 4u   /* a ticket: HMAC-SHA256 as 4 u64 (32 bytes) */
+typedef struct gs_msg_locations {
+    uint32_t n;                    /* first: gs__rule_one_per_entry */
+    uint32_t naddr, nhost;
+    uint64_t req_id;
+    const uint64_t *keys;          /* 2 * n */
+    const uint64_t *nbytes;        /* n */
+    const uint64_t *ticket;        /* GS_MSG_TICKET_WORDS * n */
+    gs_str_t *addr;                /* n */
+    gs_str_t *host;                /* n */
+} gs_msg_locations_t;
+
+/** Client -> worker data port: one chunk, with gsched's ticket for it. shm: the name of the
+ *  client's POSIX shared-memory object to write the bytes into at shm_off (same host), or empty:
+ *  the bytes come inline in the DATA answer. */
+typedef struct gs_msg_chunk_req {
+    uint64_t req_id;
+    uint64_t graph_id;
+    uint64_t task_id;
+    uint64_t client_id;
+    gs_bytes_t ticket;
+    gs_str_t shm;
+    uint64_t shm_off;
+} gs_msg_chunk_req_t;
+
 typedef struct gs_msg {
     uint32_t type;                 /* gs_msg_type_t */
     union {
@@ -426,6 +460,9 @@ typedef struct gs_msg {
         gs_msg_auth_t auth;
         gs_msg_report_req_t report_req;
         gs_msg_report_t report;
+        gs_msg_locate_req_t locate_req;
+        gs_msg_locations_t locations;
+        gs_msg_chunk_req_t chunk_req;
     } u;
     void *owned;                   /* decoder's allocation(s); private */
 } gs_msg_t;

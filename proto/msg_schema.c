@@ -200,7 +200,8 @@ int gs__rule_one_error_per_failure(const void *body, const gs__field_t *f, gs__w
 
 /* A string array of a message whose entries are counted by its leading `uint32_t n` (bandwidth,
  * workers): exactly one string per entry. */
-_Static_assert(offsetof(gs_msg_bandwidth_t, n) == 0 && offsetof(gs_msg_workers_t, n) == 0,
+_Static_assert(offsetof(gs_msg_bandwidth_t, n) == 0 && offsetof(gs_msg_workers_t, n) == 0 &&
+                   offsetof(gs_msg_locations_t, n) == 0,
                "gs__rule_one_per_entry reads n at offset 0");
 _Static_assert(sizeof(((gs_msg_bandwidth_t *)0)->n) == 4 && sizeof(((gs_msg_workers_t *)0)->n) == 4,
                "gs__rule_one_per_entry reads a uint32_t n");

@@ -66,7 +66,10 @@
     X(CHALLENGE, "challenge", 256)            \
     X(AUTH, "auth", 256)                      \
     X(REPORT_REQ, "report-req", 64)           \
-    X(REPORT, "report", 0)
+    X(REPORT, "report", 0)                    \
+    X(LOCATE_REQ, "locate-req", 0)            \
+    X(LOCATIONS, "locations", 0)              \
+    X(CHUNK_REQ, "chunk-req", 1024)
 
 #define GS_MSG_FIELDS_HELLO(F)                                   \
     F(hello, version, UINT, version, 1, GS__NO_RULE)             \
@@ -89,7 +92,8 @@
     F(worker_register, nthreads, UINT, nthreads, 1, GS__NO_RULE)                 \
     F(worker_register, pid, UINT, pid, 1, GS__NO_RULE)                           \
     F(worker_register, memory_limit, UINT, memory_limit, 1, GS__NO_RULE)         \
-    F(worker_register, ucx_address, BIN, ucx_address, 1, GS__NO_RULE)
+    F(worker_register, ucx_address, BIN, ucx_address, 1, GS__NO_RULE)          \
+    F(worker_register, data_addr, STR, data_addr, 1, GS__NO_RULE)
 
 #define GS_MSG_FIELDS_HEARTBEAT(F)                               \
     F(heartbeat, seq, UINT, seq, 1, GS__NO_RULE)                 \
@@ -267,5 +271,35 @@
     F(report, status, INT, status, 1, GS__NO_RULE)                       \
     F(report, message, STR, message, 1, GS__NO_RULE)                     \
     F(report, html, BIN, html, 1, GS__NO_RULE)
+
+/* direct gathers (client/gather_direct.c, worker/direct.c, scheduler/gather.c): the client asks
+ * gsched where its output chunks are (LOCATE_REQ, keys as GATHER_REQ's); LOCATIONS answers per
+ * key with its size, the holding worker's data address ("host:port", empty: not reachable
+ * directly, use GATHER_REQ) and host name, and a ticket (HMAC-SHA256 under the data-plane key of
+ * the key and the client's id, 4 x u64); the client presents the ticket to the worker's data
+ * port in CHUNK_REQ and gets DATA (bytes inline, or written into the client's shared-memory
+ * region shm at shm_off when shm is not empty) */
+#define GS_MSG_FIELDS_LOCATE_REQ(F)                              \
+    F(locate_req, req_id, UINT, req_id, 1, GS__NO_RULE)          \
+    F(locate_req, n, UINT, n, 1, GS__NO_RULE)                    \
+    F(locate_req, keys, TAB, n, 2, GS__NO_RULE)
+
+#define GS_MSG_FIELDS_LOCATIONS(F)                                       \
+    F(locations, req_id, UINT, req_id, 1, GS__NO_RULE)                   \
+    F(locations, n, UINT, n, 1, GS__NO_RULE)                             \
+    F(locations, keys, TAB, n, 2, GS__NO_RULE)                           \
+    F(locations, nbytes, TAB, n, 1, GS__NO_RULE)                         \
+    F(locations, ticket, TAB, n, 4, GS__NO_RULE)                         \
+    F(locations, addr, STRS, naddr, 1, gs__rule_one_per_entry)           \
+    F(locations, host, STRS, nhost, 1, gs__rule_one_per_entry)
+
+#define GS_MSG_FIELDS_CHUNK_REQ(F)                                       \
+    F(chunk_req, req_id, UINT, req_id, 1, GS__NO_RULE)                   \
+    F(chunk_req, graph_id, UINT, graph_id, 1, GS__NO_RULE)               \
+    F(chunk_req, task_id, UINT, task_id, 1, GS__NO_RULE)                 \
+    F(chunk_req, client_id, UINT, client_id, 1, GS__NO_RULE)             \
+    F(chunk_req, ticket, BIN, ticket, 1, GS__NO_RULE)                    \
+    F(chunk_req, shm, STR, shm, 1, GS__NO_RULE)                          \
+    F(chunk_req, shm_off, UINT, shm_off, 1, GS__NO_RULE)
 
 #endif

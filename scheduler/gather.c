@@ -7,6 +7,9 @@
 
 #include "scheduler/send.h"
 
+#include "common/alloc.h"
+#include "common/auth.h"
+
 #include <inttypes.h>
 #include <string.h>
 
@@ -255,4 +258,70 @@ void gs__sched_relay_data(gs_sched_t *s, gs__worker_t *w, gs_msg_t *msg)
     client = (gs__peer_t *)(uintptr_t)v;
     d->req_id = r.client_req;
     gs__relay_forward(s, w, client, msg, r.nbytes);
+}
+
+/* ------------------------------------------------------------------------------------------ */
+/* Direct gathers: where each chunk is, and a ticket to fetch it.                             */
+
+void gs__sched_locate(gs_sched_t *s, gs__peer_t *client, const gs_msg_locate_req_t *m)
+{
+    uint64_t n = m->n;
+    uint64_t *nbytes = NULL, *ticket = NULL;
+    gs_str_t *addr = NULL, *host = NULL;
+    gs_msg_t out;
+
+    if (n > UINT32_MAX / 2) {
+        gs__sched_send_data_error(s, client, m->req_id, 0, 0, GS_ERR_INVALID_PARAM);
+        return;
+    }
+    nbytes = gs_calloc(n ? n : 1, sizeof *nbytes, "locations");
+    ticket = gs_calloc(n ? n : 1, GS_MSG_TICKET_WORDS * sizeof *ticket, "locations");
+    addr = gs_calloc(n ? n : 1, sizeof *addr, "locations");
+    host = gs_calloc(n ? n : 1, sizeof *host, "locations");
+    if (nbytes == NULL || ticket == NULL || addr == NULL || host == NULL) goto err_free;
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t gid = m->keys[2 * i], tid = m->keys[2 * i + 1];
+        gs__graph_t *g = gs__graph_find(s, gid);
+        gs__worker_t *w;
+        uint8_t mac[GS_AUTH_MAC_BYTES];
+        addr[i] = (gs_str_t){(const uint8_t *)"", 0};
+        host[i] = addr[i];
+        if (g == NULL || g->client != client || g->client_released || tid >= g->ntasks ||
+            !(g->tflags[tid] & GS__TF_OUTPUT) || g->state[tid] != GS__TS_MEMORY || s->tls != NULL)
+            continue;
+        w = g->where[tid] < s->nslots ? s->slots[g->where[tid]] : NULL;
+        if (w == NULL || w->data_addr == NULL || w->data_addr[0] == '\0') continue;
+        if (gs_auth_gather_ticket(s->data_key, client->id, gid, tid, mac) != GS_OK) continue;
+        for (unsigned k = 0; k < GS_MSG_TICKET_WORDS; k++) {
+            uint64_t v = 0;
+            for (int b = 0; b < 8; b++) v |= (uint64_t)mac[8 * k + b] << (8 * b);
+            ticket[GS_MSG_TICKET_WORDS * i + k] = v;
+        }
+        nbytes[i] = gs__relay_nbytes(g, (uint32_t)tid);
+        addr[i] = (gs_str_t){(const uint8_t *)w->data_addr, strlen(w->data_addr)};
+        host[i] = (gs_str_t){(const uint8_t *)w->host, strlen(w->host)};
+    }
+    memset(&out, 0, sizeof out);
+    out.type = GS_MSG_LOCATIONS;
+    out.u.locations.req_id = m->req_id;
+    out.u.locations.n = (uint32_t)n;
+    out.u.locations.naddr = out.u.locations.nhost = (uint32_t)n;
+    out.u.locations.keys = m->keys;
+    out.u.locations.nbytes = nbytes;
+    out.u.locations.ticket = ticket;
+    out.u.locations.addr = addr;
+    out.u.locations.host = host;
+    gs__sched_send(s, client, &out);
+    gs_free(nbytes);
+    gs_free(ticket);
+    gs_free(addr);
+    gs_free(host);
+    return;
+
+err_free:
+    gs_free(nbytes);
+    gs_free(ticket);
+    gs_free(addr);
+    gs_free(host);
+    gs__sched_send_data_error(s, client, m->req_id, 0, 0, GS_ERR_NO_MEMORY);
 }

@@ -29,6 +29,7 @@ void gs__worker_free(gs__worker_t *w)
     gs_free(w->host);
     gs_free(w->backend);
     gs_free(w->ucx_addr);
+    gs_free(w->data_addr);
     GS_VEC_FREE(&w->b_task_id);
     GS_VEC_FREE(&w->b_task_layer);
     GS_VEC_FREE(&w->b_task_block);
@@ -168,6 +169,24 @@ static char *gs__strndup(const gs_str_t *str, const char *what)
     return p;
 }
 
+/* A registering worker's direct-gather address: kept when it parses as host:port, else "" (the
+ * worker's chunks are then only relayed). NULL: out of memory. */
+static char *gs__worker_data_addr(const gs_str_t *a, const char *name)
+{
+    char host[256], *str;
+    int port;
+    if (a->len == 0) return gs_strdup("", "worker data address");
+    str = a->len < 300 ? gs__strndup(a, "worker data address") : NULL;
+    if (str != NULL && memchr(a->data, 0, a->len) == NULL &&
+        gs_addr_parse(str, host, sizeof host, &port) == GS_OK && port > 0)
+        return str;
+    GS_LOG_WARN("worker %s gave an unusable data address (%zu bytes); its chunks are relayed", name,
+                (size_t)a->len);
+    gs_free(str);
+    return gs_strdup("", "worker data address");
+}
+
+
 static void gs__worker_register(gs_sched_t *s, gs__peer_t *p, const gs_msg_worker_register_t *m)
 {
     gs__worker_t *w;
@@ -220,8 +239,9 @@ static void gs__worker_register(gs_sched_t *s, gs__peer_t *p, const gs_msg_worke
     }
     w->host = gs__strndup(&m->host, "worker host");
     w->backend = gs__strndup(&m->backend, "worker backend");
+    w->data_addr = gs__worker_data_addr(&m->data_addr, w->name);
     w->ucx_addr = gs_malloc(m->ucx_address.len ? m->ucx_address.len : 1, "worker ucx address");
-    if (w->name == NULL || w->host == NULL || w->backend == NULL || w->ucx_addr == NULL ||
+    if (w->name == NULL || w->host == NULL || w->backend == NULL || w->ucx_addr == NULL || w->data_addr == NULL ||
         GS_VEC_RESERVE(&w->b_dep_off, 2) != GS_OK) {
         gs__worker_free(w);
         goto err_nomem;
@@ -525,6 +545,10 @@ static void gs__client_msg(gs_sched_t *s, gs__peer_t *p, gs_msg_t *msg)
             }
             gs__graph_gather(g, m->req_id, (uint32_t)tid);
         }
+        break;
+    }
+    case GS_MSG_LOCATE_REQ: {
+        gs__sched_locate(s, p, &msg->u.locate_req);   /* keys of other clients get no location */
         break;
     }
     case GS_MSG_CANCEL: {

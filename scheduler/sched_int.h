@@ -187,6 +187,7 @@ struct gs__worker {
     char *backend;
     uint8_t *ucx_addr;
     size_t ucx_len;
+    char *data_addr;             /* "host:port" of its direct-gather port, "" when none */
     int32_t device;
     uint32_t nthreads;
     uint32_t pid;

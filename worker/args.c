@@ -114,6 +114,7 @@ const char *gs_worker_usage(void)
            "                               there only; RDMA ports are kept). Default: the one that\n"
            "                               reaches the scheduler; $UCX_NET_DEVICES wins\n"
            "  --no-ipc                     never use CUDA IPC between CUDA workers of one host\n"
+           "  --no-direct                  open no data port: clients gather through gsched only\n"
            "  --ucx-shm                    let UCX use shared memory (sysv/posix, cma) between\n"
            "                               workers of one host; dead peers are then noticed only\n"
            "                               by the scheduler and the fetch timeout (default: tcp,\n"
@@ -198,6 +199,10 @@ gs_status_t gs_worker_cli_parse(int argc, char **argv, gs_worker_cli_t *cli_p)
         }
         if (strcmp(arg, "--no-ipc") == 0) {
             cli.params.no_ipc = 1;
+            continue;
+        }
+        if (strcmp(arg, "--no-direct") == 0) {
+            cli.params.no_direct = 1;
             continue;
         }
         if (strcmp(arg, "--no-rejoin") == 0) {

@@ -181,6 +181,8 @@ typedef struct gs_worker_params {
     const char *tls_ca_file;
     const char *tls_cert;
     const char *tls_key;
+    int no_direct;                /* nonzero: open no data port; clients gather this worker's
+                                     chunks through gsched only (worker/xfer/direct.c) */
 } gs_worker_params_t;
 
 /** Counters for tests and logs (monotonic since creation unless stated). */

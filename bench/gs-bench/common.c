@@ -150,6 +150,16 @@ int gs__common_arg(int argc, char **argv, int *i, gs__common_t *c)
         (*i)++;
         return 1;
     }
+    if (strcmp(a, "--gather-path") == 0) {
+        int path = -1;
+        if (v == NULL) return gs__bad("option --gather-path needs auto, direct, relay or shm"), -1;
+        for (int p = GS_GATHER_AUTO; p <= GS_GATHER_SHM; p++)
+            if (strcmp(v, gs_gather_path_name(p)) == 0) path = p;
+        if (path < 0) return gs__bad("--gather-path must be auto, direct, relay or shm, not '%s'", v), -1;
+        c->gather_path = path;
+        (*i)++;
+        return 1;
+    }
     if (strcmp(a, "--no-fuse") == 0) {
         c->fuse = 0;
         return 1;
@@ -181,7 +191,8 @@ int gs__connect(gs__common_t *c, gs_client_h *client_p, double *connect_s_p)
     gs_client_params_t p;
     double t0 = gs__now();
     memset(&p, 0, sizeof(p));
-    p.field_mask = GS_CLIENT_FIELD_LOWER_FLAGS | GS_CLIENT_FIELD_PROGRESS_BAR;
+    p.field_mask = GS_CLIENT_FIELD_LOWER_FLAGS | GS_CLIENT_FIELD_PROGRESS_BAR | GS_CLIENT_FIELD_GATHER_PATH;
+    p.gather_path = c->gather_path;
     p.progress_bar = GS_PROGRESS_BAR_TTY;   /* a bar on stderr when it is a terminal */
     p.lower_flags = GS_LOWER_CULL | (c->fuse ? GS_LOWER_FUSE : 0u) |
                     (c->pushdown ? GS_LOWER_SLICE_PUSHDOWN : 0u) |
@@ -306,4 +317,18 @@ void gs__json_run_tail(const gs_compute_stats_t *st, double persist_s, double co
     gs__json_num("connect_s", connect_s);
     printf(",\"scheduler\":\"%s\"}\n", gs_client_address(client));
     fflush(stdout);
+}
+
+void gs__json_gather_paths(int requested, const gs_gather_stats_t *b, const gs_gather_stats_t *a)
+{
+    uint64_t shm = a->chunks_shm - b->chunks_shm, direct = a->chunks_direct - b->chunks_direct,
+             relay = a->chunks_relay - b->chunks_relay;
+    const char *used = (shm > 0) + (direct > 0) + (relay > 0) > 1 ? "mixed"
+                       : shm > 0                               ? "shm"
+                       : direct > 0                            ? "direct"
+                                                               : "relay";
+    printf(",\"gather_path\":\"%s\",\"path_used\":\"%s\"", gs_gather_path_name(requested), used);
+    printf(",\"chunks_shm\":%llu,\"chunks_direct\":%llu,\"chunks_relay\":%llu,\"fallbacks\":%llu",
+           (unsigned long long)shm, (unsigned long long)direct, (unsigned long long)relay,
+           (unsigned long long)(a->fallbacks - b->fallbacks));
 }

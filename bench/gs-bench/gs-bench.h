@@ -21,6 +21,7 @@ typedef struct gs__common {
     uint64_t seed;
     uint64_t memory_limit;        /* local cluster: per worker, 0: automatic (spill.c sets it) */
     uint64_t device_memory_limit; /* local cluster: per GPU worker, 0: default */
+    int gather_path;              /* --gather-path: GS_GATHER_* (default auto) */
 } gs__common_t;
 
 extern const char *g_prog;   /* "gs-bench" */
@@ -58,6 +59,10 @@ void gs__json_run_tail(const gs_compute_stats_t *st, double persist_s, double co
 double gs__median(double *v, int n);
 /* 1 when |v - expected| <= tol; otherwise prints "run R gave V, expected E" and returns 0. */
 int gs__value_ok(int run, double v, double expected, double tol);
+/* Print ,"gather_path":requested,"path_used":...,"chunks_shm":...: the path that carried the
+ * chunks gathered between @a before and @a after (gs_client_gather_stats): "shm", "direct",
+ * "relay" or "mixed". */
+void gs__json_gather_paths(int requested, const gs_gather_stats_t *before, const gs_gather_stats_t *after);
 /* Print ,"key":v (null when not finite). */
 void gs__json_num(const char *key, double v);
 

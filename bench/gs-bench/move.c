@@ -43,6 +43,9 @@ static void gs__move_usage(FILE *f, const char *name)
             "  --dashboard-address A local cluster: gsched's dashboard HOST:PORT or none\n"
             "  --no-fuse             lower without fusion\n"
             "  --no-pushdown         do not push slices into generators\n"
+            "  --gather-path P       auto|direct|relay|shm: how results reach the client (default\n"
+            "                        auto: shared memory on this host, TCP from others, relay\n"
+            "                        through gsched as the fallback)\n"
             "  --repeat R            timed runs (default 1)\n"
             "  --seed S              random seed (default 0)\n"
             "Prints one JSON line per timed run: bench, n, chunk, workers, backend, run, %s,\n"
@@ -87,18 +90,24 @@ static int gs__move_args(int argc, char **argv, const char *name, gs__move_opts_
 }
 
 /* Submit @a a and wait; the result goes to @a out (out_len doubles). */
+static double g_gather_s;   /* the last gs__move_run's gs_future_gather alone */
+
 static int gs__move_run(gs_client_h client, gs_array_h a, double *out, size_t out_len,
                         double *seconds_p, gs_compute_stats_t *stats_p)
 {
     gs_future_h f;
     gs_status_t st;
-    double t0 = gs__now();
+    double t0 = gs__now(), tg;
     if ((st = gs_client_submit(client, a, 0, &f)) != GS_OK) {
         fprintf(stderr, "%s %s: submit failed: %s: %s\n", g_prog, g_sub, gs_status_name(st),
                 gs_last_error());
         return 1;
     }
-    st = gs_future_gather(f, out, out_len);
+    if ((st = gs_future_wait(f, -1.0)) == GS_OK) {
+        tg = gs__now();
+        st = gs_future_gather(f, out, out_len);
+        g_gather_s = gs__now() - tg;
+    }
     *seconds_p = gs__now() - t0;
     if (st != GS_OK) {
         fprintf(stderr, "%s %s: run failed: %s: %s\n", g_prog, g_sub, gs_status_name(st),
@@ -210,7 +219,10 @@ int gs__bench_slice3(int argc, char **argv)
         double t;
         int64_t checked = 0, bad = 0;
         uint64_t rng = 0x9e3779b97f4a7c15ull * (uint64_t)(r + 1);
+        gs_gather_stats_t gb, ga;
+        gs_client_gather_stats(client, &gb);
         if (gs__move_run(client, z, buf, len, &t, &stats) != 0) goto out;
+        gs_client_gather_stats(client, &ga);
         /* untimed: spot-check 4096 elements (and the corners) against the random definition */
         for (int k = 0; k < 4096 + 2 && len > 0; k++) {
             uint64_t e;
@@ -232,6 +244,9 @@ int gs__bench_slice3(int argc, char **argv)
         printf(",\"checked\":%" PRId64 ",\"mismatches\":%" PRId64, checked, bad);
         gs__json_num("seconds", t);
         gs__json_num("gb_per_s", (double)len * 8.0 / t * 1e-9);
+        gs__json_num("gather_s", g_gather_s);
+        gs__json_num("gather_gb_per_s", (double)len * 8.0 / g_gather_s * 1e-9);
+        gs__json_gather_paths(o.c.gather_path, &gb, &ga);
         gs__json_run_tail(&stats, persist_s, connect_s, client);
         if (bad > 0) {
             fprintf(stderr, "%s %s: run %d: %" PRId64 " of %" PRId64 " checked elements differ\n",

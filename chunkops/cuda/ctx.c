@@ -696,6 +696,27 @@ static void gs__cuda_host_free(gs_chunkops_ctx_h ctx, void *ptr)
     if (cudaFreeHost(ptr) != cudaSuccess) (void)cudaGetLastError();
 }
 
+static gs_status_t gs__cuda_host_register(gs_chunkops_ctx_h ctx, void *ptr, size_t nbytes)
+{
+    gs_status_t st;
+    cudaError_t e;
+    if (ctx == NULL || ptr == NULL || nbytes == 0)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "cuda host_register: bad argument");
+    if ((st = gs__cuda_use(ctx)) != GS_OK) return st;
+    e = cudaHostRegister(ptr, nbytes, cudaHostRegisterPortable);
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError();
+        return gs__cuda_error((int)e, "cudaHostRegister");
+    }
+    return GS_OK;
+}
+
+static void gs__cuda_host_unregister(gs_chunkops_ctx_h ctx, void *ptr)
+{
+    if (ctx == NULL || ptr == NULL || gs__cuda_use(ctx) != GS_OK) return;
+    if (cudaHostUnregister(ptr) != cudaSuccess) (void)cudaGetLastError();
+}
+
 const gs_chunkops_ops_t gs_chunkops_cuda_ops = {
     .name = "cuda",
     .ctx_create = gs__cuda_ctx_create,
@@ -719,4 +740,6 @@ const gs_chunkops_ops_t gs_chunkops_cuda_ops = {
     .host_free = gs__cuda_host_free,
     .notify = gs__cuda_notify,
     .sync = gs__cuda_sync,
+    .host_register = gs__cuda_host_register,
+    .host_unregister = gs__cuda_host_unregister,
 };

@@ -283,12 +283,12 @@ Test(proto_msg, survives_random_payloads)
  *   u small uint   i small negative int   s short str   b any bin   S array of str   P array of peers
  *   C count (remembered)   L array of layer bins (count remembered as nlayers)
  *   w u32 table [count] with values < nlayers   l u32 table [nlayers]   q u64 table [count]
- *   k 16-byte table [count]   o dep_off [count + 1], mostly monotone (remembers ndeps)
+ *   k 16-byte table [count]   t 32-byte table [count]   o dep_off [count + 1], mostly monotone (remembers ndeps)
  *   D u64 table [ndeps]   K 16-byte table [ndeps]   x i32 status table [count] (remembers failures)
  *   e array of one str per failure   T array of str [count]   N count again, or 0 (remembered)
  *   M array of str [nlayers] (or none) */
 static const char *const schema[GS_MSG_TYPE_MAX] = {
-    [GS_MSG_HELLO] = "uussb", [GS_MSG_WELCOME] = "uuub", [GS_MSG_WORKER_REGISTER] = "sssiuuub",
+    [GS_MSG_HELLO] = "uussb", [GS_MSG_WELCOME] = "uuub", [GS_MSG_WORKER_REGISTER] = "sssiuuubs",
     [GS_MSG_HEARTBEAT] = "uuuuuuuuuuu", [GS_MSG_PEERS] = "PCq", [GS_MSG_GRAPH_SUBMIT] = "uuLCwqoDqCkCqM",
     [GS_MSG_GRAPH_ACCEPTED] = "uu", [GS_MSG_TASK_ASSIGN] = "uLlCqwqoKDD", [GS_MSG_TASK_DONE] = "Cqqxqqqeuqq",
     [GS_MSG_RELEASE] = "Ck", [GS_MSG_GATHER_REQ] = "uCk", [GS_MSG_DATA] = "uuuib", [GS_MSG_FETCH_REQ] = "uuuu",
@@ -296,7 +296,8 @@ static const char *const schema[GS_MSG_TYPE_MAX] = {
     [GS_MSG_ERROR] = "is", [GS_MSG_SHUTDOWN] = "", [GS_MSG_INFO_REQ] = "", [GS_MSG_INFO] = "uuuuS",
     [GS_MSG_BANDWIDTH] = "CqqqwT", [GS_MSG_REPLICATE] = "uusCkNqq", [GS_MSG_REPLICATE_DONE] = "uisCkq",
     [GS_MSG_WORKERS_REQ] = "", [GS_MSG_WORKERS] = "CqxwqqTTTTqqqqq", [GS_MSG_CHALLENGE] = "bb", [GS_MSG_AUTH] = "b", [GS_MSG_REPORT_REQ] = "uu",
-    [GS_MSG_REPORT] = "uisb",
+    [GS_MSG_REPORT] = "uisb", [GS_MSG_LOCATE_REQ] = "uCk", [GS_MSG_LOCATIONS] = "uCqqtTT",
+    [GS_MSG_CHUNK_REQ] = "uuuubsu",
 };
 
 typedef struct gen_state {
@@ -368,6 +369,7 @@ static void gen_field(gs_mp_writer_t *w, char kind, gen_state_t *g)
     case 'l': gen_table(w, g, g->nlayers, 4, 'l'); break;
     case 'q': gen_table(w, g, g->count, 8, 'q'); break;
     case 'k': gen_table(w, g, g->count, 16, 'k'); break;
+    case 't': gen_table(w, g, g->count, 32, 't'); break;
     case 'o': gen_table(w, g, g->count + 1, 8, 'o'); break;
     case 'D': gen_table(w, g, g->ndeps, 8, 'D'); break;
     case 'K': gen_table(w, g, g->ndeps, 16, 'K'); break;

@@ -69,6 +69,7 @@ void gs__wsend_free(gs_worker_t *w, gs_wsend_t *s)
     gs__wlist_del(&s->link);
     if (s->chunk) gs__wchunk_unref(w, s->chunk);
     if (s->host_owned) gs_free(s->host);
+    if (s->dconn) gs__wdconn_unref(w, s->dconn);
     gs_buf_cleanup(&s->header);
     gs_free(s);
 }
@@ -262,13 +263,22 @@ static void gs__wsend_release_cb(void *arg, gs_status_t status)
 }
 
 /* Answer a gather with @a s's bytes (s->host, the chunk's size) without copying them: the
- * connection writes them in place and frees @a s (chunk reference, staging buffer) once done.
- * Consumes @a s in every case. */
+ * connection (gsched's, or the direct client's s->dconn) writes them in place and frees @a s
+ * (chunk reference, staging buffer) once done. A direct gather into shared memory (s->shm_dst)
+ * has its bytes there already (or in s->host, read back from disk: copied now) and gets an
+ * empty DATA. Consumes @a s in every case. */
 static void gs__wsend_to_scheduler(gs_worker_t *w, gs_wsend_t *s)
 {
     gs_msg_t m;
     gs_status_t status;
-    if (w->conn == NULL) {
+    gs_conn_t *conn = s->dconn != NULL ? s->dconn->conn : w->conn;
+    if (conn == NULL) {
+        gs__wsend_free(w, s);
+        return;
+    }
+    if (s->shm_dst != NULL) {
+        if (s->host_owned) memcpy(s->shm_dst, s->host, (size_t)s->chunk->nbytes);
+        gs__wdirect_reply(w, s->dconn, s->req_id, s->graph, s->task, GS_OK);
         gs__wsend_free(w, s);
         return;
     }
@@ -280,12 +290,20 @@ static void gs__wsend_to_scheduler(gs_worker_t *w, gs_wsend_t *s)
     m.u.data.status = GS_OK;
     m.u.data.data.data = s->host;
     m.u.data.data.len = (size_t)s->chunk->nbytes;
-    status = gs_conn_send_data(w->conn, &m, gs__wsend_release_cb, s);
+    status = gs_conn_send_data(conn, &m, gs__wsend_release_cb, s);
     if (status != GS_OK) {
         if (status != GS_ERR_CONN_CLOSED)
-            GS_LOG_ERROR("sending data to gsched failed: %s", gs_last_error());
+            GS_LOG_ERROR("sending data to %s failed: %s", s->dconn ? "a client" : "gsched", gs_last_error());
         gs__wsend_free(w, s);
     }
+}
+
+/* A gather's error answer: to gsched, or to the direct client. */
+static void gs__wgather_error(gs_worker_t *w, gs_wdconn_t *dc, uint64_t req_id, uint64_t graph, uint64_t task,
+                              gs_status_t st)
+{
+    if (dc != NULL) gs__wdirect_reply(w, dc, req_id, graph, task, st);
+    else gs__wdata_to_scheduler(w, req_id, graph, task, st, NULL, 0);
 }
 
 void gs__wsend_staged(gs_worker_t *w, gs_wsend_t *s, gs_status_t status)
@@ -309,7 +327,7 @@ void gs__wsend_staged(gs_worker_t *w, gs_wsend_t *s, gs_status_t status)
             gs__wsend_to_scheduler(w, s);
             return;
         }
-        gs__wdata_to_scheduler(w, s->req_id, s->graph, s->task, s->status, NULL, 0);
+        gs__wgather_error(w, s->dconn, s->req_id, s->graph, s->task, s->status);
         gs__wsend_free(w, s);
         return;
     }
@@ -392,51 +410,116 @@ void gs__wserve(gs_worker_t *w, gs_wdefer_t *d)
     gs__wserve_post(w, s, gs__wserve_ep(w, d->from_worker, d->reply_ep));
 }
 
-void gs__xfer_gather(gs_worker_t *w, uint64_t req_id, uint64_t graph, uint64_t task)
+/* Thread-pool copy of a host chunk into the client's shared memory (direct gathers). */
+static void gs__wsend_shm_work(uv_work_t *req)
+{
+    gs_wsend_t *s = req->data;
+    memcpy(s->shm_dst, s->host, (size_t)s->chunk->nbytes);
+}
+
+static void gs__wsend_shm_done(uv_work_t *req, int status)
+{
+    gs_wsend_t *s = req->data;
+    gs_worker_t *w = s->w;
+    if (status != 0) s->status = GS_ERR_CANCELED;
+    s->host = NULL;   /* the chunk's own memory */
+    if (s->status == GS_OK) gs__wsend_to_scheduler(w, s);
+    else {
+        gs__wgather_error(w, s->dconn, s->req_id, s->graph, s->task, s->status);
+        gs__wsend_free(w, s);
+    }
+    gs__worker_unhold(w);
+}
+
+/* Serve a gather of (graph, task): to gsched (dc NULL, GATHER_REQ) or to a direct client on
+ * @a dc, in DATA bytes or (@a shm_dst) into its shared memory. */
+static void gs__wgather_serve(gs_worker_t *w, gs_wdconn_t *dc, uint8_t *shm_dst, uint64_t req_id,
+                              uint64_t graph, uint64_t task)
 {
     gs_wchunk_t *c = gs__wstore_find(w, graph, task);
     gs_wsend_t *s;
 
-    if (c == NULL || !c->owned || c->state != GS_WCHUNK_READY) {
-        gs__wdata_to_scheduler(w, req_id, graph, task, GS_ERR_NOT_FOUND, NULL, 0);
+    if (c == NULL || (dc == NULL && !c->owned) || c->state != GS_WCHUNK_READY) {
+        gs__wgather_error(w, dc, req_id, graph, task, GS_ERR_NOT_FOUND);
         return;
     }
-    if (c->nbytes > GS_PROTO_DEFAULT_MAX_FRAME - 256) {
+    if (shm_dst == NULL && c->nbytes > GS_PROTO_DEFAULT_MAX_FRAME - 256) {
         GS_LOG_WARN("chunk (%llu, %llu) has %llu bytes, more than one frame may carry",
                     (unsigned long long)graph, (unsigned long long)task,
                     (unsigned long long)c->nbytes);
-        gs__wdata_to_scheduler(w, req_id, graph, task, GS_ERR_MSG_TOO_LARGE, NULL, 0);
+        gs__wgather_error(w, dc, req_id, graph, task, GS_ERR_MSG_TOO_LARGE);
         return;
     }
     s = gs__wsend_new(w);
     if (s == NULL) {
-        gs__wdata_to_scheduler(w, req_id, graph, task, GS_ERR_NO_MEMORY, NULL, 0);
+        gs__wgather_error(w, dc, req_id, graph, task, GS_ERR_NO_MEMORY);
         return;
     }
     s->to_scheduler = 1;
     s->req_id = req_id;
     s->graph = graph;
     s->task = task;
+    s->shm_dst = shm_dst;
+    if (dc != NULL) {
+        dc->refs++;
+        s->dconn = dc;
+    }
     gs__wchunk_ref(c);
     s->chunk = c;
     if (!gs__wchunk_resident(c)) {
         gs_status_t st = gs__wsend_unspill(w, s);
         if (st == GS_OK) return;
+        gs__wgather_error(w, dc, req_id, graph, task, st);
         gs__wsend_free(w, s);
-        gs__wdata_to_scheduler(w, req_id, graph, task, st, NULL, 0);
         return;
     }
     if (!w->streams_mode) {
         s->host = c->ptr;   /* host memory: written from the chunk itself, which s keeps alive */
+        if (shm_dst != NULL && c->nbytes > 0) {
+            int r;
+            s->work.data = s;
+            gs__worker_hold(w);
+            if ((r = uv_queue_work(w->loop, &s->work, gs__wsend_shm_work, gs__wsend_shm_done)) == 0) return;
+            gs__worker_unhold(w);
+            memcpy(shm_dst, c->ptr, (size_t)c->nbytes);   /* no thread pool: on the loop */
+        }
         gs__wsend_to_scheduler(w, s);
         return;
     }
     {
-        gs_status_t st = gs__wsend_stage(w, s);
-        if (st == GS_OK) return;
-        GS_LOG_WARN("staging (%llu, %llu) for gsched failed: %s", (unsigned long long)graph,
-                    (unsigned long long)task, gs_last_error());
+        gs_status_t st;
+        if (shm_dst != NULL) {
+            /* device -> the client's shared memory directly; gs__wsend_staged follows */
+            int sti = gs__wexec_pick_stream(w);
+            gs_wnote_t *n = gs_calloc(1, sizeof(*n), "send note");
+            st = n == NULL ? gs_error_set(GS_ERR_NO_MEMORY, "out of memory staging a direct gather")
+                           : w->ops->copy_to_host(w->ctx, w->streams[sti], shm_dst, c->ptr, (size_t)c->nbytes);
+            if (st == GS_OK) {
+                n->kind = GS_WNOTE_SEND_STAGED;
+                n->obj = s;
+                s->stream = sti;
+                gs__wnote_arm(w, w->streams[sti], n);
+                return;
+            }
+            gs_free(n);
+        } else {
+            st = gs__wsend_stage(w, s);
+            if (st == GS_OK) return;
+        }
+        GS_LOG_WARN("staging (%llu, %llu) for %s failed: %s", (unsigned long long)graph,
+                    (unsigned long long)task, dc ? "a client" : "gsched", gs_last_error());
+        gs__wgather_error(w, dc, req_id, graph, task, st);   /* before s's dconn reference goes */
         gs__wsend_free(w, s);
-        gs__wdata_to_scheduler(w, req_id, graph, task, st, NULL, 0);
     }
+}
+
+void gs__xfer_gather(gs_worker_t *w, uint64_t req_id, uint64_t graph, uint64_t task)
+{
+    gs__wgather_serve(w, NULL, NULL, req_id, graph, task);
+}
+
+void gs__xfer_gather_to(gs_worker_t *w, gs_wdconn_t *dc, uint8_t *shm_dst, uint64_t req_id, uint64_t graph,
+                        uint64_t task)
+{
+    gs__wgather_serve(w, dc, shm_dst, req_id, graph, task);
 }

@@ -372,6 +372,7 @@ gs_status_t gs__xfer_init(gs_worker_t *w, const gs_worker_params_t *wparams)
     if (x == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for the transfer state");
     x->ucx_shm = wparams->ucx_shm != 0;
     x->no_ipc = wparams->no_ipc != 0;
+    x->direct_off = wparams->no_direct != 0;
     x->transfer_checksum = wparams->transfer_checksum != 0;
     x->pipe_slice = wparams->pipe_slice ? (size_t)wparams->pipe_slice : ((size_t)8 << 20);
     x->pipe_min = wparams->pipe_min ? wparams->pipe_min : ((uint64_t)32 << 20);
@@ -381,6 +382,7 @@ gs_status_t gs__xfer_init(gs_worker_t *w, const gs_worker_params_t *wparams)
     gs__wlist_init(&x->sends);
     gs__wlist_init(&x->closing);
     gs__wlist_init(&x->dead_fetches);
+    gs__wlist_init(&x->dconns);
     memset(&params, 0, sizeof(params));
     params.field_mask = UCP_PARAM_FIELD_FEATURES;
     params.features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
@@ -495,6 +497,7 @@ void gs__xfer_shutdown(gs_worker_t *w)
     uint64_t deadline;
 
     if (w->xfer == NULL) return;
+    gs__xfer_direct_stop(w);
     if (w->xfer->ucp_poll_open) {
         w->xfer->ucp_poll_open = 0;
         uv_close((uv_handle_t *)&w->xfer->ucp_poll, gs__worker_handle_closed);

@@ -4,7 +4,8 @@
  * one endpoint per peer (gsched's PEERS list), every fetch (this worker pulling a chunk from a
  * peer) and every send (a chunk going to a peer, or to gsched as DATA for a gather), the
  * host-staged pipelined slices (pipe.c), CUDA IPC leases and mappings between workers of one
- * host (ipc.c), and the per-peer bandwidth measurements reported with heartbeats (bw.c). Its
+ * host (ipc.c), the data port where clients fetch their results directly (direct.c), and the
+ * per-peer bandwidth measurements reported with heartbeats (bw.c). Its
  * state (struct gs_xfer, w->xfer) is opaque to the rest of the worker; UCX types exist only
  * under worker/xfer/ (xfer_int.h).
  *
@@ -64,6 +65,14 @@ gs_status_t gs__xfer_fetch(struct gs_worker *w, uint64_t graph, uint64_t task, u
                            uint64_t nbytes, struct gs_wchunk **c_p);
 /* Serve a chunk to gsched as DATA for GATHER_REQ @a req_id (staging when needed). */
 void gs__xfer_gather(struct gs_worker *w, uint64_t req_id, uint64_t graph, uint64_t task);
+/* Open the data port for direct gathers (direct.c) on the local address of @a sched_conn (the
+ * address gsched sees us at), port chosen by the system; nothing when already open or disabled.
+ * GS_ERR_IO (message set): no port, gathers are relayed. */
+gs_status_t gs__xfer_direct_start(struct gs_worker *w, gs_conn_t *sched_conn);
+/* "ip:port" of the data port, "" when none. */
+const char *gs__xfer_direct_addr(const struct gs_worker *w);
+/* Close the data port and every client connection to it (stop). */
+void gs__xfer_direct_stop(struct gs_worker *w);
 /* A FETCH_STAGED / SEND_STAGED note from the completion queue. */
 void gs__xfer_note(struct gs_worker *w, struct gs_wnote *n);
 

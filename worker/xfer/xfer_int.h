@@ -116,13 +116,28 @@ typedef struct gs_wdefer {
 
 /* A chunk on its way out (to a peer over UCX, or to gsched as DATA) from staged host memory
  * or directly from host-accessible chunk memory. */
+/* A client's connection to the data port (direct.c). */
+typedef struct gs_wdconn {
+    gs_worker_t *w;
+    gs_wlink_t link;          /* w->xfer->dconns */
+    gs_conn_t *conn;          /* NULL once closed */
+    int refs;                 /* the open connection + each send in flight */
+    char shm_name[64];        /* the client's shared memory mapped for it ("" when none) */
+    uint8_t *shm_base;
+    size_t shm_size;
+    int shm_registered;       /* page-locked by the backend (host_register) */
+} gs_wdconn_t;
+
 typedef struct gs_wsend {
     gs_worker_t *w;
     gs_wlink_t link;          /* w->sends (outstanding) */
     gs_wchunk_t *chunk;       /* ref held until done (NULL for error replies) */
     void *host;               /* bytes to send */
     uint8_t host_owned;
-    uint8_t to_scheduler;     /* DATA over the control connection (gather) */
+    uint8_t to_scheduler;     /* DATA over the control connection (gather), or to dconn */
+    gs_wdconn_t *dconn;       /* direct gather: the client's connection (ref held), else NULL */
+    uint8_t *shm_dst;         /* direct gather into the client's shared memory: where */
+    uv_work_t work;           /* host copy into shm_dst on the thread pool */
     int stream;
     uint64_t req_id, graph, task, from_worker;
     gs_status_t status;
@@ -178,6 +193,14 @@ struct gs_xfer {
     uint64_t next_lease;
     struct gs_wipc_map *ipc_maps;      /* peers' arenas mapped here */
 
+    /* direct gathers (direct.c) */
+    int direct_off;                    /* no data port (gs_worker_params_t.no_direct) */
+    int direct_open;
+    uv_tcp_t direct_tcp;
+    char direct_addr[80];              /* "ip:port" ("" when closed) */
+    gs_wlink_t dconns;                 /* gs_wdconn_t */
+    uint64_t direct_served, direct_refused;
+
     /* sealed messages (seal.c) */
     gs_auth_mac_t *seal;               /* keyed with the data-plane key (NULL until WELCOME) */
     uint64_t refuse_log_ns;            /* last refusal logged */
@@ -195,6 +218,16 @@ gs_status_t gs__wpeer_ep(gs_worker_t *w, gs_wpeer_t *p, gs_wep_t **epc_p);
 ucp_ep_h gs__wpeer_ep_by_id(gs_worker_t *w, uint64_t id);
 /* 64-bit checksum of transferred bytes. */
 uint64_t gs__wchecksum(const void *data, size_t len);
+
+/* ---- direct.c: the data port ---- */
+void gs__wdconn_unref(gs_worker_t *w, gs_wdconn_t *dc);
+/* Answer a direct request with @a status and no bytes (dropped when the connection closed). */
+void gs__wdirect_reply(gs_worker_t *w, gs_wdconn_t *dc, uint64_t req_id, uint64_t graph, uint64_t task,
+                       gs_status_t status);
+/* serve.c: serve (graph, task) for a direct request on @a dc: as DATA bytes, or into @a shm_dst
+ * (the client's shared memory, at least the chunk's size) with an empty DATA when done. */
+void gs__xfer_gather_to(gs_worker_t *w, gs_wdconn_t *dc, uint8_t *shm_dst, uint64_t req_id, uint64_t graph,
+                        uint64_t task);
 
 /* ---- seal.c: sealed active messages ---- */
 /* Append the trailer to s->header (the encoded header after the frame header) for the message

@@ -45,6 +45,27 @@ typedef void (*gs_progress_cb)(gs_future_h future, uint64_t done, uint64_t total
 #define GS_CLIENT_FIELD_PROGRESS_BAR 0x1000u
 #define GS_CLIENT_FIELD_LOCAL_DASHBOARD 0x2000u
 #define GS_CLIENT_FIELD_TLS 0x4000u
+#define GS_CLIENT_FIELD_GATHER_PATH 0x8000u
+
+/** How gathers move a result's chunks to the client (gather_path, gs_client_set_gather_path).
+ *  Direct paths fetch each chunk from the worker holding it (gsched names the worker and gives
+ *  a ticket for the chunk), several at a time, straight into the caller's buffer; a chunk they
+ *  cannot fetch (worker unreachable or gone, a bad answer) is relayed through gsched instead.
+ *  With TLS every chunk is relayed (the workers' data ports are plain TCP). */
+typedef enum gs_gather_path {
+    GS_GATHER_AUTO = 0,    /* default: shared memory from workers on this host, TCP from others */
+    GS_GATHER_DIRECT = 1,  /* TCP from each worker (no shared memory) */
+    GS_GATHER_RELAY = 2,   /* through gsched only (the path before direct gathers) */
+    GS_GATHER_SHM = 3      /* like AUTO; named so a benchmark can ask for it */
+} gs_gather_path_t;
+
+/** What gathers carried by each path since the client connected (gs_client_gather_stats). */
+typedef struct gs_gather_stats {
+    uint64_t chunks_relay, bytes_relay;    /* through gsched */
+    uint64_t chunks_direct, bytes_direct;  /* from workers over TCP */
+    uint64_t chunks_shm, bytes_shm;        /* from workers of this host through shared memory */
+    uint64_t fallbacks;                    /* chunks a direct path failed and gsched relayed */
+} gs_gather_stats_t;
 
 /** progress_bar values: a one-line bar on stderr ("[####....]  45% 4500/10000 tasks |
  *  12.3 k tasks/s | 1.2 s"), redrawn at most every 100 ms from the I/O thread and ended with a
@@ -83,6 +104,7 @@ typedef struct gs_client_params {
     const char *tls_ca_file;
     const char *tls_cert;
     const char *tls_key;
+    int gather_path;            /* GS_CLIENT_FIELD_GATHER_PATH: gs_gather_path_t (default AUTO) */
 } gs_client_params_t;
 
 /** Connect (and for "local", start the cluster first). *client_p written only on success. */
@@ -91,6 +113,16 @@ gs_status_t gs_client_connect(const gs_client_params_t *params, gs_client_h *cli
 /** Disconnect: cancels unfinished work of this client, fails its pending futures with
  *  GS_ERR_CANCELED, stops a local cluster. Futures must still be destroyed. NULL is fine. */
 void gs_client_destroy(gs_client_h client);
+
+/** Choose how later gathers move chunks (gs_gather_path_t). GS_ERR_INVALID_PARAM for another
+ *  value or a NULL client. Safe from any thread. */
+gs_status_t gs_client_set_gather_path(gs_client_h client, int path);
+
+/** Copy what gathers carried by each path so far into *stats_p (zeros for a NULL client). */
+void gs_client_gather_stats(gs_client_h client, gs_gather_stats_t *stats_p);
+
+/** "auto", "direct", "relay" or "shm" (static); "unknown" otherwise. */
+const char *gs_gather_path_name(int path);
 
 /** Scheduler address the client is connected to ("tcp://127.0.0.1:40123"); owned by client. */
 const char *gs_client_address(gs_client_h client);
