@@ -1,6 +1,7 @@
 /* gs_chunkops_run_ktask: submit one instantiated task to a backend. Kept apart from eval.c so
  * that users of this function do not pull in the task-graph evaluator. */
 #include "chunkops/eval.h"
+#include "chunkops/fileio.h"
 #include "common/error.h"
 
 #include <stdint.h>
@@ -28,6 +29,8 @@ gs_status_t gs_chunkops_run_ktask(const gs_chunkops_ops_t *ops, gs_chunkops_ctx_
                                 t->u.host.data == NULL ? "data" : "destination (u.host.out)");
         return ops->copy_from_host(ctx, s, t->u.host.out, t->u.host.data,
                                    (size_t)t->u.host.len * sizeof(double));
+    case GS_KTASK_FILE_READ: case GS_KTASK_FILE_WRITE: case GS_KTASK_FILE_COMMIT:
+        return gs_chunkops_file_run(ops, ctx, s, t->kind, &t->u.file);
     default:
         return gs_error_set(GS_ERR_INVALID_PARAM, "run_ktask: unknown task kind %d", (int)t->kind);
     }

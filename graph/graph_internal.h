@@ -35,8 +35,51 @@ typedef enum gs__node_kind {
     GS__NODE_RECHUNK,         /* in[0] with another chunk grid (lower_copy.c) */
     GS__NODE_CONCAT,          /* in[0] ++ in[1] along u.cat.axis (lower_copy.c) */
     GS__NODE_MATMUL,          /* in[0] @ in[1] (linalg.c, lower_linalg.c) */
-    GS__NODE_FACTOR           /* one part of the QR / SVD of in[0] (linalg.c, lower_linalg.c) */
+    GS__NODE_FACTOR,          /* one part of the QR / SVD of in[0] (linalg.c, lower_linalg.c) */
+    GS__NODE_FILE             /* array file: read, or write/commit of in[0] (array_file.c) */
 } gs__node_kind_t;
+
+/* ---- index maps: from a group's output coordinates to a leaf array's coordinates ----
+ * src[a] = off[a] + step[a] * out[perm[a]], or off[a] when perm[a] == -1. */
+typedef struct gs__lmap {
+    int32_t ndim;                       /* leaf array ndim */
+    int64_t off[GS_MAX_NDIM];
+    int64_t step[GS_MAX_NDIM];
+    int32_t perm[GS_MAX_NDIM];
+} gs__lmap_t;
+
+/* An array file and what a FILE node or layer does with it (array_file.c, layer_file.c).
+ * Array coordinates map to file coordinates through `map` (file axis a reads
+ * map.off[a] + map.step[a] * x[map.perm[a]], or map.off[a] when perm[a] is -1), so slices and
+ * transposes of a file source become file sources reading only what they keep. */
+typedef enum gs__file_op {
+    GS__FILE_READ = 0,        /* chunks of the array from the file */
+    GS__FILE_WRITE = 1,       /* in[0]'s chunks into `tmp`; one double (bytes written) per chunk */
+    GS__FILE_COMMIT = 2,      /* in[0] (total bytes) checked; header, fsync, rename tmp -> path */
+    GS__FILE_OP_COUNT
+} gs__file_op_t;
+
+typedef struct gs__fspec {
+    int32_t op;               /* gs__file_op_t */
+    char *path;               /* owned, NUL-terminated */
+    char *tmp;                /* WRITE, COMMIT: owned temporary name; else NULL */
+    int32_t fdtype;           /* gs_dtype_t stored in the file */
+    int32_t swap;             /* stored in the other byte order */
+    int32_t forder;           /* Fortran order */
+    int64_t offset;           /* byte offset of element 0 */
+    int32_t fndim;
+    int64_t fshape[GS_MAX_NDIM];
+    gs__lmap_t map;           /* READ, WRITE: array -> file coordinates (see above) */
+    uint8_t *hdr;             /* COMMIT: owned header bytes */
+    int64_t hdr_len;
+    double expect;            /* COMMIT: bytes the writes total */
+} gs__fspec_t;
+
+/* Deep copy / free of a file spec (NULL is fine for free). NULL when out of memory. */
+gs__fspec_t *gs__fspec_dup(const gs__fspec_t *f);
+void gs__fspec_free(gs__fspec_t *f);
+/* Elements of the file (product of fshape). */
+int64_t gs__fspec_nelems(const gs__fspec_t *f);
 
 /* Persisted chunks of a node (guarded by the module's persist lock). */
 typedef struct gs__persist {
@@ -93,6 +136,7 @@ struct gs_array {
             int32_t trans[2];
             int32_t nd[2];
         } mm;
+        struct gs__fspec *file;  /* FILE: owned (gs__fspec_free) */
         struct {                 /* FACTOR: part `part` (GS__FAC_*) of the factorisation `op`
                                     (GS_LA_QR or GS_LA_SVD) of in[0] */
             int32_t op;
@@ -176,14 +220,6 @@ gs_status_t gs__grid_alloc(gs_grid_t *g);
 /* Number of elements of the grid's array. */
 int64_t gs__grid_size(const gs_grid_t *g);
 
-/* ---- index maps: from a group's output coordinates to a leaf array's coordinates ----
- * src[a] = off[a] + step[a] * out[perm[a]], or off[a] when perm[a] == -1. */
-typedef struct gs__lmap {
-    int32_t ndim;                       /* leaf array ndim */
-    int64_t off[GS_MAX_NDIM];
-    int64_t step[GS_MAX_NDIM];
-    int32_t perm[GS_MAX_NDIM];
-} gs__lmap_t;
 
 /* ---- layers ---- */
 
@@ -238,6 +274,11 @@ struct gs_layer {
             uint64_t nview;
             int32_t op_all;             /* the op of every block, -1 mixed (set by the check) */
         } la;
+        struct {                        /* FILE (layer_file.c); grid: READ the array's, WRITE
+                                           the written array's (one 8-byte output per block),
+                                           COMMIT ndim 0 */
+            gs__fspec_t *spec;          /* owned */
+        } file;
     } u;
 };
 

@@ -364,6 +364,41 @@ static inline int64_t gs_klinalg_out_len(int32_t op, int64_t m, int64_t n)
     }
 }
 
+/**
+ * FILE_READ: read region `shape[0..ndim)` of an array stored in a file into `out` (backend
+ * memory, prod(shape) doubles, row-major). Output position p reads the file element with flat
+ * index off(p) = base + sum_j p[j] * stride[j] (the file's own element order, C or Fortran
+ * already folded into base and stride by the lowering), at byte `offset + off(p) * itemsize`,
+ * converted from the file's element type `fdtype` (gs_dtype_t; `swap`: bytes stored in the
+ * other byte order) to float64. `nelems` is the number of elements the file must hold: a
+ * shorter file is an error naming it (truncated), never a short or out-of-range read.
+ *
+ * FILE_WRITE: write `in` (a dense row-major chunk of region `shape`, `nin` doubles) into the
+ * file at the same addressing (fdtype float64, native order), then write one double, the
+ * bytes written, to `out`. FILE_COMMIT: `path` is the final name, `tmp` the temporary file the
+ * writes went to; write the `hdr_len` header bytes `hdr` at offset 0, check that the input (a
+ * total of bytes written) equals `expect`, make the file `offset + nelems * 8` bytes long,
+ * fsync it and rename it to `path`; `out` receives the file size.
+ */
+typedef struct gs_kfile {
+    const char *path;               /* NUL-terminated; borrowed from the layer */
+    const char *tmp;                /* COMMIT: the temporary name (NUL-terminated) */
+    int32_t fdtype;                 /* gs_dtype_t of the stored elements */
+    int32_t swap;                   /* 1: stored big-endian (on this little-endian host) */
+    int64_t offset;                 /* byte offset of file element 0 */
+    int64_t nelems;                 /* elements the file holds */
+    int32_t ndim;
+    int64_t shape[GS_MAX_NDIM];
+    int64_t base;
+    int64_t stride[GS_MAX_NDIM];
+    const double *in;               /* WRITE: the chunk (backend memory); COMMIT: the total */
+    int64_t nin;
+    const uint8_t *hdr;             /* COMMIT: header bytes (borrowed from the layer) */
+    int64_t hdr_len;
+    double expect;                  /* COMMIT: bytes the writes must total */
+    double *out;                    /* backend memory */
+} gs_kfile_t;
+
 /** Number of elements of a region (1 for ndim 0). */
 static inline int64_t gs_region_size(int32_t ndim, const int64_t *shape)
 {

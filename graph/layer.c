@@ -2,6 +2,7 @@
 #include "graph/graph_internal.h"
 #include "graph/copy_int.h"
 #include "graph/linalg_int.h"
+#include "graph/file_int.h"
 
 #include <math.h>
 #include <string.h>
@@ -33,6 +34,9 @@ void gs_layer_free(gs_layer_t *l)
         break;
     case GS_LAYER_LINALG:
         gs__la_free(l);
+        break;
+    case GS_LAYER_FILE:
+        gs__file_free(l);
         break;
     default:
         break;
@@ -69,6 +73,8 @@ const char *gs_layer_name(const gs_layer_t *l)
         return "copy";
     case GS_LAYER_LINALG:
         return gs__la_name(l);
+    case GS_LAYER_FILE:
+        return gs__file_name(l);
     default:
         return "unknown";
     }
@@ -212,6 +218,9 @@ gs_status_t gs__layer_check(const gs_layer_t *l)
     case GS_LAYER_COPY:
         if (!gs__copy_check(l, &why)) goto bad;
         break;
+    case GS_LAYER_FILE:
+        if (!gs__file_check(l, &why)) goto bad;
+        break;
     case GS_LAYER_LINALG:
         if (!gs__la_check(l, &why)) goto bad;
         break;
@@ -331,6 +340,8 @@ int gs_layer_ninputs(const gs_layer_t *l, uint64_t block)
         return gs__copy_ninputs(l, block);
     case GS_LAYER_LINALG:
         return gs__la_ninputs(l, block);
+    case GS_LAYER_FILE:
+        return gs__file_ninputs(l);
     default:
         return -1;
     }
@@ -365,6 +376,8 @@ uint64_t gs_layer_out_nbytes(const gs_layer_t *l, uint64_t block)
         return (uint64_t)gs_region_size(l->grid.ndim, shape) * sizeof(double);
     case GS_LAYER_LINALG:
         return gs__la_out_nbytes(l, block);
+    case GS_LAYER_FILE:
+        return gs__file_out_nbytes(l, block);
     default:
         return 0;
     }
@@ -504,6 +517,9 @@ gs_status_t gs_layer_instantiate(const gs_layer_t *l, uint64_t block, int ninput
         break;
     case GS_LAYER_LINALG:
         if ((st = gs__la_instantiate(l, block, ninputs, inputs, out, &t)) != GS_OK) return st;
+        break;
+    case GS_LAYER_FILE:
+        if ((st = gs__file_instantiate(l, block, ninputs, inputs, out, &t)) != GS_OK) return st;
         break;
     default:
         return gs_error_set(GS_ERR_UNSUPPORTED, "layer kind %d cannot be instantiated",

@@ -11,6 +11,7 @@
  *   LINALG  := [1, 4, grid, [lablock...]]  (one entry per block of grid; layer_linalg.c)
  *   lablock := [op, m, n, alpha, [in_len...], [view...]]
  *   view    := [slot, trans, off, rows, cols, ld]
+ *   FILE    := [1, 5, grid, body]  (layer_file.c)
  *   grid    := [[shape...], [[bounds of axis 0...], [bounds of axis 1...], ...]]
  *   leaf    := [kind, src, [off...], [step...], [perm...], [shape...], seed, p0, p1]
  *              (ndim = len(off); shape has ndim entries for random/index leaves, 0 for chunk)
@@ -22,6 +23,7 @@
 #include "graph/graph_internal.h"
 #include "graph/copy_int.h"
 #include "graph/linalg_int.h"
+#include "graph/file_int.h"
 #include "proto/mp.h"
 
 #include <stdio.h>
@@ -129,6 +131,13 @@ gs_status_t gs_layer_encode(const gs_layer_t *l, gs_buf_t *out)
         gs_mp_write_u64(&w, (uint64_t)l->kind);
         gs__enc_grid(&w, &l->grid);
         gs__la_encode_body(&w, l);
+        break;
+    case GS_LAYER_FILE:
+        gs_mp_write_array(&w, 4);
+        gs_mp_write_u64(&w, GS__LAYER_VERSION);
+        gs_mp_write_u64(&w, (uint64_t)l->kind);
+        gs__enc_grid(&w, &l->grid);
+        gs__file_encode_body(&w, l);
         break;
     default:
         return gs_error_set(GS_ERR_UNSUPPORTED, "cannot encode a layer of kind %d", (int)l->kind);
@@ -335,6 +344,9 @@ gs_status_t gs_layer_decode(const void *data, size_t len, gs_layer_t **l_p)
         break;
     case GS_LAYER_LINALG:
         if (!gs__dec_grid(&r, &l->grid) || !gs__la_decode_body(&r, l)) goto err;
+        break;
+    case GS_LAYER_FILE:
+        if (!gs__dec_grid(&r, &l->grid) || !gs__file_decode_body(&r, l)) goto err;
         break;
     default:
         if (!gs__dec_literal(&r, l)) goto err;

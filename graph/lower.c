@@ -618,6 +618,8 @@ static gs_status_t lw_build_layers(lw_t *w, int64_t root)
             st = lw_build_literal(w, e->n, &li);
         } else if (e->n->kind == GS__NODE_REDUCE) {
             st = lw_build_reduce(w, i, &li);
+        } else if (e->n->kind == GS__NODE_FILE) {
+            st = gs__lw_build_file(w, i, &li);
         } else if (gs__lw_kind_is_blockwise(e->n->kind)) {
             st = lw_build_fused(w, &e->n->grid, i, 1, GS_TERM_STORE, 0, -1, &li);
         } else {

@@ -83,6 +83,9 @@ int gs__lw_kind_is_blockwise(int32_t kind);
  * chunks (grid = the node's grid) in *idx_p. Inputs are w->nodes[idx].in[k], all materialised
  * or persisted (use gs__lw_node_ref). */
 
+/* lower_file.c: FILE nodes (read, write, commit) to FILE layers. */
+gs_status_t gs__lw_build_file(lw_t *w, int64_t idx, int64_t *idx_p);
+
 /* lower_copy.c: RECHUNK (through intermediate grids when a block would need more than
  * GS_KERNEL_MAX_PIECES pieces) and CONCAT (a CONCAT flattened into its only consumer, a CONCAT
  * along the same axis, builds no layer: *idx_p = -1). */

@@ -38,6 +38,7 @@
 #include "graph/graph_internal.h"
 #include "graph/copy_int.h"
 #include "graph/linalg_int.h"
+#include "graph/file_int.h"
 
 #include <string.h>
 
@@ -343,7 +344,8 @@ static gs_status_t pd_decide(pd_t *p, int64_t ri)
     int32_t how;
     gs_status_t st;
     const int ident = pd_view_is_identity(&v, n);
-    const int leaf = e->persisted || gs__node_is_generator(n) || n->kind == GS__NODE_LITERAL;
+    const int leaf = e->persisted || gs__node_is_generator(n) || n->kind == GS__NODE_LITERAL ||
+                     n->kind == GS__NODE_FILE;
 
     if (leaf) {
         /* generator, host data or persisted array: a view stays above it */
@@ -460,6 +462,39 @@ static gs_status_t pd_rebuild(const struct gs_array *n, struct gs_array *a, stru
                         gs_last_error());
 }
 
+/* A view over a file source read straight from the file: the source with the view composed
+ * into its map, over the grid of the view node *res_p (replaced). Only the kept elements are
+ * read (pushdown for files; the byte ranges follow from the map). */
+static gs_status_t pd_view_file(const pd_view_t *v, const struct gs_array *src,
+                                struct gs_array **res_p)
+{
+    const gs__fspec_t *f = src->u.file;
+    gs__fspec_t *g = gs__fspec_dup(f);
+    struct gs_array *out;
+    gs_status_t st;
+    if (g == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "out of memory in slice pushdown");
+    for (int32_t a = 0; a < f->map.ndim; a++) {
+        int32_t b = f->map.perm[a];
+        if (b < 0) continue;
+        g->map.off[a] = f->map.off[a] + f->map.step[a] * v->off[b];
+        if (v->perm[b] >= 0) {
+            g->map.step[a] = f->map.step[a] * v->step[b];
+            g->map.perm[a] = v->perm[b];
+        } else {
+            g->map.step[a] = 1;
+            g->map.perm[a] = -1;
+        }
+    }
+    if ((st = gs__array_file_node(g, &(*res_p)->grid, NULL, &out)) != GS_OK) {
+        if (st == GS_ERR_NO_MEMORY) return st;
+        return gs_error_set(GS_ERR_INTERNAL, "slice pushdown built a bad file source: %s",
+                            gs_last_error());
+    }
+    gs_array_release(*res_p);
+    *res_p = out;
+    return GS_OK;
+}
+
 static gs_status_t pd_build_one(pd_t *p, int64_t ri)
 {
     pd_req_t *r = &p->reqs.data[ri];
@@ -491,8 +526,13 @@ static gs_status_t pd_build_one(pd_t *p, int64_t ri)
         return pd_rebuild(n, a, b, &r->res);
     case PD_PUSH:
         return pd_rebuild(n, a, b, &r->res);
-    case PD_VIEW:
-        return pd_view_apply(&r->v, a, &r->res);
+    case PD_VIEW: {
+        gs_status_t st = pd_view_apply(&r->v, a, &r->res);
+        if (st == GS_OK && a->kind == GS__NODE_FILE && a->u.file->op == GS__FILE_READ &&
+            !gs__array_is_persisted(a))
+            st = pd_view_file(&r->v, a, &r->res);
+        return st;
+    }
     default:
         return gs_error_set(GS_ERR_INTERNAL, "slice pushdown left a request undecided");
     }

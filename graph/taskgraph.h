@@ -104,6 +104,7 @@ typedef enum gs_layer_kind {
     GS_LAYER_LINALG = 4,     /* dense linear algebra: per-block GEMM/QR/SVD on chunk views,
                                 view copies and partial sums (gs_klinalg_t, gs_kcopy_t,
                                 gs_kcombine_t) */
+    GS_LAYER_FILE = 5,       /* read, write or commit an array file (gs_kfile_t; layer_file.c) */
     GS_LAYER_KIND_COUNT
 } gs_layer_kind_t;
 
@@ -141,7 +142,10 @@ typedef enum gs_ktask_kind {
     GS_KTASK_COMBINE = 1,
     GS_KTASK_COPY = 2,
     GS_KTASK_HOST_DATA = 3,  /* copy host.data (len doubles, owned by the layer) to out */
-    GS_KTASK_LINALG = 4
+    GS_KTASK_LINALG = 4,
+    GS_KTASK_FILE_READ = 5,  /* gs_kfile_t: the worker reads the region from the file */
+    GS_KTASK_FILE_WRITE = 6, /* gs_kfile_t: the worker writes its input chunk to the file */
+    GS_KTASK_FILE_COMMIT = 7 /* gs_kfile_t: header, size check, fsync, rename */
 } gs_ktask_kind_t;
 
 typedef struct gs_ktask {
@@ -151,6 +155,7 @@ typedef struct gs_ktask {
         gs_kcombine_t combine;
         gs_kcopy_t copy;
         gs_klinalg_t linalg;
+        gs_kfile_t file;
         struct {
             const double *data;
             int64_t len;

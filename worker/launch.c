@@ -166,7 +166,11 @@ static void gs__wlaunch_main(void *arg)
 /* Whether task kernel @a kt goes to the launcher. */
 static int gs__wlaunch_wants(const gs_worker_t *w, const gs_ktask_t *kt)
 {
-    if (w->launcher_off || kt->kind != GS_KTASK_LINALG) return 0;
+    if (w->launcher_off) return 0;
+    if (kt->kind == GS_KTASK_FILE_READ || kt->kind == GS_KTASK_FILE_WRITE ||
+        kt->kind == GS_KTASK_FILE_COMMIT)
+        return 1;                           /* file I/O blocks its thread */
+    if (kt->kind != GS_KTASK_LINALG) return 0;
     return kt->u.linalg.op != GS_LA_GEMM;   /* factorisations and the Gram path block */
 }
 

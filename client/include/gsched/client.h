@@ -190,6 +190,17 @@ gs_status_t gs_client_compute_scalar(gs_client_h client, gs_array_h array, doubl
  *  0-d array, as gs_future_gather()). */
 gs_status_t gs_client_compute(gs_client_h client, gs_array_h array, double *out, size_t out_len);
 
+/** Write @a array (float64) to the .npy file @a path (C order, version 1.0), from the
+ *  workers: each writes the chunks it holds straight into a temporary file next to @a path
+ *  (`path.gs-tmp-<pid>-<random>`), and one task then writes the header, checks that every
+ *  byte was written, fsyncs and renames the temporary file to @a path. @a path appears only
+ *  complete; an existing file there is replaced only on success. @a path must be visible to
+ *  the workers (a shared or local file system); this process removes the temporary file after
+ *  a failure when it can see it. Errors: GS_ERR_INVALID_PARAM, GS_ERR_UNSUPPORTED (not
+ *  float64), GS_ERR_TASK_FAILED or GS_ERR_IO with the worker's message naming the file, and
+ *  those of gs_client_compute_scalar(). */
+gs_status_t gs_client_to_npy(gs_client_h client, gs_array_h array, const char *path);
+
 /** Compute @a array and keep its chunks on the workers; afterwards every expression using
  *  @a array reads those chunks instead of recomputing it. */
 gs_status_t gs_client_persist(gs_client_h client, gs_array_h array);

@@ -457,6 +457,43 @@ int64_t gs_array_nchunks(gs_array_h a, int axis);
  *  owned by the handle and lives as long as it. */
 const int64_t *gs_array_chunk_bounds(gs_array_h a, int axis);
 
+/* ---- array files (read and written by the workers; docs/api.md, "Files") ---- */
+
+/** Element order of a raw file: C (row-major) or Fortran (column-major). */
+typedef enum gs_order { GS_ORDER_C = 0, GS_ORDER_F = 1 } gs_order_t;
+
+/** Array stored in a raw file at @a path: prod(shape) elements of @a dtype in native byte
+ *  order and @a order, element 0 at byte @a offset, chunked by @a chunks (ndim entries, each
+ *  >= 1; the last chunk of an axis may be shorter). Each chunk is read by the worker that
+ *  computes it, straight from @a path (which must be visible to the workers and to this
+ *  process, which checks the file's size now), reading only the bytes it needs; slices and
+ *  transposes of the array read only the elements they keep. Elements are converted to
+ *  float64 on read (the only compute dtype of this build). The strings are copied.
+ *  Errors: GS_ERR_INVALID_PARAM (arguments), GS_ERR_IO (cannot stat the file, or it is
+ *  shorter than offset + prod(shape) * itemsize: "truncated"), GS_ERR_NO_MEMORY; every
+ *  message names the file. A file changed or removed after this call fails the tasks reading
+ *  it with GS_ERR_IO naming the file. */
+gs_status_t gs_array_from_raw(const char *path, gs_dtype_t dtype, int ndim, const int64_t *shape,
+                              gs_order_t order, int64_t offset, const int64_t *chunks,
+                              gs_array_h *out_p);
+
+/** Array stored in the NumPy .npy file at @a path (versions 1.0 to 3.0; C or Fortran order;
+ *  either byte order; descr f8, f4, f2, i4, i8, u1 or b1, converted to float64 on read),
+ *  chunked by @a chunks (ndim entries). This process reads the header only; the workers read
+ *  the data as gs_array_from_raw() says. Errors as gs_array_from_raw(), plus
+ *  GS_ERR_INVALID_PARAM for a file that is not .npy (wrong magic, bad header) and
+ *  GS_ERR_UNSUPPORTED for another dtype (the message names it). */
+gs_status_t gs_array_from_npy(const char *path, const int64_t *chunks, gs_array_h *out_p);
+
+/** The expression that writes @a a (float64) as a .npy file: each chunk is written by the
+ *  worker holding it into @a tmp, then one task writes the header, checks the byte count,
+ *  fsyncs and renames @a tmp to @a path. Its value (a 0-d array) is the file's size in
+ *  bytes. gs_client_to_npy() is the usual entry point; @a tmp must not exist or be a file
+ *  nobody else writes. New reference in *out_p; GS_ERR_INVALID_PARAM, GS_ERR_UNSUPPORTED (not
+ *  float64), GS_ERR_NO_MEMORY. */
+gs_status_t gs_array_to_npy_expr(gs_array_h a, const char *path, const char *tmp,
+                                 gs_array_h *out_p);
+
 #ifdef __cplusplus
 }
 #endif

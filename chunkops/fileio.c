@@ -1,0 +1,433 @@
+/* Array file I/O of FILE tasks (gs_kfile_t, graph/kernel.h), run by the worker on the thread
+ * that runs the task (a pool thread, or the launcher thread in streams mode: never the loop).
+ *
+ * Reading. The region is walked as runs along one output axis, the one whose file stride is
+ * smallest (the last axis for C-order files, the first for Fortran-order ones), so each run is
+ * one pread of a contiguous or short-strided byte range; a region whose elements are
+ * contiguous in the file in the region's own row-major order (a block of whole rows of a
+ * C-order file, and any float64 region of one row) is one pread per 64 MiB. Only the byte
+ * ranges of kept elements are read (a run's span when its stride is small, else element by
+ * element). Elements are converted to float64 as they land.
+ *
+ * Backends whose memory is the host's ("cpu") are read into directly. Others get slabs of whole
+ * rows of the region read into two page-locked staging buffers (ops->host_alloc) in turn,
+ * each copied to the device while the next is read: double buffering, with the copy of slab
+ * i-1 overlapping the read of slab i (the stream is synchronised before a buffer is reused;
+ * the launcher thread runs these tasks, so blocking it stops nothing else).
+ *
+ * Writing. WRITE pwrites its chunk (copied to the host first on device backends) into the
+ * temporary file at the addressing of its region; COMMIT writes the header, checks that the
+ * writes total the file's data bytes, sets the size, fsyncs and renames: the final name
+ * appears only once every chunk is written. Every error names the file. */
+#include "chunkops/fileio.h"
+#include "common/error.h"
+#include "common/alloc.h"
+#include "common/log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define GS__FIO_SLAB (16u << 20)         /* staging buffer bytes (device backends) */
+#define GS__FIO_PIECE ((size_t)64 << 20) /* largest single pread/pwrite */
+
+static size_t gs__fio_itemsize(int32_t dt)
+{
+    switch (dt) {
+    case GS_DTYPE_FLOAT64: case GS_DTYPE_INT64: return 8;
+    case GS_DTYPE_FLOAT32: case GS_DTYPE_INT32: return 4;
+    case GS_DTYPE_FLOAT16: return 2;
+    case GS_DTYPE_UINT8: case GS_DTYPE_BOOL: return 1;
+    default: return 0;
+    }
+}
+
+static double gs__fio_half(uint16_t h)
+{
+    int e = (h >> 10) & 0x1f;
+    double m = (double)(h & 0x3ff);
+    double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(m + 1024.0, e - 25);
+    return (h & 0x8000) ? -v : v;
+}
+
+/* Element @a i of @a src (file representation) as a double. */
+static double gs__fio_elem(const uint8_t *src, int32_t dt, int swap)
+{
+    uint8_t b[8];
+    size_t n = gs__fio_itemsize(dt);
+    if (swap) {
+        for (size_t k = 0; k < n; k++) b[k] = src[n - 1 - k];
+    } else {
+        memcpy(b, src, n);
+    }
+    switch (dt) {
+    case GS_DTYPE_FLOAT64: { double v; memcpy(&v, b, 8); return v; }
+    case GS_DTYPE_FLOAT32: { float v; memcpy(&v, b, 4); return v; }
+    case GS_DTYPE_FLOAT16: { uint16_t v; memcpy(&v, b, 2); return gs__fio_half(v); }
+    case GS_DTYPE_INT32: { int32_t v; memcpy(&v, b, 4); return v; }
+    case GS_DTYPE_INT64: { int64_t v; memcpy(&v, b, 8); return (double)v; }
+    case GS_DTYPE_UINT8: return b[0];
+    case GS_DTYPE_BOOL: return b[0] != 0;
+    default: return NAN;
+    }
+}
+
+/* pread exactly @a n bytes at @a off; a short read is the file being truncated. */
+static gs_status_t gs__fio_pread(int fd, const char *path, void *dst, size_t n, int64_t off)
+{
+    uint8_t *p = dst;
+    while (n > 0) {
+        size_t want = n < GS__FIO_PIECE ? n : GS__FIO_PIECE;
+        ssize_t got = pread(fd, p, want, (off_t)off);
+        if (got < 0) {
+            if (errno == EINTR) continue;
+            return gs_error_set(GS_ERR_IO, "%s: read of %zu bytes at %lld: %s", path, want,
+                                (long long)off, strerror(errno));
+        }
+        if (got == 0)
+            return gs_error_set(GS_ERR_IO, "%s is truncated: no bytes at offset %lld", path,
+                                (long long)off);
+        p += got;
+        n -= (size_t)got;
+        off += got;
+    }
+    return GS_OK;
+}
+
+static gs_status_t gs__fio_pwrite(int fd, const char *path, const void *src, size_t n,
+                                  int64_t off)
+{
+    const uint8_t *p = src;
+    while (n > 0) {
+        size_t want = n < GS__FIO_PIECE ? n : GS__FIO_PIECE;
+        ssize_t put = pwrite(fd, p, want, (off_t)off);
+        if (put < 0) {
+            if (errno == EINTR) continue;
+            return gs_error_set(GS_ERR_IO, "%s: write of %zu bytes at %lld: %s", path, want,
+                                (long long)off, strerror(errno));
+        }
+        p += put;
+        n -= (size_t)put;
+        off += put;
+    }
+    return GS_OK;
+}
+
+/* Whether the region's elements are contiguous in the file in row-major region order. */
+static int gs__fio_contiguous(const gs_kfile_t *k)
+{
+    int64_t s = 1;
+    for (int32_t j = k->ndim - 1; j >= 0; j--) {
+        if (k->shape[j] != 1 && k->stride[j] != s) return 0;
+        s *= k->shape[j];
+    }
+    return 1;
+}
+
+/* Check the spec against itself: every address of the region inside the file. */
+static gs_status_t gs__fio_check(const gs_kfile_t *k)
+{
+    int64_t lo = k->base, hi = k->base;
+    if (k->path == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "file task without a path");
+    if (gs__fio_itemsize(k->fdtype) == 0)
+        return gs_error_set(GS_ERR_UNSUPPORTED, "%s: unsupported element type %d", k->path,
+                            (int)k->fdtype);
+    if (k->ndim < 0 || k->ndim > GS_MAX_NDIM || k->offset < 0 || k->nelems < 0)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "%s: bad file task", k->path);
+    for (int32_t j = 0; j < k->ndim; j++) {
+        if (k->shape[j] < 0) return gs_error_set(GS_ERR_INVALID_PARAM, "%s: bad region", k->path);
+        if (k->shape[j] == 0) return GS_OK;
+        if (k->stride[j] > 0) hi += k->stride[j] * (k->shape[j] - 1);
+        else lo += k->stride[j] * (k->shape[j] - 1);
+    }
+    if (lo < 0 || hi >= k->nelems)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "%s: region outside the file's %lld elements",
+                            k->path, (long long)k->nelems);
+    return GS_OK;
+}
+
+/* Read output rows [r0, r1) of axis 0 (all of the region for ndim 0) into @a dst (host, C
+ * order), using @a scratch (at least GS__FIO_SLAB bytes) for conversions and strided spans. */
+static gs_status_t gs__fio_read_rows(int fd, const gs_kfile_t *k, int64_t r0, int64_t r1,
+                                     double *dst, uint8_t *scratch)
+{
+    const size_t isz = gs__fio_itemsize(k->fdtype);
+    const int native = k->fdtype == GS_DTYPE_FLOAT64 && !k->swap;
+    int64_t shape[GS_MAX_NDIM], ost[GS_MAX_NDIM], p[GS_MAX_NDIM];
+    int32_t nd = k->ndim, in = -1;
+    int64_t n, s, total;
+    gs_status_t st;
+
+    if (nd == 0) {
+        if ((st = gs__fio_pread(fd, k->path, scratch, isz, k->offset + k->base * (int64_t)isz)) != GS_OK)
+            return st;
+        dst[0] = gs__fio_elem(scratch, k->fdtype, k->swap);
+        return GS_OK;
+    }
+    memcpy(shape, k->shape, sizeof(shape));
+    shape[0] = r1 - r0;
+    total = gs_region_size(nd, shape);
+    if (total == 0) return GS_OK;
+    /* contiguous: one range */
+    if (gs__fio_contiguous(k)) {
+        int64_t off = k->offset + (k->base + r0 * k->stride[0]) * (int64_t)isz;
+        if (native) return gs__fio_pread(fd, k->path, dst, (size_t)total * 8, off);
+        for (int64_t done = 0; done < total;) {
+            int64_t m = (int64_t)(GS__FIO_SLAB / isz);
+            if (m > total - done) m = total - done;
+            if ((st = gs__fio_pread(fd, k->path, scratch, (size_t)m * isz,
+                                    off + done * (int64_t)isz)) != GS_OK)
+                return st;
+            for (int64_t i = 0; i < m; i++)
+                dst[done + i] = gs__fio_elem(scratch + i * isz, k->fdtype, k->swap);
+            done += m;
+        }
+        return GS_OK;
+    }
+    /* runs along the axis of smallest nonzero file stride */
+    ost[nd - 1] = 1;
+    for (int32_t j = nd - 2; j >= 0; j--) ost[j] = ost[j + 1] * shape[j + 1];
+    for (int32_t j = nd - 1; j >= 0; j--) {
+        int64_t a = k->stride[j] < 0 ? -k->stride[j] : k->stride[j];
+        int64_t b = in < 0 ? 0 : (k->stride[in] < 0 ? -k->stride[in] : k->stride[in]);
+        if (shape[j] > 1 && a != 0 && (in < 0 || a < b)) in = j;
+    }
+    if (in < 0) in = nd - 1;
+    n = shape[in];
+    s = k->stride[in];
+    memset(p, 0, sizeof(p));
+    for (;;) {
+        int64_t e0 = k->base, o0 = 0;
+        int64_t as = s < 0 ? -s : s, span = as * (n - 1) + 1;
+        for (int32_t j = 0; j < nd; j++) {
+            if (j == in) continue;
+            e0 += k->stride[j] * (p[j] + (j == 0 ? r0 : 0));
+            o0 += ost[j] * p[j];
+        }
+        if (s < 0) e0 += s * (n - 1);                   /* lowest address of the run */
+        if ((uint64_t)span * isz <= GS__FIO_SLAB && (span <= 4 * n || span * (int64_t)isz <= 65536)) {
+            if ((st = gs__fio_pread(fd, k->path, scratch, (size_t)span * isz,
+                                    k->offset + e0 * (int64_t)isz)) != GS_OK)
+                return st;
+            for (int64_t t = 0; t < n; t++) {
+                int64_t at = s < 0 ? (n - 1 - t) * as : t * as;
+                dst[o0 + t * ost[in]] = gs__fio_elem(scratch + at * (int64_t)isz, k->fdtype, k->swap);
+            }
+        } else {
+            for (int64_t t = 0; t < n; t++) {
+                int64_t e = s < 0 ? e0 + (n - 1 - t) * as : e0 + t * as;
+                if ((st = gs__fio_pread(fd, k->path, scratch, isz, k->offset + e * (int64_t)isz)) != GS_OK)
+                    return st;
+                dst[o0 + t * ost[in]] = gs__fio_elem(scratch, k->fdtype, k->swap);
+            }
+        }
+        {
+            int32_t j = nd - 1;
+            for (; j >= 0; j--) {
+                if (j == in) continue;
+                if (++p[j] < shape[j]) break;
+                p[j] = 0;
+            }
+            if (j < 0) break;
+        }
+    }
+    return GS_OK;
+}
+
+static gs_status_t gs__fio_open(const char *path, int flags, int *fd_p)
+{
+    int fd = open(path, flags | O_CLOEXEC, 0644);
+    if (fd < 0) return gs_error_set(GS_ERR_IO, "%s: %s", path, strerror(errno));
+    *fd_p = fd;
+    return GS_OK;
+}
+
+static gs_status_t gs__fio_read(const gs_chunkops_ops_t *ops, gs_chunkops_ctx_h ctx,
+                                gs_chunkops_stream_h s, const gs_kfile_t *k)
+{
+    const int host = strcmp(ops->name, "cpu") == 0;
+    int64_t rows = k->ndim == 0 ? 1 : k->shape[0];
+    int64_t row_elems = k->ndim == 0 ? 1 : gs_region_size(k->ndim, k->shape) / (rows ? rows : 1);
+    uint8_t *scratch = NULL;
+    void *stage[2] = {NULL, NULL};
+    size_t slab;
+    int fd = -1;
+    gs_status_t st;
+    struct stat sb;
+
+    if ((st = gs__fio_check(k)) != GS_OK) return st;
+    if (gs_region_size(k->ndim, k->shape) == 0) return GS_OK;
+    if ((st = gs__fio_open(k->path, O_RDONLY, &fd)) != GS_OK) return st;
+    if (fstat(fd, &sb) == 0 &&
+        (int64_t)sb.st_size < k->offset + k->nelems * (int64_t)gs__fio_itemsize(k->fdtype)) {
+        st = gs_error_set(GS_ERR_IO, "%s is truncated: %lld bytes, the array needs %lld", k->path,
+                          (long long)sb.st_size,
+                          (long long)(k->offset + k->nelems * (int64_t)gs__fio_itemsize(k->fdtype)));
+        goto out_close;
+    }
+    scratch = gs_malloc(GS__FIO_SLAB, "file read scratch");
+    if (scratch == NULL) {
+        st = gs_error_set(GS_ERR_NO_MEMORY, "%s: out of memory for read scratch", k->path);
+        goto out_close;
+    }
+    if (host) {
+        st = gs__fio_read_rows(fd, k, 0, rows, k->out, scratch);
+        goto out_scratch;
+    }
+    /* device: double-buffered slabs of whole rows through page-locked staging */
+    slab = (size_t)row_elems * sizeof(double);
+    if (slab < GS__FIO_SLAB) slab = GS__FIO_SLAB / slab * slab;
+    for (int i = 0; i < 2; i++) {
+        st = ops->host_alloc ? ops->host_alloc(ctx, slab, &stage[i])
+                             : ((stage[i] = gs_malloc(slab, "file staging")) != NULL
+                                    ? GS_OK
+                                    : gs_error_set(GS_ERR_NO_MEMORY, "file staging"));
+        if (st != GS_OK) goto out_stage;
+    }
+    {
+        int64_t per = (int64_t)(slab / sizeof(double)) / row_elems;
+        int i = 0;
+        if (per < 1) per = 1;
+        for (int64_t r0 = 0; r0 < rows; r0 += per, i ^= 1) {
+            int64_t r1 = r0 + per < rows ? r0 + per : rows;
+            if ((st = gs__fio_read_rows(fd, k, r0, r1, stage[i], scratch)) != GS_OK) break;
+            if ((st = ops->sync(ctx, s)) != GS_OK) break;      /* copy of the other buffer done */
+            if ((st = ops->copy_from_host(ctx, s, k->out + r0 * row_elems, stage[i],
+                                          (size_t)((r1 - r0) * row_elems) * sizeof(double))) != GS_OK)
+                break;
+        }
+        if (st == GS_OK) st = ops->sync(ctx, s);
+        else (void)ops->sync(ctx, s);
+    }
+out_stage:
+    for (int i = 0; i < 2; i++) {
+        if (stage[i] == NULL) continue;
+        if (ops->host_free) ops->host_free(ctx, stage[i]);
+        else gs_free(stage[i]);
+    }
+out_scratch:
+    gs_free(scratch);
+out_close:
+    close(fd);
+    return st;
+}
+
+static gs_status_t gs__fio_write(const gs_chunkops_ops_t *ops, gs_chunkops_ctx_h ctx,
+                                 gs_chunkops_stream_h s, const gs_kfile_t *k)
+{
+    const int host = strcmp(ops->name, "cpu") == 0;
+    const double *src = k->in;
+    double *copy = NULL, written;
+    int64_t rows, row_elems;
+    int64_t p[GS_MAX_NDIM] = {0};
+    int fd = -1;
+    gs_status_t st;
+
+    if ((st = gs__fio_check(k)) != GS_OK) return st;
+    if (k->fdtype != GS_DTYPE_FLOAT64 || k->swap)
+        return gs_error_set(GS_ERR_UNSUPPORTED, "%s: only native float64 is written", k->path);
+    if (k->nin != gs_region_size(k->ndim, k->shape))
+        return gs_error_set(GS_ERR_INVALID_PARAM, "%s: chunk of %lld elements for a region of %lld",
+                            k->path, (long long)k->nin,
+                            (long long)gs_region_size(k->ndim, k->shape));
+    if (!host && k->nin > 0) {
+        copy = gs_malloc((size_t)k->nin * sizeof(double), "file write staging");
+        if (copy == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "%s: out of memory", k->path);
+        if ((st = ops->copy_to_host(ctx, s, copy, k->in, (size_t)k->nin * sizeof(double))) != GS_OK ||
+            (st = ops->sync(ctx, s)) != GS_OK)
+            goto out_copy;
+        src = copy;
+    }
+    if ((st = gs__fio_open(k->path, O_WRONLY | O_CREAT, &fd)) != GS_OK) goto out_copy;
+    if (k->nin > 0) {
+        /* runs along the last axis (the file is C order, written chunks are whole boxes) */
+        int32_t nd = k->ndim;
+        rows = nd == 0 ? 1 : k->nin / k->shape[nd - 1];
+        row_elems = nd == 0 ? 1 : k->shape[nd - 1];
+        if (gs__fio_contiguous(k)) {
+            rows = 1;
+            row_elems = k->nin;
+        }
+        for (int64_t r = 0; r < rows; r++) {
+            int64_t e = k->base;
+            for (int32_t j = 0; j < nd - 1; j++) e += k->stride[j] * p[j];
+            if (rows == 1) e = k->base;
+            if ((st = gs__fio_pwrite(fd, k->path, src + r * row_elems,
+                                     (size_t)row_elems * sizeof(double),
+                                     k->offset + e * 8)) != GS_OK)
+                goto out_close;
+            for (int32_t j = nd - 2; j >= 0; j--) {
+                if (++p[j] < k->shape[j]) break;
+                p[j] = 0;
+            }
+        }
+    }
+    written = (double)k->nin * 8.0;
+    st = ops->copy_from_host(ctx, s, k->out, &written, sizeof(double));
+    if (st == GS_OK && !host) st = ops->sync(ctx, s);   /* &written is on this stack */
+out_close:
+    if (close(fd) != 0 && st == GS_OK)
+        st = gs_error_set(GS_ERR_IO, "%s: close: %s", k->path, strerror(errno));
+out_copy:
+    gs_free(copy);
+    return st;
+}
+
+static gs_status_t gs__fio_commit(const gs_chunkops_ops_t *ops, gs_chunkops_ctx_h ctx,
+                                  gs_chunkops_stream_h s, const gs_kfile_t *k)
+{
+    double total = 0, size;
+    int64_t fsize = k->offset + k->nelems * 8;
+    int fd = -1;
+    gs_status_t st;
+    if (k->path == NULL || k->tmp == NULL || k->hdr_len < 0 || k->hdr_len > k->offset)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "bad file commit task");
+    if ((st = ops->copy_to_host(ctx, s, &total, k->in, sizeof(double))) != GS_OK ||
+        (st = ops->sync(ctx, s)) != GS_OK)
+        return st;
+    if (total != k->expect)
+        return gs_error_set(GS_ERR_IO, "%s: the chunks wrote %.0f bytes, expected %.0f; %s left "
+                            "in place", k->path, total, k->expect, k->tmp);
+    if ((st = gs__fio_open(k->tmp, O_WRONLY | O_CREAT, &fd)) != GS_OK) return st;
+    if (k->hdr_len > 0 && (st = gs__fio_pwrite(fd, k->tmp, k->hdr, (size_t)k->hdr_len, 0)) != GS_OK)
+        goto out_close;
+    if (ftruncate(fd, (off_t)fsize) != 0 || fsync(fd) != 0) {
+        st = gs_error_set(GS_ERR_IO, "%s: %s", k->tmp, strerror(errno));
+        goto out_close;
+    }
+    if (close(fd) != 0) {
+        fd = -1;
+        st = gs_error_set(GS_ERR_IO, "%s: close: %s", k->tmp, strerror(errno));
+        goto out_close;
+    }
+    fd = -1;
+    if (rename(k->tmp, k->path) != 0) {
+        st = gs_error_set(GS_ERR_IO, "cannot rename %s to %s: %s", k->tmp, k->path, strerror(errno));
+        goto out_close;
+    }
+    GS_LOG_INFO("wrote %s (%lld bytes)", k->path, (long long)fsize);
+    size = (double)fsize;
+    st = ops->copy_from_host(ctx, s, k->out, &size, sizeof(double));
+    if (st == GS_OK) st = ops->sync(ctx, s);
+out_close:
+    if (fd >= 0) close(fd);
+    return st;
+}
+
+gs_status_t gs_chunkops_file_run(const gs_chunkops_ops_t *ops, gs_chunkops_ctx_h ctx,
+                                 gs_chunkops_stream_h s, int32_t kind, const gs_kfile_t *k)
+{
+    if (ops == NULL || k == NULL || k->out == NULL)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "file task: NULL argument");
+    switch (kind) {
+    case GS_KTASK_FILE_READ: return gs__fio_read(ops, ctx, s, k);
+    case GS_KTASK_FILE_WRITE: return gs__fio_write(ops, ctx, s, k);
+    case GS_KTASK_FILE_COMMIT: return gs__fio_commit(ops, ctx, s, k);
+    default: return gs_error_set(GS_ERR_INVALID_PARAM, "file task of kind %d", (int)kind);
+    }
+}
