@@ -111,15 +111,20 @@ if [ "$what" = robust ] || [ "$what" = all ]; then
 fi
 if [ "$what" = spill ] || [ "$what" = all ]; then
   # issue 13: arrays beyond the workers' memory (persist F x the limit, then sum). The cpu runs
-  # spill host memory to disk (--local-directory default: $TMPDIR); the cuda run measures the
-  # device tier (device -> host spilling is not built yet: it is expected to fail naming the
-  # device tier, the sizes and the limit, and the cluster to stay usable)
+  # spill host memory to disk (--local-directory default: $TMPDIR); the cuda runs spill device
+  # memory to host memory (worker/spill/host.c: host_spilled_* / host_unspilled_* in the JSON;
+  # goal gb_per_s >= 25 on one H200)
   {
     run $B/gs-bench spill --backend cpu --factor 4 --limit-mb 1000 --workers 1
     run $B/gs-bench spill --backend cpu --factor 1.5 --limit-mb 4000 --workers 2
     run $B/gs-bench spill --backend cuda --factor 1.5 --workers 1
+    run $B/gs-bench spill --backend cuda --factor 1.5 --workers 1 --limit-mb 4000 --repeat 3
   } 2>"$out/spill.err" | tee "$out/spill.jsonl"
   tail -5 "$out/spill.err"
+  # the GPU tests of the host tier (1.5 x a 64 MiB device limit; a chunk beyond the device)
+  timeout 300 build-gpu/tests/test_worker --verbose --filter 'worker_cuda_spill/*' \
+    >"$out/spill-tests.log" 2>&1
+  grep -hE "PASS|FAIL|SKIP|CRASH|Synthesis|host tier|Assertion|message" "$out/spill-tests.log" | head -20
 fi
 if [ "$what" = dash ] || [ "$what" = all ]; then
   # the dashboard (issue 14): 1 M tiny tasks with the dashboard polled vs disabled, alternated;

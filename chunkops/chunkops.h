@@ -100,6 +100,25 @@ typedef struct gs_chunkops_ops {
     gs_status_t (*host_alloc)(gs_chunkops_ctx_h ctx, size_t nbytes, void **ptr_p);
     void (*host_free)(gs_chunkops_ctx_h ctx, void *ptr);
 
+    /** Tiering: move chunk bytes between backend memory and plain host memory (the host tier
+     *  below a device's memory). Optional: NULL where backend memory is host memory and a
+     *  worker has no tier between it and the disk ("cpu" implements them as plain copies
+     *  run in the call, for tests of the tiering code in streams mode).
+     *  to_host copies @a nbytes of backend memory @a src into host memory @a dst; to_device
+     *  copies host memory @a src into backend memory @a dst. The host side may be pageable
+     *  memory of any alignment (gs_malloc): the backend stages it through page-locked buffers
+     *  that @a stream owns (allocated on its first tier copy, freed with the stream), so the
+     *  calling thread never blocks on the copy. Enqueued on @a stream after its earlier work;
+     *  both buffers must stay valid and unmodified until notify() on @a stream reports it.
+     *  Meant for a stream dedicated to tier moves: the staging serialises them.
+     *  GS_ERR_INVALID_PARAM (NULL buffer with nbytes > 0), GS_ERR_NO_MEMORY (no page-locked
+     *  staging), GS_ERR_CUDA; on error part of the copy may have been enqueued (the stream's
+     *  next notify() reports the error). */
+    gs_status_t (*to_host)(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream, void *dst,
+                           const void *src, size_t nbytes);
+    gs_status_t (*to_device)(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream, void *dst,
+                             const void *src, size_t nbytes);
+
     /** Call @a cb(status, arg) once everything enqueued on @a stream so far has finished.
      *  Returns an error (and never calls @a cb) if the notification cannot be registered. */
     gs_status_t (*notify)(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream,

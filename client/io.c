@@ -368,6 +368,11 @@ static void gs__on_workers(gs_client_h c, gs__op_t *op, const gs_msg_workers_t *
         wi[i].spilled_s = (double)m->spilled_ns[i] * 1e-9;
         wi[i].unspilled_bytes = m->unspilled_bytes[i];
         wi[i].unspilled_s = (double)m->unspilled_ns[i] * 1e-9;
+        wi[i].host_used = m->host_used[i];
+        wi[i].host_spilled_bytes = m->host_spilled_bytes[i];
+        wi[i].host_spilled_s = (double)m->host_spilled_ns[i] * 1e-9;
+        wi[i].host_unspilled_bytes = m->host_unspilled_bytes[i];
+        wi[i].host_unspilled_s = (double)m->host_unspilled_ns[i] * 1e-9;
         gs__wcopy(wi[i].name, sizeof(wi[i].name), &m->name[i]);
         gs__wcopy(wi[i].host, sizeof(wi[i].host), &m->host[i]);
         gs__wcopy(wi[i].backend, sizeof(wi[i].backend), &m->backend[i]);

@@ -165,6 +165,14 @@ typedef struct gs_msg_heartbeat {
     uint64_t spilled_ns;
     uint64_t unspilled_bytes;
     uint64_t unspilled_ns;
+    /* the host tier of a device worker (worker/spill/host.c): bytes of chunks copied to host
+     * memory now, its limit (0: none), and since start bytes and time copied down and back */
+    uint64_t host_used;
+    uint64_t host_limit;
+    uint64_t host_spilled_bytes;
+    uint64_t host_spilled_ns;
+    uint64_t host_unspilled_bytes;
+    uint64_t host_unspilled_ns;
 } gs_msg_heartbeat_t;
 
 typedef struct gs_peer_info {
@@ -377,6 +385,11 @@ typedef struct gs_msg_workers {
     const uint64_t *spilled_ns;
     const uint64_t *unspilled_bytes;
     const uint64_t *unspilled_ns;
+    const uint64_t *host_used;       /* the host tier at the last heartbeat */
+    const uint64_t *host_spilled_bytes;
+    const uint64_t *host_spilled_ns;
+    const uint64_t *host_unspilled_bytes;
+    const uint64_t *host_unspilled_ns;
 } gs_msg_workers_t;
 
 typedef struct gs_msg_error {

@@ -42,7 +42,7 @@ typedef struct gs__item {
     void *dst;            /* the field that will point at the owned copy */
 } gs__item_t;
 
-#define GS__MAX_ITEMS 16    /* table, string and bin fields of the largest message (WORKERS: 13) */
+#define GS__MAX_ITEMS 24    /* table, string and bin fields of the largest message (WORKERS: 18) */
 
 typedef struct gs__dec {
     gs_mp_reader_t r;

@@ -106,7 +106,13 @@
     F(heartbeat, spilled_bytes, UINT, spilled_bytes, 1, GS__NO_RULE)     \
     F(heartbeat, spilled_ns, UINT, spilled_ns, 1, GS__NO_RULE)           \
     F(heartbeat, unspilled_bytes, UINT, unspilled_bytes, 1, GS__NO_RULE) \
-    F(heartbeat, unspilled_ns, UINT, unspilled_ns, 1, GS__NO_RULE)
+    F(heartbeat, unspilled_ns, UINT, unspilled_ns, 1, GS__NO_RULE)           \
+    F(heartbeat, host_used, UINT, host_used, 1, GS__NO_RULE)                 \
+    F(heartbeat, host_limit, UINT, host_limit, 1, GS__NO_RULE)               \
+    F(heartbeat, host_spilled_bytes, UINT, host_spilled_bytes, 1, GS__NO_RULE)     \
+    F(heartbeat, host_spilled_ns, UINT, host_spilled_ns, 1, GS__NO_RULE)           \
+    F(heartbeat, host_unspilled_bytes, UINT, host_unspilled_bytes, 1, GS__NO_RULE) \
+    F(heartbeat, host_unspilled_ns, UINT, host_unspilled_ns, 1, GS__NO_RULE)
 
 #define GS_MSG_FIELDS_PEERS(F)                                   \
     F(peers, added, PEERS, nadded, 1, GS__NO_RULE)               \
@@ -253,7 +259,12 @@
     F(workers, spilled_bytes, TAB, n, 1, GS__NO_RULE)                    \
     F(workers, spilled_ns, TAB, n, 1, GS__NO_RULE)                       \
     F(workers, unspilled_bytes, TAB, n, 1, GS__NO_RULE)                  \
-    F(workers, unspilled_ns, TAB, n, 1, GS__NO_RULE)
+    F(workers, unspilled_ns, TAB, n, 1, GS__NO_RULE)                     \
+    F(workers, host_used, TAB, n, 1, GS__NO_RULE)                        \
+    F(workers, host_spilled_bytes, TAB, n, 1, GS__NO_RULE)               \
+    F(workers, host_spilled_ns, TAB, n, 1, GS__NO_RULE)                  \
+    F(workers, host_unspilled_bytes, TAB, n, 1, GS__NO_RULE)             \
+    F(workers, host_unspilled_ns, TAB, n, 1, GS__NO_RULE)
 
 /* the registration handshake (common/auth.h): gsched's nonce and proof, then the peer's proof */
 #define GS_MSG_FIELDS_CHALLENGE(F)                                       \

@@ -455,7 +455,7 @@ static void gs__send_workers(gs_sched_t *s, gs__peer_t *p)
     uint32_t *thr = gs_calloc(nn, sizeof *thr, "workers threads");
     uint64_t *lim = gs_calloc(nn, sizeof *lim, "workers limits");
     uint64_t *used = gs_calloc(nn, sizeof *used, "workers used");
-    uint64_t *tiers = gs_calloc(5 * nn, sizeof *tiers, "workers tiers");
+    uint64_t *tiers = gs_calloc(10 * nn, sizeof *tiers, "workers tiers");
     gs_str_t *strs = gs_calloc(4 * nn, sizeof *strs, "workers strings");
     gs_msg_t msg;
     if (ids == NULL || dev == NULL || thr == NULL || lim == NULL || used == NULL || tiers == NULL ||
@@ -476,6 +476,11 @@ static void gs__send_workers(gs_sched_t *s, gs__peer_t *p)
         tiers[2 * nn + i] = w->spilled_ns;
         tiers[3 * nn + i] = w->unspilled_bytes;
         tiers[4 * nn + i] = w->unspilled_ns;
+        tiers[5 * nn + i] = w->host_used;
+        tiers[6 * nn + i] = w->host_spilled_bytes;
+        tiers[7 * nn + i] = w->host_spilled_ns;
+        tiers[8 * nn + i] = w->host_unspilled_bytes;
+        tiers[9 * nn + i] = w->host_unspilled_ns;
         strs[i] = (gs_str_t){(const uint8_t *)w->name, strlen(w->name)};
         strs[nn + i] = (gs_str_t){(const uint8_t *)w->host, strlen(w->host)};
         strs[2 * nn + i] = (gs_str_t){(const uint8_t *)w->backend, strlen(w->backend)};
@@ -489,7 +494,12 @@ static void gs__send_workers(gs_sched_t *s, gs__peer_t *p)
                                        .addr = strs + 3 * nn, .disk_used = tiers,
                                        .spilled_bytes = tiers + nn, .spilled_ns = tiers + 2 * nn,
                                        .unspilled_bytes = tiers + 3 * nn,
-                                       .unspilled_ns = tiers + 4 * nn};
+                                       .unspilled_ns = tiers + 4 * nn,
+                                       .host_used = tiers + 5 * nn,
+                                       .host_spilled_bytes = tiers + 6 * nn,
+                                       .host_spilled_ns = tiers + 7 * nn,
+                                       .host_unspilled_bytes = tiers + 8 * nn,
+                                       .host_unspilled_ns = tiers + 9 * nn};
     gs__sched_send(s, p, &msg);
 out:
     gs_free(ids);
@@ -583,15 +593,21 @@ static void gs__client_msg(gs_sched_t *s, gs__peer_t *p, gs_msg_t *msg)
     }
 }
 
-/* A stored byte of @a w is on disk with the probability disk_used / (disk_used + mem_used) (the
- * files of chunks also in memory make this an upper bound) and costs its measured read time
- * per byte (1 ns, i.e. 1 GB/s, until it has read something back). */
+/* A stored byte of @a w is on disk with the probability disk_used / (disk_used + host_used +
+ * mem_used) (the files of chunks also in memory make this an upper bound) and costs its
+ * measured read time per byte (1 ns, i.e. 1 GB/s, until it has read something back); likewise
+ * in a device worker's host memory (host_used; 0.05 ns, i.e. 20 GB/s, until it has copied
+ * something back to the device). */
 static void gs__worker_disk_cost(gs__worker_t *w)
 {
-    double held = (double)w->disk_used + (double)w->mem_used;
+    double held = (double)w->disk_used + (double)w->host_used + (double)w->mem_used;
     double per_byte = w->unspilled_bytes > 0 ? (double)w->unspilled_ns / (double)w->unspilled_bytes
                                              : 1.0;
+    double host_per_byte = w->host_unspilled_bytes > 0
+                               ? (double)w->host_unspilled_ns / (double)w->host_unspilled_bytes
+                               : 0.05;
     w->disk_ns_per_byte = held > 0 ? (double)w->disk_used / held * per_byte : 0.0;
+    w->host_ns_per_byte = held > 0 ? (double)w->host_used / held * host_per_byte : 0.0;
 }
 
 static void gs__worker_msg(gs_sched_t *s, gs__peer_t *p, gs_msg_t *msg)
@@ -610,6 +626,12 @@ static void gs__worker_msg(gs_sched_t *s, gs__peer_t *p, gs_msg_t *msg)
             w->spilled_ns = msg->u.heartbeat.spilled_ns;
             w->unspilled_bytes = msg->u.heartbeat.unspilled_bytes;
             w->unspilled_ns = msg->u.heartbeat.unspilled_ns;
+            w->host_used = msg->u.heartbeat.host_used;
+            w->host_limit = msg->u.heartbeat.host_limit;
+            w->host_spilled_bytes = msg->u.heartbeat.host_spilled_bytes;
+            w->host_spilled_ns = msg->u.heartbeat.host_spilled_ns;
+            w->host_unspilled_bytes = msg->u.heartbeat.host_unspilled_bytes;
+            w->host_unspilled_ns = msg->u.heartbeat.host_unspilled_ns;
             gs__worker_disk_cost(w);
             /* what is not a root chunk counted here (earlier TASK_DONEs of this connection have
              * been processed; chunks released but not yet dropped there count as other) */

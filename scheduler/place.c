@@ -91,7 +91,10 @@ static inline void gs__input_of(const gs__graph_t *g, uint32_t d, gs__input_t *i
  *                                                         + bytes x disk_ns_per_byte(holder))
  *             + sum over the inputs W holds of bytes x disk_ns_per_byte(W)
  * (the disk terms: reading back what a worker spilled, from its heartbeats; a holder likely to
- * have an input in memory is preferred to one likely to have it on disk),
+ * have an input in memory is preferred to one likely to have it on disk; a device worker's
+ * inputs in its host memory add bytes x host_ns_per_byte(W) to the inputs W holds only, since
+ * peers are served from host memory directly: a task moves off a holder whose inputs would
+ * come back to its device more slowly than they cross the link),
  * queue(W) = tasks queued on W x its measured kernel time / its threads. The cheapest worker
  * with room (queue room for an input holder; refill room for others) is chosen. A task waits
  * (NULL with *wait_p set) when some input holder without room would still finish it sooner
@@ -122,7 +125,7 @@ static gs__worker_t *gs__choose(gs_sched_t *s, gs__graph_t *g, uint32_t t, int *
                 double bw;
                 if (in[j].slot == ws || (in[j].mask & bit)) {
                     holds = 1;
-                    xbw += (double)in[j].nbytes * w->disk_ns_per_byte;
+                    xbw += (double)in[j].nbytes * (w->disk_ns_per_byte + w->host_ns_per_byte);
                     continue;
                 }
                 if ((src = gs__best_source(s, &in[j], ws, &bw)) == GS__NO_WORKER) continue;

@@ -197,8 +197,14 @@ struct gs__worker {
     uint64_t disk_limit;         /* and that tier's limit (UINT64_MAX: the file system's room;
                                     0: spilling off) */
     uint64_t spilled_bytes, spilled_ns, unspilled_bytes, unspilled_ns;   /* then, since start */
+    uint64_t host_used, host_limit;      /* its host tier then (device workers) */
+    uint64_t host_spilled_bytes, host_spilled_ns, host_unspilled_bytes, host_unspilled_ns;
     double disk_ns_per_byte;     /* expected read-back cost of a byte it holds (place.c): the
-                                    share of its chunks on disk x its measured read time/byte */
+                                    share of its chunks on disk x its measured read time/byte
+                                    (paid wherever the byte is used) */
+    double host_ns_per_byte;     /* the same for its host tier (a device worker's chunks in
+                                    host memory): paid only when the byte is used there (a
+                                    peer is served from host memory directly) */
     uint64_t mem_other;          /* mem_used then, less the root chunks counted as held then */
     gs__roots_t roots;           /* root tallies over all graphs */
     uint32_t outstanding;        /* tasks sent, not reported */

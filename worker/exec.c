@@ -500,6 +500,9 @@ void gs__wexec_pump(gs_worker_t *w)
     } else {
         w->blocked_epoch = w->admit_epoch;
     }
+    /* inputs of the tasks still queued come up from the lower tier meanwhile (not while
+     * admission waits for memory: what they took, it would move down again) */
+    if (!w->mem_blocked_since) gs__wspill_prefetch(w);
 dispatch:
     gs__wexec_dispatch(w);
 }
@@ -590,6 +593,9 @@ void gs__wexec_drain(gs_worker_t *w)
             break;
         case GS_WNOTE_LAUNCH:
             gs__wlaunch_done(w, n);
+            break;
+        case GS_WNOTE_TIER:
+            gs__wspill_note(w, n);
             break;
         default:
             gs_free(n);

@@ -60,6 +60,12 @@ static void gs__worker_heartbeat(gs_worker_t *w)
     m.u.heartbeat.spilled_ns = w->st.spilled_ns;
     m.u.heartbeat.unspilled_bytes = w->st.unspilled_bytes;
     m.u.heartbeat.unspilled_ns = w->st.unspilled_ns;
+    m.u.heartbeat.host_used = w->st.host_used;
+    m.u.heartbeat.host_limit = w->st.host_limit;
+    m.u.heartbeat.host_spilled_bytes = w->st.host_spilled_bytes;
+    m.u.heartbeat.host_spilled_ns = w->st.host_spilled_ns;
+    m.u.heartbeat.host_unspilled_bytes = w->st.host_unspilled_bytes;
+    m.u.heartbeat.host_unspilled_ns = w->st.host_unspilled_ns;
     gs__wsend_msg(w, &m);
     gs__xfer_report(w);
 }

@@ -173,6 +173,11 @@ typedef struct gs_worker_params {
     int no_spill;                 /* nonzero: never spill (tasks wait for memory, then fail) */
     gs_worker_stop_cb stop_cb;    /* may be NULL */
     void *arg;                    /* passed to stop_cb */
+    uint64_t host_limit;          /* streams mode with a backend that moves chunks to host
+                                     memory (to_host; "cuda"): bytes of chunks the host tier
+                                     holds. 0: memory_limit for a device backend, and for
+                                     either the memory this process may use divided by
+                                     memory_share when that is 0 too */
     /* TLS to gsched (proto/tls.h; TLS 1.2+), on when tls_ca_file is set: gsched's certificate
      * chain is verified against tls_ca_file and its name (or IP) against the scheduler address's
      * host. tls_cert/tls_key (PEM, both or neither): this worker's certificate, needed when
@@ -218,6 +223,15 @@ typedef struct gs_worker_stats {
     uint64_t unspills;            /* chunks read back into memory for tasks */
     uint64_t unspilled_bytes, unspilled_ns;  /* bytes read back (also for peers and gsched) */
     uint64_t spill_failures;      /* writes that failed (the chunk stayed in memory) */
+    /* host tier of a device backend (streams mode; worker/spill/spill.h): chunks copied from
+     * the device arena to host memory when it fills, and back for tasks */
+    uint64_t host_used;           /* now: bytes of chunks with a copy in host memory */
+    uint64_t host_limit;          /* its limit; 0: no host tier */
+    uint64_t host_spills;         /* chunks copied device -> host */
+    uint64_t host_spilled_bytes, host_spilled_ns;     /* bytes, time of those copies */
+    uint64_t host_unspills;       /* chunks copied back host -> device for tasks */
+    uint64_t host_unspilled_bytes, host_unspilled_ns; /* bytes, time (also for peers, gsched) */
+    uint64_t prefetches;          /* of those, brought up for queued tasks before admission */
 } gs_worker_stats_t;
 
 /**

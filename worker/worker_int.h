@@ -139,7 +139,8 @@ typedef enum gs_wnote_kind {
     GS_WNOTE_TASK = 0,
     GS_WNOTE_FETCH_STAGED = 1,
     GS_WNOTE_SEND_STAGED = 2,
-    GS_WNOTE_LAUNCH = 3       /* a task run by the launcher thread (launch.c, gs_wlaunch_job_t) */
+    GS_WNOTE_LAUNCH = 3,      /* a task run by the launcher thread (launch.c, gs_wlaunch_job_t) */
+    GS_WNOTE_TIER = 4         /* a host-tier copy finished (worker/spill/host.c) */
 } gs_wnote_kind_t;
 
 typedef struct gs_wnote {
@@ -340,6 +341,9 @@ void gs__wnote_arm(gs_worker_t *w, gs_chunkops_stream_h stream, gs_wnote_t *n);
 /* Loop thread, before draining: start the retry timer for parked notes; once stopping, move
  * them into the queue with GS_ERR_CANCELED (the streams have been drained). */
 void gs__wnote_unpark(gs_worker_t *w);
+
+/* ---- spill/host.c: a GS_WNOTE_TIER note arrived (takes it) ---- */
+void gs__wspill_note(gs_worker_t *w, gs_wnote_t *n);
 
 /* ---- replicate.c: REPLICATE from gsched ---- */
 void gs__wrepl_start(gs_worker_t *w, const gs_msg_replicate_t *m);

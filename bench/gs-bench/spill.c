@@ -4,7 +4,8 @@
  * the persist and the sum. Reported: their seconds, the effective GB/s (bytes of x written by
  * the persist plus bytes of x read by the sum, over both times), the sum checked against x.sum()
  * of a fresh (unpersisted, fused) expression, and the workers' spill counters (bytes and seconds
- * written to and read back from disk, from their heartbeats). */
+ * written to and read back from disk, and for cuda workers copied to host memory and back, from
+ * their heartbeats). */
 #include "gs-bench.h"
 
 #include "deploy/gpuinfo.h"
@@ -43,7 +44,8 @@ static void gs__spill_usage(FILE *f)
             "  --seed S              random seed (default 0)\n"
             "Prints one JSON line per sum: bench, backend, workers, factor, limit, n, chunk,\n"
             "array_bytes, persist_s, sum_s, gb_per_s, value, expected, disk_used, spilled_bytes,\n"
-            "spilled_s, unspilled_bytes, unspilled_s.\n");
+            "spilled_s, unspilled_bytes, unspilled_s (disk tier), host_used, host_spilled_bytes,\n"
+            "host_spilled_s, host_unspilled_bytes, host_unspilled_s (host tier of cuda workers).\n");
 }
 
 static int gs__spill_args(int argc, char **argv, gs__spill_opts_t *o, int *done)
@@ -117,6 +119,11 @@ static void gs__spill_counters(gs_client_h client, gs_client_worker_info_t *tot)
         tot->spilled_s += wi[i].spilled_s;
         tot->unspilled_bytes += wi[i].unspilled_bytes;
         tot->unspilled_s += wi[i].unspilled_s;
+        tot->host_used += wi[i].host_used;
+        tot->host_spilled_bytes += wi[i].host_spilled_bytes;
+        tot->host_spilled_s += wi[i].host_spilled_s;
+        tot->host_unspilled_bytes += wi[i].host_unspilled_bytes;
+        tot->host_unspilled_s += wi[i].host_unspilled_s;
     }
 }
 
@@ -183,6 +190,11 @@ int gs__bench_spill(int argc, char **argv)
         gs__json_num("spilled_s", tot.spilled_s);
         printf(",\"unspilled_bytes\":%" PRIu64, tot.unspilled_bytes);
         gs__json_num("unspilled_s", tot.unspilled_s);
+        printf(",\"host_used\":%" PRIu64 ",\"host_spilled_bytes\":%" PRIu64, tot.host_used,
+               tot.host_spilled_bytes);
+        gs__json_num("host_spilled_s", tot.host_spilled_s);
+        printf(",\"host_unspilled_bytes\":%" PRIu64, tot.host_unspilled_bytes);
+        gs__json_num("host_unspilled_s", tot.host_unspilled_s);
         gs__json_num("connect_s", connect_s);
         printf("}\n");
         fflush(stdout);

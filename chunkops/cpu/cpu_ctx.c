@@ -154,6 +154,19 @@ static gs_status_t gs__cpu_copy_from_host(gs_chunkops_ctx_h ctx, gs_chunkops_str
     return gs__cpu_copy_bytes("copy_from_host", ctx, dst, src, nbytes);
 }
 
+/* Tier moves (chunkops.h): backend memory is host memory, so plain copies run in the call. */
+static gs_status_t gs__cpu_to_host(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream, void *dst,
+                                   const void *src, size_t nbytes)
+{
+    return gs__cpu_copy_bytes("to_host", ctx, dst, src, nbytes);
+}
+
+static gs_status_t gs__cpu_to_device(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream,
+                                     void *dst, const void *src, size_t nbytes)
+{
+    return gs__cpu_copy_bytes("to_device", ctx, dst, src, nbytes);
+}
+
 static gs_status_t gs__cpu_fused(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream,
                                  const gs_kfused_t *k)
 {
@@ -215,6 +228,8 @@ const gs_chunkops_ops_t gs_chunkops_cpu_ops = {
     .combine = gs__cpu_combine,
     .copy = gs__cpu_copy,
     .linalg = gs__cpu_linalg,
+    .to_host = gs__cpu_to_host,
+    .to_device = gs__cpu_to_device,
     .notify = gs__cpu_notify,
     .sync = gs__cpu_sync,
 };

@@ -18,6 +18,7 @@
 #define GS__CUDA_SCRATCH_BYTES ((size_t)4 << 20)    /* per stream: partials + ticket */
 #define GS__CUDA_RESERVE_BYTES ((size_t)256 << 20)  /* left free for scratch and the runtime */
 #define GS__CUDA_DEFAULT_PERCENT 85
+#define GS__CUDA_STAGE_BYTES ((size_t)32 << 20)     /* per stream doing tier moves */
 
 typedef struct gs__cuda_note {
     gs_chunkops_done_cb cb;
@@ -38,6 +39,8 @@ struct gs_chunkops_stream {
     struct gs_chunkops_stream *prev, *next;
     struct gs__cuda_la *la;             /* linalg handles (linalg.c), made on first use */
     atomic_int late_err;                /* first failure found by a completion callback */
+    void *stage;                        /* page-locked staging of tier moves (to_host,
+                                           to_device), GS__CUDA_STAGE_BYTES, made on first use */
 };
 
 struct gs_chunkops_ctx {
@@ -298,6 +301,7 @@ static void gs__cuda_stream_release(struct gs_chunkops_stream *s)
         GS_LOG_ERROR("cuda stream_destroy: work failed: %s", cudaGetErrorString(e));
     }
     gs__cuda_la_destroy(s->la);
+    if (s->stage != NULL && (e = cudaFreeHost(s->stage)) != cudaSuccess) (void)cudaGetLastError();
     if ((e = cudaStreamDestroy(s->s)) != cudaSuccess) (void)cudaGetLastError();
     if ((e = cudaFree(s->scratch_mem)) != cudaSuccess) (void)cudaGetLastError();
     while (s->free_notes != NULL) {
@@ -387,6 +391,104 @@ static gs_status_t gs__cuda_copy_from_host(gs_chunkops_ctx_h ctx, gs_chunkops_st
 {
     return gs__cuda_memcpy("copy_from_host", ctx, stream, dst, src, nbytes,
                            cudaMemcpyHostToDevice);
+}
+
+/* ---- tier moves: pageable host memory through the stream's page-locked staging ---- */
+
+/* One piece of a tier move: the host side's memcpy, run by a host function on the stream
+ * between the piece's DMA and the next (stream order keeps the staging buffer in use by one
+ * piece at a time). Freed by the host function. */
+typedef struct gs__cuda_hcopy {
+    void *dst;
+    const void *src;
+    size_t n;
+} gs__cuda_hcopy_t;
+
+static void CUDART_CB gs__cuda_hcopy_cb(void *ud)
+{
+    gs__cuda_hcopy_t *h = ud;
+    memcpy(h->dst, h->src, h->n);
+    gs_free(h);
+}
+
+/* Enqueue memcpy(dst, src, n) on the stream's host-function thread. */
+static gs_status_t gs__cuda_hcopy(gs_chunkops_stream_h stream, void *dst, const void *src,
+                                  size_t n)
+{
+    gs__cuda_hcopy_t *h = gs_malloc(sizeof(*h), "cuda tier piece");
+    cudaError_t e;
+    if (h == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "cuda tier move: out of memory");
+    h->dst = dst;
+    h->src = src;
+    h->n = n;
+    if ((e = cudaLaunchHostFunc(stream->s, gs__cuda_hcopy_cb, h)) != cudaSuccess) {
+        (void)cudaGetLastError();
+        gs_free(h);
+        return gs__cuda_error((int)e, "cudaLaunchHostFunc(tier move)");
+    }
+    return GS_OK;
+}
+
+static gs_status_t gs__cuda_tier_move(const char *what, gs_chunkops_ctx_h ctx,
+                                      gs_chunkops_stream_h stream, void *dst, const void *src,
+                                      size_t nbytes, int down)
+{
+    gs_status_t st;
+    GS__CHECK_CTX_STREAM(ctx, stream, what);
+    if (nbytes == 0) return GS_OK;
+    if (dst == NULL || src == NULL)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "cuda %s: NULL buffer for %zu bytes", what,
+                            nbytes);
+    if ((st = gs__cuda_use(ctx)) != GS_OK) return gs__cuda_fail(stream, st);
+    if (stream->stage == NULL) {
+        cudaError_t e = cudaHostAlloc(&stream->stage, GS__CUDA_STAGE_BYTES, cudaHostAllocPortable);
+        if (e != cudaSuccess) {
+            (void)cudaGetLastError();
+            stream->stage = NULL;
+            return e == cudaErrorMemoryAllocation
+                       ? gs_error_set(GS_ERR_NO_MEMORY, "cuda %s: no page-locked memory for "
+                                      "the %zu-byte staging buffer", what, GS__CUDA_STAGE_BYTES)
+                       : gs__cuda_error((int)e, "cudaHostAlloc(tier staging)");
+        }
+    }
+    for (size_t off = 0; off < nbytes; off += GS__CUDA_STAGE_BYTES) {
+        size_t n = nbytes - off < GS__CUDA_STAGE_BYTES ? nbytes - off : GS__CUDA_STAGE_BYTES;
+        cudaError_t e;
+        if (down) {
+            /* device -> staging (DMA), then staging -> pageable host (host function) */
+            e = cudaMemcpyAsync(stream->stage, (const char *)src + off, n,
+                                cudaMemcpyDeviceToHost, stream->s);
+            if (e != cudaSuccess) {
+                (void)cudaGetLastError();
+                return gs__cuda_fail(stream, gs__cuda_error((int)e, "cudaMemcpyAsync(to_host)"));
+            }
+            if ((st = gs__cuda_hcopy(stream, (char *)dst + off, stream->stage, n)) != GS_OK)
+                return gs__cuda_fail(stream, st);
+        } else {
+            if ((st = gs__cuda_hcopy(stream, stream->stage, (const char *)src + off, n)) != GS_OK)
+                return gs__cuda_fail(stream, st);
+            e = cudaMemcpyAsync((char *)dst + off, stream->stage, n, cudaMemcpyHostToDevice,
+                                stream->s);
+            if (e != cudaSuccess) {
+                (void)cudaGetLastError();
+                return gs__cuda_fail(stream,
+                                     gs__cuda_error((int)e, "cudaMemcpyAsync(to_device)"));
+            }
+        }
+    }
+    return GS_OK;
+}
+
+static gs_status_t gs__cuda_to_host(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream,
+                                    void *dst, const void *src, size_t nbytes)
+{
+    return gs__cuda_tier_move("to_host", ctx, stream, dst, src, nbytes, 1);
+}
+
+static gs_status_t gs__cuda_to_device(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream,
+                                      void *dst, const void *src, size_t nbytes)
+{
+    return gs__cuda_tier_move("to_device", ctx, stream, dst, src, nbytes, 0);
 }
 
 gs_status_t gs_cuda_set_flat_walk(gs_chunkops_ctx_h ctx, int enable)
@@ -738,6 +840,8 @@ const gs_chunkops_ops_t gs_chunkops_cuda_ops = {
     .copy_device = gs__cuda_copy_device,
     .host_alloc = gs__cuda_host_alloc,
     .host_free = gs__cuda_host_free,
+    .to_host = gs__cuda_to_host,
+    .to_device = gs__cuda_to_device,
     .notify = gs__cuda_notify,
     .sync = gs__cuda_sync,
     .host_register = gs__cuda_host_register,

@@ -155,6 +155,33 @@ Test(scheduler_place, a_holder_with_its_chunks_on_a_slow_disk_keeps_the_consumer
     th_fini(&sc.th);
 }
 
+/* A device worker's chunks in its host memory (the host tier) cost the holder the copy back
+ * to its device, and a peer nothing more than the link (it is served from host memory). */
+Test(scheduler_place, a_holder_with_its_chunks_in_host_memory_copied_back_slowly_loses_the_consumer)
+{
+    scene_t sc;
+    /* nearly all in host memory, copied back at 0.1 GB/s (400 ms for 40 MB); the link moves
+     * them in 4 ms: the other worker, whose device gets them straight, takes the task */
+    gs_msg_heartbeat_t hb = {.seq = 1, .mem_used = 1 * MB, .mem_limit = 1000 * MB,
+                             .host_used = 999 * MB, .host_limit = 4000 * MB,
+                             .host_unspilled_bytes = 100 * MB, .host_unspilled_ns = 1000000000ull};
+    scene_run_hb(&sc, 40 * MB, 0, 10.0, &hb);
+    cr_assert_eq(scene_consumer_on(&sc, 2000), 'o');
+    th_fini(&sc.th);
+}
+
+Test(scheduler_place, a_holder_with_its_chunks_in_host_memory_copied_back_fast_keeps_the_consumer)
+{
+    scene_t sc;
+    /* the same at 25 GB/s back to the device (1.6 ms) over a 1 GB/s link (40 ms): it stays */
+    gs_msg_heartbeat_t hb = {.seq = 1, .mem_used = 1 * MB, .mem_limit = 1000 * MB,
+                             .host_used = 999 * MB, .host_limit = 4000 * MB,
+                             .host_unspilled_bytes = 100 * MB, .host_unspilled_ns = 4000000ull};
+    scene_run_hb(&sc, 40 * MB, 0, 1.0, &hb);
+    cr_assert_eq(scene_consumer_on(&sc, 2000), 'h');
+    th_fini(&sc.th);
+}
+
 Test(scheduler_place, fast_link_does_not_wait_for_a_full_holder)
 {
     scene_t sc;

@@ -18,7 +18,8 @@ typedef enum gs_wspill_op {
     GS_WSPILL_OP_LOAD = 1,     /* read into the chunk's memory (the file stays: chunks are
                                   immutable, so evicting it again costs no I/O) */
     GS_WSPILL_OP_COPY = 2,     /* read into a caller's buffer, keep the file */
-    GS_WSPILL_OP_UNLINK = 3
+    GS_WSPILL_OP_UNLINK = 3,
+    GS_WSPILL_OP_HOSTCOPY = 4  /* copy a host-tier copy (src) into a caller's buffer */
 } gs_wspill_op_t;
 
 typedef struct gs_wspill_job {
@@ -27,6 +28,7 @@ typedef struct gs_wspill_job {
     gs_wchunk_t *c;            /* referenced; NULL for unlink */
     int op;
     void *buf;
+    const void *src;           /* HOSTCOPY: the chunk's host copy */
     size_t len;
     int err;                   /* errno of the failed call, 0 on success */
     const char *what;          /* the failed call */
@@ -92,6 +94,7 @@ static void gs__wspill_work_cb(uv_work_t *req)
     case GS_WSPILL_OP_WRITE: gs__wspill_job_rw(j, 1); break;
     case GS_WSPILL_OP_LOAD:
     case GS_WSPILL_OP_COPY: gs__wspill_job_rw(j, 0); break;
+    case GS_WSPILL_OP_HOSTCOPY: memcpy(j->buf, j->src, j->len); break;
     default:
         if (unlink(j->path) != 0 && errno != ENOENT) {
             j->err = errno;
@@ -131,6 +134,15 @@ static void gs__wspill_after_cb(uv_work_t *req, int rc)
     case GS_WSPILL_OP_LOAD:
         gs__wspill_loaded(w, c, status, j->ns);
         break;
+    case GS_WSPILL_OP_HOSTCOPY:
+        if (status == GS_OK) {
+            w->st.host_unspilled_bytes += j->len;
+            w->st.host_unspilled_ns += j->ns;
+        } else {
+            GS_LOG_WARN("%s", gs_last_error());
+        }
+        j->cb(w, status, j->arg);
+        break;
     case GS_WSPILL_OP_COPY:
         if (status == GS_OK) {
             w->st.unspilled_bytes += j->len;
@@ -168,7 +180,8 @@ static gs_status_t gs__wspill_submit(gs_worker_t *w, gs_wchunk_t *c, int op, uin
     j->cb = cb;
     j->arg = arg;
     j->req.data = j;
-    gs__wspill_path(sp, file, j->path);
+    if (op == GS_WSPILL_OP_HOSTCOPY) j->src = c->sp.host;
+    else gs__wspill_path(sp, file, j->path);
     rc = uv_queue_work(w->loop, &j->req, gs__wspill_work_cb, gs__wspill_after_cb);
     if (rc != 0) {
         gs_free(j);
@@ -202,6 +215,8 @@ gs_status_t gs__wspill_load_start(gs_worker_t *w, gs_wchunk_t *c)
 gs_status_t gs__wspill_read(gs_worker_t *w, gs_wchunk_t *c, void *dst, gs_wspill_read_cb cb,
                             void *arg)
 {
+    if (c->sp.tier == GS_WTIER_HOST)
+        return gs__wspill_submit(w, c, GS_WSPILL_OP_HOSTCOPY, 0, dst, cb, arg);
     if (c->sp.file == 0)
         return gs_error_set(GS_ERR_INTERNAL, "worker %s: chunk (%llu, %llu) has no file",
                             w->name, (unsigned long long)c->graph->id,

@@ -59,7 +59,16 @@ void gs__wspill_touch(gs_worker_t *w, gs_wchunk_t *c)
 void gs__wspill_forget(gs_worker_t *w, gs_wchunk_t *c, int freeing)
 {
     if (c->sp.in_lru) gs__wlru_del(&c->sp);
-    if (!freeing || c->sp.file == 0) return;
+    if (!freeing) return;
+    if (c->sp.host != NULL) {
+        gs_assert(c->sp.io == GS_WSPILL_IO_NONE);   /* copies hold a reference */
+        gs_free(c->sp.host);
+        c->sp.host = NULL;
+        gs_assert(w->st.host_used >= c->nbytes);
+        w->st.host_used -= c->nbytes;
+        w->spill->full = 0;             /* room on the host tier again */
+    }
+    if (c->sp.file == 0) return;
     gs_assert(c->sp.io == GS_WSPILL_IO_NONE);   /* operations hold a reference */
     gs__wspill_unlink(w, c->sp.file);
     gs_assert(w->st.disk_used >= c->nbytes);
@@ -79,11 +88,11 @@ static int gs__wspill_movable(const gs_wchunk_t *c)
 
 void gs__wspill_evict(gs_worker_t *w, gs_wchunk_t *c)
 {
-    gs_assert(c->sp.file != 0 && c->sp.tier == GS_WTIER_MEM);
+    gs_assert(gs__wspill_has_copy(c) && c->sp.tier == GS_WTIER_MEM);
     if (c->sp.in_lru) gs__wlru_del(&c->sp);
     gs__wmem_free(w, c->ptr, c->nbytes);
     c->ptr = NULL;
-    c->sp.tier = GS_WTIER_DISK;
+    c->sp.tier = c->sp.host != NULL ? GS_WTIER_HOST : GS_WTIER_DISK;
 }
 
 void gs__wspill_written(gs_worker_t *w, gs_wchunk_t *c, gs_status_t status, uint64_t ns)
@@ -98,17 +107,19 @@ void gs__wspill_written(gs_worker_t *w, gs_wchunk_t *c, gs_status_t status, uint
         snprintf(sp->err, sizeof(sp->err), "%s", gs_last_error());
         sp->err_status = status;
         GS_LOG_WARN("%s; the chunk stays in memory", sp->err);
-        c->sp.file = 0;                 /* the partial file was deleted */
+        if (!sp->host_tier) c->sp.file = 0;   /* the partial file was deleted */
         w->st.spill_failures++;
         sp->full = 1;                   /* retrying every chunk would fail the same way */
         gs__wmem_freed(w);              /* let a blocked admission see the failure */
         return;
     }
     sp->err[0] = '\0';
-    w->st.disk_used += c->nbytes;
-    w->st.spilled_bytes += c->nbytes;
-    w->st.spilled_ns += ns;
-    w->st.spills++;
+    if (!sp->host_tier) {               /* host.c counts the host tier's */
+        w->st.disk_used += c->nbytes;
+        w->st.spilled_bytes += c->nbytes;
+        w->st.spilled_ns += ns;
+        w->st.spills++;
+    }
     /* the write's reference and the store's: nothing else uses it, free its memory; otherwise
      * it stays in memory with a valid file (evicting it later costs no I/O) */
     if (c->refs == 2 && c->owned && c->in_map) gs__wspill_evict(w, c);
@@ -127,10 +138,12 @@ void gs__wspill_loaded(gs_worker_t *w, gs_wchunk_t *c, gs_status_t status, uint6
         return;
     }
     /* the file stays (clean copy): evicting the chunk again needs no write */
+    if (c->sp.tier == GS_WTIER_DISK) {  /* host.c counts the host tier's */
+        w->st.unspilled_bytes += c->nbytes;
+        w->st.unspilled_ns += ns;
+        w->st.unspills++;
+    }
     c->sp.tier = GS_WTIER_MEM;
-    w->st.unspilled_bytes += c->nbytes;
-    w->st.unspilled_ns += ns;
-    w->st.unspills++;
     gs__wspill_track(w, c);
     gs__wexec_input_ready(w, c);
 }
@@ -140,12 +153,13 @@ gs_status_t gs__wspill_load(gs_worker_t *w, gs_wchunk_t *c)
     void *ptr = NULL;
     gs_status_t st;
 
-    gs_assert(c->sp.tier == GS_WTIER_DISK && c->sp.io == GS_WSPILL_IO_NONE && c->sp.file);
+    gs_assert(c->sp.tier != GS_WTIER_MEM && c->sp.io == GS_WSPILL_IO_NONE &&
+              gs__wspill_has_copy(c));
     st = gs__wmem_alloc(w, c->nbytes, &ptr);
     if (st != GS_OK) return st;
     c->ptr = ptr;
     c->sp.io = GS_WSPILL_IO_READ;
-    st = gs__wspill_load_start(w, c);
+    st = c->sp.tier == GS_WTIER_HOST ? gs__wspill_host_load(w, c) : gs__wspill_load_start(w, c);
     if (st != GS_OK) {
         c->sp.io = GS_WSPILL_IO_NONE;
         gs__wmem_free(w, ptr, c->nbytes);
@@ -154,37 +168,56 @@ gs_status_t gs__wspill_load(gs_worker_t *w, gs_wchunk_t *c)
     return st;
 }
 
+const char *gs__wspill_upper_name(const gs_worker_t *w)
+{
+    return w->streams_mode ? "device" : "memory";
+}
+
+const char *gs__wspill_lower_name(const gs_worker_t *w)
+{
+    return w->spill != NULL && w->spill->host_tier ? "host" : "disk";
+}
+
+/* Start moving @a c to the lower tier (a file, or a host copy). */
+static gs_status_t gs__wspill_move_down(gs_worker_t *w, gs_wchunk_t *c)
+{
+    return w->spill->host_tier ? gs__wspill_host_write(w, c) : gs__wspill_write(w, c);
+}
+
 gs_status_t gs__wspill_make_room(gs_worker_t *w, uint64_t need, uint64_t cap)
 {
     struct gs_wspill *sp = w->spill;
     gs_wspill_chunk_t *e;
-    uint64_t blocked_by_limit = 0;
+    uint64_t blocked_by_limit = 0, lower_limit, lower_used;
+    const char *upper = gs__wspill_upper_name(w), *lower = gs__wspill_lower_name(w);
     int write_failed = 0;
 
     if (sp == NULL || !sp->enabled)
-        return gs_error_set(GS_ERR_UNSUPPORTED, "worker %s: spilling to disk is off", w->name);
+        return gs_error_set(GS_ERR_UNSUPPORTED, "worker %s: spilling is off", w->name);
     if (need > cap)
-        return gs_error_set(GS_ERR_NO_MEMORY, "worker %s: memory tier: %llu bytes are needed "
-                            "at once but the tier holds at most %llu bytes", w->name,
+        return gs_error_set(GS_ERR_NO_MEMORY, "worker %s: %s tier: %llu bytes are needed "
+                            "at once but the tier holds at most %llu bytes", w->name, upper,
                             (unsigned long long)need, (unsigned long long)cap);
+    lower_limit = gs__wspill_lower_limit(w);
     for (e = sp->lru.next; e != &sp->lru;) {
         gs_wchunk_t *c = GS_WSPILL_CHUNK(e);
         gs_wspill_chunk_t *next = e->next;
         if (w->mem_used - sp->writing + need <= cap) break;
+        lower_used = gs__wspill_lower_used(w);
         if (gs__wspill_movable(c)) {
-            if (c->sp.file != 0) {
+            if (gs__wspill_has_copy(c)) {
                 gs__wspill_evict(w, c);          /* clean: no I/O */
             } else if (sp->full) {
-                write_failed = 1;                /* until a file is deleted */
+                write_failed = 1;                /* until a file / host copy goes */
             } else if (sp->nwrites >= GS_WSPILL_MAX_WRITES) {
                 break;                           /* more once these finish */
-            } else if (w->st.disk_used + sp->writing > sp->disk_limit ||
-                       c->nbytes > sp->disk_limit - w->st.disk_used - sp->writing) {
+            } else if (lower_used + sp->writing > lower_limit ||
+                       c->nbytes > lower_limit - lower_used - sp->writing) {
                 if (blocked_by_limit == 0 || c->nbytes < blocked_by_limit)
                     blocked_by_limit = c->nbytes;
-            } else if (gs__wspill_write(w, c) != GS_OK) {
+            } else if (gs__wspill_move_down(w, c) != GS_OK) {
                 snprintf(sp->err, sizeof(sp->err), "%s", gs_last_error());
-                sp->err_status = GS_ERR_IO;
+                sp->err_status = sp->host_tier ? GS_ERR_NO_MEMORY : GS_ERR_IO;
                 write_failed = 1;
                 break;
             }
@@ -192,26 +225,27 @@ gs_status_t gs__wspill_make_room(gs_worker_t *w, uint64_t need, uint64_t cap)
         e = next;
     }
     if (w->mem_used + need <= cap) return GS_OK;
-    /* writes in flight: their completion frees memory and brings the caller back here */
+    /* copies in flight: their completion frees memory and brings the caller back here */
     if (sp->nwrites > 0) return GS_INPROGRESS;
     if (write_failed)
-        return gs_error_set(sp->err_status, "%s (memory tier: %llu of %llu bytes in use, "
-                            "%llu more needed)", sp->err, (unsigned long long)w->mem_used,
+        return gs_error_set(sp->err_status, "%s (%s tier: %llu of %llu bytes in use, "
+                            "%llu more needed)", sp->err, upper, (unsigned long long)w->mem_used,
                             (unsigned long long)w->mem_limit, (unsigned long long)need);
+    lower_used = gs__wspill_lower_used(w);
     if (blocked_by_limit)
-        return gs_error_set(GS_ERR_NO_RESOURCE, "worker %s: the disk tier cannot hold %llu "
-                            "more bytes: %llu bytes are on disk in %s and its limit is %llu "
-                            "bytes (memory tier: %llu of %llu bytes in use, %llu more needed)",
-                            w->name, (unsigned long long)blocked_by_limit,
-                            (unsigned long long)w->st.disk_used, sp->dir,
-                            (unsigned long long)sp->disk_limit,
-                            (unsigned long long)w->mem_used, (unsigned long long)w->mem_limit,
-                            (unsigned long long)need);
-    return gs_error_set(GS_ERR_NO_MEMORY, "worker %s: memory tier: %llu of %llu bytes are "
+        return gs_error_set(GS_ERR_NO_RESOURCE, "worker %s: the %s tier cannot hold %llu "
+                            "more bytes: %llu bytes are on it%s%s and its limit is %llu "
+                            "bytes (%s tier: %llu of %llu bytes in use, %llu more needed)",
+                            w->name, lower, (unsigned long long)blocked_by_limit,
+                            (unsigned long long)lower_used, sp->host_tier ? "" : " in ",
+                            sp->host_tier ? "" : sp->dir, (unsigned long long)lower_limit,
+                            upper, (unsigned long long)w->mem_used,
+                            (unsigned long long)w->mem_limit, (unsigned long long)need);
+    return gs_error_set(GS_ERR_NO_MEMORY, "worker %s: %s tier: %llu of %llu bytes are "
                         "held by chunks in use (inputs of queued or running tasks, transfers) "
-                        "and none can move to disk; %llu more bytes are needed", w->name,
-                        (unsigned long long)w->mem_used, (unsigned long long)w->mem_limit,
-                        (unsigned long long)need);
+                        "and none can move to the %s tier; %llu more bytes are needed", w->name,
+                        upper, (unsigned long long)w->mem_used, (unsigned long long)w->mem_limit,
+                        lower, (unsigned long long)need);
 }
 
 void gs__wspill_maybe(gs_worker_t *w)
@@ -225,6 +259,31 @@ void gs__wspill_maybe(gs_worker_t *w)
     if (stamp == sp->idle_stamp && sp->nwrites == 0) return;
     (void)gs__wspill_make_room(w, 0, (uint64_t)(sp->target * (double)w->mem_limit));
     sp->idle_stamp = stamp;
+}
+
+#define GS_WSPILL_PREFETCH_SCAN 64     /* queued tasks looked at per call */
+
+void gs__wspill_prefetch(gs_worker_t *w)
+{
+    struct gs_wspill *sp = w->spill;
+    uint64_t room;
+    int n = 0;
+
+    if (sp == NULL || !sp->enabled || gs__wspill_lower_used(w) == 0) return;
+    room = (uint64_t)(sp->target * (double)w->mem_limit);
+    for (gs_wlink_t *e = w->admit_q.next; e != &w->admit_q && n < GS_WSPILL_PREFETCH_SCAN;
+         e = e->next, n++) {
+        gs_wtask_t *t = GS_WCONTAINER(e, gs_wtask_t, link);
+        for (uint32_t i = 0; i < t->ndeps; i++) {
+            gs_wchunk_t *c = gs__wstore_find(w, t->deps[i].graph, t->deps[i].task);
+            if (c == NULL || c->state != GS_WCHUNK_READY || c->sp.tier == GS_WTIER_MEM ||
+                c->sp.io != GS_WSPILL_IO_NONE)
+                continue;
+            if (w->mem_used + c->nbytes > room) return;      /* bounded by the target */
+            if (gs__wspill_load(w, c) != GS_OK) return;      /* admission will retry it */
+            w->st.prefetches++;
+        }
+    }
 }
 
 uint64_t gs__wspill_pause_cap(const gs_worker_t *w)
@@ -373,7 +432,15 @@ gs_status_t gs__wspill_init(gs_worker_t *w, const gs_worker_params_t *p)
     }
     sp->disk_limit = p->disk_limit ? p->disk_limit : UINT64_MAX;
     sp->enabled = !p->no_spill && !w->streams_mode;
-    if (sp->enabled) {
+    w->spill = sp;
+    if (w->streams_mode && !p->no_spill && w->ops->to_host != NULL && w->ops->to_device != NULL) {
+        /* device memory spills to host memory (host.c) */
+        if ((st = gs__wspill_host_init(w, p)) != GS_OK) goto err_free;
+        sp->enabled = 1;
+        GS_LOG_INFO("worker %s: spilling %s memory to host memory (at most %llu bytes) above "
+                    "%.0f%% of its limit (down to %.0f%%)", w->name, w->ops->name,
+                    (unsigned long long)sp->host_limit, sp->threshold * 100, sp->target * 100);
+    } else if (sp->enabled) {
         base = p->local_directory;
         if (base == NULL || base[0] == '\0') base = getenv("TMPDIR");
         if (base == NULL || base[0] == '\0') base = "/tmp";
@@ -381,14 +448,14 @@ gs_status_t gs__wspill_init(gs_worker_t *w, const gs_worker_params_t *p)
         GS_LOG_INFO("worker %s: spilling to %s above %.0f%% of the memory limit (down to "
                     "%.0f%%)", w->name, sp->dir, sp->threshold * 100, sp->target * 100);
     } else if (w->streams_mode && !p->no_spill) {
-        GS_LOG_INFO("worker %s: device memory is not spilled (the %s backend has no lower "
-                    "tier yet)", w->name, w->ops->name);
+        GS_LOG_INFO("worker %s: device memory is not spilled (the %s backend cannot move "
+                    "chunks to host memory)", w->name, w->ops->name);
     }
-    w->spill = sp;
-    w->st.disk_limit = sp->enabled ? sp->disk_limit : 0;
+    w->st.disk_limit = sp->enabled && !sp->host_tier ? sp->disk_limit : 0;
     return GS_OK;
 
 err_free:
+    w->spill = NULL;
     gs_free(sp);
     return st;
 }
@@ -399,6 +466,7 @@ void gs__wspill_cleanup(gs_worker_t *w)
 
     if (sp == NULL) return;
     gs_assert(sp->nio == 0);
+    gs__wspill_host_cleanup(w);
     if (sp->dir != NULL) gs__wspill_rmdir(sp->dir, sp->dirlen);
     if (sp->lock_fd >= 0) close(sp->lock_fd);
     gs_free(sp->dir);

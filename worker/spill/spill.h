@@ -34,6 +34,18 @@
  * could free memory, the task fails with a message naming the worker, the tier, the sizes and
  * the limit (GS_ERR_NO_RESOURCE for the disk tier).
  *
+ * Host tier (streams mode, a backend with to_host/to_device: "cuda"). For a worker whose
+ * chunks live in device memory, the tier below is host memory instead of the disk: the same
+ * policy (threshold, target, pause of the device limit; LRU; pinned chunks skipped) copies
+ * chunks device -> host with ops->to_host on a stream of its own (the backend stages through
+ * page-locked buffers), completion coming back through the worker's notes (never blocking the
+ * loop); a task's inputs there come back with ops->to_device at admission, or earlier
+ * (gs__wspill_prefetch). The host copy is kept while the chunk lives (a clean copy, like a
+ * file), bounded by the host limit (gs_worker_params_t.host_limit); peers and gsched are served
+ * from it (a memcpy on the thread pool). Host -> disk below it is not done yet: a full host
+ * tier fails the task that cannot get device memory with a message naming the worker, the
+ * host tier, the sizes and the limit.
+ *
  * Threads: everything here runs on the loop thread. */
 #ifndef GS_WORKER_SPILL_H
 #define GS_WORKER_SPILL_H
@@ -47,12 +59,15 @@ struct gs_worker_params;
 
 typedef enum gs_wtier {
     GS_WTIER_MEM = 0,          /* data valid at the chunk's ptr */
-    GS_WTIER_DISK = 1          /* data only in its file (ptr NULL, or being read into) */
+    GS_WTIER_DISK = 1,         /* data only in its file (ptr NULL, or being read into) */
+    GS_WTIER_HOST = 2          /* data only in host memory (sp.host; ptr NULL, or being copied
+                                  into): the tier below a device's memory */
 } gs_wtier_t;
 
 typedef enum gs_wspill_io {
     GS_WSPILL_IO_NONE = 0,
-    GS_WSPILL_IO_WRITE = 1,    /* being written to its file (still in memory) */
+    GS_WSPILL_IO_WRITE = 1,    /* being written to its file / copied to the host tier
+                                  (still in memory) */
     GS_WSPILL_IO_READ = 2      /* being read back (memory allocated, not valid yet) */
 } gs_wspill_io_t;
 
@@ -60,6 +75,8 @@ typedef enum gs_wspill_io {
 typedef struct gs_wspill_chunk {
     struct gs_wspill_chunk *prev, *next;  /* LRU of stored keys in memory (when in_lru) */
     uint64_t file;             /* file number in the local directory; 0: no file */
+    void *host;                /* host tier: the chunk's copy in host memory (gs_malloc'd,
+                                  kept while the chunk lives, like a file); NULL: none */
     uint8_t tier;              /* gs_wtier_t */
     uint8_t io;                /* gs_wspill_io_t */
     uint8_t in_lru;
@@ -105,6 +122,15 @@ gs_status_t gs__wspill_load(struct gs_worker *w, struct gs_wchunk *c);
  *  until @a cb. GS_OK: @a cb follows exactly once; otherwise it is never called. */
 gs_status_t gs__wspill_read(struct gs_worker *w, struct gs_wchunk *c, void *dst,
                             gs_wspill_read_cb cb, void *arg);
+
+/** Bring up, ahead of admission, the inputs of queued tasks that are on the lower tier while
+ *  the memory stays under the target fraction (so that the policy does not move them down
+ *  again): their copies overlap the kernels of running tasks. Called from gs__wexec_pump. */
+void gs__wspill_prefetch(struct gs_worker *w);
+/** Name of the tier of the backend's memory ("device" in streams mode, else "memory") and of
+ *  the tier below it ("host" or "disk"). */
+const char *gs__wspill_upper_name(const struct gs_worker *w);
+const char *gs__wspill_lower_name(const struct gs_worker *w);
 
 /** Message of the last disk-tier failure ("" when none since the last success). */
 const char *gs__wspill_last_error(const struct gs_worker *w);

@@ -24,7 +24,26 @@ struct gs_wspill {
     uint64_t idle_stamp;               /* gs__wspill_maybe: state of its last fruitless scan */
     gs_status_t err_status;            /* of the last disk-tier failure */
     char err[GS_W_ERRLEN];             /* last disk-tier failure, "" after a success */
+    /* host tier (streams mode; host.c): the lower tier is host memory, not the directory */
+    int host_tier;
+    uint64_t host_limit;               /* bytes of host copies */
+    gs_chunkops_stream_h stream;       /* tier moves (to_host / to_device), NULL when off */
 };
+
+/* Bytes on the lower tier and its limit. */
+static inline uint64_t gs__wspill_lower_used(const gs_worker_t *w)
+{
+    return w->spill->host_tier ? w->st.host_used : w->st.disk_used;
+}
+static inline uint64_t gs__wspill_lower_limit(const gs_worker_t *w)
+{
+    return w->spill->host_tier ? w->spill->host_limit : w->spill->disk_limit;
+}
+/* @a c has a valid copy on the lower tier (a file or a host copy). */
+static inline int gs__wspill_has_copy(const gs_wchunk_t *c)
+{
+    return c->sp.file != 0 || c->sp.host != NULL;
+}
 
 /* "<dir>/<file>.chunk" into @a buf (at least dirlen + 32 bytes). */
 void gs__wspill_path(const struct gs_wspill *sp, uint64_t file, char *buf);
@@ -35,6 +54,15 @@ gs_status_t gs__wspill_write(gs_worker_t *w, gs_wchunk_t *c);
 void gs__wspill_unlink(gs_worker_t *w, uint64_t file);
 /* disk.c: read @a c's file into its memory (allocated, io READ); the file stays. */
 gs_status_t gs__wspill_load_start(gs_worker_t *w, gs_wchunk_t *c);
+/* host.c: the host tier of a streams-mode worker: set up (its stream), tear down; copy @a c
+ * to a new host copy (as gs__wspill_write); copy its host copy back into its memory (as
+ * gs__wspill_load_start); GS_OK or an error (nothing started, message set). */
+gs_status_t gs__wspill_host_init(gs_worker_t *w, const struct gs_worker_params *p);
+void gs__wspill_host_cleanup(gs_worker_t *w);
+gs_status_t gs__wspill_host_write(gs_worker_t *w, gs_wchunk_t *c);
+gs_status_t gs__wspill_host_load(gs_worker_t *w, gs_wchunk_t *c);
+/* (exec.c's drain hands GS_WNOTE_TIER notes to gs__wspill_note, worker_int.h; peers and
+ * gsched read host copies through gs__wspill_read, a memcpy on the thread pool: disk.c) */
 /* spill.c: a load finished (status, message set on failure). */
 void gs__wspill_loaded(gs_worker_t *w, gs_wchunk_t *c, gs_status_t status, uint64_t ns);
 /* spill.c: a write finished (status, message set on failure). */

@@ -227,6 +227,14 @@ typedef struct gs_client_worker_info {
     double spilled_s;
     uint64_t unspilled_bytes;
     double unspilled_s;
+    /* a device worker's host tier at its last heartbeat: bytes of chunks copied from the device
+     * to host memory now, and since it started the bytes and seconds copied down and back
+     * (back: for tasks, peers and gsched) */
+    uint64_t host_used;
+    uint64_t host_spilled_bytes;
+    double host_spilled_s;
+    uint64_t host_unspilled_bytes;
+    double host_unspilled_s;
 } gs_client_worker_info_t;
 
 /** List the live workers: up to @a cap entries into @a out (caller-owned; may be NULL when

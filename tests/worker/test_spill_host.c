@@ -1,0 +1,287 @@
+/* The host tier (worker/spill/host.c): in-process streams-mode workers of the cpu backend,
+ * whose to_host / to_device are plain copies, with tiny "device" limits on a fake scheduler:
+ * chunks move to host memory and back through the same code a cuda worker runs (its tier
+ * stream, notes, LRU, prefetch), and the tier's failures. The cuda backend's own copies are
+ * tested by tests/worker/test_cuda.c on a GPU. */
+#include "fake_sched.h"
+
+#include "tests/tmp_tree.h"
+
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define LIMIT (64u * 1024u)           /* backend ("device") memory of the spilling workers */
+
+static uv_loop_t loop;
+static fake_sched_t fs;
+static char tmpdir[64];
+
+static void setup(void)
+{
+    snprintf(tmpdir, sizeof(tmpdir), "/tmp/gs-test-hspill-XXXXXX");
+    cr_assert_not_null(mkdtemp(tmpdir));
+    fs_fixture_setup(&fs, &loop);
+}
+
+static void teardown(void)
+{
+    fs_fixture_teardown(&fs, &loop);
+    tmp_tree_remove(tmpdir);
+}
+
+TestSuite(worker_spill_host, .init = setup, .fini = teardown, .timeout = 120);
+
+static gs_worker_params_t host_params(void)
+{
+    gs_worker_params_t p = {0};
+    p.memory_limit = LIMIT;            /* the cpu backend's memory plays the device's */
+    p.exec = GS_WORKER_EXEC_STREAMS;
+    p.nstreams = 2;
+    p.local_directory = tmpdir;        /* must stay empty: the tier below is host memory */
+    p.memory_wait_ms = 3000;
+    return p;
+}
+
+/* uniform(0, 1) of (16, 32 * nchunks) in (16, 32 * per) chunks: 4096 * per bytes each. */
+static gs_array_h chunked_array(int nchunks, int per)
+{
+    gs_array_h a;
+    int64_t shape[2] = {16, 32 * (int64_t)nchunks}, chunks[2] = {16, 32 * (int64_t)per};
+    cr_assert_eq(gs_array_random_uniform(11, 0, 1, 2, shape, chunks, &a), GS_OK);
+    return a;
+}
+
+static void assert_close(const double *got, const double *ref, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        cr_assert(fabs(got[i] - ref[i]) <= 1e-12 * fmax(1.0, fabs(ref[i])),
+                  "element %zu: %.17g, reference %.17g", i, got[i], ref[i]);
+}
+
+static const char *fail_msg(size_t failed)
+{
+    return failed == (size_t)-1 ? "timed out" : fs.done[failed - 1].err;
+}
+
+Test(worker_spill_host, persisted_chunks_four_times_the_device_limit_go_to_host_memory)
+{
+    gs_worker_params_t p = host_params();
+    tw_t t;
+    gs_worker_stats_t st;
+    double *ref, *got;
+    size_t size, failed;
+    gs_array_h a = chunked_array(64, 1);               /* 256 KiB: 4 x the limit */
+    gs_taskgraph_t *tg = tw_lower(a, GS_LOWER_DEFAULT, &ref, &size);
+    int *place = calloc(tg->ntasks, sizeof(int));
+
+    tw_start_each(&fs, &t, 1, &p);
+    gs_worker_stats(t.w, &st);
+    cr_assert_gt(st.host_limit, 0u, "no host tier");
+    cr_assert_eq(st.disk_limit, 0u, "a streams worker spills to host memory, not to disk");
+    failed = fs_run_graph(&fs, 1, tg, place, 0, 60000);
+    cr_assert_eq(failed, 0, "%s", fail_msg(failed));
+    gs_worker_stats(t.w, &st);
+    cr_assert_leq(st.mem_used, (uint64_t)LIMIT);
+    cr_assert_geq(st.host_used, 256u * 1024u - LIMIT, "only %llu bytes in host memory",
+                  (unsigned long long)st.host_used);
+    cr_assert_eq(st.host_spilled_bytes, st.host_spills * 4096u);
+    cr_assert_eq(st.spills, 0u, "the disk tier was used");
+    cr_assert_eq(tmp_tree_count(tmpdir, ""), 0, "the host tier wrote to the local directory");
+    cr_assert_eq(st.chunks, 64u);
+    got = calloc(size, sizeof(double));
+    cr_assert(fs_gather_all(&fs, 1, tg, place, got, 10000), "gather failed");
+    assert_close(got, ref, size);
+    gs_worker_stats(t.w, &st);
+    cr_assert_gt(st.host_unspilled_bytes, 0u, "the gather read nothing from host memory");
+    /* releasing the keys frees their host copies */
+    for (uint64_t i = 0; i < tg->ntasks; i++) fs_release(&fs, 0, 1, i);
+    fs_run_for(&fs, 100);
+    gs_worker_stats(t.w, &st);
+    cr_assert_eq(st.host_used, 0u);
+    cr_assert_eq(st.mem_used, 0u);
+    tw_stop_each(&fs, &t, 1);
+    free(got);
+    free(ref);
+    free(place);
+    gs_taskgraph_free(tg);
+    gs_array_release(a);
+}
+
+/* sum(x) of a 96-chunk x (384 KiB, 6 x the limit) lowered without fusion, so the generators'
+ * chunks are stored and summed by separate tasks; on @a nw workers of @a p: every task on
+ * worker 0, or with @a split the generators on worker 0 and their consumers on 1. The value is
+ * checked; worker 0's counters come back in @a st_p. */
+static void run_unfused_sum(const gs_worker_params_t *p, int nw, int split, gs_worker_stats_t *st_p)
+{
+    tw_t t[2];
+    double *ref, *got;
+    size_t size, failed;
+    gs_array_h a = chunked_array(96, 1), s;
+    gs_taskgraph_t *tg;
+    int *place;
+
+    cr_assert_eq(gs_array_reduce(GS_RED_SUM, a, NULL, &s), GS_OK);
+    tg = tw_lower(s, GS_LOWER_CULL, &ref, &size);
+    place = calloc(tg->ntasks, sizeof(int));
+    for (uint64_t i = 0; i < tg->ntasks; i++)
+        place[i] = split && tg->dep_off[i + 1] > tg->dep_off[i];
+    tw_start_each(&fs, t, nw, p);
+    failed = fs_run_graph(&fs, 1, tg, place, 0, 60000);
+    cr_assert_eq(failed, 0, "%s", fail_msg(failed));
+    got = calloc(size, sizeof(double));
+    cr_assert(fs_gather_all(&fs, 1, tg, place, got, 10000), "gather failed");
+    assert_close(got, ref, size);
+    gs_worker_stats(t[0].w, st_p);
+    tw_stop_each(&fs, t, nw);
+    free(got);
+    free(ref);
+    free(place);
+    gs_taskgraph_free(tg);
+    gs_array_release(s);
+    gs_array_release(a);
+}
+
+Test(worker_spill_host, unfused_sum_brings_host_inputs_back_to_the_device)
+{
+    gs_worker_params_t p = host_params();
+    gs_worker_stats_t st;
+    run_unfused_sum(&p, 1, 0, &st);
+    cr_assert_gt(st.host_spills, 0u);
+    cr_assert_gt(st.host_unspills, 0u, "no input came back from host memory");
+    cr_assert_gt(st.host_unspilled_ns, 0u);
+    cr_assert_leq(st.mem_used, (uint64_t)LIMIT);
+    cr_assert_eq(st.spills, 0u);
+}
+
+Test(worker_spill_host, peers_fetch_chunks_from_host_memory)
+{
+    gs_worker_params_t p[2] = {host_params(), {0}};
+    gs_worker_stats_t st;
+    p[1].nthreads = 1;
+    run_unfused_sum(p, 2, 1, &st);
+    cr_assert_gt(st.host_spills, 0u);
+    cr_assert_eq(st.served, 96u);
+    cr_assert_gt(st.host_unspilled_bytes, 0u, "no chunk was served from host memory");
+    cr_assert_eq(st.host_unspills, 0u, "serving brought chunks back to the device");
+}
+
+/* The cluster stays usable after a failure: drop graph 1, run and check a small graph 2. */
+static void assert_still_usable(void)
+{
+    gs_array_h small = chunked_array(2, 1);
+    double *ref, *got;
+    size_t size, failed;
+    gs_taskgraph_t *tg = tw_lower(small, GS_LOWER_DEFAULT, &ref, &size);
+    int *place = calloc(tg->ntasks, sizeof(int));
+    gs_msg_t m;
+
+    memset(&m, 0, sizeof(m));
+    m.type = GS_MSG_CANCEL;
+    m.u.cancel.graph_id = 1;
+    fs_send(&fs, 0, &m);
+    failed = fs_run_graph(&fs, 2, tg, place, 0, 30000);
+    cr_assert_eq(failed, 0, "%s", fail_msg(failed));
+    got = calloc(size, sizeof(double));
+    cr_assert(fs_gather_all(&fs, 2, tg, place, got, 10000));
+    assert_close(got, ref, size);
+    free(got);
+    free(ref);
+    free(place);
+    gs_taskgraph_free(tg);
+    gs_array_release(small);
+}
+
+Test(worker_spill_host, full_host_tier_fails_the_task_naming_worker_tier_sizes_and_limit)
+{
+    gs_worker_params_t p = host_params();
+    gs_array_h a = chunked_array(64, 1);
+    double *ref;
+    size_t size, failed, ngood = 0;
+    gs_taskgraph_t *tg = tw_lower(a, GS_LOWER_DEFAULT, &ref, &size);
+    int *place = calloc(tg->ntasks, sizeof(int));
+    const fs_done_t *d;
+    gs_worker_stats_t st;
+    tw_t t;
+
+    p.name = "spiller";
+    p.host_limit = 32768;
+    tw_start_each(&fs, &t, 1, &p);
+    failed = fs_run_graph(&fs, 1, tg, place, 0, 60000);
+    cr_assert(failed != 0 && failed != (size_t)-1, "no task failed (or timed out)");
+    d = &fs.done[failed - 1];
+    cr_assert_eq(d->status, GS_ERR_NO_RESOURCE, "%s: %s", gs_status_string(d->status), d->err);
+    cr_assert(strstr(d->err, "worker spiller") && strstr(d->err, "host tier") &&
+              strstr(d->err, "limit is 32768 bytes") && strstr(d->err, "device tier") &&
+              strstr(d->err, "65536"), "message: %s", d->err);
+    /* no lost chunks: every task reported done is intact, on the device or in host memory */
+    for (uint64_t b = 0; b < tg->noutputs; b++) {
+        uint64_t i = tg->outputs[b];
+        const fs_done_t *di = fs_find_done(&fs, 1, i);
+        const fs_data_t *data;
+        int64_t start[GS_MAX_NDIM], shape[GS_MAX_NDIM];
+        if (di == NULL || di->status != GS_OK) continue;
+        data = fs_gather(&fs, 0, 1, i, 10000);
+        cr_assert_not_null(data);
+        cr_assert_eq(data->status, GS_OK);
+        cr_assert_eq(data->len, 4096u);
+        gs_grid_block_region(&tg->out_grid, b, start, shape);
+        for (int64_t r = 0; r < shape[0]; r++)
+            assert_close((const double *)data->bytes + r * shape[1],
+                         ref + (start[0] + r) * tg->out_grid.shape[1] + start[1],
+                         (size_t)shape[1]);
+        ngood++;
+    }
+    cr_assert_geq(ngood, 16u, "too few chunks were stored before the host tier filled");
+    gs_worker_stats(t.w, &st);
+    cr_assert_eq(st.host_used, 32768u);
+    assert_still_usable();
+    tw_stop_each(&fs, &t, 1);
+    free(ref);
+    free(place);
+    gs_taskgraph_free(tg);
+    gs_array_release(a);
+}
+
+Test(worker_spill_host, chunk_larger_than_the_device_limit_fails_naming_worker_tier_sizes_limit)
+{
+    gs_worker_params_t p = host_params();
+    gs_array_h a = chunked_array(4, 2);                /* 8192-byte chunks */
+    double *ref;
+    size_t size, failed;
+    gs_taskgraph_t *tg;
+    int *place;
+    const fs_done_t *d;
+    tw_t t;
+
+    p.name = "small-device";
+    p.memory_limit = 4096;
+    tg = tw_lower(a, GS_LOWER_DEFAULT, &ref, &size);
+    place = calloc(tg->ntasks, sizeof(int));
+    tw_start_each(&fs, &t, 1, &p);
+    failed = fs_run_graph(&fs, 1, tg, place, 0, 60000);
+    cr_assert(failed != 0 && failed != (size_t)-1, "no task failed (or timed out)");
+    d = &fs.done[failed - 1];
+    cr_assert_eq(d->status, GS_ERR_NO_DEVICE_MEMORY, "%s: %s", gs_status_string(d->status),
+                 d->err);
+    cr_assert(strstr(d->err, "worker small-device") && strstr(d->err, "device") &&
+              strstr(d->err, "8192") && strstr(d->err, "limit is 4096 bytes"),
+              "message: %s", d->err);
+    free(ref);
+    free(place);
+    gs_taskgraph_free(tg);
+    gs_array_release(a);
+    a = chunked_array(2, 1);                           /* 4096-byte chunks: they fit */
+    tg = tw_lower(a, GS_LOWER_DEFAULT, &ref, &size);
+    place = calloc(tg->ntasks, sizeof(int));
+    failed = fs_run_graph(&fs, 2, tg, place, 0, 30000);
+    cr_assert_eq(failed, 0, "%s", fail_msg(failed));
+    tw_stop_each(&fs, &t, 1);
+    free(ref);
+    free(place);
+    gs_taskgraph_free(tg);
+    gs_array_release(a);
+}
