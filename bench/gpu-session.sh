@@ -105,7 +105,7 @@ fi
 if [ "$what" = robust ] || [ "$what" = all ]; then
   {
     run $B/gs-bench soak --jobs 300 --every 50 --warmup 50 --backend cuda --workers "$ngpu"
-    GS_TEST_BACKEND=cuda run build-gpu/tests/sockfuzz --seconds 120 --rss-bound warn --daemon-log "$out/sockfuzz.daemons.log"
+    GS_TEST_BACKEND=cuda run build-gpu/tests/sockfuzz --seconds 120 --rss-bound fail --daemon-log "$out/sockfuzz.daemons.log"
   } 2>"$out/robust.err" | tee "$out/robust.jsonl"
   tail -5 "$out/robust.err"
 fi

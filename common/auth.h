@@ -86,4 +86,32 @@ gs_status_t gs_auth_gather_ticket(const uint8_t *key, uint64_t client_id, uint64
 gs_status_t gs_auth_gather_ticket_mac(gs_auth_mac_t *ctx, uint64_t client_id, uint64_t graph, uint64_t task,
                                       uint8_t ticket[GS_AUTH_MAC_BYTES]);
 
+/* ---- Payload MACs (common/pmac.c): integrity of chunk bytes on the data plane ----
+ * GMAC (AES-256-GCM over authenticated data only, OpenSSL EVP_MAC "GMAC": AES-NI + carry-less
+ * multiplication, several GB/s per core; HMAC-SHA256 runs at a fraction of that, see
+ * bench/macbench) keyed with a key derived from the data-plane key (HMAC-SHA256(data key,
+ * "gsched payload mac v1"), so the two uses never share a key). GMAC needs an IV that is never
+ * repeated under one key: callers use sender id (u32) || a per-sender counter (u64) -- gsched's
+ * ids are never reused under one data-plane key (the key is drawn anew at every start) and the
+ * counter only grows. */
+#define GS_AUTH_PMAC_TAG_BYTES 16u
+#define GS_AUTH_PMAC_IV_BYTES 12u
+
+/** A payload MAC context (opaque). Use from one thread at a time. */
+typedef struct gs_auth_pmac gs_auth_pmac_t;
+
+/** Create a payload MAC context for the data-plane key @a key (GS_AUTH_KEY_BYTES, copied after
+ *  derivation). GS_ERR_INVALID_PARAM (NULL), GS_ERR_NO_MEMORY / GS_ERR_IO / GS_ERR_UNSUPPORTED
+ *  (this OpenSSL has no GMAC) with a message; *pmac_p is written only on success. */
+gs_status_t gs_auth_pmac_create(const uint8_t *key, gs_auth_pmac_t **pmac_p);
+/** Free (NULL is fine). */
+void gs_auth_pmac_destroy(gs_auth_pmac_t *pmac);
+/** The tag of the concatenation of @a parts under @a iv (GS_AUTH_PMAC_IV_BYTES; never reuse one
+ *  for different bytes) into @a tag (GS_AUTH_PMAC_TAG_BYTES). Errors as gs_auth_hmac. */
+gs_status_t gs_auth_pmac_compute(gs_auth_pmac_t *pmac, const uint8_t *iv, const gs_auth_part_t *parts,
+                                 size_t nparts, uint8_t *tag);
+/** The IV for sender @a sender's payload number @a counter: u32le sender || u64le counter.
+ *  GS_ERR_INVALID_PARAM when @a sender does not fit 32 bits. */
+gs_status_t gs_auth_pmac_iv(uint64_t sender, uint64_t counter, uint8_t *iv);
+
 #endif

@@ -1,7 +1,7 @@
 /*
  * Framed message connections over libuv TCP (see proto/conn.h).
  *
- * Reading: one 64 KiB read buffer per connection; received bytes go into a gs_frame_reader_t,
+ * Reading: one 64 KiB read buffer per thread (gs__conn_rbuf); received bytes go into a gs_frame_reader_t,
  * each complete payload is decoded (DATA's bytes borrowed from the frame) and handed to msg_cb.
  * Once the header of a large frame (> 64 KiB) is in, the reader reserves the whole frame and
  * alloc_cb hands out the reader's free space, so the rest of the frame is received in place
@@ -23,7 +23,7 @@
  * restarting the reads is enough to resume it.
  *
  * TLS (params.tls set; proto/tls.c): received ciphertext goes through the session and its
- * plaintext into the frame reader (always through rbuf); each frame is encrypted as a whole
+ * plaintext into the frame reader (always through the read buffer); each frame is encrypted as a whole
  * into the request's cipher buffer when it is submitted, and handshake records go out as
  * requests without a frame. Frames wait in the wait list until the TLS handshake completes; a
  * client's connect_cb reports the handshake's outcome, not the TCP connection's.
@@ -47,7 +47,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 
-#define GS__CONN_RBUF (64u * 1024u)
+#define GS__CONN_RBUF GS_CONN_READ_BUFFER
 #define GS__CONN_WCHUNK (1u << 30)  /* uv_buf_t lengths are unsigned int: split larger frames */
 #define GS__CONN_TRIM_MS 1000u      /* release a retained large read buffer after this idle time */
 
@@ -91,106 +91,17 @@ struct gs_conn {
     gs_conn_t *wait_next;          /* next connection waiting for the budget */
     gs_conn_t *charged_prev, *charged_next;  /* connections holding a charge */
     uint64_t last_read_ms;         /* loop time of the last bytes received */
+    size_t read_counted;           /* reader buffer bytes counted in params.budget->read_bytes */
     struct sockaddr_storage peer_addr;
     void *data;
     char peer_name[64];
-    char rbuf[GS__CONN_RBUF];
 };
 
-gs_status_t gs_status_from_uv(int uv_err, const char *what)
-{
-    gs_status_t st;
-    if (uv_err >= 0) return GS_OK;
-    switch (uv_err) {
-    case UV_ENOMEM: st = GS_ERR_NO_MEMORY; break;
-    case UV_ECONNREFUSED:
-    case UV_EHOSTUNREACH:
-    case UV_ENETUNREACH: st = GS_ERR_CONN_REFUSED; break;
-    case UV_ETIMEDOUT: st = GS_ERR_TIMED_OUT; break;
-    case UV_EOF:
-    case UV_ECONNRESET:
-    case UV_ECONNABORTED:
-    case UV_EPIPE:
-    case UV_ENOTCONN: st = GS_ERR_CONN_CLOSED; break;
-    case UV_ECANCELED: st = GS_ERR_CANCELED; break;
-    case UV_EINVAL: st = GS_ERR_INVALID_PARAM; break;
-    case UV_EADDRINUSE:
-    case UV_EBUSY: st = GS_ERR_BUSY; break;
-    case UV_EADDRNOTAVAIL:
-    case UV_ENOENT:
-    case UV_EAI_NONAME:
-    case UV_EAI_NODATA:
-    case UV_EAI_FAIL:
-    case UV_EAI_AGAIN: st = GS_ERR_NOT_FOUND; break;
-    case UV_ENOTSUP:
-    case UV_EAFNOSUPPORT:
-    case UV_EAI_FAMILY: st = GS_ERR_UNSUPPORTED; break;
-    case UV_EMFILE:
-    case UV_ENFILE:
-    case UV_ENOBUFS: st = GS_ERR_NO_RESOURCE; break;
-    default: st = GS_ERR_IO; break;
-    }
-    GS_LOG_DEBUG("%s: %s (%s)", what != NULL ? what : "libuv", uv_strerror(uv_err), uv_err_name(uv_err));
-    return gs_error_set(st, "%s: %s", what != NULL ? what : "libuv", uv_strerror(uv_err));
-}
-
-/* ---- address parsing ---- */
-
-gs_status_t gs_addr_parse(const char *addr, char *host, size_t host_len, int *port_p)
-{
-    const char *s, *hbeg, *pstr, *colon, *scheme;
-    size_t hlen;
-    long port = 0;
-    int ndigits = 0;
-
-    if (addr == NULL || host == NULL || port_p == NULL || host_len == 0) {
-        return gs_error_set(GS_ERR_INVALID_PARAM, "gs_addr_parse: NULL argument");
-    }
-    s = addr;
-    scheme = strstr(s, "://");
-    if (scheme != NULL) {
-        if ((size_t)(scheme - s) != 3 || strncmp(s, "tcp", 3) != 0) {
-            return gs_error_set(GS_ERR_INVALID_PARAM, "address '%s': only tcp:// is supported", addr);
-        }
-        s = scheme + 3;
-    }
-    if (*s == '[') {
-        const char *close = strchr(s, ']');
-        if (close == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "address '%s': missing ']'", addr);
-        hbeg = s + 1;
-        hlen = (size_t)(close - hbeg);
-        if (close[1] != ':') return gs_error_set(GS_ERR_INVALID_PARAM, "address '%s': missing ':port'", addr);
-        pstr = close + 2;
-    } else {
-        colon = strrchr(s, ':');
-        if (colon == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "address '%s': missing ':port'", addr);
-        if (memchr(s, ':', (size_t)(colon - s)) != NULL) {
-            return gs_error_set(GS_ERR_INVALID_PARAM, "address '%s': an IPv6 host needs [brackets]", addr);
-        }
-        hbeg = s;
-        hlen = (size_t)(colon - s);
-        pstr = colon + 1;
-    }
-    if (hlen == 0) return gs_error_set(GS_ERR_INVALID_PARAM, "address '%s': empty host", addr);
-    if (hlen >= host_len) {
-        return gs_error_set(GS_ERR_INVALID_PARAM, "address '%s': host longer than %zu bytes", addr, host_len - 1);
-    }
-    for (const char *p = pstr; *p != '\0'; p++) {
-        if (*p < '0' || *p > '9' || ++ndigits > 5) {
-            return gs_error_set(GS_ERR_INVALID_PARAM, "address '%s': port '%s' is not a number in 0..65535",
-                                addr, pstr);
-        }
-        port = port * 10 + (*p - '0');
-    }
-    if (ndigits == 0 || port > 65535) {
-        return gs_error_set(GS_ERR_INVALID_PARAM, "address '%s': port '%s' is not a number in 0..65535", addr,
-                            pstr);
-    }
-    memcpy(host, hbeg, hlen);
-    host[hlen] = '\0';
-    *port_p = (int)port;
-    return GS_OK;
-}
+/* One read buffer per thread, shared by its connections: libuv calls a stream's read_cb right
+ * after its alloc_cb, and every byte is consumed (copied into the frame reader, or through the
+ * TLS session) before read_cb returns, so no connection needs its own. An idle connection then
+ * costs its struct and its reader's small buffer, not 64 KiB. */
+static _Thread_local char gs__conn_rbuf[GS__CONN_RBUF];
 
 /* ---- frame budget ---- */
 
@@ -198,6 +109,27 @@ void gs_conn_budget_init(gs_conn_budget_t *b, uint64_t limit)
 {
     memset(b, 0, sizeof *b);
     b->limit = limit;
+}
+
+/* Keep params.budget's memory counters current: queued write bytes change by @a delta. */
+static void gs__conn_pending(gs_conn_t *c, int64_t delta)
+{
+    gs_conn_budget_t *b = c->params.budget;
+    c->pending_bytes = (size_t)((int64_t)c->pending_bytes + delta);
+    if (b == NULL) return;
+    b->write_bytes = (uint64_t)((int64_t)b->write_bytes + delta);
+    if (b->write_bytes > b->write_peak) b->write_peak = b->write_bytes;
+}
+
+/* ... and the reader's buffer capacity, after anything that may have changed it. */
+static void gs__conn_count_read(gs_conn_t *c)
+{
+    gs_conn_budget_t *b = c->params.budget;
+    size_t cap = c->reader.buf.cap;
+    if (b == NULL || cap == c->read_counted) return;
+    b->read_bytes = b->read_bytes - c->read_counted + cap;
+    c->read_counted = cap;
+    if (b->read_bytes > b->read_peak) b->read_peak = b->read_bytes;
 }
 
 static void gs__conn_read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf);
@@ -352,6 +284,8 @@ static void gs__conn_closed_cb(uv_handle_t *handle)
     }
     gs_tls_session_destroy(c->tls);
     gs_frame_reader_cleanup(&c->reader);
+    gs__conn_count_read(c);
+    if (c->params.budget != NULL) c->params.budget->nconns--;
     gs_frame_storage_trim();  /* nothing outlives the connections of this thread */
     gs_free(c);
 }
@@ -364,7 +298,7 @@ static void gs__conn_close_handle(gs_conn_t *c)
     while (c->wait_head != NULL) {  /* never submitted: drop */
         gs__wreq_t *w = c->wait_head;
         c->wait_head = w->next;
-        c->pending_bytes -= w->len;
+        gs__conn_pending(c, -(int64_t)w->len);
         gs__conn_free_wreq(w, GS_ERR_CANCELED);
     }
     c->wait_tail = NULL;
@@ -430,6 +364,7 @@ static gs_status_t gs__conn_new(uv_loop_t *loop, const gs_conn_params_t *params,
     c->connect_req.data = c;
     c->shutdown_req.data = c;
     c->params = *params;
+    if (params->budget != NULL) params->budget->nconns++;
     gs_frame_reader_init(&c->reader, params->max_frame);
     snprintf(c->peer_name, sizeof c->peer_name, "?");
     *conn_p = c;
@@ -465,14 +400,15 @@ static void gs__conn_alloc_cb(uv_handle_t *handle, size_t suggested, uv_buf_t *b
         buf->len = n < GS__CONN_WCHUNK ? n : GS__CONN_WCHUNK;
         return;
     }
-    buf->base = c->rbuf;
-    buf->len = sizeof c->rbuf;
+    buf->base = gs__conn_rbuf;
+    buf->len = sizeof gs__conn_rbuf;
 }
 
 static void gs__conn_trim_cb(uv_timer_t *t)
 {
     gs_conn_t *c = t->data;
     gs_frame_reader_trim(&c->reader);
+    gs__conn_count_read(c);
     gs_frame_storage_trim();
 }
 
@@ -486,9 +422,8 @@ static void gs__conn_arm_trim(gs_conn_t *c)
     }
 }
 
-static void gs__conn_read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
+static void gs__conn_read(gs_conn_t *c, ssize_t nread, const uv_buf_t *buf)
 {
-    gs_conn_t *c = stream->data;
     const uint8_t *payload;
     size_t len;
     gs_status_t st;
@@ -509,9 +444,9 @@ static void gs__conn_read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t 
     c->last_read_ms = uv_now(c->tcp.loop);
     if (c->tls != NULL) {
         if (gs__conn_tls_feed(c, (size_t)nread) != GS_OK) return;
-    } else if (buf->base != c->rbuf) {
+    } else if (buf->base != gs__conn_rbuf) {
         gs_frame_reader_commit(&c->reader, (size_t)nread);  /* received in place */
-    } else if (gs_frame_reader_feed(&c->reader, c->rbuf, (size_t)nread) != GS_OK) {
+    } else if (gs_frame_reader_feed(&c->reader, gs__conn_rbuf, (size_t)nread) != GS_OK) {
         GS_LOG_WARN("connection %s: out of memory buffering a frame", c->peer_name);
         gs__conn_fail(c, GS_ERR_NO_MEMORY);
         return;
@@ -544,6 +479,16 @@ static void gs__conn_read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t 
     gs__conn_arm_trim(c);
 }
 
+static void gs__conn_read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
+{
+    gs_conn_t *c = stream->data;
+    gs__conn_read(c, nread, buf);
+    /* c lives until its close callbacks have run. A budgeted connection keeps no drained buffer
+     * larger than its read buffer: memory past it is the budget's, and only while a frame is in. */
+    if (c->params.budget != NULL) gs_frame_reader_shrink(&c->reader, GS_CONN_BUDGET_KEPT);
+    gs__conn_count_read(c);
+}
+
 gs_status_t gs_conn_detach_frame(gs_conn_t *c, gs_frame_storage_t **storage_p)
 {
     gs_status_t st;
@@ -555,6 +500,7 @@ gs_status_t gs_conn_detach_frame(gs_conn_t *c, gs_frame_storage_t **storage_p)
     }
     st = gs_frame_reader_detach(&c->reader, storage_p);
     if (st == GS_OK) c->frame_detached = 1;
+    gs__conn_count_read(c);
     return st;
 }
 
@@ -565,7 +511,7 @@ static void gs__conn_write_cb(uv_write_t *req, int status)
     gs__wreq_t *w = (gs__wreq_t *)req;
     gs_conn_t *c = w->conn;
     gs_status_t st = GS_OK;
-    c->pending_bytes -= w->len;
+    gs__conn_pending(c, -(int64_t)w->len);
     if (status == UV_ECANCELED) {
         st = GS_ERR_CANCELED;
     } else if (status < 0) {
@@ -639,7 +585,7 @@ static gs_status_t gs__conn_queue(gs_conn_t *c, uint8_t *data, size_t len, const
     w->release = release;
     w->release_arg = release_arg;
     w->cipher = NULL;
-    c->pending_bytes += w->len;
+    gs__conn_pending(c, (int64_t)w->len);
     if (!c->connected || (c->tls != NULL && !gs_tls_session_ready(c->tls))) {
         if (c->wait_tail != NULL) {
             c->wait_tail->next = w;
@@ -651,7 +597,7 @@ static gs_status_t gs__conn_queue(gs_conn_t *c, uint8_t *data, size_t len, const
     }
     st = gs__conn_submit(c, w);
     if (st != GS_OK) {
-        c->pending_bytes -= w->len;
+        gs__conn_pending(c, -(int64_t)w->len);
         w->release = NULL;  /* the caller keeps its bytes */
         gs__conn_free_wreq(w, st);
         gs__conn_fail(c, st == GS_ERR_NO_MEMORY ? st : GS_ERR_IO);
@@ -792,12 +738,12 @@ static void gs__conn_submit_waiting(gs_conn_t *c)
         if (c->wait_head == NULL) c->wait_tail = NULL;
         w->next = NULL;
         if (c->handle_closing) {
-            c->pending_bytes -= w->len;
+            gs__conn_pending(c, -(int64_t)w->len);
             gs__conn_free_wreq(w, GS_ERR_CANCELED);
         } else {
             gs_status_t st = gs__conn_submit(c, w);
             if (st != GS_OK) {
-                c->pending_bytes -= w->len;
+                gs__conn_pending(c, -(int64_t)w->len);
                 gs__conn_free_wreq(w, st);
                 gs__conn_fail(c, st == GS_ERR_NO_MEMORY ? st : GS_ERR_IO);
             }
@@ -835,12 +781,12 @@ static gs_status_t gs__conn_tls_plain(void *arg, const void *data, size_t len)
     return GS_OK;
 }
 
-/* Feed @a n received bytes of rbuf through the TLS session; on completion of the handshake send
+/* Feed @a n received bytes of the read buffer through the TLS session; on completion of the handshake send
  * the waiting frames (and report a client's connection). Fails the connection on error. */
 static gs_status_t gs__conn_tls_feed(gs_conn_t *c, size_t n)
 {
     int was_ready = gs_tls_session_ready(c->tls);
-    gs_status_t st = gs_tls_session_feed(c->tls, c->rbuf, n, gs__conn_tls_plain, c);
+    gs_status_t st = gs_tls_session_feed(c->tls, gs__conn_rbuf, n, gs__conn_tls_plain, c);
     gs__conn_tls_flush(c);  /* handshake replies, alerts, session tickets */
     if (st != GS_OK) {
         gs__conn_fail(c, st);

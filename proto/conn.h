@@ -33,7 +33,9 @@ typedef struct gs_conn gs_conn_t;
  *  closes). A frame that does not fit the remaining budget stops the connection's reading until
  *  other frames free enough (first come, first served; counted in waits_total); a frame larger
  *  than the whole budget closes the connection with GS_ERR_MSG_TOO_LARGE (refused_total). So
- *  the connections hold at most limit bytes of large frames, plus less than 128 KiB each.
+ *  the connections hold at most limit bytes of large frames, plus each a drained buffer of at
+ *  most GS_CONN_BUDGET_KEPT (larger ones are released after every read) or a small frame being
+ *  received (less than 128 KiB). The read buffer itself is one per thread.
  *  Initialise with gs_conn_budget_init(); the fields are read-only counters for the owner. */
 typedef struct gs_conn_budget {
     uint64_t limit;                /* 0 = unbounded (only counted) */
@@ -42,6 +44,13 @@ typedef struct gs_conn_budget {
     uint64_t waits_total;          /* frames that had to wait for budget */
     uint64_t refused_total;        /* frames larger than limit (connection closed) */
     uint64_t stalled_total;        /* connections closed by gs_conn_budget_expire() */
+    /* Memory of the connections naming the budget (all of it, large frames or not), now and at
+     * the peak: for stats and for finding where a daemon's memory goes. */
+    uint64_t nconns;               /* connections naming it, not yet freed */
+    uint64_t read_bytes;           /* receive buffers of their frame readers */
+    uint64_t read_peak;
+    uint64_t write_bytes;          /* bytes queued for writing, not yet written */
+    uint64_t write_peak;
     gs_conn_t *wait_head, *wait_tail;  /* private: connections waiting, in order */
     gs_conn_t *charged_head;       /* private: connections holding a charge */
 } gs_conn_budget_t;
@@ -50,6 +59,11 @@ typedef struct gs_conn_budget {
  *  connection holding a charge that has received nothing for @a stall_ms, so peers that announce
  *  large frames and stop sending cannot keep the others waiting. Call it periodically. */
 void gs_conn_budget_expire(gs_conn_budget_t *budget, uint32_t stall_ms);
+
+/** Bytes of the read buffer (one per thread, shared by its connections). */
+#define GS_CONN_READ_BUFFER (64u * 1024u)
+/** A connection naming a budget keeps at most this much of a drained frame reader's buffer. */
+#define GS_CONN_BUDGET_KEPT (16u * 1024u)
 
 /** Frames of at most this many bytes are not charged to a budget (they fit the read buffer). */
 #define GS_CONN_BUDGET_MIN_FRAME (64u * 1024u)

@@ -276,3 +276,14 @@ size_t gs_frame_reader_retained(const gs_frame_reader_t *r)
 {
     return r->pos == r->buf.len && r->buf.cap > GS__FRAME_READER_KEEP ? r->buf.cap : 0;
 }
+
+size_t gs_frame_reader_shrink(gs_frame_reader_t *r, size_t max_kept)
+{
+    size_t cap = r->buf.cap;
+    if (r->pos != r->buf.len || cap <= max_kept) return 0;
+    gs_buf_cleanup(&r->buf);
+    r->pos = 0;
+    r->keep = 0;
+    r->last = GS__FRAME_READER_NONE;
+    return cap;
+}

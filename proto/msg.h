@@ -566,6 +566,10 @@ void gs_frame_storage_trim(void);
 void gs_frame_reader_trim(gs_frame_reader_t *r);
 /** Capacity of a drained large buffer being retained for the next frame, else 0. */
 size_t gs_frame_reader_retained(const gs_frame_reader_t *r);
+/** Release the buffer if nothing is buffered and it holds more than @a max_kept bytes, whatever
+ *  the last frame was (a daemon bounding its receive memory: gsched's connections keep no drained
+ *  buffer past their read buffer's size). Returns the bytes released. */
+size_t gs_frame_reader_shrink(gs_frame_reader_t *r, size_t max_kept);
 
 #ifdef __cplusplus
 }

@@ -1,7 +1,9 @@
 /* gsched: the scheduler daemon (a thin main over libgsched_sched, scheduler/sched.h). */
+#include "common/heap.h"
 #include "common/log.h"
 #include "common/token.h"
 #include "scheduler/dash/dash.h"
+#include "proto/conn.h"
 #include "scheduler/sched.h"
 
 #include <gsched/config.h>
@@ -313,6 +315,16 @@ int main(int argc, char **argv)
     prm.heartbeat_timeout_ms = hb_timeout_ms;
 
     signal(SIGPIPE, SIG_IGN);
+    /* The heap of a daemon that buffers frames for thousands of peers (common/heap.h): blocks of
+     * a connection's read buffer size and more are mmapped and unmapped at free, so a frame
+     * reserved for a slow peer never lands on pages an earlier frame left resident; the
+     * dashboard's HTTP threads share two arenas. GLIBC_TUNABLES naming malloc settings wins. */
+    {
+        const char *tun = getenv("GLIBC_TUNABLES");
+        if ((tun == NULL || strstr(tun, "glibc.malloc.") == NULL) &&
+            gs_heap_tune_daemon(GS_CONN_READ_BUFFER, 2) != 0)
+            GS_LOG_WARN("cannot set the allocator's thresholds; memory freed by connections may stay resident");
+    }
     if (uv_loop_init(&loop) != 0) {
         fprintf(stderr, "gsched: cannot create the event loop\n");
         return 1;

@@ -8,6 +8,7 @@
 #include "scheduler/send.h"
 #include "scheduler/tasks.h"
 
+#include "common/heap.h"
 #include "common/time.h"
 
 #include <stdio.h>
@@ -17,6 +18,9 @@
 #define GS__HOUSEKEEPING_MS 50u
 /* A housekeeping timer this late means the loop stood still (see gs__on_timer). */
 #define GS__STALL_NS (500ull * 1000000ull)
+/* Return free heap memory to the system when this much is held free (checked every ..._MS) */
+#define GS__HEAP_RELEASE_BYTES (32ull << 20)
+#define GS__HEAP_RELEASE_MS 1000u
 
 /* ------------------------------------------------------------------------------------------ */
 /* Housekeeping and the per-iteration tick.                                                   */
@@ -35,6 +39,19 @@ static void gs__client_idle(gs_sched_t *s, gs__peer_t *p, uint64_t now)
     s->st.idle_closed_total++;
     gs__peer_close(p, GS_ERR_TIMED_OUT, GS_ERR_TIMED_OUT, "idle for %u ms without a graph",
                    s->client_idle_timeout_ms);
+}
+
+/* Memory release, from housekeeping. Free heap memory goes back to the system once
+ * GS__HEAP_RELEASE_BYTES of it have accumulated, at most once per GS__HEAP_RELEASE_MS: glibc
+ * keeps freed blocks resident (common/heap.h), so after a storm of connections and frames gsched
+ * would otherwise stay at its peak RSS. */
+static void gs__sched_heap(gs_sched_t *s, uint64_t now)
+{
+    gs_heap_stats_t hs;
+    if (now - s->heap_checked_ns < GS__HEAP_RELEASE_MS * 1000000ull) return;
+    s->heap_checked_ns = now;
+    gs_heap_stats(&hs);
+    if (hs.free >= GS__HEAP_RELEASE_BYTES && gs_heap_release()) s->st.heap_trims_total++;
 }
 
 static void gs__on_timer(uv_timer_t *timer)
@@ -92,6 +109,7 @@ static void gs__on_timer(uv_timer_t *timer)
         p = next;
     }
     gs_conn_budget_expire(&s->frame_budget, s->handshake_timeout_ms);
+    gs__sched_heap(s, now);
     gs__sched_retries(s, now);
     if (s->task_timeout_ms != 0) gs__sched_task_timeouts(s, now, stall);
     gs__sched_progress(s, now, 0);
@@ -468,6 +486,17 @@ void gs_sched_stats(gs_sched_h s, gs_sched_stats_t *stats_p)
     stats_p->frame_waits_total = s->frame_budget.waits_total;
     stats_p->frames_refused_total = s->frame_budget.refused_total;
     stats_p->frames_stalled_total = s->frame_budget.stalled_total;
+    stats_p->conn_read_bytes = s->frame_budget.read_bytes;
+    stats_p->conn_read_peak = s->frame_budget.read_peak;
+    stats_p->conn_write_bytes = s->frame_budget.write_bytes;
+    stats_p->conn_write_peak = s->frame_budget.write_peak;
+    {
+        gs_heap_stats_t hs;
+        gs_heap_stats(&hs);
+        stats_p->heap_used_bytes = hs.used;
+        stats_p->heap_free_bytes = hs.free;
+    }
+    stats_p->rss_bytes = gs_heap_rss();
 }
 
 void gs_sched_destroy(gs_sched_h s)

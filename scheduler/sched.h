@@ -377,6 +377,18 @@ typedef struct gs_sched_stats {
                                       replayed answer); also in refused_total */
     uint64_t msgs_oversized_total; /* connections closed for a frame over their limit or a
                                       message over its type's cap (proto/msg_schema.h) */
+    /* Where gsched's memory goes (issue 12), now and at the peak: */
+    uint64_t conn_read_bytes;      /* receive buffers of all connections (their frame readers;
+                                      large frames being received included) */
+    uint64_t conn_read_peak;
+    uint64_t conn_write_bytes;     /* bytes queued to peers and not yet written */
+    uint64_t conn_write_peak;
+    uint64_t heap_used_bytes;      /* malloc: bytes allocated now (glibc mallinfo2: arena bytes in
+                                      use + mmapped blocks; 0 where unknown) */
+    uint64_t heap_free_bytes;      /* malloc: bytes it holds free (fordblks); what it can give
+                                      back to the system is returned by the housekeeping timer */
+    uint64_t heap_trims_total;     /* times the housekeeping timer returned free heap memory */
+    uint64_t rss_bytes;            /* the process's resident set size (0 where unknown) */
 } gs_sched_stats_t;
 
 /** The dashboard's bound address "HOST:PORT" (NUL-terminated into @a buf of @a len bytes) after

@@ -330,6 +330,7 @@ struct gs_sched {
     uv_tcp_t server;
     uv_timer_t timer;
     uint64_t timer_last_ns;          /* when housekeeping last ran (stall detection) */
+    uint64_t heap_checked_ns;        /* when housekeeping last looked at the heap (gs__sched_heap) */
     uint64_t polled_ns;              /* when the loop last finished reading its sockets */
     uv_check_t check;
     int listening;

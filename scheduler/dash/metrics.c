@@ -148,6 +148,20 @@ char *gs__dash_metrics(const gs__dsnap_t *snap, uint64_t requests_total, uint64_
     gs__m_u64(&t, "gsched_clients", NULL, NULL, snap->st.nclients);
     gs__m_family(&t, "gsched_connections", "gauge", "Open connections, handshaken or not.");
     gs__m_u64(&t, "gsched_connections", NULL, NULL, snap->st.nconnections);
+    gs__m_family(&t, "gsched_memory_bytes", "gauge",
+                 "Where gsched's memory is: connections' receive buffers, their queued writes, large frames being received, the heap (used, held free), the resident set.");
+    gs__m_u64(&t, "gsched_memory_bytes", "kind", "conn_read", snap->st.conn_read_bytes);
+    gs__m_u64(&t, "gsched_memory_bytes", "kind", "conn_write", snap->st.conn_write_bytes);
+    gs__m_u64(&t, "gsched_memory_bytes", "kind", "frames", snap->st.frame_bytes_reserved);
+    gs__m_u64(&t, "gsched_memory_bytes", "kind", "heap_used", snap->st.heap_used_bytes);
+    gs__m_u64(&t, "gsched_memory_bytes", "kind", "heap_free", snap->st.heap_free_bytes);
+    gs__m_u64(&t, "gsched_memory_bytes", "kind", "resident", snap->st.rss_bytes);
+    gs__m_family(&t, "gsched_memory_peak_bytes", "gauge", "Highest connection receive buffers, queued writes and large frames.");
+    gs__m_u64(&t, "gsched_memory_peak_bytes", "kind", "conn_read", snap->st.conn_read_peak);
+    gs__m_u64(&t, "gsched_memory_peak_bytes", "kind", "conn_write", snap->st.conn_write_peak);
+    gs__m_u64(&t, "gsched_memory_peak_bytes", "kind", "frames", snap->st.frame_bytes_peak);
+    gs__m_family(&t, "gsched_heap_releases_total", "counter", "Times gsched returned free heap memory to the system.");
+    gs__m_u64(&t, "gsched_heap_releases_total", NULL, NULL, snap->st.heap_trims_total);
     gs__m_family(&t, "gsched_errors_total", "counter", "Errors gsched counted, by kind.");
     gs__m_u64(&t, "gsched_errors_total", "kind", "task_failed", snap->tasks_failed_total);
     gs__m_u64(&t, "gsched_errors_total", "kind", "task_timed_out", snap->st.tasks_timed_out_total);
