@@ -615,6 +615,60 @@ static gs__scratch_t *gs__scratch_get(int *owned_p)
     return s;
 }
 
+/* Blocked walk: a 2-D STORE or whole-region reduction with a chunk leaf read transposed (unit
+ * stride along the rows, a long one along the columns: x.T in x + x.T). Walking row-major, each
+ * element of such a leaf would be read from its own cache line; instead tiles of GS__BROWS x
+ * GS__BCOLS elements (GS__BROWS rows of GS__BCOLS columns, one segment each) are walked, so a
+ * transposed leaf's GS__BCOLS cache lines give all GS__BROWS rows before they are left. The
+ * values are those of the row-major walk; a sum's rounding follows the tile order. */
+#define GS__BROWS 8
+#define GS__BCOLS (GS__TILE / GS__BROWS)
+
+static int gs__blocked_wanted(const gs__fused_t *f)
+{
+    const gs__space_t *sp = &f->sp;
+    if (sp->nd != 2 || (f->mode != GS__MODE_STORE && f->mode != GS__MODE_ALL)) return 0;
+    if (sp->shape[0] < 2 || sp->shape[1] < 2) return 0;
+    for (int c = 0; c < f->k->nleaves; c++) {
+        if (f->k->leaves[c].kind != GS_LEAF_CHUNK) continue;
+        int64_t rs = sp->stride[c][0], cs = sp->stride[c][1];
+        if ((rs == 1 || rs == -1) && (cs > 1 || cs < -1)) return 1;
+    }
+    return 0;
+}
+
+static void gs__walk_blocked(gs__fused_t *f)
+{
+    const gs_kfused_t *k = f->k;
+    const gs__space_t *sp = &f->sp;
+    const int64_t R = sp->shape[0], L = sp->shape[1];
+    for (int64_t r0 = 0; r0 < R; r0 += GS__BROWS) {
+        const int64_t nr = R - r0 < GS__BROWS ? R - r0 : GS__BROWS;
+        for (int64_t c0 = 0; c0 < L; c0 += GS__BCOLS) {
+            const int len = (int)(L - c0 < GS__BCOLS ? L - c0 : GS__BCOLS);
+            int n = 0;
+            for (int64_t i = 0; i < nr; i++) {
+                gs__seg_t *g = &f->s->segs[i];
+                g->pos = n;
+                g->len = len;
+                for (int c = 0; c < GS__NCOL; c++)
+                    g->off[c] = sp->base[c] + (r0 + i) * sp->stride[c][0] + c0 * sp->stride[c][1];
+                n += len;
+            }
+            f->n = n;
+            f->nseg = (int)nr;
+            memset(f->leafptr, 0, sizeof(f->leafptr));
+            const double *v = gs__run_prog(f, NULL);
+            if (f->mode == GS__MODE_STORE) {
+                for (int64_t i = 0; i < nr; i++)
+                    memcpy(k->out + (r0 + i) * L + c0, v + i * len, (size_t)len * sizeof(double));
+            } else {
+                gs__terminal(f, v);
+            }
+        }
+    }
+}
+
 gs_status_t gs__cpu_fused_run(const gs_kfused_t *k)
 {
     gs__fused_t f;
@@ -646,6 +700,10 @@ gs_status_t gs__cpu_fused_run(const gs_kfused_t *k)
     }
     if (f.mode == GS__MODE_ALL) gs__acc_reset(&f);
 
+    if (gs__blocked_wanted(&f)) {
+        gs__walk_blocked(&f);
+        goto finish;
+    }
     const gs__space_t *sp = &f.sp;
     const int nd1 = sp->nd - 1;
     const int64_t L = sp->shape[nd1];
@@ -693,6 +751,7 @@ gs_status_t gs__cpu_fused_run(const gs_kfused_t *k)
         done += n;
     }
 
+finish:
     switch (f.mode) {
     case GS__MODE_ALL: gs__acc_flush(&f, 0); break;
     case GS__MODE_INNER:

@@ -146,6 +146,8 @@ static gs_status_t gs__cuda_ctx_create(const gs_chunkops_params_t *params, gs_ch
     if ((st = gs__cuda_kernels_init(&ctx->dev)) != GS_OK) goto err_lock;
     const char *flat = getenv("GS_CUDA_FLAT"); /* "0": the tile kernels only (comparisons) */
     ctx->dev.no_flat = flat != NULL && strcmp(flat, "0") == 0;
+    const char *ttile = getenv("GS_CUDA_TTILE"); /* "0": no transposed tiles (comparisons) */
+    ctx->dev.no_ttile = ttile != NULL && strcmp(ttile, "0") == 0;
     if ((e = cudaMemGetInfo(&free_b, &total_b)) != cudaSuccess) {
         st = gs__cuda_error((int)e, "cudaMemGetInfo");
         goto err_lock;
@@ -495,6 +497,14 @@ gs_status_t gs_cuda_set_flat_walk(gs_chunkops_ctx_h ctx, int enable)
 {
     if (ctx == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "cuda set_flat_walk: ctx is NULL");
     ctx->dev.no_flat = !enable;
+    return GS_OK;
+}
+
+gs_status_t gs_cuda_set_transpose_tiles(gs_chunkops_ctx_h ctx, int enable)
+{
+    if (ctx == NULL)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "cuda set_transpose_tiles: ctx is NULL");
+    ctx->dev.no_ttile = !enable;
     return GS_OK;
 }
 

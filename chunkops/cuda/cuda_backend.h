@@ -39,6 +39,13 @@ gs_status_t gs_cuda_device_describe(gs_chunkops_ctx_h ctx, char *name, size_t le
  *  enqueues (set it before). */
 gs_status_t gs_cuda_set_flat_walk(gs_chunkops_ctx_h ctx, int enable);
 
+/** Whether STORE/FULL kernels over 2-D regions that read a chunk transposed (x + x.T) may stage
+ *  the transposed tiles through shared memory (default on; off when the environment had
+ *  GS_CUDA_TTILE=0 at context creation). Off, they take the flat walk or the row tiles: same
+ *  values (sums may round differently), for comparisons. GS_ERR_INVALID_PARAM for a NULL
+ *  @a ctx. Takes effect for work enqueued afterwards (set it before). */
+gs_status_t gs_cuda_set_transpose_tiles(gs_chunkops_ctx_h ctx, int enable);
+
 /** Device-to-device copy of @a nbytes enqueued on @a stream (cudaMemcpyAsync). */
 gs_status_t gs_cuda_memcpy_d2d(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream, void *dst,
                                const void *src, size_t nbytes);

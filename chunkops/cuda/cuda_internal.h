@@ -139,6 +139,18 @@ static inline int gs__cuda_op_costly(int op)
     }
 }
 
+/* Transposed-tile kernels (fused_ttile.cu, plan.ttile): STORE/FULL over a 2-D region with up
+ * to GS__CUDA_TT_MAX chunk leaves read transposed, in GS__CUDA_TT-square tiles staged through
+ * shared memory. Two program variants: depth and leaves <= 2, and GENERIC (no EXT). */
+#define GS__CUDA_TT 32
+#define GS__CUDA_TT_MAX 2
+#define GS__CUDA_TT_VARIANTS 2
+/** Index of a transposed-tile kernel: [variant][0 = STORE, 1 + acc = FULL]. */
+static inline int gs__cuda_ttile_kid(int tv, int mode, int acc)
+{
+    return tv * (1 + GS__CUDA_NACC) + (mode == GS__CUDA_MODE_FULL ? 1 + acc : 0);
+}
+
 #define GS__CUDA_FUSED_KERNELS (GS__CUDA_NVARIANTS * GS__CUDA_NMODES * GS__CUDA_NACC)
 static inline int gs__cuda_fused_kid(int variant, int mode, int acc)
 {
@@ -166,11 +178,14 @@ typedef struct gs__cuda_dev {
     int occ_flat[GS__CUDA_FLAT_KERNELS];     /* the same for the flat kernels (CHAIN: over a
                                                 normal leaf) */
     int occ_flat_uniform[2 * GS__CUDA_NACC]; /* flat CHAIN over a uniform leaf [full][acc] */
+    int occ_ttile[GS__CUDA_TT_VARIANTS * (1 + GS__CUDA_NACC)]; /* gs__cuda_ttile_kid */
     int occ_merge;
     int occ_combine;
     int occ_copy;
     int no_flat;                /* 1: STORE/FULL plans keep to the tiles (GS_CUDA_FLAT=0 in the
                                    environment at context creation, gs_cuda_set_flat_walk) */
+    int no_ttile;               /* 1: no transposed-tile kernels (GS_CUDA_TTILE=0 at context
+                                   creation, gs_cuda_set_transpose_tiles) */
 } gs__cuda_dev_t;
 
 /* Per-stream device scratch: partial records of split reductions and the ticket counter of
@@ -241,6 +256,14 @@ typedef struct gs__cuda_fplan {
     uint32_t fodd_t;            /* ... and is the last slot of thread fodd_t */
     uint32_t fload2;            /* fvec 2: bit k = leaf k's pairs are one aligned 16-byte load */
     int32_t fstore2;            /* fvec 2, STORE: pairs are written as one 16-byte store */
+    /* TTILE (STORE/FULL, nr == 1): tiles of GS__CUDA_TT x GS__CUDA_TT, block t of grid_x takes
+     * tiles t, t + grid_x, ... (row-major over the tile grid); chunk leaves tt_leaf[0..ntt)
+     * (tslot[leaf] = their index, -1 for the others) go through shared memory. */
+    int32_t ttile;              /* 1: the transposed-tile kernels (k_ttile) */
+    int32_t tvariant;           /* their variant: 0 (depth, leaves <= 2) or 1 (GENERIC) */
+    int32_t ntt;
+    int32_t tt_leaf[GS__CUDA_TT_MAX];
+    int8_t tslot[GS_KERNEL_MAX_LEAVES];
     unsigned int *counter;      /* FULL: last-block ticket (from the scratch) */
     double *partials;           /* nsplit > 1 or FULL with > 1 block */
 } gs__cuda_fplan_t;

@@ -59,6 +59,14 @@ extern "C" gs_status_t gs__cuda_fused_occupancy(gs__cuda_dev_t *dev)
                     else dev->occ_flat[gs__cuda_flat_kid(v, m ? GS__CUDA_MODE_FULL : GS__CUDA_MODE_STORE, a)] = n;
                 }
             }
+    for (int v = 0; v < GS__CUDA_TT_VARIANTS; v++)
+        for (int m = 0; m < 1 + GS__CUDA_NACC; m++) {
+            int n = 0;
+            cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, gs__cuda_k_ttile[v][m], BLOCK, 0);
+            if (err != cudaSuccess)
+                return gs__cuda_error((int)err, "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+            dev->occ_ttile[v * (1 + GS__CUDA_NACC) + m] = n;
+        }
     int n = 0;
     for (int a = 0; a < GS__CUDA_NACC; a++) {
         int na = 0;
@@ -83,7 +91,9 @@ extern "C" gs_status_t gs__cuda_launch_fused(void *stream, const gs__cuda_fplan_
     default: break;
     }
     const int acc = p->mode == GS__CUDA_MODE_STORE ? 0 : p->acc;
-    const void *fn = p->flat ? flat_kernel(p, acc) : gs__cuda_k_fused[p->variant][p->mode][acc];
+    const void *fn = p->ttile ? gs__cuda_k_ttile[p->tvariant][p->mode == GS__CUDA_MODE_FULL ? 1 + acc : 0]
+                     : p->flat ? flat_kernel(p, acc)
+                               : gs__cuda_k_fused[p->variant][p->mode][acc];
     if ((st = launch(fn, dim3(p->grid_x, p->grid_y), stream, p, "cudaLaunchKernel(fused)")) != GS_OK)
         return st;
     if (p->merge_grid > 0)

@@ -16,4 +16,7 @@ extern const void *const gs__cuda_k_flat[GS__CUDA_NVARIANTS][2][GS__CUDA_NACC];
 /* Flat CHAIN over a uniform leaf [STORE, FULL][acc] (fused_flat.cu). */
 extern const void *const gs__cuda_k_flat_uniform[2][GS__CUDA_NACC];
 
+/* Transposed-tile kernels [variant][0 = STORE, 1 + acc = FULL] (fused_ttile.cu). */
+extern const void *const gs__cuda_k_ttile[GS__CUDA_TT_VARIANTS][1 + GS__CUDA_NACC];
+
 #endif

@@ -168,6 +168,40 @@ static int gs__cuda_flat_plan(const gs__cuda_dev_t *dev, int64_t npart, int W, i
     return 1;
 }
 
+/* Plan the transposed-tile kernels for STORE/FULL over a 2-D region (nr == 1) in which one or
+ * two chunk leaves run down the rows with unit stride and along them with a long one (x.T of a
+ * chunk); returns 0 to leave the plan to the flat walk or the row tiles. */
+static int gs__cuda_ttile_plan(const gs__cuda_dev_t *dev, int64_t npart, int W, gs__cuda_fplan_t *p)
+{
+    if (dev->no_ttile || p->nr != 1 || p->variant == GS__CUDA_VAR_EXT || p->R < 2 || p->L < 2)
+        return 0;
+    int32_t ntt = 0;
+    for (int32_t t = 0; t < p->nleaves; t++) {
+        const gs__cuda_leaf_t *lf = &p->leaves[t];
+        p->tslot[t] = -1;
+        if (lf->kind != GS_LEAF_CHUNK || (lf->rstride[0] != 1 && lf->rstride[0] != -1) ||
+            (lf->lstride >= -1 && lf->lstride <= 1))
+            continue;
+        if (ntt == GS__CUDA_TT_MAX) return 0;
+        p->tslot[t] = (int8_t)ntt;
+        p->tt_leaf[ntt++] = t;
+    }
+    if (ntt == 0) return 0;
+    p->tvariant = p->variant == GS__CUDA_VAR_GENERIC ? 1 : 0;
+    int occ = dev->occ_ttile[gs__cuda_ttile_kid(p->tvariant, p->mode, p->acc)];
+    int64_t ntiles = gs__ceil_div(p->R, GS__CUDA_TT) * gs__ceil_div(p->L, GS__CUDA_TT);
+    int64_t gx = gs__min64(ntiles, gs__occ_total(dev, occ));
+    if (p->mode == GS__CUDA_MODE_FULL && gx * W > npart) gx = gs__max64(1, npart / W);
+    gx = gs__min64(gx, (int64_t)INT32_MAX);
+    p->ttile = 1;
+    p->ntt = ntt;
+    p->tpr = GS__CUDA_TT;
+    p->tile_rows = GS__CUDA_BLOCK / GS__CUDA_TT;
+    p->grid_x = (uint32_t)gx;
+    p->grid_y = 1;
+    return 1;
+}
+
 void gs__cuda_fplan_build(const gs__cuda_dev_t *dev, const gs__cuda_scratch_t *scratch,
                           const gs_kfused_t *k, gs__cuda_fplan_t *p)
 {
@@ -359,6 +393,7 @@ void gs__cuda_fplan_build(const gs__cuda_dev_t *dev, const gs__cuda_scratch_t *s
     switch (p->mode) {
     case GS__CUDA_MODE_STORE:
     case GS__CUDA_MODE_FULL: {
+        if (gs__cuda_ttile_plan(dev, npart, W, p)) break;
         if (gs__cuda_flat_plan(dev, npart, W, N, p)) break;
         gs__cuda_tile_shape(p->L, &p->tpr, &p->tile_rows);
         int64_t gx = gs__min64(gs__ceil_div(p->L, p->tpr), T);

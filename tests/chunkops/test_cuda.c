@@ -682,3 +682,78 @@ Test(chunkops_cuda, empty_regions_give_empty_records)
     bk_close(&b);
 }
 
+
+/* x + x.T (leaf 1 reads its chunk transposed: the transposed-tile kernels) on odd shapes, one
+ * tile, tile edges and many tiles: STORE bitwise equal to the CPU, every FULL reduction within
+ * the rules above, and the same values with the tiles switched off (gs_cuda_set_transpose_tiles). */
+Test(chunkops_cuda, transposed_chunk_leaves_match_cpu_in_tiles)
+{
+    GPU_OR_SKIP();
+    bk_t b;
+    bk_open(&b, (size_t)512 << 20);
+    rng_state = 1919;
+    static const int64_t shapes[][2] = {{2, 2}, {31, 33}, {32, 32}, {37, 53}, {1000, 999},
+                                        {3, 5000}, {4097, 65}};
+    for (int si = 0; si < NELEM(shapes); si++)
+        for (int redop = -1; redop < GS_RED_COUNT; redop++) {
+            const int64_t R = shapes[si][0], L = shapes[si][1], ld = L + 1, tld = R + 3;
+            spec_t s;
+            memset(&s, 0, sizeof(s));
+            s.k.ndim = 2;
+            s.k.shape[0] = R;
+            s.k.shape[1] = L;
+            s.k.nleaves = 2;
+            for (int i = 0; i < 2; i++) {
+                int64_t len = i == 0 ? R * ld : L * tld;
+                s.data[i] = malloc(sizeof(double) * (size_t)len);
+                for (int64_t e = 0; e < len; e++) s.data[i][e] = (double)rndr(-1000000, 1000000) / 1024.0;
+                s.k.leaves[i].kind = GS_LEAF_CHUNK;
+                s.k.leaves[i].data = s.data[i];
+                s.k.leaves[i].data_len = len;
+            }
+            s.k.leaves[0].stride[0] = ld;
+            s.k.leaves[0].stride[1] = 1;
+            s.k.leaves[1].base = 1;
+            s.k.leaves[1].stride[0] = 1; /* element (r, l) = data1[l * tld + r + 1] */
+            s.k.leaves[1].stride[1] = tld;
+            emit(&s.k, GS_OP_LEAF, 0, 0.0);
+            emit(&s.k, GS_OP_LEAF, 1, 0.0);
+            emit(&s.k, GS_OP_ADD, 0, 0.0);
+            int64_t N = R * L;
+            double *x = malloc(sizeof(double) * (size_t)N);
+            gs_kfused_t kx = s.k;
+            kx.out = x;
+            CHECK(CPU->fused(b.cpu, b.cs, &kx));
+            if (redop >= 0) {
+                s.k.terminal = GS_TERM_REDUCE;
+                s.k.redop = redop;
+                s.k.red_axis = -1;
+                s.k.idx_stride[0] = L;
+                s.k.idx_stride[1] = 1;
+            }
+            int64_t n = gs_kfused_out_len(&s.k);
+            double *c = malloc(sizeof(double) * (size_t)n), *g = malloc(sizeof(double) * (size_t)n);
+            double *g0 = malloc(sizeof(double) * (size_t)n);
+            run_both(&b, &s, c, g);
+            CHECK(gs_cuda_set_transpose_tiles(b.gpu, 0));
+            run_both(&b, &s, c, g0);
+            CHECK(gs_cuda_set_transpose_tiles(b.gpu, 1));
+            if (redop < 0) {
+                for (int64_t i = 0; i < n; i++) {
+                    cr_assert(bits_equal(g[i], c[i]), "shape %d: element %lld: gpu %.17g cpu %.17g",
+                              si, (long long)i, g[i], c[i]);
+                    cr_assert(bits_equal(g0[i], c[i]), "shape %d, tiles off: element %lld", si,
+                              (long long)i);
+                }
+            } else {
+                check_reduction(&s, x, c, g, si * 100 + redop);
+                check_reduction(&s, x, c, g0, si * 100 + 50 + redop);
+            }
+            free(x);
+            free(c);
+            free(g);
+            free(g0);
+            spec_free(&s);
+        }
+    bk_close(&b);
+}

@@ -794,3 +794,77 @@ Test(chunkops_cuda_plan, precomputed_round_keys_reproduce_the_generator)
         }
     }
 }
+
+/* x + x.T over a chunk pair: the transposed leaf goes through the shared-memory tiles (and
+ * only it), one block per tile up to the resident blocks; switched off, or with three
+ * transposed leaves, or over a 3-D region, the plan keeps to the other kernels. */
+Test(chunkops_cuda_plan, transposed_chunk_leaf_takes_the_transposed_tiles)
+{
+    gs__cuda_dev_t dev = fake_dev();
+    for (int i = 0; i < GS__CUDA_TT_VARIANTS * (1 + GS__CUDA_NACC); i++) dev.occ_ttile[i] = 2;
+    gs__cuda_scratch_t scr = fake_scratch();
+    gs_kfused_t k;
+    gs__cuda_fplan_t p;
+    memset(&k, 0, sizeof(k));
+    k.ndim = 2;
+    k.shape[0] = 10000;
+    k.shape[1] = 10000;
+    k.nleaves = 2;
+    for (int i = 0; i < 2; i++) {
+        k.leaves[i].kind = GS_LEAF_CHUNK;
+        k.leaves[i].data = (const double *)(uintptr_t)0x5000;
+    }
+    k.leaves[0].stride[0] = 10000;
+    k.leaves[0].stride[1] = 1;
+    k.leaves[1].stride[0] = 1;
+    k.leaves[1].stride[1] = 10000;
+    k.nprog = 3;
+    k.prog[0].op = GS_OP_LEAF;
+    k.prog[1].op = GS_OP_LEAF;
+    k.prog[1].arg = 1;
+    k.prog[2].op = GS_OP_ADD;
+    k.terminal = GS_TERM_REDUCE;
+    k.redop = GS_RED_SUM;
+    k.red_axis = -1;
+    k.out = (double *)(uintptr_t)0x9000;
+    gs__cuda_fplan_build(&dev, &scr, &k, &p);
+    cr_assert(p.ttile && !p.flat);
+    cr_assert_eq(p.mode, GS__CUDA_MODE_FULL);
+    cr_assert_eq(p.tvariant, 0);
+    cr_assert_eq(p.ntt, 1);
+    cr_assert_eq(p.tt_leaf[0], 1);
+    cr_assert(p.tslot[0] == -1 && p.tslot[1] == 0);
+    cr_assert_eq(p.grid_x, 132u * 2u);
+    cr_assert_eq(p.grid_y, 1u);
+    cr_assert_eq(p.R, 10000);
+    cr_assert_eq(p.L, 10000);
+    /* a small region: one block per tile */
+    k.shape[0] = 33;
+    k.shape[1] = 40;
+    gs__cuda_fplan_build(&dev, &scr, &k, &p);
+    cr_assert(p.ttile);
+    cr_assert_eq(p.grid_x, 4u);
+    /* STORE */
+    k.terminal = GS_TERM_STORE;
+    gs__cuda_fplan_build(&dev, &scr, &k, &p);
+    cr_assert(p.ttile);
+    cr_assert_eq(p.mode, GS__CUDA_MODE_STORE);
+    /* switched off */
+    dev.no_ttile = 1;
+    gs__cuda_fplan_build(&dev, &scr, &k, &p);
+    cr_assert(!p.ttile);
+    dev.no_ttile = 0;
+    /* row-major leaves only: the flat walk */
+    k.leaves[1].stride[0] = 40;
+    k.leaves[1].stride[1] = 1;
+    gs__cuda_fplan_build(&dev, &scr, &k, &p);
+    cr_assert(!p.ttile && p.flat);
+    /* an axis reduction keeps its own kernels */
+    k.leaves[1].stride[0] = 1;
+    k.leaves[1].stride[1] = 33;
+    k.terminal = GS_TERM_REDUCE;
+    k.red_axis = 1;
+    gs__cuda_fplan_build(&dev, &scr, &k, &p);
+    cr_assert(!p.ttile);
+    cr_assert(p.mode == GS__CUDA_MODE_ROW || p.mode == GS__CUDA_MODE_COL);
+}

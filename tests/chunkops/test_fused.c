@@ -921,3 +921,60 @@ Test(chunkops_fused, seed_kernel_normal_plus_one_strided_sum)
         for (int j = 0; j < 90; j += 2) want += gs_random_normal(42, (uint64_t)(i * 90 + j), 0, 1) + 1.0;
     cr_assert(fabs(out[0] - (double)want) < 1e-11, "sum %.17g, expected %.17Lg", out[0], want);
 }
+
+/* x + x.T over one chunk pair of odd sizes: leaf 1 reads its chunk transposed (unit stride down
+ * the rows), which the kernel walks in tiles; the values and every reduction match the
+ * row-major reference, for regions smaller than, equal to and straddling the tile. */
+Test(chunkops_fused, transposed_leaf_in_tiles_matches_reference)
+{
+    static const int64_t sides[][2] = {{1, 7}, {7, 1}, {2, 2}, {8, 32}, {9, 33}, {37, 53},
+                                       {64, 100}, {257, 31}};
+    rng_state = 19;
+    for (size_t c = 0; c < sizeof(sides) / sizeof(sides[0]); c++) {
+        const int64_t R = sides[c][0], L = sides[c][1], ld = L + 3, tld = R + 5;
+        double *a = malloc((size_t)(R * ld) * sizeof(double));
+        double *b = malloc((size_t)(L * tld) * sizeof(double));
+        for (int64_t i = 0; i < R * ld; i++) a[i] = (rndu() - 0.5) * 4.0;
+        for (int64_t i = 0; i < L * tld; i++) b[i] = (rndu() - 0.5) * 4.0;
+        gs_kfused_t k;
+        memset(&k, 0, sizeof(k));
+        k.ndim = 2;
+        k.shape[0] = R;
+        k.shape[1] = L;
+        k.nleaves = 2;
+        k.leaves[0].kind = GS_LEAF_CHUNK;
+        k.leaves[0].data = a;
+        k.leaves[0].data_len = R * ld;
+        k.leaves[0].base = 1;
+        k.leaves[0].stride[0] = ld;
+        k.leaves[0].stride[1] = 1;
+        k.leaves[1].kind = GS_LEAF_CHUNK; /* element (r, l) is b[l][r]: the transposed view */
+        k.leaves[1].data = b;
+        k.leaves[1].data_len = L * tld;
+        k.leaves[1].base = 2;
+        k.leaves[1].stride[0] = 1;
+        k.leaves[1].stride[1] = tld;
+        k.nprog = 3;
+        k.prog[0].op = GS_OP_LEAF;
+        k.prog[0].arg = 0;
+        k.prog[1].op = GS_OP_LEAF;
+        k.prog[1].arg = 1;
+        k.prog[2].op = GS_OP_ADD;
+        k.idx_base = 5;
+        k.idx_stride[0] = L;
+        k.idx_stride[1] = 1;
+        k.out = (double *)&rng_state;
+        cr_assert_eq(gs_kfused_validate(&k), GS_OK, "%s", gs_last_error());
+        check_store(&k, 0.0); /* one addition per element: bit for bit */
+        for (int op = 0; op < GS_RED_COUNT; op++)
+            for (int axis = -1; axis < 2; axis++) check_reduce(&k, op, axis);
+        /* the transposed leaf alone (a copy of b.T) and a program with a constant */
+        k.nprog = 1;
+        k.prog[0].arg = 1;
+        check_store(&k, 0.0);
+        check_reduce(&k, GS_RED_SUM, -1);
+        check_reduce(&k, GS_RED_ARGMAX, -1);
+        free(a);
+        free(b);
+    }
+}

@@ -628,6 +628,22 @@ Test(graph_eval, transposes_and_x_plus_x_transposed)
     check(tx_transpose(tx_host(3, s3, c3), perm), "transpose host 3d");
 }
 
+/* x + x.T of data read from chunks (not a generator: x.T reads x's chunks transposed), on
+ * chunkings whose blocks are not square and do not divide the side, stored and summed. */
+Test(graph_eval, x_plus_x_transposed_of_chunks_on_odd_chunkings)
+{
+    static const int64_t cases[][3] = {{37, 8, 11}, {33, 33, 5}, {41, 40, 41}, {9, 2, 3}};
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        int64_t shape[2] = {cases[c][0], cases[c][0]}, chunks[2] = {cases[c][1], cases[c][2]};
+        tx_t *x = tx_host(2, shape, chunks);
+        tx_t *y = tx_binary(GS_BINARY_ADD, x, tx_transpose(x, NULL));
+        check(y, "x + x.T of chunks");
+        check(tx_reduce(GS_RED_SUM, y, -1, 0.0, 0), "(x + x.T).sum() of chunks");
+        check(tx_reduce(GS_RED_ARGMAX, y, -1, 0.0, 0), "(x + x.T).argmax() of chunks");
+        tx_free_all();
+    }
+}
+
 /* ---- reductions ---- */
 
 static void check_reductions(tx_t *x, int split_every, const char *tag)

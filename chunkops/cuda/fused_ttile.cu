@@ -1,0 +1,78 @@
+/* Fused kernels over 2-D regions that read a chunk transposed (plan.ttile): x + x.T, x.T
+ * stored, (x - x.T).sum(). A leaf whose offsets have unit stride down the rows and a long one
+ * along them would be read one element per 32-byte sector by a row-major walk (a warp's 32
+ * lanes touch 32 sectors). Here a block takes GS__CUDA_TT x GS__CUDA_TT tiles of the region:
+ * each transposed leaf's tile is loaded with the lanes running down the rows (coalesced) into
+ * shared memory, then the program runs with the lanes along the row, reading the transposed
+ * leaves from shared memory (a padded row: no bank conflicts) and the others directly
+ * (coalesced for row-major leaves), so every byte of every input is read once. STORE writes
+ * rows of the tile (coalesced); FULL folds each thread's elements in a fixed order and ends as
+ * the other FULL kernels do (full_finish: deterministic). Compiled with --fmad=false. */
+#include "chunkops/cuda/fused_device.cuh"
+#include "chunkops/cuda/fused_tables.cuh"
+
+namespace {
+
+constexpr int TT = GS__CUDA_TT;
+constexpr int TROWS = BLOCK / TT;
+
+template <int D, int NL, int ACC, bool STORE>
+__global__ void __launch_bounds__(BLOCK) k_ttile(const __grid_constant__ Plan p)
+{
+    __shared__ double tile[GS__CUDA_TT_MAX][TT][TT + 1];
+    constexpr bool IDX = ACC == GS__CUDA_ACC_ARG;
+    Acc<ACC> a;
+    a.init(p);
+    const int tx = threadIdx.x % TT, ty = threadIdx.x / TT;
+    const int64_t tc = (p.L + TT - 1) / TT;
+    const int64_t ntiles = (p.R + TT - 1) / TT * tc;
+    for (int64_t t = blockIdx.x; t < ntiles; t += gridDim.x) {
+        const int64_t tr = t / tc;
+        const int64_t r0 = tr * TT, l0 = (t - tr * tc) * TT;
+        __syncthreads(); /* the previous tile's reads are done */
+        for (int k = 0; k < p.ntt; k++) {
+            const gs__cuda_leaf_t &lf = p.leaves[p.tt_leaf[k]];
+            const int64_t r = r0 + tx;
+#pragma unroll
+            for (int j = ty; j < TT; j += TROWS) {
+                const int64_t l = l0 + j;
+                if (r < p.R && l < p.L)
+                    tile[k][j][tx] = __ldg(lf.data + lf.base + r * lf.rstride[0] + l * lf.lstride);
+            }
+        }
+        __syncthreads();
+        const int64_t l = l0 + tx;
+#pragma unroll 1
+        for (int j = ty; j < TT; j += TROWS) {
+            const int64_t r = r0 + j;
+            if (r >= p.R || l >= p.L) continue;
+            const double v = eval1_run<D, true>(p, [&](int q) -> double {
+                const int s = p.tslot[q];
+                if (s >= 0) return tile[s][tx][j];
+                const gs__cuda_leaf_t &lf = p.leaves[q];
+                return leaf_value(lf, lf.base + r * lf.rstride[0] + l * lf.lstride);
+            });
+            if constexpr (STORE) {
+                p.out[r * p.L + l] = v;
+            } else {
+                a.add(p, v, IDX ? p.index.base + r * p.index.rstride[0] + l * p.index.lstride : 0);
+            }
+        }
+    }
+    if constexpr (!STORE) full_finish<ACC, merge_group(D, ACC)>(p, a);
+}
+
+}  // namespace
+
+/* [variant: 0 = depth/leaves <= 2, 1 = GENERIC][0 = STORE, 1 + acc = FULL]. */
+#define GS__TT_ROW(D, NL)                                                                       \
+    {(const void *)k_ttile<D, NL, GS__CUDA_ACC_SUM, true>,                                      \
+     (const void *)k_ttile<D, NL, GS__CUDA_ACC_SUM, false>,                                     \
+     (const void *)k_ttile<D, NL, GS__CUDA_ACC_MIN, false>,                                     \
+     (const void *)k_ttile<D, NL, GS__CUDA_ACC_VAR, false>,                                     \
+     (const void *)k_ttile<D, NL, GS__CUDA_ACC_ARG, false>}
+
+const void *const gs__cuda_k_ttile[GS__CUDA_TT_VARIANTS][1 + GS__CUDA_NACC] = {
+    GS__TT_ROW(2, 2),
+    GS__TT_ROW(GS_KERNEL_MAX_STACK, GS_KERNEL_MAX_LEAVES),
+};
