@@ -134,6 +134,10 @@ typedef struct gs_chunkops_ops {
      *  GS_ERR_CUDA when it cannot be registered (the copies then still work, slower). */
     gs_status_t (*host_register)(gs_chunkops_ctx_h ctx, void *ptr, size_t nbytes);
     void (*host_unregister)(gs_chunkops_ctx_h ctx, void *ptr);
+    /** Weighted neighbourhood over a padded block (graph/kernel.h gs_kstencil_t). The weights
+     *  are read or copied before return (optional: NULL gives GS_ERR_UNSUPPORTED). */
+    gs_status_t (*stencil)(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream,
+                           const gs_kstencil_t *k);
 } gs_chunkops_ops_t;
 
 /** The CPU backend (always built). */
@@ -154,6 +158,7 @@ gs_status_t gs_kfused_validate(const gs_kfused_t *k);
 gs_status_t gs_kcombine_validate(const gs_kcombine_t *k);
 gs_status_t gs_kcopy_validate(const gs_kcopy_t *k);
 gs_status_t gs_klinalg_validate(const gs_klinalg_t *k);
+gs_status_t gs_kstencil_validate(const gs_kstencil_t *k);
 /** The GS_ERR_NUMERIC of a Gram-path step 3 whose G_3 is @a dev (max |G_3 - I|) from I: the
  *  input is numerically rank-deficient (graph/kernel.h GS_LA_GRAM_DEV_MAX). Backends share it. */
 gs_status_t gs__gram_rank_fail(double dev);

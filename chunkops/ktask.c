@@ -19,6 +19,10 @@ gs_status_t gs_chunkops_run_ktask(const gs_chunkops_ops_t *ops, gs_chunkops_ctx_
         if (ops->linalg == NULL)
             return gs_error_set(GS_ERR_UNSUPPORTED, "backend %s has no linear algebra", ops->name);
         return ops->linalg(ctx, s, &t->u.linalg);
+    case GS_KTASK_STENCIL:
+        if (ops->stencil == NULL)
+            return gs_error_set(GS_ERR_UNSUPPORTED, "backend %s has no stencil kernel", ops->name);
+        return ops->stencil(ctx, s, &t->u.stencil);
     case GS_KTASK_HOST_DATA:
         if (t->u.host.len < 0 || (uint64_t)t->u.host.len > SIZE_MAX / sizeof(double))
             return gs_error_set(GS_ERR_INVALID_PARAM, "run_ktask: host data length %lld invalid",

@@ -232,30 +232,26 @@ gs_status_t gs_kcombine_validate(const gs_kcombine_t *k)
     return GS_OK;
 }
 
-gs_status_t gs_kcopy_validate(const gs_kcopy_t *k)
+/* Pieces of a COPY output (or a STENCIL's padded block) of @a shape: inside it, reading inside
+ * their sources, disjoint and, with @a cover, covering it. */
+static gs_status_t gs__pieces_check(int32_t ndim, const int64_t *shape, int64_t size,
+                                    int32_t npieces, const gs_kpiece_t *pieces, int cover)
 {
-    gs_status_t st;
-    int64_t size;
-
-    if (k == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "copy kernel: spec is NULL");
-    if ((st = gs__check_shape("copy kernel", k->ndim, k->shape, &size)) != GS_OK) return st;
-    if (k->npieces < 0 || k->npieces > GS_KERNEL_MAX_PIECES)
+    if (npieces < 0 || npieces > GS_KERNEL_MAX_PIECES)
         return gs_error_set(GS_ERR_INVALID_PARAM, "copy kernel: npieces %d out of range 0..%d",
-                            (int)k->npieces, GS_KERNEL_MAX_PIECES);
-    if (k->out == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "copy kernel: out is NULL");
-
+                            (int)npieces, GS_KERNEL_MAX_PIECES);
     gs__i128 covered = 0;
-    for (int32_t i = 0; i < k->npieces; i++) {
-        const gs_kpiece_t *pc = &k->pieces[i];
+    for (int32_t i = 0; i < npieces; i++) {
+        const gs_kpiece_t *pc = &pieces[i];
         int64_t psize = 1;
-        for (int32_t j = 0; j < k->ndim; j++) {
-            if (pc->size[j] < 0 || pc->dst_start[j] < 0 || pc->dst_start[j] > k->shape[j] ||
-                pc->size[j] > k->shape[j] - pc->dst_start[j])
+        for (int32_t j = 0; j < ndim; j++) {
+            if (pc->size[j] < 0 || pc->dst_start[j] < 0 || pc->dst_start[j] > shape[j] ||
+                pc->size[j] > shape[j] - pc->dst_start[j])
                 return gs_error_set(GS_ERR_INVALID_PARAM,
                                     "copy kernel: piece %d box [%lld, %lld+%lld) on axis %d is "
                                     "outside the output extent %lld",
                                     (int)i, (long long)pc->dst_start[j], (long long)pc->dst_start[j],
-                                    (long long)pc->size[j], (int)j, (long long)k->shape[j]);
+                                    (long long)pc->size[j], (int)j, (long long)shape[j]);
             psize *= pc->size[j]; /* bounded by the output size: no overflow */
         }
         if (pc->src == NULL)
@@ -266,7 +262,7 @@ gs_status_t gs_kcopy_validate(const gs_kcopy_t *k)
                                 "copy kernel: piece %d has negative source length", (int)i);
         if (psize == 0) continue;
         gs__i128 lo, hi;
-        gs__affine_range(k->ndim, pc->size, pc->src_base, pc->src_stride, &lo, &hi);
+        gs__affine_range(ndim, pc->size, pc->src_base, pc->src_stride, &lo, &hi);
         if (lo < 0 || hi >= (gs__i128)pc->src_len)
             return gs_error_set(GS_ERR_INVALID_PARAM,
                                 "copy kernel: piece %d reads source offsets outside its %lld "
@@ -274,9 +270,9 @@ gs_status_t gs_kcopy_validate(const gs_kcopy_t *k)
                                 (int)i, (long long)pc->src_len);
         /* pieces must not overlap: together with the volume check below they tile the output */
         for (int32_t m = 0; m < i; m++) {
-            const gs_kpiece_t *q = &k->pieces[m];
+            const gs_kpiece_t *q = &pieces[m];
             int disjoint = 0;
-            for (int32_t j = 0; j < k->ndim && !disjoint; j++) {
+            for (int32_t j = 0; j < ndim && !disjoint; j++) {
                 if (q->size[j] == 0 || pc->dst_start[j] >= q->dst_start[j] + q->size[j] ||
                     q->dst_start[j] >= pc->dst_start[j] + pc->size[j])
                     disjoint = 1;
@@ -287,9 +283,50 @@ gs_status_t gs_kcopy_validate(const gs_kcopy_t *k)
         }
         covered += psize;
     }
-    if (covered != (gs__i128)size)
+    if (cover && covered != (gs__i128)size)
         return gs_error_set(GS_ERR_INVALID_PARAM,
                             "copy kernel: pieces cover %lld of the %lld output elements",
                             (long long)covered, (long long)size);
     return GS_OK;
+}
+
+gs_status_t gs_kcopy_validate(const gs_kcopy_t *k)
+{
+    gs_status_t st;
+    int64_t size;
+
+    if (k == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "copy kernel: spec is NULL");
+    if ((st = gs__check_shape("copy kernel", k->ndim, k->shape, &size)) != GS_OK) return st;
+    if (k->out == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "copy kernel: out is NULL");
+    return gs__pieces_check(k->ndim, k->shape, size, k->npieces, k->pieces, 1);
+}
+
+gs_status_t gs_kstencil_validate(const gs_kstencil_t *k)
+{
+    gs_status_t st;
+    int64_t size, psize, pshape[GS_MAX_NDIM], nw = 1;
+
+    if (k == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "stencil kernel: spec is NULL");
+    if (k->ndim < 1)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "stencil kernel: ndim %d < 1", (int)k->ndim);
+    if ((st = gs__check_shape("stencil kernel", k->ndim, k->shape, &size)) != GS_OK) return st;
+    for (int32_t j = 0; j < k->ndim; j++) {
+        if (k->radius[j] < 0 || k->radius[j] > GS_KERNEL_MAX_WEIGHTS)
+            return gs_error_set(GS_ERR_INVALID_PARAM, "stencil kernel: radius %d of axis %d",
+                                (int)k->radius[j], (int)j);
+        if (k->keep_lo[j] < 0 || k->keep_lo[j] > k->shape[j] || k->keep_hi[j] < 0 ||
+            k->keep_hi[j] > k->shape[j])
+            return gs_error_set(GS_ERR_INVALID_PARAM, "stencil kernel: keep counts of axis %d",
+                                (int)j);
+        pshape[j] = k->shape[j] + 2 * (int64_t)k->radius[j];
+        nw *= 2 * (int64_t)k->radius[j] + 1;
+        if (nw > GS_KERNEL_MAX_WEIGHTS) break;
+    }
+    if (nw != k->nweights || k->weights == NULL)
+        return gs_error_set(GS_ERR_INVALID_PARAM,
+                            "stencil kernel: %d weights for radii needing %lld", (int)k->nweights,
+                            (long long)nw);
+    if (k->out == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "stencil kernel: out is NULL");
+    if ((st = gs__check_shape("stencil kernel", k->ndim, pshape, &psize)) != GS_OK) return st;
+    return gs__pieces_check(k->ndim, pshape, psize, k->npieces, k->pieces, 0);
 }

@@ -25,6 +25,7 @@ static void gs__node_free_one(struct gs_array *n)
     gs_grid_cleanup(&n->grid);
     if (n->kind == GS__NODE_LITERAL) gs_free(n->u.lit.data);
     if (n->kind == GS__NODE_FILE) gs__fspec_free(n->u.file);
+    if (n->kind == GS__NODE_STENCIL) gs_free(n->u.st.weights);
     if (n->persist != NULL) {
         gs_free(n->persist->keys);
         gs_free(n->persist);

@@ -31,6 +31,9 @@ void gs__copy_free(gs_layer_t *l);
  * reads inside their input, pieces disjoint and covering the block. 1 when valid, else 0 with
  * *why_p set. */
 int gs__copy_check(const gs_layer_t *l, const char **why_p);
+/* gs__copy_check with each block grown by 2 pad[j] on axis j (pad NULL: none) and, with
+ * @a cover 0, pieces that need not cover their block (a STENCIL layer's padded blocks). */
+int gs__copy_check_ex(const gs_layer_t *l, const int32_t *pad, int cover, const char **why_p);
 /* Inputs of block @a block (in range). */
 int gs__copy_ninputs(const gs_layer_t *l, uint64_t block);
 /* Expected input lengths of block @a block (gs__copy_ninputs entries, owned by the layer). */

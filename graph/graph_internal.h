@@ -36,7 +36,8 @@ typedef enum gs__node_kind {
     GS__NODE_CONCAT,          /* in[0] ++ in[1] along u.cat.axis (lower_copy.c) */
     GS__NODE_MATMUL,          /* in[0] @ in[1] (linalg.c, lower_linalg.c) */
     GS__NODE_FACTOR,          /* one part of the QR / SVD of in[0] (linalg.c, lower_linalg.c) */
-    GS__NODE_FILE             /* array file: read, or write/commit of in[0] (array_file.c) */
+    GS__NODE_FILE,            /* array file: read, or write/commit of in[0] (array_file.c) */
+    GS__NODE_STENCIL          /* weighted neighbourhood of in[0] (stencil_int.h) */
 } gs__node_kind_t;
 
 /* ---- index maps: from a group's output coordinates to a leaf array's coordinates ----
@@ -142,6 +143,13 @@ struct gs_array {
             int32_t op;
             int32_t part;
         } fac;
+        struct {                 /* STENCIL: radius per axis, boundary, weights (owned) */
+            int32_t radius[GS_MAX_NDIM];
+            int32_t boundary;    /* gs_boundary_t */
+            int32_t nweights;
+            double cval;
+            double *weights;
+        } st;
     } u;
 };
 
@@ -279,7 +287,14 @@ struct gs_layer {
                                            COMMIT ndim 0 */
             gs__fspec_t *spec;          /* owned */
         } file;
+        struct {                        /* SLAB (layer_stencil.c): per block one input, a box */
+            int64_t *tab;               /* [nblocks][1 + 3 ndim]: in_len, in_shape, lo, size */
+            int32_t nd;                 /* ndim of the boxes (the grid is 1-D) */
+        } sl;
     } u;
+    /* STENCIL layers (layer_stencil.c): u.cp holds the per-block inputs and pieces (relative
+     * to the padded block); this the rest. NULL for every other kind. */
+    struct gs__stencil_hdr *st;
 };
 
 /* Allocate an empty layer of @a kind (grid ndim 0, no bounds). */

@@ -398,6 +398,31 @@ typedef struct gs_kfile {
     double expect;                  /* COMMIT: bytes the writes must total */
     double *out;                    /* backend memory */
 } gs_kfile_t;
+ * STENCIL: a weighted neighbourhood sum over a *padded* block (gs_array_stencil, issue 16).
+ * The padded block has shape pshape[j] = shape[j] + 2 radius[j]; its element P[q] comes from
+ * the piece whose box [dst_start, dst_start + size) holds q (read at src_base +
+ * sum_j (q[j] - dst_start[j]) src_stride[j], as COPY pieces; strides may be negative: a
+ * reflected halo), or is `cval` where no piece covers q (pieces are disjoint but need not
+ * cover: constant padding). For every output position p (0 <= p < shape):
+ *     out[p] = sum_o weights[o] * P[p + o],  o over [0, 2 radius] row-major (weights has
+ *              prod(2 radius + 1) entries, summed in that order),
+ * except that positions with p[j] < keep_lo[j] or p[j] >= shape[j] - keep_hi[j] on some axis
+ * copy the centre value P[p + radius] (boundary "none": no neighbourhood outside the array).
+ * `weights` is host memory the backend reads (or copies) before the call returns.
+ */
+#define GS_KERNEL_MAX_WEIGHTS 343
+typedef struct gs_kstencil {
+    int32_t ndim;                   /* 1..GS_MAX_NDIM */
+    int64_t shape[GS_MAX_NDIM];     /* output block */
+    int32_t radius[GS_MAX_NDIM];
+    int64_t keep_lo[GS_MAX_NDIM], keep_hi[GS_MAX_NDIM];
+    double cval;
+    int32_t nweights;               /* prod(2 radius + 1), 1..GS_KERNEL_MAX_WEIGHTS */
+    const double *weights;          /* host memory */
+    int32_t npieces;
+    gs_kpiece_t pieces[GS_KERNEL_MAX_PIECES];
+    double *out;                    /* backend memory: prod(shape) doubles */
+} gs_kstencil_t;
 
 /** Number of elements of a region (1 for ndim 0). */
 static inline int64_t gs_region_size(int32_t ndim, const int64_t *shape)

@@ -3,6 +3,7 @@
 #include "graph/copy_int.h"
 #include "graph/linalg_int.h"
 #include "graph/file_int.h"
+#include "graph/stencil_int.h"
 
 #include <math.h>
 #include <string.h>
@@ -37,6 +38,12 @@ void gs_layer_free(gs_layer_t *l)
         break;
     case GS_LAYER_FILE:
         gs__file_free(l);
+        break;
+    case GS_LAYER_SLAB:
+        gs__slab_free(l);
+        break;
+    case GS_LAYER_STENCIL:
+        gs__stencil_free(l);
         break;
     default:
         break;
@@ -75,6 +82,10 @@ const char *gs_layer_name(const gs_layer_t *l)
         return gs__la_name(l);
     case GS_LAYER_FILE:
         return gs__file_name(l);
+    case GS_LAYER_SLAB:
+        return "slab";
+    case GS_LAYER_STENCIL:
+        return "stencil";
     default:
         return "unknown";
     }
@@ -224,6 +235,12 @@ gs_status_t gs__layer_check(const gs_layer_t *l)
     case GS_LAYER_LINALG:
         if (!gs__la_check(l, &why)) goto bad;
         break;
+    case GS_LAYER_SLAB:
+        if (!gs__slab_check(l, &why)) goto bad;
+        break;
+    case GS_LAYER_STENCIL:
+        if (!gs__stencil_check(l, &why)) goto bad;
+        break;
     default:
         why = "unsupported layer kind";
         goto bad;
@@ -342,6 +359,10 @@ int gs_layer_ninputs(const gs_layer_t *l, uint64_t block)
         return gs__la_ninputs(l, block);
     case GS_LAYER_FILE:
         return gs__file_ninputs(l);
+    case GS_LAYER_SLAB:
+        return 1;
+    case GS_LAYER_STENCIL:
+        return gs__copy_ninputs(l, block);
     default:
         return -1;
     }
@@ -372,6 +393,8 @@ uint64_t gs_layer_out_nbytes(const gs_layer_t *l, uint64_t block)
                sizeof(double);
     case GS_LAYER_LITERAL:
     case GS_LAYER_COPY:
+    case GS_LAYER_SLAB:
+    case GS_LAYER_STENCIL:
         gs_grid_block_region(&l->grid, block, start, shape);
         return (uint64_t)gs_region_size(l->grid.ndim, shape) * sizeof(double);
     case GS_LAYER_LINALG:
@@ -520,6 +543,16 @@ gs_status_t gs_layer_instantiate(const gs_layer_t *l, uint64_t block, int ninput
         break;
     case GS_LAYER_FILE:
         if ((st = gs__file_instantiate(l, block, ninputs, inputs, out, &t)) != GS_OK) return st;
+        break;
+    case GS_LAYER_SLAB:
+        t.kind = GS_KTASK_COPY;
+        if ((st = gs__slab_instantiate(l, block, ninputs, inputs, out, &t.u.copy)) != GS_OK)
+            return st;
+        break;
+    case GS_LAYER_STENCIL:
+        t.kind = GS_KTASK_STENCIL;
+        if ((st = gs__stencil_instantiate(l, block, ninputs, inputs, out, &t.u.stencil)) != GS_OK)
+            return st;
         break;
     default:
         return gs_error_set(GS_ERR_UNSUPPORTED, "layer kind %d cannot be instantiated",

@@ -24,6 +24,7 @@
 #include "graph/copy_int.h"
 #include "graph/linalg_int.h"
 #include "graph/file_int.h"
+#include "graph/stencil_int.h"
 #include "proto/mp.h"
 
 #include <stdio.h>
@@ -133,11 +134,15 @@ gs_status_t gs_layer_encode(const gs_layer_t *l, gs_buf_t *out)
         gs__la_encode_body(&w, l);
         break;
     case GS_LAYER_FILE:
+    case GS_LAYER_SLAB:
+    case GS_LAYER_STENCIL:
         gs_mp_write_array(&w, 4);
         gs_mp_write_u64(&w, GS__LAYER_VERSION);
         gs_mp_write_u64(&w, (uint64_t)l->kind);
         gs__enc_grid(&w, &l->grid);
-        gs__file_encode_body(&w, l);
+        if (l->kind == GS_LAYER_FILE) gs__file_encode_body(&w, l);
+        else if (l->kind == GS_LAYER_SLAB) gs__slab_encode_body(&w, l);
+        else gs__stencil_encode_body(&w, l);
         break;
     default:
         return gs_error_set(GS_ERR_UNSUPPORTED, "cannot encode a layer of kind %d", (int)l->kind);
@@ -347,6 +352,12 @@ gs_status_t gs_layer_decode(const void *data, size_t len, gs_layer_t **l_p)
         break;
     case GS_LAYER_FILE:
         if (!gs__dec_grid(&r, &l->grid) || !gs__file_decode_body(&r, l)) goto err;
+        break;
+    case GS_LAYER_SLAB:
+        if (!gs__dec_grid(&r, &l->grid) || !gs__slab_decode_body(&r, l)) goto err;
+        break;
+    case GS_LAYER_STENCIL:
+        if (!gs__dec_grid(&r, &l->grid) || !gs__stencil_decode_body(&r, l)) goto err;
         break;
     default:
         if (!gs__dec_literal(&r, l)) goto err;

@@ -42,6 +42,11 @@ static int gs__piece_range(int32_t nd, const gs__cpiece_t *p, __int128 *lo_p, __
 
 int gs__copy_check(const gs_layer_t *l, const char **why_p)
 {
+    return gs__copy_check_ex(l, NULL, 1, why_p);
+}
+
+int gs__copy_check_ex(const gs_layer_t *l, const int32_t *pad, int cover, const char **why_p)
+{
     const int32_t nd = l->grid.ndim;
     const uint64_t nb = gs_grid_nblocks(&l->grid);
     const int64_t *ioff = l->u.cp.ioff, *poff = l->u.cp.poff;
@@ -62,6 +67,8 @@ int gs__copy_check(const gs_layer_t *l, const char **why_p)
             return 0;
         }
         gs_grid_block_region(&l->grid, b, start, shape);
+        if (pad != NULL)
+            for (int32_t j = 0; j < nd; j++) shape[j] += 2 * (int64_t)pad[j];
         for (int64_t i = ioff[b]; i < ioff[b + 1]; i++) {
             if (l->u.cp.in_len[i] < 0 || l->u.cp.in_len[i] > GS__MAX_ELEMENTS) {
                 *why_p = "an input length is out of range";
@@ -113,7 +120,7 @@ int gs__copy_check(const gs_layer_t *l, const char **why_p)
             }
             covered += vol;
         }
-        if (covered != (__int128)gs_region_size(nd, shape)) {
+        if (cover && covered != (__int128)gs_region_size(nd, shape)) {
             *why_p = "pieces do not cover their block";
             return 0;
         }

@@ -97,4 +97,9 @@ gs_status_t gs__lw_build_concat(lw_t *w, int64_t idx, int64_t *idx_p);
 gs_status_t gs__lw_build_matmul(lw_t *w, int64_t idx, int64_t *idx_p);
 gs_status_t gs__lw_build_factor(lw_t *w, int64_t idx, int64_t *idx_p);
 
+/* lower_stencil.c: STENCIL (a SLAB layer of the neighbours' edge slabs, when any, then the
+ * STENCIL layer). GS_ERR_INVALID_PARAM when a block's halo needs more than
+ * GS_KERNEL_MAX_PIECES pieces or inputs (neighbouring chunks much thinner than the radius). */
+gs_status_t gs__lw_build_stencil(lw_t *w, int64_t idx, int64_t *idx_p);
+
 #endif

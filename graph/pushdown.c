@@ -36,6 +36,7 @@
 #include "common/hashmap.h"
 #include "common/vec.h"
 #include "graph/graph_internal.h"
+#include "graph/stencil_int.h"
 #include "graph/copy_int.h"
 #include "graph/linalg_int.h"
 #include "graph/file_int.h"
@@ -452,6 +453,9 @@ static gs_status_t pd_rebuild(const struct gs_array *n, struct gs_array *a, stru
         break;
     case GS__NODE_MATMUL: case GS__NODE_FACTOR:
         st = gs__linalg_rebuild(n, a, b, out_p);
+        break;
+    case GS__NODE_STENCIL:
+        st = gs__stencil_rebuild(n, a, out_p);
         break;
     default:
         return gs_error_set(GS_ERR_INTERNAL, "slice pushdown cannot rebuild a %d node",

@@ -105,6 +105,9 @@ typedef enum gs_layer_kind {
                                 view copies and partial sums (gs_klinalg_t, gs_kcopy_t,
                                 gs_kcombine_t) */
     GS_LAYER_FILE = 5,       /* read, write or commit an array file (gs_kfile_t; layer_file.c) */
+    GS_LAYER_SLAB = 6,       /* per block one box of one input chunk, made dense (gs_kcopy_t):
+                                the edge slabs a stencil's halo needs from a neighbour */
+    GS_LAYER_STENCIL = 7,    /* weighted neighbourhood over a padded block (gs_kstencil_t) */
     GS_LAYER_KIND_COUNT
 } gs_layer_kind_t;
 
@@ -145,7 +148,8 @@ typedef enum gs_ktask_kind {
     GS_KTASK_LINALG = 4,
     GS_KTASK_FILE_READ = 5,  /* gs_kfile_t: the worker reads the region from the file */
     GS_KTASK_FILE_WRITE = 6, /* gs_kfile_t: the worker writes its input chunk to the file */
-    GS_KTASK_FILE_COMMIT = 7 /* gs_kfile_t: header, size check, fsync, rename */
+    GS_KTASK_FILE_COMMIT = 7, /* gs_kfile_t: header, size check, fsync, rename */
+    GS_KTASK_STENCIL = 8
 } gs_ktask_kind_t;
 
 typedef struct gs_ktask {
@@ -156,6 +160,7 @@ typedef struct gs_ktask {
         gs_kcopy_t copy;
         gs_klinalg_t linalg;
         gs_kfile_t file;
+        gs_kstencil_t stencil;
         struct {
             const double *data;
             int64_t len;

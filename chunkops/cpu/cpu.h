@@ -24,6 +24,8 @@ struct gs_chunkops_stream {
 gs_status_t gs__cpu_fused_run(const gs_kfused_t *k);
 void gs__cpu_combine_run(const gs_kcombine_t *k);
 void gs__cpu_copy_run(const gs_kcopy_t *k);
+/* STENCIL (cpu_stencil.c); GS_ERR_NO_MEMORY without room for the padded block. */
+gs_status_t gs__cpu_stencil_run(const gs_kstencil_t *k);
 /* LINALG (cpu_linalg.c): the vtable entry (validates), and the BLAS thread count set at
  * context creation from params.nthreads. */
 gs_status_t gs__cpu_linalg(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream,

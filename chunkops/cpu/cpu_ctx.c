@@ -196,6 +196,15 @@ static gs_status_t gs__cpu_copy(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stre
     return GS_OK;
 }
 
+static gs_status_t gs__cpu_stencil(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream,
+                                   const gs_kstencil_t *k)
+{
+    gs_status_t st;
+    if (ctx == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "cpu stencil: ctx is NULL");
+    if ((st = gs_kstencil_validate(k)) != GS_OK) return st;
+    return gs__cpu_stencil_run(k);
+}
+
 static gs_status_t gs__cpu_notify(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream,
                                   gs_chunkops_done_cb cb, void *arg)
 {
@@ -230,6 +239,7 @@ const gs_chunkops_ops_t gs_chunkops_cpu_ops = {
     .linalg = gs__cpu_linalg,
     .to_host = gs__cpu_to_host,
     .to_device = gs__cpu_to_device,
+    .stencil = gs__cpu_stencil,
     .notify = gs__cpu_notify,
     .sync = gs__cpu_sync,
 };

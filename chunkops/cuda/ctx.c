@@ -4,6 +4,7 @@
 #include "chunkops/cuda/cuda_backend.h"
 #include "chunkops/cuda/cuda_internal.h"
 #include "chunkops/cuda/linalg.h"
+#include "chunkops/cuda/stencil.h"
 #include "common/alloc.h"
 #include "common/error.h"
 #include "common/log.h"
@@ -568,6 +569,25 @@ static gs_status_t gs__cuda_copy(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h str
     return GS_OK;
 }
 
+static gs_status_t gs__cuda_stencil(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream,
+                                    const gs_kstencil_t *k)
+{
+    gs_status_t st;
+    gs__cuda_splan_t *plan;
+    GS__CHECK_CTX_STREAM(ctx, stream, "stencil");
+    if ((st = gs_kstencil_validate(k)) != GS_OK) return st;
+    if ((st = gs__cuda_use(ctx)) != GS_OK) return gs__cuda_fail(stream, st);
+    plan = gs_malloc(sizeof(*plan), "cuda stencil plan");
+    if (plan == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "cuda stencil: no memory for a plan");
+    /* the launch copies the plan (a kernel parameter): it may go when this returns */
+    if ((st = gs__cuda_splan_build(k, plan)) != GS_OK) goto free_plan;   /* nothing enqueued */
+    if ((st = gs__cuda_launch_stencil(stream->s, plan)) != GS_OK && st != GS_ERR_UNSUPPORTED)
+        gs__cuda_fail(stream, st);
+free_plan:
+    gs_free(plan);
+    return st;
+}
+
 static gs_status_t gs__cuda_linalg(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream,
                                    const gs_klinalg_t *k)
 {
@@ -844,6 +864,7 @@ const gs_chunkops_ops_t gs_chunkops_cuda_ops = {
     .combine = gs__cuda_combine,
     .copy = gs__cuda_copy,
     .linalg = gs__cuda_linalg,
+    .stencil = gs__cuda_stencil,
     .ipc_export = gs__cuda_ipc_export,
     .ipc_open = gs__cuda_ipc_open,
     .ipc_close = gs__cuda_ipc_close,

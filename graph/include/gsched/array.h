@@ -426,6 +426,37 @@ gs_status_t gs_array_svd_compressed(gs_array_h a, int64_t k,
                                     const gs_svd_compressed_params_t *params, gs_array_h *u_p,
                                     gs_array_h *s_p, gs_array_h *vt_p);
 
+/* ---- neighbourhoods (stencils with halos; issue 16) ---- */
+
+/** What a neighbourhood sees beyond the array's edges (the same on every axis).
+ *  NONE: nothing; an output element whose neighbourhood leaves the array keeps its input value.
+ *  REFLECT: mirrored with the edge element repeated (d c b a | a b c d | d c b a), as
+ *  scipy.ndimage's "reflect" and Dask's "reflect" (NumPy's pad mode "symmetric").
+ *  PERIODIC: wraps around (the array tiles space). CONSTANT: a given value. */
+typedef enum gs_boundary {
+    GS_BOUNDARY_NONE = 0,
+    GS_BOUNDARY_REFLECT = 1,
+    GS_BOUNDARY_PERIODIC = 2,
+    GS_BOUNDARY_CONSTANT = 3,
+    GS_BOUNDARY_COUNT
+} gs_boundary_t;
+
+/** Weighted neighbourhood sum (a correlation, as scipy.ndimage.correlate):
+ *      out[i] = sum_o weights[o] * x[i + o - radius],  o over [0, 2 radius] per axis,
+ *  with @a weights row-major over the offsets (prod(2 radius[ax] + 1) doubles, at most
+ *  GS_KERNEL_MAX_WEIGHTS = 343; copied) and @a radius one entry per axis (>= 0). Elements
+ *  beyond the edges follow @a boundary (@a cval for GS_BOUNDARY_CONSTANT, else ignored). The
+ *  output has @a x's shape and chunks. Each output chunk's task reads its own chunk and, from
+ *  each neighbouring chunk, only the edge slab its halo needs (a slab task runs where that
+ *  chunk is, so peers send slabs, never whole chunks). Chunks thinner than the radius are
+ *  read whole; a halo that would need more than GS_KERNEL_MAX_PIECES pieces per chunk fails
+ *  at lowering with GS_ERR_INVALID_PARAM (rechunk to larger chunks first).
+ *  Errors: GS_ERR_INVALID_PARAM (NULL arguments, ndim 0, a negative radius, too many weights,
+ *  an unknown boundary, REFLECT or PERIODIC with a radius larger than its axis),
+ *  GS_ERR_NO_MEMORY. New reference in *out_p, written only on success. */
+gs_status_t gs_array_stencil(gs_array_h x, const double *weights, const int *radius,
+                             gs_boundary_t boundary, double cval, gs_array_h *out_p);
+
 /** Optimisation switches for lowering. All on by default (GS_LOWER_DEFAULT). Turning any off
  *  gives the same values. */
 #define GS_LOWER_CULL 0x1u            /* drop tasks whose outputs the result does not need */

@@ -1,0 +1,53 @@
+/* Internal definitions of neighbourhood operations (gs_array_stencil; issue 16).
+ *
+ *   array_stencil.c  the public constructor and the node rebuild used by slice pushdown;
+ *   layer_stencil.c  the SLAB layer (per block one box of one input chunk, made dense: the edge
+ *                    slab a neighbour's halo needs) and the STENCIL layer (per block its inputs
+ *                    and pieces of the padded block, as a COPY layer's, plus the weights):
+ *                    checks, instantiation, wire bodies;
+ *   lower_stencil.c  lowering of STENCIL nodes to one SLAB layer and one STENCIL layer.
+ * Not installed. */
+#ifndef GS_GRAPH_STENCIL_INT_H
+#define GS_GRAPH_STENCIL_INT_H
+
+#include "graph/graph_internal.h"
+#include "proto/mp.h"
+
+/* What a STENCIL layer holds besides its COPY-like tables (gs_layer_t.st). */
+typedef struct gs__stencil_hdr {
+    int32_t radius[GS_MAX_NDIM];
+    double cval;
+    int32_t nweights;               /* prod(2 radius + 1) */
+    double *weights;                /* [nweights] */
+    int64_t *keep;                  /* [nblocks][2 ndim]: keep_lo then keep_hi per axis */
+} gs__stencil_hdr_t;
+
+/* Entries of one SLAB block in u.sl.tab: in_len, in_shape[nd], lo[nd], size[nd]. */
+#define GS__SLAB_W(nd) (1 + 3 * (int64_t)(nd))
+
+/* ---- nodes (array_stencil.c) ---- */
+
+/* STENCIL node @a n rebuilt over input @a a (same grid as n's input). */
+gs_status_t gs__stencil_rebuild(const struct gs_array *n, gs_array_h a, gs_array_h *out_p);
+
+/* ---- layers (layer_stencil.c) ---- */
+
+void gs__slab_free(gs_layer_t *l);
+void gs__stencil_free(gs_layer_t *l);
+/* Structural checks: 1 when valid, else 0 with *why_p set. */
+int gs__slab_check(const gs_layer_t *l, const char **why_p);
+int gs__stencil_check(const gs_layer_t *l, const char **why_p);
+/* Kernels for block @a block (in range); GS_ERR_INVALID_PARAM for wrong inputs. */
+gs_status_t gs__slab_instantiate(const gs_layer_t *l, uint64_t block, int ninputs,
+                                 const gs_chunk_ref_t *inputs, double *out, gs_kcopy_t *k);
+gs_status_t gs__stencil_instantiate(const gs_layer_t *l, uint64_t block, int ninputs,
+                                    const gs_chunk_ref_t *inputs, double *out, gs_kstencil_t *k);
+/* Wire bodies after the grid. SLAB: [nd, [tab...]]. STENCIL: [[radius...], cval,
+ * [weights...], [keep...], copy body]. Decoders read into a layer whose grid is set; 0 with
+ * r->err set on failure (the caller frees the layer). */
+void gs__slab_encode_body(gs_mp_writer_t *w, const gs_layer_t *l);
+int gs__slab_decode_body(gs_mp_reader_t *r, gs_layer_t *l);
+void gs__stencil_encode_body(gs_mp_writer_t *w, const gs_layer_t *l);
+int gs__stencil_decode_body(gs_mp_reader_t *r, gs_layer_t *l);
+
+#endif
