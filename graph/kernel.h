@@ -398,6 +398,8 @@ typedef struct gs_kfile {
     double expect;                  /* COMMIT: bytes the writes must total */
     double *out;                    /* backend memory */
 } gs_kfile_t;
+
+/**
  * STENCIL: a weighted neighbourhood sum over a *padded* block (gs_array_stencil, issue 16).
  * The padded block has shape pshape[j] = shape[j] + 2 radius[j]; its element P[q] comes from
  * the piece whose box [dst_start, dst_start + size) holds q (read at src_base +
