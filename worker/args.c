@@ -112,7 +112,8 @@ const char *gs_worker_usage(void)
            "                               (testing; every worker of the cluster must use it)\n"
            "  --payload-mac auto|on|off    MAC every chunk sent to a peer from host memory with the\n"
            "                               cluster's key and check it before use (GMAC; default\n"
-           "                               auto: on when the cluster has a token; all workers agree)\n"
+           "                               auto: on when the cluster has a token; all workers agree;\n"
+           "                               default from $GSCHED_PAYLOAD_MAC)\n"
            "  --payload-mac-device         also MAC device chunks: stage them through host memory\n"
            "                               instead of UCX device-to-device (default: trusted fabric)\n"
            "  --interface IFACE            network interface for chunk transfers (UCX tcp listens\n"
@@ -179,6 +180,15 @@ gs_status_t gs_worker_cli_parse(int argc, char **argv, gs_worker_cli_t *cli_p)
     cli.params.backend = "cpu";
     env = getenv("GSCHED_TOKEN");
     if (env) cli.params.token = env;
+    /* the default of --payload-mac, for workers started by a launcher (gs-local-cluster, the
+     * client's local mode) */
+    env = getenv("GSCHED_PAYLOAD_MAC");
+    if (env != NULL && *env != '\0') {
+        if (strcmp(env, "on") == 0) cli.params.payload_mac = GS_WORKER_PAYLOAD_MAC_ON;
+        else if (strcmp(env, "off") == 0) cli.params.payload_mac = GS_WORKER_PAYLOAD_MAC_OFF;
+        else if (strcmp(env, "auto") != 0)
+            return gs_error_set(GS_ERR_INVALID_PARAM, "$GSCHED_PAYLOAD_MAC: '%s' is not auto, on or off", env);
+    }
 
     for (i = 1; i < argc; i++) {
         const char *arg = argv[i], *val = NULL, *eq;
