@@ -113,7 +113,8 @@ const char *gs_worker_usage(void)
            "  --payload-mac auto|on|off    MAC every chunk sent to a peer from host memory with the\n"
            "                               cluster's key and check it before use (GMAC; default\n"
            "                               auto: on when the cluster has a token; all workers agree;\n"
-           "                               default from $GSCHED_PAYLOAD_MAC)\n"
+           "                               default from $GSCHED_PAYLOAD_MAC: auto, on, off, or\n"
+           "                               device = on with --payload-mac-device)\n"
            "  --payload-mac-device         also MAC device chunks: stage them through host memory\n"
            "                               instead of UCX device-to-device (default: trusted fabric)\n"
            "  --interface IFACE            network interface for chunk transfers (UCX tcp listens\n"
@@ -186,8 +187,12 @@ gs_status_t gs_worker_cli_parse(int argc, char **argv, gs_worker_cli_t *cli_p)
     if (env != NULL && *env != '\0') {
         if (strcmp(env, "on") == 0) cli.params.payload_mac = GS_WORKER_PAYLOAD_MAC_ON;
         else if (strcmp(env, "off") == 0) cli.params.payload_mac = GS_WORKER_PAYLOAD_MAC_OFF;
-        else if (strcmp(env, "auto") != 0)
-            return gs_error_set(GS_ERR_INVALID_PARAM, "$GSCHED_PAYLOAD_MAC: '%s' is not auto, on or off", env);
+        else if (strcmp(env, "device") == 0) {   /* on, with --payload-mac-device */
+            cli.params.payload_mac = GS_WORKER_PAYLOAD_MAC_ON;
+            cli.params.payload_mac_device = 1;
+        } else if (strcmp(env, "auto") != 0)
+            return gs_error_set(GS_ERR_INVALID_PARAM, "$GSCHED_PAYLOAD_MAC: '%s' is not auto, on, off or device",
+                                env);
     }
 
     for (i = 1; i < argc; i++) {

@@ -224,6 +224,10 @@ Test(worker_args, payload_mac_from_the_flag_or_the_environment)
     cr_assert_eq(cli.params.payload_mac, GS_WORKER_PAYLOAD_MAC_OFF);
     PARSE_OK(&cli, "127.0.0.1:9000", "--payload-mac", "auto");
     cr_assert_eq(cli.params.payload_mac, GS_WORKER_PAYLOAD_MAC_AUTO, "the flag wins");
+    setenv("GSCHED_PAYLOAD_MAC", "device", 1);
+    PARSE_OK(&cli, "127.0.0.1:9000");
+    cr_assert_eq(cli.params.payload_mac, GS_WORKER_PAYLOAD_MAC_ON);
+    cr_assert_eq(cli.params.payload_mac_device, 1);
     setenv("GSCHED_PAYLOAD_MAC", "sometimes", 1);
     PARSE_BAD("$GSCHED_PAYLOAD_MAC", "127.0.0.1:9000");
     unsetenv("GSCHED_PAYLOAD_MAC");
