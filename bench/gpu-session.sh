@@ -2,7 +2,7 @@
 # One GPU-machine session: build with CUDA, run the benchmarks, then the whole suite (CUDA tests
 # enabled, integration tests also with CUDA workers). Logs go to $OUT (or ./gpu-out). For a host
 # without a package registry, carry .devdeps (../shared/offline-deps/README.md):
-#   source .devdeps/env.sh && bash bench/gpu-session.sh [bench|move|linalg|scale|robust|tests|svd|spill|dash|tls|all]
+#   source .devdeps/env.sh && bash bench/gpu-session.sh [bench|move|linalg|scale|robust|tests|svd|spill|dash|tls|mac|all]
 # bench: kernels + seed reductions; move: transfers, transpose-sum, slice3 (issue 5);
 # linalg: dot, svd (issue 6); scale: tiny tasks, 1 M-chunk seed, worker kill (issue 7);
 # robust: 300-job soak and socket fuzzing with CUDA workers (issue 12);
@@ -12,6 +12,7 @@
 # tls: gs-bench tasks with and without TLS on the control connections, alternating (issue 15).
 # gather: slice3 on one GPU by each gather path (relay, direct, shm, auto), and the direct
 #         gather tests with CUDA workers (issue 18 item 4).
+# mac: payload MAC throughput and transfers with MACs off/on; CUDA integration with staged MACs (issue 12).
 # GS_TARGETS="a b ..." builds only those targets (a shorter build for one stage).
 set -uo pipefail
 what=${1:-all}
@@ -169,6 +170,29 @@ if [ "$what" = svd ]; then
     run $B/gs-bench dot --n 40000 --chunk 10000 --workers 1 --backend cuda --repeat 3
   } 2>"$out/svd.err" | tee "$out/svd.jsonl"
   grep -E "failed|error" "$out/svd.err" | head -8
+fi
+# mac: payload MACs on the data plane (issue 12): MAC throughput of this host's CPU (GMAC as used,
+# HMAC-SHA256/512, BLAKE2b), then transfers with MACs off and on, alternating: cpu workers (UCX
+# over loopback, every byte MACed) and cuda workers (one host: CUDA IPC, trusted, not MACed:
+# expect no difference); then the integration suite with CUDA workers whose device chunks are
+# staged and MACed (GSCHED_PAYLOAD_MAC=device). Needs: gs-mac-bench gs-bench gsched gworker
+# gs-local-cluster test_integration.
+if [ "$what" = mac ]; then
+  {
+    run $B/gs-mac-bench 256 5
+    for r in 1 2 3; do
+      for m in off on; do
+        echo "{\"payload_mac\":\"$m\",\"round\":$r}"
+        run env GSCHED_PAYLOAD_MAC=$m $B/gs-bench transfer --backend cpu --workers 2 --sizes 8,80,800 --repeat 5
+        run env GSCHED_PAYLOAD_MAC=$m $B/gs-bench transfer --backend cuda --workers 2 --sizes 8,80,800 --repeat 5
+      done
+    done
+  } 2>"$out/mac.err" | tee "$out/mac.jsonl"
+  tail -5 "$out/mac.err"
+  GSCHED_PAYLOAD_MAC=device GS_TEST_BACKEND=cuda ctest --test-dir build-gpu -V -R integration --timeout 240 \
+    >"$out/tests-cuda-mac-device.log" 2>&1
+  grep -hE "Synthesis|tests passed|tests failed" "$out/tests-cuda-mac-device.log"
+  grep -hE -A12 "\[FAIL\]|CRASH" "$out/tests-cuda-mac-device.log" | head -40
 fi
 if [ "$what" = tls ]; then
   # tls: needs the targets gs-bench gsched gworker; the CPU figures of a quiet host

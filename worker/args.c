@@ -110,6 +110,13 @@ const char *gs_worker_usage(void)
            "  --fetch-timeout MS           peer fetch timeout (default 30000)\n"
            "  --transfer-checksum          checksum chunks sent over UCX and check them on arrival\n"
            "                               (testing; every worker of the cluster must use it)\n"
+           "  --payload-mac auto|on|off    MAC every chunk sent to a peer from host memory with the\n"
+           "                               cluster's key and check it before use (GMAC; default\n"
+           "                               auto: on when the cluster has a token; all workers agree;\n"
+           "                               default from $GSCHED_PAYLOAD_MAC: auto, on, off, or\n"
+           "                               device = on with --payload-mac-device)\n"
+           "  --payload-mac-device         also MAC device chunks: stage them through host memory\n"
+           "                               instead of UCX device-to-device (default: trusted fabric)\n"
            "  --interface IFACE            network interface for chunk transfers (UCX tcp listens\n"
            "                               there only; RDMA ports are kept). Default: the one that\n"
            "                               reaches the scheduler; $UCX_NET_DEVICES wins\n"
@@ -175,6 +182,19 @@ gs_status_t gs_worker_cli_parse(int argc, char **argv, gs_worker_cli_t *cli_p)
     cli.params.backend = "cpu";
     env = getenv("GSCHED_TOKEN");
     if (env) cli.params.token = env;
+    /* the default of --payload-mac, for workers started by a launcher (gs-local-cluster, the
+     * client's local mode) */
+    env = getenv("GSCHED_PAYLOAD_MAC");
+    if (env != NULL && *env != '\0') {
+        if (strcmp(env, "on") == 0) cli.params.payload_mac = GS_WORKER_PAYLOAD_MAC_ON;
+        else if (strcmp(env, "off") == 0) cli.params.payload_mac = GS_WORKER_PAYLOAD_MAC_OFF;
+        else if (strcmp(env, "device") == 0) {   /* on, with --payload-mac-device */
+            cli.params.payload_mac = GS_WORKER_PAYLOAD_MAC_ON;
+            cli.params.payload_mac_device = 1;
+        } else if (strcmp(env, "auto") != 0)
+            return gs_error_set(GS_ERR_INVALID_PARAM, "$GSCHED_PAYLOAD_MAC: '%s' is not auto, on, off or device",
+                                env);
+    }
 
     for (i = 1; i < argc; i++) {
         const char *arg = argv[i], *val = NULL, *eq;
@@ -195,6 +215,10 @@ gs_status_t gs_worker_cli_parse(int argc, char **argv, gs_worker_cli_t *cli_p)
         }
         if (strcmp(arg, "--transfer-checksum") == 0) {
             cli.params.transfer_checksum = 1;
+            continue;
+        }
+        if (strcmp(arg, "--payload-mac-device") == 0) {
+            cli.params.payload_mac_device = 1;
             continue;
         }
         if (strcmp(arg, "--no-ipc") == 0) {
@@ -273,6 +297,12 @@ gs_status_t gs_worker_cli_parse(int argc, char **argv, gs_worker_cli_t *cli_p)
             if (opt[8] == 't' && opt[9] == 'h') cli.params.spill_threshold = f;
             else if (opt[8] == 't') cli.params.spill_target = f;
             else cli.params.spill_pause = f;
+        } else if (strcmp(opt, "--payload-mac") == 0) {
+            GS__TAKE_VALUE();
+            if (strcmp(val, "auto") == 0) cli.params.payload_mac = GS_WORKER_PAYLOAD_MAC_AUTO;
+            else if (strcmp(val, "on") == 0) cli.params.payload_mac = GS_WORKER_PAYLOAD_MAC_ON;
+            else if (strcmp(val, "off") == 0) cli.params.payload_mac = GS_WORKER_PAYLOAD_MAC_OFF;
+            else return gs_error_set(GS_ERR_INVALID_PARAM, "--payload-mac: '%s' is not auto, on or off", val);
         } else if (strcmp(opt, "--interface") == 0) {
             GS__TAKE_VALUE();
             if (*val == '\0') return gs_error_set(GS_ERR_INVALID_PARAM, "--interface is empty");

@@ -188,7 +188,25 @@ typedef struct gs_worker_params {
     const char *tls_key;
     int no_direct;                /* nonzero: open no data port; clients gather this worker's
                                      chunks through gsched only (worker/xfer/direct.c) */
+    /* Integrity of chunk bytes between workers (worker/xfer): with the payload MAC on, every
+     * chunk this worker sends over UCX from host memory (whole, or as pipelined staging slices)
+     * carries a GMAC tag keyed by the cluster's data-plane key (common/auth.h, gs_auth_pmac), and
+     * every chunk it fetches is checked before it is used: a wrong tag fails the fetch with
+     * GS_ERR_AUTH ("failed its payload MAC"), and so the task that needed it, with the reason.
+     * It supersedes transfer_checksum (a MAC also detects corruption). All workers of a cluster
+     * must agree. GS_WORKER_PAYLOAD_MAC_AUTO (0): on when the cluster has a token.
+     * Device chunks: bytes UCX moves straight between device buffers (a CUDA-aware UCX) and
+     * CUDA IPC copies within a host never touch host memory and are not MACed (a trusted
+     * fabric: NVLink/PCIe of one host, or an RDMA network you trust) unless payload_mac_device
+     * is set, which stages device chunks for UCX through host memory (MACed there) instead;
+     * CUDA IPC stays on (one host's devices, the grant itself sealed). */
+    int payload_mac;              /* GS_WORKER_PAYLOAD_MAC_AUTO / _ON / _OFF */
+    int payload_mac_device;       /* nonzero: no unstaged device-to-device UCX transfers */
 } gs_worker_params_t;
+
+#define GS_WORKER_PAYLOAD_MAC_AUTO 0
+#define GS_WORKER_PAYLOAD_MAC_ON 1
+#define GS_WORKER_PAYLOAD_MAC_OFF 2
 
 /** Counters for tests and logs (monotonic since creation unless stated). */
 typedef struct gs_worker_stats {

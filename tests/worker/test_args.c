@@ -205,3 +205,30 @@ Test(worker_args, create_rejects_bad_params)
     cr_assert_eq(w, (gs_worker_h)0x1, "output written on error");
     cr_assert_eq(uv_loop_close(&loop), 0, "handles left on the loop");
 }
+
+Test(worker_args, payload_mac_from_the_flag_or_the_environment)
+{
+    gs_worker_cli_t cli;
+    unsetenv("GSCHED_PAYLOAD_MAC");
+    PARSE_OK(&cli, "127.0.0.1:9000");
+    cr_assert_eq(cli.params.payload_mac, GS_WORKER_PAYLOAD_MAC_AUTO);
+    cr_assert_eq(cli.params.payload_mac_device, 0);
+    PARSE_OK(&cli, "127.0.0.1:9000", "--payload-mac", "off", "--payload-mac-device");
+    cr_assert_eq(cli.params.payload_mac, GS_WORKER_PAYLOAD_MAC_OFF);
+    cr_assert_eq(cli.params.payload_mac_device, 1);
+    PARSE_OK(&cli, "127.0.0.1:9000", "--payload-mac=on");
+    cr_assert_eq(cli.params.payload_mac, GS_WORKER_PAYLOAD_MAC_ON);
+    PARSE_BAD("not auto, on or off", "127.0.0.1:9000", "--payload-mac", "maybe");
+    setenv("GSCHED_PAYLOAD_MAC", "off", 1);
+    PARSE_OK(&cli, "127.0.0.1:9000");
+    cr_assert_eq(cli.params.payload_mac, GS_WORKER_PAYLOAD_MAC_OFF);
+    PARSE_OK(&cli, "127.0.0.1:9000", "--payload-mac", "auto");
+    cr_assert_eq(cli.params.payload_mac, GS_WORKER_PAYLOAD_MAC_AUTO, "the flag wins");
+    setenv("GSCHED_PAYLOAD_MAC", "device", 1);
+    PARSE_OK(&cli, "127.0.0.1:9000");
+    cr_assert_eq(cli.params.payload_mac, GS_WORKER_PAYLOAD_MAC_ON);
+    cr_assert_eq(cli.params.payload_mac_device, 1);
+    setenv("GSCHED_PAYLOAD_MAC", "sometimes", 1);
+    PARSE_BAD("$GSCHED_PAYLOAD_MAC", "127.0.0.1:9000");
+    unsetenv("GSCHED_PAYLOAD_MAC");
+}

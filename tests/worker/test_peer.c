@@ -538,6 +538,77 @@ Test(worker_peer, corrupted_slices_fail_their_fetch_under_checksums)
     gs_array_release(big);
 }
 
+/* Payload MACs (--payload-mac on): chunks cross whole and as pipelined slices with their GMAC
+ * checked, the values exact; a tampering peer (it alters every chunk after its MAC was taken)
+ * gets its chunks refused with a clear error, which fails the fetch and the task that needed
+ * it, never handing the altered bytes on. */
+Test(worker_peer, payload_maced_transfers_pass_whole_and_in_slices)
+{
+    gs_worker_params_t p = {0};
+    tw_t t[2];
+    gs_array_h big = big_chain(512, 256);
+    gs_worker_stats_t st0, st1;
+    p.exec = GS_WORKER_EXEC_STREAMS;
+    p.nstreams = 2;
+    p.pipe_slice = 64 * 1024;
+    p.pipe_min = 256 * 1024;
+    p.payload_mac = GS_WORKER_PAYLOAD_MAC_ON;
+    start_workers(t, 2, &p);
+    run_spread(1, big, BIG_FLAGS, 2, t, NULL);
+    gs_worker_stats(t[0].w, &st0);
+    gs_worker_stats(t[1].w, &st1);
+    cr_assert_geq(st0.served_slices + st1.served_slices, 8, "slices were MACed too");
+    cr_assert_eq(st0.fetch_failures + st1.fetch_failures, 0);
+    stop_workers(t, 2);
+    gs_array_release(big);
+}
+
+static void peer_expect_refused_payloads(gs_worker_params_t *p, const char *what)
+{
+    tw_t t[2];
+    gs_array_h big = big_chain(512, 256);
+    double *ref;
+    size_t size, failed;
+    gs_worker_stats_t st0, st1;
+    start_workers(t, 2, p);
+    gs_taskgraph_t *tg = tw_lower(big, BIG_FLAGS, &ref, &size);
+    int *place = calloc(tg->ntasks, sizeof(int));
+    for (uint64_t i = 0; i < tg->ntasks; i++) place[i] = (int)(i % 2);
+    failed = fs_run_graph(&fs, 1, tg, place, 1, 30000);
+    cr_assert(failed != 0 && failed != (size_t)-1, "a tampered %s went unnoticed", what);
+    cr_assert(strstr(fs.done[failed - 1].err, "failed its payload MAC") != NULL, "error: %s", fs.done[failed - 1].err);
+    gs_worker_stats(t[0].w, &st0);
+    gs_worker_stats(t[1].w, &st1);
+    cr_assert_gt(st0.fetch_failures + st1.fetch_failures, 0);
+    free(place);
+    free(ref);
+    gs_taskgraph_free(tg);
+    stop_workers(t, 2);
+    gs_array_release(big);
+}
+
+Test(worker_peer, tampered_chunks_are_refused_by_their_payload_mac)
+{
+    gs_worker_params_t p = {0};
+    p.nthreads = 1;
+    p.payload_mac = GS_WORKER_PAYLOAD_MAC_ON;
+    p.transfer_checksum = 1;         /* superseded by the MAC: the error names the MAC */
+    p.test_corrupt_transfers = 1;    /* every sender alters what it sends, after the MAC */
+    peer_expect_refused_payloads(&p, "chunk");
+}
+
+Test(worker_peer, tampered_slices_are_refused_by_their_payload_mac)
+{
+    gs_worker_params_t p = {0};
+    p.exec = GS_WORKER_EXEC_STREAMS;
+    p.nstreams = 2;
+    p.pipe_slice = 64 * 1024;
+    p.pipe_min = 1;
+    p.payload_mac = GS_WORKER_PAYLOAD_MAC_ON;
+    p.test_corrupt_transfers = 1;
+    peer_expect_refused_payloads(&p, "slice");
+}
+
 /* A completion notification the backend refuses to register is retried from the loop (never
  * waited for with sync()): tasks, staging copies and transfers still complete with the right
  * values. The knob refuses the first registrations of each worker. */

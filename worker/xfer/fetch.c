@@ -109,6 +109,18 @@ void gs__wfetch_received(gs_worker_t *w, gs_wfetch_t *f)
     gs_status_t status;
     int s;
 
+    if (f->mac_on && !f->dev_recv) {
+        const uint64_t bind[5] = {f->req_id, f->chunk->graph->id, f->chunk->task, 0, f->chunk->nbytes};
+        if (!gs__wpmac_check(w, f->peer ? f->peer->id : 0, bind, f->host, (size_t)f->chunk->nbytes,
+                             f->mac_counter, f->mac_tag)) {
+            gs__wfetch_fail(w, f, GS_ERR_AUTH, "chunk (%llu, %llu) from worker %llu failed its payload MAC "
+                            "(altered on the way, or sent by a peer without the cluster's key); not used",
+                            (unsigned long long)f->chunk->graph->id,
+                            (unsigned long long)f->chunk->task,
+                            (unsigned long long)(f->peer ? f->peer->id : 0));
+            return;
+        }
+    }
     if (f->csum_on && !f->dev_recv) {
         uint64_t got = gs__wchecksum(f->host, (size_t)f->chunk->nbytes);
         if (got != f->csum) {
@@ -305,12 +317,27 @@ ucs_status_t gs__wam_data(void *arg, const void *header, size_t header_len, void
     ucs_status_t ret = UCS_OK;
     int rndv = (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0;
     size_t msg_len = header_len;
-    uint64_t csum = 0, sender;
-    int csum_on = 0;
+    uint64_t csum = 0, sender, mac_counter = 0;
+    int csum_on = 0, mac_on = 0;
+    uint8_t mac_tag[GS_AUTH_PMAC_TAG_BYTES] = {0};
 
     if (!gs__wseal_open(w, GS_AM_DATA, header, &header_len, &sender)) return UCS_OK;
     msg_len = header_len;
-    if (w->xfer->transfer_checksum) {
+    if (w->xfer->payload_mac) {
+        const unsigned char *tr = header_len >= GS__PMAC_TRAILER
+                                      ? (const unsigned char *)header + header_len - GS__PMAC_TRAILER
+                                      : NULL;
+        if (tr == NULL || tr[GS__PMAC_TRAILER - 1] > 1) {
+            GS_LOG_WARN("data message from a peer without a payload MAC trailer (%zu header bytes; "
+                        "do all workers agree on --payload-mac?)", header_len);
+            return UCS_OK;
+        }
+        mac_counter = 0;
+        for (int i = 7; i >= 0; i--) mac_counter = (mac_counter << 8) | tr[i];
+        memcpy(mac_tag, tr + 8, GS_AUTH_PMAC_TAG_BYTES);
+        mac_on = tr[GS__PMAC_TRAILER - 1];
+        msg_len -= GS__PMAC_TRAILER;
+    } else if (w->xfer->transfer_checksum) {
         const unsigned char *tr = header_len >= GS__CSUM_TRAILER
                                       ? (const unsigned char *)header + header_len - GS__CSUM_TRAILER
                                       : NULL;
@@ -365,6 +392,16 @@ ucs_status_t gs__wam_data(void *arg, const void *header, size_t header_len, void
     }
     f->csum = csum;
     f->csum_on = (uint8_t)csum_on;
+    f->mac_on = (uint8_t)mac_on;
+    f->mac_counter = mac_counter;
+    memcpy(f->mac_tag, mac_tag, sizeof mac_tag);
+    if (w->xfer->payload_mac && !mac_on && !(w->xfer->ucx_cuda && len >= GS_W_UCX_CUDA_MIN)) {
+        /* an answer from host memory must be MACed: only device-to-device bytes go without */
+        gs__wfetch_fail(w, f, GS_ERR_AUTH, "chunk (%llu, %llu) from worker %llu came without its payload MAC",
+                        (unsigned long long)f->chunk->graph->id, (unsigned long long)f->chunk->task,
+                        (unsigned long long)f->peer->id);
+        goto out;
+    }
     if (f->host == NULL && rndv && w->xfer->ucx_cuda && len >= GS_W_UCX_CUDA_MIN) {
         f->host = f->chunk->ptr;      /* device memory: UCX receives into it */
         f->dev_recv = 1;

@@ -12,7 +12,9 @@
  * once failed, is freed) when the last part returns.
  *
  * Header of GS_AM_DATA_PART (host byte order; both ends run this code): req_id, graph, task,
- * offset, total, checksum (u64 each), flags (u32: 1 = checksum present), status (i32). A
+ * offset, total, checksum (u64 each), flags (u32: 1 = checksum present, 2 = payload MAC present),
+ * status (i32), payload MAC counter (u64) and GMAC tag (16 bytes; seal.c: over the slice's
+ * request, graph, task, offset, total and bytes). A
  * failure before every slice was sent ends with a plain DATA carrying the error, so the
  * requester fails at once instead of at its fetch timeout.
  */
@@ -20,7 +22,7 @@
 
 #include <string.h>
 
-#define GS__PART_LEN 56
+#define GS__PART_LEN 80
 
 struct gs_wpipe {
     gs_wsend_t *s;              /* the request being answered: chunk ref, key, requester */
@@ -31,10 +33,16 @@ struct gs_wpipe {
     gs_status_t status;
 };
 
+typedef struct gs_wpart_sum {  /* what a slice's header says to check its bytes against */
+    int has_csum, has_mac;
+    uint64_t csum, mac_counter;
+    uint8_t tag[GS_AUTH_PMAC_TAG_BYTES];
+} gs_wpart_sum_t;
+
 typedef struct gs_wpart_rx {   /* one rendezvous slice being received */
     gs_wfetch_t *f;
-    uint64_t off, len, csum;
-    int has_csum;
+    uint64_t off, len;
+    gs_wpart_sum_t sum;
 } gs_wpart_rx_t;
 
 /* ---------------------------------------------------------------- slice buffers */
@@ -221,13 +229,25 @@ void gs__wpipe_staged(gs_worker_t *w, gs_wsend_t *c, gs_status_t status)
     v[3] = (uint64_t)c->part * p->slice;
     v[4] = p->total;
     v[5] = 0;
-    if (w->xfer->transfer_checksum) {
+    h = (unsigned char *)c->header.data;
+    memset(h + GS_PROTO_FRAME_HEADER + 56, 0, 8 + GS_AUTH_PMAC_TAG_BYTES);
+    if (w->xfer->payload_mac) {
+        const uint64_t bind[5] = {v[0], v[1], v[2], v[3], v[4]};
+        uint64_t ctr = 0;
+        if (gs__wpmac_tag(w, bind, c->host, c->part_len, &ctr, h + GS_PROTO_FRAME_HEADER + 64) != GS_OK) {
+            GS_LOG_WARN("cannot MAC a slice for worker %llu: %s", (unsigned long long)c->from_worker,
+                        gs_last_error());
+            gs__wpipe_part_over(w, c, GS_ERR_AUTH);
+            return;
+        }
+        memcpy(h + GS_PROTO_FRAME_HEADER + 56, &ctr, 8);
+        flags = 2;
+    } else if (w->xfer->transfer_checksum) {
         v[5] = gs__wchecksum(c->host, c->part_len);
         flags = 1;
-        if (w->xfer->test_corrupt && c->part_len > 0)   /* tests: the slice buffer is ours */
-            ((unsigned char *)c->host)[c->part_len / 2] ^= 0x40;
     }
-    h = (unsigned char *)c->header.data;
+    if ((w->xfer->payload_mac || w->xfer->transfer_checksum) && w->xfer->test_corrupt && c->part_len > 0)
+        ((unsigned char *)c->host)[c->part_len / 2] ^= 0x40;   /* tests: the slice buffer is ours */
     memset(h, 0, GS_PROTO_FRAME_HEADER);
     memcpy(h + GS_PROTO_FRAME_HEADER, v, sizeof(v));
     memcpy(h + GS_PROTO_FRAME_HEADER + 48, &flags, 4);
@@ -247,12 +267,23 @@ void gs__wpipe_sent(gs_worker_t *w, gs_wsend_t *c, ucs_status_t st)
 /* Slice [off, off + len) is in f->host: check it, copy it to the device, count it. A bad
  * slice fails the fetch at once (the parts still in flight free it when they return). */
 static void gs__wpipe_landed(gs_worker_t *w, gs_wfetch_t *f, uint64_t off, uint64_t len,
-                             int has_csum, uint64_t csum)
+                             const gs_wpart_sum_t *sum)
 {
     gs_status_t st;
 
     if (f->dead) return;
-    if (has_csum && gs__wchecksum((const char *)f->host + off, (size_t)len) != csum) {
+    if (sum->has_mac) {
+        const uint64_t bind[5] = {f->req_id, f->chunk->graph->id, f->chunk->task, off, f->chunk->nbytes};
+        if (!gs__wpmac_check(w, f->peer ? f->peer->id : 0, bind, (const char *)f->host + off, (size_t)len,
+                             sum->mac_counter, sum->tag)) {
+            gs__wfetch_fail(w, f, GS_ERR_AUTH, "chunk (%llu, %llu) from worker %llu: the slice at byte %llu "
+                            "failed its payload MAC (altered on the way, or sent by a peer without the "
+                            "cluster's key); not used",
+                            (unsigned long long)f->chunk->graph->id, (unsigned long long)f->chunk->task,
+                            (unsigned long long)(f->peer ? f->peer->id : 0), (unsigned long long)off);
+            return;
+        }
+    } else if (sum->has_csum && gs__wchecksum((const char *)f->host + off, (size_t)len) != sum->csum) {
         gs__wfetch_fail(w, f, GS_ERR_PROTO, "chunk (%llu, %llu) from worker %llu arrived "
                         "corrupted: the slice at byte %llu fails its checksum",
                         (unsigned long long)f->chunk->graph->id,
@@ -282,7 +313,7 @@ static void gs__wpipe_recv_cb(void *req, ucs_status_t st, size_t len, void *arg)
     ucp_request_free(req);
     w->xfer->ucp_outstanding--;
     if (st == UCS_OK)
-        gs__wpipe_landed(w, f, rx->off, rx->len, rx->has_csum, rx->csum);
+        gs__wpipe_landed(w, f, rx->off, rx->len, &rx->sum);
     else if (!f->dead)
         gs__wfetch_fail(w, f, GS_ERR_WORKER_LOST, "receiving a slice from worker %llu failed: %s",
                         (unsigned long long)(f->peer ? f->peer->id : 0), ucs_status_string(st));
@@ -310,7 +341,7 @@ void gs__wpipe_recv(gs_worker_t *w, gs_wdefer_t *d)
     r = ucp_am_recv_data_nbx(w->xfer->ucp_worker, d->desc, (char *)f->host + rx->off, (size_t)rx->len,
                              &p);
     if (r == NULL) {
-        gs__wpipe_landed(w, f, rx->off, rx->len, rx->has_csum, rx->csum);
+        gs__wpipe_landed(w, f, rx->off, rx->len, &rx->sum);
         gs_free(rx);
         gs__wfetch_staged(w, f, GS_OK);
     } else if (UCS_PTR_IS_ERR(r)) {
@@ -331,6 +362,7 @@ ucs_status_t gs__wam_data_part(void *arg, const void *header, size_t header_len,
     uint64_t v[6], fv;
     uint32_t flags;
     int32_t st32;
+    gs_wpart_sum_t sum;
     gs_wfetch_t *f;
     int rndv = (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0;
     uint64_t sender;
@@ -343,6 +375,12 @@ ucs_status_t gs__wam_data_part(void *arg, const void *header, size_t header_len,
     memcpy(v, header, sizeof(v));
     memcpy(&flags, (const char *)header + 48, 4);
     memcpy(&st32, (const char *)header + 52, 4);
+    memset(&sum, 0, sizeof sum);
+    sum.has_csum = (int)(flags & 1);
+    sum.csum = v[5];
+    sum.has_mac = (int)((flags >> 1) & 1);
+    memcpy(&sum.mac_counter, (const char *)header + 56, 8);
+    memcpy(sum.tag, (const char *)header + 64, GS_AUTH_PMAC_TAG_BYTES);
     if (!gs_u64map_get(&w->xfer->fetches, v[0], &fv)) return UCS_OK;   /* expired: dropped */
     f = (gs_wfetch_t *)(uintptr_t)fv;
     if (f->peer == NULL || f->peer->id != sender) {
@@ -350,12 +388,19 @@ ucs_status_t gs__wam_data_part(void *arg, const void *header, size_t header_len,
         return UCS_OK;
     }
     if (f->chunk->graph->id != v[1] || f->chunk->task != v[2] || v[4] != f->chunk->nbytes ||
-        v[3] > v[4] || len > v[4] - v[3] || st32 != GS_OK || flags > 1 ||
+        v[3] > v[4] || len > v[4] - v[3] || st32 != GS_OK || flags > 3 ||
         (f->state != GS_WFETCH_REQUESTED && !f->pipe_rx) ||
         (f->pipe_rx && f->rx_bytes + len > f->chunk->nbytes)) {
         gs__wfetch_fail(w, f, GS_ERR_PROTO, "worker %llu sent a slice that does not fit fetch "
                         "%llu", (unsigned long long)(f->peer ? f->peer->id : 0),
                         (unsigned long long)f->req_id);
+        return UCS_OK;
+    }
+    if (w->xfer->payload_mac && !sum.has_mac) {
+        gs__wfetch_fail(w, f, GS_ERR_AUTH, "chunk (%llu, %llu) from worker %llu: a slice came without its "
+                        "payload MAC (do all workers agree on --payload-mac?)",
+                        (unsigned long long)f->chunk->graph->id, (unsigned long long)f->chunk->task,
+                        (unsigned long long)(f->peer ? f->peer->id : 0));
         return UCS_OK;
     }
     if (!f->pipe_rx) {
@@ -387,8 +432,7 @@ ucs_status_t gs__wam_data_part(void *arg, const void *header, size_t header_len,
         rx->f = f;
         rx->off = v[3];
         rx->len = len;
-        rx->csum = v[5];
-        rx->has_csum = (int)(flags & 1);
+        rx->sum = sum;
         f->parts++;   /* the receive */
         d->kind = GS_WDEFER_RNDV_PART;
         d->desc = data;
@@ -398,6 +442,6 @@ ucs_status_t gs__wam_data_part(void *arg, const void *header, size_t header_len,
         return UCS_INPROGRESS;
     }
     memcpy((char *)f->host + v[3], data, len);
-    gs__wpipe_landed(w, f, v[3], len, (int)(flags & 1), v[5]);
+    gs__wpipe_landed(w, f, v[3], len, &sum);
     return UCS_OK;
 }

@@ -12,8 +12,12 @@
  * receiver id is its own, the sender is a live peer gsched announced (PEERS), and the counter
  * was not seen before from that sender (a window of GS__SEAL_WINDOW counters tolerates UCX
  * reordering). Anything else is dropped without an answer, counted in the worker's stats
- * (requests_refused) and logged at most once a second. Payloads (chunk bytes, the IPC host key)
- * are not covered: a peer without the key cannot get a header accepted, so cannot inject them.
+ * (requests_refused) and logged at most once a second. The seal does not cover payloads (chunk
+ * bytes, the IPC host key): a peer without the key cannot get a header accepted, so cannot
+ * inject them, but bytes altered on the way would pass. With the payload MAC on (--payload-mac,
+ * default when the cluster has a token) chunk bytes carry their own GMAC (gs__wpmac_tag below,
+ * its counter and tag inside the sealed header), checked by the requester before the chunk is
+ * used; bytes UCX moves device-to-device and CUDA IPC copies are trusted (gs_worker_params_t).
  * The ids are gsched's (WELCOME, PEERS): a worker cannot be reached, nor answered, under an id
  * gsched did not give it, whatever UCX address it presents. */
 #include "worker/xfer/xfer_int.h"
@@ -40,11 +44,54 @@ static uint64_t gs__seal_get64(const uint8_t *p)
 gs_status_t gs__xfer_set_key(gs_worker_t *w, const uint8_t *key)
 {
     gs_auth_mac_t *m;
+    gs_auth_pmac_t *pm = NULL;
     gs_status_t st = gs_auth_mac_create(key, GS_AUTH_KEY_BYTES, &m);
     if (st != GS_OK) return st;
+    if (w->xfer->payload_mac && (st = gs_auth_pmac_create(key, &pm)) != GS_OK) {
+        gs_auth_mac_destroy(m);
+        return st;
+    }
     gs_auth_mac_destroy(w->xfer->seal);
     w->xfer->seal = m;
+    gs_auth_pmac_destroy(w->xfer->pmac);
+    w->xfer->pmac = pm;
     return GS_OK;
+}
+
+/* ---------------------------------------------------------------- payload MACs
+ * The tag covers the answer it belongs to (request id, graph, task, offset and total size, u64
+ * LE each) and the bytes, under IV = sender id || counter; counter and tag travel in the sealed
+ * header, so they cannot be changed either. */
+
+static gs_status_t gs__wpmac(gs_worker_t *w, uint64_t sender, const uint64_t bind[5], const void *data,
+                             size_t len, uint64_t counter, uint8_t *tag)
+{
+    uint8_t iv[GS_AUTH_PMAC_IV_BYTES], b[40];
+    gs_auth_part_t parts[2];
+    gs_status_t st;
+    if (w->xfer->pmac == NULL) return gs_error_set(GS_ERR_AUTH, "no data-plane key yet (not welcomed by gsched)");
+    if ((st = gs_auth_pmac_iv(sender, counter, iv)) != GS_OK) return st;
+    for (int i = 0; i < 5; i++) gs__seal_put64(b + 8 * i, bind[i]);
+    parts[0] = (gs_auth_part_t){b, sizeof b};
+    parts[1] = (gs_auth_part_t){data, len};
+    return gs_auth_pmac_compute(w->xfer->pmac, iv, parts, 2, tag);
+}
+
+gs_status_t gs__wpmac_tag(gs_worker_t *w, const uint64_t bind[5], const void *data, size_t len,
+                          uint64_t *counter_p, uint8_t *tag)
+{
+    uint64_t c = ++w->xfer->pmac_counter;
+    gs_status_t st = gs__wpmac(w, w->id, bind, data, len, c, tag);
+    if (st == GS_OK) *counter_p = c;
+    return st;
+}
+
+int gs__wpmac_check(gs_worker_t *w, uint64_t sender, const uint64_t bind[5], const void *data, size_t len,
+                    uint64_t counter, const uint8_t *tag)
+{
+    uint8_t want[GS_AUTH_PMAC_TAG_BYTES];
+    if (gs__wpmac(w, sender, bind, data, len, counter, want) != GS_OK) return 0;
+    return gs_auth_equal(want, tag, sizeof want);
 }
 
 static gs_status_t gs__seal_mac(gs_worker_t *w, unsigned am_id, const void *hdr, size_t len, const uint8_t *ids,

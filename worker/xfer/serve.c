@@ -175,6 +175,20 @@ static ucp_ep_h gs__wserve_ep(gs_worker_t *w, uint64_t from, ucp_ep_h reply_ep)
     return reply_ep;
 }
 
+/* Tests (test_corrupt_transfers): send a copy with one byte flipped, after its checksum or MAC
+ * was taken; the stored chunk is never touched. */
+static gs_status_t gs__wserve_corrupt(gs_wsend_t *s)
+{
+    unsigned char *copy = gs_malloc((size_t)s->chunk->nbytes, "corrupt copy");
+    if (copy == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for a corrupted copy");
+    memcpy(copy, s->host, (size_t)s->chunk->nbytes);
+    copy[s->chunk->nbytes / 2] ^= 0x40;
+    if (s->host_owned) gs_free(s->host);
+    s->host = copy;
+    s->host_owned = 1;
+    return GS_OK;
+}
+
 static void gs__wserve_post(gs_worker_t *w, gs_wsend_t *s, ucp_ep_h ep)
 {
     gs_msg_t m;
@@ -187,25 +201,27 @@ static void gs__wserve_post(gs_worker_t *w, gs_wsend_t *s, ucp_ep_h ep)
     m.u.data.task_id = s->task;
     m.u.data.status = s->status;
     status = gs_msg_encode(&m, &s->header);
-    if (status == GS_OK && w->xfer->transfer_checksum) {
+    if (status == GS_OK && w->xfer->payload_mac) {
+        unsigned char tr[GS__PMAC_TRAILER] = {0};
+        if (s->status == GS_OK && !s->payload_cuda) {
+            const uint64_t bind[5] = {s->req_id, s->graph, s->task, 0, s->chunk->nbytes};
+            uint64_t c = 0;
+            status = gs__wpmac_tag(w, bind, s->host, (size_t)s->chunk->nbytes, &c, tr + 8);
+            for (int i = 0; i < 8; i++) tr[i] = (unsigned char)(c >> (8 * i));
+            tr[GS__PMAC_TRAILER - 1] = 1;
+            if (status == GS_OK && w->xfer->test_corrupt && s->chunk->nbytes > 0)
+                status = gs__wserve_corrupt(s);   /* tests: a tampering peer */
+        }
+        if (status == GS_OK) status = gs_buf_append(&s->header, tr, sizeof(tr));
+    } else if (status == GS_OK && w->xfer->transfer_checksum) {
         unsigned char tr[GS__CSUM_TRAILER] = {0};
         if (s->status == GS_OK && !s->payload_cuda) {
             uint64_t c = gs__wchecksum(s->host, (size_t)s->chunk->nbytes);
             memcpy(tr, &c, 8);
             tr[8] = 1;
-            if (w->xfer->test_corrupt && s->chunk->nbytes > 0) {
-                /* tests: send a corrupted copy (never touch the stored chunk) */
-                unsigned char *copy = gs_malloc((size_t)s->chunk->nbytes, "corrupt copy");
-                if (copy != NULL) {
-                    memcpy(copy, s->host, (size_t)s->chunk->nbytes);
-                    copy[s->chunk->nbytes / 2] ^= 0x40;
-                    if (s->host_owned) gs_free(s->host);
-                    s->host = copy;
-                    s->host_owned = 1;
-                }
-            }
+            if (w->xfer->test_corrupt && s->chunk->nbytes > 0) status = gs__wserve_corrupt(s);
         }
-        status = gs_buf_append(&s->header, tr, sizeof(tr));
+        if (status == GS_OK) status = gs_buf_append(&s->header, tr, sizeof(tr));
     }
     if (status != GS_OK || ep == NULL) {
         GS_LOG_WARN("cannot answer fetch %llu of worker %llu: %s", (unsigned long long)s->req_id,

@@ -377,6 +377,10 @@ gs_status_t gs__xfer_init(gs_worker_t *w, const gs_worker_params_t *wparams)
     x->pipe_slice = wparams->pipe_slice ? (size_t)wparams->pipe_slice : ((size_t)8 << 20);
     x->pipe_min = wparams->pipe_min ? wparams->pipe_min : ((uint64_t)32 << 20);
     x->test_corrupt = wparams->test_corrupt_transfers != 0;
+    x->payload_mac = wparams->payload_mac == GS_WORKER_PAYLOAD_MAC_ON ||
+                     (wparams->payload_mac == GS_WORKER_PAYLOAD_MAC_AUTO && wparams->token != NULL &&
+                      wparams->token[0] != '\0');
+    x->payload_mac_device = x->payload_mac && wparams->payload_mac_device != 0;
     gs_u64map_init(&x->peers);
     gs_u64map_init(&x->fetches);
     gs__wlist_init(&x->sends);
@@ -411,6 +415,9 @@ gs_status_t gs__xfer_init(gs_worker_t *w, const gs_worker_params_t *wparams)
         if (w->streams_mode && !(ca.memory_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)))
             GS_LOG_INFO("ucx memory types: %s; device chunks are staged through host buffers",
                         types);
+        else if (w->streams_mode && w->xfer->payload_mac_device)
+            GS_LOG_INFO("ucx memory types: %s; device chunks are staged through host buffers, where "
+                        "their payload MACs are taken (--payload-mac-device)", types);
         else if (w->streams_mode) {
             w->xfer->ucx_cuda = 1;
             GS_LOG_INFO("ucx memory types: %s: device chunks go to UCX directly (rendezvous); "
@@ -540,6 +547,8 @@ void gs__xfer_cleanup(gs_worker_t *w)
     gs__wbw_cleanup(w);
     gs_auth_mac_destroy(w->xfer->seal);
     w->xfer->seal = NULL;
+    gs_auth_pmac_destroy(w->xfer->pmac);
+    w->xfer->pmac = NULL;
     /* sends whose UCX operation never returned: drop them (UCX frees its requests with the
      * worker) */
     while (!gs__wlist_empty(&w->xfer->sends)) {

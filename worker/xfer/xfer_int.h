@@ -20,6 +20,9 @@
  * the checksum (8 bytes) and 1 when it is present (0 for bytes UCX moves between device
  * buffers, which this worker never sees). */
 #define GS__CSUM_TRAILER 9
+/* With the payload MAC (instead of the checksum): counter (u64 LE), GMAC tag, and 1 when the
+ * bytes are MACed (0: device bytes this worker never sees, or an error reply). */
+#define GS__PMAC_TRAILER (8u + GS_AUTH_PMAC_TAG_BYTES + 1u)
 
 /* seal.c: the trailer every active message carries (ids, counter, HMAC) and the replay window */
 #define GS__SEAL_TRAILER (24u + GS_AUTH_MAC_BYTES)
@@ -57,6 +60,9 @@ struct gs_wfetch {
     uint64_t rx_bytes;        /* pipe_rx: bytes arrived */
     gs_status_t part_status;  /* first failure among the parts */
     uint64_t csum;
+    uint8_t mac_on;           /* the DATA carried a payload MAC (mac_counter, mac_tag) */
+    uint64_t mac_counter;
+    uint8_t mac_tag[GS_AUTH_PMAC_TAG_BYTES];
     uint64_t ipc_lease;       /* CUDA IPC: the owner's lease to give back (0 none) */
     uint64_t ipc_owner;       /* CUDA IPC: the owner's worker id */
 };
@@ -162,6 +168,10 @@ struct gs_xfer {
     int pipe_npool;
     uint64_t pipe_min;        /* chunks at least this big go in slices */
     int test_corrupt;
+    int payload_mac;          /* payload MACs on (resolved from gs_worker_params_t) */
+    int payload_mac_device;   /* device chunks staged for UCX so that they are MACed */
+    gs_auth_pmac_t *pmac;     /* keyed with the data-plane key (NULL until WELCOME) */
+    uint64_t pmac_counter;    /* last counter used in an IV of this worker */
     int ucx_cuda;             /* streams mode and UCX reports CUDA memory support */
 
     /* UCX */
@@ -228,6 +238,14 @@ void gs__wdirect_reply(gs_worker_t *w, gs_wdconn_t *dc, uint64_t req_id, uint64_
  * (the client's shared memory, at least the chunk's size) with an empty DATA when done. */
 void gs__xfer_gather_to(gs_worker_t *w, gs_wdconn_t *dc, uint8_t *shm_dst, uint64_t req_id, uint64_t graph,
                         uint64_t task);
+/* ---- seal.c: payload MACs ---- */
+/* Tag @a len bytes at @a data sent in answer to (req_id, graph, task) at offset @a off of a
+ * chunk of @a total bytes: fills *counter_p and @a tag. GS_ERR_AUTH before WELCOME. */
+gs_status_t gs__wpmac_tag(gs_worker_t *w, const uint64_t bind[5], const void *data, size_t len,
+                          uint64_t *counter_p, uint8_t *tag);
+/* 1 when @a tag is right for those bytes sent by worker @a sender with @a counter, else 0. */
+int gs__wpmac_check(gs_worker_t *w, uint64_t sender, const uint64_t bind[5], const void *data, size_t len,
+                    uint64_t counter, const uint8_t *tag);
 
 /* ---- seal.c: sealed active messages ---- */
 /* Append the trailer to s->header (the encoded header after the frame header) for the message
