@@ -297,10 +297,11 @@ static gs_status_t gs__wtask_admit(gs_worker_t *w, gs_wtask_t *t, int head)
     if (need < fetch_bytes + unspill_bytes || need > w->mem_limit) {
         gs__wtask_fail(w, t, w->streams_mode ? GS_ERR_NO_DEVICE_MEMORY : GS_ERR_NO_MEMORY,
                        "worker %s: it needs %llu bytes at once in the %s memory tier (output "
-                       "%llu, inputs to fetch %llu, inputs to read back from disk %llu) but "
-                       "the memory limit is %llu bytes", w->name, (unsigned long long)need,
-                       w->streams_mode ? "device" : "host", (unsigned long long)t->out_nbytes,
-                       (unsigned long long)fetch_bytes, (unsigned long long)unspill_bytes,
+                       "%llu, inputs to fetch %llu, inputs to bring back from the %s tier "
+                       "%llu) but the memory limit is %llu bytes", w->name,
+                       (unsigned long long)need, w->streams_mode ? "device" : "host",
+                       (unsigned long long)t->out_nbytes, (unsigned long long)fetch_bytes,
+                       gs__wspill_lower_name(w), (unsigned long long)unspill_bytes,
                        (unsigned long long)w->mem_limit);
         return GS_ERR_NO_MEMORY;
     }
@@ -362,9 +363,10 @@ static gs_status_t gs__wtask_admit(gs_worker_t *w, gs_wtask_t *t, int head)
                         gs__wtask_unadmit(w, t, i, qprev);   /* backend refused: wait */
                         return GS_INPROGRESS;
                     }
-                    gs__wtask_fail(w, t, status, "reading input (%llu, %llu) back from disk: "
-                                   "%s", (unsigned long long)d->graph,
-                                   (unsigned long long)d->task, gs_last_error());
+                    gs__wtask_fail(w, t, status, "bringing input (%llu, %llu) back from the "
+                                   "%s tier: %s", (unsigned long long)d->graph,
+                                   (unsigned long long)d->task, gs__wspill_lower_name(w),
+                                   gs_last_error());
                     return status;
                 }
             }

@@ -38,6 +38,10 @@
  * the tasks admitted ahead of execution load while others compute). The generators' share is
  * spill_pause (0.75, the 3/4 above). A failure of the disk tier fails the waiting task with a
  * message naming the worker, the tier, the sizes and the limit (GS_ERR_NO_RESOURCE).
+ * In streams mode with a backend that has to_host/to_device ("cuda"), the tier below the
+ * backend's memory is host memory (host_limit) instead of the disk, with the same policy;
+ * inputs of queued tasks on the lower tier are brought up ahead of admission while memory is
+ * under spill_threshold (spill.h).
  *
  * Peer transfers. One ucp context (active messages) and one ucp worker whose event fd is
  * polled by the loop. Endpoints are created lazily from the PEERS addresses and closed when

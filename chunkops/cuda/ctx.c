@@ -1,4 +1,5 @@
-/* CUDA backend: context, device arena, streams, host copies, kernels' entry points, notify,
+/* CUDA backend: context, device arena, streams, host copies, tier moves through page-locked
+ * staging (to_host / to_device), kernels' entry points, notify,
  * sync, and the benchmark helpers (timers, device-to-device copies). Plain C over the CUDA
  * runtime API; kernels are launched through the plain-C launchers of fused.cu / misc.cu. */
 #include "chunkops/cuda/cuda_backend.h"

@@ -93,6 +93,15 @@ char *gs__dash_api_workers(const gs__dsnap_t *snap)
             gs__api_set(disk, "unspilled_bytes", json_integer((json_int_t)w->unspilled_bytes), &ok);
             gs__api_push(mem, disk, &ok);
         }
+        if (w->host_limit != 0 && strcmp(w->backend, "cpu") != 0) {   /* a device's host tier */
+            json_t *host = json_object();
+            gs__api_set(host, "tier", json_string("host"), &ok);
+            gs__api_set(host, "used", json_integer((json_int_t)w->host_used), &ok);
+            gs__api_set(host, "limit", json_integer((json_int_t)w->host_limit), &ok);
+            gs__api_set(host, "spilled_bytes", json_integer((json_int_t)w->host_spilled_bytes), &ok);
+            gs__api_set(host, "unspilled_bytes", json_integer((json_int_t)w->host_unspilled_bytes), &ok);
+            gs__api_push(mem, host, &ok);
+        }
         gs__api_set(tasks, "running", json_integer((json_int_t)w->executing), &ok);
         gs__api_set(tasks, "queued", json_integer((json_int_t)w->queued), &ok);
         gs__api_set(tasks, "assigned", json_integer((json_int_t)w->outstanding), &ok);

@@ -104,6 +104,8 @@ static void gs__m_workers(gs__dtext_t *t, const gs__dsnap_t *snap)
         const gs__dworker_t *w = &snap->workers[i];
         gs__m_worker(t, "gsched_worker_memory_bytes", w, "tier", strcmp(w->backend, "cpu") == 0 ? "host" : "device", w->mem_used);
         if (w->disk_limit != 0) gs__m_worker(t, "gsched_worker_memory_bytes", w, "tier", "disk", w->disk_used);
+        if (w->host_limit != 0 && strcmp(w->backend, "cpu") != 0)
+            gs__m_worker(t, "gsched_worker_memory_bytes", w, "tier", "host", w->host_used);
     }
     gs__m_family(t, "gsched_worker_memory_limit_bytes", "gauge", "A worker's memory limit, by tier.");
     for (uint32_t i = 0; i < snap->nworkers; i++) {

@@ -156,6 +156,10 @@ static int gs__dsnap_workers(gs__dash_t *d, gs__dsnap_t *snap)
         o->disk_limit = w->disk_limit;
         o->spilled_bytes = w->spilled_bytes;
         o->unspilled_bytes = w->unspilled_bytes;
+        o->host_used = w->host_used;
+        o->host_limit = w->host_limit;
+        o->host_spilled_bytes = w->host_spilled_bytes;
+        o->host_unspilled_bytes = w->host_unspilled_bytes;
         o->outstanding = w->outstanding;
         o->ms_per_task = w->ns_per_task * 1e-6;
         o->uptime_s = now > w->t_register_ns ? (double)(now - w->t_register_ns) * 1e-9 : 0.0;

@@ -63,6 +63,8 @@ typedef struct gs__dworker {
     uint64_t memory_limit, mem_used;
     uint64_t disk_used, disk_limit;   /* the spill tier (worker/spill/): 0, 0 when off */
     uint64_t spilled_bytes, unspilled_bytes;
+    uint64_t host_used, host_limit;   /* a device worker's host tier: 0, 0 when none */
+    uint64_t host_spilled_bytes, host_unspilled_bytes;
     uint32_t outstanding;        /* sent and not reported */
     uint64_t executing, queued;  /* from its last heartbeat */
     uint64_t tasks_done, tasks_failed;

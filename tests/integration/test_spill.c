@@ -1,5 +1,7 @@
 /* Spilling with real daemons: gworker processes with tiny --memory-limit values keep arrays
- * several times larger than their memory in their --local-directory and compute on them. */
+ * several times larger than their memory in their --local-directory and compute on them; with
+ * $GS_TEST_BACKEND=cuda, GPU workers with a tiny --device-memory-limit keep them in host
+ * memory. */
 #include "cluster.h"
 #include "reference.h"
 #include "tests/tmp_tree.h"
@@ -189,4 +191,46 @@ Test(integration_spill, gworker_refuses_a_local_directory_it_cannot_write, .fini
     cr_assert(tp_wait_exit(pid, &st, 30.0));
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) != 0, "gworker started anyway:\n%s", out);
     cr_assert(strstr(out, below) && strstr(out, "local directory"), "output:\n%s", out);
+}
+
+/* GPU workers (only with $GS_TEST_BACKEND=cuda; the cpu backend runs the same host-tier code in
+ * tests/worker/test_spill_host.c): x of 1.5 x a 64 MiB device limit is persisted, most of it in
+ * host memory, and summed exactly; the workers report the host tier. */
+Test(integration_spill, cuda_worker_keeps_one_and_a_half_device_limits_in_host_memory, .fini = down)
+{
+    const int64_t n = 3584;                  /* 98 MiB of float64 on a 64 MiB device */
+    int64_t shape[2] = {n, n}, chunks[2] = {512, 512};
+    const char *extra[] = {"--device-memory-limit", "64MiB", NULL};
+    const char *backend = getenv("GS_TEST_BACKEND");
+    gs_client_worker_info_t wi[1];
+    uint64_t host_spilled = 0;
+    size_t nw = 0;
+    gs_array_h x;
+    ref_t rx;
+    double want;
+    if (backend == NULL || strcmp(backend, "cuda") != 0)
+        cr_skip_test("needs GPU workers ($GS_TEST_BACKEND=cuda)");
+    alarm(600);
+    cr_assert(tc_start(&CL, 0, NULL, NULL), "gsched did not start");
+    cr_assert_gt(tc_add_worker_args(&CL, "g0", extra), 0);
+    C = tc_connect(&CL, GS_LOWER_DEFAULT);
+    cr_assert_not_null(C, "%s", gs_last_error());
+    OK(gs_client_wait_for_workers(C, 1, 60.0));
+    OK(gs_array_random_normal(37, 0, 1, 2, shape, chunks, &x));
+    OK(gs_client_persist(C, x));
+    rx = ref_normal(37, 0, 1, 2, shape);
+    want = ref_sum(&rx);
+    cr_assert(ref_rel(sum_of(x), want) <= 1e-12, "x.sum(): %.17g vs %.17g", sum_of(x), want);
+    for (int tries = 0; tries < 100 && host_spilled == 0; tries++) {
+        struct timespec ts = {0, 50 * 1000 * 1000};
+        OK(gs_client_workers(C, wi, 1, &nw));
+        host_spilled = nw ? wi[0].host_spilled_bytes : 0;
+        if (host_spilled == 0) nanosleep(&ts, NULL);
+    }
+    cr_assert_gt(host_spilled, 0u, "the worker reported nothing copied to host memory");
+    cr_assert_gt(wi[0].host_used, 0u);
+    cr_assert_eq(wi[0].spilled_bytes, 0u, "a GPU worker wrote to disk");
+    OK(gs_client_unpersist(C, x));
+    gs_array_release(x);
+    ref_free(&rx);
 }

@@ -157,6 +157,109 @@ Test(worker_spill_host, unfused_sum_brings_host_inputs_back_to_the_device)
     cr_assert_eq(st.spills, 0u);
 }
 
+/* Assign every task of @a tg whose dependencies are done (done[]) and that is not assigned yet
+ * to peer 0; returns how many. */
+static size_t assign_ready(const gs_taskgraph_t *tg, char *assigned, const char *done,
+                           uint64_t *batch, const uint64_t *holder)
+{
+    size_t nb = 0;
+    for (uint64_t t = 0; t < tg->ntasks; t++) {
+        int ready = !assigned[t];
+        for (uint64_t j = tg->dep_off[t]; j < tg->dep_off[t + 1] && ready; j++)
+            ready = done[tg->deps[j]];
+        if (!ready) continue;
+        assigned[t] = 1;
+        batch[nb++] = t;
+    }
+    if (nb) fs_assign(&fs, 0, 1, tg, batch, nb, holder);
+    return nb;
+}
+
+/* Prefetch: 96 generators of 128 KiB chunks (12 MiB) on an 8 MiB "device" spilling down to 30 %
+ * run first, so most of their chunks go to host memory; then the 96 tasks summing them arrive
+ * at once, and each input is released once summed (as gsched does). Admission's window (12
+ * tasks that are not small) leaves the others queued: their inputs come up ahead of admission
+ * while the device is under its threshold (70 %). */
+Test(worker_spill_host, inputs_of_queued_tasks_come_up_ahead_of_admission)
+{
+    gs_worker_params_t p = host_params();
+    gs_worker_stats_t st;
+    tw_t t;
+    double *ref, *got;
+    size_t size, ndone = 0;
+    gs_array_h a, s;
+    int64_t shape[2] = {16, 1024 * 96}, chunks[2] = {16, 1024};
+    gs_taskgraph_t *tg;
+    char *assigned, *done, *output;
+    uint64_t *batch, *holder, *consumers;
+    int *place;
+
+    p.memory_limit = 8u << 20;
+    p.spill_target = 0.3;
+    cr_assert_eq(gs_array_random_uniform(13, 0, 1, 2, shape, chunks, &a), GS_OK);
+    cr_assert_eq(gs_array_reduce_axes(GS_RED_SUM, a, 1, (int[]){0}, 0, NULL, &s), GS_OK);
+    tg = tw_lower(s, GS_LOWER_CULL, &ref, &size);
+    assigned = calloc(tg->ntasks, 1);
+    done = calloc(tg->ntasks, 1);
+    output = calloc(tg->ntasks, 1);
+    batch = calloc(tg->ntasks, sizeof(uint64_t));
+    holder = calloc(tg->ntasks, sizeof(uint64_t));
+    consumers = calloc(tg->ntasks, sizeof(uint64_t));
+    place = calloc(tg->ntasks, sizeof(int));
+    for (uint64_t o = 0; o < tg->noutputs; o++) output[tg->outputs[o]] = 1;
+    for (uint64_t j = 0; j < tg->dep_off[tg->ntasks]; j++) consumers[tg->deps[j]]++;
+    tw_start_each(&fs, &t, 1, &p);
+    for (uint64_t i = 0; i < tg->ntasks; i++) holder[i] = fs.peers[0]->id;
+    /* the generators, to the end */
+    cr_assert_eq(assign_ready(tg, assigned, done, batch, holder), 96u);
+    for (size_t k = 0; k < 96; k++) {
+        const fs_done_t *d = fs_wait_done(&fs, 1, batch[k], 30000);
+        cr_assert(d != NULL && d->status == GS_OK, "generator %llu: %s",
+                  (unsigned long long)batch[k], d ? d->err : "timed out");
+        done[batch[k]] = 1;
+        ndone++;
+    }
+    gs_worker_stats(t.w, &st);
+    cr_assert_gt(st.host_used, 4u << 20, "the generators' chunks are not in host memory");
+    cr_assert_leq(st.mem_used, 6u << 20);
+    cr_assert_eq(st.prefetches, 0u);
+    /* their consumers at once, waves until the end; inputs released once consumed */
+    while (ndone < tg->ntasks) {
+        size_t nb = assign_ready(tg, assigned, done, batch, holder);
+        cr_assert_gt(nb, 0u, "nothing to assign");
+        for (size_t k = 0; k < nb; k++) {
+            const fs_done_t *d = fs_wait_done(&fs, 1, batch[k], 30000);
+            cr_assert(d != NULL && d->status == GS_OK, "task %llu: %s",
+                      (unsigned long long)batch[k], d ? d->err : "timed out");
+            done[batch[k]] = 1;
+            ndone++;
+            for (uint64_t j = tg->dep_off[batch[k]]; j < tg->dep_off[batch[k] + 1]; j++) {
+                uint64_t dep = tg->deps[j];
+                if (--consumers[dep] == 0 && !output[dep]) fs_release(&fs, 0, 1, dep);
+            }
+        }
+    }
+    got = calloc(size, sizeof(double));
+    cr_assert(fs_gather_all(&fs, 1, tg, place, got, 10000), "gather failed");
+    assert_close(got, ref, size);
+    gs_worker_stats(t.w, &st);
+    cr_assert_gt(st.prefetches, 0u, "no input of a queued task came up ahead of admission");
+    cr_assert_leq(st.prefetches, st.host_unspills);
+    tw_stop_each(&fs, &t, 1);
+    free(got);
+    free(ref);
+    free(assigned);
+    free(done);
+    free(output);
+    free(batch);
+    free(holder);
+    free(consumers);
+    free(place);
+    gs_taskgraph_free(tg);
+    gs_array_release(s);
+    gs_array_release(a);
+}
+
 Test(worker_spill_host, peers_fetch_chunks_from_host_memory)
 {
     gs_worker_params_t p[2] = {host_params(), {0}};

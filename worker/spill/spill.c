@@ -270,7 +270,7 @@ void gs__wspill_prefetch(gs_worker_t *w)
     int n = 0;
 
     if (sp == NULL || !sp->enabled || gs__wspill_lower_used(w) == 0) return;
-    room = (uint64_t)(sp->target * (double)w->mem_limit);
+    room = (uint64_t)(sp->threshold * (double)w->mem_limit);
     for (gs_wlink_t *e = w->admit_q.next; e != &w->admit_q && n < GS_WSPILL_PREFETCH_SCAN;
          e = e->next, n++) {
         gs_wtask_t *t = GS_WCONTAINER(e, gs_wtask_t, link);
@@ -279,7 +279,7 @@ void gs__wspill_prefetch(gs_worker_t *w)
             if (c == NULL || c->state != GS_WCHUNK_READY || c->sp.tier == GS_WTIER_MEM ||
                 c->sp.io != GS_WSPILL_IO_NONE)
                 continue;
-            if (w->mem_used + c->nbytes > room) return;      /* bounded by the target */
+            if (w->mem_used + c->nbytes > room) return;      /* bounded by the threshold */
             if (gs__wspill_load(w, c) != GS_OK) return;      /* admission will retry it */
             w->st.prefetches++;
         }

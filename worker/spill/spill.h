@@ -123,9 +123,10 @@ gs_status_t gs__wspill_load(struct gs_worker *w, struct gs_wchunk *c);
 gs_status_t gs__wspill_read(struct gs_worker *w, struct gs_wchunk *c, void *dst,
                             gs_wspill_read_cb cb, void *arg);
 
-/** Bring up, ahead of admission, the inputs of queued tasks that are on the lower tier while
- *  the memory stays under the target fraction (so that the policy does not move them down
- *  again): their copies overlap the kernels of running tasks. Called from gs__wexec_pump. */
+/** Bring up, ahead of admission, the inputs of queued tasks (the first 64) that are on the
+ *  lower tier while the memory stays under the threshold fraction (so that the policy does not
+ *  move them down again): their copies overlap the kernels of running tasks. Not while
+ *  admission waits for memory. Called from gs__wexec_pump. */
 void gs__wspill_prefetch(struct gs_worker *w);
 /** Name of the tier of the backend's memory ("device" in streams mode, else "memory") and of
  *  the tier below it ("host" or "disk"). */
