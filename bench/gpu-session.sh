@@ -10,6 +10,8 @@
 # spill: arrays beyond the workers' memory (issue 13).
 # dash: dashboard overhead and hostile load, a performance report (issue 14).
 # tls: gs-bench tasks with and without TLS on the control connections, alternating (issue 15).
+# sched: the scheduler's ceiling on tiny tasks, 1 M tasks on 4 CPU workers, and the dashboard's
+#        overhead on them (issue 19 item 4, issue 14); needs gs-bench gsched gworker gs-local-cluster.
 # GS_TARGETS="a b ..." builds only those targets (a shorter build for one stage).
 set -uo pipefail
 what=${1:-all}
@@ -164,4 +166,14 @@ fi
 if [ "$what" = tls ]; then
   # tls: needs the targets gs-bench gsched gworker; the CPU figures of a quiet host
   bash bench/tls-bench.sh build-gpu/bin 5 200000 2>"$out/tls.err" | tee "$out/tls.txt" | cut -c1-160
+fi
+if [ "$what" = sched ]; then
+  # sched: tasks/s of 1 M tiny tasks (target >= 5 M/s on a 16-core host), per-process CPU us/task
+  # in each JSON line; then the dashboard overhead (>= 5 alternating pairs, median and spread)
+  {
+    run $B/gs-bench tasks --tasks 1000000 --workers 4 --backend cpu --repeat 5 --dashboard-address none
+    run $B/gs-bench tasks --tasks 1000000 --workers 4 --backend cpu --shape tree --repeat 3 --dashboard-address none
+    bash bench/dash-bench.sh build-gpu overhead 1000000 6 cpu
+  } 2>"$out/sched.err" | tee "$out/sched.jsonl" | cut -c1-400
+  tail -5 "$out/sched.err"
 fi
