@@ -324,6 +324,8 @@ struct gs_sched {
     uv_timer_t timer;
     uint64_t timer_last_ns;          /* when housekeeping last ran (stall detection) */
     uint64_t polled_ns;              /* when the loop last finished reading its sockets */
+    uint64_t tick_ns;                /* when the current placement pass (gs__sched_tick) began:
+                                        the assignment time of the tasks it assigns */
     uv_check_t check;
     int listening;
     int listen_called;
