@@ -13,6 +13,8 @@
 # gather: slice3 on one GPU by each gather path (relay, direct, shm, auto), and the direct
 #         gather tests with CUDA workers (issue 18 item 4).
 # mac: payload MAC throughput and transfers with MACs off/on; CUDA integration with staged MACs (issue 12).
+# sched: the scheduler's ceiling on tiny tasks, 1 M tasks on 4 CPU workers, and the dashboard's
+#        overhead on them (issue 19 item 4, issue 14); needs gs-bench gsched gworker gs-local-cluster.
 # GS_TARGETS="a b ..." builds only those targets (a shorter build for one stage).
 set -uo pipefail
 what=${1:-all}
@@ -212,4 +214,14 @@ if [ "$what" = gather ]; then
   } >"$out/gather-tests.log" 2>&1
   grep -hE "Synthesis" "$out/gather-tests.log"
   grep -hE -A12 "\[FAIL\]|CRASH" "$out/gather-tests.log" | head -40
+fi
+if [ "$what" = sched ]; then
+  # sched: tasks/s of 1 M tiny tasks (target >= 5 M/s on a 16-core host), per-process CPU us/task
+  # in each JSON line; then the dashboard overhead (>= 5 alternating pairs, median and spread)
+  {
+    run $B/gs-bench tasks --tasks 1000000 --workers 4 --backend cpu --repeat 5 --dashboard-address none
+    run $B/gs-bench tasks --tasks 1000000 --workers 4 --backend cpu --shape tree --repeat 3 --dashboard-address none
+    bash bench/dash-bench.sh build-gpu overhead 1000000 6 cpu
+  } 2>"$out/sched.err" | tee "$out/sched.jsonl" | cut -c1-400
+  tail -5 "$out/sched.err"
 fi

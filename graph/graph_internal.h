@@ -318,6 +318,9 @@ typedef struct gs__fres {
 /* Resolve block @a block of FUSED layer @a l. GS_ERR_INVALID_PARAM (with a message) when the
  * block is out of range or a leaf's map leaves its array or crosses a chunk boundary. */
 gs_status_t gs__fused_resolve(const gs_layer_t *l, uint64_t block, gs__fres_t *r);
+/* 1 when fused layer @a l reads input chunks (has a GS_LEAF_CHUNK leaf); 0: every block has no
+ * inputs (generators only), which needs no gs__fused_resolve. */
+int gs__fused_reads_chunks(const gs_layer_t *l);
 
 /* Structural check of a layer built by the lowering or decoded from the wire. */
 gs_status_t gs__layer_check(const gs_layer_t *l);

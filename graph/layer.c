@@ -337,12 +337,22 @@ bad_range:
                         gs_layer_name(l));
 }
 
+int gs__fused_reads_chunks(const gs_layer_t *l)
+{
+    for (int32_t k = 0; k < l->u.f.nleaves; k++)
+        if (l->u.f.leaves[k].kind == GS_LEAF_CHUNK) return 1;
+    return 0;
+}
+
 int gs_layer_ninputs(const gs_layer_t *l, uint64_t block)
 {
     if (block >= gs_layer_nblocks(l)) return -1;
     switch (l->kind) {
     case GS_LAYER_FUSED: {
         gs__fres_t r;
+        /* generators only: no inputs whatever the block (its addressing is checked when it is
+         * instantiated); tiny tasks ask this once each */
+        if (!gs__fused_reads_chunks(l)) return 0;
         if (gs__fused_resolve(l, block, &r) != GS_OK) return -1;
         return r.ninputs;
     }

@@ -662,6 +662,8 @@ static gs_status_t lw_inputs(const lw_t *w, int64_t li, uint64_t b, lw_ref_t *re
     int n = 0;
     if (ll->xoff != NULL) {
         for (uint64_t i = ll->xoff[b]; i < ll->xoff[b + 1]; i++) refs[n++] = ll->xrefs[i];
+    } else if (l->kind == GS_LAYER_FUSED && !gs__fused_reads_chunks(l)) {
+        /* generators only: no inputs (saves a block resolution per task) */
     } else if (l->kind == GS_LAYER_FUSED) {
         gs__fres_t r;
         if (gs__fused_resolve(l, b, &r) != GS_OK) {

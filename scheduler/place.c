@@ -268,7 +268,7 @@ static gs_status_t gs__assign(gs_sched_t *s, gs__graph_t *g, uint32_t t, gs__wor
     }
     gs__task_state_set(g, t, GS__TS_ASSIGNED);
     g->where[t] = w->slot;
-    if (g->t_assigned != NULL) g->t_assigned[t] = gs_now_ns();
+    if (g->t_assigned != NULL) g->t_assigned[t] = s->tick_ns;   /* the tick's clock: one read per tick */
     w->outstanding++;
     gw->outstanding++;
     s->st.tasks_assigned_total++;
@@ -423,6 +423,7 @@ void gs__sched_tick(gs_sched_t *s)
         return;
     }
     s->tick++;
+    s->tick_ns = gs_now_ns();
     /* visit each active graph once, starting after the last one served */
     n = 0;
     for (g = s->active; g != NULL; g = g->anext) {

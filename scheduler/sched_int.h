@@ -332,6 +332,8 @@ struct gs_sched {
     uint64_t timer_last_ns;          /* when housekeeping last ran (stall detection) */
     uint64_t heap_checked_ns;        /* when housekeeping last looked at the heap (gs__sched_heap) */
     uint64_t polled_ns;              /* when the loop last finished reading its sockets */
+    uint64_t tick_ns;                /* when the current placement pass (gs__sched_tick) began:
+                                        the assignment time of the tasks it assigns */
     uv_check_t check;
     int listening;
     int listen_called;

@@ -213,10 +213,12 @@ void gs__wtask_fail(gs_worker_t *w, gs_wtask_t *t, gs_status_t status, const cha
 
 /* ---------------------------------------------------------------- admission */
 
-static void gs__wtask_become_ready(gs_worker_t *w, gs_wtask_t *t)
+/* @a now: the clock, or 0 to read it (a task ready within its admission passes its t_admit: one
+ * clock read less per tiny task) */
+static void gs__wtask_become_ready(gs_worker_t *w, gs_wtask_t *t, uint64_t now)
 {
     t->state = GS_WTASK_READY;
-    t->t_ready = gs_now_ns();
+    t->t_ready = now != 0 ? now : gs_now_ns();
     t->fetch_ns = t->t_ready - t->t_admit;
     gs__wlist_push(&w->ready_q, &t->link);
 }
@@ -393,7 +395,7 @@ static gs_status_t gs__wtask_admit(gs_worker_t *w, gs_wtask_t *t, int head)
             t->nwait++;
         }
     }
-    if (t->nwait == 0) gs__wtask_become_ready(w, t);
+    if (t->nwait == 0) gs__wtask_become_ready(w, t, t->t_admit);   /* inputs here: no fetch time */
     return GS_OK;
 }
 
@@ -404,7 +406,7 @@ void gs__wexec_input_ready(gs_worker_t *w, gs_wchunk_t *c)
         gs_wtask_t *t = c->waiters.data[--c->waiters.len];
         if (c->state == GS_WCHUNK_READY && gs__wchunk_resident(c)) {
             gs_assert(t->nwait > 0);
-            if (--t->nwait == 0 && t->state == GS_WTASK_FETCHING) gs__wtask_become_ready(w, t);
+            if (--t->nwait == 0 && t->state == GS_WTASK_FETCHING) gs__wtask_become_ready(w, t, 0);
         }
     }
 }
