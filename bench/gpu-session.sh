@@ -199,6 +199,9 @@ fi
 if [ "$what" = tls ]; then
   # tls: needs the targets gs-bench gsched gworker; the CPU figures of a quiet host
   bash bench/tls-bench.sh build-gpu/bin 5 200000 2>"$out/tls.err" | tee "$out/tls.txt" | cut -c1-160
+  # a 1 GB gather (x[::3] of 19400^2 float64 on 2 CPU workers) relayed through gsched, plain and TLS
+  GS_TLS_BENCH="slice3 --n 19400 --chunk 1000 --gather-path relay --repeat 2" \
+    bash bench/tls-bench.sh build-gpu/bin 3 2>>"$out/tls.err" | tee -a "$out/tls.txt" | cut -c1-400
 fi
 if [ "$what" = gather ]; then
   # gather: needs the targets gs-bench gsched gworker gs-local-cluster test_client test_integration
