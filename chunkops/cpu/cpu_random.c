@@ -305,3 +305,20 @@ void gs__cpu_random_uniform(uint64_t seed, const uint64_t *idx, int n, double lo
         gs__uniform_from_words(wa, m, low, high, out + i);
     }
 }
+
+void gs__cpu_random_normal_v2(uint64_t seed, const uint64_t *idx, int n, double mean, double std,
+                              double *out)
+{
+    for (int i = 0; i < n; i++) {
+        uint64_t e = idx[i];
+        if ((e & 1u) == 0 && i + 1 < n && idx[i + 1] == e + 1) { /* both halves of a pair */
+            double z0, z1;
+            gs_random_normal_pair_v2(seed, e >> 1, &z0, &z1);
+            out[i] = mean + std * z0;
+            out[i + 1] = mean + std * z1;
+            i++;
+        } else {
+            out[i] = gs_random_normal_v2(seed, e, mean, std);
+        }
+    }
+}
