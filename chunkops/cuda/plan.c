@@ -240,7 +240,8 @@ void gs__cuda_fplan_build(const gs__cuda_dev_t *dev, const gs__cuda_scratch_t *s
         p->leaves[t].seed = lf->seed;
         p->leaves[t].p0 = lf->p0;
         p->leaves[t].p1 = lf->p1;
-        if (lf->kind == GS_LEAF_NORMAL || lf->kind == GS_LEAF_UNIFORM) {
+        if (lf->kind == GS_LEAF_NORMAL || lf->kind == GS_LEAF_UNIFORM ||
+            lf->kind == GS_LEAF_NORMAL_V2) {
             uint32_t k0 = (uint32_t)lf->seed, k1 = (uint32_t)(lf->seed >> 32);
             for (int r = 0; r < 10; r++) {
                 p->leaves[t].rk[2 * r] = k0;
@@ -250,9 +251,11 @@ void gs__cuda_fplan_build(const gs__cuda_dev_t *dev, const gs__cuda_scratch_t *s
             }
         }
     }
-    int random = 0, costly = 0, ext = 0;
-    for (int32_t t = 0; t < nl; t++)
+    int random = 0, costly = 0, ext = 0, v2 = 0;
+    for (int32_t t = 0; t < nl; t++) {
         if (p->leaves[t].kind == GS_LEAF_NORMAL || p->leaves[t].kind == GS_LEAF_UNIFORM) random = 1;
+        if (p->leaves[t].kind == GS_LEAF_NORMAL_V2) random = v2 = 1;
+    }
     for (int32_t i = 0; i < k->nprog; i++) {
         if (gs__cuda_op_costly(k->prog[i].op)) costly = 1;
         if (k->prog[i].op >= GS_OP_EXTENDED) ext = 1;
@@ -264,7 +267,7 @@ void gs__cuda_fplan_build(const gs__cuda_dev_t *dev, const gs__cuda_scratch_t *s
         p->variant = GS__CUDA_VAR_EXT;
     else if (maxdepth <= 1 && nl <= 1 && !random && !costly)
         p->variant = GS__CUDA_VAR_CHAIN_MEM;
-    else if (maxdepth <= 1 && nl == 1 && random)
+    else if (maxdepth <= 1 && nl == 1 && random && !v2) /* CHAIN kernels: v1 normal, uniform */
         p->variant = GS__CUDA_VAR_CHAIN;
     else if (maxdepth <= 2 && nl <= 2)
         p->variant = random || costly ? GS__CUDA_VAR_PAIR : GS__CUDA_VAR_PAIR_MEM;
