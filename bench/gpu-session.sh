@@ -2,7 +2,7 @@
 # One GPU-machine session: build with CUDA, run the benchmarks, then the whole suite (CUDA tests
 # enabled, integration tests also with CUDA workers). Logs go to $OUT (or ./gpu-out). For a host
 # without a package registry, carry .devdeps (../shared/offline-deps/README.md):
-#   source .devdeps/env.sh && bash bench/gpu-session.sh [bench|move|linalg|scale|robust|tests|svd|spill|dash|tls|all]
+#   source .devdeps/env.sh && bash bench/gpu-session.sh [bench|move|linalg|scale|robust|tests|svd|spill|dash|tls|rand|all]
 # bench: kernels + seed reductions; move: transfers, transpose-sum, slice3 (issue 5);
 # linalg: dot, svd (issue 6); scale: tiny tasks, 1 M-chunk seed, worker kill (issue 7);
 # robust: 300-job soak and socket fuzzing with CUDA workers (issue 12);
@@ -10,6 +10,7 @@
 # spill: arrays beyond the workers' memory (issue 13).
 # dash: dashboard overhead and hostile load, a performance report (issue 14).
 # tls: gs-bench tasks with and without TLS on the control connections, alternating (issue 15).
+# rand: transposed tiles, version-2 normals, gs-kbench beside the limits (issue 19, session 6).
 # GS_TARGETS="a b ..." builds only those targets (a shorter build for one stage).
 set -uo pipefail
 what=${1:-all}
@@ -160,6 +161,26 @@ if [ "$what" = svd ]; then
     run $B/gs-bench dot --n 40000 --chunk 10000 --workers 1 --backend cuda --repeat 3
   } 2>"$out/svd.err" | tee "$out/svd.jsonl"
   grep -E "failed|error" "$out/svd.err" | head -8
+fi
+if [ "$what" = rand ]; then
+  # rand (issue 19, session 6): transposed-tile kernels, version-2 normals, kernels beside their
+  # limits. Needs the targets gs-bench gs-kbench gsched gworker test_chunkops_cuda.
+  build-gpu/tests/test_chunkops_cuda --filter 'chunkops_cuda/transposed*' >"$out/rand-tests.log" 2>&1
+  build-gpu/tests/test_chunkops_cuda --filter 'chunkops_cuda/normal_v2*' >>"$out/rand-tests.log" 2>&1
+  build-gpu/tests/test_chunkops_cuda --filter 'chunkops_cuda_plan/*' >>"$out/rand-tests.log" 2>&1
+  build-gpu/tests/test_chunkops_cuda --filter 'chunkops_cuda/*' >>"$out/rand-tests.log" 2>&1
+  grep -hE "Synthesis" "$out/rand-tests.log"
+  grep -hE -A12 "\[FAIL\]|CRASH" "$out/rand-tests.log" | head -40
+  run $B/gs-kbench --no-linalg >"$out/rand-kbench.jsonl" 2>&1
+  grep -E '"what"' "$out/rand-kbench.jsonl" | cut -c1-220
+  {
+    run $B/gs-bench transpose-sum --n 40000 --chunk 10000 --workers 1 --backend cuda --repeat 5
+    GS_CUDA_TTILE=0 run $B/gs-bench transpose-sum --n 40000 --chunk 10000 --workers 1 --backend cuda --repeat 3
+    run $B/gs-bench seed --n 500000 --chunk 10000 --workers 1 --backend cuda --repeat 3
+    run $B/gs-bench seed --n 500000 --chunk 10000 --workers 1 --backend cuda --repeat 3 --random-v2
+    run $B/gs-bench seed --n 500000 --chunk 10000 --workers 1 --backend cuda --no-fuse --repeat 2
+  } 2>"$out/rand.err" | tee "$out/rand.jsonl"
+  grep -E "failed|error" "$out/rand.err" | head -8
 fi
 if [ "$what" = tls ]; then
   # tls: needs the targets gs-bench gsched gworker; the CPU figures of a quiet host
