@@ -791,6 +791,7 @@ Test(chunkops_cuda, normal_v2_is_bitwise_equal_to_cpu)
                 if (prog) {
                     emit(&s.k, GS_OP_MUL_IMM, 0, 2.0);
                     emit(&s.k, GS_OP_ADD_IMM, 0, 1.0);
+                    if (st == 2) emit(&s.k, GS_OP_ABS, 0, 0.0); /* an interpreted tail */
                 }
                 s.k.terminal = GS_TERM_STORE;
                 int64_t n = gs_kfused_out_len(&s.k);
@@ -799,6 +800,20 @@ Test(chunkops_cuda, normal_v2_is_bitwise_equal_to_cpu)
                 for (int64_t i = 0; i < n; i++)
                     cr_assert(bits_equal(g[i], c[i]), "shape %d step %d prog %d: element %lld: gpu "
                               "%.17g cpu %.17g", si, st, prog, (long long)i, g[i], c[i]);
+                /* whole-region reductions of the same values (the pair kernels' FULL) */
+                for (int redop = 0; redop < GS_RED_COUNT; redop++) {
+                    s.k.terminal = GS_TERM_REDUCE;
+                    s.k.redop = redop;
+                    s.k.red_axis = -1;
+                    s.k.idx_stride[0] = s.k.shape[1];
+                    s.k.idx_stride[1] = 1;
+                    int64_t nr = gs_kfused_out_len(&s.k);
+                    double *cr = malloc(sizeof(double) * (size_t)nr), *gr = malloc(sizeof(double) * (size_t)nr);
+                    run_both(&b, &s, cr, gr);
+                    check_reduction(&s, c, cr, gr, si * 1000 + st * 100 + prog * 10 + redop);
+                    free(cr);
+                    free(gr);
+                }
                 free(c);
                 free(g);
                 spec_free(&s);
