@@ -143,7 +143,7 @@ GS_HD double gs__log_v2(double x)
     k += (int64_t)(i >> 52);
     const double f = m - 1.0;
     const double s = f / (2.0 + f);
-    const double dk = (double)k;
+    const double dk = (double)(int32_t)k; /* |k| <= 1076: exact (and vectorisable) */
     const double z = s * s;
     const double w = z * z;
     const double t1 = w * (Lg2 + w * (Lg4 + w * Lg6));
