@@ -2,7 +2,7 @@
 # One GPU-machine session: build with CUDA, run the benchmarks, then the whole suite (CUDA tests
 # enabled, integration tests also with CUDA workers). Logs go to $OUT (or ./gpu-out). For a host
 # without a package registry, carry .devdeps (../shared/offline-deps/README.md):
-#   source .devdeps/env.sh && bash bench/gpu-session.sh [bench|move|linalg|scale|robust|tests|svd|spill|dash|tls|mac|all]
+#   source .devdeps/env.sh && bash bench/gpu-session.sh [bench|move|linalg|scale|robust|tests|svd|spill|dash|tls|mac|gather|sched|rand|all]
 # bench: kernels + seed reductions; move: transfers, transpose-sum, slice3 (issue 5);
 # linalg: dot, svd (issue 6); scale: tiny tasks, 1 M-chunk seed, worker kill (issue 7);
 # robust: 300-job soak and socket fuzzing with CUDA workers (issue 12);
@@ -15,6 +15,7 @@
 # mac: payload MAC throughput and transfers with MACs off/on; CUDA integration with staged MACs (issue 12).
 # sched: the scheduler's ceiling on tiny tasks, 1 M tasks on 4 CPU workers, and the dashboard's
 #        overhead on them (issue 19 item 4, issue 14); needs gs-bench gsched gworker gs-local-cluster.
+# rand: transposed tiles, version-2 normals, gs-kbench beside the limits (issue 19, session 6).
 # GS_TARGETS="a b ..." builds only those targets (a shorter build for one stage).
 set -uo pipefail
 what=${1:-all}
@@ -195,6 +196,26 @@ if [ "$what" = mac ]; then
     >"$out/tests-cuda-mac-device.log" 2>&1
   grep -hE "Synthesis|tests passed|tests failed" "$out/tests-cuda-mac-device.log"
   grep -hE -A12 "\[FAIL\]|CRASH" "$out/tests-cuda-mac-device.log" | head -40
+fi
+if [ "$what" = rand ]; then
+  # rand (issue 19, session 6): transposed-tile kernels, version-2 normals, kernels beside their
+  # limits. Needs the targets gs-bench gs-kbench gsched gworker test_chunkops_cuda.
+  build-gpu/tests/test_chunkops_cuda --filter 'chunkops_cuda/transposed*' >"$out/rand-tests.log" 2>&1
+  build-gpu/tests/test_chunkops_cuda --filter 'chunkops_cuda/normal_v2*' >>"$out/rand-tests.log" 2>&1
+  build-gpu/tests/test_chunkops_cuda --filter 'chunkops_cuda_plan/*' >>"$out/rand-tests.log" 2>&1
+  build-gpu/tests/test_chunkops_cuda --filter 'chunkops_cuda/*' >>"$out/rand-tests.log" 2>&1
+  grep -hE "Synthesis" "$out/rand-tests.log"
+  grep -hE -A12 "\[FAIL\]|CRASH" "$out/rand-tests.log" | head -40
+  run $B/gs-kbench --no-linalg >"$out/rand-kbench.jsonl" 2>&1
+  grep -E '"what"' "$out/rand-kbench.jsonl" | cut -c1-220
+  {
+    run $B/gs-bench transpose-sum --n 40000 --chunk 10000 --workers 1 --backend cuda --repeat 5
+    GS_CUDA_TTILE=0 run $B/gs-bench transpose-sum --n 40000 --chunk 10000 --workers 1 --backend cuda --repeat 3
+    run $B/gs-bench seed --n 500000 --chunk 10000 --workers 1 --backend cuda --repeat 3
+    run $B/gs-bench seed --n 500000 --chunk 10000 --workers 1 --backend cuda --repeat 3 --random-v2
+    run $B/gs-bench seed --n 500000 --chunk 10000 --workers 1 --backend cuda --no-fuse --repeat 2
+  } 2>"$out/rand.err" | tee "$out/rand.jsonl"
+  grep -E "failed|error" "$out/rand.err" | head -8
 fi
 if [ "$what" = tls ]; then
   # tls: needs the targets gs-bench gsched gworker; the CPU figures of a quiet host

@@ -105,6 +105,7 @@ gs_status_t gs_kfused_validate(const gs_kfused_t *k)
                                     (long long)lf->data_len);
             break;
         case GS_LEAF_NORMAL:
+        case GS_LEAF_NORMAL_V2:
         case GS_LEAF_UNIFORM:
             if (lo < 0 || hi > INT64_MAX)
                 return gs_error_set(GS_ERR_INVALID_PARAM,

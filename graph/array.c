@@ -177,6 +177,7 @@ static gs_status_t gs__random(int32_t kind, uint64_t seed, double p0, double p1,
     n->u.gen.seed = seed;
     n->u.gen.p0 = p0;
     n->u.gen.p1 = p1;
+    n->u.gen.version = GS_RANDOM_V1;
     *out_p = n;
     return GS_OK;
 }
@@ -188,6 +189,21 @@ gs_status_t gs_array_random_normal(uint64_t seed, double mean, double std, int n
     if (!(std >= 0) || !isfinite(std))
         return gs_error_set(GS_ERR_INVALID_PARAM, "normal std must be finite and >= 0");
     return gs__random(GS__NODE_NORMAL, seed, mean, std, ndim, shape, chunks, out_p);
+}
+
+gs_status_t gs_array_random_normal_version(uint64_t seed, double mean, double std, int version,
+                                           int ndim, const int64_t *shape, const int64_t *chunks,
+                                           gs_array_h *out_p)
+{
+    gs_array_h a;
+    gs_status_t st;
+    if (version != GS_RANDOM_V1 && version != GS_RANDOM_V2)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "normal: unknown random definition version %d",
+                            version);
+    if ((st = gs_array_random_normal(seed, mean, std, ndim, shape, chunks, &a)) != GS_OK) return st;
+    a->u.gen.version = version;
+    *out_p = a;
+    return GS_OK;
 }
 
 gs_status_t gs_array_random_uniform(uint64_t seed, double low, double high, int ndim,

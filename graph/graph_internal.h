@@ -104,6 +104,7 @@ struct gs_array {
                                     ARANGE: p0 start, p1 step */
             uint64_t seed;
             double p0, p1;
+            int32_t version;     /* NORMAL: GS_RANDOM_V1 or GS_RANDOM_V2 (docs/random.md) */
         } gen;
         struct {
             double *data;        /* chunk order: block 0 row-major, block 1, ... */

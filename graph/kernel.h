@@ -18,6 +18,9 @@
  *     (off_k(p) is the global row-major element index inside the random array; see
  *      docs/random.md for the exact definition both backends reproduce)
  *   - GS_LEAF_INDEX:   value = (double)off_k(p)   (iota; used for arange-like arrays)
+ *   - GS_LEAF_NORMAL_V2: value = gs_random_normal_v2(seed, off_k(p), p0 = mean, p1 = std)
+ *     (version 2 of the normal definition, docs/random.md; the value of index i depends on
+ *      the block of pair i >> 1 only, so a region may compute both elements of a pair at once)
  *
  * Program. `prog[0..nprog)` is evaluated in postfix order on a value stack; the program leaves
  * exactly one value. GS_OP_LEAF pushes leaf `arg`; GS_OP_CONST pushes `imm`; unary ops replace
@@ -58,6 +61,7 @@ typedef enum gs_leaf_kind {
     GS_LEAF_NORMAL = 1,
     GS_LEAF_UNIFORM = 2,
     GS_LEAF_INDEX = 3,
+    GS_LEAF_NORMAL_V2 = 4,          /* random.h version 2 (pairs of elements share a block) */
     GS_LEAF_KIND_COUNT
 } gs_leaf_kind_t;
 

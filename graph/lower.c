@@ -401,7 +401,7 @@ static void lw_emit_node(lw_emit_t *em, int64_t idx, const gs__lmap_t *m)
     if (em->st != GS_OK) return;
     switch (n->kind) {
     case GS__NODE_NORMAL:
-        lw_gen_leaf(em, GS_LEAF_NORMAL, n, m);
+        lw_gen_leaf(em, n->u.gen.version == GS_RANDOM_V2 ? GS_LEAF_NORMAL_V2 : GS_LEAF_NORMAL, n, m);
         break;
     case GS__NODE_UNIFORM:
         lw_gen_leaf(em, GS_LEAF_UNIFORM, n, m);

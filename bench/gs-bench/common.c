@@ -164,6 +164,10 @@ int gs__common_arg(int argc, char **argv, int *i, gs__common_t *c)
         c->fuse = 0;
         return 1;
     }
+    if (strcmp(a, "--random-v2") == 0) {
+        c->random_v2 = 1;
+        return 1;
+    }
     if (strcmp(a, "--no-gram") == 0) {
         c->no_gram = 1;
         return 1;
@@ -285,7 +289,8 @@ int gs__connect_persist_normal(gs__common_t *c, const int64_t *shape, const int6
 {
     gs_status_t st;
     double t0;
-    if (gs_array_random_normal(c->seed, 0.0, 1.0, 2, shape, chunks, x_p) != GS_OK) {
+    if (gs_array_random_normal_version(c->seed, 0.0, 1.0, c->random_v2 ? GS_RANDOM_V2 : GS_RANDOM_V1,
+                                       2, shape, chunks, x_p) != GS_OK) {
         fprintf(stderr, "%s %s: cannot build x: %s\n", g_prog, g_sub, gs_last_error());
         return 2;
     }

@@ -80,7 +80,9 @@ static void gs__seed_usage(FILE *f)
             "  --no-pushdown         do not push the slice into the generator\n"
             "  --repeat R            R > 1: one cold run, then R timed runs (median reported)\n"
             "  --seed S              random seed (default 0)\n"
-            "Prints one JSON line: bench, n, chunk, workers, backend, fused, value, count, mean,\n"
+            "  --random-v2           normals under docs/random.md's version 2 (default: version 1)\n"
+            "Prints one JSON line: bench, n, chunk, workers, backend, fused, random, value, count,\n"
+            "mean, "
             "seconds, cold_seconds, tasks, submit_s, kernel_s, runtime_s_per_task, ...\n");
 }
 
@@ -131,7 +133,8 @@ int gs__bench_seed(int argc, char **argv)
         int64_t shape[2] = {n, n}, chunks[2] = {chunk, chunk};
         memset(sl, 0, sizeof(sl));
         sl[0].step = sl[1].step = 2;
-        if (gs_array_random_normal(c.seed, 10.0, 1.0, 2, shape, chunks, &x) != GS_OK ||
+        if (gs_array_random_normal_version(c.seed, 10.0, 1.0, c.random_v2 ? GS_RANDOM_V2 : GS_RANDOM_V1,
+                                           2, shape, chunks, &x) != GS_OK ||
             gs_array_binary_scalar(GS_BINARY_ADD, x, 1.0, &y) != GS_OK ||
             gs_array_slice(y, 2, sl, &z) != GS_OK ||
             gs_array_reduce(GS_RED_SUM, z, NULL, &s) != GS_OK) {
@@ -180,8 +183,8 @@ int gs__bench_seed(int argc, char **argv)
         printf("{\"bench\":\"seed\",\"n\":%" PRId64 ",\"chunk\":%" PRId64 ",\"workers\":%d", n,
                chunk, c.workers);
         printf(",\"backend\":\"%s\"", c.backend ? c.backend : "remote");
-        printf(",\"fused\":%s,\"pushdown\":%s", c.fuse ? "true" : "false",
-               c.pushdown ? "true" : "false");
+        printf(",\"fused\":%s,\"pushdown\":%s,\"random\":%d", c.fuse ? "true" : "false",
+               c.pushdown ? "true" : "false", c.random_v2 ? 2 : 1);
         printf(",\"seed\":%" PRIu64, c.seed);
         gs__json_num("value", cold.value);
         printf(",\"count\":%" PRId64, count);

@@ -32,10 +32,18 @@
  *   The LINALG lines are timed one run at a time (GPU events around each) and also give enqueue_ms (host time of the linalg() call: a blocking library
  *   call shows here) and wall_ms (enqueue to sync, one run). They run in a context of their
  *   own (about 7 GB of device memory); --no-linalg skips them, --linalg-only runs only them.
+ *   fused_seed_v2, philox_normal_v2   fused_seed and philox_normal with version-2 normals
+ *   transpose_sum, transpose_sum_flat   (x + x.T).sum() over one 10000^2 chunk pair (x.T read
+ *                         transposed): the transposed-tile kernel, and with it switched off
+ * Every line carries its hardware limit (issue 19): limit_ms = the largest of bytes moved at
+ * 4.3 TB/s, flops at the FP64 peak of 67 TFLOP/s (H200 / H100 SXM) and normals generated at
+ * cuRAND's Philox float64 rate of 173 G/s ("limit_by" names which), and limit_ratio = ms /
+ * limit_ms (1.0 = at the limit). --limits BW_TB_S,FP64_TFLOP_S,NORMAL_G_S sets other peaks.
  * Without a CUDA build or device it prints one line {"bench":"kbench","what":"skipped",...}
  * and exits 0.
  *
- * Usage: gs-kbench [--reps N] [--warmup N] [--device D] [--size N] [--no-linalg | --linalg-only] */
+ * Usage: gs-kbench [--reps N] [--warmup N] [--device D] [--size N] [--no-linalg | --linalg-only]
+ *                  [--limits BW_TB_S,FP64_TFLOP_S,NORMAL_G_S] */
 #include "chunkops/chunkops.h"
 #include "common/error.h"
 
@@ -67,7 +75,12 @@ typedef struct kb {
     int reps, warmup;
     char device[128];
     int failures;
+    double lim_normals;         /* normals the next printed line generates (reset after it) */
+    double lim_flops;           /* flops of the next printed line (reset after it) */
 } kb_t;
+
+/* The peaks a line is set beside (--limits): bytes/s, FP64 flop/s, normals/s. */
+static double kb_peak_bytes = 4.3e12, kb_peak_flops = 67e12, kb_peak_normals = 173e9;
 
 typedef gs_status_t (*kb_fn)(kb_t *kb, const void *arg);
 
@@ -142,6 +155,17 @@ static void kb_print(kb_t *kb, const char *what, double med, double min, double 
     printf("{\"bench\":\"kbench\",\"what\":\"%s\",\"ms\":%.4f,\"min_ms\":%.4f", what, med, min);
     if (elems > 0) printf(",\"gelem_per_s\":%.2f", elems / (med * 1e-3) / 1e9);
     if (bytes > 0) printf(",\"gbytes_per_s\":%.1f", bytes / (med * 1e-3) / 1e9);
+    /* the hardware limit: the slowest of moving the bytes, doing the flops, making the normals */
+    double lb = bytes > 0 ? bytes / kb_peak_bytes : 0.0, lf = kb->lim_flops / kb_peak_flops,
+           ln = kb->lim_normals / kb_peak_normals;
+    double lim = lb;
+    const char *by = "bytes";
+    if (lf > lim) lim = lf, by = "flops";
+    if (ln > lim) lim = ln, by = "normals";
+    if (lim > 0)
+        printf(",\"limit_ms\":%.4f,\"limit_by\":\"%s\",\"limit_ratio\":%.2f", lim * 1e3, by,
+               med / (lim * 1e3));
+    kb->lim_normals = kb->lim_flops = 0.0;
     printf(",\"reps\":%d,\"device\":\"%s\"%s}\n", kb->reps, kb->device, extra ? extra : "");
     fflush(stdout);
 }
@@ -179,7 +203,7 @@ static void leaf_random(gs_kleaf_t *lf, int kind, int64_t base, int64_t s0, int6
     lf->base = base;
     lf->stride[0] = s0;
     lf->stride[1] = s1;
-    lf->p0 = kind == GS_LEAF_NORMAL ? 0.0 : -1.0;
+    lf->p0 = kind == GS_LEAF_UNIFORM ? -1.0 : 0.0;
     lf->p1 = 1.0;
 }
 
@@ -284,6 +308,7 @@ static void kb_linalg_one(kb_t *kb, const char *what, const gs_klinalg_t *k, dou
     if (k->op == GS_LA_SVD)
         snprintf(extra + n, sizeof(extra) - (size_t)n, ",\"svd_method\":\"%s\"",
                  method != NULL && strcmp(method, "gesvd") == 0 ? "gesvd" : "gesvdj");
+    kb->lim_flops = flops;
     kb_print(kb, what, med, min, 0, 0, extra);
 }
 
@@ -499,10 +524,20 @@ static int run(int argc, char **argv)
         else if (strcmp(argv[i], "--size") == 0 && i + 1 < argc) n = atoll(argv[++i]);
         else if (strcmp(argv[i], "--no-linalg") == 0) linalg = 0;
         else if (strcmp(argv[i], "--linalg-only") == 0) linalg_only = 1;
+        else if (strcmp(argv[i], "--limits") == 0 && i + 1 < argc &&
+                 sscanf(argv[i + 1], "%lf,%lf,%lf", &kb_peak_bytes, &kb_peak_flops,
+                        &kb_peak_normals) == 3 && kb_peak_bytes > 0 && kb_peak_flops > 0 &&
+                 kb_peak_normals > 0) {
+            kb_peak_bytes *= 1e12;
+            kb_peak_flops *= 1e12;
+            kb_peak_normals *= 1e9;
+            i++;
+        }
         else {
             fprintf(stderr,
                     "usage: %s [--reps N] [--warmup N] [--device D] [--size N] "
-                    "[--no-linalg | --linalg-only] | --version\n",
+                    "[--no-linalg | --linalg-only] [--limits BW_TB_S,FP64_TFLOP_S,NORMAL_G_S] | "
+                    "--version\n",
                     argv[0]);
             return 2;
         }
@@ -553,22 +588,32 @@ static int run(int argc, char **argv)
     leaf_random(&k.leaves[0], GS_LEAF_NORMAL, base, 2 * gcols, 2);
     add_imm(&k, 1.0);
     reduce(&k, GS_RED_SUM, -1);
+    kb.lim_normals = (double)H;
     double t_fused = kb_measure(&kb, "fused_seed", kb_fused, &k, (double)H, 0, NULL);
     double fused_sum = NAN, tiles_sum = NAN;
     if (kb_read_scalar(&kb, out, &fused_sum) != 0) goto done;
     (void)gs_cuda_set_flat_walk(kb.ctx, 0);
+    kb.lim_normals = (double)H;
     kb_measure(&kb, "fused_seed_tiles", kb_fused, &k, (double)H, 0, NULL);
     (void)gs_cuda_set_flat_walk(kb.ctx, 1);
     if (kb_read_scalar(&kb, out, &tiles_sum) != 0) goto done;
     reduce(&k, GS_RED_SUM, 1);
+    kb.lim_normals = (double)H;
     kb_measure(&kb, "fused_seed_rowsum", kb_fused, &k, (double)H, 0, NULL);
     reduce(&k, GS_RED_SUM, 0);
+    kb.lim_normals = (double)H;
     kb_measure(&kb, "fused_seed_colsum", kb_fused, &k, (double)H, 0, NULL);
+    /* the same with version-2 normals */
+    reduce(&k, GS_RED_SUM, -1);
+    k.leaves[0].kind = GS_LEAF_NORMAL_V2;
+    kb.lim_normals = (double)H;
+    kb_measure(&kb, "fused_seed_v2", kb_fused, &k, (double)H, 0, NULL);
 
     /* unfused: generate the whole chunk, +1, slice, reduce, each through memory */
     double t_total = 0.0;
     spec2(&k, n, n, A);
     leaf_random(&k.leaves[0], GS_LEAF_NORMAL, base, gcols, 1);
+    kb.lim_normals = (double)N;
     t_total += kb_measure(&kb, "unfused_generate", kb_fused, &k, (double)N, (double)big, NULL);
     spec2(&k, n, n, B);
     leaf_chunk(&k.leaves[0], A, N, n, 1);
@@ -597,11 +642,16 @@ static int run(int argc, char **argv)
     spec2(&k, n, n, out);
     leaf_random(&k.leaves[0], GS_LEAF_NORMAL, base, gcols, 1);
     reduce(&k, GS_RED_SUM, -1);
+    kb.lim_normals = (double)N;
     kb_measure(&kb, "philox_normal", kb_fused, &k, (double)N, 0, NULL);
+    leaf_random(&k.leaves[0], GS_LEAF_NORMAL_V2, base, gcols, 1);
+    kb.lim_normals = (double)N;
+    kb_measure(&kb, "philox_normal_v2", kb_fused, &k, (double)N, 0, NULL);
     leaf_random(&k.leaves[0], GS_LEAF_UNIFORM, base, gcols, 1);
     kb_measure(&kb, "philox_uniform", kb_fused, &k, (double)N, 0, NULL);
     spec2(&k, n, n, A);
     leaf_random(&k.leaves[0], GS_LEAF_NORMAL, base, gcols, 1);
+    kb.lim_normals = (double)N;
     kb_measure(&kb, "philox_normal_store", kb_fused, &k, (double)N, (double)big, NULL);
 
     /* memory: a sum of 1e8 float64, device-to-device copies */
@@ -612,6 +662,29 @@ static int run(int argc, char **argv)
     (void)gs_cuda_set_flat_walk(kb.ctx, 0);
     kb_measure(&kb, "sum_1e8_tiles", kb_fused, &k, (double)N, (double)big, NULL);
     (void)gs_cuda_set_flat_walk(kb.ctx, 1);
+    /* (x + x.T).sum() over one chunk pair: A's chunk and B's read transposed (every output
+     * chunk of gs-bench transpose-sum is one such kernel) */
+    spec2(&k, n, n, out);
+    k.nleaves = 2;
+    leaf_chunk(&k.leaves[0], A, N, n, 1);
+    leaf_chunk(&k.leaves[1], B, N, 1, n);
+    k.nprog = 3;
+    k.prog[1].op = GS_OP_LEAF;
+    k.prog[1].arg = 1;
+    k.prog[2].op = GS_OP_ADD;
+    reduce(&k, GS_RED_SUM, -1);
+    kb_measure(&kb, "transpose_sum", kb_fused, &k, (double)N, 2.0 * (double)big, NULL);
+    double ts_tiles = NAN, ts_flat = NAN;
+    if (kb_read_scalar(&kb, out, &ts_tiles) != 0) goto done;
+    (void)gs_cuda_set_transpose_tiles(kb.ctx, 0);
+    kb_measure(&kb, "transpose_sum_flat", kb_fused, &k, (double)N, 2.0 * (double)big, NULL);
+    (void)gs_cuda_set_transpose_tiles(kb.ctx, 1);
+    if (kb_read_scalar(&kb, out, &ts_flat) != 0) goto done;
+    if (!(fabs(ts_tiles - ts_flat) <= 1e-9 * fmax(1.0, fabs(ts_flat)) * sqrt((double)N))) {
+        printf("{\"bench\":\"kbench\",\"what\":\"transpose_sum_check\",\"tiles\":%.17g,"
+               "\"flat\":%.17g,\"ok\":false}\n", ts_tiles, ts_flat);
+        kb.failures++;
+    }
     memcpy_arg_t m = {B, A, big};
     kb_measure(&kb, "d2d_memcpy", kb_memcpy, &m, (double)N, 2.0 * (double)big, NULL);
     gs_kcopy_t *kc = calloc(1, sizeof(*kc));

@@ -38,6 +38,10 @@ gs_status_t gs__cpu_linalg_gram(const gs_klinalg_t *k);
  * uniform), identical to the scalar definition in chunkops/random.h. */
 void gs__cpu_random_normal(uint64_t seed, const uint64_t *idx, int n, double mean, double std,
                            double *out);
+/* Version 2 normals (gs_random_normal_v2): out[i] for idx[i], bit-identical to the scalar
+ * definition; adjacent pairs (2k, 2k + 1) in idx share one block and one transform. */
+void gs__cpu_random_normal_v2(uint64_t seed, const uint64_t *idx, int n, double mean, double std,
+                              double *out);
 void gs__cpu_random_uniform(uint64_t seed, const uint64_t *idx, int n, double low, double high,
                             double *out);
 

@@ -136,10 +136,11 @@ static inline double gs__cos_small(double x)
 /* Philox4x32-10 of counters (idx, 0), key (seed): the two 53-bit words of each block.
  * Portable version, one block per iteration. */
 static void gs__philox_words_scalar(uint64_t seed, const uint64_t *restrict idx, int n,
-                                    uint64_t *restrict wa, uint64_t *restrict wb)
+                                    uint64_t *restrict wa, uint64_t *restrict wb, uint32_t tag)
 {
     for (int i = 0; i < n; i++) {
-        gs_philox4_t r = gs_random_block(seed, idx[i]);
+        gs_philox4_t r = gs_philox4x32_10((uint32_t)idx[i], (uint32_t)(idx[i] >> 32), tag, 0u,
+                                          (uint32_t)seed, (uint32_t)(seed >> 32));
         wa[i] = (((uint64_t)r.v[1] << 32) | r.v[0]) >> 11;
         wb[i] = (((uint64_t)r.v[3] << 32) | r.v[2]) >> 11;
     }
@@ -153,7 +154,7 @@ static void gs__philox_words_scalar(uint64_t seed, const uint64_t *restrict idx,
  * vpmuludq (32 x 32 -> 64 bit products of the lanes' low halves) consumes. */
 __attribute__((target("avx2"))) static void
 gs__philox_words_avx2(uint64_t seed, const uint64_t *restrict idx, int n, uint64_t *restrict wa,
-                      uint64_t *restrict wb)
+                      uint64_t *restrict wb, uint32_t tag)
 {
     const __m256i lo32 = _mm256_set1_epi64x(0xffffffffll);
     const __m256i m0 = _mm256_set1_epi64x(GS_PHILOX_M0), m1 = _mm256_set1_epi64x(GS_PHILOX_M1);
@@ -175,7 +176,7 @@ gs__philox_words_avx2(uint64_t seed, const uint64_t *restrict idx, int n, uint64
             __m256i x = _mm256_loadu_si256((const __m256i *)(idx + i + 4 * v));
             c0[v] = _mm256_and_si256(x, lo32);
             c1[v] = _mm256_srli_epi64(x, 32);
-            c2[v] = _mm256_setzero_si256();
+            c2[v] = _mm256_set1_epi64x(tag);
             c3[v] = _mm256_setzero_si256();
         }
         for (int r = 0; r < 10; r++) {
@@ -196,13 +197,13 @@ gs__philox_words_avx2(uint64_t seed, const uint64_t *restrict idx, int n, uint64
         }
     }
 #undef GS__PV
-    gs__philox_words_scalar(seed, idx + i, n - i, wa + i, wb + i);
+    gs__philox_words_scalar(seed, idx + i, n - i, wa + i, wb + i, tag);
 }
 
 /* AVX-512F: the same with eight blocks per vector. */
 __attribute__((target("avx512f"))) static void
 gs__philox_words_avx512(uint64_t seed, const uint64_t *restrict idx, int n,
-                        uint64_t *restrict wa, uint64_t *restrict wb)
+                        uint64_t *restrict wa, uint64_t *restrict wb, uint32_t tag)
 {
     const __m512i lo32 = _mm512_set1_epi64(0xffffffffll);
     const __m512i m0 = _mm512_set1_epi64(GS_PHILOX_M0), m1 = _mm512_set1_epi64(GS_PHILOX_M1);
@@ -224,7 +225,7 @@ gs__philox_words_avx512(uint64_t seed, const uint64_t *restrict idx, int n,
             __m512i x = _mm512_loadu_si512((const void *)(idx + i + 8 * v));
             c0[v] = _mm512_and_si512(x, lo32);
             c1[v] = _mm512_srli_epi64(x, 32);
-            c2[v] = _mm512_setzero_si512();
+            c2[v] = _mm512_set1_epi64(tag);
             c3[v] = _mm512_setzero_si512();
         }
         for (int r = 0; r < 10; r++) {
@@ -245,24 +246,26 @@ gs__philox_words_avx512(uint64_t seed, const uint64_t *restrict idx, int n,
         }
     }
 #undef GS__PV
-    gs__philox_words_avx2(seed, idx + i, n - i, wa + i, wb + i);
+    gs__philox_words_avx2(seed, idx + i, n - i, wa + i, wb + i, tag);
 }
 #endif
 
+/* Counters (idx, tag, 0): tag 0 is version 1's block of element idx, GS_RANDOM_V2_TAG version
+ * 2's block of pair idx. */
 static void gs__philox_words(uint64_t seed, const uint64_t *restrict idx, int n,
-                             uint64_t *restrict wa, uint64_t *restrict wb)
+                             uint64_t *restrict wa, uint64_t *restrict wb, uint32_t tag)
 {
 #ifdef GS__HAVE_PHILOX_AVX2
     if (__builtin_cpu_supports("avx512f")) {
-        gs__philox_words_avx512(seed, idx, n, wa, wb);
+        gs__philox_words_avx512(seed, idx, n, wa, wb, tag);
         return;
     }
     if (__builtin_cpu_supports("avx2")) {
-        gs__philox_words_avx2(seed, idx, n, wa, wb);
+        gs__philox_words_avx2(seed, idx, n, wa, wb, tag);
         return;
     }
 #endif
-    gs__philox_words_scalar(seed, idx, n, wa, wb);
+    gs__philox_words_scalar(seed, idx, n, wa, wb, tag);
 }
 
 GS__CLONES static void gs__normal_from_words(const uint64_t *restrict wa,
@@ -290,7 +293,7 @@ void gs__cpu_random_normal(uint64_t seed, const uint64_t *idx, int n, double mea
     uint64_t wa[GS__RBLOCK], wb[GS__RBLOCK];
     for (int i = 0; i < n; i += GS__RBLOCK) {
         int m = n - i < GS__RBLOCK ? n - i : GS__RBLOCK;
-        gs__philox_words(seed, idx + i, m, wa, wb);
+        gs__philox_words(seed, idx + i, m, wa, wb, 0u);
         gs__normal_from_words(wa, wb, m, mean, std, out + i);
     }
 }
@@ -301,7 +304,69 @@ void gs__cpu_random_uniform(uint64_t seed, const uint64_t *idx, int n, double lo
     uint64_t wa[GS__RBLOCK], wb[GS__RBLOCK];
     for (int i = 0; i < n; i += GS__RBLOCK) {
         int m = n - i < GS__RBLOCK ? n - i : GS__RBLOCK;
-        gs__philox_words(seed, idx + i, m, wa, wb);
+        gs__philox_words(seed, idx + i, m, wa, wb, 0u);
         gs__uniform_from_words(wa, m, low, high, out + i);
+    }
+}
+
+/* Version 2: the standard normals z0, z1 of n pairs from their words, the arithmetic of
+ * random.h's gs_random_normal_pair_v2 written without branches or 64-bit integer conversions
+ * (so it vectorises): (double)(a + 1) as gs__u53_to_double (exact either way), the angle's
+ * integer d as a double through the 1.5 * 2^52 magic number (exact: |d| <= 2^50), quadrant
+ * signs as sign-bit flips (what unary minus does). The same bits as the scalar definition. */
+GS__CLONES static void gs__pairs_from_words(const uint64_t *restrict wa,
+                                            const uint64_t *restrict wb, int n,
+                                            double *restrict z0, double *restrict z1)
+{
+    for (int i = 0; i < n; i++) {
+        double x = gs__bitsd(gs__dbits(gs__u53_to_double(wa[i] + 1)) - ((uint64_t)53 << 52));
+        double r = __builtin_sqrt(-2.0 * gs__log_v2(x));
+        uint64_t b = wb[i];
+        uint64_t q = (b + ((uint64_t)1 << 50)) >> 51;
+        uint64_t nq = q & 3u;
+        uint64_t d = b - (q << 51); /* two's complement of the signed d */
+        double dd = gs__bitsd(0x4338000000000000ull + d) - 6755399441055744.0;
+        double y = dd * GS_PI_2M52;
+        double C = gs__kcos_v2(y), S = gs__ksin_v2(y);
+        uint64_t odd = (uint64_t)0 - (nq & 1u);
+        uint64_t cb = (gs__dbits(S) & odd) | (gs__dbits(C) & ~odd);   /* |cos theta| */
+        uint64_t sb = (gs__dbits(C) & odd) | (gs__dbits(S) & ~odd);   /* |sin theta| */
+        double c = gs__bitsd(cb ^ (((nq + 1u) & 2u) << 62));
+        double s = gs__bitsd(sb ^ ((nq & 2u) << 62));
+        z0[i] = r * c;
+        z1[i] = r * s;
+    }
+}
+
+void gs__cpu_random_normal_v2(uint64_t seed, const uint64_t *idx, int n, double mean, double std,
+                              double *out)
+{
+    uint64_t kk[GS__RBLOCK], wa[GS__RBLOCK], wb[GS__RBLOCK];
+    int32_t first[GS__RBLOCK];
+    uint8_t both[GS__RBLOCK];
+    double z0[GS__RBLOCK], z1[GS__RBLOCK];
+    int i = 0;
+    while (i < n) {
+        /* the next pairs: an element and its partner when it follows it, else alone */
+        int np = 0;
+        while (i < n && np < GS__RBLOCK) {
+            uint64_t e = idx[i];
+            kk[np] = e >> 1;
+            first[np] = i;
+            both[np] = (e & 1u) == 0 && i + 1 < n && idx[i + 1] == e + 1;
+            i += 1 + both[np];
+            np++;
+        }
+        gs__philox_words(seed, kk, np, wa, wb, GS_RANDOM_V2_TAG);
+        gs__pairs_from_words(wa, wb, np, z0, z1);
+        for (int p = 0; p < np; p++) {
+            int e = first[p];
+            if (both[p]) {
+                out[e] = mean + std * z0[p];
+                out[e + 1] = mean + std * z1[p];
+            } else {
+                out[e] = mean + std * ((idx[e] & 1u) ? z1[p] : z0[p]);
+            }
+        }
     }
 }

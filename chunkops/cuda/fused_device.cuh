@@ -163,11 +163,12 @@ __device__ __forceinline__ void mul_wide(uint32_t a, uint32_t b, uint32_t &hi, u
     hi = (uint32_t)(p >> 32);
 }
 
-__device__ __forceinline__ void philox_dev(const gs__cuda_leaf_t &lf, uint64_t i, uint32_t (&c)[4])
+__device__ __forceinline__ void philox_dev(const gs__cuda_leaf_t &lf, uint64_t i, uint32_t (&c)[4],
+                                           uint32_t c2 = 0u)
 {
     c[0] = (uint32_t)i;
     c[1] = (uint32_t)(i >> 32);
-    c[2] = 0u;
+    c[2] = c2;
     c[3] = 0u;
 #pragma unroll
     for (int r = 0; r < 10; r++) {
@@ -193,6 +194,24 @@ __device__ __forceinline__ double random_normal_dev(const gs__cuda_leaf_t &lf, u
     const double u2 = (double)b * GS_TWO_POW_M53;
     const double z = sqrt(-2.0 * log(u1)) * cos(GS_TWO_PI * u2);
     return lf.p0 + lf.p1 * z; /* mean + std * z */
+}
+
+/* Version 2 (random.h gs_random_normal_v2): the block of pair i >> 1 (counter word c2 =
+ * GS_RANDOM_V2_TAG), then random.h's own libm-free radius and sine/cosine kernels, so the bits
+ * are the CPU's. One element computes only the half it needs. */
+__device__ __forceinline__ double random_normal_v2_dev(const gs__cuda_leaf_t &lf, uint64_t i)
+{
+    uint32_t w[4];
+    philox_dev(lf, i >> 1, w, GS_RANDOM_V2_TAG);
+    const uint64_t a = (((uint64_t)w[1] << 32) | w[0]) >> 11;
+    const uint64_t b = (((uint64_t)w[3] << 32) | w[2]) >> 11;
+    unsigned n;
+    double y;
+    gs__angle_v2(b, &n, &y);
+    n += (unsigned)(i & 1u) * 3u;
+    const double t = (n & 1u) ? gs__ksin_v2(y) : gs__kcos_v2(y);
+    const double z = gs__radius_v2(a) * (((n + 1u) & 2u) ? -t : t);
+    return lf.p0 + lf.p1 * z;
 }
 
 __device__ __forceinline__ double random_uniform_dev(const gs__cuda_leaf_t &lf, uint64_t i)
@@ -243,6 +262,7 @@ __device__ __forceinline__ double leaf_value(const gs__cuda_leaf_t &lf, int64_t 
     case GS_LEAF_CHUNK: return __ldg(lf.data + off);
     case GS_LEAF_NORMAL: return random_normal_dev(lf, (uint64_t)off);
     case GS_LEAF_UNIFORM: return random_uniform_dev(lf, (uint64_t)off);
+    case GS_LEAF_NORMAL_V2: return random_normal_v2_dev(lf, (uint64_t)off);
     default: return (double)off; /* GS_LEAF_INDEX */
     }
 }

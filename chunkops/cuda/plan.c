@@ -168,6 +168,34 @@ static int gs__cuda_flat_plan(const gs__cuda_dev_t *dev, int64_t npart, int W, i
     return 1;
 }
 
+/* Plan the version-2 pair kernels for STORE/FULL of one GS_LEAF_NORMAL_V2 leaf (unit stride
+ * along the loop dim, at most one record dim) and unary ops (@a chainlike: the leaf is prog[0]
+ * and the stack never holds two values); returns 0 to leave the plan to the other kernels. */
+static int gs__cuda_pairs_plan(const gs__cuda_dev_t *dev, int64_t npart, int W, int chainlike,
+                               gs__cuda_fplan_t *p)
+{
+    if (!chainlike || p->nleaves != 1 || p->leaves[0].kind != GS_LEAF_NORMAL_V2 || p->nr > 1 ||
+        p->leaves[0].lstride != 1)
+        return 0;
+    gs__cuda_chain_tail(p);
+    int occ = dev->occ_pairs[p->mode == GS__CUDA_MODE_FULL ? 1 + p->acc : 0];
+    int64_t T = gs__occ_total(dev, occ);
+    int64_t ppr = p->L / 2 + 1;
+    int64_t gx = gs__min64(gs__ceil_div(ppr, GS__CUDA_BLOCK), T);
+    int64_t gy = gs__min64(p->R, gs__max64(1, T / gx));
+    gy = gs__min64(gy, 65535);
+    if (p->mode == GS__CUDA_MODE_FULL && gx * gy * W > npart) {
+        gy = gs__max64(1, npart / (W * gx));
+        if (gx * gy * W > npart) gx = gy = 1;
+    }
+    p->pairs = 1;
+    p->tpr = GS__CUDA_BLOCK;
+    p->tile_rows = 1;
+    p->grid_x = (uint32_t)gx;
+    p->grid_y = (uint32_t)gy;
+    return 1;
+}
+
 /* Plan the transposed-tile kernels for STORE/FULL over a 2-D region (nr == 1) in which one or
  * two chunk leaves run down the rows with unit stride and along them with a long one (x.T of a
  * chunk); returns 0 to leave the plan to the flat walk or the row tiles. */
@@ -240,7 +268,8 @@ void gs__cuda_fplan_build(const gs__cuda_dev_t *dev, const gs__cuda_scratch_t *s
         p->leaves[t].seed = lf->seed;
         p->leaves[t].p0 = lf->p0;
         p->leaves[t].p1 = lf->p1;
-        if (lf->kind == GS_LEAF_NORMAL || lf->kind == GS_LEAF_UNIFORM) {
+        if (lf->kind == GS_LEAF_NORMAL || lf->kind == GS_LEAF_UNIFORM ||
+            lf->kind == GS_LEAF_NORMAL_V2) {
             uint32_t k0 = (uint32_t)lf->seed, k1 = (uint32_t)(lf->seed >> 32);
             for (int r = 0; r < 10; r++) {
                 p->leaves[t].rk[2 * r] = k0;
@@ -250,9 +279,11 @@ void gs__cuda_fplan_build(const gs__cuda_dev_t *dev, const gs__cuda_scratch_t *s
             }
         }
     }
-    int random = 0, costly = 0, ext = 0;
-    for (int32_t t = 0; t < nl; t++)
+    int random = 0, costly = 0, ext = 0, v2 = 0;
+    for (int32_t t = 0; t < nl; t++) {
         if (p->leaves[t].kind == GS_LEAF_NORMAL || p->leaves[t].kind == GS_LEAF_UNIFORM) random = 1;
+        if (p->leaves[t].kind == GS_LEAF_NORMAL_V2) random = v2 = 1;
+    }
     for (int32_t i = 0; i < k->nprog; i++) {
         if (gs__cuda_op_costly(k->prog[i].op)) costly = 1;
         if (k->prog[i].op >= GS_OP_EXTENDED) ext = 1;
@@ -264,7 +295,7 @@ void gs__cuda_fplan_build(const gs__cuda_dev_t *dev, const gs__cuda_scratch_t *s
         p->variant = GS__CUDA_VAR_EXT;
     else if (maxdepth <= 1 && nl <= 1 && !random && !costly)
         p->variant = GS__CUDA_VAR_CHAIN_MEM;
-    else if (maxdepth <= 1 && nl == 1 && random)
+    else if (maxdepth <= 1 && nl == 1 && random && !v2) /* CHAIN kernels: v1 normal, uniform */
         p->variant = GS__CUDA_VAR_CHAIN;
     else if (maxdepth <= 2 && nl <= 2)
         p->variant = random || costly ? GS__CUDA_VAR_PAIR : GS__CUDA_VAR_PAIR_MEM;
@@ -393,6 +424,7 @@ void gs__cuda_fplan_build(const gs__cuda_dev_t *dev, const gs__cuda_scratch_t *s
     switch (p->mode) {
     case GS__CUDA_MODE_STORE:
     case GS__CUDA_MODE_FULL: {
+        if (gs__cuda_pairs_plan(dev, npart, W, maxdepth <= 1 && !ext, p)) break;
         if (gs__cuda_ttile_plan(dev, npart, W, p)) break;
         if (gs__cuda_flat_plan(dev, npart, W, N, p)) break;
         gs__cuda_tile_shape(p->L, &p->tpr, &p->tile_rows);

@@ -757,3 +757,66 @@ Test(chunkops_cuda, transposed_chunk_leaves_match_cpu_in_tiles)
         }
     bk_close(&b);
 }
+
+/* Version-2 normals (random.h gs_random_normal_v2): libm-free, so the GPU's values are the
+ * CPU's bit for bit, through STORE over whole rows, strided slices (lone halves of pairs),
+ * odd offsets (pairs split at region edges), indices past 2^32, and under a program. */
+Test(chunkops_cuda, normal_v2_is_bitwise_equal_to_cpu)
+{
+    GPU_OR_SKIP();
+    bk_t b;
+    bk_open(&b, (size_t)256 << 20);
+    static const int64_t shapes[][2] = {{1, 1}, {37, 53}, {1000, 1001}, {3, 300000}};
+    static const int64_t steps[][2] = {{1, 1}, {2, 2}, {1, 3}, {-1, 1}};
+    rng_state = 2002;
+    for (int si = 0; si < NELEM(shapes); si++)
+        for (int st = 0; st < NELEM(steps); st++)
+            for (int prog = 0; prog < 2; prog++) {
+                spec_t s;
+                memset(&s, 0, sizeof(s));
+                s.k.ndim = 2;
+                s.k.shape[0] = shapes[si][0];
+                s.k.shape[1] = shapes[si][1];
+                s.k.nleaves = 1;
+                gs_kleaf_t *lf = &s.k.leaves[0];
+                lf->kind = GS_LEAF_NORMAL_V2;
+                lf->seed = st == 3 ? 0 : rnd();
+                lf->p0 = prog ? 0.0 : 1.5;
+                lf->p1 = prog ? 1.0 : 0.75;
+                int64_t cols = 2 * shapes[si][1] * steps[st][1] + 7;
+                lf->stride[0] = steps[st][0] * cols;
+                lf->stride[1] = steps[st][1];
+                lf->base = (si % 2 ? ((int64_t)3 << 32) : 0) + 1 + (steps[st][0] < 0 ? cols * shapes[si][0] : 0);
+                emit(&s.k, GS_OP_LEAF, 0, 0.0);
+                if (prog) {
+                    emit(&s.k, GS_OP_MUL_IMM, 0, 2.0);
+                    emit(&s.k, GS_OP_ADD_IMM, 0, 1.0);
+                    if (st == 2) emit(&s.k, GS_OP_ABS, 0, 0.0); /* an interpreted tail */
+                }
+                s.k.terminal = GS_TERM_STORE;
+                int64_t n = gs_kfused_out_len(&s.k);
+                double *c = malloc(sizeof(double) * (size_t)n), *g = malloc(sizeof(double) * (size_t)n);
+                run_both(&b, &s, c, g);
+                for (int64_t i = 0; i < n; i++)
+                    cr_assert(bits_equal(g[i], c[i]), "shape %d step %d prog %d: element %lld: gpu "
+                              "%.17g cpu %.17g", si, st, prog, (long long)i, g[i], c[i]);
+                /* whole-region reductions of the same values (the pair kernels' FULL) */
+                for (int redop = 0; redop < GS_RED_COUNT; redop++) {
+                    s.k.terminal = GS_TERM_REDUCE;
+                    s.k.redop = redop;
+                    s.k.red_axis = -1;
+                    s.k.idx_stride[0] = s.k.shape[1];
+                    s.k.idx_stride[1] = 1;
+                    int64_t nr = gs_kfused_out_len(&s.k);
+                    double *cr = malloc(sizeof(double) * (size_t)nr), *gr = malloc(sizeof(double) * (size_t)nr);
+                    run_both(&b, &s, cr, gr);
+                    check_reduction(&s, c, cr, gr, si * 1000 + st * 100 + prog * 10 + redop);
+                    free(cr);
+                    free(gr);
+                }
+                free(c);
+                free(g);
+                spec_free(&s);
+            }
+    bk_close(&b);
+}

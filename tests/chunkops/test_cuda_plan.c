@@ -868,3 +868,64 @@ Test(chunkops_cuda_plan, transposed_chunk_leaf_takes_the_transposed_tiles)
     cr_assert(!p.ttile);
     cr_assert(p.mode == GS__CUDA_MODE_ROW || p.mode == GS__CUDA_MODE_COL);
 }
+
+/* Version-2 normals read along the loop with unit stride (and unary ops after the leaf) take
+ * the pair kernels; a strided read, a second leaf or a version-1 leaf do not. */
+Test(chunkops_cuda_plan, normal_v2_rows_take_the_pair_kernels)
+{
+    gs__cuda_dev_t dev = fake_dev();
+    for (int i = 0; i < 1 + GS__CUDA_NACC; i++) dev.occ_pairs[i] = 3;
+    gs__cuda_scratch_t scr = fake_scratch();
+    gs_kfused_t k;
+    gs__cuda_fplan_t p;
+    memset(&k, 0, sizeof(k));
+    k.ndim = 2;
+    k.shape[0] = 1001;
+    k.shape[1] = 999;
+    k.nleaves = 1;
+    k.leaves[0].kind = GS_LEAF_NORMAL_V2;
+    k.leaves[0].base = 12345;
+    k.leaves[0].stride[0] = 4001;
+    k.leaves[0].stride[1] = 1;
+    k.leaves[0].p1 = 1.0;
+    k.nprog = 3;
+    k.prog[0].op = GS_OP_LEAF;
+    k.prog[1].op = GS_OP_MUL_IMM;
+    k.prog[1].imm = 3.0;
+    k.prog[2].op = GS_OP_ADD_IMM;
+    k.prog[2].imm = 1.0;
+    k.terminal = GS_TERM_REDUCE;
+    k.redop = GS_RED_SUM;
+    k.red_axis = -1;
+    k.out = (double *)(uintptr_t)0x9000;
+    gs__cuda_fplan_build(&dev, &scr, &k, &p);
+    cr_assert(p.pairs && !p.flat && !p.ttile);
+    cr_assert_eq(p.mode, GS__CUDA_MODE_FULL);
+    cr_assert(p.tail_ma && p.tail_m == 3.0 && p.tail_a == 1.0);
+    cr_assert_eq(p.R, 1001);
+    cr_assert_eq(p.L, 999);
+    cr_assert_eq(p.grid_x, 2u); /* 500 pairs a row: two blocks of 256 threads */
+    cr_assert(p.grid_y >= 1 && p.grid_y <= 1001);
+    cr_assert((size_t)p.grid_x * p.grid_y <= scr.npartials);
+    k.terminal = GS_TERM_STORE;
+    gs__cuda_fplan_build(&dev, &scr, &k, &p);
+    cr_assert(p.pairs);
+    k.leaves[0].stride[1] = 2; /* [::2]: lone halves, per-element kernels */
+    gs__cuda_fplan_build(&dev, &scr, &k, &p);
+    cr_assert(!p.pairs);
+    k.leaves[0].stride[1] = 1;
+    k.leaves[0].kind = GS_LEAF_NORMAL;
+    gs__cuda_fplan_build(&dev, &scr, &k, &p);
+    cr_assert(!p.pairs);
+    cr_assert_eq(p.variant, GS__CUDA_VAR_CHAIN);
+    k.leaves[0].kind = GS_LEAF_NORMAL_V2;
+    k.nleaves = 2; /* normal_v2 + normal_v2: two leaves, the PAIR variant */
+    k.leaves[1] = k.leaves[0];
+    k.nprog = 3;
+    k.prog[1].op = GS_OP_LEAF;
+    k.prog[1].arg = 1;
+    k.prog[2].op = GS_OP_ADD;
+    gs__cuda_fplan_build(&dev, &scr, &k, &p);
+    cr_assert(!p.pairs);
+    cr_assert_eq(p.variant, GS__CUDA_VAR_PAIR);
+}

@@ -180,6 +180,7 @@ static double ref_leaf(const gs_kfused_t *k, int li, const int64_t *p)
         return v;
     }
     case GS_LEAF_UNIFORM: return gs_random_uniform(lf->seed, (uint64_t)off, lf->p0, lf->p1);
+    case GS_LEAF_NORMAL_V2: return gs_random_normal_v2(lf->seed, (uint64_t)off, lf->p0, lf->p1);
     default: return (double)off;
     }
 }
@@ -455,13 +456,14 @@ static void make_leaf(gs_kfused_t *k, int li, owned_t *own, int nasty)
         break;
     }
     case GS_LEAF_NORMAL:
+    case GS_LEAF_NORMAL_V2:
     case GS_LEAF_UNIFORM:
         /* indices beyond 2^32 exercise the counter's high word */
         make_strides(k, lf, 1, rndi(2) ? (int64_t)rndi(1000) : ((int64_t)5 << 32) + rndi(1000),
                      &span);
         lf->seed = rndi(2) ? rnd() : (uint64_t)rndi(4);
-        lf->p0 = lf->kind == GS_LEAF_NORMAL ? rndu() * 2 - 1 : -1.0 - rndu();
-        lf->p1 = lf->kind == GS_LEAF_NORMAL ? 0.5 + rndu() : 1.0 + rndu();
+        lf->p0 = lf->kind != GS_LEAF_UNIFORM ? rndu() * 2 - 1 : -1.0 - rndu();
+        lf->p1 = lf->kind != GS_LEAF_UNIFORM ? 0.5 + rndu() : 1.0 + rndu();
         break;
     default:
         make_strides(k, lf, 1, rndi(2) ? 0 : -(int64_t)rndi(100000), &span);

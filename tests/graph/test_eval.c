@@ -915,3 +915,45 @@ Test(graph_eval, tuple_axes_reject_bad_input)
                  GS_ERR_INVALID_PARAM);
     cr_assert_eq(h, (gs_array_h)(uintptr_t)0x1234, "output written on error");
 }
+
+/* Version-2 normals through the lowering: every chunking (odd chunk widths split pairs between
+ * chunks), every lowering flag, and slices pushed into the generator (lone halves of pairs) give
+ * the definition's bits at every global index. Version 1 stays the default. */
+Test(graph_eval, normal_v2_values_follow_the_definition_on_every_chunking)
+{
+    static const int64_t chunkings[][2] = {{37, 53}, {5, 7}, {1, 53}, {37, 1}, {4, 6}};
+    const int64_t shape[2] = {37, 53};
+    gs_slice_t sl[2] = {GS_SLICE_FROM(1, 2), GS_SLICE_STEP(-3)};
+    for (size_t c = 0; c < sizeof(chunkings) / sizeof(chunkings[0]); c++) {
+        gs_array_h x, s;
+        TX_OK(gs_array_random_normal_version(31, 2.0, 0.5, GS_RANDOM_V2, 2, shape, chunkings[c], &x));
+        TX_OK(gs_array_slice(x, 2, sl, &s));
+        for (unsigned f = 0; f <= GS_LOWER_DEFAULT; f++) {
+            double *v = eval_flags(x, f, NULL);
+            for (int64_t i = 0; i < 37 * 53; i++)
+                cr_assert(v[i] == gs_random_normal_v2(31, (uint64_t)i, 2.0, 0.5),
+                          "chunking %zu flags 0x%x: element %lld", c, f, (long long)i);
+            free(v);
+            double *w = eval_flags(s, f, NULL);
+            for (int64_t r = 0; r < 18; r++)
+                for (int64_t q = 0; q < 18; q++) {
+                    uint64_t i = (uint64_t)((1 + 2 * r) * 53 + (52 - 3 * q));
+                    cr_assert(w[r * 18 + q] == gs_random_normal_v2(31, i, 2.0, 0.5),
+                              "chunking %zu flags 0x%x: slice element (%lld, %lld)", c, f,
+                              (long long)r, (long long)q);
+                }
+            free(w);
+        }
+        gs_array_release(s);
+        gs_array_release(x);
+    }
+    gs_array_h y;
+    cr_assert_eq(gs_array_random_normal_version(1, 0.0, 1.0, 3, 2, shape, chunkings[0], &y),
+                 GS_ERR_INVALID_PARAM);
+    TX_OK(gs_array_random_normal(5, 0.0, 1.0, 2, shape, chunkings[0], &y));
+    double *v1 = eval_flags(y, GS_LOWER_DEFAULT, NULL);
+    cr_assert(v1[7] == gs_random_normal(5, 7, 0.0, 1.0) || fabs(v1[7] - gs_random_normal(5, 7, 0.0, 1.0)) < 1e-14,
+              "the default is version 1");
+    free(v1);
+    gs_array_release(y);
+}

@@ -183,6 +183,20 @@ int gs_array_dtype(gs_array_h a);
 gs_status_t gs_array_random_normal(uint64_t seed, double mean, double std, int ndim,
                                    const int64_t *shape, const int64_t *chunks, gs_array_h *out_p);
 
+/* Versions of the normal definition (docs/random.md): V1, one Philox block and one
+ * log/sqrt/cos per element (the default, so every seed keeps its values); V2, one block and one
+ * log, sqrt and sine/cosine pair per two adjacent elements, the same bits on CPU and GPU. */
+#define GS_RANDOM_V1 1
+#define GS_RANDOM_V2 2
+
+/** gs_array_random_normal() under definition @a version (GS_RANDOM_V1 or GS_RANDOM_V2); the
+ *  same array, element for element, for the same arguments on any chunking, worker count and
+ *  backend. GS_ERR_INVALID_PARAM for another version or what gs_array_random_normal() rejects;
+ *  *out_p (a new reference, released by the caller) is written only on success. */
+gs_status_t gs_array_random_normal_version(uint64_t seed, double mean, double std, int version,
+                                           int ndim, const int64_t *shape, const int64_t *chunks,
+                                           gs_array_h *out_p);
+
 /** Uniform [low, high) random array; as gs_array_random_normal(). */
 gs_status_t gs_array_random_uniform(uint64_t seed, double low, double high, int ndim,
                                     const int64_t *shape, const int64_t *chunks,

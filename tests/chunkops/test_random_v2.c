@@ -1,0 +1,186 @@
+/* Version 2 of the normal definition (chunkops/random.h, docs/random.md "Version 2"): pairs of
+ * elements from one Philox block, libm-free arithmetic. Checked here: the pair and per-element
+ * forms and the CPU batch generator give the same bits; values against an independent long
+ * double evaluation of r cos / r sin; chunk invariance through fused kernels (pairs split by
+ * chunk edges); and the statistics of 10^8 samples (mean, variance, tails). */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chunkops/chunkops.h"
+#include "chunkops/cpu/cpu.h"
+#include "chunkops/random.h"
+
+/* the definition's formulas evaluated independently: 80-bit libm, angle 2 pi b 2^-53 */
+static void ref_pair(uint64_t seed, uint64_t k, long double *z0, long double *z1)
+{
+    gs_philox4_t w = gs_philox4x32_10((uint32_t)k, (uint32_t)(k >> 32), 0x32u, 0u,
+                                      (uint32_t)seed, (uint32_t)(seed >> 32));
+    uint64_t a = (((uint64_t)w.v[1] << 32) | w.v[0]) >> 11;
+    uint64_t b = (((uint64_t)w.v[3] << 32) | w.v[2]) >> 11;
+    long double u1 = ((long double)a + 1.0L) * 0x1p-53L;
+    long double r = sqrtl(-2.0L * logl(u1));
+    long double th = 2.0L * 3.14159265358979323846264338327950288L * ((long double)b * 0x1p-53L);
+    *z0 = r * cosl(th);
+    *z1 = r * sinl(th);
+}
+
+Test(chunkops_random_v2, values_agree_with_an_independent_evaluation)
+{
+    double worst = 0;
+    for (uint64_t t = 0; t < 200000; t++) {
+        uint64_t seed = t % 7 == 0 ? t : 0x9e3779b97f4a7c15ull * t;
+        uint64_t k = t < 1000 ? t : (t * 0x100000001b3ull) >> (t % 20);
+        double z0, z1;
+        long double r0, r1;
+        gs_random_normal_pair_v2(seed, k, &z0, &z1);
+        ref_pair(seed, k, &r0, &r1);
+        /* 4 ulp of the value, or of 1 near 0 (a few roundings of the radius and the angle) */
+        double e0 = (double)fabsl((long double)z0 - r0) / (fabs(z0) * 0x1p-52 + 0x1p-52);
+        double e1 = (double)fabsl((long double)z1 - r1) / (fabs(z1) * 0x1p-52 + 0x1p-52);
+        if (e0 > worst) worst = e0;
+        if (e1 > worst) worst = e1;
+        cr_assert(e0 <= 4.0 && e1 <= 4.0, "seed %llu pair %llu: %.17g %.17g vs %.17Lg %.17Lg",
+                  (unsigned long long)seed, (unsigned long long)k, z0, z1, r0, r1);
+        cr_assert(isfinite(z0) && isfinite(z1) && fabs(z0) <= 8.5719 && fabs(z1) <= 8.5719);
+    }
+    cr_log_info("worst v2 difference from the long double evaluation: %.2f ulp", worst);
+}
+
+Test(chunkops_random_v2, pair_element_and_batch_forms_are_the_same_bits)
+{
+    enum { N = 4099 };
+    static uint64_t idx[N];
+    static double got[N];
+    for (int rep = 0; rep < 40; rep++) {
+        uint64_t seed = rep < 3 ? (uint64_t)rep : 0xd1b54a32d192ed03ull * (uint64_t)rep;
+        uint64_t start = (rep % 2 ? ((uint64_t)rep << 34) : 0) + (uint64_t)(rep % 3);
+        for (int i = 0; i < N; i++) idx[i] = start + (uint64_t)i * (uint64_t)(1 + rep % 4);
+        gs__cpu_random_normal_v2(seed, idx, N, -0.5, 3.0, got);
+        for (int i = 0; i < N; i++) {
+            double z0, z1;
+            gs_random_normal_pair_v2(seed, idx[i] >> 1, &z0, &z1);
+            double want = -0.5 + 3.0 * ((idx[i] & 1) ? z1 : z0);
+            cr_assert_eq(got[i], want, "seed %llu i %llu", (unsigned long long)seed,
+                         (unsigned long long)idx[i]);
+            cr_assert_eq(gs_random_normal_v2(seed, idx[i], -0.5, 3.0), want);
+        }
+    }
+}
+
+Test(chunkops_random_v2, extreme_words_and_the_streams_of_v1_differ)
+{
+    /* a = 2^53 - 1: radius 0; a = 0: the largest radius, sqrt(106 ln 2) */
+    cr_assert_eq(gs__radius_v2(((uint64_t)1 << 53) - 1), 0.0);
+    cr_assert(fabs(gs__radius_v2(0) - sqrt(106.0 * log(2.0))) <= 4e-15);
+    unsigned n;
+    double y;
+    gs__angle_v2(0, &n, &y);
+    cr_assert(n == 0 && y == 0.0);
+    gs__angle_v2((uint64_t)1 << 51, &n, &y); /* theta = pi/2 exactly */
+    cr_assert(n == 1 && y == 0.0);
+    gs__angle_v2(((uint64_t)1 << 53) - 1, &n, &y); /* just below 2 pi: quadrant 0, y < 0 */
+    cr_assert(n == 0 && y < 0.0 && y > -1e-14);
+    /* v2 is a different stream from v1 (different counters) */
+    int same = 0;
+    for (uint64_t i = 0; i < 1000; i++) same += gs_random_normal_v2(5, i, 0, 1) == gs_random_normal(5, i, 0, 1);
+    cr_assert(same < 5);
+}
+
+/* 37 x 53 through fused STORE kernels chunk by chunk: odd chunk widths split pairs between
+ * chunks; every chunking gives the definition's bits. */
+static void fill_chunked_v2(uint64_t seed, int64_t c0, int64_t c1, double *out)
+{
+    const int64_t R = 37, C = 53;
+    static double buf[37 * 53];
+    gs_chunkops_ctx_h ctx;
+    cr_assert_eq(gs_chunkops_cpu_ops.ctx_create(NULL, &ctx), GS_OK);
+    for (int64_t r0 = 0; r0 < R; r0 += c0) {
+        for (int64_t q0 = 0; q0 < C; q0 += c1) {
+            int64_t nr = r0 + c0 > R ? R - r0 : c0, nc = q0 + c1 > C ? C - q0 : c1;
+            gs_kfused_t k;
+            memset(&k, 0, sizeof(k));
+            k.ndim = 2;
+            k.shape[0] = nr;
+            k.shape[1] = nc;
+            k.nleaves = 1;
+            k.leaves[0].kind = GS_LEAF_NORMAL_V2;
+            k.leaves[0].base = r0 * C + q0;
+            k.leaves[0].stride[0] = C;
+            k.leaves[0].stride[1] = 1;
+            k.leaves[0].seed = seed;
+            k.leaves[0].p0 = 3.0;
+            k.leaves[0].p1 = 0.25;
+            k.nprog = 1;
+            k.prog[0].op = GS_OP_LEAF;
+            k.terminal = GS_TERM_STORE;
+            k.out = buf;
+            cr_assert_eq(gs_chunkops_cpu_ops.fused(ctx, NULL, &k), GS_OK, "%s", gs_last_error());
+            for (int64_t a = 0; a < nr; a++)
+                for (int64_t b = 0; b < nc; b++) out[(r0 + a) * C + q0 + b] = buf[a * nc + b];
+        }
+    }
+    gs_chunkops_cpu_ops.ctx_destroy(ctx);
+}
+
+Test(chunkops_random_v2, fused_kernel_values_do_not_depend_on_chunking)
+{
+    static double a[37 * 53], b[37 * 53], c[37 * 53], d[37 * 53];
+    fill_chunked_v2(77, 37, 53, a);
+    fill_chunked_v2(77, 5, 7, b);
+    fill_chunked_v2(77, 1, 53, c);
+    fill_chunked_v2(77, 3, 1, d);
+    for (int64_t i = 0; i < 37 * 53; i++) {
+        double want = gs_random_normal_v2(77, (uint64_t)i, 3.0, 0.25);
+        cr_assert(a[i] == want && b[i] == want && c[i] == want && d[i] == want,
+                  "element %lld: %.17g %.17g %.17g %.17g, definition %.17g", (long long)i, a[i],
+                  b[i], c[i], d[i], want);
+    }
+}
+
+/* 10^8 standard normals (seed 2026, indices 0..10^8-1): mean and variance within 6 standard
+ * errors, the fourth moment, and the tail fractions beyond 1..5 sigma against the exact
+ * normal tails within 6 binomial standard errors. */
+Test(chunkops_random_v2, statistics_of_a_hundred_million_samples, .timeout = 600)
+{
+    enum { B = 1 << 16 };
+    const int64_t N = 100000000;
+    static uint64_t idx[B];
+    static double z[B];
+    long double s1 = 0, s2 = 0, s4 = 0;
+    int64_t tail[6] = {0};
+    for (int64_t i0 = 0; i0 < N; i0 += B) {
+        int n = (int)(N - i0 < B ? N - i0 : B);
+        for (int i = 0; i < n; i++) idx[i] = (uint64_t)(i0 + i);
+        gs__cpu_random_normal_v2(2026, idx, n, 0.0, 1.0, z);
+        double p1 = 0, p2 = 0, p4 = 0;
+        for (int i = 0; i < n; i++) {
+            double v = z[i], q = v * v;
+            p1 += v;
+            p2 += q;
+            p4 += q * q;
+            double av = fabs(v);
+            for (int t = 1; t <= 5; t++) tail[t] += av > (double)t;
+        }
+        s1 += p1;
+        s2 += p2;
+        s4 += p4;
+    }
+    double mean = (double)(s1 / N), m2 = (double)(s2 / N), m4 = (double)(s4 / N);
+    double var = m2 - mean * mean;
+    cr_assert(fabs(mean) <= 6.0 / sqrt((double)N), "mean %.3g", mean);
+    cr_assert(fabs(var - 1.0) <= 6.0 * sqrt(2.0 / (double)N), "variance %.9f", var);
+    cr_assert(fabs(m4 - 3.0) <= 6.0 * sqrt(96.0 / (double)N), "fourth moment %.6f", m4);
+    for (int t = 1; t <= 5; t++) {
+        double p = erfc((double)t / sqrt(2.0));
+        double se = sqrt(p * (1 - p) / (double)N);
+        double got = (double)tail[t] / (double)N;
+        cr_assert(fabs(got - p) <= 6.0 * se + 1.0 / (double)N,
+                  "P(|z| > %d): %.4g, exact %.4g (se %.2g)", t, got, p, se);
+    }
+    cr_log_info("v2 over 1e8: mean %.3g var %.9f m4 %.6f; tails %lld %lld %lld %lld %lld", mean,
+                var, m4, (long long)tail[1], (long long)tail[2], (long long)tail[3],
+                (long long)tail[4], (long long)tail[5]);
+}
