@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #define GS_WDIRECT_MAX_FRAME 4096u   /* requests are small */
+#define GS_WDIRECT_MAX_SHM ((uint64_t)16 << 30)   /* a client's slot: one chunk (page-locked on GPUs) */
 
 static void gs__wdconn_unmap(gs_wdconn_t *dc)
 {
@@ -114,9 +115,10 @@ static gs_status_t gs__wdconn_map(gs_wdconn_t *dc, const gs_str_t *name)
     gs__wdconn_unmap(dc);
     fd = shm_open(path, O_RDWR, 0);
     if (fd < 0) return gs_error_set(GS_ERR_IO, "cannot open shared memory %s: %s", path, strerror(errno));
-    if (fstat(fd, &sb) != 0 || sb.st_size <= 0) {
+    if (fstat(fd, &sb) != 0 || sb.st_size <= 0 || (uint64_t)sb.st_size > GS_WDIRECT_MAX_SHM) {
         close(fd);
-        return gs_error_set(GS_ERR_IO, "shared memory %s is empty or unreadable", path);
+        return gs_error_set(GS_ERR_IO, "shared memory %s is empty, unreadable or larger than %llu bytes", path,
+                            (unsigned long long)GS_WDIRECT_MAX_SHM);
     }
     base = mmap(NULL, (size_t)sb.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);
