@@ -15,7 +15,10 @@
 #include <criterion/criterion.h>
 #include <limits.h>
 #include <netinet/in.h>
+#include <math.h>
 #include <poll.h>
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -266,4 +269,56 @@ Test(integration_gather, the_data_port_refuses_requests_without_a_ticket)
         gs_array_release(y);
     }
     cr_assert(tp_alive(pid));
+}
+
+/* Killing worker 0 once the first bytes of the result have landed in the buffer. */
+typedef struct killer {
+    volatile const double *buf;
+    int64_t n;
+    pid_t victim;
+    int killed;
+} killer_t;
+
+static void *kill_on_first_bytes(void *arg)
+{
+    killer_t *k = arg;
+    time_t end = time(NULL) + 60;
+    while (time(NULL) < end) {
+        for (int64_t i = 0; i < k->n; i += 997)
+            if (!isnan(k->buf[i])) {
+                k->killed = kill(k->victim, SIGKILL) == 0;
+                return NULL;
+            }
+        sched_yield();
+    }
+    return NULL;
+}
+
+Test(integration_gather, a_worker_killed_mid_gather_is_recomputed_or_refetched)
+{
+    int64_t shape[2] = {2000, 2000}, chunks[2] = {125, 125};
+    gs_array_h x;
+    gs_future_h f;
+    pthread_t th;
+    killer_t k;
+    double *got = malloc((size_t)(shape[0] * shape[1]) * sizeof(double));
+    cr_assert_not_null(got);
+    OK(gs_array_random_normal(9, 0, 1, 2, shape, chunks, &x));
+    OK(gs_client_set_gather_path(C, GS_GATHER_AUTO));
+    OK(gs_client_submit(C, x, 0, &f));
+    OK(gs_future_wait(f, 120.0));
+    for (int64_t i = 0; i < shape[0] * shape[1]; i++) got[i] = NAN;
+    k = (killer_t){got, shape[0] * shape[1], CL.workers[0], 0};
+    cr_assert_eq(pthread_create(&th, NULL, kill_on_first_bytes, &k), 0);
+    OK(gs_future_gather(f, got, (size_t)(shape[0] * shape[1])));
+    pthread_join(th, NULL);
+    cr_assert(k.killed, "worker 0 was not killed during the gather");
+    for (int64_t i = 0; i < shape[0] * shape[1]; i += 7) {
+        double want = gs_random_normal(9, (uint64_t)i, 0.0, 1.0);
+        cr_assert(fabs(got[i] - want) <= 1e-12 * fmax(1.0, fabs(want)), "element %lld: %.17g vs %.17g", (long long)i,
+                  got[i], want);
+    }
+    gs_future_destroy(f);
+    gs_array_release(x);
+    free(got);
 }
