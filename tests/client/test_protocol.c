@@ -277,6 +277,7 @@ Test(client_protocol, gather_is_relayed_when_locating_fails, .init = arm_timeout
         g.bounds[d] = gs_array_chunk_bounds(a, d);
     }
     start(h_grid_no_locate, &g);   /* set in the fake's thread, before the gather asks */
+    cr_assert_eq(gs_client_set_gather_path(C, GS_GATHER_DIRECT), GS_OK);   /* auto relays small results */
     cr_assert_eq(gs_client_compute(C, a, out, (size_t)size), GS_OK, "%s", gs_last_error());
     for (int64_t i = 0; i < size; i++) cr_assert_eq(out[i], (double)i);
     gs_client_gather_stats(C, &st);
@@ -285,6 +286,13 @@ Test(client_protocol, gather_is_relayed_when_locating_fails, .init = arm_timeout
     cr_assert_eq(F.counts[GS_MSG_LOCATE_REQ], 1);
     gs_array_release(a);
     stop();
+}
+
+Test(client_protocol, auto_path_relays_a_small_result_without_locating, .init = arm_timeout)
+{
+    int64_t shape[2] = {7, 10}, chunks[2] = {3, 4};
+    check_gather(2, shape, chunks);   /* auto (the default), 560 bytes */
+    cr_assert_eq(F.counts[GS_MSG_LOCATE_REQ], 0);
 }
 
 /* ---- errors */
