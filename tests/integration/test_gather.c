@@ -322,3 +322,33 @@ Test(integration_gather, a_worker_killed_mid_gather_is_recomputed_or_refetched)
     gs_array_release(x);
     free(got);
 }
+
+Test(integration_gather, a_worker_without_a_data_port_is_relayed)
+{
+    const char *const no_direct[] = {"--no-direct", NULL};
+    int64_t shape[2] = {600, 500}, chunks[2] = {100, 100};
+    gs_array_h x;
+    gs_gather_stats_t b, a;
+    double *got = malloc((size_t)(shape[0] * shape[1]) * sizeof(double));
+    cr_assert_not_null(got);
+    cr_assert(tc_add_worker_args(&CL, "w-no-direct", no_direct) > 0);
+    OK(gs_client_wait_for_workers(C, 3, 60.0));
+    /* only the worker without a data port remains: every chunk is computed there */
+    cr_assert_eq(kill(CL.workers[0], SIGKILL), 0);
+    cr_assert_eq(kill(CL.workers[1], SIGKILL), 0);
+    OK(gs_array_random_normal(11, 0, 1, 2, shape, chunks, &x));
+    OK(gs_client_set_gather_path(C, GS_GATHER_SHM));
+    gs_client_gather_stats(C, &b);
+    OK(gs_client_compute(C, x, got, (size_t)(shape[0] * shape[1])));
+    gs_client_gather_stats(C, &a);
+    for (int64_t i = 0; i < shape[0] * shape[1]; i++) {
+        double want = gs_random_normal(11, (uint64_t)i, 0.0, 1.0);
+        cr_assert(fabs(got[i] - want) <= 1e-12 * fmax(1.0, fabs(want)), "element %lld", (long long)i);
+    }
+    cr_assert_eq(a.fallbacks, b.fallbacks, "a chunk of no data port counts as a failed direct fetch");
+    cr_assert_eq(a.chunks_relay - b.chunks_relay, 30, "%llu of 30 chunks relayed",
+                 (unsigned long long)(a.chunks_relay - b.chunks_relay));
+    cr_assert_eq(a.chunks_shm + a.chunks_direct, b.chunks_shm + b.chunks_direct);
+    gs_array_release(x);
+    free(got);
+}
