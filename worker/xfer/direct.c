@@ -281,3 +281,14 @@ void gs__xfer_direct_stop(gs_worker_t *w)
         if (dc->conn != NULL) gs_conn_close(dc->conn, GS_OK);
     }
 }
+
+void gs__xfer_direct_cleanup(gs_worker_t *w)
+{
+    /* connections whose close never completed (the loop did not run again): freed here */
+    while (!gs__wlist_empty(&w->xfer->dconns)) {
+        gs_wdconn_t *dc = GS_WCONTAINER(w->xfer->dconns.next, gs_wdconn_t, link);
+        gs__wdconn_unmap(dc);
+        gs__wlist_del(&dc->link);
+        gs_free(dc);
+    }
+}
