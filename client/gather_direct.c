@@ -42,6 +42,7 @@
 #define GS__DIRECT_CONNS 8          /* worker connections a thread keeps */
 #define GS__DIRECT_TIMEOUT_S 120    /* a silent worker: the chunk is relayed instead */
 #define GS__DIRECT_IOV 512
+#define GS__DIRECT_SHM_BYTES ((uint64_t)4 << 30)   /* shared-memory slots of one client, about */
 
 /* ------------------------------------------------------------------------------------------ */
 /* I/O thread: locating */
@@ -640,6 +641,11 @@ void gs__gather_direct(gs_client_h c, gs__op_t *op, int path)
     atomic_init(&d.next, 0);
     if (uv_mutex_init(&d.mu) != 0) goto out_bytes;
     nthreads = nloc < GS__DIRECT_THREADS ? nloc : GS__DIRECT_THREADS;
+    if (path != GS_GATHER_DIRECT && d.slot_bytes > 0 && nthreads > GS__DIRECT_SHM_BYTES / d.slot_bytes) {
+        /* one shared-memory slot per thread (page-locked by GPU workers): at most about
+         * GS__DIRECT_SHM_BYTES of them, at least one thread */
+        nthreads = GS__DIRECT_SHM_BYTES / d.slot_bytes > 0 ? GS__DIRECT_SHM_BYTES / d.slot_bytes : 1;
+    }
     /* the client's kept threads' state, unless another gather uses it (then a fresh one) */
     uv_mutex_lock(&c->mu);
     if (!c->dpool_busy && !c->dpool_closed) {
