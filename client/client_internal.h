@@ -58,6 +58,7 @@ extern "C" {
 #define GS__LOCAL_TIMEOUT_S 120.0
 #define GS__SELF_GRAPH UINT64_MAX   /* placeholder in a future's output keys: "this graph" */
 #define GS__MSG_LEN 512
+#define GS__DIRECT_MIN_BYTES ((uint64_t)4 << 20)   /* GS_GATHER_AUTO: smaller results are relayed */
 
 /** A local cluster started by the client ("local" address): the gs-local-cluster process. */
 typedef struct gs__local {

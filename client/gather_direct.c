@@ -42,6 +42,7 @@
 #define GS__DIRECT_CONNS 8          /* worker connections a thread keeps */
 #define GS__DIRECT_TIMEOUT_S 120    /* a silent worker: the chunk is relayed instead */
 #define GS__DIRECT_IOV 512
+#define GS__DIRECT_SHM_BYTES ((uint64_t)4 << 30)   /* shared-memory slots of one client, about */
 
 /* ------------------------------------------------------------------------------------------ */
 /* I/O thread: locating */
@@ -353,6 +354,8 @@ typedef struct gs__direct {
     gs__op_t *op;
     gs__op_t *lop;              /* the answered LOCATE op */
     const uint64_t *first;      /* nloc: the first key index of each distinct key */
+    uint64_t *bytes;            /* nloc: each distinct key's size by the grid (what is expected:
+                                   gsched's task sizes are only used to find the workers) */
     int path;
     uint64_t client_id;
     char hostname[64];
@@ -500,7 +503,7 @@ static gs_status_t gs__dthread_fetch(gs__dthread_t *t, gs__dconn_t *dc, uint64_t
     if (st == GS_OK) st = gs__write_full(dc->fd, b.data, b.len);
     gs_buf_cleanup(&b);
     if (st != GS_OK) return st;
-    return gs__direct_read_answer(dc->fd, d->op, k0, k1, t->req, l->nbytes, shm ? t->shm : NULL);
+    return gs__direct_read_answer(dc->fd, d->op, k0, k1, t->req, d->bytes[u], shm ? t->shm : NULL);
 }
 
 static void gs__dthread_run(void *arg)
@@ -521,7 +524,7 @@ static void gs__dthread_run(void *arg)
             GS_LOG_DEBUG("cannot reach the worker at %s: its chunks are relayed", l->addr);
             continue;
         }
-        if (d->path != GS_GATHER_DIRECT && !dc->shm_refused && l->nbytes > 0 && gs__same_host(d, l) &&
+        if (d->path != GS_GATHER_DIRECT && !dc->shm_refused && d->bytes[u] > 0 && gs__same_host(d, l) &&
             gs__dthread_shm(t) != NULL) {
             shm = 1;
             st = gs__dthread_fetch(t, dc, u, 1);
@@ -558,10 +561,10 @@ static void gs__dthread_run(void *arg)
         uv_mutex_lock(&d->mu);
         if (shm) {
             d->st.chunks_shm++;
-            d->st.bytes_shm += l->nbytes;
+            d->st.bytes_shm += d->bytes[u];
         } else {
             d->st.chunks_direct++;
-            d->st.bytes_direct += l->nbytes;
+            d->st.bytes_direct += d->bytes[u];
         }
         uv_mutex_unlock(&d->mu);
     }
@@ -629,11 +632,20 @@ void gs__gather_direct(gs_client_h c, gs__op_t *op, int path)
     d.client_id = c->client_id;
     uv_mutex_unlock(&c->mu);
     if (gethostname(d.hostname, sizeof d.hostname - 1) != 0) d.hostname[0] = '\0';
-    for (uint64_t i = 0; i < nloc; i++)
-        if (lop->loc[i].addr[0] && lop->loc[i].nbytes > d.slot_bytes) d.slot_bytes = (size_t)lop->loc[i].nbytes;
+    if ((d.bytes = gs_malloc(gs_size_mul(nloc ? nloc : 1, sizeof *d.bytes), "gather sizes")) == NULL) goto out_free;
+    for (uint64_t i = 0; i < nloc; i++) {
+        gs__rows_t r;
+        d.bytes[i] = gs__rows_init(&r, op, op->keys[first[i]].block);
+        if (lop->loc[i].addr[0] && d.bytes[i] > d.slot_bytes) d.slot_bytes = (size_t)d.bytes[i];
+    }
     atomic_init(&d.next, 0);
-    if (uv_mutex_init(&d.mu) != 0) goto out_free;
+    if (uv_mutex_init(&d.mu) != 0) goto out_bytes;
     nthreads = nloc < GS__DIRECT_THREADS ? nloc : GS__DIRECT_THREADS;
+    if (path != GS_GATHER_DIRECT && d.slot_bytes > 0 && nthreads > GS__DIRECT_SHM_BYTES / d.slot_bytes) {
+        /* one shared-memory slot per thread (page-locked by GPU workers): at most about
+         * GS__DIRECT_SHM_BYTES of them, at least one thread */
+        nthreads = GS__DIRECT_SHM_BYTES / d.slot_bytes > 0 ? GS__DIRECT_SHM_BYTES / d.slot_bytes : 1;
+    }
     /* the client's kept threads' state, unless another gather uses it (then a fresh one) */
     uv_mutex_lock(&c->mu);
     if (!c->dpool_busy && !c->dpool_closed) {
@@ -668,6 +680,8 @@ void gs__gather_direct(gs_client_h c, gs__op_t *op, int path)
     gs__dpool_free(threads);
 out_mutex:
     uv_mutex_destroy(&d.mu);
+out_bytes:
+    gs_free(d.bytes);
 out_free:
     if (lop != NULL) gs__op_free(lop);
     gs_free(first);

@@ -913,18 +913,6 @@ gs_status_t gs_conn_peer_addr(const gs_conn_t *c, struct sockaddr_storage *addr_
     return GS_OK;
 }
 
-gs_status_t gs_conn_local_addr(const gs_conn_t *c, struct sockaddr_storage *addr_p)
-{
-    struct sockaddr_storage ss;
-    int len = (int)sizeof ss, r;
-    if (c == NULL || addr_p == NULL) return gs_error_set(GS_ERR_NOT_FOUND, "local address not known");
-    memset(&ss, 0, sizeof ss);
-    if ((r = uv_tcp_getsockname(&c->tcp, (struct sockaddr *)&ss, &len)) != 0)
-        return gs_error_set(GS_ERR_IO, "cannot read the connection's local address: %s", uv_strerror(r));
-    *addr_p = ss;
-    return GS_OK;
-}
-
 size_t gs_conn_pending_bytes(const gs_conn_t *c)
 {
     return c->pending_bytes;

@@ -160,10 +160,6 @@ gs_status_t gs_conn_peer_addr(const gs_conn_t *conn, struct sockaddr_storage *ad
 /** "ip:port" of the peer, or "?" (owned by the connection). */
 const char *gs_conn_peer_name(const gs_conn_t *conn);
 
-/** The local address of @a conn's socket (port included): what the peer reaches us at.
- *  GS_ERR_NOT_FOUND (not connected), GS_ERR_IO (getsockname failed). */
-gs_status_t gs_conn_local_addr(const gs_conn_t *conn, struct sockaddr_storage *addr_p);
-
 /** Parse "tcp://host:port" (or "host:port") into @a host (NUL-terminated, @a host_len bytes)
  *  and *port_p. GS_ERR_INVALID_PARAM with a message on anything else. */
 gs_status_t gs_addr_parse(const char *addr, char *host, size_t host_len, int *port_p);

@@ -122,6 +122,13 @@
  *    client (and about 1 GiB; always at least one) are requested from workers and not yet
  *    written to the client; the others wait in order. DATA of 256 KiB or more is written to the
  *    client from the frame it arrived in (not re-encoded).
+ *  - LOCATE_REQ from a client (direct gathers): one LOCATIONS answers every key, in order: for
+ *    an output of a live graph of that client stored on a live worker with a data port (given in
+ *    WORKER_REGISTER's data_addr, kept only when it parses as host:port), the worker's data
+ *    address and host, the task's bytes, and a ticket (common/auth.h: gs_auth_gather_ticket of
+ *    the client's id and the key under the data-plane key); for any other key (another client's,
+ *    being recomputed, no data port) an empty address: the client relays it with GATHER_REQ. No
+ *    addresses when gsched runs TLS. gsched keeps no state for it.
  *  - CANCEL(graph) from the client stops scheduling it and answers GRAPH_DONE(GS_ERR_CANCELED);
  *    CANCEL of a finished graph is ignored. RELEASE_GRAPH drops the graph (deferred while later
  *    graphs still use its chunks as externals; a running graph is canceled without GRAPH_DONE).

@@ -135,7 +135,7 @@ static void gs__worker_register(gs_worker_t *w)
         m.u.worker_register.ucx_address.data = addr;
         m.u.worker_register.ucx_address.len = len;
     }
-    if (gs__xfer_direct_start(w, w->conn) != GS_OK)
+    if (gs__xfer_direct_start(w) != GS_OK)
         GS_LOG_WARN("no data port for direct gathers (clients gather through gsched): %s", gs_last_error());
     m.u.worker_register.data_addr.data = (const uint8_t *)gs__xfer_direct_addr(w);
     m.u.worker_register.data_addr.len = strlen(gs__xfer_direct_addr(w));

@@ -54,7 +54,10 @@ static void gs__move_usage(FILE *f, const char *name)
             tsum ? "Persist x = normal(0, 1, (N, N)) in C x C chunks, then time (x + x.T).sum()."
                  : "Persist x = normal(0, 1, (N, N)) in C x C chunks, then time x[::3] gathered\n"
                    "into a client buffer.",
-            tsum ? "value, expected (2 * x.sum())" : "gathered_bytes, checked, mismatches");
+            tsum ? "value, expected (2 * x.sum())"
+                 : "gathered_bytes, checked, mismatches, gather_s and gather_gb_per_s (the gather\n"
+                   "alone), gather_path, path_used (shm, direct, relay or mixed), chunks_shm,\n"
+                   "chunks_direct, chunks_relay, fallbacks");
 }
 
 static int gs__move_args(int argc, char **argv, const char *name, gs__move_opts_t *o, int *done)

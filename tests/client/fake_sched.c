@@ -48,6 +48,37 @@ int fake_send_data(fake_t *f, uint64_t req_id, uint64_t graph, uint64_t task, in
     return fake_send(f, &m);
 }
 
+/* LOCATE_REQ (direct gathers): the fake has no workers with data ports, so every key is located
+ * nowhere (or, with locate_error, the request fails); the client then relays. */
+static int fake_answer_locate(fake_t *f, const gs_msg_locate_req_t *l)
+{
+    gs_msg_t r;
+    uint64_t n = l->n;
+    uint64_t *nbytes = calloc(n ? n : 1, sizeof *nbytes), *ticket = calloc(n ? n : 1, 32);
+    gs_str_t *none = calloc(n ? n : 1, sizeof *none);
+    int rc;
+    if (f->locate_error) {
+        free(nbytes);
+        free(ticket);
+        free(none);
+        return fake_send_data(f, l->req_id, 0, 0, GS_ERR_INVALID_PARAM, NULL, 0);
+    }
+    memset(&r, 0, sizeof r);
+    r.type = GS_MSG_LOCATIONS;
+    r.u.locations.req_id = l->req_id;
+    r.u.locations.n = r.u.locations.naddr = r.u.locations.nhost = (uint32_t)n;
+    r.u.locations.keys = l->keys;
+    r.u.locations.nbytes = nbytes;
+    r.u.locations.ticket = ticket;
+    r.u.locations.addr = none;
+    r.u.locations.host = none;
+    rc = fake_send(f, &r);
+    free(nbytes);
+    free(ticket);
+    free(none);
+    return rc;
+}
+
 int fake_accept_and_finish(fake_t *f, const gs_msg_t *m)
 {
     const gs_msg_graph_submit_t *s = &m->u.graph_submit;
@@ -150,6 +181,8 @@ static void *fake_main(void *arg)
             pthread_mutex_unlock(&f->mu);
             if (!handshaken) {
                 stop = fake_handshake(f, &m, &handshaken);
+            } else if (m.type == GS_MSG_LOCATE_REQ) {
+                stop = fake_answer_locate(f, &m.u.locate_req) != 0;
             } else if (f->handler != NULL) {
                 stop = f->handler(f, &m);
             }

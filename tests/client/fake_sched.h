@@ -26,6 +26,8 @@ struct fake {
     const char *token;            /* expected token ("" = none) */
     int refuse_version;           /* answer WELCOME with a wrong version */
     int silent;                   /* accept but never answer */
+    int locate_error;             /* answer LOCATE_REQ with an error DATA, not with LOCATIONS
+                                     naming no worker (both: the gather is relayed) */
     gs_hs_sched_t hs;             /* the fake's thread: the handshake in progress */
     fake_handler_t handler;
     void *arg;

@@ -254,6 +254,47 @@ Test(client_protocol, gather_places_1d_chunks, .init = arm_timeout)
     check_gather(1, shape, chunks);
 }
 
+/* A scheduler that cannot locate the chunks (direct gathers): every chunk is relayed. */
+static int h_grid_no_locate(fake_t *f, const gs_msg_t *m)
+{
+    f->locate_error = 1;
+    return h_grid(f, m);
+}
+
+Test(client_protocol, gather_is_relayed_when_locating_fails, .init = arm_timeout)
+{
+    int64_t shape[2] = {7, 10}, chunks[2] = {3, 4}, size = 70;
+    grid_arg_t g;
+    gs_array_h a;
+    gs_gather_stats_t st;
+    double out[70];
+    memset(&g, 0, sizeof(g));
+    cr_assert_eq(gs_array_arange(0.0, 1.0, 2, shape, chunks, &a), GS_OK, "%s", gs_last_error());
+    g.ndim = 2;
+    for (int d = 0; d < 2; d++) {
+        g.shape[d] = shape[d];
+        g.nchunks[d] = gs_array_nchunks(a, d);
+        g.bounds[d] = gs_array_chunk_bounds(a, d);
+    }
+    start(h_grid_no_locate, &g);   /* set in the fake's thread, before the gather asks */
+    cr_assert_eq(gs_client_set_gather_path(C, GS_GATHER_DIRECT), GS_OK);   /* auto relays small results */
+    cr_assert_eq(gs_client_compute(C, a, out, (size_t)size), GS_OK, "%s", gs_last_error());
+    for (int64_t i = 0; i < size; i++) cr_assert_eq(out[i], (double)i);
+    gs_client_gather_stats(C, &st);
+    cr_assert_eq(st.chunks_relay, 9);
+    cr_assert_eq(st.chunks_direct + st.chunks_shm, 0);
+    cr_assert_eq(F.counts[GS_MSG_LOCATE_REQ], 1);
+    gs_array_release(a);
+    stop();
+}
+
+Test(client_protocol, auto_path_relays_a_small_result_without_locating, .init = arm_timeout)
+{
+    int64_t shape[2] = {7, 10}, chunks[2] = {3, 4};
+    check_gather(2, shape, chunks);   /* auto (the default), 560 bytes */
+    cr_assert_eq(F.counts[GS_MSG_LOCATE_REQ], 0);
+}
+
 /* ---- errors */
 
 static int h_wrong_size(fake_t *f, const gs_msg_t *m)

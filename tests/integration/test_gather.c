@@ -15,7 +15,10 @@
 #include <criterion/criterion.h>
 #include <limits.h>
 #include <netinet/in.h>
+#include <math.h>
 #include <poll.h>
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -95,11 +98,11 @@ Test(integration_gather, every_path_gives_the_same_strided_slice)
                   (a.chunks_shm - b.chunks_shm);
         cr_assert_eq(nchunks, 6 * 7, "path %s: %llu chunks", gs_gather_path_name(path), (unsigned long long)nchunks);
         cr_assert_eq(a.fallbacks, b.fallbacks, "path %s fell back", gs_gather_path_name(path));
-        if (path == GS_GATHER_RELAY || tls_on()) {
+        if (path == GS_GATHER_RELAY || path == GS_GATHER_AUTO || tls_on()) {   /* auto: 5 KiB, relayed */
             cr_assert_eq(a.chunks_relay - b.chunks_relay, nchunks);
         } else if (path == GS_GATHER_DIRECT) {
             cr_assert_eq(a.chunks_direct - b.chunks_direct, nchunks, "path direct: not every chunk over TCP");
-        } else {   /* auto and shm: the workers are on this host */
+        } else {   /* shm: the workers are on this host */
             cr_assert_eq(a.chunks_shm - b.chunks_shm, nchunks, "path %s: not every chunk through shared memory",
                          gs_gather_path_name(path));
         }
@@ -266,4 +269,86 @@ Test(integration_gather, the_data_port_refuses_requests_without_a_ticket)
         gs_array_release(y);
     }
     cr_assert(tp_alive(pid));
+}
+
+/* Killing worker 0 once the first bytes of the result have landed in the buffer. */
+typedef struct killer {
+    volatile const double *buf;
+    int64_t n;
+    pid_t victim;
+    int killed;
+} killer_t;
+
+static void *kill_on_first_bytes(void *arg)
+{
+    killer_t *k = arg;
+    time_t end = time(NULL) + 60;
+    while (time(NULL) < end) {
+        for (int64_t i = 0; i < k->n; i += 997)
+            if (!isnan(k->buf[i])) {
+                k->killed = kill(k->victim, SIGKILL) == 0;
+                return NULL;
+            }
+        sched_yield();
+    }
+    return NULL;
+}
+
+Test(integration_gather, a_worker_killed_mid_gather_is_recomputed_or_refetched)
+{
+    int64_t shape[2] = {2000, 2000}, chunks[2] = {125, 125};
+    gs_array_h x;
+    gs_future_h f;
+    pthread_t th;
+    killer_t k;
+    double *got = malloc((size_t)(shape[0] * shape[1]) * sizeof(double));
+    cr_assert_not_null(got);
+    OK(gs_array_random_normal(9, 0, 1, 2, shape, chunks, &x));
+    OK(gs_client_set_gather_path(C, GS_GATHER_AUTO));
+    OK(gs_client_submit(C, x, 0, &f));
+    OK(gs_future_wait(f, 120.0));
+    for (int64_t i = 0; i < shape[0] * shape[1]; i++) got[i] = NAN;
+    k = (killer_t){got, shape[0] * shape[1], CL.workers[0], 0};
+    cr_assert_eq(pthread_create(&th, NULL, kill_on_first_bytes, &k), 0);
+    OK(gs_future_gather(f, got, (size_t)(shape[0] * shape[1])));
+    pthread_join(th, NULL);
+    cr_assert(k.killed, "worker 0 was not killed during the gather");
+    for (int64_t i = 0; i < shape[0] * shape[1]; i += 7) {
+        double want = gs_random_normal(9, (uint64_t)i, 0.0, 1.0);
+        cr_assert(fabs(got[i] - want) <= 1e-12 * fmax(1.0, fabs(want)), "element %lld: %.17g vs %.17g", (long long)i,
+                  got[i], want);
+    }
+    gs_future_destroy(f);
+    gs_array_release(x);
+    free(got);
+}
+
+Test(integration_gather, a_worker_without_a_data_port_is_relayed)
+{
+    const char *const no_direct[] = {"--no-direct", NULL};
+    int64_t shape[2] = {600, 500}, chunks[2] = {100, 100};
+    gs_array_h x;
+    gs_gather_stats_t b, a;
+    double *got = malloc((size_t)(shape[0] * shape[1]) * sizeof(double));
+    cr_assert_not_null(got);
+    cr_assert(tc_add_worker_args(&CL, "w-no-direct", no_direct) > 0);
+    OK(gs_client_wait_for_workers(C, 3, 60.0));
+    /* only the worker without a data port remains: every chunk is computed there */
+    cr_assert_eq(kill(CL.workers[0], SIGKILL), 0);
+    cr_assert_eq(kill(CL.workers[1], SIGKILL), 0);
+    OK(gs_array_random_normal(11, 0, 1, 2, shape, chunks, &x));
+    OK(gs_client_set_gather_path(C, GS_GATHER_SHM));
+    gs_client_gather_stats(C, &b);
+    OK(gs_client_compute(C, x, got, (size_t)(shape[0] * shape[1])));
+    gs_client_gather_stats(C, &a);
+    for (int64_t i = 0; i < shape[0] * shape[1]; i++) {
+        double want = gs_random_normal(11, (uint64_t)i, 0.0, 1.0);
+        cr_assert(fabs(got[i] - want) <= 1e-12 * fmax(1.0, fabs(want)), "element %lld", (long long)i);
+    }
+    cr_assert_eq(a.fallbacks, b.fallbacks, "a chunk of no data port counts as a failed direct fetch");
+    cr_assert_eq(a.chunks_relay - b.chunks_relay, 30, "%llu of 30 chunks relayed",
+                 (unsigned long long)(a.chunks_relay - b.chunks_relay));
+    cr_assert_eq(a.chunks_shm + a.chunks_direct, b.chunks_shm + b.chunks_direct);
+    gs_array_release(x);
+    free(got);
 }

@@ -3,7 +3,8 @@
  * A client gathering a large result asks gsched where its output chunks are (LOCATE_REQ) and
  * fetches each one from the worker holding it instead of through gsched (client/gather_direct.c).
  * This file is that worker's end: a TCP listener on the address this worker reaches gsched
- * from (advertised in WORKER_REGISTER as data_addr), one gs_conn per client connection, and
+ * from (the source address of a UDP socket connected to gsched; advertised in WORKER_REGISTER
+ * as data_addr), one gs_conn per client connection, and
  * CHUNK_REQ requests answered with DATA.
  *
  * Trust. Reaching the port proves nothing: every CHUNK_REQ carries the ticket gsched gave the
@@ -28,14 +29,17 @@
 #include "common/auth.h"
 
 #include <fcntl.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #define GS_WDIRECT_MAX_FRAME 4096u   /* requests are small */
+#define GS_WDIRECT_MAX_SHM ((uint64_t)16 << 30)   /* a client's slot: one chunk (page-locked on GPUs) */
 
 static void gs__wdconn_unmap(gs_wdconn_t *dc)
 {
@@ -114,9 +118,10 @@ static gs_status_t gs__wdconn_map(gs_wdconn_t *dc, const gs_str_t *name)
     gs__wdconn_unmap(dc);
     fd = shm_open(path, O_RDWR, 0);
     if (fd < 0) return gs_error_set(GS_ERR_IO, "cannot open shared memory %s: %s", path, strerror(errno));
-    if (fstat(fd, &sb) != 0 || sb.st_size <= 0) {
+    if (fstat(fd, &sb) != 0 || sb.st_size <= 0 || (uint64_t)sb.st_size > GS_WDIRECT_MAX_SHM) {
         close(fd);
-        return gs_error_set(GS_ERR_IO, "shared memory %s is empty or unreadable", path);
+        return gs_error_set(GS_ERR_IO, "shared memory %s is empty, unreadable or larger than %llu bytes", path,
+                            (unsigned long long)GS_WDIRECT_MAX_SHM);
     }
     base = mmap(NULL, (size_t)sb.st_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);
@@ -222,19 +227,39 @@ static void gs__wdirect_accept_cb(uv_stream_t *server, int status)
     if (w->state != GS_WSTATE_RUNNING) gs_conn_close(dc->conn, GS_OK);
 }
 
-gs_status_t gs__xfer_direct_start(gs_worker_t *w, gs_conn_t *sched_conn)
+/* The local address this host reaches gsched from (a connected UDP socket sends nothing). */
+static gs_status_t gs__wdirect_local_addr(const gs_worker_t *w, struct sockaddr_storage *ss)
+{
+    struct addrinfo hints, *res = NULL;
+    char port[16];
+    socklen_t len = sizeof *ss;
+    int fd, ok;
+    memset(&hints, 0, sizeof hints);
+    hints.ai_socktype = SOCK_DGRAM;
+    snprintf(port, sizeof port, "%d", w->sched_port);
+    if (getaddrinfo(w->sched_host, port, &hints, &res) != 0 || res == NULL)
+        return gs_error_set(GS_ERR_IO, "data port: cannot resolve %s", w->sched_host);
+    fd = socket(res->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    ok = fd >= 0 && connect(fd, res->ai_addr, res->ai_addrlen) == 0 &&
+         getsockname(fd, (struct sockaddr *)ss, &len) == 0;
+    if (fd >= 0) close(fd);
+    freeaddrinfo(res);
+    return ok ? GS_OK : gs_error_set(GS_ERR_IO, "data port: no local address towards %s", w->sched_host);
+}
+
+gs_status_t gs__xfer_direct_start(gs_worker_t *w)
 {
     gs_xfer_t *x = w->xfer;
     struct sockaddr_storage ss;
     int len = (int)sizeof ss, r;
     char ip[INET6_ADDRSTRLEN];
+    gs_status_t st;
 
-    if (x->direct_open) return GS_OK;
-    if (x->direct_off) return GS_OK;
-    if (gs_conn_local_addr(sched_conn, &ss) != GS_OK) return GS_ERR_IO;
+    if (x->direct_open || x->direct_off) return GS_OK;
+    if ((st = gs__wdirect_local_addr(w, &ss)) != GS_OK) return st;
     if (ss.ss_family == AF_INET) ((struct sockaddr_in *)&ss)->sin_port = 0;
     else if (ss.ss_family == AF_INET6) ((struct sockaddr_in6 *)&ss)->sin6_port = 0;
-    else return gs_error_set(GS_ERR_IO, "data port: the scheduler connection is not IP");
+    else return gs_error_set(GS_ERR_IO, "data port: the scheduler is not reached over IP");
     if ((r = uv_tcp_init(w->loop, &x->direct_tcp)) != 0) return gs_status_from_uv(r, "data port");
     x->direct_tcp.data = w;
     x->direct_open = 1;
@@ -242,7 +267,7 @@ gs_status_t gs__xfer_direct_start(gs_worker_t *w, gs_conn_t *sched_conn)
     if ((r = uv_tcp_bind(&x->direct_tcp, (const struct sockaddr *)&ss, 0)) != 0 ||
         (r = uv_listen((uv_stream_t *)&x->direct_tcp, 128, gs__wdirect_accept_cb)) != 0 ||
         (r = uv_tcp_getsockname(&x->direct_tcp, (struct sockaddr *)&ss, &len)) != 0) {
-        gs_status_t st = gs_status_from_uv(r, "data port");
+        st = gs_status_from_uv(r, "data port");
         gs__xfer_direct_stop(w);
         return st;
     }
@@ -277,5 +302,16 @@ void gs__xfer_direct_stop(gs_worker_t *w)
         gs_wdconn_t *dc = GS_WCONTAINER(e, gs_wdconn_t, link);
         next = e->next;
         if (dc->conn != NULL) gs_conn_close(dc->conn, GS_OK);
+    }
+}
+
+void gs__xfer_direct_cleanup(gs_worker_t *w)
+{
+    /* connections whose close never completed (the loop did not run again): freed here */
+    while (!gs__wlist_empty(&w->xfer->dconns)) {
+        gs_wdconn_t *dc = GS_WCONTAINER(w->xfer->dconns.next, gs_wdconn_t, link);
+        gs__wdconn_unmap(dc);
+        gs__wlist_del(&dc->link);
+        gs_free(dc);
     }
 }

@@ -555,6 +555,7 @@ void gs__xfer_cleanup(gs_worker_t *w)
         gs_wsend_t *s = GS_WCONTAINER(w->xfer->sends.next, gs_wsend_t, link);
         gs__wsend_free(w, s);
     }
+    gs__xfer_direct_cleanup(w);
     while (!gs__wlist_empty(&w->xfer->closing)) {
         gs_wep_t *epc = GS_WCONTAINER(w->xfer->closing.next, gs_wep_t, link);
         gs__wlist_del(&epc->link);

@@ -65,10 +65,10 @@ gs_status_t gs__xfer_fetch(struct gs_worker *w, uint64_t graph, uint64_t task, u
                            uint64_t nbytes, struct gs_wchunk **c_p);
 /* Serve a chunk to gsched as DATA for GATHER_REQ @a req_id (staging when needed). */
 void gs__xfer_gather(struct gs_worker *w, uint64_t req_id, uint64_t graph, uint64_t task);
-/* Open the data port for direct gathers (direct.c) on the local address of @a sched_conn (the
- * address gsched sees us at), port chosen by the system; nothing when already open or disabled.
+/* Open the data port for direct gathers (direct.c) on the local address this host reaches
+ * gsched from, port chosen by the system; nothing when already open or disabled.
  * GS_ERR_IO (message set): no port, gathers are relayed. */
-gs_status_t gs__xfer_direct_start(struct gs_worker *w, gs_conn_t *sched_conn);
+gs_status_t gs__xfer_direct_start(struct gs_worker *w);
 /* "ip:port" of the data port, "" when none. */
 const char *gs__xfer_direct_addr(const struct gs_worker *w);
 /* Close the data port and every client connection to it (stop). */

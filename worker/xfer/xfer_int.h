@@ -231,6 +231,8 @@ uint64_t gs__wchecksum(const void *data, size_t len);
 
 /* ---- direct.c: the data port ---- */
 void gs__wdconn_unref(gs_worker_t *w, gs_wdconn_t *dc);
+/* gs__xfer_cleanup, after every send is freed: free what is left of the client connections. */
+void gs__xfer_direct_cleanup(gs_worker_t *w);
 /* Answer a direct request with @a status and no bytes (dropped when the connection closed). */
 void gs__wdirect_reply(gs_worker_t *w, gs_wdconn_t *dc, uint64_t req_id, uint64_t graph, uint64_t task,
                        gs_status_t status);

@@ -53,10 +53,11 @@ typedef void (*gs_progress_cb)(gs_future_h future, uint64_t done, uint64_t total
  *  cannot fetch (worker unreachable or gone, a bad answer) is relayed through gsched instead.
  *  With TLS every chunk is relayed (the workers' data ports are plain TCP). */
 typedef enum gs_gather_path {
-    GS_GATHER_AUTO = 0,    /* default: shared memory from workers on this host, TCP from others */
+    GS_GATHER_AUTO = 0,    /* default: shared memory from workers on this host, TCP from others;
+                              results under 4 MiB are relayed (fewer round trips) */
     GS_GATHER_DIRECT = 1,  /* TCP from each worker (no shared memory) */
     GS_GATHER_RELAY = 2,   /* through gsched only (the path before direct gathers) */
-    GS_GATHER_SHM = 3      /* like AUTO; named so a benchmark can ask for it */
+    GS_GATHER_SHM = 3      /* like AUTO, whatever the result's size */
 } gs_gather_path_t;
 
 /** What gathers carried by each path since the client connected (gs_client_gather_stats). */
