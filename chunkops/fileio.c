@@ -19,7 +19,7 @@
  * temporary file at the addressing of its region; COMMIT writes the header, checks that the
  * writes total the file's data bytes, sets the size, fsyncs and renames: the final name
  * appears only once every chunk is written. Every error names the file. */
-#include "chunkops/fileio.h"
+#include "chunkops/fileio_int.h"
 #include "common/error.h"
 #include "common/alloc.h"
 #include "common/log.h"
@@ -36,7 +36,7 @@
 #define GS__FIO_SLAB (16u << 20)         /* staging buffer bytes (device backends) */
 #define GS__FIO_PIECE ((size_t)64 << 20) /* largest single pread/pwrite */
 
-static size_t gs__fio_itemsize(int32_t dt)
+size_t gs__fio_itemsize(int32_t dt)
 {
     switch (dt) {
     case GS_DTYPE_FLOAT64: case GS_DTYPE_INT64: return 8;
@@ -56,7 +56,7 @@ static double gs__fio_half(uint16_t h)
 }
 
 /* Element @a i of @a src (file representation) as a double. */
-static double gs__fio_elem(const uint8_t *src, int32_t dt, int swap)
+double gs__fio_elem(const uint8_t *src, int32_t dt, int swap)
 {
     uint8_t b[8];
     size_t n = gs__fio_itemsize(dt);
@@ -78,7 +78,7 @@ static double gs__fio_elem(const uint8_t *src, int32_t dt, int swap)
 }
 
 /* pread exactly @a n bytes at @a off; a short read is the file being truncated. */
-static gs_status_t gs__fio_pread(int fd, const char *path, void *dst, size_t n, int64_t off)
+gs_status_t gs__fio_pread(int fd, const char *path, void *dst, size_t n, int64_t off)
 {
     uint8_t *p = dst;
     while (n > 0) {
@@ -99,7 +99,7 @@ static gs_status_t gs__fio_pread(int fd, const char *path, void *dst, size_t n, 
     return GS_OK;
 }
 
-static gs_status_t gs__fio_pwrite(int fd, const char *path, const void *src, size_t n,
+gs_status_t gs__fio_pwrite(int fd, const char *path, const void *src, size_t n,
                                   int64_t off)
 {
     const uint8_t *p = src;
@@ -247,6 +247,23 @@ static gs_status_t gs__fio_open(const char *path, int flags, int *fd_p)
     return GS_OK;
 }
 
+/* Zarr: the region is assembled in host memory, then copied to the backend once. */
+static gs_status_t gs__fio_read_zarr(const gs_chunkops_ops_t *ops, gs_chunkops_ctx_h ctx,
+                                     gs_chunkops_stream_h s, const gs_kfile_t *k)
+{
+    size_t nbytes = (size_t)gs_region_size(k->ndim, k->shape) * sizeof(double);
+    double *host;
+    gs_status_t st;
+    if (strcmp(ops->name, "cpu") == 0) return gs__zarr_read(k, k->out);
+    host = gs_malloc(nbytes, "zarr region");
+    if (host == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "%s: out of memory", k->path);
+    st = gs__zarr_read(k, host);
+    if (st == GS_OK) st = ops->copy_from_host(ctx, s, k->out, host, nbytes);
+    if (st == GS_OK) st = ops->sync(ctx, s);
+    gs_free(host);
+    return st;
+}
+
 static gs_status_t gs__fio_read(const gs_chunkops_ops_t *ops, gs_chunkops_ctx_h ctx,
                                 gs_chunkops_stream_h s, const gs_kfile_t *k)
 {
@@ -262,6 +279,7 @@ static gs_status_t gs__fio_read(const gs_chunkops_ops_t *ops, gs_chunkops_ctx_h 
 
     if ((st = gs__fio_check(k)) != GS_OK) return st;
     if (gs_region_size(k->ndim, k->shape) == 0) return GS_OK;
+    if (k->fmt == GS_KFILE_ZARR) return gs__fio_read_zarr(ops, ctx, s, k);
     if ((st = gs__fio_open(k->path, O_RDONLY, &fd)) != GS_OK) return st;
     if (fstat(fd, &sb) == 0 &&
         (int64_t)sb.st_size < k->offset + k->nelems * (int64_t)gs__fio_itemsize(k->fdtype)) {
@@ -343,6 +361,13 @@ static gs_status_t gs__fio_write(const gs_chunkops_ops_t *ops, gs_chunkops_ctx_h
             goto out_copy;
         src = copy;
     }
+    if (k->fmt == GS_KFILE_ZARR) {
+        written = 0;
+        st = gs__zarr_write(k, src, &written);
+        if (st == GS_OK) st = ops->copy_from_host(ctx, s, k->out, &written, sizeof(double));
+        if (st == GS_OK && !host) st = ops->sync(ctx, s);
+        goto out_copy;
+    }
     if ((st = gs__fio_open(k->path, O_WRONLY | O_CREAT, &fd)) != GS_OK) goto out_copy;
     if (k->nin > 0) {
         /* runs along the last axis (the file is C order, written chunks are whole boxes) */
@@ -390,6 +415,13 @@ static gs_status_t gs__fio_commit(const gs_chunkops_ops_t *ops, gs_chunkops_ctx_
     if ((st = ops->copy_to_host(ctx, s, &total, k->in, sizeof(double))) != GS_OK ||
         (st = ops->sync(ctx, s)) != GS_OK)
         return st;
+    if (k->fmt == GS_KFILE_ZARR) {
+        if ((st = gs__zarr_commit(k, total)) != GS_OK) return st;
+        size = total;
+        st = ops->copy_from_host(ctx, s, k->out, &size, sizeof(double));
+        if (st == GS_OK) st = ops->sync(ctx, s);
+        return st;
+    }
     if (total != k->expect)
         return gs_error_set(GS_ERR_IO, "%s: the chunks wrote %.0f bytes, expected %.0f; %s left "
                             "in place", k->path, total, k->expect, k->tmp);
