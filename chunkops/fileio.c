@@ -410,7 +410,8 @@ static gs_status_t gs__fio_commit(const gs_chunkops_ops_t *ops, gs_chunkops_ctx_
     int64_t fsize = k->offset + k->nelems * 8;
     int fd = -1;
     gs_status_t st;
-    if (k->path == NULL || k->tmp == NULL || k->hdr_len < 0 || k->hdr_len > k->offset)
+    if (k->path == NULL || k->tmp == NULL || k->hdr_len < 0 ||
+        (k->fmt == GS_KFILE_RAW && k->hdr_len > k->offset))
         return gs_error_set(GS_ERR_INVALID_PARAM, "bad file commit task");
     if ((st = ops->copy_to_host(ctx, s, &total, k->in, sizeof(double))) != GS_OK ||
         (st = ops->sync(ctx, s)) != GS_OK)
