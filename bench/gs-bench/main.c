@@ -15,6 +15,8 @@
  *                 [--workers W] [--backend cpu|cuda]       (local cluster; RSS / fds of daemons)
  *   gs-bench spill --factor F [--limit-mb M] [--chunk C] [common options]
  *                 (x of F times the workers' memory persisted, spilling; then x.sum())
+ *   gs-bench io --format npy|raw|zarr [--codec none|zstd|blosc] --n N --chunk C [common options]
+ *                 (x written to a file by the workers, read back, checked; beside dd)
  *
  * Subcommands live in one table (gs__benches), one file each; each parses its own options with
  * the shared helpers of gs-bench.h and reports through gs__json_*. */
@@ -43,6 +45,7 @@ static const gs__bench_t gs__benches[] = {
     {"svd", gs__bench_svd, "u of the TSQR svd of a persisted tall normal (rows, cols) x"},
     {"soak", gs__bench_soak, "300 mixed jobs (one failing) on one cluster: daemon RSS and fds flat?"},
     {"spill", gs__bench_spill, "persist F x the workers' memory limit (spilling), then sum: GB/s"},
+    {"io", gs__bench_io, "write x to npy/raw/zarr from the workers, read it back: GB/s beside dd"},
 };
 
 static void gs__usage(FILE *f)
