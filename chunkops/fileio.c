@@ -27,6 +27,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -298,6 +299,14 @@ static gs_status_t gs__fio_read(const gs_chunkops_ops_t *ops, gs_chunkops_ctx_h 
         goto out_scratch;
     }
     /* device: double-buffered slabs of whole rows through page-locked staging */
+    {
+        static atomic_int said;
+        if (atomic_exchange(&said, 1) == 0)
+            GS_LOG_INFO("file reads on %s: pread into %s staging buffers of %zu MiB, "
+                        "double-buffered copies to the device (cuFile/GPUDirect Storage: not "
+                        "used by this build)", ops->name, ops->host_alloc ? "page-locked" : "host",
+                        (size_t)GS__FIO_SLAB >> 20);
+    }
     slab = (size_t)row_elems * sizeof(double);
     if (slab < GS__FIO_SLAB) slab = GS__FIO_SLAB / slab * slab;
     for (int i = 0; i < 2; i++) {
