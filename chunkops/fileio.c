@@ -203,11 +203,11 @@ static gs_status_t gs__fio_read_rows(int fd, const gs_kfile_t *k, int64_t r0, in
     s = k->stride[in];
     memset(p, 0, sizeof(p));
     for (;;) {
-        int64_t e0 = k->base, o0 = 0;
+        int64_t e0 = k->base + k->stride[0] * r0, o0 = 0;   /* rows from r0 on */
         int64_t as = s < 0 ? -s : s, span = as * (n - 1) + 1;
         for (int32_t j = 0; j < nd; j++) {
             if (j == in) continue;
-            e0 += k->stride[j] * (p[j] + (j == 0 ? r0 : 0));
+            e0 += k->stride[j] * p[j];
             o0 += ost[j] * p[j];
         }
         if (s < 0) e0 += s * (n - 1);                   /* lowest address of the run */
