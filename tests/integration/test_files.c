@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static tcluster_t CL;
@@ -227,4 +228,70 @@ Test(integration_files, zarr_v2_stores_round_trip_through_the_zarr_library, .ini
                     "    assert np.array_equal(out[:], 2 * src), name\n"
                     "assert not glob.glob('*gs-tmp*'), glob.glob('*gs-tmp*')\n"), 0,
                  "zarr does not read back what the workers wrote");
+}
+
+/* A worker started with --file-root serves files inside it and refuses every other path
+ * (also one reached through a symbolic link or ".."), failing the task, not itself. */
+static void up_rooted(void)
+{
+    char root[128];
+    alarm(120);
+    snprintf(dir, sizeof(dir), "/tmp/gs-itest-files-XXXXXX");
+    cr_assert_not_null(mkdtemp(dir));
+    snprintf(root, sizeof(root), "%s/root", dir);
+    cr_assert_eq(mkdir(root, 0755), 0);
+    const char *extra[] = {"--file-root", root, NULL};
+    cr_assert(tc_start(&CL, 0, NULL, NULL), "gsched did not start");
+    cr_assert_gt(tc_add_worker_args(&CL, "rooted", extra), 0);
+    C = tc_connect(&CL, GS_LOWER_DEFAULT);
+    cr_assert_not_null(C, "%s", gs_last_error());
+    OK(gs_client_wait_for_workers(C, 1, 60.0));
+}
+
+Test(integration_files, file_root_confines_the_workers_file_tasks, .init = up_rooted,
+     .fini = down)
+{
+    char in[200], out[200], link[200], dots[220];
+    const int64_t shape[1] = {100}, chunks[1] = {30};
+    double d[100];
+    gs_array_h x, y;
+    FILE *f;
+    for (int i = 0; i < 100; i++) d[i] = i;
+    snprintf(in, sizeof(in), "%s/root/in.raw", dir);
+    f = fopen(in, "wb");
+    cr_assert_not_null(f);
+    cr_assert_eq(fwrite(d, sizeof(double), 100, f), 100);
+    fclose(f);
+    OK(gs_array_from_raw(in, GS_DTYPE_FLOAT64, 1, shape, GS_ORDER_C, 0, chunks, &x));
+    cr_assert_eq(sum_of(x), 4950.0);
+    snprintf(out, sizeof(out), "%s/root/out.npy", dir);
+    OK(gs_client_to_npy(C, x, out));
+    gs_array_release(x);
+    /* outside the root: directly, through a symbolic link, through ".." */
+    snprintf(out, sizeof(out), "%s/outside.raw", dir);
+    f = fopen(out, "wb");
+    cr_assert_not_null(f);
+    cr_assert_eq(fwrite(d, sizeof(double), 100, f), 100);
+    fclose(f);
+    snprintf(link, sizeof(link), "%s/root/link.raw", dir);
+    cr_assert_eq(symlink(out, link), 0);
+    snprintf(dots, sizeof(dots), "%s/root/../outside.raw", dir);
+    const char *bad[3] = {out, link, dots};
+    for (int k = 0; k < 3; k++) {
+        double v;
+        gs_array_h s;
+        OK(gs_array_from_raw(bad[k], GS_DTYPE_FLOAT64, 1, shape, GS_ORDER_C, 0, chunks, &y));
+        OK(gs_array_reduce(GS_RED_SUM, y, NULL, &s));
+        cr_assert_neq(gs_client_compute_scalar(C, s, &v), GS_OK, "%s was read", bad[k]);
+        cr_assert_not_null(strstr(gs_last_error(), "outside this worker's file root"), "%s",
+                           gs_last_error());
+        gs_array_release(s);
+        gs_array_release(y);
+    }
+    snprintf(out, sizeof(out), "%s/written.npy", dir);
+    OK(gs_array_arange(0, 1, 1, shape, chunks, &y));
+    cr_assert_neq(gs_client_to_npy(C, y, out), GS_OK);
+    cr_assert_eq(access(out, F_OK), -1);
+    cr_assert_eq(sum_of(y), 4950.0, "the worker still computes");
+    gs_array_release(y);
 }
