@@ -211,7 +211,11 @@ static gs_status_t gs__fio_read_rows(int fd, const gs_kfile_t *k, int64_t r0, in
             o0 += ost[j] * p[j];
         }
         if (s < 0) e0 += s * (n - 1);                   /* lowest address of the run */
-        if ((uint64_t)span * isz <= GS__FIO_SLAB && (span <= 4 * n || span * (int64_t)isz <= 65536)) {
+        if (native && s == 1 && ost[in] == 1) {         /* a row of float64: straight in */
+            if ((st = gs__fio_pread(fd, k->path, dst + o0, (size_t)n * 8,
+                                    k->offset + e0 * 8)) != GS_OK)
+                return st;
+        } else if ((uint64_t)span * isz <= GS__FIO_SLAB && (span <= 4 * n || span * (int64_t)isz <= 65536)) {
             if ((st = gs__fio_pread(fd, k->path, scratch, (size_t)span * isz,
                                     k->offset + e0 * (int64_t)isz)) != GS_OK)
                 return st;
