@@ -204,7 +204,12 @@ gs_status_t gs__zarr_read(const gs_kfile_t *k, double *dst)
                 gs_free(raw);
             }
             if (st != GS_OK) break;
-            /* scatter the box plo..phi */
+            /* scatter the box plo..phi, a run along the last output axis at a time (one
+             * memcpy when the run is contiguous float64 in the chunk) */
+            int64_t rs = 0, rn = nd > 0 ? phi[nd - 1] - plo[nd - 1] : 1;
+            for (int32_t a = 0; a < fnd; a++)
+                if (nd > 0 && k->fperm[a] == nd - 1) rs = cs[a] * k->fstep[a];
+            const int fast = !missing && k->fdtype == GS_DTYPE_FLOAT64 && rs == 1;
             for (int32_t j = 0; j < nd; j++) p[j] = plo[j];
             for (;;) {
                 int64_t o = 0, e = 0;
@@ -214,9 +219,16 @@ gs_status_t gs__zarr_read(const gs_kfile_t *k, double *dst)
                     int64_t c = k->fbase[a] + (j < 0 ? 0 : k->fstep[a] * p[j]);
                     e += cs[a] * (c - ci[a] * k->zchunk[a]);
                 }
-                dst[o] = missing ? k->fill : gs__fio_elem(chunk + e * (int64_t)isz, k->fdtype, 0);
+                if (fast) {
+                    memcpy(dst + o, chunk + e * 8, (size_t)rn * 8);
+                } else {
+                    for (int64_t t = 0; t < rn; t++)
+                        dst[o + t] = missing ? k->fill
+                                             : gs__fio_elem(chunk + (e + t * rs) * (int64_t)isz,
+                                                            k->fdtype, 0);
+                }
                 {
-                    int32_t j = nd - 1;
+                    int32_t j = nd - 2;
                     for (; j >= 0; j--) {
                         if (++p[j] < phi[j]) break;
                         p[j] = plo[j];
