@@ -439,7 +439,21 @@ static gs_status_t gs__fio_commit(const gs_chunkops_ops_t *ops, gs_chunkops_ctx_
     if (total != k->expect)
         return gs_error_set(GS_ERR_IO, "%s: the chunks wrote %.0f bytes, expected %.0f; %s left "
                             "in place", k->path, total, k->expect, k->tmp);
-    if ((st = gs__fio_open(k->tmp, O_WRONLY | O_CREAT, &fd)) != GS_OK) return st;
+    /* every write task created the temporary file; without it, either this commit already
+     * ran (a re-run after a lost worker: the final file is there, complete) or it is an error.
+     * Never create it here: that would rename an empty file over a complete one. */
+    fd = open(k->tmp, O_WRONLY | O_CLOEXEC);
+    if (fd < 0) {
+        struct stat sb;
+        if (errno == ENOENT && stat(k->path, &sb) == 0 && (int64_t)sb.st_size == fsize) {
+            GS_LOG_INFO("%s: already committed", k->path);
+            size = (double)fsize;
+            st = ops->copy_from_host(ctx, s, k->out, &size, sizeof(double));
+            if (st == GS_OK) st = ops->sync(ctx, s);
+            return st;
+        }
+        return gs_error_set(GS_ERR_IO, "%s: %s", k->tmp, strerror(errno));
+    }
     if (k->hdr_len > 0 && (st = gs__fio_pwrite(fd, k->tmp, k->hdr, (size_t)k->hdr_len, 0)) != GS_OK)
         goto out_close;
     if (ftruncate(fd, (off_t)fsize) != 0 || fsync(fd) != 0) {

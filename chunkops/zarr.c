@@ -380,8 +380,17 @@ gs_status_t gs__zarr_commit(const gs_kfile_t *k, double total)
     if (total != k->expect)
         return gs_error_set(GS_ERR_IO, "%s: %.0f chunks written, expected %.0f; %s left in place",
                             k->path, total, k->expect, k->tmp);
-    snprintf(meta, sizeof(meta), "%s/x", k->tmp);
-    if ((st = gs__zarr_mkdirs(meta, 0)) != GS_OK) return st;
+    /* the write tasks made the temporary directory; without it this commit already ran (a
+     * re-run after a lost worker) when the store's metadata is in place, else it is an error */
+    if (access(k->tmp, F_OK) != 0) {
+        int e = errno;
+        snprintf(meta, sizeof(meta), "%s/%s", k->path, k->zver == 3 ? "zarr.json" : ".zarray");
+        if (e == ENOENT && access(meta, F_OK) == 0) {
+            GS_LOG_INFO("%s: already committed", k->path);
+            return GS_OK;
+        }
+        return gs_error_set(GS_ERR_IO, "%s: %s", k->tmp, strerror(e));
+    }
     snprintf(meta, sizeof(meta), "%s/%s", k->tmp, k->zver == 3 ? "zarr.json" : ".zarray");
     if ((st = gs__zarr_put(meta, k->hdr, (size_t)k->hdr_len)) != GS_OK) return st;
     if (k->zver == 2) {

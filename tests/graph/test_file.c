@@ -449,3 +449,45 @@ Test(graph_file, staged_reads_in_slabs_match_direct_reads)
     free(c);
     free(f);
 }
+
+/* A commit task run again after it succeeded (its worker was lost before reporting) leaves
+ * the complete file alone and reports its size; with neither file it fails. */
+Test(graph_file, a_repeated_commit_keeps_the_complete_file)
+{
+    const int64_t shape[1] = {50}, chunks[1] = {20};
+    gs_array_h x, w;
+    gs_taskgraph_t *tg;
+    size_t n1, n2;
+    TX_OK(gs_array_arange(1, 1, 1, shape, chunks, &x));
+    TX_OK(gs_array_to_npy_expr(x, path_of("c.npy"), path_of("c.npy.tmp"), &w));
+    double *size = eval(w, GS_LOWER_DEFAULT);
+    uint8_t *before = read_file(path_of("c.npy"), &n1);
+    TX_OK(gs_graph_lower(w, GS_LOWER_DEFAULT, &tg));
+    int found = 0;
+    for (uint32_t l = 0; l < tg->nlayers; l++) {
+        if (strcmp(gs_layer_name(tg->layers[l]), "file-commit") != 0) continue;
+        double total = 50 * 8, out = 0;
+        gs_chunk_ref_t in = {&total, 1};
+        gs_ktask_t kt;
+        TX_OK(gs_layer_instantiate(tg->layers[l], 0, 1, &in, &out, &kt));
+        TX_OK(gs_chunkops_run_ktask(&gs_chunkops_cpu_ops, ctx, NULL, &kt));
+        cr_assert_eq(out, size[0]);
+        found = 1;
+        /* neither the temporary nor the final file: an error naming the temporary name */
+        cr_assert_eq(unlink(path_of("c.npy")), 0);
+        cr_assert_neq(gs_chunkops_run_ktask(&gs_chunkops_cpu_ops, ctx, NULL, &kt), GS_OK);
+        cr_assert_not_null(strstr(gs_last_error(), "c.npy.tmp"), "%s", gs_last_error());
+        cr_assert_eq(access(path_of("c.npy"), F_OK), -1, "nothing renamed into place");
+        write_file(path_of("c.npy"), before, n1);
+    }
+    cr_assert(found);
+    uint8_t *after = read_file(path_of("c.npy"), &n2);
+    cr_assert_eq(n1, n2);
+    cr_assert(memcmp(before, after, n1) == 0);
+    free(before);
+    free(after);
+    free(size);
+    gs_taskgraph_free(tg);
+    gs_array_release(w);
+    gs_array_release(x);
+}
