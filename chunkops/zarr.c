@@ -1,7 +1,7 @@
 /* Zarr chunk I/O of FILE tasks (gs_kfile_t with fmt GS_KFILE_ZARR; graph/kernel.h states the
  * addressing). Host side: chunk files are read whole, decompressed with libzstd or libblosc,
- * converted and scattered into the task's region; the region reaches device memory with one
- * copy from host memory. The metadata is the client's (graph/array_zarr.c, through jansson);
+ * converted and scattered into the task's region (on device backends into slabs of rows that
+ * fileio.c double-buffers through page-locked staging). The metadata is the client's (graph/array_zarr.c, through jansson);
  * the worker only reads and writes chunk files and, in the commit task, the metadata text it
  * was given. Every error names the chunk file. */
 #include "chunkops/fileio_int.h"
