@@ -2,7 +2,7 @@
 # One GPU-machine session: build with CUDA, run the benchmarks, then the whole suite (CUDA tests
 # enabled, integration tests also with CUDA workers). Logs go to $OUT (or ./gpu-out). For a host
 # without a package registry, carry .devdeps (../shared/offline-deps/README.md):
-#   source .devdeps/env.sh && bash bench/gpu-session.sh [bench|move|linalg|scale|robust|tests|svd|spill|dash|tls|mac|gather|sched|rand|all]
+#   source .devdeps/env.sh && bash bench/gpu-session.sh [bench|move|linalg|scale|robust|tests|svd|spill|dash|tls|mac|gather|sched|rand|io|all]
 # bench: kernels + seed reductions; move: transfers, transpose-sum, slice3 (issue 5);
 # linalg: dot, svd (issue 6); scale: tiny tasks, 1 M-chunk seed, worker kill (issue 7);
 # robust: 300-job soak and socket fuzzing with CUDA workers (issue 12);
@@ -16,6 +16,7 @@
 # sched: the scheduler's ceiling on tiny tasks, 1 M tasks on 4 CPU workers, and the dashboard's
 #        overhead on them (issue 19 item 4, issue 14); needs gs-bench gsched gworker gs-local-cluster.
 # rand: transposed tiles, version-2 normals, gs-kbench beside the limits (issue 19, session 6).
+# io: npy/raw/zarr files written and read by the workers against dd (issue 18).
 # GS_TARGETS="a b ..." builds only those targets (a shorter build for one stage).
 set -uo pipefail
 what=${1:-all}
@@ -248,4 +249,20 @@ if [ "$what" = sched ]; then
     bash bench/dash-bench.sh build-gpu overhead 1000000 6 cpu
   } 2>"$out/sched.err" | tee "$out/sched.jsonl" | cut -c1-400
   tail -5 "$out/sched.err"
+fi
+if [ "$what" = io ]; then
+  # io: array files read and written by the workers (issue 18); needs the targets gs-bench
+  # gsched gworker test_integration. Files go to /tmp (never to $out).
+  GS_TEST_BACKEND=cuda build-gpu/tests/test_integration --filter 'integration_files/*' \
+    >"$out/io-tests.log" 2>&1
+  grep -hE "Synthesis|\[(FAIL|SKIP)\].*files" "$out/io-tests.log"
+  {
+    for be in cuda cpu; do
+      for f in "npy" "raw" "zarr --codec none" "zarr --codec zstd" "zarr --codec blosc" \
+               "zarr --codec zstd --zarr-version 2"; do
+        run $B/gs-bench io --format $f --n 20000 --chunk 5000 --workers 1 --backend $be --repeat 2 --dir /tmp
+      done
+    done
+  } 2>"$out/io.err" | tee "$out/io.jsonl"
+  grep -E "failed|error|mismatch|staging" "$out/io.err" | head -8
 fi

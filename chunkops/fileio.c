@@ -19,7 +19,7 @@
  * temporary file at the addressing of its region; COMMIT writes the header, checks that the
  * writes total the file's data bytes, sets the size, fsyncs and renames: the final name
  * appears only once every chunk is written. Every error names the file. */
-#include "chunkops/fileio.h"
+#include "chunkops/fileio_int.h"
 #include "common/error.h"
 #include "common/alloc.h"
 #include "common/log.h"
@@ -27,6 +27,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,7 +37,7 @@
 #define GS__FIO_SLAB (16u << 20)         /* staging buffer bytes (device backends) */
 #define GS__FIO_PIECE ((size_t)64 << 20) /* largest single pread/pwrite */
 
-static size_t gs__fio_itemsize(int32_t dt)
+size_t gs__fio_itemsize(int32_t dt)
 {
     switch (dt) {
     case GS_DTYPE_FLOAT64: case GS_DTYPE_INT64: return 8;
@@ -56,7 +57,7 @@ static double gs__fio_half(uint16_t h)
 }
 
 /* Element @a i of @a src (file representation) as a double. */
-static double gs__fio_elem(const uint8_t *src, int32_t dt, int swap)
+double gs__fio_elem(const uint8_t *src, int32_t dt, int swap)
 {
     uint8_t b[8];
     size_t n = gs__fio_itemsize(dt);
@@ -78,7 +79,7 @@ static double gs__fio_elem(const uint8_t *src, int32_t dt, int swap)
 }
 
 /* pread exactly @a n bytes at @a off; a short read is the file being truncated. */
-static gs_status_t gs__fio_pread(int fd, const char *path, void *dst, size_t n, int64_t off)
+gs_status_t gs__fio_pread(int fd, const char *path, void *dst, size_t n, int64_t off)
 {
     uint8_t *p = dst;
     while (n > 0) {
@@ -99,7 +100,7 @@ static gs_status_t gs__fio_pread(int fd, const char *path, void *dst, size_t n, 
     return GS_OK;
 }
 
-static gs_status_t gs__fio_pwrite(int fd, const char *path, const void *src, size_t n,
+gs_status_t gs__fio_pwrite(int fd, const char *path, const void *src, size_t n,
                                   int64_t off)
 {
     const uint8_t *p = src;
@@ -202,15 +203,19 @@ static gs_status_t gs__fio_read_rows(int fd, const gs_kfile_t *k, int64_t r0, in
     s = k->stride[in];
     memset(p, 0, sizeof(p));
     for (;;) {
-        int64_t e0 = k->base, o0 = 0;
+        int64_t e0 = k->base + k->stride[0] * r0, o0 = 0;   /* rows from r0 on */
         int64_t as = s < 0 ? -s : s, span = as * (n - 1) + 1;
         for (int32_t j = 0; j < nd; j++) {
             if (j == in) continue;
-            e0 += k->stride[j] * (p[j] + (j == 0 ? r0 : 0));
+            e0 += k->stride[j] * p[j];
             o0 += ost[j] * p[j];
         }
         if (s < 0) e0 += s * (n - 1);                   /* lowest address of the run */
-        if ((uint64_t)span * isz <= GS__FIO_SLAB && (span <= 4 * n || span * (int64_t)isz <= 65536)) {
+        if (native && s == 1 && ost[in] == 1) {         /* a row of float64: straight in */
+            if ((st = gs__fio_pread(fd, k->path, dst + o0, (size_t)n * 8,
+                                    k->offset + e0 * 8)) != GS_OK)
+                return st;
+        } else if ((uint64_t)span * isz <= GS__FIO_SLAB && (span <= 4 * n || span * (int64_t)isz <= 65536)) {
             if ((st = gs__fio_pread(fd, k->path, scratch, (size_t)span * isz,
                                     k->offset + e0 * (int64_t)isz)) != GS_OK)
                 return st;
@@ -247,6 +252,72 @@ static gs_status_t gs__fio_open(const char *path, int flags, int *fd_p)
     return GS_OK;
 }
 
+/* Zarr on a device backend: slabs of whole output rows, each ending at a zarr chunk boundary
+ * along the file axis that output axis 0 reads (so no zarr chunk is decoded twice), assembled
+ * in two page-locked staging buffers in turn and copied to the device while the next is read. */
+static gs_status_t gs__fio_read_zarr(const gs_chunkops_ops_t *ops, gs_chunkops_ctx_h ctx,
+                                     gs_chunkops_stream_h s, const gs_kfile_t *k)
+{
+    int64_t rows = k->ndim == 0 ? 1 : k->shape[0];
+    int64_t row_elems = k->ndim == 0 ? 1 : gs_region_size(k->ndim, k->shape) / rows;
+    int64_t per, zrows = 1;
+    int32_t a0 = -1;
+    void *stage[2] = {NULL, NULL};
+    size_t cap;
+    gs_status_t st = GS_OK;
+    int i = 0;
+
+    if (strcmp(ops->name, "cpu") == 0) return gs__zarr_read(k, k->out);
+    for (int32_t a = 0; a < k->fndim; a++)
+        if (k->ndim > 0 && k->fperm[a] == 0) a0 = a;
+    if (a0 >= 0) {
+        int64_t st0 = k->fstep[a0] < 0 ? -k->fstep[a0] : k->fstep[a0];
+        zrows = k->zchunk[a0] / st0 + 1;                /* output rows one zarr chunk spans */
+    }
+    per = (int64_t)(GS__FIO_SLAB / sizeof(double)) / row_elems;
+    if (per < 1) per = 1;
+    if (a0 < 0) per = rows;                            /* no row axis: one slab */
+    cap = (size_t)((per + zrows < rows ? per + zrows : rows) * row_elems) * sizeof(double);
+    for (int b = 0; b < 2; b++) {
+        st = ops->host_alloc ? ops->host_alloc(ctx, cap, &stage[b])
+                             : ((stage[b] = gs_malloc(cap, "zarr staging")) != NULL
+                                    ? GS_OK
+                                    : gs_error_set(GS_ERR_NO_MEMORY, "zarr staging"));
+        if (st != GS_OK) goto out_stage;
+    }
+    for (int64_t r0 = 0; r0 < rows; i ^= 1) {
+        gs_kfile_t kk = *k;
+        int64_t r1 = r0 + per < rows ? r0 + per : rows;
+        if (a0 >= 0 && r1 < rows) {
+            /* extend to the last row inside the zarr chunk holding row r1 - 1 */
+            int64_t f = k->fstep[a0], c = k->fbase[a0] + f * (r1 - 1), q = c / k->zchunk[a0];
+            int64_t last = f > 0 ? ((q + 1) * k->zchunk[a0] - 1 - k->fbase[a0]) / f
+                                 : (k->fbase[a0] - q * k->zchunk[a0]) / -f;
+            if (last + 1 > r1) r1 = last + 1 < rows ? last + 1 : rows;
+            if (r1 - r0 > per + zrows) r1 = r0 + per + zrows;
+        }
+        if (a0 >= 0) {
+            kk.shape[0] = r1 - r0;
+            kk.fbase[a0] = k->fbase[a0] + k->fstep[a0] * r0;
+        }
+        if ((st = gs__zarr_read(&kk, stage[i])) != GS_OK) break;
+        if ((st = ops->sync(ctx, s)) != GS_OK) break;          /* the other buffer's copy */
+        if ((st = ops->copy_from_host(ctx, s, k->out + r0 * row_elems, stage[i],
+                                      (size_t)((r1 - r0) * row_elems) * sizeof(double))) != GS_OK)
+            break;
+        r0 = r1;
+    }
+    if (st == GS_OK) st = ops->sync(ctx, s);
+    else (void)ops->sync(ctx, s);
+out_stage:
+    for (int b = 0; b < 2; b++) {
+        if (stage[b] == NULL) continue;
+        if (ops->host_free) ops->host_free(ctx, stage[b]);
+        else gs_free(stage[b]);
+    }
+    return st;
+}
+
 static gs_status_t gs__fio_read(const gs_chunkops_ops_t *ops, gs_chunkops_ctx_h ctx,
                                 gs_chunkops_stream_h s, const gs_kfile_t *k)
 {
@@ -262,6 +333,7 @@ static gs_status_t gs__fio_read(const gs_chunkops_ops_t *ops, gs_chunkops_ctx_h 
 
     if ((st = gs__fio_check(k)) != GS_OK) return st;
     if (gs_region_size(k->ndim, k->shape) == 0) return GS_OK;
+    if (k->fmt == GS_KFILE_ZARR) return gs__fio_read_zarr(ops, ctx, s, k);
     if ((st = gs__fio_open(k->path, O_RDONLY, &fd)) != GS_OK) return st;
     if (fstat(fd, &sb) == 0 &&
         (int64_t)sb.st_size < k->offset + k->nelems * (int64_t)gs__fio_itemsize(k->fdtype)) {
@@ -280,6 +352,14 @@ static gs_status_t gs__fio_read(const gs_chunkops_ops_t *ops, gs_chunkops_ctx_h 
         goto out_scratch;
     }
     /* device: double-buffered slabs of whole rows through page-locked staging */
+    {
+        static atomic_int said;
+        if (atomic_exchange(&said, 1) == 0)
+            GS_LOG_INFO("file reads on %s: pread into %s staging buffers of %zu MiB, "
+                        "double-buffered copies to the device (cuFile/GPUDirect Storage: not "
+                        "used by this build)", ops->name, ops->host_alloc ? "page-locked" : "host",
+                        (size_t)GS__FIO_SLAB >> 20);
+    }
     slab = (size_t)row_elems * sizeof(double);
     if (slab < GS__FIO_SLAB) slab = GS__FIO_SLAB / slab * slab;
     for (int i = 0; i < 2; i++) {
@@ -343,6 +423,13 @@ static gs_status_t gs__fio_write(const gs_chunkops_ops_t *ops, gs_chunkops_ctx_h
             goto out_copy;
         src = copy;
     }
+    if (k->fmt == GS_KFILE_ZARR) {
+        written = 0;
+        st = gs__zarr_write(k, src, &written);
+        if (st == GS_OK) st = ops->copy_from_host(ctx, s, k->out, &written, sizeof(double));
+        if (st == GS_OK && !host) st = ops->sync(ctx, s);
+        goto out_copy;
+    }
     if ((st = gs__fio_open(k->path, O_WRONLY | O_CREAT, &fd)) != GS_OK) goto out_copy;
     if (k->nin > 0) {
         /* runs along the last axis (the file is C order, written chunks are whole boxes) */
@@ -385,15 +472,37 @@ static gs_status_t gs__fio_commit(const gs_chunkops_ops_t *ops, gs_chunkops_ctx_
     int64_t fsize = k->offset + k->nelems * 8;
     int fd = -1;
     gs_status_t st;
-    if (k->path == NULL || k->tmp == NULL || k->hdr_len < 0 || k->hdr_len > k->offset)
+    if (k->path == NULL || k->tmp == NULL || k->hdr_len < 0 ||
+        (k->fmt == GS_KFILE_RAW && k->hdr_len > k->offset))
         return gs_error_set(GS_ERR_INVALID_PARAM, "bad file commit task");
     if ((st = ops->copy_to_host(ctx, s, &total, k->in, sizeof(double))) != GS_OK ||
         (st = ops->sync(ctx, s)) != GS_OK)
         return st;
+    if (k->fmt == GS_KFILE_ZARR) {
+        if ((st = gs__zarr_commit(k, total)) != GS_OK) return st;
+        size = total;
+        st = ops->copy_from_host(ctx, s, k->out, &size, sizeof(double));
+        if (st == GS_OK) st = ops->sync(ctx, s);
+        return st;
+    }
     if (total != k->expect)
         return gs_error_set(GS_ERR_IO, "%s: the chunks wrote %.0f bytes, expected %.0f; %s left "
                             "in place", k->path, total, k->expect, k->tmp);
-    if ((st = gs__fio_open(k->tmp, O_WRONLY | O_CREAT, &fd)) != GS_OK) return st;
+    /* every write task created the temporary file; without it, either this commit already
+     * ran (a re-run after a lost worker: the final file is there, complete) or it is an error.
+     * Never create it here: that would rename an empty file over a complete one. */
+    fd = open(k->tmp, O_WRONLY | O_CLOEXEC);
+    if (fd < 0) {
+        struct stat sb;
+        if (errno == ENOENT && stat(k->path, &sb) == 0 && (int64_t)sb.st_size == fsize) {
+            GS_LOG_INFO("%s: already committed", k->path);
+            size = (double)fsize;
+            st = ops->copy_from_host(ctx, s, k->out, &size, sizeof(double));
+            if (st == GS_OK) st = ops->sync(ctx, s);
+            return st;
+        }
+        return gs_error_set(GS_ERR_IO, "%s: %s", k->tmp, strerror(errno));
+    }
     if (k->hdr_len > 0 && (st = gs__fio_pwrite(fd, k->tmp, k->hdr, (size_t)k->hdr_len, 0)) != GS_OK)
         goto out_close;
     if (ftruncate(fd, (off_t)fsize) != 0 || fsync(fd) != 0) {

@@ -65,7 +65,7 @@ static gs_status_t gs__file_grid(int ndim, const int64_t *shape, const int64_t *
 }
 
 /* A READ node over the whole file described by @a spec (moved in). */
-static gs_status_t gs__file_source(gs__fspec_t *spec, const int64_t *chunks, gs_array_h *out_p)
+gs_status_t gs__file_source(gs__fspec_t *spec, const int64_t *chunks, gs_array_h *out_p)
 {
     gs_grid_t g;
     gs_status_t st;
@@ -338,48 +338,53 @@ static gs_status_t gs__npy_header(int ndim, const int64_t *shape, uint8_t **hdr_
     return GS_OK;
 }
 
-gs_status_t gs_array_to_npy_expr(gs_array_h a, const char *path, const char *tmp,
-                                 gs_array_h *out_p)
+gs_status_t gs__file_write_expr(gs_array_h a, const char *path, const char *tmp,
+                                const gs__fspec_t *proto, const uint8_t *hdr, int64_t hdr_len,
+                                double expect, gs_array_h *out_p)
 {
     gs__fspec_t *w = NULL, *c = NULL;
     gs_array_h wn = NULL, sum = NULL;
     gs_grid_t cg;
     gs_status_t st;
-    if (a == NULL || path == NULL || tmp == NULL || out_p == NULL)
-        return gs_error_set(GS_ERR_INVALID_PARAM, "to_npy: NULL argument");
-    if (path[0] == '\0' || tmp[0] == '\0' || strlen(path) > GS__FILE_PATH_MAX ||
-        strlen(tmp) > GS__FILE_PATH_MAX)
-        return gs_error_set(GS_ERR_INVALID_PARAM, "to_npy: empty or too long path");
-    if (a->dtype != GS_DTYPE_FLOAT64)
-        return gs_error_set(GS_ERR_UNSUPPORTED, "%s: only float64 arrays are written", path);
     w = gs_calloc(1, sizeof(*w), "file spec");
     if (w == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for a file write");
+    *w = *proto;
+    w->path = w->tmp = NULL;
+    w->hdr = NULL;
     w->op = GS__FILE_WRITE;
     w->path = gs_strdup(path, "file path");
     w->tmp = gs_strdup(tmp, "file path");
-    if (w->path == NULL || w->tmp == NULL ||
-        gs__npy_header(a->grid.ndim, a->grid.shape, &w->hdr, &w->hdr_len) != GS_OK) {
+    if (w->path == NULL || w->tmp == NULL) {
         gs__fspec_free(w);
         return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for a file write");
     }
     w->fdtype = GS_DTYPE_FLOAT64;
-    w->offset = w->hdr_len;
+    w->swap = w->forder = 0;
+    w->offset = proto->fmt == GS_KFILE_RAW ? hdr_len : 0;
     w->fndim = a->grid.ndim;
     w->map.ndim = a->grid.ndim;
     for (int32_t d = 0; d < a->grid.ndim; d++) {
         w->fshape[d] = a->grid.shape[d];
+        w->map.off[d] = 0;
         w->map.step[d] = 1;
         w->map.perm[d] = d;
     }
-    w->expect = (double)gs__fspec_nelems(w) * 8.0;
+    w->expect = expect;
     if ((c = gs__fspec_dup(w)) == NULL) {
         gs__fspec_free(w);
         return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for a file write");
     }
     c->op = GS__FILE_COMMIT;
-    gs_free(w->hdr);
-    w->hdr = NULL;
-    w->hdr_len = 0;
+    if (hdr_len > 0) {
+        c->hdr = gs_malloc((size_t)hdr_len, "file header");
+        if (c->hdr == NULL) {
+            gs__fspec_free(w);
+            st = gs_error_set(GS_ERR_NO_MEMORY, "out of memory for a file write");
+            goto err_c;
+        }
+        memcpy(c->hdr, hdr, (size_t)hdr_len);
+        c->hdr_len = hdr_len;
+    }
     /* one double per written chunk: a grid of 1-element chunks, one per block of a */
     memset(&cg, 0, sizeof(cg));
     cg.ndim = a->grid.ndim;
@@ -394,6 +399,15 @@ gs_status_t gs_array_to_npy_expr(gs_array_h a, const char *path, const char *tmp
     }
     for (int32_t d = 0; d < cg.ndim; d++)
         for (int64_t k = 0; k <= cg.nchunks[d]; k++) cg.bounds[d][k] = k;
+    {
+        const char *why;
+        if (!gs__fspec_check(w, &a->grid, &why)) {
+            st = gs_error_set(GS_ERR_INVALID_PARAM, "%s: %s", path, why);
+            gs__fspec_free(w);
+            gs_grid_cleanup(&cg);
+            goto err_c;
+        }
+    }
     st = gs__array_file_node(w, &cg, a, &wn);
     gs_grid_cleanup(&cg);
     if (st != GS_OK) goto err_c;
@@ -406,5 +420,28 @@ err_wn:
     gs_array_release(wn);
 err_c:
     gs__fspec_free(c);
+    return st;
+}
+
+gs_status_t gs_array_to_npy_expr(gs_array_h a, const char *path, const char *tmp,
+                                 gs_array_h *out_p)
+{
+    gs__fspec_t proto;
+    uint8_t *hdr = NULL;
+    int64_t hdr_len = 0;
+    gs_status_t st;
+    if (a == NULL || path == NULL || tmp == NULL || out_p == NULL)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "to_npy: NULL argument");
+    if (path[0] == '\0' || tmp[0] == '\0' || strlen(path) > GS__FILE_PATH_MAX ||
+        strlen(tmp) > GS__FILE_PATH_MAX)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "to_npy: empty or too long path");
+    if (a->dtype != GS_DTYPE_FLOAT64)
+        return gs_error_set(GS_ERR_UNSUPPORTED, "%s: only float64 arrays are written", path);
+    if ((st = gs__npy_header(a->grid.ndim, a->grid.shape, &hdr, &hdr_len)) != GS_OK) return st;
+    memset(&proto, 0, sizeof(proto));
+    proto.fmt = GS_KFILE_RAW;
+    st = gs__file_write_expr(a, path, tmp, &proto, hdr, hdr_len,
+                             (double)gs__grid_size(&a->grid) * 8.0, out_p);
+    gs_free(hdr);
     return st;
 }

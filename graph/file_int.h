@@ -40,4 +40,16 @@ int gs__file_decode_body(gs_mp_reader_t *r, gs_layer_t *l);
 gs_status_t gs__array_file_node(gs__fspec_t *spec, const gs_grid_t *grid, gs_array_h in,
                                 gs_array_h *out_p);
 
+/* A READ node over the whole file described by @a spec (moved in, also on failure; its map is
+ * set to the identity), chunked by @a chunks (fndim entries >= 1). */
+gs_status_t gs__file_source(gs__fspec_t *spec, const int64_t *chunks, gs_array_h *out_p);
+
+/* The write expression of @a a into @a path through @a tmp: WRITE (one unit per chunk: bytes
+ * for raw files, 1 for zarr chunks) -> sum -> COMMIT checking the total against @a expect and
+ * writing @a hdr (hdr_len bytes, copied: the .npy header at offset 0, or the zarr metadata
+ * file). @a proto gives fmt and the zarr fields; everything else comes from @a a. */
+gs_status_t gs__file_write_expr(gs_array_h a, const char *path, const char *tmp,
+                                const gs__fspec_t *proto, const uint8_t *hdr, int64_t hdr_len,
+                                double expect, gs_array_h *out_p);
+
 #endif

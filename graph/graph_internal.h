@@ -73,7 +73,14 @@ typedef struct gs__fspec {
     gs__lmap_t map;           /* READ, WRITE: array -> file coordinates (see above) */
     uint8_t *hdr;             /* COMMIT: owned header bytes */
     int64_t hdr_len;
-    double expect;            /* COMMIT: bytes the writes total */
+    double expect;            /* COMMIT: bytes (raw) or chunks (zarr) the writes total */
+    int32_t fmt;              /* GS_KFILE_RAW (raw, .npy) or GS_KFILE_ZARR */
+    int32_t zver;             /* zarr: 2 or 3 */
+    int32_t zcodec;           /* zarr: GS_ZCODEC_* */
+    int32_t zlevel;
+    int32_t zsep;             /* zarr: '.' or '/' */
+    int64_t zchunk[GS_MAX_NDIM];
+    double fill;
 } gs__fspec_t;
 
 /* Deep copy / free of a file spec (NULL is fine for free). NULL when out of memory. */

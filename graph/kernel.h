@@ -384,6 +384,19 @@ static inline int64_t gs_klinalg_out_len(int32_t op, int64_t m, int64_t n)
  * total of bytes written) equals `expect`, make the file `offset + nelems * 8` bytes long,
  * fsync it and rename it to `path`; `out` receives the file size.
  */
+/* File formats and zarr chunk codecs of FILE tasks. Values are part of the wire format. */
+enum { GS_KFILE_RAW = 0, GS_KFILE_ZARR = 1, GS_KFILE_FMT_COUNT };
+enum { GS_ZCODEC_NONE = 0, GS_ZCODEC_ZSTD = 1, GS_ZCODEC_BLOSC = 2, GS_ZCODEC_COUNT };
+
+/* Zarr (fmt GS_KFILE_ZARR): `path` is the store's directory; the array (fshape, in chunks of
+ * zchunk, each chunk a file named by zarr's chunk key: version 2 "i.j" / "i/j" (zsep), version
+ * 3 "c/i/j" / "c.i.j") is read chunk by chunk: output position p reads file coordinate
+ * fbase[a] + fstep[a] * p[fperm[a]] (fbase[a] when fperm[a] is -1) on each file axis a; every
+ * zarr chunk the region touches is read once, decompressed (zcodec), converted and scattered;
+ * a missing chunk file reads as `fill`. WRITE encodes its region, which must be exactly one
+ * zarr chunk (edge chunks padded with `fill`), and writes one double, 1, to `out`; COMMIT
+ * writes `hdr` as the store's metadata file (.zarray or zarr.json) into the temporary
+ * directory `tmp` and renames it to `path`. */
 typedef struct gs_kfile {
     const char *path;               /* NUL-terminated; borrowed from the layer */
     const char *tmp;                /* COMMIT: the temporary name (NUL-terminated) */
@@ -401,6 +414,21 @@ typedef struct gs_kfile {
     int64_t hdr_len;
     double expect;                  /* COMMIT: bytes the writes must total */
     double *out;                    /* backend memory */
+    /* per-axis addressing (every format; zarr reads use it) */
+    int32_t fmt;                    /* GS_KFILE_* */
+    int32_t forder;                 /* Fortran order (of the file, or of each zarr chunk) */
+    int32_t fndim;
+    int64_t fshape[GS_MAX_NDIM];
+    int64_t fbase[GS_MAX_NDIM];
+    int64_t fstep[GS_MAX_NDIM];
+    int32_t fperm[GS_MAX_NDIM];
+    /* zarr */
+    int32_t zver;                   /* 2 or 3 */
+    int32_t zcodec;                 /* GS_ZCODEC_* */
+    int32_t zlevel;                 /* compression level (writes) */
+    char zsep;                      /* chunk key separator: '.' or '/' */
+    int64_t zchunk[GS_MAX_NDIM];
+    double fill;
 } gs_kfile_t;
 
 /**

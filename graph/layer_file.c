@@ -4,7 +4,8 @@
  *
  * Wire body (layer_codec.c: FILE := [1, 5, grid, body]):
  *   body := [op, path, tmp | nil, fdtype, swap, forder, offset, [fshape...], [off...],
- *            [step...], [perm...], hdr (bin), expect]
+ *            [step...], [perm...], hdr (bin), expect, fmt, zver, zcodec, zlevel, zsep,
+ *            [zchunk...], fill]
  * The check is total over decoded input: a layer naming a file region outside the file's
  * shape, an unknown dtype or a path with a NUL byte is rejected before any task reads it. */
 #include "graph/file_int.h"
@@ -85,8 +86,23 @@ int gs__fspec_check(const gs__fspec_t *f, const gs_grid_t *grid, const char **wh
         n *= f->fshape[a];
     }
     if (f->offset > INT64_MAX / 2 - n * 8) return *why = "file offset too large", 0;
-    if (f->hdr_len < 0 || (f->hdr_len > 0 && f->hdr == NULL) || f->hdr_len > f->offset)
+    if (f->hdr_len < 0 || (f->hdr_len > 0 && f->hdr == NULL) ||
+        (f->fmt == GS_KFILE_RAW && f->hdr_len > f->offset) || f->hdr_len > (1 << 24))
         return *why = "file header does not fit before the data", 0;
+    if (f->fmt < 0 || f->fmt >= GS_KFILE_FMT_COUNT) return *why = "unknown file format", 0;
+    if (f->fmt == GS_KFILE_ZARR) {
+        if ((f->zver != 2 && f->zver != 3) || f->zcodec < 0 || f->zcodec >= GS_ZCODEC_COUNT ||
+            (f->zsep != '.' && f->zsep != '/') || f->zlevel < -131072 || f->zlevel > 22)
+            return *why = "bad zarr parameters", 0;
+        for (int32_t a = 0; a < f->fndim; a++)
+            if (f->zchunk[a] < 1 || f->zchunk[a] > GS__MAX_ELEMENTS ||
+                (f->fshape[a] > 0 && f->zchunk[a] > f->fshape[a] && f->zchunk[a] > 1 << 30))
+                return *why = "bad zarr chunk shape", 0;
+        if (gs_region_size(f->fndim, f->zchunk) > (int64_t)1 << 31 ||
+            gs_region_size(f->fndim, f->zchunk) <= 0)
+            return *why = "zarr chunks of more than 2^31 elements", 0;
+        if (f->op != GS__FILE_COMMIT && f->swap) return *why = "zarr chunks are little-endian", 0;
+    }
     if (f->op == GS__FILE_COMMIT) {
         if (grid->ndim != 0) return *why = "file commit layer must have one block", 0;
         if (!(f->expect >= 0) || f->expect > 9.0e18) return *why = "bad byte count", 0;
@@ -116,6 +132,13 @@ int gs__fspec_check(const gs__fspec_t *f, const gs_grid_t *grid, const char **wh
             if (f->map.perm[a] != a || f->map.off[a] != 0 || f->map.step[a] != 1 ||
                 grid->ndim != f->fndim || grid->shape[a] != f->fshape[a])
                 return *why = "a file write must cover the file exactly", 0;
+        if (f->fmt == GS_KFILE_ZARR) {
+            for (int32_t a = 0; a < grid->ndim; a++)
+                for (int64_t k = 0; k < grid->nchunks[a]; k++)
+                    if (grid->bounds[a][k] != k * f->zchunk[a] ||
+                        grid->bounds[a][k + 1] - grid->bounds[a][k] > f->zchunk[a])
+                        return *why = "zarr writes need compute chunks equal to zarr chunks", 0;
+        }
     }
     return 1;
 }
@@ -172,6 +195,16 @@ gs_status_t gs__file_instantiate(const gs_layer_t *l, uint64_t block, int ninput
     k->offset = f->offset;
     k->nelems = gs__fspec_nelems(f);
     k->out = out;
+    k->fmt = f->fmt;
+    k->forder = f->forder;
+    k->fndim = f->fndim;
+    k->zver = f->zver;
+    k->zcodec = f->zcodec;
+    k->zlevel = f->zlevel;
+    k->zsep = (char)f->zsep;
+    k->fill = f->fill;
+    memcpy(k->fshape, f->fshape, sizeof(k->fshape));
+    memcpy(k->zchunk, f->zchunk, sizeof(k->zchunk));
     if (f->op == GS__FILE_COMMIT) {
         if (inputs[0].len != 1)
             return gs_error_set(GS_ERR_INVALID_PARAM, "file commit: input of %lld elements",
@@ -192,6 +225,9 @@ gs_status_t gs__file_instantiate(const gs_layer_t *l, uint64_t block, int ninput
         int32_t j = f->map.perm[a];
         k->base += fs[a] * (f->map.off[a] + (j < 0 ? 0 : f->map.step[a] * start[j]));
         if (j >= 0) k->stride[j] += fs[a] * f->map.step[a];
+        k->fbase[a] = f->map.off[a] + (j < 0 ? 0 : f->map.step[a] * start[j]);
+        k->fstep[a] = j < 0 ? 0 : f->map.step[a];
+        k->fperm[a] = j;
     }
     if (f->op == GS__FILE_WRITE) {
         int64_t n = gs_region_size(k->ndim, k->shape);
@@ -222,7 +258,7 @@ void gs__file_encode_body(gs_mp_writer_t *w, const gs_layer_t *l)
 {
     const gs__fspec_t *f = l->u.file.spec;
     int64_t perm[GS_MAX_NDIM];
-    gs_mp_write_array(w, 13);
+    gs_mp_write_array(w, 20);
     gs_mp_write_i64(w, f->op);
     gs_mp_write_str(w, f->path, strlen(f->path));
     if (f->tmp != NULL) gs_mp_write_str(w, f->tmp, strlen(f->tmp));
@@ -238,6 +274,13 @@ void gs__file_encode_body(gs_mp_writer_t *w, const gs_layer_t *l)
     gs__enc_i64s(w, f->map.ndim, perm);
     gs_mp_write_bin(w, f->hdr, (size_t)f->hdr_len);
     gs_mp_write_f64(w, f->expect);
+    gs_mp_write_i64(w, f->fmt);
+    gs_mp_write_i64(w, f->zver);
+    gs_mp_write_i64(w, f->zcodec);
+    gs_mp_write_i64(w, f->zlevel);
+    gs_mp_write_i64(w, f->zsep);
+    gs__enc_i64s(w, f->fmt == GS_KFILE_ZARR ? f->fndim : 0, f->zchunk);
+    gs_mp_write_f64(w, f->fill);
 }
 
 static int gs__dec_i64s(gs_mp_reader_t *r, int32_t *n_p, int64_t *v)
@@ -274,11 +317,11 @@ int gs__file_decode_body(gs_mp_reader_t *r, gs_layer_t *l)
     gs__fspec_t *f;
     uint32_t n, hl;
     int swap, forder;
-    int32_t n1, n2, n3;
+    int32_t n1, n2, n3, nz;
     int64_t perm[GS_MAX_NDIM];
     const uint8_t *hdr;
     if (!gs_mp_read_array(r, &n)) return 0;
-    if (n != 13) return gs_mp_fail(r, "file layer must have 13 fields");
+    if (n != 20) return gs_mp_fail(r, "file layer must have 20 fields");
     f = gs_calloc(1, sizeof(*f), "file spec");
     if (f == NULL) {
         r->err = gs_error_set(GS_ERR_NO_MEMORY, "out of memory decoding a file layer");
@@ -295,8 +338,14 @@ int gs__file_decode_body(gs_mp_reader_t *r, gs_layer_t *l)
         !gs_mp_read_bool(r, &forder) || !gs_mp_read_i64(r, &f->offset) ||
         !gs__dec_i64s(r, &f->fndim, f->fshape) || !gs__dec_i64s(r, &n1, f->map.off) ||
         !gs__dec_i64s(r, &n2, f->map.step) || !gs__dec_i64s(r, &n3, perm) ||
-        !gs_mp_read_bin(r, &hdr, &hl) || !gs_mp_read_f64(r, &f->expect))
+        !gs_mp_read_bin(r, &hdr, &hl) || !gs_mp_read_f64(r, &f->expect) ||
+        !gs_mp_read_i32(r, &f->fmt) || !gs_mp_read_i32(r, &f->zver) ||
+        !gs_mp_read_i32(r, &f->zcodec) || !gs_mp_read_i32(r, &f->zlevel) ||
+        !gs_mp_read_i32(r, &f->zsep) || !gs__dec_i64s(r, &nz, f->zchunk) ||
+        !gs_mp_read_f64(r, &f->fill))
         return 0;
+    if (nz != (f->fmt == GS_KFILE_ZARR ? f->fndim : 0))
+        return gs_mp_fail(r, "zarr chunk shape does not match the file's ndim");
     if (n1 != n2 || n1 != n3) return gs_mp_fail(r, "file map arrays differ in length");
     f->swap = swap;
     f->forder = forder;

@@ -90,6 +90,8 @@ const char *gs_worker_usage(void)
            "                               limit (default 1; gs-local-cluster passes its count)\n"
            "  --local-directory DIR        spill chunks to a private subdirectory of DIR when\n"
            "                               memory fills (default $TMPDIR, else /tmp; removed on exit)\n"
+           "  --file-root DIR              array files clients read and write (from_npy, to_zarr...)\n"
+           "                               must lie inside DIR (default: any path this user may)\n"
            "  --disk-limit SIZE|auto       bytes of chunks on disk (default auto: the file system's room)\n"
            "  --spill-threshold F          start spilling above this fraction of the memory limit\n"
            "                               (default 0.7)\n"
@@ -309,6 +311,10 @@ gs_status_t gs_worker_cli_parse(int argc, char **argv, gs_worker_cli_t *cli_p)
             GS__TAKE_VALUE();
             if (*val == '\0') return gs_error_set(GS_ERR_INVALID_PARAM, "--interface is empty");
             cli.params.interface = val;
+        } else if (strcmp(opt, "--file-root") == 0) {
+            GS__TAKE_VALUE();
+            if (*val == '\0') return gs_error_set(GS_ERR_INVALID_PARAM, "--file-root is empty");
+            cli.params.file_root = val;
         } else if (strcmp(opt, "--local-directory") == 0) {
             GS__TAKE_VALUE();
             if (*val == '\0')

@@ -12,6 +12,47 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* ---------------------------------------------------------------- file tasks */
+
+/* Whether @a path lies inside @a root (resolved): the deepest existing ancestor of @a path,
+ * symbolic links resolved, must be @a root or below it, and the rest must hold no "..". */
+static int gs__wfile_inside(const char *root, const char *path)
+{
+    char buf[4200], *r = NULL, *cut;
+    size_t rl = strlen(root);
+    int ok;
+    if (path == NULL || path[0] != '/' || strlen(path) >= sizeof(buf)) return 0;
+    snprintf(buf, sizeof(buf), "%s", path);
+    for (;;) {
+        if ((r = realpath(buf, NULL)) != NULL) break;
+        cut = strrchr(buf, '/');
+        if (cut == NULL || cut == buf) return 0;
+        if (strcmp(cut, "/..") == 0) return 0;
+        *cut = '\0';
+    }
+    if (strstr(path + strlen(buf), "/..") != NULL) {
+        free(r);
+        return 0;
+    }
+    ok = strncmp(r, root, rl) == 0 && (r[rl] == '\0' || r[rl] == '/' || rl == 1);
+    free(r);
+    return ok;
+}
+
+/* With --file-root, a file task's paths must lie inside it. GS_ERR_INVALID_PARAM otherwise. */
+static gs_status_t gs__wfile_check(const gs_worker_t *w, const gs_ktask_t *kt)
+{
+    if (w->file_root == NULL || (kt->kind != GS_KTASK_FILE_READ &&
+                                 kt->kind != GS_KTASK_FILE_WRITE &&
+                                 kt->kind != GS_KTASK_FILE_COMMIT))
+        return GS_OK;
+    if (!gs__wfile_inside(w->file_root, kt->u.file.path) ||
+        (kt->u.file.tmp != NULL && !gs__wfile_inside(w->file_root, kt->u.file.tmp)))
+        return gs_error_set(GS_ERR_INVALID_PARAM, "%s is outside this worker's file root %s",
+                            kt->u.file.path ? kt->u.file.path : "(no path)", w->file_root);
+    return GS_OK;
+}
+
 /* ---------------------------------------------------------------- dispatch */
 
 /* Pool threads: take tasks, instantiate, run, hand back. */
@@ -57,6 +98,7 @@ void gs__wpool_main(void *arg)
             }
             status = gs_layer_instantiate(t->layer, t->block, (int)t->ndeps, in, t->out->ptr,
                                           &kt);
+            if (status == GS_OK) status = gs__wfile_check(w, &kt);
             if (status == GS_OK) status = gs_chunkops_run_ktask(w->ops, w->ctx, stream, &kt);
             if (in != small) gs_free(in);
         }
@@ -341,6 +383,7 @@ void gs__wtask_launch_stream(gs_worker_t *w, gs_wtask_t *t)
             in[i].len = (int64_t)(t->deps[i].chunk->nbytes / sizeof(double));
         }
         status = gs_layer_instantiate(t->layer, t->block, (int)t->ndeps, in, t->out->ptr, &kt);
+        if (status == GS_OK) status = gs__wfile_check(w, &kt);
         if (in != small) gs_free(in);
         if (status == GS_OK && gs__wlaunch_wants(w, &kt) && gs__wlaunch_submit(w, t, &kt))
             return;

@@ -6,7 +6,9 @@
 #include "common/sysmem.h"
 #include "common/time.h"
 
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -420,6 +422,20 @@ gs_status_t gs_worker_create(const gs_worker_params_t *params, uv_loop_t *loop,
         status = gs_error_set(GS_ERR_NO_MEMORY, "out of memory for the worker's strings");
         goto err;
     }
+    if (params->file_root != NULL) {
+        char *r = realpath(params->file_root, NULL);
+        if (r == NULL) {
+            status = gs_error_set(GS_ERR_INVALID_PARAM, "file root %s: %s", params->file_root,
+                                  strerror(errno));
+            goto err;
+        }
+        w->file_root = gs_strdup(r, "worker file root");
+        free(r);
+        if (w->file_root == NULL) {
+            status = gs_error_set(GS_ERR_NO_MEMORY, "out of memory for the worker's strings");
+            goto err;
+        }
+    }
     if (params->tls_ca_file != NULL || params->tls_cert != NULL || params->tls_key != NULL) {
         gs_tls_config_t tc = {params->tls_ca_file, params->tls_cert, params->tls_key, 0};
         if ((status = gs_tls_ctx_create(&tc, 0, &w->tls)) != GS_OK) goto err;
@@ -621,6 +637,7 @@ static void gs__worker_teardown(gs_worker_t *w)
     gs_free(w->name);
     gs_free(w->sched_host);
     gs_free(w->token);
+    gs_free(w->file_root);
     gs_tls_ctx_destroy(w->tls);
     gs_free(w);
 }

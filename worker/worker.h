@@ -171,6 +171,10 @@ typedef struct gs_worker_params {
                                      gsched-worker-<name>-XXXXXX there and removes it (with its
                                      files) when destroyed */
     uint64_t disk_limit;          /* bytes of chunks on disk; 0: what the file system holds */
+    const char *file_root;        /* NULL: file tasks (array files read and written for
+                                     clients, chunkops/fileio.c) may use any path this user
+                                     may; else only paths inside this existing directory
+                                     (symbolic links resolved): others fail the task */
     double spill_target;          /* spill down to this fraction; 0: 0.6 */
     double spill_threshold;       /* start spilling above it; 0: 0.7 */
     double spill_pause;           /* admit generators only below it; 0: 0.75 */

@@ -212,6 +212,7 @@ struct gs_worker {
      * by a launcher thread on its own stream, index nstreams in stream_inflight (launch.c) */
     struct gs_wlauncher *launcher;     /* created on the first such task */
     int launcher_off;                  /* GS_WORKER_LAUNCHER=off, or it could not start */
+    char *file_root;                   /* resolved params.file_root, or NULL (launch.c) */
     uint64_t mem_used;
     uint64_t mem_limit;
 

@@ -17,6 +17,8 @@
  *                 (x of F times the workers' memory persisted, spilling; then x.sum())
  *   gs-bench stencil --n N --chunk C [--boundary B] [common options]
  *                 (x persisted; times the 3x3 smoothing kept; a single-threaded C loop too)
+ *   gs-bench io --format npy|raw|zarr [--codec none|zstd|blosc] --n N --chunk C [common options]
+ *                 (x written to a file by the workers, read back, checked; beside dd)
  *
  * Subcommands live in one table (gs__benches), one file each; each parses its own options with
  * the shared helpers of gs-bench.h and reports through gs__json_*. */
@@ -46,6 +48,7 @@ static const gs__bench_t gs__benches[] = {
     {"soak", gs__bench_soak, "300 mixed jobs (one failing) on one cluster: daemon RSS and fds flat?"},
     {"spill", gs__bench_spill, "persist F x the workers' memory limit (spilling), then sum: GB/s"},
     {"stencil", gs__bench_stencil, "x persisted; time the 3x3 smoothing stencil(x) kept: GB/s"},
+    {"io", gs__bench_io, "write x to npy/raw/zarr from the workers, read it back: GB/s beside dd"},
 };
 
 static void gs__usage(FILE *f)

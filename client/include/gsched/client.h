@@ -202,6 +202,14 @@ gs_status_t gs_client_compute(gs_client_h client, gs_array_h array, double *out,
  *  those of gs_client_compute_scalar(). */
 gs_status_t gs_client_to_npy(gs_client_h client, gs_array_h array, const char *path);
 
+/** Write @a array (float64) as the zarr store @a path, version @a version (2 or 3), chunks
+ *  compressed by @a codec (gs_zarr_codec_t), from the workers like gs_client_to_npy(): chunk
+ *  files go to a temporary directory next to @a path, renamed to @a path once every chunk and
+ *  the metadata are written. Errors as gs_client_to_npy(); a failed write's temporary
+ *  directory is removed when this process can see it. */
+gs_status_t gs_client_to_zarr(gs_client_h client, gs_array_h array, const char *path,
+                              int version, int codec);
+
 /** Compute @a array and keep its chunks on the workers; afterwards every expression using
  *  @a array reads those chunks instead of recomputing it. */
 gs_status_t gs_client_persist(gs_client_h client, gs_array_h array);

@@ -539,6 +539,31 @@ gs_status_t gs_array_from_npy(const char *path, const int64_t *chunks, gs_array_
 gs_status_t gs_array_to_npy_expr(gs_array_h a, const char *path, const char *tmp,
                                  gs_array_h *out_p);
 
+/** Compressor of zarr chunks (the same values as the zarr codecs of the task format). */
+typedef enum gs_zarr_codec { GS_ZARR_NONE = 0, GS_ZARR_ZSTD = 1, GS_ZARR_BLOSC = 2 } gs_zarr_codec_t;
+
+/** Array stored in the zarr directory store @a path: version 3 (zarr.json) or 2 (.zarray);
+ *  regular chunk grids; chunks uncompressed, zstd or blosc (v2 "compressor"; v3 "bytes"
+ *  little-endian, optionally after a reversed "transpose" (Fortran order) and followed by
+ *  "zstd" or "blosc"); C or F order; dtypes as gs_array_from_npy(), converted to float64;
+ *  missing chunk files read as fill_value. Compute chunks are @a chunks (ndim entries) or,
+ *  when NULL, the zarr chunks; they may differ: each task reads the zarr chunks its region
+ *  touches. The metadata is read here (jansson); the workers read the chunk files. Errors:
+ *  GS_ERR_IO (no store at @a path), GS_ERR_INVALID_PARAM (malformed metadata, naming the
+ *  file), GS_ERR_UNSUPPORTED (a codec, dtype, chunk grid or key encoding this build does not
+ *  read, named), GS_ERR_NO_MEMORY. Chunk files that do not match the metadata (size after
+ *  decompression, corrupt compressed data) fail the task reading them, naming the file. */
+gs_status_t gs_array_from_zarr(const char *path, const int64_t *chunks, gs_array_h *out_p);
+
+/** The expression writing @a a (float64) as a zarr store of @a version (2 or 3) with chunks
+ *  compressed by @a codec (gs_zarr_codec_t): each compute chunk is one zarr chunk (an
+ *  irregular grid is rechunked to its first chunk size first), written by the worker holding
+ *  it into the directory @a tmp; a last task checks the chunk count, writes the metadata and
+ *  renames @a tmp to @a path (which must not exist as a non-empty directory). Its value is the
+ *  number of chunks. gs_client_to_zarr() is the usual entry point. */
+gs_status_t gs_array_to_zarr_expr(gs_array_h a, const char *path, const char *tmp, int version,
+                                  int codec, gs_array_h *out_p);
+
 #ifdef __cplusplus
 }
 #endif

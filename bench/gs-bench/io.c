@@ -1,0 +1,267 @@
+/* gs-bench io: array files written and read by the workers, against dd on the same disk.
+ *
+ * A local cluster (or --scheduler) computes x = normal(0, 1, (n, n)) in (chunk, chunk) chunks
+ * and writes it to DIR (gs_client_to_npy for npy and raw, gs_client_to_zarr for zarr: the
+ * timed write includes generating x, which costs far less than the I/O); then reads it back
+ * into worker memory (gs_client_persist of the file source: the timed read) and checks every
+ * element against a fresh x on the cluster ((y != x).sum() == 0, bit-for-bit equality of
+ * every double). In the same run dd writes a file of the same size (conv=fdatasync) and reads
+ * the written array file back (bs=16M), so the GB/s sit beside what the disk gives a plain
+ * sequential copy. The page cache is not dropped (a shared machine): reads of a file just
+ * written come mostly from memory, for gsched and dd alike. */
+#include "gs-bench.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+typedef struct gs__io_opts {
+    gs__common_t c;
+    const char *format;
+    const char *codec;
+    const char *dir;
+    int zarr_version;
+    int64_t n, chunk;
+    int keep;
+} gs__io_opts_t;
+
+static void gs__io_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: gs-bench io --format npy|raw|zarr --n N --chunk C [options]\n"
+            "Write x = normal(0, 1, (n, n)) from the workers as a file, read it back into the\n"
+            "workers' memory, check every element, and time dd on the same directory.\n"
+            "  --format npy|raw|zarr  file format (raw: the .npy file read as raw bytes at its\n"
+            "                         data offset)\n"
+            "  --codec none|zstd|blosc zarr chunk compression (default none; npy/raw: none)\n"
+            "  --zarr-version 2|3     (default 3)\n"
+            "  --n N --chunk C        array side and chunk side\n"
+            "  --dir DIR              where the files go (default $TMPDIR or /tmp)\n"
+            "  --keep                 leave the files in place\n"
+            "  --workers W --backend cpu|cuda --scheduler URL --repeat R --seed S\n"
+            "Prints one JSON line per repeat: bench, format, codec, backend, workers, n, chunk,\n"
+            "bytes, file_bytes, write_s, write_gb_per_s, read_s, read_gb_per_s, dd_write_gb_per_s,\n"
+            "dd_read_gb_per_s, mismatches, io_path.\n");
+}
+
+static int gs__io_args(int argc, char **argv, gs__io_opts_t *o, int *done)
+{
+    memset(o, 0, sizeof(*o));
+    o->c.fuse = o->c.pushdown = 1;
+    o->c.repeat = 1;
+    o->c.token = getenv("GSCHED_TOKEN");
+    o->codec = "none";
+    o->zarr_version = 3;
+    o->dir = getenv("TMPDIR") && getenv("TMPDIR")[0] ? getenv("TMPDIR") : "/tmp";
+    *done = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int r;
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            gs__io_usage(stdout);
+            *done = 1;
+            return 0;
+        }
+        if (strcmp(a, "--format") == 0 || strcmp(a, "--codec") == 0 || strcmp(a, "--dir") == 0) {
+            if (v == NULL) return gs__bad("option %s needs a value", a);
+            if (a[2] == 'f') o->format = v;
+            else if (a[2] == 'c') o->codec = v;
+            else o->dir = v;
+            i++;
+            continue;
+        }
+        if (strcmp(a, "--zarr-version") == 0) {
+            int64_t zv;
+            if (!gs__int_arg(a, v, 2, 3, &zv)) return 2;
+            o->zarr_version = (int)zv;
+            i++;
+            continue;
+        }
+        if (strcmp(a, "--n") == 0 || strcmp(a, "--chunk") == 0) {
+            if (!gs__int_arg(a, v, 1, INT64_C(1) << 22, a[2] == 'n' ? &o->n : &o->chunk)) return 2;
+            i++;
+            continue;
+        }
+        if (strcmp(a, "--keep") == 0) {
+            o->keep = 1;
+            continue;
+        }
+        r = gs__common_arg(argc, argv, &i, &o->c);
+        if (r < 0) return 2;
+        if (r == 0) return gs__bad("unknown option '%s'", a);
+    }
+    if (o->format == NULL) return gs__bad("--format is required");
+    if (strcmp(o->format, "npy") && strcmp(o->format, "raw") && strcmp(o->format, "zarr"))
+        return gs__bad("--format expects npy, raw or zarr, not '%s'", o->format);
+    if (strcmp(o->codec, "none") && strcmp(o->codec, "zstd") && strcmp(o->codec, "blosc"))
+        return gs__bad("--codec expects none, zstd or blosc, not '%s'", o->codec);
+    if (strcmp(o->format, "zarr") && strcmp(o->codec, "none"))
+        return gs__bad("--codec %s needs --format zarr", o->codec);
+    if (o->n == 0 || o->chunk == 0) return gs__bad("--n and --chunk are required");
+    return 0;
+}
+
+/* Seconds a shell command takes; -1 when it fails. */
+static double gs__io_timed(const char *cmd)
+{
+    double t0 = gs__now();
+    if (system(cmd) != 0) {
+        fprintf(stderr, "%s %s: '%s' failed\n", g_prog, g_sub, cmd);
+        return -1;
+    }
+    return gs__now() - t0;
+}
+
+/* Bytes a file or directory tree takes (apparent sizes). */
+static int64_t gs__io_du(const char *path)
+{
+    char cmd[1200], line[64];
+    FILE *p;
+    int64_t n = -1;
+    snprintf(cmd, sizeof(cmd), "du -sb '%s' 2>/dev/null", path);
+    if ((p = popen(cmd, "r")) == NULL) return -1;
+    if (fgets(line, sizeof(line), p) != NULL) n = strtoll(line, NULL, 10);
+    pclose(p);
+    return n;
+}
+
+static int gs__io_rm(const char *path)
+{
+    char cmd[1200];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", path);
+    return system(cmd);
+}
+
+int gs__bench_io(int argc, char **argv)
+{
+    gs__io_opts_t o;
+    gs_client_h client = NULL;
+    gs_array_h x = NULL;
+    double connect_s = 0;
+    int64_t shape[2], chunks[2], bytes;
+    int rc, done;
+    char path[1024], ddfile[1100], cmd[2400];
+    int zcodec;
+
+    if ((rc = gs__io_args(argc, argv, &o, &done)) != 0 || done) return rc;
+    shape[0] = shape[1] = o.n;
+    chunks[0] = chunks[1] = o.chunk;
+    bytes = o.n * o.n * 8;
+    zcodec = !strcmp(o.codec, "zstd") ? GS_ZARR_ZSTD : !strcmp(o.codec, "blosc") ? GS_ZARR_BLOSC
+                                                                                 : GS_ZARR_NONE;
+    snprintf(path, sizeof(path), "%s/gs-bench-io-%ld.%s", o.dir, (long)getpid(),
+             strcmp(o.format, "zarr") ? "npy" : "zarr");
+    snprintf(ddfile, sizeof(ddfile), "%s/gs-bench-io-%ld.dd", o.dir, (long)getpid());
+    if (gs_array_random_normal(o.c.seed, 0, 1, 2, shape, chunks, &x) != GS_OK) {
+        fprintf(stderr, "%s %s: cannot build x: %s\n", g_prog, g_sub, gs_last_error());
+        return 2;
+    }
+    if (gs__connect(&o.c, &client, &connect_s) != 0) {
+        rc = 1;
+        goto out;
+    }
+    rc = 1;
+    for (int r = 0; r < o.c.repeat; r++) {
+        gs_array_h y = NULL, ne = NULL, cnt = NULL;
+        double write_s, read_s, dd_w, dd_r, mism = NAN;
+        int64_t file_bytes;
+        gs_status_t st;
+        (void)gs__io_rm(path);
+        /* write */
+        {
+            double t0 = gs__now();
+            st = strcmp(o.format, "zarr") ? gs_client_to_npy(client, x, path)
+                                          : gs_client_to_zarr(client, x, path, o.zarr_version,
+                                                              zcodec);
+            write_s = gs__now() - t0;
+        }
+        if (st != GS_OK) {
+            fprintf(stderr, "%s %s: the write failed: %s\n", g_prog, g_sub, gs_last_error());
+            goto out;
+        }
+        file_bytes = gs__io_du(path);
+        /* read */
+        if (!strcmp(o.format, "npy")) {
+            st = gs_array_from_npy(path, chunks, &y);
+        } else if (!strcmp(o.format, "raw")) {
+            unsigned char h[10] = {0};
+            FILE *f = fopen(path, "rb");
+            size_t got = f ? fread(h, 1, sizeof(h), f) : 0;
+            if (f) fclose(f);
+            st = got == sizeof(h)
+                     ? gs_array_from_raw(path, GS_DTYPE_FLOAT64, 2, shape, GS_ORDER_C,
+                                         10 + h[8] + 256 * h[9], chunks, &y)
+                     : GS_ERR_IO;
+        } else {
+            st = gs_array_from_zarr(path, chunks, &y);
+        }
+        if (st != GS_OK) {
+            fprintf(stderr, "%s %s: cannot open %s: %s\n", g_prog, g_sub, path, gs_last_error());
+            goto out;
+        }
+        {
+            double t0 = gs__now();
+            st = gs_client_persist(client, y);
+            read_s = gs__now() - t0;
+        }
+        if (st != GS_OK) {
+            fprintf(stderr, "%s %s: the read failed: %s\n", g_prog, g_sub, gs_last_error());
+            gs_array_release(y);
+            goto out;
+        }
+        /* every element, bit for bit (normal values: no NaN, no signed zero ambiguity) */
+        if (gs_array_binary(GS_BINARY_NE, y, x, &ne) != GS_OK ||
+            gs_array_reduce(GS_RED_SUM, ne, NULL, &cnt) != GS_OK ||
+            gs_client_compute_scalar(client, cnt, &mism) != GS_OK) {
+            fprintf(stderr, "%s %s: the check failed: %s\n", g_prog, g_sub, gs_last_error());
+            mism = NAN;
+        }
+        gs_array_release(cnt);
+        gs_array_release(ne);
+        (void)gs_client_unpersist(client, y);
+        gs_array_release(y);
+        /* dd on the same directory: a sequential write of as many bytes, and a read of the
+         * array file (npy/raw) or of the dd file (zarr: many small files) */
+        snprintf(cmd, sizeof(cmd),
+                 "dd if=/dev/zero of='%s' bs=16M count=%" PRId64 " conv=fdatasync status=none",
+                 ddfile, (bytes + (16 << 20) - 1) / (16 << 20));
+        dd_w = gs__io_timed(cmd);
+        snprintf(cmd, sizeof(cmd), "dd if='%s' of=/dev/null bs=16M status=none",
+                 strcmp(o.format, "zarr") ? path : ddfile);
+        dd_r = gs__io_timed(cmd);
+        unlink(ddfile);
+        printf("{\"bench\":\"io\",\"format\":\"%s\",\"codec\":\"%s\"", o.format, o.codec);
+        if (!strcmp(o.format, "zarr")) printf(",\"zarr_version\":%d", o.zarr_version);
+        printf(",\"backend\":\"%s\",\"workers\":%d,\"n\":%" PRId64 ",\"chunk\":%" PRId64
+               ",\"run\":%d,\"bytes\":%" PRId64 ",\"file_bytes\":%" PRId64,
+               o.c.backend, o.c.workers, o.n, o.chunk, r, bytes, file_bytes);
+        gs__json_num("write_s", write_s);
+        gs__json_num("write_gb_per_s", bytes / write_s / 1e9);
+        gs__json_num("read_s", read_s);
+        gs__json_num("read_gb_per_s", bytes / read_s / 1e9);
+        gs__json_num("dd_write_gb_per_s", dd_w > 0 ? (double)((bytes + (16 << 20) - 1) / (16 << 20)) * (16 << 20) / dd_w / 1e9 : NAN);
+        gs__json_num("dd_read_gb_per_s",
+                     dd_r > 0 ? (double)(strcmp(o.format, "zarr") ? file_bytes
+                                                                  : (bytes + (16 << 20) - 1) / (16 << 20) * (16 << 20)) / dd_r / 1e9
+                              : NAN);
+        gs__json_num("mismatches", mism);
+        /* the worker's read path (chunkops/fileio.c; also in the worker's log) */
+        printf(",\"io_path\":\"%s\"}\n",
+               strcmp(o.c.backend, "cuda") == 0 ? "pread+pinned-double-buffer" : "pread");
+        fflush(stdout);
+        if (!(mism == 0)) {
+            fprintf(stderr, "%s %s: %.0f elements read back differ from x\n", g_prog, g_sub, mism);
+            goto out;
+        }
+    }
+    rc = 0;
+out:
+    if (!o.keep) (void)gs__io_rm(path);
+    gs_array_release(x);
+    gs_client_destroy(client);
+    return rc;
+}
