@@ -19,6 +19,21 @@
 
 /* ---- expression nodes ---- */
 
+/* A user kernel (gs_user_kernel_t) owned by a node or a layer: NUL-terminated copies. */
+typedef struct gs__ukernel {
+    char *library;
+    char *symbol;
+    uint8_t *arg;
+    uint32_t arg_len;
+} gs__ukernel_t;
+
+/* Copy / free (NULL is fine). GS_ERR_INVALID_PARAM for NULL or empty names or arg over
+ * GS__UKERNEL_MAX_ARG, GS_ERR_NO_MEMORY. */
+#define GS__UKERNEL_MAX_ARG 65536u
+gs_status_t gs__ukernel_copy(const char *library, const char *symbol, const void *arg,
+                             size_t arg_len, gs__ukernel_t **uk_p);
+void gs__ukernel_free(gs__ukernel_t *uk);
+
 typedef enum gs__node_kind {
     GS__NODE_NORMAL = 0,
     GS__NODE_UNIFORM,
@@ -99,12 +114,14 @@ struct gs_array {
             int32_t op;
             int32_t part;
         } fac;
-        struct {                 /* STENCIL: radius per axis, boundary, weights (owned) */
+        struct {                 /* STENCIL: radius per axis, boundary, weights (owned);
+                                    map_overlap: nweights 0 and a user kernel (owned) */
             int32_t radius[GS_MAX_NDIM];
             int32_t boundary;    /* gs_boundary_t */
             int32_t nweights;
             double cval;
             double *weights;
+            struct gs__ukernel *user;
         } st;
     } u;
 };

@@ -389,6 +389,14 @@ typedef struct gs_kstencil {
     int32_t npieces;
     gs_kpiece_t pieces[GS_KERNEL_MAX_PIECES];
     double *out;                    /* backend memory: prod(shape) doubles */
+    /* map_overlap: instead of weights (nweights 0), the user kernel user_symbol of the shared
+     * library user_lib (NUL-terminated) is called once with in[0] = the padded block (its
+     * global start = start - radius) and out = the output block (global start `start`);
+     * user_arg: user_arg_len bytes passed through. NULL user_lib: weights. */
+    const char *user_lib, *user_sym;
+    const void *user_arg;
+    int64_t user_arg_len;
+    int64_t start[GS_MAX_NDIM];
 } gs_kstencil_t;
 
 /** Number of elements of a region (1 for ndim 0). */

@@ -17,8 +17,9 @@
 typedef struct gs__stencil_hdr {
     int32_t radius[GS_MAX_NDIM];
     double cval;
-    int32_t nweights;               /* prod(2 radius + 1) */
+    int32_t nweights;               /* prod(2 radius + 1); 0 with a user kernel */
     double *weights;                /* [nweights] */
+    gs__ukernel_t *user;            /* map_overlap's kernel, else NULL */
     int64_t *keep;                  /* [nblocks][2 ndim]: keep_lo then keep_hi per axis */
 } gs__stencil_hdr_t;
 
@@ -43,7 +44,8 @@ gs_status_t gs__slab_instantiate(const gs_layer_t *l, uint64_t block, int ninput
 gs_status_t gs__stencil_instantiate(const gs_layer_t *l, uint64_t block, int ninputs,
                                     const gs_chunk_ref_t *inputs, double *out, gs_kstencil_t *k);
 /* Wire bodies after the grid. SLAB: [nd, [tab...]]. STENCIL: [[radius...], cval,
- * [weights...], [keep...], copy body]. Decoders read into a layer whose grid is set; 0 with
+ * [weights...], [keep...], copy body, library, symbol, arg] (library "" without a user
+ * kernel). Decoders read into a layer whose grid is set; 0 with
  * r->err set on failure (the caller frees the layer). */
 void gs__slab_encode_body(gs_mp_writer_t *w, const gs_layer_t *l);
 int gs__slab_decode_body(gs_mp_reader_t *r, gs_layer_t *l);

@@ -52,8 +52,52 @@ static const double *gs__st_row(const gs_kstencil_t *k, gs__st_rows_t *rc, const
     return row;
 }
 
+/* map_overlap: the whole padded block (constant, then the pieces, as COPY does) handed to the
+ * user kernel with the output block. */
+static gs_status_t gs__cpu_stencil_user(const gs_kstencil_t *k)
+{
+    const int nd = k->ndim;
+    gs_block_t in, out;
+    gs_kcopy_t *c;
+    int64_t np = 1;
+    gs_status_t st;
+    memset(&in, 0, sizeof(in));
+    memset(&out, 0, sizeof(out));
+    in.ndim = out.ndim = nd;
+    for (int j = 0; j < nd; j++) {
+        in.shape[j] = k->shape[j] + 2 * (int64_t)k->radius[j];
+        in.start[j] = k->start[j] - k->radius[j];
+        out.shape[j] = k->shape[j];
+        out.start[j] = k->start[j];
+        np *= in.shape[j];
+    }
+    out.data = k->out;
+    c = gs_malloc(sizeof(*c), "map_overlap copy spec");
+    in.data = gs_malloc((size_t)(np > 0 ? np : 1) * sizeof(double), "map_overlap padded block");
+    if (c == NULL || in.data == NULL) {
+        gs_free(c);
+        gs_free(in.data);
+        return gs_error_set(GS_ERR_NO_MEMORY, "cpu map_overlap: no memory for a padded block of "
+                            "%lld elements", (long long)np);
+    }
+    for (int64_t i = 0; i < np; i++) in.data[i] = k->cval;
+    memset(c, 0, sizeof(*c));
+    c->ndim = nd;
+    memcpy(c->shape, in.shape, sizeof(c->shape));
+    c->npieces = k->npieces;
+    memcpy(c->pieces, k->pieces, (size_t)k->npieces * sizeof(gs_kpiece_t));
+    c->out = in.data;
+    gs__cpu_copy_run(c);
+    gs_free(c);
+    st = gs__cpu_user_call(k->user_lib, k->user_sym, &in, 1, &out, k->user_arg);
+    gs_free(in.data);
+    return st;
+}
+
 gs_status_t gs__cpu_stencil_run(const gs_kstencil_t *k)
 {
+    if (k->user_lib != NULL) return gs__cpu_stencil_user(k);
+    {
     const int nd = k->ndim, nl = nd - 1;
     const int64_t n = k->shape[nl], rx = k->radius[nl], ex = 2 * rx + 1;
     int64_t pshape[GS_MAX_NDIM], ext[GS_MAX_NDIM], nlead = 1;
@@ -146,4 +190,5 @@ gs_status_t gs__cpu_stencil_run(const gs_kstencil_t *k)
     gs_free(wrow);
     gs_free(wdx);
     return GS_OK;
+    }
 }
