@@ -96,6 +96,9 @@ gs_status_t gs__cpu_user_call(const char *lib, const char *sym, const gs_block_t
         goto unmap;
     }
     if (pid == 0) {
+        /* the worker's crash handlers (UCX's backtraces) are not the kernel's: die plainly */
+        static const int sigs[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+        for (size_t i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++) signal(sigs[i], SIG_DFL);
         gs_block_t o = *out;
         o.data = shm;
         fn(in, nin, &o, arg);

@@ -93,3 +93,38 @@ Test(integration_stencil, thin_chunks_and_a_stencil_of_a_stencil, .init = up2, .
     OK(gs_client_unpersist(C, x));
     gs_array_release(x);
 }
+
+/* map_overlap with users' kernels on the workers: a kernel that crashes fails the job with
+ * the kernel's name and the signal, and the same workers then run a good kernel. */
+Test(integration_stencil, a_crashing_user_kernel_fails_the_job_not_the_workers, .init = up2,
+     .fini = down)
+{
+    const int64_t shape[2] = {40, 30}, chunks[2] = {10, 10};
+    const int d[2] = {1, 1};
+    static const double mean9[9] = {1.0 / 9, 1.0 / 9, 1.0 / 9, 1.0 / 9, 1.0 / 9,
+                                    1.0 / 9, 1.0 / 9, 1.0 / 9, 1.0 / 9};
+    gs_user_kernel_t bad = {GS_TEST_KERNELS, "gs_test_crash", NULL, 0};
+    gs_user_kernel_t good = {GS_TEST_KERNELS, "gs_test_smooth3x3", NULL, 0};
+    gs_array_h x, m, g, s;
+    double *a = gs_malloc(1200 * sizeof(double), "a"), *b = gs_malloc(1200 * sizeof(double), "b");
+    OK(gs_array_random_normal(9, 0, 1, 2, shape, chunks, &x));
+    OK(gs_client_persist(C, x));
+    OK(gs_array_map_overlap(&bad, x, d, GS_BOUNDARY_PERIODIC, 0, &m));
+    gs_status_t st = gs_client_compute(C, m, a, 1200);
+    cr_assert_neq(st, GS_OK);
+    cr_assert(strstr(gs_last_error(), "gs_test_crash") != NULL, "%s: %s", gs_status_name(st),
+              gs_last_error());
+    cr_assert_eq(gs_client_nworkers(C), 2, "a worker died");
+    OK(gs_array_map_overlap(&good, x, d, GS_BOUNDARY_PERIODIC, 0, &g));
+    OK(gs_array_stencil(x, mean9, d, GS_BOUNDARY_PERIODIC, 0, &s));
+    OK(gs_client_compute(C, g, a, 1200));
+    OK(gs_client_compute(C, s, b, 1200));
+    for (int i = 0; i < 1200; i++) cr_assert(a[i] == b[i], "element %d: %.17g vs %.17g", i, a[i], b[i]);
+    gs_free(a);
+    gs_free(b);
+    gs_array_release(s);
+    gs_array_release(g);
+    gs_array_release(m);
+    OK(gs_client_unpersist(C, x));
+    gs_array_release(x);
+}
