@@ -24,6 +24,7 @@ static void gs__node_free_one(struct gs_array *n)
 {
     gs_grid_cleanup(&n->grid);
     if (n->kind == GS__NODE_LITERAL) gs_free(n->u.lit.data);
+    if (n->kind == GS__NODE_MAPBLOCKS) gs__ukernel_free(n->u.ub);
     if (n->kind == GS__NODE_STENCIL) {
         gs_free(n->u.st.weights);
         gs__ukernel_free(n->u.st.user);

@@ -113,7 +113,7 @@ gs_status_t gs_array_stencil(gs_array_h x, const double *weights, const int *rad
 
 /* Where possible, the error a worker would meet: the library exists here but does not load or
  * lacks the symbol. A library absent here is left to the workers. */
-static gs_status_t gs__ukernel_check(const gs_user_kernel_t *k)
+gs_status_t gs__ukernel_check(const gs_user_kernel_t *k)
 {
     void *h, *f;
     if (access(k->library, F_OK) != 0) return GS_OK;

@@ -51,7 +51,8 @@ typedef enum gs__node_kind {
     GS__NODE_CONCAT,          /* in[0] ++ in[1] along u.cat.axis (lower_copy.c) */
     GS__NODE_MATMUL,          /* in[0] @ in[1] (linalg.c, lower_linalg.c) */
     GS__NODE_FACTOR,          /* one part of the QR / SVD of in[0] (linalg.c, lower_linalg.c) */
-    GS__NODE_STENCIL          /* weighted neighbourhood of in[0] (stencil_int.h) */
+    GS__NODE_STENCIL,         /* weighted neighbourhood of in[0] (stencil_int.h) */
+    GS__NODE_MAPBLOCKS        /* a user kernel per block of in[0..ninputs) (stencil_int.h) */
 } gs__node_kind_t;
 
 /* Persisted chunks of a node (guarded by the module's persist lock). */
@@ -123,6 +124,7 @@ struct gs_array {
             double *weights;
             struct gs__ukernel *user;
         } st;
+        struct gs__ukernel *ub;  /* MAPBLOCKS: the kernel (owned) */
     } u;
 };
 
@@ -267,6 +269,11 @@ struct gs_layer {
             int64_t *tab;               /* [nblocks][1 + 3 ndim]: in_len, in_shape, lo, size */
             int32_t nd;                 /* ndim of the boxes (the grid is 1-D) */
         } sl;
+        struct {                        /* USER (layer_map.c): per block its inputs */
+            int64_t *ioff;              /* [nblocks + 1]: block b's inputs [ioff[b], ioff[b+1]) */
+            int64_t *ibox;              /* [ninputs][1 + 2 ndim]: len, shape, global start */
+            struct gs__ukernel *user;
+        } ub;
     } u;
     /* STENCIL layers (layer_stencil.c): u.cp holds the per-block inputs and pieces (relative
      * to the padded block); this the rest. NULL for every other kind. */

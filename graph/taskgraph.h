@@ -107,6 +107,7 @@ typedef enum gs_layer_kind {
     GS_LAYER_SLAB = 5,       /* per block one box of one input chunk, made dense (gs_kcopy_t):
                                 the edge slabs a stencil's halo needs from a neighbour */
     GS_LAYER_STENCIL = 6,    /* weighted neighbourhood over a padded block (gs_kstencil_t) */
+    GS_LAYER_USER = 7,       /* a user kernel per block over its inputs' blocks (gs_kuser_t) */
     GS_LAYER_KIND_COUNT
 } gs_layer_kind_t;
 
@@ -139,7 +140,8 @@ typedef enum gs_ktask_kind {
     GS_KTASK_COPY = 2,
     GS_KTASK_HOST_DATA = 3,  /* copy host.data (len doubles, owned by the layer) to out */
     GS_KTASK_LINALG = 4,
-    GS_KTASK_STENCIL = 5
+    GS_KTASK_STENCIL = 5,
+    GS_KTASK_USER = 6
 } gs_ktask_kind_t;
 
 typedef struct gs_ktask {
@@ -150,6 +152,7 @@ typedef struct gs_ktask {
         gs_kcopy_t copy;
         gs_klinalg_t linalg;
         gs_kstencil_t stencil;
+        gs_kuser_t user;
         struct {
             const double *data;
             int64_t len;

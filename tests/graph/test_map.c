@@ -136,3 +136,60 @@ Test(graph_map, missing_symbols_and_libraries)
     cr_assert(strstr(gs_last_error(), "libnothing") != NULL, "%s", gs_last_error());
     gs_array_release(m);
 }
+
+Test(graph_map, map_blocks_equals_the_builtin_add_and_sees_offsets)
+{
+    const int64_t shape[2] = {17, 13}, chunks[2] = {4, 6};
+    tx_t *x = tx_uniform(4, 0.0, 1.0, 2, shape, chunks);
+    tx_t *y = tx_uniform(5, -1.0, 1.0, 2, shape, chunks);
+    gs_user_kernel_t add = {GS_TEST_KERNELS, "gs_test_add", NULL, 0};
+    gs_user_kernel_t pos = {GS_TEST_KERNELS, "gs_test_position", NULL, 0};
+    gs_array_h in2[2] = {x->h, y->h}, m, b, p;
+    double *a = malloc(17 * 13 * sizeof(double)), *c = malloc(17 * 13 * sizeof(double));
+    TX_OK(gs_array_map_blocks(&add, 2, in2, 2, shape, chunks, &m));
+    TX_OK(gs_array_binary(GS_BINARY_ADD, x->h, y->h, &b));
+    TX_OK(eval(m, a));
+    TX_OK(eval(b, c));
+    for (int i = 0; i < 17 * 13; i++) cr_assert(a[i] == c[i], "element %d: %.17g vs %.17g", i, a[i], c[i]);
+    TX_OK(gs_array_map_blocks(&pos, 1, in2, 2, shape, chunks, &p));
+    TX_OK(eval(p, a));
+    for (int i = 0; i < 17; i++)
+        for (int j = 0; j < 13; j++)
+            cr_assert(a[i * 13 + j] == i * 1000.0 + j + 0.5 * x->v[i * 13 + j], "(%d, %d): %.17g",
+                      i, j, a[i * 13 + j]);
+    /* composes: a user kernel's output feeds a fused reduction */
+    gs_array_h tot;
+    double s = 0, want = 0;
+    TX_OK(gs_array_reduce(GS_RED_SUM, m, NULL, &tot));
+    TX_OK(eval(tot, &s));
+    for (int i = 0; i < 17 * 13; i++) want += c[i];
+    cr_assert(fabs(s - want) <= 1e-12 * fmax(1.0, fabs(want)), "%.17g vs %.17g", s, want);
+    gs_array_release(tot);
+    gs_array_release(m);
+    gs_array_release(b);
+    gs_array_release(p);
+    free(a);
+    free(c);
+}
+
+Test(graph_map, map_blocks_errors_and_crashes)
+{
+    const int64_t shape[2] = {8, 8}, chunks[2] = {4, 4}, other[2] = {8, 4};
+    tx_t *x = tx_uniform(4, 0.0, 1.0, 2, shape, chunks);
+    gs_user_kernel_t add = {GS_TEST_KERNELS, "gs_test_add", NULL, 0};
+    gs_user_kernel_t crash = {GS_TEST_KERNELS, "gs_test_crash", NULL, 0};
+    gs_user_kernel_t nosym = {GS_TEST_KERNELS, "nope", NULL, 0};
+    gs_array_h in3[3] = {x->h, x->h, x->h}, m = NULL;
+    double out[64];
+    cr_assert_eq(gs_array_map_blocks(&add, 0, in3, 2, shape, chunks, &m), GS_ERR_INVALID_PARAM);
+    cr_assert_eq(gs_array_map_blocks(&add, 3, in3, 2, shape, chunks, &m), GS_ERR_INVALID_PARAM);
+    /* x has 2 x 2 blocks, the output 1 x 2 */
+    cr_assert_eq(gs_array_map_blocks(&add, 1, in3, 2, shape, other, &m), GS_ERR_INVALID_PARAM);
+    cr_assert_eq(gs_array_map_blocks(&nosym, 1, in3, 2, shape, chunks, &m), GS_ERR_NOT_FOUND);
+    cr_assert_eq(gs_array_map_blocks(&add, 1, in3, 2, shape, NULL, &m), GS_ERR_INVALID_PARAM);
+    cr_assert_null(m);
+    TX_OK(gs_array_map_blocks(&crash, 1, in3, 2, shape, chunks, &m));
+    cr_assert_eq(eval(m, out), GS_ERR_TASK_FAILED);
+    cr_assert(strstr(gs_last_error(), "gs_test_crash") != NULL, "%s", gs_last_error());
+    gs_array_release(m);
+}

@@ -498,6 +498,19 @@ typedef struct gs_user_kernel {
 gs_status_t gs_array_map_overlap(const gs_user_kernel_t *kernel, gs_array_h x, const int *depth,
                                  gs_boundary_t boundary, double cval, gs_array_h *out_p);
 
+/** Dask's map_blocks: @a kernel runs once per output chunk of an array of @a shape in
+ *  @a chunks (as gs_array_zeros takes them; float64), with in[k] = chunk b of inputs[k] for
+ *  output chunk b (in[k].start its global offset) and out the output chunk. Inputs must have
+ *  the output's ndim and its number of chunks on every axis (block b of each lines up with
+ *  output block b; their shapes may differ). 1 <= nin <= 2. CPU workers only, each call in a
+ *  forked child as for gs_array_map_overlap.
+ *  Errors: GS_ERR_INVALID_PARAM (NULL arguments, nin out of range, inputs whose ndim or chunk
+ *  counts do not line up, bad shape or chunks, kernel fields as gs_array_map_overlap),
+ *  GS_ERR_NOT_FOUND (as gs_array_map_overlap), GS_ERR_NO_MEMORY. New reference in *out_p. */
+gs_status_t gs_array_map_blocks(const gs_user_kernel_t *kernel, int nin, const gs_array_h *inputs,
+                                int ndim, const int64_t *shape, const int64_t *chunks,
+                                gs_array_h *out_p);
+
 /** Optimisation switches for lowering. All on by default (GS_LOWER_DEFAULT). Turning any off
  *  gives the same values. */
 #define GS_LOWER_CULL 0x1u            /* drop tasks whose outputs the result does not need */
