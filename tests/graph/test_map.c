@@ -6,6 +6,7 @@
 
 #include "chunkops/chunkops.h"
 #include "chunkops/eval.h"
+#include "common/buf.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -191,5 +192,57 @@ Test(graph_map, map_blocks_errors_and_crashes)
     TX_OK(gs_array_map_blocks(&crash, 1, in3, 2, shape, chunks, &m));
     cr_assert_eq(eval(m, out), GS_ERR_TASK_FAILED);
     cr_assert(strstr(gs_last_error(), "gs_test_crash") != NULL, "%s", gs_last_error());
+    gs_array_release(m);
+}
+
+Test(graph_map, user_layers_round_trip_and_refuse_truncations)
+{
+    const int64_t shape[2] = {9, 7}, chunks[2] = {4, 3};
+    const int d[2] = {1, 1};
+    const char arg[5] = "abcd";
+    tx_t *x = tx_uniform(4, 0.0, 1.0, 2, shape, chunks);
+    gs_user_kernel_t k = {GS_TEST_KERNELS, "gs_test_add", arg, sizeof(arg)};
+    gs_array_h m, o, both;
+    gs_taskgraph_t *tg;
+    TX_OK(gs_array_map_blocks(&k, 1, &x->h, 2, shape, chunks, &m));
+    TX_OK(gs_array_map_overlap(&k, x->h, d, GS_BOUNDARY_REFLECT, 0, &o));
+    TX_OK(gs_array_binary(GS_BINARY_ADD, m, o, &both));
+    TX_OK(gs_graph_lower(both, GS_LOWER_DEFAULT, &tg));
+    int seen_user = 0, seen_overlap = 0;
+    for (uint32_t i = 0; i < tg->nlayers; i++) {
+        const gs_layer_t *l = tg->layers[i];
+        int kind = gs_layer_kind(l);
+        if (kind != GS_LAYER_USER && kind != GS_LAYER_STENCIL) continue;
+        seen_user += kind == GS_LAYER_USER;
+        seen_overlap += kind == GS_LAYER_STENCIL && strcmp(gs_layer_name(l), "map_overlap") == 0;
+        gs_buf_t b, b2;
+        gs_layer_t *dl;
+        gs_buf_init(&b);
+        gs_buf_init(&b2);
+        TX_OK(gs_layer_encode(l, &b));
+        TX_OK(gs_layer_decode(b.data, b.len, &dl));
+        TX_OK(gs_layer_encode(dl, &b2));
+        cr_assert(b.len == b2.len && memcmp(b.data, b2.data, b.len) == 0);
+        cr_assert_str_eq(gs_layer_name(dl), gs_layer_name(l));
+        gs_layer_free(dl);
+        for (size_t n = 0; n < b.len; n++) {
+            gs_layer_t *t = NULL;
+            cr_assert_neq(gs_layer_decode(b.data, n, &t), GS_OK, "prefix of %zu decoded", n);
+        }
+        for (size_t n = 0; n < b.len; n++) {
+            gs_layer_t *t = NULL;
+            unsigned char *p = (unsigned char *)b.data;
+            p[n] ^= 0x21;
+            if (gs_layer_decode(b.data, b.len, &t) == GS_OK) gs_layer_free(t);
+            p[n] ^= 0x21;
+        }
+        gs_buf_cleanup(&b);
+        gs_buf_cleanup(&b2);
+    }
+    cr_assert(seen_user == 1 && seen_overlap == 1, "user %d, map_overlap %d", seen_user,
+              seen_overlap);
+    gs_taskgraph_free(tg);
+    gs_array_release(both);
+    gs_array_release(o);
     gs_array_release(m);
 }
