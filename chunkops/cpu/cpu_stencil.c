@@ -157,24 +157,51 @@ gs_status_t gs__cpu_stencil_run(const gs_kstencil_t *k)
         if (keep_row) {
             memcpy(out, centre, (size_t)n * sizeof(double));
         } else {
-            double acc[GS__ST_TB];
+            /* out itself is the accumulator (a block of GS__ST_TB stays in L1); weights go
+             * nine, then three, then one per pass, each pass adding them in order: the same
+             * roundings as one by one from 0.0 */
             for (int64_t t0 = 0; t0 < n; t0 += GS__ST_TB) {
                 const int64_t tn = n - t0 < GS__ST_TB ? n - t0 : GS__ST_TB;
-                for (int64_t t = 0; t < tn; t++) acc[t] = 0.0;
-                /* three weights per pass, added in order: the same roundings as one by one */
+                double *o = out + t0;
                 int32_t w = 0;
+                for (int64_t t = 0; t < tn; t++) o[t] = 0.0;
+                for (; w + 9 <= k->nweights; w += 9) {
+                    const double *wt = k->weights + w;
+                    const double *s0 = wrow[w] + wdx[w] + t0, *s1 = wrow[w + 1] + wdx[w + 1] + t0,
+                                 *s2 = wrow[w + 2] + wdx[w + 2] + t0,
+                                 *s3 = wrow[w + 3] + wdx[w + 3] + t0,
+                                 *s4 = wrow[w + 4] + wdx[w + 4] + t0,
+                                 *s5 = wrow[w + 5] + wdx[w + 5] + t0,
+                                 *s6 = wrow[w + 6] + wdx[w + 6] + t0,
+                                 *s7 = wrow[w + 7] + wdx[w + 7] + t0,
+                                 *s8 = wrow[w + 8] + wdx[w + 8] + t0;
+                    const double w0 = wt[0], w1 = wt[1], w2 = wt[2], w3 = wt[3], w4 = wt[4],
+                                 w5 = wt[5], w6 = wt[6], w7 = wt[7], w8 = wt[8];
+                    for (int64_t t = 0; t < tn; t++) {
+                        double a = o[t];
+                        a += w0 * s0[t];
+                        a += w1 * s1[t];
+                        a += w2 * s2[t];
+                        a += w3 * s3[t];
+                        a += w4 * s4[t];
+                        a += w5 * s5[t];
+                        a += w6 * s6[t];
+                        a += w7 * s7[t];
+                        a += w8 * s8[t];
+                        o[t] = a;
+                    }
+                }
                 for (; w + 3 <= k->nweights; w += 3) {
                     const double w0 = k->weights[w], w1 = k->weights[w + 1], w2 = k->weights[w + 2];
                     const double *s0 = wrow[w] + wdx[w] + t0, *s1 = wrow[w + 1] + wdx[w + 1] + t0,
                                  *s2 = wrow[w + 2] + wdx[w + 2] + t0;
                     for (int64_t t = 0; t < tn; t++)
-                        acc[t] = ((acc[t] + w0 * s0[t]) + w1 * s1[t]) + w2 * s2[t];
+                        o[t] = ((o[t] + w0 * s0[t]) + w1 * s1[t]) + w2 * s2[t];
                 }
                 for (; w < k->nweights; w++) {
                     const double wv = k->weights[w], *s = wrow[w] + wdx[w] + t0;
-                    for (int64_t t = 0; t < tn; t++) acc[t] += wv * s[t];
+                    for (int64_t t = 0; t < tn; t++) o[t] += wv * s[t];
                 }
-                memcpy(out + t0, acc, (size_t)tn * sizeof(double));
             }
             for (int64_t t = 0; t < k->keep_lo[nl] && t < n; t++) out[t] = centre[t];
             for (int64_t t = n - k->keep_hi[nl]; t < n; t++)
