@@ -2,7 +2,7 @@
 # One GPU-machine session: build with CUDA, run the benchmarks, then the whole suite (CUDA tests
 # enabled, integration tests also with CUDA workers). Logs go to $OUT (or ./gpu-out). For a host
 # without a package registry, carry .devdeps (../shared/offline-deps/README.md):
-#   source .devdeps/env.sh && bash bench/gpu-session.sh [bench|move|linalg|scale|robust|tests|svd|spill|dash|tls|mac|gather|sched|rand|io|all]
+#   source .devdeps/env.sh && bash bench/gpu-session.sh [bench|move|linalg|scale|robust|tests|svd|spill|dash|tls|mac|gather|sched|rand|io|stencil|all]
 # bench: kernels + seed reductions; move: transfers, transpose-sum, slice3 (issue 5);
 # linalg: dot, svd (issue 6); scale: tiny tasks, 1 M-chunk seed, worker kill (issue 7);
 # robust: 300-job soak and socket fuzzing with CUDA workers (issue 12);
@@ -17,6 +17,7 @@
 #        overhead on them (issue 19 item 4, issue 14); needs gs-bench gsched gworker gs-local-cluster.
 # rand: transposed tiles, version-2 normals, gs-kbench beside the limits (issue 19, session 6).
 # io: npy/raw/zarr files written and read by the workers against dd (issue 18).
+# stencil: the STENCIL kernel's tests and rate, gs-bench stencil on the GPUs and the CPU (issue 16).
 # GS_TARGETS="a b ..." builds only those targets (a shorter build for one stage).
 set -uo pipefail
 what=${1:-all}
@@ -265,4 +266,24 @@ if [ "$what" = io ]; then
     done
   } 2>"$out/io.err" | tee "$out/io.jsonl"
   grep -E "failed|error|mismatch|staging" "$out/io.err" | head -8
+fi
+if [ "$what" = stencil ]; then
+  # stencil (issue 16): the CUDA STENCIL kernel's tests, its kernel rate on one 10000^2 chunk,
+  # and the seed's 3x3 smoothing of a 40000^2 array on one GPU (target <= 15 ms; the
+  # bandwidth limit is 25.6 GB / 4.3 TB/s = 6 ms) and on all of them; the CPU backend against
+  # a single-threaded C loop. Targets: GS_TARGETS="gs-bench gs-kbench gsched_daemon gworker
+  # gs-local-cluster test_chunkops_cuda_stencil test_graph_stencil"
+  build-gpu/tests/test_chunkops_cuda_stencil >"$out/stencil-tests.log" 2>&1
+  build-gpu/tests/test_graph_stencil >>"$out/stencil-tests.log" 2>&1
+  grep -hE "Synthesis" "$out/stencil-tests.log"
+  grep -hE -A12 "\[FAIL\]|CRASH" "$out/stencil-tests.log" | head -40
+  {
+    run $B/gs-kbench --no-linalg | grep -E '"(stencil_3x3|d2d_memcpy|copy_kernel)"'
+    run $B/gs-bench stencil --n 40000 --chunk 10000 --workers 1 --backend cuda --repeat 5 --loop-max-mb 0
+    run $B/gs-bench stencil --n 40000 --chunk 10000 --workers 1 --backend cuda --repeat 3 \
+      --boundary periodic --loop-max-mb 0
+    run $B/gs-bench stencil --n 40000 --chunk 10000 --workers "$ngpu" --backend cuda --repeat 3 --loop-max-mb 0
+    run $B/gs-bench stencil --n 8000 --chunk 2000 --workers 2 --backend cpu --repeat 3
+  } 2>"$out/stencil.err" | tee "$out/stencil.jsonl"
+  tail -5 "$out/stencil.err"
 fi

@@ -138,6 +138,9 @@ typedef struct gs_chunkops_ops {
      *  are read or copied before return (optional: NULL gives GS_ERR_UNSUPPORTED). */
     gs_status_t (*stencil)(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream,
                            const gs_kstencil_t *k);
+    /** A user kernel (graph/kernel.h gs_kuser_t; optional: NULL gives GS_ERR_UNSUPPORTED).
+     *  "cpu" runs it in a forked child (chunkops/cpu/cpu_user.c). */
+    gs_status_t (*user)(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream, const gs_kuser_t *k);
 } gs_chunkops_ops_t;
 
 /** The CPU backend (always built). */

@@ -23,6 +23,11 @@ gs_status_t gs_chunkops_run_ktask(const gs_chunkops_ops_t *ops, gs_chunkops_ctx_
         if (ops->stencil == NULL)
             return gs_error_set(GS_ERR_UNSUPPORTED, "backend %s has no stencil kernel", ops->name);
         return ops->stencil(ctx, s, &t->u.stencil);
+    case GS_KTASK_USER:
+        if (ops->user == NULL)
+            return gs_error_set(GS_ERR_UNSUPPORTED, "user kernel %s: backend %s runs no user "
+                                "kernels (CPU workers do)", t->u.user.sym, ops->name);
+        return ops->user(ctx, s, &t->u.user);
     case GS_KTASK_HOST_DATA:
         if (t->u.host.len < 0 || (uint64_t)t->u.host.len > SIZE_MAX / sizeof(double))
             return gs_error_set(GS_ERR_INVALID_PARAM, "run_ktask: host data length %lld invalid",

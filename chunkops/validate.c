@@ -323,10 +323,17 @@ gs_status_t gs_kstencil_validate(const gs_kstencil_t *k)
         nw *= 2 * (int64_t)k->radius[j] + 1;
         if (nw > GS_KERNEL_MAX_WEIGHTS) break;
     }
-    if (nw != k->nweights || k->weights == NULL)
+    if (k->user_lib != NULL) {
+        if (k->user_sym == NULL || k->nweights != 0 || nw > GS_KERNEL_MAX_WEIGHTS ||
+            k->user_arg_len < 0 || (k->user_arg_len > 0 && k->user_arg == NULL))
+            return gs_error_set(GS_ERR_INVALID_PARAM,
+                                "stencil kernel: a user kernel needs a symbol, no weights and a "
+                                "neighbourhood of at most %d", GS_KERNEL_MAX_WEIGHTS);
+    } else if (nw != k->nweights || k->weights == NULL) {
         return gs_error_set(GS_ERR_INVALID_PARAM,
                             "stencil kernel: %d weights for radii needing %lld", (int)k->nweights,
                             (long long)nw);
+    }
     if (k->out == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "stencil kernel: out is NULL");
     if ((st = gs__check_shape("stencil kernel", k->ndim, pshape, &psize)) != GS_OK) return st;
     return gs__pieces_check(k->ndim, pshape, psize, k->npieces, k->pieces, 0);

@@ -25,7 +25,11 @@ static void gs__node_free_one(struct gs_array *n)
     gs_grid_cleanup(&n->grid);
     if (n->kind == GS__NODE_LITERAL) gs_free(n->u.lit.data);
     if (n->kind == GS__NODE_FILE) gs__fspec_free(n->u.file);
-    if (n->kind == GS__NODE_STENCIL) gs_free(n->u.st.weights);
+    if (n->kind == GS__NODE_MAPBLOCKS) gs__ukernel_free(n->u.ub);
+    if (n->kind == GS__NODE_STENCIL) {
+        gs_free(n->u.st.weights);
+        gs__ukernel_free(n->u.st.user);
+    }
     if (n->persist != NULL) {
         gs_free(n->persist->keys);
         gs_free(n->persist);

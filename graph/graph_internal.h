@@ -19,6 +19,21 @@
 
 /* ---- expression nodes ---- */
 
+/* A user kernel (gs_user_kernel_t) owned by a node or a layer: NUL-terminated copies. */
+typedef struct gs__ukernel {
+    char *library;
+    char *symbol;
+    uint8_t *arg;
+    uint32_t arg_len;
+} gs__ukernel_t;
+
+/* Copy / free (NULL is fine). GS_ERR_INVALID_PARAM for NULL or empty names or arg over
+ * GS__UKERNEL_MAX_ARG, GS_ERR_NO_MEMORY. */
+#define GS__UKERNEL_MAX_ARG 65536u
+gs_status_t gs__ukernel_copy(const char *library, const char *symbol, const void *arg,
+                             size_t arg_len, gs__ukernel_t **uk_p);
+void gs__ukernel_free(gs__ukernel_t *uk);
+
 typedef enum gs__node_kind {
     GS__NODE_NORMAL = 0,
     GS__NODE_UNIFORM,
@@ -37,7 +52,8 @@ typedef enum gs__node_kind {
     GS__NODE_MATMUL,          /* in[0] @ in[1] (linalg.c, lower_linalg.c) */
     GS__NODE_FACTOR,          /* one part of the QR / SVD of in[0] (linalg.c, lower_linalg.c) */
     GS__NODE_FILE,            /* array file: read, or write/commit of in[0] (array_file.c) */
-    GS__NODE_STENCIL          /* weighted neighbourhood of in[0] (stencil_int.h) */
+    GS__NODE_STENCIL,         /* weighted neighbourhood of in[0] (stencil_int.h) */
+    GS__NODE_MAPBLOCKS        /* a user kernel per block of in[0..ninputs) (stencil_int.h) */
 } gs__node_kind_t;
 
 /* ---- index maps: from a group's output coordinates to a leaf array's coordinates ----
@@ -151,13 +167,16 @@ struct gs_array {
             int32_t op;
             int32_t part;
         } fac;
-        struct {                 /* STENCIL: radius per axis, boundary, weights (owned) */
+        struct {                 /* STENCIL: radius per axis, boundary, weights (owned);
+                                    map_overlap: nweights 0 and a user kernel (owned) */
             int32_t radius[GS_MAX_NDIM];
             int32_t boundary;    /* gs_boundary_t */
             int32_t nweights;
             double cval;
             double *weights;
+            struct gs__ukernel *user;
         } st;
+        struct gs__ukernel *ub;  /* MAPBLOCKS: the kernel (owned) */
     } u;
 };
 
@@ -299,6 +318,11 @@ struct gs_layer {
             int64_t *tab;               /* [nblocks][1 + 3 ndim]: in_len, in_shape, lo, size */
             int32_t nd;                 /* ndim of the boxes (the grid is 1-D) */
         } sl;
+        struct {                        /* USER (layer_map.c): per block its inputs */
+            int64_t *ioff;              /* [nblocks + 1]: block b's inputs [ioff[b], ioff[b+1]) */
+            int64_t *ibox;              /* [ninputs][1 + 2 ndim]: len, shape, global start */
+            struct gs__ukernel *user;
+        } ub;
     } u;
     /* STENCIL layers (layer_stencil.c): u.cp holds the per-block inputs and pieces (relative
      * to the padded block); this the rest. NULL for every other kind. */

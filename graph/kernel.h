@@ -456,7 +456,30 @@ typedef struct gs_kstencil {
     int32_t npieces;
     gs_kpiece_t pieces[GS_KERNEL_MAX_PIECES];
     double *out;                    /* backend memory: prod(shape) doubles */
+    /* map_overlap: instead of weights (nweights 0), the user kernel user_symbol of the shared
+     * library user_lib (NUL-terminated) is called once with in[0] = the padded block (its
+     * global start = start - radius) and out = the output block (global start `start`);
+     * user_arg: user_arg_len bytes passed through. NULL user_lib: weights. */
+    const char *user_lib, *user_sym;
+    const void *user_arg;
+    int64_t user_arg_len;
+    int64_t start[GS_MAX_NDIM];
 } gs_kstencil_t;
+
+/**
+ * USER: a user kernel (gs_array_map_blocks) called once as f(in, nin, &out, arg): in[k] and
+ * out are gs_block_t views of backend memory (host for cpu), with their global starts.
+ */
+#define GS_KERNEL_MAX_USER_IN 2
+typedef struct gs_kuser {
+    const char *lib, *sym;          /* NUL-terminated */
+    const void *arg;                /* arg_len bytes, NULL when 0 */
+    int64_t arg_len;
+    int32_t nin;                    /* 1..GS_KERNEL_MAX_USER_IN */
+    gs_block_t in[GS_KERNEL_MAX_USER_IN];
+    int64_t in_len[GS_KERNEL_MAX_USER_IN];   /* elements of each input's data */
+    gs_block_t out;
+} gs_kuser_t;
 
 /** Number of elements of a region (1 for ndim 0). */
 static inline int64_t gs_region_size(int32_t ndim, const int64_t *shape)

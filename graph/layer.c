@@ -45,6 +45,9 @@ void gs_layer_free(gs_layer_t *l)
     case GS_LAYER_STENCIL:
         gs__stencil_free(l);
         break;
+    case GS_LAYER_USER:
+        gs__user_free(l);
+        break;
     default:
         break;
     }
@@ -85,7 +88,9 @@ const char *gs_layer_name(const gs_layer_t *l)
     case GS_LAYER_SLAB:
         return "slab";
     case GS_LAYER_STENCIL:
-        return "stencil";
+        return l->st != NULL && l->st->user != NULL ? "map_overlap" : "stencil";
+    case GS_LAYER_USER:
+        return "map_blocks";
     default:
         return "unknown";
     }
@@ -241,6 +246,9 @@ gs_status_t gs__layer_check(const gs_layer_t *l)
     case GS_LAYER_STENCIL:
         if (!gs__stencil_check(l, &why)) goto bad;
         break;
+    case GS_LAYER_USER:
+        if (!gs__user_check(l, &why)) goto bad;
+        break;
     default:
         why = "unsupported layer kind";
         goto bad;
@@ -373,6 +381,8 @@ int gs_layer_ninputs(const gs_layer_t *l, uint64_t block)
         return 1;
     case GS_LAYER_STENCIL:
         return gs__copy_ninputs(l, block);
+    case GS_LAYER_USER:
+        return gs__user_ninputs(l, block);
     default:
         return -1;
     }
@@ -405,6 +415,7 @@ uint64_t gs_layer_out_nbytes(const gs_layer_t *l, uint64_t block)
     case GS_LAYER_COPY:
     case GS_LAYER_SLAB:
     case GS_LAYER_STENCIL:
+    case GS_LAYER_USER:
         gs_grid_block_region(&l->grid, block, start, shape);
         return (uint64_t)gs_region_size(l->grid.ndim, shape) * sizeof(double);
     case GS_LAYER_LINALG:
@@ -562,6 +573,11 @@ gs_status_t gs_layer_instantiate(const gs_layer_t *l, uint64_t block, int ninput
     case GS_LAYER_STENCIL:
         t.kind = GS_KTASK_STENCIL;
         if ((st = gs__stencil_instantiate(l, block, ninputs, inputs, out, &t.u.stencil)) != GS_OK)
+            return st;
+        break;
+    case GS_LAYER_USER:
+        t.kind = GS_KTASK_USER;
+        if ((st = gs__user_instantiate(l, block, ninputs, inputs, out, &t.u.user)) != GS_OK)
             return st;
         break;
     default:

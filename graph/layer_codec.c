@@ -136,13 +136,15 @@ gs_status_t gs_layer_encode(const gs_layer_t *l, gs_buf_t *out)
     case GS_LAYER_FILE:
     case GS_LAYER_SLAB:
     case GS_LAYER_STENCIL:
+    case GS_LAYER_USER:
         gs_mp_write_array(&w, 4);
         gs_mp_write_u64(&w, GS__LAYER_VERSION);
         gs_mp_write_u64(&w, (uint64_t)l->kind);
         gs__enc_grid(&w, &l->grid);
         if (l->kind == GS_LAYER_FILE) gs__file_encode_body(&w, l);
         else if (l->kind == GS_LAYER_SLAB) gs__slab_encode_body(&w, l);
-        else gs__stencil_encode_body(&w, l);
+        else if (l->kind == GS_LAYER_STENCIL) gs__stencil_encode_body(&w, l);
+        else gs__user_encode_body(&w, l);
         break;
     default:
         return gs_error_set(GS_ERR_UNSUPPORTED, "cannot encode a layer of kind %d", (int)l->kind);
@@ -358,6 +360,9 @@ gs_status_t gs_layer_decode(const void *data, size_t len, gs_layer_t **l_p)
         break;
     case GS_LAYER_STENCIL:
         if (!gs__dec_grid(&r, &l->grid) || !gs__stencil_decode_body(&r, l)) goto err;
+        break;
+    case GS_LAYER_USER:
+        if (!gs__dec_grid(&r, &l->grid) || !gs__user_decode_body(&r, l)) goto err;
         break;
     default:
         if (!gs__dec_literal(&r, l)) goto err;

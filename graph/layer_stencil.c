@@ -23,6 +23,7 @@ void gs__stencil_free(gs_layer_t *l)
     if (l->st != NULL) {
         gs_free(l->st->weights);
         gs_free(l->st->keep);
+        gs__ukernel_free(l->st->user);
         gs_free(l->st);
         l->st = NULL;
     }
@@ -76,7 +77,7 @@ int gs__stencil_check(const gs_layer_t *l, const char **why_p)
     const int32_t nd = l->grid.ndim;
     const uint64_t nb = gs_grid_nblocks(&l->grid);
     int64_t nw = 1;
-    if (h == NULL || h->weights == NULL || h->keep == NULL) {
+    if (h == NULL || (h->weights == NULL && h->user == NULL) || h->keep == NULL) {
         *why_p = "stencil layer without weights";
         return 0;
     }
@@ -99,8 +100,13 @@ int gs__stencil_check(const gs_layer_t *l, const char **why_p)
         nw *= 2 * (int64_t)h->radius[j] + 1;
         if (nw > GS_KERNEL_MAX_WEIGHTS) break;
     }
-    if (nw != h->nweights) {
+    if (h->user != NULL ? h->nweights != 0 || nw > GS_KERNEL_MAX_WEIGHTS : nw != h->nweights) {
         *why_p = "stencil weight count does not match its radius";
+        return 0;
+    }
+    if (h->user != NULL && (h->user->library[0] == '\0' || h->user->symbol[0] == '\0' ||
+                            h->user->arg_len > GS__UKERNEL_MAX_ARG)) {
+        *why_p = "stencil user kernel without a name";
         return 0;
     }
     for (uint64_t b = 0; b < nb; b++) {
@@ -169,6 +175,17 @@ gs_status_t gs__stencil_instantiate(const gs_layer_t *l, uint64_t block, int nin
     k->npieces = c->npieces;
     memcpy(k->pieces, c->pieces, (size_t)c->npieces * sizeof(gs_kpiece_t));
     k->out = out;
+    {
+        int64_t st0[GS_MAX_NDIM], sh0[GS_MAX_NDIM];
+        gs_grid_block_region(&l->grid, block, st0, sh0);
+        memcpy(k->start, st0, sizeof(k->start));
+    }
+    if (h->user != NULL) {
+        k->user_lib = h->user->library;
+        k->user_sym = h->user->symbol;
+        k->user_arg = h->user->arg_len > 0 ? h->user->arg : NULL;   /* NULL, 0: no arg */
+        k->user_arg_len = h->user->arg_len;
+    }
     gs_free(c);
     return GS_OK;
 }
@@ -212,7 +229,7 @@ void gs__stencil_encode_body(gs_mp_writer_t *w, const gs_layer_t *l)
     const gs__stencil_hdr_t *h = l->st;
     const int32_t nd = l->grid.ndim;
     const int64_t nk = (int64_t)gs_grid_nblocks(&l->grid) * 2 * nd;
-    gs_mp_write_array(w, 5);
+    gs_mp_write_array(w, 8);
     gs_mp_write_array(w, (uint32_t)nd);
     for (int32_t j = 0; j < nd; j++) gs_mp_write_i64(w, h->radius[j]);
     gs_mp_write_f64(w, h->cval);
@@ -221,6 +238,15 @@ void gs__stencil_encode_body(gs_mp_writer_t *w, const gs_layer_t *l)
     gs_mp_write_array(w, (uint32_t)nk);
     for (int64_t i = 0; i < nk; i++) gs_mp_write_i64(w, h->keep[i]);
     gs__copy_encode_body(w, l);
+    if (h->user != NULL) {
+        gs_mp_write_str(w, h->user->library, strlen(h->user->library));
+        gs_mp_write_str(w, h->user->symbol, strlen(h->user->symbol));
+        gs_mp_write_bin(w, h->user->arg, h->user->arg_len);
+    } else {
+        gs_mp_write_str(w, "", 0);
+        gs_mp_write_str(w, "", 0);
+        gs_mp_write_bin(w, "", 0);
+    }
 }
 
 int gs__stencil_decode_body(gs_mp_reader_t *r, gs_layer_t *l)
@@ -229,7 +255,7 @@ int gs__stencil_decode_body(gs_mp_reader_t *r, gs_layer_t *l)
     uint32_t m, n;
     gs__stencil_hdr_t *h;
     if (!gs_mp_read_array(r, &m)) return 0;
-    if (m != 5) return gs_mp_fail(r, "stencil body must have 5 fields");
+    if (m != 8) return gs_mp_fail(r, "stencil body must have 8 fields");
     h = l->st = gs_calloc(1, sizeof(*h), "stencil header");
     if (h == NULL) goto nomem;
     if (!gs_mp_read_array(r, &n)) return 0;
@@ -237,9 +263,9 @@ int gs__stencil_decode_body(gs_mp_reader_t *r, gs_layer_t *l)
     for (uint32_t j = 0; j < n; j++)
         if (!gs_mp_read_i32(r, &h->radius[j])) return 0;
     if (!gs_mp_read_f64(r, &h->cval) || !gs_mp_read_array(r, &n)) return 0;
-    if (n < 1 || n > GS_KERNEL_MAX_WEIGHTS) return gs_mp_fail(r, "stencil weight count out of range");
+    if (n > GS_KERNEL_MAX_WEIGHTS) return gs_mp_fail(r, "stencil weight count out of range");
     h->nweights = (int32_t)n;
-    h->weights = gs_malloc((size_t)n * sizeof(double), "stencil weights");
+    h->weights = gs_malloc((size_t)n * sizeof(double) + 8, "stencil weights");
     if (h->weights == NULL) goto nomem;
     for (uint32_t i = 0; i < n; i++)
         if (!gs_mp_read_f64(r, &h->weights[i])) return 0;
@@ -250,7 +276,35 @@ int gs__stencil_decode_body(gs_mp_reader_t *r, gs_layer_t *l)
     if (h->keep == NULL) goto nomem;
     for (uint32_t i = 0; i < n; i++)
         if (!gs_mp_read_i64(r, &h->keep[i])) return 0;
-    return gs__copy_decode_body(r, l);
+    if (!gs__copy_decode_body(r, l)) return 0;
+    {
+        const char *lib, *sym;
+        const uint8_t *arg;
+        uint32_t nl, ns, na;
+        char lb[4096], sb[1024];
+        gs_status_t st;
+        if (!gs_mp_read_str(r, &lib, &nl) || !gs_mp_read_str(r, &sym, &ns) ||
+            !gs_mp_read_bin(r, &arg, &na))
+            return 0;
+        if (nl == 0 && ns == 0 && na == 0) {
+            if (h->nweights == 0) return gs_mp_fail(r, "stencil without weights or a kernel");
+            return 1;
+        }
+        if (nl == 0 || nl >= sizeof(lb) || ns == 0 || ns >= sizeof(sb) ||
+            memchr(lib, 0, nl) != NULL || memchr(sym, 0, ns) != NULL)
+            return gs_mp_fail(r, "stencil user kernel names are empty, too long or hold NUL");
+        if (h->nweights != 0) return gs_mp_fail(r, "stencil with both weights and a kernel");
+        memcpy(lb, lib, nl);
+        lb[nl] = '\0';
+        memcpy(sb, sym, ns);
+        sb[ns] = '\0';
+        st = gs__ukernel_copy(lb, sb, arg, na, &h->user);
+        if (st != GS_OK) {
+            r->err = st == GS_ERR_NO_MEMORY ? st : GS_ERR_PROTO;
+            return 0;
+        }
+        return 1;
+    }
 nomem:
     r->err = gs_error_set(GS_ERR_NO_MEMORY, "out of memory decoding a stencil layer");
     return 0;

@@ -101,5 +101,7 @@ gs_status_t gs__lw_build_factor(lw_t *w, int64_t idx, int64_t *idx_p);
  * STENCIL layer). GS_ERR_INVALID_PARAM when a block's halo needs more than
  * GS_KERNEL_MAX_PIECES pieces or inputs (neighbouring chunks much thinner than the radius). */
 gs_status_t gs__lw_build_stencil(lw_t *w, int64_t idx, int64_t *idx_p);
+/* lower_map.c: MAPBLOCKS (one USER layer; block b reads block b of each input). */
+gs_status_t gs__lw_build_map_blocks(lw_t *w, int64_t idx, int64_t *idx_p);
 
 #endif

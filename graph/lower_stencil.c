@@ -266,9 +266,15 @@ gs_status_t gs__lw_build_stencil(lw_t *w, int64_t idx, int64_t *idx_p)
     memcpy(h->radius, n->u.st.radius, sizeof(h->radius));
     h->cval = n->u.st.cval;
     h->nweights = n->u.st.nweights;
-    h->weights = gs_malloc((size_t)h->nweights * sizeof(double), "stencil weights");
+    h->weights = gs_malloc((size_t)h->nweights * sizeof(double) + 8, "stencil weights");
     if (h->weights == NULL) goto nomem;
-    memcpy(h->weights, n->u.st.weights, (size_t)h->nweights * sizeof(double));
+    if (h->nweights > 0)
+        memcpy(h->weights, n->u.st.weights, (size_t)h->nweights * sizeof(double));
+    if (n->u.st.user != NULL) {
+        const gs__ukernel_t *u = n->u.st.user;
+        if ((st = gs__ukernel_copy(u->library, u->symbol, u->arg, u->arg_len, &h->user)) != GS_OK)
+            goto err;
+    }
     h->keep = keep.data;
     keep.data = NULL;
     l = gs__layer_new(GS_LAYER_STENCIL);
@@ -312,6 +318,7 @@ out:
     if (l != NULL) gs_layer_free(l);
     if (h != NULL) {
         gs_free(h->weights);
+        gs__ukernel_free(h->user);
         gs_free(h);
     }
     gs_free(runs);

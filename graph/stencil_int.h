@@ -17,15 +17,22 @@
 typedef struct gs__stencil_hdr {
     int32_t radius[GS_MAX_NDIM];
     double cval;
-    int32_t nweights;               /* prod(2 radius + 1) */
+    int32_t nweights;               /* prod(2 radius + 1); 0 with a user kernel */
     double *weights;                /* [nweights] */
+    gs__ukernel_t *user;            /* map_overlap's kernel, else NULL */
     int64_t *keep;                  /* [nblocks][2 ndim]: keep_lo then keep_hi per axis */
 } gs__stencil_hdr_t;
 
 /* Entries of one SLAB block in u.sl.tab: in_len, in_shape[nd], lo[nd], size[nd]. */
 #define GS__SLAB_W(nd) (1 + 3 * (int64_t)(nd))
 
-/* ---- nodes (array_stencil.c) ---- */
+/* ---- nodes (array_stencil.c, array_map.c) ---- */
+
+/* Where possible (the library exists here) the error a worker would meet loading @a k:
+ * GS_ERR_NOT_FOUND with dlerror's text. */
+gs_status_t gs__ukernel_check(const gs_user_kernel_t *k);
+/* MAPBLOCKS node @a n rebuilt over inputs @a a, @a b (NULL past n's inputs). */
+gs_status_t gs__map_rebuild(const struct gs_array *n, gs_array_h a, gs_array_h b, gs_array_h *out_p);
 
 /* STENCIL node @a n rebuilt over input @a a (same grid as n's input). */
 gs_status_t gs__stencil_rebuild(const struct gs_array *n, gs_array_h a, gs_array_h *out_p);
@@ -43,11 +50,23 @@ gs_status_t gs__slab_instantiate(const gs_layer_t *l, uint64_t block, int ninput
 gs_status_t gs__stencil_instantiate(const gs_layer_t *l, uint64_t block, int ninputs,
                                     const gs_chunk_ref_t *inputs, double *out, gs_kstencil_t *k);
 /* Wire bodies after the grid. SLAB: [nd, [tab...]]. STENCIL: [[radius...], cval,
- * [weights...], [keep...], copy body]. Decoders read into a layer whose grid is set; 0 with
+ * [weights...], [keep...], copy body, library, symbol, arg] (library "" without a user
+ * kernel). Decoders read into a layer whose grid is set; 0 with
  * r->err set on failure (the caller frees the layer). */
 void gs__slab_encode_body(gs_mp_writer_t *w, const gs_layer_t *l);
 int gs__slab_decode_body(gs_mp_reader_t *r, gs_layer_t *l);
 void gs__stencil_encode_body(gs_mp_writer_t *w, const gs_layer_t *l);
 int gs__stencil_decode_body(gs_mp_reader_t *r, gs_layer_t *l);
+
+/* ---- USER layers (layer_map.c) ---- */
+
+void gs__user_free(gs_layer_t *l);
+int gs__user_check(const gs_layer_t *l, const char **why_p);
+int gs__user_ninputs(const gs_layer_t *l, uint64_t block);
+gs_status_t gs__user_instantiate(const gs_layer_t *l, uint64_t block, int ninputs,
+                                 const gs_chunk_ref_t *inputs, double *out, gs_kuser_t *k);
+/* Wire body after the grid: [[ioff...], [ibox...], library, symbol, arg]. */
+void gs__user_encode_body(gs_mp_writer_t *w, const gs_layer_t *l);
+int gs__user_decode_body(gs_mp_reader_t *r, gs_layer_t *l);
 
 #endif

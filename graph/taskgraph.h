@@ -108,6 +108,7 @@ typedef enum gs_layer_kind {
     GS_LAYER_SLAB = 6,       /* per block one box of one input chunk, made dense (gs_kcopy_t):
                                 the edge slabs a stencil's halo needs from a neighbour */
     GS_LAYER_STENCIL = 7,    /* weighted neighbourhood over a padded block (gs_kstencil_t) */
+    GS_LAYER_USER = 8,       /* a user kernel per block over its inputs' blocks (gs_kuser_t) */
     GS_LAYER_KIND_COUNT
 } gs_layer_kind_t;
 
@@ -149,7 +150,8 @@ typedef enum gs_ktask_kind {
     GS_KTASK_FILE_READ = 5,  /* gs_kfile_t: the worker reads the region from the file */
     GS_KTASK_FILE_WRITE = 6, /* gs_kfile_t: the worker writes its input chunk to the file */
     GS_KTASK_FILE_COMMIT = 7, /* gs_kfile_t: header, size check, fsync, rename */
-    GS_KTASK_STENCIL = 8
+    GS_KTASK_STENCIL = 8,
+    GS_KTASK_USER = 9
 } gs_ktask_kind_t;
 
 typedef struct gs_ktask {
@@ -161,6 +163,7 @@ typedef struct gs_ktask {
         gs_klinalg_t linalg;
         gs_kfile_t file;
         gs_kstencil_t stencil;
+        gs_kuser_t user;
         struct {
             const double *data;
             int64_t len;

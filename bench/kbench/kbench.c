@@ -18,6 +18,8 @@
  *   sum_1e8               sum of 1e8 float64 read from memory
  *   d2d_memcpy            cudaMemcpyAsync device to device (GB/s counts bytes read + written)
  *   copy_kernel           the COPY kernel on the same bytes
+ *   stencil_3x3           STENCIL: a 3x3 smoothing of one interior n x n chunk (its halo in
+ *                         8 pieces); GB/s counts the chunk read and written once
  *   dgemm_10000           LINALG GEMM 10000 x 10000 x 10000 (cuBLAS), TFLOP/s = 2 m n k / time
  *   qr_250000x1000        LINALG QR of a 250000 x 1000 stack (4 pieces): geqrf + orgqr + layout
  *                         kernels; TFLOP/s counts 4 m n^2 - 4/3 n^3
@@ -92,6 +94,11 @@ static gs_status_t kb_fused(kb_t *kb, const void *arg)
 static gs_status_t kb_copy(kb_t *kb, const void *arg)
 {
     return kb->ops->copy(kb->ctx, kb->s, arg);
+}
+
+static gs_status_t kb_stencil(kb_t *kb, const void *arg)
+{
+    return kb->ops->stencil(kb->ctx, kb->s, arg);
 }
 
 typedef struct memcpy_arg {
@@ -702,6 +709,38 @@ static int run(int argc, char **argv)
     kc->pieces[0].src_stride[1] = n;
     kb_measure(&kb, "copy_kernel_transpose", kb_copy, kc, (double)N, 2.0 * (double)big, NULL);
     free(kc);
+    /* STENCIL (issue 16): one interior n x n chunk of a 3x3 smoothing, its halo as 8 pieces
+     * (edge slabs and corners, read from C); gbytes_per_s counts the chunk read + written */
+    gs_kstencil_t *ks = calloc(1, sizeof(*ks));
+    static const double w9[9] = {1.0 / 9, 1.0 / 9, 1.0 / 9, 1.0 / 9, 1.0 / 9,
+                                 1.0 / 9, 1.0 / 9, 1.0 / 9, 1.0 / 9};
+    ks->ndim = 2;
+    ks->shape[0] = ks->shape[1] = n;
+    ks->radius[0] = ks->radius[1] = 1;
+    ks->nweights = 9;
+    ks->weights = w9;
+    ks->out = B;
+    for (int pi = 0; pi < 9; pi++) {
+        const int r = pi / 3, c = pi % 3;
+        gs_kpiece_t *pc = &ks->pieces[ks->npieces++];
+        pc->dst_start[0] = r == 0 ? 0 : r == 1 ? 1 : n + 1;
+        pc->dst_start[1] = c == 0 ? 0 : c == 1 ? 1 : n + 1;
+        pc->size[0] = r == 1 ? n : 1;
+        pc->size[1] = c == 1 ? n : 1;
+        if (r == 1 && c == 1) {
+            pc->src = A;
+            pc->src_len = N;
+            pc->src_stride[0] = n;
+            pc->src_stride[1] = 1;
+        } else {
+            pc->src = C;
+            pc->src_len = (int64_t)(small / sizeof(double));
+            pc->src_stride[0] = r == 1 ? 1 : 0;
+            pc->src_stride[1] = c == 1 ? 1 : 0;
+        }
+    }
+    kb_measure(&kb, "stencil_3x3", kb_stencil, ks, (double)N, 2.0 * (double)big, NULL);
+    free(ks);
 
 done:
     if (kb.ctx != NULL) {

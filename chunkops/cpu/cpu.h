@@ -26,6 +26,12 @@ void gs__cpu_combine_run(const gs_kcombine_t *k);
 void gs__cpu_copy_run(const gs_kcopy_t *k);
 /* STENCIL (cpu_stencil.c); GS_ERR_NO_MEMORY without room for the padded block. */
 gs_status_t gs__cpu_stencil_run(const gs_kstencil_t *k);
+/* A user kernel (cpu_user.c): resolve @a sym in @a lib (cached), call it in a forked child with
+ * the output in shared memory, copy the output into out->data. GS_ERR_NOT_FOUND (library or
+ * symbol), GS_ERR_TASK_FAILED (the kernel crashed or exited), GS_ERR_NO_MEMORY,
+ * GS_ERR_NO_RESOURCE (fork). */
+gs_status_t gs__cpu_user_call(const char *lib, const char *sym, const gs_block_t *in, int nin,
+                              gs_block_t *out, const void *arg);
 /* LINALG (cpu_linalg.c): the vtable entry (validates), and the BLAS thread count set at
  * context creation from params.nthreads. */
 gs_status_t gs__cpu_linalg(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream,

@@ -205,6 +205,20 @@ static gs_status_t gs__cpu_stencil(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h s
     return gs__cpu_stencil_run(k);
 }
 
+static gs_status_t gs__cpu_user(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream,
+                                const gs_kuser_t *k)
+{
+    if (ctx == NULL || k == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "cpu user: NULL argument");
+    if (k->lib == NULL || k->sym == NULL || k->nin < 1 || k->nin > GS_KERNEL_MAX_USER_IN ||
+        k->out.data == NULL || k->arg_len < 0 || (k->arg_len > 0 && k->arg == NULL))
+        return gs_error_set(GS_ERR_INVALID_PARAM, "cpu user: malformed kernel spec");
+    for (int i = 0; i < k->nin; i++)
+        if (k->in[i].data == NULL && k->in_len[i] > 0)
+            return gs_error_set(GS_ERR_INVALID_PARAM, "cpu user: input %d has no data", i);
+    gs_block_t out = k->out;
+    return gs__cpu_user_call(k->lib, k->sym, k->in, k->nin, &out, k->arg);
+}
+
 static gs_status_t gs__cpu_notify(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream,
                                   gs_chunkops_done_cb cb, void *arg)
 {
@@ -240,6 +254,7 @@ const gs_chunkops_ops_t gs_chunkops_cpu_ops = {
     .to_host = gs__cpu_to_host,
     .to_device = gs__cpu_to_device,
     .stencil = gs__cpu_stencil,
+    .user = gs__cpu_user,
     .notify = gs__cpu_notify,
     .sync = gs__cpu_sync,
 };

@@ -471,6 +471,60 @@ typedef enum gs_boundary {
 gs_status_t gs_array_stencil(gs_array_h x, const double *weights, const int *radius,
                              gs_boundary_t boundary, double cval, gs_array_h *out_p);
 
+/* ---- users' own code on chunks (issue 16) ---- */
+
+/** One block as a user kernel sees it: row-major float64 data of @a shape, whose element 0 is
+ *  at global index @a start of the array (negative or past the end inside a halo). Inputs are
+ *  read only; the output's data is to be written whole. */
+typedef struct gs_block {
+    double *data;
+    int32_t ndim;
+    int64_t shape[GS_MAX_NDIM];
+    int64_t start[GS_MAX_NDIM];
+} gs_block_t;
+
+/** A CPU kernel: `void f(const gs_block_t *in, int nin, gs_block_t *out, const void *arg)`. */
+typedef void (*gs_block_fn)(const gs_block_t *in, int nin, gs_block_t *out, const void *arg);
+
+/** A kernel in a shared library the CPU workers load by path (dlopen) and symbol (dlsym).
+ *  @a arg / @a arg_len: bytes copied into the task graph and passed to every call (NULL, 0:
+ *  none; at most 64 KiB). Each call runs in a forked child of the worker: a kernel that crashes
+ *  (SIGSEGV, abort) fails its task with GS_ERR_TASK_FAILED naming the kernel and the signal,
+ *  and the worker carries on. */
+typedef struct gs_user_kernel {
+    const char *library;
+    const char *symbol;
+    const void *arg;
+    size_t arg_len;
+} gs_user_kernel_t;
+
+/** Dask's map_overlap: @a kernel runs once per chunk of @a x on the chunk padded by @a depth
+ *  elements per axis (halos from the neighbouring chunks' edge slabs, past the array's edges as
+ *  @a boundary and @a cval say, exactly as gs_array_stencil), with nin = 1; in[0] is the padded
+ *  block (in[0].start = the chunk's start - depth) and out the chunk itself (x's shape and
+ *  chunks): the kernel writes the trimmed result. With GS_BOUNDARY_NONE the padding past the
+ *  array's edges is 0 (the kernel sees where it is from start). CPU workers only (a CUDA
+ *  worker fails the task with GS_ERR_UNSUPPORTED).
+ *  Errors: GS_ERR_INVALID_PARAM (as gs_array_stencil for x, depth and boundary; NULL kernel
+ *  fields, arg over 64 KiB), GS_ERR_NOT_FOUND when the library exists on this machine but
+ *  cannot be loaded or lacks the symbol (dlerror's text in gs_last_error(); a library absent
+ *  here is checked by the workers only), GS_ERR_NO_MEMORY. New reference in *out_p. */
+gs_status_t gs_array_map_overlap(const gs_user_kernel_t *kernel, gs_array_h x, const int *depth,
+                                 gs_boundary_t boundary, double cval, gs_array_h *out_p);
+
+/** Dask's map_blocks: @a kernel runs once per output chunk of an array of @a shape in
+ *  @a chunks (as gs_array_zeros takes them; float64), with in[k] = chunk b of inputs[k] for
+ *  output chunk b (in[k].start its global offset) and out the output chunk. Inputs must have
+ *  the output's ndim and its number of chunks on every axis (block b of each lines up with
+ *  output block b; their shapes may differ). 1 <= nin <= 2. CPU workers only, each call in a
+ *  forked child as for gs_array_map_overlap.
+ *  Errors: GS_ERR_INVALID_PARAM (NULL arguments, nin out of range, inputs whose ndim or chunk
+ *  counts do not line up, bad shape or chunks, kernel fields as gs_array_map_overlap),
+ *  GS_ERR_NOT_FOUND (as gs_array_map_overlap), GS_ERR_NO_MEMORY. New reference in *out_p. */
+gs_status_t gs_array_map_blocks(const gs_user_kernel_t *kernel, int nin, const gs_array_h *inputs,
+                                int ndim, const int64_t *shape, const int64_t *chunks,
+                                gs_array_h *out_p);
+
 /** Optimisation switches for lowering. All on by default (GS_LOWER_DEFAULT). Turning any off
  *  gives the same values. */
 #define GS_LOWER_CULL 0x1u            /* drop tasks whose outputs the result does not need */

@@ -1,0 +1,157 @@
+/* USER layers (gs_array_map_blocks; stencil_int.h): per block its inputs (each with its
+ * length, shape and global start), the kernel's name and arg. Checks, instantiation to
+ * gs_kuser_t, the wire body. */
+#include "graph/stencil_int.h"
+
+#include <string.h>
+
+#define GS__UBOX_W(nd) (1 + 2 * (int64_t)(nd))
+
+void gs__user_free(gs_layer_t *l)
+{
+    gs_free(l->u.ub.ioff);
+    gs_free(l->u.ub.ibox);
+    gs__ukernel_free(l->u.ub.user);
+    l->u.ub.ioff = l->u.ub.ibox = NULL;
+    l->u.ub.user = NULL;
+}
+
+int gs__user_ninputs(const gs_layer_t *l, uint64_t block)
+{
+    return (int)(l->u.ub.ioff[block + 1] - l->u.ub.ioff[block]);
+}
+
+int gs__user_check(const gs_layer_t *l, const char **why_p)
+{
+    const int32_t nd = l->grid.ndim;
+    const uint64_t nb = gs_grid_nblocks(&l->grid);
+    const int64_t *ioff = l->u.ub.ioff;
+    if (ioff == NULL || l->u.ub.ibox == NULL || l->u.ub.user == NULL) {
+        *why_p = "user layer without tables or kernel";
+        return 0;
+    }
+    if (ioff[0] != 0) {
+        *why_p = "user layer input table does not start at 0";
+        return 0;
+    }
+    for (uint64_t b = 0; b < nb; b++) {
+        int64_t ni = ioff[b + 1] - ioff[b];
+        if (ni < 1 || ni > GS_KERNEL_MAX_USER_IN) {
+            *why_p = "a user block has a bad number of inputs";
+            return 0;
+        }
+        for (int64_t i = ioff[b]; i < ioff[b + 1]; i++) {
+            const int64_t *t = l->u.ub.ibox + i * GS__UBOX_W(nd);
+            __int128 v = 1;
+            for (int32_t j = 0; j < nd; j++) {
+                if (t[1 + j] < 0) {
+                    *why_p = "a user input has a negative extent";
+                    return 0;
+                }
+                v *= t[1 + j];
+                if (v > GS__MAX_ELEMENTS) break;
+            }
+            if (v != t[0]) {
+                *why_p = "a user input's length does not match its shape";
+                return 0;
+            }
+        }
+    }
+    return 1;
+}
+
+gs_status_t gs__user_instantiate(const gs_layer_t *l, uint64_t block, int ninputs,
+                                 const gs_chunk_ref_t *inputs, double *out, gs_kuser_t *k)
+{
+    const int32_t nd = l->grid.ndim;
+    const int expected = gs__user_ninputs(l, block);
+    if (ninputs != expected || inputs == NULL)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "block %llu of a user layer expects %d inputs, "
+                            "got %d", (unsigned long long)block, expected, ninputs);
+    memset(k, 0, sizeof(*k));
+    k->lib = l->u.ub.user->library;
+    k->sym = l->u.ub.user->symbol;
+    k->arg_len = l->u.ub.user->arg_len;
+    k->arg = k->arg_len > 0 ? l->u.ub.user->arg : NULL;
+    k->nin = ninputs;
+    for (int i = 0; i < ninputs; i++) {
+        const int64_t *t = l->u.ub.ibox + (l->u.ub.ioff[block] + i) * GS__UBOX_W(nd);
+        if (inputs[i].len != t[0] || inputs[i].data == NULL)
+            return gs_error_set(GS_ERR_INVALID_PARAM, "input %d of a user task has %lld elements, "
+                                "expected %lld", i, (long long)inputs[i].len, (long long)t[0]);
+        k->in[i].data = (double *)inputs[i].data;
+        k->in[i].ndim = nd;
+        k->in_len[i] = t[0];
+        for (int32_t j = 0; j < nd; j++) {
+            k->in[i].shape[j] = t[1 + j];
+            k->in[i].start[j] = t[1 + nd + j];
+        }
+    }
+    k->out.data = out;
+    k->out.ndim = nd;
+    gs_grid_block_region(&l->grid, block, k->out.start, k->out.shape);
+    return GS_OK;
+}
+
+void gs__user_encode_body(gs_mp_writer_t *w, const gs_layer_t *l)
+{
+    const uint64_t nb = gs_grid_nblocks(&l->grid);
+    const int64_t ni = l->u.ub.ioff[nb], nbox = ni * GS__UBOX_W(l->grid.ndim);
+    const gs__ukernel_t *u = l->u.ub.user;
+    gs_mp_write_array(w, 5);
+    gs_mp_write_array(w, (uint32_t)(nb + 1));
+    for (uint64_t b = 0; b <= nb; b++) gs_mp_write_i64(w, l->u.ub.ioff[b]);
+    gs_mp_write_array(w, (uint32_t)nbox);
+    for (int64_t i = 0; i < nbox; i++) gs_mp_write_i64(w, l->u.ub.ibox[i]);
+    gs_mp_write_str(w, u->library, strlen(u->library));
+    gs_mp_write_str(w, u->symbol, strlen(u->symbol));
+    gs_mp_write_bin(w, u->arg, u->arg_len);
+}
+
+int gs__user_decode_body(gs_mp_reader_t *r, gs_layer_t *l)
+{
+    const uint64_t nb = gs_grid_nblocks(&l->grid);
+    uint32_t m, n;
+    const char *lib, *sym;
+    const uint8_t *arg;
+    uint32_t nl, ns, na;
+    char lb[4096], sb[1024];
+    gs_status_t st;
+    if (!gs_mp_read_array(r, &m)) return 0;
+    if (m != 5) return gs_mp_fail(r, "user body must have 5 fields");
+    if (!gs_mp_read_array(r, &n)) return 0;
+    if ((uint64_t)n != nb + 1) return gs_mp_fail(r, "user input offsets do not match the grid");
+    l->u.ub.ioff = gs_malloc(((size_t)n + 1) * sizeof(int64_t), "user input offsets");
+    if (l->u.ub.ioff == NULL) goto nomem;
+    for (uint32_t i = 0; i < n; i++) {
+        if (!gs_mp_read_i64(r, &l->u.ub.ioff[i])) return 0;
+        if (i > 0 && (l->u.ub.ioff[i] < l->u.ub.ioff[i - 1] ||
+                      l->u.ub.ioff[i] - l->u.ub.ioff[i - 1] > GS_KERNEL_MAX_USER_IN))
+            return gs_mp_fail(r, "user input offsets out of order");
+    }
+    if (!gs_mp_read_array(r, &n)) return 0;
+    if ((int64_t)n != l->u.ub.ioff[nb] * GS__UBOX_W(l->grid.ndim))
+        return gs_mp_fail(r, "user input table does not match its offsets");
+    l->u.ub.ibox = gs_malloc(((size_t)n + 1) * sizeof(int64_t), "user input table");
+    if (l->u.ub.ibox == NULL) goto nomem;
+    for (uint32_t i = 0; i < n; i++)
+        if (!gs_mp_read_i64(r, &l->u.ub.ibox[i])) return 0;
+    if (!gs_mp_read_str(r, &lib, &nl) || !gs_mp_read_str(r, &sym, &ns) ||
+        !gs_mp_read_bin(r, &arg, &na))
+        return 0;
+    if (nl == 0 || nl >= sizeof(lb) || ns == 0 || ns >= sizeof(sb) || memchr(lib, 0, nl) != NULL ||
+        memchr(sym, 0, ns) != NULL)
+        return gs_mp_fail(r, "user kernel names are empty, too long or hold NUL");
+    memcpy(lb, lib, nl);
+    lb[nl] = '\0';
+    memcpy(sb, sym, ns);
+    sb[ns] = '\0';
+    if ((st = gs__ukernel_copy(lb, sb, arg, na, &l->u.ub.user)) != GS_OK) {
+        r->err = st == GS_ERR_NO_MEMORY ? st : GS_ERR_PROTO;
+        return 0;
+    }
+    return 1;
+nomem:
+    r->err = gs_error_set(GS_ERR_NO_MEMORY, "out of memory decoding a user layer");
+    return 0;
+}

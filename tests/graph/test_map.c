@@ -1,0 +1,248 @@
+/* gs_array_map_overlap on the CPU backend's serial evaluator: users' kernels from the test
+ * kernel library (tests/kernels, GS_TEST_KERNELS) equal to the built-in stencil, block offsets,
+ * a crashing kernel failing its task (and this process carrying on), missing symbols and
+ * libraries reported at graph build time where the library is here. */
+#include "graph_test_util.h"
+
+#include "chunkops/chunkops.h"
+#include "chunkops/eval.h"
+#include "common/buf.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+static gs_chunkops_ctx_h ctx;
+
+static void setup(void)
+{
+    gs_chunkops_params_t p;
+    memset(&p, 0, sizeof(p));
+    TX_OK(gs_chunkops_cpu_ops.ctx_create(&p, &ctx));
+}
+
+static void teardown(void)
+{
+    tx_free_all();
+    gs_chunkops_cpu_ops.ctx_destroy(ctx);
+}
+
+TestSuite(graph_map, .init = setup, .fini = teardown, .timeout = 120);
+
+static gs_status_t eval(gs_array_h h, double *out)
+{
+    gs_taskgraph_t *tg;
+    gs_status_t st;
+    TX_OK(gs_graph_lower(h, GS_LOWER_DEFAULT, &tg));
+    st = gs_chunkops_eval(&gs_chunkops_cpu_ops, ctx, tg, out, (size_t)gs_array_size(h));
+    gs_taskgraph_free(tg);
+    return st;
+}
+
+static const double mean9[9] = {1.0 / 9, 1.0 / 9, 1.0 / 9, 1.0 / 9, 1.0 / 9,
+                                1.0 / 9, 1.0 / 9, 1.0 / 9, 1.0 / 9};
+
+Test(graph_map, overlap_smoothing_equals_the_builtin_stencil)
+{
+    const int64_t shape[2] = {29, 23}, chunks[2] = {6, 5};
+    const int d[2] = {1, 1};
+    tx_t *x = tx_uniform(3, -1.0, 1.0, 2, shape, chunks);
+    double *a = malloc(29 * 23 * sizeof(double)), *b = malloc(29 * 23 * sizeof(double));
+    for (int bnd = 0; bnd < GS_BOUNDARY_COUNT; bnd++) {
+        gs_user_kernel_t k = {GS_TEST_KERNELS, "gs_test_smooth3x3", NULL, 0};
+        gs_array_h m, s;
+        if (bnd == GS_BOUNDARY_NONE) {   /* the kernel keeps the edges itself */
+            k.arg = shape;
+            k.arg_len = sizeof(shape);
+        }
+        TX_OK(gs_array_map_overlap(&k, x->h, d, (gs_boundary_t)bnd, 0.75, &m));
+        TX_OK(gs_array_stencil(x->h, mean9, d, (gs_boundary_t)bnd, 0.75, &s));
+        TX_OK(eval(m, a));
+        TX_OK(eval(s, b));
+        for (int i = 0; i < 29 * 23; i++)
+            cr_assert(a[i] == b[i], "boundary %d, element %d: kernel %.17g, stencil %.17g", bnd, i,
+                      a[i], b[i]);
+        gs_array_release(m);
+        gs_array_release(s);
+    }
+    free(a);
+    free(b);
+}
+
+Test(graph_map, kernels_see_global_offsets_and_the_padded_block)
+{
+    const int64_t shape[2] = {17, 13}, chunks[2] = {4, 6};
+    const int32_t depth32[2] = {2, 1};
+    const int d[2] = {2, 1};
+    tx_t *x = tx_uniform(4, 0.0, 1.0, 2, shape, chunks);
+    gs_user_kernel_t k = {GS_TEST_KERNELS, "gs_test_position", depth32, sizeof(depth32)};
+    gs_array_h m;
+    double *got = malloc(17 * 13 * sizeof(double));
+    TX_OK(gs_array_map_overlap(&k, x->h, d, GS_BOUNDARY_PERIODIC, 0, &m));
+    TX_OK(eval(m, got));
+    for (int i = 0; i < 17; i++)
+        for (int j = 0; j < 13; j++)
+            cr_assert(got[i * 13 + j] == i * 1000.0 + j + 0.5 * x->v[i * 13 + j],
+                      "(%d, %d): %.17g", i, j, got[i * 13 + j]);
+    gs_array_release(m);
+    free(got);
+}
+
+Test(graph_map, a_crashing_kernel_fails_its_task_and_the_process_carries_on)
+{
+    const int64_t shape[2] = {8, 8}, chunks[2] = {4, 4};
+    const int d[2] = {1, 1};
+    tx_t *x = tx_uniform(4, 0.0, 1.0, 2, shape, chunks);
+    gs_user_kernel_t bad = {GS_TEST_KERNELS, "gs_test_crash", NULL, 0};
+    gs_user_kernel_t good = {GS_TEST_KERNELS, "gs_test_smooth3x3", NULL, 0};
+    gs_array_h m, g;
+    double out[64];
+    TX_OK(gs_array_map_overlap(&bad, x->h, d, GS_BOUNDARY_REFLECT, 0, &m));
+    cr_assert_eq(eval(m, out), GS_ERR_TASK_FAILED);
+    cr_assert(strstr(gs_last_error(), "gs_test_crash") != NULL &&
+                  strstr(gs_last_error(), "signal") != NULL,
+              "message: %s", gs_last_error());
+    TX_OK(gs_array_map_overlap(&good, x->h, d, GS_BOUNDARY_REFLECT, 0, &g));
+    TX_OK(eval(g, out));
+    gs_array_release(m);
+    gs_array_release(g);
+}
+
+Test(graph_map, missing_symbols_and_libraries)
+{
+    const int64_t shape[2] = {8, 8}, chunks[2] = {4, 4};
+    const int d[2] = {1, 1};
+    tx_t *x = tx_uniform(4, 0.0, 1.0, 2, shape, chunks);
+    gs_array_h m = NULL;
+    double out[64];
+    gs_user_kernel_t nosym = {GS_TEST_KERNELS, "gs_test_no_such_kernel", NULL, 0};
+    cr_assert_eq(gs_array_map_overlap(&nosym, x->h, d, GS_BOUNDARY_NONE, 0, &m), GS_ERR_NOT_FOUND);
+    cr_assert(strstr(gs_last_error(), "gs_test_no_such_kernel") != NULL, "%s", gs_last_error());
+    /* a file that is not a library */
+    gs_user_kernel_t notlib = {"/etc/hostname", "f", NULL, 0};
+    if (access("/etc/hostname", R_OK) == 0)
+        cr_assert_eq(gs_array_map_overlap(&notlib, x->h, d, GS_BOUNDARY_NONE, 0, &m),
+                     GS_ERR_NOT_FOUND);
+    gs_user_kernel_t empty = {"", "f", NULL, 0};
+    cr_assert_eq(gs_array_map_overlap(&empty, x->h, d, GS_BOUNDARY_NONE, 0, &m),
+                 GS_ERR_INVALID_PARAM);
+    gs_user_kernel_t huge = {GS_TEST_KERNELS, "gs_test_add", out, (size_t)1 << 20};
+    cr_assert_eq(gs_array_map_overlap(&huge, x->h, d, GS_BOUNDARY_NONE, 0, &m),
+                 GS_ERR_INVALID_PARAM);
+    cr_assert_null(m);
+    /* absent here: accepted at build time, the evaluator (a worker) reports it */
+    gs_user_kernel_t absent = {"/nonexistent/libnothing.so", "f", NULL, 0};
+    TX_OK(gs_array_map_overlap(&absent, x->h, d, GS_BOUNDARY_NONE, 0, &m));
+    cr_assert_eq(eval(m, out), GS_ERR_NOT_FOUND);
+    cr_assert(strstr(gs_last_error(), "libnothing") != NULL, "%s", gs_last_error());
+    gs_array_release(m);
+}
+
+Test(graph_map, map_blocks_equals_the_builtin_add_and_sees_offsets)
+{
+    const int64_t shape[2] = {17, 13}, chunks[2] = {4, 6};
+    tx_t *x = tx_uniform(4, 0.0, 1.0, 2, shape, chunks);
+    tx_t *y = tx_uniform(5, -1.0, 1.0, 2, shape, chunks);
+    gs_user_kernel_t add = {GS_TEST_KERNELS, "gs_test_add", NULL, 0};
+    gs_user_kernel_t pos = {GS_TEST_KERNELS, "gs_test_position", NULL, 0};
+    gs_array_h in2[2] = {x->h, y->h}, m, b, p;
+    double *a = malloc(17 * 13 * sizeof(double)), *c = malloc(17 * 13 * sizeof(double));
+    TX_OK(gs_array_map_blocks(&add, 2, in2, 2, shape, chunks, &m));
+    TX_OK(gs_array_binary(GS_BINARY_ADD, x->h, y->h, &b));
+    TX_OK(eval(m, a));
+    TX_OK(eval(b, c));
+    for (int i = 0; i < 17 * 13; i++) cr_assert(a[i] == c[i], "element %d: %.17g vs %.17g", i, a[i], c[i]);
+    TX_OK(gs_array_map_blocks(&pos, 1, in2, 2, shape, chunks, &p));
+    TX_OK(eval(p, a));
+    for (int i = 0; i < 17; i++)
+        for (int j = 0; j < 13; j++)
+            cr_assert(a[i * 13 + j] == i * 1000.0 + j + 0.5 * x->v[i * 13 + j], "(%d, %d): %.17g",
+                      i, j, a[i * 13 + j]);
+    /* composes: a user kernel's output feeds a fused reduction */
+    gs_array_h tot;
+    double s = 0, want = 0;
+    TX_OK(gs_array_reduce(GS_RED_SUM, m, NULL, &tot));
+    TX_OK(eval(tot, &s));
+    for (int i = 0; i < 17 * 13; i++) want += c[i];
+    cr_assert(fabs(s - want) <= 1e-12 * fmax(1.0, fabs(want)), "%.17g vs %.17g", s, want);
+    gs_array_release(tot);
+    gs_array_release(m);
+    gs_array_release(b);
+    gs_array_release(p);
+    free(a);
+    free(c);
+}
+
+Test(graph_map, map_blocks_errors_and_crashes)
+{
+    const int64_t shape[2] = {8, 8}, chunks[2] = {4, 4}, other[2] = {8, 4};
+    tx_t *x = tx_uniform(4, 0.0, 1.0, 2, shape, chunks);
+    gs_user_kernel_t add = {GS_TEST_KERNELS, "gs_test_add", NULL, 0};
+    gs_user_kernel_t crash = {GS_TEST_KERNELS, "gs_test_crash", NULL, 0};
+    gs_user_kernel_t nosym = {GS_TEST_KERNELS, "nope", NULL, 0};
+    gs_array_h in3[3] = {x->h, x->h, x->h}, m = NULL;
+    double out[64];
+    cr_assert_eq(gs_array_map_blocks(&add, 0, in3, 2, shape, chunks, &m), GS_ERR_INVALID_PARAM);
+    cr_assert_eq(gs_array_map_blocks(&add, 3, in3, 2, shape, chunks, &m), GS_ERR_INVALID_PARAM);
+    /* x has 2 x 2 blocks, the output 1 x 2 */
+    cr_assert_eq(gs_array_map_blocks(&add, 1, in3, 2, shape, other, &m), GS_ERR_INVALID_PARAM);
+    cr_assert_eq(gs_array_map_blocks(&nosym, 1, in3, 2, shape, chunks, &m), GS_ERR_NOT_FOUND);
+    cr_assert_eq(gs_array_map_blocks(&add, 1, in3, 2, shape, NULL, &m), GS_ERR_INVALID_PARAM);
+    cr_assert_null(m);
+    TX_OK(gs_array_map_blocks(&crash, 1, in3, 2, shape, chunks, &m));
+    cr_assert_eq(eval(m, out), GS_ERR_TASK_FAILED);
+    cr_assert(strstr(gs_last_error(), "gs_test_crash") != NULL, "%s", gs_last_error());
+    gs_array_release(m);
+}
+
+Test(graph_map, user_layers_round_trip_and_refuse_truncations)
+{
+    const int64_t shape[2] = {9, 7}, chunks[2] = {4, 3};
+    const int d[2] = {1, 1};
+    const char arg[5] = "abcd";
+    tx_t *x = tx_uniform(4, 0.0, 1.0, 2, shape, chunks);
+    gs_user_kernel_t k = {GS_TEST_KERNELS, "gs_test_add", arg, sizeof(arg)};
+    gs_array_h m, o, both;
+    gs_taskgraph_t *tg;
+    TX_OK(gs_array_map_blocks(&k, 1, &x->h, 2, shape, chunks, &m));
+    TX_OK(gs_array_map_overlap(&k, x->h, d, GS_BOUNDARY_REFLECT, 0, &o));
+    TX_OK(gs_array_binary(GS_BINARY_ADD, m, o, &both));
+    TX_OK(gs_graph_lower(both, GS_LOWER_DEFAULT, &tg));
+    int seen_user = 0, seen_overlap = 0;
+    for (uint32_t i = 0; i < tg->nlayers; i++) {
+        const gs_layer_t *l = tg->layers[i];
+        int kind = gs_layer_kind(l);
+        if (kind != GS_LAYER_USER && kind != GS_LAYER_STENCIL) continue;
+        seen_user += kind == GS_LAYER_USER;
+        seen_overlap += kind == GS_LAYER_STENCIL && strcmp(gs_layer_name(l), "map_overlap") == 0;
+        gs_buf_t b, b2;
+        gs_layer_t *dl;
+        gs_buf_init(&b);
+        gs_buf_init(&b2);
+        TX_OK(gs_layer_encode(l, &b));
+        TX_OK(gs_layer_decode(b.data, b.len, &dl));
+        TX_OK(gs_layer_encode(dl, &b2));
+        cr_assert(b.len == b2.len && memcmp(b.data, b2.data, b.len) == 0);
+        cr_assert_str_eq(gs_layer_name(dl), gs_layer_name(l));
+        gs_layer_free(dl);
+        for (size_t n = 0; n < b.len; n++) {
+            gs_layer_t *t = NULL;
+            cr_assert_neq(gs_layer_decode(b.data, n, &t), GS_OK, "prefix of %zu decoded", n);
+        }
+        for (size_t n = 0; n < b.len; n++) {
+            gs_layer_t *t = NULL;
+            unsigned char *p = (unsigned char *)b.data;
+            p[n] ^= 0x21;
+            if (gs_layer_decode(b.data, b.len, &t) == GS_OK) gs_layer_free(t);
+            p[n] ^= 0x21;
+        }
+        gs_buf_cleanup(&b);
+        gs_buf_cleanup(&b2);
+    }
+    cr_assert(seen_user == 1 && seen_overlap == 1, "user %d, map_overlap %d", seen_user,
+              seen_overlap);
+    gs_taskgraph_free(tg);
+    gs_array_release(both);
+    gs_array_release(o);
+    gs_array_release(m);
+}

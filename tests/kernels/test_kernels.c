@@ -1,0 +1,68 @@
+/* User kernels for the map_overlap / map_blocks tests (built by CMake as a loadable module:
+ * tests find it through GS_TEST_KERNELS). Plain C against <gsched/array.h>'s gs_block_t. */
+#include <gsched/array.h>
+
+#include <signal.h>
+#include <stdint.h>
+#include <string.h>
+
+/* The 3x3 mean over a block padded by 1 (arg: the array's shape, int64_t[2]): summed in
+ * row-major order from 0.0, as gs_array_stencil does; an element whose neighbourhood leaves
+ * the array keeps its value (what gs_array_stencil's boundary "none" gives). */
+void gs_test_smooth3x3(const gs_block_t *in, int nin, gs_block_t *out, const void *arg)
+{
+    const int64_t *shape = arg;
+    const int64_t pw = in[0].shape[1];
+    (void)nin;
+    for (int64_t i = 0; i < out->shape[0]; i++)
+        for (int64_t j = 0; j < out->shape[1]; j++) {
+            const double *c = in[0].data + (i + 1) * pw + (j + 1);
+            const int64_t gi = out->start[0] + i, gj = out->start[1] + j;
+            double acc = 0.0;
+            if (shape != NULL && (gi == 0 || gj == 0 || gi == shape[0] - 1 || gj == shape[1] - 1)) {
+                out->data[i * out->shape[1] + j] = *c;
+                continue;
+            }
+            for (int di = -1; di <= 1; di++)
+                for (int dj = -1; dj <= 1; dj++) acc += (1.0 / 9) * c[di * pw + dj];
+            out->data[i * out->shape[1] + j] = acc;
+        }
+}
+
+/* out = global row * 1000 + global column + the input's centre / 2 (any 2-D block, the input
+ * padded by arg[0] rows and arg[1] columns, int32_t[2]; NULL: not padded). */
+void gs_test_position(const gs_block_t *in, int nin, gs_block_t *out, const void *arg)
+{
+    const int32_t *d = arg;
+    const int64_t ry = d ? d[0] : 0, rx = d ? d[1] : 0, pw = in[0].shape[1];
+    (void)nin;
+    for (int64_t i = 0; i < out->shape[0]; i++)
+        for (int64_t j = 0; j < out->shape[1]; j++)
+            out->data[i * out->shape[1] + j] = (double)(out->start[0] + i) * 1000.0 +
+                                               (double)(out->start[1] + j) +
+                                               0.5 * in[0].data[(i + ry) * pw + j + rx];
+}
+
+/* Elementwise sum of every input (map_blocks). */
+void gs_test_add(const gs_block_t *in, int nin, gs_block_t *out, const void *arg)
+{
+    int64_t n = 1;
+    (void)arg;
+    for (int32_t j = 0; j < out->ndim; j++) n *= out->shape[j];
+    for (int64_t i = 0; i < n; i++) {
+        double s = 0.0;
+        for (int k = 0; k < nin; k++) s += in[k].data[i];
+        out->data[i] = s;
+    }
+}
+
+/* A kernel with a bug: writes through a null pointer. */
+void gs_test_crash(const gs_block_t *in, int nin, gs_block_t *out, const void *arg)
+{
+    volatile double *p = NULL;
+    (void)in;
+    (void)nin;
+    (void)out;
+    (void)arg;
+    *p = 1.0;
+}
