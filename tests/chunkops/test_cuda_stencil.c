@@ -124,3 +124,35 @@ Test(cuda_stencil, four_axes_are_unsupported_not_wrong)
     GPU->mem_free(bk.gpu, d);
     bk_close(&bk);
 }
+
+Test(cuda_stencil, user_kernels_are_refused_on_the_gpu)
+{
+    GPU_OR_SKIP();
+    bk_t bk;
+    double wt[1] = {1};
+    gs_kstencil_t k;
+    gs_kuser_t u;
+    memset(&k, 0, sizeof(k));
+    memset(&u, 0, sizeof(u));
+    bk_open(&bk, (size_t)1 << 28);
+    double *d = dev_alloc_poisoned(&bk, 4);
+    k.ndim = 1;
+    k.shape[0] = 4;
+    k.out = d;
+    k.user_lib = "/nonexistent/lib.so";
+    k.user_sym = "f";
+    cr_assert_eq(GPU->stencil(bk.gpu, bk.gs, &k), GS_ERR_UNSUPPORTED);
+    k.user_lib = NULL;   /* the same spec with weights runs */
+    k.nweights = 1;
+    k.weights = wt;
+    CHECK(GPU->stencil(bk.gpu, bk.gs, &k));
+    /* map_blocks: the cuda backend has no user op; run_ktask says so */
+    gs_ktask_t t;
+    memset(&t, 0, sizeof(t));
+    t.kind = GS_KTASK_USER;
+    t.u.user = u;
+    t.u.user.sym = "f";
+    cr_assert_eq(gs_chunkops_run_ktask(GPU, bk.gpu, bk.gs, &t), GS_ERR_UNSUPPORTED);
+    GPU->mem_free(bk.gpu, d);
+    bk_close(&bk);
+}
