@@ -216,6 +216,7 @@ if [ "$what" = rand ]; then
     run $B/gs-bench seed --n 500000 --chunk 10000 --workers 1 --backend cuda --repeat 3
     run $B/gs-bench seed --n 500000 --chunk 10000 --workers 1 --backend cuda --repeat 3 --random-v2
     run $B/gs-bench seed --n 500000 --chunk 10000 --workers 1 --backend cuda --no-fuse --repeat 2
+    run $B/gs-bench seed --n 500000 --chunk 10000 --workers 1 --backend cuda --no-fuse --repeat 2 --random-v2
   } 2>"$out/rand.err" | tee "$out/rand.jsonl"
   grep -E "failed|error" "$out/rand.err" | head -8
 fi

@@ -9,7 +9,9 @@
  *     uniform(low, high) = low + (high - low) * (a * 2^-53)
  *     normal(mean, std)  = mean + std * sqrt(-2 ln((a + 1) * 2^-53)) * cos(GS_TWO_PI * (b * 2^-53))
  * Results do not depend on chunking, worker count or backend. This header is shared verbatim by
- * the CPU backend and the CUDA kernels (GS_HD marks functions for both).
+ * the CPU backend and the CUDA kernels (GS_HD marks functions for both). Version 2 of the normal
+ * (gs_random_normal_v2, below; docs/random.md section 7) pairs elements 2k, 2k + 1 on one block
+ * and uses no libm function, so both backends give the same bits.
  */
 #ifndef GS_CHUNKOPS_RANDOM_H
 #define GS_CHUNKOPS_RANDOM_H

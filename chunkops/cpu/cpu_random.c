@@ -11,7 +11,9 @@
  * The arithmetic is the same IEEE sequence in every code path (no contraction into FMA:
  * ISO C mode), so every CPU gives bit-identical results; on x86-64 the loops are cloned for
  * AVX-512 and AVX2 and the best clone is picked at load time (not under ASan or TSan: an
- * instrumented resolver runs before the sanitizer runtime is up). */
+ * instrumented resolver runs before the sanitizer runtime is up).
+ * Version 2 normals (gs__cpu_random_normal_v2) share the vectorised Philox (counter word c2 =
+ * GS_RANDOM_V2_TAG, one block per pair) and random.h's libm-free arithmetic: the scalar bits. */
 #include "chunkops/cpu/cpu.h"
 #include "chunkops/random.h"
 
