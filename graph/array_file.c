@@ -223,6 +223,9 @@ gs_status_t gs__npy_parse(const char *path, const uint8_t *buf, size_t len, gs__
         return gs_error_set(GS_ERR_INVALID_PARAM, "%s: unsupported .npy version %u.%u", path,
                             buf[6], buf[7]);
     }
+    if (hlen > len - hoff && len >= 4096)
+        return gs_error_set(GS_ERR_UNSUPPORTED, "%s: .npy header of %u bytes (this reader takes "
+                            "headers up to 4 KiB)", path, hlen);
     if (hlen > len - hoff) return gs_error_set(GS_ERR_IO, "%s is truncated in its header", path);
     h = (const char *)buf + hoff;
     end = h + hlen;
