@@ -329,9 +329,13 @@ gs_status_t gs_array_unary(gs_unop_t op, gs_array_h a, gs_array_h *out_p)
     struct gs_array *n;
     if (a == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "operand is NULL");
     if (out_p == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "out_p is NULL");
+    gs_dtype_t dt;
+    gs_status_t st;
     if ((int)op < 0 || op >= GS_UNARY_COUNT)
         return gs_error_set(GS_ERR_INVALID_PARAM, "unknown unary op %d", (int)op);
+    if ((st = gs_dtype_unary_result(op, (gs_dtype_t)a->dtype, &dt)) != GS_OK) return st;
     if ((n = gs__node_like(GS__NODE_UNARY, a)) == NULL) return GS_ERR_NO_MEMORY;
+    n->dtype = dt;
     n->u.op.op = op;
     n->ninputs = 1;
     n->in[0] = gs_array_retain(a);
@@ -342,11 +346,19 @@ gs_status_t gs_array_unary(gs_unop_t op, gs_array_h a, gs_array_h *out_p)
 static gs_status_t gs__scalar(int32_t kind, gs_binop_t op, gs_array_h a, double s,
                               gs_array_h *out_p)
 {
-    gs_array_h n;
-    /* same grid as a unary op; op validated by the callers */
-    gs_status_t st = gs_array_unary(GS_UNARY_NEG, a, &n);
-    if (st != GS_OK) return st;
-    n->kind = kind;
+    struct gs_array *n;
+    gs_dtype_t dp, dt;
+    gs_status_t st;
+    /* op validated by the callers; the scalar is a Python float (NEP 50 weak scalar) */
+    if (a == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "operand is NULL");
+    if (out_p == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "out_p is NULL");
+    if ((st = gs_dtype_promote_scalar((gs_dtype_t)a->dtype, GS_SCALAR_FLOAT, &dp)) != GS_OK ||
+        (st = gs_dtype_binary_result(op, dp, dp, &dt)) != GS_OK)
+        return st;
+    if ((n = gs__node_like(kind, a)) == NULL) return GS_ERR_NO_MEMORY;
+    n->dtype = dt;
+    n->ninputs = 1;
+    n->in[0] = gs_array_retain(a);
     n->u.op.op = op;
     n->u.op.scalar = s;
     *out_p = n;
@@ -417,8 +429,15 @@ gs_status_t gs_array_binary(gs_binop_t op, gs_array_h a, gs_array_h b, gs_array_
                                 "operands do not broadcast: size %lld vs %lld on output axis %d",
                                 (long long)sa, (long long)sb, (int)j);
     }
-    n = gs__node_new(GS__NODE_BINARY, nd);
-    if (n == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for an array node");
+    {
+        gs_dtype_t dt;
+        if ((st = gs_dtype_binary_result(op, (gs_dtype_t)a->dtype, (gs_dtype_t)b->dtype, &dt)) !=
+            GS_OK)
+            return st;
+        n = gs__node_new(GS__NODE_BINARY, nd);
+        if (n == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for an array node");
+        n->dtype = dt;
+    }
     for (int32_t j = 0; j < nd; j++) {
         int32_t ja = j - (nd - a->grid.ndim), jb = j - (nd - b->grid.ndim);
         int64_t sa = ja >= 0 ? a->grid.shape[ja] : 1, sb = jb >= 0 ? b->grid.shape[jb] : 1;
@@ -539,6 +558,7 @@ gs_status_t gs__array_slice_canonical(gs_array_h a, const int64_t *start, const 
     }
     n = gs__node_new(GS__NODE_SLICE, nd);
     if (n == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for an array node");
+    n->dtype = a->dtype;
     j = 0;
     for (int32_t ax = 0; ax < a->grid.ndim; ax++) {
         const int64_t *ib = a->grid.bounds[ax];
@@ -609,6 +629,7 @@ gs_status_t gs_array_transpose(gs_array_h a, const int *perm, gs_array_h *out_p)
     }
     n = gs__node_new(GS__NODE_TRANSPOSE, nd);
     if (n == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for an array node");
+    n->dtype = a->dtype;
     for (int32_t i = 0; i < nd; i++) {
         n->grid.shape[i] = a->grid.shape[p[i]];
         n->grid.nchunks[i] = a->grid.nchunks[p[i]];
@@ -716,8 +737,14 @@ gs_status_t gs_array_reduce(gs_redop_t op, gs_array_h a, const gs_reduce_params_
                             op == GS_RED_MIN ? "min" : op == GS_RED_MAX ? "max"
                             : op == GS_RED_ARGMIN ? "argmin" : "argmax");
     nd = axis < 0 ? 0 : a->grid.ndim - 1;
-    n = gs__node_new(GS__NODE_REDUCE, nd);
-    if (n == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for an array node");
+    {
+        gs_dtype_t dt;
+        gs_status_t dst = gs_dtype_reduce_result(op, (gs_dtype_t)a->dtype, &dt);
+        if (dst != GS_OK) return dst;
+        n = gs__node_new(GS__NODE_REDUCE, nd);
+        if (n == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for an array node");
+        n->dtype = dt;
+    }
     for (int32_t i = 0, j = 0; i < a->grid.ndim && axis >= 0; i++) {
         if (i == axis) continue;
         n->grid.shape[j] = a->grid.shape[i];

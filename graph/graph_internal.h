@@ -35,7 +35,8 @@ typedef enum gs__node_kind {
     GS__NODE_RECHUNK,         /* in[0] with another chunk grid (lower_copy.c) */
     GS__NODE_CONCAT,          /* in[0] ++ in[1] along u.cat.axis (lower_copy.c) */
     GS__NODE_MATMUL,          /* in[0] @ in[1] (linalg.c, lower_linalg.c) */
-    GS__NODE_FACTOR           /* one part of the QR / SVD of in[0] (linalg.c, lower_linalg.c) */
+    GS__NODE_FACTOR,          /* one part of the QR / SVD of in[0] (linalg.c, lower_linalg.c) */
+    GS__NODE_ASTYPE           /* in[0] converted to this node's dtype (dtype.c) */
 } gs__node_kind_t;
 
 /* Persisted chunks of a node (guarded by the module's persist lock). */
@@ -100,6 +101,11 @@ struct gs_array {
         } fac;
     } u;
 };
+
+/* The dtype node @a n's operation computes in (dtype.c): its operands are cast to it by the
+ * lowering. Comparisons and logical ops: the promoted operand type (the result is bool);
+ * isnan & co.: the operand's; otherwise the node's own dtype. */
+int32_t gs__node_compute_dtype(const struct gs_array *n);
 
 static inline int gs__node_is_generator(const struct gs_array *n)
 {
@@ -194,6 +200,7 @@ typedef struct gs__fleaf {
     gs__lmap_t map;
     uint64_t seed;
     double p0, p1;
+    int32_t dtype;                      /* gs_dtype_t: CHUNK leaves the source's, others 0 */
 } gs__fleaf_t;
 
 struct gs_layer {
@@ -210,6 +217,7 @@ struct gs_layer {
             gs__fleaf_t leaves[GS_KERNEL_MAX_LEAVES];
             int32_t nprog;
             gs_kinstr_t prog[GS_KERNEL_MAX_PROG];
+            int32_t out_dtype;          /* gs_dtype_t of STORE outputs */
         } f;
         struct {
             int32_t redop;
@@ -218,6 +226,7 @@ struct gs_layer {
             int64_t nprev;              /* partial groups per outer block in the previous level */
             int32_t split_every;
             int64_t ngroups;            /* ceil(nprev / split_every) */
+            int32_t out_dtype;          /* gs_dtype_t of finalized outputs */
         } c;
         struct {
             double *data;               /* chunk order */

@@ -329,7 +329,7 @@ static gs_status_t pd_request_identity(pd_t *p, int64_t node, int64_t *idx_p)
 static int pd_is_elementwise1(const struct gs_array *n)
 {
     return n->kind == GS__NODE_UNARY || n->kind == GS__NODE_BINARY_SCALAR ||
-           n->kind == GS__NODE_SCALAR_BINARY;
+           n->kind == GS__NODE_SCALAR_BINARY || n->kind == GS__NODE_ASTYPE;
 }
 
 /* Decide how request @a ri is built, adding the requests it needs. */
@@ -418,6 +418,9 @@ static gs_status_t pd_rebuild(const struct gs_array *n, struct gs_array *a, stru
     switch (n->kind) {
     case GS__NODE_UNARY:
         st = gs_array_unary((gs_unop_t)n->u.op.op, a, out_p);
+        break;
+    case GS__NODE_ASTYPE:
+        st = gs_array_astype(a, (gs_dtype_t)n->dtype, out_p);
         break;
     case GS__NODE_BINARY_SCALAR:
         st = gs_array_binary_scalar((gs_binop_t)n->u.op.op, a, n->u.op.scalar, out_p);

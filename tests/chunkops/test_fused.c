@@ -149,6 +149,7 @@ static double ref_unary(int op, double x, double imm)
     case GS_OP_ISINF: return isinf(x) ? 1.0 : 0.0;
     case GS_OP_ISFINITE: return isfinite(x) ? 1.0 : 0.0;
     case GS_OP_LNOT: return x == 0 ? 1.0 : 0.0;
+    case GS_OP_CAST: return x; /* float64 -> float64 */
     case GS_OP_MOD_IMM: return ref_binary(GS_OP_MOD, x, imm);
     case GS_OP_RMOD_IMM: return ref_binary(GS_OP_MOD, imm, x);
     case GS_OP_FLOORDIV_IMM: return ref_binary(GS_OP_FLOORDIV, x, imm);
