@@ -2,7 +2,7 @@
 # One GPU-machine session: build with CUDA, run the benchmarks, then the whole suite (CUDA tests
 # enabled, integration tests also with CUDA workers). Logs go to $OUT (or ./gpu-out). For a host
 # without a package registry, carry .devdeps (../shared/offline-deps/README.md):
-#   source .devdeps/env.sh && bash bench/gpu-session.sh [bench|move|linalg|scale|robust|tests|svd|spill|dash|tls|all]
+#   source .devdeps/env.sh && bash bench/gpu-session.sh [bench|move|linalg|scale|robust|tests|svd|spill|dash|tls|dtype|all]
 # bench: kernels + seed reductions; move: transfers, transpose-sum, slice3 (issue 5);
 # linalg: dot, svd (issue 6); scale: tiny tasks, 1 M-chunk seed, worker kill (issue 7);
 # robust: 300-job soak and socket fuzzing with CUDA workers (issue 12);
@@ -10,6 +10,8 @@
 # spill: arrays beyond the workers' memory (issue 13).
 # dash: dashboard overhead and hostile load, a performance report (issue 14).
 # tls: gs-bench tasks with and without TLS on the control connections, alternating (issue 15).
+# dtype: typed fused kernels and combines on CUDA against the CPU backend (issue 20); targets
+#   test_chunkops_cuda.
 # GS_TARGETS="a b ..." builds only those targets (a shorter build for one stage).
 set -uo pipefail
 what=${1:-all}
@@ -164,4 +166,12 @@ fi
 if [ "$what" = tls ]; then
   # tls: needs the targets gs-bench gsched gworker; the CPU figures of a quiet host
   bash bench/tls-bench.sh build-gpu/bin 5 200000 2>"$out/tls.err" | tee "$out/tls.txt" | cut -c1-160
+fi
+if [ "$what" = dtype ]; then
+  # dtype: needs the target test_chunkops_cuda
+  t1=$(date +%s)
+  build-gpu/tests/test_chunkops_cuda --filter 'chunkops_cuda/*' >"$out/dtype-tests.log" 2>&1
+  grep -hE "Synthesis" "$out/dtype-tests.log"
+  grep -hE -A12 "\[FAIL\]|CRASH" "$out/dtype-tests.log" | head -40
+  echo "dtype tests: $(( $(date +%s) - t1 )) s"
 fi

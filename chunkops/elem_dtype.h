@@ -262,4 +262,69 @@ GS_HD int64_t gs_int_unary(int op, int dt, int64_t x)
     return gs_wrap_int(dt, r);
 }
 
+/* Any float64 opcode on scalars (the IMM forms take y = imm). */
+GS_HD double gs_f64_apply1(int op, double imm, double x, double y)
+{
+    switch (op) {
+    case GS_OP_CONST: return imm;
+    case GS_OP_NEG: return -x;
+    case GS_OP_ABS: return fabs(x);
+    case GS_OP_EXP: return exp(x);
+    case GS_OP_LOG: return log(x);
+    case GS_OP_SQRT: return sqrt(x);
+    case GS_OP_ADD: return x + y;
+    case GS_OP_SUB: return x - y;
+    case GS_OP_MUL: return x * y;
+    case GS_OP_DIV: return x / y;
+    case GS_OP_POW: return pow(x, y);
+    case GS_OP_LT: return x < y ? 1.0 : 0.0;
+    case GS_OP_LE: return x <= y ? 1.0 : 0.0;
+    case GS_OP_GT: return x > y ? 1.0 : 0.0;
+    case GS_OP_GE: return x >= y ? 1.0 : 0.0;
+    case GS_OP_EQ: return x == y ? 1.0 : 0.0;
+    case GS_OP_NE: return x != y ? 1.0 : 0.0;
+    case GS_OP_MIN: return (x < y || x != x) ? x : y;
+    case GS_OP_MAX: return (x > y || x != x) ? x : y;
+    case GS_OP_ADD_IMM: return x + imm;
+    case GS_OP_SUB_IMM: return x - imm;
+    case GS_OP_MUL_IMM: return x * imm;
+    case GS_OP_DIV_IMM: return x / imm;
+    case GS_OP_POW_IMM: return pow(x, imm);
+    case GS_OP_RSUB_IMM: return imm - x;
+    case GS_OP_RDIV_IMM: return imm / x;
+    case GS_OP_RPOW_IMM: return pow(imm, x);
+    case GS_OP_LT_IMM: return x < imm ? 1.0 : 0.0;
+    case GS_OP_LE_IMM: return x <= imm ? 1.0 : 0.0;
+    case GS_OP_GT_IMM: return x > imm ? 1.0 : 0.0;
+    case GS_OP_GE_IMM: return x >= imm ? 1.0 : 0.0;
+    case GS_OP_EQ_IMM: return x == imm ? 1.0 : 0.0;
+    case GS_OP_NE_IMM: return x != imm ? 1.0 : 0.0;
+    case GS_OP_MIN_IMM: return (x < imm || x != x) ? x : imm;
+    case GS_OP_MAX_IMM: return (x > imm || x != x) ? x : imm;
+    case GS_OP_MOD: case GS_OP_FLOORDIV: case GS_OP_LAND: case GS_OP_LOR: case GS_OP_LXOR:
+        return gs_elem_binary(op, x, y);
+    default: return op >= GS_OP_EXTENDED && op < GS_OP_COUNT ? gs_elem_unary(op, x, imm) : x;
+    }
+}
+
+/* One typed instruction on stack values (graph/kernel.h, "Dtypes"): @a x the operand (the
+ * left one of a binary op), @a y the right one. The same rules as the CPU backend's tile
+ * loops, element by element. */
+GS_HD double gs_typed_apply1(const gs_kinstr_t *in, int arity, double x, double y)
+{
+    const int dt = in->dtype, op = in->op;
+    if (op == GS_OP_CAST) return gs_cast_value(dt, in->arg, x);
+    if (gs_dt_is_float(dt)) {
+        double r = gs_f64_apply1(op, op == GS_OP_CONST ? gs_round_float(dt, in->imm) : in->imm, x, y);
+        if (gs_op_is_predicate(op)) return gs_i_v(r != 0.0);
+        return gs_round_float(dt, r);
+    }
+    const int64_t imm = gs_f64_to_i64(in->imm);
+    if (arity == 0) return gs_i_v(gs_wrap_int(dt, imm));
+    if (arity == 2) return gs_i_v(gs_int_binary(op, dt, gs_v_i(x), gs_v_i(y)));
+    if ((op >= GS_OP_ADD_IMM && op <= GS_OP_MAX_IMM) || (op >= GS_OP_MOD_IMM && op <= GS_OP_LXOR_IMM))
+        return gs_i_v(gs_int_binary(op, dt, gs_v_i(x), imm));
+    return gs_i_v(gs_int_unary(op, dt, gs_v_i(x)));
+}
+
 #endif

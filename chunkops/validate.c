@@ -319,6 +319,7 @@ int gs_kfused_dtype_other(const gs_kfused_t *k)
         if (k->prog[i].dtype != GS_DTYPE_FLOAT64) return k->prog[i].dtype;
         if (k->prog[i].op == GS_OP_CAST && k->prog[i].arg != GS_DTYPE_FLOAT64)
             return k->prog[i].arg;
+        if (k->prog[i].op == GS_OP_WHERE) return GS_DTYPE_BOOL;   /* its condition */
     }
     return GS_DTYPE_FLOAT64;
 }

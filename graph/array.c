@@ -37,6 +37,39 @@ gs_array_h gs_array_retain(gs_array_h a)
     return a;
 }
 
+static struct gs_array *gs__node_like(int32_t kind, const struct gs_array *a);
+
+gs_status_t gs_array_where(gs_array_h cond, gs_array_h a, gs_array_h b, gs_array_h *out_p)
+{
+    struct gs_array *n, *t1 = NULL, *t2 = NULL;
+    gs_dtype_t dt;
+    gs_status_t st;
+    if (cond == NULL || a == NULL || b == NULL)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "where: an operand is NULL");
+    if (out_p == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "where: out_p is NULL");
+    if ((st = gs_dtype_promote((gs_dtype_t)a->dtype, (gs_dtype_t)b->dtype, &dt)) != GS_OK)
+        return st;
+    /* the broadcast grid of the three operands: that of (cond == a) == b, built and dropped
+     * (comparisons accept every pair of dtypes) */
+    if ((st = gs_array_binary(GS_BINARY_EQ, cond, a, &t1)) != GS_OK) return st;
+    if ((st = gs_array_binary(GS_BINARY_EQ, t1, b, &t2)) != GS_OK) goto out_t1;
+    if ((n = gs__node_like(GS__NODE_WHERE, t2)) == NULL) {
+        st = GS_ERR_NO_MEMORY;
+        goto out_t2;
+    }
+    n->dtype = dt;
+    n->ninputs = 3;
+    n->in[0] = gs_array_retain(cond);
+    n->in[1] = gs_array_retain(a);
+    n->in[2] = gs_array_retain(b);
+    *out_p = n;
+out_t2:
+    gs_array_release(t2);
+out_t1:
+    gs_array_release(t1);
+    return st;
+}
+
 void gs_array_release(gs_array_h a)
 {
     /* Iterative: a long chain of operations must not recurse once per node. */

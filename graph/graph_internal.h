@@ -19,6 +19,8 @@
 
 /* ---- expression nodes ---- */
 
+#define GS__MAX_INPUTS 3           /* where(c, a, b) */
+
 typedef enum gs__node_kind {
     GS__NODE_NORMAL = 0,
     GS__NODE_UNIFORM,
@@ -36,7 +38,8 @@ typedef enum gs__node_kind {
     GS__NODE_CONCAT,          /* in[0] ++ in[1] along u.cat.axis (lower_copy.c) */
     GS__NODE_MATMUL,          /* in[0] @ in[1] (linalg.c, lower_linalg.c) */
     GS__NODE_FACTOR,          /* one part of the QR / SVD of in[0] (linalg.c, lower_linalg.c) */
-    GS__NODE_ASTYPE           /* in[0] converted to this node's dtype (dtype.c) */
+    GS__NODE_ASTYPE,          /* in[0] converted to this node's dtype (dtype.c) */
+    GS__NODE_WHERE            /* in[1] where in[0] else in[2], broadcast (array.c) */
 } gs__node_kind_t;
 
 /* Persisted chunks of a node (guarded by the module's persist lock). */
@@ -53,7 +56,7 @@ struct gs_array {
     gs_grid_t grid;              /* shape and chunk bounds */
     int64_t size;                /* number of elements */
     int32_t ninputs;
-    struct gs_array *in[2];
+    struct gs_array *in[GS__MAX_INPUTS];
     struct gs_array *free_next;  /* release worklist */
     gs__persist_t *persist;      /* NULL unless persisted; under the persist lock */
     union {
@@ -155,7 +158,7 @@ typedef gs_status_t (*gs__expr_leaf_fn)(struct gs_array *n, void *arg, int *is_l
 typedef struct gs__expr_topo {
     int64_t nnodes;
     struct gs_array **nodes;     /* [nnodes] topological order, the root last (borrowed refs) */
-    int64_t (*in)[2];            /* [nnodes] topological index of each input, -1 none/leaf */
+    int64_t (*in)[GS__MAX_INPUTS]; /* [nnodes] topological index of each input, -1 none/leaf */
     uint8_t *leaf;               /* [nnodes] the leaf callback said leaf */
 } gs__expr_topo_t;
 

@@ -12,6 +12,8 @@
  * forms), ISNAN/ISINF/ISFINITE and LNOT, which give bool. GS_OP_CAST converts the top from
  * `dtype` to dtype `arg` (NumPy astype: float -> int truncates toward zero, NaN/inf and out of
  * range give the wrapped value of the C conversion through int64; anything -> bool is != 0).
+ * GS_OP_WHERE (arity 3) pops b (the top), a, then c, and pushes a where c is nonzero, else b:
+ * c is bool, a and b of `dtype`; a program with WHERE is always a typed program.
  * Arithmetic follows NumPy: floating dtypes compute in double and round each result to their
  * precision (float16 computes in float32 precision and stores binary16); integer dtypes wrap
  * (two's complement) to their width; integer DIV is not emitted (true division is float);
@@ -153,7 +155,8 @@ typedef enum gs_leaf_kind {
     X(GS_OP_LAND_IMM, 70, "logical_and_imm", 1)                \
     X(GS_OP_LOR_IMM, 71, "logical_or_imm", 1)                  \
     X(GS_OP_LXOR_IMM, 72, "logical_xor_imm", 1)                \
-    X(GS_OP_CAST, 73, "cast", 1)
+    X(GS_OP_CAST, 73, "cast", 1)                               \
+    X(GS_OP_WHERE, 74, "where", 3)
 
 typedef enum gs_opcode {
 #define GS__OPC_ENUM(name, val, str, arity) name = (val),

@@ -122,7 +122,7 @@ static int gs__prog_check(const gs_layer_t *l, const char **why)
             *why = "program underflows its stack";
             return 0;
         }
-        depth += arity == 0 ? 1 : arity == 2 ? -1 : 0;
+        depth += 1 - (arity == 0 ? 0 : arity);
         if (depth > GS_KERNEL_MAX_STACK) {
             *why = "program exceeds the stack depth limit";
             return 0;

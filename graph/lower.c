@@ -80,6 +80,7 @@ static gs_status_t lw_collect(lw_t *w, struct gs_array *root)
         e->pidx = -1;
         e->in[0] = t.in[i][0];
         e->in[1] = t.in[i][1];
+        e->in[2] = t.in[i][2];
         if (!t.leaf[i]) continue;
         gs_assert_always(gs_u64map_get(&sn.by_id, e->n->id, &v) && v >= 1);
         w->pers[w->npers] = sn.keys.data[v - 1];
@@ -117,7 +118,8 @@ static int lw_decide_edge(const lw_t *w, const lw_node_t *e, int k)
 
 static void lw_stats(const lw_t *w, lw_node_t *e)
 {
-    int32_t p[2] = {1, 1}, s[2] = {1, 1}, l[2] = {1, 1};
+    int32_t p[GS__MAX_INPUTS] = {1, 1, 1}, s[GS__MAX_INPUTS] = {1, 1, 1};
+    int32_t l[GS__MAX_INPUTS] = {1, 1, 1};
     for (int32_t k = 0; k < e->n->ninputs; k++) {
         if (e->inl[k]) {
             const lw_node_t *in = &w->nodes[e->in[k]];
@@ -130,9 +132,12 @@ static void lw_stats(const lw_t *w, lw_node_t *e)
      * a generator */
     const int32_t c = gs__node_compute_dtype(e->n);
     const int32_t gc = e->n->dtype != GS_DTYPE_FLOAT64;
-    int32_t ic[2] = {0, 0};
-    for (int32_t k = 0; k < e->n->ninputs; k++)
-        ic[k] = e->n->in[k] != NULL && e->n->in[k]->dtype != c;
+    int32_t ic[GS__MAX_INPUTS] = {0, 0, 0};
+    for (int32_t k = 0; k < e->n->ninputs; k++) {
+        /* where's condition is read as bool */
+        int32_t want = e->n->kind == GS__NODE_WHERE && k == 0 ? GS_DTYPE_BOOL : c;
+        ic[k] = e->n->in[k] != NULL && e->n->in[k]->dtype != want;
+    }
     switch (e->n->kind) {
     case GS__NODE_NORMAL: case GS__NODE_UNIFORM:
         e->prog = 1 + gc, e->stack = 1, e->leaves = 1;
@@ -152,6 +157,13 @@ static void lw_stats(const lw_t *w, lw_node_t *e)
     case GS__NODE_SLICE: case GS__NODE_TRANSPOSE:
         e->prog = p[0], e->stack = s[0], e->leaves = l[0];
         break;
+    case GS__NODE_WHERE: {
+        int32_t s1 = s[1] + 1, s2 = s[2] + 2;
+        e->prog = p[0] + p[1] + p[2] + ic[0] + ic[1] + ic[2] + 1;
+        e->stack = s[0] > s1 ? (s[0] > s2 ? s[0] : s2) : (s1 > s2 ? s1 : s2);
+        e->leaves = l[0] + l[1] + l[2];
+        break;
+    }
     case GS__NODE_BINARY:
         e->prog = p[0] + p[1] + ic[0] + ic[1] + 1;
         e->stack = s[0] > s[1] + 1 ? s[0] : s[1] + 1;
@@ -456,6 +468,17 @@ static void lw_emit_node(lw_emit_t *em, int64_t idx, const gs__lmap_t *m)
         lw_emit_input(em, idx, 0, m, c);
         lw_push(em, lw_binop_rimm[n->u.op.op], 0, n->u.op.scalar, c);
         break;
+    case GS__NODE_WHERE: {
+        gs__lmap_t mk;
+        lw_map_broadcast(m, n->grid.ndim, n->in[0], &mi);
+        lw_map_broadcast(m, n->grid.ndim, n->in[1], &mj);
+        lw_map_broadcast(m, n->grid.ndim, n->in[2], &mk);
+        lw_emit_input(em, idx, 0, &mi, GS_DTYPE_BOOL);
+        lw_emit_input(em, idx, 1, &mj, n->dtype);
+        lw_emit_input(em, idx, 2, &mk, n->dtype);
+        lw_push(em, GS_OP_WHERE, 0, 0.0, n->dtype);
+        break;
+    }
     case GS__NODE_BINARY:
         lw_map_broadcast(m, n->grid.ndim, n->in[0], &mi);
         lw_map_broadcast(m, n->grid.ndim, n->in[1], &mj);
@@ -529,7 +552,7 @@ int gs__lw_kind_is_blockwise(int32_t kind)
     case GS__NODE_NORMAL: case GS__NODE_UNIFORM: case GS__NODE_FULL: case GS__NODE_ARANGE:
     case GS__NODE_UNARY: case GS__NODE_BINARY: case GS__NODE_BINARY_SCALAR:
     case GS__NODE_SCALAR_BINARY: case GS__NODE_SLICE: case GS__NODE_TRANSPOSE:
-    case GS__NODE_ASTYPE:
+    case GS__NODE_ASTYPE: case GS__NODE_WHERE:
         return 1;
     default:
         return 0;

@@ -309,9 +309,14 @@ static const int8_t gs__arity[GS_OP_COUNT] = {
 
 /* One instruction of a typed program (graph/kernel.h, "Dtypes"; values as in elem_dtype.h). */
 static void gs__apply_typed(const gs_kinstr_t *in, const double *a, const double *restrict b,
-                            double *o, int n)
+                            const double *restrict c, double *o, int n)
 {
     const int dt = in->dtype, op = in->op;
+    if (op == GS_OP_WHERE) {
+        /* a is the condition (bool), b and c the values */
+        for (int i = 0; i < n; i++) o[i] = gs_v_i(a[i]) != 0 ? b[i] : c[i];
+        return;
+    }
     if (op == GS_OP_CAST) {
         for (int i = 0; i < n; i++) o[i] = gs_cast_value(dt, in->arg, a[i]);
         return;
@@ -370,7 +375,8 @@ static const double *gs__run_prog(gs__fused_t *f, double *dst)
         int d = ar == 0 ? sp : sp - ar; /* depth of the result */
         double *o = (last && dst != NULL) ? dst : f->s->slot[d];
         if (f->typed)
-            gs__apply_typed(in, ar >= 1 ? stk[d] : NULL, ar == 2 ? stk[d + 1] : NULL, o, n);
+            gs__apply_typed(in, ar >= 1 ? stk[d] : NULL, ar >= 2 ? stk[d + 1] : NULL,
+                            ar == 3 ? stk[d + 2] : NULL, o, n);
         else
             gs__apply(in->op, in->imm, ar >= 1 ? stk[d] : NULL, ar == 2 ? stk[d + 1] : NULL, o, n);
         stk[d] = o;
@@ -648,9 +654,7 @@ gs_status_t gs__cpu_fused_run(const gs_kfused_t *k)
     f.cur_rec = -1;
     f.typed = k->out_dtype != GS_DTYPE_FLOAT64;
     for (int i = 0; i < k->nleaves; i++) f.typed |= k->leaves[i].dtype != GS_DTYPE_FLOAT64;
-    for (int i = 0; i < k->nprog; i++)
-        f.typed |= k->prog[i].dtype != GS_DTYPE_FLOAT64 ||
-                   (k->prog[i].op == GS_OP_CAST && k->prog[i].arg != GS_DTYPE_FLOAT64);
+    f.typed |= gs_kfused_dtype_other(k) != GS_DTYPE_FLOAT64;
 
     int64_t size = gs_region_size(k->ndim, k->shape);
     if (k->terminal == GS_TERM_REDUCE) {

@@ -411,10 +411,16 @@ static gs_status_t gs__cuda_fused(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h st
     gs__cuda_fplan_t plan;
     GS__CHECK_CTX_STREAM(ctx, stream, "fused");
     if ((st = gs_kfused_validate(k)) != GS_OK) return st;
-    if (gs_kfused_dtype_other(k) != GS_DTYPE_FLOAT64)
-        return gs_error_set(GS_ERR_UNSUPPORTED, "cuda fused kernel: dtype %s is not supported yet "
-                                                "(float64 only; the cpu backend runs it)",
-                            gs_dtype_name((gs_dtype_t)gs_kfused_dtype_other(k)));
+    if (gs_kfused_dtype_other(k) != GS_DTYPE_FLOAT64) {
+        /* typed programs: the element-wise kernel of fused_typed.cu, STORE only for now */
+        if (k->terminal != GS_TERM_STORE)
+            return gs_error_set(GS_ERR_UNSUPPORTED,
+                                "cuda fused kernel: a reduction over dtype %s is not supported "
+                                "yet (float64 only; the cpu backend runs it)",
+                                gs_dtype_name((gs_dtype_t)gs_kfused_dtype_other(k)));
+        if ((st = gs__cuda_use(ctx)) != GS_OK) return gs__cuda_fail(stream, st);
+        return gs__cuda_fail(stream, gs__cuda_launch_typed(&ctx->dev, stream->s, k));
+    }
     gs__cuda_fplan_build(&ctx->dev, &stream->scratch, k, &plan);
     if ((st = gs__cuda_use(ctx)) != GS_OK) return gs__cuda_fail(stream, st);
     return gs__cuda_fail(stream, gs__cuda_launch_fused(stream->s, &plan));
@@ -426,10 +432,6 @@ static gs_status_t gs__cuda_combine(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h 
     gs_status_t st;
     GS__CHECK_CTX_STREAM(ctx, stream, "combine");
     if ((st = gs_kcombine_validate(k)) != GS_OK) return st;
-    if (k->finalize && k->out_dtype != GS_DTYPE_FLOAT64)
-        return gs_error_set(GS_ERR_UNSUPPORTED, "cuda combine kernel: output dtype %s is not "
-                                                "supported yet (float64 only)",
-                            gs_dtype_name((gs_dtype_t)k->out_dtype));
     if ((st = gs__cuda_use(ctx)) != GS_OK) return gs__cuda_fail(stream, st);
     return gs__cuda_fail(stream, gs__cuda_launch_combine(&ctx->dev, stream->s, k));
 }

@@ -495,3 +495,94 @@ Test(graph_dtype_eval, layers_with_bad_dtypes_do_not_decode)
     gs_array_release(h);
     gs_array_release(a);
 }
+
+Test(graph_dtype_eval, where_selects_with_broadcasting_inside_one_kernel)
+{
+    /* where(x > 0.5, x_int32, -1.0) over a 2-D array with a broadcast row of replacements:
+     * cond bool (R x K), a int32 (R x K), b float64 (1 x K) -> float64 */
+    enum { R = 7, K = 5 };
+    double v[R * K], row[K], want[R * K];
+    int64_t shape[2] = {R, K}, chunks[2] = {3, 2}, rshape[2] = {1, K}, rchunks[2] = {1, 3};
+    gs_array_h x, c, xi, r, w, rev, wr;
+    for (int i = 0; i < R * K; i++) v[i] = 0.37 * i - 4.1;
+    for (int j = 0; j < K; j++) row[j] = NAN + 0 * j;
+    row[1] = -1.0;
+    row[3] = INFINITY;
+    OK(gs_array_from_host(v, 2, shape, chunks, &x));
+    OK(gs_array_from_host(row, 2, rshape, rchunks, &r));
+    OK(gs_array_binary_array_scalar(GS_BINARY_GT, x, 0.5, &c));
+    OK(gs_array_astype(x, GS_DTYPE_INT32, &xi));
+    OK(gs_array_where(c, xi, r, &w));
+    cr_assert_eq(gs_array_dtype(w), GS_DTYPE_FLOAT64, "int32 with float64 promotes");
+    for (int i = 0; i < R; i++)
+        for (int j = 0; j < K; j++) {
+            double e = v[i * K + j];
+            want[i * K + j] = e > 0.5 ? (double)(int32_t)e : row[j];
+        }
+    check(w, want, R * K, "where with a broadcast row");
+    /* reversed along axis 0 (the slice pushed below where) and summed along axis 1 */
+    {
+        gs_slice_t s[2] = {GS_SLICE_STEP(-2), GS_SLICE_ALL};
+        double wr_want[R * K];
+        int nr = 0;
+        OK(gs_array_slice(w, 2, s, &rev));
+        for (int i = R - 1; i >= 0; i -= 2, nr++)
+            for (int j = 0; j < K; j++) wr_want[nr * K + j] = want[i * K + j];
+        check(rev, wr_want, nr * K, "where reversed");
+    }
+    /* same-dtype operands keep the dtype; bool condition from a uint8 array */
+    {
+        gs_array_h u, ones, zeros;
+        OK(gs_array_astype(x, GS_DTYPE_UINT8, &u));
+        OK(gs_array_ones_dtype(GS_DTYPE_INT64, 2, shape, chunks, &ones));
+        OK(gs_array_zeros_dtype(GS_DTYPE_INT64, 2, shape, chunks, &zeros));
+        OK(gs_array_where(u, ones, zeros, &wr));
+        cr_assert_eq(gs_array_dtype(wr), GS_DTYPE_INT64);
+        for (int i = 0; i < R * K; i++) want[i] = (uint8_t)(int64_t)v[i] != 0;
+        check(wr, want, R * K, "where of a uint8 condition");
+        gs_array_release(wr);
+        gs_array_release(zeros);
+        gs_array_release(ones);
+        gs_array_release(u);
+    }
+    /* operands that do not broadcast: an error, nothing written */
+    {
+        int64_t bad[2] = {R, 3}, bc[2] = {3, 3};
+        gs_array_h y, h = NULL;
+        OK(gs_array_full(1.0, 2, bad, bc, &y));
+        cr_assert_eq(gs_array_where(c, x, y, &h), GS_ERR_INVALID_PARAM);
+        cr_assert_null(h);
+        gs_array_release(y);
+    }
+    gs_array_release(rev);
+    gs_array_release(w);
+    gs_array_release(xi);
+    gs_array_release(c);
+    gs_array_release(r);
+    gs_array_release(x);
+}
+
+Test(graph_dtype_eval, where_is_fused_into_one_task_per_chunk)
+{
+    /* where(x > 0, x, -x) == abs(x) over a random array (a generator: inlined in each use) */
+    int64_t shape[2] = {9, 8}, chunks[2] = {4, 3};
+    gs_array_h x, c, n, w, ab;
+    gs_taskgraph_t *tg;
+    OK(gs_array_random_normal(5, 0.0, 1.0, 2, shape, chunks, &x));
+    OK(gs_array_binary_array_scalar(GS_BINARY_GT, x, 0.0, &c));
+    OK(gs_array_unary(GS_UNARY_NEG, x, &n));
+    OK(gs_array_where(c, x, n, &w));
+    OK(gs_array_unary(GS_UNARY_ABS, x, &ab));
+    OK(gs_graph_lower(w, GS_LOWER_DEFAULT, &tg));
+    cr_assert_eq(tg->nlayers, 1, "cond, both branches and where in one layer, got %u",
+                 (unsigned)tg->nlayers);
+    gs_taskgraph_free(tg);
+    double *want = eval_flags(ab, GS_LOWER_DEFAULT);
+    check(w, want, 72, "where as abs");
+    free(want);
+    gs_array_release(ab);
+    gs_array_release(w);
+    gs_array_release(n);
+    gs_array_release(c);
+    gs_array_release(x);
+}

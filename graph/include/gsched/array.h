@@ -257,6 +257,14 @@ gs_status_t gs_array_binary_scalar(gs_binop_t op, gs_array_h a, double scalar, g
 /** Deprecated name of gs_array_binary_scalar_array() (scalar OP a); kept for existing callers. */
 gs_status_t gs_array_scalar_binary(gs_binop_t op, double scalar, gs_array_h a, gs_array_h *out_p);
 
+/** np.where(cond, a, b): a where cond is true (nonzero; NaN counts as true), else b, with
+ *  NumPy broadcasting of the three operands and chunks unified as gs_array_binary() does.
+ *  cond of any dtype is read as bool; the result has the promoted dtype of a and b. Fused
+ *  into one kernel with its operands (a bool mask from a comparison never materialises).
+ *  Errors: GS_ERR_INVALID_PARAM (NULL handles, operands that do not broadcast),
+ *  GS_ERR_NO_MEMORY; *out_p is not written on error. */
+gs_status_t gs_array_where(gs_array_h cond, gs_array_h a, gs_array_h b, gs_array_h *out_p);
+
 /** np.clip(a, lo, hi) = minimum(maximum(a, lo), hi): NaN elements stay NaN, and lo > hi gives
  *  hi everywhere, as in NumPy. Infinite bounds clip one side only. Errors: GS_ERR_INVALID_PARAM
  *  (NULL handles, a NaN bound), GS_ERR_NO_MEMORY. */
