@@ -117,34 +117,59 @@ Test(chunkops_cuda, typed_programs_agree_with_cpu_bytewise)
     bk_close(&b);
 }
 
-Test(chunkops_cuda, typed_reductions_are_rejected_cleanly)
+/* int32 data cast to float64 and reduced (the lowering's typed REDUCE form): all axes and
+ * along each axis, SUM (exact: integers), MAX and ARGMAX, CPU and GPU records equal */
+Test(chunkops_cuda, typed_reductions_agree_with_cpu)
 {
     GPU_OR_SKIP();
     bk_t b;
     bk_open(&b, (size_t)64 << 20);
-    double *d = dev_alloc_poisoned(&b, 16), *dout = dev_alloc_poisoned(&b, 4);
-    gs_kfused_t k;
-    memset(&k, 0, sizeof(k));
-    k.ndim = 1;
-    k.shape[0] = 16;
-    k.nleaves = 1;
-    k.leaves[0].kind = GS_LEAF_CHUNK;
-    k.leaves[0].dtype = GS_DTYPE_INT32;
-    k.leaves[0].data = d;
-    k.leaves[0].data_len = 16;
-    k.leaves[0].stride[0] = 1;
-    k.prog[0].op = GS_OP_LEAF;
-    k.prog[0].dtype = GS_DTYPE_INT32;
-    k.prog[1].op = GS_OP_CAST;
-    k.prog[1].dtype = GS_DTYPE_INT32;
-    k.prog[1].arg = GS_DTYPE_FLOAT64;
-    k.nprog = 2;
-    k.terminal = GS_TERM_REDUCE;
-    k.redop = GS_RED_SUM;
-    k.red_axis = -1;
-    k.out = dout;
-    cr_assert_eq(GPU->fused(b.gpu, b.gs, &k), GS_ERR_UNSUPPORTED);
-    cr_assert(strstr(gs_last_error(), "int32") != NULL, "%s", gs_last_error());
+    enum { R = 37, K = 129, N = R * K };
+    _Alignas(8) int32_t h[N];
+    double cpu[2 * K + 2], gpu[2 * K + 2];
+    for (int i = 0; i < N; i++) h[i] = (int32_t)((i * 2654435761u) % 200001u) - 100000;
+    double *d = dev_alloc_poisoned(&b, N), *dout = dev_alloc_poisoned(&b, 2 * K + 2);
+    CHECK(GPU->copy_from_host(b.gpu, b.gs, d, h, sizeof(h)));
+    static const int ops[] = {GS_RED_SUM, GS_RED_MAX, GS_RED_ARGMAX};
+    for (int o = 0; o < 3; o++)
+        for (int axis = -1; axis < 2; axis++) {
+            gs_kfused_t k, kg;
+            memset(&k, 0, sizeof(k));
+            k.ndim = 2;
+            k.shape[0] = R;
+            k.shape[1] = K;
+            k.nleaves = 1;
+            k.leaves[0].kind = GS_LEAF_CHUNK;
+            k.leaves[0].dtype = GS_DTYPE_INT32;
+            k.leaves[0].data_len = N;
+            k.leaves[0].stride[0] = K;
+            k.leaves[0].stride[1] = 1;
+            k.prog[0].op = GS_OP_LEAF;
+            k.prog[0].dtype = GS_DTYPE_INT32;
+            k.prog[1].op = GS_OP_CAST;
+            k.prog[1].dtype = GS_DTYPE_INT32;
+            k.prog[1].arg = GS_DTYPE_FLOAT64;
+            k.nprog = 2;
+            k.terminal = GS_TERM_REDUCE;
+            k.redop = ops[o];
+            k.red_axis = axis;
+            k.idx_stride[0] = K;
+            k.idx_stride[1] = 1;
+            kg = k;
+            k.leaves[0].data = (const double *)h;
+            k.out = cpu;
+            kg.leaves[0].data = d;
+            kg.out = dout;
+            const int64_t nrec = gs_kfused_nrecords(&k) * gs_redop_width((gs_redop_t)ops[o]);
+            CHECK(CPU->fused(b.cpu, b.cs, &k));
+            CHECK(CPU->sync(b.cpu, b.cs));
+            CHECK(GPU->fused(b.gpu, b.gs, &kg));
+            CHECK(GPU->sync(b.gpu, b.gs));
+            dev_download(&b, gpu, dout, nrec);
+            for (int64_t r = 0; r < nrec; r++)
+                cr_assert(bits_equal(gpu[r], cpu[r]), "op %d axis %d record %lld: gpu %.17g cpu %.17g",
+                          ops[o], axis, (long long)r, gpu[r], cpu[r]);
+        }
     GPU->mem_free(b.gpu, dout);
     GPU->mem_free(b.gpu, d);
     bk_close(&b);
