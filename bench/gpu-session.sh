@@ -10,8 +10,8 @@
 # spill: arrays beyond the workers' memory (issue 13).
 # dash: dashboard overhead and hostile load, a performance report (issue 14).
 # tls: gs-bench tasks with and without TLS on the control connections, alternating (issue 15).
-# dtype: typed fused kernels and combines on CUDA against the CPU backend (issue 20); targets
-#   test_chunkops_cuda.
+# dtype: typed fused kernels and combines on CUDA against the CPU backend, typed kernel
+#   timings (issue 20); targets test_chunkops_cuda gs-kbench.
 # GS_TARGETS="a b ..." builds only those targets (a shorter build for one stage).
 set -uo pipefail
 what=${1:-all}
@@ -168,10 +168,12 @@ if [ "$what" = tls ]; then
   bash bench/tls-bench.sh build-gpu/bin 5 200000 2>"$out/tls.err" | tee "$out/tls.txt" | cut -c1-160
 fi
 if [ "$what" = dtype ]; then
-  # dtype: needs the target test_chunkops_cuda
+  # dtype: needs the targets test_chunkops_cuda gs-kbench
   t1=$(date +%s)
   build-gpu/tests/test_chunkops_cuda --filter 'chunkops_cuda/*' >"$out/dtype-tests.log" 2>&1
   grep -hE "Synthesis" "$out/dtype-tests.log"
   grep -hE -A12 "\[FAIL\]|CRASH" "$out/dtype-tests.log" | head -40
   echo "dtype tests: $(( $(date +%s) - t1 )) s"
+  run $B/gs-kbench --no-linalg --reps 10 2>"$out/dtype-kbench.err" | tee "$out/dtype-kbench.jsonl" |
+    grep -E '"(sum_1e8|philox_normal_store|typed_[a-z0-9_]*)"' | cut -c1-160
 fi
