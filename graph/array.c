@@ -39,6 +39,32 @@ gs_array_h gs_array_retain(gs_array_h a)
 
 static struct gs_array *gs__node_like(int32_t kind, const struct gs_array *a);
 
+/* A scalar of kind @a k taking part in an operation computed in dtype @a dp (NEP 50): an int
+ * must be integral and, when it adopts an integer dtype, fit it (NumPy 2 raises otherwise);
+ * a bool must be 0 or 1. */
+static gs_status_t gs__scalar_check(double s, gs_scalar_kind_t k, gs_dtype_t dp)
+{
+    static const double lo[GS_DTYPE_COUNT] = {[GS_DTYPE_INT32] = -2147483648.0,
+                                              [GS_DTYPE_INT64] = -9223372036854775808.0,
+                                              [GS_DTYPE_UINT8] = 0.0, [GS_DTYPE_BOOL] = 0.0};
+    static const double hi[GS_DTYPE_COUNT] = {[GS_DTYPE_INT32] = 2147483647.0,
+                                              [GS_DTYPE_INT64] = 9223372036854774784.0, /* below 2^63 */
+                                              [GS_DTYPE_UINT8] = 255.0, [GS_DTYPE_BOOL] = 1.0};
+    if ((int)k < 0 || k >= GS_SCALAR_KIND_COUNT)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "unknown scalar kind %d", (int)k);
+    if (k == GS_SCALAR_BOOL && s != 0.0 && s != 1.0)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "a bool scalar must be 0 or 1, not %g", s);
+    if (k != GS_SCALAR_INT) return GS_OK;
+    if (!isfinite(s) || s != floor(s))
+        return gs_error_set(GS_ERR_INVALID_PARAM, "an int scalar must be an integer, not %g", s);
+    if (dp != GS_DTYPE_FLOAT64 && dp != GS_DTYPE_FLOAT32 && dp != GS_DTYPE_FLOAT16 &&
+        (s < lo[dp] || s > hi[dp]))
+        return gs_error_set(GS_ERR_INVALID_PARAM,
+                            "int scalar %.17g is out of bounds for %s (NumPy 2 raises too)", s,
+                            gs_dtype_name(dp));
+    return GS_OK;
+}
+
 gs_status_t gs_array_where(gs_array_h cond, gs_array_h a, gs_array_h b, gs_array_h *out_p)
 {
     struct gs_array *n, *t1 = NULL, *t2 = NULL;
@@ -377,7 +403,7 @@ gs_status_t gs_array_unary(gs_unop_t op, gs_array_h a, gs_array_h *out_p)
 }
 
 static gs_status_t gs__scalar(int32_t kind, gs_binop_t op, gs_array_h a, double s,
-                              gs_array_h *out_p)
+                              gs_scalar_kind_t skind, gs_array_h *out_p)
 {
     struct gs_array *n;
     gs_dtype_t dp, dt;
@@ -385,15 +411,17 @@ static gs_status_t gs__scalar(int32_t kind, gs_binop_t op, gs_array_h a, double 
     /* op validated by the callers; the scalar is a Python float (NEP 50 weak scalar) */
     if (a == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "operand is NULL");
     if (out_p == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "out_p is NULL");
-    if ((st = gs_dtype_promote_scalar((gs_dtype_t)a->dtype, GS_SCALAR_FLOAT, &dp)) != GS_OK ||
+    if ((st = gs_dtype_promote_scalar((gs_dtype_t)a->dtype, skind, &dp)) != GS_OK ||
         (st = gs_dtype_binary_result(op, dp, dp, &dt)) != GS_OK)
         return st;
+    if ((st = gs__scalar_check(s, skind, dp)) != GS_OK) return st;
     if ((n = gs__node_like(kind, a)) == NULL) return GS_ERR_NO_MEMORY;
     n->dtype = dt;
     n->ninputs = 1;
     n->in[0] = gs_array_retain(a);
     n->u.op.op = op;
     n->u.op.scalar = s;
+    n->u.op.skind = skind;
     *out_p = n;
     return GS_OK;
 }
@@ -403,7 +431,7 @@ gs_status_t gs_array_binary_array_scalar(gs_binop_t op, gs_array_h a, double sca
 {
     if ((int)op < 0 || op >= GS_BINARY_COUNT)
         return gs_error_set(GS_ERR_INVALID_PARAM, "unknown binary op %d", (int)op);
-    return gs__scalar(GS__NODE_BINARY_SCALAR, op, a, scalar, out_p);
+    return gs__scalar(GS__NODE_BINARY_SCALAR, op, a, scalar, GS_SCALAR_FLOAT, out_p);
 }
 
 gs_status_t gs_array_binary_scalar_array(gs_binop_t op, double scalar, gs_array_h a,
@@ -411,7 +439,24 @@ gs_status_t gs_array_binary_scalar_array(gs_binop_t op, double scalar, gs_array_
 {
     if ((int)op < 0 || op >= GS_BINARY_COUNT)
         return gs_error_set(GS_ERR_INVALID_PARAM, "unknown binary op %d", (int)op);
-    return gs__scalar(GS__NODE_SCALAR_BINARY, op, a, scalar, out_p);
+    return gs__scalar(GS__NODE_SCALAR_BINARY, op, a, scalar, GS_SCALAR_FLOAT, out_p);
+}
+
+gs_status_t gs_array_binary_array_scalar_kind(gs_binop_t op, gs_array_h a, double scalar,
+                                              gs_scalar_kind_t kind, gs_array_h *out_p)
+{
+    if ((int)op < 0 || op >= GS_BINARY_COUNT)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "unknown binary op %d", (int)op);
+    return gs__scalar(GS__NODE_BINARY_SCALAR, op, a, scalar, kind, out_p);
+}
+
+gs_status_t gs_array_binary_scalar_array_kind(gs_binop_t op, double scalar,
+                                              gs_scalar_kind_t kind, gs_array_h a,
+                                              gs_array_h *out_p)
+{
+    if ((int)op < 0 || op >= GS_BINARY_COUNT)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "unknown binary op %d", (int)op);
+    return gs__scalar(GS__NODE_SCALAR_BINARY, op, a, scalar, kind, out_p);
 }
 
 gs_status_t gs_array_binary_scalar(gs_binop_t op, gs_array_h a, double scalar, gs_array_h *out_p)

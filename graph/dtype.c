@@ -244,8 +244,8 @@ int32_t gs__node_compute_dtype(const struct gs_array *n)
             if (gs_dtype_promote((gs_dtype_t)n->in[0]->dtype, (gs_dtype_t)n->in[1]->dtype, &c) !=
                 GS_OK)
                 return n->dtype;
-        } else if (gs_dtype_promote_scalar((gs_dtype_t)n->in[0]->dtype, GS_SCALAR_FLOAT, &c) !=
-                   GS_OK) {
+        } else if (gs_dtype_promote_scalar((gs_dtype_t)n->in[0]->dtype,
+                                           (gs_scalar_kind_t)n->u.op.skind, &c) != GS_OK) {
             return n->dtype;
         }
         return c;

@@ -71,6 +71,7 @@ struct gs_array {
         struct {
             int32_t op;          /* gs_unop_t or gs_binop_t */
             double scalar;
+            int32_t skind;       /* gs_scalar_kind_t of the scalar (0: a Python float) */
         } op;
         struct {                 /* per input axis; src = start + step * out (or start if index) */
             int64_t start[GS_MAX_NDIM];

@@ -429,10 +429,12 @@ static gs_status_t pd_rebuild(const struct gs_array *n, struct gs_array *a, stru
         st = gs_array_where(a, b, c, out_p);
         break;
     case GS__NODE_BINARY_SCALAR:
-        st = gs_array_binary_scalar((gs_binop_t)n->u.op.op, a, n->u.op.scalar, out_p);
+        st = gs_array_binary_array_scalar_kind((gs_binop_t)n->u.op.op, a, n->u.op.scalar,
+                                               (gs_scalar_kind_t)n->u.op.skind, out_p);
         break;
     case GS__NODE_SCALAR_BINARY:
-        st = gs_array_scalar_binary((gs_binop_t)n->u.op.op, n->u.op.scalar, a, out_p);
+        st = gs_array_binary_scalar_array_kind((gs_binop_t)n->u.op.op, n->u.op.scalar,
+                                               (gs_scalar_kind_t)n->u.op.skind, a, out_p);
         break;
     case GS__NODE_BINARY:
         st = gs_array_binary((gs_binop_t)n->u.op.op, a, b, out_p);

@@ -586,3 +586,51 @@ Test(graph_dtype_eval, where_is_fused_into_one_task_per_chunk)
     gs_array_release(c);
     gs_array_release(x);
 }
+
+Test(graph_dtype_eval, int_scalars_keep_the_integer_dtype)
+{
+    static const double v[] = {2147483647.0, -5, 0, 7, -2147483648.0, 100};
+    gs_array_h a = typed_array(GS_DTYPE_INT32, v, 6), u, h = NULL;
+    double want[6];
+    OK(gs_array_binary_array_scalar_kind(GS_BINARY_ADD, a, 3, GS_SCALAR_INT, &h));
+    cr_assert_eq(gs_array_dtype(h), GS_DTYPE_INT32, "int32 + 3 stays int32");
+    for (int i = 0; i < 6; i++) want[i] = (double)(int32_t)(uint32_t)((int64_t)v[i] + 3);
+    check(h, want, 6, "int32 + 3 wraps");
+    gs_array_release(h);
+    OK(gs_array_binary_scalar_array_kind(GS_BINARY_FLOOR_DIVIDE, 100, GS_SCALAR_INT, a, &h));
+    for (int i = 0; i < 6; i++) {
+        int64_t x = (int64_t)v[i], q;
+        if (x == 0) q = 0;
+        else {
+            q = 100 / x;
+            if (100 % x != 0 && ((100 < 0) != (x < 0))) q--;
+        }
+        want[i] = (double)q;
+    }
+    check(h, want, 6, "100 // int32");
+    gs_array_release(h);
+    OK(gs_array_binary_array_scalar_kind(GS_BINARY_LT, a, 7, GS_SCALAR_INT, &h));
+    cr_assert_eq(gs_array_dtype(h), GS_DTYPE_BOOL);
+    for (int i = 0; i < 6; i++) want[i] = v[i] < 7;
+    check(h, want, 6, "int32 < 7");
+    gs_array_release(h);
+    /* float scalars still promote (NumPy 2): int32 + 0.5 is float64 */
+    OK(gs_array_binary_array_scalar(GS_BINARY_ADD, a, 0.5, &h));
+    cr_assert_eq(gs_array_dtype(h), GS_DTYPE_FLOAT64);
+    gs_array_release(h);
+    /* out of bounds or not an integer: errors naming the dtype, nothing written */
+    u = typed_array(GS_DTYPE_UINT8, v + 2, 3);
+    h = NULL;
+    cr_assert_eq(gs_array_binary_array_scalar_kind(GS_BINARY_ADD, u, 300, GS_SCALAR_INT, &h),
+                 GS_ERR_INVALID_PARAM);
+    cr_assert(strstr(gs_last_error(), "uint8") != NULL, "%s", gs_last_error());
+    cr_assert_eq(gs_array_binary_array_scalar_kind(GS_BINARY_ADD, u, 2.5, GS_SCALAR_INT, &h),
+                 GS_ERR_INVALID_PARAM);
+    cr_assert_eq(gs_array_binary_array_scalar_kind(GS_BINARY_ADD, u, 2, GS_SCALAR_BOOL, &h),
+                 GS_ERR_INVALID_PARAM);
+    cr_assert_eq(gs_array_binary_array_scalar_kind(GS_BINARY_ADD, u, 2, (gs_scalar_kind_t)7, &h),
+                 GS_ERR_INVALID_PARAM);
+    cr_assert_null(h);
+    gs_array_release(u);
+    gs_array_release(a);
+}

@@ -252,6 +252,17 @@ gs_status_t gs_array_binary_array_scalar(gs_binop_t op, gs_array_h a, double sca
  *  gs_array_binary(). */
 gs_status_t gs_array_binary_scalar_array(gs_binop_t op, double scalar, gs_array_h a,
                                          gs_array_h *out_p);
+/** a OP scalar and scalar OP a with a scalar of kind @a kind (NumPy 2's Python int, float or
+ *  bool, NEP 50): an int scalar keeps an integer array's dtype (int32 + 2 is int32, wrapping
+ *  on overflow) and must fit it (uint8 + 300 is an error, as NumPy raises), a float scalar
+ *  makes integer arrays float64 (what the plain functions above do), a bool scalar (0 or 1)
+ *  keeps every dtype. Errors as gs_array_binary(), and GS_ERR_INVALID_PARAM for a scalar that
+ *  is not of its kind (2.5 as an int) or does not fit, naming the dtype. */
+gs_status_t gs_array_binary_array_scalar_kind(gs_binop_t op, gs_array_h a, double scalar,
+                                              gs_scalar_kind_t kind, gs_array_h *out_p);
+gs_status_t gs_array_binary_scalar_array_kind(gs_binop_t op, double scalar,
+                                              gs_scalar_kind_t kind, gs_array_h a,
+                                              gs_array_h *out_p);
 /** Deprecated name of gs_array_binary_array_scalar() (a OP scalar); kept for existing callers. */
 gs_status_t gs_array_binary_scalar(gs_binop_t op, gs_array_h a, double scalar, gs_array_h *out_p);
 /** Deprecated name of gs_array_binary_scalar_array() (scalar OP a); kept for existing callers. */
