@@ -2,7 +2,7 @@
 # One GPU-machine session: build with CUDA, run the benchmarks, then the whole suite (CUDA tests
 # enabled, integration tests also with CUDA workers). Logs go to $OUT (or ./gpu-out). For a host
 # without a package registry, carry .devdeps (../shared/offline-deps/README.md):
-#   source .devdeps/env.sh && bash bench/gpu-session.sh [bench|move|linalg|scale|robust|tests|svd|spill|dash|tls|mac|gather|sched|rand|io|stencil|all]
+#   source .devdeps/env.sh && bash bench/gpu-session.sh [bench|move|linalg|scale|robust|tests|svd|spill|dash|tls|mac|gather|sched|rand|io|stencil|dtype|all]
 # bench: kernels + seed reductions; move: transfers, transpose-sum, slice3 (issue 5);
 # linalg: dot, svd (issue 6); scale: tiny tasks, 1 M-chunk seed, worker kill (issue 7);
 # robust: 300-job soak and socket fuzzing with CUDA workers (issue 12);
@@ -18,6 +18,8 @@
 # rand: transposed tiles, version-2 normals, gs-kbench beside the limits (issue 19, session 6).
 # io: npy/raw/zarr files written and read by the workers against dd (issue 18).
 # stencil: the STENCIL kernel's tests and rate, gs-bench stencil on the GPUs and the CPU (issue 16).
+# dtype: typed fused kernels and combines on CUDA against the CPU backend, typed kernel
+#   timings (issue 20); targets test_chunkops_cuda gs-kbench.
 # GS_TARGETS="a b ..." builds only those targets (a shorter build for one stage).
 set -uo pipefail
 what=${1:-all}
@@ -287,4 +289,14 @@ if [ "$what" = stencil ]; then
     run $B/gs-bench stencil --n 8000 --chunk 2000 --workers 2 --backend cpu --repeat 3
   } 2>"$out/stencil.err" | tee "$out/stencil.jsonl"
   tail -5 "$out/stencil.err"
+fi
+if [ "$what" = dtype ]; then
+  # dtype: needs the targets test_chunkops_cuda gs-kbench
+  t1=$(date +%s)
+  build-gpu/tests/test_chunkops_cuda --filter 'chunkops_cuda/*' >"$out/dtype-tests.log" 2>&1
+  grep -hE "Synthesis" "$out/dtype-tests.log"
+  grep -hE -A12 "\[FAIL\]|CRASH" "$out/dtype-tests.log" | head -40
+  echo "dtype tests: $(( $(date +%s) - t1 )) s"
+  run $B/gs-kbench --no-linalg --reps 10 2>"$out/dtype-kbench.err" | tee "$out/dtype-kbench.jsonl" |
+    grep -E '"(sum_1e8|philox_normal_store|typed_[a-z0-9_]*)"' | cut -c1-160
 fi

@@ -160,6 +160,10 @@ int gs_chunkops_cuda_device_count(void);
 gs_status_t gs_kfused_validate(const gs_kfused_t *k);
 gs_status_t gs_kcombine_validate(const gs_kcombine_t *k);
 gs_status_t gs_kcopy_validate(const gs_kcopy_t *k);
+/** A dtype other than float64 that fused spec @a k uses (a leaf, an instruction, a cast
+ *  target or the output), or GS_DTYPE_FLOAT64 (0) when it is an all-float64 program. For
+ *  backends that execute float64 only. */
+int gs_kfused_dtype_other(const gs_kfused_t *k);
 gs_status_t gs_klinalg_validate(const gs_klinalg_t *k);
 gs_status_t gs_kstencil_validate(const gs_kstencil_t *k);
 /** The GS_ERR_NUMERIC of a Gram-path step 3 whose G_3 is @a dev (max |G_3 - I|) from I: the

@@ -11,6 +11,7 @@
  *   zero result takes the sign of b); floor_divide = (a - mod) / b rounded to the nearest
  *   integer, a zero quotient taking the sign of a / b; b == 0 gives fmod(a, 0) = NaN for mod
  *   and a / b (inf or NaN) for floor_divide.
+ *   cast: in an all-float64 program (graph/kernel.h, "Dtypes") the identity.
  */
 #ifndef GS_CHUNKOPS_ELEMWISE_H
 #define GS_CHUNKOPS_ELEMWISE_H
@@ -113,6 +114,7 @@ GS_HD double gs_elem_unary(int op, double x, double imm)
     case GS_OP_RFLOORDIV_IMM: return gs_elem_floordiv(imm, x);
     case GS_OP_LAND_IMM: return gs_elem_binary(GS_OP_LAND, x, imm);
     case GS_OP_LOR_IMM: return gs_elem_binary(GS_OP_LOR, x, imm);
+    case GS_OP_CAST: return x; /* float64 to float64 (typed casts: elem_dtype.h) */
     default: return gs_elem_binary(GS_OP_LXOR, x, imm); /* GS_OP_LXOR_IMM */
     }
 }

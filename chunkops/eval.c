@@ -50,7 +50,7 @@ static gs_status_t gs__eval_task(gs__eval_t *e, uint64_t t)
     gs_ktask_t kt;
     gs_status_t st;
 
-    if (nbytes != tg->task_nbytes[t] || nbytes % sizeof(double) != 0)
+    if (nbytes != tg->task_nbytes[t])
         return gs_error_set(GS_ERR_INVALID_PARAM,
                             "task %llu (%s, block %llu): the task table says %llu output bytes, "
                             "the layer %llu",
@@ -62,6 +62,7 @@ static gs_status_t gs__eval_task(gs__eval_t *e, uint64_t t)
         gs_assert_always(d < t && e->bufs[d] != NULL);
         e->inputs[i - d0].data = e->bufs[d];
         e->inputs[i - d0].len = (int64_t)(tg->task_nbytes[d] / sizeof(double));
+        e->inputs[i - d0].nbytes = tg->task_nbytes[d];
     }
     if ((st = e->ops->mem_alloc(e->ctx, (size_t)nbytes, &e->bufs[t])) != GS_OK)
         return gs__eval_task_error(st, e, t, "allocating its output");
@@ -91,7 +92,8 @@ static gs_status_t gs__eval_assemble(gs__eval_t *e, double *out)
     int64_t gstride[GS_MAX_NDIM];
     int64_t s = 1;
     size_t maxbytes = 0;
-    double *stage = NULL;
+    const size_t es = gs_dtype_size(tg->out_dtype);
+    char *stage = NULL, *outb = (char *)out;
     gs_status_t st = GS_OK;
 
     for (int j = nd - 1; j >= 0; j--) {
@@ -103,13 +105,13 @@ static gs_status_t gs__eval_assemble(gs__eval_t *e, double *out)
         uint64_t t = tg->outputs[b];
         gs_grid_block_region(g, b, start, shape);
         int64_t nel = gs_region_size(nd, shape);
-        if (tg->task_nbytes[t] != (uint64_t)nel * sizeof(double))
+        if (tg->task_nbytes[t] != (uint64_t)nel * es)
             return gs_error_set(GS_ERR_INVALID_PARAM,
                                 "output block %llu: task %llu holds %llu bytes, the block needs "
                                 "%lld elements",
                                 (unsigned long long)b, (unsigned long long)t,
                                 (unsigned long long)tg->task_nbytes[t], (long long)nel);
-        if ((size_t)nel * sizeof(double) > maxbytes) maxbytes = (size_t)nel * sizeof(double);
+        if ((size_t)nel * es > maxbytes) maxbytes = (size_t)nel * es;
     }
     if (tg->noutputs == 1) {
         /* one block is the whole array */
@@ -130,17 +132,17 @@ static gs_status_t gs__eval_assemble(gs__eval_t *e, double *out)
         int64_t nel = gs_region_size(nd, shape);
         if (nel == 0) continue;
         if ((st = e->ops->copy_to_host(e->ctx, e->stream, stage, e->bufs[t],
-                                       (size_t)nel * sizeof(double))) != GS_OK ||
+                                       (size_t)nel * es)) != GS_OK ||
             (st = e->ops->sync(e->ctx, e->stream)) != GS_OK)
             break;
         if (nd == 0) {
-            out[0] = stage[0];
+            memcpy(outb, stage, es);
             continue;
         }
         int64_t off = 0, row = shape[nd - 1];
         for (int j = 0; j < nd; j++) off += start[j] * gstride[j];
         for (int64_t src = 0; src < nel; src += row) {
-            memcpy(out + off, stage + src, (size_t)row * sizeof(double));
+            memcpy(outb + (size_t)off * es, stage + (size_t)src * es, (size_t)row * es);
             for (int j = nd - 2; j >= 0; j--) {
                 if (++q[j] < shape[j]) {
                     off += gstride[j];

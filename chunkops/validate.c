@@ -83,6 +83,10 @@ gs_status_t gs_kfused_validate(const gs_kfused_t *k)
         if (lf->kind < 0 || lf->kind >= GS_LEAF_KIND_COUNT)
             return gs_error_set(GS_ERR_INVALID_PARAM, "fused kernel: leaf %d has unknown kind %d",
                                 (int)i, (int)lf->kind);
+        if (lf->dtype < 0 || lf->dtype >= GS_DTYPE_COUNT ||
+            (lf->kind != GS_LEAF_CHUNK && lf->dtype != GS_DTYPE_FLOAT64))
+            return gs_error_set(GS_ERR_INVALID_PARAM, "fused kernel: leaf %d has bad dtype %d",
+                                (int)i, (int)lf->dtype);
         if (lf->kind == GS_LEAF_CHUNK) {
             if (lf->data == NULL)
                 return gs_error_set(GS_ERR_INVALID_PARAM, "fused kernel: chunk leaf %d has NULL data",
@@ -125,6 +129,15 @@ gs_status_t gs_kfused_validate(const gs_kfused_t *k)
     if (k->nprog < 1 || k->nprog > GS_KERNEL_MAX_PROG)
         return gs_error_set(GS_ERR_INVALID_PARAM, "fused kernel: program length %d out of range 1..%d",
                             (int)k->nprog, GS_KERNEL_MAX_PROG);
+    if (k->out_dtype < 0 || k->out_dtype >= GS_DTYPE_COUNT)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "fused kernel: unknown output dtype %d",
+                            (int)k->out_dtype);
+    for (int32_t i = 0; i < k->nprog; i++)
+        if (k->prog[i].dtype < 0 || k->prog[i].dtype >= GS_DTYPE_COUNT ||
+            (k->prog[i].op == GS_OP_CAST &&
+             (k->prog[i].arg < 0 || k->prog[i].arg >= GS_DTYPE_COUNT)))
+            return gs_error_set(GS_ERR_INVALID_PARAM,
+                                "fused kernel: instruction %d has an unknown dtype", (int)i);
     int depth = 0;
     for (int32_t i = 0; i < k->nprog; i++) {
         const gs_kinstr_t *in = &k->prog[i];
@@ -226,6 +239,9 @@ gs_status_t gs_kcombine_validate(const gs_kcombine_t *k)
                             (int)k->finalize);
     if (isnan(k->ddof) || isinf(k->ddof))
         return gs_error_set(GS_ERR_INVALID_PARAM, "combine kernel: ddof is not finite");
+    if (k->out_dtype < 0 || k->out_dtype >= GS_DTYPE_COUNT)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "combine kernel: unknown output dtype %d",
+                            (int)k->out_dtype);
     for (int32_t i = 0; i < k->ninputs; i++)
         if (k->inputs[i] == NULL)
             return gs_error_set(GS_ERR_INVALID_PARAM, "combine kernel: input %d is NULL", (int)i);
@@ -337,4 +353,18 @@ gs_status_t gs_kstencil_validate(const gs_kstencil_t *k)
     if (k->out == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "stencil kernel: out is NULL");
     if ((st = gs__check_shape("stencil kernel", k->ndim, pshape, &psize)) != GS_OK) return st;
     return gs__pieces_check(k->ndim, pshape, psize, k->npieces, k->pieces, 0);
+}
+
+int gs_kfused_dtype_other(const gs_kfused_t *k)
+{
+    if (k->out_dtype != GS_DTYPE_FLOAT64) return k->out_dtype;
+    for (int32_t i = 0; i < k->nleaves && i < GS_KERNEL_MAX_LEAVES; i++)
+        if (k->leaves[i].dtype != GS_DTYPE_FLOAT64) return k->leaves[i].dtype;
+    for (int32_t i = 0; i < k->nprog && i < GS_KERNEL_MAX_PROG; i++) {
+        if (k->prog[i].dtype != GS_DTYPE_FLOAT64) return k->prog[i].dtype;
+        if (k->prog[i].op == GS_OP_CAST && k->prog[i].arg != GS_DTYPE_FLOAT64)
+            return k->prog[i].arg;
+        if (k->prog[i].op == GS_OP_WHERE) return GS_DTYPE_BOOL;   /* its condition */
+    }
+    return GS_DTYPE_FLOAT64;
 }

@@ -126,6 +126,7 @@ struct gs_future {
     /* fixed at submit */
     gs_array_h keep_array;      /* GS_SUBMIT_KEEP: retained until the future is freed */
     gs_grid_t grid;
+    int32_t dtype;              /* gs_dtype_t of the result's elements */
     uint64_t noutputs;
     uint64_t *out_keys;         /* 2 * noutputs: (graph or GS__SELF_GRAPH, task) */
     uint64_t ntasks;
@@ -161,7 +162,8 @@ struct gs__op {
     uint64_t repl_graph;
     char repl_target[256];
     /* GATHER */
-    double *out;
+    double *out;                /* elements of out_es bytes (the result's dtype) */
+    size_t out_es;
     int64_t out_stride[GS_MAX_NDIM];
     uint64_t req_id;
     uint64_t nkeys;             /* blocks */

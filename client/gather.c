@@ -33,14 +33,16 @@ static gs_status_t gs__gather_place(gs__op_t *op, const gs_grid_t *grid, uint64_
 
     gs_grid_block_region(grid, block, start, shape);
     for (int a = 0; a < nd; a++) nelem *= shape[a];
-    if (d->data.len != (size_t)nelem * sizeof(double))
+    const size_t es = op->out_es;
+    char *outb = (char *)op->out;
+    if (d->data.len != (size_t)nelem * es)
         return gs_error_set(GS_ERR_PROTO,
                             "chunk (%llu, %llu) has %zu bytes, expected %lld for block %llu",
                             (unsigned long long)d->graph_id, (unsigned long long)d->task_id,
-                            d->data.len, (long long)nelem * 8, (unsigned long long)block);
+                            d->data.len, (long long)nelem * (long long)es, (unsigned long long)block);
     if (nelem == 0) return GS_OK;
     if (nd == 0) {
-        memcpy(op->out, src, sizeof(double));
+        memcpy(outb, src, es);
         return GS_OK;
     }
     inner = shape[nd - 1];
@@ -49,8 +51,7 @@ static gs_status_t gs__gather_place(gs__op_t *op, const gs_grid_t *grid, uint64_
     for (int64_t r = 0; r < nrows; r++) {
         int64_t off = start[nd - 1];
         for (int a = 0; a < nd - 1; a++) off += (start[a] + idx[a]) * op->out_stride[a];
-        memcpy(op->out + off, src + (size_t)r * (size_t)inner * sizeof(double),
-               (size_t)inner * sizeof(double));
+        memcpy(outb + (size_t)off * es, src + (size_t)r * (size_t)inner * es, (size_t)inner * es);
         for (int a = nd - 2; a >= 0; a--) {
             if (++idx[a] < shape[a]) break;
             idx[a] = 0;
@@ -244,6 +245,7 @@ gs_status_t gs_future_gather(gs_future_h f, double *out, size_t out_len)
     }
     op->nremaining = op->nuniq;
     op->out = out;
+    op->out_es = gs_dtype_size((gs_dtype_t)f->dtype);
     {
         int64_t s = 1;
         for (int a = f->grid.ndim - 1; a >= 0; a--) {
@@ -279,7 +281,8 @@ gs_status_t gs_client_compute_scalar(gs_client_h c, gs_array_h array, double *va
 {
     gs_future_h f;
     gs_status_t st;
-    double v = 0.0;
+    double v = 0.0;   /* 8 bytes: room for the element in any dtype */
+    gs_dtype_t dt;
     if (c == NULL || array == NULL || value_p == NULL)
         return gs_error_set(GS_ERR_INVALID_PARAM, "gs_client_compute_scalar: client, array and "
                                                   "value_p must not be NULL");
@@ -287,10 +290,11 @@ gs_status_t gs_client_compute_scalar(gs_client_h c, gs_array_h array, double *va
         return gs_error_set(GS_ERR_INVALID_PARAM, "gs_client_compute_scalar: the array has %d "
                                                   "axes; a scalar (0-d) array is required",
                             gs_array_ndim(array));
+    dt = (gs_dtype_t)gs_array_dtype(array);
     if ((st = gs_client_submit(c, array, 0, &f)) != GS_OK) return st;
     st = gs_future_gather(f, &v, 1);
     gs_future_destroy(f);
-    if (st == GS_OK) *value_p = v;
+    if (st == GS_OK) *value_p = gs_dtype_to_double(dt, &v);
     return st;
 }
 

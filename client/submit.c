@@ -108,6 +108,7 @@ gs_status_t gs_client_submit(gs_client_h c, gs_array_h array, unsigned flags,
     f->t_submit = t0;
     f->ntasks = tg->ntasks;
     if ((st = gs_grid_copy(&f->grid, &tg->out_grid)) != GS_OK) goto err_alloc;
+    f->dtype = tg->out_dtype;
     f->noutputs = tg->noutputs;
     f->out_keys = gs_malloc(gs_size_mul(tg->noutputs ? tg->noutputs : 1, 2 * sizeof(uint64_t)),
                             "future output keys");

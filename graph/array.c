@@ -43,6 +43,65 @@ gs_array_h gs_array_retain(gs_array_h a)
     return a;
 }
 
+static struct gs_array *gs__node_like(int32_t kind, const struct gs_array *a);
+
+/* A scalar of kind @a k taking part in an operation computed in dtype @a dp (NEP 50): an int
+ * must be integral and, when it adopts an integer dtype, fit it (NumPy 2 raises otherwise);
+ * a bool must be 0 or 1. */
+static gs_status_t gs__scalar_check(double s, gs_scalar_kind_t k, gs_dtype_t dp)
+{
+    static const double lo[GS_DTYPE_COUNT] = {[GS_DTYPE_INT32] = -2147483648.0,
+                                              [GS_DTYPE_INT64] = -9223372036854775808.0,
+                                              [GS_DTYPE_UINT8] = 0.0, [GS_DTYPE_BOOL] = 0.0};
+    static const double hi[GS_DTYPE_COUNT] = {[GS_DTYPE_INT32] = 2147483647.0,
+                                              [GS_DTYPE_INT64] = 9223372036854774784.0, /* below 2^63 */
+                                              [GS_DTYPE_UINT8] = 255.0, [GS_DTYPE_BOOL] = 1.0};
+    if ((int)k < 0 || k >= GS_SCALAR_KIND_COUNT)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "unknown scalar kind %d", (int)k);
+    if (k == GS_SCALAR_BOOL && s != 0.0 && s != 1.0)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "a bool scalar must be 0 or 1, not %g", s);
+    if (k != GS_SCALAR_INT) return GS_OK;
+    if (!isfinite(s) || s != floor(s))
+        return gs_error_set(GS_ERR_INVALID_PARAM, "an int scalar must be an integer, not %g", s);
+    if (dp != GS_DTYPE_FLOAT64 && dp != GS_DTYPE_FLOAT32 && dp != GS_DTYPE_FLOAT16 &&
+        (s < lo[dp] || s > hi[dp]))
+        return gs_error_set(GS_ERR_INVALID_PARAM,
+                            "int scalar %.17g is out of bounds for %s (NumPy 2 raises too)", s,
+                            gs_dtype_name(dp));
+    return GS_OK;
+}
+
+gs_status_t gs_array_where(gs_array_h cond, gs_array_h a, gs_array_h b, gs_array_h *out_p)
+{
+    struct gs_array *n, *t1 = NULL, *t2 = NULL;
+    gs_dtype_t dt;
+    gs_status_t st;
+    if (cond == NULL || a == NULL || b == NULL)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "where: an operand is NULL");
+    if (out_p == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "where: out_p is NULL");
+    if ((st = gs_dtype_promote((gs_dtype_t)a->dtype, (gs_dtype_t)b->dtype, &dt)) != GS_OK)
+        return st;
+    /* the broadcast grid of the three operands: that of (cond == a) == b, built and dropped
+     * (comparisons accept every pair of dtypes) */
+    if ((st = gs_array_binary(GS_BINARY_EQ, cond, a, &t1)) != GS_OK) return st;
+    if ((st = gs_array_binary(GS_BINARY_EQ, t1, b, &t2)) != GS_OK) goto out_t1;
+    if ((n = gs__node_like(GS__NODE_WHERE, t2)) == NULL) {
+        st = GS_ERR_NO_MEMORY;
+        goto out_t2;
+    }
+    n->dtype = dt;
+    n->ninputs = 3;
+    n->in[0] = gs_array_retain(cond);
+    n->in[1] = gs_array_retain(a);
+    n->in[2] = gs_array_retain(b);
+    *out_p = n;
+out_t2:
+    gs_array_release(t2);
+out_t1:
+    gs_array_release(t1);
+    return st;
+}
+
 void gs_array_release(gs_array_h a)
 {
     /* Iterative: a long chain of operations must not recurse once per node. */
@@ -351,9 +410,13 @@ gs_status_t gs_array_unary(gs_unop_t op, gs_array_h a, gs_array_h *out_p)
     struct gs_array *n;
     if (a == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "operand is NULL");
     if (out_p == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "out_p is NULL");
+    gs_dtype_t dt;
+    gs_status_t st;
     if ((int)op < 0 || op >= GS_UNARY_COUNT)
         return gs_error_set(GS_ERR_INVALID_PARAM, "unknown unary op %d", (int)op);
+    if ((st = gs_dtype_unary_result(op, (gs_dtype_t)a->dtype, &dt)) != GS_OK) return st;
     if ((n = gs__node_like(GS__NODE_UNARY, a)) == NULL) return GS_ERR_NO_MEMORY;
+    n->dtype = dt;
     n->u.op.op = op;
     n->ninputs = 1;
     n->in[0] = gs_array_retain(a);
@@ -362,15 +425,25 @@ gs_status_t gs_array_unary(gs_unop_t op, gs_array_h a, gs_array_h *out_p)
 }
 
 static gs_status_t gs__scalar(int32_t kind, gs_binop_t op, gs_array_h a, double s,
-                              gs_array_h *out_p)
+                              gs_scalar_kind_t skind, gs_array_h *out_p)
 {
-    gs_array_h n;
-    /* same grid as a unary op; op validated by the callers */
-    gs_status_t st = gs_array_unary(GS_UNARY_NEG, a, &n);
-    if (st != GS_OK) return st;
-    n->kind = kind;
+    struct gs_array *n;
+    gs_dtype_t dp, dt;
+    gs_status_t st;
+    /* op validated by the callers; the scalar is a Python float (NEP 50 weak scalar) */
+    if (a == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "operand is NULL");
+    if (out_p == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "out_p is NULL");
+    if ((st = gs_dtype_promote_scalar((gs_dtype_t)a->dtype, skind, &dp)) != GS_OK ||
+        (st = gs_dtype_binary_result(op, dp, dp, &dt)) != GS_OK)
+        return st;
+    if ((st = gs__scalar_check(s, skind, dp)) != GS_OK) return st;
+    if ((n = gs__node_like(kind, a)) == NULL) return GS_ERR_NO_MEMORY;
+    n->dtype = dt;
+    n->ninputs = 1;
+    n->in[0] = gs_array_retain(a);
     n->u.op.op = op;
     n->u.op.scalar = s;
+    n->u.op.skind = skind;
     *out_p = n;
     return GS_OK;
 }
@@ -380,7 +453,7 @@ gs_status_t gs_array_binary_array_scalar(gs_binop_t op, gs_array_h a, double sca
 {
     if ((int)op < 0 || op >= GS_BINARY_COUNT)
         return gs_error_set(GS_ERR_INVALID_PARAM, "unknown binary op %d", (int)op);
-    return gs__scalar(GS__NODE_BINARY_SCALAR, op, a, scalar, out_p);
+    return gs__scalar(GS__NODE_BINARY_SCALAR, op, a, scalar, GS_SCALAR_FLOAT, out_p);
 }
 
 gs_status_t gs_array_binary_scalar_array(gs_binop_t op, double scalar, gs_array_h a,
@@ -388,7 +461,24 @@ gs_status_t gs_array_binary_scalar_array(gs_binop_t op, double scalar, gs_array_
 {
     if ((int)op < 0 || op >= GS_BINARY_COUNT)
         return gs_error_set(GS_ERR_INVALID_PARAM, "unknown binary op %d", (int)op);
-    return gs__scalar(GS__NODE_SCALAR_BINARY, op, a, scalar, out_p);
+    return gs__scalar(GS__NODE_SCALAR_BINARY, op, a, scalar, GS_SCALAR_FLOAT, out_p);
+}
+
+gs_status_t gs_array_binary_array_scalar_kind(gs_binop_t op, gs_array_h a, double scalar,
+                                              gs_scalar_kind_t kind, gs_array_h *out_p)
+{
+    if ((int)op < 0 || op >= GS_BINARY_COUNT)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "unknown binary op %d", (int)op);
+    return gs__scalar(GS__NODE_BINARY_SCALAR, op, a, scalar, kind, out_p);
+}
+
+gs_status_t gs_array_binary_scalar_array_kind(gs_binop_t op, double scalar,
+                                              gs_scalar_kind_t kind, gs_array_h a,
+                                              gs_array_h *out_p)
+{
+    if ((int)op < 0 || op >= GS_BINARY_COUNT)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "unknown binary op %d", (int)op);
+    return gs__scalar(GS__NODE_SCALAR_BINARY, op, a, scalar, kind, out_p);
 }
 
 gs_status_t gs_array_binary_scalar(gs_binop_t op, gs_array_h a, double scalar, gs_array_h *out_p)
@@ -439,8 +529,15 @@ gs_status_t gs_array_binary(gs_binop_t op, gs_array_h a, gs_array_h b, gs_array_
                                 "operands do not broadcast: size %lld vs %lld on output axis %d",
                                 (long long)sa, (long long)sb, (int)j);
     }
-    n = gs__node_new(GS__NODE_BINARY, nd);
-    if (n == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for an array node");
+    {
+        gs_dtype_t dt;
+        if ((st = gs_dtype_binary_result(op, (gs_dtype_t)a->dtype, (gs_dtype_t)b->dtype, &dt)) !=
+            GS_OK)
+            return st;
+        n = gs__node_new(GS__NODE_BINARY, nd);
+        if (n == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for an array node");
+        n->dtype = dt;
+    }
     for (int32_t j = 0; j < nd; j++) {
         int32_t ja = j - (nd - a->grid.ndim), jb = j - (nd - b->grid.ndim);
         int64_t sa = ja >= 0 ? a->grid.shape[ja] : 1, sb = jb >= 0 ? b->grid.shape[jb] : 1;
@@ -561,6 +658,7 @@ gs_status_t gs__array_slice_canonical(gs_array_h a, const int64_t *start, const 
     }
     n = gs__node_new(GS__NODE_SLICE, nd);
     if (n == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for an array node");
+    n->dtype = a->dtype;
     j = 0;
     for (int32_t ax = 0; ax < a->grid.ndim; ax++) {
         const int64_t *ib = a->grid.bounds[ax];
@@ -631,6 +729,7 @@ gs_status_t gs_array_transpose(gs_array_h a, const int *perm, gs_array_h *out_p)
     }
     n = gs__node_new(GS__NODE_TRANSPOSE, nd);
     if (n == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for an array node");
+    n->dtype = a->dtype;
     for (int32_t i = 0; i < nd; i++) {
         n->grid.shape[i] = a->grid.shape[p[i]];
         n->grid.nchunks[i] = a->grid.nchunks[p[i]];
@@ -738,8 +837,14 @@ gs_status_t gs_array_reduce(gs_redop_t op, gs_array_h a, const gs_reduce_params_
                             op == GS_RED_MIN ? "min" : op == GS_RED_MAX ? "max"
                             : op == GS_RED_ARGMIN ? "argmin" : "argmax");
     nd = axis < 0 ? 0 : a->grid.ndim - 1;
-    n = gs__node_new(GS__NODE_REDUCE, nd);
-    if (n == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for an array node");
+    {
+        gs_dtype_t dt;
+        gs_status_t dst = gs_dtype_reduce_result(op, (gs_dtype_t)a->dtype, &dt);
+        if (dst != GS_OK) return dst;
+        n = gs__node_new(GS__NODE_REDUCE, nd);
+        if (n == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for an array node");
+        n->dtype = dt;
+    }
     for (int32_t i = 0, j = 0; i < a->grid.ndim && axis >= 0; i++) {
         if (i == axis) continue;
         n->grid.shape[j] = a->grid.shape[i];

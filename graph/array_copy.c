@@ -16,6 +16,11 @@ gs_status_t gs__array_rechunk_grid(gs_array_h a, const gs_grid_t *g, gs_array_h 
     struct gs_array *n;
     gs_status_t st;
     gs_assert(g->ndim == a->grid.ndim);
+    /* COPY tasks move 8-byte elements */
+    if (gs_dtype_size((gs_dtype_t)a->dtype) != 8)
+        return gs_error_set(GS_ERR_INVALID_PARAM,
+                            "rechunk of a %s array: only float64 and int64 for now",
+                            gs_dtype_name((gs_dtype_t)a->dtype));
     n = gs__array_node_new(GS__NODE_RECHUNK, a->grid.ndim);
     if (n == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for an array node");
     if (gs_grid_copy(&n->grid, g) != GS_OK) {
@@ -26,6 +31,7 @@ gs_status_t gs__array_rechunk_grid(gs_array_h a, const gs_grid_t *g, gs_array_h 
         gs__array_node_free(n);
         return st;
     }
+    n->dtype = a->dtype;
     n->ninputs = 1;
     n->in[0] = gs_array_retain(a);
     *out_p = n;
@@ -182,6 +188,11 @@ gs_status_t gs__array_concat_node(gs_array_h a, gs_array_h b, int axis, int ea, 
                                 ea ? "stack" : "concatenate", (long long)a->grid.shape[ja],
                                 (long long)b->grid.shape[jb], (int)j);
     }
+    if (gs_dtype_size((gs_dtype_t)a->dtype) != 8 || (b != NULL && b->dtype != a->dtype))
+        return gs_error_set(GS_ERR_INVALID_PARAM,
+                            "%s of %s and %s arrays: only equal dtypes of float64 or int64 for now",
+                            ea ? "stack" : "concatenate", gs_dtype_name((gs_dtype_t)a->dtype),
+                            gs_dtype_name((gs_dtype_t)(b != NULL ? b->dtype : a->dtype)));
     n = gs__array_node_new(GS__NODE_CONCAT, nd);
     if (n == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for an array node");
     for (int32_t j = 0; j < nd; j++) {
@@ -220,6 +231,7 @@ gs_status_t gs__array_concat_node(gs_array_h a, gs_array_h b, int axis, int ea, 
     n->u.cat.axis = axis;
     n->u.cat.expand[0] = (uint8_t)(ea != 0);
     n->u.cat.expand[1] = (uint8_t)(eb != 0);
+    n->dtype = a->dtype;
     n->ninputs = nops;
     n->in[0] = gs_array_retain(a);
     if (b != NULL) n->in[1] = gs_array_retain(b);

@@ -6,6 +6,9 @@
  * types. tests/graph/test_dtype.c checks the outcome against NumPy's table written out. */
 #include "graph/graph_internal.h"
 
+#include <math.h>
+#include <string.h>
+
 typedef struct gs__dtype_info {
     const char *name;
     uint8_t size;
@@ -216,4 +219,114 @@ gs_status_t gs_dtype_reduce_result(gs_redop_t op, gs_dtype_t a, gs_dtype_t *out_
 int gs_array_dtype(gs_array_h a)
 {
     return a != NULL ? (int)a->dtype : -1;
+}
+
+/* ---- nodes of a dtype ---- */
+
+int32_t gs__node_compute_dtype(const struct gs_array *n)
+{
+    gs_dtype_t c;
+    switch (n->kind) {
+    case GS__NODE_UNARY:
+        switch (n->u.op.op) {
+        case GS_UNARY_ISNAN: case GS_UNARY_ISINF: case GS_UNARY_ISFINITE:
+        case GS_UNARY_LOGICAL_NOT:
+            return n->in[0]->dtype;
+        default:
+            return n->dtype;
+        }
+    case GS__NODE_BINARY_SCALAR:
+    case GS__NODE_SCALAR_BINARY:
+    case GS__NODE_BINARY:
+        if (n->dtype != GS_DTYPE_BOOL) return n->dtype;
+        /* comparisons and logical ops compare in the promoted type */
+        if (n->kind == GS__NODE_BINARY) {
+            if (gs_dtype_promote((gs_dtype_t)n->in[0]->dtype, (gs_dtype_t)n->in[1]->dtype, &c) !=
+                GS_OK)
+                return n->dtype;
+        } else if (gs_dtype_promote_scalar((gs_dtype_t)n->in[0]->dtype,
+                                           (gs_scalar_kind_t)n->u.op.skind, &c) != GS_OK) {
+            return n->dtype;
+        }
+        return c;
+    default:
+        return n->dtype;
+    }
+}
+
+gs_status_t gs_array_astype(gs_array_h a, gs_dtype_t dtype, gs_array_h *out_p)
+{
+    struct gs_array *n;
+    gs_status_t st;
+    if (a == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "astype: operand is NULL");
+    if (out_p == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "astype: out_p is NULL");
+    if (!gs__dtype_valid(dtype))
+        return gs_error_set(GS_ERR_INVALID_PARAM, "astype: unknown dtype %d", (int)dtype);
+    if ((gs_dtype_t)a->dtype == dtype) {
+        *out_p = gs_array_retain(a);
+        return GS_OK;
+    }
+    n = gs__array_node_new(GS__NODE_ASTYPE, a->grid.ndim);
+    if (n == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for an array node");
+    if (gs_grid_copy(&n->grid, &a->grid) != GS_OK) {
+        gs__array_node_free(n);
+        return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for chunk bounds");
+    }
+    if ((st = gs__array_node_finish(n)) != GS_OK) {
+        gs__array_node_free(n);
+        return st;
+    }
+    n->dtype = dtype;
+    n->ninputs = 1;
+    n->in[0] = gs_array_retain(a);
+    *out_p = n;
+    return GS_OK;
+}
+
+gs_status_t gs_array_full_dtype(double value, gs_dtype_t dtype, int ndim, const int64_t *shape,
+                                const int64_t *chunks, gs_array_h *out_p)
+{
+    gs_array_h n;
+    gs_status_t st;
+    if (!gs__dtype_valid(dtype))
+        return gs_error_set(GS_ERR_INVALID_PARAM, "full: unknown dtype %d", (int)dtype);
+    if ((st = gs_array_full(value, ndim, shape, chunks, &n)) != GS_OK) return st;
+    n->dtype = dtype;   /* a fresh node: nobody else holds it yet */
+    *out_p = n;
+    return GS_OK;
+}
+
+gs_status_t gs_array_zeros_dtype(gs_dtype_t dtype, int ndim, const int64_t *shape,
+                                 const int64_t *chunks, gs_array_h *out_p)
+{
+    return gs_array_full_dtype(0.0, dtype, ndim, shape, chunks, out_p);
+}
+
+gs_status_t gs_array_ones_dtype(gs_dtype_t dtype, int ndim, const int64_t *shape,
+                                const int64_t *chunks, gs_array_h *out_p)
+{
+    return gs_array_full_dtype(1.0, dtype, ndim, shape, chunks, out_p);
+}
+
+double gs_dtype_to_double(gs_dtype_t dtype, const void *elem)
+{
+    const uint8_t *p = elem;
+    if (p == NULL) return NAN;
+    switch (dtype) {
+    case GS_DTYPE_FLOAT64: { double v; memcpy(&v, p, 8); return v; }
+    case GS_DTYPE_FLOAT32: { float v; memcpy(&v, p, 4); return v; }
+    case GS_DTYPE_FLOAT16: {
+        uint16_t h;
+        memcpy(&h, p, 2);
+        int e = (h >> 10) & 0x1f, m = h & 0x3ff;
+        double v = e == 0 ? ldexp((double)m, -24)
+                 : e == 31 ? (m ? NAN : INFINITY) : ldexp((double)(m | 0x400), e - 25);
+        return (h & 0x8000) ? -v : v;
+    }
+    case GS_DTYPE_INT32: { int32_t v; memcpy(&v, p, 4); return (double)v; }
+    case GS_DTYPE_INT64: { int64_t v; memcpy(&v, p, 8); return (double)v; }
+    case GS_DTYPE_UINT8: return (double)p[0];
+    case GS_DTYPE_BOOL: return p[0] != 0 ? 1.0 : 0.0;
+    default: return NAN;
+    }
 }

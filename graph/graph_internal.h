@@ -34,6 +34,8 @@ gs_status_t gs__ukernel_copy(const char *library, const char *symbol, const void
                              size_t arg_len, gs__ukernel_t **uk_p);
 void gs__ukernel_free(gs__ukernel_t *uk);
 
+#define GS__MAX_INPUTS 3           /* where(c, a, b) */
+
 typedef enum gs__node_kind {
     GS__NODE_NORMAL = 0,
     GS__NODE_UNIFORM,
@@ -53,7 +55,9 @@ typedef enum gs__node_kind {
     GS__NODE_FACTOR,          /* one part of the QR / SVD of in[0] (linalg.c, lower_linalg.c) */
     GS__NODE_FILE,            /* array file: read, or write/commit of in[0] (array_file.c) */
     GS__NODE_STENCIL,         /* weighted neighbourhood of in[0] (stencil_int.h) */
-    GS__NODE_MAPBLOCKS        /* a user kernel per block of in[0..ninputs) (stencil_int.h) */
+    GS__NODE_MAPBLOCKS,       /* a user kernel per block of in[0..ninputs) (stencil_int.h) */
+    GS__NODE_ASTYPE,          /* in[0] converted to this node's dtype (dtype.c) */
+    GS__NODE_WHERE            /* in[1] where in[0] else in[2], broadcast (array.c) */
 } gs__node_kind_t;
 
 /* ---- index maps: from a group's output coordinates to a leaf array's coordinates ----
@@ -119,7 +123,7 @@ struct gs_array {
     gs_grid_t grid;              /* shape and chunk bounds */
     int64_t size;                /* number of elements */
     int32_t ninputs;
-    struct gs_array *in[2];
+    struct gs_array *in[GS__MAX_INPUTS];
     struct gs_array *free_next;  /* release worklist */
     gs__persist_t *persist;      /* NULL unless persisted; under the persist lock */
     union {
@@ -135,6 +139,7 @@ struct gs_array {
         struct {
             int32_t op;          /* gs_unop_t or gs_binop_t */
             double scalar;
+            int32_t skind;       /* gs_scalar_kind_t of the scalar (0: a Python float) */
         } op;
         struct {                 /* per input axis; src = start + step * out (or start if index) */
             int64_t start[GS_MAX_NDIM];
@@ -179,6 +184,11 @@ struct gs_array {
         struct gs__ukernel *ub;  /* MAPBLOCKS: the kernel (owned) */
     } u;
 };
+
+/* The dtype node @a n's operation computes in (dtype.c): its operands are cast to it by the
+ * lowering. Comparisons and logical ops: the promoted operand type (the result is bool);
+ * isnan & co.: the operand's; otherwise the node's own dtype. */
+int32_t gs__node_compute_dtype(const struct gs_array *n);
 
 static inline int gs__node_is_generator(const struct gs_array *n)
 {
@@ -228,7 +238,7 @@ typedef gs_status_t (*gs__expr_leaf_fn)(struct gs_array *n, void *arg, int *is_l
 typedef struct gs__expr_topo {
     int64_t nnodes;
     struct gs_array **nodes;     /* [nnodes] topological order, the root last (borrowed refs) */
-    int64_t (*in)[2];            /* [nnodes] topological index of each input, -1 none/leaf */
+    int64_t (*in)[GS__MAX_INPUTS]; /* [nnodes] topological index of each input, -1 none/leaf */
     uint8_t *leaf;               /* [nnodes] the leaf callback said leaf */
 } gs__expr_topo_t;
 
@@ -265,6 +275,7 @@ typedef struct gs__fleaf {
     gs__lmap_t map;
     uint64_t seed;
     double p0, p1;
+    int32_t dtype;                      /* gs_dtype_t: CHUNK leaves the source's, others 0 */
 } gs__fleaf_t;
 
 struct gs_layer {
@@ -281,6 +292,7 @@ struct gs_layer {
             gs__fleaf_t leaves[GS_KERNEL_MAX_LEAVES];
             int32_t nprog;
             gs_kinstr_t prog[GS_KERNEL_MAX_PROG];
+            int32_t out_dtype;          /* gs_dtype_t of STORE outputs */
         } f;
         struct {
             int32_t redop;
@@ -289,6 +301,7 @@ struct gs_layer {
             int64_t nprev;              /* partial groups per outer block in the previous level */
             int32_t split_every;
             int64_t ngroups;            /* ceil(nprev / split_every) */
+            int32_t out_dtype;          /* gs_dtype_t of finalized outputs */
         } c;
         struct {
             double *data;               /* chunk order */

@@ -2,7 +2,26 @@
  * Kernel specifications: what one chunk task asks a backend to compute.
  *
  * This header is plain C and compiles as C and C++ (nvcc), so the CUDA backend includes it.
- * All coordinates are element indices; all data is float64, row-major (C order).
+ * All coordinates are element indices; data is row-major (C order), float64 unless a dtype
+ * field says otherwise (the pointers stay `double *` for the float64 kernels; a non-float64
+ * buffer holds elements of its dtype at that address).
+ *
+ * Dtypes (gs_dtype_t, 0 = float64 everywhere a field is zeroed). Every instruction has a
+ * compute dtype `dtype`: the dtype of the value(s) it pops and, for LEAF/CONST, the dtype it
+ * pushes. Its result has the same dtype, except comparisons, LAND/LOR/LXOR (and their IMM
+ * forms), ISNAN/ISINF/ISFINITE and LNOT, which give bool. GS_OP_CAST converts the top from
+ * `dtype` to dtype `arg` (NumPy astype: float -> int truncates toward zero, NaN/inf and out of
+ * range give the wrapped value of the C conversion through int64; anything -> bool is != 0).
+ * GS_OP_WHERE (arity 3) pops b (the top), a, then c, and pushes a where c is nonzero, else b:
+ * c is bool, a and b of `dtype`; a program with WHERE is always a typed program.
+ * Arithmetic follows NumPy: floating dtypes compute in double and round each result to their
+ * precision (float16 computes in float32 precision and stores binary16); integer dtypes wrap
+ * (two's complement) to their width; integer DIV is not emitted (true division is float);
+ * integer FLOORDIV/MOD by zero give 0 as NumPy does. A CHUNK leaf's `dtype` is the element
+ * type of its data; random and index leaves are float64. GS_TERM_STORE writes the result in
+ * `out_dtype`, which is the result dtype of the last instruction. REDUCE takes float64 values
+ * (the lowering casts), so records are always float64; COMBINE with `finalize` writes
+ * `out_dtype` values.
  *
  * A FUSED kernel computes, for every position p of a task-local output region of shape
  * `shape[0..ndim)`, the value of a small postfix program whose leaves read elements from
@@ -139,7 +158,9 @@ typedef enum gs_leaf_kind {
     X(GS_OP_RFLOORDIV_IMM, 69, "rfloor_divide_imm", 1)         \
     X(GS_OP_LAND_IMM, 70, "logical_and_imm", 1)                \
     X(GS_OP_LOR_IMM, 71, "logical_or_imm", 1)                  \
-    X(GS_OP_LXOR_IMM, 72, "logical_xor_imm", 1)
+    X(GS_OP_LXOR_IMM, 72, "logical_xor_imm", 1)                \
+    X(GS_OP_CAST, 73, "cast", 1)                               \
+    X(GS_OP_WHERE, 74, "where", 3)
 
 typedef enum gs_opcode {
 #define GS__OPC_ENUM(name, val, str, arity) name = (val),
@@ -176,12 +197,14 @@ typedef struct gs_kleaf {
     int64_t data_len;               /* GS_LEAF_CHUNK: elements in data */
     uint64_t seed;                  /* random leaves */
     double p0, p1;                  /* mean/std or low/high */
+    int32_t dtype;                  /* gs_dtype_t of data (GS_LEAF_CHUNK) */
 } gs_kleaf_t;
 
 typedef struct gs_kinstr {
     int32_t op;                     /* gs_opcode_t */
     int32_t arg;                    /* leaf index for GS_OP_LEAF */
     double imm;                     /* GS_OP_CONST and *_IMM ops */
+    int32_t dtype;                  /* gs_dtype_t the instruction computes in (see above) */
 } gs_kinstr_t;
 
 typedef struct gs_kfused {
@@ -198,6 +221,7 @@ typedef struct gs_kfused {
     int64_t idx_stride[GS_MAX_NDIM];
     double *out;                    /* backend memory: prod(shape) doubles (STORE) or
                                        nrecords * width doubles (REDUCE) */
+    int32_t out_dtype;              /* GS_TERM_STORE: gs_dtype_t of out */
 } gs_kfused_t;
 
 /**
@@ -216,6 +240,7 @@ typedef struct gs_kcombine {
     int32_t ninputs;                /* 1..GS_KERNEL_MAX_COMBINE */
     const double *inputs[GS_KERNEL_MAX_COMBINE];
     double *out;
+    int32_t out_dtype;              /* finalize: gs_dtype_t of out (records stay float64) */
 } gs_kcombine_t;
 
 /**

@@ -131,6 +131,11 @@ static int gs__prog_check(const gs_layer_t *l, const char **why)
             *why = "program has an unknown opcode";
             return 0;
         }
+        if (in->dtype < 0 || in->dtype >= GS_DTYPE_COUNT ||
+            (in->op == GS_OP_CAST && (in->arg < 0 || in->arg >= GS_DTYPE_COUNT))) {
+            *why = "instruction has an unknown dtype";
+            return 0;
+        }
         if (in->op == GS_OP_LEAF && (in->arg < 0 || in->arg >= l->u.f.nleaves)) {
             *why = "program reads a leaf that does not exist";
             return 0;
@@ -139,7 +144,7 @@ static int gs__prog_check(const gs_layer_t *l, const char **why)
             *why = "program underflows its stack";
             return 0;
         }
-        depth += arity == 0 ? 1 : arity == 2 ? -1 : 0;
+        depth += 1 - (arity == 0 ? 0 : arity);
         if (depth > GS_KERNEL_MAX_STACK) {
             *why = "program exceeds the stack depth limit";
             return 0;
@@ -189,6 +194,11 @@ gs_status_t gs__layer_check(const gs_layer_t *l)
                 why = "leaf ndim out of range";
                 goto bad;
             }
+            if (lf->dtype < 0 || lf->dtype >= GS_DTYPE_COUNT ||
+                (lf->kind != GS_LEAF_CHUNK && lf->dtype != GS_DTYPE_FLOAT64)) {
+                why = "leaf has a bad dtype";
+                goto bad;
+            }
             if (lf->kind == GS_LEAF_CHUNK) {
                 if (lf->src < 0 || lf->src >= l->u.f.nsrc ||
                     l->u.f.srcs[lf->src].ndim != lf->map.ndim) {
@@ -211,6 +221,10 @@ gs_status_t gs__layer_check(const gs_layer_t *l)
                 }
             }
         }
+        if (l->u.f.out_dtype < 0 || l->u.f.out_dtype >= GS_DTYPE_COUNT) {
+            why = "unknown output dtype";
+            goto bad;
+        }
         if (!gs__prog_check(l, &why)) goto bad;
         break;
     case GS_LAYER_COMBINE: {
@@ -219,7 +233,8 @@ gs_status_t gs__layer_check(const gs_layer_t *l)
             !isfinite(l->u.c.ddof) || l->u.c.nprev < 1 || l->u.c.split_every < 2 ||
             l->u.c.split_every > GS_KERNEL_MAX_COMBINE ||
             l->u.c.ngroups != (l->u.c.nprev + l->u.c.split_every - 1) / l->u.c.split_every ||
-            nb > (uint64_t)INT64_MAX / (uint64_t)l->u.c.ngroups) {
+            nb > (uint64_t)INT64_MAX / (uint64_t)l->u.c.ngroups || l->u.c.out_dtype < 0 ||
+            l->u.c.out_dtype >= GS_DTYPE_COUNT) {
             why = "bad combine parameters";
             goto bad;
         }
@@ -406,11 +421,12 @@ uint64_t gs_layer_out_nbytes(const gs_layer_t *l, uint64_t block)
         if (l->u.f.terminal == GS_TERM_REDUCE)
             return (uint64_t)gs__reduce_nrec(l->grid.ndim, shape, l->u.f.red_axis) *
                    (uint64_t)gs_redop_width((gs_redop_t)l->u.f.redop) * sizeof(double);
-        return (uint64_t)gs_region_size(l->grid.ndim, shape) * sizeof(double);
+        return (uint64_t)gs_region_size(l->grid.ndim, shape) * gs_dtype_size(l->u.f.out_dtype);
     case GS_LAYER_COMBINE:
+        if (l->u.c.finalize)
+            return (uint64_t)gs__combine_nrec(l, block) * gs_dtype_size(l->u.c.out_dtype);
         return (uint64_t)gs__combine_nrec(l, block) *
-               (uint64_t)(l->u.c.finalize ? 1 : gs_redop_width((gs_redop_t)l->u.c.redop)) *
-               sizeof(double);
+               (uint64_t)gs_redop_width((gs_redop_t)l->u.c.redop) * sizeof(double);
     case GS_LAYER_LITERAL:
     case GS_LAYER_COPY:
     case GS_LAYER_SLAB:
@@ -461,8 +477,20 @@ static gs_status_t gs__inst_fused(const gs_layer_t *l, uint64_t block, int ninpu
     const int32_t nd = l->grid.ndim;
     if ((st = gs__fused_resolve(l, block, &r)) != GS_OK) return st;
     if ((st = gs__check_inputs(l, block, ninputs, r.ninputs, inputs)) != GS_OK) return st;
-    for (int i = 0; i < ninputs; i++)
-        if ((st = gs__check_len(l, i, &inputs[i], r.in_len[i])) != GS_OK) return st;
+    for (int i = 0; i < ninputs; i++) {
+        int32_t dt = GS_DTYPE_FLOAT64;
+        for (int32_t q = 0; q < l->u.f.nleaves; q++)
+            if (r.leaf_slot[q] == i) dt = l->u.f.leaves[q].dtype;
+        if (dt == GS_DTYPE_FLOAT64) {
+            if ((st = gs__check_len(l, i, &inputs[i], r.in_len[i])) != GS_OK) return st;
+        } else if (inputs[i].nbytes != (uint64_t)r.in_len[i] * gs_dtype_size(dt) ||
+                   inputs[i].data == NULL) {
+            return gs_error_set(GS_ERR_INVALID_PARAM,
+                                "input %d of a %s task has %llu bytes, expected %lld %s elements",
+                                i, gs_layer_name(l), (unsigned long long)inputs[i].nbytes,
+                                (long long)r.in_len[i], gs_dtype_name(dt));
+        }
+    }
     k->ndim = nd;
     for (int32_t j = 0; j < nd; j++) k->shape[j] = r.shape[j];
     k->nleaves = l->u.f.nleaves;
@@ -475,12 +503,16 @@ static gs_status_t gs__inst_fused(const gs_layer_t *l, uint64_t block, int ninpu
         kl->seed = lf->seed;
         kl->p0 = lf->p0;
         kl->p1 = lf->p1;
+        kl->dtype = lf->dtype;
         if (lf->kind == GS_LEAF_CHUNK) {
             if (r.empty) {
                 kl->kind = GS_LEAF_INDEX;   /* empty region: nothing is read */
             } else {
                 kl->data = inputs[r.leaf_slot[i]].data;
-                kl->data_len = inputs[r.leaf_slot[i]].len;
+                kl->data_len = lf->dtype == GS_DTYPE_FLOAT64
+                                   ? inputs[r.leaf_slot[i]].len
+                                   : (int64_t)(inputs[r.leaf_slot[i]].nbytes /
+                                               gs_dtype_size((gs_dtype_t)lf->dtype));
             }
         }
     }
@@ -503,6 +535,7 @@ static gs_status_t gs__inst_fused(const gs_layer_t *l, uint64_t block, int ninpu
         }
     }
     k->out = out;
+    k->out_dtype = l->u.f.out_dtype;
     return GS_OK;
 }
 
@@ -545,6 +578,7 @@ gs_status_t gs_layer_instantiate(const gs_layer_t *l, uint64_t block, int ninput
             t.u.combine.inputs[i] = inputs[i].data;
         }
         t.u.combine.out = out;
+        t.u.combine.out_dtype = l->u.c.out_dtype;
         break;
     }
     case GS_LAYER_LITERAL:

@@ -17,6 +17,11 @@
  *              (ndim = len(off); shape has ndim entries for random/index leaves, 0 for chunk)
  *   instr   := [op, arg, imm]
  *
+ * Dtypes (appended fields; a layer without them is all float64, and a layer whose dtypes are
+ * all float64 is written without them, byte for byte as before):
+ *   FUSED   := [1, 0, ... as above ..., out_dtype, [leaf dtype...], [instr dtype...]]
+ *   COMBINE := [1, 1, ... as above ..., out_dtype]
+ *
  * Decoding is total: every read is bounds-checked and the result is checked semantically
  * (gs__layer_check) before it is returned, so a hostile layer cannot make instantiation read
  * out of bounds. */
@@ -37,6 +42,14 @@
 #define GS__LAYER_VERSION 1
 
 /* ---- encode ---- */
+
+static int gs__fused_typed(const gs_layer_t *l)
+{
+    int typed = l->u.f.out_dtype != GS_DTYPE_FLOAT64;
+    for (int32_t k = 0; k < l->u.f.nleaves; k++) typed |= l->u.f.leaves[k].dtype != 0;
+    for (int32_t i = 0; i < l->u.f.nprog; i++) typed |= l->u.f.prog[i].dtype != 0;
+    return typed;
+}
 
 static void gs__enc_grid(gs_mp_writer_t *w, const gs_grid_t *g)
 {
@@ -59,7 +72,7 @@ gs_status_t gs_layer_encode(const gs_layer_t *l, gs_buf_t *out)
     gs_mp_writer_init(&w, out);
     switch (l->kind) {
     case GS_LAYER_FUSED:
-        gs_mp_write_array(&w, 9);
+        gs_mp_write_array(&w, gs__fused_typed(l) ? 12 : 9);
         gs_mp_write_u64(&w, GS__LAYER_VERSION);
         gs_mp_write_u64(&w, (uint64_t)l->kind);
         gs__enc_grid(&w, &l->grid);
@@ -98,9 +111,16 @@ gs_status_t gs_layer_encode(const gs_layer_t *l, gs_buf_t *out)
             gs_mp_write_i64(&w, l->u.f.prog[i].arg);
             gs_mp_write_f64(&w, l->u.f.prog[i].imm);
         }
+        if (gs__fused_typed(l)) {
+            gs_mp_write_i64(&w, l->u.f.out_dtype);
+            gs_mp_write_array(&w, (uint32_t)l->u.f.nleaves);
+            for (int32_t k = 0; k < l->u.f.nleaves; k++) gs_mp_write_i64(&w, l->u.f.leaves[k].dtype);
+            gs_mp_write_array(&w, (uint32_t)l->u.f.nprog);
+            for (int32_t i = 0; i < l->u.f.nprog; i++) gs_mp_write_i64(&w, l->u.f.prog[i].dtype);
+        }
         break;
     case GS_LAYER_COMBINE:
-        gs_mp_write_array(&w, 8);
+        gs_mp_write_array(&w, l->u.c.out_dtype != GS_DTYPE_FLOAT64 ? 9 : 8);
         gs_mp_write_u64(&w, GS__LAYER_VERSION);
         gs_mp_write_u64(&w, (uint64_t)l->kind);
         gs__enc_grid(&w, &l->grid);
@@ -109,6 +129,7 @@ gs_status_t gs_layer_encode(const gs_layer_t *l, gs_buf_t *out)
         gs_mp_write_f64(&w, l->u.c.ddof);
         gs_mp_write_i64(&w, l->u.c.nprev);
         gs_mp_write_i64(&w, l->u.c.split_every);
+        if (l->u.c.out_dtype != GS_DTYPE_FLOAT64) gs_mp_write_i64(&w, l->u.c.out_dtype);
         break;
     case GS_LAYER_LITERAL: {
         int64_t n = l->u.lit.off[gs_grid_nblocks(&l->grid)];
@@ -203,6 +224,23 @@ static int gs__dec_grid(gs_mp_reader_t *r, gs_grid_t *g)
 static int gs__dec_i32(gs_mp_reader_t *r, int32_t *v)
 {
     return gs_mp_read_i32(r, v);
+}
+
+/* The appended dtype fields of a FUSED layer (layer.c checks the values). */
+static int gs__dec_fused_dtypes(gs_mp_reader_t *r, gs_layer_t *l)
+{
+    uint32_t n;
+    if (!gs__dec_i32(r, &l->u.f.out_dtype)) return 0;
+    if (!gs_mp_read_array(r, &n)) return 0;
+    if (n != (uint32_t)l->u.f.nleaves) return gs_mp_fail(r, "leaf dtype count does not match");
+    for (uint32_t k = 0; k < n; k++)
+        if (!gs__dec_i32(r, &l->u.f.leaves[k].dtype)) return 0;
+    if (!gs_mp_read_array(r, &n)) return 0;
+    if (n != (uint32_t)l->u.f.nprog)
+        return gs_mp_fail(r, "instruction dtype count does not match");
+    for (uint32_t i = 0; i < n; i++)
+        if (!gs__dec_i32(r, &l->u.f.prog[i].dtype)) return 0;
+    return 1;
 }
 
 static int gs__dec_fused(gs_mp_reader_t *r, gs_layer_t *l)
@@ -333,7 +371,8 @@ gs_status_t gs_layer_decode(const void *data, size_t len, gs_layer_t **l_p)
         gs_mp_fail(&r, "unsupported layer kind");
         goto err;
     }
-    if (n != (kind == GS_LAYER_FUSED ? 9u : kind == GS_LAYER_COMBINE ? 8u : 4u)) {
+    if (n != (kind == GS_LAYER_FUSED ? 9u : kind == GS_LAYER_COMBINE ? 8u : 4u) &&
+        n != (kind == GS_LAYER_FUSED ? 12u : kind == GS_LAYER_COMBINE ? 9u : 4u)) {
         gs_mp_fail(&r, "wrong number of layer fields");
         goto err;
     }
@@ -341,10 +380,11 @@ gs_status_t gs_layer_decode(const void *data, size_t len, gs_layer_t **l_p)
     if (l == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "out of memory decoding a layer");
     switch (kind) {
     case GS_LAYER_FUSED:
-        if (!gs__dec_fused(&r, l)) goto err;
+        if (!gs__dec_fused(&r, l) || (n == 12u && !gs__dec_fused_dtypes(&r, l))) goto err;
         break;
     case GS_LAYER_COMBINE:
-        if (!gs__dec_combine(&r, l)) goto err;
+        if (!gs__dec_combine(&r, l) || (n == 9u && !gs__dec_i32(&r, &l->u.c.out_dtype)))
+            goto err;
         break;
     case GS_LAYER_COPY:
         if (!gs__dec_grid(&r, &l->grid) || !gs__copy_decode_body(&r, l)) goto err;

@@ -86,6 +86,9 @@ static gs_status_t gs__matmul_node(struct gs_array *x, int tx, int ndx, struct g
                             gs__bounds_str(acb, anc, s1, sizeof(s1)),
                             gs__bounds_str(brb, bnr, s2, sizeof(s2)));
     }
+    if (x->dtype != GS_DTYPE_FLOAT64 || y->dtype != GS_DTYPE_FLOAT64)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "matmul of %s and %s arrays: only float64 for now",
+                            gs_dtype_name((gs_dtype_t)x->dtype), gs_dtype_name((gs_dtype_t)y->dtype));
     n = gs__array_node_new(GS__NODE_MATMUL, (ndx == 2) + (ndy == 2));
     if (n == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for an array node");
     if (ndx == 2 && gs__set_bounds(&n->grid, nd++, arb, anr) != GS_OK) goto nomem;
@@ -150,6 +153,9 @@ nomem:
 /* Check that @a x can be factorised by TSQR (what = "qr" / "svd" for messages). */
 static gs_status_t gs__tsqr_input_check(const struct gs_array *x, const char *what)
 {
+    if (x->dtype != GS_DTYPE_FLOAT64)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "%s of a %s array: only float64 for now", what,
+                            gs_dtype_name((gs_dtype_t)x->dtype));
     if (x->grid.ndim != 2)
         return gs_error_set(GS_ERR_INVALID_PARAM, "%s needs a 2-D array, got ndim %d", what,
                             (int)x->grid.ndim);

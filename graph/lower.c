@@ -80,6 +80,7 @@ static gs_status_t lw_collect(lw_t *w, struct gs_array *root)
         e->pidx = -1;
         e->in[0] = t.in[i][0];
         e->in[1] = t.in[i][1];
+        e->in[2] = t.in[i][2];
         if (!t.leaf[i]) continue;
         gs_assert_always(gs_u64map_get(&sn.by_id, e->n->id, &v) && v >= 1);
         w->pers[w->npers] = sn.keys.data[v - 1];
@@ -117,7 +118,8 @@ static int lw_decide_edge(const lw_t *w, const lw_node_t *e, int k)
 
 static void lw_stats(const lw_t *w, lw_node_t *e)
 {
-    int32_t p[2] = {1, 1}, s[2] = {1, 1}, l[2] = {1, 1};
+    int32_t p[GS__MAX_INPUTS] = {1, 1, 1}, s[GS__MAX_INPUTS] = {1, 1, 1};
+    int32_t l[GS__MAX_INPUTS] = {1, 1, 1};
     for (int32_t k = 0; k < e->n->ninputs; k++) {
         if (e->inl[k]) {
             const lw_node_t *in = &w->nodes[e->in[k]];
@@ -126,24 +128,44 @@ static void lw_stats(const lw_t *w, lw_node_t *e)
             l[k] = in->leaves;
         }
     }
+    /* casts the emission adds (lw_cast): to the compute dtype per input, from float64 after
+     * a generator */
+    const int32_t c = gs__node_compute_dtype(e->n);
+    const int32_t gc = e->n->dtype != GS_DTYPE_FLOAT64;
+    int32_t ic[GS__MAX_INPUTS] = {0, 0, 0};
+    for (int32_t k = 0; k < e->n->ninputs; k++) {
+        /* where's condition is read as bool */
+        int32_t want = e->n->kind == GS__NODE_WHERE && k == 0 ? GS_DTYPE_BOOL : c;
+        ic[k] = e->n->in[k] != NULL && e->n->in[k]->dtype != want;
+    }
     switch (e->n->kind) {
     case GS__NODE_NORMAL: case GS__NODE_UNIFORM:
-        e->prog = 1, e->stack = 1, e->leaves = 1;
+        e->prog = 1 + gc, e->stack = 1, e->leaves = 1;
         break;
     case GS__NODE_FULL:
         e->prog = 1, e->stack = 1, e->leaves = 0;
         break;
     case GS__NODE_ARANGE:
-        e->prog = 3, e->stack = 1, e->leaves = 1;
+        e->prog = 3 + gc, e->stack = 1, e->leaves = 1;
         break;
     case GS__NODE_UNARY: case GS__NODE_BINARY_SCALAR: case GS__NODE_SCALAR_BINARY:
-        e->prog = p[0] + 1, e->stack = s[0], e->leaves = l[0];
+        e->prog = p[0] + ic[0] + 1, e->stack = s[0], e->leaves = l[0];
+        break;
+    case GS__NODE_ASTYPE:
+        e->prog = p[0] + ic[0], e->stack = s[0], e->leaves = l[0];
         break;
     case GS__NODE_SLICE: case GS__NODE_TRANSPOSE:
         e->prog = p[0], e->stack = s[0], e->leaves = l[0];
         break;
+    case GS__NODE_WHERE: {
+        int32_t s1 = s[1] + 1, s2 = s[2] + 2;
+        e->prog = p[0] + p[1] + p[2] + ic[0] + ic[1] + ic[2] + 1;
+        e->stack = s[0] > s1 ? (s[0] > s2 ? s[0] : s2) : (s1 > s2 ? s1 : s2);
+        e->leaves = l[0] + l[1] + l[2];
+        break;
+    }
     case GS__NODE_BINARY:
-        e->prog = p[0] + p[1] + 1;
+        e->prog = p[0] + p[1] + ic[0] + ic[1] + 1;
         e->stack = s[0] > s[1] + 1 ? s[0] : s[1] + 1;
         e->leaves = l[0] + l[1];
         break;
@@ -155,7 +177,8 @@ static void lw_stats(const lw_t *w, lw_node_t *e)
 
 static int lw_over_limits(const lw_node_t *e)
 {
-    return e->prog > GS_KERNEL_MAX_PROG || e->stack > GS_KERNEL_MAX_STACK ||
+    /* a node of another dtype keeps room for the cast to float64 before a reduction */
+    return e->prog + (e->n->dtype != GS_DTYPE_FLOAT64) > GS_KERNEL_MAX_PROG || e->stack > GS_KERNEL_MAX_STACK ||
            e->leaves > GS_KERNEL_MAX_LEAVES;
 }
 
@@ -228,14 +251,22 @@ static int lw_map_eq(const gs__lmap_t *x, const gs__lmap_t *y)
     return 1;
 }
 
-static void lw_push(lw_emit_t *em, int32_t op, int32_t arg, double imm)
+/* Append instruction @a op computing in dtype @a dt (graph/kernel.h, "Dtypes"). */
+static void lw_push(lw_emit_t *em, int32_t op, int32_t arg, double imm, int32_t dt)
 {
     gs_layer_t *l = em->l;
     gs_assert_always(l->u.f.nprog < GS_KERNEL_MAX_PROG);
     l->u.f.prog[l->u.f.nprog].op = op;
     l->u.f.prog[l->u.f.nprog].arg = arg;
     l->u.f.prog[l->u.f.nprog].imm = imm;
+    l->u.f.prog[l->u.f.nprog].dtype = dt;
     l->u.f.nprog++;
+}
+
+/* Convert the top of the stack from dtype @a from to dtype @a to (nothing when equal). */
+static void lw_cast(lw_emit_t *em, int32_t from, int32_t to)
+{
+    if (from != to) lw_push(em, GS_OP_CAST, to, 0.0, from);
 }
 
 static int32_t lw_add_leaf(lw_emit_t *em, const gs__fleaf_t *lf)
@@ -243,7 +274,8 @@ static int32_t lw_add_leaf(lw_emit_t *em, const gs__fleaf_t *lf)
     gs_layer_t *l = em->l;
     for (int32_t k = 0; k < l->u.f.nleaves; k++) {
         const gs__fleaf_t *o = &l->u.f.leaves[k];
-        if (o->kind != lf->kind || !lw_map_eq(&o->map, &lf->map)) continue;
+        if (o->kind != lf->kind || o->dtype != lf->dtype || !lw_map_eq(&o->map, &lf->map))
+            continue;
         if (lf->kind == GS_LEAF_CHUNK) {
             if (o->src == lf->src) return k;
         } else if (o->seed == lf->seed && o->p0 == lf->p0 && o->p1 == lf->p1 &&
@@ -285,7 +317,8 @@ static void lw_chunk_leaf(lw_emit_t *em, int64_t node, const gs__lmap_t *m)
     lf.kind = GS_LEAF_CHUNK;
     lf.src = s;
     lf.map = *m;
-    lw_push(em, GS_OP_LEAF, lw_add_leaf(em, &lf), 0.0);
+    lf.dtype = e->n->dtype;
+    lw_push(em, GS_OP_LEAF, lw_add_leaf(em, &lf), 0.0, lf.dtype);
 }
 
 static void lw_gen_leaf(lw_emit_t *em, int32_t kind, const struct gs_array *n, const gs__lmap_t *m)
@@ -301,7 +334,7 @@ static void lw_gen_leaf(lw_emit_t *em, int32_t kind, const struct gs_array *n, c
         lf.p0 = n->u.gen.p0;
         lf.p1 = n->u.gen.p1;
     }
-    lw_push(em, GS_OP_LEAF, lw_add_leaf(em, &lf), 0.0);
+    lw_push(em, GS_OP_LEAF, lw_add_leaf(em, &lf), 0.0, GS_DTYPE_FLOAT64);
 }
 
 static const int32_t lw_unop[GS_UNARY_COUNT] = {
@@ -328,11 +361,13 @@ static const int32_t lw_binop_rimm[GS_BINARY_COUNT] = {
 
 static void lw_emit_node(lw_emit_t *em, int64_t idx, const gs__lmap_t *m);
 
-static void lw_emit_input(lw_emit_t *em, int64_t idx, int k, const gs__lmap_t *m)
+/* Input @a k of node @a idx, converted to dtype @a dt. */
+static void lw_emit_input(lw_emit_t *em, int64_t idx, int k, const gs__lmap_t *m, int32_t dt)
 {
     const lw_node_t *e = &em->w->nodes[idx];
     if (e->inl[k]) lw_emit_node(em, e->in[k], m);
     else lw_chunk_leaf(em, e->in[k], m);
+    lw_cast(em, e->n->in[k]->dtype, dt);
 }
 
 /* Map for operand @a in of a broadcasting binary node of ndim @a dc. */
@@ -399,50 +434,68 @@ static void lw_emit_node(lw_emit_t *em, int64_t idx, const gs__lmap_t *m)
     const struct gs_array *n = e->n;
     gs__lmap_t mi, mj;
     if (em->st != GS_OK) return;
+    const int32_t c = gs__node_compute_dtype(n);
     switch (n->kind) {
     case GS__NODE_NORMAL:
         lw_gen_leaf(em, n->u.gen.version == GS_RANDOM_V2 ? GS_LEAF_NORMAL_V2 : GS_LEAF_NORMAL, n, m);
+        lw_cast(em, GS_DTYPE_FLOAT64, n->dtype);
         break;
     case GS__NODE_UNIFORM:
         lw_gen_leaf(em, GS_LEAF_UNIFORM, n, m);
+        lw_cast(em, GS_DTYPE_FLOAT64, n->dtype);
         break;
     case GS__NODE_FULL:
-        lw_push(em, GS_OP_CONST, 0, n->u.gen.p0);
+        lw_push(em, GS_OP_CONST, 0, n->u.gen.p0, n->dtype);
         break;
     case GS__NODE_ARANGE:
         lw_gen_leaf(em, GS_LEAF_INDEX, n, m);
-        lw_push(em, GS_OP_MUL_IMM, 0, n->u.gen.p1);
-        lw_push(em, GS_OP_ADD_IMM, 0, n->u.gen.p0);
+        lw_push(em, GS_OP_MUL_IMM, 0, n->u.gen.p1, GS_DTYPE_FLOAT64);
+        lw_push(em, GS_OP_ADD_IMM, 0, n->u.gen.p0, GS_DTYPE_FLOAT64);
+        lw_cast(em, GS_DTYPE_FLOAT64, n->dtype);
+        break;
+    case GS__NODE_ASTYPE:
+        lw_emit_input(em, idx, 0, m, n->dtype);
         break;
     case GS__NODE_UNARY:
-        lw_emit_input(em, idx, 0, m);
-        lw_push(em, lw_unop[n->u.op.op], 0, 0.0);
+        lw_emit_input(em, idx, 0, m, c);
+        lw_push(em, lw_unop[n->u.op.op], 0, 0.0, c);
         break;
     case GS__NODE_BINARY_SCALAR:
-        lw_emit_input(em, idx, 0, m);
-        lw_push(em, lw_binop_imm[n->u.op.op], 0, n->u.op.scalar);
+        lw_emit_input(em, idx, 0, m, c);
+        lw_push(em, lw_binop_imm[n->u.op.op], 0, n->u.op.scalar, c);
         break;
     case GS__NODE_SCALAR_BINARY:
-        lw_emit_input(em, idx, 0, m);
-        lw_push(em, lw_binop_rimm[n->u.op.op], 0, n->u.op.scalar);
+        lw_emit_input(em, idx, 0, m, c);
+        lw_push(em, lw_binop_rimm[n->u.op.op], 0, n->u.op.scalar, c);
         break;
+    case GS__NODE_WHERE: {
+        gs__lmap_t mk;
+        lw_map_broadcast(m, n->grid.ndim, n->in[0], &mi);
+        lw_map_broadcast(m, n->grid.ndim, n->in[1], &mj);
+        lw_map_broadcast(m, n->grid.ndim, n->in[2], &mk);
+        lw_emit_input(em, idx, 0, &mi, GS_DTYPE_BOOL);
+        lw_emit_input(em, idx, 1, &mj, n->dtype);
+        lw_emit_input(em, idx, 2, &mk, n->dtype);
+        lw_push(em, GS_OP_WHERE, 0, 0.0, n->dtype);
+        break;
+    }
     case GS__NODE_BINARY:
         lw_map_broadcast(m, n->grid.ndim, n->in[0], &mi);
         lw_map_broadcast(m, n->grid.ndim, n->in[1], &mj);
-        lw_emit_input(em, idx, 0, &mi);
-        lw_emit_input(em, idx, 1, &mj);
-        lw_push(em, lw_binop[n->u.op.op], 0, 0.0);
+        lw_emit_input(em, idx, 0, &mi, c);
+        lw_emit_input(em, idx, 1, &mj, c);
+        lw_push(em, lw_binop[n->u.op.op], 0, 0.0, c);
         break;
     case GS__NODE_SLICE:
         if (!lw_map_slice(m, n, &mi)) {
             em->st = gs_error_set(GS_ERR_INVALID_PARAM, "slice index arithmetic overflows");
             return;
         }
-        lw_emit_input(em, idx, 0, &mi);
+        lw_emit_input(em, idx, 0, &mi, n->dtype);
         break;
     case GS__NODE_TRANSPOSE:
         lw_map_transpose(m, n, &mi);
-        lw_emit_input(em, idx, 0, &mi);
+        lw_emit_input(em, idx, 0, &mi, n->dtype);
         break;
     default:
         /* literals, reductions and persisted nodes are never inlined */
@@ -499,6 +552,7 @@ int gs__lw_kind_is_blockwise(int32_t kind)
     case GS__NODE_NORMAL: case GS__NODE_UNIFORM: case GS__NODE_FULL: case GS__NODE_ARANGE:
     case GS__NODE_UNARY: case GS__NODE_BINARY: case GS__NODE_BINARY_SCALAR:
     case GS__NODE_SCALAR_BINARY: case GS__NODE_SLICE: case GS__NODE_TRANSPOSE:
+    case GS__NODE_ASTYPE: case GS__NODE_WHERE:
         return 1;
     default:
         return 0;
@@ -533,6 +587,9 @@ static gs_status_t lw_build_fused(lw_t *w, const gs_grid_t *grid, int64_t node, 
     if (inline_node) lw_emit_node(&em, node, &m);
     else lw_chunk_leaf(&em, node, &m);
     if (em.st != GS_OK) return em.st;
+    /* reductions take float64 values (records are float64); stores write the node's dtype */
+    if (terminal == GS_TERM_REDUCE) lw_cast(&em, w->nodes[node].n->dtype, GS_DTYPE_FLOAT64);
+    else l->u.f.out_dtype = w->nodes[node].n->dtype;
     if (gs__layer_check(l) != GS_OK) {
         char msg[256];
         snprintf(msg, sizeof(msg), "%s", gs_last_error());
@@ -587,6 +644,7 @@ static gs_status_t lw_build_reduce(lw_t *w, int64_t idx, int64_t *idx_p)
         }
         l->u.c.redop = n->u.red.op;
         l->u.c.finalize = ng == 1;
+        l->u.c.out_dtype = ng == 1 ? n->dtype : GS_DTYPE_FLOAT64;
         l->u.c.ddof = n->u.red.ddof;
         l->u.c.nprev = nprev;
         l->u.c.split_every = se;
@@ -828,6 +886,7 @@ static gs_status_t lw_tasks(lw_t *w, int64_t root, gs_taskgraph_t *tg)
         if (tg->outputs == NULL) goto nomem;
         for (uint64_t b = 0; b < tg->noutputs; b++) tg->outputs[b] = fl->task[b];
         if (gs_grid_copy(&tg->out_grid, &w->nodes[root].n->grid) != GS_OK) goto nomem;
+        tg->out_dtype = w->nodes[root].n->dtype;
     }
     /* hand the kept layers over */
     for (int64_t li = 0; li < nl; li++) {

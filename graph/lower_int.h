@@ -11,9 +11,9 @@
 
 typedef struct lw_node {
     struct gs_array *n;
-    int64_t in[2];          /* node indices of inputs */
+    int64_t in[GS__MAX_INPUTS];   /* node indices of inputs */
     uint32_t uses;
-    uint8_t inl[2];         /* edge inlined into this node's kernel */
+    uint8_t inl[GS__MAX_INPUTS];  /* edge inlined into this node's kernel */
     uint8_t genlike;        /* generator, or slices/transposes of one, all inlined */
     uint8_t cheap;          /* genlike, or slices/transposes of a chunk read: no compute */
     uint8_t materialised;

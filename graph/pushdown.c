@@ -67,14 +67,14 @@ typedef struct pd_req {
     int64_t node;
     int64_t next;          /* next request on the same node, -1 */
     int32_t how;
-    int64_t child[2];
+    int64_t child[GS__MAX_INPUTS];
     pd_view_t v;
     struct gs_array *res;  /* built node (one reference), NULL until built */
 } pd_req_t;
 
 typedef struct pd_node {
     struct gs_array *n;
-    int64_t in[2];
+    int64_t in[GS__MAX_INPUTS];
     uint32_t uses;
     uint8_t persisted;
     int64_t head;          /* first request on this node, -1 */
@@ -115,12 +115,13 @@ static gs_status_t pd_collect(pd_t *p, struct gs_array *root)
         e->persisted = t.leaf[i];
         e->in[0] = t.in[i][0];
         e->in[1] = t.in[i][1];
+        e->in[2] = t.in[i][2];
         e->head = -1;
         if (!e->persisted && (e->n->kind == GS__NODE_SLICE || e->n->kind == GS__NODE_TRANSPOSE))
             p->nviews++;
     }
     for (int64_t i = 0; i < t.nnodes; i++)
-        for (int32_t k = 0; k < 2; k++)
+        for (int32_t k = 0; k < GS__MAX_INPUTS; k++)
             if (p->nodes[i].in[k] >= 0) p->nodes[p->nodes[i].in[k]].uses++;
     gs__expr_topo_cleanup(&t);
     return GS_OK;
@@ -313,7 +314,7 @@ static gs_status_t pd_request(pd_t *p, int64_t node, const pd_view_t *v, int64_t
     r.node = node;
     r.next = p->nodes[node].head;
     r.how = -1;
-    r.child[0] = r.child[1] = -1;
+    r.child[0] = r.child[1] = r.child[2] = -1;
     r.v = *v;
     if (GS_VEC_PUSH(&p->reqs, r) != GS_OK) return PD_NOMEM();
     p->nodes[node].head = (int64_t)p->reqs.len - 1;
@@ -331,7 +332,7 @@ static gs_status_t pd_request_identity(pd_t *p, int64_t node, int64_t *idx_p)
 static int pd_is_elementwise1(const struct gs_array *n)
 {
     return n->kind == GS__NODE_UNARY || n->kind == GS__NODE_BINARY_SCALAR ||
-           n->kind == GS__NODE_SCALAR_BINARY;
+           n->kind == GS__NODE_SCALAR_BINARY || n->kind == GS__NODE_ASTYPE;
 }
 
 /* Decide how request @a ri is built, adding the requests it needs. */
@@ -341,7 +342,7 @@ static gs_status_t pd_decide(pd_t *p, int64_t ri)
     const pd_node_t *e = &p->nodes[ni];
     const struct gs_array *n = e->n;
     pd_view_t v = p->reqs.data[ri].v, w, w1;
-    int64_t c0 = -1, c1 = -1;
+    int64_t c0 = -1, c1 = -1, c2 = -1;
     int32_t how;
     gs_status_t st;
     const int ident = pd_view_is_identity(&v, n);
@@ -366,6 +367,7 @@ static gs_status_t pd_decide(pd_t *p, int64_t ri)
         how = PD_REBUILD;
         if ((st = pd_request_identity(p, e->in[0], &c0)) != GS_OK) return st;
         if (n->ninputs > 1 && (st = pd_request_identity(p, e->in[1], &c1)) != GS_OK) return st;
+        if (n->ninputs > 2 && (st = pd_request_identity(p, e->in[2], &c2)) != GS_OK) return st;
     } else if (e->uses == 1 && pd_is_elementwise1(n)) {
         how = PD_PUSH;
         if ((st = pd_request(p, e->in[0], &v, &c0)) != GS_OK) return st;
@@ -384,6 +386,7 @@ static gs_status_t pd_decide(pd_t *p, int64_t ri)
     p->reqs.data[ri].how = how;
     p->reqs.data[ri].child[0] = c0;
     p->reqs.data[ri].child[1] = c1;
+    p->reqs.data[ri].child[2] = c2;
     return GS_OK;
 }
 
@@ -415,18 +418,26 @@ static gs_status_t pd_plan(pd_t *p, int64_t *root_req_p)
 
 /* Node @a n's operation over new operands @a a (and @a b). */
 static gs_status_t pd_rebuild(const struct gs_array *n, struct gs_array *a, struct gs_array *b,
-                              struct gs_array **out_p)
+                              struct gs_array *c, struct gs_array **out_p)
 {
     gs_status_t st;
     switch (n->kind) {
     case GS__NODE_UNARY:
         st = gs_array_unary((gs_unop_t)n->u.op.op, a, out_p);
         break;
+    case GS__NODE_ASTYPE:
+        st = gs_array_astype(a, (gs_dtype_t)n->dtype, out_p);
+        break;
+    case GS__NODE_WHERE:
+        st = gs_array_where(a, b, c, out_p);
+        break;
     case GS__NODE_BINARY_SCALAR:
-        st = gs_array_binary_scalar((gs_binop_t)n->u.op.op, a, n->u.op.scalar, out_p);
+        st = gs_array_binary_array_scalar_kind((gs_binop_t)n->u.op.op, a, n->u.op.scalar,
+                                               (gs_scalar_kind_t)n->u.op.skind, out_p);
         break;
     case GS__NODE_SCALAR_BINARY:
-        st = gs_array_scalar_binary((gs_binop_t)n->u.op.op, n->u.op.scalar, a, out_p);
+        st = gs_array_binary_scalar_array_kind((gs_binop_t)n->u.op.op, n->u.op.scalar,
+                                               (gs_scalar_kind_t)n->u.op.skind, a, out_p);
         break;
     case GS__NODE_BINARY:
         st = gs_array_binary((gs_binop_t)n->u.op.op, a, b, out_p);
@@ -509,6 +520,7 @@ static gs_status_t pd_build_one(pd_t *p, int64_t ri)
     struct gs_array *n = e->n;
     struct gs_array *a = r->child[0] >= 0 ? p->reqs.data[r->child[0]].res : NULL;
     struct gs_array *b = r->child[1] >= 0 ? p->reqs.data[r->child[1]].res : NULL;
+    struct gs_array *c2 = r->child[2] >= 0 ? p->reqs.data[r->child[2]].res : NULL;
     gs_assert(r->child[0] < 0 || a != NULL);
     gs_assert(r->child[1] < 0 || b != NULL);
     switch (r->how) {
@@ -526,13 +538,14 @@ static gs_status_t pd_build_one(pd_t *p, int64_t ri)
         return GS_OK;
     }
     case PD_REBUILD:
-        if (a == n->in[0] && (n->ninputs < 2 || b == n->in[1])) {
+        if (a == n->in[0] && (n->ninputs < 2 || b == n->in[1]) &&
+            (n->ninputs < 3 || c2 == n->in[2])) {
             r->res = gs_array_retain(n);
             return GS_OK;
         }
-        return pd_rebuild(n, a, b, &r->res);
+        return pd_rebuild(n, a, b, c2, &r->res);
     case PD_PUSH:
-        return pd_rebuild(n, a, b, &r->res);
+        return pd_rebuild(n, a, b, c2, &r->res);
     case PD_VIEW: {
         gs_status_t st = pd_view_apply(&r->v, a, &r->res);
         if (st == GS_OK && a->kind == GS__NODE_FILE && a->u.file->op == GS__FILE_READ &&

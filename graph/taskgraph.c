@@ -94,12 +94,17 @@ gs_status_t gs_taskgraph_validate(const gs_taskgraph_t *tg)
                                 (unsigned long long)b, (unsigned long long)t,
                                 (unsigned long long)tg->ntasks);
         gs_grid_block_region(&tg->out_grid, b, start, shape);
-        if (tg->task_nbytes[t] != (uint64_t)gs_region_size(tg->out_grid.ndim, shape) * sizeof(double))
+        if (tg->out_dtype < 0 || tg->out_dtype >= GS_DTYPE_COUNT)
+            return gs_error_set(GS_ERR_INVALID_PARAM, "task graph has unknown output dtype %d",
+                                (int)tg->out_dtype);
+        if (tg->task_nbytes[t] != (uint64_t)gs_region_size(tg->out_grid.ndim, shape) *
+                                      gs_dtype_size(tg->out_dtype))
             return gs_error_set(GS_ERR_INVALID_PARAM,
                                 "output %llu: task %llu has %llu bytes, the block needs %llu",
                                 (unsigned long long)b, (unsigned long long)t,
                                 (unsigned long long)tg->task_nbytes[t],
-                                (unsigned long long)gs_region_size(tg->out_grid.ndim, shape) * 8);
+                                (unsigned long long)gs_region_size(tg->out_grid.ndim, shape) *
+                                    gs_dtype_size(tg->out_dtype));
     }
     return GS_OK;
 }

@@ -59,6 +59,7 @@ typedef struct gs_taskgraph {
     gs_grid_t out_grid;             /* grid of the result array */
     uint64_t noutputs;              /* = number of blocks of out_grid */
     uint64_t *outputs;              /* [noutputs] task ids, row-major over out_grid blocks */
+    int32_t out_dtype;              /* gs_dtype_t of the result array's elements */
 } gs_taskgraph_t;
 
 
@@ -138,7 +139,8 @@ void gs_layer_free(gs_layer_t *l);
 /** One input chunk of a task, in backend memory: @a data holds @a len doubles. */
 typedef struct gs_chunk_ref {
     const double *data;
-    int64_t len;
+    int64_t len;        /* float64 elements (bytes / 8) */
+    uint64_t nbytes;    /* bytes of data; read for inputs of other dtypes (fused leaves) */
 } gs_chunk_ref_t;
 
 typedef enum gs_ktask_kind {

@@ -84,7 +84,7 @@ gs_status_t gs__expr_topo(struct gs_array *root, gs__expr_leaf_fn leaf_fn, void 
         const gs__tdisc_t *d = &disc.data[i];
         int64_t e = d->topo;
         t->nodes[e] = d->n;
-        t->in[e][0] = t->in[e][1] = -1;
+        t->in[e][0] = t->in[e][1] = t->in[e][2] = -1;
         t->leaf[e] = d->leaf;
         if (d->leaf) continue;
         for (int32_t k = 0; k < d->n->ninputs; k++) {

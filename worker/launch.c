@@ -95,6 +95,7 @@ void gs__wpool_main(void *arg)
             for (uint32_t i = 0; i < t->ndeps; i++) {
                 in[i].data = t->deps[i].chunk->ptr;
                 in[i].len = (int64_t)(t->deps[i].chunk->nbytes / sizeof(double));
+                in[i].nbytes = t->deps[i].chunk->nbytes;
             }
             status = gs_layer_instantiate(t->layer, t->block, (int)t->ndeps, in, t->out->ptr,
                                           &kt);
@@ -381,6 +382,7 @@ void gs__wtask_launch_stream(gs_worker_t *w, gs_wtask_t *t)
         for (uint32_t i = 0; i < t->ndeps; i++) {
             in[i].data = t->deps[i].chunk->ptr;
             in[i].len = (int64_t)(t->deps[i].chunk->nbytes / sizeof(double));
+            in[i].nbytes = t->deps[i].chunk->nbytes;
         }
         status = gs_layer_instantiate(t->layer, t->block, (int)t->ndeps, in, t->out->ptr, &kt);
         if (status == GS_OK) status = gs__wfile_check(w, &kt);

@@ -16,6 +16,8 @@
  *   philox_normal, philox_uniform   generation rate with no memory traffic (summed)
  *   philox_normal_store   generation of the full chunk stored (1e8 doubles)
  *   sum_1e8               sum of 1e8 float64 read from memory
+ *   typed_cast_f64_to_f32, typed_sum_f32   dtypes: 1e8 float64 cast and stored as float32;
+ *                         the float32 array summed (staged as float64, then the float64 sum)
  *   d2d_memcpy            cudaMemcpyAsync device to device (GB/s counts bytes read + written)
  *   copy_kernel           the COPY kernel on the same bytes
  *   stencil_3x3           STENCIL: a 3x3 smoothing of one interior n x n chunk (its halo in
@@ -692,6 +694,26 @@ static int run(int argc, char **argv)
                "\"flat\":%.17g,\"ok\":false}\n", ts_tiles, ts_flat);
         kb.failures++;
     }
+    /* dtypes (fused_typed.cu): 1e8 float64 cast to float32 and stored; the float32 array
+     * summed (a typed reduction: staged as float64, then the float64 sum) */
+    spec2(&k, n, n, out);
+    leaf_chunk(&k.leaves[0], A, N, n, 1);
+    k.prog[1].op = GS_OP_CAST;
+    k.prog[1].arg = GS_DTYPE_FLOAT32;
+    k.nprog = 2;
+    k.out = B;
+    k.out_dtype = GS_DTYPE_FLOAT32;
+    kb_measure(&kb, "typed_cast_f64_to_f32", kb_fused, &k, (double)N, 1.5 * (double)big, NULL);
+    spec2(&k, n, n, out);
+    leaf_chunk(&k.leaves[0], B, N, n, 1);
+    k.leaves[0].dtype = GS_DTYPE_FLOAT32;
+    k.prog[0].dtype = GS_DTYPE_FLOAT32;
+    k.prog[1].op = GS_OP_CAST;
+    k.prog[1].dtype = GS_DTYPE_FLOAT32;
+    k.prog[1].arg = GS_DTYPE_FLOAT64;
+    k.nprog = 2;
+    reduce(&k, GS_RED_SUM, -1);
+    kb_measure(&kb, "typed_sum_f32", kb_fused, &k, (double)N, 0.5 * (double)big, NULL);
     memcpy_arg_t m = {B, A, big};
     kb_measure(&kb, "d2d_memcpy", kb_memcpy, &m, (double)N, 2.0 * (double)big, NULL);
     gs_kcopy_t *kc = calloc(1, sizeof(*kc));

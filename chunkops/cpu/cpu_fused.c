@@ -17,6 +17,7 @@
  *      NumPy NaN and tie rules (chunkops/records.h).
  */
 #include "chunkops/cpu/cpu.h"
+#include "chunkops/elem_dtype.h"
 #include "chunkops/elemwise.h"
 #include "chunkops/random.h"
 #include "chunkops/records.h"
@@ -73,6 +74,7 @@ typedef struct gs__fused {
     gs__space_t sp;
     gs__fmode_t mode;
     int redop, width;
+    int typed;        /* some dtype is not float64: the typed rules of graph/kernel.h */
     uint8_t leaf_used[GS_KERNEL_MAX_LEAVES];
     gs__scratch_t *s;
     /* tile state */
@@ -178,6 +180,16 @@ static const double *gs__leaf_tile(gs__fused_t *f, int li)
 
     switch (lf->kind) {
     case GS_LEAF_CHUNK:
+        if (lf->dtype != GS_DTYPE_FLOAT64) {
+            /* typed data: converted to stack values (elem_dtype.h) */
+            for (int g = 0; g < f->nseg; g++) {
+                const int64_t o = segs[g].off[li];
+                double *dst = buf + segs[g].pos;
+                for (int i = 0; i < segs[g].len; i++)
+                    dst[i] = gs_load_elem(lf->dtype, lf->data, o + (int64_t)i * is);
+            }
+            break;
+        }
         if (f->nseg == 1 && is == 1) {
             f->leafptr[li] = lf->data + segs[0].off[li];
             return f->leafptr[li];
@@ -299,6 +311,50 @@ static const int8_t gs__arity[GS_OP_COUNT] = {
 #undef GS__OPC_ARITY
 };
 
+/* One instruction of a typed program (graph/kernel.h, "Dtypes"; values as in elem_dtype.h). */
+static void gs__apply_typed(const gs_kinstr_t *in, const double *a, const double *restrict b,
+                            const double *restrict c, double *o, int n)
+{
+    const int dt = in->dtype, op = in->op;
+    if (op == GS_OP_WHERE) {
+        /* a is the condition (bool), b and c the values */
+        for (int i = 0; i < n; i++) o[i] = gs_v_i(a[i]) != 0 ? b[i] : c[i];
+        return;
+    }
+    if (op == GS_OP_CAST) {
+        for (int i = 0; i < n; i++) o[i] = gs_cast_value(dt, in->arg, a[i]);
+        return;
+    }
+    if (gs_dt_is_float(dt)) {
+        gs__apply(op, op == GS_OP_CONST ? gs_round_float(dt, in->imm) : in->imm, a, b, o, n);
+        if (gs_op_is_predicate(op)) {
+            for (int i = 0; i < n; i++) o[i] = gs_i_v(o[i] != 0.0);
+        } else if (dt != GS_DTYPE_FLOAT64) {
+            for (int i = 0; i < n; i++) o[i] = gs_round_float(dt, o[i]);
+        }
+        return;
+    }
+    const int64_t imm = gs_f64_to_i64(in->imm);
+    switch (gs__arity[op]) {
+    case 0:
+        for (int i = 0; i < n; i++) o[i] = gs_i_v(gs_wrap_int(dt, imm));
+        break;
+    case 2:
+        for (int i = 0; i < n; i++) o[i] = gs_i_v(gs_int_binary(op, dt, gs_v_i(a[i]), gs_v_i(b[i])));
+        break;
+    default:
+        if (op >= GS_OP_ADD_IMM && op <= GS_OP_MAX_IMM) {
+            for (int i = 0; i < n; i++) o[i] = gs_i_v(gs_int_binary(op, dt, gs_v_i(a[i]), imm));
+        } else if (op >= GS_OP_MOD_IMM && op <= GS_OP_LXOR_IMM) {
+            for (int i = 0; i < n; i++) o[i] = gs_i_v(gs_int_binary(op, dt, gs_v_i(a[i]), imm));
+        } else {
+            for (int i = 0; i < n; i++) o[i] = gs_i_v(gs_int_unary(op, dt, gs_v_i(a[i])));
+        }
+        break;
+    }
+}
+
+
 /* Run the program over the current tile. When @a dst is not NULL the result is written
  * there (and dst is returned); otherwise the result lives in a tile buffer. */
 static const double *gs__run_prog(gs__fused_t *f, double *dst)
@@ -322,7 +378,11 @@ static const double *gs__run_prog(gs__fused_t *f, double *dst)
         }
         int d = ar == 0 ? sp : sp - ar; /* depth of the result */
         double *o = (last && dst != NULL) ? dst : f->s->slot[d];
-        gs__apply(in->op, in->imm, ar >= 1 ? stk[d] : NULL, ar == 2 ? stk[d + 1] : NULL, o, n);
+        if (f->typed)
+            gs__apply_typed(in, ar >= 1 ? stk[d] : NULL, ar >= 2 ? stk[d + 1] : NULL,
+                            ar == 3 ? stk[d + 2] : NULL, o, n);
+        else
+            gs__apply(in->op, in->imm, ar >= 1 ? stk[d] : NULL, ar == 2 ? stk[d + 1] : NULL, o, n);
         stk[d] = o;
         sp = d + 1;
     }
@@ -681,6 +741,9 @@ gs_status_t gs__cpu_fused_run(const gs_kfused_t *k)
     f.redop = k->redop;
     f.width = k->terminal == GS_TERM_REDUCE ? gs_redop_width(k->redop) : 1;
     f.cur_rec = -1;
+    f.typed = k->out_dtype != GS_DTYPE_FLOAT64;
+    for (int i = 0; i < k->nleaves; i++) f.typed |= k->leaves[i].dtype != GS_DTYPE_FLOAT64;
+    f.typed |= gs_kfused_dtype_other(k) != GS_DTYPE_FLOAT64;
 
     int64_t size = gs_region_size(k->ndim, k->shape);
     if (k->terminal == GS_TERM_REDUCE) {
@@ -746,7 +809,10 @@ gs_status_t gs__cpu_fused_run(const gs_kfused_t *k)
         f.nseg = nseg;
         memset(f.leafptr, 0, sizeof(f.leafptr));
 
-        if (f.mode == GS__MODE_STORE) {
+        if (f.mode == GS__MODE_STORE && k->out_dtype != GS_DTYPE_FLOAT64) {
+            const double *v = gs__run_prog(&f, NULL);
+            for (int i = 0; i < n; i++) gs_store_elem(k->out_dtype, k->out, done + i, v[i]);
+        } else if (f.mode == GS__MODE_STORE) {
             gs__run_prog(&f, k->out + done);
         } else {
             gs__terminal(&f, gs__run_prog(&f, NULL));

@@ -1,5 +1,6 @@
 /* CPU combine and copy kernels (graph/kernel.h). Specs are validated by the caller. */
 #include "chunkops/cpu/cpu.h"
+#include "chunkops/elem_dtype.h"
 #include "chunkops/records.h"
 
 #include <string.h>
@@ -15,7 +16,10 @@ void gs__cpu_combine_run(const gs_kcombine_t *k)
         for (int32_t i = 1; i < k->ninputs; i++) gs_rec_merge(k->redop, acc, k->inputs[i] + r * w);
         /* out may alias inputs[0]: record r is read completely before it is written, and a
          * finalised out[r] never lies beyond record r of the input */
-        if (k->finalize) {
+        if (k->finalize && k->out_dtype != GS_DTYPE_FLOAT64) {
+            double v = gs_rec_finalize(k->redop, acc, k->ddof);
+            gs_store_elem(k->out_dtype, k->out, r, gs_cast_value(GS_DTYPE_FLOAT64, k->out_dtype, v));
+        } else if (k->finalize) {
             k->out[r] = gs_rec_finalize(k->redop, acc, k->ddof);
         } else {
             for (int c = 0; c < w; c++) k->out[r * w + c] = acc[c];

@@ -35,6 +35,8 @@ struct gs_chunkops_stream {
     cudaStream_t s;
     void *scratch_mem;
     gs__cuda_scratch_t scratch;
+    void *typed_mem;                    /* typed reductions: the program's float64 values */
+    size_t typed_cap;                   /* bytes of typed_mem (grown on demand, never shrunk) */
     atomic_int pending;                 /* first enqueue failure since the last notify/sync */
     pthread_mutex_t note_lock;
     gs__cuda_note_t *free_notes;        /* recycled notify records */
@@ -308,6 +310,8 @@ static void gs__cuda_stream_release(struct gs_chunkops_stream *s)
     if (s->stage != NULL && (e = cudaFreeHost(s->stage)) != cudaSuccess) (void)cudaGetLastError();
     if ((e = cudaStreamDestroy(s->s)) != cudaSuccess) (void)cudaGetLastError();
     if ((e = cudaFree(s->scratch_mem)) != cudaSuccess) (void)cudaGetLastError();
+    if (s->typed_mem != NULL && (e = cudaFree(s->typed_mem)) != cudaSuccess)
+        (void)cudaGetLastError();
     while (s->free_notes != NULL) {
         gs__cuda_note_t *n = s->free_notes;
         s->free_notes = n->next;
@@ -518,6 +522,66 @@ gs_status_t gs_cuda_memcpy_d2d(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h strea
 
 /* ---- kernels ---- */
 
+/* A typed REDUCE (graph/kernel.h: its program ends in float64 values): the typed kernel
+ * stores the values as float64 into the stream's staging buffer, then the float64 reduction
+ * kernels reduce that buffer (a one-leaf program), so records equal the CPU backend's up to
+ * the float64 kernels' own summation order. Work on one stream runs in order: one buffer per
+ * stream, grown when a larger region comes (cudaFree waits for the work that used it). */
+static gs_status_t gs__cuda_fused_typed_reduce(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream,
+                                               const gs_kfused_t *k)
+{
+    gs_status_t st;
+    gs_kfused_t ks, kr;
+    gs__cuda_fplan_t plan;
+    const int64_t size = gs_region_size(k->ndim, k->shape);
+    const size_t need = (size_t)(size > 0 ? size : 1) * sizeof(double);
+    if (need > stream->typed_cap) {
+        void *m = NULL;
+        cudaError_t e;
+        if (stream->typed_mem != NULL && (e = cudaFree(stream->typed_mem)) != cudaSuccess)
+            return gs__cuda_fail(stream, gs__cuda_error((int)e, "cudaFree(typed staging)"));
+        stream->typed_mem = NULL;
+        stream->typed_cap = 0;
+        if ((e = cudaMalloc(&m, need)) != cudaSuccess) {
+            (void)cudaGetLastError();
+            return gs_error_set(GS_ERR_NO_DEVICE_MEMORY,
+                                "cuda fused kernel: no device memory for %zu bytes of typed "
+                                "reduction staging", need);
+        }
+        stream->typed_mem = m;
+        stream->typed_cap = need;
+    }
+    ks = *k;
+    ks.terminal = GS_TERM_STORE;
+    ks.out_dtype = GS_DTYPE_FLOAT64;
+    ks.out = (double *)stream->typed_mem;
+    memset(&kr, 0, sizeof(kr));
+    kr.ndim = k->ndim;
+    kr.nleaves = 1;
+    kr.leaves[0].kind = GS_LEAF_CHUNK;
+    kr.leaves[0].data = (const double *)stream->typed_mem;
+    kr.leaves[0].data_len = size;
+    for (int64_t j = k->ndim - 1, rs = 1; j >= 0; j--) {
+        kr.shape[j] = k->shape[j];
+        kr.leaves[0].stride[j] = rs;
+        rs *= k->shape[j];
+    }
+    kr.nprog = 1;
+    kr.prog[0].op = GS_OP_LEAF;
+    kr.terminal = GS_TERM_REDUCE;
+    kr.redop = k->redop;
+    kr.red_axis = k->red_axis;
+    kr.idx_base = k->idx_base;
+    memcpy(kr.idx_stride, k->idx_stride, sizeof(kr.idx_stride));
+    kr.out = k->out;
+    if ((st = gs_kfused_validate(&kr)) != GS_OK) return st;
+    if ((st = gs__cuda_use(ctx)) != GS_OK) return gs__cuda_fail(stream, st);
+    if (size > 0 && (st = gs__cuda_launch_typed(&ctx->dev, stream->s, &ks)) != GS_OK)
+        return gs__cuda_fail(stream, st);
+    gs__cuda_fplan_build(&ctx->dev, &stream->scratch, &kr, &plan);
+    return gs__cuda_fail(stream, gs__cuda_launch_fused(stream->s, &plan));
+}
+
 static gs_status_t gs__cuda_fused(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream,
                                   const gs_kfused_t *k)
 {
@@ -525,6 +589,12 @@ static gs_status_t gs__cuda_fused(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h st
     gs__cuda_fplan_t plan;
     GS__CHECK_CTX_STREAM(ctx, stream, "fused");
     if ((st = gs_kfused_validate(k)) != GS_OK) return st;
+    if (gs_kfused_dtype_other(k) != GS_DTYPE_FLOAT64) {
+        /* typed programs: the element-wise kernel of fused_typed.cu */
+        if (k->terminal != GS_TERM_STORE) return gs__cuda_fused_typed_reduce(ctx, stream, k);
+        if ((st = gs__cuda_use(ctx)) != GS_OK) return gs__cuda_fail(stream, st);
+        return gs__cuda_fail(stream, gs__cuda_launch_typed(&ctx->dev, stream->s, k));
+    }
     gs__cuda_fplan_build(&ctx->dev, &stream->scratch, k, &plan);
     if ((st = gs__cuda_use(ctx)) != GS_OK) return gs__cuda_fail(stream, st);
     return gs__cuda_fail(stream, gs__cuda_launch_fused(stream->s, &plan));

@@ -318,6 +318,8 @@ gs_status_t gs__cuda_kernels_init(gs__cuda_dev_t *dev);
 gs_status_t gs__cuda_fused_occupancy(gs__cuda_dev_t *dev);
 /** Enqueue the kernels of plan @a p (built by gs__cuda_fplan_build). */
 gs_status_t gs__cuda_launch_fused(void *stream, const gs__cuda_fplan_t *p);
+/** Enqueue a validated STORE fused spec that uses dtypes other than float64 (fused_typed.cu). */
+gs_status_t gs__cuda_launch_typed(const gs__cuda_dev_t *dev, void *stream, const gs_kfused_t *k);
 /** Enqueue a validated combine. */
 gs_status_t gs__cuda_launch_combine(const gs__cuda_dev_t *dev, void *stream,
                                     const gs_kcombine_t *k);

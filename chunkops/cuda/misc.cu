@@ -1,5 +1,6 @@
 /* COMBINE and COPY kernels of the CUDA backend, and the occupancy table. */
 #include "chunkops/cuda/cuda_internal.h"
+#include "chunkops/elem_dtype.h"
 #include "chunkops/records.h"
 
 #include <cuda_runtime.h>
@@ -34,7 +35,11 @@ __global__ void __launch_bounds__(BLOCK) k_combine(const __grid_constant__ gs_kc
             b[2] = w > 2 ? __ldg(in + 2) : 0.0;
             gs_rec_merge(op, acc, b);
         }
-        if (c.finalize) {
+        if (c.finalize && c.out_dtype != GS_DTYPE_FLOAT64) {
+            /* finalized records in the result's dtype (graph/kernel.h, "Dtypes") */
+            const double v = gs_rec_finalize(op, acc, c.ddof);
+            gs_store_elem(c.out_dtype, c.out, r, gs_cast_value(GS_DTYPE_FLOAT64, c.out_dtype, v));
+        } else if (c.finalize) {
             c.out[r] = gs_rec_finalize(op, acc, c.ddof);
         } else {
             double *o = c.out + r * w;

@@ -24,6 +24,7 @@ static inline void spec_one_op(gs_kfused_t *k, int64_t n, const double *a, const
     k->prog[1].op = GS_OP_LEAF;
     k->prog[1].arg = 1;
     k->prog[binary ? 2 : 1].op = op;
+    k->prog[binary ? 2 : 1].arg = 0;   /* GS_OP_CAST: to float64 (the identity) */
     k->prog[binary ? 2 : 1].imm = imm;
     k->nprog = binary ? 3 : 2;
     k->terminal = GS_TERM_STORE;

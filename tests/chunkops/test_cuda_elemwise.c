@@ -47,6 +47,7 @@ Test(chunkops_cuda, extended_opcodes_agree_with_cpu_on_special_values)
     double *da = dev_upload(&b, a, NX * NX), *dc = dev_upload(&b, c, NX * NX);
     double *dout = dev_alloc_poisoned(&b, NX * NX);
     for (int op = GS_OP_EXTENDED; op < GS_OP_COUNT; op++) {
+        if (op == GS_OP_WHERE) continue; /* ternary, typed programs only (test_cuda_dtype.c) */
         for (size_t m = 0; m < sizeof(imms) / sizeof(imms[0]); m++) {
             gs_kfused_t k, kg;
             int bin = arity(op) == 2;
@@ -79,6 +80,7 @@ Test(chunkops_cuda, extended_opcodes_after_a_random_leaf_and_in_reductions)
     double *cpu = malloc(sizeof(double) * N), *gpu = malloc(sizeof(double) * N);
     double *dout = dev_alloc_poisoned(&b, N);
     for (int op = GS_OP_EXTENDED; op < GS_OP_COUNT; op++) {
+        if (op == GS_OP_WHERE) continue; /* ternary, typed programs only (test_cuda_dtype.c) */
         if (arity(op) == 2) continue;
         for (int t = 0; t < 3; t++) {
             gs_kfused_t k;

@@ -453,6 +453,7 @@ Test(chunkops_cuda_plan, extended_ops_run_on_the_ext_variant_only)
     gs__cuda_fplan_t p;
     seed_spec(&k);   /* normal leaf + 1: CHAIN (seed_case_is_one_chain_kernel_...) */
     for (int op = GS_OP_EXTENDED; op < GS_OP_COUNT; op++) {
+        if (op == GS_OP_WHERE) continue; /* ternary, typed programs only (test_cuda_dtype.c) */
         if (op >= GS_OP_MOD && op <= GS_OP_LXOR) continue;   /* binary: below */
         k.prog[1].op = op;
         gs__cuda_fplan_build(&dev, &scr, &k, &p);

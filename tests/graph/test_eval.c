@@ -66,6 +66,13 @@ static double *eval_flags(gs_array_h h, unsigned flags, gs_taskgraph_t **tg_keep
     roundtrip_layers(tg);
     TX_OK(gs_taskgraph_validate(tg));
     TX_OK(gs_chunkops_eval(&gs_chunkops_cpu_ops, ctx, tg, out, (size_t)size));
+    {
+        /* the result comes in the array's dtype: widen to doubles in place, from the end */
+        const gs_dtype_t dt = (gs_dtype_t)gs_array_dtype(h);
+        const size_t es = gs_dtype_size(dt);
+        for (int64_t i = size - 1; i >= 0; i--)
+            out[i] = gs_dtype_to_double(dt, (const char *)out + (size_t)i * es);
+    }
     if (tg_keep) *tg_keep = tg;
     else gs_taskgraph_free(tg);
     return out;

@@ -489,7 +489,7 @@ Test(graph_layer, instantiate_addresses_the_input_chunk)
     gs_taskgraph_t *tg = slice_graph(GS_LOWER_CULL);   /* generator layer + slice layer */
     gs_ktask_t kt;
     double in[25], out[16];
-    gs_chunk_ref_t ref = {in, 25};
+    gs_chunk_ref_t ref = {in, 25, 200};
     uint64_t t = 4;   /* first slice task (after 4 generator tasks) */
     cr_assert_eq(tg->nlayers, 2);
     cr_assert_eq(tg->task_layer[t], 1);
@@ -541,7 +541,7 @@ Test(graph_layer, instantiate_rejects_wrong_input_count)
 {
     gs_taskgraph_t *tg = slice_graph(GS_LOWER_CULL);
     double in[25], out[16];
-    gs_chunk_ref_t refs[2] = {{in, 25}, {in, 25}};
+    gs_chunk_ref_t refs[2] = {{in, 25, 200}, {in, 25, 200}};
     gs_ktask_t kt;
     cr_assert_eq(gs_layer_instantiate(tg->layers[1], 0, 0, refs, out, &kt), GS_ERR_INVALID_PARAM);
     cr_assert(strstr(gs_last_error(), "expects 1 inputs") != NULL, "%s", gs_last_error());
@@ -554,7 +554,7 @@ Test(graph_layer, instantiate_rejects_wrong_input_size)
 {
     gs_taskgraph_t *tg = slice_graph(GS_LOWER_CULL);
     double in[25], out[16];
-    gs_chunk_ref_t ref = {in, 24};
+    gs_chunk_ref_t ref = {in, 24, 192};
     gs_ktask_t kt;
     cr_assert_eq(gs_layer_instantiate(tg->layers[1], 0, 1, &ref, out, &kt), GS_ERR_INVALID_PARAM);
     cr_assert(strstr(gs_last_error(), "24 elements, expected 25") != NULL, "%s", gs_last_error());
@@ -612,7 +612,7 @@ Test(graph_layer, instantiate_rejects_a_leaf_crossing_a_chunk_boundary)
     gs_taskgraph_t *tg = slice_graph(GS_LOWER_CULL);
     gs_layer_t *l = tg->layers[1];
     double in[25], out[16];
-    gs_chunk_ref_t ref = {in, 25};
+    gs_chunk_ref_t ref = {in, 25, 200};
     gs_ktask_t kt;
     l->u.f.leaves[0].map.step[0] = -2;   /* rows 9, 7, 5, 3, 1: two chunks */
     cr_assert_eq(gs_layer_instantiate(l, 0, 1, &ref, out, &kt), GS_ERR_INVALID_PARAM);

@@ -7,6 +7,7 @@
 
 #include <criterion/criterion.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <unistd.h>
 
 static tcluster_t CL;
@@ -68,6 +69,13 @@ static void expect_array(gs_array_h a, const ref_t *want, double tol)
                      (long long)want->shape[d]);
     got = gs_malloc((size_t)want->size * sizeof(double) + 8, "got");
     OK(gs_client_compute(C, a, got, (size_t)want->size));
+    {
+        /* results come in their own dtype (argmax: int64; comparisons: bool) */
+        const gs_dtype_t dt = (gs_dtype_t)gs_array_dtype(a);
+        const size_t es = gs_dtype_size(dt);
+        for (int64_t i = want->size - 1; i >= 0; i--)
+            got[i] = gs_dtype_to_double(dt, (const char *)got + (size_t)i * es);
+    }
     for (int64_t i = 0; i < want->size; i++)
         cr_assert(fabs(got[i] - want->v[i]) <= tol * fmax(1.0, fabs(want->v[i])),
                   "element %lld: %.17g vs %.17g",
@@ -417,5 +425,67 @@ Test(integration_expressions, persisted_array_is_reused, .init = up2, .fini = do
     gs_array_release(s2);
     gs_array_release(s);
     gs_array_release(y);
+    gs_array_release(x);
+}
+
+/* Dtypes through real daemons: float32 and int32 chunks stored, transferred between the two
+ * workers and gathered in their own dtype; a bool mask counted into int64; argmax as int64. */
+Test(integration_expressions, dtypes_travel_through_the_cluster, .init = up2, .fini = down)
+{
+    const int64_t R = 61, K = 47;
+    gs_array_h x = normal2(33, 0, 4, R, K, 16, 13), f, xi, i, t, m, cnt, am;
+    ref_t rx = ref_normal(33, 0, 4, 2, (int64_t[]){R, K});
+    float *gf = malloc(sizeof(float) * (size_t)(R * K));
+    int32_t *gi = malloc(sizeof(int32_t) * (size_t)(R * K));
+    int64_t *ga = malloc(sizeof(int64_t) * (size_t)R);
+    gs_reduce_params_t p = {0};
+    cr_assert(gf != NULL && gi != NULL && ga != NULL);
+    OK(gs_array_astype(x, GS_DTYPE_FLOAT32, &f));
+    OK(gs_array_binary_array_scalar(GS_BINARY_MUL, x, 100.0, &xi));
+    OK(gs_array_astype(xi, GS_DTYPE_INT32, &i));
+    /* i.T + i.T read across chunk boundaries: int32 chunks move between workers */
+    OK(gs_array_transpose(i, NULL, &t));
+    OK(gs_array_binary_array_scalar(GS_BINARY_GT, x, 1.0, &m));
+    OK(gs_array_reduce(GS_RED_SUM, m, NULL, &cnt));
+    p.field_mask = GS_REDUCE_FIELD_AXIS;
+    p.axis = 1;
+    OK(gs_array_reduce(GS_RED_ARGMAX, x, &p, &am));
+    cr_assert_eq(gs_array_dtype(cnt), GS_DTYPE_INT64);
+    cr_assert_eq(gs_array_dtype(am), GS_DTYPE_INT64);
+
+    OK(gs_client_compute(C, f, (double *)gf, (size_t)(R * K)));
+    OK(gs_client_compute(C, t, (double *)gi, (size_t)(R * K)));
+    OK(gs_client_compute(C, am, (double *)ga, (size_t)R));
+    int64_t want_cnt = 0;
+    for (int64_t r = 0; r < R; r++) {
+        int64_t best = 0;
+        for (int64_t c = 0; c < K; c++) {
+            double v = rx.v[r * K + c];
+            /* the workers' generator is within a few ulp of the reference (docs/random.md) */
+            cr_assert(fabsf(gf[r * K + c] - (float)v) <= 1e-6f * fmaxf(1.0f, fabsf((float)v)),
+                      "float32 (%lld, %lld): %.9g vs %.9g", (long long)r, (long long)c,
+                      (double)gf[r * K + c], v);
+            cr_assert(llabs((long long)gi[c * R + r] - (long long)(int32_t)(v * 100.0)) <= 1,
+                      "int32 transpose (%lld, %lld): %d vs %.17g", (long long)c, (long long)r,
+                      gi[c * R + r], v * 100.0);
+            want_cnt += v > 1.0;
+            if (v > rx.v[r * K + best]) best = c;
+        }
+        cr_assert_eq(ga[r], best, "argmax row %lld: %lld vs %lld", (long long)r, (long long)ga[r],
+                     (long long)best);
+    }
+    cr_assert_eq(scalar(cnt), (double)want_cnt, "count %g vs %lld", scalar(cnt),
+                 (long long)want_cnt);
+    free(ga);
+    free(gi);
+    free(gf);
+    ref_free(&rx);
+    gs_array_release(am);
+    gs_array_release(cnt);
+    gs_array_release(m);
+    gs_array_release(t);
+    gs_array_release(i);
+    gs_array_release(xi);
+    gs_array_release(f);
     gs_array_release(x);
 }

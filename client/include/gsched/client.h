@@ -147,8 +147,9 @@ gs_status_t gs_client_submit(gs_client_h client, gs_array_h array, unsigned flag
  *  running. Returns the graph's status. */
 gs_status_t gs_future_wait(gs_future_h future, double timeout_s);
 
-/** Gather the whole result into @a out (caller-owned, at least @a out_len doubles =
- *  gs_array_size(array)), row-major. Waits for completion first. A 0-d result (a reduction
+/** Gather the whole result into @a out (caller-owned, at least @a out_len elements =
+ *  gs_array_size(array) of the array's dtype: doubles for float64, otherwise gs_dtype_size()
+ *  bytes each, the buffer cast to double *), row-major. Waits for completion first. A 0-d result (a reduction
  *  over all axes) needs out_len exactly 1: a larger buffer is GS_ERR_INVALID_PARAM, since it
  *  usually means an axis was meant but not selected. Nothing is written on error. */
 gs_status_t gs_future_gather(gs_future_h future, double *out, size_t out_len);
@@ -185,10 +186,12 @@ gs_status_t gs_client_report(gs_client_h client, gs_future_h future, const char 
 
 /* ---- convenience: submit + wait + gather in one call ---- */
 
-/** Compute a 0-d (scalar) array into *value_p. */
+/** Compute a 0-d (scalar) array into *value_p, converted to a double whatever its dtype. */
 gs_status_t gs_client_compute_scalar(gs_client_h client, gs_array_h array, double *value_p);
 /** Compute @a array into @a out (row-major, out_len >= gs_array_size(array); exactly 1 for a
- *  0-d array, as gs_future_gather()). */
+ *  0-d array, as gs_future_gather()). Elements are written in the array's dtype
+ *  (gs_array_dtype(), gs_dtype_size() bytes each): for other dtypes than float64 pass a
+ *  buffer of that type cast to double *; out_len counts elements. */
 gs_status_t gs_client_compute(gs_client_h client, gs_array_h array, double *out, size_t out_len);
 
 /** Write @a array (float64) to the .npy file @a path (C order, version 1.0), from the

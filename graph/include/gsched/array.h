@@ -172,8 +172,20 @@ gs_status_t gs_dtype_binary_result(gs_binop_t op, gs_dtype_t a, gs_dtype_t b,
  *  give int64. GS_ERR_INVALID_PARAM for an unknown op or dtype. */
 gs_status_t gs_dtype_reduce_result(gs_redop_t op, gs_dtype_t a, gs_dtype_t *out_p);
 
-/** Dtype of the elements of @a a (GS_DTYPE_FLOAT64 for every array today); -1 for NULL. */
+/** The element of dtype @a dtype at @a elem (host memory, any alignment) as a double (int64
+ *  beyond 2^53 rounds; bool gives 0 or 1); NaN for a NULL pointer or unknown dtype. Use it to
+ *  read results gathered in their own dtype. */
+double gs_dtype_to_double(gs_dtype_t dtype, const void *elem);
+
+/** Dtype of the elements of @a a; -1 for NULL. */
 int gs_array_dtype(gs_array_h a);
+
+/** @a a converted to @a dtype (np.ndarray.astype, casting="unsafe"): float -> integer truncates
+ *  toward zero (NaN, inf and out-of-range values give an unspecified value, as in NumPy),
+ *  integer -> narrower integer wraps, anything -> bool is "!= 0". Fused into the consumer's
+ *  kernel. A new reference to @a a itself when the dtype is already @a dtype.
+ *  Errors: GS_ERR_INVALID_PARAM (NULL a or out_p, unknown dtype), GS_ERR_NO_MEMORY. */
+gs_status_t gs_array_astype(gs_array_h a, gs_dtype_t dtype, gs_array_h *out_p);
 
 /* ---- creation ---- */
 
@@ -205,6 +217,16 @@ gs_status_t gs_array_random_uniform(uint64_t seed, double low, double high, int 
 /** Array filled with @a value. */
 gs_status_t gs_array_full(double value, int ndim, const int64_t *shape, const int64_t *chunks,
                           gs_array_h *out_p);
+
+/** gs_array_full() with elements of @a dtype (np.full(shape, value, dtype)): @a value is
+ *  converted as gs_array_astype() converts a float64. Errors: as gs_array_full(), and
+ *  GS_ERR_INVALID_PARAM for an unknown dtype. zeros/ones fill with 0 and 1. */
+gs_status_t gs_array_full_dtype(double value, gs_dtype_t dtype, int ndim, const int64_t *shape,
+                                const int64_t *chunks, gs_array_h *out_p);
+gs_status_t gs_array_zeros_dtype(gs_dtype_t dtype, int ndim, const int64_t *shape,
+                                 const int64_t *chunks, gs_array_h *out_p);
+gs_status_t gs_array_ones_dtype(gs_dtype_t dtype, int ndim, const int64_t *shape,
+                                const int64_t *chunks, gs_array_h *out_p);
 
 /** gs_array_full() with 0 and 1 (np.zeros, np.ones). */
 gs_status_t gs_array_zeros(int ndim, const int64_t *shape, const int64_t *chunks,
@@ -244,10 +266,29 @@ gs_status_t gs_array_binary_array_scalar(gs_binop_t op, gs_array_h a, double sca
  *  gs_array_binary(). */
 gs_status_t gs_array_binary_scalar_array(gs_binop_t op, double scalar, gs_array_h a,
                                          gs_array_h *out_p);
+/** a OP scalar and scalar OP a with a scalar of kind @a kind (NumPy 2's Python int, float or
+ *  bool, NEP 50): an int scalar keeps an integer array's dtype (int32 + 2 is int32, wrapping
+ *  on overflow) and must fit it (uint8 + 300 is an error, as NumPy raises), a float scalar
+ *  makes integer arrays float64 (what the plain functions above do), a bool scalar (0 or 1)
+ *  keeps every dtype. Errors as gs_array_binary(), and GS_ERR_INVALID_PARAM for a scalar that
+ *  is not of its kind (2.5 as an int) or does not fit, naming the dtype. */
+gs_status_t gs_array_binary_array_scalar_kind(gs_binop_t op, gs_array_h a, double scalar,
+                                              gs_scalar_kind_t kind, gs_array_h *out_p);
+gs_status_t gs_array_binary_scalar_array_kind(gs_binop_t op, double scalar,
+                                              gs_scalar_kind_t kind, gs_array_h a,
+                                              gs_array_h *out_p);
 /** Deprecated name of gs_array_binary_array_scalar() (a OP scalar); kept for existing callers. */
 gs_status_t gs_array_binary_scalar(gs_binop_t op, gs_array_h a, double scalar, gs_array_h *out_p);
 /** Deprecated name of gs_array_binary_scalar_array() (scalar OP a); kept for existing callers. */
 gs_status_t gs_array_scalar_binary(gs_binop_t op, double scalar, gs_array_h a, gs_array_h *out_p);
+
+/** np.where(cond, a, b): a where cond is true (nonzero; NaN counts as true), else b, with
+ *  NumPy broadcasting of the three operands and chunks unified as gs_array_binary() does.
+ *  cond of any dtype is read as bool; the result has the promoted dtype of a and b. Fused
+ *  into one kernel with its operands (a bool mask from a comparison never materialises).
+ *  Errors: GS_ERR_INVALID_PARAM (NULL handles, operands that do not broadcast),
+ *  GS_ERR_NO_MEMORY; *out_p is not written on error. */
+gs_status_t gs_array_where(gs_array_h cond, gs_array_h a, gs_array_h b, gs_array_h *out_p);
 
 /** np.clip(a, lo, hi) = minimum(maximum(a, lo), hi): NaN elements stay NaN, and lo > hi gives
  *  hi everywhere, as in NumPy. Infinite bounds clip one side only. Errors: GS_ERR_INVALID_PARAM
