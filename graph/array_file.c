@@ -349,6 +349,11 @@ gs_status_t gs__file_write_expr(gs_array_h a, const char *path, const char *tmp,
     gs_array_h wn = NULL, sum = NULL;
     gs_grid_t cg;
     gs_status_t st;
+    if (a == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "file writer: array is NULL");
+    if (a->dtype != GS_DTYPE_FLOAT64)
+        return gs_error_set(GS_ERR_INVALID_PARAM,
+                            "file writer: %s writes float64 arrays only (this one is %s; convert "
+                            "with gs_array_astype first)", path, gs_dtype_name((gs_dtype_t)a->dtype));
     w = gs_calloc(1, sizeof(*w), "file spec");
     if (w == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for a file write");
     *w = *proto;

@@ -12,6 +12,11 @@ static gs_status_t gs__map_node(const gs__ukernel_t *uk, int nin, gs_array_h con
     for (int k = 0; k < nin; k++) {
         if (inputs[k] == NULL)
             return gs_error_set(GS_ERR_INVALID_PARAM, "map_blocks: input %d is NULL", k);
+        if (inputs[k]->dtype != GS_DTYPE_FLOAT64)
+            return gs_error_set(GS_ERR_INVALID_PARAM,
+                                "map_blocks: user kernels take float64 blocks only (input %d is %s; "
+                                "convert with gs_array_astype first)", k,
+                                gs_dtype_name((gs_dtype_t)inputs[k]->dtype));
         if (inputs[k]->grid.ndim != g->ndim)
             return gs_error_set(GS_ERR_INVALID_PARAM, "map_blocks: input %d has %d axes, the "
                                 "output %d", k, (int)inputs[k]->grid.ndim, (int)g->ndim);

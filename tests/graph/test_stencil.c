@@ -210,6 +210,19 @@ Test(graph_stencil, rejects_bad_arguments)
     gs_array_release(s);
 }
 
+Test(graph_stencil, arrays_of_other_dtypes_are_refused_naming_the_dtype)
+{
+    const int64_t shape[2] = {6, 5}, chunks[2] = {3, 3};
+    const double w[9] = {0};
+    const int r[2] = {1, 1};
+    gs_array_h f = NULL, s = NULL;
+    TX_OK(gs_array_ones_dtype(GS_DTYPE_FLOAT32, 2, shape, chunks, &f));
+    cr_assert_eq(gs_array_stencil(f, w, r, GS_BOUNDARY_NONE, 0, &s), GS_ERR_INVALID_PARAM);
+    cr_assert_null(s, "output written on failure");
+    cr_assert(strstr(gs_last_error(), "float32") != NULL, "message: %s", gs_last_error());
+    gs_array_release(f);
+}
+
 Test(graph_stencil, wide_constant_halo_past_the_array)
 {
     const int64_t shape[2] = {6, 5}, chunks[2] = {3, 3};
