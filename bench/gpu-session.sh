@@ -230,7 +230,7 @@ if [ "$what" = tls ]; then
     bash bench/tls-bench.sh build-gpu/bin 3 2>>"$out/tls.err" | tee -a "$out/tls.txt" | cut -c1-400
 fi
 if [ "$what" = gather ]; then
-  # gather: needs the targets gs-bench gsched gworker gs-local-cluster test_client test_integration
+  # gather: needs the targets gs-bench gsched_daemon gworker gs-local-cluster test_client test_integration
   {
     for p in relay direct shm auto; do
       run $B/gs-bench slice3 --n 40000 --chunk 10000 --workers 1 --backend cuda --gather-path $p --repeat 3

@@ -522,6 +522,9 @@ static void gs__dthread_run(void *arg)
         dc = gs__dthread_conn(t, l->addr);
         if (dc == NULL) {
             GS_LOG_DEBUG("cannot reach the worker at %s: its chunks are relayed", l->addr);
+            uv_mutex_lock(&d->mu);
+            d->st.fallbacks++;
+            uv_mutex_unlock(&d->mu);
             continue;
         }
         if (d->path != GS_GATHER_DIRECT && !dc->shm_refused && d->bytes[u] > 0 && gs__same_host(d, l) &&
