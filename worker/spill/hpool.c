@@ -6,8 +6,8 @@
  *
  * Page-locking is slow (cudaHostAlloc faults in and pins every page: a few GB/s) and would
  * stall the loop, so slabs are made by grower threads of the pool's own (4): the loop asks for a
- * class (take, hint) and the threads keep up to `ahead` bytes of free pieces of the classes
- * asked for, the pool's total never above its limit. A take that finds no free piece returns
+ * class (take, hint) and the threads keep up to `ahead` bytes (at most 1024 pieces) of free
+ * pieces of the classes asked for, the pool's total never above its limit. A take that finds no free piece returns
  * NULL at once (the caller falls back to a pageable copy) and wakes the threads.
  *
  * Threads: create, destroy, take, give, hint and stats on the loop thread; the grower threads
@@ -19,8 +19,9 @@
 #include <string.h>
 
 #define GS_WHPOOL_SLAB ((uint64_t)128 << 20)   /* bytes of one slab, at most (one class) */
-#define GS_WHPOOL_MIN_CLASS ((uint64_t)4096)
-#define GS_WHPOOL_MAX_CLASSES 64
+#define GS_WHPOOL_MIN_CLASS ((uint64_t)256)
+#define GS_WHPOOL_MAX_CLASSES 256
+#define GS_WHPOOL_AHEAD_PIECES 1024              /* per class at most, at least 1 MiB */
 #define GS_WHPOOL_THREADS 4                    /* growers: page-locking runs in parallel */
 
 typedef struct gs_whpool_piece {
@@ -76,13 +77,22 @@ static gs_whpool_class_t *gs__whpool_class(gs_whpool_t *pool, uint64_t size, int
     return k;
 }
 
+/* Free bytes kept ahead for class @a k: the pool's ahead, at most 1024 pieces (small chunks
+ * do not pin the whole ahead in tiny pieces), at least 1 MiB. */
+static uint64_t gs__whpool_ahead(const gs_whpool_t *pool, const gs_whpool_class_t *k)
+{
+    uint64_t a = k->size * GS_WHPOOL_AHEAD_PIECES;
+    if (a < ((uint64_t)1 << 20)) a = (uint64_t)1 << 20;
+    return a < pool->ahead ? a : pool->ahead;
+}
+
 /* A wanted class below its ahead mark, if the limit leaves room for a piece (lock held). */
 static gs_whpool_class_t *gs__whpool_short(gs_whpool_t *pool)
 {
     if (pool->capped) return NULL;
     for (int i = 0; i < pool->nclasses; i++) {
         gs_whpool_class_t *k = &pool->classes[i];
-        if (k->wanted && k->nfree * k->size + k->growing < pool->ahead &&
+        if (k->wanted && k->nfree * k->size + k->growing < gs__whpool_ahead(pool, k) &&
             pool->total + k->size <= pool->limit)
             return k;
     }
@@ -102,7 +112,7 @@ static void gs__whpool_main(void *arg)
         if (pool->quit) break;
         uint64_t size = k->size, bytes = GS_WHPOOL_SLAB;
         if (bytes > pool->limit - pool->total) bytes = pool->limit - pool->total;
-        if (bytes > pool->ahead) bytes = pool->ahead;
+        if (bytes > gs__whpool_ahead(pool, k)) bytes = gs__whpool_ahead(pool, k);
         bytes = bytes / size * size;
         if (bytes == 0) bytes = size;          /* a class above ahead: one piece */
         if (pool->nslabs == pool->nslabs_cap) {
@@ -233,7 +243,8 @@ void *gs__whpool_take(gs_whpool_t *pool, uint64_t nbytes)
             k->nfree--;
         }
         k->wanted = 1;
-        if (k->nfree * k->size < pool->ahead && !pool->capped) uv_cond_broadcast(&pool->cond);
+        if (k->nfree * k->size < gs__whpool_ahead(pool, k) && !pool->capped)
+            uv_cond_broadcast(&pool->cond);
     }
     uv_mutex_unlock(&pool->lock);
     return p;

@@ -36,15 +36,16 @@ struct gs_wspill {
 };
 
 /* Host pool (hpool.c): page-locked memory for host copies, recycled. Slabs of the backend's
- * host_alloc (gs_malloc without one), made by a thread of the pool's own so the loop never
+ * host_alloc (gs_malloc without one), made by threads of the pool's own so the loop never
  * waits for page-locking; each slab carved into pieces of one size class (n rounded up to
- * m * 2^k, 8 <= m <= 15). @a limit caps the slabs' bytes; @a ahead is the free bytes the thread
- * keeps per class in demand. create: GS_ERR_NO_MEMORY / GS_ERR_NO_RESOURCE (message set), or
- * GS_OK and *pool_p. destroy: joins the thread and frees every slab (no piece may be in use
- * by a copy in flight). take: a free piece of at least @a nbytes, or NULL at once (none free
- * yet: the thread makes more, up to the limit); give it back with the same @a nbytes. hint:
- * start growing the class of @a nbytes before the first take. stats: slab bytes, free piece
- * bytes, seconds the thread spent allocating, whether an allocation failed (no more growth).
+ * m * 2^k, 8 <= m <= 15, at least 256 bytes). @a limit caps the slabs' bytes; @a ahead is the
+ * free bytes the threads keep per class in demand (of a class, at most 1024 pieces unless that
+ * is under 1 MiB). create: GS_ERR_NO_MEMORY / GS_ERR_NO_RESOURCE (message set), or GS_OK and
+ * *pool_p. destroy: joins the threads and frees every slab (no piece may be in use by a copy
+ * in flight). take: a free piece of at least @a nbytes, or NULL at once (none free yet: the
+ * threads make more, up to the limit); give it back with the same @a nbytes. hint: start
+ * growing the class of @a nbytes before the first take. stats: slab bytes, free piece bytes,
+ * seconds the threads spent allocating, whether an allocation failed (no more growth).
  * All on the loop thread. */
 typedef struct gs_whpool gs_whpool_t;
 gs_status_t gs__whpool_create(gs_worker_t *w, uint64_t limit, uint64_t ahead,
