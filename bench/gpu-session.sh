@@ -124,7 +124,8 @@ if [ "$what" = spill ] || [ "$what" = all ]; then
     run $B/gs-bench spill --backend cuda --factor 1.5 --workers 1 --limit-mb 4000 --repeat 3
   } 2>"$out/spill.err" | tee "$out/spill.jsonl"
   tail -5 "$out/spill.err"
-  # the GPU tests of the host tier (1.5 x a 64 MiB device limit; a chunk beyond the device)
+  # the GPU tests of the host tier (1.5 x a 64 MiB device limit; a chunk beyond the device);
+  # their "host tier:" line gives the page-locked pool's bytes and seconds (worker/spill/hpool.c)
   timeout 300 build-gpu/tests/test_worker --verbose --filter 'worker_cuda_spill/*' \
     >"$out/spill-tests.log" 2>&1
   grep -hE "PASS|FAIL|SKIP|CRASH|Synthesis|host tier|Assertion|message" "$out/spill-tests.log" | head -20

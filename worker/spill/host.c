@@ -1,6 +1,7 @@
 /* worker/spill: the host tier of a streams-mode worker (spill.h, "Host tier"): chunks copied
- * from the backend's (device) memory to host memory and back, on two streams of the tier's own
- * (one per direction, so spills and loads overlap on the two copy engines). A host copy is a
+ * from the backend's (device) memory to host memory and back, on streams of the tier's own
+ * (one per direction, so spills and loads overlap on the two copy engines, and a third for
+ * pageable copies). A host copy is a
  * piece of the host pool (hpool.c: page-locked, recycled), so each move is ONE copy_to_host /
  * copy_from_host (a cudaMemcpyAsync at full bus speed, no staging); while the pool has no free
  * piece (its growers are still page-locking), the copy is pageable memory moved with
@@ -46,21 +47,24 @@ gs_status_t gs__wspill_host_init(gs_worker_t *w, const gs_worker_params_t *p)
     }
     if ((st = w->ops->stream_create(w->ctx, &sp->down)) != GS_OK) goto err;
     if ((st = w->ops->stream_create(w->ctx, &sp->up)) != GS_OK) goto err_down;
+    if ((st = w->ops->stream_create(w->ctx, &sp->staged)) != GS_OK) goto err_up;
     /* the pool keeps a quarter of the device limit (at most 4 GiB) ahead of demand */
     ahead = w->mem_limit / 4;
     if (ahead > ((uint64_t)4 << 30)) ahead = (uint64_t)4 << 30;
-    if ((st = gs__whpool_create(w, lim, ahead, &sp->pool)) != GS_OK) goto err_up;
+    if ((st = gs__whpool_create(w, lim, ahead, &sp->pool)) != GS_OK) goto err_staged;
     sp->host_tier = 1;
     sp->host_limit = lim;
     w->st.host_limit = lim;
     return GS_OK;
 
+err_staged:
+    w->ops->stream_destroy(w->ctx, sp->staged);
 err_up:
     w->ops->stream_destroy(w->ctx, sp->up);
 err_down:
     w->ops->stream_destroy(w->ctx, sp->down);
 err:
-    sp->down = sp->up = NULL;
+    sp->down = sp->up = sp->staged = NULL;
     sp->pool = NULL;
     return st;
 }
@@ -71,7 +75,8 @@ void gs__wspill_host_cleanup(gs_worker_t *w)
     /* streams first (destroy waits for their copies), then the pool's slabs */
     if (sp->down != NULL) w->ops->stream_destroy(w->ctx, sp->down);
     if (sp->up != NULL) w->ops->stream_destroy(w->ctx, sp->up);
-    sp->down = sp->up = NULL;
+    if (sp->staged != NULL) w->ops->stream_destroy(w->ctx, sp->staged);
+    sp->down = sp->up = sp->staged = NULL;
     gs__whpool_destroy(sp->pool);
     sp->pool = NULL;
 }
@@ -111,7 +116,11 @@ static gs_status_t gs__wtier_start(gs_worker_t *w, gs_wchunk_t *c, int down, voi
                                    int pooled)
 {
     struct gs_wspill *sp = w->spill;
-    gs_chunkops_stream_h s = down ? sp->down : sp->up;
+    /* pageable copies go through the backend's staging on a stream of their own, so that
+     * they never hold up the DMA of page-locked ones */
+    gs_chunkops_stream_h s = !(down ? pooled : c->sp.host_pooled) ? sp->staged
+                             : down                               ? sp->down
+                                                                  : sp->up;
     gs_wtier_job_t *j = gs_calloc(1, sizeof(*j), "host tier job");
     gs_status_t st;
 

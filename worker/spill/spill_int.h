@@ -29,6 +29,7 @@ struct gs_wspill {
     uint64_t host_limit;               /* bytes of host copies */
     gs_chunkops_stream_h down, up;     /* tier moves device -> host, host -> device (one
                                           stream, i.e. one copy engine, per direction) */
+    gs_chunkops_stream_h staged;       /* moves of pageable host copies (both directions) */
     struct gs_whpool *pool;            /* page-locked host copies (hpool.c), NULL when off */
     uint64_t pageable;                 /* bytes of host copies outside the pool (fallback) */
     int pool_warned;                   /* the pool's cap was logged */
