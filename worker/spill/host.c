@@ -89,6 +89,7 @@ void gs__wspill_host_release(gs_worker_t *w, gs_wchunk_t *c)
     } else {
         gs_assert(sp->pageable >= c->nbytes);
         sp->pageable -= c->nbytes;
+        gs__whpool_set_pageable(sp->pool, sp->pageable);
         gs_free(c->sp.host);
     }
     c->sp.host = NULL;
@@ -167,6 +168,7 @@ static void gs__wtier_drop(gs_worker_t *w, void *host, int pooled, uint64_t nbyt
         gs__whpool_give(sp->pool, host, nbytes);
     } else {
         sp->pageable -= nbytes;
+        gs__whpool_set_pageable(sp->pool, sp->pageable);
         gs_free(host);
     }
 }
@@ -182,7 +184,8 @@ gs_status_t gs__wspill_host_write(gs_worker_t *w, gs_wchunk_t *c)
 
     if (!pooled) {
         /* no free piece yet (the growers are page-locking more) or the pool is at its limit:
-         * a pageable copy, if the pool's slabs and the other pageable copies leave room */
+         * a pageable copy (the caller checked the tier's limit: host copies and writes in
+         * flight; the pool grows only into what pageable copies leave) */
         gs__whpool_stats(sp->pool, &total, &nfree, &ns, &capped);
         if (capped && !sp->pool_warned) {
             sp->pool_warned = 1;
@@ -190,14 +193,6 @@ gs_status_t gs__wspill_host_write(gs_worker_t *w, gs_wchunk_t *c)
                         "further host copies are pageable (slower)", w->name,
                         (unsigned long long)total);
         }
-        if (total + sp->pageable + c->nbytes > sp->host_limit)
-            return gs_error_set(GS_ERR_NO_MEMORY, "worker %s: host tier: no room for a "
-                                "%llu-byte copy: %llu bytes page-locked (%llu of them free, in "
-                                "pieces of other sizes) and %llu pageable, limit %llu bytes",
-                                w->name, (unsigned long long)c->nbytes,
-                                (unsigned long long)total, (unsigned long long)nfree,
-                                (unsigned long long)sp->pageable,
-                                (unsigned long long)sp->host_limit);
         if ((host = gs_malloc((size_t)c->nbytes, "host tier copy")) == NULL)
             return gs_error_set(GS_ERR_NO_MEMORY, "worker %s: host tier: no host memory for a "
                                 "%llu-byte copy (%llu of %llu bytes of the tier in use)",
@@ -205,6 +200,7 @@ gs_status_t gs__wspill_host_write(gs_worker_t *w, gs_wchunk_t *c)
                                 (unsigned long long)w->st.host_used,
                                 (unsigned long long)sp->host_limit);
         sp->pageable += c->nbytes;
+        gs__whpool_set_pageable(sp->pool, sp->pageable);
     }
     if ((st = gs__wtier_start(w, c, 1, host, pooled)) != GS_OK) {
         gs__wtier_drop(w, host, pooled, c->nbytes);

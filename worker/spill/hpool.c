@@ -10,13 +10,20 @@
  * pieces of the classes asked for, the pool's total never above its limit. A take that finds no free piece returns
  * NULL at once (the caller falls back to a pageable copy) and wakes the threads.
  *
+ * $GSCHED_HOST_POOL picks how a slab is page-locked: "alloc" (default: the backend's
+ * host_alloc, cudaHostAlloc) or "register" (anonymous memory with transparent huge pages,
+ * faulted in by the grower, then the backend's host_register, cudaHostRegister): which is
+ * faster depends on the machine's kernel and driver (bench/gpu-session.sh spill runs both).
+ *
  * Threads: create, destroy, take, give, hint and stats on the loop thread; the grower threads
  * touch only the fields under `lock`. */
 #include "worker/spill/spill_int.h"
 
 #include "common/time.h"
 
+#include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #define GS_WHPOOL_SLAB ((uint64_t)128 << 20)   /* bytes of one slab, at most (one class) */
 #define GS_WHPOOL_MIN_CLASS ((uint64_t)256)
@@ -36,6 +43,11 @@ typedef struct gs_whpool_class {
     int wanted;                        /* the loop asked for it: the growers keep it ahead */
 } gs_whpool_class_t;
 
+typedef struct gs_whpool_slab {
+    void *ptr;
+    uint64_t bytes;
+} gs_whpool_slab_t;
+
 struct gs_whpool {
     gs_worker_t *w;
     uint64_t limit;                    /* bytes of slabs, at most */
@@ -47,9 +59,13 @@ struct gs_whpool {
     int quit;
     int capped;                        /* an allocation failed: no more slabs */
     uint64_t total;                    /* bytes of slabs (also those being made) */
+    uint64_t outside;                  /* bytes the loop holds outside (pageable copies):
+                                          the slabs grow only into limit - outside */
     uint64_t grow_ns;                  /* time the grower spent making slabs */
     uint64_t nslabs;
-    void **slabs;                      /* made so far (gs_malloc'd array, nslabs_cap) */
+    int mapped;                        /* slabs are mmap'd + host_register'd (GSCHED_HOST_POOL=
+                                          register), not host_alloc'd */
+    gs_whpool_slab_t *slabs;           /* made so far (gs_malloc'd array, nslabs_cap) */
     uint64_t nslabs_cap;
     int nclasses;
     gs_whpool_class_t classes[GS_WHPOOL_MAX_CLASSES];
@@ -93,16 +109,56 @@ static gs_whpool_class_t *gs__whpool_short(gs_whpool_t *pool)
     for (int i = 0; i < pool->nclasses; i++) {
         gs_whpool_class_t *k = &pool->classes[i];
         if (k->wanted && k->nfree * k->size + k->growing < gs__whpool_ahead(pool, k) &&
-            pool->total + k->size <= pool->limit)
+            pool->total + pool->outside + k->size <= pool->limit)
             return k;
     }
     return NULL;
 }
 
+/* One slab of @a bytes (a grower, lock not held). host_alloc (cudaHostAlloc: the driver
+ * faults in and pins 4 KiB pages), or with `mapped` anonymous memory asking for transparent
+ * huge pages, faulted in by this thread (growers fault in parallel), then host_register'd
+ * (pinning 2 MiB pages); gs_malloc for a backend with neither. */
+static gs_status_t gs__whpool_slab_alloc(gs_whpool_t *pool, uint64_t bytes, void **slab_p)
+{
+    gs_worker_t *w = pool->w;
+    if (pool->mapped) {
+        void *p = mmap(NULL, (size_t)bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                       -1, 0);
+        if (p == MAP_FAILED) return GS_ERR_NO_MEMORY;
+#ifdef MADV_HUGEPAGE
+        (void)madvise(p, (size_t)bytes, MADV_HUGEPAGE);
+#endif
+        for (uint64_t off = 0; off < bytes; off += 4096) ((volatile char *)p)[off] = 0;
+        if (w->ops->host_register != NULL &&
+            w->ops->host_register(w->ctx, p, (size_t)bytes) != GS_OK) {
+            munmap(p, (size_t)bytes);
+            return GS_ERR_NO_MEMORY;
+        }
+        *slab_p = p;
+        return GS_OK;
+    }
+    if (w->ops->host_alloc != NULL) return w->ops->host_alloc(w->ctx, (size_t)bytes, slab_p);
+    return (*slab_p = gs_malloc((size_t)bytes, "host pool slab")) != NULL ? GS_OK
+                                                                        : GS_ERR_NO_MEMORY;
+}
+
+static void gs__whpool_slab_free(gs_whpool_t *pool, const gs_whpool_slab_t *s)
+{
+    gs_worker_t *w = pool->w;
+    if (pool->mapped) {
+        if (w->ops->host_unregister != NULL) w->ops->host_unregister(w->ctx, s->ptr);
+        munmap(s->ptr, (size_t)s->bytes);
+    } else if (w->ops->host_alloc != NULL) {
+        w->ops->host_free(w->ctx, s->ptr);
+    } else {
+        gs_free(s->ptr);
+    }
+}
+
 static void gs__whpool_main(void *arg)
 {
     gs_whpool_t *pool = arg;
-    gs_worker_t *w = pool->w;
 
     uv_mutex_lock(&pool->lock);
     for (;;) {
@@ -111,13 +167,14 @@ static void gs__whpool_main(void *arg)
             uv_cond_wait(&pool->cond, &pool->lock);
         if (pool->quit) break;
         uint64_t size = k->size, bytes = GS_WHPOOL_SLAB;
-        if (bytes > pool->limit - pool->total) bytes = pool->limit - pool->total;
+        if (bytes > pool->limit - pool->total - pool->outside)
+            bytes = pool->limit - pool->total - pool->outside;
         if (bytes > gs__whpool_ahead(pool, k)) bytes = gs__whpool_ahead(pool, k);
         bytes = bytes / size * size;
         if (bytes == 0) bytes = size;          /* a class above ahead: one piece */
         if (pool->nslabs == pool->nslabs_cap) {
             uint64_t cap = pool->nslabs_cap ? 2 * pool->nslabs_cap : 64;
-            void **s = gs_realloc(pool->slabs, cap * sizeof(*s), "host pool slabs");
+            gs_whpool_slab_t *s = gs_realloc(pool->slabs, cap * sizeof(*s), "host pool slabs");
             if (s == NULL) {
                 pool->capped = 1;
                 break;
@@ -131,10 +188,7 @@ static void gs__whpool_main(void *arg)
 
         void *slab = NULL;
         uint64_t t0 = gs_now_ns();
-        gs_status_t st = w->ops->host_alloc != NULL
-                             ? w->ops->host_alloc(w->ctx, (size_t)bytes, &slab)
-                             : ((slab = gs_malloc((size_t)bytes, "host pool slab")) != NULL
-                                    ? GS_OK : GS_ERR_NO_MEMORY);
+        gs_status_t st = gs__whpool_slab_alloc(pool, bytes, &slab);
         uint64_t ns = gs_now_ns() - t0;
 
         uv_mutex_lock(&pool->lock);
@@ -145,7 +199,8 @@ static void gs__whpool_main(void *arg)
             pool->capped = 1;   /* the loop logs it (stats): no message from this thread */
             continue;
         }
-        pool->slabs[pool->nslabs++] = slab;
+        pool->slabs[pool->nslabs].ptr = slab;
+        pool->slabs[pool->nslabs++].bytes = bytes;
         /* k stays valid: classes are only appended to the fixed array */
         for (uint64_t off = 0; off + size <= bytes; off += size) {
             gs_whpool_piece_t *p = (gs_whpool_piece_t *)((char *)slab + off);
@@ -172,6 +227,7 @@ gs_status_t gs__whpool_create(gs_worker_t *w, uint64_t limit, uint64_t ahead,
                               gs_whpool_t **pool_p)
 {
     gs_whpool_t *pool = gs_calloc(1, sizeof(*pool), "host pool");
+    const char *env;
     gs_status_t st;
 
     if (pool == NULL)
@@ -179,6 +235,14 @@ gs_status_t gs__whpool_create(gs_worker_t *w, uint64_t limit, uint64_t ahead,
                             w->name);
     pool->w = w;
     pool->limit = limit;
+    env = getenv("GSCHED_HOST_POOL");
+    if (env != NULL && strcmp(env, "register") == 0) {
+        pool->mapped = 1;
+    } else if (env != NULL && env[0] != '\0' && strcmp(env, "alloc") != 0) {
+        st = gs_error_set(GS_ERR_INVALID_PARAM, "worker %s: $GSCHED_HOST_POOL is '%s': "
+                          "expected alloc or register", w->name, env);
+        goto err_free;
+    }
     pool->ahead = ahead ? ahead : GS_WHPOOL_SLAB;
     if (uv_mutex_init(&pool->lock) != 0) {
         st = gs_error_set(GS_ERR_NO_RESOURCE, "worker %s: host pool: uv_mutex_init failed",
@@ -219,12 +283,9 @@ void gs__whpool_destroy(gs_whpool_t *pool)
     if (pool->nslabs > 0)
         GS_LOG_INFO("worker %s: host pool: %.3f GB %s in %.3f s", w->name,
                     (double)pool->total / 1e9,
-                    w->ops->host_alloc != NULL ? "page-locked" : "allocated",
+                    pool->mapped ? "mapped and registered" : "allocated",
                     (double)pool->grow_ns / 1e9);
-    for (uint64_t i = 0; i < pool->nslabs; i++) {
-        if (w->ops->host_free != NULL) w->ops->host_free(w->ctx, pool->slabs[i]);
-        else gs_free(pool->slabs[i]);
-    }
+    for (uint64_t i = 0; i < pool->nslabs; i++) gs__whpool_slab_free(pool, &pool->slabs[i]);
     gs_free(pool->slabs);
     uv_cond_destroy(&pool->cond);
     uv_mutex_destroy(&pool->lock);
@@ -260,6 +321,13 @@ void gs__whpool_give(gs_whpool_t *pool, void *piece, uint64_t nbytes)
     p->next = k->free;
     k->free = p;
     k->nfree++;
+    uv_mutex_unlock(&pool->lock);
+}
+
+void gs__whpool_set_pageable(gs_whpool_t *pool, uint64_t outside)
+{
+    uv_mutex_lock(&pool->lock);
+    pool->outside = outside;
     uv_mutex_unlock(&pool->lock);
 }
 

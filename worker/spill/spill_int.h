@@ -55,6 +55,10 @@ void gs__whpool_destroy(gs_whpool_t *pool);
 void *gs__whpool_take(gs_whpool_t *pool, uint64_t nbytes);
 void gs__whpool_give(gs_whpool_t *pool, void *piece, uint64_t nbytes);
 void gs__whpool_hint(gs_whpool_t *pool, uint64_t nbytes);
+/* The loop holds @a outside bytes of host copies outside the pool: slabs grow only into
+ * limit - outside (host copies never exceed the limit; free pieces made before a pageable copy
+ * may come on top, at most the ahead part). */
+void gs__whpool_set_pageable(gs_whpool_t *pool, uint64_t outside);
 void gs__whpool_stats(gs_whpool_t *pool, uint64_t *total_p, uint64_t *free_p, uint64_t *grow_ns_p,
                       int *capped_p);
 /* host.c: free @a c's host copy (a pool piece or a pageable copy). */
