@@ -72,6 +72,19 @@ err:
 void gs__wspill_host_cleanup(gs_worker_t *w)
 {
     struct gs_wspill *sp = w->spill;
+    uint64_t total, nfree, ns;
+    int capped;
+    if (sp->pool != NULL && sp->pageable_copies > 0) {
+        /* a performance problem worth a line in every run's log: copies that missed the pool */
+        gs__whpool_stats(sp->pool, &total, &nfree, &ns, &capped);
+        GS_LOG_WARN("worker %s: host tier: %llu of %llu spills (%.3f GB) were pageable, staged "
+                    "(the pool had no free piece%s); the pool page-locked %.3f GB in %.3f s",
+                    w->name, (unsigned long long)sp->pageable_copies,
+                    (unsigned long long)w->st.host_spills,
+                    (double)sp->pageable_bytes / 1e9,
+                    capped ? ": page-locking failed" : ": its threads were behind",
+                    (double)total / 1e9, (double)ns / 1e9);
+    }
     /* streams first (destroy waits for their copies), then the pool's slabs */
     if (sp->down != NULL) w->ops->stream_destroy(w->ctx, sp->down);
     if (sp->up != NULL) w->ops->stream_destroy(w->ctx, sp->up);
@@ -200,6 +213,8 @@ gs_status_t gs__wspill_host_write(gs_worker_t *w, gs_wchunk_t *c)
                                 (unsigned long long)w->st.host_used,
                                 (unsigned long long)sp->host_limit);
         sp->pageable += c->nbytes;
+        sp->pageable_copies++;
+        sp->pageable_bytes += c->nbytes;
         gs__whpool_set_pageable(sp->pool, sp->pageable);
     }
     if ((st = gs__wtier_start(w, c, 1, host, pooled)) != GS_OK) {

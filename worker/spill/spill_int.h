@@ -32,6 +32,7 @@ struct gs_wspill {
     gs_chunkops_stream_h staged;       /* moves of pageable host copies (both directions) */
     struct gs_whpool *pool;            /* page-locked host copies (hpool.c), NULL when off */
     uint64_t pageable;                 /* bytes of host copies outside the pool (fallback) */
+    uint64_t pageable_copies, pageable_bytes;   /* of those ever started (logged at exit) */
     int pool_warned;                   /* the pool's cap was logged */
     int pool_hinted;                   /* the pool was told the first chunks' size */
 };
