@@ -257,7 +257,7 @@ typedef struct gs_worker_stats {
     /* the host tier's page-locked pool (worker/spill/hpool.c; 0 without a host tier) */
     uint64_t host_pool_bytes;     /* page-locked so far (free pieces included; never shrinks) */
     uint64_t host_pool_free;      /* of those, free pieces (recycled host copies, grown ahead) */
-    uint64_t host_pool_ns;        /* time its threads spent allocating them (off the loop) */
+    uint64_t host_pool_ns;        /* time spent allocating them, summed over its threads */
     uint64_t host_pageable;       /* bytes of host copies outside it (none free when needed) */
 } gs_worker_stats_t;
 

@@ -110,7 +110,7 @@ Test(worker_cuda_spill, persisted_array_of_one_and_a_half_device_limits_sums_cor
     cr_assert_eq(st.host_used, st.host_pool_bytes - st.host_pool_free + st.host_pageable,
                  "host copies unaccounted for");
     cr_log_info("host tier: %llu bytes down in %.3f s, %llu bytes up in %.3f s; pool %llu "
-                "bytes page-locked in %.3f s (%llu free), %llu bytes of pageable copies",
+                "bytes page-locked in %.3f thread-s (%llu free), %llu bytes of pageable copies",
                 (unsigned long long)st.host_spilled_bytes, (double)st.host_spilled_ns * 1e-9,
                 (unsigned long long)st.host_unspilled_bytes,
                 (double)st.host_unspilled_ns * 1e-9, (unsigned long long)st.host_pool_bytes,

@@ -78,7 +78,7 @@ void gs__wspill_host_cleanup(gs_worker_t *w)
         /* a performance problem worth a line in every run's log: copies that missed the pool */
         gs__whpool_stats(sp->pool, &total, &nfree, &ns, &capped);
         GS_LOG_WARN("worker %s: host tier: %llu of %llu spills (%.3f GB) were pageable, staged "
-                    "(the pool had no free piece%s); the pool page-locked %.3f GB in %.3f s",
+                    "(the pool had no free piece%s); the pool page-locked %.3f GB in %.3f thread-s",
                     w->name, (unsigned long long)sp->pageable_copies,
                     (unsigned long long)w->st.host_spills,
                     (double)sp->pageable_bytes / 1e9,

@@ -5,10 +5,11 @@
  * freed. Slabs are returned only when the pool is destroyed.
  *
  * Page-locking is slow (cudaHostAlloc faults in and pins every page: a few GB/s) and would
- * stall the loop, so slabs are made by grower threads of the pool's own (4): the loop asks for a
- * class (take, hint) and the threads keep up to `ahead` bytes (at most 1024 pieces) of free
- * pieces of the classes asked for, the pool's total never above its limit. A take that finds no free piece returns
- * NULL at once (the caller falls back to a pageable copy) and wakes the threads.
+ * stall the loop, so slabs are made by grower threads of the pool's own (4): the loop asks for
+ * a class (take, hint) and the threads keep up to `ahead` bytes (at most 1024 pieces) of free
+ * pieces of the classes asked for, the pool's total never above its limit. A take that finds
+ * no free piece returns NULL at once (the caller falls back to a pageable copy) and wakes the
+ * threads.
  *
  * $GSCHED_HOST_POOL picks how a slab is page-locked: "alloc" (default: the backend's
  * host_alloc, cudaHostAlloc) or "register" (anonymous memory with transparent huge pages,
@@ -61,7 +62,7 @@ struct gs_whpool {
     uint64_t total;                    /* bytes of slabs (also those being made) */
     uint64_t outside;                  /* bytes the loop holds outside (pageable copies):
                                           the slabs grow only into limit - outside */
-    uint64_t grow_ns;                  /* time the grower spent making slabs */
+    uint64_t grow_ns;                  /* time spent making slabs, summed over the growers */
     uint64_t nslabs;
     int mapped;                        /* slabs are mmap'd + host_register'd (GSCHED_HOST_POOL=
                                           register), not host_alloc'd */
@@ -281,7 +282,7 @@ void gs__whpool_destroy(gs_whpool_t *pool)
     w = pool->w;
     gs__whpool_stop(pool);
     if (pool->nslabs > 0)
-        GS_LOG_INFO("worker %s: host pool: %.3f GB %s in %.3f s", w->name,
+        GS_LOG_INFO("worker %s: host pool: %.3f GB %s in %.3f thread-s", w->name,
                     (double)pool->total / 1e9,
                     pool->mapped ? "mapped and registered" : "allocated",
                     (double)pool->grow_ns / 1e9);
