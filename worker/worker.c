@@ -659,4 +659,5 @@ void gs_worker_stats(gs_worker_h w, gs_worker_stats_t *stats_p)
     stats_p->mem_limit = w->mem_limit;
     stats_p->npeers = gs__xfer_npeers(w);
     stats_p->notify_retries = atomic_load(&w->nnotify_retried);
+    gs__wspill_host_stats(w, stats_p);
 }

@@ -258,6 +258,11 @@ typedef struct gs_worker_stats {
     uint64_t host_unspills;       /* chunks copied back host -> device for tasks */
     uint64_t host_unspilled_bytes, host_unspilled_ns; /* bytes, time (also for peers, gsched) */
     uint64_t prefetches;          /* of those, brought up for queued tasks before admission */
+    /* the host tier's page-locked pool (worker/spill/hpool.c; 0 without a host tier) */
+    uint64_t host_pool_bytes;     /* page-locked so far (free pieces included; never shrinks) */
+    uint64_t host_pool_free;      /* of those, free pieces (recycled host copies, grown ahead) */
+    uint64_t host_pool_ns;        /* time spent allocating them, summed over its threads */
+    uint64_t host_pageable;       /* bytes of host copies outside it (none free when needed) */
 } gs_worker_stats_t;
 
 /**

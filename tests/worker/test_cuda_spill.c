@@ -1,6 +1,7 @@
 /* GPU workers beyond their device memory (worker/spill/host.c): chunks move from the device
- * arena to host memory through the cuda backend's page-locked staging (to_host / to_device)
- * and come back for the tasks that use them. Skipped where no GPU is usable. The same policy
+ * arena to host memory, one DMA each into pieces of the host tier's page-locked pool (or
+ * through the backend's staging, to_host / to_device, while the pool has no free piece), and
+ * come back for the tasks that use them. Skipped where no GPU is usable. The same policy
  * on the cpu backend in streams mode: test_spill_host.c. */
 #include "fake_sched.h"
 
@@ -104,10 +105,17 @@ Test(worker_cuda_spill, persisted_array_of_one_and_a_half_device_limits_sums_cor
     cr_assert_gt(st.host_unspills, 0u, "nothing came back to the device");
     cr_assert_gt(st.host_spilled_ns, 0u);
     cr_assert_gt(st.host_unspilled_ns, 0u);
-    cr_log_info("host tier: %llu bytes down in %.3f s, %llu bytes up in %.3f s",
+    /* the pool page-locked some (its growers run from half the spill target on) */
+    cr_assert_gt(st.host_pool_bytes, 0u, "no page-locked host pool");
+    cr_assert_eq(st.host_used, st.host_pool_bytes - st.host_pool_free + st.host_pageable,
+                 "host copies unaccounted for");
+    cr_log_info("host tier: %llu bytes down in %.3f s, %llu bytes up in %.3f s; pool %llu "
+                "bytes page-locked in %.3f thread-s (%llu free), %llu bytes of pageable copies",
                 (unsigned long long)st.host_spilled_bytes, (double)st.host_spilled_ns * 1e-9,
                 (unsigned long long)st.host_unspilled_bytes,
-                (double)st.host_unspilled_ns * 1e-9);
+                (double)st.host_unspilled_ns * 1e-9, (unsigned long long)st.host_pool_bytes,
+                (double)st.host_pool_ns * 1e-9, (unsigned long long)st.host_pool_free,
+                (unsigned long long)st.host_pageable);
     stop_worker(&t);
     free(ref);
     gs_taskgraph_free(tg);

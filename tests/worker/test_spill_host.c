@@ -111,6 +111,119 @@ Test(worker_spill_host, persisted_chunks_four_times_the_device_limit_go_to_host_
     gs_array_release(a);
 }
 
+/* The host pool's growers have made the quarter of the device limit they keep ahead. */
+static int pool_settled(void *arg)
+{
+    gs_worker_stats_t st;
+    gs_worker_stats(arg, &st);
+    return st.host_pool_free >= LIMIT / 4;
+}
+
+/* Persist @a a as graph @a graph on @a w, check its values, wait for the pool to settle. */
+static void persist_checked(tw_t *t, gs_array_h a, uint64_t graph)
+{
+    double *ref, *got;
+    size_t size, failed;
+    gs_taskgraph_t *tg = tw_lower(a, GS_LOWER_DEFAULT, &ref, &size);
+    int *place = calloc(tg->ntasks, sizeof(int));
+
+    failed = fs_run_graph(&fs, graph, tg, place, 0, 60000);
+    cr_assert_eq(failed, 0, "%s", fail_msg(failed));
+    got = calloc(size, sizeof(double));
+    cr_assert(fs_gather_all(&fs, graph, tg, place, got, 10000), "gather failed");
+    assert_close(got, ref, size);
+    cr_assert(fs_run_until(&fs, pool_settled, t->w, 10000), "the host pool did not grow");
+    free(got);
+    free(ref);
+    free(place);
+    gs_taskgraph_free(tg);
+}
+
+Test(worker_spill_host, host_copies_are_pieces_of_a_recycled_page_locked_pool)
+{
+    gs_worker_params_t p = host_params();
+    gs_worker_stats_t st, st1;
+    tw_t t;
+    gs_array_h a = chunked_array(64, 1);               /* 256 KiB: 4 x the limit */
+
+    tw_start_each(&fs, &t, 1, &p);
+    gs_worker_stats(t.w, &st);
+    cr_assert_eq(st.host_pool_bytes, 0u, "page-locked before any chunk was stored");
+    persist_checked(&t, a, 1);
+    gs_worker_stats(t.w, &st1);
+    cr_assert_gt(st1.host_used, 0u);
+    cr_assert_gt(st1.host_pool_bytes, 0u, "no pool");
+    /* every host copy is a pool piece in use or a pageable fallback */
+    cr_assert_eq(st1.host_used, st1.host_pool_bytes - st1.host_pool_free + st1.host_pageable,
+                 "host_used %llu, pool %llu (%llu free), pageable %llu",
+                 (unsigned long long)st1.host_used, (unsigned long long)st1.host_pool_bytes,
+                 (unsigned long long)st1.host_pool_free,
+                 (unsigned long long)st1.host_pageable);
+    /* released: every piece back in the pool, the pageable copies freed */
+    for (uint64_t i = 0; i < 64; i++) fs_release(&fs, 0, 1, i);
+    fs_run_for(&fs, 100);
+    gs_worker_stats(t.w, &st);
+    cr_assert_eq(st.host_used, 0u);
+    cr_assert_eq(st.host_pageable, 0u);
+    cr_assert_eq(st.host_pool_free, st.host_pool_bytes);
+    cr_assert_geq(st.host_pool_bytes, st1.host_pool_bytes);
+    st1.host_pool_bytes = st.host_pool_bytes;
+    /* the same again: its copies reuse the pieces (the pool grows by at most what the first
+     * round held outside it, plus the part kept ahead) */
+    persist_checked(&t, a, 2);
+    gs_worker_stats(t.w, &st);
+    cr_assert_gt(st.host_used, 0u);
+    /* (the first round may have spilled before the growers made any piece: not this one) */
+    cr_assert_lt(st.host_pageable, st.host_used, "no host copy came from the pool");
+    cr_assert_leq(st.host_pool_bytes, st1.host_pool_bytes + st1.host_pageable + LIMIT / 4 + 4096,
+                  "pool %llu bytes after the second round, %llu after the first (%llu pageable)",
+                  (unsigned long long)st.host_pool_bytes, (unsigned long long)st1.host_pool_bytes,
+                  (unsigned long long)st1.host_pageable);
+    tw_stop_each(&fs, &t, 1);
+    gs_array_release(a);
+}
+
+/* $GSCHED_HOST_POOL=register: slabs are mapped memory faulted in by the growers (then
+ * host_register'd where the backend has it): the same values, the same recycling. */
+Test(worker_spill_host, host_pool_of_mapped_slabs_holds_the_copies_too)
+{
+    gs_worker_params_t p = host_params();
+    gs_worker_stats_t st;
+    tw_t t;
+    gs_array_h a = chunked_array(64, 1);
+
+    cr_assert_eq(setenv("GSCHED_HOST_POOL", "register", 1), 0);
+    tw_start_each(&fs, &t, 1, &p);
+    for (uint64_t g = 1; g <= 2; g++) {
+        persist_checked(&t, a, g);
+        gs_worker_stats(t.w, &st);
+        cr_assert_gt(st.host_pool_bytes, 0u);
+        cr_assert_eq(st.host_used, st.host_pool_bytes - st.host_pool_free + st.host_pageable);
+        /* the second round starts with the pieces the growers made during the first */
+        if (g == 2) cr_assert_lt(st.host_pageable, st.host_used, "no copy came from the pool");
+        for (uint64_t i = 0; i < 64; i++) fs_release(&fs, 0, g, i);
+        fs_run_for(&fs, 100);
+        gs_worker_stats(t.w, &st);
+        cr_assert_eq(st.host_used, 0u);
+        cr_assert_eq(st.host_pool_free, st.host_pool_bytes);
+    }
+    tw_stop_each(&fs, &t, 1);
+    gs_array_release(a);
+}
+
+Test(worker_spill_host, unknown_host_pool_mode_is_refused_naming_the_variable)
+{
+    gs_worker_params_t p = host_params();
+    gs_worker_h w = NULL;
+
+    p.scheduler = "127.0.0.1:1";      /* never contacted: create fails first */
+    cr_assert_eq(setenv("GSCHED_HOST_POOL", "hugepages", 1), 0);
+    cr_assert_eq(gs_worker_create(&p, &loop, &w), GS_ERR_INVALID_PARAM);
+    cr_assert_null(w);
+    cr_assert(strstr(gs_last_error(), "GSCHED_HOST_POOL") &&
+              strstr(gs_last_error(), "hugepages"), "message: %s", gs_last_error());
+}
+
 /* sum(x) of a 96-chunk x (384 KiB, 6 x the limit) lowered without fusion, so the generators'
  * chunks are stored and summed by separate tasks; on @a nw workers of @a p: every task on
  * worker 0, or with @a split the generators on worker 0 and their consumers on 1. The value is

@@ -1,8 +1,14 @@
 /* worker/spill: the host tier of a streams-mode worker (spill.h, "Host tier"): chunks copied
- * from the backend's (device) memory to host memory and back with ops->to_host / to_device on
- * a stream of the tier's own. Each copy is a job whose note (GS_WNOTE_TIER) comes back through
- * the worker's completion queue once the stream has finished it; the job holds a reference of
- * its chunk and keeps the worker's stop waiting (nhandles_open) until then. */
+ * from the backend's (device) memory to host memory and back, on streams of the tier's own
+ * (one per direction, so spills and loads overlap on the two copy engines, and a third for
+ * pageable copies). A host copy is a
+ * piece of the host pool (hpool.c: page-locked, recycled), so each move is ONE copy_to_host /
+ * copy_from_host (a cudaMemcpyAsync at full bus speed, no staging); while the pool has no free
+ * piece (its growers are still page-locking), the copy is pageable memory moved with
+ * ops->to_host / to_device (staged by the backend, slower). Each copy is a job whose note
+ * (GS_WNOTE_TIER) comes back through the worker's completion queue once its stream has
+ * finished it; the job holds a reference of its chunk and keeps the worker's stop waiting
+ * (nhandles_open) until then. */
 #include "worker/spill/spill_int.h"
 
 #include "common/sysmem.h"
@@ -16,13 +22,14 @@ typedef struct gs_wtier_job {
     gs_wchunk_t *c;            /* referenced */
     int down;                  /* 1: device -> host (write), 0: host -> device (load) */
     void *host;                /* write: the new host copy (owned until it succeeds) */
+    int pooled;                /* write: host is a pool piece */
     uint64_t t0;
 } gs_wtier_job_t;
 
 gs_status_t gs__wspill_host_init(gs_worker_t *w, const gs_worker_params_t *p)
 {
     struct gs_wspill *sp = w->spill;
-    uint64_t lim = p->host_limit;
+    uint64_t lim = p->host_limit, ahead;
     gs_status_t st;
 
     gs_sysmem_t mem;
@@ -38,27 +45,96 @@ gs_status_t gs__wspill_host_init(gs_worker_t *w, const gs_worker_params_t *p)
                     (double)mem.total / 1e9, mem.source, (double)mem.total / 1e9);
         lim = mem.total;
     }
-    st = w->ops->stream_create(w->ctx, &sp->stream);
-    if (st != GS_OK) {
-        sp->stream = NULL;
-        return st;
-    }
+    if ((st = w->ops->stream_create(w->ctx, &sp->down)) != GS_OK) goto err;
+    if ((st = w->ops->stream_create(w->ctx, &sp->up)) != GS_OK) goto err_down;
+    if ((st = w->ops->stream_create(w->ctx, &sp->staged)) != GS_OK) goto err_up;
+    /* the pool keeps a quarter of the device limit (at most 4 GiB) ahead of demand */
+    ahead = w->mem_limit / 4;
+    if (ahead > ((uint64_t)4 << 30)) ahead = (uint64_t)4 << 30;
+    if ((st = gs__whpool_create(w, lim, ahead, &sp->pool)) != GS_OK) goto err_staged;
     sp->host_tier = 1;
     sp->host_limit = lim;
     w->st.host_limit = lim;
     return GS_OK;
+
+err_staged:
+    w->ops->stream_destroy(w->ctx, sp->staged);
+err_up:
+    w->ops->stream_destroy(w->ctx, sp->up);
+err_down:
+    w->ops->stream_destroy(w->ctx, sp->down);
+err:
+    sp->down = sp->up = sp->staged = NULL;
+    sp->pool = NULL;
+    return st;
 }
 
 void gs__wspill_host_cleanup(gs_worker_t *w)
 {
     struct gs_wspill *sp = w->spill;
-    if (sp->stream != NULL) w->ops->stream_destroy(w->ctx, sp->stream);   /* waits for it */
-    sp->stream = NULL;
+    uint64_t total, nfree, ns;
+    int capped;
+    if (sp->pool != NULL && sp->pageable_copies > 0) {
+        /* a performance problem worth a line in every run's log: copies that missed the pool */
+        gs__whpool_stats(sp->pool, &total, &nfree, &ns, &capped);
+        GS_LOG_WARN("worker %s: host tier: %llu of %llu spills (%.3f GB) were pageable, staged "
+                    "(the pool had no free piece%s); the pool page-locked %.3f GB in %.3f thread-s",
+                    w->name, (unsigned long long)sp->pageable_copies,
+                    (unsigned long long)w->st.host_spills,
+                    (double)sp->pageable_bytes / 1e9,
+                    capped ? ": page-locking failed" : ": its threads were behind",
+                    (double)total / 1e9, (double)ns / 1e9);
+    }
+    /* streams first (destroy waits for their copies), then the pool's slabs */
+    if (sp->down != NULL) w->ops->stream_destroy(w->ctx, sp->down);
+    if (sp->up != NULL) w->ops->stream_destroy(w->ctx, sp->up);
+    if (sp->staged != NULL) w->ops->stream_destroy(w->ctx, sp->staged);
+    sp->down = sp->up = sp->staged = NULL;
+    gs__whpool_destroy(sp->pool);
+    sp->pool = NULL;
 }
 
-static gs_status_t gs__wtier_start(gs_worker_t *w, gs_wchunk_t *c, int down, void *host)
+void gs__wspill_host_release(gs_worker_t *w, gs_wchunk_t *c)
 {
     struct gs_wspill *sp = w->spill;
+    if (c->sp.host_pooled) {
+        gs__whpool_give(sp->pool, c->sp.host, c->nbytes);
+    } else {
+        gs_assert(sp->pageable >= c->nbytes);
+        sp->pageable -= c->nbytes;
+        gs__whpool_set_pageable(sp->pool, sp->pageable);
+        gs_free(c->sp.host);
+    }
+    c->sp.host = NULL;
+    c->sp.host_pooled = 0;
+}
+
+void gs__wspill_host_hint(gs_worker_t *w, const gs_wchunk_t *c)
+{
+    if (w->spill->pool != NULL) gs__whpool_hint(w->spill->pool, c->nbytes);
+}
+
+void gs__wspill_host_stats(const gs_worker_t *w, gs_worker_stats_t *st)
+{
+    uint64_t total, nfree, ns;
+    int capped;
+    if (w->spill == NULL || w->spill->pool == NULL) return;
+    gs__whpool_stats(w->spill->pool, &total, &nfree, &ns, &capped);
+    st->host_pool_bytes = total;
+    st->host_pool_free = nfree;
+    st->host_pool_ns = ns;
+    st->host_pageable = w->spill->pageable;
+}
+
+static gs_status_t gs__wtier_start(gs_worker_t *w, gs_wchunk_t *c, int down, void *host,
+                                   int pooled)
+{
+    struct gs_wspill *sp = w->spill;
+    /* pageable copies go through the backend's staging on a stream of their own, so that
+     * they never hold up the DMA of page-locked ones */
+    gs_chunkops_stream_h s = !(down ? pooled : c->sp.host_pooled) ? sp->staged
+                             : down                               ? sp->down
+                                                                  : sp->up;
     gs_wtier_job_t *j = gs_calloc(1, sizeof(*j), "host tier job");
     gs_status_t st;
 
@@ -68,14 +144,21 @@ static gs_status_t gs__wtier_start(gs_worker_t *w, gs_wchunk_t *c, int down, voi
     j->c = c;
     j->down = down;
     j->host = host;
+    j->pooled = pooled;
     j->t0 = gs_now_ns();
-    st = down ? w->ops->to_host(w->ctx, sp->stream, host, c->ptr, (size_t)c->nbytes)
-              : w->ops->to_device(w->ctx, sp->stream, c->ptr, c->sp.host, (size_t)c->nbytes);
+    /* page-locked: one DMA straight into / out of the host copy; pageable: staged */
+    if (down)
+        st = pooled ? w->ops->copy_to_host(w->ctx, s, host, c->ptr, (size_t)c->nbytes)
+                    : w->ops->to_host(w->ctx, s, host, c->ptr, (size_t)c->nbytes);
+    else
+        st = c->sp.host_pooled
+                 ? w->ops->copy_from_host(w->ctx, s, c->ptr, c->sp.host, (size_t)c->nbytes)
+                 : w->ops->to_device(w->ctx, s, c->ptr, c->sp.host, (size_t)c->nbytes);
     if (st != GS_OK) {
         char why[GS_W_ERRLEN];
         snprintf(why, sizeof(why), "%s", gs_last_error());
         /* part of it may be enqueued: let the stream finish before the buffers go (rare) */
-        (void)w->ops->sync(w->ctx, sp->stream);
+        (void)w->ops->sync(w->ctx, s);
         gs_free(j);
         return gs_error_set(st, "worker %s: host tier: copying %llu bytes %s: %s", w->name,
                             (unsigned long long)c->nbytes,
@@ -86,23 +169,56 @@ static gs_status_t gs__wtier_start(gs_worker_t *w, gs_wchunk_t *c, int down, voi
     gs__worker_hold(w);
     j->note.kind = GS_WNOTE_TIER;
     j->note.obj = j;
-    gs__wnote_arm(w, sp->stream, &j->note);
+    gs__wnote_arm(w, s, &j->note);
     return GS_OK;
+}
+
+/* Free a host copy that no chunk took (a failed write). */
+static void gs__wtier_drop(gs_worker_t *w, void *host, int pooled, uint64_t nbytes)
+{
+    struct gs_wspill *sp = w->spill;
+    if (pooled) {
+        gs__whpool_give(sp->pool, host, nbytes);
+    } else {
+        sp->pageable -= nbytes;
+        gs__whpool_set_pageable(sp->pool, sp->pageable);
+        gs_free(host);
+    }
 }
 
 gs_status_t gs__wspill_host_write(gs_worker_t *w, gs_wchunk_t *c)
 {
     struct gs_wspill *sp = w->spill;
-    void *host = gs_malloc((size_t)c->nbytes, "host tier copy");
+    void *host = gs__whpool_take(sp->pool, c->nbytes);
+    int pooled = host != NULL;
+    uint64_t total, nfree, ns;
+    int capped;
     gs_status_t st;
 
-    if (host == NULL)
-        return gs_error_set(GS_ERR_NO_MEMORY, "worker %s: host tier: no host memory for a "
-                            "%llu-byte copy (%llu of %llu bytes of the tier in use)", w->name,
-                            (unsigned long long)c->nbytes, (unsigned long long)w->st.host_used,
-                            (unsigned long long)sp->host_limit);
-    if ((st = gs__wtier_start(w, c, 1, host)) != GS_OK) {
-        gs_free(host);
+    if (!pooled) {
+        /* no free piece yet (the growers are page-locking more) or the pool is at its limit:
+         * a pageable copy (the caller checked the tier's limit: host copies and writes in
+         * flight; the pool grows only into what pageable copies leave) */
+        gs__whpool_stats(sp->pool, &total, &nfree, &ns, &capped);
+        if (capped && !sp->pool_warned) {
+            sp->pool_warned = 1;
+            GS_LOG_WARN("worker %s: host tier: no more page-locked memory after %llu bytes; "
+                        "further host copies are pageable (slower)", w->name,
+                        (unsigned long long)total);
+        }
+        if ((host = gs_malloc((size_t)c->nbytes, "host tier copy")) == NULL)
+            return gs_error_set(GS_ERR_NO_MEMORY, "worker %s: host tier: no host memory for a "
+                                "%llu-byte copy (%llu of %llu bytes of the tier in use)",
+                                w->name, (unsigned long long)c->nbytes,
+                                (unsigned long long)w->st.host_used,
+                                (unsigned long long)sp->host_limit);
+        sp->pageable += c->nbytes;
+        sp->pageable_copies++;
+        sp->pageable_bytes += c->nbytes;
+        gs__whpool_set_pageable(sp->pool, sp->pageable);
+    }
+    if ((st = gs__wtier_start(w, c, 1, host, pooled)) != GS_OK) {
+        gs__wtier_drop(w, host, pooled, c->nbytes);
         return st;
     }
     c->sp.io = GS_WSPILL_IO_WRITE;
@@ -113,7 +229,7 @@ gs_status_t gs__wspill_host_write(gs_worker_t *w, gs_wchunk_t *c)
 
 gs_status_t gs__wspill_host_load(gs_worker_t *w, gs_wchunk_t *c)
 {
-    return gs__wtier_start(w, c, 0, NULL);
+    return gs__wtier_start(w, c, 0, NULL, 0);
 }
 
 void gs__wspill_note(gs_worker_t *w, gs_wnote_t *n)
@@ -133,12 +249,13 @@ void gs__wspill_note(gs_worker_t *w, gs_wnote_t *n)
     if (j->down) {
         if (status == GS_OK) {
             c->sp.host = j->host;
+            c->sp.host_pooled = (uint8_t)j->pooled;
             w->st.host_used += c->nbytes;
             w->st.host_spilled_bytes += c->nbytes;
             w->st.host_spilled_ns += ns;
             w->st.host_spills++;
         } else {
-            gs_free(j->host);
+            gs__wtier_drop(w, j->host, j->pooled, c->nbytes);
         }
         gs__wspill_written(w, c, status, ns);
     } else {

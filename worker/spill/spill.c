@@ -62,8 +62,7 @@ void gs__wspill_forget(gs_worker_t *w, gs_wchunk_t *c, int freeing)
     if (!freeing) return;
     if (c->sp.host != NULL) {
         gs_assert(c->sp.io == GS_WSPILL_IO_NONE);   /* copies hold a reference */
-        gs_free(c->sp.host);
-        c->sp.host = NULL;
+        gs__wspill_host_release(w, c);
         gs_assert(w->st.host_used >= c->nbytes);
         w->st.host_used -= c->nbytes;
         w->spill->full = 0;             /* room on the host tier again */
@@ -253,6 +252,12 @@ void gs__wspill_maybe(gs_worker_t *w)
     struct gs_wspill *sp = w->spill;
     uint64_t stamp;
     if (sp == NULL || !sp->enabled) return;
+    /* half way to the target: the host pool starts page-locking for the coming spills */
+    if (sp->pool != NULL && !sp->pool_hinted && sp->lru.next != &sp->lru &&
+        (double)w->mem_used > 0.5 * sp->target * (double)w->mem_limit) {
+        sp->pool_hinted = 1;
+        gs__wspill_host_hint(w, GS_WSPILL_CHUNK(sp->lru.next));
+    }
     if ((double)(w->mem_used - sp->writing) <= sp->threshold * (double)w->mem_limit) return;
     /* a scan that moved nothing is repeated only once something changed */
     stamp = w->admit_epoch + w->st.tasks_done + w->st.tasks_failed + w->st.served;

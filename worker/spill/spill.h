@@ -37,10 +37,15 @@
  * Host tier (streams mode, a backend with to_host/to_device: "cuda"). For a worker whose
  * chunks live in device memory, the tier below is host memory instead of the disk: the same
  * policy (threshold, target, pause of the device limit; LRU; pinned chunks skipped) copies
- * chunks device -> host with ops->to_host on a stream of its own (the backend stages through
- * page-locked buffers), completion coming back through the worker's notes (never blocking the
- * loop); a task's inputs there come back with ops->to_device at admission, or earlier
- * (gs__wspill_prefetch). The host copy is kept while the chunk lives (a clean copy, like a
+ * chunks device -> host on a stream of its own, completion coming back through the worker's
+ * notes (never blocking the loop); a task's inputs there come back on a second stream (one copy
+ * engine each way) at admission, or earlier (gs__wspill_prefetch). Host copies are pieces of a
+ * recycled pool of page-locked memory (hpool.c), so a move is one DMA straight into or out of
+ * the copy (ops->copy_to_host / copy_from_host); the pool is page-locked by threads of its own,
+ * ahead of demand (from half the target on; a quarter of the device limit, at most 4 GiB,
+ * kept free), never beyond the host limit and never given back before the worker goes; a copy
+ * that finds no free piece is pageable memory moved with ops->to_host / to_device (staged
+ * by the backend) instead. The host copy is kept while the chunk lives (a clean copy, like a
  * file), bounded by the host limit (gs_worker_params_t.host_limit); peers and gsched are served
  * from it (a memcpy on the thread pool). Host -> disk below it is not done yet: a full host
  * tier fails the task that cannot get device memory with a message naming the worker, the
@@ -75,11 +80,14 @@ typedef enum gs_wspill_io {
 typedef struct gs_wspill_chunk {
     struct gs_wspill_chunk *prev, *next;  /* LRU of stored keys in memory (when in_lru) */
     uint64_t file;             /* file number in the local directory; 0: no file */
-    void *host;                /* host tier: the chunk's copy in host memory (gs_malloc'd,
-                                  kept while the chunk lives, like a file); NULL: none */
+    void *host;                /* host tier: the chunk's copy in host memory (a host pool
+                                  piece, or gs_malloc'd: host_pooled; kept while the chunk
+                                  lives, like a file); NULL: none */
     uint8_t tier;              /* gs_wtier_t */
     uint8_t io;                /* gs_wspill_io_t */
     uint8_t in_lru;
+    uint8_t host_pooled;       /* host is a piece of the host pool (page-locked), not
+                                  gs_malloc'd */
 } gs_wspill_chunk_t;
 
 /** Called on the loop when gs__wspill_read() finished (GS_OK: the bytes are at dst). */
@@ -132,6 +140,10 @@ void gs__wspill_prefetch(struct gs_worker *w);
  *  the tier below it ("host" or "disk"). */
 const char *gs__wspill_upper_name(const struct gs_worker *w);
 const char *gs__wspill_lower_name(const struct gs_worker *w);
+
+/** Fill the host pool's fields of @a st (host_pool_*); nothing without a host tier. */
+struct gs_worker_stats;
+void gs__wspill_host_stats(const struct gs_worker *w, struct gs_worker_stats *st);
 
 /** Message of the last disk-tier failure ("" when none since the last success). */
 const char *gs__wspill_last_error(const struct gs_worker *w);

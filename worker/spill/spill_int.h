@@ -27,8 +27,45 @@ struct gs_wspill {
     /* host tier (streams mode; host.c): the lower tier is host memory, not the directory */
     int host_tier;
     uint64_t host_limit;               /* bytes of host copies */
-    gs_chunkops_stream_h stream;       /* tier moves (to_host / to_device), NULL when off */
+    gs_chunkops_stream_h down, up;     /* tier moves device -> host, host -> device (one
+                                          stream, i.e. one copy engine, per direction) */
+    gs_chunkops_stream_h staged;       /* moves of pageable host copies (both directions) */
+    struct gs_whpool *pool;            /* page-locked host copies (hpool.c), NULL when off */
+    uint64_t pageable;                 /* bytes of host copies outside the pool (fallback) */
+    uint64_t pageable_copies, pageable_bytes;   /* of those ever started (logged at exit) */
+    int pool_warned;                   /* the pool's cap was logged */
+    int pool_hinted;                   /* the pool was told the first chunks' size */
 };
+
+/* Host pool (hpool.c): page-locked memory for host copies, recycled. Slabs of the backend's
+ * host_alloc (gs_malloc without one), made by threads of the pool's own so the loop never
+ * waits for page-locking; each slab carved into pieces of one size class (n rounded up to
+ * m * 2^k, 8 <= m <= 15, at least 256 bytes). @a limit caps the slabs' bytes; @a ahead is the
+ * free bytes the threads keep per class in demand (of a class, at most 1024 pieces unless that
+ * is under 1 MiB). create: GS_ERR_NO_MEMORY / GS_ERR_NO_RESOURCE (message set), or GS_OK and
+ * *pool_p. destroy: joins the threads and frees every slab (no piece may be in use by a copy
+ * in flight). take: a free piece of at least @a nbytes, or NULL at once (none free yet: the
+ * threads make more, up to the limit); give it back with the same @a nbytes. hint: start
+ * growing the class of @a nbytes before the first take. stats: slab bytes, free piece bytes,
+ * seconds the threads spent allocating, whether an allocation failed (no more growth).
+ * All on the loop thread. */
+typedef struct gs_whpool gs_whpool_t;
+gs_status_t gs__whpool_create(gs_worker_t *w, uint64_t limit, uint64_t ahead,
+                              gs_whpool_t **pool_p);
+void gs__whpool_destroy(gs_whpool_t *pool);
+void *gs__whpool_take(gs_whpool_t *pool, uint64_t nbytes);
+void gs__whpool_give(gs_whpool_t *pool, void *piece, uint64_t nbytes);
+void gs__whpool_hint(gs_whpool_t *pool, uint64_t nbytes);
+/* The loop holds @a outside bytes of host copies outside the pool: slabs grow only into
+ * limit - outside (host copies never exceed the limit; free pieces made before a pageable copy
+ * may come on top, at most the ahead part). */
+void gs__whpool_set_pageable(gs_whpool_t *pool, uint64_t outside);
+void gs__whpool_stats(gs_whpool_t *pool, uint64_t *total_p, uint64_t *free_p, uint64_t *grow_ns_p,
+                      int *capped_p);
+/* host.c: free @a c's host copy (a pool piece or a pageable copy). */
+void gs__wspill_host_release(gs_worker_t *w, gs_wchunk_t *c);
+/* host.c: the device tier is filling: let the pool start growing for chunks like @a c. */
+void gs__wspill_host_hint(gs_worker_t *w, const gs_wchunk_t *c);
 
 /* Bytes on the lower tier and its limit. */
 static inline uint64_t gs__wspill_lower_used(const gs_worker_t *w)
