@@ -259,6 +259,10 @@ gs_status_t gs_kcopy_validate(const gs_kcopy_t *k)
         return gs_error_set(GS_ERR_INVALID_PARAM, "copy kernel: npieces %d out of range 0..%d",
                             (int)k->npieces, GS_KERNEL_MAX_PIECES);
     if (k->out == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "copy kernel: out is NULL");
+    if (k->elem_size != 0 && k->elem_size != 1 && k->elem_size != 2 && k->elem_size != 4 &&
+        k->elem_size != 8)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "copy kernel: element size %d is not 1, 2, 4 "
+                                                  "or 8", (int)k->elem_size);
 
     gs__i128 covered = 0;
     for (int32_t i = 0; i < k->npieces; i++) {

@@ -260,6 +260,8 @@ typedef struct gs_kcopy {
     int32_t npieces;
     gs_kpiece_t pieces[GS_KERNEL_MAX_PIECES];
     double *out;
+    int32_t elem_size;              /* bytes per element: 1, 2, 4 or 8 (0 means 8: float64);
+                                       src_len and offsets count elements */
 } gs_kcopy_t;
 
 /**

@@ -511,6 +511,7 @@ static gs_status_t gs__cuda_copy(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h str
         int64_t units = 0;
         memset(&plan, 0, offsetof(gs__cuda_cplan_t, pieces));
         plan.out = k->out;
+        plan.esize = k->elem_size > 0 ? k->elem_size : (int32_t)sizeof(double);
         while (i < k->npieces && plan.npieces < GS__CUDA_COPY_GROUP) {
             gs__cuda_cpiece_t *pc = &plan.pieces[plan.npieces];
             if (gs__cuda_cpiece_build(k, i++, pc)) {
