@@ -164,6 +164,13 @@ gs_status_t gs_kcopy_validate(const gs_kcopy_t *k);
  *  target or the output), or GS_DTYPE_FLOAT64 (0) when it is an all-float64 program. For
  *  backends that execute float64 only. */
 int gs_kfused_dtype_other(const gs_kfused_t *k);
+/** Whether typed spec @a k is an all-float64 program in disguise: float64 leaves and output,
+ *  and its only other dtype the bool of a float64 comparison (or isnan & co.) cast straight
+ *  back to float64, as `(x > 0).sum()` lowers. Then *@a out (when not NULL) gets the same
+ *  program without those casts, all float64: its values are bit for bit the typed program's
+ *  (an all-float64 predicate gives 1.0 / 0.0), and float64-only kernels run it. Returns 0
+ *  (nothing written) otherwise. */
+int gs_kfused_untype(const gs_kfused_t *k, gs_kfused_t *out);
 gs_status_t gs_klinalg_validate(const gs_klinalg_t *k);
 gs_status_t gs_kstencil_validate(const gs_kstencil_t *k);
 /** The GS_ERR_NUMERIC of a Gram-path step 3 whose G_3 is @a dev (max |G_3 - I|) from I: the

@@ -315,6 +315,10 @@ gs_status_t gs_kcopy_validate(const gs_kcopy_t *k)
     if (k == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "copy kernel: spec is NULL");
     if ((st = gs__check_shape("copy kernel", k->ndim, k->shape, &size)) != GS_OK) return st;
     if (k->out == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "copy kernel: out is NULL");
+    if (k->elem_size != 0 && k->elem_size != 1 && k->elem_size != 2 && k->elem_size != 4 &&
+        k->elem_size != 8)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "copy kernel: element size %d is not 1, 2, 4 "
+                                                  "or 8", (int)k->elem_size);
     return gs__pieces_check(k->ndim, k->shape, size, k->npieces, k->pieces, 1);
 }
 
@@ -367,4 +371,42 @@ int gs_kfused_dtype_other(const gs_kfused_t *k)
         if (k->prog[i].op == GS_OP_WHERE) return GS_DTYPE_BOOL;   /* its condition */
     }
     return GS_DTYPE_FLOAT64;
+}
+
+int gs_kfused_untype(const gs_kfused_t *k, gs_kfused_t *out)
+{
+    static const int8_t pred[GS_OP_COUNT] = {
+        [GS_OP_LT] = 1, [GS_OP_LE] = 1, [GS_OP_GT] = 1, [GS_OP_GE] = 1, [GS_OP_EQ] = 1,
+        [GS_OP_NE] = 1, [GS_OP_LT_IMM] = 1, [GS_OP_LE_IMM] = 1, [GS_OP_GT_IMM] = 1,
+        [GS_OP_GE_IMM] = 1, [GS_OP_EQ_IMM] = 1, [GS_OP_NE_IMM] = 1, [GS_OP_LAND] = 1,
+        [GS_OP_LOR] = 1, [GS_OP_LXOR] = 1, [GS_OP_LAND_IMM] = 1, [GS_OP_LOR_IMM] = 1,
+        [GS_OP_LXOR_IMM] = 1, [GS_OP_ISNAN] = 1, [GS_OP_ISINF] = 1, [GS_OP_ISFINITE] = 1,
+        [GS_OP_LNOT] = 1};
+    int32_t n = 0;
+    if (k->out_dtype != GS_DTYPE_FLOAT64 || k->nprog < 1 || k->nprog > GS_KERNEL_MAX_PROG ||
+        k->nleaves < 0 || k->nleaves > GS_KERNEL_MAX_LEAVES)
+        return 0;
+    for (int32_t i = 0; i < k->nleaves; i++)
+        if (k->leaves[i].dtype != GS_DTYPE_FLOAT64) return 0;
+    for (int32_t i = 0; i < k->nprog; i++) {
+        const gs_kinstr_t *in = &k->prog[i];
+        if (in->op < 0 || in->op >= GS_OP_COUNT || in->op == GS_OP_WHERE) return 0;
+        if (in->dtype == GS_DTYPE_FLOAT64 && in->op != GS_OP_CAST) continue;
+        if (in->dtype == GS_DTYPE_FLOAT64 && in->arg == GS_DTYPE_FLOAT64) continue; /* f64->f64 */
+        /* the only other form allowed: bool -> float64 right after a float64 predicate (in
+         * postfix the top is the previous instruction's result) */
+        if (in->op != GS_OP_CAST || in->dtype != GS_DTYPE_BOOL || in->arg != GS_DTYPE_FLOAT64 ||
+            i == 0 || k->prog[i - 1].dtype != GS_DTYPE_FLOAT64 || !pred[k->prog[i - 1].op])
+            return 0;
+    }
+    if (out == NULL) return 1;
+    *out = *k;
+    for (int32_t i = 0; i < k->nprog; i++) {
+        if (k->prog[i].op == GS_OP_CAST) continue;   /* bool -> float64 or the identity */
+        out->prog[n] = k->prog[i];
+        out->prog[n].dtype = GS_DTYPE_FLOAT64;
+        n++;
+    }
+    out->nprog = n;
+    return n > 0;
 }

@@ -16,11 +16,6 @@ gs_status_t gs__array_rechunk_grid(gs_array_h a, const gs_grid_t *g, gs_array_h 
     struct gs_array *n;
     gs_status_t st;
     gs_assert(g->ndim == a->grid.ndim);
-    /* COPY tasks move 8-byte elements */
-    if (gs_dtype_size((gs_dtype_t)a->dtype) != 8)
-        return gs_error_set(GS_ERR_INVALID_PARAM,
-                            "rechunk of a %s array: only float64 and int64 for now",
-                            gs_dtype_name((gs_dtype_t)a->dtype));
     n = gs__array_node_new(GS__NODE_RECHUNK, a->grid.ndim);
     if (n == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for an array node");
     if (gs_grid_copy(&n->grid, g) != GS_OK) {
@@ -188,9 +183,9 @@ gs_status_t gs__array_concat_node(gs_array_h a, gs_array_h b, int axis, int ea, 
                                 ea ? "stack" : "concatenate", (long long)a->grid.shape[ja],
                                 (long long)b->grid.shape[jb], (int)j);
     }
-    if (gs_dtype_size((gs_dtype_t)a->dtype) != 8 || (b != NULL && b->dtype != a->dtype))
+    if (b != NULL && b->dtype != a->dtype)
         return gs_error_set(GS_ERR_INVALID_PARAM,
-                            "%s of %s and %s arrays: only equal dtypes of float64 or int64 for now",
+                            "%s of %s and %s arrays: the dtypes must be equal (astype one)",
                             ea ? "stack" : "concatenate", gs_dtype_name((gs_dtype_t)a->dtype),
                             gs_dtype_name((gs_dtype_t)(b != NULL ? b->dtype : a->dtype)));
     n = gs__array_node_new(GS__NODE_CONCAT, nd);

@@ -312,6 +312,7 @@ struct gs_layer {
             int64_t *in_len;            /* expected elements of each input */
             int64_t *poff;              /* [nblocks + 1]: block b's pieces pieces[poff[b]..) */
             struct gs__cpiece *pieces;
+            int32_t dtype;              /* gs_dtype_t of the elements moved */
         } cp;
         struct {                        /* LINALG (layer_linalg.c, linalg_int.h): per block */
             struct gs__lablk *blk;      /* [nblk] ops, shapes, table slices */

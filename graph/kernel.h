@@ -15,7 +15,7 @@
  * GS_OP_WHERE (arity 3) pops b (the top), a, then c, and pushes a where c is nonzero, else b:
  * c is bool, a and b of `dtype`; a program with WHERE is always a typed program.
  * Arithmetic follows NumPy: floating dtypes compute in double and round each result to their
- * precision (float16 computes in float32 precision and stores binary16); integer dtypes wrap
+ * precision (float16: the double result rounded once to binary16); integer dtypes wrap
  * (two's complement) to their width; integer DIV is not emitted (true division is float);
  * integer FLOORDIV/MOD by zero give 0 as NumPy does. A CHUNK leaf's `dtype` is the element
  * type of its data; random and index leaves are float64. GS_TERM_STORE writes the result in
@@ -264,6 +264,8 @@ typedef struct gs_kcopy {
     int32_t npieces;
     gs_kpiece_t pieces[GS_KERNEL_MAX_PIECES];
     double *out;
+    int32_t elem_size;              /* bytes per element: 1, 2, 4 or 8 (0 means 8: float64);
+                                       src_len and offsets count elements */
 } gs_kcopy_t;
 
 /**

@@ -247,6 +247,10 @@ gs_status_t gs__layer_check(const gs_layer_t *l)
         }
         break;
     case GS_LAYER_COPY:
+        if (l->u.cp.dtype < 0 || l->u.cp.dtype >= GS_DTYPE_COUNT) {
+            why = "unknown dtype";
+            goto bad;
+        }
         if (!gs__copy_check(l, &why)) goto bad;
         break;
     case GS_LAYER_FILE:
@@ -427,11 +431,13 @@ uint64_t gs_layer_out_nbytes(const gs_layer_t *l, uint64_t block)
             return (uint64_t)gs__combine_nrec(l, block) * gs_dtype_size(l->u.c.out_dtype);
         return (uint64_t)gs__combine_nrec(l, block) *
                (uint64_t)gs_redop_width((gs_redop_t)l->u.c.redop) * sizeof(double);
-    case GS_LAYER_LITERAL:
     case GS_LAYER_COPY:
     case GS_LAYER_SLAB:
     case GS_LAYER_STENCIL:
     case GS_LAYER_USER:
+        gs_grid_block_region(&l->grid, block, start, shape);
+        return (uint64_t)gs_region_size(l->grid.ndim, shape) * gs_dtype_size(l->u.cp.dtype);
+    case GS_LAYER_LITERAL:
         gs_grid_block_region(&l->grid, block, start, shape);
         return (uint64_t)gs_region_size(l->grid.ndim, shape) * sizeof(double);
     case GS_LAYER_LINALG:

@@ -21,6 +21,7 @@
  * all float64 is written without them, byte for byte as before):
  *   FUSED   := [1, 0, ... as above ..., out_dtype, [leaf dtype...], [instr dtype...]]
  *   COMBINE := [1, 1, ... as above ..., out_dtype]
+ *   COPY    := [1, 3, grid, [block...], dtype]
  *
  * Decoding is total: every read is bounds-checked and the result is checked semantically
  * (gs__layer_check) before it is returned, so a hostile layer cannot make instantiation read
@@ -141,11 +142,12 @@ gs_status_t gs_layer_encode(const gs_layer_t *l, gs_buf_t *out)
         break;
     }
     case GS_LAYER_COPY:
-        gs_mp_write_array(&w, 4);
+        gs_mp_write_array(&w, l->u.cp.dtype != GS_DTYPE_FLOAT64 ? 5 : 4);
         gs_mp_write_u64(&w, GS__LAYER_VERSION);
         gs_mp_write_u64(&w, (uint64_t)l->kind);
         gs__enc_grid(&w, &l->grid);
         gs__copy_encode_body(&w, l);
+        if (l->u.cp.dtype != GS_DTYPE_FLOAT64) gs_mp_write_i64(&w, l->u.cp.dtype);
         break;
     case GS_LAYER_LINALG:
         gs_mp_write_array(&w, 4);
@@ -372,7 +374,8 @@ gs_status_t gs_layer_decode(const void *data, size_t len, gs_layer_t **l_p)
         goto err;
     }
     if (n != (kind == GS_LAYER_FUSED ? 9u : kind == GS_LAYER_COMBINE ? 8u : 4u) &&
-        n != (kind == GS_LAYER_FUSED ? 12u : kind == GS_LAYER_COMBINE ? 9u : 4u)) {
+        n != (kind == GS_LAYER_FUSED ? 12u : kind == GS_LAYER_COMBINE ? 9u
+                                           : kind == GS_LAYER_COPY ? 5u : 4u)) {
         gs_mp_fail(&r, "wrong number of layer fields");
         goto err;
     }
@@ -387,7 +390,9 @@ gs_status_t gs_layer_decode(const void *data, size_t len, gs_layer_t **l_p)
             goto err;
         break;
     case GS_LAYER_COPY:
-        if (!gs__dec_grid(&r, &l->grid) || !gs__copy_decode_body(&r, l)) goto err;
+        if (!gs__dec_grid(&r, &l->grid) || !gs__copy_decode_body(&r, l) ||
+            (n == 5u && !gs__dec_i32(&r, &l->u.cp.dtype)))
+            goto err;
         break;
     case GS_LAYER_LINALG:
         if (!gs__dec_grid(&r, &l->grid) || !gs__la_decode_body(&r, l)) goto err;

@@ -138,11 +138,15 @@ gs_status_t gs__copy_instantiate(const gs_layer_t *l, uint64_t block, int ninput
         return gs_error_set(GS_ERR_INVALID_PARAM, "block %llu of layer copy expects %d inputs, got %d",
                             (unsigned long long)block, expected, ninputs);
     if (ninputs > 0 && inputs == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "inputs are NULL");
+    const size_t es = gs_dtype_size((gs_dtype_t)l->u.cp.dtype);
     for (int i = 0; i < ninputs; i++) {
-        if (inputs[i].len != lens[i])
+        if (es == sizeof(double) ? inputs[i].len != lens[i]
+                                 : inputs[i].nbytes != (uint64_t)lens[i] * es)
             return gs_error_set(GS_ERR_INVALID_PARAM,
-                                "input %d of a copy task has %lld elements, expected %lld", i,
-                                (long long)inputs[i].len, (long long)lens[i]);
+                                "input %d of a copy task has %lld bytes, expected %lld %s elements",
+                                i, (long long)(es == sizeof(double) ? inputs[i].len * 8
+                                                                   : (int64_t)inputs[i].nbytes),
+                                (long long)lens[i], gs_dtype_name((gs_dtype_t)l->u.cp.dtype));
         if (inputs[i].data == NULL)
             return gs_error_set(GS_ERR_INVALID_PARAM, "input %d of a copy task has no data", i);
     }
@@ -154,13 +158,14 @@ gs_status_t gs__copy_instantiate(const gs_layer_t *l, uint64_t block, int ninput
         const gs__cpiece_t *p = &l->u.cp.pieces[l->u.cp.poff[block] + i];
         gs_kpiece_t *kp = &k->pieces[i];
         kp->src = inputs[p->slot].data;
-        kp->src_len = inputs[p->slot].len;
+        kp->src_len = lens[p->slot];
         kp->src_base = p->base;
         memcpy(kp->src_stride, p->stride, sizeof(kp->src_stride));
         memcpy(kp->dst_start, p->dst, sizeof(kp->dst_start));
         memcpy(kp->size, p->size, sizeof(kp->size));
     }
     k->out = out;
+    k->elem_size = (int32_t)es;
     return GS_OK;
 }
 

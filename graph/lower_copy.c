@@ -53,7 +53,7 @@ static int64_t lc_find(const gs_grid_t *g, int a, int64_t c)
 /* COPY layer with output grid @a og from sources @a srcs[0..nsrc) (sorted by offset along
  * @a axis). *li_p gets its index. */
 static gs_status_t lc_build(lw_t *w, const gs_grid_t *og, int axis, const lc_src_t *srcs,
-                            int64_t nsrc, int64_t *li_p)
+                            int64_t nsrc, int32_t dtype, int64_t *li_p)
 {
     const int32_t nd = og->ndim;
     const uint64_t nb = gs_grid_nblocks(og);
@@ -176,6 +176,7 @@ static gs_status_t lc_build(lw_t *w, const gs_grid_t *og, int axis, const lc_src
         goto nomem;
     l = gs__layer_new(GS_LAYER_COPY);
     if (l == NULL || gs_grid_copy(&l->grid, og) != GS_OK) goto nomem;
+    l->u.cp.dtype = dtype;
     l->u.cp.ioff = ioff;
     l->u.cp.poff = poff;
     l->u.cp.in_len = lens.data;
@@ -279,7 +280,7 @@ gs_status_t gs__lw_build_rechunk(lw_t *w, int64_t idx, int64_t *idx_p)
         src.off = 0;
         src.len = nd > 0 ? cur.shape[0] : 1;
         if (fits) {
-            st = lc_build(w, tg, 0, &src, 1, &li);
+            st = lc_build(w, tg, 0, &src, 1, e->n->dtype, &li);
             break;
         }
         /* one intermediate step */
@@ -307,7 +308,7 @@ gs_status_t gs__lw_build_rechunk(lw_t *w, int64_t idx, int64_t *idx_p)
             if (next.bounds[a] == NULL) goto nomem;
             memcpy(next.bounds[a], nbnd, ((size_t)nn + 1) * sizeof(int64_t));
         }
-        if ((st = lc_build(w, &next, 0, &src, 1, &li)) != GS_OK) break;
+        if ((st = lc_build(w, &next, 0, &src, 1, e->n->dtype, &li)) != GS_OK) break;
         gs_grid_cleanup(&cur);
         cur = next;
         memset(&next, 0, sizeof(next));
@@ -380,7 +381,7 @@ gs_status_t gs__lw_build_concat(lw_t *w, int64_t idx, int64_t *idx_p)
         if (GS_VEC_PUSH(&srcs, s) != GS_OK) goto nomem;
     }
     gs_assert_always(off == e->n->grid.shape[axis]);
-    st = lc_build(w, &e->n->grid, axis, srcs.data, (int64_t)srcs.len, idx_p);
+    st = lc_build(w, &e->n->grid, axis, srcs.data, (int64_t)srcs.len, e->n->dtype, idx_p);
     GS_VEC_FREE(&srcs);
     GS_VEC_FREE(&stack);
     return st;

@@ -736,6 +736,10 @@ gs_status_t gs__cpu_fused_run(const gs_kfused_t *k)
 {
     gs__fused_t f;
     int s_owned = 0;
+    gs_kfused_t ku;
+    /* comparisons cast back to float64 ((x > 0).sum()): the float64 loops, same values */
+    if (gs_kfused_dtype_other(k) != GS_DTYPE_FLOAT64 && gs_kfused_untype(k, &ku))
+        return gs__cpu_fused_run(&ku);
     memset(&f, 0, sizeof(f));
     f.k = k;
     f.redop = k->redop;

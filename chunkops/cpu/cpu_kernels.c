@@ -36,8 +36,11 @@ void gs__cpu_copy_run(const gs_kcopy_t *k)
         dstride[j] = s;
         s *= k->shape[j];
     }
+    const size_t es = k->elem_size > 0 ? (size_t)k->elem_size : sizeof(double);
+    char *outb = (char *)k->out;
     if (nd == 0) {
-        for (int32_t i = 0; i < k->npieces; i++) k->out[0] = k->pieces[i].src[k->pieces[i].src_base];
+        for (int32_t i = 0; i < k->npieces; i++)
+            memcpy(outb, (const char *)k->pieces[i].src + (size_t)k->pieces[i].src_base * es, es);
         return;
     }
     for (int32_t i = 0; i < k->npieces; i++) {
@@ -49,11 +52,21 @@ void gs__cpu_copy_run(const gs_kcopy_t *k)
         int64_t soff = pc->src_base, doff = 0;
         for (int j = 0; j < nd; j++) doff += pc->dst_start[j] * dstride[j];
         for (;;) {
-            const double *src = pc->src + soff;
-            double *dst = k->out + doff;
-            if (ss == 1) memcpy(dst, src, (size_t)len * sizeof(double));
-            else
-                for (int64_t t = 0; t < len; t++) dst[t] = src[t * ss];
+            if (es != sizeof(double)) {
+                /* other dtypes: elements of es bytes */
+                const char *src = (const char *)pc->src + soff * (int64_t)es;
+                char *dst = outb + doff * (int64_t)es;
+                if (ss == 1) memcpy(dst, src, (size_t)len * es);
+                else
+                    for (int64_t t = 0; t < len; t++)
+                        memcpy(dst + t * (int64_t)es, src + t * ss * (int64_t)es, es);
+            } else {
+                const double *src = pc->src + soff;
+                double *dst = k->out + doff;
+                if (ss == 1) memcpy(dst, src, (size_t)len * sizeof(double));
+                else
+                    for (int64_t t = 0; t < len; t++) dst[t] = src[t * ss];
+            }
             int j = nd1 - 1;
             for (; j >= 0; j--) {
                 if (++q[j] < pc->size[j]) {

@@ -589,6 +589,14 @@ static gs_status_t gs__cuda_fused(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h st
     gs__cuda_fplan_t plan;
     GS__CHECK_CTX_STREAM(ctx, stream, "fused");
     if ((st = gs_kfused_validate(k)) != GS_OK) return st;
+    gs_kfused_t ku;
+    if (gs_kfused_dtype_other(k) != GS_DTYPE_FLOAT64 && gs_kfused_untype(k, &ku)) {
+        /* comparisons cast back to float64: the tuned float64 kernels run it */
+        if ((st = gs_kfused_validate(&ku)) != GS_OK) return st;
+        gs__cuda_fplan_build(&ctx->dev, &stream->scratch, &ku, &plan);
+        if ((st = gs__cuda_use(ctx)) != GS_OK) return gs__cuda_fail(stream, st);
+        return gs__cuda_fail(stream, gs__cuda_launch_fused(stream->s, &plan));
+    }
     if (gs_kfused_dtype_other(k) != GS_DTYPE_FLOAT64) {
         /* typed programs: the element-wise kernel of fused_typed.cu */
         if (k->terminal != GS_TERM_STORE) return gs__cuda_fused_typed_reduce(ctx, stream, k);
@@ -625,6 +633,7 @@ static gs_status_t gs__cuda_copy(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h str
         int64_t units = 0;
         memset(&plan, 0, offsetof(gs__cuda_cplan_t, pieces));
         plan.out = k->out;
+        plan.esize = k->elem_size > 0 ? k->elem_size : (int32_t)sizeof(double);
         while (i < k->npieces && plan.npieces < GS__CUDA_COPY_GROUP) {
             gs__cuda_cpiece_t *pc = &plan.pieces[plan.npieces];
             if (gs__cuda_cpiece_build(k, i++, pc)) {

@@ -284,7 +284,7 @@ void gs__cuda_fplan_build(const gs__cuda_dev_t *dev, const gs__cuda_scratch_t *s
 #define GS__CUDA_COPY_GROUP 8   /* pieces per launch (keeps parameters under 4 KB) */
 #define GS__CUDA_COPY_UNROLL 4  /* columns per thread per unit */
 typedef struct gs__cuda_cpiece {
-    const double *src;
+    const double *src;          /* elements of the plan's esize bytes */
     int64_t src_base, dst_base;
     int64_t src_cstride, dst_cstride;
     int64_t rows, cols;
@@ -298,7 +298,8 @@ typedef struct gs__cuda_cpiece {
 typedef struct gs__cuda_cplan {
     int32_t npieces;
     uint32_t grid_x;
-    double *out;
+    double *out;                /* elements of esize bytes (the copy's elem_size) */
+    int32_t esize;              /* 1, 2, 4 or 8 */
     gs__cuda_cpiece_t pieces[GS__CUDA_COPY_GROUP];
 } gs__cuda_cplan_t;
 

@@ -51,7 +51,9 @@ __global__ void __launch_bounds__(BLOCK) k_combine(const __grid_constant__ gs_kc
 }
 
 /* COPY: blockIdx.y picks the piece; blocks stride over its units (a tile of rows x
- * GS__CUDA_COPY_UNROLL column passes); loads are issued before stores. */
+ * GS__CUDA_COPY_UNROLL column passes); loads are issued before stores. T is an unsigned type
+ * of the element size (double for float64; the others move other dtypes bit for bit). */
+template <class T>
 __global__ void __launch_bounds__(BLOCK) k_copy(const __grid_constant__ gs__cuda_cplan_t p)
 {
     const gs__cuda_cpiece_t &pc = p.pieces[blockIdx.y];
@@ -80,16 +82,18 @@ __global__ void __launch_bounds__(BLOCK) k_copy(const __grid_constant__ gs__cuda
             d += c * pc.dst_rstride[j];
         }
         const int64_t c0 = cc * pc.tpr * GS__CUDA_COPY_UNROLL + tcol;
-        double v[GS__CUDA_COPY_UNROLL];
+        const T *src = reinterpret_cast<const T *>(pc.src);
+        T *out = reinterpret_cast<T *>(p.out);
+        T v[GS__CUDA_COPY_UNROLL];
 #pragma unroll
         for (int k = 0; k < GS__CUDA_COPY_UNROLL; k++) {
             const int64_t c = c0 + (int64_t)k * pc.tpr;
-            if (c < pc.cols) v[k] = __ldg(pc.src + so + c * pc.src_cstride);
+            if (c < pc.cols) v[k] = __ldg(src + so + c * pc.src_cstride);
         }
 #pragma unroll
         for (int k = 0; k < GS__CUDA_COPY_UNROLL; k++) {
             const int64_t c = c0 + (int64_t)k * pc.tpr;
-            if (c < pc.cols) p.out[d + c * pc.dst_cstride] = v[k];
+            if (c < pc.cols) out[d + c * pc.dst_cstride] = v[k];
         }
     }
 }
@@ -103,7 +107,7 @@ extern "C" gs_status_t gs__cuda_kernels_init(gs__cuda_dev_t *dev)
     if ((st = gs__cuda_fused_occupancy(dev)) != GS_OK) return st;
     err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&dev->occ_combine, k_combine, BLOCK, 0);
     if (err == cudaSuccess)
-        err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&dev->occ_copy, k_copy, BLOCK, 0);
+        err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&dev->occ_copy, k_copy<double>, BLOCK, 0);
     if (err != cudaSuccess)
         return gs__cuda_error((int)err, "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
     return GS_OK;
@@ -129,7 +133,11 @@ extern "C" gs_status_t gs__cuda_launch_copy(void *stream, const gs__cuda_cplan_t
 {
     if (p->npieces == 0 || p->grid_x == 0) return GS_OK;
     void *args[1] = {(void *)p};
-    cudaError_t err = cudaLaunchKernel((const void *)k_copy, dim3(p->grid_x, (unsigned)p->npieces),
+    const void *fn = p->esize == 1   ? (const void *)k_copy<unsigned char>
+                     : p->esize == 2 ? (const void *)k_copy<unsigned short>
+                     : p->esize == 4 ? (const void *)k_copy<unsigned int>
+                                     : (const void *)k_copy<double>;
+    cudaError_t err = cudaLaunchKernel(fn, dim3(p->grid_x, (unsigned)p->npieces),
                                        dim3(BLOCK), args, 0, (cudaStream_t)stream);
     if (err == cudaSuccess) err = cudaGetLastError();
     if (err != cudaSuccess) return gs__cuda_error((int)err, "cudaLaunchKernel(copy)");

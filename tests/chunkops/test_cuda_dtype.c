@@ -286,3 +286,59 @@ Test(chunkops_cuda, where_agrees_with_cpu)
     GPU->mem_free(b.gpu, dc);
     bk_close(&b);
 }
+
+/* COPY of 1-, 2- and 4-byte elements (rechunk/concatenate of other dtypes): a transposing
+ * piece and a strided one, CPU and GPU bytes equal */
+Test(chunkops_cuda, copy_moves_every_element_size)
+{
+    GPU_OR_SKIP();
+    bk_t b;
+    bk_open(&b, (size_t)64 << 20);
+    enum { R = 19, K = 23, N = R * K };
+    _Alignas(8) uint8_t src[N * 4];
+    _Alignas(8) uint8_t cpu[N * 4];
+    _Alignas(8) uint8_t gpu[N * 4];
+    for (int i = 0; i < N * 4; i++) src[i] = (uint8_t)(i * 37 + 11);
+    double *ds = dev_alloc_poisoned(&b, N / 2 + 1), *dout = dev_alloc_poisoned(&b, N / 2 + 1);
+    CHECK(GPU->copy_from_host(b.gpu, b.gs, ds, src, sizeof(src)));
+    static const int sizes[] = {1, 2, 4};
+    for (int e = 0; e < 3; e++) {
+        gs_kcopy_t *k = calloc(1, sizeof(*k)), *kg = calloc(1, sizeof(*kg));
+        cr_assert(k != NULL && kg != NULL);
+        k->ndim = 2;
+        k->shape[0] = K;
+        k->shape[1] = R;
+        k->npieces = 1;
+        k->elem_size = sizes[e];
+        gs_kpiece_t *pc = &k->pieces[0];
+        pc->src_len = N;
+        pc->src_stride[0] = 1;   /* out (j, i) = in (i, j): a transpose */
+        pc->src_stride[1] = K;
+        pc->size[0] = K;
+        pc->size[1] = R;
+        *kg = *k;
+        k->pieces[0].src = (const double *)src;
+        k->out = (double *)cpu;
+        kg->pieces[0].src = ds;
+        kg->out = dout;
+        memset(cpu, 0, sizeof(cpu));
+        memset(gpu, 0, sizeof(gpu));
+        CHECK(CPU->copy(b.cpu, b.cs, k));
+        CHECK(CPU->sync(b.cpu, b.cs));
+        CHECK(GPU->copy(b.gpu, b.gs, kg));
+        CHECK(GPU->copy_to_host(b.gpu, b.gs, gpu, dout, (size_t)N * (size_t)sizes[e]));
+        CHECK(GPU->sync(b.gpu, b.gs));
+        for (int j = 0; j < K; j++)
+            for (int i = 0; i < R; i++)
+                cr_assert(memcmp(cpu + ((size_t)j * R + i) * sizes[e],
+                                 src + ((size_t)i * K + j) * sizes[e], (size_t)sizes[e]) == 0,
+                          "cpu element (%d, %d) of size %d", j, i, sizes[e]);
+        cr_assert(memcmp(cpu, gpu, (size_t)N * (size_t)sizes[e]) == 0, "element size %d: gpu "
+                  "and cpu differ", sizes[e]);
+        free(k);
+        free(kg);
+    }
+    GPU->mem_free(b.gpu, dout);
+    GPU->mem_free(b.gpu, ds);
+    bk_close(&b);
+}

@@ -981,4 +981,55 @@ Test(chunkops_fused, transposed_leaf_in_tiles_matches_reference)
         free(a);
         free(b);
     }
+/* (x > 0.25) cast to float64, + 1, summed: the typed program and its untyped form
+ * (gs_kfused_untype) give the same bits; programs with real dtypes are not untyped */
+Test(chunkops_fused, comparisons_cast_back_to_float64_run_untyped)
+{
+    enum { N = 1000 };
+    double x[N], typed[1], plain[1];
+    for (int i = 0; i < N; i++) x[i] = (double)((i * 7919) % 1000) / 1000.0;
+    gs_kfused_t k, ku;
+    memset(&k, 0, sizeof(k));
+    k.ndim = 1;
+    k.shape[0] = N;
+    k.nleaves = 1;
+    k.leaves[0].kind = GS_LEAF_CHUNK;
+    k.leaves[0].data = x;
+    k.leaves[0].data_len = N;
+    k.leaves[0].stride[0] = 1;
+    k.prog[0].op = GS_OP_LEAF;
+    k.prog[1].op = GS_OP_GT_IMM;
+    k.prog[1].imm = 0.25;
+    k.prog[2].op = GS_OP_CAST;
+    k.prog[2].dtype = GS_DTYPE_BOOL;
+    k.prog[2].arg = GS_DTYPE_FLOAT64;
+    k.prog[3].op = GS_OP_ADD_IMM;
+    k.prog[3].imm = 1.0;
+    k.nprog = 4;
+    k.terminal = GS_TERM_REDUCE;
+    k.redop = GS_RED_SUM;
+    k.red_axis = -1;
+    k.out = typed;
+    cr_assert(gs_kfused_untype(&k, &ku), "a float64 comparison cast back is untyped");
+    cr_assert_eq(ku.nprog, 3);
+    for (int i = 0; i < ku.nprog; i++) cr_assert_eq(ku.prog[i].dtype, GS_DTYPE_FLOAT64);
+    ku.out = plain;
+    run_fused(&k);
+    run_fused(&ku);
+    double want = 0;
+    for (int i = 0; i < N; i++) want += (x[i] > 0.25) + 1.0;
+    cr_assert_eq(typed[0], want);
+    cr_assert(memcmp(typed, plain, sizeof(typed)) == 0);
+    /* a bool output, a float32 step or a where: real dtypes stay typed */
+    gs_kfused_t k2 = k;
+    k2.nprog = 2;
+    k2.terminal = GS_TERM_STORE;
+    k2.out_dtype = GS_DTYPE_BOOL;
+    cr_assert(!gs_kfused_untype(&k2, NULL));
+    k2 = k;
+    k2.prog[3].dtype = GS_DTYPE_FLOAT32;
+    cr_assert(!gs_kfused_untype(&k2, NULL));
+    k2 = k;
+    k2.prog[1].dtype = GS_DTYPE_INT32;
+    cr_assert(!gs_kfused_untype(&k2, NULL));
 }

@@ -460,9 +460,14 @@ Test(graph_dtype_eval, bad_dtypes_are_rejected_and_outputs_unwritten)
     cr_assert_eq(gs_array_full_dtype(1.0, GS_DTYPE_COUNT, 1, shape, chunks, &h),
                  GS_ERR_INVALID_PARAM);
     cr_assert_eq(h, sentinel);
-    cr_assert_eq(gs_array_rechunk(i4, rc, &h), GS_ERR_INVALID_PARAM);
-    cr_assert(strstr(gs_last_error(), "int32") != NULL, "%s", gs_last_error());
-    cr_assert_eq(h, sentinel);
+    {
+        gs_array_h ops[2] = {i4, b};
+        cr_assert_eq(gs_array_concatenate(2, ops, 0, &h), GS_ERR_INVALID_PARAM);
+        cr_assert(strstr(gs_last_error(), "int32") != NULL && strstr(gs_last_error(), "bool"),
+                  "%s", gs_last_error());
+        cr_assert_eq(h, sentinel);
+    }
+    (void)rc;
     cr_assert_eq(gs_array_matmul(i4, i4, &h), GS_ERR_INVALID_PARAM);
     cr_assert(strstr(gs_last_error(), "int32") != NULL, "%s", gs_last_error());
     cr_assert_eq(h, sentinel);
@@ -633,4 +638,54 @@ Test(graph_dtype_eval, int_scalars_keep_the_integer_dtype)
     cr_assert_null(h);
     gs_array_release(u);
     gs_array_release(a);
+}
+
+Test(graph_dtype_eval, rechunk_concatenate_and_keepdims_move_every_dtype)
+{
+    /* 1-, 2- and 4-byte elements through COPY tasks: rechunk, concatenate, stack and a
+     * keepdims reduction of a float32 array */
+    static const double v[] = {1.5, -2, 3, 70000, -0.25, 6, 7, 255, 9, -10, 11, 12};
+    const gs_dtype_t ds[] = {GS_DTYPE_BOOL, GS_DTYPE_UINT8, GS_DTYPE_FLOAT16, GS_DTYPE_INT32,
+                             GS_DTYPE_FLOAT32, GS_DTYPE_INT64};
+    for (size_t t = 0; t < sizeof(ds) / sizeof(ds[0]); t++) {
+        gs_dtype_t d = ds[t];
+        gs_array_h a = typed_array(d, v, 12), r, c, st;
+        int64_t ch[1] = {5};
+        double want[24];
+        OK(gs_array_rechunk(a, ch, &r));
+        cr_assert_eq(gs_array_dtype(r), (int)d);
+        for (int i = 0; i < 12; i++) want[i] = ref_cast(d, v[i]);
+        check(r, want, 12, gs_dtype_name(d));
+        gs_array_h ops[2] = {r, a};
+        OK(gs_array_concatenate(2, ops, 0, &c));
+        for (int i = 0; i < 12; i++) want[12 + i] = want[i];
+        check(c, want, 24, "concatenate");
+        OK(gs_array_stack(2, ops, 0, &st));
+        check(st, want, 24, "stack");
+        gs_array_release(st);
+        gs_array_release(c);
+        gs_array_release(r);
+        gs_array_release(a);
+    }
+    {
+        enum { R = 5, K = 4 };
+        double x[R * K], want[K];
+        int64_t shape[2] = {R, K}, chunks[2] = {2, 3};
+        gs_array_h h, f, s;
+        int axes[1] = {0};
+        for (int i = 0; i < R * K; i++) x[i] = 0.3 * i - 2;
+        OK(gs_array_from_host(x, 2, shape, chunks, &h));
+        OK(gs_array_astype(h, GS_DTYPE_FLOAT32, &f));
+        OK(gs_array_reduce_axes(GS_RED_MAX, f, 1, axes, 1, NULL, &s));
+        cr_assert_eq(gs_array_dtype(s), GS_DTYPE_FLOAT32);
+        cr_assert_eq(gs_array_ndim(s), 2);
+        for (int j = 0; j < K; j++) {
+            want[j] = -INFINITY;
+            for (int i = 0; i < R; i++) want[j] = fmax(want[j], (double)(float)x[i * K + j]);
+        }
+        check(s, want, K, "float32 max keepdims");
+        gs_array_release(s);
+        gs_array_release(f);
+        gs_array_release(h);
+    }
 }

@@ -476,6 +476,18 @@ Test(integration_expressions, dtypes_travel_through_the_cluster, .init = up2, .f
     }
     cr_assert_eq(scalar(cnt), (double)want_cnt, "count %g vs %lld", scalar(cnt),
                  (long long)want_cnt);
+    /* float32 chunks reassembled by COPY tasks on the workers (rechunk) */
+    {
+        gs_array_h fr;
+        float *gr = malloc(sizeof(float) * (size_t)(R * K));
+        cr_assert_not_null(gr);
+        OK(gs_array_rechunk(f, (int64_t[]){20, 20}, &fr));
+        OK(gs_client_compute(C, fr, (double *)gr, (size_t)(R * K)));
+        cr_assert(memcmp(gr, gf, sizeof(float) * (size_t)(R * K)) == 0,
+                  "rechunked float32 differs from the gathered array");
+        free(gr);
+        gs_array_release(fr);
+    }
     free(ga);
     free(gi);
     free(gf);

@@ -18,8 +18,10 @@
  *
  * Errors: GS_ERR_INVALID_PARAM for bad arguments (shapes/chunks that do not fit, step 0, axis
  * out of range, operands that do not broadcast, zero-size min/max/arg reductions), with
- * gs_last_error() naming the problem; GS_ERR_NO_MEMORY. On error *out_p is not written.
- * Only float64 is supported for now.
+ * gs_last_error() naming the problem, and operations a dtype has no loop for (bool - bool)
+ * naming the dtypes; GS_ERR_NO_MEMORY. On error *out_p is not written. Arrays are float64
+ * unless built with gs_array_astype(), gs_array_full_dtype() & co. or by an operation whose
+ * NumPy result dtype differs (comparisons give bool, argmax int64, ...).
  */
 #ifndef GSCHED_ARRAY_H
 #define GSCHED_ARRAY_H
@@ -38,9 +40,9 @@ typedef struct gs_array *gs_array_h;
 
 /* Element types, NumPy's names. One table: X(enum, value, name, bytes, kind) with kind 'f'
  * (floating), 'i' (signed integer), 'u' (unsigned integer), 'b' (bool). Values are part of the
- * wire format: append only. float16 is a storage type (arithmetic in float32, as NumPy's
- * float16 loops do). Execution supports float64 only for now (see docs/api.md, "Dtypes");
- * the rules below are those every operation follows. */
+ * wire format: append only. float16 is a storage type (each result is computed in double
+ * and rounded once to binary16). Every array has a dtype (gs_array_dtype()); the rules below
+ * are those every operation follows; docs/api.md, "Dtypes", says what runs where. */
 #define GS_DTYPE_MAP(X)                          \
     X(GS_DTYPE_FLOAT64, 0, "float64", 8, 'f')    \
     X(GS_DTYPE_FLOAT32, 1, "float32", 4, 'f')    \
@@ -93,7 +95,7 @@ typedef enum gs_unop {
     GS_UNARY_SIGN,          /* -1, 0, +1; NaN stays NaN */
     GS_UNARY_SQUARE,
     GS_UNARY_RECIPROCAL,
-    GS_UNARY_ISNAN,         /* 1 or 0 (bool once the dtype plumbing lands) */
+    GS_UNARY_ISNAN,         /* bool results (also ISINF, ISFINITE, LOGICAL_NOT) */
     GS_UNARY_ISINF,
     GS_UNARY_ISFINITE,
     GS_UNARY_LOGICAL_NOT,   /* x == 0 (NaN is true, as in NumPy) */
@@ -116,7 +118,7 @@ typedef enum gs_binop {
     GS_BINARY_MAXIMUM,
     GS_BINARY_MOD,          /* np.mod / np.remainder: the sign of the divisor */
     GS_BINARY_FLOOR_DIVIDE, /* np.floor_divide; a // 0 is a / 0 (inf or NaN) */
-    GS_BINARY_LOGICAL_AND,  /* truth of nonzero (NaN is true); 1 or 0 */
+    GS_BINARY_LOGICAL_AND,  /* truth of nonzero (NaN is true); bool */
     GS_BINARY_LOGICAL_OR,
     GS_BINARY_LOGICAL_XOR,
     GS_BINARY_COUNT
@@ -393,8 +395,10 @@ typedef struct gs_reduce_params {
 } gs_reduce_params_t;
 
 /** Reduce @a a with @a op. Over all axes the result has ndim 0 (a scalar); over one axis the
- *  axis is removed. ARGMIN/ARGMAX give indices as exact doubles (flat row-major index when
- *  reducing all axes). @a params may be NULL. */
+ *  axis is removed. The result dtype is NumPy's (gs_dtype_reduce_result()): ARGMIN/ARGMAX
+ *  give int64 indices (the flat row-major index when reducing all axes), SUM of integers
+ *  int64, MEAN of integers float64. Values are accumulated in float64 (integer sums are exact
+ *  below 2^53). @a params may be NULL. */
 gs_status_t gs_array_reduce(gs_redop_t op, gs_array_h a, const gs_reduce_params_t *params,
                             gs_array_h *out_p);
 
