@@ -981,6 +981,8 @@ Test(chunkops_fused, transposed_leaf_in_tiles_matches_reference)
         free(a);
         free(b);
     }
+}
+
 /* (x > 0.25) cast to float64, + 1, summed: the typed program and its untyped form
  * (gs_kfused_untype) give the same bits; programs with real dtypes are not untyped */
 Test(chunkops_fused, comparisons_cast_back_to_float64_run_untyped)
