@@ -262,7 +262,7 @@ gs_status_t gs_future_gather(gs_future_h f, double *out, size_t out_len)
         /* AUTO relays small results: one round trip through gsched beats locating and
          * connecting (scalars, reductions) */
         if (path != GS_GATHER_RELAY && c->tls == NULL &&
-            (path != GS_GATHER_AUTO || size * sizeof(double) >= GS__DIRECT_MIN_BYTES))
+            (path != GS_GATHER_AUTO || size * op->out_es >= GS__DIRECT_MIN_BYTES))
             gs__gather_direct(c, op, path);
         if (op->nremaining == 0) {
             gs__op_free(op);

@@ -110,11 +110,12 @@ void gs__locate_on_answer(gs_client_h c, const gs_msg_locations_t *m)
 /* Placing a chunk: the destination rows of a block in the caller's buffer. */
 
 typedef struct gs__rows {
-    double *out;
+    uint8_t *out;               /* the caller's buffer: elements of `es` bytes */
+    size_t es;                  /* element size of the result's dtype */
     const int64_t *out_stride;
     int nd;
     int64_t start[GS_MAX_NDIM], shape[GS_MAX_NDIM];
-    int64_t inner;              /* doubles per row */
+    int64_t inner;              /* elements per row */
     int64_t nrows;
     int64_t row;                /* cursor: next row */
     size_t off;                 /* bytes of that row done */
@@ -126,28 +127,29 @@ static uint64_t gs__rows_init(gs__rows_t *r, const gs__op_t *op, uint64_t block)
     const gs_grid_t *grid = &op->fut->grid;
     int64_t nelem = 1;
     memset(r, 0, sizeof *r);
-    r->out = op->out;
+    r->out = (uint8_t *)op->out;
+    r->es = op->out_es;
     r->out_stride = op->out_stride;
     r->nd = grid->ndim;
     gs_grid_block_region(grid, block, r->start, r->shape);
     for (int a = 0; a < r->nd; a++) nelem *= r->shape[a];
     r->inner = r->nd > 0 ? r->shape[r->nd - 1] : 1;
     r->nrows = r->inner > 0 ? nelem / r->inner : 0;
-    return (uint64_t)nelem * sizeof(double);
+    return (uint64_t)nelem * r->es;
 }
 
 /* Where row r->row starts in the caller's buffer. */
-static double *gs__rows_dst(const gs__rows_t *r)
+static uint8_t *gs__rows_dst(const gs__rows_t *r)
 {
     int64_t off = r->nd > 0 ? r->start[r->nd - 1] : 0;
     for (int a = 0; a < r->nd - 1; a++) off += (r->start[a] + r->idx[a]) * r->out_stride[a];
-    return r->out + off;
+    return r->out + (size_t)off * r->es;
 }
 
 /* Advance the cursor by @a n bytes. */
 static void gs__rows_advance(gs__rows_t *r, size_t n)
 {
-    size_t rowb = (size_t)r->inner * sizeof(double);
+    size_t rowb = (size_t)r->inner * r->es;
     while (n > 0 && r->row < r->nrows) {
         size_t take = rowb - r->off < n ? rowb - r->off : n;
         r->off += take;
@@ -166,10 +168,10 @@ static void gs__rows_advance(gs__rows_t *r, size_t n)
 /* Copy @a len bytes from @a src to the rows at the cursor. */
 static void gs__rows_copy(gs__rows_t *r, const uint8_t *src, size_t len)
 {
-    size_t rowb = (size_t)r->inner * sizeof(double);
+    size_t rowb = (size_t)r->inner * r->es;
     while (len > 0 && r->row < r->nrows) {
         size_t take = rowb - r->off < len ? rowb - r->off : len;
-        memcpy((uint8_t *)gs__rows_dst(r) + r->off, src, take);
+        memcpy(gs__rows_dst(r) + r->off, src, take);
         src += take;
         len -= take;
         gs__rows_advance(r, take);
@@ -215,7 +217,7 @@ static gs_status_t gs__write_full(int fd, const void *buf, size_t len)
 static gs_status_t gs__read_rows(int fd, gs__rows_t *r, size_t len)
 {
     struct iovec iov[GS__DIRECT_IOV];
-    size_t rowb = (size_t)r->inner * sizeof(double);
+    size_t rowb = (size_t)r->inner * r->es;
     while (len > 0) {
         gs__rows_t probe = *r;
         int niov = 0;
@@ -224,7 +226,7 @@ static gs_status_t gs__read_rows(int fd, gs__rows_t *r, size_t len)
         while (niov < GS__DIRECT_IOV && want < len && probe.row < probe.nrows) {
             size_t take = rowb - probe.off;
             if (take > len - want) take = len - want;
-            iov[niov].iov_base = (uint8_t *)gs__rows_dst(&probe) + probe.off;
+            iov[niov].iov_base = gs__rows_dst(&probe) + probe.off;
             iov[niov].iov_len = take;
             niov++;
             want += take;
@@ -253,9 +255,9 @@ static void gs__place_copies(gs__op_t *op, uint64_t k0, uint64_t k1)
         gs__rows_init(&src, op, op->keys[k0].block);
         gs__rows_init(&dst, op, op->keys[k].block);
         for (int64_t i = 0; i < src.nrows; i++) {
-            memcpy(gs__rows_dst(&dst), gs__rows_dst(&src), (size_t)src.inner * sizeof(double));
-            gs__rows_advance(&src, (size_t)src.inner * sizeof(double));
-            gs__rows_advance(&dst, (size_t)dst.inner * sizeof(double));
+            memcpy(gs__rows_dst(&dst), gs__rows_dst(&src), (size_t)src.inner * src.es);
+            gs__rows_advance(&src, (size_t)src.inner * src.es);
+            gs__rows_advance(&dst, (size_t)dst.inner * dst.es);
         }
     }
 }

@@ -112,6 +112,39 @@ Test(integration_gather, every_path_gives_the_same_strided_slice)
     gs_array_release(y);
 }
 
+/* The same slice as float32 (4-byte elements): every path places the elements at their own
+ * size, never as doubles. */
+Test(integration_gather, every_path_places_float32_elements_at_their_size)
+{
+    ref_t want;
+    gs_array_h y64 = strided(&want), y;
+    OK(gs_array_astype(y64, GS_DTYPE_FLOAT32, &y));
+    gs_array_release(y64);
+    float *got = malloc((size_t)(want.size + 1) * sizeof(float));
+    cr_assert_not_null(got);
+    for (int path = GS_GATHER_AUTO; path <= GS_GATHER_SHM; path++) {
+        gs_gather_stats_t b, a;
+        OK(gs_client_set_gather_path(C, path));
+        for (int64_t i = 0; i <= want.size; i++) got[i] = NAN;
+        gs_client_gather_stats(C, &b);
+        OK(gs_client_compute(C, y, (double *)(void *)got, (size_t)want.size));
+        gs_client_gather_stats(C, &a);
+        cr_assert_eq(a.fallbacks, b.fallbacks, "path %s fell back (a size check in doubles?)",
+                     gs_gather_path_name(path));
+        if (path == GS_GATHER_DIRECT && !tls_on())
+            cr_assert_eq(a.chunks_direct - b.chunks_direct, 6 * 7, "path direct: not every chunk over TCP");
+        if (path == GS_GATHER_SHM && !tls_on())
+            cr_assert_eq(a.chunks_shm - b.chunks_shm, 6 * 7, "path shm: not every chunk through shared memory");
+        for (int64_t i = 0; i < want.size; i++)
+            cr_assert_eq(got[i], (float)want.v[i], "path %s, element %lld: %.9g vs %.9g",
+                         gs_gather_path_name(path), (long long)i, (double)got[i], (double)(float)want.v[i]);
+        cr_assert(isnan(got[want.size]), "path %s wrote past the float32 result", gs_gather_path_name(path));
+    }
+    free(got);
+    ref_free(&want);
+    gs_array_release(y);
+}
+
 Test(integration_gather, rejects_an_unknown_path)
 {
     cr_assert_eq(gs_client_set_gather_path(C, 7), GS_ERR_INVALID_PARAM);
