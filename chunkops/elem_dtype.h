@@ -125,10 +125,41 @@ GS_HD int64_t gs_f64_to_i64(double x)
     return (int64_t)x;
 }
 
+/* float64 <-> float32 with NaN defined alike on every backend: a NaN becomes the quiet NaN of
+ * its sign with no payload (CUDA's cvt returns one canonical NaN whatever the input, x86 keeps
+ * the sign and the payload's top bits; NumPy leaves NaN bits unspecified). */
+GS_HD float gs_f64_to_f32(double x)
+{
+    if (x != x) {
+        uint64_t b;
+        uint32_t f;
+        float r;
+        memcpy(&b, &x, sizeof b);
+        f = ((uint32_t)(b >> 32) & 0x80000000u) | 0x7fc00000u;
+        memcpy(&r, &f, sizeof r);
+        return r;
+    }
+    return (float)x;
+}
+
+GS_HD double gs_f32_to_f64(float x)
+{
+    if (x != x) {
+        uint32_t f;
+        uint64_t b;
+        double r;
+        memcpy(&f, &x, sizeof f);
+        b = ((uint64_t)(f & 0x80000000u) << 32) | 0x7ff8000000000000ull;
+        memcpy(&r, &b, sizeof r);
+        return r;
+    }
+    return (double)x;
+}
+
 /* Round a double to floating dtype @a dt's precision. */
 GS_HD double gs_round_float(int dt, double x)
 {
-    if (dt == GS_DTYPE_FLOAT32) return (double)(float)x;
+    if (dt == GS_DTYPE_FLOAT32) return gs_f32_to_f64(gs_f64_to_f32(x));
     if (dt == GS_DTYPE_FLOAT16) return gs_f16_to_f64(gs_f64_to_f16(x));
     return x;
 }
@@ -150,7 +181,7 @@ GS_HD double gs_cast_value(int from, int to, double v)
 GS_HD double gs_load_elem(int dt, const void *base, int64_t i)
 {
     switch (dt) {
-    case GS_DTYPE_FLOAT32: return (double)((const float *)base)[i];
+    case GS_DTYPE_FLOAT32: return gs_f32_to_f64(((const float *)base)[i]);
     case GS_DTYPE_FLOAT16: return gs_f16_to_f64(((const uint16_t *)base)[i]);
     case GS_DTYPE_INT32: return gs_i_v(((const int32_t *)base)[i]);
     case GS_DTYPE_INT64: return gs_i_v(((const int64_t *)base)[i]);
@@ -164,7 +195,7 @@ GS_HD double gs_load_elem(int dt, const void *base, int64_t i)
 GS_HD void gs_store_elem(int dt, void *base, int64_t i, double v)
 {
     switch (dt) {
-    case GS_DTYPE_FLOAT32: ((float *)base)[i] = (float)v; break;
+    case GS_DTYPE_FLOAT32: ((float *)base)[i] = gs_f64_to_f32(v); break;
     case GS_DTYPE_FLOAT16: ((uint16_t *)base)[i] = gs_f64_to_f16(v); break;
     case GS_DTYPE_INT32: ((int32_t *)base)[i] = (int32_t)gs_v_i(v); break;
     case GS_DTYPE_INT64: ((int64_t *)base)[i] = gs_v_i(v); break;

@@ -691,6 +691,7 @@ static int gs__blocked_wanted(const gs__fused_t *f)
 {
     const gs__space_t *sp = &f->sp;
     if (sp->nd != 2 || (f->mode != GS__MODE_STORE && f->mode != GS__MODE_ALL)) return 0;
+    if (f->typed) return 0;   /* its stores are float64 rows; typed stores go element-wise */
     if (sp->shape[0] < 2 || sp->shape[1] < 2) return 0;
     for (int c = 0; c < f->k->nleaves; c++) {
         if (f->k->leaves[c].kind != GS_LEAF_CHUNK) continue;
