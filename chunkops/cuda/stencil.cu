@@ -9,6 +9,7 @@ namespace {
 
 constexpr int BLOCK = GS__CUDA_BLOCK;
 constexpr int OUTS = GS__CUDA_STENCIL_OUTS;
+constexpr int LOADS = 8;   /* tile loads each thread has in flight (the home piece's path) */
 
 __device__ __forceinline__ bool in_box(const gs__cuda_spiece_t &pc, int64_t z, int64_t y,
                                        int64_t x)
@@ -57,9 +58,21 @@ __global__ void __launch_bounds__(BLOCK) k_stencil(const __grid_constant__ gs__c
                 const gs__cuda_spiece_t &hp = p.pieces[p.home];
                 const double *src = hp.src + hp.base + (z + dz - hp.lo[0]) * hp.stride[0] +
                                     (y0 - hp.lo[1]) * hp.stride[1] + (x0 - hp.lo[2]) * hp.stride[2];
-                for (int i = threadIdx.x; i < sh * sw; i += BLOCK) {
-                    const int ly = i / sw, lx = i - ly * sw;
-                    tile[i] = __ldg(src + ly * hp.stride[1] + lx * hp.stride[2]);
+                const int64_t s1 = hp.stride[1], s2 = hp.stride[2];
+                /* LOADS loads in flight per thread before any store: one at a time, each
+                 * iteration waited for its load, and the tile loads were latency-bound */
+                for (int i0 = 0; i0 < sh * sw; i0 += LOADS * BLOCK) {
+                    double v[LOADS];
+#pragma unroll
+                    for (int j = 0; j < LOADS; j++) {
+                        const int i = i0 + (int)threadIdx.x + j * BLOCK, ly = i / sw;
+                        if (i < sh * sw) v[j] = __ldg(src + ly * s1 + (i - ly * sw) * s2);
+                    }
+#pragma unroll
+                    for (int j = 0; j < LOADS; j++) {
+                        const int i = i0 + (int)threadIdx.x + j * BLOCK;
+                        if (i < sh * sw) tile[i] = v[j];
+                    }
                 }
             } else {
                 for (int i = threadIdx.x; i < sh * sw; i += BLOCK) {
