@@ -97,8 +97,8 @@ Test(integration_stencil, thin_chunks_and_a_stencil_of_a_stencil, .init = up2, .
 }
 
 /* map_overlap with users' kernels on the workers: a kernel that crashes fails the job with
- * the kernel's name and the signal, and the same workers then run a good kernel. Skipped on
- * GPU workers ($GS_TEST_BACKEND=cuda), which refuse users' CPU kernels. */
+ * the kernel's name and the signal, and the same workers then run a good kernel. GPU workers
+ * ($GS_TEST_BACKEND=cuda) stage the kernels through host memory (chunkops/stage.c). */
 Test(integration_stencil, a_crashing_user_kernel_fails_the_job_not_the_workers, .init = up2,
      .fini = down)
 {
@@ -109,11 +109,6 @@ Test(integration_stencil, a_crashing_user_kernel_fails_the_job_not_the_workers, 
     gs_user_kernel_t bad = {GS_TEST_KERNELS, "gs_test_crash", NULL, 0};
     gs_user_kernel_t good = {GS_TEST_KERNELS, "gs_test_smooth3x3", NULL, 0};
     gs_array_h x, m, g, s;
-    const char *backend = getenv("GS_TEST_BACKEND");
-    if (backend != NULL && strcmp(backend, "cuda") == 0)
-        cr_skip_test("users' CPU kernels run on CPU workers only: the cuda backend refuses "
-                     "map_overlap / map_blocks kernels (GS_ERR_UNSUPPORTED), staging them "
-                     "through host memory is not implemented");
     double *a = gs_malloc(1200 * sizeof(double), "a"), *b = gs_malloc(1200 * sizeof(double), "b");
     OK(gs_array_random_normal(9, 0, 1, 2, shape, chunks, &x));
     OK(gs_client_persist(C, x));
