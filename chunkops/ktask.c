@@ -2,6 +2,7 @@
  * that users of this function do not pull in the task-graph evaluator. */
 #include "chunkops/eval.h"
 #include "chunkops/fileio.h"
+#include "chunkops/stage.h"
 #include "common/error.h"
 
 #include <stdint.h>
@@ -22,11 +23,12 @@ gs_status_t gs_chunkops_run_ktask(const gs_chunkops_ops_t *ops, gs_chunkops_ctx_
     case GS_KTASK_STENCIL:
         if (ops->stencil == NULL)
             return gs_error_set(GS_ERR_UNSUPPORTED, "backend %s has no stencil kernel", ops->name);
+        /* users' CPU kernels: staged through host memory where the backend has no user op */
+        if (t->u.stencil.user_lib != NULL && ops->user == NULL)
+            return gs_chunkops_stage_stencil(ops, ctx, s, &t->u.stencil);
         return ops->stencil(ctx, s, &t->u.stencil);
     case GS_KTASK_USER:
-        if (ops->user == NULL)
-            return gs_error_set(GS_ERR_UNSUPPORTED, "user kernel %s: backend %s runs no user "
-                                "kernels (CPU workers do)", t->u.user.sym, ops->name);
+        if (ops->user == NULL) return gs_chunkops_stage_user(ops, ctx, s, &t->u.user);
         return ops->user(ctx, s, &t->u.user);
     case GS_KTASK_HOST_DATA:
         if (t->u.host.len < 0 || (uint64_t)t->u.host.len > SIZE_MAX / sizeof(double))

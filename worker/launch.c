@@ -213,6 +213,11 @@ static int gs__wlaunch_wants(const gs_worker_t *w, const gs_ktask_t *kt)
     if (kt->kind == GS_KTASK_FILE_READ || kt->kind == GS_KTASK_FILE_WRITE ||
         kt->kind == GS_KTASK_FILE_COMMIT)
         return 1;                           /* file I/O blocks its thread */
+    /* users' CPU kernels on a backend without a user op are staged through host memory
+     * (chunkops/stage.c): copies, a synchronised stream and a forked child block the thread */
+    if (w->ops->user == NULL && (kt->kind == GS_KTASK_USER ||
+                                 (kt->kind == GS_KTASK_STENCIL && kt->u.stencil.user_lib != NULL)))
+        return 1;
     if (kt->kind != GS_KTASK_LINALG) return 0;
     return kt->u.linalg.op != GS_LA_GEMM;   /* factorisations and the Gram path block */
 }

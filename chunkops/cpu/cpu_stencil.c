@@ -1,8 +1,10 @@
 /* STENCIL on the CPU backend. The padded block is never built whole: each output row (all
  * axes but the last fixed) needs prod_{j < last}(2 r_j + 1) rows of the padded block, which
  * are assembled on demand (constant, then the parts of the pieces crossing that row) into a
- * small cache of row slots (rows are visited in increasing order, so the slot of the lowest
- * row is the one to reuse). Each output row is then accumulated in blocks of GS__ST_TB
+ * small cache of 2 x that many row slots; a slot is reused least recently requested first,
+ * never one requested for the output row being summed (its rows' pointers are held until the
+ * row is done: 3-D blocks need rows of several planes, so the lowest row id is not always a
+ * free one). Each output row is then accumulated in blocks of GS__ST_TB
  * elements held in L1: acc += weight * shifted padded row, weights in row-major order
  * (graph/kernel.h), and its "keep" margins copy the centre. */
 #include "chunkops/cpu/cpu.h"
@@ -17,6 +19,8 @@ typedef struct gs__st_rows {
     int nslots;
     int64_t px;                 /* padded row length */
     int64_t *id;                /* [nslots] padded row index held, -1 none */
+    int64_t *used;              /* [nslots] output row that last requested it, -1 never */
+    int64_t now;                /* the output row being summed */
     double *data;               /* [nslots][px] */
 } gs__st_rows_t;
 
@@ -27,9 +31,14 @@ static const double *gs__st_row(const gs_kstencil_t *k, gs__st_rows_t *rc, const
     const int nl = k->ndim - 1;
     int s = 0;
     for (int i = 0; i < rc->nslots; i++) {
-        if (rc->id[i] == id) return rc->data + (size_t)i * (size_t)rc->px;
-        if (rc->id[i] < rc->id[s]) s = i;
+        if (rc->id[i] == id) {
+            rc->used[i] = rc->now;
+            return rc->data + (size_t)i * (size_t)rc->px;
+        }
+        if (rc->used[i] < rc->used[s]) s = i;
     }
+    /* nslots is twice the rows an output row requests: slot s is not one of them */
+    rc->used[s] = rc->now;
     double *row = rc->data + (size_t)s * (size_t)rc->px;
     rc->id[s] = id;
     for (int64_t x = 0; x < rc->px; x++) row[x] = k->cval;
@@ -115,18 +124,20 @@ gs_status_t gs__cpu_stencil_run(const gs_kstencil_t *k)
     rc.nslots = (int)(2 * nlead);
     rc.px = pshape[nl];
     rc.id = gs_malloc((size_t)rc.nslots * sizeof(int64_t), "stencil row ids");
+    rc.used = gs_malloc((size_t)rc.nslots * sizeof(int64_t), "stencil row uses");
     rc.data = gs_malloc((size_t)rc.nslots * (size_t)rc.px * sizeof(double), "stencil rows");
     wrow = gs_malloc((size_t)k->nweights * sizeof(*wrow), "stencil weight rows");
     wdx = gs_malloc((size_t)k->nweights * sizeof(*wdx), "stencil weight offsets");
-    if (rc.id == NULL || rc.data == NULL || wrow == NULL || wdx == NULL) {
+    if (rc.id == NULL || rc.used == NULL || rc.data == NULL || wrow == NULL || wdx == NULL) {
         gs_free(rc.id);
+        gs_free(rc.used);
         gs_free(rc.data);
         gs_free(wrow);
         gs_free(wdx);
         return gs_error_set(GS_ERR_NO_MEMORY, "cpu stencil: no memory for %d rows of %lld",
                             rc.nslots, (long long)rc.px);
     }
-    for (int i = 0; i < rc.nslots; i++) rc.id[i] = -1;
+    for (int i = 0; i < rc.nslots; i++) rc.id[i] = rc.used[i] = -1;
     double *out = k->out;
     for (;;) {
         int keep_row = 0;
@@ -208,11 +219,13 @@ gs_status_t gs__cpu_stencil_run(const gs_kstencil_t *k)
                 if (t >= 0) out[t] = centre[t];
         }
         out += n;
+        rc.now++;
         int j = nl - 1;
         while (j >= 0 && ++p[j] == k->shape[j]) p[j--] = 0;
         if (j < 0) break;
     }
     gs_free(rc.id);
+    gs_free(rc.used);
     gs_free(rc.data);
     gs_free(wrow);
     gs_free(wdx);

@@ -146,13 +146,59 @@ Test(cuda_stencil, user_kernels_are_refused_on_the_gpu)
     k.nweights = 1;
     k.weights = wt;
     CHECK(GPU->stencil(bk.gpu, bk.gs, &k));
-    /* map_blocks: the cuda backend has no user op; run_ktask says so */
+    /* map_blocks: the cuda backend has no user op; run_ktask stages the kernel through host
+     * memory (chunkops/stage.c), which refuses a spec without a library */
     gs_ktask_t t;
     memset(&t, 0, sizeof(t));
     t.kind = GS_KTASK_USER;
     t.u.user = u;
     t.u.user.sym = "f";
-    cr_assert_eq(gs_chunkops_run_ktask(GPU, bk.gpu, bk.gs, &t), GS_ERR_UNSUPPORTED);
+    cr_assert_eq(gs_chunkops_run_ktask(GPU, bk.gpu, bk.gs, &t), GS_ERR_INVALID_PARAM);
     GPU->mem_free(bk.gpu, d);
     bk_close(&bk);
+}
+
+/* Users' CPU kernels on the GPU: gs_chunkops_run_ktask stages them through host memory
+ * (chunkops/stage.c: copy_to_host, the CPU backend's forked-child call, copy_from_host).
+ * map_overlap and map_blocks graphs give the CPU backend's values bit for bit; a crashing
+ * kernel fails its task and the context then runs a good one. */
+Test(cuda_stencil, users_kernels_are_staged_through_host_memory)
+{
+    GPU_OR_SKIP();
+    bk_t bk;
+    const int64_t shape[2] = {40, 30}, chunks[2] = {10, 10};
+    const int d[2] = {1, 1};
+    gs_user_kernel_t good = {GS_TEST_KERNELS, "gs_test_smooth3x3", NULL, 0};
+    gs_user_kernel_t add = {GS_TEST_KERNELS, "gs_test_add", NULL, 0};
+    gs_user_kernel_t bad = {GS_TEST_KERNELS, "gs_test_crash", NULL, 0};
+    gs_array_h x, y, arr[3];
+    gs_taskgraph_t *tg;
+    double gc[1200], gg[1200];
+    CHECK(gs_array_random_uniform(11, -1.0, 1.0, 2, shape, chunks, &x));
+    CHECK(gs_array_random_uniform(12, -1.0, 1.0, 2, shape, chunks, &y));
+    gs_array_h in2[2] = {x, y};
+    CHECK(gs_array_map_overlap(&good, x, d, GS_BOUNDARY_PERIODIC, 0, &arr[0]));
+    CHECK(gs_array_map_blocks(&add, 2, in2, 2, shape, chunks, &arr[1]));
+    CHECK(gs_array_map_overlap(&bad, x, d, GS_BOUNDARY_PERIODIC, 0, &arr[2]));
+    bk_open(&bk, (size_t)1 << 28);
+    for (int k = 0; k < 2; k++) {
+        CHECK(gs_graph_lower(arr[k], GS_LOWER_DEFAULT, &tg));
+        CHECK(gs_chunkops_eval(CPU, bk.cpu, tg, gc, 1200));
+        CHECK(gs_chunkops_eval(GPU, bk.gpu, tg, gg, 1200));
+        gs_taskgraph_free(tg);
+        for (int i = 0; i < 1200; i++)
+            cr_assert(bits_equal(gg[i], gc[i]), "kernel %d, element %d: gpu %.17g cpu %.17g", k,
+                      i, gg[i], gc[i]);
+    }
+    CHECK(gs_graph_lower(arr[2], GS_LOWER_DEFAULT, &tg));
+    cr_assert_eq(gs_chunkops_eval(GPU, bk.gpu, tg, gg, 1200), GS_ERR_TASK_FAILED);
+    cr_assert(strstr(gs_last_error(), "gs_test_crash") != NULL, "message: %s", gs_last_error());
+    gs_taskgraph_free(tg);
+    CHECK(gs_graph_lower(arr[0], GS_LOWER_DEFAULT, &tg));
+    CHECK(gs_chunkops_eval(GPU, bk.gpu, tg, gg, 1200));
+    gs_taskgraph_free(tg);
+    bk_close(&bk);
+    for (int k = 0; k < 3; k++) gs_array_release(arr[k]);
+    gs_array_release(y);
+    gs_array_release(x);
 }

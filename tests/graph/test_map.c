@@ -246,3 +246,45 @@ Test(graph_map, user_layers_round_trip_and_refuse_truncations)
     gs_array_release(o);
     gs_array_release(m);
 }
+
+/* Backends without a user op (the cuda one) stage users' kernels through host memory
+ * (chunkops/stage.c, through the backend's copy_to_host / copy_from_host / sync). Here the cpu
+ * backend with its user op taken away takes that path: map_overlap and map_blocks give what
+ * the direct path gives, and a crashing kernel still fails only its task. */
+Test(graph_map, kernels_staged_through_host_memory_equal_the_direct_path)
+{
+    gs_chunkops_ops_t staged = gs_chunkops_cpu_ops;
+    const int64_t shape[2] = {17, 13}, chunks[2] = {4, 6};
+    const int d[2] = {2, 1};
+    const int32_t depth32[2] = {2, 1};
+    tx_t *x = tx_uniform(4, 0.0, 1.0, 2, shape, chunks);
+    tx_t *y = tx_uniform(5, -1.0, 1.0, 2, shape, chunks);
+    gs_user_kernel_t pos = {GS_TEST_KERNELS, "gs_test_position", depth32, sizeof(depth32)};
+    gs_user_kernel_t add = {GS_TEST_KERNELS, "gs_test_add", NULL, 0};
+    gs_user_kernel_t bad = {GS_TEST_KERNELS, "gs_test_crash", NULL, 0};
+    gs_array_h in2[2] = {x->h, y->h}, arr[3];
+    gs_taskgraph_t *tg;
+    double *a = malloc(17 * 13 * sizeof(double)), *b = malloc(17 * 13 * sizeof(double));
+    staged.user = NULL;
+    TX_OK(gs_array_map_overlap(&pos, x->h, d, GS_BOUNDARY_PERIODIC, 0, &arr[0]));
+    TX_OK(gs_array_map_blocks(&add, 2, in2, 2, shape, chunks, &arr[1]));
+    TX_OK(gs_array_map_overlap(&bad, x->h, d, GS_BOUNDARY_REFLECT, 0, &arr[2]));
+    for (int k = 0; k < 2; k++) {
+        TX_OK(gs_graph_lower(arr[k], GS_LOWER_DEFAULT, &tg));
+        TX_OK(gs_chunkops_eval(&staged, ctx, tg, a, 17 * 13));
+        TX_OK(gs_chunkops_eval(&gs_chunkops_cpu_ops, ctx, tg, b, 17 * 13));
+        gs_taskgraph_free(tg);
+        for (int i = 0; i < 17 * 13; i++)
+            cr_assert(a[i] == b[i], "kernel %d, element %d: staged %.17g, direct %.17g", k, i,
+                      a[i], b[i]);
+    }
+    cr_assert(a[5 * 13 + 7] == x->v[5 * 13 + 7] + y->v[5 * 13 + 7], "map_blocks: %.17g",
+              a[5 * 13 + 7]);
+    TX_OK(gs_graph_lower(arr[2], GS_LOWER_DEFAULT, &tg));
+    cr_assert_eq(gs_chunkops_eval(&staged, ctx, tg, a, 17 * 13), GS_ERR_TASK_FAILED);
+    cr_assert(strstr(gs_last_error(), "gs_test_crash") != NULL, "message: %s", gs_last_error());
+    gs_taskgraph_free(tg);
+    for (int k = 0; k < 3; k++) gs_array_release(arr[k]);
+    free(a);
+    free(b);
+}

@@ -105,6 +105,16 @@ Test(graph_stencil, unequal_radii_one_and_three_axes)
     }
 }
 
+/* 3-D blocks taller than the row cache of the cpu backend holds twice over: the rows of one
+ * output row must all stay cached while it is summed (the cuda test of the same shapes found
+ * it: rows fetched early were evicted by later ones of the same output row). */
+Test(graph_stencil, three_axes_blocks_taller_than_the_row_cache)
+{
+    const int64_t s3[3] = {17, 40, 70}, c3[3] = {6, 13, 33};
+    const int r3[3] = {1, 2, 1};
+    for (int b = 0; b < GS_BOUNDARY_COUNT; b++) check_case(3, s3, c3, r3, b, 2.0);
+}
+
 Test(graph_stencil, chunks_thinner_than_the_halo)
 {
     /* radius 3 over chunks of 2 and radius 2 over chunks of 1: halos span several chunks */

@@ -11,6 +11,8 @@
 
 #include <criterion/criterion.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 static tcluster_t CL;
@@ -95,7 +97,8 @@ Test(integration_stencil, thin_chunks_and_a_stencil_of_a_stencil, .init = up2, .
 }
 
 /* map_overlap with users' kernels on the workers: a kernel that crashes fails the job with
- * the kernel's name and the signal, and the same workers then run a good kernel. */
+ * the kernel's name and the signal, and the same workers then run a good kernel. GPU workers
+ * ($GS_TEST_BACKEND=cuda) stage the kernels through host memory (chunkops/stage.c). */
 Test(integration_stencil, a_crashing_user_kernel_fails_the_job_not_the_workers, .init = up2,
      .fini = down)
 {
