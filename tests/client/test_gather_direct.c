@@ -36,6 +36,7 @@ static void setup(void)
     op.kind = GS__OP_GATHER;
     op.fut = &fut;
     op.out = out;
+    op.out_es = sizeof(double);   /* a float64 result */
     op.out_stride[0] = COLS;
     op.out_stride[1] = 1;
     op.nkeys = 12;
