@@ -144,13 +144,14 @@ gs_status_t gs__wchunk_new(gs_worker_t *w, gs_wgraph_t *g, uint64_t task, uint64
     gs_wchunk_t *c;
     void *ptr = NULL;
 
-    c = gs_calloc(1, sizeof(*c), "worker chunk");
+    c = gs_mpool_get(&w->chunk_pool);
     if (c == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for a chunk header");
     status = gs__wmem_alloc(w, nbytes, &ptr);
     if (status != GS_OK) {
-        gs_free(c);
+        gs_mpool_put(&w->chunk_pool, c);
         return status;
     }
+    memset(c, 0, sizeof(*c));
     c->graph = g;
     c->task = task;
     c->ptr = ptr;
@@ -185,7 +186,7 @@ void gs__wchunk_unref(gs_worker_t *w, gs_wchunk_t *c)
     if (c->sp.tier == GS_WTIER_MEM) gs__wmem_free(w, c->ptr, c->nbytes);
     else gs__wmem_freed(w);
     g->nchunks_alive--;
-    gs_free(c);
+    gs_mpool_put(&w->chunk_pool, c);
     gs__wgraph_maybe_free(w, g, 0);
 }
 
