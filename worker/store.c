@@ -4,6 +4,7 @@
 
 #include "common/time.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static void gs__wgraph_free_layers(gs_wgraph_t *g)
@@ -269,6 +270,12 @@ void gs__wstore_release(gs_worker_t *w, uint64_t graph, uint64_t task)
     gs__wgraph_maybe_free(w, g, 0);
 }
 
+static int gs__wchunk_cmp_addr_desc(const void *a, const void *b)
+{
+    uintptr_t x = (uintptr_t)*(gs_wchunk_t *const *)a, y = (uintptr_t)*(gs_wchunk_t *const *)b;
+    return (x < y) - (x > y);
+}
+
 void gs__wgraph_cancel(gs_worker_t *w, uint64_t graph)
 {
     uint64_t v;
@@ -297,6 +304,10 @@ void gs__wgraph_cancel(gs_worker_t *w, uint64_t graph)
         for (i = 0; i < g->chunks.cap; i++)
             if (g->chunks.keys[i] < GS_U64MAP_TOMB)
                 chunks.data[chunks.len++] = (gs_wchunk_t *)(uintptr_t)g->chunks.vals[i];
+        /* Free in descending address order: the chunk pools (headers, tiny CPU chunks) are
+         * LIFO, so the next graph's chunks are handed out in ascending address order, as they
+         * were made, instead of the map's hash order (a cache miss per task). */
+        qsort(chunks.data, chunks.len, sizeof(chunks.data[0]), gs__wchunk_cmp_addr_desc);
         for (i = 0; i < chunks.len; i++) {
             gs_wchunk_t *c = chunks.data[i];
             /* fetched copies stay alive for their other users but leave the map */
