@@ -24,6 +24,7 @@
 #define GS_W_ERRLEN 512
 #define GS_W_SKIP_AHEAD 65536      /* queued tasks tried past a head blocked on memory */
 #define GS_W_SMALL_TASK_BYTES 65536   /* a task reading and writing less is "small" */
+#define GS_W_THREAD_BATCH 32       /* small tasks a kernel thread takes (and returns) at once */
 #define GS_W_SMALL_DEPTH 256       /* small tasks dispatched per kernel thread / stream */
 #define GS_W_PRODUCER_QUARTERS 3   /* tasks without inputs fill at most 3/4 of the memory */
 #define GS_W_RESERVE_IDLE_NS 100000000ull  /* blocked and idle this long: lift the reserve */
