@@ -8,6 +8,24 @@
 
 #include <string.h>
 
+/* Under AddressSanitizer a free object is poisoned (but its link word), so a use after
+ * gs_mpool_put is reported as it would be after free(). */
+#if defined(__SANITIZE_ADDRESS__)
+#define GS__MPOOL_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define GS__MPOOL_ASAN 1
+#endif
+#endif
+#ifdef GS__MPOOL_ASAN
+#include <sanitizer/asan_interface.h>
+#define GS__MPOOL_POISON(p, n) ASAN_POISON_MEMORY_REGION((p), (n))
+#define GS__MPOOL_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))
+#else
+#define GS__MPOOL_POISON(p, n) ((void)(p), (void)(n))
+#define GS__MPOOL_UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
+
 gs_status_t gs_mpool_init(gs_mpool_t *mp, size_t obj_size, size_t align, size_t per_slab,
                           const char *what)
 {
@@ -59,6 +77,7 @@ static int gs__mpool_grow(gs_mpool_t *mp)
         void *obj = base + i * mp->obj_size;
         memcpy(obj, &mp->free, sizeof(void *));
         mp->free = obj;
+        GS__MPOOL_POISON((char *)obj + sizeof(void *), mp->obj_size - sizeof(void *));
     }
     return 0;
 }
@@ -69,6 +88,7 @@ void *gs_mpool_get(gs_mpool_t *mp)
     if (mp->free == NULL && gs__mpool_grow(mp) != 0) return NULL;
     obj = mp->free;
     memcpy(&mp->free, obj, sizeof(void *));
+    GS__MPOOL_UNPOISON(obj, mp->obj_size);
     /* objects come back in whatever order their users freed them (a graph's chunks: hash
      * order), so the next one is likely cold: start loading it now, for the next get */
     if (mp->free != NULL) __builtin_prefetch(mp->free, 1);
@@ -81,6 +101,7 @@ void gs_mpool_put(gs_mpool_t *mp, void *obj)
     if (obj == NULL) return;
     gs_assert_always(mp->nlive > 0);
     memcpy(obj, &mp->free, sizeof(void *));
+    GS__MPOOL_POISON((char *)obj + sizeof(void *), mp->obj_size - sizeof(void *));
     mp->free = obj;
     mp->nlive--;
 }
