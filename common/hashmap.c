@@ -16,6 +16,15 @@ void gs_u64map_cleanup(gs_u64map_t *m)
     gs_u64map_init(m);
 }
 
+/* A key's first slot. Keys that differ only in their low 3 bits share a group of 8 slots (one
+ * cache line of keys, one of values); groups are spread by the hash of the rest. Dense integer
+ * ids (task ids, looked up and inserted in order) then cost a cache miss per 8 keys instead of
+ * one per key; strided or random keys still spread (a group holds at most 8 distinct keys). */
+static inline size_t gs__u64map_home(uint64_t key, size_t cap)
+{
+    return (size_t)((gs_hash_u64(key >> 3) << 3) | (key & 7u)) & (cap - 1);
+}
+
 static gs_status_t gs__u64map_rehash(gs_u64map_t *m, size_t ncap)
 {
     uint64_t *keys = gs_malloc(gs_size_mul(ncap, sizeof(uint64_t)), "u64map keys");
@@ -29,7 +38,7 @@ static gs_status_t gs__u64map_rehash(gs_u64map_t *m, size_t ncap)
     for (size_t i = 0; i < m->cap; i++) {
         uint64_t k = m->keys[i];
         if (k == GS_U64MAP_EMPTY || k == GS_U64MAP_TOMB) continue;
-        size_t j = (size_t)gs_hash_u64(k) & (ncap - 1);
+        size_t j = gs__u64map_home(k, ncap);
         while (keys[j] != GS_U64MAP_EMPTY) j = (j + 1) & (ncap - 1);
         keys[j] = k;
         vals[j] = m->vals[i];
@@ -66,7 +75,7 @@ gs_status_t gs_u64map_swap(gs_u64map_t *m, uint64_t key, uint64_t val, int *foun
         gs_status_t st = gs__u64map_rehash(m, ncap);
         if (st != GS_OK) return st;
     }
-    j = (size_t)gs_hash_u64(key) & (m->cap - 1);
+    j = gs__u64map_home(key, m->cap);
     for (;;) {
         uint64_t k = m->keys[j];
         if (k == key) {
@@ -95,7 +104,7 @@ static size_t gs__u64map_find(const gs_u64map_t *m, uint64_t key)
 {
     size_t j;
     if (m->cap == 0 || key == GS_U64MAP_EMPTY || key == GS_U64MAP_TOMB) return SIZE_MAX;
-    j = (size_t)gs_hash_u64(key) & (m->cap - 1);
+    j = gs__u64map_home(key, m->cap);
     for (;;) {
         uint64_t k = m->keys[j];
         if (k == key) return j;

@@ -1,4 +1,5 @@
 /* Open-addressing hash map from uint64_t keys to uint64_t values (linear probing, tombstones,
+ * keys differing only in their 3 low bits homed in one group of 8 slots (hashmap.c),
  * power-of-two capacity, load factor <= 0.7). Key UINT64_MAX and UINT64_MAX - 1 are reserved.
  * No allocation per insert beyond occasional rehashing. Not thread-safe. */
 #ifndef GS_COMMON_HASHMAP_H

@@ -267,8 +267,9 @@ static uint64_t gs__wtask_unspill_bytes(gs_worker_t *w, const gs_wtask_t *t)
 
 /* GS_OK: admitted; GS_INPROGRESS: blocked on memory (nothing changed); otherwise the task has
  * been failed and released. @a head: the first task of the queue, for which memory is made
- * by moving stored chunks to disk. */
-static gs_status_t gs__wtask_admit(gs_worker_t *w, gs_wtask_t *t, int head)
+ * by moving stored chunks to disk. @a now_p: the admission pass's clock, read at the first
+ * admission of the pass (0 until then), so a pass over many tiny tasks reads it once. */
+static gs_status_t gs__wtask_admit(gs_worker_t *w, gs_wtask_t *t, int head, uint64_t *now_p)
 {
     uint64_t need = t->out_nbytes, fetch_bytes = 0, unspill_bytes;
     gs_status_t status;
@@ -348,7 +349,8 @@ static gs_status_t gs__wtask_admit(gs_worker_t *w, gs_wtask_t *t, int head)
     w->nqueued--;
     w->nadmitted++;
     t->state = GS_WTASK_FETCHING;
-    t->t_admit = gs_now_ns();
+    if (*now_p == 0) *now_p = gs_now_ns();
+    t->t_admit = *now_p;
     for (i = 0; i < t->ndeps; i++) {
         gs_wdep_t *d = &t->deps[i];
         gs_wchunk_t *c = gs__wstore_find(w, d->graph, d->task);
@@ -470,6 +472,7 @@ void gs__wexec_pump(gs_worker_t *w)
 {
     gs_wlink_t *e;
     int scanned = 0, head = 1;
+    uint64_t now = 0;
 
     if (w->state != GS_WSTATE_RUNNING) return;
     gs__wspill_maybe(w);
@@ -480,7 +483,7 @@ void gs__wexec_pump(gs_worker_t *w)
         gs_wtask_t *t = GS_WCONTAINER(e, gs_wtask_t, link);
         gs_wlink_t *next = e->next;   /* admitting or failing t touches no other queued task */
         if (!t->small && w->nadmitted >= w->max_admitted) break;
-        if (gs__wtask_admit(w, t, head) == GS_INPROGRESS) {
+        if (gs__wtask_admit(w, t, head, &now) == GS_INPROGRESS) {
             if (head) {
                 if (w->mem_blocked_task != t || w->mem_blocked_since == 0) {
                     w->mem_blocked_task = t;

@@ -68,53 +68,68 @@ void gs__wpool_main(void *arg)
     stream = w->thread_streams[idx];
 
     for (;;) {
-        gs_wtask_t *t;
-        gs_chunk_ref_t small[16];
-        gs_chunk_ref_t *in = small;
-        gs_ktask_t kt;
-        gs_status_t status;
+        gs_wtask_t *batch, *last, *t;
+        int n = 1;
         uint64_t t0;
 
+        /* Take the head job and, while they are small, up to GS_W_THREAD_BATCH jobs in all
+         * under one lock; return them under one lock with one wake-up of the loop. Each
+         * task's end time is the next one's start (one clock read per task). */
         uv_mutex_lock(&w->job_lock);
         while (w->job_head == NULL && !w->job_quit) uv_cond_wait(&w->job_cond, &w->job_lock);
         if (w->job_quit) {
             uv_mutex_unlock(&w->job_lock);
             return;
         }
-        t = w->job_head;
-        w->job_head = t->job_next;
+        batch = last = w->job_head;
+        if (batch->small)
+            while (n < GS_W_THREAD_BATCH && last->job_next != NULL && last->job_next->small) {
+                last = last->job_next;
+                n++;
+            }
+        w->job_head = last->job_next;
         if (w->job_head == NULL) w->job_tail = NULL;
+        last->job_next = NULL;
         uv_mutex_unlock(&w->job_lock);
 
         t0 = gs_now_ns();
-        if (t->ndeps > 16) in = gs_malloc(sizeof(*in) * t->ndeps, "task inputs");
-        if (in == NULL) {
-            status = gs_error_set(GS_ERR_NO_MEMORY, "out of memory for %u input references",
-                                  t->ndeps);
-        } else {
-            for (uint32_t i = 0; i < t->ndeps; i++) {
-                in[i].data = t->deps[i].chunk->ptr;
-                in[i].len = (int64_t)(t->deps[i].chunk->nbytes / sizeof(double));
-                in[i].nbytes = t->deps[i].chunk->nbytes;
+        for (t = batch; t != NULL; t = t->job_next) {
+            gs_chunk_ref_t small[16];
+            gs_chunk_ref_t *in = small;
+            gs_ktask_t kt;
+            gs_status_t status;
+            uint64_t t1;
+
+            if (t->ndeps > 16) in = gs_malloc(sizeof(*in) * t->ndeps, "task inputs");
+            if (in == NULL) {
+                status = gs_error_set(GS_ERR_NO_MEMORY, "out of memory for %u input references",
+                                      t->ndeps);
+            } else {
+                for (uint32_t i = 0; i < t->ndeps; i++) {
+                    in[i].data = t->deps[i].chunk->ptr;
+                    in[i].len = (int64_t)(t->deps[i].chunk->nbytes / sizeof(double));
+                    in[i].nbytes = t->deps[i].chunk->nbytes;
+                }
+                status = gs_layer_instantiate(t->layer, t->block, (int)t->ndeps, in, t->out->ptr,
+                                              &kt);
+                if (status == GS_OK) status = gs__wfile_check(w, &kt);
+                if (status == GS_OK) status = gs_chunkops_run_ktask(w->ops, w->ctx, stream, &kt);
+                if (in != small) gs_free(in);
             }
-            status = gs_layer_instantiate(t->layer, t->block, (int)t->ndeps, in, t->out->ptr,
-                                          &kt);
-            if (status == GS_OK) status = gs__wfile_check(w, &kt);
-            if (status == GS_OK) status = gs_chunkops_run_ktask(w->ops, w->ctx, stream, &kt);
-            if (in != small) gs_free(in);
+            t1 = gs_now_ns();
+            t->run_ns = t1 - t0;
+            t->t_launch = t0;
+            t->status = status;
+            if (status != GS_OK) {
+                const char *e = gs_last_error();
+                t->err = gs_strdup(e[0] ? e : gs_status_string(status), "task error");
+            }
+            t0 = t1;
         }
-        t->run_ns = gs_now_ns() - t0;
-        t->t_launch = t0;
-        t->status = status;
-        if (status != GS_OK) {
-            const char *e = gs_last_error();
-            t->err = gs_strdup(e[0] ? e : gs_status_string(status), "task error");
-        }
-        t->job_next = NULL;
         uv_mutex_lock(&w->done_lock);
-        if (w->done_tail) w->done_tail->job_next = t;
-        else w->done_head = t;
-        w->done_tail = t;
+        if (w->done_tail) w->done_tail->job_next = batch;
+        else w->done_head = batch;
+        w->done_tail = last;
         uv_mutex_unlock(&w->done_lock);
         uv_async_send(&w->async);
     }

@@ -4,6 +4,7 @@
 
 #include "common/time.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 static void gs__wgraph_free_layers(gs_wgraph_t *g)
@@ -144,13 +145,14 @@ gs_status_t gs__wchunk_new(gs_worker_t *w, gs_wgraph_t *g, uint64_t task, uint64
     gs_wchunk_t *c;
     void *ptr = NULL;
 
-    c = gs_calloc(1, sizeof(*c), "worker chunk");
+    c = gs_mpool_get(&w->chunk_pool);
     if (c == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for a chunk header");
     status = gs__wmem_alloc(w, nbytes, &ptr);
     if (status != GS_OK) {
-        gs_free(c);
+        gs_mpool_put(&w->chunk_pool, c);
         return status;
     }
+    memset(c, 0, sizeof(*c));
     c->graph = g;
     c->task = task;
     c->ptr = ptr;
@@ -185,7 +187,7 @@ void gs__wchunk_unref(gs_worker_t *w, gs_wchunk_t *c)
     if (c->sp.tier == GS_WTIER_MEM) gs__wmem_free(w, c->ptr, c->nbytes);
     else gs__wmem_freed(w);
     g->nchunks_alive--;
-    gs_free(c);
+    gs_mpool_put(&w->chunk_pool, c);
     gs__wgraph_maybe_free(w, g, 0);
 }
 
@@ -268,6 +270,12 @@ void gs__wstore_release(gs_worker_t *w, uint64_t graph, uint64_t task)
     gs__wgraph_maybe_free(w, g, 0);
 }
 
+static int gs__wchunk_cmp_addr_desc(const void *a, const void *b)
+{
+    uintptr_t x = (uintptr_t)*(gs_wchunk_t *const *)a, y = (uintptr_t)*(gs_wchunk_t *const *)b;
+    return (x < y) - (x > y);
+}
+
 void gs__wgraph_cancel(gs_worker_t *w, uint64_t graph)
 {
     uint64_t v;
@@ -296,14 +304,18 @@ void gs__wgraph_cancel(gs_worker_t *w, uint64_t graph)
         for (i = 0; i < g->chunks.cap; i++)
             if (g->chunks.keys[i] < GS_U64MAP_TOMB)
                 chunks.data[chunks.len++] = (gs_wchunk_t *)(uintptr_t)g->chunks.vals[i];
+        /* Free in descending address order: the chunk pools (headers, tiny CPU chunks) are
+         * LIFO, so the next graph's chunks are handed out in ascending address order, as they
+         * were made, instead of the map's hash order (a cache miss per task). */
+        qsort(chunks.data, chunks.len, sizeof(chunks.data[0]), gs__wchunk_cmp_addr_desc);
+        /* every chunk leaves the map: drop it whole instead of one probe per chunk (in address
+         * order, a cache miss each) */
+        gs_u64map_cleanup(&g->chunks);
         for (i = 0; i < chunks.len; i++) {
             gs_wchunk_t *c = chunks.data[i];
             /* fetched copies stay alive for their other users but leave the map */
-            if (c->owned) gs__wstore_detach(w, c);
-            else if (c->in_map) {
-                gs_u64map_del(&g->chunks, c->task);
-                c->in_map = 0;
-            }
+            if (c->owned) gs__wstore_unmapped(w, c);
+            else c->in_map = 0;
         }
     } else {
         int again = 1;

@@ -395,6 +395,9 @@ gs_status_t gs_worker_create(const gs_worker_params_t *params, uv_loop_t *loop,
     atomic_init(&w->test_notify_fail, params->test_notify_failures);
     atomic_init(&w->nnotify_retried, 0);
     gs_u64map_init(&w->graphs);
+    /* chunk headers: one per task output and fetched copy, so no malloc per task */
+    status = gs_mpool_init(&w->chunk_pool, sizeof(gs_wchunk_t), 0, GS_W_CHUNK_SLAB, "worker chunk slab");
+    gs_assert_always(status == GS_OK);
     gs__wlist_init(&w->admit_q);
     gs__wlist_init(&w->ready_q);
     gs__wlist_init(&w->idle_graphs);
@@ -629,6 +632,7 @@ static void gs__worker_teardown(gs_worker_t *w)
     gs__wstore_clear(w);
     gs__wgraph_free_all(w);
     gs__wspill_cleanup(w);
+    gs_mpool_cleanup(&w->chunk_pool);   /* chunks leaked past free_all go with their slabs */
     if (w->ctx) w->ops->ctx_destroy(w->ctx);
     uv_mutex_destroy(&w->job_lock);
     uv_mutex_destroy(&w->done_lock);

@@ -8,6 +8,7 @@
 #include "chunkops/chunkops.h"
 #include "common/hashmap.h"
 #include "common/log.h"
+#include "common/mpool.h"
 #include "common/vec.h"
 #include "graph/taskgraph.h"
 #include "proto/conn.h"
@@ -18,10 +19,12 @@
 #include <stdatomic.h>
 
 #define GS_W_INLINE_DEPS 4
+#define GS_W_CHUNK_SLAB 1024       /* chunk headers per slab of the chunk pool */
 #define GS_W_DONE_FLUSH 4096       /* flush TASK_DONE early past this many entries */
 #define GS_W_ERRLEN 512
 #define GS_W_SKIP_AHEAD 65536      /* queued tasks tried past a head blocked on memory */
 #define GS_W_SMALL_TASK_BYTES 65536   /* a task reading and writing less is "small" */
+#define GS_W_THREAD_BATCH 32       /* small tasks a kernel thread takes (and returns) at once */
 #define GS_W_SMALL_DEPTH 256       /* small tasks dispatched per kernel thread / stream */
 #define GS_W_PRODUCER_QUARTERS 3   /* tasks without inputs fill at most 3/4 of the memory */
 #define GS_W_RESERVE_IDLE_NS 100000000ull  /* blocked and idle this long: lift the reserve */
@@ -259,6 +262,7 @@ struct gs_worker {
     uint64_t last_mem_free;
     GS_VEC(gs_wtask_t *) task_free;    /* free-list of task structs */
     GS_VEC(void *) task_slabs;
+    gs_mpool_t chunk_pool;             /* gs_wchunk_t headers (loop thread) */
 
     /* TASK_DONE batch */
     GS_VEC(uint64_t) d_graph, d_task, d_nbytes, d_run, d_fetch;

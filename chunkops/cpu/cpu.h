@@ -3,6 +3,9 @@
 #define GS_CHUNKOPS_CPU_H
 
 #include "chunkops/chunkops.h"
+#include "common/mpool.h"
+
+#include <pthread.h>
 
 #include <stdatomic.h>
 #include <stddef.h>
@@ -14,6 +17,10 @@ struct gs_chunkops_ctx {
     atomic_size_t nallocs;      /* live allocations */
     atomic_int nstreams;        /* live streams */
     int nthreads;
+    /* chunks of at most GS__CPU_SMALL bytes (one per tiny task) come from a pool instead of
+     * malloc: no allocator call per task, no glibc fastbins to consolidate at large frees */
+    pthread_mutex_t small_lock;
+    gs_mpool_t small;           /* under small_lock */
 };
 
 struct gs_chunkops_stream {

@@ -12,12 +12,17 @@
 #include <string.h>
 #include <unistd.h>
 
-/* Chunk memory: 64-byte aligned, with the raw pointer and the size kept just before it. */
+/* Chunk memory: 64-byte aligned, with the raw pointer and the size kept just before it. Chunks
+ * of at most GS__CPU_SMALL bytes are pool blocks of GS__CPU_ALIGN + GS__CPU_SMALL bytes (the
+ * header in the first line, the data in the second); raw is then the block. */
 #define GS__CPU_ALIGN 64u
+#define GS__CPU_SMALL 64u
+#define GS__CPU_SMALL_SLAB 4096u
 
 typedef struct gs__cpu_hdr {
     void *raw;
     size_t nbytes;
+    size_t pooled;              /* 1: a block of ctx->small */
 } gs__cpu_hdr_t;
 
 static size_t gs__cpu_default_limit(void)
@@ -41,6 +46,13 @@ static gs_status_t gs__cpu_ctx_create(const gs_chunkops_params_t *params, gs_chu
     ctx->limit = (params != NULL && params->memory_limit != 0) ? params->memory_limit
                                                                : gs__cpu_default_limit();
     ctx->nthreads = (params != NULL && params->nthreads > 0) ? params->nthreads : 1;
+    if (pthread_mutex_init(&ctx->small_lock, NULL) != 0) {
+        gs_free(ctx);
+        return gs_error_set(GS_ERR_NO_MEMORY, "cpu ctx_create: cannot create a lock");
+    }
+    if (gs_mpool_init(&ctx->small, GS__CPU_ALIGN + GS__CPU_SMALL, GS__CPU_ALIGN,
+                      GS__CPU_SMALL_SLAB, "cpu small chunk slab") != GS_OK)
+        gs_assert_always(!"constant pool parameters refused");
     atomic_init(&ctx->used, 0);
     atomic_init(&ctx->nallocs, 0);
     atomic_init(&ctx->nstreams, 0);
@@ -59,6 +71,8 @@ static void gs__cpu_ctx_destroy(gs_chunkops_ctx_h ctx)
     if (atomic_load(&ctx->nstreams) != 0)
         GS_LOG_WARN("cpu chunkops context destroyed with %d live streams",
                     atomic_load(&ctx->nstreams));
+    gs_mpool_cleanup(&ctx->small);
+    pthread_mutex_destroy(&ctx->small_lock);
     gs_free(ctx);
 }
 
@@ -95,17 +109,26 @@ static gs_status_t gs__cpu_mem_alloc(gs_chunkops_ctx_h ctx, size_t nbytes, void 
     } while (!atomic_compare_exchange_weak(&ctx->used, &cur, cur + nbytes));
 
     void *raw = NULL;
-    if (nbytes <= SIZE_MAX - GS__CPU_ALIGN - sizeof(gs__cpu_hdr_t))
-        raw = gs_malloc(nbytes + GS__CPU_ALIGN + sizeof(gs__cpu_hdr_t), "cpu chunk");
+    uintptr_t p;
+    if (nbytes <= GS__CPU_SMALL) {
+        pthread_mutex_lock(&ctx->small_lock);
+        raw = gs_mpool_get(&ctx->small);
+        pthread_mutex_unlock(&ctx->small_lock);
+        p = (uintptr_t)raw + GS__CPU_ALIGN;
+    } else {
+        if (nbytes <= SIZE_MAX - GS__CPU_ALIGN - sizeof(gs__cpu_hdr_t))
+            raw = gs_malloc(nbytes + GS__CPU_ALIGN + sizeof(gs__cpu_hdr_t), "cpu chunk");
+        p = ((uintptr_t)raw + sizeof(gs__cpu_hdr_t) + GS__CPU_ALIGN - 1) &
+            ~(uintptr_t)(GS__CPU_ALIGN - 1);
+    }
     if (raw == NULL) {
         atomic_fetch_sub(&ctx->used, nbytes);
         return gs_error_set(GS_ERR_NO_MEMORY, "cpu mem_alloc: malloc of %zu bytes failed", nbytes);
     }
-    uintptr_t p = ((uintptr_t)raw + sizeof(gs__cpu_hdr_t) + GS__CPU_ALIGN - 1) &
-                  ~(uintptr_t)(GS__CPU_ALIGN - 1);
     gs__cpu_hdr_t *h = (gs__cpu_hdr_t *)p - 1;
     h->raw = raw;
     h->nbytes = nbytes;
+    h->pooled = nbytes <= GS__CPU_SMALL;
     atomic_fetch_add(&ctx->nallocs, 1);
     *ptr_p = (void *)p;
     return GS_OK;
@@ -120,7 +143,13 @@ static void gs__cpu_mem_free(gs_chunkops_ctx_h ctx, void *ptr)
     gs_assert_always(atomic_load(&ctx->used) >= n);
     atomic_fetch_sub(&ctx->used, n);
     atomic_fetch_sub(&ctx->nallocs, 1);
-    gs_free(h->raw);
+    if (h->pooled) {
+        pthread_mutex_lock(&ctx->small_lock);
+        gs_mpool_put(&ctx->small, h->raw);
+        pthread_mutex_unlock(&ctx->small_lock);
+    } else {
+        gs_free(h->raw);
+    }
 }
 
 static void gs__cpu_mem_usage(gs_chunkops_ctx_h ctx, size_t *used_p, size_t *limit_p)
