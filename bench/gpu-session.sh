@@ -127,15 +127,16 @@ if [ "$what" = spill ] || [ "$what" = all ]; then
     run $B/gs-bench spill --backend cpu --factor 1.5 --limit-mb 4000 --workers 2
     run $B/gs-bench spill --backend cuda --factor 1.5 --workers 1
     run $B/gs-bench spill --backend cuda --factor 1.5 --workers 1 --limit-mb 4000 --repeat 3
-    # the host pool's slabs page-locked by cudaHostRegister of huge-page memory (vs cudaHostAlloc)
-    GSCHED_HOST_POOL=register run $B/gs-bench spill --backend cuda --factor 1.5 --workers 1
+    # the host pool's slabs page-locked by cudaHostAlloc (vs the default cudaHostRegister of
+    # huge-page memory)
+    GSCHED_HOST_POOL=alloc run $B/gs-bench spill --backend cuda --factor 1.5 --workers 1
   } 2>"$out/spill.err" | tee "$out/spill.jsonl"
   tail -5 "$out/spill.err"
   # the GPU tests of the host tier (1.5 x a 64 MiB device limit; a chunk beyond the device);
   # their "host tier:" line gives the page-locked pool's bytes and seconds (worker/spill/hpool.c)
   timeout 300 build-gpu/tests/test_worker --verbose --filter 'worker_cuda_spill/*' \
     >"$out/spill-tests.log" 2>&1
-  GSCHED_HOST_POOL=register timeout 300 build-gpu/tests/test_worker --verbose \
+  GSCHED_HOST_POOL=alloc timeout 300 build-gpu/tests/test_worker --verbose \
     --filter 'worker_cuda_spill/persisted*' >>"$out/spill-tests.log" 2>&1
   grep -hE "PASS|FAIL|SKIP|CRASH|Synthesis|host tier|Assertion|message" "$out/spill-tests.log" | head -20
 fi

@@ -105,9 +105,18 @@ Test(chunkops_cuda, typed_programs_agree_with_cpu_bytewise)
                 memset(gpu, 0, sizeof(gpu));
                 CHECK(GPU->copy_to_host(b.gpu, b.gs, gpu, dout, (size_t)N * (size_t)gs_dt_size(od)));
                 CHECK(GPU->sync(b.gpu, b.gs));
-                cr_assert(memcmp(cpu, gpu, (size_t)N * (size_t)gs_dt_size(od)) == 0,
-                          "%s op %d (arg %d): gpu and cpu bytes differ", gs_dtype_name(d), op,
-                          arg);
+                if (memcmp(cpu, gpu, (size_t)N * (size_t)gs_dt_size(od)) != 0) {
+                    const size_t es = (size_t)gs_dt_size(od);
+                    int at = 0;
+                    uint64_t cb = 0, gb = 0;
+                    while (at < N && memcmp((char *)cpu + at * es, (char *)gpu + at * es, es) == 0) at++;
+                    memcpy(&cb, (char *)cpu + at * es, es);
+                    memcpy(&gb, (char *)gpu + at * es, es);
+                    cr_assert_fail("%s op %d (arg %d): gpu and cpu bytes differ first at element %d "
+                                   "(a = %g, b = %g): cpu %#llx, gpu %#llx", gs_dtype_name(d), op,
+                                   arg, at, gs_load_elem(d, ha, at), gs_load_elem(d, hb, at),
+                                   (unsigned long long)cb, (unsigned long long)gb);
+                }
             }
         }
     }

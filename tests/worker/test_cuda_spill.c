@@ -156,8 +156,14 @@ Test(worker_cuda_spill, persisted_array_of_one_and_a_half_device_limits_sums_cor
     cr_assert_gt(st.host_unspilled_ns, 0u);
     /* the pool page-locked some (its growers run from half the spill target on) */
     cr_assert_gt(st.host_pool_bytes, 0u, "no page-locked host pool");
-    cr_assert_eq(st.host_used, st.host_pool_bytes - st.host_pool_free + st.host_pageable,
-                 "host copies unaccounted for");
+    /* every host copy is a pool piece (rounded up to its size class) or a pageable copy; the
+     * pool's threads may still be growing it while the counters are read, so bound, not equal */
+    cr_assert_leq(st.host_pageable, st.host_used, "pageable %llu of %llu host bytes",
+                  (unsigned long long)st.host_pageable, (unsigned long long)st.host_used);
+    cr_assert_geq(st.host_pool_bytes + st.host_pageable, st.host_used,
+                  "host copies unaccounted for: used %llu, pool %llu (free %llu), pageable %llu",
+                  (unsigned long long)st.host_used, (unsigned long long)st.host_pool_bytes,
+                  (unsigned long long)st.host_pool_free, (unsigned long long)st.host_pageable);
     cr_log_info("host tier: %llu bytes down in %.3f s, %llu bytes up in %.3f s; pool %llu "
                 "bytes page-locked in %.3f thread-s (%llu free), %llu bytes of pageable copies",
                 (unsigned long long)st.host_spilled_bytes, (double)st.host_spilled_ns * 1e-9,

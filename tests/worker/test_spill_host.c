@@ -183,16 +183,16 @@ Test(worker_spill_host, host_copies_are_pieces_of_a_recycled_page_locked_pool)
     gs_array_release(a);
 }
 
-/* $GSCHED_HOST_POOL=register: slabs are mapped memory faulted in by the growers (then
- * host_register'd where the backend has it): the same values, the same recycling. */
-Test(worker_spill_host, host_pool_of_mapped_slabs_holds_the_copies_too)
+/* $GSCHED_HOST_POOL=alloc: slabs from the backend's host_alloc (cudaHostAlloc) instead of the
+ * default mapped memory faulted in by the growers: the same values, the same recycling. */
+Test(worker_spill_host, host_pool_of_allocated_slabs_holds_the_copies_too)
 {
     gs_worker_params_t p = host_params();
     gs_worker_stats_t st;
     tw_t t;
     gs_array_h a = chunked_array(64, 1);
 
-    cr_assert_eq(setenv("GSCHED_HOST_POOL", "register", 1), 0);
+    cr_assert_eq(setenv("GSCHED_HOST_POOL", "alloc", 1), 0);
     tw_start_each(&fs, &t, 1, &p);
     for (uint64_t g = 1; g <= 2; g++) {
         persist_checked(&t, a, g);

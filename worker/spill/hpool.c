@@ -11,10 +11,12 @@
  * no free piece returns NULL at once (the caller falls back to a pageable copy) and wakes the
  * threads.
  *
- * $GSCHED_HOST_POOL picks how a slab is page-locked: "alloc" (default: the backend's
- * host_alloc, cudaHostAlloc) or "register" (anonymous memory with transparent huge pages,
- * faulted in by the grower, then the backend's host_register, cudaHostRegister): which is
- * faster depends on the machine's kernel and driver (bench/gpu-session.sh spill runs both).
+ * $GSCHED_HOST_POOL picks how a slab is page-locked: "register" (default: anonymous memory
+ * with transparent huge pages, faulted in by the grower, then the backend's host_register,
+ * cudaHostRegister) or "alloc" (the backend's host_alloc, cudaHostAlloc). On one H100 host
+ * (docs/PERFORMANCE.md, session 6) register page-locked 27.9 GB in 7.8 thread-s and the spill
+ * benchmark ran at 24.8 GB/s; alloc took 26.5 thread-s for 28.6 GB and the benchmark 2.4 GB/s
+ * (its threads fell behind and the spills went pageable). bench/gpu-session.sh spill runs both.
  *
  * Threads: create, destroy, take, give, hint and stats on the loop thread; the grower threads
  * touch only the fields under `lock`. */
@@ -237,9 +239,10 @@ gs_status_t gs__whpool_create(gs_worker_t *w, uint64_t limit, uint64_t ahead,
     pool->w = w;
     pool->limit = limit;
     env = getenv("GSCHED_HOST_POOL");
-    if (env != NULL && strcmp(env, "register") == 0) {
-        pool->mapped = 1;
-    } else if (env != NULL && env[0] != '\0' && strcmp(env, "alloc") != 0) {
+    pool->mapped = 1;
+    if (env != NULL && strcmp(env, "alloc") == 0) {
+        pool->mapped = 0;
+    } else if (env != NULL && env[0] != '\0' && strcmp(env, "register") != 0) {
         st = gs_error_set(GS_ERR_INVALID_PARAM, "worker %s: $GSCHED_HOST_POOL is '%s': "
                           "expected alloc or register", w->name, env);
         goto err_free;
