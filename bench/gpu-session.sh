@@ -129,6 +129,9 @@ if [ "$what" = spill ] || [ "$what" = all ]; then
     run $B/gs-bench spill --backend cuda --factor 1.5 --workers 1 --limit-mb 4000 --repeat 3
     # the host pool's slabs page-locked by cudaHostRegister of huge-page memory (vs cudaHostAlloc)
     GSCHED_HOST_POOL=register run $B/gs-bench spill --backend cuda --factor 1.5 --workers 1
+    # device -> host -> disk (worker/spill/cascade.c): a 4 GB host tier under a 16 GB device,
+    # 24 GB persisted: spilled_bytes / unspilled_bytes are the host <-> disk moves
+    run $B/gs-bench spill --backend cuda --factor 1.5 --workers 1 --host-limit-mb 4000
   } 2>"$out/spill.err" | tee "$out/spill.jsonl"
   tail -5 "$out/spill.err"
   # the GPU tests of the host tier (1.5 x a 64 MiB device limit; a chunk beyond the device);
