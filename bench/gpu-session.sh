@@ -130,6 +130,9 @@ if [ "$what" = spill ] || [ "$what" = all ]; then
     # the host pool's slabs page-locked by cudaHostAlloc (vs the default cudaHostRegister of
     # huge-page memory)
     GSCHED_HOST_POOL=alloc run $B/gs-bench spill --backend cuda --factor 1.5 --workers 1
+    # device -> host -> disk (worker/spill/cascade.c): a 4 GB host tier under a 16 GB device,
+    # 24 GB persisted: spilled_bytes / unspilled_bytes are the host <-> disk moves
+    run $B/gs-bench spill --backend cuda --factor 1.5 --workers 1 --host-limit-mb 4000
   } 2>"$out/spill.err" | tee "$out/spill.jsonl"
   tail -5 "$out/spill.err"
   # the GPU tests of the host tier (1.5 x a 64 MiB device limit; a chunk beyond the device);

@@ -39,7 +39,8 @@
  * spill_pause (0.75, the 3/4 above). A failure of the disk tier fails the waiting task with a
  * message naming the worker, the tier, the sizes and the limit (GS_ERR_NO_RESOURCE).
  * In streams mode with a backend that has to_host/to_device ("cuda"), the tier below the
- * backend's memory is host memory (host_limit) instead of the disk, with the same policy;
+ * backend's memory is host memory (host_limit), with the same policy, and the disk is below
+ * it: host copies beyond the host tier's threshold go to the local directory (cascade.c);
  * inputs of queued tasks on the lower tier are brought up ahead of admission while memory is
  * under spill_threshold (spill.h).
  *
@@ -244,7 +245,7 @@ typedef struct gs_worker_stats {
     /* disk tier (worker/spill/spill.h) */
     uint64_t disk_used;           /* now: bytes of chunks in files */
     uint64_t disk_limit;          /* UINT64_MAX: the file system's room; 0: spilling is off */
-    uint64_t spills;              /* chunks written to disk */
+    uint64_t spills;              /* chunks written to disk (streams mode: host copies) */
     uint64_t spilled_bytes, spilled_ns;      /* bytes written, time in the writes */
     uint64_t unspills;            /* chunks read back into memory for tasks */
     uint64_t unspilled_bytes, unspilled_ns;  /* bytes read back (also for peers and gsched) */

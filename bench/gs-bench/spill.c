@@ -23,6 +23,7 @@ typedef struct gs__spill_opts {
     gs__common_t c;
     double factor;
     uint64_t limit;
+    uint64_t host_limit;       /* cuda: the host tier's limit (--memory-limit); 0: auto */
     int64_t chunk;
 } gs__spill_opts_t;
 
@@ -37,6 +38,8 @@ static void gs__spill_usage(FILE *f)
             "  --limit-mb M          memory per worker in MB (1e6 bytes): --memory-limit for\n"
             "                        cpu workers, --device-memory-limit for cuda ones\n"
             "                        (default 256 cpu, 16000 cuda)\n"
+            "  --host-limit-mb M     cuda: host tier per worker in MB (--memory-limit of the\n"
+            "                        workers; beyond it host copies go on to disk)\n"
             "  --chunk C             chunk side (default 1024: 8 MiB chunks)\n"
             "  --workers W           workers (default 1 for cpu, one per GPU for cuda)\n"
             "  --backend cpu|cuda    (default cuda when a GPU is visible)\n"
@@ -80,6 +83,13 @@ static int gs__spill_args(int argc, char **argv, gs__spill_opts_t *o, int *done)
             i++;
             continue;
         }
+        if (strcmp(a, "--host-limit-mb") == 0) {
+            int64_t mb;
+            if (!gs__int_arg(a, v, 1, INT64_C(100000000), &mb)) return 2;
+            o->host_limit = (uint64_t)mb * 1000000u;
+            i++;
+            continue;
+        }
         if (strcmp(a, "--chunk") == 0) {
             if (!gs__int_arg(a, v, 1, 1 << 20, &o->chunk)) return 2;
             i++;
@@ -94,8 +104,14 @@ static int gs__spill_args(int argc, char **argv, gs__spill_opts_t *o, int *done)
         return gs__bad("--scheduler is not supported: the benchmark sets the workers' limits");
     if (o->c.backend == NULL) o->c.backend = gs__default_backend();
     if (o->limit == 0) o->limit = strcmp(o->c.backend, "cuda") == 0 ? 16000000000ull : 256000000ull;
-    if (strcmp(o->c.backend, "cuda") == 0) o->c.device_memory_limit = o->limit;
-    else o->c.memory_limit = o->limit;
+    if (o->host_limit != 0 && strcmp(o->c.backend, "cuda") != 0)
+        return gs__bad("--host-limit-mb is for cuda workers (cpu ones: --limit-mb)");
+    if (strcmp(o->c.backend, "cuda") == 0) {
+        o->c.device_memory_limit = o->limit;
+        o->c.memory_limit = o->host_limit;
+    } else {
+        o->c.memory_limit = o->limit;
+    }
     if (o->c.workers == 0) {
         gs_gpu_t gpus[GS_GPU_MAX];
         o->c.workers = strcmp(o->c.backend, "cuda") == 0 ? gs_gpu_discover(gpus) : 1;
@@ -195,6 +211,7 @@ int gs__bench_spill(int argc, char **argv)
         gs__json_num("host_spilled_s", tot.host_spilled_s);
         printf(",\"host_unspilled_bytes\":%" PRIu64, tot.host_unspilled_bytes);
         gs__json_num("host_unspilled_s", tot.host_unspilled_s);
+        printf(",\"host_limit\":%" PRIu64, o.host_limit);
         gs__json_num("connect_s", connect_s);
         printf("}\n");
         fflush(stdout);

@@ -12,6 +12,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define DEVICE_LIMIT (64ull << 20)
 
@@ -172,6 +173,53 @@ Test(worker_cuda_spill, persisted_array_of_one_and_a_half_device_limits_sums_cor
                 (double)st.host_pool_ns * 1e-9, (unsigned long long)st.host_pool_free,
                 (unsigned long long)st.host_pageable);
     stop_worker(&t);
+    free(ref);
+    gs_taskgraph_free(tg);
+    gs_array_release(s);
+    gs_array_release(x);
+}
+
+/* The same sum with a 32 MiB host tier: 96 MiB do not fit device + host, so host copies
+ * cascade to the local directory (worker/spill/cascade.c) and come back through new host
+ * copies; the sum is exact and the disk tier was used both ways. */
+Test(worker_cuda_spill, persisted_array_beyond_device_and_host_limits_cascades_to_disk)
+{
+    tw_t t;
+    gs_worker_params_t p = {0};
+    gs_array_h x, s;
+    int64_t shape[2] = {3072, 4096}, chunks[2] = {512, 1024};
+    gs_taskgraph_t *tg;
+    double *ref;
+    size_t size;
+    gs_worker_stats_t st;
+    char dir[] = "/tmp/gs-test-cuda-cascade-XXXXXX";
+    NEED_GPU();
+    cr_assert_not_null(mkdtemp(dir));
+    cr_assert_eq(gs_array_random_normal(5, 0.0, 1.0, 2, shape, chunks, &x), GS_OK);
+    cr_assert_eq(gs_array_reduce(GS_RED_SUM, x, NULL, &s), GS_OK);
+    tg = tw_lower(s, GS_LOWER_CULL, &ref, &size);
+    p.backend = "cuda";
+    p.name = "gpu-cascade";
+    p.device_memory_limit = DEVICE_LIMIT;
+    p.host_limit = 32ull << 20;
+    p.local_directory = dir;
+    p.memory_wait_ms = 10000;
+    tw_start(&t, &fs, &p);
+    cr_assert(fs_wait_registered(&fs, 1, 20000), "the worker did not register");
+    fs_announce_peers(&fs);
+    fs_run_for(&fs, 20);
+    run_generators_first(1, tg, ref, size);
+    gs_worker_stats(t.w, &st);
+    cr_assert_gt(st.spills, 0u, "nothing went to disk");
+    cr_assert_gt(st.disk_used, 0u);
+    cr_assert_gt(st.unspills, 0u, "nothing came back from disk");
+    cr_assert_leq(st.mem_used, DEVICE_LIMIT);
+    cr_assert_geq(st.disk_used + st.host_used + st.mem_used, 96ull << 20, "chunks are missing");
+    cr_log_info("cascade: %llu bytes host -> disk in %.3f s, %llu bytes back in %.3f s",
+                (unsigned long long)st.spilled_bytes, (double)st.spilled_ns * 1e-9,
+                (unsigned long long)st.unspilled_bytes, (double)st.unspilled_ns * 1e-9);
+    stop_worker(&t);
+    cr_expect_eq(rmdir(dir), 0, "the worker left files in %s", dir);
     free(ref);
     gs_taskgraph_free(tg);
     gs_array_release(s);

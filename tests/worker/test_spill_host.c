@@ -8,10 +8,14 @@
 #include "tests/tmp_tree.h"
 
 #include <criterion/criterion.h>
+#include <dirent.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <errno.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <unistd.h>
 
 #define LIMIT (64u * 1024u)           /* backend ("device") memory of the spilling workers */
@@ -30,6 +34,7 @@ static void setup(void)
 static void teardown(void)
 {
     fs_fixture_teardown(&fs, &loop);
+    (void)umount2(tmpdir, MNT_DETACH);
     tmp_tree_remove(tmpdir);
 }
 
@@ -41,7 +46,7 @@ static gs_worker_params_t host_params(void)
     p.memory_limit = LIMIT;            /* the cpu backend's memory plays the device's */
     p.exec = GS_WORKER_EXEC_STREAMS;
     p.nstreams = 2;
-    p.local_directory = tmpdir;        /* must stay empty: the tier below is host memory */
+    p.local_directory = tmpdir;        /* the disk tier below host memory (cascade.c) */
     p.memory_wait_ms = 3000;
     return p;
 }
@@ -81,7 +86,7 @@ Test(worker_spill_host, persisted_chunks_four_times_the_device_limit_go_to_host_
     tw_start_each(&fs, &t, 1, &p);
     gs_worker_stats(t.w, &st);
     cr_assert_gt(st.host_limit, 0u, "no host tier");
-    cr_assert_eq(st.disk_limit, 0u, "a streams worker spills to host memory, not to disk");
+    cr_assert_eq(st.disk_limit, UINT64_MAX, "no disk tier below host memory");
     failed = fs_run_graph(&fs, 1, tg, place, 0, 60000);
     cr_assert_eq(failed, 0, "%s", fail_msg(failed));
     gs_worker_stats(t.w, &st);
@@ -90,7 +95,8 @@ Test(worker_spill_host, persisted_chunks_four_times_the_device_limit_go_to_host_
                   (unsigned long long)st.host_used);
     cr_assert_eq(st.host_spilled_bytes, st.host_spills * 4096u);
     cr_assert_eq(st.spills, 0u, "the disk tier was used");
-    cr_assert_eq(tmp_tree_count(tmpdir, ""), 0, "the host tier wrote to the local directory");
+    cr_assert_eq(st.disk_used, 0u);
+    cr_assert_eq(tmp_tree_count(tmpdir, ""), 1, "not just the worker's directory");
     cr_assert_eq(st.chunks, 64u);
     got = calloc(size, sizeof(double));
     cr_assert(fs_gather_all(&fs, 1, tg, place, got, 10000), "gather failed");
@@ -411,29 +417,119 @@ static void assert_still_usable(void)
     gs_array_release(small);
 }
 
-Test(worker_spill_host, full_host_tier_fails_the_task_naming_worker_tier_sizes_and_limit)
+/* Count the spill files in the worker's directory under tmpdir. */
+static int chunk_files(void)
+{
+    char sub[PATH_MAX];
+    struct dirent *de;
+    int n = -1;
+    DIR *d = opendir(tmpdir);
+    cr_assert_not_null(d);
+    while ((de = readdir(d)) != NULL) {
+        if (strncmp(de->d_name, "gsched-worker-", 14) != 0) continue;
+        snprintf(sub, sizeof(sub), "%s/%s", tmpdir, de->d_name);
+        n = tmp_tree_count(sub, ".chunk");
+    }
+    closedir(d);
+    cr_assert_geq(n, 0, "no worker directory in %s", tmpdir);
+    return n;
+}
+
+/* Host tier full: host copies cascade to the disk tier. 256 KiB persisted on a 64 KiB device
+ * over a 32 KiB host tier: every chunk comes back exact, most from files. */
+Test(worker_spill_host, full_host_tier_cascades_to_disk_and_chunks_gather_exactly)
 {
     gs_worker_params_t p = host_params();
+    gs_array_h a = chunked_array(64, 1);
+    double *ref, *got;
+    size_t size, failed;
+    gs_taskgraph_t *tg = tw_lower(a, GS_LOWER_DEFAULT, &ref, &size);
+    int *place = calloc(tg->ntasks, sizeof(int));
+    gs_worker_stats_t st;
+    tw_t t;
+
+    p.host_limit = 32768;
+    tw_start_each(&fs, &t, 1, &p);
+    failed = fs_run_graph(&fs, 1, tg, place, 0, 60000);
+    cr_assert_eq(failed, 0, "%s", fail_msg(failed));
+    gs_worker_stats(t.w, &st);
+    cr_assert_leq(st.mem_used, (uint64_t)LIMIT);
+    cr_assert_leq(st.host_used, 32768u);
+    cr_assert_gt(st.disk_used, 0u, "nothing went to disk");
+    cr_assert_geq(st.disk_used + st.host_used + st.mem_used, 256u * 1024u, "chunks are missing");
+    cr_assert_gt(st.spills, 0u);
+    cr_assert_eq(st.spilled_bytes, st.spills * 4096u);
+    cr_assert_gt(st.spilled_ns, 0u);
+    cr_assert_geq(chunk_files(), (int)(st.disk_used / 4096u));
+    got = calloc(size, sizeof(double));
+    cr_assert(fs_gather_all(&fs, 1, tg, place, got, 10000), "gather failed");
+    assert_close(got, ref, size);
+    gs_worker_stats(t.w, &st);
+    cr_assert_gt(st.unspilled_bytes, 0u, "the gather read nothing from disk");
+    /* releasing the keys deletes their files and host copies */
+    for (uint64_t i = 0; i < tg->ntasks; i++) fs_release(&fs, 0, 1, i);
+    fs_run_for(&fs, 100);
+    gs_worker_stats(t.w, &st);
+    cr_assert_eq(st.host_used, 0u);
+    cr_assert_eq(st.disk_used, 0u);
+    cr_assert_eq(st.mem_used, 0u);
+    cr_assert_eq(chunk_files(), 0);
+    tw_stop_each(&fs, &t, 1);
+    free(got);
+    free(ref);
+    free(place);
+    gs_taskgraph_free(tg);
+    gs_array_release(a);
+}
+
+/* sum(x), x 6 x the device limit, 12 x the host limit: the summing tasks' inputs come back
+ * from disk through host memory to the device; the value is exact (run_unfused_sum). */
+Test(worker_spill_host, unfused_sum_reads_inputs_back_from_disk_through_host_memory)
+{
+    gs_worker_params_t p = host_params();
+    gs_worker_stats_t st;
+    p.host_limit = 32768;
+    run_unfused_sum(&p, 1, 0, &st);
+    cr_assert_gt(st.spills, 0u, "nothing went to disk");
+    cr_assert_gt(st.unspills, 0u, "no input came back from disk");
+    cr_assert_gt(st.unspilled_ns, 0u);
+    cr_assert_gt(st.host_unspills, 0u);
+    cr_assert_leq(st.mem_used, (uint64_t)LIMIT);
+}
+
+/* Peers fetch chunks of a streams-mode worker whose host tier cascades to disk; which tier
+ * serves each depends on timing (the gather of the test above reads files deterministically,
+ * through the same gs__wspill_read); the value is exact. */
+Test(worker_spill_host, peers_fetch_chunks_from_the_disk_below_host_memory)
+{
+    gs_worker_params_t p[2] = {host_params(), {0}};
+    gs_worker_stats_t st;
+    p[0].host_limit = 32768;
+    p[1].nthreads = 1;
+    run_unfused_sum(p, 2, 1, &st);
+    cr_assert_gt(st.spills, 0u);
+    cr_assert_eq(st.served, 96u);
+}
+
+/* Device, host and disk full: the task that finds no room fails naming the worker, the disk
+ * tier, the sizes and @a expect; chunks stored before are intact; the worker stays usable. */
+static void assert_all_tiers_full(tw_t *t, const char *expect)
+{
     gs_array_h a = chunked_array(64, 1);
     double *ref;
     size_t size, failed, ngood = 0;
     gs_taskgraph_t *tg = tw_lower(a, GS_LOWER_DEFAULT, &ref, &size);
     int *place = calloc(tg->ntasks, sizeof(int));
     const fs_done_t *d;
-    gs_worker_stats_t st;
-    tw_t t;
 
-    p.name = "spiller";
-    p.host_limit = 32768;
-    tw_start_each(&fs, &t, 1, &p);
     failed = fs_run_graph(&fs, 1, tg, place, 0, 60000);
     cr_assert(failed != 0 && failed != (size_t)-1, "no task failed (or timed out)");
     d = &fs.done[failed - 1];
     cr_assert_eq(d->status, GS_ERR_NO_RESOURCE, "%s: %s", gs_status_string(d->status), d->err);
-    cr_assert(strstr(d->err, "worker spiller") && strstr(d->err, "host tier") &&
-              strstr(d->err, "limit is 32768 bytes") && strstr(d->err, "device tier") &&
-              strstr(d->err, "65536"), "message: %s", d->err);
-    /* no lost chunks: every task reported done is intact, on the device or in host memory */
+    cr_assert(strstr(d->err, "worker spiller") && strstr(d->err, "disk tier") &&
+              strstr(d->err, expect) && strstr(d->err, "host tier") &&
+              strstr(d->err, "device tier") && strstr(d->err, "65536"), "message: %s", d->err);
+    /* no lost chunks: every task reported done is intact, wherever it is */
     for (uint64_t b = 0; b < tg->noutputs; b++) {
         uint64_t i = tg->outputs[b];
         const fs_done_t *di = fs_find_done(&fs, 1, i);
@@ -451,15 +547,42 @@ Test(worker_spill_host, full_host_tier_fails_the_task_naming_worker_tier_sizes_a
                          (size_t)shape[1]);
         ngood++;
     }
-    cr_assert_geq(ngood, 16u, "too few chunks were stored before the host tier filled");
-    gs_worker_stats(t.w, &st);
-    cr_assert_eq(st.host_used, 32768u);
+    cr_assert_geq(ngood, 24u, "too few chunks were stored before the tiers filled");
     assert_still_usable();
-    tw_stop_each(&fs, &t, 1);
     free(ref);
     free(place);
     gs_taskgraph_free(tg);
     gs_array_release(a);
+}
+
+Test(worker_spill_host, full_disk_under_the_host_tier_fails_naming_worker_tier_sizes_limit)
+{
+    gs_worker_params_t p = host_params();
+    gs_worker_stats_t st;
+    tw_t t;
+
+    p.name = "spiller";
+    p.host_limit = 32768;
+    p.disk_limit = 32768;
+    tw_start_each(&fs, &t, 1, &p);
+    assert_all_tiers_full(&t, "limit is 32768 bytes");
+    gs_worker_stats(t.w, &st);
+    cr_assert_leq(st.disk_used, 32768u);
+    tw_stop_each(&fs, &t, 1);
+}
+
+Test(worker_spill_host, full_file_system_under_the_host_tier_fails_naming_it)
+{
+    gs_worker_params_t p = host_params();
+    tw_t t;
+    if (geteuid() != 0 || mount("tmpfs", tmpdir, "tmpfs", 0, "size=40k") != 0)
+        cr_skip_test("cannot mount a small tmpfs here (needs root and CAP_SYS_ADMIN: %s)",
+                     geteuid() != 0 ? "not root" : strerror(errno));
+    p.name = "spiller";
+    p.host_limit = 32768;
+    tw_start_each(&fs, &t, 1, &p);
+    assert_all_tiers_full(&t, "No space left on device");
+    tw_stop_each(&fs, &t, 1);
 }
 
 Test(worker_spill_host, chunk_larger_than_the_device_limit_fails_naming_worker_tier_sizes_limit)

@@ -19,7 +19,9 @@ typedef enum gs_wspill_op {
                                   immutable, so evicting it again costs no I/O) */
     GS_WSPILL_OP_COPY = 2,     /* read into a caller's buffer, keep the file */
     GS_WSPILL_OP_UNLINK = 3,
-    GS_WSPILL_OP_HOSTCOPY = 4  /* copy a host-tier copy (src) into a caller's buffer */
+    GS_WSPILL_OP_HOSTCOPY = 4, /* copy a host-tier copy (src) into a caller's buffer */
+    GS_WSPILL_OP_HOSTWRITE = 5,/* write a chunk's host copy to its file (cascade.c) */
+    GS_WSPILL_OP_HOSTLOAD = 6  /* read a chunk's file into its host copy (cascade.c) */
 } gs_wspill_op_t;
 
 typedef struct gs_wspill_job {
@@ -91,8 +93,10 @@ static void gs__wspill_work_cb(uv_work_t *req)
     gs_wspill_job_t *j = req->data;
     uint64_t t0 = gs_now_ns();
     switch (j->op) {
-    case GS_WSPILL_OP_WRITE: gs__wspill_job_rw(j, 1); break;
+    case GS_WSPILL_OP_WRITE:
+    case GS_WSPILL_OP_HOSTWRITE: gs__wspill_job_rw(j, 1); break;
     case GS_WSPILL_OP_LOAD:
+    case GS_WSPILL_OP_HOSTLOAD:
     case GS_WSPILL_OP_COPY: gs__wspill_job_rw(j, 0); break;
     case GS_WSPILL_OP_HOSTCOPY: memcpy(j->buf, j->src, j->len); break;
     default:
@@ -118,7 +122,8 @@ static void gs__wspill_after_cb(uv_work_t *req, int rc)
         status = GS_ERR_IO;
         if (rc != 0)
             gs_error_set(status, "worker %s: disk tier: %s %s: %s", w->name,
-                         j->op == GS_WSPILL_OP_WRITE ? "writing" : "reading", j->path,
+                         j->op == GS_WSPILL_OP_WRITE || j->op == GS_WSPILL_OP_HOSTWRITE
+                             ? "writing" : "reading", j->path,
                          uv_strerror(rc));
         else
             gs_error_set(j->err == ENOSPC || j->err == EDQUOT ? GS_ERR_NO_RESOURCE : GS_ERR_IO,
@@ -133,6 +138,12 @@ static void gs__wspill_after_cb(uv_work_t *req, int rc)
         break;
     case GS_WSPILL_OP_LOAD:
         gs__wspill_loaded(w, c, status, j->ns);
+        break;
+    case GS_WSPILL_OP_HOSTWRITE:
+        gs__wspill_cascaded(w, c, status, j->ns);
+        break;
+    case GS_WSPILL_OP_HOSTLOAD:
+        gs__wspill_disk_loaded(w, c, status, j->ns);
         break;
     case GS_WSPILL_OP_HOSTCOPY:
         if (status == GS_OK) {
@@ -205,6 +216,25 @@ gs_status_t gs__wspill_write(gs_worker_t *w, gs_wchunk_t *c)
     sp->writing += c->nbytes;
     sp->nwrites++;
     return GS_OK;
+}
+
+gs_status_t gs__wspill_host_to_file(gs_worker_t *w, gs_wchunk_t *c)
+{
+    struct gs_wspill *sp = w->spill;
+    uint64_t file = ++sp->next_file;
+    gs_status_t st = gs__wspill_submit(w, c, GS_WSPILL_OP_HOSTWRITE, file, c->sp.host, NULL,
+                                       NULL);
+    if (st != GS_OK) return st;
+    c->sp.file = file;
+    c->sp.hio = 1;
+    sp->hwriting += c->nbytes;
+    sp->nhwrites++;
+    return GS_OK;
+}
+
+gs_status_t gs__wspill_file_to_host(gs_worker_t *w, gs_wchunk_t *c)
+{
+    return gs__wspill_submit(w, c, GS_WSPILL_OP_HOSTLOAD, c->sp.file, c->sp.host, NULL, NULL);
 }
 
 gs_status_t gs__wspill_load_start(gs_worker_t *w, gs_wchunk_t *c)

@@ -96,15 +96,14 @@ void gs__wspill_host_cleanup(gs_worker_t *w)
 
 void gs__wspill_host_release(gs_worker_t *w, gs_wchunk_t *c)
 {
-    struct gs_wspill *sp = w->spill;
-    if (c->sp.host_pooled) {
-        gs__whpool_give(sp->pool, c->sp.host, c->nbytes);
-    } else {
-        gs_assert(sp->pageable >= c->nbytes);
-        sp->pageable -= c->nbytes;
-        gs__whpool_set_pageable(sp->pool, sp->pageable);
-        gs_free(c->sp.host);
+    if (c->sp.in_hlru) {
+        c->sp.hprev->hnext = c->sp.hnext;
+        c->sp.hnext->hprev = c->sp.hprev;
+        c->sp.hprev = c->sp.hnext = NULL;
+        c->sp.in_hlru = 0;
     }
+    gs_assert(c->sp.host_pooled || w->spill->pageable >= c->nbytes);
+    gs__wspill_host_free(w, c->sp.host, c->sp.host_pooled, c->nbytes);
     c->sp.host = NULL;
     c->sp.host_pooled = 0;
 }
@@ -173,8 +172,7 @@ static gs_status_t gs__wtier_start(gs_worker_t *w, gs_wchunk_t *c, int down, voi
     return GS_OK;
 }
 
-/* Free a host copy that no chunk took (a failed write). */
-static void gs__wtier_drop(gs_worker_t *w, void *host, int pooled, uint64_t nbytes)
+void gs__wspill_host_free(gs_worker_t *w, void *host, int pooled, uint64_t nbytes)
 {
     struct gs_wspill *sp = w->spill;
     if (pooled) {
@@ -186,39 +184,49 @@ static void gs__wtier_drop(gs_worker_t *w, void *host, int pooled, uint64_t nbyt
     }
 }
 
+void *gs__wspill_host_alloc(gs_worker_t *w, uint64_t nbytes, int *pooled_p)
+{
+    struct gs_wspill *sp = w->spill;
+    void *host = gs__whpool_take(sp->pool, nbytes);
+    uint64_t total, nfree, ns;
+    int capped;
+
+    *pooled_p = host != NULL;
+    if (host != NULL) return host;
+    /* no free piece yet (the growers are page-locking more) or the pool is at its limit:
+     * a pageable copy (the caller checked the tier's limit: host copies and writes in
+     * flight; the pool grows only into what pageable copies leave) */
+    gs__whpool_stats(sp->pool, &total, &nfree, &ns, &capped);
+    if (capped && !sp->pool_warned) {
+        sp->pool_warned = 1;
+        GS_LOG_WARN("worker %s: host tier: no more page-locked memory after %llu bytes; "
+                    "further host copies are pageable (slower)", w->name,
+                    (unsigned long long)total);
+    }
+    if ((host = gs_malloc((size_t)nbytes, "host tier copy")) == NULL) {
+        gs_error_set(GS_ERR_NO_MEMORY, "worker %s: host tier: no host memory for a "
+                     "%llu-byte copy (%llu of %llu bytes of the tier in use)",
+                     w->name, (unsigned long long)nbytes,
+                     (unsigned long long)w->st.host_used, (unsigned long long)sp->host_limit);
+        return NULL;
+    }
+    sp->pageable += nbytes;
+    sp->pageable_copies++;
+    sp->pageable_bytes += nbytes;
+    gs__whpool_set_pageable(sp->pool, sp->pageable);
+    return host;
+}
+
 gs_status_t gs__wspill_host_write(gs_worker_t *w, gs_wchunk_t *c)
 {
     struct gs_wspill *sp = w->spill;
-    void *host = gs__whpool_take(sp->pool, c->nbytes);
-    int pooled = host != NULL;
-    uint64_t total, nfree, ns;
-    int capped;
+    int pooled;
+    void *host = gs__wspill_host_alloc(w, c->nbytes, &pooled);
     gs_status_t st;
 
-    if (!pooled) {
-        /* no free piece yet (the growers are page-locking more) or the pool is at its limit:
-         * a pageable copy (the caller checked the tier's limit: host copies and writes in
-         * flight; the pool grows only into what pageable copies leave) */
-        gs__whpool_stats(sp->pool, &total, &nfree, &ns, &capped);
-        if (capped && !sp->pool_warned) {
-            sp->pool_warned = 1;
-            GS_LOG_WARN("worker %s: host tier: no more page-locked memory after %llu bytes; "
-                        "further host copies are pageable (slower)", w->name,
-                        (unsigned long long)total);
-        }
-        if ((host = gs_malloc((size_t)c->nbytes, "host tier copy")) == NULL)
-            return gs_error_set(GS_ERR_NO_MEMORY, "worker %s: host tier: no host memory for a "
-                                "%llu-byte copy (%llu of %llu bytes of the tier in use)",
-                                w->name, (unsigned long long)c->nbytes,
-                                (unsigned long long)w->st.host_used,
-                                (unsigned long long)sp->host_limit);
-        sp->pageable += c->nbytes;
-        sp->pageable_copies++;
-        sp->pageable_bytes += c->nbytes;
-        gs__whpool_set_pageable(sp->pool, sp->pageable);
-    }
+    if (host == NULL) return GS_ERR_NO_MEMORY;
     if ((st = gs__wtier_start(w, c, 1, host, pooled)) != GS_OK) {
-        gs__wtier_drop(w, host, pooled, c->nbytes);
+        gs__wspill_host_free(w, host, pooled, c->nbytes);
         return st;
     }
     c->sp.io = GS_WSPILL_IO_WRITE;
@@ -254,8 +262,9 @@ void gs__wspill_note(gs_worker_t *w, gs_wnote_t *n)
             w->st.host_spilled_bytes += c->nbytes;
             w->st.host_spilled_ns += ns;
             w->st.host_spills++;
+            gs__wspill_hlru_add(w, c);
         } else {
-            gs__wtier_drop(w, j->host, j->pooled, c->nbytes);
+            gs__wspill_host_free(w, j->host, j->pooled, c->nbytes);
         }
         gs__wspill_written(w, c, status, ns);
     } else {

@@ -74,6 +74,7 @@ void gs__wspill_forget(gs_worker_t *w, gs_wchunk_t *c, int freeing)
     w->st.disk_used -= c->nbytes;
     c->sp.file = 0;
     w->spill->full = 0;                 /* room on disk again: writes may be tried */
+    w->spill->dfull = 0;
 }
 
 /* ---------------------------------------------------------------- moving chunks */
@@ -158,7 +159,9 @@ gs_status_t gs__wspill_load(gs_worker_t *w, gs_wchunk_t *c)
     if (st != GS_OK) return st;
     c->ptr = ptr;
     c->sp.io = GS_WSPILL_IO_READ;
-    st = c->sp.tier == GS_WTIER_HOST ? gs__wspill_host_load(w, c) : gs__wspill_load_start(w, c);
+    st = c->sp.tier == GS_WTIER_HOST ? gs__wspill_host_load(w, c)
+         : w->spill->host_tier       ? gs__wspill_disk_load(w, c)   /* via a host copy */
+                                     : gs__wspill_load_start(w, c);
     if (st != GS_OK) {
         c->sp.io = GS_WSPILL_IO_NONE;
         gs__wmem_free(w, ptr, c->nbytes);
@@ -189,7 +192,8 @@ gs_status_t gs__wspill_make_room(gs_worker_t *w, uint64_t need, uint64_t cap)
     gs_wspill_chunk_t *e;
     uint64_t blocked_by_limit = 0, lower_limit, lower_used;
     const char *upper = gs__wspill_upper_name(w), *lower = gs__wspill_lower_name(w);
-    int write_failed = 0;
+    int write_failed = 0, cascaded = 0;
+    gs_status_t cst;
 
     if (sp == NULL || !sp->enabled)
         return gs_error_set(GS_ERR_UNSUPPORTED, "worker %s: spilling is off", w->name);
@@ -198,6 +202,7 @@ gs_status_t gs__wspill_make_room(gs_worker_t *w, uint64_t need, uint64_t cap)
                             "at once but the tier holds at most %llu bytes", w->name, upper,
                             (unsigned long long)need, (unsigned long long)cap);
     lower_limit = gs__wspill_lower_limit(w);
+again:
     for (e = sp->lru.next; e != &sp->lru;) {
         gs_wchunk_t *c = GS_WSPILL_CHUNK(e);
         gs_wspill_chunk_t *next = e->next;
@@ -224,6 +229,26 @@ gs_status_t gs__wspill_make_room(gs_worker_t *w, uint64_t need, uint64_t cap)
         e = next;
     }
     if (w->mem_used + need <= cap) return GS_OK;
+    if (blocked_by_limit && sp->host_tier && sp->dir != NULL) {
+        /* the host tier is full: its copies cascade to disk (cascade.c) */
+        uint64_t excess = w->mem_used - sp->writing + need > cap
+                              ? w->mem_used - sp->writing + need - cap : 0;
+        if (excess < blocked_by_limit) excess = blocked_by_limit;
+        cst = gs__wspill_cascade(w, excess, sp->host_limit);
+        if (cst == GS_OK && !cascaded) {         /* host copies freed at once: move more */
+            cascaded = 1;
+            blocked_by_limit = 0;
+            goto again;
+        }
+        if (cst == GS_INPROGRESS) return GS_INPROGRESS;
+        if (cst != GS_OK && sp->nwrites == 0) {
+            char why[GS_W_ERRLEN];
+            snprintf(why, sizeof(why), "%s", gs_last_error());
+            return gs_error_set(cst, "%s (%s tier: %llu of %llu bytes in use, %llu more "
+                                "needed)", why, upper, (unsigned long long)w->mem_used,
+                                (unsigned long long)w->mem_limit, (unsigned long long)need);
+        }
+    }
     /* copies in flight: their completion frees memory and brings the caller back here */
     if (sp->nwrites > 0) return GS_INPROGRESS;
     if (write_failed)
@@ -258,6 +283,16 @@ void gs__wspill_maybe(gs_worker_t *w)
         sp->pool_hinted = 1;
         gs__wspill_host_hint(w, GS_WSPILL_CHUNK(sp->lru.next));
     }
+    /* host tier above its threshold: host copies cascade to disk, down to its target */
+    if (sp->host_tier && sp->dir != NULL &&
+        (double)(w->st.host_used + sp->writing - sp->hwriting) >
+            sp->threshold * (double)sp->host_limit) {
+        stamp = w->admit_epoch + w->st.tasks_done + w->st.tasks_failed + w->st.served;
+        if (stamp != sp->hidle_stamp || sp->nhwrites > 0) {
+            (void)gs__wspill_cascade(w, 0, (uint64_t)(sp->target * (double)sp->host_limit));
+            sp->hidle_stamp = stamp;
+        }
+    }
     if ((double)(w->mem_used - sp->writing) <= sp->threshold * (double)w->mem_limit) return;
     /* a scan that moved nothing is repeated only once something changed */
     stamp = w->admit_epoch + w->st.tasks_done + w->st.tasks_failed + w->st.served;
@@ -274,7 +309,8 @@ void gs__wspill_prefetch(gs_worker_t *w)
     uint64_t room;
     int n = 0;
 
-    if (sp == NULL || !sp->enabled || gs__wspill_lower_used(w) == 0) return;
+    if (sp == NULL || !sp->enabled || (gs__wspill_lower_used(w) == 0 && w->st.disk_used == 0))
+        return;
     room = (uint64_t)(sp->threshold * (double)w->mem_limit);
     for (gs_wlink_t *e = w->admit_q.next; e != &w->admit_q && n < GS_WSPILL_PREFETCH_SCAN;
          e = e->next, n++) {
@@ -413,15 +449,24 @@ static gs_status_t gs__wspill_mkdir(gs_worker_t *w, struct gs_wspill *sp, const 
     return GS_OK;
 }
 
+/* --local-directory, else $TMPDIR, else /tmp */
+static const char *gs__wspill_base(const gs_worker_params_t *p)
+{
+    const char *base = p->local_directory;
+    if (base == NULL || base[0] == '\0') base = getenv("TMPDIR");
+    if (base == NULL || base[0] == '\0') base = "/tmp";
+    return base;
+}
+
 gs_status_t gs__wspill_init(gs_worker_t *w, const gs_worker_params_t *p)
 {
     struct gs_wspill *sp;
     gs_status_t st;
-    const char *base;
 
     sp = gs_calloc(1, sizeof(*sp), "spill state");
     if (sp == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for the spill state");
     sp->lru.prev = sp->lru.next = &sp->lru;
+    sp->hlru.hprev = sp->hlru.hnext = &sp->hlru;
     sp->lock_fd = -1;
     if ((st = gs__wspill_fraction("spill_target", p->spill_target, GS_WSPILL_DEFAULT_TARGET,
                                   &sp->target)) != GS_OK ||
@@ -441,22 +486,26 @@ gs_status_t gs__wspill_init(gs_worker_t *w, const gs_worker_params_t *p)
     if (w->streams_mode && !p->no_spill && w->ops->to_host != NULL && w->ops->to_device != NULL) {
         /* device memory spills to host memory (host.c) */
         if ((st = gs__wspill_host_init(w, p)) != GS_OK) goto err_free;
+        /* and host memory to the local directory (cascade.c) */
+        if ((st = gs__wspill_mkdir(w, sp, gs__wspill_base(p))) != GS_OK) {
+            gs__wspill_host_cleanup(w);
+            goto err_free;
+        }
         sp->enabled = 1;
         GS_LOG_INFO("worker %s: spilling %s memory to host memory (at most %llu bytes) above "
-                    "%.0f%% of its limit (down to %.0f%%)", w->name, w->ops->name,
-                    (unsigned long long)sp->host_limit, sp->threshold * 100, sp->target * 100);
+                    "%.0f%% of its limit (down to %.0f%%), and host memory to %s above %.0f%% "
+                    "of the host limit", w->name, w->ops->name,
+                    (unsigned long long)sp->host_limit, sp->threshold * 100, sp->target * 100,
+                    sp->dir, sp->threshold * 100);
     } else if (sp->enabled) {
-        base = p->local_directory;
-        if (base == NULL || base[0] == '\0') base = getenv("TMPDIR");
-        if (base == NULL || base[0] == '\0') base = "/tmp";
-        if ((st = gs__wspill_mkdir(w, sp, base)) != GS_OK) goto err_free;
+        if ((st = gs__wspill_mkdir(w, sp, gs__wspill_base(p))) != GS_OK) goto err_free;
         GS_LOG_INFO("worker %s: spilling to %s above %.0f%% of the memory limit (down to "
                     "%.0f%%)", w->name, sp->dir, sp->threshold * 100, sp->target * 100);
     } else if (w->streams_mode && !p->no_spill) {
         GS_LOG_INFO("worker %s: device memory is not spilled (the %s backend cannot move "
                     "chunks to host memory)", w->name, w->ops->name);
     }
-    w->st.disk_limit = sp->enabled && !sp->host_tier ? sp->disk_limit : 0;
+    w->st.disk_limit = sp->enabled && sp->dir != NULL ? sp->disk_limit : 0;
     return GS_OK;
 
 err_free:

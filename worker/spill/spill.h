@@ -47,9 +47,21 @@
  * that finds no free piece is pageable memory moved with ops->to_host / to_device (staged
  * by the backend) instead. The host copy is kept while the chunk lives (a clean copy, like a
  * file), bounded by the host limit (gs_worker_params_t.host_limit); peers and gsched are served
- * from it (a memcpy on the thread pool). Host -> disk below it is not done yet: a full host
- * tier fails the task that cannot get device memory with a message naming the worker, the
- * host tier, the sizes and the limit.
+ * from it (a memcpy on the thread pool).
+ *
+ * Disk below the host tier (cascade.c). A streams-mode worker also has its local directory.
+ * When the host copies would pass the host limit (a device -> host move blocked by it, or
+ * after a loop iteration above the threshold fraction of the host limit), host copies go to
+ * files, least recently used first (a second LRU, of chunks with a host copy): a copy whose
+ * chunk also has a file or is on the device is just freed; otherwise its host copy is written
+ * to a new file on the thread pool (the source stays valid: loads and peers may read it
+ * meanwhile), then freed, and the chunk is on the disk tier. A chunk on disk that a task needs
+ * is read into a new host copy (a pool piece, outside the limit while in flight; it keeps its
+ * file, so it is clean) then copied to the device as above. Peers are served from the file.
+ * The disk tier's limits and failures are those of a cpu worker: when neither host memory nor
+ * the disk can take more, the task that cannot get device memory fails with a message naming
+ * the worker, the disk tier, the sizes and the limit (GS_ERR_NO_RESOURCE). Host -> disk moves
+ * count in the disk tier's counters (spills, spilled_bytes, spilled_ns; unspill* for reads).
  *
  * Threads: everything here runs on the loop thread. */
 #ifndef GS_WORKER_SPILL_H
@@ -88,6 +100,9 @@ typedef struct gs_wspill_chunk {
     uint8_t in_lru;
     uint8_t host_pooled;       /* host is a piece of the host pool (page-locked), not
                                   gs_malloc'd */
+    uint8_t in_hlru;
+    uint8_t hio;               /* its host copy is being written to its file (cascade.c) */
+    struct gs_wspill_chunk *hprev, *hnext;  /* LRU of chunks with a host copy (when in_hlru) */
 } gs_wspill_chunk_t;
 
 /** Called on the loop when gs__wspill_read() finished (GS_OK: the bytes are at dst). */

@@ -35,6 +35,14 @@ struct gs_wspill {
     uint64_t pageable_copies, pageable_bytes;   /* of those ever started (logged at exit) */
     int pool_warned;                   /* the pool's cap was logged */
     int pool_hinted;                   /* the pool was told the first chunks' size */
+    /* disk below the host tier (cascade.c) */
+    gs_wspill_chunk_t hlru;            /* sentinel: chunks with a host copy, least recent first */
+    uint64_t hwriting;                 /* bytes of host copies being written to files */
+    int nhwrites;                      /* those writes */
+    int dfull;                         /* one failed: no more until a file goes */
+    gs_status_t derr_status;           /* of the last host -> disk failure */
+    char derr[GS_W_ERRLEN];            /* its message (kept while dfull) */
+    uint64_t hidle_stamp;              /* gs__wspill_maybe: its last host-tier scan */
 };
 
 /* Host pool (hpool.c): page-locked memory for host copies, recycled. Slabs of the backend's
@@ -100,6 +108,29 @@ gs_status_t gs__wspill_host_write(gs_worker_t *w, gs_wchunk_t *c);
 gs_status_t gs__wspill_host_load(gs_worker_t *w, gs_wchunk_t *c);
 /* (exec.c's drain hands GS_WNOTE_TIER notes to gs__wspill_note, worker_int.h; peers and
  * gsched read host copies through gs__wspill_read, a memcpy on the thread pool: disk.c) */
+/* host.c: a new host copy of @a nbytes (a pool piece, *pooled_p = 1, or pageable memory,
+ * counted in sp->pageable), or NULL with the error set; free it with gs__wspill_host_free. */
+void *gs__wspill_host_alloc(gs_worker_t *w, uint64_t nbytes, int *pooled_p);
+void gs__wspill_host_free(gs_worker_t *w, void *host, int pooled, uint64_t nbytes);
+/* cascade.c: @a c got a host copy (c->sp.host): it may go to disk, after older ones. */
+void gs__wspill_hlru_add(gs_worker_t *w, gs_wchunk_t *c);
+/* cascade.c: free @a c's host copy (not in use) and its share of host_used. */
+void gs__wspill_host_drop(gs_worker_t *w, gs_wchunk_t *c);
+/* cascade.c: move host copies to disk until @a need more bytes fit under @a cap on the host
+ * tier (host copies, device -> host moves in flight, less host -> disk writes in flight).
+ * GS_OK: they fit now; GS_INPROGRESS: writes in flight (a pump follows); otherwise an error
+ * naming the worker, the disk tier, the sizes and the limit (message set). */
+gs_status_t gs__wspill_cascade(gs_worker_t *w, uint64_t need, uint64_t cap);
+/* disk.c: write @a c's host copy to a new file (hio set). GS_OK or an error (nothing started). */
+gs_status_t gs__wspill_host_to_file(gs_worker_t *w, gs_wchunk_t *c);
+/* cascade.c: that write finished. */
+void gs__wspill_cascaded(gs_worker_t *w, gs_wchunk_t *c, gs_status_t status, uint64_t ns);
+/* cascade.c: bring @a c (tier DISK, its device memory allocated, io READ) back through a new
+ * host copy: read the file into it, then copy it to the device (gs__wspill_loaded follows). */
+gs_status_t gs__wspill_disk_load(gs_worker_t *w, gs_wchunk_t *c);
+/* disk.c: read @a c's file into its host copy (c->sp.host); gs__wspill_disk_loaded follows. */
+gs_status_t gs__wspill_file_to_host(gs_worker_t *w, gs_wchunk_t *c);
+void gs__wspill_disk_loaded(gs_worker_t *w, gs_wchunk_t *c, gs_status_t status, uint64_t ns);
 /* spill.c: a load finished (status, message set on failure). */
 void gs__wspill_loaded(gs_worker_t *w, gs_wchunk_t *c, gs_status_t status, uint64_t ns);
 /* spill.c: a write finished (status, message set on failure). */
