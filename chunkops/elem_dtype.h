@@ -90,7 +90,7 @@ GS_HD uint16_t gs_f64_to_f16(double d)
     uint16_t sign = (uint16_t)((b >> 48) & 0x8000u);
     int exp = (int)((b >> 52) & 0x7ff);
     uint64_t mant = b & ((1ull << 52) - 1);
-    if (exp == 0x7ff) return (uint16_t)(sign | 0x7c00u | (mant ? 0x200u : 0u));
+    if (exp == 0x7ff) return mant ? (uint16_t)0x7e00u : (uint16_t)(sign | 0x7c00u); /* NaN: canonical */
     int e = exp - 1023 + 15;
     if (e >= 31) return (uint16_t)(sign | 0x7c00u);
     if (e <= 0) {
@@ -125,34 +125,35 @@ GS_HD int64_t gs_f64_to_i64(double x)
     return (int64_t)x;
 }
 
-/* float64 <-> float32 with NaN defined alike on every backend: a NaN becomes the quiet NaN of
- * its sign with no payload (CUDA's cvt returns one canonical NaN whatever the input, x86 keeps
- * the sign and the payload's top bits; NumPy leaves NaN bits unspecified). */
+/* float64 <-> float32 with NaN defined alike on every backend: every NaN becomes the positive
+ * quiet NaN with no payload. The GPU's arithmetic does not keep a NaN's sign (PTX: neg, abs and
+ * the IEEE operations "yield an unspecified NaN"; x86 keeps the operand's sign and payload), so
+ * stored NaNs of every dtype are made canonical (NumPy leaves NaN bits unspecified too). */
 GS_HD float gs_f64_to_f32(double x)
 {
     if (x != x) {
-        uint64_t b;
-        uint32_t f;
+        const uint32_t f = 0x7fc00000u;
         float r;
-        memcpy(&b, &x, sizeof b);
-        f = ((uint32_t)(b >> 32) & 0x80000000u) | 0x7fc00000u;
         memcpy(&r, &f, sizeof r);
         return r;
     }
     return (float)x;
 }
 
-GS_HD double gs_f32_to_f64(float x)
+GS_HD double gs_f64_canonical(double x)
 {
     if (x != x) {
-        uint32_t f;
-        uint64_t b;
+        const uint64_t b = 0x7ff8000000000000ull;
         double r;
-        memcpy(&f, &x, sizeof f);
-        b = ((uint64_t)(f & 0x80000000u) << 32) | 0x7ff8000000000000ull;
         memcpy(&r, &b, sizeof r);
         return r;
     }
+    return x;
+}
+
+GS_HD double gs_f32_to_f64(float x)
+{
+    if (x != x) return gs_f64_canonical((double)x);
     return (double)x;
 }
 
@@ -201,7 +202,7 @@ GS_HD void gs_store_elem(int dt, void *base, int64_t i, double v)
     case GS_DTYPE_INT64: ((int64_t *)base)[i] = gs_v_i(v); break;
     case GS_DTYPE_UINT8:
     case GS_DTYPE_BOOL: ((uint8_t *)base)[i] = (uint8_t)gs_v_i(v); break;
-    default: ((double *)base)[i] = v; break;
+    default: ((double *)base)[i] = gs_f64_canonical(v); break;
     }
 }
 
