@@ -9,7 +9,6 @@ namespace {
 
 constexpr int BLOCK = GS__CUDA_BLOCK;
 constexpr int OUTS = GS__CUDA_STENCIL_OUTS;
-constexpr int LOADS = 8;   /* tile loads each thread has in flight (the home piece's path) */
 
 __device__ __forceinline__ bool in_box(const gs__cuda_spiece_t &pc, int64_t z, int64_t y,
                                        int64_t x)
@@ -40,15 +39,11 @@ __global__ void __launch_bounds__(BLOCK) k_stencil(const __grid_constant__ gs__c
     const int rz = p.r[0], ry = p.r[1], rx = p.r[2];
     const int sw = tw + 2 * rx, sh = th + 2 * ry;
     const int64_t x0 = (int64_t)blockIdx.x * tw, y0 = (int64_t)blockIdx.y * th;
-    /* output k of this thread: tile row oy[k], column ox[k]. Tiles of several rows (th =
-     * OUTS * BLOCK / tw): a column of OUTS consecutive rows, summed from a window of rows
-     * read once each; tiles of one row (1-D data): OUTS columns BLOCK apart. */
-    const bool column = th > 1;
-    int oy[OUTS], ox[OUTS];
+    int tb[OUTS];
 #pragma unroll
     for (int k = 0; k < OUTS; k++) {
-        oy[k] = column ? ((int)threadIdx.x / tw) * OUTS + k : 0;
-        ox[k] = column ? (int)threadIdx.x % tw : (int)threadIdx.x + k * BLOCK;
+        const int i = threadIdx.x + k * BLOCK, ly = i / tw;
+        tb[k] = ly * sw + (i - ly * tw);
     }
     for (int64_t z = blockIdx.z; z < p.shape[0]; z += gridDim.z) {
         double acc[OUTS];
@@ -62,21 +57,9 @@ __global__ void __launch_bounds__(BLOCK) k_stencil(const __grid_constant__ gs__c
                 const gs__cuda_spiece_t &hp = p.pieces[p.home];
                 const double *src = hp.src + hp.base + (z + dz - hp.lo[0]) * hp.stride[0] +
                                     (y0 - hp.lo[1]) * hp.stride[1] + (x0 - hp.lo[2]) * hp.stride[2];
-                const int64_t s1 = hp.stride[1], s2 = hp.stride[2];
-                /* LOADS loads in flight per thread before any store: one at a time, each
-                 * iteration waited for its load, and the tile loads were latency-bound */
-                for (int i0 = 0; i0 < sh * sw; i0 += LOADS * BLOCK) {
-                    double v[LOADS];
-#pragma unroll
-                    for (int j = 0; j < LOADS; j++) {
-                        const int i = i0 + (int)threadIdx.x + j * BLOCK, ly = i / sw;
-                        if (i < sh * sw) v[j] = __ldg(src + ly * s1 + (i - ly * sw) * s2);
-                    }
-#pragma unroll
-                    for (int j = 0; j < LOADS; j++) {
-                        const int i = i0 + (int)threadIdx.x + j * BLOCK;
-                        if (i < sh * sw) tile[i] = v[j];
-                    }
+                for (int i = threadIdx.x; i < sh * sw; i += BLOCK) {
+                    const int ly = i / sw, lx = i - ly * sw;
+                    tile[i] = __ldg(src + ly * hp.stride[1] + lx * hp.stride[2]);
                 }
             } else {
                 for (int i = threadIdx.x; i < sh * sw; i += BLOCK) {
@@ -85,37 +68,21 @@ __global__ void __launch_bounds__(BLOCK) k_stencil(const __grid_constant__ gs__c
                 }
             }
             __syncthreads();
-            const int ex = 2 * rx + 1, ey = 2 * ry + 1;
-            if (column) {
-                /* tile row oy[0] + r holds row dy = r - k of output k: r ascending, then dx,
-                 * is each output's row-major weight order */
-                const double *t0 = tile + oy[0] * sw + ox[0];
-                for (int r = 0; r < OUTS + 2 * ry; r++) {
-                    for (int dx = 0; dx < ex; dx++) {
-                        const double v = t0[r * sw + dx];
+            for (int dy = 0; dy <= 2 * ry; dy++) {
+                for (int dx = 0; dx <= 2 * rx; dx++, w++) {
+                    const double wv = p.weights[w];
+                    const int o = dy * sw + dx;
 #pragma unroll
-                        for (int k = 0; k < OUTS; k++) {
-                            const int dy = r - k;
-                            if (dy >= 0 && dy < ey) acc[k] += p.weights[w + dy * ex + dx] * v;
-                        }
-                    }
-                }
-            } else {
-                for (int dy = 0; dy < ey; dy++) {
-                    for (int dx = 0; dx < ex; dx++) {
-                        const double wv = p.weights[w + dy * ex + dx];
-#pragma unroll
-                        for (int k = 0; k < OUTS; k++) acc[k] += wv * tile[dy * sw + ox[k] + dx];
-                    }
+                    for (int k = 0; k < OUTS; k++) acc[k] += wv * tile[tb[k] + o];
                 }
             }
-            w += ey * ex;
             __syncthreads();
         }
         const bool kz = z < p.keep_lo[0] || z >= p.shape[0] - p.keep_hi[0];
 #pragma unroll
         for (int k = 0; k < OUTS; k++) {
-            const int64_t y = y0 + oy[k], x = x0 + ox[k];
+            const int i = threadIdx.x + k * BLOCK, ly = i / tw, lx = i - ly * tw;
+            const int64_t y = y0 + ly, x = x0 + lx;
             if (y >= p.shape[1] || x >= p.shape[2]) continue;
             const bool keep = kz || y < p.keep_lo[1] || y >= p.shape[1] - p.keep_hi[1] ||
                               x < p.keep_lo[2] || x >= p.shape[2] - p.keep_hi[2];

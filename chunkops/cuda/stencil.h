@@ -6,13 +6,10 @@
  * GS__CUDA_BLOCK threads computes a tile of th x tw outputs of one z-plane: for each plane
  * offset dz it loads the padded tile ((th + 2 ry) x (tw + 2 rx)) into shared memory, from
  * the block's home piece directly when the tile lies inside it (every tile but those at a
- * chunk's edges; 8 loads in flight per thread), else element by element from whichever piece
- * holds it (or the constant), then accumulates the weights in row-major order, as the CPU
- * backend does (bit-identical with --fmad=false). In tiles of several rows a thread's OUTS
- * outputs are a column of consecutive rows, so each tile element it reads serves all of them
- * (OUTS + 2 ry rows of 2 rx + 1 reads, not OUTS (2 ry + 1)); 1-D tiles: OUTS columns. The
- * plan travels by value as a __grid_constant__ parameter (about 8.6 KB: CUDA 12.1+ allows
- * 32 KB on every architecture CUDA 13 supports). */
+ * chunk's edges), else element by element from whichever piece holds it (or the constant),
+ * then accumulates the weights in row-major order, as the CPU backend does (bit-identical with
+ * --fmad=false). The plan travels by value as a __grid_constant__ parameter (about 8.6 KB:
+ * CUDA 12.1+ allows 32 KB on every architecture CUDA 13 supports). */
 #ifndef GS_CHUNKOPS_CUDA_STENCIL_H
 #define GS_CHUNKOPS_CUDA_STENCIL_H
 
