@@ -225,6 +225,28 @@ static const double *gs__leaf_tile(gs__fused_t *f, int li)
             gs__cpu_random_uniform(lf->seed, idx, f->n, lf->p0, lf->p1, buf);
         break;
     }
+    case GS_LEAF_UNIFORM_F32:
+    case GS_LEAF_NORMAL_F32:
+    case GS_LEAF_INTEGERS: {
+        /* typed programs only (validated): float32 values as doubles, int64 as bit patterns */
+        int64_t lo = 0, hi = 0;
+        memcpy(&lo, &lf->p0, sizeof(lo));
+        memcpy(&hi, &lf->p1, sizeof(hi));
+        for (int g = 0; g < f->nseg; g++) {
+            const uint64_t o = (uint64_t)segs[g].off[li];
+            double *dst = buf + segs[g].pos;
+            for (int i = 0; i < segs[g].len; i++) {
+                const uint64_t e = o + (uint64_t)((int64_t)i * is);
+                if (lf->kind == GS_LEAF_UNIFORM_F32)
+                    dst[i] = (double)gs_random_uniform_f32(lf->seed, e, lf->p0, lf->p1);
+                else if (lf->kind == GS_LEAF_NORMAL_F32)
+                    dst[i] = (double)gs_random_normal_f32(lf->seed, e, lf->p0, lf->p1);
+                else
+                    dst[i] = gs_i_v(gs_random_integers(lf->seed, e, lo, hi));
+            }
+        }
+        break;
+    }
     default: /* GS_LEAF_INDEX */
         for (int g = 0; g < f->nseg; g++) {
             int64_t o = segs[g].off[li];

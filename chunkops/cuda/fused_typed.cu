@@ -31,6 +31,13 @@ __device__ __forceinline__ double typed_leaf(const gs_kleaf_t &lf, int64_t off)
     case GS_LEAF_CHUNK: return gs_load_elem(lf.dtype, lf.data, off);
     case GS_LEAF_NORMAL: return gs_random_normal(lf.seed, (uint64_t)off, lf.p0, lf.p1);
     case GS_LEAF_UNIFORM: return gs_random_uniform(lf.seed, (uint64_t)off, lf.p0, lf.p1);
+    case GS_LEAF_NORMAL_V2: return gs_random_normal_v2(lf.seed, (uint64_t)off, lf.p0, lf.p1);
+    case GS_LEAF_UNIFORM_F32:
+        return (double)gs_random_uniform_f32(lf.seed, (uint64_t)off, lf.p0, lf.p1);
+    case GS_LEAF_NORMAL_F32:
+        return (double)gs_random_normal_f32(lf.seed, (uint64_t)off, lf.p0, lf.p1);
+    case GS_LEAF_INTEGERS:
+        return gs_i_v(gs_random_integers(lf.seed, (uint64_t)off, gs_v_i(lf.p0), gs_v_i(lf.p1)));
     default: return (double)off;
     }
 }
