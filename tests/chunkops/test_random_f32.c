@@ -170,3 +170,24 @@ Test(chunkops_random_f32, integers_are_uniform_on_small_ranges)
     for (int k = 0; k < 7; k++) chi2 += (count[k] - e) * (count[k] - e) / e;
     cr_expect_lt(chi2, 30.0, "chi2 %g with 6 degrees of freedom", chi2); /* p ~ 4e-5 */
 }
+
+/* bit for bit against an independent pure-Python evaluation of the definition
+ * (tests/chunkops/random_f32_ref.py, which writes random_f32_ref.inc) */
+#include "random_f32_ref.inc"
+
+Test(chunkops_random_f32, bits_match_the_python_evaluation)
+{
+    for (size_t r = 0; r < sizeof(f32_ref) / sizeof(f32_ref[0]); r++) {
+        const uint64_t s = f32_ref[r].seed, i = f32_ref[r].i;
+        cr_expect_eq(f32_bits(gs_random_normal_f32(s, i, 0.0, 1.0)), f32_ref[r].n01,
+                     "normal(0, 1) seed %llu i %llu", (unsigned long long)s, (unsigned long long)i);
+        cr_expect_eq(f32_bits(gs_random_normal_f32(s, i, 10.0, 2.0)), f32_ref[r].n10_2,
+                     "normal(10, 2) seed %llu i %llu", (unsigned long long)s, (unsigned long long)i);
+        cr_expect_eq(f32_bits(gs_random_uniform_f32(s, i, 0.0, 1.0)), f32_ref[r].u01);
+        cr_expect_eq(f32_bits(gs_random_uniform_f32(s, i, -3.0, 5.0)), f32_ref[r].u35);
+    }
+    for (size_t r = 0; r < sizeof(int_ref) / sizeof(int_ref[0]); r++)
+        cr_expect_eq(gs_random_integers(int_ref[r].seed, int_ref[r].i, int_ref[r].low,
+                                        int_ref[r].high),
+                     int_ref[r].v, "row %zu", r);
+}
