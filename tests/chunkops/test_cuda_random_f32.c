@@ -117,3 +117,47 @@ Test(chunkops_cuda, float32_random_and_integers_are_bitwise_equal_to_cpu)
     free(gpu);
     bk_close(&b);
 }
+
+/* the seed's typed reduction: (normal_f32 + 1) cast to float64, summed over the whole region in
+ * one pass (k_typed_sum): equal to the CPU's sum up to the summation order, and the same bits on
+ * every run */
+Test(chunkops_cuda, float32_seed_sum_agrees_with_cpu_and_repeats)
+{
+    GPU_OR_SKIP();
+    bk_t b;
+    bk_open(&b, (size_t)64 << 20);
+    double *dout = dev_alloc_poisoned(&b, 1);
+    static const int64_t shapes[][2] = {{RR, CC}, {1, 1}, {3000, 5}, {1, 100000}};
+    for (int sh = 0; sh < 4; sh++) {
+        gs_kfused_t k, kg;
+        double cpu = 0, gpu[2];
+        spec(&k, GS_LEAF_NORMAL_F32, 12345, 4 * CC, 2, 1, 10.0, 1.0, &cpu);
+        k.shape[0] = shapes[sh][0];
+        k.shape[1] = shapes[sh][1];
+        k.prog[2].op = GS_OP_CAST;
+        k.prog[2].dtype = GS_DTYPE_FLOAT32;
+        k.prog[2].arg = GS_DTYPE_FLOAT64;
+        k.nprog = 3;
+        k.terminal = GS_TERM_REDUCE;
+        k.redop = GS_RED_SUM;
+        k.red_axis = -1;
+        k.out_dtype = GS_DTYPE_FLOAT64;
+        kg = k;
+        kg.out = dout;
+        CHECK(CPU->fused(b.cpu, b.cs, &k));
+        CHECK(CPU->sync(b.cpu, b.cs));
+        for (int run = 0; run < 2; run++) {
+            CHECK(GPU->fused(b.gpu, b.gs, &kg));
+            CHECK(GPU->sync(b.gpu, b.gs));
+            dev_download(&b, &gpu[run], dout, 1);
+        }
+        const double n = (double)(shapes[sh][0] * shapes[sh][1]);
+        cr_assert(fabs(gpu[0] - cpu) <= 1e-12 * fabs(cpu), "shape %d: gpu %.17g cpu %.17g", sh,
+                  gpu[0], cpu);
+        cr_assert(bits_equal(gpu[0], gpu[1]), "shape %d: runs give %.17g and %.17g", sh, gpu[0],
+                  gpu[1]);
+        cr_assert(fabs(cpu / n - 11.0) < 6.0 / sqrt(n), "shape %d: mean %g", sh, cpu / n);
+    }
+    GPU->mem_free(b.gpu, dout);
+    bk_close(&b);
+}
