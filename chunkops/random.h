@@ -325,16 +325,22 @@ GS_HD float gs__ksinf_f32(float y)
     return ((-1.9515295891e-4f * z + 8.3321608736e-3f) * z - 1.6666654611e-1f) * z * y + y;
 }
 
-/** f32 uniform on [low, high) at global index @a i: lowf + (highf - lowf) * u with lowf, highf
+/** f32 uniform on [low, high) at global index @a i (the _w form: from the block @a w of
+ *  i >> 2, for callers that reuse one block for its four elements): lowf + (highf - lowf) * u with lowf, highf
  *  the binary32 roundings of @a low, @a high and u = (w >> 8) 2^-24 (each step rounded to
  *  binary32; the largest values may round up to highf, as in NumPy). */
-GS_HD float gs_random_uniform_f32(uint64_t seed, uint64_t i, double low, double high)
+GS_HD float gs_random_uniform_f32_w(const gs_philox4_t *w, uint64_t i, double low, double high)
 {
-    const gs_philox4_t w = gs_random_block_f32(seed, i >> 2);
-    const float u = (float)(w.v[i & 3u] >> 8) * 5.9604644775390625e-08f; /* 2^-24, exact */
+    const float u = (float)(w->v[i & 3u] >> 8) * 5.9604644775390625e-08f; /* 2^-24, exact */
     const float lo = (float)low, hi = (float)high;
     const float span = hi - lo;
     return lo + span * u;
+}
+
+GS_HD float gs_random_uniform_f32(uint64_t seed, uint64_t i, double low, double high)
+{
+    const gs_philox4_t w = gs_random_block_f32(seed, i >> 2);
+    return gs_random_uniform_f32_w(&w, i, low, high);
 }
 
 /** f32 standard normal from the words (wa, wb): r = sqrt(-2 ln u1), u1 = fl32(wa + 1) 2^-32 in
@@ -354,15 +360,20 @@ GS_HD float gs__normal_f32(uint32_t wa, uint32_t wb, unsigned sine)
     return r * (((n + 1u) & 2u) ? -t : t);
 }
 
-/** f32 Normal(mean, std) at global index @a i: fl32(meanf + fl32(stdf * z)) with meanf, stdf
+/** f32 Normal(mean, std) at global index @a i (the _w form: from the block @a w of i >> 2): fl32(meanf + fl32(stdf * z)) with meanf, stdf
  *  the binary32 roundings of @a mean and @a std, z = gs__normal_f32 of words (w0, w1) (i & 3 in
  *  {0, 1}) or (w2, w3) (i & 3 in {2, 3}), cosine for even i, sine for odd i. */
+GS_HD float gs_random_normal_f32_w(const gs_philox4_t *w, uint64_t i, double mean, double std)
+{
+    const unsigned h = (unsigned)(i & 2u);
+    const float z = gs__normal_f32(w->v[h], w->v[h + 1u], (unsigned)(i & 1u));
+    return (float)mean + (float)std * z;
+}
+
 GS_HD float gs_random_normal_f32(uint64_t seed, uint64_t i, double mean, double std)
 {
     const gs_philox4_t w = gs_random_block_f32(seed, i >> 2);
-    const unsigned h = (unsigned)(i & 2u);
-    const float z = gs__normal_f32(w.v[h], w.v[h + 1u], (unsigned)(i & 1u));
-    return (float)mean + (float)std * z;
+    return gs_random_normal_f32_w(&w, i, mean, std);
 }
 
 /** The high 64 bits of the 128-bit product x * y. */
