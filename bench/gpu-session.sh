@@ -20,6 +20,8 @@
 # stencil: the STENCIL kernel's tests and rate, gs-bench stencil on the GPUs and the CPU (issue 16).
 # dtype: typed fused kernels and combines on CUDA against the CPU backend, typed kernel
 #   timings (issue 20); targets test_chunkops_cuda gs-kbench.
+# rand32: float32 random CPU == GPU (also in dtype's chunkops_cuda/*), gs-bench seed --dtype float32
+#   (issue 20); targets test_chunkops_cuda gs-bench gsched gworker.
 # GS_TARGETS="a b ..." builds only those targets (a shorter build for one stage).
 set -uo pipefail
 what=${1:-all}
@@ -313,4 +315,15 @@ if [ "$what" = dtype ]; then
   echo "dtype tests: $(( $(date +%s) - t1 )) s"
   run $B/gs-kbench --no-linalg --reps 10 2>"$out/dtype-kbench.err" | tee "$out/dtype-kbench.jsonl" |
     grep -E '"(sum_1e8|philox_normal_store|typed_[a-z0-9_]*)"' | cut -c1-160
+fi
+if [ "$what" = rand32 ]; then
+  # rand32: float32 random and random integers, CPU == GPU bit for bit, and the seed in float32
+  # (issue 20 item 2); needs the targets test_chunkops_cuda gs-bench gsched gworker.
+  build-gpu/tests/test_chunkops_cuda --filter 'chunkops_cuda/float32_random*' 2>&1 | tail -3
+  {
+    run $B/gs-bench seed --n 20000 --chunk 1000 --workers 1 --backend cuda --dtype float32
+    run $B/gs-bench seed --n 500000 --chunk 10000 --workers 1 --backend cuda --repeat 3
+    run $B/gs-bench seed --n 500000 --chunk 10000 --workers 1 --backend cuda --repeat 3 --dtype float32
+  } 2>"$out/rand32.err" | tee "$out/rand32.jsonl" | cut -c1-300
+  tail -4 "$out/rand32.err"
 fi

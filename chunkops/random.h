@@ -243,4 +243,171 @@ GS_HD double gs_random_normal_v2(uint64_t seed, uint64_t i, double mean, double 
     return mean + std * z;
 }
 
+/* ---- float32 version 1 (docs/random.md, "float32 random, version 1") ----
+ *
+ * Element i of a float32 random array takes word j = i & 3 of the Philox4x32-10 block with
+ * counter (lo32(k), hi32(k), GS_RANDOM_F32_TAG, 0), k = i >> 2, key (lo32(s), hi32(s)): one
+ * block serves four elements. Uniform: (w_j >> 8) 2^-24. Normal: elements 4k, 4k+1 are
+ * r cos(theta), r sin(theta) of the Box-Muller transform of (w0, w1); 4k+2, 4k+3 the same of
+ * (w2, w3). Every step is IEEE binary32 arithmetic (+ - * / and sqrtf, rounded to nearest, never
+ * contracted into an FMA) or integer arithmetic, with no libm call, so the CPU and the GPU give
+ * the same bits. */
+
+#define GS_RANDOM_F32_TAG 0x46u                     /* counter word c2 of every float32 block */
+#define GS_RANDOM_INT_TAG 0x49u                     /* counter word c2 of every integer block */
+
+GS_HD float gs__u32_as_float(uint32_t u)
+{
+#if defined(__CUDA_ARCH__)
+    return __uint_as_float(u);
+#else
+    float f;
+    __builtin_memcpy(&f, &u, sizeof(f));
+    return f;
+#endif
+}
+
+GS_HD uint32_t gs__float_as_u32(float f)
+{
+#if defined(__CUDA_ARCH__)
+    return __float_as_uint(f);
+#else
+    uint32_t u;
+    __builtin_memcpy(&u, &f, sizeof(u));
+    return u;
+#endif
+}
+
+/** f32: the block of elements 4k .. 4k+3. */
+GS_HD gs_philox4_t gs_random_block_f32(uint64_t seed, uint64_t k)
+{
+    return gs_philox4x32_10((uint32_t)k, (uint32_t)(k >> 32), GS_RANDOM_F32_TAG, 0u,
+                            (uint32_t)seed, (uint32_t)(seed >> 32));
+}
+
+/** f32: ln(x) for a normal binary32 x > 0 (FreeBSD e_logf.c's general path, without its
+ *  shortcuts near 1: x = 2^k m, m in [sqrt(2)/2, sqrt(2)), f = m - 1, s = f / (2 + f)). */
+GS_HD float gs__logf_f32(float x)
+{
+    const float ln2_hi = 6.9313812256e-01f, ln2_lo = 9.0580006145e-06f;
+    const float Lg1 = 0.66666662693f, Lg2 = 0.40000972152f, Lg3 = 0.28498786688f,
+                Lg4 = 0.24279078841f;
+    uint32_t ix = gs__float_as_u32(x);
+    int32_t k = (int32_t)(ix >> 23) - 127;
+    ix &= 0x007fffffu;
+    const uint32_t i = (ix + (0x95f64u << 3)) & 0x00800000u; /* 1.m >= sqrt(2): halve */
+    const float m = gs__u32_as_float(ix | (i ^ 0x3f800000u));
+    k += (int32_t)(i >> 23);
+    const float f = m - 1.0f;
+    const float s = f / (2.0f + f);
+    const float dk = (float)k; /* |k| <= 150: exact */
+    const float z = s * s;
+    const float w = z * z;
+    const float t1 = w * (Lg2 + w * Lg4);
+    const float t2 = z * (Lg1 + w * Lg3);
+    const float R = t2 + t1;
+    const float hfsq = 0.5f * f * f;
+    return dk * ln2_hi - ((hfsq - (s * (hfsq + R) + dk * ln2_lo)) - f);
+}
+
+/** f32: cos(y), |y| <= pi/4 (Cephes cosf.c polynomial). */
+GS_HD float gs__kcosf_f32(float y)
+{
+    const float z = y * y;
+    return ((2.443315711809948e-5f * z - 1.388731625493765e-3f) * z + 4.166664568298827e-2f) *
+               z * z - 0.5f * z + 1.0f;
+}
+
+/** f32: sin(y), |y| <= pi/4 (Cephes sinf.c polynomial). */
+GS_HD float gs__ksinf_f32(float y)
+{
+    const float z = y * y;
+    return ((-1.9515295891e-4f * z + 8.3321608736e-3f) * z - 1.6666654611e-1f) * z * y + y;
+}
+
+/** f32 uniform on [low, high) at global index @a i (the _w form: from the block @a w of
+ *  i >> 2, for callers that reuse one block for its four elements): lowf + (highf - lowf) * u with lowf, highf
+ *  the binary32 roundings of @a low, @a high and u = (w >> 8) 2^-24 (each step rounded to
+ *  binary32; the largest values may round up to highf, as in NumPy). */
+GS_HD float gs_random_uniform_f32_w(const gs_philox4_t *w, uint64_t i, double low, double high)
+{
+    const float u = (float)(w->v[i & 3u] >> 8) * 5.9604644775390625e-08f; /* 2^-24, exact */
+    const float lo = (float)low, hi = (float)high;
+    const float span = hi - lo;
+    return lo + span * u;
+}
+
+GS_HD float gs_random_uniform_f32(uint64_t seed, uint64_t i, double low, double high)
+{
+    const gs_philox4_t w = gs_random_block_f32(seed, i >> 2);
+    return gs_random_uniform_f32_w(&w, i, low, high);
+}
+
+/** f32 standard normal from the words (wa, wb): r = sqrt(-2 ln u1), u1 = fl32(wa + 1) 2^-32 in
+ *  [2^-32, 1]; theta = 2 pi wb 2^-32 = n pi/2 + y, n = round(wb / 2^30) mod 4, y = d fl32(pi)
+ *  2^-31 with d = wb - round(wb / 2^30) 2^30 (an integer of at most 2^29 in magnitude; rounded
+ *  once to binary32, then one rounded product). Returns r cos(theta) (@a sine 0) or
+ *  r sin(theta) (@a sine 1). */
+GS_HD float gs__normal_f32(uint32_t wa, uint32_t wb, unsigned sine)
+{
+    const float x = (float)((uint64_t)wa + 1u) * 2.3283064365386963e-10f; /* 2^-32, exact */
+    const float r = sqrtf(-2.0f * gs__logf_f32(x));
+    const uint32_t q = (uint32_t)(((uint64_t)wb + (1u << 29)) >> 30);
+    const int32_t d = (int32_t)((int64_t)wb - ((int64_t)q << 30));
+    const float y = (float)d * 1.4629180792671596e-09f; /* fl32(pi) * 2^-31 */
+    const unsigned n = (q + sine * 3u) & 3u;            /* sin(theta) = cos(theta - pi/2) */
+    const float t = (n & 1u) ? gs__ksinf_f32(y) : gs__kcosf_f32(y);
+    return r * (((n + 1u) & 2u) ? -t : t);
+}
+
+/** f32 Normal(mean, std) at global index @a i (the _w form: from the block @a w of i >> 2): fl32(meanf + fl32(stdf * z)) with meanf, stdf
+ *  the binary32 roundings of @a mean and @a std, z = gs__normal_f32 of words (w0, w1) (i & 3 in
+ *  {0, 1}) or (w2, w3) (i & 3 in {2, 3}), cosine for even i, sine for odd i. */
+GS_HD float gs_random_normal_f32_w(const gs_philox4_t *w, uint64_t i, double mean, double std)
+{
+    const unsigned h = (unsigned)(i & 2u);
+    const float z = gs__normal_f32(w->v[h], w->v[h + 1u], (unsigned)(i & 1u));
+    return (float)mean + (float)std * z;
+}
+
+GS_HD float gs_random_normal_f32(uint64_t seed, uint64_t i, double mean, double std)
+{
+    const gs_philox4_t w = gs_random_block_f32(seed, i >> 2);
+    return gs_random_normal_f32_w(&w, i, mean, std);
+}
+
+/** The high 64 bits of the 128-bit product x * y. */
+GS_HD uint64_t gs__mulhi_u64(uint64_t x, uint64_t y)
+{
+#if defined(__CUDA_ARCH__)
+    return __umul64hi(x, y);
+#else
+    return (uint64_t)(((unsigned __int128)x * y) >> 64);
+#endif
+}
+
+/** Integer uniform on [low, high] (both ends included, as NumPy's random_integers; low <= high)
+ *  at global index @a i, by Lemire's nearly-divisionless method: with n = high - low + 1
+ *  (mod 2^64; 0 means all 2^64 values) candidate t = 0, 1, 2, ... is the 64-bit word
+ *  x = (w1 << 32) | w0 (t even) or (w3 << 32) | w2 (t odd) of the block with counter
+ *  (lo32(i), hi32(i), GS_RANDOM_INT_TAG, t >> 1); m = x n (128 bits); the candidate is taken
+ *  unless lo64(m) < (2^64 - n) mod n; the value is low + hi64(m). Each candidate is rejected with
+ *  probability < n / 2^64 (at most 1/2), independently. */
+GS_HD int64_t gs_random_integers(uint64_t seed, uint64_t i, int64_t low, int64_t high)
+{
+    const uint64_t n = (uint64_t)high - (uint64_t)low + 1u;
+    for (uint32_t t = 0;; t++) {
+        const gs_philox4_t w = gs_philox4x32_10((uint32_t)i, (uint32_t)(i >> 32),
+                                                GS_RANDOM_INT_TAG, t, (uint32_t)seed,
+                                                (uint32_t)(seed >> 32));
+        for (unsigned h = 0; h < 4u; h += 2u) {
+            const uint64_t x = ((uint64_t)w.v[h + 1u] << 32) | w.v[h];
+            if (n == 0) return (int64_t)((uint64_t)low + x);
+            const uint64_t lo = x * n;
+            if (lo < n && lo < (0u - n) % n) continue;
+            return (int64_t)((uint64_t)low + gs__mulhi_u64(x, n));
+        }
+    }
+}
+
 #endif

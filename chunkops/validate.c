@@ -6,6 +6,7 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 typedef __int128 gs__i128;
 
@@ -111,6 +112,9 @@ gs_status_t gs_kfused_validate(const gs_kfused_t *k)
         case GS_LEAF_NORMAL:
         case GS_LEAF_NORMAL_V2:
         case GS_LEAF_UNIFORM:
+        case GS_LEAF_UNIFORM_F32:
+        case GS_LEAF_NORMAL_F32:
+        case GS_LEAF_INTEGERS:
             if (lo < 0 || hi > INT64_MAX)
                 return gs_error_set(GS_ERR_INVALID_PARAM,
                                     "fused kernel: random leaf %d has element indices outside "
@@ -150,6 +154,27 @@ gs_status_t gs_kfused_validate(const gs_kfused_t *k)
             return gs_error_set(GS_ERR_INVALID_PARAM,
                                 "fused kernel: instruction %d reads leaf %d of %d", (int)i,
                                 (int)in->arg, (int)k->nleaves);
+        if (in->op == GS_OP_LEAF) {
+            /* float32 and integer random leaves push values of their own dtype */
+            const int32_t lk = k->leaves[in->arg].kind;
+            const int32_t want = lk == GS_LEAF_UNIFORM_F32 || lk == GS_LEAF_NORMAL_F32
+                                     ? GS_DTYPE_FLOAT32
+                                 : lk == GS_LEAF_INTEGERS ? GS_DTYPE_INT64 : -1;
+            if (want >= 0 && in->dtype != want)
+                return gs_error_set(GS_ERR_INVALID_PARAM,
+                                    "fused kernel: instruction %d reads leaf %d (%s random) as "
+                                    "dtype %d", (int)i, (int)in->arg,
+                                    want == GS_DTYPE_INT64 ? "int64" : "float32", (int)in->dtype);
+            if (lk == GS_LEAF_INTEGERS) {
+                int64_t lo, hi;
+                memcpy(&lo, &k->leaves[in->arg].p0, sizeof(lo));
+                memcpy(&hi, &k->leaves[in->arg].p1, sizeof(hi));
+                if (lo > hi)
+                    return gs_error_set(GS_ERR_INVALID_PARAM,
+                                        "fused kernel: integer random leaf %d has low %lld > "
+                                        "high %lld", (int)in->arg, (long long)lo, (long long)hi);
+            }
+        }
         if (depth < arity)
             return gs_error_set(GS_ERR_INVALID_PARAM,
                                 "fused kernel: stack underflow at instruction %d (%s needs %d "

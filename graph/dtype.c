@@ -330,3 +330,68 @@ double gs_dtype_to_double(gs_dtype_t dtype, const void *elem)
     default: return NAN;
     }
 }
+
+/* ---- random arrays of a dtype (docs/random.md, "float32 random" and "Random integers") ---- */
+
+static gs_status_t gs__random_dtype_check(const char *what, gs_dtype_t dtype, double p0, double p1,
+                                          gs_array_h *out_p)
+{
+    if (out_p == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "%s: out_p is NULL", what);
+    if (!gs__dtype_valid(dtype))
+        return gs_error_set(GS_ERR_INVALID_PARAM, "%s: unknown dtype %d", what, (int)dtype);
+    if (dtype != GS_DTYPE_FLOAT64 && dtype != GS_DTYPE_FLOAT32)
+        return gs_error_set(GS_ERR_INVALID_PARAM,
+                            "%s: dtype %s is not supported (float64 or float32; integers come "
+                            "from gs_array_random_integers)", what, gs_dtype_name(dtype));
+    if (dtype == GS_DTYPE_FLOAT32 && (!isfinite((float)p0) || !isfinite((float)p1)))
+        return gs_error_set(GS_ERR_INVALID_PARAM,
+                            "%s: parameters %g, %g are not finite in float32", what, p0, p1);
+    return GS_OK;
+}
+
+gs_status_t gs_array_random_normal_dtype(uint64_t seed, double mean, double std, gs_dtype_t dtype,
+                                         int ndim, const int64_t *shape, const int64_t *chunks,
+                                         gs_array_h *out_p)
+{
+    gs_array_h n;
+    gs_status_t st;
+    if ((st = gs__random_dtype_check("random normal", dtype, mean, std, out_p)) != GS_OK) return st;
+    if ((st = gs_array_random_normal(seed, mean, std, ndim, shape, chunks, &n)) != GS_OK)
+        return st;
+    n->dtype = dtype;   /* a fresh node: the dtype picks the definition (graph_internal.h) */
+    *out_p = n;
+    return GS_OK;
+}
+
+gs_status_t gs_array_random_uniform_dtype(uint64_t seed, double low, double high,
+                                          gs_dtype_t dtype, int ndim, const int64_t *shape,
+                                          const int64_t *chunks, gs_array_h *out_p)
+{
+    gs_array_h n;
+    gs_status_t st;
+    if ((st = gs__random_dtype_check("random uniform", dtype, low, high, out_p)) != GS_OK) return st;
+    if ((st = gs_array_random_uniform(seed, low, high, ndim, shape, chunks, &n)) != GS_OK)
+        return st;
+    n->dtype = dtype;
+    *out_p = n;
+    return GS_OK;
+}
+
+gs_status_t gs_array_random_integers(uint64_t seed, int64_t low, int64_t high, int ndim,
+                                     const int64_t *shape, const int64_t *chunks,
+                                     gs_array_h *out_p)
+{
+    gs_array_h n;
+    gs_status_t st;
+    if (out_p == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "random integers: out_p is NULL");
+    if (low > high)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "random integers: low %lld > high %lld",
+                            (long long)low, (long long)high);
+    if ((st = gs_array_random_uniform(seed, 0.0, 1.0, ndim, shape, chunks, &n)) != GS_OK)
+        return st;
+    memcpy(&n->u.gen.p0, &low, sizeof(low));    /* int64 bit patterns (graph_internal.h) */
+    memcpy(&n->u.gen.p1, &high, sizeof(high));
+    n->dtype = GS_DTYPE_INT64;
+    *out_p = n;
+    return GS_OK;
+}

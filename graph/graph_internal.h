@@ -132,6 +132,9 @@ struct gs_array {
             uint64_t seed;
             double p0, p1;
             int32_t version;     /* NORMAL: GS_RANDOM_V1 or GS_RANDOM_V2 (docs/random.md) */
+            /* The node's dtype picks the definition: NORMAL/UNIFORM of dtype float32 use the
+             * float32 definition (not a cast of float64 values); UNIFORM of dtype int64 is
+             * random_integers, p0/p1 holding the int64 bit patterns of low/high (inclusive). */
         } gen;
         struct {
             double *data;        /* chunk order: block 0 row-major, block 1, ... */

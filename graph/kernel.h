@@ -18,7 +18,8 @@
  * precision (float16: the double result rounded once to binary16); integer dtypes wrap
  * (two's complement) to their width; integer DIV is not emitted (true division is float);
  * integer FLOORDIV/MOD by zero give 0 as NumPy does. A CHUNK leaf's `dtype` is the element
- * type of its data; random and index leaves are float64. GS_TERM_STORE writes the result in
+ * type of its data; random and index leaves are float64, except the
+ * float32 and integer random leaves (below). GS_TERM_STORE writes the result in
  * `out_dtype`, which is the result dtype of the last instruction. REDUCE takes float64 values
  * (the lowering casts), so records are always float64; COMBINE with `finalize` writes
  * `out_dtype` values.
@@ -40,6 +41,13 @@
  *   - GS_LEAF_NORMAL_V2: value = gs_random_normal_v2(seed, off_k(p), p0 = mean, p1 = std)
  *     (version 2 of the normal definition, docs/random.md; the value of index i depends on
  *      the block of pair i >> 1 only, so a region may compute both elements of a pair at once)
+ *   - GS_LEAF_UNIFORM_F32, GS_LEAF_NORMAL_F32: value = gs_random_uniform_f32 / _normal_f32(seed,
+ *     off_k(p), p0, p1), a float32 value (docs/random.md, "float32 random"); every GS_OP_LEAF
+ *     of such a leaf has dtype GS_DTYPE_FLOAT32
+ *   - GS_LEAF_INTEGERS: value = gs_random_integers(seed, off_k(p), low, high), an int64 value;
+ *     p0 and p1 hold the int64 bit patterns of low and high (low <= high), and every GS_OP_LEAF
+ *     of the leaf has dtype GS_DTYPE_INT64
+ *     (the leaf's own `dtype` field stays float64 for all random and index leaves)
  *
  * Program. `prog[0..nprog)` is evaluated in postfix order on a value stack; the program leaves
  * exactly one value. GS_OP_LEAF pushes leaf `arg`; GS_OP_CONST pushes `imm`; unary ops replace
@@ -81,6 +89,9 @@ typedef enum gs_leaf_kind {
     GS_LEAF_UNIFORM = 2,
     GS_LEAF_INDEX = 3,
     GS_LEAF_NORMAL_V2 = 4,          /* random.h version 2 (pairs of elements share a block) */
+    GS_LEAF_UNIFORM_F32 = 5,        /* random.h float32 version 1 (typed programs only) */
+    GS_LEAF_NORMAL_F32 = 6,         /* random.h float32 version 1 (typed programs only) */
+    GS_LEAF_INTEGERS = 7,           /* random.h gs_random_integers (typed programs only) */
     GS_LEAF_KIND_COUNT
 } gs_leaf_kind_t;
 

@@ -278,7 +278,11 @@ static int32_t lw_add_leaf(lw_emit_t *em, const gs__fleaf_t *lf)
             continue;
         if (lf->kind == GS_LEAF_CHUNK) {
             if (o->src == lf->src) return k;
-        } else if (o->seed == lf->seed && o->p0 == lf->p0 && o->p1 == lf->p1 &&
+        } else if (o->seed == lf->seed &&
+                   (lf->kind == GS_LEAF_INTEGERS /* p0, p1: int64 bit patterns */
+                        ? memcmp(&o->p0, &lf->p0, sizeof(double)) == 0 &&
+                              memcmp(&o->p1, &lf->p1, sizeof(double)) == 0
+                        : o->p0 == lf->p0 && o->p1 == lf->p1) &&
                    memcmp(o->shape, lf->shape, sizeof(o->shape)) == 0) {
             return k;
         }
@@ -321,7 +325,10 @@ static void lw_chunk_leaf(lw_emit_t *em, int64_t node, const gs__lmap_t *m)
     lw_push(em, GS_OP_LEAF, lw_add_leaf(em, &lf), 0.0, lf.dtype);
 }
 
-static void lw_gen_leaf(lw_emit_t *em, int32_t kind, const struct gs_array *n, const gs__lmap_t *m)
+/* A random or index leaf of @a kind read by a GS_OP_LEAF of dtype @a dtype (float64 but for the
+ * float32 and integer random leaves, graph/kernel.h). */
+static void lw_gen_leaf_typed(lw_emit_t *em, int32_t kind, const struct gs_array *n,
+                              const gs__lmap_t *m, int32_t dtype)
 {
     gs__fleaf_t lf;
     memset(&lf, 0, sizeof(lf));
@@ -334,7 +341,12 @@ static void lw_gen_leaf(lw_emit_t *em, int32_t kind, const struct gs_array *n, c
         lf.p0 = n->u.gen.p0;
         lf.p1 = n->u.gen.p1;
     }
-    lw_push(em, GS_OP_LEAF, lw_add_leaf(em, &lf), 0.0, GS_DTYPE_FLOAT64);
+    lw_push(em, GS_OP_LEAF, lw_add_leaf(em, &lf), 0.0, dtype);
+}
+
+static void lw_gen_leaf(lw_emit_t *em, int32_t kind, const struct gs_array *n, const gs__lmap_t *m)
+{
+    lw_gen_leaf_typed(em, kind, n, m, GS_DTYPE_FLOAT64);
 }
 
 static const int32_t lw_unop[GS_UNARY_COUNT] = {
@@ -437,10 +449,19 @@ static void lw_emit_node(lw_emit_t *em, int64_t idx, const gs__lmap_t *m)
     const int32_t c = gs__node_compute_dtype(n);
     switch (n->kind) {
     case GS__NODE_NORMAL:
+        if (n->dtype == GS_DTYPE_FLOAT32) { /* float32 definition: pushes float32 values */
+            lw_gen_leaf_typed(em, GS_LEAF_NORMAL_F32, n, m, GS_DTYPE_FLOAT32);
+            break;
+        }
         lw_gen_leaf(em, n->u.gen.version == GS_RANDOM_V2 ? GS_LEAF_NORMAL_V2 : GS_LEAF_NORMAL, n, m);
         lw_cast(em, GS_DTYPE_FLOAT64, n->dtype);
         break;
     case GS__NODE_UNIFORM:
+        if (n->dtype == GS_DTYPE_FLOAT32 || n->dtype == GS_DTYPE_INT64) {
+            lw_gen_leaf_typed(em, n->dtype == GS_DTYPE_INT64 ? GS_LEAF_INTEGERS : GS_LEAF_UNIFORM_F32,
+                              n, m, n->dtype);
+            break;
+        }
         lw_gen_leaf(em, GS_LEAF_UNIFORM, n, m);
         lw_cast(em, GS_DTYPE_FLOAT64, n->dtype);
         break;

@@ -3,6 +3,7 @@
  * failures of the run exit with status 1.
  *
  *   gs-bench seed --n N --chunk C [--workers W] [--backend cpu|cuda] [--no-fuse] [--no-pushdown]
+ *                 [--dtype float64|float32]
  *                 [--scheduler tcp://host:port] [--repeat R] [--seed S] [--token T]
  *   gs-bench tasks --tasks N [--shape independent|tree] [--split-every K] [--elems E]
  *                 [--workers W] [--backend cpu|cuda] [--scheduler tcp://host:port] [--repeat R]

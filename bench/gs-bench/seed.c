@@ -32,6 +32,7 @@ typedef struct gs__run {
 
 static int gs__seed_run(gs_client_h client, gs_array_h expr, int sample, gs__run_t *r)
 {
+    const gs_dtype_t dt = (gs_dtype_t)gs_array_dtype(expr);
     gs_future_h f;
     double t0, v = 0.0;
     gs_status_t st;
@@ -55,7 +56,7 @@ static int gs__seed_run(gs_client_h client, gs_array_h expr, int sample, gs__run
         gs_future_destroy(f);
         return 1;
     }
-    r->value = v;
+    r->value = gs_dtype_to_double(dt, &v);   /* the 0-d result in its dtype (float32: 4 bytes) */
     if (gs_future_stats(f, &r->stats) != GS_OK) memset(&r->stats, 0, sizeof(r->stats));
     st = gs__report_save(client, f) ? GS_ERR_IO : GS_OK;
     gs_future_destroy(f);
@@ -81,7 +82,11 @@ static void gs__seed_usage(FILE *f)
             "  --repeat R            R > 1: one cold run, then R timed runs (median reported)\n"
             "  --seed S              random seed (default 0)\n"
             "  --random-v2           normals under docs/random.md's version 2 (default: version 1)\n"
-            "Prints one JSON line: bench, n, chunk, workers, backend, fused, random, value, count,\n"
+            "  --dtype float64|float32  the array's dtype (default float64); float32 uses\n"
+            "                        docs/random.md's float32 definition, + 1 in float32, and the\n"
+            "                        sum is float32 (NumPy's result dtype; accumulated in float64)\n"
+            "Prints one JSON line: bench, n, chunk, workers, backend, fused, random, dtype, value,\n"
+            "count,\n"
             "mean, "
             "seconds, cold_seconds, tasks, submit_s, kernel_s, runtime_s_per_task, ...\n");
 }
@@ -97,6 +102,7 @@ int gs__bench_seed(int argc, char **argv)
     gs__run_t cold, run, last;
     int rc = 1, nruns;
     int64_t count;
+    gs_dtype_t dtype = GS_DTYPE_FLOAT64;
 
     memset(&c, 0, sizeof(c));
     c.fuse = c.pushdown = 1;
@@ -121,20 +127,35 @@ int gs__bench_seed(int argc, char **argv)
             i++;
             continue;
         }
+        if (strcmp(a, "--dtype") == 0) {
+            const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+            if (v != NULL && strcmp(v, "float64") == 0) dtype = GS_DTYPE_FLOAT64;
+            else if (v != NULL && strcmp(v, "float32") == 0) dtype = GS_DTYPE_FLOAT32;
+            else return gs__bad("--dtype expects float64 or float32, not '%s'", v ? v : "");
+            i++;
+            continue;
+        }
         r = gs__common_arg(argc, argv, &i, &c);
         if (r < 0) return 2;
         if (r == 0) return gs__bad("unknown option '%s'", a);
     }
     if (n < 0) return gs__bad("--n is required");
     if (chunk < 0) return gs__bad("--chunk is required");
+    if (dtype == GS_DTYPE_FLOAT32 && c.random_v2)
+        return gs__bad("--random-v2 is a float64 definition; float32 has its own (docs/random.md)");
 
     /* the expression */
     {
         int64_t shape[2] = {n, n}, chunks[2] = {chunk, chunk};
         memset(sl, 0, sizeof(sl));
         sl[0].step = sl[1].step = 2;
-        if (gs_array_random_normal_version(c.seed, 10.0, 1.0, c.random_v2 ? GS_RANDOM_V2 : GS_RANDOM_V1,
-                                           2, shape, chunks, &x) != GS_OK ||
+        gs_status_t gst =
+            dtype == GS_DTYPE_FLOAT32
+                ? gs_array_random_normal_dtype(c.seed, 10.0, 1.0, dtype, 2, shape, chunks, &x)
+                : gs_array_random_normal_version(c.seed, 10.0, 1.0,
+                                                 c.random_v2 ? GS_RANDOM_V2 : GS_RANDOM_V1, 2,
+                                                 shape, chunks, &x);
+        if (gst != GS_OK ||
             gs_array_binary_scalar(GS_BINARY_ADD, x, 1.0, &y) != GS_OK ||
             gs_array_slice(y, 2, sl, &z) != GS_OK ||
             gs_array_reduce(GS_RED_SUM, z, NULL, &s) != GS_OK) {
@@ -176,8 +197,10 @@ int gs__bench_seed(int argc, char **argv)
         if (c.backend != NULL && strcmp(c.backend, "cpu") == 0 && ncpu > c.workers)
             slots = (double)c.workers * (double)(ncpu / c.workers);
         /* one line for people (stderr, so that stdout stays one JSON line), then the JSON */
-        fprintf(stderr, "(normal(10, 1, (%" PRId64 ", %" PRId64 ")) + 1)[::2, ::2].sum() of %.3g GB of float64 "
-                        "on %d %s worker(s): %.17g in %.3f s\n", n, n, (double)n * (double)n * 8e-9, c.workers,
+        const double esize = (double)gs_dtype_size(dtype);
+        fprintf(stderr, "(normal(10, 1, (%" PRId64 ", %" PRId64 ")) + 1)[::2, ::2].sum() of %.3g GB of %s "
+                        "on %d %s worker(s): %.17g in %.3f s\n", n, n, (double)n * (double)n * esize * 1e-9,
+                gs_dtype_name(dtype), c.workers,
                 c.backend ? c.backend : "remote", cold.value, seconds);
         fflush(stderr);
         printf("{\"bench\":\"seed\",\"n\":%" PRId64 ",\"chunk\":%" PRId64 ",\"workers\":%d", n,
@@ -185,6 +208,7 @@ int gs__bench_seed(int argc, char **argv)
         printf(",\"backend\":\"%s\"", c.backend ? c.backend : "remote");
         printf(",\"fused\":%s,\"pushdown\":%s,\"random\":%d", c.fuse ? "true" : "false",
                c.pushdown ? "true" : "false", c.random_v2 ? 2 : 1);
+        printf(",\"dtype\":\"%s\"", gs_dtype_name(dtype));
         printf(",\"seed\":%" PRIu64, c.seed);
         gs__json_num("value", cold.value);
         printf(",\"count\":%" PRId64, count);
@@ -203,7 +227,7 @@ int gs__bench_seed(int argc, char **argv)
                      tasks > 0 ? fmax(0.0, last.seconds * slots - last.stats.run_s_total) / tasks
                                : NAN);
         gs__json_num("tasks_per_s", last.seconds > 0 ? tasks / last.seconds : NAN);
-        gs__json_num("gb_per_s", (double)n * (double)n * 8.0 / seconds * 1e-9);
+        gs__json_num("gb_per_s", (double)n * (double)n * esize / seconds * 1e-9);
         if (last.cpu_ok) {
             /* CPU seconds of the last run by process (user + system), and the kernel's share */
             gs__json_num("client_cpu_s", last.cpu.self_user_s + last.cpu.self_sys_s);

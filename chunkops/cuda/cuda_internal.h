@@ -321,6 +321,13 @@ gs_status_t gs__cuda_fused_occupancy(gs__cuda_dev_t *dev);
 gs_status_t gs__cuda_launch_fused(void *stream, const gs__cuda_fplan_t *p);
 /** Enqueue a validated STORE fused spec that uses dtypes other than float64 (fused_typed.cu). */
 gs_status_t gs__cuda_launch_typed(const gs__cuda_dev_t *dev, void *stream, const gs_kfused_t *k);
+/** A validated typed REDUCE spec that is a whole-region SUM (red_axis -1, ndim >= 1, not
+ *  empty): enqueue k_typed_sum (fused_typed.cu) with @a partials (>= one double per block) and
+ *  the stream's ticket @a counter, set *st_p and return 1; return 0 (nothing enqueued) for any
+ *  other spec, which the staging path handles. */
+int gs__cuda_launch_typed_sum(const gs__cuda_dev_t *dev, void *stream, const gs_kfused_t *k,
+                              double *partials, size_t npartials, unsigned int *counter,
+                              gs_status_t *st_p);
 /** Enqueue a validated combine. */
 gs_status_t gs__cuda_launch_combine(const gs__cuda_dev_t *dev, void *stream,
                                     const gs_kcombine_t *k);

@@ -1,5 +1,6 @@
 /* The fused kernel for programs with dtypes other than float64 (graph/kernel.h, "Dtypes"):
- * STORE terminal only. One thread per output element in a grid-stride loop; each thread
+ * STORE terminal, and whole-region SUM (k_typed_sum; other typed reductions go through the
+ * staging buffer of ctx.c). One thread per output element in a grid-stride loop; each thread
  * unravels its flat index, reads its leaves (typed chunk data through gs_load_elem, random
  * and index leaves as float64), runs the program with the element rules of
  * chunkops/elem_dtype.h (shared with the CPU backend, so both give the same values) and
@@ -31,8 +32,44 @@ __device__ __forceinline__ double typed_leaf(const gs_kleaf_t &lf, int64_t off)
     case GS_LEAF_CHUNK: return gs_load_elem(lf.dtype, lf.data, off);
     case GS_LEAF_NORMAL: return gs_random_normal(lf.seed, (uint64_t)off, lf.p0, lf.p1);
     case GS_LEAF_UNIFORM: return gs_random_uniform(lf.seed, (uint64_t)off, lf.p0, lf.p1);
+    case GS_LEAF_NORMAL_V2: return gs_random_normal_v2(lf.seed, (uint64_t)off, lf.p0, lf.p1);
+    case GS_LEAF_UNIFORM_F32:
+        return (double)gs_random_uniform_f32(lf.seed, (uint64_t)off, lf.p0, lf.p1);
+    case GS_LEAF_NORMAL_F32:
+        return (double)gs_random_normal_f32(lf.seed, (uint64_t)off, lf.p0, lf.p1);
+    case GS_LEAF_INTEGERS:
+        return gs_i_v(gs_random_integers(lf.seed, (uint64_t)off, gs_v_i(lf.p0), gs_v_i(lf.p1)));
     default: return (double)off;
     }
+}
+
+/* The program's value at output position p (graph/kernel.h: postfix, typed rules). */
+__device__ __forceinline__ double typed_eval(const gs_kfused_t &k, const int64_t (&p)[GS_MAX_NDIM])
+{
+    double stk[GS_KERNEL_MAX_STACK];
+    int sp = 0;
+    for (int pc = 0; pc < k.nprog; pc++) {
+        const gs_kinstr_t *in = &k.prog[pc];
+        const int ar = opcode_arity(in->op);
+        if (in->op == GS_OP_LEAF) {
+            const gs_kleaf_t &lf = k.leaves[in->arg];
+            int64_t off = lf.base;
+            for (int j = 0; j < k.ndim; j++) off += p[j] * lf.stride[j];
+            stk[sp++] = typed_leaf(lf, off);
+        } else if (ar == 0) {
+            stk[sp++] = gs_typed_apply1(in, 0, 0.0, 0.0);
+        } else if (ar == 3) {
+            /* where: condition (bool) below the two values */
+            stk[sp - 3] = gs_v_i(stk[sp - 3]) != 0 ? stk[sp - 2] : stk[sp - 1];
+            sp -= 2;
+        } else if (ar == 2) {
+            stk[sp - 2] = gs_typed_apply1(in, 2, stk[sp - 2], stk[sp - 1]);
+            sp--;
+        } else {
+            stk[sp - 1] = gs_typed_apply1(in, 1, stk[sp - 1], 0.0);
+        }
+    }
+    return stk[0];
 }
 
 __global__ void __launch_bounds__(BLOCK) k_typed_store(const __grid_constant__ gs_kfused_t k,
@@ -46,31 +83,54 @@ __global__ void __launch_bounds__(BLOCK) k_typed_store(const __grid_constant__ g
             p[j] = rem % k.shape[j];
             rem /= k.shape[j];
         }
-        double stk[GS_KERNEL_MAX_STACK];
-        int sp = 0;
-        for (int pc = 0; pc < k.nprog; pc++) {
-            const gs_kinstr_t *in = &k.prog[pc];
-            const int ar = opcode_arity(in->op);
-            if (in->op == GS_OP_LEAF) {
-                const gs_kleaf_t &lf = k.leaves[in->arg];
-                int64_t off = lf.base;
-                for (int j = 0; j < k.ndim; j++) off += p[j] * lf.stride[j];
-                stk[sp++] = typed_leaf(lf, off);
-            } else if (ar == 0) {
-                stk[sp++] = gs_typed_apply1(in, 0, 0.0, 0.0);
-            } else if (ar == 3) {
-                /* where: condition (bool) below the two values */
-                stk[sp - 3] = gs_v_i(stk[sp - 3]) != 0 ? stk[sp - 2] : stk[sp - 1];
-                sp -= 2;
-            } else if (ar == 2) {
-                stk[sp - 2] = gs_typed_apply1(in, 2, stk[sp - 2], stk[sp - 1]);
-                sp--;
-            } else {
-                stk[sp - 1] = gs_typed_apply1(in, 1, stk[sp - 1], 0.0);
-            }
-        }
-        gs_store_elem(k.out_dtype, k.out, e, stk[0]);
+        gs_store_elem(k.out_dtype, k.out, e, typed_eval(k, p));
     }
+}
+
+/* Whole-region SUM of a typed REDUCE program (its values are float64, graph/kernel.h): block b
+ * takes rows b, b + grid, ... (a row: all axes but the last), its threads the row's elements
+ * j, j + BLOCK, ...; each thread sums its values in that order, the block in a fixed tree,
+ * and the last block to finish (an integer ticket elects it) adds the block partials in block
+ * order: the same sum on every run. */
+__global__ void __launch_bounds__(BLOCK) k_typed_sum(const __grid_constant__ gs_kfused_t k,
+                                                     int64_t rows, double *partials,
+                                                     unsigned int *counter)
+{
+    __shared__ double sh[BLOCK];
+    __shared__ int last;
+    const int nd = k.ndim;
+    const int64_t L = k.shape[nd - 1];
+    double acc = 0.0;
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        int64_t p[GS_MAX_NDIM];
+        int64_t rem = r;
+        for (int j = nd - 2; j >= 0; j--) {
+            p[j] = rem % k.shape[j];
+            rem /= k.shape[j];
+        }
+        for (int64_t c = threadIdx.x; c < L; c += BLOCK) {
+            p[nd - 1] = c;
+            acc += typed_eval(k, p);
+        }
+    }
+    sh[threadIdx.x] = acc;
+    __syncthreads();
+    for (int w = BLOCK / 2; w > 0; w >>= 1) {
+        if ((int)threadIdx.x < w) sh[threadIdx.x] += sh[threadIdx.x + w];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        partials[blockIdx.x] = sh[0];
+        __threadfence();
+        last = atomicAdd(counter, 1u) == gridDim.x - 1;
+    }
+    __syncthreads();
+    if (!last || threadIdx.x != 0) return;
+    __threadfence();
+    double s = 0.0;
+    for (unsigned b = 0; b < gridDim.x; b++) s += __ldcg(partials + b);
+    k.out[0] = s;
+    *counter = 0u; /* ready for the next kernel on this stream */
 }
 
 }  // namespace
@@ -90,4 +150,27 @@ extern "C" gs_status_t gs__cuda_launch_typed(const gs__cuda_dev_t *dev, void *st
     if (err == cudaSuccess) err = cudaGetLastError();
     if (err != cudaSuccess) return gs__cuda_error((int)err, "cudaLaunchKernel(typed fused)");
     return GS_OK;
+}
+
+extern "C" int gs__cuda_launch_typed_sum(const gs__cuda_dev_t *dev, void *stream,
+                                         const gs_kfused_t *k, double *partials,
+                                         size_t npartials, unsigned int *counter,
+                                         gs_status_t *st_p)
+{
+    if (k->terminal != GS_TERM_REDUCE || k->redop != GS_RED_SUM || k->red_axis != -1 ||
+        k->ndim < 1)
+        return 0;
+    int64_t rows = 1;
+    for (int j = 0; j < k->ndim - 1; j++) rows *= k->shape[j];
+    if (rows == 0 || k->shape[k->ndim - 1] == 0) return 0;
+    int64_t blocks = rows;
+    const int64_t cap = (int64_t)(dev->num_sms > 0 ? dev->num_sms : 1) * 16;
+    if (blocks > cap) blocks = cap;
+    if ((size_t)blocks > npartials) return 0;
+    void *args[4] = {(void *)k, (void *)&rows, (void *)&partials, (void *)&counter};
+    cudaError_t err = cudaLaunchKernel((const void *)k_typed_sum, dim3((unsigned)blocks),
+                                       dim3(BLOCK), args, 0, (cudaStream_t)stream);
+    if (err == cudaSuccess) err = cudaGetLastError();
+    *st_p = err != cudaSuccess ? gs__cuda_error((int)err, "cudaLaunchKernel(typed sum)") : GS_OK;
+    return 1;
 }

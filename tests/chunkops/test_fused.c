@@ -438,7 +438,8 @@ static void make_leaf(gs_kfused_t *k, int li, owned_t *own, int nasty)
     gs_kleaf_t *lf = &k->leaves[li];
     int64_t span;
     memset(lf, 0, sizeof(*lf));
-    lf->kind = rndi(GS_LEAF_KIND_COUNT);
+    /* the float64 kinds (the float32 and integer random leaves need typed programs) */
+    lf->kind = rndi(GS_LEAF_NORMAL_V2 + 1);
     switch (lf->kind) {
     case GS_LEAF_CHUNK: {
         int64_t pad = rndi(4);

@@ -216,6 +216,32 @@ gs_status_t gs_array_random_uniform(uint64_t seed, double low, double high, int 
                                     const int64_t *shape, const int64_t *chunks,
                                     gs_array_h *out_p);
 
+/** gs_array_random_normal() with elements of @a dtype: GS_DTYPE_FLOAT64 is exactly
+ *  gs_array_random_normal() (version 1); GS_DTYPE_FLOAT32 is the float32 definition of
+ *  docs/random.md ("float32 random"): binary32 arithmetic, the same bits on CPU and GPU, never a
+ *  rounding of the float64 array. Errors: GS_ERR_INVALID_PARAM for another dtype (the message
+ *  names it), for mean or std not finite in the dtype, and what gs_array_random_normal()
+ *  rejects. *out_p (a new reference) is written only on success. */
+gs_status_t gs_array_random_normal_dtype(uint64_t seed, double mean, double std, gs_dtype_t dtype,
+                                         int ndim, const int64_t *shape, const int64_t *chunks,
+                                         gs_array_h *out_p);
+
+/** gs_array_random_uniform() with elements of @a dtype (float64 or float32), as
+ *  gs_array_random_normal_dtype(). */
+gs_status_t gs_array_random_uniform_dtype(uint64_t seed, double low, double high,
+                                          gs_dtype_t dtype, int ndim, const int64_t *shape,
+                                          const int64_t *chunks, gs_array_h *out_p);
+
+/** int64 random array uniform on [low, high], BOTH ends included (NumPy's random_integers;
+ *  Generator.integers(low, high + 1)), unbiased (Lemire's method with rejection; docs/random.md
+ *  "Random integers"). low = INT64_MIN, high = INT64_MAX gives all 2^64 values. Chunking,
+ *  worker and backend independent like every random array. Errors: GS_ERR_INVALID_PARAM for
+ *  low > high and what gs_array_random_normal() rejects for ndim/shape/chunks/out_p; *out_p (a
+ *  new reference) is written only on success. */
+gs_status_t gs_array_random_integers(uint64_t seed, int64_t low, int64_t high, int ndim,
+                                     const int64_t *shape, const int64_t *chunks,
+                                     gs_array_h *out_p);
+
 /** Array filled with @a value. */
 gs_status_t gs_array_full(double value, int ndim, const int64_t *shape, const int64_t *chunks,
                           gs_array_h *out_p);
