@@ -467,7 +467,7 @@ Test(graph_file, a_repeated_commit_keeps_the_complete_file)
     for (uint32_t l = 0; l < tg->nlayers; l++) {
         if (strcmp(gs_layer_name(tg->layers[l]), "file-commit") != 0) continue;
         double total = 50 * 8, out = 0;
-        gs_chunk_ref_t in = {&total, 1};
+        gs_chunk_ref_t in = {&total, 1, sizeof(double)};
         gs_ktask_t kt;
         TX_OK(gs_layer_instantiate(tg->layers[l], 0, 1, &in, &out, &kt));
         TX_OK(gs_chunkops_run_ktask(&gs_chunkops_cpu_ops, ctx, NULL, &kt));
