@@ -961,3 +961,9 @@ const gs_chunkops_ops_t gs_chunkops_cuda_ops = {
     .host_register = gs__cuda_host_register,
     .host_unregister = gs__cuda_host_unregister,
 };
+
+void *gs__cuda_stream_raw(gs_chunkops_stream_h stream, int *device_p)
+{
+    *device_p = stream->ctx->device;
+    return (void *)stream->s;
+}

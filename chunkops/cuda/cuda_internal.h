@@ -13,6 +13,7 @@
 #ifndef GS_CHUNKOPS_CUDA_INTERNAL_H
 #define GS_CHUNKOPS_CUDA_INTERNAL_H
 
+#include "chunkops/chunkops.h"
 #include "graph/kernel.h"
 
 #include <gsched/status.h>
@@ -329,6 +330,8 @@ gs_status_t gs__cuda_launch_copy(void *stream, const gs__cuda_cplan_t *p);
 
 /** Turn a cudaError_t (as int) from @a call into GS_ERR_CUDA with a message. */
 gs_status_t gs__cuda_error(int err, const char *call);
+/** The cudaStream_t of a "cuda" chunkops stream, and its context's device (ctx.c). */
+void *gs__cuda_stream_raw(gs_chunkops_stream_h stream, int *device_p);
 
 #ifdef __cplusplus
 }
