@@ -288,6 +288,11 @@ if [ "$what" = stencil ]; then
     GS_TEST_BACKEND=cuda timeout 300 build-gpu/tests/test_integration --verbose \
       --filter 'integration_stencil/*' >>"$out/stencil-tests.log" 2>&1
   fi
+  # users' CUDA C++ kernels (NVRTC): compile + disk cache, launch against a C reference, an
+  # illegal address failing the sync (targets test_chunkops_cuda_rtc test_chunkops_cuda_rtc_launch)
+  for t in test_chunkops_cuda_rtc test_chunkops_cuda_rtc_launch; do
+    [ -x build-gpu/tests/$t ] && build-gpu/tests/$t --verbose >>"$out/stencil-tests.log" 2>&1
+  done
   grep -hE "Synthesis" "$out/stencil-tests.log"
   grep -hE -A12 "\[FAIL\]|CRASH" "$out/stencil-tests.log" | head -40
   {

@@ -97,6 +97,10 @@ typedef struct gs_cuda_rtc_kernel *gs_cuda_rtc_kernel_h;
  *  release it with gs_cuda_rtc_unload once no launch of it is in flight. */
 gs_status_t gs_cuda_rtc_load(int device, const void *image, size_t len, const char *name,
                              gs_cuda_rtc_kernel_h *kernel_p);
+/** The architecture of CUDA device @a device as gs_cuda_rtc_compile takes it (major * 10 +
+ *  minor: 90 for an H100 or H200), or 0 when it cannot be queried (no device). */
+int gs_cuda_rtc_device_arch(int device);
+
 /** Unload @a kernel (NULL is fine). */
 void gs_cuda_rtc_unload(gs_cuda_rtc_kernel_h kernel);
 

@@ -52,6 +52,17 @@ err_free:
     return st;
 }
 
+int gs_cuda_rtc_device_arch(int device)
+{
+    int major = 0, minor = 0;
+    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) {
+        (void)cudaGetLastError();
+        return 0;
+    }
+    return major * 10 + minor;
+}
+
 void gs_cuda_rtc_unload(gs_cuda_rtc_kernel_h kernel)
 {
     if (kernel == NULL) return;
