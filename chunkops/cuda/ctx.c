@@ -948,6 +948,7 @@ const gs_chunkops_ops_t gs_chunkops_cuda_ops = {
     .copy = gs__cuda_copy,
     .linalg = gs__cuda_linalg,
     .stencil = gs__cuda_stencil,
+    .cuda_user = gs__cuda_rtc_user,
     .ipc_export = gs__cuda_ipc_export,
     .ipc_open = gs__cuda_ipc_open,
     .ipc_close = gs__cuda_ipc_close,

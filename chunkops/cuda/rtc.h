@@ -31,6 +31,11 @@
  *
  * It is launched on the worker's stream with blockDim.x = GS_CUDA_RTC_BLOCK (256) and
  * gridDim.x = ceil(n_out / 256) (at least 1): thread i usually computes out element i.
+ *
+ * The backend's cuda_user op (chunkops.h) compiles a gs_kuser_t's cuda_src on first use for
+ * the device's architecture, with the disk cache of gs_cuda_rtc_cache_dir($GS_CUDA_RTC_CACHE_DIR)
+ * (a worker sets that variable to its local directory; unset: $XDG_CACHE_HOME or $HOME), and
+ * keeps the kernel loaded for the life of the process.
  */
 #ifndef GS_CHUNKOPS_CUDA_RTC_H
 #define GS_CHUNKOPS_CUDA_RTC_H

@@ -6,9 +6,12 @@
 #include "chunkops/cuda/cuda_internal.h"
 #include "common/alloc.h"
 #include "common/error.h"
+#include "common/hashmap.h"
 
 #include <cuda_runtime.h>
 
+#include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 struct gs_cuda_rtc_kernel {
@@ -122,4 +125,99 @@ err_arg:
 err_cuda:
     (void)cudaGetLastError();
     return gs__cuda_error((int)e, "cuda user kernel launch");
+}
+
+/* ---- the cuda_user op: kernels loaded once per process and device ---- */
+
+typedef struct gs__rtc_loaded {
+    int device;
+    uint64_t hash;              /* gs_hash_bytes over name NUL source */
+    char *name, *source;        /* owned copies (the key compared in full) */
+    gs_cuda_rtc_kernel_h kernel;
+} gs__rtc_loaded_t;
+
+static pthread_mutex_t gs__rtc_lock = PTHREAD_MUTEX_INITIALIZER;
+static gs__rtc_loaded_t gs__rtc_loaded[GS__CUDA_RTC_MAX_LOADED];
+static int gs__rtc_nloaded;
+
+static uint64_t gs__rtc_src_hash(const char *name, const char *src)
+{
+    uint64_t h = gs_hash_bytes(name, strlen(name) + 1);
+    return h ^ gs_hash_u64(gs_hash_bytes(src, strlen(src)));
+}
+
+/* The loaded kernel for (device, name, src), compiling (disk cache) and loading it on first
+ * use. The lock is held across the compilation so one kernel is compiled once. */
+static gs_status_t gs__rtc_get(int device, const char *name, const char *src,
+                               gs_cuda_rtc_kernel_h *kernel_p)
+{
+    uint64_t h = gs__rtc_src_hash(name, src);
+    char dir[4096];
+    const char *cache = NULL;
+    void *img = NULL;
+    size_t len = 0;
+    gs_cuda_rtc_kernel_h k = NULL;
+    gs_status_t st = GS_OK;
+    pthread_mutex_lock(&gs__rtc_lock);
+    for (int i = 0; i < gs__rtc_nloaded; i++) {
+        gs__rtc_loaded_t *e = &gs__rtc_loaded[i];
+        if (e->device == device && e->hash == h && strcmp(e->name, name) == 0 &&
+            strcmp(e->source, src) == 0) {
+            *kernel_p = e->kernel;
+            goto out_unlock;
+        }
+    }
+    if (gs__rtc_nloaded == GS__CUDA_RTC_MAX_LOADED) {
+        st = gs_error_set(GS_ERR_NO_RESOURCE, "cuda kernel %s: this worker has loaded %d user "
+                          "kernels already (the limit)", name, GS__CUDA_RTC_MAX_LOADED);
+        goto out_unlock;
+    }
+    int arch = gs_cuda_rtc_device_arch(device);
+    if (arch == 0) {
+        st = gs_error_set(GS_ERR_CUDA, "cuda kernel %s: device %d architecture unknown", name,
+                          device);
+        goto out_unlock;
+    }
+    if (gs_cuda_rtc_cache_dir(getenv("GS_CUDA_RTC_CACHE_DIR"), dir, sizeof(dir)) == GS_OK)
+        cache = dir;
+    if ((st = gs_cuda_rtc_compile(src, name, arch, cache, &img, &len, NULL)) != GS_OK)
+        goto out_unlock;
+    st = gs_cuda_rtc_load(device, img, len, name, &k);
+    gs_free(img);
+    if (st != GS_OK) goto out_unlock;
+    gs__rtc_loaded_t *e = &gs__rtc_loaded[gs__rtc_nloaded];
+    e->name = gs_strdup(name, "cuda kernel name");
+    e->source = gs_strdup(src, "cuda kernel source");
+    if (e->name == NULL || e->source == NULL) {
+        gs_free(e->name);
+        gs_free(e->source);
+        e->name = e->source = NULL;
+        gs_cuda_rtc_unload(k);
+        st = gs_error_set(GS_ERR_NO_MEMORY, "cuda kernel %s: out of memory", name);
+        goto out_unlock;
+    }
+    e->device = device;
+    e->hash = h;
+    e->kernel = k;
+    gs__rtc_nloaded++;
+    *kernel_p = k;
+out_unlock:
+    pthread_mutex_unlock(&gs__rtc_lock);
+    return st;
+}
+
+gs_status_t gs__cuda_rtc_user(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream,
+                              const gs_kuser_t *k)
+{
+    gs_cuda_rtc_kernel_h kernel;
+    int device;
+    gs_status_t st;
+    if (ctx == NULL || stream == NULL || k == NULL || k->cuda_src == NULL || k->sym == NULL ||
+        k->nin < 1 || k->nin > GS_KERNEL_MAX_USER_IN || k->out.data == NULL ||
+        k->arg_len < 0 || (k->arg_len > 0 && k->arg == NULL))
+        return gs_error_set(GS_ERR_INVALID_PARAM, "cuda user kernel: malformed kernel spec");
+    (void)gs__cuda_stream_raw(stream, &device);
+    if ((st = gs__rtc_get(device, k->sym, k->cuda_src, &kernel)) != GS_OK) return st;
+    return gs_cuda_rtc_launch(kernel, stream, k->in, k->nin, &k->out, k->arg,
+                              (size_t)k->arg_len);
 }

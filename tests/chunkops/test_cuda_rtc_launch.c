@@ -4,6 +4,7 @@
 #include "cuda_test_util.h"
 
 #include "chunkops/cuda/rtc.h"
+#include "tests/tmp_tree.h"
 
 /* out[i] = in0[i] * (*(const double *)arg) + in1[i] + global index (position-dependent) */
 static const char k_axpy[] =
@@ -104,4 +105,52 @@ Test(chunkops_cuda_rtc_launch, an_illegal_address_fails_the_sync_with_the_reason
     cr_assert_not_null(strstr(gs_last_error(), "illegal"), "%s", gs_last_error());
     /* the context is lost after a device fault (CUDA makes it sticky): the worker process is
      * restarted by its launcher; here the forked test process just ends */
+}
+
+/* Through the backend's vtable, as a worker runs a map_blocks task: compiled on first use,
+ * loaded once, a compile error naming its line. */
+Test(chunkops_cuda_rtc_launch, the_cuda_user_op_runs_a_source_kernel_and_reports_compile_errors)
+{
+    GPU_OR_SKIP();
+    bk_t b;
+    const int64_t n = 1000;
+    double *x = malloc(sizeof(double) * n), *y = malloc(sizeof(double) * n);
+    double *got = malloc(sizeof(double) * n), f = -2.0;
+    char cache[128];
+    snprintf(cache, sizeof(cache), "/tmp/gs-test-rtc-op-%ld", (long)getpid());
+    setenv("GS_CUDA_RTC_CACHE_DIR", cache, 1);
+    for (int64_t i = 0; i < n; i++) x[i] = (double)i * 0.5, y[i] = 1.0;
+    bk_open(&b, (size_t)64 << 20);
+    gs_kuser_t u;
+    memset(&u, 0, sizeof(u));
+    u.sym = "axpy";
+    u.cuda_src = k_axpy;
+    u.arg = &f;
+    u.arg_len = sizeof(f);
+    u.nin = 2;
+    for (int i = 0; i < 2; i++) {
+        u.in[i].ndim = 2, u.in[i].shape[0] = 1, u.in[i].shape[1] = n, u.in_len[i] = n;
+    }
+    u.in[0].data = dev_upload(&b, x, n);
+    u.in[1].data = dev_upload(&b, y, n);
+    u.out = u.in[0];
+    u.out.data = dev_alloc_poisoned(&b, n);
+    CHECK(GPU->cuda_user(b.gpu, b.gs, &u));
+    CHECK(GPU->cuda_user(b.gpu, b.gs, &u));   /* second call: the loaded kernel */
+    dev_download(&b, got, u.out.data, n);
+    for (int64_t i = 0; i < n; i++)
+        cr_assert(bits_equal(got[i], x[i] * -2.0 + 1.0 + (double)i), "element %lld",
+                  (long long)i);
+    char path[512];
+    cr_assert(tmp_path_join(path, sizeof(path), cache, "nvrtc-cache"));
+    cr_assert_eq(tmp_tree_count(path, ".cubin"), 1, "the image went to the disk cache");
+    u.cuda_src = "extern \"C\" __global__ void axpy(gs_cuda_args_t a)\n{\n  undefined_thing;\n}\n";
+    cr_assert_eq(GPU->cuda_user(b.gpu, b.gs, &u), GS_ERR_TASK_FAILED);
+    cr_assert_not_null(strstr(gs_last_error(), "axpy.cu(3)"), "%s", gs_last_error());
+    GPU->mem_free(b.gpu, u.in[0].data);
+    GPU->mem_free(b.gpu, u.in[1].data);
+    GPU->mem_free(b.gpu, u.out.data);
+    bk_close(&b);
+    tmp_tree_remove(cache);
+    free(x), free(y), free(got);
 }
