@@ -280,7 +280,8 @@ if [ "$what" = stencil ]; then
   # and the seed's 3x3 smoothing of a 40000^2 array on one GPU (target <= 15 ms; the
   # bandwidth limit is 25.6 GB / 4.3 TB/s = 6 ms) and on all of them; the CPU backend against
   # a single-threaded C loop. Targets: GS_TARGETS="gs-bench gs-kbench gsched_daemon gworker
-  # gs-local-cluster test_chunkops_cuda_stencil test_graph_stencil test_integration"
+  # gs-local-cluster test_chunkops_cuda_stencil test_graph_stencil test_integration
+  # test_chunkops_cuda_rtc test_chunkops_cuda_rtc_launch"
   build-gpu/tests/test_chunkops_cuda_stencil >"$out/stencil-tests.log" 2>&1
   build-gpu/tests/test_graph_stencil >>"$out/stencil-tests.log" 2>&1
   # users' CPU kernels on GPU workers, staged through host memory (needs test_integration)
