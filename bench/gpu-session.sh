@@ -286,7 +286,8 @@ if [ "$what" = stencil ]; then
   # and the seed's 3x3 smoothing of a 40000^2 array on one GPU (target <= 15 ms; the
   # bandwidth limit is 25.6 GB / 4.3 TB/s = 6 ms) and on all of them; the CPU backend against
   # a single-threaded C loop. Targets: GS_TARGETS="gs-bench gs-kbench gsched_daemon gworker
-  # gs-local-cluster test_chunkops_cuda_stencil test_graph_stencil test_integration"
+  # gs-local-cluster test_chunkops_cuda_stencil test_graph_stencil test_integration
+  # test_chunkops_cuda_rtc test_chunkops_cuda_rtc_launch"
   build-gpu/tests/test_chunkops_cuda_stencil >"$out/stencil-tests.log" 2>&1
   build-gpu/tests/test_graph_stencil >>"$out/stencil-tests.log" 2>&1
   # users' CPU kernels on GPU workers, staged through host memory (needs test_integration)
@@ -294,6 +295,13 @@ if [ "$what" = stencil ]; then
     GS_TEST_BACKEND=cuda timeout 300 build-gpu/tests/test_integration --verbose \
       --filter 'integration_stencil/*' >>"$out/stencil-tests.log" 2>&1
   fi
+  # users' CUDA C++ kernels (NVRTC): compile + disk cache, launch against a C reference, an
+  # illegal address failing the sync (targets test_chunkops_cuda_rtc test_chunkops_cuda_rtc_launch)
+  for t in test_chunkops_cuda_rtc test_chunkops_cuda_rtc_launch; do
+    if [ -x build-gpu/tests/$t ]; then
+      build-gpu/tests/$t --verbose >>"$out/stencil-tests.log" 2>&1 || true
+    fi
+  done
   grep -hE "Synthesis" "$out/stencil-tests.log"
   grep -hE -A12 "\[FAIL\]|CRASH" "$out/stencil-tests.log" | head -40
   {

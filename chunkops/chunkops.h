@@ -141,6 +141,13 @@ typedef struct gs_chunkops_ops {
     /** A user kernel (graph/kernel.h gs_kuser_t; optional: NULL gives GS_ERR_UNSUPPORTED).
      *  "cpu" runs it in a forked child (chunkops/cpu/cpu_user.c). */
     gs_status_t (*user)(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream, const gs_kuser_t *k);
+    /** A user's CUDA C++ kernel (gs_kuser_t with cuda_src; optional: NULL gives
+     *  GS_ERR_UNSUPPORTED). "cuda" compiles it with NVRTC on first use (disk cache:
+     *  chunkops/cuda/rtc.h), keeps it loaded for the process and enqueues it on @a stream;
+     *  a compile error is GS_ERR_TASK_FAILED with the NVRTC log. The arg bytes are copied
+     *  before return. */
+    gs_status_t (*cuda_user)(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream,
+                             const gs_kuser_t *k);
 } gs_chunkops_ops_t;
 
 /** The CPU backend (always built). */

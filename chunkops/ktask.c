@@ -28,6 +28,14 @@ gs_status_t gs_chunkops_run_ktask(const gs_chunkops_ops_t *ops, gs_chunkops_ctx_
             return gs_chunkops_stage_stencil(ops, ctx, s, &t->u.stencil);
         return ops->stencil(ctx, s, &t->u.stencil);
     case GS_KTASK_USER:
+        if (t->u.user.cuda_src != NULL) {
+            if (ops->cuda_user == NULL)
+                return gs_error_set(GS_ERR_UNSUPPORTED, "cuda kernel %s: backend %s runs no "
+                                    "CUDA kernels (needs a CUDA worker)",
+                                    t->u.user.sym != NULL ? t->u.user.sym : "(unnamed)",
+                                    ops->name);
+            return ops->cuda_user(ctx, s, &t->u.user);
+        }
         if (ops->user == NULL) return gs_chunkops_stage_user(ops, ctx, s, &t->u.user);
         return ops->user(ctx, s, &t->u.user);
     case GS_KTASK_HOST_DATA:

@@ -35,6 +35,7 @@ static gs_status_t gs__map_node(const gs__ukernel_t *uk, int nin, gs_array_h con
         return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for a map_blocks node");
     }
     if ((st = gs__ukernel_copy(uk->library, uk->symbol, uk->arg, uk->arg_len, &n->u.ub)) != GS_OK ||
+        (st = gs__ukernel_set_cuda(n->u.ub, uk->cuda_src)) != GS_OK ||
         (st = gs__array_node_finish(n)) != GS_OK) {
         gs__array_node_free(n);
         return st;
@@ -60,7 +61,8 @@ gs_status_t gs_array_map_blocks(const gs_user_kernel_t *kernel, int nin, const g
     if ((st = gs__ukernel_check(kernel)) != GS_OK) return st;
     /* the output grid, checked as every constructor checks it */
     if ((st = gs_array_zeros(ndim, shape, chunks, &tmp)) != GS_OK) return st;
-    uk.library = (char *)kernel->library;
+    uk.library = (char *)(kernel->cuda_source != NULL ? GS__UKERNEL_CUDA_LIB : kernel->library);
+    uk.cuda_src = (char *)kernel->cuda_source;
     uk.symbol = (char *)kernel->symbol;
     uk.arg = (uint8_t *)kernel->arg;
     if (kernel->arg_len > GS__UKERNEL_MAX_ARG) {

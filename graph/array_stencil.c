@@ -38,7 +38,24 @@ void gs__ukernel_free(gs__ukernel_t *uk)
     gs_free(uk->library);
     gs_free(uk->symbol);
     gs_free(uk->arg);
+    gs_free(uk->cuda_src);
     gs_free(uk);
+}
+
+gs_status_t gs__ukernel_set_cuda(gs__ukernel_t *uk, const char *src)
+{
+    size_t n;
+    if (src == NULL) return GS_OK;
+    n = strlen(src);
+    if (n == 0 || n > GS__UKERNEL_MAX_SRC)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "cuda kernel %s: source of %zu bytes (1 to %u)",
+                            uk->symbol, n, GS__UKERNEL_MAX_SRC);
+    char *c = gs_malloc(n + 1, "cuda kernel source");
+    if (c == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for a cuda kernel source");
+    memcpy(c, src, n + 1);
+    gs_free(uk->cuda_src);
+    uk->cuda_src = c;
+    return GS_OK;
 }
 
 /* The STENCIL node: @a weights (nw of them) or @a user (copied), never both. */
@@ -120,6 +137,15 @@ gs_status_t gs_array_stencil(gs_array_h x, const double *weights, const int *rad
 gs_status_t gs__ukernel_check(const gs_user_kernel_t *k)
 {
     void *h, *f;
+    if (k->cuda_source != NULL) {
+        size_t n = strlen(k->cuda_source);
+        if (k->symbol == NULL || k->symbol[0] == '\0' || n == 0 || n > GS__UKERNEL_MAX_SRC)
+            return gs_error_set(GS_ERR_INVALID_PARAM, "cuda kernel: a name and a source of 1 to "
+                                "%u bytes are needed", GS__UKERNEL_MAX_SRC);
+        return GS_OK;   /* compiled by the CUDA workers */
+    }
+    if (k->library == NULL || k->symbol == NULL)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "user kernel: library and symbol must be named");
     if (access(k->library, F_OK) != 0) return GS_OK;
     h = dlopen(k->library, RTLD_NOW | RTLD_LOCAL);
     if (h == NULL)
@@ -143,6 +169,9 @@ gs_status_t gs_array_map_overlap(const gs_user_kernel_t *kernel, gs_array_h x, c
     gs_status_t st;
     if (kernel == NULL || x == NULL || depth == NULL || out_p == NULL)
         return gs_error_set(GS_ERR_INVALID_PARAM, "map_overlap: NULL argument");
+    if (kernel->cuda_source != NULL)
+        return gs_error_set(GS_ERR_UNSUPPORTED, "map_overlap: CPU kernels only (CUDA source "
+                            "kernels run through gs_array_map_blocks)");
     if (kernel->library == NULL || kernel->symbol == NULL || kernel->library[0] == '\0' ||
         kernel->symbol[0] == '\0')
         return gs_error_set(GS_ERR_INVALID_PARAM, "map_overlap: library and symbol must be named");

@@ -25,6 +25,7 @@ typedef struct gs__ukernel {
     char *symbol;
     uint8_t *arg;
     uint32_t arg_len;
+    char *cuda_src;     /* a CUDA C++ kernel (NULL: the CPU kernel library/symbol) */
 } gs__ukernel_t;
 
 /* Copy / free (NULL is fine). GS_ERR_INVALID_PARAM for NULL or empty names or arg over
@@ -33,6 +34,12 @@ typedef struct gs__ukernel {
 gs_status_t gs__ukernel_copy(const char *library, const char *symbol, const void *arg,
                              size_t arg_len, gs__ukernel_t **uk_p);
 void gs__ukernel_free(gs__ukernel_t *uk);
+/* Make @a uk a CUDA kernel of source @a src (copied; NULL: leave it a CPU kernel).
+ * GS_ERR_INVALID_PARAM for an empty source or one over GS__UKERNEL_MAX_SRC bytes,
+ * GS_ERR_NO_MEMORY. */
+#define GS__UKERNEL_MAX_SRC (1u << 20)
+#define GS__UKERNEL_CUDA_LIB "<cuda>"   /* library field of CUDA kernels (unused) */
+gs_status_t gs__ukernel_set_cuda(gs__ukernel_t *uk, const char *src);
 
 #define GS__MAX_INPUTS 3           /* where(c, a, b) */
 

@@ -506,7 +506,8 @@ typedef struct gs_kstencil {
 
 /**
  * USER: a user kernel (gs_array_map_blocks) called once as f(in, nin, &out, arg): in[k] and
- * out are gs_block_t views of backend memory (host for cpu), with their global starts.
+ * out are gs_block_t views of backend memory (host for cpu), with their global starts; or,
+ * with cuda_src set, a CUDA C++ kernel compiled on the worker (chunkops/cuda/rtc.h).
  */
 #define GS_KERNEL_MAX_USER_IN 2
 typedef struct gs_kuser {
@@ -517,6 +518,10 @@ typedef struct gs_kuser {
     gs_block_t in[GS_KERNEL_MAX_USER_IN];
     int64_t in_len[GS_KERNEL_MAX_USER_IN];   /* elements of each input's data */
     gs_block_t out;
+    /* A CUDA C++ kernel instead (issue 16, chunkops/cuda/rtc.h): its NUL-terminated source,
+     * `sym` its name, `lib` unused (NULL). NULL: the CPU kernel lib/sym. Only backends with a
+     * cuda_user op run it; the others fail the task with GS_ERR_UNSUPPORTED. */
+    const char *cuda_src;
 } gs_kuser_t;
 
 /** Number of elements of a region (1 for ndim 0). */

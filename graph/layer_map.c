@@ -70,6 +70,8 @@ gs_status_t gs__user_instantiate(const gs_layer_t *l, uint64_t block, int ninput
                             "got %d", (unsigned long long)block, expected, ninputs);
     memset(k, 0, sizeof(*k));
     k->lib = l->u.ub.user->library;
+    k->cuda_src = l->u.ub.user->cuda_src;
+    if (k->cuda_src != NULL) k->lib = NULL;
     k->sym = l->u.ub.user->symbol;
     k->arg_len = l->u.ub.user->arg_len;
     k->arg = k->arg_len > 0 ? l->u.ub.user->arg : NULL;
@@ -98,7 +100,8 @@ void gs__user_encode_body(gs_mp_writer_t *w, const gs_layer_t *l)
     const uint64_t nb = gs_grid_nblocks(&l->grid);
     const int64_t ni = l->u.ub.ioff[nb], nbox = ni * GS__UBOX_W(l->grid.ndim);
     const gs__ukernel_t *u = l->u.ub.user;
-    gs_mp_write_array(w, 5);
+    /* a 6th field, the CUDA source, only for CUDA kernels (CPU kernels keep the 5-field form) */
+    gs_mp_write_array(w, u->cuda_src != NULL ? 6 : 5);
     gs_mp_write_array(w, (uint32_t)(nb + 1));
     for (uint64_t b = 0; b <= nb; b++) gs_mp_write_i64(w, l->u.ub.ioff[b]);
     gs_mp_write_array(w, (uint32_t)nbox);
@@ -106,6 +109,7 @@ void gs__user_encode_body(gs_mp_writer_t *w, const gs_layer_t *l)
     gs_mp_write_str(w, u->library, strlen(u->library));
     gs_mp_write_str(w, u->symbol, strlen(u->symbol));
     gs_mp_write_bin(w, u->arg, u->arg_len);
+    if (u->cuda_src != NULL) gs_mp_write_str(w, u->cuda_src, strlen(u->cuda_src));
 }
 
 int gs__user_decode_body(gs_mp_reader_t *r, gs_layer_t *l)
@@ -118,7 +122,7 @@ int gs__user_decode_body(gs_mp_reader_t *r, gs_layer_t *l)
     char lb[4096], sb[1024];
     gs_status_t st;
     if (!gs_mp_read_array(r, &m)) return 0;
-    if (m != 5) return gs_mp_fail(r, "user body must have 5 fields");
+    if (m != 5 && m != 6) return gs_mp_fail(r, "user body must have 5 or 6 fields");
     if (!gs_mp_read_array(r, &n)) return 0;
     if ((uint64_t)n != nb + 1) return gs_mp_fail(r, "user input offsets do not match the grid");
     l->u.ub.ioff = gs_malloc(((size_t)n + 1) * sizeof(int64_t), "user input offsets");
@@ -149,6 +153,18 @@ int gs__user_decode_body(gs_mp_reader_t *r, gs_layer_t *l)
     if ((st = gs__ukernel_copy(lb, sb, arg, na, &l->u.ub.user)) != GS_OK) {
         r->err = st == GS_ERR_NO_MEMORY ? st : GS_ERR_PROTO;
         return 0;
+    }
+    if (m == 6) {
+        const char *src;
+        uint32_t nsrc;
+        char *c;
+        if (!gs_mp_read_str(r, &src, &nsrc)) return 0;
+        if (nsrc == 0 || nsrc > GS__UKERNEL_MAX_SRC || memchr(src, 0, nsrc) != NULL)
+            return gs_mp_fail(r, "cuda kernel source is empty, too long or holds NUL");
+        if ((c = gs_malloc((size_t)nsrc + 1, "cuda kernel source")) == NULL) goto nomem;
+        memcpy(c, src, nsrc);
+        c[nsrc] = '\0';
+        l->u.ub.user->cuda_src = c;
     }
     return 1;
 nomem:

@@ -27,7 +27,8 @@ gs_status_t gs__lw_build_map_blocks(lw_t *w, int64_t idx, int64_t *idx_p)
                              "user input table");
     if (l->u.ub.ioff == NULL || l->u.ub.ibox == NULL) goto nomem;
     if ((st = gs__ukernel_copy(n->u.ub->library, n->u.ub->symbol, n->u.ub->arg, n->u.ub->arg_len,
-                               &l->u.ub.user)) != GS_OK)
+                               &l->u.ub.user)) != GS_OK ||
+        (st = gs__ukernel_set_cuda(l->u.ub.user, n->u.ub->cuda_src)) != GS_OK)
         goto err;
     for (uint64_t b = 0; b <= nb; b++) {
         xoff[b] = b * (uint64_t)nin;

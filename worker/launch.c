@@ -229,7 +229,8 @@ static int gs__wlaunch_wants(const gs_worker_t *w, const gs_ktask_t *kt)
         kt->kind == GS_KTASK_FILE_COMMIT)
         return 1;                           /* file I/O blocks its thread */
     /* users' CPU kernels on a backend without a user op are staged through host memory
-     * (chunkops/stage.c): copies, a synchronised stream and a forked child block the thread */
+     * (chunkops/stage.c): copies, a synchronised stream and a forked child block the thread;
+     * users' CUDA kernels (cuda_src) compile with NVRTC at first use, which blocks too */
     if (w->ops->user == NULL && (kt->kind == GS_KTASK_USER ||
                                  (kt->kind == GS_KTASK_STENCIL && kt->u.stencil.user_lib != NULL)))
         return 1;

@@ -6,6 +6,7 @@
 
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct gs__main {
@@ -150,6 +151,10 @@ int main(int argc, char **argv)
     }
     if (cli.log_level >= 0) gs_log_set_level((gs_log_level_t)cli.log_level);
     signal(SIGPIPE, SIG_IGN);
+    /* users' CUDA kernels compiled with NVRTC are cached on disk under the local directory
+     * (chunkops/cuda/rtc.h), unless the environment names another place */
+    if (cli.params.local_directory != NULL)
+        (void)setenv("GS_CUDA_RTC_CACHE_DIR", cli.params.local_directory, 0);
 
     memset(&m, 0, sizeof(m));
     cli.params.stop_cb = gs__main_stopped;

@@ -953,6 +953,7 @@ const gs_chunkops_ops_t gs_chunkops_cuda_ops = {
     .copy = gs__cuda_copy,
     .linalg = gs__cuda_linalg,
     .stencil = gs__cuda_stencil,
+    .cuda_user = gs__cuda_rtc_user,
     .ipc_export = gs__cuda_ipc_export,
     .ipc_open = gs__cuda_ipc_open,
     .ipc_close = gs__cuda_ipc_close,
@@ -966,3 +967,9 @@ const gs_chunkops_ops_t gs_chunkops_cuda_ops = {
     .host_register = gs__cuda_host_register,
     .host_unregister = gs__cuda_host_unregister,
 };
+
+void *gs__cuda_stream_raw(gs_chunkops_stream_h stream, int *device_p)
+{
+    *device_p = stream->ctx->device;
+    return (void *)stream->s;
+}

@@ -13,6 +13,7 @@
 #ifndef GS_CHUNKOPS_CUDA_INTERNAL_H
 #define GS_CHUNKOPS_CUDA_INTERNAL_H
 
+#include "chunkops/chunkops.h"
 #include "graph/kernel.h"
 
 #include <gsched/status.h>
@@ -336,6 +337,13 @@ gs_status_t gs__cuda_launch_copy(void *stream, const gs__cuda_cplan_t *p);
 
 /** Turn a cudaError_t (as int) from @a call into GS_ERR_CUDA with a message. */
 gs_status_t gs__cuda_error(int err, const char *call);
+/** The cudaStream_t of a "cuda" chunkops stream, and its context's device (ctx.c). */
+void *gs__cuda_stream_raw(gs_chunkops_stream_h stream, int *device_p);
+/** The cuda_user op (rtc_launch.c): a user's CUDA C++ kernel, compiled and loaded once per
+ *  process and device (up to GS__CUDA_RTC_MAX_LOADED kernels; then GS_ERR_NO_RESOURCE). */
+#define GS__CUDA_RTC_MAX_LOADED 256
+gs_status_t gs__cuda_rtc_user(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream,
+                              const gs_kuser_t *k);
 
 #ifdef __cplusplus
 }

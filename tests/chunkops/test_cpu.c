@@ -330,3 +330,26 @@ Test(chunkops_cpu, one_context_runs_kernels_from_several_threads)
     }
     ops->ctx_destroy(ctx);
 }
+
+Test(chunkops_cpu, refuses_a_cuda_source_kernel_and_leaves_the_output_alone)
+{
+    gs_chunkops_ctx_h ctx = ctx_with_limit(0);
+    double in[4] = {1, 2, 3, 4}, out[4] = {7, 7, 7, 7};
+    gs_ktask_t t;
+    memset(&t, 0, sizeof(t));
+    t.kind = GS_KTASK_USER;
+    t.u.user.sym = "scale";
+    t.u.user.cuda_src = "extern \"C\" __global__ void scale(gs_cuda_args_t a) {}";
+    t.u.user.nin = 1;
+    t.u.user.in[0].data = in;
+    t.u.user.in[0].ndim = 1;
+    t.u.user.in[0].shape[0] = 4;
+    t.u.user.in_len[0] = 4;
+    t.u.user.out = t.u.user.in[0];
+    t.u.user.out.data = out;
+    cr_assert_eq(gs_chunkops_run_ktask(ops, ctx, NULL, &t), GS_ERR_UNSUPPORTED);
+    cr_assert_not_null(strstr(gs_last_error(), "cuda kernel scale: backend cpu runs no CUDA"),
+                       "%s", gs_last_error());
+    for (int i = 0; i < 4; i++) cr_assert_eq(out[i], 7.0);
+    ops->ctx_destroy(ctx);
+}

@@ -106,8 +106,8 @@ Test(integration_stencil, a_crashing_user_kernel_fails_the_job_not_the_workers, 
     const int d[2] = {1, 1};
     static const double mean9[9] = {1.0 / 9, 1.0 / 9, 1.0 / 9, 1.0 / 9, 1.0 / 9,
                                     1.0 / 9, 1.0 / 9, 1.0 / 9, 1.0 / 9};
-    gs_user_kernel_t bad = {GS_TEST_KERNELS, "gs_test_crash", NULL, 0};
-    gs_user_kernel_t good = {GS_TEST_KERNELS, "gs_test_smooth3x3", NULL, 0};
+    gs_user_kernel_t bad = {GS_TEST_KERNELS, "gs_test_crash", NULL, 0, NULL};
+    gs_user_kernel_t good = {GS_TEST_KERNELS, "gs_test_smooth3x3", NULL, 0, NULL};
     gs_array_h x, m, g, s;
     double *a = gs_malloc(1200 * sizeof(double), "a"), *b = gs_malloc(1200 * sizeof(double), "b");
     OK(gs_array_random_normal(9, 0, 1, 2, shape, chunks, &x));
@@ -127,6 +127,62 @@ Test(integration_stencil, a_crashing_user_kernel_fails_the_job_not_the_workers, 
     gs_free(b);
     gs_array_release(s);
     gs_array_release(g);
+    gs_array_release(m);
+    OK(gs_client_unpersist(C, x));
+    gs_array_release(x);
+}
+
+/* map_blocks with CUDA C++ source (NVRTC on the workers): with GPU workers
+ * ($GS_TEST_BACKEND=cuda) equal to the built-in x + x and a compile error reported with the
+ * NVRTC log naming the line; CPU workers refuse it with a clear error. Either way the workers
+ * carry on. */
+Test(integration_stencil, a_cuda_source_kernel_runs_on_gpu_workers_and_is_refused_by_cpu_ones,
+     .init = up2, .fini = down)
+{
+    const int64_t shape[2] = {50, 30}, chunks[2] = {20, 10};
+    static const char src[] =
+        "extern \"C\" __global__ void twice(gs_cuda_args_t a)\n"
+        "{\n"
+        "    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
+        "    if (i < a.n_out) a.out.data[i] = 2.0 * a.in[0].data[i];\n"
+        "}\n";
+    static const char broken[] =
+        "extern \"C\" __global__ void twice(gs_cuda_args_t a)\n"
+        "{\n"
+        "    no_such_variable = 1;\n"
+        "}\n";
+    gs_user_kernel_t k = {NULL, "twice", NULL, 0, src}, kb = {NULL, "twice", NULL, 0, broken};
+    const char *be = getenv("GS_TEST_BACKEND");
+    int gpu = be != NULL && strcmp(be, "cuda") == 0;
+    gs_array_h x, m, s, mb;
+    double *a = gs_malloc(1500 * sizeof(double), "a"), *b = gs_malloc(1500 * sizeof(double), "b");
+    OK(gs_array_random_normal(11, 0, 1, 2, shape, chunks, &x));
+    OK(gs_client_persist(C, x));
+    OK(gs_array_map_blocks(&k, 1, &x, 2, shape, chunks, &m));
+    OK(gs_array_map_blocks(&kb, 1, &x, 2, shape, chunks, &mb));
+    OK(gs_array_binary(GS_BINARY_ADD, x, x, &s));
+    if (gpu) {
+        OK(gs_client_compute(C, m, a, 1500));
+        OK(gs_client_compute(C, s, b, 1500));
+        for (int i = 0; i < 1500; i++)
+            cr_assert(a[i] == b[i], "element %d: %.17g vs %.17g", i, a[i], b[i]);
+        gs_status_t st = gs_client_compute(C, mb, a, 1500);
+        cr_assert_neq(st, GS_OK);
+        cr_assert(strstr(gs_last_error(), "does not compile") != NULL &&
+                      strstr(gs_last_error(), "twice.cu(3)") != NULL,
+                  "%s: %s", gs_status_name(st), gs_last_error());
+    } else {
+        gs_status_t st = gs_client_compute(C, m, a, 1500);
+        cr_assert_neq(st, GS_OK);
+        cr_assert(strstr(gs_last_error(), "runs no CUDA kernels") != NULL, "%s: %s",
+                  gs_status_name(st), gs_last_error());
+    }
+    cr_assert_eq(gs_client_nworkers(C), 2, "a worker died");
+    OK(gs_client_compute(C, s, b, 1500));
+    gs_free(a);
+    gs_free(b);
+    gs_array_release(s);
+    gs_array_release(mb);
     gs_array_release(m);
     OK(gs_client_unpersist(C, x));
     gs_array_release(x);

@@ -567,6 +567,18 @@ typedef struct gs_user_kernel {
     const char *symbol;
     const void *arg;
     size_t arg_len;
+    /** A CUDA C++ kernel instead (gs_array_map_blocks only): its source (NUL-terminated,
+     *  copied; at most 1 MiB), @a symbol the kernel's name, @a library ignored (may be NULL).
+     *  CUDA workers compile it with NVRTC at first use (cached in memory and on disk by a hash
+     *  of source, name, architecture, options and NVRTC version, under $GS_CUDA_RTC_CACHE_DIR
+     *  /nvrtc-cache, else $XDG_CACHE_HOME/gsched/nvrtc, else ~/.cache/gsched/nvrtc) and launch
+     *  it on their stream as `extern "C" __global__ void NAME(gs_cuda_args_t a)` with
+     *  blockDim.x 256 and gridDim.x ceil(n_out / 256); gs_cuda_args_t holds nin, in[2] and out
+     *  (gs_block_t views of device memory with their global starts), arg (device memory) and
+     *  arg_len, and n_out (docs/api.md "CUDA kernels"). A source that does not compile fails
+     *  its task with GS_ERR_TASK_FAILED and the NVRTC log (naming "NAME.cu(LINE)"); CPU
+     *  workers fail it with GS_ERR_UNSUPPORTED. NULL: the CPU kernel library/symbol. */
+    const char *cuda_source;
 } gs_user_kernel_t;
 
 /** Dask's map_overlap: @a kernel runs once per chunk of @a x on the chunk padded by @a depth
