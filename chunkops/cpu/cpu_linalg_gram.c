@@ -23,7 +23,7 @@ static gs_status_t gs__gram_lapack_fail(const char *call, lapack_int info)
                             (int)-info);
     return gs_error_set(GS_ERR_NUMERIC,
                         "cpu linalg gstep: %s failed (info %d): the matrix has NaN/Inf entries or "
-                        "is too ill-conditioned for the Gram path",
+                        "is too " GS_LA_GRAM_REFUSED,
                         call, (int)info);
 }
 

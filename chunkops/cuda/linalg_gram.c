@@ -206,7 +206,7 @@ static gs_status_t gs__gram_info(cudaStream_t s, const int *dinfo, const char *c
     if (info > 0)
         return gs_error_set(GS_ERR_NUMERIC,
                             "cuda linalg gstep: %s failed (info %d): the matrix has NaN/Inf entries "
-                            "or is too ill-conditioned for the Gram path", call, info);
+                            "or is too " GS_LA_GRAM_REFUSED, call, info);
     return GS_OK;
 }
 
