@@ -288,9 +288,9 @@ static gs_status_t gs__compute(gs_client_h c, gs_array_h array, double *out, siz
     for (;;) {
         if ((st = gs__client_submit_lower(c, array, 0, lower, &f)) != GS_OK) return st;
         st = gs_future_gather(f, out, out_len);
+        int again = st != GS_OK && gs_graph_lower_retry_flags(lower, st, gs_last_error(), &retry);
         gs_future_destroy(f);
-        if (st == GS_OK || !gs_graph_lower_retry_flags(lower, st, gs_last_error(), &retry))
-            return st;
+        if (!again) return st;
         GS_LOG_INFO("compute: the Gram path refused a tall SVD's input; again by TSQR");
         lower = retry;   /* without GS_LOWER_GRAM_SVD: no second retry */
     }

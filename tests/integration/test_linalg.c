@@ -170,7 +170,8 @@ Test(integration_linalg, svd_keeps_accuracy_for_ill_conditioned_inputs, .init = 
 
 /* Rank-deficient tall inputs (rank 1, rank 3, two zero columns, duplicated columns) through
  * the cluster with the Gram path on: the Gram path refuses at least one of them (a submitted
- * future fails with the cause), and gs_client_compute then falls back to TSQR by itself:
+ * future fails with the cause), and gs_client_persist / gs_client_compute then fall back to
+ * TSQR by themselves:
  * U S Vt = A, U orthonormal, S as LAPACK's dgesvd to 1e-12 s_max. */
 Test(integration_linalg, svd_of_rank_deficient_inputs_falls_back_to_tsqr, .init = up2, .fini = down)
 {
@@ -203,9 +204,11 @@ Test(integration_linalg, svd_of_rank_deficient_inputs_falls_back_to_tsqr, .init 
             refused++;
         }
         gs_future_destroy(f);
+        OK(gs_client_persist(C, u));   /* falls back as gs_client_compute does */
         OK(gs_client_compute(C, u, vu, (size_t)(m * n)));
         OK(gs_client_compute(C, s, vs, 8));
         OK(gs_client_compute(C, vt, vvt, 64));
+        OK(gs_client_unpersist(C, u));
         check_svd(a, vu, vs, vvt, m, n, n, 1e-12);
         for (int64_t i = 0; i < n; i++)
             cr_assert(fabs(vs[i] - ref[i]) <= 1e-12 * ref[0], "kind %d: s[%lld] = %.17g, LAPACK "
