@@ -185,6 +185,8 @@ if [ "$what" = svd ]; then
     run $B/gs-bench $S --rows 2000000 --repeat 2
     run $B/gs-bench $S --rows 2000000 --repeat 2 --no-gram
     run $B/gs-bench $S --rows 4000000 --repeat 2 --no-gram
+    # a zero column: the Gram path refuses it, gs_client_persist falls back to TSQR (s6-svdfb)
+    run $B/gs-bench $S --rows 2000000 --repeat 2 --rank-deficient
     run $B/gs-bench dot --n 40000 --chunk 10000 --workers 1 --backend cuda --repeat 3
   } 2>"$out/svd.err" | tee "$out/svd.jsonl"
   grep -E "failed|error" "$out/svd.err" | head -8

@@ -228,3 +228,23 @@ out_free:
     gs_free(e.is_out);
     return st;
 }
+
+gs_status_t gs_chunkops_eval_array(const gs_chunkops_ops_t *ops, gs_chunkops_ctx_h ctx,
+                                   gs_array_h array, unsigned flags, double *out,
+                                   size_t out_len)
+{
+    gs_taskgraph_t *tg = NULL;
+    gs_status_t st;
+    unsigned retry;
+    if (ops == NULL || array == NULL)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "eval: ops and array must not be NULL");
+    if ((st = gs_graph_lower(array, flags, &tg)) != GS_OK) return st;
+    st = gs_chunkops_eval(ops, ctx, tg, out, out_len);
+    gs_taskgraph_free(tg);
+    if (st == GS_OK || !gs_graph_lower_retry_flags(flags, st, gs_last_error(), &retry)) return st;
+    /* the Gram path refused the input: the same array by TSQR (docs/ARCHITECTURE.md) */
+    if ((st = gs_graph_lower(array, retry, &tg)) != GS_OK) return st;
+    st = gs_chunkops_eval(ops, ctx, tg, out, out_len);
+    gs_taskgraph_free(tg);
+    return st;
+}

@@ -36,6 +36,17 @@ gs_status_t gs_chunkops_run_ktask(const gs_chunkops_ops_t *ops, gs_chunkops_ctx_
 gs_status_t gs_chunkops_eval(const gs_chunkops_ops_t *ops, gs_chunkops_ctx_h ctx,
                              const gs_taskgraph_t *tg, double *out, size_t out_len);
 
+/** Lower the expression @a array with @a flags (GS_LOWER_*) and evaluate it as
+ *  gs_chunkops_eval does, into @a out (caller-owned, @a out_len doubles). When the Gram path
+ *  of a tall SVD refuses the input (numerically rank-deficient or too ill-conditioned;
+ *  gs_graph_lower_retry_flags), the array is lowered again without GS_LOWER_GRAM_SVD and
+ *  evaluated by TSQR, so any finite input gets its SVD. @a array is borrowed. Errors: those of
+ *  gs_graph_lower and gs_chunkops_eval (after a fallback, those of the TSQR evaluation). @a out
+ *  is written only on success. */
+gs_status_t gs_chunkops_eval_array(const gs_chunkops_ops_t *ops, gs_chunkops_ctx_h ctx,
+                                   gs_array_h array, unsigned flags, double *out,
+                                   size_t out_len);
+
 #ifdef __cplusplus
 }
 #endif

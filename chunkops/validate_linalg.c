@@ -225,7 +225,7 @@ gs_status_t gs__gram_rank_fail(double dev)
 {
     return gs_error_set(GS_ERR_NUMERIC,
                         "linalg gstep: the matrix is numerically rank-deficient or too "
-                        "ill-conditioned for the Gram path (max |Q^T Q - I| = %.3g after two "
+                        GS_LA_GRAM_REFUSED " (max |Q^T Q - I| = %.3g after two "
                         "passes); lower it with GS_LOWER_GRAM_SVD off (TSQR)", dev);
 }
 

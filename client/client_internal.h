@@ -358,6 +358,11 @@ gs_status_t gs__direct_read_answer(int fd, gs__op_t *op, uint64_t k0, uint64_t k
 /* ------------------------------------------------------------------------------------------ */
 /* io.c */
 
+/** gs_client_submit with the lowering flags @a lower_flags instead of the client's (the TSQR
+ *  fallback of gs_client_compute). Same ownership and errors. */
+gs_status_t gs__client_submit_lower(gs_client_h c, gs_array_h array, unsigned flags,
+                                    unsigned lower_flags, gs_future_h *future_p);
+
 /** Create the loop, connect to @a host:@a port, queue HELLO and start the I/O thread. On error
  *  nothing is left of the loop and the thread never ran. */
 gs_status_t gs__io_start(gs_client_h c, const char *host, int port);

@@ -5,6 +5,7 @@
 
 #include "common/alloc.h"
 #include "common/error.h"
+#include "common/log.h"
 #include "common/time.h"
 
 #include <errno.h>
@@ -111,10 +112,18 @@ gs_status_t gs_client_persist(gs_client_h c, gs_array_h array)
     known = gs__persisted_find_locked(c, array) != NULL;
     uv_mutex_unlock(&c->mu);
     if (known) return GS_OK;   /* already persisted by this client */
-    if ((st = gs_client_submit(c, array, GS_SUBMIT_KEEP, &f)) != GS_OK) return st;
-    st = gs_future_wait(f, -1.0);
-    gs_future_destroy(f);
-    return st;
+    /* a tall SVD the Gram path refuses: once more by TSQR, as gs_client_compute */
+    unsigned lower = c->lower_flags, retry;
+    for (;;) {
+        if ((st = gs__client_submit_lower(c, array, GS_SUBMIT_KEEP, lower, &f)) != GS_OK)
+            return st;
+        st = gs_future_wait(f, -1.0);
+        int again = st != GS_OK && gs_graph_lower_retry_flags(lower, st, gs_last_error(), &retry);
+        gs_future_destroy(f);
+        if (!again) return st;
+        GS_LOG_INFO("persist: the Gram path refused a tall SVD's input; again by TSQR");
+        lower = retry;   /* without GS_LOWER_GRAM_SVD: no second retry */
+    }
 }
 
 gs_status_t gs_client_replicate(gs_client_h c, gs_array_h array, const char *worker, double timeout_s)

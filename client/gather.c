@@ -277,9 +277,27 @@ gs_status_t gs_future_gather(gs_future_h f, double *out, size_t out_len)
 /* ------------------------------------------------------------------------------------------ */
 /* submit and gather */
 
+/* Submit @a array and gather it into @a out; when the Gram path of a tall SVD refused the
+ * input (numerically rank-deficient or too ill-conditioned), once more by TSQR
+ * (gs_graph_lower_retry_flags; docs/ARCHITECTURE.md "Tall SVD"). */
+static gs_status_t gs__compute(gs_client_h c, gs_array_h array, double *out, size_t out_len)
+{
+    unsigned lower = c->lower_flags, retry;
+    gs_future_h f;
+    gs_status_t st;
+    for (;;) {
+        if ((st = gs__client_submit_lower(c, array, 0, lower, &f)) != GS_OK) return st;
+        st = gs_future_gather(f, out, out_len);
+        int again = st != GS_OK && gs_graph_lower_retry_flags(lower, st, gs_last_error(), &retry);
+        gs_future_destroy(f);
+        if (!again) return st;
+        GS_LOG_INFO("compute: the Gram path refused a tall SVD's input; again by TSQR");
+        lower = retry;   /* without GS_LOWER_GRAM_SVD: no second retry */
+    }
+}
+
 gs_status_t gs_client_compute_scalar(gs_client_h c, gs_array_h array, double *value_p)
 {
-    gs_future_h f;
     gs_status_t st;
     double v = 0.0;   /* 8 bytes: room for the element in any dtype */
     gs_dtype_t dt;
@@ -291,17 +309,13 @@ gs_status_t gs_client_compute_scalar(gs_client_h c, gs_array_h array, double *va
                                                   "axes; a scalar (0-d) array is required",
                             gs_array_ndim(array));
     dt = (gs_dtype_t)gs_array_dtype(array);
-    if ((st = gs_client_submit(c, array, 0, &f)) != GS_OK) return st;
-    st = gs_future_gather(f, &v, 1);
-    gs_future_destroy(f);
+    st = gs__compute(c, array, &v, 1);
     if (st == GS_OK) *value_p = gs_dtype_to_double(dt, &v);
     return st;
 }
 
 gs_status_t gs_client_compute(gs_client_h c, gs_array_h array, double *out, size_t out_len)
 {
-    gs_future_h f;
-    gs_status_t st;
     int64_t size;
     if (c == NULL || array == NULL)
         return gs_error_set(GS_ERR_INVALID_PARAM, "gs_client_compute: client and array must not "
@@ -317,10 +331,7 @@ gs_status_t gs_client_compute(gs_client_h c, gs_array_h array, double *out, size
                                                   "value) but out holds %zu doubles; pass "
                                                   "out_len 1 (a reduction over one axis needs "
                                                   "GS_REDUCE_FIELD_AXIS in field_mask)", out_len);
-    if ((st = gs_client_submit(c, array, 0, &f)) != GS_OK) return st;
-    st = gs_future_gather(f, out, out_len);
-    gs_future_destroy(f);
-    return st;
+    return gs__compute(c, array, out, out_len);
 }
 
 /* ------------------------------------------------------------------------------------------ */

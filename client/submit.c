@@ -76,6 +76,12 @@ out:
 gs_status_t gs_client_submit(gs_client_h c, gs_array_h array, unsigned flags,
                              gs_future_h *future_p)
 {
+    return gs__client_submit_lower(c, array, flags, c != NULL ? c->lower_flags : 0, future_p);
+}
+
+gs_status_t gs__client_submit_lower(gs_client_h c, gs_array_h array, unsigned flags,
+                                    unsigned lower_flags, gs_future_h *future_p)
+{
     gs_taskgraph_t *tg = NULL;
     gs_future_h f;
     gs__op_t *op;
@@ -95,7 +101,7 @@ gs_status_t gs_client_submit(gs_client_h c, gs_array_h array, unsigned flags,
     }
     uv_mutex_unlock(&c->mu);
 
-    if ((st = gs_graph_lower(array, c->lower_flags, &tg)) != GS_OK) return st;
+    if ((st = gs_graph_lower(array, lower_flags, &tg)) != GS_OK) return st;
 
     f = gs_calloc(1, sizeof(*f), "future");
     op = gs__op_new(GS__OP_SUBMIT);

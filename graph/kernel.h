@@ -358,6 +358,10 @@ enum { GS_LA_APPLY_COPY = 0, GS_LA_APPLY_TRSM = 1, GS_LA_APPLY_GEMM = 2, GS_LA_A
 /* Largest max |G_3 - I| step 3 accepts (shifted CholeskyQR2 leaves it ~1 / (11 m n) for any
  * input of full numerical rank); above, GS_ERR_NUMERIC: rank-deficient. */
 #define GS_LA_GRAM_DEV_MAX 0.1
+/* Every GS_ERR_NUMERIC a GSTEP kernel reports for an input the Gram path cannot factor (rank
+ * deficiency, a failed Cholesky factorisation) carries this text in its message, on every
+ * backend; gs_graph_lower_retry_flags() looks for it to fall back to TSQR. */
+#define GS_LA_GRAM_REFUSED "ill-conditioned for the Gram path"
 
 /** The shift of shifted CholeskyQR for an m x n matrix whose squared 2-norm is at most @a norm2
  *  (Fukaya et al. 2020): 11 (m n + n (n + 1)) u norm2, u = 2^-53. */

@@ -704,3 +704,13 @@ out:
     ts_plan_free(&p);
     return st;
 }
+
+int gs_graph_lower_retry_flags(unsigned flags, gs_status_t st, const char *msg,
+                               unsigned *flags_p)
+{
+    if (!(flags & GS_LOWER_GRAM_SVD) || msg == NULL) return 0;
+    if (st != GS_ERR_NUMERIC && st != GS_ERR_TASK_FAILED) return 0;
+    if (strstr(msg, GS_LA_GRAM_REFUSED) == NULL) return 0;
+    *flags_p = flags & ~GS_LOWER_GRAM_SVD;
+    return 1;
+}

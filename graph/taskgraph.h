@@ -68,6 +68,17 @@ typedef struct gs_taskgraph {
  *  GS_ERR_NO_MEMORY. Linear in the number of tasks. */
 gs_status_t gs_graph_lower(gs_array_h out, unsigned flags, gs_taskgraph_t **tg_p);
 
+/** The TSQR fallback of the tall SVD (docs/ARCHITECTURE.md "Tall SVD"): after a graph lowered
+ *  with @a flags failed with status @a st and message @a msg (gs_last_error(); NULL is fine),
+ *  returns 1 and the flags to lower the same array with again in *@a flags_p (@a flags without
+ *  GS_LOWER_GRAM_SVD) when the failure is the Gram path refusing its input (GS_ERR_NUMERIC
+ *  locally, GS_ERR_TASK_FAILED through a cluster, the message carrying GS_LA_GRAM_REFUSED:
+ *  numerically rank-deficient or too ill-conditioned); else returns 0 and leaves *@a flags_p
+ *  alone. No other failure is retried (NaN/Inf input, memory, I/O): TSQR would fail the same
+ *  way or the cause is not the method. Pure; @a flags_p must not be NULL. */
+int gs_graph_lower_retry_flags(unsigned flags, gs_status_t st, const char *msg,
+                               unsigned *flags_p);
+
 /** Free a task graph and its layers. NULL is fine. */
 void gs_taskgraph_free(gs_taskgraph_t *tg);
 

@@ -28,6 +28,7 @@
 typedef struct gs__la_opts {
     gs__common_t c;
     int64_t n, chunk, rows, cols;
+    int rank_def;   /* svd --rank-deficient */
 } gs__la_opts_t;
 
 static void gs__la_usage(FILE *f, int svd)
@@ -40,6 +41,10 @@ static void gs__la_usage(FILE *f, int svd)
                   "  --cols C              columns (>= 1)\n"
                   "  --chunk K             rows per chunk (>= 1)\n"
                   "  --no-gram             lower the SVD to TSQR (GS_LOWER_GRAM_SVD off)\n"
+                  "  --rank-deficient      x with its last column zeroed (x @ diag(1,..,1,0),\n"
+                  "                        persisted untimed): the Gram path refuses it and\n"
+                  "                        gs_client_persist / _compute fall back to TSQR;\n"
+                  "                        seconds include the refused Gram run\n"
                 : "usage: gs-bench dot --n N --chunk C [options]\n"
                   "Persist x = normal(0, 1, (N, N)) in C x C chunks, then time x @ x persisted.\n"
                   "  --n N                 array side (>= 1)\n"
@@ -75,6 +80,10 @@ static int gs__la_args(int argc, char **argv, int svd, gs__la_opts_t *o, int *do
             gs__la_usage(stdout, svd);
             *done = 1;
             return 0;
+        }
+        if (svd && strcmp(a, "--rank-deficient") == 0) {
+            o->rank_def = 1;
+            continue;
         }
         if (strcmp(a, "--chunk") == 0) v = &o->chunk;
         else if (!svd && strcmp(a, "--n") == 0) v = &o->n;
@@ -125,6 +134,55 @@ static int gs__la_run(gs_client_h client, gs_array_h a, int keep, double *out, s
     st = gs__report_save(client, f) ? GS_ERR_IO : GS_OK;
     gs_future_destroy(f);
     return st != GS_OK;
+}
+
+/* As gs__la_run through gs_client_persist / gs_client_compute, which fall back to TSQR when
+ * the Gram path refuses the input (no per-graph statistics: *stats_p zeroed). */
+static int gs__la_run_fallback(gs_client_h client, gs_array_h a, int keep, double *out,
+                               size_t out_len, double *seconds_p, gs_compute_stats_t *stats_p)
+{
+    double t0 = gs__now();
+    gs_status_t st = keep ? gs_client_persist(client, a) : gs_client_compute(client, a, out,
+                                                                             out_len);
+    *seconds_p = gs__now() - t0;
+    if (stats_p != NULL) memset(stats_p, 0, sizeof(*stats_p));
+    if (st != GS_OK) {
+        fprintf(stderr, "%s %s: run failed: %s: %s\n", g_prog, g_sub, gs_status_name(st),
+                gs_last_error());
+        return 1;
+    }
+    return 0;
+}
+
+/* x @ diag(1, .., 1, 0) persisted in place of *x_p (untimed; adds to *persist_s_p). */
+static int gs__la_zero_last_col(gs_client_h client, int64_t cols, gs_array_h *x_p,
+                                double *persist_s_p)
+{
+    int64_t shape[2] = {cols, cols};
+    double *d = gs_calloc((size_t)(cols * cols), sizeof(double), "bench diag"), t0 = gs__now();
+    gs_array_h dh = NULL, xr = NULL;
+    int rc = 1;
+    if (d == NULL) {
+        fprintf(stderr, "%s %s: out of memory\n", g_prog, g_sub);
+        return 1;
+    }
+    for (int64_t i = 0; i + 1 < cols; i++) d[i * cols + i] = 1.0;
+    if (gs_array_from_host(d, 2, shape, shape, &dh) != GS_OK ||
+        gs_array_matmul(*x_p, dh, &xr) != GS_OK || gs_client_persist(client, xr) != GS_OK) {
+        fprintf(stderr, "%s %s: cannot build the rank-deficient x: %s\n", g_prog, g_sub,
+                gs_last_error());
+        goto out;
+    }
+    gs_client_unpersist(client, *x_p);
+    gs_array_release(*x_p);
+    *x_p = xr, xr = NULL;
+    *persist_s_p += gs__now() - t0;
+    rc = 0;
+out:
+    gs_free(d);
+    gs_array_release(dh);
+    gs_array_release(xr);
+    return rc;
 }
 
 static gs_array_h gs__la_sum(gs_array_h a, int axis)
@@ -228,6 +286,10 @@ int gs__bench_svd(int argc, char **argv)
         rc = gs__connect_persist_normal(&o.c, shape, chunks, &client, &x, &connect_s, &persist_s);
     }
     if (rc != 0) goto out;
+    rc = 1;
+    if (o.rank_def && gs__la_zero_last_col(client, o.cols, &x, &persist_s) != 0) goto out;
+    int (*run)(gs_client_h, gs_array_h, int, double *, size_t, double *, gs_compute_stats_t *) =
+        o.rank_def ? gs__la_run_fallback : gs__la_run;
     rc = 2;
     if (gs_array_binary(GS_BINARY_MUL, x, x, &x2) != GS_OK || (fro = gs__la_sum(x2, -1)) == NULL) {
         fprintf(stderr, "%s %s: cannot build the check: %s\n", g_prog, g_sub, gs_last_error());
@@ -248,7 +310,7 @@ int gs__bench_svd(int argc, char **argv)
             rc = 2;
             goto out;
         }
-        if (gs__la_run(client, u, 1, NULL, 0, &t, &stats) != 0) goto out;
+        if (run(client, u, 1, NULL, 0, &t, &stats) != 0) goto out;
         /* untimed: U^T U from the persisted U, its largest deviation from I; then U goes, so
          * that s (recomputing the factorisation) has the memory the timed run had */
         double orth = 0.0, s_sec;
@@ -262,7 +324,7 @@ int gs__bench_svd(int argc, char **argv)
         gs_array_release(utu), utu = NULL;
         gs_array_release(ut), ut = NULL;
         gs_client_unpersist(client, u);
-        if (gs__la_run(client, s, 0, vs, (size_t)o.cols, &s_sec, NULL) != 0) goto out;
+        if (run(client, s, 0, vs, (size_t)o.cols, &s_sec, NULL) != 0) goto out;
         for (int64_t i = 0; i < o.cols; i++) v += vs[i] * vs[i];
         printf("{\"bench\":\"svd\",\"rows\":%" PRId64 ",\"cols\":%" PRId64 ",\"chunk\":%" PRId64
                ",\"workers\":%d", o.rows, o.cols, o.chunk, o.c.workers);
@@ -276,7 +338,8 @@ int gs__bench_svd(int argc, char **argv)
         gs__json_num("expected", expected);
         gs__json_num("s_seconds", s_sec);
         gs__json_num("orth_err", orth);
-        printf(",\"gram\":%s", o.c.no_gram ? "false" : "true");
+        printf(",\"gram\":%s,\"rank_deficient\":%s", o.c.no_gram ? "false" : "true",
+               o.rank_def ? "true" : "false");
         gs__json_run_tail(&stats, persist_s, connect_s, client);
         gs_array_release(u), u = NULL;
         gs_array_release(s), s = NULL;

@@ -21,9 +21,14 @@ static gs_status_t gs__gram_lapack_fail(const char *call, lapack_int info)
     if (info < 0)
         return gs_error_set(GS_ERR_INTERNAL, "cpu linalg gstep: %s rejected argument %d", call,
                             (int)-info);
+    /* the eigen-solver fails only on NaN/Inf (nothing to fall back for); a factorisation
+     * failing is the Gram path refusing the input (GS_LA_GRAM_REFUSED: TSQR fallback) */
+    if (strstr(call, "syevd") != NULL)
+        return gs_error_set(GS_ERR_NUMERIC, "cpu linalg gstep: %s failed (info %d): the matrix "
+                            "has NaN/Inf entries", call, (int)info);
     return gs_error_set(GS_ERR_NUMERIC,
                         "cpu linalg gstep: %s failed (info %d): the matrix has NaN/Inf entries or "
-                        "is too ill-conditioned for the Gram path",
+                        "is too " GS_LA_GRAM_REFUSED,
                         call, (int)info);
 }
 

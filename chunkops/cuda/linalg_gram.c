@@ -203,10 +203,15 @@ static gs_status_t gs__gram_info(cudaStream_t s, const int *dinfo, const char *c
     if (info < 0)
         return gs_error_set(GS_ERR_INTERNAL, "cuda linalg gstep: %s rejected argument %d", call,
                             -info);
+    /* as the cpu backend: the eigen-solver fails only on NaN/Inf; a factorisation failing is
+     * the Gram path refusing the input (GS_LA_GRAM_REFUSED: TSQR fallback) */
+    if (info > 0 && strstr(call, "syevd") != NULL)
+        return gs_error_set(GS_ERR_NUMERIC, "cuda linalg gstep: %s failed (info %d): the matrix "
+                            "has NaN/Inf entries", call, info);
     if (info > 0)
         return gs_error_set(GS_ERR_NUMERIC,
                             "cuda linalg gstep: %s failed (info %d): the matrix has NaN/Inf entries "
-                            "or is too ill-conditioned for the Gram path", call, info);
+                            "or is too " GS_LA_GRAM_REFUSED, call, info);
     return GS_OK;
 }
 

@@ -678,45 +678,79 @@ Test(graph_linalg, svd_reports_nan_inputs)
     free(a);
 }
 
-/* Rank-deficient inputs on the Gram path: either a valid SVD (U orthonormal, A = U S Vt, the
- * zero singular values ~eps s_max) or GS_ERR_NUMERIC naming the cause; never a wrong answer.
- * TSQR (the flag off) factors all of them. */
-Test(graph_linalg, svd_of_rank_deficient_inputs_is_valid_or_refused)
+/* m x n of rank < n: 0 rank 1, 1 rank 3 (a product), 2 two exact zero columns, 3 duplicated
+ * columns (rank 4) */
+static double *rank_deficient(int kind, int64_t m, int64_t n)
+{
+    double *a = rand_mat(m, n), *l = rand_mat(m, 3), *r = rand_mat(3, n);
+    if (kind == 1) naive_mm(l, r, m, 3, n, a);
+    for (int64_t i = 0; i < m; i++) {
+        if (kind == 0)
+            for (int64_t j = 1; j < n; j++) a[i * n + j] = a[i * n] * (double)(j + 1);
+        if (kind == 2) a[i * n + 1] = a[i * n + 4] = 0.0;
+        if (kind == 3) a[i * n + 4] = a[i * n + 1], a[i * n + 5] = a[i * n + 2];
+    }
+    free(l), free(r);
+    return a;
+}
+
+/* Rank-deficient tall inputs: the Gram path refuses them or factors them; either way the
+ * evaluation with the default flags (gs_chunkops_eval_array: TSQR when the Gram path refuses)
+ * gives U with orthonormal columns, S as LAPACK's dgesvd (the zero ones ~eps s_max) and
+ * U S Vt = A. */
+Test(graph_linalg, svd_of_rank_deficient_inputs_is_valid)
 {
     const int64_t m = 90, n = 6, rb[] = {0, 30, 60, 90};
-    for (int kind = 0; kind < 3; kind++) {
-        double *a = rand_mat(m, n);
-        for (int64_t i = 0; i < m; i++) {
-            if (kind == 0) a[i * n + 4] = a[i * n + 1];                    /* equal columns */
-            if (kind == 1) a[i * n + 2] = 0.0;                             /* a zero column */
-            if (kind == 2)                                                  /* rank 1 */
-                for (int64_t j = 1; j < n; j++) a[i * n + j] = a[i * n] * (double)j;
-        }
+    int refused = 0;
+    for (int kind = 0; kind < 4; kind++) {
+        double *a = rank_deficient(kind, m, n), *ref = lapack_sv(a, m, n);
+        double *u = malloc((size_t)(m * n) * 8), sv[6], vt[36], *rc;
         gs_array_h h = host(a, m, n, 3, rb, 1, NULL), hu, hs, hvt;
         gs_taskgraph_t *tg;
-        double *u = malloc((size_t)(m * n) * sizeof(double)), *sv, *vt, *rc;
         OK(gs_array_svd(h, &hu, &hs, &hvt));
-        OK(gs_graph_lower(hu, GS_LOWER_DEFAULT, &tg));
-        gs_status_t st = gs_chunkops_eval(&gs_chunkops_cpu_ops, ctx, tg, u, (size_t)(m * n));
+        OK(gs_graph_lower(hs, GS_LOWER_DEFAULT, &tg));   /* the Gram path alone */
+        gs_status_t st = gs_chunkops_eval(&gs_chunkops_cpu_ops, ctx, tg, sv, (size_t)n);
         gs_taskgraph_free(tg);
         if (st != GS_OK) {
+            unsigned fl = 0;
             cr_assert_eq(st, GS_ERR_NUMERIC, "kind %d: %s", kind, gs_status_name(st));
-            cr_assert(strstr(gs_last_error(), "rank-deficient") || strstr(gs_last_error(), "ill-cond"),
+            cr_assert(gs_graph_lower_retry_flags(GS_LOWER_DEFAULT, st, gs_last_error(), &fl),
                       "kind %d: %s", kind, gs_last_error());
-            free(u);
-            u = eval_flags(hu, GS_LOWER_DEFAULT & ~GS_LOWER_GRAM_SVD);
-            sv = eval_flags(hs, GS_LOWER_DEFAULT & ~GS_LOWER_GRAM_SVD);
-            vt = eval_flags(hvt, GS_LOWER_DEFAULT & ~GS_LOWER_GRAM_SVD);
-        } else {
-            sv = eval(hs), vt = eval(hvt);
+            cr_assert_eq(fl, GS_LOWER_DEFAULT & ~GS_LOWER_GRAM_SVD);
+            refused++;
         }
-        check_orthonormal_cols(u, m, n, 1e-12, "rank-deficient");
+        OK(gs_chunkops_eval_array(&gs_chunkops_cpu_ops, ctx, hu, GS_LOWER_DEFAULT, u,
+                                  (size_t)(m * n)));
+        OK(gs_chunkops_eval_array(&gs_chunkops_cpu_ops, ctx, hs, GS_LOWER_DEFAULT, sv, 6));
+        OK(gs_chunkops_eval_array(&gs_chunkops_cpu_ops, ctx, hvt, GS_LOWER_DEFAULT, vt, 36));
+        check_orthonormal_cols(u, m, n, 1e-12, "rank-deficient U");
+        check_orthonormal_cols(vt, n, n, 1e-12, "rank-deficient V");   /* Vt^T's columns */
+        for (int64_t i = 0; i < n; i++)
+            cr_assert(fabs(sv[i] - ref[i]) <= 1e-12 * ref[0], "kind %d: s[%lld] = %.17g, "
+                      "LAPACK %.17g", kind, (long long)i, sv[i], ref[i]);
         rc = recon(u, sv, vt, m, n, n);
         assert_close(rc, a, m * n, 1e-12, "rank-deficient reconstruction");
-        cr_assert(sv[n - 1] <= 1e-13 * sv[0], "kind %d: s_min %g, s_max %g", kind, sv[n - 1], sv[0]);
         gs_array_release(h), gs_array_release(hu), gs_array_release(hs), gs_array_release(hvt);
-        free(a), free(u), free(sv), free(vt), free(rc);
+        free(a), free(ref), free(u), free(rc);
     }
+    cr_assert(refused > 0, "no input made the Gram path fall back");
+}
+
+/* Only the Gram path's refusal is retried, and only once (the retry flags lack the path). */
+Test(graph_linalg, svd_fallback_retries_only_the_gram_refusal)
+{
+    unsigned fl = 12345;
+    const char *why = "task 7: linalg gstep: ... too " GS_LA_GRAM_REFUSED " (max ...)";
+    cr_assert(gs_graph_lower_retry_flags(GS_LOWER_DEFAULT, GS_ERR_TASK_FAILED, why, &fl));
+    cr_assert_eq(fl, GS_LOWER_DEFAULT & ~GS_LOWER_GRAM_SVD);
+    fl = 12345;
+    cr_assert(!gs_graph_lower_retry_flags(GS_LOWER_DEFAULT & ~GS_LOWER_GRAM_SVD, GS_ERR_NUMERIC,
+                                          why, &fl));   /* TSQR already */
+    cr_assert(!gs_graph_lower_retry_flags(GS_LOWER_DEFAULT, GS_ERR_NO_MEMORY, why, &fl));
+    cr_assert(!gs_graph_lower_retry_flags(GS_LOWER_DEFAULT, GS_ERR_NUMERIC,
+                                          "the Gram matrix is not finite (NaN/Inf)", &fl));
+    cr_assert(!gs_graph_lower_retry_flags(GS_LOWER_DEFAULT, GS_ERR_NUMERIC, NULL, &fl));
+    cr_assert_eq(fl, 12345u);
 }
 
 /* ---- randomized SVD ---- */

@@ -8,6 +8,7 @@
 #include <gsched/gsched.h>
 
 #include <criterion/criterion.h>
+#include <lapacke.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -165,6 +166,57 @@ Test(integration_linalg, svd_keeps_accuracy_for_ill_conditioned_inputs, .init = 
         free(a);
     }
     gs_client_destroy(tsqr);
+}
+
+/* Rank-deficient tall inputs (rank 1, rank 3, two zero columns, duplicated columns) through
+ * the cluster with the Gram path on: the Gram path refuses at least one of them (a submitted
+ * future fails with the cause), and gs_client_persist / gs_client_compute then fall back to
+ * TSQR by themselves:
+ * U S Vt = A, U orthonormal, S as LAPACK's dgesvd to 1e-12 s_max. */
+Test(integration_linalg, svd_of_rank_deficient_inputs_falls_back_to_tsqr, .init = up2, .fini = down)
+{
+    const int64_t m = 600, n = 8, shape[2] = {600, 8}, chunks[2] = {70, 8};
+    int refused = 0;
+    for (int kind = 0; kind < 4; kind++) {
+        double *a = graded(m, n, 0.5), *cp = malloc((size_t)(m * n) * sizeof(double));
+        double *vu = malloc((size_t)(m * n) * sizeof(double)), vs[8], vvt[64], ref[8], sup[8];
+        gs_array_h h, u, s, vt;
+        gs_future_h f;
+        for (int64_t i = 0; i < m; i++) {
+            double *r = a + i * n;
+            if (kind == 0)
+                for (int64_t j = 1; j < n; j++) r[j] = r[0] * (double)(j + 1);
+            if (kind == 1)   /* rank 3: every column a combination of the first three */
+                for (int64_t j = 3; j < n; j++) r[j] = r[0] - 0.5 * (double)j * r[1] + r[2] / (double)j;
+            if (kind == 2) r[2] = r[6] = 0.0;
+            if (kind == 3) r[5] = r[1], r[7] = r[3];
+        }
+        memcpy(cp, a, (size_t)(m * n) * sizeof(double));
+        cr_assert_eq(LAPACKE_dgesvd(LAPACK_ROW_MAJOR, 'N', 'N', (lapack_int)m, (lapack_int)n, cp,
+                                    (lapack_int)n, ref, NULL, 1, NULL, 1, sup), 0);
+        OK(gs_array_from_host(a, 2, shape, chunks, &h));
+        OK(gs_array_svd(h, &u, &s, &vt));
+        OK(gs_client_submit(C, s, 0, &f));   /* the Gram path alone: no fallback for futures */
+        gs_status_t st = gs_future_wait(f, -1);
+        if (st != GS_OK) {
+            cr_assert_eq(st, GS_ERR_TASK_FAILED, "kind %d: %s", kind, gs_status_name(st));
+            cr_assert(strstr(gs_last_error(), "for the Gram path"), "%s", gs_last_error());
+            refused++;
+        }
+        gs_future_destroy(f);
+        OK(gs_client_persist(C, u));   /* falls back as gs_client_compute does */
+        OK(gs_client_compute(C, u, vu, (size_t)(m * n)));
+        OK(gs_client_compute(C, s, vs, 8));
+        OK(gs_client_compute(C, vt, vvt, 64));
+        OK(gs_client_unpersist(C, u));
+        check_svd(a, vu, vs, vvt, m, n, n, 1e-12);
+        for (int64_t i = 0; i < n; i++)
+            cr_assert(fabs(vs[i] - ref[i]) <= 1e-12 * ref[0], "kind %d: s[%lld] = %.17g, LAPACK "
+                      "%.17g", kind, (long long)i, vs[i], ref[i]);
+        gs_array_release(h), gs_array_release(u), gs_array_release(s), gs_array_release(vt);
+        free(a), free(cp), free(vu);
+    }
+    cr_assert(refused > 0, "no input made the Gram path refuse");
 }
 
 /* A NaN in the input: the GSTEP task fails with GS_ERR_NUMERIC, which reaches the client as

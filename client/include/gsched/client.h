@@ -191,7 +191,9 @@ gs_status_t gs_client_compute_scalar(gs_client_h client, gs_array_h array, doubl
 /** Compute @a array into @a out (row-major, out_len >= gs_array_size(array); exactly 1 for a
  *  0-d array, as gs_future_gather()). Elements are written in the array's dtype
  *  (gs_array_dtype(), gs_dtype_size() bytes each): for other dtypes than float64 pass a
- *  buffer of that type cast to double *; out_len counts elements. */
+ *  buffer of that type cast to double *; out_len counts elements. The SVD of a tall array
+ *  that the Gram path refuses (numerically rank-deficient) is computed again by TSQR here and
+ *  in gs_client_compute_scalar and gs_client_persist (docs/api.md "Accuracy of the tall SVD"). */
 gs_status_t gs_client_compute(gs_client_h client, gs_array_h array, double *out, size_t out_len);
 
 /** Write @a array (float64) to the .npy file @a path (C order, version 1.0), from the

@@ -614,9 +614,10 @@ gs_status_t gs_array_map_blocks(const gs_user_kernel_t *kernel, int nin, const g
 #define GS_LOWER_FUSE 0x2u            /* one task per output chunk for blockwise chains */
 #define GS_LOWER_SLICE_PUSHDOWN 0x4u  /* generate only the elements a slice keeps */
 /* the SVD of a tall array (rows >= 2 columns) by Gram passes: one pass when well conditioned,
- * shifted CholeskyQR3 otherwise (docs/api.md "Accuracy of the tall SVD"); off: TSQR. Needs
- * full column rank: a numerically rank-deficient input fails with GS_ERR_NUMERIC, where TSQR
- * (this flag off) still factors it. */
+ * shifted CholeskyQR3 otherwise (docs/api.md "Accuracy of the tall SVD"); off: TSQR. An input
+ * the Gram path refuses (numerically rank-deficient) is computed again by TSQR by
+ * gs_client_compute / gs_client_compute_scalar / gs_client_persist, so they give the SVD of
+ * any finite matrix; a future from gs_client_submit reports the refusal (GS_ERR_TASK_FAILED). */
 #define GS_LOWER_GRAM_SVD 0x8u
 #define GS_LOWER_DEFAULT \
     (GS_LOWER_CULL | GS_LOWER_FUSE | GS_LOWER_SLICE_PUSHDOWN | GS_LOWER_GRAM_SVD)
