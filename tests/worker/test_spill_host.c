@@ -48,6 +48,11 @@ static gs_worker_params_t host_params(void)
     p.nstreams = 2;
     p.local_directory = tmpdir;        /* the disk tier below host memory (cascade.c) */
     p.memory_wait_ms = 3000;
+    /* spill ahead of need, as host memory does (device memory's own defaults spill only what a
+     * task needs: device_defaults_spill_only_on_demand) */
+    p.spill_threshold = 0.7;
+    p.spill_target = 0.6;
+    p.spill_pause = 0.75;
     return p;
 }
 
@@ -623,4 +628,28 @@ Test(worker_spill_host, chunk_larger_than_the_device_limit_fails_naming_worker_t
     free(place);
     gs_taskgraph_free(tg);
     gs_array_release(a);
+}
+
+/* Device memory's default fractions: nothing moves down while the stored chunks fit under the
+ * limit (a persisted array of 0.9 x the limit stays in "device" memory), and a task that does
+ * not fit still makes room (4 x the limit persists, through the host tier). */
+Test(worker_spill_host, device_defaults_spill_only_on_demand)
+{
+    gs_worker_params_t p = host_params();
+    gs_worker_stats_t st;
+    tw_t t;
+    p.spill_threshold = p.spill_target = p.spill_pause = 0;   /* the defaults */
+    tw_start_each(&fs, &t, 1, &p);
+    gs_array_h fits = chunked_array((int)(LIMIT / 4096 * 9 / 10), 1);
+    persist_checked(&t, fits, 1);
+    gs_worker_stats(t.w, &st);
+    cr_assert_eq(st.host_spills, 0u, "%llu chunks spilled while everything fit",
+                 (unsigned long long)st.host_spills);
+    gs_array_release(fits);
+    gs_array_h big = chunked_array((int)(LIMIT / 4096 * 4), 1);
+    persist_checked(&t, big, 2);
+    gs_worker_stats(t.w, &st);
+    cr_assert_gt(st.host_spills, 0u, "4 x the limit persisted without spilling");
+    gs_array_release(big);
+    tw_stop_each(&fs, &t, 1);
 }

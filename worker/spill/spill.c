@@ -17,6 +17,15 @@
 #define GS_WSPILL_DEFAULT_TARGET 0.6
 #define GS_WSPILL_DEFAULT_THRESHOLD 0.7
 #define GS_WSPILL_DEFAULT_PAUSE 0.75
+/* Device memory (streams mode): the backend's limit already leaves 15 % of the device free, and
+ * a device chunk spilled early costs a DMA both ways, so device memory is not spilled ahead of
+ * need: only a task that does not fit makes room (admission), and generators are admitted while
+ * they fit. With the host-memory fractions above, one H100's tall SVD (4 M x 1000, 64 GB of
+ * chunks under a 67 GB limit) spilled 100 GB to host memory and took 5.5-23 s instead of 0.29 s.
+ * --spill-threshold/--spill-target/--spill-pause still set them. */
+#define GS_WSPILL_DEVICE_TARGET 0.9
+#define GS_WSPILL_DEVICE_THRESHOLD 1.0
+#define GS_WSPILL_DEVICE_PAUSE 1.0
 
 /* ---------------------------------------------------------------- LRU */
 
@@ -468,11 +477,15 @@ gs_status_t gs__wspill_init(gs_worker_t *w, const gs_worker_params_t *p)
     sp->lru.prev = sp->lru.next = &sp->lru;
     sp->hlru.hprev = sp->hlru.hnext = &sp->hlru;
     sp->lock_fd = -1;
-    if ((st = gs__wspill_fraction("spill_target", p->spill_target, GS_WSPILL_DEFAULT_TARGET,
+    const int dev = w->streams_mode;
+    if ((st = gs__wspill_fraction("spill_target", p->spill_target,
+                                  dev ? GS_WSPILL_DEVICE_TARGET : GS_WSPILL_DEFAULT_TARGET,
                                   &sp->target)) != GS_OK ||
         (st = gs__wspill_fraction("spill_threshold", p->spill_threshold,
-                                  GS_WSPILL_DEFAULT_THRESHOLD, &sp->threshold)) != GS_OK ||
-        (st = gs__wspill_fraction("spill_pause", p->spill_pause, GS_WSPILL_DEFAULT_PAUSE,
+                                  dev ? GS_WSPILL_DEVICE_THRESHOLD : GS_WSPILL_DEFAULT_THRESHOLD,
+                                  &sp->threshold)) != GS_OK ||
+        (st = gs__wspill_fraction("spill_pause", p->spill_pause,
+                                  dev ? GS_WSPILL_DEVICE_PAUSE : GS_WSPILL_DEFAULT_PAUSE,
                                   &sp->pause)) != GS_OK)
         goto err_free;
     if (sp->target > sp->threshold) {
