@@ -58,6 +58,10 @@ static void spec(gs_kfused_t *k, gs_dtype_t d, const void *a, const void *b, int
     k->prog[binary ? 2 : 1].dtype = d;
     k->prog[binary ? 2 : 1].imm = 3.0;
     k->nprog = binary ? 3 : 2;
+    if (op == GS_OP_CONST) {   /* no operand: the constant alone */
+        k->prog[0] = k->prog[1];
+        k->nprog = 1;
+    }
     k->terminal = GS_TERM_STORE;
     k->out_dtype = od;
     k->out = out;
