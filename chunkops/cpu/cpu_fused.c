@@ -855,6 +855,9 @@ gs_status_t gs__cpu_fused_run(const gs_kfused_t *k)
             for (int i = 0; i < n; i++) gs_store_elem(k->out_dtype, k->out, done + i, v[i]);
         } else if (f.mode == GS__MODE_STORE) {
             gs__run_prog(&f, k->out + done);
+            /* typed programs store canonical NaNs, as gs_store_elem does on every backend */
+            if (f.typed)
+                for (int i = 0; i < n; i++) k->out[done + i] = gs_f64_canonical(k->out[done + i]);
         } else {
             gs__terminal(&f, gs__run_prog(&f, NULL));
         }
