@@ -323,7 +323,9 @@ int main(int argc, char **argv)
         const char *tun = getenv("GLIBC_TUNABLES");
         if ((tun == NULL || strstr(tun, "glibc.malloc.") == NULL) &&
             gs_heap_tune_daemon(GS_CONN_READ_BUFFER, 2) != 0)
-            GS_LOG_WARN("cannot set the allocator's thresholds; memory freed by connections may stay resident");
+            /* only an allocator other than glibc's refuses (a sanitizer build's) */
+            GS_LOG_INFO("the allocator ignores mallopt (not glibc's malloc: a sanitizer build?); "
+                        "memory freed by connections may stay resident");
     }
     if (uv_loop_init(&loop) != 0) {
         fprintf(stderr, "gsched: cannot create the event loop\n");

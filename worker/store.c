@@ -307,7 +307,8 @@ void gs__wgraph_cancel(gs_worker_t *w, uint64_t graph)
         /* Free in descending address order: the chunk pools (headers, tiny CPU chunks) are
          * LIFO, so the next graph's chunks are handed out in ascending address order, as they
          * were made, instead of the map's hash order (a cache miss per task). */
-        qsort(chunks.data, chunks.len, sizeof(chunks.data[0]), gs__wchunk_cmp_addr_desc);
+        if (chunks.len > 1)
+            qsort(chunks.data, chunks.len, sizeof(chunks.data[0]), gs__wchunk_cmp_addr_desc);
         /* every chunk leaves the map: drop it whole instead of one probe per chunk (in address
          * order, a cache miss each) */
         gs_u64map_cleanup(&g->chunks);
