@@ -761,9 +761,9 @@ static uint64_t gs__addr_count(gs_sched_t *s, uint64_t key, int delta)
 
 /* Close the oldest connection that has not completed the handshake (other than @a keep; from
  * address @a key unless 0) to make room, preferring one that has sent nothing: a peer whose HELLO
- * waits unread (a burst of connections accepted before the loop read it) is not the idle one to
- * drop, else a connect storm from its address would evict real clients before their handshake.
- * 0 when there is none. */
+ * waits unread (a burst of connections accepted before the loop read it) or that was challenged
+ * (its HELLO read, its AUTH on the way) is not the idle one to drop, else a connect storm from its
+ * address would evict real clients in the middle of their handshake. 0 when there is none. */
 static int gs__evict_oldest_handshake(gs_sched_t *s, const gs__peer_t *keep, uint64_t key)
 {
     gs__peer_t *oldest = NULL, *tail = NULL;
@@ -777,7 +777,7 @@ static int gs__evict_oldest_handshake(gs_sched_t *s, const gs__peer_t *keep, uin
     /* from the oldest towards the newest candidate: the first that has sent nothing */
     for (gs__peer_t *p = oldest; p != NULL; p = p == tail ? NULL : p->prev) {
         if (p != keep && p->state == GS__PEER_HANDSHAKE && (key == 0 || p->addr_key == key) &&
-            !gs_conn_input_unread(p->conn)) {
+            !p->hs.challenged && !gs_conn_input_unread(p->conn)) {
             oldest = p;
             break;
         }

@@ -16,6 +16,10 @@
 #include <sys/resource.h>
 
 #define GS__HOUSEKEEPING_MS 50u
+/* Pending connections the kernel queues for accept (clamped to net.core.somaxconn, 4096 on
+ * current Linux): a connect storm that fills a short queue drops real clients' SYNs, and their
+ * retransmissions back off 1, 2, 4, 8 s: one client waited over 20 s under the socket fuzzer. */
+#define GS__LISTEN_BACKLOG 4096
 /* A housekeeping timer this late means the loop stood still (see gs__on_timer). */
 #define GS__STALL_NS (500ull * 1000000ull)
 /* Return free heap memory to the system when this much is held free (checked every ..._MS) */
@@ -377,7 +381,7 @@ gs_status_t gs_sched_listen(gs_sched_h s)
     s->nhandles++;
     s->listening = 1;
     r = uv_tcp_bind(&s->server, (const struct sockaddr *)&ss, 0);
-    if (r == 0) r = uv_listen((uv_stream_t *)&s->server, 511, gs__sched_on_connection);
+    if (r == 0) r = uv_listen((uv_stream_t *)&s->server, GS__LISTEN_BACKLOG, gs__sched_on_connection);
     if (r < 0) {
         st = gs_status_from_uv(r, "listen");
         st = gs_error_set(st, "cannot listen on %s:%d: %s", s->host, s->port, uv_strerror(r));

@@ -265,7 +265,7 @@ gs_status_t gs__xfer_direct_start(gs_worker_t *w)
     x->direct_open = 1;
     gs__worker_hold(w);   /* released by gs__worker_handle_closed */
     if ((r = uv_tcp_bind(&x->direct_tcp, (const struct sockaddr *)&ss, 0)) != 0 ||
-        (r = uv_listen((uv_stream_t *)&x->direct_tcp, 128, gs__wdirect_accept_cb)) != 0 ||
+        (r = uv_listen((uv_stream_t *)&x->direct_tcp, 1024, gs__wdirect_accept_cb)) != 0 ||
         (r = uv_tcp_getsockname(&x->direct_tcp, (struct sockaddr *)&ss, &len)) != 0) {
         st = gs_status_from_uv(r, "data port");
         gs__xfer_direct_stop(w);
