@@ -163,6 +163,13 @@ static void gs__wtask_release(gs_worker_t *w, gs_wtask_t *t)
         if (t->state == GS_WTASK_READY) gs__wlist_del(&t->link);
         if (t->state == GS_WTASK_RUNNING) w->nrunning--;
         w->nadmitted--;
+        if (t->ndeps > 0) {
+            w->nadmitted_consumers--;
+            /* the clock only where an admission may come to wait for gsched's releases */
+            if (w->spill_defer_since || w->mem_used > w->mem_limit / 2)
+                w->t_consumer_done = gs_now_ns();
+            if (w->spill_defer_since) w->admit_epoch++;   /* the wait is re-judged */
+        }
     }
     for (i = 0; i < t->ndeps; i++) {
         gs_wchunk_t *c = t->deps[i].chunk;
@@ -238,6 +245,7 @@ static void gs__wtask_unadmit(gs_worker_t *w, gs_wtask_t *t, uint32_t ndone, gs_
     gs__wchunk_unref(w, t->out);
     t->out = NULL;
     w->nadmitted--;
+    if (t->ndeps > 0) w->nadmitted_consumers--;
     w->nqueued++;
     t->state = GS_WTASK_QUEUED;
     t->link.next = qprev->next;
@@ -269,6 +277,43 @@ static uint64_t gs__wtask_unspill_bytes(gs_worker_t *w, const gs_wtask_t *t)
  * been failed and released. @a head: the first task of the queue, for which memory is made
  * by moving stored chunks to disk. @a now_p: the admission pass's clock, read at the first
  * admission of the pass (0 until then), so a pass over many tiny tasks reads it once. */
+static void gs__wexec_defer_cb(uv_timer_t *h)
+{
+    gs_worker_t *w = h->data;
+    w->admit_epoch++;
+    gs__wexec_pump(w);
+}
+
+/* 1 when the blocked head should wait instead of spilling (GS_W_RELEASE_GRACE_NS): admitted
+ * tasks with inputs, or one that completed a moment ago, may let gsched release memory. A
+ * spill started while the data would fit anyway costs the device→host copy and, when the chunk
+ * is needed again, the copy back (a tall SVD near the device limit: 0.29 s became 1.8–7.9 s). */
+static int gs__wtask_spill_defer(gs_worker_t *w)
+{
+    uint64_t now;
+    if (w->spill == NULL || w->spill_defer_misses >= GS_W_DEFER_MISSES) return 0;
+    now = gs_now_ns();
+    if (w->spill_defer_since == 0) w->spill_defer_since = now;
+    if (now - w->spill_defer_since < GS_W_DEFER_MAX_NS) {
+        if (w->nadmitted_consumers > 0) {
+            /* re-judged when one of them ends (admit_epoch), at the latest at the wait's end */
+            uint64_t left = GS_W_DEFER_MAX_NS - (now - w->spill_defer_since);
+            if (!uv_is_active((uv_handle_t *)&w->defer_timer))
+                uv_timer_start(&w->defer_timer, gs__wexec_defer_cb, left / 1000000u + 1u, 0);
+            return 1;
+        }
+        if (now - w->t_consumer_done < GS_W_RELEASE_GRACE_NS) {
+            uint64_t left = GS_W_RELEASE_GRACE_NS - (now - w->t_consumer_done);
+            uv_timer_start(&w->defer_timer, gs__wexec_defer_cb, left / 1000000u + 1u, 0);
+            return 1;
+        }
+    }
+    /* waiting did not free enough: spill (and wait less readily next time) */
+    w->spill_defer_misses++;
+    w->spill_defer_since = 0;
+    return 0;
+}
+
 static gs_status_t gs__wtask_admit(gs_worker_t *w, gs_wtask_t *t, int head, uint64_t *now_p)
 {
     uint64_t need = t->out_nbytes, fetch_bytes = 0, unspill_bytes;
@@ -317,7 +362,7 @@ static gs_status_t gs__wtask_admit(gs_worker_t *w, gs_wtask_t *t, int head, uint
         uint64_t cap = w->mem_limit;
         if (t->ndeps == 0 && !w->reserve_off) cap = gs__wspill_pause_cap(w);
         if (need > cap || w->mem_used > cap - need) {
-            if (!head) return GS_INPROGRESS;
+            if (!head || gs__wtask_spill_defer(w)) return GS_INPROGRESS;
             status = gs__wspill_make_room(w, need, cap);
             if (status == GS_OK) {
                 /* room made at once (chunks already on disk left memory) */
@@ -348,6 +393,7 @@ static gs_status_t gs__wtask_admit(gs_worker_t *w, gs_wtask_t *t, int head, uint
     gs__wlist_del(&t->link);
     w->nqueued--;
     w->nadmitted++;
+    if (t->ndeps > 0) w->nadmitted_consumers++;
     t->state = GS_WTASK_FETCHING;
     if (*now_p == 0) *now_p = gs_now_ns();
     t->t_admit = *now_p;
@@ -501,6 +547,12 @@ void gs__wexec_pump(gs_worker_t *w)
         e = next;
     }
     if (head) {
+        if (w->spill_defer_since) {    /* the wait paid off: memory came back without a spill */
+            w->spill_defer_since = 0;
+            w->spill_defer_misses = 0;
+            w->st.spill_waits++;
+            uv_timer_stop(&w->defer_timer);
+        }
         w->mem_blocked_since = 0;      /* the head was admitted (or the window is full) */
         w->mem_blocked_task = NULL;
         w->reserve_off = 0;

@@ -45,6 +45,7 @@ gs_status_t gs__wgraph_get(gs_worker_t *w, uint64_t id, int create, gs_wgraph_t 
         gs_free(g);
         return gs_error_set(status, "out of memory for graph %llu", (unsigned long long)id);
     }
+    w->spill_defer_misses = 0;   /* a new graph: admission may wait for releases again */
     *g_p = g;
     return GS_OK;
 }

@@ -250,6 +250,8 @@ typedef struct gs_worker_stats {
     uint64_t unspills;            /* chunks read back into memory for tasks */
     uint64_t unspilled_bytes, unspilled_ns;  /* bytes read back (also for peers and gsched) */
     uint64_t spill_failures;      /* writes that failed (the chunk stayed in memory) */
+    uint64_t spill_waits;         /* admissions that waited for gsched's releases instead of
+                                     spilling, and got the memory without a spill */
     /* host tier of a device backend (streams mode; worker/spill/spill.h): chunks copied from
      * the device arena to host memory when it fills, and back for tasks */
     uint64_t host_used;           /* now: bytes of chunks with a copy in host memory */

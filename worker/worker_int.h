@@ -23,6 +23,13 @@
 #define GS_W_DONE_FLUSH 4096       /* flush TASK_DONE early past this many entries */
 #define GS_W_ERRLEN 512
 #define GS_W_SKIP_AHEAD 65536      /* queued tasks tried past a head blocked on memory */
+/* Spilling to admit a task waits while admitted tasks with inputs may free memory: their
+ * completion lets gsched release the inputs (a round trip later). It stops waiting
+ * GS_W_RELEASE_GRACE_NS after the last such completion, after GS_W_DEFER_MAX_NS in all, and
+ * for the rest of the graph once GS_W_DEFER_MISSES waits in a row ended in a spill anyway. */
+#define GS_W_RELEASE_GRACE_NS (3ull * 1000000ull)
+#define GS_W_DEFER_MAX_NS (250ull * 1000000ull)
+#define GS_W_DEFER_MISSES 4
 #define GS_W_SMALL_TASK_BYTES 65536   /* a task reading and writing less is "small" */
 #define GS_W_THREAD_BATCH 32       /* small tasks a kernel thread takes (and returns) at once */
 #define GS_W_SMALL_DEPTH 256       /* small tasks dispatched per kernel thread / stream */
@@ -254,6 +261,11 @@ struct gs_worker {
     uint64_t max_admitted_small;       /* admission limit while the queue head is small */
     int slots;                         /* max running */
     int small_slots;                   /* max running while the ready head is small */
+    uint64_t nadmitted_consumers;      /* admitted tasks with inputs */
+    uint64_t t_consumer_done;          /* when one of those last completed */
+    uint64_t spill_defer_since;        /* 0: admission not waiting before a spill */
+    int spill_defer_misses;            /* waits in a row that ended in a spill anyway */
+    uv_timer_t defer_timer;            /* the end of the release grace */
     uint64_t mem_blocked_since;        /* 0: admission not blocked on memory */
     gs_wtask_t *mem_blocked_task;      /* the head task that is blocked */
     uint64_t admit_epoch;              /* bumped when memory is freed or tasks are queued */

@@ -166,6 +166,51 @@ Test(worker_spill, unfused_sum_reads_spilled_inputs_back)
     cr_assert_leq(st.mem_used, (uint64_t)LIMIT);
 }
 
+/* ((x + 1) * 2) of a 12-chunk x without fusion, inputs released as their consumers complete:
+ * the data never needs more than the limit, but a consumer blocked on memory with others
+ * admitted ahead of it would, without waiting for gsched's releases, spill a chunk that a
+ * moment later is no longer needed (or is read back at once). The admission waits instead. */
+Test(worker_spill, admission_waits_for_releases_instead_of_spilling)
+{
+    gs_worker_params_t p = spill_params(tmpdir);
+    gs_worker_stats_t st;
+    tw_t t;
+    double *ref, *got;
+    size_t size, failed;
+    gs_array_h a = chunked_array(12), b, c;
+    gs_taskgraph_t *tg;
+    int *place;
+
+    p.nthreads = 2;
+    p.spill_threshold = 1.0;   /* spilling only to admit a task, as on a device by default */
+    p.spill_target = 1.0;
+    p.spill_pause = 1.0;
+    cr_assert_eq(gs_array_binary_scalar(GS_BINARY_ADD, a, 1.0, &b), GS_OK);
+    cr_assert_eq(gs_array_binary_scalar(GS_BINARY_MUL, b, 2.0, &c), GS_OK);
+    tg = tw_lower(c, GS_LOWER_CULL, &ref, &size);
+    cr_assert_eq(tg->ntasks, 36u, "not one task per chunk and operation: %llu",
+                 (unsigned long long)tg->ntasks);
+    place = calloc(tg->ntasks, sizeof(int));
+    tw_start_each(&fs, &t, 1, &p);
+    failed = fs_run_graph(&fs, 1, tg, place, 1, 60000);
+    cr_assert_eq(failed, 0, "%s", fail_msg(failed));
+    got = calloc(size, sizeof(double));
+    cr_assert(fs_gather_all(&fs, 1, tg, place, got, 10000), "gather failed");
+    assert_close(got, ref, size);
+    gs_worker_stats(t.w, &st);
+    cr_assert_gt(st.spill_waits, 0u, "no admission waited for a release (%llu chunks spilled)",
+                 (unsigned long long)st.spills);
+    cr_assert_leq(st.mem_used, (uint64_t)LIMIT);
+    tw_stop_each(&fs, &t, 1);
+    free(got);
+    free(ref);
+    free(place);
+    gs_taskgraph_free(tg);
+    gs_array_release(c);
+    gs_array_release(b);
+    gs_array_release(a);
+}
+
 Test(worker_spill, peers_fetch_spilled_chunks)
 {
     gs_worker_params_t p[2] = {spill_params(tmpdir), {0}};
