@@ -61,4 +61,12 @@ gs_status_t gs__array_rechunk_grid(gs_array_h a, const gs_grid_t *g, gs_array_h 
 gs_status_t gs__array_concat_node(gs_array_h a, gs_array_h b, int axis, int ea, int eb,
                                   gs_array_h *out_p);
 
+/* ---- reshape (array_shape.c) ---- */
+
+/* RESHAPE node over @a a with output grid @a g (copied): block b of @a g must hold the elements
+ * of one block of @a a in the same row-major order (gs_array_reshape() rechunks @a a so; the
+ * lowering checks it). Same dtype and element count, size > 0. New reference in *out_p.
+ * GS_ERR_NO_MEMORY, GS_ERR_INVALID_PARAM. */
+gs_status_t gs__array_reshape_node(gs_array_h a, const gs_grid_t *g, gs_array_h *out_p);
+
 #endif

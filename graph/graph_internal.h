@@ -64,7 +64,9 @@ typedef enum gs__node_kind {
     GS__NODE_STENCIL,         /* weighted neighbourhood of in[0] (stencil_int.h) */
     GS__NODE_MAPBLOCKS,       /* a user kernel per block of in[0..ninputs) (stencil_int.h) */
     GS__NODE_ASTYPE,          /* in[0] converted to this node's dtype (dtype.c) */
-    GS__NODE_WHERE            /* in[1] where in[0] else in[2], broadcast (array.c) */
+    GS__NODE_WHERE,           /* in[1] where in[0] else in[2], broadcast (array.c) */
+    GS__NODE_RESHAPE          /* in[0]'s elements in this grid's shape, block for block
+                                 (array_shape.c, lower_shape.c) */
 } gs__node_kind_t;
 
 /* ---- index maps: from a group's output coordinates to a leaf array's coordinates ----

@@ -92,6 +92,10 @@ gs_status_t gs__lw_build_file(lw_t *w, int64_t idx, int64_t *idx_p);
 gs_status_t gs__lw_build_rechunk(lw_t *w, int64_t idx, int64_t *idx_p);
 gs_status_t gs__lw_build_concat(lw_t *w, int64_t idx, int64_t *idx_p);
 
+/* lower_shape.c: RESHAPE (one COPY layer, one piece per block: block b is one input block
+ * with another shape). */
+gs_status_t gs__lw_build_reshape(lw_t *w, int64_t idx, int64_t *idx_p);
+
 /* lower_linalg.c: MATMUL (grouped GEMMs + a sum tree) and FACTOR (TSQR; the parts of one
  * factorisation of one input share its layers). */
 gs_status_t gs__lw_build_matmul(lw_t *w, int64_t idx, int64_t *idx_p);

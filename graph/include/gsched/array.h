@@ -402,6 +402,51 @@ gs_status_t gs_array_concatenate(int n, const gs_array_h *arrays, int axis, gs_a
  *  gs_array_concatenate(). */
 gs_status_t gs_array_stack(int n, const gs_array_h *arrays, int axis, gs_array_h *out_p);
 
+/* ---- shape: reshape, ravel, eye, diag, tril, triu (graph/array_shape.c) ----
+ * All keep the input's dtype (eye: the one asked for) and follow NumPy exactly; the ones built
+ * from masks (tril, triu, eye, diag of a vector) fuse into one kernel per chunk. On error
+ * *out_p is not written and gs_last_error() names the problem. */
+
+/** np.reshape(a, shape) in C (row-major) order: @a ndim (0..GS_MAX_NDIM) sizes in @a shape
+ *  (borrowed; NULL only for ndim 0), one of which may be -1 (inferred from the others).
+ *  Like Dask, @a a is first rechunked where needed so that every output chunk is one input
+ *  chunk's elements (on each run of axes that merge or split, the axes after the first are
+ *  taken whole), then each chunk is relabelled by one copy task; the same shape returns a new
+ *  reference to @a a. Errors: GS_ERR_INVALID_PARAM (NULL a or out_p, ndim out of range, NULL
+ *  shape, a size < -1, two -1s, a -1 beside a zero size, an element count that differs from
+ *  @a a's ("cannot reshape an array of size 12 into shape (5, 3)"), overflow),
+ *  GS_ERR_NO_MEMORY. */
+gs_status_t gs_array_reshape(gs_array_h a, int ndim, const int64_t *shape, gs_array_h *out_p);
+
+/** np.ravel(a): gs_array_reshape(a, 1, {-1}) (a 0-d array gives shape (1,)). Errors as
+ *  gs_array_reshape(). */
+gs_status_t gs_array_ravel(gs_array_h a, gs_array_h *out_p);
+
+/** np.eye(n, m, k, dtype): an n x m array of @a dtype, 1 on diagonal @a k (0 the main one,
+ *  > 0 above, < 0 below; any value: one outside the matrix gives all zeros) and 0 elsewhere.
+ *  @a m = -1 means m = n (NumPy's M=None). Chunked regularly by chunks[0..2) (borrowed).
+ *  Computed from indices inside each chunk's kernel (no data is read). Errors:
+ *  GS_ERR_INVALID_PARAM (n < 0, m < -1, unknown dtype, NULL chunks or out_p, a chunk length
+ *  < 1), GS_ERR_NO_MEMORY. */
+gs_status_t gs_array_eye(int64_t n, int64_t m, int64_t k, gs_dtype_t dtype, const int64_t *chunks,
+                         gs_array_h *out_p);
+
+/** np.diag(x, k). A 1-D @a x of length n gives the (n + |k|) x (n + |k|) matrix with x on
+ *  diagonal @a k and zeros elsewhere, chunked along both axes like x (plus one chunk of |k|
+ *  when k != 0). A 2-D @a x (m x n) gives its diagonal k as a 1-D array (x[i, i + k]; empty
+ *  when the diagonal misses the matrix); the square holding that diagonal is copied once to
+ *  take it. Errors: GS_ERR_INVALID_PARAM (NULL x or out_p, x not 1-D or 2-D, |k| too large
+ *  for the result), GS_ERR_NO_MEMORY. */
+gs_status_t gs_array_diag(gs_array_h x, int64_t k, gs_array_h *out_p);
+
+/** np.tril(x, k) / np.triu(x, k): x with the elements above (tril) / below (triu) diagonal @a k
+ *  of its last two axes set to 0: tril keeps x[..., i, j] where j - i <= k, triu where
+ *  j - i >= k. @a x (borrowed) has ndim >= 2 (more axes: a stack of matrices, as in NumPy);
+ *  result chunks and dtype are x's. One fused where(mask, x, 0) kernel per chunk. Errors:
+ *  GS_ERR_INVALID_PARAM (NULL x or out_p, ndim < 2), GS_ERR_NO_MEMORY. */
+gs_status_t gs_array_tril(gs_array_h x, int64_t k, gs_array_h *out_p);
+gs_status_t gs_array_triu(gs_array_h x, int64_t k, gs_array_h *out_p);
+
 /* ---- reductions ---- */
 
 #define GS_REDUCE_FIELD_AXIS 0x1u

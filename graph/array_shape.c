@@ -1,0 +1,404 @@
+/* Shape operations (gsched/array.h): reshape, ravel, eye, diag, tril, triu.
+ *
+ * reshape is Dask's: the input is rechunked so that every output block holds the elements of
+ * exactly one input block in the same row-major order, then a RESHAPE node relabels each block
+ * (lower_shape.c: one COPY piece per block). The rechunk follows the axis groups of the two
+ * shapes: axes of size 1 aside, the shapes split into runs of input and output axes with equal
+ * products (a merge, a split, or both). Inside a group every axis but the first is taken whole,
+ * so a block of the group is a contiguous range of its flat index; the ranges are the input's
+ * chunk boundaries along the group's first axis times the product of the other axes, rounded
+ * down to multiples of lcm(product of the other input axes, product of the other output axes)
+ * so that they are whole rows on both sides. Groups are independent, and a block is the product
+ * of one range per group, so it is one contiguous run of elements in the same order on both
+ * sides.
+ *
+ * The others are compositions of validated operations that fuse into one kernel per chunk:
+ * tril/triu = where(mask, x, 0), eye = astype(mask) and diag(v) = where(mask, v as a column or
+ * row, 0), with mask = (col - row) OP k computed from two arange generators of shapes (M, 1)
+ * and (1, N) broadcast against each other (exact: indices stay below 2^53). diag of a matrix
+ * slices the square holding the diagonal, ravels it and takes every (L+1)-th element. */
+#include "graph/copy_int.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+/* ---- reshape ---- */
+
+gs_status_t gs__array_reshape_node(gs_array_h a, const gs_grid_t *g, gs_array_h *out_p)
+{
+    struct gs_array *n;
+    gs_status_t st;
+    gs_assert(a->size > 0 && gs__grid_size(g) == a->size);
+    n = gs__array_node_new(GS__NODE_RESHAPE, g->ndim);
+    if (n == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for an array node");
+    if (gs_grid_copy(&n->grid, g) != GS_OK) {
+        gs__array_node_free(n);
+        return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for chunk bounds");
+    }
+    if ((st = gs__array_node_finish(n)) != GS_OK) {
+        gs__array_node_free(n);
+        return st;
+    }
+    n->dtype = a->dtype;
+    n->ninputs = 1;
+    n->in[0] = gs_array_retain(a);
+    *out_p = n;
+    return GS_OK;
+}
+
+/* "(2, 3, -1)" into @a buf. */
+static const char *gs__shape_str(int nd, const int64_t *shape, char *buf, size_t cap)
+{
+    size_t k = 0;
+    k += (size_t)snprintf(buf + k, cap - k, "(");
+    for (int a = 0; a < nd && k < cap; a++)
+        k += (size_t)snprintf(buf + k, cap - k, "%s%lld", a ? ", " : "", (long long)shape[a]);
+    if (k < cap) snprintf(buf + k, cap - k, nd == 1 ? ",)" : ")");
+    return buf;
+}
+
+static int64_t gs__gcd(int64_t x, int64_t y)
+{
+    while (y != 0) {
+        int64_t t = x % y;
+        x = y;
+        y = t;
+    }
+    return x;
+}
+
+/* Grid of @a shape with one chunk per axis (bounds allocated). */
+static gs_status_t gs__grid_whole(gs_grid_t *g, int nd, const int64_t *shape)
+{
+    memset(g, 0, sizeof(*g));
+    g->ndim = nd;
+    for (int a = 0; a < nd; a++) {
+        g->shape[a] = shape[a];
+        g->nchunks[a] = 1;
+    }
+    if (gs__grid_alloc(g) != GS_OK) return GS_ERR_NO_MEMORY;
+    for (int a = 0; a < nd; a++) g->bounds[a][1] = shape[a];
+    return GS_OK;
+}
+
+/* Axis @a ax of @a g gets the nb chunks with boundaries B[0..nb] / div. */
+static gs_status_t gs__grid_set_axis(gs_grid_t *g, int ax, const int64_t *B, int64_t nb,
+                                     int64_t div)
+{
+    int64_t *b = gs_malloc(((size_t)nb + 1) * sizeof(int64_t), "grid bounds");
+    if (b == NULL) return GS_ERR_NO_MEMORY;
+    for (int64_t c = 0; c <= nb; c++) b[c] = B[c] / div;
+    gs_free(g->bounds[ax]);
+    g->bounds[ax] = b;
+    g->nchunks[ax] = nb;
+    return GS_OK;
+}
+
+/* The input grid @a tin (a rechunk of @a ig) and the output grid @a og (shape @a os) whose
+ * blocks correspond one to one (see the file comment). Both are cleaned up on failure.
+ * Requires a nonzero element count. */
+static gs_status_t gs__reshape_plan(const gs_grid_t *ig, int ond, const int64_t *os,
+                                    gs_grid_t *tin, gs_grid_t *og)
+{
+    int ia[GS_MAX_NDIM], oa[GS_MAX_NDIM], ni = 0, no = 0, p = 0, q = 0;
+    int64_t *B = NULL;
+    if (gs__grid_whole(tin, ig->ndim, ig->shape) != GS_OK) return GS_ERR_NO_MEMORY;
+    if (gs__grid_whole(og, ond, os) != GS_OK) goto nomem;
+    for (int a = 0; a < ig->ndim; a++)
+        if (ig->shape[a] != 1) ia[ni++] = a;
+    for (int a = 0; a < ond; a++)
+        if (os[a] != 1) oa[no++] = a;
+    while (p < ni) {
+        int p1 = p + 1, q1 = q + 1, i0 = ia[p], o0 = oa[q];
+        int64_t pi = ig->shape[i0], po = os[o0], rin, rout, l, nb = 0;
+        const int64_t nc = ig->nchunks[i0];
+        gs_assert_always(q < no);
+        while (pi != po) {
+            if (pi < po) {
+                gs_assert_always(p1 < ni);
+                pi *= ig->shape[ia[p1++]];
+            } else {
+                gs_assert_always(q1 < no);
+                po *= os[oa[q1++]];
+            }
+        }
+        rin = pi / ig->shape[i0];
+        rout = po / os[o0];
+        l = rin / gs__gcd(rin, rout) * rout;   /* divides pi */
+        B = gs_malloc(((size_t)nc + 1) * sizeof(int64_t), "reshape bounds");
+        if (B == NULL) goto nomem;
+        for (int64_t c = 0; c <= nc; c++) {
+            int64_t v = ig->bounds[i0][c] * rin / l * l;
+            if (nb == 0 || v != B[nb - 1]) B[nb++] = v;
+        }
+        gs_assert_always(nb >= 2 && B[0] == 0 && B[nb - 1] == pi);
+        if (gs__grid_set_axis(tin, i0, B, nb - 1, rin) != GS_OK ||
+            gs__grid_set_axis(og, o0, B, nb - 1, rout) != GS_OK)
+            goto nomem;
+        gs_free(B);
+        B = NULL;
+        p = p1;
+        q = q1;
+    }
+    gs_assert_always(q == no);
+    return GS_OK;
+nomem:
+    gs_free(B);
+    gs_grid_cleanup(tin);
+    gs_grid_cleanup(og);
+    return GS_ERR_NO_MEMORY;
+}
+
+gs_status_t gs_array_reshape(gs_array_h a, int ndim, const int64_t *shape, gs_array_h *out_p)
+{
+    int64_t os[GS_MAX_NDIM], known = 1;
+    int infer = -1, same;
+    char sbuf[256];
+    gs_grid_t tin, og;
+    gs_array_h aligned;
+    gs_status_t st;
+    if (a == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "reshape: operand is NULL");
+    if (out_p == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "reshape: out_p is NULL");
+    if (ndim < 0 || ndim > GS_MAX_NDIM)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "reshape: ndim %d out of range 0..%d", ndim,
+                            GS_MAX_NDIM);
+    if (shape == NULL && ndim > 0)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "reshape: shape is NULL");
+    for (int i = 0; i < ndim; i++) {
+        if (shape[i] == -1) {
+            if (infer >= 0)
+                return gs_error_set(GS_ERR_INVALID_PARAM,
+                                    "reshape: the new shape %s has more than one -1 (axes %d "
+                                    "and %d): only one size can be inferred",
+                                    gs__shape_str(ndim, shape, sbuf, sizeof(sbuf)), infer, i);
+            infer = i;
+            continue;
+        }
+        if (shape[i] < 0)
+            return gs_error_set(GS_ERR_INVALID_PARAM,
+                                "reshape: the new shape %s has a negative size on axis %d (only "
+                                "-1, once, infers a size)",
+                                gs__shape_str(ndim, shape, sbuf, sizeof(sbuf)), i);
+        if (__builtin_mul_overflow(known, shape[i], &known))
+            return gs_error_set(GS_ERR_INVALID_PARAM,
+                                "reshape: the element count of the new shape %s overflows",
+                                gs__shape_str(ndim, shape, sbuf, sizeof(sbuf)));
+        os[i] = shape[i];
+    }
+    if (infer >= 0) {
+        if (known == 0)
+            return gs_error_set(GS_ERR_INVALID_PARAM,
+                                "reshape: cannot infer the -1 of the new shape %s: the other "
+                                "axes hold no elements",
+                                gs__shape_str(ndim, shape, sbuf, sizeof(sbuf)));
+        if (a->size % known != 0)
+            return gs_error_set(GS_ERR_INVALID_PARAM,
+                                "reshape: cannot reshape an array of size %lld into shape %s",
+                                (long long)a->size, gs__shape_str(ndim, shape, sbuf, sizeof(sbuf)));
+        os[infer] = a->size / known;
+    } else if (known != a->size) {
+        return gs_error_set(GS_ERR_INVALID_PARAM,
+                            "reshape: cannot reshape an array of size %lld into shape %s",
+                            (long long)a->size, gs__shape_str(ndim, shape, sbuf, sizeof(sbuf)));
+    }
+    same = ndim == a->grid.ndim;
+    for (int i = 0; same && i < ndim; i++) same = os[i] == a->grid.shape[i];
+    if (same) {
+        *out_p = gs_array_retain(a);
+        return GS_OK;
+    }
+    if (a->size == 0) {
+        /* every empty array of a shape and dtype is the same array */
+        int64_t ch[GS_MAX_NDIM];
+        for (int i = 0; i < ndim; i++) ch[i] = os[i] > 0 ? os[i] : 1;
+        return gs_array_zeros_dtype((gs_dtype_t)a->dtype, ndim, os, ch, out_p);
+    }
+    if (gs__reshape_plan(&a->grid, ndim, os, &tin, &og) != GS_OK)
+        return gs_error_set(GS_ERR_NO_MEMORY, "reshape: out of memory for chunk bounds");
+    st = gs_array_rechunk_bounds(a, tin.nchunks, (const int64_t *const *)tin.bounds, &aligned);
+    if (st == GS_OK) {
+        st = gs__array_reshape_node(aligned, &og, out_p);
+        gs_array_release(aligned);
+    }
+    gs_grid_cleanup(&tin);
+    gs_grid_cleanup(&og);
+    return st;
+}
+
+gs_status_t gs_array_ravel(gs_array_h a, gs_array_h *out_p)
+{
+    const int64_t m1 = -1;
+    return gs_array_reshape(a, 1, &m1, out_p);
+}
+
+/* ---- triangles and diagonals ---- */
+
+/* bool array of shape (m, n): (col - row) OP k, from aranges chunked by @a chunks (NULL: one
+ * chunk per axis, so that broadcasting against another operand keeps its chunks). */
+static gs_status_t gs__tri_mask(int64_t m, int64_t n, const int64_t *chunks, gs_binop_t op,
+                                int64_t k, gs_array_h *out_p)
+{
+    const int64_t rs[2] = {m, 1}, cs[2] = {1, n};
+    const int64_t rc[2] = {chunks ? chunks[0] : (m > 0 ? m : 1), 1};
+    const int64_t cc[2] = {1, chunks ? chunks[1] : (n > 0 ? n : 1)};
+    gs_array_h rows = NULL, cols = NULL, d = NULL;
+    gs_status_t st;
+    /* col - row lies in [-(m - 1), n - 1]: clamping k to [-m, n] changes no comparison and keeps
+     * it exact as a double */
+    if (k > n) k = n;
+    if (k < -m) k = -m;
+    if ((st = gs_array_arange(0.0, 1.0, 2, rs, rc, &rows)) != GS_OK) goto out;
+    if ((st = gs_array_arange(0.0, 1.0, 2, cs, cc, &cols)) != GS_OK) goto out;
+    if ((st = gs_array_binary(GS_BINARY_SUB, cols, rows, &d)) != GS_OK) goto out;
+    st = gs_array_binary_array_scalar(op, d, (double)k, out_p);
+out:
+    gs_array_release(d);
+    gs_array_release(cols);
+    gs_array_release(rows);
+    return st;
+}
+
+/* where(mask, x, 0) over the last two axes of x: keep = (col - row) OP k. */
+static gs_status_t gs__tri(const char *what, gs_array_h x, int64_t k, gs_binop_t op,
+                           gs_array_h *out_p)
+{
+    gs_array_h mask = NULL, zero = NULL;
+    gs_status_t st;
+    int32_t nd;
+    if (x == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "%s: operand is NULL", what);
+    if (out_p == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "%s: out_p is NULL", what);
+    nd = x->grid.ndim;
+    if (nd < 2)
+        return gs_error_set(GS_ERR_INVALID_PARAM,
+                            "%s: the input must have at least 2 axes (a matrix or a stack of "
+                            "matrices), it has %d",
+                            what, (int)nd);
+    if ((st = gs__tri_mask(x->grid.shape[nd - 2], x->grid.shape[nd - 1], NULL, op, k, &mask)) !=
+        GS_OK)
+        goto out;
+    if ((st = gs_array_zeros_like(x, &zero)) != GS_OK) goto out;
+    st = gs_array_where(mask, x, zero, out_p);
+out:
+    gs_array_release(zero);
+    gs_array_release(mask);
+    return st;
+}
+
+gs_status_t gs_array_tril(gs_array_h x, int64_t k, gs_array_h *out_p)
+{
+    return gs__tri("tril", x, k, GS_BINARY_LE, out_p);
+}
+
+gs_status_t gs_array_triu(gs_array_h x, int64_t k, gs_array_h *out_p)
+{
+    return gs__tri("triu", x, k, GS_BINARY_GE, out_p);
+}
+
+gs_status_t gs_array_eye(int64_t n, int64_t m, int64_t k, gs_dtype_t dtype, const int64_t *chunks,
+                         gs_array_h *out_p)
+{
+    gs_array_h mask;
+    gs_status_t st;
+    if (out_p == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "eye: out_p is NULL");
+    if (n < 0) return gs_error_set(GS_ERR_INVALID_PARAM, "eye: n = %lld is negative", (long long)n);
+    if (m < -1)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "eye: m = %lld is negative (-1 means m = n)",
+                            (long long)m);
+    if (gs_dtype_size(dtype) == 0)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "eye: unknown dtype %d", (int)dtype);
+    if (chunks == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "eye: chunks is NULL");
+    if (chunks[0] < 1 || chunks[1] < 1)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "eye: chunks (%lld, %lld) must be >= 1",
+                            (long long)chunks[0], (long long)chunks[1]);
+    if (m == -1) m = n;
+    if ((st = gs__tri_mask(n, m, chunks, GS_BINARY_EQ, k, &mask)) != GS_OK) return st;
+    if (dtype == GS_DTYPE_BOOL) {
+        *out_p = mask;
+        return GS_OK;
+    }
+    st = gs_array_astype(mask, dtype, out_p);
+    gs_array_release(mask);
+    return st;
+}
+
+/* diag of a vector @a v (n > 0 elements): (n + |k|)^2 with v on diagonal k. */
+static gs_status_t gs__diag_build(gs_array_h v, int64_t k, int64_t big, gs_array_h *out_p)
+{
+    const int64_t absk = k < 0 ? -k : k;
+    const int64_t col[2] = {big, 1}, row[2] = {1, big};
+    gs_array_h pad = NULL, vp = NULL, vv = NULL, vt = NULL, zero = NULL, mask = NULL;
+    gs_status_t st;
+    /* vp[i] = v[i], zero past n: row i of the result reads vp[i] (k >= 0), column j reads vp[j]
+     * (k < 0) */
+    if (k == 0) {
+        vp = gs_array_retain(v);
+    } else {
+        gs_array_h parts[2];
+        if ((st = gs_array_zeros_dtype((gs_dtype_t)v->dtype, 1, &absk, &absk, &pad)) != GS_OK)
+            goto out;
+        parts[0] = v;
+        parts[1] = pad;
+        if ((st = gs_array_concatenate(2, parts, 0, &vp)) != GS_OK) goto out;
+    }
+    if ((st = gs_array_reshape(vp, 2, k >= 0 ? col : row, &vv)) != GS_OK) goto out;
+    /* the other operand: zeros chunked like vp along the other axis */
+    if ((st = gs_array_transpose(vv, NULL, &vt)) != GS_OK) goto out;
+    if ((st = gs_array_zeros_like(vt, &zero)) != GS_OK) goto out;
+    if ((st = gs__tri_mask(big, big, NULL, GS_BINARY_EQ, k, &mask)) != GS_OK) goto out;
+    st = gs_array_where(mask, vv, zero, out_p);
+out:
+    gs_array_release(mask);
+    gs_array_release(zero);
+    gs_array_release(vt);
+    gs_array_release(vv);
+    gs_array_release(vp);
+    gs_array_release(pad);
+    return st;
+}
+
+/* diag of a matrix: its diagonal k (length len > 0). */
+static gs_status_t gs__diag_extract(gs_array_h x, int64_t k, int64_t len, gs_array_h *out_p)
+{
+    const int64_t r0 = k < 0 ? -k : 0, c0 = k > 0 ? k : 0;
+    const gs_slice_t sq[2] = {GS_SLICE(r0, r0 + len, 1), GS_SLICE(c0, c0 + len, 1)};
+    const gs_slice_t step = GS_SLICE(0, (len - 1) * (len + 1) + 1, len + 1);
+    gs_array_h sub = NULL, flat = NULL;
+    gs_status_t st;
+    if ((st = gs_array_slice(x, 2, sq, &sub)) != GS_OK) goto out;
+    if ((st = gs_array_ravel(sub, &flat)) != GS_OK) goto out;
+    st = gs_array_slice(flat, 1, &step, out_p);
+out:
+    gs_array_release(flat);
+    gs_array_release(sub);
+    return st;
+}
+
+gs_status_t gs_array_diag(gs_array_h x, int64_t k, gs_array_h *out_p)
+{
+    if (x == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "diag: operand is NULL");
+    if (out_p == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "diag: out_p is NULL");
+    if (x->grid.ndim == 1) {
+        const int64_t n = x->grid.shape[0];
+        int64_t big, ch[2];
+        if (k < -GS__MAX_ELEMENTS || k > GS__MAX_ELEMENTS ||
+            __builtin_add_overflow(n, k < 0 ? -k : k, &big))
+            return gs_error_set(GS_ERR_INVALID_PARAM,
+                                "diag: the result of offset %lld is too large", (long long)k);
+        if (n > 0) return gs__diag_build(x, k, big, out_p);
+        const int64_t sh[2] = {big, big};
+        ch[0] = ch[1] = big > 0 ? big : 1;
+        return gs_array_zeros_dtype((gs_dtype_t)x->dtype, 2, sh, ch, out_p);
+    }
+    if (x->grid.ndim == 2) {
+        const int64_t m = x->grid.shape[0], n = x->grid.shape[1];
+        int64_t len;
+        if (k >= 0) len = k >= n ? 0 : (m < n - k ? m : n - k);
+        else len = k <= -m ? 0 : (m + k < n ? m + k : n);
+        if (len > 0) return gs__diag_extract(x, k, len, out_p);
+        const int64_t zs = 0, zc = 1;
+        return gs_array_zeros_dtype((gs_dtype_t)x->dtype, 1, &zs, &zc, out_p);
+    }
+    return gs_error_set(GS_ERR_INVALID_PARAM, "diag: the input must be 1-D or 2-D, it has %d axes",
+                        (int)x->grid.ndim);
+}
