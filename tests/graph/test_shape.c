@@ -13,6 +13,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#ifdef GS_HAVE_CUDA
+#include "chunkops/cuda/cuda_backend.h"
+#endif
+
+/* the backend every check() evaluates on: the CPU's, or CUDA's in the *_on_cuda tests */
+static const gs_chunkops_ops_t *be = &gs_chunkops_cpu_ops;
 static gs_chunkops_ctx_h ctx;
 
 static void setup(void)
@@ -70,9 +76,10 @@ static double *eval(gs_array_h h, unsigned flags)
     const size_t es = gs_dtype_size(dt);
     double *out = calloc((size_t)(size ? size : 1), sizeof(double));
     cr_assert_not_null(out);
-    gs_status_t st = gs_chunkops_eval_array(&gs_chunkops_cpu_ops, ctx, h, flags, out, (size_t)size);
-    cr_assert_eq(st, GS_OK, "evaluation under lowering flags 0x%x: %s: %s", flags,
-                 gs_status_name(st), gs_last_error());
+    gs_status_t st = gs_chunkops_eval_array(be, ctx, h, flags, out, (size_t)size);
+    cr_assert_eq(st, GS_OK, "evaluation on %s under lowering flags 0x%x: %s: %s",
+                 be == &gs_chunkops_cpu_ops ? "cpu" : "cuda", flags, gs_status_name(st),
+                 gs_last_error());
     for (int64_t i = size - 1; i >= 0; i--)
         out[i] = gs_dtype_to_double(dt, (const char *)out + (size_t)i * es);
     return out;
@@ -95,8 +102,9 @@ static void check(gs_array_h h, gs_dtype_t dt, int nd, const int64_t *shape, con
     for (unsigned f = 0; f <= GS_LOWER_DEFAULT; f++) {
         double *got = eval(h, f);
         for (int64_t i = 0; i < size; i++)
-            cr_assert(got[i] == want[i], "%s, flags 0x%x: element %lld is %.17g, want %.17g", what,
-                      f, (long long)i, got[i], want[i]);
+            cr_assert(got[i] == want[i], "%s, %s, flags 0x%x: element %lld is %.17g, want %.17g", what,
+                      be == &gs_chunkops_cpu_ops ? "cpu" : "cuda", f, (long long)i, got[i],
+                      want[i]);
         free(got);
     }
 }
@@ -133,7 +141,7 @@ static void check_reshape(gs_dtype_t d, int ind, const int64_t *ish, const int64
     gs_array_release(x);
 }
 
-Test(graph_shape, reshape_merges_and_splits_axes_on_odd_chunks)
+static void body_reshape_merges_and_splits_axes_on_odd_chunks(void)
 {
     const int64_t s2[2] = {7, 10}, c2[2] = {3, 4};
     const int64_t s3[3] = {6, 5, 4}, c3[3] = {4, 2, 3};
@@ -157,6 +165,11 @@ Test(graph_shape, reshape_merges_and_splits_axes_on_odd_chunks)
                   (int64_t[]){3, 5, 7});
     check_reshape(GS_DTYPE_INT32, 2, (int64_t[]){6, 35}, (int64_t[]){4, 6}, 2,
                   (int64_t[]){10, 21}, (int64_t[]){10, 21});
+}
+
+Test(graph_shape, reshape_merges_and_splits_axes_on_odd_chunks)
+{
+    body_reshape_merges_and_splits_axes_on_odd_chunks();
 }
 
 Test(graph_shape, reshape_keeps_aligned_chunks_without_a_rechunk)
@@ -222,7 +235,7 @@ Test(graph_shape, reshape_composes_with_elementwise_ops_and_generators)
     (void)t;
 }
 
-Test(graph_shape, reshape_of_zero_d_and_size_one_arrays)
+static void body_reshape_of_zero_d_and_size_one_arrays(void)
 {
     gs_array_h x = typed(GS_DTYPE_INT32, 1, (int64_t[]){5}, (int64_t[]){2}), s, r, z, o;
     TX_OK(gs_array_reduce(GS_RED_MAX, x, NULL, &s));   /* 0-d int32 */
@@ -242,7 +255,12 @@ Test(graph_shape, reshape_of_zero_d_and_size_one_arrays)
     gs_array_release(x);
 }
 
-Test(graph_shape, reshape_of_empty_arrays)
+Test(graph_shape, reshape_of_zero_d_and_size_one_arrays)
+{
+    body_reshape_of_zero_d_and_size_one_arrays();
+}
+
+static void body_reshape_of_empty_arrays(void)
 {
     gs_array_h x, y;
     TX_OK(gs_array_zeros_dtype(GS_DTYPE_FLOAT32, 2, (int64_t[]){0, 6}, (int64_t[]){4, 4}, &x));
@@ -257,6 +275,11 @@ Test(graph_shape, reshape_of_empty_arrays)
     gs_array_release(y);
     EXPECT_INVALID(gs_array_reshape(x, 2, (int64_t[]){-1, 0}, &y), y, "cannot infer");
     gs_array_release(x);
+}
+
+Test(graph_shape, reshape_of_empty_arrays)
+{
+    body_reshape_of_empty_arrays();
 }
 
 Test(graph_shape, reshape_rejects_bad_shapes)
@@ -304,7 +327,7 @@ static void check_tri(gs_dtype_t d, int nd, const int64_t *shape, const int64_t 
     gs_array_release(x);
 }
 
-Test(graph_shape, tril_and_triu_match_numpy_for_every_k)
+static void body_tril_and_triu_match_numpy_for_every_k(void)
 {
     static const int64_t ks[] = {-100, -8, -3, -1, 0, 1, 2, 5, 9, 100, INT64_MIN, INT64_MAX};
     for (int di = 0; di < NDT; di++)
@@ -318,6 +341,11 @@ Test(graph_shape, tril_and_triu_match_numpy_for_every_k)
     check_tri(GS_DTYPE_INT32, 3, (int64_t[]){3, 5, 6}, (int64_t[]){2, 2, 4}, -2, 1);
     check_tri(GS_DTYPE_FLOAT64, 2, (int64_t[]){0, 4}, (int64_t[]){1, 3}, 0, 0);
     check_tri(GS_DTYPE_FLOAT64, 2, (int64_t[]){4, 0}, (int64_t[]){3, 1}, 1, 1);
+}
+
+Test(graph_shape, tril_and_triu_match_numpy_for_every_k)
+{
+    body_tril_and_triu_match_numpy_for_every_k();
 }
 
 Test(graph_shape, tril_is_one_fused_kernel_and_keeps_nan)
@@ -361,7 +389,7 @@ Test(graph_shape, tril_rejects_arrays_of_fewer_than_two_axes)
 
 /* ---- eye ---- */
 
-Test(graph_shape, eye_matches_numpy)
+static void body_eye_matches_numpy(void)
 {
     static const gs_dtype_t eds[] = {GS_DTYPE_FLOAT64, GS_DTYPE_FLOAT32, GS_DTYPE_INT32,
                                      GS_DTYPE_BOOL, GS_DTYPE_FLOAT16, GS_DTYPE_UINT8,
@@ -389,6 +417,11 @@ Test(graph_shape, eye_matches_numpy)
             }
 }
 
+Test(graph_shape, eye_matches_numpy)
+{
+    body_eye_matches_numpy();
+}
+
 Test(graph_shape, eye_rejects_bad_arguments)
 {
     gs_array_h y;
@@ -404,7 +437,7 @@ Test(graph_shape, eye_rejects_bad_arguments)
 
 /* ---- diag ---- */
 
-Test(graph_shape, diag_of_a_vector_builds_the_matrix)
+static void body_diag_of_a_vector_builds_the_matrix(void)
 {
     static const int64_t ks[] = {-3, -1, 0, 1, 4};
     for (int di = 0; di < NDT; di++)
@@ -437,7 +470,12 @@ Test(graph_shape, diag_of_a_vector_builds_the_matrix)
     gs_array_release(e);
 }
 
-Test(graph_shape, diag_of_a_matrix_extracts_the_diagonal)
+Test(graph_shape, diag_of_a_vector_builds_the_matrix)
+{
+    body_diag_of_a_vector_builds_the_matrix();
+}
+
+static void body_diag_of_a_matrix_extracts_the_diagonal(void)
 {
     static const int64_t ks[] = {-9, -7, -6, -2, 0, 3, 8, 9, 20, INT64_MIN, INT64_MAX};
     static const int64_t shapes[][2] = {{7, 9}, {9, 7}, {5, 5}};
@@ -462,6 +500,11 @@ Test(graph_shape, diag_of_a_matrix_extracts_the_diagonal)
             }
 }
 
+Test(graph_shape, diag_of_a_matrix_extracts_the_diagonal)
+{
+    body_diag_of_a_matrix_extracts_the_diagonal();
+}
+
 Test(graph_shape, diag_rejects_other_ranks)
 {
     gs_array_h x = typed(GS_DTYPE_FLOAT64, 3, (int64_t[]){2, 3, 4}, (int64_t[]){1, 2, 3}), y;
@@ -472,3 +515,50 @@ Test(graph_shape, diag_rejects_other_ranks)
     gs_array_release(v);
     gs_array_release(x);
 }
+
+/* ---- the same on the CUDA backend (skips without a device) ---- */
+
+#ifdef GS_HAVE_CUDA
+static void cuda_or_skip(void)
+{
+    gs_chunkops_params_t p;
+    if (gs__cuda_device_count() == 0) cr_skip_test("no CUDA device on this machine");
+    memset(&p, 0, sizeof(p));
+    p.device = 0;
+    p.memory_limit = (size_t)256 << 20;
+    gs_chunkops_cpu_ops.ctx_destroy(ctx);   /* setup's CPU context */
+    be = &gs_chunkops_cuda_ops;
+    TX_OK(be->ctx_create(&p, &ctx));
+}
+
+static void cuda_done(void)
+{
+    size_t used = 0;
+    be->mem_usage(ctx, &used, NULL);
+    cr_assert_eq(used, 0, "device memory left allocated: %zu bytes", used);
+    be->ctx_destroy(ctx);
+    be = &gs_chunkops_cpu_ops;
+    gs_chunkops_params_t p;
+    memset(&p, 0, sizeof(p));
+    TX_OK(gs_chunkops_cpu_ops.ctx_create(&p, &ctx));   /* for teardown */
+}
+
+Test(graph_shape, reshape_on_cuda)
+{
+    cuda_or_skip();
+    body_reshape_merges_and_splits_axes_on_odd_chunks();
+    body_reshape_of_empty_arrays();
+    body_reshape_of_zero_d_and_size_one_arrays();
+    cuda_done();
+}
+
+Test(graph_shape, tril_triu_eye_diag_on_cuda)
+{
+    cuda_or_skip();
+    body_tril_and_triu_match_numpy_for_every_k();
+    body_eye_matches_numpy();
+    body_diag_of_a_vector_builds_the_matrix();
+    body_diag_of_a_matrix_extracts_the_diagonal();
+    cuda_done();
+}
+#endif
