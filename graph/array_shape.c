@@ -95,9 +95,102 @@ static gs_status_t gs__grid_set_axis(gs_grid_t *g, int ax, const int64_t *B, int
     return GS_OK;
 }
 
+/* Flat boundaries, inside a group of axes, of a chunking whose axes before axis j have chunks of
+ * one element (pre positions), axis j the boundaries b[0..nc], and the axes after it (R
+ * elements in all) one chunk: q * S + b[c] * R for q < pre, c < nc (S = b[nc] * R), then
+ * pre * S. NULL when out of memory; *n_p entries. */
+static int64_t *gs__group_flat(int64_t pre, int64_t R, const int64_t *b, int64_t nc, int64_t *n_p)
+{
+    const int64_t S = b[nc] * R;
+    int64_t *f = gs_malloc(gs_size_mul((size_t)(pre * nc + 1), sizeof(int64_t)), "reshape bounds");
+    int64_t k = 0;
+    if (f == NULL) return NULL;
+    for (int64_t q = 0; q < pre; q++)
+        for (int64_t c = 0; c < nc; c++) f[k++] = q * S + b[c] * R;
+    f[k++] = pre * S;
+    *n_p = k;
+    return f;
+}
+
+/* Axes ax[0..j) of @a g get chunks of one element (sizes >= 2: bounds 0, 1, ..., size). */
+static gs_status_t gs__grid_unit_axes(gs_grid_t *g, const int *ax, int j)
+{
+    for (int t = 0; t < j; t++) {
+        const int64_t len = g->shape[ax[t]];
+        int64_t *b = gs_malloc(((size_t)len + 1) * sizeof(int64_t), "grid bounds");
+        if (b == NULL) return GS_ERR_NO_MEMORY;
+        for (int64_t c = 0; c <= len; c++) b[c] = c;
+        gs_free(g->bounds[ax[t]]);
+        g->bounds[ax[t]] = b;
+        g->nchunks[ax[t]] = len;
+    }
+    return GS_OK;
+}
+
+/* One group without any rechunk, when one exists: input axes ia[0..ni) (ig's chunking: the
+ * axes before some j unit-chunked, axis j as it is, the rest taken whole) and output axes
+ * oa[0..no) (sizes os) chunked as the same sequence of flat ranges: unit chunks before some j',
+ * the ranges' pattern on axis j', whole after. 1 when found (tin and og set), 0 when not, -1
+ * when out of memory. */
+static int gs__group_exact(const gs_grid_t *ig, const int *ia, int ni, const int64_t *os,
+                           const int *oa, int no, gs_grid_t *tin, gs_grid_t *og)
+{
+    int jmax = 0, found = 0;
+    while (jmax < ni - 1 && ig->nchunks[ia[jmax]] == ig->shape[ia[jmax]]) jmax++;
+    for (int j = jmax; j >= 0 && !found; j--) {
+        int64_t pre = 1, r = 1, nin, *bin;
+        for (int t = 0; t < j; t++) pre *= ig->shape[ia[t]];
+        for (int t = j + 1; t < ni; t++) r *= ig->shape[ia[t]];
+        bin = gs__group_flat(pre, r, ig->bounds[ia[j]], ig->nchunks[ia[j]], &nin);
+        if (bin == NULL) return -1;
+        for (int jo = no - 1; jo >= 0 && !found; jo--) {
+            int64_t opre = 1, orr = 1, np = 0, nout, *pat, *bout;
+            for (int t = 0; t < jo; t++) opre *= os[oa[t]];
+            for (int t = jo + 1; t < no; t++) orr *= os[oa[t]];
+            const int64_t span = os[oa[jo]] * orr;
+            int ok = 1;
+            for (int64_t c = 0; c < nin && ok; c++) ok = bin[c] % orr == 0;
+            if (!ok) continue;
+            while (np < nin && bin[np] < span) np++;
+            int64_t cnt;
+            if (np == 0 || __builtin_mul_overflow(opre, np, &cnt) || cnt + 1 != nin) continue;
+            pat = gs_malloc(((size_t)np + 1) * sizeof(int64_t), "reshape bounds");
+            if (pat == NULL) {
+                gs_free(bin);
+                return -1;
+            }
+            for (int64_t c = 0; c < np; c++) pat[c] = bin[c] / orr;
+            pat[np] = os[oa[jo]];
+            bout = gs__group_flat(opre, orr, pat, np, &nout);
+            if (bout == NULL) {
+                gs_free(pat);
+                gs_free(bin);
+                return -1;
+            }
+            if (nout == nin && memcmp(bout, bin, (size_t)nin * sizeof(int64_t)) == 0) {
+                /* tin: ia[0..j) unit chunks (they are), ia[j] as it is; og likewise */
+                if (gs__grid_unit_axes(tin, ia, j) != GS_OK ||
+                    gs__grid_set_axis(tin, ia[j], ig->bounds[ia[j]], ig->nchunks[ia[j]], 1) !=
+                        GS_OK ||
+                    gs__grid_unit_axes(og, oa, jo) != GS_OK ||
+                    gs__grid_set_axis(og, oa[jo], pat, np, 1) != GS_OK)
+                    found = -1;
+                else
+                    found = 1;
+            }
+            gs_free(bout);
+            gs_free(pat);
+        }
+        gs_free(bin);
+    }
+    return found;
+}
+
 /* The input grid @a tin (a rechunk of @a ig) and the output grid @a og (shape @a os) whose
  * blocks correspond one to one (see the file comment). Both are cleaned up on failure.
- * Requires a nonzero element count. */
+ * Requires a nonzero element count. Per group, a chunking that needs no rechunk is used when
+ * there is one (gs__group_exact: e.g. (B, M, N) chunked (1, m, N) to (B * M, N)); otherwise
+ * the group's first input axis keeps its boundaries rounded to whole rows of both sides. */
 static gs_status_t gs__reshape_plan(const gs_grid_t *ig, int ond, const int64_t *os,
                                     gs_grid_t *tin, gs_grid_t *og)
 {
@@ -110,7 +203,7 @@ static gs_status_t gs__reshape_plan(const gs_grid_t *ig, int ond, const int64_t 
     for (int a = 0; a < ond; a++)
         if (os[a] != 1) oa[no++] = a;
     while (p < ni) {
-        int p1 = p + 1, q1 = q + 1, i0 = ia[p], o0 = oa[q];
+        int p1 = p + 1, q1 = q + 1, i0 = ia[p], o0 = oa[q], ex;
         int64_t pi = ig->shape[i0], po = os[o0], rin, rout, l, nb = 0;
         const int64_t nc = ig->nchunks[i0];
         gs_assert_always(q < no);
@@ -123,21 +216,26 @@ static gs_status_t gs__reshape_plan(const gs_grid_t *ig, int ond, const int64_t 
                 po *= os[oa[q1++]];
             }
         }
-        rin = pi / ig->shape[i0];
-        rout = po / os[o0];
-        l = rin / gs__gcd(rin, rout) * rout;   /* divides pi */
-        B = gs_malloc(((size_t)nc + 1) * sizeof(int64_t), "reshape bounds");
-        if (B == NULL) goto nomem;
-        for (int64_t c = 0; c <= nc; c++) {
-            int64_t v = ig->bounds[i0][c] * rin / l * l;
-            if (nb == 0 || v != B[nb - 1]) B[nb++] = v;
+        ex = gs__group_exact(ig, ia + p, p1 - p, os, oa + q, q1 - q, tin, og);
+        if (ex < 0) goto nomem;
+        if (ex == 0) {
+            rin = pi / ig->shape[i0];
+            rout = po / os[o0];
+            l = rin / gs__gcd(rin, rout) * rout;   /* divides pi */
+            B = gs_malloc(((size_t)nc + 1) * sizeof(int64_t), "reshape bounds");
+            if (B == NULL) goto nomem;
+            for (int64_t c = 0; c <= nc; c++) {
+                int64_t v = ig->bounds[i0][c] * rin / l * l;
+                if (nb == 0 || v != B[nb - 1]) B[nb++] = v;
+            }
+            gs_assert_always(nb >= 2 && B[0] == 0 && B[nb - 1] == pi);
+            for (int64_t c = 0; c < nb; c++) B[c] /= rin;
+            if (gs__grid_set_axis(tin, i0, B, nb - 1, 1) != GS_OK) goto nomem;
+            for (int64_t c = 0; c < nb; c++) B[c] = B[c] * rin / rout;
+            if (gs__grid_set_axis(og, o0, B, nb - 1, 1) != GS_OK) goto nomem;
+            gs_free(B);
+            B = NULL;
         }
-        gs_assert_always(nb >= 2 && B[0] == 0 && B[nb - 1] == pi);
-        if (gs__grid_set_axis(tin, i0, B, nb - 1, rin) != GS_OK ||
-            gs__grid_set_axis(og, o0, B, nb - 1, rout) != GS_OK)
-            goto nomem;
-        gs_free(B);
-        B = NULL;
         p = p1;
         q = q1;
     }

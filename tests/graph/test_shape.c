@@ -193,6 +193,49 @@ Test(graph_shape, reshape_keeps_aligned_chunks_without_a_rechunk)
     gs_array_release(x);
 }
 
+/* Layers of @a h's task graph (lowered with the default flags). */
+static unsigned nlayers(gs_array_h h)
+{
+    gs_taskgraph_t *tg;
+    TX_OK(gs_graph_lower(h, GS_LOWER_DEFAULT, &tg));
+    unsigned n = (unsigned)tg->nlayers;
+    gs_taskgraph_free(tg);
+    return n;
+}
+
+Test(graph_shape, reshape_of_unit_chunked_leading_axes_needs_no_rechunk)
+{
+    /* a stack of 4 matrices 6 x 5, one matrix per chunk along axis 0 and 4-row chunks: merging
+     * the first two axes keeps the chunks (1 x 4 x 5 -> 4 x 5), and the split back too */
+    gs_array_h x = typed(GS_DTYPE_FLOAT32, 3, (int64_t[]){4, 6, 5}, (int64_t[]){1, 4, 5}), y, z;
+    TX_OK(gs_array_reshape(x, 2, (int64_t[]){24, 5}, &y));
+    const unsigned base = nlayers(x);   /* host data and the astype */
+    cr_assert_eq(nlayers(y), base + 1, "x's and the reshape copy: %u layers", nlayers(y));
+    cr_assert_eq(gs_array_nchunks(y, 0), 8);
+    const int64_t *b = gs_array_chunk_bounds(y, 0);
+    static const int64_t wb[9] = {0, 4, 6, 10, 12, 16, 18, 22, 24};
+    for (int c = 0; c <= 8; c++) cr_assert_eq(b[c], wb[c], "bound %d: %lld", c, (long long)b[c]);
+    TX_OK(gs_array_reshape(y, 3, (int64_t[]){4, 6, 5}, &z));
+    cr_assert_eq(nlayers(z), base + 2, "x's and two reshape copies: %u layers", nlayers(z));
+    for (int a = 0; a < 3; a++) cr_assert_eq(gs_array_nchunks(z, a), gs_array_nchunks(x, a));
+    double want[120];
+    for (int i = 0; i < 120; i++) want[i] = pat(GS_DTYPE_FLOAT32, i);
+    check(y, GS_DTYPE_FLOAT32, 2, (int64_t[]){24, 5}, want, "(4, 6, 5) -> (24, 5)");
+    check(z, GS_DTYPE_FLOAT32, 3, (int64_t[]){4, 6, 5}, want, "and back");
+    gs_array_release(z);
+    gs_array_release(y);
+    /* rows of 3 split into (2, 9) -> (2, 3, 3): unit chunks on the new leading axis */
+    gs_array_h r = typed(GS_DTYPE_INT32, 2, (int64_t[]){2, 9}, (int64_t[]){2, 3});
+    TX_OK(gs_array_reshape(r, 3, (int64_t[]){2, 3, 3}, &y));
+    cr_assert_eq(nlayers(y), nlayers(r) + 1, "(2, 9) in (2, 3) chunks -> (2, 3, 3): %u layers",
+                 nlayers(y));
+    for (int i = 0; i < 18; i++) want[i] = pat(GS_DTYPE_INT32, i);
+    check(y, GS_DTYPE_INT32, 3, (int64_t[]){2, 3, 3}, want, "(2, 9) -> (2, 3, 3)");
+    gs_array_release(y);
+    gs_array_release(r);
+    gs_array_release(x);
+}
+
 Test(graph_shape, reshape_composes_with_elementwise_ops_and_generators)
 {
     /* (arange(60).reshape(5, 12) * 2)[::2] + reshape of a slice */
@@ -562,3 +605,58 @@ Test(graph_shape, tril_triu_eye_diag_on_cuda)
     cuda_done();
 }
 #endif
+
+/* ---- random shapes ---- */
+
+static uint64_t rs_state = 0x243f6a8885a308d3ull;
+static int64_t rs_next(int64_t n)   /* 0 .. n-1 */
+{
+    rs_state = rs_state * 6364136223846793005ull + 1442695040888963407ull;
+    return (int64_t)((rs_state >> 33) % (uint64_t)n);
+}
+
+Test(graph_shape, reshape_of_random_shapes_and_chunkings)
+{
+    static const int64_t sizes[] = {1, 2, 3, 4, 5, 6};
+    for (int trial = 0; trial < 300; trial++) {
+        int ind = 1 + (int)rs_next(4), ond = (int)rs_next(5);
+        int64_t ish[GS_MAX_NDIM], ich[GS_MAX_NDIM], osh[GS_MAX_NDIM], size = 1;
+        for (int a = 0; a < ind; a++) {
+            ish[a] = sizes[rs_next(6)];
+            ich[a] = 1 + rs_next(ish[a]);
+            size *= ish[a];
+        }
+        /* the output: size split into ond factors (the rest on the last axis) */
+        int64_t left = size;
+        for (int a = 0; a + 1 < ond; a++) {
+            int64_t f = 1 + rs_next(left);
+            while (left % f != 0) f--;
+            osh[a] = f;
+            left /= f;
+        }
+        if (ond == 0 && size != 1) ond = 1;
+        if (ond > 0) osh[ond - 1] = left;
+        if (ond > 1 && rs_next(3) == 0) osh[rs_next(ond)] = -1;
+        gs_array_h x = typed(GS_DTYPE_FLOAT64, ind, ish, ich), y;
+        TX_OK(gs_array_reshape(x, ond, osh, &y));
+        int64_t ys[GS_MAX_NDIM], ysize = 1;
+        gs_array_shape(y, ys);
+        for (int a = 0; a < ond; a++) {
+            if (osh[a] != -1) cr_assert_eq(ys[a], osh[a]);
+            ysize *= ys[a];
+        }
+        cr_assert_eq(ysize, size, "trial %d", trial);
+        double *want = malloc((size_t)size * sizeof(double));
+        for (int64_t i = 0; i < size; i++) want[i] = pat(GS_DTYPE_FLOAT64, i);
+        for (unsigned f = 0; f <= GS_LOWER_DEFAULT; f += GS_LOWER_DEFAULT) {
+            double *got = eval(y, f);
+            for (int64_t i = 0; i < size; i++)
+                cr_assert(got[i] == want[i], "trial %d (%d-D -> %d-D), flags 0x%x: element %lld",
+                          trial, ind, ond, f, (long long)i);
+            free(got);
+        }
+        free(want);
+        gs_array_release(y);
+        gs_array_release(x);
+    }
+}
