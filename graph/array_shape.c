@@ -15,8 +15,9 @@
  * The others are compositions of validated operations that fuse into one kernel per chunk:
  * tril/triu = where(mask, x, 0), eye = astype(mask) and diag(v) = where(mask, v as a column or
  * row, 0), with mask = (col - row) OP k computed from two arange generators of shapes (M, 1)
- * and (1, N) broadcast against each other (exact: indices stay below 2^53). diag of a matrix
- * slices the square holding the diagonal, ravels it and takes every (L+1)-th element. */
+ * and (1, N) broadcast against each other (exact: indices stay below 2^53). diag of a matrix is
+ * a DIAG node: one COPY piece per run of the diagonal inside one input block (stride: the
+ * block's row length + 1), so only the diagonal's elements are read (lower_shape.c). */
 #include "graph/copy_int.h"
 
 #include <inttypes.h>
@@ -455,21 +456,49 @@ out:
     return st;
 }
 
-/* diag of a matrix: its diagonal k (length len > 0). */
-static gs_status_t gs__diag_extract(gs_array_h x, int64_t k, int64_t len, gs_array_h *out_p)
+gs_status_t gs__array_diag_node(gs_array_h a, int64_t k, gs_array_h *out_p)
 {
-    const int64_t r0 = k < 0 ? -k : 0, c0 = k > 0 ? k : 0;
-    const gs_slice_t sq[2] = {GS_SLICE(r0, r0 + len, 1), GS_SLICE(c0, c0 + len, 1)};
-    const gs_slice_t step = GS_SLICE(0, (len - 1) * (len + 1) + 1, len + 1);
-    gs_array_h sub = NULL, flat = NULL;
+    const gs_grid_t *g = &a->grid;
+    const int64_t m = g->shape[0], n = g->shape[1];
+    const int64_t roff = k < 0 ? -k : 0, coff = k > 0 ? k : 0;
+    int64_t len, i = 1, j = 1, nb = 0, *b;
+    struct gs_array *d;
     gs_status_t st;
-    if ((st = gs_array_slice(x, 2, sq, &sub)) != GS_OK) goto out;
-    if ((st = gs_array_ravel(sub, &flat)) != GS_OK) goto out;
-    st = gs_array_slice(flat, 1, &step, out_p);
-out:
-    gs_array_release(flat);
-    gs_array_release(sub);
-    return st;
+    gs_assert(g->ndim == 2 && k < n && k > -m);
+    len = m - roff < n - coff ? m - roff : n - coff;
+    gs_assert(len > 0);
+    /* the diagonal's cuts: row boundaries - roff and column boundaries - coff inside (0, len) */
+    b = gs_malloc(gs_size_mul((size_t)(g->nchunks[0] + g->nchunks[1] + 2), sizeof(int64_t)),
+                  "grid bounds");
+    if (b == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for chunk bounds");
+    b[nb++] = 0;
+    while (i < g->nchunks[0] || j < g->nchunks[1]) {
+        int64_t r = i < g->nchunks[0] ? g->bounds[0][i] - roff : INT64_MAX;
+        int64_t c = j < g->nchunks[1] ? g->bounds[1][j] - coff : INT64_MAX;
+        int64_t v = r < c ? r : c;
+        if (r == v) i++;
+        if (c == v) j++;
+        if (v > 0 && v < len && v != b[nb - 1]) b[nb++] = v;
+    }
+    b[nb++] = len;
+    d = gs__array_node_new(GS__NODE_DIAG, 1);
+    if (d == NULL) {
+        gs_free(b);
+        return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for an array node");
+    }
+    d->grid.shape[0] = len;
+    d->grid.nchunks[0] = nb - 1;
+    d->grid.bounds[0] = b;
+    if ((st = gs__array_node_finish(d)) != GS_OK) {
+        gs__array_node_free(d);
+        return st;
+    }
+    d->dtype = a->dtype;
+    d->u.dg.k = k;
+    d->ninputs = 1;
+    d->in[0] = gs_array_retain(a);
+    *out_p = d;
+    return GS_OK;
 }
 
 gs_status_t gs_array_diag(gs_array_h x, int64_t k, gs_array_h *out_p)
@@ -493,7 +522,7 @@ gs_status_t gs_array_diag(gs_array_h x, int64_t k, gs_array_h *out_p)
         int64_t len;
         if (k >= 0) len = k >= n ? 0 : (m < n - k ? m : n - k);
         else len = k <= -m ? 0 : (m + k < n ? m + k : n);
-        if (len > 0) return gs__diag_extract(x, k, len, out_p);
+        if (len > 0) return gs__array_diag_node(x, k, out_p);
         const int64_t zs = 0, zc = 1;
         return gs_array_zeros_dtype((gs_dtype_t)x->dtype, 1, &zs, &zc, out_p);
     }

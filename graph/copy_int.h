@@ -68,5 +68,9 @@ gs_status_t gs__array_concat_node(gs_array_h a, gs_array_h b, int axis, int ea, 
  * lowering checks it). Same dtype and element count, size > 0. New reference in *out_p.
  * GS_ERR_NO_MEMORY, GS_ERR_INVALID_PARAM. */
 gs_status_t gs__array_reshape_node(gs_array_h a, const gs_grid_t *g, gs_array_h *out_p);
+/* DIAG node: diagonal @a k of the 2-D @a a, which must have at least one element on it. Output
+ * chunks: the diagonal cut wherever it crosses a row or column chunk boundary of @a a. New
+ * reference in *out_p. GS_ERR_NO_MEMORY, GS_ERR_INVALID_PARAM. */
+gs_status_t gs__array_diag_node(gs_array_h a, int64_t k, gs_array_h *out_p);
 
 #endif

@@ -65,8 +65,10 @@ typedef enum gs__node_kind {
     GS__NODE_MAPBLOCKS,       /* a user kernel per block of in[0..ninputs) (stencil_int.h) */
     GS__NODE_ASTYPE,          /* in[0] converted to this node's dtype (dtype.c) */
     GS__NODE_WHERE,           /* in[1] where in[0] else in[2], broadcast (array.c) */
-    GS__NODE_RESHAPE          /* in[0]'s elements in this grid's shape, block for block
+    GS__NODE_RESHAPE,         /* in[0]'s elements in this grid's shape, block for block
                                  (array_shape.c, lower_shape.c) */
+    GS__NODE_DIAG             /* diagonal u.dg.k of the matrix in[0] (array_shape.c,
+                                 lower_shape.c) */
 } gs__node_kind_t;
 
 /* ---- index maps: from a group's output coordinates to a leaf array's coordinates ----
@@ -194,6 +196,10 @@ struct gs_array {
             struct gs__ukernel *user;
         } st;
         struct gs__ukernel *ub;  /* MAPBLOCKS: the kernel (owned) */
+        struct {                 /* DIAG: in[0][i, i + k] (k >= 0) or in[0][i - k, i]; output
+                                    chunks: one per piece of the diagonal inside one block */
+            int64_t k;
+        } dg;
     } u;
 };
 

@@ -725,6 +725,9 @@ static gs_status_t lw_build_layers(lw_t *w, int64_t root)
             case GS__NODE_RESHAPE:
                 st = gs__lw_build_reshape(w, i, &li);
                 break;
+            case GS__NODE_DIAG:
+                st = gs__lw_build_diag(w, i, &li);
+                break;
             default:
                 st = gs_error_set(GS_ERR_INTERNAL, "lowering has no builder for node kind %d",
                                   (int)e->n->kind);

@@ -95,6 +95,8 @@ gs_status_t gs__lw_build_concat(lw_t *w, int64_t idx, int64_t *idx_p);
 /* lower_shape.c: RESHAPE (one COPY layer, one piece per block: block b is one input block
  * with another shape). */
 gs_status_t gs__lw_build_reshape(lw_t *w, int64_t idx, int64_t *idx_p);
+/* lower_shape.c: DIAG (one COPY layer: block b is one strided piece of one input block). */
+gs_status_t gs__lw_build_diag(lw_t *w, int64_t idx, int64_t *idx_p);
 
 /* lower_linalg.c: MATMUL (grouped GEMMs + a sum tree) and FACTOR (TSQR; the parts of one
  * factorisation of one input share its layers). */

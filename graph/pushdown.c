@@ -474,6 +474,9 @@ static gs_status_t pd_rebuild(const struct gs_array *n, struct gs_array *a, stru
     case GS__NODE_RESHAPE:
         st = gs__array_reshape_node(a, &n->grid, out_p);
         break;
+    case GS__NODE_DIAG:
+        st = gs__array_diag_node(a, n->u.dg.k, out_p);
+        break;
     default:
         return gs_error_set(GS_ERR_INTERNAL, "slice pushdown cannot rebuild a %d node",
                             (int)n->kind);

@@ -548,6 +548,32 @@ Test(graph_shape, diag_of_a_matrix_extracts_the_diagonal)
     body_diag_of_a_matrix_extracts_the_diagonal();
 }
 
+Test(graph_shape, diag_of_a_matrix_reads_only_the_diagonal)
+{
+    /* one copy task per run of the diagonal inside one block, cut at the row and column
+     * boundaries: 7 x 9 in (3, 4) chunks, k = 0 -> runs [0, 3) [3, 4) [4, 6) [6, 7) */
+    gs_array_h x = typed(GS_DTYPE_FLOAT64, 2, (int64_t[]){7, 9}, (int64_t[]){3, 4}), y;
+    TX_OK(gs_array_diag(x, 0, &y));
+    static const int64_t wb[5] = {0, 3, 4, 6, 7};
+    cr_assert_eq(gs_array_nchunks(y, 0), 4);
+    for (int c = 0; c <= 4; c++) cr_assert_eq(gs_array_chunk_bounds(y, 0)[c], wb[c]);
+    cr_assert_eq(nlayers(y), nlayers(x) + 1);
+    gs_array_release(y);
+    /* of a generator, k = 5: normal values from the random definition */
+    gs_array_h g, d;
+    TX_OK(gs_array_random_normal(9, 0, 1, 2, (int64_t[]){50, 40}, (int64_t[]){16, 13}, &g));
+    TX_OK(gs_array_diag(g, 5, &d));
+    double want[35];
+    for (int i = 0; i < 35; i++) want[i] = gs_random_normal(9, (uint64_t)(i * 40 + i + 5), 0, 1);
+    double *got = eval(d, GS_LOWER_DEFAULT);
+    for (int i = 0; i < 35; i++)
+        cr_assert(fabs(got[i] - want[i]) <= 1e-15 * fmax(1.0, fabs(want[i])), "element %d", i);
+    free(got);
+    gs_array_release(d);
+    gs_array_release(g);
+    gs_array_release(x);
+}
+
 Test(graph_shape, diag_rejects_other_ranks)
 {
     gs_array_h x = typed(GS_DTYPE_FLOAT64, 3, (int64_t[]){2, 3, 4}, (int64_t[]){1, 2, 3}), y;

@@ -434,8 +434,8 @@ gs_status_t gs_array_eye(int64_t n, int64_t m, int64_t k, gs_dtype_t dtype, cons
 /** np.diag(x, k). A 1-D @a x of length n gives the (n + |k|) x (n + |k|) matrix with x on
  *  diagonal @a k and zeros elsewhere, chunked along both axes like x (plus one chunk of |k|
  *  when k != 0). A 2-D @a x (m x n) gives its diagonal k as a 1-D array (x[i, i + k]; empty
- *  when the diagonal misses the matrix); the square holding that diagonal is copied once to
- *  take it. Errors: GS_ERR_INVALID_PARAM (NULL x or out_p, x not 1-D or 2-D, |k| too large
+ *  when the diagonal misses the matrix), read by one copy task per run of the diagonal inside
+ *  one chunk of x (the result's chunks: the diagonal cut at x's chunk boundaries). Errors: GS_ERR_INVALID_PARAM (NULL x or out_p, x not 1-D or 2-D, |k| too large
  *  for the result), GS_ERR_NO_MEMORY. */
 gs_status_t gs_array_diag(gs_array_h x, int64_t k, gs_array_h *out_p);
 
