@@ -78,6 +78,7 @@ int gs__bench_svd(int argc, char **argv);             /* linalg.c */
 int gs__bench_soak(int argc, char **argv);            /* soak.c */
 int gs__bench_spill(int argc, char **argv);           /* spill.c */
 int gs__bench_stencil(int argc, char **argv);         /* stencil.c */
+int gs__bench_shape(int argc, char **argv);           /* shape.c */
 int gs__bench_io(int argc, char **argv);              /* io.c */
 
 #endif
