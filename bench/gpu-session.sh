@@ -22,6 +22,9 @@
 #   timings (issue 20); targets test_chunkops_cuda gs-kbench.
 # rand32: float32 random CPU == GPU (also in dtype's chunkops_cuda/*), gs-bench seed --dtype float32
 #   (issue 20); targets test_chunkops_cuda gs-bench gsched gworker.
+# shape: reshape/ravel/eye/diag/tril/triu evaluated on the CUDA backend against plain-C references
+#   (graph_shape/*_on_cuda) and gs-bench shape on one GPU and on the CPU (issue 20 item 3);
+#   targets test_graph_shape gs-bench gsched_daemon gworker.
 # GS_TARGETS="a b ..." builds only those targets (a shorter build for one stage).
 set -uo pipefail
 what=${1:-all}
@@ -336,4 +339,15 @@ if [ "$what" = rand32 ]; then
     run $B/gs-bench seed --n 500000 --chunk 10000 --workers 1 --backend cuda --repeat 3 --dtype float32
   } 2>"$out/rand32.err" | tee "$out/rand32.jsonl" | cut -c1-300
   tail -4 "$out/rand32.err"
+fi
+if [ "$what" = shape ]; then
+  # shape: needs the targets test_graph_shape gs-bench gsched_daemon gworker
+  build-gpu/tests/test_graph_shape --verbose --filter 'graph_shape/*_on_cuda' >"$out/shape-tests.log" 2>&1
+  grep -hE "Synthesis|SKIP" "$out/shape-tests.log"
+  grep -hE -A12 "\[FAIL\]|CRASH" "$out/shape-tests.log" | head -40
+  {
+    run $B/gs-bench shape --n 20000 --chunk 5000 --workers 1 --backend cuda --repeat 3
+    run $B/gs-bench shape --n 4000 --chunk 1000 --workers 2 --backend cpu --repeat 2
+  } 2>"$out/shape.err" | tee "$out/shape.jsonl" | cut -c1-220
+  tail -4 "$out/shape.err"
 fi
