@@ -441,8 +441,9 @@ gs_status_t gs_array_diag(gs_array_h x, int64_t k, gs_array_h *out_p);
 
 /** np.tril(x, k) / np.triu(x, k): x with the elements above (tril) / below (triu) diagonal @a k
  *  of its last two axes set to 0: tril keeps x[..., i, j] where j - i <= k, triu where
- *  j - i >= k. @a x (borrowed) has ndim >= 2 (more axes: a stack of matrices, as in NumPy);
- *  result chunks and dtype are x's. One fused where(mask, x, 0) kernel per chunk. Errors:
+ *  j - i >= k. @a x (borrowed) has ndim >= 2 (more axes: a stack of matrices, as in NumPy; a
+ *  1-D x, which NumPy broadcasts to an n x n result, is rejected); result chunks and dtype
+ *  are x's. One fused where(mask, x, 0) kernel per chunk. Errors:
  *  GS_ERR_INVALID_PARAM (NULL x or out_p, ndim < 2), GS_ERR_NO_MEMORY. */
 gs_status_t gs_array_tril(gs_array_h x, int64_t k, gs_array_h *out_p);
 gs_status_t gs_array_triu(gs_array_h x, int64_t k, gs_array_h *out_p);
