@@ -1,6 +1,6 @@
 /* Shape operations on real gsched + 2 CPU gworker processes on loopback: reshape (rechunk + a
- * per-chunk copy whose inputs live on either worker) and tril/triu (one fused where kernel per
- * chunk) of random and persisted arrays, gathered into client buffers (float64 and int32) and
+ * per-chunk copy whose inputs live on either worker) tril/triu (one fused where kernel per
+ * chunk) and diag (strided copies) of random and persisted arrays, gathered into client buffers (float64 and int32) and
  * compared with references computed here from the random definition (reference.h). */
 #include "cluster.h"
 #include "reference.h"
@@ -77,6 +77,13 @@ Test(integration_shape, reshape_and_tril_of_a_distributed_array, .init = up2, .f
     OK(gs_client_compute_scalar(C, s, &got));
     for (int64_t i = 0; i < m * n; i++) want += wl[i];
     cr_assert(fabs(got - want) <= 1e-10 * fmax(1.0, fabs(want)), "sum %.17g vs %.17g", got, want);
+    /* diag(reshape(x), 4): one strided copy per run of the diagonal inside a chunk */
+    gs_array_h d;
+    double wd[30];
+    OK(gs_array_diag(r, 4, &d));
+    for (int64_t i = 0; i < n; i++) wd[i] = rx.v[i * m + i + 4];
+    expect(d, wd, n, "diag(reshape(persisted x), 4)");
+    gs_array_release(d);
     gs_array_release(s);
     gs_array_release(lo2);
     free(wl);
