@@ -1,7 +1,8 @@
 /* Shape operations on real gsched + 2 CPU gworker processes on loopback: reshape (rechunk + a
- * per-chunk copy whose inputs live on either worker) tril/triu (one fused where kernel per
- * chunk) and diag (strided copies) of random and persisted arrays, gathered into client buffers (float64 and int32) and
- * compared with references computed here from the random definition (reference.h). */
+ * per-chunk copy whose inputs live on either worker), tril/triu (one fused where kernel per
+ * chunk) and diag (strided copies) of random and persisted arrays, gathered into client
+ * buffers (float64 and int32) and compared with references computed here from the random
+ * definition (reference.h). */
 #include "cluster.h"
 #include "reference.h"
 
