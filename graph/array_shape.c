@@ -20,7 +20,6 @@
  * block's row length + 1), so only the diagonal's elements are read (lower_shape.c). */
 #include "graph/copy_int.h"
 
-#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -343,6 +342,11 @@ static gs_status_t gs__tri_mask(int64_t m, int64_t n, const int64_t *chunks, gs_
     const int64_t cc[2] = {1, chunks ? chunks[1] : (n > 0 ? n : 1)};
     gs_array_h rows = NULL, cols = NULL, d = NULL;
     gs_status_t st;
+    if (m > (INT64_C(1) << 53) || n > (INT64_C(1) << 53))
+        return gs_error_set(GS_ERR_INVALID_PARAM,
+                            "a %lld x %lld mask: axes longer than 2^53 are not supported (the "
+                            "mask's indices are exact in float64 up to 2^53)",
+                            (long long)m, (long long)n);
     /* col - row lies in [-(m - 1), n - 1]: clamping k to [-m, n] changes no comparison and keeps
      * it exact as a double */
     if (k > n) k = n;

@@ -476,6 +476,8 @@ Test(graph_shape, eye_rejects_bad_arguments)
     EXPECT_INVALID(gs_array_eye(3, 3, 0, GS_DTYPE_FLOAT64, (int64_t[]){0, 2}, &y), y,
                    "must be >= 1");
     cr_assert_eq(gs_array_eye(3, 3, 0, GS_DTYPE_FLOAT64, ch, NULL), GS_ERR_INVALID_PARAM);
+    EXPECT_INVALID(gs_array_eye((INT64_C(1) << 53) + 1, 1, 0, GS_DTYPE_BOOL, ch, &y), y,
+                   "longer than 2^53");
 }
 
 /* ---- diag ---- */

@@ -427,7 +427,8 @@ gs_status_t gs_array_ravel(gs_array_h a, gs_array_h *out_p);
  *  @a m = -1 means m = n (NumPy's M=None). Chunked regularly by chunks[0..2) (borrowed).
  *  Computed from indices inside each chunk's kernel (no data is read). Errors:
  *  GS_ERR_INVALID_PARAM (n < 0, m < -1, unknown dtype, NULL chunks or out_p, a chunk length
- *  < 1), GS_ERR_NO_MEMORY. */
+ *  < 1, a side longer than 2^53, too many elements), GS_ERR_NO_MEMORY. tril, triu and diag of
+ *  a vector have the same 2^53 limit on the matrix's sides. */
 gs_status_t gs_array_eye(int64_t n, int64_t m, int64_t k, gs_dtype_t dtype, const int64_t *chunks,
                          gs_array_h *out_p);
 
