@@ -111,12 +111,54 @@ static int64_t ls_flat(int32_t nd, const int64_t *shape, const int64_t *c)
     return f;
 }
 
+/* Whether output block b of RESHAPE node @a e is block b of its input (same element count and
+ * first flat index) for every b: what the grids gs_array_reshape() builds give, since both
+ * list the same flat ranges in ascending order. */
+static int ls_same_blocks(const gs_grid_t *og, const gs_grid_t *ig)
+{
+    const uint64_t nb = gs_grid_nblocks(og);
+    if (gs_grid_nblocks(ig) != nb) return 0;
+    for (uint64_t b = 0; b < nb; b++) {
+        int64_t os[GS_MAX_NDIM], osh[GS_MAX_NDIM], is[GS_MAX_NDIM], ish[GS_MAX_NDIM];
+        gs_grid_block_region(og, b, os, osh);
+        gs_grid_block_region(ig, b, is, ish);
+        if (gs_region_size(og->ndim, osh) != gs_region_size(ig->ndim, ish) ||
+            ls_flat(og->ndim, og->shape, os) != ls_flat(ig->ndim, ig->shape, is))
+            return 0;
+    }
+    return 1;
+}
+
+/* Whether RESHAPE node @a idx can share its input's blocks instead of copying them: its input
+ * has a layer of this lowering (not persisted chunks), it is neither the root nor persisted,
+ * every consumer reads it through a fused kernel (blockwise nodes and reductions address a
+ * chunk through the node's own grid: the same bytes in the reshaped block's shape), and block
+ * b is input block b. */
+static int ls_alias(const lw_t *w, int64_t idx)
+{
+    const lw_node_t *e = &w->nodes[idx], *in = &w->nodes[e->in[0]];
+    if (e->pidx >= 0 || idx == w->nnodes - 1 || in->pidx >= 0 || in->layer < 0) return 0;
+    for (int64_t j = idx + 1; j < w->nnodes; j++) {
+        const lw_node_t *c = &w->nodes[j];
+        if (c->pidx >= 0) continue;
+        for (int32_t k = 0; k < c->n->ninputs; k++)
+            if (c->in[k] == idx && c->n->kind != GS__NODE_REDUCE &&
+                !gs__lw_kind_is_blockwise(c->n->kind))
+                return 0;
+    }
+    return ls_same_blocks(&e->n->grid, &e->n->in[0]->grid);
+}
+
 gs_status_t gs__lw_build_reshape(lw_t *w, int64_t idx, int64_t *idx_p)
 {
     const lw_node_t *e = &w->nodes[idx];
     const gs_grid_t *og = &e->n->grid, *ig = &e->n->in[0]->grid;
     ls_tabs_t t;
     gs_status_t st;
+    if ((w->flags & GS_LOWER_FUSE) && ls_alias(w, idx)) {
+        *idx_p = w->nodes[e->in[0]].layer;   /* its consumers read the input's blocks */
+        return GS_OK;
+    }
     if ((st = ls_alloc(&t, gs_grid_nblocks(og))) != GS_OK) return st;
     for (uint64_t b = 0; b < t.nb; b++) {
         int64_t start[GS_MAX_NDIM], shape[GS_MAX_NDIM], ic[GS_MAX_NDIM], ib[GS_MAX_NDIM];

@@ -236,6 +236,42 @@ Test(graph_shape, reshape_of_unit_chunked_leading_axes_needs_no_rechunk)
     gs_array_release(x);
 }
 
+Test(graph_shape, reshape_read_by_fused_kernels_copies_nothing)
+{
+    /* tril(x.reshape(10, 21)) on x (6, 35) in (4, 6) chunks: x rechunked to whole rows, then
+     * the tril kernel reads those blocks in their reshaped shape: no copy layer for the
+     * reshape itself (with fusion on); the same values under every lowering */
+    gs_array_h x = typed(GS_DTYPE_FLOAT64, 2, (int64_t[]){6, 35}, (int64_t[]){4, 6}), r, rr, t;
+    TX_OK(gs_array_reshape(x, 2, (int64_t[]){10, 21}, &r));
+    TX_OK(gs_array_tril(r, 1, &t));
+    gs_taskgraph_t *tg;
+    TX_OK(gs_graph_lower(t, GS_LOWER_DEFAULT, &tg));
+    unsigned ncopy = 0;
+    for (uint32_t i = 0; i < tg->nlayers; i++) ncopy += gs_layer_kind(tg->layers[i]) == GS_LAYER_COPY;
+    cr_assert_eq(ncopy, 1, "the rechunk only: %u copy layers", ncopy);
+    gs_taskgraph_free(tg);
+    double want[210];
+    for (int i = 0; i < 10; i++)
+        for (int j = 0; j < 21; j++) want[i * 21 + j] = j - i <= 1 ? pat(GS_DTYPE_FLOAT64, i * 21 + j) : 0;
+    check(t, GS_DTYPE_FLOAT64, 2, (int64_t[]){10, 21}, want, "tril(x.reshape(10, 21), 1)");
+    /* twice reshaped, summed along an axis: a reduction reads the aliased blocks too */
+    gs_array_h s;
+    gs_reduce_params_t p = {.field_mask = GS_REDUCE_FIELD_AXIS, .axis = 0};
+    TX_OK(gs_array_reshape(r, 3, (int64_t[]){5, 2, 21}, &rr));
+    TX_OK(gs_array_reduce(GS_RED_SUM, rr, &p, &s));
+    double w2[42];
+    for (int k = 0; k < 42; k++) {
+        w2[k] = 0;
+        for (int i = 0; i < 5; i++) w2[k] += pat(GS_DTYPE_FLOAT64, i * 42 + k);
+    }
+    check(s, GS_DTYPE_FLOAT64, 2, (int64_t[]){2, 21}, w2, "x.reshape(10, 21).reshape(5, 2, 21).sum(0)");
+    gs_array_release(s);
+    gs_array_release(rr);
+    gs_array_release(t);
+    gs_array_release(r);
+    gs_array_release(x);
+}
+
 Test(graph_shape, reshape_composes_with_elementwise_ops_and_generators)
 {
     /* (arange(60).reshape(5, 12) * 2)[::2] + reshape of a slice */
