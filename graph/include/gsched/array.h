@@ -411,8 +411,9 @@ gs_status_t gs_array_stack(int n, const gs_array_h *arrays, int axis, gs_array_h
  *  (borrowed; NULL only for ndim 0), one of which may be -1 (inferred from the others).
  *  Like Dask, @a a is first rechunked where needed so that every output chunk is one input
  *  chunk's elements (on each run of axes that merge or split, the axes after the first are
- *  taken whole), then each chunk is relabelled by one copy task; the same shape returns a new
- *  reference to @a a. Errors: GS_ERR_INVALID_PARAM (NULL a or out_p, ndim out of range, NULL
+ *  taken whole), then each chunk is relabelled by one copy task, or by none where only fused
+ *  kernels (elementwise ops, where, reductions) read the result: they read the input's chunks
+ *  in the new shape. The same shape returns a new reference to @a a. Errors: GS_ERR_INVALID_PARAM (NULL a or out_p, ndim out of range, NULL
  *  shape, a size < -1, two -1s, a -1 beside a zero size, an element count that differs from
  *  @a a's ("cannot reshape an array of size 12 into shape (5, 3)"), overflow),
  *  GS_ERR_NO_MEMORY. */
