@@ -2,7 +2,7 @@
  *
  * reshape is Dask's: the input is rechunked so that every output block holds the elements of
  * exactly one input block in the same row-major order, then a RESHAPE node relabels each block
- * (lower_shape.c: one COPY piece per block). The rechunk follows the axis groups of the two
+ * (lower_shape.c: one COPY piece per block, or none under fused consumers). The rechunk follows the axis groups of the two
  * shapes: axes of size 1 aside, the shapes split into runs of input and output axes with equal
  * products (a merge, a split, or both). Inside a group every axis but the first is taken whole,
  * so a block of the group is a contiguous range of its flat index; the ranges are the input's

@@ -8,7 +8,10 @@
  * the element's row-major position in the block = its position in the input block). The
  * lowering finds the input block from the output block's first element and checks that it has
  * the same element count and starts at the same flat index (GS_ERR_INTERNAL otherwise: the
- * node's grids were built wrong).
+ * node's grids were built wrong). Both grids list the same flat ranges in ascending order, so
+ * output block b is input block b; when every consumer of the node reads it through a fused
+ * kernel (which addresses a chunk through the node's own grid) and the input has a layer here,
+ * no layer is built: the node's blocks are its input's blocks (ls_alias), copied by no one.
  *
  * DIAG: output block b is the diagonal's run [t0, t1), which lies inside one input block (the
  * node's grid cuts the diagonal at every row and column chunk boundary): one 1-D piece starting
