@@ -10,8 +10,7 @@
  * the same element count and starts at the same flat index (GS_ERR_INTERNAL otherwise: the
  * node's grids were built wrong). Both grids list the same flat ranges in ascending order, so
  * output block b is input block b; when every consumer of the node reads it through a fused
- * kernel (which addresses a chunk through the node's own grid) and the input has a layer here,
- * no layer is built: the node's blocks are its input's blocks (ls_alias), copied by no one.
+ * kernel (which addresses a chunk through the node's own grid), no layer is built: the node's blocks are its input's blocks (ls_alias), copied by no one.
  *
  * DIAG: output block b is the diagonal's run [t0, t1), which lies inside one input block (the
  * node's grid cuts the diagonal at every row and column chunk boundary): one 1-D piece starting
@@ -133,14 +132,14 @@ static int ls_same_blocks(const gs_grid_t *og, const gs_grid_t *ig)
 }
 
 /* Whether RESHAPE node @a idx can share its input's blocks instead of copying them: its input
- * has a layer of this lowering (not persisted chunks), it is neither the root nor persisted,
+ * has a layer of this lowering or persisted chunks, it is neither the root nor persisted,
  * every consumer reads it through a fused kernel (blockwise nodes and reductions address a
  * chunk through the node's own grid: the same bytes in the reshaped block's shape), and block
  * b is input block b. */
 static int ls_alias(const lw_t *w, int64_t idx)
 {
     const lw_node_t *e = &w->nodes[idx], *in = &w->nodes[e->in[0]];
-    if (e->pidx >= 0 || idx == w->nnodes - 1 || in->pidx >= 0 || in->layer < 0) return 0;
+    if (e->pidx >= 0 || idx == w->nnodes - 1 || (in->pidx < 0 && in->layer < 0)) return 0;
     for (int64_t j = idx + 1; j < w->nnodes; j++) {
         const lw_node_t *c = &w->nodes[j];
         if (c->pidx >= 0) continue;
@@ -159,7 +158,10 @@ gs_status_t gs__lw_build_reshape(lw_t *w, int64_t idx, int64_t *idx_p)
     ls_tabs_t t;
     gs_status_t st;
     if ((w->flags & GS_LOWER_FUSE) && ls_alias(w, idx)) {
-        *idx_p = w->nodes[e->in[0]].layer;   /* its consumers read the input's blocks */
+        /* its consumers read the input's blocks: its layer, or its persisted chunks (the
+         * node then refers to the same persisted table entry, block for block) */
+        w->nodes[idx].pidx = w->nodes[e->in[0]].pidx;
+        *idx_p = w->nodes[e->in[0]].layer;
         return GS_OK;
     }
     if ((st = ls_alloc(&t, gs_grid_nblocks(og))) != GS_OK) return st;

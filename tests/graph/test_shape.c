@@ -270,6 +270,23 @@ Test(graph_shape, reshape_read_by_fused_kernels_copies_nothing)
     gs_array_release(t);
     gs_array_release(r);
     gs_array_release(x);
+    /* over persisted chunks: x (8, 6) in whole rows of 2, x.reshape(4, 12) in rows of 1: the
+     * tril kernel's inputs are x's persisted chunks themselves */
+    gs_array_h p2 = typed(GS_DTYPE_FLOAT64, 2, (int64_t[]){8, 6}, (int64_t[]){2, 6}), r2, t2;
+    gs_key_t keys[4] = {{9, 0}, {9, 1}, {9, 2}, {9, 3}};
+    TX_OK(gs_array_set_persisted(p2, 4, keys));
+    TX_OK(gs_array_reshape(p2, 2, (int64_t[]){4, 12}, &r2));
+    TX_OK(gs_array_tril(r2, 0, &t2));
+    TX_OK(gs_graph_lower(t2, GS_LOWER_DEFAULT, &tg));
+    cr_assert_eq(tg->nlayers, 1, "the tril kernel alone: %u layers", (unsigned)tg->nlayers);
+    cr_assert_eq(tg->nexternals, 4, "x's 4 persisted chunks");
+    for (uint64_t b = 0; b < 4; b++)
+        cr_assert(tg->externals[b].graph == 9 && tg->externals[b].task == b);
+    gs_taskgraph_free(tg);
+    gs_array_clear_persisted(p2);
+    gs_array_release(t2);
+    gs_array_release(r2);
+    gs_array_release(p2);
 }
 
 Test(graph_shape, reshape_composes_with_elementwise_ops_and_generators)

@@ -96,6 +96,29 @@ Test(integration_shape, reshape_and_tril_of_a_distributed_array, .init = up2, .f
     gs_array_release(x);
 }
 
+Test(integration_shape, tril_reads_a_persisted_array_through_a_reshape, .init = up2, .fini = down)
+{
+    /* x (40, 30) persisted in whole-row chunks of 4 rows: x.reshape(20, 60) needs no rechunk
+     * (chunks of 2 rows) and no copy: the tril kernel reads x's persisted chunks in place */
+    const int64_t m = 40, n = 30;
+    gs_array_h x, r, lo;
+    OK(gs_array_random_normal(32, 0, 1, 2, (int64_t[]){m, n}, (int64_t[]){4, 30}, &x));
+    OK(gs_client_persist(C, x));
+    ref_t rx = ref_normal(32, 0, 1, 2, (int64_t[]){m, n});
+    OK(gs_array_reshape(x, 2, (int64_t[]){20, 60}, &r));
+    cr_assert_eq(gs_array_nchunks(r, 0), 10);
+    OK(gs_array_tril(r, 3, &lo));
+    double *w = calloc((size_t)(m * n), sizeof(double));
+    for (int64_t i = 0; i < 20; i++)
+        for (int64_t j = 0; j < 60; j++) w[i * 60 + j] = j - i <= 3 ? rx.v[i * 60 + j] : 0.0;
+    expect(lo, w, m * n, "tril(persisted x.reshape(20, 60), 3)");
+    free(w);
+    ref_free(&rx);
+    gs_array_release(lo);
+    gs_array_release(r);
+    gs_array_release(x);
+}
+
 Test(integration_shape, typed_eye_and_ravel_gather_in_their_dtype, .init = up2, .fini = down)
 {
     /* int32 eye(9, 7, k = -1) in chunks 4 x 3, raveled: int32 elements in the client buffer */
