@@ -70,7 +70,8 @@ static gs_status_t gs__many_check(gs_client_h c, size_t n, const gs_compute_resu
         if ((uint64_t)size > r->out_len)
             return gs_error_set(GS_ERR_INVALID_PARAM, "gs_client_compute_many: result %zu: out "
                                 "holds %zu elements, the array has %lld (of %s)", i, r->out_len,
-                                (long long)size, gs_dtype_name((gs_dtype_t)gs_array_dtype(r->array)));
+                                (long long)size,
+                                gs_dtype_name((gs_dtype_t)gs_array_dtype(r->array)));
         if (gs_array_ndim(r->array) == 0 && r->out_len != 1)
             return gs_error_set(GS_ERR_INVALID_PARAM, "gs_client_compute_many: result %zu is 0-d "
                                 "(one value) but out holds %zu elements; pass out_len 1 (a "
@@ -212,7 +213,7 @@ gs_status_t gs_client_compute_many(gs_client_h c, size_t n, const gs_compute_res
         if ((st = gs_graph_lower_many(nroots, roots, lower, &tg, &lr)) != GS_OK) goto out;
         if ((st = gs__client_submit_graph(c, tg, any_persist ? GS_SUBMIT_KEEP : 0, NULL, t0,
                                           &f)) != GS_OK) {
-            gs_lower_results_free(nroots, lr);
+            gs_graph_lower_results_free(nroots, lr);
             goto out;
         }
         st = gs_future_wait(f, -1.0);
@@ -229,7 +230,7 @@ gs_status_t gs_client_compute_many(gs_client_h c, size_t n, const gs_compute_res
         if (st == GS_OK && any_persist) st = gs__many_persist(c, f, nroots, roots, persist, lr);
         if (st == GS_OK && stats_p != NULL) *stats_p = stats;
         gs_future_destroy(f);
-        gs_lower_results_free(nroots, lr);
+        gs_graph_lower_results_free(nroots, lr);
         if (!again) break;
         GS_LOG_INFO("compute_many: the Gram path refused a tall SVD's input; again by TSQR");
         lower = retry;   /* without GS_LOWER_GRAM_SVD: no second retry */

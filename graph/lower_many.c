@@ -7,7 +7,7 @@
 #include "common/alloc.h"
 #include "common/error.h"
 
-void gs_lower_results_free(size_t n, gs_lower_result_t *res)
+void gs_graph_lower_results_free(size_t n, gs_lower_result_t *res)
 {
     if (res == NULL) return;
     for (size_t r = 0; r < n; r++) gs_grid_cleanup(&res[r].grid);
@@ -57,7 +57,7 @@ gs_status_t gs_graph_lower_many(size_t n, const gs_array_h *arrays, unsigned fla
     return GS_OK;
 err:
     gs_free(off);
-    gs_lower_results_free(n, res);
+    gs_graph_lower_results_free(n, res);
     gs_taskgraph_free(tg);
     return st;
 }

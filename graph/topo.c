@@ -50,7 +50,8 @@ gs_status_t gs__expr_topo_many(size_t nroots, struct gs_array *const *roots,
         uint64_t v;
         if (!gs_u64map_get(&map, roots[r]->id, &v)) {
             gs__tdisc_t d0 = {roots[r], 0, 0, -1};
-            if (GS_VEC_PUSH(&disc, d0) != GS_OK || gs_u64map_put(&map, roots[r]->id, disc.len - 1) != GS_OK)
+            if (GS_VEC_PUSH(&disc, d0) != GS_OK ||
+                gs_u64map_put(&map, roots[r]->id, disc.len - 1) != GS_OK)
                 goto nomem;
             v = disc.len - 1;
         }

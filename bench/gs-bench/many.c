@@ -60,7 +60,8 @@ static int gs__many_separate(gs_client_h client, gs_array_h *r, double **out, si
     for (int i = 0; i < 3; i++) {
         gs_future_h f;
         gs_compute_stats_t s;
-        if ((st = gs_client_submit(client, r[i], 0, &f)) != GS_OK) return gs__many_fail("submit", st);
+        if ((st = gs_client_submit(client, r[i], 0, &f)) != GS_OK)
+            return gs__many_fail("submit", st);
         st = gs_future_gather(f, out[i], len[i]);
         if (st == GS_OK && gs_future_stats(f, &s) == GS_OK) run->tasks += s.ntasks;
         gs_future_destroy(f);

@@ -126,7 +126,7 @@ static void check_many(size_t n, const gs_array_h *arrays, int32_t op, uint64_t 
         cr_assert_eq(alone, op_alone, "flags 0x%x: %llu tasks compute the shared node alone, "
                      "expected %llu", flags, (unsigned long long)alone,
                      (unsigned long long)op_alone);
-        gs_lower_results_free(n, res);
+        gs_graph_lower_results_free(n, res);
         gs_taskgraph_free(tg);
     }
 }
@@ -163,7 +163,7 @@ Test(lower_many, three_results_share_work)
         TX_OK(gs_graph_lower_many(3, roots, GS_LOWER_CULL, &tg, &res));
         cr_assert_eq(tg->ntasks, sum - 2 * 2 * 16, "%llu tasks together, %llu alone",
                      (unsigned long long)tg->ntasks, (unsigned long long)sum);
-        gs_lower_results_free(3, res);
+        gs_graph_lower_results_free(3, res);
         gs_taskgraph_free(tg);
     }
     gs_array_release(x);
@@ -209,7 +209,7 @@ Test(lower_many, one_result_is_lower)
     cr_assert(memcmp(tg1->outputs, tgn->outputs, tg1->noutputs * sizeof(uint64_t)) == 0);
     cr_assert_eq(res[0].out_off, 0);
     cr_assert_eq(res[0].noutputs, tg1->noutputs);
-    gs_lower_results_free(1, res);
+    gs_graph_lower_results_free(1, res);
     gs_taskgraph_free(tg1);
     gs_taskgraph_free(tgn);
     gs_array_release(x);

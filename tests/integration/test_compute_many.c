@@ -178,7 +178,7 @@ Test(integration_compute_many, shared_work_runs_once)
             free(want[i]);
             gs_array_release(r[i]);
         }
-        gs_lower_results_free(3, lr);
+        gs_graph_lower_results_free(3, lr);
         gs_taskgraph_free(tg);
         gs_array_release(y);
     }
@@ -329,7 +329,8 @@ Test(integration_compute_many, one_failing_result_fails_all)
     cr_assert_not_null(strstr(gs_last_error(), "d.raw"), "%s", gs_last_error());
     cr_assert_eq(d[0], -1.0, "the failing result was written");
     for (size_t i = 0; i < 8; i++) cr_assert_eq(((uint8_t *)gbuf)[i], 0xcd, "gbuf written");
-    for (size_t i = 0; i < sizeof(xbuf); i++) cr_assert_eq(((uint8_t *)xbuf)[i], 0xcd, "xbuf written");
+    for (size_t i = 0; i < sizeof(xbuf); i++)
+        cr_assert_eq(((uint8_t *)xbuf)[i], 0xcd, "xbuf written");
     cr_assert_eq(gs_client_unpersist(C, p), GS_ERR_NOT_FOUND, "a failed call persisted p");
     /* the cluster still serves, and the same call without the bad result succeeds */
     OK(gs_client_compute_many(C, 3, r, NULL));
