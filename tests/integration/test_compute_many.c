@@ -1,8 +1,7 @@
 /* gs_client_compute_many (issue 20 item 4) on real gsched + gworker processes on loopback:
  * several results from one graph equal, byte for byte, separate gs_client_compute calls (by
- * every gather path); the
- * work they share runs once (task counts); typed results in one call; bad arguments refused
- * with nothing written; a failing result fails the call with no buffer written and nothing
+ * every gather path); the work they share runs once (task counts); typed results in one call;
+ * bad arguments refused with nothing written; a failing result fails the call with no buffer written and nothing
  * persisted; persisted results serve later expressions and their shared graph stays until the
  * last of them is unpersisted. */
 #include "cluster.h"
