@@ -48,15 +48,6 @@ static void stop_workers(tw_t *t, int n)
     }
 }
 
-static void assert_close(const double *got, const double *ref, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        double tol = 1e-12 * fmax(1.0, fabs(ref[i]));
-        cr_assert(fabs(got[i] - ref[i]) <= tol, "element %zu: %.17g, reference %.17g", i,
-                  got[i], ref[i]);
-    }
-}
-
 /* Run @a a spread over @a nw workers (task i on worker i % nw, or by @a place_fn) and check. */
 static void run_spread(uint64_t gid, gs_array_h a, unsigned flags, int nw, tw_t *t,
                        uint64_t *fetched_p)
@@ -72,7 +63,7 @@ static void run_spread(uint64_t gid, gs_array_h a, unsigned flags, int nw, tw_t 
                  failed == (size_t)-1 ? "timed out" : fs.done[failed - 1].err);
     got = calloc(size ? size : 1, sizeof(double));
     cr_assert(fs_gather_all(&fs, gid, tg, place, got, 5000), "gather failed");
-    assert_close(got, ref, size);
+    fs_assert_close(got, ref, size);
     for (int i = 0; i < nw; i++) {
         gs_worker_stats_t st;
         gs_worker_stats(t[i].w, &st);
