@@ -292,6 +292,7 @@ static int gs__wtask_spill_defer(gs_worker_t *w)
 {
     uint64_t now;
     if (w->spill == NULL || w->spill_defer_misses >= GS_W_DEFER_MISSES) return 0;
+    if (w->spill_defer_since == 0 && gs__wspill_busy(w)) return 0;   /* spilling already */
     now = gs_now_ns();
     if (w->spill_defer_since == 0) w->spill_defer_since = now;
     if (now - w->spill_defer_since < GS_W_DEFER_MAX_NS) {
