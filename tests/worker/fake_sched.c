@@ -156,20 +156,6 @@ static void fs_on_conn(uv_stream_t *server, int status)
 
 static void fs_tick(uv_timer_t *t) { (void)t; }
 
-void fs_suite_setup(fake_sched_t *fs, uv_loop_t *loop)
-{
-    gs_log_set_level(GS_LOG_LEVEL_ERROR);
-    cr_assert_eq(uv_loop_init(loop), 0);
-    fs_start(fs, loop, NULL);
-}
-
-void fs_suite_teardown(fake_sched_t *fs, uv_loop_t *loop)
-{
-    fs_stop(fs);
-    uv_run(loop, UV_RUN_NOWAIT);
-    cr_expect_eq(uv_loop_close(loop), 0, "handles left on the loop");
-}
-
 void fs_start(fake_sched_t *fs, uv_loop_t *loop, const char *token)
 {
     struct sockaddr_in sa;

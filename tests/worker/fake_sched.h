@@ -74,10 +74,6 @@ typedef struct fake_sched {
     uint64_t next_req;
 } fake_sched_t;
 
-/* A suite's .init: errors-only logging, @a loop initialised, @a fs started on it without a
- * token; .fini: both stopped (a handle left on the loop is reported). */
-void fs_suite_setup(fake_sched_t *fs, uv_loop_t *loop);
-void fs_suite_teardown(fake_sched_t *fs, uv_loop_t *loop);
 /* Start listening on 127.0.0.1 (any port) on @a loop. */
 void fs_start(fake_sched_t *fs, uv_loop_t *loop, const char *token);
 /* "tcp://127.0.0.1:PORT" into buf. */
