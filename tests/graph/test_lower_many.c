@@ -3,6 +3,7 @@
  * equal, byte for byte, the same array lowered and evaluated on its own, under every
  * combination of lowering flags; nodes the results share must become one set of tasks. */
 #include "graph_test_util.h"
+#include "graph_eval_util.h"
 
 #include "chunkops/chunkops.h"
 #include "chunkops/eval.h"
@@ -14,14 +15,12 @@ static gs_chunkops_ctx_h ctx;
 
 static void setup(void)
 {
-    gs_chunkops_params_t p;
-    memset(&p, 0, sizeof(p));
-    TX_OK(gs_chunkops_cpu_ops.ctx_create(&p, &ctx));
+    ctx = gx_ctx_create();
 }
 
 static void teardown(void)
 {
-    gs_chunkops_cpu_ops.ctx_destroy(ctx);
+    gx_ctx_destroy(ctx);
 }
 
 TestSuite(lower_many, .init = setup, .fini = teardown, .timeout = 120);
@@ -102,6 +101,7 @@ static void check_many(size_t n, const gs_array_h *arrays, int32_t op, uint64_t 
         gs_lower_result_t *res = NULL;
         uint64_t alone = 0;
         TX_OK(gs_graph_lower_many(n, arrays, flags, &tg, &res));
+        gx_roundtrip_layers(tg);   /* the layers as they travel */
         cr_assert_eq(tg->noutputs, res[n - 1].out_off + res[n - 1].noutputs);
         for (size_t r = 0; r < n; r++) {
             size_t nb = nbytes_of(arrays[r]);

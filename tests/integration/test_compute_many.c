@@ -22,22 +22,18 @@ static char dir[64];
 
 #define OK(call) cr_assert_eq((call), GS_OK, "%s: %s", #call, gs_last_error())
 
+/* the shared fixture (fixture.c), plus a temporary directory for the file test */
 static void up2(void)
 {
-    alarm(240);
     snprintf(dir, sizeof(dir), "/tmp/gs-itest-many-XXXXXX");
     cr_assert_not_null(mkdtemp(dir));
-    cr_assert(tc_start(&CL, 2, NULL, NULL), "cluster did not start");
-    C = tc_connect(&CL, GS_LOWER_DEFAULT);
-    cr_assert_not_null(C, "%s", gs_last_error());
+    C = tc_up(&CL, 2, 240);
 }
 
 static void down(void)
 {
     char cmd[128];
-    gs_client_destroy(C);
-    C = NULL;
-    tp_kill_all();
+    tc_down(&C);
     snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
     if (system(cmd) != 0) fprintf(stderr, "cannot remove %s\n", dir);
 }
