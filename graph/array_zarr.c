@@ -376,9 +376,8 @@ static char *gs__zarr_meta_text(gs_array_h a, const int64_t *zc, int version, in
         if (isz > 1)
             json_array_append_new(codecs, json_pack("{s:s, s:{s:s}}", "name", "bytes",
                                                     "configuration", "endian", "little"));
-        else                                /* endian is for multi-byte data types only */
-            json_array_append_new(codecs, json_pack("{s:s, s:{}}", "name", "bytes",
-                                                    "configuration"));
+        else        /* endian is for multi-byte data types only: as zarr-python writes it */
+            json_array_append_new(codecs, json_pack("{s:s}", "name", "bytes"));
         if (codec == GS_ZCODEC_ZSTD)
             json_array_append_new(codecs, json_pack("{s:s, s:{s:i, s:b}}", "name", "zstd",
                                                     "configuration", "level", level, "checksum", 0));
