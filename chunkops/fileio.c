@@ -409,7 +409,8 @@ static gs_status_t gs__fio_read(const gs_chunkops_ops_t *ops, gs_chunkops_ctx_h 
             if ((st = ops->sync(ctx, s)) != GS_OK) break;      /* copy of the other buffer done */
             if ((st = ops->copy_from_host(ctx, s,
                                           (uint8_t *)k->out + (size_t)(r0 * row_elems) * isz,
-                                          stage[i], (size_t)((r1 - r0) * row_elems) * isz)) != GS_OK)
+                                          stage[i],
+                                          (size_t)((r1 - r0) * row_elems) * isz)) != GS_OK)
                 break;
         }
         if (st == GS_OK) st = ops->sync(ctx, s);

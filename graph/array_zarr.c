@@ -333,7 +333,8 @@ err_spec:
 static json_t *gs__zfill_zero(int32_t dt)
 {
     if (dt == GS_DTYPE_BOOL) return json_false();
-    if (dt == GS_DTYPE_INT32 || dt == GS_DTYPE_INT64 || dt == GS_DTYPE_UINT8) return json_integer(0);
+    if (dt == GS_DTYPE_INT32 || dt == GS_DTYPE_INT64 || dt == GS_DTYPE_UINT8)
+        return json_integer(0);
     return json_real(0.0);
 }
 

@@ -170,8 +170,9 @@ static void write_npy(const char *rel, gs_dtype_t dt, int be, int fortran, int r
     const size_t isz = gs_dtype_size(dt);
     char dict[256];
     uint8_t *buf, *want = malloc((size_t)rows * cols * isz);
-    int n = snprintf(dict, sizeof(dict), "{'descr': '%s', 'fortran_order': %s, 'shape': (%d, %d), }",
-                     descr(dt, be), fortran ? "True" : "False", rows, cols);
+    int n = snprintf(dict, sizeof(dict),
+                     "{'descr': '%s', 'fortran_order': %s, 'shape': (%d, %d), }", descr(dt, be),
+                     fortran ? "True" : "False", rows, cols);
     size_t h = (10 + (size_t)n + 1 + 63) / 64 * 64;
     buf = malloc(h + (size_t)rows * cols * isz);
     memcpy(buf, "\x93NUMPY\x01\x00", 8);
@@ -318,7 +319,9 @@ Test(graph_file_dtype, slices_of_typed_files_use_the_element_size)
                     cr_assert_eq(gs_layer_out_nbytes(ly, b),
                                  (uint64_t)gs_region_size(2, shape) * isz);
                 }
-                cr_assert_eq(ly->grid.shape[0] * ly->grid.shape[1], 35, "%s reads only the slice: %lld x %lld", rel, (long long)ly->grid.shape[0], (long long)ly->grid.shape[1]);
+                cr_assert_eq(ly->grid.shape[0] * ly->grid.shape[1], 35,
+                             "%s reads only the slice: %lld x %lld", rel,
+                             (long long)ly->grid.shape[0], (long long)ly->grid.shape[1]);
             }
             cr_assert(found);
             gs_taskgraph_free(tg);
