@@ -27,6 +27,7 @@
 #include "common/log.h"
 
 #include <errno.h>
+#include <float.h>
 #include <fcntl.h>
 #include <math.h>
 #include <stdatomic.h>
@@ -90,7 +91,13 @@ void gs__fio_fill_bytes(int32_t dt, double fill, uint8_t *out)
     memset(out, 0, 8);
     switch (dt) {
     case GS_DTYPE_FLOAT64: memcpy(out, &fill, 8); break;
-    case GS_DTYPE_FLOAT32: { float v = (float)fill; memcpy(out, &v, 4); break; }
+    case GS_DTYPE_FLOAT32: {
+        /* beyond float's range: the infinity IEEE rounding gives (a C cast would be undefined) */
+        float v = isfinite(fill) && fabs(fill) > FLT_MAX ? (fill > 0 ? INFINITY : -INFINITY)
+                                                         : (float)fill;
+        memcpy(out, &v, 4);
+        break;
+    }
     case GS_DTYPE_FLOAT16: { uint16_t v = gs_f64_to_f16(fill); memcpy(out, &v, 2); break; }
     case GS_DTYPE_INT32: { int32_t v = (int32_t)(uint32_t)i; memcpy(out, &v, 4); break; }
     case GS_DTYPE_INT64: memcpy(out, &i, 8); break;
