@@ -305,9 +305,10 @@ Test(graph_file_dtype, slices_of_typed_files_use_the_element_size)
         {
             gs_taskgraph_t *tg;
             int found = 0;
+            /* the slice itself (the result: a root view over the file) and its transpose */
             gs_array_h t;
             TX_OK(gs_array_transpose(s, (int[]){1, 0}, &t));
-            TX_OK(gs_graph_lower(t, GS_LOWER_DEFAULT | GS_LOWER_SLICE_PUSHDOWN, &tg));
+            TX_OK(gs_graph_lower(d % 2 ? t : s, GS_LOWER_DEFAULT, &tg));
             gs_array_release(t);
             for (uint32_t l = 0; l < tg->nlayers; l++) {
                 int64_t start[GS_MAX_NDIM], shape[GS_MAX_NDIM];
@@ -319,6 +320,7 @@ Test(graph_file_dtype, slices_of_typed_files_use_the_element_size)
                     cr_assert_eq(gs_layer_out_nbytes(ly, b),
                                  (uint64_t)gs_region_size(2, shape) * isz);
                 }
+                cr_assert_eq(tg->nlayers, 1, "one FILE layer, nothing above it");
                 cr_assert_eq(ly->grid.shape[0] * ly->grid.shape[1], 35,
                              "%s reads only the slice: %lld x %lld", rel,
                              (long long)ly->grid.shape[0], (long long)ly->grid.shape[1]);
