@@ -272,6 +272,32 @@ Test(graph_file_dtype, raw_files_read_in_their_dtype)
     }
 }
 
+/* bool files hold 0 or 1 in NumPy; any other byte reads as true (1), never as a wider value. */
+Test(graph_file_dtype, bool_bytes_other_than_0_and_1_read_as_true)
+{
+    const uint8_t bytes[6] = {0, 1, 2, 255, 0, 17}, want[6] = {0, 1, 1, 1, 0, 1};
+    gs_array_h a, s;
+    uint8_t *got;
+    put("b.raw", bytes, sizeof(bytes));
+    TX_OK(gs_array_from_raw(at("b.raw"), GS_DTYPE_BOOL, 1, (int64_t[]){6}, GS_ORDER_C, 0,
+                            (int64_t[]){4}, &a));
+    got = eval(a, GS_LOWER_DEFAULT);
+    cr_assert(memcmp(got, want, 6) == 0, "%d %d %d %d %d %d", got[0], got[1], got[2], got[3],
+              got[4], got[5]);
+    free(got);
+    TX_OK(gs_array_reduce(GS_RED_SUM, a, NULL, &s));
+    got = eval(s, GS_LOWER_DEFAULT);
+    {
+        int64_t n;
+        cr_assert_eq(gs_array_dtype(s), GS_DTYPE_INT64);
+        memcpy(&n, got, 8);
+        cr_assert_eq(n, 4, "sum of the bools: %lld", (long long)n);
+    }
+    free(got);
+    gs_array_release(s);
+    gs_array_release(a);
+}
+
 /* Slices of typed files read only what they keep, at the dtype's element size: the FILE
  * layer's blocks are elements * itemsize bytes, and the values are the file's. Also through
  * the device path's staging (the CPU backend under another name). */
