@@ -5,6 +5,7 @@
  * compared as bytes with what the test put in the file. Dtypes gsched lacks and files whose
  * size disagrees with their header are refused, naming the file. */
 #include "graph_test_util.h"
+#include "graph_eval_util.h"
 
 #include "chunkops/chunkops.h"
 #include "chunkops/elem_dtype.h"
@@ -24,20 +25,15 @@ static char dir[64];
 
 static void setup(void)
 {
-    gs_chunkops_params_t p;
-    memset(&p, 0, sizeof(p));
-    TX_OK(gs_chunkops_cpu_ops.ctx_create(&p, &ctx));
-    snprintf(dir, sizeof(dir), "/tmp/gs-test-fdt-XXXXXX");
-    cr_assert_not_null(mkdtemp(dir));
+    ctx = gx_ctx_create();
+    gx_tmpdir_make(dir, sizeof(dir), "gs-test-fdt");
 }
 
 static void teardown(void)
 {
-    char cmd[128];
     tx_free_all();
-    gs_chunkops_cpu_ops.ctx_destroy(ctx);
-    snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
-    cr_assert_eq(system(cmd), 0);
+    gx_ctx_destroy(ctx);
+    gx_tmpdir_remove(dir);
 }
 
 TestSuite(graph_file_dtype, .init = setup, .fini = teardown, .timeout = 120);
@@ -84,30 +80,13 @@ static uint8_t *slurp(const char *rel, size_t *n_p)
     return p;
 }
 
-static void roundtrip_layers(gs_taskgraph_t *tg)
-{
-    for (uint32_t i = 0; i < tg->nlayers; i++) {
-        gs_buf_t b1;
-        gs_layer_t *l;
-        gs_buf_init(&b1);
-        TX_OK(gs_layer_encode(tg->layers[i], &b1));
-        TX_OK(gs_layer_decode(b1.data, b1.len, &l));
-        gs_layer_free(tg->layers[i]);
-        tg->layers[i] = l;
-        gs_buf_cleanup(&b1);
-    }
-}
-
 /* Evaluate @a h (elements of its dtype in the returned buffer) by @a ops under @a flags. */
 static uint8_t *eval_ops(const gs_chunkops_ops_t *ops, gs_array_h h, unsigned flags,
                          gs_status_t *st_p)
 {
-    gs_taskgraph_t *tg;
     int64_t size = gs_array_size(h);
     double *out = calloc((size_t)(size ? size : 1), sizeof(double));
-    TX_OK(gs_graph_lower(h, flags, &tg));
-    TX_OK(gs_taskgraph_validate(tg));
-    roundtrip_layers(tg);
+    gs_taskgraph_t *tg = gx_lower(h, flags);
     *st_p = gs_chunkops_eval(ops, ctx, tg, out, (size_t)size);
     gs_taskgraph_free(tg);
     return (uint8_t *)out;
