@@ -22,6 +22,9 @@
 #   timings (issue 20); targets test_chunkops_cuda gs-kbench.
 # rand32: float32 random CPU == GPU (also in dtype's chunkops_cuda/*), gs-bench seed --dtype float32
 #   (issue 20); targets test_chunkops_cuda gs-bench gsched gworker.
+# many: gs_client_compute_many with CUDA workers (integration tests) and gs-bench many, one
+#   compute_many against three computes (issue 20 item 4); targets gs-bench gsched_daemon gworker
+#   gs-local-cluster test_integration.
 # shape: reshape/ravel/eye/diag/tril/triu evaluated on the CUDA backend against plain-C references
 #   (graph_shape/*_on_cuda) and gs-bench shape on one GPU and on the CPU (issue 20 item 3);
 #   targets test_graph_shape gs-bench gsched_daemon gworker.
@@ -283,6 +286,12 @@ if [ "$what" = io ]; then
         run $B/gs-bench io --format $f --n 20000 --chunk 5000 --workers 1 --backend $be --repeat 2 --dir /tmp
       done
     done
+    # typed files (session 7): the array's own dtype written and read, no float64 conversion
+    for dt in float32 uint8 bool; do
+      for f in "npy" "zarr --codec blosc"; do
+        run $B/gs-bench io --format $f --dtype $dt --n 20000 --chunk 5000 --workers 1 --backend cuda --repeat 2 --dir /tmp
+      done
+    done
   } 2>"$out/io.err" | tee "$out/io.jsonl"
   grep -E "failed|error|mismatch|staging" "$out/io.err" | head -8
 fi
@@ -339,6 +348,20 @@ if [ "$what" = rand32 ]; then
     run $B/gs-bench seed --n 500000 --chunk 10000 --workers 1 --backend cuda --repeat 3 --dtype float32
   } 2>"$out/rand32.err" | tee "$out/rand32.jsonl" | cut -c1-300
   tail -4 "$out/rand32.err"
+fi
+if [ "$what" = many ]; then
+  # many: several results from one graph on GPU workers (issue 20 item 4): the integration tests
+  # (results byte-identical to separate computes, shared tasks once, typed results, failures
+  # writing nothing), then one compute_many against three computes on one GPU and on all.
+  GS_TEST_BACKEND=cuda build-gpu/tests/test_integration --filter 'integration_compute_many/*' \
+    >"$out/many-tests.log" 2>&1
+  grep -hE "Synthesis" "$out/many-tests.log"
+  grep -hE -A12 "\[FAIL\]|CRASH" "$out/many-tests.log" | head -40
+  {
+    run $B/gs-bench many --n 40000 --chunk 10000 --workers 1 --backend cuda --repeat 3
+    run $B/gs-bench many --n 40000 --chunk 10000 --workers "$ngpu" --backend cuda --repeat 3
+  } 2>"$out/many.err" | tee "$out/many.jsonl" | cut -c1-400
+  tail -4 "$out/many.err"
 fi
 if [ "$what" = shape ]; then
   # shape: needs the targets test_graph_shape gs-bench gsched_daemon gworker

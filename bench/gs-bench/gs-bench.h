@@ -80,5 +80,6 @@ int gs__bench_spill(int argc, char **argv);           /* spill.c */
 int gs__bench_stencil(int argc, char **argv);         /* stencil.c */
 int gs__bench_shape(int argc, char **argv);           /* shape.c */
 int gs__bench_io(int argc, char **argv);              /* io.c */
+int gs__bench_many(int argc, char **argv);            /* many.c */
 
 #endif

@@ -3,6 +3,7 @@
  * round-tripped through the codec, run by the CPU backend's serial evaluator and compared with
  * plain-C references (NumPy semantics: integer wrap, floor division and mod signs, float32 and
  * float16 rounding of every result, bool from comparisons, int64 from sums and argmax). */
+#include "graph_eval_util.h"
 #include "chunkops/chunkops.h"
 #include "chunkops/eval.h"
 #include "common/buf.h"
@@ -24,14 +25,12 @@ static gs_chunkops_ctx_h ctx;
 
 static void setup(void)
 {
-    gs_chunkops_params_t p;
-    memset(&p, 0, sizeof(p));
-    OK(gs_chunkops_cpu_ops.ctx_create(&p, &ctx));
+    ctx = gx_ctx_create();
 }
 
 static void teardown(void)
 {
-    gs_chunkops_cpu_ops.ctx_destroy(ctx);
+    gx_ctx_destroy(ctx);
 }
 
 TestSuite(graph_dtype_eval, .init = setup, .fini = teardown, .timeout = 120);
@@ -134,24 +133,6 @@ static double ref_binary(gs_binop_t op, gs_dtype_t d, double a, double b)
 
 /* ---- evaluation ---- */
 
-static void roundtrip_layers(gs_taskgraph_t *tg)
-{
-    for (uint64_t i = 0; i < tg->nlayers; i++) {
-        gs_buf_t b1 = {0}, b2 = {0};
-        gs_layer_t *l;
-        OK(gs_layer_encode(tg->layers[i], &b1));
-        OK(gs_layer_decode(b1.data, b1.len, &l));
-        OK(gs_layer_encode(l, &b2));
-        cr_assert_eq(b1.len, b2.len);
-        cr_assert(memcmp(b1.data, b2.data, b1.len) == 0, "layer %u re-encodes differently",
-                  (unsigned)i);
-        gs_layer_free(tg->layers[i]);
-        tg->layers[i] = l;
-        gs_buf_cleanup(&b1);
-        gs_buf_cleanup(&b2);
-    }
-}
-
 /* Evaluate @a h with lowering @a flags; the result widened to doubles (caller frees). */
 static double *eval_flags(gs_array_h h, unsigned flags)
 {
@@ -163,7 +144,7 @@ static double *eval_flags(gs_array_h h, unsigned flags)
     cr_assert_not_null(out);
     OK(gs_graph_lower(h, flags, &tg));
     cr_assert_eq(tg->out_dtype, (int32_t)dt, "the task graph's result dtype is the array's");
-    roundtrip_layers(tg);
+    gx_roundtrip_layers(tg);
     OK(gs_taskgraph_validate(tg));
     OK(gs_chunkops_eval(&gs_chunkops_cpu_ops, ctx, tg, out, (size_t)size));
     gs_taskgraph_free(tg);
