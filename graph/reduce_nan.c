@@ -178,20 +178,44 @@ static gs_status_t gs__nanarg(gs__cx_t *c, int is_max, gs_array_h x, gs_array_h 
     if (st == GS_OK) st = gs__bins(c, GS_BINARY_EQ, x, edge, &e);
     if (st == GS_OK) st = gs__red(c, GS_RED_ARGMAX, e, &i2);
     if (st == GS_OK) st = gs__bins(c, GS_BINARY_EQ, m, edge, &me);
-    if (st == GS_OK) st = gs__keep(c, gs_array_where(me, i2, i1, &sel), sel, &sel);
+    if (st == GS_OK) {
+        gs_array_h h = NULL;
+        st = gs_array_where(me, i2, i1, &h);
+        st = gs__keep(c, st, h, &sel);
+    }
     if (st == GS_OK) st = gs__count_nonnan(c, x, &n);
     if (st == GS_OK) st = gs__bins(c, GS_BINARY_EQ, n, 0.0, &z);
     if (st == GS_OK) st = gs__where_fill(c, z, -1.0, sel, r);
     return st;
 }
 
-/* Put the reduced axes of an ndim-@a nd operand back as length-1 axes. Called after a
- * reduction over the same axes succeeded, so they are valid. */
-static gs_status_t gs__keepdims(gs__cx_t *c, int nd, gs_array_h x, gs_array_h *r)
+/* Reduced axes of an ndim-@a nd operand as a bit mask. Called after a reduction over the same
+ * axes succeeded, so they are valid. */
+static uint32_t gs__mask(const gs__cx_t *c, int nd)
 {
     uint32_t seen = 0;
     if (c->naxes == 0) seen = nd > 0 ? (1u << nd) - 1 : 0;
     for (int i = 0; i < c->naxes; i++) seen |= 1u << (c->axes[i] < 0 ? c->axes[i] + nd : c->axes[i]);
+    return seen;
+}
+
+/* Elements in each slice of @a a the reduction sees (after a successful reduction). */
+static double gs__nreduced(const gs__cx_t *c, gs_array_h a)
+{
+    int64_t shape[GS_MAX_NDIM];
+    const int nd = gs_array_ndim(a);
+    const uint32_t m = gs__mask(c, nd);
+    double n = 1.0;
+    gs_array_shape(a, shape);
+    for (int ax = 0; ax < nd; ax++)
+        if (m & (1u << ax)) n *= (double)shape[ax];
+    return n;
+}
+
+/* Put the reduced axes of an ndim-@a nd operand back as length-1 axes. */
+static gs_status_t gs__keepdims(gs__cx_t *c, int nd, gs_array_h x, gs_array_h *r)
+{
+    const uint32_t seen = gs__mask(c, nd);
     *r = x;
     for (int ax = 0; ax < nd; ax++) {   /* lowest first, as gs_array_reduce_axes() */
         gs_array_h h = NULL;
@@ -270,7 +294,12 @@ static gs_status_t gs__build(gs__cx_t *c, gs_credop_t op, gs_array_h a, double d
         if (!fl) return gs__red(c, op == GS_CRED_NANARGMAX ? GS_RED_ARGMAX : GS_RED_ARGMIN, a, r);
         return gs__nanarg(c, op == GS_CRED_NANARGMAX, a, r);
     case GS_CRED_NANMEAN:
-        if (!fl) return gs__red(c, GS_RED_MEAN, a, r);
+        if (!fl) { /* sum / N: exact over a tuple of axes too (MEAN there is a mean of means) */
+            st = gs__red(c, GS_RED_SUM, a, &k);
+            if (st == GS_OK) st = gs__cast(c, k, GS_DTYPE_FLOAT64, &y);
+            if (st == GS_OK) st = gs__bins(c, GS_BINARY_DIV, y, gs__nreduced(c, a), r);
+            return st;
+        }
         st = gs__nanmean64(c, a, &y, &k);
         break;
     default: /* NANVAR, NANSTD */
