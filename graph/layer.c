@@ -61,10 +61,12 @@ gs_layer_kind_t gs_layer_kind(const gs_layer_t *l)
 
 static const char *const gs__reduce_names[GS_RED_COUNT] = {
     "reduce-sum", "reduce-min", "reduce-max", "reduce-mean",
-    "reduce-var", "reduce-std", "reduce-argmin", "reduce-argmax"};
+    "reduce-var", "reduce-std", "reduce-argmin", "reduce-argmax",
+    "reduce-prod"};
 static const char *const gs__combine_names[GS_RED_COUNT] = {
     "combine-sum", "combine-min", "combine-max", "combine-mean",
-    "combine-var", "combine-std", "combine-argmin", "combine-argmax"};
+    "combine-var", "combine-std", "combine-argmin", "combine-argmax",
+    "combine-prod"};
 
 const char *gs_layer_name(const gs_layer_t *l)
 {

@@ -133,6 +133,7 @@ typedef enum gs_redop {
     GS_RED_STD = 5,
     GS_RED_ARGMIN = 6,
     GS_RED_ARGMAX = 7,
+    GS_RED_PROD = 8,        /* np.prod: 1 for an empty slice; accumulated in float64 */
     GS_RED_COUNT
 } gs_redop_t;
 
@@ -167,7 +168,7 @@ gs_status_t gs_dtype_unary_result(gs_unop_t op, gs_dtype_t a, gs_dtype_t *out_p)
 gs_status_t gs_dtype_binary_result(gs_binop_t op, gs_dtype_t a, gs_dtype_t b,
                                    gs_dtype_t *out_p);
 
-/** Result dtype of reduction @a op over an array of @a a, NumPy's defaults: SUM of bool and
+/** Result dtype of reduction @a op over an array of @a a, NumPy's defaults: SUM and PROD of bool and
  *  integers gives int64 (NumPy gives uint64 for uint8, which gsched lacks: int64 holds every
  *  such sum of fewer than 2^55 elements), of floats the float; MEAN, VAR and STD of bool and
  *  integers give float64, of floats the float; MIN and MAX keep the dtype; ARGMIN and ARGMAX
@@ -422,9 +423,10 @@ typedef struct gs_reduce_params {
 
 /** Reduce @a a with @a op. Over all axes the result has ndim 0 (a scalar); over one axis the
  *  axis is removed. The result dtype is NumPy's (gs_dtype_reduce_result()): ARGMIN/ARGMAX
- *  give int64 indices (the flat row-major index when reducing all axes), SUM of integers
- *  int64, MEAN of integers float64. Values are accumulated in float64 (integer sums are exact
- *  below 2^53). @a params may be NULL. */
+ *  give int64 indices (the flat row-major index when reducing all axes), SUM and PROD of
+ *  integers int64, MEAN of integers float64. Values are accumulated in float64 (integer sums
+ *  and products are exact below 2^53; a larger integer product is rounded, where NumPy's
+ *  wraps). @a params may be NULL. */
 gs_status_t gs_array_reduce(gs_redop_t op, gs_array_h a, const gs_reduce_params_t *params,
                             gs_array_h *out_p);
 
