@@ -18,8 +18,9 @@
 # rand: transposed tiles, version-2 normals, gs-kbench beside the limits (issue 19, session 6).
 # io: npy/raw/zarr files written and read by the workers against dd (issue 18).
 # stencil: the STENCIL kernel's tests and rate, gs-bench stencil on the GPUs and the CPU (issue 16).
-# dtype: typed fused kernels and combines on CUDA against the CPU backend, typed kernel
-#   timings (issue 20); targets test_chunkops_cuda gs-kbench.
+# dtype: typed fused kernels and combines on CUDA against the CPU backend (with GS_RED_PROD:
+#   chunkops_cuda/prod_*, and every reduction of test_cuda.c), typed kernel timings (issue 20);
+#   targets test_chunkops_cuda gs-kbench.
 # rand32: float32 random CPU == GPU (also in dtype's chunkops_cuda/*), gs-bench seed --dtype float32
 #   (issue 20); targets test_chunkops_cuda gs-bench gsched gworker.
 # GS_TARGETS="a b ..." builds only those targets (a shorter build for one stage).

@@ -1,12 +1,13 @@
 /* NumPy's truth and NaN-skipping reductions (gs_array_reduce_composite()): any, all,
- * count_nonzero, nansum, nanmean, nanmin, nanmax, nanargmin, nanargmax, nanvar, nanstd.
+ * count_nonzero, nansum, nanprod, nanmean, nanmin, nanmax, nanargmin, nanargmax, nanvar,
+ * nanstd.
  *
  * Each one is a composition of existing graph operations (elementwise ops fuse into the
  * reduction's kernel, so no new chunk kernel exists for them on any backend):
  *   count_nonzero  sum(astype(x, bool))                               (int64)
  *   any            count_nonzero(x) > 0                               (bool; empty: false)
  *   all            sum(logical_not(x)) == 0                           (bool; empty: true)
- *   nansum         sum(where(isnan(x), 0, x))
+ *   nansum         sum(where(isnan(x), 0, x))         (nanprod: prod, NaN as 1)
  *   nanmean        sum(where(isnan(x), 0, float64(x))) / n, n the count of non-NaN elements,
  *                  rounded once to x's float dtype (0 / 0: an all-NaN slice gives NaN)
  *   nanmax         where(n == 0, NaN, max(where(isnan(x), -inf, x)))  (nanmin with +inf, min)
@@ -25,7 +26,7 @@
 
 static const char *const gs__cred_names[GS_CRED_COUNT] = {
     "any",    "all",    "count_nonzero", "nansum",    "nanmean",  "nanmin",
-    "nanmax", "nanargmin", "nanargmax",  "nanvar",    "nanstd",
+    "nanmax", "nanargmin", "nanargmax",  "nanvar",    "nanstd",   "nanprod",
 };
 
 const char *gs_credop_name(gs_credop_t op)
@@ -54,6 +55,7 @@ gs_status_t gs_dtype_composite_result(gs_credop_t op, gs_dtype_t a, gs_dtype_t *
     case GS_CRED_NANARGMIN:
     case GS_CRED_NANARGMAX: *out_p = GS_DTYPE_INT64; return GS_OK;
     case GS_CRED_NANSUM: return gs_dtype_reduce_result(GS_RED_SUM, a, out_p);
+    case GS_CRED_NANPROD: return gs_dtype_reduce_result(GS_RED_PROD, a, out_p);
     case GS_CRED_NANMIN:
     case GS_CRED_NANMAX: *out_p = a; return GS_OK;
     default: return gs_dtype_reduce_result(GS_RED_MEAN, a, out_p); /* nanmean, nanvar, nanstd */
@@ -282,9 +284,12 @@ static gs_status_t gs__build(gs__cx_t *c, gs_credop_t op, gs_array_h a, double d
         if (st == GS_OK) st = gs__bins(c, GS_BINARY_EQ, k, 0.0, r);
         return st;
     case GS_CRED_NANSUM:
-        if (!fl) return gs__red(c, GS_RED_SUM, a, r);
-        st = gs__nan_to(c, a, 0.0, &y);
-        return st == GS_OK ? gs__red(c, GS_RED_SUM, y, r) : st;
+    case GS_CRED_NANPROD: {
+        const gs_redop_t ro = op == GS_CRED_NANSUM ? GS_RED_SUM : GS_RED_PROD;
+        if (!fl) return gs__red(c, ro, a, r);
+        st = gs__nan_to(c, a, op == GS_CRED_NANSUM ? 0.0 : 1.0, &y);
+        return st == GS_OK ? gs__red(c, ro, y, r) : st;
+    }
     case GS_CRED_NANMIN:
     case GS_CRED_NANMAX:
         if (!fl) return gs__red(c, op == GS_CRED_NANMAX ? GS_RED_MAX : GS_RED_MIN, a, r);

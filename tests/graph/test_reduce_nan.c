@@ -20,7 +20,7 @@ static gs_dtype_t want_dtype(gs_credop_t op, gs_dtype_t d)
     case GS_CRED_COUNT_NONZERO: case GS_CRED_NANARGMIN: case GS_CRED_NANARGMAX:
         return GS_DTYPE_INT64;
     case GS_CRED_NANMIN: case GS_CRED_NANMAX: return d;
-    case GS_CRED_NANSUM: return is_float(d) ? d : GS_DTYPE_INT64;
+    case GS_CRED_NANSUM: case GS_CRED_NANPROD: return is_float(d) ? d : GS_DTYPE_INT64;
     default: return is_float(d) ? d : GS_DTYPE_FLOAT64;
     }
 }
@@ -41,12 +41,13 @@ static double ref_cast_int(gs_dtype_t d, double v)
 static double ref_slice(gs_credop_t op, gs_dtype_t d, const double *x, int64_t n, double ddof)
 {
     int64_t cnt = 0, nz = 0, best = -1;
-    double s = 0.0;
+    double s = 0.0, prod = 1.0;
     for (int64_t i = 0; i < n; i++) {
         nz += x[i] != 0;   /* NaN != 0 */
         if (isnan(x[i])) continue;
         cnt++;
         s += x[i];
+        prod *= x[i];
         if (best < 0 || (op == GS_CRED_NANMAX || op == GS_CRED_NANARGMAX ? x[i] > x[best]
                                                                           : x[i] < x[best]))
             best = i;
@@ -56,6 +57,7 @@ static double ref_slice(gs_credop_t op, gs_dtype_t d, const double *x, int64_t n
     case GS_CRED_ALL: return nz == n;
     case GS_CRED_COUNT_NONZERO: return (double)nz;
     case GS_CRED_NANSUM: return is_float(d) ? ref_round(d, s) : s;
+    case GS_CRED_NANPROD: return is_float(d) ? ref_round(d, prod) : prod;
     case GS_CRED_NANMEAN: return ref_round(d, cnt ? s / (double)cnt : NAN);
     case GS_CRED_NANMIN: case GS_CRED_NANMAX: return best < 0 ? NAN : x[best];
     case GS_CRED_NANARGMIN: case GS_CRED_NANARGMAX: return (double)best;
@@ -257,6 +259,13 @@ Test(graph_reduce_nan, result_dtypes_follow_numpy)
             cr_assert_eq(r, want_dtype((gs_credop_t)op, dtypes[t]), "%s of %s",
                          gs_credop_name((gs_credop_t)op), gs_dtype_name(dtypes[t]));
         }
+    /* np.prod: int64 for bool and integers, the float for floats */
+    for (int t = 0; t < NDT; t++) {
+        gs_dtype_t r = GS_DTYPE_COUNT;
+        OK(gs_dtype_reduce_result(GS_RED_PROD, dtypes[t], &r));
+        cr_assert_eq(r, is_float(dtypes[t]) ? dtypes[t] : GS_DTYPE_INT64, "prod of %s",
+                     gs_dtype_name(dtypes[t]));
+    }
     cr_assert_str_eq(gs_credop_name(GS_CRED_NANARGMAX), "nanargmax");
     cr_assert_str_eq(gs_credop_name(GS_CRED_COUNT), "unknown");
 }

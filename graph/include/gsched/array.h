@@ -434,7 +434,7 @@ gs_status_t gs_array_reduce(gs_redop_t op, gs_array_h a, const gs_reduce_params_
  *  negative counting from the end; naxes 0 with axes NULL means every axis), keeping each
  *  reduced axis with length 1 when @a keepdims is nonzero (one small COPY task per kept
  *  axis). @a params (may be NULL) gives split_every and ddof; its AXIS field must not be set.
- *  SUM, MIN and MAX reduce one axis after the other; MEAN takes the mean of means (the groups
+ *  SUM, PROD, MIN and MAX reduce one axis after the other; MEAN takes the mean of means (the groups
  *  are equal); VAR and STD combine per-axis means and variances by the law of total variance
  *  (exact, and as stable as the one-axis reduction); every axis at once is the all-axes
  *  reduction (one tree). ARGMIN/ARGMAX take one axis or all of them, as in NumPy.
@@ -461,6 +461,7 @@ typedef enum gs_credop {
     GS_CRED_NANARGMAX,
     GS_CRED_NANVAR,         /* NaN skipped, two passes; dtype as VAR; NaN where n - ddof <= 0 */
     GS_CRED_NANSTD,
+    GS_CRED_NANPROD,        /* NaN as 1; dtype as PROD (int32 -> int64); all-NaN gives 1 */
     GS_CRED_COUNT
 } gs_credop_t;
 
@@ -468,7 +469,7 @@ typedef enum gs_credop {
 const char *gs_credop_name(gs_credop_t op);
 
 /** Result dtype of @a op over an array of @a a (NumPy's): ANY, ALL bool; COUNT_NONZERO,
- *  NANARGMIN, NANARGMAX int64; NANSUM as gs_dtype_reduce_result(GS_RED_SUM); NANMIN, NANMAX
+ *  NANARGMIN, NANARGMAX int64; NANSUM, NANPROD as gs_dtype_reduce_result(GS_RED_SUM); NANMIN, NANMAX
  *  @a a; NANMEAN, NANVAR, NANSTD as GS_RED_MEAN (ints and bool -> float64). Errors:
  *  GS_ERR_INVALID_PARAM (unknown op or dtype, NULL out_p); *out_p written on success only. */
 gs_status_t gs_dtype_composite_result(gs_credop_t op, gs_dtype_t a, gs_dtype_t *out_p);
