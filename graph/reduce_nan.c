@@ -197,7 +197,8 @@ static uint32_t gs__mask(const gs__cx_t *c, int nd)
 {
     uint32_t seen = 0;
     if (c->naxes == 0) seen = nd > 0 ? (1u << nd) - 1 : 0;
-    for (int i = 0; i < c->naxes; i++) seen |= 1u << (c->axes[i] < 0 ? c->axes[i] + nd : c->axes[i]);
+    for (int i = 0; i < c->naxes; i++)
+        seen |= 1u << (c->axes[i] < 0 ? c->axes[i] + nd : c->axes[i]);
     return seen;
 }
 

@@ -163,8 +163,8 @@ Test(chunkops_combine, merging_partials_equals_reducing_everything)
                     break;
                 }
                 case GS_RED_PROD: /* partial products merged in another order */
-                    cr_assert(same(merged[r], want[0], 1e-12 * fabs(want[0])), "product %.17g vs %.17g",
-                              merged[r], want[0]);
+                    cr_assert(same(merged[r], want[0], 1e-12 * fabs(want[0])),
+                              "product %.17g vs %.17g", merged[r], want[0]);
                     cr_assert(same(fin[r], want[0], 1e-12 * fabs(want[0])));
                     break;
                 case GS_RED_SUM:

@@ -91,7 +91,8 @@ Test(chunkops_cuda, prod_of_powers_of_two_is_bitwise_equal_to_cpu)
         cr_assert(x != NULL && xi != NULL);
         for (int special = 0; special < 2; special++) {
             for (int64_t i = 0; i < N; i++) x[i] = factor(special);
-            for (int64_t i = 0; i < N; i++) xi[i] = isfinite(x[i]) && fabs(x[i]) >= 1 ? (int32_t)x[i] : 1;
+            for (int64_t i = 0; i < N; i++)
+                xi[i] = isfinite(x[i]) && fabs(x[i]) >= 1 ? (int32_t)x[i] : 1;
             for (int axis = -1; axis < 2; axis++) {
                 gs_kfused_t k;
                 char what[96];

@@ -124,6 +124,37 @@ Test(integration_reduce_nan, nan_reductions_and_truth_tests_through_the_cluster,
     /* nansum of int32 is the int64 sum (no wrap at 2^31) */
     cr_assert_eq(gns[0], want_ns, "nansum of int32 %lld vs %lld", (long long)gns[0],
                  (long long)want_ns);
+    /* np.prod along rows of powers of two (exact in any order) and nanprod of the float32 */
+    {
+        static double pv[R * K];
+        double gp[R], want[R];
+        float gnp[K], wantn[K];
+        gs_array_h hp, p, np_;
+        for (int i = 0; i < R * K; i++) pv[i] = (i % 7 == 0) ? 2.0 : (i % 11 == 0) ? -0.5 : 1.0;
+        for (int r = 0; r < R; r++) {
+            want[r] = 1.0;
+            for (int c = 0; c < K; c++) want[r] *= pv[r * K + c];
+        }
+        for (int c = 0; c < K; c++) {
+            double q = 1.0;
+            for (int r = 0; r < R; r++) q *= isnan(xf[r * K + c]) ? 1.0 : (double)xf[r * K + c];
+            wantn[c] = (float)q;
+        }
+        OK(gs_array_from_host(pv, 2, shape, chunks, &hp));
+        OK(gs_array_reduce_axes(GS_RED_PROD, hp, 1, ax1, 0, NULL, &p));
+        np_ = reduce(GS_CRED_NANPROD, f, 1, ax0, 0);
+        cr_assert_eq(gs_array_dtype(np_), GS_DTYPE_FLOAT32);
+        OK(gs_client_compute(C, p, gp, R));
+        OK(gs_client_compute(C, np_, (double *)gnp, K));
+        for (int r = 0; r < R; r++) cr_assert_eq(gp[r], want[r], "prod row %d", r);
+        for (int c = 0; c < K; c++)
+            cr_assert(gnp[c] == wantn[c] ||
+                          fabsf(gnp[c] - wantn[c]) <= 1e-6f * fabsf(wantn[c]),
+                      "nanprod column %d: %.9g vs %.9g", c, (double)gnp[c], (double)wantn[c]);
+        gs_array_release(np_);
+        gs_array_release(p);
+        gs_array_release(hp);
+    }
     gs_array_release(ns);
     gs_array_release(al);
     gs_array_release(an);
