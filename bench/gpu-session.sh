@@ -23,6 +23,9 @@
 #   targets test_chunkops_cuda gs-kbench.
 # rand32: float32 random CPU == GPU (also in dtype's chunkops_cuda/*), gs-bench seed --dtype float32
 #   (issue 20); targets test_chunkops_cuda gs-bench gsched gworker.
+# many: gs_client_compute_many with CUDA workers (integration tests) and gs-bench many, one
+#   compute_many against three computes (issue 20 item 4); targets gs-bench gsched_daemon gworker
+#   gs-local-cluster test_integration.
 # GS_TARGETS="a b ..." builds only those targets (a shorter build for one stage).
 set -uo pipefail
 what=${1:-all}
@@ -337,4 +340,18 @@ if [ "$what" = rand32 ]; then
     run $B/gs-bench seed --n 500000 --chunk 10000 --workers 1 --backend cuda --repeat 3 --dtype float32
   } 2>"$out/rand32.err" | tee "$out/rand32.jsonl" | cut -c1-300
   tail -4 "$out/rand32.err"
+fi
+if [ "$what" = many ]; then
+  # many: several results from one graph on GPU workers (issue 20 item 4): the integration tests
+  # (results byte-identical to separate computes, shared tasks once, typed results, failures
+  # writing nothing), then one compute_many against three computes on one GPU and on all.
+  GS_TEST_BACKEND=cuda build-gpu/tests/test_integration --filter 'integration_compute_many/*' \
+    >"$out/many-tests.log" 2>&1
+  grep -hE "Synthesis" "$out/many-tests.log"
+  grep -hE -A12 "\[FAIL\]|CRASH" "$out/many-tests.log" | head -40
+  {
+    run $B/gs-bench many --n 40000 --chunk 10000 --workers 1 --backend cuda --repeat 3
+    run $B/gs-bench many --n 40000 --chunk 10000 --workers "$ngpu" --backend cuda --repeat 3
+  } 2>"$out/many.err" | tee "$out/many.jsonl" | cut -c1-400
+  tail -4 "$out/many.err"
 fi

@@ -32,6 +32,8 @@
  *   client.c   gs_client_connect (checking its params) and gs_client_destroy
  *   cluster.c  cluster info and the worker list; persisted arrays (persist, replicate,
  *              unpersist)
+ *   compute_many.c  gs_client_compute_many: several results from one graph, gathered or
+ *              persisted
  */
 #ifndef GS_CLIENT_INTERNAL_H
 #define GS_CLIENT_INTERNAL_H
@@ -362,6 +364,22 @@ gs_status_t gs__direct_read_answer(int fd, gs__op_t *op, uint64_t k0, uint64_t k
  *  fallback of gs_client_compute). Same ownership and errors. */
 gs_status_t gs__client_submit_lower(gs_client_h c, gs_array_h array, unsigned flags,
                                     unsigned lower_flags, gs_future_h *future_p);
+
+/** GS_OK when @a c is connected and ready, else the reason it is not (as later calls fail). */
+gs_status_t gs__client_usable(gs_client_h c);
+
+/** Submit the lowered graph @a tg (ownership moves in, freed on every path) with @a flags
+ *  (GS_SUBMIT_KEEP: the scheduler keeps the outputs). @a keep_array (borrowed, NULL for none)
+ *  is the array whose persisted chunks the future records when it finishes well; @a t0 is when
+ *  the submission began (gs_now_s()). *future_p as gs_client_submit. */
+gs_status_t gs__client_submit_graph(gs_client_h c, gs_taskgraph_t *tg, unsigned flags,
+                                    gs_array_h keep_array, double t0, gs_future_h *future_p);
+
+/** Gather outputs [@a off, @a off + @a n) of the finished future @a f, the blocks (row-major)
+ *  of a result of grid @a grid (borrowed) and dtype @a dtype, into @a out (@a out_len elements)
+ *  as gs_future_gather does (gather.c; used by gs_client_compute_many). */
+gs_status_t gs__future_gather_part(gs_future_h f, const gs_grid_t *grid, int32_t dtype,
+                                   uint64_t off, uint64_t n, void *out, size_t out_len);
 
 /** Create the loop, connect to @a host:@a port, queue HELLO and start the I/O thread. On error
  *  nothing is left of the loop and the thread never ran. */

@@ -160,6 +160,7 @@ gs_status_t gs_client_unpersist(gs_client_h c, gs_array_h array)
 {
     gs__persisted_t **pp, *p = NULL;
     gs__op_t *op;
+    int shared = 0;
     if (c == NULL || array == NULL)
         return gs_error_set(GS_ERR_INVALID_PARAM, "gs_client_unpersist: client and array must not "
                                                   "be NULL");
@@ -171,12 +172,15 @@ gs_status_t gs_client_unpersist(gs_client_h c, gs_array_h array)
             break;
         }
     }
+    /* arrays persisted by one gs_client_compute_many share its graph: released with the last */
+    for (gs__persisted_t *q = c->persisted; p != NULL && q != NULL && !shared; q = q->next)
+        shared = q->graph_id == p->graph_id;
     uv_mutex_unlock(&c->mu);
     if (p == NULL)
         return gs_error_set(GS_ERR_NOT_FOUND, "gs_client_unpersist: the array is not persisted "
                                               "by this client");
     gs_array_clear_persisted(p->array);
-    op = gs__op_new(GS__OP_RELEASE_GRAPH);
+    op = shared ? NULL : gs__op_new(GS__OP_RELEASE_GRAPH);
     if (op != NULL) {
         op->graph_id = p->graph_id;
         if (gs__post(c, op) != GS_OK) gs__op_free(op);   /* disconnected: chunks are gone anyway */

@@ -274,6 +274,31 @@ gs_status_t gs_future_gather(gs_future_h f, double *out, size_t out_len)
     return GS_OK;
 }
 
+gs_status_t gs__future_gather_part(gs_future_h f, const gs_grid_t *grid, int32_t dtype,
+                                   uint64_t off, uint64_t n, void *out, size_t out_len)
+{
+    struct gs_future v;   /* a view of the result: never posted, so never referenced after */
+    gs_status_t st;
+    if ((st = gs_future_wait(f, -1.0)) != GS_OK) return st;
+    if (off > f->noutputs || n > f->noutputs - off || n != gs_grid_nblocks(grid))
+        return gs_error_set(GS_ERR_INTERNAL, "result blocks %llu..+%llu outside the graph's %llu "
+                            "outputs", (unsigned long long)off, (unsigned long long)n,
+                            (unsigned long long)f->noutputs);
+    memset(&v, 0, sizeof(v));
+    v.client = f->client;
+    v.refs = 1;
+    uv_mutex_lock(&f->client->mu);
+    v.graph_id = f->graph_id;
+    uv_mutex_unlock(&f->client->mu);
+    v.done = 1;
+    v.status = GS_OK;
+    v.grid = *grid;   /* borrowed bounds: the view is not freed */
+    v.dtype = dtype;
+    v.noutputs = n;
+    v.out_keys = f->out_keys + 2 * off;
+    return gs_future_gather(&v, out, out_len);
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* submit and gather */
 

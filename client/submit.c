@@ -83,8 +83,6 @@ gs_status_t gs__client_submit_lower(gs_client_h c, gs_array_h array, unsigned fl
                                     unsigned lower_flags, gs_future_h *future_p)
 {
     gs_taskgraph_t *tg = NULL;
-    gs_future_h f;
-    gs__op_t *op;
     gs_status_t st;
     double t0 = gs_now_s();
 
@@ -93,15 +91,27 @@ gs_status_t gs__client_submit_lower(gs_client_h c, gs_array_h array, unsigned fl
                                                   "must not be NULL");
     if (flags & ~GS_SUBMIT_KEEP)
         return gs_error_set(GS_ERR_INVALID_PARAM, "gs_client_submit: unknown flags 0x%x", flags);
-    uv_mutex_lock(&c->mu);
-    if (c->state != GS__READY) {
-        st = gs__client_unusable_locked(c);
-        uv_mutex_unlock(&c->mu);
-        return st;
-    }
-    uv_mutex_unlock(&c->mu);
-
+    if ((st = gs__client_usable(c)) != GS_OK) return st;
     if ((st = gs_graph_lower(array, lower_flags, &tg)) != GS_OK) return st;
+    return gs__client_submit_graph(c, tg, flags, flags & GS_SUBMIT_KEEP ? array : NULL, t0,
+                                   future_p);
+}
+
+gs_status_t gs__client_usable(gs_client_h c)
+{
+    gs_status_t st = GS_OK;
+    uv_mutex_lock(&c->mu);
+    if (c->state != GS__READY) st = gs__client_unusable_locked(c);
+    uv_mutex_unlock(&c->mu);
+    return st;
+}
+
+gs_status_t gs__client_submit_graph(gs_client_h c, gs_taskgraph_t *tg, unsigned flags,
+                                    gs_array_h keep_array, double t0, gs_future_h *future_p)
+{
+    gs_future_h f;
+    gs__op_t *op;
+    gs_status_t st;
 
     f = gs_calloc(1, sizeof(*f), "future");
     op = gs__op_new(GS__OP_SUBMIT);
@@ -144,7 +154,7 @@ gs_status_t gs__client_submit_lower(gs_client_h c, gs_array_h array, unsigned fl
         goto err_grid;
     gs_taskgraph_free(tg);
     tg = NULL;
-    if (flags & GS_SUBMIT_KEEP) f->keep_array = gs_array_retain(array);
+    if (keep_array != NULL) f->keep_array = gs_array_retain(keep_array);
 
     /* two references: the caller's and the I/O thread's; each future holds the client */
     f->refs = 2;

@@ -238,6 +238,11 @@ gs_status_t gs__array_slice_canonical(gs_array_h a, const int64_t *start, const 
  * reference (possibly @a root itself). GS_ERR_NO_MEMORY; GS_ERR_INTERNAL if a rebuilt node is
  * rejected (a bug). */
 gs_status_t gs__pushdown(struct gs_array *root, struct gs_array **out_p);
+/* The same for several roots at once (@a nroots >= 1): a node two roots share stays one node,
+ * and a root is not rewritten into another root's nodes. @a outs (caller's, nroots entries)
+ * gets a new reference per root, all or none. */
+gs_status_t gs__pushdown_many(size_t nroots, struct gs_array *const *roots,
+                              struct gs_array **outs);
 
 /* ---- the expression DAG in topological order (topo.c) ---- */
 
@@ -257,6 +262,12 @@ typedef struct gs__expr_topo {
  * gs__expr_topo_cleanup. */
 gs_status_t gs__expr_topo(struct gs_array *root, gs__expr_leaf_fn leaf_fn, void *arg,
                           gs__expr_topo_t *t);
+/* The same over several roots (@a nroots >= 1, none NULL; duplicates and roots reachable from
+ * other roots are fine): every node reachable from any root once, inputs before consumers.
+ * @a root_idx (caller's, nroots entries, or NULL) gets each root's topological index. */
+gs_status_t gs__expr_topo_many(size_t nroots, struct gs_array *const *roots,
+                               gs__expr_leaf_fn leaf_fn, void *arg, gs__expr_topo_t *t,
+                               int64_t *root_idx);
 void gs__expr_topo_cleanup(gs__expr_topo_t *t);
 
 /* ---- grids ---- */

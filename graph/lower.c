@@ -55,7 +55,7 @@ static gs_status_t lw_leaf(struct gs_array *n, void *arg, int *is_leaf_p)
     return GS_OK;
 }
 
-static gs_status_t lw_collect(lw_t *w, struct gs_array *root)
+static gs_status_t lw_collect(lw_t *w, size_t nroots, struct gs_array *const *roots)
 {
     gs__expr_topo_t t;
     lw_snap_t sn;
@@ -63,7 +63,7 @@ static gs_status_t lw_collect(lw_t *w, struct gs_array *root)
 
     memset(&sn, 0, sizeof(sn));
     gs_u64map_init(&sn.by_id);
-    if ((st = gs__expr_topo(root, lw_leaf, &sn, &t)) != GS_OK) goto out;
+    if ((st = gs__expr_topo_many(nroots, roots, lw_leaf, &sn, &t, w->roots)) != GS_OK) goto out;
     w->nnodes = t.nnodes;
     w->nodes = gs_calloc((size_t)t.nnodes, sizeof(lw_node_t), "lower nodes");
     w->pers = gs_calloc(sn.keys.len + 1, sizeof(lw_persist_t), "lower persisted");
@@ -88,6 +88,7 @@ static gs_status_t lw_collect(lw_t *w, struct gs_array *root)
         w->pers[w->npers].node = i;
         e->pidx = w->npers++;
     }
+    for (size_t r = 0; r < nroots; r++) w->nodes[w->roots[r]].root = 1;
 out:
     for (size_t i = 0; i < sn.keys.len; i++) gs_free(sn.keys.data[i].keys);
     GS_VEC_FREE(&sn.keys);
@@ -182,7 +183,7 @@ static int lw_over_limits(const lw_node_t *e)
            e->leaves > GS_KERNEL_MAX_LEAVES;
 }
 
-static void lw_decide(lw_t *w, int64_t root)
+static void lw_decide(lw_t *w)
 {
     for (int64_t i = 0; i < w->nnodes; i++) {
         lw_node_t *e = &w->nodes[i];
@@ -192,6 +193,8 @@ static void lw_decide(lw_t *w, int64_t root)
         }
         for (int32_t k = 0; k < e->n->ninputs; k++) w->nodes[e->in[k]].uses++;
     }
+    /* several roots: each is one more use, so a root another root reads is not inlined there */
+    for (size_t r = 0; w->nroots > 1 && r < w->nroots; r++) w->nodes[w->roots[r]].uses++;
     for (int64_t i = 0; i < w->nnodes; i++) {
         lw_node_t *e = &w->nodes[i];
         if (e->pidx >= 0) continue;
@@ -212,7 +215,7 @@ static void lw_decide(lw_t *w, int64_t root)
         e->cheap = (uint8_t)(e->genlike ||
                              (lw_is_layout(e->n) && (!e->inl[0] || w->nodes[e->in[0]].cheap)));
     }
-    w->nodes[root].materialised = 1;
+    for (size_t r = 0; r < w->nroots; r++) w->nodes[w->roots[r]].materialised = 1;
     for (int64_t i = 0; i < w->nnodes; i++) {
         lw_node_t *e = &w->nodes[i];
         if (e->pidx >= 0) continue;
@@ -683,7 +686,7 @@ static gs_status_t lw_build_reduce(lw_t *w, int64_t idx, int64_t *idx_p)
     return GS_OK;
 }
 
-static gs_status_t lw_build_layers(lw_t *w, int64_t root)
+static gs_status_t lw_build_layers(lw_t *w)
 {
     gs_status_t st;
     for (int64_t i = 0; i < w->nnodes; i++) {
@@ -691,7 +694,7 @@ static gs_status_t lw_build_layers(lw_t *w, int64_t root)
         int64_t li = -1;
         if (!e->materialised) continue;
         if (e->pidx >= 0) {
-            gs_assert_always(i == root);
+            gs_assert_always(e->root);
             st = lw_build_fused(w, &e->n->grid, i, 0, GS_TERM_STORE, 0, -1, &li);
         } else if (e->n->kind == GS__NODE_LITERAL) {
             st = lw_build_literal(w, e->n, &li);
@@ -801,13 +804,13 @@ static void lw_cleanup(lw_t *w)
     }
     gs_free(w->pers);
     gs_free(w->nodes);
+    gs_free(w->roots);
 }
 
-static gs_status_t lw_tasks(lw_t *w, int64_t root, gs_taskgraph_t *tg)
+static gs_status_t lw_tasks(lw_t *w, gs_taskgraph_t *tg, uint64_t *out_off)
 {
     const int cull = (w->flags & GS_LOWER_CULL) != 0;
     const int64_t nl = (int64_t)w->layers.len;
-    const int64_t final = w->nodes[root].layer;
     lw_ref_t refs[LW_MAX_INPUTS];
     GS_VEC(uint64_t) deps = {0};
     GS_VEC(gs_key_t) ext = {0};
@@ -822,7 +825,11 @@ static gs_status_t lw_tasks(lw_t *w, int64_t root, gs_taskgraph_t *tg)
         ll->need = gs_calloc((size_t)nb, 1, "lower need");
         ll->task = gs_malloc(gs_size_mul((size_t)nb, sizeof(uint64_t)), "lower task ids");
         if (ll->need == NULL || ll->task == NULL) goto nomem;
-        if (!cull || li == final) memset(ll->need, 1, (size_t)nb);
+        if (!cull) memset(ll->need, 1, (size_t)nb);
+    }
+    for (size_t r = 0; r < w->nroots; r++) {   /* every block of every result */
+        lw_layer_t *fl = &w->layers.data[w->nodes[w->roots[r]].layer];
+        memset(fl->need, 1, (size_t)gs_layer_nblocks(fl->l));
     }
     if (cull) {
         for (int64_t li = nl - 1; li >= 0; li--) {
@@ -900,15 +907,21 @@ static gs_status_t lw_tasks(lw_t *w, int64_t root, gs_taskgraph_t *tg)
     ext.data = NULL;
     ext.len = ext.cap = 0;
     /* outputs */
-    {
-        lw_layer_t *fl = &w->layers.data[final];
-        tg->noutputs = gs_layer_nblocks(fl->l);
-        tg->outputs = gs_malloc(gs_size_mul(tg->noutputs, sizeof(uint64_t)), "task outputs");
-        if (tg->outputs == NULL) goto nomem;
-        for (uint64_t b = 0; b < tg->noutputs; b++) tg->outputs[b] = fl->task[b];
-        if (gs_grid_copy(&tg->out_grid, &w->nodes[root].n->grid) != GS_OK) goto nomem;
-        tg->out_dtype = w->nodes[root].n->dtype;
+    tg->noutputs = 0;
+    for (size_t r = 0; r < w->nroots; r++) {
+        if (out_off != NULL) out_off[r] = tg->noutputs;
+        tg->noutputs += gs_layer_nblocks(w->layers.data[w->nodes[w->roots[r]].layer].l);
     }
+    if (out_off != NULL) out_off[w->nroots] = tg->noutputs;
+    tg->outputs = gs_malloc(gs_size_mul(tg->noutputs ? tg->noutputs : 1, sizeof(uint64_t)),
+                            "task outputs");
+    if (tg->outputs == NULL) goto nomem;
+    for (size_t r = 0, o = 0; r < w->nroots; r++) {
+        lw_layer_t *fl = &w->layers.data[w->nodes[w->roots[r]].layer];
+        for (uint64_t b = 0; b < gs_layer_nblocks(fl->l); b++) tg->outputs[o++] = fl->task[b];
+    }
+    if (gs_grid_copy(&tg->out_grid, &w->nodes[w->roots[0]].n->grid) != GS_OK) goto nomem;
+    tg->out_dtype = w->nodes[w->roots[0]].n->dtype;
     /* hand the kept layers over */
     for (int64_t li = 0; li < nl; li++) {
         lw_layer_t *ll = &w->layers.data[li];
@@ -928,39 +941,52 @@ err:
 
 gs_status_t gs_graph_lower(gs_array_h out, unsigned flags, gs_taskgraph_t **tg_p)
 {
+    if (out == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "array is NULL");
+    return gs__graph_lower_roots(1, &out, flags, tg_p, NULL);
+}
+
+gs_status_t gs__graph_lower_roots(size_t n, gs_array_h const *arrays, unsigned flags,
+                                  gs_taskgraph_t **tg_p, uint64_t *out_off)
+{
     lw_t w;
     gs_taskgraph_t *tg = NULL;
-    struct gs_array *expr = NULL;
+    struct gs_array **expr = NULL;
     gs_status_t st;
-    int64_t root;
-    if (out == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "array is NULL");
+    if (n == 0 || arrays == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "no arrays to lower");
+    for (size_t r = 0; r < n; r++)
+        if (arrays[r] == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "array %zu is NULL", r);
     if (tg_p == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "tg_p is NULL");
     if (flags & ~(unsigned)GS_LOWER_DEFAULT)
         return gs_error_set(GS_ERR_INVALID_PARAM, "unknown lowering flags 0x%x", flags);
     memset(&w, 0, sizeof(w));
     w.flags = flags;
-    if (flags & GS_LOWER_SLICE_PUSHDOWN) {
-        if ((st = gs__pushdown(out, &expr)) != GS_OK) return st;
-    } else {
-        expr = gs_array_retain(out);
+    w.nroots = n;
+    w.roots = gs_calloc(n, sizeof(int64_t), "lower roots");
+    expr = gs_calloc(n, sizeof(*expr), "lower root expressions");
+    if (w.roots == NULL || expr == NULL) {
+        st = gs_error_set(GS_ERR_NO_MEMORY, "out of memory while lowering");
+        goto err;
     }
-    if ((st = lw_collect(&w, expr)) != GS_OK) goto err;
-    root = w.nnodes - 1;   /* the root finishes last */
-    lw_decide(&w, root);
-    if ((st = lw_build_layers(&w, root)) != GS_OK) goto err;
+    if (flags & GS_LOWER_SLICE_PUSHDOWN) {
+        if ((st = gs__pushdown_many(n, (struct gs_array *const *)arrays, expr)) != GS_OK) goto err;
+    } else {
+        for (size_t r = 0; r < n; r++) expr[r] = gs_array_retain(arrays[r]);
+    }
+    if ((st = lw_collect(&w, n, expr)) != GS_OK) goto err;
+    lw_decide(&w);
+    if ((st = lw_build_layers(&w)) != GS_OK) goto err;
     tg = gs_calloc(1, sizeof(*tg), "taskgraph");
     if (tg == NULL) {
         st = gs_error_set(GS_ERR_NO_MEMORY, "out of memory while lowering");
         goto err;
     }
-    if ((st = lw_tasks(&w, root, tg)) != GS_OK) goto err;
-    lw_cleanup(&w);
-    gs_array_release(expr);
+    if ((st = lw_tasks(&w, tg, out_off)) != GS_OK) goto err;
     *tg_p = tg;
-    return GS_OK;
+    tg = NULL;
 err:
     gs_taskgraph_free(tg);
     lw_cleanup(&w);
-    gs_array_release(expr);
+    for (size_t r = 0; expr != NULL && r < n; r++) gs_array_release(expr[r]);
+    gs_free(expr);
     return st;
 }

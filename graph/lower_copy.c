@@ -331,7 +331,7 @@ nomem:
 static int lc_absorbed(const lw_t *w, int64_t idx)
 {
     const lw_node_t *e = &w->nodes[idx];
-    if (e->pidx >= 0 || e->uses != 1 || idx == w->nnodes - 1) return 0;
+    if (e->pidx >= 0 || e->uses != 1 || e->root) return 0;
     for (int64_t j = idx + 1; j < w->nnodes; j++) {
         const lw_node_t *c = &w->nodes[j];
         if (c->pidx >= 0) continue;

@@ -17,6 +17,7 @@ typedef struct lw_node {
     uint8_t genlike;        /* generator, or slices/transposes of one, all inlined */
     uint8_t cheap;          /* genlike, or slices/transposes of a chunk read: no compute */
     uint8_t materialised;
+    uint8_t root;           /* one of the lowering's results */
     int32_t prog, stack, leaves;   /* kernel cost when inlined */
     int64_t layer;          /* lowering layer holding the node's output, -1 none */
     int64_t pidx;           /* index into persisted table, -1 none */
@@ -56,7 +57,16 @@ typedef struct lw {
     lw_persist_t *pers;
     int64_t npers;
     GS_VEC(lw_layer_t) layers;
+    size_t nroots;          /* results (gs__graph_lower_roots): their node indices */
+    int64_t *roots;
 } lw_t;
+
+/* Lower the @a n expressions @a arrays (n >= 1, none NULL) into one task graph (*tg_p): nodes
+ * they share are computed once. The outputs are each root's blocks in turn, root r's at
+ * outputs[out_off[r] .. out_off[r + 1]) (@a out_off: caller's, n + 1 entries, or NULL);
+ * out_grid and out_dtype are the first root's. Errors as gs_graph_lower(). */
+gs_status_t gs__graph_lower_roots(size_t n, gs_array_h const *arrays, unsigned flags,
+                                  gs_taskgraph_t **tg_p, uint64_t *out_off);
 
 /* Most inputs one task of any layer may list. */
 #define LW_MAX_INPUTS 256

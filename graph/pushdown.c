@@ -98,10 +98,11 @@ static gs_status_t pd_leaf(struct gs_array *n, void *arg, int *is_leaf_p)
     return GS_OK;
 }
 
-static gs_status_t pd_collect(pd_t *p, struct gs_array *root)
+static gs_status_t pd_collect(pd_t *p, size_t nroots, struct gs_array *const *roots,
+                              int64_t *root_idx)
 {
     gs__expr_topo_t t;
-    gs_status_t st = gs__expr_topo(root, pd_leaf, NULL, &t);
+    gs_status_t st = gs__expr_topo_many(nroots, roots, pd_leaf, NULL, &t, root_idx);
     if (st != GS_OK) return st == GS_ERR_NO_MEMORY ? PD_NOMEM() : st;
     p->nnodes = t.nnodes;
     p->nodes = gs_calloc((size_t)t.nnodes, sizeof(pd_node_t), "pushdown nodes");
@@ -123,6 +124,9 @@ static gs_status_t pd_collect(pd_t *p, struct gs_array *root)
     for (int64_t i = 0; i < t.nnodes; i++)
         for (int32_t k = 0; k < GS__MAX_INPUTS; k++)
             if (p->nodes[i].in[k] >= 0) p->nodes[p->nodes[i].in[k]].uses++;
+    /* a root of several is one more use: a view is not pushed through a node another root
+     * needs as it is (one root: only the last node, which no node reads) */
+    for (size_t r = 0; nroots > 1 && r < nroots; r++) p->nodes[root_idx[r]].uses++;
     gs__expr_topo_cleanup(&t);
     return GS_OK;
 }
@@ -390,10 +394,11 @@ static gs_status_t pd_decide(pd_t *p, int64_t ri)
     return GS_OK;
 }
 
-static gs_status_t pd_plan(pd_t *p, int64_t *root_req_p)
+static gs_status_t pd_plan(pd_t *p, size_t nroots, const int64_t *root_idx, int64_t *root_req)
 {
     gs_status_t st;
-    if ((st = pd_request_identity(p, p->nnodes - 1, root_req_p)) != GS_OK) return st;
+    for (size_t r = 0; r < nroots; r++)
+        if ((st = pd_request_identity(p, root_idx[r], &root_req[r])) != GS_OK) return st;
     for (int64_t i = p->nnodes - 1; i >= 0; i--) {
         int64_t idr = -1;
         /* views first: a view kept above the node asks for the node's identity request, which
@@ -586,30 +591,41 @@ static int pd_grid_eq(const gs_grid_t *x, const gs_grid_t *y)
 
 gs_status_t gs__pushdown(struct gs_array *root, struct gs_array **out_p)
 {
+    return gs__pushdown_many(1, &root, out_p);
+}
+
+gs_status_t gs__pushdown_many(size_t nroots, struct gs_array *const *roots,
+                              struct gs_array **outs)
+{
     pd_t p;
     gs_status_t st;
-    int64_t rr;
-    struct gs_array *res = NULL;
+    int64_t *ri = gs_calloc(nroots, 2 * sizeof(int64_t), "pushdown roots"), *rr;
     memset(&p, 0, sizeof(p));
-    if ((st = pd_collect(&p, root)) != GS_OK) goto out;
-    if (p.nviews == 0) {
-        res = gs_array_retain(root);   /* nothing to push */
+    if (ri == NULL) return PD_NOMEM();
+    rr = ri + nroots;
+    if ((st = pd_collect(&p, nroots, roots, ri)) != GS_OK) goto out;
+    if (p.nviews == 0) {   /* nothing to push */
+        for (size_t r = 0; r < nroots; r++) outs[r] = gs_array_retain(roots[r]);
         goto out;
     }
-    if ((st = pd_plan(&p, &rr)) != GS_OK || (st = pd_build(&p)) != GS_OK) goto out;
-    res = gs_array_retain(p.reqs.data[rr].res);
-    if (!pd_grid_eq(&res->grid, &root->grid)) {
-        /* cannot happen (see the top of this file); the result must keep the handle's grid,
-         * which persisting and gathering rely on */
-        GS_LOG_WARN("slice pushdown changed the chunk grid; lowering the expression as written");
-        gs_assert(0);
-        gs_array_release(res);
-        res = gs_array_retain(root);
+    if ((st = pd_plan(&p, nroots, ri, rr)) != GS_OK || (st = pd_build(&p)) != GS_OK) goto out;
+    for (size_t r = 0; r < nroots; r++) {
+        struct gs_array *res = gs_array_retain(p.reqs.data[rr[r]].res);
+        if (!pd_grid_eq(&res->grid, &roots[r]->grid)) {
+            /* cannot happen (see the top of this file); the result must keep the handle's
+             * grid, which persisting and gathering rely on */
+            GS_LOG_WARN("slice pushdown changed the chunk grid; lowering the expression as "
+                        "written");
+            gs_assert(0);
+            gs_array_release(res);
+            res = gs_array_retain(roots[r]);
+        }
+        outs[r] = res;
     }
 out:
     for (size_t i = 0; i < p.reqs.len; i++) gs_array_release(p.reqs.data[i].res);
     GS_VEC_FREE(&p.reqs);
     gs_free(p.nodes);
-    if (st == GS_OK) *out_p = res;
+    gs_free(ri);
     return st;
 }

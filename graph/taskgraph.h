@@ -68,6 +68,27 @@ typedef struct gs_taskgraph {
  *  GS_ERR_NO_MEMORY. Linear in the number of tasks. */
 gs_status_t gs_graph_lower(gs_array_h out, unsigned flags, gs_taskgraph_t **tg_p);
 
+/** One result of gs_graph_lower_many(): its blocks (row-major over @a grid) are the graph's
+ *  outputs[out_off .. out_off + noutputs); its elements are of gs_dtype_t @a dtype. */
+typedef struct gs_lower_result {
+    gs_grid_t grid;                 /* owned (gs_graph_lower_results_free) */
+    int32_t dtype;
+    uint64_t out_off;
+    uint64_t noutputs;
+} gs_lower_result_t;
+
+/** Lower the @a n expressions @a arrays (borrowed; n >= 1, none NULL, the same handle twice is
+ *  fine) into ONE task graph (*tg_p, free with gs_taskgraph_free) in which nodes they share are
+ *  computed once (Dask's dask.compute(a, b, c)): the graph's outputs are the results' blocks in
+ *  turn, described by (*res_p)[r] (n entries, free with gs_graph_lower_results_free); out_grid and
+ *  out_dtype are the first result's. @a flags: GS_LOWER_*. Outputs written only on success.
+ *  Errors: GS_ERR_INVALID_PARAM (n == 0, a NULL array or pointer, unknown flags, what
+ *  gs_graph_lower() refuses), GS_ERR_NO_MEMORY. (graph/lower_many.c) */
+gs_status_t gs_graph_lower_many(size_t n, const gs_array_h *arrays, unsigned flags,
+                                gs_taskgraph_t **tg_p, gs_lower_result_t **res_p);
+/** Free @a n results of gs_graph_lower_many(). NULL is fine. */
+void gs_graph_lower_results_free(size_t n, gs_lower_result_t *res);
+
 /** The TSQR fallback of the tall SVD (docs/ARCHITECTURE.md "Tall SVD"): after a graph lowered
  *  with @a flags failed with status @a st and message @a msg (gs_last_error(); NULL is fine),
  *  returns 1 and the flags to lower the same array with again in *@a flags_p (@a flags without

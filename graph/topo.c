@@ -26,6 +26,13 @@ void gs__expr_topo_cleanup(gs__expr_topo_t *t)
 gs_status_t gs__expr_topo(struct gs_array *root, gs__expr_leaf_fn leaf_fn, void *arg,
                           gs__expr_topo_t *t)
 {
+    return gs__expr_topo_many(1, &root, leaf_fn, arg, t, NULL);
+}
+
+gs_status_t gs__expr_topo_many(size_t nroots, struct gs_array *const *roots,
+                               gs__expr_leaf_fn leaf_fn, void *arg, gs__expr_topo_t *t,
+                               int64_t *root_idx)
+{
     GS_VEC(gs__tdisc_t) disc = {0};
     GS_VEC(int64_t) stack = {0};
     gs_u64map_t map;
@@ -37,10 +44,19 @@ gs_status_t gs__expr_topo(struct gs_array *root, gs__expr_leaf_fn leaf_fn, void 
     t->leaf = NULL;
     t->nnodes = 0;
     gs_u64map_init(&map);
-    gs__tdisc_t d0 = {root, 0, 0, -1};
-    if (GS_VEC_PUSH(&disc, d0) != GS_OK || GS_VEC_PUSH(&stack, 0) != GS_OK ||
-        gs_u64map_put(&map, root->id, 0) != GS_OK)
-        goto nomem;
+    /* the roots go on the stack last first, so the first root's nodes come first; a root
+     * reached again (a duplicate, or an input of an earlier root) is walked once */
+    for (size_t r = nroots; r-- > 0;) {
+        uint64_t v;
+        if (!gs_u64map_get(&map, roots[r]->id, &v)) {
+            gs__tdisc_t d0 = {roots[r], 0, 0, -1};
+            if (GS_VEC_PUSH(&disc, d0) != GS_OK ||
+                gs_u64map_put(&map, roots[r]->id, disc.len - 1) != GS_OK)
+                goto nomem;
+            v = disc.len - 1;
+        }
+        if (GS_VEC_PUSH(&stack, (int64_t)v) != GS_OK) goto nomem;
+    }
     while (stack.len > 0) {
         int64_t di = stack.data[stack.len - 1];
         gs__tdisc_t *d = &disc.data[di];
@@ -94,6 +110,12 @@ gs_status_t gs__expr_topo(struct gs_array *root, gs__expr_leaf_fn leaf_fn, void 
             (void)found;
             t->in[e][k] = disc.data[v].topo;
         }
+    }
+    for (size_t r = 0; root_idx != NULL && r < nroots; r++) {
+        uint64_t v;
+        int found = gs_u64map_get(&map, roots[r]->id, &v);
+        gs_assert_always(found);
+        root_idx[r] = disc.data[v].topo;
     }
     goto out;
 nomem:

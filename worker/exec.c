@@ -292,6 +292,7 @@ static int gs__wtask_spill_defer(gs_worker_t *w)
 {
     uint64_t now;
     if (w->spill == NULL || w->spill_defer_misses >= GS_W_DEFER_MISSES) return 0;
+    if (w->spill_defer_since == 0 && gs__wspill_busy(w)) return 0;   /* spilling already */
     now = gs_now_ns();
     if (w->spill_defer_since == 0) w->spill_defer_since = now;
     if (now - w->spill_defer_since < GS_W_DEFER_MAX_NS) {
@@ -459,7 +460,8 @@ void gs__wexec_input_ready(gs_worker_t *w, gs_wchunk_t *c)
     }
 }
 
-void gs__wexec_input_failed(gs_worker_t *w, gs_wchunk_t *c, gs_status_t status, const char *why)
+void gs__wexec_input_failed(gs_worker_t *w, gs_wchunk_t *c, gs_status_t status, const char *why,
+                            int damaged)
 {
     gs__wchunk_ref(c);                 /* failing waiters may drop their references */
     while (c->waiters.len) {
@@ -468,6 +470,20 @@ void gs__wexec_input_failed(gs_worker_t *w, gs_wchunk_t *c, gs_status_t status, 
         for (size_t k = 0; k < c->waiters.len;) {
             if (c->waiters.data[k] == t) c->waiters.data[k] = c->waiters.data[--c->waiters.len];
             else k++;
+        }
+        if (damaged && t->state == GS_WTASK_FETCHING && t->refetches < GS_W_MAX_REFETCHES &&
+            w->state == GS_WSTATE_RUNNING) {
+            /* the chunk left the map (not owned) or is FAILED: admission fetches it anew */
+            t->refetches++;
+            w->st.refetches++;
+            GS_LOG_WARN("task %llu of graph %llu: input (%llu, %llu): %s; fetching it again "
+                        "(%u of %u)", (unsigned long long)t->id,
+                        (unsigned long long)t->graph->id, (unsigned long long)c->graph->id,
+                        (unsigned long long)c->task, why, (unsigned)t->refetches,
+                        (unsigned)GS_W_MAX_REFETCHES);
+            gs__wtask_unadmit(w, t, t->ndeps, &w->admit_q);
+            w->admit_epoch++;
+            continue;
         }
         gs__wtask_fail(w, t, status, "fetching input (%llu, %llu): %s",
                        (unsigned long long)c->graph->id, (unsigned long long)c->task, why);

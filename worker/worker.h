@@ -151,8 +151,9 @@ typedef struct gs_worker_params {
                                      overlapping the send of the other; the receiver copies
                                      each slice to the device as it lands). 0: 8 MiB */
     uint64_t pipe_min;            /* chunks smaller than this go whole; 0: 32 MiB */
-    int test_corrupt_transfers;   /* tests only: flip one byte of every chunk this worker sends
-                                     over UCX, after its checksum was taken */
+    int test_corrupt_transfers;   /* tests only: flip one byte of the chunks (or slices) this
+                                     worker sends over UCX, after their checksum or MAC was
+                                     taken: -1 every one, N > 0 the first N, 0 none */
     const char *interface;        /* network interface UCX's tcp transport listens on (with this
                                      host's RDMA ports); NULL: the one that reaches gsched
                                      (loopback alone when gsched is on loopback).
@@ -231,6 +232,8 @@ typedef struct gs_worker_stats {
     uint64_t mem_limit;           /* effective limit */
     uint64_t fetches;             /* peer fetches completed */
     uint64_t fetch_failures;
+    uint64_t refetches;           /* tasks that fetched their inputs again after one arrived
+                                     altered (payload MAC or checksum mismatch) */
     uint64_t fetch_bytes;
     uint64_t served;              /* chunks sent to peers */
     uint64_t served_slices;       /* slices of pipelined sends (pipe_slice) among them */

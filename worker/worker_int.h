@@ -30,6 +30,9 @@
 #define GS_W_RELEASE_GRACE_NS (3ull * 1000000ull)
 #define GS_W_DEFER_MAX_NS (250ull * 1000000ull)
 #define GS_W_DEFER_MISSES 4
+/* Fetches of a task's inputs repeated after they arrived altered (a link that flips bits, a
+ * peer that sends garbage once) before the task fails with the MAC or checksum error. */
+#define GS_W_MAX_REFETCHES 2
 #define GS_W_SMALL_TASK_BYTES 65536   /* a task reading and writing less is "small" */
 #define GS_W_THREAD_BATCH 32       /* small tasks a kernel thread takes (and returns) at once */
 #define GS_W_SMALL_DEPTH 256       /* small tasks dispatched per kernel thread / stream */
@@ -133,6 +136,7 @@ struct gs_wtask {
     uint8_t state;
     uint8_t canceled;
     uint8_t small;            /* inputs and output under GS_W_SMALL_TASK_BYTES */
+    uint8_t refetches;        /* admissions again after an input arrived altered */
     int stream;               /* streams mode: index; -1 otherwise */
     gs_wdep_t *deps;
     gs_wdep_t deps_inline[GS_W_INLINE_DEPS];
@@ -322,8 +326,12 @@ void gs__wexec_assign(gs_worker_t *w, const gs_msg_task_assign_t *m);
 void gs__wexec_pump(gs_worker_t *w);               /* admission + dispatch */
 void gs__wexec_drain(gs_worker_t *w);              /* completions from the async queue */
 void gs__wexec_input_ready(gs_worker_t *w, gs_wchunk_t *c);  /* c went PENDING -> READY */
-/* c went PENDING -> FAILED (a fetch failed because of @a why): fail the tasks waiting on it. */
-void gs__wexec_input_failed(gs_worker_t *w, gs_wchunk_t *c, gs_status_t status, const char *why);
+/* c went PENDING -> FAILED (a fetch failed because of @a why): fail the tasks waiting on it.
+ * With @a damaged (the bytes arrived altered: payload MAC or checksum mismatch), a waiting task
+ * that has not used up GS_W_MAX_REFETCHES goes back to the head of the admission queue instead
+ * and fetches its inputs again. */
+void gs__wexec_input_failed(gs_worker_t *w, gs_wchunk_t *c, gs_status_t status, const char *why,
+                            int damaged);
 void gs__wexec_flush_done(gs_worker_t *w);
 void gs__wexec_tick(gs_worker_t *w);               /* memory watchdog */
 void gs__wtask_drop(gs_worker_t *w, gs_wtask_t *t);   /* canceled, not running */

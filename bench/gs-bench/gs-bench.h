@@ -79,6 +79,7 @@ int gs__bench_soak(int argc, char **argv);            /* soak.c */
 int gs__bench_spill(int argc, char **argv);           /* spill.c */
 int gs__bench_stencil(int argc, char **argv);         /* stencil.c */
 int gs__bench_io(int argc, char **argv);              /* io.c */
+int gs__bench_many(int argc, char **argv);            /* many.c */
 int gs__bench_nanred(int argc, char **argv);          /* nanred.c */
 
 #endif

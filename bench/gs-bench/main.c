@@ -50,6 +50,7 @@ static const gs__bench_t gs__benches[] = {
     {"spill", gs__bench_spill, "persist F x the workers' memory limit (spilling), then sum: GB/s"},
     {"stencil", gs__bench_stencil, "x persisted; time the 3x3 smoothing stencil(x) kept: GB/s"},
     {"io", gs__bench_io, "write x to npy/raw/zarr from the workers, read it back: GB/s beside dd"},
+    {"many", gs__bench_many, "3 results sharing exp(x): one compute_many vs 3 computes"},
     {"nanred", gs__bench_nanred, "sum, prod, any, nansum, nanmean, nanmax... of a persisted x with NaN"},
 };
 

@@ -1,8 +1,11 @@
-/* Helpers of the per-dtype evaluation tests (test_dtype_eval.c, test_reduce_nan.c): a CPU
- * backend context, evaluation of an array under every lowering flag with every layer
- * round-tripped through the codec, exact comparison with a reference, 1-D typed arrays. */
+/* Helpers of the per-dtype evaluation tests (test_dtype_eval.c, test_reduce_nan.c), on top of
+ * graph_eval_util.h: the suite's CPU backend context, evaluation of an array in its dtype under
+ * given lowering flags (every layer round-tripped through the codec), exact comparison with a
+ * reference under every combination of flags, 1-D typed arrays. */
 #ifndef GS_TESTS_GRAPH_DTYPE_EVAL_UTIL_H
 #define GS_TESTS_GRAPH_DTYPE_EVAL_UTIL_H
+
+#include "graph_eval_util.h"
 
 #include "chunkops/chunkops.h"
 #include "chunkops/eval.h"
@@ -25,14 +28,12 @@ static gs_chunkops_ctx_h ctx;
 
 static inline void setup(void)
 {
-    gs_chunkops_params_t p;
-    memset(&p, 0, sizeof(p));
-    OK(gs_chunkops_cpu_ops.ctx_create(&p, &ctx));
+    ctx = gx_ctx_create();
 }
 
 static inline void teardown(void)
 {
-    gs_chunkops_cpu_ops.ctx_destroy(ctx);
+    gx_ctx_destroy(ctx);
 }
 
 static inline int is_float(gs_dtype_t d)
@@ -50,24 +51,6 @@ static inline double ref_round(gs_dtype_t d, double x)
 
 /* ---- evaluation ---- */
 
-static inline void roundtrip_layers(gs_taskgraph_t *tg)
-{
-    for (uint64_t i = 0; i < tg->nlayers; i++) {
-        gs_buf_t b1 = {0}, b2 = {0};
-        gs_layer_t *l;
-        OK(gs_layer_encode(tg->layers[i], &b1));
-        OK(gs_layer_decode(b1.data, b1.len, &l));
-        OK(gs_layer_encode(l, &b2));
-        cr_assert_eq(b1.len, b2.len);
-        cr_assert(memcmp(b1.data, b2.data, b1.len) == 0, "layer %u re-encodes differently",
-                  (unsigned)i);
-        gs_layer_free(tg->layers[i]);
-        tg->layers[i] = l;
-        gs_buf_cleanup(&b1);
-        gs_buf_cleanup(&b2);
-    }
-}
-
 /* Evaluate @a h with lowering @a flags; the result widened to doubles (caller frees). */
 static inline double *eval_flags(gs_array_h h, unsigned flags)
 {
@@ -79,7 +62,7 @@ static inline double *eval_flags(gs_array_h h, unsigned flags)
     cr_assert_not_null(out);
     OK(gs_graph_lower(h, flags, &tg));
     cr_assert_eq(tg->out_dtype, (int32_t)dt, "the task graph's result dtype is the array's");
-    roundtrip_layers(tg);
+    gx_roundtrip_layers(tg);
     OK(gs_taskgraph_validate(tg));
     OK(gs_chunkops_eval(&gs_chunkops_cpu_ops, ctx, tg, out, (size_t)size));
     gs_taskgraph_free(tg);

@@ -4,6 +4,7 @@
  * task graph runs on the CPU backend (a small evaluator below handles persisted inputs); values
  * are compared with references computed directly by naive loops. */
 #include "graph_test_util.h"
+#include "graph_eval_util.h"
 
 #include "chunkops/chunkops.h"
 #include "chunkops/eval.h"
@@ -20,9 +21,7 @@ static gs_chunkops_stream_h stream;
 
 static void setup(void)
 {
-    gs_chunkops_params_t p;
-    memset(&p, 0, sizeof(p));
-    TX_OK(gs_chunkops_cpu_ops.ctx_create(&p, &ctx));
+    ctx = gx_ctx_create();
     TX_OK(gs_chunkops_cpu_ops.stream_create(ctx, &stream));
 }
 
@@ -30,7 +29,7 @@ static void teardown(void)
 {
     tx_free_all();
     gs_chunkops_cpu_ops.stream_destroy(ctx, stream);
-    gs_chunkops_cpu_ops.ctx_destroy(ctx);
+    gx_ctx_destroy(ctx);
 }
 
 TestSuite(graph_copy, .init = setup, .fini = teardown, .timeout = 120);
@@ -149,25 +148,6 @@ static void run_with_externals(const gs_taskgraph_t *tg, double *out)
     free(res);
 }
 
-static void roundtrip_layers(gs_taskgraph_t *tg)
-{
-    for (uint32_t i = 0; i < tg->nlayers; i++) {
-        gs_buf_t b1, b2;
-        gs_layer_t *l;
-        gs_buf_init(&b1);
-        gs_buf_init(&b2);
-        TX_OK(gs_layer_encode(tg->layers[i], &b1));
-        TX_OK(gs_layer_decode(b1.data, b1.len, &l));
-        TX_OK(gs_layer_encode(l, &b2));
-        cr_assert_eq(b1.len, b2.len);
-        cr_assert(memcmp(b1.data, b2.data, b1.len) == 0, "layer %u re-encodes differently", i);
-        gs_layer_free(tg->layers[i]);
-        tg->layers[i] = l;
-        gs_buf_cleanup(&b1);
-        gs_buf_cleanup(&b2);
-    }
-}
-
 static int ncopy_layers(const gs_taskgraph_t *tg)
 {
     int n = 0;
@@ -190,7 +170,7 @@ static double *eval_flags(gs_array_h h, unsigned flags)
                          (size_t)(tg->out_grid.nchunks[ax] + 1) * sizeof(int64_t)) == 0,
                   "flags 0x%x: chunk bounds of axis %d differ from the array's", flags, ax);
     }
-    roundtrip_layers(tg);
+    gx_roundtrip_layers(tg);
     TX_OK(gs_taskgraph_validate(tg));
     if (tg->nexternals > 0) run_with_externals(tg, out);
     else TX_OK(gs_chunkops_eval(&gs_chunkops_cpu_ops, ctx, tg, out, (size_t)size));

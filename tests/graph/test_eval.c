@@ -2,6 +2,7 @@
  * layer through the codec, run the task graph with the CPU backend's serial evaluator and
  * compare with whole-array references computed by naive loops (graph_test_util.h). */
 #include "graph_test_util.h"
+#include "graph_eval_util.h"
 
 #include "chunkops/chunkops.h"
 #include "chunkops/eval.h"
@@ -14,38 +15,16 @@ static gs_chunkops_ctx_h ctx;
 
 static void setup(void)
 {
-    gs_chunkops_params_t p;
-    memset(&p, 0, sizeof(p));
-    TX_OK(gs_chunkops_cpu_ops.ctx_create(&p, &ctx));
+    ctx = gx_ctx_create();
 }
 
 static void teardown(void)
 {
     tx_free_all();
-    gs_chunkops_cpu_ops.ctx_destroy(ctx);
+    gx_ctx_destroy(ctx);
 }
 
 TestSuite(graph_eval, .init = setup, .fini = teardown, .timeout = 120);
-
-/* Replace every layer with its decoded encoding (and check re-encoding is byte-identical). */
-static void roundtrip_layers(gs_taskgraph_t *tg)
-{
-    for (uint32_t i = 0; i < tg->nlayers; i++) {
-        gs_buf_t b1, b2;
-        gs_layer_t *l;
-        gs_buf_init(&b1);
-        gs_buf_init(&b2);
-        TX_OK(gs_layer_encode(tg->layers[i], &b1));
-        TX_OK(gs_layer_decode(b1.data, b1.len, &l));
-        TX_OK(gs_layer_encode(l, &b2));
-        cr_assert_eq(b1.len, b2.len);
-        cr_assert(memcmp(b1.data, b2.data, b1.len) == 0, "layer %u re-encodes differently", i);
-        gs_layer_free(tg->layers[i]);
-        tg->layers[i] = l;
-        gs_buf_cleanup(&b1);
-        gs_buf_cleanup(&b2);
-    }
-}
 
 static double *eval_flags(gs_array_h h, unsigned flags, gs_taskgraph_t **tg_keep)
 {
@@ -63,7 +42,7 @@ static double *eval_flags(gs_array_h h, unsigned flags, gs_taskgraph_t **tg_keep
                          (size_t)(tg->out_grid.nchunks[ax] + 1) * sizeof(int64_t)) == 0,
                   "flags 0x%x: chunk bounds of axis %d differ from the array's", flags, ax);
     }
-    roundtrip_layers(tg);
+    gx_roundtrip_layers(tg);
     TX_OK(gs_taskgraph_validate(tg));
     TX_OK(gs_chunkops_eval(&gs_chunkops_cpu_ops, ctx, tg, out, (size_t)size));
     {

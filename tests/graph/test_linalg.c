@@ -2,6 +2,7 @@
  * serial CPU evaluator (every layer round-tripped through its codec) and are checked against
  * naive products and LAPACK; structure tests count the layers and tasks the lowering builds;
  * codec and instantiation tests feed the LINALG layer bad bytes and bad inputs. */
+#include "graph_eval_util.h"
 #include <criterion/criterion.h>
 #include <lapacke.h>
 #include <math.h>
@@ -23,14 +24,12 @@ static gs_chunkops_ctx_h ctx;
 
 static void setup(void)
 {
-    gs_chunkops_params_t p;
-    memset(&p, 0, sizeof(p));
-    OK(gs_chunkops_cpu_ops.ctx_create(&p, &ctx));
+    ctx = gx_ctx_create();
 }
 
 static void teardown(void)
 {
-    gs_chunkops_cpu_ops.ctx_destroy(ctx);
+    gx_ctx_destroy(ctx);
 }
 
 TestSuite(graph_linalg, .init = setup, .fini = teardown, .timeout = 120);
@@ -83,25 +82,6 @@ static int64_t *reg(int64_t len, int64_t c, int64_t *nc)
     return b;
 }
 
-static void roundtrip_layers(gs_taskgraph_t *tg)
-{
-    for (uint32_t i = 0; i < tg->nlayers; i++) {
-        gs_buf_t b1, b2;
-        gs_layer_t *l;
-        gs_buf_init(&b1);
-        gs_buf_init(&b2);
-        OK(gs_layer_encode(tg->layers[i], &b1));
-        OK(gs_layer_decode(b1.data, b1.len, &l));
-        OK(gs_layer_encode(l, &b2));
-        cr_assert_eq(b1.len, b2.len);
-        cr_assert(memcmp(b1.data, b2.data, b1.len) == 0, "layer %u re-encodes differently", i);
-        gs_layer_free(tg->layers[i]);
-        tg->layers[i] = l;
-        gs_buf_cleanup(&b1);
-        gs_buf_cleanup(&b2);
-    }
-}
-
 static double *eval_flags(gs_array_h h, unsigned flags)
 {
     gs_taskgraph_t *tg;
@@ -114,7 +94,7 @@ static double *eval_flags(gs_array_h h, unsigned flags)
     for (int ax = 0; ax < tg->out_grid.ndim; ax++)
         cr_assert(memcmp(tg->out_grid.bounds[ax], gs_array_chunk_bounds(h, ax),
                          (size_t)(gs_array_nchunks(h, ax) + 1) * sizeof(int64_t)) == 0);
-    roundtrip_layers(tg);
+    gx_roundtrip_layers(tg);
     OK(gs_taskgraph_validate(tg));
     OK(gs_chunkops_eval(&gs_chunkops_cpu_ops, ctx, tg, out, (size_t)size));
     gs_taskgraph_free(tg);

@@ -3,6 +3,7 @@
  * a crashing kernel failing its task (and this process carrying on), missing symbols and
  * libraries reported at graph build time where the library is here. */
 #include "graph_test_util.h"
+#include "graph_eval_util.h"
 
 #include "chunkops/chunkops.h"
 #include "chunkops/eval.h"
@@ -16,15 +17,13 @@ static gs_chunkops_ctx_h ctx;
 
 static void setup(void)
 {
-    gs_chunkops_params_t p;
-    memset(&p, 0, sizeof(p));
-    TX_OK(gs_chunkops_cpu_ops.ctx_create(&p, &ctx));
+    ctx = gx_ctx_create();
 }
 
 static void teardown(void)
 {
     tx_free_all();
-    gs_chunkops_cpu_ops.ctx_destroy(ctx);
+    gx_ctx_destroy(ctx);
 }
 
 TestSuite(graph_map, .init = setup, .fini = teardown, .timeout = 120);

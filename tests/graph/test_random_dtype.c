@@ -4,6 +4,7 @@
  * round-tripped through the codec, the CPU backend's serial evaluator; compared bit for bit with
  * chunkops/random.h evaluated directly at each element's global index (chunk invariance), plus
  * the seed expression in float32 and bad input. */
+#include "graph_eval_util.h"
 #include "chunkops/chunkops.h"
 #include "chunkops/eval.h"
 #include "chunkops/random.h"
@@ -25,30 +26,15 @@ static gs_chunkops_ctx_h ctx;
 
 static void setup(void)
 {
-    gs_chunkops_params_t p;
-    memset(&p, 0, sizeof(p));
-    OK(gs_chunkops_cpu_ops.ctx_create(&p, &ctx));
+    ctx = gx_ctx_create();
 }
 
 static void teardown(void)
 {
-    gs_chunkops_cpu_ops.ctx_destroy(ctx);
+    gx_ctx_destroy(ctx);
 }
 
 TestSuite(graph_random_dtype, .init = setup, .fini = teardown, .timeout = 300);
-
-static void roundtrip_layers(gs_taskgraph_t *tg)
-{
-    for (uint64_t i = 0; i < tg->nlayers; i++) {
-        gs_buf_t b = {0};
-        gs_layer_t *l;
-        OK(gs_layer_encode(tg->layers[i], &b));
-        OK(gs_layer_decode(b.data, b.len, &l));
-        gs_layer_free(tg->layers[i]);
-        tg->layers[i] = l;
-        gs_buf_cleanup(&b);
-    }
-}
 
 /* Evaluate @a h with lowering @a flags into raw elements of its dtype (caller frees). */
 static void *eval_raw(gs_array_h h, unsigned flags)
@@ -60,7 +46,7 @@ static void *eval_raw(gs_array_h h, unsigned flags)
     cr_assert_not_null(out);
     OK(gs_graph_lower(h, flags, &tg));
     cr_assert_eq(tg->out_dtype, gs_array_dtype(h));
-    roundtrip_layers(tg);
+    gx_roundtrip_layers(tg);
     OK(gs_taskgraph_validate(tg));
     OK(gs_chunkops_eval(&gs_chunkops_cpu_ops, ctx, tg, out, (size_t)size * es));
     gs_taskgraph_free(tg);

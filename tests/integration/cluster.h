@@ -66,5 +66,11 @@ pid_t tc_add_worker(tcluster_t *c, const char *name);
 pid_t tc_add_worker_args(tcluster_t *c, const char *name, const char *const *extra);
 /** Connect a client (token of the cluster); NULL on failure (message in gs_last_error()). */
 gs_client_h tc_connect(const tcluster_t *c, unsigned lower_flags);
+/** (fixture.c, Criterion suites only.) The suites' usual fixture: alarm(@a alarm_s) so a hung test dies, a cluster of @a nworkers
+ *  CPU workers without a token (tc_start) and a client with the default lowering; asserts that
+ *  both started. The client is the caller's (tc_down). */
+gs_client_h tc_up(tcluster_t *c, int nworkers, unsigned alarm_s);
+/** Destroy *@a client_p (NULL afterwards; NULL is fine) and kill every process started. */
+void tc_down(gs_client_h *client_p);
 
 #endif

@@ -15,17 +15,12 @@ static gs_client_h C;
 
 static void up2(void)
 {
-    alarm(120);
-    cr_assert(tc_start(&CL, 2, NULL, NULL), "cluster did not start");
-    C = tc_connect(&CL, GS_LOWER_DEFAULT);
-    cr_assert_not_null(C, "%s", gs_last_error());
+    C = tc_up(&CL, 2, 120);
 }
 
 static void down(void)
 {
-    gs_client_destroy(C);
-    C = NULL;
-    tp_kill_all();
+    tc_down(&C);
 }
 
 static void just_alarm(void)

@@ -6,6 +6,7 @@
 #include "common/log.h"
 
 #include <criterion/criterion.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -154,20 +155,6 @@ static void fs_on_conn(uv_stream_t *server, int status)
 }
 
 static void fs_tick(uv_timer_t *t) { (void)t; }
-
-void fs_suite_setup(fake_sched_t *fs, uv_loop_t *loop)
-{
-    gs_log_set_level(GS_LOG_LEVEL_ERROR);
-    cr_assert_eq(uv_loop_init(loop), 0);
-    fs_start(fs, loop, NULL);
-}
-
-void fs_suite_teardown(fake_sched_t *fs, uv_loop_t *loop)
-{
-    fs_stop(fs);
-    uv_run(loop, UV_RUN_NOWAIT);
-    cr_expect_eq(uv_loop_close(loop), 0, "handles left on the loop");
-}
 
 void fs_start(fake_sched_t *fs, uv_loop_t *loop, const char *token)
 {
@@ -664,4 +651,47 @@ void fs_fixture_teardown(fake_sched_t *fs, uv_loop_t *loop)
     fs_stop(fs);
     uv_run(loop, UV_RUN_NOWAIT);
     cr_expect_eq(uv_loop_close(loop), 0, "handles left on the loop");
+}
+
+void fs_assert_close(const double *got, const double *ref, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        cr_assert(fabs(got[i] - ref[i]) <= 1e-12 * fmax(1.0, fabs(ref[i])),
+                  "element %zu: %.17g, reference %.17g", i, got[i], ref[i]);
+}
+
+const char *fs_fail_msg(const fake_sched_t *fs, size_t failed)
+{
+    return failed == (size_t)-1 ? "timed out" : fs->done[failed - 1].err;
+}
+
+void fs_run_unfused_sum(fake_sched_t *fs, gs_array_h a, const gs_worker_params_t *p, int nw,
+                        int split, gs_worker_stats_t *st_p)
+{
+    tw_t t[2];
+    double *ref, *got;
+    size_t size, failed;
+    gs_array_h s;
+    gs_taskgraph_t *tg;
+    int *place;
+
+    cr_assert(nw >= 1 && nw <= 2);
+    cr_assert_eq(gs_array_reduce(GS_RED_SUM, a, NULL, &s), GS_OK);
+    tg = tw_lower(s, GS_LOWER_CULL, &ref, &size);
+    place = calloc(tg->ntasks, sizeof(int));
+    for (uint64_t i = 0; i < tg->ntasks; i++)
+        place[i] = split && tg->dep_off[i + 1] > tg->dep_off[i];
+    tw_start_each(fs, t, nw, p);
+    failed = fs_run_graph(fs, 1, tg, place, 0, 60000);
+    cr_assert_eq(failed, 0, "%s", fs_fail_msg(fs, failed));
+    got = calloc(size, sizeof(double));
+    cr_assert(fs_gather_all(fs, 1, tg, place, got, 10000), "gather failed");
+    fs_assert_close(got, ref, size);
+    gs_worker_stats(t[0].w, st_p);
+    tw_stop_each(fs, t, nw);
+    free(got);
+    free(ref);
+    free(place);
+    gs_taskgraph_free(tg);
+    gs_array_release(s);
 }

@@ -74,10 +74,6 @@ typedef struct fake_sched {
     uint64_t next_req;
 } fake_sched_t;
 
-/* A suite's .init: errors-only logging, @a loop initialised, @a fs started on it without a
- * token; .fini: both stopped (a handle left on the loop is reported). */
-void fs_suite_setup(fake_sched_t *fs, uv_loop_t *loop);
-void fs_suite_teardown(fake_sched_t *fs, uv_loop_t *loop);
 /* Start listening on 127.0.0.1 (any port) on @a loop. */
 void fs_start(fake_sched_t *fs, uv_loop_t *loop, const char *token);
 /* "tcp://127.0.0.1:PORT" into buf. */
@@ -149,5 +145,18 @@ void tw_stop_each(fake_sched_t *fs, tw_t *t, int n);
 void fs_fixture_setup(fake_sched_t *fs, uv_loop_t *loop);
 /* Stop @a fs and close @a loop, expecting no handle left. */
 void fs_fixture_teardown(fake_sched_t *fs, uv_loop_t *loop);
+
+/* Assert @a got equals @a ref to 1e-12 relative (absolute below 1), naming the first element
+ * that does not. */
+void fs_assert_close(const double *got, const double *ref, size_t n);
+/* What fs_run_graph's result @a failed means: "timed out" or the failed task's message. */
+const char *fs_fail_msg(const fake_sched_t *fs, size_t failed);
+/* sum(@a a) lowered without fusion, so @a a's chunks are stored and summed by separate tasks,
+ * with nothing released; on @a nw (1 or 2) workers of @a p started on @a fs: every task on
+ * worker 0, or with @a split the generators on worker 0 and their consumers on 1. The value is
+ * checked; worker 0's counters come back in @a st_p; the workers are stopped. @a a stays the
+ * caller's. */
+void fs_run_unfused_sum(fake_sched_t *fs, gs_array_h a, const gs_worker_params_t *p, int nw,
+                        int split, gs_worker_stats_t *st_p);
 
 #endif

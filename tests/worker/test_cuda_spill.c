@@ -21,16 +21,12 @@ static fake_sched_t fs;
 
 static void setup(void)
 {
-    gs_log_set_level(GS_LOG_LEVEL_ERROR);
-    cr_assert_eq(uv_loop_init(&loop), 0);
-    fs_start(&fs, &loop, NULL);
+    fs_fixture_setup(&fs, &loop);
 }
 
 static void teardown(void)
 {
-    fs_stop(&fs);
-    uv_run(&loop, UV_RUN_NOWAIT);
-    cr_expect_eq(uv_loop_close(&loop), 0, "handles left on the loop");
+    fs_fixture_teardown(&fs, &loop);
 }
 
 /* No .timeout (test_cuda.c says why); ctest's TIMEOUT bounds a hang. */

@@ -19,16 +19,12 @@ static fake_sched_t fs;
 
 static void setup(void)
 {
-    gs_log_set_level(GS_LOG_LEVEL_ERROR);
-    cr_assert_eq(uv_loop_init(&loop), 0);
-    fs_start(&fs, &loop, NULL);
+    fs_fixture_setup(&fs, &loop);
 }
 
 static void teardown(void)
 {
-    fs_stop(&fs);
-    uv_run(&loop, UV_RUN_NOWAIT);
-    cr_expect_eq(uv_loop_close(&loop), 0, "handles left on the loop");
+    fs_fixture_teardown(&fs, &loop);
 }
 
 TestSuite(worker_exec, .init = setup, .fini = teardown, .timeout = 60);
@@ -64,15 +60,6 @@ static void stop_worker(tw_t *t)
     tw_destroy(t);
 }
 
-static void assert_close(const double *got, const double *ref, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        double tol = 1e-12 * fmax(1.0, fabs(ref[i]));
-        cr_assert(fabs(got[i] - ref[i]) <= tol, "element %zu: %.17g, reference %.17g", i,
-                  got[i], ref[i]);
-    }
-}
-
 /* Run @a a's graph on the single worker and compare every output with the serial evaluator. */
 static void run_and_check(uint64_t gid, gs_array_h a, unsigned flags, int release)
 {
@@ -92,7 +79,7 @@ static void run_and_check(uint64_t gid, gs_array_h a, unsigned flags, int releas
     }
     got = calloc(size ? size : 1, sizeof(double));
     cr_assert(fs_gather_all(&fs, gid, tg, place, got, 5000), "gather failed");
-    assert_close(got, ref, size);
+    fs_assert_close(got, ref, size);
     free(got);
     free(ref);
     free(place);
@@ -595,7 +582,7 @@ Test(worker_exec, runs_thousands_of_tiny_tasks)
     }
     got = calloc(size, sizeof(double));
     cr_assert(fs_gather_all(&fs, 2, tg, place, got, 10000));
-    assert_close(got, ref, size);
+    fs_assert_close(got, ref, size);
     gs_worker_stats(t.w, &st);
     cr_assert_eq(st.tasks_done, 6000u);
     cr_assert_eq(st.chunks, 6000u);
@@ -668,7 +655,7 @@ Test(worker_exec, generators_leave_room_for_the_tasks_that_consume_their_chunks)
     failed = fs_run_graph(&fs, 1, tg, place, 1, 20000);
     cr_assert_eq(failed, 0, "%s", failed == (size_t)-1 ? "timed out" : fs.done[failed - 1].err);
     cr_assert(fs_gather_all(&fs, 1, tg, place, &got, 5000));
-    assert_close(&got, ref, 1);
+    fs_assert_close(&got, ref, 1);
     free(ref);
     gs_taskgraph_free(tg);
     gs_array_release(a);

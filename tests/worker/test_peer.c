@@ -13,16 +13,12 @@ static fake_sched_t fs;
 
 static void setup(void)
 {
-    gs_log_set_level(GS_LOG_LEVEL_ERROR);
-    cr_assert_eq(uv_loop_init(&loop), 0);
-    fs_start(&fs, &loop, NULL);
+    fs_fixture_setup(&fs, &loop);
 }
 
 static void teardown(void)
 {
-    fs_stop(&fs);
-    uv_run(&loop, UV_RUN_NOWAIT);
-    cr_expect_eq(uv_loop_close(&loop), 0, "handles left on the loop");
+    fs_fixture_teardown(&fs, &loop);
 }
 
 TestSuite(worker_peer, .init = setup, .fini = teardown, .timeout = 90);
@@ -48,18 +44,19 @@ static void stop_workers(tw_t *t, int n)
     }
 }
 
-static void assert_close(const double *got, const double *ref, size_t n)
-{
-    for (size_t i = 0; i < n; i++) {
-        double tol = 1e-12 * fmax(1.0, fabs(ref[i]));
-        cr_assert(fabs(got[i] - ref[i]) <= tol, "element %zu: %.17g, reference %.17g", i,
-                  got[i], ref[i]);
-    }
-}
-
 /* Run @a a spread over @a nw workers (task i on worker i % nw, or by @a place_fn) and check. */
+static void run_spread_failing(uint64_t gid, gs_array_h a, unsigned flags, int nw, tw_t *t,
+                               uint64_t *fetched_p, int failures_ok);
+
 static void run_spread(uint64_t gid, gs_array_h a, unsigned flags, int nw, tw_t *t,
                        uint64_t *fetched_p)
+{
+    run_spread_failing(gid, a, flags, nw, t, fetched_p, 0);
+}
+
+/* run_spread; with @a failures_ok, failed fetches (retried by the workers) are allowed. */
+static void run_spread_failing(uint64_t gid, gs_array_h a, unsigned flags, int nw, tw_t *t,
+                               uint64_t *fetched_p, int failures_ok)
 {
     double *ref, *got;
     size_t size, failed;
@@ -72,11 +69,11 @@ static void run_spread(uint64_t gid, gs_array_h a, unsigned flags, int nw, tw_t 
                  failed == (size_t)-1 ? "timed out" : fs.done[failed - 1].err);
     got = calloc(size ? size : 1, sizeof(double));
     cr_assert(fs_gather_all(&fs, gid, tg, place, got, 5000), "gather failed");
-    assert_close(got, ref, size);
+    fs_assert_close(got, ref, size);
     for (int i = 0; i < nw; i++) {
         gs_worker_stats_t st;
         gs_worker_stats(t[i].w, &st);
-        cr_assert_eq(st.fetch_failures, 0);
+        if (!failures_ok) cr_assert_eq(st.fetch_failures, 0);
         fetched += st.fetches;
     }
     if (fetched_p) *fetched_p = fetched;
@@ -444,7 +441,7 @@ Test(worker_peer, corrupted_transfers_fail_their_fetch_under_checksums)
     gs_array_h big = big_chain(256, 128);
     p.nthreads = 1;
     p.transfer_checksum = 1;
-    p.test_corrupt_transfers = 1;   /* every sender corrupts what it sends */
+    p.test_corrupt_transfers = -1;  /* every sender corrupts what it sends */
     start_workers(t, 2, &p);
     {
         double *ref;
@@ -518,7 +515,7 @@ Test(worker_peer, corrupted_slices_fail_their_fetch_under_checksums)
     p.pipe_slice = 64 * 1024;
     p.pipe_min = 1;
     p.transfer_checksum = 1;
-    p.test_corrupt_transfers = 1;
+    p.test_corrupt_transfers = -1;
     start_workers(t, 2, &p);
     {
         double *ref;
@@ -580,11 +577,56 @@ static void peer_expect_refused_payloads(gs_worker_params_t *p, const char *what
     gs_worker_stats(t[0].w, &st0);
     gs_worker_stats(t[1].w, &st1);
     cr_assert_gt(st0.fetch_failures + st1.fetch_failures, 0);
+    /* each task fetched again GS_W_MAX_REFETCHES (2) times before it failed */
+    cr_assert_geq(st0.refetches + st1.refetches, 2, "%llu refetches",
+                  (unsigned long long)(st0.refetches + st1.refetches));
     free(place);
     free(ref);
     gs_taskgraph_free(tg);
     stop_workers(t, 2);
     gs_array_release(big);
+}
+
+/* A link that alters a few transfers: each task whose input arrived altered fetches it again
+ * (its MAC or checksum caught the damage) and the job completes with exact values. */
+static void peer_expect_refetched(gs_worker_params_t *p)
+{
+    tw_t t[2];
+    gs_array_h big = big_chain(512, 256);
+    gs_worker_stats_t st0, st1;
+    start_workers(t, 2, p);
+    run_spread_failing(1, big, BIG_FLAGS, 2, t, NULL, 1);
+    gs_worker_stats(t[0].w, &st0);
+    gs_worker_stats(t[1].w, &st1);
+    cr_assert_geq(st0.fetch_failures + st1.fetch_failures, 1, "no transfer arrived altered");
+    cr_assert_eq(st0.refetches + st1.refetches, st0.fetch_failures + st1.fetch_failures,
+                 "%llu refetches for %llu altered transfers",
+                 (unsigned long long)(st0.refetches + st1.refetches),
+                 (unsigned long long)(st0.fetch_failures + st1.fetch_failures));
+    cr_assert_eq(st0.tasks_failed + st1.tasks_failed, 0);
+    stop_workers(t, 2);
+    gs_array_release(big);
+}
+
+Test(worker_peer, chunks_altered_once_are_fetched_again_under_payload_macs)
+{
+    gs_worker_params_t p = {0};
+    p.nthreads = 1;
+    p.payload_mac = GS_WORKER_PAYLOAD_MAC_ON;
+    p.test_corrupt_transfers = 1;    /* each sender alters its first chunk, after the MAC */
+    peer_expect_refetched(&p);
+}
+
+Test(worker_peer, slices_altered_once_are_fetched_again_under_checksums)
+{
+    gs_worker_params_t p = {0};
+    p.exec = GS_WORKER_EXEC_STREAMS;
+    p.nstreams = 2;
+    p.pipe_slice = 64 * 1024;
+    p.pipe_min = 1;
+    p.transfer_checksum = 1;
+    p.test_corrupt_transfers = 1;
+    peer_expect_refetched(&p);
 }
 
 Test(worker_peer, tampered_chunks_are_refused_by_their_payload_mac)
@@ -593,7 +635,7 @@ Test(worker_peer, tampered_chunks_are_refused_by_their_payload_mac)
     p.nthreads = 1;
     p.payload_mac = GS_WORKER_PAYLOAD_MAC_ON;
     p.transfer_checksum = 1;         /* superseded by the MAC: the error names the MAC */
-    p.test_corrupt_transfers = 1;    /* every sender alters what it sends, after the MAC */
+    p.test_corrupt_transfers = -1;   /* every sender alters what it sends, after the MAC */
     peer_expect_refused_payloads(&p, "chunk");
 }
 
@@ -605,7 +647,7 @@ Test(worker_peer, tampered_slices_are_refused_by_their_payload_mac)
     p.pipe_slice = 64 * 1024;
     p.pipe_min = 1;
     p.payload_mac = GS_WORKER_PAYLOAD_MAC_ON;
-    p.test_corrupt_transfers = 1;
+    p.test_corrupt_transfers = -1;
     peer_expect_refused_payloads(&p, "slice");
 }
 

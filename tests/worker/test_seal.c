@@ -43,12 +43,12 @@ static rogue_t rg;
 
 static void setup(void)
 {
-    fs_suite_setup(&fs, &loop);
+    fs_fixture_setup(&fs, &loop);
 }
 
 static void teardown(void)
 {
-    fs_suite_teardown(&fs, &loop);
+    fs_fixture_teardown(&fs, &loop);
 }
 
 TestSuite(worker_seal, .init = setup, .fini = teardown, .timeout = 90);

@@ -69,18 +69,6 @@ static gs_array_h chunked_array(int nchunks)
     return a;
 }
 
-static void assert_close(const double *got, const double *ref, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        cr_assert(fabs(got[i] - ref[i]) <= 1e-12 * fmax(1.0, fabs(ref[i])),
-                  "element %zu: %.17g, reference %.17g", i, got[i], ref[i]);
-}
-
-static const char *fail_msg(size_t failed)
-{
-    return failed == (size_t)-1 ? "timed out" : fs.done[failed - 1].err;
-}
-
 Test(worker_spill, persisted_chunks_four_times_the_limit_spill_and_gather_exactly)
 {
     gs_worker_params_t p = spill_params(tmpdir);
@@ -95,7 +83,7 @@ Test(worker_spill, persisted_chunks_four_times_the_limit_spill_and_gather_exactl
     tw_start_each(&fs, &t, 1, &p);
     cr_assert_eq(tmp_tree_count(tmpdir, ""), 1, "no private subdirectory in the local directory");
     failed = fs_run_graph(&fs, 1, tg, place, 0, 60000);
-    cr_assert_eq(failed, 0, "%s", fail_msg(failed));
+    cr_assert_eq(failed, 0, "%s", fs_fail_msg(&fs, failed));
     gs_worker_stats(t.w, &st);
     cr_assert_leq(st.mem_used, (uint64_t)LIMIT);
     cr_assert_geq(st.disk_used, 256u * 1024u - LIMIT, "only %llu bytes on disk",
@@ -104,7 +92,7 @@ Test(worker_spill, persisted_chunks_four_times_the_limit_spill_and_gather_exactl
     cr_assert_eq(st.chunks, 64u);
     got = calloc(size, sizeof(double));
     cr_assert(fs_gather_all(&fs, 1, tg, place, got, 10000), "gather failed");
-    assert_close(got, ref, size);
+    fs_assert_close(got, ref, size);
     gs_worker_stats(t.w, &st);
     cr_assert_gt(st.unspilled_bytes, 0u, "the gather read nothing from disk");
     /* releasing the keys deletes their files */
@@ -121,37 +109,11 @@ Test(worker_spill, persisted_chunks_four_times_the_limit_spill_and_gather_exactl
     gs_array_release(a);
 }
 
-/* sum(x) of a 96-chunk x (384 KiB) lowered without fusion, so the generators' chunks are
- * stored and summed by separate tasks, with nothing released; on @a nw workers of @a p: every
- * task on worker 0, or with @a split the generators on worker 0 and their consumers on 1. The
- * value is checked; worker 0's counters come back in @a st_p. */
+/* sum(x) of a 96-chunk x (384 KiB) without fusion (fs_run_unfused_sum). */
 static void run_unfused_sum(const gs_worker_params_t *p, int nw, int split, gs_worker_stats_t *st_p)
 {
-    tw_t t[2];
-    double *ref, *got;
-    size_t size, failed;
-    gs_array_h a = chunked_array(96), s;
-    gs_taskgraph_t *tg;
-    int *place;
-
-    cr_assert_eq(gs_array_reduce(GS_RED_SUM, a, NULL, &s), GS_OK);
-    tg = tw_lower(s, GS_LOWER_CULL, &ref, &size);
-    place = calloc(tg->ntasks, sizeof(int));
-    for (uint64_t i = 0; i < tg->ntasks; i++)
-        place[i] = split && tg->dep_off[i + 1] > tg->dep_off[i];
-    tw_start_each(&fs, t, nw, p);
-    failed = fs_run_graph(&fs, 1, tg, place, 0, 60000);
-    cr_assert_eq(failed, 0, "%s", fail_msg(failed));
-    got = calloc(size, sizeof(double));
-    cr_assert(fs_gather_all(&fs, 1, tg, place, got, 10000), "gather failed");
-    assert_close(got, ref, size);
-    gs_worker_stats(t[0].w, st_p);
-    tw_stop_each(&fs, t, nw);
-    free(got);
-    free(ref);
-    free(place);
-    gs_taskgraph_free(tg);
-    gs_array_release(s);
+    gs_array_h a = chunked_array(96);
+    fs_run_unfused_sum(&fs, a, p, nw, split, st_p);
     gs_array_release(a);
 }
 
@@ -193,10 +155,10 @@ Test(worker_spill, admission_waits_for_releases_instead_of_spilling)
     place = calloc(tg->ntasks, sizeof(int));
     tw_start_each(&fs, &t, 1, &p);
     failed = fs_run_graph(&fs, 1, tg, place, 1, 60000);
-    cr_assert_eq(failed, 0, "%s", fail_msg(failed));
+    cr_assert_eq(failed, 0, "%s", fs_fail_msg(&fs, failed));
     got = calloc(size, sizeof(double));
     cr_assert(fs_gather_all(&fs, 1, tg, place, got, 10000), "gather failed");
-    assert_close(got, ref, size);
+    fs_assert_close(got, ref, size);
     gs_worker_stats(t.w, &st);
     cr_assert_gt(st.spill_waits, 0u, "no admission waited for a release (%llu chunks spilled)",
                  (unsigned long long)st.spills);
@@ -260,7 +222,7 @@ static void assert_disk_tier_failure(tw_t *t, const char *expect)
         cr_assert_eq(data->len, 4096u);
         gs_grid_block_region(&tg->out_grid, b, start, shape);
         for (int64_t r = 0; r < shape[0]; r++)
-            assert_close((const double *)data->bytes + r * shape[1],
+            fs_assert_close((const double *)data->bytes + r * shape[1],
                          ref + (start[0] + r) * tg->out_grid.shape[1] + start[1],
                          (size_t)shape[1]);
         ngood++;
@@ -277,10 +239,10 @@ static void assert_disk_tier_failure(tw_t *t, const char *expect)
         fs_send(&fs, 0, &m);
     }
     failed = fs_run_graph(&fs, 2, tg2, place, 0, 30000);
-    cr_assert_eq(failed, 0, "%s", fail_msg(failed));
+    cr_assert_eq(failed, 0, "%s", fs_fail_msg(&fs, failed));
     got = calloc(size2, sizeof(double));
     cr_assert(fs_gather_all(&fs, 2, tg2, place, got, 10000));
-    assert_close(got, ref2, size2);
+    fs_assert_close(got, ref2, size2);
     free(got);
     free(ref);
     free(ref2);

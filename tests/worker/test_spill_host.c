@@ -65,18 +65,6 @@ static gs_array_h chunked_array(int nchunks, int per)
     return a;
 }
 
-static void assert_close(const double *got, const double *ref, size_t n)
-{
-    for (size_t i = 0; i < n; i++)
-        cr_assert(fabs(got[i] - ref[i]) <= 1e-12 * fmax(1.0, fabs(ref[i])),
-                  "element %zu: %.17g, reference %.17g", i, got[i], ref[i]);
-}
-
-static const char *fail_msg(size_t failed)
-{
-    return failed == (size_t)-1 ? "timed out" : fs.done[failed - 1].err;
-}
-
 Test(worker_spill_host, persisted_chunks_four_times_the_device_limit_go_to_host_memory)
 {
     gs_worker_params_t p = host_params();
@@ -93,7 +81,7 @@ Test(worker_spill_host, persisted_chunks_four_times_the_device_limit_go_to_host_
     cr_assert_gt(st.host_limit, 0u, "no host tier");
     cr_assert_eq(st.disk_limit, UINT64_MAX, "no disk tier below host memory");
     failed = fs_run_graph(&fs, 1, tg, place, 0, 60000);
-    cr_assert_eq(failed, 0, "%s", fail_msg(failed));
+    cr_assert_eq(failed, 0, "%s", fs_fail_msg(&fs, failed));
     gs_worker_stats(t.w, &st);
     cr_assert_leq(st.mem_used, (uint64_t)LIMIT);
     cr_assert_geq(st.host_used, 256u * 1024u - LIMIT, "only %llu bytes in host memory",
@@ -105,7 +93,7 @@ Test(worker_spill_host, persisted_chunks_four_times_the_device_limit_go_to_host_
     cr_assert_eq(st.chunks, 64u);
     got = calloc(size, sizeof(double));
     cr_assert(fs_gather_all(&fs, 1, tg, place, got, 10000), "gather failed");
-    assert_close(got, ref, size);
+    fs_assert_close(got, ref, size);
     gs_worker_stats(t.w, &st);
     cr_assert_gt(st.host_unspilled_bytes, 0u, "the gather read nothing from host memory");
     /* releasing the keys frees their host copies */
@@ -139,10 +127,10 @@ static void persist_checked(tw_t *t, gs_array_h a, uint64_t graph)
     int *place = calloc(tg->ntasks, sizeof(int));
 
     failed = fs_run_graph(&fs, graph, tg, place, 0, 60000);
-    cr_assert_eq(failed, 0, "%s", fail_msg(failed));
+    cr_assert_eq(failed, 0, "%s", fs_fail_msg(&fs, failed));
     got = calloc(size, sizeof(double));
     cr_assert(fs_gather_all(&fs, graph, tg, place, got, 10000), "gather failed");
-    assert_close(got, ref, size);
+    fs_assert_close(got, ref, size);
     cr_assert(fs_run_until(&fs, pool_settled, t->w, 10000), "the host pool did not grow");
     free(got);
     free(ref);
@@ -235,37 +223,11 @@ Test(worker_spill_host, unknown_host_pool_mode_is_refused_naming_the_variable)
               strstr(gs_last_error(), "hugepages"), "message: %s", gs_last_error());
 }
 
-/* sum(x) of a 96-chunk x (384 KiB, 6 x the limit) lowered without fusion, so the generators'
- * chunks are stored and summed by separate tasks; on @a nw workers of @a p: every task on
- * worker 0, or with @a split the generators on worker 0 and their consumers on 1. The value is
- * checked; worker 0's counters come back in @a st_p. */
+/* sum(x) of a 96-chunk x (384 KiB) without fusion (fs_run_unfused_sum). */
 static void run_unfused_sum(const gs_worker_params_t *p, int nw, int split, gs_worker_stats_t *st_p)
 {
-    tw_t t[2];
-    double *ref, *got;
-    size_t size, failed;
-    gs_array_h a = chunked_array(96, 1), s;
-    gs_taskgraph_t *tg;
-    int *place;
-
-    cr_assert_eq(gs_array_reduce(GS_RED_SUM, a, NULL, &s), GS_OK);
-    tg = tw_lower(s, GS_LOWER_CULL, &ref, &size);
-    place = calloc(tg->ntasks, sizeof(int));
-    for (uint64_t i = 0; i < tg->ntasks; i++)
-        place[i] = split && tg->dep_off[i + 1] > tg->dep_off[i];
-    tw_start_each(&fs, t, nw, p);
-    failed = fs_run_graph(&fs, 1, tg, place, 0, 60000);
-    cr_assert_eq(failed, 0, "%s", fail_msg(failed));
-    got = calloc(size, sizeof(double));
-    cr_assert(fs_gather_all(&fs, 1, tg, place, got, 10000), "gather failed");
-    assert_close(got, ref, size);
-    gs_worker_stats(t[0].w, st_p);
-    tw_stop_each(&fs, t, nw);
-    free(got);
-    free(ref);
-    free(place);
-    gs_taskgraph_free(tg);
-    gs_array_release(s);
+    gs_array_h a = chunked_array(96, 1);
+    fs_run_unfused_sum(&fs, a, p, nw, split, st_p);
     gs_array_release(a);
 }
 
@@ -365,7 +327,7 @@ Test(worker_spill_host, inputs_of_queued_tasks_come_up_ahead_of_admission)
     }
     got = calloc(size, sizeof(double));
     cr_assert(fs_gather_all(&fs, 1, tg, place, got, 10000), "gather failed");
-    assert_close(got, ref, size);
+    fs_assert_close(got, ref, size);
     gs_worker_stats(t.w, &st);
     cr_assert_gt(st.prefetches, 0u, "no input of a queued task came up ahead of admission");
     cr_assert_leq(st.prefetches, st.host_unspills);
@@ -411,10 +373,10 @@ static void assert_still_usable(void)
     m.u.cancel.graph_id = 1;
     fs_send(&fs, 0, &m);
     failed = fs_run_graph(&fs, 2, tg, place, 0, 30000);
-    cr_assert_eq(failed, 0, "%s", fail_msg(failed));
+    cr_assert_eq(failed, 0, "%s", fs_fail_msg(&fs, failed));
     got = calloc(size, sizeof(double));
     cr_assert(fs_gather_all(&fs, 2, tg, place, got, 10000));
-    assert_close(got, ref, size);
+    fs_assert_close(got, ref, size);
     free(got);
     free(ref);
     free(place);
@@ -456,7 +418,7 @@ Test(worker_spill_host, full_host_tier_cascades_to_disk_and_chunks_gather_exactl
     p.host_limit = 32768;
     tw_start_each(&fs, &t, 1, &p);
     failed = fs_run_graph(&fs, 1, tg, place, 0, 60000);
-    cr_assert_eq(failed, 0, "%s", fail_msg(failed));
+    cr_assert_eq(failed, 0, "%s", fs_fail_msg(&fs, failed));
     gs_worker_stats(t.w, &st);
     cr_assert_leq(st.mem_used, (uint64_t)LIMIT);
     cr_assert_leq(st.host_used, 32768u);
@@ -468,7 +430,7 @@ Test(worker_spill_host, full_host_tier_cascades_to_disk_and_chunks_gather_exactl
     cr_assert_geq(chunk_files(), (int)(st.disk_used / 4096u));
     got = calloc(size, sizeof(double));
     cr_assert(fs_gather_all(&fs, 1, tg, place, got, 10000), "gather failed");
-    assert_close(got, ref, size);
+    fs_assert_close(got, ref, size);
     gs_worker_stats(t.w, &st);
     cr_assert_gt(st.unspilled_bytes, 0u, "the gather read nothing from disk");
     /* releasing the keys deletes their files and host copies */
@@ -547,7 +509,7 @@ static void assert_all_tiers_full(tw_t *t, const char *expect)
         cr_assert_eq(data->len, 4096u);
         gs_grid_block_region(&tg->out_grid, b, start, shape);
         for (int64_t r = 0; r < shape[0]; r++)
-            assert_close((const double *)data->bytes + r * shape[1],
+            fs_assert_close((const double *)data->bytes + r * shape[1],
                          ref + (start[0] + r) * tg->out_grid.shape[1] + start[1],
                          (size_t)shape[1]);
         ngood++;
@@ -622,7 +584,7 @@ Test(worker_spill_host, chunk_larger_than_the_device_limit_fails_naming_worker_t
     tg = tw_lower(a, GS_LOWER_DEFAULT, &ref, &size);
     place = calloc(tg->ntasks, sizeof(int));
     failed = fs_run_graph(&fs, 2, tg, place, 0, 30000);
-    cr_assert_eq(failed, 0, "%s", fail_msg(failed));
+    cr_assert_eq(failed, 0, "%s", fs_fail_msg(&fs, failed));
     tw_stop_each(&fs, &t, 1);
     free(ref);
     free(place);

@@ -143,7 +143,7 @@ void gs__wspill_loaded(gs_worker_t *w, gs_wchunk_t *c, gs_status_t status, uint6
         GS_LOG_ERROR("%s", why);
         gs__wmem_free(w, c->ptr, c->nbytes);
         c->ptr = NULL;
-        gs__wexec_input_failed(w, c, status, why);
+        gs__wexec_input_failed(w, c, status, why, 0);
         return;
     }
     /* the file stays (clean copy): evicting the chunk again needs no write */

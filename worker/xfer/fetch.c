@@ -49,7 +49,7 @@ void gs__wfetch_fail(gs_worker_t *w, gs_wfetch_t *f, gs_status_t status, const c
         gs_u64map_del(&c->graph->chunks, c->task);
         c->in_map = 0;
     }
-    gs__wexec_input_failed(w, c, status, msg);
+    gs__wexec_input_failed(w, c, status, msg, f->damaged);
     if (f->pipe_guard) {               /* slices: no more are waited for */
         f->pipe_guard = 0;
         if (f->parts > 1) {
@@ -113,6 +113,7 @@ void gs__wfetch_received(gs_worker_t *w, gs_wfetch_t *f)
         const uint64_t bind[5] = {f->req_id, f->chunk->graph->id, f->chunk->task, 0, f->chunk->nbytes};
         if (!gs__wpmac_check(w, f->peer ? f->peer->id : 0, bind, f->host, (size_t)f->chunk->nbytes,
                              f->mac_counter, f->mac_tag)) {
+            f->damaged = 1;
             gs__wfetch_fail(w, f, GS_ERR_AUTH, "chunk (%llu, %llu) from worker %llu failed its payload MAC "
                             "(altered on the way, or sent by a peer without the cluster's key); not used",
                             (unsigned long long)f->chunk->graph->id,
@@ -124,6 +125,7 @@ void gs__wfetch_received(gs_worker_t *w, gs_wfetch_t *f)
     if (f->csum_on && !f->dev_recv) {
         uint64_t got = gs__wchecksum(f->host, (size_t)f->chunk->nbytes);
         if (got != f->csum) {
+            f->damaged = 1;
             gs__wfetch_fail(w, f, GS_ERR_PROTO, "chunk (%llu, %llu) from worker %llu arrived "
                             "corrupted: checksum %016llx, sent %016llx",
                             (unsigned long long)f->chunk->graph->id,

@@ -246,7 +246,8 @@ void gs__wpipe_staged(gs_worker_t *w, gs_wsend_t *c, gs_status_t status)
         v[5] = gs__wchecksum(c->host, c->part_len);
         flags = 1;
     }
-    if ((w->xfer->payload_mac || w->xfer->transfer_checksum) && w->xfer->test_corrupt && c->part_len > 0)
+    if ((w->xfer->payload_mac || w->xfer->transfer_checksum) && c->part_len > 0 &&
+        gs__wxfer_corrupt_next(w->xfer))
         ((unsigned char *)c->host)[c->part_len / 2] ^= 0x40;   /* tests: the slice buffer is ours */
     memset(h, 0, GS_PROTO_FRAME_HEADER);
     memcpy(h + GS_PROTO_FRAME_HEADER, v, sizeof(v));
@@ -276,6 +277,7 @@ static void gs__wpipe_landed(gs_worker_t *w, gs_wfetch_t *f, uint64_t off, uint6
         const uint64_t bind[5] = {f->req_id, f->chunk->graph->id, f->chunk->task, off, f->chunk->nbytes};
         if (!gs__wpmac_check(w, f->peer ? f->peer->id : 0, bind, (const char *)f->host + off, (size_t)len,
                              sum->mac_counter, sum->tag)) {
+            f->damaged = 1;
             gs__wfetch_fail(w, f, GS_ERR_AUTH, "chunk (%llu, %llu) from worker %llu: the slice at byte %llu "
                             "failed its payload MAC (altered on the way, or sent by a peer without the "
                             "cluster's key); not used",
@@ -284,6 +286,7 @@ static void gs__wpipe_landed(gs_worker_t *w, gs_wfetch_t *f, uint64_t off, uint6
             return;
         }
     } else if (sum->has_csum && gs__wchecksum((const char *)f->host + off, (size_t)len) != sum->csum) {
+        f->damaged = 1;
         gs__wfetch_fail(w, f, GS_ERR_PROTO, "chunk (%llu, %llu) from worker %llu arrived "
                         "corrupted: the slice at byte %llu fails its checksum",
                         (unsigned long long)f->chunk->graph->id,

@@ -209,7 +209,7 @@ static void gs__wserve_post(gs_worker_t *w, gs_wsend_t *s, ucp_ep_h ep)
             status = gs__wpmac_tag(w, bind, s->host, (size_t)s->chunk->nbytes, &c, tr + 8);
             for (int i = 0; i < 8; i++) tr[i] = (unsigned char)(c >> (8 * i));
             tr[GS__PMAC_TRAILER - 1] = 1;
-            if (status == GS_OK && w->xfer->test_corrupt && s->chunk->nbytes > 0)
+            if (status == GS_OK && s->chunk->nbytes > 0 && gs__wxfer_corrupt_next(w->xfer))
                 status = gs__wserve_corrupt(s);   /* tests: a tampering peer */
         }
         if (status == GS_OK) status = gs_buf_append(&s->header, tr, sizeof(tr));
@@ -219,7 +219,7 @@ static void gs__wserve_post(gs_worker_t *w, gs_wsend_t *s, ucp_ep_h ep)
             uint64_t c = gs__wchecksum(s->host, (size_t)s->chunk->nbytes);
             memcpy(tr, &c, 8);
             tr[8] = 1;
-            if (w->xfer->test_corrupt && s->chunk->nbytes > 0) status = gs__wserve_corrupt(s);
+            if (s->chunk->nbytes > 0 && gs__wxfer_corrupt_next(w->xfer)) status = gs__wserve_corrupt(s);
         }
         if (status == GS_OK) status = gs_buf_append(&s->header, tr, sizeof(tr));
     }

@@ -376,7 +376,7 @@ gs_status_t gs__xfer_init(gs_worker_t *w, const gs_worker_params_t *wparams)
     x->transfer_checksum = wparams->transfer_checksum != 0;
     x->pipe_slice = wparams->pipe_slice ? (size_t)wparams->pipe_slice : ((size_t)8 << 20);
     x->pipe_min = wparams->pipe_min ? wparams->pipe_min : ((uint64_t)32 << 20);
-    x->test_corrupt = wparams->test_corrupt_transfers != 0;
+    x->test_corrupt = wparams->test_corrupt_transfers;
     x->payload_mac = wparams->payload_mac == GS_WORKER_PAYLOAD_MAC_ON ||
                      (wparams->payload_mac == GS_WORKER_PAYLOAD_MAC_AUTO && wparams->token != NULL &&
                       wparams->token[0] != '\0');

@@ -48,6 +48,7 @@ struct gs_wfetch {
     uint8_t state;
     uint8_t host_owned;       /* host is a staging buffer to gs_free */
     uint8_t dead;             /* failed/timed out; freed when its UCX or copy op returns */
+    uint8_t damaged;          /* failed because the bytes arrived altered (MAC / checksum) */
     uint64_t t_start, deadline;
     void *recv_req;           /* outstanding ucp receive request */
     int stream;               /* staging stream */
@@ -167,7 +168,7 @@ struct gs_xfer {
     void *pipe_pool[GS_W_PIPE_POOL];   /* free slice buffers (pinned where the backend can) */
     int pipe_npool;
     uint64_t pipe_min;        /* chunks at least this big go in slices */
-    int test_corrupt;
+    int64_t test_corrupt;     /* test_corrupt_transfers: -1 every send, N > 0 the next N */
     int payload_mac;          /* payload MACs on (resolved from gs_worker_params_t) */
     int payload_mac_device;   /* device chunks staged for UCX so that they are MACed */
     gs_auth_pmac_t *pmac;     /* keyed with the data-plane key (NULL until WELCOME) */
@@ -243,6 +244,16 @@ void gs__xfer_gather_to(gs_worker_t *w, gs_wdconn_t *dc, uint8_t *shm_dst, uint6
 /* ---- seal.c: payload MACs ---- */
 /* Tag @a len bytes at @a data sent in answer to (req_id, graph, task) at offset @a off of a
  * chunk of @a total bytes: fills *counter_p and @a tag. GS_ERR_AUTH before WELCOME. */
+/* Tests: whether the send being prepared is to go out altered (test_corrupt_transfers; counts
+ * the remaining ones down). */
+static inline int gs__wxfer_corrupt_next(struct gs_xfer *x)
+{
+    if (x->test_corrupt < 0) return 1;
+    if (x->test_corrupt == 0) return 0;
+    x->test_corrupt--;
+    return 1;
+}
+
 gs_status_t gs__wpmac_tag(gs_worker_t *w, const uint64_t bind[5], const void *data, size_t len,
                           uint64_t *counter_p, uint8_t *tag);
 /* 1 when @a tag is right for those bytes sent by worker @a sender with @a counter, else 0. */

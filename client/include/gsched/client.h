@@ -196,6 +196,67 @@ gs_status_t gs_client_compute_scalar(gs_client_h client, gs_array_h array, doubl
  *  in gs_client_compute_scalar and gs_client_persist (docs/api.md "Accuracy of the tall SVD"). */
 gs_status_t gs_client_compute(gs_client_h client, gs_array_h array, double *out, size_t out_len);
 
+/* ---- several results from one graph (Dask's dask.compute(a, b, c)) ---- */
+
+/** What gs_client_compute_many() does with one result (gs_compute_result_t.mode). */
+typedef enum gs_result_mode {
+    GS_RESULT_GATHER = 0,   /* copy it into the caller's buffer (out, out_len) */
+    GS_RESULT_PERSIST = 1   /* keep its chunks on the workers, as gs_client_persist() does */
+} gs_result_mode_t;
+
+/** One result of gs_client_compute_many(). Zero-initialise it (`= {0}` or a designated
+ *  initialiser), so fields added later keep their defaults. */
+typedef struct gs_compute_result {
+    gs_array_h array;   /* the array to compute (borrowed for the call) */
+    int mode;           /* gs_result_mode_t; 0 = GS_RESULT_GATHER */
+    void *out;          /* GATHER: caller-owned buffer of out_len elements of the array's dtype
+                           (gs_array_dtype(); gs_dtype_size() bytes each: a double * for
+                           float64, a float * for float32, an int64_t * for int64, a uint8_t *
+                           for bool ...), row-major; may be NULL only for an empty array.
+                           PERSIST: NULL */
+    size_t out_len;     /* GATHER: elements in out, at least gs_array_size(array), exactly 1
+                           for a 0-d array (as gs_client_compute). PERSIST: 0 */
+} gs_compute_result_t;
+
+/** Compute the @a n results @a results[0..n) from ONE task graph, so work they share is done
+ *  once: the arrays are lowered together (with the client's lower_flags) and an expression
+ *  node reachable from several results becomes one set of tasks whose chunks every result
+ *  reads (as Dask's dask.compute(a, b, c); a cheap node such as a random generator may still be
+ *  regenerated inside each consumer's fused kernel, as within one expression). Blocks until
+ *  the graph has finished, then gathers each GS_RESULT_GATHER result into its buffer and
+ *  records each GS_RESULT_PERSIST result as gs_client_persist() does (later expressions read its
+ *  chunks; gs_client_unpersist() drops them). The same array may appear several times (each
+ *  GATHER entry gets a copy); an array this client has already persisted needs no work as a
+ *  PERSIST entry (as gs_client_persist()).
+ *
+ *  All or nothing: the arguments are all checked before anything is submitted; when any task
+ *  fails the whole call fails, no buffer is written and nothing is persisted. Buffers are
+ *  written only after the whole graph has succeeded; as with gs_client_compute(), a failure
+ *  during the gathers themselves (the connection to gsched lost, a worker gone with chunks
+ *  that cannot be recomputed) may leave buffers of this call partly written, and then nothing
+ *  is persisted. Persisted results are recorded only after every gather succeeded.
+ *
+ *  Persisted results of one call share one graph on the cluster: its gathered results' chunks
+ *  stay on the workers too until every result persisted by the call is unpersisted (persist
+ *  large arrays in their own call when that matters), and gs_client_replicate() of one of them
+ *  copies all of that call's kept chunks.
+ *
+ *  @a stats_p (caller-owned, may be NULL): the graph's statistics (gs_future_stats()), written
+ *  on success only; all zero when nothing needed computing (every entry an array already
+ *  persisted). A tall SVD refused by the Gram path is computed again by TSQR, as in
+ *  gs_client_compute(). Thread-safe like the other blocking calls.
+ *
+ *  Errors: GS_ERR_INVALID_PARAM (gs_last_error() names the entry): NULL client, results == NULL
+ *  or n == 0, a NULL array, an unknown mode, a GATHER entry whose buffer is NULL (non-empty
+ *  array) or holds fewer elements than the array (or not exactly 1 for a 0-d array), a PERSIST
+ *  entry with a buffer or out_len, two GATHER buffers that overlap, the same array twice as
+ *  PERSIST; what the lowering refuses. GS_ERR_TASK_FAILED (a worker's message naming the task),
+ *  GS_ERR_SCHEDULER_LOST, GS_ERR_CANCELED (client destroyed), GS_ERR_NO_MEMORY, and the
+ *  connection's errors as gs_client_submit(). */
+gs_status_t gs_client_compute_many(gs_client_h client, size_t n,
+                                   const gs_compute_result_t *results,
+                                   gs_compute_stats_t *stats_p);
+
 /** Write @a array (float64) to the .npy file @a path (C order, version 1.0), from the
  *  workers: each writes the chunks it holds straight into a temporary file next to @a path
  *  (`path.gs-tmp-<pid>-<random>`), and one task then writes the header, checks that every

@@ -1,0 +1,82 @@
+/* Fixture of the graph tests that evaluate task graphs on the CPU backend: the chunkops
+ * context of each test, a private temporary directory, and the lowering every evaluated graph
+ * goes through (validated, each layer replaced by its decoded encoding, which must re-encode to
+ * the same bytes). Header-only; each function is used by some of the including files. */
+#ifndef GS_TESTS_GRAPH_EVAL_UTIL_H
+#define GS_TESTS_GRAPH_EVAL_UTIL_H
+
+#include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chunkops/chunkops.h"
+#include "common/buf.h"
+#include "common/error.h"
+#include "graph/taskgraph.h"
+
+/* A CPU backend context with default parameters (the test fails when it cannot be made). */
+static inline gs_chunkops_ctx_h gx_ctx_create(void)
+{
+    gs_chunkops_params_t p;
+    gs_chunkops_ctx_h ctx = NULL;
+    memset(&p, 0, sizeof(p));
+    cr_assert_eq(gs_chunkops_cpu_ops.ctx_create(&p, &ctx), GS_OK, "%s", gs_last_error());
+    return ctx;
+}
+
+static inline void gx_ctx_destroy(gs_chunkops_ctx_h ctx)
+{
+    gs_chunkops_cpu_ops.ctx_destroy(ctx);
+}
+
+/* Make a fresh directory /tmp/<prefix>-XXXXXX into @a dir (@a len bytes). */
+static inline void gx_tmpdir_make(char *dir, size_t len, const char *prefix)
+{
+    snprintf(dir, len, "/tmp/%s-XXXXXX", prefix);
+    cr_assert_not_null(mkdtemp(dir), "mkdtemp %s", dir);
+}
+
+/* Remove @a dir and everything in it. */
+static inline void gx_tmpdir_remove(const char *dir)
+{
+    char cmd[256];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    cr_assert_eq(system(cmd), 0, "%s", cmd);
+}
+
+/* Replace every layer of @a tg with its decoded encoding; re-encoding it must give the same
+ * bytes. */
+static inline void gx_roundtrip_layers(gs_taskgraph_t *tg)
+{
+    for (uint32_t i = 0; i < tg->nlayers; i++) {
+        gs_buf_t b1, b2;
+        gs_layer_t *l;
+        gs_buf_init(&b1);
+        gs_buf_init(&b2);
+        cr_assert_eq(gs_layer_encode(tg->layers[i], &b1), GS_OK, "%s", gs_last_error());
+        cr_assert_eq(gs_layer_decode(b1.data, b1.len, &l), GS_OK, "layer %u: %s", i, gs_last_error());
+        cr_assert_eq(gs_layer_encode(l, &b2), GS_OK, "%s", gs_last_error());
+        cr_assert(b1.len == b2.len && memcmp(b1.data, b2.data, b1.len) == 0,
+                  "layer %u re-encodes differently", i);
+        gs_layer_free(tg->layers[i]);
+        tg->layers[i] = l;
+        gs_buf_cleanup(&b1);
+        gs_buf_cleanup(&b2);
+    }
+}
+
+/* Lower @a h with @a flags, validate, round-trip the layers through the codec and validate
+ * again. The caller frees the graph. */
+static inline gs_taskgraph_t *gx_lower(gs_array_h h, unsigned flags)
+{
+    gs_taskgraph_t *tg = NULL;
+    cr_assert_eq(gs_graph_lower(h, flags, &tg), GS_OK, "lowering (flags 0x%x): %s", flags,
+                 gs_last_error());
+    cr_assert_eq(gs_taskgraph_validate(tg), GS_OK, "%s", gs_last_error());
+    gx_roundtrip_layers(tg);
+    cr_assert_eq(gs_taskgraph_validate(tg), GS_OK, "after the codec: %s", gs_last_error());
+    return tg;
+}
+
+#endif
