@@ -3,7 +3,7 @@
 set -euo pipefail
 pkgs="build-essential cmake ninja-build pkg-config libuv1-dev libmsgpack-dev libucx-dev
       libcriterion-dev libopenblas-dev liblapacke-dev procps stress-ng libssl-dev
-      libmicrohttpd-dev libjansson-dev libzstd-dev libblosc-dev python3-numpy"
+      libmicrohttpd-dev libjansson-dev libzstd-dev libblosc-dev python3-numpy python3-zarr"
 # Optional groups (any number of flags):
 #   --fuzz     clang and its libFuzzer runtime (for .ci/fuzz.sh)
 #   --hosts    what the several-host tests use (tests/netns: namespaces, veth, tc; tests/deploy:

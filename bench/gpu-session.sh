@@ -288,6 +288,12 @@ if [ "$what" = io ]; then
         run $B/gs-bench io --format $f --n 20000 --chunk 5000 --workers 1 --backend $be --repeat 2 --dir /tmp
       done
     done
+    # typed files (session 7): the array's own dtype written and read, no float64 conversion
+    for dt in float32 uint8 bool; do
+      for f in "npy" "zarr --codec blosc"; do
+        run $B/gs-bench io --format $f --dtype $dt --n 20000 --chunk 5000 --workers 1 --backend cuda --repeat 2 --dir /tmp
+      done
+    done
   } 2>"$out/io.err" | tee "$out/io.jsonl"
   grep -E "failed|error|mismatch|staging" "$out/io.err" | head -8
 fi

@@ -7,7 +7,8 @@
  * contiguous in the file in the region's own row-major order (a block of whole rows of a
  * C-order file, and any float64 region of one row) is one pread per 64 MiB. Only the byte
  * ranges of kept elements are read (a run's span when its stride is small, else element by
- * element). Elements are converted to float64 as they land.
+ * element). Elements land in the file's own dtype (the array's: no conversion), byte-swapped
+ * when the file is big-endian, bool bytes made 0 or 1.
  *
  * Backends whose memory is the host's ("cpu") are read into directly. Others get slabs of whole
  * rows of the region read into two page-locked staging buffers (ops->host_alloc) in turn,
@@ -20,11 +21,13 @@
  * writes total the file's data bytes, sets the size, fsyncs and renames: the final name
  * appears only once every chunk is written. Every error names the file. */
 #include "chunkops/fileio_int.h"
+#include "chunkops/elem_dtype.h"
 #include "common/error.h"
 #include "common/alloc.h"
 #include "common/log.h"
 
 #include <errno.h>
+#include <float.h>
 #include <fcntl.h>
 #include <math.h>
 #include <stdatomic.h>
@@ -48,33 +51,59 @@ size_t gs__fio_itemsize(int32_t dt)
     }
 }
 
-static double gs__fio_half(uint16_t h)
+void gs__fio_fix(uint8_t *p, int64_t n, int32_t dt, int swap)
 {
-    int e = (h >> 10) & 0x1f;
-    double m = (double)(h & 0x3ff);
-    double v = e == 0 ? ldexp(m, -24) : e == 31 ? (m ? NAN : INFINITY) : ldexp(m + 1024.0, e - 25);
-    return (h & 0x8000) ? -v : v;
+    switch (swap ? gs__fio_itemsize(dt) : 1) {
+    case 2:
+        for (int64_t i = 0; i < n; i++) {
+            uint16_t v;
+            memcpy(&v, p + i * 2, 2);
+            v = __builtin_bswap16(v);
+            memcpy(p + i * 2, &v, 2);
+        }
+        break;
+    case 4:
+        for (int64_t i = 0; i < n; i++) {
+            uint32_t v;
+            memcpy(&v, p + i * 4, 4);
+            v = __builtin_bswap32(v);
+            memcpy(p + i * 4, &v, 4);
+        }
+        break;
+    case 8:
+        for (int64_t i = 0; i < n; i++) {
+            uint64_t v;
+            memcpy(&v, p + i * 8, 8);
+            v = __builtin_bswap64(v);
+            memcpy(p + i * 8, &v, 8);
+        }
+        break;
+    default:
+        break;
+    }
+    if (dt == GS_DTYPE_BOOL)
+        for (int64_t i = 0; i < n; i++) p[i] = p[i] != 0;
 }
 
-/* Element @a i of @a src (file representation) as a double. */
-double gs__fio_elem(const uint8_t *src, int32_t dt, int swap)
+void gs__fio_fill_bytes(int32_t dt, double fill, uint8_t *out)
 {
-    uint8_t b[8];
-    size_t n = gs__fio_itemsize(dt);
-    if (swap) {
-        for (size_t k = 0; k < n; k++) b[k] = src[n - 1 - k];
-    } else {
-        memcpy(b, src, n);
-    }
+    int64_t i = gs_v_i(fill);
+    memset(out, 0, 8);
     switch (dt) {
-    case GS_DTYPE_FLOAT64: { double v; memcpy(&v, b, 8); return v; }
-    case GS_DTYPE_FLOAT32: { float v; memcpy(&v, b, 4); return v; }
-    case GS_DTYPE_FLOAT16: { uint16_t v; memcpy(&v, b, 2); return gs__fio_half(v); }
-    case GS_DTYPE_INT32: { int32_t v; memcpy(&v, b, 4); return v; }
-    case GS_DTYPE_INT64: { int64_t v; memcpy(&v, b, 8); return (double)v; }
-    case GS_DTYPE_UINT8: return b[0];
-    case GS_DTYPE_BOOL: return b[0] != 0;
-    default: return NAN;
+    case GS_DTYPE_FLOAT64: memcpy(out, &fill, 8); break;
+    case GS_DTYPE_FLOAT32: {
+        /* beyond float's range: the infinity IEEE rounding gives (a C cast would be undefined) */
+        float v = isfinite(fill) && fabs(fill) > FLT_MAX ? (fill > 0 ? INFINITY : -INFINITY)
+                                                         : (float)fill;
+        memcpy(out, &v, 4);
+        break;
+    }
+    case GS_DTYPE_FLOAT16: { uint16_t v = gs_f64_to_f16(fill); memcpy(out, &v, 2); break; }
+    case GS_DTYPE_INT32: { int32_t v = (int32_t)(uint32_t)i; memcpy(out, &v, 4); break; }
+    case GS_DTYPE_INT64: memcpy(out, &i, 8); break;
+    case GS_DTYPE_UINT8: out[0] = (uint8_t)i; break;
+    case GS_DTYPE_BOOL: out[0] = i != 0; break;
+    default: break;
     }
 }
 
@@ -152,22 +181,34 @@ static gs_status_t gs__fio_check(const gs_kfile_t *k)
     return GS_OK;
 }
 
+/* Element copy of @a isz bytes (1, 2, 4 or 8). */
+static inline void gs__fio_put(uint8_t *dst, const uint8_t *src, size_t isz)
+{
+    switch (isz) {
+    case 1: *dst = *src; break;
+    case 2: memcpy(dst, src, 2); break;
+    case 4: memcpy(dst, src, 4); break;
+    default: memcpy(dst, src, 8); break;
+    }
+}
+
 /* Read output rows [r0, r1) of axis 0 (all of the region for ndim 0) into @a dst (host, C
- * order), using @a scratch (at least GS__FIO_SLAB bytes) for conversions and strided spans. */
+ * order, elements of k->fdtype), using @a scratch (at least GS__FIO_SLAB bytes) for strided
+ * spans. Bytes land as stored and are then byte-swapped (k->swap) and, for bool, made 0/1. */
 static gs_status_t gs__fio_read_rows(int fd, const gs_kfile_t *k, int64_t r0, int64_t r1,
-                                     double *dst, uint8_t *scratch)
+                                     uint8_t *dst, uint8_t *scratch)
 {
     const size_t isz = gs__fio_itemsize(k->fdtype);
-    const int native = k->fdtype == GS_DTYPE_FLOAT64 && !k->swap;
+    const int64_t is = (int64_t)isz;
     int64_t shape[GS_MAX_NDIM], ost[GS_MAX_NDIM], p[GS_MAX_NDIM];
     int32_t nd = k->ndim, in = -1;
     int64_t n, s, total;
     gs_status_t st;
 
     if (nd == 0) {
-        if ((st = gs__fio_pread(fd, k->path, scratch, isz, k->offset + k->base * (int64_t)isz)) != GS_OK)
+        if ((st = gs__fio_pread(fd, k->path, dst, isz, k->offset + k->base * is)) != GS_OK)
             return st;
-        dst[0] = gs__fio_elem(scratch, k->fdtype, k->swap);
+        gs__fio_fix(dst, 1, k->fdtype, k->swap);
         return GS_OK;
     }
     memcpy(shape, k->shape, sizeof(shape));
@@ -176,18 +217,9 @@ static gs_status_t gs__fio_read_rows(int fd, const gs_kfile_t *k, int64_t r0, in
     if (total == 0) return GS_OK;
     /* contiguous: one range */
     if (gs__fio_contiguous(k)) {
-        int64_t off = k->offset + (k->base + r0 * k->stride[0]) * (int64_t)isz;
-        if (native) return gs__fio_pread(fd, k->path, dst, (size_t)total * 8, off);
-        for (int64_t done = 0; done < total;) {
-            int64_t m = (int64_t)(GS__FIO_SLAB / isz);
-            if (m > total - done) m = total - done;
-            if ((st = gs__fio_pread(fd, k->path, scratch, (size_t)m * isz,
-                                    off + done * (int64_t)isz)) != GS_OK)
-                return st;
-            for (int64_t i = 0; i < m; i++)
-                dst[done + i] = gs__fio_elem(scratch + i * isz, k->fdtype, k->swap);
-            done += m;
-        }
+        int64_t off = k->offset + (k->base + r0 * k->stride[0]) * is;
+        if ((st = gs__fio_pread(fd, k->path, dst, (size_t)total * isz, off)) != GS_OK) return st;
+        gs__fio_fix(dst, total, k->fdtype, k->swap);
         return GS_OK;
     }
     /* runs along the axis of smallest nonzero file stride */
@@ -211,24 +243,27 @@ static gs_status_t gs__fio_read_rows(int fd, const gs_kfile_t *k, int64_t r0, in
             o0 += ost[j] * p[j];
         }
         if (s < 0) e0 += s * (n - 1);                   /* lowest address of the run */
-        if (native && s == 1 && ost[in] == 1) {         /* a row of float64: straight in */
-            if ((st = gs__fio_pread(fd, k->path, dst + o0, (size_t)n * 8,
-                                    k->offset + e0 * 8)) != GS_OK)
+        if (s == 1 && ost[in] == 1) {                   /* a contiguous run: straight in */
+            if ((st = gs__fio_pread(fd, k->path, dst + o0 * is, (size_t)n * isz,
+                                    k->offset + e0 * is)) != GS_OK)
                 return st;
-        } else if ((uint64_t)span * isz <= GS__FIO_SLAB && (span <= 4 * n || span * (int64_t)isz <= 65536)) {
+            gs__fio_fix(dst + o0 * is, n, k->fdtype, k->swap);
+        } else if ((uint64_t)span * isz <= GS__FIO_SLAB && (span <= 4 * n || span * is <= 65536)) {
             if ((st = gs__fio_pread(fd, k->path, scratch, (size_t)span * isz,
-                                    k->offset + e0 * (int64_t)isz)) != GS_OK)
+                                    k->offset + e0 * is)) != GS_OK)
                 return st;
+            gs__fio_fix(scratch, span, k->fdtype, k->swap);
             for (int64_t t = 0; t < n; t++) {
                 int64_t at = s < 0 ? (n - 1 - t) * as : t * as;
-                dst[o0 + t * ost[in]] = gs__fio_elem(scratch + at * (int64_t)isz, k->fdtype, k->swap);
+                gs__fio_put(dst + (o0 + t * ost[in]) * is, scratch + at * is, isz);
             }
         } else {
             for (int64_t t = 0; t < n; t++) {
                 int64_t e = s < 0 ? e0 + (n - 1 - t) * as : e0 + t * as;
-                if ((st = gs__fio_pread(fd, k->path, scratch, isz, k->offset + e * (int64_t)isz)) != GS_OK)
+                uint8_t *d = dst + (o0 + t * ost[in]) * is;
+                if ((st = gs__fio_pread(fd, k->path, d, isz, k->offset + e * is)) != GS_OK)
                     return st;
-                dst[o0 + t * ost[in]] = gs__fio_elem(scratch, k->fdtype, k->swap);
+                gs__fio_fix(d, 1, k->fdtype, k->swap);
             }
         }
         {
@@ -260,6 +295,7 @@ static gs_status_t gs__fio_read_zarr(const gs_chunkops_ops_t *ops, gs_chunkops_c
 {
     int64_t rows = k->ndim == 0 ? 1 : k->shape[0];
     int64_t row_elems = k->ndim == 0 ? 1 : gs_region_size(k->ndim, k->shape) / rows;
+    const size_t isz = gs__fio_itemsize(k->fdtype);
     int64_t per, zrows = 1;
     int32_t a0 = -1;
     void *stage[2] = {NULL, NULL};
@@ -267,17 +303,17 @@ static gs_status_t gs__fio_read_zarr(const gs_chunkops_ops_t *ops, gs_chunkops_c
     gs_status_t st = GS_OK;
     int i = 0;
 
-    if (strcmp(ops->name, "cpu") == 0) return gs__zarr_read(k, k->out);
+    if (strcmp(ops->name, "cpu") == 0) return gs__zarr_read(k, (uint8_t *)k->out);
     for (int32_t a = 0; a < k->fndim; a++)
         if (k->ndim > 0 && k->fperm[a] == 0) a0 = a;
     if (a0 >= 0) {
         int64_t st0 = k->fstep[a0] < 0 ? -k->fstep[a0] : k->fstep[a0];
         zrows = k->zchunk[a0] / st0 + 1;                /* output rows one zarr chunk spans */
     }
-    per = (int64_t)(GS__FIO_SLAB / sizeof(double)) / row_elems;
+    per = (int64_t)(GS__FIO_SLAB / isz) / row_elems;
     if (per < 1) per = 1;
     if (a0 < 0) per = rows;                            /* no row axis: one slab */
-    cap = (size_t)((per + zrows < rows ? per + zrows : rows) * row_elems) * sizeof(double);
+    cap = (size_t)((per + zrows < rows ? per + zrows : rows) * row_elems) * isz;
     for (int b = 0; b < 2; b++) {
         st = ops->host_alloc ? ops->host_alloc(ctx, cap, &stage[b])
                              : ((stage[b] = gs_malloc(cap, "zarr staging")) != NULL
@@ -302,8 +338,8 @@ static gs_status_t gs__fio_read_zarr(const gs_chunkops_ops_t *ops, gs_chunkops_c
         }
         if ((st = gs__zarr_read(&kk, stage[i])) != GS_OK) break;
         if ((st = ops->sync(ctx, s)) != GS_OK) break;          /* the other buffer's copy */
-        if ((st = ops->copy_from_host(ctx, s, k->out + r0 * row_elems, stage[i],
-                                      (size_t)((r1 - r0) * row_elems) * sizeof(double))) != GS_OK)
+        if ((st = ops->copy_from_host(ctx, s, (uint8_t *)k->out + (size_t)(r0 * row_elems) * isz,
+                                      stage[i], (size_t)((r1 - r0) * row_elems) * isz)) != GS_OK)
             break;
         r0 = r1;
     }
@@ -322,6 +358,7 @@ static gs_status_t gs__fio_read(const gs_chunkops_ops_t *ops, gs_chunkops_ctx_h 
                                 gs_chunkops_stream_h s, const gs_kfile_t *k)
 {
     const int host = strcmp(ops->name, "cpu") == 0;
+    const size_t isz = gs__fio_itemsize(k->fdtype);
     int64_t rows = k->ndim == 0 ? 1 : k->shape[0];
     int64_t row_elems = k->ndim == 0 ? 1 : gs_region_size(k->ndim, k->shape) / (rows ? rows : 1);
     uint8_t *scratch = NULL;
@@ -348,7 +385,7 @@ static gs_status_t gs__fio_read(const gs_chunkops_ops_t *ops, gs_chunkops_ctx_h 
         goto out_close;
     }
     if (host) {
-        st = gs__fio_read_rows(fd, k, 0, rows, k->out, scratch);
+        st = gs__fio_read_rows(fd, k, 0, rows, (uint8_t *)k->out, scratch);
         goto out_scratch;
     }
     /* device: double-buffered slabs of whole rows through page-locked staging */
@@ -360,7 +397,7 @@ static gs_status_t gs__fio_read(const gs_chunkops_ops_t *ops, gs_chunkops_ctx_h 
                         "used by this build)", ops->name, ops->host_alloc ? "page-locked" : "host",
                         (size_t)GS__FIO_SLAB >> 20);
     }
-    slab = (size_t)row_elems * sizeof(double);
+    slab = (size_t)row_elems * isz;
     if (slab < GS__FIO_SLAB) slab = GS__FIO_SLAB / slab * slab;
     for (int i = 0; i < 2; i++) {
         st = ops->host_alloc ? ops->host_alloc(ctx, slab, &stage[i])
@@ -370,15 +407,17 @@ static gs_status_t gs__fio_read(const gs_chunkops_ops_t *ops, gs_chunkops_ctx_h 
         if (st != GS_OK) goto out_stage;
     }
     {
-        int64_t per = (int64_t)(slab / sizeof(double)) / row_elems;
+        int64_t per = (int64_t)(slab / isz) / row_elems;
         int i = 0;
         if (per < 1) per = 1;
         for (int64_t r0 = 0; r0 < rows; r0 += per, i ^= 1) {
             int64_t r1 = r0 + per < rows ? r0 + per : rows;
             if ((st = gs__fio_read_rows(fd, k, r0, r1, stage[i], scratch)) != GS_OK) break;
             if ((st = ops->sync(ctx, s)) != GS_OK) break;      /* copy of the other buffer done */
-            if ((st = ops->copy_from_host(ctx, s, k->out + r0 * row_elems, stage[i],
-                                          (size_t)((r1 - r0) * row_elems) * sizeof(double))) != GS_OK)
+            if ((st = ops->copy_from_host(ctx, s,
+                                          (uint8_t *)k->out + (size_t)(r0 * row_elems) * isz,
+                                          stage[i],
+                                          (size_t)((r1 - r0) * row_elems) * isz)) != GS_OK)
                 break;
         }
         if (st == GS_OK) st = ops->sync(ctx, s);
@@ -401,24 +440,26 @@ static gs_status_t gs__fio_write(const gs_chunkops_ops_t *ops, gs_chunkops_ctx_h
                                  gs_chunkops_stream_h s, const gs_kfile_t *k)
 {
     const int host = strcmp(ops->name, "cpu") == 0;
-    const double *src = k->in;
-    double *copy = NULL, written;
+    const uint8_t *src = (const uint8_t *)k->in;
+    const size_t isz = gs__fio_itemsize(k->fdtype);
+    uint8_t *copy = NULL;
+    double written;
     int64_t rows, row_elems;
     int64_t p[GS_MAX_NDIM] = {0};
     int fd = -1;
     gs_status_t st;
 
     if ((st = gs__fio_check(k)) != GS_OK) return st;
-    if (k->fdtype != GS_DTYPE_FLOAT64 || k->swap)
-        return gs_error_set(GS_ERR_UNSUPPORTED, "%s: only native float64 is written", k->path);
+    if (k->swap)
+        return gs_error_set(GS_ERR_UNSUPPORTED, "%s: files are written little-endian", k->path);
     if (k->nin != gs_region_size(k->ndim, k->shape))
         return gs_error_set(GS_ERR_INVALID_PARAM, "%s: chunk of %lld elements for a region of %lld",
                             k->path, (long long)k->nin,
                             (long long)gs_region_size(k->ndim, k->shape));
     if (!host && k->nin > 0) {
-        copy = gs_malloc((size_t)k->nin * sizeof(double), "file write staging");
+        copy = gs_malloc((size_t)k->nin * isz, "file write staging");
         if (copy == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "%s: out of memory", k->path);
-        if ((st = ops->copy_to_host(ctx, s, copy, k->in, (size_t)k->nin * sizeof(double))) != GS_OK ||
+        if ((st = ops->copy_to_host(ctx, s, copy, k->in, (size_t)k->nin * isz)) != GS_OK ||
             (st = ops->sync(ctx, s)) != GS_OK)
             goto out_copy;
         src = copy;
@@ -444,9 +485,9 @@ static gs_status_t gs__fio_write(const gs_chunkops_ops_t *ops, gs_chunkops_ctx_h
             int64_t e = k->base;
             for (int32_t j = 0; j < nd - 1; j++) e += k->stride[j] * p[j];
             if (rows == 1) e = k->base;
-            if ((st = gs__fio_pwrite(fd, k->path, src + r * row_elems,
-                                     (size_t)row_elems * sizeof(double),
-                                     k->offset + e * 8)) != GS_OK)
+            if ((st = gs__fio_pwrite(fd, k->path, src + (size_t)(r * row_elems) * isz,
+                                     (size_t)row_elems * isz,
+                                     k->offset + e * (int64_t)isz)) != GS_OK)
                 goto out_close;
             for (int32_t j = nd - 2; j >= 0; j--) {
                 if (++p[j] < k->shape[j]) break;
@@ -454,7 +495,7 @@ static gs_status_t gs__fio_write(const gs_chunkops_ops_t *ops, gs_chunkops_ctx_h
             }
         }
     }
-    written = (double)k->nin * 8.0;
+    written = (double)k->nin * (double)isz;
     st = ops->copy_from_host(ctx, s, k->out, &written, sizeof(double));
     if (st == GS_OK && !host) st = ops->sync(ctx, s);   /* &written is on this stack */
 out_close:
@@ -469,10 +510,10 @@ static gs_status_t gs__fio_commit(const gs_chunkops_ops_t *ops, gs_chunkops_ctx_
                                   gs_chunkops_stream_h s, const gs_kfile_t *k)
 {
     double total = 0, size;
-    int64_t fsize = k->offset + k->nelems * 8;
+    int64_t fsize = k->offset + k->nelems * (int64_t)gs__fio_itemsize(k->fdtype);
     int fd = -1;
     gs_status_t st;
-    if (k->path == NULL || k->tmp == NULL || k->hdr_len < 0 ||
+    if (k->path == NULL || k->tmp == NULL || k->hdr_len < 0 || gs__fio_itemsize(k->fdtype) == 0 ||
         (k->fmt == GS_KFILE_RAW && k->hdr_len > k->offset))
         return gs_error_set(GS_ERR_INVALID_PARAM, "bad file commit task");
     if ((st = ops->copy_to_host(ctx, s, &total, k->in, sizeof(double))) != GS_OK ||

@@ -1,6 +1,6 @@
 /* Zarr chunk I/O of FILE tasks (gs_kfile_t with fmt GS_KFILE_ZARR; graph/kernel.h states the
  * addressing). Host side: chunk files are read whole, decompressed with libzstd or libblosc,
- * converted and scattered into the task's region (on device backends into slabs of rows that
+ * byte-swapped when stored big-endian and scattered into the task's region (on device backends into slabs of rows that
  * fileio.c double-buffers through page-locked staging). The metadata is the client's (graph/array_zarr.c, through jansson);
  * the worker only reads and writes chunk files and, in the commit task, the metadata text it
  * was given. Every error names the chunk file. */
@@ -139,9 +139,11 @@ static void gs__zarr_prange(int64_t base, int64_t step, int64_t n, int64_t c0, i
     *hi = b + 1 > a ? b + 1 : a;
 }
 
-gs_status_t gs__zarr_read(const gs_kfile_t *k, double *dst)
+gs_status_t gs__zarr_read(const gs_kfile_t *k, uint8_t *dst)
 {
     const size_t isz = gs__fio_itemsize(k->fdtype);
+    const int64_t is = (int64_t)isz;
+    uint8_t fillb[8];
     const int32_t fnd = k->fndim, nd = k->ndim;
     int64_t clo[GS_MAX_NDIM], chi[GS_MAX_NDIM], ci[GS_MAX_NDIM], cs[GS_MAX_NDIM];
     int64_t ost[GS_MAX_NDIM], zn = gs_region_size(fnd, k->zchunk);
@@ -151,6 +153,7 @@ gs_status_t gs__zarr_read(const gs_kfile_t *k, double *dst)
 
     if (isz == 0) return gs_error_set(GS_ERR_UNSUPPORTED, "%s: unsupported dtype", k->path);
     if (gs_region_size(nd, k->shape) == 0) return GS_OK;
+    gs__fio_fill_bytes(k->fdtype, k->fill, fillb);
     for (int32_t j = nd - 1; j >= 0; j--)
         ost[j] = j == nd - 1 ? 1 : ost[j + 1] * k->shape[j + 1];
     /* chunk-local element strides (C or F order inside a chunk) */
@@ -202,14 +205,15 @@ gs_status_t gs__zarr_read(const gs_kfile_t *k, double *dst)
             } else if (st == GS_OK) {
                 st = gs__zarr_decode(k, path, raw, rawlen, chunk, (size_t)zn * isz);
                 gs_free(raw);
+                if (st == GS_OK) gs__fio_fix(chunk, zn, k->fdtype, k->swap);
             }
             if (st != GS_OK) break;
             /* scatter the box plo..phi, a run along the last output axis at a time (one
-             * memcpy when the run is contiguous float64 in the chunk) */
+             * memcpy when the run is contiguous in the chunk) */
             int64_t rs = 0, rn = nd > 0 ? phi[nd - 1] - plo[nd - 1] : 1;
             for (int32_t a = 0; a < fnd; a++)
                 if (nd > 0 && k->fperm[a] == nd - 1) rs = cs[a] * k->fstep[a];
-            const int fast = !missing && k->fdtype == GS_DTYPE_FLOAT64 && rs == 1;
+            const int fast = !missing && rs == 1;
             for (int32_t j = 0; j < nd; j++) p[j] = plo[j];
             for (;;) {
                 int64_t o = 0, e = 0;
@@ -220,12 +224,12 @@ gs_status_t gs__zarr_read(const gs_kfile_t *k, double *dst)
                     e += cs[a] * (c - ci[a] * k->zchunk[a]);
                 }
                 if (fast) {
-                    memcpy(dst + o, chunk + e * 8, (size_t)rn * 8);
+                    memcpy(dst + o * is, chunk + e * is, (size_t)rn * isz);
+                } else if (missing) {
+                    for (int64_t t = 0; t < rn; t++) memcpy(dst + (o + t) * is, fillb, isz);
                 } else {
                     for (int64_t t = 0; t < rn; t++)
-                        dst[o + t] = missing ? k->fill
-                                             : gs__fio_elem(chunk + (e + t * rs) * (int64_t)isz,
-                                                            k->fdtype, 0);
+                        memcpy(dst + (o + t) * is, chunk + (e + t * rs) * is, isz);
                 }
                 {
                     int32_t j = nd - 2;
@@ -277,28 +281,30 @@ static gs_status_t gs__zarr_put(const char *path, const void *p, size_t n)
     return st;
 }
 
-gs_status_t gs__zarr_write(const gs_kfile_t *k, const double *src, double *units_p)
+gs_status_t gs__zarr_write(const gs_kfile_t *k, const uint8_t *src, double *units_p)
 {
     const int32_t nd = k->ndim;
+    const size_t isz = gs__fio_itemsize(k->fdtype);
     int64_t zn = gs_region_size(nd, k->zchunk), ci[GS_MAX_NDIM], p[GS_MAX_NDIM] = {0};
-    double *chunk;
+    uint8_t *chunk, fillb[8];
     uint8_t *enc = NULL;
     size_t enc_len = 0, raw_len;
     char path[4200];
     gs_status_t st;
 
-    if (k->fdtype != GS_DTYPE_FLOAT64 || k->forder || nd != k->fndim)
-        return gs_error_set(GS_ERR_UNSUPPORTED, "%s: zarr chunks are written as C-order float64",
-                            k->path);
+    if (isz == 0 || k->swap || k->forder || nd != k->fndim)
+        return gs_error_set(GS_ERR_UNSUPPORTED, "%s: zarr chunks are written C order, "
+                            "little-endian, of a supported dtype", k->path);
     for (int32_t a = 0; a < nd; a++) {
         if (k->fbase[a] % k->zchunk[a] != 0 || k->shape[a] > k->zchunk[a])
             return gs_error_set(GS_ERR_INVALID_PARAM, "%s: region is not one zarr chunk", k->path);
         ci[a] = k->fbase[a] / k->zchunk[a];
     }
-    raw_len = (size_t)zn * sizeof(double);
+    raw_len = (size_t)zn * isz;
     chunk = gs_malloc(raw_len, "zarr chunk");
     if (chunk == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "%s: out of memory", k->path);
-    for (int64_t i = 0; i < zn; i++) chunk[i] = k->fill;
+    gs__fio_fill_bytes(k->fdtype, k->fill, fillb);
+    for (int64_t i = 0; i < zn; i++) memcpy(chunk + (size_t)i * isz, fillb, isz);
     if (gs_region_size(nd, k->shape) > 0) {
         int64_t cst[GS_MAX_NDIM], i = 0;
         for (int32_t a = nd - 1; a >= 0; a--) cst[a] = a == nd - 1 ? 1 : cst[a + 1] * k->zchunk[a + 1];
@@ -306,10 +312,11 @@ gs_status_t gs__zarr_write(const gs_kfile_t *k, const double *src, double *units
             int64_t e = 0;
             for (int32_t a = 0; a < nd - 1; a++) e += cst[a] * p[a];
             if (nd > 0) {
-                memcpy(chunk + e, src + i, (size_t)k->shape[nd - 1] * sizeof(double));
+                memcpy(chunk + (size_t)e * isz, src + (size_t)i * isz,
+                       (size_t)k->shape[nd - 1] * isz);
                 i += k->shape[nd - 1];
             } else {
-                chunk[0] = src[0];
+                memcpy(chunk, src, isz);
                 break;
             }
             {
@@ -349,7 +356,7 @@ gs_status_t gs__zarr_write(const gs_kfile_t *k, const double *src, double *units
             st = gs_error_set(GS_ERR_NO_MEMORY, "%s: out of memory", k->path);
             goto out_chunk;
         }
-        n = blosc_compress_ctx(k->zlevel < 0 ? 5 : k->zlevel, BLOSC_SHUFFLE, sizeof(double),
+        n = blosc_compress_ctx(k->zlevel < 0 ? 5 : k->zlevel, BLOSC_SHUFFLE, isz,
                                raw_len, chunk, enc, cap, "lz4", 0, 1);
         if (n <= 0) {
             st = gs_error_set(GS_ERR_INTERNAL, "%s: blosc compression failed (%d)", k->path, n);

@@ -22,6 +22,8 @@ gs_status_t gs__array_file_node(gs__fspec_t *spec, const gs_grid_t *grid, gs_arr
         return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for a file array");
     }
     n->u.file = spec;
+    /* a source is an array of the file's dtype; writes and commits give byte or chunk counts */
+    n->dtype = spec->op == GS__FILE_READ ? spec->fdtype : GS_DTYPE_FLOAT64;
     if ((st = gs_grid_copy(&n->grid, grid)) != GS_OK) goto err_free;
     if ((st = gs__array_node_finish(n)) != GS_OK) goto err_free;
     if (spec->op != GS__FILE_WRITE && !gs__fspec_check(spec, grid, &why)) {
@@ -98,7 +100,10 @@ static gs_status_t gs__file_size(const char *path, int64_t *size_p)
     return GS_OK;
 }
 
-static gs_status_t gs__file_check_size(const gs__fspec_t *f)
+/* The file must hold the array's bytes: at least (raw: a region of a larger file is fine) or,
+ * @a exact (.npy), exactly offset + elements * itemsize, so a header whose dtype or shape
+ * disagrees with the data is an error rather than a misread. */
+static gs_status_t gs__file_check_size(const gs__fspec_t *f, int exact)
 {
     int64_t size = 0, need;
     gs_status_t st;
@@ -106,8 +111,16 @@ static gs_status_t gs__file_check_size(const gs__fspec_t *f)
     if ((st = gs__file_size(f->path, &size)) != GS_OK) return st;
     need = f->offset + gs__fspec_nelems(f) * (int64_t)isz;
     if (size < need)
-        return gs_error_set(GS_ERR_IO, "%s is truncated: %lld bytes, the array needs %lld", f->path,
-                            (long long)size, (long long)need);
+        return gs_error_set(GS_ERR_IO, "%s is truncated: %lld bytes, the array needs %lld (%lld "
+                            "elements of %s after %lld header bytes)", f->path, (long long)size,
+                            (long long)need, (long long)gs__fspec_nelems(f),
+                            gs_dtype_name((gs_dtype_t)f->fdtype), (long long)f->offset);
+    if (exact && size != need)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "%s: %lld bytes, but its header's dtype %s and "
+                            "shape need %lld (%lld elements of %zu bytes after %lld header "
+                            "bytes): the header disagrees with the data", f->path,
+                            (long long)size, gs__npy_descr_of(f->fdtype), (long long)need,
+                            (long long)gs__fspec_nelems(f), isz, (long long)f->offset);
     return GS_OK;
 }
 
@@ -154,7 +167,7 @@ gs_status_t gs_array_from_raw(const char *path, gs_dtype_t dtype, int ndim, cons
         }
         n *= shape[a];
     }
-    if ((st = gs__file_check_size(f)) != GS_OK) {
+    if ((st = gs__file_check_size(f, 0)) != GS_OK) {
         gs__fspec_free(f);
         return st;
     }
@@ -163,25 +176,42 @@ gs_status_t gs_array_from_raw(const char *path, gs_dtype_t dtype, int ndim, cons
 
 /* ---- .npy headers ---- */
 
-/* The .npy descr strings this build reads: a byte order and a NumPy type code per dtype. */
-static int gs__npy_dtype(const char *d, size_t len, int32_t *dtype_p, int32_t *swap_p)
+/* The NumPy type strings of the dtypes this build has: a byte order and a type code each. */
+static const struct { const char *code; gs_dtype_t dt; } gs__npy_codes[] = {
+    {"f8", GS_DTYPE_FLOAT64}, {"f4", GS_DTYPE_FLOAT32}, {"f2", GS_DTYPE_FLOAT16},
+    {"i4", GS_DTYPE_INT32},   {"i8", GS_DTYPE_INT64},   {"u1", GS_DTYPE_UINT8},
+    {"b1", GS_DTYPE_BOOL},
+};
+
+int gs__npy_descr_parse(const char *d, size_t len, int32_t *dtype_p, int32_t *swap_p)
 {
-    static const struct { const char *code; gs_dtype_t dt; } codes[] = {
-        {"f8", GS_DTYPE_FLOAT64}, {"f4", GS_DTYPE_FLOAT32}, {"f2", GS_DTYPE_FLOAT16},
-        {"i4", GS_DTYPE_INT32},   {"i8", GS_DTYPE_INT64},   {"u1", GS_DTYPE_UINT8},
-        {"b1", GS_DTYPE_BOOL},
-    };
     char bo;
     if (len != 3) return 0;
     bo = d[0];
     if (bo != '<' && bo != '>' && bo != '|' && bo != '=') return 0;
-    for (size_t i = 0; i < sizeof(codes) / sizeof(codes[0]); i++) {
-        if (memcmp(d + 1, codes[i].code, 2) != 0) continue;
-        *dtype_p = (int32_t)codes[i].dt;
-        *swap_p = bo == '>' && gs_dtype_size(codes[i].dt) > 1;
+    for (size_t i = 0; i < sizeof(gs__npy_codes) / sizeof(gs__npy_codes[0]); i++) {
+        size_t isz = gs_dtype_size(gs__npy_codes[i].dt);
+        if (memcmp(d + 1, gs__npy_codes[i].code, 2) != 0) continue;
+        if (bo == '|' && isz > 1) return 0;         /* NumPy's "not applicable": 1 byte only */
+        *dtype_p = (int32_t)gs__npy_codes[i].dt;
+        *swap_p = bo == '>' && isz > 1;             /* this build runs on little-endian hosts */
         return 1;
     }
     return 0;
+}
+
+const char *gs__npy_descr_of(int32_t dt)
+{
+    switch (dt) {
+    case GS_DTYPE_FLOAT64: return "<f8";
+    case GS_DTYPE_FLOAT32: return "<f4";
+    case GS_DTYPE_FLOAT16: return "<f2";
+    case GS_DTYPE_INT32: return "<i4";
+    case GS_DTYPE_INT64: return "<i8";
+    case GS_DTYPE_UINT8: return "|u1";
+    case GS_DTYPE_BOOL: return "|b1";
+    default: return "?";
+    }
 }
 
 static const char *gs__skip_ws(const char *p, const char *end)
@@ -232,15 +262,19 @@ gs_status_t gs__npy_parse(const char *path, const uint8_t *buf, size_t len, gs__
     f->offset = (int64_t)(hoff + hlen);
     /* descr */
     v = gs__npy_find(h, end, "descr");
+    if (v != NULL && v < end && (*v == '[' || *v == '{'))
+        return gs_error_set(GS_ERR_UNSUPPORTED, "%s: a structured dtype (%.*s) is not supported "
+                            "(supported: " GS__FILE_DTYPES ")", path,
+                            (int)(end - v < 40 ? end - v : 40), v);
     if (v == NULL || v >= end || (*v != '\'' && *v != '"'))
         return gs_error_set(GS_ERR_INVALID_PARAM, "%s: .npy header without a descr string", path);
     {
         const char *q = memchr(v + 1, *v, (size_t)(end - v - 1));
         if (q == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "%s: bad .npy descr", path);
-        if (!gs__npy_dtype(v + 1, (size_t)(q - v - 1), &f->fdtype, &f->swap))
+        if (!gs__npy_descr_parse(v + 1, (size_t)(q - v - 1), &f->fdtype, &f->swap))
             return gs_error_set(GS_ERR_UNSUPPORTED,
-                                "%s: dtype '%.*s' is not supported (this build reads float64, "
-                                "float32, float16, int32, int64, uint8 and bool, as float64)",
+                                "%s: dtype '%.*s' is not supported (supported: " GS__FILE_DTYPES
+                                ", either byte order)",
                                 path, (int)(q - v - 1 < 32 ? q - v - 1 : 32), v + 1);
     }
     v = gs__npy_find(h, end, "fortran_order");
@@ -302,7 +336,7 @@ gs_status_t gs_array_from_npy(const char *path, const int64_t *chunks, gs_array_
         goto err_spec;
     }
     if ((st = gs__npy_parse(path, buf, (size_t)got, f)) != GS_OK) goto err_spec;
-    if ((st = gs__file_check_size(f)) != GS_OK) goto err_spec;
+    if ((st = gs__file_check_size(f, 1)) != GS_OK) goto err_spec;
     return gs__file_source(f, chunks, out_p);
 err_spec:
     gs__fspec_free(f);
@@ -311,14 +345,15 @@ err_spec:
 
 /* ---- writing ---- */
 
-/* The .npy header of a C-order native float64 array of @a ndim / @a shape: version 1.0 (2.0
- * when the dictionary needs more than 65535 bytes), padded with spaces so the data starts at
- * a multiple of 64 bytes, as numpy writes it. Owned by the caller (gs_free). */
-static gs_status_t gs__npy_header(int ndim, const int64_t *shape, uint8_t **hdr_p,
+/* The .npy header of a C-order little-endian array of dtype @a dt, @a ndim / @a shape:
+ * version 1.0, padded with spaces so the data starts at a multiple of 64 bytes, as numpy
+ * writes it. Owned by the caller (gs_free). */
+static gs_status_t gs__npy_header(int32_t dt, int ndim, const int64_t *shape, uint8_t **hdr_p,
                                   int64_t *len_p)
 {
     char dict[64 + 24 * GS_MAX_NDIM];
-    int n = snprintf(dict, sizeof(dict), "{'descr': '<f8', 'fortran_order': False, 'shape': (");
+    int n = snprintf(dict, sizeof(dict), "{'descr': '%s', 'fortran_order': False, 'shape': (",
+                     gs__npy_descr_of(dt));
     size_t dl, pre, total;
     uint8_t *h;
     for (int a = 0; a < ndim; a++)
@@ -350,10 +385,9 @@ gs_status_t gs__file_write_expr(gs_array_h a, const char *path, const char *tmp,
     gs_grid_t cg;
     gs_status_t st;
     if (a == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "file writer: array is NULL");
-    if (a->dtype != GS_DTYPE_FLOAT64)
-        return gs_error_set(GS_ERR_INVALID_PARAM,
-                            "file writer: %s writes float64 arrays only (this one is %s; convert "
-                            "with gs_array_astype first)", path, gs_dtype_name((gs_dtype_t)a->dtype));
+    if ((int)a->dtype < 0 || a->dtype >= GS_DTYPE_COUNT)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "file writer: %s: unknown dtype %d", path,
+                            (int)a->dtype);
     w = gs_calloc(1, sizeof(*w), "file spec");
     if (w == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for a file write");
     *w = *proto;
@@ -366,7 +400,7 @@ gs_status_t gs__file_write_expr(gs_array_h a, const char *path, const char *tmp,
         gs__fspec_free(w);
         return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for a file write");
     }
-    w->fdtype = GS_DTYPE_FLOAT64;
+    w->fdtype = a->dtype;                   /* the array's own dtype, little-endian */
     w->swap = w->forder = 0;
     w->offset = proto->fmt == GS_KFILE_RAW ? hdr_len : 0;
     w->fndim = a->grid.ndim;
@@ -443,13 +477,16 @@ gs_status_t gs_array_to_npy_expr(gs_array_h a, const char *path, const char *tmp
     if (path[0] == '\0' || tmp[0] == '\0' || strlen(path) > GS__FILE_PATH_MAX ||
         strlen(tmp) > GS__FILE_PATH_MAX)
         return gs_error_set(GS_ERR_INVALID_PARAM, "to_npy: empty or too long path");
-    if (a->dtype != GS_DTYPE_FLOAT64)
-        return gs_error_set(GS_ERR_UNSUPPORTED, "%s: only float64 arrays are written", path);
-    if ((st = gs__npy_header(a->grid.ndim, a->grid.shape, &hdr, &hdr_len)) != GS_OK) return st;
+    if ((int)a->dtype < 0 || a->dtype >= GS_DTYPE_COUNT)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "%s: unknown dtype %d", path, (int)a->dtype);
+    if ((st = gs__npy_header(a->dtype, a->grid.ndim, a->grid.shape, &hdr, &hdr_len)) != GS_OK)
+        return st;
     memset(&proto, 0, sizeof(proto));
     proto.fmt = GS_KFILE_RAW;
     st = gs__file_write_expr(a, path, tmp, &proto, hdr, hdr_len,
-                             (double)gs__grid_size(&a->grid) * 8.0, out_p);
+                             (double)gs__grid_size(&a->grid) *
+                                 (double)gs_dtype_size((gs_dtype_t)a->dtype),
+                             out_p);
     gs_free(hdr);
     return st;
 }

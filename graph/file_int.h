@@ -33,6 +33,18 @@ gs_status_t gs__file_instantiate(const gs_layer_t *l, uint64_t block, int ninput
 void gs__file_encode_body(gs_mp_writer_t *w, const gs_layer_t *l);
 int gs__file_decode_body(gs_mp_reader_t *r, gs_layer_t *l);
 
+/* ---- dtypes of files (array_file.c) ---- */
+
+/* The dtypes files may hold, for messages. */
+#define GS__FILE_DTYPES "float64, float32, float16, int32, int64, uint8, bool"
+
+/* NumPy type string @a d (@a len bytes, not NUL-terminated; .npy descr and zarr v2 dtype:
+ * '<f8', '>i4', '|u1', '|b1', ...) as a gs_dtype_t and whether its bytes are big-endian
+ * (*swap_p; 0 for one-byte types): 1, or 0 when this build has no such dtype. */
+int gs__npy_descr_parse(const char *d, size_t len, int32_t *dtype_p, int32_t *swap_p);
+/* The little-endian NumPy type string of dtype @a dt ('<f8', '|u1', '|b1', ...); static. */
+const char *gs__npy_descr_of(int32_t dt);
+
 /* ---- nodes (array_file.c) ---- */
 
 /* A FILE node of @a grid (bounds copied) owning @a spec (moved in, also on failure), with

@@ -107,7 +107,8 @@ typedef struct gs__fspec {
     int32_t zlevel;
     int32_t zsep;             /* zarr: '.' or '/' */
     int64_t zchunk[GS_MAX_NDIM];
-    double fill;
+    double fill;              /* zarr fill_value: the value for floating fdtypes; for integer
+                               * fdtypes and bool the int64 whose bit pattern this holds */
 } gs__fspec_t;
 
 /* Deep copy / free of a file spec (NULL is fine for free). NULL when out of memory. */

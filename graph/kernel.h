@@ -412,18 +412,19 @@ static inline int64_t gs_klinalg_out_len(int32_t op, int64_t m, int64_t n)
 
 /**
  * FILE_READ: read region `shape[0..ndim)` of an array stored in a file into `out` (backend
- * memory, prod(shape) doubles, row-major). Output position p reads the file element with flat
- * index off(p) = base + sum_j p[j] * stride[j] (the file's own element order, C or Fortran
- * already folded into base and stride by the lowering), at byte `offset + off(p) * itemsize`,
- * converted from the file's element type `fdtype` (gs_dtype_t; `swap`: bytes stored in the
- * other byte order) to float64. `nelems` is the number of elements the file must hold: a
- * shorter file is an error naming it (truncated), never a short or out-of-range read.
+ * memory, prod(shape) elements of fdtype, row-major). Output position p reads the file
+ * element with flat index off(p) = base + sum_j p[j] * stride[j] (the file's own element
+ * order, C or Fortran already folded into base and stride by the lowering), at byte
+ * `offset + off(p) * itemsize`, as an element of the file's element type `fdtype` (gs_dtype_t;
+ * no conversion; `swap`: bytes stored big-endian, swapped as they are read; bool bytes are
+ * made 0 or 1). `nelems` is the number of elements the file must hold: a shorter file is an
+ * error naming it (truncated), never a short or out-of-range read.
  *
- * FILE_WRITE: write `in` (a dense row-major chunk of region `shape`, `nin` doubles) into the
- * file at the same addressing (fdtype float64, native order), then write one double, the
+ * FILE_WRITE: write `in` (a dense row-major chunk of region `shape`, `nin` elements of
+ * fdtype) into the file at the same addressing, little-endian, then write one double, the
  * bytes written, to `out`. FILE_COMMIT: `path` is the final name, `tmp` the temporary file the
  * writes went to; write the `hdr_len` header bytes `hdr` at offset 0, check that the input (a
- * total of bytes written) equals `expect`, make the file `offset + nelems * 8` bytes long,
+ * total of bytes written) equals `expect`, make the file `offset + nelems * itemsize` bytes long,
  * fsync it and rename it to `path`; `out` receives the file size.
  */
 /* File formats and zarr chunk codecs of FILE tasks. Values are part of the wire format. */
@@ -470,7 +471,8 @@ typedef struct gs_kfile {
     int32_t zlevel;                 /* compression level (writes) */
     char zsep;                      /* chunk key separator: '.' or '/' */
     int64_t zchunk[GS_MAX_NDIM];
-    double fill;
+    double fill;                    /* floating fdtypes: the value; integers and bool: the
+                                     * int64 whose bit pattern this holds */
 } gs_kfile_t;
 
 /**

@@ -6,6 +6,8 @@
  *   body := [op, path, tmp | nil, fdtype, swap, forder, offset, [fshape...], [off...],
  *            [step...], [perm...], hdr (bin), expect, fmt, zver, zcodec, zlevel, zsep,
  *            [zchunk...], fill]
+ * A READ layer's blocks hold elements of fdtype (the file's dtype is the array's; big-endian
+ * files are byte-swapped as they are read); WRITE writes its input, of fdtype, little-endian.
  * The check is total over decoded input: a layer naming a file region outside the file's
  * shape, an unknown dtype or a path with a NUL byte is rejected before any task reads it. */
 #include "graph/file_int.h"
@@ -75,8 +77,7 @@ int gs__fspec_check(const gs__fspec_t *f, const gs_grid_t *grid, const char **wh
         return *why = "file layer: a temporary name exactly when writing", 0;
     if (f->fdtype < 0 || f->fdtype >= GS_DTYPE_COUNT) return *why = "file dtype unknown", 0;
     if ((f->swap & ~1) || (f->forder & ~1)) return *why = "file flags out of range", 0;
-    if (f->op != GS__FILE_READ && (f->fdtype != GS_DTYPE_FLOAT64 || f->swap))
-        return *why = "files are written as native float64", 0;
+    if (f->op != GS__FILE_READ && f->swap) return *why = "files are written little-endian", 0;
     if (f->offset < 0 || f->fndim < 0 || f->fndim > GS_MAX_NDIM)
         return *why = "file offset or ndim out of range", 0;
     for (int32_t a = 0; a < f->fndim; a++) {
@@ -85,7 +86,8 @@ int gs__fspec_check(const gs__fspec_t *f, const gs_grid_t *grid, const char **wh
             return *why = "file too large", 0;
         n *= f->fshape[a];
     }
-    if (f->offset > INT64_MAX / 2 - n * 8) return *why = "file offset too large", 0;
+    if (f->offset > INT64_MAX / 2 - n * (int64_t)gs_dtype_size((gs_dtype_t)f->fdtype))
+        return *why = "file offset too large", 0;
     if (f->hdr_len < 0 || (f->hdr_len > 0 && f->hdr == NULL) ||
         (f->fmt == GS_KFILE_RAW && f->hdr_len > f->offset) || f->hdr_len > (1 << 24))
         return *why = "file header does not fit before the data", 0;
@@ -101,7 +103,6 @@ int gs__fspec_check(const gs__fspec_t *f, const gs_grid_t *grid, const char **wh
         if (gs_region_size(f->fndim, f->zchunk) > (int64_t)1 << 31 ||
             gs_region_size(f->fndim, f->zchunk) <= 0)
             return *why = "zarr chunks of more than 2^31 elements", 0;
-        if (f->op != GS__FILE_COMMIT && f->swap) return *why = "zarr chunks are little-endian", 0;
     }
     if (f->op == GS__FILE_COMMIT) {
         if (grid->ndim != 0) return *why = "file commit layer must have one block", 0;
@@ -168,7 +169,8 @@ uint64_t gs__file_out_nbytes(const gs_layer_t *l, uint64_t block)
     int64_t start[GS_MAX_NDIM], shape[GS_MAX_NDIM];
     if (l->u.file.spec->op != GS__FILE_READ) return sizeof(double);
     gs_grid_block_region(&l->grid, block, start, shape);
-    return (uint64_t)gs_region_size(l->grid.ndim, shape) * sizeof(double);
+    return (uint64_t)gs_region_size(l->grid.ndim, shape) *
+           gs_dtype_size((gs_dtype_t)l->u.file.spec->fdtype);
 }
 
 int gs__file_check(const gs_layer_t *l, const char **why)
@@ -231,11 +233,13 @@ gs_status_t gs__file_instantiate(const gs_layer_t *l, uint64_t block, int ninput
     }
     if (f->op == GS__FILE_WRITE) {
         int64_t n = gs_region_size(k->ndim, k->shape);
-        if (inputs[0].len != n)
+        uint64_t want = (uint64_t)n * gs_dtype_size((gs_dtype_t)f->fdtype);
+        if (inputs[0].nbytes != want)
             return gs_error_set(GS_ERR_INVALID_PARAM,
-                                "file write task %llu: input of %lld elements, expected %lld",
-                                (unsigned long long)block, (long long)inputs[0].len,
-                                (long long)n);
+                                "file write task %llu: input of %llu bytes, expected %llu (%lld "
+                                "elements of %s)", (unsigned long long)block,
+                                (unsigned long long)inputs[0].nbytes, (unsigned long long)want,
+                                (long long)n, gs_dtype_name((gs_dtype_t)f->fdtype));
         t->kind = GS_KTASK_FILE_WRITE;
         k->path = f->tmp;
         k->in = inputs[0].data;

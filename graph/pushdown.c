@@ -533,9 +533,11 @@ static gs_status_t pd_build_one(pd_t *p, int64_t ri)
         r->res = gs_array_retain(n);
         return GS_OK;
     case PD_FORWARD: {
-        /* a view node whose view stays right above its unchanged input is kept as it is */
+        /* a view node whose view stays right above its unchanged input is kept as it is
+         * (unless the view was folded into a file source: then the file source reading only
+         * what the view keeps replaces it) */
         const pd_req_t *c = &p->reqs.data[r->child[0]];
-        if (pd_view_is_identity(&r->v, n) && c->how == PD_VIEW &&
+        if (pd_view_is_identity(&r->v, n) && c->how == PD_VIEW && a->kind != GS__NODE_FILE &&
             p->reqs.data[c->child[0]].res == n->in[0])
             r->res = gs_array_retain(n);
         else

@@ -24,6 +24,7 @@ typedef struct gs__io_opts {
     const char *format;
     const char *codec;
     const char *dir;
+    gs_dtype_t dtype;
     int zarr_version;
     int64_t n, chunk;
     int keep;
@@ -39,12 +40,15 @@ static void gs__io_usage(FILE *f)
             "                         data offset)\n"
             "  --codec none|zstd|blosc zarr chunk compression (default none; npy/raw: none)\n"
             "  --zarr-version 2|3     (default 3)\n"
+            "  --dtype D              the array's dtype and the file's (float64 default,\n"
+            "                         float32, float16, int32, int64, uint8, bool: x is the\n"
+            "                         normal array times 1000 converted to D)\n"
             "  --n N --chunk C        array side and chunk side\n"
             "  --dir DIR              where the files go (default $TMPDIR or /tmp)\n"
             "  --keep                 leave the files in place\n"
             "  --workers W --backend cpu|cuda --scheduler URL --repeat R --seed S\n"
             "Prints one JSON line per repeat: bench, format, codec, backend, workers, n, chunk,\n"
-            "bytes, file_bytes, write_s, write_gb_per_s, read_s, read_gb_per_s, dd_write_gb_per_s,\n"
+            "dtype, bytes, file_bytes, write_s, write_gb_per_s, read_s, read_gb_per_s, dd_write_gb_per_s,\n"
             "dd_read_gb_per_s, mismatches, io_path.\n");
 }
 
@@ -71,6 +75,17 @@ static int gs__io_args(int argc, char **argv, gs__io_opts_t *o, int *done)
             if (a[2] == 'f') o->format = v;
             else if (a[2] == 'c') o->codec = v;
             else o->dir = v;
+            i++;
+            continue;
+        }
+        if (strcmp(a, "--dtype") == 0) {
+            int k = 0;
+            if (v == NULL) return gs__bad("option %s needs a value", a);
+            while (k < GS_DTYPE_COUNT && strcmp(v, gs_dtype_name((gs_dtype_t)k)) != 0) k++;
+            if (k == GS_DTYPE_COUNT)
+                return gs__bad("--dtype expects float64, float32, float16, int32, int64, uint8 "
+                               "or bool, not '%s'", v);
+            o->dtype = (gs_dtype_t)k;
             i++;
             continue;
         }
@@ -150,15 +165,26 @@ int gs__bench_io(int argc, char **argv)
     if ((rc = gs__io_args(argc, argv, &o, &done)) != 0 || done) return rc;
     shape[0] = shape[1] = o.n;
     chunks[0] = chunks[1] = o.chunk;
-    bytes = o.n * o.n * 8;
+    bytes = o.n * o.n * (int64_t)gs_dtype_size(o.dtype);
     zcodec = !strcmp(o.codec, "zstd") ? GS_ZARR_ZSTD : !strcmp(o.codec, "blosc") ? GS_ZARR_BLOSC
                                                                                  : GS_ZARR_NONE;
     snprintf(path, sizeof(path), "%s/gs-bench-io-%ld.%s", o.dir, (long)getpid(),
              strcmp(o.format, "zarr") ? "npy" : "zarr");
     snprintf(ddfile, sizeof(ddfile), "%s/gs-bench-io-%ld.dd", o.dir, (long)getpid());
-    if (gs_array_random_normal(o.c.seed, 0, 1, 2, shape, chunks, &x) != GS_OK) {
+    if (gs_array_random_normal(o.c.seed, 0, o.dtype == GS_DTYPE_FLOAT64 ? 1 : 1000, 2, shape,
+                               chunks, &x) != GS_OK) {
         fprintf(stderr, "%s %s: cannot build x: %s\n", g_prog, g_sub, gs_last_error());
         return 2;
+    }
+    if (o.dtype != GS_DTYPE_FLOAT64) {
+        gs_array_h xt;
+        if (gs_array_astype(x, o.dtype, &xt) != GS_OK) {
+            fprintf(stderr, "%s %s: cannot build x: %s\n", g_prog, g_sub, gs_last_error());
+            gs_array_release(x);
+            return 2;
+        }
+        gs_array_release(x);
+        x = xt;
     }
     if (gs__connect(&o.c, &client, &connect_s) != 0) {
         rc = 1;
@@ -193,7 +219,7 @@ int gs__bench_io(int argc, char **argv)
             size_t got = f ? fread(h, 1, sizeof(h), f) : 0;
             if (f) fclose(f);
             st = got == sizeof(h)
-                     ? gs_array_from_raw(path, GS_DTYPE_FLOAT64, 2, shape, GS_ORDER_C,
+                     ? gs_array_from_raw(path, o.dtype, 2, shape, GS_ORDER_C,
                                          10 + h[8] + 256 * h[9], chunks, &y)
                      : GS_ERR_IO;
         } else {
@@ -236,6 +262,7 @@ int gs__bench_io(int argc, char **argv)
         unlink(ddfile);
         printf("{\"bench\":\"io\",\"format\":\"%s\",\"codec\":\"%s\"", o.format, o.codec);
         if (!strcmp(o.format, "zarr")) printf(",\"zarr_version\":%d", o.zarr_version);
+        printf(",\"dtype\":\"%s\"", gs_dtype_name(o.dtype));
         printf(",\"backend\":\"%s\",\"workers\":%d,\"n\":%" PRId64 ",\"chunk\":%" PRId64
                ",\"run\":%d,\"bytes\":%" PRId64 ",\"file_bytes\":%" PRId64,
                o.c.backend, o.c.workers, o.n, o.chunk, r, bytes, file_bytes);

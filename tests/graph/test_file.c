@@ -143,14 +143,17 @@ static size_t npy_header(uint8_t *h, const char *descr, int fortran, const char 
     return total;
 }
 
-Test(graph_file, npy_dtypes_convert_to_float64)
+/* Each dtype is read as an array of that dtype (no conversion); its values, converted by
+ * gs_array_astype afterwards, are the file's. */
+Test(graph_file, npy_dtypes_read_as_their_own_dtype)
 {
     uint8_t buf[1024];
     const int64_t chunks[2] = {2, 3};
     /* int32 little-endian, float32 big-endian, uint8 and bool, Fortran order float16 */
-    struct { const char *name, *descr; int fortran; } cases[] = {
-        {"i4.npy", "<i4", 0}, {"f4be.npy", ">f4", 0}, {"u1.npy", "|u1", 0},
-        {"b1.npy", "|b1", 0}, {"f2f.npy", "<f2", 1}, {"i8be.npy", ">i8", 0},
+    struct { const char *name, *descr; int fortran; gs_dtype_t dt; } cases[] = {
+        {"i4.npy", "<i4", 0, GS_DTYPE_INT32}, {"f4be.npy", ">f4", 0, GS_DTYPE_FLOAT32},
+        {"u1.npy", "|u1", 0, GS_DTYPE_UINT8}, {"b1.npy", "|b1", 0, GS_DTYPE_BOOL},
+        {"f2f.npy", "<f2", 1, GS_DTYPE_FLOAT16}, {"i8be.npy", ">i8", 0, GS_DTYPE_INT64},
     };
     for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
         size_t h = npy_header(buf, cases[c].descr, cases[c].fortran, "(3, 4)");
@@ -194,14 +197,18 @@ Test(graph_file, npy_dtypes_convert_to_float64)
                     want[i * 4 + j] = (double)x;
                 }
             }
-        write_file(path_of(cases[c].name), buf, h + 12 * 8);
-        gs_array_h a;
+        write_file(path_of(cases[c].name), buf, h + 12 * gs_dtype_size(cases[c].dt));
+        gs_array_h a, a64;
         TX_OK(gs_array_from_npy(path_of(cases[c].name), chunks, &a));
-        double *got = eval(a, GS_LOWER_DEFAULT);
+        cr_assert_eq(gs_array_dtype(a), (int)cases[c].dt, "%s read as %s", cases[c].descr,
+                     gs_dtype_name((gs_dtype_t)gs_array_dtype(a)));
+        TX_OK(gs_array_astype(a, GS_DTYPE_FLOAT64, &a64));
+        double *got = eval(a64, GS_LOWER_DEFAULT);
         for (int i = 0; i < 12; i++)
             cr_assert_eq(got[i], want[i], "%s element %d: %g vs %g", cases[c].descr, i, got[i],
                          want[i]);
         free(got);
+        gs_array_release(a64);
         gs_array_release(a);
     }
 }

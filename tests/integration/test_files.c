@@ -89,10 +89,14 @@ Test(integration_files, numpy_files_round_trip_through_the_workers, .init = up2,
                     "np.save('i.npy', (i * 1000 + j).astype('>i4'))\n"), 0);
     const char *names[3] = {"c.npy", "f.npy", "i.npy"};
     for (int k = 0; k < 3; k++) {
-        gs_array_h x, s;
+        gs_array_h x, s, x0;
         double *got = malloc(50 * 21 * sizeof(double));
         snprintf(path, sizeof(path), "%s/%s", dir, names[k]);
-        OK(gs_array_from_npy(path, chunks, &x));
+        OK(gs_array_from_npy(path, chunks, &x0));
+        cr_assert_eq(gs_array_dtype(x0), k == 0 ? GS_DTYPE_FLOAT64 : k == 1 ? GS_DTYPE_FLOAT32
+                                                                          : GS_DTYPE_INT32);
+        OK(gs_array_astype(x0, GS_DTYPE_FLOAT64, &x));   /* compared as float64 below */
+        gs_array_release(x0);
         OK(gs_client_compute(C, x, got, 50 * 21));
         for (int i = 0; i < 50; i++)
             for (int j = 0; j < 21; j++)
@@ -228,6 +232,198 @@ Test(integration_files, zarr_v2_stores_round_trip_through_the_zarr_library, .ini
                     "    assert np.array_equal(out[:], 2 * src), name\n"
                     "assert not glob.glob('*gs-tmp*'), glob.glob('*gs-tmp*')\n"), 0,
                  "zarr does not read back what the workers wrote");
+}
+
+/* The bytes of file @a name in dir (malloc'd; *n_p its size). */
+static uint8_t *slurp(const char *name, size_t *n_p)
+{
+    char path[200];
+    FILE *f;
+    long n;
+    uint8_t *p;
+    snprintf(path, sizeof(path), "%s/%s", dir, name);
+    f = fopen(path, "rb");
+    cr_assert_not_null(f, "%s", path);
+    fseek(f, 0, SEEK_END);
+    n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    p = malloc((size_t)n + 1);
+    cr_assert_eq(fread(p, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    *n_p = (size_t)n;
+    return p;
+}
+
+/* numpy's typed files: each array name.npy, its values in C order and native byte order in
+ * name.bin, and those of the slice [3:50:4, 20::-3] in name.sl.bin. */
+static const struct { const char *name; gs_dtype_t dt; } typed[] = {
+    {"f4", GS_DTYPE_FLOAT32}, {"i4be", GS_DTYPE_INT32}, {"b1", GS_DTYPE_BOOL},
+    {"u1", GS_DTYPE_UINT8},   {"i8", GS_DTYPE_INT64},   {"f2", GS_DTYPE_FLOAT16},
+    {"f8be", GS_DTYPE_FLOAT64},
+};
+#define NTYPED (sizeof(typed) / sizeof(typed[0]))
+
+static const char typed_py[] =
+    "import numpy as np\n"
+    "i, j = np.meshgrid(np.arange(50), np.arange(21), indexing='ij')\n"
+    "v = i * 37 - j * 11 - 500\n"
+    "arrs = {'f4': np.asfortranarray((v / 3.0).astype('<f4')),\n"
+    "        'i4be': (v * 100003).astype('>i4'),\n"
+    "        'b1': (v % 3 == 0),\n"
+    "        'u1': (v % 256).astype('|u1'),\n"
+    "        'i8': (v.astype('<i8') << 40) + 7,\n"
+    "        'f2': (v / 7.0).astype('<f2'),\n"
+    "        'f8be': (v / 9.0).astype('>f8')}\n"
+    "for k, a in arrs.items():\n"
+    "    np.save(k + '.npy', a)\n"
+    "    n = a.astype(a.dtype.newbyteorder('='))\n"
+    "    open(k + '.bin', 'wb').write(np.ascontiguousarray(n).tobytes())\n"
+    "    open(k + '.sl.bin', 'wb').write(np.ascontiguousarray(n[3:50:4, 20::-3]).tobytes())\n";
+
+Test(integration_files, typed_numpy_files_are_read_and_written_in_their_dtype, .init = up2,
+     .fini = down)
+{
+    char path[160], name[64];
+    const int64_t chunks[2] = {17, 6};
+    if (!have_numpy()) cr_skip_test("python3-numpy is not installed (.ci/install-deps.sh)");
+    cr_assert_eq(py(typed_py), 0);
+    for (size_t k = 0; k < NTYPED; k++) {
+        gs_array_h x, s;
+        size_t n, ns, isz = gs_dtype_size(typed[k].dt);
+        snprintf(name, sizeof(name), "%s.bin", typed[k].name);
+        uint8_t *want = slurp(name, &n);
+        snprintf(name, sizeof(name), "%s.sl.bin", typed[k].name);
+        uint8_t *want_sl = slurp(name, &ns);
+        uint8_t *got = calloc(n + 8, 1);
+        cr_assert_eq(n, 50 * 21 * isz);
+        snprintf(path, sizeof(path), "%s/%s.npy", dir, typed[k].name);
+        OK(gs_array_from_npy(path, chunks, &x));
+        cr_assert_eq(gs_array_dtype(x), (int)typed[k].dt, "%s read as %s", typed[k].name,
+                     gs_dtype_name((gs_dtype_t)gs_array_dtype(x)));
+        OK(gs_client_compute(C, x, (double *)got, 50 * 21));
+        cr_assert(memcmp(got, want, n) == 0, "%s: the workers read other values than numpy's",
+                  typed[k].name);
+        /* a slice read straight from the file, in the file's dtype */
+        gs_slice_t sl[2] = {{3, 50, 4, GS_SLICE_HAS_START}, {20, 0, -3, GS_SLICE_HAS_START}};
+        OK(gs_array_slice(x, 2, sl, &s));
+        cr_assert_eq(gs_array_dtype(s), (int)typed[k].dt);
+        cr_assert_eq((size_t)gs_array_size(s) * isz, ns);
+        OK(gs_client_compute(C, s, (double *)got, (size_t)gs_array_size(s)));
+        cr_assert(memcmp(got, want_sl, ns) == 0, "%s: slice", typed[k].name);
+        /* the workers write it back (little-endian, C order) as .npy and as zarr v2 */
+        snprintf(path, sizeof(path), "%s/out-%s.npy", dir, typed[k].name);
+        OK(gs_client_to_npy(C, x, path));
+        snprintf(path, sizeof(path), "%s/out-%s.zarr", dir, typed[k].name);
+        OK(gs_client_to_zarr(C, x, path, 2, (int)(k % 3)));
+        gs_array_release(s);
+        gs_array_release(x);
+        free(got);
+        free(want);
+        free(want_sl);
+    }
+    cr_assert_eq(py("import numpy as np, glob\n"
+                    "for k in ['f4', 'i4be', 'b1', 'u1', 'i8', 'f2', 'f8be']:\n"
+                    "    a = np.load(k + '.npy')\n"
+                    "    y = np.load('out-' + k + '.npy')\n"
+                    "    want = a.dtype.newbyteorder('<') if a.dtype.itemsize > 1 else a.dtype\n"
+                    "    assert y.dtype == want and y.dtype.str == want.str, (k, y.dtype.str)\n"
+                    "    assert y.shape == a.shape and np.array_equal(y, a), k\n"
+                    "assert not glob.glob('*gs-tmp*'), glob.glob('*gs-tmp*')\n"), 0,
+                 "numpy does not read back, in their dtype, the typed files the workers wrote");
+    if (have_zarr())
+        cr_assert_eq(py("import numpy as np, zarr\n"
+                        "for k in ['f4', 'i4be', 'b1', 'u1', 'i8', 'f2', 'f8be']:\n"
+                        "    a = np.load(k + '.npy')\n"
+                        "    z = zarr.open('out-' + k + '.zarr', mode='r')\n"
+                        "    assert z.dtype == a.dtype.newbyteorder('<'), (k, z.dtype)\n"
+                        "    assert np.array_equal(z[:], a), k\n"), 0,
+                     "zarr does not read back the typed stores the workers wrote");
+}
+
+/* Dtypes gsched lacks are refused with their name and the supported list, never misread. */
+Test(integration_files, numpy_files_of_dtypes_gsched_lacks_are_refused, .init = up2, .fini = down)
+{
+    char path[160];
+    if (!have_numpy()) cr_skip_test("python3-numpy is not installed (.ci/install-deps.sh)");
+    cr_assert_eq(py("import numpy as np\n"
+                    "np.save('i2.npy', np.arange(10, dtype='<i2'))\n"
+                    "np.save('u4.npy', np.arange(10, dtype='>u4'))\n"
+                    "np.save('c16.npy', np.arange(10) * (1 + 1j))\n"
+                    "np.save('s.npy', np.zeros(4, dtype=[('a', '<f8'), ('b', '<i4')]))\n"
+                    "np.save('u.npy', np.array(['ab', 'c']))\n"
+                    "np.save('o.npy', np.array([1, 'x'], dtype=object), allow_pickle=True)\n"
+                    "a = np.arange(12, dtype='<f8')\n"
+                    "np.save('short.npy', a)\n"
+                    "b = open('short.npy', 'rb').read()\n"
+                    "open('short.npy', 'wb').write(b[:-5])\n"
+                    "open('lie.npy', 'wb').write(b.replace(b'<f8', b'<f4'))\n"), 0);
+    const struct { const char *file, *needle; gs_status_t st; } cases[] = {
+        {"i2.npy", "'<i2'", GS_ERR_UNSUPPORTED},  {"u4.npy", "'>u4'", GS_ERR_UNSUPPORTED},
+        {"c16.npy", "'<c16'", GS_ERR_UNSUPPORTED}, {"s.npy", "structured", GS_ERR_UNSUPPORTED},
+        {"u.npy", "'<U2'", GS_ERR_UNSUPPORTED},   {"o.npy", "'|O'", GS_ERR_UNSUPPORTED},
+        {"short.npy", "truncated", GS_ERR_IO},    {"lie.npy", "disagrees", GS_ERR_INVALID_PARAM},
+    };
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        gs_array_h x = NULL;
+        snprintf(path, sizeof(path), "%s/%s", dir, cases[k].file);
+        gs_status_t st = gs_array_from_npy(path, (int64_t[]){4}, &x);
+        cr_assert_eq(st, cases[k].st, "%s: %d (%s)", cases[k].file, (int)st, gs_last_error());
+        cr_assert_null(x);
+        cr_assert_not_null(strstr(gs_last_error(), cases[k].file), "%s", gs_last_error());
+        cr_assert_not_null(strstr(gs_last_error(), cases[k].needle), "%s", gs_last_error());
+        if (cases[k].st == GS_ERR_UNSUPPORTED)
+            cr_assert_not_null(strstr(gs_last_error(), "float64, float32, float16, int32, int64, "
+                                                       "uint8, bool"), "%s", gs_last_error());
+    }
+}
+
+/* zarr-python writes typed v2 stores (big-endian, bool, fill values of each dtype, chunks
+ * partly unwritten); the workers read them in their dtype, exactly. */
+Test(integration_files, typed_zarr_v2_stores_written_by_zarr_python_are_read_exactly,
+     .init = up2, .fini = down)
+{
+    char path[160], name[64];
+    if (!have_zarr()) cr_skip_test("python3-zarr is not installed (apt-get install python3-zarr)");
+    cr_assert_eq(py("import numpy as np, zarr, numcodecs\n"
+                    "i, j = np.meshgrid(np.arange(45), np.arange(22), indexing='ij')\n"
+                    "v = i * 37 - j * 11 - 500\n"
+                    "arrs = {'f4': ((v / 3.0).astype('<f4'), float('nan')),\n"
+                    "        'i4be': ((v * 100003).astype('>i4'), -3),\n"
+                    "        'b1': ((v % 3 == 0), True),\n"
+                    "        'u1': ((v % 256).astype('|u1'), 7),\n"
+                    "        'i8': ((v.astype('<i8') << 40) + 7, -(1 << 50) - 1),\n"
+                    "        'f2': ((v / 7.0).astype('<f2'), float('-inf'))}\n"
+                    "comps = [None, numcodecs.Zstd(level=3), numcodecs.Blosc(cname='lz4')]\n"
+                    "for n, (k, (a, fill)) in enumerate(arrs.items()):\n"
+                    "    z = zarr.open(k + '.zarr', mode='w', shape=a.shape, chunks=(10, 7),\n"
+                    "                  dtype=a.dtype, compressor=comps[n % 3], fill_value=fill,\n"
+                    "                  order='F' if n % 2 else 'C')\n"
+                    "    z[:40, :] = a[:40, :]\n"
+                    "    full = z[:]\n"
+                    "    n8 = full.astype(full.dtype.newbyteorder('='))\n"
+                    "    open(k + '.bin', 'wb').write(np.ascontiguousarray(n8).tobytes())\n"), 0);
+    const char *names[] = {"f4", "i4be", "b1", "u1", "i8", "f2"};
+    const gs_dtype_t dts[] = {GS_DTYPE_FLOAT32, GS_DTYPE_INT32, GS_DTYPE_BOOL,
+                              GS_DTYPE_UINT8,   GS_DTYPE_INT64, GS_DTYPE_FLOAT16};
+    for (int k = 0; k < 6; k++) {
+        gs_array_h x;
+        size_t n;
+        snprintf(name, sizeof(name), "%s.bin", names[k]);
+        uint8_t *want = slurp(name, &n);
+        uint8_t *got = calloc(n + 8, 1);
+        snprintf(path, sizeof(path), "%s/%s.zarr", dir, names[k]);
+        /* compute chunks unlike the zarr chunks (10, 7) */
+        OK(gs_array_from_zarr(path, (int64_t[]){16, 9}, &x));
+        cr_assert_eq(gs_array_dtype(x), (int)dts[k], "%s read as %s", names[k],
+                     gs_dtype_name((gs_dtype_t)gs_array_dtype(x)));
+        cr_assert_eq(n, 45 * 22 * gs_dtype_size(dts[k]));
+        OK(gs_client_compute(C, x, (double *)got, 45 * 22));
+        cr_assert(memcmp(got, want, n) == 0, "%s: the workers read other values than zarr's",
+                  names[k]);
+        gs_array_release(x);
+        free(got);
+        free(want);
+    }
 }
 
 /* A worker started with --file-root serves files inside it and refuses every other path

@@ -257,19 +257,19 @@ gs_status_t gs_client_compute_many(gs_client_h client, size_t n,
                                    const gs_compute_result_t *results,
                                    gs_compute_stats_t *stats_p);
 
-/** Write @a array (float64) to the .npy file @a path (C order, version 1.0), from the
+/** Write @a array to the .npy file @a path in its own dtype (C order, little-endian, version
+ *  1.0; gs_array_to_npy_expr() lists the descr strings), from the
  *  workers: each writes the chunks it holds straight into a temporary file next to @a path
  *  (`path.gs-tmp-<pid>-<random>`), and one task then writes the header, checks that every
  *  byte was written, fsyncs and renames the temporary file to @a path. @a path appears only
  *  complete; an existing file there is replaced only on success. @a path must be visible to
  *  the workers (a shared or local file system); this process removes the temporary file after
- *  a failure when it can see it. Errors: GS_ERR_INVALID_PARAM, GS_ERR_UNSUPPORTED (not
- *  float64), GS_ERR_TASK_FAILED or GS_ERR_IO with the worker's message naming the file, and
- *  those of gs_client_compute_scalar(). */
+ *  a failure when it can see it. Errors: GS_ERR_INVALID_PARAM, GS_ERR_TASK_FAILED or GS_ERR_IO
+ *  with the worker's message naming the file, and those of gs_client_compute_scalar(). */
 gs_status_t gs_client_to_npy(gs_client_h client, gs_array_h array, const char *path);
 
-/** Write @a array (float64) as the zarr store @a path, version @a version (2 or 3), chunks
- *  compressed by @a codec (gs_zarr_codec_t), from the workers like gs_client_to_npy(): chunk
+/** Write @a array, in its own dtype, as the zarr store @a path, version @a version (2 or 3),
+ *  chunks compressed by @a codec (gs_zarr_codec_t), from the workers like gs_client_to_npy(): chunk
  *  files go to a temporary directory next to @a path, renamed to @a path once every chunk and
  *  the metadata are written. Errors as gs_client_to_npy(); a failed write's temporary
  *  directory is removed when this process can see it. */

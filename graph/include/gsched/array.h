@@ -698,8 +698,8 @@ typedef enum gs_order { GS_ORDER_C = 0, GS_ORDER_F = 1 } gs_order_t;
  *  >= 1; the last chunk of an axis may be shorter). Each chunk is read by the worker that
  *  computes it, straight from @a path (which must be visible to the workers and to this
  *  process, which checks the file's size now), reading only the bytes it needs; slices and
- *  transposes of the array read only the elements they keep. Elements are converted to
- *  float64 on read (the only compute dtype of this build). The strings are copied.
+ *  transposes of the array read only the elements they keep. The array's dtype is @a dtype:
+ *  elements are not converted. The strings are copied.
  *  Errors: GS_ERR_INVALID_PARAM (arguments), GS_ERR_IO (cannot stat the file, or it is
  *  shorter than offset + prod(shape) * itemsize: "truncated"), GS_ERR_NO_MEMORY; every
  *  message names the file. A file changed or removed after this call fails the tasks reading
@@ -709,19 +709,22 @@ gs_status_t gs_array_from_raw(const char *path, gs_dtype_t dtype, int ndim, cons
                               gs_array_h *out_p);
 
 /** Array stored in the NumPy .npy file at @a path (versions 1.0 to 3.0; C or Fortran order;
- *  either byte order; descr f8, f4, f2, i4, i8, u1 or b1, converted to float64 on read),
- *  chunked by @a chunks (ndim entries). This process reads the header only; the workers read
- *  the data as gs_array_from_raw() says. Errors as gs_array_from_raw(), plus
- *  GS_ERR_INVALID_PARAM for a file that is not .npy (wrong magic, bad header) and
- *  GS_ERR_UNSUPPORTED for another dtype (the message names it). */
+ *  either byte order, big-endian data byte-swapped as it is read), chunked by @a chunks (ndim
+ *  entries), of the file's dtype: descr f8, f4, f2, i4, i8, u1, b1 give float64, float32,
+ *  float16, int32, int64, uint8, bool (no conversion). This process reads the header only;
+ *  the workers read the data as gs_array_from_raw() says. Errors as gs_array_from_raw(), plus
+ *  GS_ERR_INVALID_PARAM for a file that is not .npy (wrong magic, bad header) or whose size is
+ *  not exactly header + prod(shape) * itemsize (the header disagrees with the data), and
+ *  GS_ERR_UNSUPPORTED for another dtype (int16, uint32, complex, structured, strings,
+ *  objects: the message names it and the supported list). */
 gs_status_t gs_array_from_npy(const char *path, const int64_t *chunks, gs_array_h *out_p);
 
-/** The expression that writes @a a (float64) as a .npy file: each chunk is written by the
+/** The expression that writes @a a as a .npy file of its own dtype (little-endian, descr
+ *  '<f8', '<f4', '<f2', '<i4', '<i8', '|u1', '|b1'): each chunk is written by the
  *  worker holding it into @a tmp, then one task writes the header, checks the byte count,
  *  fsyncs and renames @a tmp to @a path. Its value (a 0-d array) is the file's size in
  *  bytes. gs_client_to_npy() is the usual entry point; @a tmp must not exist or be a file
- *  nobody else writes. New reference in *out_p; GS_ERR_INVALID_PARAM, GS_ERR_UNSUPPORTED (not
- *  float64), GS_ERR_NO_MEMORY. */
+ *  nobody else writes. New reference in *out_p; GS_ERR_INVALID_PARAM, GS_ERR_NO_MEMORY. */
 gs_status_t gs_array_to_npy_expr(gs_array_h a, const char *path, const char *tmp,
                                  gs_array_h *out_p);
 
@@ -730,9 +733,12 @@ typedef enum gs_zarr_codec { GS_ZARR_NONE = 0, GS_ZARR_ZSTD = 1, GS_ZARR_BLOSC =
 
 /** Array stored in the zarr directory store @a path: version 3 (zarr.json) or 2 (.zarray);
  *  regular chunk grids; chunks uncompressed, zstd or blosc (v2 "compressor"; v3 "bytes"
- *  little-endian, optionally after a reversed "transpose" (Fortran order) and followed by
- *  "zstd" or "blosc"); C or F order; dtypes as gs_array_from_npy(), converted to float64;
- *  missing chunk files read as fill_value. Compute chunks are @a chunks (ndim entries) or,
+ *  little- or big-endian, optionally after a reversed "transpose" (Fortran order) and followed
+ *  by "zstd" or "blosc"); C or F order; the array is of the store's dtype (v2 dtype strings
+ *  as gs_array_from_npy(), either byte order; v3 data_type float64, float32, float16, int32,
+ *  int64, uint8, bool), not converted; missing chunk files read as fill_value (a number,
+ *  "NaN", "Infinity", "-Infinity" or v3 hex bits for floats, an integer in range, true or
+ *  false for bool). Compute chunks are @a chunks (ndim entries) or,
  *  when NULL, the zarr chunks; they may differ: each task reads the zarr chunks its region
  *  touches. The metadata is read here (jansson); the workers read the chunk files. Errors:
  *  GS_ERR_IO (no store at @a path), GS_ERR_INVALID_PARAM (malformed metadata, naming the
@@ -741,7 +747,9 @@ typedef enum gs_zarr_codec { GS_ZARR_NONE = 0, GS_ZARR_ZSTD = 1, GS_ZARR_BLOSC =
  *  decompression, corrupt compressed data) fail the task reading them, naming the file. */
 gs_status_t gs_array_from_zarr(const char *path, const int64_t *chunks, gs_array_h *out_p);
 
-/** The expression writing @a a (float64) as a zarr store of @a version (2 or 3) with chunks
+/** The expression writing @a a as a zarr store of its own dtype (v2 dtype '<f4', '|b1', ...;
+ *  v3 data_type "float32", "bool", ...; little-endian; fill_value 0 of the dtype: 0.0, 0,
+ *  false) and @a version (2 or 3) with chunks
  *  compressed by @a codec (gs_zarr_codec_t): each compute chunk is one zarr chunk (an
  *  irregular grid is rechunked to its first chunk size first), written by the worker holding
  *  it into the directory @a tmp; a last task checks the chunk count, writes the metadata and
