@@ -2,7 +2,7 @@
 # One GPU-machine session: build with CUDA, run the benchmarks, then the whole suite (CUDA tests
 # enabled, integration tests also with CUDA workers). Logs go to $OUT (or ./gpu-out). For a host
 # without a package registry, carry .devdeps (../shared/offline-deps/README.md):
-#   source .devdeps/env.sh && bash bench/gpu-session.sh [bench|move|linalg|scale|robust|tests|svd|spill|dash|tls|mac|gather|sched|rand|io|stencil|dtype|all]
+#   source .devdeps/env.sh && bash bench/gpu-session.sh [bench|move|linalg|scale|robust|tests|svd|spill|dash|tls|mac|gather|sched|rand|io|stencil|dtype|nanred|all]
 # bench: kernels + seed reductions; move: transfers, transpose-sum, slice3 (issue 5);
 # linalg: dot, svd (issue 6); scale: tiny tasks, 1 M-chunk seed, worker kill (issue 7);
 # robust: 300-job soak and socket fuzzing with CUDA workers (issue 12);
@@ -18,16 +18,24 @@
 # rand: transposed tiles, version-2 normals, gs-kbench beside the limits (issue 19, session 6).
 # io: npy/raw/zarr files written and read by the workers against dd (issue 18).
 # stencil: the STENCIL kernel's tests and rate, gs-bench stencil on the GPUs and the CPU (issue 16).
-# dtype: typed fused kernels and combines on CUDA against the CPU backend, typed kernel
-#   timings (issue 20); targets test_chunkops_cuda gs-kbench.
+# dtype: typed fused kernels and combines on CUDA against the CPU backend (with GS_RED_PROD:
+#   chunkops_cuda/prod_*, and every reduction of test_cuda.c), typed kernel timings (issue 20);
+#   targets test_chunkops_cuda gs-kbench.
 # rand32: float32 random CPU == GPU (also in dtype's chunkops_cuda/*), gs-bench seed --dtype float32
 #   (issue 20); targets test_chunkops_cuda gs-bench gsched gworker.
 # many: gs_client_compute_many with CUDA workers (integration tests) and gs-bench many, one
 #   compute_many against three computes (issue 20 item 4); targets gs-bench gsched_daemon gworker
 #   gs-local-cluster test_integration.
+<<<<<<< HEAD
 # shape: reshape/ravel/eye/diag/tril/triu evaluated on the CUDA backend against plain-C references
 #   (graph_shape/*_on_cuda) and gs-bench shape on one GPU and on the CPU (issue 20 item 3);
 #   targets test_graph_shape gs-bench gsched_daemon gworker.
+=======
+# nanred: np.prod and the any/all/nan* reductions on the GPU (issue 20 item 3): the product
+#   kernels against the CPU (chunkops_cuda/prod_*), the composite reductions with CUDA workers
+#   (integration_reduce_nan), gs-bench nanred on one GPU; targets test_chunkops_cuda gs-bench
+#   gsched_daemon gworker gs-local-cluster test_integration.
+>>>>>>> s7-nanred
 # GS_TARGETS="a b ..." builds only those targets (a shorter build for one stage).
 set -uo pipefail
 what=${1:-all}
@@ -363,6 +371,7 @@ if [ "$what" = many ]; then
   } 2>"$out/many.err" | tee "$out/many.jsonl" | cut -c1-400
   tail -4 "$out/many.err"
 fi
+<<<<<<< HEAD
 if [ "$what" = shape ]; then
   # shape: needs the targets test_graph_shape gs-bench gsched_daemon gworker
   build-gpu/tests/test_graph_shape --verbose --filter 'graph_shape/*_on_cuda' >"$out/shape-tests.log" 2>&1
@@ -373,4 +382,18 @@ if [ "$what" = shape ]; then
     run $B/gs-bench shape --n 4000 --chunk 1000 --workers 2 --backend cpu --repeat 2
   } 2>"$out/shape.err" | tee "$out/shape.jsonl" | cut -c1-220
   tail -4 "$out/shape.err"
+=======
+if [ "$what" = nanred ]; then
+  # nanred: see the header
+  build-gpu/tests/test_chunkops_cuda --filter 'chunkops_cuda/prod*' >"$out/nanred-tests.log" 2>&1
+  GS_TEST_BACKEND=cuda build-gpu/tests/test_integration --filter 'integration_reduce_nan/*' \
+    >>"$out/nanred-tests.log" 2>&1
+  grep -hE "Synthesis" "$out/nanred-tests.log"
+  grep -hE -A12 "\[FAIL\]|CRASH" "$out/nanred-tests.log" | head -40
+  {
+    run $B/gs-bench nanred --n 40000 --chunk 10000 --workers 1 --backend cuda --repeat 3 --persist-y
+    run $B/gs-bench nanred --n 40000 --chunk 10000 --workers 1 --backend cuda --repeat 3 --persist-y --dtype float32
+  } 2>"$out/nanred.err" | tee "$out/nanred.jsonl" | cut -c1-300
+  tail -4 "$out/nanred.err"
+>>>>>>> s7-nanred
 fi

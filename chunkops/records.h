@@ -7,10 +7,10 @@
  * in the same merge order.
  *
  * Record layouts (width = gs_redop_width(op)):
- *     SUM [sum]   MIN, MAX [v]   MEAN [sum, count]   VAR, STD [count, mean, m2]
+ *     SUM [sum]   PROD [product]   MIN, MAX [v]   MEAN [sum, count]   VAR, STD [count, mean, m2]
  *     ARGMIN, ARGMAX [v, index]
  * The empty record (no element seen) is
- *     SUM [0]  MIN [+inf]  MAX [-inf]  MEAN [0, 0]  VAR/STD [0, 0, 0]
+ *     SUM [0]  PROD [1]  MIN [+inf]  MAX [-inf]  MEAN [0, 0]  VAR/STD [0, 0, 0]
  *     ARGMIN [+inf, -1]  ARGMAX [-inf, -1]
  * An arg record with index < 0 is empty: it never wins a merge, and finalises to -1.
  */
@@ -27,6 +27,7 @@ GS_HD void gs_rec_init(int op, double *r)
 {
     switch (op) {
     case GS_RED_SUM: r[0] = 0.0; break;
+    case GS_RED_PROD: r[0] = 1.0; break;
     case GS_RED_MIN: r[0] = INFINITY; break;
     case GS_RED_MAX: r[0] = -INFINITY; break;
     case GS_RED_MEAN: r[0] = 0.0; r[1] = 0.0; break;
@@ -85,6 +86,7 @@ GS_HD void gs_rec_merge(int op, double *acc, const double *b)
 {
     switch (op) {
     case GS_RED_SUM: acc[0] += b[0]; break;
+    case GS_RED_PROD: acc[0] *= b[0]; break;
     case GS_RED_MIN: acc[0] = gs_rec_min(acc[0], b[0]); break;
     case GS_RED_MAX: acc[0] = gs_rec_max(acc[0], b[0]); break;
     case GS_RED_MEAN: acc[0] += b[0]; acc[1] += b[1]; break;
@@ -101,12 +103,13 @@ GS_HD void gs_rec_merge(int op, double *acc, const double *b)
     }
 }
 
-/** Final value of a record: sum, min, max, mean = sum/count (NaN for count 0),
+/** Final value of a record: sum, product, min, max, mean = sum/count (NaN for count 0),
  *  var = m2/(count-ddof) (NaN when count <= ddof), std = sqrt(var), arg = index (-1 empty). */
 GS_HD double gs_rec_finalize(int op, const double *r, double ddof)
 {
     switch (op) {
     case GS_RED_SUM:
+    case GS_RED_PROD:
     case GS_RED_MIN:
     case GS_RED_MAX: return r[0];
     case GS_RED_MEAN: return r[1] > 0.0 ? r[0] / r[1] : NAN;

@@ -202,7 +202,8 @@ gs_status_t gs_dtype_reduce_result(gs_redop_t op, gs_dtype_t a, gs_dtype_t *out_
     gs_status_t st = gs__dtype_check2("reduce dtype", a, a, out_p);
     if (st != GS_OK) return st;
     switch (op) {
-    case GS_RED_SUM: *out_p = gs__is_float(a) ? a : GS_DTYPE_INT64; return GS_OK;
+    case GS_RED_SUM:
+    case GS_RED_PROD: *out_p = gs__is_float(a) ? a : GS_DTYPE_INT64; return GS_OK;
     case GS_RED_MEAN:
     case GS_RED_VAR:
     case GS_RED_STD: *out_p = gs__is_float(a) ? a : GS_DTYPE_FLOAT64; return GS_OK;

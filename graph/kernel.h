@@ -189,11 +189,11 @@ typedef enum gs_terminal {
     GS_TERM_REDUCE = 1
 } gs_terminal_t;
 
-/** Doubles per partial record of @a op: 1 (sum/min/max), 2 (mean, argmin/argmax), 3 (var/std). */
+/** Doubles per partial record of @a op: 1 (sum/min/max/prod), 2 (mean, argmin/argmax), 3 (var/std). */
 static inline int gs_redop_width(gs_redop_t op)
 {
     switch (op) {
-    case GS_RED_SUM: case GS_RED_MIN: case GS_RED_MAX: return 1;
+    case GS_RED_SUM: case GS_RED_MIN: case GS_RED_MAX: case GS_RED_PROD: return 1;
     case GS_RED_MEAN: case GS_RED_ARGMIN: case GS_RED_ARGMAX: return 2;
     case GS_RED_VAR: case GS_RED_STD: return 3;
     default: return 0;

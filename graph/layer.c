@@ -61,10 +61,12 @@ gs_layer_kind_t gs_layer_kind(const gs_layer_t *l)
 
 static const char *const gs__reduce_names[GS_RED_COUNT] = {
     "reduce-sum", "reduce-min", "reduce-max", "reduce-mean",
-    "reduce-var", "reduce-std", "reduce-argmin", "reduce-argmax"};
+    "reduce-var", "reduce-std", "reduce-argmin", "reduce-argmax",
+    "reduce-prod"};
 static const char *const gs__combine_names[GS_RED_COUNT] = {
     "combine-sum", "combine-min", "combine-max", "combine-mean",
-    "combine-var", "combine-std", "combine-argmin", "combine-argmax"};
+    "combine-var", "combine-std", "combine-argmin", "combine-argmax",
+    "combine-prod"};
 
 const char *gs_layer_name(const gs_layer_t *l)
 {
@@ -513,8 +515,12 @@ static gs_status_t gs__inst_fused(const gs_layer_t *l, uint64_t block, int ninpu
         if (lf->kind == GS_LEAF_CHUNK) {
             if (r.empty) {
                 kl->kind = GS_LEAF_INDEX;   /* empty region: nothing is read */
+<<<<<<< HEAD
                 kl->dtype = GS_DTYPE_FLOAT64;   /* index leaves are float64 (a typed chunk
                                                    leaf's dtype would be rejected) */
+=======
+                kl->dtype = GS_DTYPE_FLOAT64; /* as every non-chunk leaf */
+>>>>>>> s7-nanred
             } else {
                 kl->data = inputs[r.leaf_slot[i]].data;
                 kl->data_len = lf->dtype == GS_DTYPE_FLOAT64

@@ -323,6 +323,9 @@ static int gs__dec_combine(gs_mp_reader_t *r, gs_layer_t *l)
     return 1;
 }
 
+/* Blocks an empty literal may have (its offsets table: 8 bytes each). */
+#define GS__LITERAL_MAX_EMPTY_BLOCKS 65536u
+
 static int gs__dec_literal(gs_mp_reader_t *r, gs_layer_t *l)
 {
     const uint8_t *p;
@@ -334,7 +337,9 @@ static int gs__dec_literal(gs_mp_reader_t *r, gs_layer_t *l)
     if ((int64_t)len != gs__grid_size(&l->grid) * (int64_t)sizeof(double))
         return gs_mp_fail(r, "literal data size does not match its grid");
     nb = gs_grid_nblocks(&l->grid);
-    if (nb > (uint64_t)len / sizeof(double) + 1)
+    /* a block per element at most (the offsets table is no larger than the data), but an
+     * empty array has empty blocks: 3 x 0 in chunks of 2 x 1 is 2 of them */
+    if (nb > (uint64_t)len / sizeof(double) + 1 && (len != 0 || nb > GS__LITERAL_MAX_EMPTY_BLOCKS))
         return gs_mp_fail(r, "literal has more blocks than elements");
     l->u.lit.off = gs_malloc((size_t)(nb + 1) * sizeof(int64_t), "literal offsets");
     l->u.lit.data = gs_malloc(len ? len : 1, "literal data");

@@ -1,6 +1,6 @@
 /* Reductions over a tuple of axes and with kept dimensions (gs_array_reduce_axes()), built
  * from the one-axis and all-axes reductions of array.c:
- *   - SUM, MIN, MAX: one axis after the other, the highest first (so the lower axes keep their
+ *   - SUM, PROD, MIN, MAX: one axis after the other, the highest first (so the lower axes keep their
  *     numbers);
  *   - MEAN: the mean of means (every group along an axis has the same size);
  *   - VAR, STD: the law of total variance. With m_k, v_k the mean and population variance

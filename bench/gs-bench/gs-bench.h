@@ -81,5 +81,6 @@ int gs__bench_stencil(int argc, char **argv);         /* stencil.c */
 int gs__bench_shape(int argc, char **argv);           /* shape.c */
 int gs__bench_io(int argc, char **argv);              /* io.c */
 int gs__bench_many(int argc, char **argv);            /* many.c */
+int gs__bench_nanred(int argc, char **argv);          /* nanred.c */
 
 #endif

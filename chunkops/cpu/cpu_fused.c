@@ -547,6 +547,9 @@ static void gs__acc_fold(gs__fused_t *f, const double *x, int n, int64_t idx0, i
         gs__ps_push(&f->ps, gs__block_sum(x, n));
         f->count += n;
         break;
+    case GS_RED_PROD:
+        for (int i = 0; i < n; i++) f->acc[0] *= x[i];
+        break;
     case GS_RED_MIN: f->acc[0] = gs__scan_min(f->acc[0], x, n); break;
     case GS_RED_MAX: f->acc[0] = gs__scan_max(f->acc[0], x, n); break;
     case GS_RED_VAR:
@@ -608,6 +611,9 @@ static void gs__outer_fold(gs__fused_t *f, const double *x, const gs__seg_t *g)
         }
         break;
     }
+    case GS_RED_PROD:
+        for (int i = 0; i < n; i++) out[r0 + (int64_t)i * rs] *= x[i];
+        break;
     case GS_RED_MIN:
         for (int i = 0; i < n; i++) {
             int64_t r = r0 + (int64_t)i * rs;

@@ -223,6 +223,7 @@ typedef struct gs__cuda_fplan {
     int32_t acc;                /* GS__CUDA_ACC_* (REDUCE) */
     int32_t redop;              /* gs_redop_t (REDUCE) */
     int32_t is_max;             /* MAX / ARGMAX */
+    int32_t is_prod;            /* PROD: the width-1 accumulator (ACC_MIN) multiplies */
     int32_t is_mean;            /* MEAN: final records get [sum, count] */
     int32_t wout;               /* doubles per output record (gs_redop_width) */
     int32_t nr;                 /* record (row) dims */

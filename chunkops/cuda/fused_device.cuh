@@ -494,13 +494,17 @@ template <> struct Acc<GS__CUDA_ACC_SUM> {
     }
 };
 
+/* MIN, MAX and PROD (one double, merged by the same operation as elements are added) */
 template <> struct Acc<GS__CUDA_ACC_MIN> {
     static constexpr int W = 1;
     double m;
-    __device__ __forceinline__ void init(const Plan &p) { m = p.is_max ? -INFINITY : INFINITY; }
+    __device__ __forceinline__ void init(const Plan &p)
+    {
+        m = p.is_prod ? 1.0 : p.is_max ? -INFINITY : INFINITY;
+    }
     __device__ __forceinline__ void add(const Plan &p, double v, int64_t)
     {
-        m = p.is_max ? gs_rec_max(m, v) : gs_rec_min(m, v);
+        m = p.is_prod ? m * v : p.is_max ? gs_rec_max(m, v) : gs_rec_min(m, v);
     }
     __device__ __forceinline__ void merge(const Plan &p, const Acc &o) { add(p, o.m, 0); }
     __device__ __forceinline__ Acc down(unsigned d) const

@@ -320,6 +320,7 @@ void gs__cuda_fplan_build(const gs__cuda_dev_t *dev, const gs__cuda_scratch_t *s
         case GS_RED_MEAN: p->acc = GS__CUDA_ACC_SUM; p->is_mean = 1; break;
         case GS_RED_MIN: p->acc = GS__CUDA_ACC_MIN; break;
         case GS_RED_MAX: p->acc = GS__CUDA_ACC_MIN; p->is_max = 1; break;
+        case GS_RED_PROD: p->acc = GS__CUDA_ACC_MIN; p->is_prod = 1; break;
         case GS_RED_VAR:
         case GS_RED_STD: p->acc = GS__CUDA_ACC_VAR; break;
         case GS_RED_ARGMIN: p->acc = GS__CUDA_ACC_ARG; break;

@@ -42,6 +42,11 @@ static void partial(int op, const double *v, int lo, int hi, double *rec)
     double s = 0, mean = 0, m2 = 0;
     switch (op) {
     case GS_RED_SUM: for (int i = lo; i < hi; i++) s += v[i]; rec[0] = s; break;
+    case GS_RED_PROD: /* of factors near 1 (0.94..1.007), so that no product overflows */
+        rec[0] = 1.0;
+        for (int i = lo; i < hi; i++) rec[0] *= v[i] >= 100.0 ? 1.0 + (v[i] - 100.0) / 4096.0
+                                                            : 1.0 - v[i] / 64.0;
+        break;
     case GS_RED_MEAN:
         for (int i = lo; i < hi; i++) s += v[i];
         rec[0] = s;
@@ -157,6 +162,11 @@ Test(chunkops_combine, merging_partials_equals_reducing_everything)
                               fin[r], f);
                     break;
                 }
+                case GS_RED_PROD: /* partial products merged in another order */
+                    cr_assert(same(merged[r], want[0], 1e-12 * fabs(want[0])),
+                              "product %.17g vs %.17g", merged[r], want[0]);
+                    cr_assert(same(fin[r], want[0], 1e-12 * fabs(want[0])));
+                    break;
                 case GS_RED_SUM:
                 case GS_RED_MEAN:
                     cr_assert(same(merged[r * w], want[0], 1e-14 * scale));
@@ -185,7 +195,7 @@ Test(chunkops_combine, finalize_of_empty_partials)
     static const double empty[GS_RED_COUNT][3] = {
         [GS_RED_SUM] = {0}, [GS_RED_MIN] = {INFINITY}, [GS_RED_MAX] = {-INFINITY},
         [GS_RED_MEAN] = {0, 0}, [GS_RED_VAR] = {0, 0, 0}, [GS_RED_STD] = {0, 0, 0},
-        [GS_RED_ARGMIN] = {INFINITY, -1}, [GS_RED_ARGMAX] = {-INFINITY, -1}};
+        [GS_RED_ARGMIN] = {INFINITY, -1}, [GS_RED_ARGMAX] = {-INFINITY, -1}, [GS_RED_PROD] = {1}};
     for (int op = 0; op < GS_RED_COUNT; op++) {
         double out[2] = {5, 5};
         gs_kcombine_t k;
@@ -199,6 +209,7 @@ Test(chunkops_combine, finalize_of_empty_partials)
         run_combine(&k);
         switch (op) {
         case GS_RED_SUM: cr_assert_eq(out[0], 0.0); break;
+        case GS_RED_PROD: cr_assert_eq(out[0], 1.0); break;
         case GS_RED_MIN: cr_assert_eq(out[0], INFINITY); break;
         case GS_RED_MAX: cr_assert_eq(out[0], -INFINITY); break;
         case GS_RED_ARGMIN:

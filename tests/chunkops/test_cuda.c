@@ -491,6 +491,23 @@ static void check_reduction(const spec_t *s, const double *x, const double *c, c
                           "spec %d (%s): record %lld sum: gpu %.17g cpu %.17g (sum|x| %g)", it, d,
                           (long long)r, gr[0], cr[0], ref->sum_abs);
             break;
+        case GS_RED_PROD: {
+            /* the device multiplies in a tree, the CPU in order: finite nonzero products agree
+             * to a few roundings per element; a product that overflows or underflows in one
+             * order may meet a zero or an infinity in the other (0, a subnormal, +-inf or NaN
+             * on each) */
+            const int gd = !(fabs(gr[0]) >= 1e-290 && isfinite(gr[0])),
+                      cd = !(fabs(cr[0]) >= 1e-290 && isfinite(cr[0]));   /* or subnormal */
+            if (gd || cd)
+                cr_assert(bits_equal(gr[0], cr[0]) || (gd && cd),
+                          "spec %d (%s): record %lld product: gpu %.17g cpu %.17g", it, d,
+                          (long long)r, gr[0], cr[0]);
+            else
+                cr_assert(fabs(gr[0] - cr[0]) <= 4e-16 * (ref->n + 8) * fabs(cr[0]),
+                          "spec %d (%s): record %lld product: gpu %.17g cpu %.17g", it, d,
+                          (long long)r, gr[0], cr[0]);
+            break;
+        }
         default: /* VAR, STD: [count, mean, m2] */
             cr_assert_eq(gr[0], cr[0], "spec %d (%s): record %lld count", it, d, (long long)r);
             if (ref->nonfinite) break;

@@ -249,6 +249,12 @@ static void ref_record(int op, const double *v, const double *idx, int64_t n, do
         rec[0] = (double)s;
         rec[1] = (double)n;
         break;
+    case GS_RED_PROD: { /* in double: the kernel's range (long double would not overflow) */
+        double p = 1.0;
+        for (int64_t i = 0; i < n; i++) p *= v[i];
+        rec[0] = p;
+        break;
+    }
     case GS_RED_MIN:
     case GS_RED_MAX: {
         double m = op == GS_RED_MIN ? INFINITY : -INFINITY;
@@ -347,6 +353,11 @@ static void check_reduce(const gs_kfused_t *k0, int op, int axis)
                       "op %d axis %d record %lld: sum %.17g, reference %.17g", op, axis,
                       (long long)r, got[0], want[0]);
             if (op == GS_RED_MEAN) cr_assert_eq(got[1], want[1]);
+            break;
+        case GS_RED_PROD: /* the kernel multiplies in another order: a few roundings apart */
+            cr_assert(same(got[0], want[0], 1e-12 * (double)(cnt + 1)),
+                      "op %d axis %d record %lld: product %.17g, reference %.17g", op, axis,
+                      (long long)r, got[0], want[0]);
             break;
         case GS_RED_VAR:
         case GS_RED_STD:
@@ -692,7 +703,7 @@ Test(chunkops_fused, empty_regions_give_empty_records)
     static const double empty[GS_RED_COUNT][3] = {
         [GS_RED_SUM] = {0}, [GS_RED_MIN] = {INFINITY}, [GS_RED_MAX] = {-INFINITY},
         [GS_RED_MEAN] = {0, 0}, [GS_RED_VAR] = {0, 0, 0}, [GS_RED_STD] = {0, 0, 0},
-        [GS_RED_ARGMIN] = {INFINITY, -1}, [GS_RED_ARGMAX] = {-INFINITY, -1}};
+        [GS_RED_ARGMIN] = {INFINITY, -1}, [GS_RED_ARGMAX] = {-INFINITY, -1}, [GS_RED_PROD] = {1}};
     k.terminal = GS_TERM_REDUCE;
     for (int op = 0; op < GS_RED_COUNT; op++) {
         int w = gs_redop_width(op);

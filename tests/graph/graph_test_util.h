@@ -385,6 +385,10 @@ static inline double tx_red_vals(gs_redop_t op, const double *x, int64_t n, doub
     case GS_RED_SUM:
         for (int64_t i = 0; i < n; i++) s += x[i];
         return (double)s;
+    case GS_RED_PROD:
+        s = 1;
+        for (int64_t i = 0; i < n; i++) s *= x[i];
+        return (double)s;
     case GS_RED_MEAN:
         if (n == 0) return NAN;
         for (int64_t i = 0; i < n; i++) s += x[i];

@@ -3,7 +3,7 @@
  * round-tripped through the codec, run by the CPU backend's serial evaluator and compared with
  * plain-C references (NumPy semantics: integer wrap, floor division and mod signs, float32 and
  * float16 rounding of every result, bool from comparisons, int64 from sums and argmax). */
-#include "graph_eval_util.h"
+#include "dtype_eval_util.h"
 #include "chunkops/chunkops.h"
 #include "chunkops/eval.h"
 #include "common/buf.h"
@@ -18,21 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define OK(call) do { gs_status_t st__ = (call); \
-    cr_assert_eq(st__, GS_OK, "%s: %s", #call, gs_last_error()); } while (0)
-
-static gs_chunkops_ctx_h ctx;
-
-static void setup(void)
-{
-    ctx = gx_ctx_create();
-}
-
-static void teardown(void)
-{
-    gx_ctx_destroy(ctx);
-}
-
 TestSuite(graph_dtype_eval, .init = setup, .fini = teardown, .timeout = 120);
 
 static const gs_dtype_t all_dtypes[] = {GS_DTYPE_FLOAT64, GS_DTYPE_FLOAT32, GS_DTYPE_FLOAT16,
@@ -41,19 +26,6 @@ static const gs_dtype_t all_dtypes[] = {GS_DTYPE_FLOAT64, GS_DTYPE_FLOAT32, GS_D
 enum { NDT = sizeof(all_dtypes) / sizeof(all_dtypes[0]) };
 
 /* ---- plain-C reference semantics ---- */
-
-static int is_float(gs_dtype_t d)
-{
-    return d == GS_DTYPE_FLOAT64 || d == GS_DTYPE_FLOAT32 || d == GS_DTYPE_FLOAT16;
-}
-
-/* Round to a float dtype with the compiler's own conversions (not the library's). */
-static double ref_round(gs_dtype_t d, double x)
-{
-    if (d == GS_DTYPE_FLOAT32) return (double)(float)x;
-    if (d == GS_DTYPE_FLOAT16) return (double)(_Float16)x;
-    return x;
-}
 
 static int64_t ref_wrap(gs_dtype_t d, int64_t v)
 {
@@ -129,59 +101,6 @@ static double ref_binary(gs_binop_t op, gs_dtype_t d, double a, double b)
     default: cr_assert_fail("op %d not in the reference", (int)op); return 0;
     }
     return (double)ref_wrap(d, r);
-}
-
-/* ---- evaluation ---- */
-
-/* Evaluate @a h with lowering @a flags; the result widened to doubles (caller frees). */
-static double *eval_flags(gs_array_h h, unsigned flags)
-{
-    gs_taskgraph_t *tg;
-    int64_t size = gs_array_size(h);
-    const gs_dtype_t dt = (gs_dtype_t)gs_array_dtype(h);
-    const size_t es = gs_dtype_size(dt);
-    double *out = calloc((size_t)(size ? size : 1), sizeof(double));
-    cr_assert_not_null(out);
-    OK(gs_graph_lower(h, flags, &tg));
-    cr_assert_eq(tg->out_dtype, (int32_t)dt, "the task graph's result dtype is the array's");
-    gx_roundtrip_layers(tg);
-    OK(gs_taskgraph_validate(tg));
-    OK(gs_chunkops_eval(&gs_chunkops_cpu_ops, ctx, tg, out, (size_t)size));
-    gs_taskgraph_free(tg);
-    for (int64_t i = size - 1; i >= 0; i--)
-        out[i] = gs_dtype_to_double(dt, (const char *)out + (size_t)i * es);
-    return out;
-}
-
-static int same(double got, double want)
-{
-    if (isnan(want)) return isnan(got);
-    return got == want;
-}
-
-/* Check @a h against @a want[0..n) under every combination of lowering flags. */
-static void check(gs_array_h h, const double *want, int64_t n, const char *what)
-{
-    cr_assert_eq(gs_array_size(h), n);
-    for (unsigned f = 0; f <= GS_LOWER_DEFAULT; f++) {
-        double *got = eval_flags(h, f);
-        for (int64_t i = 0; i < n; i++)
-            cr_assert(same(got[i], want[i]), "%s, flags 0x%x: element %lld is %.17g, want %.17g",
-                      what, f, (long long)i, got[i], want[i]);
-        free(got);
-    }
-}
-
-/* A 1-D array of dtype @a d holding ref_cast(d, v[i]), in odd chunks of 3. */
-static gs_array_h typed_array(gs_dtype_t d, const double *v, int64_t n)
-{
-    gs_array_h x, y;
-    int64_t shape[1] = {n}, chunks[1] = {3};
-    OK(gs_array_from_host(v, 1, shape, chunks, &x));
-    OK(gs_array_astype(x, d, &y));
-    gs_array_release(x);
-    cr_assert_eq(gs_array_dtype(y), (int)d);
-    return y;
 }
 
 /* values every dtype can hold after its cast (floats also get NaN and inf below) */

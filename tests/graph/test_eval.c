@@ -796,7 +796,8 @@ static tx_t *ref_reduce_axes(tx_t *x, gs_redop_t op, unsigned mask, double ddof,
     long double *s1 = calloc((size_t)(osize ? osize : 1), sizeof(long double));
     long double *s2 = calloc((size_t)(osize ? osize : 1), sizeof(long double));
     int64_t *cnt = calloc((size_t)(osize ? osize : 1), sizeof(int64_t));
-    for (int64_t r = 0; r < osize; r++) t->v[r] = op == GS_RED_MIN ? INFINITY : -INFINITY;
+    for (int64_t r = 0; r < osize; r++)
+        t->v[r] = op == GS_RED_MIN ? INFINITY : op == GS_RED_PROD ? 1.0 : -INFINITY;
     for (int64_t i = 0; i < x->size; i++) {
         int64_t o = kept_index(x, mask, i);
         double v = x->v[i];
@@ -804,6 +805,7 @@ static tx_t *ref_reduce_axes(tx_t *x, gs_redop_t op, unsigned mask, double ddof,
         cnt[o]++;
         if (op == GS_RED_MIN) t->v[o] = isnan(v) || isnan(t->v[o]) ? NAN : fmin(t->v[o], v);
         if (op == GS_RED_MAX) t->v[o] = isnan(v) || isnan(t->v[o]) ? NAN : fmax(t->v[o], v);
+        if (op == GS_RED_PROD) t->v[o] *= v;
     }
     for (int64_t i = 0; i < x->size; i++) {
         int64_t o = kept_index(x, mask, i);
@@ -830,7 +832,7 @@ Test(graph_eval, reductions_over_tuples_of_axes_with_and_without_keepdims)
     int64_t shape[4] = {5, 4, 7, 3}, chunks[4] = {2, 3, 4, 2};
     tx_t *x = tx_normal(61, 1.0, 2.0, 4, shape, chunks);
     static const gs_redop_t ops[] = {GS_RED_SUM, GS_RED_MEAN, GS_RED_MIN, GS_RED_MAX, GS_RED_VAR,
-                                     GS_RED_STD};
+                                     GS_RED_STD, GS_RED_PROD};
     static const int tuples[][3] = {{0, 2, -1}, {3, 1, -1}, {-1, 0, 2}, {1, 2, 3}};
     static const int ntuple[] = {2, 2, 3, 3};
     for (size_t o = 0; o < sizeof(ops) / sizeof(ops[0]); o++)

@@ -370,6 +370,33 @@ Test(graph_layer, rejects_literal_size_mismatch)
     gs_taskgraph_free(tg);
 }
 
+/* An empty array's literal has empty blocks (3 x 0 in chunks of 2 x 1: two); it decodes, but
+ * a peer cannot make the decoder allocate an offsets table of millions of empty blocks. */
+Test(graph_layer, empty_literals_decode_with_a_bounded_number_of_blocks)
+{
+    static const double none[1] = {0};
+    const int64_t small[2] = {3, 0}, big[2] = {70000, 0}, ones[2] = {1, 1}, ch[2] = {2, 1};
+    gs_array_h h;
+    gs_taskgraph_t *tg;
+    gs_layer_t *d = NULL;
+    OK(gs_array_from_host(none, 2, small, ch, &h));
+    OK(gs_graph_lower(h, GS_LOWER_DEFAULT, &tg));
+    gs_array_release(h);
+    {
+        enc_t e = encode(first_layer_of_kind(tg, GS_LAYER_LITERAL, -1));
+        OK(gs_layer_decode(e.data, e.len, &d));
+        cr_assert_eq(gs_grid_nblocks(&d->grid), 2);
+        gs_layer_free(d);
+        gs_free(e.data);
+    }
+    gs_taskgraph_free(tg);
+    OK(gs_array_from_host(none, 2, big, ones, &h));
+    OK(gs_graph_lower(h, GS_LOWER_DEFAULT, &tg));
+    gs_array_release(h);
+    expect_decode_rejects(first_layer_of_kind(tg, GS_LAYER_LITERAL, -1), "more blocks");
+    gs_taskgraph_free(tg);
+}
+
 static enc_t good_bytes(void)
 {
     gs_taskgraph_t *tg = sample_graph(GS_LOWER_DEFAULT);

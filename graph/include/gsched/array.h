@@ -133,6 +133,7 @@ typedef enum gs_redop {
     GS_RED_STD = 5,
     GS_RED_ARGMIN = 6,
     GS_RED_ARGMAX = 7,
+    GS_RED_PROD = 8,        /* np.prod: 1 for an empty slice; accumulated in float64 */
     GS_RED_COUNT
 } gs_redop_t;
 
@@ -167,7 +168,7 @@ gs_status_t gs_dtype_unary_result(gs_unop_t op, gs_dtype_t a, gs_dtype_t *out_p)
 gs_status_t gs_dtype_binary_result(gs_binop_t op, gs_dtype_t a, gs_dtype_t b,
                                    gs_dtype_t *out_p);
 
-/** Result dtype of reduction @a op over an array of @a a, NumPy's defaults: SUM of bool and
+/** Result dtype of reduction @a op over an array of @a a, NumPy's defaults: SUM and PROD of bool and
  *  integers gives int64 (NumPy gives uint64 for uint8, which gsched lacks: int64 holds every
  *  such sum of fewer than 2^55 elements), of floats the float; MEAN, VAR and STD of bool and
  *  integers give float64, of floats the float; MIN and MAX keep the dtype; ARGMIN and ARGMAX
@@ -470,9 +471,10 @@ typedef struct gs_reduce_params {
 
 /** Reduce @a a with @a op. Over all axes the result has ndim 0 (a scalar); over one axis the
  *  axis is removed. The result dtype is NumPy's (gs_dtype_reduce_result()): ARGMIN/ARGMAX
- *  give int64 indices (the flat row-major index when reducing all axes), SUM of integers
- *  int64, MEAN of integers float64. Values are accumulated in float64 (integer sums are exact
- *  below 2^53). @a params may be NULL. */
+ *  give int64 indices (the flat row-major index when reducing all axes), SUM and PROD of
+ *  integers int64, MEAN of integers float64. Values are accumulated in float64 (integer sums
+ *  and products are exact below 2^53; a larger integer product is rounded, where NumPy's
+ *  wraps). @a params may be NULL. */
 gs_status_t gs_array_reduce(gs_redop_t op, gs_array_h a, const gs_reduce_params_t *params,
                             gs_array_h *out_p);
 
@@ -480,7 +482,7 @@ gs_status_t gs_array_reduce(gs_redop_t op, gs_array_h a, const gs_reduce_params_
  *  negative counting from the end; naxes 0 with axes NULL means every axis), keeping each
  *  reduced axis with length 1 when @a keepdims is nonzero (one small COPY task per kept
  *  axis). @a params (may be NULL) gives split_every and ddof; its AXIS field must not be set.
- *  SUM, MIN and MAX reduce one axis after the other; MEAN takes the mean of means (the groups
+ *  SUM, PROD, MIN and MAX reduce one axis after the other; MEAN takes the mean of means (the groups
  *  are equal); VAR and STD combine per-axis means and variances by the law of total variance
  *  (exact, and as stable as the one-axis reduction); every axis at once is the all-axes
  *  reduction (one tree). ARGMIN/ARGMAX take one axis or all of them, as in NumPy.
@@ -491,6 +493,52 @@ gs_status_t gs_array_reduce(gs_redop_t op, gs_array_h a, const gs_reduce_params_
 gs_status_t gs_array_reduce_axes(gs_redop_t op, gs_array_h a, int naxes, const int *axes,
                                  int keepdims, const gs_reduce_params_t *params,
                                  gs_array_h *out_p);
+
+/* NumPy's truth and NaN-skipping reductions (graph/reduce_nan.c). Separate from gs_redop_t:
+ * they are compositions of the plain reductions with elementwise ops (fused into the
+ * reductions' kernels), never a layer or wire value of their own. Values are append-only. */
+typedef enum gs_credop {
+    GS_CRED_ANY = 0,        /* np.any: bool; NaN is true; an empty slice gives false */
+    GS_CRED_ALL,            /* np.all: bool; an empty slice gives true */
+    GS_CRED_COUNT_NONZERO,  /* np.count_nonzero: int64; NaN counts */
+    GS_CRED_NANSUM,         /* NaN as 0; dtype as SUM (int32 -> int64); all-NaN gives 0 */
+    GS_CRED_NANMEAN,        /* NaN skipped; dtype as MEAN; all-NaN or empty gives NaN */
+    GS_CRED_NANMIN,         /* NaN skipped; keeps the dtype; all-NaN gives NaN */
+    GS_CRED_NANMAX,
+    GS_CRED_NANARGMIN,      /* int64; an all-NaN slice gives -1 (NumPy raises ValueError) */
+    GS_CRED_NANARGMAX,
+    GS_CRED_NANVAR,         /* NaN skipped, two passes; dtype as VAR; NaN where n - ddof <= 0 */
+    GS_CRED_NANSTD,
+    GS_CRED_NANPROD,        /* NaN as 1; dtype as PROD (int32 -> int64); all-NaN gives 1 */
+    GS_CRED_COUNT
+} gs_credop_t;
+
+/** NumPy's name of @a op ("nanmax"), "unknown" outside the table. The string is static. */
+const char *gs_credop_name(gs_credop_t op);
+
+/** Result dtype of @a op over an array of @a a (NumPy's): ANY, ALL bool; COUNT_NONZERO,
+ *  NANARGMIN, NANARGMAX int64; NANSUM, NANPROD as gs_dtype_reduce_result(GS_RED_SUM); NANMIN, NANMAX
+ *  @a a; NANMEAN, NANVAR, NANSTD as GS_RED_MEAN (ints and bool -> float64). Errors:
+ *  GS_ERR_INVALID_PARAM (unknown op or dtype, NULL out_p); *out_p written on success only. */
+gs_status_t gs_dtype_composite_result(gs_credop_t op, gs_dtype_t a, gs_dtype_t *out_p);
+
+/** Reduce @a a with @a op over the axes axes[0..naxes) (as gs_array_reduce_axes(): distinct,
+ *  negative from the end; naxes 0 with axes NULL means every axis), keeping the reduced axes
+ *  with length 1 when @a keepdims is nonzero. NANARGMIN/NANARGMAX take one axis or all of
+ *  them. @a params (may be NULL) gives split_every; ddof only for NANVAR/NANSTD; AXIS must not
+ *  be set. Each op is built from existing reductions, elementwise ops and where (docs/api.md,
+ *  "Truth and NaN-skipping reductions", has the table): on bool and integer arrays the nan-
+ *  reductions are the plain ones. Floats accumulate in float64 (nanmean, nanvar, nanstd are
+ *  rounded once to a float32/float16 input's dtype). Differences from NumPy: an all-NaN slice
+ *  gives -1 from NANARGMIN/NANARGMAX (NumPy raises), and no RuntimeWarning is issued for
+ *  all-NaN slices (nanmin/nanmax/nanmean give NaN as NumPy does). NANMIN, NANMAX, NANARG*
+ *  over a zero-size axis are errors, as in NumPy. Ownership as every constructor.
+ *  Errors: GS_ERR_INVALID_PARAM (NULL handles, unknown op or dtype, ddof with another op, and
+ *  every error of gs_array_reduce_axes(), prefixed with the op and dtype), GS_ERR_NO_MEMORY;
+ *  nothing is written on error. */
+gs_status_t gs_array_reduce_composite(gs_credop_t op, gs_array_h a, int naxes, const int *axes,
+                                      int keepdims, const gs_reduce_params_t *params,
+                                      gs_array_h *out_p);
 
 /** Row-major multi-index of flat index @a flat in an array of shape @a shape (like
  *  np.unravel_index): idx_p[a] for a < ndim (caller-owned, ndim entries). Use it on the flat

@@ -1,0 +1,203 @@
+/* gs-bench nanred: the truth and NaN-skipping reductions (gs_array_reduce_composite) and
+ * np.prod beside a plain sum, on a persisted x = normal(0, 1, (n, n)) whose elements above 2
+ * read as NaN (y = where(x > 2, nan, x), fused into each reduction; ~2.3% NaN), optionally
+ * cast to float32. Each op reduces y over every axis; the time is the whole computation
+ * (submit, tasks, gather of the scalar). One JSON line per op and timed run: bench, op, n,
+ * chunk, workers, backend, dtype, run, value, seconds, gb_per_s (x's float64 bytes per
+ * second: the composite ops read x more than once, so their rate against sum's is the
+ * overhead), tasks, ... */
+#include "gs-bench.h"
+
+#include <gsched/gsched.h>
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct gs__nanred_opts {
+    gs__common_t c;
+    int64_t n, chunk;
+    int float32;
+    int persist_y;
+} gs__nanred_opts_t;
+
+/* The ops timed: a plain reduction (credop < 0) or a composite one. */
+static const struct {
+    const char *name;
+    int redop, credop;
+} gs__nanred_ops[] = {
+    {"sum", GS_RED_SUM, -1},
+    {"prod", GS_RED_PROD, -1},
+    {"count_nonzero", -1, GS_CRED_COUNT_NONZERO},
+    {"any", -1, GS_CRED_ANY},
+    {"nansum", -1, GS_CRED_NANSUM},
+    {"nanmean", -1, GS_CRED_NANMEAN},
+    {"nanmax", -1, GS_CRED_NANMAX},
+    {"nanargmax", -1, GS_CRED_NANARGMAX},
+    {"nanvar", -1, GS_CRED_NANVAR},
+};
+
+static void gs__nanred_usage(FILE *f)
+{
+    fprintf(f,
+            "usage: gs-bench nanred --n N --chunk C [options]\n"
+            "Persist x = normal(0, 1, (N, N)) in C x C chunks; y = where(x > 2, nan, x); time\n"
+            "sum, prod, count_nonzero, any, nansum, nanmean, nanmax, nanargmax and nanvar of y\n"
+            "over every axis.\n"
+            "  --n N                 array side (>= 1)\n"
+            "  --chunk C             chunk side (>= 1)\n"
+            "  --dtype float32       cast y to float32 first (default float64)\n"
+            "  --persist-y           persist y too (as data with NaN in it): time the reductions\n"
+            "                        alone; otherwise y is computed inside each reduction (a\n"
+            "                        composite op reading y twice materialises it once per chunk)\n"
+            "  --workers W, --backend cpu|cuda, --scheduler ADDR, --token T, --repeat R,\n"
+            "  --seed S, --no-fuse, --report FILE: as every gs-bench benchmark\n"
+            "Prints one JSON line per op and timed run: bench, op, n, chunk, workers, backend,\n"
+            "dtype, run, value, seconds, gb_per_s, tasks, submit_s, kernel_s, persist_s, ...\n");
+}
+
+static int gs__nanred_args(int argc, char **argv, gs__nanred_opts_t *o, int *done)
+{
+    memset(o, 0, sizeof(*o));
+    o->c.fuse = o->c.pushdown = 1;
+    o->c.repeat = 1;
+    o->c.token = getenv("GSCHED_TOKEN");
+    o->n = o->chunk = -1;
+    *done = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        int r;
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            gs__nanred_usage(stdout);
+            *done = 1;
+            return 0;
+        }
+        if (strcmp(a, "--n") == 0 || strcmp(a, "--chunk") == 0) {
+            int64_t *v = a[2] == 'n' ? &o->n : &o->chunk;
+            if (!gs__int_arg(a, i + 1 < argc ? argv[i + 1] : NULL, 1, INT64_C(3037000499), v))
+                return 2;
+            i++;
+            continue;
+        }
+        if (strcmp(a, "--persist-y") == 0) {
+            o->persist_y = 1;
+            continue;
+        }
+        if (strcmp(a, "--dtype") == 0) {
+            if (i + 1 >= argc || (strcmp(argv[i + 1], "float32") != 0 &&
+                                  strcmp(argv[i + 1], "float64") != 0))
+                return gs__bad("--dtype takes float32 or float64");
+            o->float32 = strcmp(argv[++i], "float32") == 0;
+            continue;
+        }
+        r = gs__common_arg(argc, argv, &i, &o->c);
+        if (r < 0) return 2;
+        if (r == 0) return gs__bad("unknown option '%s'", a);
+    }
+    if (o->n < 0) return gs__bad("--n is required");
+    if (o->chunk < 0) return gs__bad("--chunk is required");
+    return 0;
+}
+
+/* Compute the 0-d @a a; its value as a double in *v_p. */
+static int gs__nanred_run(gs_client_h client, gs_array_h a, double *v_p, double *seconds_p,
+                          gs_compute_stats_t *stats_p)
+{
+    gs_future_h f;
+    gs_status_t st;
+    _Alignas(8) unsigned char out[8] = {0};
+    double t0 = gs__now();
+    if ((st = gs_client_submit(client, a, 0, &f)) != GS_OK) {
+        fprintf(stderr, "%s %s: submit failed: %s: %s\n", g_prog, g_sub, gs_status_name(st),
+                gs_last_error());
+        return 1;
+    }
+    if ((st = gs_future_wait(f, -1.0)) == GS_OK) st = gs_future_gather(f, (double *)out, 1);
+    *seconds_p = gs__now() - t0;
+    if (st != GS_OK) {
+        fprintf(stderr, "%s %s: run failed: %s: %s\n", g_prog, g_sub, gs_status_name(st),
+                gs_last_error());
+        gs_future_destroy(f);
+        return 1;
+    }
+    *v_p = gs_dtype_to_double((gs_dtype_t)gs_array_dtype(a), out);
+    if (gs_future_stats(f, stats_p) != GS_OK) memset(stats_p, 0, sizeof(*stats_p));
+    st = gs__report_save(client, f) ? GS_ERR_IO : GS_OK;
+    gs_future_destroy(f);
+    return st != GS_OK;
+}
+
+int gs__bench_nanred(int argc, char **argv)
+{
+    gs__nanred_opts_t o;
+    gs_client_h client = NULL;
+    gs_array_h x = NULL, m = NULL, nan = NULL, y = NULL, yc = NULL, r = NULL;
+    double connect_s = 0, persist_s = 0;
+    gs_compute_stats_t stats;
+    int rc, done;
+
+    if ((rc = gs__nanred_args(argc, argv, &o, &done)) != 0 || done) return rc;
+    {
+        int64_t shape[2] = {o.n, o.n}, chunks[2] = {o.chunk, o.chunk};
+        rc = gs__connect_persist_normal(&o.c, shape, chunks, &client, &x, &connect_s, &persist_s);
+    }
+    if (rc != 0) goto out;
+    rc = 2;
+    if (gs_array_binary_array_scalar(GS_BINARY_GT, x, 2.0, &m) != GS_OK ||
+        gs_array_full_like(x, NAN, &nan) != GS_OK || gs_array_where(m, nan, x, &y) != GS_OK ||
+        gs_array_astype(y, o.float32 ? GS_DTYPE_FLOAT32 : GS_DTYPE_FLOAT64, &yc) != GS_OK) {
+        fprintf(stderr, "%s %s: cannot build y: %s\n", g_prog, g_sub, gs_last_error());
+        goto out;
+    }
+    rc = 1;
+    if (o.persist_y) { /* y as data loaded with NaN in it would be: the reductions alone */
+        gs_status_t st;
+        double t0 = gs__now();
+        if ((st = gs_client_persist(client, yc)) != GS_OK) {
+            fprintf(stderr, "%s %s: persisting y failed: %s: %s\n", g_prog, g_sub,
+                    gs_status_name(st), gs_last_error());
+            goto out;
+        }
+        persist_s += gs__now() - t0;
+    }
+    for (size_t k = 0; k < sizeof(gs__nanred_ops) / sizeof(gs__nanred_ops[0]); k++) {
+        gs_status_t st = gs__nanred_ops[k].credop < 0
+                             ? gs_array_reduce((gs_redop_t)gs__nanred_ops[k].redop, yc, NULL, &r)
+                             : gs_array_reduce_composite((gs_credop_t)gs__nanred_ops[k].credop, yc,
+                                                         0, NULL, 0, NULL, &r);
+        if (st != GS_OK) {
+            fprintf(stderr, "%s %s: cannot build %s: %s\n", g_prog, g_sub,
+                    gs__nanred_ops[k].name, gs_last_error());
+            rc = 2;
+            goto out;
+        }
+        for (int run = 0; run < o.c.repeat; run++) {
+            double v = NAN, t;
+            if (gs__nanred_run(client, r, &v, &t, &stats) != 0) goto out;
+            printf("{\"bench\":\"nanred\",\"op\":\"%s\",\"n\":%" PRId64 ",\"chunk\":%" PRId64
+                   ",\"workers\":%d,\"backend\":\"%s\",\"dtype\":\"%s\",\"fused\":%s,"
+                   "\"persist_y\":%s,\"run\":%d",
+                   gs__nanred_ops[k].name, o.n, o.chunk, o.c.workers,
+                   o.c.backend ? o.c.backend : "remote", o.float32 ? "float32" : "float64",
+                   o.c.fuse ? "true" : "false", o.persist_y ? "true" : "false", run);
+            gs__json_num("value", v);
+            gs__json_num("seconds", t);
+            gs__json_num("gb_per_s", (double)o.n * (double)o.n * 8.0 / t * 1e-9);
+            gs__json_run_tail(&stats, persist_s, connect_s, client);
+        }
+        gs_array_release(r);
+        r = NULL;
+    }
+    rc = 0;
+out:
+    gs_client_destroy(client);
+    gs_array_release(r);
+    gs_array_release(yc);
+    gs_array_release(y);
+    gs_array_release(nan);
+    gs_array_release(m);
+    gs_array_release(x);
+    return rc;
+}
