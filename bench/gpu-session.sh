@@ -26,16 +26,13 @@
 # many: gs_client_compute_many with CUDA workers (integration tests) and gs-bench many, one
 #   compute_many against three computes (issue 20 item 4); targets gs-bench gsched_daemon gworker
 #   gs-local-cluster test_integration.
-<<<<<<< HEAD
 # shape: reshape/ravel/eye/diag/tril/triu evaluated on the CUDA backend against plain-C references
 #   (graph_shape/*_on_cuda) and gs-bench shape on one GPU and on the CPU (issue 20 item 3);
 #   targets test_graph_shape gs-bench gsched_daemon gworker.
-=======
 # nanred: np.prod and the any/all/nan* reductions on the GPU (issue 20 item 3): the product
 #   kernels against the CPU (chunkops_cuda/prod_*), the composite reductions with CUDA workers
 #   (integration_reduce_nan), gs-bench nanred on one GPU; targets test_chunkops_cuda gs-bench
 #   gsched_daemon gworker gs-local-cluster test_integration.
->>>>>>> s7-nanred
 # GS_TARGETS="a b ..." builds only those targets (a shorter build for one stage).
 set -uo pipefail
 what=${1:-all}
@@ -371,7 +368,6 @@ if [ "$what" = many ]; then
   } 2>"$out/many.err" | tee "$out/many.jsonl" | cut -c1-400
   tail -4 "$out/many.err"
 fi
-<<<<<<< HEAD
 if [ "$what" = shape ]; then
   # shape: needs the targets test_graph_shape gs-bench gsched_daemon gworker
   build-gpu/tests/test_graph_shape --verbose --filter 'graph_shape/*_on_cuda' >"$out/shape-tests.log" 2>&1
@@ -382,7 +378,7 @@ if [ "$what" = shape ]; then
     run $B/gs-bench shape --n 4000 --chunk 1000 --workers 2 --backend cpu --repeat 2
   } 2>"$out/shape.err" | tee "$out/shape.jsonl" | cut -c1-220
   tail -4 "$out/shape.err"
-=======
+fi
 if [ "$what" = nanred ]; then
   # nanred: see the header
   build-gpu/tests/test_chunkops_cuda --filter 'chunkops_cuda/prod*' >"$out/nanred-tests.log" 2>&1
@@ -395,5 +391,4 @@ if [ "$what" = nanred ]; then
     run $B/gs-bench nanred --n 40000 --chunk 10000 --workers 1 --backend cuda --repeat 3 --persist-y --dtype float32
   } 2>"$out/nanred.err" | tee "$out/nanred.jsonl" | cut -c1-300
   tail -4 "$out/nanred.err"
->>>>>>> s7-nanred
 fi

@@ -515,12 +515,8 @@ static gs_status_t gs__inst_fused(const gs_layer_t *l, uint64_t block, int ninpu
         if (lf->kind == GS_LEAF_CHUNK) {
             if (r.empty) {
                 kl->kind = GS_LEAF_INDEX;   /* empty region: nothing is read */
-<<<<<<< HEAD
                 kl->dtype = GS_DTYPE_FLOAT64;   /* index leaves are float64 (a typed chunk
                                                    leaf's dtype would be rejected) */
-=======
-                kl->dtype = GS_DTYPE_FLOAT64; /* as every non-chunk leaf */
->>>>>>> s7-nanred
             } else {
                 kl->data = inputs[r.leaf_slot[i]].data;
                 kl->data_len = lf->dtype == GS_DTYPE_FLOAT64

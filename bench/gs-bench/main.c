@@ -51,11 +51,8 @@ static const gs__bench_t gs__benches[] = {
     {"stencil", gs__bench_stencil, "x persisted; time the 3x3 smoothing stencil(x) kept: GB/s"},
     {"io", gs__bench_io, "write x to npy/raw/zarr from the workers, read it back: GB/s beside dd"},
     {"many", gs__bench_many, "3 results sharing exp(x): one compute_many vs 3 computes"},
-<<<<<<< HEAD
     {"shape", gs__bench_shape, "reshape/ravel/tril/diag/eye of a persisted normal (n, n) x, summed"},
-=======
     {"nanred", gs__bench_nanred, "sum, prod, any, nansum, nanmean, nanmax... of a persisted x with NaN"},
->>>>>>> s7-nanred
 };
 
 static void gs__usage(FILE *f)
