@@ -173,7 +173,19 @@ static void fz_run_graph(const gs_msg_graph_submit_t *g)
         if (b >= gs_layer_nblocks(l)) continue;               /* likewise */
         nin = gs_layer_ninputs(l, b);
         if (nin < 0 || (uint64_t)nin != nd) continue;         /* likewise */
-        if (fz_block_inputs(l, b, &n, lens) != GS_OK || n != nin)
+        if (fz_block_inputs(l, b, &n, lens) != GS_OK) {
+            /* only a generators-only fused layer answers 0 without resolving the block; its
+             * instantiation must then refuse the block (the worker fails the task) */
+            gs_ktask_t kt;
+            double scratch[4];
+            if (!fz_generator_only(l) || nin != 0)
+                FZ_BUG("block %llu does not resolve, gs_layer_ninputs says %d",
+                       (unsigned long long)b, nin);
+            if (gs_layer_instantiate(l, b, 0, NULL, scratch, &kt) == GS_OK)
+                FZ_BUG("block %llu does not resolve but instantiates", (unsigned long long)b);
+            continue;
+        }
+        if (n != nin)
             FZ_BUG("block %llu resolves to %d inputs, gs_layer_ninputs says %d",
                    (unsigned long long)b, n, nin);
         for (int i = 0; i < n && runnable; i++) {

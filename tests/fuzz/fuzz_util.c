@@ -64,6 +64,11 @@ static int64_t fz_region(const gs_grid_t *g, uint64_t block)
     return gs_region_size(g->ndim, shape);
 }
 
+int fz_generator_only(const gs_layer_t *l)
+{
+    return gs_layer_kind(l) == GS_LAYER_FUSED && !gs__fused_reads_chunks(l);
+}
+
 gs_status_t fz_block_inputs(const gs_layer_t *l, uint64_t block, int *n_p, int64_t *lens)
 {
     if (block >= gs_layer_nblocks(l))

@@ -34,6 +34,10 @@ typedef struct fz_budget {
 
 /** Expected inputs of block @a block of @a l: *n_p inputs of lens[i] doubles each (at most
  *  GS_KERNEL_MAX_COMBINE entries). GS_OK, or an error when the layer cannot resolve the block. */
+/* 1 when @a l is a fused layer that reads no chunks (generators only): gs_layer_ninputs() gives
+ * 0 for every block without resolving it (graph/layer.c: the per-task cost of tiny tasks), so a
+ * block whose addressing is bad is refused when it is instantiated, not by gs_layer_ninputs(). */
+int fz_generator_only(const gs_layer_t *l);
 gs_status_t fz_block_inputs(const gs_layer_t *l, uint64_t block, int *n_p, int64_t *lens);
 
 /** Elements a block's kernel touches (its region, or inputs + output for COMBINE). */
