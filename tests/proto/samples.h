@@ -8,6 +8,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The message types, first to last (loops over every type). */
+#define FIRST_TYPE GS_MSG_HELLO
+#define LAST_TYPE (GS_MSG_TYPE_MAX - 1)
+
 /** Fill @a m with the sample of @a type (pointers into static storage; never cleanup). */
 void sample_msg(uint32_t type, gs_msg_t *m);
 /** Encode the sample of @a type as one frame into @a out (appended). Asserts success. */
