@@ -13,6 +13,7 @@
 #include "chunkops/random.h"
 #include "../numpy_ref.h"
 #include "spec_util.h"
+#include "fused_ref.h"
 
 /* ------------------------------------------------------------------ helpers ---- */
 
@@ -34,365 +35,6 @@ static int rndi(int n)
 static double rndu(void)
 {
     return (double)(rnd() >> 11) * 0x1.0p-53;
-}
-
-static int same(double a, double b, double rel)
-{
-    if (isnan(a) || isnan(b)) return isnan(a) && isnan(b);
-    if (a == b) return 1;
-    if (isinf(a) || isinf(b)) return 0;
-    return fabs(a - b) <= rel * fabs(b) + 1e-300;
-}
-
-static gs_chunkops_ctx_h ctx_new(void)
-{
-    gs_chunkops_ctx_h ctx;
-    cr_assert_eq(gs_chunkops_cpu_ops.ctx_create(NULL, &ctx), GS_OK);
-    return ctx;
-}
-
-static void run_fused(const gs_kfused_t *k)
-{
-    gs_chunkops_ctx_h ctx = ctx_new();
-    gs_status_t st = gs_chunkops_cpu_ops.fused(ctx, NULL, k);
-    cr_assert_eq(st, GS_OK, "fused: %s: %s", gs_status_name(st), gs_last_error());
-    gs_chunkops_cpu_ops.ctx_destroy(ctx);
-}
-
-/* ------------------------------------------------------------- the reference ---- */
-
-static int ref_arity(int op)
-{
-    switch (op) {
-    case GS_OP_LEAF:
-    case GS_OP_CONST: return 0;
-    case GS_OP_ADD: case GS_OP_SUB: case GS_OP_MUL: case GS_OP_DIV: case GS_OP_POW:
-    case GS_OP_LT: case GS_OP_LE: case GS_OP_GT: case GS_OP_GE: case GS_OP_EQ: case GS_OP_NE:
-    case GS_OP_MIN: case GS_OP_MAX: case GS_OP_MOD: case GS_OP_FLOORDIV: case GS_OP_LAND:
-    case GS_OP_LOR: case GS_OP_LXOR: return 2;
-    default: return 1;
-    }
-}
-
-/* np.minimum / np.maximum: NaN if either operand is NaN */
-static double ref_minimum(double a, double b)
-{
-    if (isnan(a) || isnan(b)) return NAN;
-    return a <= b ? a : b;
-}
-
-static double ref_maximum(double a, double b)
-{
-    if (isnan(a) || isnan(b)) return NAN;
-    return a >= b ? a : b;
-}
-
-static double ref_binary(int op, double a, double b)
-{
-    switch (op) {
-    case GS_OP_ADD: return a + b;
-    case GS_OP_SUB: return a - b;
-    case GS_OP_MUL: return a * b;
-    case GS_OP_DIV: return a / b;
-    case GS_OP_POW: return pow(a, b);
-    case GS_OP_LT: return (isnan(a) || isnan(b)) ? 0.0 : (a < b);
-    case GS_OP_LE: return (isnan(a) || isnan(b)) ? 0.0 : (a <= b);
-    case GS_OP_GT: return (isnan(a) || isnan(b)) ? 0.0 : (a > b);
-    case GS_OP_GE: return (isnan(a) || isnan(b)) ? 0.0 : (a >= b);
-    case GS_OP_EQ: return (isnan(a) || isnan(b)) ? 0.0 : (a == b);
-    case GS_OP_NE: return (isnan(a) || isnan(b)) ? 1.0 : (a != b);
-    case GS_OP_MIN: return ref_minimum(a, b);
-    case GS_OP_MAX: return ref_maximum(a, b);
-    case GS_OP_MOD: return ref_np_mod(a, b);
-    case GS_OP_FLOORDIV: return ref_np_floor_divide(a, b);
-    case GS_OP_LAND: return !(a == 0) && !(b == 0);
-    case GS_OP_LOR: return !(a == 0) || !(b == 0);
-    case GS_OP_LXOR: return !(a == 0) != !(b == 0);
-    default: cr_assert_fail("not binary: %d", op); return 0;
-    }
-}
-
-/* libm functions of GS_OP_SIN..GS_OP_TRUNC, in opcode order */
-static double (*const ref_libm[])(double) = {sin,   cos,   tan,   asin,  acos,      atan,
-                                             sinh,  cosh,  tanh,  exp2,  log2,      log10,
-                                             log1p, expm1, floor, ceil,  nearbyint, trunc};
-
-static double ref_unary(int op, double x, double imm)
-{
-    if (op >= GS_OP_SIN && op <= GS_OP_TRUNC) return ref_libm[op - GS_OP_SIN](x);
-    switch (op) {
-    case GS_OP_NEG: return -x;
-    case GS_OP_ABS: return x < 0 ? -x : (x == 0 ? 0.0 : x);
-    case GS_OP_EXP: return exp(x);
-    case GS_OP_LOG: return log(x);
-    case GS_OP_SQRT: return sqrt(x);
-    case GS_OP_ADD_IMM: return ref_binary(GS_OP_ADD, x, imm);
-    case GS_OP_SUB_IMM: return ref_binary(GS_OP_SUB, x, imm);
-    case GS_OP_MUL_IMM: return ref_binary(GS_OP_MUL, x, imm);
-    case GS_OP_DIV_IMM: return ref_binary(GS_OP_DIV, x, imm);
-    case GS_OP_POW_IMM: return ref_binary(GS_OP_POW, x, imm);
-    case GS_OP_RSUB_IMM: return ref_binary(GS_OP_SUB, imm, x);
-    case GS_OP_RDIV_IMM: return ref_binary(GS_OP_DIV, imm, x);
-    case GS_OP_RPOW_IMM: return ref_binary(GS_OP_POW, imm, x);
-    case GS_OP_LT_IMM: return ref_binary(GS_OP_LT, x, imm);
-    case GS_OP_LE_IMM: return ref_binary(GS_OP_LE, x, imm);
-    case GS_OP_GT_IMM: return ref_binary(GS_OP_GT, x, imm);
-    case GS_OP_GE_IMM: return ref_binary(GS_OP_GE, x, imm);
-    case GS_OP_EQ_IMM: return ref_binary(GS_OP_EQ, x, imm);
-    case GS_OP_NE_IMM: return ref_binary(GS_OP_NE, x, imm);
-    case GS_OP_MIN_IMM: return ref_minimum(x, imm);
-    case GS_OP_MAX_IMM: return ref_maximum(x, imm);
-    case GS_OP_SIGN: return isnan(x) ? x : (double)((x > 0) - (x < 0));
-    case GS_OP_SQUARE: return ref_binary(GS_OP_MUL, x, x);
-    case GS_OP_RECIP: return ref_binary(GS_OP_DIV, 1.0, x);
-    case GS_OP_ISNAN: return isnan(x) ? 1.0 : 0.0;
-    case GS_OP_ISINF: return isinf(x) ? 1.0 : 0.0;
-    case GS_OP_ISFINITE: return isfinite(x) ? 1.0 : 0.0;
-    case GS_OP_LNOT: return x == 0 ? 1.0 : 0.0;
-    case GS_OP_CAST: return x; /* float64 -> float64 */
-    case GS_OP_MOD_IMM: return ref_binary(GS_OP_MOD, x, imm);
-    case GS_OP_RMOD_IMM: return ref_binary(GS_OP_MOD, imm, x);
-    case GS_OP_FLOORDIV_IMM: return ref_binary(GS_OP_FLOORDIV, x, imm);
-    case GS_OP_RFLOORDIV_IMM: return ref_binary(GS_OP_FLOORDIV, imm, x);
-    case GS_OP_LAND_IMM: return ref_binary(GS_OP_LAND, x, imm);
-    case GS_OP_LOR_IMM: return ref_binary(GS_OP_LOR, x, imm);
-    case GS_OP_LXOR_IMM: return ref_binary(GS_OP_LXOR, x, imm);
-    default: cr_assert_fail("not unary: %d", op); return 0;
-    }
-}
-
-static double ref_leaf(const gs_kfused_t *k, int li, const int64_t *p)
-{
-    const gs_kleaf_t *lf = &k->leaves[li];
-    int64_t off = lf->base;
-    for (int j = 0; j < k->ndim; j++) off += p[j] * lf->stride[j];
-    switch (lf->kind) {
-    case GS_LEAF_CHUNK:
-        cr_assert(off >= 0 && off < lf->data_len, "reference: leaf %d offset %lld", li,
-                  (long long)off);
-        return lf->data[off];
-    /* Random values come from the CPU backend's batch generator, which test_random.c checks
-     * against the definition (within a few ulps); here it is the oracle so that programs
-     * amplifying last-bit differences (x - y, comparisons) still compare exactly. */
-    case GS_LEAF_NORMAL: {
-        uint64_t i = (uint64_t)off;
-        double v;
-        gs__cpu_random_normal(lf->seed, &i, 1, lf->p0, lf->p1, &v);
-        return v;
-    }
-    case GS_LEAF_UNIFORM: return gs_random_uniform(lf->seed, (uint64_t)off, lf->p0, lf->p1);
-    case GS_LEAF_NORMAL_V2: return gs_random_normal_v2(lf->seed, (uint64_t)off, lf->p0, lf->p1);
-    default: return (double)off;
-    }
-}
-
-static double ref_eval(const gs_kfused_t *k, const int64_t *p)
-{
-    double st[64];
-    int sp = 0;
-    for (int i = 0; i < k->nprog; i++) {
-        const gs_kinstr_t *in = &k->prog[i];
-        if (in->op == GS_OP_LEAF) st[sp++] = ref_leaf(k, in->arg, p);
-        else if (in->op == GS_OP_CONST) st[sp++] = in->imm;
-        else if (ref_arity(in->op) == 2) {
-            sp--;
-            st[sp - 1] = ref_binary(in->op, st[sp - 1], st[sp]);
-        } else {
-            st[sp - 1] = ref_unary(in->op, st[sp - 1], in->imm);
-        }
-    }
-    cr_assert_eq(sp, 1);
-    return st[0];
-}
-
-/* advance a row-major odometer; 0 when done */
-static int next_pos(int ndim, const int64_t *shape, int64_t *p)
-{
-    for (int j = ndim - 1; j >= 0; j--) {
-        if (++p[j] < shape[j]) return 1;
-        p[j] = 0;
-    }
-    return 0;
-}
-
-static void check_store(const gs_kfused_t *k0, double rel)
-{
-    gs_kfused_t k = *k0;
-    int64_t n = gs_region_size(k.ndim, k.shape);
-    double *out = malloc((size_t)(n + 4) * sizeof(double));
-    for (int64_t i = 0; i < n + 4; i++) out[i] = 12345.0;
-    k.terminal = GS_TERM_STORE;
-    k.out = out;
-    run_fused(&k);
-    int64_t p[GS_MAX_NDIM] = {0};
-    for (int64_t i = 0; i < n; i++) {
-        double want = ref_eval(&k, p);
-        cr_assert(same(out[i], want, rel), "store element %lld: got %.17g, reference %.17g",
-                  (long long)i, out[i], want);
-        next_pos(k.ndim, k.shape, p);
-    }
-    for (int64_t i = n; i < n + 4; i++) cr_assert_eq(out[i], 12345.0, "wrote past the region");
-    free(out);
-}
-
-/* Reference record of values v[0..n) (row-major order), with their arg indices. */
-static void ref_record(int op, const double *v, const double *idx, int64_t n, double *rec)
-{
-    long double s = 0, mean = 0, m2 = 0;
-    switch (op) {
-    case GS_RED_SUM:
-        for (int64_t i = 0; i < n; i++) s += v[i];
-        rec[0] = (double)s;
-        break;
-    case GS_RED_MEAN:
-        for (int64_t i = 0; i < n; i++) s += v[i];
-        rec[0] = (double)s;
-        rec[1] = (double)n;
-        break;
-    case GS_RED_PROD: { /* in double: the kernel's range (long double would not overflow) */
-        double p = 1.0;
-        for (int64_t i = 0; i < n; i++) p *= v[i];
-        rec[0] = p;
-        break;
-    }
-    case GS_RED_MIN:
-    case GS_RED_MAX: {
-        double m = op == GS_RED_MIN ? INFINITY : -INFINITY;
-        for (int64_t i = 0; i < n; i++) {
-            if (isnan(v[i])) { m = NAN; break; }
-            if (op == GS_RED_MIN ? v[i] < m : v[i] > m) m = v[i];
-        }
-        rec[0] = m;
-        break;
-    }
-    case GS_RED_VAR:
-    case GS_RED_STD:
-        for (int64_t i = 0; i < n; i++) s += v[i];
-        if (n > 0) mean = s / n;
-        for (int64_t i = 0; i < n; i++) m2 += (v[i] - mean) * (v[i] - mean);
-        rec[0] = (double)n;
-        rec[1] = (double)mean;
-        rec[2] = (double)m2;
-        break;
-    default: { /* ARGMIN / ARGMAX: first NaN, else first extreme */
-        int is_max = op == GS_RED_ARGMAX;
-        double bv = is_max ? -INFINITY : INFINITY, bi = -1;
-        for (int64_t i = 0; i < n; i++) {
-            if (isnan(v[i])) {
-                if (!isnan(bv) || idx[i] < bi) { bv = v[i]; bi = idx[i]; }
-                continue;
-            }
-            if (isnan(bv)) continue;
-            if (bi < 0 || (is_max ? v[i] > bv : v[i] < bv) || (v[i] == bv && idx[i] < bi)) {
-                bv = v[i];
-                bi = idx[i];
-            }
-        }
-        rec[0] = bv;
-        rec[1] = bi;
-        break;
-    }
-    }
-}
-
-static void check_reduce(const gs_kfused_t *k0, int op, int axis)
-{
-    gs_kfused_t k = *k0;
-    k.terminal = GS_TERM_REDUCE;
-    k.redop = op;
-    k.red_axis = axis;
-    int w = gs_redop_width(op);
-    int64_t nrec = gs_kfused_nrecords(&k);
-    int64_t n = gs_region_size(k.ndim, k.shape);
-    double *out = malloc((size_t)(nrec * w + 4) * sizeof(double));
-    for (int64_t i = 0; i < nrec * w + 4; i++) out[i] = 12345.0;
-    k.out = out;
-    run_fused(&k);
-
-    /* bucket every element's value by record, in row-major order */
-    double *vals = malloc((size_t)(n + 1) * sizeof(double));
-    double *idxs = malloc((size_t)(n + 1) * sizeof(double));
-    int64_t *start = calloc((size_t)(nrec + 1), sizeof(int64_t));
-    int64_t *fill = calloc((size_t)(nrec + 1), sizeof(int64_t));
-    int64_t *recof = malloc((size_t)(n + 1) * sizeof(int64_t));
-    {
-        int64_t p[GS_MAX_NDIM] = {0};
-        for (int64_t i = 0; i < n; i++) {
-            int64_t rr = 0;
-            for (int j = 0; j < k.ndim; j++)
-                if (j != axis) rr = rr * k.shape[j] + p[j];
-            recof[i] = axis < 0 ? 0 : rr;
-            start[recof[i] + 1]++;
-            next_pos(k.ndim, k.shape, p);
-        }
-        for (int64_t r = 0; r < nrec; r++) start[r + 1] += start[r];
-        memset(p, 0, sizeof(p));
-        for (int64_t i = 0; i < n; i++) {
-            int64_t at = start[recof[i]] + fill[recof[i]]++;
-            vals[at] = ref_eval(&k, p);
-            int64_t id = k.idx_base;
-            if (axis < 0)
-                for (int j = 0; j < k.ndim; j++) id += p[j] * k.idx_stride[j];
-            else
-                id += p[axis];
-            idxs[at] = (double)id;
-            next_pos(k.ndim, k.shape, p);
-        }
-    }
-    for (int64_t r = 0; r < nrec; r++) {
-        int64_t cnt = start[r + 1] - start[r];
-        double absum = 0;
-        for (int64_t i = start[r]; i < start[r + 1]; i++) absum += fabs(vals[i]);
-        double want[3];
-        ref_record(op, vals + start[r], idxs + start[r], cnt, want);
-        double *got = out + r * w;
-        switch (op) {
-        case GS_RED_SUM:
-        case GS_RED_MEAN:
-            cr_assert(same(got[0], want[0], 0) || fabs(got[0] - want[0]) <= 1e-13 * absum,
-                      "op %d axis %d record %lld: sum %.17g, reference %.17g", op, axis,
-                      (long long)r, got[0], want[0]);
-            if (op == GS_RED_MEAN) cr_assert_eq(got[1], want[1]);
-            break;
-        case GS_RED_PROD: /* the kernel multiplies in another order: a few roundings apart */
-            cr_assert(same(got[0], want[0], 1e-12 * (double)(cnt + 1)),
-                      "op %d axis %d record %lld: product %.17g, reference %.17g", op, axis,
-                      (long long)r, got[0], want[0]);
-            break;
-        case GS_RED_VAR:
-        case GS_RED_STD:
-            cr_assert_eq(got[0], want[0], "record %lld: count %g vs %g", (long long)r, got[0],
-                         want[0]);
-            if (isnan(want[2])) { /* infinities or NaN among the values: var is NaN */
-                cr_assert(isnan(got[2]), "record %lld: m2 %g, expected NaN", (long long)r,
-                          got[2]);
-                break;
-            }
-            cr_assert(fabs(got[1] - want[1]) <= 1e-13 * (absum / (cnt ? cnt : 1)),
-                      "op %d axis %d record %lld: mean %.17g, reference %.17g", op, axis,
-                      (long long)r, got[1], want[1]);
-            /* m2 of near-constant data carries ~n (eps * mean)^2 from rounding the mean */
-            double mabs = absum / (cnt ? cnt : 1);
-            cr_assert(fabs(got[2] - want[2]) <= 1e-9 * want[2] + cnt * 1e-28 * mabs * mabs ||
-                          same(got[2], want[2], 0),
-                      "op %d axis %d record %lld: m2 %.17g, reference %.17g", op, axis,
-                      (long long)r, got[2], want[2]);
-            break;
-        default:
-            for (int c = 0; c < w; c++)
-                cr_assert(same(got[c], want[c], 0),
-                          "op %d axis %d record %lld field %d: %.17g, reference %.17g", op, axis,
-                          (long long)r, c, got[c], want[c]);
-            break;
-        }
-    }
-    for (int64_t i = nrec * w; i < nrec * w + 4; i++) cr_assert_eq(out[i], 12345.0);
-    free(vals);
-    free(idxs);
-    free(start);
-    free(fill);
-    free(recof);
-    free(out);
 }
 
 /* --------------------------------------------------------- random spec maker ---- */
@@ -514,7 +156,7 @@ static void gen_expr(gs_kfused_t *k, int h, int tame)
     int op = tame ? tame_ops[rndi(sizeof(tame_ops) / sizeof(int))]
                   : all_ops[rndi(sizeof(all_ops) / sizeof(int))];
     gen_expr(k, h - 1, tame);
-    if (ref_arity(op) == 2) gen_expr(k, h - 1, tame);
+    if (fr_arity(op) == 2) gen_expr(k, h - 1, tame);
     gs_kinstr_t *in = &k->prog[k->nprog++];
     in->op = op;
     in->imm = tame ? (op == GS_OP_DIV_IMM ? 4.0 : rndi(7) - 3.0) : (rndu() * 4 - 2);
@@ -560,7 +202,7 @@ Test(chunkops_fused, store_matches_reference_on_random_specs)
         gs_kfused_t k;
         owned_t own;
         make_spec(&k, &own, 5000, 0);
-        check_store(&k, 4e-16);
+        fr_check_store(&k, 4e-16);
         owned_free(&own);
     }
 }
@@ -573,7 +215,7 @@ Test(chunkops_fused, every_reduction_matches_reference_on_random_specs)
         owned_t own;
         make_spec(&k, &own, 3000, 1);
         for (int op = 0; op < GS_RED_COUNT; op++)
-            for (int axis = -1; axis < k.ndim; axis++) check_reduce(&k, op, axis);
+            for (int axis = -1; axis < k.ndim; axis++) fr_check_reduce(&k, op, axis);
         owned_free(&own);
     }
 }
@@ -587,7 +229,7 @@ Test(chunkops_fused, reductions_propagate_nan_and_infinities_like_numpy)
         make_spec(&k, &own, 2000, 0);
         static const int ops[] = {GS_RED_MIN, GS_RED_MAX, GS_RED_ARGMIN, GS_RED_ARGMAX};
         for (int o = 0; o < 4; o++)
-            for (int axis = -1; axis < k.ndim; axis++) check_reduce(&k, ops[o], axis);
+            for (int axis = -1; axis < k.ndim; axis++) fr_check_reduce(&k, ops[o], axis);
         owned_free(&own);
     }
 }
@@ -609,12 +251,12 @@ Test(chunkops_fused, every_opcode_on_special_values)
         if (op == GS_OP_WHERE) continue; /* ternary, typed programs only (test_cuda_dtype.c) */
         for (size_t m = 0; m < sizeof(imms) / sizeof(imms[0]); m++) {
             gs_kfused_t k;
-            int bin = ref_arity(op) == 2;
+            int bin = fr_arity(op) == 2;
             spec_one_op(&k, NX * NX, a, b, op, bin, imms[m], out);
-            run_fused(&k);
+            fr_run_fused(&k);
             for (int i = 0; i < NX * NX; i++) {
-                double want = bin ? ref_binary(op, a[i], b[i]) : ref_unary(op, a[i], imms[m]);
-                cr_assert(same(out[i], want, 0), "op %d on (%g, %g) imm %g: %.17g, expected %.17g",
+                double want = bin ? fr_binary(op, a[i], b[i]) : fr_unary(op, a[i], imms[m]);
+                cr_assert(fr_same(out[i], want, 0), "op %d on (%g, %g) imm %g: %.17g, expected %.17g",
                           op, a[i], b[i], imms[m], out[i], want);
             }
             if (bin) break;
@@ -646,12 +288,12 @@ Test(chunkops_fused, const_and_repeated_leaves)
     k.prog[6].op = GS_OP_SUB;
     k.nprog = 7;
     k.out = out;
-    run_fused(&k);
+    fr_run_fused(&k);
     for (int i = 0; i < 10; i++) cr_assert_eq(out[i], x[i] * x[i] - (3 - x[i]));
     k.prog[0].op = GS_OP_CONST;
     k.prog[0].imm = -2.25;
     k.nprog = 1;
-    run_fused(&k);
+    fr_run_fused(&k);
     for (int i = 0; i < 10; i++) cr_assert_eq(out[i], -2.25);
 }
 
@@ -668,14 +310,14 @@ Test(chunkops_fused, ndim_zero_is_one_element)
     k.prog[1].op = GS_OP_SQRT;
     k.nprog = 2;
     k.out = out;
-    run_fused(&k);
+    fr_run_fused(&k);
     cr_assert_eq(out[0], 2.0);
     cr_assert_eq(out[1], 0.0);
     k.terminal = GS_TERM_REDUCE;
     k.redop = GS_RED_ARGMAX;
     k.red_axis = -1;
     k.idx_base = 17;
-    run_fused(&k);
+    fr_run_fused(&k);
     cr_assert_eq(out[0], 2.0);
     cr_assert_eq(out[1], 17.0);
     cr_assert_eq(out[2], 99.0);
@@ -698,7 +340,7 @@ Test(chunkops_fused, empty_regions_give_empty_records)
     k.out = out;
     k.terminal = GS_TERM_STORE;
     out[0] = 5;
-    run_fused(&k);
+    fr_run_fused(&k);
     cr_assert_eq(out[0], 5, "empty store wrote");
     static const double empty[GS_RED_COUNT][3] = {
         [GS_RED_SUM] = {0}, [GS_RED_MIN] = {INFINITY}, [GS_RED_MAX] = {-INFINITY},
@@ -715,7 +357,7 @@ Test(chunkops_fused, empty_regions_give_empty_records)
             int64_t nrec = gs_kfused_nrecords(&k);
             cr_assert_eq(nrec, axis == -1 ? 1 : axis == 1 ? 3 : 0);
             for (int i = 0; i < 64; i++) out[i] = 777;
-            run_fused(&k);
+            fr_run_fused(&k);
             for (int64_t r = 0; r < nrec; r++)
                 for (int c = 0; c < w; c++)
                     cr_assert_eq(out[r * w + c], empty[op][c], "op %d axis %d", op, axis);
@@ -747,17 +389,17 @@ Test(chunkops_fused, argmin_ties_keep_first_and_nan_wins)
     k.idx_stride[0] = 4;
     k.idx_stride[1] = 1;
     k.out = out;
-    run_fused(&k);
+    fr_run_fused(&k);
     cr_assert_eq(out[0], -1);
     cr_assert_eq(out[1], 9);
     k.redop = GS_RED_ARGMAX;
-    run_fused(&k);
+    fr_run_fused(&k);
     cr_assert_eq(out[0], 9);
     cr_assert_eq(out[1], 8);
     /* along axis 1: row minima 1 @1, 0.5 @2, -1 @1 */
     k.redop = GS_RED_ARGMIN;
     k.red_axis = 1;
-    run_fused(&k);
+    fr_run_fused(&k);
     cr_assert(out[0] == 1 && out[1] == 1 && out[2] == 0.5 && out[3] == 2 && out[4] == -1 &&
               out[5] == 1);
     /* NaNs: the first NaN wins everywhere */
@@ -766,11 +408,11 @@ Test(chunkops_fused, argmin_ties_keep_first_and_nan_wins)
     k.red_axis = -1;
     for (int op = GS_RED_ARGMIN; op <= GS_RED_ARGMAX; op++) {
         k.redop = op;
-        run_fused(&k);
+        fr_run_fused(&k);
         cr_assert(isnan(out[0]) && out[1] == 5, "op %d gave %g @%g", op, out[0], out[1]);
     }
     k.redop = GS_RED_MIN;
-    run_fused(&k);
+    fr_run_fused(&k);
     cr_assert(isnan(out[0]));
     /* reversed traversal (negative strides): ties still pick the smallest index */
     d[5] = 1;
@@ -782,7 +424,7 @@ Test(chunkops_fused, argmin_ties_keep_first_and_nan_wins)
     k.idx_base = 11;
     k.idx_stride[0] = -4;
     k.idx_stride[1] = -1;
-    run_fused(&k);
+    fr_run_fused(&k);
     cr_assert(out[0] == -1 && out[1] == 9, "got %g @%g", out[0], out[1]);
 }
 
@@ -812,7 +454,7 @@ Test(chunkops_fused, infinities_and_nan_in_every_reduction_mode)
         if (stage == 1) d[4 * 5 + 3] = -INFINITY;
         if (stage == 2) d[0 * 5 + 1] = NAN;
         for (int op = 0; op < GS_RED_COUNT; op++)
-            for (int axis = -1; axis < 2; axis++) check_reduce(&k, op, axis);
+            for (int axis = -1; axis < 2; axis++) fr_check_reduce(&k, op, axis);
         /* the same along the outer axis of a transposed view (records contiguous) */
         gs_kfused_t t = k;
         t.shape[0] = 5;
@@ -822,7 +464,7 @@ Test(chunkops_fused, infinities_and_nan_in_every_reduction_mode)
         t.idx_stride[0] = 1;
         t.idx_stride[1] = 5;
         for (int op = 0; op < GS_RED_COUNT; op++)
-            for (int axis = -1; axis < 2; axis++) check_reduce(&t, op, axis);
+            for (int axis = -1; axis < 2; axis++) fr_check_reduce(&t, op, axis);
     }
 }
 
@@ -845,7 +487,7 @@ Test(chunkops_fused, long_sums_are_accurate)
     k.redop = GS_RED_SUM;
     k.red_axis = -1;
     k.out = out;
-    run_fused(&k);
+    fr_run_fused(&k);
     cr_assert(fabs(out[0] - 200000.0) < 2e-9, "sum %.17g", out[0]);
     /* along each axis, including the outer one (compensated per record) */
     double *rec = malloc(2000 * 2 * sizeof(double));
@@ -854,7 +496,7 @@ Test(chunkops_fused, long_sums_are_accurate)
     k.shape[0] = 200000;
     k.shape[1] = 2;
     k.red_axis = 0;
-    run_fused(&k);
+    fr_run_fused(&k);
     for (int r = 0; r < 2; r++) {
         cr_assert(fabs(rec[2 * r] - 20000.0) < 1e-10, "axis-0 sum %.17g", rec[2 * r]);
         cr_assert_eq(rec[2 * r + 1], 200000.0);
@@ -862,7 +504,7 @@ Test(chunkops_fused, long_sums_are_accurate)
     k.shape[0] = 2;
     k.shape[1] = 200000;
     k.red_axis = 1;
-    run_fused(&k);
+    fr_run_fused(&k);
     for (int r = 0; r < 2; r++) cr_assert(fabs(rec[2 * r] - 20000.0) < 1e-10);
     free(rec);
 }
@@ -888,7 +530,7 @@ Test(chunkops_fused, variance_is_stable_with_a_large_offset)
     k.redop = GS_RED_VAR;
     k.red_axis = -1;
     k.out = out;
-    run_fused(&k);
+    fr_run_fused(&k);
     cr_assert_eq(out[0], N);
     cr_assert(fabs(out[1] - (1e9 + 3)) < 1e-6, "mean %.17g", out[1]);
     cr_assert(fabs(out[2] / N - 4.0) < 1e-9, "var %.17g", out[2] / N);
@@ -899,7 +541,7 @@ Test(chunkops_fused, variance_is_stable_with_a_large_offset)
     k.leaves[0].stride[0] = 7;
     k.leaves[0].stride[1] = 1;
     k.red_axis = 0;
-    run_fused(&k);
+    fr_run_fused(&k);
     for (int c = 0; c < 7; c++) {
         cr_assert_eq(out[3 * c], 3000);
         cr_assert_eq(out[3 * c + 1], 1e9 + c);
@@ -931,7 +573,7 @@ Test(chunkops_fused, seed_kernel_normal_plus_one_strided_sum)
     k.redop = GS_RED_SUM;
     k.red_axis = -1;
     k.out = out;
-    run_fused(&k);
+    fr_run_fused(&k);
     long double want = 0;
     for (int i = 0; i < 64; i += 2)
         for (int j = 0; j < 90; j += 2) want += gs_random_normal(42, (uint64_t)(i * 90 + j), 0, 1) + 1.0;
@@ -981,15 +623,15 @@ Test(chunkops_fused, transposed_leaf_in_tiles_matches_reference)
         k.idx_stride[1] = 1;
         k.out = (double *)&rng_state;
         cr_assert_eq(gs_kfused_validate(&k), GS_OK, "%s", gs_last_error());
-        check_store(&k, 0.0); /* one addition per element: bit for bit */
+        fr_check_store(&k, 0.0); /* one addition per element: bit for bit */
         for (int op = 0; op < GS_RED_COUNT; op++)
-            for (int axis = -1; axis < 2; axis++) check_reduce(&k, op, axis);
+            for (int axis = -1; axis < 2; axis++) fr_check_reduce(&k, op, axis);
         /* the transposed leaf alone (a copy of b.T) and a program with a constant */
         k.nprog = 1;
         k.prog[0].arg = 1;
-        check_store(&k, 0.0);
-        check_reduce(&k, GS_RED_SUM, -1);
-        check_reduce(&k, GS_RED_ARGMAX, -1);
+        fr_check_store(&k, 0.0);
+        fr_check_reduce(&k, GS_RED_SUM, -1);
+        fr_check_reduce(&k, GS_RED_ARGMAX, -1);
         free(a);
         free(b);
     }
@@ -1028,8 +670,8 @@ Test(chunkops_fused, comparisons_cast_back_to_float64_run_untyped)
     cr_assert_eq(ku.nprog, 3);
     for (int i = 0; i < ku.nprog; i++) cr_assert_eq(ku.prog[i].dtype, GS_DTYPE_FLOAT64);
     ku.out = plain;
-    run_fused(&k);
-    run_fused(&ku);
+    fr_run_fused(&k);
+    fr_run_fused(&ku);
     double want = 0;
     for (int i = 0; i < N; i++) want += (x[i] > 0.25) + 1.0;
     cr_assert_eq(typed[0], want);
