@@ -81,6 +81,25 @@ int gs__report_save(gs_client_h client, gs_future_h f)
 
 /* Options every benchmark understands. Returns 1 when argv[*i] was one (consuming its value),
  * 0 when it was not, -1 on a bad value (message printed). */
+void gs__common_defaults(gs__common_t *c)
+{
+    memset(c, 0, sizeof(*c));
+    c->fuse = c->pushdown = 1;
+    c->repeat = 1;
+    c->token = getenv("GSCHED_TOKEN");
+}
+
+int gs__nchunk_arg(int argc, char **argv, int *i, int64_t *n, int64_t *chunk)
+{
+    const char *a = argv[*i];
+    if (strcmp(a, "--n") != 0 && strcmp(a, "--chunk") != 0) return 0;
+    if (!gs__int_arg(a, *i + 1 < argc ? argv[*i + 1] : NULL, 1, INT64_C(3037000499),
+                     a[2] == 'n' ? n : chunk))
+        return -1;
+    (*i)++;
+    return 1;
+}
+
 int gs__common_arg(int argc, char **argv, int *i, gs__common_t *c)
 {
     const char *a = argv[*i];

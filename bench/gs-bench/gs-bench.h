@@ -39,6 +39,12 @@ int gs__bad(const char *fmt, ...);
 double gs__now(void);
 /* Parse an integer option value in [lo, hi]; 0 on error (message printed). */
 int gs__int_arg(const char *opt, const char *s, int64_t lo, int64_t hi, int64_t *v);
+/* The defaults of the options every benchmark understands: fusion and slice pushdown on, one
+ * timed run, the token from $GSCHED_TOKEN (the other fields zero). */
+void gs__common_defaults(gs__common_t *c);
+/* --n N or --chunk C at argv[*i] (1 .. 3037000499, into *n or *chunk): 1 when it was one of them
+ * (its value consumed), 0 when not, -1 on a bad value (message printed). */
+int gs__nchunk_arg(int argc, char **argv, int *i, int64_t *n, int64_t *chunk);
 /* Options every benchmark understands. Returns 1 when argv[*i] was one (consuming its value),
  * 0 when it was not, -1 on a bad value (message printed). */
 int gs__common_arg(int argc, char **argv, int *i, gs__common_t *c);

@@ -55,9 +55,7 @@ static void gs__io_usage(FILE *f)
 static int gs__io_args(int argc, char **argv, gs__io_opts_t *o, int *done)
 {
     memset(o, 0, sizeof(*o));
-    o->c.fuse = o->c.pushdown = 1;
-    o->c.repeat = 1;
-    o->c.token = getenv("GSCHED_TOKEN");
+    gs__common_defaults(&o->c);
     o->codec = "none";
     o->zarr_version = 3;
     o->dir = getenv("TMPDIR") && getenv("TMPDIR")[0] ? getenv("TMPDIR") : "/tmp";

@@ -67,9 +67,7 @@ static void gs__la_usage(FILE *f, int svd)
 static int gs__la_args(int argc, char **argv, int svd, gs__la_opts_t *o, int *done)
 {
     memset(o, 0, sizeof(*o));
-    o->c.fuse = o->c.pushdown = 1;
-    o->c.repeat = 1;
-    o->c.token = getenv("GSCHED_TOKEN");
+    gs__common_defaults(&o->c);
     o->n = o->chunk = o->rows = o->cols = -1;
     *done = 0;
     for (int i = 0; i < argc; i++) {

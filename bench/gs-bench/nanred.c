@@ -61,9 +61,7 @@ static void gs__nanred_usage(FILE *f)
 static int gs__nanred_args(int argc, char **argv, gs__nanred_opts_t *o, int *done)
 {
     memset(o, 0, sizeof(*o));
-    o->c.fuse = o->c.pushdown = 1;
-    o->c.repeat = 1;
-    o->c.token = getenv("GSCHED_TOKEN");
+    gs__common_defaults(&o->c);
     o->n = o->chunk = -1;
     *done = 0;
     for (int i = 0; i < argc; i++) {
@@ -74,11 +72,8 @@ static int gs__nanred_args(int argc, char **argv, gs__nanred_opts_t *o, int *don
             *done = 1;
             return 0;
         }
-        if (strcmp(a, "--n") == 0 || strcmp(a, "--chunk") == 0) {
-            int64_t *v = a[2] == 'n' ? &o->n : &o->chunk;
-            if (!gs__int_arg(a, i + 1 < argc ? argv[i + 1] : NULL, 1, INT64_C(3037000499), v))
-                return 2;
-            i++;
+        if ((r = gs__nchunk_arg(argc, argv, &i, &o->n, &o->chunk)) != 0) {
+            if (r < 0) return 2;
             continue;
         }
         if (strcmp(a, "--persist-y") == 0) {

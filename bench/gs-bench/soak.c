@@ -65,9 +65,7 @@ static void gs__soak_usage(FILE *f)
 static int gs__soak_args(int argc, char **argv, gs__soak_opts_t *o, int *done)
 {
     memset(o, 0, sizeof(*o));
-    o->c.fuse = o->c.pushdown = 1;
-    o->c.repeat = 1;
-    o->c.token = getenv("GSCHED_TOKEN");
+    gs__common_defaults(&o->c);
     o->jobs = 300;
     o->every = 25;
     o->warmup = 50;

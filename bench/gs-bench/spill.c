@@ -54,9 +54,7 @@ static void gs__spill_usage(FILE *f)
 static int gs__spill_args(int argc, char **argv, gs__spill_opts_t *o, int *done)
 {
     memset(o, 0, sizeof(*o));
-    o->c.fuse = o->c.pushdown = 1;
-    o->c.repeat = 1;
-    o->c.token = getenv("GSCHED_TOKEN");
+    gs__common_defaults(&o->c);
     o->chunk = 1024;
     *done = 0;
     for (int i = 0; i < argc; i++) {

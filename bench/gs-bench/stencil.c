@@ -56,9 +56,7 @@ static void gs__st_usage(FILE *f)
 static int gs__st_args(int argc, char **argv, gs__st_opts_t *o, int *done)
 {
     memset(o, 0, sizeof(*o));
-    o->c.fuse = o->c.pushdown = 1;
-    o->c.repeat = 1;
-    o->c.token = getenv("GSCHED_TOKEN");
+    gs__common_defaults(&o->c);
     o->n = o->chunk = -1;
     o->loop_max_mb = 4096;
     o->boundary = GS_BOUNDARY_NONE;
