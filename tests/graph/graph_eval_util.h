@@ -45,6 +45,16 @@ static inline void gx_tmpdir_remove(const char *dir)
     cr_assert_eq(system(cmd), 0, "%s", cmd);
 }
 
+/* "@a dir/@a rel" in one of four rotating static buffers (a call may use up to four at once). */
+static inline const char *gx_path(const char *dir, const char *rel)
+{
+    static char buf[4][256];
+    static int k;
+    k = (k + 1) % 4;
+    snprintf(buf[k], sizeof(buf[k]), "%s/%s", dir, rel);
+    return buf[k];
+}
+
 /* Replace every layer of @a tg with its decoded encoding; re-encoding it must give the same
  * bytes. */
 static inline void gx_roundtrip_layers(gs_taskgraph_t *tg)

@@ -35,11 +35,7 @@ TestSuite(graph_file, .init = setup, .fini = teardown, .timeout = 120);
 
 static const char *path_of(const char *name)
 {
-    static char buf[4][160];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof(buf[k]), "%s/%s", dir, name);
-    return buf[k];
+    return gx_path(dir, name);
 }
 
 static void write_file(const char *path, const void *p, size_t n)

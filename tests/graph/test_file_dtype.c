@@ -40,11 +40,7 @@ TestSuite(graph_file_dtype, .init = setup, .fini = teardown, .timeout = 120);
 
 static const char *at(const char *rel)
 {
-    static char buf[4][256];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof(buf[k]), "%s/%s", dir, rel);
-    return buf[k];
+    return gx_path(dir, rel);
 }
 
 static void put(const char *rel, const void *p, size_t n)

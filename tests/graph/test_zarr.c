@@ -54,11 +54,7 @@ static void put_str(const char *rel, const char *s)
 
 static const char *at(const char *rel)
 {
-    static char buf[4][256];
-    static int k;
-    k = (k + 1) % 4;
-    snprintf(buf[k], sizeof(buf[k]), "%s/%s", dir, rel);
-    return buf[k];
+    return gx_path(dir, rel);
 }
 
 enum { C_NONE, C_ZSTD, C_BLOSC };
