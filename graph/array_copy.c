@@ -11,12 +11,12 @@
 
 /* ---- rechunk ---- */
 
-gs_status_t gs__array_rechunk_grid(gs_array_h a, const gs_grid_t *g, gs_array_h *out_p)
+/* A node of @a kind over the one input @a a with output grid @a g (copied), dtype of @a a. */
+gs_status_t gs__array_grid_node(int kind, gs_array_h a, const gs_grid_t *g, gs_array_h *out_p)
 {
     struct gs_array *n;
     gs_status_t st;
-    gs_assert(g->ndim == a->grid.ndim);
-    n = gs__array_node_new(GS__NODE_RECHUNK, a->grid.ndim);
+    n = gs__array_node_new(kind, g->ndim);
     if (n == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for an array node");
     if (gs_grid_copy(&n->grid, g) != GS_OK) {
         gs__array_node_free(n);
@@ -31,6 +31,12 @@ gs_status_t gs__array_rechunk_grid(gs_array_h a, const gs_grid_t *g, gs_array_h 
     n->in[0] = gs_array_retain(a);
     *out_p = n;
     return GS_OK;
+}
+
+gs_status_t gs__array_rechunk_grid(gs_array_h a, const gs_grid_t *g, gs_array_h *out_p)
+{
+    gs_assert(g->ndim == a->grid.ndim);
+    return gs__array_grid_node(GS__NODE_RECHUNK, a, g, out_p);
 }
 
 static int gs__grid_equal(const gs_grid_t *x, const gs_grid_t *y)

@@ -27,24 +27,8 @@
 
 gs_status_t gs__array_reshape_node(gs_array_h a, const gs_grid_t *g, gs_array_h *out_p)
 {
-    struct gs_array *n;
-    gs_status_t st;
     gs_assert(a->size > 0 && gs__grid_size(g) == a->size);
-    n = gs__array_node_new(GS__NODE_RESHAPE, g->ndim);
-    if (n == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for an array node");
-    if (gs_grid_copy(&n->grid, g) != GS_OK) {
-        gs__array_node_free(n);
-        return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for chunk bounds");
-    }
-    if ((st = gs__array_node_finish(n)) != GS_OK) {
-        gs__array_node_free(n);
-        return st;
-    }
-    n->dtype = a->dtype;
-    n->ninputs = 1;
-    n->in[0] = gs_array_retain(a);
-    *out_p = n;
-    return GS_OK;
+    return gs__array_grid_node(GS__NODE_RESHAPE, a, g, out_p);
 }
 
 /* "(2, 3, -1)" into @a buf. */

@@ -54,6 +54,9 @@ int gs__copy_decode_body(gs_mp_reader_t *r, gs_layer_t *l);
 /* RECHUNK node over @a a with grid @a g (same ndim and shape as a's; copied). New reference in
  * *out_p. GS_ERR_NO_MEMORY, GS_ERR_INVALID_PARAM. */
 gs_status_t gs__array_rechunk_grid(gs_array_h a, const gs_grid_t *g, gs_array_h *out_p);
+/* A node of @a kind (GS__NODE_*) with the one input @a a, output grid @a g (copied) and a's
+ * dtype: the constructor of RECHUNK and RESHAPE. New reference in *out_p. GS_ERR_NO_MEMORY. */
+gs_status_t gs__array_grid_node(int kind, gs_array_h a, const gs_grid_t *g, gs_array_h *out_p);
 /* CONCAT node: @a a then @a b (NULL: a alone) along output axis @a axis; @a ea / @a eb: the
  * operand lacks that axis (stack). Shapes must agree elsewhere (checked). Output chunks: the
  * operands' chunks one after the other along @a axis (one chunk per expanded operand), the
