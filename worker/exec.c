@@ -273,10 +273,6 @@ static uint64_t gs__wtask_unspill_bytes(gs_worker_t *w, const gs_wtask_t *t)
     return bytes;
 }
 
-/* GS_OK: admitted; GS_INPROGRESS: blocked on memory (nothing changed); otherwise the task has
- * been failed and released. @a head: the first task of the queue, for which memory is made
- * by moving stored chunks to disk. @a now_p: the admission pass's clock, read at the first
- * admission of the pass (0 until then), so a pass over many tiny tasks reads it once. */
 static void gs__wexec_defer_cb(uv_timer_t *h)
 {
     gs_worker_t *w = h->data;
@@ -315,6 +311,10 @@ static int gs__wtask_spill_defer(gs_worker_t *w)
     return 0;
 }
 
+/* GS_OK: admitted; GS_INPROGRESS: blocked on memory (nothing changed); otherwise the task has
+ * been failed and released. @a head: the first task of the queue, for which memory is made
+ * by moving stored chunks to disk. @a now_p: the admission pass's clock, read at the first
+ * admission of the pass (0 until then), so a pass over many tiny tasks reads it once. */
 static gs_status_t gs__wtask_admit(gs_worker_t *w, gs_wtask_t *t, int head, uint64_t *now_p)
 {
     uint64_t need = t->out_nbytes, fetch_bytes = 0, unspill_bytes;
