@@ -84,7 +84,8 @@ static gs_status_t gs__scan_check_ref(const gs_layer_t *l, int i, const gs_chunk
                                       int64_t n, int32_t dt)
 {
     const uint64_t want = (uint64_t)n * gs_dtype_size((gs_dtype_t)dt);
-    if (in->data == NULL || in->nbytes != want)
+    /* len is the chunk's bytes / 8 (as workers and the evaluator pass it): checked too */
+    if (in->data == NULL || in->nbytes != want || in->len != (int64_t)(want / sizeof(double)))
         return gs_error_set(GS_ERR_INVALID_PARAM, "input %d of a %s task has %llu bytes, "
                             "expected %lld %s elements", i, gs__scan_name(l),
                             (unsigned long long)in->nbytes, (long long)n,
