@@ -21,7 +21,14 @@ static void gs__scan_dims(const gs_kscan_t *k, int64_t *outer_p, int64_t *n_p, i
     for (int64_t o = 0; o < outer; o++) {                                                      \
         const double *x = in + o * n * inner;                                                  \
         const double *c = init != NULL ? init + o * inner : NULL;                              \
-        if (total) {                                                                           \
+        if (inner == 1) { /* the last axis: one running value per row */                       \
+            double acc = c != NULL ? c[0] : id, *row = total ? out + o : out + o * n;          \
+            if (total)                                                                         \
+                for (int64_t i = 0; i < n; i++) acc = acc OPER x[i];                           \
+            else                                                                               \
+                for (int64_t i = 0; i < n; i++) row[i] = acc = acc OPER x[i];                  \
+            if (total) row[0] = acc;                                                           \
+        } else if (total) {                                                                           \
             double *acc = out + o * inner;                                                     \
             for (int64_t j = 0; j < inner; j++) acc[j] = c != NULL ? c[j] : id;                \
             for (int64_t i = 0; i < n; i++, x += inner)                                        \
