@@ -505,6 +505,7 @@ static gs_status_t gs__inst_fused(const gs_layer_t *l, uint64_t block, int ninpu
         if (dt == GS_DTYPE_FLOAT64) {
             if ((st = gs__check_len(l, i, &inputs[i], r.in_len[i])) != GS_OK) return st;
         } else if (inputs[i].nbytes != (uint64_t)r.in_len[i] * gs_dtype_size(dt) ||
+                   inputs[i].len != (int64_t)(inputs[i].nbytes / sizeof(double)) ||
                    inputs[i].data == NULL) {
             return gs_error_set(GS_ERR_INVALID_PARAM,
                                 "input %d of a %s task has %llu bytes, expected %lld %s elements",
