@@ -11,6 +11,7 @@
 #include "chunkops/chunkops.h"
 #include "chunkops/eval.h"
 #include "common/error.h"
+#include "graph/graph_internal.h"   /* a layer's fields, to break them */
 
 #include <gsched/array.h>
 #include <math.h>
@@ -545,3 +546,58 @@ Test(graph_scan, every_case_on_cuda)
     cuda_done();
 }
 #endif
+
+Test(graph_scan, layers_refuse_bad_inputs_and_bad_wire_bodies)
+{
+    /* a carry block past the first reads two slabs: one input, or a slab of the wrong size,
+     * is refused before anything is read; a SCAN layer whose axis or grid does not match its
+     * source does not decode */
+    double v[8 * 6];
+    const int64_t s[2] = {8, 6}, c[2] = {3, 2};
+    for (int i = 0; i < 48; i++) v[i] = i;
+    gs_array_h x, y;
+    OK(gs_array_from_host(v, 2, s, c, &x));
+    OK(gs_array_cumsum(x, 0, &y));
+    gs_taskgraph_t *tg = gx_lower(y, GS_LOWER_DEFAULT);
+    gs_layer_t *carry = NULL;
+    for (uint32_t i = 0; i < tg->nlayers; i++)
+        if (strcmp(gs_layer_name(tg->layers[i]), "cumsum-carry") == 0) carry = tg->layers[i];
+    cr_assert_not_null(carry);
+    /* block (1, 0): the running total of rows 0..5 of columns 0..1, from carry (0, 0) and the
+     * total of chunk (1, 0) */
+    const uint64_t b = 3;   /* 2 x 3 blocks: coordinates (1, 0) */
+    cr_assert_eq(gs_layer_ninputs(carry, b), 2);
+    cr_assert_eq(gs_layer_ninputs(carry, 0), 1);
+    double a[2] = {1, 2}, t[2] = {3, 4}, out[2];
+    gs_chunk_ref_t in[2] = {{a, 2, 16}, {t, 2, 16}};
+    gs_ktask_t kt;
+    OK(gs_layer_instantiate(carry, b, 2, in, out, &kt));
+    cr_assert_eq(kt.kind, GS_KTASK_SCAN);
+    OK(gs_chunkops_run_ktask(&gs_chunkops_cpu_ops, ctx, NULL, &kt));
+    cr_assert(out[0] == 4 && out[1] == 6, "carry %g %g", out[0], out[1]);
+    cr_assert_eq(gs_layer_instantiate(carry, b, 1, in, out, &kt), GS_ERR_INVALID_PARAM);
+    in[1].nbytes = 8;
+    in[1].len = 1;
+    cr_assert_eq(gs_layer_instantiate(carry, b, 2, in, out, &kt), GS_ERR_INVALID_PARAM);
+    in[1].nbytes = 16;
+    in[1].len = 3;   /* len must be bytes / 8 */
+    cr_assert_eq(gs_layer_instantiate(carry, b, 2, in, out, &kt), GS_ERR_INVALID_PARAM);
+    /* bad bodies: an axis outside the grid, a dtype outside the table */
+    for (int k = 0; k < 2; k++) {
+        gs_buf_t buf;
+        gs_layer_t *dec = NULL;
+        const int32_t axis = carry->u.sc.axis, dt = carry->u.sc.out_dtype;
+        if (k == 0) carry->u.sc.axis = 2;
+        else carry->u.sc.in_dtype = carry->u.sc.out_dtype = 42;
+        gs_buf_init(&buf);
+        OK(gs_layer_encode(carry, &buf));
+        cr_assert_eq(gs_layer_decode(buf.data, buf.len, &dec), GS_ERR_PROTO);
+        cr_assert(strstr(gs_last_error(), "scan") != NULL, "%s", gs_last_error());
+        gs_buf_cleanup(&buf);
+        carry->u.sc.axis = axis;
+        carry->u.sc.in_dtype = carry->u.sc.out_dtype = dt;
+    }
+    gs_taskgraph_free(tg);
+    gs_array_release(y);
+    gs_array_release(x);
+}
