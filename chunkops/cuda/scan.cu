@@ -21,6 +21,7 @@ namespace {
 
 constexpr int BLOCK = GS__CUDA_BLOCK;
 constexpr int ITEMS = 4;
+constexpr int UNROLL = 8;     /* loads in flight per thread of the line kernel */
 /* rows at least this long are scanned by a block each (shorter ones by a thread each) */
 constexpr int64_t ROW_MIN = 2 * BLOCK;
 
@@ -68,7 +69,20 @@ __global__ void __launch_bounds__(BLOCK) k_scan_lines(const scan_args a)
          t += (int64_t)gridDim.x * BLOCK) {
         const int64_t o = t / a.inner, j = t - o * a.inner, base = o * a.n * a.inner + j;
         double acc = init_of<F64>(a, t);
-        for (int64_t i = 0; i < a.n; i++) {
+        int64_t i = 0;
+        /* UNROLL independent loads in flight per thread before the dependent steps: one line
+         * per thread leaves few threads when the lines are long, so latency must overlap */
+        for (; i + UNROLL <= a.n; i += UNROLL) {
+            double x[UNROLL];
+#pragma unroll
+            for (int u = 0; u < UNROLL; u++) x[u] = load<F64>(a, a.in, base + (i + u) * a.inner);
+#pragma unroll
+            for (int u = 0; u < UNROLL; u++) {
+                acc = step<F64>(a, acc, x[u]);
+                if (!a.total) store<F64>(a, base + (i + u) * a.inner, acc);
+            }
+        }
+        for (; i < a.n; i++) {
             acc = step<F64>(a, acc, load<F64>(a, a.in, base + i * a.inner));
             if (!a.total) store<F64>(a, base + i * a.inner, acc);
         }
