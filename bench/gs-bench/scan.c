@@ -3,11 +3,10 @@
  *
  *   y = cumulative(x, --op, --axis, --dtype) is submitted with GS_SUBMIT_KEEP and waited for:
  *   the time covers the per-chunk totals, the carry chain along the axis and the chunk scans
- *   (x read twice, y written once), not a gather. Untimed, after the last run, rows of y are
- *   gathered and compared with a host loop over the same random definition (docs/random.md):
- *   axis 1 rows 0, chunk and n-1; axis 0 rows 0, 1, chunk-1 and chunk (across the first chunk
- *   boundary: the carry) when the first chunk + 1 rows are at most 4e8 elements, else rows 0
- *   and 1. With --c-loop, a single-threaded host loop computing the same cumsum is timed too
+ *   (x read twice, y written once), not a gather. Untimed, after the last run, the lines 0,
+ *   chunk and n-1 of y along the axis (rows for axis 1, columns for axis 0: every carry of
+ *   those lines) are gathered and compared with a host loop over the same random definition
+ *   (docs/random.md). With --c-loop, a single-threaded host loop computing the same cumsum is timed too
  *   (bench "scan-c-loop"; needs 16 n^2 bytes of memory).
  * One JSON line per timed run: bench, op, axis, n, chunk, workers, backend, dtype, run, seconds,
  * gb_per_s (bytes of x read twice and y written once, per second), checked, mismatches, tasks,
@@ -114,98 +113,65 @@ static double gs__scan_step(const gs__scan_opts_t *o, double acc, double v)
     return r;
 }
 
-/* Row @a i of y (n values) into @a buf; 0 ok, 1 failure (printed). */
-static int gs__scan_row(gs_client_h client, gs_array_h y, const gs__scan_opts_t *o, int64_t i,
-                        double *buf)
+/* Line @a i of y along the scanned axis (row i for axis 1, column i for axis 0; n values)
+ * into @a buf; 0 ok, 1 failure (printed). */
+static int gs__scan_line(gs_client_h client, gs_array_h y, const gs__scan_opts_t *o, int64_t i,
+                         double *buf)
 {
-    gs_array_h row = NULL, rd = NULL;
-    gs_slice_t sl[1] = {GS_SLICE(i, i + 1, 1)};
-    gs_status_t st = gs_array_slice(y, 1, sl, &row);
-    if (st == GS_OK) st = gs_array_astype(row, GS_DTYPE_FLOAT64, &rd);
-    if (st == GS_OK) st = gs_client_compute(client, rd, buf, (size_t)o->n);
-    gs_array_release(rd);
-    gs_array_release(row);
+    gs_array_h line = NULL, ld = NULL;
+    gs_slice_t sl[2] = {GS_SLICE_AT(i), GS_SLICE_ALL};
+    if (o->axis == 0) {
+        sl[0] = GS_SLICE_ALL;
+        sl[1] = GS_SLICE_AT(i);
+    }
+    gs_status_t st = gs_array_slice(y, 2, sl, &line);
+    if (st == GS_OK) st = gs_array_astype(line, GS_DTYPE_FLOAT64, &ld);
+    if (st == GS_OK) st = gs_client_compute(client, ld, buf, (size_t)o->n);
+    gs_array_release(ld);
+    gs_array_release(line);
     if (st != GS_OK)
-        fprintf(stderr, "%s %s: gathering row %" PRId64 " failed: %s\n", g_prog, g_sub, i,
+        fprintf(stderr, "%s %s: gathering line %" PRId64 " failed: %s\n", g_prog, g_sub, i,
                 gs_last_error());
     return st != GS_OK;
 }
 
-/* Compare @a got with @a want (magnitudes @a mag, terms @a k); counts into *checked and *bad. */
-static void gs__scan_cmp(const gs__scan_opts_t *o, int64_t i, const double *got, const double *want,
-                         const double *mag, const int64_t *k, int64_t *checked, int64_t *bad)
-{
-    const double eps = o->float32 ? 0x1p-23 : 0x1p-52;
-    for (int64_t j = 0; j < o->n; j++) {
-        const double tol = 4.0 * (double)(k[j] + 1) * eps * mag[j] + 1e-300;
-        const int ok = (isnan(want[j]) && isnan(got[j])) || want[j] == got[j] ||
-                       fabs(got[j] - want[j]) <= tol;
-        if (!ok) {
-            if (*bad == 0)
-                fprintf(stderr, "%s %s: y[%" PRId64 ", %" PRId64 "] = %.17g, expected %.17g\n",
-                        g_prog, g_sub, i, j, got[j], want[j]);
-            (*bad)++;
-        }
-        (*checked)++;
-    }
-}
-
-/* Rows of the kept y against host loops over the random definition. */
+/* Lines 0, chunk and n-1 of the kept y along the axis (every carry of those lines) against
+ * host loops over the random definition. */
 static int gs__scan_check(gs_client_h client, gs_array_h y, const gs__scan_opts_t *o,
                           int64_t *checked_p, int64_t *bad_p)
 {
-    const size_t nb = (size_t)o->n * sizeof(double);
-    double *got = gs_malloc(nb, "scan got"), *want = gs_malloc(nb, "scan want");
-    double *mag = gs_malloc(nb, "scan mag");
-    int64_t *k = gs_malloc((size_t)o->n * sizeof(int64_t), "scan terms");
-    int rc = 1;
+    const int64_t lines[3] = {0, o->chunk, o->n - 1};
+    const double eps = o->float32 ? 0x1p-23 : 0x1p-52;
+    double *got = gs_malloc((size_t)o->n * sizeof(double), "scan line");
     *checked_p = *bad_p = 0;
-    if (got == NULL || want == NULL || mag == NULL || k == NULL) goto out;
-    if (o->axis == 1) {
-        const int64_t rows[3] = {0, o->chunk, o->n - 1};
-        for (int r = 0; r < 3; r++) {
-            const int64_t i = rows[r];
-            double acc = o->op == GS_SCAN_PROD ? 1.0 : 0.0, m = 0.0;
-            if (i >= o->n || (r > 0 && i <= rows[r - 1])) continue;
-            for (int64_t j = 0; j < o->n; j++) {
-                double v = gs_random_normal(o->c.seed, (uint64_t)(i * o->n + j), 0.0, 1.0);
-                if (o->float32) v = (double)(float)v;
-                acc = gs__scan_step(o, acc, v);
-                m = o->op == GS_SCAN_PROD ? fabs(acc) : m + fabs(v);
-                want[j] = acc;
-                mag[j] = m;
-                k[j] = j;
-            }
-            if (gs__scan_row(client, y, o, i, got) != 0) goto out;
-            gs__scan_cmp(o, i, got, want, mag, k, checked_p, bad_p);
+    if (got == NULL) return 1;
+    for (int r = 0; r < 3; r++) {
+        const int64_t l = lines[r];
+        double acc = o->op == GS_SCAN_PROD ? 1.0 : 0.0, mag = 0.0;
+        if (l >= o->n || (r > 0 && l <= lines[r - 1])) continue;
+        if (gs__scan_line(client, y, o, l, got) != 0) {
+            gs_free(got);
+            return 1;
         }
-    } else {
-        const int64_t last = (o->chunk + 1) * o->n <= 400000000 ? o->chunk : 1;
-        for (int64_t j = 0; j < o->n; j++) {
-            want[j] = o->op == GS_SCAN_PROD ? 1.0 : 0.0;
-            mag[j] = 0.0;
-        }
-        for (int64_t i = 0; i <= last && i < o->n; i++) {
-            for (int64_t j = 0; j < o->n; j++) {
-                double v = gs_random_normal(o->c.seed, (uint64_t)(i * o->n + j), 0.0, 1.0);
-                if (o->float32) v = (double)(float)v;
-                want[j] = gs__scan_step(o, want[j], v);
-                mag[j] = o->op == GS_SCAN_PROD ? fabs(want[j]) : mag[j] + fabs(v);
-                k[j] = i;
+        for (int64_t k = 0; k < o->n; k++) {
+            const int64_t idx = o->axis == 1 ? l * o->n + k : k * o->n + l;
+            double v = gs_random_normal(o->c.seed, (uint64_t)idx, 0.0, 1.0);
+            if (o->float32) v = (double)(float)v;
+            acc = gs__scan_step(o, acc, v);
+            mag = o->op == GS_SCAN_PROD ? fmax(fabs(acc), fabs(got[k])) : mag + fabs(v);
+            /* the chunked order differs from this loop's: n eps |terms| bounds the difference */
+            const double tol = 4.0 * (double)(k + 1) * eps * mag + 1e-300;
+            if (!((isnan(acc) && isnan(got[k])) || acc == got[k] || fabs(got[k] - acc) <= tol)) {
+                if (*bad_p == 0)
+                    fprintf(stderr, "%s %s: line %" PRId64 " element %" PRId64 " = %.17g, "
+                            "expected %.17g\n", g_prog, g_sub, l, k, got[k], acc);
+                (*bad_p)++;
             }
-            if (i <= 1 || i == o->chunk - 1 || i == o->chunk) {
-                if (gs__scan_row(client, y, o, i, got) != 0) goto out;
-                gs__scan_cmp(o, i, got, want, mag, k, checked_p, bad_p);
-            }
+            (*checked_p)++;
         }
     }
-    rc = 0;
-out:
     gs_free(got);
-    gs_free(want);
-    gs_free(mag);
-    gs_free(k);
-    return rc;
+    return 0;
 }
 
 /* The baseline: one thread, row after row (each row adds the previous one along axis 0, or a
