@@ -601,3 +601,31 @@ Test(graph_scan, layers_refuse_bad_inputs_and_bad_wire_bodies)
     gs_array_release(y);
     gs_array_release(x);
 }
+
+Test(graph_scan, the_cpu_kernel_rejects_a_malformed_spec)
+{
+    double in[4] = {1, 2, 3, 4}, out[4];
+    gs_kscan_t k;
+    memset(&k, 0, sizeof(k));
+    k.ndim = 2;
+    k.shape[0] = k.shape[1] = 2;
+    k.in = in;
+    k.in_len = 4;
+    k.out = out;
+    k.axis = 2;
+    cr_assert_eq(gs_chunkops_cpu_ops.scan(ctx, NULL, &k), GS_ERR_INVALID_PARAM);
+    cr_assert(strstr(gs_last_error(), "axis 2") != NULL, "%s", gs_last_error());
+    k.axis = 1;
+    k.in_len = 5;
+    cr_assert_eq(gs_chunkops_cpu_ops.scan(ctx, NULL, &k), GS_ERR_INVALID_PARAM);
+    k.in_len = 4;
+    k.out_dtype = 17;
+    cr_assert_eq(gs_chunkops_cpu_ops.scan(ctx, NULL, &k), GS_ERR_INVALID_PARAM);
+    k.out_dtype = GS_DTYPE_FLOAT64;
+    k.op = 3;
+    cr_assert_eq(gs_chunkops_cpu_ops.scan(ctx, NULL, &k), GS_ERR_INVALID_PARAM);
+    k.op = GS_SCAN_PROD;
+    OK(gs_chunkops_cpu_ops.scan(ctx, NULL, &k));
+    cr_assert(out[0] == 1 && out[1] == 2 && out[2] == 3 && out[3] == 12, "%g %g %g %g", out[0],
+              out[1], out[2], out[3]);
+}
