@@ -214,66 +214,73 @@ __device__ __forceinline__ double chain_rest(const gs_kfused_t &k, double v)
     return v;
 }
 
-/* The leaf offset of row @a r's element 0 (a row: all axes but the last). */
+/* The leaf offset of row @a r's element 0 (a row: all axes but the last; the first of them
+ * takes no division). */
 __device__ __forceinline__ int64_t chain_row_base(const gs_kfused_t &k, const gs_kleaf_t &lf,
                                                   int64_t r)
 {
     int64_t off = lf.base;
-    for (int j = k.ndim - 2; j >= 0; j--) {
+    for (int j = k.ndim - 2; j >= 1; j--) {
         off += (r % k.shape[j]) * lf.stride[j];
         r /= k.shape[j];
     }
+    if (k.ndim >= 2) off += r * lf.stride[0];
     return off;
 }
 
-/* Block b takes rows b, b + grid, ...; thread t of it the groups t, t + BLOCK, ... of CHAIN_G
- * adjacent elements of the row. */
-__global__ void __launch_bounds__(BLOCK) k_typed_chain_store(const __grid_constant__ gs_kfused_t k,
-                                                             int64_t rows)
+/* The CHAIN walk: the region is rows x ngroups units of CHAIN_G adjacent elements of a row
+ * (the last one shorter); thread t of the grid takes units t, t + threads, ... and calls
+ * @a fn(flat output index, value) for each element of them, in order. One division per unit
+ * (32-bit while the unit count allows). */
+template <typename F>
+__device__ __forceinline__ void chain_walk(const gs_kfused_t &k, F fn)
 {
     const gs_kleaf_t &lf = k.leaves[k.prog[0].arg];
+    int64_t rows = 1;
+    for (int j = 0; j < k.ndim - 1; j++) rows *= k.shape[j];
     const int64_t L = k.ndim > 0 ? k.shape[k.ndim - 1] : 1;
     const int64_t sl = k.ndim > 0 ? lf.stride[k.ndim - 1] : 0;
-    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-        const int64_t rb = chain_row_base(k, lf, r);
-        for (int64_t c0 = (int64_t)threadIdx.x * CHAIN_G; c0 < L; c0 += (int64_t)BLOCK * CHAIN_G) {
-            uint64_t kc = ~(uint64_t)0;
-            gs_philox4_t w;
+    const int64_t ngroups = (L + CHAIN_G - 1) / CHAIN_G;
+    const int64_t units = rows * ngroups;
+    const bool small = units <= (int64_t)0xffffffff;
+    const int64_t step = (int64_t)gridDim.x * BLOCK;
+    for (int64_t u = (int64_t)blockIdx.x * BLOCK + threadIdx.x; u < units; u += step) {
+        const int64_t r = small ? (int64_t)((uint32_t)u / (uint32_t)ngroups) : u / ngroups;
+        const int64_t c0 = (u - r * ngroups) * CHAIN_G;
+        const int64_t rb = chain_row_base(k, lf, r) + c0 * sl;
+        uint64_t kc = ~(uint64_t)0;
+        gs_philox4_t w;
+        const int n = L - c0 < CHAIN_G ? (int)(L - c0) : CHAIN_G;
 #pragma unroll 1
-            for (int g = 0; g < CHAIN_G; g++) {
-                const int64_t c = c0 + g;
-                if (c >= L) break;
-                const double v = chain_rest(k, chain_leaf(lf, rb + c * sl, kc, w));
-                gs_store_elem(k.out_dtype, k.out, r * L + c, v);
-            }
-        }
+        for (int g = 0; g < n; g++)
+            fn(r * L + c0 + g, chain_rest(k, chain_leaf(lf, rb + g * sl, kc, w)));
     }
 }
 
-/* As k_typed_sum, over CHAIN programs (the same walk as k_typed_chain_store). */
+/* The number of CHAIN units of @a k (host side: the grid's size). */
+inline int64_t chain_units(const gs_kfused_t &k)
+{
+    int64_t rows = 1;
+    for (int j = 0; j < k.ndim - 1; j++) rows *= k.shape[j];
+    const int64_t L = k.ndim > 0 ? k.shape[k.ndim - 1] : 1;
+    return rows * ((L + CHAIN_G - 1) / CHAIN_G);
+}
+
+__global__ void __launch_bounds__(BLOCK) k_typed_chain_store(const __grid_constant__ gs_kfused_t k)
+{
+    chain_walk(k, [&](int64_t e, double v) { gs_store_elem(k.out_dtype, k.out, e, v); });
+}
+
+/* As k_typed_sum, over CHAIN programs (chain_walk's order per thread, then the same fixed
+ * block tree and block-order merge: the same sum on every run of the same grid). */
 __global__ void __launch_bounds__(BLOCK) k_typed_chain_sum(const __grid_constant__ gs_kfused_t k,
                                                            int64_t rows, double *partials,
                                                            unsigned int *counter)
 {
     __shared__ double sh[BLOCK];
     __shared__ int last;
-    const gs_kleaf_t &lf = k.leaves[k.prog[0].arg];
-    const int64_t L = k.shape[k.ndim - 1];
-    const int64_t sl = lf.stride[k.ndim - 1];
     double acc = 0.0;
-    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-        const int64_t rb = chain_row_base(k, lf, r);
-        for (int64_t c0 = (int64_t)threadIdx.x * CHAIN_G; c0 < L; c0 += (int64_t)BLOCK * CHAIN_G) {
-            uint64_t kc = ~(uint64_t)0;
-            gs_philox4_t w;
-#pragma unroll 1
-            for (int g = 0; g < CHAIN_G; g++) {
-                const int64_t c = c0 + g;
-                if (c >= L) break;
-                acc += chain_rest(k, chain_leaf(lf, rb + c * sl, kc, w));
-            }
-        }
-    }
+    chain_walk(k, [&](int64_t, double v) { acc += v; });
     sh[threadIdx.x] = acc;
     __syncthreads();
     for (int w = BLOCK / 2; w > 0; w >>= 1) {
@@ -307,10 +314,10 @@ extern "C" gs_status_t gs__cuda_launch_typed(const gs__cuda_dev_t *dev, void *st
     if (blocks > cap) blocks = cap;
     cudaError_t err;
     if (typed_is_chain(*k)) {
-        int64_t rows = 1;
-        for (int j = 0; j < k->ndim - 1; j++) rows *= k->shape[j];
-        const int64_t cblocks = rows < cap ? rows : cap;
-        void *cargs[2] = {(void *)k, (void *)&rows};
+        const int64_t units = chain_units(*k);
+        int64_t cblocks = (units + BLOCK - 1) / BLOCK;
+        if (cblocks > cap) cblocks = cap;
+        void *cargs[1] = {(void *)k};
         err = cudaLaunchKernel((const void *)k_typed_chain_store, dim3((unsigned)cblocks),
                                dim3(BLOCK), cargs, 0, (cudaStream_t)stream);
     } else {
@@ -334,12 +341,13 @@ extern "C" int gs__cuda_launch_typed_sum(const gs__cuda_dev_t *dev, void *stream
     int64_t rows = 1;
     for (int j = 0; j < k->ndim - 1; j++) rows *= k->shape[j];
     if (rows == 0 || k->shape[k->ndim - 1] == 0) return 0;
-    int64_t blocks = rows;
+    const bool chain = typed_is_chain(*k);
+    int64_t blocks = chain ? (chain_units(*k) + BLOCK - 1) / BLOCK : rows;
     const int64_t cap = (int64_t)(dev->num_sms > 0 ? dev->num_sms : 1) * 16;
     if (blocks > cap) blocks = cap;
     if ((size_t)blocks > npartials) return 0;
     void *args[4] = {(void *)k, (void *)&rows, (void *)&partials, (void *)&counter};
-    const void *fn = typed_is_chain(*k) ? (const void *)k_typed_chain_sum : (const void *)k_typed_sum;
+    const void *fn = chain ? (const void *)k_typed_chain_sum : (const void *)k_typed_sum;
     cudaError_t err = cudaLaunchKernel(fn, dim3((unsigned)blocks), dim3(BLOCK), args, 0,
                                        (cudaStream_t)stream);
     if (err == cudaSuccess) err = cudaGetLastError();
