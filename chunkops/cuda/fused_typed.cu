@@ -165,7 +165,8 @@ __device__ __noinline__ double chain_leaf_other(const gs_kleaf_t &lf, int64_t of
 }
 
 /* The leaf's value at element offset @a off; a float32 random leaf keeps the last Philox block
- * (@a w of block index @a kc) and computes a new one only when off leaves it. */
+ * (@a w of block index @a kc) and computes a new one only when off leaves it; float32 and
+ * float64 chunk data are read inline, other leaves by a call. */
 __device__ __forceinline__ double chain_leaf(const gs_kleaf_t &lf, int64_t off, uint64_t &kc,
                                              gs_philox4_t &w)
 {
@@ -179,6 +180,9 @@ __device__ __forceinline__ double chain_leaf(const gs_kleaf_t &lf, int64_t off, 
                    ? (double)gs_random_normal_f32_w(&w, (uint64_t)off, lf.p0, lf.p1)
                    : (double)gs_random_uniform_f32_w(&w, (uint64_t)off, lf.p0, lf.p1);
     }
+    if (lf.kind == GS_LEAF_CHUNK && lf.dtype == GS_DTYPE_FLOAT32)
+        return gs_f32_to_f64(((const float *)lf.data)[off]);
+    if (lf.kind == GS_LEAF_CHUNK && lf.dtype == GS_DTYPE_FLOAT64) return lf.data[off];
     return chain_leaf_other(lf, off);
 }
 
