@@ -3,7 +3,8 @@
  *   lines  one thread per line (a position of the other axes), walking the axis; threads of a
  *          warp take adjacent positions of the contiguous index, so when the axis is not the
  *          last one (inner > 1) every step's loads and stores coalesce. Also short rows.
- *   rows   the axis is the last one (inner == 1) and rows are long: one block per row, a
+ *   rows   the axis is the last one (inner == 1), rows are long and the scan is not a float
+ *          product (those stay left to right: see launch): one block per row, a
  *          block-wide inclusive scan (CUB's BlockScan) of tiles of BLOCK * ITEMS elements, the
  *          running total carried from tile to tile by the scan's prefix callback.
  * Values are the stack values of chunkops/elem_dtype.h, stepped by chunkops/scan_elem.h as on
@@ -143,7 +144,9 @@ __global__ void __launch_bounds__(BLOCK) k_scan_rows(const scan_args a)
 template <bool F64>
 cudaError_t launch(const scan_args &a, cudaStream_t s)
 {
-    const bool rows = a.inner == 1 && a.n >= ROW_MIN;
+    /* a float product is never reordered: in a tree, a later partial product may overflow to
+     * inf and meet an earlier 0 (NaN) where NumPy's left-to-right product stays 0 */
+    const bool rows = a.inner == 1 && a.n >= ROW_MIN && !(a.op == GS_SCAN_PROD && gs_dt_is_float(a.dt));
     const int64_t units = rows ? a.outer : (a.outer * a.inner + BLOCK - 1) / BLOCK;
     const unsigned grid = (unsigned)(units < 65535 * 16 ? units : 65535 * 16);
     if (units == 0) return cudaSuccess;

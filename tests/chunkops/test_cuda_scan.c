@@ -108,9 +108,17 @@ static void run_both(bk_t *b, gs_kscan_t k, const char *what)
     /* bound of a reordered float scan: n eps times the scan of |x| (sums) or |result| */
     int64_t inner = 1;
     for (int32_t j = k.axis + 1; j < k.ndim; j++) inner *= k.shape[j];
-    const int rows = inner == 1 && k.shape[k.axis] >= 2 * 256;
+    /* rows scanned by a block (reordered): long last-axis rows, except float products, which
+     * stay left to right (chunkops/cuda/scan.cu) and so must equal the CPU's bits */
+    const int rows = inner == 1 && k.shape[k.axis] >= 2 * 256 &&
+                     !(k.op == GS_SCAN_PROD && is_float(k.out_dtype));
+    double run = 0;   /* SCAN mode: the scan of |x| along the row so far */
     for (int64_t i = 0; i < nout; i++) {
         const double c = at(k.out_dtype, hc, i), g = at(k.out_dtype, hg, i);
+        if (rows && k.mode != GS_KSCAN_TOTAL) {
+            if (i % k.shape[k.axis] == 0) run = 0;
+            run += fabs(at(k.in_dtype, k.in, i));
+        }
         if (rows && is_float(k.out_dtype) && (isinf(c) || isinf(g))) {
             /* a reordered sum or product may overflow one element earlier or later */
             const double big = 0.5 * max_of(k.out_dtype);
@@ -125,9 +133,11 @@ static void run_both(bk_t *b, gs_kscan_t k, const char *what)
             double mag = 0;
             if (k.op == GS_SCAN_SUM) {
                 const int64_t row = k.mode == GS_KSCAN_TOTAL ? i : i / k.shape[k.axis];
-                const int64_t end = k.mode == GS_KSCAN_TOTAL ? k.shape[k.axis] - 1 : i % k.shape[k.axis];
-                for (int64_t q = 0; q <= end; q++)
-                    mag += fabs(at(k.in_dtype, k.in, row * k.shape[k.axis] + q));
+                if (k.mode == GS_KSCAN_TOTAL)
+                    for (int64_t q = 0; q < k.shape[k.axis]; q++)
+                        mag += fabs(at(k.in_dtype, k.in, row * k.shape[k.axis] + q));
+                else
+                    mag = run;
                 if (k.init != NULL) mag += fabs(at(k.out_dtype, k.init, row));
             } else {
                 mag = fmax(fabs(c), fabs(g));
