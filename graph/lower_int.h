@@ -68,6 +68,11 @@ typedef struct lw {
 gs_status_t gs__graph_lower_roots(size_t n, gs_array_h const *arrays, unsigned flags,
                                   gs_taskgraph_t **tg_p, uint64_t *out_off);
 
+/* Step 4 (lower_tasks.c): needed blocks, task numbering and dependencies of the built layers
+ * into @a tg (outputs: the roots' blocks in turn, root r's from out_off[r] when out_off is
+ * not NULL); the kept layers move to @a tg. GS_ERR_NO_MEMORY, GS_ERR_INTERNAL. */
+gs_status_t gs__lw_tasks(lw_t *w, gs_taskgraph_t *tg, uint64_t *out_off);
+
 /* Most inputs one task of any layer may list. */
 #define LW_MAX_INPUTS 256
 

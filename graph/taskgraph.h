@@ -185,7 +185,8 @@ typedef enum gs_ktask_kind {
     GS_KTASK_FILE_WRITE = 6, /* gs_kfile_t: the worker writes its input chunk to the file */
     GS_KTASK_FILE_COMMIT = 7, /* gs_kfile_t: header, size check, fsync, rename */
     GS_KTASK_STENCIL = 8,
-    GS_KTASK_USER = 9
+    GS_KTASK_USER = 9,
+    GS_KTASK_MAPFUSED = 10   /* gs_kmapfused_t: an elementwise user kernel fused in a chain */
 } gs_ktask_kind_t;
 
 typedef struct gs_ktask {
@@ -198,6 +199,7 @@ typedef struct gs_ktask {
         gs_kfile_t file;
         gs_kstencil_t stencil;
         gs_kuser_t user;
+        gs_kmapfused_t mapfused;
         struct {
             const double *data;
             int64_t len;

@@ -168,9 +168,9 @@ Test(cuda_stencil, users_kernels_are_staged_through_host_memory)
     bk_t bk;
     const int64_t shape[2] = {40, 30}, chunks[2] = {10, 10};
     const int d[2] = {1, 1};
-    gs_user_kernel_t good = {GS_TEST_KERNELS, "gs_test_smooth3x3", NULL, 0, NULL};
-    gs_user_kernel_t add = {GS_TEST_KERNELS, "gs_test_add", NULL, 0, NULL};
-    gs_user_kernel_t bad = {GS_TEST_KERNELS, "gs_test_crash", NULL, 0, NULL};
+    gs_user_kernel_t good = {GS_TEST_KERNELS, "gs_test_smooth3x3", NULL, 0, NULL, 0};
+    gs_user_kernel_t add = {GS_TEST_KERNELS, "gs_test_add", NULL, 0, NULL, 0};
+    gs_user_kernel_t bad = {GS_TEST_KERNELS, "gs_test_crash", NULL, 0, NULL, 0};
     gs_array_h x, y, arr[3];
     gs_taskgraph_t *tg;
     double gc[1200], gg[1200];
