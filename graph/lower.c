@@ -107,7 +107,10 @@ static int lw_is_layout(const struct gs_array *n)
 static int lw_decide_edge(const lw_t *w, const lw_node_t *e, int k)
 {
     const lw_node_t *in = &w->nodes[e->in[k]];
+    int u;
     if (in->pidx >= 0) return 0;
+    /* an elementwise user kernel: its producers and consumers (lower_fuse_user.c) */
+    if ((w->flags & GS_LOWER_FUSE) && (u = gs__lw_user_edge(w, e, k)) >= 0) return u;
     /* only fused kernels inline: a reduction's partial kernel and blockwise nodes */
     if (e->n->kind != GS__NODE_REDUCE && !gs__lw_kind_is_blockwise(e->n->kind)) return 0;
     if (w->flags & GS_LOWER_FUSE) {
@@ -183,7 +186,7 @@ static int lw_over_limits(const lw_node_t *e)
            e->leaves > GS_KERNEL_MAX_LEAVES;
 }
 
-static void lw_decide(lw_t *w)
+static gs_status_t lw_decide(lw_t *w)
 {
     for (int64_t i = 0; i < w->nnodes; i++) {
         lw_node_t *e = &w->nodes[i];
@@ -215,6 +218,7 @@ static void lw_decide(lw_t *w)
         e->cheap = (uint8_t)(e->genlike ||
                              (lw_is_layout(e->n) && (!e->inl[0] || w->nodes[e->in[0]].cheap)));
     }
+    if ((w->flags & GS_LOWER_FUSE) && gs__lw_user_limit(w) != GS_OK) return GS_ERR_NO_MEMORY;
     for (size_t r = 0; r < w->nroots; r++) w->nodes[w->roots[r]].materialised = 1;
     for (int64_t i = 0; i < w->nnodes; i++) {
         lw_node_t *e = &w->nodes[i];
@@ -224,6 +228,7 @@ static void lw_decide(lw_t *w)
             if (!e->inl[k] && in->pidx < 0) in->materialised = 1;
         }
     }
+    return GS_OK;
 }
 
 /* ---- 3. layers ---- */
@@ -315,6 +320,8 @@ static void lw_chunk_leaf(lw_emit_t *em, int64_t node, const gs__lmap_t *m)
         em->lw->src_node[s] = node;
         if (e->pidx >= 0) {
             em->lw->src_ref[s] = -e->pidx - 1;
+        } else if (em->lw->user_node == node) {
+            em->lw->src_ref[s] = LW_SRC_USER;
         } else {
             gs_assert_always(e->layer >= 0);
             em->lw->src_ref[s] = e->layer;
@@ -521,6 +528,10 @@ static void lw_emit_node(lw_emit_t *em, int64_t idx, const gs__lmap_t *m)
         lw_map_transpose(m, n, &mi);
         lw_emit_input(em, idx, 0, &mi, n->dtype);
         break;
+    case GS__NODE_MAPBLOCKS:   /* an elementwise user kernel: its output block, in the task */
+        em->lw->user_node = idx;
+        lw_chunk_leaf(em, idx, m);
+        break;
     default:
         /* literals, reductions and persisted nodes are never inlined */
         em->st = gs_error_set(GS_ERR_INTERNAL, "lowering tried to inline a %d node", (int)n->kind);
@@ -531,11 +542,7 @@ static void lw_emit_node(lw_emit_t *em, int64_t idx, const gs__lmap_t *m)
 gs_status_t gs__lw_add_layer(lw_t *w, gs_layer_t *l, int64_t *idx_p)
 {
     lw_layer_t ll;
-    memset(&ll, 0, sizeof(ll));
-    ll.l = l;
-    ll.prev = -1;
-    ll.comb_axis = -1;
-    for (int i = 0; i < GS_KERNEL_MAX_LEAVES; i++) ll.src_node[i] = -1;
+    gs__lw_layer_init(&ll, l);
     if (GS_VEC_PUSH(&w->layers, ll) != GS_OK) {
         gs_layer_free(l);
         return gs_error_set(GS_ERR_NO_MEMORY, "out of memory while lowering");
@@ -583,16 +590,23 @@ int gs__lw_kind_is_blockwise(int32_t kind)
     }
 }
 
-/* FUSED layer over @a grid whose program is node @a node (inline) or a chunk leaf reading it. */
-static gs_status_t lw_build_fused(lw_t *w, const gs_grid_t *grid, int64_t node, int inline_node,
-                                  int32_t terminal, int32_t redop, int32_t red_axis,
-                                  int64_t *idx_p)
+void gs__lw_layer_init(lw_layer_t *ll, gs_layer_t *l)
+{
+    memset(ll, 0, sizeof(*ll));
+    ll->l = l;
+    ll->prev = -1;
+    ll->comb_axis = -1;
+    ll->user_node = -1;
+    for (int i = 0; i < GS_KERNEL_MAX_LEAVES; i++) ll->src_node[i] = -1;
+}
+
+gs_status_t gs__lw_fused_make(lw_t *w, const gs_grid_t *grid, int64_t node, int inline_node,
+                              int32_t terminal, int32_t redop, int32_t red_axis, lw_layer_t *ll)
 {
     gs_layer_t *l = gs__layer_new(GS_LAYER_FUSED);
     lw_emit_t em;
     gs__lmap_t m;
     gs_status_t st;
-    int64_t li;
     if (l == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "out of memory while lowering");
     l->u.f.srcs = gs_calloc(GS_KERNEL_MAX_LEAVES, sizeof(gs_grid_t), "layer sources");
     if (l->u.f.srcs == NULL || gs_grid_copy(&l->grid, grid) != GS_OK) {
@@ -602,23 +616,47 @@ static gs_status_t lw_build_fused(lw_t *w, const gs_grid_t *grid, int64_t node, 
     l->u.f.terminal = terminal;
     l->u.f.redop = redop;
     l->u.f.red_axis = red_axis;
-    if ((st = gs__lw_add_layer(w, l, &li)) != GS_OK) return st;
+    gs__lw_layer_init(ll, l);
     em.w = w;
     em.l = l;
-    em.lw = &w->layers.data[li];
+    em.lw = ll;
     em.st = GS_OK;
     lw_map_identity(&m, w->nodes[node].n->grid.ndim);
     if (inline_node) lw_emit_node(&em, node, &m);
     else lw_chunk_leaf(&em, node, &m);
-    if (em.st != GS_OK) return em.st;
+    if ((st = em.st) != GS_OK) goto err_free;
     /* reductions take float64 values (records are float64); stores write the node's dtype */
     if (terminal == GS_TERM_REDUCE) lw_cast(&em, w->nodes[node].n->dtype, GS_DTYPE_FLOAT64);
     else l->u.f.out_dtype = w->nodes[node].n->dtype;
     if (gs__layer_check(l) != GS_OK) {
         char msg[256];
         snprintf(msg, sizeof(msg), "%s", gs_last_error());
-        return gs_error_set(GS_ERR_INTERNAL, "lowering built a bad layer: %s", msg);
+        st = gs_error_set(GS_ERR_INTERNAL, "lowering built a bad layer: %s", msg);
+        goto err_free;
     }
+    return GS_OK;
+err_free:
+    gs_layer_free(l);
+    ll->l = NULL;
+    return st;
+}
+
+/* FUSED layer over @a grid whose program is node @a node (inline) or a chunk leaf reading it;
+ * a program that reads an elementwise user kernel's output becomes a fused USER layer. */
+static gs_status_t lw_build_fused(lw_t *w, const gs_grid_t *grid, int64_t node, int inline_node,
+                                  int32_t terminal, int32_t redop, int32_t red_axis,
+                                  int64_t *idx_p)
+{
+    lw_layer_t ll;
+    gs_status_t st;
+    int64_t li;
+    if ((st = gs__lw_fused_make(w, grid, node, inline_node, terminal, redop, red_axis, &ll)) !=
+        GS_OK)
+        return st;
+    if (ll.user_node >= 0) return gs__lw_build_user_fused(w, ll.user_node, &ll, idx_p);
+    if ((st = gs__lw_add_layer(w, ll.l, &li)) != GS_OK) return st;
+    memcpy(w->layers.data[li].src_ref, ll.src_ref, sizeof(ll.src_ref));
+    memcpy(w->layers.data[li].src_node, ll.src_node, sizeof(ll.src_node));
     *idx_p = li;
     return GS_OK;
 }
@@ -798,7 +836,7 @@ gs_status_t gs__graph_lower_roots(size_t n, gs_array_h const *arrays, unsigned f
         for (size_t r = 0; r < n; r++) expr[r] = gs_array_retain(arrays[r]);
     }
     if ((st = lw_collect(&w, n, expr)) != GS_OK) goto err;
-    lw_decide(&w);
+    if ((st = lw_decide(&w)) != GS_OK) goto err;
     if ((st = lw_build_layers(&w)) != GS_OK) goto err;
     tg = gs_calloc(1, sizeof(*tg), "taskgraph");
     if (tg == NULL) {
