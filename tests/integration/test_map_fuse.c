@@ -111,3 +111,34 @@ Test(integration_map_fuse, a_crash_inside_a_fused_task_fails_the_job_not_the_wor
     gs_array_release(bad);
     gs_array_release(x);
 }
+
+/* A fused task that reads one chunk twice (input 0's producer reads the host array p, input 1
+ * is p itself): the same values as unfused. */
+Test(integration_map_fuse, a_fused_task_may_read_one_chunk_twice, .init = up2, .fini = down)
+{
+    const int64_t shape[2] = {40, 50}, chunks[2] = {20, 25};
+    gs_user_kernel_t k = {GS_TEST_KERNELS, "gs_test_ew", NULL, 0, NULL, GS_KERNEL_ELEMENTWISE};
+    gs_client_h plain = tc_connect(&CL, GS_LOWER_DEFAULT & ~GS_LOWER_FUSE);
+    double *v = gs_malloc(2000 * sizeof(double), "v"), a[2000], b[2000];
+    gs_array_h p, in[2], m;
+    uint64_t ta, tb;
+    cr_assert_not_null(plain, "%s", gs_last_error());
+    for (int i = 0; i < 2000; i++) v[i] = 0.001 * (double)i - 0.7;
+    OK(gs_array_from_host(v, 2, shape, chunks, &p));
+    OK(gs_array_binary_scalar(GS_BINARY_ADD, p, 1.0, &in[0]));
+    in[1] = p;
+    OK(gs_array_map_blocks(&k, 2, in, 2, shape, chunks, &m));
+    compute(C, m, a, 2000, &ta);
+    compute(plain, m, b, 2000, &tb);
+    for (int i = 0; i < 2000; i++) {
+        double want = (v[i] + 1.0) * (v[i] + 1.0) - v[i] + (double)((i / 50) / 20 * 20) / 1000.0;
+        cr_assert(a[i] == b[i] && a[i] == want, "element %d: %.17g %.17g %.17g", i, a[i], b[i], want);
+    }
+    cr_assert_eq(ta, 4 + 4, "%llu", (unsigned long long)ta);       /* p's chunks + fused */
+    cr_assert_eq(tb, 4 + 4 + 4, "%llu", (unsigned long long)tb);   /* p, + 1, the kernel */
+    gs_array_release(m);
+    gs_array_release(in[0]);
+    gs_array_release(p);
+    gs_client_destroy(plain);
+    gs_free(v);
+}
