@@ -326,3 +326,58 @@ Test(graph_map_fuse, the_fused_layer_refuses_truncations_and_malformed_tasks)
     gs_array_release(m);
     gs_array_release(c);
 }
+
+/* Consumers other than a store or a sum: a reduction along one axis, argmax (global indices
+ * from the fused partial's own block start), a float32 cast: equal to the unfused graph. */
+Test(graph_map_fuse, axis_reductions_argmax_and_casts_after_the_kernel)
+{
+    const int64_t shape[2] = {23, 31}, chunks[2] = {6, 8};
+    tx_t *x = tx_uniform(16, -1.0, 1.0, 2, shape, chunks);
+    gs_array_h a = unary(GS_UNARY_TANH, x->h), in[1] = {a};
+    gs_array_h m = mapb(&ew, 1, in, shape, chunks), r[3];
+    gs_reduce_params_t ax = {0};
+    double ref[64], got[64];
+    memset(ref, 0, sizeof(ref));
+    memset(got, 0, sizeof(got));
+    ax.field_mask = GS_REDUCE_FIELD_AXIS;
+    ax.axis = 1;
+    TX_OK(gs_array_reduce(GS_RED_MEAN, m, &ax, &r[0]));
+    TX_OK(gs_array_reduce(GS_RED_ARGMAX, scal(GS_BINARY_MUL, m, -1.0), NULL, &r[1]));
+    TX_OK(gs_array_reduce(GS_RED_MAX, scal(GS_BINARY_ADD, m, 0.25), &ax, &r[2]));
+    for (int k = 0; k < 3; k++) {
+        int64_t n = gs_array_size(r[k]);
+        gs_taskgraph_t *tg;
+        cr_assert_eq(count_layers(r[k], GS_LOWER_DEFAULT, "map_blocks-fused"), 1, "result %d", k);
+        tg = gx_lower(r[k], 0);
+        TX_OK(gs_chunkops_eval(&gs_chunkops_cpu_ops, ctx, tg, ref, (size_t)n));
+        gs_taskgraph_free(tg);
+        tg = gx_lower(r[k], GS_LOWER_DEFAULT);
+        TX_OK(gs_chunkops_eval(&gs_chunkops_cpu_ops, ctx, tg, got, (size_t)n));
+        /* argmax: an int64 index, compared as bytes; the others within rounding of the
+         * partials' order (the same order: exact in practice) */
+        if (gs_array_dtype(r[k]) == GS_DTYPE_INT64)
+            cr_assert(memcmp(ref, got, sizeof(int64_t)) == 0, "argmax");
+        else
+            for (int64_t i = 0; i < n; i++)
+                cr_assert(fabs(got[i] - ref[i]) <= 1e-15 * fabs(ref[i]), "result %d [%lld]", k,
+                          (long long)i);
+        gs_taskgraph_free(tg);
+        gs_array_release(r[k]);
+    }
+    /* a float32 store of the kernel's output */
+    gs_array_h f32;
+    double fa[23 * 31], fb[23 * 31];
+    gs_taskgraph_t *tg;
+    TX_OK(gs_array_astype(m, GS_DTYPE_FLOAT32, &f32));
+    cr_assert_eq(count_layers(f32, GS_LOWER_DEFAULT, "map_blocks-fused"), 1);
+    tg = gx_lower(f32, 0);
+    TX_OK(gs_chunkops_eval(&gs_chunkops_cpu_ops, ctx, tg, fa, 23 * 31));
+    gs_taskgraph_free(tg);
+    tg = gx_lower(f32, GS_LOWER_DEFAULT);
+    TX_OK(gs_chunkops_eval(&gs_chunkops_cpu_ops, ctx, tg, fb, 23 * 31));
+    gs_taskgraph_free(tg);
+    cr_assert(memcmp(fa, fb, 23 * 31 * sizeof(float)) == 0);
+    gs_array_release(f32);
+    gs_array_release(a);
+    gs_array_release(m);
+}
