@@ -13,11 +13,14 @@
  *      unfused: inline only a generator (or a pushed-down slice/transpose of one) into a
  *               slice/transpose when GS_LOWER_SLICE_PUSHDOWN is set.
  *    Kernel limits (program length, leaves, stack) are checked bottom-up; an edge that would
- *    exceed them is materialised instead.
+ *    exceed them is materialised instead. Fused, a user kernel declared elementwise inlines
+ *    its blockwise producers and is inlined into its one consumer (lower_fuse_user.c).
  * 3. Build layers in topological order for every materialised node: FUSED STORE for blockwise
  *    groups, FUSED REDUCE + COMBINE tree for reductions, LITERAL for host data. Leaves carry an
  *    affine map from the group's output coordinates to the leaf array's coordinates.
- * 4. Mark needed blocks from the result backwards (GS_LOWER_CULL; otherwise all blocks), drop
+ *    A FUSED program that reads a user kernel's output becomes a fused USER layer (producers,
+ *    kernel, this program: one task per block; lower_fuse_user.c).
+ * 4. (lower_tasks.c) Mark needed blocks from the result backwards (GS_LOWER_CULL; otherwise all blocks), drop
  *    layers without tasks, number tasks layer by layer (topological) and emit dependencies.
  */
 #include "common/hashmap.h"
@@ -188,6 +191,7 @@ static int lw_over_limits(const lw_node_t *e)
 
 static gs_status_t lw_decide(lw_t *w)
 {
+    gs_status_t st;
     for (int64_t i = 0; i < w->nnodes; i++) {
         lw_node_t *e = &w->nodes[i];
         if (e->pidx >= 0) {
@@ -218,7 +222,7 @@ static gs_status_t lw_decide(lw_t *w)
         e->cheap = (uint8_t)(e->genlike ||
                              (lw_is_layout(e->n) && (!e->inl[0] || w->nodes[e->in[0]].cheap)));
     }
-    if ((w->flags & GS_LOWER_FUSE) && gs__lw_user_limit(w) != GS_OK) return GS_ERR_NO_MEMORY;
+    if ((w->flags & GS_LOWER_FUSE) && (st = gs__lw_user_limit(w)) != GS_OK) return st;
     for (size_t r = 0; r < w->nroots; r++) w->nodes[w->roots[r]].materialised = 1;
     for (int64_t i = 0; i < w->nnodes; i++) {
         lw_node_t *e = &w->nodes[i];

@@ -5,7 +5,10 @@
  *                    slab a neighbour's halo needs) and the STENCIL layer (per block its inputs
  *                    and pieces of the padded block, as a COPY layer's, plus the weights):
  *                    checks, instantiation, wire bodies;
- *   lower_stencil.c  lowering of STENCIL nodes to one SLAB layer and one STENCIL layer.
+ *   lower_stencil.c  lowering of STENCIL nodes to one SLAB layer and one STENCIL layer;
+ *   array_map.c, layer_map.c, lower_map.c  map_blocks: the node, the USER layer, its lowering;
+ *   layer_map_fuse.c, lower_fuse_user.c   elementwise kernels fused with their producers and
+ *                    consumers (fused USER layers, below).
  * Not installed. */
 #ifndef GS_GRAPH_STENCIL_INT_H
 #define GS_GRAPH_STENCIL_INT_H
