@@ -16,6 +16,17 @@
 
 static gs_chunkops_ctx_h ctx;
 
+/* Handles made inside expressions (tmp()), released at teardown. */
+static gs_array_h tmps[32];
+static int ntmps;
+
+static gs_array_h tmp(gs_array_h h)
+{
+    cr_assert_lt(ntmps, 32);
+    tmps[ntmps++] = h;
+    return h;
+}
+
 static void setup(void)
 {
     ctx = gx_ctx_create();
@@ -23,6 +34,8 @@ static void setup(void)
 
 static void teardown(void)
 {
+    for (int i = 0; i < ntmps; i++) gs_array_release(tmps[i]);
+    ntmps = 0;
     tx_free_all();
     gx_ctx_destroy(ctx);
 }
@@ -89,7 +102,7 @@ Test(graph_map_fuse, a_chain_equals_the_unfused_values_under_every_flag_set_in_o
 {
     const int64_t shape[2] = {37, 23}, chunks[2] = {8, 7}, nb = 20;
     tx_t *x = tx_uniform(7, -1.0, 1.0, 2, shape, chunks);
-    gs_array_h a = scal(GS_BINARY_ADD, unary(GS_UNARY_EXP, x->h), 1.0);
+    gs_array_h a = scal(GS_BINARY_ADD, tmp(unary(GS_UNARY_EXP, x->h)), 1.0);
     gs_array_h in[1] = {a};
     gs_array_h m = mapb(&ew, 1, in, shape, chunks), c = scal(GS_BINARY_MUL, m, 2.0), s = total(c);
     double *ref = malloc(37 * 23 * sizeof(double)), *got = malloc(37 * 23 * sizeof(double));
@@ -205,8 +218,8 @@ Test(graph_map_fuse, a_crash_inside_a_fused_task_fails_it_and_the_process_carrie
     tx_t *x = tx_uniform(11, -1.0, 1.0, 2, shape, chunks);
     gs_user_kernel_t crash = {GS_TEST_KERNELS, "gs_test_crash", NULL, 0, NULL, GS_KERNEL_ELEMENTWISE};
     gs_array_h a = unary(GS_UNARY_EXP, x->h), in[1] = {a};
-    gs_array_h m = mapb(&crash, 1, in, shape, chunks), s = total(scal(GS_BINARY_MUL, m, 2.0));
-    gs_array_h good = total(scal(GS_BINARY_MUL, mapb(&ew, 1, in, shape, chunks), 2.0));
+    gs_array_h m = mapb(&crash, 1, in, shape, chunks), s = total(tmp(scal(GS_BINARY_MUL, m, 2.0)));
+    gs_array_h good = total(tmp(scal(GS_BINARY_MUL, tmp(mapb(&ew, 1, in, shape, chunks)), 2.0)));
     double v = 0;
     cr_assert_eq(count_layers(s, GS_LOWER_DEFAULT, "map_blocks-fused"), 1);
     cr_assert_eq(run(s, GS_LOWER_DEFAULT, &v, NULL), GS_ERR_TASK_FAILED);
@@ -230,7 +243,7 @@ Test(graph_map_fuse, typed_inputs_are_refused_and_converted_chains_fuse)
     in[0] = ints;
     cr_assert_eq(gs_array_map_blocks(&ew, 1, in, 2, shape, chunks, &m), GS_ERR_INVALID_PARAM);
     cr_assert(strstr(gs_last_error(), "float64") != NULL, "%s", gs_last_error());
-    TX_OK(gs_array_astype(scal(GS_BINARY_MUL, ints, 3.0), GS_DTYPE_FLOAT64, &f));
+    TX_OK(gs_array_astype(tmp(scal(GS_BINARY_MUL, ints, 3.0)), GS_DTYPE_FLOAT64, &f));
     in[0] = f;
     m = mapb(&ew, 1, in, shape, chunks);
     c = scal(GS_BINARY_ADD, m, 1.0);
@@ -369,8 +382,8 @@ Test(graph_map_fuse, axis_reductions_argmax_and_casts_after_the_kernel)
     ax.field_mask = GS_REDUCE_FIELD_AXIS;
     ax.axis = 1;
     TX_OK(gs_array_reduce(GS_RED_MEAN, m, &ax, &r[0]));
-    TX_OK(gs_array_reduce(GS_RED_ARGMAX, scal(GS_BINARY_MUL, m, -1.0), NULL, &r[1]));
-    TX_OK(gs_array_reduce(GS_RED_MAX, scal(GS_BINARY_ADD, m, 0.25), &ax, &r[2]));
+    TX_OK(gs_array_reduce(GS_RED_ARGMAX, tmp(scal(GS_BINARY_MUL, m, -1.0)), NULL, &r[1]));
+    TX_OK(gs_array_reduce(GS_RED_MAX, tmp(scal(GS_BINARY_ADD, m, 0.25)), &ax, &r[2]));
     for (int k = 0; k < 3; k++) {
         int64_t n = gs_array_size(r[k]);
         gs_taskgraph_t *tg;
