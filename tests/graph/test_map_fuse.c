@@ -148,6 +148,13 @@ Test(graph_map_fuse, a_chain_equals_the_unfused_values_under_every_flag_set_in_o
     gs_array_release(bmul);
     gs_array_release(bs);
     cr_assert_eq(count_layers(s, GS_LOWER_DEFAULT, "map_blocks-fused"), 1);
+    {   /* the dashboard's name of the fused layer: producers, kernel, consumer */
+        gs_taskgraph_t *tg = gx_lower(s, GS_LOWER_DEFAULT);
+        char name[128];
+        gs_layer_display_name(tg->layers[0], name, sizeof(name));
+        cr_assert_str_eq(name, "uniform+exp+add+map_blocks+mul+sum");
+        gs_taskgraph_free(tg);
+    }
     gs_array_release(a);
     gs_array_release(m);
     gs_array_release(c);
