@@ -106,6 +106,10 @@ gs_status_t gs_chunkops_run_ktask(const gs_chunkops_ops_t *ops, gs_chunkops_ctx_
         return ops->stencil(ctx, s, &t->u.stencil);
     case GS_KTASK_USER: return gs__run_user(ops, ctx, s, &t->u.user);
     case GS_KTASK_MAPFUSED: return gs__run_mapfused(ops, ctx, s, &t->u.mapfused);
+    case GS_KTASK_SCAN:
+        if (ops->scan == NULL)
+            return gs_error_set(GS_ERR_UNSUPPORTED, "backend %s has no scan kernel", ops->name);
+        return ops->scan(ctx, s, &t->u.scan);
     case GS_KTASK_HOST_DATA:
         if (t->u.host.len < 0 || (uint64_t)t->u.host.len > SIZE_MAX / sizeof(double))
             return gs_error_set(GS_ERR_INVALID_PARAM, "run_ktask: host data length %lld invalid",

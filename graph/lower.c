@@ -747,37 +747,7 @@ static gs_status_t lw_build_layers(lw_t *w)
         } else if (gs__lw_kind_is_blockwise(e->n->kind)) {
             st = lw_build_fused(w, &e->n->grid, i, 1, GS_TERM_STORE, 0, -1, &li);
         } else {
-            switch (e->n->kind) {
-            /* matrix and data-movement node kinds: their builders (lower_*.c) go here */
-            case GS__NODE_RECHUNK:
-                st = gs__lw_build_rechunk(w, i, &li);
-                break;
-            case GS__NODE_CONCAT:
-                st = gs__lw_build_concat(w, i, &li);
-                break;
-            case GS__NODE_MATMUL:
-                st = gs__lw_build_matmul(w, i, &li);
-                break;
-            case GS__NODE_FACTOR:
-                st = gs__lw_build_factor(w, i, &li);
-                break;
-            case GS__NODE_STENCIL:
-                st = gs__lw_build_stencil(w, i, &li);
-                break;
-            case GS__NODE_MAPBLOCKS:
-                st = gs__lw_build_map_blocks(w, i, &li);
-                break;
-            case GS__NODE_RESHAPE:
-                st = gs__lw_build_reshape(w, i, &li);
-                break;
-            case GS__NODE_DIAG:
-                st = gs__lw_build_diag(w, i, &li);
-                break;
-            default:
-                st = gs_error_set(GS_ERR_INTERNAL, "lowering has no builder for node kind %d",
-                                  (int)e->n->kind);
-                break;
-            }
+            st = gs__lw_build_own(w, i, &li);   /* matrix and data-movement kinds */
         }
         if (st != GS_OK) return st;
         e->layer = li;

@@ -83,7 +83,8 @@ gs_status_t gs__lw_tasks(lw_t *w, gs_taskgraph_t *tg, uint64_t *out_off)
         for (int64_t li = nl - 1; li >= 0; li--) {
             lw_layer_t *ll = &w->layers.data[li];
             uint64_t nb = gs_layer_nblocks(ll->l);
-            for (uint64_t b = 0; b < nb; b++) {
+            for (uint64_t b = nb; b-- > 0;) {   /* descending: a block may read an earlier
+                                                   one of its own layer (scan carries) */
                 if (!ll->need[b]) continue;
                 if ((st = lw_inputs(w, li, b, refs, &n)) != GS_OK) goto err;
                 for (int i = 0; i < n; i++)

@@ -142,6 +142,8 @@ typedef enum gs_layer_kind {
                                 the edge slabs a stencil's halo needs from a neighbour */
     GS_LAYER_STENCIL = 7,    /* weighted neighbourhood over a padded block (gs_kstencil_t) */
     GS_LAYER_USER = 8,       /* a user kernel per block over its inputs' blocks (gs_kuser_t) */
+    GS_LAYER_SCAN = 9,       /* cumulative sum/product: chunk scans, totals, carries (gs_kscan_t;
+                                graph/scan_int.h) */
     GS_LAYER_KIND_COUNT
 } gs_layer_kind_t;
 
@@ -186,7 +188,8 @@ typedef enum gs_ktask_kind {
     GS_KTASK_FILE_COMMIT = 7, /* gs_kfile_t: header, size check, fsync, rename */
     GS_KTASK_STENCIL = 8,
     GS_KTASK_USER = 9,
-    GS_KTASK_MAPFUSED = 10   /* gs_kmapfused_t: an elementwise user kernel fused in a chain */
+    GS_KTASK_SCAN = 10,
+    GS_KTASK_MAPFUSED = 11   /* gs_kmapfused_t: an elementwise user kernel fused in a chain */
 } gs_ktask_kind_t;
 
 typedef struct gs_ktask {
@@ -199,6 +202,7 @@ typedef struct gs_ktask {
         gs_kfile_t file;
         gs_kstencil_t stencil;
         gs_kuser_t user;
+        gs_kscan_t scan;
         gs_kmapfused_t mapfused;
         struct {
             const double *data;

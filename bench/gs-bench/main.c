@@ -56,6 +56,7 @@ static const gs__bench_t gs__benches[] = {
     {"shape", gs__bench_shape, "reshape/ravel/tril/diag/eye of a persisted normal (n, n) x, summed"},
     {"mapblocks", gs__bench_mapblocks, "an elementwise user kernel in a chain: fused vs unfused"},
     {"nanred", gs__bench_nanred, "sum, prod, any, nansum, nanmean, nanmax... of a persisted x with NaN"},
+    {"scan", gs__bench_scan, "x persisted; time cumsum(x, axis) (or cumprod) kept: GB/s"},
 };
 
 static void gs__usage(FILE *f)

@@ -966,6 +966,7 @@ const gs_chunkops_ops_t gs_chunkops_cuda_ops = {
     .sync = gs__cuda_sync,
     .host_register = gs__cuda_host_register,
     .host_unregister = gs__cuda_host_unregister,
+    .scan = gs__cuda_scan,
 };
 
 void *gs__cuda_stream_raw(gs_chunkops_stream_h stream, int *device_p)
