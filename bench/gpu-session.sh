@@ -2,7 +2,7 @@
 # One GPU-machine session: build with CUDA, run the benchmarks, then the whole suite (CUDA tests
 # enabled, integration tests also with CUDA workers). Logs go to $OUT (or ./gpu-out). For a host
 # without a package registry, carry .devdeps (../shared/offline-deps/README.md):
-#   source .devdeps/env.sh && bash bench/gpu-session.sh [bench|move|linalg|scale|robust|tests|svd|spill|dash|tls|mac|gather|sched|rand|io|stencil|dtype|nanred|all]
+#   source .devdeps/env.sh && bash bench/gpu-session.sh [bench|move|linalg|scale|robust|tests|svd|spill|dash|tls|mac|gather|sched|rand|io|stencil|dtype|nanred|mapfuse|all]
 # bench: kernels + seed reductions; move: transfers, transpose-sum, slice3 (issue 5);
 # linalg: dot, svd (issue 6); scale: tiny tasks, 1 M-chunk seed, worker kill (issue 7);
 # robust: 300-job soak and socket fuzzing with CUDA workers (issue 12);
@@ -33,6 +33,8 @@
 #   kernels against the CPU (chunkops_cuda/prod_*), the composite reductions with CUDA workers
 #   (integration_reduce_nan), gs-bench nanred on one GPU; targets test_chunkops_cuda gs-bench
 #   gsched_daemon gworker gs-local-cluster test_integration.
+# mapfuse: elementwise user kernels fused in chains on the GPU and gs-bench mapblocks (issue 16,
+#   session 8); targets in its block.
 # GS_TARGETS="a b ..." builds only those targets (a shorter build for one stage).
 set -uo pipefail
 what=${1:-all}
@@ -413,4 +415,26 @@ if [ "$what" = scan ]; then
     run $B/gs-bench scan --n 8000 --chunk 2000 --workers 4 --backend cpu --repeat 2 --axis 1 --c-loop
   } 2>"$out/scan.err" | tee "$out/scan.jsonl" | cut -c1-300
   tail -4 "$out/scan.err"
+fi
+if [ "$what" = mapfuse ]; then
+  # mapfuse: elementwise user kernels fused in chains (issue 16 item 1, session 8): an NVRTC
+  # kernel and a staged C kernel between fused kernels against the CPU backend
+  # (cuda_stencil/an_elementwise_cuda_kernel_fused_*), the graph and integration tests with CUDA
+  # workers, then gs-bench mapblocks (fused vs unfused vs the built-in square) on one GPU, on
+  # all and on the CPU; targets test_chunkops_cuda_stencil test_graph_stencil test_integration
+  # gs-bench gsched_daemon gworker gs-local-cluster.
+  build-gpu/tests/test_chunkops_cuda_stencil --verbose --filter 'cuda_stencil/an_elementwise*' \
+    >"$out/mapfuse-tests.log" 2>&1
+  build-gpu/tests/test_graph_stencil --filter 'graph_map_fuse/*' >>"$out/mapfuse-tests.log" 2>&1
+  GS_TEST_BACKEND=cuda build-gpu/tests/test_integration --filter 'integration_map_fuse/*' \
+    >>"$out/mapfuse-tests.log" 2>&1
+  grep -hE "Synthesis|SKIP" "$out/mapfuse-tests.log"
+  grep -hE -A12 "\[FAIL\]|CRASH" "$out/mapfuse-tests.log" | head -40
+  {
+    run $B/gs-bench mapblocks --n 20000 --chunk 5000 --workers 1 --backend cuda --repeat 3
+    run $B/gs-bench mapblocks --n 20000 --chunk 5000 --workers 1 --backend cuda --kernel c --repeat 2
+    run $B/gs-bench mapblocks --n 40000 --chunk 10000 --workers "$ngpu" --backend cuda --repeat 3
+    run $B/gs-bench mapblocks --n 4000 --chunk 1000 --workers 2 --backend cpu --repeat 3
+  } 2>"$out/mapfuse.err" | tee "$out/mapfuse.jsonl" | cut -c1-300
+  tail -4 "$out/mapfuse.err"
 fi

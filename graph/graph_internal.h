@@ -26,6 +26,7 @@ typedef struct gs__ukernel {
     uint8_t *arg;
     uint32_t arg_len;
     char *cuda_src;     /* a CUDA C++ kernel (NULL: the CPU kernel library/symbol) */
+    uint32_t flags;     /* GS_KERNEL_* (gs__ukernel_copy leaves 0) */
 } gs__ukernel_t;
 
 /* Copy / free (NULL is fine). GS_ERR_INVALID_PARAM for NULL or empty names or arg over
@@ -294,6 +295,8 @@ int gs__grid_check(const gs_grid_t *g, const char **why_p);
 int64_t gs__grid_find(const gs_grid_t *g, int axis, int64_t c);
 /* Row-major block index from per-axis chunk indices. */
 uint64_t gs__grid_block_index(const gs_grid_t *g, const int64_t *idx);
+/* Whether @a x and @a y have the same shape and chunk bounds. */
+int gs__grid_equal(const gs_grid_t *x, const gs_grid_t *y);
 /* Per-axis chunk indices of block @a block. */
 void gs__grid_block_coords(const gs_grid_t *g, uint64_t block, int64_t *idx_p);
 /* Allocate bounds for @a ndim axes with nchunks already set (bounds zeroed). */
@@ -372,6 +375,7 @@ struct gs_layer {
             int64_t *ioff;              /* [nblocks + 1]: block b's inputs [ioff[b], ioff[b+1]) */
             int64_t *ibox;              /* [ninputs][1 + 2 ndim]: len, shape, global start */
             struct gs__ukernel *user;
+            struct gs__ufuse *fuse;     /* fused producers/consumers (layer_map_fuse.c), or NULL */
         } ub;
         struct {                        /* SCAN (layer_scan.c, scan_int.h): block b's input is
                                            block b of grid `src` (same axes; along `axis` the
@@ -414,6 +418,9 @@ gs_status_t gs__fused_resolve(const gs_layer_t *l, uint64_t block, gs__fres_t *r
 /* 1 when fused layer @a l reads input chunks (has a GS_LEAF_CHUNK leaf); 0: every block has no
  * inputs (generators only), which needs no gs__fused_resolve. */
 int gs__fused_reads_chunks(const gs_layer_t *l);
+/* The FUSED kernel of block @a block of FUSED layer @a l (layer.c; as gs_layer_instantiate). */
+gs_status_t gs__fused_instantiate(const gs_layer_t *l, uint64_t block, int ninputs,
+                                  const gs_chunk_ref_t *inputs, double *out, gs_kfused_t *k);
 
 /* Structural check of a layer built by the lowering or decoded from the wire. */
 gs_status_t gs__layer_check(const gs_layer_t *l);

@@ -531,6 +531,30 @@ typedef struct gs_kuser {
 } gs_kuser_t;
 
 /**
+ * MAPFUSED: an elementwise user kernel (GS_KERNEL_ELEMENTWISE) fused with its producers and
+ * consumers, one task per output block (graph/layer_map_fuse.c). Run in order on one stream:
+ *   1. for each k < user.nin with has_pre[k]: pre[k] (a FUSED STORE kernel of the block's
+ *      shape, float64 out) into a temporary block, which becomes user.in[k].data;
+ *   2. user (gs_kuser_t; CPU or CUDA as for USER) writing user.out.data: a temporary block
+ *      when has_post, else the task's output;
+ *   3. with has_post: post (a FUSED STORE or REDUCE kernel writing the task's output) whose
+ *      leaves with a bit set in post_user_leaves read the user's output block (dense,
+ *      row-major, the block's shape) instead of their data pointer.
+ * Instantiation leaves the temporary pointers NULL (pre[k].out, user.in[k].data where
+ * has_pre[k], user.out.data and those leaves' data where has_post); the run
+ * (chunkops/ktask.c) allocates them from the backend (mem_alloc), fills them in, synchronises
+ * the stream and frees them: the calling thread blocks for the whole task.
+ */
+typedef struct gs_kmapfused {
+    int32_t has_pre[GS_KERNEL_MAX_USER_IN];
+    gs_kfused_t pre[GS_KERNEL_MAX_USER_IN];
+    gs_kuser_t user;
+    int32_t has_post;
+    uint32_t post_user_leaves;      /* bit q: post leaf q reads the user's output */
+    gs_kfused_t post;
+} gs_kmapfused_t;
+
+/**
  * SCAN: a cumulative sum or product along one axis of a chunk (gs_array_cumulative; graph/
  * lower_scan.c). `in` is a dense row-major block of shape `shape[0..ndim)` (ndim >= 1) holding
  * `in_len` elements of `in_dtype`; every value is converted to `out_dtype` (NumPy astype) and

@@ -96,7 +96,7 @@ const char *gs_layer_name(const gs_layer_t *l)
     case GS_LAYER_STENCIL:
         return l->st != NULL && l->st->user != NULL ? "map_overlap" : "stencil";
     case GS_LAYER_USER:
-        return "map_blocks";
+        return l->u.ub.fuse != NULL ? "map_blocks-fused" : "map_blocks";
     case GS_LAYER_SCAN:
         return gs__scan_name(l);
     default:
@@ -447,9 +447,12 @@ uint64_t gs_layer_out_nbytes(const gs_layer_t *l, uint64_t block)
     case GS_LAYER_COPY:
     case GS_LAYER_SLAB:
     case GS_LAYER_STENCIL:
-    case GS_LAYER_USER:
         gs_grid_block_region(&l->grid, block, start, shape);
         return (uint64_t)gs_region_size(l->grid.ndim, shape) * gs_dtype_size(l->u.cp.dtype);
+    case GS_LAYER_USER:   /* float64 blocks, or a fused consumer's output */
+        if (l->u.ub.fuse != NULL) return gs__ufuse_out_nbytes(l, block);
+        gs_grid_block_region(&l->grid, block, start, shape);
+        return (uint64_t)gs_region_size(l->grid.ndim, shape) * sizeof(double);
     case GS_LAYER_LITERAL:
         gs_grid_block_region(&l->grid, block, start, shape);
         return (uint64_t)gs_region_size(l->grid.ndim, shape) * sizeof(double);
@@ -490,7 +493,7 @@ static gs_status_t gs__check_len(const gs_layer_t *l, int i, const gs_chunk_ref_
     return GS_OK;
 }
 
-static gs_status_t gs__inst_fused(const gs_layer_t *l, uint64_t block, int ninputs,
+gs_status_t gs__fused_instantiate(const gs_layer_t *l, uint64_t block, int ninputs,
                                   const gs_chunk_ref_t *inputs, double *out, gs_kfused_t *k)
 {
     gs__fres_t r;
@@ -583,7 +586,7 @@ gs_status_t gs_layer_instantiate(const gs_layer_t *l, uint64_t block, int ninput
         used = offsetof(gs_ktask_t, u) + sizeof(t.u.fused);
         memset(&t, 0, used);
         t.kind = GS_KTASK_FUSED;
-        if ((st = gs__inst_fused(l, block, ninputs, inputs, out, &t.u.fused)) != GS_OK) return st;
+        if ((st = gs__fused_instantiate(l, block, ninputs, inputs, out, &t.u.fused)) != GS_OK) return st;
         memcpy(task_p, &t, used);
         return GS_OK;
     case GS_LAYER_COMBINE: {
@@ -634,9 +637,14 @@ gs_status_t gs_layer_instantiate(const gs_layer_t *l, uint64_t block, int ninput
             return st;
         break;
     case GS_LAYER_USER:
-        t.kind = GS_KTASK_USER;
-        if ((st = gs__user_instantiate(l, block, ninputs, inputs, out, &t.u.user)) != GS_OK)
-            return st;
+        if (l->u.ub.fuse != NULL) {
+            t.kind = GS_KTASK_MAPFUSED;
+            st = gs__ufuse_instantiate(l, block, ninputs, inputs, out, &t.u.mapfused);
+        } else {
+            t.kind = GS_KTASK_USER;
+            st = gs__user_instantiate(l, block, ninputs, inputs, out, &t.u.user);
+        }
+        if (st != GS_OK) return st;
         break;
     case GS_LAYER_SCAN:
         t.kind = GS_KTASK_SCAN;

@@ -188,7 +188,8 @@ typedef enum gs_ktask_kind {
     GS_KTASK_FILE_COMMIT = 7, /* gs_kfile_t: header, size check, fsync, rename */
     GS_KTASK_STENCIL = 8,
     GS_KTASK_USER = 9,
-    GS_KTASK_SCAN = 10
+    GS_KTASK_SCAN = 10,
+    GS_KTASK_MAPFUSED = 11   /* gs_kmapfused_t: an elementwise user kernel fused in a chain */
 } gs_ktask_kind_t;
 
 typedef struct gs_ktask {
@@ -202,6 +203,7 @@ typedef struct gs_ktask {
         gs_kstencil_t stencil;
         gs_kuser_t user;
         gs_kscan_t scan;
+        gs_kmapfused_t mapfused;
         struct {
             const double *data;
             int64_t len;

@@ -722,7 +722,25 @@ typedef struct gs_user_kernel {
      *  its task with GS_ERR_TASK_FAILED and the NVRTC log (naming "NAME.cu(LINE)"); CPU
      *  workers fail it with GS_ERR_UNSUPPORTED. NULL: the CPU kernel library/symbol. */
     const char *cuda_source;
+    /** GS_KERNEL_* bits (0: none). Appended last: initialisers that stop before it give 0. */
+    uint32_t flags;
 } gs_user_kernel_t;
+
+/** gs_user_kernel_t.flags: the kernel is *elementwise* (gs_array_map_blocks only). The user
+ *  promises that (1) every input has the output's shape and chunks (checked: otherwise
+ *  gs_array_map_blocks fails with GS_ERR_INVALID_PARAM), (2) output element i (a global
+ *  index) depends only on element i of each input and on i itself (the block's start may be
+ *  read), never on other elements, the block's shape or where its edges fall, and (3) the
+ *  kernel writes every output element and no input. With GS_LOWER_FUSE on, such a kernel
+ *  fuses with its blockwise producers and consumers (including a reduction's first stage):
+ *  one task per output chunk evaluates the producers into a temporary block, calls the kernel
+ *  on it and continues the consumers from its output, with no chunk stored or sent between
+ *  them (docs/api.md "map_blocks"). The kernel still sees the very blocks (shape, start) it
+ *  would see unfused, so a kernel that breaks (2) but keeps (1) and (3) gives the same values
+ *  today; a kernel that breaks (2) is not safe against optimisations the promise allows (a
+ *  slice pushed below the kernel, different chunks). Breaking (3) gives undefined values
+ *  (the temporary blocks are not zeroed). Ignored by gs_array_map_overlap. */
+#define GS_KERNEL_ELEMENTWISE 0x1u
 
 /** Dask's map_overlap: @a kernel runs once per chunk of @a x on the chunk padded by @a depth
  *  elements per axis (halos from the neighbouring chunks' edge slabs, past the array's edges as
