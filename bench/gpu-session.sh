@@ -2,7 +2,7 @@
 # One GPU-machine session: build with CUDA, run the benchmarks, then the whole suite (CUDA tests
 # enabled, integration tests also with CUDA workers). Logs go to $OUT (or ./gpu-out). For a host
 # without a package registry, carry .devdeps (../shared/offline-deps/README.md):
-#   source .devdeps/env.sh && bash bench/gpu-session.sh [bench|move|linalg|scale|robust|tests|svd|spill|dash|tls|mac|gather|sched|rand|io|stencil|dtype|nanred|all]
+#   source .devdeps/env.sh && bash bench/gpu-session.sh [bench|move|linalg|scale|robust|tests|svd|spill|dash|tls|mac|gather|sched|rand|io|stencil|dtype|nanred|intsum|all]
 # bench: kernels + seed reductions; move: transfers, transpose-sum, slice3 (issue 5);
 # linalg: dot, svd (issue 6); scale: tiny tasks, 1 M-chunk seed, worker kill (issue 7);
 # robust: 300-job soak and socket fuzzing with CUDA workers (issue 12);
@@ -33,6 +33,9 @@
 #   kernels against the CPU (chunkops_cuda/prod_*), the composite reductions with CUDA workers
 #   (integration_reduce_nan), gs-bench nanred on one GPU; targets test_chunkops_cuda gs-bench
 #   gsched_daemon gworker gs-local-cluster test_integration.
+# intsum: exact integer reductions (issue 20): integer-record reduce and combine kernels on CUDA
+#   against the CPU bit for bit (chunkops_cuda_intsum/*), gs-bench nanred --dtype int64 on one
+#   GPU; targets test_chunkops_cuda gs-bench gsched_daemon gworker gs-local-cluster.
 # GS_TARGETS="a b ..." builds only those targets (a shorter build for one stage).
 set -uo pipefail
 what=${1:-all}
@@ -391,4 +394,15 @@ if [ "$what" = nanred ]; then
     run $B/gs-bench nanred --n 40000 --chunk 10000 --workers 1 --backend cuda --repeat 3 --persist-y --dtype float32
   } 2>"$out/nanred.err" | tee "$out/nanred.jsonl" | cut -c1-300
   tail -4 "$out/nanred.err"
+fi
+if [ "$what" = intsum ]; then
+  # intsum: see the header
+  build-gpu/tests/test_chunkops_cuda --filter 'chunkops_cuda_intsum/*' >"$out/intsum-tests.log" 2>&1
+  grep -hE "Synthesis" "$out/intsum-tests.log"
+  grep -hE -A12 "\[FAIL\]|CRASH" "$out/intsum-tests.log" | head -40
+  {
+    run $B/gs-bench nanred --n 40000 --chunk 10000 --workers 1 --backend cuda --repeat 3 --persist-y --dtype int64
+    run $B/gs-bench nanred --n 40000 --chunk 10000 --workers 1 --backend cuda --repeat 3 --persist-y
+  } 2>"$out/intsum.err" | tee "$out/intsum.jsonl" | cut -c1-300
+  tail -4 "$out/intsum.err"
 fi
