@@ -750,7 +750,7 @@ const int64_t *gs_array_chunk_bounds(gs_array_h a, int axis);
 typedef enum gs_order { GS_ORDER_C = 0, GS_ORDER_F = 1 } gs_order_t;
 
 /** Array stored in a raw file at @a path: prod(shape) elements of @a dtype in native byte
- *  order and @a order, element 0 at byte @a offset, chunked by @a chunks (ndim entries, each
+ *  order (gs_array_from_raw_ex() takes another) and @a order, element 0 at byte @a offset, chunked by @a chunks (ndim entries, each
  *  >= 1; the last chunk of an axis may be shorter). Each chunk is read by the worker that
  *  computes it, straight from @a path (which must be visible to the workers and to this
  *  process, which checks the file's size now), reading only the bytes it needs; slices and
@@ -763,6 +763,22 @@ typedef enum gs_order { GS_ORDER_C = 0, GS_ORDER_F = 1 } gs_order_t;
 gs_status_t gs_array_from_raw(const char *path, gs_dtype_t dtype, int ndim, const int64_t *shape,
                               gs_order_t order, int64_t offset, const int64_t *chunks,
                               gs_array_h *out_p);
+
+/** Byte order of the elements of a raw file (NumPy's '=', '<', '>'). */
+typedef enum gs_byteorder {
+    GS_BYTEORDER_NATIVE = 0,   /* this host's (gs_array_from_raw()) */
+    GS_BYTEORDER_LITTLE = 1,   /* '<': x86-64, ARM64, arr.astype('<f8').tofile() */
+    GS_BYTEORDER_BIG = 2       /* '>': network order, arr.astype('>f8').tofile() */
+} gs_byteorder_t;
+
+/** gs_array_from_raw() with the elements stored in byte order @a byteorder: the workers
+ *  byte-swap each element as they read it when it differs from the host's (one-byte dtypes
+ *  need none), so the array holds the file's values in @a dtype, exactly. NATIVE is
+ *  gs_array_from_raw(). Errors: those of gs_array_from_raw(), and GS_ERR_INVALID_PARAM for
+ *  a @a byteorder other than NATIVE, LITTLE and BIG (naming the file). */
+gs_status_t gs_array_from_raw_ex(const char *path, gs_dtype_t dtype, gs_byteorder_t byteorder,
+                                 int ndim, const int64_t *shape, gs_order_t order,
+                                 int64_t offset, const int64_t *chunks, gs_array_h *out_p);
 
 /** Array stored in the NumPy .npy file at @a path (versions 1.0 to 3.0; C or Fortran order;
  *  either byte order, big-endian data byte-swapped as it is read), chunked by @a chunks (ndim
