@@ -34,8 +34,10 @@
 #   (integration_reduce_nan), gs-bench nanred on one GPU; targets test_chunkops_cuda gs-bench
 #   gsched_daemon gworker gs-local-cluster test_integration.
 # intsum: exact integer reductions (issue 20): integer-record reduce and combine kernels on CUDA
-#   against the CPU bit for bit (chunkops_cuda_intsum/*), gs-bench nanred --dtype int64 on one
-#   GPU; targets test_chunkops_cuda gs-bench gsched_daemon gworker gs-local-cluster.
+#   against the CPU bit for bit (chunkops_cuda_intsum/*), big-endian raw files read by CUDA
+#   workers and their int64 sum/prod against numpy's (integration_files/big_endian*, issue 18),
+#   gs-bench nanred --dtype int64 on one GPU; targets test_chunkops_cuda test_integration
+#   gs-bench gsched_daemon gworker gs-local-cluster.
 # GS_TARGETS="a b ..." builds only those targets (a shorter build for one stage).
 set -uo pipefail
 what=${1:-all}
@@ -398,6 +400,8 @@ fi
 if [ "$what" = intsum ]; then
   # intsum: see the header
   build-gpu/tests/test_chunkops_cuda --filter 'chunkops_cuda_intsum/*' >"$out/intsum-tests.log" 2>&1
+  GS_TEST_BACKEND=cuda build-gpu/tests/test_integration --filter 'integration_files/big_endian*' \
+    >>"$out/intsum-tests.log" 2>&1
   grep -hE "Synthesis" "$out/intsum-tests.log"
   grep -hE -A12 "\[FAIL\]|CRASH" "$out/intsum-tests.log" | head -40
   {
