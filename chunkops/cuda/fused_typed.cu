@@ -1,11 +1,11 @@
 /* The fused kernel for programs with dtypes other than float64 (graph/kernel.h, "Dtypes"):
  * STORE terminal, whole-region SUM (k_typed_sum), integer-record reductions (k_typed_ireduce;
- * other typed reductions go through the staging buffer of ctx.c). One thread per output element in a grid-stride loop; each thread
- * unravels its flat index, reads its leaves (typed chunk data through gs_load_elem, random
- * and index leaves as float64), runs the program with the element rules of
- * chunkops/elem_dtype.h (shared with the CPU backend, so both give the same values) and
- * stores the result in the output dtype. Simple addressing (a division per axis and element):
- * the float64 kernels of fused_device.cuh stay the fast path. */
+ * other typed reductions go through the staging buffer of ctx.c). One thread per output
+ * element in a grid-stride loop; each thread unravels its flat index, reads its leaves (typed
+ * chunk data through gs_load_elem, random and index leaves as float64), runs the program with
+ * the element rules of chunkops/elem_dtype.h (shared with the CPU backend, so both give the
+ * same values) and stores the result in the output dtype. Simple addressing (a division per
+ * axis and element): the float64 kernels of fused_device.cuh stay the fast path. */
 #include "chunkops/cuda/cuda_internal.h"
 #include "chunkops/elem_dtype.h"
 #include "chunkops/random.h"

@@ -33,7 +33,8 @@ __global__ void __launch_bounds__(BLOCK) k_combine(const __grid_constant__ gs_kc
                 gs_irec_merge(op, &acc, &b);
             }
             if (c.finalize)
-                gs_store_elem(c.out_dtype, c.out, r, gs_cast_value(GS_DTYPE_INT64, c.out_dtype, acc));
+                gs_store_elem(c.out_dtype, c.out, r,
+                              gs_cast_value(GS_DTYPE_INT64, c.out_dtype, acc));
             else
                 c.out[r] = acc;
         }

@@ -159,7 +159,8 @@ Test(chunkops_intsum, int32_and_uint8_values_widen_to_int64_records, .init = set
     cr_assert(a != NULL && b != NULL);
     rng_state = 21;
     for (int64_t i = 0; i < R * C; i++) {
-        a[i] = (int32_t)(rnd() % 2 ? INT32_MAX - (int64_t)(rnd() % 5) : INT32_MIN + (int64_t)(rnd() % 5));
+        a[i] = (int32_t)(rnd() % 2 ? INT32_MAX - (int64_t)(rnd() % 5)
+                                   : INT32_MIN + (int64_t)(rnd() % 5));
         b[i] = (uint8_t)(255 - rnd() % 3);
     }
     check_modes(GS_DTYPE_INT32, a, R, C);
