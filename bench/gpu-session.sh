@@ -36,7 +36,8 @@
 # intsum: exact integer reductions (issue 20): integer-record reduce and combine kernels on CUDA
 #   against the CPU bit for bit (chunkops_cuda_intsum/*), big-endian raw files read by CUDA
 #   workers and their int64 sum/prod against numpy's (integration_files/big_endian*, issue 18),
-#   gs-bench nanred --dtype int64 on one GPU; targets test_chunkops_cuda test_integration
+#   gs-bench nanred --dtype int64 and gs-bench io --format raw --byteorder little|big on one
+#   GPU; targets test_chunkops_cuda test_integration
 #   gs-bench gsched_daemon gworker gs-local-cluster.
 # GS_TARGETS="a b ..." builds only those targets (a shorter build for one stage).
 set -uo pipefail
@@ -407,6 +408,9 @@ if [ "$what" = intsum ]; then
   {
     run $B/gs-bench nanred --n 40000 --chunk 10000 --workers 1 --backend cuda --repeat 3 --persist-y --dtype int64
     run $B/gs-bench nanred --n 40000 --chunk 10000 --workers 1 --backend cuda --repeat 3 --persist-y
+    for bo in little big; do
+      run $B/gs-bench io --format raw --byteorder $bo --n 20000 --chunk 5000 --workers 1 --backend cuda --repeat 2 --dir /tmp
+    done
   } 2>"$out/intsum.err" | tee "$out/intsum.jsonl" | cut -c1-300
   tail -4 "$out/intsum.err"
 fi
