@@ -270,7 +270,7 @@ typedef struct gs_kcombine {
     int32_t ninputs;                /* 1..GS_KERNEL_MAX_COMBINE */
     const double *inputs[GS_KERNEL_MAX_COMBINE];
     double *out;
-    int32_t out_dtype;              /* finalize: gs_dtype_t of out (records stay float64) */
+    int32_t out_dtype;              /* finalize: gs_dtype_t of out (records: rec_dtype) */
     int32_t rec_dtype;              /* records: GS_DTYPE_FLOAT64 (0) or GS_DTYPE_INT64 */
 } gs_kcombine_t;
 
