@@ -42,7 +42,8 @@ static int64_t big_value(void)
 {
     static const int64_t v[] = {(1ll << 53) + 1, (1ll << 62) + 3, -(1ll << 53) - 1, INT64_MAX,
                                 INT64_MIN + 7, 9007199254740993ll, 3, -5, 1, -1};
-    return v[rnd() % (sizeof(v) / sizeof(v[0]))] + (int64_t)(rnd() % 3);
+    /* plus 0..2, wrapping (INT64_MAX + 1 is INT64_MIN, as NumPy's int64 gives) */
+    return (int64_t)((uint64_t)v[rnd() % (sizeof(v) / sizeof(v[0]))] + rnd() % 3);
 }
 
 static int64_t ref_op(int op, int64_t a, int64_t x)
