@@ -2,7 +2,7 @@
 # One GPU-machine session: build with CUDA, run the benchmarks, then the whole suite (CUDA tests
 # enabled, integration tests also with CUDA workers). Logs go to $OUT (or ./gpu-out). For a host
 # without a package registry, carry .devdeps (../shared/offline-deps/README.md):
-#   source .devdeps/env.sh && bash bench/gpu-session.sh [bench|move|linalg|scale|robust|tests|svd|spill|dash|tls|mac|gather|sched|rand|io|stencil|dtype|nanred|mapfuse|all]
+#   source .devdeps/env.sh && bash bench/gpu-session.sh [bench|move|linalg|scale|robust|tests|svd|spill|dash|tls|mac|gather|sched|rand|io|stencil|dtype|nanred|scan|mapfuse|intsum|all]
 # bench: kernels + seed reductions; move: transfers, transpose-sum, slice3 (issue 5);
 # linalg: dot, svd (issue 6); scale: tiny tasks, 1 M-chunk seed, worker kill (issue 7);
 # robust: 300-job soak and socket fuzzing with CUDA workers (issue 12);
@@ -35,6 +35,12 @@
 #   gsched_daemon gworker gs-local-cluster test_integration.
 # mapfuse: elementwise user kernels fused in chains on the GPU and gs-bench mapblocks (issue 16,
 #   session 8); targets in its block.
+# intsum: exact integer reductions (issue 20): integer-record reduce and combine kernels on CUDA
+#   against the CPU bit for bit (chunkops_cuda_intsum/*), big-endian raw files read by CUDA
+#   workers and their int64 sum/prod against numpy's (integration_files/big_endian*, issue 18),
+#   gs-bench nanred --dtype int64 and gs-bench io --format raw --byteorder little|big on one
+#   GPU; targets test_chunkops_cuda test_integration
+#   gs-bench gsched_daemon gworker gs-local-cluster.
 # GS_TARGETS="a b ..." builds only those targets (a shorter build for one stage).
 set -uo pipefail
 what=${1:-all}
@@ -437,4 +443,19 @@ if [ "$what" = mapfuse ]; then
     run $B/gs-bench mapblocks --n 4000 --chunk 1000 --workers 2 --backend cpu --repeat 3
   } 2>"$out/mapfuse.err" | tee "$out/mapfuse.jsonl" | cut -c1-300
   tail -4 "$out/mapfuse.err"
+if [ "$what" = intsum ]; then
+  # intsum: see the header
+  build-gpu/tests/test_chunkops_cuda --filter 'chunkops_cuda_intsum/*' >"$out/intsum-tests.log" 2>&1
+  GS_TEST_BACKEND=cuda build-gpu/tests/test_integration --filter 'integration_files/big_endian*' \
+    >>"$out/intsum-tests.log" 2>&1
+  grep -hE "Synthesis" "$out/intsum-tests.log"
+  grep -hE -A12 "\[FAIL\]|CRASH" "$out/intsum-tests.log" | head -40
+  {
+    run $B/gs-bench nanred --n 40000 --chunk 10000 --workers 1 --backend cuda --repeat 3 --persist-y --dtype int64
+    run $B/gs-bench nanred --n 40000 --chunk 10000 --workers 1 --backend cuda --repeat 3 --persist-y
+    for bo in little big; do
+      run $B/gs-bench io --format raw --byteorder $bo --n 20000 --chunk 5000 --workers 1 --backend cuda --repeat 2 --dir /tmp
+    done
+  } 2>"$out/intsum.err" | tee "$out/intsum.jsonl" | cut -c1-300
+  tail -4 "$out/intsum.err"
 fi

@@ -51,35 +51,38 @@ size_t gs__fio_itemsize(int32_t dt)
     }
 }
 
+/* Reverse the bytes of each of the @a n items of @a isz (2, 4 or 8) bytes at @a p. One loop
+ * for every size: called with a constant size (gs__fio_fix) it inlines to that size's
+ * bswap loop alone, as fast as a loop written for it (the item size is not a runtime branch). */
+static inline void gs__fio_bswap(uint8_t *p, int64_t n, size_t isz)
+{
+    for (int64_t i = 0; i < n; i++, p += isz) {
+        if (isz == 2) {
+            uint16_t v;
+            memcpy(&v, p, 2);
+            v = __builtin_bswap16(v);
+            memcpy(p, &v, 2);
+        } else if (isz == 4) {
+            uint32_t v;
+            memcpy(&v, p, 4);
+            v = __builtin_bswap32(v);
+            memcpy(p, &v, 4);
+        } else {
+            uint64_t v;
+            memcpy(&v, p, 8);
+            v = __builtin_bswap64(v);
+            memcpy(p, &v, 8);
+        }
+    }
+}
+
 void gs__fio_fix(uint8_t *p, int64_t n, int32_t dt, int swap)
 {
     switch (swap ? gs__fio_itemsize(dt) : 1) {
-    case 2:
-        for (int64_t i = 0; i < n; i++) {
-            uint16_t v;
-            memcpy(&v, p + i * 2, 2);
-            v = __builtin_bswap16(v);
-            memcpy(p + i * 2, &v, 2);
-        }
-        break;
-    case 4:
-        for (int64_t i = 0; i < n; i++) {
-            uint32_t v;
-            memcpy(&v, p + i * 4, 4);
-            v = __builtin_bswap32(v);
-            memcpy(p + i * 4, &v, 4);
-        }
-        break;
-    case 8:
-        for (int64_t i = 0; i < n; i++) {
-            uint64_t v;
-            memcpy(&v, p + i * 8, 8);
-            v = __builtin_bswap64(v);
-            memcpy(p + i * 8, &v, 8);
-        }
-        break;
-    default:
-        break;
+    case 2: gs__fio_bswap(p, n, 2); break;   /* constant sizes: one specialised loop each */
+    case 4: gs__fio_bswap(p, n, 4); break;
+    case 8: gs__fio_bswap(p, n, 8); break;
+    default: break;
     }
     if (dt == GS_DTYPE_BOOL)
         for (int64_t i = 0; i < n; i++) p[i] = p[i] != 0;

@@ -331,7 +331,8 @@ struct gs_layer {
             gs__fleaf_t leaves[GS_KERNEL_MAX_LEAVES];
             int32_t nprog;
             gs_kinstr_t prog[GS_KERNEL_MAX_PROG];
-            int32_t out_dtype;          /* gs_dtype_t of STORE outputs */
+            int32_t out_dtype;          /* gs_dtype_t of STORE outputs; of REDUCE records
+                                           (FLOAT64 or INT64, graph/kernel.h) */
         } f;
         struct {
             int32_t redop;
@@ -341,6 +342,7 @@ struct gs_layer {
             int32_t split_every;
             int64_t ngroups;            /* ceil(nprev / split_every) */
             int32_t out_dtype;          /* gs_dtype_t of finalized outputs */
+            int32_t rec_dtype;          /* of the records: FLOAT64 or INT64 (graph/kernel.h) */
         } c;
         struct {
             double *data;               /* chunk order */

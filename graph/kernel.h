@@ -21,8 +21,18 @@
  * type of its data; random and index leaves are float64, except the
  * float32 and integer random leaves (below). GS_TERM_STORE writes the result in
  * `out_dtype`, which is the result dtype of the last instruction. REDUCE takes float64 values
- * (the lowering casts), so records are always float64; COMBINE with `finalize` writes
- * `out_dtype` values.
+ * (the lowering casts) into float64 records, except the integer records below; COMBINE with
+ * `finalize` writes `out_dtype` values.
+ *
+ * Integer records (exact integer reductions, as NumPy's): a REDUCE whose `out_dtype` is
+ * GS_DTYPE_INT64 takes int64 values (its last instruction gives int64) into records that hold
+ * int64 bit patterns in their 8 bytes; only SUM, PROD, MIN and MAX have them
+ * (gs_redop_int_records()). SUM and PROD wrap modulo 2^64 (two's complement, computed in
+ * unsigned arithmetic), so every merge order gives the same bits; the empty records are
+ * SUM [0], PROD [1], MIN [INT64_MAX], MAX [INT64_MIN]. A COMBINE with `rec_dtype`
+ * GS_DTYPE_INT64 merges such records the same way and its finalize converts the int64 to
+ * `out_dtype` (NumPy astype). The lowering uses them for int32, int64 and uint8 inputs; bool
+ * inputs keep float64 records (exact below 2^53 elements, and the float64 kernels run them).
  *
  * A FUSED kernel computes, for every position p of a task-local output region of shape
  * `shape[0..ndim)`, the value of a small postfix program whose leaves read elements from
@@ -189,6 +199,13 @@ typedef enum gs_terminal {
     GS_TERM_REDUCE = 1
 } gs_terminal_t;
 
+/** Whether @a op may have integer records (graph/kernel.h "Integer records"): SUM, PROD, MIN,
+ *  MAX. */
+static inline int gs_redop_int_records(int32_t op)
+{
+    return op == GS_RED_SUM || op == GS_RED_PROD || op == GS_RED_MIN || op == GS_RED_MAX;
+}
+
 /** Doubles per partial record of @a op: 1 (sum/min/max/prod), 2 (mean, argmin/argmax), 3 (var/std). */
 static inline int gs_redop_width(gs_redop_t op)
 {
@@ -232,7 +249,8 @@ typedef struct gs_kfused {
     int64_t idx_stride[GS_MAX_NDIM];
     double *out;                    /* backend memory: prod(shape) doubles (STORE) or
                                        nrecords * width doubles (REDUCE) */
-    int32_t out_dtype;              /* GS_TERM_STORE: gs_dtype_t of out */
+    int32_t out_dtype;              /* GS_TERM_STORE: gs_dtype_t of out; GS_TERM_REDUCE: of
+                                       the records (FLOAT64, or INT64: integer records) */
 } gs_kfused_t;
 
 /**
@@ -240,7 +258,8 @@ typedef struct gs_kfused {
  * Each input and the output hold `nrec` records of gs_redop_width(redop) doubles. With
  * `finalize` set, `out` instead receives `nrec` plain doubles: sum, min, max, mean = sum/count,
  * var = m2/(count-ddof), std = sqrt(var), argmin/argmax = index. var/std with count <= ddof
- * give NaN (NumPy warns and returns NaN); mean of count 0 gives NaN.
+ * give NaN (NumPy warns and returns NaN); mean of count 0 gives NaN. With `rec_dtype`
+ * GS_DTYPE_INT64 the records are integer records (see above; SUM, PROD, MIN, MAX only).
  */
 #define GS_KERNEL_MAX_COMBINE 64
 typedef struct gs_kcombine {
@@ -251,7 +270,8 @@ typedef struct gs_kcombine {
     int32_t ninputs;                /* 1..GS_KERNEL_MAX_COMBINE */
     const double *inputs[GS_KERNEL_MAX_COMBINE];
     double *out;
-    int32_t out_dtype;              /* finalize: gs_dtype_t of out (records stay float64) */
+    int32_t out_dtype;              /* finalize: gs_dtype_t of out (records: rec_dtype) */
+    int32_t rec_dtype;              /* records: GS_DTYPE_FLOAT64 (0) or GS_DTYPE_INT64 */
 } gs_kcombine_t;
 
 /**

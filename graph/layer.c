@@ -233,6 +233,11 @@ gs_status_t gs__layer_check(const gs_layer_t *l)
             why = "unknown output dtype";
             goto bad;
         }
+        if (l->u.f.terminal == GS_TERM_REDUCE && l->u.f.out_dtype != GS_DTYPE_FLOAT64 &&
+            (l->u.f.out_dtype != GS_DTYPE_INT64 || !gs_redop_int_records(l->u.f.redop))) {
+            why = "bad record dtype (float64, or int64 for sum, prod, min and max)";
+            goto bad;
+        }
         if (!gs__prog_check(l, &why)) goto bad;
         break;
     case GS_LAYER_COMBINE: {
@@ -242,7 +247,9 @@ gs_status_t gs__layer_check(const gs_layer_t *l)
             l->u.c.split_every > GS_KERNEL_MAX_COMBINE ||
             l->u.c.ngroups != (l->u.c.nprev + l->u.c.split_every - 1) / l->u.c.split_every ||
             nb > (uint64_t)INT64_MAX / (uint64_t)l->u.c.ngroups || l->u.c.out_dtype < 0 ||
-            l->u.c.out_dtype >= GS_DTYPE_COUNT) {
+            l->u.c.out_dtype >= GS_DTYPE_COUNT ||
+            (l->u.c.rec_dtype != GS_DTYPE_FLOAT64 &&
+             (l->u.c.rec_dtype != GS_DTYPE_INT64 || !gs_redop_int_records(l->u.c.redop)))) {
             why = "bad combine parameters";
             goto bad;
         }
@@ -606,6 +613,7 @@ gs_status_t gs_layer_instantiate(const gs_layer_t *l, uint64_t block, int ninput
         }
         t.u.combine.out = out;
         t.u.combine.out_dtype = l->u.c.out_dtype;
+        t.u.combine.rec_dtype = l->u.c.rec_dtype;
         break;
     }
     case GS_LAYER_LITERAL:

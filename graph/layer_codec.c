@@ -23,6 +23,7 @@
  * all float64 is written without them, byte for byte as before):
  *   FUSED   := [1, 0, ... as above ..., out_dtype, [leaf dtype...], [instr dtype...]]
  *   COMBINE := [1, 1, ... as above ..., out_dtype]
+ *   COMBINE := [1, 1, ... as above ..., out_dtype, rec_dtype]  (integer records only)
  *   COPY    := [1, 3, grid, [block...], dtype]
  *
  * Decoding is total: every read is bounds-checked and the result is checked semantically
@@ -124,7 +125,9 @@ gs_status_t gs_layer_encode(const gs_layer_t *l, gs_buf_t *out)
         }
         break;
     case GS_LAYER_COMBINE:
-        gs_mp_write_array(&w, l->u.c.out_dtype != GS_DTYPE_FLOAT64 ? 9 : 8);
+        gs_mp_write_array(&w, l->u.c.rec_dtype != GS_DTYPE_FLOAT64   ? 10
+                              : l->u.c.out_dtype != GS_DTYPE_FLOAT64 ? 9
+                                                                     : 8);
         gs_mp_write_u64(&w, GS__LAYER_VERSION);
         gs_mp_write_u64(&w, (uint64_t)l->kind);
         gs__enc_grid(&w, &l->grid);
@@ -133,7 +136,9 @@ gs_status_t gs_layer_encode(const gs_layer_t *l, gs_buf_t *out)
         gs_mp_write_f64(&w, l->u.c.ddof);
         gs_mp_write_i64(&w, l->u.c.nprev);
         gs_mp_write_i64(&w, l->u.c.split_every);
-        if (l->u.c.out_dtype != GS_DTYPE_FLOAT64) gs_mp_write_i64(&w, l->u.c.out_dtype);
+        if (l->u.c.out_dtype != GS_DTYPE_FLOAT64 || l->u.c.rec_dtype != GS_DTYPE_FLOAT64)
+            gs_mp_write_i64(&w, l->u.c.out_dtype);
+        if (l->u.c.rec_dtype != GS_DTYPE_FLOAT64) gs_mp_write_i64(&w, l->u.c.rec_dtype);
         break;
     case GS_LAYER_LITERAL: {
         int64_t n = l->u.lit.off[gs_grid_nblocks(&l->grid)];
@@ -385,7 +390,8 @@ gs_status_t gs_layer_decode(const void *data, size_t len, gs_layer_t **l_p)
     }
     if (n != (kind == GS_LAYER_FUSED ? 9u : kind == GS_LAYER_COMBINE ? 8u : 4u) &&
         n != (kind == GS_LAYER_FUSED ? 12u : kind == GS_LAYER_COMBINE ? 9u
-                                           : kind == GS_LAYER_COPY ? 5u : 4u)) {
+                                           : kind == GS_LAYER_COPY ? 5u : 4u) &&
+        !(kind == GS_LAYER_COMBINE && n == 10u)) {
         gs_mp_fail(&r, "wrong number of layer fields");
         goto err;
     }
@@ -396,7 +402,8 @@ gs_status_t gs_layer_decode(const void *data, size_t len, gs_layer_t **l_p)
         if (!gs__dec_fused(&r, l) || (n == 12u && !gs__dec_fused_dtypes(&r, l))) goto err;
         break;
     case GS_LAYER_COMBINE:
-        if (!gs__dec_combine(&r, l) || (n == 9u && !gs__dec_i32(&r, &l->u.c.out_dtype)))
+        if (!gs__dec_combine(&r, l) || (n >= 9u && !gs__dec_i32(&r, &l->u.c.out_dtype)) ||
+            (n == 10u && !gs__dec_i32(&r, &l->u.c.rec_dtype)))
             goto err;
         break;
     case GS_LAYER_COPY:

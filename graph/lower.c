@@ -581,6 +581,18 @@ gs_status_t gs__lw_set_inputs(lw_t *w, int64_t li, uint64_t *xoff, lw_ref_t *xre
     return GS_OK;
 }
 
+int32_t gs__lw_rec_dtype(int32_t redop, int32_t dtype)
+{
+    /* integer records (graph/kernel.h) for sum, prod, min and max of int32, int64 and uint8:
+     * exact and wrapping as NumPy's; bool keeps float64 records (exact below 2^53 elements,
+     * and the tuned float64 kernels run `(x > 0).sum()`) */
+    if (!gs_redop_int_records(redop)) return GS_DTYPE_FLOAT64;
+    switch (dtype) {
+    case GS_DTYPE_INT32: case GS_DTYPE_INT64: case GS_DTYPE_UINT8: return GS_DTYPE_INT64;
+    default: return GS_DTYPE_FLOAT64;
+    }
+}
+
 int gs__lw_kind_is_blockwise(int32_t kind)
 {
     switch (kind) {
@@ -629,9 +641,14 @@ gs_status_t gs__lw_fused_make(lw_t *w, const gs_grid_t *grid, int64_t node, int 
     if (inline_node) lw_emit_node(&em, node, &m);
     else lw_chunk_leaf(&em, node, &m);
     if ((st = em.st) != GS_OK) goto err_free;
-    /* reductions take float64 values (records are float64); stores write the node's dtype */
-    if (terminal == GS_TERM_REDUCE) lw_cast(&em, w->nodes[node].n->dtype, GS_DTYPE_FLOAT64);
-    else l->u.f.out_dtype = w->nodes[node].n->dtype;
+    /* reductions take float64 values into float64 records, or int64 values into integer
+     * records (gs__lw_rec_dtype); stores write the node's dtype */
+    if (terminal == GS_TERM_REDUCE) {
+        l->u.f.out_dtype = gs__lw_rec_dtype(redop, w->nodes[node].n->dtype);
+        lw_cast(&em, w->nodes[node].n->dtype, l->u.f.out_dtype);
+    } else {
+        l->u.f.out_dtype = w->nodes[node].n->dtype;
+    }
     if (gs__layer_check(l) != GS_OK) {
         char msg[256];
         snprintf(msg, sizeof(msg), "%s", gs_last_error());
@@ -711,6 +728,7 @@ static gs_status_t lw_build_reduce(lw_t *w, int64_t idx, int64_t *idx_p)
         l->u.c.redop = n->u.red.op;
         l->u.c.finalize = ng == 1;
         l->u.c.out_dtype = ng == 1 ? n->dtype : GS_DTYPE_FLOAT64;
+        l->u.c.rec_dtype = gs__lw_rec_dtype(n->u.red.op, in->dtype);
         l->u.c.ddof = n->u.red.ddof;
         l->u.c.nprev = nprev;
         l->u.c.split_every = se;

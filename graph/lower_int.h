@@ -96,6 +96,10 @@ gs_status_t gs__lw_set_inputs(lw_t *w, int64_t li, uint64_t *xoff, lw_ref_t *xre
  * ops, slices, transposes) and so can be inlined into a fused kernel. Other kinds (reductions,
  * host data, matrix and data-movement ops) build their own layers. */
 int gs__lw_kind_is_blockwise(int32_t kind);
+/** The record dtype of reduction @a redop over values of @a dtype: GS_DTYPE_INT64 (integer
+ *  records, graph/kernel.h) for SUM, PROD, MIN and MAX of int32, int64 and uint8, else
+ *  GS_DTYPE_FLOAT64. */
+int32_t gs__lw_rec_dtype(int32_t redop, int32_t dtype);
 
 /* lower_build.c: the builder of node kind w->nodes[idx].n->kind (one of those below);
  * GS_ERR_INTERNAL for a kind without one. */

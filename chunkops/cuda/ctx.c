@@ -522,7 +522,8 @@ gs_status_t gs_cuda_memcpy_d2d(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h strea
 
 /* ---- kernels ---- */
 
-/* A typed REDUCE (graph/kernel.h: its program ends in float64 values): a whole-region SUM runs
+/* A typed REDUCE (graph/kernel.h): integer records run in one pass (k_typed_ireduce); of the
+ * others (the program ends in float64 values) a whole-region SUM runs
  * in one pass (k_typed_sum, fused_typed.cu); otherwise the typed kernel stores the values as float64 into the stream's staging buffer, then the float64 reduction
  * kernels reduce that buffer (a one-leaf program), so records equal the CPU backend's up to
  * the float64 kernels' own summation order. Work on one stream runs in order: one buffer per
@@ -537,6 +538,9 @@ static gs_status_t gs__cuda_fused_typed_reduce(gs_chunkops_ctx_h ctx, gs_chunkop
     const size_t need = (size_t)(size > 0 ? size : 1) * sizeof(double);
     /* a whole-region SUM (the seed's float32 sum) in one pass, without the staging buffer */
     if ((st = gs__cuda_use(ctx)) != GS_OK) return gs__cuda_fail(stream, st);
+    /* integer records: exact int64 atomics in one pass */
+    if (k->out_dtype == GS_DTYPE_INT64)
+        return gs__cuda_fail(stream, gs__cuda_launch_typed_ireduce(&ctx->dev, stream->s, k));
     if (gs__cuda_launch_typed_sum(&ctx->dev, stream->s, k, stream->scratch.partials,
                                   stream->scratch.npartials, stream->scratch.counter, &st))
         return gs__cuda_fail(stream, st);

@@ -330,6 +330,10 @@ gs_status_t gs__cuda_launch_typed(const gs__cuda_dev_t *dev, void *stream, const
 int gs__cuda_launch_typed_sum(const gs__cuda_dev_t *dev, void *stream, const gs_kfused_t *k,
                               double *partials, size_t npartials, unsigned int *counter,
                               gs_status_t *st_p);
+/** A validated REDUCE spec with integer records (out_dtype GS_DTYPE_INT64, graph/kernel.h):
+ *  enqueue the record initialisation and k_typed_ireduce (fused_typed.cu). */
+gs_status_t gs__cuda_launch_typed_ireduce(const gs__cuda_dev_t *dev, void *stream,
+                                          const gs_kfused_t *k);
 /** Enqueue a validated combine. */
 gs_status_t gs__cuda_launch_combine(const gs__cuda_dev_t *dev, void *stream,
                                     const gs_kcombine_t *k);

@@ -1,11 +1,11 @@
 /* The fused kernel for programs with dtypes other than float64 (graph/kernel.h, "Dtypes"):
- * STORE terminal, and whole-region SUM (k_typed_sum; other typed reductions go through the
- * staging buffer of ctx.c). One thread per output element in a grid-stride loop; each thread
- * unravels its flat index, reads its leaves (typed chunk data through gs_load_elem, random
- * and index leaves as float64), runs the program with the element rules of
- * chunkops/elem_dtype.h (shared with the CPU backend, so both give the same values) and
- * stores the result in the output dtype. Simple addressing (a division per axis and element):
- * the float64 kernels of fused_device.cuh stay the fast path.
+ * STORE terminal, whole-region SUM (k_typed_sum), integer-record reductions (k_typed_ireduce;
+ * other typed reductions go through the staging buffer of ctx.c). One thread per output
+ * element in a grid-stride loop; each thread unravels its flat index, reads its leaves (typed
+ * chunk data through gs_load_elem, random and index leaves as float64), runs the program with
+ * the element rules of chunkops/elem_dtype.h (shared with the CPU backend, so both give the
+ * same values) and stores the result in the output dtype. Simple addressing (a division per
+ * axis and element): the float64 kernels of fused_device.cuh stay the fast path.
  *
  * CHAIN programs (one leaf, then one-operand instructions: the float32 seed's
  * normal_f32 + 1, cast to float64) take k_typed_chain_store / k_typed_chain_sum instead: the
@@ -16,6 +16,7 @@
 #include "chunkops/cuda/cuda_internal.h"
 #include "chunkops/elem_dtype.h"
 #include "chunkops/random.h"
+#include "chunkops/records.h"
 
 #include <cuda_runtime.h>
 
@@ -305,7 +306,120 @@ __global__ void __launch_bounds__(BLOCK) k_typed_chain_sum(const __grid_constant
     *counter = 0u; /* ready for the next kernel on this stream */
 }
 
+
+/* Integer records (graph/kernel.h): the empty record of every record. */
+__global__ void __launch_bounds__(BLOCK) k_irec_init(double *out, int64_t nrec, int op)
+{
+    for (int64_t r = (int64_t)blockIdx.x * BLOCK + threadIdx.x; r < nrec;
+         r += (int64_t)gridDim.x * BLOCK)
+        gs_irec_init(op, out + r);
+}
+
+/* Merge int64 value @a v into integer record @a rec with a device atomic: SUM and PROD wrap
+ * modulo 2^64 (unsigned), MIN/MAX compare as int64; all commute, so the result does not
+ * depend on the order the threads arrive in. */
+__device__ __forceinline__ void irec_atomic(int op, double *rec, int64_t v)
+{
+    unsigned long long *u = reinterpret_cast<unsigned long long *>(rec);
+    switch (op) {
+    case GS_RED_SUM: atomicAdd(u, (unsigned long long)v); break;
+    case GS_RED_MIN: atomicMin(reinterpret_cast<long long *>(rec), (long long)v); break;
+    case GS_RED_MAX: atomicMax(reinterpret_cast<long long *>(rec), (long long)v); break;
+    default: { /* PROD */
+        unsigned long long old = *u, assumed;
+        do {
+            assumed = old;
+            old = atomicCAS(u, assumed, assumed * (unsigned long long)v);
+        } while (old != assumed);
+        break;
+    }
+    }
+}
+
+/* An integer-record REDUCE (SUM, PROD, MIN, MAX of int64 values): element t of the region in
+ * record-major order (record r = t / L, position j = t % L along the reduced axis, or the whole
+ * region as one record for red_axis -1); each thread folds its values into a running value
+ * for its current record and merges it atomically when the record changes and at the end;
+ * for red_axis -1 the warp folds its 32 values first. */
+__global__ void __launch_bounds__(BLOCK) k_typed_ireduce(const __grid_constant__ gs_kfused_t k,
+                                                         int64_t size)
+{
+    const int op = k.redop;
+    const int nd = k.ndim, ax = k.red_axis;
+    const int64_t L = ax >= 0 ? k.shape[ax] : 1;
+    int64_t cur = -1, acc = gs_irec_empty(op);
+    for (int64_t t = (int64_t)blockIdx.x * BLOCK + threadIdx.x; t < size;
+         t += (int64_t)gridDim.x * BLOCK) {
+        int64_t p[GS_MAX_NDIM];
+        int64_t r = 0, rem;
+        if (ax >= 0) {
+            r = t / L;
+            p[ax] = t % L;
+            rem = r;
+            for (int j = nd - 1; j >= 0; j--) {
+                if (j == ax) continue;
+                p[j] = rem % k.shape[j];
+                rem /= k.shape[j];
+            }
+        } else {
+            rem = t;
+            for (int j = nd - 1; j >= 0; j--) {
+                p[j] = rem % k.shape[j];
+                rem /= k.shape[j];
+            }
+        }
+        const int64_t v = gs_v_i(typed_eval(k, p));
+        if (r != cur) {
+            if (cur >= 0) irec_atomic(op, k.out + cur, acc);
+            cur = r;
+            acc = gs_irec_empty(op);
+        }
+        acc = gs_irec_op(op, acc, v);
+    }
+    if (ax < 0) {
+        /* every thread holds a value for record 0 (the empty one if it saw nothing) */
+        for (int off = 16; off > 0; off >>= 1)
+            acc = gs_irec_op(op, acc, (int64_t)__shfl_down_sync(0xffffffffu, (long long)acc, off));
+        if ((threadIdx.x & 31) == 0) irec_atomic(op, k.out, acc);
+    } else if (cur >= 0) {
+        irec_atomic(op, k.out + cur, acc);
+    }
+}
+
 }  // namespace
+
+extern "C" gs_status_t gs__cuda_launch_typed_ireduce(const gs__cuda_dev_t *dev, void *stream,
+                                                     const gs_kfused_t *k)
+{
+    int64_t size = 1, nrec = 1;
+    for (int j = 0; j < k->ndim; j++) {
+        size *= k->shape[j];
+        if (j != k->red_axis) nrec *= k->shape[j];
+    }
+    if (k->red_axis < 0) nrec = 1;
+    const int64_t cap = (int64_t)(dev->num_sms > 0 ? dev->num_sms : 1) * 16;
+    int64_t blocks = (nrec + BLOCK - 1) / BLOCK;
+    if (blocks > cap) blocks = cap;
+    int op = k->redop;
+    double *out = k->out;
+    cudaError_t err = cudaSuccess;
+    if (nrec > 0) {
+        void *iargs[3] = {(void *)&out, (void *)&nrec, (void *)&op};
+        err = cudaLaunchKernel((const void *)k_irec_init, dim3((unsigned)blocks), dim3(BLOCK),
+                               iargs, 0, (cudaStream_t)stream);
+        if (err == cudaSuccess) err = cudaGetLastError();
+        if (err != cudaSuccess) return gs__cuda_error((int)err, "cudaLaunchKernel(irec init)");
+    }
+    if (size == 0) return GS_OK;
+    blocks = (size + BLOCK - 1) / BLOCK;
+    if (blocks > cap) blocks = cap;
+    void *args[2] = {(void *)k, (void *)&size};
+    err = cudaLaunchKernel((const void *)k_typed_ireduce, dim3((unsigned)blocks), dim3(BLOCK),
+                           args, 0, (cudaStream_t)stream);
+    if (err == cudaSuccess) err = cudaGetLastError();
+    if (err != cudaSuccess) return gs__cuda_error((int)err, "cudaLaunchKernel(typed int reduce)");
+    return GS_OK;
+}
 
 extern "C" gs_status_t gs__cuda_launch_typed(const gs__cuda_dev_t *dev, void *stream,
                                              const gs_kfused_t *k)
@@ -340,7 +454,7 @@ extern "C" int gs__cuda_launch_typed_sum(const gs__cuda_dev_t *dev, void *stream
                                          gs_status_t *st_p)
 {
     if (k->terminal != GS_TERM_REDUCE || k->redop != GS_RED_SUM || k->red_axis != -1 ||
-        k->ndim < 1)
+        k->ndim < 1 || k->out_dtype != GS_DTYPE_FLOAT64)
         return 0;
     int64_t rows = 1;
     for (int j = 0; j < k->ndim - 1; j++) rows *= k->shape[j];

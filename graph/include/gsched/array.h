@@ -133,7 +133,8 @@ typedef enum gs_redop {
     GS_RED_STD = 5,
     GS_RED_ARGMIN = 6,
     GS_RED_ARGMAX = 7,
-    GS_RED_PROD = 8,        /* np.prod: 1 for an empty slice; accumulated in float64 */
+    GS_RED_PROD = 8,        /* np.prod: 1 for an empty slice; floats accumulated in float64,
+                               integers in int64 with NumPy's wrap (gs_array_reduce) */
     GS_RED_COUNT
 } gs_redop_t;
 
@@ -472,9 +473,14 @@ typedef struct gs_reduce_params {
 /** Reduce @a a with @a op. Over all axes the result has ndim 0 (a scalar); over one axis the
  *  axis is removed. The result dtype is NumPy's (gs_dtype_reduce_result()): ARGMIN/ARGMAX
  *  give int64 indices (the flat row-major index when reducing all axes), SUM and PROD of
- *  integers int64, MEAN of integers float64. Values are accumulated in float64 (integer sums
- *  and products are exact below 2^53; a larger integer product is rounded, where NumPy's
- *  wraps). @a params may be NULL. */
+ *  integers int64, MEAN of integers float64. SUM, PROD, MIN and MAX of int32, int64 and
+ *  uint8 accumulate in int64, exactly, and SUM and PROD wrap modulo 2^64 as NumPy's do
+ *  (two's complement; every chunking, split_every and backend gives the same bits); bool
+ *  sums and products accumulate in float64 (exact below 2^53 elements). Everything else
+ *  accumulates in float64: MEAN of integers sums in float64 and divides, as NumPy's
+ *  np.mean does (so a mean of int64 values beyond 2^53 is rounded, as in NumPy). Gather an
+ *  int64 result into an int64_t with gs_client_compute() (gs_client_compute_scalar()
+ *  converts to a double, which rounds beyond 2^53). @a params may be NULL. */
 gs_status_t gs_array_reduce(gs_redop_t op, gs_array_h a, const gs_reduce_params_t *params,
                             gs_array_h *out_p);
 
@@ -528,7 +534,9 @@ gs_status_t gs_dtype_composite_result(gs_credop_t op, gs_dtype_t a, gs_dtype_t *
  *  them. @a params (may be NULL) gives split_every; ddof only for NANVAR/NANSTD; AXIS must not
  *  be set. Each op is built from existing reductions, elementwise ops and where (docs/api.md,
  *  "Truth and NaN-skipping reductions", has the table): on bool and integer arrays the nan-
- *  reductions are the plain ones. Floats accumulate in float64 (nanmean, nanvar, nanstd are
+ *  reductions are the plain ones (so integer NANSUM, NANPROD, NANMIN, NANMAX are exact in
+ *  int64 and wrap, as gs_array_reduce()'s; COUNT_NONZERO counts in float64, exact below
+ *  2^53 elements). Floats accumulate in float64 (nanmean, nanvar, nanstd are
  *  rounded once to a float32/float16 input's dtype). Differences from NumPy: an all-NaN slice
  *  gives -1 from NANARGMIN/NANARGMAX (NumPy raises), and no RuntimeWarning is issued for
  *  all-NaN slices (nanmin/nanmax/nanmean give NaN as NumPy does). NANMIN, NANMAX, NANARG*
@@ -807,7 +815,7 @@ const int64_t *gs_array_chunk_bounds(gs_array_h a, int axis);
 typedef enum gs_order { GS_ORDER_C = 0, GS_ORDER_F = 1 } gs_order_t;
 
 /** Array stored in a raw file at @a path: prod(shape) elements of @a dtype in native byte
- *  order and @a order, element 0 at byte @a offset, chunked by @a chunks (ndim entries, each
+ *  order (gs_array_from_raw_ex() takes another) and @a order, element 0 at byte @a offset, chunked by @a chunks (ndim entries, each
  *  >= 1; the last chunk of an axis may be shorter). Each chunk is read by the worker that
  *  computes it, straight from @a path (which must be visible to the workers and to this
  *  process, which checks the file's size now), reading only the bytes it needs; slices and
@@ -820,6 +828,22 @@ typedef enum gs_order { GS_ORDER_C = 0, GS_ORDER_F = 1 } gs_order_t;
 gs_status_t gs_array_from_raw(const char *path, gs_dtype_t dtype, int ndim, const int64_t *shape,
                               gs_order_t order, int64_t offset, const int64_t *chunks,
                               gs_array_h *out_p);
+
+/** Byte order of the elements of a raw file (NumPy's '=', '<', '>'). */
+typedef enum gs_byteorder {
+    GS_BYTEORDER_NATIVE = 0,   /* this host's (gs_array_from_raw()) */
+    GS_BYTEORDER_LITTLE = 1,   /* '<': x86-64, ARM64, arr.astype('<f8').tofile() */
+    GS_BYTEORDER_BIG = 2       /* '>': network order, arr.astype('>f8').tofile() */
+} gs_byteorder_t;
+
+/** gs_array_from_raw() with the elements stored in byte order @a byteorder: the workers
+ *  byte-swap each element as they read it when it differs from the host's (one-byte dtypes
+ *  need none), so the array holds the file's values in @a dtype, exactly. NATIVE is
+ *  gs_array_from_raw(). Errors: those of gs_array_from_raw(), and GS_ERR_INVALID_PARAM for
+ *  a @a byteorder other than NATIVE, LITTLE and BIG (naming the file). */
+gs_status_t gs_array_from_raw_ex(const char *path, gs_dtype_t dtype, gs_byteorder_t byteorder,
+                                 int ndim, const int64_t *shape, gs_order_t order,
+                                 int64_t offset, const int64_t *chunks, gs_array_h *out_p);
 
 /** Array stored in the NumPy .npy file at @a path (versions 1.0 to 3.0; C or Fortran order;
  *  either byte order, big-endian data byte-swapped as it is read), chunked by @a chunks (ndim
