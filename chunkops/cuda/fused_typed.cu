@@ -233,11 +233,66 @@ __device__ __forceinline__ int64_t chain_row_base(const gs_kfused_t &k, const gs
     return off;
 }
 
+/* CHAIN programs that float32 arithmetic gives exactly: a float32 random leaf, then at most
+ * F32_OPS of + - * by immediates that are finite binary32 values, in float32, then at most a
+ * cast to float64. For binary32 v and m, fl32(double(v) op m) = fl32(v op m) (double rounding
+ * is innocuous for + - * as 53 >= 2 * 24 + 2), and a NaN is made canonical on the way out as
+ * gs_round_float does, so the value stays a float: one float -> double conversion per element
+ * instead of three. */
+constexpr int F32_OPS = 3;
+struct f32_chain {
+    int n;
+    int op[F32_OPS];
+    float imm[F32_OPS];
+};
+
+__host__ __device__ inline bool chain_f32_of(const gs_kfused_t &k, f32_chain &c)
+{
+    const gs_kleaf_t &lf = k.leaves[k.prog[0].arg];
+    c.n = 0;
+    if (lf.kind != GS_LEAF_NORMAL_F32 && lf.kind != GS_LEAF_UNIFORM_F32) return false;
+    for (int pc = 1; pc < k.nprog; pc++) {
+        const gs_kinstr_t &in = k.prog[pc];
+        if (in.op == GS_OP_CAST) {
+            if (pc != k.nprog - 1 || in.dtype != GS_DTYPE_FLOAT32 || in.arg != GS_DTYPE_FLOAT64)
+                return false;
+            continue;
+        }
+        if (in.dtype != GS_DTYPE_FLOAT32 || c.n == F32_OPS || !isfinite(in.imm) ||
+            (double)(float)in.imm != in.imm ||
+            (in.op != GS_OP_ADD_IMM && in.op != GS_OP_SUB_IMM && in.op != GS_OP_MUL_IMM))
+            return false;
+        c.op[c.n] = in.op;
+        c.imm[c.n] = (float)in.imm;
+        c.n++;
+    }
+    return true;
+}
+
+__device__ __forceinline__ double chain_f32(const f32_chain &c, const gs_kleaf_t &lf,
+                                            int64_t off, uint64_t &kc, gs_philox4_t &w)
+{
+    const uint64_t kb = (uint64_t)off >> 2;
+    if (kb != kc) {
+        w = gs_random_block_f32(lf.seed, kb);
+        kc = kb;
+    }
+    float v = lf.kind == GS_LEAF_NORMAL_F32 ? gs_random_normal_f32_w(&w, (uint64_t)off, lf.p0, lf.p1)
+                                            : gs_random_uniform_f32_w(&w, (uint64_t)off, lf.p0, lf.p1);
+#pragma unroll
+    for (int j = 0; j < F32_OPS; j++) {
+        if (j >= c.n) break;
+        v = c.op[j] == GS_OP_ADD_IMM ? v + c.imm[j] : c.op[j] == GS_OP_SUB_IMM ? v - c.imm[j]
+                                                                               : v * c.imm[j];
+    }
+    return gs_f32_to_f64(v);
+}
+
 /* The CHAIN walk: the region is rows x ngroups units of CHAIN_G adjacent elements of a row
  * (the last one shorter); thread t of the grid takes units t, t + threads, ... and calls
  * @a fn(flat output index, value) for each element of them, in order. One division per unit
  * (32-bit while the unit count allows). */
-template <typename F>
+template <bool F32, typename F>
 __device__ __forceinline__ void chain_walk(const gs_kfused_t &k, F fn)
 {
     const gs_kleaf_t &lf = k.leaves[k.prog[0].arg];
@@ -249,6 +304,8 @@ __device__ __forceinline__ void chain_walk(const gs_kfused_t &k, F fn)
     const int64_t units = rows * ngroups;
     const bool small = units <= (int64_t)0xffffffff;
     const int64_t step = (int64_t)gridDim.x * BLOCK;
+    f32_chain c;
+    if (F32) (void)chain_f32_of(k, c); /* the launcher checked it holds */
     for (int64_t u = (int64_t)blockIdx.x * BLOCK + threadIdx.x; u < units; u += step) {
         const int64_t r = small ? (int64_t)((uint32_t)u / (uint32_t)ngroups) : u / ngroups;
         const int64_t c0 = (u - r * ngroups) * CHAIN_G;
@@ -258,7 +315,8 @@ __device__ __forceinline__ void chain_walk(const gs_kfused_t &k, F fn)
         const int n = L - c0 < CHAIN_G ? (int)(L - c0) : CHAIN_G;
 #pragma unroll 1
         for (int g = 0; g < n; g++)
-            fn(r * L + c0 + g, chain_rest(k, chain_leaf(lf, rb + g * sl, kc, w)));
+            fn(r * L + c0 + g, F32 ? chain_f32(c, lf, rb + g * sl, kc, w)
+                                   : chain_rest(k, chain_leaf(lf, rb + g * sl, kc, w)));
     }
 }
 
@@ -271,13 +329,15 @@ inline int64_t chain_units(const gs_kfused_t &k)
     return rows * ((L + CHAIN_G - 1) / CHAIN_G);
 }
 
+template <bool F32>
 __global__ void __launch_bounds__(BLOCK) k_typed_chain_store(const __grid_constant__ gs_kfused_t k)
 {
-    chain_walk(k, [&](int64_t e, double v) { gs_store_elem(k.out_dtype, k.out, e, v); });
+    chain_walk<F32>(k, [&](int64_t e, double v) { gs_store_elem(k.out_dtype, k.out, e, v); });
 }
 
 /* As k_typed_sum, over CHAIN programs (chain_walk's order per thread, then the same fixed
  * block tree and block-order merge: the same sum on every run of the same grid). */
+template <bool F32>
 __global__ void __launch_bounds__(BLOCK) k_typed_chain_sum(const __grid_constant__ gs_kfused_t k,
                                                            int64_t rows, double *partials,
                                                            unsigned int *counter)
@@ -285,7 +345,7 @@ __global__ void __launch_bounds__(BLOCK) k_typed_chain_sum(const __grid_constant
     __shared__ double sh[BLOCK];
     __shared__ int last;
     double acc = 0.0;
-    chain_walk(k, [&](int64_t, double v) { acc += v; });
+    chain_walk<F32>(k, [&](int64_t, double v) { acc += v; });
     sh[threadIdx.x] = acc;
     __syncthreads();
     for (int w = BLOCK / 2; w > 0; w >>= 1) {
@@ -436,7 +496,10 @@ extern "C" gs_status_t gs__cuda_launch_typed(const gs__cuda_dev_t *dev, void *st
         int64_t cblocks = (units + BLOCK - 1) / BLOCK;
         if (cblocks > cap) cblocks = cap;
         void *cargs[1] = {(void *)k};
-        err = cudaLaunchKernel((const void *)k_typed_chain_store, dim3((unsigned)cblocks),
+        f32_chain c;
+        const void *fn = chain_f32_of(*k, c) ? (const void *)k_typed_chain_store<true>
+                                             : (const void *)k_typed_chain_store<false>;
+        err = cudaLaunchKernel(fn, dim3((unsigned)cblocks),
                                dim3(BLOCK), cargs, 0, (cudaStream_t)stream);
     } else {
         void *args[2] = {(void *)k, (void *)&size};
@@ -465,7 +528,10 @@ extern "C" int gs__cuda_launch_typed_sum(const gs__cuda_dev_t *dev, void *stream
     if (blocks > cap) blocks = cap;
     if ((size_t)blocks > npartials) return 0;
     void *args[4] = {(void *)k, (void *)&rows, (void *)&partials, (void *)&counter};
-    const void *fn = chain ? (const void *)k_typed_chain_sum : (const void *)k_typed_sum;
+    f32_chain c;
+    const void *fn = !chain ? (const void *)k_typed_sum
+                     : chain_f32_of(*k, c) ? (const void *)k_typed_chain_sum<true>
+                                           : (const void *)k_typed_chain_sum<false>;
     cudaError_t err = cudaLaunchKernel(fn, dim3((unsigned)blocks), dim3(BLOCK), args, 0,
                                        (cudaStream_t)stream);
     if (err == cudaSuccess) err = cudaGetLastError();
