@@ -443,6 +443,7 @@ if [ "$what" = mapfuse ]; then
     run $B/gs-bench mapblocks --n 4000 --chunk 1000 --workers 2 --backend cpu --repeat 3
   } 2>"$out/mapfuse.err" | tee "$out/mapfuse.jsonl" | cut -c1-300
   tail -4 "$out/mapfuse.err"
+fi
 if [ "$what" = intsum ]; then
   # intsum: see the header
   build-gpu/tests/test_chunkops_cuda --filter 'chunkops_cuda_intsum/*' >"$out/intsum-tests.log" 2>&1
