@@ -186,6 +186,9 @@ gs_status_t gs_worker_cli_parse(int argc, char **argv, gs_worker_cli_t *cli_p)
     cli.params.backend = "cpu";
     env = getenv("GSCHED_TOKEN");
     if (env) cli.params.token = env;
+    /* tests only (worker.h test_lose_device_on): reaches workers a launcher starts */
+    env = getenv("GS_WORKER_TEST_LOSE_DEVICE_ON");
+    if (env != NULL && *env != '\0') cli.params.test_lose_device_on = env;
     /* the default of --payload-mac, for workers started by a launcher (gs-local-cluster, the
      * client's local mode) */
     env = getenv("GSCHED_PAYLOAD_MAC");

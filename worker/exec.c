@@ -536,7 +536,7 @@ void gs__wexec_pump(gs_worker_t *w)
     int scanned = 0, head = 1;
     uint64_t now = 0;
 
-    if (w->state != GS_WSTATE_RUNNING) return;
+    if (w->state != GS_WSTATE_RUNNING || w->dev_lost) return;
     gs__wspill_maybe(w);
     /* blocked on memory and nothing freed or queued since the last scan: nothing to try */
     if (w->mem_blocked_since && w->blocked_epoch == w->admit_epoch) goto dispatch;
@@ -584,6 +584,34 @@ dispatch:
 
 /* ---------------------------------------------------------------- completion */
 
+/* The first task to report GS_ERR_DEVICE_LOST (worker.h "Device loss"): fail it with the kernel
+ * and the backend's cause, tell gsched the worker is leaving, and stop from the loop's async
+ * callback (not from inside this completion, which may be one of a batch being drained). */
+static void gs__wtask_device_lost(gs_worker_t *w, gs_wtask_t *t)
+{
+    char cause[GS_W_ERRLEN], text[GS_W_ERRLEN + 128];
+    const char *kernel = t->layer ? gs_layer_kernel_name(t->layer) : "?";
+    gs_msg_t m;
+    if (w->ops->health != NULL && w->ops->health(w->ctx) == GS_ERR_DEVICE_LOST)
+        snprintf(cause, sizeof(cause), "%s", gs_last_error());
+    else
+        snprintf(cause, sizeof(cause), "%s", t->err ? t->err : gs_status_string(GS_ERR_DEVICE_LOST));
+    w->dev_lost = 1;
+    snprintf(text, sizeof(text), "kernel %s lost the device: %s", kernel, cause);
+    GS_LOG_ERROR("worker %s: %s (task %llu of graph %llu); leaving the cluster, exit status %d "
+                 "asks the launcher for a restart", w->name, text, (unsigned long long)t->id,
+                 (unsigned long long)(t->graph ? t->graph->id : 0), GS_WORKER_EXIT_DEVICE_LOST);
+    gs__wtask_fail(w, t, GS_ERR_DEVICE_LOST, "%s", text);
+    gs__wexec_flush_done(w);
+    memset(&m, 0, sizeof(m));
+    m.type = GS_MSG_ERROR;
+    m.u.error.status = GS_ERR_DEVICE_LOST;
+    m.u.error.message.data = (const uint8_t *)text;
+    m.u.error.message.len = strlen(text);
+    gs__wsend_msg(w, &m);
+    uv_async_send(&w->async);
+}
+
 void gs__wtask_complete(gs_worker_t *w, gs_wtask_t *t, gs_status_t status,
                                uint64_t t_done)
 {
@@ -600,8 +628,13 @@ void gs__wtask_complete(gs_worker_t *w, gs_wtask_t *t, gs_status_t status,
         w->stream_inflight[t->stream]--;
         t->stream = -1;
     }
-    if (t->canceled || w->state != GS_WSTATE_RUNNING) {
+    /* after a device loss nothing more is reported: gsched reassigns what was here */
+    if (t->canceled || w->state != GS_WSTATE_RUNNING || w->dev_lost) {
         gs__wtask_release(w, t);
+        return;
+    }
+    if (status == GS_ERR_DEVICE_LOST) {
+        gs__wtask_device_lost(w, t);
         return;
     }
     if (status != GS_OK) {
