@@ -33,6 +33,11 @@
 #   kernels against the CPU (chunkops_cuda/prod_*), the composite reductions with CUDA workers
 #   (integration_reduce_nan), gs-bench nanred on one GPU; targets test_chunkops_cuda gs-bench
 #   gsched_daemon gworker gs-local-cluster test_integration.
+# restart: a user NVRTC kernel with an illegal address: GS_ERR_DEVICE_LOST in the backend
+#   (sync, health, notify), then end to end on a CUDA worker under gs-local-cluster (job fails
+#   naming the kernel and cudaErrorIllegalAddress, worker exits 75, restarted, next kernel exact)
+#   and the CPU-knob restart tests (issue 16 item 4); targets test_chunkops_cuda_rtc_launch
+#   test_deploy gsched_daemon gworker gs-local-cluster gs_test_kernels.
 # GS_TARGETS="a b ..." builds only those targets (a shorter build for one stage).
 set -uo pipefail
 what=${1:-all}
@@ -391,4 +396,14 @@ if [ "$what" = nanred ]; then
     run $B/gs-bench nanred --n 40000 --chunk 10000 --workers 1 --backend cuda --repeat 3 --persist-y --dtype float32
   } 2>"$out/nanred.err" | tee "$out/nanred.jsonl" | cut -c1-300
   tail -4 "$out/nanred.err"
+fi
+if [ "$what" = restart ]; then
+  # restart: see the header
+  build-gpu/tests/test_chunkops_cuda_rtc_launch --verbose --filter 'chunkops_cuda_rtc_launch/an_illegal*' \
+    >"$out/restart-tests.log" 2>&1
+  GS_BIN_DIR=$PWD/build-gpu/bin timeout 300 build-gpu/tests/test_deploy --verbose \
+    --filter 'deploy_restart/*' >>"$out/restart-tests.log" 2>&1
+  grep -hE "Synthesis|SKIP.*(restart|illegal)" "$out/restart-tests.log"
+  grep -hE -A12 "\[FAIL\]|CRASH" "$out/restart-tests.log" | head -40
+  grep -hE "lost the device|is lost|restarting it in|restarted \(pid" "$out/restart-tests.log" | head -12
 fi
