@@ -14,6 +14,7 @@
 
 #include "common/time.h"
 #include "deploy/gpuinfo.h"
+#include "deploy/restart.h"
 
 #include <gsched/config.h>
 
@@ -190,6 +191,38 @@ static void run_good_job(gs_client_h c)
                          out[i * 43 + j]);
     gs_array_release(m);
     gs_array_release(x);
+}
+
+/* The policy alone (deploy/restart.h): backoff 0.5 s doubling to 8 s per restart in the window,
+ * the limit counted per window, restarts leaving the window forgotten, 0 = never. */
+Test(deploy_restart, the_policy_backs_off_and_counts_restarts_per_window)
+{
+    gs_restart_policy_t p;
+    gs_restart_hist_t h;
+    const double want[5] = {0.5, 1, 2, 4, 8};
+    int n = -1;
+    gs_restart_policy_default(&p);
+    p.limit = 6;
+    memset(&h, 0, sizeof h);
+    for (int i = 0; i < 5; i++) {
+        cr_assert_eq(gs_restart_next(&p, &h, 100.0 + i, &n), want[i], "restart %d", i);
+        cr_assert_eq(n, i + 1);
+    }
+    cr_assert_eq(gs_restart_next(&p, &h, 106.0, &n), 8.0);   /* capped */
+    cr_assert_eq(gs_restart_next(&p, &h, 107.0, &n), -1.0);  /* 6 in the window: the limit */
+    cr_assert_eq(n, 6);
+    /* restarts are recorded at their start (100.5, 102, 104, 107, 112, 114): 600 s later the
+     * first three have left the window: room again, a shorter backoff */
+    cr_assert_eq(gs_restart_next(&p, &h, 705.0, &n), 4.0);
+    cr_assert_eq(n, 4);
+    p.limit = 0;
+    memset(&h, 0, sizeof h);
+    cr_assert_eq(gs_restart_next(&p, &h, 1.0, &n), -1.0);
+    p.limit = 2;
+    p.delay_s = 30;
+    p.max_delay_s = 30;
+    cr_assert_eq(gs_restart_next(&p, &h, 1.0, &n), 30.0);
+    cr_assert_eq(gs_restart_next(&p, &h, 2.0, &n), 30.0);
 }
 
 /* (a) + (b): the faulting job fails with the kernel's name; the worker exits 75, is restarted,
