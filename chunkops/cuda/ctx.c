@@ -84,8 +84,8 @@ int gs__cuda_device_count(void)
 static gs_status_t gs__cuda_use(gs_chunkops_ctx_h ctx)
 {
     int cur = -1;
-    gs_status_t lost = gs__cuda_lost(ctx->device);
-    if (lost != GS_OK) return lost;
+    /* no check of a recorded loss here: the cleanup calls (sync, destroy) must still reach
+     * CUDA, and every call that enqueues work gets the sticky error from CUDA itself */
     if (cudaGetDevice(&cur) == cudaSuccess && cur == ctx->device) return GS_OK;
     GS__CUDA_CALL(cudaSetDevice(ctx->device));
     return GS_OK;
