@@ -44,8 +44,8 @@ typedef struct gs_chunkops_params {
     int device;                 /* CUDA device ordinal (ignored by cpu) */
     size_t memory_limit;        /* bytes of backend memory the arena may use; 0 = default */
     int nthreads;               /* cpu: threads a single kernel may use (0 = 1) */
-    /* Tests only ("cpu"): a user kernel of this symbol that fails at run time (crashes or
-     * exits in its child) loses the context as a GPU's sticky error does: that call returns
+    /* Tests only ("cpu"): a user kernel of this symbol run by the user op (map_blocks) that
+     * fails at run time (crashes or exits in its child) loses the context as a GPU's sticky error does: that call returns
      * GS_ERR_DEVICE_LOST and so does every later call. NULL: off. The string must outlive the
      * context. The path of a real device loss can be tested on machines without a GPU. */
     const char *test_lose_device_on;
