@@ -16,6 +16,7 @@
 #include "common/token.h"
 #include "common/time.h"
 #include "proto/conn.h"
+#include "worker/worker.h"
 
 #include <gsched/client.h>
 #include <gsched/config.h>
@@ -433,7 +434,7 @@ static void gs__describe_exit(int st, char *buf, size_t len)
 {
     if (WIFEXITED(st))
         snprintf(buf, len, "exited with status %d%s", WEXITSTATUS(st),
-                 WEXITSTATUS(st) == 75 ? " (device lost)" : "");
+                 WEXITSTATUS(st) == GS_WORKER_EXIT_DEVICE_LOST ? " (device lost)" : "");
     else if (WIFSIGNALED(st))
         snprintf(buf, len, "was killed by signal %d (%s)", WTERMSIG(st), strsignal(WTERMSIG(st)));
     else
