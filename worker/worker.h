@@ -91,7 +91,10 @@
  * leaving, and stops with GS_ERR_DEVICE_LOST (the connection flushed). Nothing else is reported
  * after the loss: tasks completing later (they failed with the same error, or ran on a broken
  * device) are dropped, and gsched reassigns them and recomputes the worker's chunks as for any
- * lost worker. The task blamed is the first whose completion reports the loss. gworker then
+ * lost worker. The task blamed is the first whose completion reports the loss, unless that
+ * one runs a built-in kernel and a user's kernel is still running: a sticky CUDA error reaches
+ * every stream, so the user's kernel is then blamed (reported at once; its own completion is
+ * dropped) and the first one goes unreported. gworker then
  * exits with GS_WORKER_EXIT_DEVICE_LOST instead of rejoining: only a new process gets the
  * device back.
  */
