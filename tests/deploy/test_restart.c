@@ -95,7 +95,8 @@ static int wait_line(launcher_t *l, const char *needle, char *line, size_t line_
 
 /* Start gs-local-cluster --port 0 --backend BACKEND --nworkers 1 EXTRA..., its workers losing
  * their device in gs_test_crash, and wait for its ready line. */
-static void launch(launcher_t *l, const char *backend, const char *const *extra)
+static void launch_n(launcher_t *l, const char *backend, const char *nworkers,
+                     const char *const *extra)
 {
     char bin[PATH_MAX], line[512];
     const char *argv[24];
@@ -109,7 +110,7 @@ static void launch(launcher_t *l, const char *backend, const char *const *extra)
     argv[ac++] = "--backend";
     argv[ac++] = backend;
     argv[ac++] = "--nworkers";
-    argv[ac++] = "1";
+    argv[ac++] = nworkers;
     for (int i = 0; extra != NULL && extra[i] != NULL; i++) argv[ac++] = extra[i];
     argv[ac] = NULL;
     cr_assert_eq(setenv("GS_WORKER_TEST_LOSE_DEVICE_ON", "gs_test_crash", 1), 0);
@@ -121,6 +122,11 @@ static void launch(launcher_t *l, const char *backend, const char *const *extra)
     cr_assert(wait_line(l, "gs-local-cluster ready ", line, sizeof line, 30.0), "%s", l->log);
     snprintf(l->address, sizeof(l->address), "%s",
              strstr(line, "gs-local-cluster ready ") + strlen("gs-local-cluster ready "));
+}
+
+static void launch(launcher_t *l, const char *backend, const char *const *extra)
+{
+    launch_n(l, backend, "1", extra);
 }
 
 static gs_client_h connect_to(const launcher_t *l)
@@ -258,6 +264,54 @@ Test(deploy_restart, a_lost_device_fails_its_job_and_the_restarted_worker_runs_t
     cr_assert_eq(kill(l.pid, SIGTERM), 0);
     st = wait_gone(&l, 20.0);
     cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "launcher status 0x%x\n%s", st, l.log);
+}
+
+/* Two workers: a job with chunks persisted on both runs while a one-task job loses one
+ * worker's device; the first completes exactly (the lost chunks recomputed, the lost worker's
+ * tasks reassigned), the second fails, and the worker comes back. */
+Test(deploy_restart, other_jobs_complete_exactly_while_a_worker_is_lost_and_restarted,
+     .init = setup, .fini = teardown)
+{
+    static launcher_t l;
+    const int64_t shape[2] = {400, 400}, chunks[2] = {20, 20}, one[2] = {10, 10};
+    gs_user_kernel_t bad = {GS_TEST_KERNELS, "gs_test_crash", NULL, 0, NULL};
+    gs_array_h y, yy, sum, x, m;
+    gs_future_h f;
+    double v = 0, out[100];
+    gs_status_t st;
+    gs_client_h c;
+    int ws;
+    launch_n(&l, "cpu", "2", NULL);
+    c = connect_to(&l);
+    cr_assert_eq(gs_array_ones(2, shape, chunks, &y), GS_OK);
+    cr_assert_eq(gs_client_persist(c, y), GS_OK, "%s", gs_last_error());
+    cr_assert_eq(gs_array_binary(GS_BINARY_ADD, y, y, &yy), GS_OK);
+    cr_assert_eq(gs_array_reduce(GS_RED_SUM, yy, NULL, &sum), GS_OK);
+    cr_assert_eq(gs_client_submit(c, sum, 0, &f), GS_OK, "%s", gs_last_error());
+    cr_assert_eq(gs_array_ones(2, one, one, &x), GS_OK);
+    cr_assert_eq(gs_array_map_blocks(&bad, 1, &x, 2, one, one, &m), GS_OK);
+    st = gs_client_compute(c, m, out, 100);
+    cr_assert_eq(st, GS_ERR_TASK_FAILED, "%s: %s", gs_status_name(st), gs_last_error());
+    cr_assert(strstr(gs_last_error(), "kernel gs_test_crash lost the device") != NULL, "%s",
+              gs_last_error());
+    cr_assert_eq(gs_future_gather(f, &v, 1), GS_OK, "%s", gs_last_error());
+    cr_assert_eq(v, 2.0 * 400 * 400, "%.17g", v);
+    gs_future_destroy(f);
+    cr_assert(wait_line(&l, "restarted (pid ", NULL, 0, 30.0), "%s", l.log);
+    cr_assert_eq(gs_client_wait_for_workers(c, 2, 30.0), GS_OK, "%s", gs_last_error());
+    /* and again, on the restarted cluster (y's lost chunks recomputed once more if needed) */
+    cr_assert_eq(gs_client_compute_scalar(c, sum, &v), GS_OK, "%s", gs_last_error());
+    cr_assert_eq(v, 2.0 * 400 * 400, "%.17g", v);
+    cr_assert(strstr(l.log, "restart 2 of") == NULL, "a second restart:\n%s", l.log);
+    gs_array_release(m);
+    gs_array_release(x);
+    gs_array_release(sum);
+    gs_array_release(yy);
+    gs_array_release(y);
+    gs_client_destroy(c);
+    cr_assert_eq(kill(l.pid, SIGTERM), 0);
+    ws = wait_gone(&l, 20.0);
+    cr_assert(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "launcher status 0x%x\n%s", ws, l.log);
 }
 
 /* (c): past --restart-limit the launcher stops the cluster and says why. */
