@@ -397,6 +397,28 @@ if [ "$what" = nanred ]; then
   } 2>"$out/nanred.err" | tee "$out/nanred.jsonl" | cut -c1-300
   tail -4 "$out/nanred.err"
 fi
+if [ "$what" = scan ]; then
+  # scan: cumsum/cumprod (gs_array_cumulative, issue 20 item 3) on the GPU: the CUDA SCAN kernels
+  # against the CPU's (chunkops_cuda_scan/*), the graph tests evaluated on CUDA
+  # (graph_scan/*_on_cuda), the integration test with CUDA workers (integration_scan), then
+  # gs-bench scan on one GPU along each axis, float64 and float32, and on the CPU beside a C loop.
+  # Targets: test_chunkops_cuda_scan test_graph_scan test_integration gs-bench gsched_daemon
+  # gworker gs-local-cluster.
+  build-gpu/tests/test_chunkops_cuda_scan --verbose >"$out/scan-tests.log" 2>&1
+  build-gpu/tests/test_graph_scan --verbose --filter 'graph_scan/*_on_cuda' >>"$out/scan-tests.log" 2>&1
+  GS_TEST_BACKEND=cuda build-gpu/tests/test_integration --filter 'integration_scan/*' \
+    >>"$out/scan-tests.log" 2>&1
+  grep -hE "Synthesis|SKIP" "$out/scan-tests.log"
+  grep -hE -A12 "\[FAIL\]|CRASH" "$out/scan-tests.log" | head -40
+  {
+    run $B/gs-bench scan --n 40000 --chunk 10000 --workers 1 --backend cuda --repeat 3 --axis 0
+    run $B/gs-bench scan --n 40000 --chunk 10000 --workers 1 --backend cuda --repeat 3 --axis 1
+    run $B/gs-bench scan --n 40000 --chunk 10000 --workers 1 --backend cuda --repeat 3 --axis 1 --dtype float32
+    run $B/gs-bench scan --n 40000 --chunk 10000 --workers 1 --backend cuda --repeat 2 --axis 0 --op prod
+    run $B/gs-bench scan --n 8000 --chunk 2000 --workers 4 --backend cpu --repeat 2 --axis 1 --c-loop
+  } 2>"$out/scan.err" | tee "$out/scan.jsonl" | cut -c1-300
+  tail -4 "$out/scan.err"
+fi
 if [ "$what" = restart ]; then
   # restart: see the header
   build-gpu/tests/test_chunkops_cuda_rtc_launch --verbose --filter 'chunkops_cuda_rtc_launch/an_illegal*' \

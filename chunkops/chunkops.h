@@ -161,6 +161,9 @@ typedef struct gs_chunkops_ops {
      *  before return. */
     gs_status_t (*cuda_user)(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream,
                              const gs_kuser_t *k);
+    /** A cumulative sum or product along one axis of a chunk, or a chunk's total along it
+     *  (graph/kernel.h gs_kscan_t; optional: NULL gives GS_ERR_UNSUPPORTED). */
+    gs_status_t (*scan)(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream, const gs_kscan_t *k);
     /** Whether the context still works (optional: NULL means it always does). GS_OK, or
      *  GS_ERR_DEVICE_LOST with gs_last_error() naming the cause once it is lost (see
      *  "GS_ERR_DEVICE_LOST" above), e.g. "cuda device 0 is lost: an illegal memory access was
@@ -198,6 +201,7 @@ int gs_kfused_dtype_other(const gs_kfused_t *k);
 int gs_kfused_untype(const gs_kfused_t *k, gs_kfused_t *out);
 gs_status_t gs_klinalg_validate(const gs_klinalg_t *k);
 gs_status_t gs_kstencil_validate(const gs_kstencil_t *k);
+gs_status_t gs_kscan_validate(const gs_kscan_t *k);
 /** The GS_ERR_NUMERIC of a Gram-path step 3 whose G_3 is @a dev (max |G_3 - I|) from I: the
  *  input is numerically rank-deficient (graph/kernel.h GS_LA_GRAM_DEV_MAX). Backends share it. */
 gs_status_t gs__gram_rank_fail(double dev);

@@ -38,6 +38,10 @@ gs_status_t gs_chunkops_run_ktask(const gs_chunkops_ops_t *ops, gs_chunkops_ctx_
         }
         if (ops->user == NULL) return gs_chunkops_stage_user(ops, ctx, s, &t->u.user);
         return ops->user(ctx, s, &t->u.user);
+    case GS_KTASK_SCAN:
+        if (ops->scan == NULL)
+            return gs_error_set(GS_ERR_UNSUPPORTED, "backend %s has no scan kernel", ops->name);
+        return ops->scan(ctx, s, &t->u.scan);
     case GS_KTASK_HOST_DATA:
         if (t->u.host.len < 0 || (uint64_t)t->u.host.len > SIZE_MAX / sizeof(double))
             return gs_error_set(GS_ERR_INVALID_PARAM, "run_ktask: host data length %lld invalid",

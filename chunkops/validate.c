@@ -435,3 +435,30 @@ int gs_kfused_untype(const gs_kfused_t *k, gs_kfused_t *out)
     out->nprog = n;
     return n > 0;
 }
+
+gs_status_t gs_kscan_validate(const gs_kscan_t *k)
+{
+    int64_t size = 1;
+    if (k == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "scan kernel: spec is NULL");
+    if (k->op < 0 || k->op >= GS_SCAN_OP_COUNT || k->mode < 0 || k->mode >= GS_KSCAN_MODE_COUNT)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "scan kernel: unknown op %d or mode %d",
+                            (int)k->op, (int)k->mode);
+    if (k->ndim < 1 || k->ndim > GS_MAX_NDIM || k->axis < 0 || k->axis >= k->ndim)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "scan kernel: axis %d of ndim %d",
+                            (int)k->axis, (int)k->ndim);
+    if (k->in_dtype < 0 || k->in_dtype >= GS_DTYPE_COUNT || k->out_dtype < 0 ||
+        k->out_dtype >= GS_DTYPE_COUNT)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "scan kernel: unknown dtype %d -> %d",
+                            (int)k->in_dtype, (int)k->out_dtype);
+    for (int32_t j = 0; j < k->ndim; j++)
+        if (k->shape[j] < 0 || __builtin_mul_overflow(size, k->shape[j], &size) ||
+            size > INT64_MAX / 8)
+            return gs_error_set(GS_ERR_INVALID_PARAM, "scan kernel: bad extent %lld on axis %d",
+                                (long long)k->shape[j], (int)j);
+    if (k->in_len != size)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "scan kernel: input has %lld elements, its "
+                            "shape %lld", (long long)k->in_len, (long long)size);
+    if ((size > 0 && k->in == NULL) || k->out == NULL)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "scan kernel: NULL input or output");
+    return GS_OK;
+}

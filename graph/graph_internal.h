@@ -67,8 +67,10 @@ typedef enum gs__node_kind {
     GS__NODE_WHERE,           /* in[1] where in[0] else in[2], broadcast (array.c) */
     GS__NODE_RESHAPE,         /* in[0]'s elements in this grid's shape, block for block
                                  (array_shape.c, lower_shape.c) */
-    GS__NODE_DIAG             /* diagonal u.dg.k of the matrix in[0] (array_shape.c,
+    GS__NODE_DIAG,            /* diagonal u.dg.k of the matrix in[0] (array_shape.c,
                                  lower_shape.c) */
+    GS__NODE_SCAN             /* cumulative u.scan.op of in[0] along u.scan.axis, in this
+                                 node's dtype (scan_int.h) */
 } gs__node_kind_t;
 
 /* ---- index maps: from a group's output coordinates to a leaf array's coordinates ----
@@ -201,6 +203,10 @@ struct gs_array {
                                     chunks: one per piece of the diagonal inside one block */
             int64_t k;
         } dg;
+        struct {                 /* SCAN: gs_scan_op_t, axis 0..ndim-1 */
+            int32_t op;
+            int32_t axis;
+        } scan;
     } u;
 };
 
@@ -367,6 +373,17 @@ struct gs_layer {
             int64_t *ibox;              /* [ninputs][1 + 2 ndim]: len, shape, global start */
             struct gs__ukernel *user;
         } ub;
+        struct {                        /* SCAN (layer_scan.c, scan_int.h): block b's input is
+                                           block b of grid `src` (same axes; along `axis` the
+                                           first grid.nchunks[axis] chunks) */
+            int32_t op;                 /* gs_scan_op_t */
+            int32_t mode;               /* GS_KSCAN_SCAN or GS_KSCAN_TOTAL */
+            int32_t axis;
+            int32_t chain;              /* TOTAL: blocks past the first along the axis also
+                                           read the previous block of this layer (init) */
+            int32_t in_dtype, out_dtype;
+            gs_grid_t src;
+        } sc;
     } u;
     /* STENCIL layers (layer_stencil.c): u.cp holds the per-block inputs and pieces (relative
      * to the padded block); this the rest. NULL for every other kind. */

@@ -530,6 +530,46 @@ typedef struct gs_kuser {
     const char *cuda_src;
 } gs_kuser_t;
 
+/**
+ * SCAN: a cumulative sum or product along one axis of a chunk (gs_array_cumulative; graph/
+ * lower_scan.c). `in` is a dense row-major block of shape `shape[0..ndim)` (ndim >= 1) holding
+ * `in_len` elements of `in_dtype`; every value is converted to `out_dtype` (NumPy astype) and
+ * accumulated in `out_dtype`: floating dtypes round every step to their precision (float16 and
+ * float32 as NumPy's float16/float32 loops do), integers wrap, bool adds as logical or and
+ * multiplies as logical and. Along `axis`, for every line (a position of the other axes):
+ *     GS_KSCAN_SCAN:  out[.., i, ..] = init OP in[.., 0, ..] OP ... OP in[.., i, ..]
+ *                     (out has `shape`: the inclusive scan)
+ *     GS_KSCAN_TOTAL: out[.., 0, ..] = init OP in[.., 0, ..] OP ... OP in[.., n-1, ..]
+ *                     (out has `shape` with shape[axis] = 1: the line's total)
+ * accumulated left to right, where `init` is the line's element of `init` (a dense block of
+ * `shape` with shape[axis] = 1, `out_dtype`: the running total of the chunks before this one
+ * along the axis) or, with `init` NULL, the identity (0, or 1 for a product). NaN propagates.
+ */
+enum { GS_KSCAN_SCAN = 0, GS_KSCAN_TOTAL = 1, GS_KSCAN_MODE_COUNT };
+typedef struct gs_kscan {
+    int32_t op;                     /* gs_scan_op_t: GS_SCAN_SUM or GS_SCAN_PROD */
+    int32_t mode;                   /* GS_KSCAN_* */
+    int32_t ndim;                   /* 1..GS_MAX_NDIM */
+    int64_t shape[GS_MAX_NDIM];     /* the input block */
+    int32_t axis;                   /* 0..ndim-1 */
+    const double *in;               /* backend memory: in_len elements of in_dtype */
+    int64_t in_len;
+    int32_t in_dtype;
+    const double *init;             /* backend memory or NULL: slab elements of out_dtype */
+    double *out;                    /* backend memory: gs_kscan_out_len() elements */
+    int32_t out_dtype;
+} gs_kscan_t;
+
+/** Elements a SCAN kernel writes: prod(shape) (SCAN) or prod(shape) / shape[axis] (TOTAL,
+ *  with shape[axis] taken as 1). */
+static inline int64_t gs_kscan_out_len(const gs_kscan_t *k)
+{
+    int64_t n = 1;
+    for (int32_t i = 0; i < k->ndim; i++)
+        n *= (k->mode == GS_KSCAN_TOTAL && i == k->axis) ? 1 : k->shape[i];
+    return n;
+}
+
 /** Number of elements of a region (1 for ndim 0). */
 static inline int64_t gs_region_size(int32_t ndim, const int64_t *shape)
 {

@@ -4,6 +4,7 @@
 #include "graph/linalg_int.h"
 #include "graph/file_int.h"
 #include "graph/stencil_int.h"
+#include "graph/scan_int.h"
 
 #include <math.h>
 #include <string.h>
@@ -47,6 +48,9 @@ void gs_layer_free(gs_layer_t *l)
         break;
     case GS_LAYER_USER:
         gs__user_free(l);
+        break;
+    case GS_LAYER_SCAN:
+        gs__scan_free(l);
         break;
     default:
         break;
@@ -93,6 +97,8 @@ const char *gs_layer_name(const gs_layer_t *l)
         return l->st != NULL && l->st->user != NULL ? "map_overlap" : "stencil";
     case GS_LAYER_USER:
         return "map_blocks";
+    case GS_LAYER_SCAN:
+        return gs__scan_name(l);
     default:
         return "unknown";
     }
@@ -280,6 +286,9 @@ gs_status_t gs__layer_check(const gs_layer_t *l)
     case GS_LAYER_USER:
         if (!gs__user_check(l, &why)) goto bad;
         break;
+    case GS_LAYER_SCAN:
+        if (!gs__scan_check(l, &why)) goto bad;
+        break;
     default:
         why = "unsupported layer kind";
         goto bad;
@@ -414,6 +423,8 @@ int gs_layer_ninputs(const gs_layer_t *l, uint64_t block)
         return gs__copy_ninputs(l, block);
     case GS_LAYER_USER:
         return gs__user_ninputs(l, block);
+    case GS_LAYER_SCAN:
+        return gs__scan_ninputs(l, block);
     default:
         return -1;
     }
@@ -456,6 +467,8 @@ uint64_t gs_layer_out_nbytes(const gs_layer_t *l, uint64_t block)
         return gs__la_out_nbytes(l, block);
     case GS_LAYER_FILE:
         return gs__file_out_nbytes(l, block);
+    case GS_LAYER_SCAN:
+        return gs__scan_out_nbytes(l, block);
     default:
         return 0;
     }
@@ -502,6 +515,7 @@ static gs_status_t gs__inst_fused(const gs_layer_t *l, uint64_t block, int ninpu
         if (dt == GS_DTYPE_FLOAT64) {
             if ((st = gs__check_len(l, i, &inputs[i], r.in_len[i])) != GS_OK) return st;
         } else if (inputs[i].nbytes != (uint64_t)r.in_len[i] * gs_dtype_size(dt) ||
+                   inputs[i].len != (int64_t)(inputs[i].nbytes / sizeof(double)) ||
                    inputs[i].data == NULL) {
             return gs_error_set(GS_ERR_INVALID_PARAM,
                                 "input %d of a %s task has %llu bytes, expected %lld %s elements",
@@ -632,6 +646,11 @@ gs_status_t gs_layer_instantiate(const gs_layer_t *l, uint64_t block, int ninput
     case GS_LAYER_USER:
         t.kind = GS_KTASK_USER;
         if ((st = gs__user_instantiate(l, block, ninputs, inputs, out, &t.u.user)) != GS_OK)
+            return st;
+        break;
+    case GS_LAYER_SCAN:
+        t.kind = GS_KTASK_SCAN;
+        if ((st = gs__scan_instantiate(l, block, ninputs, inputs, out, &t.u.scan)) != GS_OK)
             return st;
         break;
     default:

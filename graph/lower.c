@@ -705,37 +705,7 @@ static gs_status_t lw_build_layers(lw_t *w)
         } else if (gs__lw_kind_is_blockwise(e->n->kind)) {
             st = lw_build_fused(w, &e->n->grid, i, 1, GS_TERM_STORE, 0, -1, &li);
         } else {
-            switch (e->n->kind) {
-            /* matrix and data-movement node kinds: their builders (lower_*.c) go here */
-            case GS__NODE_RECHUNK:
-                st = gs__lw_build_rechunk(w, i, &li);
-                break;
-            case GS__NODE_CONCAT:
-                st = gs__lw_build_concat(w, i, &li);
-                break;
-            case GS__NODE_MATMUL:
-                st = gs__lw_build_matmul(w, i, &li);
-                break;
-            case GS__NODE_FACTOR:
-                st = gs__lw_build_factor(w, i, &li);
-                break;
-            case GS__NODE_STENCIL:
-                st = gs__lw_build_stencil(w, i, &li);
-                break;
-            case GS__NODE_MAPBLOCKS:
-                st = gs__lw_build_map_blocks(w, i, &li);
-                break;
-            case GS__NODE_RESHAPE:
-                st = gs__lw_build_reshape(w, i, &li);
-                break;
-            case GS__NODE_DIAG:
-                st = gs__lw_build_diag(w, i, &li);
-                break;
-            default:
-                st = gs_error_set(GS_ERR_INTERNAL, "lowering has no builder for node kind %d",
-                                  (int)e->n->kind);
-                break;
-            }
+            st = gs__lw_build_own(w, i, &li);   /* matrix and data-movement kinds */
         }
         if (st != GS_OK) return st;
         e->layer = li;
@@ -841,7 +811,8 @@ static gs_status_t lw_tasks(lw_t *w, gs_taskgraph_t *tg, uint64_t *out_off)
         for (int64_t li = nl - 1; li >= 0; li--) {
             lw_layer_t *ll = &w->layers.data[li];
             uint64_t nb = gs_layer_nblocks(ll->l);
-            for (uint64_t b = 0; b < nb; b++) {
+            for (uint64_t b = nb; b-- > 0;) {   /* descending: a block may read an earlier
+                                                   one of its own layer (scan carries) */
                 if (!ll->need[b]) continue;
                 if ((st = lw_inputs(w, li, b, refs, &n)) != GS_OK) goto err;
                 for (int i = 0; i < n; i++)

@@ -89,6 +89,10 @@ gs_status_t gs__lw_set_inputs(lw_t *w, int64_t li, uint64_t *xoff, lw_ref_t *xre
  * host data, matrix and data-movement ops) build their own layers. */
 int gs__lw_kind_is_blockwise(int32_t kind);
 
+/* lower_build.c: the builder of node kind w->nodes[idx].n->kind (one of those below);
+ * GS_ERR_INTERNAL for a kind without one. */
+gs_status_t gs__lw_build_own(lw_t *w, int64_t idx, int64_t *idx_p);
+
 /* Builders of node kinds with their own layers (lower_*.c): the layer holding the node's output
  * chunks (grid = the node's grid) in *idx_p. Inputs are w->nodes[idx].in[k], all materialised
  * or persisted (use gs__lw_node_ref). */
@@ -119,5 +123,7 @@ gs_status_t gs__lw_build_factor(lw_t *w, int64_t idx, int64_t *idx_p);
 gs_status_t gs__lw_build_stencil(lw_t *w, int64_t idx, int64_t *idx_p);
 /* lower_map.c: MAPBLOCKS (one USER layer; block b reads block b of each input). */
 gs_status_t gs__lw_build_map_blocks(lw_t *w, int64_t idx, int64_t *idx_p);
+/* lower_scan.c: SCAN (totals, carries and scans: up to three SCAN layers; scan_int.h). */
+gs_status_t gs__lw_build_scan(lw_t *w, int64_t idx, int64_t *idx_p);
 
 #endif

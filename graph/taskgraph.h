@@ -142,6 +142,8 @@ typedef enum gs_layer_kind {
                                 the edge slabs a stencil's halo needs from a neighbour */
     GS_LAYER_STENCIL = 7,    /* weighted neighbourhood over a padded block (gs_kstencil_t) */
     GS_LAYER_USER = 8,       /* a user kernel per block over its inputs' blocks (gs_kuser_t) */
+    GS_LAYER_SCAN = 9,       /* cumulative sum/product: chunk scans, totals, carries (gs_kscan_t;
+                                graph/scan_int.h) */
     GS_LAYER_KIND_COUNT
 } gs_layer_kind_t;
 
@@ -188,7 +190,8 @@ typedef enum gs_ktask_kind {
     GS_KTASK_FILE_WRITE = 6, /* gs_kfile_t: the worker writes its input chunk to the file */
     GS_KTASK_FILE_COMMIT = 7, /* gs_kfile_t: header, size check, fsync, rename */
     GS_KTASK_STENCIL = 8,
-    GS_KTASK_USER = 9
+    GS_KTASK_USER = 9,
+    GS_KTASK_SCAN = 10
 } gs_ktask_kind_t;
 
 typedef struct gs_ktask {
@@ -201,6 +204,7 @@ typedef struct gs_ktask {
         gs_kfile_t file;
         gs_kstencil_t stencil;
         gs_kuser_t user;
+        gs_kscan_t scan;
         struct {
             const double *data;
             int64_t len;

@@ -53,6 +53,7 @@ static const gs__bench_t gs__benches[] = {
     {"many", gs__bench_many, "3 results sharing exp(x): one compute_many vs 3 computes"},
     {"shape", gs__bench_shape, "reshape/ravel/tril/diag/eye of a persisted normal (n, n) x, summed"},
     {"nanred", gs__bench_nanred, "sum, prod, any, nansum, nanmean, nanmax... of a persisted x with NaN"},
+    {"scan", gs__bench_scan, "x persisted; time cumsum(x, axis) (or cumprod) kept: GB/s"},
 };
 
 static void gs__usage(FILE *f)

@@ -41,6 +41,8 @@ void gs__cpu_combine_run(const gs_kcombine_t *k);
 void gs__cpu_copy_run(const gs_kcopy_t *k);
 /* STENCIL (cpu_stencil.c); GS_ERR_NO_MEMORY without room for the padded block. */
 gs_status_t gs__cpu_stencil_run(const gs_kstencil_t *k);
+/* SCAN (cpu_scan.c) on a validated spec. */
+void gs__cpu_scan_run(const gs_kscan_t *k);
 /* A user kernel (cpu_user.c): resolve @a sym in @a lib (cached), call it in a forked child with
  * the output in shared memory, copy the output into out->data. GS_ERR_NOT_FOUND (library or
  * symbol), GS_ERR_TASK_FAILED (the kernel crashed or exited), GS_ERR_NO_MEMORY,

@@ -254,6 +254,16 @@ static gs_status_t gs__cpu_stencil(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h s
     return gs__cpu_stencil_run(k);
 }
 
+static gs_status_t gs__cpu_scan(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream,
+                                const gs_kscan_t *k)
+{
+    gs_status_t st;
+    if (ctx == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "cpu scan: ctx is NULL");
+    if ((st = gs_kscan_validate(k)) != GS_OK) return st;
+    gs__cpu_scan_run(k);
+    return GS_OK;
+}
+
 static gs_status_t gs__cpu_user(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream,
                                 const gs_kuser_t *k)
 {
@@ -323,5 +333,6 @@ const gs_chunkops_ops_t gs_chunkops_cpu_ops = {
     .user = gs__cpu_user,
     .notify = gs__cpu_notify,
     .sync = gs__cpu_sync,
+    .scan = gs__cpu_scan,
     .health = gs__cpu_health,
 };

@@ -980,6 +980,7 @@ const gs_chunkops_ops_t gs_chunkops_cuda_ops = {
     .health = gs__cuda_health,
     .host_register = gs__cuda_host_register,
     .host_unregister = gs__cuda_host_unregister,
+    .scan = gs__cuda_scan,
 };
 
 void *gs__cuda_stream_raw(gs_chunkops_stream_h stream, int *device_p)

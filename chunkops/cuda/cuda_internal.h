@@ -349,6 +349,8 @@ void gs__cuda_note_lost(int device, int err, const char *where);
 gs_status_t gs__cuda_lost(int device);
 /** The cudaStream_t of a "cuda" chunkops stream, and its context's device (ctx.c). */
 void *gs__cuda_stream_raw(gs_chunkops_stream_h stream, int *device_p);
+/** SCAN (scan.cu): the vtable entry. Validates @a k, enqueues the scan on @a stream. */
+gs_status_t gs__cuda_scan(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream, const gs_kscan_t *k);
 /** The cuda_user op (rtc_launch.c): a user's CUDA C++ kernel, compiled and loaded once per
  *  process and device (up to GS__CUDA_RTC_MAX_LOADED kernels; then GS_ERR_NO_RESOURCE). */
 #define GS__CUDA_RTC_MAX_LOADED 256

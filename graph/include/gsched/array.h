@@ -547,6 +547,53 @@ gs_status_t gs_array_reduce_composite(gs_credop_t op, gs_array_h a, int naxes, c
  *  ndim > 0, a negative extent, flat outside 0..size-1); idx_p is not written on error. */
 gs_status_t gs_unravel_index(int64_t flat, int ndim, const int64_t *shape, int64_t *idx_p);
 
+/* ---- cumulative sums and products (graph/array_scan.c, graph/lower_scan.c) ---- */
+
+/** Operation of a cumulative scan. Values are part of the wire format: append only. */
+typedef enum gs_scan_op {
+    GS_SCAN_SUM = 0,        /* np.cumsum */
+    GS_SCAN_PROD = 1,       /* np.cumprod */
+    GS_SCAN_OP_COUNT
+} gs_scan_op_t;
+
+/** "No dtype asked for": the operation picks NumPy's default. */
+#ifndef GS_DTYPE_AUTO
+#define GS_DTYPE_AUTO ((gs_dtype_t)-1)
+#endif
+
+/** Result dtype of a cumulative sum or product of an array of @a a, asked for as @a dtype
+ *  (GS_DTYPE_AUTO: NumPy's default: bool, uint8, int32 and int64 give int64 (NumPy gives
+ *  uint64 for uint8, which gsched lacks), float16, float32 and float64 keep theirs; any other
+ *  value is the result and accumulator dtype, as NumPy's dtype= argument). Errors:
+ *  GS_ERR_INVALID_PARAM (unknown op, unknown dtype @a a or @a dtype, NULL out_p) naming
+ *  them; *out_p is written on success only. */
+gs_status_t gs_dtype_scan_result(gs_scan_op_t op, gs_dtype_t a, gs_dtype_t dtype,
+                                 gs_dtype_t *out_p);
+
+/** np.cumsum(x, axis, dtype) (@a op GS_SCAN_SUM) or np.cumprod (GS_SCAN_PROD) along @a axis
+ *  (negative counts from the end): element i along the axis is x[0] op ... op x[i], with the
+ *  result shape and chunks of @a x. The result dtype is gs_dtype_scan_result(op, dtype(x),
+ *  @a dtype); values are converted to it and accumulated in it (floats round each step to
+ *  their precision, as NumPy's loops; integers wrap; bool adds as logical or). NaN
+ *  propagates; an empty array gives an empty array. A 0-d @a x is taken as the 1-d array of
+ *  its one element, as NumPy does when an axis is given (axis 0 or -1 then; the result has
+ *  shape (1,)); for NumPy's axis=None (the flattened array) scan gs_array_ravel(x) along 0.
+ *  Chunk-parallel, as Dask's cumsum: each chunk is scanned by one task starting from the
+ *  running total of the chunks before it along the axis; those totals come from a task per
+ *  chunk (its total along the axis) and a chain of small tasks along the axis (one slab each),
+ *  so the input is read twice and the result written once. The input's own expression is
+ *  computed into chunks first (it is not fused into the scan).
+ *  Ownership as every constructor: *out_p is a new reference (gs_array_release), @a x keeps
+ *  its own. Errors: GS_ERR_INVALID_PARAM (NULL x or out_p, unknown op, an axis outside
+ *  -ndim..ndim-1 or (0-d x) outside -1..0, an unknown dtype; the message names the axis and
+ *  ndim or the dtype), GS_ERR_NO_MEMORY; *out_p is written on success only. */
+gs_status_t gs_array_cumulative(gs_array_h x, gs_scan_op_t op, int axis, gs_dtype_t dtype,
+                                gs_array_h *out_p);
+/** gs_array_cumulative(x, GS_SCAN_SUM, axis, GS_DTYPE_AUTO, out_p). */
+gs_status_t gs_array_cumsum(gs_array_h x, int axis, gs_array_h *out_p);
+/** gs_array_cumulative(x, GS_SCAN_PROD, axis, GS_DTYPE_AUTO, out_p). */
+gs_status_t gs_array_cumprod(gs_array_h x, int axis, gs_array_h *out_p);
+
 /* ---- linear algebra ---- */
 
 /** Matrix product a @ b with NumPy matmul semantics for 1-D and 2-D operands: 2-D @ 2-D is
