@@ -2,7 +2,7 @@
 # One GPU-machine session: build with CUDA, run the benchmarks, then the whole suite (CUDA tests
 # enabled, integration tests also with CUDA workers). Logs go to $OUT (or ./gpu-out). For a host
 # without a package registry, carry .devdeps (../shared/offline-deps/README.md):
-#   source .devdeps/env.sh && bash bench/gpu-session.sh [bench|move|linalg|scale|robust|tests|svd|spill|dash|tls|mac|gather|sched|rand|io|stencil|dtype|nanred|scan|mapfuse|intsum|all]
+#   source .devdeps/env.sh && bash bench/gpu-session.sh [bench|move|linalg|scale|robust|tests|svd|spill|dash|tls|mac|gather|sched|rand|io|stencil|dtype|nanred|scan|mapfuse|intsum|restart|all]
 # bench: kernels + seed reductions; move: transfers, transpose-sum, slice3 (issue 5);
 # linalg: dot, svd (issue 6); scale: tiny tasks, 1 M-chunk seed, worker kill (issue 7);
 # robust: 300-job soak and socket fuzzing with CUDA workers (issue 12);
@@ -41,6 +41,11 @@
 #   gs-bench nanred --dtype int64 and gs-bench io --format raw --byteorder little|big on one
 #   GPU; targets test_chunkops_cuda test_integration
 #   gs-bench gsched_daemon gworker gs-local-cluster.
+# restart: a user NVRTC kernel with an illegal address: GS_ERR_DEVICE_LOST in the backend
+#   (sync, health, notify), then end to end on a CUDA worker under gs-local-cluster (job fails
+#   naming the kernel and cudaErrorIllegalAddress, worker exits 75, restarted, next kernel exact)
+#   and the CPU-knob restart tests (issue 16 item 4); targets test_chunkops_cuda_rtc_launch
+#   test_deploy gsched_daemon gworker gs-local-cluster gs_test_kernels.
 # GS_TARGETS="a b ..." builds only those targets (a shorter build for one stage).
 set -uo pipefail
 what=${1:-all}
@@ -459,4 +464,14 @@ if [ "$what" = intsum ]; then
     done
   } 2>"$out/intsum.err" | tee "$out/intsum.jsonl" | cut -c1-300
   tail -4 "$out/intsum.err"
+fi
+if [ "$what" = restart ]; then
+  # restart: see the header
+  build-gpu/tests/test_chunkops_cuda_rtc_launch --verbose --filter 'chunkops_cuda_rtc_launch/an_illegal*' \
+    >"$out/restart-tests.log" 2>&1
+  GS_BIN_DIR=$PWD/build-gpu/bin timeout 300 build-gpu/tests/test_deploy --verbose \
+    --filter 'deploy_restart/*' >>"$out/restart-tests.log" 2>&1
+  grep -hE "Synthesis|SKIP.*(restart|illegal)" "$out/restart-tests.log"
+  grep -hE -A12 "\[FAIL\]|CRASH" "$out/restart-tests.log" | head -40
+  grep -hE "lost the device|is lost|restarting it in|restarted \(pid" "$out/restart-tests.log" | head -12
 fi

@@ -104,6 +104,16 @@ const char *gs_layer_name(const gs_layer_t *l)
     }
 }
 
+const char *gs_layer_kernel_name(const gs_layer_t *l)
+{
+    if (l->kind == GS_LAYER_USER && l->u.ub.user != NULL && l->u.ub.user->symbol != NULL)
+        return l->u.ub.user->symbol;
+    if (l->kind == GS_LAYER_STENCIL && l->st != NULL && l->st->user != NULL &&
+        l->st->user->symbol != NULL)
+        return l->st->user->symbol;
+    return gs_layer_name(l);
+}
+
 uint64_t gs_layer_nblocks(const gs_layer_t *l)
 {
     if (l->kind == GS_LAYER_COMBINE) return gs_grid_nblocks(&l->grid) * (uint64_t)l->u.c.ngroups;

@@ -156,6 +156,9 @@ const char *gs_layer_name(const gs_layer_t *l);
  *  caller-owned, always NUL-terminated when cap > 0; cut with "+..." when long). Allocates
  *  nothing. The client sends these names in GRAPH_SUBMIT (gsched shows them, never decodes). */
 void gs_layer_display_name(const gs_layer_t *l, char *out, size_t cap);
+/** The kernel a task of @a l runs, for error reports: a user kernel's symbol (map_blocks,
+ *  map_overlap), else gs_layer_name(). Owned by @a l (or static). */
+const char *gs_layer_kernel_name(const gs_layer_t *l);
 /** Number of blocks (tasks) the layer defines. */
 uint64_t gs_layer_nblocks(const gs_layer_t *l);
 /** Number of inputs (dependencies) block @a block expects. */

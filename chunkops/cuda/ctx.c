@@ -60,13 +60,6 @@ struct gs_chunkops_ctx {
     int nstreams;
 };
 
-gs_status_t gs__cuda_error(int err, const char *call)
-{
-    cudaError_t e = (cudaError_t)err;
-    return gs_error_set(GS_ERR_CUDA, "cuda: %s failed: %s (%s)", call, cudaGetErrorString(e),
-                        cudaGetErrorName(e));
-}
-
 /* Check a runtime call; on failure clear the (non-sticky) last error and return GS_ERR_CUDA. */
 #define GS__CUDA_CALL(call)                                                                 \
     do {                                                                                    \
@@ -91,6 +84,8 @@ int gs__cuda_device_count(void)
 static gs_status_t gs__cuda_use(gs_chunkops_ctx_h ctx)
 {
     int cur = -1;
+    /* no check of a recorded loss here: the cleanup calls (sync, destroy) must still reach
+     * CUDA, and every call that enqueues work gets the sticky error from CUDA itself */
     if (cudaGetDevice(&cur) == cudaSuccess && cur == ctx->device) return GS_OK;
     GS__CUDA_CALL(cudaSetDevice(ctx->device));
     return GS_OK;
@@ -703,7 +698,11 @@ static void CUDART_CB gs__cuda_note_cb(cudaStream_t cs, cudaError_t err, void *u
     gs_status_t late = (gs_status_t)atomic_exchange(&s->late_err, GS_OK);
     if (status == GS_OK) status = late;
     (void)cs;
-    if (status == GS_OK && err != cudaSuccess) {
+    if (err != cudaSuccess && gs__cuda_sticky((int)err)) {
+        /* an illegal address & co. in work already enqueued: the context is gone */
+        gs__cuda_note_lost(s->ctx->device, (int)err, "work on a stream");
+        status = GS_ERR_DEVICE_LOST;
+    } else if (status == GS_OK && err != cudaSuccess) {
         status = GS_ERR_CUDA;
         GS_LOG_ERROR("cuda: work on a stream of device %d failed (cudaError_t %d)", s->ctx->device,
                      (int)err);
@@ -742,6 +741,20 @@ static gs_status_t gs__cuda_notify(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h s
         stream->free_notes = n;
         pthread_mutex_unlock(&stream->note_lock);
         return gs__cuda_error((int)e, "cudaStreamAddCallback");
+    }
+    return GS_OK;
+}
+
+static gs_status_t gs__cuda_health(gs_chunkops_ctx_h ctx)
+{
+    cudaError_t e;
+    if (ctx == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "cuda health: ctx is NULL");
+    if (gs__cuda_lost(ctx->device) != GS_OK) return GS_ERR_DEVICE_LOST;
+    /* a sticky error nobody has seen yet (peeking neither blocks nor clears it) */
+    e = cudaPeekAtLastError();
+    if (e != cudaSuccess && gs__cuda_sticky((int)e)) {
+        gs__cuda_note_lost(ctx->device, (int)e, "cudaPeekAtLastError");
+        return gs__cuda_lost(ctx->device);
     }
     return GS_OK;
 }
@@ -968,6 +981,7 @@ const gs_chunkops_ops_t gs_chunkops_cuda_ops = {
     .to_device = gs__cuda_to_device,
     .notify = gs__cuda_notify,
     .sync = gs__cuda_sync,
+    .health = gs__cuda_health,
     .host_register = gs__cuda_host_register,
     .host_unregister = gs__cuda_host_unregister,
     .scan = gs__cuda_scan,

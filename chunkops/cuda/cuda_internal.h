@@ -340,8 +340,17 @@ gs_status_t gs__cuda_launch_combine(const gs__cuda_dev_t *dev, void *stream,
 /** Enqueue one group of copy pieces. */
 gs_status_t gs__cuda_launch_copy(void *stream, const gs__cuda_cplan_t *p);
 
-/** Turn a cudaError_t (as int) from @a call into GS_ERR_CUDA with a message. */
+/** Turn a cudaError_t (as int) from @a call into GS_ERR_CUDA with a message; a sticky error
+ *  (gs__cuda_sticky) into GS_ERR_DEVICE_LOST, recorded for the device current on this thread
+ *  (the context's health() names it from then on). */
 gs_status_t gs__cuda_error(int err, const char *call);
+/** Whether cudaError_t @a err (as int) leaves the context unusable (an illegal address, a
+ *  launch failure, ...: chunkops.h GS_ERR_DEVICE_LOST). */
+int gs__cuda_sticky(int err);
+/** Record the first sticky error @a err of @a device, seen by @a where (lost.c). */
+void gs__cuda_note_lost(int device, int err, const char *where);
+/** GS_OK, or GS_ERR_DEVICE_LOST naming the recorded cause once @a device had a sticky error. */
+gs_status_t gs__cuda_lost(int device);
 /** The cudaStream_t of a "cuda" chunkops stream, and its context's device (ctx.c). */
 void *gs__cuda_stream_raw(gs_chunkops_stream_h stream, int *device_p);
 /** SCAN (scan.cu): the vtable entry. Validates @a k, enqueues the scan on @a stream. */
