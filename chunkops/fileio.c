@@ -317,13 +317,8 @@ static gs_status_t gs__fio_read_zarr(const gs_chunkops_ops_t *ops, gs_chunkops_c
     if (per < 1) per = 1;
     if (a0 < 0) per = rows;                            /* no row axis: one slab */
     cap = (size_t)((per + zrows < rows ? per + zrows : rows) * row_elems) * isz;
-    for (int b = 0; b < 2; b++) {
-        st = ops->host_alloc ? ops->host_alloc(ctx, cap, &stage[b])
-                             : ((stage[b] = gs_malloc(cap, "zarr staging")) != NULL
-                                    ? GS_OK
-                                    : gs_error_set(GS_ERR_NO_MEMORY, "zarr staging"));
-        if (st != GS_OK) goto out_stage;
-    }
+    /* the buffers are made when first needed: a region read in one slab (a whole zarr chunk
+     * per task, the common case) page-locks one buffer, not two */
     for (int64_t r0 = 0; r0 < rows; i ^= 1) {
         gs_kfile_t kk = *k;
         int64_t r1 = r0 + per < rows ? r0 + per : rows;
@@ -339,6 +334,13 @@ static gs_status_t gs__fio_read_zarr(const gs_chunkops_ops_t *ops, gs_chunkops_c
             kk.shape[0] = r1 - r0;
             kk.fbase[a0] = k->fbase[a0] + k->fstep[a0] * r0;
         }
+        if (stage[i] == NULL) {
+            st = ops->host_alloc ? ops->host_alloc(ctx, cap, &stage[i])
+                                 : ((stage[i] = gs_malloc(cap, "zarr staging")) != NULL
+                                        ? GS_OK
+                                        : gs_error_set(GS_ERR_NO_MEMORY, "zarr staging"));
+            if (st != GS_OK) break;
+        }
         if ((st = gs__zarr_read(&kk, stage[i])) != GS_OK) break;
         if ((st = ops->sync(ctx, s)) != GS_OK) break;          /* the other buffer's copy */
         if ((st = ops->copy_from_host(ctx, s, (uint8_t *)k->out + (size_t)(r0 * row_elems) * isz,
@@ -348,7 +350,6 @@ static gs_status_t gs__fio_read_zarr(const gs_chunkops_ops_t *ops, gs_chunkops_c
     }
     if (st == GS_OK) st = ops->sync(ctx, s);
     else (void)ops->sync(ctx, s);
-out_stage:
     for (int b = 0; b < 2; b++) {
         if (stage[b] == NULL) continue;
         if (ops->host_free) ops->host_free(ctx, stage[b]);

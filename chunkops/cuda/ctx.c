@@ -58,6 +58,7 @@ struct gs_chunkops_ctx {
     pthread_mutex_t lock;               /* the stream list */
     struct gs_chunkops_stream *streams;
     int nstreams;
+    gs__cuda_pincache_t pins;           /* host_alloc's page-locked buffers (pinned.c) */
 };
 
 /* Check a runtime call; on failure clear the (non-sticky) last error and return GS_ERR_CUDA. */
@@ -133,6 +134,10 @@ static gs_status_t gs__cuda_ctx_create(const gs_chunkops_params_t *params, gs_ch
         st = gs_error_set(GS_ERR_NO_RESOURCE, "cuda ctx_create: pthread_mutex_init failed");
         goto err_free;
     }
+    if ((st = gs__cuda_pincache_init(&ctx->pins)) != GS_OK) {
+        pthread_mutex_destroy(&ctx->lock);
+        goto err_free;
+    }
     if ((e = cudaSetDevice(device)) != cudaSuccess) {
         st = gs__cuda_error((int)e, "cudaSetDevice");
         goto err_lock;
@@ -194,6 +199,7 @@ static gs_status_t gs__cuda_ctx_create(const gs_chunkops_params_t *params, gs_ch
 err_mem:
     cudaFree(ctx->arena_mem);
 err_lock:
+    gs__cuda_pincache_destroy(&ctx->pins);
     pthread_mutex_destroy(&ctx->lock);
 err_free:
     gs_free(ctx);
@@ -227,6 +233,7 @@ static void gs__cuda_ctx_destroy(gs_chunkops_ctx_h ctx)
         (void)cudaGetLastError();
         GS_LOG_ERROR("cuda ctx_destroy: cudaFree(arena) failed: %s", cudaGetErrorString(e));
     }
+    gs__cuda_pincache_destroy(&ctx->pins);
     pthread_mutex_destroy(&ctx->lock);
     gs_free(ctx);
 }
@@ -909,28 +916,20 @@ static gs_status_t gs__cuda_copy_device(gs_chunkops_ctx_h ctx, gs_chunkops_strea
     return gs__cuda_memcpy("copy_device", ctx, stream, dst, src, nbytes, cudaMemcpyDefault);
 }
 
+/* host_alloc / host_free: page-locked buffers through the context's cache (pinned.c) */
 static gs_status_t gs__cuda_host_alloc(gs_chunkops_ctx_h ctx, size_t nbytes, void **ptr_p)
 {
-    void *p = NULL;
     gs_status_t st;
     if (ctx == NULL || ptr_p == NULL)
         return gs_error_set(GS_ERR_INVALID_PARAM, "cuda host_alloc: NULL argument");
     if ((st = gs__cuda_use(ctx)) != GS_OK) return st;
-    cudaError_t e = cudaHostAlloc(&p, nbytes ? nbytes : 1, cudaHostAllocPortable);
-    if (e != cudaSuccess) {
-        (void)cudaGetLastError();
-        return e == cudaErrorMemoryAllocation
-                   ? gs_error_set(GS_ERR_NO_MEMORY, "cuda host_alloc: %zu pinned bytes", nbytes)
-                   : gs__cuda_error((int)e, "cudaHostAlloc");
-    }
-    *ptr_p = p;
-    return GS_OK;
+    return gs__cuda_pinned_alloc(&ctx->pins, nbytes, ptr_p);
 }
 
 static void gs__cuda_host_free(gs_chunkops_ctx_h ctx, void *ptr)
 {
     if (ctx == NULL || ptr == NULL || gs__cuda_use(ctx) != GS_OK) return;
-    if (cudaFreeHost(ptr) != cudaSuccess) (void)cudaGetLastError();
+    gs__cuda_pinned_free(&ctx->pins, ptr);
 }
 
 static gs_status_t gs__cuda_host_register(gs_chunkops_ctx_h ctx, void *ptr, size_t nbytes)

@@ -364,4 +364,31 @@ gs_status_t gs__cuda_rtc_user(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream
 #ifdef __cplusplus
 }
 #endif
+/* ---- page-locked host buffers (pinned.c): host_alloc / host_free with a small cache ---- */
+
+#define GS__CUDA_PIN_SLOTS 8
+#define GS__CUDA_PIN_CACHE_BYTES ((size_t)512 << 20)
+
+typedef struct gs__cuda_pincache {
+    pthread_mutex_t lock;
+    void *ptr[GS__CUDA_PIN_SLOTS];      /* buffers given back, kept for reuse */
+    size_t size[GS__CUDA_PIN_SLOTS];
+    int n;
+    size_t bytes;                       /* sum of size[0..n) */
+    unsigned long long hits;            /* allocations served from the cache */
+} gs__cuda_pincache_t;
+
+/** An empty cache. GS_ERR_NO_RESOURCE when its mutex cannot be made. */
+gs_status_t gs__cuda_pincache_init(gs__cuda_pincache_t *c);
+/** @a nbytes of page-locked, page-aligned host memory in *ptr_p (a cached buffer that fits, or
+ *  a new cudaHostAlloc; the caller has made the context's device current). Errors:
+ *  GS_ERR_NO_MEMORY, GS_ERR_CUDA. Give it back with gs__cuda_pinned_free only. */
+gs_status_t gs__cuda_pinned_alloc(gs__cuda_pincache_t *c, size_t nbytes, void **ptr_p);
+/** Give back @a ptr (NULL: nothing): kept for reuse while the cache has room, else freed
+ *  (cudaFreeHost, which waits for the device). The caller must not touch it afterwards. */
+void gs__cuda_pinned_free(gs__cuda_pincache_t *c, void *ptr);
+/** Free every cached buffer and the mutex (buffers still held by callers stay valid until
+ *  their gs__cuda_pinned_free, which must come before the context goes). */
+void gs__cuda_pincache_destroy(gs__cuda_pincache_t *c);
+
 #endif
