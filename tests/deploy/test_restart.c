@@ -164,7 +164,7 @@ static int wait_gone(launcher_t *l, double timeout_s)
 static void run_crashing_job(gs_client_h c)
 {
     const int64_t shape[2] = {40, 30}, chunks[2] = {10, 10};
-    gs_user_kernel_t bad = {GS_TEST_KERNELS, "gs_test_crash", NULL, 0, NULL};
+    gs_user_kernel_t bad = {GS_TEST_KERNELS, "gs_test_crash", NULL, 0, NULL, 0};
     gs_array_h x, m;
     double out[1200];
     gs_status_t st;
@@ -185,7 +185,7 @@ static void run_crashing_job(gs_client_h c)
 static void run_good_job(gs_client_h c)
 {
     const int64_t shape[2] = {57, 43}, chunks[2] = {10, 9};
-    gs_user_kernel_t pos = {GS_TEST_KERNELS, "gs_test_position", NULL, 0, NULL};
+    gs_user_kernel_t pos = {GS_TEST_KERNELS, "gs_test_position", NULL, 0, NULL, 0};
     gs_array_h x, m;
     static double out[57 * 43];
     cr_assert_eq(gs_array_ones(2, shape, chunks, &x), GS_OK);
@@ -274,7 +274,7 @@ Test(deploy_restart, other_jobs_complete_exactly_while_a_worker_is_lost_and_rest
 {
     static launcher_t l;
     const int64_t shape[2] = {400, 400}, chunks[2] = {20, 20}, one[2] = {10, 10};
-    gs_user_kernel_t bad = {GS_TEST_KERNELS, "gs_test_crash", NULL, 0, NULL};
+    gs_user_kernel_t bad = {GS_TEST_KERNELS, "gs_test_crash", NULL, 0, NULL, 0};
     gs_array_h y, yy, sum, x, m;
     gs_future_h f;
     double v = 0, out[100];
@@ -375,7 +375,7 @@ Test(deploy_restart, an_illegal_address_in_a_cuda_kernel_restarts_the_gpu_worker
         "    if (i < a.n_out) a.out.data[i] = 2.0 * a.in[0].data[i];\n"
         "}\n";
     const int64_t shape[2] = {50, 30}, chunks[2] = {20, 10};
-    gs_user_kernel_t kbad = {NULL, "oob", NULL, 0, oob}, kgood = {NULL, "twice", NULL, 0, twice};
+    gs_user_kernel_t kbad = {NULL, "oob", NULL, 0, oob, 0}, kgood = {NULL, "twice", NULL, 0, twice, 0};
     gs_array_h x, m;
     static double out[1500], ref[1500];
     gs_status_t st;

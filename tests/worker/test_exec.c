@@ -744,7 +744,7 @@ Test(worker_exec, a_lost_device_fails_one_task_tells_the_scheduler_and_stops)
 {
     gs_worker_params_t p = {0};
     const int64_t shape[2] = {40, 30}, chunks[2] = {10, 10};
-    gs_user_kernel_t bad = {GS_TEST_KERNELS, "gs_test_crash", NULL, 0, NULL};
+    gs_user_kernel_t bad = {GS_TEST_KERNELS, "gs_test_crash", NULL, 0, NULL, 0};
     gs_array_h x, m;
     gs_taskgraph_t *tg = NULL;
     int *place;
