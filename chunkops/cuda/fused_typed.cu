@@ -95,32 +95,14 @@ __global__ void __launch_bounds__(BLOCK) k_typed_store(const __grid_constant__ g
     }
 }
 
-/* Whole-region SUM of a typed REDUCE program (its values are float64, graph/kernel.h): block b
- * takes rows b, b + grid, ... (a row: all axes but the last), its threads the row's elements
- * j, j + BLOCK, ...; each thread sums its values in that order, the block in a fixed tree,
- * and the last block to finish (an integer ticket elects it) adds the block partials in block
- * order: the same sum on every run. */
-__global__ void __launch_bounds__(BLOCK) k_typed_sum(const __grid_constant__ gs_kfused_t k,
-                                                     int64_t rows, double *partials,
-                                                     unsigned int *counter)
+/* The end of a whole-region sum: the block adds its threads' values in a fixed tree, and the
+ * last block to finish (an integer ticket elects it) adds the block partials in block order
+ * into out[0]: the same sum on every run of the same grid. Every thread of the block calls it. */
+__device__ __forceinline__ void block_sum_merge(double acc, double *partials,
+                                                unsigned int *counter, double *out)
 {
     __shared__ double sh[BLOCK];
     __shared__ int last;
-    const int nd = k.ndim;
-    const int64_t L = k.shape[nd - 1];
-    double acc = 0.0;
-    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-        int64_t p[GS_MAX_NDIM];
-        int64_t rem = r;
-        for (int j = nd - 2; j >= 0; j--) {
-            p[j] = rem % k.shape[j];
-            rem /= k.shape[j];
-        }
-        for (int64_t c = threadIdx.x; c < L; c += BLOCK) {
-            p[nd - 1] = c;
-            acc += typed_eval(k, p);
-        }
-    }
     sh[threadIdx.x] = acc;
     __syncthreads();
     for (int w = BLOCK / 2; w > 0; w >>= 1) {
@@ -137,8 +119,35 @@ __global__ void __launch_bounds__(BLOCK) k_typed_sum(const __grid_constant__ gs_
     __threadfence();
     double s = 0.0;
     for (unsigned b = 0; b < gridDim.x; b++) s += __ldcg(partials + b);
-    k.out[0] = s;
+    out[0] = s;
     *counter = 0u; /* ready for the next kernel on this stream */
+}
+
+/* Whole-region SUM of a typed REDUCE program (its values are float64, graph/kernel.h): block b
+ * takes rows b, b + grid, ... (a row: all axes but the last), its threads the row's elements
+ * j, j + BLOCK, ...; each thread sums its values in that order, the block in a fixed tree,
+ * and the last block to finish (an integer ticket elects it) adds the block partials in block
+ * order: the same sum on every run. */
+__global__ void __launch_bounds__(BLOCK) k_typed_sum(const __grid_constant__ gs_kfused_t k,
+                                                     int64_t rows, double *partials,
+                                                     unsigned int *counter)
+{
+    const int nd = k.ndim;
+    const int64_t L = k.shape[nd - 1];
+    double acc = 0.0;
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        int64_t p[GS_MAX_NDIM];
+        int64_t rem = r;
+        for (int j = nd - 2; j >= 0; j--) {
+            p[j] = rem % k.shape[j];
+            rem /= k.shape[j];
+        }
+        for (int64_t c = threadIdx.x; c < L; c += BLOCK) {
+            p[nd - 1] = c;
+            acc += typed_eval(k, p);
+        }
+    }
+    block_sum_merge(acc, partials, counter, k.out);
 }
 
 /* ---- CHAIN programs ---- */
@@ -342,28 +351,9 @@ __global__ void __launch_bounds__(BLOCK) k_typed_chain_sum(const __grid_constant
                                                            int64_t rows, double *partials,
                                                            unsigned int *counter)
 {
-    __shared__ double sh[BLOCK];
-    __shared__ int last;
     double acc = 0.0;
     chain_walk<F32>(k, [&](int64_t, double v) { acc += v; });
-    sh[threadIdx.x] = acc;
-    __syncthreads();
-    for (int w = BLOCK / 2; w > 0; w >>= 1) {
-        if ((int)threadIdx.x < w) sh[threadIdx.x] += sh[threadIdx.x + w];
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) {
-        partials[blockIdx.x] = sh[0];
-        __threadfence();
-        last = atomicAdd(counter, 1u) == gridDim.x - 1;
-    }
-    __syncthreads();
-    if (!last || threadIdx.x != 0) return;
-    __threadfence();
-    double s = 0.0;
-    for (unsigned b = 0; b < gridDim.x; b++) s += __ldcg(partials + b);
-    k.out[0] = s;
-    *counter = 0u; /* ready for the next kernel on this stream */
+    block_sum_merge(acc, partials, counter, k.out);
 }
 
 
