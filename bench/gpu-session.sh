@@ -2,7 +2,7 @@
 # One GPU-machine session: build with CUDA, run the benchmarks, then the whole suite (CUDA tests
 # enabled, integration tests also with CUDA workers). Logs go to $OUT (or ./gpu-out). For a host
 # without a package registry, carry .devdeps (../shared/offline-deps/README.md):
-#   source .devdeps/env.sh && bash bench/gpu-session.sh [bench|move|linalg|scale|robust|tests|svd|spill|dash|tls|mac|gather|sched|rand|io|stencil|dtype|nanred|all]
+#   source .devdeps/env.sh && bash bench/gpu-session.sh [bench|move|linalg|scale|robust|tests|svd|spill|dash|tls|mac|gather|sched|rand|io|stencil|dtype|nanred|scan|mapfuse|intsum|restart|all]
 # bench: kernels + seed reductions; move: transfers, transpose-sum, slice3 (issue 5);
 # linalg: dot, svd (issue 6); scale: tiny tasks, 1 M-chunk seed, worker kill (issue 7);
 # robust: 300-job soak and socket fuzzing with CUDA workers (issue 12);
@@ -33,6 +33,19 @@
 #   kernels against the CPU (chunkops_cuda/prod_*), the composite reductions with CUDA workers
 #   (integration_reduce_nan), gs-bench nanred on one GPU; targets test_chunkops_cuda gs-bench
 #   gsched_daemon gworker gs-local-cluster test_integration.
+# mapfuse: elementwise user kernels fused in chains on the GPU and gs-bench mapblocks (issue 16,
+#   session 8); targets in its block.
+# intsum: exact integer reductions (issue 20): integer-record reduce and combine kernels on CUDA
+#   against the CPU bit for bit (chunkops_cuda_intsum/*), big-endian raw files read by CUDA
+#   workers and their int64 sum/prod against numpy's (integration_files/big_endian*, issue 18),
+#   gs-bench nanred --dtype int64 and gs-bench io --format raw --byteorder little|big on one
+#   GPU; targets test_chunkops_cuda test_integration
+#   gs-bench gsched_daemon gworker gs-local-cluster.
+# restart: a user NVRTC kernel with an illegal address: GS_ERR_DEVICE_LOST in the backend
+#   (sync, health, notify), then end to end on a CUDA worker under gs-local-cluster (job fails
+#   naming the kernel and cudaErrorIllegalAddress, worker exits 75, restarted, next kernel exact)
+#   and the CPU-knob restart tests (issue 16 item 4); targets test_chunkops_cuda_rtc_launch
+#   test_deploy gsched_daemon gworker gs-local-cluster gs_test_kernels.
 # GS_TARGETS="a b ..." builds only those targets (a shorter build for one stage).
 set -uo pipefail
 what=${1:-all}
@@ -391,4 +404,74 @@ if [ "$what" = nanred ]; then
     run $B/gs-bench nanred --n 40000 --chunk 10000 --workers 1 --backend cuda --repeat 3 --persist-y --dtype float32
   } 2>"$out/nanred.err" | tee "$out/nanred.jsonl" | cut -c1-300
   tail -4 "$out/nanred.err"
+fi
+if [ "$what" = scan ]; then
+  # scan: cumsum/cumprod (gs_array_cumulative, issue 20 item 3) on the GPU: the CUDA SCAN kernels
+  # against the CPU's (chunkops_cuda_scan/*), the graph tests evaluated on CUDA
+  # (graph_scan/*_on_cuda), the integration test with CUDA workers (integration_scan), then
+  # gs-bench scan on one GPU along each axis, float64 and float32, and on the CPU beside a C loop.
+  # Targets: test_chunkops_cuda_scan test_graph_scan test_integration gs-bench gsched_daemon
+  # gworker gs-local-cluster.
+  build-gpu/tests/test_chunkops_cuda_scan --verbose >"$out/scan-tests.log" 2>&1
+  build-gpu/tests/test_graph_scan --verbose --filter 'graph_scan/*_on_cuda' >>"$out/scan-tests.log" 2>&1
+  GS_TEST_BACKEND=cuda build-gpu/tests/test_integration --filter 'integration_scan/*' \
+    >>"$out/scan-tests.log" 2>&1
+  grep -hE "Synthesis|SKIP" "$out/scan-tests.log"
+  grep -hE -A12 "\[FAIL\]|CRASH" "$out/scan-tests.log" | head -40
+  {
+    run $B/gs-bench scan --n 40000 --chunk 10000 --workers 1 --backend cuda --repeat 3 --axis 0
+    run $B/gs-bench scan --n 40000 --chunk 10000 --workers 1 --backend cuda --repeat 3 --axis 1
+    run $B/gs-bench scan --n 40000 --chunk 10000 --workers 1 --backend cuda --repeat 3 --axis 1 --dtype float32
+    run $B/gs-bench scan --n 40000 --chunk 10000 --workers 1 --backend cuda --repeat 2 --axis 0 --op prod
+    run $B/gs-bench scan --n 8000 --chunk 2000 --workers 4 --backend cpu --repeat 2 --axis 1 --c-loop
+  } 2>"$out/scan.err" | tee "$out/scan.jsonl" | cut -c1-300
+  tail -4 "$out/scan.err"
+fi
+if [ "$what" = mapfuse ]; then
+  # mapfuse: elementwise user kernels fused in chains (issue 16 item 1, session 8): an NVRTC
+  # kernel and a staged C kernel between fused kernels against the CPU backend
+  # (cuda_stencil/an_elementwise_cuda_kernel_fused_*), the graph and integration tests with CUDA
+  # workers, then gs-bench mapblocks (fused vs unfused vs the built-in square) on one GPU, on
+  # all and on the CPU; targets test_chunkops_cuda_stencil test_graph_stencil test_integration
+  # gs-bench gsched_daemon gworker gs-local-cluster.
+  build-gpu/tests/test_chunkops_cuda_stencil --verbose --filter 'cuda_stencil/an_elementwise*' \
+    >"$out/mapfuse-tests.log" 2>&1
+  build-gpu/tests/test_graph_stencil --filter 'graph_map_fuse/*' >>"$out/mapfuse-tests.log" 2>&1
+  GS_TEST_BACKEND=cuda build-gpu/tests/test_integration --filter 'integration_map_fuse/*' \
+    >>"$out/mapfuse-tests.log" 2>&1
+  grep -hE "Synthesis|SKIP" "$out/mapfuse-tests.log"
+  grep -hE -A12 "\[FAIL\]|CRASH" "$out/mapfuse-tests.log" | head -40
+  {
+    run $B/gs-bench mapblocks --n 20000 --chunk 5000 --workers 1 --backend cuda --repeat 3
+    run $B/gs-bench mapblocks --n 20000 --chunk 5000 --workers 1 --backend cuda --kernel c --repeat 2
+    run $B/gs-bench mapblocks --n 40000 --chunk 10000 --workers "$ngpu" --backend cuda --repeat 3
+    run $B/gs-bench mapblocks --n 4000 --chunk 1000 --workers 2 --backend cpu --repeat 3
+  } 2>"$out/mapfuse.err" | tee "$out/mapfuse.jsonl" | cut -c1-300
+  tail -4 "$out/mapfuse.err"
+fi
+if [ "$what" = intsum ]; then
+  # intsum: see the header
+  build-gpu/tests/test_chunkops_cuda --filter 'chunkops_cuda_intsum/*' >"$out/intsum-tests.log" 2>&1
+  GS_TEST_BACKEND=cuda build-gpu/tests/test_integration --filter 'integration_files/big_endian*' \
+    >>"$out/intsum-tests.log" 2>&1
+  grep -hE "Synthesis" "$out/intsum-tests.log"
+  grep -hE -A12 "\[FAIL\]|CRASH" "$out/intsum-tests.log" | head -40
+  {
+    run $B/gs-bench nanred --n 40000 --chunk 10000 --workers 1 --backend cuda --repeat 3 --persist-y --dtype int64
+    run $B/gs-bench nanred --n 40000 --chunk 10000 --workers 1 --backend cuda --repeat 3 --persist-y
+    for bo in little big; do
+      run $B/gs-bench io --format raw --byteorder $bo --n 20000 --chunk 5000 --workers 1 --backend cuda --repeat 2 --dir /tmp
+    done
+  } 2>"$out/intsum.err" | tee "$out/intsum.jsonl" | cut -c1-300
+  tail -4 "$out/intsum.err"
+fi
+if [ "$what" = restart ]; then
+  # restart: see the header
+  build-gpu/tests/test_chunkops_cuda_rtc_launch --verbose --filter 'chunkops_cuda_rtc_launch/an_illegal*' \
+    >"$out/restart-tests.log" 2>&1
+  GS_BIN_DIR=$PWD/build-gpu/bin timeout 300 build-gpu/tests/test_deploy --verbose \
+    --filter 'deploy_restart/*' >>"$out/restart-tests.log" 2>&1
+  grep -hE "Synthesis|SKIP.*(restart|illegal)" "$out/restart-tests.log"
+  grep -hE -A12 "\[FAIL\]|CRASH" "$out/restart-tests.log" | head -40
+  grep -hE "lost the device|is lost|restarting it in|restarted \(pid" "$out/restart-tests.log" | head -12
 fi

@@ -11,6 +11,14 @@
  * (checked by gs_kfused_validate() & co. before any launch), GS_ERR_NO_DEVICE_MEMORY /
  * GS_ERR_NO_MEMORY when allocation fails, GS_ERR_CUDA with the failing call named in
  * gs_last_error() for CUDA failures, GS_ERR_UNSUPPORTED for an op the backend lacks.
+ *
+ * GS_ERR_DEVICE_LOST: the context is broken for good -- a CUDA "sticky" error (an illegal
+ * address, a launch failure or illegal instruction, a misaligned address, a hardware
+ * exception or trap, an uncorrectable ECC error, a lost device). It may come back from any
+ * call, or from notify()/sync() for work that was already enqueued, and from then on every
+ * call of the context fails with it: nothing short of a new process gets the device back.
+ * health() names the cause. A worker fails the task that saw it first and exits
+ * (worker/worker.h, GS_WORKER_EXIT_DEVICE_LOST) for its launcher to restart it.
  */
 #ifndef GS_CHUNKOPS_H
 #define GS_CHUNKOPS_H
@@ -36,6 +44,11 @@ typedef struct gs_chunkops_params {
     int device;                 /* CUDA device ordinal (ignored by cpu) */
     size_t memory_limit;        /* bytes of backend memory the arena may use; 0 = default */
     int nthreads;               /* cpu: threads a single kernel may use (0 = 1) */
+    /* Tests only ("cpu"): a user kernel of this symbol run by the user op (map_blocks) that
+     * fails at run time (crashes or exits in its child) loses the context as a GPU's sticky error does: that call returns
+     * GS_ERR_DEVICE_LOST and so does every later call. NULL: off. The string must outlive the
+     * context. The path of a real device loss can be tested on machines without a GPU. */
+    const char *test_lose_device_on;
 } gs_chunkops_params_t;
 
 /** An exported region of backend memory, meaningful to other processes on the same host
@@ -148,6 +161,14 @@ typedef struct gs_chunkops_ops {
      *  before return. */
     gs_status_t (*cuda_user)(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream,
                              const gs_kuser_t *k);
+    /** A cumulative sum or product along one axis of a chunk, or a chunk's total along it
+     *  (graph/kernel.h gs_kscan_t; optional: NULL gives GS_ERR_UNSUPPORTED). */
+    gs_status_t (*scan)(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream, const gs_kscan_t *k);
+    /** Whether the context still works (optional: NULL means it always does). GS_OK, or
+     *  GS_ERR_DEVICE_LOST with gs_last_error() naming the cause once it is lost (see
+     *  "GS_ERR_DEVICE_LOST" above), e.g. "cuda device 0 is lost: an illegal memory access was
+     *  encountered (cudaErrorIllegalAddress)". Thread-safe; never blocks on the device. */
+    gs_status_t (*health)(gs_chunkops_ctx_h ctx);
 } gs_chunkops_ops_t;
 
 /** The CPU backend (always built). */
@@ -180,6 +201,7 @@ int gs_kfused_dtype_other(const gs_kfused_t *k);
 int gs_kfused_untype(const gs_kfused_t *k, gs_kfused_t *out);
 gs_status_t gs_klinalg_validate(const gs_klinalg_t *k);
 gs_status_t gs_kstencil_validate(const gs_kstencil_t *k);
+gs_status_t gs_kscan_validate(const gs_kscan_t *k);
 /** The GS_ERR_NUMERIC of a Gram-path step 3 whose G_3 is @a dev (max |G_3 - I|) from I: the
  *  input is numerically rank-deficient (graph/kernel.h GS_LA_GRAM_DEV_MAX). Backends share it. */
 gs_status_t gs__gram_rank_fail(double dev);

@@ -299,7 +299,7 @@ GS_HD double gs_f64_apply1(int op, double imm, double x, double y)
 {
     switch (op) {
     case GS_OP_CONST: return imm;
-    case GS_OP_NEG: return -x;
+    case GS_OP_NEG: return gs_neg_f64(x);
     case GS_OP_ABS: return fabs(x);
     case GS_OP_EXP: return exp(x);
     case GS_OP_LOG: return log(x);

@@ -21,6 +21,17 @@
 
 #include <math.h>
 
+/* -x with the sign bit flipped for every x, NaN included (NumPy on the CPU): PTX leaves the
+ * sign of neg.f64's NaN result unspecified (sm_90 keeps it), so the device flips the bit. */
+GS_HD double gs_neg_f64(double x)
+{
+#if defined(__CUDA_ARCH__)
+    return __longlong_as_double(__double_as_longlong(x) ^ (long long)0x8000000000000000ull);
+#else
+    return -x;
+#endif
+}
+
 /* floor(a / b) and a mod b, as npy_divmod */
 GS_HD double gs_elem_divmod(double a, double b, double *mod_p)
 {

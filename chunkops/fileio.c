@@ -51,35 +51,38 @@ size_t gs__fio_itemsize(int32_t dt)
     }
 }
 
+/* Reverse the bytes of each of the @a n items of @a isz (2, 4 or 8) bytes at @a p. One loop
+ * for every size: called with a constant size (gs__fio_fix) it inlines to that size's
+ * bswap loop alone, as fast as a loop written for it (the item size is not a runtime branch). */
+static inline void gs__fio_bswap(uint8_t *p, int64_t n, size_t isz)
+{
+    for (int64_t i = 0; i < n; i++, p += isz) {
+        if (isz == 2) {
+            uint16_t v;
+            memcpy(&v, p, 2);
+            v = __builtin_bswap16(v);
+            memcpy(p, &v, 2);
+        } else if (isz == 4) {
+            uint32_t v;
+            memcpy(&v, p, 4);
+            v = __builtin_bswap32(v);
+            memcpy(p, &v, 4);
+        } else {
+            uint64_t v;
+            memcpy(&v, p, 8);
+            v = __builtin_bswap64(v);
+            memcpy(p, &v, 8);
+        }
+    }
+}
+
 void gs__fio_fix(uint8_t *p, int64_t n, int32_t dt, int swap)
 {
     switch (swap ? gs__fio_itemsize(dt) : 1) {
-    case 2:
-        for (int64_t i = 0; i < n; i++) {
-            uint16_t v;
-            memcpy(&v, p + i * 2, 2);
-            v = __builtin_bswap16(v);
-            memcpy(p + i * 2, &v, 2);
-        }
-        break;
-    case 4:
-        for (int64_t i = 0; i < n; i++) {
-            uint32_t v;
-            memcpy(&v, p + i * 4, 4);
-            v = __builtin_bswap32(v);
-            memcpy(p + i * 4, &v, 4);
-        }
-        break;
-    case 8:
-        for (int64_t i = 0; i < n; i++) {
-            uint64_t v;
-            memcpy(&v, p + i * 8, 8);
-            v = __builtin_bswap64(v);
-            memcpy(p + i * 8, &v, 8);
-        }
-        break;
-    default:
-        break;
+    case 2: gs__fio_bswap(p, n, 2); break;   /* constant sizes: one specialised loop each */
+    case 4: gs__fio_bswap(p, n, 4); break;
+    case 8: gs__fio_bswap(p, n, 8); break;
+    default: break;
     }
     if (dt == GS_DTYPE_BOOL)
         for (int64_t i = 0; i < n; i++) p[i] = p[i] != 0;
@@ -314,13 +317,8 @@ static gs_status_t gs__fio_read_zarr(const gs_chunkops_ops_t *ops, gs_chunkops_c
     if (per < 1) per = 1;
     if (a0 < 0) per = rows;                            /* no row axis: one slab */
     cap = (size_t)((per + zrows < rows ? per + zrows : rows) * row_elems) * isz;
-    for (int b = 0; b < 2; b++) {
-        st = ops->host_alloc ? ops->host_alloc(ctx, cap, &stage[b])
-                             : ((stage[b] = gs_malloc(cap, "zarr staging")) != NULL
-                                    ? GS_OK
-                                    : gs_error_set(GS_ERR_NO_MEMORY, "zarr staging"));
-        if (st != GS_OK) goto out_stage;
-    }
+    /* the buffers are made when first needed: a region read in one slab (a whole zarr chunk
+     * per task, the common case) page-locks one buffer, not two */
     for (int64_t r0 = 0; r0 < rows; i ^= 1) {
         gs_kfile_t kk = *k;
         int64_t r1 = r0 + per < rows ? r0 + per : rows;
@@ -336,6 +334,13 @@ static gs_status_t gs__fio_read_zarr(const gs_chunkops_ops_t *ops, gs_chunkops_c
             kk.shape[0] = r1 - r0;
             kk.fbase[a0] = k->fbase[a0] + k->fstep[a0] * r0;
         }
+        if (stage[i] == NULL) {
+            st = ops->host_alloc ? ops->host_alloc(ctx, cap, &stage[i])
+                                 : ((stage[i] = gs_malloc(cap, "zarr staging")) != NULL
+                                        ? GS_OK
+                                        : gs_error_set(GS_ERR_NO_MEMORY, "zarr staging"));
+            if (st != GS_OK) break;
+        }
         if ((st = gs__zarr_read(&kk, stage[i])) != GS_OK) break;
         if ((st = ops->sync(ctx, s)) != GS_OK) break;          /* the other buffer's copy */
         if ((st = ops->copy_from_host(ctx, s, (uint8_t *)k->out + (size_t)(r0 * row_elems) * isz,
@@ -345,7 +350,6 @@ static gs_status_t gs__fio_read_zarr(const gs_chunkops_ops_t *ops, gs_chunkops_c
     }
     if (st == GS_OK) st = ops->sync(ctx, s);
     else (void)ops->sync(ctx, s);
-out_stage:
     for (int b = 0; b < 2; b++) {
         if (stage[b] == NULL) continue;
         if (ops->host_free) ops->host_free(ctx, stage[b]);

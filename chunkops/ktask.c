@@ -3,9 +3,86 @@
 #include "chunkops/eval.h"
 #include "chunkops/fileio.h"
 #include "chunkops/stage.h"
+#include "common/alloc.h"
 #include "common/error.h"
 
 #include <stdint.h>
+
+/* A user kernel (USER task, or the middle of a MAPFUSED one): CUDA source on backends with a
+ * cuda_user op, CPU kernels on the backend's user op or staged through host memory. */
+static gs_status_t gs__run_user(const gs_chunkops_ops_t *ops, gs_chunkops_ctx_h ctx,
+                                gs_chunkops_stream_h s, const gs_kuser_t *k)
+{
+    if (k->cuda_src != NULL) {
+        if (ops->cuda_user == NULL)
+            return gs_error_set(GS_ERR_UNSUPPORTED, "cuda kernel %s: backend %s runs no "
+                                "CUDA kernels (needs a CUDA worker)",
+                                k->sym != NULL ? k->sym : "(unnamed)", ops->name);
+        return ops->cuda_user(ctx, s, k);
+    }
+    if (ops->user == NULL) return gs_chunkops_stage_user(ops, ctx, s, k);
+    return ops->user(ctx, s, k);
+}
+
+/* graph/kernel.h gs_kmapfused_t: producers into temporary blocks, the user kernel, the
+ * consumer from its output; then the stream is synchronised and the temporaries freed. */
+static gs_status_t gs__run_mapfused(const gs_chunkops_ops_t *ops, gs_chunkops_ctx_h ctx,
+                                    gs_chunkops_stream_h s, const gs_kmapfused_t *t)
+{
+    gs_kmapfused_t *k;
+    void *tmp[GS_KERNEL_MAX_USER_IN + 1] = {NULL};
+    size_t nbytes;
+    gs_status_t st = GS_OK, sst;
+    int launched = 0;
+    if (t->user.nin < 1 || t->user.nin > GS_KERNEL_MAX_USER_IN || t->user.out.ndim < 0 ||
+        t->user.out.ndim > GS_MAX_NDIM || (!t->has_post && t->user.out.data == NULL))
+        return gs_error_set(GS_ERR_INVALID_PARAM, "malformed fused user task: bad kernel spec");
+    k = gs_malloc(sizeof(*k), "fused user task");
+    if (k == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for a fused user task");
+    *k = *t;
+    nbytes = (size_t)gs_region_size(k->user.out.ndim, k->user.out.shape) * sizeof(double);
+    for (int i = 0; i <= k->user.nin && st == GS_OK; i++) {
+        if (i < k->user.nin ? !k->has_pre[i] : !k->has_post) continue;
+        st = ops->mem_alloc(ctx, nbytes > 0 ? nbytes : sizeof(double), &tmp[i]);
+    }
+    for (int i = 0; i < k->user.nin && st == GS_OK; i++) {
+        if (!k->has_pre[i]) continue;
+        if (gs_region_size(k->pre[i].ndim, k->pre[i].shape) * (int64_t)sizeof(double) !=
+            (int64_t)nbytes) {
+            st = gs_error_set(GS_ERR_INVALID_PARAM, "malformed fused user task: producer %d "
+                              "is not of the kernel's block shape", i);
+            break;
+        }
+        k->pre[i].out = tmp[i];
+        k->user.in[i].data = tmp[i];
+        k->user.in_len[i] = (int64_t)(nbytes / sizeof(double));
+        launched = 1;
+        st = ops->fused(ctx, s, &k->pre[i]);
+    }
+    if (st == GS_OK && k->has_post) {
+        k->user.out.data = tmp[k->user.nin];
+        for (int32_t q = 0; q < k->post.nleaves && q < 32; q++)
+            if (k->post_user_leaves & (1u << q)) {
+                k->post.leaves[q].data = tmp[k->user.nin];
+                k->post.leaves[q].data_len = (int64_t)(nbytes / sizeof(double));
+            }
+    }
+    for (int i = 0; i < k->user.nin && st == GS_OK; i++)
+        if (k->user.in[i].data == NULL)
+            st = gs_error_set(GS_ERR_INVALID_PARAM, "malformed fused user task: input %d of "
+                              "the kernel has no data", i);
+    if (st == GS_OK) {
+        launched = 1;
+        st = gs__run_user(ops, ctx, s, &k->user);
+    }
+    if (st == GS_OK && k->has_post) st = ops->fused(ctx, s, &k->post);
+    /* the temporaries may be freed only once every launch that reads them is done */
+    if (launched && (sst = ops->sync(ctx, s)) != GS_OK && st == GS_OK) st = sst;
+    for (int i = 0; i <= GS_KERNEL_MAX_USER_IN; i++)
+        if (tmp[i] != NULL) ops->mem_free(ctx, tmp[i]);
+    gs_free(k);
+    return st;
+}
 
 gs_status_t gs_chunkops_run_ktask(const gs_chunkops_ops_t *ops, gs_chunkops_ctx_h ctx,
                                   gs_chunkops_stream_h s, const gs_ktask_t *t)
@@ -27,17 +104,12 @@ gs_status_t gs_chunkops_run_ktask(const gs_chunkops_ops_t *ops, gs_chunkops_ctx_
         if (t->u.stencil.user_lib != NULL && ops->user == NULL)
             return gs_chunkops_stage_stencil(ops, ctx, s, &t->u.stencil);
         return ops->stencil(ctx, s, &t->u.stencil);
-    case GS_KTASK_USER:
-        if (t->u.user.cuda_src != NULL) {
-            if (ops->cuda_user == NULL)
-                return gs_error_set(GS_ERR_UNSUPPORTED, "cuda kernel %s: backend %s runs no "
-                                    "CUDA kernels (needs a CUDA worker)",
-                                    t->u.user.sym != NULL ? t->u.user.sym : "(unnamed)",
-                                    ops->name);
-            return ops->cuda_user(ctx, s, &t->u.user);
-        }
-        if (ops->user == NULL) return gs_chunkops_stage_user(ops, ctx, s, &t->u.user);
-        return ops->user(ctx, s, &t->u.user);
+    case GS_KTASK_USER: return gs__run_user(ops, ctx, s, &t->u.user);
+    case GS_KTASK_MAPFUSED: return gs__run_mapfused(ops, ctx, s, &t->u.mapfused);
+    case GS_KTASK_SCAN:
+        if (ops->scan == NULL)
+            return gs_error_set(GS_ERR_UNSUPPORTED, "backend %s has no scan kernel", ops->name);
+        return ops->scan(ctx, s, &t->u.scan);
     case GS_KTASK_HOST_DATA:
         if (t->u.host.len < 0 || (uint64_t)t->u.host.len > SIZE_MAX / sizeof(double))
             return gs_error_set(GS_ERR_INVALID_PARAM, "run_ktask: host data length %lld invalid",

@@ -21,6 +21,8 @@
 #include "graph/kernel.h"
 
 #include <math.h>
+#include <stdint.h>
+#include <string.h>
 
 /** Write the empty record of @a op to r[0 .. width). */
 GS_HD void gs_rec_init(int op, double *r)
@@ -123,6 +125,49 @@ GS_HD double gs_rec_finalize(int op, const double *r, double ddof)
     case GS_RED_ARGMAX: return r[1] < 0.0 ? -1.0 : r[1];
     default: return NAN;
     }
+}
+
+/* ---- integer records (graph/kernel.h "Integer records"): int64 bit patterns in the 8 bytes
+ * of a record's double; SUM and PROD in unsigned arithmetic (wrap modulo 2^64, no UB). ---- */
+
+/** Empty integer record of @a op (SUM, PROD, MIN or MAX), as its int64 value. */
+GS_HD int64_t gs_irec_empty(int op)
+{
+    switch (op) {
+    case GS_RED_PROD: return 1;
+    case GS_RED_MIN: return INT64_MAX;
+    case GS_RED_MAX: return INT64_MIN;
+    default: return 0;
+    }
+}
+
+/** @a acc merged with @a x under @a op (SUM, PROD, MIN, MAX), wrapping. */
+GS_HD int64_t gs_irec_op(int op, int64_t acc, int64_t x)
+{
+    switch (op) {
+    case GS_RED_SUM: return (int64_t)((uint64_t)acc + (uint64_t)x);
+    case GS_RED_PROD: return (int64_t)((uint64_t)acc * (uint64_t)x);
+    case GS_RED_MIN: return x < acc ? x : acc;
+    case GS_RED_MAX: return x > acc ? x : acc;
+    default: return acc;
+    }
+}
+
+/** Write the empty integer record of @a op to r[0]. */
+GS_HD void gs_irec_init(int op, double *r)
+{
+    int64_t v = gs_irec_empty(op);
+    memcpy(r, &v, sizeof(v));
+}
+
+/** Merge integer record @a b into @a acc. */
+GS_HD void gs_irec_merge(int op, double *acc, const double *b)
+{
+    int64_t a, x;
+    memcpy(&a, acc, sizeof(a));
+    memcpy(&x, b, sizeof(x));
+    a = gs_irec_op(op, a, x);
+    memcpy(acc, &a, sizeof(a));
 }
 
 #endif

@@ -2,6 +2,7 @@
  * refused here with GS_ERR_INVALID_PARAM and a message naming the problem, so that no backend
  * ever reads or writes out of bounds. */
 #include "chunkops/chunkops.h"
+#include "chunkops/elem_dtype.h"
 #include "common/error.h"
 
 #include <math.h>
@@ -199,6 +200,19 @@ gs_status_t gs_kfused_validate(const gs_kfused_t *k)
             return gs_error_set(GS_ERR_INVALID_PARAM,
                                 "fused kernel: reduction axis %d out of range -1..%d",
                                 (int)k->red_axis, (int)k->ndim - 1);
+        if (k->out_dtype != GS_DTYPE_FLOAT64) {
+            /* integer records: SUM/PROD/MIN/MAX of a program that ends in int64 values */
+            const gs_kinstr_t *last = &k->prog[k->nprog - 1];
+            const int32_t ldt = last->op == GS_OP_CAST         ? last->arg
+                                : gs_op_is_predicate(last->op) ? GS_DTYPE_BOOL
+                                                               : last->dtype;
+            if (k->out_dtype != GS_DTYPE_INT64 || !gs_redop_int_records(k->redop) ||
+                ldt != GS_DTYPE_INT64)
+                return gs_error_set(GS_ERR_INVALID_PARAM,
+                                    "fused kernel: reduction %d with records of dtype %d (only "
+                                    "sum, prod, min and max of int64 values have int64 records)",
+                                    (int)k->redop, (int)k->out_dtype);
+        }
         if ((k->redop == GS_RED_ARGMIN || k->redop == GS_RED_ARGMAX) && size > 0) {
             gs__i128 lo, hi;
             if (k->red_axis < 0) {
@@ -267,6 +281,11 @@ gs_status_t gs_kcombine_validate(const gs_kcombine_t *k)
     if (k->out_dtype < 0 || k->out_dtype >= GS_DTYPE_COUNT)
         return gs_error_set(GS_ERR_INVALID_PARAM, "combine kernel: unknown output dtype %d",
                             (int)k->out_dtype);
+    if ((k->rec_dtype != GS_DTYPE_FLOAT64 && k->rec_dtype != GS_DTYPE_INT64) ||
+        (k->rec_dtype == GS_DTYPE_INT64 && !gs_redop_int_records(k->redop)))
+        return gs_error_set(GS_ERR_INVALID_PARAM,
+                            "combine kernel: records of dtype %d for reduction %d (float64, or "
+                            "int64 for sum, prod, min and max)", (int)k->rec_dtype, (int)k->redop);
     for (int32_t i = 0; i < k->ninputs; i++)
         if (k->inputs[i] == NULL)
             return gs_error_set(GS_ERR_INVALID_PARAM, "combine kernel: input %d is NULL", (int)i);
@@ -434,4 +453,31 @@ int gs_kfused_untype(const gs_kfused_t *k, gs_kfused_t *out)
     }
     out->nprog = n;
     return n > 0;
+}
+
+gs_status_t gs_kscan_validate(const gs_kscan_t *k)
+{
+    int64_t size = 1;
+    if (k == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "scan kernel: spec is NULL");
+    if (k->op < 0 || k->op >= GS_SCAN_OP_COUNT || k->mode < 0 || k->mode >= GS_KSCAN_MODE_COUNT)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "scan kernel: unknown op %d or mode %d",
+                            (int)k->op, (int)k->mode);
+    if (k->ndim < 1 || k->ndim > GS_MAX_NDIM || k->axis < 0 || k->axis >= k->ndim)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "scan kernel: axis %d of ndim %d",
+                            (int)k->axis, (int)k->ndim);
+    if (k->in_dtype < 0 || k->in_dtype >= GS_DTYPE_COUNT || k->out_dtype < 0 ||
+        k->out_dtype >= GS_DTYPE_COUNT)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "scan kernel: unknown dtype %d -> %d",
+                            (int)k->in_dtype, (int)k->out_dtype);
+    for (int32_t j = 0; j < k->ndim; j++)
+        if (k->shape[j] < 0 || __builtin_mul_overflow(size, k->shape[j], &size) ||
+            size > INT64_MAX / 8)
+            return gs_error_set(GS_ERR_INVALID_PARAM, "scan kernel: bad extent %lld on axis %d",
+                                (long long)k->shape[j], (int)j);
+    if (k->in_len != size)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "scan kernel: input has %lld elements, its "
+                            "shape %lld", (long long)k->in_len, (long long)size);
+    if ((size > 0 && k->in == NULL) || k->out == NULL)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "scan kernel: NULL input or output");
+    return GS_OK;
 }

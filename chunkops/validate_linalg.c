@@ -127,7 +127,7 @@ static gs_status_t gs__la_validate_gram(const gs_klinalg_t *k, const char *name)
                                 "%lld x %lld, not n x n (n = %lld)", (long long)k->a[0].rows,
                                 (long long)k->a[0].cols, (long long)k->n);
     } else {
-        gs__la_i128 rows;
+        gs__la_i128 rows = 0;
         if ((st = gs__la_check_stack(k, name, &rows)) != GS_OK) return st;
         if (rows != (gs__la_i128)k->m)
             return gs_error_set(GS_ERR_INVALID_PARAM,
@@ -210,7 +210,7 @@ gs_status_t gs_klinalg_validate(const gs_klinalg_t *k)
         return GS_OK;
     }
 
-    gs__la_i128 rows;
+    gs__la_i128 rows = 0;
     if ((st = gs__la_check_stack(k, name, &rows)) != GS_OK) return st;
     if (rows != m)
         return gs_error_set(GS_ERR_INVALID_PARAM,

@@ -26,7 +26,8 @@ static int gs__numa_of_bus(const char *bus)
     char path[160];
     int node = -1;
     if (bus[0] == '\0') return -1;
-    snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/numa_node", bus);
+    const int n = snprintf(path, sizeof(path), "/sys/bus/pci/devices/%s/numa_node", bus);
+    if (n < 0 || (size_t)n >= sizeof(path)) return -1;
     if (!gs__read_int_file(path, &node)) return -1;
     return node;
 }

@@ -1,16 +1,22 @@
 /* gs-local-cluster: start gsched and one gworker per visible GPU (or N CPU workers) on this
  * machine, print the scheduler's address once every worker has registered, and stop them all
- * again on SIGINT/SIGTERM/SIGHUP, on EOF of stdin (--watch-stdin), or when any of them dies.
+ * again on SIGINT/SIGTERM/SIGHUP, on EOF of stdin (--watch-stdin), or when gsched dies. A
+ * worker that exits unexpectedly (nonzero status, e.g. 75 after a lost device, or a signal) is
+ * started again with the same GPU and options after a backoff, up to --restart-limit times per
+ * window (deploy/restart.h); past the limit, or with --restart-limit 0, or when a worker exits
+ * with status 0, the cluster stops.
  *
  * Process hygiene: the daemons run in their own process group (led by gsched), are killed as a
  * group on exit, and each is started with PR_SET_PDEATHSIG so that even a SIGKILL of this
  * launcher leaves nothing behind. */
 #include "deploy/gpuinfo.h"
+#include "deploy/restart.h"
 
 #include "common/log.h"
 #include "common/token.h"
 #include "common/time.h"
 #include "proto/conn.h"
+#include "worker/worker.h"
 
 #include <gsched/client.h>
 #include <gsched/config.h>
@@ -39,6 +45,13 @@ typedef struct gs__child {
     char name[64];
     char cvd[GS_GPU_MAX * 100];   /* CUDA_VISIBLE_DEVICES given to it ("" for cpu) */
     int numa_node;
+    /* workers: what a restart needs (the same command line, GPU and CPUs) */
+    char *av[40];
+    char nth[16], share[16];
+    cpu_set_t cpus;
+    int have_cpus, use_cuda;
+    gs_restart_hist_t restarts;
+    double restart_at;          /* > 0: dead, to be started again at this time */
 } gs__child_t;
 
 typedef struct gs__opts {
@@ -59,6 +72,7 @@ typedef struct gs__opts {
     int affinity;
     const char *tls_ca_file, *tls_cert, *tls_key;  /* all or none */
     int tls_require_client_cert;
+    gs_restart_policy_t restart;
 } gs__opts_t;
 
 static gs__child_t g_sched;
@@ -99,6 +113,12 @@ static void gs__usage(FILE *f)
             "  --watch-stdin             stop everything when stdin reaches EOF\n"
             "  --ready-timeout SECONDS   give up if not ready by then (default 60)\n"
             "  --no-affinity             do not pin GPU workers to their GPU's NUMA node\n"
+            "  --restart-limit N         restart a worker that exits with a nonzero status (75:\n"
+            "                            its device was lost) or a signal, same GPU and options,\n"
+            "                            at most N times per worker in 600 s (default 5, at most\n"
+            "                            64); 0: stop the cluster instead\n"
+            "  --restart-delay SECONDS   first backoff before a restart, doubling per restart in\n"
+            "                            the window up to max(8, SECONDS) (default 0.5)\n"
             "  --tls-ca-file F --tls-cert F --tls-key F  TLS on every control connection: gsched\n"
             "                            serves this certificate (its IP or name must match the\n"
             "                            address workers use: 127.0.0.1 for a loopback or wildcard\n"
@@ -145,6 +165,7 @@ static int gs__parse_opts(int argc, char **argv, gs__opts_t *o)
     o->ready_timeout_s = 60.0;
     o->affinity = 1;
     o->token = getenv("GSCHED_TOKEN");
+    gs_restart_policy_default(&o->restart);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *val = NULL;
@@ -232,6 +253,22 @@ static int gs__parse_opts(int argc, char **argv, gs__opts_t *o)
             o->watch_stdin = 1;
         } else if (strcmp(a, "--no-affinity") == 0) {
             o->affinity = 0;
+        } else if (strcmp(a, "--restart-limit") == 0) {
+            GS__NEEDS_VALUE();
+            if (!gs__parse_int(a, val, 0, GS_RESTART_MAX_LIMIT, &v)) return 2;
+            o->restart.limit = (int)v;
+        } else if (strcmp(a, "--restart-delay") == 0) {
+            char *end;
+            double d;
+            GS__NEEDS_VALUE();
+            d = strtod(val, &end);
+            if (*end != '\0' || end == val || !(d >= 0.01) || d > 3600) {
+                fprintf(stderr, "gs-local-cluster: --restart-delay expects seconds in [0.01, "
+                                "3600], not '%s'\n", val);
+                return 2;
+            }
+            o->restart.delay_s = d;
+            if (o->restart.max_delay_s < d) o->restart.max_delay_s = d;
         } else if (strcmp(a, "--ready-timeout") == 0) {
             char *end;
             GS__NEEDS_VALUE();
@@ -351,6 +388,13 @@ static pid_t gs__spawn(char *const argv[], int out_fd, const char *cvd, const cp
     return pid;
 }
 
+/* (Re)start worker @a w with the command line, GPU and CPUs recorded at its first start. */
+static pid_t gs__spawn_worker(gs__child_t *w, const char *token)
+{
+    return gs__spawn(w->av, -1, w->use_cuda ? w->cvd : NULL, w->have_cpus ? &w->cpus : NULL,
+                     g_pgid, token);
+}
+
 static const char *gs__child_name(pid_t pid)
 {
     if (pid == g_sched.pid) return "gsched";
@@ -383,6 +427,82 @@ static int gs__reap_any(char *why, size_t why_len)
         died = 1;
     }
     return died;
+}
+
+/* How a child ended, for the log. */
+static void gs__describe_exit(int st, char *buf, size_t len)
+{
+    if (WIFEXITED(st))
+        snprintf(buf, len, "exited with status %d%s", WEXITSTATUS(st),
+                 WEXITSTATUS(st) == GS_WORKER_EXIT_DEVICE_LOST ? " (device lost)" : "");
+    else if (WIFSIGNALED(st))
+        snprintf(buf, len, "was killed by signal %d (%s)", WTERMSIG(st), strsignal(WTERMSIG(st)));
+    else
+        snprintf(buf, len, "stopped");
+}
+
+/* Once ready: reap exited children. A worker that exited with a nonzero status or a signal is
+ * scheduled for a restart (restart_at) within the policy; returns 1 (and a description in
+ * @a why) when the cluster must stop instead: gsched died, a worker exited with status 0, or
+ * a worker reached the restart limit. */
+static int gs__reap_running(const gs__opts_t *o, char *why, size_t why_len)
+{
+    int st;
+    pid_t pid;
+    while ((pid = waitpid(-1, &st, WNOHANG)) > 0) {
+        char how[128];
+        gs__child_t *w = NULL;
+        double delay;
+        int n;
+        if (pid == g_sched.pid) {
+            g_sched.alive = 0;
+            gs__describe_exit(st, how, sizeof how);
+            snprintf(why, why_len, "gsched (pid %d) %s", (int)pid, how);
+            return 1;
+        }
+        for (int i = 0; i < g_nworkers; i++)
+            if (g_workers[i].alive && g_workers[i].pid == pid) w = &g_workers[i];
+        if (w == NULL) continue;
+        w->alive = 0;
+        gs__describe_exit(st, how, sizeof how);
+        if (o->restart.limit == 0 || (WIFEXITED(st) && WEXITSTATUS(st) == 0)) {
+            snprintf(why, why_len, "%s (pid %d) %s", w->name, (int)pid, how);
+            return 1;
+        }
+        delay = gs_restart_next(&o->restart, &w->restarts, gs_now_s(), &n);
+        if (delay < 0) {
+            snprintf(why, why_len, "%s (pid %d) %s; restart limit reached (%d restarts in %.0f s, "
+                     "--restart-limit %d)", w->name, (int)pid, how, n, o->restart.window_s,
+                     o->restart.limit);
+            return 1;
+        }
+        w->restart_at = gs_now_s() + delay;
+        fprintf(stderr, "gs-local-cluster: worker %s (pid %d) %s; restarting it in %.1f s "
+                        "(restart %d of %d in %.0f s)\n", w->name, (int)pid, how, delay, n,
+                o->restart.limit, o->restart.window_s);
+    }
+    return 0;
+}
+
+/* Start the workers whose backoff has passed. Returns the seconds until the next pending
+ * restart (a large number when none is pending), or -1 when a fork failed. */
+static double gs__restart_due(const gs__opts_t *o)
+{
+    double now = gs_now_s(), next = 1e9;
+    for (int i = 0; i < g_nworkers; i++) {
+        gs__child_t *w = &g_workers[i];
+        if (w->restart_at <= 0) continue;
+        if (w->restart_at > now) {
+            if (w->restart_at - now < next) next = w->restart_at - now;
+            continue;
+        }
+        w->restart_at = 0;
+        w->pid = gs__spawn_worker(w, o->token);
+        if (w->pid < 0) return -1;
+        w->alive = 1;
+        fprintf(stderr, "gs-local-cluster: worker %s restarted (pid %d)\n", w->name, (int)w->pid);
+    }
+    return next;
 }
 
 static int gs__any_alive(void)
@@ -620,10 +740,10 @@ int main(int argc, char **argv)
     g_nworkers = nworkers;
     for (int i = 0; i < nworkers; i++) {
         gs__child_t *w = &g_workers[i];
-        char *av[32], nth[16], share[16];
+        char **av = w->av;
         int ac = 0;
-        cpu_set_t cpus;
-        int have_cpus = 0;
+        w->have_cpus = 0;
+        w->use_cuda = use_cuda;
         w->numa_node = -1;
         w->cvd[0] = '\0';
         av[ac++] = gworker_path;
@@ -644,25 +764,25 @@ int main(int argc, char **argv)
             av[ac++] = "--device";
             av[ac++] = "0";
             w->numa_node = gpus[i].numa_node;
-            if (o.affinity && w->numa_node >= 0 && gs_numa_cpuset(w->numa_node, &cpus) > 0)
-                have_cpus = 1;
+            if (o.affinity && w->numa_node >= 0 && gs_numa_cpuset(w->numa_node, &w->cpus) > 0)
+                w->have_cpus = 1;
         } else {
             snprintf(w->name, sizeof(w->name), "cpu-%d", i);
         }
         av[ac++] = "--name";
         av[ac++] = w->name;
         if (nthreads > 0) {
-            snprintf(nth, sizeof(nth), "%d", nthreads);
+            snprintf(w->nth, sizeof(w->nth), "%d", nthreads);
             av[ac++] = "--nthreads";
-            av[ac++] = nth;
+            av[ac++] = w->nth;
         }
         if (o.memory_limit != NULL) {
             av[ac++] = "--memory-limit";
             av[ac++] = (char *)o.memory_limit;
         } else {   /* automatic: the workers divide what this host may use */
-            snprintf(share, sizeof(share), "%d", nworkers);
+            snprintf(w->share, sizeof(w->share), "%d", nworkers);
             av[ac++] = "--memory-share";
-            av[ac++] = share;
+            av[ac++] = w->share;
         }
         if (o.device_memory_limit != NULL && use_cuda) {
             av[ac++] = "--device-memory-limit";
@@ -674,8 +794,7 @@ int main(int argc, char **argv)
         }
         gs__tls_args(&o, av, &ac, 0);
         av[ac] = NULL;
-        w->pid = gs__spawn(av, -1, use_cuda ? w->cvd : NULL, have_cpus ? &cpus : NULL, g_pgid,
-                           o.token);
+        w->pid = gs__spawn_worker(w, o.token);
         if (w->pid < 0) {
             g_nworkers = i;
             exit_code = 1;
@@ -751,21 +870,27 @@ int main(int argc, char **argv)
     GS_LOG_INFO("ready in %.3f s: gsched %s, %d %s worker(s)", gs_now_s() - t0, worker_addr,
                 nworkers, use_cuda ? "cuda" : "cpu");
 
-    /* run until told to stop or something dies */
+    /* run until told to stop or gsched dies; restart workers that die (deploy/restart.h) */
     for (;;) {
         struct pollfd p[3];
-        int np = 0, r;
-        p[np++] = (struct pollfd){sfd, POLLIN, 0};
-        p[np++] = (struct pollfd){out_pipe[0], out_pipe[0] >= 0 ? POLLIN : 0, 0};
-        if (o.watch_stdin) p[np++] = (struct pollfd){STDIN_FILENO, POLLIN, 0};
-        r = poll(p, (nfds_t)np, 1000);
-        if (r < 0 && errno != EINTR) {
-            fprintf(stderr, "gs-local-cluster: poll: %s\n", strerror(errno));
+        int np = 0, r, timeout_ms = 1000;
+        double next;
+        if (gs__reap_running(&o, why, sizeof(why))) {
+            fprintf(stderr, "gs-local-cluster: %s; stopping the cluster\n", why);
             exit_code = 1;
             goto stop;
         }
-        if (gs__reap_any(why, sizeof(why))) {
-            fprintf(stderr, "gs-local-cluster: %s; stopping the cluster\n", why);
+        if ((next = gs__restart_due(&o)) < 0) {
+            exit_code = 1;
+            goto stop;
+        }
+        if (next * 1000 < timeout_ms) timeout_ms = (int)(next * 1000) + 1;
+        p[np++] = (struct pollfd){sfd, POLLIN, 0};
+        p[np++] = (struct pollfd){out_pipe[0], out_pipe[0] >= 0 ? POLLIN : 0, 0};
+        if (o.watch_stdin) p[np++] = (struct pollfd){STDIN_FILENO, POLLIN, 0};
+        r = poll(p, (nfds_t)np, timeout_ms);
+        if (r < 0 && errno != EINTR) {
+            fprintf(stderr, "gs-local-cluster: poll: %s\n", strerror(errno));
             exit_code = 1;
             goto stop;
         }

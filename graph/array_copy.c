@@ -39,17 +39,6 @@ gs_status_t gs__array_rechunk_grid(gs_array_h a, const gs_grid_t *g, gs_array_h 
     return gs__array_grid_node(GS__NODE_RECHUNK, a, g, out_p);
 }
 
-static int gs__grid_equal(const gs_grid_t *x, const gs_grid_t *y)
-{
-    if (x->ndim != y->ndim) return 0;
-    for (int32_t a = 0; a < x->ndim; a++) {
-        if (x->shape[a] != y->shape[a] || x->nchunks[a] != y->nchunks[a]) return 0;
-        if (memcmp(x->bounds[a], y->bounds[a], ((size_t)x->nchunks[a] + 1) * sizeof(int64_t)))
-            return 0;
-    }
-    return 1;
-}
-
 /* Rechunk @a a to grid @a g (bounds filled, shape = a's): a's own handle when the grid is the
  * same. Takes care of the reference either way; @a g is cleaned up by the caller. */
 static gs_status_t gs__rechunk_to(gs_array_h a, gs_grid_t *g, gs_array_h *out_p)

@@ -128,6 +128,14 @@ gs_status_t gs_array_from_raw(const char *path, gs_dtype_t dtype, int ndim, cons
                               gs_order_t order, int64_t offset, const int64_t *chunks,
                               gs_array_h *out_p)
 {
+    return gs_array_from_raw_ex(path, dtype, GS_BYTEORDER_NATIVE, ndim, shape, order, offset,
+                                chunks, out_p);
+}
+
+gs_status_t gs_array_from_raw_ex(const char *path, gs_dtype_t dtype, gs_byteorder_t byteorder,
+                                 int ndim, const int64_t *shape, gs_order_t order,
+                                 int64_t offset, const int64_t *chunks, gs_array_h *out_p)
+{
     gs__fspec_t *f;
     gs_status_t st;
     if (out_p == NULL || path == NULL || (ndim > 0 && shape == NULL))
@@ -140,6 +148,11 @@ gs_status_t gs_array_from_raw(const char *path, gs_dtype_t dtype, int ndim, cons
         return gs_error_set(GS_ERR_INVALID_PARAM, "%s: unknown dtype %d", path, (int)dtype);
     if (order != GS_ORDER_C && order != GS_ORDER_F)
         return gs_error_set(GS_ERR_INVALID_PARAM, "%s: order must be C or F", path);
+    if (byteorder != GS_BYTEORDER_NATIVE && byteorder != GS_BYTEORDER_LITTLE &&
+        byteorder != GS_BYTEORDER_BIG)
+        return gs_error_set(GS_ERR_INVALID_PARAM,
+                            "%s: byte order %d (GS_BYTEORDER_NATIVE, _LITTLE or _BIG)", path,
+                            (int)byteorder);
     if (offset < 0) return gs_error_set(GS_ERR_INVALID_PARAM, "%s: negative offset", path);
     f = gs_calloc(1, sizeof(*f), "file spec");
     if (f == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for a file array");
@@ -150,6 +163,9 @@ gs_status_t gs_array_from_raw(const char *path, gs_dtype_t dtype, int ndim, cons
         return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for a file array");
     }
     f->fdtype = (int32_t)dtype;
+    /* swapped as read when big-endian: this build runs on little-endian hosts (as the .npy
+     * reader's; chunkops/fileio.c checks); one-byte dtypes have no byte order */
+    f->swap = byteorder == GS_BYTEORDER_BIG && gs_dtype_size(dtype) > 1;
     f->forder = order == GS_ORDER_F;
     f->offset = offset;
     f->fndim = ndim;

@@ -27,7 +27,13 @@ static gs_status_t gs__map_node(const gs__ukernel_t *uk, int nin, gs_array_h con
                                     "%lld (rechunk it so that its blocks line up)", k,
                                     (long long)inputs[k]->grid.nchunks[j], (int)j,
                                     (long long)g->nchunks[j]);
+        if ((uk->flags & GS_KERNEL_ELEMENTWISE) && !gs__grid_equal(&inputs[k]->grid, g))
+            return gs_error_set(GS_ERR_INVALID_PARAM, "map_blocks: input %d of an elementwise "
+                                "kernel must have the output's shape and chunks", k);
     }
+    if (uk->flags & ~GS_KERNEL_ELEMENTWISE)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "map_blocks: unknown kernel flags 0x%x",
+                            (unsigned)uk->flags);
     n = gs__array_node_new(GS__NODE_MAPBLOCKS, g->ndim);
     if (n == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for an array node");
     if (gs_grid_copy(&n->grid, g) != GS_OK) {
@@ -40,6 +46,7 @@ static gs_status_t gs__map_node(const gs__ukernel_t *uk, int nin, gs_array_h con
         gs__array_node_free(n);
         return st;
     }
+    n->u.ub->flags = uk->flags;
     n->ninputs = nin;
     for (int k = 0; k < nin; k++) n->in[k] = gs_array_retain(inputs[k]);
     *out_p = n;
@@ -71,6 +78,7 @@ gs_status_t gs_array_map_blocks(const gs_user_kernel_t *kernel, int nin, const g
                             kernel->arg_len, GS__UKERNEL_MAX_ARG);
     }
     uk.arg_len = (uint32_t)kernel->arg_len;
+    uk.flags = kernel->flags;
     st = gs__map_node(&uk, nin, inputs, &tmp->grid, out_p);
     gs_array_release(tmp);
     return st;

@@ -26,6 +26,7 @@ typedef struct gs__ukernel {
     uint8_t *arg;
     uint32_t arg_len;
     char *cuda_src;     /* a CUDA C++ kernel (NULL: the CPU kernel library/symbol) */
+    uint32_t flags;     /* GS_KERNEL_* (gs__ukernel_copy leaves 0) */
 } gs__ukernel_t;
 
 /* Copy / free (NULL is fine). GS_ERR_INVALID_PARAM for NULL or empty names or arg over
@@ -67,8 +68,10 @@ typedef enum gs__node_kind {
     GS__NODE_WHERE,           /* in[1] where in[0] else in[2], broadcast (array.c) */
     GS__NODE_RESHAPE,         /* in[0]'s elements in this grid's shape, block for block
                                  (array_shape.c, lower_shape.c) */
-    GS__NODE_DIAG             /* diagonal u.dg.k of the matrix in[0] (array_shape.c,
+    GS__NODE_DIAG,            /* diagonal u.dg.k of the matrix in[0] (array_shape.c,
                                  lower_shape.c) */
+    GS__NODE_SCAN             /* cumulative u.scan.op of in[0] along u.scan.axis, in this
+                                 node's dtype (scan_int.h) */
 } gs__node_kind_t;
 
 /* ---- index maps: from a group's output coordinates to a leaf array's coordinates ----
@@ -201,6 +204,10 @@ struct gs_array {
                                     chunks: one per piece of the diagonal inside one block */
             int64_t k;
         } dg;
+        struct {                 /* SCAN: gs_scan_op_t, axis 0..ndim-1 */
+            int32_t op;
+            int32_t axis;
+        } scan;
     } u;
 };
 
@@ -288,6 +295,8 @@ int gs__grid_check(const gs_grid_t *g, const char **why_p);
 int64_t gs__grid_find(const gs_grid_t *g, int axis, int64_t c);
 /* Row-major block index from per-axis chunk indices. */
 uint64_t gs__grid_block_index(const gs_grid_t *g, const int64_t *idx);
+/* Whether @a x and @a y have the same shape and chunk bounds. */
+int gs__grid_equal(const gs_grid_t *x, const gs_grid_t *y);
 /* Per-axis chunk indices of block @a block. */
 void gs__grid_block_coords(const gs_grid_t *g, uint64_t block, int64_t *idx_p);
 /* Allocate bounds for @a ndim axes with nchunks already set (bounds zeroed). */
@@ -322,7 +331,8 @@ struct gs_layer {
             gs__fleaf_t leaves[GS_KERNEL_MAX_LEAVES];
             int32_t nprog;
             gs_kinstr_t prog[GS_KERNEL_MAX_PROG];
-            int32_t out_dtype;          /* gs_dtype_t of STORE outputs */
+            int32_t out_dtype;          /* gs_dtype_t of STORE outputs; of REDUCE records
+                                           (FLOAT64 or INT64, graph/kernel.h) */
         } f;
         struct {
             int32_t redop;
@@ -332,6 +342,7 @@ struct gs_layer {
             int32_t split_every;
             int64_t ngroups;            /* ceil(nprev / split_every) */
             int32_t out_dtype;          /* gs_dtype_t of finalized outputs */
+            int32_t rec_dtype;          /* of the records: FLOAT64 or INT64 (graph/kernel.h) */
         } c;
         struct {
             double *data;               /* chunk order */
@@ -366,7 +377,19 @@ struct gs_layer {
             int64_t *ioff;              /* [nblocks + 1]: block b's inputs [ioff[b], ioff[b+1]) */
             int64_t *ibox;              /* [ninputs][1 + 2 ndim]: len, shape, global start */
             struct gs__ukernel *user;
+            struct gs__ufuse *fuse;     /* fused producers/consumers (layer_map_fuse.c), or NULL */
         } ub;
+        struct {                        /* SCAN (layer_scan.c, scan_int.h): block b's input is
+                                           block b of grid `src` (same axes; along `axis` the
+                                           first grid.nchunks[axis] chunks) */
+            int32_t op;                 /* gs_scan_op_t */
+            int32_t mode;               /* GS_KSCAN_SCAN or GS_KSCAN_TOTAL */
+            int32_t axis;
+            int32_t chain;              /* TOTAL: blocks past the first along the axis also
+                                           read the previous block of this layer (init) */
+            int32_t in_dtype, out_dtype;
+            gs_grid_t src;
+        } sc;
     } u;
     /* STENCIL layers (layer_stencil.c): u.cp holds the per-block inputs and pieces (relative
      * to the padded block); this the rest. NULL for every other kind. */
@@ -397,6 +420,9 @@ gs_status_t gs__fused_resolve(const gs_layer_t *l, uint64_t block, gs__fres_t *r
 /* 1 when fused layer @a l reads input chunks (has a GS_LEAF_CHUNK leaf); 0: every block has no
  * inputs (generators only), which needs no gs__fused_resolve. */
 int gs__fused_reads_chunks(const gs_layer_t *l);
+/* The FUSED kernel of block @a block of FUSED layer @a l (layer.c; as gs_layer_instantiate). */
+gs_status_t gs__fused_instantiate(const gs_layer_t *l, uint64_t block, int ninputs,
+                                  const gs_chunk_ref_t *inputs, double *out, gs_kfused_t *k);
 
 /* Structural check of a layer built by the lowering or decoded from the wire. */
 gs_status_t gs__layer_check(const gs_layer_t *l);

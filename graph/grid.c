@@ -132,3 +132,14 @@ int gs__grid_check(const gs_grid_t *g, const char **why_p)
     }
     return 1;
 }
+
+int gs__grid_equal(const gs_grid_t *x, const gs_grid_t *y)
+{
+    if (x->ndim != y->ndim) return 0;
+    for (int32_t a = 0; a < x->ndim; a++) {
+        if (x->shape[a] != y->shape[a] || x->nchunks[a] != y->nchunks[a]) return 0;
+        if (memcmp(x->bounds[a], y->bounds[a], ((size_t)x->nchunks[a] + 1) * sizeof(int64_t)))
+            return 0;
+    }
+    return 1;
+}

@@ -21,8 +21,18 @@
  * type of its data; random and index leaves are float64, except the
  * float32 and integer random leaves (below). GS_TERM_STORE writes the result in
  * `out_dtype`, which is the result dtype of the last instruction. REDUCE takes float64 values
- * (the lowering casts), so records are always float64; COMBINE with `finalize` writes
- * `out_dtype` values.
+ * (the lowering casts) into float64 records, except the integer records below; COMBINE with
+ * `finalize` writes `out_dtype` values.
+ *
+ * Integer records (exact integer reductions, as NumPy's): a REDUCE whose `out_dtype` is
+ * GS_DTYPE_INT64 takes int64 values (its last instruction gives int64) into records that hold
+ * int64 bit patterns in their 8 bytes; only SUM, PROD, MIN and MAX have them
+ * (gs_redop_int_records()). SUM and PROD wrap modulo 2^64 (two's complement, computed in
+ * unsigned arithmetic), so every merge order gives the same bits; the empty records are
+ * SUM [0], PROD [1], MIN [INT64_MAX], MAX [INT64_MIN]. A COMBINE with `rec_dtype`
+ * GS_DTYPE_INT64 merges such records the same way and its finalize converts the int64 to
+ * `out_dtype` (NumPy astype). The lowering uses them for int32, int64 and uint8 inputs; bool
+ * inputs keep float64 records (exact below 2^53 elements, and the float64 kernels run them).
  *
  * A FUSED kernel computes, for every position p of a task-local output region of shape
  * `shape[0..ndim)`, the value of a small postfix program whose leaves read elements from
@@ -189,6 +199,13 @@ typedef enum gs_terminal {
     GS_TERM_REDUCE = 1
 } gs_terminal_t;
 
+/** Whether @a op may have integer records (graph/kernel.h "Integer records"): SUM, PROD, MIN,
+ *  MAX. */
+static inline int gs_redop_int_records(int32_t op)
+{
+    return op == GS_RED_SUM || op == GS_RED_PROD || op == GS_RED_MIN || op == GS_RED_MAX;
+}
+
 /** Doubles per partial record of @a op: 1 (sum/min/max/prod), 2 (mean, argmin/argmax), 3 (var/std). */
 static inline int gs_redop_width(gs_redop_t op)
 {
@@ -232,7 +249,8 @@ typedef struct gs_kfused {
     int64_t idx_stride[GS_MAX_NDIM];
     double *out;                    /* backend memory: prod(shape) doubles (STORE) or
                                        nrecords * width doubles (REDUCE) */
-    int32_t out_dtype;              /* GS_TERM_STORE: gs_dtype_t of out */
+    int32_t out_dtype;              /* GS_TERM_STORE: gs_dtype_t of out; GS_TERM_REDUCE: of
+                                       the records (FLOAT64, or INT64: integer records) */
 } gs_kfused_t;
 
 /**
@@ -240,7 +258,8 @@ typedef struct gs_kfused {
  * Each input and the output hold `nrec` records of gs_redop_width(redop) doubles. With
  * `finalize` set, `out` instead receives `nrec` plain doubles: sum, min, max, mean = sum/count,
  * var = m2/(count-ddof), std = sqrt(var), argmin/argmax = index. var/std with count <= ddof
- * give NaN (NumPy warns and returns NaN); mean of count 0 gives NaN.
+ * give NaN (NumPy warns and returns NaN); mean of count 0 gives NaN. With `rec_dtype`
+ * GS_DTYPE_INT64 the records are integer records (see above; SUM, PROD, MIN, MAX only).
  */
 #define GS_KERNEL_MAX_COMBINE 64
 typedef struct gs_kcombine {
@@ -251,7 +270,8 @@ typedef struct gs_kcombine {
     int32_t ninputs;                /* 1..GS_KERNEL_MAX_COMBINE */
     const double *inputs[GS_KERNEL_MAX_COMBINE];
     double *out;
-    int32_t out_dtype;              /* finalize: gs_dtype_t of out (records stay float64) */
+    int32_t out_dtype;              /* finalize: gs_dtype_t of out (records: rec_dtype) */
+    int32_t rec_dtype;              /* records: GS_DTYPE_FLOAT64 (0) or GS_DTYPE_INT64 */
 } gs_kcombine_t;
 
 /**
@@ -529,6 +549,70 @@ typedef struct gs_kuser {
      * cuda_user op run it; the others fail the task with GS_ERR_UNSUPPORTED. */
     const char *cuda_src;
 } gs_kuser_t;
+
+/**
+ * MAPFUSED: an elementwise user kernel (GS_KERNEL_ELEMENTWISE) fused with its producers and
+ * consumers, one task per output block (graph/layer_map_fuse.c). Run in order on one stream:
+ *   1. for each k < user.nin with has_pre[k]: pre[k] (a FUSED STORE kernel of the block's
+ *      shape, float64 out) into a temporary block, which becomes user.in[k].data;
+ *   2. user (gs_kuser_t; CPU or CUDA as for USER) writing user.out.data: a temporary block
+ *      when has_post, else the task's output;
+ *   3. with has_post: post (a FUSED STORE or REDUCE kernel writing the task's output) whose
+ *      leaves with a bit set in post_user_leaves read the user's output block (dense,
+ *      row-major, the block's shape) instead of their data pointer.
+ * Instantiation leaves the temporary pointers NULL (pre[k].out, user.in[k].data where
+ * has_pre[k], user.out.data and those leaves' data where has_post); the run
+ * (chunkops/ktask.c) allocates them from the backend (mem_alloc), fills them in, synchronises
+ * the stream and frees them: the calling thread blocks for the whole task.
+ */
+typedef struct gs_kmapfused {
+    int32_t has_pre[GS_KERNEL_MAX_USER_IN];
+    gs_kfused_t pre[GS_KERNEL_MAX_USER_IN];
+    gs_kuser_t user;
+    int32_t has_post;
+    uint32_t post_user_leaves;      /* bit q: post leaf q reads the user's output */
+    gs_kfused_t post;
+} gs_kmapfused_t;
+
+/**
+ * SCAN: a cumulative sum or product along one axis of a chunk (gs_array_cumulative; graph/
+ * lower_scan.c). `in` is a dense row-major block of shape `shape[0..ndim)` (ndim >= 1) holding
+ * `in_len` elements of `in_dtype`; every value is converted to `out_dtype` (NumPy astype) and
+ * accumulated in `out_dtype`: floating dtypes round every step to their precision (float16 and
+ * float32 as NumPy's float16/float32 loops do), integers wrap, bool adds as logical or and
+ * multiplies as logical and. Along `axis`, for every line (a position of the other axes):
+ *     GS_KSCAN_SCAN:  out[.., i, ..] = init OP in[.., 0, ..] OP ... OP in[.., i, ..]
+ *                     (out has `shape`: the inclusive scan)
+ *     GS_KSCAN_TOTAL: out[.., 0, ..] = init OP in[.., 0, ..] OP ... OP in[.., n-1, ..]
+ *                     (out has `shape` with shape[axis] = 1: the line's total)
+ * accumulated left to right, where `init` is the line's element of `init` (a dense block of
+ * `shape` with shape[axis] = 1, `out_dtype`: the running total of the chunks before this one
+ * along the axis) or, with `init` NULL, the identity (0, or 1 for a product). NaN propagates.
+ */
+enum { GS_KSCAN_SCAN = 0, GS_KSCAN_TOTAL = 1, GS_KSCAN_MODE_COUNT };
+typedef struct gs_kscan {
+    int32_t op;                     /* gs_scan_op_t: GS_SCAN_SUM or GS_SCAN_PROD */
+    int32_t mode;                   /* GS_KSCAN_* */
+    int32_t ndim;                   /* 1..GS_MAX_NDIM */
+    int64_t shape[GS_MAX_NDIM];     /* the input block */
+    int32_t axis;                   /* 0..ndim-1 */
+    const double *in;               /* backend memory: in_len elements of in_dtype */
+    int64_t in_len;
+    int32_t in_dtype;
+    const double *init;             /* backend memory or NULL: slab elements of out_dtype */
+    double *out;                    /* backend memory: gs_kscan_out_len() elements */
+    int32_t out_dtype;
+} gs_kscan_t;
+
+/** Elements a SCAN kernel writes: prod(shape) (SCAN) or prod(shape) / shape[axis] (TOTAL,
+ *  with shape[axis] taken as 1). */
+static inline int64_t gs_kscan_out_len(const gs_kscan_t *k)
+{
+    int64_t n = 1;
+    for (int32_t i = 0; i < k->ndim; i++)
+        n *= (k->mode == GS_KSCAN_TOTAL && i == k->axis) ? 1 : k->shape[i];
+    return n;
+}
 
 /** Number of elements of a region (1 for ndim 0). */
 static inline int64_t gs_region_size(int32_t ndim, const int64_t *shape)

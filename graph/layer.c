@@ -4,6 +4,7 @@
 #include "graph/linalg_int.h"
 #include "graph/file_int.h"
 #include "graph/stencil_int.h"
+#include "graph/scan_int.h"
 
 #include <math.h>
 #include <string.h>
@@ -47,6 +48,9 @@ void gs_layer_free(gs_layer_t *l)
         break;
     case GS_LAYER_USER:
         gs__user_free(l);
+        break;
+    case GS_LAYER_SCAN:
+        gs__scan_free(l);
         break;
     default:
         break;
@@ -92,10 +96,22 @@ const char *gs_layer_name(const gs_layer_t *l)
     case GS_LAYER_STENCIL:
         return l->st != NULL && l->st->user != NULL ? "map_overlap" : "stencil";
     case GS_LAYER_USER:
-        return "map_blocks";
+        return l->u.ub.fuse != NULL ? "map_blocks-fused" : "map_blocks";
+    case GS_LAYER_SCAN:
+        return gs__scan_name(l);
     default:
         return "unknown";
     }
+}
+
+const char *gs_layer_kernel_name(const gs_layer_t *l)
+{
+    if (l->kind == GS_LAYER_USER && l->u.ub.user != NULL && l->u.ub.user->symbol != NULL)
+        return l->u.ub.user->symbol;
+    if (l->kind == GS_LAYER_STENCIL && l->st != NULL && l->st->user != NULL &&
+        l->st->user->symbol != NULL)
+        return l->st->user->symbol;
+    return gs_layer_name(l);
 }
 
 uint64_t gs_layer_nblocks(const gs_layer_t *l)
@@ -227,6 +243,11 @@ gs_status_t gs__layer_check(const gs_layer_t *l)
             why = "unknown output dtype";
             goto bad;
         }
+        if (l->u.f.terminal == GS_TERM_REDUCE && l->u.f.out_dtype != GS_DTYPE_FLOAT64 &&
+            (l->u.f.out_dtype != GS_DTYPE_INT64 || !gs_redop_int_records(l->u.f.redop))) {
+            why = "bad record dtype (float64, or int64 for sum, prod, min and max)";
+            goto bad;
+        }
         if (!gs__prog_check(l, &why)) goto bad;
         break;
     case GS_LAYER_COMBINE: {
@@ -236,7 +257,9 @@ gs_status_t gs__layer_check(const gs_layer_t *l)
             l->u.c.split_every > GS_KERNEL_MAX_COMBINE ||
             l->u.c.ngroups != (l->u.c.nprev + l->u.c.split_every - 1) / l->u.c.split_every ||
             nb > (uint64_t)INT64_MAX / (uint64_t)l->u.c.ngroups || l->u.c.out_dtype < 0 ||
-            l->u.c.out_dtype >= GS_DTYPE_COUNT) {
+            l->u.c.out_dtype >= GS_DTYPE_COUNT ||
+            (l->u.c.rec_dtype != GS_DTYPE_FLOAT64 &&
+             (l->u.c.rec_dtype != GS_DTYPE_INT64 || !gs_redop_int_records(l->u.c.redop)))) {
             why = "bad combine parameters";
             goto bad;
         }
@@ -269,6 +292,9 @@ gs_status_t gs__layer_check(const gs_layer_t *l)
         break;
     case GS_LAYER_USER:
         if (!gs__user_check(l, &why)) goto bad;
+        break;
+    case GS_LAYER_SCAN:
+        if (!gs__scan_check(l, &why)) goto bad;
         break;
     default:
         why = "unsupported layer kind";
@@ -404,6 +430,8 @@ int gs_layer_ninputs(const gs_layer_t *l, uint64_t block)
         return gs__copy_ninputs(l, block);
     case GS_LAYER_USER:
         return gs__user_ninputs(l, block);
+    case GS_LAYER_SCAN:
+        return gs__scan_ninputs(l, block);
     default:
         return -1;
     }
@@ -436,9 +464,12 @@ uint64_t gs_layer_out_nbytes(const gs_layer_t *l, uint64_t block)
     case GS_LAYER_COPY:
     case GS_LAYER_SLAB:
     case GS_LAYER_STENCIL:
-    case GS_LAYER_USER:
         gs_grid_block_region(&l->grid, block, start, shape);
         return (uint64_t)gs_region_size(l->grid.ndim, shape) * gs_dtype_size(l->u.cp.dtype);
+    case GS_LAYER_USER:   /* float64 blocks, or a fused consumer's output */
+        if (l->u.ub.fuse != NULL) return gs__ufuse_out_nbytes(l, block);
+        gs_grid_block_region(&l->grid, block, start, shape);
+        return (uint64_t)gs_region_size(l->grid.ndim, shape) * sizeof(double);
     case GS_LAYER_LITERAL:
         gs_grid_block_region(&l->grid, block, start, shape);
         return (uint64_t)gs_region_size(l->grid.ndim, shape) * sizeof(double);
@@ -446,6 +477,8 @@ uint64_t gs_layer_out_nbytes(const gs_layer_t *l, uint64_t block)
         return gs__la_out_nbytes(l, block);
     case GS_LAYER_FILE:
         return gs__file_out_nbytes(l, block);
+    case GS_LAYER_SCAN:
+        return gs__scan_out_nbytes(l, block);
     default:
         return 0;
     }
@@ -478,9 +511,9 @@ static gs_status_t gs__check_len(const gs_layer_t *l, int i, const gs_chunk_ref_
 }
 
 /* Every check of a fused task (the block's addressing, the inputs): GS_OK means that
- * gs__inst_fused_fill() with @a r cannot fail. */
-static gs_status_t gs__inst_fused_check(const gs_layer_t *l, uint64_t block, int ninputs,
-                                        const gs_chunk_ref_t *inputs, gs__fres_t *r_p)
+ * gs__fused_fill() with @a r_p cannot fail. */
+static gs_status_t gs__fused_check(const gs_layer_t *l, uint64_t block, int ninputs,
+                                   const gs_chunk_ref_t *inputs, gs__fres_t *r_p)
 {
     gs__fres_t *r = r_p;   /* the caller's scratch: read only after GS_OK */
     gs_status_t st;
@@ -493,6 +526,7 @@ static gs_status_t gs__inst_fused_check(const gs_layer_t *l, uint64_t block, int
         if (dt == GS_DTYPE_FLOAT64) {
             if ((st = gs__check_len(l, i, &inputs[i], r->in_len[i])) != GS_OK) return st;
         } else if (inputs[i].nbytes != (uint64_t)r->in_len[i] * gs_dtype_size(dt) ||
+                   inputs[i].len != (int64_t)(inputs[i].nbytes / sizeof(double)) ||
                    inputs[i].data == NULL) {
             return gs_error_set(GS_ERR_INVALID_PARAM,
                                 "input %d of a %s task has %llu bytes, expected %lld %s elements",
@@ -503,11 +537,11 @@ static gs_status_t gs__inst_fused_check(const gs_layer_t *l, uint64_t block, int
     return GS_OK;
 }
 
-/* The kernel description of a checked fused task (@a k cleared by the caller). */
-static void gs__inst_fused_fill(const gs_layer_t *l, const gs__fres_t *rp,
-                                const gs_chunk_ref_t *inputs, double *out, gs_kfused_t *k)
+/* The kernel description of a checked fused task, written into @a k (fields it does not set are
+ * left as they are: the caller clears them). */
+static void gs__fused_fill(const gs_layer_t *l, const gs__fres_t *r, const gs_chunk_ref_t *inputs,
+                           double *out, gs_kfused_t *k)
 {
-    const gs__fres_t *r = rp;
     const int32_t nd = l->grid.ndim;
     k->ndim = nd;
     for (int32_t j = 0; j < nd; j++) k->shape[j] = r->shape[j];
@@ -558,6 +592,16 @@ static void gs__inst_fused_fill(const gs_layer_t *l, const gs__fres_t *rp,
     k->out_dtype = l->u.f.out_dtype;
 }
 
+gs_status_t gs__fused_instantiate(const gs_layer_t *l, uint64_t block, int ninputs,
+                                  const gs_chunk_ref_t *inputs, double *out, gs_kfused_t *k)
+{
+    gs__fres_t r;
+    gs_status_t st;
+    if ((st = gs__fused_check(l, block, ninputs, inputs, &r)) != GS_OK) return st;
+    gs__fused_fill(l, &r, inputs, out, k);
+    return GS_OK;
+}
+
 gs_status_t gs_layer_instantiate(const gs_layer_t *l, uint64_t block, int ninputs,
                                  const gs_chunk_ref_t *inputs, double *out, gs_ktask_t *task_p)
 {
@@ -578,11 +622,11 @@ gs_status_t gs_layer_instantiate(const gs_layer_t *l, uint64_t block, int ninput
         /* checked first; past the checks nothing fails, so the task is built in place (still
          * written only on success) without a second copy of its ~2 KB */
         gs__fres_t r;
-        if ((st = gs__inst_fused_check(l, block, ninputs, inputs, &r)) != GS_OK) return st;
+        if ((st = gs__fused_check(l, block, ninputs, inputs, &r)) != GS_OK) return st;
         used = offsetof(gs_ktask_t, u) + sizeof(t.u.fused);
         memset(task_p, 0, used);
         task_p->kind = GS_KTASK_FUSED;
-        gs__inst_fused_fill(l, &r, inputs, out, &task_p->u.fused);
+        gs__fused_fill(l, &r, inputs, out, &task_p->u.fused);
         return GS_OK;
     }
     case GS_LAYER_COMBINE: {
@@ -602,6 +646,7 @@ gs_status_t gs_layer_instantiate(const gs_layer_t *l, uint64_t block, int ninput
         }
         t.u.combine.out = out;
         t.u.combine.out_dtype = l->u.c.out_dtype;
+        t.u.combine.rec_dtype = l->u.c.rec_dtype;
         break;
     }
     case GS_LAYER_LITERAL:
@@ -633,8 +678,18 @@ gs_status_t gs_layer_instantiate(const gs_layer_t *l, uint64_t block, int ninput
             return st;
         break;
     case GS_LAYER_USER:
-        t.kind = GS_KTASK_USER;
-        if ((st = gs__user_instantiate(l, block, ninputs, inputs, out, &t.u.user)) != GS_OK)
+        if (l->u.ub.fuse != NULL) {
+            t.kind = GS_KTASK_MAPFUSED;
+            st = gs__ufuse_instantiate(l, block, ninputs, inputs, out, &t.u.mapfused);
+        } else {
+            t.kind = GS_KTASK_USER;
+            st = gs__user_instantiate(l, block, ninputs, inputs, out, &t.u.user);
+        }
+        if (st != GS_OK) return st;
+        break;
+    case GS_LAYER_SCAN:
+        t.kind = GS_KTASK_SCAN;
+        if ((st = gs__scan_instantiate(l, block, ninputs, inputs, out, &t.u.scan)) != GS_OK)
             return st;
         break;
     default:

@@ -12,6 +12,8 @@
  *   lablock := [op, m, n, alpha, [in_len...], [view...]]
  *   view    := [slot, trans, off, rows, cols, ld]
  *   FILE    := [1, 5, grid, body]  (layer_file.c)
+ *   SCAN    := [1, 9, grid, [op, mode, axis, chain, in_dtype, out_dtype, src grid]]
+ *              (layer_scan.c)
  *   grid    := [[shape...], [[bounds of axis 0...], [bounds of axis 1...], ...]]
  *   leaf    := [kind, src, [off...], [step...], [perm...], [shape...], seed, p0, p1]
  *              (ndim = len(off); shape has ndim entries for random/index leaves, 0 for chunk)
@@ -21,6 +23,7 @@
  * all float64 is written without them, byte for byte as before):
  *   FUSED   := [1, 0, ... as above ..., out_dtype, [leaf dtype...], [instr dtype...]]
  *   COMBINE := [1, 1, ... as above ..., out_dtype]
+ *   COMBINE := [1, 1, ... as above ..., out_dtype, rec_dtype]  (integer records only)
  *   COPY    := [1, 3, grid, [block...], dtype]
  *
  * Decoding is total: every read is bounds-checked and the result is checked semantically
@@ -31,6 +34,7 @@
 #include "graph/linalg_int.h"
 #include "graph/file_int.h"
 #include "graph/stencil_int.h"
+#include "graph/scan_int.h"
 #include "proto/mp.h"
 
 #include <stdio.h>
@@ -52,7 +56,7 @@ static int gs__fused_typed(const gs_layer_t *l)
     return typed;
 }
 
-static void gs__enc_grid(gs_mp_writer_t *w, const gs_grid_t *g)
+void gs__enc_grid(gs_mp_writer_t *w, const gs_grid_t *g)
 {
     gs_mp_write_array(w, 2);
     gs_mp_write_array(w, (uint32_t)g->ndim);
@@ -121,7 +125,9 @@ gs_status_t gs_layer_encode(const gs_layer_t *l, gs_buf_t *out)
         }
         break;
     case GS_LAYER_COMBINE:
-        gs_mp_write_array(&w, l->u.c.out_dtype != GS_DTYPE_FLOAT64 ? 9 : 8);
+        gs_mp_write_array(&w, l->u.c.rec_dtype != GS_DTYPE_FLOAT64   ? 10
+                              : l->u.c.out_dtype != GS_DTYPE_FLOAT64 ? 9
+                                                                     : 8);
         gs_mp_write_u64(&w, GS__LAYER_VERSION);
         gs_mp_write_u64(&w, (uint64_t)l->kind);
         gs__enc_grid(&w, &l->grid);
@@ -130,7 +136,9 @@ gs_status_t gs_layer_encode(const gs_layer_t *l, gs_buf_t *out)
         gs_mp_write_f64(&w, l->u.c.ddof);
         gs_mp_write_i64(&w, l->u.c.nprev);
         gs_mp_write_i64(&w, l->u.c.split_every);
-        if (l->u.c.out_dtype != GS_DTYPE_FLOAT64) gs_mp_write_i64(&w, l->u.c.out_dtype);
+        if (l->u.c.out_dtype != GS_DTYPE_FLOAT64 || l->u.c.rec_dtype != GS_DTYPE_FLOAT64)
+            gs_mp_write_i64(&w, l->u.c.out_dtype);
+        if (l->u.c.rec_dtype != GS_DTYPE_FLOAT64) gs_mp_write_i64(&w, l->u.c.rec_dtype);
         break;
     case GS_LAYER_LITERAL: {
         int64_t n = l->u.lit.off[gs_grid_nblocks(&l->grid)];
@@ -160,6 +168,7 @@ gs_status_t gs_layer_encode(const gs_layer_t *l, gs_buf_t *out)
     case GS_LAYER_SLAB:
     case GS_LAYER_STENCIL:
     case GS_LAYER_USER:
+    case GS_LAYER_SCAN:
         gs_mp_write_array(&w, 4);
         gs_mp_write_u64(&w, GS__LAYER_VERSION);
         gs_mp_write_u64(&w, (uint64_t)l->kind);
@@ -167,6 +176,7 @@ gs_status_t gs_layer_encode(const gs_layer_t *l, gs_buf_t *out)
         if (l->kind == GS_LAYER_FILE) gs__file_encode_body(&w, l);
         else if (l->kind == GS_LAYER_SLAB) gs__slab_encode_body(&w, l);
         else if (l->kind == GS_LAYER_STENCIL) gs__stencil_encode_body(&w, l);
+        else if (l->kind == GS_LAYER_SCAN) gs__scan_encode_body(&w, l);
         else gs__user_encode_body(&w, l);
         break;
     default:
@@ -192,7 +202,7 @@ static int gs__dec_i64_array(gs_mp_reader_t *r, uint32_t n_expect, int64_t *v, c
 }
 
 /* Decode a grid into @a g (zeroed by the caller); on failure the caller cleans it up. */
-static int gs__dec_grid(gs_mp_reader_t *r, gs_grid_t *g)
+int gs__dec_grid(gs_mp_reader_t *r, gs_grid_t *g)
 {
     uint32_t n, nd, nb;
     if (!gs_mp_read_array(r, &n)) return 0;
@@ -380,7 +390,8 @@ gs_status_t gs_layer_decode(const void *data, size_t len, gs_layer_t **l_p)
     }
     if (n != (kind == GS_LAYER_FUSED ? 9u : kind == GS_LAYER_COMBINE ? 8u : 4u) &&
         n != (kind == GS_LAYER_FUSED ? 12u : kind == GS_LAYER_COMBINE ? 9u
-                                           : kind == GS_LAYER_COPY ? 5u : 4u)) {
+                                           : kind == GS_LAYER_COPY ? 5u : 4u) &&
+        !(kind == GS_LAYER_COMBINE && n == 10u)) {
         gs_mp_fail(&r, "wrong number of layer fields");
         goto err;
     }
@@ -391,7 +402,8 @@ gs_status_t gs_layer_decode(const void *data, size_t len, gs_layer_t **l_p)
         if (!gs__dec_fused(&r, l) || (n == 12u && !gs__dec_fused_dtypes(&r, l))) goto err;
         break;
     case GS_LAYER_COMBINE:
-        if (!gs__dec_combine(&r, l) || (n == 9u && !gs__dec_i32(&r, &l->u.c.out_dtype)))
+        if (!gs__dec_combine(&r, l) || (n >= 9u && !gs__dec_i32(&r, &l->u.c.out_dtype)) ||
+            (n == 10u && !gs__dec_i32(&r, &l->u.c.rec_dtype)))
             goto err;
         break;
     case GS_LAYER_COPY:
@@ -413,6 +425,9 @@ gs_status_t gs_layer_decode(const void *data, size_t len, gs_layer_t **l_p)
         break;
     case GS_LAYER_USER:
         if (!gs__dec_grid(&r, &l->grid) || !gs__user_decode_body(&r, l)) goto err;
+        break;
+    case GS_LAYER_SCAN:
+        if (!gs__dec_grid(&r, &l->grid) || !gs__scan_decode_body(&r, l)) goto err;
         break;
     default:
         if (!gs__dec_literal(&r, l)) goto err;

@@ -321,7 +321,7 @@ int gs__file_decode_body(gs_mp_reader_t *r, gs_layer_t *l)
     gs__fspec_t *f;
     uint32_t n, hl;
     int swap, forder;
-    int32_t n1, n2, n3, nz;
+    int32_t n1 = 0, n2 = 0, n3 = 0, nz = 0; /* set by gs__dec_i64s on success */
     int64_t perm[GS_MAX_NDIM];
     const uint8_t *hdr;
     if (!gs_mp_read_array(r, &n)) return 0;

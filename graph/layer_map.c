@@ -12,13 +12,22 @@ void gs__user_free(gs_layer_t *l)
     gs_free(l->u.ub.ioff);
     gs_free(l->u.ub.ibox);
     gs__ukernel_free(l->u.ub.user);
+    gs__ufuse_free(l->u.ub.fuse);
     l->u.ub.ioff = l->u.ub.ibox = NULL;
     l->u.ub.user = NULL;
+    l->u.ub.fuse = NULL;
+}
+
+/* Inputs the kernel itself takes in block @a block. */
+static int gs__user_nkin(const gs_layer_t *l, uint64_t block)
+{
+    return (int)(l->u.ub.ioff[block + 1] - l->u.ub.ioff[block]);
 }
 
 int gs__user_ninputs(const gs_layer_t *l, uint64_t block)
 {
-    return (int)(l->u.ub.ioff[block + 1] - l->u.ub.ioff[block]);
+    if (l->u.ub.fuse != NULL) return gs__ufuse_ninputs(l, block);
+    return gs__user_nkin(l, block);
 }
 
 int gs__user_check(const gs_layer_t *l, const char **why_p)
@@ -57,17 +66,16 @@ int gs__user_check(const gs_layer_t *l, const char **why_p)
             }
         }
     }
-    return 1;
+    if (l->u.ub.user->flags & ~GS_KERNEL_ELEMENTWISE) {
+        *why_p = "a user kernel has unknown flags";
+        return 0;
+    }
+    return l->u.ub.fuse == NULL || gs__ufuse_check(l, why_p);
 }
 
-gs_status_t gs__user_instantiate(const gs_layer_t *l, uint64_t block, int ninputs,
-                                 const gs_chunk_ref_t *inputs, double *out, gs_kuser_t *k)
+void gs__user_fill(const gs_layer_t *l, uint64_t block, gs_kuser_t *k)
 {
     const int32_t nd = l->grid.ndim;
-    const int expected = gs__user_ninputs(l, block);
-    if (ninputs != expected || inputs == NULL)
-        return gs_error_set(GS_ERR_INVALID_PARAM, "block %llu of a user layer expects %d inputs, "
-                            "got %d", (unsigned long long)block, expected, ninputs);
     memset(k, 0, sizeof(*k));
     k->lib = l->u.ub.user->library;
     k->cuda_src = l->u.ub.user->cuda_src;
@@ -75,13 +83,9 @@ gs_status_t gs__user_instantiate(const gs_layer_t *l, uint64_t block, int ninput
     k->sym = l->u.ub.user->symbol;
     k->arg_len = l->u.ub.user->arg_len;
     k->arg = k->arg_len > 0 ? l->u.ub.user->arg : NULL;
-    k->nin = ninputs;
-    for (int i = 0; i < ninputs; i++) {
+    k->nin = gs__user_nkin(l, block);
+    for (int i = 0; i < k->nin; i++) {
         const int64_t *t = l->u.ub.ibox + (l->u.ub.ioff[block] + i) * GS__UBOX_W(nd);
-        if (inputs[i].len != t[0] || inputs[i].data == NULL)
-            return gs_error_set(GS_ERR_INVALID_PARAM, "input %d of a user task has %lld elements, "
-                                "expected %lld", i, (long long)inputs[i].len, (long long)t[0]);
-        k->in[i].data = (double *)inputs[i].data;
         k->in[i].ndim = nd;
         k->in_len[i] = t[0];
         for (int32_t j = 0; j < nd; j++) {
@@ -89,9 +93,26 @@ gs_status_t gs__user_instantiate(const gs_layer_t *l, uint64_t block, int ninput
             k->in[i].start[j] = t[1 + nd + j];
         }
     }
-    k->out.data = out;
     k->out.ndim = nd;
     gs_grid_block_region(&l->grid, block, k->out.start, k->out.shape);
+}
+
+gs_status_t gs__user_instantiate(const gs_layer_t *l, uint64_t block, int ninputs,
+                                 const gs_chunk_ref_t *inputs, double *out, gs_kuser_t *k)
+{
+    const int expected = gs__user_nkin(l, block);
+    if (ninputs != expected || inputs == NULL)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "block %llu of a user layer expects %d inputs, "
+                            "got %d", (unsigned long long)block, expected, ninputs);
+    gs__user_fill(l, block, k);
+    for (int i = 0; i < ninputs; i++) {
+        if (inputs[i].len != k->in_len[i] || inputs[i].data == NULL)
+            return gs_error_set(GS_ERR_INVALID_PARAM, "input %d of a user task has %lld elements, "
+                                "expected %lld", i, (long long)inputs[i].len,
+                                (long long)k->in_len[i]);
+        k->in[i].data = (double *)inputs[i].data;
+    }
+    k->out.data = out;
     return GS_OK;
 }
 
@@ -100,8 +121,10 @@ void gs__user_encode_body(gs_mp_writer_t *w, const gs_layer_t *l)
     const uint64_t nb = gs_grid_nblocks(&l->grid);
     const int64_t ni = l->u.ub.ioff[nb], nbox = ni * GS__UBOX_W(l->grid.ndim);
     const gs__ukernel_t *u = l->u.ub.user;
-    /* a 6th field, the CUDA source, only for CUDA kernels (CPU kernels keep the 5-field form) */
-    gs_mp_write_array(w, u->cuda_src != NULL ? 6 : 5);
+    /* a 6th field, the CUDA source, only for CUDA kernels (CPU kernels keep the 5-field form);
+     * flags and fusion in the 8-field form only where there are any */
+    const int ext = u->flags != 0 || l->u.ub.fuse != NULL;
+    gs_mp_write_array(w, ext ? 8 : u->cuda_src != NULL ? 6 : 5);
     gs_mp_write_array(w, (uint32_t)(nb + 1));
     for (uint64_t b = 0; b <= nb; b++) gs_mp_write_i64(w, l->u.ub.ioff[b]);
     gs_mp_write_array(w, (uint32_t)nbox);
@@ -110,6 +133,10 @@ void gs__user_encode_body(gs_mp_writer_t *w, const gs_layer_t *l)
     gs_mp_write_str(w, u->symbol, strlen(u->symbol));
     gs_mp_write_bin(w, u->arg, u->arg_len);
     if (u->cuda_src != NULL) gs_mp_write_str(w, u->cuda_src, strlen(u->cuda_src));
+    else if (ext) gs_mp_write_str(w, "", 0);
+    if (!ext) return;
+    gs_mp_write_u64(w, u->flags);
+    gs__ufuse_encode(w, l);
 }
 
 int gs__user_decode_body(gs_mp_reader_t *r, gs_layer_t *l)
@@ -122,7 +149,7 @@ int gs__user_decode_body(gs_mp_reader_t *r, gs_layer_t *l)
     char lb[4096], sb[1024];
     gs_status_t st;
     if (!gs_mp_read_array(r, &m)) return 0;
-    if (m != 5 && m != 6) return gs_mp_fail(r, "user body must have 5 or 6 fields");
+    if (m != 5 && m != 6 && m != 8) return gs_mp_fail(r, "user body must have 5, 6 or 8 fields");
     if (!gs_mp_read_array(r, &n)) return 0;
     if ((uint64_t)n != nb + 1) return gs_mp_fail(r, "user input offsets do not match the grid");
     l->u.ub.ioff = gs_malloc(((size_t)n + 1) * sizeof(int64_t), "user input offsets");
@@ -154,17 +181,26 @@ int gs__user_decode_body(gs_mp_reader_t *r, gs_layer_t *l)
         r->err = st == GS_ERR_NO_MEMORY ? st : GS_ERR_PROTO;
         return 0;
     }
-    if (m == 6) {
+    if (m >= 6) {
         const char *src;
         uint32_t nsrc;
         char *c;
         if (!gs_mp_read_str(r, &src, &nsrc)) return 0;
+        if (m == 8 && nsrc == 0) goto flags;   /* a CPU kernel */
         if (nsrc == 0 || nsrc > GS__UKERNEL_MAX_SRC || memchr(src, 0, nsrc) != NULL)
             return gs_mp_fail(r, "cuda kernel source is empty, too long or holds NUL");
         if ((c = gs_malloc((size_t)nsrc + 1, "cuda kernel source")) == NULL) goto nomem;
         memcpy(c, src, nsrc);
         c[nsrc] = '\0';
         l->u.ub.user->cuda_src = c;
+    }
+flags:
+    if (m == 8) {
+        uint64_t fl;
+        if (!gs_mp_read_u64(r, &fl)) return 0;
+        if (fl & ~(uint64_t)GS_KERNEL_ELEMENTWISE) return gs_mp_fail(r, "unknown user kernel flags");
+        l->u.ub.user->flags = (uint32_t)fl;
+        if (!gs__ufuse_decode(r, l)) return 0;
     }
     return 1;
 nomem:

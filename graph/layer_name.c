@@ -1,6 +1,7 @@
 /* Readable operation names of layers (taskgraph.h: gs_layer_display_name), sent by the client
  * in GRAPH_SUBMIT so that gsched's dashboard and reports can show them without decoding layers. */
 #include "graph/graph_internal.h"
+#include "graph/stencil_int.h"
 #include "graph/kernel.h"
 #include "graph/taskgraph.h"
 
@@ -76,6 +77,14 @@ void gs_layer_display_name(const gs_layer_t *l, char *out, size_t cap)
     out[0] = '\0';
     if (gs_layer_kind(l) == GS_LAYER_FUSED) {
         gs__dname_fused(l, out, cap);
+    } else if (gs_layer_kind(l) == GS_LAYER_USER && l->u.ub.fuse != NULL) {
+        /* a fused user kernel: its producers, "map_blocks", its consumer ("exp+add+map_blocks
+         * +mul+sum"; a consumer that only reads the kernel's output adds nothing) */
+        const gs__ufuse_t *f = l->u.ub.fuse;
+        for (int k = 0; k < GS_KERNEL_MAX_USER_IN; k++)
+            if (f->pre[k] != NULL) gs__dname_fused(f->pre[k], out, cap);
+        gs__dname_add(out, cap, "map_blocks", 10);
+        if (f->post != NULL) gs__dname_fused(f->post, out, cap);
     } else {
         const char *name = gs_layer_name(l);
         gs__dname_add(out, cap, name, strlen(name));

@@ -13,11 +13,14 @@
  *      unfused: inline only a generator (or a pushed-down slice/transpose of one) into a
  *               slice/transpose when GS_LOWER_SLICE_PUSHDOWN is set.
  *    Kernel limits (program length, leaves, stack) are checked bottom-up; an edge that would
- *    exceed them is materialised instead.
+ *    exceed them is materialised instead. Fused, a user kernel declared elementwise inlines
+ *    its blockwise producers and is inlined into its one consumer (lower_fuse_user.c).
  * 3. Build layers in topological order for every materialised node: FUSED STORE for blockwise
  *    groups, FUSED REDUCE + COMBINE tree for reductions, LITERAL for host data. Leaves carry an
  *    affine map from the group's output coordinates to the leaf array's coordinates.
- * 4. Mark needed blocks from the result backwards (GS_LOWER_CULL; otherwise all blocks), drop
+ *    A FUSED program that reads a user kernel's output becomes a fused USER layer (producers,
+ *    kernel, this program: one task per block; lower_fuse_user.c).
+ * 4. (lower_tasks.c) Mark needed blocks from the result backwards (GS_LOWER_CULL; otherwise all blocks), drop
  *    layers without tasks, number tasks layer by layer (topological) and emit dependencies.
  */
 #include "common/hashmap.h"
@@ -107,7 +110,10 @@ static int lw_is_layout(const struct gs_array *n)
 static int lw_decide_edge(const lw_t *w, const lw_node_t *e, int k)
 {
     const lw_node_t *in = &w->nodes[e->in[k]];
+    int u;
     if (in->pidx >= 0) return 0;
+    /* an elementwise user kernel: its producers and consumers (lower_fuse_user.c) */
+    if ((w->flags & GS_LOWER_FUSE) && (u = gs__lw_user_edge(w, e, k)) >= 0) return u;
     /* only fused kernels inline: a reduction's partial kernel and blockwise nodes */
     if (e->n->kind != GS__NODE_REDUCE && !gs__lw_kind_is_blockwise(e->n->kind)) return 0;
     if (w->flags & GS_LOWER_FUSE) {
@@ -183,8 +189,9 @@ static int lw_over_limits(const lw_node_t *e)
            e->leaves > GS_KERNEL_MAX_LEAVES;
 }
 
-static void lw_decide(lw_t *w)
+static gs_status_t lw_decide(lw_t *w)
 {
+    gs_status_t st;
     for (int64_t i = 0; i < w->nnodes; i++) {
         lw_node_t *e = &w->nodes[i];
         if (e->pidx >= 0) {
@@ -215,6 +222,7 @@ static void lw_decide(lw_t *w)
         e->cheap = (uint8_t)(e->genlike ||
                              (lw_is_layout(e->n) && (!e->inl[0] || w->nodes[e->in[0]].cheap)));
     }
+    if ((w->flags & GS_LOWER_FUSE) && (st = gs__lw_user_limit(w)) != GS_OK) return st;
     for (size_t r = 0; r < w->nroots; r++) w->nodes[w->roots[r]].materialised = 1;
     for (int64_t i = 0; i < w->nnodes; i++) {
         lw_node_t *e = &w->nodes[i];
@@ -224,6 +232,7 @@ static void lw_decide(lw_t *w)
             if (!e->inl[k] && in->pidx < 0) in->materialised = 1;
         }
     }
+    return GS_OK;
 }
 
 /* ---- 3. layers ---- */
@@ -315,6 +324,8 @@ static void lw_chunk_leaf(lw_emit_t *em, int64_t node, const gs__lmap_t *m)
         em->lw->src_node[s] = node;
         if (e->pidx >= 0) {
             em->lw->src_ref[s] = -e->pidx - 1;
+        } else if (em->lw->user_node == node) {
+            em->lw->src_ref[s] = LW_SRC_USER;
         } else {
             gs_assert_always(e->layer >= 0);
             em->lw->src_ref[s] = e->layer;
@@ -521,6 +532,10 @@ static void lw_emit_node(lw_emit_t *em, int64_t idx, const gs__lmap_t *m)
         lw_map_transpose(m, n, &mi);
         lw_emit_input(em, idx, 0, &mi, n->dtype);
         break;
+    case GS__NODE_MAPBLOCKS:   /* an elementwise user kernel: its output block, in the task */
+        em->lw->user_node = idx;
+        lw_chunk_leaf(em, idx, m);
+        break;
     default:
         /* literals, reductions and persisted nodes are never inlined */
         em->st = gs_error_set(GS_ERR_INTERNAL, "lowering tried to inline a %d node", (int)n->kind);
@@ -531,11 +546,7 @@ static void lw_emit_node(lw_emit_t *em, int64_t idx, const gs__lmap_t *m)
 gs_status_t gs__lw_add_layer(lw_t *w, gs_layer_t *l, int64_t *idx_p)
 {
     lw_layer_t ll;
-    memset(&ll, 0, sizeof(ll));
-    ll.l = l;
-    ll.prev = -1;
-    ll.comb_axis = -1;
-    for (int i = 0; i < GS_KERNEL_MAX_LEAVES; i++) ll.src_node[i] = -1;
+    gs__lw_layer_init(&ll, l);
     if (GS_VEC_PUSH(&w->layers, ll) != GS_OK) {
         gs_layer_free(l);
         return gs_error_set(GS_ERR_NO_MEMORY, "out of memory while lowering");
@@ -570,6 +581,18 @@ gs_status_t gs__lw_set_inputs(lw_t *w, int64_t li, uint64_t *xoff, lw_ref_t *xre
     return GS_OK;
 }
 
+int32_t gs__lw_rec_dtype(int32_t redop, int32_t dtype)
+{
+    /* integer records (graph/kernel.h) for sum, prod, min and max of int32, int64 and uint8:
+     * exact and wrapping as NumPy's; bool keeps float64 records (exact below 2^53 elements,
+     * and the tuned float64 kernels run `(x > 0).sum()`) */
+    if (!gs_redop_int_records(redop)) return GS_DTYPE_FLOAT64;
+    switch (dtype) {
+    case GS_DTYPE_INT32: case GS_DTYPE_INT64: case GS_DTYPE_UINT8: return GS_DTYPE_INT64;
+    default: return GS_DTYPE_FLOAT64;
+    }
+}
+
 int gs__lw_kind_is_blockwise(int32_t kind)
 {
     switch (kind) {
@@ -583,16 +606,23 @@ int gs__lw_kind_is_blockwise(int32_t kind)
     }
 }
 
-/* FUSED layer over @a grid whose program is node @a node (inline) or a chunk leaf reading it. */
-static gs_status_t lw_build_fused(lw_t *w, const gs_grid_t *grid, int64_t node, int inline_node,
-                                  int32_t terminal, int32_t redop, int32_t red_axis,
-                                  int64_t *idx_p)
+void gs__lw_layer_init(lw_layer_t *ll, gs_layer_t *l)
+{
+    memset(ll, 0, sizeof(*ll));
+    ll->l = l;
+    ll->prev = -1;
+    ll->comb_axis = -1;
+    ll->user_node = -1;
+    for (int i = 0; i < GS_KERNEL_MAX_LEAVES; i++) ll->src_node[i] = -1;
+}
+
+gs_status_t gs__lw_fused_make(lw_t *w, const gs_grid_t *grid, int64_t node, int inline_node,
+                              int32_t terminal, int32_t redop, int32_t red_axis, lw_layer_t *ll)
 {
     gs_layer_t *l = gs__layer_new(GS_LAYER_FUSED);
     lw_emit_t em;
     gs__lmap_t m;
     gs_status_t st;
-    int64_t li;
     if (l == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "out of memory while lowering");
     l->u.f.srcs = gs_calloc(GS_KERNEL_MAX_LEAVES, sizeof(gs_grid_t), "layer sources");
     if (l->u.f.srcs == NULL || gs_grid_copy(&l->grid, grid) != GS_OK) {
@@ -602,23 +632,52 @@ static gs_status_t lw_build_fused(lw_t *w, const gs_grid_t *grid, int64_t node, 
     l->u.f.terminal = terminal;
     l->u.f.redop = redop;
     l->u.f.red_axis = red_axis;
-    if ((st = gs__lw_add_layer(w, l, &li)) != GS_OK) return st;
+    gs__lw_layer_init(ll, l);
     em.w = w;
     em.l = l;
-    em.lw = &w->layers.data[li];
+    em.lw = ll;
     em.st = GS_OK;
     lw_map_identity(&m, w->nodes[node].n->grid.ndim);
     if (inline_node) lw_emit_node(&em, node, &m);
     else lw_chunk_leaf(&em, node, &m);
-    if (em.st != GS_OK) return em.st;
-    /* reductions take float64 values (records are float64); stores write the node's dtype */
-    if (terminal == GS_TERM_REDUCE) lw_cast(&em, w->nodes[node].n->dtype, GS_DTYPE_FLOAT64);
-    else l->u.f.out_dtype = w->nodes[node].n->dtype;
+    if ((st = em.st) != GS_OK) goto err_free;
+    /* reductions take float64 values into float64 records, or int64 values into integer
+     * records (gs__lw_rec_dtype); stores write the node's dtype */
+    if (terminal == GS_TERM_REDUCE) {
+        l->u.f.out_dtype = gs__lw_rec_dtype(redop, w->nodes[node].n->dtype);
+        lw_cast(&em, w->nodes[node].n->dtype, l->u.f.out_dtype);
+    } else {
+        l->u.f.out_dtype = w->nodes[node].n->dtype;
+    }
     if (gs__layer_check(l) != GS_OK) {
         char msg[256];
         snprintf(msg, sizeof(msg), "%s", gs_last_error());
-        return gs_error_set(GS_ERR_INTERNAL, "lowering built a bad layer: %s", msg);
+        st = gs_error_set(GS_ERR_INTERNAL, "lowering built a bad layer: %s", msg);
+        goto err_free;
     }
+    return GS_OK;
+err_free:
+    gs_layer_free(l);
+    ll->l = NULL;
+    return st;
+}
+
+/* FUSED layer over @a grid whose program is node @a node (inline) or a chunk leaf reading it;
+ * a program that reads an elementwise user kernel's output becomes a fused USER layer. */
+static gs_status_t lw_build_fused(lw_t *w, const gs_grid_t *grid, int64_t node, int inline_node,
+                                  int32_t terminal, int32_t redop, int32_t red_axis,
+                                  int64_t *idx_p)
+{
+    lw_layer_t ll;
+    gs_status_t st;
+    int64_t li;
+    if ((st = gs__lw_fused_make(w, grid, node, inline_node, terminal, redop, red_axis, &ll)) !=
+        GS_OK)
+        return st;
+    if (ll.user_node >= 0) return gs__lw_build_user_fused(w, ll.user_node, &ll, idx_p);
+    if ((st = gs__lw_add_layer(w, ll.l, &li)) != GS_OK) return st;
+    memcpy(w->layers.data[li].src_ref, ll.src_ref, sizeof(ll.src_ref));
+    memcpy(w->layers.data[li].src_node, ll.src_node, sizeof(ll.src_node));
     *idx_p = li;
     return GS_OK;
 }
@@ -669,6 +728,7 @@ static gs_status_t lw_build_reduce(lw_t *w, int64_t idx, int64_t *idx_p)
         l->u.c.redop = n->u.red.op;
         l->u.c.finalize = ng == 1;
         l->u.c.out_dtype = ng == 1 ? n->dtype : GS_DTYPE_FLOAT64;
+        l->u.c.rec_dtype = gs__lw_rec_dtype(n->u.red.op, in->dtype);
         l->u.c.ddof = n->u.red.ddof;
         l->u.c.nprev = nprev;
         l->u.c.split_every = se;
@@ -705,37 +765,7 @@ static gs_status_t lw_build_layers(lw_t *w)
         } else if (gs__lw_kind_is_blockwise(e->n->kind)) {
             st = lw_build_fused(w, &e->n->grid, i, 1, GS_TERM_STORE, 0, -1, &li);
         } else {
-            switch (e->n->kind) {
-            /* matrix and data-movement node kinds: their builders (lower_*.c) go here */
-            case GS__NODE_RECHUNK:
-                st = gs__lw_build_rechunk(w, i, &li);
-                break;
-            case GS__NODE_CONCAT:
-                st = gs__lw_build_concat(w, i, &li);
-                break;
-            case GS__NODE_MATMUL:
-                st = gs__lw_build_matmul(w, i, &li);
-                break;
-            case GS__NODE_FACTOR:
-                st = gs__lw_build_factor(w, i, &li);
-                break;
-            case GS__NODE_STENCIL:
-                st = gs__lw_build_stencil(w, i, &li);
-                break;
-            case GS__NODE_MAPBLOCKS:
-                st = gs__lw_build_map_blocks(w, i, &li);
-                break;
-            case GS__NODE_RESHAPE:
-                st = gs__lw_build_reshape(w, i, &li);
-                break;
-            case GS__NODE_DIAG:
-                st = gs__lw_build_diag(w, i, &li);
-                break;
-            default:
-                st = gs_error_set(GS_ERR_INTERNAL, "lowering has no builder for node kind %d",
-                                  (int)e->n->kind);
-                break;
-            }
+            st = gs__lw_build_own(w, i, &li);   /* matrix and data-movement kinds */
         }
         if (st != GS_OK) return st;
         e->layer = li;
@@ -743,56 +773,7 @@ static gs_status_t lw_build_layers(lw_t *w)
     return GS_OK;
 }
 
-/* ---- 4. tasks ---- */
-
-/* Inputs of block @a b of layer @a li, in dependency order. */
-static gs_status_t lw_inputs(const lw_t *w, int64_t li, uint64_t b, lw_ref_t *refs, int *n_p)
-{
-    const lw_layer_t *ll = &w->layers.data[li];
-    const gs_layer_t *l = ll->l;
-    int n = 0;
-    if (ll->xoff != NULL) {
-        for (uint64_t i = ll->xoff[b]; i < ll->xoff[b + 1]; i++) refs[n++] = ll->xrefs[i];
-    } else if (l->kind == GS_LAYER_FUSED && !gs__fused_reads_chunks(l)) {
-        /* generators only: no inputs (saves a block resolution per task) */
-    } else if (l->kind == GS_LAYER_FUSED) {
-        gs__fres_t r;
-        if (gs__fused_resolve(l, b, &r) != GS_OK) {
-            char msg[256];
-            snprintf(msg, sizeof(msg), "%s", gs_last_error());
-            return gs_error_set(GS_ERR_INTERNAL, "lowering cannot resolve its own layer: %s", msg);
-        }
-        for (int32_t i = 0; i < r.ninputs; i++) {
-            refs[n].layer = ll->src_ref[r.in_src[i]];
-            refs[n].block = r.in_block[i];
-            n++;
-        }
-    } else if (l->kind == GS_LAYER_COMBINE) {
-        uint64_t ng = (uint64_t)l->u.c.ngroups, o = b / ng, g = b % ng;
-        int64_t lo = (int64_t)g * l->u.c.split_every, hi = lo + l->u.c.split_every;
-        const gs_grid_t *pg = &w->layers.data[ll->prev].l->grid;
-        int64_t oc[GS_MAX_NDIM], gc[GS_MAX_NDIM];
-        if (hi > l->u.c.nprev) hi = l->u.c.nprev;
-        if (ll->comb_first && ll->comb_axis >= 0) gs__grid_block_coords(&l->grid, o, oc);
-        for (int64_t i = lo; i < hi; i++) {
-            uint64_t pb;
-            if (!ll->comb_first) {
-                pb = o * (uint64_t)l->u.c.nprev + (uint64_t)i;
-            } else if (ll->comb_axis < 0) {
-                pb = (uint64_t)i;
-            } else {
-                for (int32_t a = 0, j = 0; a < pg->ndim; a++)
-                    gc[a] = a == ll->comb_axis ? i : oc[j++];
-                pb = gs__grid_block_index(pg, gc);
-            }
-            refs[n].layer = ll->prev;
-            refs[n].block = pb;
-            n++;
-        }
-    }
-    *n_p = n;
-    return GS_OK;
-}
+/* ---- 4. tasks (lower_tasks.c) ---- */
 
 static void lw_cleanup(lw_t *w)
 {
@@ -811,138 +792,6 @@ static void lw_cleanup(lw_t *w)
     gs_free(w->pers);
     gs_free(w->nodes);
     gs_free(w->roots);
-}
-
-static gs_status_t lw_tasks(lw_t *w, gs_taskgraph_t *tg, uint64_t *out_off)
-{
-    const int cull = (w->flags & GS_LOWER_CULL) != 0;
-    const int64_t nl = (int64_t)w->layers.len;
-    lw_ref_t refs[LW_MAX_INPUTS];
-    GS_VEC(uint64_t) deps = {0};
-    GS_VEC(gs_key_t) ext = {0};
-    gs_status_t st;
-    uint64_t ntasks = 0, t;
-    int n;
-
-    /* needed blocks */
-    for (int64_t li = 0; li < nl; li++) {
-        lw_layer_t *ll = &w->layers.data[li];
-        uint64_t nb = gs_layer_nblocks(ll->l);
-        ll->need = gs_calloc((size_t)nb, 1, "lower need");
-        ll->task = gs_malloc(gs_size_mul((size_t)nb, sizeof(uint64_t)), "lower task ids");
-        if (ll->need == NULL || ll->task == NULL) goto nomem;
-        if (!cull) memset(ll->need, 1, (size_t)nb);
-    }
-    for (size_t r = 0; r < w->nroots; r++) {   /* every block of every result */
-        lw_layer_t *fl = &w->layers.data[w->nodes[w->roots[r]].layer];
-        memset(fl->need, 1, (size_t)gs_layer_nblocks(fl->l));
-    }
-    if (cull) {
-        for (int64_t li = nl - 1; li >= 0; li--) {
-            lw_layer_t *ll = &w->layers.data[li];
-            uint64_t nb = gs_layer_nblocks(ll->l);
-            for (uint64_t b = 0; b < nb; b++) {
-                if (!ll->need[b]) continue;
-                if ((st = lw_inputs(w, li, b, refs, &n)) != GS_OK) goto err;
-                for (int i = 0; i < n; i++)
-                    if (refs[i].layer >= 0) w->layers.data[refs[i].layer].need[refs[i].block] = 1;
-            }
-        }
-    }
-    /* number tasks, drop empty layers */
-    tg->nlayers = 0;
-    for (int64_t li = 0; li < nl; li++) {
-        lw_layer_t *ll = &w->layers.data[li];
-        uint64_t nb = gs_layer_nblocks(ll->l), before = ntasks;
-        for (uint64_t b = 0; b < nb; b++) ll->task[b] = ll->need[b] ? ntasks++ : LW_NONE;
-        ll->newidx = ntasks > before ? (int64_t)tg->nlayers++ : -1;
-    }
-    tg->ntasks = ntasks;
-    tg->layers = gs_calloc(tg->nlayers ? tg->nlayers : 1, sizeof(gs_layer_t *), "taskgraph layers");
-    tg->task_layer = gs_malloc(gs_size_mul(ntasks ? ntasks : 1, sizeof(uint32_t)), "task layer");
-    tg->task_block = gs_malloc(gs_size_mul(ntasks ? ntasks : 1, sizeof(uint64_t)), "task block");
-    tg->task_nbytes = gs_malloc(gs_size_mul(ntasks ? ntasks : 1, sizeof(uint64_t)), "task nbytes");
-    tg->dep_off = gs_malloc(gs_size_mul(ntasks + 1, sizeof(uint64_t)), "task dep offsets");
-    if (tg->layers == NULL || tg->task_layer == NULL || tg->task_block == NULL ||
-        tg->task_nbytes == NULL || tg->dep_off == NULL)
-        goto nomem;
-    /* emit */
-    t = 0;
-    tg->dep_off[0] = 0;
-    for (int64_t li = 0; li < nl; li++) {
-        lw_layer_t *ll = &w->layers.data[li];
-        uint64_t nb = gs_layer_nblocks(ll->l);
-        if (ll->newidx < 0) continue;
-        for (uint64_t b = 0; b < nb; b++) {
-            if (ll->task[b] == LW_NONE) continue;
-            gs_assert_always(ll->task[b] == t);
-            tg->task_layer[t] = (uint32_t)ll->newidx;
-            tg->task_block[t] = b;
-            tg->task_nbytes[t] = gs_layer_out_nbytes(ll->l, b);
-            if ((st = lw_inputs(w, li, b, refs, &n)) != GS_OK) goto err;
-            for (int i = 0; i < n; i++) {
-                uint64_t d;
-                if (refs[i].layer >= 0) {
-                    d = w->layers.data[refs[i].layer].task[refs[i].block];
-                    gs_assert_always(d < t);
-                } else {
-                    lw_persist_t *p = &w->pers[-refs[i].layer - 1];
-                    if (p->ext == NULL) {
-                        p->ext = gs_calloc((size_t)p->nblocks, sizeof(uint64_t), "lower ext");
-                        if (p->ext == NULL) goto nomem;
-                    }
-                    if (p->ext[refs[i].block] == 0) {
-                        if (GS_VEC_PUSH(&ext, p->keys[refs[i].block]) != GS_OK) goto nomem;
-                        p->ext[refs[i].block] = ext.len;
-                    }
-                    d = LW_EXT_TAG | (p->ext[refs[i].block] - 1);
-                }
-                if (GS_VEC_PUSH(&deps, d) != GS_OK) goto nomem;
-            }
-            tg->dep_off[++t] = deps.len;
-        }
-    }
-    for (size_t i = 0; i < deps.len; i++)
-        if (deps.data[i] & LW_EXT_TAG) deps.data[i] = ntasks + (deps.data[i] & ~LW_EXT_TAG);
-    if (deps.len == 0 && GS_VEC_RESERVE(&deps, 1) != GS_OK) goto nomem;
-    tg->deps = deps.data;
-    deps.data = NULL;
-    deps.len = deps.cap = 0;
-    tg->nexternals = ext.len;
-    tg->externals = ext.data;
-    ext.data = NULL;
-    ext.len = ext.cap = 0;
-    /* outputs */
-    tg->noutputs = 0;
-    for (size_t r = 0; r < w->nroots; r++) {
-        if (out_off != NULL) out_off[r] = tg->noutputs;
-        tg->noutputs += gs_layer_nblocks(w->layers.data[w->nodes[w->roots[r]].layer].l);
-    }
-    if (out_off != NULL) out_off[w->nroots] = tg->noutputs;
-    tg->outputs = gs_malloc(gs_size_mul(tg->noutputs ? tg->noutputs : 1, sizeof(uint64_t)),
-                            "task outputs");
-    if (tg->outputs == NULL) goto nomem;
-    for (size_t r = 0, o = 0; r < w->nroots; r++) {
-        lw_layer_t *fl = &w->layers.data[w->nodes[w->roots[r]].layer];
-        for (uint64_t b = 0; b < gs_layer_nblocks(fl->l); b++) tg->outputs[o++] = fl->task[b];
-    }
-    if (gs_grid_copy(&tg->out_grid, &w->nodes[w->roots[0]].n->grid) != GS_OK) goto nomem;
-    tg->out_dtype = w->nodes[w->roots[0]].n->dtype;
-    /* hand the kept layers over */
-    for (int64_t li = 0; li < nl; li++) {
-        lw_layer_t *ll = &w->layers.data[li];
-        if (ll->newidx >= 0) {
-            tg->layers[ll->newidx] = ll->l;
-            ll->l = NULL;
-        }
-    }
-    return GS_OK;
-nomem:
-    st = gs_error_set(GS_ERR_NO_MEMORY, "out of memory while lowering");
-err:
-    GS_VEC_FREE(&deps);
-    GS_VEC_FREE(&ext);
-    return st;
 }
 
 gs_status_t gs_graph_lower(gs_array_h out, unsigned flags, gs_taskgraph_t **tg_p)
@@ -979,14 +828,14 @@ gs_status_t gs__graph_lower_roots(size_t n, gs_array_h const *arrays, unsigned f
         for (size_t r = 0; r < n; r++) expr[r] = gs_array_retain(arrays[r]);
     }
     if ((st = lw_collect(&w, n, expr)) != GS_OK) goto err;
-    lw_decide(&w);
+    if ((st = lw_decide(&w)) != GS_OK) goto err;
     if ((st = lw_build_layers(&w)) != GS_OK) goto err;
     tg = gs_calloc(1, sizeof(*tg), "taskgraph");
     if (tg == NULL) {
         st = gs_error_set(GS_ERR_NO_MEMORY, "out of memory while lowering");
         goto err;
     }
-    if ((st = lw_tasks(&w, tg, out_off)) != GS_OK) goto err;
+    if ((st = gs__lw_tasks(&w, tg, out_off)) != GS_OK) goto err;
     *tg_p = tg;
     tg = NULL;
 err:

@@ -8,6 +8,7 @@
 
 #define LW_EXT_TAG (UINT64_C(1) << 63)
 #define LW_NONE UINT64_MAX
+#define LW_SRC_USER INT64_MIN   /* lw_layer_t.src_ref: the user kernel's output in the task */
 
 typedef struct lw_node {
     struct gs_array *n;
@@ -42,6 +43,8 @@ typedef struct lw_layer {
     int32_t comb_first;     /* COMBINE: previous layer is the partial over the input grid */
     int32_t comb_axis;      /* COMBINE level 1: reduced axis of the input grid, -1 all */
     int64_t prev;           /* COMBINE: previous layer */
+    int64_t user_node;      /* FUSED being built: the elementwise user kernel node whose output
+                               block a leaf reads (src_ref LW_SRC_USER), -1 none */
     uint64_t *xoff;         /* explicit inputs (LINALG, COPY layers): block b's inputs are
                                xrefs[xoff[b] .. xoff[b + 1]); NULL for FUSED/COMBINE */
     lw_ref_t *xrefs;
@@ -68,6 +71,11 @@ typedef struct lw {
 gs_status_t gs__graph_lower_roots(size_t n, gs_array_h const *arrays, unsigned flags,
                                   gs_taskgraph_t **tg_p, uint64_t *out_off);
 
+/* Step 4 (lower_tasks.c): needed blocks, task numbering and dependencies of the built layers
+ * into @a tg (outputs: the roots' blocks in turn, root r's from out_off[r] when out_off is
+ * not NULL); the kept layers move to @a tg. GS_ERR_NO_MEMORY, GS_ERR_INTERNAL. */
+gs_status_t gs__lw_tasks(lw_t *w, gs_taskgraph_t *tg, uint64_t *out_off);
+
 /* Most inputs one task of any layer may list. */
 #define LW_MAX_INPUTS 256
 
@@ -88,6 +96,14 @@ gs_status_t gs__lw_set_inputs(lw_t *w, int64_t li, uint64_t *xoff, lw_ref_t *xre
  * ops, slices, transposes) and so can be inlined into a fused kernel. Other kinds (reductions,
  * host data, matrix and data-movement ops) build their own layers. */
 int gs__lw_kind_is_blockwise(int32_t kind);
+/** The record dtype of reduction @a redop over values of @a dtype: GS_DTYPE_INT64 (integer
+ *  records, graph/kernel.h) for SUM, PROD, MIN and MAX of int32, int64 and uint8, else
+ *  GS_DTYPE_FLOAT64. */
+int32_t gs__lw_rec_dtype(int32_t redop, int32_t dtype);
+
+/* lower_build.c: the builder of node kind w->nodes[idx].n->kind (one of those below);
+ * GS_ERR_INTERNAL for a kind without one. */
+gs_status_t gs__lw_build_own(lw_t *w, int64_t idx, int64_t *idx_p);
 
 /* Builders of node kinds with their own layers (lower_*.c): the layer holding the node's output
  * chunks (grid = the node's grid) in *idx_p. Inputs are w->nodes[idx].in[k], all materialised
@@ -117,7 +133,35 @@ gs_status_t gs__lw_build_factor(lw_t *w, int64_t idx, int64_t *idx_p);
  * STENCIL layer). GS_ERR_INVALID_PARAM when a block's halo needs more than
  * GS_KERNEL_MAX_PIECES pieces or inputs (neighbouring chunks much thinner than the radius). */
 gs_status_t gs__lw_build_stencil(lw_t *w, int64_t idx, int64_t *idx_p);
-/* lower_map.c: MAPBLOCKS (one USER layer; block b reads block b of each input). */
+/* lower_map.c: MAPBLOCKS (one USER layer; block b reads block b of each input; with inlined
+ * producers a fused USER layer, lower_fuse_user.c). */
 gs_status_t gs__lw_build_map_blocks(lw_t *w, int64_t idx, int64_t *idx_p);
+/* lower_scan.c: SCAN (totals, carries and scans: up to three SCAN layers; scan_int.h). */
+gs_status_t gs__lw_build_scan(lw_t *w, int64_t idx, int64_t *idx_p);
+
+/* lower_map.c: the USER layer of MAPBLOCKS node @a idx (tables, kernel; no inputs set) in
+ * *l_p (caller-owned). GS_ERR_NO_MEMORY. */
+gs_status_t gs__lw_user_layer_new(const lw_t *w, int64_t idx, gs_layer_t **l_p);
+
+/* An empty lowering entry for layer @a l (not yet added). */
+void gs__lw_layer_init(lw_layer_t *ll, gs_layer_t *l);
+/* Build (not add) a FUSED layer over @a grid computing node @a node (inlined, or one chunk
+ * leaf reading it) into *ll (gs__lw_layer_init'ed here; ll->l owned by the caller on success,
+ * ll->src_ref/src_node its sources, ll->user_node the user kernel whose output it reads). */
+gs_status_t gs__lw_fused_make(lw_t *w, const gs_grid_t *grid, int64_t node, int inline_node,
+                              int32_t terminal, int32_t redop, int32_t red_axis, lw_layer_t *ll);
+
+/* ---- elementwise user kernels in fused tasks (lower_fuse_user.c) ---- */
+/* Edge (e, input k) where either end is a MAPBLOCKS node (fusion on): 1 inline, 0 not; -1
+ * when neither end is one (the ordinary rules decide). */
+int gs__lw_user_edge(const lw_t *w, const lw_node_t *e, int k);
+/* After the edge decisions: a user kernel stays inlined only where its fused program reads its
+ * output block as is (no slice, transpose or broadcast on the way up) and is the only user
+ * kernel of that program; others are materialised. GS_ERR_NO_MEMORY. */
+gs_status_t gs__lw_user_limit(lw_t *w);
+/* The fused USER layer of user node @a unode: its inlined inputs as producers, @a post (a
+ * FUSED layer reading its output, ownership of post->l moves here, also on failure; NULL:
+ * none) as consumer; explicit per-block inputs. *idx_p the layer. */
+gs_status_t gs__lw_build_user_fused(lw_t *w, int64_t unode, lw_layer_t *post, int64_t *idx_p);
 
 #endif

@@ -37,6 +37,7 @@
 #include "common/vec.h"
 #include "graph/graph_internal.h"
 #include "graph/stencil_int.h"
+#include "graph/scan_int.h"
 #include "graph/copy_int.h"
 #include "graph/linalg_int.h"
 #include "graph/file_int.h"
@@ -481,6 +482,9 @@ static gs_status_t pd_rebuild(const struct gs_array *n, struct gs_array *a, stru
         break;
     case GS__NODE_DIAG:
         st = gs__array_diag_node(a, n->u.dg.k, out_p);
+        break;
+    case GS__NODE_SCAN:
+        st = gs__scan_rebuild(n, a, out_p);
         break;
     default:
         return gs_error_set(GS_ERR_INTERNAL, "slice pushdown cannot rebuild a %d node",

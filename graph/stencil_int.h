@@ -5,7 +5,10 @@
  *                    slab a neighbour's halo needs) and the STENCIL layer (per block its inputs
  *                    and pieces of the padded block, as a COPY layer's, plus the weights):
  *                    checks, instantiation, wire bodies;
- *   lower_stencil.c  lowering of STENCIL nodes to one SLAB layer and one STENCIL layer.
+ *   lower_stencil.c  lowering of STENCIL nodes to one SLAB layer and one STENCIL layer;
+ *   array_map.c, layer_map.c, lower_map.c  map_blocks: the node, the USER layer, its lowering;
+ *   layer_map_fuse.c, lower_fuse_user.c   elementwise kernels fused with their producers and
+ *                    consumers (fused USER layers, below).
  * Not installed. */
 #ifndef GS_GRAPH_STENCIL_INT_H
 #define GS_GRAPH_STENCIL_INT_H
@@ -65,8 +68,44 @@ int gs__user_check(const gs_layer_t *l, const char **why_p);
 int gs__user_ninputs(const gs_layer_t *l, uint64_t block);
 gs_status_t gs__user_instantiate(const gs_layer_t *l, uint64_t block, int ninputs,
                                  const gs_chunk_ref_t *inputs, double *out, gs_kuser_t *k);
-/* Wire body after the grid: [[ioff...], [ibox...], library, symbol, arg]. */
+/* Wire body after the grid: [[ioff...], [ibox...], library, symbol, arg] (CPU kernels without
+ * flags or fusion), [..., cuda source] (CUDA kernels without), or, with flags or fusion,
+ * [..., arg, cuda source ("" for CPU kernels), flags, fuse] (layer_map_fuse.c). */
 void gs__user_encode_body(gs_mp_writer_t *w, const gs_layer_t *l);
 int gs__user_decode_body(gs_mp_reader_t *r, gs_layer_t *l);
+/* The kernel fields of block @a block (everything but in[k].data and out.data). */
+void gs__user_fill(const gs_layer_t *l, uint64_t block, gs_kuser_t *k);
+
+/* ---- fused USER layers (layer_map_fuse.c) ----
+ * An elementwise user kernel fused with its producers and consumers: a USER layer whose
+ * u.ub.fuse holds, per user input k, pre[k] (a FUSED STORE layer over the USER layer's grid,
+ * float64 out, computing input k of every block; NULL: input k is a task input chunk as in a
+ * plain USER layer) and post (a FUSED STORE or REDUCE layer over the same grid, NULL: the
+ * kernel's output is the task's) whose source usrc is the kernel's output block (block b of
+ * the grid for task b, never a task input). Task b's inputs, in order: for each k, pre[k]'s
+ * inputs of block b (gs__fused_resolve order) or the one chunk; then post's inputs of block b
+ * without the usrc slot. The layers are owned. */
+typedef struct gs__ufuse {
+    gs_layer_t *pre[GS_KERNEL_MAX_USER_IN];
+    gs_layer_t *post;
+    int32_t usrc;
+} gs__ufuse_t;
+
+void gs__ufuse_free(gs__ufuse_t *f);
+/* Structural check of a fused USER layer (l->u.ub.fuse set); 1 valid, else 0 with *why_p. */
+int gs__ufuse_check(const gs_layer_t *l, const char **why_p);
+/* Task inputs of block @a block (in range), -1 when the block cannot be resolved. */
+int gs__ufuse_ninputs(const gs_layer_t *l, uint64_t block);
+/* Output bytes of block @a block: post's, else the block's float64 elements. */
+uint64_t gs__ufuse_out_nbytes(const gs_layer_t *l, uint64_t block);
+/* The MAPFUSED kernel of block @a block (graph/kernel.h gs_kmapfused_t; temporaries NULL).
+ * GS_ERR_INVALID_PARAM naming the fault for inputs of the wrong number or size or a post
+ * that does not read its own block of the kernel's output. */
+gs_status_t gs__ufuse_instantiate(const gs_layer_t *l, uint64_t block, int ninputs,
+                                  const gs_chunk_ref_t *inputs, double *out, gs_kmapfused_t *k);
+/* Wire: fuse := [[pre_k...] (one bin per user input: an encoded FUSED layer, empty = none),
+ * post (bin, empty = none), usrc]. */
+void gs__ufuse_encode(gs_mp_writer_t *w, const gs_layer_t *l);
+int gs__ufuse_decode(gs_mp_reader_t *r, gs_layer_t *l);
 
 #endif

@@ -142,6 +142,8 @@ typedef enum gs_layer_kind {
                                 the edge slabs a stencil's halo needs from a neighbour */
     GS_LAYER_STENCIL = 7,    /* weighted neighbourhood over a padded block (gs_kstencil_t) */
     GS_LAYER_USER = 8,       /* a user kernel per block over its inputs' blocks (gs_kuser_t) */
+    GS_LAYER_SCAN = 9,       /* cumulative sum/product: chunk scans, totals, carries (gs_kscan_t;
+                                graph/scan_int.h) */
     GS_LAYER_KIND_COUNT
 } gs_layer_kind_t;
 
@@ -154,6 +156,9 @@ const char *gs_layer_name(const gs_layer_t *l);
  *  caller-owned, always NUL-terminated when cap > 0; cut with "+..." when long). Allocates
  *  nothing. The client sends these names in GRAPH_SUBMIT (gsched shows them, never decodes). */
 void gs_layer_display_name(const gs_layer_t *l, char *out, size_t cap);
+/** The kernel a task of @a l runs, for error reports: a user kernel's symbol (map_blocks,
+ *  map_overlap), else gs_layer_name(). Owned by @a l (or static). */
+const char *gs_layer_kernel_name(const gs_layer_t *l);
 /** Number of blocks (tasks) the layer defines. */
 uint64_t gs_layer_nblocks(const gs_layer_t *l);
 /** Number of inputs (dependencies) block @a block expects. */
@@ -185,7 +190,9 @@ typedef enum gs_ktask_kind {
     GS_KTASK_FILE_WRITE = 6, /* gs_kfile_t: the worker writes its input chunk to the file */
     GS_KTASK_FILE_COMMIT = 7, /* gs_kfile_t: header, size check, fsync, rename */
     GS_KTASK_STENCIL = 8,
-    GS_KTASK_USER = 9
+    GS_KTASK_USER = 9,
+    GS_KTASK_SCAN = 10,
+    GS_KTASK_MAPFUSED = 11   /* gs_kmapfused_t: an elementwise user kernel fused in a chain */
 } gs_ktask_kind_t;
 
 typedef struct gs_ktask {
@@ -198,6 +205,8 @@ typedef struct gs_ktask {
         gs_kfile_t file;
         gs_kstencil_t stencil;
         gs_kuser_t user;
+        gs_kscan_t scan;
+        gs_kmapfused_t mapfused;
         struct {
             const double *data;
             int64_t len;

@@ -658,6 +658,16 @@ static void gs__worker_msg(gs_sched_t *s, gs__peer_t *p, gs_msg_t *msg)
     case GS_MSG_REPLICATE_DONE:
         gs__sched_replicate_done(s, p->worker, &msg->u.replicate_done);
         break;
+    case GS_MSG_ERROR: {
+        /* the worker is leaving (its device is lost, worker/worker.h): removed at once, its
+         * tasks reassigned and its chunks recomputed as for any lost worker */
+        const gs_msg_error_t *e = &msg->u.error;
+        int32_t st = e->status < 0 ? e->status : GS_ERR_INTERNAL;
+        gs__peer_close(p, (gs_status_t)st, 0, "worker %s is leaving: %s: %.*s", p->worker->name,
+                       gs_status_name((gs_status_t)st), (int)(e->message.len > 400 ? 400 : e->message.len),
+                       e->message.data != NULL ? (const char *)e->message.data : "");
+        break;
+    }
     default:
         gs__peer_close(p, GS_ERR_PROTO, GS_ERR_PROTO, "unexpected %s from a worker", gs_msg_type_name(msg->type));
         break;

@@ -140,7 +140,8 @@
  *    of that graph (it may have evicted them from an idle cache). RELEASE or CANCEL for keys or graphs a worker
  *    does not know must be ignored. A worker that stored a key it is assigned again (after a
  *    fault) simply replaces it.
- *  - faults: a worker whose connection drops or that misses heartbeats for the heartbeat
+ *  - faults: a worker whose connection drops, that sends ERROR (it is leaving: its device is
+ *    lost, worker/worker.h; logged with its message) or that misses heartbeats for the heartbeat
  *    timeout is removed (time gsched's own loop stood still is not counted, nor in the handshake
  *    timeout of a connection that has not registered yet; silence is measured up to the end of
  *    the loop's last socket read, not to the moment the housekeeping timer runs: a late timer

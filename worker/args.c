@@ -139,7 +139,10 @@ const char *gs_worker_usage(void)
            "Exit status: 0 after SIGINT/SIGTERM or a SHUTDOWN from gsched, 1 when the scheduler\n"
            "connection is refused (or lost, with --no-rejoin), 2 for bad arguments. A registered\n"
            "worker whose connection gsched drops (e.g. after a pause past its heartbeat timeout)\n"
-           "drops its chunks and tasks and registers again as a new incarnation.\n";
+           "drops its chunks and tasks and registers again as a new incarnation. 75 when its\n"
+           "device was lost (a CUDA sticky error such as a kernel's illegal address: the task\n"
+           "that hit it fails, gsched is told, and only a new process gets the GPU back):\n"
+           "gs-local-cluster, systemd and gs-slurm-cluster restart it.\n";
 }
 
 static gs_status_t gs__parse_int(const char *opt, const char *val, long lo, long hi, long *v_p)
@@ -186,6 +189,9 @@ gs_status_t gs_worker_cli_parse(int argc, char **argv, gs_worker_cli_t *cli_p)
     cli.params.backend = "cpu";
     env = getenv("GSCHED_TOKEN");
     if (env) cli.params.token = env;
+    /* tests only (worker.h test_lose_device_on): reaches workers a launcher starts */
+    env = getenv("GS_WORKER_TEST_LOSE_DEVICE_ON");
+    if (env != NULL && *env != '\0') cli.params.test_lose_device_on = env;
     /* the default of --payload-mac, for workers started by a launcher (gs-local-cluster, the
      * client's local mode) */
     env = getenv("GSCHED_PAYLOAD_MAC");

@@ -204,6 +204,16 @@ static char *gs__wtask_msgv(const gs_wtask_t *t, uint64_t graph, const char *fmt
     return gs_strdup(buf, "task error");
 }
 
+static char *gs__wtask_msg(const gs_wtask_t *t, uint64_t graph, const char *fmt, ...)
+{
+    va_list ap;
+    char *msg;
+    va_start(ap, fmt);
+    msg = gs__wtask_msgv(t, graph, fmt, ap);
+    va_end(ap);
+    return msg;
+}
+
 void gs__wtask_fail(gs_worker_t *w, gs_wtask_t *t, gs_status_t status, const char *fmt, ...)
 {
     va_list ap;
@@ -537,7 +547,7 @@ void gs__wexec_pump(gs_worker_t *w)
     int scanned = 0, head = 1;
     uint64_t now = 0;
 
-    if (w->state != GS_WSTATE_RUNNING) return;
+    if (w->state != GS_WSTATE_RUNNING || w->dev_lost) return;
     gs__wspill_maybe(w);
     /* blocked on memory and nothing freed or queued since the last scan: nothing to try */
     if (w->mem_blocked_since && w->blocked_epoch == w->admit_epoch) goto dispatch;
@@ -585,6 +595,71 @@ dispatch:
 
 /* ---------------------------------------------------------------- completion */
 
+/* Whether @a t runs a user's kernel (map_blocks, map_overlap). */
+static int gs__wtask_is_user(const gs_wtask_t *t)
+{
+    return t->layer != NULL && gs_layer_kernel_name(t->layer) != gs_layer_name(t->layer);
+}
+
+/* A running task with a user's kernel, or NULL. A sticky CUDA error reaches every stream's
+ * completions, in no particular order: the user kernel in flight is the likelier culprit. */
+static gs_wtask_t *gs__wtask_running_user(gs_worker_t *w)
+{
+    const gs_u64map_t *gm = &w->graphs;
+    for (size_t i = 0; i < gm->cap; i++) {
+        const gs_wgraph_t *g;
+        if (gm->keys[i] >= GS_U64MAP_TOMB) continue;
+        g = (const gs_wgraph_t *)(uintptr_t)gm->vals[i];
+        for (size_t j = 0; j < g->tasks.cap; j++) {
+            gs_wtask_t *t;
+            if (g->tasks.keys[j] >= GS_U64MAP_TOMB) continue;
+            t = (gs_wtask_t *)(uintptr_t)g->tasks.vals[j];
+            if (t->state == GS_WTASK_RUNNING && !t->canceled && gs__wtask_is_user(t)) return t;
+        }
+    }
+    return NULL;
+}
+
+/* The first task to report GS_ERR_DEVICE_LOST (worker.h "Device loss"): fail it -- or, when
+ * it is a built-in kernel and a user's kernel is still running, that one -- with the kernel and
+ * the backend's cause, tell gsched the worker is leaving, and stop from the loop's async
+ * callback (not from inside this completion, which may be one of a batch being drained). */
+static void gs__wtask_device_lost(gs_worker_t *w, gs_wtask_t *t)
+{
+    char cause[GS_W_ERRLEN], text[GS_W_ERRLEN + 128];
+    gs_wtask_t *blame = t;
+    gs_msg_t m;
+    if (!gs__wtask_is_user(t) && (blame = gs__wtask_running_user(w)) == NULL) blame = t;
+    if (w->ops->health != NULL && w->ops->health(w->ctx) == GS_ERR_DEVICE_LOST)
+        snprintf(cause, sizeof(cause), "%s", gs_last_error());
+    else
+        snprintf(cause, sizeof(cause), "%s", t->err ? t->err : gs_status_string(GS_ERR_DEVICE_LOST));
+    w->dev_lost = 1;
+    snprintf(text, sizeof(text), "kernel %s lost the device: %s", gs_layer_kernel_name(blame->layer), cause);
+    GS_LOG_ERROR("worker %s: %s (task %llu of graph %llu); leaving the cluster, exit status %d "
+                 "asks the launcher for a restart", w->name, text, (unsigned long long)blame->id,
+                 (unsigned long long)(blame->graph ? blame->graph->id : 0),
+                 GS_WORKER_EXIT_DEVICE_LOST);
+    if (blame == t) {
+        gs__wtask_fail(w, t, GS_ERR_DEVICE_LOST, "%s", text);
+    } else {
+        /* the running one is reported now and released when its completion comes (dropped,
+         * as everything after the loss); this one goes unreported, reassigned by gsched */
+        uint64_t graph = blame->graph ? blame->graph->id : 0;
+        gs__wdone_push(w, graph, blame->id, GS_ERR_DEVICE_LOST, 0, 0, blame->fetch_ns,
+                       blame->t_launch, gs__wtask_msg(blame, graph, "%s", text));
+        gs__wtask_release(w, t);
+    }
+    gs__wexec_flush_done(w);
+    memset(&m, 0, sizeof(m));
+    m.type = GS_MSG_ERROR;
+    m.u.error.status = GS_ERR_DEVICE_LOST;
+    m.u.error.message.data = (const uint8_t *)text;
+    m.u.error.message.len = strlen(text);
+    gs__wsend_msg(w, &m);
+    uv_async_send(&w->async);
+}
+
 void gs__wtask_complete(gs_worker_t *w, gs_wtask_t *t, gs_status_t status,
                                uint64_t t_done)
 {
@@ -601,8 +676,13 @@ void gs__wtask_complete(gs_worker_t *w, gs_wtask_t *t, gs_status_t status,
         w->stream_inflight[t->stream]--;
         t->stream = -1;
     }
-    if (t->canceled || w->state != GS_WSTATE_RUNNING) {
+    /* after a device loss nothing more is reported: gsched reassigns what was here */
+    if (t->canceled || w->state != GS_WSTATE_RUNNING || w->dev_lost) {
         gs__wtask_release(w, t);
+        return;
+    }
+    if (status == GS_ERR_DEVICE_LOST) {
+        gs__wtask_device_lost(w, t);
         return;
     }
     if (status != GS_OK) {

@@ -254,6 +254,9 @@ static int gs__wlaunch_wants(const gs_worker_t *w, const gs_ktask_t *kt)
     if (w->ops->user == NULL && (kt->kind == GS_KTASK_USER ||
                                  (kt->kind == GS_KTASK_STENCIL && kt->u.stencil.user_lib != NULL)))
         return 1;
+    /* a user kernel fused with its producers and consumers synchronises the stream before
+     * freeing its temporary blocks (chunkops/ktask.c): on a GPU that blocks its thread */
+    if (w->ops->user == NULL && kt->kind == GS_KTASK_MAPFUSED) return 1;
     if (kt->kind != GS_KTASK_LINALG) return 0;
     return kt->u.linalg.op != GS_LA_GEMM;   /* factorisations and the Gram path block */
 }

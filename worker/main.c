@@ -106,7 +106,9 @@ static gs_status_t gs__main_run(gs__main_t *m, gs_worker_cli_t *cli)
         int registered;
         gs_status_t status = gs__main_run_once(m, cli, &registered);
         if (status != GS_OK) return status;
-        if (m->quit || m->reason == GS_OK || cli->no_rejoin) return GS_OK;
+        /* a lost device (a CUDA sticky error) comes back only in a new process */
+        if (m->quit || m->reason == GS_OK || m->reason == GS_ERR_DEVICE_LOST || cli->no_rejoin)
+            return GS_OK;
         if (registered && m->reason == GS_ERR_SCHEDULER_LOST) {
             GS_LOG_WARN("removed by the scheduler (%s: the connection closed without a "
                         "SHUTDOWN): rejoining as a new incarnation", gs_status_string(m->reason));
@@ -182,6 +184,11 @@ int main(int argc, char **argv)
     if (status != GS_OK) {
         fprintf(stderr, "gworker: %s (%s)\n", gs_last_error(), gs_status_name(status));
         return status == GS_ERR_INVALID_PARAM ? 2 : 1;
+    }
+    if (m.reason == GS_ERR_DEVICE_LOST) {
+        fprintf(stderr, "gworker: the device is lost; exiting with status %d for a restart\n",
+                GS_WORKER_EXIT_DEVICE_LOST);
+        return GS_WORKER_EXIT_DEVICE_LOST;
     }
     return m.reason == GS_OK ? 0 : 1;
 }

@@ -110,7 +110,13 @@ static void gs__worker_prepare_cb(uv_prepare_t *h)
 
 static void gs__worker_async_cb(uv_async_t *h)
 {
-    gs__wexec_drain(h->data);
+    gs_worker_t *w = h->data;
+    /* a device loss (exec.c) stops the worker here, outside the completion that found it */
+    if (w->dev_lost && w->state == GS_WSTATE_RUNNING) {
+        gs_worker_stop(w, GS_ERR_DEVICE_LOST);
+        return;
+    }
+    gs__wexec_drain(w);
 }
 
 /* ---------------------------------------------------------------- messages */
@@ -464,6 +470,16 @@ gs_status_t gs_worker_create(const gs_worker_params_t *params, uv_loop_t *loop,
     memset(&cp, 0, sizeof(cp));
     cp.device = params->device;
     cp.nthreads = 1;
+    if (params->test_lose_device_on != NULL) {
+        w->test_lose_device_on = gs_strdup(params->test_lose_device_on, "worker test knob");
+        if (w->test_lose_device_on == NULL) {
+            status = gs_error_set(GS_ERR_NO_MEMORY, "out of memory for the worker");
+            goto err;
+        }
+        GS_LOG_WARN("test_lose_device_on %s: a crash of that kernel counts as a lost device",
+                    w->test_lose_device_on);
+    }
+    cp.test_lose_device_on = w->test_lose_device_on;
     if (strcmp(w->ops->name, "cpu") == 0) {
         uint64_t lim = params->memory_limit ? gs__worker_clamp_memory(w, params->memory_limit)
                                             : gs__worker_auto_memory(params->memory_share);
@@ -580,8 +596,12 @@ void gs__worker_unhold(gs_worker_t *w)
 void gs_worker_stop(gs_worker_h w, gs_status_t reason)
 {
     if (w == NULL || w->state >= GS_WSTATE_STOPPING) return;
+    /* after a device loss nothing else may stop the worker for another reason (gsched may
+     * close the connection first): the process must exit, not rejoin */
+    if (w->dev_lost) reason = GS_ERR_DEVICE_LOST;
     w->stop_reason = reason;
-    if (w->state == GS_WSTATE_RUNNING && reason == GS_OK) gs__wexec_flush_done(w);
+    if (w->state == GS_WSTATE_RUNNING && (reason == GS_OK || reason == GS_ERR_DEVICE_LOST))
+        gs__wexec_flush_done(w);
     w->state = GS_WSTATE_STOPPING;
     GS_LOG_DEBUG("worker %s stopping (%s)", w->name, gs_status_string(reason));
 
@@ -612,7 +632,8 @@ void gs_worker_stop(gs_worker_h w, gs_status_t reason)
     uv_close((uv_handle_t *)&w->async, gs__worker_handle_closed);
     if (w->conn) {
         w->nhandles_open++;   /* the connection counts until its close_cb */
-        gs_conn_close(w->conn, reason == GS_OK ? GS_OK : reason);
+        /* flushed: a clean stop, and a device loss (the failed task and the ERROR) */
+        gs_conn_close(w->conn, reason == GS_OK || reason == GS_ERR_DEVICE_LOST ? GS_OK : reason);
     }
 }
 
@@ -647,6 +668,7 @@ static void gs__worker_teardown(gs_worker_t *w)
     gs_free(w->sched_host);
     gs_free(w->token);
     gs_free(w->file_root);
+    gs_free(w->test_lose_device_on);
     gs_tls_ctx_destroy(w->tls);
     gs_free(w);
 }

@@ -82,6 +82,21 @@
  *    of graph G failed: ..."; canceled tasks are not reported;
  *  - SHUTDOWN stops the worker cleanly (stop_cb with GS_OK); losing the connection stops it
  *    with GS_ERR_SCHEDULER_LOST.
+ *
+ * Device loss. When a task's kernel reports GS_ERR_DEVICE_LOST (chunkops.h: a CUDA sticky
+ * error such as an illegal address; the context can run nothing any more), the worker reports
+ * that task failed with GS_ERR_DEVICE_LOST and "kernel NAME lost the device: CAUSE" (NAME the
+ * user kernel's symbol, else the layer's name; CAUSE the backend's health(), e.g. the CUDA
+ * error string), sends gsched an ERROR (GS_ERR_DEVICE_LOST, the same cause) saying it is
+ * leaving, and stops with GS_ERR_DEVICE_LOST (the connection flushed). Nothing else is reported
+ * after the loss: tasks completing later (they failed with the same error, or ran on a broken
+ * device) are dropped, and gsched reassigns them and recomputes the worker's chunks as for any
+ * lost worker. The task blamed is the first whose completion reports the loss, unless that
+ * one runs a built-in kernel and a user's kernel is still running: a sticky CUDA error reaches
+ * every stream, so the user's kernel is then blamed (reported at once; its own completion is
+ * dropped) and the first one goes unreported. gworker then
+ * exits with GS_WORKER_EXIT_DEVICE_LOST instead of rejoining: only a new process gets the
+ * device back.
  */
 #ifndef GS_WORKER_H
 #define GS_WORKER_H
@@ -212,7 +227,16 @@ typedef struct gs_worker_params {
      * CUDA IPC stays on (one host's devices, the grant itself sealed). */
     int payload_mac;              /* GS_WORKER_PAYLOAD_MAC_AUTO / _ON / _OFF */
     int payload_mac_device;       /* nonzero: no unstaged device-to-device UCX transfers */
+    const char *test_lose_device_on; /* tests only ("cpu" backend): a user kernel of this
+                                     symbol that crashes loses the device as a CUDA kernel's
+                                     illegal address does (chunkops.h test_lose_device_on), so
+                                     the path below ("Device loss") runs without a GPU. NULL:
+                                     off. gworker takes it from $GS_WORKER_TEST_LOSE_DEVICE_ON */
 } gs_worker_params_t;
+
+/** Exit status of gworker after a device loss ("restart me"; EX_TEMPFAIL of sysexits.h).
+ *  gs-local-cluster, systemd (Restart=on-failure) and the Slurm script restart it. */
+#define GS_WORKER_EXIT_DEVICE_LOST 75
 
 #define GS_WORKER_PAYLOAD_MAC_AUTO 0
 #define GS_WORKER_PAYLOAD_MAC_ON 1

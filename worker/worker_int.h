@@ -251,6 +251,8 @@ struct gs_worker {
     gs_wnote_t *park_head, *park_tail; /* notes whose registration failed, under done_lock */
     uv_timer_t note_timer;             /* retries parked registrations (note.c) */
     atomic_int test_notify_fail;       /* tests: registrations still to refuse */
+    char *test_lose_device_on;         /* params.test_lose_device_on, owned */
+    int dev_lost;                      /* a task reported GS_ERR_DEVICE_LOST: stopping (exec.c) */
     atomic_ullong nnotify_retried;     /* registrations that failed and were retried */
 
     /* peer transfers (xfer/xfer.h; opaque here) and replicate requests (replicate.c) */

@@ -88,5 +88,7 @@ int gs__bench_shape(int argc, char **argv);           /* shape.c */
 int gs__bench_io(int argc, char **argv);              /* io.c */
 int gs__bench_many(int argc, char **argv);            /* many.c */
 int gs__bench_nanred(int argc, char **argv);          /* nanred.c */
+int gs__bench_scan(int argc, char **argv);            /* scan.c */
+int gs__bench_mapblocks(int argc, char **argv);       /* mapblocks.c */
 
 #endif

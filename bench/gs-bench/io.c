@@ -28,6 +28,7 @@ typedef struct gs__io_opts {
     int zarr_version;
     int64_t n, chunk;
     int keep;
+    int big;            /* raw: the file's data byte-swapped to big-endian before the read */
 } gs__io_opts_t;
 
 static void gs__io_usage(FILE *f)
@@ -39,6 +40,9 @@ static void gs__io_usage(FILE *f)
             "  --format npy|raw|zarr  file format (raw: the .npy file read as raw bytes at its\n"
             "                         data offset)\n"
             "  --codec none|zstd|blosc zarr chunk compression (default none; npy/raw: none)\n"
+            "  --byteorder little|big raw: big byte-swaps the written file's data in place\n"
+            "                         (untimed) and reads it with gs_array_from_raw_ex(BIG):\n"
+            "                         the workers swap every element as they read it\n"
             "  --zarr-version 2|3     (default 3)\n"
             "  --dtype D              the array's dtype and the file's (float64 default,\n"
             "                         float32, float16, int32, int64, uint8, bool: x is the\n"
@@ -99,6 +103,13 @@ static int gs__io_args(int argc, char **argv, gs__io_opts_t *o, int *done)
             i++;
             continue;
         }
+        if (strcmp(a, "--byteorder") == 0) {
+            if (v == NULL || (strcmp(v, "little") && strcmp(v, "big")))
+                return gs__bad("--byteorder expects little or big");
+            o->big = !strcmp(v, "big");
+            i++;
+            continue;
+        }
         if (strcmp(a, "--keep") == 0) {
             o->keep = 1;
             continue;
@@ -114,6 +125,8 @@ static int gs__io_args(int argc, char **argv, gs__io_opts_t *o, int *done)
         return gs__bad("--codec expects none, zstd or blosc, not '%s'", o->codec);
     if (strcmp(o->format, "zarr") && strcmp(o->codec, "none"))
         return gs__bad("--codec %s needs --format zarr", o->codec);
+    if (o->big && strcmp(o->format, "raw"))
+        return gs__bad("--byteorder big needs --format raw");
     if (o->n == 0 || o->chunk == 0) return gs__bad("--n and --chunk are required");
     return 0;
 }
@@ -147,6 +160,35 @@ static int gs__io_rm(const char *path)
     char cmd[1200];
     snprintf(cmd, sizeof(cmd), "rm -rf '%s'", path);
     return system(cmd);
+}
+
+/* Byte-swap the @a nbytes of items of @a isz bytes at byte @a off of file @a path in place
+ * (16 MiB at a time): a little-endian file becomes the big-endian file numpy's
+ * astype('>f8').tofile() writes. 0 on success. */
+static int gs__io_swap_file(const char *path, int64_t off, int64_t nbytes, size_t isz)
+{
+    const size_t blk = (size_t)16 << 20;
+    unsigned char *buf = isz > 1 ? malloc(blk) : NULL;
+    FILE *f = isz > 1 ? fopen(path, "r+b") : NULL;
+    int rc = isz > 1 && (buf == NULL || f == NULL);
+    for (int64_t done = 0; rc == 0 && isz > 1 && done < nbytes;) {
+        size_t n = (size_t)(nbytes - done < (int64_t)blk ? nbytes - done : (int64_t)blk);
+        if (fseek(f, (long)(off + done), SEEK_SET) != 0 || fread(buf, 1, n, f) != n) {
+            rc = 1;
+            break;
+        }
+        for (size_t i = 0; i + isz <= n; i += isz)
+            for (size_t a = 0; a < isz / 2; a++) {
+                unsigned char t = buf[i + a];
+                buf[i + a] = buf[i + isz - 1 - a];
+                buf[i + isz - 1 - a] = t;
+            }
+        if (fseek(f, (long)(off + done), SEEK_SET) != 0 || fwrite(buf, 1, n, f) != n) rc = 1;
+        done += (int64_t)n;
+    }
+    if (f != NULL && fclose(f) != 0) rc = 1;
+    free(buf);
+    return rc;
 }
 
 int gs__bench_io(int argc, char **argv)
@@ -216,9 +258,16 @@ int gs__bench_io(int argc, char **argv)
             FILE *f = fopen(path, "rb");
             size_t got = f ? fread(h, 1, sizeof(h), f) : 0;
             if (f) fclose(f);
+            const int64_t off = 10 + h[8] + 256 * h[9];
+            if (got == sizeof(h) && o.big &&
+                gs__io_swap_file(path, off, bytes, gs_dtype_size(o.dtype)) != 0) {
+                fprintf(stderr, "%s %s: cannot byte-swap %s\n", g_prog, g_sub, path);
+                goto out;
+            }
             st = got == sizeof(h)
-                     ? gs_array_from_raw(path, o.dtype, 2, shape, GS_ORDER_C,
-                                         10 + h[8] + 256 * h[9], chunks, &y)
+                     ? gs_array_from_raw_ex(path, o.dtype,
+                                            o.big ? GS_BYTEORDER_BIG : GS_BYTEORDER_NATIVE, 2,
+                                            shape, GS_ORDER_C, off, chunks, &y)
                      : GS_ERR_IO;
         } else {
             st = gs_array_from_zarr(path, chunks, &y);
@@ -260,6 +309,7 @@ int gs__bench_io(int argc, char **argv)
         unlink(ddfile);
         printf("{\"bench\":\"io\",\"format\":\"%s\",\"codec\":\"%s\"", o.format, o.codec);
         if (!strcmp(o.format, "zarr")) printf(",\"zarr_version\":%d", o.zarr_version);
+        if (!strcmp(o.format, "raw")) printf(",\"byteorder\":\"%s\"", o.big ? "big" : "little");
         printf(",\"dtype\":\"%s\"", gs_dtype_name(o.dtype));
         printf(",\"backend\":\"%s\",\"workers\":%d,\"n\":%" PRId64 ",\"chunk\":%" PRId64
                ",\"run\":%d,\"bytes\":%" PRId64 ",\"file_bytes\":%" PRId64,

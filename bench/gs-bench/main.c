@@ -20,6 +20,8 @@
  *                 (x persisted; times the 3x3 smoothing kept; a single-threaded C loop too)
  *   gs-bench io --format npy|raw|zarr [--codec none|zstd|blosc] --n N --chunk C [common options]
  *                 (x written to a file by the workers, read back, checked; beside dd)
+ *   gs-bench mapblocks --n N --chunk C [--kernel c|cuda] [common options]
+ *                 (an elementwise user kernel in a chain: fused, unfused, built-in square)
  *
  * Subcommands live in one table (gs__benches), one file each; each parses its own options with
  * the shared helpers of gs-bench.h and reports through gs__json_*. */
@@ -52,7 +54,9 @@ static const gs__bench_t gs__benches[] = {
     {"io", gs__bench_io, "write x to npy/raw/zarr from the workers, read it back: GB/s beside dd"},
     {"many", gs__bench_many, "3 results sharing exp(x): one compute_many vs 3 computes"},
     {"shape", gs__bench_shape, "reshape/ravel/tril/diag/eye of a persisted normal (n, n) x, summed"},
+    {"mapblocks", gs__bench_mapblocks, "an elementwise user kernel in a chain: fused vs unfused"},
     {"nanred", gs__bench_nanred, "sum, prod, any, nansum, nanmean, nanmax... of a persisted x with NaN"},
+    {"scan", gs__bench_scan, "x persisted; time cumsum(x, axis) (or cumprod) kept: GB/s"},
 };
 
 static void gs__usage(FILE *f)

@@ -3,7 +3,8 @@
  * generating x and computing exp(x) again). y = exp(normal(0, 1, (n, n)) / 4):
  *   r0 = (y + 1).sum()   r1 = (y * 2).max()   r2 = y.mean(axis=0)  (n values)
  * One JSON line per timed run; both ways run in every run (separate first) and their results
- * must be byte-identical. */
+ * must agree: the same bits on the CPU backend, within 1e-12 relative on CUDA, whose reduction
+ * order follows each kernel's plan (max_rel_diff; identical: the same bits). */
 #include "gs-bench.h"
 
 #include "common/alloc.h"
@@ -11,6 +12,7 @@
 #include <gsched/gsched.h>
 
 #include <inttypes.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,7 +36,7 @@ static void gs__many_usage(FILE *f)
             "  --seed S              random seed (default 0)\n"
             "Prints one JSON line per timed run: bench, n, chunk, workers, backend, run, seconds\n"
             "(compute_many), separate_seconds (three computes), speedup, tasks, separate_tasks,\n"
-            "identical (results byte-identical), value (r0), ...\n");
+            "max_rel_diff, identical (results byte-identical), value (r0), ...\n");
 }
 
 typedef struct gs__many_run {
@@ -157,13 +159,22 @@ int gs__bench_many(int argc, char **argv)
     if (gs__connect(&c, &client, &connect_s) != 0) goto out;
     for (int run = 0; run <= c.repeat; run++) {   /* run 0: cold, not printed */
         gs__many_run_t s, t;
-        int same = 1;
+        /* the shared work is stored once and read back, so a result may be reduced from
+         * chunks where the separate compute reduced the generator fused: the CPU backend gives
+         * the same bits, a CUDA kernel's summation order follows its plan (last bits) */
+        double rel = 0.0;
         if (gs__many_separate(client, r, sep, len, &s) != 0) goto out;
         if (gs__many_together(client, r, tog, len, &t) != 0) goto out;
-        for (int i = 0; i < 3; i++) same &= memcmp(sep[i], tog[i], len[i] * sizeof(double)) == 0;
-        if (!same) {
+        for (int i = 0; i < 3; i++)
+            for (size_t e = 0; e < len[i]; e++) {
+                const double a = sep[i][e], b = tog[i][e];
+                const double d = (a == b || (a != a && b != b)) ? 0.0
+                                                          : fabs(a - b) / fmax(fabs(a), fabs(b));
+                if (!(d <= rel)) rel = d;   /* NaN on one side only: NaN */
+            }
+        if (!(rel <= 1e-12)) {
             fprintf(stderr, "%s %s: run %d: compute_many's results differ from the three "
-                            "computes'\n", g_prog, g_sub, run);
+                            "computes' (max relative difference %g)\n", g_prog, g_sub, run, rel);
             goto out;
         }
         if (run == 0) continue;
@@ -173,8 +184,10 @@ int gs__bench_many(int argc, char **argv)
                c.fuse ? "true" : "false", run);
         gs__json_num("seconds", t.seconds);
         gs__json_num("separate_seconds", s.seconds);
+        gs__json_num("max_rel_diff", rel);
         gs__json_num("speedup", s.seconds / t.seconds);
-        printf(",\"separate_tasks\":%" PRIu64 ",\"identical\":true", s.tasks);
+        printf(",\"separate_tasks\":%" PRIu64 ",\"identical\":%s", s.tasks,
+               rel == 0.0 ? "true" : "false");
         gs__json_num("value", tog[0][0]);
         gs__json_run_tail(&t.stats, 0.0, connect_s, client);
     }

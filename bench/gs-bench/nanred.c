@@ -1,7 +1,8 @@
 /* gs-bench nanred: the truth and NaN-skipping reductions (gs_array_reduce_composite) and
  * np.prod beside a plain sum, on a persisted x = normal(0, 1, (n, n)) whose elements above 2
  * read as NaN (y = where(x > 2, nan, x), fused into each reduction; ~2.3% NaN), optionally
- * cast to float32. Each op reduces y over every axis; the time is the whole computation
+ * cast to float32; or, with --dtype int64, y = astype(x * 2^52, int64) (no NaN: the exact
+ * integer reductions, values beyond 2^53). Each op reduces y over every axis; the time is the whole computation
  * (submit, tasks, gather of the scalar). One JSON line per op and timed run: bench, op, n,
  * chunk, workers, backend, dtype, run, value, seconds, gb_per_s (x's float64 bytes per
  * second: the composite ops read x more than once, so their rate against sum's is the
@@ -19,7 +20,7 @@
 typedef struct gs__nanred_opts {
     gs__common_t c;
     int64_t n, chunk;
-    int float32;
+    gs_dtype_t dtype;   /* of y: float64, float32 or int64 */
     int persist_y;
 } gs__nanred_opts_t;
 
@@ -48,7 +49,9 @@ static void gs__nanred_usage(FILE *f)
             "over every axis.\n"
             "  --n N                 array side (>= 1)\n"
             "  --chunk C             chunk side (>= 1)\n"
-            "  --dtype float32       cast y to float32 first (default float64)\n"
+            "  --dtype float32|int64 cast y to float32 first (default float64); int64: y is\n"
+            "                        astype(x * 2^52, int64) instead (no NaN; values beyond\n"
+            "                        2^53, sums that wrap: the exact integer reductions)\n"
             "  --persist-y           persist y too (as data with NaN in it): time the reductions\n"
             "                        alone; otherwise y is computed inside each reduction (a\n"
             "                        composite op reading y twice materialises it once per chunk)\n"
@@ -82,9 +85,13 @@ static int gs__nanred_args(int argc, char **argv, gs__nanred_opts_t *o, int *don
         }
         if (strcmp(a, "--dtype") == 0) {
             if (i + 1 >= argc || (strcmp(argv[i + 1], "float32") != 0 &&
-                                  strcmp(argv[i + 1], "float64") != 0))
-                return gs__bad("--dtype takes float32 or float64");
-            o->float32 = strcmp(argv[++i], "float32") == 0;
+                                  strcmp(argv[i + 1], "float64") != 0 &&
+                                  strcmp(argv[i + 1], "int64") != 0))
+                return gs__bad("--dtype takes float32, float64 or int64");
+            i++;
+            o->dtype = strcmp(argv[i], "float32") == 0 ? GS_DTYPE_FLOAT32
+                       : strcmp(argv[i], "int64") == 0 ? GS_DTYPE_INT64
+                                                       : GS_DTYPE_FLOAT64;
             continue;
         }
         r = gs__common_arg(argc, argv, &i, &o->c);
@@ -140,9 +147,13 @@ int gs__bench_nanred(int argc, char **argv)
     }
     if (rc != 0) goto out;
     rc = 2;
-    if (gs_array_binary_array_scalar(GS_BINARY_GT, x, 2.0, &m) != GS_OK ||
-        gs_array_full_like(x, NAN, &nan) != GS_OK || gs_array_where(m, nan, x, &y) != GS_OK ||
-        gs_array_astype(y, o.float32 ? GS_DTYPE_FLOAT32 : GS_DTYPE_FLOAT64, &yc) != GS_OK) {
+    if (o.dtype == GS_DTYPE_INT64
+            ? gs_array_binary_array_scalar(GS_BINARY_MUL, x, 0x1p52, &y) != GS_OK ||
+                  gs_array_astype(y, GS_DTYPE_INT64, &yc) != GS_OK
+            : gs_array_binary_array_scalar(GS_BINARY_GT, x, 2.0, &m) != GS_OK ||
+                  gs_array_full_like(x, NAN, &nan) != GS_OK ||
+                  gs_array_where(m, nan, x, &y) != GS_OK ||
+                  gs_array_astype(y, o.dtype, &yc) != GS_OK) {
         fprintf(stderr, "%s %s: cannot build y: %s\n", g_prog, g_sub, gs_last_error());
         goto out;
     }
@@ -175,7 +186,7 @@ int gs__bench_nanred(int argc, char **argv)
                    ",\"workers\":%d,\"backend\":\"%s\",\"dtype\":\"%s\",\"fused\":%s,"
                    "\"persist_y\":%s,\"run\":%d",
                    gs__nanred_ops[k].name, o.n, o.chunk, o.c.workers,
-                   o.c.backend ? o.c.backend : "remote", o.float32 ? "float32" : "float64",
+                   o.c.backend ? o.c.backend : "remote", gs_dtype_name(o.dtype),
                    o.c.fuse ? "true" : "false", o.persist_y ? "true" : "false", run);
             gs__json_num("value", v);
             gs__json_num("seconds", t);

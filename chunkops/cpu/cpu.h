@@ -21,11 +21,19 @@ struct gs_chunkops_ctx {
      * malloc: no allocator call per task, no glibc fastbins to consolidate at large frees */
     pthread_mutex_t small_lock;
     gs_mpool_t small;           /* under small_lock */
+    /* params.test_lose_device_on (tests only): the emulated sticky device error */
+    const char *lose_on;        /* NULL: off */
+    atomic_int lost;            /* 0; 1 while lost_why is written; 2 once it is */
+    char lost_why[512];
 };
 
 struct gs_chunkops_stream {
     gs_chunkops_ctx_h ctx;
 };
+
+/* GS_OK, or GS_ERR_DEVICE_LOST naming the cause when the context was lost (test_lose_device_on):
+ * every op checks it first, as every call of a CUDA context fails after a sticky error. */
+gs_status_t gs__cpu_lost(gs_chunkops_ctx_h ctx);
 
 /* Kernels: the spec has been validated. GS_ERR_NO_MEMORY if scratch space cannot be had. */
 gs_status_t gs__cpu_fused_run(const gs_kfused_t *k);
@@ -33,6 +41,8 @@ void gs__cpu_combine_run(const gs_kcombine_t *k);
 void gs__cpu_copy_run(const gs_kcopy_t *k);
 /* STENCIL (cpu_stencil.c); GS_ERR_NO_MEMORY without room for the padded block. */
 gs_status_t gs__cpu_stencil_run(const gs_kstencil_t *k);
+/* SCAN (cpu_scan.c) on a validated spec. */
+void gs__cpu_scan_run(const gs_kscan_t *k);
 /* A user kernel (cpu_user.c): resolve @a sym in @a lib (cached), call it in a forked child with
  * the output in shared memory, copy the output into out->data. GS_ERR_NOT_FOUND (library or
  * symbol), GS_ERR_TASK_FAILED (the kernel crashed or exited), GS_ERR_NO_MEMORY,

@@ -9,6 +9,7 @@
 #include "common/log.h"
 
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -35,6 +36,19 @@ static size_t gs__cpu_default_limit(void)
     return (size_t)(total / 4 * 3);
 }
 
+gs_status_t gs__cpu_lost(gs_chunkops_ctx_h ctx)
+{
+    int lost = ctx != NULL ? atomic_load_explicit(&ctx->lost, memory_order_acquire) : 0;
+    if (lost == 0) return GS_OK;
+    return gs_error_set(GS_ERR_DEVICE_LOST, "%s", lost == 2 ? ctx->lost_why : "device lost");
+}
+
+static gs_status_t gs__cpu_health(gs_chunkops_ctx_h ctx)
+{
+    if (ctx == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "cpu health: ctx is NULL");
+    return gs__cpu_lost(ctx);
+}
+
 static gs_status_t gs__cpu_ctx_create(const gs_chunkops_params_t *params, gs_chunkops_ctx_h *ctx_p)
 {
     if (ctx_p == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "cpu ctx_create: ctx_p is NULL");
@@ -46,6 +60,8 @@ static gs_status_t gs__cpu_ctx_create(const gs_chunkops_params_t *params, gs_chu
     ctx->limit = (params != NULL && params->memory_limit != 0) ? params->memory_limit
                                                                : gs__cpu_default_limit();
     ctx->nthreads = (params != NULL && params->nthreads > 0) ? params->nthreads : 1;
+    ctx->lose_on = params != NULL ? params->test_lose_device_on : NULL;
+    atomic_init(&ctx->lost, 0);
     if (pthread_mutex_init(&ctx->small_lock, NULL) != 0) {
         gs_free(ctx);
         return gs_error_set(GS_ERR_NO_MEMORY, "cpu ctx_create: cannot create a lock");
@@ -201,6 +217,7 @@ static gs_status_t gs__cpu_fused(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h str
 {
     gs_status_t st;
     if (ctx == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "cpu fused: ctx is NULL");
+    if ((st = gs__cpu_lost(ctx)) != GS_OK) return st;
     if ((st = gs_kfused_validate(k)) != GS_OK) return st;
     return gs__cpu_fused_run(k);
 }
@@ -210,6 +227,7 @@ static gs_status_t gs__cpu_combine(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h s
 {
     gs_status_t st;
     if (ctx == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "cpu combine: ctx is NULL");
+    if ((st = gs__cpu_lost(ctx)) != GS_OK) return st;
     if ((st = gs_kcombine_validate(k)) != GS_OK) return st;
     gs__cpu_combine_run(k);
     return GS_OK;
@@ -220,6 +238,7 @@ static gs_status_t gs__cpu_copy(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stre
 {
     gs_status_t st;
     if (ctx == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "cpu copy: ctx is NULL");
+    if ((st = gs__cpu_lost(ctx)) != GS_OK) return st;
     if ((st = gs_kcopy_validate(k)) != GS_OK) return st;
     gs__cpu_copy_run(k);
     return GS_OK;
@@ -230,13 +249,25 @@ static gs_status_t gs__cpu_stencil(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h s
 {
     gs_status_t st;
     if (ctx == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "cpu stencil: ctx is NULL");
+    if ((st = gs__cpu_lost(ctx)) != GS_OK) return st;
     if ((st = gs_kstencil_validate(k)) != GS_OK) return st;
     return gs__cpu_stencil_run(k);
+}
+
+static gs_status_t gs__cpu_scan(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream,
+                                const gs_kscan_t *k)
+{
+    gs_status_t st;
+    if (ctx == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "cpu scan: ctx is NULL");
+    if ((st = gs_kscan_validate(k)) != GS_OK) return st;
+    gs__cpu_scan_run(k);
+    return GS_OK;
 }
 
 static gs_status_t gs__cpu_user(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream,
                                 const gs_kuser_t *k)
 {
+    gs_status_t st;
     if (ctx == NULL || k == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "cpu user: NULL argument");
     if (k->lib == NULL || k->sym == NULL || k->nin < 1 || k->nin > GS_KERNEL_MAX_USER_IN ||
         k->out.data == NULL || k->arg_len < 0 || (k->arg_len > 0 && k->arg == NULL))
@@ -244,8 +275,23 @@ static gs_status_t gs__cpu_user(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stre
     for (int i = 0; i < k->nin; i++)
         if (k->in[i].data == NULL && k->in_len[i] > 0)
             return gs_error_set(GS_ERR_INVALID_PARAM, "cpu user: input %d has no data", i);
+    if ((st = gs__cpu_lost(ctx)) != GS_OK) return st;
     gs_block_t out = k->out;
-    return gs__cpu_user_call(k->lib, k->sym, k->in, k->nin, &out, k->arg);
+    st = gs__cpu_user_call(k->lib, k->sym, k->in, k->nin, &out, k->arg);
+    if (st == GS_ERR_TASK_FAILED && ctx->lose_on != NULL && strcmp(ctx->lose_on, k->sym) == 0) {
+        /* tests: this kernel's failure stands for a CUDA kernel's illegal address. The first
+         * loss names the cause; later ones (other threads) find it set. */
+        int expected = 0;
+        char why[sizeof(ctx->lost_why)];
+        snprintf(why, sizeof why, "device lost (test_lose_device_on %s): %s", k->sym,
+                 gs_last_error());
+        if (atomic_compare_exchange_strong(&ctx->lost, &expected, 1)) {
+            memcpy(ctx->lost_why, why, sizeof why);
+            atomic_store_explicit(&ctx->lost, 2, memory_order_release);
+        }
+        return gs_error_set(GS_ERR_DEVICE_LOST, "%s", why);
+    }
+    return st;
 }
 
 static gs_status_t gs__cpu_notify(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream,
@@ -254,15 +300,16 @@ static gs_status_t gs__cpu_notify(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h st
     if (ctx == NULL || cb == NULL)
         return gs_error_set(GS_ERR_INVALID_PARAM, "cpu notify: NULL ctx or callback");
     /* Work on a cpu stream completes inside the call that submits it (and reports its error
-     * there), so everything enqueued so far has finished successfully. */
-    cb(GS_OK, arg);
+     * there), so everything enqueued so far has finished successfully -- unless the context
+     * was lost since (tests), which every call reports as a CUDA context's sticky error. */
+    cb(atomic_load(&ctx->lost) ? GS_ERR_DEVICE_LOST : GS_OK, arg);
     return GS_OK;
 }
 
 static gs_status_t gs__cpu_sync(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream)
 {
     if (ctx == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "cpu sync: ctx is NULL");
-    return GS_OK;
+    return gs__cpu_lost(ctx);
 }
 
 const gs_chunkops_ops_t gs_chunkops_cpu_ops = {
@@ -286,4 +333,6 @@ const gs_chunkops_ops_t gs_chunkops_cpu_ops = {
     .user = gs__cpu_user,
     .notify = gs__cpu_notify,
     .sync = gs__cpu_sync,
+    .scan = gs__cpu_scan,
+    .health = gs__cpu_health,
 };

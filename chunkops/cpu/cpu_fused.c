@@ -75,6 +75,7 @@ typedef struct gs__fused {
     gs__fmode_t mode;
     int redop, width;
     int typed;        /* some dtype is not float64: the typed rules of graph/kernel.h */
+    int irec;         /* integer records (graph/kernel.h): int64 values, wrapping */
     uint8_t leaf_used[GS_KERNEL_MAX_LEAVES];
     gs__scratch_t *s;
     /* tile state */
@@ -655,10 +656,57 @@ static void gs__outer_fold(gs__fused_t *f, const double *x, const gs__seg_t *g)
     }
 }
 
+/* Integer records (every mode): element i of segment g updates record off[REC] + i * rs
+ * (rs is 0 in ALL and INNER modes: one running value per segment). Values and records are
+ * int64 bit patterns; SUM and PROD wrap in unsigned arithmetic. */
+static void gs__iterminal(gs__fused_t *f, const double *v)
+{
+    const int nd1 = f->sp.nd - 1;
+    const int64_t rs = f->sp.stride[GS__COL_REC][nd1];
+    const int op = f->redop;
+    double *out = f->k->out;
+    for (int g = 0; g < f->nseg; g++) {
+        const gs__seg_t *sg = &f->s->segs[g];
+        const double *x = v + sg->pos;
+        const int n = sg->len;
+        const int64_t r0 = sg->off[GS__COL_REC];
+        if (rs != 0) {
+            for (int i = 0; i < n; i++) {
+                double *rec = out + r0 + (int64_t)i * rs;
+                *rec = gs_i_v(gs_irec_op(op, gs_v_i(*rec), gs_v_i(x[i])));
+            }
+            continue;
+        }
+        int64_t acc = gs_v_i(out[r0]);
+        switch (op) {
+        case GS_RED_SUM: {
+            uint64_t s = (uint64_t)acc;
+            for (int i = 0; i < n; i++) s += (uint64_t)gs_v_i(x[i]);
+            acc = (int64_t)s;
+            break;
+        }
+        case GS_RED_PROD: {
+            uint64_t p = (uint64_t)acc;
+            for (int i = 0; i < n; i++) p *= (uint64_t)gs_v_i(x[i]);
+            acc = (int64_t)p;
+            break;
+        }
+        default:
+            for (int i = 0; i < n; i++) acc = gs_irec_op(op, acc, gs_v_i(x[i]));
+            break;
+        }
+        out[r0] = gs_i_v(acc);
+    }
+}
+
 static void gs__terminal(gs__fused_t *f, const double *v)
 {
     const int nd1 = f->sp.nd - 1;
     const gs__seg_t *segs = f->s->segs;
+    if (f->irec) {
+        gs__iterminal(f, v);
+        return;
+    }
     switch (f->mode) {
     case GS__MODE_ALL:
         if (f->redop == GS_RED_ARGMIN || f->redop == GS_RED_ARGMAX) {
@@ -791,18 +839,22 @@ gs_status_t gs__cpu_fused_run(const gs_kfused_t *k)
     f.typed = k->out_dtype != GS_DTYPE_FLOAT64;
     for (int i = 0; i < k->nleaves; i++) f.typed |= k->leaves[i].dtype != GS_DTYPE_FLOAT64;
     f.typed |= gs_kfused_dtype_other(k) != GS_DTYPE_FLOAT64;
+    f.irec = k->terminal == GS_TERM_REDUCE && k->out_dtype == GS_DTYPE_INT64;
 
     int64_t size = gs_region_size(k->ndim, k->shape);
     if (k->terminal == GS_TERM_REDUCE) {
         int64_t nrec = gs_kfused_nrecords(k);
-        for (int64_t r = 0; r < nrec; r++) gs_rec_init(k->redop, k->out + r * f.width);
+        for (int64_t r = 0; r < nrec; r++) {
+            if (f.irec) gs_irec_init(k->redop, k->out + r);
+            else gs_rec_init(k->redop, k->out + r * f.width);
+        }
     }
     if (size == 0) return GS_OK;
 
     gs__space_build(&f);
     f.s = gs__scratch_get(&s_owned);
     if (f.s == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "cpu fused: out of memory for scratch");
-    if (f.mode == GS__MODE_OUTER && (f.redop == GS_RED_SUM || f.redop == GS_RED_MEAN)) {
+    if (f.mode == GS__MODE_OUTER && !f.irec && (f.redop == GS_RED_SUM || f.redop == GS_RED_MEAN)) {
         int64_t nrec = gs_kfused_nrecords(k);
         f.comp = gs_calloc((size_t)nrec, sizeof(double), "fused compensation");
         if (f.comp == NULL) {
@@ -871,7 +923,7 @@ gs_status_t gs__cpu_fused_run(const gs_kfused_t *k)
     }
 
 finish:
-    switch (f.mode) {
+    switch (f.irec ? GS__MODE_STORE : f.mode) {   /* integer records are written in place */
     case GS__MODE_ALL: gs__acc_flush(&f, 0); break;
     case GS__MODE_INNER:
         if (f.cur_rec >= 0) gs__acc_flush(&f, f.cur_rec);

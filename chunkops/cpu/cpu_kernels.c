@@ -10,6 +10,20 @@ void gs__cpu_combine_run(const gs_kcombine_t *k)
     const int w = gs_redop_width(k->redop);
     double acc[GS_KERNEL_MAX_RECORD];
 
+    if (k->rec_dtype == GS_DTYPE_INT64) {
+        /* integer records (graph/kernel.h): int64 bit patterns, wrapping */
+        for (int64_t r = 0; r < k->nrec; r++) {
+            double acc1 = k->inputs[0][r];
+            for (int32_t i = 1; i < k->ninputs; i++)
+                gs_irec_merge(k->redop, &acc1, k->inputs[i] + r);
+            if (k->finalize)
+                gs_store_elem(k->out_dtype, k->out, r,
+                              gs_cast_value(GS_DTYPE_INT64, k->out_dtype, acc1));
+            else
+                k->out[r] = acc1;
+        }
+        return;
+    }
     for (int64_t r = 0; r < k->nrec; r++) {
         const double *first = k->inputs[0] + r * w;
         for (int c = 0; c < w; c++) acc[c] = first[c];

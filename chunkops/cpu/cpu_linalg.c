@@ -238,6 +238,7 @@ gs_status_t gs__cpu_linalg(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream,
     gs_status_t st;
     (void)stream;
     if (ctx == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "cpu linalg: ctx is NULL");
+    if ((st = gs__cpu_lost(ctx)) != GS_OK) return st;
     if ((st = gs_klinalg_validate(k)) != GS_OK) return st;
     switch (k->op) {
     case GS_LA_GEMM: return gs__la_gemm(k);

@@ -58,14 +58,8 @@ struct gs_chunkops_ctx {
     pthread_mutex_t lock;               /* the stream list */
     struct gs_chunkops_stream *streams;
     int nstreams;
+    gs__cuda_pincache_t pins;           /* host_alloc's page-locked buffers (pinned.c) */
 };
-
-gs_status_t gs__cuda_error(int err, const char *call)
-{
-    cudaError_t e = (cudaError_t)err;
-    return gs_error_set(GS_ERR_CUDA, "cuda: %s failed: %s (%s)", call, cudaGetErrorString(e),
-                        cudaGetErrorName(e));
-}
 
 /* Check a runtime call; on failure clear the (non-sticky) last error and return GS_ERR_CUDA. */
 #define GS__CUDA_CALL(call)                                                                 \
@@ -91,6 +85,8 @@ int gs__cuda_device_count(void)
 static gs_status_t gs__cuda_use(gs_chunkops_ctx_h ctx)
 {
     int cur = -1;
+    /* no check of a recorded loss here: the cleanup calls (sync, destroy) must still reach
+     * CUDA, and every call that enqueues work gets the sticky error from CUDA itself */
     if (cudaGetDevice(&cur) == cudaSuccess && cur == ctx->device) return GS_OK;
     GS__CUDA_CALL(cudaSetDevice(ctx->device));
     return GS_OK;
@@ -136,6 +132,10 @@ static gs_status_t gs__cuda_ctx_create(const gs_chunkops_params_t *params, gs_ch
     ctx->dev.device = device;
     if (pthread_mutex_init(&ctx->lock, NULL) != 0) {
         st = gs_error_set(GS_ERR_NO_RESOURCE, "cuda ctx_create: pthread_mutex_init failed");
+        goto err_free;
+    }
+    if ((st = gs__cuda_pincache_init(&ctx->pins)) != GS_OK) {
+        pthread_mutex_destroy(&ctx->lock);
         goto err_free;
     }
     if ((e = cudaSetDevice(device)) != cudaSuccess) {
@@ -199,6 +199,7 @@ static gs_status_t gs__cuda_ctx_create(const gs_chunkops_params_t *params, gs_ch
 err_mem:
     cudaFree(ctx->arena_mem);
 err_lock:
+    gs__cuda_pincache_destroy(&ctx->pins);
     pthread_mutex_destroy(&ctx->lock);
 err_free:
     gs_free(ctx);
@@ -232,6 +233,7 @@ static void gs__cuda_ctx_destroy(gs_chunkops_ctx_h ctx)
         (void)cudaGetLastError();
         GS_LOG_ERROR("cuda ctx_destroy: cudaFree(arena) failed: %s", cudaGetErrorString(e));
     }
+    gs__cuda_pincache_destroy(&ctx->pins);
     pthread_mutex_destroy(&ctx->lock);
     gs_free(ctx);
 }
@@ -522,7 +524,8 @@ gs_status_t gs_cuda_memcpy_d2d(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h strea
 
 /* ---- kernels ---- */
 
-/* A typed REDUCE (graph/kernel.h: its program ends in float64 values): a whole-region SUM runs
+/* A typed REDUCE (graph/kernel.h): integer records run in one pass (k_typed_ireduce); of the
+ * others (the program ends in float64 values) a whole-region SUM runs
  * in one pass (k_typed_sum, fused_typed.cu); otherwise the typed kernel stores the values as float64 into the stream's staging buffer, then the float64 reduction
  * kernels reduce that buffer (a one-leaf program), so records equal the CPU backend's up to
  * the float64 kernels' own summation order. Work on one stream runs in order: one buffer per
@@ -537,6 +540,9 @@ static gs_status_t gs__cuda_fused_typed_reduce(gs_chunkops_ctx_h ctx, gs_chunkop
     const size_t need = (size_t)(size > 0 ? size : 1) * sizeof(double);
     /* a whole-region SUM (the seed's float32 sum) in one pass, without the staging buffer */
     if ((st = gs__cuda_use(ctx)) != GS_OK) return gs__cuda_fail(stream, st);
+    /* integer records: exact int64 atomics in one pass */
+    if (k->out_dtype == GS_DTYPE_INT64)
+        return gs__cuda_fail(stream, gs__cuda_launch_typed_ireduce(&ctx->dev, stream->s, k));
     if (gs__cuda_launch_typed_sum(&ctx->dev, stream->s, k, stream->scratch.partials,
                                   stream->scratch.npartials, stream->scratch.counter, &st))
         return gs__cuda_fail(stream, st);
@@ -699,7 +705,11 @@ static void CUDART_CB gs__cuda_note_cb(cudaStream_t cs, cudaError_t err, void *u
     gs_status_t late = (gs_status_t)atomic_exchange(&s->late_err, GS_OK);
     if (status == GS_OK) status = late;
     (void)cs;
-    if (status == GS_OK && err != cudaSuccess) {
+    if (err != cudaSuccess && gs__cuda_sticky((int)err)) {
+        /* an illegal address & co. in work already enqueued: the context is gone */
+        gs__cuda_note_lost(s->ctx->device, (int)err, "work on a stream");
+        status = GS_ERR_DEVICE_LOST;
+    } else if (status == GS_OK && err != cudaSuccess) {
         status = GS_ERR_CUDA;
         GS_LOG_ERROR("cuda: work on a stream of device %d failed (cudaError_t %d)", s->ctx->device,
                      (int)err);
@@ -738,6 +748,20 @@ static gs_status_t gs__cuda_notify(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h s
         stream->free_notes = n;
         pthread_mutex_unlock(&stream->note_lock);
         return gs__cuda_error((int)e, "cudaStreamAddCallback");
+    }
+    return GS_OK;
+}
+
+static gs_status_t gs__cuda_health(gs_chunkops_ctx_h ctx)
+{
+    cudaError_t e;
+    if (ctx == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "cuda health: ctx is NULL");
+    if (gs__cuda_lost(ctx->device) != GS_OK) return GS_ERR_DEVICE_LOST;
+    /* a sticky error nobody has seen yet (peeking neither blocks nor clears it) */
+    e = cudaPeekAtLastError();
+    if (e != cudaSuccess && gs__cuda_sticky((int)e)) {
+        gs__cuda_note_lost(ctx->device, (int)e, "cudaPeekAtLastError");
+        return gs__cuda_lost(ctx->device);
     }
     return GS_OK;
 }
@@ -892,28 +916,20 @@ static gs_status_t gs__cuda_copy_device(gs_chunkops_ctx_h ctx, gs_chunkops_strea
     return gs__cuda_memcpy("copy_device", ctx, stream, dst, src, nbytes, cudaMemcpyDefault);
 }
 
+/* host_alloc / host_free: page-locked buffers through the context's cache (pinned.c) */
 static gs_status_t gs__cuda_host_alloc(gs_chunkops_ctx_h ctx, size_t nbytes, void **ptr_p)
 {
-    void *p = NULL;
     gs_status_t st;
     if (ctx == NULL || ptr_p == NULL)
         return gs_error_set(GS_ERR_INVALID_PARAM, "cuda host_alloc: NULL argument");
     if ((st = gs__cuda_use(ctx)) != GS_OK) return st;
-    cudaError_t e = cudaHostAlloc(&p, nbytes ? nbytes : 1, cudaHostAllocPortable);
-    if (e != cudaSuccess) {
-        (void)cudaGetLastError();
-        return e == cudaErrorMemoryAllocation
-                   ? gs_error_set(GS_ERR_NO_MEMORY, "cuda host_alloc: %zu pinned bytes", nbytes)
-                   : gs__cuda_error((int)e, "cudaHostAlloc");
-    }
-    *ptr_p = p;
-    return GS_OK;
+    return gs__cuda_pinned_alloc(&ctx->pins, nbytes, ptr_p);
 }
 
 static void gs__cuda_host_free(gs_chunkops_ctx_h ctx, void *ptr)
 {
     if (ctx == NULL || ptr == NULL || gs__cuda_use(ctx) != GS_OK) return;
-    if (cudaFreeHost(ptr) != cudaSuccess) (void)cudaGetLastError();
+    gs__cuda_pinned_free(&ctx->pins, ptr);
 }
 
 static gs_status_t gs__cuda_host_register(gs_chunkops_ctx_h ctx, void *ptr, size_t nbytes)
@@ -964,8 +980,10 @@ const gs_chunkops_ops_t gs_chunkops_cuda_ops = {
     .to_device = gs__cuda_to_device,
     .notify = gs__cuda_notify,
     .sync = gs__cuda_sync,
+    .health = gs__cuda_health,
     .host_register = gs__cuda_host_register,
     .host_unregister = gs__cuda_host_unregister,
+    .scan = gs__cuda_scan,
 };
 
 void *gs__cuda_stream_raw(gs_chunkops_stream_h stream, int *device_p)

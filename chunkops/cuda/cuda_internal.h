@@ -330,16 +330,31 @@ gs_status_t gs__cuda_launch_typed(const gs__cuda_dev_t *dev, void *stream, const
 int gs__cuda_launch_typed_sum(const gs__cuda_dev_t *dev, void *stream, const gs_kfused_t *k,
                               double *partials, size_t npartials, unsigned int *counter,
                               gs_status_t *st_p);
+/** A validated REDUCE spec with integer records (out_dtype GS_DTYPE_INT64, graph/kernel.h):
+ *  enqueue the record initialisation and k_typed_ireduce (fused_typed.cu). */
+gs_status_t gs__cuda_launch_typed_ireduce(const gs__cuda_dev_t *dev, void *stream,
+                                          const gs_kfused_t *k);
 /** Enqueue a validated combine. */
 gs_status_t gs__cuda_launch_combine(const gs__cuda_dev_t *dev, void *stream,
                                     const gs_kcombine_t *k);
 /** Enqueue one group of copy pieces. */
 gs_status_t gs__cuda_launch_copy(void *stream, const gs__cuda_cplan_t *p);
 
-/** Turn a cudaError_t (as int) from @a call into GS_ERR_CUDA with a message. */
+/** Turn a cudaError_t (as int) from @a call into GS_ERR_CUDA with a message; a sticky error
+ *  (gs__cuda_sticky) into GS_ERR_DEVICE_LOST, recorded for the device current on this thread
+ *  (the context's health() names it from then on). */
 gs_status_t gs__cuda_error(int err, const char *call);
+/** Whether cudaError_t @a err (as int) leaves the context unusable (an illegal address, a
+ *  launch failure, ...: chunkops.h GS_ERR_DEVICE_LOST). */
+int gs__cuda_sticky(int err);
+/** Record the first sticky error @a err of @a device, seen by @a where (lost.c). */
+void gs__cuda_note_lost(int device, int err, const char *where);
+/** GS_OK, or GS_ERR_DEVICE_LOST naming the recorded cause once @a device had a sticky error. */
+gs_status_t gs__cuda_lost(int device);
 /** The cudaStream_t of a "cuda" chunkops stream, and its context's device (ctx.c). */
 void *gs__cuda_stream_raw(gs_chunkops_stream_h stream, int *device_p);
+/** SCAN (scan.cu): the vtable entry. Validates @a k, enqueues the scan on @a stream. */
+gs_status_t gs__cuda_scan(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream, const gs_kscan_t *k);
 /** The cuda_user op (rtc_launch.c): a user's CUDA C++ kernel, compiled and loaded once per
  *  process and device (up to GS__CUDA_RTC_MAX_LOADED kernels; then GS_ERR_NO_RESOURCE). */
 #define GS__CUDA_RTC_MAX_LOADED 256
@@ -349,4 +364,31 @@ gs_status_t gs__cuda_rtc_user(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream
 #ifdef __cplusplus
 }
 #endif
+/* ---- page-locked host buffers (pinned.c): host_alloc / host_free with a small cache ---- */
+
+#define GS__CUDA_PIN_SLOTS 8
+#define GS__CUDA_PIN_CACHE_BYTES ((size_t)512 << 20)
+
+typedef struct gs__cuda_pincache {
+    pthread_mutex_t lock;
+    void *ptr[GS__CUDA_PIN_SLOTS];      /* buffers given back, kept for reuse */
+    size_t size[GS__CUDA_PIN_SLOTS];
+    int n;
+    size_t bytes;                       /* sum of size[0..n) */
+    unsigned long long hits;            /* allocations served from the cache */
+} gs__cuda_pincache_t;
+
+/** An empty cache. GS_ERR_NO_RESOURCE when its mutex cannot be made. */
+gs_status_t gs__cuda_pincache_init(gs__cuda_pincache_t *c);
+/** @a nbytes of page-locked, page-aligned host memory in *ptr_p (a cached buffer that fits, or
+ *  a new cudaHostAlloc; the caller has made the context's device current). Errors:
+ *  GS_ERR_NO_MEMORY, GS_ERR_CUDA. Give it back with gs__cuda_pinned_free only. */
+gs_status_t gs__cuda_pinned_alloc(gs__cuda_pincache_t *c, size_t nbytes, void **ptr_p);
+/** Give back @a ptr (NULL: nothing): kept for reuse while the cache has room, else freed
+ *  (cudaFreeHost, which waits for the device). The caller must not touch it afterwards. */
+void gs__cuda_pinned_free(gs__cuda_pincache_t *c, void *ptr);
+/** Free every cached buffer and the mutex (buffers still held by callers stay valid until
+ *  their gs__cuda_pinned_free, which must come before the context goes). */
+void gs__cuda_pincache_destroy(gs__cuda_pincache_t *c);
+
 #endif

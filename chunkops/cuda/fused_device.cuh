@@ -105,7 +105,7 @@ __device__ __forceinline__ double apply_unary1(int op, double x, double imm)
         if (op >= GS_OP_EXTENDED) return op_unary_ext(op, x, imm);
     }
     switch (op) {
-    case GS_OP_NEG: return -x;
+    case GS_OP_NEG: return gs_neg_f64(x);
     case GS_OP_ABS: return fabs(x);
     case GS_OP_ADD_IMM: return x + imm;
     case GS_OP_SUB_IMM: return x - imm;

@@ -1,14 +1,22 @@
 /* The fused kernel for programs with dtypes other than float64 (graph/kernel.h, "Dtypes"):
- * STORE terminal, and whole-region SUM (k_typed_sum; other typed reductions go through the
- * staging buffer of ctx.c). One thread per output element in a grid-stride loop; each thread
- * unravels its flat index, reads its leaves (typed chunk data through gs_load_elem, random
- * and index leaves as float64), runs the program with the element rules of
- * chunkops/elem_dtype.h (shared with the CPU backend, so both give the same values) and
- * stores the result in the output dtype. Simple addressing (a division per axis and element):
- * the float64 kernels of fused_device.cuh stay the fast path. */
+ * STORE terminal, whole-region SUM (k_typed_sum), integer-record reductions (k_typed_ireduce;
+ * other typed reductions go through the staging buffer of ctx.c). One thread per output
+ * element in a grid-stride loop; each thread unravels its flat index, reads its leaves (typed
+ * chunk data through gs_load_elem, random and index leaves as float64), runs the program with
+ * the element rules of chunkops/elem_dtype.h (shared with the CPU backend, so both give the
+ * same values) and stores the result in the output dtype. Simple addressing (a division per
+ * axis and element): the float64 kernels of fused_device.cuh stay the fast path.
+ *
+ * CHAIN programs (one leaf, then one-operand instructions: the float32 seed's
+ * normal_f32 + 1, cast to float64) take k_typed_chain_store / k_typed_chain_sum instead: the
+ * value stays in a register (no stack), rows are walked without a division per element, and
+ * each thread takes CHAIN_G adjacent elements of a row so that a float32 random leaf computes
+ * each Philox block (4 elements) once for the elements of it the thread needs, not once per
+ * element. */
 #include "chunkops/cuda/cuda_internal.h"
 #include "chunkops/elem_dtype.h"
 #include "chunkops/random.h"
+#include "chunkops/records.h"
 
 #include <cuda_runtime.h>
 
@@ -133,7 +141,345 @@ __global__ void __launch_bounds__(BLOCK) k_typed_sum(const __grid_constant__ gs_
     *counter = 0u; /* ready for the next kernel on this stream */
 }
 
+/* ---- CHAIN programs ---- */
+
+constexpr int CHAIN_G = 4; /* adjacent elements of a row per thread */
+
+/* A program of one leaf then one-operand instructions only. */
+__host__ __device__ inline bool typed_is_chain(const gs_kfused_t &k)
+{
+    if (k.nprog < 1 || k.prog[0].op != GS_OP_LEAF) return false;
+    for (int pc = 1; pc < k.nprog; pc++) {
+        switch (k.prog[pc].op) {
+#define GS__OPC_CH(name, val, str, ar) case name: if (ar != 1) return false; break;
+            GS_OPCODE_MAP(GS__OPC_CH)
+#undef GS__OPC_CH
+        default: return false;
+        }
+    }
+    return true;
+}
+
+__device__ __noinline__ double chain_leaf_other(const gs_kleaf_t &lf, int64_t off)
+{
+    return typed_leaf(lf, off);
+}
+
+/* The leaf's value at element offset @a off; a float32 random leaf keeps the last Philox block
+ * (@a w of block index @a kc) and computes a new one only when off leaves it; float32 and
+ * float64 chunk data are read inline, other leaves by a call. */
+__device__ __forceinline__ double chain_leaf(const gs_kleaf_t &lf, int64_t off, uint64_t &kc,
+                                             gs_philox4_t &w)
+{
+    if (lf.kind == GS_LEAF_NORMAL_F32 || lf.kind == GS_LEAF_UNIFORM_F32) {
+        const uint64_t kb = (uint64_t)off >> 2;
+        if (kb != kc) {
+            w = gs_random_block_f32(lf.seed, kb);
+            kc = kb;
+        }
+        return lf.kind == GS_LEAF_NORMAL_F32
+                   ? (double)gs_random_normal_f32_w(&w, (uint64_t)off, lf.p0, lf.p1)
+                   : (double)gs_random_uniform_f32_w(&w, (uint64_t)off, lf.p0, lf.p1);
+    }
+    if (lf.kind == GS_LEAF_CHUNK && lf.dtype == GS_DTYPE_FLOAT32)
+        return gs_f32_to_f64(((const float *)lf.data)[off]);
+    if (lf.kind == GS_LEAF_CHUNK && lf.dtype == GS_DTYPE_FLOAT64) return lf.data[off];
+    return chain_leaf_other(lf, off);
+}
+
+/* One instruction the inline cases of chain_rest do not take (a call: inlined, the whole
+ * opcode switch would take registers from every CHAIN kernel). */
+__device__ __noinline__ double chain_apply_other(const gs_kinstr_t *in, double v)
+{
+    return gs_typed_apply1(in, 1, v, 0.0);
+}
+
+/* The instructions after the leaf. Inline: + - * of an immediate in float32/float64 (exactly
+ * gs_typed_apply1's double operation rounded to the dtype) and a float -> float64 cast (exact). */
+__device__ __forceinline__ double chain_rest(const gs_kfused_t &k, double v)
+{
+    for (int pc = 1; pc < k.nprog; pc++) {
+        const gs_kinstr_t &in = k.prog[pc];
+        const bool f32 = in.dtype == GS_DTYPE_FLOAT32;
+        if (f32 || in.dtype == GS_DTYPE_FLOAT64) {
+            double r;
+            if (in.op == GS_OP_ADD_IMM) r = v + in.imm;
+            else if (in.op == GS_OP_SUB_IMM) r = v - in.imm;
+            else if (in.op == GS_OP_MUL_IMM) r = v * in.imm;
+            else if (in.op == GS_OP_CAST && in.arg == GS_DTYPE_FLOAT64) continue;
+            else {
+                v = chain_apply_other(&in, v);
+                continue;
+            }
+            v = f32 ? (double)gs_f64_to_f32(r) : r;
+        } else {
+            v = chain_apply_other(&in, v);
+        }
+    }
+    return v;
+}
+
+/* The leaf offset of row @a r's element 0 (a row: all axes but the last; the first of them
+ * takes no division). */
+__device__ __forceinline__ int64_t chain_row_base(const gs_kfused_t &k, const gs_kleaf_t &lf,
+                                                  int64_t r)
+{
+    int64_t off = lf.base;
+    for (int j = k.ndim - 2; j >= 1; j--) {
+        off += (r % k.shape[j]) * lf.stride[j];
+        r /= k.shape[j];
+    }
+    if (k.ndim >= 2) off += r * lf.stride[0];
+    return off;
+}
+
+/* CHAIN programs that float32 arithmetic gives exactly: a float32 random leaf, then at most
+ * F32_OPS of + - * by immediates that are finite binary32 values, in float32, then at most a
+ * cast to float64. For binary32 v and m, fl32(double(v) op m) = fl32(v op m) (double rounding
+ * is innocuous for + - * as 53 >= 2 * 24 + 2), and a NaN is made canonical on the way out as
+ * gs_round_float does, so the value stays a float: one float -> double conversion per element
+ * instead of three. */
+constexpr int F32_OPS = 3;
+struct f32_chain {
+    int n;
+    int op[F32_OPS];
+    float imm[F32_OPS];
+};
+
+__host__ __device__ inline bool chain_f32_of(const gs_kfused_t &k, f32_chain &c)
+{
+    const gs_kleaf_t &lf = k.leaves[k.prog[0].arg];
+    c.n = 0;
+    if (lf.kind != GS_LEAF_NORMAL_F32 && lf.kind != GS_LEAF_UNIFORM_F32) return false;
+    for (int pc = 1; pc < k.nprog; pc++) {
+        const gs_kinstr_t &in = k.prog[pc];
+        if (in.op == GS_OP_CAST) {
+            if (pc != k.nprog - 1 || in.dtype != GS_DTYPE_FLOAT32 || in.arg != GS_DTYPE_FLOAT64)
+                return false;
+            continue;
+        }
+        if (in.dtype != GS_DTYPE_FLOAT32 || c.n == F32_OPS || !isfinite(in.imm) ||
+            (double)(float)in.imm != in.imm ||
+            (in.op != GS_OP_ADD_IMM && in.op != GS_OP_SUB_IMM && in.op != GS_OP_MUL_IMM))
+            return false;
+        c.op[c.n] = in.op;
+        c.imm[c.n] = (float)in.imm;
+        c.n++;
+    }
+    return true;
+}
+
+__device__ __forceinline__ double chain_f32(const f32_chain &c, const gs_kleaf_t &lf,
+                                            int64_t off, uint64_t &kc, gs_philox4_t &w)
+{
+    const uint64_t kb = (uint64_t)off >> 2;
+    if (kb != kc) {
+        w = gs_random_block_f32(lf.seed, kb);
+        kc = kb;
+    }
+    float v = lf.kind == GS_LEAF_NORMAL_F32 ? gs_random_normal_f32_w(&w, (uint64_t)off, lf.p0, lf.p1)
+                                            : gs_random_uniform_f32_w(&w, (uint64_t)off, lf.p0, lf.p1);
+#pragma unroll
+    for (int j = 0; j < F32_OPS; j++) {
+        if (j >= c.n) break;
+        v = c.op[j] == GS_OP_ADD_IMM ? v + c.imm[j] : c.op[j] == GS_OP_SUB_IMM ? v - c.imm[j]
+                                                                               : v * c.imm[j];
+    }
+    return gs_f32_to_f64(v);
+}
+
+/* The CHAIN walk: the region is rows x ngroups units of CHAIN_G adjacent elements of a row
+ * (the last one shorter); thread t of the grid takes units t, t + threads, ... and calls
+ * @a fn(flat output index, value) for each element of them, in order. One division per unit
+ * (32-bit while the unit count allows). */
+template <bool F32, typename F>
+__device__ __forceinline__ void chain_walk(const gs_kfused_t &k, F fn)
+{
+    const gs_kleaf_t &lf = k.leaves[k.prog[0].arg];
+    int64_t rows = 1;
+    for (int j = 0; j < k.ndim - 1; j++) rows *= k.shape[j];
+    const int64_t L = k.ndim > 0 ? k.shape[k.ndim - 1] : 1;
+    const int64_t sl = k.ndim > 0 ? lf.stride[k.ndim - 1] : 0;
+    const int64_t ngroups = (L + CHAIN_G - 1) / CHAIN_G;
+    const int64_t units = rows * ngroups;
+    const bool small = units <= (int64_t)0xffffffff;
+    const int64_t step = (int64_t)gridDim.x * BLOCK;
+    f32_chain c;
+    if (F32) (void)chain_f32_of(k, c); /* the launcher checked it holds */
+    for (int64_t u = (int64_t)blockIdx.x * BLOCK + threadIdx.x; u < units; u += step) {
+        const int64_t r = small ? (int64_t)((uint32_t)u / (uint32_t)ngroups) : u / ngroups;
+        const int64_t c0 = (u - r * ngroups) * CHAIN_G;
+        const int64_t rb = chain_row_base(k, lf, r) + c0 * sl;
+        uint64_t kc = ~(uint64_t)0;
+        gs_philox4_t w;
+        const int n = L - c0 < CHAIN_G ? (int)(L - c0) : CHAIN_G;
+#pragma unroll 1
+        for (int g = 0; g < n; g++)
+            fn(r * L + c0 + g, F32 ? chain_f32(c, lf, rb + g * sl, kc, w)
+                                   : chain_rest(k, chain_leaf(lf, rb + g * sl, kc, w)));
+    }
+}
+
+/* The number of CHAIN units of @a k (host side: the grid's size). */
+inline int64_t chain_units(const gs_kfused_t &k)
+{
+    int64_t rows = 1;
+    for (int j = 0; j < k.ndim - 1; j++) rows *= k.shape[j];
+    const int64_t L = k.ndim > 0 ? k.shape[k.ndim - 1] : 1;
+    return rows * ((L + CHAIN_G - 1) / CHAIN_G);
+}
+
+template <bool F32>
+__global__ void __launch_bounds__(BLOCK) k_typed_chain_store(const __grid_constant__ gs_kfused_t k)
+{
+    chain_walk<F32>(k, [&](int64_t e, double v) { gs_store_elem(k.out_dtype, k.out, e, v); });
+}
+
+/* As k_typed_sum, over CHAIN programs (chain_walk's order per thread, then the same fixed
+ * block tree and block-order merge: the same sum on every run of the same grid). */
+template <bool F32>
+__global__ void __launch_bounds__(BLOCK) k_typed_chain_sum(const __grid_constant__ gs_kfused_t k,
+                                                           int64_t rows, double *partials,
+                                                           unsigned int *counter)
+{
+    __shared__ double sh[BLOCK];
+    __shared__ int last;
+    double acc = 0.0;
+    chain_walk<F32>(k, [&](int64_t, double v) { acc += v; });
+    sh[threadIdx.x] = acc;
+    __syncthreads();
+    for (int w = BLOCK / 2; w > 0; w >>= 1) {
+        if ((int)threadIdx.x < w) sh[threadIdx.x] += sh[threadIdx.x + w];
+        __syncthreads();
+    }
+    if (threadIdx.x == 0) {
+        partials[blockIdx.x] = sh[0];
+        __threadfence();
+        last = atomicAdd(counter, 1u) == gridDim.x - 1;
+    }
+    __syncthreads();
+    if (!last || threadIdx.x != 0) return;
+    __threadfence();
+    double s = 0.0;
+    for (unsigned b = 0; b < gridDim.x; b++) s += __ldcg(partials + b);
+    k.out[0] = s;
+    *counter = 0u; /* ready for the next kernel on this stream */
+}
+
+
+/* Integer records (graph/kernel.h): the empty record of every record. */
+__global__ void __launch_bounds__(BLOCK) k_irec_init(double *out, int64_t nrec, int op)
+{
+    for (int64_t r = (int64_t)blockIdx.x * BLOCK + threadIdx.x; r < nrec;
+         r += (int64_t)gridDim.x * BLOCK)
+        gs_irec_init(op, out + r);
+}
+
+/* Merge int64 value @a v into integer record @a rec with a device atomic: SUM and PROD wrap
+ * modulo 2^64 (unsigned), MIN/MAX compare as int64; all commute, so the result does not
+ * depend on the order the threads arrive in. */
+__device__ __forceinline__ void irec_atomic(int op, double *rec, int64_t v)
+{
+    unsigned long long *u = reinterpret_cast<unsigned long long *>(rec);
+    switch (op) {
+    case GS_RED_SUM: atomicAdd(u, (unsigned long long)v); break;
+    case GS_RED_MIN: atomicMin(reinterpret_cast<long long *>(rec), (long long)v); break;
+    case GS_RED_MAX: atomicMax(reinterpret_cast<long long *>(rec), (long long)v); break;
+    default: { /* PROD */
+        unsigned long long old = *u, assumed;
+        do {
+            assumed = old;
+            old = atomicCAS(u, assumed, assumed * (unsigned long long)v);
+        } while (old != assumed);
+        break;
+    }
+    }
+}
+
+/* An integer-record REDUCE (SUM, PROD, MIN, MAX of int64 values): element t of the region in
+ * record-major order (record r = t / L, position j = t % L along the reduced axis, or the whole
+ * region as one record for red_axis -1); each thread folds its values into a running value
+ * for its current record and merges it atomically when the record changes and at the end;
+ * for red_axis -1 the warp folds its 32 values first. */
+__global__ void __launch_bounds__(BLOCK) k_typed_ireduce(const __grid_constant__ gs_kfused_t k,
+                                                         int64_t size)
+{
+    const int op = k.redop;
+    const int nd = k.ndim, ax = k.red_axis;
+    const int64_t L = ax >= 0 ? k.shape[ax] : 1;
+    int64_t cur = -1, acc = gs_irec_empty(op);
+    for (int64_t t = (int64_t)blockIdx.x * BLOCK + threadIdx.x; t < size;
+         t += (int64_t)gridDim.x * BLOCK) {
+        int64_t p[GS_MAX_NDIM];
+        int64_t r = 0, rem;
+        if (ax >= 0) {
+            r = t / L;
+            p[ax] = t % L;
+            rem = r;
+            for (int j = nd - 1; j >= 0; j--) {
+                if (j == ax) continue;
+                p[j] = rem % k.shape[j];
+                rem /= k.shape[j];
+            }
+        } else {
+            rem = t;
+            for (int j = nd - 1; j >= 0; j--) {
+                p[j] = rem % k.shape[j];
+                rem /= k.shape[j];
+            }
+        }
+        const int64_t v = gs_v_i(typed_eval(k, p));
+        if (r != cur) {
+            if (cur >= 0) irec_atomic(op, k.out + cur, acc);
+            cur = r;
+            acc = gs_irec_empty(op);
+        }
+        acc = gs_irec_op(op, acc, v);
+    }
+    if (ax < 0) {
+        /* every thread holds a value for record 0 (the empty one if it saw nothing) */
+        for (int off = 16; off > 0; off >>= 1)
+            acc = gs_irec_op(op, acc, (int64_t)__shfl_down_sync(0xffffffffu, (long long)acc, off));
+        if ((threadIdx.x & 31) == 0) irec_atomic(op, k.out, acc);
+    } else if (cur >= 0) {
+        irec_atomic(op, k.out + cur, acc);
+    }
+}
+
 }  // namespace
+
+extern "C" gs_status_t gs__cuda_launch_typed_ireduce(const gs__cuda_dev_t *dev, void *stream,
+                                                     const gs_kfused_t *k)
+{
+    int64_t size = 1, nrec = 1;
+    for (int j = 0; j < k->ndim; j++) {
+        size *= k->shape[j];
+        if (j != k->red_axis) nrec *= k->shape[j];
+    }
+    if (k->red_axis < 0) nrec = 1;
+    const int64_t cap = (int64_t)(dev->num_sms > 0 ? dev->num_sms : 1) * 16;
+    int64_t blocks = (nrec + BLOCK - 1) / BLOCK;
+    if (blocks > cap) blocks = cap;
+    int op = k->redop;
+    double *out = k->out;
+    cudaError_t err = cudaSuccess;
+    if (nrec > 0) {
+        void *iargs[3] = {(void *)&out, (void *)&nrec, (void *)&op};
+        err = cudaLaunchKernel((const void *)k_irec_init, dim3((unsigned)blocks), dim3(BLOCK),
+                               iargs, 0, (cudaStream_t)stream);
+        if (err == cudaSuccess) err = cudaGetLastError();
+        if (err != cudaSuccess) return gs__cuda_error((int)err, "cudaLaunchKernel(irec init)");
+    }
+    if (size == 0) return GS_OK;
+    blocks = (size + BLOCK - 1) / BLOCK;
+    if (blocks > cap) blocks = cap;
+    void *args[2] = {(void *)k, (void *)&size};
+    err = cudaLaunchKernel((const void *)k_typed_ireduce, dim3((unsigned)blocks), dim3(BLOCK),
+                           args, 0, (cudaStream_t)stream);
+    if (err == cudaSuccess) err = cudaGetLastError();
+    if (err != cudaSuccess) return gs__cuda_error((int)err, "cudaLaunchKernel(typed int reduce)");
+    return GS_OK;
+}
 
 extern "C" gs_status_t gs__cuda_launch_typed(const gs__cuda_dev_t *dev, void *stream,
                                              const gs_kfused_t *k)
@@ -144,9 +490,22 @@ extern "C" gs_status_t gs__cuda_launch_typed(const gs__cuda_dev_t *dev, void *st
     int64_t blocks = (size + BLOCK - 1) / BLOCK;
     const int64_t cap = (int64_t)(dev->num_sms > 0 ? dev->num_sms : 1) * 16;
     if (blocks > cap) blocks = cap;
-    void *args[2] = {(void *)k, (void *)&size};
-    cudaError_t err = cudaLaunchKernel((const void *)k_typed_store, dim3((unsigned)blocks),
-                                       dim3(BLOCK), args, 0, (cudaStream_t)stream);
+    cudaError_t err;
+    if (typed_is_chain(*k)) {
+        const int64_t units = chain_units(*k);
+        int64_t cblocks = (units + BLOCK - 1) / BLOCK;
+        if (cblocks > cap) cblocks = cap;
+        void *cargs[1] = {(void *)k};
+        f32_chain c;
+        const void *fn = chain_f32_of(*k, c) ? (const void *)k_typed_chain_store<true>
+                                             : (const void *)k_typed_chain_store<false>;
+        err = cudaLaunchKernel(fn, dim3((unsigned)cblocks),
+                               dim3(BLOCK), cargs, 0, (cudaStream_t)stream);
+    } else {
+        void *args[2] = {(void *)k, (void *)&size};
+        err = cudaLaunchKernel((const void *)k_typed_store, dim3((unsigned)blocks), dim3(BLOCK),
+                               args, 0, (cudaStream_t)stream);
+    }
     if (err == cudaSuccess) err = cudaGetLastError();
     if (err != cudaSuccess) return gs__cuda_error((int)err, "cudaLaunchKernel(typed fused)");
     return GS_OK;
@@ -158,18 +517,23 @@ extern "C" int gs__cuda_launch_typed_sum(const gs__cuda_dev_t *dev, void *stream
                                          gs_status_t *st_p)
 {
     if (k->terminal != GS_TERM_REDUCE || k->redop != GS_RED_SUM || k->red_axis != -1 ||
-        k->ndim < 1)
+        k->ndim < 1 || k->out_dtype != GS_DTYPE_FLOAT64)
         return 0;
     int64_t rows = 1;
     for (int j = 0; j < k->ndim - 1; j++) rows *= k->shape[j];
     if (rows == 0 || k->shape[k->ndim - 1] == 0) return 0;
-    int64_t blocks = rows;
+    const bool chain = typed_is_chain(*k);
+    int64_t blocks = chain ? (chain_units(*k) + BLOCK - 1) / BLOCK : rows;
     const int64_t cap = (int64_t)(dev->num_sms > 0 ? dev->num_sms : 1) * 16;
     if (blocks > cap) blocks = cap;
     if ((size_t)blocks > npartials) return 0;
     void *args[4] = {(void *)k, (void *)&rows, (void *)&partials, (void *)&counter};
-    cudaError_t err = cudaLaunchKernel((const void *)k_typed_sum, dim3((unsigned)blocks),
-                                       dim3(BLOCK), args, 0, (cudaStream_t)stream);
+    f32_chain c;
+    const void *fn = !chain ? (const void *)k_typed_sum
+                     : chain_f32_of(*k, c) ? (const void *)k_typed_chain_sum<true>
+                                           : (const void *)k_typed_chain_sum<false>;
+    cudaError_t err = cudaLaunchKernel(fn, dim3((unsigned)blocks), dim3(BLOCK), args, 0,
+                                       (cudaStream_t)stream);
     if (err == cudaSuccess) err = cudaGetLastError();
     *st_p = err != cudaSuccess ? gs__cuda_error((int)err, "cudaLaunchKernel(typed sum)") : GS_OK;
     return 1;

@@ -23,6 +23,23 @@ __global__ void __launch_bounds__(BLOCK) k_combine(const __grid_constant__ gs_kc
 {
     const int op = c.redop;
     const int w = rec_width(op);
+    if (c.rec_dtype == GS_DTYPE_INT64) {
+        /* integer records (graph/kernel.h): int64 bit patterns, wrapping */
+        for (int64_t r = (int64_t)blockIdx.x * BLOCK + threadIdx.x; r < c.nrec;
+             r += (int64_t)gridDim.x * BLOCK) {
+            double acc = __ldg(c.inputs[0] + r);
+            for (int32_t i = 1; i < c.ninputs; i++) {
+                const double b = __ldg(c.inputs[i] + r);
+                gs_irec_merge(op, &acc, &b);
+            }
+            if (c.finalize)
+                gs_store_elem(c.out_dtype, c.out, r,
+                              gs_cast_value(GS_DTYPE_INT64, c.out_dtype, acc));
+            else
+                c.out[r] = acc;
+        }
+        return;
+    }
     for (int64_t r = (int64_t)blockIdx.x * BLOCK + threadIdx.x; r < c.nrec;
          r += (int64_t)gridDim.x * BLOCK) {
         double acc[GS_KERNEL_MAX_RECORD];

@@ -353,3 +353,56 @@ Test(chunkops_cpu, refuses_a_cuda_source_kernel_and_leaves_the_output_alone)
     for (int i = 0; i < 4; i++) cr_assert_eq(out[i], 7.0);
     ops->ctx_destroy(ctx);
 }
+
+static void note_status(gs_status_t status, void *arg)
+{
+    *(gs_status_t *)arg = status;
+}
+
+/* test_lose_device_on: the named user kernel's crash loses the context as a CUDA sticky error
+ * does -- that call and every later one fail with GS_ERR_DEVICE_LOST, health() names the cause;
+ * another kernel's crash, and contexts without the knob, are an ordinary task failure. */
+Test(chunkops_cpu, a_crash_of_the_named_kernel_loses_the_context_for_good)
+{
+    gs_chunkops_params_t p = {.memory_limit = 1 << 20, .test_lose_device_on = "gs_test_crash"};
+    gs_chunkops_ctx_h ctx, plain;
+    gs_chunkops_stream_h s;
+    double in[4] = {1, 2, 3, 4}, out[4] = {0};
+    gs_status_t noted = GS_OK;
+    gs_kuser_t k;
+    memset(&k, 0, sizeof(k));
+    k.lib = GS_TEST_KERNELS;
+    k.nin = 1;
+    k.in[0].data = in;
+    k.in[0].ndim = 1;
+    k.in[0].shape[0] = 4;
+    k.in_len[0] = 4;
+    k.out = k.in[0];
+    k.out.data = out;
+    cr_assert_eq(ops->ctx_create(&p, &ctx), GS_OK);
+    cr_assert_eq(ops->ctx_create(NULL, &plain), GS_OK);
+    cr_assert_eq(ops->stream_create(ctx, &s), GS_OK);
+    cr_assert_eq(ops->health(ctx), GS_OK);
+    k.sym = "gs_test_add";
+    cr_assert_eq(ops->user(ctx, s, &k), GS_OK, "%s", gs_last_error());
+    cr_assert(out[3] == 4.0);
+    k.sym = "gs_test_crash";
+    cr_assert_eq(ops->user(plain, s, &k), GS_ERR_TASK_FAILED, "%s", gs_last_error());
+    cr_assert_eq(ops->health(plain), GS_OK);
+    cr_assert_eq(ops->user(ctx, s, &k), GS_ERR_DEVICE_LOST, "%s", gs_last_error());
+    cr_assert(strstr(gs_last_error(), "gs_test_crash") != NULL, "%s", gs_last_error());
+    cr_assert_eq(ops->health(ctx), GS_ERR_DEVICE_LOST);
+    cr_assert(strstr(gs_last_error(), "device lost (test_lose_device_on gs_test_crash): user "
+                                      "kernel gs_test_crash") != NULL &&
+                  strstr(gs_last_error(), "crashed: signal") != NULL,
+              "%s", gs_last_error());
+    /* sticky: a good kernel, notify and sync fail too */
+    k.sym = "gs_test_add";
+    cr_assert_eq(ops->user(ctx, s, &k), GS_ERR_DEVICE_LOST);
+    cr_assert_eq(ops->notify(ctx, s, note_status, &noted), GS_OK);
+    cr_assert_eq(noted, GS_ERR_DEVICE_LOST);
+    cr_assert_eq(ops->sync(ctx, s), GS_ERR_DEVICE_LOST);
+    ops->stream_destroy(ctx, s);
+    ops->ctx_destroy(ctx);
+    ops->ctx_destroy(plain);
+}

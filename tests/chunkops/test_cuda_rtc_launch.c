@@ -6,6 +6,8 @@
 #include "chunkops/cuda/rtc.h"
 #include "tests/tmp_tree.h"
 
+#include <unistd.h>
+
 /* out[i] = in0[i] * (*(const double *)arg) + in1[i] + global index (position-dependent) */
 static const char k_axpy[] =
     "extern \"C\" __global__ void axpy(gs_cuda_args_t a)\n"
@@ -84,7 +86,10 @@ Test(chunkops_cuda_rtc_launch, a_kernel_missing_from_the_image_fails_at_load)
     gs_free(img);
 }
 
-Test(chunkops_cuda_rtc_launch, an_illegal_address_fails_the_sync_with_the_reason)
+/* An illegal address is a sticky error: the sync reports GS_ERR_DEVICE_LOST (chunkops.h) with
+ * the reason, health() names it from then on and every later call of the context fails with
+ * it. (The worker process is restarted by its launcher; here the forked test process ends.) */
+Test(chunkops_cuda_rtc_launch, an_illegal_address_loses_the_device_with_the_reason)
 {
     GPU_OR_SKIP();
     gs_chunkops_params_t pg = {0};
@@ -95,16 +100,50 @@ Test(chunkops_cuda_rtc_launch, an_illegal_address_fails_the_sync_with_the_reason
     CHECK(GPU->ctx_create(&pg, &ctx));
     CHECK(GPU->stream_create(ctx, &s));
     CHECK(GPU->mem_alloc(ctx, 1024, &d));
+    CHECK(GPU->health(ctx));
     gs_cuda_rtc_kernel_h k = build(k_fault, "fault");
     gs_block_t in = {0}, out = {0};
     in.data = out.data = d;
     in.ndim = out.ndim = 1, in.shape[0] = out.shape[0] = 128;
     CHECK(gs_cuda_rtc_launch(k, s, &in, 1, &out, NULL, 0));
     gs_status_t st = GPU->sync(ctx, s);
-    cr_assert_eq(st, GS_ERR_CUDA, "%s", gs_status_name(st));
+    cr_assert_eq(st, GS_ERR_DEVICE_LOST, "%s: %s", gs_status_name(st), gs_last_error());
     cr_assert_not_null(strstr(gs_last_error(), "illegal"), "%s", gs_last_error());
-    /* the context is lost after a device fault (CUDA makes it sticky): the worker process is
-     * restarted by its launcher; here the forked test process just ends */
+    st = GPU->health(ctx);
+    cr_assert_eq(st, GS_ERR_DEVICE_LOST, "%s", gs_status_name(st));
+    cr_assert_not_null(strstr(gs_last_error(), "cudaErrorIllegalAddress"), "%s", gs_last_error());
+    st = GPU->copy_from_host(ctx, s, d, &in, 8);
+    cr_assert_eq(st, GS_ERR_DEVICE_LOST, "%s", gs_status_name(st));
+}
+
+static void note_status(gs_status_t status, void *arg)
+{
+    atomic_store((_Atomic int *)arg, (int)status + 1000);
+}
+
+/* The worker's path: the loss reaches notify()'s callback for work already enqueued. */
+Test(chunkops_cuda_rtc_launch, an_illegal_address_reaches_notify_as_a_lost_device)
+{
+    GPU_OR_SKIP();
+    gs_chunkops_params_t pg = {0};
+    gs_chunkops_ctx_h ctx;
+    gs_chunkops_stream_h s;
+    void *d;
+    _Atomic int got = 0;
+    pg.memory_limit = (size_t)64 << 20;
+    CHECK(GPU->ctx_create(&pg, &ctx));
+    CHECK(GPU->stream_create(ctx, &s));
+    CHECK(GPU->mem_alloc(ctx, 1024, &d));
+    gs_cuda_rtc_kernel_h k = build(k_fault, "fault");
+    gs_block_t in = {0}, out = {0};
+    in.data = out.data = d;
+    in.ndim = out.ndim = 1, in.shape[0] = out.shape[0] = 128;
+    CHECK(gs_cuda_rtc_launch(k, s, &in, 1, &out, NULL, 0));
+    CHECK(GPU->notify(ctx, s, note_status, (void *)&got));
+    (void)GPU->sync(ctx, s);   /* returns once the callback has been called */
+    for (int i = 0; i < 5000 && atomic_load(&got) == 0; i++) usleep(1000);
+    cr_assert_eq(atomic_load(&got) - 1000, GS_ERR_DEVICE_LOST, "callback status %d",
+                 atomic_load(&got) - 1000);
 }
 
 /* Through the backend's vtable, as a worker runs a map_blocks task: compiled on first use,

@@ -168,9 +168,9 @@ Test(cuda_stencil, users_kernels_are_staged_through_host_memory)
     bk_t bk;
     const int64_t shape[2] = {40, 30}, chunks[2] = {10, 10};
     const int d[2] = {1, 1};
-    gs_user_kernel_t good = {GS_TEST_KERNELS, "gs_test_smooth3x3", NULL, 0, NULL};
-    gs_user_kernel_t add = {GS_TEST_KERNELS, "gs_test_add", NULL, 0, NULL};
-    gs_user_kernel_t bad = {GS_TEST_KERNELS, "gs_test_crash", NULL, 0, NULL};
+    gs_user_kernel_t good = {GS_TEST_KERNELS, "gs_test_smooth3x3", NULL, 0, NULL, 0};
+    gs_user_kernel_t add = {GS_TEST_KERNELS, "gs_test_add", NULL, 0, NULL, 0};
+    gs_user_kernel_t bad = {GS_TEST_KERNELS, "gs_test_crash", NULL, 0, NULL, 0};
     gs_array_h x, y, arr[3];
     gs_taskgraph_t *tg;
     double gc[1200], gg[1200];
@@ -201,4 +201,91 @@ Test(cuda_stencil, users_kernels_are_staged_through_host_memory)
     for (int k = 0; k < 3; k++) gs_array_release(arr[k]);
     gs_array_release(y);
     gs_array_release(x);
+}
+
+/* exp(x) + 1 -> elementwise kernel -> * 2 (and its sum) with the kernel fused between the
+ * fused producer and consumer kernels (graph/lower_fuse_user.c; chunkops/ktask.c): an NVRTC
+ * kernel launched on the stream between them, and the C kernel gs_test_ew staged through host
+ * memory, both equal to the CPU backend's values of the same chain with gs_test_ew (within
+ * 1e-13: the GPU's exp is not glibc's), one task per chunk. */
+static const char k_ew[] =
+    "extern \"C\" __global__ void ew(gs_cuda_args_t a)\n"
+    "{\n"
+    "    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "    if (i >= a.n_out) return;\n"
+    "    double v = a.in[0].data[i];\n"
+    "    a.out.data[i] = v * v + (double)a.out.start[0] / 1000.0;\n"
+    "}\n";
+
+static gs_array_h ew_chain(const gs_user_kernel_t *k, gs_array_h x, const int64_t *shape,
+                           const int64_t *chunks, gs_array_h *sum_p)
+{
+    gs_array_h e, a, m, c;
+    CHECK(gs_array_unary(GS_UNARY_EXP, x, &e));
+    CHECK(gs_array_binary_scalar(GS_BINARY_ADD, e, 1.0, &a));
+    CHECK(gs_array_map_blocks(k, 1, &a, 2, shape, chunks, &m));
+    CHECK(gs_array_binary_scalar(GS_BINARY_MUL, m, 2.0, &c));
+    CHECK(gs_array_reduce(GS_RED_SUM, c, NULL, sum_p));
+    gs_array_release(e);
+    gs_array_release(a);
+    gs_array_release(m);
+    return c;
+}
+
+Test(cuda_stencil, an_elementwise_cuda_kernel_fused_in_a_chain_equals_the_cpu_result)
+{
+    GPU_OR_SKIP();
+    bk_t bk;
+    const int64_t shape[2] = {300, 170}, chunks[2] = {64, 50}, n = 300 * 170, nb = 5 * 4;
+    gs_user_kernel_t kc = {GS_TEST_KERNELS, "gs_test_ew", NULL, 0, NULL, GS_KERNEL_ELEMENTWISE};
+    gs_user_kernel_t kg = {NULL, "ew", NULL, 0, k_ew, GS_KERNEL_ELEMENTWISE};
+    gs_array_h x, cc, sc, cg, sg, cs, ss;
+    gs_taskgraph_t *tg;
+    double *ref = malloc(sizeof(double) * n), *got = malloc(sizeof(double) * n);
+    double sref = 0, sgot = 0;
+    CHECK(gs_array_random_uniform(31, -1.0, 1.0, 2, shape, chunks, &x));
+    cc = ew_chain(&kc, x, shape, chunks, &sc);
+    cg = ew_chain(&kg, x, shape, chunks, &sg);
+    cs = ew_chain(&kc, x, shape, chunks, &ss);   /* the C kernel, staged on the GPU */
+    bk_open(&bk, (size_t)1 << 30);
+    CHECK(gs_graph_lower(cc, GS_LOWER_DEFAULT, &tg));
+    CHECK(gs_chunkops_eval(CPU, bk.cpu, tg, ref, (size_t)n));
+    gs_taskgraph_free(tg);
+    CHECK(gs_graph_lower(sc, GS_LOWER_DEFAULT, &tg));
+    CHECK(gs_chunkops_eval(CPU, bk.cpu, tg, &sref, 1));
+    gs_taskgraph_free(tg);
+    for (int v = 0; v < 2; v++) {
+        gs_array_h c = v == 0 ? cg : cs, s = v == 0 ? sg : ss;
+        CHECK(gs_graph_lower(c, GS_LOWER_DEFAULT, &tg));
+        cr_assert_eq(tg->ntasks, (uint64_t)nb, "variant %d: %llu tasks", v,
+                     (unsigned long long)tg->ntasks);
+        cr_assert_str_eq(gs_layer_name(tg->layers[0]), "map_blocks-fused");
+        CHECK(gs_chunkops_eval(GPU, bk.gpu, tg, got, (size_t)n));
+        gs_taskgraph_free(tg);
+        for (int64_t i = 0; i < n; i++)
+            cr_assert(fabs(got[i] - ref[i]) <= 1e-13 * fabs(ref[i]), "variant %d element %lld: "
+                      "gpu %.17g cpu %.17g", v, (long long)i, got[i], ref[i]);
+        CHECK(gs_graph_lower(s, GS_LOWER_DEFAULT, &tg));
+        CHECK(gs_chunkops_eval(GPU, bk.gpu, tg, &sgot, 1));
+        gs_taskgraph_free(tg);
+        cr_assert(fabs(sgot - sref) <= 1e-12 * fabs(sref), "variant %d sum: gpu %.17g cpu %.17g",
+                  v, sgot, sref);
+        /* unfused on the GPU: the same values */
+        CHECK(gs_graph_lower(c, 0, &tg));
+        CHECK(gs_chunkops_eval(GPU, bk.gpu, tg, got, (size_t)n));
+        gs_taskgraph_free(tg);
+        for (int64_t i = 0; i < n; i++)
+            cr_assert(fabs(got[i] - ref[i]) <= 1e-13 * fabs(ref[i]), "variant %d unfused element "
+                      "%lld", v, (long long)i);
+    }
+    bk_close(&bk);
+    gs_array_release(cc);
+    gs_array_release(sc);
+    gs_array_release(cg);
+    gs_array_release(sg);
+    gs_array_release(cs);
+    gs_array_release(ss);
+    gs_array_release(x);
+    free(ref);
+    free(got);
 }

@@ -286,10 +286,11 @@ Test(deploy_local_cluster, dying_gsched_stops_the_rest_with_an_error, .init = se
     assert_tree_gone(&l, 5.0);
 }
 
+/* --restart-limit 0: the behaviour before restarts (tests/deploy/test_restart.c has those) */
 Test(deploy_local_cluster, dying_worker_stops_the_rest_with_an_error, .init = setup,
      .fini = teardown)
 {
-    const char *extra[] = {"--nworkers", "2", "--backend", "cpu", NULL};
+    const char *extra[] = {"--nworkers", "2", "--backend", "cpu", "--restart-limit", "0", NULL};
     launched_t l;
     int st;
     pid_t victim = 0;
@@ -382,6 +383,8 @@ Test(deploy_local_cluster, bad_arguments_exit_2_with_a_message, .init = setup, .
     expect_usage_error((const char *[]){"--frobnicate", NULL}, "--frobnicate");
     expect_usage_error((const char *[]){"--port", NULL}, "--port");
     expect_usage_error((const char *[]){"--log-level", "loud", NULL}, "loud");
+    expect_usage_error((const char *[]){"--restart-limit", "65", NULL}, "--restart-limit");
+    expect_usage_error((const char *[]){"--restart-delay", "0", NULL}, "--restart-delay");
 }
 
 Test(deploy_local_cluster, client_local_address_starts_and_stops_a_private_cluster, .init = setup,

@@ -194,6 +194,10 @@ static void fz_run_graph(const gs_msg_graph_submit_t *g)
                 if (d >= nt || outs[d] == NULL) runnable = 0;  /* input failed or not run */
                 in[i].data = runnable ? outs[d] : NULL;
                 in[i].len = runnable ? out_len[d] : 0;
+                /* the producer's bytes, as the worker's chunk has them (typed outputs) */
+                in[i].nbytes = runnable ? gs_layer_out_nbytes(layers[g->task_layer[d]],
+                                                              g->task_block[d])
+                                        : 0;
             } else {
                 /* an external: the worker fetches a chunk of the size its producer made */
                 if (lens[i] > budget.left) {
@@ -205,6 +209,7 @@ static void fz_run_graph(const gs_msg_graph_submit_t *g)
                 if (ext[i] == NULL) FZ_BUG("harness out of memory");
                 in[i].data = ext[i];
                 in[i].len = lens[i];
+                in[i].nbytes = (uint64_t)lens[i] * sizeof(double);
             }
         }
         if (runnable) {

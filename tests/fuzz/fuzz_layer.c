@@ -113,6 +113,7 @@ static void fz_run_one_block(const gs_layer_t *l, uint64_t block, fz_rng_t *rng,
         for (int64_t e = 0; e < lens[i]; e++) bufs[i][e] = fz_fill_value(rng, special);
         in[i].data = bufs[i];
         in[i].len = lens[i];
+        in[i].nbytes = (uint64_t)lens[i] * sizeof(double);
     }
 
     /* wrong tables must be refused before anything is read */

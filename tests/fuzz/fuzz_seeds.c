@@ -229,6 +229,20 @@ static void build_exprs(void)
         K(m);
         K(n1);
     }
+    {
+        /* SCAN layers: totals, carries and scans; typed (int32 -> int64, float32) too */
+        gs_array_h cs, cp, ci, c32, i32, f32;
+        OK(gs_array_cumsum(x, 1, &cs));
+        E("cumsum-axis1", cs);
+        OK(gs_array_cumprod(u, 0, &cp));
+        E("cumprod-axis0", cp);
+        OK(gs_array_astype(x, GS_DTYPE_INT32, &i32));
+        OK(gs_array_cumsum(K(i32), -2, &ci));
+        E("cumsum-int32", ci);
+        OK(gs_array_astype(x, GS_DTYPE_FLOAT32, &f32));
+        OK(gs_array_cumulative(K(f32), GS_SCAN_SUM, 1, GS_DTYPE_FLOAT32, &c32));
+        E("cumsum-float32", c32);
+    }
 }
 
 static void seed_graphs(void)

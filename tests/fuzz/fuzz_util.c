@@ -8,6 +8,7 @@
 #include "graph/graph_internal.h"
 #include "graph/copy_int.h"
 #include "graph/linalg_int.h"
+#include "graph/scan_int.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -110,6 +111,20 @@ gs_status_t fz_block_inputs(const gs_layer_t *l, uint64_t block, int *n_p, int64
         if (n < 0 || n > GS__LA_MAX_INPUTS)
             FZ_BUG("linalg block %llu expects %d inputs", (unsigned long long)block, n);
         for (int i = 0; i < n; i++) lens[i] = ll[i];
+        *n_p = n;
+        return GS_OK;
+    }
+    case GS_LAYER_SCAN: {
+        /* in doubles, rounded up: a typed input whose bytes are not a multiple of 8 is then
+         * refused by the instantiation (which checks the exact bytes) */
+        const int n = gs__scan_ninputs(l, block);
+        int64_t start[GS_MAX_NDIM], shape[GS_MAX_NDIM], slab = 1, size;
+        gs_grid_block_region(&l->u.sc.src, gs__scan_src_block(l, block), start, shape);
+        size = gs_region_size(l->grid.ndim, shape);
+        for (int32_t a = 0; a < l->grid.ndim; a++)
+            if (a != l->u.sc.axis) slab *= shape[a];
+        lens[0] = (size * (int64_t)gs_dtype_size((gs_dtype_t)l->u.sc.in_dtype) + 7) / 8;
+        if (n == 2) lens[1] = (slab * (int64_t)gs_dtype_size((gs_dtype_t)l->u.sc.out_dtype) + 7) / 8;
         *n_p = n;
         return GS_OK;
     }

@@ -247,6 +247,81 @@ Test(graph_file_dtype, raw_files_read_in_their_dtype)
     }
 }
 
+/* gs_array_from_raw_ex: big-endian raw files (NumPy's arr.astype('>i4').tofile()) of every
+ * dtype, C and Fortran order, read as the values, exactly, under every set of lowering flags
+ * and through a strided slice (which reads only the kept elements' bytes); LITTLE and NATIVE
+ * read the host's order; a bad byte order is refused naming the file, nothing written. */
+Test(graph_file_dtype, raw_files_in_either_byte_order)
+{
+    for (size_t d = 0; d < NDT; d++)
+        for (int fo = 0; fo < 2; fo++) {
+            const gs_dtype_t dt = all_dt[d];
+            const size_t isz = gs_dtype_size(dt);
+            const int R = 9, C = 7;
+            uint8_t le[9 * 7 * 8], be[8 + 9 * 7 * 8], want[9 * 7 * 8], *got;
+            gs_array_h a, l, n, sl;
+            /* element (i, j) = elem(dt, i * C + j) at file position C- or F-order */
+            for (int i = 0; i < R; i++)
+                for (int j = 0; j < C; j++) {
+                    const int c = i * C + j, f = fo ? j * R + i : c;
+                    elem(dt, c, want + (size_t)c * isz);
+                    memcpy(le + (size_t)f * isz, want + (size_t)c * isz, isz);
+                    memcpy(be + 8 + (size_t)f * isz, want + (size_t)c * isz, isz);
+                    swap_bytes(be + 8 + (size_t)f * isz, isz);
+                }
+            memset(be, 0xab, 8);   /* an 8-byte prefix: offset 8 */
+            put("be.raw", be, 8 + (size_t)R * C * isz);
+            put("le.raw", le, (size_t)R * C * isz);
+            const gs_order_t ord = fo ? GS_ORDER_F : GS_ORDER_C;
+            TX_OK(gs_array_from_raw_ex(at("be.raw"), dt, GS_BYTEORDER_BIG, 2, (int64_t[]){R, C},
+                                       ord, 8, (int64_t[]){4, 3}, &a));
+            TX_OK(gs_array_from_raw_ex(at("le.raw"), dt, GS_BYTEORDER_LITTLE, 2,
+                                       (int64_t[]){R, C}, ord, 0, (int64_t[]){2, 5}, &l));
+            TX_OK(gs_array_from_raw_ex(at("le.raw"), dt, GS_BYTEORDER_NATIVE, 2,
+                                       (int64_t[]){R, C}, ord, 0, (int64_t[]){5, 2}, &n));
+            cr_assert_eq(gs_array_dtype(a), (int)dt);
+            for (unsigned flags = 0; flags <= GS_LOWER_DEFAULT; flags++) {
+                got = eval(a, flags);
+                cr_assert(memcmp(got, want, (size_t)R * C * isz) == 0,
+                          "big-endian %s order %d flags 0x%x", gs_dtype_name(dt), fo, flags);
+                free(got);
+            }
+            got = eval(l, GS_LOWER_DEFAULT);
+            cr_assert(memcmp(got, want, (size_t)R * C * isz) == 0, "little %s", gs_dtype_name(dt));
+            free(got);
+            got = eval(n, GS_LOWER_DEFAULT);
+            cr_assert(memcmp(got, want, (size_t)R * C * isz) == 0, "native %s", gs_dtype_name(dt));
+            free(got);
+            /* a[1::3, ::-2]: rows 1, 4, 7, columns 6, 4, 2, 0 */
+            gs_slice_t sls[2] = {GS_SLICE_FROM(1, 3), GS_SLICE_STEP(-2)};
+            TX_OK(gs_array_slice(a, 2, sls, &sl));
+            got = eval(sl, GS_LOWER_DEFAULT);
+            for (int i = 0; i < 3; i++)
+                for (int j = 0; j < 4; j++) {
+                    const int c = (1 + 3 * i) * C + (6 - 2 * j);
+                    cr_assert(memcmp(got + (size_t)(i * 4 + j) * isz, want + (size_t)c * isz,
+                                     isz) == 0,
+                              "slice of big-endian %s order %d: element (%d, %d)",
+                              gs_dtype_name(dt), fo, i, j);
+                }
+            free(got);
+            gs_array_release(sl);
+            gs_array_release(n);
+            gs_array_release(l);
+            gs_array_release(a);
+        }
+    gs_array_h a = (gs_array_h)(uintptr_t)0x1;
+    cr_assert_eq(gs_array_from_raw_ex(at("le.raw"), GS_DTYPE_UINT8, (gs_byteorder_t)3, 1,
+                                      (int64_t[]){4}, GS_ORDER_C, 0, (int64_t[]){2}, &a),
+                 GS_ERR_INVALID_PARAM);
+    cr_assert_not_null(strstr(gs_last_error(), "le.raw"), "%s", gs_last_error());
+    cr_assert_not_null(strstr(gs_last_error(), "byte order"), "%s", gs_last_error());
+    cr_assert_eq(a, (gs_array_h)(uintptr_t)0x1, "out_p is not written on error");
+    cr_assert_eq(gs_array_from_raw_ex(at("le.raw"), GS_DTYPE_UINT8, (gs_byteorder_t)-1, 1,
+                                      (int64_t[]){4}, GS_ORDER_C, 0, (int64_t[]){2}, &a),
+                 GS_ERR_INVALID_PARAM);
+}
+
 /* bool files hold 0 or 1 in NumPy; any other byte reads as true (1), never as a wider value. */
 Test(graph_file_dtype, bool_bytes_other_than_0_and_1_read_as_true)
 {

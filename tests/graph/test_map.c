@@ -48,7 +48,7 @@ Test(graph_map, overlap_smoothing_equals_the_builtin_stencil)
     tx_t *x = tx_uniform(3, -1.0, 1.0, 2, shape, chunks);
     double *a = malloc(29 * 23 * sizeof(double)), *b = malloc(29 * 23 * sizeof(double));
     for (int bnd = 0; bnd < GS_BOUNDARY_COUNT; bnd++) {
-        gs_user_kernel_t k = {GS_TEST_KERNELS, "gs_test_smooth3x3", NULL, 0, NULL};
+        gs_user_kernel_t k = {GS_TEST_KERNELS, "gs_test_smooth3x3", NULL, 0, NULL, 0};
         gs_array_h m, s;
         if (bnd == GS_BOUNDARY_NONE) {   /* the kernel keeps the edges itself */
             k.arg = shape;
@@ -74,7 +74,7 @@ Test(graph_map, kernels_see_global_offsets_and_the_padded_block)
     const int32_t depth32[2] = {2, 1};
     const int d[2] = {2, 1};
     tx_t *x = tx_uniform(4, 0.0, 1.0, 2, shape, chunks);
-    gs_user_kernel_t k = {GS_TEST_KERNELS, "gs_test_position", depth32, sizeof(depth32), NULL};
+    gs_user_kernel_t k = {GS_TEST_KERNELS, "gs_test_position", depth32, sizeof(depth32), NULL, 0};
     gs_array_h m;
     double *got = malloc(17 * 13 * sizeof(double));
     TX_OK(gs_array_map_overlap(&k, x->h, d, GS_BOUNDARY_PERIODIC, 0, &m));
@@ -92,8 +92,8 @@ Test(graph_map, a_crashing_kernel_fails_its_task_and_the_process_carries_on)
     const int64_t shape[2] = {8, 8}, chunks[2] = {4, 4};
     const int d[2] = {1, 1};
     tx_t *x = tx_uniform(4, 0.0, 1.0, 2, shape, chunks);
-    gs_user_kernel_t bad = {GS_TEST_KERNELS, "gs_test_crash", NULL, 0, NULL};
-    gs_user_kernel_t good = {GS_TEST_KERNELS, "gs_test_smooth3x3", NULL, 0, NULL};
+    gs_user_kernel_t bad = {GS_TEST_KERNELS, "gs_test_crash", NULL, 0, NULL, 0};
+    gs_user_kernel_t good = {GS_TEST_KERNELS, "gs_test_smooth3x3", NULL, 0, NULL, 0};
     gs_array_h m, g;
     double out[64];
     TX_OK(gs_array_map_overlap(&bad, x->h, d, GS_BOUNDARY_REFLECT, 0, &m));
@@ -114,23 +114,23 @@ Test(graph_map, missing_symbols_and_libraries)
     tx_t *x = tx_uniform(4, 0.0, 1.0, 2, shape, chunks);
     gs_array_h m = NULL;
     double out[64];
-    gs_user_kernel_t nosym = {GS_TEST_KERNELS, "gs_test_no_such_kernel", NULL, 0, NULL};
+    gs_user_kernel_t nosym = {GS_TEST_KERNELS, "gs_test_no_such_kernel", NULL, 0, NULL, 0};
     cr_assert_eq(gs_array_map_overlap(&nosym, x->h, d, GS_BOUNDARY_NONE, 0, &m), GS_ERR_NOT_FOUND);
     cr_assert(strstr(gs_last_error(), "gs_test_no_such_kernel") != NULL, "%s", gs_last_error());
     /* a file that is not a library */
-    gs_user_kernel_t notlib = {"/etc/hostname", "f", NULL, 0, NULL};
+    gs_user_kernel_t notlib = {"/etc/hostname", "f", NULL, 0, NULL, 0};
     if (access("/etc/hostname", R_OK) == 0)
         cr_assert_eq(gs_array_map_overlap(&notlib, x->h, d, GS_BOUNDARY_NONE, 0, &m),
                      GS_ERR_NOT_FOUND);
-    gs_user_kernel_t empty = {"", "f", NULL, 0, NULL};
+    gs_user_kernel_t empty = {"", "f", NULL, 0, NULL, 0};
     cr_assert_eq(gs_array_map_overlap(&empty, x->h, d, GS_BOUNDARY_NONE, 0, &m),
                  GS_ERR_INVALID_PARAM);
-    gs_user_kernel_t huge = {GS_TEST_KERNELS, "gs_test_add", out, (size_t)1 << 20, NULL};
+    gs_user_kernel_t huge = {GS_TEST_KERNELS, "gs_test_add", out, (size_t)1 << 20, NULL, 0};
     cr_assert_eq(gs_array_map_overlap(&huge, x->h, d, GS_BOUNDARY_NONE, 0, &m),
                  GS_ERR_INVALID_PARAM);
     cr_assert_null(m);
     /* absent here: accepted at build time, the evaluator (a worker) reports it */
-    gs_user_kernel_t absent = {"/nonexistent/libnothing.so", "f", NULL, 0, NULL};
+    gs_user_kernel_t absent = {"/nonexistent/libnothing.so", "f", NULL, 0, NULL, 0};
     TX_OK(gs_array_map_overlap(&absent, x->h, d, GS_BOUNDARY_NONE, 0, &m));
     cr_assert_eq(eval(m, out), GS_ERR_NOT_FOUND);
     cr_assert(strstr(gs_last_error(), "libnothing") != NULL, "%s", gs_last_error());
@@ -142,8 +142,8 @@ Test(graph_map, map_blocks_equals_the_builtin_add_and_sees_offsets)
     const int64_t shape[2] = {17, 13}, chunks[2] = {4, 6};
     tx_t *x = tx_uniform(4, 0.0, 1.0, 2, shape, chunks);
     tx_t *y = tx_uniform(5, -1.0, 1.0, 2, shape, chunks);
-    gs_user_kernel_t add = {GS_TEST_KERNELS, "gs_test_add", NULL, 0, NULL};
-    gs_user_kernel_t pos = {GS_TEST_KERNELS, "gs_test_position", NULL, 0, NULL};
+    gs_user_kernel_t add = {GS_TEST_KERNELS, "gs_test_add", NULL, 0, NULL, 0};
+    gs_user_kernel_t pos = {GS_TEST_KERNELS, "gs_test_position", NULL, 0, NULL, 0};
     gs_array_h in2[2] = {x->h, y->h}, m, b, p;
     double *a = malloc(17 * 13 * sizeof(double)), *c = malloc(17 * 13 * sizeof(double));
     TX_OK(gs_array_map_blocks(&add, 2, in2, 2, shape, chunks, &m));
@@ -176,9 +176,9 @@ Test(graph_map, map_blocks_errors_and_crashes)
 {
     const int64_t shape[2] = {8, 8}, chunks[2] = {4, 4}, other[2] = {8, 4};
     tx_t *x = tx_uniform(4, 0.0, 1.0, 2, shape, chunks);
-    gs_user_kernel_t add = {GS_TEST_KERNELS, "gs_test_add", NULL, 0, NULL};
-    gs_user_kernel_t crash = {GS_TEST_KERNELS, "gs_test_crash", NULL, 0, NULL};
-    gs_user_kernel_t nosym = {GS_TEST_KERNELS, "nope", NULL, 0, NULL};
+    gs_user_kernel_t add = {GS_TEST_KERNELS, "gs_test_add", NULL, 0, NULL, 0};
+    gs_user_kernel_t crash = {GS_TEST_KERNELS, "gs_test_crash", NULL, 0, NULL, 0};
+    gs_user_kernel_t nosym = {GS_TEST_KERNELS, "nope", NULL, 0, NULL, 0};
     gs_array_h in3[3] = {x->h, x->h, x->h}, m = NULL;
     double out[64];
     cr_assert_eq(gs_array_map_blocks(&add, 0, in3, 2, shape, chunks, &m), GS_ERR_INVALID_PARAM);
@@ -200,7 +200,7 @@ Test(graph_map, user_layers_round_trip_and_refuse_truncations)
     const int d[2] = {1, 1};
     const char arg[5] = "abcd";
     tx_t *x = tx_uniform(4, 0.0, 1.0, 2, shape, chunks);
-    gs_user_kernel_t k = {GS_TEST_KERNELS, "gs_test_add", arg, sizeof(arg), NULL};
+    gs_user_kernel_t k = {GS_TEST_KERNELS, "gs_test_add", arg, sizeof(arg), NULL, 0};
     gs_array_h m, o, both;
     gs_taskgraph_t *tg;
     TX_OK(gs_array_map_blocks(&k, 1, &x->h, 2, shape, chunks, &m));
@@ -258,9 +258,9 @@ Test(graph_map, kernels_staged_through_host_memory_equal_the_direct_path)
     const int32_t depth32[2] = {2, 1};
     tx_t *x = tx_uniform(4, 0.0, 1.0, 2, shape, chunks);
     tx_t *y = tx_uniform(5, -1.0, 1.0, 2, shape, chunks);
-    gs_user_kernel_t pos = {GS_TEST_KERNELS, "gs_test_position", depth32, sizeof(depth32), NULL};
-    gs_user_kernel_t add = {GS_TEST_KERNELS, "gs_test_add", NULL, 0, NULL};
-    gs_user_kernel_t bad = {GS_TEST_KERNELS, "gs_test_crash", NULL, 0, NULL};
+    gs_user_kernel_t pos = {GS_TEST_KERNELS, "gs_test_position", depth32, sizeof(depth32), NULL, 0};
+    gs_user_kernel_t add = {GS_TEST_KERNELS, "gs_test_add", NULL, 0, NULL, 0};
+    gs_user_kernel_t bad = {GS_TEST_KERNELS, "gs_test_crash", NULL, 0, NULL, 0};
     gs_array_h in2[2] = {x->h, y->h}, arr[3];
     gs_taskgraph_t *tg;
     double *a = malloc(17 * 13 * sizeof(double)), *b = malloc(17 * 13 * sizeof(double));
@@ -298,9 +298,9 @@ Test(graph_map, cuda_source_kernels_travel_in_the_layer_and_cpu_refuses_them)
                       "{ long long i = blockIdx.x * 256ll + threadIdx.x;\n"
                       "  if (i < a.n_out) a.out.data[i] = 2 * a.in[0].data[i]; }\n";
     tx_t *x = tx_uniform(5, 0.0, 1.0, 2, shape, chunks);
-    gs_user_kernel_t k = {NULL, "twice", NULL, 0, src};
-    gs_user_kernel_t nosrc = {NULL, "twice", NULL, 0, ""};
-    gs_user_kernel_t noname = {NULL, "", NULL, 0, src};
+    gs_user_kernel_t k = {NULL, "twice", NULL, 0, src, 0};
+    gs_user_kernel_t nosrc = {NULL, "twice", NULL, 0, "", 0};
+    gs_user_kernel_t noname = {NULL, "", NULL, 0, src, 0};
     gs_array_h m, o = NULL;
     gs_taskgraph_t *tg;
     double out[30];

@@ -101,8 +101,8 @@ Test(integration_stencil, a_crashing_user_kernel_fails_the_job_not_the_workers, 
     const int d[2] = {1, 1};
     static const double mean9[9] = {1.0 / 9, 1.0 / 9, 1.0 / 9, 1.0 / 9, 1.0 / 9,
                                     1.0 / 9, 1.0 / 9, 1.0 / 9, 1.0 / 9};
-    gs_user_kernel_t bad = {GS_TEST_KERNELS, "gs_test_crash", NULL, 0, NULL};
-    gs_user_kernel_t good = {GS_TEST_KERNELS, "gs_test_smooth3x3", NULL, 0, NULL};
+    gs_user_kernel_t bad = {GS_TEST_KERNELS, "gs_test_crash", NULL, 0, NULL, 0};
+    gs_user_kernel_t good = {GS_TEST_KERNELS, "gs_test_smooth3x3", NULL, 0, NULL, 0};
     gs_array_h x, m, g, s;
     double *a = gs_malloc(1200 * sizeof(double), "a"), *b = gs_malloc(1200 * sizeof(double), "b");
     OK(gs_array_random_normal(9, 0, 1, 2, shape, chunks, &x));
@@ -146,7 +146,7 @@ Test(integration_stencil, a_cuda_source_kernel_runs_on_gpu_workers_and_is_refuse
         "{\n"
         "    no_such_variable = 1;\n"
         "}\n";
-    gs_user_kernel_t k = {NULL, "twice", NULL, 0, src}, kb = {NULL, "twice", NULL, 0, broken};
+    gs_user_kernel_t k = {NULL, "twice", NULL, 0, src, 0}, kb = {NULL, "twice", NULL, 0, broken, 0};
     const char *be = getenv("GS_TEST_BACKEND");
     int gpu = be != NULL && strcmp(be, "cuda") == 0;
     gs_array_h x, m, s, mb;

@@ -66,3 +66,15 @@ void gs_test_crash(const gs_block_t *in, int nin, gs_block_t *out, const void *a
     (void)arg;
     *p = 1.0;
 }
+
+/* Elementwise (GS_KERNEL_ELEMENTWISE): out = in0^2 - in1 (when given) + the block's first
+ * global row / 1000, so a kernel that saw the wrong block start gives other values. */
+void gs_test_ew(const gs_block_t *in, int nin, gs_block_t *out, const void *arg)
+{
+    int64_t n = 1;
+    const double pos = out->ndim > 0 ? (double)out->start[0] / 1000.0 : 0.0;
+    (void)arg;
+    for (int32_t j = 0; j < out->ndim; j++) n *= out->shape[j];
+    for (int64_t i = 0; i < n; i++)
+        out->data[i] = in[0].data[i] * in[0].data[i] - (nin > 1 ? in[1].data[i] : 0.0) + pos;
+}

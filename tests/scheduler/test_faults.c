@@ -590,3 +590,46 @@ Test(scheduler_faults, a_worker_cannot_report_another_workers_task)
     cr_assert_eq(th_stats(&th).tasks_done_total, 1);
     th_fini(&th);
 }
+
+/* A worker whose device is lost (worker/worker.h "Device loss") reports the task that saw it,
+ * then sends ERROR: the graph of that task fails with the worker's message, and the worker is
+ * removed at once (before its connection closes): another graph's tasks move to a live worker. */
+Test(scheduler_faults, a_worker_sending_error_is_removed_and_its_other_tasks_move)
+{
+    th_t th;
+    gs_msg_t m;
+    uint64_t got[8];
+    th_init(&th, NULL);
+    tp_t *w1 = tp_worker(&th, "w1", 4);
+    tp_t *c = tp_client(&th, "c");
+    uint64_t g1 = submit_sum(c, 0);
+    cr_assert_eq(tw_collect(w1, g1, 2, got, 8, 2000), 2);
+    uint64_t g2 = submit_sum(c, 0);
+    cr_assert_eq(tw_collect(w1, g2, 2, got, 8, 2000), 2, "w1 holds g2's a and b too");
+    tp_t *w2 = tp_worker(&th, "w2", 2);
+    cr_assert(tp_none(w2, GS_MSG_TASK_ASSIGN, 20));
+    tw_done(w1, g1, (uint64_t[]){0}, 1, GS_ERR_DEVICE_LOST, 0,
+            "kernel oob lost the device: cuda device 0 is lost: an illegal memory access");
+    memset(&m, 0, sizeof m);
+    m.type = GS_MSG_ERROR;
+    m.u.error.status = GS_ERR_DEVICE_LOST;
+    m.u.error.message.data = (const uint8_t *)"kernel oob lost the device";
+    m.u.error.message.len = strlen("kernel oob lost the device");
+    tp_send(w1, &m);
+    expect_done(c, g1, GS_ERR_TASK_FAILED, &m);
+    cr_assert(strstr((const char *)m.u.graph_done.message.data, "GS_ERR_DEVICE_LOST: kernel oob "
+                                                                "lost the device") != NULL,
+              "%s", (const char *)m.u.graph_done.message.data);
+    gs_msg_cleanup(&m);
+    cr_assert(tp_wait_closed(w1, 2000), "gsched kept the leaving worker's connection");
+    /* g2's a and b move to w2 and the graph runs to the end there */
+    cr_assert_eq(tw_collect(w2, g2, 2, got, 8, 2000), 2);
+    tw_done(w2, g2, got, 2, GS_OK, 800, NULL);
+    tp_expect(w2, GS_MSG_TASK_ASSIGN, &m);
+    cr_assert_eq(m.u.task_assign.task_id[0], 2);
+    gs_msg_cleanup(&m);
+    tw_done1(w2, g2, 2);
+    expect_done(c, g2, GS_OK, NULL);
+    cr_assert_eq(th_stats(&th).workers_lost_total, 1);
+    th_fini(&th);
+}

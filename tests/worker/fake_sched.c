@@ -121,6 +121,12 @@ static void fs_on_msg(gs_conn_t *conn, gs_msg_t *m, void *arg)
         if (e->len) memcpy(e->bytes, m->u.data.data.data, e->len);
         break;
     }
+    case GS_MSG_ERROR:
+        p->nerrors++;
+        p->error_status = m->u.error.status;
+        snprintf(p->error_msg, sizeof(p->error_msg), "%.*s", (int)m->u.error.message.len,
+                 m->u.error.message.data ? (const char *)m->u.error.message.data : "");
+        break;
     default:
         cr_log_warn("fake scheduler: unexpected %s from a worker", gs_msg_type_name(m->type));
         break;

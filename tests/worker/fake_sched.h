@@ -52,6 +52,9 @@ typedef struct fs_peer {
     char bw_path[16];
     uint64_t *layers_sent;    /* per (graph slot) bitmaps, see fs_assign */
     gs_hs_sched_t hs;         /* the handshake */
+    int nerrors;              /* ERROR messages from the worker (it is leaving) */
+    int32_t error_status;     /* the last one's */
+    char error_msg[512];
 } fs_peer_t;
 
 typedef struct fake_sched {

@@ -735,3 +735,45 @@ Test(worker_exec, completions_of_one_loop_iteration_travel_in_one_message)
     gs_taskgraph_free(tg);
     stop_worker(&t);
 }
+
+/* Device loss (worker.h): with test_lose_device_on the crash of gs_test_crash loses the cpu
+ * backend's context as an illegal address loses a GPU's. The worker reports exactly one failed
+ * task (GS_ERR_DEVICE_LOST, naming the kernel and the cause), then ERROR to the scheduler, and
+ * stops with GS_ERR_DEVICE_LOST; the other tasks of the wave are not reported. */
+Test(worker_exec, a_lost_device_fails_one_task_tells_the_scheduler_and_stops)
+{
+    gs_worker_params_t p = {0};
+    const int64_t shape[2] = {40, 30}, chunks[2] = {10, 10};
+    gs_user_kernel_t bad = {GS_TEST_KERNELS, "gs_test_crash", NULL, 0, NULL, 0};
+    gs_array_h x, m;
+    gs_taskgraph_t *tg = NULL;
+    int *place;
+    size_t failed, nfailed = 0;
+    tw_t t;
+    p.nthreads = 2;
+    p.test_lose_device_on = "gs_test_crash";
+    start_worker(&t, &p);
+    cr_assert_eq(gs_array_ones(2, shape, chunks, &x), GS_OK);
+    cr_assert_eq(gs_array_map_blocks(&bad, 1, &x, 2, shape, chunks, &m), GS_OK);
+    cr_assert_eq(gs_graph_lower(m, GS_LOWER_DEFAULT, &tg), GS_OK, "%s", gs_last_error());
+    place = calloc(tg->ntasks, sizeof(int));
+    failed = fs_run_graph(&fs, 1, tg, place, 0, 20000);
+    cr_assert(failed > 0 && failed != (size_t)-1, "no failure reported");
+    cr_assert_eq(fs.done[failed - 1].status, GS_ERR_DEVICE_LOST);
+    cr_assert(strstr(fs.done[failed - 1].err, "kernel gs_test_crash lost the device: device lost "
+                                              "(test_lose_device_on gs_test_crash)") != NULL,
+              "%s", fs.done[failed - 1].err);
+    cr_assert(tw_wait_stopped(&t, &fs, 5000), "the worker did not stop");
+    cr_assert_eq(t.reason, GS_ERR_DEVICE_LOST, "%s", gs_status_name(t.reason));
+    cr_assert_eq(fs.peers[0]->nerrors, 1);
+    cr_assert_eq(fs.peers[0]->error_status, GS_ERR_DEVICE_LOST);
+    cr_assert(strstr(fs.peers[0]->error_msg, "kernel gs_test_crash lost the device") != NULL,
+              "%s", fs.peers[0]->error_msg);
+    for (size_t i = 0; i < fs.ndone; i++) nfailed += fs.done[i].status != GS_OK;
+    cr_assert_eq(nfailed, 1, "%zu failures reported", nfailed);
+    free(place);
+    gs_taskgraph_free(tg);
+    gs_array_release(m);
+    gs_array_release(x);
+    tw_destroy(&t);
+}

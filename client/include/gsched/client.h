@@ -186,7 +186,9 @@ gs_status_t gs_client_report(gs_client_h client, gs_future_h future, const char 
 
 /* ---- convenience: submit + wait + gather in one call ---- */
 
-/** Compute a 0-d (scalar) array into *value_p, converted to a double whatever its dtype. */
+/** Compute a 0-d (scalar) array into *value_p, converted to a double whatever its dtype (an
+ *  int64 beyond 2^53, such as an exact integer sum, rounds: gather it exactly with
+ *  gs_client_compute() into an int64_t passed as (double *)&v, out_len 1). */
 gs_status_t gs_client_compute_scalar(gs_client_h client, gs_array_h array, double *value_p);
 /** Compute @a array into @a out (row-major, out_len >= gs_array_size(array); exactly 1 for a
  *  0-d array, as gs_future_gather()). Elements are written in the array's dtype

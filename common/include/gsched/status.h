@@ -43,6 +43,7 @@ extern "C" {
     X(GS_ERR_CANCELED, -43, "operation canceled")                                    \
     X(GS_ERR_SCHEDULER_LOST, -44, "scheduler lost")                                  \
     X(GS_ERR_NUMERIC, -45, "numerical failure")                                      \
+    X(GS_ERR_DEVICE_LOST, -46, "device lost")                                        \
     X(GS_ERR_INTERNAL, -99, "internal error")
 
 typedef enum gs_status {

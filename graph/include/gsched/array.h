@@ -133,7 +133,8 @@ typedef enum gs_redop {
     GS_RED_STD = 5,
     GS_RED_ARGMIN = 6,
     GS_RED_ARGMAX = 7,
-    GS_RED_PROD = 8,        /* np.prod: 1 for an empty slice; accumulated in float64 */
+    GS_RED_PROD = 8,        /* np.prod: 1 for an empty slice; floats accumulated in float64,
+                               integers in int64 with NumPy's wrap (gs_array_reduce) */
     GS_RED_COUNT
 } gs_redop_t;
 
@@ -472,9 +473,14 @@ typedef struct gs_reduce_params {
 /** Reduce @a a with @a op. Over all axes the result has ndim 0 (a scalar); over one axis the
  *  axis is removed. The result dtype is NumPy's (gs_dtype_reduce_result()): ARGMIN/ARGMAX
  *  give int64 indices (the flat row-major index when reducing all axes), SUM and PROD of
- *  integers int64, MEAN of integers float64. Values are accumulated in float64 (integer sums
- *  and products are exact below 2^53; a larger integer product is rounded, where NumPy's
- *  wraps). @a params may be NULL. */
+ *  integers int64, MEAN of integers float64. SUM, PROD, MIN and MAX of int32, int64 and
+ *  uint8 accumulate in int64, exactly, and SUM and PROD wrap modulo 2^64 as NumPy's do
+ *  (two's complement; every chunking, split_every and backend gives the same bits); bool
+ *  sums and products accumulate in float64 (exact below 2^53 elements). Everything else
+ *  accumulates in float64: MEAN of integers sums in float64 and divides, as NumPy's
+ *  np.mean does (so a mean of int64 values beyond 2^53 is rounded, as in NumPy). Gather an
+ *  int64 result into an int64_t with gs_client_compute() (gs_client_compute_scalar()
+ *  converts to a double, which rounds beyond 2^53). @a params may be NULL. */
 gs_status_t gs_array_reduce(gs_redop_t op, gs_array_h a, const gs_reduce_params_t *params,
                             gs_array_h *out_p);
 
@@ -528,7 +534,9 @@ gs_status_t gs_dtype_composite_result(gs_credop_t op, gs_dtype_t a, gs_dtype_t *
  *  them. @a params (may be NULL) gives split_every; ddof only for NANVAR/NANSTD; AXIS must not
  *  be set. Each op is built from existing reductions, elementwise ops and where (docs/api.md,
  *  "Truth and NaN-skipping reductions", has the table): on bool and integer arrays the nan-
- *  reductions are the plain ones. Floats accumulate in float64 (nanmean, nanvar, nanstd are
+ *  reductions are the plain ones (so integer NANSUM, NANPROD, NANMIN, NANMAX are exact in
+ *  int64 and wrap, as gs_array_reduce()'s; COUNT_NONZERO counts in float64, exact below
+ *  2^53 elements). Floats accumulate in float64 (nanmean, nanvar, nanstd are
  *  rounded once to a float32/float16 input's dtype). Differences from NumPy: an all-NaN slice
  *  gives -1 from NANARGMIN/NANARGMAX (NumPy raises), and no RuntimeWarning is issued for
  *  all-NaN slices (nanmin/nanmax/nanmean give NaN as NumPy does). NANMIN, NANMAX, NANARG*
@@ -546,6 +554,53 @@ gs_status_t gs_array_reduce_composite(gs_credop_t op, gs_array_h a, int naxes, c
  *  Errors: GS_ERR_INVALID_PARAM (ndim outside 0..GS_MAX_NDIM, NULL shape or idx_p with
  *  ndim > 0, a negative extent, flat outside 0..size-1); idx_p is not written on error. */
 gs_status_t gs_unravel_index(int64_t flat, int ndim, const int64_t *shape, int64_t *idx_p);
+
+/* ---- cumulative sums and products (graph/array_scan.c, graph/lower_scan.c) ---- */
+
+/** Operation of a cumulative scan. Values are part of the wire format: append only. */
+typedef enum gs_scan_op {
+    GS_SCAN_SUM = 0,        /* np.cumsum */
+    GS_SCAN_PROD = 1,       /* np.cumprod */
+    GS_SCAN_OP_COUNT
+} gs_scan_op_t;
+
+/** "No dtype asked for": the operation picks NumPy's default. */
+#ifndef GS_DTYPE_AUTO
+#define GS_DTYPE_AUTO ((gs_dtype_t)-1)
+#endif
+
+/** Result dtype of a cumulative sum or product of an array of @a a, asked for as @a dtype
+ *  (GS_DTYPE_AUTO: NumPy's default: bool, uint8, int32 and int64 give int64 (NumPy gives
+ *  uint64 for uint8, which gsched lacks), float16, float32 and float64 keep theirs; any other
+ *  value is the result and accumulator dtype, as NumPy's dtype= argument). Errors:
+ *  GS_ERR_INVALID_PARAM (unknown op, unknown dtype @a a or @a dtype, NULL out_p) naming
+ *  them; *out_p is written on success only. */
+gs_status_t gs_dtype_scan_result(gs_scan_op_t op, gs_dtype_t a, gs_dtype_t dtype,
+                                 gs_dtype_t *out_p);
+
+/** np.cumsum(x, axis, dtype) (@a op GS_SCAN_SUM) or np.cumprod (GS_SCAN_PROD) along @a axis
+ *  (negative counts from the end): element i along the axis is x[0] op ... op x[i], with the
+ *  result shape and chunks of @a x. The result dtype is gs_dtype_scan_result(op, dtype(x),
+ *  @a dtype); values are converted to it and accumulated in it (floats round each step to
+ *  their precision, as NumPy's loops; integers wrap; bool adds as logical or). NaN
+ *  propagates; an empty array gives an empty array. A 0-d @a x is taken as the 1-d array of
+ *  its one element, as NumPy does when an axis is given (axis 0 or -1 then; the result has
+ *  shape (1,)); for NumPy's axis=None (the flattened array) scan gs_array_ravel(x) along 0.
+ *  Chunk-parallel, as Dask's cumsum: each chunk is scanned by one task starting from the
+ *  running total of the chunks before it along the axis; those totals come from a task per
+ *  chunk (its total along the axis) and a chain of small tasks along the axis (one slab each),
+ *  so the input is read twice and the result written once. The input's own expression is
+ *  computed into chunks first (it is not fused into the scan).
+ *  Ownership as every constructor: *out_p is a new reference (gs_array_release), @a x keeps
+ *  its own. Errors: GS_ERR_INVALID_PARAM (NULL x or out_p, unknown op, an axis outside
+ *  -ndim..ndim-1 or (0-d x) outside -1..0, an unknown dtype; the message names the axis and
+ *  ndim or the dtype), GS_ERR_NO_MEMORY; *out_p is written on success only. */
+gs_status_t gs_array_cumulative(gs_array_h x, gs_scan_op_t op, int axis, gs_dtype_t dtype,
+                                gs_array_h *out_p);
+/** gs_array_cumulative(x, GS_SCAN_SUM, axis, GS_DTYPE_AUTO, out_p). */
+gs_status_t gs_array_cumsum(gs_array_h x, int axis, gs_array_h *out_p);
+/** gs_array_cumulative(x, GS_SCAN_PROD, axis, GS_DTYPE_AUTO, out_p). */
+gs_status_t gs_array_cumprod(gs_array_h x, int axis, gs_array_h *out_p);
 
 /* ---- linear algebra ---- */
 
@@ -675,7 +730,25 @@ typedef struct gs_user_kernel {
      *  its task with GS_ERR_TASK_FAILED and the NVRTC log (naming "NAME.cu(LINE)"); CPU
      *  workers fail it with GS_ERR_UNSUPPORTED. NULL: the CPU kernel library/symbol. */
     const char *cuda_source;
+    /** GS_KERNEL_* bits (0: none). Appended last: initialisers that stop before it give 0. */
+    uint32_t flags;
 } gs_user_kernel_t;
+
+/** gs_user_kernel_t.flags: the kernel is *elementwise* (gs_array_map_blocks only). The user
+ *  promises that (1) every input has the output's shape and chunks (checked: otherwise
+ *  gs_array_map_blocks fails with GS_ERR_INVALID_PARAM), (2) output element i (a global
+ *  index) depends only on element i of each input and on i itself (the block's start may be
+ *  read), never on other elements, the block's shape or where its edges fall, and (3) the
+ *  kernel writes every output element and no input. With GS_LOWER_FUSE on, such a kernel
+ *  fuses with its blockwise producers and consumers (including a reduction's first stage):
+ *  one task per output chunk evaluates the producers into a temporary block, calls the kernel
+ *  on it and continues the consumers from its output, with no chunk stored or sent between
+ *  them (docs/api.md "map_blocks"). The kernel still sees the very blocks (shape, start) it
+ *  would see unfused, so a kernel that breaks (2) but keeps (1) and (3) gives the same values
+ *  today; a kernel that breaks (2) is not safe against optimisations the promise allows (a
+ *  slice pushed below the kernel, different chunks). Breaking (3) gives undefined values
+ *  (the temporary blocks are not zeroed). Ignored by gs_array_map_overlap. */
+#define GS_KERNEL_ELEMENTWISE 0x1u
 
 /** Dask's map_overlap: @a kernel runs once per chunk of @a x on the chunk padded by @a depth
  *  elements per axis (halos from the neighbouring chunks' edge slabs, past the array's edges as
@@ -742,7 +815,7 @@ const int64_t *gs_array_chunk_bounds(gs_array_h a, int axis);
 typedef enum gs_order { GS_ORDER_C = 0, GS_ORDER_F = 1 } gs_order_t;
 
 /** Array stored in a raw file at @a path: prod(shape) elements of @a dtype in native byte
- *  order and @a order, element 0 at byte @a offset, chunked by @a chunks (ndim entries, each
+ *  order (gs_array_from_raw_ex() takes another) and @a order, element 0 at byte @a offset, chunked by @a chunks (ndim entries, each
  *  >= 1; the last chunk of an axis may be shorter). Each chunk is read by the worker that
  *  computes it, straight from @a path (which must be visible to the workers and to this
  *  process, which checks the file's size now), reading only the bytes it needs; slices and
@@ -755,6 +828,22 @@ typedef enum gs_order { GS_ORDER_C = 0, GS_ORDER_F = 1 } gs_order_t;
 gs_status_t gs_array_from_raw(const char *path, gs_dtype_t dtype, int ndim, const int64_t *shape,
                               gs_order_t order, int64_t offset, const int64_t *chunks,
                               gs_array_h *out_p);
+
+/** Byte order of the elements of a raw file (NumPy's '=', '<', '>'). */
+typedef enum gs_byteorder {
+    GS_BYTEORDER_NATIVE = 0,   /* this host's (gs_array_from_raw()) */
+    GS_BYTEORDER_LITTLE = 1,   /* '<': x86-64, ARM64, arr.astype('<f8').tofile() */
+    GS_BYTEORDER_BIG = 2       /* '>': network order, arr.astype('>f8').tofile() */
+} gs_byteorder_t;
+
+/** gs_array_from_raw() with the elements stored in byte order @a byteorder: the workers
+ *  byte-swap each element as they read it when it differs from the host's (one-byte dtypes
+ *  need none), so the array holds the file's values in @a dtype, exactly. NATIVE is
+ *  gs_array_from_raw(). Errors: those of gs_array_from_raw(), and GS_ERR_INVALID_PARAM for
+ *  a @a byteorder other than NATIVE, LITTLE and BIG (naming the file). */
+gs_status_t gs_array_from_raw_ex(const char *path, gs_dtype_t dtype, gs_byteorder_t byteorder,
+                                 int ndim, const int64_t *shape, gs_order_t order,
+                                 int64_t offset, const int64_t *chunks, gs_array_h *out_p);
 
 /** Array stored in the NumPy .npy file at @a path (versions 1.0 to 3.0; C or Fortran order;
  *  either byte order, big-endian data byte-swapped as it is read), chunked by @a chunks (ndim
