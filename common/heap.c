@@ -5,6 +5,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
 #if defined(__GLIBC__)
 #include <malloc.h>
 #endif
@@ -45,6 +49,23 @@ int gs_heap_release(void)
 #if defined(__GLIBC__)
     return malloc_trim(0);
 #else
+    return 0;
+#endif
+}
+
+int gs_heap_advise_huge(void *p, size_t len)
+{
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+    const uintptr_t huge = (uintptr_t)2 << 20;
+    uintptr_t a, b;
+    if (p == NULL || len < huge) return 0;
+    a = ((uintptr_t)p + huge - 1) & ~(huge - 1);
+    b = ((uintptr_t)p + len) & ~(huge - 1);
+    if (b <= a) return 0;
+    return madvise((void *)a, (size_t)(b - a), MADV_HUGEPAGE) == 0;
+#else
+    (void)p;
+    (void)len;
     return 0;
 #endif
 }

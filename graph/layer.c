@@ -510,52 +510,62 @@ static gs_status_t gs__check_len(const gs_layer_t *l, int i, const gs_chunk_ref_
     return GS_OK;
 }
 
-gs_status_t gs__fused_instantiate(const gs_layer_t *l, uint64_t block, int ninputs,
-                                  const gs_chunk_ref_t *inputs, double *out, gs_kfused_t *k)
+/* Every check of a fused task (the block's addressing, the inputs): GS_OK means that
+ * gs__fused_fill() with @a r_p cannot fail. */
+static gs_status_t gs__fused_check(const gs_layer_t *l, uint64_t block, int ninputs,
+                                   const gs_chunk_ref_t *inputs, gs__fres_t *r_p)
 {
-    gs__fres_t r;
+    gs__fres_t *r = r_p;   /* the caller's scratch: read only after GS_OK */
     gs_status_t st;
-    const int32_t nd = l->grid.ndim;
-    if ((st = gs__fused_resolve(l, block, &r)) != GS_OK) return st;
-    if ((st = gs__check_inputs(l, block, ninputs, r.ninputs, inputs)) != GS_OK) return st;
+    if ((st = gs__fused_resolve(l, block, r)) != GS_OK) return st;
+    if ((st = gs__check_inputs(l, block, ninputs, r->ninputs, inputs)) != GS_OK) return st;
     for (int i = 0; i < ninputs; i++) {
         int32_t dt = GS_DTYPE_FLOAT64;
         for (int32_t q = 0; q < l->u.f.nleaves; q++)
-            if (r.leaf_slot[q] == i) dt = l->u.f.leaves[q].dtype;
+            if (r->leaf_slot[q] == i) dt = l->u.f.leaves[q].dtype;
         if (dt == GS_DTYPE_FLOAT64) {
-            if ((st = gs__check_len(l, i, &inputs[i], r.in_len[i])) != GS_OK) return st;
-        } else if (inputs[i].nbytes != (uint64_t)r.in_len[i] * gs_dtype_size(dt) ||
+            if ((st = gs__check_len(l, i, &inputs[i], r->in_len[i])) != GS_OK) return st;
+        } else if (inputs[i].nbytes != (uint64_t)r->in_len[i] * gs_dtype_size(dt) ||
                    inputs[i].len != (int64_t)(inputs[i].nbytes / sizeof(double)) ||
                    inputs[i].data == NULL) {
             return gs_error_set(GS_ERR_INVALID_PARAM,
                                 "input %d of a %s task has %llu bytes, expected %lld %s elements",
                                 i, gs_layer_name(l), (unsigned long long)inputs[i].nbytes,
-                                (long long)r.in_len[i], gs_dtype_name(dt));
+                                (long long)r->in_len[i], gs_dtype_name(dt));
         }
     }
+    return GS_OK;
+}
+
+/* The kernel description of a checked fused task, written into @a k (fields it does not set are
+ * left as they are: the caller clears them). */
+static void gs__fused_fill(const gs_layer_t *l, const gs__fres_t *r, const gs_chunk_ref_t *inputs,
+                           double *out, gs_kfused_t *k)
+{
+    const int32_t nd = l->grid.ndim;
     k->ndim = nd;
-    for (int32_t j = 0; j < nd; j++) k->shape[j] = r.shape[j];
+    for (int32_t j = 0; j < nd; j++) k->shape[j] = r->shape[j];
     k->nleaves = l->u.f.nleaves;
     for (int32_t i = 0; i < l->u.f.nleaves; i++) {
         const gs__fleaf_t *lf = &l->u.f.leaves[i];
         gs_kleaf_t *kl = &k->leaves[i];
         kl->kind = lf->kind;
-        kl->base = r.leaf_base[i];
-        for (int32_t j = 0; j < GS_MAX_NDIM; j++) kl->stride[j] = r.leaf_stride[i][j];
+        kl->base = r->leaf_base[i];
+        for (int32_t j = 0; j < GS_MAX_NDIM; j++) kl->stride[j] = r->leaf_stride[i][j];
         kl->seed = lf->seed;
         kl->p0 = lf->p0;
         kl->p1 = lf->p1;
         kl->dtype = lf->dtype;
         if (lf->kind == GS_LEAF_CHUNK) {
-            if (r.empty) {
+            if (r->empty) {
                 kl->kind = GS_LEAF_INDEX;   /* empty region: nothing is read */
                 kl->dtype = GS_DTYPE_FLOAT64;   /* index leaves are float64 (a typed chunk
                                                    leaf's dtype would be rejected) */
             } else {
-                kl->data = inputs[r.leaf_slot[i]].data;
+                kl->data = inputs[r->leaf_slot[i]].data;
                 kl->data_len = lf->dtype == GS_DTYPE_FLOAT64
-                                   ? inputs[r.leaf_slot[i]].len
-                                   : (int64_t)(inputs[r.leaf_slot[i]].nbytes /
+                                   ? inputs[r->leaf_slot[i]].len
+                                   : (int64_t)(inputs[r->leaf_slot[i]].nbytes /
                                                gs_dtype_size((gs_dtype_t)lf->dtype));
             }
         }
@@ -567,19 +577,28 @@ gs_status_t gs__fused_instantiate(const gs_layer_t *l, uint64_t block, int ninpu
     k->red_axis = l->u.f.terminal == GS_TERM_REDUCE ? l->u.f.red_axis : -1;
     if (l->u.f.terminal == GS_TERM_REDUCE) {
         if (k->red_axis >= 0) {
-            k->idx_base = r.start[k->red_axis];
+            k->idx_base = r->start[k->red_axis];
         } else {
             int64_t rs = 1;
             k->idx_base = 0;
             for (int32_t j = nd - 1; j >= 0; j--) {
                 k->idx_stride[j] = rs;
-                k->idx_base += r.start[j] * rs;
+                k->idx_base += r->start[j] * rs;
                 rs *= l->grid.shape[j];
             }
         }
     }
     k->out = out;
     k->out_dtype = l->u.f.out_dtype;
+}
+
+gs_status_t gs__fused_instantiate(const gs_layer_t *l, uint64_t block, int ninputs,
+                                  const gs_chunk_ref_t *inputs, double *out, gs_kfused_t *k)
+{
+    gs__fres_t r;
+    gs_status_t st;
+    if ((st = gs__fused_check(l, block, ninputs, inputs, &r)) != GS_OK) return st;
+    gs__fused_fill(l, &r, inputs, out, k);
     return GS_OK;
 }
 
@@ -599,13 +618,17 @@ gs_status_t gs_layer_instantiate(const gs_layer_t *l, uint64_t block, int ninput
      * that part is cleared and copied out (tiny tasks run one instantiate each) */
     if (l->kind != GS_LAYER_FUSED) memset(&t, 0, sizeof(t));
     switch (l->kind) {
-    case GS_LAYER_FUSED:
+    case GS_LAYER_FUSED: {
+        /* checked first; past the checks nothing fails, so the task is built in place (still
+         * written only on success) without a second copy of its ~2 KB */
+        gs__fres_t r;
+        if ((st = gs__fused_check(l, block, ninputs, inputs, &r)) != GS_OK) return st;
         used = offsetof(gs_ktask_t, u) + sizeof(t.u.fused);
-        memset(&t, 0, used);
-        t.kind = GS_KTASK_FUSED;
-        if ((st = gs__fused_instantiate(l, block, ninputs, inputs, out, &t.u.fused)) != GS_OK) return st;
-        memcpy(task_p, &t, used);
+        memset(task_p, 0, used);
+        task_p->kind = GS_KTASK_FUSED;
+        gs__fused_fill(l, &r, inputs, out, &task_p->u.fused);
         return GS_OK;
+    }
     case GS_LAYER_COMBINE: {
         int expected = gs_layer_ninputs(l, block);
         int64_t nrec = gs__combine_nrec(l, block);

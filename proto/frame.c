@@ -6,6 +6,7 @@
 
 #include "common/alloc.h"
 #include "common/error.h"
+#include "common/heap.h"
 #include "common/log.h"
 #include "proto/msg_codec.h"
 
@@ -84,6 +85,7 @@ static gs_status_t gs__frame_reader_room(gs_frame_reader_t *r, size_t extra)
         gs_frame_storage_t *sp = &gs__spare[gs__spare_pick(need)];
         p = sp->cap >= need ? sp->data : gs_realloc(sp->data, need, "frame reader");
         if (p != NULL) {
+            if (sp->cap < need) (void)gs_heap_advise_huge(p, need);
             ncap = sp->cap >= need ? sp->cap : need;
             sp->data = NULL;
             sp->cap = 0;
@@ -105,6 +107,7 @@ static gs_status_t gs__frame_reader_room(gs_frame_reader_t *r, size_t extra)
     if (p == NULL) {
         return gs_error_set(GS_ERR_NO_MEMORY, "out of memory buffering a frame (%zu bytes)", ncap);
     }
+    if (ncap > GS__FRAME_READER_KEEP) (void)gs_heap_advise_huge(p, ncap);   /* a large frame */
     r->buf.data = p;
     r->buf.cap = ncap;
     return GS_OK;

@@ -220,6 +220,27 @@ static int gs__mp_read_int(gs_mp_reader_t *r, const char *expected, uint64_t *v_
 {
     gs__mp_head_t h;
     if (r->err != GS_OK) return 0;
+    /* Fast paths for the forms integer tables mostly take (a layer's chunk bounds are one
+     * integer per chunk): positive fixint and uint 8/16/32. Same results as the general path. */
+    if (r->p < r->end) {
+        uint8_t b = r->p[0];
+        size_t left = (size_t)(r->end - r->p);
+        if (b <= 0x7f) {
+            *v_p = b;
+            *neg_p = 0;
+            r->p += 1;
+            return 1;
+        }
+        if (b >= 0xcc && b <= 0xce) {
+            unsigned n = 1u << (b - 0xcc);   /* 1, 2, 4 */
+            if (left > n) {
+                *v_p = gs__mp_be(r->p + 1, n);
+                *neg_p = 0;
+                r->p += 1 + n;
+                return 1;
+            }
+        }
+    }
     if (!gs__mp_peek(r, &h) || (h.kind != GS__MP_UINT && h.kind != GS__MP_INT)) {
         return gs__mp_bad_type(r, expected);
     }

@@ -16,6 +16,7 @@
 
 #include "common/alloc.h"
 #include "common/error.h"
+#include "common/heap.h"
 #include "common/log.h"
 #include "proto/mp.h"
 #include "proto/msg_codec.h"
@@ -342,6 +343,7 @@ static gs_status_t gs__msg_decode(const void *payload, size_t len, int borrow, g
             return gs_error_set(GS_ERR_NO_MEMORY, "out of memory decoding a %s message (%zu bytes)", desc->name,
                                 size);
         }
+        (void)gs_heap_advise_huge(base, size);   /* filled at once: few faults for a large graph */
         gs__dec_layout(&d, base);
     }
     m.owned = base;

@@ -8,6 +8,7 @@
 
 #include "scheduler/tasks.h"
 
+#include "common/heap.h"
 #include "common/time.h"
 
 #include <inttypes.h>
@@ -144,15 +145,21 @@ gs_status_t gs_sched_graph_check(const gs_msg_graph_submit_t *m)
 /* ------------------------------------------------------------------------------------------ */
 /* Submission.                                                                                */
 
+/* A graph's per-task tables are filled right away: large ones on huge pages where the kernel
+ * allows (common/heap.h), one page fault per 2 MiB (1 M tasks: ~40 k faults fewer). */
 #define GS__ALLOC(ptr, n, what)                                                               \
     do {                                                                                      \
-        (ptr) = gs_malloc(gs_size_mul((size_t)(n) ? (size_t)(n) : 1, sizeof(*(ptr))), what);  \
+        size_t gs__sz_ = gs_size_mul((size_t)(n) ? (size_t)(n) : 1, sizeof(*(ptr)));          \
+        (ptr) = gs_malloc(gs__sz_, what);                                                     \
         if ((ptr) == NULL) goto err_nomem;                                                    \
+        (void)gs_heap_advise_huge((ptr), gs__sz_);                                            \
     } while (0)
 #define GS__CALLOC(ptr, n, what)                                                              \
     do {                                                                                      \
         (ptr) = gs_calloc((size_t)(n) ? (size_t)(n) : 1, sizeof(*(ptr)), what);               \
         if ((ptr) == NULL) goto err_nomem;                                                    \
+        (void)gs_heap_advise_huge((ptr), gs_size_mul((size_t)(n) ? (size_t)(n) : 1,           \
+                                                     sizeof(*(ptr))));                        \
     } while (0)
 
 static gs_status_t gs__resolve_external(gs_sched_t *s, gs__peer_t *client, const gs_msg_graph_submit_t *m,

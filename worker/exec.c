@@ -527,6 +527,7 @@ static void gs__wexec_dispatch(gs_worker_t *w)
         if (w->job_tail) w->job_tail->job_next = head;
         else w->job_head = head;
         w->job_tail = tail;
+        w->njobs += (uint64_t)n;
         if (n == 1) uv_cond_signal(&w->job_cond);
         else uv_cond_broadcast(&w->job_cond);
         uv_mutex_unlock(&w->job_lock);
@@ -913,6 +914,7 @@ void gs__wexec_stop_threads(gs_worker_t *w)
         uv_mutex_unlock(&w->done_lock);
     }
     w->job_tail = NULL;
+    w->njobs = 0;
     uv_mutex_unlock(&w->job_lock);
 }
 

@@ -55,6 +55,17 @@ static gs_status_t gs__wfile_check(const gs_worker_t *w, const gs_ktask_t *kt)
 
 /* ---------------------------------------------------------------- dispatch */
 
+/* Hand finished tasks first .. last (linked by job_next) to the loop: one lock, one wake-up. */
+static void gs__wpool_done(gs_worker_t *w, gs_wtask_t *first, gs_wtask_t *last)
+{
+    uv_mutex_lock(&w->done_lock);
+    if (w->done_tail) w->done_tail->job_next = first;
+    else w->done_head = first;
+    w->done_tail = last;
+    uv_mutex_unlock(&w->done_lock);
+    uv_async_send(&w->async);
+}
+
 /* Pool threads: take tasks, instantiate, run, hand back. */
 void gs__wpool_main(void *arg)
 {
@@ -68,32 +79,39 @@ void gs__wpool_main(void *arg)
     stream = w->thread_streams[idx];
 
     for (;;) {
-        gs_wtask_t *batch, *last, *t;
-        int n = 1;
-        uint64_t t0;
+        gs_wtask_t *batch, *last, *t, *next, *first;
+        int n = 1, cap = GS_W_THREAD_BATCH;
+        uint64_t t0, t_report;
 
         /* Take the head job and, while they are small, up to GS_W_THREAD_BATCH jobs in all
-         * under one lock; return them under one lock with one wake-up of the loop. Each
-         * task's end time is the next one's start (one clock read per task). */
+         * (or this thread's share of a deeper queue, up to GS_W_THREAD_BATCH_MAX) under one
+         * lock; return them under one lock with one wake-up of the loop, at least every
+         * GS_W_THREAD_REPORT_NS. Each task's end time is the next one's start (one clock read
+         * per task). */
         uv_mutex_lock(&w->job_lock);
         while (w->job_head == NULL && !w->job_quit) uv_cond_wait(&w->job_cond, &w->job_lock);
         if (w->job_quit) {
             uv_mutex_unlock(&w->job_lock);
             return;
         }
+        if (w->njobs / (uint64_t)w->nthreads > (uint64_t)cap)
+            cap = w->njobs / (uint64_t)w->nthreads > GS_W_THREAD_BATCH_MAX
+                      ? GS_W_THREAD_BATCH_MAX : (int)(w->njobs / (uint64_t)w->nthreads);
         batch = last = w->job_head;
         if (batch->small)
-            while (n < GS_W_THREAD_BATCH && last->job_next != NULL && last->job_next->small) {
+            while (n < cap && last->job_next != NULL && last->job_next->small) {
                 last = last->job_next;
                 n++;
             }
         w->job_head = last->job_next;
         if (w->job_head == NULL) w->job_tail = NULL;
+        w->njobs -= (uint64_t)n;
         last->job_next = NULL;
         uv_mutex_unlock(&w->job_lock);
 
-        t0 = gs_now_ns();
-        for (t = batch; t != NULL; t = t->job_next) {
+        t0 = t_report = gs_now_ns();
+        first = batch;
+        for (t = batch; t != NULL; t = next) {
             gs_chunk_ref_t small[16];
             gs_chunk_ref_t *in = small;
             gs_ktask_t kt;
@@ -125,13 +143,15 @@ void gs__wpool_main(void *arg)
                 t->err = gs_strdup(e[0] ? e : gs_status_string(status), "task error");
             }
             t0 = t1;
+            next = t->job_next;
+            if (next != NULL && t1 - t_report >= GS_W_THREAD_REPORT_NS) {
+                t->job_next = NULL;    /* hand back first .. t now, go on with the rest */
+                gs__wpool_done(w, first, t);
+                first = next;
+                t_report = t1;
+            }
         }
-        uv_mutex_lock(&w->done_lock);
-        if (w->done_tail) w->done_tail->job_next = batch;
-        else w->done_head = batch;
-        w->done_tail = last;
-        uv_mutex_unlock(&w->done_lock);
-        uv_async_send(&w->async);
+        gs__wpool_done(w, first, last);
     }
 }
 

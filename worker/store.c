@@ -392,6 +392,8 @@ void gs__wgraph_free_all(gs_worker_t *w)
 
 void gs__wmem_freed(gs_worker_t *w)
 {
-    w->last_mem_free = gs_now_ns();
+    /* last_mem_free is read only while admission is blocked (the watchdog takes the later of it
+     * and mem_blocked_since): no clock read per freed chunk otherwise */
+    if (w->mem_blocked_since) w->last_mem_free = gs_now_ns();
     w->admit_epoch++;
 }

@@ -35,6 +35,9 @@
 #define GS_W_MAX_REFETCHES 2
 #define GS_W_SMALL_TASK_BYTES 65536   /* a task reading and writing less is "small" */
 #define GS_W_THREAD_BATCH 32       /* small tasks a kernel thread takes (and returns) at once */
+#define GS_W_THREAD_BATCH_MAX 256  /* ... or its share of a deep queue, up to this many */
+#define GS_W_THREAD_REPORT_NS 100000ull /* a thread hands back what it finished at least
+                                            this often (a large batch's first results) */
 #define GS_W_SMALL_DEPTH 256       /* small tasks dispatched per kernel thread / stream */
 #define GS_W_PRODUCER_QUARTERS 3   /* tasks without inputs fill at most 3/4 of the memory */
 #define GS_W_RESERVE_IDLE_NS 100000000ull  /* blocked and idle this long: lift the reserve */
@@ -238,6 +241,7 @@ struct gs_worker {
     uv_mutex_t job_lock;
     uv_cond_t job_cond;
     gs_wtask_t *job_head, *job_tail;   /* under job_lock */
+    uint64_t njobs;                    /* tasks in that queue, under job_lock */
     int job_quit;                      /* under job_lock */
 
     /* completions (any thread -> loop) */

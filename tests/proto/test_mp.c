@@ -245,6 +245,35 @@ Test(proto_mp, rejects_declared_lengths_beyond_the_data)
     proto_check_no_leaks();
 }
 
+/* The integer reads' fast forms (positive fixint, uint 8/16/32) and the general path agree, at
+ * every boundary, and a truncated uint header fails the same way whichever path reads it. */
+Test(proto_mp, reads_unsigned_widths_at_their_boundaries_and_rejects_them_truncated)
+{
+    static const uint64_t vals[] = {0, 1, 127, 128, 255, 256, 65535, 65536, UINT32_MAX,
+                                    (uint64_t)UINT32_MAX + 1, (uint64_t)INT64_MAX};
+    gs_buf_t b;
+    gs_buf_init(&b);
+    for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++) {
+        gs_mp_reader_t r = one_int(&b, 0, vals[i]);
+        int64_t v = -1;
+        uint64_t u = 0;
+        cr_assert(gs_mp_read_i64(&r, &v), "value %llu", (unsigned long long)vals[i]);
+        cr_assert_eq((uint64_t)v, vals[i]);
+        cr_assert(gs_mp_at_end(&r));
+        r = one_int(&b, 0, vals[i]);
+        cr_assert(gs_mp_read_u64(&r, &u) && u == vals[i]);
+        /* every truncation of the encoding fails with a protocol error and consumes nothing */
+        for (size_t cut = 0; cut < b.len; cut++) {
+            gs_mp_reader_t t = reader_of(b.data, cut);
+            cr_assert_not(gs_mp_read_i64(&t, &v), "value %llu cut at %zu", (unsigned long long)vals[i], cut);
+            cr_assert_eq(t.err, GS_ERR_PROTO);
+            cr_assert_eq(t.p, b.data);
+        }
+    }
+    gs_buf_cleanup(&b);
+    proto_check_no_leaks();
+}
+
 Test(proto_mp, rejects_truncated_headers_of_every_type)
 {
     static const uint8_t types[] = {0xc4, 0xc5, 0xc6, 0xc7, 0xc8, 0xc9, 0xca, 0xcb, 0xcc, 0xcd, 0xce, 0xcf,
