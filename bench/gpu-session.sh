@@ -334,6 +334,10 @@ if [ "$what" = stencil ]; then
       build-gpu/tests/$t --verbose >>"$out/stencil-tests.log" 2>&1 || true
     fi
   done
+  # map_overlap with a CUDA C++ kernel: padded block assembled on the device, NVRTC kernel on
+  # it, bit-equal to the built-in stencil for every boundary on odd chunkings (issue 16)
+  build-gpu/tests/test_chunkops_cuda_stencil --verbose --filter 'cuda_stencil/map_overlap_cuda*' \
+    >>"$out/stencil-tests.log" 2>&1 || true
   grep -hE "Synthesis" "$out/stencil-tests.log"
   grep -hE -A12 "\[FAIL\]|CRASH" "$out/stencil-tests.log" | head -40
   {
