@@ -347,6 +347,9 @@ if [ "$what" = stencil ]; then
       --boundary periodic --loop-max-mb 0
     run $B/gs-bench stencil --n 40000 --chunk 10000 --workers "$ngpu" --backend cuda --repeat 3 --loop-max-mb 0
     run $B/gs-bench stencil --n 8000 --chunk 2000 --workers 2 --backend cpu --repeat 3
+    # the same smoothing as a CUDA C++ kernel through map_overlap (padded block on the device)
+    run $B/gs-bench stencil --n 40000 --chunk 10000 --workers 1 --backend cuda --repeat 3 \
+      --kernel cuda --loop-max-mb 0
   } 2>"$out/stencil.err" | tee "$out/stencil.jsonl"
   tail -5 "$out/stencil.err"
 fi
