@@ -334,6 +334,10 @@ if [ "$what" = stencil ]; then
       build-gpu/tests/$t --verbose >>"$out/stencil-tests.log" 2>&1 || true
     fi
   done
+  # map_overlap with a CUDA C++ kernel: padded block assembled on the device, NVRTC kernel on
+  # it, bit-equal to the built-in stencil for every boundary on odd chunkings (issue 16)
+  build-gpu/tests/test_chunkops_cuda_stencil --verbose --filter 'cuda_stencil/map_overlap_cuda*' \
+    >>"$out/stencil-tests.log" 2>&1 || true
   grep -hE "Synthesis" "$out/stencil-tests.log"
   grep -hE -A12 "\[FAIL\]|CRASH" "$out/stencil-tests.log" | head -40
   {
@@ -343,6 +347,9 @@ if [ "$what" = stencil ]; then
       --boundary periodic --loop-max-mb 0
     run $B/gs-bench stencil --n 40000 --chunk 10000 --workers "$ngpu" --backend cuda --repeat 3 --loop-max-mb 0
     run $B/gs-bench stencil --n 8000 --chunk 2000 --workers 2 --backend cpu --repeat 3
+    # the same smoothing as a CUDA C++ kernel through map_overlap (padded block on the device)
+    run $B/gs-bench stencil --n 40000 --chunk 10000 --workers 1 --backend cuda --repeat 3 \
+      --kernel cuda --loop-max-mb 0
   } 2>"$out/stencil.err" | tee "$out/stencil.jsonl"
   tail -5 "$out/stencil.err"
 fi

@@ -7,6 +7,7 @@
 #include "common/error.h"
 
 #include <stdint.h>
+#include <string.h>
 
 /* A user kernel (USER task, or the middle of a MAPFUSED one): CUDA source on backends with a
  * cuda_user op, CPU kernels on the backend's user op or staged through host memory. */
@@ -84,6 +85,74 @@ static gs_status_t gs__run_mapfused(const gs_chunkops_ops_t *ops, gs_chunkops_ct
     return st;
 }
 
+/* map_overlap with a CUDA C++ kernel (graph/kernel.h gs_kstencil_t.user_cuda_src): the padded
+ * block is assembled in backend memory by the backend's own STENCIL op, run as a stencil of
+ * radius 0 and weight 1 over the padded shape whose every element is a "keep" element (its
+ * piece's value or the constant, copied exactly: the halo assembly of the built-in stencil,
+ * bit for bit what the CPU path hands its kernel), then the kernel runs on it (nin 1, in[0]
+ * the padded block starting at start - radius, out the chunk); the stream is synchronised
+ * and the padded block freed, as for a MAPFUSED task. */
+static gs_status_t gs__run_overlap_cuda(const gs_chunkops_ops_t *ops, gs_chunkops_ctx_h ctx,
+                                        gs_chunkops_stream_h s, const gs_kstencil_t *k)
+{
+    static const double one = 1.0;
+    gs_kstencil_t *pad;
+    gs_kuser_t u;
+    void *tmp = NULL;
+    int64_t np = 1;
+    gs_status_t st, sst;
+    if (ops->cuda_user == NULL)
+        return gs_error_set(GS_ERR_UNSUPPORTED, "cuda kernel %s: backend %s runs no CUDA "
+                            "kernels (map_overlap with CUDA source needs a CUDA worker)",
+                            k->user_sym != NULL ? k->user_sym : "(unnamed)", ops->name);
+    if ((st = gs_kstencil_validate(k)) != GS_OK) return st;
+    pad = gs_malloc(sizeof(*pad), "map_overlap padding spec");
+    if (pad == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for a map_overlap task");
+    *pad = *k;
+    memset(&u, 0, sizeof(u));
+    u.in[0].ndim = u.out.ndim = k->ndim;
+    for (int32_t j = 0; j < k->ndim; j++) {
+        pad->shape[j] = k->shape[j] + 2 * (int64_t)k->radius[j];
+        pad->radius[j] = 0;
+        pad->keep_lo[j] = pad->shape[j];
+        pad->keep_hi[j] = 0;
+        pad->start[j] = k->start[j] - k->radius[j];
+        u.in[0].shape[j] = pad->shape[j];
+        u.in[0].start[j] = pad->start[j];
+        u.out.shape[j] = k->shape[j];
+        u.out.start[j] = k->start[j];
+        np *= pad->shape[j];
+    }
+    pad->nweights = 1;
+    pad->weights = &one;
+    pad->user_lib = pad->user_sym = pad->user_cuda_src = NULL;
+    pad->user_arg = NULL;
+    pad->user_arg_len = 0;
+    st = ops->mem_alloc(ctx, (size_t)(np > 0 ? np : 1) * sizeof(double), &tmp);
+    if (st == GS_OK) {
+        pad->out = tmp;
+        st = ops->stencil(ctx, s, pad);
+    }
+    if (st == GS_OK) {
+        u.sym = k->user_sym;
+        u.cuda_src = k->user_cuda_src;
+        u.arg = k->user_arg;
+        u.arg_len = k->user_arg_len;
+        u.nin = 1;
+        u.in[0].data = tmp;
+        u.in_len[0] = np;
+        u.out.data = k->out;
+        st = ops->cuda_user(ctx, s, &u);
+    }
+    /* the padded block may be freed only once the kernel that reads it is done */
+    if (tmp != NULL) {
+        if ((sst = ops->sync(ctx, s)) != GS_OK && st == GS_OK) st = sst;
+        ops->mem_free(ctx, tmp);
+    }
+    gs_free(pad);
+    return st;
+}
+
 gs_status_t gs_chunkops_run_ktask(const gs_chunkops_ops_t *ops, gs_chunkops_ctx_h ctx,
                                   gs_chunkops_stream_h s, const gs_ktask_t *t)
 {
@@ -100,6 +169,8 @@ gs_status_t gs_chunkops_run_ktask(const gs_chunkops_ops_t *ops, gs_chunkops_ctx_
     case GS_KTASK_STENCIL:
         if (ops->stencil == NULL)
             return gs_error_set(GS_ERR_UNSUPPORTED, "backend %s has no stencil kernel", ops->name);
+        if (t->u.stencil.user_cuda_src != NULL)
+            return gs__run_overlap_cuda(ops, ctx, s, &t->u.stencil);
         /* users' CPU kernels: staged through host memory where the backend has no user op */
         if (t->u.stencil.user_lib != NULL && ops->user == NULL)
             return gs_chunkops_stage_stencil(ops, ctx, s, &t->u.stencil);

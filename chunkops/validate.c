@@ -387,7 +387,10 @@ gs_status_t gs_kstencil_validate(const gs_kstencil_t *k)
         nw *= 2 * (int64_t)k->radius[j] + 1;
         if (nw > GS_KERNEL_MAX_WEIGHTS) break;
     }
-    if (k->user_lib != NULL) {
+    if (k->user_lib != NULL && k->user_cuda_src != NULL)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "stencil kernel: a user kernel is a library's "
+                            "or CUDA source, not both");
+    if (k->user_lib != NULL || k->user_cuda_src != NULL) {
         if (k->user_sym == NULL || k->nweights != 0 || nw > GS_KERNEL_MAX_WEIGHTS ||
             k->user_arg_len < 0 || (k->user_arg_len > 0 && k->user_arg == NULL))
             return gs_error_set(GS_ERR_INVALID_PARAM,

@@ -98,6 +98,7 @@ static gs_status_t gs__stencil_node(gs_array_h x, const double *weights, const i
     }
     if (user != NULL) {
         st = gs__ukernel_copy(user->library, user->symbol, user->arg, user->arg_len, &n->u.st.user);
+        if (st == GS_OK) st = gs__ukernel_set_cuda(n->u.st.user, user->cuda_src);
         if (st != GS_OK) {
             gs__array_node_free(n);
             return st;
@@ -169,14 +170,15 @@ gs_status_t gs_array_map_overlap(const gs_user_kernel_t *kernel, gs_array_h x, c
     gs_status_t st;
     if (kernel == NULL || x == NULL || depth == NULL || out_p == NULL)
         return gs_error_set(GS_ERR_INVALID_PARAM, "map_overlap: NULL argument");
-    if (kernel->cuda_source != NULL)
-        return gs_error_set(GS_ERR_UNSUPPORTED, "map_overlap: CPU kernels only (CUDA source "
-                            "kernels run through gs_array_map_blocks)");
-    if (kernel->library == NULL || kernel->symbol == NULL || kernel->library[0] == '\0' ||
-        kernel->symbol[0] == '\0')
+    if (kernel->cuda_source == NULL &&
+        (kernel->library == NULL || kernel->symbol == NULL || kernel->library[0] == '\0' ||
+         kernel->symbol[0] == '\0'))
         return gs_error_set(GS_ERR_INVALID_PARAM, "map_overlap: library and symbol must be named");
     if ((st = gs__ukernel_check(kernel)) != GS_OK) return st;
-    uk.library = (char *)kernel->library;
+    /* a CUDA source kernel: compiled and run by CUDA workers (chunkops/ktask.c) */
+    uk.library = (char *)(kernel->cuda_source != NULL ? GS__UKERNEL_CUDA_LIB : kernel->library);
+    uk.cuda_src = (char *)kernel->cuda_source;
+    uk.flags = 0;
     uk.symbol = (char *)kernel->symbol;
     uk.arg = (uint8_t *)kernel->arg;
     if (kernel->arg_len > GS__UKERNEL_MAX_ARG)

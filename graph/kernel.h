@@ -528,6 +528,11 @@ typedef struct gs_kstencil {
     const void *user_arg;
     int64_t user_arg_len;
     int64_t start[GS_MAX_NDIM];
+    /* map_overlap with a CUDA C++ kernel (gs_kuser_t.cuda_src): its NUL-terminated source,
+     * user_sym its name, user_lib NULL. Run by gs_chunkops_run_ktask() on backends with a
+     * cuda_user op (the padded block assembled by the backend's STENCIL op with radius 0,
+     * then the kernel on it); the others fail it with GS_ERR_UNSUPPORTED. NULL: none. */
+    const char *user_cuda_src;
 } gs_kstencil_t;
 
 /**

@@ -181,7 +181,9 @@ gs_status_t gs__stencil_instantiate(const gs_layer_t *l, uint64_t block, int nin
         memcpy(k->start, st0, sizeof(k->start));
     }
     if (h->user != NULL) {
-        k->user_lib = h->user->library;
+        /* a CUDA source kernel has no library (GS__UKERNEL_CUDA_LIB is a placeholder) */
+        k->user_lib = h->user->cuda_src != NULL ? NULL : h->user->library;
+        k->user_cuda_src = h->user->cuda_src;
         k->user_sym = h->user->symbol;
         k->user_arg = h->user->arg_len > 0 ? h->user->arg : NULL;   /* NULL, 0: no arg */
         k->user_arg_len = h->user->arg_len;
@@ -229,7 +231,8 @@ void gs__stencil_encode_body(gs_mp_writer_t *w, const gs_layer_t *l)
     const gs__stencil_hdr_t *h = l->st;
     const int32_t nd = l->grid.ndim;
     const int64_t nk = (int64_t)gs_grid_nblocks(&l->grid) * 2 * nd;
-    gs_mp_write_array(w, 8);
+    const int cuda = h->user != NULL && h->user->cuda_src != NULL;
+    gs_mp_write_array(w, cuda ? 9 : 8);   /* a CUDA kernel's source appended */
     gs_mp_write_array(w, (uint32_t)nd);
     for (int32_t j = 0; j < nd; j++) gs_mp_write_i64(w, h->radius[j]);
     gs_mp_write_f64(w, h->cval);
@@ -242,6 +245,7 @@ void gs__stencil_encode_body(gs_mp_writer_t *w, const gs_layer_t *l)
         gs_mp_write_str(w, h->user->library, strlen(h->user->library));
         gs_mp_write_str(w, h->user->symbol, strlen(h->user->symbol));
         gs_mp_write_bin(w, h->user->arg, h->user->arg_len);
+        if (cuda) gs_mp_write_str(w, h->user->cuda_src, strlen(h->user->cuda_src));
     } else {
         gs_mp_write_str(w, "", 0);
         gs_mp_write_str(w, "", 0);
@@ -255,7 +259,7 @@ int gs__stencil_decode_body(gs_mp_reader_t *r, gs_layer_t *l)
     uint32_t m, n;
     gs__stencil_hdr_t *h;
     if (!gs_mp_read_array(r, &m)) return 0;
-    if (m != 8) return gs_mp_fail(r, "stencil body must have 8 fields");
+    if (m != 8 && m != 9) return gs_mp_fail(r, "stencil body must have 8 or 9 fields");
     h = l->st = gs_calloc(1, sizeof(*h), "stencil header");
     if (h == NULL) goto nomem;
     if (!gs_mp_read_array(r, &n)) return 0;
@@ -287,6 +291,7 @@ int gs__stencil_decode_body(gs_mp_reader_t *r, gs_layer_t *l)
             !gs_mp_read_bin(r, &arg, &na))
             return 0;
         if (nl == 0 && ns == 0 && na == 0) {
+            if (m != 8) return gs_mp_fail(r, "stencil with a cuda source but no kernel");
             if (h->nweights == 0) return gs_mp_fail(r, "stencil without weights or a kernel");
             return 1;
         }
@@ -299,6 +304,19 @@ int gs__stencil_decode_body(gs_mp_reader_t *r, gs_layer_t *l)
         memcpy(sb, sym, ns);
         sb[ns] = '\0';
         st = gs__ukernel_copy(lb, sb, arg, na, &h->user);
+        if (st == GS_OK && m == 9) {
+            /* the CUDA kernel's source (map_overlap with gs_user_kernel_t.cuda_source) */
+            const char *src;
+            uint32_t nsrc;
+            char *c;
+            if (!gs_mp_read_str(r, &src, &nsrc)) return 0;
+            if (nsrc == 0 || nsrc > GS__UKERNEL_MAX_SRC || memchr(src, 0, nsrc) != NULL)
+                return gs_mp_fail(r, "stencil cuda source is empty, too long or holds NUL");
+            if ((c = gs_malloc((size_t)nsrc + 1, "stencil cuda source")) == NULL) goto nomem;
+            memcpy(c, src, nsrc);
+            c[nsrc] = '\0';
+            h->user->cuda_src = c;
+        }
         if (st != GS_OK) {
             r->err = st == GS_ERR_NO_MEMORY ? st : GS_ERR_PROTO;
             return 0;

@@ -272,7 +272,8 @@ gs_status_t gs__lw_build_stencil(lw_t *w, int64_t idx, int64_t *idx_p)
         memcpy(h->weights, n->u.st.weights, (size_t)h->nweights * sizeof(double));
     if (n->u.st.user != NULL) {
         const gs__ukernel_t *u = n->u.st.user;
-        if ((st = gs__ukernel_copy(u->library, u->symbol, u->arg, u->arg_len, &h->user)) != GS_OK)
+        if ((st = gs__ukernel_copy(u->library, u->symbol, u->arg, u->arg_len, &h->user)) != GS_OK ||
+            (st = gs__ukernel_set_cuda(h->user, u->cuda_src)) != GS_OK)
             goto err;
     }
     h->keep = keep.data;

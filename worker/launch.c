@@ -251,8 +251,10 @@ static int gs__wlaunch_wants(const gs_worker_t *w, const gs_ktask_t *kt)
     /* users' CPU kernels on a backend without a user op are staged through host memory
      * (chunkops/stage.c): copies, a synchronised stream and a forked child block the thread;
      * users' CUDA kernels (cuda_src) compile with NVRTC at first use, which blocks too */
-    if (w->ops->user == NULL && (kt->kind == GS_KTASK_USER ||
-                                 (kt->kind == GS_KTASK_STENCIL && kt->u.stencil.user_lib != NULL)))
+    if (w->ops->user == NULL &&
+        (kt->kind == GS_KTASK_USER ||
+         (kt->kind == GS_KTASK_STENCIL &&
+          (kt->u.stencil.user_lib != NULL || kt->u.stencil.user_cuda_src != NULL))))
         return 1;
     /* a user kernel fused with its producers and consumers synchronises the stream before
      * freeing its temporary blocks (chunkops/ktask.c): on a GPU that blocks its thread */

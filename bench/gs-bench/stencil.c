@@ -8,6 +8,9 @@
  *   the rows of s around the first chunk boundary and at the array's edges with a plain C
  *   reference computed from the random definition.
  *
+ *   --kernel cuda times the same smoothing written as a CUDA C++ kernel and run through
+ *   gs_array_map_overlap (the padded block assembled on the device, then the kernel).
+ *
  *   When 2 n^2 8 bytes fit --loop-max-mb (default 4096), the same smoothing as a
  *   single-threaded C loop over host memory is timed in the same run (bench "stencil-c-loop"):
  *   the baseline the seed compares with. */
@@ -28,6 +31,7 @@ typedef struct gs__st_opts {
     gs__common_t c;
     int64_t n, chunk, loop_max_mb;
     int boundary;
+    int cuda_kernel;                /* --kernel cuda: map_overlap with the CUDA source below */
     double tbps;
 } gs__st_opts_t;
 
@@ -43,6 +47,9 @@ static void gs__st_usage(FILE *f)
             "  --n N                 array side (>= 1)\n"
             "  --chunk C             chunk side (>= 1)\n"
             "  --boundary B          none|reflect|periodic|constant (0) (default none)\n"
+            "  --kernel K            builtin (gs_array_stencil, default) or cuda (the same\n"
+            "                        smoothing as a CUDA C++ kernel through gs_array_map_overlap;\n"
+            "                        CUDA workers only)\n"
             "  --bandwidth-tbps T    memory bandwidth for limit_s (default 4.3: one H200)\n"
             "  --loop-max-mb M       time the single-threaded C loop when x and s fit M MB\n"
             "                        of host memory (default 4096; 0: never)\n"
@@ -87,6 +94,13 @@ static int gs__st_args(int argc, char **argv, gs__st_opts_t *o, int *done)
                 if (strcmp(v, gs__bnames[k]) == 0) b = k;
             if (b < 0) return gs__bad("--boundary takes none, reflect, periodic or constant");
             o->boundary = b;
+            i++;
+            continue;
+        }
+        if (strcmp(a, "--kernel") == 0) {
+            if (v == NULL || (strcmp(v, "builtin") != 0 && strcmp(v, "cuda") != 0))
+                return gs__bad("--kernel takes builtin or cuda");
+            o->cuda_kernel = strcmp(v, "cuda") == 0;
             i++;
             continue;
         }
@@ -243,6 +257,31 @@ static void gs__st_c_loop(const gs__st_opts_t *o)
     gs_free(s);
 }
 
+/* The smoothing as a CUDA C++ map_overlap kernel (gsched/array.h gs_user_kernel_t): the
+ * padded block in, the chunk out; with boundary none arg holds the shape and the array's edge
+ * elements are kept, as gs_array_stencil keeps them. */
+static const char gs__st_cuda_src[] =
+    "extern \"C\" __global__ void smooth3x3(gs_cuda_args_t a)\n"
+    "{\n"
+    "    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "    if (i >= a.n_out) return;\n"
+    "    const long long w = a.out.shape[1], pw = a.in[0].shape[1];\n"
+    "    const long long r = i / w, c = i - r * w;\n"
+    "    const long long *shape = (const long long *)a.arg;\n"
+    "    const long long gr = a.out.start[0] + r, gc = a.out.start[1] + c;\n"
+    "    const double *p = a.in[0].data + (r + 1) * pw + (c + 1);\n"
+    "    if (shape != 0 &&\n"
+    "        (gr == 0 || gc == 0 || gr == shape[0] - 1 || gc == shape[1] - 1)) {\n"
+    "        a.out.data[i] = *p;\n"
+    "        return;\n"
+    "    }\n"
+    "    double acc = 0.0;\n"
+    "    for (int di = -1; di <= 1; di++)\n"
+    "        for (int dj = -1; dj <= 1; dj++)\n"
+    "            acc = __dadd_rn(acc, __dmul_rn(1.0 / 9, p[di * pw + dj]));\n"
+    "    a.out.data[i] = acc;\n"
+    "}\n";
+
 int gs__bench_stencil(int argc, char **argv)
 {
     gs__st_opts_t o;
@@ -258,7 +297,19 @@ int gs__bench_stencil(int argc, char **argv)
         rc = gs__connect_persist_normal(&o.c, shape, chunks, &client, &x, &connect_s, &persist_s);
     }
     if (rc != 0) goto out;
-    if (gs_array_stencil(x, gs__w9, radius, (gs_boundary_t)o.boundary, 0.0, &s) != GS_OK) {
+    gs_status_t bst;
+    if (o.cuda_kernel) {
+        const int64_t shape[2] = {o.n, o.n};
+        gs_user_kernel_t k = {NULL, "smooth3x3", NULL, 0, gs__st_cuda_src, 0};
+        if (o.boundary == GS_BOUNDARY_NONE) {
+            k.arg = shape;
+            k.arg_len = sizeof(shape);
+        }
+        bst = gs_array_map_overlap(&k, x, radius, (gs_boundary_t)o.boundary, 0.0, &s);
+    } else {
+        bst = gs_array_stencil(x, gs__w9, radius, (gs_boundary_t)o.boundary, 0.0, &s);
+    }
+    if (bst != GS_OK) {
         fprintf(stderr, "%s %s: cannot build the stencil: %s\n", g_prog, g_sub, gs_last_error());
         rc = 2;
         goto out;
@@ -293,6 +344,7 @@ int gs__bench_stencil(int argc, char **argv)
                o.n, o.chunk, o.c.workers);
         printf(",\"backend\":\"%s\",\"boundary\":\"%s\",\"seed\":%" PRIu64 ",\"run\":%d",
                o.c.backend ? o.c.backend : "remote", gs__bnames[o.boundary], o.c.seed, r);
+        printf(",\"kernel\":\"%s\"", o.cuda_kernel ? "cuda" : "builtin");
         gs__json_num("seconds", t);
         gs__json_num("gb_per_s", bytes / t * 1e-9);
         gs__json_num("limit_s", bytes / (o.tbps * 1e12));

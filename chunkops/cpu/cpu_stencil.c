@@ -105,6 +105,9 @@ static gs_status_t gs__cpu_stencil_user(const gs_kstencil_t *k)
 
 gs_status_t gs__cpu_stencil_run(const gs_kstencil_t *k)
 {
+    if (k->user_cuda_src != NULL)
+        return gs_error_set(GS_ERR_UNSUPPORTED, "cuda kernel %s: map_overlap with CUDA source "
+                            "needs a CUDA worker", k->user_sym != NULL ? k->user_sym : "(unnamed)");
     if (k->user_lib != NULL) return gs__cpu_stencil_user(k);
     {
     const int nd = k->ndim, nl = nd - 1;

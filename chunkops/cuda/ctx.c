@@ -667,9 +667,9 @@ static gs_status_t gs__cuda_stencil(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h 
     gs__cuda_splan_t *plan;
     GS__CHECK_CTX_STREAM(ctx, stream, "stencil");
     if ((st = gs_kstencil_validate(k)) != GS_OK) return st;
-    if (k->user_lib != NULL)
-        return gs_error_set(GS_ERR_UNSUPPORTED, "cuda stencil: user kernel %s runs on CPU workers "
-                            "only", k->user_sym);
+    if (k->user_lib != NULL || k->user_cuda_src != NULL)   /* those: gs_chunkops_run_ktask */
+        return gs_error_set(GS_ERR_UNSUPPORTED, "cuda stencil: user kernel %s runs through "
+                            "gs_chunkops_run_ktask", k->user_sym);
     if ((st = gs__cuda_use(ctx)) != GS_OK) return gs__cuda_fail(stream, st);
     plan = gs_malloc(sizeof(*plan), "cuda stencil plan");
     if (plan == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "cuda stencil: no memory for a plan");

@@ -289,3 +289,128 @@ Test(cuda_stencil, an_elementwise_cuda_kernel_fused_in_a_chain_equals_the_cpu_re
     free(ref);
     free(got);
 }
+
+/* map_overlap with a CUDA C++ kernel (chunkops/ktask.c): the padded block is assembled on the
+ * device by the STENCIL op (radius 0, every element kept), the NVRTC kernel runs on it. The
+ * seed's 3x3 mean (products and sums rounded apart, as the CPU loops do) equals, bit for bit,
+ * the built-in gs_array_stencil on the CPU backend and on the GPU and the CPU kernel
+ * gs_test_smooth3x3 on the CPU backend, for every boundary on odd chunkings (with NONE the
+ * kernel keeps the array's edge elements itself, arg = the shape, as gs_test_smooth3x3 does). */
+static const char k_smooth[] =
+    "extern \"C\" __global__ void smooth(gs_cuda_args_t a)\n"
+    "{\n"
+    "    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "    if (i >= a.n_out) return;\n"
+    "    const long long w = a.out.shape[1], pw = a.in[0].shape[1];\n"
+    "    const long long r = i / w, c = i - r * w;\n"
+    "    const long long *shape = (const long long *)a.arg;\n"
+    "    const long long gr = a.out.start[0] + r, gc = a.out.start[1] + c;\n"
+    "    const double *p = a.in[0].data + (r + 1) * pw + (c + 1);\n"
+    "    if (a.in[0].start[0] != a.out.start[0] - 1 || a.in[0].start[1] != a.out.start[1] - 1 ||\n"
+    "        a.in[0].shape[0] != a.out.shape[0] + 2 || a.nin != 1) {\n"
+    "        a.out.data[i] = -1e300;\n"
+    "        return;\n"
+    "    }\n"
+    "    if (shape != 0 && (gr == 0 || gc == 0 || gr == shape[0] - 1 || gc == shape[1] - 1)) {\n"
+    "        a.out.data[i] = *p;\n"
+    "        return;\n"
+    "    }\n"
+    "    double acc = 0.0;\n"
+    "    for (int di = -1; di <= 1; di++)\n"
+    "        for (int dj = -1; dj <= 1; dj++)\n"
+    "            acc = __dadd_rn(acc, __dmul_rn(1.0 / 9, p[di * pw + dj]));\n"
+    "    a.out.data[i] = acc;\n"
+    "}\n";
+
+static void overlap_case(bk_t *bk, const int64_t *shape, const int64_t *chunks, int b)
+{
+    static const double mean9[9] = {1.0 / 9, 1.0 / 9, 1.0 / 9, 1.0 / 9, 1.0 / 9,
+                                    1.0 / 9, 1.0 / 9, 1.0 / 9, 1.0 / 9};
+    const int d[2] = {1, 1};
+    const int64_t n = shape[0] * shape[1];
+    gs_user_kernel_t kg = {NULL, "smooth", NULL, 0, k_smooth, 0};
+    gs_user_kernel_t kc = {GS_TEST_KERNELS, "gs_test_smooth3x3", NULL, 0, NULL, 0};
+    gs_array_h x, m, c, s;
+    gs_taskgraph_t *tg;
+    double *got = malloc((size_t)n * sizeof(double)), *ref[3];
+    if (b == GS_BOUNDARY_NONE) {
+        kg.arg = kc.arg = shape;
+        kg.arg_len = kc.arg_len = 2 * sizeof(int64_t);
+    }
+    CHECK(gs_array_random_uniform(17, -1.0, 1.0, 2, shape, chunks, &x));
+    CHECK(gs_array_map_overlap(&kg, x, d, (gs_boundary_t)b, 0.75, &m));
+    CHECK(gs_array_map_overlap(&kc, x, d, (gs_boundary_t)b, 0.75, &c));
+    CHECK(gs_array_stencil(x, mean9, d, (gs_boundary_t)b, 0.75, &s));
+    for (int v = 0; v < 3; v++) {
+        ref[v] = malloc((size_t)n * sizeof(double));
+        CHECK(gs_graph_lower(v == 2 ? c : s, GS_LOWER_DEFAULT, &tg));
+        CHECK(gs_chunkops_eval(v == 1 ? GPU : CPU, v == 1 ? bk->gpu : bk->cpu, tg, ref[v],
+                               (size_t)n));
+        gs_taskgraph_free(tg);
+    }
+    CHECK(gs_graph_lower(m, GS_LOWER_DEFAULT, &tg));
+    for (int64_t i = 0; i < n; i++) got[i] = -2.0;
+    CHECK(gs_chunkops_eval(GPU, bk->gpu, tg, got, (size_t)n));
+    gs_taskgraph_free(tg);
+    for (int v = 0; v < 3; v++)
+        for (int64_t i = 0; i < n; i++)
+            cr_assert(bits_equal(got[i], ref[v][i]), "%lld x %lld in %lld x %lld, boundary %d, "
+                      "reference %d (0 cpu stencil, 1 gpu stencil, 2 cpu kernel), element %lld: "
+                      "cuda kernel %.17g, reference %.17g", (long long)shape[0],
+                      (long long)shape[1], (long long)chunks[0], (long long)chunks[1], b, v,
+                      (long long)i, got[i], ref[v][i]);
+    for (int v = 0; v < 3; v++) free(ref[v]);
+    free(got);
+    gs_array_release(m);
+    gs_array_release(c);
+    gs_array_release(s);
+    gs_array_release(x);
+}
+
+Test(cuda_stencil, map_overlap_cuda_kernel_equals_the_builtin_stencil_every_boundary)
+{
+    GPU_OR_SKIP();
+    bk_t bk;
+    const int64_t s1[2] = {523, 301}, c1[2] = {200, 97};
+    const int64_t s2[2] = {29, 23}, c2[2] = {6, 5};
+    const int64_t s3[2] = {17, 40}, c3[2] = {1, 7};   /* one-row chunks: whole-chunk halos */
+    bk_open(&bk, (size_t)1 << 30);
+    for (int b = 0; b < GS_BOUNDARY_COUNT; b++) {
+        overlap_case(&bk, s1, c1, b);
+        overlap_case(&bk, s2, c2, b);
+        overlap_case(&bk, s3, c3, b);
+    }
+    bk_close(&bk);
+}
+
+/* A CUDA map_overlap kernel that does not compile fails its task with the NVRTC log; the
+ * context then runs a good one. */
+Test(cuda_stencil, map_overlap_cuda_compile_error_fails_the_task)
+{
+    GPU_OR_SKIP();
+    bk_t bk;
+    const int64_t shape[2] = {20, 30}, chunks[2] = {7, 11};
+    const int d[2] = {1, 1};
+    gs_user_kernel_t bad = {NULL, "broken", NULL, 0,
+                            "extern \"C\" __global__ void broken(gs_cuda_args_t a)\n"
+                            "{ a.out.data[0] = undeclared_name; }\n", 0};
+    gs_user_kernel_t good = {NULL, "smooth", NULL, 0, k_smooth, 0};
+    gs_array_h x, m, g;
+    gs_taskgraph_t *tg;
+    double out[600];
+    CHECK(gs_array_random_uniform(5, -1.0, 1.0, 2, shape, chunks, &x));
+    CHECK(gs_array_map_overlap(&bad, x, d, GS_BOUNDARY_REFLECT, 0, &m));
+    CHECK(gs_array_map_overlap(&good, x, d, GS_BOUNDARY_REFLECT, 0, &g));
+    bk_open(&bk, (size_t)1 << 28);
+    CHECK(gs_graph_lower(m, GS_LOWER_DEFAULT, &tg));
+    cr_assert_eq(gs_chunkops_eval(GPU, bk.gpu, tg, out, 600), GS_ERR_TASK_FAILED);
+    cr_assert(strstr(gs_last_error(), "broken") != NULL, "message: %s", gs_last_error());
+    gs_taskgraph_free(tg);
+    CHECK(gs_graph_lower(g, GS_LOWER_DEFAULT, &tg));
+    CHECK(gs_chunkops_eval(GPU, bk.gpu, tg, out, 600));
+    gs_taskgraph_free(tg);
+    bk_close(&bk);
+    gs_array_release(m);
+    gs_array_release(g);
+    gs_array_release(x);
+}

@@ -182,3 +182,75 @@ Test(integration_stencil, a_cuda_source_kernel_runs_on_gpu_workers_and_is_refuse
     OK(gs_client_unpersist(C, x));
     gs_array_release(x);
 }
+
+/* map_overlap with CUDA C++ source: x persisted across both workers, so most halos arrive as
+ * edge slabs from the other worker. With GPU workers ($GS_TEST_BACKEND=cuda) the padded block
+ * is assembled in device memory and the NVRTC 3x3 mean (products and sums rounded apart) on
+ * it equals the built-in stencil bit for bit, for every boundary; CPU workers refuse it with
+ * GS_ERR_UNSUPPORTED's message and carry on. */
+Test(integration_stencil, a_cuda_map_overlap_runs_on_gpu_workers_and_is_refused_by_cpu_ones,
+     .init = up2, .fini = down)
+{
+    const int64_t shape[2] = {53, 31}, chunks[2] = {20, 9};
+    const int d[2] = {1, 1};
+    static const double mean9[9] = {1.0 / 9, 1.0 / 9, 1.0 / 9, 1.0 / 9, 1.0 / 9,
+                                    1.0 / 9, 1.0 / 9, 1.0 / 9, 1.0 / 9};
+    static const char src[] =
+        "extern \"C\" __global__ void smooth(gs_cuda_args_t a)\n"
+        "{\n"
+        "    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
+        "    if (i >= a.n_out) return;\n"
+        "    const long long w = a.out.shape[1], pw = a.in[0].shape[1];\n"
+        "    const long long r = i / w, c = i - r * w;\n"
+        "    const long long *shape = (const long long *)a.arg;\n"
+        "    const long long gr = a.out.start[0] + r, gc = a.out.start[1] + c;\n"
+        "    const double *p = a.in[0].data + (r + 1) * pw + (c + 1);\n"
+        "    if (shape != 0 &&\n"
+        "        (gr == 0 || gc == 0 || gr == shape[0] - 1 || gc == shape[1] - 1)) {\n"
+        "        a.out.data[i] = *p;\n"
+        "        return;\n"
+        "    }\n"
+        "    double acc = 0.0;\n"
+        "    for (int di = -1; di <= 1; di++)\n"
+        "        for (int dj = -1; dj <= 1; dj++)\n"
+        "            acc = __dadd_rn(acc, __dmul_rn(1.0 / 9, p[di * pw + dj]));\n"
+        "    a.out.data[i] = acc;\n"
+        "}\n";
+    const char *be = getenv("GS_TEST_BACKEND");
+    int gpu = be != NULL && strcmp(be, "cuda") == 0;
+    gs_array_h x;
+    double *a = gs_malloc(53 * 31 * sizeof(double), "a");
+    double *b = gs_malloc(53 * 31 * sizeof(double), "b");
+    OK(gs_array_random_normal(13, 0, 1, 2, shape, chunks, &x));
+    OK(gs_client_persist(C, x));
+    for (int bnd = 0; bnd < GS_BOUNDARY_COUNT; bnd++) {
+        gs_user_kernel_t k = {NULL, "smooth", NULL, 0, src, 0};
+        gs_array_h m, s;
+        if (bnd == GS_BOUNDARY_NONE) {   /* the kernel keeps the edges itself */
+            k.arg = shape;
+            k.arg_len = sizeof(shape);
+        }
+        OK(gs_array_map_overlap(&k, x, d, (gs_boundary_t)bnd, 0.75, &m));
+        OK(gs_array_stencil(x, mean9, d, (gs_boundary_t)bnd, 0.75, &s));
+        OK(gs_client_compute(C, s, b, 53 * 31));
+        if (gpu) {
+            OK(gs_client_compute(C, m, a, 53 * 31));
+            for (int i = 0; i < 53 * 31; i++)
+                cr_assert(memcmp(&a[i], &b[i], sizeof(double)) == 0,
+                          "boundary %d, element %d: kernel %.17g, stencil %.17g", bnd, i, a[i],
+                          b[i]);
+        } else {
+            gs_status_t st = gs_client_compute(C, m, a, 53 * 31);
+            cr_assert_neq(st, GS_OK);
+            cr_assert(strstr(gs_last_error(), "runs no CUDA kernels") != NULL, "%s: %s",
+                      gs_status_name(st), gs_last_error());
+        }
+        gs_array_release(m);
+        gs_array_release(s);
+    }
+    cr_assert_eq(gs_client_nworkers(C), 2, "a worker died");
+    gs_free(a);
+    gs_free(b);
+    OK(gs_client_unpersist(C, x));
+    gs_array_release(x);
+}

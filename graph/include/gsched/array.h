@@ -718,8 +718,9 @@ typedef struct gs_user_kernel {
     const char *symbol;
     const void *arg;
     size_t arg_len;
-    /** A CUDA C++ kernel instead (gs_array_map_blocks only): its source (NUL-terminated,
-     *  copied; at most 1 MiB), @a symbol the kernel's name, @a library ignored (may be NULL).
+    /** A CUDA C++ kernel instead (gs_array_map_blocks and gs_array_map_overlap): its source
+     *  (NUL-terminated, copied; at most 1 MiB), @a symbol the kernel's name, @a library
+     *  ignored (may be NULL).
      *  CUDA workers compile it with NVRTC at first use (cached in memory and on disk by a hash
      *  of source, name, architecture, options and NVRTC version, under $GS_CUDA_RTC_CACHE_DIR
      *  /nvrtc-cache, else $XDG_CACHE_HOME/gsched/nvrtc, else ~/.cache/gsched/nvrtc) and launch
@@ -755,12 +756,19 @@ typedef struct gs_user_kernel {
  *  @a boundary and @a cval say, exactly as gs_array_stencil), with nin = 1; in[0] is the padded
  *  block (in[0].start = the chunk's start - depth) and out the chunk itself (x's shape and
  *  chunks): the kernel writes the trimmed result. With GS_BOUNDARY_NONE the padding past the
- *  array's edges is 0 (the kernel sees where it is from start). CPU workers only (a CUDA
- *  worker fails the task with GS_ERR_UNSUPPORTED).
+ *  array's edges is 0 (the kernel sees where it is from start). A CPU kernel (library,
+ *  symbol) runs on any worker (on a CUDA worker staged through host memory); a CUDA C++ kernel
+ *  (@a kernel->cuda_source, as for gs_array_map_blocks: same signature and launch, nin = 1,
+ *  in[0] the padded block in device memory, assembled there from the chunk and the
+ *  neighbours' edge slabs exactly as the CPU path builds it; out the chunk, gridDim.x
+ *  ceil(n_out / 256) over the chunk's elements) runs on CUDA workers only, for arrays of 1 to
+ *  3 axes (more: GS_ERR_UNSUPPORTED); a CPU worker fails such a task with GS_ERR_UNSUPPORTED,
+ *  a source that does not compile fails it with GS_ERR_TASK_FAILED and the NVRTC log.
  *  Errors: GS_ERR_INVALID_PARAM (as gs_array_stencil for x, depth and boundary; NULL kernel
- *  fields, arg over 64 KiB), GS_ERR_NOT_FOUND when the library exists on this machine but
- *  cannot be loaded or lacks the symbol (dlerror's text in gs_last_error(); a library absent
- *  here is checked by the workers only), GS_ERR_NO_MEMORY. New reference in *out_p. */
+ *  fields, an empty CUDA source or name, arg over 64 KiB), GS_ERR_NOT_FOUND when the
+ *  library exists on this machine but cannot be loaded or lacks the symbol (dlerror's text in
+ *  gs_last_error(); a library absent here is checked by the workers only), GS_ERR_NO_MEMORY.
+ *  New reference in *out_p. */
 gs_status_t gs_array_map_overlap(const gs_user_kernel_t *kernel, gs_array_h x, const int *depth,
                                  gs_boundary_t boundary, double cval, gs_array_h *out_p);
 
@@ -768,8 +776,8 @@ gs_status_t gs_array_map_overlap(const gs_user_kernel_t *kernel, gs_array_h x, c
  *  @a chunks (as gs_array_zeros takes them; float64), with in[k] = chunk b of inputs[k] for
  *  output chunk b (in[k].start its global offset) and out the output chunk. Inputs must have
  *  the output's ndim and its number of chunks on every axis (block b of each lines up with
- *  output block b; their shapes may differ). 1 <= nin <= 2. CPU workers only, each call in a
- *  forked child as for gs_array_map_overlap.
+ *  output block b; their shapes may differ). 1 <= nin <= 2. A CPU kernel runs each call in a
+ *  forked child as for gs_array_map_overlap; a CUDA kernel (cuda_source) on CUDA workers.
  *  Errors: GS_ERR_INVALID_PARAM (NULL arguments, nin out of range, inputs whose ndim or chunk
  *  counts do not line up, bad shape or chunks, kernel fields as gs_array_map_overlap),
  *  GS_ERR_NOT_FOUND (as gs_array_map_overlap), GS_ERR_NO_MEMORY. New reference in *out_p. */
