@@ -356,3 +356,111 @@ void gs__json_gather_paths(int requested, const gs_gather_stats_t *b, const gs_g
            (unsigned long long)shm, (unsigned long long)direct, (unsigned long long)relay,
            (unsigned long long)(a->fallbacks - b->fallbacks));
 }
+
+int gs__nchunk_args(int argc, char **argv, gs__common_t *c, int64_t *n, int64_t *chunk,
+                    void (*usage)(FILE *), gs__own_arg_fn own, void *ctx, int *done)
+{
+    gs__common_defaults(c);
+    *n = *chunk = -1;
+    *done = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        int r;
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            usage(stdout);
+            *done = 1;
+            return 0;
+        }
+        if ((r = gs__nchunk_arg(argc, argv, &i, n, chunk)) != 0) {
+            if (r < 0) return 2;
+            continue;
+        }
+        if (own != NULL && (r = own(argc, argv, &i, ctx)) != 0) {
+            if (r != 1) return 2;
+            continue;
+        }
+        r = gs__common_arg(argc, argv, &i, c);
+        if (r < 0) return 2;
+        if (r == 0) return gs__bad("unknown option '%s'", a);
+    }
+    if (*n < 0) return gs__bad("--n is required");
+    if (*chunk < 0) return gs__bad("--chunk is required");
+    return 0;
+}
+
+int gs__connect_persist_square(gs__common_t *c, int64_t n, int64_t chunk, gs_client_h *client_p,
+                               gs_array_h *x_p, double *connect_s_p, double *persist_s_p)
+{
+    const int64_t shape[2] = {n, n}, chunks[2] = {chunk, chunk};
+    return gs__connect_persist_normal(c, shape, chunks, client_p, x_p, connect_s_p, persist_s_p);
+}
+
+int gs__run_timed(gs_client_h client, gs_array_h a, unsigned flags, double *out, size_t out_len,
+                  double *seconds_p, double *gather_s_p, gs_compute_stats_t *stats_p)
+{
+    gs_future_h f = NULL;
+    gs_status_t st;
+    double t0 = gs__now(), tg;
+    if ((st = gs_client_submit(client, a, flags, &f)) != GS_OK) {
+        fprintf(stderr, "%s %s: submit failed: %s: %s\n", g_prog, g_sub, gs_status_name(st),
+                gs_last_error());
+        return 1;
+    }
+    if ((st = gs_future_wait(f, -1.0)) == GS_OK && out != NULL) {
+        tg = gs__now();
+        st = gs_future_gather(f, out, out_len);
+        if (gather_s_p != NULL) *gather_s_p = gs__now() - tg;
+    }
+    *seconds_p = gs__now() - t0;
+    if (st != GS_OK) {
+        fprintf(stderr, "%s %s: run failed: %s: %s\n", g_prog, g_sub, gs_status_name(st),
+                gs_last_error());
+        gs_future_destroy(f);
+        return 1;
+    }
+    if (gs_future_stats(f, stats_p) != GS_OK) memset(stats_p, 0, sizeof(*stats_p));
+    st = gs__report_save(client, f) ? GS_ERR_IO : GS_OK;
+    gs_future_destroy(f);
+    return st != GS_OK;
+}
+
+int gs__run_scalar(gs_client_h client, gs_array_h a, double *v_p, double *seconds_p,
+                   gs_compute_stats_t *stats_p)
+{
+    _Alignas(8) unsigned char out[8] = {0};
+    if (gs__run_timed(client, a, 0, (double *)out, 1, seconds_p, NULL, stats_p) != 0) return 1;
+    *v_p = gs_dtype_to_double((gs_dtype_t)gs_array_dtype(a), out);
+    return 0;
+}
+
+void gs__json_open(const char *bench, const char *key, const char *value)
+{
+    printf("{\"bench\":\"%s\"", bench);
+    if (key != NULL) gs__json_str(key, value);
+}
+
+void gs__json_str(const char *key, const char *v)
+{
+    printf(",\"%s\":\"%s\"", key, v);
+}
+
+void gs__json_bool(const char *key, int v)
+{
+    printf(",\"%s\":%s", key, v ? "true" : "false");
+}
+
+void gs__json_size(int64_t n, int64_t chunk, const gs__common_t *c)
+{
+    printf(",\"n\":%" PRId64 ",\"chunk\":%" PRId64 ",\"workers\":%d", n, chunk, c->workers);
+    gs__json_str("backend", c->backend ? c->backend : "remote");
+}
+
+void gs__json_seed_run(const gs__common_t *c, int run)
+{
+    printf(",\"seed\":%" PRIu64 ",\"run\":%d", c->seed, run);
+}
+
+void gs__json_checked(int64_t checked, int64_t mismatches)
+{
+    printf(",\"checked\":%" PRId64 ",\"mismatches\":%" PRId64, checked, mismatches);
+}

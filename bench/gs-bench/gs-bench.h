@@ -72,6 +72,45 @@ int gs__value_ok(int run, double v, double expected, double tol);
 void gs__json_gather_paths(int requested, const gs_gather_stats_t *before, const gs_gather_stats_t *after);
 /* Print ,"key":v (null when not finite). */
 void gs__json_num(const char *key, double v);
+/* Open a JSON line: {"bench":"<bench>", then ,"<key>":"<value>" when @a key is not NULL. */
+void gs__json_open(const char *bench, const char *key, const char *value);
+/* Print ,"key":"v" (@a v printed as it is: no escaping). */
+void gs__json_str(const char *key, const char *v);
+/* Print ,"key":true or ,"key":false. */
+void gs__json_bool(const char *key, int v);
+/* Print ,"n":N,"chunk":C,"workers":W,"backend":"B" (B "remote" when c->backend is NULL). */
+void gs__json_size(int64_t n, int64_t chunk, const gs__common_t *c);
+/* Print ,"seed":S,"run":R. */
+void gs__json_seed_run(const gs__common_t *c, int run);
+/* Print ,"checked":C,"mismatches":M. */
+void gs__json_checked(int64_t checked, int64_t mismatches);
+
+/* A benchmark's own option at argv[*i] (for gs__nchunk_args; @a ctx its options): 1 when it
+ * was one (*i advanced past its value), 0 when not, any other value on a bad value (message
+ * printed, e.g. gs__bad's 2). */
+typedef int (*gs__own_arg_fn)(int argc, char **argv, int *i, void *ctx);
+/* The argument loop of a benchmark taking --n N and --chunk C (both required): sets the
+ * common defaults (gs__common_defaults) and *n = *chunk = -1, then reads --help/-h (@a usage
+ * printed to stdout, *done set to 1), --n/--chunk, the benchmark's own options through @a own
+ * (NULL: none; tried before the common ones) and the common options. 0 on success (also after
+ * --help), 2 on a bad or unknown argument or a missing --n/--chunk (message printed). The
+ * caller sets its own options' defaults first. */
+int gs__nchunk_args(int argc, char **argv, gs__common_t *c, int64_t *n, int64_t *chunk,
+                    void (*usage)(FILE *), gs__own_arg_fn own, void *ctx, int *done);
+/* gs__connect_persist_normal for a square x: shape (n, n) in (chunk, chunk) chunks. */
+int gs__connect_persist_square(gs__common_t *c, int64_t n, int64_t chunk, gs_client_h *client_p,
+                               gs_array_h *x_p, double *connect_s_p, double *persist_s_p);
+/* One timed run of @a a: gs_client_submit with @a flags, wait and, when @a out is not NULL,
+ * gather @a out_len elements (in a's dtype, as gs_future_gather) into @a out. *seconds_p:
+ * submit to the end of the wait or gather; *gather_s_p (may be NULL; set only when gathering):
+ * the gather alone; *stats_p: the run's statistics (zeros when unavailable); with --report
+ * the run's report is saved (gs__report_save). The future is destroyed before returning.
+ * 0 on success, 1 on failure (printed). */
+int gs__run_timed(gs_client_h client, gs_array_h a, unsigned flags, double *out, size_t out_len,
+                  double *seconds_p, double *gather_s_p, gs_compute_stats_t *stats_p);
+/* gs__run_timed of the 0-d @a a, gathered: its value as a double (any dtype) in *v_p. */
+int gs__run_scalar(gs_client_h client, gs_array_h a, double *v_p, double *seconds_p,
+                   gs_compute_stats_t *stats_p);
 
 /* Benchmarks (one file each). Return 0 ok, 1 run failure, 2 bad arguments. */
 int gs__bench_seed(int argc, char **argv);

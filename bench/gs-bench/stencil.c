@@ -53,58 +53,43 @@ static void gs__st_usage(FILE *f)
             "stencil-c-loop line: seconds, gb_per_s.\n");
 }
 
+static int gs__st_own_arg(int argc, char **argv, int *i, void *ctx)
+{
+    gs__st_opts_t *o = ctx;
+    const char *a = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
+    if (strcmp(a, "--loop-max-mb") == 0) {
+        if (!gs__int_arg(a, v, 0, INT64_C(1) << 40, &o->loop_max_mb)) return 2;
+        (*i)++;
+        return 1;
+    }
+    if (strcmp(a, "--boundary") == 0) {
+        int b = -1;
+        for (int k = 0; k < GS_BOUNDARY_COUNT && v != NULL; k++)
+            if (strcmp(v, gs__bnames[k]) == 0) b = k;
+        if (b < 0) return gs__bad("--boundary takes none, reflect, periodic or constant");
+        o->boundary = b;
+        (*i)++;
+        return 1;
+    }
+    if (strcmp(a, "--bandwidth-tbps") == 0) {
+        char *end = NULL;
+        o->tbps = v != NULL ? strtod(v, &end) : 0;
+        if (v == NULL || end == v || *end != '\0' || !(o->tbps > 0))
+            return gs__bad("--bandwidth-tbps takes a positive number");
+        (*i)++;
+        return 1;
+    }
+    return 0;
+}
+
 static int gs__st_args(int argc, char **argv, gs__st_opts_t *o, int *done)
 {
     memset(o, 0, sizeof(*o));
-    gs__common_defaults(&o->c);
-    o->n = o->chunk = -1;
     o->loop_max_mb = 4096;
     o->boundary = GS_BOUNDARY_NONE;
     o->tbps = 4.3;
-    *done = 0;
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int r;
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            gs__st_usage(stdout);
-            *done = 1;
-            return 0;
-        }
-        if (strcmp(a, "--n") == 0 || strcmp(a, "--chunk") == 0) {
-            if (!gs__int_arg(a, v, 1, INT64_C(3037000499), a[2] == 'n' ? &o->n : &o->chunk))
-                return 2;
-            i++;
-            continue;
-        }
-        if (strcmp(a, "--loop-max-mb") == 0) {
-            if (!gs__int_arg(a, v, 0, INT64_C(1) << 40, &o->loop_max_mb)) return 2;
-            i++;
-            continue;
-        }
-        if (strcmp(a, "--boundary") == 0) {
-            int b = -1;
-            for (int k = 0; k < GS_BOUNDARY_COUNT && v != NULL; k++)
-                if (strcmp(v, gs__bnames[k]) == 0) b = k;
-            if (b < 0) return gs__bad("--boundary takes none, reflect, periodic or constant");
-            o->boundary = b;
-            i++;
-            continue;
-        }
-        if (strcmp(a, "--bandwidth-tbps") == 0) {
-            char *end = NULL;
-            o->tbps = v != NULL ? strtod(v, &end) : 0;
-            if (v == NULL || end == v || *end != '\0' || !(o->tbps > 0))
-                return gs__bad("--bandwidth-tbps takes a positive number");
-            i++;
-            continue;
-        }
-        r = gs__common_arg(argc, argv, &i, &o->c);
-        if (r < 0) return 2;
-        if (r == 0) return gs__bad("unknown option '%s'", a);
-    }
-    if (o->n < 0) return gs__bad("--n is required");
-    if (o->chunk < 0) return gs__bad("--chunk is required");
-    return 0;
+    return gs__nchunk_args(argc, argv, &o->c, &o->n, &o->chunk, gs__st_usage, gs__st_own_arg, o,
+                           done);
 }
 
 static const double gs__w9[9] = {1.0 / 9, 1.0 / 9, 1.0 / 9, 1.0 / 9, 1.0 / 9,
@@ -253,10 +238,7 @@ int gs__bench_stencil(int argc, char **argv)
     int rc, done;
 
     if ((rc = gs__st_args(argc, argv, &o, &done)) != 0 || done) return rc;
-    {
-        int64_t shape[2] = {o.n, o.n}, chunks[2] = {o.chunk, o.chunk};
-        rc = gs__connect_persist_normal(&o.c, shape, chunks, &client, &x, &connect_s, &persist_s);
-    }
+    rc = gs__connect_persist_square(&o.c, o.n, o.chunk, &client, &x, &connect_s, &persist_s);
     if (rc != 0) goto out;
     if (gs_array_stencil(x, gs__w9, radius, (gs_boundary_t)o.boundary, 0.0, &s) != GS_OK) {
         fprintf(stderr, "%s %s: cannot build the stencil: %s\n", g_prog, g_sub, gs_last_error());
@@ -265,38 +247,22 @@ int gs__bench_stencil(int argc, char **argv)
     }
     rc = 1;
     for (int r = 0; r < o.c.repeat; r++) {
-        gs_future_h f = NULL;
         gs_compute_stats_t stats;
-        gs_status_t st;
         int64_t checked = 0, bad = 0;
         const double bytes = 2.0 * (double)o.n * (double)o.n * 8.0;
-        double t0 = gs__now(), t;
-        if ((st = gs_client_submit(client, s, GS_SUBMIT_KEEP, &f)) == GS_OK)
-            st = gs_future_wait(f, -1.0);
-        t = gs__now() - t0;
-        if (st != GS_OK) {
-            fprintf(stderr, "%s %s: run failed: %s: %s\n", g_prog, g_sub, gs_status_name(st),
-                    gs_last_error());
-            gs_future_destroy(f);
-            goto out;
-        }
-        if (gs_future_stats(f, &stats) != GS_OK) memset(&stats, 0, sizeof(stats));
-        if (gs__report_save(client, f)) {
-            gs_future_destroy(f);
-            goto out;
-        }
-        gs_future_destroy(f);
+        double t;
+        if (gs__run_timed(client, s, GS_SUBMIT_KEEP, NULL, 0, &t, NULL, &stats) != 0) goto out;
         /* untimed: rows of the kept s against the reference, then drop s */
         if (r == o.c.repeat - 1 && gs__st_check(client, s, &o, &checked, &bad) != 0) goto out;
         gs_client_unpersist(client, s);
-        printf("{\"bench\":\"stencil\",\"n\":%" PRId64 ",\"chunk\":%" PRId64 ",\"workers\":%d",
-               o.n, o.chunk, o.c.workers);
-        printf(",\"backend\":\"%s\",\"boundary\":\"%s\",\"seed\":%" PRIu64 ",\"run\":%d",
-               o.c.backend ? o.c.backend : "remote", gs__bnames[o.boundary], o.c.seed, r);
+        gs__json_open("stencil", NULL, NULL);
+        gs__json_size(o.n, o.chunk, &o.c);
+        gs__json_str("boundary", gs__bnames[o.boundary]);
+        gs__json_seed_run(&o.c, r);
         gs__json_num("seconds", t);
         gs__json_num("gb_per_s", bytes / t * 1e-9);
         gs__json_num("limit_s", bytes / (o.tbps * 1e12));
-        printf(",\"checked\":%" PRId64 ",\"mismatches\":%" PRId64, checked, bad);
+        gs__json_checked(checked, bad);
         gs__json_run_tail(&stats, persist_s, connect_s, client);
         if (bad != 0) goto out;
     }
