@@ -89,4 +89,35 @@ static inline gs_taskgraph_t *gx_lower(gs_array_h h, unsigned flags)
     return tg;
 }
 
+#ifdef GS_HAVE_CUDA
+#include "chunkops/cuda/cuda_backend.h"
+
+/* Switch a test that evaluates on (*be, *ctx) (the CPU backend, ctx made by its setup) to the
+ * CUDA backend: destroys the CPU context and makes a CUDA one on device 0 (256 MiB). Skips the
+ * test when there is no CUDA device. */
+static inline void gx_cuda_begin(const gs_chunkops_ops_t **be, gs_chunkops_ctx_h *ctx)
+{
+    gs_chunkops_params_t p;
+    if (gs__cuda_device_count() == 0) cr_skip_test("no CUDA device on this machine");
+    memset(&p, 0, sizeof(p));
+    p.device = 0;
+    p.memory_limit = (size_t)256 << 20;
+    gs_chunkops_cpu_ops.ctx_destroy(*ctx);   /* setup's CPU context */
+    *be = &gs_chunkops_cuda_ops;
+    cr_assert_eq((*be)->ctx_create(&p, ctx), GS_OK, "%s", gs_last_error());
+}
+
+/* Back from gx_cuda_begin: the CUDA context must hold no device memory; it is destroyed and a
+ * fresh CPU context (for the teardown) put in its place. */
+static inline void gx_cuda_end(const gs_chunkops_ops_t **be, gs_chunkops_ctx_h *ctx)
+{
+    size_t used = 0;
+    (*be)->mem_usage(*ctx, &used, NULL);
+    cr_assert_eq(used, 0, "device memory left allocated: %zu bytes", used);
+    (*be)->ctx_destroy(*ctx);
+    *be = &gs_chunkops_cpu_ops;
+    *ctx = gx_ctx_create();
+}
+#endif
+
 #endif

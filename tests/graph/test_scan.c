@@ -511,31 +511,9 @@ Test(graph_scan, lowers_to_totals_carries_and_scans)
 }
 
 #ifdef GS_HAVE_CUDA
-static void cuda_or_skip(void)
-{
-    gs_chunkops_params_t p;
-    if (gs__cuda_device_count() == 0) cr_skip_test("no CUDA device on this machine");
-    memset(&p, 0, sizeof(p));
-    p.device = 0;
-    p.memory_limit = (size_t)256 << 20;
-    gs_chunkops_cpu_ops.ctx_destroy(ctx);   /* setup's CPU context */
-    be = &gs_chunkops_cuda_ops;
-    OK(be->ctx_create(&p, &ctx));
-}
-
-static void cuda_done(void)
-{
-    size_t used = 0;
-    be->mem_usage(ctx, &used, NULL);
-    cr_assert_eq(used, 0, "device memory left allocated: %zu bytes", used);
-    be->ctx_destroy(ctx);
-    be = &gs_chunkops_cpu_ops;
-    ctx = gx_ctx_create();   /* for teardown */
-}
-
 Test(graph_scan, every_case_on_cuda)
 {
-    cuda_or_skip();
+    gx_cuda_begin(&be, &ctx);
     body_every_dtype_op_and_axis();
     body_single_chunk_and_many_chunks_along_the_axis();
     body_explicit_dtypes();
@@ -543,7 +521,7 @@ Test(graph_scan, every_case_on_cuda)
     body_integers_wrap();
     body_empty_and_zero_d();
     body_slices_of_scans_and_scans_of_expressions();
-    cuda_done();
+    gx_cuda_end(&be, &ctx);
 }
 #endif
 

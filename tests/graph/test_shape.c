@@ -5,6 +5,7 @@
  * float32, int32 and bool, with positive, negative and out-of-range k and empty shapes. Bad
  * input returns GS_ERR_INVALID_PARAM naming the problem and leaves the output unwritten. */
 #include "graph_test_util.h"
+#include "graph_eval_util.h"
 
 #include "chunkops/chunkops.h"
 #include "chunkops/eval.h"
@@ -643,47 +644,23 @@ Test(graph_shape, diag_rejects_other_ranks)
 /* ---- the same on the CUDA backend (skips without a device) ---- */
 
 #ifdef GS_HAVE_CUDA
-static void cuda_or_skip(void)
-{
-    gs_chunkops_params_t p;
-    if (gs__cuda_device_count() == 0) cr_skip_test("no CUDA device on this machine");
-    memset(&p, 0, sizeof(p));
-    p.device = 0;
-    p.memory_limit = (size_t)256 << 20;
-    gs_chunkops_cpu_ops.ctx_destroy(ctx);   /* setup's CPU context */
-    be = &gs_chunkops_cuda_ops;
-    TX_OK(be->ctx_create(&p, &ctx));
-}
-
-static void cuda_done(void)
-{
-    size_t used = 0;
-    be->mem_usage(ctx, &used, NULL);
-    cr_assert_eq(used, 0, "device memory left allocated: %zu bytes", used);
-    be->ctx_destroy(ctx);
-    be = &gs_chunkops_cpu_ops;
-    gs_chunkops_params_t p;
-    memset(&p, 0, sizeof(p));
-    TX_OK(gs_chunkops_cpu_ops.ctx_create(&p, &ctx));   /* for teardown */
-}
-
 Test(graph_shape, reshape_on_cuda)
 {
-    cuda_or_skip();
+    gx_cuda_begin(&be, &ctx);
     body_reshape_merges_and_splits_axes_on_odd_chunks();
     body_reshape_of_empty_arrays();
     body_reshape_of_zero_d_and_size_one_arrays();
-    cuda_done();
+    gx_cuda_end(&be, &ctx);
 }
 
 Test(graph_shape, tril_triu_eye_diag_on_cuda)
 {
-    cuda_or_skip();
+    gx_cuda_begin(&be, &ctx);
     body_tril_and_triu_match_numpy_for_every_k();
     body_eye_matches_numpy();
     body_diag_of_a_vector_builds_the_matrix();
     body_diag_of_a_matrix_extracts_the_diagonal();
-    cuda_done();
+    gx_cuda_end(&be, &ctx);
 }
 #endif
 
