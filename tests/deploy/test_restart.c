@@ -11,6 +11,7 @@
  *
  * This process is a child subreaper: anything the launcher leaves behind shows up as its child. */
 #include "../integration/cluster.h"
+#include "deploy_util.h"
 
 #include "common/time.h"
 #include "deploy/gpuinfo.h"
@@ -34,18 +35,7 @@
 
 static void setup(void)
 {
-    alarm(180);
-    cr_assert_eq(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
-}
-
-static void teardown(void)
-{
-    pid_t kids[64];
-    int n = tp_children(getpid(), kids, 64);
-    for (int i = 0; i < n; i++) kill(kids[i], SIGKILL);
-    tp_kill_all();
-    while (waitpid(-1, NULL, WNOHANG) > 0) {
-    }
+    dp_subreaper_start(180);
 }
 
 /* The launcher's merged stdout and stderr, read line by line (what follows a line stays
@@ -100,19 +90,10 @@ static void launch_n(launcher_t *l, const char *backend, const char *nworkers,
 {
     char bin[PATH_MAX], line[512];
     const char *argv[24];
-    int ac = 0;
+    const char *const pre[] = {"--dashboard-address", "none", "--backend", backend,
+                               "--nworkers", nworkers, NULL};
     memset(l, 0, sizeof(*l));
-    argv[ac++] = tp_bin("gs-local-cluster", bin, sizeof(bin));
-    argv[ac++] = "--port";
-    argv[ac++] = "0";
-    argv[ac++] = "--dashboard-address";
-    argv[ac++] = "none";
-    argv[ac++] = "--backend";
-    argv[ac++] = backend;
-    argv[ac++] = "--nworkers";
-    argv[ac++] = nworkers;
-    for (int i = 0; extra != NULL && extra[i] != NULL; i++) argv[ac++] = extra[i];
-    argv[ac] = NULL;
+    dp_launcher_argv(argv, 24, bin, sizeof(bin), pre, extra);
     cr_assert_eq(setenv("GS_WORKER_TEST_LOSE_DEVICE_ON", "gs_test_crash", 1), 0);
     l->pid = tp_spawn_capture(argv, &l->fd, NULL);
     cr_assert_gt(l->pid, 0);
@@ -133,10 +114,7 @@ static gs_client_h connect_to(const launcher_t *l)
 {
     gs_client_params_t p;
     gs_client_h c = NULL;
-    memset(&p, 0, sizeof(p));
-    p.address = l->address;
-    p.field_mask = GS_CLIENT_FIELD_TOKEN;
-    p.token = l->token;
+    dp_client_params(&p, l->address, l->token);
     cr_assert_eq(gs_client_connect(&p, &c), GS_OK, "%s", gs_last_error());
     return c;
 }
@@ -234,7 +212,7 @@ Test(deploy_restart, the_policy_backs_off_and_counts_restarts_per_window)
 /* (a) + (b): the faulting job fails with the kernel's name; the worker exits 75, is restarted,
  * registers again and (being the only worker) runs the next job, exactly. */
 Test(deploy_restart, a_lost_device_fails_its_job_and_the_restarted_worker_runs_the_next, .init = setup,
-     .fini = teardown)
+     .fini = dp_children_kill)
 {
     static launcher_t l;
     char line[512];
@@ -270,7 +248,7 @@ Test(deploy_restart, a_lost_device_fails_its_job_and_the_restarted_worker_runs_t
  * worker's device; the first completes exactly (the lost chunks recomputed, the lost worker's
  * tasks reassigned), the second fails, and the worker comes back. */
 Test(deploy_restart, other_jobs_complete_exactly_while_a_worker_is_lost_and_restarted,
-     .init = setup, .fini = teardown)
+     .init = setup, .fini = dp_children_kill)
 {
     static launcher_t l;
     const int64_t shape[2] = {400, 400}, chunks[2] = {20, 20}, one[2] = {10, 10};
@@ -315,7 +293,7 @@ Test(deploy_restart, other_jobs_complete_exactly_while_a_worker_is_lost_and_rest
 }
 
 /* (c): past --restart-limit the launcher stops the cluster and says why. */
-Test(deploy_restart, the_restart_limit_stops_the_cluster, .init = setup, .fini = teardown)
+Test(deploy_restart, the_restart_limit_stops_the_cluster, .init = setup, .fini = dp_children_kill)
 {
     static launcher_t l;
     const char *extra[] = {"--restart-limit", "1", "--restart-delay", "0.05", NULL};
@@ -337,7 +315,7 @@ Test(deploy_restart, the_restart_limit_stops_the_cluster, .init = setup, .fini =
 
 /* (d): SIGTERM while a restart waits out its backoff: a clean stop, no restart. */
 Test(deploy_restart, sigterm_during_the_backoff_stops_cleanly_without_a_restart, .init = setup,
-     .fini = teardown)
+     .fini = dp_children_kill)
 {
     static launcher_t l;
     const char *extra[] = {"--restart-delay", "120", NULL};
@@ -359,7 +337,7 @@ Test(deploy_restart, sigterm_during_the_backoff_stops_cleanly_without_a_restart,
  * CUDA error) on a CUDA worker; the job fails naming the kernel and the CUDA error, the worker
  * is restarted, and the next CUDA kernel runs exactly on the fresh context. */
 Test(deploy_restart, an_illegal_address_in_a_cuda_kernel_restarts_the_gpu_worker, .init = setup,
-     .fini = teardown)
+     .fini = dp_children_kill)
 {
     static launcher_t l;
     static const char oob[] =
