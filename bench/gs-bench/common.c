@@ -1,6 +1,7 @@
 /* gs-bench shared helpers: see gs-bench.h. */
 #include "gs-bench.h"
 
+#include "chunkops/random.h"
 #include "common/alloc.h"
 #include "deploy/gpuinfo.h"
 #include "graph/taskgraph.h"
@@ -463,4 +464,45 @@ void gs__json_seed_run(const gs__common_t *c, int run)
 void gs__json_checked(int64_t checked, int64_t mismatches)
 {
     printf(",\"checked\":%" PRId64 ",\"mismatches\":%" PRId64, checked, mismatches);
+}
+
+void gs__json_rate(double seconds, double bytes)
+{
+    gs__json_num("seconds", seconds);
+    gs__json_num("gb_per_s", bytes / seconds * 1e-9);
+}
+
+void gs__json_close(void)
+{
+    printf("}\n");
+    fflush(stdout);
+}
+
+int gs__gather_f64(gs_client_h client, gs_array_h a, int nsl, const gs_slice_t *sl, double *buf,
+                   size_t n, const char *what, int64_t i)
+{
+    gs_array_h part = NULL, pd = NULL;
+    gs_status_t st = gs_array_slice(a, nsl, sl, &part);
+    if (st == GS_OK) st = gs_array_astype(part, GS_DTYPE_FLOAT64, &pd);
+    if (st == GS_OK) st = gs_client_compute(client, pd, buf, n);
+    gs_array_release(pd);
+    gs_array_release(part);
+    if (st != GS_OK)
+        fprintf(stderr, "%s %s: gathering %s %" PRId64 " failed: %s\n", g_prog, g_sub, what, i,
+                gs_last_error());
+    return st != GS_OK;
+}
+
+int gs__tally(int ok, int64_t *checked_p, int64_t *bad_p)
+{
+    (*checked_p)++;
+    return !ok && (*bad_p)++ == 0;
+}
+
+double *gs__host_normal(uint64_t seed, size_t n, const char *what)
+{
+    double *x = gs_malloc(n * sizeof(double), what);
+    if (x != NULL)
+        for (size_t i = 0; i < n; i++) x[i] = gs_random_normal(seed, i, 0.0, 1.0);
+    return x;
 }

@@ -85,6 +85,24 @@ void gs__json_seed_run(const gs__common_t *c, int run);
 /* Print ,"checked":C,"mismatches":M. */
 void gs__json_checked(int64_t checked, int64_t mismatches);
 
+/* Print ,"seconds":S,"gb_per_s":(bytes / S / 1e9) (gs__json_num: null when not finite). */
+void gs__json_rate(double seconds, double bytes);
+/* End a JSON line that has no run tail: "}\n", then flush stdout. */
+void gs__json_close(void);
+
+/* Untimed checks. Compute a[sl] (@a nsl slices, gs_array_slice) as float64 (gs_array_astype)
+ * into @a buf (@a n values). 0 on success, 1 on failure (printed as "gathering <what> <i>
+ * failed"). */
+int gs__gather_f64(gs_client_h client, gs_array_h a, int nsl, const gs_slice_t *sl, double *buf,
+                   size_t n, const char *what, int64_t i);
+/* Count one checked value (@a ok: it matched) in *checked_p and a mismatch in *bad_p. 1 when
+ * this is the first mismatch (the caller prints it), else 0. */
+int gs__tally(int ok, int64_t *checked_p, int64_t *bad_p);
+/* @a n float64 normal(0, 1) values of the random definition with @a seed (elements 0..n-1, as
+ * gs_array_random_normal's version 1 of a row-major array), in gs_malloc'd memory the caller
+ * frees with gs_free; NULL when there is no memory (@a what names it in the message). */
+double *gs__host_normal(uint64_t seed, size_t n, const char *what);
+
 /* A benchmark's own option at argv[*i] (for gs__nchunk_args; @a ctx its options): 1 when it
  * was one (*i advanced past its value), 0 when not, any other value on a bad value (message
  * printed, e.g. gs__bad's 2). */

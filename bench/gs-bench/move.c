@@ -117,8 +117,7 @@ int gs__bench_transpose_sum(int argc, char **argv)
         gs__move_head("transpose-sum", &o, r);
         gs__json_num("value", v);
         gs__json_num("expected", expected);
-        gs__json_num("seconds", t);
-        gs__json_num("gb_per_s", (double)o.n * (double)o.n * 8.0 / t * 1e-9);
+        gs__json_rate(t, (double)o.n * (double)o.n * 8.0);
         gs__json_run_tail(&stats, persist_s, connect_s, client);
         if (!gs__value_ok(r, v, expected, 1e-9 * fmax(1.0, sqrt((double)o.n * (double)o.n))))
             goto out;
@@ -194,8 +193,7 @@ int gs__bench_slice3(int argc, char **argv)
         gs__move_head("slice3", &o, r);
         printf(",\"gathered_bytes\":%zu", len * sizeof(double));
         printf(",\"checked\":%" PRId64 ",\"mismatches\":%" PRId64, checked, bad);
-        gs__json_num("seconds", t);
-        gs__json_num("gb_per_s", (double)len * 8.0 / t * 1e-9);
+        gs__json_rate(t, (double)len * 8.0);
         gs__json_num("gather_s", g_gather_s);
         gs__json_num("gather_gb_per_s", (double)len * 8.0 / g_gather_s * 1e-9);
         gs__json_gather_paths(o.c.gather_path, &gb, &ga);

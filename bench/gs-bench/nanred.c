@@ -145,8 +145,7 @@ int gs__bench_nanred(int argc, char **argv)
             gs__json_bool("persist_y", o.persist_y);
             printf(",\"run\":%d", run);
             gs__json_num("value", v);
-            gs__json_num("seconds", t);
-            gs__json_num("gb_per_s", (double)o.n * (double)o.n * 8.0 / t * 1e-9);
+            gs__json_rate(t, (double)o.n * (double)o.n * 8.0);
             gs__json_run_tail(&stats, persist_s, connect_s, client);
         }
         gs_array_release(r);

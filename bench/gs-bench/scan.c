@@ -105,21 +105,12 @@ static double gs__scan_step(const gs__scan_opts_t *o, double acc, double v)
 static int gs__scan_line(gs_client_h client, gs_array_h y, const gs__scan_opts_t *o, int64_t i,
                          double *buf)
 {
-    gs_array_h line = NULL, ld = NULL;
     gs_slice_t sl[2] = {GS_SLICE_AT(i), GS_SLICE_ALL};
     if (o->axis == 0) {
         sl[0] = GS_SLICE_ALL;
         sl[1] = GS_SLICE_AT(i);
     }
-    gs_status_t st = gs_array_slice(y, 2, sl, &line);
-    if (st == GS_OK) st = gs_array_astype(line, GS_DTYPE_FLOAT64, &ld);
-    if (st == GS_OK) st = gs_client_compute(client, ld, buf, (size_t)o->n);
-    gs_array_release(ld);
-    gs_array_release(line);
-    if (st != GS_OK)
-        fprintf(stderr, "%s %s: gathering line %" PRId64 " failed: %s\n", g_prog, g_sub, i,
-                gs_last_error());
-    return st != GS_OK;
+    return gs__gather_f64(client, y, 2, sl, buf, (size_t)o->n, "line", i);
 }
 
 /* Lines 0, chunk and n-1 of the kept y along the axis (every carry of those lines) against
@@ -148,13 +139,10 @@ static int gs__scan_check(gs_client_h client, gs_array_h y, const gs__scan_opts_
             mag = o->op == GS_SCAN_PROD ? fmax(fabs(acc), fabs(got[k])) : mag + fabs(v);
             /* the chunked order differs from this loop's: n eps |terms| bounds the difference */
             const double tol = 4.0 * (double)(k + 1) * eps * mag + 1e-300;
-            if (!((isnan(acc) && isnan(got[k])) || acc == got[k] || fabs(got[k] - acc) <= tol)) {
-                if (*bad_p == 0)
-                    fprintf(stderr, "%s %s: line %" PRId64 " element %" PRId64 " = %.17g, "
-                            "expected %.17g\n", g_prog, g_sub, l, k, got[k], acc);
-                (*bad_p)++;
-            }
-            (*checked_p)++;
+            if (gs__tally((isnan(acc) && isnan(got[k])) || acc == got[k] || fabs(got[k] - acc) <= tol,
+                          checked_p, bad_p))
+                fprintf(stderr, "%s %s: line %" PRId64 " element %" PRId64 " = %.17g, "
+                        "expected %.17g\n", g_prog, g_sub, l, k, got[k], acc);
         }
     }
     gs_free(got);
@@ -166,12 +154,11 @@ static int gs__scan_check(gs_client_h client, gs_array_h y, const gs__scan_opts_
 static void gs__scan_c_loop(const gs__scan_opts_t *o)
 {
     const size_t nn = (size_t)o->n * (size_t)o->n;
-    double *x = gs_malloc(nn * sizeof(double), "scan loop x"), *y = gs_malloc(nn * sizeof(double), "scan loop y");
+    double *x = gs__host_normal(o->c.seed, nn, "scan loop x"), *y = gs_malloc(nn * sizeof(double), "scan loop y");
     if (x == NULL || y == NULL) {
         fprintf(stderr, "%s %s: no memory for the C loop\n", g_prog, g_sub);
         goto out;
     }
-    for (size_t i = 0; i < nn; i++) x[i] = gs_random_normal(o->c.seed, i, 0.0, 1.0);
     const int64_t n = o->n;
     double t0 = gs__now();
     if (o->axis == 0) {
@@ -187,11 +174,9 @@ static void gs__scan_c_loop(const gs__scan_opts_t *o)
     double t = gs__now() - t0;
     printf("{\"bench\":\"scan-c-loop\",\"op\":\"sum\",\"axis\":%d,\"n\":%" PRId64 ",\"threads\":1",
            o->axis, n);
-    gs__json_num("seconds", t);
-    gs__json_num("gb_per_s", 16.0 * (double)nn / t * 1e-9);
+    gs__json_rate(t, 16.0 * (double)nn);
     gs__json_num("check", y[nn - 1]);
-    printf("}\n");
-    fflush(stdout);
+    gs__json_close();
 out:
     gs_free(x);
     gs_free(y);
@@ -229,8 +214,7 @@ int gs__bench_scan(int argc, char **argv)
         gs__json_size(o.n, o.chunk, &o.c);
         gs__json_str("dtype", o.float32 ? "float32" : "float64");
         gs__json_seed_run(&o.c, r);
-        gs__json_num("seconds", t);
-        gs__json_num("gb_per_s", bytes / t * 1e-9);
+        gs__json_rate(t, bytes);
         gs__json_checked(checked, bad);
         gs__json_run_tail(&stats, persist_s, connect_s, client);
         if (bad != 0) goto out;

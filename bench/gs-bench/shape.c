@@ -163,8 +163,7 @@ int gs__bench_shape(int argc, char **argv)
             printf(",\"run\":%d", r);
             gs__json_num("value", v);
             gs__json_num("expected", expected);
-            gs__json_num("seconds", t);
-            gs__json_num("gb_per_s", nbytes / t * 1e-9);
+            gs__json_rate(t, nbytes);
             gs__json_run_tail(&stats, persist_s, connect_s, client);
             if (!gs__value_ok(r, v, expected, 1e-9 * fmax(1.0, (double)o.n))) rc = 1;
         }

@@ -166,29 +166,19 @@ static int gs__st_check(gs_client_h client, gs_array_h s, const gs__st_opts_t *o
     if (buf == NULL) return 1;
     *checked_p = *bad_p = 0;
     for (int k = 0; k < 6; k++) {
-        gs_array_h row = NULL;
         int64_t i = rows[k];
         if (i < 0 || i >= o->n || (k > 0 && i <= rows[k - 1])) continue;
         gs_slice_t sl[1] = {GS_SLICE(i, i + 1, 1)};
-        if (gs_array_slice(s, 1, sl, &row) != GS_OK ||
-            gs_client_compute(client, row, buf, (size_t)o->n) != GS_OK) {
-            fprintf(stderr, "%s %s: gathering row %" PRId64 " failed: %s\n", g_prog, g_sub, i,
-                    gs_last_error());
-            gs_array_release(row);
+        if (gs__gather_f64(client, s, 1, sl, buf, (size_t)o->n, "row", i) != 0) {
             gs_free(buf);
             return 1;
         }
-        gs_array_release(row);
         for (int64_t j = 0; j < o->n; j += (j < 4 || j > o->n - 5 || (j % o->chunk) < 2 ||
                                             (j % o->chunk) > o->chunk - 3) ? 1 : 97) {
             double want = gs__st_ref(o->c.seed, o->n, o->boundary, i, j);
-            if (!(fabs(buf[j] - want) <= 1e-12 * fmax(1.0, fabs(want)))) {
-                if (*bad_p == 0)
-                    fprintf(stderr, "%s %s: s[%" PRId64 ", %" PRId64 "] = %.17g, expected %.17g\n",
-                            g_prog, g_sub, i, j, buf[j], want);
-                (*bad_p)++;
-            }
-            (*checked_p)++;
+            if (gs__tally(fabs(buf[j] - want) <= 1e-12 * fmax(1.0, fabs(want)), checked_p, bad_p))
+                fprintf(stderr, "%s %s: s[%" PRId64 ", %" PRId64 "] = %.17g, expected %.17g\n",
+                        g_prog, g_sub, i, j, buf[j], want);
         }
     }
     gs_free(buf);
@@ -204,7 +194,7 @@ static void gs__st_c_loop(const gs__st_opts_t *o)
                 g_prog, g_sub, (double)nn * 16.0 / 1048576.0, o->loop_max_mb);
         return;
     }
-    x = gs_malloc(nn * sizeof(double), "stencil loop x");
+    x = gs__host_normal(o->c.seed, nn, "stencil loop x");
     s = gs_malloc(nn * sizeof(double), "stencil loop s");
     if (x == NULL || s == NULL) {
         fprintf(stderr, "%s %s: C loop skipped (no memory)\n", g_prog, g_sub);
@@ -212,18 +202,15 @@ static void gs__st_c_loop(const gs__st_opts_t *o)
         gs_free(s);
         return;
     }
-    for (size_t i = 0; i < nn; i++) x[i] = gs_random_normal(o->c.seed, i, 0.0, 1.0);
     memset(s, 0, nn * sizeof(double));   /* first touch outside the timing */
     t0 = gs__now();
     gs__st_loop(x, s, o->n, o->boundary);
     t = gs__now() - t0;
     printf("{\"bench\":\"stencil-c-loop\",\"n\":%" PRId64 ",\"boundary\":\"%s\",\"threads\":1",
            o->n, gs__bnames[o->boundary]);
-    gs__json_num("seconds", t);
-    gs__json_num("gb_per_s", (double)nn * 16.0 / t * 1e-9);
+    gs__json_rate(t, (double)nn * 16.0);
     gs__json_num("checksum", s[nn / 2] + s[nn - 1]);
-    printf("}\n");
-    fflush(stdout);
+    gs__json_close();
     gs_free(x);
     gs_free(s);
 }
@@ -259,8 +246,7 @@ int gs__bench_stencil(int argc, char **argv)
         gs__json_size(o.n, o.chunk, &o.c);
         gs__json_str("boundary", gs__bnames[o.boundary]);
         gs__json_seed_run(&o.c, r);
-        gs__json_num("seconds", t);
-        gs__json_num("gb_per_s", bytes / t * 1e-9);
+        gs__json_rate(t, bytes);
         gs__json_num("limit_s", bytes / (o.tbps * 1e12));
         gs__json_checked(checked, bad);
         gs__json_run_tail(&stats, persist_s, connect_s, client);
