@@ -6,6 +6,7 @@
 #define GS_TESTS_GRAPH_EVAL_UTIL_H
 
 #include <criterion/criterion.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,6 +89,18 @@ static inline gs_taskgraph_t *gx_lower(gs_array_h h, unsigned flags)
     cr_assert_eq(gs_taskgraph_validate(tg), GS_OK, "after the codec: %s", gs_last_error());
     return tg;
 }
+
+/* The call fails with GS_ERR_INVALID_PARAM, a message containing @a needle, *out untouched. */
+#define GX_EXPECT_INVALID(call, out, needle)                                                 \
+    do {                                                                                     \
+        gs_array_h sentinel__ = (gs_array_h)(uintptr_t)0x5a5a;                               \
+        (out) = sentinel__;                                                                  \
+        gs_status_t st__ = (call);                                                           \
+        cr_assert_eq(st__, GS_ERR_INVALID_PARAM, "%s: %s", #call, gs_status_name(st__));     \
+        cr_assert((out) == sentinel__, "%s wrote its output on error", #call);               \
+        cr_assert(strstr(gs_last_error(), (needle)) != NULL, "%s: message '%s' lacks '%s'",  \
+                  #call, gs_last_error(), (needle));                                         \
+    } while (0)
 
 #ifdef GS_HAVE_CUDA
 #include "chunkops/cuda/cuda_backend.h"
