@@ -311,8 +311,7 @@ int gs__connect_persist_normal(gs__common_t *c, const int64_t *shape, const int6
     double t0;
     if (gs_array_random_normal_version(c->seed, 0.0, 1.0, c->random_v2 ? GS_RANDOM_V2 : GS_RANDOM_V1,
                                        2, shape, chunks, x_p) != GS_OK) {
-        fprintf(stderr, "%s %s: cannot build x: %s\n", g_prog, g_sub, gs_last_error());
-        return 2;
+        return gs__cannot_build("x");
     }
     if (gs__connect(c, client_p, connect_s_p) != 0) return 1;
     t0 = gs__now();
@@ -505,4 +504,29 @@ double *gs__host_normal(uint64_t seed, size_t n, const char *what)
     if (x != NULL)
         for (size_t i = 0; i < n; i++) x[i] = gs_random_normal(seed, i, 0.0, 1.0);
     return x;
+}
+
+int gs__cannot_build(const char *what)
+{
+    fprintf(stderr, "%s %s: cannot build %s: %s\n", g_prog, g_sub, what, gs_last_error());
+    return 2;
+}
+
+int gs__kept_runs(gs_client_h client, gs_array_h y, int repeat, gs__kept_check_fn check,
+                  gs__kept_head_fn head, const void *opts, double persist_s, double connect_s)
+{
+    for (int r = 0; r < repeat; r++) {
+        gs_compute_stats_t stats;
+        int64_t checked = 0, bad = 0;
+        double t;
+        if (gs__run_timed(client, y, GS_SUBMIT_KEEP, NULL, 0, &t, NULL, &stats) != 0) return 1;
+        /* untimed: parts of the kept y against the reference, then drop y */
+        if (r == repeat - 1 && check(client, y, opts, &checked, &bad) != 0) return 1;
+        gs_client_unpersist(client, y);
+        head(opts, r, t);
+        gs__json_checked(checked, bad);
+        gs__json_run_tail(&stats, persist_s, connect_s, client);
+        if (bad != 0) return 1;
+    }
+    return 0;
 }

@@ -103,6 +103,23 @@ int gs__tally(int ok, int64_t *checked_p, int64_t *bad_p);
  * frees with gs_free; NULL when there is no memory (@a what names it in the message). */
 double *gs__host_normal(uint64_t seed, size_t n, const char *what);
 
+/* Print "cannot build <what>: <last error>" (the program and benchmark first) to stderr;
+ * returns 2 (the exit of a result that cannot be built). */
+int gs__cannot_build(const char *what);
+/* For gs__kept_runs: compare parts of the kept @a y with a reference into *checked_p and
+ * *bad_p (0 on success, 1 on failure, printed); print the JSON line of run @a run from "{" to
+ * its seconds and rates (@a seconds: the run's time). @a opts: the benchmark's options. */
+typedef int (*gs__kept_check_fn)(gs_client_h client, gs_array_h y, const void *opts,
+                                 int64_t *checked_p, int64_t *bad_p);
+typedef void (*gs__kept_head_fn)(const void *opts, int run, double seconds);
+/* @a repeat timed runs of @a y computed and kept on the workers (gs__run_timed with
+ * GS_SUBMIT_KEEP); after the last one, untimed, @a check; y is unpersisted after each run.
+ * Each run prints one JSON line: @a head, then checked, mismatches and the run tail
+ * (gs__json_run_tail with @a persist_s and @a connect_s). 0 on success, 1 on a failed run or
+ * check or a mismatch (printed). */
+int gs__kept_runs(gs_client_h client, gs_array_h y, int repeat, gs__kept_check_fn check,
+                  gs__kept_head_fn head, const void *opts, double persist_s, double connect_s);
+
 /* A benchmark's own option at argv[*i] (for gs__nchunk_args; @a ctx its options): 1 when it
  * was one (*i advanced past its value), 0 when not, any other value on a bad value (message
  * printed, e.g. gs__bad's 2). */

@@ -120,9 +120,7 @@ int gs__bench_many(int argc, char **argv)
             gs_array_binary_array_scalar(GS_BINARY_MUL, y, 2.0, &t2) != GS_OK ||
             gs_array_reduce(GS_RED_MAX, t2, NULL, &r[1]) != GS_OK ||
             gs_array_reduce(GS_RED_MEAN, y, &ax0, &r[2]) != GS_OK) {
-            fprintf(stderr, "%s %s: cannot build the expressions: %s\n", g_prog, g_sub,
-                    gs_last_error());
-            rc = 2;
+            rc = gs__cannot_build("the expressions");
             goto out;
         }
     }

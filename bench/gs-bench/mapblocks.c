@@ -201,7 +201,7 @@ int gs__bench_mapblocks(int argc, char **argv)
     if (gs_array_random_normal(o.c.seed, 0.0, 1.0, 2, shape, chunks, &x) != GS_OK ||
         gs__mb_chain(x, &k, shape, chunks, &s) != GS_OK ||
         gs__mb_chain(x, NULL, shape, chunks, &b) != GS_OK) {
-        fprintf(stderr, "%s %s: cannot build the chain: %s\n", g_prog, g_sub, gs_last_error());
+        gs__cannot_build("the chain");
         goto out;
     }
     rc = 1;

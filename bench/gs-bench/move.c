@@ -104,7 +104,7 @@ int gs__bench_transpose_sum(int argc, char **argv)
     if (gs_array_transpose(x, NULL, &xt) != GS_OK || gs_array_binary(GS_BINARY_ADD, x, xt, &y) != GS_OK ||
         gs_array_reduce(GS_RED_SUM, y, NULL, &s) != GS_OK ||
         gs_array_reduce(GS_RED_SUM, x, NULL, &sx) != GS_OK) {
-        fprintf(stderr, "%s %s: cannot build the expression: %s\n", g_prog, g_sub, gs_last_error());
+        gs__cannot_build("the expression");
         goto out;
     }
     rc = 1;
@@ -154,8 +154,7 @@ int gs__bench_slice3(int argc, char **argv)
         memset(&sl, 0, sizeof(sl));
         sl.step = 3;
         if (gs_array_slice(x, 1, &sl, &z) != GS_OK) {
-            fprintf(stderr, "%s %s: cannot build x[::3]: %s\n", g_prog, g_sub, gs_last_error());
-            rc = 2;
+            rc = gs__cannot_build("x[::3]");
             goto out;
         }
     }

@@ -110,7 +110,7 @@ int gs__bench_nanred(int argc, char **argv)
                   gs_array_full_like(x, NAN, &nan) != GS_OK ||
                   gs_array_where(m, nan, x, &y) != GS_OK ||
                   gs_array_astype(y, o.dtype, &yc) != GS_OK) {
-        fprintf(stderr, "%s %s: cannot build y: %s\n", g_prog, g_sub, gs_last_error());
+        gs__cannot_build("y");
         goto out;
     }
     rc = 1;
@@ -130,9 +130,7 @@ int gs__bench_nanred(int argc, char **argv)
                              : gs_array_reduce_composite((gs_credop_t)gs__nanred_ops[k].credop, yc,
                                                          0, NULL, 0, NULL, &r);
         if (st != GS_OK) {
-            fprintf(stderr, "%s %s: cannot build %s: %s\n", g_prog, g_sub,
-                    gs__nanred_ops[k].name, gs_last_error());
-            rc = 2;
+            rc = gs__cannot_build(gs__nanred_ops[k].name);
             goto out;
         }
         for (int run = 0; run < o.c.repeat; run++) {

@@ -115,9 +115,10 @@ static int gs__scan_line(gs_client_h client, gs_array_h y, const gs__scan_opts_t
 
 /* Lines 0, chunk and n-1 of the kept y along the axis (every carry of those lines) against
  * host loops over the random definition. */
-static int gs__scan_check(gs_client_h client, gs_array_h y, const gs__scan_opts_t *o,
-                          int64_t *checked_p, int64_t *bad_p)
+static int gs__scan_check(gs_client_h client, gs_array_h y, const void *opts, int64_t *checked_p,
+                          int64_t *bad_p)
 {
+    const gs__scan_opts_t *o = opts;
     const int64_t lines[3] = {0, o->chunk, o->n - 1};
     const double eps = o->float32 ? 0x1p-23 : 0x1p-52;
     double *got = gs_malloc((size_t)o->n * sizeof(double), "scan line");
@@ -182,6 +183,18 @@ out:
     gs_free(y);
 }
 
+/* Run @a run's JSON line up to its rates: x read twice, y written once. */
+static void gs__scan_head(const void *opts, int run, double seconds)
+{
+    const gs__scan_opts_t *o = opts;
+    gs__json_open("scan", "op", o->op == GS_SCAN_PROD ? "prod" : "sum");
+    printf(",\"axis\":%d", o->axis);
+    gs__json_size(o->n, o->chunk, &o->c);
+    gs__json_str("dtype", o->float32 ? "float32" : "float64");
+    gs__json_seed_run(&o->c, run);
+    gs__json_rate(seconds, (double)o->n * (double)o->n * (16.0 + (o->float32 ? 4.0 : 8.0)));
+}
+
 int gs__bench_scan(int argc, char **argv)
 {
     gs__scan_opts_t o;
@@ -195,30 +208,12 @@ int gs__bench_scan(int argc, char **argv)
     if (rc != 0) goto out;
     if (gs_array_cumulative(x, (gs_scan_op_t)o.op, o.axis,
                             o.float32 ? GS_DTYPE_FLOAT32 : GS_DTYPE_FLOAT64, &y) != GS_OK) {
-        fprintf(stderr, "%s %s: cannot build the scan: %s\n", g_prog, g_sub, gs_last_error());
-        rc = 2;
+        rc = gs__cannot_build("the scan");
         goto out;
     }
-    rc = 1;
-    for (int r = 0; r < o.c.repeat; r++) {
-        gs_compute_stats_t stats;
-        int64_t checked = 0, bad = 0;
-        const double bytes = (double)o.n * (double)o.n * (16.0 + (o.float32 ? 4.0 : 8.0));
-        double t;
-        if (gs__run_timed(client, y, GS_SUBMIT_KEEP, NULL, 0, &t, NULL, &stats) != 0) goto out;
-        /* untimed: rows of the kept y against the reference, then drop y */
-        if (r == o.c.repeat - 1 && gs__scan_check(client, y, &o, &checked, &bad) != 0) goto out;
-        gs_client_unpersist(client, y);
-        gs__json_open("scan", "op", o.op == GS_SCAN_PROD ? "prod" : "sum");
-        printf(",\"axis\":%d", o.axis);
-        gs__json_size(o.n, o.chunk, &o.c);
-        gs__json_str("dtype", o.float32 ? "float32" : "float64");
-        gs__json_seed_run(&o.c, r);
-        gs__json_rate(t, bytes);
-        gs__json_checked(checked, bad);
-        gs__json_run_tail(&stats, persist_s, connect_s, client);
-        if (bad != 0) goto out;
-    }
+    if ((rc = gs__kept_runs(client, y, o.c.repeat, gs__scan_check, gs__scan_head, &o, persist_s,
+                            connect_s)) != 0)
+        goto out;
     if (o.c_loop) gs__scan_c_loop(&o);
     rc = 0;
 out:

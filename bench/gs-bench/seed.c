@@ -159,9 +159,7 @@ int gs__bench_seed(int argc, char **argv)
             gs_array_binary_scalar(GS_BINARY_ADD, x, 1.0, &y) != GS_OK ||
             gs_array_slice(y, 2, sl, &z) != GS_OK ||
             gs_array_reduce(GS_RED_SUM, z, NULL, &s) != GS_OK) {
-            fprintf(stderr, "%s %s: cannot build the expression: %s\n", g_prog, g_sub,
-                    gs_last_error());
-            rc = 2;
+            rc = gs__cannot_build("the expression");
             goto out;
         }
         count = gs_array_size(z);

@@ -125,8 +125,7 @@ static int gs__shape_build(gs_client_h client, const char *op, gs_array_h x, int
 out:
     gs_array_release(u);
     if (s != GS_OK) {
-        fprintf(stderr, "%s %s: cannot build %s: %s\n", g_prog, g_sub, op, gs_last_error());
-        return 2;
+        return gs__cannot_build(op);
     }
     *y_p = y;
     return 0;

@@ -158,9 +158,10 @@ static void gs__st_loop(const double *x, double *s, int64_t n, int b)
 }
 
 /* Compare rows of the persisted s around the first chunk boundary and at the edges. */
-static int gs__st_check(gs_client_h client, gs_array_h s, const gs__st_opts_t *o,
-                        int64_t *checked_p, int64_t *bad_p)
+static int gs__st_check(gs_client_h client, gs_array_h s, const void *opts, int64_t *checked_p,
+                        int64_t *bad_p)
 {
+    const gs__st_opts_t *o = opts;
     int64_t rows[6] = {0, 1, o->chunk - 1, o->chunk, o->n - 2, o->n - 1};
     double *buf = gs_malloc((size_t)o->n * sizeof(double), "stencil check row");
     if (buf == NULL) return 1;
@@ -215,6 +216,19 @@ static void gs__st_c_loop(const gs__st_opts_t *o)
     gs_free(s);
 }
 
+/* Run @a run's JSON line up to its rates: x read once, s written once. */
+static void gs__st_head(const void *opts, int run, double seconds)
+{
+    const gs__st_opts_t *o = opts;
+    const double bytes = 2.0 * (double)o->n * (double)o->n * 8.0;
+    gs__json_open("stencil", NULL, NULL);
+    gs__json_size(o->n, o->chunk, &o->c);
+    gs__json_str("boundary", gs__bnames[o->boundary]);
+    gs__json_seed_run(&o->c, run);
+    gs__json_rate(seconds, bytes);
+    gs__json_num("limit_s", bytes / (o->tbps * 1e12));
+}
+
 int gs__bench_stencil(int argc, char **argv)
 {
     gs__st_opts_t o;
@@ -228,30 +242,12 @@ int gs__bench_stencil(int argc, char **argv)
     rc = gs__connect_persist_square(&o.c, o.n, o.chunk, &client, &x, &connect_s, &persist_s);
     if (rc != 0) goto out;
     if (gs_array_stencil(x, gs__w9, radius, (gs_boundary_t)o.boundary, 0.0, &s) != GS_OK) {
-        fprintf(stderr, "%s %s: cannot build the stencil: %s\n", g_prog, g_sub, gs_last_error());
-        rc = 2;
+        rc = gs__cannot_build("the stencil");
         goto out;
     }
-    rc = 1;
-    for (int r = 0; r < o.c.repeat; r++) {
-        gs_compute_stats_t stats;
-        int64_t checked = 0, bad = 0;
-        const double bytes = 2.0 * (double)o.n * (double)o.n * 8.0;
-        double t;
-        if (gs__run_timed(client, s, GS_SUBMIT_KEEP, NULL, 0, &t, NULL, &stats) != 0) goto out;
-        /* untimed: rows of the kept s against the reference, then drop s */
-        if (r == o.c.repeat - 1 && gs__st_check(client, s, &o, &checked, &bad) != 0) goto out;
-        gs_client_unpersist(client, s);
-        gs__json_open("stencil", NULL, NULL);
-        gs__json_size(o.n, o.chunk, &o.c);
-        gs__json_str("boundary", gs__bnames[o.boundary]);
-        gs__json_seed_run(&o.c, r);
-        gs__json_rate(t, bytes);
-        gs__json_num("limit_s", bytes / (o.tbps * 1e12));
-        gs__json_checked(checked, bad);
-        gs__json_run_tail(&stats, persist_s, connect_s, client);
-        if (bad != 0) goto out;
-    }
+    if ((rc = gs__kept_runs(client, s, o.c.repeat, gs__st_check, gs__st_head, &o, persist_s,
+                            connect_s)) != 0)
+        goto out;
     gs__st_c_loop(&o);
     rc = 0;
 out:
