@@ -10,6 +10,7 @@
 
 #include "chunkops/chunkops.h"
 #include "intsum_spec.h"
+#include "../intsum_ref.h"
 
 #define OK(call)                                                                       \
     do {                                                                               \
@@ -36,21 +37,6 @@ static uint64_t rnd(void)
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
     z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
     return z ^ (z >> 31);
-}
-
-static int64_t ref_op(int op, int64_t a, int64_t x)
-{
-    switch (op) {
-    case GS_RED_SUM: return (int64_t)((uint64_t)a + (uint64_t)x);
-    case GS_RED_PROD: return (int64_t)((uint64_t)a * (uint64_t)x);
-    case GS_RED_MIN: return x < a ? x : a;
-    default: return x > a ? x : a;
-    }
-}
-
-static int64_t ref_empty(int op)
-{
-    return op == GS_RED_PROD ? 1 : op == GS_RED_MIN ? INT64_MAX : op == GS_RED_MAX ? INT64_MIN : 0;
 }
 
 static int64_t bits(double d)
@@ -82,11 +68,11 @@ static void check_modes(gs_dtype_t dt, const void *data, int64_t R, int64_t C)
             is_reduce_spec(&k, dt, data, R, C, op, axis, out);
             OK(gs_chunkops_cpu_ops.fused(ctx, NULL, &k));
             for (int64_t r = 0; r < nrec; r++) {
-                int64_t want = ref_empty(op);
+                int64_t want = ref_int_empty(op);
                 for (int64_t i = 0; i < R; i++)
                     for (int64_t j = 0; j < C; j++) {
                         if ((axis == 0 && j != r) || (axis == 1 && i != r)) continue;
-                        want = ref_op(op, want, elem(dt, data, i * C + j));
+                        want = ref_int_op(op, want, elem(dt, data, i * C + j));
                     }
                 cr_assert_eq(bits(out[r]), want,
                              "dtype %d op %d axis %d record %lld: %lld, want %lld", (int)dt, op,
@@ -170,8 +156,8 @@ Test(chunkops_intsum, many_chunks_merge_exactly_through_combine, .init = setup,
     for (int o = 0; o < 4; o++) {
         const int op = ops[o];
         double rec[NCH], lvl[3];
-        int64_t want = ref_empty(op);
-        for (int i = 0; i < NCH * N; i++) want = ref_op(op, want, a[i]);
+        int64_t want = ref_int_empty(op);
+        for (int i = 0; i < NCH * N; i++) want = ref_int_op(op, want, a[i]);
         for (int c = 0; c < NCH; c++) {
             gs_kfused_t k;
             is_reduce_spec(&k, GS_DTYPE_INT64, a + c * N, 1, N, op, -1, rec + c);
