@@ -461,17 +461,28 @@ Test(graph_scan, bad_input_is_rejected_and_leaves_the_output_unwritten)
     gs_array_release(x);
 }
 
+/* x = 0, 1, 2, ... (an s[0] x s[1] float64 array from the host) in @a c chunks, *y_p its cumsum
+ * or cumprod (@a op) along @a axis; returns y lowered (gx_lower, GS_LOWER_DEFAULT). */
+static gs_taskgraph_t *lower_ramp_scan(const int64_t *s, const int64_t *c, gs_scan_op_t op, int axis,
+                                       gs_array_h *x_p, gs_array_h *y_p)
+{
+    const int64_t n = s[0] * s[1];
+    double *v = malloc(sizeof(double) * (size_t)n);
+    cr_assert_not_null(v);
+    for (int64_t i = 0; i < n; i++) v[i] = (double)i;
+    OK(gs_array_from_host(v, 2, s, c, x_p));
+    free(v);
+    OK(op == GS_SCAN_PROD ? gs_array_cumprod(*x_p, axis, y_p) : gs_array_cumsum(*x_p, axis, y_p));
+    return gx_lower(*y_p, GS_LOWER_DEFAULT);
+}
+
 Test(graph_scan, lowers_to_totals_carries_and_scans)
 {
     /* 3 x 4 chunks, scanned along axis 1: 3 x 3 totals, 3 x 3 carries (a chain along the axis),
      * 12 scans; along axis 0 of one chunk row: the scans only */
-    double v[12 * 10];
     const int64_t s[2] = {12, 10}, c[2] = {4, 3};
-    for (int i = 0; i < 120; i++) v[i] = i;
     gs_array_h x, y;
-    OK(gs_array_from_host(v, 2, s, c, &x));
-    OK(gs_array_cumsum(x, 1, &y));
-    gs_taskgraph_t *tg = gx_lower(y, GS_LOWER_DEFAULT);
+    gs_taskgraph_t *tg = lower_ramp_scan(s, c, GS_SCAN_SUM, 1, &x, &y);
     int nscan = 0;
     uint64_t per[3] = {0, 0, 0};
     for (uint32_t i = 0; i < tg->nlayers; i++) {
@@ -487,9 +498,7 @@ Test(graph_scan, lowers_to_totals_carries_and_scans)
     gs_array_release(y);
     const int64_t c1[2] = {12, 3};
     gs_array_release(x);
-    OK(gs_array_from_host(v, 2, s, c1, &x));
-    OK(gs_array_cumprod(x, 0, &y));
-    tg = gx_lower(y, GS_LOWER_DEFAULT);
+    tg = lower_ramp_scan(s, c1, GS_SCAN_PROD, 0, &x, &y);
     for (uint32_t i = 0; i < tg->nlayers; i++)
         cr_assert(strstr(gs_layer_name(tg->layers[i]), "-") == NULL, "layer %s",
                   gs_layer_name(tg->layers[i]));
@@ -518,13 +527,9 @@ Test(graph_scan, layers_refuse_bad_inputs_and_bad_wire_bodies)
     /* a carry block past the first reads two slabs: one input, or a slab of the wrong size,
      * is refused before anything is read; a SCAN layer whose axis or grid does not match its
      * source does not decode */
-    double v[8 * 6];
     const int64_t s[2] = {8, 6}, c[2] = {3, 2};
-    for (int i = 0; i < 48; i++) v[i] = i;
     gs_array_h x, y;
-    OK(gs_array_from_host(v, 2, s, c, &x));
-    OK(gs_array_cumsum(x, 0, &y));
-    gs_taskgraph_t *tg = gx_lower(y, GS_LOWER_DEFAULT);
+    gs_taskgraph_t *tg = lower_ramp_scan(s, c, GS_SCAN_SUM, 0, &x, &y);
     gs_layer_t *carry = NULL;
     for (uint32_t i = 0; i < tg->nlayers; i++)
         if (strcmp(gs_layer_name(tg->layers[i]), "cumsum-carry") == 0) carry = tg->layers[i];
