@@ -33,6 +33,18 @@ void is_reduce_spec(gs_kfused_t *k, gs_dtype_t dt, const void *data, int64_t R, 
     k->out = out;
 }
 
+void is_combine_spec(gs_kcombine_t *kc, int op, int64_t nrec, int ninputs, int finalize,
+                     gs_dtype_t out_dtype)
+{
+    memset(kc, 0, sizeof(*kc));
+    kc->redop = op;
+    kc->finalize = finalize;
+    kc->out_dtype = out_dtype;
+    kc->rec_dtype = GS_DTYPE_INT64;
+    kc->nrec = nrec;
+    kc->ninputs = ninputs;
+}
+
 int64_t is_big_value(uint64_t (*rnd)(void))
 {
     static const int64_t v[] = {(1ll << 53) + 1, (1ll << 62) + 3, -(1ll << 53) - 1, INT64_MAX,

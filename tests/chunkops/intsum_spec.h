@@ -13,6 +13,11 @@
  * borrows @a data and @a out. */
 void is_reduce_spec(gs_kfused_t *k, gs_dtype_t dt, const void *data, int64_t R, int64_t C, int op,
                     int axis, double *out);
+/* COMBINE @a op of @a ninputs inputs of @a nrec integer records each (inputs and out left for
+ * the caller); with @a finalize, into values of @a out_dtype (else pass GS_DTYPE_FLOAT64: the
+ * out is records). @a kc is overwritten. */
+void is_combine_spec(gs_kcombine_t *kc, int op, int64_t nrec, int ninputs, int finalize,
+                     gs_dtype_t out_dtype);
 /* Odd values beyond 2^53 and the int64 extremes, plus 0..2 (wrapping as NumPy's int64 does),
  * drawn with the test's own generator @a rnd. */
 int64_t is_big_value(uint64_t (*rnd)(void));

@@ -96,13 +96,8 @@ Test(chunkops_cuda_intsum, combine_agrees_with_cpu_bitwise)
     for (int o = 0; o < 4; o++)
         for (int fin = 0; fin < 4; fin++) {
             gs_kcombine_t kc, kg;
-            memset(&kc, 0, sizeof(kc));
-            kc.redop = ops[o];
-            kc.finalize = fin > 0;
-            kc.out_dtype = fin > 0 ? outs[fin - 1] : GS_DTYPE_FLOAT64;
-            kc.rec_dtype = GS_DTYPE_INT64;
-            kc.nrec = NREC;
-            kc.ninputs = NIN;
+            is_combine_spec(&kc, ops[o], NREC, NIN, fin > 0,
+                            fin > 0 ? outs[fin - 1] : GS_DTYPE_FLOAT64);
             kg = kc;
             for (int i = 0; i < NIN; i++) {
                 kc.inputs[i] = (const double *)h + (size_t)i * NREC;

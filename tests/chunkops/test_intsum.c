@@ -165,24 +165,14 @@ Test(chunkops_intsum, many_chunks_merge_exactly_through_combine, .init = setup,
         }
         for (int g = 0; g < 3; g++) {
             gs_kcombine_t kc;
-            memset(&kc, 0, sizeof(kc));
-            kc.redop = op;
-            kc.nrec = 1;
-            kc.rec_dtype = GS_DTYPE_INT64;
-            kc.ninputs = g < 2 ? SE : NCH - 2 * SE;
+            is_combine_spec(&kc, op, 1, g < 2 ? SE : NCH - 2 * SE, 0, GS_DTYPE_FLOAT64);
             for (int i = 0; i < kc.ninputs; i++) kc.inputs[i] = rec + g * SE + i;
             kc.out = lvl + g;
             OK(gs_chunkops_cpu_ops.combine(ctx, NULL, &kc));
         }
         gs_kcombine_t kf;
         int64_t res = 0;
-        memset(&kf, 0, sizeof(kf));
-        kf.redop = op;
-        kf.finalize = 1;
-        kf.nrec = 1;
-        kf.rec_dtype = GS_DTYPE_INT64;
-        kf.out_dtype = GS_DTYPE_INT64;
-        kf.ninputs = 3;
+        is_combine_spec(&kf, op, 1, 3, 1, GS_DTYPE_INT64);
         for (int i = 0; i < 3; i++) kf.inputs[i] = lvl + i;
         kf.out = (double *)&res;
         OK(gs_chunkops_cpu_ops.combine(ctx, NULL, &kf));
@@ -201,13 +191,7 @@ Test(chunkops_intsum, combine_finalizes_into_narrow_dtypes, .init = setup,
     memcpy(&in[0], &x, 8);
     memcpy(&in[1], &y, 8);
     gs_kcombine_t kc;
-    memset(&kc, 0, sizeof(kc));
-    kc.redop = GS_RED_MAX;
-    kc.finalize = 1;
-    kc.nrec = 1;
-    kc.rec_dtype = GS_DTYPE_INT64;
-    kc.out_dtype = GS_DTYPE_INT32;
-    kc.ninputs = 2;
+    is_combine_spec(&kc, GS_RED_MAX, 1, 2, 1, GS_DTYPE_INT32);
     kc.inputs[0] = in;
     kc.inputs[1] = in + 1;
     kc.out = (double *)&o32;
