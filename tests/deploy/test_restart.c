@@ -137,6 +137,17 @@ static int wait_gone(launcher_t *l, double timeout_s)
     return st;
 }
 
+/* Disconnect @a c and SIGTERM the launcher: it must exit with status 0 within @a timeout_s,
+ * leaving nothing of the cluster behind (wait_gone). */
+static void stop_cleanly(launcher_t *l, gs_client_h c, double timeout_s)
+{
+    int st;
+    gs_client_destroy(c);
+    cr_assert_eq(kill(l->pid, SIGTERM), 0);
+    st = wait_gone(l, timeout_s);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "launcher status 0x%x\n%s", st, l->log);
+}
+
 /* Run gs_test_crash over a 40 x 30 array in 10 x 10 chunks: the job must fail naming the kernel
  * and the lost device. */
 static void run_crashing_job(gs_client_h c)
@@ -217,7 +228,6 @@ Test(deploy_restart, a_lost_device_fails_its_job_and_the_restarted_worker_runs_t
     static launcher_t l;
     char line[512];
     gs_client_h c;
-    int st;
     double t0, t1;
     launch(&l, "cpu", NULL);
     c = connect_to(&l);
@@ -238,10 +248,7 @@ Test(deploy_restart, a_lost_device_fails_its_job_and_the_restarted_worker_runs_t
     cr_assert(strstr(l.log, "is leaving: GS_ERR_DEVICE_LOST: kernel gs_test_crash lost the "
                             "device") != NULL, "%s", l.log);
     cr_assert_eq(kill(l.pid, 0), 0);
-    gs_client_destroy(c);
-    cr_assert_eq(kill(l.pid, SIGTERM), 0);
-    st = wait_gone(&l, 20.0);
-    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "launcher status 0x%x\n%s", st, l.log);
+    stop_cleanly(&l, c, 20.0);
 }
 
 /* Two workers: a job with chunks persisted on both runs while a one-task job loses one
@@ -258,7 +265,6 @@ Test(deploy_restart, other_jobs_complete_exactly_while_a_worker_is_lost_and_rest
     double v = 0, out[100];
     gs_status_t st;
     gs_client_h c;
-    int ws;
     launch_n(&l, "cpu", "2", NULL);
     c = connect_to(&l);
     cr_assert_eq(gs_array_ones(2, shape, chunks, &y), GS_OK);
@@ -286,10 +292,7 @@ Test(deploy_restart, other_jobs_complete_exactly_while_a_worker_is_lost_and_rest
     gs_array_release(sum);
     gs_array_release(yy);
     gs_array_release(y);
-    gs_client_destroy(c);
-    cr_assert_eq(kill(l.pid, SIGTERM), 0);
-    ws = wait_gone(&l, 20.0);
-    cr_assert(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "launcher status 0x%x\n%s", ws, l.log);
+    stop_cleanly(&l, c, 20.0);
 }
 
 /* (c): past --restart-limit the launcher stops the cluster and says why. */
@@ -320,15 +323,11 @@ Test(deploy_restart, sigterm_during_the_backoff_stops_cleanly_without_a_restart,
     static launcher_t l;
     const char *extra[] = {"--restart-delay", "120", NULL};
     gs_client_h c;
-    int st;
     launch(&l, "cpu", extra);
     c = connect_to(&l);
     run_crashing_job(c);
     cr_assert(wait_line(&l, "restarting it in 120.0 s", NULL, 0, 30.0), "%s", l.log);
-    gs_client_destroy(c);
-    cr_assert_eq(kill(l.pid, SIGTERM), 0);
-    st = wait_gone(&l, 20.0);
-    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "launcher status 0x%x\n%s", st, l.log);
+    stop_cleanly(&l, c, 20.0);
     wait_line(&l, "never printed", NULL, 0, 2.0);   /* the rest of its output, up to EOF */
     cr_assert(strstr(l.log, "restarted (pid") == NULL, "%s", l.log);
 }
@@ -358,7 +357,6 @@ Test(deploy_restart, an_illegal_address_in_a_cuda_kernel_restarts_the_gpu_worker
     static double out[1500], ref[1500];
     gs_status_t st;
     gs_client_h c;
-    int ws;
     {
         gs_gpu_t gpus[GS_GPU_MAX];
         if (strstr(GS_VERSION_DESCRIPTION, "cuda backend: yes") == NULL)
@@ -390,8 +388,5 @@ Test(deploy_restart, an_illegal_address_in_a_cuda_kernel_restarts_the_gpu_worker
         cr_assert_eq(out[i], 2.0 * ref[i], "element %d: %.17g vs %.17g", i, out[i], 2.0 * ref[i]);
     gs_array_release(m);
     gs_array_release(x);
-    gs_client_destroy(c);
-    cr_assert_eq(kill(l.pid, SIGTERM), 0);
-    ws = wait_gone(&l, 30.0);
-    cr_assert(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "launcher status 0x%x\n%s", ws, l.log);
+    stop_cleanly(&l, c, 30.0);
 }
