@@ -14,6 +14,7 @@
 #include "gs-bench.h"
 
 #include "common/token.h"
+#include "tests/kernels/test_kernels_cuda.h"
 
 #include <gsched/gsched.h>
 
@@ -27,14 +28,7 @@
 #define GS_BENCH_TEST_KERNELS NULL
 #endif
 
-static const char gs__mb_cuda_src[] =
-    "extern \"C\" __global__ void ew(gs_cuda_args_t a)\n"
-    "{\n"
-    "    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
-    "    if (i >= a.n_out) return;\n"
-    "    double v = a.in[0].data[i];\n"
-    "    a.out.data[i] = v * v + (double)a.out.start[0] / 1000.0;\n"
-    "}\n";
+static const char gs__mb_cuda_src[] = GS_TEST_EW_CUDA_SRC;
 
 typedef struct gs__mb_opts {
     gs__common_t c;
