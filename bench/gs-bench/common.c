@@ -1,6 +1,7 @@
 /* gs-bench shared helpers: see gs-bench.h. */
 #include "gs-bench.h"
 
+#include "chunkops/random.h"
 #include "common/alloc.h"
 #include "deploy/gpuinfo.h"
 #include "graph/taskgraph.h"
@@ -310,8 +311,7 @@ int gs__connect_persist_normal(gs__common_t *c, const int64_t *shape, const int6
     double t0;
     if (gs_array_random_normal_version(c->seed, 0.0, 1.0, c->random_v2 ? GS_RANDOM_V2 : GS_RANDOM_V1,
                                        2, shape, chunks, x_p) != GS_OK) {
-        fprintf(stderr, "%s %s: cannot build x: %s\n", g_prog, g_sub, gs_last_error());
-        return 2;
+        return gs__cannot_build("x");
     }
     if (gs__connect(c, client_p, connect_s_p) != 0) return 1;
     t0 = gs__now();
@@ -355,4 +355,178 @@ void gs__json_gather_paths(int requested, const gs_gather_stats_t *b, const gs_g
     printf(",\"chunks_shm\":%llu,\"chunks_direct\":%llu,\"chunks_relay\":%llu,\"fallbacks\":%llu",
            (unsigned long long)shm, (unsigned long long)direct, (unsigned long long)relay,
            (unsigned long long)(a->fallbacks - b->fallbacks));
+}
+
+int gs__nchunk_args(int argc, char **argv, gs__common_t *c, int64_t *n, int64_t *chunk,
+                    void (*usage)(FILE *), gs__own_arg_fn own, void *ctx, int *done)
+{
+    gs__common_defaults(c);
+    *n = *chunk = -1;
+    *done = 0;
+    for (int i = 0; i < argc; i++) {
+        const char *a = argv[i];
+        int r;
+        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
+            usage(stdout);
+            *done = 1;
+            return 0;
+        }
+        if ((r = gs__nchunk_arg(argc, argv, &i, n, chunk)) != 0) {
+            if (r < 0) return 2;
+            continue;
+        }
+        if (own != NULL && (r = own(argc, argv, &i, ctx)) != 0) {
+            if (r != 1) return 2;
+            continue;
+        }
+        r = gs__common_arg(argc, argv, &i, c);
+        if (r < 0) return 2;
+        if (r == 0) return gs__bad("unknown option '%s'", a);
+    }
+    if (*n < 0) return gs__bad("--n is required");
+    if (*chunk < 0) return gs__bad("--chunk is required");
+    return 0;
+}
+
+int gs__connect_persist_square(gs__common_t *c, int64_t n, int64_t chunk, gs_client_h *client_p,
+                               gs_array_h *x_p, double *connect_s_p, double *persist_s_p)
+{
+    const int64_t shape[2] = {n, n}, chunks[2] = {chunk, chunk};
+    return gs__connect_persist_normal(c, shape, chunks, client_p, x_p, connect_s_p, persist_s_p);
+}
+
+int gs__run_timed(gs_client_h client, gs_array_h a, unsigned flags, double *out, size_t out_len,
+                  double *seconds_p, double *gather_s_p, gs_compute_stats_t *stats_p)
+{
+    gs_future_h f = NULL;
+    gs_status_t st;
+    double t0 = gs__now(), tg;
+    if ((st = gs_client_submit(client, a, flags, &f)) != GS_OK) {
+        fprintf(stderr, "%s %s: submit failed: %s: %s\n", g_prog, g_sub, gs_status_name(st),
+                gs_last_error());
+        return 1;
+    }
+    if ((st = gs_future_wait(f, -1.0)) == GS_OK && out != NULL) {
+        tg = gs__now();
+        st = gs_future_gather(f, out, out_len);
+        if (gather_s_p != NULL) *gather_s_p = gs__now() - tg;
+    }
+    *seconds_p = gs__now() - t0;
+    if (st != GS_OK) {
+        fprintf(stderr, "%s %s: run failed: %s: %s\n", g_prog, g_sub, gs_status_name(st),
+                gs_last_error());
+        gs_future_destroy(f);
+        return 1;
+    }
+    if (gs_future_stats(f, stats_p) != GS_OK) memset(stats_p, 0, sizeof(*stats_p));
+    st = gs__report_save(client, f) ? GS_ERR_IO : GS_OK;
+    gs_future_destroy(f);
+    return st != GS_OK;
+}
+
+int gs__run_scalar(gs_client_h client, gs_array_h a, double *v_p, double *seconds_p,
+                   gs_compute_stats_t *stats_p)
+{
+    _Alignas(8) unsigned char out[8] = {0};
+    if (gs__run_timed(client, a, 0, (double *)out, 1, seconds_p, NULL, stats_p) != 0) return 1;
+    *v_p = gs_dtype_to_double((gs_dtype_t)gs_array_dtype(a), out);
+    return 0;
+}
+
+void gs__json_open(const char *bench, const char *key, const char *value)
+{
+    printf("{\"bench\":\"%s\"", bench);
+    if (key != NULL) gs__json_str(key, value);
+}
+
+void gs__json_str(const char *key, const char *v)
+{
+    printf(",\"%s\":\"%s\"", key, v);
+}
+
+void gs__json_bool(const char *key, int v)
+{
+    printf(",\"%s\":%s", key, v ? "true" : "false");
+}
+
+void gs__json_size(int64_t n, int64_t chunk, const gs__common_t *c)
+{
+    printf(",\"n\":%" PRId64 ",\"chunk\":%" PRId64 ",\"workers\":%d", n, chunk, c->workers);
+    gs__json_str("backend", c->backend ? c->backend : "remote");
+}
+
+void gs__json_seed_run(const gs__common_t *c, int run)
+{
+    printf(",\"seed\":%" PRIu64 ",\"run\":%d", c->seed, run);
+}
+
+void gs__json_checked(int64_t checked, int64_t mismatches)
+{
+    printf(",\"checked\":%" PRId64 ",\"mismatches\":%" PRId64, checked, mismatches);
+}
+
+void gs__json_rate(double seconds, double bytes)
+{
+    gs__json_num("seconds", seconds);
+    gs__json_num("gb_per_s", bytes / seconds * 1e-9);
+}
+
+void gs__json_close(void)
+{
+    printf("}\n");
+    fflush(stdout);
+}
+
+int gs__gather_f64(gs_client_h client, gs_array_h a, int nsl, const gs_slice_t *sl, double *buf,
+                   size_t n, const char *what, int64_t i)
+{
+    gs_array_h part = NULL, pd = NULL;
+    gs_status_t st = gs_array_slice(a, nsl, sl, &part);
+    if (st == GS_OK) st = gs_array_astype(part, GS_DTYPE_FLOAT64, &pd);
+    if (st == GS_OK) st = gs_client_compute(client, pd, buf, n);
+    gs_array_release(pd);
+    gs_array_release(part);
+    if (st != GS_OK)
+        fprintf(stderr, "%s %s: gathering %s %" PRId64 " failed: %s\n", g_prog, g_sub, what, i,
+                gs_last_error());
+    return st != GS_OK;
+}
+
+int gs__tally(int ok, int64_t *checked_p, int64_t *bad_p)
+{
+    (*checked_p)++;
+    return !ok && (*bad_p)++ == 0;
+}
+
+double *gs__host_normal(uint64_t seed, size_t n, const char *what)
+{
+    double *x = gs_malloc(n * sizeof(double), what);
+    if (x != NULL)
+        for (size_t i = 0; i < n; i++) x[i] = gs_random_normal(seed, i, 0.0, 1.0);
+    return x;
+}
+
+int gs__cannot_build(const char *what)
+{
+    fprintf(stderr, "%s %s: cannot build %s: %s\n", g_prog, g_sub, what, gs_last_error());
+    return 2;
+}
+
+int gs__kept_runs(gs_client_h client, gs_array_h y, int repeat, gs__kept_check_fn check,
+                  gs__kept_head_fn head, const void *opts, double persist_s, double connect_s)
+{
+    for (int r = 0; r < repeat; r++) {
+        gs_compute_stats_t stats;
+        int64_t checked = 0, bad = 0;
+        double t;
+        if (gs__run_timed(client, y, GS_SUBMIT_KEEP, NULL, 0, &t, NULL, &stats) != 0) return 1;
+        /* untimed: parts of the kept y against the reference, then drop y */
+        if (r == repeat - 1 && check(client, y, opts, &checked, &bad) != 0) return 1;
+        gs_client_unpersist(client, y);
+        head(opts, r, t);
+        gs__json_checked(checked, bad);
+        gs__json_run_tail(&stats, persist_s, connect_s, client);
+        if (bad != 0) return 1;
+    }
+    return 0;
 }

@@ -213,13 +213,12 @@ int gs__bench_io(int argc, char **argv)
     snprintf(ddfile, sizeof(ddfile), "%s/gs-bench-io-%ld.dd", o.dir, (long)getpid());
     if (gs_array_random_normal(o.c.seed, 0, o.dtype == GS_DTYPE_FLOAT64 ? 1 : 1000, 2, shape,
                                chunks, &x) != GS_OK) {
-        fprintf(stderr, "%s %s: cannot build x: %s\n", g_prog, g_sub, gs_last_error());
-        return 2;
+        return gs__cannot_build("x");
     }
     if (o.dtype != GS_DTYPE_FLOAT64) {
         gs_array_h xt;
         if (gs_array_astype(x, o.dtype, &xt) != GS_OK) {
-            fprintf(stderr, "%s %s: cannot build x: %s\n", g_prog, g_sub, gs_last_error());
+            gs__cannot_build("x");
             gs_array_release(x);
             return 2;
         }

@@ -167,8 +167,7 @@ static int gs__la_zero_last_col(gs_client_h client, int64_t cols, gs_array_h *x_
     for (int64_t i = 0; i + 1 < cols; i++) d[i * cols + i] = 1.0;
     if (gs_array_from_host(d, 2, shape, shape, &dh) != GS_OK ||
         gs_array_matmul(*x_p, dh, &xr) != GS_OK || gs_client_persist(client, xr) != GS_OK) {
-        fprintf(stderr, "%s %s: cannot build the rank-deficient x: %s\n", g_prog, g_sub,
-                gs_last_error());
+        gs__cannot_build("the rank-deficient x");
         goto out;
     }
     gs_client_unpersist(client, *x_p);
@@ -213,7 +212,7 @@ int gs__bench_dot(int argc, char **argv)
     if (rc != 0) goto out;
     rc = 2;
     if ((cs = gs__la_sum(x, 0)) == NULL || (rs = gs__la_sum(x, 1)) == NULL) {
-        fprintf(stderr, "%s %s: cannot build the check: %s\n", g_prog, g_sub, gs_last_error());
+        gs__cannot_build("the check");
         goto out;
     }
     rc = 1;
@@ -231,8 +230,7 @@ int gs__bench_dot(int argc, char **argv)
     for (int r = 0; r < o.c.repeat; r++) {
         double v = NAN, tv;
         if (gs_array_matmul(x, x, &y) != GS_OK || (sy = gs__la_sum(y, -1)) == NULL) {
-            fprintf(stderr, "%s %s: cannot build x @ x: %s\n", g_prog, g_sub, gs_last_error());
-            rc = 2;
+            rc = gs__cannot_build("x @ x");
             goto out;
         }
         if (gs__la_run(client, y, 1, NULL, 0, &t, &stats) != 0) goto out;
@@ -290,7 +288,7 @@ int gs__bench_svd(int argc, char **argv)
         o.rank_def ? gs__la_run_fallback : gs__la_run;
     rc = 2;
     if (gs_array_binary(GS_BINARY_MUL, x, x, &x2) != GS_OK || (fro = gs__la_sum(x2, -1)) == NULL) {
-        fprintf(stderr, "%s %s: cannot build the check: %s\n", g_prog, g_sub, gs_last_error());
+        gs__cannot_build("the check");
         goto out;
     }
     rc = 1;
@@ -304,8 +302,7 @@ int gs__bench_svd(int argc, char **argv)
     for (int r = 0; r < o.c.repeat; r++) {
         double v = 0, tv, m = (double)o.rows, n = (double)o.cols;
         if (gs_array_svd(x, &u, &s, NULL) != GS_OK) {
-            fprintf(stderr, "%s %s: cannot build the svd: %s\n", g_prog, g_sub, gs_last_error());
-            rc = 2;
+            rc = gs__cannot_build("the svd");
             goto out;
         }
         if (run(client, u, 1, NULL, 0, &t, &stats) != 0) goto out;
@@ -313,7 +310,7 @@ int gs__bench_svd(int argc, char **argv)
          * that s (recomputing the factorisation) has the memory the timed run had */
         double orth = 0.0, s_sec;
         if (gs_array_transpose(u, NULL, &ut) != GS_OK || gs_array_matmul(ut, u, &utu) != GS_OK) {
-            fprintf(stderr, "%s %s: cannot build U^T U: %s\n", g_prog, g_sub, gs_last_error());
+            gs__cannot_build("U^T U");
             goto out;
         }
         if (gs__la_run(client, utu, 0, vg, (size_t)(o.cols * o.cols), &tv, NULL) != 0) goto out;

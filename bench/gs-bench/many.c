@@ -100,32 +100,12 @@ int gs__bench_many(int argc, char **argv)
     gs_array_h x = NULL, x4 = NULL, y = NULL, t1 = NULL, t2 = NULL, r[3] = {NULL, NULL, NULL};
     double *sep[3] = {NULL, NULL, NULL}, *tog[3] = {NULL, NULL, NULL}, connect_s = 0;
     size_t len[3];
-    int rc = 1;
+    int rc, done;
 
-    memset(&c, 0, sizeof(c));
-    c.fuse = c.pushdown = 1;
-    c.repeat = 1;
-    c.token = getenv("GSCHED_TOKEN");
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        int k;
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            gs__many_usage(stdout);
-            return 0;
-        }
-        if (strcmp(a, "--n") == 0 || strcmp(a, "--chunk") == 0) {
-            int64_t *v = a[2] == 'n' ? &n : &chunk;
-            if (!gs__int_arg(a, i + 1 < argc ? argv[i + 1] : NULL, 1, INT64_C(3037000499), v))
-                return 2;
-            i++;
-            continue;
-        }
-        k = gs__common_arg(argc, argv, &i, &c);
-        if (k < 0) return 2;
-        if (k == 0) return gs__bad("unknown option '%s'", a);
-    }
-    if (n < 0) return gs__bad("--n is required");
-    if (chunk < 0) return gs__bad("--chunk is required");
+    if ((rc = gs__nchunk_args(argc, argv, &c, &n, &chunk, gs__many_usage, NULL, NULL, &done)) != 0 ||
+        done)
+        return rc;
+    rc = 1;
     {
         const int64_t shape[2] = {n, n}, chunks[2] = {chunk, chunk};
         gs_reduce_params_t ax0;
@@ -140,9 +120,7 @@ int gs__bench_many(int argc, char **argv)
             gs_array_binary_array_scalar(GS_BINARY_MUL, y, 2.0, &t2) != GS_OK ||
             gs_array_reduce(GS_RED_MAX, t2, NULL, &r[1]) != GS_OK ||
             gs_array_reduce(GS_RED_MEAN, y, &ax0, &r[2]) != GS_OK) {
-            fprintf(stderr, "%s %s: cannot build the expressions: %s\n", g_prog, g_sub,
-                    gs_last_error());
-            rc = 2;
+            rc = gs__cannot_build("the expressions");
             goto out;
         }
     }
@@ -158,7 +136,7 @@ int gs__bench_many(int argc, char **argv)
     }
     if (gs__connect(&c, &client, &connect_s) != 0) goto out;
     for (int run = 0; run <= c.repeat; run++) {   /* run 0: cold, not printed */
-        gs__many_run_t s, t;
+        gs__many_run_t s = {.seconds = 0}, t = {.seconds = 0};
         /* the shared work is stored once and read back, so a result may be reduced from
          * chunks where the separate compute reduced the generator fused: the CPU backend gives
          * the same bits, a CUDA kernel's summation order follows its plan (last bits) */
@@ -178,10 +156,10 @@ int gs__bench_many(int argc, char **argv)
             goto out;
         }
         if (run == 0) continue;
-        printf("{\"bench\":\"many\",\"n\":%" PRId64 ",\"chunk\":%" PRId64 ",\"workers\":%d", n,
-               chunk, c.workers);
-        printf(",\"backend\":\"%s\",\"fused\":%s,\"run\":%d", c.backend ? c.backend : "remote",
-               c.fuse ? "true" : "false", run);
+        gs__json_open("many", NULL, NULL);
+        gs__json_size(n, chunk, &c);
+        gs__json_bool("fused", c.fuse);
+        printf(",\"run\":%d", run);
         gs__json_num("seconds", t.seconds);
         gs__json_num("separate_seconds", s.seconds);
         gs__json_num("max_rel_diff", rel);

@@ -14,6 +14,7 @@
 #include "gs-bench.h"
 
 #include "common/token.h"
+#include "tests/kernels/test_kernels_cuda.h"
 
 #include <gsched/gsched.h>
 
@@ -27,14 +28,7 @@
 #define GS_BENCH_TEST_KERNELS NULL
 #endif
 
-static const char gs__mb_cuda_src[] =
-    "extern \"C\" __global__ void ew(gs_cuda_args_t a)\n"
-    "{\n"
-    "    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
-    "    if (i >= a.n_out) return;\n"
-    "    double v = a.in[0].data[i];\n"
-    "    a.out.data[i] = v * v + (double)a.out.start[0] / 1000.0;\n"
-    "}\n";
+static const char gs__mb_cuda_src[] = GS_TEST_EW_CUDA_SRC;
 
 typedef struct gs__mb_opts {
     gs__common_t c;
@@ -63,48 +57,33 @@ static void gs__mb_usage(FILE *f)
             GS_BENCH_TEST_KERNELS != NULL ? "" : "; none in this build");
 }
 
+static int gs__mb_own_arg(int argc, char **argv, int *i, void *ctx)
+{
+    gs__mb_opts_t *o = ctx;
+    const char *a = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
+    if (strcmp(a, "--kernel") != 0 && strcmp(a, "--kernel-lib") != 0 &&
+        strcmp(a, "--kernel-sym") != 0)
+        return 0;
+    if (v == NULL) return gs__bad("%s needs a value", a);
+    if (strcmp(a, "--kernel") == 0) {
+        if (strcmp(v, "c") != 0 && strcmp(v, "cuda") != 0) return gs__bad("--kernel takes c or cuda");
+        o->kernel = v;
+    } else if (strcmp(a, "--kernel-lib") == 0) {
+        o->lib = v;
+    } else {
+        o->sym = v;
+    }
+    (*i)++;
+    return 1;
+}
+
 static int gs__mb_args(int argc, char **argv, gs__mb_opts_t *o, int *done)
 {
     memset(o, 0, sizeof(*o));
-    gs__common_defaults(&o->c);
-    o->n = o->chunk = -1;
     o->lib = GS_BENCH_TEST_KERNELS;
     o->sym = "gs_test_ew";
-    *done = 0;
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int r;
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            gs__mb_usage(stdout);
-            *done = 1;
-            return 0;
-        }
-        if ((r = gs__nchunk_arg(argc, argv, &i, &o->n, &o->chunk)) != 0) {
-            if (r < 0) return 2;
-            continue;
-        }
-        if (strcmp(a, "--kernel") == 0 || strcmp(a, "--kernel-lib") == 0 ||
-            strcmp(a, "--kernel-sym") == 0) {
-            if (v == NULL) return gs__bad("%s needs a value", a);
-            if (strcmp(a, "--kernel") == 0) {
-                if (strcmp(v, "c") != 0 && strcmp(v, "cuda") != 0)
-                    return gs__bad("--kernel takes c or cuda");
-                o->kernel = v;
-            } else if (strcmp(a, "--kernel-lib") == 0) {
-                o->lib = v;
-            } else {
-                o->sym = v;
-            }
-            i++;
-            continue;
-        }
-        r = gs__common_arg(argc, argv, &i, &o->c);
-        if (r < 0) return 2;
-        if (r == 0) return gs__bad("unknown option '%s'", a);
-    }
-    if (o->n < 0) return gs__bad("--n is required");
-    if (o->chunk < 0) return gs__bad("--chunk is required");
-    return 0;
+    return gs__nchunk_args(argc, argv, &o->c, &o->n, &o->chunk, gs__mb_usage, gs__mb_own_arg, o,
+                           done);
 }
 
 /* sum(k(exp(x / 8) + 1) * 2), or with the built-in square when @a k is NULL. */
@@ -149,11 +128,10 @@ static int gs__mb_run(gs_client_h client, gs_array_h s, const gs__mb_opts_t *o, 
         return 1;
     }
     t = gs__now() - t0;
-    printf("{\"bench\":\"mapblocks\",\"mode\":\"%s\",\"n\":%" PRId64 ",\"chunk\":%" PRId64
-           ",\"workers\":%d",
-           mode, o->n, o->chunk, o->c.workers);
-    printf(",\"backend\":\"%s\",\"kernel\":\"%s\",\"seed\":%" PRIu64 ",\"run\":%d",
-           o->c.backend ? o->c.backend : "remote", kernel, o->c.seed, run);
+    gs__json_open("mapblocks", "mode", mode);
+    gs__json_size(o->n, o->chunk, &o->c);
+    gs__json_str("kernel", kernel);
+    gs__json_seed_run(&o->c, run);
     gs__json_num("seconds", t);
     gs__json_num("value", v);
     gs__json_run_tail(&stats, 0.0, connect_s, client);
@@ -217,7 +195,7 @@ int gs__bench_mapblocks(int argc, char **argv)
     if (gs_array_random_normal(o.c.seed, 0.0, 1.0, 2, shape, chunks, &x) != GS_OK ||
         gs__mb_chain(x, &k, shape, chunks, &s) != GS_OK ||
         gs__mb_chain(x, NULL, shape, chunks, &b) != GS_OK) {
-        fprintf(stderr, "%s %s: cannot build the chain: %s\n", g_prog, g_sub, gs_last_error());
+        gs__cannot_build("the chain");
         goto out;
     }
     rc = 1;

@@ -60,72 +60,32 @@ static void gs__move_usage(FILE *f, const char *name)
                    "chunks_direct, chunks_relay, fallbacks");
 }
 
+static void gs__transpose_sum_usage(FILE *f)
+{
+    gs__move_usage(f, "transpose-sum");
+}
+
+static void gs__slice3_usage(FILE *f)
+{
+    gs__move_usage(f, "slice3");
+}
+
 static int gs__move_args(int argc, char **argv, const char *name, gs__move_opts_t *o, int *done)
 {
     memset(o, 0, sizeof(*o));
-    gs__common_defaults(&o->c);
-    o->n = o->chunk = -1;
-    *done = 0;
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        int r;
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            gs__move_usage(stdout, name);
-            *done = 1;
-            return 0;
-        }
-        if ((r = gs__nchunk_arg(argc, argv, &i, &o->n, &o->chunk)) != 0) {
-            if (r < 0) return 2;
-            continue;
-        }
-        r = gs__common_arg(argc, argv, &i, &o->c);
-        if (r < 0) return 2;
-        if (r == 0) return gs__bad("unknown option '%s'", a);
-    }
-    if (o->n < 0) return gs__bad("--n is required");
-    if (o->chunk < 0) return gs__bad("--chunk is required");
-    return 0;
+    return gs__nchunk_args(argc, argv, &o->c, &o->n, &o->chunk,
+                           strcmp(name, "slice3") == 0 ? gs__slice3_usage : gs__transpose_sum_usage,
+                           NULL, NULL, done);
 }
 
-/* Submit @a a and wait; the result goes to @a out (out_len doubles). */
-static double g_gather_s;   /* the last gs__move_run's gs_future_gather alone */
-
-static int gs__move_run(gs_client_h client, gs_array_h a, double *out, size_t out_len,
-                        double *seconds_p, gs_compute_stats_t *stats_p)
-{
-    gs_future_h f;
-    gs_status_t st;
-    double t0 = gs__now(), tg;
-    if ((st = gs_client_submit(client, a, 0, &f)) != GS_OK) {
-        fprintf(stderr, "%s %s: submit failed: %s: %s\n", g_prog, g_sub, gs_status_name(st),
-                gs_last_error());
-        return 1;
-    }
-    if ((st = gs_future_wait(f, -1.0)) == GS_OK) {
-        tg = gs__now();
-        st = gs_future_gather(f, out, out_len);
-        g_gather_s = gs__now() - tg;
-    }
-    *seconds_p = gs__now() - t0;
-    if (st != GS_OK) {
-        fprintf(stderr, "%s %s: run failed: %s: %s\n", g_prog, g_sub, gs_status_name(st),
-                gs_last_error());
-        gs_future_destroy(f);
-        return 1;
-    }
-    if (gs_future_stats(f, stats_p) != GS_OK) memset(stats_p, 0, sizeof(*stats_p));
-    st = gs__report_save(client, f) ? GS_ERR_IO : GS_OK;
-    gs_future_destroy(f);
-    return st != GS_OK;
-}
+static double g_gather_s;   /* the last slice3 run's gs_future_gather alone */
 
 static void gs__move_head(const char *bench, const gs__move_opts_t *o, int run)
 {
-    printf("{\"bench\":\"%s\",\"n\":%" PRId64 ",\"chunk\":%" PRId64 ",\"workers\":%d", bench, o->n,
-           o->chunk, o->c.workers);
-    printf(",\"backend\":\"%s\"", o->c.backend ? o->c.backend : "remote");
-    printf(",\"fused\":%s,\"seed\":%" PRIu64 ",\"run\":%d", o->c.fuse ? "true" : "false",
-           o->c.seed, run);
+    gs__json_open(bench, NULL, NULL);
+    gs__json_size(o->n, o->chunk, &o->c);
+    gs__json_bool("fused", o->c.fuse);
+    gs__json_seed_run(&o->c, run);
 }
 
 int gs__bench_transpose_sum(int argc, char **argv)
@@ -138,30 +98,26 @@ int gs__bench_transpose_sum(int argc, char **argv)
     int rc, done;
 
     if ((rc = gs__move_args(argc, argv, "transpose-sum", &o, &done)) != 0 || done) return rc;
-    {
-        int64_t shape[2] = {o.n, o.n}, chunks[2] = {o.chunk, o.chunk};
-        rc = gs__connect_persist_normal(&o.c, shape, chunks, &client, &x, &connect_s, &persist_s);
-    }
+    rc = gs__connect_persist_square(&o.c, o.n, o.chunk, &client, &x, &connect_s, &persist_s);
     if (rc != 0) goto out;
     rc = 2;
     if (gs_array_transpose(x, NULL, &xt) != GS_OK || gs_array_binary(GS_BINARY_ADD, x, xt, &y) != GS_OK ||
         gs_array_reduce(GS_RED_SUM, y, NULL, &s) != GS_OK ||
         gs_array_reduce(GS_RED_SUM, x, NULL, &sx) != GS_OK) {
-        fprintf(stderr, "%s %s: cannot build the expression: %s\n", g_prog, g_sub, gs_last_error());
+        gs__cannot_build("the expression");
         goto out;
     }
     rc = 1;
     /* the check value, untimed: (x + x.T).sum() = 2 * x.sum() up to rounding */
-    if (gs__move_run(client, sx, &expected, 1, &t, &stats) != 0) goto out;
+    if (gs__run_timed(client, sx, 0, &expected, 1, &t, NULL, &stats) != 0) goto out;
     expected *= 2.0;
     for (int r = 0; r < o.c.repeat; r++) {
         double v = NAN;
-        if (gs__move_run(client, s, &v, 1, &t, &stats) != 0) goto out;
+        if (gs__run_timed(client, s, 0, &v, 1, &t, NULL, &stats) != 0) goto out;
         gs__move_head("transpose-sum", &o, r);
         gs__json_num("value", v);
         gs__json_num("expected", expected);
-        gs__json_num("seconds", t);
-        gs__json_num("gb_per_s", (double)o.n * (double)o.n * 8.0 / t * 1e-9);
+        gs__json_rate(t, (double)o.n * (double)o.n * 8.0);
         gs__json_run_tail(&stats, persist_s, connect_s, client);
         if (!gs__value_ok(r, v, expected, 1e-9 * fmax(1.0, sqrt((double)o.n * (double)o.n))))
             goto out;
@@ -191,18 +147,14 @@ int gs__bench_slice3(int argc, char **argv)
     if ((rc = gs__move_args(argc, argv, "slice3", &o, &done)) != 0 || done) return rc;
     rows = (o.n + 2) / 3;
     len = (size_t)rows * (size_t)o.n;
-    {
-        int64_t shape[2] = {o.n, o.n}, chunks[2] = {o.chunk, o.chunk};
-        rc = gs__connect_persist_normal(&o.c, shape, chunks, &client, &x, &connect_s, &persist_s);
-    }
+    rc = gs__connect_persist_square(&o.c, o.n, o.chunk, &client, &x, &connect_s, &persist_s);
     if (rc != 0) goto out;
     {
         gs_slice_t sl;
         memset(&sl, 0, sizeof(sl));
         sl.step = 3;
         if (gs_array_slice(x, 1, &sl, &z) != GS_OK) {
-            fprintf(stderr, "%s %s: cannot build x[::3]: %s\n", g_prog, g_sub, gs_last_error());
-            rc = 2;
+            rc = gs__cannot_build("x[::3]");
             goto out;
         }
     }
@@ -219,7 +171,7 @@ int gs__bench_slice3(int argc, char **argv)
         uint64_t rng = 0x9e3779b97f4a7c15ull * (uint64_t)(r + 1);
         gs_gather_stats_t gb, ga;
         gs_client_gather_stats(client, &gb);
-        if (gs__move_run(client, z, buf, len, &t, &stats) != 0) goto out;
+        if (gs__run_timed(client, z, 0, buf, len, &t, &g_gather_s, &stats) != 0) goto out;
         gs_client_gather_stats(client, &ga);
         /* untimed: spot-check 4096 elements (and the corners) against the random definition */
         for (int k = 0; k < 4096 + 2 && len > 0; k++) {
@@ -240,8 +192,7 @@ int gs__bench_slice3(int argc, char **argv)
         gs__move_head("slice3", &o, r);
         printf(",\"gathered_bytes\":%zu", len * sizeof(double));
         printf(",\"checked\":%" PRId64 ",\"mismatches\":%" PRId64, checked, bad);
-        gs__json_num("seconds", t);
-        gs__json_num("gb_per_s", (double)len * 8.0 / t * 1e-9);
+        gs__json_rate(t, (double)len * 8.0);
         gs__json_num("gather_s", g_gather_s);
         gs__json_num("gather_gb_per_s", (double)len * 8.0 / g_gather_s * 1e-9);
         gs__json_gather_paths(o.c.gather_path, &gb, &ga);

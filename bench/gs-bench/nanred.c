@@ -61,74 +61,33 @@ static void gs__nanred_usage(FILE *f)
             "dtype, run, value, seconds, gb_per_s, tasks, submit_s, kernel_s, persist_s, ...\n");
 }
 
-static int gs__nanred_args(int argc, char **argv, gs__nanred_opts_t *o, int *done)
+static int gs__nanred_own_arg(int argc, char **argv, int *i, void *ctx)
 {
-    memset(o, 0, sizeof(*o));
-    gs__common_defaults(&o->c);
-    o->n = o->chunk = -1;
-    *done = 0;
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        int r;
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            gs__nanred_usage(stdout);
-            *done = 1;
-            return 0;
-        }
-        if ((r = gs__nchunk_arg(argc, argv, &i, &o->n, &o->chunk)) != 0) {
-            if (r < 0) return 2;
-            continue;
-        }
-        if (strcmp(a, "--persist-y") == 0) {
-            o->persist_y = 1;
-            continue;
-        }
-        if (strcmp(a, "--dtype") == 0) {
-            if (i + 1 >= argc || (strcmp(argv[i + 1], "float32") != 0 &&
-                                  strcmp(argv[i + 1], "float64") != 0 &&
-                                  strcmp(argv[i + 1], "int64") != 0))
-                return gs__bad("--dtype takes float32, float64 or int64");
-            i++;
-            o->dtype = strcmp(argv[i], "float32") == 0 ? GS_DTYPE_FLOAT32
-                       : strcmp(argv[i], "int64") == 0 ? GS_DTYPE_INT64
-                                                       : GS_DTYPE_FLOAT64;
-            continue;
-        }
-        r = gs__common_arg(argc, argv, &i, &o->c);
-        if (r < 0) return 2;
-        if (r == 0) return gs__bad("unknown option '%s'", a);
+    gs__nanred_opts_t *o = ctx;
+    const char *a = argv[*i];
+    if (strcmp(a, "--persist-y") == 0) {
+        o->persist_y = 1;
+        return 1;
     }
-    if (o->n < 0) return gs__bad("--n is required");
-    if (o->chunk < 0) return gs__bad("--chunk is required");
+    if (strcmp(a, "--dtype") == 0) {
+        const char *v = *i + 1 < argc ? argv[*i + 1] : NULL;
+        if (v == NULL || (strcmp(v, "float32") != 0 && strcmp(v, "float64") != 0 &&
+                          strcmp(v, "int64") != 0))
+            return gs__bad("--dtype takes float32, float64 or int64");
+        (*i)++;
+        o->dtype = strcmp(v, "float32") == 0 ? GS_DTYPE_FLOAT32
+                   : strcmp(v, "int64") == 0 ? GS_DTYPE_INT64
+                                             : GS_DTYPE_FLOAT64;
+        return 1;
+    }
     return 0;
 }
 
-/* Compute the 0-d @a a; its value as a double in *v_p. */
-static int gs__nanred_run(gs_client_h client, gs_array_h a, double *v_p, double *seconds_p,
-                          gs_compute_stats_t *stats_p)
+static int gs__nanred_args(int argc, char **argv, gs__nanred_opts_t *o, int *done)
 {
-    gs_future_h f;
-    gs_status_t st;
-    _Alignas(8) unsigned char out[8] = {0};
-    double t0 = gs__now();
-    if ((st = gs_client_submit(client, a, 0, &f)) != GS_OK) {
-        fprintf(stderr, "%s %s: submit failed: %s: %s\n", g_prog, g_sub, gs_status_name(st),
-                gs_last_error());
-        return 1;
-    }
-    if ((st = gs_future_wait(f, -1.0)) == GS_OK) st = gs_future_gather(f, (double *)out, 1);
-    *seconds_p = gs__now() - t0;
-    if (st != GS_OK) {
-        fprintf(stderr, "%s %s: run failed: %s: %s\n", g_prog, g_sub, gs_status_name(st),
-                gs_last_error());
-        gs_future_destroy(f);
-        return 1;
-    }
-    *v_p = gs_dtype_to_double((gs_dtype_t)gs_array_dtype(a), out);
-    if (gs_future_stats(f, stats_p) != GS_OK) memset(stats_p, 0, sizeof(*stats_p));
-    st = gs__report_save(client, f) ? GS_ERR_IO : GS_OK;
-    gs_future_destroy(f);
-    return st != GS_OK;
+    memset(o, 0, sizeof(*o));
+    return gs__nchunk_args(argc, argv, &o->c, &o->n, &o->chunk, gs__nanred_usage,
+                           gs__nanred_own_arg, o, done);
 }
 
 int gs__bench_nanred(int argc, char **argv)
@@ -141,10 +100,7 @@ int gs__bench_nanred(int argc, char **argv)
     int rc, done;
 
     if ((rc = gs__nanred_args(argc, argv, &o, &done)) != 0 || done) return rc;
-    {
-        int64_t shape[2] = {o.n, o.n}, chunks[2] = {o.chunk, o.chunk};
-        rc = gs__connect_persist_normal(&o.c, shape, chunks, &client, &x, &connect_s, &persist_s);
-    }
+    rc = gs__connect_persist_square(&o.c, o.n, o.chunk, &client, &x, &connect_s, &persist_s);
     if (rc != 0) goto out;
     rc = 2;
     if (o.dtype == GS_DTYPE_INT64
@@ -154,7 +110,7 @@ int gs__bench_nanred(int argc, char **argv)
                   gs_array_full_like(x, NAN, &nan) != GS_OK ||
                   gs_array_where(m, nan, x, &y) != GS_OK ||
                   gs_array_astype(y, o.dtype, &yc) != GS_OK) {
-        fprintf(stderr, "%s %s: cannot build y: %s\n", g_prog, g_sub, gs_last_error());
+        gs__cannot_build("y");
         goto out;
     }
     rc = 1;
@@ -174,23 +130,20 @@ int gs__bench_nanred(int argc, char **argv)
                              : gs_array_reduce_composite((gs_credop_t)gs__nanred_ops[k].credop, yc,
                                                          0, NULL, 0, NULL, &r);
         if (st != GS_OK) {
-            fprintf(stderr, "%s %s: cannot build %s: %s\n", g_prog, g_sub,
-                    gs__nanred_ops[k].name, gs_last_error());
-            rc = 2;
+            rc = gs__cannot_build(gs__nanred_ops[k].name);
             goto out;
         }
         for (int run = 0; run < o.c.repeat; run++) {
             double v = NAN, t;
-            if (gs__nanred_run(client, r, &v, &t, &stats) != 0) goto out;
-            printf("{\"bench\":\"nanred\",\"op\":\"%s\",\"n\":%" PRId64 ",\"chunk\":%" PRId64
-                   ",\"workers\":%d,\"backend\":\"%s\",\"dtype\":\"%s\",\"fused\":%s,"
-                   "\"persist_y\":%s,\"run\":%d",
-                   gs__nanred_ops[k].name, o.n, o.chunk, o.c.workers,
-                   o.c.backend ? o.c.backend : "remote", gs_dtype_name(o.dtype),
-                   o.c.fuse ? "true" : "false", o.persist_y ? "true" : "false", run);
+            if (gs__run_scalar(client, r, &v, &t, &stats) != 0) goto out;
+            gs__json_open("nanred", "op", gs__nanred_ops[k].name);
+            gs__json_size(o.n, o.chunk, &o.c);
+            gs__json_str("dtype", gs_dtype_name(o.dtype));
+            gs__json_bool("fused", o.c.fuse);
+            gs__json_bool("persist_y", o.persist_y);
+            printf(",\"run\":%d", run);
             gs__json_num("value", v);
-            gs__json_num("seconds", t);
-            gs__json_num("gb_per_s", (double)o.n * (double)o.n * 8.0 / t * 1e-9);
+            gs__json_rate(t, (double)o.n * (double)o.n * 8.0);
             gs__json_run_tail(&stats, persist_s, connect_s, client);
         }
         gs_array_release(r);

@@ -51,54 +51,41 @@ static void gs__scan_usage(FILE *f)
             "dtype, run, seconds, gb_per_s, checked, mismatches, tasks, submit_s, kernel_s, ...\n");
 }
 
+static int gs__scan_own_arg(int argc, char **argv, int *i, void *ctx)
+{
+    gs__scan_opts_t *o = ctx;
+    const char *a = argv[*i];
+    if (strcmp(a, "--axis") == 0) {
+        int64_t v;
+        if (*i + 1 >= argc || !gs__int_arg(a, argv[++*i], -2, 1, &v)) return 2;
+        o->axis = (int)(v < 0 ? v + 2 : v);
+        return 1;
+    }
+    if (strcmp(a, "--op") == 0) {
+        if (*i + 1 >= argc || (strcmp(argv[*i + 1], "sum") != 0 && strcmp(argv[*i + 1], "prod") != 0))
+            return gs__bad("--op takes sum or prod");
+        o->op = strcmp(argv[++*i], "prod") == 0 ? GS_SCAN_PROD : GS_SCAN_SUM;
+        return 1;
+    }
+    if (strcmp(a, "--dtype") == 0) {
+        if (*i + 1 >= argc || (strcmp(argv[*i + 1], "float32") != 0 &&
+                               strcmp(argv[*i + 1], "float64") != 0))
+            return gs__bad("--dtype takes float32 or float64");
+        o->float32 = strcmp(argv[++*i], "float32") == 0;
+        return 1;
+    }
+    if (strcmp(a, "--c-loop") == 0) {
+        o->c_loop = 1;
+        return 1;
+    }
+    return 0;
+}
+
 static int gs__scan_args(int argc, char **argv, gs__scan_opts_t *o, int *done)
 {
     memset(o, 0, sizeof(*o));
-    gs__common_defaults(&o->c);
-    o->n = o->chunk = -1;
-    *done = 0;
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        int r;
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            gs__scan_usage(stdout);
-            *done = 1;
-            return 0;
-        }
-        if ((r = gs__nchunk_arg(argc, argv, &i, &o->n, &o->chunk)) != 0) {
-            if (r < 0) return 2;
-            continue;
-        }
-        if (strcmp(a, "--axis") == 0) {
-            int64_t v;
-            if (i + 1 >= argc || !gs__int_arg(a, argv[++i], -2, 1, &v)) return 2;
-            o->axis = (int)(v < 0 ? v + 2 : v);
-            continue;
-        }
-        if (strcmp(a, "--op") == 0) {
-            if (i + 1 >= argc || (strcmp(argv[i + 1], "sum") != 0 && strcmp(argv[i + 1], "prod") != 0))
-                return gs__bad("--op takes sum or prod");
-            o->op = strcmp(argv[++i], "prod") == 0 ? GS_SCAN_PROD : GS_SCAN_SUM;
-            continue;
-        }
-        if (strcmp(a, "--dtype") == 0) {
-            if (i + 1 >= argc || (strcmp(argv[i + 1], "float32") != 0 &&
-                                  strcmp(argv[i + 1], "float64") != 0))
-                return gs__bad("--dtype takes float32 or float64");
-            o->float32 = strcmp(argv[++i], "float32") == 0;
-            continue;
-        }
-        if (strcmp(a, "--c-loop") == 0) {
-            o->c_loop = 1;
-            continue;
-        }
-        r = gs__common_arg(argc, argv, &i, &o->c);
-        if (r < 0) return 2;
-        if (r == 0) return gs__bad("unknown option '%s'", a);
-    }
-    if (o->n < 0) return gs__bad("--n is required");
-    if (o->chunk < 0) return gs__bad("--chunk is required");
-    return 0;
+    return gs__nchunk_args(argc, argv, &o->c, &o->n, &o->chunk, gs__scan_usage, gs__scan_own_arg,
+                           o, done);
 }
 
 /* acc OP v in the benchmark's dtype. */
@@ -118,28 +105,20 @@ static double gs__scan_step(const gs__scan_opts_t *o, double acc, double v)
 static int gs__scan_line(gs_client_h client, gs_array_h y, const gs__scan_opts_t *o, int64_t i,
                          double *buf)
 {
-    gs_array_h line = NULL, ld = NULL;
     gs_slice_t sl[2] = {GS_SLICE_AT(i), GS_SLICE_ALL};
     if (o->axis == 0) {
         sl[0] = GS_SLICE_ALL;
         sl[1] = GS_SLICE_AT(i);
     }
-    gs_status_t st = gs_array_slice(y, 2, sl, &line);
-    if (st == GS_OK) st = gs_array_astype(line, GS_DTYPE_FLOAT64, &ld);
-    if (st == GS_OK) st = gs_client_compute(client, ld, buf, (size_t)o->n);
-    gs_array_release(ld);
-    gs_array_release(line);
-    if (st != GS_OK)
-        fprintf(stderr, "%s %s: gathering line %" PRId64 " failed: %s\n", g_prog, g_sub, i,
-                gs_last_error());
-    return st != GS_OK;
+    return gs__gather_f64(client, y, 2, sl, buf, (size_t)o->n, "line", i);
 }
 
 /* Lines 0, chunk and n-1 of the kept y along the axis (every carry of those lines) against
  * host loops over the random definition. */
-static int gs__scan_check(gs_client_h client, gs_array_h y, const gs__scan_opts_t *o,
-                          int64_t *checked_p, int64_t *bad_p)
+static int gs__scan_check(gs_client_h client, gs_array_h y, const void *opts, int64_t *checked_p,
+                          int64_t *bad_p)
 {
+    const gs__scan_opts_t *o = opts;
     const int64_t lines[3] = {0, o->chunk, o->n - 1};
     const double eps = o->float32 ? 0x1p-23 : 0x1p-52;
     double *got = gs_malloc((size_t)o->n * sizeof(double), "scan line");
@@ -161,13 +140,10 @@ static int gs__scan_check(gs_client_h client, gs_array_h y, const gs__scan_opts_
             mag = o->op == GS_SCAN_PROD ? fmax(fabs(acc), fabs(got[k])) : mag + fabs(v);
             /* the chunked order differs from this loop's: n eps |terms| bounds the difference */
             const double tol = 4.0 * (double)(k + 1) * eps * mag + 1e-300;
-            if (!((isnan(acc) && isnan(got[k])) || acc == got[k] || fabs(got[k] - acc) <= tol)) {
-                if (*bad_p == 0)
-                    fprintf(stderr, "%s %s: line %" PRId64 " element %" PRId64 " = %.17g, "
-                            "expected %.17g\n", g_prog, g_sub, l, k, got[k], acc);
-                (*bad_p)++;
-            }
-            (*checked_p)++;
+            if (gs__tally((isnan(acc) && isnan(got[k])) || acc == got[k] || fabs(got[k] - acc) <= tol,
+                          checked_p, bad_p))
+                fprintf(stderr, "%s %s: line %" PRId64 " element %" PRId64 " = %.17g, "
+                        "expected %.17g\n", g_prog, g_sub, l, k, got[k], acc);
         }
     }
     gs_free(got);
@@ -179,12 +155,11 @@ static int gs__scan_check(gs_client_h client, gs_array_h y, const gs__scan_opts_
 static void gs__scan_c_loop(const gs__scan_opts_t *o)
 {
     const size_t nn = (size_t)o->n * (size_t)o->n;
-    double *x = gs_malloc(nn * sizeof(double), "scan loop x"), *y = gs_malloc(nn * sizeof(double), "scan loop y");
+    double *x = gs__host_normal(o->c.seed, nn, "scan loop x"), *y = gs_malloc(nn * sizeof(double), "scan loop y");
     if (x == NULL || y == NULL) {
         fprintf(stderr, "%s %s: no memory for the C loop\n", g_prog, g_sub);
         goto out;
     }
-    for (size_t i = 0; i < nn; i++) x[i] = gs_random_normal(o->c.seed, i, 0.0, 1.0);
     const int64_t n = o->n;
     double t0 = gs__now();
     if (o->axis == 0) {
@@ -200,14 +175,24 @@ static void gs__scan_c_loop(const gs__scan_opts_t *o)
     double t = gs__now() - t0;
     printf("{\"bench\":\"scan-c-loop\",\"op\":\"sum\",\"axis\":%d,\"n\":%" PRId64 ",\"threads\":1",
            o->axis, n);
-    gs__json_num("seconds", t);
-    gs__json_num("gb_per_s", 16.0 * (double)nn / t * 1e-9);
+    gs__json_rate(t, 16.0 * (double)nn);
     gs__json_num("check", y[nn - 1]);
-    printf("}\n");
-    fflush(stdout);
+    gs__json_close();
 out:
     gs_free(x);
     gs_free(y);
+}
+
+/* Run @a run's JSON line up to its rates: x read twice, y written once. */
+static void gs__scan_head(const void *opts, int run, double seconds)
+{
+    const gs__scan_opts_t *o = opts;
+    gs__json_open("scan", "op", o->op == GS_SCAN_PROD ? "prod" : "sum");
+    printf(",\"axis\":%d", o->axis);
+    gs__json_size(o->n, o->chunk, &o->c);
+    gs__json_str("dtype", o->float32 ? "float32" : "float64");
+    gs__json_seed_run(&o->c, run);
+    gs__json_rate(seconds, (double)o->n * (double)o->n * (16.0 + (o->float32 ? 4.0 : 8.0)));
 }
 
 int gs__bench_scan(int argc, char **argv)
@@ -219,54 +204,16 @@ int gs__bench_scan(int argc, char **argv)
     int rc, done;
 
     if ((rc = gs__scan_args(argc, argv, &o, &done)) != 0 || done) return rc;
-    {
-        int64_t shape[2] = {o.n, o.n}, chunks[2] = {o.chunk, o.chunk};
-        rc = gs__connect_persist_normal(&o.c, shape, chunks, &client, &x, &connect_s, &persist_s);
-    }
+    rc = gs__connect_persist_square(&o.c, o.n, o.chunk, &client, &x, &connect_s, &persist_s);
     if (rc != 0) goto out;
     if (gs_array_cumulative(x, (gs_scan_op_t)o.op, o.axis,
                             o.float32 ? GS_DTYPE_FLOAT32 : GS_DTYPE_FLOAT64, &y) != GS_OK) {
-        fprintf(stderr, "%s %s: cannot build the scan: %s\n", g_prog, g_sub, gs_last_error());
-        rc = 2;
+        rc = gs__cannot_build("the scan");
         goto out;
     }
-    rc = 1;
-    for (int r = 0; r < o.c.repeat; r++) {
-        gs_future_h f = NULL;
-        gs_compute_stats_t stats;
-        gs_status_t st;
-        int64_t checked = 0, bad = 0;
-        const double bytes = (double)o.n * (double)o.n * (16.0 + (o.float32 ? 4.0 : 8.0));
-        double t0 = gs__now(), t;
-        if ((st = gs_client_submit(client, y, GS_SUBMIT_KEEP, &f)) == GS_OK)
-            st = gs_future_wait(f, -1.0);
-        t = gs__now() - t0;
-        if (st != GS_OK) {
-            fprintf(stderr, "%s %s: run failed: %s: %s\n", g_prog, g_sub, gs_status_name(st),
-                    gs_last_error());
-            gs_future_destroy(f);
-            goto out;
-        }
-        if (gs_future_stats(f, &stats) != GS_OK) memset(&stats, 0, sizeof(stats));
-        if (gs__report_save(client, f)) {
-            gs_future_destroy(f);
-            goto out;
-        }
-        gs_future_destroy(f);
-        /* untimed: rows of the kept y against the reference, then drop y */
-        if (r == o.c.repeat - 1 && gs__scan_check(client, y, &o, &checked, &bad) != 0) goto out;
-        gs_client_unpersist(client, y);
-        printf("{\"bench\":\"scan\",\"op\":\"%s\",\"axis\":%d,\"n\":%" PRId64 ",\"chunk\":%" PRId64
-               ",\"workers\":%d,\"backend\":\"%s\",\"dtype\":\"%s\",\"seed\":%" PRIu64 ",\"run\":%d",
-               o.op == GS_SCAN_PROD ? "prod" : "sum", o.axis, o.n, o.chunk, o.c.workers,
-               o.c.backend ? o.c.backend : "remote", o.float32 ? "float32" : "float64", o.c.seed,
-               r);
-        gs__json_num("seconds", t);
-        gs__json_num("gb_per_s", bytes / t * 1e-9);
-        printf(",\"checked\":%" PRId64 ",\"mismatches\":%" PRId64, checked, bad);
-        gs__json_run_tail(&stats, persist_s, connect_s, client);
-        if (bad != 0) goto out;
-    }
+    if ((rc = gs__kept_runs(client, y, o.c.repeat, gs__scan_check, gs__scan_head, &o, persist_s,
+                            connect_s)) != 0)
+        goto out;
     if (o.c_loop) gs__scan_c_loop(&o);
     rc = 0;
 out:

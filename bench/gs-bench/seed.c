@@ -91,6 +91,18 @@ static void gs__seed_usage(FILE *f)
             "seconds, cold_seconds, tasks, submit_s, kernel_s, runtime_s_per_task, ...\n");
 }
 
+/* --dtype float64|float32 into *(gs_dtype_t *)ctx (gs__own_arg_fn). */
+static int gs__seed_dtype_arg(int argc, char **argv, int *i, void *ctx)
+{
+    const char *v = *i + 1 < argc ? argv[*i + 1] : NULL;
+    if (strcmp(argv[*i], "--dtype") != 0) return 0;
+    if (v != NULL && strcmp(v, "float64") == 0) *(gs_dtype_t *)ctx = GS_DTYPE_FLOAT64;
+    else if (v != NULL && strcmp(v, "float32") == 0) *(gs_dtype_t *)ctx = GS_DTYPE_FLOAT32;
+    else return gs__bad("--dtype expects float64 or float32, not '%s'", v ? v : "");
+    (*i)++;
+    return 1;
+}
+
 int gs__bench_seed(int argc, char **argv)
 {
     gs__common_t c;
@@ -100,47 +112,15 @@ int gs__bench_seed(int argc, char **argv)
     gs_slice_t sl[2];
     double connect_s = 0, *times = NULL;
     gs__run_t cold, run, last;
-    int rc = 1, nruns;
+    int rc, done, nruns;
     int64_t count;
     gs_dtype_t dtype = GS_DTYPE_FLOAT64;
 
-    memset(&c, 0, sizeof(c));
-    c.fuse = c.pushdown = 1;
-    c.repeat = 1;
-    c.token = getenv("GSCHED_TOKEN");
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        int r;
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            gs__seed_usage(stdout);
-            return 0;
-        }
-        if (strcmp(a, "--n") == 0) {
-            if (!gs__int_arg(a, i + 1 < argc ? argv[i + 1] : NULL, 1, INT64_C(3037000499), &n))
-                return 2;
-            i++;
-            continue;
-        }
-        if (strcmp(a, "--chunk") == 0) {
-            if (!gs__int_arg(a, i + 1 < argc ? argv[i + 1] : NULL, 1, INT64_C(3037000499), &chunk))
-                return 2;
-            i++;
-            continue;
-        }
-        if (strcmp(a, "--dtype") == 0) {
-            const char *v = i + 1 < argc ? argv[i + 1] : NULL;
-            if (v != NULL && strcmp(v, "float64") == 0) dtype = GS_DTYPE_FLOAT64;
-            else if (v != NULL && strcmp(v, "float32") == 0) dtype = GS_DTYPE_FLOAT32;
-            else return gs__bad("--dtype expects float64 or float32, not '%s'", v ? v : "");
-            i++;
-            continue;
-        }
-        r = gs__common_arg(argc, argv, &i, &c);
-        if (r < 0) return 2;
-        if (r == 0) return gs__bad("unknown option '%s'", a);
-    }
-    if (n < 0) return gs__bad("--n is required");
-    if (chunk < 0) return gs__bad("--chunk is required");
+    if ((rc = gs__nchunk_args(argc, argv, &c, &n, &chunk, gs__seed_usage, gs__seed_dtype_arg, &dtype,
+                              &done)) != 0 ||
+        done)
+        return rc;
+    rc = 1;
     if (dtype == GS_DTYPE_FLOAT32 && c.random_v2)
         return gs__bad("--random-v2 is a float64 definition; float32 has its own (docs/random.md)");
 
@@ -159,9 +139,7 @@ int gs__bench_seed(int argc, char **argv)
             gs_array_binary_scalar(GS_BINARY_ADD, x, 1.0, &y) != GS_OK ||
             gs_array_slice(y, 2, sl, &z) != GS_OK ||
             gs_array_reduce(GS_RED_SUM, z, NULL, &s) != GS_OK) {
-            fprintf(stderr, "%s %s: cannot build the expression: %s\n", g_prog, g_sub,
-                    gs_last_error());
-            rc = 2;
+            rc = gs__cannot_build("the expression");
             goto out;
         }
         count = gs_array_size(z);

@@ -44,39 +44,23 @@ static void gs__shape_usage(FILE *f)
             "run, value, expected, seconds, gb_per_s (x's bytes per second), tasks, ...\n");
 }
 
+static int gs__shape_own_arg(int argc, char **argv, int *i, void *ctx)
+{
+    gs__shape_opts_t *o = ctx;
+    int known = 0;
+    if (strcmp(argv[*i], "--op") != 0) return 0;
+    if (*i + 1 >= argc) return gs__bad("--op needs a value");
+    o->op = argv[++*i];
+    for (int k = 0; k < GS__SHAPE_NOPS; k++) known |= strcmp(o->op, gs__shape_ops[k]) == 0;
+    if (!known) return gs__bad("unknown --op '%s'", o->op);
+    return 1;
+}
+
 static int gs__shape_args(int argc, char **argv, gs__shape_opts_t *o, int *done)
 {
     memset(o, 0, sizeof(*o));
-    gs__common_defaults(&o->c);
-    o->n = o->chunk = -1;
-    *done = 0;
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i];
-        int r;
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            gs__shape_usage(stdout);
-            *done = 1;
-            return 0;
-        }
-        if ((r = gs__nchunk_arg(argc, argv, &i, &o->n, &o->chunk)) != 0) {
-            if (r < 0) return 2;
-            continue;
-        }
-        if (strcmp(a, "--op") == 0) {
-            int known = 0;
-            if (i + 1 >= argc) return gs__bad("--op needs a value");
-            o->op = argv[++i];
-            for (int k = 0; k < GS__SHAPE_NOPS; k++) known |= strcmp(o->op, gs__shape_ops[k]) == 0;
-            if (!known) return gs__bad("unknown --op '%s'", o->op);
-            continue;
-        }
-        r = gs__common_arg(argc, argv, &i, &o->c);
-        if (r < 0) return 2;
-        if (r == 0) return gs__bad("unknown option '%s'", a);
-    }
-    if (o->n < 0) return gs__bad("--n is required");
-    if (o->chunk < 0) return gs__bad("--chunk is required");
-    return 0;
+    return gs__nchunk_args(argc, argv, &o->c, &o->n, &o->chunk, gs__shape_usage,
+                           gs__shape_own_arg, o, done);
 }
 
 /* The sum of @a a into *v: 0 ok, 1 failure (printed). *seconds_p: submit to result. */
@@ -84,26 +68,16 @@ static int gs__shape_sum(gs_client_h client, gs_array_h a, double *v, double *se
                          gs_compute_stats_t *stats_p)
 {
     gs_array_h s = NULL;
-    gs_future_h f = NULL;
     gs_status_t st;
-    double t0;
-    if ((st = gs_array_reduce(GS_RED_SUM, a, NULL, &s)) != GS_OK) goto fail;
-    t0 = gs__now();
-    if ((st = gs_client_submit(client, s, 0, &f)) != GS_OK) goto fail;
-    if ((st = gs_future_wait(f, -1.0)) == GS_OK) st = gs_future_gather(f, v, 1);
-    *seconds_p = gs__now() - t0;
-    if (st != GS_OK) goto fail;
-    if (gs_future_stats(f, stats_p) != GS_OK) memset(stats_p, 0, sizeof(*stats_p));
-    st = gs__report_save(client, f) ? GS_ERR_IO : GS_OK;
-    gs_future_destroy(f);
+    int rc;
+    if ((st = gs_array_reduce(GS_RED_SUM, a, NULL, &s)) != GS_OK) {
+        fprintf(stderr, "%s %s: run failed: %s: %s\n", g_prog, g_sub, gs_status_name(st),
+                gs_last_error());
+        return 1;
+    }
+    rc = gs__run_scalar(client, s, v, seconds_p, stats_p);
     gs_array_release(s);
-    return st != GS_OK;
-fail:
-    fprintf(stderr, "%s %s: run failed: %s: %s\n", g_prog, g_sub, gs_status_name(st),
-            gs_last_error());
-    gs_future_destroy(f);
-    gs_array_release(s);
-    return 1;
+    return rc;
 }
 
 /* op(x) and the untimed check value of its sum. 0 ok, 1 run failure, 2 build failure. */
@@ -151,8 +125,7 @@ static int gs__shape_build(gs_client_h client, const char *op, gs_array_h x, int
 out:
     gs_array_release(u);
     if (s != GS_OK) {
-        fprintf(stderr, "%s %s: cannot build %s: %s\n", g_prog, g_sub, op, gs_last_error());
-        return 2;
+        return gs__cannot_build(op);
     }
     *y_p = y;
     return 0;
@@ -167,10 +140,7 @@ int gs__bench_shape(int argc, char **argv)
     int rc, done;
 
     if ((rc = gs__shape_args(argc, argv, &o, &done)) != 0 || done) return rc;
-    {
-        int64_t shape[2] = {o.n, o.n}, chunks[2] = {o.chunk, o.chunk};
-        rc = gs__connect_persist_normal(&o.c, shape, chunks, &client, &x, &connect_s, &persist_s);
-    }
+    rc = gs__connect_persist_square(&o.c, o.n, o.chunk, &client, &x, &connect_s, &persist_s);
     if (rc != 0) goto out;
     for (int k = 0; k < GS__SHAPE_NOPS && rc == 0; k++) {
         const char *op = gs__shape_ops[k];
@@ -186,14 +156,13 @@ int gs__bench_shape(int argc, char **argv)
                 rc = 1;
                 break;
             }
-            printf("{\"bench\":\"shape\",\"op\":\"%s\",\"n\":%" PRId64 ",\"chunk\":%" PRId64
-                   ",\"workers\":%d,\"backend\":\"%s\",\"fused\":%s,\"run\":%d",
-                   op, o.n, o.chunk, o.c.workers, o.c.backend ? o.c.backend : "remote",
-                   o.c.fuse ? "true" : "false", r);
+            gs__json_open("shape", "op", op);
+            gs__json_size(o.n, o.chunk, &o.c);
+            gs__json_bool("fused", o.c.fuse);
+            printf(",\"run\":%d", r);
             gs__json_num("value", v);
             gs__json_num("expected", expected);
-            gs__json_num("seconds", t);
-            gs__json_num("gb_per_s", nbytes / t * 1e-9);
+            gs__json_rate(t, nbytes);
             gs__json_run_tail(&stats, persist_s, connect_s, client);
             if (!gs__value_ok(r, v, expected, 1e-9 * fmax(1.0, (double)o.n))) rc = 1;
         }

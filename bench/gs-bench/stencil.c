@@ -60,65 +60,50 @@ static void gs__st_usage(FILE *f)
             "stencil-c-loop line: seconds, gb_per_s.\n");
 }
 
+static int gs__st_own_arg(int argc, char **argv, int *i, void *ctx)
+{
+    gs__st_opts_t *o = ctx;
+    const char *a = argv[*i], *v = *i + 1 < argc ? argv[*i + 1] : NULL;
+    if (strcmp(a, "--loop-max-mb") == 0) {
+        if (!gs__int_arg(a, v, 0, INT64_C(1) << 40, &o->loop_max_mb)) return 2;
+        (*i)++;
+        return 1;
+    }
+    if (strcmp(a, "--boundary") == 0) {
+        int b = -1;
+        for (int k = 0; k < GS_BOUNDARY_COUNT && v != NULL; k++)
+            if (strcmp(v, gs__bnames[k]) == 0) b = k;
+        if (b < 0) return gs__bad("--boundary takes none, reflect, periodic or constant");
+        o->boundary = b;
+        (*i)++;
+        return 1;
+    }
+    if (strcmp(a, "--kernel") == 0) {
+        if (v == NULL || (strcmp(v, "builtin") != 0 && strcmp(v, "cuda") != 0))
+            return gs__bad("--kernel takes builtin or cuda");
+        o->cuda_kernel = strcmp(v, "cuda") == 0;
+        (*i)++;
+        return 1;
+    }
+    if (strcmp(a, "--bandwidth-tbps") == 0) {
+        char *end = NULL;
+        o->tbps = v != NULL ? strtod(v, &end) : 0;
+        if (v == NULL || end == v || *end != '\0' || !(o->tbps > 0))
+            return gs__bad("--bandwidth-tbps takes a positive number");
+        (*i)++;
+        return 1;
+    }
+    return 0;
+}
+
 static int gs__st_args(int argc, char **argv, gs__st_opts_t *o, int *done)
 {
     memset(o, 0, sizeof(*o));
-    gs__common_defaults(&o->c);
-    o->n = o->chunk = -1;
     o->loop_max_mb = 4096;
     o->boundary = GS_BOUNDARY_NONE;
     o->tbps = 4.3;
-    *done = 0;
-    for (int i = 0; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        int r;
-        if (strcmp(a, "--help") == 0 || strcmp(a, "-h") == 0) {
-            gs__st_usage(stdout);
-            *done = 1;
-            return 0;
-        }
-        if (strcmp(a, "--n") == 0 || strcmp(a, "--chunk") == 0) {
-            if (!gs__int_arg(a, v, 1, INT64_C(3037000499), a[2] == 'n' ? &o->n : &o->chunk))
-                return 2;
-            i++;
-            continue;
-        }
-        if (strcmp(a, "--loop-max-mb") == 0) {
-            if (!gs__int_arg(a, v, 0, INT64_C(1) << 40, &o->loop_max_mb)) return 2;
-            i++;
-            continue;
-        }
-        if (strcmp(a, "--boundary") == 0) {
-            int b = -1;
-            for (int k = 0; k < GS_BOUNDARY_COUNT && v != NULL; k++)
-                if (strcmp(v, gs__bnames[k]) == 0) b = k;
-            if (b < 0) return gs__bad("--boundary takes none, reflect, periodic or constant");
-            o->boundary = b;
-            i++;
-            continue;
-        }
-        if (strcmp(a, "--kernel") == 0) {
-            if (v == NULL || (strcmp(v, "builtin") != 0 && strcmp(v, "cuda") != 0))
-                return gs__bad("--kernel takes builtin or cuda");
-            o->cuda_kernel = strcmp(v, "cuda") == 0;
-            i++;
-            continue;
-        }
-        if (strcmp(a, "--bandwidth-tbps") == 0) {
-            char *end = NULL;
-            o->tbps = v != NULL ? strtod(v, &end) : 0;
-            if (v == NULL || end == v || *end != '\0' || !(o->tbps > 0))
-                return gs__bad("--bandwidth-tbps takes a positive number");
-            i++;
-            continue;
-        }
-        r = gs__common_arg(argc, argv, &i, &o->c);
-        if (r < 0) return 2;
-        if (r == 0) return gs__bad("unknown option '%s'", a);
-    }
-    if (o->n < 0) return gs__bad("--n is required");
-    if (o->chunk < 0) return gs__bad("--chunk is required");
-    return 0;
+    return gs__nchunk_args(argc, argv, &o->c, &o->n, &o->chunk, gs__st_usage, gs__st_own_arg, o,
+                           done);
 }
 
 static const double gs__w9[9] = {1.0 / 9, 1.0 / 9, 1.0 / 9, 1.0 / 9, 1.0 / 9,
@@ -187,37 +172,28 @@ static void gs__st_loop(const double *x, double *s, int64_t n, int b)
 }
 
 /* Compare rows of the persisted s around the first chunk boundary and at the edges. */
-static int gs__st_check(gs_client_h client, gs_array_h s, const gs__st_opts_t *o,
-                        int64_t *checked_p, int64_t *bad_p)
+static int gs__st_check(gs_client_h client, gs_array_h s, const void *opts, int64_t *checked_p,
+                        int64_t *bad_p)
 {
+    const gs__st_opts_t *o = opts;
     int64_t rows[6] = {0, 1, o->chunk - 1, o->chunk, o->n - 2, o->n - 1};
     double *buf = gs_malloc((size_t)o->n * sizeof(double), "stencil check row");
     if (buf == NULL) return 1;
     *checked_p = *bad_p = 0;
     for (int k = 0; k < 6; k++) {
-        gs_array_h row = NULL;
         int64_t i = rows[k];
         if (i < 0 || i >= o->n || (k > 0 && i <= rows[k - 1])) continue;
         gs_slice_t sl[1] = {GS_SLICE(i, i + 1, 1)};
-        if (gs_array_slice(s, 1, sl, &row) != GS_OK ||
-            gs_client_compute(client, row, buf, (size_t)o->n) != GS_OK) {
-            fprintf(stderr, "%s %s: gathering row %" PRId64 " failed: %s\n", g_prog, g_sub, i,
-                    gs_last_error());
-            gs_array_release(row);
+        if (gs__gather_f64(client, s, 1, sl, buf, (size_t)o->n, "row", i) != 0) {
             gs_free(buf);
             return 1;
         }
-        gs_array_release(row);
         for (int64_t j = 0; j < o->n; j += (j < 4 || j > o->n - 5 || (j % o->chunk) < 2 ||
                                             (j % o->chunk) > o->chunk - 3) ? 1 : 97) {
             double want = gs__st_ref(o->c.seed, o->n, o->boundary, i, j);
-            if (!(fabs(buf[j] - want) <= 1e-12 * fmax(1.0, fabs(want)))) {
-                if (*bad_p == 0)
-                    fprintf(stderr, "%s %s: s[%" PRId64 ", %" PRId64 "] = %.17g, expected %.17g\n",
-                            g_prog, g_sub, i, j, buf[j], want);
-                (*bad_p)++;
-            }
-            (*checked_p)++;
+            if (gs__tally(fabs(buf[j] - want) <= 1e-12 * fmax(1.0, fabs(want)), checked_p, bad_p))
+                fprintf(stderr, "%s %s: s[%" PRId64 ", %" PRId64 "] = %.17g, expected %.17g\n",
+                        g_prog, g_sub, i, j, buf[j], want);
         }
     }
     gs_free(buf);
@@ -233,7 +209,7 @@ static void gs__st_c_loop(const gs__st_opts_t *o)
                 g_prog, g_sub, (double)nn * 16.0 / 1048576.0, o->loop_max_mb);
         return;
     }
-    x = gs_malloc(nn * sizeof(double), "stencil loop x");
+    x = gs__host_normal(o->c.seed, nn, "stencil loop x");
     s = gs_malloc(nn * sizeof(double), "stencil loop s");
     if (x == NULL || s == NULL) {
         fprintf(stderr, "%s %s: C loop skipped (no memory)\n", g_prog, g_sub);
@@ -241,20 +217,31 @@ static void gs__st_c_loop(const gs__st_opts_t *o)
         gs_free(s);
         return;
     }
-    for (size_t i = 0; i < nn; i++) x[i] = gs_random_normal(o->c.seed, i, 0.0, 1.0);
     memset(s, 0, nn * sizeof(double));   /* first touch outside the timing */
     t0 = gs__now();
     gs__st_loop(x, s, o->n, o->boundary);
     t = gs__now() - t0;
     printf("{\"bench\":\"stencil-c-loop\",\"n\":%" PRId64 ",\"boundary\":\"%s\",\"threads\":1",
            o->n, gs__bnames[o->boundary]);
-    gs__json_num("seconds", t);
-    gs__json_num("gb_per_s", (double)nn * 16.0 / t * 1e-9);
+    gs__json_rate(t, (double)nn * 16.0);
     gs__json_num("checksum", s[nn / 2] + s[nn - 1]);
-    printf("}\n");
-    fflush(stdout);
+    gs__json_close();
     gs_free(x);
     gs_free(s);
+}
+
+/* Run @a run's JSON line up to its rates: x read once, s written once. */
+static void gs__st_head(const void *opts, int run, double seconds)
+{
+    const gs__st_opts_t *o = opts;
+    const double bytes = 2.0 * (double)o->n * (double)o->n * 8.0;
+    gs__json_open("stencil", NULL, NULL);
+    gs__json_size(o->n, o->chunk, &o->c);
+    gs__json_str("boundary", gs__bnames[o->boundary]);
+    gs__json_seed_run(&o->c, run);
+    gs__json_str("kernel", o->cuda_kernel ? "cuda" : "builtin");
+    gs__json_rate(seconds, bytes);
+    gs__json_num("limit_s", bytes / (o->tbps * 1e12));
 }
 
 /* The smoothing as a CUDA C++ map_overlap kernel (gsched/array.h gs_user_kernel_t): the
@@ -292,10 +279,7 @@ int gs__bench_stencil(int argc, char **argv)
     int rc, done;
 
     if ((rc = gs__st_args(argc, argv, &o, &done)) != 0 || done) return rc;
-    {
-        int64_t shape[2] = {o.n, o.n}, chunks[2] = {o.chunk, o.chunk};
-        rc = gs__connect_persist_normal(&o.c, shape, chunks, &client, &x, &connect_s, &persist_s);
-    }
+    rc = gs__connect_persist_square(&o.c, o.n, o.chunk, &client, &x, &connect_s, &persist_s);
     if (rc != 0) goto out;
     gs_status_t bst;
     if (o.cuda_kernel) {
@@ -310,48 +294,12 @@ int gs__bench_stencil(int argc, char **argv)
         bst = gs_array_stencil(x, gs__w9, radius, (gs_boundary_t)o.boundary, 0.0, &s);
     }
     if (bst != GS_OK) {
-        fprintf(stderr, "%s %s: cannot build the stencil: %s\n", g_prog, g_sub, gs_last_error());
-        rc = 2;
+        rc = gs__cannot_build("the stencil");
         goto out;
     }
-    rc = 1;
-    for (int r = 0; r < o.c.repeat; r++) {
-        gs_future_h f = NULL;
-        gs_compute_stats_t stats;
-        gs_status_t st;
-        int64_t checked = 0, bad = 0;
-        const double bytes = 2.0 * (double)o.n * (double)o.n * 8.0;
-        double t0 = gs__now(), t;
-        if ((st = gs_client_submit(client, s, GS_SUBMIT_KEEP, &f)) == GS_OK)
-            st = gs_future_wait(f, -1.0);
-        t = gs__now() - t0;
-        if (st != GS_OK) {
-            fprintf(stderr, "%s %s: run failed: %s: %s\n", g_prog, g_sub, gs_status_name(st),
-                    gs_last_error());
-            gs_future_destroy(f);
-            goto out;
-        }
-        if (gs_future_stats(f, &stats) != GS_OK) memset(&stats, 0, sizeof(stats));
-        if (gs__report_save(client, f)) {
-            gs_future_destroy(f);
-            goto out;
-        }
-        gs_future_destroy(f);
-        /* untimed: rows of the kept s against the reference, then drop s */
-        if (r == o.c.repeat - 1 && gs__st_check(client, s, &o, &checked, &bad) != 0) goto out;
-        gs_client_unpersist(client, s);
-        printf("{\"bench\":\"stencil\",\"n\":%" PRId64 ",\"chunk\":%" PRId64 ",\"workers\":%d",
-               o.n, o.chunk, o.c.workers);
-        printf(",\"backend\":\"%s\",\"boundary\":\"%s\",\"seed\":%" PRIu64 ",\"run\":%d",
-               o.c.backend ? o.c.backend : "remote", gs__bnames[o.boundary], o.c.seed, r);
-        printf(",\"kernel\":\"%s\"", o.cuda_kernel ? "cuda" : "builtin");
-        gs__json_num("seconds", t);
-        gs__json_num("gb_per_s", bytes / t * 1e-9);
-        gs__json_num("limit_s", bytes / (o.tbps * 1e12));
-        printf(",\"checked\":%" PRId64 ",\"mismatches\":%" PRId64, checked, bad);
-        gs__json_run_tail(&stats, persist_s, connect_s, client);
-        if (bad != 0) goto out;
-    }
+    if ((rc = gs__kept_runs(client, s, o.c.repeat, gs__st_check, gs__st_head, &o, persist_s,
+                            connect_s)) != 0)
+        goto out;
     gs__st_c_loop(&o);
     rc = 0;
 out:

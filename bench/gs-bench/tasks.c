@@ -322,9 +322,7 @@ int gs__bench_tasks(int argc, char **argv)
         if (gs_array_arange(0.0, 1.0, 1, shape, chunks, &a) != GS_OK ||
             gs_array_binary_scalar(GS_BINARY_ADD, a, 1.0, &y) != GS_OK ||
             gs_array_reduce(GS_RED_SUM, y, &rp, &s) != GS_OK) {
-            fprintf(stderr, "%s %s: cannot build the expression: %s\n", g_prog, g_sub,
-                    gs_last_error());
-            rc = 2;
+            rc = gs__cannot_build("the expression");
             goto out;
         }
     }

@@ -6,14 +6,7 @@
  * sums and products wrap past 2^63. Skips when there is no CUDA device. */
 
 #include "cuda_test_util.h"
-
-static int64_t big_value(void)
-{
-    static const int64_t v[] = {(1ll << 53) + 1, (1ll << 62) + 3, -(1ll << 53) - 1, INT64_MAX,
-                                INT64_MIN + 7, 9007199254740993ll, 3, -5, 1, -1};
-    /* plus 0..2, wrapping (INT64_MAX + 1 is INT64_MIN, as NumPy's int64 gives) */
-    return (int64_t)((uint64_t)v[rnd() % (sizeof(v) / sizeof(v[0]))] + rnd() % 3);
-}
+#include "intsum_spec.h"
 
 static void *dev_bytes(bk_t *b, const void *h, size_t n)
 {
@@ -22,36 +15,6 @@ static void *dev_bytes(bk_t *b, const void *h, size_t n)
     if (n > 0) CHECK(GPU->copy_from_host(b->gpu, b->gs, d, h, n));
     CHECK(GPU->sync(b->gpu, b->gs));
     return d;
-}
-
-static void ispec(gs_kfused_t *k, gs_dtype_t dt, const void *data, int64_t R, int64_t C, int op,
-                  int axis, double *out)
-{
-    memset(k, 0, sizeof(*k));
-    k->ndim = 2;
-    k->shape[0] = R;
-    k->shape[1] = C;
-    k->nleaves = 1;
-    k->leaves[0].kind = GS_LEAF_CHUNK;
-    k->leaves[0].dtype = dt;
-    k->leaves[0].data = data;
-    k->leaves[0].data_len = R * C;
-    k->leaves[0].stride[0] = C;
-    k->leaves[0].stride[1] = 1;
-    k->prog[0].op = GS_OP_LEAF;
-    k->prog[0].dtype = dt;
-    k->nprog = 1;
-    if (dt != GS_DTYPE_INT64) {
-        k->prog[1].op = GS_OP_CAST;
-        k->prog[1].dtype = dt;
-        k->prog[1].arg = GS_DTYPE_INT64;
-        k->nprog = 2;
-    }
-    k->terminal = GS_TERM_REDUCE;
-    k->redop = op;
-    k->red_axis = axis;
-    k->out_dtype = GS_DTYPE_INT64;
-    k->out = out;
 }
 
 /* Every op and axis over R x C values of dtype @a dt (host @a h, @a es bytes each). */
@@ -68,9 +31,9 @@ static void agree(bk_t *b, gs_dtype_t dt, const void *h, size_t es, int64_t R, i
         for (int axis = -1; axis < 2; axis++) {
             gs_kfused_t k;
             const int64_t nrec = axis < 0 ? 1 : axis == 0 ? C : R;
-            ispec(&k, dt, h, R, C, ops[o], axis, cpu);
+            is_reduce_spec(&k, dt, h, R, C, ops[o], axis, cpu);
             CHECK(CPU->fused(b->cpu, b->cs, &k));
-            ispec(&k, dt, d, R, C, ops[o], axis, dout);
+            is_reduce_spec(&k, dt, d, R, C, ops[o], axis, dout);
             CHECK(GPU->fused(b->gpu, b->gs, &k));
             dev_download(b, gpu, dout, nrec);
             for (int64_t r = 0; r < nrec; r++)
@@ -99,7 +62,7 @@ Test(chunkops_cuda_intsum, reductions_agree_with_cpu_bitwise)
         uint8_t *a8 = malloc((size_t)(n > 0 ? n : 1));
         cr_assert(a != NULL && a32 != NULL && a8 != NULL);
         for (int64_t i = 0; i < n; i++) {
-            a[i] = big_value();
+            a[i] = is_big_value(rnd);
             a32[i] = (int32_t)(rnd() % 2 ? INT32_MAX - (int64_t)(rnd() % 5)
                                          : INT32_MIN + (int64_t)(rnd() % 5));
             a8[i] = (uint8_t)(255 - rnd() % 3);
@@ -125,7 +88,7 @@ Test(chunkops_cuda_intsum, combine_agrees_with_cpu_bitwise)
     rng_state = 31;
     int64_t *h = malloc(sizeof(int64_t) * NREC * NIN);
     cr_assert_not_null(h);
-    for (int i = 0; i < NREC * NIN; i++) h[i] = big_value();
+    for (int i = 0; i < NREC * NIN; i++) h[i] = is_big_value(rnd);
     double *d = dev_upload(&b, (const double *)h, NREC * NIN);
     double *dout = dev_alloc_poisoned(&b, NREC);
     double *cpu = malloc(sizeof(double) * NREC), *gpu = malloc(sizeof(double) * NREC);
@@ -133,13 +96,8 @@ Test(chunkops_cuda_intsum, combine_agrees_with_cpu_bitwise)
     for (int o = 0; o < 4; o++)
         for (int fin = 0; fin < 4; fin++) {
             gs_kcombine_t kc, kg;
-            memset(&kc, 0, sizeof(kc));
-            kc.redop = ops[o];
-            kc.finalize = fin > 0;
-            kc.out_dtype = fin > 0 ? outs[fin - 1] : GS_DTYPE_FLOAT64;
-            kc.rec_dtype = GS_DTYPE_INT64;
-            kc.nrec = NREC;
-            kc.ninputs = NIN;
+            is_combine_spec(&kc, ops[o], NREC, NIN, fin > 0,
+                            fin > 0 ? outs[fin - 1] : GS_DTYPE_FLOAT64);
             kg = kc;
             for (int i = 0; i < NIN; i++) {
                 kc.inputs[i] = (const double *)h + (size_t)i * NREC;

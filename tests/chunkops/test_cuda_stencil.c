@@ -3,6 +3,7 @@
  * whole task graphs (slab tasks, halo pieces, reflected strides) evaluated on each backend.
  * Skips without a device. */
 #include "cuda_test_util.h"
+#include "../kernels/test_kernels_cuda.h"
 #include "../stencil_ref.h"
 
 #include "chunkops/eval.h"
@@ -208,14 +209,7 @@ Test(cuda_stencil, users_kernels_are_staged_through_host_memory)
  * kernel launched on the stream between them, and the C kernel gs_test_ew staged through host
  * memory, both equal to the CPU backend's values of the same chain with gs_test_ew (within
  * 1e-13: the GPU's exp is not glibc's), one task per chunk. */
-static const char k_ew[] =
-    "extern \"C\" __global__ void ew(gs_cuda_args_t a)\n"
-    "{\n"
-    "    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
-    "    if (i >= a.n_out) return;\n"
-    "    double v = a.in[0].data[i];\n"
-    "    a.out.data[i] = v * v + (double)a.out.start[0] / 1000.0;\n"
-    "}\n";
+static const char k_ew[] = GS_TEST_EW_CUDA_SRC;
 
 static gs_array_h ew_chain(const gs_user_kernel_t *k, gs_array_h x, const int64_t *shape,
                            const int64_t *chunks, gs_array_h *sum_p)

@@ -9,6 +9,8 @@
 #include <string.h>
 
 #include "chunkops/chunkops.h"
+#include "intsum_spec.h"
+#include "../intsum_ref.h"
 
 #define OK(call)                                                                       \
     do {                                                                               \
@@ -37,67 +39,11 @@ static uint64_t rnd(void)
     return z ^ (z >> 31);
 }
 
-/* Values that float64 accumulation gets wrong: odd values beyond 2^53, the int64 extremes. */
-static int64_t big_value(void)
-{
-    static const int64_t v[] = {(1ll << 53) + 1, (1ll << 62) + 3, -(1ll << 53) - 1, INT64_MAX,
-                                INT64_MIN + 7, 9007199254740993ll, 3, -5, 1, -1};
-    /* plus 0..2, wrapping (INT64_MAX + 1 is INT64_MIN, as NumPy's int64 gives) */
-    return (int64_t)((uint64_t)v[rnd() % (sizeof(v) / sizeof(v[0]))] + rnd() % 3);
-}
-
-static int64_t ref_op(int op, int64_t a, int64_t x)
-{
-    switch (op) {
-    case GS_RED_SUM: return (int64_t)((uint64_t)a + (uint64_t)x);
-    case GS_RED_PROD: return (int64_t)((uint64_t)a * (uint64_t)x);
-    case GS_RED_MIN: return x < a ? x : a;
-    default: return x > a ? x : a;
-    }
-}
-
-static int64_t ref_empty(int op)
-{
-    return op == GS_RED_PROD ? 1 : op == GS_RED_MIN ? INT64_MAX : op == GS_RED_MAX ? INT64_MIN : 0;
-}
-
 static int64_t bits(double d)
 {
     int64_t i;
     memcpy(&i, &d, sizeof(i));
     return i;
-}
-
-/* REDUCE @a op over the R x C region of @a data (dtype @a dt, row-major), along @a axis
- * (-1: all), values cast to int64, into integer records @a out. */
-static void ispec(gs_kfused_t *k, gs_dtype_t dt, const void *data, int64_t R, int64_t C, int op,
-                  int axis, double *out)
-{
-    memset(k, 0, sizeof(*k));
-    k->ndim = 2;
-    k->shape[0] = R;
-    k->shape[1] = C;
-    k->nleaves = 1;
-    k->leaves[0].kind = GS_LEAF_CHUNK;
-    k->leaves[0].dtype = dt;
-    k->leaves[0].data = data;
-    k->leaves[0].data_len = R * C;
-    k->leaves[0].stride[0] = C;
-    k->leaves[0].stride[1] = 1;
-    k->prog[0].op = GS_OP_LEAF;
-    k->prog[0].dtype = dt;
-    k->nprog = 1;
-    if (dt != GS_DTYPE_INT64) {
-        k->prog[1].op = GS_OP_CAST;
-        k->prog[1].dtype = dt;
-        k->prog[1].arg = GS_DTYPE_INT64;
-        k->nprog = 2;
-    }
-    k->terminal = GS_TERM_REDUCE;
-    k->redop = op;
-    k->red_axis = axis;
-    k->out_dtype = GS_DTYPE_INT64;
-    k->out = out;
 }
 
 static int64_t elem(gs_dtype_t dt, const void *data, int64_t i)
@@ -119,14 +65,14 @@ static void check_modes(gs_dtype_t dt, const void *data, int64_t R, int64_t C)
         for (int axis = -1; axis < 2; axis++) {
             gs_kfused_t k;
             const int64_t nrec = axis < 0 ? 1 : axis == 0 ? C : R;
-            ispec(&k, dt, data, R, C, op, axis, out);
+            is_reduce_spec(&k, dt, data, R, C, op, axis, out);
             OK(gs_chunkops_cpu_ops.fused(ctx, NULL, &k));
             for (int64_t r = 0; r < nrec; r++) {
-                int64_t want = ref_empty(op);
+                int64_t want = ref_int_empty(op);
                 for (int64_t i = 0; i < R; i++)
                     for (int64_t j = 0; j < C; j++) {
                         if ((axis == 0 && j != r) || (axis == 1 && i != r)) continue;
-                        want = ref_op(op, want, elem(dt, data, i * C + j));
+                        want = ref_int_op(op, want, elem(dt, data, i * C + j));
                     }
                 cr_assert_eq(bits(out[r]), want,
                              "dtype %d op %d axis %d record %lld: %lld, want %lld", (int)dt, op,
@@ -144,7 +90,7 @@ Test(chunkops_intsum, int64_records_are_exact_and_wrap_in_every_mode, .init = se
     int64_t *a = malloc(sizeof(int64_t) * (size_t)(R * C));
     cr_assert_not_null(a);
     rng_state = 20;
-    for (int64_t i = 0; i < R * C; i++) a[i] = big_value();
+    for (int64_t i = 0; i < R * C; i++) a[i] = is_big_value(rnd);
     check_modes(GS_DTYPE_INT64, a, R, C);
     /* one long row: 11100 values per record along the inner axis, one per record outer */
     check_modes(GS_DTYPE_INT64, a, 1, R * C);
@@ -178,20 +124,20 @@ Test(chunkops_intsum, known_wraps, .init = setup,
     int64_t t[41];
     double out[1];
     gs_kfused_t k;
-    ispec(&k, GS_DTYPE_INT64, v, 1, 4, GS_RED_SUM, -1, out);
+    is_reduce_spec(&k, GS_DTYPE_INT64, v, 1, 4, GS_RED_SUM, -1, out);
     OK(gs_chunkops_cpu_ops.fused(ctx, NULL, &k));
     cr_assert_eq(bits(out[0]), -4, "4 * INT64_MAX wraps to -4");
-    ispec(&k, GS_DTYPE_INT64, p, 1, 2, GS_RED_PROD, -1, out);
+    is_reduce_spec(&k, GS_DTYPE_INT64, p, 1, 2, GS_RED_PROD, -1, out);
     OK(gs_chunkops_cpu_ops.fused(ctx, NULL, &k));
     cr_assert_eq(bits(out[0]), 0, "2^32 * 2^32 wraps to 0");
     for (int i = 0; i < 41; i++) t[i] = 3;
-    ispec(&k, GS_DTYPE_INT64, t, 1, 41, GS_RED_PROD, -1, out);
+    is_reduce_spec(&k, GS_DTYPE_INT64, t, 1, 41, GS_RED_PROD, -1, out);
     OK(gs_chunkops_cpu_ops.fused(ctx, NULL, &k));
     uint64_t want = 1;
     for (int i = 0; i < 41; i++) want *= 3u;
     cr_assert_eq(bits(out[0]), (int64_t)want, "3^41 modulo 2^64 (NumPy: %lld)", (long long)want);
     /* an empty region gives the empty record */
-    ispec(&k, GS_DTYPE_INT64, t, 0, 41, GS_RED_MAX, -1, out);
+    is_reduce_spec(&k, GS_DTYPE_INT64, t, 0, 41, GS_RED_MAX, -1, out);
     OK(gs_chunkops_cpu_ops.fused(ctx, NULL, &k));
     cr_assert_eq(bits(out[0]), INT64_MIN);
 }
@@ -206,37 +152,27 @@ Test(chunkops_intsum, many_chunks_merge_exactly_through_combine, .init = setup,
     int64_t *a = malloc(sizeof(int64_t) * NCH * N);
     cr_assert_not_null(a);
     rng_state = 22;
-    for (int i = 0; i < NCH * N; i++) a[i] = big_value();
+    for (int i = 0; i < NCH * N; i++) a[i] = is_big_value(rnd);
     for (int o = 0; o < 4; o++) {
         const int op = ops[o];
         double rec[NCH], lvl[3];
-        int64_t want = ref_empty(op);
-        for (int i = 0; i < NCH * N; i++) want = ref_op(op, want, a[i]);
+        int64_t want = ref_int_empty(op);
+        for (int i = 0; i < NCH * N; i++) want = ref_int_op(op, want, a[i]);
         for (int c = 0; c < NCH; c++) {
             gs_kfused_t k;
-            ispec(&k, GS_DTYPE_INT64, a + c * N, 1, N, op, -1, rec + c);
+            is_reduce_spec(&k, GS_DTYPE_INT64, a + c * N, 1, N, op, -1, rec + c);
             OK(gs_chunkops_cpu_ops.fused(ctx, NULL, &k));
         }
         for (int g = 0; g < 3; g++) {
             gs_kcombine_t kc;
-            memset(&kc, 0, sizeof(kc));
-            kc.redop = op;
-            kc.nrec = 1;
-            kc.rec_dtype = GS_DTYPE_INT64;
-            kc.ninputs = g < 2 ? SE : NCH - 2 * SE;
+            is_combine_spec(&kc, op, 1, g < 2 ? SE : NCH - 2 * SE, 0, GS_DTYPE_FLOAT64);
             for (int i = 0; i < kc.ninputs; i++) kc.inputs[i] = rec + g * SE + i;
             kc.out = lvl + g;
             OK(gs_chunkops_cpu_ops.combine(ctx, NULL, &kc));
         }
         gs_kcombine_t kf;
         int64_t res = 0;
-        memset(&kf, 0, sizeof(kf));
-        kf.redop = op;
-        kf.finalize = 1;
-        kf.nrec = 1;
-        kf.rec_dtype = GS_DTYPE_INT64;
-        kf.out_dtype = GS_DTYPE_INT64;
-        kf.ninputs = 3;
+        is_combine_spec(&kf, op, 1, 3, 1, GS_DTYPE_INT64);
         for (int i = 0; i < 3; i++) kf.inputs[i] = lvl + i;
         kf.out = (double *)&res;
         OK(gs_chunkops_cpu_ops.combine(ctx, NULL, &kf));
@@ -255,13 +191,7 @@ Test(chunkops_intsum, combine_finalizes_into_narrow_dtypes, .init = setup,
     memcpy(&in[0], &x, 8);
     memcpy(&in[1], &y, 8);
     gs_kcombine_t kc;
-    memset(&kc, 0, sizeof(kc));
-    kc.redop = GS_RED_MAX;
-    kc.finalize = 1;
-    kc.nrec = 1;
-    kc.rec_dtype = GS_DTYPE_INT64;
-    kc.out_dtype = GS_DTYPE_INT32;
-    kc.ninputs = 2;
+    is_combine_spec(&kc, GS_RED_MAX, 1, 2, 1, GS_DTYPE_INT32);
     kc.inputs[0] = in;
     kc.inputs[1] = in + 1;
     kc.out = (double *)&o32;
@@ -280,12 +210,12 @@ Test(chunkops_intsum, validation_refuses_bad_integer_records, .init = setup,
     int64_t v[4] = {1, 2, 3, 4};
     double out[2];
     gs_kfused_t k;
-    ispec(&k, GS_DTYPE_INT64, v, 1, 4, GS_RED_MEAN, -1, out);
+    is_reduce_spec(&k, GS_DTYPE_INT64, v, 1, 4, GS_RED_MEAN, -1, out);
     cr_assert_eq(gs_kfused_validate(&k), GS_ERR_INVALID_PARAM, "mean has no integer records");
-    ispec(&k, GS_DTYPE_INT64, v, 1, 4, GS_RED_SUM, -1, out);
+    is_reduce_spec(&k, GS_DTYPE_INT64, v, 1, 4, GS_RED_SUM, -1, out);
     k.out_dtype = GS_DTYPE_INT32;
     cr_assert_eq(gs_kfused_validate(&k), GS_ERR_INVALID_PARAM, "records are int64 or float64");
-    ispec(&k, GS_DTYPE_INT64, v, 1, 4, GS_RED_SUM, -1, out);
+    is_reduce_spec(&k, GS_DTYPE_INT64, v, 1, 4, GS_RED_SUM, -1, out);
     k.prog[1].op = GS_OP_CAST;
     k.prog[1].dtype = GS_DTYPE_INT64;
     k.prog[1].arg = GS_DTYPE_FLOAT64;

@@ -3,6 +3,7 @@
  * process is a child subreaper, so any daemon orphaned by the launcher would be re-parented to
  * it and show up as its child. */
 #include "../integration/cluster.h"
+#include "deploy_util.h"
 
 #include "common/sysmem.h"
 #include "common/time.h"
@@ -21,18 +22,7 @@
 
 static void setup(void)
 {
-    alarm(120);
-    cr_assert_eq(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
-}
-
-static void teardown(void)
-{
-    pid_t kids[64];
-    int n = tp_children(getpid(), kids, 64);
-    for (int i = 0; i < n; i++) kill(kids[i], SIGKILL);
-    tp_kill_all();
-    while (waitpid(-1, NULL, WNOHANG) > 0) {
-    }
+    dp_subreaper_start(120);
 }
 
 typedef struct launched {
@@ -68,13 +58,8 @@ static void launch_impl(launched_t *l, const char *const *extra, int capture)
 {
     char bin[PATH_MAX];
     const char *argv[24];
-    int ac = 0;
     memset(l, 0, sizeof(*l));
-    argv[ac++] = tp_bin("gs-local-cluster", bin, sizeof(bin));
-    argv[ac++] = "--port";
-    argv[ac++] = "0";
-    for (int i = 0; extra != NULL && extra[i] != NULL; i++) argv[ac++] = extra[i];
-    argv[ac] = NULL;
+    dp_launcher_argv(argv, 24, bin, sizeof(bin), NULL, extra);
     l->pid = capture ? tp_spawn_capture(argv, &l->out, NULL) : tp_spawn(argv, &l->out, NULL);
     cr_assert_gt(l->pid, 0);
     cr_assert(tp_read_line(l->out, "gs-local-cluster ready ", l->address, sizeof(l->address),
@@ -115,10 +100,7 @@ static void assert_no_token_on_command_lines(const launched_t *l, const char *to
 /* Client params for the launched cluster (its generated token). */
 static void client_params(gs_client_params_t *p, const launched_t *l)
 {
-    memset(p, 0, sizeof(*p));
-    p->address = l->address;
-    p->field_mask = GS_CLIENT_FIELD_TOKEN;
-    p->token = l->token;
+    dp_client_params(p, l->address, l->token);
 }
 
 static void launch(launched_t *l, const char *const *extra)
@@ -152,7 +134,7 @@ static void assert_tree_gone(const launched_t *l, double timeout_s)
 }
 
 Test(deploy_local_cluster, starts_n_cpu_workers_prints_ready_and_stops_cleanly, .init = setup,
-     .fini = teardown)
+     .fini = dp_children_kill)
 {
     const char *extra[] = {"--nworkers", "3", "--backend", "cpu", NULL};
     launched_t l;
@@ -221,7 +203,7 @@ static const char *find_warning(const char *log)
 }
 
 Test(deploy_local_cluster, a_clean_run_and_shutdown_log_no_warning, .init = setup,
-     .fini = teardown)
+     .fini = dp_children_kill)
 {
     const char *extra[] = {"--nworkers", "2", "--backend", "cpu", "--log-level", "info", NULL};
     static char log[1 << 16];
@@ -247,7 +229,7 @@ Test(deploy_local_cluster, a_clean_run_and_shutdown_log_no_warning, .init = setu
     cr_assert(strstr(log, "stopped (success)") != NULL, "no worker stop logged:\n%s", log);
 }
 
-Test(deploy_local_cluster, sigint_stops_everything_too, .init = setup, .fini = teardown)
+Test(deploy_local_cluster, sigint_stops_everything_too, .init = setup, .fini = dp_children_kill)
 {
     const char *extra[] = {"--nworkers", "1", "--backend", "cpu", NULL};
     launched_t l;
@@ -260,7 +242,7 @@ Test(deploy_local_cluster, sigint_stops_everything_too, .init = setup, .fini = t
 }
 
 Test(deploy_local_cluster, dying_gsched_stops_the_rest_with_an_error, .init = setup,
-     .fini = teardown)
+     .fini = dp_children_kill)
 {
     const char *extra[] = {"--nworkers", "2", "--backend", "cpu", NULL};
     launched_t l;
@@ -288,7 +270,7 @@ Test(deploy_local_cluster, dying_gsched_stops_the_rest_with_an_error, .init = se
 
 /* --restart-limit 0: the behaviour before restarts (tests/deploy/test_restart.c has those) */
 Test(deploy_local_cluster, dying_worker_stops_the_rest_with_an_error, .init = setup,
-     .fini = teardown)
+     .fini = dp_children_kill)
 {
     const char *extra[] = {"--nworkers", "2", "--backend", "cpu", "--restart-limit", "0", NULL};
     launched_t l;
@@ -308,7 +290,7 @@ Test(deploy_local_cluster, dying_worker_stops_the_rest_with_an_error, .init = se
 }
 
 Test(deploy_local_cluster, sigkill_of_the_launcher_leaves_no_orphans, .init = setup,
-     .fini = teardown)
+     .fini = dp_children_kill)
 {
     const char *extra[] = {"--nworkers", "2", "--backend", "cpu", NULL};
     launched_t l;
@@ -320,7 +302,7 @@ Test(deploy_local_cluster, sigkill_of_the_launcher_leaves_no_orphans, .init = se
 }
 
 Test(deploy_local_cluster, stdin_eof_stops_the_cluster_with_watch_stdin, .init = setup,
-     .fini = teardown)
+     .fini = dp_children_kill)
 {
     /* the client's "local" mode relies on this: the launcher's stdin is a pipe from the client */
     char bin[PATH_MAX];
@@ -374,7 +356,7 @@ static void expect_usage_error(const char *const *args, const char *needle)
     cr_assert(strstr(buf, needle) != NULL, "output does not mention '%s': %s", needle, buf);
 }
 
-Test(deploy_local_cluster, bad_arguments_exit_2_with_a_message, .init = setup, .fini = teardown)
+Test(deploy_local_cluster, bad_arguments_exit_2_with_a_message, .init = setup, .fini = dp_children_kill)
 {
     expect_usage_error((const char *[]){"--nworkers", "0", NULL}, "--nworkers");
     expect_usage_error((const char *[]){"--nworkers", "two", NULL}, "--nworkers");
@@ -388,7 +370,7 @@ Test(deploy_local_cluster, bad_arguments_exit_2_with_a_message, .init = setup, .
 }
 
 Test(deploy_local_cluster, client_local_address_starts_and_stops_a_private_cluster, .init = setup,
-     .fini = teardown)
+     .fini = dp_children_kill)
 {
     gs_client_params_t p;
     gs_client_h c;
@@ -414,7 +396,7 @@ Test(deploy_local_cluster, client_local_address_starts_and_stops_a_private_clust
 }
 
 Test(deploy_local_cluster, a_generated_token_travels_in_the_environment_and_locks_out_others,
-     .init = setup, .fini = teardown)
+     .init = setup, .fini = dp_children_kill)
 {
     const char *extra[] = {"--nworkers", "2", "--backend", "cpu", NULL};
     char envvar[128];
@@ -456,7 +438,7 @@ static void stop_cleanly(const launched_t *l)
 }
 
 Test(deploy_local_cluster, a_worker_taking_a_live_name_is_refused_and_the_cluster_keeps_working,
-     .init = setup, .fini = teardown)
+     .init = setup, .fini = dp_children_kill)
 {
     const char *extra[] = {"--nworkers", "2", "--backend", "cpu", NULL};
     char bin[PATH_MAX], addr[96], msg[4096];
@@ -519,7 +501,7 @@ static int wait_workers(gs_client_h c, int n, double timeout_s)
 /* Issue 12: a worker paused (SIGSTOP) past gsched's heartbeat timeout (10 s by default) used to
  * exit when resumed, and the launcher then stopped the whole cluster. Now it rejoins. */
 Test(deploy_local_cluster, a_worker_paused_past_the_heartbeat_timeout_rejoins_and_the_cluster_runs_on,
-     .init = setup, .fini = teardown)
+     .init = setup, .fini = dp_children_kill)
 {
     const char *extra[] = {"--nworkers", "2", "--backend", "cpu", NULL};
     gs_client_params_t p;

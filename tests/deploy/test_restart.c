@@ -11,6 +11,7 @@
  *
  * This process is a child subreaper: anything the launcher leaves behind shows up as its child. */
 #include "../integration/cluster.h"
+#include "deploy_util.h"
 
 #include "common/time.h"
 #include "deploy/gpuinfo.h"
@@ -34,18 +35,7 @@
 
 static void setup(void)
 {
-    alarm(180);
-    cr_assert_eq(prctl(PR_SET_CHILD_SUBREAPER, 1), 0);
-}
-
-static void teardown(void)
-{
-    pid_t kids[64];
-    int n = tp_children(getpid(), kids, 64);
-    for (int i = 0; i < n; i++) kill(kids[i], SIGKILL);
-    tp_kill_all();
-    while (waitpid(-1, NULL, WNOHANG) > 0) {
-    }
+    dp_subreaper_start(180);
 }
 
 /* The launcher's merged stdout and stderr, read line by line (what follows a line stays
@@ -100,19 +90,10 @@ static void launch_n(launcher_t *l, const char *backend, const char *nworkers,
 {
     char bin[PATH_MAX], line[512];
     const char *argv[24];
-    int ac = 0;
+    const char *const pre[] = {"--dashboard-address", "none", "--backend", backend,
+                               "--nworkers", nworkers, NULL};
     memset(l, 0, sizeof(*l));
-    argv[ac++] = tp_bin("gs-local-cluster", bin, sizeof(bin));
-    argv[ac++] = "--port";
-    argv[ac++] = "0";
-    argv[ac++] = "--dashboard-address";
-    argv[ac++] = "none";
-    argv[ac++] = "--backend";
-    argv[ac++] = backend;
-    argv[ac++] = "--nworkers";
-    argv[ac++] = nworkers;
-    for (int i = 0; extra != NULL && extra[i] != NULL; i++) argv[ac++] = extra[i];
-    argv[ac] = NULL;
+    dp_launcher_argv(argv, 24, bin, sizeof(bin), pre, extra);
     cr_assert_eq(setenv("GS_WORKER_TEST_LOSE_DEVICE_ON", "gs_test_crash", 1), 0);
     l->pid = tp_spawn_capture(argv, &l->fd, NULL);
     cr_assert_gt(l->pid, 0);
@@ -133,10 +114,7 @@ static gs_client_h connect_to(const launcher_t *l)
 {
     gs_client_params_t p;
     gs_client_h c = NULL;
-    memset(&p, 0, sizeof(p));
-    p.address = l->address;
-    p.field_mask = GS_CLIENT_FIELD_TOKEN;
-    p.token = l->token;
+    dp_client_params(&p, l->address, l->token);
     cr_assert_eq(gs_client_connect(&p, &c), GS_OK, "%s", gs_last_error());
     return c;
 }
@@ -157,6 +135,17 @@ static int wait_gone(launcher_t *l, double timeout_s)
     }
     cr_assert_eq(tp_children(getpid(), kids, 8), 0, "a daemon outlived the launcher");
     return st;
+}
+
+/* Disconnect @a c and SIGTERM the launcher: it must exit with status 0 within @a timeout_s,
+ * leaving nothing of the cluster behind (wait_gone). */
+static void stop_cleanly(launcher_t *l, gs_client_h c, double timeout_s)
+{
+    int st;
+    gs_client_destroy(c);
+    cr_assert_eq(kill(l->pid, SIGTERM), 0);
+    st = wait_gone(l, timeout_s);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "launcher status 0x%x\n%s", st, l->log);
 }
 
 /* Run gs_test_crash over a 40 x 30 array in 10 x 10 chunks: the job must fail naming the kernel
@@ -234,12 +223,11 @@ Test(deploy_restart, the_policy_backs_off_and_counts_restarts_per_window)
 /* (a) + (b): the faulting job fails with the kernel's name; the worker exits 75, is restarted,
  * registers again and (being the only worker) runs the next job, exactly. */
 Test(deploy_restart, a_lost_device_fails_its_job_and_the_restarted_worker_runs_the_next, .init = setup,
-     .fini = teardown)
+     .fini = dp_children_kill)
 {
     static launcher_t l;
     char line[512];
     gs_client_h c;
-    int st;
     double t0, t1;
     launch(&l, "cpu", NULL);
     c = connect_to(&l);
@@ -260,17 +248,14 @@ Test(deploy_restart, a_lost_device_fails_its_job_and_the_restarted_worker_runs_t
     cr_assert(strstr(l.log, "is leaving: GS_ERR_DEVICE_LOST: kernel gs_test_crash lost the "
                             "device") != NULL, "%s", l.log);
     cr_assert_eq(kill(l.pid, 0), 0);
-    gs_client_destroy(c);
-    cr_assert_eq(kill(l.pid, SIGTERM), 0);
-    st = wait_gone(&l, 20.0);
-    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "launcher status 0x%x\n%s", st, l.log);
+    stop_cleanly(&l, c, 20.0);
 }
 
 /* Two workers: a job with chunks persisted on both runs while a one-task job loses one
  * worker's device; the first completes exactly (the lost chunks recomputed, the lost worker's
  * tasks reassigned), the second fails, and the worker comes back. */
 Test(deploy_restart, other_jobs_complete_exactly_while_a_worker_is_lost_and_restarted,
-     .init = setup, .fini = teardown)
+     .init = setup, .fini = dp_children_kill)
 {
     static launcher_t l;
     const int64_t shape[2] = {400, 400}, chunks[2] = {20, 20}, one[2] = {10, 10};
@@ -280,7 +265,6 @@ Test(deploy_restart, other_jobs_complete_exactly_while_a_worker_is_lost_and_rest
     double v = 0, out[100];
     gs_status_t st;
     gs_client_h c;
-    int ws;
     launch_n(&l, "cpu", "2", NULL);
     c = connect_to(&l);
     cr_assert_eq(gs_array_ones(2, shape, chunks, &y), GS_OK);
@@ -308,14 +292,11 @@ Test(deploy_restart, other_jobs_complete_exactly_while_a_worker_is_lost_and_rest
     gs_array_release(sum);
     gs_array_release(yy);
     gs_array_release(y);
-    gs_client_destroy(c);
-    cr_assert_eq(kill(l.pid, SIGTERM), 0);
-    ws = wait_gone(&l, 20.0);
-    cr_assert(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "launcher status 0x%x\n%s", ws, l.log);
+    stop_cleanly(&l, c, 20.0);
 }
 
 /* (c): past --restart-limit the launcher stops the cluster and says why. */
-Test(deploy_restart, the_restart_limit_stops_the_cluster, .init = setup, .fini = teardown)
+Test(deploy_restart, the_restart_limit_stops_the_cluster, .init = setup, .fini = dp_children_kill)
 {
     static launcher_t l;
     const char *extra[] = {"--restart-limit", "1", "--restart-delay", "0.05", NULL};
@@ -337,20 +318,16 @@ Test(deploy_restart, the_restart_limit_stops_the_cluster, .init = setup, .fini =
 
 /* (d): SIGTERM while a restart waits out its backoff: a clean stop, no restart. */
 Test(deploy_restart, sigterm_during_the_backoff_stops_cleanly_without_a_restart, .init = setup,
-     .fini = teardown)
+     .fini = dp_children_kill)
 {
     static launcher_t l;
     const char *extra[] = {"--restart-delay", "120", NULL};
     gs_client_h c;
-    int st;
     launch(&l, "cpu", extra);
     c = connect_to(&l);
     run_crashing_job(c);
     cr_assert(wait_line(&l, "restarting it in 120.0 s", NULL, 0, 30.0), "%s", l.log);
-    gs_client_destroy(c);
-    cr_assert_eq(kill(l.pid, SIGTERM), 0);
-    st = wait_gone(&l, 20.0);
-    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "launcher status 0x%x\n%s", st, l.log);
+    stop_cleanly(&l, c, 20.0);
     wait_line(&l, "never printed", NULL, 0, 2.0);   /* the rest of its output, up to EOF */
     cr_assert(strstr(l.log, "restarted (pid") == NULL, "%s", l.log);
 }
@@ -359,7 +336,7 @@ Test(deploy_restart, sigterm_during_the_backoff_stops_cleanly_without_a_restart,
  * CUDA error) on a CUDA worker; the job fails naming the kernel and the CUDA error, the worker
  * is restarted, and the next CUDA kernel runs exactly on the fresh context. */
 Test(deploy_restart, an_illegal_address_in_a_cuda_kernel_restarts_the_gpu_worker, .init = setup,
-     .fini = teardown)
+     .fini = dp_children_kill)
 {
     static launcher_t l;
     static const char oob[] =
@@ -380,7 +357,6 @@ Test(deploy_restart, an_illegal_address_in_a_cuda_kernel_restarts_the_gpu_worker
     static double out[1500], ref[1500];
     gs_status_t st;
     gs_client_h c;
-    int ws;
     {
         gs_gpu_t gpus[GS_GPU_MAX];
         if (strstr(GS_VERSION_DESCRIPTION, "cuda backend: yes") == NULL)
@@ -412,8 +388,5 @@ Test(deploy_restart, an_illegal_address_in_a_cuda_kernel_restarts_the_gpu_worker
         cr_assert_eq(out[i], 2.0 * ref[i], "element %d: %.17g vs %.17g", i, out[i], 2.0 * ref[i]);
     gs_array_release(m);
     gs_array_release(x);
-    gs_client_destroy(c);
-    cr_assert_eq(kill(l.pid, SIGTERM), 0);
-    ws = wait_gone(&l, 30.0);
-    cr_assert(WIFEXITED(ws) && WEXITSTATUS(ws) == 0, "launcher status 0x%x\n%s", ws, l.log);
+    stop_cleanly(&l, c, 30.0);
 }

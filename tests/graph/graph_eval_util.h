@@ -6,6 +6,7 @@
 #define GS_TESTS_GRAPH_EVAL_UTIL_H
 
 #include <criterion/criterion.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -88,5 +89,48 @@ static inline gs_taskgraph_t *gx_lower(gs_array_h h, unsigned flags)
     cr_assert_eq(gs_taskgraph_validate(tg), GS_OK, "after the codec: %s", gs_last_error());
     return tg;
 }
+
+/* The call fails with GS_ERR_INVALID_PARAM, a message containing @a needle, *out untouched. */
+#define GX_EXPECT_INVALID(call, out, needle)                                                 \
+    do {                                                                                     \
+        gs_array_h sentinel__ = (gs_array_h)(uintptr_t)0x5a5a;                               \
+        (out) = sentinel__;                                                                  \
+        gs_status_t st__ = (call);                                                           \
+        cr_assert_eq(st__, GS_ERR_INVALID_PARAM, "%s: %s", #call, gs_status_name(st__));     \
+        cr_assert((out) == sentinel__, "%s wrote its output on error", #call);               \
+        cr_assert(strstr(gs_last_error(), (needle)) != NULL, "%s: message '%s' lacks '%s'",  \
+                  #call, gs_last_error(), (needle));                                         \
+    } while (0)
+
+#ifdef GS_HAVE_CUDA
+#include "chunkops/cuda/cuda_backend.h"
+
+/* Switch a test that evaluates on (*be, *ctx) (the CPU backend, ctx made by its setup) to the
+ * CUDA backend: destroys the CPU context and makes a CUDA one on device 0 (256 MiB). Skips the
+ * test when there is no CUDA device. */
+static inline void gx_cuda_begin(const gs_chunkops_ops_t **be, gs_chunkops_ctx_h *ctx)
+{
+    gs_chunkops_params_t p;
+    if (gs__cuda_device_count() == 0) cr_skip_test("no CUDA device on this machine");
+    memset(&p, 0, sizeof(p));
+    p.device = 0;
+    p.memory_limit = (size_t)256 << 20;
+    gs_chunkops_cpu_ops.ctx_destroy(*ctx);   /* setup's CPU context */
+    *be = &gs_chunkops_cuda_ops;
+    cr_assert_eq((*be)->ctx_create(&p, ctx), GS_OK, "%s", gs_last_error());
+}
+
+/* Back from gx_cuda_begin: the CUDA context must hold no device memory; it is destroyed and a
+ * fresh CPU context (for the teardown) put in its place. */
+static inline void gx_cuda_end(const gs_chunkops_ops_t **be, gs_chunkops_ctx_h *ctx)
+{
+    size_t used = 0;
+    (*be)->mem_usage(*ctx, &used, NULL);
+    cr_assert_eq(used, 0, "device memory left allocated: %zu bytes", used);
+    (*be)->ctx_destroy(*ctx);
+    *be = &gs_chunkops_cpu_ops;
+    *ctx = gx_ctx_create();
+}
+#endif
 
 #endif

@@ -6,6 +6,7 @@
  * so the partial records pass through a two-level combine tree; values lie beyond 2^53, where
  * float64 accumulation would round. */
 #include "graph_eval_util.h"
+#include "../intsum_ref.h"
 
 #include "chunkops/eval.h"
 #include "graph/graph_internal.h"
@@ -44,30 +45,15 @@ static void eval_i64(gs_array_h h, unsigned flags, int64_t *out, int64_t n)
     gs_taskgraph_free(tg);
 }
 
-static int64_t ref_op(int op, int64_t a, int64_t x)
-{
-    switch (op) {
-    case GS_RED_SUM: return (int64_t)((uint64_t)a + (uint64_t)x);
-    case GS_RED_PROD: return (int64_t)((uint64_t)a * (uint64_t)x);
-    case GS_RED_MIN: return x < a ? x : a;
-    default: return x > a ? x : a;
-    }
-}
-
-static int64_t ref_empty(int op)
-{
-    return op == GS_RED_PROD ? 1 : op == GS_RED_MIN ? INT64_MAX : op == GS_RED_MAX ? INT64_MIN : 0;
-}
-
 /* Reference of @a op over v (R x C) along @a axis (-1: all) into want[]. */
 static void ref_reduce(int op, const int64_t *v, int axis, int64_t *want)
 {
     const int64_t nrec = axis < 0 ? 1 : axis == 0 ? C : R;
-    for (int64_t r = 0; r < nrec; r++) want[r] = ref_empty(op);
+    for (int64_t r = 0; r < nrec; r++) want[r] = ref_int_empty(op);
     for (int64_t i = 0; i < R; i++)
         for (int64_t j = 0; j < C; j++) {
             int64_t r = axis < 0 ? 0 : axis == 0 ? j : i;
-            want[r] = ref_op(op, want[r], v[i * C + j]);
+            want[r] = ref_int_op(op, want[r], v[i * C + j]);
         }
 }
 

@@ -57,6 +57,16 @@ static gs_status_t run(gs_array_h h, unsigned flags, double *out, uint64_t *ntas
     return st;
 }
 
+/* @a h (@a n values) lowered with GS_LOWER_DEFAULT gives, into @a got, exactly what its
+ * unfused lowering (flags 0) gives into @a ref; *ntasks_p (may be NULL): the tasks of the
+ * GS_LOWER_DEFAULT graph. */
+static void same_fused_and_not(gs_array_h h, double *ref, double *got, int n, uint64_t *ntasks_p)
+{
+    TX_OK(run(h, 0, ref, NULL));
+    TX_OK(run(h, GS_LOWER_DEFAULT, got, ntasks_p));
+    for (int i = 0; i < n; i++) cr_assert(got[i] == ref[i], "element %d", i);
+}
+
 /* Layers named @a name in the graph of @a h under @a flags. */
 static int count_layers(gs_array_h h, unsigned flags, const char *name)
 {
@@ -171,9 +181,7 @@ Test(graph_map_fuse, two_inputs_both_produced_in_the_task)
     gs_array_h m = mapb(&ew, 2, in, shape, chunks), c = scal(GS_BINARY_SUB, m, 0.5);
     double *ref = malloc(19 * 30 * sizeof(double)), *got = malloc(19 * 30 * sizeof(double));
     uint64_t nt;
-    TX_OK(run(c, 0, ref, NULL));
-    TX_OK(run(c, GS_LOWER_DEFAULT, got, &nt));
-    for (int i = 0; i < 19 * 30; i++) cr_assert(got[i] == ref[i], "element %d", i);
+    same_fused_and_not(c, ref, got, 19 * 30, &nt);
     cr_assert_eq(nt, 4 * 4, "%llu", (unsigned long long)nt);
     gs_array_release(in[0]);
     gs_array_release(in[1]);
@@ -191,9 +199,7 @@ Test(graph_map_fuse, a_kernel_not_declared_elementwise_is_not_fused)
     gs_array_h m = mapb(&ew_plain, 1, in, shape, chunks), c = scal(GS_BINARY_MUL, m, 2.0);
     double ref[256], got[256];
     uint64_t nt;
-    TX_OK(run(c, 0, ref, NULL));
-    TX_OK(run(c, GS_LOWER_DEFAULT, got, &nt));
-    for (int i = 0; i < 256; i++) cr_assert(got[i] == ref[i]);
+    same_fused_and_not(c, ref, got, 256, &nt);
     cr_assert_eq(nt, 3 * 4, "%llu", (unsigned long long)nt);   /* as today */
     cr_assert_eq(count_layers(c, GS_LOWER_DEFAULT, "map_blocks"), 1);
     cr_assert_eq(count_layers(c, GS_LOWER_DEFAULT, "map_blocks-fused"), 0);
@@ -254,9 +260,7 @@ Test(graph_map_fuse, typed_inputs_are_refused_and_converted_chains_fuse)
     in[0] = f;
     m = mapb(&ew, 1, in, shape, chunks);
     c = scal(GS_BINARY_ADD, m, 1.0);
-    TX_OK(run(c, 0, ref, NULL));
-    TX_OK(run(c, GS_LOWER_DEFAULT, got, &nt));
-    for (int i = 0; i < 140; i++) cr_assert(got[i] == ref[i], "element %d", i);
+    same_fused_and_not(c, ref, got, 140, &nt);
     cr_assert_eq(nt, 3 * 3, "%llu", (unsigned long long)nt);
     gs_array_release(ints);
     gs_array_release(f);
@@ -274,15 +278,11 @@ Test(graph_map_fuse, slices_and_a_second_kernel_materialise_the_kernel)
     gs_slice_t s2[2] = {GS_SLICE_STEP(2), GS_SLICE_STEP(-1)};
     double ref[400], got[400];
     TX_OK(gs_array_binary(GS_BINARY_ADD, ma, mb, &sum));
-    TX_OK(run(sum, 0, ref, NULL));
-    TX_OK(run(sum, GS_LOWER_DEFAULT, got, NULL));
-    for (int i = 0; i < 400; i++) cr_assert(got[i] == ref[i], "element %d", i);
+    same_fused_and_not(sum, ref, got, 400, NULL);
     /* one kernel joins the add's program, the other is a task of its own */
     cr_assert_eq(count_layers(sum, GS_LOWER_DEFAULT, "map_blocks-fused"), 2);
     TX_OK(gs_array_slice(ma, 2, s2, &sl));
-    TX_OK(run(sl, 0, ref, NULL));
-    TX_OK(run(sl, GS_LOWER_DEFAULT, got, NULL));
-    for (int i = 0; i < 200; i++) cr_assert(got[i] == ref[i], "element %d", i);
+    same_fused_and_not(sl, ref, got, 200, NULL);
     /* the slice reads the kernel's stored output (its producer still fused into it) */
     cr_assert_eq(count_layers(sl, GS_LOWER_DEFAULT, "map_blocks-fused"), 1);
     cr_assert_eq(count_layers(sl, GS_LOWER_DEFAULT, "fused"), 1);

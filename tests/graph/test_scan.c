@@ -435,31 +435,19 @@ Test(graph_scan, default_result_dtypes_are_numpys)
         }
 }
 
-/* The call fails with GS_ERR_INVALID_PARAM, a message containing @a needle, *out untouched. */
-#define EXPECT_INVALID(call, out, needle)                                                    \
-    do {                                                                                     \
-        gs_array_h sentinel__ = (gs_array_h)(uintptr_t)0x5a5a;                               \
-        (out) = sentinel__;                                                                  \
-        gs_status_t st__ = (call);                                                           \
-        cr_assert_eq(st__, GS_ERR_INVALID_PARAM, "%s: %s", #call, gs_status_name(st__));     \
-        cr_assert((out) == sentinel__, "%s wrote its output on error", #call);               \
-        cr_assert(strstr(gs_last_error(), (needle)) != NULL, "%s: message '%s' lacks '%s'",  \
-                  #call, gs_last_error(), (needle));                                         \
-    } while (0)
-
 Test(graph_scan, bad_input_is_rejected_and_leaves_the_output_unwritten)
 {
     const double v[6] = {1, 2, 3, 4, 5, 6};
     const int64_t s[2] = {2, 3}, c[2] = {1, 2};
     gs_array_h x, y;
     OK(gs_array_from_host(v, 2, s, c, &x));
-    EXPECT_INVALID(gs_array_cumulative(x, GS_SCAN_SUM, 2, GS_DTYPE_AUTO, &y), y, "axis 2");
-    EXPECT_INVALID(gs_array_cumulative(x, GS_SCAN_SUM, -3, GS_DTYPE_AUTO, &y), y, "axis -3");
-    EXPECT_INVALID(gs_array_cumprod(x, 5, &y), y, "2 dimensions");
-    EXPECT_INVALID(gs_array_cumulative(x, GS_SCAN_SUM, 0, (gs_dtype_t)42, &y), y, "dtype 42");
-    EXPECT_INVALID(gs_array_cumulative(x, (gs_scan_op_t)7, 0, GS_DTYPE_AUTO, &y), y,
+    GX_EXPECT_INVALID(gs_array_cumulative(x, GS_SCAN_SUM, 2, GS_DTYPE_AUTO, &y), y, "axis 2");
+    GX_EXPECT_INVALID(gs_array_cumulative(x, GS_SCAN_SUM, -3, GS_DTYPE_AUTO, &y), y, "axis -3");
+    GX_EXPECT_INVALID(gs_array_cumprod(x, 5, &y), y, "2 dimensions");
+    GX_EXPECT_INVALID(gs_array_cumulative(x, GS_SCAN_SUM, 0, (gs_dtype_t)42, &y), y, "dtype 42");
+    GX_EXPECT_INVALID(gs_array_cumulative(x, (gs_scan_op_t)7, 0, GS_DTYPE_AUTO, &y), y,
                    "operation 7");
-    EXPECT_INVALID(gs_array_cumulative(NULL, GS_SCAN_SUM, 0, GS_DTYPE_AUTO, &y), y, "NULL");
+    GX_EXPECT_INVALID(gs_array_cumulative(NULL, GS_SCAN_SUM, 0, GS_DTYPE_AUTO, &y), y, "NULL");
     cr_assert_eq(gs_array_cumsum(x, 0, NULL), GS_ERR_INVALID_PARAM);
     gs_dtype_t r = (gs_dtype_t)77;
     cr_assert_eq(gs_dtype_scan_result(GS_SCAN_SUM, (gs_dtype_t)9, GS_DTYPE_AUTO, &r),
@@ -468,22 +456,33 @@ Test(graph_scan, bad_input_is_rejected_and_leaves_the_output_unwritten)
     /* 0-d: only axis 0 or -1 */
     gs_array_h z;
     OK(gs_array_reduce(GS_RED_SUM, x, NULL, &z));
-    EXPECT_INVALID(gs_array_cumsum(z, 1, &y), y, "0 dimensions");
+    GX_EXPECT_INVALID(gs_array_cumsum(z, 1, &y), y, "0 dimensions");
     gs_array_release(z);
     gs_array_release(x);
+}
+
+/* x = 0, 1, 2, ... (an s[0] x s[1] float64 array from the host) in @a c chunks, *y_p its cumsum
+ * or cumprod (@a op) along @a axis; returns y lowered (gx_lower, GS_LOWER_DEFAULT). */
+static gs_taskgraph_t *lower_ramp_scan(const int64_t *s, const int64_t *c, gs_scan_op_t op, int axis,
+                                       gs_array_h *x_p, gs_array_h *y_p)
+{
+    const int64_t n = s[0] * s[1];
+    double *v = malloc(sizeof(double) * (size_t)n);
+    cr_assert_not_null(v);
+    for (int64_t i = 0; i < n; i++) v[i] = (double)i;
+    OK(gs_array_from_host(v, 2, s, c, x_p));
+    free(v);
+    OK(op == GS_SCAN_PROD ? gs_array_cumprod(*x_p, axis, y_p) : gs_array_cumsum(*x_p, axis, y_p));
+    return gx_lower(*y_p, GS_LOWER_DEFAULT);
 }
 
 Test(graph_scan, lowers_to_totals_carries_and_scans)
 {
     /* 3 x 4 chunks, scanned along axis 1: 3 x 3 totals, 3 x 3 carries (a chain along the axis),
      * 12 scans; along axis 0 of one chunk row: the scans only */
-    double v[12 * 10];
     const int64_t s[2] = {12, 10}, c[2] = {4, 3};
-    for (int i = 0; i < 120; i++) v[i] = i;
     gs_array_h x, y;
-    OK(gs_array_from_host(v, 2, s, c, &x));
-    OK(gs_array_cumsum(x, 1, &y));
-    gs_taskgraph_t *tg = gx_lower(y, GS_LOWER_DEFAULT);
+    gs_taskgraph_t *tg = lower_ramp_scan(s, c, GS_SCAN_SUM, 1, &x, &y);
     int nscan = 0;
     uint64_t per[3] = {0, 0, 0};
     for (uint32_t i = 0; i < tg->nlayers; i++) {
@@ -499,9 +498,7 @@ Test(graph_scan, lowers_to_totals_carries_and_scans)
     gs_array_release(y);
     const int64_t c1[2] = {12, 3};
     gs_array_release(x);
-    OK(gs_array_from_host(v, 2, s, c1, &x));
-    OK(gs_array_cumprod(x, 0, &y));
-    tg = gx_lower(y, GS_LOWER_DEFAULT);
+    tg = lower_ramp_scan(s, c1, GS_SCAN_PROD, 0, &x, &y);
     for (uint32_t i = 0; i < tg->nlayers; i++)
         cr_assert(strstr(gs_layer_name(tg->layers[i]), "-") == NULL, "layer %s",
                   gs_layer_name(tg->layers[i]));
@@ -511,31 +508,9 @@ Test(graph_scan, lowers_to_totals_carries_and_scans)
 }
 
 #ifdef GS_HAVE_CUDA
-static void cuda_or_skip(void)
-{
-    gs_chunkops_params_t p;
-    if (gs__cuda_device_count() == 0) cr_skip_test("no CUDA device on this machine");
-    memset(&p, 0, sizeof(p));
-    p.device = 0;
-    p.memory_limit = (size_t)256 << 20;
-    gs_chunkops_cpu_ops.ctx_destroy(ctx);   /* setup's CPU context */
-    be = &gs_chunkops_cuda_ops;
-    OK(be->ctx_create(&p, &ctx));
-}
-
-static void cuda_done(void)
-{
-    size_t used = 0;
-    be->mem_usage(ctx, &used, NULL);
-    cr_assert_eq(used, 0, "device memory left allocated: %zu bytes", used);
-    be->ctx_destroy(ctx);
-    be = &gs_chunkops_cpu_ops;
-    ctx = gx_ctx_create();   /* for teardown */
-}
-
 Test(graph_scan, every_case_on_cuda)
 {
-    cuda_or_skip();
+    gx_cuda_begin(&be, &ctx);
     body_every_dtype_op_and_axis();
     body_single_chunk_and_many_chunks_along_the_axis();
     body_explicit_dtypes();
@@ -543,7 +518,7 @@ Test(graph_scan, every_case_on_cuda)
     body_integers_wrap();
     body_empty_and_zero_d();
     body_slices_of_scans_and_scans_of_expressions();
-    cuda_done();
+    gx_cuda_end(&be, &ctx);
 }
 #endif
 
@@ -552,13 +527,9 @@ Test(graph_scan, layers_refuse_bad_inputs_and_bad_wire_bodies)
     /* a carry block past the first reads two slabs: one input, or a slab of the wrong size,
      * is refused before anything is read; a SCAN layer whose axis or grid does not match its
      * source does not decode */
-    double v[8 * 6];
     const int64_t s[2] = {8, 6}, c[2] = {3, 2};
-    for (int i = 0; i < 48; i++) v[i] = i;
     gs_array_h x, y;
-    OK(gs_array_from_host(v, 2, s, c, &x));
-    OK(gs_array_cumsum(x, 0, &y));
-    gs_taskgraph_t *tg = gx_lower(y, GS_LOWER_DEFAULT);
+    gs_taskgraph_t *tg = lower_ramp_scan(s, c, GS_SCAN_SUM, 0, &x, &y);
     gs_layer_t *carry = NULL;
     for (uint32_t i = 0; i < tg->nlayers; i++)
         if (strcmp(gs_layer_name(tg->layers[i]), "cumsum-carry") == 0) carry = tg->layers[i];

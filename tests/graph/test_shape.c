@@ -5,6 +5,7 @@
  * float32, int32 and bool, with positive, negative and out-of-range k and empty shapes. Bad
  * input returns GS_ERR_INVALID_PARAM naming the problem and leaves the output unwritten. */
 #include "graph_test_util.h"
+#include "graph_eval_util.h"
 
 #include "chunkops/chunkops.h"
 #include "chunkops/eval.h"
@@ -108,18 +109,6 @@ static void check(gs_array_h h, gs_dtype_t dt, int nd, const int64_t *shape, con
         free(got);
     }
 }
-
-/* The call fails with GS_ERR_INVALID_PARAM, a message containing @a needle, *out untouched. */
-#define EXPECT_INVALID(call, out, needle)                                                    \
-    do {                                                                                     \
-        gs_array_h sentinel__ = (gs_array_h)(uintptr_t)0x5a5a;                               \
-        (out) = sentinel__;                                                                  \
-        gs_status_t st__ = (call);                                                           \
-        cr_assert_eq(st__, GS_ERR_INVALID_PARAM, "%s: %s", #call, gs_status_name(st__));     \
-        cr_assert((out) == sentinel__, "%s wrote its output on error", #call);               \
-        cr_assert(strstr(gs_last_error(), (needle)) != NULL, "%s: message '%s' lacks '%s'",  \
-                  #call, gs_last_error(), (needle));                                         \
-    } while (0)
 
 /* ---- reshape / ravel ---- */
 
@@ -369,7 +358,7 @@ static void body_reshape_of_empty_arrays(void)
     TX_OK(gs_array_ravel(x, &y));
     check(y, GS_DTYPE_FLOAT32, 1, (int64_t[]){0}, NULL, "ravel (0, 6)");
     gs_array_release(y);
-    EXPECT_INVALID(gs_array_reshape(x, 2, (int64_t[]){-1, 0}, &y), y, "cannot infer");
+    GX_EXPECT_INVALID(gs_array_reshape(x, 2, (int64_t[]){-1, 0}, &y), y, "cannot infer");
     gs_array_release(x);
 }
 
@@ -381,18 +370,18 @@ Test(graph_shape, reshape_of_empty_arrays)
 Test(graph_shape, reshape_rejects_bad_shapes)
 {
     gs_array_h x = typed(GS_DTYPE_FLOAT64, 2, (int64_t[]){3, 4}, (int64_t[]){2, 3}), y;
-    EXPECT_INVALID(gs_array_reshape(x, 2, (int64_t[]){5, 3}, &y), y,
+    GX_EXPECT_INVALID(gs_array_reshape(x, 2, (int64_t[]){5, 3}, &y), y,
                    "cannot reshape an array of size 12 into shape (5, 3)");
-    EXPECT_INVALID(gs_array_reshape(x, 2, (int64_t[]){-1, 5}, &y), y,
+    GX_EXPECT_INVALID(gs_array_reshape(x, 2, (int64_t[]){-1, 5}, &y), y,
                    "cannot reshape an array of size 12 into shape (-1, 5)");
-    EXPECT_INVALID(gs_array_reshape(x, 3, (int64_t[]){-1, 2, -1}, &y), y, "more than one -1");
-    EXPECT_INVALID(gs_array_reshape(x, 2, (int64_t[]){-2, -6}, &y), y, "negative size on axis 0");
-    EXPECT_INVALID(gs_array_reshape(x, 9, (int64_t[]){1, 1, 1, 1, 1, 1, 1, 3, 4}, &y), y,
+    GX_EXPECT_INVALID(gs_array_reshape(x, 3, (int64_t[]){-1, 2, -1}, &y), y, "more than one -1");
+    GX_EXPECT_INVALID(gs_array_reshape(x, 2, (int64_t[]){-2, -6}, &y), y, "negative size on axis 0");
+    GX_EXPECT_INVALID(gs_array_reshape(x, 9, (int64_t[]){1, 1, 1, 1, 1, 1, 1, 3, 4}, &y), y,
                    "ndim 9 out of range");
-    EXPECT_INVALID(gs_array_reshape(x, 2, NULL, &y), y, "shape is NULL");
-    EXPECT_INVALID(gs_array_reshape(NULL, 1, (int64_t[]){12}, &y), y, "operand is NULL");
-    EXPECT_INVALID(gs_array_ravel(NULL, &y), y, "operand is NULL");
-    EXPECT_INVALID(gs_array_reshape(x, 2, (int64_t[]){INT64_MAX / 2, 4}, &y), y, "overflows");
+    GX_EXPECT_INVALID(gs_array_reshape(x, 2, NULL, &y), y, "shape is NULL");
+    GX_EXPECT_INVALID(gs_array_reshape(NULL, 1, (int64_t[]){12}, &y), y, "operand is NULL");
+    GX_EXPECT_INVALID(gs_array_ravel(NULL, &y), y, "operand is NULL");
+    GX_EXPECT_INVALID(gs_array_reshape(x, 2, (int64_t[]){INT64_MAX / 2, 4}, &y), y, "overflows");
     cr_assert_eq(gs_array_reshape(x, 1, (int64_t[]){12}, NULL), GS_ERR_INVALID_PARAM);
     gs_array_release(x);
 }
@@ -473,11 +462,11 @@ Test(graph_shape, tril_is_one_fused_kernel_and_keeps_nan)
 Test(graph_shape, tril_rejects_arrays_of_fewer_than_two_axes)
 {
     gs_array_h v = typed(GS_DTYPE_FLOAT64, 1, (int64_t[]){5}, (int64_t[]){2}), s, y;
-    EXPECT_INVALID(gs_array_tril(v, 0, &y), y, "tril: the input must have at least 2 axes");
-    EXPECT_INVALID(gs_array_triu(v, 0, &y), y, "triu: the input must have at least 2 axes");
+    GX_EXPECT_INVALID(gs_array_tril(v, 0, &y), y, "tril: the input must have at least 2 axes");
+    GX_EXPECT_INVALID(gs_array_triu(v, 0, &y), y, "triu: the input must have at least 2 axes");
     TX_OK(gs_array_reduce(GS_RED_SUM, v, NULL, &s));
-    EXPECT_INVALID(gs_array_tril(s, 0, &y), y, "it has 0");
-    EXPECT_INVALID(gs_array_tril(NULL, 0, &y), y, "operand is NULL");
+    GX_EXPECT_INVALID(gs_array_tril(s, 0, &y), y, "it has 0");
+    GX_EXPECT_INVALID(gs_array_tril(NULL, 0, &y), y, "operand is NULL");
     cr_assert_eq(gs_array_triu(v, 0, NULL), GS_ERR_INVALID_PARAM);
     gs_array_release(s);
     gs_array_release(v);
@@ -522,14 +511,14 @@ Test(graph_shape, eye_rejects_bad_arguments)
 {
     gs_array_h y;
     const int64_t ch[2] = {2, 2};
-    EXPECT_INVALID(gs_array_eye(-1, 3, 0, GS_DTYPE_FLOAT64, ch, &y), y, "n = -1 is negative");
-    EXPECT_INVALID(gs_array_eye(3, -2, 0, GS_DTYPE_FLOAT64, ch, &y), y, "m = -2 is negative");
-    EXPECT_INVALID(gs_array_eye(3, 3, 0, (gs_dtype_t)99, ch, &y), y, "unknown dtype 99");
-    EXPECT_INVALID(gs_array_eye(3, 3, 0, GS_DTYPE_FLOAT64, NULL, &y), y, "chunks is NULL");
-    EXPECT_INVALID(gs_array_eye(3, 3, 0, GS_DTYPE_FLOAT64, (int64_t[]){0, 2}, &y), y,
+    GX_EXPECT_INVALID(gs_array_eye(-1, 3, 0, GS_DTYPE_FLOAT64, ch, &y), y, "n = -1 is negative");
+    GX_EXPECT_INVALID(gs_array_eye(3, -2, 0, GS_DTYPE_FLOAT64, ch, &y), y, "m = -2 is negative");
+    GX_EXPECT_INVALID(gs_array_eye(3, 3, 0, (gs_dtype_t)99, ch, &y), y, "unknown dtype 99");
+    GX_EXPECT_INVALID(gs_array_eye(3, 3, 0, GS_DTYPE_FLOAT64, NULL, &y), y, "chunks is NULL");
+    GX_EXPECT_INVALID(gs_array_eye(3, 3, 0, GS_DTYPE_FLOAT64, (int64_t[]){0, 2}, &y), y,
                    "must be >= 1");
     cr_assert_eq(gs_array_eye(3, 3, 0, GS_DTYPE_FLOAT64, ch, NULL), GS_ERR_INVALID_PARAM);
-    EXPECT_INVALID(gs_array_eye((INT64_C(1) << 53) + 1, 1, 0, GS_DTYPE_BOOL, ch, &y), y,
+    GX_EXPECT_INVALID(gs_array_eye((INT64_C(1) << 53) + 1, 1, 0, GS_DTYPE_BOOL, ch, &y), y,
                    "longer than 2^53");
 }
 
@@ -632,10 +621,10 @@ Test(graph_shape, diag_of_a_matrix_reads_only_the_diagonal)
 Test(graph_shape, diag_rejects_other_ranks)
 {
     gs_array_h x = typed(GS_DTYPE_FLOAT64, 3, (int64_t[]){2, 3, 4}, (int64_t[]){1, 2, 3}), y;
-    EXPECT_INVALID(gs_array_diag(x, 0, &y), y, "diag: the input must be 1-D or 2-D, it has 3");
-    EXPECT_INVALID(gs_array_diag(NULL, 0, &y), y, "operand is NULL");
+    GX_EXPECT_INVALID(gs_array_diag(x, 0, &y), y, "diag: the input must be 1-D or 2-D, it has 3");
+    GX_EXPECT_INVALID(gs_array_diag(NULL, 0, &y), y, "operand is NULL");
     gs_array_h v = typed(GS_DTYPE_FLOAT64, 1, (int64_t[]){3}, (int64_t[]){2});
-    EXPECT_INVALID(gs_array_diag(v, INT64_MIN, &y), y, "too large");
+    GX_EXPECT_INVALID(gs_array_diag(v, INT64_MIN, &y), y, "too large");
     gs_array_release(v);
     gs_array_release(x);
 }
@@ -643,47 +632,23 @@ Test(graph_shape, diag_rejects_other_ranks)
 /* ---- the same on the CUDA backend (skips without a device) ---- */
 
 #ifdef GS_HAVE_CUDA
-static void cuda_or_skip(void)
-{
-    gs_chunkops_params_t p;
-    if (gs__cuda_device_count() == 0) cr_skip_test("no CUDA device on this machine");
-    memset(&p, 0, sizeof(p));
-    p.device = 0;
-    p.memory_limit = (size_t)256 << 20;
-    gs_chunkops_cpu_ops.ctx_destroy(ctx);   /* setup's CPU context */
-    be = &gs_chunkops_cuda_ops;
-    TX_OK(be->ctx_create(&p, &ctx));
-}
-
-static void cuda_done(void)
-{
-    size_t used = 0;
-    be->mem_usage(ctx, &used, NULL);
-    cr_assert_eq(used, 0, "device memory left allocated: %zu bytes", used);
-    be->ctx_destroy(ctx);
-    be = &gs_chunkops_cpu_ops;
-    gs_chunkops_params_t p;
-    memset(&p, 0, sizeof(p));
-    TX_OK(gs_chunkops_cpu_ops.ctx_create(&p, &ctx));   /* for teardown */
-}
-
 Test(graph_shape, reshape_on_cuda)
 {
-    cuda_or_skip();
+    gx_cuda_begin(&be, &ctx);
     body_reshape_merges_and_splits_axes_on_odd_chunks();
     body_reshape_of_empty_arrays();
     body_reshape_of_zero_d_and_size_one_arrays();
-    cuda_done();
+    gx_cuda_end(&be, &ctx);
 }
 
 Test(graph_shape, tril_triu_eye_diag_on_cuda)
 {
-    cuda_or_skip();
+    gx_cuda_begin(&be, &ctx);
     body_tril_and_triu_match_numpy_for_every_k();
     body_eye_matches_numpy();
     body_diag_of_a_vector_builds_the_matrix();
     body_diag_of_a_matrix_extracts_the_diagonal();
-    cuda_done();
+    gx_cuda_end(&be, &ctx);
 }
 #endif
 

@@ -72,5 +72,20 @@ gs_client_h tc_connect(const tcluster_t *c, unsigned lower_flags);
 gs_client_h tc_up(tcluster_t *c, int nworkers, unsigned alarm_s);
 /** Destroy *@a client_p (NULL afterwards; NULL is fine) and kill every process started. */
 void tc_down(gs_client_h *client_p);
+/** (Criterion suites only.) A suite file's fixture around one cluster: defines the file's
+ *  static tcluster_t CL and gs_client_h C, the .init function @a up (C = tc_up(&CL,
+ *  @a nworkers, @a alarm_s)) and the .fini function down (tc_down(&C)). Used at file scope,
+ *  without a semicolon. */
+#define TC_SUITE_CLUSTER(up, nworkers, alarm_s)                                               \
+    static tcluster_t CL;                                                                     \
+    static gs_client_h C;                                                                     \
+    static void up(void)                                                                      \
+    {                                                                                         \
+        C = tc_up(&CL, (nworkers), (alarm_s));                                                \
+    }                                                                                         \
+    static void down(void)                                                                    \
+    {                                                                                         \
+        tc_down(&C);                                                                          \
+    }
 
 #endif

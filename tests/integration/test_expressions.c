@@ -10,18 +10,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-static tcluster_t CL;
-static gs_client_h C;
-
-static void up2(void)
-{
-    C = tc_up(&CL, 2, 120);
-}
-
-static void down(void)
-{
-    tc_down(&C);
-}
+TC_SUITE_CLUSTER(up2, 2, 120)
 
 static void just_alarm(void)
 {

@@ -27,20 +27,9 @@
 #include <time.h>
 #include <unistd.h>
 
-static tcluster_t CL;
-static gs_client_h C;
+TC_SUITE_CLUSTER(up2, 2, 240)
 
 #define OK(call) cr_assert_eq((call), GS_OK, "%s: %s", #call, gs_last_error())
-
-static void up2(void)
-{
-    C = tc_up(&CL, 2, 240);
-}
-
-static void down(void)
-{
-    tc_down(&C);
-}
 
 TestSuite(integration_gather, .init = up2, .fini = down, .timeout = 300);
 

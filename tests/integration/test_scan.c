@@ -11,18 +11,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
-static tcluster_t CL;
-static gs_client_h C;
-
-static void up2(void)
-{
-    C = tc_up(&CL, 2, 120);
-}
-
-static void down(void)
-{
-    tc_down(&C);
-}
+TC_SUITE_CLUSTER(up2, 2, 120)
 
 #define OK(call) cr_assert_eq((call), GS_OK, "%s: %s", #call, gs_last_error())
 
@@ -37,6 +26,15 @@ static void ref(const double *v, int axis, int prod, double *want)
             const int first = axis == 0 ? i == 0 : j == 0;
             want[p] = first ? v[p] : prod ? want[q] * v[p] : want[q] + v[p];
         }
+}
+
+/* The float64 @a y (R x K), computed by the cluster into @a got, equals @a want exactly. */
+static void expect_f64(gs_array_h y, double *got, const double *want, const char *what, int axis)
+{
+    OK(gs_client_compute(C, y, got, R * K));
+    for (int i = 0; i < R * K; i++)
+        cr_assert_eq(got[i], want[i], "%s axis %d [%d]: %.17g, want %.17g", what, axis, i, got[i],
+                     want[i]);
 }
 
 Test(integration_scan, cumsum_and_cumprod_through_the_cluster, .init = up2, .fini = down)
@@ -59,10 +57,7 @@ Test(integration_scan, cumsum_and_cumprod_through_the_cluster, .init = up2, .fin
         /* float64, persisted input */
         ref(v, axis, 0, want);
         OK(gs_array_cumsum(x, axis, &y));
-        OK(gs_client_compute(C, y, got, R * K));
-        for (int i = 0; i < R * K; i++)
-            cr_assert_eq(got[i], want[i], "float64 axis %d [%d]: %.17g, want %.17g", axis, i,
-                         got[i], want[i]);
+        expect_f64(y, got, want, "float64", axis);
         gs_array_release(y);
         /* float32: an expression (the cast) scanned in float32 */
         OK(gs_array_cumsum(xf, -2 + axis, &y));
@@ -88,10 +83,7 @@ Test(integration_scan, cumsum_and_cumprod_through_the_cluster, .init = up2, .fin
         /* products */
         ref(pv, axis, 1, want);
         OK(gs_array_cumprod(p, axis, &y));
-        OK(gs_client_compute(C, y, got, R * K));
-        for (int i = 0; i < R * K; i++)
-            cr_assert_eq(got[i], want[i], "cumprod axis %d [%d]: %.17g, want %.17g", axis, i,
-                         got[i], want[i]);
+        expect_f64(y, got, want, "cumprod", axis);
         gs_array_release(y);
     }
     /* a persisted scan read by a later expression: sum(cumsum(x, 1)[:, -1]) = sum(x) */

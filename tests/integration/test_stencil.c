@@ -15,18 +15,7 @@
 #include <string.h>
 #include <unistd.h>
 
-static tcluster_t CL;
-static gs_client_h C;
-
-static void up2(void)
-{
-    C = tc_up(&CL, 2, 180);
-}
-
-static void down(void)
-{
-    tc_down(&C);
-}
+TC_SUITE_CLUSTER(up2, 2, 180)
 
 #define OK(call) cr_assert_eq((call), GS_OK, "%s: %s", #call, gs_last_error())
 

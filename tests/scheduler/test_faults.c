@@ -35,16 +35,46 @@ static uint64_t submit_sum(tp_t *c, uint32_t flags)
     return tg_submit_ok(c, &g, flags);
 }
 
+/* A harness (@a prm may be NULL) with a worker "w1" of @a nthreads threads and a client "c"
+ * that submitted submit_sum: w1 has been assigned a and b (their ids in got[0..1], @a got of 8).
+ * Returns the graph's id. */
+static uint64_t start_sum(th_t *th, const gs_sched_params_t *prm, uint32_t nthreads, tp_t **w1,
+                          tp_t **c, uint64_t *got)
+{
+    uint64_t gid;
+    th_init(th, prm);
+    *w1 = tp_worker(th, "w1", nthreads);
+    *c = tp_client(th, "c");
+    gid = submit_sum(*c, 0);
+    cr_assert_eq(tw_collect(*w1, gid, 2, got, 8, 2000), 2);
+    return gid;
+}
+
+/* @a w finishes a and b (@a got) of submit_sum's graph @a gid, is assigned the sum (task 2;
+ * with @a deps_on_w, reading both inputs from @a w itself), finishes it, and the graph
+ * completes on @a c. */
+static void finish_sum(tp_t *w, tp_t *c, uint64_t gid, const uint64_t *got, int deps_on_w)
+{
+    gs_msg_t m;
+    tw_done(w, gid, got, 2, GS_OK, 800, NULL);
+    tp_expect(w, GS_MSG_TASK_ASSIGN, &m);
+    cr_assert_eq(m.u.task_assign.task_id[0], 2);
+    if (deps_on_w) {
+        cr_assert_eq(m.u.task_assign.dep_worker[0], w->id);
+        cr_assert_eq(m.u.task_assign.dep_worker[1], w->id);
+    }
+    gs_msg_cleanup(&m);
+    tw_done1(w, gid, 2);
+    expect_done(c, gid, GS_OK, NULL);
+}
+
 Test(scheduler_faults, worker_disconnect_reassigns_and_recomputes_lost_chunks)
 {
     th_t th;
     gs_msg_t m;
     uint64_t got[8];
-    th_init(&th, NULL);
-    tp_t *w1 = tp_worker(&th, "w1", 2);
-    tp_t *c = tp_client(&th, "c");
-    uint64_t gid = submit_sum(c, 0);
-    cr_assert_eq(tw_collect(w1, gid, 2, got, 8, 2000), 2);
+    tp_t *w1, *c;
+    uint64_t gid = start_sum(&th, NULL, 2, &w1, &c, got);
     tw_done1(w1, gid, 0);          /* a exists only on w1; b is still running there */
     th_run_for(&th, 10);
     tp_t *w2 = tp_worker(&th, "w2", 2);
@@ -57,14 +87,7 @@ Test(scheduler_faults, worker_disconnect_reassigns_and_recomputes_lost_chunks)
     int n = tw_collect(w2, gid, 2, got, 8, 2000);
     cr_assert_eq(n, 2, "lost a and running b must both move to w2");
     cr_assert(contains(got, 2, 0) && contains(got, 2, 1));
-    tw_done(w2, gid, got, 2, GS_OK, 800, NULL);
-    tp_expect(w2, GS_MSG_TASK_ASSIGN, &m);
-    cr_assert_eq(m.u.task_assign.task_id[0], 2);
-    cr_assert_eq(m.u.task_assign.dep_worker[0], w2->id);
-    cr_assert_eq(m.u.task_assign.dep_worker[1], w2->id);
-    gs_msg_cleanup(&m);
-    tw_done1(w2, gid, 2);
-    expect_done(c, gid, GS_OK, NULL);
+    finish_sum(w2, c, gid, got, 1);
     gs_sched_stats_t st = th_stats(&th);
     cr_assert_eq(st.tasks_recomputed_total, 1);
     cr_assert_eq(st.workers_lost_total, 1);
@@ -175,11 +198,8 @@ Test(scheduler_faults, a_task_that_kills_too_many_workers_fails_naming_it)
     memset(&prm, 0, sizeof prm);
     prm.field_mask = GS_SCHED_FIELD_ALLOWED_FAILURES;
     prm.allowed_failures = 1;
-    th_init(&th, &prm);
-    tp_t *w1 = tp_worker(&th, "w1", 2);
-    tp_t *c = tp_client(&th, "c");
-    uint64_t gid = submit_sum(c, 0);
-    cr_assert_eq(tw_collect(w1, gid, 2, got, 8, 2000), 2);
+    tp_t *w1, *c;
+    uint64_t gid = start_sum(&th, &prm, 2, &w1, &c, got);
     tw_done(w1, gid, got, 2, GS_OK, 800, NULL);
     cr_assert_eq(tw_collect(w1, gid, 1, got, 8, 2000), 1);
     cr_assert_eq(got[0], 2);
@@ -599,11 +619,8 @@ Test(scheduler_faults, a_worker_sending_error_is_removed_and_its_other_tasks_mov
     th_t th;
     gs_msg_t m;
     uint64_t got[8];
-    th_init(&th, NULL);
-    tp_t *w1 = tp_worker(&th, "w1", 4);
-    tp_t *c = tp_client(&th, "c");
-    uint64_t g1 = submit_sum(c, 0);
-    cr_assert_eq(tw_collect(w1, g1, 2, got, 8, 2000), 2);
+    tp_t *w1, *c;
+    uint64_t g1 = start_sum(&th, NULL, 4, &w1, &c, got);
     uint64_t g2 = submit_sum(c, 0);
     cr_assert_eq(tw_collect(w1, g2, 2, got, 8, 2000), 2, "w1 holds g2's a and b too");
     tp_t *w2 = tp_worker(&th, "w2", 2);
@@ -624,12 +641,7 @@ Test(scheduler_faults, a_worker_sending_error_is_removed_and_its_other_tasks_mov
     cr_assert(tp_wait_closed(w1, 2000), "gsched kept the leaving worker's connection");
     /* g2's a and b move to w2 and the graph runs to the end there */
     cr_assert_eq(tw_collect(w2, g2, 2, got, 8, 2000), 2);
-    tw_done(w2, g2, got, 2, GS_OK, 800, NULL);
-    tp_expect(w2, GS_MSG_TASK_ASSIGN, &m);
-    cr_assert_eq(m.u.task_assign.task_id[0], 2);
-    gs_msg_cleanup(&m);
-    tw_done1(w2, g2, 2);
-    expect_done(c, g2, GS_OK, NULL);
+    finish_sum(w2, c, g2, got, 0);
     cr_assert_eq(th_stats(&th).workers_lost_total, 1);
     th_fini(&th);
 }
