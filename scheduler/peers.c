@@ -290,8 +290,6 @@ err_nomem:
 /* ------------------------------------------------------------------------------------------ */
 /* Peers (connections).                                                                       */
 
-static void gs__hs_unlink(gs_sched_t *s, gs__peer_t *p);
-
 void gs__peer_close(gs__peer_t *p, gs_status_t reason, gs_status_t err_status, const char *fmt, ...)
 {
     char text[512];
@@ -308,7 +306,6 @@ void gs__peer_close(gs__peer_t *p, gs_status_t reason, gs_status_t err_status, c
     {
         int was_client = p->state == GS__PEER_CLIENT;
         p->state = GS__PEER_CLOSING;
-        gs__hs_unlink(p->s, p);
         if (p->worker != NULL) gs__worker_remove(p->s, p->worker, text[0] ? text : gs_status_string(reason));
         if (was_client) {
             gs_u64map_del(&p->s->clients, p->id);
@@ -413,7 +410,6 @@ static void gs__handshake(gs_sched_t *s, gs__peer_t *p, const gs_msg_t *msg)
     } else {
         p->state = GS__PEER_WORKER;
     }
-    gs__hs_unlink(s, p);
     /* handshaken: the frame limit of the role */
     gs_conn_set_max_frame(p->conn, role == GS_ROLE_CLIENT ? s->client_max_frame : s->worker_max_frame);
     out.type = GS_MSG_WELCOME;
@@ -728,40 +724,12 @@ static void gs__on_close(gs_conn_t *conn, gs_status_t reason, void *arg)
     if (p->prev) p->prev->next = p->next;
     else s->peers = p->next;
     if (p->next) p->next->prev = p->prev;
-    gs__hs_unlink(s, p);
     s->nconns--;
     if (p->evicted) s->nevicted--;
     gs__addr_count(s, p->addr_key, -1);
     GS_VEC_FREE(&p->relay_wait);
     gs_free(p);
     if (!s->stopping) gs__sched_tick(s);
-}
-
-/* A handshaking connection that has sent nothing for this long is taken for an idle holder
- * before a younger one (a real client's HELLO follows its connect within milliseconds). */
-#define GS__HS_QUIET_NS (100ull * 1000000ull)
-
-/* The handshake list: a connection joins it when accepted and leaves it when its handshake
- * completes or it closes, so eviction finds the oldest handshaking connections first. */
-static void gs__hs_link(gs_sched_t *s, gs__peer_t *p)
-{
-    p->hs_next = NULL;
-    p->hs_prev = s->hs_tail;
-    if (s->hs_tail != NULL) s->hs_tail->hs_next = p;
-    else s->hs_head = p;
-    s->hs_tail = p;
-    p->in_hs = 1;
-}
-
-static void gs__hs_unlink(gs_sched_t *s, gs__peer_t *p)
-{
-    if (!p->in_hs) return;
-    if (p->hs_prev != NULL) p->hs_prev->hs_next = p->hs_next;
-    else s->hs_head = p->hs_next;
-    if (p->hs_next != NULL) p->hs_next->hs_prev = p->hs_prev;
-    else s->hs_tail = p->hs_prev;
-    p->hs_prev = p->hs_next = NULL;
-    p->in_hs = 0;
 }
 
 /* Key of the peer's IP address for conns_by_addr (IPv4 and IPv4-mapped IPv6: the address;
@@ -801,32 +769,29 @@ static uint64_t gs__addr_count(gs_sched_t *s, uint64_t key, int delta)
     return n;
 }
 
-/* Close a connection that has not completed the handshake (other than @a keep; from address
- * @a key unless 0) to make room: the oldest idle one (sent nothing for GS__HS_QUIET_NS), else the
- * oldest that has sent nothing yet, else one whose HELLO is partly read, else one that was
- * challenged (its AUTH on the way). A peer whose HELLO waits unread or that was challenged is
- * not the idle one to drop, else a connect storm from its address would evict real clients in
- * the middle of their handshake. Walks the handshake list from the oldest (an idle one is
- * usually first). 0 when there is none. */
+/* Close the oldest connection that has not completed the handshake (other than @a keep; from
+ * address @a key unless 0) to make room, preferring one that has sent nothing: a peer whose HELLO
+ * waits unread (a burst of connections accepted before the loop read it) or that was challenged
+ * (its HELLO read, its AUTH on the way) is not the idle one to drop, else a connect storm from its
+ * address would evict real clients in the middle of their handshake. 0 when there is none. */
 static int gs__evict_oldest_handshake(gs_sched_t *s, const gs__peer_t *keep, uint64_t key)
 {
-    /* candidates from the oldest, best first: 0 sent nothing for GS__HS_QUIET_NS (an idle
-     * holder), 1 sent nothing yet (perhaps a client whose HELLO is still on its way), 2 sent
-     * part of a HELLO, 3 challenged (its AUTH on the way); the oldest of the best class goes */
-    gs__peer_t *best[4] = {NULL, NULL, NULL, NULL};
-    gs__peer_t *oldest = NULL;
-    const uint64_t now = gs_now_ns();
-    for (gs__peer_t *p = s->hs_head; p != NULL; p = p->hs_next) {
-        if (p == keep || p->state != GS__PEER_HANDSHAKE || (key != 0 && p->addr_key != key)) continue;
-        int cls;
-        if (p->hs.challenged) cls = 3;
-        else if (gs_conn_input_unread(p->conn)) cls = 2;
-        else cls = now - p->t_connect_ns >= GS__HS_QUIET_NS ? 0 : 1;
-        if (best[cls] == NULL) best[cls] = p;
-        if (cls == 0) break;
+    gs__peer_t *oldest = NULL, *tail = NULL;
+    for (gs__peer_t *p = s->peers; p != NULL; p = p->next) {   /* newest first */
+        if (p != keep && p->state == GS__PEER_HANDSHAKE && (key == 0 || p->addr_key == key)) {
+            if (oldest == NULL) tail = p;
+            oldest = p;
+        }
     }
-    for (int c = 0; c < 4 && oldest == NULL; c++) oldest = best[c];
     if (oldest == NULL) return 0;
+    /* from the oldest towards the newest candidate: the first that has sent nothing */
+    for (gs__peer_t *p = oldest; p != NULL; p = p == tail ? NULL : p->prev) {
+        if (p != keep && p->state == GS__PEER_HANDSHAKE && (key == 0 || p->addr_key == key) &&
+            !p->hs.challenged && !gs_conn_input_unread(p->conn)) {
+            oldest = p;
+            break;
+        }
+    }
     s->st.conns_evicted_total++;
     /* its descriptor is closed at once: it stops counting now, not when its close callback runs
      * (a burst of accepts in one loop iteration would otherwise find nothing left to evict) */
@@ -895,7 +860,6 @@ void gs__sched_on_connection(uv_stream_t *server, int status)
     p->next = s->peers;
     if (s->peers) s->peers->prev = p;
     s->peers = p;
-    gs__hs_link(s, p);
     s->nconns++;
     p->addr_key = gs__addr_key(p->conn);
     if (s->stopping) {

@@ -250,8 +250,6 @@ struct gs__peer {
     gs_hs_sched_t hs;            /* the handshake (HANDSHAKE: CHALLENGE sent once hs.challenged) */
     char name[64];
     gs__peer_t *prev, *next;
-    gs__peer_t *hs_prev, *hs_next;  /* the handshake list (gs_sched.hs_head), while in_hs */
-    int in_hs;
     /* gather relays of a client: at most GS__RELAY_WINDOW keys (GS__RELAY_WINDOW_BYTES) requested
      * from workers and not yet written to the client; the rest wait here in order */
     uint32_t relays_out;
@@ -347,8 +345,6 @@ struct gs_sched {
     uint64_t next_sreq;
 
     gs__peer_t *peers;           /* all connections */
-    gs__peer_t *hs_head, *hs_tail; /* connections still in their handshake, oldest first: the
-                                      eviction walks from the oldest, not over every peer */
     uint32_t nconns;
     uint32_t nevicted;           /* of nconns: evicted, descriptor closed, not yet freed */
     uint32_t nclients;
