@@ -142,10 +142,11 @@ static inline int gs__cuda_op_costly(int op)
 
 /* Transposed-tile kernels (fused_ttile.cu, plan.ttile): STORE/FULL over a 2-D region with up
  * to GS__CUDA_TT_MAX chunk leaves read transposed, in GS__CUDA_TT-square tiles staged through
- * shared memory. Two program variants: depth and leaves <= 2, and GENERIC (no EXT). */
+ * shared memory. Three program variants: depth and leaves <= 2, GENERIC (no EXT), and the
+ * first with chunk leaves only (their loads issued before the tile's). */
 #define GS__CUDA_TT 32
 #define GS__CUDA_TT_MAX 2
-#define GS__CUDA_TT_VARIANTS 2
+#define GS__CUDA_TT_VARIANTS 3
 /** Index of a transposed-tile kernel: [variant][0 = STORE, 1 + acc = FULL]. */
 static inline int gs__cuda_ttile_kid(int tv, int mode, int acc)
 {
@@ -263,7 +264,7 @@ typedef struct gs__cuda_fplan {
      * tiles t, t + grid_x, ... (row-major over the tile grid); chunk leaves tt_leaf[0..ntt)
      * (tslot[leaf] = their index, -1 for the others) go through shared memory. */
     int32_t ttile;              /* 1: the transposed-tile kernels (k_ttile) */
-    int32_t tvariant;           /* their variant: 0 (depth, leaves <= 2) or 1 (GENERIC) */
+    int32_t tvariant;           /* their variant: 0 (depth, leaves <= 2), 1 (GENERIC), 2 (0, chunks) */
     int32_t ntt;
     int32_t tt_leaf[GS__CUDA_TT_MAX];
     int8_t tslot[GS_KERNEL_MAX_LEAVES];

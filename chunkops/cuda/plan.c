@@ -203,10 +203,11 @@ static int gs__cuda_ttile_plan(const gs__cuda_dev_t *dev, int64_t npart, int W, 
 {
     if (dev->no_ttile || p->nr != 1 || p->variant == GS__CUDA_VAR_EXT || p->R < 2 || p->L < 2)
         return 0;
-    int32_t ntt = 0;
+    int32_t ntt = 0, chunks = 1;
     for (int32_t t = 0; t < p->nleaves; t++) {
         const gs__cuda_leaf_t *lf = &p->leaves[t];
         p->tslot[t] = -1;
+        if (lf->kind != GS_LEAF_CHUNK) chunks = 0;
         if (lf->kind != GS_LEAF_CHUNK || (lf->rstride[0] != 1 && lf->rstride[0] != -1) ||
             (lf->lstride >= -1 && lf->lstride <= 1))
             continue;
@@ -215,7 +216,7 @@ static int gs__cuda_ttile_plan(const gs__cuda_dev_t *dev, int64_t npart, int W, 
         p->tt_leaf[ntt++] = t;
     }
     if (ntt == 0) return 0;
-    p->tvariant = p->variant == GS__CUDA_VAR_GENERIC ? 1 : 0;
+    p->tvariant = p->variant == GS__CUDA_VAR_GENERIC ? 1 : chunks ? 2 : 0;
     int occ = dev->occ_ttile[gs__cuda_ttile_kid(p->tvariant, p->mode, p->acc)];
     int64_t ntiles = gs__ceil_div(p->R, GS__CUDA_TT) * gs__ceil_div(p->L, GS__CUDA_TT);
     int64_t gx = gs__min64(ntiles, gs__occ_total(dev, occ));

@@ -4,6 +4,8 @@
 #include "common/error.h"
 
 #include <cuda_runtime.h>
+#include <stdlib.h>
+#include <string.h>
 
 namespace {
 
@@ -92,12 +94,108 @@ __global__ void __launch_bounds__(BLOCK) k_stencil(const __grid_constant__ gs__c
     }
 }
 
+/* The 2-D kernel (rz == 0, (ry, rx) a compiled pair): thread t of a block takes column
+ * x = blockIdx.x * BLOCK + t and ROWS2 outputs down it, keeping the (2 RY + 1) x (2 RX + 1)
+ * window of padded values in registers: each input row is loaded once per column it feeds
+ * (its horizontal neighbours come from L1, the rows above from registers), so the block reads
+ * its 2-D footprint once from memory and needs no shared memory or barrier. Blocks whose
+ * footprint lies inside the home piece read it directly; the others look every value up
+ * (padded()). The weights are summed in the CPU's order (dy, then dx, from 0.0): the same
+ * bits. */
+constexpr int ROWS2 = 16;
+
+template <int RY, int RX>
+__global__ void __launch_bounds__(BLOCK) k_stencil2d(const __grid_constant__ gs__cuda_splan_t p)
+{
+    constexpr int WY = 2 * RY + 1, WX = 2 * RX + 1;
+    const int64_t x = (int64_t)blockIdx.x * BLOCK + threadIdx.x;
+    const int64_t y0 = (int64_t)blockIdx.y * ROWS2;
+    const int64_t X = p.shape[2], Y = p.shape[1];
+    if (x >= X) return;
+    const int64_t xl = (int64_t)blockIdx.x * BLOCK, xh = xl + BLOCK + 2 * RX; /* footprint */
+    const int64_t yh = y0 + ROWS2 + 2 * RY;
+    const bool kx = x < p.keep_lo[2] || x >= X - p.keep_hi[2];
+    for (int64_t z = blockIdx.z; z < p.shape[0]; z += gridDim.z) {
+        const bool kz = z < p.keep_lo[0] || z >= p.shape[0] - p.keep_hi[0];
+        const bool inside = p.home >= 0 && in_box(p.pieces[p.home], z, y0, xl) &&
+                            in_box(p.pieces[p.home], z, yh - 1, xh - 1);
+        const gs__cuda_spiece_t &hp = p.pieces[p.home < 0 ? 0 : p.home];
+        const double *col = hp.src + hp.base + (z - hp.lo[0]) * hp.stride[0] +
+                            (x - hp.lo[2]) * hp.stride[2];
+        double win[WY][WX];
+        auto load_row = [&](int slot, int64_t yy) {
+            if (inside) {
+                const double *rp = col + (yy - hp.lo[1]) * hp.stride[1];
+#pragma unroll
+                for (int dx = 0; dx < WX; dx++) win[slot][dx] = __ldg(rp + dx * hp.stride[2]);
+            } else {
+#pragma unroll
+                for (int dx = 0; dx < WX; dx++) win[slot][dx] = padded(p, z, yy, x + dx);
+            }
+        };
+#pragma unroll
+        for (int k = 0; k < WY - 1; k++) load_row(k + 1, y0 + k);
+#pragma unroll
+        for (int t = 0; t < ROWS2; t++) {
+            const int64_t y = y0 + t;
+#pragma unroll
+            for (int k = 0; k < WY - 1; k++)
+#pragma unroll
+                for (int dx = 0; dx < WX; dx++) win[k][dx] = win[k + 1][dx];
+            if (y >= Y) break;
+            load_row(WY - 1, y + WY - 1);
+            double acc = 0.0;
+#pragma unroll
+            for (int dy = 0; dy < WY; dy++)
+#pragma unroll
+                for (int dx = 0; dx < WX; dx++) acc += p.weights[dy * WX + dx] * win[dy][dx];
+            const bool keep = kz || kx || y < p.keep_lo[1] || y >= Y - p.keep_hi[1];
+            p.out[(z * Y + y) * X + x] = keep ? win[RY][RX] : acc;
+        }
+    }
+}
+
+template <int RY, int RX>
+const void *k2d()
+{
+    return (const void *)k_stencil2d<RY, RX>;
+}
+
 }  // namespace
+
+/* The 2-D kernel for plan p, or NULL (3-D radius, 1-D data, a pair not compiled, a grid
+ * beyond CUDA's limits): the tiled kernel runs instead. */
+static const void *stencil2d_kernel(const gs__cuda_splan_t *p, dim3 *grid)
+{
+    const void *k = NULL;
+    if (p->r[0] != 0 || p->shape[1] == 1) return NULL;
+    if (p->r[1] == 1 && p->r[2] == 1) k = k2d<1, 1>();
+    else if (p->r[1] == 2 && p->r[2] == 2) k = k2d<2, 2>();
+    else if (p->r[1] == 0 && p->r[2] == 1) k = k2d<0, 1>();
+    else if (p->r[1] == 1 && p->r[2] == 0) k = k2d<1, 0>();
+    if (k == NULL) return NULL;
+    const int64_t gx = (p->shape[2] + BLOCK - 1) / BLOCK, gy = (p->shape[1] + ROWS2 - 1) / ROWS2;
+    if (gx > INT32_MAX || gy > 65535) return NULL;
+    *grid = dim3((unsigned)gx, (unsigned)gy, p->grid[2]);
+    return k;
+}
 
 extern "C" gs_status_t gs__cuda_launch_stencil(void *stream, const gs__cuda_splan_t *p)
 {
     cudaError_t err;
     if (p->shape[0] == 0 || p->shape[1] == 0 || p->shape[2] == 0) return GS_OK;
+    dim3 grid2;
+    const void *k2 = getenv("GS_CUDA_STENCIL2D") != NULL &&
+                             strcmp(getenv("GS_CUDA_STENCIL2D"), "0") == 0
+                         ? NULL
+                         : stencil2d_kernel(p, &grid2);
+    if (k2 != NULL) {
+        void *args2[1] = {(void *)p};
+        err = cudaLaunchKernel(k2, grid2, dim3(BLOCK), args2, 0, (cudaStream_t)stream);
+        if (err == cudaSuccess) err = cudaGetLastError();
+        if (err != cudaSuccess) return gs__cuda_error((int)err, "cudaLaunchKernel(stencil2d)");
+        return GS_OK;
+    }
     if (p->smem > 48 * 1024) {
         int dev = 0, optin = 0;
         err = cudaGetDevice(&dev);

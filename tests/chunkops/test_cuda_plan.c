@@ -831,7 +831,7 @@ Test(chunkops_cuda_plan, transposed_chunk_leaf_takes_the_transposed_tiles)
     gs__cuda_fplan_build(&dev, &scr, &k, &p);
     cr_assert(p.ttile && !p.flat);
     cr_assert_eq(p.mode, GS__CUDA_MODE_FULL);
-    cr_assert_eq(p.tvariant, 0);
+    cr_assert_eq(p.tvariant, 2, "chunk leaves only: the variant that loads them first");
     cr_assert_eq(p.ntt, 1);
     cr_assert_eq(p.tt_leaf[0], 1);
     cr_assert(p.tslot[0] == -1 && p.tslot[1] == 0);
@@ -850,6 +850,13 @@ Test(chunkops_cuda_plan, transposed_chunk_leaf_takes_the_transposed_tiles)
     gs__cuda_fplan_build(&dev, &scr, &k, &p);
     cr_assert(p.ttile);
     cr_assert_eq(p.mode, GS__CUDA_MODE_STORE);
+    cr_assert_eq(p.tvariant, 2);
+    /* a random leaf beside the transposed chunk: the variant that reads leaves as it goes */
+    k.leaves[0].kind = GS_LEAF_NORMAL;
+    gs__cuda_fplan_build(&dev, &scr, &k, &p);
+    cr_assert(p.ttile);
+    cr_assert_eq(p.tvariant, 0);
+    k.leaves[0].kind = GS_LEAF_CHUNK;
     /* switched off */
     dev.no_ttile = 1;
     gs__cuda_fplan_build(&dev, &scr, &k, &p);
