@@ -66,6 +66,31 @@ static gs_status_t gs__zarr_slurp(const char *path, uint8_t **buf_p, size_t *len
     return GS_OK;
 }
 
+/* An uncompressed chunk file @a path read straight into @a dst (exactly @a want bytes): what
+ * gs__zarr_slurp then gs__zarr_decode do for GS_ZCODEC_NONE, with the same errors, without
+ * the copy. GS_ERR_NOT_FOUND when the file does not exist. */
+static gs_status_t gs__zarr_read_plain(const char *path, uint8_t *dst, size_t want)
+{
+    struct stat sb;
+    gs_status_t st;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOENT) return GS_ERR_NOT_FOUND;
+        return gs_error_set(GS_ERR_IO, "%s: %s", path, strerror(errno));
+    }
+    if (fstat(fd, &sb) != 0) {
+        st = gs_error_set(GS_ERR_IO, "%s: %s", path, strerror(errno));
+    } else if ((size_t)sb.st_size != want) {
+        st = gs_error_set(GS_ERR_IO, "%s: the chunk holds %zu bytes, the metadata's chunk shape "
+                          "needs %zu (the metadata disagrees with the chunk files)", path,
+                          (size_t)sb.st_size, want);
+    } else {
+        st = gs__fio_pread(fd, path, dst, want, 0);
+    }
+    close(fd);
+    return st;
+}
+
 /* Decode chunk file contents @a src into @a dst (exactly @a want bytes). */
 static gs_status_t gs__zarr_decode(const gs_kfile_t *k, const char *path, const uint8_t *src,
                                    size_t n, uint8_t *dst, size_t want)
@@ -198,14 +223,20 @@ gs_status_t gs__zarr_read(const gs_kfile_t *k, uint8_t *dst)
         }
         if (!empty) {
             gs__zarr_key(k, k->path, ci, path, sizeof(path));
-            st = gs__zarr_slurp(path, &raw, &rawlen);
+            if (k->zcodec == GS_ZCODEC_NONE) {
+                st = gs__zarr_read_plain(path, chunk, (size_t)zn * isz);
+            } else {
+                st = gs__zarr_slurp(path, &raw, &rawlen);
+                if (st == GS_OK) {
+                    st = gs__zarr_decode(k, path, raw, rawlen, chunk, (size_t)zn * isz);
+                    gs_free(raw);
+                }
+            }
             if (st == GS_ERR_NOT_FOUND) {
                 missing = 1;
                 st = GS_OK;
             } else if (st == GS_OK) {
-                st = gs__zarr_decode(k, path, raw, rawlen, chunk, (size_t)zn * isz);
-                gs_free(raw);
-                if (st == GS_OK) gs__fio_fix(chunk, zn, k->fdtype, k->swap);
+                gs__fio_fix(chunk, zn, k->fdtype, k->swap);
             }
             if (st != GS_OK) break;
             /* scatter the box plo..phi, a run along the last output axis at a time (one
