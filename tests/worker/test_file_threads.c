@@ -4,9 +4,11 @@
  * streams compute inside the enqueueing call), so this drives the pool on the host: a zarr
  * store written and read back by the file threads (the commit on the launcher), values
  * against the serial evaluator, a missing chunk reading as fill_value, a corrupt chunk and a
- * truncated .npy failing their task naming the file, and the worker serving on after. */
+ * truncated .npy failing their task naming the file, and the worker serving on after.
+ * GS_TEST_BACKEND=cuda runs the same on a GPU worker (bench/gpu-session.sh zarrcuda). */
 #include "fake_sched.h"
 
+#include "chunkops/chunkops.h"
 #include "common/log.h"
 
 #include <criterion/criterion.h>
@@ -57,9 +59,16 @@ static const char *at(const char *rel)
     return buf[i];
 }
 
+/* The cpu backend in streams mode, or with $GS_TEST_BACKEND=cuda the cuda backend (skipped
+ * without a device): page-locked staging, double-buffered copies on each file thread's stream. */
 static void start_streams_worker(tw_t *t, int nthreads)
 {
     gs_worker_params_t p = {0};
+    const char *be = getenv("GS_TEST_BACKEND");
+    if (be != NULL && strcmp(be, "cuda") == 0) {
+        if (gs_chunkops_cuda_device_count() < 1) cr_skip_test("GS_TEST_BACKEND=cuda: no CUDA device");
+        p.backend = "cuda";
+    }
     p.exec = GS_WORKER_EXEC_STREAMS;
     p.nstreams = 2;
     p.stream_depth = 2;
