@@ -13,8 +13,14 @@
  * Backends whose memory is the host's ("cpu") are read into directly. Others get slabs of whole
  * rows of the region read into two page-locked staging buffers (ops->host_alloc) in turn,
  * each copied to the device while the next is read: double buffering, with the copy of slab
- * i-1 overlapping the read of slab i (the stream is synchronised before a buffer is reused;
- * the launcher thread runs these tasks, so blocking it stops nothing else).
+ * i-1 overlapping the read of slab i (the stream is synchronised before a buffer is reused).
+ * A worker in streams mode runs these tasks on its file threads (worker/launch.c), each with
+ * a stream of its own: several chunks are read and decoded at once, blocking nothing else.
+ * Zarr regions are assembled in one page-locked buffer of whole rows ending at zarr chunk
+ * boundaries; beyond GS__FIO_ZPIN_MAX (zarr chunks of 200 MB, one per task, read by several
+ * threads at once) they are decoded into host memory and staged out in GS__FIO_SLAB pieces,
+ * so a file thread never holds more than two GS__FIO_SLAB staging buffers, which the CUDA
+ * backend's cache of page-locked buffers keeps for the next task (chunkops/cuda/pinned.c).
  *
  * Writing. WRITE pwrites its chunk (copied to the host first on device backends) into the
  * temporary file at the addressing of its region; COMMIT writes the header, checks that the
@@ -321,7 +327,8 @@ static gs_status_t gs__fio_upload(const gs_chunkops_ops_t *ops, gs_chunkops_ctx_
     int i = 0;
     for (size_t off = 0; off < n; off += GS__FIO_SLAB, i ^= 1) {
         size_t len = n - off < GS__FIO_SLAB ? n - off : GS__FIO_SLAB;
-        if (stage[i] == NULL && (st = gs__fio_stage_alloc(ops, ctx, GS__FIO_SLAB, &stage[i])) != GS_OK)
+        if (stage[i] == NULL &&
+            (st = gs__fio_stage_alloc(ops, ctx, GS__FIO_SLAB, &stage[i])) != GS_OK)
             break;
         if ((st = ops->sync(ctx, s)) != GS_OK) break;          /* the copy from this buffer */
         memcpy(stage[i], src + off, len);
@@ -451,13 +458,12 @@ static gs_status_t gs__fio_read(const gs_chunkops_ops_t *ops, gs_chunkops_ctx_h 
     }
     slab = (size_t)row_elems * isz;
     if (slab < GS__FIO_SLAB) slab = GS__FIO_SLAB / slab * slab;
-    for (int i = 0; i < 2; i++) {
-        st = ops->host_alloc ? ops->host_alloc(ctx, slab, &stage[i])
-                             : ((stage[i] = gs_malloc(slab, "file staging")) != NULL
-                                    ? GS_OK
-                                    : gs_error_set(GS_ERR_NO_MEMORY, "file staging"));
-        if (st != GS_OK) goto out_stage;
-    }
+    /* buffers of GS__FIO_SLAB (a multiple of the row below it is used): one size for every
+     * read, so cached page-locked buffers serve the next read whatever its rows */
+    for (int i = 0; i < 2; i++)
+        if ((st = gs__fio_stage_alloc(ops, ctx, slab > GS__FIO_SLAB ? slab : GS__FIO_SLAB,
+                                      &stage[i])) != GS_OK)
+            goto out_stage;
     {
         int64_t per = (int64_t)(slab / isz) / row_elems;
         int i = 0;
@@ -476,11 +482,7 @@ static gs_status_t gs__fio_read(const gs_chunkops_ops_t *ops, gs_chunkops_ctx_h 
         else (void)ops->sync(ctx, s);
     }
 out_stage:
-    for (int i = 0; i < 2; i++) {
-        if (stage[i] == NULL) continue;
-        if (ops->host_free) ops->host_free(ctx, stage[i]);
-        else gs_free(stage[i]);
-    }
+    for (int i = 0; i < 2; i++) gs__fio_stage_free(ops, ctx, stage[i]);
 out_scratch:
     gs_free(scratch);
 out_close:

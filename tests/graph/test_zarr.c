@@ -353,7 +353,8 @@ Test(graph_zarr, staged_reads_of_regions_over_the_pinned_limit_match)
         TX_OK(gs_chunkops_eval(&staged, ctx, tg, out, 3000 * 3000));
         gs_taskgraph_free(tg);
         for (int64_t i = 0; i < 3000 * 3000; i++)
-            if (out[i] != (double)i) cr_assert_fail("%s: element %lld is %g", name, (long long)i, out[i]);
+            if (out[i] != (double)i)
+                cr_assert_fail("%s: element %lld is %g", name, (long long)i, out[i]);
         gs_slice_t rev[2] = {SL(2999, 0, -2, GS_SLICE_HAS_START), SL_RANGE(1, 3000, 3)};
         TX_OK(gs_array_slice(a, 2, rev, &s));
         TX_OK(gs_graph_lower(s, GS_LOWER_DEFAULT, &tg));

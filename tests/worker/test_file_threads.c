@@ -66,7 +66,8 @@ static void start_streams_worker(tw_t *t, int nthreads)
     gs_worker_params_t p = {0};
     const char *be = getenv("GS_TEST_BACKEND");
     if (be != NULL && strcmp(be, "cuda") == 0) {
-        if (gs_chunkops_cuda_device_count() < 1) cr_skip_test("GS_TEST_BACKEND=cuda: no CUDA device");
+        if (gs_chunkops_cuda_device_count() < 1)
+            cr_skip_test("GS_TEST_BACKEND=cuda: no CUDA device");
         p.backend = "cuda";
     }
     p.exec = GS_WORKER_EXEC_STREAMS;
