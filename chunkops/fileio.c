@@ -429,7 +429,13 @@ static gs_status_t gs__fio_read(const gs_chunkops_ops_t *ops, gs_chunkops_ctx_h 
 
     if ((st = gs__fio_check(k)) != GS_OK) return st;
     if (gs_region_size(k->ndim, k->shape) == 0) return GS_OK;
-    if (k->fmt == GS_KFILE_ZARR) return gs__fio_read_zarr(ops, ctx, s, k);
+    if (k->fmt == GS_KFILE_ZARR) {
+        /* a region inside one uncompressed chunk: that chunk file read as a raw file */
+        gs_kfile_t rk;
+        char cpath[4200];
+        if (gs__zarr_as_raw(k, &rk, cpath, sizeof(cpath))) return gs__fio_read(ops, ctx, s, &rk);
+        return gs__fio_read_zarr(ops, ctx, s, k);
+    }
     if ((st = gs__fio_open(k->path, O_RDONLY, &fd)) != GS_OK) return st;
     if (fstat(fd, &sb) == 0 &&
         (int64_t)sb.st_size < k->offset + k->nelems * (int64_t)gs__fio_itemsize(k->fdtype)) {

@@ -285,6 +285,51 @@ gs_status_t gs__zarr_read(const gs_kfile_t *k, uint8_t *dst)
     return st;
 }
 
+int gs__zarr_as_raw(const gs_kfile_t *k, gs_kfile_t *raw, char *path, size_t len)
+{
+    const size_t isz = gs__fio_itemsize(k->fdtype);
+    int64_t cs[GS_MAX_NDIM], ci[GS_MAX_NDIM], s = 1, base = 0, zn;
+    struct stat sb;
+
+    if (k->zcodec != GS_ZCODEC_NONE || isz == 0 || k->ndim < 1 || k->fndim < 1 ||
+        k->ndim > GS_MAX_NDIM || k->fndim > GS_MAX_NDIM)
+        return 0;
+    for (int32_t j = 0; j < k->ndim; j++)
+        if (k->shape[j] < 1) return 0;
+    if (k->forder) {
+        for (int32_t a = 0; a < k->fndim; a++) { cs[a] = s; s *= k->zchunk[a]; }
+    } else {
+        for (int32_t a = k->fndim - 1; a >= 0; a--) { cs[a] = s; s *= k->zchunk[a]; }
+    }
+    zn = s;
+    *raw = *k;
+    raw->fmt = GS_KFILE_RAW;
+    raw->offset = 0;
+    raw->nelems = zn;
+    for (int32_t j = 0; j < k->ndim; j++) raw->stride[j] = 0;
+    for (int32_t a = 0; a < k->fndim; a++) {
+        int64_t c0 = k->fbase[a], c1 = k->fbase[a];
+        int32_t j = k->fperm[a];
+        if (k->zchunk[a] < 1) return 0;
+        if (j >= k->ndim) return 0;
+        if (j >= 0) {
+            int64_t e = k->fbase[a] + k->fstep[a] * (k->shape[j] - 1);
+            if (e < c0) c0 = e;
+            else c1 = e;
+            raw->stride[j] += cs[a] * k->fstep[a];
+        }
+        if (c0 < 0 || c1 >= k->fshape[a] || c0 / k->zchunk[a] != c1 / k->zchunk[a]) return 0;
+        ci[a] = c0 / k->zchunk[a];
+        base += cs[a] * (k->fbase[a] - ci[a] * k->zchunk[a]);
+    }
+    raw->base = base;
+    gs__zarr_key(k, k->path, ci, path, len);
+    if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode) || (uint64_t)sb.st_size != (uint64_t)zn * isz)
+        return 0;
+    raw->path = path;
+    return 1;
+}
+
 /* mkdir -p of the directories above @a path (the file itself excluded). */
 static gs_status_t gs__zarr_mkdirs(char *path, size_t from)
 {

@@ -330,7 +330,8 @@ Test(graph_zarr, staged_reads_in_slabs_match)
 /* The device path for a zarr region too big for one page-locked buffer (fileio.c
  * GS__FIO_ZPIN_MAX, 64 MiB): decoded into host memory, then staged out in 16 MiB pieces through
  * two buffers in turn. One 3000 x 3000 float64 zarr chunk (72 MB) per compute chunk, codec
- * none (read straight into the chunk buffer) and zstd, whole and as a backwards slice. */
+ * zstd (that path) and none (its chunk file read as a raw file through the 16 MiB staging),
+ * whole and as a backwards slice. */
 Test(graph_zarr, staged_reads_of_regions_over_the_pinned_limit_match)
 {
     const int64_t shape[2] = {3000, 3000};

@@ -210,6 +210,19 @@ Test(worker_file_threads, zarr_written_and_read_by_the_file_threads)
     }
     gs_worker_stats(t.w, &st);
     cr_assert_eq(st.tasks_launcher, launcher0);
+    gs_array_release(b);
+
+    /* uncompressed: a region inside one chunk file is read from it as a raw file; a chunk
+     * file of the wrong size is still refused naming it, a missing one still reads as 0 */
+    gs_array_release(w);
+    OK(gs_array_to_zarr_expr(x, at("n"), at("n.tmp"), 2, 0 /* none */, &w));
+    (void)run_plain(6, w);
+    OK(gs_array_from_zarr(at("n"), NULL, &b));
+    cr_assert_eq(run_and_check(7, b), 8);
+    cr_assert_eq(unlink(at("n/3.1")), 0);
+    cr_assert_eq(run_and_check(8, b), 8);
+    put(at("n/0.1"), "short", 5);
+    run_expect_fail(9, b, "n/0.1: the chunk holds 5 bytes");
     stop_worker(&t);
     gs_array_release(b);
     gs_array_release(a);
