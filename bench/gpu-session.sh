@@ -2,7 +2,7 @@
 # One GPU-machine session: build with CUDA, run the benchmarks, then the whole suite (CUDA tests
 # enabled, integration tests also with CUDA workers). Logs go to $OUT (or ./gpu-out). For a host
 # without a package registry, carry .devdeps (../shared/offline-deps/README.md):
-#   source .devdeps/env.sh && bash bench/gpu-session.sh [bench|move|linalg|scale|robust|tests|svd|spill|dash|tls|mac|gather|sched|rand|io|stencil|dtype|nanred|scan|mapfuse|intsum|restart|all]
+#   source .devdeps/env.sh && bash bench/gpu-session.sh [bench|move|linalg|scale|robust|tests|svd|spill|dash|tls|mac|gather|sched|rand|io|zarrcuda|stencil|dtype|nanred|scan|mapfuse|intsum|restart|all]
 # bench: kernels + seed reductions; move: transfers, transpose-sum, slice3 (issue 5);
 # linalg: dot, svd (issue 6); scale: tiny tasks, 1 M-chunk seed, worker kill (issue 7);
 # robust: 300-job soak and socket fuzzing with CUDA workers (issue 12);
@@ -46,6 +46,9 @@
 #   naming the kernel and cudaErrorIllegalAddress, worker exits 75, restarted, next kernel exact)
 #   and the CPU-knob restart tests (issue 16 item 4); targets test_chunkops_cuda_rtc_launch
 #   test_deploy gsched_daemon gworker gs-local-cluster gs_test_kernels.
+# zarrcuda: file reads on CUDA workers' file threads (issue 18, session 9): the file-thread
+#   tests and integration_files with CUDA workers, gs-bench io zarr none/blosc and npy on one
+#   GPU; targets test_worker test_integration gs-bench gsched_daemon gworker gs-local-cluster.
 # GS_TARGETS="a b ..." builds only those targets (a shorter build for one stage).
 set -uo pipefail
 what=${1:-all}
@@ -312,6 +315,21 @@ if [ "$what" = io ]; then
     done
   } 2>"$out/io.err" | tee "$out/io.jsonl"
   grep -E "failed|error|mismatch|staging" "$out/io.err" | head -8
+fi
+if [ "$what" = zarrcuda ]; then
+  # zarrcuda: see the header
+  GS_TEST_BACKEND=cuda timeout 120 build-gpu/tests/test_worker --filter 'worker_file_threads/*' \
+    >"$out/zarrcuda-tests.log" 2>&1
+  GS_TEST_BACKEND=cuda timeout 150 build-gpu/tests/test_integration --filter 'integration_files/*' \
+    >>"$out/zarrcuda-tests.log" 2>&1
+  grep -hE "Synthesis|\[(FAIL|SKIP)\]" "$out/zarrcuda-tests.log"
+  grep -hE -A12 "\[FAIL\]|CRASH" "$out/zarrcuda-tests.log" | head -30
+  {
+    for f in "zarr --codec none" "zarr --codec blosc" "npy"; do
+      run $B/gs-bench io --format $f --n 20000 --chunk 5000 --workers 1 --backend cuda --repeat 2 --dir /tmp
+    done
+  } 2>"$out/zarrcuda.err" | tee "$out/zarrcuda.jsonl"
+  grep -E "failed|error|mismatch|staging|file threads" "$out/zarrcuda.err" | head -8
 fi
 if [ "$what" = stencil ]; then
   # stencil (issue 16): the CUDA STENCIL kernel's tests, its kernel rate on one 10000^2 chunk,

@@ -13,8 +13,14 @@
  * Backends whose memory is the host's ("cpu") are read into directly. Others get slabs of whole
  * rows of the region read into two page-locked staging buffers (ops->host_alloc) in turn,
  * each copied to the device while the next is read: double buffering, with the copy of slab
- * i-1 overlapping the read of slab i (the stream is synchronised before a buffer is reused;
- * the launcher thread runs these tasks, so blocking it stops nothing else).
+ * i-1 overlapping the read of slab i (the stream is synchronised before a buffer is reused).
+ * A worker in streams mode runs these tasks on its file threads (worker/launch.c), each with
+ * a stream of its own: several chunks are read and decoded at once, blocking nothing else.
+ * Zarr regions are assembled in one page-locked buffer of whole rows ending at zarr chunk
+ * boundaries; beyond GS__FIO_ZPIN_MAX (zarr chunks of 200 MB, one per task, read by several
+ * threads at once) they are decoded into host memory and staged out in GS__FIO_SLAB pieces,
+ * so a file thread never holds more than two GS__FIO_SLAB staging buffers, which the CUDA
+ * backend's cache of page-locked buffers keeps for the next task (chunkops/cuda/pinned.c).
  *
  * Writing. WRITE pwrites its chunk (copied to the host first on device backends) into the
  * temporary file at the addressing of its region; COMMIT writes the header, checks that the
@@ -38,6 +44,9 @@
 #include <unistd.h>
 
 #define GS__FIO_SLAB (16u << 20)         /* staging buffer bytes (device backends) */
+/* Largest page-locked buffer a zarr read on a device backend assembles whole rows in; a
+ * larger region is decoded into host memory and staged out in GS__FIO_SLAB pieces. */
+#define GS__FIO_ZPIN_MAX ((size_t)64 << 20)
 #define GS__FIO_PIECE ((size_t)64 << 20) /* largest single pread/pwrite */
 
 size_t gs__fio_itemsize(int32_t dt)
@@ -290,6 +299,47 @@ static gs_status_t gs__fio_open(const char *path, int flags, int *fd_p)
     return GS_OK;
 }
 
+/* A staging buffer of @a n bytes: page-locked (ops->host_alloc) where the backend has them. */
+static gs_status_t gs__fio_stage_alloc(const gs_chunkops_ops_t *ops, gs_chunkops_ctx_h ctx,
+                                       size_t n, void **p)
+{
+    if (ops->host_alloc) return ops->host_alloc(ctx, n, p);
+    *p = gs_malloc(n, "file staging");
+    return *p != NULL ? GS_OK : gs_error_set(GS_ERR_NO_MEMORY, "file staging");
+}
+
+static void gs__fio_stage_free(const gs_chunkops_ops_t *ops, gs_chunkops_ctx_h ctx, void *p)
+{
+    if (p == NULL) return;
+    if (ops->host_free) ops->host_free(ctx, p);
+    else gs_free(p);
+}
+
+/* Copy @a n bytes of host memory @a src to backend memory @a dst through two staging buffers
+ * of GS__FIO_SLAB bytes in turn: the copy of one piece to the device overlaps the memcpy of
+ * the next into the other buffer. Returns with the copies done (@a s synchronised). */
+static gs_status_t gs__fio_upload(const gs_chunkops_ops_t *ops, gs_chunkops_ctx_h ctx,
+                                  gs_chunkops_stream_h s, uint8_t *dst, const uint8_t *src,
+                                  size_t n)
+{
+    void *stage[2] = {NULL, NULL};
+    gs_status_t st = GS_OK;
+    int i = 0;
+    for (size_t off = 0; off < n; off += GS__FIO_SLAB, i ^= 1) {
+        size_t len = n - off < GS__FIO_SLAB ? n - off : GS__FIO_SLAB;
+        if (stage[i] == NULL &&
+            (st = gs__fio_stage_alloc(ops, ctx, GS__FIO_SLAB, &stage[i])) != GS_OK)
+            break;
+        if ((st = ops->sync(ctx, s)) != GS_OK) break;          /* the copy from this buffer */
+        memcpy(stage[i], src + off, len);
+        if ((st = ops->copy_from_host(ctx, s, dst + off, stage[i], len)) != GS_OK) break;
+    }
+    if (st == GS_OK) st = ops->sync(ctx, s);
+    else (void)ops->sync(ctx, s);
+    for (int b = 0; b < 2; b++) gs__fio_stage_free(ops, ctx, stage[b]);
+    return st;
+}
+
 /* Zarr on a device backend: slabs of whole output rows, each ending at a zarr chunk boundary
  * along the file axis that output axis 0 reads (so no zarr chunk is decoded twice), assembled
  * in two page-locked staging buffers in turn and copied to the device while the next is read. */
@@ -317,6 +367,20 @@ static gs_status_t gs__fio_read_zarr(const gs_chunkops_ops_t *ops, gs_chunkops_c
     if (per < 1) per = 1;
     if (a0 < 0) per = rows;                            /* no row axis: one slab */
     cap = (size_t)((per + zrows < rows ? per + zrows : rows) * row_elems) * isz;
+    if (cap > GS__FIO_ZPIN_MAX) {
+        /* zarr chunks spanning more rows than a staging buffer holds (a 5000 x 5000 float64
+         * chunk per task: 200 MB): decode the region into host memory, stage it out in
+         * GS__FIO_SLAB pieces; page-locking a buffer of the region's size per task, with
+         * several file threads at once, would cost more than the extra memcpy */
+        size_t n = (size_t)(rows * row_elems) * isz;
+        uint8_t *host = gs_malloc(n, "zarr region");
+        if (host == NULL)
+            return gs_error_set(GS_ERR_NO_MEMORY, "%s: out of memory for %zu bytes", k->path, n);
+        st = gs__zarr_read(k, host);
+        if (st == GS_OK) st = gs__fio_upload(ops, ctx, s, (uint8_t *)k->out, host, n);
+        gs_free(host);
+        return st;
+    }
     /* the buffers are made when first needed: a region read in one slab (a whole zarr chunk
      * per task, the common case) page-locks one buffer, not two */
     for (int64_t r0 = 0; r0 < rows; i ^= 1) {
@@ -334,13 +398,8 @@ static gs_status_t gs__fio_read_zarr(const gs_chunkops_ops_t *ops, gs_chunkops_c
             kk.shape[0] = r1 - r0;
             kk.fbase[a0] = k->fbase[a0] + k->fstep[a0] * r0;
         }
-        if (stage[i] == NULL) {
-            st = ops->host_alloc ? ops->host_alloc(ctx, cap, &stage[i])
-                                 : ((stage[i] = gs_malloc(cap, "zarr staging")) != NULL
-                                        ? GS_OK
-                                        : gs_error_set(GS_ERR_NO_MEMORY, "zarr staging"));
-            if (st != GS_OK) break;
-        }
+        if (stage[i] == NULL && (st = gs__fio_stage_alloc(ops, ctx, cap, &stage[i])) != GS_OK)
+            break;
         if ((st = gs__zarr_read(&kk, stage[i])) != GS_OK) break;
         if ((st = ops->sync(ctx, s)) != GS_OK) break;          /* the other buffer's copy */
         if ((st = ops->copy_from_host(ctx, s, (uint8_t *)k->out + (size_t)(r0 * row_elems) * isz,
@@ -350,11 +409,7 @@ static gs_status_t gs__fio_read_zarr(const gs_chunkops_ops_t *ops, gs_chunkops_c
     }
     if (st == GS_OK) st = ops->sync(ctx, s);
     else (void)ops->sync(ctx, s);
-    for (int b = 0; b < 2; b++) {
-        if (stage[b] == NULL) continue;
-        if (ops->host_free) ops->host_free(ctx, stage[b]);
-        else gs_free(stage[b]);
-    }
+    for (int b = 0; b < 2; b++) gs__fio_stage_free(ops, ctx, stage[b]);
     return st;
 }
 
@@ -374,7 +429,13 @@ static gs_status_t gs__fio_read(const gs_chunkops_ops_t *ops, gs_chunkops_ctx_h 
 
     if ((st = gs__fio_check(k)) != GS_OK) return st;
     if (gs_region_size(k->ndim, k->shape) == 0) return GS_OK;
-    if (k->fmt == GS_KFILE_ZARR) return gs__fio_read_zarr(ops, ctx, s, k);
+    if (k->fmt == GS_KFILE_ZARR) {
+        /* a region inside one uncompressed chunk: that chunk file read as a raw file */
+        gs_kfile_t rk;
+        char cpath[4200];
+        if (gs__zarr_as_raw(k, &rk, cpath, sizeof(cpath))) return gs__fio_read(ops, ctx, s, &rk);
+        return gs__fio_read_zarr(ops, ctx, s, k);
+    }
     if ((st = gs__fio_open(k->path, O_RDONLY, &fd)) != GS_OK) return st;
     if (fstat(fd, &sb) == 0 &&
         (int64_t)sb.st_size < k->offset + k->nelems * (int64_t)gs__fio_itemsize(k->fdtype)) {
@@ -403,13 +464,12 @@ static gs_status_t gs__fio_read(const gs_chunkops_ops_t *ops, gs_chunkops_ctx_h 
     }
     slab = (size_t)row_elems * isz;
     if (slab < GS__FIO_SLAB) slab = GS__FIO_SLAB / slab * slab;
-    for (int i = 0; i < 2; i++) {
-        st = ops->host_alloc ? ops->host_alloc(ctx, slab, &stage[i])
-                             : ((stage[i] = gs_malloc(slab, "file staging")) != NULL
-                                    ? GS_OK
-                                    : gs_error_set(GS_ERR_NO_MEMORY, "file staging"));
-        if (st != GS_OK) goto out_stage;
-    }
+    /* buffers of GS__FIO_SLAB (a multiple of the row below it is used): one size for every
+     * read, so cached page-locked buffers serve the next read whatever its rows */
+    for (int i = 0; i < 2; i++)
+        if ((st = gs__fio_stage_alloc(ops, ctx, slab > GS__FIO_SLAB ? slab : GS__FIO_SLAB,
+                                      &stage[i])) != GS_OK)
+            goto out_stage;
     {
         int64_t per = (int64_t)(slab / isz) / row_elems;
         int i = 0;
@@ -428,11 +488,7 @@ static gs_status_t gs__fio_read(const gs_chunkops_ops_t *ops, gs_chunkops_ctx_h 
         else (void)ops->sync(ctx, s);
     }
 out_stage:
-    for (int i = 0; i < 2; i++) {
-        if (stage[i] == NULL) continue;
-        if (ops->host_free) ops->host_free(ctx, stage[i]);
-        else gs_free(stage[i]);
-    }
+    for (int i = 0; i < 2; i++) gs__fio_stage_free(ops, ctx, stage[i]);
 out_scratch:
     gs_free(scratch);
 out_close:

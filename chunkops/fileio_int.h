@@ -27,5 +27,12 @@ gs_status_t gs__fio_pwrite(int fd, const char *path, const void *src, size_t n, 
 gs_status_t gs__zarr_read(const gs_kfile_t *k, uint8_t *dst);
 gs_status_t gs__zarr_write(const gs_kfile_t *k, const uint8_t *src, double *units_p);
 gs_status_t gs__zarr_commit(const gs_kfile_t *k, double total);
+/* Whether the region of zarr read @a k lies inside one uncompressed chunk file that exists
+ * with exactly the chunk's bytes: then that file is a raw array, and *raw (its path in @a path,
+ * @a len bytes) reads the same elements from it as a GS_KFILE_RAW task (pread straight into
+ * the output or the staging buffers, no chunk buffer). 0 otherwise (other codecs, a region
+ * over several chunks, a missing or wrong-sized file): the caller reads it as zarr, with its
+ * fill_value and errors. */
+int gs__zarr_as_raw(const gs_kfile_t *k, gs_kfile_t *raw, char *path, size_t len);
 
 #endif

@@ -66,6 +66,31 @@ static gs_status_t gs__zarr_slurp(const char *path, uint8_t **buf_p, size_t *len
     return GS_OK;
 }
 
+/* An uncompressed chunk file @a path read straight into @a dst (exactly @a want bytes): what
+ * gs__zarr_slurp then gs__zarr_decode do for GS_ZCODEC_NONE, with the same errors, without
+ * the copy. GS_ERR_NOT_FOUND when the file does not exist. */
+static gs_status_t gs__zarr_read_plain(const char *path, uint8_t *dst, size_t want)
+{
+    struct stat sb;
+    gs_status_t st;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENOENT) return GS_ERR_NOT_FOUND;
+        return gs_error_set(GS_ERR_IO, "%s: %s", path, strerror(errno));
+    }
+    if (fstat(fd, &sb) != 0) {
+        st = gs_error_set(GS_ERR_IO, "%s: %s", path, strerror(errno));
+    } else if ((size_t)sb.st_size != want) {
+        st = gs_error_set(GS_ERR_IO, "%s: the chunk holds %zu bytes, the metadata's chunk shape "
+                          "needs %zu (the metadata disagrees with the chunk files)", path,
+                          (size_t)sb.st_size, want);
+    } else {
+        st = gs__fio_pread(fd, path, dst, want, 0);
+    }
+    close(fd);
+    return st;
+}
+
 /* Decode chunk file contents @a src into @a dst (exactly @a want bytes). */
 static gs_status_t gs__zarr_decode(const gs_kfile_t *k, const char *path, const uint8_t *src,
                                    size_t n, uint8_t *dst, size_t want)
@@ -198,14 +223,20 @@ gs_status_t gs__zarr_read(const gs_kfile_t *k, uint8_t *dst)
         }
         if (!empty) {
             gs__zarr_key(k, k->path, ci, path, sizeof(path));
-            st = gs__zarr_slurp(path, &raw, &rawlen);
+            if (k->zcodec == GS_ZCODEC_NONE) {
+                st = gs__zarr_read_plain(path, chunk, (size_t)zn * isz);
+            } else {
+                st = gs__zarr_slurp(path, &raw, &rawlen);
+                if (st == GS_OK) {
+                    st = gs__zarr_decode(k, path, raw, rawlen, chunk, (size_t)zn * isz);
+                    gs_free(raw);
+                }
+            }
             if (st == GS_ERR_NOT_FOUND) {
                 missing = 1;
                 st = GS_OK;
             } else if (st == GS_OK) {
-                st = gs__zarr_decode(k, path, raw, rawlen, chunk, (size_t)zn * isz);
-                gs_free(raw);
-                if (st == GS_OK) gs__fio_fix(chunk, zn, k->fdtype, k->swap);
+                gs__fio_fix(chunk, zn, k->fdtype, k->swap);
             }
             if (st != GS_OK) break;
             /* scatter the box plo..phi, a run along the last output axis at a time (one
@@ -252,6 +283,51 @@ gs_status_t gs__zarr_read(const gs_kfile_t *k, uint8_t *dst)
     }
     gs_free(chunk);
     return st;
+}
+
+int gs__zarr_as_raw(const gs_kfile_t *k, gs_kfile_t *raw, char *path, size_t len)
+{
+    const size_t isz = gs__fio_itemsize(k->fdtype);
+    int64_t cs[GS_MAX_NDIM], ci[GS_MAX_NDIM], s = 1, base = 0, zn;
+    struct stat sb;
+
+    if (k->zcodec != GS_ZCODEC_NONE || isz == 0 || k->ndim < 1 || k->fndim < 1 ||
+        k->ndim > GS_MAX_NDIM || k->fndim > GS_MAX_NDIM)
+        return 0;
+    for (int32_t j = 0; j < k->ndim; j++)
+        if (k->shape[j] < 1) return 0;
+    if (k->forder) {
+        for (int32_t a = 0; a < k->fndim; a++) { cs[a] = s; s *= k->zchunk[a]; }
+    } else {
+        for (int32_t a = k->fndim - 1; a >= 0; a--) { cs[a] = s; s *= k->zchunk[a]; }
+    }
+    zn = s;
+    *raw = *k;
+    raw->fmt = GS_KFILE_RAW;
+    raw->offset = 0;
+    raw->nelems = zn;
+    for (int32_t j = 0; j < k->ndim; j++) raw->stride[j] = 0;
+    for (int32_t a = 0; a < k->fndim; a++) {
+        int64_t c0 = k->fbase[a], c1 = k->fbase[a];
+        int32_t j = k->fperm[a];
+        if (k->zchunk[a] < 1) return 0;
+        if (j >= k->ndim) return 0;
+        if (j >= 0) {
+            int64_t e = k->fbase[a] + k->fstep[a] * (k->shape[j] - 1);
+            if (e < c0) c0 = e;
+            else c1 = e;
+            raw->stride[j] += cs[a] * k->fstep[a];
+        }
+        if (c0 < 0 || c1 >= k->fshape[a] || c0 / k->zchunk[a] != c1 / k->zchunk[a]) return 0;
+        ci[a] = c0 / k->zchunk[a];
+        base += cs[a] * (k->fbase[a] - ci[a] * k->zchunk[a]);
+    }
+    raw->base = base;
+    gs__zarr_key(k, k->path, ci, path, len);
+    if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode) || (uint64_t)sb.st_size != (uint64_t)zn * isz)
+        return 0;
+    raw->path = path;
+    return 1;
 }
 
 /* mkdir -p of the directories above @a path (the file itself excluded). */

@@ -187,21 +187,39 @@ typedef struct gs_wlaunch_job {
     gs_ktask_t kt;
 } gs_wlaunch_job_t;
 
+/* File tasks (read, write; not commit) go to a second launcher of several threads, the file
+ * threads: on a device backend each one runs its task whole on its own stream, the file's
+ * reading and decoding (pread, libzstd/libblosc, byte order, scatter) into page-locked staging
+ * and the double-buffered copies to the device (chunkops/fileio.c), so several chunks are read
+ * and decoded at once as the cpu backend's pool threads do, and the copies, asynchronous, are
+ * what the device's copy engine serialises. They run as many as the worker's --nthreads (the
+ * cpu backend's pool size; default the CPUs), at most w->slots (more could never all be busy). */
+struct gs_wlauncher;
+typedef struct gs_wlthread {
+    struct gs_wlauncher *L;
+    int idx;
+} gs_wlthread_t;
+
 struct gs_wlauncher {
     gs_worker_t *w;
-    uv_thread_t thread;
+    const char *what;              /* for logs: "launcher" or "file" */
     uv_mutex_t lock;
     uv_cond_t cond;
     gs_wlaunch_job_t *head, *tail; /* under lock */
     int quit;                      /* under lock */
-    int running;                   /* the thread exists (loop only) */
-    gs_chunkops_stream_h stream;   /* the launcher's own stream */
+    int nthr;                      /* threads started (loop only; 0: none running) */
+    uv_thread_t *threads;          /* nthr */
+    gs_wlthread_t *args;           /* nthr */
+    gs_chunkops_stream_h *streams; /* one per thread, used by that thread alone */
+    int nstreams;                  /* streams created */
 };
 
 static void gs__wlaunch_main(void *arg)
 {
-    struct gs_wlauncher *L = arg;
+    gs_wlthread_t *me = arg;
+    struct gs_wlauncher *L = me->L;
     gs_worker_t *w = L->w;
+    gs_chunkops_stream_h stream = L->streams[me->idx];
 
     for (;;) {
         gs_wlaunch_job_t *j;
@@ -219,9 +237,9 @@ static void gs__wlaunch_main(void *arg)
         uv_mutex_unlock(&L->lock);
 
         j->t_start = gs_now_ns();
-        status = gs_chunkops_run_ktask(w->ops, w->ctx, L->stream, &j->kt);
+        status = gs_chunkops_run_ktask(w->ops, w->ctx, stream, &j->kt);
         if (status == GS_OK) {
-            gs__wnote_arm(w, L->stream, &j->note);
+            gs__wnote_arm(w, stream, &j->note);
             continue;                          /* j belongs to the note now */
         } else {
             /* keep the message; then wait for whatever the failed call enqueued (it may still
@@ -229,7 +247,7 @@ static void gs__wlaunch_main(void *arg)
              * otherwise fail the next task's notification */
             const char *e = gs_last_error();
             j->err = gs_strdup(e[0] ? e : gs_status_string(status), "task error");
-            (void)w->ops->sync(w->ctx, L->stream);
+            (void)w->ops->sync(w->ctx, stream);
         }
         if (status != GS_OK && j->err == NULL) {
             const char *e = gs_last_error();
@@ -241,7 +259,14 @@ static void gs__wlaunch_main(void *arg)
     }
 }
 
-/* Whether task kernel @a kt goes to the launcher. */
+/* Whether task kernel @a kt is a file task for the file threads (reads and writes of chunks;
+ * a commit, one per array and cheap, stays on the launcher). */
+static int gs__wlaunch_is_file(const gs_ktask_t *kt)
+{
+    return kt->kind == GS_KTASK_FILE_READ || kt->kind == GS_KTASK_FILE_WRITE;
+}
+
+/* Whether task kernel @a kt goes to the launcher or the file threads. */
 static int gs__wlaunch_wants(const gs_worker_t *w, const gs_ktask_t *kt)
 {
     if (w->launcher_off) return 0;
@@ -263,65 +288,158 @@ static int gs__wlaunch_wants(const gs_worker_t *w, const gs_ktask_t *kt)
     return kt->u.linalg.op != GS_LA_GEMM;   /* factorisations and the Gram path block */
 }
 
-/* Create the launcher (its stream and thread). On failure the worker launches such tasks from
- * the loop from then on (they still run, blocking the loop meanwhile). */
-static gs_status_t gs__wlaunch_start(gs_worker_t *w)
+/* Stop @a L's threads (after the jobs they are running, if any, have been handed to the
+ * backend), return the jobs none started as canceled completions and wait for the threads'
+ * streams, so that every job has come back as a note before this returns. */
+static void gs__wlaunch_stop_one(gs_worker_t *w, struct gs_wlauncher *L)
+{
+    gs_wlaunch_job_t *j;
+
+    if (L == NULL || L->nthr == 0) return;
+    uv_mutex_lock(&L->lock);
+    L->quit = 1;
+    uv_cond_broadcast(&L->cond);
+    uv_mutex_unlock(&L->lock);
+    for (int i = 0; i < L->nthr; i++) uv_thread_join(&L->threads[i]);
+    L->nthr = 0;
+    j = L->head;
+    L->head = L->tail = NULL;
+    while (j) {
+        gs_wlaunch_job_t *next = j->next;
+        j->note.status = GS_ERR_CANCELED;
+        j->note.t_done = gs_now_ns();
+        gs__wnote_push(w, &j->note);
+        j = next;
+    }
+    for (int i = 0; i < L->nstreams; i++)
+        (void)w->ops->sync(w->ctx, L->streams[i]);   /* their notification callbacks have run */
+}
+
+static void gs__wlaunch_destroy_one(gs_worker_t *w, struct gs_wlauncher *L)
+{
+    if (L == NULL) return;
+    gs__wlaunch_stop_one(w, L);
+    gs_assert(L->head == NULL);
+    for (int i = 0; i < L->nstreams; i++) w->ops->stream_destroy(w->ctx, L->streams[i]);
+    uv_cond_destroy(&L->cond);
+    uv_mutex_destroy(&L->lock);
+    gs_free(L->streams);
+    gs_free(L->threads);
+    gs_free(L->args);
+    gs_free(L);
+}
+
+/* Create a launcher of @a nthr threads, each with its own stream, into *L_p. With fewer
+ * threads than asked (a thread or stream that cannot be made) it runs with those it has;
+ * with none it fails. */
+static gs_status_t gs__wlaunch_create(gs_worker_t *w, const char *what, int nthr,
+                                      struct gs_wlauncher **L_p)
 {
     struct gs_wlauncher *L;
-    gs_status_t status;
-    int rc;
+    gs_status_t status = GS_OK;
 
     L = gs_calloc(1, sizeof(*L), "worker launcher");
-    if (L == NULL) {
-        status = gs_error_set(GS_ERR_NO_MEMORY, "out of memory for the launcher");
-        goto fail;
-    }
+    if (L == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for the %s threads", what);
     L->w = w;
+    L->what = what;
+    L->streams = gs_calloc((size_t)nthr, sizeof(*L->streams), "launcher streams");
+    L->threads = gs_calloc((size_t)nthr, sizeof(*L->threads), "launcher threads");
+    L->args = gs_calloc((size_t)nthr, sizeof(*L->args), "launcher threads");
+    if (L->streams == NULL || L->threads == NULL || L->args == NULL) {
+        status = gs_error_set(GS_ERR_NO_MEMORY, "out of memory for the %s threads", what);
+        goto fail_mem;
+    }
     if (uv_mutex_init(&L->lock) != 0) {
-        gs_free(L);
-        status = gs_error_set(GS_ERR_NO_RESOURCE, "cannot create the launcher's mutex");
-        goto fail;
+        status = gs_error_set(GS_ERR_NO_RESOURCE, "cannot create the %s threads' mutex", what);
+        goto fail_mem;
     }
     if (uv_cond_init(&L->cond) != 0) {
         uv_mutex_destroy(&L->lock);
-        gs_free(L);
-        status = gs_error_set(GS_ERR_NO_RESOURCE, "cannot create the launcher's condition");
-        goto fail;
+        status = gs_error_set(GS_ERR_NO_RESOURCE, "cannot create the %s threads' condition",
+                              what);
+        goto fail_mem;
     }
-    status = w->ops->stream_create(w->ctx, &L->stream);
-    if (status != GS_OK) goto fail_sync;
-    rc = uv_thread_create(&L->thread, gs__wlaunch_main, L);
-    if (rc != 0) {
-        status = gs_error_set(GS_ERR_NO_RESOURCE, "cannot start the launcher thread: %s",
-                              uv_strerror(rc));
-        w->ops->stream_destroy(w->ctx, L->stream);
-        goto fail_sync;
+    for (int i = 0; i < nthr; i++) {
+        int rc;
+        status = w->ops->stream_create(w->ctx, &L->streams[i]);
+        if (status != GS_OK) break;
+        L->nstreams = i + 1;
+        L->args[i].L = L;
+        L->args[i].idx = i;
+        rc = uv_thread_create(&L->threads[i], gs__wlaunch_main, &L->args[i]);
+        if (rc != 0) {
+            status = gs_error_set(GS_ERR_NO_RESOURCE, "cannot start %s thread %d: %s", what, i,
+                                  uv_strerror(rc));
+            break;
+        }
+        L->nthr = i + 1;
     }
-    L->running = 1;
-    w->launcher = L;
-    GS_LOG_DEBUG("worker %s: launcher thread started (QR and SVD tasks)", w->name);
+    if (L->nthr == 0) {
+        gs__wlaunch_destroy_one(w, L);
+        return status;
+    }
+    if (L->nthr < nthr)
+        GS_LOG_WARN("worker %s: %s; %d of the %d %s threads run", w->name, gs_last_error(),
+                    L->nthr, nthr, what);
+    *L_p = L;
     return GS_OK;
 
-fail_sync:
-    uv_cond_destroy(&L->cond);
-    uv_mutex_destroy(&L->lock);
+fail_mem:
+    gs_free(L->streams);
+    gs_free(L->threads);
+    gs_free(L->args);
     gs_free(L);
-fail:
-    GS_LOG_WARN("worker %s: %s; QR and SVD tasks are launched from the event loop, which they "
-                "block while the backend computes", w->name, gs_last_error());
-    w->launcher_off = 1;
     return status;
 }
 
-/* Hand @a t (RUNNING, kernel @a kt) to the launcher. 0: no launcher (launch inline); 1: taken
- * (its completion, successful or not, arrives as a GS_WNOTE_LAUNCH note or already happened). */
+/* Start the launcher (@a file 0) or the file threads (@a file 1) on first use. On failure
+ * the worker launches such tasks from the loop from then on (they still run, blocking the
+ * loop meanwhile); file tasks without file threads go to the launcher. */
+static struct gs_wlauncher *gs__wlaunch_get(gs_worker_t *w, int file)
+{
+    gs_status_t status;
+    if (file) {
+        int n = w->nthreads < w->slots ? w->nthreads : w->slots;
+        if (w->freader != NULL || w->freader_off) return w->freader;
+        if (n < 1) n = 1;
+        status = gs__wlaunch_create(w, "file", n, &w->freader);
+        if (status == GS_OK) {
+            GS_LOG_INFO("worker %s: %d file threads read and write array files (%s backend)",
+                        w->name, w->freader->nthr, w->ops->name);
+            return w->freader;
+        }
+        w->freader_off = 1;
+        GS_LOG_WARN("worker %s: %s; file tasks go to the launcher thread", w->name,
+                    gs_last_error());
+        return NULL;
+    }
+    if (w->launcher != NULL || w->launcher_off) return w->launcher;
+    status = gs__wlaunch_create(w, "launcher", 1, &w->launcher);
+    if (status == GS_OK) {
+        GS_LOG_DEBUG("worker %s: launcher thread started (QR and SVD tasks)", w->name);
+        return w->launcher;
+    }
+    GS_LOG_WARN("worker %s: %s; QR and SVD tasks are launched from the event loop, which they "
+                "block while the backend computes", w->name, gs_last_error());
+    w->launcher_off = 1;
+    return NULL;
+}
+
+/* Hand @a t (RUNNING, kernel @a kt) to the launcher or the file threads. 0: none (launch
+ * inline); 1: taken (its completion, successful or not, arrives as a GS_WNOTE_LAUNCH note or
+ * already happened). */
 static int gs__wlaunch_submit(gs_worker_t *w, gs_wtask_t *t, const gs_ktask_t *kt)
 {
-    struct gs_wlauncher *L;
+    struct gs_wlauncher *L = NULL;
     gs_wlaunch_job_t *j;
+    int file = gs__wlaunch_is_file(kt);
 
-    if (w->launcher == NULL && gs__wlaunch_start(w) != GS_OK) return 0;
-    L = w->launcher;
+    if (file) L = gs__wlaunch_get(w, 1);
+    if (L == NULL) {
+        file = 0;
+        L = gs__wlaunch_get(w, 0);
+    }
+    if (L == NULL) return 0;
     t->stream = w->nstreams;
     w->stream_inflight[w->nstreams]++;
     t->t_launch = gs_now_ns();
@@ -340,7 +458,8 @@ static int gs__wlaunch_submit(gs_worker_t *w, gs_wtask_t *t, const gs_ktask_t *k
     j->t_start = 0;
     j->err = NULL;
     j->kt = *kt;
-    w->st.tasks_launcher++;
+    if (file) w->st.tasks_file_threads++;
+    else w->st.tasks_launcher++;
     uv_mutex_lock(&L->lock);
     if (L->tail) L->tail->next = j;
     else L->head = j;
@@ -369,44 +488,21 @@ void gs__wlaunch_done(gs_worker_t *w, gs_wnote_t *n)
     gs_free(j);
 }
 
-/* Stop the launcher thread (after the job it is running, if any, has been handed to the
- * backend), return the jobs it never started as canceled completions and wait for its
- * stream, so that every job has come back as a note before this returns. */
+/* Stop the launcher thread and the file threads (after the jobs they are running, if any,
+ * have been handed to the backend), return the jobs never started as canceled completions
+ * and wait for their streams, so that every job has come back as a note before this returns. */
 void gs__wlaunch_stop(gs_worker_t *w)
 {
-    struct gs_wlauncher *L = w->launcher;
-    gs_wlaunch_job_t *j;
-
-    if (L == NULL || !L->running) return;
-    uv_mutex_lock(&L->lock);
-    L->quit = 1;
-    uv_cond_signal(&L->cond);
-    uv_mutex_unlock(&L->lock);
-    uv_thread_join(&L->thread);
-    L->running = 0;
-    j = L->head;
-    L->head = L->tail = NULL;
-    while (j) {
-        gs_wlaunch_job_t *next = j->next;
-        j->note.status = GS_ERR_CANCELED;
-        j->note.t_done = gs_now_ns();
-        gs__wnote_push(w, &j->note);
-        j = next;
-    }
-    (void)w->ops->sync(w->ctx, L->stream);   /* its notification callbacks have run */
+    gs__wlaunch_stop_one(w, w->launcher);
+    gs__wlaunch_stop_one(w, w->freader);
 }
 
 void gs__wlaunch_destroy(gs_worker_t *w)
 {
-    struct gs_wlauncher *L = w->launcher;
-    if (L == NULL) return;
-    gs__wlaunch_stop(w);
-    gs_assert(L->head == NULL);
-    w->ops->stream_destroy(w->ctx, L->stream);
-    uv_cond_destroy(&L->cond);
-    uv_mutex_destroy(&L->lock);
-    gs_free(L);
+    gs__wlaunch_destroy_one(w, w->launcher);
+    gs__wlaunch_destroy_one(w, w->freader);
     w->launcher = NULL;
+    w->freader = NULL;
 }
 
 /* ---------------------------------------------------------------- streams mode launch */

@@ -16,7 +16,10 @@
  * thread that makes them for the whole computation (cuSOLVER's QR and SVD synchronise inside):
  * in streams mode, tasks that are a QR or an SVD (linalg layers) are handed to one launcher
  * thread per worker (started on the first such task, joined at stop), which enqueues them on
- * its own backend stream; their completion comes back like every other. Environment:
+ * its own backend stream; their completion comes back like every other. File reads and writes
+ * (array files) go to file threads instead, min(nthreads, running slots) of them with a stream
+ * each, so several chunks are read and decoded at once as in pool mode (worker/launch.c).
+ * Environment:
  * GS_WORKER_LAUNCHER=off launches them from the loop like the rest (for comparisons). The loop
  * never blocks on a kernel, a copy or a transfer.
  *
@@ -138,7 +141,8 @@ typedef struct gs_worker_params {
     const char *token;            /* cluster token; NULL: "" */
     const char *backend;          /* "cpu" (default) or "cuda" */
     int device;                   /* CUDA device ordinal (cuda only) */
-    int nthreads;                 /* kernel threads in pool mode; 0: number of online CPUs */
+    int nthreads;                 /* kernel threads in pool mode, file threads in streams mode
+                                     (at most the running slots); 0: number of online CPUs */
     uint64_t memory_limit;        /* host backend memory (cpu backend), bytes; 0: auto: the
                                      memory this process may use (physical memory bounded by
                                      its cgroup, common/sysmem.h) divided by memory_share */
@@ -263,6 +267,8 @@ typedef struct gs_worker_stats {
     uint64_t served_slices;       /* slices of pipelined sends (pipe_slice) among them */
     uint64_t tasks_launcher;      /* streams mode: tasks handed to the launcher thread (QR and
                                      SVD, whose backend calls block the calling thread) */
+    uint64_t tasks_file_threads;  /* streams mode: file reads and writes handed to the file
+                                     threads (--nthreads of them, at most the running slots) */
     uint32_t npeers;              /* now */
     uint64_t notify_retries;      /* completion notifications the backend refused at first
                                      (retried from the loop, never waited for) */

@@ -229,6 +229,10 @@ struct gs_worker {
      * by a launcher thread on its own stream, index nstreams in stream_inflight (launch.c) */
     struct gs_wlauncher *launcher;     /* created on the first such task */
     int launcher_off;                  /* GS_WORKER_LAUNCHER=off, or it could not start */
+    /* streams mode: file reads and writes go to min(nthreads, slots) file threads, each with
+     * its own stream, index nstreams in stream_inflight too (launch.c) */
+    struct gs_wlauncher *freader;      /* created on the first file task */
+    int freader_off;                   /* they could not start: file tasks go to the launcher */
     char *file_root;                   /* resolved params.file_root, or NULL (launch.c) */
     uint64_t mem_used;
     uint64_t mem_limit;

@@ -367,7 +367,9 @@ gs_status_t gs__cuda_rtc_user(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream
 #endif
 /* ---- page-locked host buffers (pinned.c): host_alloc / host_free with a small cache ---- */
 
-#define GS__CUDA_PIN_SLOTS 8
+/* 32 slots: the worker's file threads (up to its running slots, 8 by default) each hold two
+ * 16 MiB staging buffers of a file read at once (chunkops/fileio.c) */
+#define GS__CUDA_PIN_SLOTS 32
 #define GS__CUDA_PIN_CACHE_BYTES ((size_t)512 << 20)
 
 typedef struct gs__cuda_pincache {
