@@ -87,8 +87,9 @@ void gs__wexec_assign(gs_worker_t *w, const gs_msg_task_assign_t *m)
         gs_wtask_t *t = gs__wtask_alloc(w);
         uint64_t d0 = m->dep_off[i], nd = m->dep_off[i + 1] - m->dep_off[i];
         uint64_t v;
+        void *prev = NULL;
         size_t b;
-        int nin, found = 0;
+        int nin;
 
         if (t == NULL) {
             char buf[GS_W_ERRLEN];
@@ -112,13 +113,13 @@ void gs__wexec_assign(gs_worker_t *w, const gs_msg_task_assign_t *m)
             gs__wtask_fail(w, t, GS_ERR_INVALID_PARAM, "task id is reserved");
             continue;
         }
-        /* one probe: entered, or the task already there is put back */
-        if (gs_u64map_swap(&g->tasks, t->id, (uint64_t)(uintptr_t)t, &found, &v) != GS_OK) {
+        /* one lookup: entered, or the task already there is put back */
+        if (gs_idtab_swap(&g->tasks, t->id, t, &prev) != GS_OK) {
             gs__wtask_fail(w, t, GS_ERR_NO_MEMORY, "out of memory for the task table");
             continue;
         }
-        if (found) {
-            (void)gs_u64map_put(&g->tasks, t->id, v);   /* overwrites: cannot fail */
+        if (prev != NULL) {
+            (void)gs_idtab_swap(&g->tasks, t->id, prev, NULL);   /* overwrites: cannot fail */
             GS_LOG_WARN("task %llu of graph %llu assigned again while queued or running; "
                         "ignored", (unsigned long long)t->id, (unsigned long long)g->id);
             gs__wlist_del(&t->link);
