@@ -18,14 +18,24 @@ static void gs__wgraph_free_layers(gs_wgraph_t *g)
     gs_u64map_cleanup(&g->layers);
 }
 
-gs_status_t gs__wgraph_get(gs_worker_t *w, uint64_t id, int create, gs_wgraph_t **g_p)
+/* The graph @a id, or NULL. Lookups come in runs for one graph (a task's inputs, a batch of
+ * releases): the last graph found is checked first. */
+static gs_wgraph_t *gs__wgraph_find(gs_worker_t *w, uint64_t id)
 {
     uint64_t v;
+    if (w->graph_last != NULL && w->graph_last->id == id) return w->graph_last;
+    if (!gs_u64map_get(&w->graphs, id, &v)) return NULL;
+    w->graph_last = (gs_wgraph_t *)(uintptr_t)v;
+    return w->graph_last;
+}
+
+gs_status_t gs__wgraph_get(gs_worker_t *w, uint64_t id, int create, gs_wgraph_t **g_p)
+{
     gs_wgraph_t *g;
     gs_status_t status;
 
-    if (gs_u64map_get(&w->graphs, id, &v)) {
-        *g_p = (gs_wgraph_t *)(uintptr_t)v;
+    if ((g = gs__wgraph_find(w, id)) != NULL) {
+        *g_p = g;
         return GS_OK;
     }
     if (!create) return GS_ERR_NOT_FOUND;
@@ -63,6 +73,7 @@ static void gs__wgraph_destroy(gs_worker_t *w, gs_wgraph_t *g)
 {
     gs__wgraph_unidle(w, g);
     gs_u64map_del(&w->graphs, g->id);
+    if (w->graph_last == g) w->graph_last = NULL;
     gs__wgraph_free_layers(g);
     gs_idtab_cleanup(&g->chunks);
     gs_idtab_cleanup(&g->tasks);
@@ -104,11 +115,8 @@ void gs__wgraph_evict_idle(gs_worker_t *w)
 
 gs_wchunk_t *gs__wstore_find(gs_worker_t *w, uint64_t graph, uint64_t task)
 {
-    uint64_t v;
-    gs_wgraph_t *g;
-    if (!gs_u64map_get(&w->graphs, graph, &v)) return NULL;
-    g = (gs_wgraph_t *)(uintptr_t)v;
-    return gs_idtab_get(&g->chunks, task);
+    gs_wgraph_t *g = gs__wgraph_find(w, graph);
+    return g != NULL ? gs_idtab_get(&g->chunks, task) : NULL;
 }
 
 gs_status_t gs__wmem_alloc(gs_worker_t *w, uint64_t nbytes, void **ptr_p)
@@ -244,16 +252,14 @@ void gs__wstore_detach(gs_worker_t *w, gs_wchunk_t *c)
 
 void gs__wstore_release(gs_worker_t *w, uint64_t graph, uint64_t task)
 {
-    uint64_t v;
     gs_wgraph_t *g;
     gs_wchunk_t *c;
 
-    if (!gs_u64map_get(&w->graphs, graph, &v)) {
+    if ((g = gs__wgraph_find(w, graph)) == NULL) {
         GS_LOG_DEBUG("release of (%llu, %llu): graph not on this worker",
                      (unsigned long long)graph, (unsigned long long)task);
         return;
     }
-    g = (gs_wgraph_t *)(uintptr_t)v;
     if ((c = gs_idtab_get(&g->chunks, task)) != NULL) {
         if (c->owned) {
             g->nowned++;           /* pin while detaching */
@@ -373,6 +379,7 @@ void gs__wgraph_free_all(gs_worker_t *w)
         gs_free(g);
     }
     gs_u64map_cleanup(&w->graphs);
+    w->graph_last = NULL;
 }
 
 void gs__wmem_freed(gs_worker_t *w)

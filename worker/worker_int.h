@@ -264,6 +264,7 @@ struct gs_worker {
 
     /* graphs, tasks */
     gs_u64map_t graphs;                /* graph id -> gs_wgraph_t * */
+    gs_wgraph_t *graph_last;           /* the graph found last (NULL once it is freed) */
     gs_wlink_t idle_graphs;            /* graphs with layers but no task or key, oldest first */
     uint64_t nidle, idle_layer_bytes;
     gs_wlink_t admit_q;                /* QUEUED tasks, FIFO */
