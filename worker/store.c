@@ -88,6 +88,9 @@ void gs__wgraph_maybe_free(gs_worker_t *w, gs_wgraph_t *g, int drop_layers)
             /* Idle: keep the layers (gsched sends a layer once per worker and graph) in a
              * bounded cache, oldest dropped first by gs__wgraph_evict_idle(). */
             if (!g->idle) {
+                /* empty tables keep a spare page and their directory: give them back */
+                if (g->chunks.len == 0) gs_idtab_cleanup(&g->chunks);
+                gs_idtab_cleanup(&g->tasks);
                 gs__wlist_push(&w->idle_graphs, &g->idle_link);
                 g->idle = 1;
                 w->nidle++;
