@@ -18,7 +18,7 @@
 #include <stdint.h>
 
 #define GS_IDTAB_PAGE_BITS 9
-#define GS_IDTAB_PAGE (1u << GS_IDTAB_PAGE_BITS)   /* slots per page (one 4 KiB page) */
+#define GS_IDTAB_PAGE (1u << GS_IDTAB_PAGE_BITS)   /* slots per page (4 KiB of pointers) */
 #define GS_IDTAB_DIR_BASE 1024                     /* pages the directory may always cover */
 #define GS_IDTAB_PAGES_BASE 64                     /* pages that may always be allocated */
 
