@@ -85,6 +85,13 @@ int64_t gs__grid_find(const gs_grid_t *g, int axis, int64_t c)
 {
     const int64_t *b = g->bounds[axis];
     int64_t lo = 0, hi = g->nchunks[axis];   /* invariant: b[lo] <= c < b[hi] */
+    int64_t w = b[1] - b[0];
+    /* Regular grids (every chunk as wide as the first but the last): the chunk is c / w. The
+     * k with b[k] <= c < b[k + 1] is unique, so a guess that passes is the search's answer. */
+    if (w > 0 && c >= b[0]) {
+        int64_t k = (c - b[0]) / w;
+        if (k < hi && b[k] <= c && c < b[k + 1]) return k;
+    }
     while (hi - lo > 1) {
         int64_t mid = lo + (hi - lo) / 2;
         if (b[mid] <= c) lo = mid;

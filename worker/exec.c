@@ -182,7 +182,7 @@ static void gs__wtask_release(gs_worker_t *w, gs_wtask_t *t)
         gs__wchunk_unref(w, t->out);
         t->out = NULL;
     }
-    if (g) (void)gs_u64map_del_if(&g->tasks, t->id, (uint64_t)(uintptr_t)t);
+    if (g) (void)gs_idtab_del_if(&g->tasks, t->id, t);
     gs__wtask_recycle(w, t);
     if (g) gs__wgraph_maybe_free(w, g, 0);
 }
@@ -610,10 +610,10 @@ static gs_wtask_t *gs__wtask_running_user(gs_worker_t *w)
         const gs_wgraph_t *g;
         if (gm->keys[i] >= GS_U64MAP_TOMB) continue;
         g = (const gs_wgraph_t *)(uintptr_t)gm->vals[i];
-        for (size_t j = 0; j < g->tasks.cap; j++) {
-            gs_wtask_t *t;
-            if (g->tasks.keys[j] >= GS_U64MAP_TOMB) continue;
-            t = (gs_wtask_t *)(uintptr_t)g->tasks.vals[j];
+        gs_idtab_iter_t it = GS_IDTAB_ITER_INIT;
+        void *p;
+        while (gs_idtab_next(&g->tasks, &it, NULL, &p)) {
+            gs_wtask_t *t = p;
             if (t->state == GS_WTASK_RUNNING && !t->canceled && gs__wtask_is_user(t)) return t;
         }
     }
@@ -928,11 +928,12 @@ void gs__wexec_cleanup_tasks(gs_worker_t *w)
         if (w->graphs.keys[i] >= GS_U64MAP_TOMB) continue;
         g = (gs_wgraph_t *)(uintptr_t)w->graphs.vals[i];
         g->nowned++;
-        /* one pass: releasing deletes (tombstones) and never inserts into this map; graphs
-         * freed meanwhile only turn later slots of w->graphs into tombstones */
-        for (size_t k = 0; k < g->tasks.cap; k++) {
-            if (g->tasks.keys[k] >= GS_U64MAP_TOMB) continue;
-            gs__wtask_release(w, (gs_wtask_t *)(uintptr_t)g->tasks.vals[k]);
+        /* one pass: releasing deletes and never inserts into this table; graphs freed
+         * meanwhile only turn later slots of w->graphs into tombstones */
+        {
+            gs_idtab_iter_t it = GS_IDTAB_ITER_INIT;
+            void *p;
+            while (gs_idtab_next(&g->tasks, &it, NULL, &p)) gs__wtask_release(w, p);
         }
         g->nowned--;
     }

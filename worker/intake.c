@@ -24,8 +24,9 @@ void gs__wexec_assign(gs_worker_t *w, const gs_msg_task_assign_t *m)
     gs_wgraph_t *g;
     gs_status_t status;
     GS_VEC(gs__wbadlayer_t) bad = {0};
+    const gs_layer_t *last_layer = NULL;   /* tasks of a batch come in runs of one layer */
     uint64_t i, ndeps_total;
-    uint32_t li;
+    uint32_t li, last_layer_id = 0;
 
     if (w->state != GS_WSTATE_RUNNING) return;
     ndeps_total = m->ntasks ? m->dep_off[m->ntasks] : 0;
@@ -87,8 +88,9 @@ void gs__wexec_assign(gs_worker_t *w, const gs_msg_task_assign_t *m)
         gs_wtask_t *t = gs__wtask_alloc(w);
         uint64_t d0 = m->dep_off[i], nd = m->dep_off[i + 1] - m->dep_off[i];
         uint64_t v;
+        void *prev = NULL;
         size_t b;
-        int nin, found = 0;
+        int nin;
 
         if (t == NULL) {
             char buf[GS_W_ERRLEN];
@@ -112,13 +114,13 @@ void gs__wexec_assign(gs_worker_t *w, const gs_msg_task_assign_t *m)
             gs__wtask_fail(w, t, GS_ERR_INVALID_PARAM, "task id is reserved");
             continue;
         }
-        /* one probe: entered, or the task already there is put back */
-        if (gs_u64map_swap(&g->tasks, t->id, (uint64_t)(uintptr_t)t, &found, &v) != GS_OK) {
+        /* one lookup: entered, or the task already there is put back */
+        if (gs_idtab_swap(&g->tasks, t->id, t, &prev) != GS_OK) {
             gs__wtask_fail(w, t, GS_ERR_NO_MEMORY, "out of memory for the task table");
             continue;
         }
-        if (found) {
-            (void)gs_u64map_put(&g->tasks, t->id, v);   /* overwrites: cannot fail */
+        if (prev != NULL) {
+            (void)gs_idtab_swap(&g->tasks, t->id, prev, NULL);   /* overwrites: cannot fail */
             GS_LOG_WARN("task %llu of graph %llu assigned again while queued or running; "
                         "ignored", (unsigned long long)t->id, (unsigned long long)g->id);
             gs__wlist_del(&t->link);
@@ -133,7 +135,9 @@ void gs__wexec_assign(gs_worker_t *w, const gs_msg_task_assign_t *m)
                            t->layer_id, bad.data[b].msg);
             continue;
         }
-        if (!gs_u64map_get(&g->layers, t->layer_id, &v)) {
+        if (last_layer != NULL && last_layer_id == t->layer_id) {
+            v = (uint64_t)(uintptr_t)last_layer;
+        } else if (!gs_u64map_get(&g->layers, t->layer_id, &v)) {
             gs__wtask_fail(w, t, GS_ERR_NOT_FOUND,
                            "layer %u of graph %llu is unknown to this worker (never sent, or "
                            "dropped after the graph's last key was released)",
@@ -141,6 +145,8 @@ void gs__wexec_assign(gs_worker_t *w, const gs_msg_task_assign_t *m)
             continue;
         }
         t->layer = (const gs_layer_t *)(uintptr_t)v;
+        last_layer = t->layer;
+        last_layer_id = t->layer_id;
         if (t->block >= gs_layer_nblocks(t->layer)) {
             gs__wtask_fail(w, t, GS_ERR_INVALID_PARAM, "block %llu is outside the layer's %llu "
                            "blocks", (unsigned long long)t->block,

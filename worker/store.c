@@ -18,14 +18,24 @@ static void gs__wgraph_free_layers(gs_wgraph_t *g)
     gs_u64map_cleanup(&g->layers);
 }
 
-gs_status_t gs__wgraph_get(gs_worker_t *w, uint64_t id, int create, gs_wgraph_t **g_p)
+/* The graph @a id, or NULL. Lookups come in runs for one graph (a task's inputs, a batch of
+ * releases): the last graph found is checked first. */
+static gs_wgraph_t *gs__wgraph_find(gs_worker_t *w, uint64_t id)
 {
     uint64_t v;
+    if (w->graph_last != NULL && w->graph_last->id == id) return w->graph_last;
+    if (!gs_u64map_get(&w->graphs, id, &v)) return NULL;
+    w->graph_last = (gs_wgraph_t *)(uintptr_t)v;
+    return w->graph_last;
+}
+
+gs_status_t gs__wgraph_get(gs_worker_t *w, uint64_t id, int create, gs_wgraph_t **g_p)
+{
     gs_wgraph_t *g;
     gs_status_t status;
 
-    if (gs_u64map_get(&w->graphs, id, &v)) {
-        *g_p = (gs_wgraph_t *)(uintptr_t)v;
+    if ((g = gs__wgraph_find(w, id)) != NULL) {
+        *g_p = g;
         return GS_OK;
     }
     if (!create) return GS_ERR_NOT_FOUND;
@@ -38,8 +48,8 @@ gs_status_t gs__wgraph_get(gs_worker_t *w, uint64_t id, int create, gs_wgraph_t 
     g->id = id;
     gs__wlist_init(&g->idle_link);
     gs_u64map_init(&g->layers);
-    gs_u64map_init(&g->chunks);
-    gs_u64map_init(&g->tasks);
+    gs_idtab_init(&g->chunks);
+    gs_idtab_init(&g->tasks);
     status = gs_u64map_put(&w->graphs, id, (uint64_t)(uintptr_t)g);
     if (status != GS_OK) {
         gs_free(g);
@@ -63,9 +73,10 @@ static void gs__wgraph_destroy(gs_worker_t *w, gs_wgraph_t *g)
 {
     gs__wgraph_unidle(w, g);
     gs_u64map_del(&w->graphs, g->id);
+    if (w->graph_last == g) w->graph_last = NULL;
     gs__wgraph_free_layers(g);
-    gs_u64map_cleanup(&g->chunks);
-    gs_u64map_cleanup(&g->tasks);
+    gs_idtab_cleanup(&g->chunks);
+    gs_idtab_cleanup(&g->tasks);
     gs_free(g);
 }
 
@@ -77,6 +88,9 @@ void gs__wgraph_maybe_free(gs_worker_t *w, gs_wgraph_t *g, int drop_layers)
             /* Idle: keep the layers (gsched sends a layer once per worker and graph) in a
              * bounded cache, oldest dropped first by gs__wgraph_evict_idle(). */
             if (!g->idle) {
+                /* empty tables keep a spare page and their directory: give them back */
+                if (g->chunks.len == 0) gs_idtab_cleanup(&g->chunks);
+                gs_idtab_cleanup(&g->tasks);
                 gs__wlist_push(&w->idle_graphs, &g->idle_link);
                 g->idle = 1;
                 w->nidle++;
@@ -104,12 +118,8 @@ void gs__wgraph_evict_idle(gs_worker_t *w)
 
 gs_wchunk_t *gs__wstore_find(gs_worker_t *w, uint64_t graph, uint64_t task)
 {
-    uint64_t v;
-    gs_wgraph_t *g;
-    if (!gs_u64map_get(&w->graphs, graph, &v)) return NULL;
-    g = (gs_wgraph_t *)(uintptr_t)v;
-    if (!gs_u64map_get(&g->chunks, task, &v)) return NULL;
-    return (gs_wchunk_t *)(uintptr_t)v;
+    gs_wgraph_t *g = gs__wgraph_find(w, graph);
+    return g != NULL ? gs_idtab_get(&g->chunks, task) : NULL;
 }
 
 gs_status_t gs__wmem_alloc(gs_worker_t *w, uint64_t nbytes, void **ptr_p)
@@ -179,7 +189,7 @@ void gs__wchunk_unref(gs_worker_t *w, gs_wchunk_t *c)
     if (--c->refs > 0) return;
     if (c->in_map) {               /* a fetched copy: the map holds no reference */
         gs_assert(!c->owned);
-        gs_u64map_del(&g->chunks, c->task);
+        (void)gs_idtab_del(&g->chunks, c->task);
         c->in_map = 0;
     }
     gs_assert(c->waiters.len == 0);
@@ -197,19 +207,17 @@ static void gs__wstore_unmapped(gs_worker_t *w, gs_wchunk_t *c);
 gs_status_t gs__wstore_insert(gs_worker_t *w, gs_wchunk_t *c)
 {
     gs_wgraph_t *g = c->graph;
-    gs_wchunk_t *old;
-    uint64_t v = 0;
-    int found = 0;
+    void *old = NULL;
     gs_status_t status;
 
     gs_assert(!c->in_map);
-    /* one probe: c replaces the chunk of that key, if any, which is then detached */
-    status = gs_u64map_swap(&g->chunks, c->task, (uint64_t)(uintptr_t)c, &found, &v);
+    /* one lookup: c replaces the chunk of that key, if any, which is then detached */
+    status = gs_idtab_swap(&g->chunks, c->task, c, &old);
     if (status != GS_OK)
-        return gs_error_set(status, "out of memory storing chunk (%llu, %llu)",
+        return gs_error_set(status, "%s storing chunk (%llu, %llu)",
+                            status == GS_ERR_NO_MEMORY ? "out of memory" : "reserved key",
                             (unsigned long long)g->id, (unsigned long long)c->task);
-    if (found) {
-        old = (gs_wchunk_t *)(uintptr_t)v;
+    if (old != NULL) {
         /* pin the graph: detaching may drop the last reference of old */
         g->nowned++;
         gs__wstore_unmapped(w, old);
@@ -241,24 +249,21 @@ static void gs__wstore_unmapped(gs_worker_t *w, gs_wchunk_t *c)
 void gs__wstore_detach(gs_worker_t *w, gs_wchunk_t *c)
 {
     if (!c->in_map) return;
-    gs_u64map_del(&c->graph->chunks, c->task);
+    (void)gs_idtab_del(&c->graph->chunks, c->task);
     gs__wstore_unmapped(w, c);
 }
 
 void gs__wstore_release(gs_worker_t *w, uint64_t graph, uint64_t task)
 {
-    uint64_t v;
     gs_wgraph_t *g;
     gs_wchunk_t *c;
 
-    if (!gs_u64map_get(&w->graphs, graph, &v)) {
+    if ((g = gs__wgraph_find(w, graph)) == NULL) {
         GS_LOG_DEBUG("release of (%llu, %llu): graph not on this worker",
                      (unsigned long long)graph, (unsigned long long)task);
         return;
     }
-    g = (gs_wgraph_t *)(uintptr_t)v;
-    if (gs_u64map_get(&g->chunks, task, &v)) {
-        c = (gs_wchunk_t *)(uintptr_t)v;
+    if ((c = gs_idtab_get(&g->chunks, task)) != NULL) {
         if (c->owned) {
             g->nowned++;           /* pin while detaching */
             gs__wstore_detach(w, c);
@@ -289,30 +294,28 @@ void gs__wgraph_cancel(gs_worker_t *w, uint64_t graph)
     g = (gs_wgraph_t *)(uintptr_t)v;
     GS_LOG_DEBUG("cancel graph %llu: %zu tasks, %zu chunks", (unsigned long long)graph,
                  g->tasks.len, g->chunks.len);
-    /* Snapshot first: dropping tasks and chunks edits the maps. If the snapshot cannot be
+    /* Snapshot first: dropping tasks and chunks edits the tables. If the snapshot cannot be
      * allocated we fall back to repeated scans. */
     g->nowned++;                   /* pin the graph */
     if (GS_VEC_RESERVE(&tasks, g->tasks.len) == GS_OK &&
         GS_VEC_RESERVE(&chunks, g->chunks.len) == GS_OK) {
-        for (i = 0; i < g->tasks.cap; i++)
-            if (g->tasks.keys[i] < GS_U64MAP_TOMB)
-                tasks.data[tasks.len++] = (gs_wtask_t *)(uintptr_t)g->tasks.vals[i];
+        gs_idtab_iter_t it = GS_IDTAB_ITER_INIT;
+        void *p;
+        while (gs_idtab_next(&g->tasks, &it, NULL, &p)) tasks.data[tasks.len++] = p;
         for (i = 0; i < tasks.len; i++) {
             gs_wtask_t *t = tasks.data[i];
             if (t->state == GS_WTASK_RUNNING) t->canceled = 1;
             else gs__wtask_drop(w, t);
         }
-        for (i = 0; i < g->chunks.cap; i++)
-            if (g->chunks.keys[i] < GS_U64MAP_TOMB)
-                chunks.data[chunks.len++] = (gs_wchunk_t *)(uintptr_t)g->chunks.vals[i];
+        it = (gs_idtab_iter_t)GS_IDTAB_ITER_INIT;
+        while (gs_idtab_next(&g->chunks, &it, NULL, &p)) chunks.data[chunks.len++] = p;
         /* Free in descending address order: the chunk pools (headers, tiny CPU chunks) are
          * LIFO, so the next graph's chunks are handed out in ascending address order, as they
-         * were made, instead of the map's hash order (a cache miss per task). */
+         * were made (the table's id order need not be that order). */
         if (chunks.len > 1)
             qsort(chunks.data, chunks.len, sizeof(chunks.data[0]), gs__wchunk_cmp_addr_desc);
-        /* every chunk leaves the map: drop it whole instead of one probe per chunk (in address
-         * order, a cache miss each) */
-        gs_u64map_cleanup(&g->chunks);
+        /* every chunk leaves the table: drop it whole instead of one removal per chunk */
+        gs_idtab_cleanup(&g->chunks);
         for (i = 0; i < chunks.len; i++) {
             gs_wchunk_t *c = chunks.data[i];
             /* fetched copies stay alive for their other users but leave the map */
@@ -320,29 +323,20 @@ void gs__wgraph_cancel(gs_worker_t *w, uint64_t graph)
             else c->in_map = 0;
         }
     } else {
-        int again = 1;
-        while (again) {
-            again = 0;
-            for (i = 0; i < g->tasks.cap && !again; i++) {
-                gs_wtask_t *t;
-                if (g->tasks.keys[i] >= GS_U64MAP_TOMB) continue;
-                t = (gs_wtask_t *)(uintptr_t)g->tasks.vals[i];
-                if (t->state == GS_WTASK_RUNNING) { t->canceled = 1; continue; }
-                gs__wtask_drop(w, t);
-                again = 1;
-            }
+        /* dropping a task or a chunk removes entries (its own, and chunks whose last
+         * reference it held) but never inserts: one pass over each table */
+        gs_idtab_iter_t it = GS_IDTAB_ITER_INIT;
+        void *p;
+        while (gs_idtab_next(&g->tasks, &it, NULL, &p)) {
+            gs_wtask_t *t = p;
+            if (t->state == GS_WTASK_RUNNING) t->canceled = 1;
+            else gs__wtask_drop(w, t);
         }
-        again = 1;
-        while (again) {
-            again = 0;
-            for (i = 0; i < g->chunks.cap && !again; i++) {
-                gs_wchunk_t *c;
-                if (g->chunks.keys[i] >= GS_U64MAP_TOMB) continue;
-                c = (gs_wchunk_t *)(uintptr_t)g->chunks.vals[i];
-                if (c->owned) gs__wstore_detach(w, c);
-                else { gs_u64map_del(&g->chunks, c->task); c->in_map = 0; }
-                again = 1;
-            }
+        it = (gs_idtab_iter_t)GS_IDTAB_ITER_INIT;
+        while (gs_idtab_next(&g->chunks, &it, NULL, &p)) {
+            gs_wchunk_t *c = p;
+            if (c->owned) gs__wstore_detach(w, c);
+            else { (void)gs_idtab_del(&g->chunks, c->task); c->in_map = 0; }
         }
     }
     GS_VEC_FREE(&tasks);
@@ -359,13 +353,13 @@ void gs__wstore_clear(gs_worker_t *w)
         if (w->graphs.keys[i] >= GS_U64MAP_TOMB) continue;
         g = (gs_wgraph_t *)(uintptr_t)w->graphs.vals[i];
         g->nowned++;                    /* pin */
-        /* one pass: deleting only turns slots into tombstones, nothing is inserted */
-        for (size_t k = 0; k < g->chunks.cap; k++) {
-            gs_wchunk_t *c;
-            if (g->chunks.keys[k] >= GS_U64MAP_TOMB) continue;
-            c = (gs_wchunk_t *)(uintptr_t)g->chunks.vals[k];
+        /* one pass: detaching removes entries, nothing is inserted */
+        gs_idtab_iter_t it = GS_IDTAB_ITER_INIT;
+        void *p;
+        while (gs_idtab_next(&g->chunks, &it, NULL, &p)) {
+            gs_wchunk_t *c = p;
             if (c->owned) gs__wstore_detach(w, c);
-            else { gs_u64map_del(&g->chunks, c->task); c->in_map = 0; }
+            else { (void)gs_idtab_del(&g->chunks, c->task); c->in_map = 0; }
         }
         g->nowned--;
     }
@@ -383,11 +377,12 @@ void gs__wgraph_free_all(gs_worker_t *w)
             GS_LOG_WARN("graph %llu still holds %zu chunks and %zu tasks at destroy",
                         (unsigned long long)g->id, g->chunks.len, g->tasks.len);
         gs__wgraph_free_layers(g);
-        gs_u64map_cleanup(&g->chunks);
-        gs_u64map_cleanup(&g->tasks);
+        gs_idtab_cleanup(&g->chunks);
+        gs_idtab_cleanup(&g->tasks);
         gs_free(g);
     }
     gs_u64map_cleanup(&w->graphs);
+    w->graph_last = NULL;
 }
 
 void gs__wmem_freed(gs_worker_t *w)

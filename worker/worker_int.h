@@ -7,6 +7,7 @@
 
 #include "chunkops/chunkops.h"
 #include "common/hashmap.h"
+#include "common/idtab.h"
 #include "common/log.h"
 #include "common/mpool.h"
 #include "common/vec.h"
@@ -75,8 +76,9 @@ static inline void gs__wlist_del(gs_wlink_t *e)
 struct gs_wgraph {
     uint64_t id;
     gs_u64map_t layers;       /* layer id -> gs_layer_t * */
-    gs_u64map_t chunks;       /* task id -> gs_wchunk_t * (owned keys and fetched copies) */
-    gs_u64map_t tasks;        /* task id -> gs_wtask_t * (queued .. running) */
+    gs_idtab_t chunks;        /* task id -> gs_wchunk_t * (owned keys and fetched copies);
+                                 task ids of a graph are dense: paged arrays (common/idtab.h) */
+    gs_idtab_t tasks;         /* task id -> gs_wtask_t * (queued .. running) */
     uint64_t nchunks_alive;   /* chunk structs pointing here (in the map or detached) */
     uint64_t nowned;          /* owned keys in the map (+ temporary pins) */
     uint64_t layer_bytes;     /* encoded size of the cached layers */
@@ -266,6 +268,7 @@ struct gs_worker {
 
     /* graphs, tasks */
     gs_u64map_t graphs;                /* graph id -> gs_wgraph_t * */
+    gs_wgraph_t *graph_last;           /* the graph found last (NULL once it is freed) */
     gs_wlink_t idle_graphs;            /* graphs with layers but no task or key, oldest first */
     uint64_t nidle, idle_layer_bytes;
     gs_wlink_t admit_q;                /* QUEUED tasks, FIFO */

@@ -452,6 +452,68 @@ Test(worker_exec, release_and_cancel_drop_chunks)
     stop_worker(&t);
 }
 
+/* Task ids of a graph are dense in practice (the worker keeps them in pages indexed by the id),
+ * but any id works: far-apart ids (hashed by the worker) run, are found and are released. */
+Test(worker_exec, far_apart_task_ids_run_and_are_released)
+{
+    gs_worker_params_t p = {0};
+    tw_t t;
+    gs_taskgraph_t *tg = store_graph(4);
+    uint64_t ids[4] = {3, 1ull << 40, 70000, UINT64_MAX - 2};
+    uint32_t layer_id = 0, task_layer[4] = {0, 0, 0, 0};
+    uint64_t task_block[4] = {0, 1, 2, 3}, dep_off[5] = {0};
+    gs_bytes_t layer;
+    gs_buf_t buf;
+    gs_worker_stats_t st;
+    gs_msg_t m;
+
+    start_worker(&t, &p);
+    gs_buf_init(&buf);
+    cr_assert_eq(gs_layer_encode(tg->layers[0], &buf), GS_OK);
+    layer.data = buf.data;
+    layer.len = buf.len;
+    memset(&m, 0, sizeof(m));
+    m.type = GS_MSG_TASK_ASSIGN;
+    m.u.task_assign.graph_id = 9;
+    m.u.task_assign.nlayers = 1;
+    m.u.task_assign.layer_ids = &layer_id;
+    m.u.task_assign.layers = &layer;
+    m.u.task_assign.ntasks = 4;
+    m.u.task_assign.task_id = ids;
+    m.u.task_assign.task_layer = task_layer;
+    m.u.task_assign.task_block = task_block;
+    m.u.task_assign.dep_off = dep_off;
+    fs_send(&fs, 0, &m);
+    for (int i = 0; i < 4; i++) {
+        const fs_done_t *d = fs_wait_done(&fs, 9, ids[i], 5000);
+        const fs_data_t *g;
+        cr_assert_not_null(d, "task %llu did not complete", (unsigned long long)ids[i]);
+        cr_assert_eq(d->status, GS_OK, "task %llu: %s", (unsigned long long)ids[i], d->err);
+        g = fs_gather(&fs, 0, 9, ids[i], 5000);
+        cr_assert_not_null(g);
+        cr_assert_eq(g->status, GS_OK);
+        cr_assert_eq(g->len, 2048u);
+    }
+    gs_worker_stats(t.w, &st);
+    cr_assert_eq(st.chunks, 4u);
+    fs_release(&fs, 0, 9, 1ull << 40);
+    cr_assert_eq(fs_gather(&fs, 0, 9, 1ull << 40, 5000)->status, GS_ERR_NOT_FOUND);
+    cr_assert_eq(fs_gather(&fs, 0, 9, UINT64_MAX - 2, 5000)->status, GS_OK);
+    gs_worker_stats(t.w, &st);
+    cr_assert_eq(st.chunks, 3u);
+    memset(&m, 0, sizeof(m));
+    m.type = GS_MSG_CANCEL;
+    m.u.cancel.graph_id = 9;
+    fs_send(&fs, 0, &m);
+    cr_assert_eq(fs_gather(&fs, 0, 9, 3, 5000)->status, GS_ERR_NOT_FOUND);
+    gs_worker_stats(t.w, &st);
+    cr_assert_eq(st.chunks, 0u);
+    cr_assert_eq(st.mem_used, 0u);
+    gs_buf_cleanup(&buf);
+    gs_taskgraph_free(tg);
+    stop_worker(&t);
+}
+
 static int worker_idle_and_empty(void *arg)
 {
     gs_worker_stats_t st;

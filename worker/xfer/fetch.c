@@ -46,7 +46,7 @@ void gs__wfetch_fail(gs_worker_t *w, gs_wfetch_t *f, gs_status_t status, const c
     gs__wfetch_detach(w, f);
     c->state = GS_WCHUNK_FAILED;
     if (c->in_map && !c->owned) {
-        gs_u64map_del(&c->graph->chunks, c->task);
+        (void)gs_idtab_del(&c->graph->chunks, c->task);
         c->in_map = 0;
     }
     gs__wexec_input_failed(w, c, status, msg, f->damaged);
