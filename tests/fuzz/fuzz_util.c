@@ -160,6 +160,63 @@ static void fz_file_fill(const char *path, int64_t n)
     close(fd);
 }
 
+/* mkdir -p of the directories above @a path (inside fz_dir). */
+static void fz_mkdirs(char *path)
+{
+    for (char *p = path + strlen(fz_dir) + 1; *p != '\0'; p++) {
+        if (*p != '/') continue;
+        *p = '\0';
+        mkdir(path, 0700);
+        *p = '/';
+    }
+}
+
+/* A zarr read finds chunk files (pattern bytes of one uncompressed chunk: compressed stores
+ * then meet corrupt chunks) for the chunks its region touches, at most 64 of them and each
+ * of at most 1 MiB; the others are missing (the fill value). Keys as chunkops/zarr.c names
+ * them: v2 "i.j" (or "i/j"), v3 "c/i/j" (or "c.i.j"). */
+static void fz_zarr_chunks(const gs_kfile_t *k)
+{
+    int64_t lo[GS_MAX_NDIM], hi[GS_MAX_NDIM], ci[GS_MAX_NDIM], zn = 1, count = 1;
+    size_t isz = gs_dtype_size((gs_dtype_t)k->fdtype);
+    if (isz == 0 || k->fndim < 0 || k->fndim > GS_MAX_NDIM || k->ndim < 0 ||
+        k->ndim > GS_MAX_NDIM || gs_region_size(k->ndim, k->shape) <= 0)
+        return;
+    for (int32_t a = 0; a < k->fndim; a++) {
+        int32_t j = k->fperm[a];
+        __int128 c0 = k->fbase[a], c1 = k->fbase[a];
+        if (j >= 0 && j < k->ndim) {
+            __int128 e = (__int128)k->fbase[a] + (__int128)k->fstep[a] * (k->shape[j] - 1);
+            if (e < c0) c0 = e;
+            else c1 = e;
+        }
+        if (k->zchunk[a] < 1 || c0 < 0 || c1 >= k->fshape[a]) return;
+        lo[a] = (int64_t)(c0 / k->zchunk[a]);
+        hi[a] = (int64_t)(c1 / k->zchunk[a]);
+        ci[a] = lo[a];
+        zn *= k->zchunk[a];
+        count *= hi[a] - lo[a] + 1;
+        if (zn > ((int64_t)1 << 20) / (int64_t)isz || count > 64) return;
+    }
+    for (;;) {
+        char path[4200];
+        size_t n = (size_t)snprintf(path, sizeof path, "%s/%s", fz_path_p, k->zver == 3 ? "c" : "");
+        if (k->fndim == 0 && k->zver == 2) snprintf(path + n, sizeof path - n, "0");
+        for (int32_t a = 0; a < k->fndim && n < sizeof path; a++)
+            n += (size_t)snprintf(path + n, sizeof path - n, "%s%lld",
+                                  a == 0 && k->zver == 2 ? "" : (k->zsep == '/' ? "/" : "."),
+                                  (long long)ci[a]);
+        fz_mkdirs(path);
+        fz_file_fill(path, zn * (int64_t)isz);
+        int32_t a = k->fndim - 1;
+        for (; a >= 0; a--) {
+            if (++ci[a] <= hi[a]) break;
+            ci[a] = lo[a];
+        }
+        if (a < 0) break;
+    }
+}
+
 /* Point task @a t's paths into fz_dir and lay out what the operation finds there (a file of
  * the spec's size to read; a temporary file or directory to commit). 0: do not run (the file
  * would exceed FZ_FILE_MAX). */
@@ -173,7 +230,10 @@ static int fz_file_prepare(gs_kfile_t *k, int32_t kind, unsigned long salt)
         if (k->path == NULL) return 1;
         k->path = fz_path_p;
         k->tmp = NULL;
-        if (zarr) mkdir(fz_path_p, 0700);         /* no chunk files: every chunk is the fill */
+        if (zarr) {
+            mkdir(fz_path_p, 0700);
+            if (salt % 5 != 0) fz_zarr_chunks(k);   /* else no chunk files: the fill value */
+        }
         else if (bytes < 0) return 0;
         else fz_file_fill(fz_path_p, bytes - (int64_t)(salt % 7 == 0)); /* sometimes truncated */
         return 1;
@@ -405,8 +465,9 @@ int64_t fz_block_work(const gs_layer_t *l, uint64_t block)
         int64_t start[GS_MAX_NDIM], shape[GS_MAX_NDIM];
         __int128 w = 1;
         gs_grid_block_region(&l->grid, block, start, shape);
-        for (int32_t j = 0; j < l->grid.ndim; j++) w *= shape[j] + 2 * (int64_t)l->st->radius[j];
-        w *= l->st->nweights > 0 ? l->st->nweights : 1;
+        for (int32_t j = 0; j < l->grid.ndim && w <= INT64_MAX; j++)
+            w *= shape[j] + 2 * (int64_t)l->st->radius[j];
+        if (w <= INT64_MAX) w *= l->st->nweights > 0 ? l->st->nweights : 1;
         return w > INT64_MAX / 4 ? INT64_MAX / 4 : (int64_t)w;
     }
     default:
