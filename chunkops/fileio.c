@@ -361,7 +361,9 @@ static gs_status_t gs__fio_read_zarr(const gs_chunkops_ops_t *ops, gs_chunkops_c
         if (k->ndim > 0 && k->fperm[a] == 0) a0 = a;
     if (a0 >= 0) {
         int64_t st0 = k->fstep[a0] < 0 ? -k->fstep[a0] : k->fstep[a0];
-        zrows = k->zchunk[a0] / st0 + 1;                /* output rows one zarr chunk spans */
+        /* output rows one zarr chunk spans (step 0: every row reads one file row; slabs are
+         * then not extended) */
+        zrows = st0 == 0 ? 0 : k->zchunk[a0] / st0 + 1;
     }
     per = (int64_t)(GS__FIO_SLAB / isz) / row_elems;
     if (per < 1) per = 1;
@@ -386,7 +388,7 @@ static gs_status_t gs__fio_read_zarr(const gs_chunkops_ops_t *ops, gs_chunkops_c
     for (int64_t r0 = 0; r0 < rows; i ^= 1) {
         gs_kfile_t kk = *k;
         int64_t r1 = r0 + per < rows ? r0 + per : rows;
-        if (a0 >= 0 && r1 < rows) {
+        if (a0 >= 0 && r1 < rows && k->fstep[a0] != 0) {
             /* extend to the last row inside the zarr chunk holding row r1 - 1 */
             int64_t f = k->fstep[a0], c = k->fbase[a0] + f * (r1 - 1), q = c / k->zchunk[a0];
             int64_t last = f > 0 ? ((q + 1) * k->zchunk[a0] - 1 - k->fbase[a0]) / f

@@ -145,11 +145,17 @@ bad_size:
 }
 
 /* Output range [lo, hi) along one output axis whose positions p read file coordinates
- * base + step * p (step != 0, p in [0, n)) inside [c0, c1). */
+ * base + step * p (p in [0, n)) inside [c0, c1). Step 0 (every position reads base: an axis
+ * of extent 1, or a map a peer sent) gives all of [0, n) or nothing. */
 static void gs__zarr_prange(int64_t base, int64_t step, int64_t n, int64_t c0, int64_t c1,
                             int64_t *lo, int64_t *hi)
 {
     int64_t a, b;
+    if (step == 0) {
+        *lo = 0;
+        *hi = base >= c0 && base < c1 ? n : 0;
+        return;
+    }
     if (step > 0) {
         a = c0 - base <= 0 ? 0 : (c0 - base + step - 1) / step;
         b = c1 - 1 - base < 0 ? -1 : (c1 - 1 - base) / step;

@@ -232,14 +232,14 @@ nomem:
     return GS_ERR_NO_MEMORY;
 }
 
-gs_status_t gs_array_reshape(gs_array_h a, int ndim, const int64_t *shape, gs_array_h *out_p)
+/* The checks of a reshape of @a a to @a ndim sizes @a shape (one may be -1) and the shape it
+ * asks for in @a os (the -1 inferred). GS_ERR_INVALID_PARAM naming the fault. */
+static gs_status_t gs__reshape_shape(gs_array_h a, int ndim, const int64_t *shape,
+                                     gs_array_h *out_p, int64_t *os)
 {
-    int64_t os[GS_MAX_NDIM], known = 1;
-    int infer = -1, same;
+    int64_t known = 1;
+    int infer = -1;
     char sbuf[256];
-    gs_grid_t tin, og;
-    gs_array_h aligned;
-    gs_status_t st;
     if (a == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "reshape: operand is NULL");
     if (out_p == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "reshape: out_p is NULL");
     if (ndim < 0 || ndim > GS_MAX_NDIM)
@@ -284,6 +284,17 @@ gs_status_t gs_array_reshape(gs_array_h a, int ndim, const int64_t *shape, gs_ar
                             "reshape: cannot reshape an array of size %lld into shape %s",
                             (long long)a->size, gs__shape_str(ndim, shape, sbuf, sizeof(sbuf)));
     }
+    return GS_OK;
+}
+
+gs_status_t gs_array_reshape(gs_array_h a, int ndim, const int64_t *shape, gs_array_h *out_p)
+{
+    int64_t os[GS_MAX_NDIM];
+    int same;
+    gs_grid_t tin, og;
+    gs_array_h aligned;
+    gs_status_t st;
+    if ((st = gs__reshape_shape(a, ndim, shape, out_p, os)) != GS_OK) return st;
     same = ndim == a->grid.ndim;
     for (int i = 0; same && i < ndim; i++) same = os[i] == a->grid.shape[i];
     if (same) {
@@ -305,6 +316,36 @@ gs_status_t gs_array_reshape(gs_array_h a, int ndim, const int64_t *shape, gs_ar
     }
     gs_grid_cleanup(&tin);
     gs_grid_cleanup(&og);
+    return st;
+}
+
+/* Fortran order: reading and writing in column-major index order is the C-order reshape of
+ * the axes reversed, x.reshape(s, order='F') == x.T.reshape(s[::-1]).T (NumPy's definition:
+ * its flat index runs the first axis fastest). The transposes are index maps, not copies:
+ * fused consumers read through them, and the reshape's rechunking and copy tasks are the
+ * C-order ones of x.T. */
+gs_status_t gs_array_reshape_order(gs_array_h a, int ndim, const int64_t *shape,
+                                   gs_order_t order, gs_array_h *out_p)
+{
+    int64_t os[GS_MAX_NDIM], rs[GS_MAX_NDIM];
+    gs_array_h at = NULL, r = NULL;
+    gs_status_t st;
+    if (order == GS_ORDER_C) return gs_array_reshape(a, ndim, shape, out_p);
+    if (order != GS_ORDER_F)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "reshape: unknown order %d (GS_ORDER_C %d or "
+                            "GS_ORDER_F %d)", (int)order, (int)GS_ORDER_C, (int)GS_ORDER_F);
+    if ((st = gs__reshape_shape(a, ndim, shape, out_p, os)) != GS_OK) return st;
+    /* one axis or fewer on both sides, or the same shape: both orders give the same array */
+    if ((ndim <= 1 && a->grid.ndim <= 1) ||
+        (ndim == a->grid.ndim && memcmp(os, a->grid.shape, (size_t)ndim * sizeof(int64_t)) == 0))
+        return gs_array_reshape(a, ndim, os, out_p);
+    for (int i = 0; i < ndim; i++) rs[i] = os[ndim - 1 - i];
+    if ((st = gs_array_transpose(a, NULL, &at)) != GS_OK) goto out;
+    if ((st = gs_array_reshape(at, ndim, rs, &r)) != GS_OK) goto out;
+    st = gs_array_transpose(r, NULL, out_p);
+out:
+    gs_array_release(r);
+    gs_array_release(at);
     return st;
 }
 

@@ -70,7 +70,7 @@ static void gs__fspec_strides(const gs__fspec_t *f, int64_t *fs)
 
 int gs__fspec_check(const gs__fspec_t *f, const gs_grid_t *grid, const char **why)
 {
-    int64_t n = 1;
+    int64_t n = 1, nz = 1, zv = 1;
     if (f->op < 0 || f->op >= GS__FILE_OP_COUNT) return *why = "unknown file operation", 0;
     if (f->path == NULL || f->path[0] == '\0') return *why = "file layer without a path", 0;
     if ((f->op != GS__FILE_READ) != (f->tmp != NULL && f->tmp[0] != '\0'))
@@ -82,8 +82,10 @@ int gs__fspec_check(const gs__fspec_t *f, const gs_grid_t *grid, const char **wh
         return *why = "file offset or ndim out of range", 0;
     for (int32_t a = 0; a < f->fndim; a++) {
         if (f->fshape[a] < 0) return *why = "negative file shape", 0;
-        if (f->fshape[a] > 0 && n > GS__MAX_ELEMENTS / f->fshape[a])
+        /* the nonzero axes too: the strides of an empty file's other axes multiply them */
+        if (f->fshape[a] > 0 && nz > GS__MAX_ELEMENTS / f->fshape[a])
             return *why = "file too large", 0;
+        if (f->fshape[a] > 0) nz *= f->fshape[a];
         n *= f->fshape[a];
     }
     if (f->offset > INT64_MAX / 2 - n * (int64_t)gs_dtype_size((gs_dtype_t)f->fdtype))
@@ -100,9 +102,9 @@ int gs__fspec_check(const gs__fspec_t *f, const gs_grid_t *grid, const char **wh
             if (f->zchunk[a] < 1 || f->zchunk[a] > GS__MAX_ELEMENTS ||
                 (f->fshape[a] > 0 && f->zchunk[a] > f->fshape[a] && f->zchunk[a] > 1 << 30))
                 return *why = "bad zarr chunk shape", 0;
-        if (gs_region_size(f->fndim, f->zchunk) > (int64_t)1 << 31 ||
-            gs_region_size(f->fndim, f->zchunk) <= 0)
-            return *why = "zarr chunks of more than 2^31 elements", 0;
+        for (int32_t a = 0; a < f->fndim; a++)   /* each >= 1 (above) */
+            if (__builtin_mul_overflow(zv, f->zchunk[a], &zv) || zv > (int64_t)1 << 31)
+                return *why = "zarr chunks of more than 2^31 elements", 0;
     }
     if (f->op == GS__FILE_COMMIT) {
         if (grid->ndim != 0) return *why = "file commit layer must have one block", 0;
@@ -114,6 +116,10 @@ int gs__fspec_check(const gs__fspec_t *f, const gs_grid_t *grid, const char **wh
         int32_t j = f->map.perm[a];
         int64_t lo, hi, ext;
         if (j < -1 || j >= grid->ndim) return *why = "file map axis out of range", 0;
+        /* slices and transposes map each array axis from one file axis at most (the zarr
+         * reader walks a chunk's box one file axis per array axis) */
+        for (int32_t b = 0; b < a && j >= 0; b++)
+            if (f->map.perm[b] == j) return *why = "file map reads one array axis twice", 0;
         ext = j < 0 ? 1 : grid->shape[j];
         if (ext == 0) continue;
         if (j < 0) {
@@ -122,7 +128,9 @@ int gs__fspec_check(const gs__fspec_t *f, const gs_grid_t *grid, const char **wh
             int64_t s = f->map.step[a];
             if (s > GS__MAX_ELEMENTS || s < -GS__MAX_ELEMENTS) return *why = "file step too large", 0;
             lo = f->map.off[a];
-            hi = f->map.off[a] + s * (ext - 1);
+            /* a step near the limit times a long axis leaves int64: outside any file */
+            if (__builtin_mul_overflow(s, ext - 1, &hi) || __builtin_add_overflow(hi, lo, &hi))
+                return *why = "file region outside the file's shape", 0;
         }
         if (lo < 0 || hi < 0 || lo >= f->fshape[a] || hi >= f->fshape[a])
             return *why = "file region outside the file's shape", 0;
@@ -223,12 +231,19 @@ gs_status_t gs__file_instantiate(const gs_layer_t *l, uint64_t block, int ninput
     k->ndim = l->grid.ndim;
     gs__fspec_strides(f, fs);
     k->base = 0;
-    for (int32_t a = 0; a < f->fndim; a++) {
+    /* an empty read reads nothing: its map is not checked (gs__fspec_check skips the axes of
+     * extent 0: any offset and step), so it is not applied either (base, strides stay 0).
+     * Writes cover the file exactly (identity map, checked) */
+    const int skip = f->op == GS__FILE_READ && gs_region_size(k->ndim, k->shape) == 0;
+    for (int32_t a = 0; a < f->fndim && !skip; a++) {
         int32_t j = f->map.perm[a];
-        k->base += fs[a] * (f->map.off[a] + (j < 0 ? 0 : f->map.step[a] * start[j]));
-        if (j >= 0) k->stride[j] += fs[a] * f->map.step[a];
-        k->fbase[a] = f->map.off[a] + (j < 0 ? 0 : f->map.step[a] * start[j]);
-        k->fstep[a] = j < 0 ? 0 : f->map.step[a];
+        /* along an axis of the array of extent 1 the step is not checked (any step reads the
+         * one element off): it is not applied, as it moves nothing */
+        int64_t step = j < 0 || l->grid.shape[j] <= 1 ? 0 : f->map.step[a];
+        k->base += fs[a] * (f->map.off[a] + (j < 0 ? 0 : step * start[j]));
+        if (j >= 0) k->stride[j] += fs[a] * step;
+        k->fbase[a] = f->map.off[a] + (j < 0 ? 0 : step * start[j]);
+        k->fstep[a] = step;
         k->fperm[a] = j;
     }
     if (f->op == GS__FILE_WRITE) {

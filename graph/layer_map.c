@@ -51,14 +51,20 @@ int gs__user_check(const gs_layer_t *l, const char **why_p)
         }
         for (int64_t i = ioff[b]; i < ioff[b + 1]; i++) {
             const int64_t *t = l->u.ub.ibox + i * GS__UBOX_W(nd);
-            __int128 v = 1;
+            int64_t v = 1, nz = 1;   /* the length; the product of the nonzero extents */
             for (int32_t j = 0; j < nd; j++) {
                 if (t[1 + j] < 0) {
                     *why_p = "a user input has a negative extent";
                     return 0;
                 }
+                /* bounded whatever comes after (an extent of 0 further on once let an
+                 * overflowed product stand for the length of an empty block) */
+                if (t[1 + j] > 0 && nz > GS__MAX_ELEMENTS / t[1 + j]) {
+                    *why_p = "a user input is too large";
+                    return 0;
+                }
+                if (t[1 + j] > 0) nz *= t[1 + j];
                 v *= t[1 + j];
-                if (v > GS__MAX_ELEMENTS) break;
             }
             if (v != t[0]) {
                 *why_p = "a user input's length does not match its shape";

@@ -165,6 +165,7 @@ static void fz_run_graph(const gs_msg_graph_submit_t *g)
         const gs_layer_t *l = g->task_layer[t] < nl ? layers[g->task_layer[t]] : NULL;
         uint64_t b = g->task_block[t], d0 = g->dep_off[t], nd = g->dep_off[t + 1] - d0;
         int64_t lens[GS_KERNEL_MAX_COMBINE];
+        uint64_t nbytes[GS_KERNEL_MAX_COMBINE];
         gs_chunk_ref_t in[GS_KERNEL_MAX_COMBINE];
         double *ext[GS_KERNEL_MAX_COMBINE] = {0};
         int n = 0, runnable = 1, nin;
@@ -173,7 +174,7 @@ static void fz_run_graph(const gs_msg_graph_submit_t *g)
         if (b >= gs_layer_nblocks(l)) continue;               /* likewise */
         nin = gs_layer_ninputs(l, b);
         if (nin < 0 || (uint64_t)nin != nd) continue;         /* likewise */
-        if (fz_block_inputs(l, b, &n, lens) != GS_OK) {
+        if (fz_block_inputs(l, b, &n, lens, nbytes) != GS_OK) {
             /* only a generators-only fused layer answers 0 without resolving the block; its
              * instantiation must then refuse the block (the worker fails the task) */
             gs_ktask_t kt;
@@ -205,11 +206,11 @@ static void fz_run_graph(const gs_msg_graph_submit_t *g)
                     break;
                 }
                 budget.left -= lens[i];
-                ext[i] = gs_calloc((size_t)lens[i] ? (size_t)lens[i] : 1, sizeof(double), "fuzz external");
+                ext[i] = gs_calloc(nbytes[i] ? (size_t)nbytes[i] : 1, 1, "fuzz external");
                 if (ext[i] == NULL) FZ_BUG("harness out of memory");
                 in[i].data = ext[i];
                 in[i].len = lens[i];
-                in[i].nbytes = (uint64_t)lens[i] * sizeof(double);
+                in[i].nbytes = nbytes[i];
             }
         }
         if (runnable) {

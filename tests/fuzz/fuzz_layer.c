@@ -78,6 +78,7 @@ static double fz_fill_value(fz_rng_t *rng, int special)
 static void fz_run_one_block(const gs_layer_t *l, uint64_t block, fz_rng_t *rng, fz_budget_t *budget)
 {
     int64_t lens[GS_KERNEL_MAX_COMBINE + 1];
+    uint64_t nbytes[GS_KERNEL_MAX_COMBINE + 1];
     gs_chunk_ref_t in[GS_KERNEL_MAX_COMBINE + 1];
     double *bufs[GS_KERNEL_MAX_COMBINE + 1] = {0};
     double scratch[4], *out = NULL;
@@ -86,7 +87,7 @@ static void fz_run_one_block(const gs_layer_t *l, uint64_t block, fz_rng_t *rng,
     int64_t total = 0;
     gs_status_t st;
 
-    st = fz_block_inputs(l, block, &n, lens);
+    st = fz_block_inputs(l, block, &n, lens, nbytes);
     if (st != GS_OK) {
         /* an unresolvable block must be refused everywhere (a generators-only fused layer's
          * gs_layer_ninputs is 0 without resolving: its instantiation refuses it) */
@@ -108,25 +109,41 @@ static void fz_run_one_block(const gs_layer_t *l, uint64_t block, fz_rng_t *rng,
         if (total > budget->left) return;   /* too big to materialise */
     }
     for (int i = 0; i < n; i++) {
-        bufs[i] = gs_malloc((size_t)lens[i] * sizeof(double), "fuzz input");
+        /* exactly the bytes the input has (typed inputs: not a whole number of doubles) */
+        if (nbytes[i] < (uint64_t)lens[i] * sizeof(double) || nbytes[i] - (uint64_t)lens[i] * sizeof(double) >= sizeof(double))
+            FZ_BUG("input %d of block %llu: %llu bytes for %lld doubles", i,
+                   (unsigned long long)block, (unsigned long long)nbytes[i], (long long)lens[i]);
+        bufs[i] = gs_malloc(nbytes[i] > 0 ? (size_t)nbytes[i] : 1, "fuzz input");
         if (bufs[i] == NULL) FZ_BUG("harness out of memory");
         for (int64_t e = 0; e < lens[i]; e++) bufs[i][e] = fz_fill_value(rng, special);
+        for (uint64_t e = (uint64_t)lens[i] * sizeof(double); e < nbytes[i]; e++)
+            ((uint8_t *)bufs[i])[e] = (uint8_t)fz_rng_next(rng);
         in[i].data = bufs[i];
         in[i].len = lens[i];
-        in[i].nbytes = (uint64_t)lens[i] * sizeof(double);
+        in[i].nbytes = nbytes[i];
+    }
+    {
+        /* a commit goes ahead only on the total its writes made: give it that half the time */
+        double expect;
+        if (n == 1 && lens[0] == 1 && fz_file_commit_expect(l, &expect) && (fz_rng_next(rng) & 1))
+            bufs[0][0] = expect;
     }
 
-    /* wrong tables must be refused before anything is read */
+    /* wrong tables must be refused before anything is read (a double more or less: the
+     * element count of float64 inputs, the bytes of typed ones) */
     if (n > 0) {
         in[0].len++;
+        in[0].nbytes += sizeof(double);
         if (gs_layer_instantiate(l, block, n, in, scratch, &t) == GS_OK)
             FZ_BUG("block %llu of a %s layer accepted input 0 one element too long",
                    (unsigned long long)block, gs_layer_name(l));
         in[0].len -= 2;
+        in[0].nbytes -= 2 * sizeof(double);
         if (in[0].len >= 0 && gs_layer_instantiate(l, block, n, in, scratch, &t) == GS_OK)
             FZ_BUG("block %llu of a %s layer accepted input 0 one element too short",
                    (unsigned long long)block, gs_layer_name(l));
         in[0].len++;
+        in[0].nbytes += sizeof(double);
         if (gs_layer_instantiate(l, block, n - 1, in, scratch, &t) == GS_OK)
             FZ_BUG("block %llu of a %s layer accepted %d inputs instead of %d",
                    (unsigned long long)block, gs_layer_name(l), n - 1, n);

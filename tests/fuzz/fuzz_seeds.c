@@ -84,7 +84,7 @@ typedef struct expr {
     gs_array_h a;
 } expr_t;
 
-#define NEXPR_MAX 32
+#define NEXPR_MAX 64
 static expr_t exprs[NEXPR_MAX];
 static int nexpr;
 static gs_array_h keep[256];
@@ -242,6 +242,68 @@ static void build_exprs(void)
         OK(gs_array_astype(x, GS_DTYPE_FLOAT32, &f32));
         OK(gs_array_cumulative(K(f32), GS_SCAN_SUM, 1, GS_DTYPE_FLOAT32, &c32));
         E("cumsum-float32", c32);
+    }
+    {
+        /* SLAB and STENCIL layers: weights, and map_overlap with a CPU kernel and with CUDA
+         * source; USER layers: map_blocks (1 and 2 inputs, CUDA source) and an elementwise
+         * kernel fused with its producers and consumer. The library names a file that does
+         * not exist: the fuzzers never load users' code (tests/fuzz/README.md). */
+        static const char cu[] = "extern \"C\" __global__ void k(gs_cuda_args_t a) {}";
+        static const double w3[9] = {0, 1, 0, 1, -4, 1, 0, 1, 0};
+        static const uint8_t karg[4] = {1, 2, 3, 4};
+        gs_user_kernel_t cpu = {"/nonexistent/libgsfuzz.so", "fuzz_kernel", karg, sizeof karg,
+                                NULL, 0};
+        gs_user_kernel_t cuda = {NULL, "k", NULL, 0, cu, 0};
+        gs_user_kernel_t ew = {"/nonexistent/libgsfuzz.so", "fuzz_ew", NULL, 0, NULL,
+                               GS_KERNEL_ELEMENTWISE};
+        int r2[2] = {1, 1}, d2[2] = {2, 1};
+        gs_array_h sten, ov, ovc, mb, mb2, mbc, fz, ins[2];
+        OK(gs_array_stencil(x, w3, r2, GS_BOUNDARY_REFLECT, 0.0, &sten));
+        E("stencil-reflect", sten);
+        OK(gs_array_stencil(y, w3, r2, GS_BOUNDARY_CONSTANT, 2.5, &sten));
+        E("stencil-constant", sten);
+        OK(gs_array_map_overlap(&cpu, x, d2, GS_BOUNDARY_PERIODIC, 0.0, &ov));
+        E("overlap-cpu", ov);
+        OK(gs_array_map_overlap(&cuda, y, r2, GS_BOUNDARY_NONE, 0.0, &ovc));
+        E("overlap-cuda", ovc);
+        ins[0] = x;
+        ins[1] = y;
+        OK(gs_array_map_blocks(&cpu, 1, ins, 2, s2, c2, &mb));
+        E("map-blocks", mb);
+        OK(gs_array_map_blocks(&cpu, 2, ins, 2, s2, c2, &mb2));
+        E("map-blocks-2", mb2);
+        OK(gs_array_map_blocks(&cuda, 2, ins, 2, s2, c2, &mbc));
+        E("map-blocks-cuda", mbc);
+        ins[0] = binsc(GS_BINARY_MUL, x, 3.0);
+        ins[1] = unop(GS_UNARY_ABS, y);
+        OK(gs_array_map_blocks(&ew, 2, ins, 2, s2, c2, &fz));
+        E("map-blocks-fused", reduce(GS_RED_SUM, binsc(GS_BINARY_ADD, K(fz), 1.0), 1, 2, 0.0));
+    }
+    {
+        /* FILE layers: a raw file read (sliced: a mapped read), .npy and zarr writes */
+        static const int64_t fs[2] = {9, 6}, fc[2] = {4, 4};
+        static const gs_slice_t fsl[2] = {{7, 0, -2, GS_SLICE_HAS_START}, {1, 5, 1, GS_SLICE_HAS_START | GS_SLICE_HAS_STOP}};
+        char path[4200];
+        FILE *fp;
+        gs_array_h rf, rs, wn, wz, wz3;
+        snprintf(path, sizeof path, "%s/seed-array.raw", outdir);
+        if ((fp = fopen(path, "wb")) == NULL) die("cannot write the raw seed file", GS_ERR_IO);
+        for (int i = 0; i < 9 * 6 + 2; i++) fputc(i, fp);
+        for (int i = 0; i < 9 * 6 * 4; i++) fputc(i * 7, fp);
+        fclose(fp);
+        OK(gs_array_from_raw(path, GS_DTYPE_FLOAT32, 2, fs, GS_ORDER_F, 2, fc, &rf));
+        E("file-read-f32-forder", rf);
+        OK(gs_array_slice(rf, 2, fsl, &rs));
+        E("file-read-sliced", binsc(GS_BINARY_ADD, K(rs), 1.0));
+        OK(gs_array_to_npy_expr(x, "/nonexistent/out.npy", "/nonexistent/out.npy.tmp", &wn));
+        E("file-write-npy", wn);
+        OK(gs_array_to_zarr_expr(x, "/nonexistent/out.zarr", "/nonexistent/out.zarr.tmp", 2,
+                                 GS_ZARR_ZSTD, &wz));
+        E("file-write-zarr2", wz);
+        OK(gs_array_to_zarr_expr(u, "/nonexistent/out3.zarr", "/nonexistent/out3.zarr.tmp", 3,
+                                 GS_ZARR_NONE, &wz3));
+        E("file-write-zarr3", wz3);
+        K(rf);
     }
 }
 

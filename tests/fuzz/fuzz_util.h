@@ -32,20 +32,33 @@ typedef struct fz_budget {
     int64_t left;
 } fz_budget_t;
 
-/** Expected inputs of block @a block of @a l: *n_p inputs of lens[i] doubles each (at most
- *  GS_KERNEL_MAX_COMBINE entries). GS_OK, or an error when the layer cannot resolve the block. */
 /* 1 when @a l is a fused layer that reads no chunks (generators only): gs_layer_ninputs() gives
  * 0 for every block without resolving it (graph/layer.c: the per-task cost of tiny tasks), so a
  * block whose addressing is bad is refused when it is instantiated, not by gs_layer_ninputs(). */
 int fz_generator_only(const gs_layer_t *l);
-gs_status_t fz_block_inputs(const gs_layer_t *l, uint64_t block, int *n_p, int64_t *lens);
+/** Expected inputs of block @a block of @a l, every layer kind: *n_p inputs (at most
+ *  GS_KERNEL_MAX_COMBINE entries) of exactly nbytes[i] bytes each, lens[i] doubles as a worker
+ *  counts them (nbytes / 8; for float64 inputs the element count). GS_OK, or an error when the
+ *  layer cannot resolve the block. */
+gs_status_t fz_block_inputs(const gs_layer_t *l, uint64_t block, int *n_p, int64_t *lens,
+                            uint64_t *nbytes);
+
+/** 1 when @a l is a FILE COMMIT layer, with the total its input must carry for the commit to
+ *  go ahead (*expect_p); 0 otherwise. */
+int fz_file_commit_expect(const gs_layer_t *l, double *expect_p);
 
 /** Elements a block's kernel touches (its region, or inputs + output for COMBINE). */
 int64_t fz_block_work(const gs_layer_t *l, uint64_t block);
 
 /** Instantiate block @a block of @a l with @a inputs and an output buffer of exactly
  *  gs_layer_out_nbytes() bytes (*out_p, gs_malloc'ed, caller frees with gs_free; NULL when not
- *  run), then run it on the CPU backend. Returns the status of instantiate or of the kernel;
+ *  run), then run it on the CPU backend (every other call through its staged, device-like
+ *  paths: no user op, so users' CPU kernels are staged, and files go through staging buffers).
+ *  Users' code never runs: the fuzz targets link with --wrap=gs__cpu_user_call and a CUDA
+ *  source goes to the harness's cuda_user op; both check the kernel's view of its blocks and
+ *  touch every element instead. FILE tasks run with their paths replaced by names in a private
+ *  temporary directory (emptied after each task, removed at exit); one whose file would exceed
+ *  16 MiB is not run. Returns the status of instantiate or of the kernel;
  *  GS_INPROGRESS (nothing run) when the work exceeds @a budget. Aborts if the kernel writes
  *  nothing sensible where the contract says it must succeed. */
 gs_status_t fz_run_block(const gs_layer_t *l, uint64_t block, int ninputs,

@@ -8,6 +8,7 @@
 #include "chunkops/chunkops.h"
 #include "chunkops/eval.h"
 #include "common/buf.h"
+#include "graph/graph_internal.h"
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -382,6 +383,130 @@ Test(graph_file, decoder_refuses_a_region_outside_the_file)
     gs_buf_cleanup(&b);
     gs_taskgraph_free(tg);
     gs_array_release(a);
+}
+
+/* ---- maps and shapes a peer may send (fuzz_layer reproducers:
+ * tests/fuzz/corpus/fuzz_layer/file-*) ---- */
+
+/* The read layer of a raw float64 file of @a nd axes @a shape in one chunk (v[i] = i), after
+ * @a edit changed its spec, encoded and decoded as a worker receives it: the decode's status
+ * in *st_p, the layer (NULL on failure). */
+static gs_layer_t *raw_read_layer(int nd, const int64_t *shape, void (*edit)(gs__fspec_t *),
+                                  gs_status_t *st_p)
+{
+    double d[64];
+    int64_t n = 1;
+    gs_array_h a;
+    gs_taskgraph_t *tg;
+    gs_layer_t *l = NULL;
+    gs_buf_t b;
+    for (int i = 0; i < 64; i++) d[i] = i;
+    for (int i = 0; i < nd; i++) n *= shape[i];
+    cr_assert(n <= 64);
+    write_file(path_of("m.raw"), d, (size_t)n * sizeof(double));
+    TX_OK(gs_array_from_raw(path_of("m.raw"), GS_DTYPE_FLOAT64, nd, shape, GS_ORDER_C, 0,
+                            (const int64_t[]){64, 64, 64}, &a));
+    TX_OK(gs_graph_lower(a, 0, &tg));
+    cr_assert_eq(tg->layers[0]->kind, GS_LAYER_FILE);
+    edit(tg->layers[0]->u.file.spec);
+    gs_buf_init(&b);
+    TX_OK(gs_layer_encode(tg->layers[0], &b));
+    *st_p = gs_layer_decode(b.data, b.len, &l);
+    gs_buf_cleanup(&b);
+    gs_taskgraph_free(tg);
+    gs_array_release(a);
+    return l;
+}
+
+static void expect_refused(int nd, const int64_t *shape, void (*edit)(gs__fspec_t *),
+                           const char *needle)
+{
+    gs_status_t st;
+    gs_layer_t *l = raw_read_layer(nd, shape, edit, &st);
+    cr_assert_eq(st, GS_ERR_PROTO, "%s: decoded", needle);
+    cr_assert_null(l);
+    cr_assert(strstr(gs_last_error(), needle) != NULL, "%s", gs_last_error());
+}
+
+/* Run block 0 of @a l (no inputs) on the CPU backend into @a out (@a n doubles). */
+static void run_block0(gs_layer_t *l, double *out, size_t n)
+{
+    gs_ktask_t t;
+    gs_chunkops_stream_h s;
+    cr_assert_eq(gs_layer_out_nbytes(l, 0), n * sizeof(double));
+    TX_OK(gs_layer_instantiate(l, 0, 0, NULL, out, &t));
+    TX_OK(gs_chunkops_cpu_ops.stream_create(ctx, &s));
+    TX_OK(gs_chunkops_run_ktask(&gs_chunkops_cpu_ops, ctx, s, &t));
+    TX_OK(gs_chunkops_cpu_ops.sync(ctx, s));
+    gs_chunkops_cpu_ops.stream_destroy(ctx, s);
+}
+
+/* the last address off + step * 39 of an axis of 40 overflowed int64 in the decoder's check
+ * (undefined behaviour; UBSan aborted) */
+static void edit_step_overflow(gs__fspec_t *f)
+{
+    f->fshape[0] = GS__MAX_ELEMENTS;
+    f->map.step[0] = GS__MAX_ELEMENTS;
+}
+
+static void edit_step_overflow_negative(gs__fspec_t *f)
+{
+    f->fshape[0] = GS__MAX_ELEMENTS;
+    f->map.step[0] = -GS__MAX_ELEMENTS;
+    f->map.off[0] = GS__MAX_ELEMENTS - 1;
+}
+
+/* an empty file (one axis 0) passed the size check whatever its other axes: their strides
+ * overflowed when a task was instantiated */
+static void edit_empty_file_huge_axes(gs__fspec_t *f)
+{
+    f->fshape[1] = f->fshape[2] = GS__MAX_ELEMENTS;
+}
+
+/* zarr chunks of 2^30 x 2^30 x 2^30 elements: their volume overflowed in the check */
+static void edit_zarr_chunk_volume(gs__fspec_t *f)
+{
+    f->fmt = GS_KFILE_ZARR;
+    f->zver = 2;
+    f->zsep = '.';
+    f->zchunk[0] = f->zchunk[1] = f->zchunk[2] = (int64_t)1 << 30;
+}
+
+Test(graph_file, decoder_refuses_maps_and_shapes_whose_arithmetic_overflows)
+{
+    expect_refused(1, (int64_t[]){40}, edit_step_overflow, "outside the file");
+    expect_refused(1, (int64_t[]){40}, edit_step_overflow_negative, "outside the file");
+    expect_refused(3, (int64_t[]){0, 4, 4}, edit_empty_file_huge_axes, "file too large");
+    expect_refused(3, (int64_t[]){0, 4, 4}, edit_zarr_chunk_volume, "zarr chunks of more than");
+}
+
+/* along an array axis of extent 1 any step in range was accepted (it moves nothing), but
+ * the task's stride, 64 x step, overflowed; along an axis of extent 0 nothing is checked and
+ * the task's base, stride x offset, overflowed */
+static void edit_unit_axis_huge_step(gs__fspec_t *f)
+{
+    f->map.step[0] = GS__MAX_ELEMENTS;
+}
+
+static void edit_empty_axis_huge_offset(gs__fspec_t *f)
+{
+    f->map.off[0] = (int64_t)1 << 62;
+    f->map.step[0] = INT64_MAX;
+}
+
+Test(graph_file, steps_and_offsets_that_move_nothing_are_not_applied)
+{
+    gs_status_t st;
+    double out[64];
+    gs_layer_t *l = raw_read_layer(2, (int64_t[]){1, 64}, edit_unit_axis_huge_step, &st);
+    cr_assert_eq(st, GS_OK, "%s", gs_last_error());
+    run_block0(l, out, 64);
+    for (int j = 0; j < 64; j++) cr_assert_eq(out[j], (double)j, "element %d: %g", j, out[j]);
+    gs_layer_free(l);
+    l = raw_read_layer(3, (int64_t[]){0, 4, 4}, edit_empty_axis_huge_offset, &st);
+    cr_assert_eq(st, GS_OK, "%s", gs_last_error());
+    run_block0(l, out, 0);
+    gs_layer_free(l);
 }
 
 /* The device path (slabs of rows through two staging buffers, copy_from_host, sync) run on

@@ -8,6 +8,7 @@
 #include "chunkops/chunkops.h"
 #include "chunkops/eval.h"
 #include "common/buf.h"
+#include "graph/graph_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -243,6 +244,49 @@ Test(graph_map, user_layers_round_trip_and_refuse_truncations)
     gs_taskgraph_free(tg);
     gs_array_release(both);
     gs_array_release(o);
+    gs_array_release(m);
+}
+
+/* A user layer's input box (2^30, 2^30, 0) holds 0 elements, but the check stopped
+ * multiplying once the product passed the element limit, so a declared length of 2^60 (the
+ * product so far) passed for it: the kernel's view and its buffer disagreed. A box whose
+ * nonzero extents exceed the limit is refused now; a true empty box is accepted, a length
+ * that is not the volume refused. */
+Test(graph_map, user_layers_refuse_boxes_whose_length_is_not_their_volume)
+{
+    const int64_t shape[3] = {4, 4, 4}, chunks[3] = {4, 4, 4};
+    tx_t *x = tx_uniform(4, 0.0, 1.0, 3, shape, chunks);
+    gs_user_kernel_t k = {GS_TEST_KERNELS, "gs_test_add", NULL, 0, NULL, 0};
+    gs_array_h m;
+    gs_taskgraph_t *tg;
+    TX_OK(gs_array_map_blocks(&k, 1, &x->h, 3, shape, chunks, &m));
+    TX_OK(gs_graph_lower(m, GS_LOWER_DEFAULT, &tg));
+    gs_layer_t *l = tg->layers[tg->nlayers - 1];
+    cr_assert_eq(gs_layer_kind(l), GS_LAYER_USER);
+    int64_t *box = l->u.ub.ibox;   /* input 0 of block 0: len, shape[3], start[3] */
+    static const int64_t cases[3][4] = {
+        {(int64_t)1 << 60, (int64_t)1 << 30, (int64_t)1 << 30, 0},   /* refused: too large */
+        {(int64_t)1 << 57, (int64_t)1 << 29, (int64_t)1 << 28, 0},   /* refused: not its volume */
+        {0, 4, 0, 4},                                                 /* an empty box: fine */
+    };
+    for (int c = 0; c < 3; c++) {
+        gs_buf_t b;
+        gs_layer_t *dl = NULL;
+        memcpy(box, cases[c], sizeof(cases[c]));
+        gs_buf_init(&b);
+        TX_OK(gs_layer_encode(l, &b));
+        gs_status_t st = gs_layer_decode(b.data, b.len, &dl);
+        if (c < 2) {
+            cr_assert_eq(st, GS_ERR_PROTO, "case %d decoded", c);
+            cr_assert(strstr(gs_last_error(), c == 0 ? "too large" : "does not match its shape"),
+                      "case %d: %s", c, gs_last_error());
+        } else {
+            cr_assert_eq(st, GS_OK, "%s", gs_last_error());
+            gs_layer_free(dl);
+        }
+        gs_buf_cleanup(&b);
+    }
+    gs_taskgraph_free(tg);
     gs_array_release(m);
 }
 

@@ -706,3 +706,211 @@ Test(graph_shape, reshape_of_random_shapes_and_chunkings)
         gs_array_release(x);
     }
 }
+
+/* ---- reshape in Fortran order (NumPy's order='F') ---- */
+
+/* The reference: output element at column-major flat index f is the input element at
+ * column-major flat index f (np.reshape(x, s, order='F')), laid out here in row-major order. */
+static void ref_reshape_f(gs_dtype_t d, int ind, const int64_t *ish, int ond, const int64_t *osh,
+                          double *want)
+{
+    int64_t size = 1, idx[GS_MAX_NDIM] = {0};
+    for (int a = 0; a < ond; a++) size *= osh[a];
+    for (int64_t o = 0; o < size; o++) {
+        int64_t f = 0, m = 1, rem = o, c = 0;
+        for (int a = ond - 1; a >= 0; a--) {   /* row-major o -> output index */
+            idx[a] = rem % osh[a];
+            rem /= osh[a];
+        }
+        for (int a = 0; a < ond; a++) {        /* output index -> column-major flat f */
+            f += idx[a] * m;
+            m *= osh[a];
+        }
+        for (int a = 0; a < ind; a++) {        /* column-major f -> input index */
+            idx[a] = f % ish[a];
+            f /= ish[a];
+        }
+        for (int a = 0; a < ind; a++) c = c * ish[a] + idx[a];   /* -> row-major input */
+        want[o] = pat(d, c);
+    }
+}
+
+static void check_reshape_f(gs_dtype_t d, int ind, const int64_t *ish, const int64_t *ich,
+                            int ond, const int64_t *osh, const int64_t *want_shape)
+{
+    char what[160];
+    int64_t size = 1;
+    for (int a = 0; a < ind; a++) size *= ish[a];
+    gs_array_h x = typed(d, ind, ish, ich), y;
+    TX_OK(gs_array_reshape_order(x, ond, osh, GS_ORDER_F, &y));
+    double *want = malloc((size_t)(size ? size : 1) * sizeof(double));
+    cr_assert_not_null(want);
+    ref_reshape_f(d, ind, ish, ond, want_shape, want);
+    snprintf(what, sizeof(what), "%s reshape order F %d-D -> %d-D", gs_dtype_name(d), ind, ond);
+    check(y, d, ond, want_shape, want, what);
+    free(want);
+    gs_array_release(y);
+    gs_array_release(x);
+}
+
+static void body_reshape_order_f_matches_numpy_on_odd_chunks(void)
+{
+    const int64_t s1[1] = {12}, c1[1] = {5};
+    const int64_t s2[2] = {7, 10}, c2[2] = {3, 4};
+    const int64_t s3[3] = {6, 5, 4}, c3[3] = {4, 2, 3};
+    for (int di = 0; di < NDT; di++) {
+        gs_dtype_t d = dtypes[di];
+        check_reshape_f(d, 1, s1, c1, 2, (int64_t[]){3, 4}, (int64_t[]){3, 4});
+        check_reshape_f(d, 1, s1, c1, 3, (int64_t[]){2, -1, 3}, (int64_t[]){2, 2, 3});
+        check_reshape_f(d, 2, s2, c2, 1, (int64_t[]){-1}, (int64_t[]){70});
+        check_reshape_f(d, 2, s2, c2, 2, (int64_t[]){10, 7}, (int64_t[]){10, 7});
+        check_reshape_f(d, 2, s2, c2, 2, (int64_t[]){5, 14}, (int64_t[]){5, 14});
+        check_reshape_f(d, 2, s2, c2, 2, (int64_t[]){14, -1}, (int64_t[]){14, 5});
+        check_reshape_f(d, 2, s2, c2, 3, (int64_t[]){7, 2, 5}, (int64_t[]){7, 2, 5});
+        check_reshape_f(d, 2, s2, c2, 2, (int64_t[]){7, 10}, (int64_t[]){7, 10});   /* same */
+        check_reshape_f(d, 3, s3, c3, 2, (int64_t[]){30, 4}, (int64_t[]){30, 4});
+        check_reshape_f(d, 3, s3, c3, 2, (int64_t[]){6, -1}, (int64_t[]){6, 20});
+        check_reshape_f(d, 3, s3, c3, 3, (int64_t[]){4, 5, 6}, (int64_t[]){4, 5, 6});
+        check_reshape_f(d, 3, s3, c3, 4, (int64_t[]){3, 2, 5, 4}, (int64_t[]){3, 2, 5, 4});
+        check_reshape_f(d, 3, s3, c3, 1, (int64_t[]){120}, (int64_t[]){120});
+    }
+    check_reshape_f(GS_DTYPE_FLOAT64, 1, (int64_t[]){105}, (int64_t[]){4}, 3,
+                    (int64_t[]){3, 5, 7}, (int64_t[]){3, 5, 7});
+    check_reshape_f(GS_DTYPE_INT32, 2, (int64_t[]){6, 35}, (int64_t[]){4, 6}, 2,
+                    (int64_t[]){10, 21}, (int64_t[]){10, 21});
+}
+
+Test(graph_shape, reshape_order_f_matches_numpy_on_odd_chunks)
+{
+    body_reshape_order_f_matches_numpy_on_odd_chunks();
+}
+
+/* The reference against NumPy's own output, so that ref_reshape_f cannot be wrong with it:
+ * np.arange(6).reshape(2, 3, order='F') == [[0, 2, 4], [1, 3, 5]] and
+ * np.arange(24).reshape(2, 3, 4).reshape(4, 6, order='F')[1] == [12, 20, 17, 14, 22, 19]. */
+Test(graph_shape, reshape_order_f_gives_numpys_values)
+{
+    gs_array_h x, y, z, w;
+    double got6[6], got24[24];
+    TX_OK(gs_array_arange(0.0, 1.0, 1, (int64_t[]){6}, (int64_t[]){4}, &x));
+    TX_OK(gs_array_reshape_order(x, 2, (int64_t[]){2, 3}, GS_ORDER_F, &y));
+    TX_OK(gs_chunkops_eval_array(be, ctx, y, GS_LOWER_DEFAULT, got6, 6));
+    const double want6[6] = {0, 2, 4, 1, 3, 5};
+    for (int i = 0; i < 6; i++) cr_assert_eq(got6[i], want6[i], "element %d: %g", i, got6[i]);
+    TX_OK(gs_array_arange(0.0, 1.0, 3, (int64_t[]){2, 3, 4}, (int64_t[]){1, 2, 3}, &z));
+    TX_OK(gs_array_reshape_order(z, 2, (int64_t[]){4, 6}, GS_ORDER_F, &w));
+    TX_OK(gs_chunkops_eval_array(be, ctx, w, GS_LOWER_DEFAULT, got24, 24));
+    const double want_row1[6] = {12, 20, 17, 14, 22, 19};
+    for (int i = 0; i < 6; i++)
+        cr_assert_eq(got24[6 + i], want_row1[i], "row 1, column %d: %g", i, got24[6 + i]);
+    gs_array_release(w);
+    gs_array_release(z);
+    gs_array_release(y);
+    gs_array_release(x);
+}
+
+Test(graph_shape, reshape_order_f_of_empty_and_size_one_arrays)
+{
+    gs_array_h x, y, s, r;
+    TX_OK(gs_array_zeros_dtype(GS_DTYPE_FLOAT32, 2, (int64_t[]){0, 6}, (int64_t[]){4, 4}, &x));
+    TX_OK(gs_array_reshape_order(x, 3, (int64_t[]){3, 0, 2}, GS_ORDER_F, &y));
+    check(y, GS_DTYPE_FLOAT32, 3, (int64_t[]){3, 0, 2}, NULL, "F (0, 6) -> (3, 0, 2)");
+    gs_array_release(y);
+    GX_EXPECT_INVALID(gs_array_reshape_order(x, 2, (int64_t[]){-1, 0}, GS_ORDER_F, &y), y,
+                      "cannot infer");
+    gs_array_release(x);
+    x = typed(GS_DTYPE_INT32, 1, (int64_t[]){5}, (int64_t[]){2});
+    TX_OK(gs_array_reduce(GS_RED_MAX, x, NULL, &s));   /* 0-d */
+    double mx = -1e9;
+    for (int i = 0; i < 5; i++) mx = fmax(mx, pat(GS_DTYPE_INT32, i));
+    TX_OK(gs_array_reshape_order(s, 3, (int64_t[]){1, 1, -1}, GS_ORDER_F, &r));
+    check(r, GS_DTYPE_INT32, 3, (int64_t[]){1, 1, 1}, &mx, "F () -> (1, 1, 1)");
+    gs_array_release(r);
+    gs_array_release(s);
+    gs_array_release(x);
+}
+
+Test(graph_shape, reshape_order_rejects_bad_input)
+{
+    gs_array_h x = typed(GS_DTYPE_FLOAT64, 2, (int64_t[]){3, 4}, (int64_t[]){2, 3}), y;
+    GX_EXPECT_INVALID(gs_array_reshape_order(x, 2, (int64_t[]){5, 3}, GS_ORDER_F, &y), y,
+                      "cannot reshape an array of size 12 into shape (5, 3)");
+    GX_EXPECT_INVALID(gs_array_reshape_order(x, 2, (int64_t[]){-1, 5}, GS_ORDER_F, &y), y,
+                      "cannot reshape an array of size 12 into shape (-1, 5)");
+    GX_EXPECT_INVALID(gs_array_reshape_order(x, 3, (int64_t[]){-1, 2, -1}, GS_ORDER_F, &y), y,
+                      "more than one -1");
+    GX_EXPECT_INVALID(gs_array_reshape_order(x, 2, (int64_t[]){-2, -6}, GS_ORDER_F, &y), y,
+                      "negative size on axis 0");
+    GX_EXPECT_INVALID(gs_array_reshape_order(x, 2, (int64_t[]){4, 3}, (gs_order_t)2, &y), y,
+                      "unknown order 2");
+    GX_EXPECT_INVALID(gs_array_reshape_order(x, 2, (int64_t[]){4, 3}, (gs_order_t)-1, &y), y,
+                      "unknown order -1");
+    GX_EXPECT_INVALID(gs_array_reshape_order(x, 2, (int64_t[]){12, 1}, (gs_order_t)7, &y), y,
+                      "unknown order 7");
+    GX_EXPECT_INVALID(gs_array_reshape_order(x, 2, NULL, GS_ORDER_F, &y), y, "shape is NULL");
+    GX_EXPECT_INVALID(gs_array_reshape_order(NULL, 1, (int64_t[]){12}, GS_ORDER_F, &y), y,
+                      "operand is NULL");
+    GX_EXPECT_INVALID(gs_array_reshape_order(x, 9, (int64_t[]){1, 1, 1, 1, 1, 1, 1, 3, 4},
+                                             GS_ORDER_F, &y), y, "ndim 9 out of range");
+    cr_assert_eq(gs_array_reshape_order(x, 1, (int64_t[]){12}, GS_ORDER_F, NULL),
+                 GS_ERR_INVALID_PARAM);
+    /* GS_ORDER_C is gs_array_reshape(): its errors and values */
+    GX_EXPECT_INVALID(gs_array_reshape_order(x, 2, (int64_t[]){5, 3}, GS_ORDER_C, &y), y,
+                      "cannot reshape an array of size 12 into shape (5, 3)");
+    check_reshape(GS_DTYPE_FLOAT64, 2, (int64_t[]){3, 4}, (int64_t[]){2, 3}, 2,
+                  (int64_t[]){6, 2}, (int64_t[]){6, 2});
+    TX_OK(gs_array_reshape_order(x, 2, (int64_t[]){6, 2}, GS_ORDER_C, &y));
+    {
+        double want[12];
+        for (int i = 0; i < 12; i++) want[i] = pat(GS_DTYPE_FLOAT64, i);
+        check(y, GS_DTYPE_FLOAT64, 2, (int64_t[]){6, 2}, want, "order C (3, 4) -> (6, 2)");
+    }
+    gs_array_release(y);
+    gs_array_release(x);
+}
+
+Test(graph_shape, reshape_order_f_of_random_shapes_and_chunkings)
+{
+    static const int64_t sizes[] = {1, 2, 3, 4, 5, 6};
+    for (int trial = 0; trial < 150; trial++) {
+        int ind = 1 + (int)rs_next(4), ond = 1 + (int)rs_next(4);
+        int64_t ish[GS_MAX_NDIM], ich[GS_MAX_NDIM], osh[GS_MAX_NDIM], size = 1, left;
+        for (int a = 0; a < ind; a++) {
+            ish[a] = sizes[rs_next(6)];
+            ich[a] = 1 + rs_next(ish[a]);
+            size *= ish[a];
+        }
+        left = size;
+        for (int a = 0; a + 1 < ond; a++) {
+            int64_t f = 1 + rs_next(left);
+            while (left % f != 0) f--;
+            osh[a] = f;
+            left /= f;
+        }
+        osh[ond - 1] = left;
+        gs_array_h x = typed(GS_DTYPE_FLOAT64, ind, ish, ich), y;
+        TX_OK(gs_array_reshape_order(x, ond, osh, GS_ORDER_F, &y));
+        double *want = malloc((size_t)size * sizeof(double));
+        cr_assert_not_null(want);
+        ref_reshape_f(GS_DTYPE_FLOAT64, ind, ish, ond, osh, want);
+        for (unsigned f = 0; f <= GS_LOWER_DEFAULT; f += GS_LOWER_DEFAULT) {
+            double *got = eval(y, f);
+            for (int64_t i = 0; i < size; i++)
+                cr_assert(got[i] == want[i], "trial %d (%d-D -> %d-D), flags 0x%x: element %lld",
+                          trial, ind, ond, f, (long long)i);
+            free(got);
+        }
+        free(want);
+        gs_array_release(y);
+        gs_array_release(x);
+    }
+}
+
+#ifdef GS_HAVE_CUDA
+Test(graph_shape, reshape_order_f_on_cuda)
+{
+    gx_cuda_begin(&be, &ctx);
+    body_reshape_order_f_matches_numpy_on_odd_chunks();
+    gx_cuda_end(&be, &ctx);
+}
+#endif

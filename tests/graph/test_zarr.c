@@ -9,6 +9,7 @@
 #include "chunkops/chunkops.h"
 #include "chunkops/eval.h"
 #include "common/buf.h"
+#include "graph/graph_internal.h"
 
 #include <blosc.h>
 #include <stdio.h>
@@ -372,4 +373,96 @@ Test(graph_zarr, staged_reads_of_regions_over_the_pinned_limit_match)
         gs_array_release(x);
     }
     free(out);
+}
+
+/* ---- maps a peer may send (fuzz_layer reproducers: tests/fuzz/corpus/fuzz_layer/file-zarr-*) */
+
+/* The read layer of the 6 x 4 store "m" (v[i][j] = 4 i + j, zarr chunks 2 x 4), one task,
+ * after @a edit changes its map; encoded and decoded again as a worker receives it. The
+ * decode's status in *st_p; the decoded layer (NULL on failure). */
+static gs_layer_t *zarr_read_layer(void (*edit)(gs__fspec_t *), gs_status_t *st_p)
+{
+    const int64_t shape[2] = {6, 4}, zc[2] = {2, 4};
+    gs_array_h x, w, a;
+    gs_taskgraph_t *tg;
+    gs_layer_t *l = NULL;
+    gs_buf_t b;
+    double n;
+    if (access(at("m"), F_OK) != 0) {
+        TX_OK(gs_array_arange(0, 1, 2, shape, zc, &x));
+        TX_OK(gs_array_to_zarr_expr(x, at("m"), at("m.tmp"), 2, 0 /* none */, &w));
+        TX_OK(gs_graph_lower(w, GS_LOWER_DEFAULT, &tg));
+        TX_OK(gs_chunkops_eval(&gs_chunkops_cpu_ops, ctx, tg, &n, 1));
+        gs_taskgraph_free(tg);
+        gs_array_release(w);
+        gs_array_release(x);
+    }
+    TX_OK(gs_array_from_zarr(at("m"), shape, &a));
+    TX_OK(gs_graph_lower(a, 0, &tg));
+    cr_assert_eq(tg->nlayers, 1);
+    cr_assert_eq(tg->layers[0]->kind, GS_LAYER_FILE);
+    edit(tg->layers[0]->u.file.spec);
+    gs_buf_init(&b);
+    TX_OK(gs_layer_encode(tg->layers[0], &b));
+    *st_p = gs_layer_decode(b.data, b.len, &l);
+    gs_buf_cleanup(&b);
+    gs_taskgraph_free(tg);
+    gs_array_release(a);
+    return l;
+}
+
+static void edit_row_step_zero(gs__fspec_t *f)
+{
+    f->map.step[0] = 0;   /* every row of the array reads file row 3 */
+    f->map.off[0] = 3;
+}
+
+static void edit_two_file_axes_one_array_axis(gs__fspec_t *f)
+{
+    f->map.perm[1] = 0;   /* file axes 0 and 1 both follow array axis 0 (a diagonal) */
+    f->map.off[1] = 0;
+    f->map.step[1] = 0;
+}
+
+/* A step of 0 on the array's first axis divided by zero in the zarr reader (host path:
+ * gs__zarr_prange; device path: the rows one zarr chunk spans), killing the worker with
+ * SIGFPE. Now every row reads the one file row, on both paths. */
+Test(graph_zarr, a_map_step_of_zero_reads_one_row_on_every_path)
+{
+    gs_chunkops_ops_t staged = gs_chunkops_cpu_ops;
+    const gs_chunkops_ops_t *ops[2] = {&gs_chunkops_cpu_ops, &staged};
+    gs_status_t st;
+    gs_layer_t *l = zarr_read_layer(edit_row_step_zero, &st);
+    staged.name = "cpu-staged";
+    cr_assert_eq(st, GS_OK, "%s", gs_last_error());
+    cr_assert_eq(gs_layer_nblocks(l), 1);
+    cr_assert_eq(gs_layer_out_nbytes(l, 0), 24 * sizeof(double));
+    for (int o = 0; o < 2; o++) {
+        double out[24];
+        gs_ktask_t t;
+        gs_chunkops_stream_h s;
+        memset(out, 0, sizeof(out));
+        TX_OK(gs_layer_instantiate(l, 0, 0, NULL, out, &t));
+        TX_OK(ops[o]->stream_create(ctx, &s));
+        TX_OK(gs_chunkops_run_ktask(ops[o], ctx, s, &t));
+        TX_OK(ops[o]->sync(ctx, s));
+        ops[o]->stream_destroy(ctx, s);
+        for (int i = 0; i < 6; i++)
+            for (int j = 0; j < 4; j++)
+                cr_assert_eq(out[i * 4 + j], 12.0 + j, "%s: (%d, %d) is %g", ops[o]->name, i, j,
+                             out[i * 4 + j]);
+    }
+    gs_layer_free(l);
+}
+
+/* Two file axes following one array axis made the zarr reader walk a chunk's box along one
+ * of them only: it read past the decoded chunk (heap overflow). Such a map is refused. */
+Test(graph_zarr, a_map_reading_one_array_axis_twice_is_refused)
+{
+    gs_status_t st;
+    gs_layer_t *l = zarr_read_layer(edit_two_file_axes_one_array_axis, &st);
+    cr_assert_eq(st, GS_ERR_PROTO);
+    cr_assert_null(l);
+    cr_assert(strstr(gs_last_error(), "reads one array axis twice") != NULL, "%s",
+              gs_last_error());
 }

@@ -421,6 +421,25 @@ gs_status_t gs_array_stack(int n, const gs_array_h *arrays, int axis, gs_array_h
  *  GS_ERR_NO_MEMORY. */
 gs_status_t gs_array_reshape(gs_array_h a, int ndim, const int64_t *shape, gs_array_h *out_p);
 
+/** Element order: C (row-major: the last index varies fastest) or Fortran (column-major: the
+ *  first index varies fastest). Of a raw file (gs_array_from_raw()) and of a reshape
+ *  (gs_array_reshape_order()). */
+typedef enum gs_order { GS_ORDER_C = 0, GS_ORDER_F = 1 } gs_order_t;
+
+/** np.reshape(a, shape, order): gs_array_reshape() with @a order a gs_order_t. GS_ORDER_C is
+ *  gs_array_reshape(). GS_ORDER_F reads the elements of @a a and writes them into the new
+ *  shape in column-major index order (NumPy's order='F': the first index varies fastest on
+ *  both sides; it says nothing about memory layout), which equals
+ *  transpose(reshape(transpose(a), reversed shape)) and is lowered that way: the transposes
+ *  are index maps read in place, the reshape rechunks and relabels as gs_array_reshape()
+ *  does. The same shape (or one axis or fewer on both sides) gives what gs_array_reshape()
+ *  gives. The result keeps @a a's dtype. Errors: those of gs_array_reshape() (same messages:
+ *  sizes, -1 inference, ndim, NULL arguments) and GS_ERR_INVALID_PARAM for an @a order other
+ *  than GS_ORDER_C and GS_ORDER_F ("unknown order"), GS_ERR_NO_MEMORY. New reference in
+ *  *out_p, written only on success. */
+gs_status_t gs_array_reshape_order(gs_array_h a, int ndim, const int64_t *shape,
+                                   gs_order_t order, gs_array_h *out_p);
+
 /** np.ravel(a): gs_array_reshape(a, 1, {-1}) (a 0-d array gives shape (1,)). Errors as
  *  gs_array_reshape(). */
 gs_status_t gs_array_ravel(gs_array_h a, gs_array_h *out_p);
@@ -819,8 +838,7 @@ const int64_t *gs_array_chunk_bounds(gs_array_h a, int axis);
 
 /* ---- array files (read and written by the workers; docs/api.md, "Files") ---- */
 
-/** Element order of a raw file: C (row-major) or Fortran (column-major). */
-typedef enum gs_order { GS_ORDER_C = 0, GS_ORDER_F = 1 } gs_order_t;
+/* gs_order_t (C or Fortran element order of a raw file): with gs_array_reshape_order(). */
 
 /** Array stored in a raw file at @a path: prod(shape) elements of @a dtype in native byte
  *  order (gs_array_from_raw_ex() takes another) and @a order, element 0 at byte @a offset, chunked by @a chunks (ndim entries, each
