@@ -70,9 +70,16 @@ gs_status_t gs__user_instantiate(const gs_layer_t *l, uint64_t block, int ninput
                                  const gs_chunk_ref_t *inputs, double *out, gs_kuser_t *k);
 /* Wire body after the grid: [[ioff...], [ibox...], library, symbol, arg] (CPU kernels without
  * flags or fusion), [..., cuda source] (CUDA kernels without), or, with flags or fusion,
- * [..., arg, cuda source ("" for CPU kernels), flags, fuse] (layer_map_fuse.c). */
+ * [..., arg, cuda source ("" for CPU kernels), flags, fuse] (layer_map_fuse.c), or, with any
+ * dtype other than float64, [..., flags, fuse, [out_dtype, in_dtype_0, in_dtype_1]]. */
 void gs__user_encode_body(gs_mp_writer_t *w, const gs_layer_t *l);
 int gs__user_decode_body(gs_mp_reader_t *r, gs_layer_t *l);
+/* 1 when the kernel's output or an input is not float64. */
+int gs__user_typed(const gs_layer_t *l);
+/* Bytes of chunk ref @a r (nbytes, else len doubles); whether it has data and holds exactly
+ * @a n elements of @a dtype (float64: len == n, and nbytes when set; others: nbytes). */
+uint64_t gs__user_ref_nbytes(const gs_chunk_ref_t *r);
+int gs__user_ref_fits(const gs_chunk_ref_t *r, int64_t n, int32_t dtype);
 /* The kernel fields of block @a block (everything but in[k].data and out.data). */
 void gs__user_fill(const gs_layer_t *l, uint64_t block, gs_kuser_t *k);
 
