@@ -236,6 +236,10 @@ struct gs_client {
     struct gs__dthread *dpool;
     int dpool_busy;             /* a gather uses it */
     int dpool_closed;           /* gs_client_destroy ran: the last user frees it */
+    /* lowering hints (submit.c): the CPU workers' kernel threads summed, and when they were
+     * last asked of gsched (mu; 0: never) */
+    uint32_t hint_cpu_threads;
+    double hint_at_s;
 };
 
 /* ------------------------------------------------------------------------------------------ */

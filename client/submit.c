@@ -79,6 +79,50 @@ gs_status_t gs_client_submit(gs_client_h c, gs_array_h array, unsigned flags,
     return gs__client_submit_lower(c, array, flags, c != NULL ? c->lower_flags : 0, future_p);
 }
 
+/* How long the CPU thread count of the cluster is reused before gsched is asked again. */
+#define GS__HINT_TTL_S 1.0
+
+/* Kernel threads of @a c's CPU workers together (0: unknown), cached GS__HINT_TTL_S. */
+static uint32_t gs__client_cpu_threads(gs_client_h c)
+{
+    gs_client_worker_info_t *wi = NULL;
+    size_t n = 0, cap;
+    uint64_t sum = 0;
+    double now = gs_now_s();
+    uint32_t v;
+    uv_mutex_lock(&c->mu);
+    v = c->hint_cpu_threads;
+    if (c->hint_at_s > 0 && now - c->hint_at_s < GS__HINT_TTL_S) {
+        uv_mutex_unlock(&c->mu);
+        return v;
+    }
+    uv_mutex_unlock(&c->mu);
+    if (gs_client_workers(c, NULL, 0, &n) != GS_OK || n == 0) return 0;
+    cap = n + 8;   /* workers that joined between the two calls */
+    if ((wi = gs_malloc(cap * sizeof(*wi), "worker list for lowering")) == NULL) return 0;
+    if (gs_client_workers(c, wi, cap, &n) == GS_OK) {
+        for (size_t i = 0; i < n && i < cap; i++)
+            if (strcmp(wi[i].backend, "cpu") == 0) sum += wi[i].nthreads;
+        v = sum > UINT32_MAX ? UINT32_MAX : (uint32_t)sum;
+        uv_mutex_lock(&c->mu);
+        c->hint_cpu_threads = v;
+        c->hint_at_s = now;
+        uv_mutex_unlock(&c->mu);
+    } else {
+        v = 0;
+    }
+    gs_free(wi);
+    return v;
+}
+
+/* Whether @a tg holds a fused user kernel (the only plan gs_lower_hints_t changes today). */
+static int gs__graph_has_fused_user(const gs_taskgraph_t *tg)
+{
+    for (uint32_t i = 0; i < tg->nlayers; i++)
+        if (strcmp(gs_layer_name(tg->layers[i]), "map_blocks-fused") == 0) return 1;
+    return 0;
+}
+
 gs_status_t gs__client_submit_lower(gs_client_h c, gs_array_h array, unsigned flags,
                                     unsigned lower_flags, gs_future_h *future_p)
 {
@@ -93,6 +137,17 @@ gs_status_t gs__client_submit_lower(gs_client_h c, gs_array_h array, unsigned fl
         return gs_error_set(GS_ERR_INVALID_PARAM, "gs_client_submit: unknown flags 0x%x", flags);
     if ((st = gs__client_usable(c)) != GS_OK) return st;
     if ((st = gs_graph_lower(array, lower_flags, &tg)) != GS_OK) return st;
+    if (gs__graph_has_fused_user(tg)) {
+        /* a fused user kernel: lower again knowing the CPU pool, which may decline the fusion
+         * of a CPU kernel with too few blocks to keep it busy (gs_lower_hints_t) */
+        gs_lower_hints_t hints = {gs__client_cpu_threads(c)};
+        gs_taskgraph_t *tg2 = NULL;
+        if (hints.cpu_threads > 0 &&
+            gs_graph_lower_hinted(array, lower_flags, &hints, &tg2) == GS_OK) {
+            gs_taskgraph_free(tg);
+            tg = tg2;
+        }
+    }
     return gs__client_submit_graph(c, tg, flags, flags & GS_SUBMIT_KEEP ? array : NULL, t0,
                                    future_p);
 }

@@ -34,7 +34,7 @@ gs_status_t gs_graph_lower_many(size_t n, const gs_array_h *arrays, unsigned fla
         st = gs_error_set(GS_ERR_NO_MEMORY, "out of memory while lowering");
         goto err;
     }
-    if ((st = gs__graph_lower_roots(n, arrays, flags, &tg, off)) != GS_OK) goto err;
+    if ((st = gs__graph_lower_roots(n, arrays, flags, NULL, &tg, off)) != GS_OK) goto err;
     for (size_t r = 0; r < n; r++) {
         const struct gs_array *a = arrays[r];
         if (gs_grid_copy(&res[r].grid, &a->grid) != GS_OK) {
