@@ -123,6 +123,34 @@ static int gs__graph_has_fused_user(const gs_taskgraph_t *tg)
     return 0;
 }
 
+gs_status_t gs__client_lower(gs_client_h c, size_t n, const gs_array_h *arrays, unsigned flags,
+                             gs_taskgraph_t **tg_p, gs_lower_result_t **res_p)
+{
+    gs_taskgraph_t *tg = NULL, *tg2 = NULL;
+    gs_lower_result_t *res = NULL, *res2 = NULL;
+    gs_lower_hints_t hints;
+    gs_status_t st;
+    st = res_p != NULL ? gs_graph_lower_many(n, arrays, flags, &tg, &res)
+                       : gs_graph_lower(arrays[0], flags, &tg);
+    if (st != GS_OK) return st;
+    /* a fused user kernel: lower again knowing the CPU pool, which may decline the fusion of
+     * a CPU kernel with too few blocks to keep it busy (gs_lower_hints_t); the values are the
+     * same either way, so a failure here keeps the first plan */
+    if (gs__graph_has_fused_user(tg) && (hints.cpu_threads = gs__client_cpu_threads(c)) > 0) {
+        st = res_p != NULL ? gs_graph_lower_many_hinted(n, arrays, flags, &hints, &tg2, &res2)
+                           : gs_graph_lower_hinted(arrays[0], flags, &hints, &tg2);
+        if (st == GS_OK) {
+            gs_taskgraph_free(tg);
+            gs_graph_lower_results_free(n, res);
+            tg = tg2;
+            res = res2;
+        }
+    }
+    *tg_p = tg;
+    if (res_p != NULL) *res_p = res;
+    return GS_OK;
+}
+
 gs_status_t gs__client_submit_lower(gs_client_h c, gs_array_h array, unsigned flags,
                                     unsigned lower_flags, gs_future_h *future_p)
 {
@@ -136,18 +164,7 @@ gs_status_t gs__client_submit_lower(gs_client_h c, gs_array_h array, unsigned fl
     if (flags & ~GS_SUBMIT_KEEP)
         return gs_error_set(GS_ERR_INVALID_PARAM, "gs_client_submit: unknown flags 0x%x", flags);
     if ((st = gs__client_usable(c)) != GS_OK) return st;
-    if ((st = gs_graph_lower(array, lower_flags, &tg)) != GS_OK) return st;
-    if (gs__graph_has_fused_user(tg)) {
-        /* a fused user kernel: lower again knowing the CPU pool, which may decline the fusion
-         * of a CPU kernel with too few blocks to keep it busy (gs_lower_hints_t) */
-        gs_lower_hints_t hints = {gs__client_cpu_threads(c)};
-        gs_taskgraph_t *tg2 = NULL;
-        if (hints.cpu_threads > 0 &&
-            gs_graph_lower_hinted(array, lower_flags, &hints, &tg2) == GS_OK) {
-            gs_taskgraph_free(tg);
-            tg = tg2;
-        }
-    }
+    if ((st = gs__client_lower(c, 1, &array, lower_flags, &tg, NULL)) != GS_OK) return st;
     return gs__client_submit_graph(c, tg, flags, flags & GS_SUBMIT_KEEP ? array : NULL, t0,
                                    future_p);
 }

@@ -106,6 +106,10 @@ typedef struct gs_lower_result {
  *  gs_graph_lower() refuses), GS_ERR_NO_MEMORY. (graph/lower_many.c) */
 gs_status_t gs_graph_lower_many(size_t n, const gs_array_h *arrays, unsigned flags,
                                 gs_taskgraph_t **tg_p, gs_lower_result_t **res_p);
+/** gs_graph_lower_many with @a hints (gs_lower_hints_t; NULL: none). */
+gs_status_t gs_graph_lower_many_hinted(size_t n, const gs_array_h *arrays, unsigned flags,
+                                       const gs_lower_hints_t *hints, gs_taskgraph_t **tg_p,
+                                       gs_lower_result_t **res_p);
 /** Free @a n results of gs_graph_lower_many(). NULL is fine. */
 void gs_graph_lower_results_free(size_t n, gs_lower_result_t *res);
 
