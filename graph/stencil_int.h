@@ -86,8 +86,8 @@ void gs__user_fill(const gs_layer_t *l, uint64_t block, gs_kuser_t *k);
 /* ---- fused USER layers (layer_map_fuse.c) ----
  * An elementwise user kernel fused with its producers and consumers: a USER layer whose
  * u.ub.fuse holds, per user input k, pre[k] (a FUSED STORE layer over the USER layer's grid,
- * float64 out, computing input k of every block; NULL: input k is a task input chunk as in a
- * plain USER layer) and post (a FUSED STORE or REDUCE layer over the same grid, NULL: the
+ * out_dtype the kernel's in_dtype[k], computing input k of every block; NULL: input k is a
+ * task input chunk as in a plain USER layer) and post (a FUSED STORE or REDUCE layer over the same grid, NULL: the
  * kernel's output is the task's) whose source usrc is the kernel's output block (block b of
  * the grid for task b, never a task input). Task b's inputs, in order: for each k, pre[k]'s
  * inputs of block b (gs__fused_resolve order) or the one chunk; then post's inputs of block b
@@ -103,7 +103,7 @@ void gs__ufuse_free(gs__ufuse_t *f);
 int gs__ufuse_check(const gs_layer_t *l, const char **why_p);
 /* Task inputs of block @a block (in range), -1 when the block cannot be resolved. */
 int gs__ufuse_ninputs(const gs_layer_t *l, uint64_t block);
-/* Output bytes of block @a block: post's, else the block's float64 elements. */
+/* Output bytes of block @a block: post's, else the block's elements of the kernel's out_dtype. */
 uint64_t gs__ufuse_out_nbytes(const gs_layer_t *l, uint64_t block);
 /* The MAPFUSED kernel of block @a block (graph/kernel.h gs_kmapfused_t; temporaries NULL).
  * GS_ERR_INVALID_PARAM naming the fault for inputs of the wrong number or size or a post

@@ -104,7 +104,8 @@ void gs_test_typed(const gs_block_t *in, int nin, gs_block_t *out, const void *a
     for (int32_t j = 1; j < out->ndim; j++) inner *= out->shape[j];
     for (int64_t i = 0; i < n; i++) {
         const double row = out->ndim > 0 ? (double)(out->start[0] + i / inner) : 0.0;
-        const double v = 2.0 * gs_test_load(&in[0], i) + (nin > 1 ? gs_test_load(&in[1], i) : 0.0) + row;
+        const double v =
+            2.0 * gs_test_load(&in[0], i) + (nin > 1 ? gs_test_load(&in[1], i) : 0.0) + row;
         switch (out->dtype) {
         case GS_DTYPE_FLOAT32: ((float *)out->data)[i] = (float)v; break;
         case GS_DTYPE_FLOAT16: ((_Float16 *)out->data)[i] = (_Float16)v; break;
