@@ -169,3 +169,47 @@ Test(graph_map_dtype, the_block_layout_keeps_its_fields_and_appends_the_dtype)
     gs_block_t zeroed = {0};
     cr_assert_eq(zeroed.dtype, GS_DTYPE_FLOAT64, "a zeroed block is float64");
 }
+
+/* The typed USER layer's wire form (9 fields: the dtypes last), plain and fused: decodes to
+ * the same bytes, refuses every prefix, and a dtype outside gs_dtype_t is refused. */
+Test(graph_map_dtype, typed_user_layers_round_trip_and_refuse_truncations_and_bad_dtypes)
+{
+    gs_array_h in[2] = {input(GS_DTYPE_INT32, 0), input(GS_DTYPE_UINT8, 1)};
+    for (int fuse = 0; fuse < 2; fuse++) {
+        gs_array_h m = typed_map(2, in, GS_DTYPE_FLOAT32, GS_KERNEL_ELEMENTWISE);
+        gs_taskgraph_t *tg;
+        int seen = 0;
+        OK(gs_graph_lower(m, fuse ? GS_LOWER_DEFAULT : 0, &tg));
+        for (uint32_t i = 0; i < tg->nlayers; i++) {
+            const gs_layer_t *l = tg->layers[i];
+            gs_buf_t b, b2;
+            gs_layer_t *dl = NULL;
+            if (gs_layer_kind(l) != GS_LAYER_USER) continue;
+            seen++;
+            gs_buf_init(&b);
+            gs_buf_init(&b2);
+            OK(gs_layer_encode(l, &b));
+            OK(gs_layer_decode(b.data, b.len, &dl));
+            OK(gs_layer_encode(dl, &b2));
+            cr_assert(b.len == b2.len && memcmp(b.data, b2.data, b.len) == 0);
+            gs_layer_free(dl);
+            for (size_t n = 0; n < b.len; n++) {
+                gs_layer_t *t = NULL;
+                cr_assert_eq(gs_layer_decode(b.data, n, &t), GS_ERR_PROTO, "prefix of %zu", n);
+            }
+            /* the last bytes are [out, in0, in1] = [1, 3, 5] as positive fixints */
+            cr_assert_eq(b.data[b.len - 3], GS_DTYPE_FLOAT32);
+            cr_assert_eq(b.data[b.len - 2], GS_DTYPE_INT32);
+            cr_assert_eq(b.data[b.len - 1], GS_DTYPE_UINT8);
+            b.data[b.len - 2] = GS_DTYPE_COUNT;
+            cr_assert_eq(gs_layer_decode(b.data, b.len, &dl), GS_ERR_PROTO);
+            gs_buf_cleanup(&b);
+            gs_buf_cleanup(&b2);
+        }
+        cr_assert_eq(seen, 1, "fuse %d", fuse);
+        gs_taskgraph_free(tg);
+        gs_array_release(m);
+    }
+    gs_array_release(in[0]);
+    gs_array_release(in[1]);
+}
