@@ -2,7 +2,7 @@
 # One GPU-machine session: build with CUDA, run the benchmarks, then the whole suite (CUDA tests
 # enabled, integration tests also with CUDA workers). Logs go to $OUT (or ./gpu-out). For a host
 # without a package registry, carry .devdeps (../shared/offline-deps/README.md):
-#   source .devdeps/env.sh && bash bench/gpu-session.sh [bench|move|linalg|scale|robust|tests|svd|spill|dash|tls|mac|gather|sched|rand|io|zarrcuda|stencil|dtype|nanred|scan|mapfuse|intsum|restart|all]
+#   source .devdeps/env.sh && bash bench/gpu-session.sh [bench|move|linalg|scale|robust|tests|svd|spill|dash|tls|mac|gather|sched|rand|io|zarrcuda|stencil|dtype|nanred|scan|mapfuse|intsum|restart|usertyped|all]
 # bench: kernels + seed reductions; move: transfers, transpose-sum, slice3 (issue 5);
 # linalg: dot, svd (issue 6); scale: tiny tasks, 1 M-chunk seed, worker kill (issue 7);
 # robust: 300-job soak and socket fuzzing with CUDA workers (issue 12);
@@ -49,6 +49,13 @@
 # zarrcuda: file reads on CUDA workers' file threads (issue 18, session 9): the file-thread
 #   tests and integration_files with CUDA workers, gs-bench io zarr none/blosc and npy on one
 #   GPU; targets test_worker test_integration gs-bench gsched_daemon gworker gs-local-cluster.
+# usertyped: user kernels on every dtype (issue 16, session 9): NVRTC compiles the typed
+#   prelude, typed map_blocks with an NVRTC kernel (fused, unfused) and a staged C kernel equal to
+#   the CPU backend byte for byte, the shared 3x3 smoothing source (cuda_stencil, integration
+#   stencil tests, gs-bench stencil --kernel cuda), the CPU-pool fusion hint on this host's
+#   CPU (gs-bench mapblocks 16 blocks: declined; 64 blocks: fused); targets
+#   test_chunkops_cuda_rtc test_chunkops_cuda_stencil test_graph_stencil test_integration
+#   gs-bench gsched_daemon gworker gs-local-cluster gs_test_kernels.
 # GS_TARGETS="a b ..." builds only those targets (a shorter build for one stage).
 set -uo pipefail
 what=${1:-all}
@@ -499,4 +506,22 @@ if [ "$what" = restart ]; then
   grep -hE "Synthesis|SKIP.*(restart|illegal)" "$out/restart-tests.log"
   grep -hE -A12 "\[FAIL\]|CRASH" "$out/restart-tests.log" | head -40
   grep -hE "lost the device|is lost|restarting it in|restarted \(pid" "$out/restart-tests.log" | head -12
+fi
+if [ "$what" = usertyped ]; then
+  # usertyped: see the header
+  build-gpu/tests/test_chunkops_cuda_rtc --verbose >"$out/usertyped-tests.log" 2>&1
+  build-gpu/tests/test_chunkops_cuda_stencil --verbose >>"$out/usertyped-tests.log" 2>&1
+  build-gpu/tests/test_graph_stencil --filter 'graph_map*/*' >>"$out/usertyped-tests.log" 2>&1
+  GS_TEST_BACKEND=cuda timeout 300 build-gpu/tests/test_integration \
+    --filter 'integration_stencil/*' >>"$out/usertyped-tests.log" 2>&1
+  timeout 300 build-gpu/tests/test_integration --filter 'integration_map_fuse/*' \
+    >>"$out/usertyped-tests.log" 2>&1
+  grep -hE "Synthesis|SKIP" "$out/usertyped-tests.log"
+  grep -hE -A12 "\[FAIL\]|CRASH" "$out/usertyped-tests.log" | head -40
+  {
+    run $B/gs-bench stencil --n 20000 --chunk 5000 --workers 1 --backend cuda --kernel cuda --repeat 3
+    run $B/gs-bench mapblocks --n 4000 --chunk 1000 --workers 1 --backend cpu --repeat 3
+    run $B/gs-bench mapblocks --n 4000 --chunk 500 --workers 1 --backend cpu --repeat 3
+  } 2>"$out/usertyped.err" | tee "$out/usertyped.jsonl" | cut -c1-300
+  tail -4 "$out/usertyped.err"
 fi

@@ -32,31 +32,42 @@ static gs_status_t gs__run_mapfused(const gs_chunkops_ops_t *ops, gs_chunkops_ct
 {
     gs_kmapfused_t *k;
     void *tmp[GS_KERNEL_MAX_USER_IN + 1] = {NULL};
-    size_t nbytes;
+    int64_t nel;
     gs_status_t st = GS_OK, sst;
     int launched = 0;
     if (t->user.nin < 1 || t->user.nin > GS_KERNEL_MAX_USER_IN || t->user.out.ndim < 0 ||
         t->user.out.ndim > GS_MAX_NDIM || (!t->has_post && t->user.out.data == NULL))
         return gs_error_set(GS_ERR_INVALID_PARAM, "malformed fused user task: bad kernel spec");
+    for (int i = 0; i < t->user.nin; i++)
+        if (gs_dtype_size((gs_dtype_t)t->user.in[i].dtype) == 0)
+            return gs_error_set(GS_ERR_INVALID_PARAM, "malformed fused user task: input %d has "
+                                "dtype %d", i, (int)t->user.in[i].dtype);
+    if (gs_dtype_size((gs_dtype_t)t->user.out.dtype) == 0)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "malformed fused user task: output dtype %d",
+                            (int)t->user.out.dtype);
     k = gs_malloc(sizeof(*k), "fused user task");
     if (k == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for a fused user task");
     *k = *t;
-    nbytes = (size_t)gs_region_size(k->user.out.ndim, k->user.out.shape) * sizeof(double);
+    /* every temporary block has the block's elements, of its own dtype (input k: the
+     * producer's store dtype, which the graph checked is the kernel's in[k].dtype) */
+    nel = gs_region_size(k->user.out.ndim, k->user.out.shape);
     for (int i = 0; i <= k->user.nin && st == GS_OK; i++) {
+        const gs_block_t *b = i < k->user.nin ? &k->user.in[i] : &k->user.out;
+        size_t nbytes = (size_t)nel * gs_dtype_size((gs_dtype_t)b->dtype);
         if (i < k->user.nin ? !k->has_pre[i] : !k->has_post) continue;
         st = ops->mem_alloc(ctx, nbytes > 0 ? nbytes : sizeof(double), &tmp[i]);
     }
     for (int i = 0; i < k->user.nin && st == GS_OK; i++) {
         if (!k->has_pre[i]) continue;
-        if (gs_region_size(k->pre[i].ndim, k->pre[i].shape) * (int64_t)sizeof(double) !=
-            (int64_t)nbytes) {
+        if (gs_region_size(k->pre[i].ndim, k->pre[i].shape) != nel ||
+            k->pre[i].out_dtype != k->user.in[i].dtype) {
             st = gs_error_set(GS_ERR_INVALID_PARAM, "malformed fused user task: producer %d "
-                              "is not of the kernel's block shape", i);
+                              "is not of the kernel's block shape and input dtype", i);
             break;
         }
         k->pre[i].out = tmp[i];
         k->user.in[i].data = tmp[i];
-        k->user.in_len[i] = (int64_t)(nbytes / sizeof(double));
+        k->user.in_len[i] = nel;
         launched = 1;
         st = ops->fused(ctx, s, &k->pre[i]);
     }
@@ -65,7 +76,7 @@ static gs_status_t gs__run_mapfused(const gs_chunkops_ops_t *ops, gs_chunkops_ct
         for (int32_t q = 0; q < k->post.nleaves && q < 32; q++)
             if (k->post_user_leaves & (1u << q)) {
                 k->post.leaves[q].data = tmp[k->user.nin];
-                k->post.leaves[q].data_len = (int64_t)(nbytes / sizeof(double));
+                k->post.leaves[q].data_len = nel;
             }
     }
     for (int i = 0; i < k->user.nin && st == GS_OK; i++)

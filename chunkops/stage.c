@@ -11,18 +11,19 @@
 
 #include <string.h>
 
-/* Host copy of @a n doubles of backend memory @a src into a new buffer (*host_p, owned by the
- * caller on success). */
+/* Host copy of @a n elements of @a es bytes of backend memory @a src into a new buffer
+ * (*host_p, owned by the caller on success). */
 static gs_status_t gs__stage_down(const gs_chunkops_ops_t *ops, gs_chunkops_ctx_h ctx,
-                                  gs_chunkops_stream_h s, const double *src, int64_t n,
+                                  gs_chunkops_stream_h s, const double *src, int64_t n, size_t es,
                                   double **host_p)
 {
     gs_status_t st;
-    double *h = gs_malloc((size_t)(n > 0 ? n : 1) * sizeof(double), "staged kernel input");
+    double *h = gs_malloc((size_t)(n > 0 ? n : 1) * (es > 0 ? es : sizeof(double)),
+                          "staged kernel input");
     if (h == NULL)
         return gs_error_set(GS_ERR_NO_MEMORY, "user kernel staging: no host memory for %lld "
                             "elements", (long long)n);
-    if (n > 0 && (st = ops->copy_to_host(ctx, s, h, src, (size_t)n * sizeof(double))) != GS_OK) {
+    if (n > 0 && (st = ops->copy_to_host(ctx, s, h, src, (size_t)n * es)) != GS_OK) {
         gs_free(h);
         return st;
     }
@@ -30,12 +31,13 @@ static gs_status_t gs__stage_down(const gs_chunkops_ops_t *ops, gs_chunkops_ctx_
     return GS_OK;
 }
 
-/* Copy host @a h (n doubles) to backend memory @a dst and wait for it. */
+/* Copy host @a h (n elements of @a es bytes) to backend memory @a dst and wait for it. */
 static gs_status_t gs__stage_up(const gs_chunkops_ops_t *ops, gs_chunkops_ctx_h ctx,
-                                gs_chunkops_stream_h s, double *dst, const double *h, int64_t n)
+                                gs_chunkops_stream_h s, double *dst, const double *h, int64_t n,
+                                size_t es)
 {
     gs_status_t st = GS_OK;
-    if (n > 0) st = ops->copy_from_host(ctx, s, dst, h, (size_t)n * sizeof(double));
+    if (n > 0) st = ops->copy_from_host(ctx, s, dst, h, (size_t)n * es);
     if (st == GS_OK) st = ops->sync(ctx, s);
     return st;
 }
@@ -46,23 +48,29 @@ gs_status_t gs_chunkops_stage_user(const gs_chunkops_ops_t *ops, gs_chunkops_ctx
     gs_block_t in[GS_KERNEL_MAX_USER_IN], out;
     double *hin[GS_KERNEL_MAX_USER_IN] = {NULL}, *hout = NULL;
     int64_t nout;
+    size_t oes;
     gs_status_t st = GS_OK;
     if (ops == NULL || k == NULL || k->lib == NULL || k->sym == NULL || k->nin < 1 ||
         k->nin > GS_KERNEL_MAX_USER_IN || k->out.data == NULL || k->arg_len < 0 ||
         (k->arg_len > 0 && k->arg == NULL))
         return gs_error_set(GS_ERR_INVALID_PARAM, "staged user kernel: malformed kernel spec");
     for (int i = 0; i < k->nin; i++)
-        if (k->in_len[i] < 0 || (k->in[i].data == NULL && k->in_len[i] > 0))
-            return gs_error_set(GS_ERR_INVALID_PARAM, "staged user kernel: input %d has no data",
-                                i);
+        if (k->in_len[i] < 0 || (k->in[i].data == NULL && k->in_len[i] > 0) ||
+            gs_dtype_size((gs_dtype_t)k->in[i].dtype) == 0)
+            return gs_error_set(GS_ERR_INVALID_PARAM, "staged user kernel: input %d has no data "
+                                "or an unknown dtype", i);
+    if ((oes = gs_dtype_size((gs_dtype_t)k->out.dtype)) == 0)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "staged user kernel: unknown output dtype %d",
+                            (int)k->out.dtype);
     nout = gs_region_size(k->out.ndim, k->out.shape);
     for (int i = 0; i < k->nin && st == GS_OK; i++) {
         in[i] = k->in[i];
-        st = gs__stage_down(ops, ctx, s, k->in[i].data, k->in_len[i], &hin[i]);
+        st = gs__stage_down(ops, ctx, s, k->in[i].data, k->in_len[i],
+                            gs_dtype_size((gs_dtype_t)k->in[i].dtype), &hin[i]);
         in[i].data = hin[i];
     }
     if (st == GS_OK) {
-        hout = gs_malloc((size_t)(nout > 0 ? nout : 1) * sizeof(double), "staged kernel output");
+        hout = gs_malloc((size_t)(nout > 0 ? nout : 1) * oes, "staged kernel output");
         if (hout == NULL)
             st = gs_error_set(GS_ERR_NO_MEMORY, "user kernel %s: no host memory for a staged "
                               "output of %lld elements", k->sym, (long long)nout);
@@ -73,7 +81,7 @@ gs_status_t gs_chunkops_stage_user(const gs_chunkops_ops_t *ops, gs_chunkops_ctx
         out.data = hout;
         st = gs__cpu_user_call(k->lib, k->sym, in, k->nin, &out, k->arg);
     }
-    if (st == GS_OK) st = gs__stage_up(ops, ctx, s, k->out.data, hout, nout);
+    if (st == GS_OK) st = gs__stage_up(ops, ctx, s, k->out.data, hout, nout, oes);
     for (int i = 0; i < k->nin; i++) gs_free(hin[i]);
     gs_free(hout);
     return st;
@@ -108,7 +116,7 @@ gs_status_t gs_chunkops_stage_stencil(const gs_chunkops_ops_t *ops, gs_chunkops_
         for (int32_t m = i + 1; m < k->npieces; m++)
             if (k->pieces[m].src == k->pieces[i].src && k->pieces[m].src_len > len)
                 len = k->pieces[m].src_len;
-        st = gs__stage_down(ops, ctx, s, k->pieces[i].src, len, &host[nhost]);
+        st = gs__stage_down(ops, ctx, s, k->pieces[i].src, len, sizeof(double), &host[nhost]);
         if (st == GS_OK) h->pieces[i].src = host[nhost++];
     }
     if (st == GS_OK) {
@@ -122,7 +130,7 @@ gs_status_t gs_chunkops_stage_stencil(const gs_chunkops_ops_t *ops, gs_chunkops_
         h->out = hout;
         st = gs__cpu_stencil_run(h);
     }
-    if (st == GS_OK) st = gs__stage_up(ops, ctx, s, k->out, hout, nout);
+    if (st == GS_OK) st = gs__stage_up(ops, ctx, s, k->out, hout, nout, sizeof(double));
     for (int i = 0; i < nhost; i++) gs_free(host[i]);
     gs_free(hout);
     gs_free(h);

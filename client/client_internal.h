@@ -236,6 +236,10 @@ struct gs_client {
     struct gs__dthread *dpool;
     int dpool_busy;             /* a gather uses it */
     int dpool_closed;           /* gs_client_destroy ran: the last user frees it */
+    /* lowering hints (submit.c): the CPU workers' kernel threads summed, and when they were
+     * last asked of gsched (mu; 0: never) */
+    uint32_t hint_cpu_threads;
+    double hint_at_s;
 };
 
 /* ------------------------------------------------------------------------------------------ */
@@ -360,6 +364,12 @@ gs_status_t gs__direct_read_answer(int fd, gs__op_t *op, uint64_t k0, uint64_t k
 /* ------------------------------------------------------------------------------------------ */
 /* io.c */
 
+/** Lower @a arrays (n >= 1; @a res_p NULL: gs_graph_lower of arrays[0], else
+ *  gs_graph_lower_many) with @a flags and, when the plan holds a fused user kernel, the
+ *  cluster's CPU threads as gs_lower_hints_t (asked of gsched, cached a second). Errors and
+ *  outputs as those functions. */
+gs_status_t gs__client_lower(gs_client_h c, size_t n, const gs_array_h *arrays, unsigned flags,
+                             gs_taskgraph_t **tg_p, gs_lower_result_t **res_p);
 /** gs_client_submit with the lowering flags @a lower_flags instead of the client's (the TSQR
  *  fallback of gs_client_compute). Same ownership and errors. */
 gs_status_t gs__client_submit_lower(gs_client_h c, gs_array_h array, unsigned flags,

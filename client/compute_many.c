@@ -210,7 +210,7 @@ gs_status_t gs_client_compute_many(gs_client_h c, size_t n, const gs_compute_res
         gs_future_h f;
         double t0 = gs_now_s();
         int again;
-        if ((st = gs_graph_lower_many(nroots, roots, lower, &tg, &lr)) != GS_OK) goto out;
+        if ((st = gs__client_lower(c, nroots, roots, lower, &tg, &lr)) != GS_OK) goto out;
         if ((st = gs__client_submit_graph(c, tg, any_persist ? GS_SUBMIT_KEEP : 0, NULL, t0,
                                           &f)) != GS_OK) {
             gs_graph_lower_results_free(nroots, lr);

@@ -79,6 +79,78 @@ gs_status_t gs_client_submit(gs_client_h c, gs_array_h array, unsigned flags,
     return gs__client_submit_lower(c, array, flags, c != NULL ? c->lower_flags : 0, future_p);
 }
 
+/* How long the CPU thread count of the cluster is reused before gsched is asked again. */
+#define GS__HINT_TTL_S 1.0
+
+/* Kernel threads of @a c's CPU workers together (0: unknown), cached GS__HINT_TTL_S. */
+static uint32_t gs__client_cpu_threads(gs_client_h c)
+{
+    gs_client_worker_info_t *wi = NULL;
+    size_t n = 0, cap;
+    uint64_t sum = 0;
+    double now = gs_now_s();
+    uint32_t v;
+    uv_mutex_lock(&c->mu);
+    v = c->hint_cpu_threads;
+    if (c->hint_at_s > 0 && now - c->hint_at_s < GS__HINT_TTL_S) {
+        uv_mutex_unlock(&c->mu);
+        return v;
+    }
+    uv_mutex_unlock(&c->mu);
+    if (gs_client_workers(c, NULL, 0, &n) != GS_OK || n == 0) return 0;
+    cap = n + 8;   /* workers that joined between the two calls */
+    if ((wi = gs_malloc(cap * sizeof(*wi), "worker list for lowering")) == NULL) return 0;
+    if (gs_client_workers(c, wi, cap, &n) == GS_OK) {
+        for (size_t i = 0; i < n && i < cap; i++)
+            if (strcmp(wi[i].backend, "cpu") == 0) sum += wi[i].nthreads;
+        v = sum > UINT32_MAX ? UINT32_MAX : (uint32_t)sum;
+        uv_mutex_lock(&c->mu);
+        c->hint_cpu_threads = v;
+        c->hint_at_s = now;
+        uv_mutex_unlock(&c->mu);
+    } else {
+        v = 0;
+    }
+    gs_free(wi);
+    return v;
+}
+
+/* Whether @a tg holds a fused user kernel (the only plan gs_lower_hints_t changes today). */
+static int gs__graph_has_fused_user(const gs_taskgraph_t *tg)
+{
+    for (uint32_t i = 0; i < tg->nlayers; i++)
+        if (strcmp(gs_layer_name(tg->layers[i]), "map_blocks-fused") == 0) return 1;
+    return 0;
+}
+
+gs_status_t gs__client_lower(gs_client_h c, size_t n, const gs_array_h *arrays, unsigned flags,
+                             gs_taskgraph_t **tg_p, gs_lower_result_t **res_p)
+{
+    gs_taskgraph_t *tg = NULL, *tg2 = NULL;
+    gs_lower_result_t *res = NULL, *res2 = NULL;
+    gs_lower_hints_t hints;
+    gs_status_t st;
+    st = res_p != NULL ? gs_graph_lower_many(n, arrays, flags, &tg, &res)
+                       : gs_graph_lower(arrays[0], flags, &tg);
+    if (st != GS_OK) return st;
+    /* a fused user kernel: lower again knowing the CPU pool, which may decline the fusion of
+     * a CPU kernel with too few blocks to keep it busy (gs_lower_hints_t); the values are the
+     * same either way, so a failure here keeps the first plan */
+    if (gs__graph_has_fused_user(tg) && (hints.cpu_threads = gs__client_cpu_threads(c)) > 0) {
+        st = res_p != NULL ? gs_graph_lower_many_hinted(n, arrays, flags, &hints, &tg2, &res2)
+                           : gs_graph_lower_hinted(arrays[0], flags, &hints, &tg2);
+        if (st == GS_OK) {
+            gs_taskgraph_free(tg);
+            gs_graph_lower_results_free(n, res);
+            tg = tg2;
+            res = res2;
+        }
+    }
+    *tg_p = tg;
+    if (res_p != NULL) *res_p = res;
+    return GS_OK;
+}
+
 gs_status_t gs__client_submit_lower(gs_client_h c, gs_array_h array, unsigned flags,
                                     unsigned lower_flags, gs_future_h *future_p)
 {
@@ -92,7 +164,7 @@ gs_status_t gs__client_submit_lower(gs_client_h c, gs_array_h array, unsigned fl
     if (flags & ~GS_SUBMIT_KEEP)
         return gs_error_set(GS_ERR_INVALID_PARAM, "gs_client_submit: unknown flags 0x%x", flags);
     if ((st = gs__client_usable(c)) != GS_OK) return st;
-    if ((st = gs_graph_lower(array, lower_flags, &tg)) != GS_OK) return st;
+    if ((st = gs__client_lower(c, 1, &array, lower_flags, &tg, NULL)) != GS_OK) return st;
     return gs__client_submit_graph(c, tg, flags, flags & GS_SUBMIT_KEEP ? array : NULL, t0,
                                    future_p);
 }

@@ -1,22 +1,18 @@
 /* gs_array_map_blocks (gsched/array.h; stencil_int.h): one MAPBLOCKS node over 1..2 inputs
- * whose blocks line up with the output's. */
+ * whose blocks line up with the output's. The node's dtype is the output's (the caller's);
+ * every input keeps its own. */
 #include "graph/stencil_int.h"
 
 #include <string.h>
 
 static gs_status_t gs__map_node(const gs__ukernel_t *uk, int nin, gs_array_h const *inputs,
-                                const gs_grid_t *g, gs_array_h *out_p)
+                                int32_t dtype, const gs_grid_t *g, gs_array_h *out_p)
 {
     struct gs_array *n;
     gs_status_t st;
     for (int k = 0; k < nin; k++) {
         if (inputs[k] == NULL)
             return gs_error_set(GS_ERR_INVALID_PARAM, "map_blocks: input %d is NULL", k);
-        if (inputs[k]->dtype != GS_DTYPE_FLOAT64)
-            return gs_error_set(GS_ERR_INVALID_PARAM,
-                                "map_blocks: user kernels take float64 blocks only (input %d is %s; "
-                                "convert with gs_array_astype first)", k,
-                                gs_dtype_name((gs_dtype_t)inputs[k]->dtype));
         if (inputs[k]->grid.ndim != g->ndim)
             return gs_error_set(GS_ERR_INVALID_PARAM, "map_blocks: input %d has %d axes, the "
                                 "output %d", k, (int)inputs[k]->grid.ndim, (int)g->ndim);
@@ -47,6 +43,7 @@ static gs_status_t gs__map_node(const gs__ukernel_t *uk, int nin, gs_array_h con
         return st;
     }
     n->u.ub->flags = uk->flags;
+    n->dtype = dtype;
     n->ninputs = nin;
     for (int k = 0; k < nin; k++) n->in[k] = gs_array_retain(inputs[k]);
     *out_p = n;
@@ -57,6 +54,15 @@ gs_status_t gs_array_map_blocks(const gs_user_kernel_t *kernel, int nin, const g
                                 int ndim, const int64_t *shape, const int64_t *chunks,
                                 gs_array_h *out_p)
 {
+    return gs_array_map_blocks_dtype(kernel, nin, inputs, GS_DTYPE_FLOAT64, ndim, shape, chunks,
+                                     out_p);
+}
+
+gs_status_t gs_array_map_blocks_dtype(const gs_user_kernel_t *kernel, int nin,
+                                      const gs_array_h *inputs, gs_dtype_t dtype, int ndim,
+                                      const int64_t *shape, const int64_t *chunks,
+                                      gs_array_h *out_p)
+{
     gs_array_h tmp = NULL;
     gs__ukernel_t uk;
     gs_status_t st;
@@ -65,6 +71,9 @@ gs_status_t gs_array_map_blocks(const gs_user_kernel_t *kernel, int nin, const g
     if (nin < 1 || nin > GS_KERNEL_MAX_USER_IN)
         return gs_error_set(GS_ERR_INVALID_PARAM, "map_blocks: %d inputs (1 to %d)", nin,
                             GS_KERNEL_MAX_USER_IN);
+    if ((int)dtype < 0 || dtype >= GS_DTYPE_COUNT)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "map_blocks: output dtype %d is no gs_dtype_t "
+                            "(0..%d)", (int)dtype, (int)GS_DTYPE_COUNT - 1);
     if ((st = gs__ukernel_check(kernel)) != GS_OK) return st;
     /* the output grid, checked as every constructor checks it */
     if ((st = gs_array_zeros(ndim, shape, chunks, &tmp)) != GS_OK) return st;
@@ -79,7 +88,7 @@ gs_status_t gs_array_map_blocks(const gs_user_kernel_t *kernel, int nin, const g
     }
     uk.arg_len = (uint32_t)kernel->arg_len;
     uk.flags = kernel->flags;
-    st = gs__map_node(&uk, nin, inputs, &tmp->grid, out_p);
+    st = gs__map_node(&uk, nin, inputs, (int32_t)dtype, &tmp->grid, out_p);
     gs_array_release(tmp);
     return st;
 }
@@ -87,5 +96,5 @@ gs_status_t gs_array_map_blocks(const gs_user_kernel_t *kernel, int nin, const g
 gs_status_t gs__map_rebuild(const struct gs_array *n, gs_array_h a, gs_array_h b, gs_array_h *out_p)
 {
     gs_array_h ins[2] = {a, b};
-    return gs__map_node(n->u.ub, n->ninputs, ins, &n->grid, out_p);
+    return gs__map_node(n->u.ub, n->ninputs, ins, n->dtype, &n->grid, out_p);
 }

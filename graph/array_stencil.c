@@ -70,10 +70,11 @@ static gs_status_t gs__stencil_node(gs_array_h x, const double *weights, const i
         return gs_error_set(GS_ERR_INVALID_PARAM, "stencil: needs an array of at least one axis");
     if ((int)boundary < 0 || boundary >= GS_BOUNDARY_COUNT)
         return gs_error_set(GS_ERR_INVALID_PARAM, "stencil: unknown boundary %d", (int)boundary);
-    if (x->dtype != GS_DTYPE_FLOAT64)
+    if (x->dtype != GS_DTYPE_FLOAT64)   /* the halo assembly moves float64 elements only */
         return gs_error_set(GS_ERR_INVALID_PARAM,
-                            "stencil: runs on float64 arrays only (this one is %s; convert with "
-                            "gs_array_astype first)", gs_dtype_name((gs_dtype_t)x->dtype));
+                            "%s: runs on float64 arrays only (this one is %s; convert with "
+                            "gs_array_astype first)", user != NULL ? "map_overlap" : "stencil",
+                            gs_dtype_name((gs_dtype_t)x->dtype));
     for (int32_t j = 0; j < x->grid.ndim; j++) {
         if (radius[j] < 0 || radius[j] > GS_KERNEL_MAX_WEIGHTS)
             return gs_error_set(GS_ERR_INVALID_PARAM, "stencil: radius %d of axis %d out of range",

@@ -378,6 +378,8 @@ struct gs_layer {
             int64_t *ibox;              /* [ninputs][1 + 2 ndim]: len, shape, global start */
             struct gs__ukernel *user;
             struct gs__ufuse *fuse;     /* fused producers/consumers (layer_map_fuse.c), or NULL */
+            int32_t out_dtype;          /* gs_dtype_t of the kernel's output blocks */
+            int32_t in_dtype[GS_KERNEL_MAX_USER_IN];   /* of the kernel's input k (every block) */
         } ub;
         struct {                        /* SCAN (layer_scan.c, scan_int.h): block b's input is
                                            block b of grid `src` (same axes; along `axis` the

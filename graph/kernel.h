@@ -537,7 +537,8 @@ typedef struct gs_kstencil {
 
 /**
  * USER: a user kernel (gs_array_map_blocks) called once as f(in, nin, &out, arg): in[k] and
- * out are gs_block_t views of backend memory (host for cpu), with their global starts; or,
+ * out are gs_block_t views of backend memory (host for cpu), with their global starts and
+ * dtypes (in_len counts elements of in[k].dtype; out holds elements of out.dtype); or,
  * with cuda_src set, a CUDA C++ kernel compiled on the worker (chunkops/cuda/rtc.h).
  */
 #define GS_KERNEL_MAX_USER_IN 2
@@ -559,12 +560,14 @@ typedef struct gs_kuser {
  * MAPFUSED: an elementwise user kernel (GS_KERNEL_ELEMENTWISE) fused with its producers and
  * consumers, one task per output block (graph/layer_map_fuse.c). Run in order on one stream:
  *   1. for each k < user.nin with has_pre[k]: pre[k] (a FUSED STORE kernel of the block's
- *      shape, float64 out) into a temporary block, which becomes user.in[k].data;
+ *      shape, out_dtype = user.in[k].dtype) into a temporary block, which becomes
+ *      user.in[k].data;
  *   2. user (gs_kuser_t; CPU or CUDA as for USER) writing user.out.data: a temporary block
  *      when has_post, else the task's output;
  *   3. with has_post: post (a FUSED STORE or REDUCE kernel writing the task's output) whose
  *      leaves with a bit set in post_user_leaves read the user's output block (dense,
- *      row-major, the block's shape) instead of their data pointer.
+ *      row-major, the block's shape, elements of user.out.dtype) instead of their data
+ *      pointer.
  * Instantiation leaves the temporary pointers NULL (pre[k].out, user.in[k].data where
  * has_pre[k], user.out.data and those leaves' data where has_post); the run
  * (chunkops/ktask.c) allocates them from the backend (mem_alloc), fills them in, synchronises

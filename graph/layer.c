@@ -466,10 +466,10 @@ uint64_t gs_layer_out_nbytes(const gs_layer_t *l, uint64_t block)
     case GS_LAYER_STENCIL:
         gs_grid_block_region(&l->grid, block, start, shape);
         return (uint64_t)gs_region_size(l->grid.ndim, shape) * gs_dtype_size(l->u.cp.dtype);
-    case GS_LAYER_USER:   /* float64 blocks, or a fused consumer's output */
+    case GS_LAYER_USER:   /* blocks of the kernel's output dtype, or a fused consumer's output */
         if (l->u.ub.fuse != NULL) return gs__ufuse_out_nbytes(l, block);
         gs_grid_block_region(&l->grid, block, start, shape);
-        return (uint64_t)gs_region_size(l->grid.ndim, shape) * sizeof(double);
+        return (uint64_t)gs_region_size(l->grid.ndim, shape) * gs_dtype_size(l->u.ub.out_dtype);
     case GS_LAYER_LITERAL:
         gs_grid_block_region(&l->grid, block, start, shape);
         return (uint64_t)gs_region_size(l->grid.ndim, shape) * sizeof(double);

@@ -1,6 +1,6 @@
 /* USER layers (gs_array_map_blocks; stencil_int.h): per block its inputs (each with its
- * length, shape and global start), the kernel's name and arg. Checks, instantiation to
- * gs_kuser_t, the wire body. */
+ * length, shape and global start), the kernel's name and arg, the dtypes of its inputs and
+ * output. Checks, instantiation to gs_kuser_t, the wire body. */
 #include "graph/stencil_int.h"
 
 #include <string.h>
@@ -76,7 +76,37 @@ int gs__user_check(const gs_layer_t *l, const char **why_p)
         *why_p = "a user kernel has unknown flags";
         return 0;
     }
+    if (l->u.ub.out_dtype < 0 || l->u.ub.out_dtype >= GS_DTYPE_COUNT) {
+        *why_p = "a user kernel's output dtype is unknown";
+        return 0;
+    }
+    for (int k = 0; k < GS_KERNEL_MAX_USER_IN; k++)
+        if (l->u.ub.in_dtype[k] < 0 || l->u.ub.in_dtype[k] >= GS_DTYPE_COUNT) {
+            *why_p = "a user kernel's input dtype is unknown";
+            return 0;
+        }
     return l->u.ub.fuse == NULL || gs__ufuse_check(l, why_p);
+}
+
+uint64_t gs__user_ref_nbytes(const gs_chunk_ref_t *r)
+{
+    return r->nbytes != 0 ? r->nbytes : (uint64_t)r->len * sizeof(double);
+}
+
+int gs__user_ref_fits(const gs_chunk_ref_t *r, int64_t n, int32_t dtype)
+{
+    if (r->data == NULL) return 0;
+    if (dtype == GS_DTYPE_FLOAT64)   /* len counts doubles; nbytes (when set) agrees */
+        return r->len == n && (r->nbytes == 0 || r->nbytes == (uint64_t)n * sizeof(double));
+    return r->nbytes == (uint64_t)n * gs_dtype_size((gs_dtype_t)dtype);
+}
+
+int gs__user_typed(const gs_layer_t *l)
+{
+    if (l->u.ub.out_dtype != GS_DTYPE_FLOAT64) return 1;
+    for (int k = 0; k < GS_KERNEL_MAX_USER_IN; k++)
+        if (l->u.ub.in_dtype[k] != GS_DTYPE_FLOAT64) return 1;
+    return 0;
 }
 
 void gs__user_fill(const gs_layer_t *l, uint64_t block, gs_kuser_t *k)
@@ -93,6 +123,7 @@ void gs__user_fill(const gs_layer_t *l, uint64_t block, gs_kuser_t *k)
     for (int i = 0; i < k->nin; i++) {
         const int64_t *t = l->u.ub.ibox + (l->u.ub.ioff[block] + i) * GS__UBOX_W(nd);
         k->in[i].ndim = nd;
+        k->in[i].dtype = l->u.ub.in_dtype[i];
         k->in_len[i] = t[0];
         for (int32_t j = 0; j < nd; j++) {
             k->in[i].shape[j] = t[1 + j];
@@ -100,6 +131,7 @@ void gs__user_fill(const gs_layer_t *l, uint64_t block, gs_kuser_t *k)
         }
     }
     k->out.ndim = nd;
+    k->out.dtype = l->u.ub.out_dtype;
     gs_grid_block_region(&l->grid, block, k->out.start, k->out.shape);
 }
 
@@ -112,10 +144,11 @@ gs_status_t gs__user_instantiate(const gs_layer_t *l, uint64_t block, int ninput
                             "got %d", (unsigned long long)block, expected, ninputs);
     gs__user_fill(l, block, k);
     for (int i = 0; i < ninputs; i++) {
-        if (inputs[i].len != k->in_len[i] || inputs[i].data == NULL)
-            return gs_error_set(GS_ERR_INVALID_PARAM, "input %d of a user task has %lld elements, "
-                                "expected %lld", i, (long long)inputs[i].len,
-                                (long long)k->in_len[i]);
+        if (!gs__user_ref_fits(&inputs[i], k->in_len[i], k->in[i].dtype))
+            return gs_error_set(GS_ERR_INVALID_PARAM, "input %d of a user task has %llu bytes, "
+                                "expected %lld %s elements", i,
+                                (unsigned long long)gs__user_ref_nbytes(&inputs[i]),
+                                (long long)k->in_len[i], gs_dtype_name((gs_dtype_t)k->in[i].dtype));
         k->in[i].data = (double *)inputs[i].data;
     }
     k->out.data = out;
@@ -129,8 +162,8 @@ void gs__user_encode_body(gs_mp_writer_t *w, const gs_layer_t *l)
     const gs__ukernel_t *u = l->u.ub.user;
     /* a 6th field, the CUDA source, only for CUDA kernels (CPU kernels keep the 5-field form);
      * flags and fusion in the 8-field form only where there are any */
-    const int ext = u->flags != 0 || l->u.ub.fuse != NULL;
-    gs_mp_write_array(w, ext ? 8 : u->cuda_src != NULL ? 6 : 5);
+    const int typed = gs__user_typed(l), ext = typed || u->flags != 0 || l->u.ub.fuse != NULL;
+    gs_mp_write_array(w, typed ? 9 : ext ? 8 : u->cuda_src != NULL ? 6 : 5);
     gs_mp_write_array(w, (uint32_t)(nb + 1));
     for (uint64_t b = 0; b <= nb; b++) gs_mp_write_i64(w, l->u.ub.ioff[b]);
     gs_mp_write_array(w, (uint32_t)nbox);
@@ -143,6 +176,10 @@ void gs__user_encode_body(gs_mp_writer_t *w, const gs_layer_t *l)
     if (!ext) return;
     gs_mp_write_u64(w, u->flags);
     gs__ufuse_encode(w, l);
+    if (!typed) return;
+    gs_mp_write_array(w, 1 + GS_KERNEL_MAX_USER_IN);
+    gs_mp_write_i64(w, l->u.ub.out_dtype);
+    for (int k = 0; k < GS_KERNEL_MAX_USER_IN; k++) gs_mp_write_i64(w, l->u.ub.in_dtype[k]);
 }
 
 int gs__user_decode_body(gs_mp_reader_t *r, gs_layer_t *l)
@@ -155,7 +192,8 @@ int gs__user_decode_body(gs_mp_reader_t *r, gs_layer_t *l)
     char lb[4096], sb[1024];
     gs_status_t st;
     if (!gs_mp_read_array(r, &m)) return 0;
-    if (m != 5 && m != 6 && m != 8) return gs_mp_fail(r, "user body must have 5, 6 or 8 fields");
+    if (m != 5 && m != 6 && m != 8 && m != 9)
+        return gs_mp_fail(r, "user body must have 5, 6, 8 or 9 fields");
     if (!gs_mp_read_array(r, &n)) return 0;
     if ((uint64_t)n != nb + 1) return gs_mp_fail(r, "user input offsets do not match the grid");
     l->u.ub.ioff = gs_malloc(((size_t)n + 1) * sizeof(int64_t), "user input offsets");
@@ -192,7 +230,7 @@ int gs__user_decode_body(gs_mp_reader_t *r, gs_layer_t *l)
         uint32_t nsrc;
         char *c;
         if (!gs_mp_read_str(r, &src, &nsrc)) return 0;
-        if (m == 8 && nsrc == 0) goto flags;   /* a CPU kernel */
+        if (m >= 8 && nsrc == 0) goto flags;   /* a CPU kernel */
         if (nsrc == 0 || nsrc > GS__UKERNEL_MAX_SRC || memchr(src, 0, nsrc) != NULL)
             return gs_mp_fail(r, "cuda kernel source is empty, too long or holds NUL");
         if ((c = gs_malloc((size_t)nsrc + 1, "cuda kernel source")) == NULL) goto nomem;
@@ -201,12 +239,23 @@ int gs__user_decode_body(gs_mp_reader_t *r, gs_layer_t *l)
         l->u.ub.user->cuda_src = c;
     }
 flags:
-    if (m == 8) {
+    if (m >= 8) {
         uint64_t fl;
         if (!gs_mp_read_u64(r, &fl)) return 0;
         if (fl & ~(uint64_t)GS_KERNEL_ELEMENTWISE) return gs_mp_fail(r, "unknown user kernel flags");
         l->u.ub.user->flags = (uint32_t)fl;
         if (!gs__ufuse_decode(r, l)) return 0;
+    }
+    if (m == 9) {   /* dtypes: [out, in_0 .. in_{GS_KERNEL_MAX_USER_IN-1}] */
+        int64_t dt[1 + GS_KERNEL_MAX_USER_IN];
+        if (!gs_mp_read_array(r, &n)) return 0;
+        if (n != 1 + GS_KERNEL_MAX_USER_IN) return gs_mp_fail(r, "user dtypes of a wrong length");
+        for (uint32_t i = 0; i < n; i++) {
+            if (!gs_mp_read_i64(r, &dt[i])) return 0;
+            if (dt[i] < 0 || dt[i] >= GS_DTYPE_COUNT) return gs_mp_fail(r, "unknown user dtype");
+        }
+        l->u.ub.out_dtype = (int32_t)dt[0];
+        for (int k = 0; k < GS_KERNEL_MAX_USER_IN; k++) l->u.ub.in_dtype[k] = (int32_t)dt[1 + k];
     }
     return 1;
 nomem:

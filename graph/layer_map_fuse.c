@@ -43,8 +43,9 @@ int gs__ufuse_check(const gs_layer_t *l, const char **why_p)
         if (p == NULL) continue;
         any = 1;
         if (k >= nin || p->kind != GS_LAYER_FUSED || p->u.f.terminal != GS_TERM_STORE ||
-            p->u.f.out_dtype != GS_DTYPE_FLOAT64 || !gs__grid_equal(&p->grid, &l->grid)) {
-            *why_p = "a fused user layer's producer is not a float64 store over its grid";
+            p->u.f.out_dtype != l->u.ub.in_dtype[k] || !gs__grid_equal(&p->grid, &l->grid)) {
+            *why_p = "a fused user layer's producer is not a store of the kernel's input dtype "
+                     "over its grid";
             return 0;
         }
     }
@@ -57,8 +58,8 @@ int gs__ufuse_check(const gs_layer_t *l, const char **why_p)
         }
         for (int32_t q = 0; q < p->u.f.nleaves; q++)
             if (p->u.f.leaves[q].kind == GS_LEAF_CHUNK && p->u.f.leaves[q].src == f->usrc &&
-                p->u.f.leaves[q].dtype != GS_DTYPE_FLOAT64) {
-                *why_p = "a fused user layer's consumer reads the kernel's output as non-float64";
+                p->u.f.leaves[q].dtype != l->u.ub.out_dtype) {
+                *why_p = "a fused user layer's consumer reads the kernel's output in another dtype";
                 return 0;
             }
     } else if (f->usrc != -1) {
@@ -120,7 +121,7 @@ uint64_t gs__ufuse_out_nbytes(const gs_layer_t *l, uint64_t block)
     int64_t start[GS_MAX_NDIM], shape[GS_MAX_NDIM];
     if (l->u.ub.fuse->post != NULL) return gs_layer_out_nbytes(l->u.ub.fuse->post, block);
     gs_grid_block_region(&l->grid, block, start, shape);
-    return (uint64_t)gs_region_size(l->grid.ndim, shape) * sizeof(double);
+    return (uint64_t)gs_region_size(l->grid.ndim, shape) * gs_dtype_size(l->u.ub.out_dtype);
 }
 
 gs_status_t gs__ufuse_instantiate(const gs_layer_t *l, uint64_t block, int ninputs,
@@ -143,10 +144,12 @@ gs_status_t gs__ufuse_instantiate(const gs_layer_t *l, uint64_t block, int ninpu
     for (int i = 0; i < k->user.nin; i++) {
         const gs_layer_t *p = f->pre[i];
         if (p == NULL) {   /* input i is a chunk, as in a plain USER task */
-            if (inputs[at].len != k->user.in_len[i] || inputs[at].data == NULL)
+            if (!gs__user_ref_fits(&inputs[at], k->user.in_len[i], k->user.in[i].dtype))
                 return gs_error_set(GS_ERR_INVALID_PARAM, "malformed fused user task: input %d "
-                                    "has %lld elements, expected %lld", at,
-                                    (long long)inputs[at].len, (long long)k->user.in_len[i]);
+                                    "has %llu bytes, expected %lld %s elements", at,
+                                    (unsigned long long)gs__user_ref_nbytes(&inputs[at]),
+                                    (long long)k->user.in_len[i],
+                                    gs_dtype_name((gs_dtype_t)k->user.in[i].dtype));
             k->user.in[i].data = (double *)inputs[at++].data;
             continue;
         }
@@ -169,8 +172,8 @@ gs_status_t gs__ufuse_instantiate(const gs_layer_t *l, uint64_t block, int ninpu
                                         (unsigned long long)r.in_block[i]);
                 uslot = i;
                 pin[i].data = gs__ufuse_unset;
-                pin[i].len = r.in_len[i];
-                pin[i].nbytes = (uint64_t)r.in_len[i] * sizeof(double);
+                pin[i].nbytes = (uint64_t)r.in_len[i] * gs_dtype_size(l->u.ub.out_dtype);
+                pin[i].len = (int64_t)(pin[i].nbytes / sizeof(double));
             } else {
                 pin[i] = inputs[at++];
             }

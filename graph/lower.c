@@ -797,11 +797,19 @@ static void lw_cleanup(lw_t *w)
 gs_status_t gs_graph_lower(gs_array_h out, unsigned flags, gs_taskgraph_t **tg_p)
 {
     if (out == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "array is NULL");
-    return gs__graph_lower_roots(1, &out, flags, tg_p, NULL);
+    return gs__graph_lower_roots(1, &out, flags, NULL, tg_p, NULL);
+}
+
+gs_status_t gs_graph_lower_hinted(gs_array_h out, unsigned flags, const gs_lower_hints_t *hints,
+                                  gs_taskgraph_t **tg_p)
+{
+    if (out == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "array is NULL");
+    return gs__graph_lower_roots(1, &out, flags, hints, tg_p, NULL);
 }
 
 gs_status_t gs__graph_lower_roots(size_t n, gs_array_h const *arrays, unsigned flags,
-                                  gs_taskgraph_t **tg_p, uint64_t *out_off)
+                                  const gs_lower_hints_t *hints, gs_taskgraph_t **tg_p,
+                                  uint64_t *out_off)
 {
     lw_t w;
     gs_taskgraph_t *tg = NULL;
@@ -815,6 +823,7 @@ gs_status_t gs__graph_lower_roots(size_t n, gs_array_h const *arrays, unsigned f
         return gs_error_set(GS_ERR_INVALID_PARAM, "unknown lowering flags 0x%x", flags);
     memset(&w, 0, sizeof(w));
     w.flags = flags;
+    w.cpu_threads = hints != NULL ? hints->cpu_threads : 0;
     w.nroots = n;
     w.roots = gs_calloc(n, sizeof(int64_t), "lower roots");
     expr = gs_calloc(n, sizeof(*expr), "lower root expressions");

@@ -14,6 +14,9 @@
  * would read the kernel's output through a slice, a transpose or a broadcast, or already holds
  * another user kernel, the kernel is materialised instead (gs__lw_user_limit), and a kernel
  * not declared elementwise is never fused: both give the plain USER layer of lower_map.c.
+ * So does a CPU kernel whose output has fewer than GS_LOWER_USER_FUSE_TASKS_PER_THREAD blocks
+ * per thread of the CPU pool the caller hints (gs_lower_hints_t): a fused task holds its
+ * thread for the whole chain, so a few big tasks starve the pool that many small ones fill.
  * Slices are not pushed through user kernels (pushdown.c leaves MAPBLOCKS alone), declared
  * elementwise or not, so a kernel always sees the blocks of the output's chunks.
  */
@@ -24,9 +27,14 @@
 #include <stdio.h>
 #include <string.h>
 
-static int lw_user_fusable(const struct gs_array *n)
+/* Whether MAPBLOCKS node @a n may be fused: an elementwise kernel, and for a CPU kernel on a
+ * pool of known size (gs_lower_hints_t.cpu_threads) enough blocks to keep that pool busy. */
+static int lw_user_fusable(const lw_t *w, const struct gs_array *n)
 {
-    return n->kind == GS__NODE_MAPBLOCKS && (n->u.ub->flags & GS_KERNEL_ELEMENTWISE) != 0;
+    if (n->kind != GS__NODE_MAPBLOCKS || (n->u.ub->flags & GS_KERNEL_ELEMENTWISE) == 0) return 0;
+    if (n->u.ub->cuda_src != NULL || w->cpu_threads == 0) return 1;
+    return gs_grid_nblocks(&n->grid) >=
+           (uint64_t)GS_LOWER_USER_FUSE_TASKS_PER_THREAD * (uint64_t)w->cpu_threads;
 }
 
 int gs__lw_user_edge(const lw_t *w, const lw_node_t *e, int k)
@@ -34,11 +42,11 @@ int gs__lw_user_edge(const lw_t *w, const lw_node_t *e, int k)
     const lw_node_t *in = &w->nodes[e->in[k]];
     if (e->n->kind == GS__NODE_MAPBLOCKS) {
         /* a producer: blockwise, computed once (or a generator/view, recomputed freely) */
-        if (!lw_user_fusable(e->n) || !gs__lw_kind_is_blockwise(in->n->kind)) return 0;
+        if (!lw_user_fusable(w, e->n) || !gs__lw_kind_is_blockwise(in->n->kind)) return 0;
         return in->cheap || in->uses == 1;
     }
     if (in->n->kind == GS__NODE_MAPBLOCKS) {
-        if (!lw_user_fusable(in->n) || in->uses != 1) return 0;
+        if (!lw_user_fusable(w, in->n) || in->uses != 1) return 0;
         return e->n->kind == GS__NODE_REDUCE || gs__lw_kind_is_blockwise(e->n->kind);
     }
     return -1;
@@ -65,7 +73,7 @@ gs_status_t gs__lw_user_limit(lw_t *w)
     for (int64_t i = 0; i < w->nnodes; i++) {
         int64_t cur = i, c;
         int ok = 1;
-        if (!lw_user_fusable(w->nodes[i].n) || cons[i] < 0) continue;
+        if (!lw_user_fusable(w, w->nodes[i].n) || cons[i] < 0) continue;
         while ((c = cons[cur]) >= 0) {
             const struct gs_array *cn = w->nodes[c].n;
             if (cn->kind == GS__NODE_MAPBLOCKS || cn->kind == GS__NODE_SLICE ||

@@ -55,6 +55,7 @@ typedef struct lw_layer {
 
 typedef struct lw {
     unsigned flags;
+    uint32_t cpu_threads;   /* gs_lower_hints_t.cpu_threads (0: unknown) */
     lw_node_t *nodes;
     int64_t nnodes;
     lw_persist_t *pers;
@@ -67,8 +68,10 @@ typedef struct lw {
 /* Lower the @a n expressions @a arrays (n >= 1, none NULL) into one task graph (*tg_p): nodes
  * they share are computed once. The outputs are each root's blocks in turn, root r's at
  * outputs[out_off[r] .. out_off[r + 1]) (@a out_off: caller's, n + 1 entries, or NULL);
- * out_grid and out_dtype are the first root's. Errors as gs_graph_lower(). */
+ * out_grid and out_dtype are the first root's. @a hints: NULL or the caller's
+ * (gs_graph_lower_hinted). Errors as gs_graph_lower(). */
 gs_status_t gs__graph_lower_roots(size_t n, gs_array_h const *arrays, unsigned flags,
+                                  const gs_lower_hints_t *hints,
                                   gs_taskgraph_t **tg_p, uint64_t *out_off);
 
 /* Step 4 (lower_tasks.c): needed blocks, task numbering and dependencies of the built layers

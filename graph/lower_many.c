@@ -17,6 +17,13 @@ void gs_graph_lower_results_free(size_t n, gs_lower_result_t *res)
 gs_status_t gs_graph_lower_many(size_t n, const gs_array_h *arrays, unsigned flags,
                                 gs_taskgraph_t **tg_p, gs_lower_result_t **res_p)
 {
+    return gs_graph_lower_many_hinted(n, arrays, flags, NULL, tg_p, res_p);
+}
+
+gs_status_t gs_graph_lower_many_hinted(size_t n, const gs_array_h *arrays, unsigned flags,
+                                       const gs_lower_hints_t *hints, gs_taskgraph_t **tg_p,
+                                       gs_lower_result_t **res_p)
+{
     gs_taskgraph_t *tg = NULL;
     gs_lower_result_t *res = NULL;
     uint64_t *off = NULL;
@@ -34,7 +41,7 @@ gs_status_t gs_graph_lower_many(size_t n, const gs_array_h *arrays, unsigned fla
         st = gs_error_set(GS_ERR_NO_MEMORY, "out of memory while lowering");
         goto err;
     }
-    if ((st = gs__graph_lower_roots(n, arrays, flags, &tg, off)) != GS_OK) goto err;
+    if ((st = gs__graph_lower_roots(n, arrays, flags, hints, &tg, off)) != GS_OK) goto err;
     for (size_t r = 0; r < n; r++) {
         const struct gs_array *a = arrays[r];
         if (gs_grid_copy(&res[r].grid, &a->grid) != GS_OK) {

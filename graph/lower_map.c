@@ -25,6 +25,8 @@ gs_status_t gs__lw_user_layer_new(const lw_t *w, int64_t idx, gs_layer_t **l_p)
         (st = gs__ukernel_set_cuda(l->u.ub.user, n->u.ub->cuda_src)) != GS_OK)
         goto err;
     l->u.ub.user->flags = n->u.ub->flags;
+    l->u.ub.out_dtype = n->dtype;
+    for (int32_t k = 0; k < nin; k++) l->u.ub.in_dtype[k] = n->in[k]->dtype;
     for (uint64_t b = 0; b <= nb; b++) l->u.ub.ioff[b] = (int64_t)(b * (uint64_t)nin);
     for (uint64_t b = 0; b < nb; b++)
         for (int32_t k = 0; k < nin; k++) {

@@ -590,17 +590,6 @@ static gs_status_t pd_build(pd_t *p)
     return GS_OK;
 }
 
-static int pd_grid_eq(const gs_grid_t *x, const gs_grid_t *y)
-{
-    if (x->ndim != y->ndim) return 0;
-    for (int32_t a = 0; a < x->ndim; a++) {
-        if (x->shape[a] != y->shape[a] || x->nchunks[a] != y->nchunks[a]) return 0;
-        if (memcmp(x->bounds[a], y->bounds[a], ((size_t)x->nchunks[a] + 1) * sizeof(int64_t)))
-            return 0;
-    }
-    return 1;
-}
-
 gs_status_t gs__pushdown(struct gs_array *root, struct gs_array **out_p)
 {
     return gs__pushdown_many(1, &root, out_p);
@@ -623,7 +612,7 @@ gs_status_t gs__pushdown_many(size_t nroots, struct gs_array *const *roots,
     if ((st = pd_plan(&p, nroots, ri, rr)) != GS_OK || (st = pd_build(&p)) != GS_OK) goto out;
     for (size_t r = 0; r < nroots; r++) {
         struct gs_array *res = gs_array_retain(p.reqs.data[rr[r]].res);
-        if (!pd_grid_eq(&res->grid, &roots[r]->grid)) {
+        if (!gs__grid_equal(&res->grid, &roots[r]->grid)) {
             /* cannot happen (see the top of this file); the result must keep the handle's
              * grid, which persisting and gathering rely on */
             GS_LOG_WARN("slice pushdown changed the chunk grid; lowering the expression as "

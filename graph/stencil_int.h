@@ -70,17 +70,24 @@ gs_status_t gs__user_instantiate(const gs_layer_t *l, uint64_t block, int ninput
                                  const gs_chunk_ref_t *inputs, double *out, gs_kuser_t *k);
 /* Wire body after the grid: [[ioff...], [ibox...], library, symbol, arg] (CPU kernels without
  * flags or fusion), [..., cuda source] (CUDA kernels without), or, with flags or fusion,
- * [..., arg, cuda source ("" for CPU kernels), flags, fuse] (layer_map_fuse.c). */
+ * [..., arg, cuda source ("" for CPU kernels), flags, fuse] (layer_map_fuse.c), or, with any
+ * dtype other than float64, [..., flags, fuse, [out_dtype, in_dtype_0, in_dtype_1]]. */
 void gs__user_encode_body(gs_mp_writer_t *w, const gs_layer_t *l);
 int gs__user_decode_body(gs_mp_reader_t *r, gs_layer_t *l);
+/* 1 when the kernel's output or an input is not float64. */
+int gs__user_typed(const gs_layer_t *l);
+/* Bytes of chunk ref @a r (nbytes, else len doubles); whether it has data and holds exactly
+ * @a n elements of @a dtype (float64: len == n, and nbytes when set; others: nbytes). */
+uint64_t gs__user_ref_nbytes(const gs_chunk_ref_t *r);
+int gs__user_ref_fits(const gs_chunk_ref_t *r, int64_t n, int32_t dtype);
 /* The kernel fields of block @a block (everything but in[k].data and out.data). */
 void gs__user_fill(const gs_layer_t *l, uint64_t block, gs_kuser_t *k);
 
 /* ---- fused USER layers (layer_map_fuse.c) ----
  * An elementwise user kernel fused with its producers and consumers: a USER layer whose
  * u.ub.fuse holds, per user input k, pre[k] (a FUSED STORE layer over the USER layer's grid,
- * float64 out, computing input k of every block; NULL: input k is a task input chunk as in a
- * plain USER layer) and post (a FUSED STORE or REDUCE layer over the same grid, NULL: the
+ * out_dtype the kernel's in_dtype[k], computing input k of every block; NULL: input k is a
+ * task input chunk as in a plain USER layer) and post (a FUSED STORE or REDUCE layer over the same grid, NULL: the
  * kernel's output is the task's) whose source usrc is the kernel's output block (block b of
  * the grid for task b, never a task input). Task b's inputs, in order: for each k, pre[k]'s
  * inputs of block b (gs__fused_resolve order) or the one chunk; then post's inputs of block b
@@ -96,7 +103,7 @@ void gs__ufuse_free(gs__ufuse_t *f);
 int gs__ufuse_check(const gs_layer_t *l, const char **why_p);
 /* Task inputs of block @a block (in range), -1 when the block cannot be resolved. */
 int gs__ufuse_ninputs(const gs_layer_t *l, uint64_t block);
-/* Output bytes of block @a block: post's, else the block's float64 elements. */
+/* Output bytes of block @a block: post's, else the block's elements of the kernel's out_dtype. */
 uint64_t gs__ufuse_out_nbytes(const gs_layer_t *l, uint64_t block);
 /* The MAPFUSED kernel of block @a block (graph/kernel.h gs_kmapfused_t; temporaries NULL).
  * GS_ERR_INVALID_PARAM naming the fault for inputs of the wrong number or size or a post

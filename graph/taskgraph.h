@@ -68,6 +68,26 @@ typedef struct gs_taskgraph {
  *  GS_ERR_NO_MEMORY. Linear in the number of tasks. */
 gs_status_t gs_graph_lower(gs_array_h out, unsigned flags, gs_taskgraph_t **tg_p);
 
+/** Facts about the cluster a graph will run on that pick between plans of equal values (never
+ *  the values themselves). Zeroed: nothing known, the plan gs_graph_lower makes. */
+typedef struct gs_lower_hints {
+    /** Kernel threads of the CPU workers together (their gs_client_worker_info_t.nthreads
+     *  summed; 0: unknown). With GS_LOWER_FUSE, an elementwise CPU user kernel (library and
+     *  symbol, no cuda_source) is fused with its producers and consumers only when its output
+     *  has at least GS_LOWER_USER_FUSE_TASKS_PER_THREAD blocks per thread: a fused task holds
+     *  one thread for its whole chain (producers, the kernel's forked call, the consumer), so
+     *  with fewer blocks than that the last wave of fused tasks leaves most threads idle while
+     *  the unfused graph (a task per step and block) keeps them busy. CUDA kernels are fused
+     *  regardless (a GPU worker runs tasks on streams, not a thread pool). */
+    uint32_t cpu_threads;
+} gs_lower_hints_t;
+
+#define GS_LOWER_USER_FUSE_TASKS_PER_THREAD 4
+
+/** gs_graph_lower with @a hints (NULL: none, as gs_graph_lower). Errors as gs_graph_lower(). */
+gs_status_t gs_graph_lower_hinted(gs_array_h out, unsigned flags, const gs_lower_hints_t *hints,
+                                  gs_taskgraph_t **tg_p);
+
 /** One result of gs_graph_lower_many(): its blocks (row-major over @a grid) are the graph's
  *  outputs[out_off .. out_off + noutputs); its elements are of gs_dtype_t @a dtype. */
 typedef struct gs_lower_result {
@@ -86,6 +106,10 @@ typedef struct gs_lower_result {
  *  gs_graph_lower() refuses), GS_ERR_NO_MEMORY. (graph/lower_many.c) */
 gs_status_t gs_graph_lower_many(size_t n, const gs_array_h *arrays, unsigned flags,
                                 gs_taskgraph_t **tg_p, gs_lower_result_t **res_p);
+/** gs_graph_lower_many with @a hints (gs_lower_hints_t; NULL: none). */
+gs_status_t gs_graph_lower_many_hinted(size_t n, const gs_array_h *arrays, unsigned flags,
+                                       const gs_lower_hints_t *hints, gs_taskgraph_t **tg_p,
+                                       gs_lower_result_t **res_p);
 /** Free @a n results of gs_graph_lower_many(). NULL is fine. */
 void gs_graph_lower_results_free(size_t n, gs_lower_result_t *res);
 

@@ -15,6 +15,7 @@
  *   single-threaded C loop over host memory is timed in the same run (bench "stencil-c-loop"):
  *   the baseline the seed compares with. */
 #include "gs-bench.h"
+#include "tests/kernels/test_kernels_cuda.h"
 
 #include "chunkops/random.h"
 #include "common/alloc.h"
@@ -244,30 +245,10 @@ static void gs__st_head(const void *opts, int run, double seconds)
     gs__json_num("limit_s", bytes / (o->tbps * 1e12));
 }
 
-/* The smoothing as a CUDA C++ map_overlap kernel (gsched/array.h gs_user_kernel_t): the
- * padded block in, the chunk out; with boundary none arg holds the shape and the array's edge
- * elements are kept, as gs_array_stencil keeps them. */
-static const char gs__st_cuda_src[] =
-    "extern \"C\" __global__ void smooth3x3(gs_cuda_args_t a)\n"
-    "{\n"
-    "    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
-    "    if (i >= a.n_out) return;\n"
-    "    const long long w = a.out.shape[1], pw = a.in[0].shape[1];\n"
-    "    const long long r = i / w, c = i - r * w;\n"
-    "    const long long *shape = (const long long *)a.arg;\n"
-    "    const long long gr = a.out.start[0] + r, gc = a.out.start[1] + c;\n"
-    "    const double *p = a.in[0].data + (r + 1) * pw + (c + 1);\n"
-    "    if (shape != 0 &&\n"
-    "        (gr == 0 || gc == 0 || gr == shape[0] - 1 || gc == shape[1] - 1)) {\n"
-    "        a.out.data[i] = *p;\n"
-    "        return;\n"
-    "    }\n"
-    "    double acc = 0.0;\n"
-    "    for (int di = -1; di <= 1; di++)\n"
-    "        for (int dj = -1; dj <= 1; dj++)\n"
-    "            acc = __dadd_rn(acc, __dmul_rn(1.0 / 9, p[di * pw + dj]));\n"
-    "    a.out.data[i] = acc;\n"
-    "}\n";
+/* The smoothing as a CUDA C++ map_overlap kernel (gsched/array.h gs_user_kernel_t), shared
+ * with the tests: the padded block in, the chunk out; with boundary none arg holds the shape
+ * and the array's edge elements are kept, as gs_array_stencil keeps them. */
+static const char gs__st_cuda_src[] = GS_TEST_SMOOTH3X3_CUDA_SRC;
 
 int gs__bench_stencil(int argc, char **argv)
 {

@@ -82,8 +82,11 @@ gs_status_t gs__cpu_user_call(const char *lib, const char *sym, const gs_block_t
     pid_t pid;
     int status = 0;
     if ((st = gs__user_resolve(lib, sym, &fn)) != GS_OK) return st;
+    if (gs_dtype_size((gs_dtype_t)out->dtype) == 0)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "user kernel %s: output dtype %d is unknown",
+                            sym, (int)out->dtype);
     for (int32_t j = 0; j < out->ndim; j++) n *= out->shape[j];
-    bytes = (size_t)n * sizeof(double);
+    bytes = (size_t)n * gs_dtype_size((gs_dtype_t)out->dtype);
     maplen = bytes > 0 ? bytes : 1;
     shm = mmap(NULL, maplen, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (shm == MAP_FAILED)

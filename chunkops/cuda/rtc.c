@@ -3,7 +3,7 @@
  * Cache file layout (all integers little-endian host order; the cache is per machine):
  *     "GSRTC1\n\0"  8 bytes magic
  *     u64 key_len, u64 image_len
- *     key bytes (source, name, arch, options, NVRTC version, NUL-separated)
+ *     key bytes (source, name, prelude, options, arch, NVRTC version, NUL-separated)
  *     image bytes
  * The file name is <hex of gs_hash_bytes(key)>.cubin. A reader compares the whole key, so a
  * hash collision is a miss, never a wrong image. */
@@ -16,6 +16,7 @@
 #include <nvrtc.h>
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,11 +33,27 @@
 static const char *const gs__rtc_opts[] = {"--std=c++17", "--fmad=false", "-default-device"};
 #define GS__RTC_NOPTS (sizeof(gs__rtc_opts) / sizeof(gs__rtc_opts[0]))
 
+/* The dtype enumerators, from gsched/array.h's one table */
+#define GS__RTC_DT(name, val, str, size, kind) "    " #name " = " #val ",\n"
+
 const char gs_cuda_rtc_prelude[] =
+    "enum gs_dtype {\n"
+    GS_DTYPE_MAP(GS__RTC_DT)
+    "};\n"
     "typedef struct gs_block {\n"
-    "    double *data;\n"
+    "    union {\n"
+    "        double *data;\n"
+    "        double *f64;\n"
+    "        float *f32;\n"
+    "        unsigned short *f16;\n"
+    "        int *i32;\n"
+    "        long long *i64;\n"
+    "        unsigned char *u8;\n"
+    "        bool *b;\n"
+    "    };\n"
     "    int ndim;\n"
     "    long long shape[8], start[8];\n"
+    "    int dtype;\n"
     "} gs_block_t;\n"
     "typedef struct gs_cuda_args {\n"
     "    int nin;\n"
@@ -46,6 +63,13 @@ const char gs_cuda_rtc_prelude[] =
     "    long long arg_len;\n"
     "    long long n_out;\n"
     "} gs_cuda_args_t;\n";
+#undef GS__RTC_DT
+
+/* The device's gs_block_t above has the host's layout (gsched/array.h) */
+_Static_assert(offsetof(gs_block_t, ndim) == 8 && offsetof(gs_block_t, shape) == 16 &&
+                   offsetof(gs_block_t, start) == 80 && offsetof(gs_block_t, dtype) == 144 &&
+                   sizeof(gs_block_t) == 152 && GS_MAX_NDIM == 8,
+               "the prelude's gs_block_t no longer matches gsched/array.h's");
 
 static _Thread_local char *gs__rtc_log;
 
@@ -93,15 +117,16 @@ static gs_status_t gs__rtc_key(const char *source, const char *name, int arch, c
 {
     int major = 0, minor = 0;
     char tail[128];
-    size_t ns = strlen(source), nn = strlen(name), nt, off = 0;
+    size_t ns = strlen(source), nn = strlen(name), np = strlen(gs_cuda_rtc_prelude), nt, off = 0;
     if (nvrtcVersion(&major, &minor) != NVRTC_SUCCESS) major = minor = -1;
     nt = (size_t)snprintf(tail, sizeof(tail), "sm_%d%cnvrtc %d.%d", arch, '\0', major, minor);
-    size_t total = ns + 1 + nn + 1 + nt + 1;
+    size_t total = ns + 1 + nn + 1 + np + 1 + nt + 1;
     for (size_t i = 0; i < GS__RTC_NOPTS; i++) total += strlen(gs__rtc_opts[i]) + 1;
     char *key = gs_malloc(total, "nvrtc cache key");
     if (key == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "nvrtc: no memory for a cache key");
     memcpy(key + off, source, ns + 1), off += ns + 1;
     memcpy(key + off, name, nn + 1), off += nn + 1;
+    memcpy(key + off, gs_cuda_rtc_prelude, np + 1), off += np + 1;
     for (size_t i = 0; i < GS__RTC_NOPTS; i++) {
         size_t n = strlen(gs__rtc_opts[i]) + 1;
         memcpy(key + off, gs__rtc_opts[i], n), off += n;

@@ -5,8 +5,8 @@
  * Compilation needs libnvrtc only, no GPU: source -> CUBIN for one real architecture
  * (-arch=sm_<arch>; the driver loads it without a JIT). Every image is cached on disk under
  * a cache directory, one file per key, the key being the source, the kernel name, the
- * architecture, the fixed options and the NVRTC version. A file's name is a 64-bit hash of the
- * key; the file holds the whole key too, and a file whose key differs (a hash collision) or
+ * prelude, the architecture, the fixed options and the NVRTC version. A file's name is a
+ * 64-bit hash of the key; the file holds the whole key too, and a file whose key differs (a hash collision) or
  * that is truncated is a miss and is rewritten. Files are written to a temporary name and
  * renamed, so concurrent workers sharing a directory never read a partial image.
  *
@@ -15,15 +15,29 @@
  *
  *     extern "C" __global__ void NAME(gs_cuda_args_t a);
  *
+ *     enum gs_dtype {                     // gsched/array.h's gs_dtype_t values
+ *         GS_DTYPE_FLOAT64 = 0, GS_DTYPE_FLOAT32 = 1, GS_DTYPE_FLOAT16 = 2,
+ *         GS_DTYPE_INT32 = 3, GS_DTYPE_INT64 = 4, GS_DTYPE_UINT8 = 5, GS_DTYPE_BOOL = 6,
+ *     };
  *     typedef struct gs_block {           // one block, as gs_block_t of gsched/array.h
- *         double *data;                   // device memory, row-major float64
+ *         union {                         // device memory, row-major, elements of dtype:
+ *             double *data;               //   float64 (the name kernels used before dtypes)
+ *             double *f64;                //   float64
+ *             float *f32;                 //   float32
+ *             unsigned short *f16;        //   float16 (IEEE binary16 bits)
+ *             int *i32;                   //   int32
+ *             long long *i64;             //   int64
+ *             unsigned char *u8;          //   uint8
+ *             bool *b;                    //   bool (one byte, 0 or 1)
+ *         };
  *         int ndim;
  *         long long shape[8], start[8];   // shape; global index of element 0
+ *         int dtype;                      // which member to use (enum gs_dtype)
  *     } gs_block_t;
  *     typedef struct gs_cuda_args {
  *         int nin;                        // 1..2 inputs
- *         gs_block_t in[2];               // read only
- *         gs_block_t out;                 // to be written whole
+ *         gs_block_t in[2];               // read only; each of its input array's dtype
+ *         gs_block_t out;                 // to be written whole; the caller's dtype
  *         const void *arg;                // the kernel's arg bytes (device memory), or NULL
  *         long long arg_len;
  *         long long n_out;                // elements of out

@@ -9,6 +9,7 @@
 
 #include "chunkops/cuda/rtc.h"
 #include "common/alloc.h"
+#include "tests/kernels/test_kernels_cuda.h"
 #include "tests/tmp_tree.h"
 
 #define ARCH 90
@@ -27,6 +28,9 @@ static const char k_broken[] =
     "    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x\n"
     "    if (i < a.n_out) a.out.data[i] = 2.0 * a.in[0].data[i];\n"
     "}\n";
+
+/* the prelude's typed members and dtype names */
+static const char k_typed[] = GS_TEST_TYPED_CUDA_SRC;
 
 static char dir[256];
 
@@ -201,4 +205,21 @@ Test(chunkops_cuda_rtc, the_cache_directory_follows_local_dir_then_xdg_then_home
     unsetenv("HOME");
     cr_assert_eq(gs_cuda_rtc_cache_dir(NULL, buf, sizeof(buf)), GS_ERR_NOT_FOUND);
     cr_assert_eq(gs_cuda_rtc_cache_dir("/w/local", buf, 8), GS_ERR_INVALID_PARAM);
+}
+
+Test(chunkops_cuda_rtc, a_kernel_on_typed_blocks_compiles_and_the_prelude_names_every_dtype)
+{
+    void *img = NULL;
+    size_t len = 0;
+    compile_ok(k_typed, "typed", NULL, &img, &len, NULL);
+    gs_free(img);
+    /* every gs_dtype_t is named in the prelude with its value, and the block has its dtype */
+#define NAMED(name, val, str, size, kind) \
+    cr_assert_not_null(strstr(gs_cuda_rtc_prelude, #name " = " #val ","), "%s", #name);
+    GS_DTYPE_MAP(NAMED)
+#undef NAMED
+    cr_assert_not_null(strstr(gs_cuda_rtc_prelude, "int dtype;"));
+    /* a kernel written before dtypes (a.in[0].data) still compiles */
+    compile_ok(k_scale, "scale", NULL, &img, &len, NULL);
+    gs_free(img);
 }

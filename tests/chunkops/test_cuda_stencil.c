@@ -290,31 +290,7 @@ Test(cuda_stencil, an_elementwise_cuda_kernel_fused_in_a_chain_equals_the_cpu_re
  * the built-in gs_array_stencil on the CPU backend and on the GPU and the CPU kernel
  * gs_test_smooth3x3 on the CPU backend, for every boundary on odd chunkings (with NONE the
  * kernel keeps the array's edge elements itself, arg = the shape, as gs_test_smooth3x3 does). */
-static const char k_smooth[] =
-    "extern \"C\" __global__ void smooth(gs_cuda_args_t a)\n"
-    "{\n"
-    "    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
-    "    if (i >= a.n_out) return;\n"
-    "    const long long w = a.out.shape[1], pw = a.in[0].shape[1];\n"
-    "    const long long r = i / w, c = i - r * w;\n"
-    "    const long long *shape = (const long long *)a.arg;\n"
-    "    const long long gr = a.out.start[0] + r, gc = a.out.start[1] + c;\n"
-    "    const double *p = a.in[0].data + (r + 1) * pw + (c + 1);\n"
-    "    if (a.in[0].start[0] != a.out.start[0] - 1 || a.in[0].start[1] != a.out.start[1] - 1 ||\n"
-    "        a.in[0].shape[0] != a.out.shape[0] + 2 || a.nin != 1) {\n"
-    "        a.out.data[i] = -1e300;\n"
-    "        return;\n"
-    "    }\n"
-    "    if (shape != 0 && (gr == 0 || gc == 0 || gr == shape[0] - 1 || gc == shape[1] - 1)) {\n"
-    "        a.out.data[i] = *p;\n"
-    "        return;\n"
-    "    }\n"
-    "    double acc = 0.0;\n"
-    "    for (int di = -1; di <= 1; di++)\n"
-    "        for (int dj = -1; dj <= 1; dj++)\n"
-    "            acc = __dadd_rn(acc, __dmul_rn(1.0 / 9, p[di * pw + dj]));\n"
-    "    a.out.data[i] = acc;\n"
-    "}\n";
+static const char k_smooth[] = GS_TEST_SMOOTH3X3_CUDA_SRC;
 
 static void overlap_case(bk_t *bk, const int64_t *shape, const int64_t *chunks, int b)
 {
@@ -322,7 +298,7 @@ static void overlap_case(bk_t *bk, const int64_t *shape, const int64_t *chunks, 
                                     1.0 / 9, 1.0 / 9, 1.0 / 9, 1.0 / 9};
     const int d[2] = {1, 1};
     const int64_t n = shape[0] * shape[1];
-    gs_user_kernel_t kg = {NULL, "smooth", NULL, 0, k_smooth, 0};
+    gs_user_kernel_t kg = {NULL, "smooth3x3", NULL, 0, k_smooth, 0};
     gs_user_kernel_t kc = {GS_TEST_KERNELS, "gs_test_smooth3x3", NULL, 0, NULL, 0};
     gs_array_h x, m, c, s;
     gs_taskgraph_t *tg;
@@ -407,4 +383,72 @@ Test(cuda_stencil, map_overlap_cuda_compile_error_fails_the_task)
     gs_array_release(m);
     gs_array_release(g);
     gs_array_release(x);
+}
+
+/* Typed map_blocks (gs_array_map_blocks_dtype): inputs of int32, uint8, float32, int64 and bool
+ * (astype producers the fused path inlines) into outputs of the caller's dtype, with the NVRTC
+ * kernel "typed" (its typed pointers; fused and unfused) and the C kernel gs_test_typed staged
+ * through host memory, byte for byte equal to the CPU backend running gs_test_typed. */
+static const char k_typed[] = GS_TEST_TYPED_CUDA_SRC;
+
+static gs_array_h typed_input(gs_dtype_t d, uint64_t seed, const int64_t *shape,
+                              const int64_t *chunks)
+{
+    gs_array_h u, s, t;
+    CHECK(gs_array_random_uniform(seed, 0.0, 300.0, 2, shape, chunks, &u));
+    CHECK(gs_array_unary(GS_UNARY_FLOOR, u, &s));
+    CHECK(gs_array_astype(s, d, &t));
+    gs_array_release(u);
+    gs_array_release(s);
+    return t;
+}
+
+Test(cuda_stencil, typed_map_blocks_equal_the_cpu_kernel_byte_for_byte)
+{
+    GPU_OR_SKIP();
+    static const struct { int nin; gs_dtype_t d0, d1, out; } cases[] = {
+        {2, GS_DTYPE_INT32, GS_DTYPE_UINT8, GS_DTYPE_FLOAT32},
+        {1, GS_DTYPE_FLOAT32, GS_DTYPE_FLOAT32, GS_DTYPE_UINT8},
+        {1, GS_DTYPE_UINT8, GS_DTYPE_UINT8, GS_DTYPE_INT32},
+        {2, GS_DTYPE_INT64, GS_DTYPE_BOOL, GS_DTYPE_INT64},
+        {2, GS_DTYPE_FLOAT64, GS_DTYPE_INT32, GS_DTYPE_BOOL},
+    };
+    const int64_t shape[2] = {97, 61}, chunks[2] = {20, 13}, n = 97 * 61;
+    bk_t bk;
+    double *ref = malloc((size_t)n * 8), *got = malloc((size_t)n * 8);
+    const unsigned char *rb = (const unsigned char *)ref, *gb = (const unsigned char *)got;
+    bk_open(&bk, (size_t)1 << 28);
+    for (size_t c = 0; c < sizeof(cases) / sizeof(cases[0]); c++) {
+        gs_user_kernel_t kc = {GS_TEST_KERNELS, "gs_test_typed", NULL, 0, NULL,
+                               GS_KERNEL_ELEMENTWISE};
+        gs_user_kernel_t kg = {NULL, "typed", NULL, 0, k_typed, GS_KERNEL_ELEMENTWISE};
+        gs_array_h in[2] = {typed_input(cases[c].d0, 40 + c, shape, chunks),
+                            typed_input(cases[c].d1, 50 + c, shape, chunks)};
+        gs_array_h mc, mg;
+        gs_taskgraph_t *tg;
+        const size_t nbytes = (size_t)n * gs_dtype_size(cases[c].out);
+        CHECK(gs_array_map_blocks_dtype(&kc, cases[c].nin, in, cases[c].out, 2, shape, chunks,
+                                        &mc));
+        CHECK(gs_array_map_blocks_dtype(&kg, cases[c].nin, in, cases[c].out, 2, shape, chunks,
+                                        &mg));
+        CHECK(gs_graph_lower(mc, GS_LOWER_DEFAULT, &tg));
+        CHECK(gs_chunkops_eval(CPU, bk.cpu, tg, ref, (size_t)n));
+        gs_taskgraph_free(tg);
+        for (int v = 0; v < 4; v++) {   /* cuda fused, cuda unfused, C staged fused / unfused */
+            memset(got, 0xA5, (size_t)n * 8);
+            CHECK(gs_graph_lower(v < 2 ? mg : mc, v % 2 == 0 ? GS_LOWER_DEFAULT : 0, &tg));
+            CHECK(gs_chunkops_eval(GPU, bk.gpu, tg, got, (size_t)n));
+            gs_taskgraph_free(tg);
+            for (size_t i = 0; i < nbytes; i++)
+                cr_assert(gb[i] == rb[i], "case %zu (%s -> %s) variant %d: byte %zu differs",
+                          c, gs_dtype_name(cases[c].d0), gs_dtype_name(cases[c].out), v, i);
+        }
+        gs_array_release(mc);
+        gs_array_release(mg);
+        gs_array_release(in[0]);
+        gs_array_release(in[1]);
+    }
+    bk_close(&bk);
+    free(ref);
+    free(got);
 }

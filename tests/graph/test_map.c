@@ -335,6 +335,41 @@ Test(graph_map, kernels_staged_through_host_memory_equal_the_direct_path)
 /* CUDA C++ source kernels (issue 16): built and lowered anywhere, the source travels in the
  * USER layer (6-field body) or, for map_overlap, the STENCIL layer (9-field body), the CPU
  * evaluator refuses them with a clear error (GS_ERR_UNSUPPORTED). */
+/* The layers of kind @a kind (named @a name unless NULL) of @a h's default graph, each
+ * checked: the CUDA source "twice" is in its encoding, which decodes and re-encodes to the
+ * same bytes, and no prefix of it decodes. Returns how many there were. */
+static int cuda_layers_round_trip(gs_array_h h, gs_layer_kind_t kind, const char *name)
+{
+    gs_taskgraph_t *tg;
+    int seen = 0;
+    TX_OK(gs_graph_lower(h, GS_LOWER_DEFAULT, &tg));
+    for (uint32_t i = 0; i < tg->nlayers; i++) {
+        const gs_layer_t *l = tg->layers[i];
+        if (gs_layer_kind(l) != kind) continue;
+        seen++;
+        if (name != NULL) cr_assert_str_eq(gs_layer_name(l), name);
+        gs_buf_t b, b2;
+        gs_layer_t *dl;
+        gs_buf_init(&b);
+        gs_buf_init(&b2);
+        TX_OK(gs_layer_encode(l, &b));
+        cr_assert_not_null(memmem(b.data, b.len, "twice(gs_cuda_args_t a)", 23),
+                           "the source is in the encoded layer");
+        TX_OK(gs_layer_decode(b.data, b.len, &dl));
+        TX_OK(gs_layer_encode(dl, &b2));
+        cr_assert(b.len == b2.len && memcmp(b.data, b2.data, b.len) == 0);
+        gs_layer_free(dl);
+        for (size_t n = 0; n < b.len; n++) {
+            gs_layer_t *t = NULL;
+            cr_assert_neq(gs_layer_decode(b.data, n, &t), GS_OK, "prefix of %zu decoded", n);
+        }
+        gs_buf_cleanup(&b);
+        gs_buf_cleanup(&b2);
+    }
+    gs_taskgraph_free(tg);
+    return seen;
+}
+
 Test(graph_map, cuda_source_kernels_travel_in_the_layer_and_cpu_refuses_them)
 {
     const int64_t shape[2] = {6, 5}, chunks[2] = {3, 5};
@@ -347,7 +382,6 @@ Test(graph_map, cuda_source_kernels_travel_in_the_layer_and_cpu_refuses_them)
     gs_user_kernel_t nosrc = {NULL, "twice", NULL, 0, "", 0};
     gs_user_kernel_t noname = {NULL, "", NULL, 0, src, 0};
     gs_array_h m, o = NULL;
-    gs_taskgraph_t *tg;
     double out[30];
     cr_assert_eq(gs_array_map_blocks(&nosrc, 1, &x->h, 2, shape, chunks, &m), GS_ERR_INVALID_PARAM);
     cr_assert_eq(gs_array_map_blocks(&noname, 1, &x->h, 2, shape, chunks, &m),
@@ -359,65 +393,14 @@ Test(graph_map, cuda_source_kernels_travel_in_the_layer_and_cpu_refuses_them)
     cr_assert_null(o);
     TX_OK(gs_array_map_overlap(&k, x->h, d, GS_BOUNDARY_REFLECT, 0, &o));
     TX_OK(gs_array_map_blocks(&k, 1, &x->h, 2, shape, chunks, &m));
-    TX_OK(gs_graph_lower(m, GS_LOWER_DEFAULT, &tg));
-    int seen = 0;
-    for (uint32_t i = 0; i < tg->nlayers; i++) {
-        const gs_layer_t *l = tg->layers[i];
-        if (gs_layer_kind(l) != GS_LAYER_USER) continue;
-        seen++;
-        gs_buf_t b, b2;
-        gs_layer_t *dl;
-        gs_buf_init(&b);
-        gs_buf_init(&b2);
-        TX_OK(gs_layer_encode(l, &b));
-        cr_assert_not_null(memmem(b.data, b.len, "twice(gs_cuda_args_t a)", 23),
-                           "the source is in the encoded layer");
-        TX_OK(gs_layer_decode(b.data, b.len, &dl));
-        TX_OK(gs_layer_encode(dl, &b2));
-        cr_assert(b.len == b2.len && memcmp(b.data, b2.data, b.len) == 0);
-        gs_layer_free(dl);
-        for (size_t n = 0; n < b.len; n++) {
-            gs_layer_t *t = NULL;
-            cr_assert_neq(gs_layer_decode(b.data, n, &t), GS_OK, "prefix of %zu decoded", n);
-        }
-        gs_buf_cleanup(&b);
-        gs_buf_cleanup(&b2);
-    }
-    cr_assert_eq(seen, 1);
-    gs_taskgraph_free(tg);
+    cr_assert_eq(cuda_layers_round_trip(m, GS_LAYER_USER, NULL), 1);
     for (int i = 0; i < 30; i++) out[i] = -1;
     cr_assert_eq(eval(m, out), GS_ERR_UNSUPPORTED);
     cr_assert_not_null(strstr(gs_last_error(), "cuda kernel twice: backend cpu runs no CUDA"),
                        "%s", gs_last_error());
     gs_array_release(m);
     /* map_overlap: the source travels in the STENCIL layer (9-field body); CPU refuses it */
-    TX_OK(gs_graph_lower(o, GS_LOWER_DEFAULT, &tg));
-    seen = 0;
-    for (uint32_t i = 0; i < tg->nlayers; i++) {
-        const gs_layer_t *l = tg->layers[i];
-        if (gs_layer_kind(l) != GS_LAYER_STENCIL) continue;
-        seen++;
-        cr_assert_str_eq(gs_layer_name(l), "map_overlap");
-        gs_buf_t b, b2;
-        gs_layer_t *dl;
-        gs_buf_init(&b);
-        gs_buf_init(&b2);
-        TX_OK(gs_layer_encode(l, &b));
-        cr_assert_not_null(memmem(b.data, b.len, "twice(gs_cuda_args_t a)", 23),
-                           "the source is in the encoded layer");
-        TX_OK(gs_layer_decode(b.data, b.len, &dl));
-        TX_OK(gs_layer_encode(dl, &b2));
-        cr_assert(b.len == b2.len && memcmp(b.data, b2.data, b.len) == 0);
-        gs_layer_free(dl);
-        for (size_t n = 0; n < b.len; n++) {
-            gs_layer_t *t = NULL;
-            cr_assert_neq(gs_layer_decode(b.data, n, &t), GS_OK, "prefix of %zu decoded", n);
-        }
-        gs_buf_cleanup(&b);
-        gs_buf_cleanup(&b2);
-    }
-    cr_assert_eq(seen, 1);
-    gs_taskgraph_free(tg);
+    cr_assert_eq(cuda_layers_round_trip(o, GS_LAYER_STENCIL, "map_overlap"), 1);
     for (int i = 0; i < 30; i++) out[i] = -1;
     cr_assert_eq(eval(o, out), GS_ERR_UNSUPPORTED);
     cr_assert_not_null(strstr(gs_last_error(), "cuda kernel twice: backend cpu runs no CUDA"),

@@ -246,16 +246,14 @@ Test(graph_map_fuse, a_crash_inside_a_fused_task_fails_it_and_the_process_carrie
     gs_array_release(good);
 }
 
-Test(graph_map_fuse, typed_inputs_are_refused_and_converted_chains_fuse)
+/* (typed kernels: test_map_dtype.c) */
+Test(graph_map_fuse, converted_chains_fuse)
 {
     const int64_t shape[2] = {10, 14}, chunks[2] = {4, 5};
     gs_array_h ints, f, m = NULL, c, in[1];
     double ref[140], got[140];
     uint64_t nt;
     TX_OK(gs_array_random_integers(12, -5, 5, 2, shape, chunks, &ints));
-    in[0] = ints;
-    cr_assert_eq(gs_array_map_blocks(&ew, 1, in, 2, shape, chunks, &m), GS_ERR_INVALID_PARAM);
-    cr_assert(strstr(gs_last_error(), "float64") != NULL, "%s", gs_last_error());
     TX_OK(gs_array_astype(tmp(scal(GS_BINARY_MUL, ints, 3.0)), GS_DTYPE_FLOAT64, &f));
     in[0] = f;
     m = mapb(&ew, 1, in, shape, chunks);
@@ -427,4 +425,64 @@ Test(graph_map_fuse, axis_reductions_argmax_and_casts_after_the_kernel)
     gs_array_release(f32);
     gs_array_release(a);
     gs_array_release(m);
+}
+
+/* Lower @a h with GS_LOWER_DEFAULT and @a hints, evaluate into @a out (may be NULL: lower
+ * only); *nt_p the tasks, *fused_p the fused user layers. */
+static void run_hinted(gs_array_h h, const gs_lower_hints_t *hints, double *out, uint64_t *nt_p,
+                       int *fused_p)
+{
+    gs_taskgraph_t *tg;
+    TX_OK(gs_graph_lower_hinted(h, GS_LOWER_DEFAULT, hints, &tg));
+    *nt_p = tg->ntasks;
+    *fused_p = 0;
+    for (uint32_t i = 0; i < tg->nlayers; i++)
+        *fused_p += strcmp(gs_layer_name(tg->layers[i]), "map_blocks-fused") == 0;
+    if (out != NULL)
+        TX_OK(gs_chunkops_eval(&gs_chunkops_cpu_ops, ctx, tg, out, (size_t)gs_array_size(h)));
+    gs_taskgraph_free(tg);
+}
+
+/* gs_lower_hints_t.cpu_threads: a CPU kernel is fused only with at least
+ * GS_LOWER_USER_FUSE_TASKS_PER_THREAD blocks per thread (20 blocks: fused for up to 5
+ * threads, declined from 6, giving the plan of a kernel not declared elementwise); a CUDA
+ * kernel is fused whatever the CPU pool; the values never change. */
+Test(graph_map_fuse, cpu_kernels_fuse_only_with_enough_blocks_per_hinted_thread)
+{
+    const int64_t shape[2] = {37, 23}, chunks[2] = {8, 7}, nb = 20;
+    tx_t *x = tx_uniform(7, -1.0, 1.0, 2, shape, chunks);
+    gs_array_h a = scal(GS_BINARY_ADD, tmp(unary(GS_UNARY_EXP, x->h)), 1.0);
+    gs_array_h in[1] = {a};
+    gs_array_h c = tmp(scal(GS_BINARY_MUL, tmp(mapb(&ew, 1, in, shape, chunks)), 2.0));
+    gs_array_h cp = tmp(scal(GS_BINARY_MUL, tmp(mapb(&ew_plain, 1, in, shape, chunks)), 2.0));
+    const gs_user_kernel_t cu = {NULL, "ew", NULL, 0, "extern \"C\" __global__ void ew() {}",
+                                 GS_KERNEL_ELEMENTWISE};
+    gs_array_h cc = tmp(scal(GS_BINARY_MUL, tmp(mapb(&cu, 1, in, shape, chunks)), 2.0));
+    double *ref = malloc(37 * 23 * sizeof(double)), *got = malloc(37 * 23 * sizeof(double));
+    uint64_t nt, nt_plain;
+    int fused;
+    gs_lower_hints_t none = {0}, five = {5}, six = {6}, many = {1000};
+    cr_assert_eq(GS_LOWER_USER_FUSE_TASKS_PER_THREAD * 5, nb);
+    run_hinted(cp, NULL, ref, &nt_plain, &fused);
+    cr_assert_eq(fused, 0);
+    for (int v = 0; v < 4; v++) {
+        const gs_lower_hints_t *h = v == 0 ? NULL : v == 1 ? &none : v == 2 ? &five : &six;
+        run_hinted(c, h, got, &nt, &fused);
+        for (int i = 0; i < 37 * 23; i++) cr_assert(got[i] == ref[i], "hint %d element %d", v, i);
+        if (v < 3) {
+            cr_assert_eq(fused, 1, "hint %d", v);
+            cr_assert_eq(nt, (uint64_t)nb, "hint %d: %llu tasks", v, (unsigned long long)nt);
+        } else {   /* declined: the not-elementwise plan, a task per step group and block */
+            cr_assert_eq(fused, 0);
+            cr_assert_eq(nt, nt_plain, "%llu vs %llu", (unsigned long long)nt,
+                         (unsigned long long)nt_plain);
+            cr_assert_gt(nt, (uint64_t)nb);
+        }
+    }
+    run_hinted(cc, &many, NULL, &nt, &fused);
+    cr_assert_eq(fused, 1, "a CUDA kernel fuses whatever the CPU pool");
+    cr_assert_eq(nt, (uint64_t)nb);
+    gs_array_release(a);
+    free(ref);
+    free(got);
 }

@@ -5,6 +5,7 @@
  * (reference.h) through tests/stencil_ref.h. */
 #include "cluster.h"
 #include "reference.h"
+#include "../kernels/test_kernels_cuda.h"
 #include "../stencil_ref.h"
 
 #include <gsched/gsched.h>
@@ -184,27 +185,7 @@ Test(integration_stencil, a_cuda_map_overlap_runs_on_gpu_workers_and_is_refused_
     const int d[2] = {1, 1};
     static const double mean9[9] = {1.0 / 9, 1.0 / 9, 1.0 / 9, 1.0 / 9, 1.0 / 9,
                                     1.0 / 9, 1.0 / 9, 1.0 / 9, 1.0 / 9};
-    static const char src[] =
-        "extern \"C\" __global__ void smooth(gs_cuda_args_t a)\n"
-        "{\n"
-        "    long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;\n"
-        "    if (i >= a.n_out) return;\n"
-        "    const long long w = a.out.shape[1], pw = a.in[0].shape[1];\n"
-        "    const long long r = i / w, c = i - r * w;\n"
-        "    const long long *shape = (const long long *)a.arg;\n"
-        "    const long long gr = a.out.start[0] + r, gc = a.out.start[1] + c;\n"
-        "    const double *p = a.in[0].data + (r + 1) * pw + (c + 1);\n"
-        "    if (shape != 0 &&\n"
-        "        (gr == 0 || gc == 0 || gr == shape[0] - 1 || gc == shape[1] - 1)) {\n"
-        "        a.out.data[i] = *p;\n"
-        "        return;\n"
-        "    }\n"
-        "    double acc = 0.0;\n"
-        "    for (int di = -1; di <= 1; di++)\n"
-        "        for (int dj = -1; dj <= 1; dj++)\n"
-        "            acc = __dadd_rn(acc, __dmul_rn(1.0 / 9, p[di * pw + dj]));\n"
-        "    a.out.data[i] = acc;\n"
-        "}\n";
+    static const char src[] = GS_TEST_SMOOTH3X3_CUDA_SRC;
     const char *be = getenv("GS_TEST_BACKEND");
     int gpu = be != NULL && strcmp(be, "cuda") == 0;
     gs_array_h x;
@@ -213,7 +194,7 @@ Test(integration_stencil, a_cuda_map_overlap_runs_on_gpu_workers_and_is_refused_
     OK(gs_array_random_normal(13, 0, 1, 2, shape, chunks, &x));
     OK(gs_client_persist(C, x));
     for (int bnd = 0; bnd < GS_BOUNDARY_COUNT; bnd++) {
-        gs_user_kernel_t k = {NULL, "smooth", NULL, 0, src, 0};
+        gs_user_kernel_t k = {NULL, "smooth3x3", NULL, 0, src, 0};
         gs_array_h m, s;
         if (bnd == GS_BOUNDARY_NONE) {   /* the kernel keeps the edges itself */
             k.arg = shape;

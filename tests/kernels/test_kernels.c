@@ -78,3 +78,42 @@ void gs_test_ew(const gs_block_t *in, int nin, gs_block_t *out, const void *arg)
     for (int64_t i = 0; i < n; i++)
         out->data[i] = in[0].data[i] * in[0].data[i] - (nin > 1 ? in[1].data[i] : 0.0) + pos;
 }
+
+/* Element i of @a b (any dtype) as a double. */
+static double gs_test_load(const gs_block_t *b, int64_t i)
+{
+    switch (b->dtype) {
+    case GS_DTYPE_FLOAT32: return ((const float *)b->data)[i];
+    case GS_DTYPE_FLOAT16: return (double)((const _Float16 *)b->data)[i];
+    case GS_DTYPE_INT32: return ((const int32_t *)b->data)[i];
+    case GS_DTYPE_INT64: return (double)((const int64_t *)b->data)[i];
+    case GS_DTYPE_UINT8: return ((const uint8_t *)b->data)[i];
+    case GS_DTYPE_BOOL: return ((const uint8_t *)b->data)[i] != 0;
+    default: return b->data[i];
+    }
+}
+
+/* Elementwise over every dtype (GS_KERNEL_ELEMENTWISE; tests/graph/test_map_dtype.c holds
+ * its plain-C twin): v = 2 in0 + in1 (when given) + the element's global row, stored in
+ * out's dtype as a C cast stores it (integers through int64_t, so they wrap; bool: v != 0). */
+void gs_test_typed(const gs_block_t *in, int nin, gs_block_t *out, const void *arg)
+{
+    int64_t n = 1, inner = 1;
+    (void)arg;
+    for (int32_t j = 0; j < out->ndim; j++) n *= out->shape[j];
+    for (int32_t j = 1; j < out->ndim; j++) inner *= out->shape[j];
+    for (int64_t i = 0; i < n; i++) {
+        const double row = out->ndim > 0 ? (double)(out->start[0] + i / inner) : 0.0;
+        const double v =
+            2.0 * gs_test_load(&in[0], i) + (nin > 1 ? gs_test_load(&in[1], i) : 0.0) + row;
+        switch (out->dtype) {
+        case GS_DTYPE_FLOAT32: ((float *)out->data)[i] = (float)v; break;
+        case GS_DTYPE_FLOAT16: ((_Float16 *)out->data)[i] = (_Float16)v; break;
+        case GS_DTYPE_INT32: ((int32_t *)out->data)[i] = (int32_t)(int64_t)v; break;
+        case GS_DTYPE_INT64: ((int64_t *)out->data)[i] = (int64_t)v; break;
+        case GS_DTYPE_UINT8: ((uint8_t *)out->data)[i] = (uint8_t)(int64_t)v; break;
+        case GS_DTYPE_BOOL: ((uint8_t *)out->data)[i] = v != 0.0; break;
+        default: out->data[i] = v; break;
+        }
+    }
+}

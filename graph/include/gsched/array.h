@@ -714,14 +714,22 @@ gs_status_t gs_array_stencil(gs_array_h x, const double *weights, const int *rad
 
 /* ---- users' own code on chunks (issue 16) ---- */
 
-/** One block as a user kernel sees it: row-major float64 data of @a shape, whose element 0 is
- *  at global index @a start of the array (negative or past the end inside a halo). Inputs are
- *  read only; the output's data is to be written whole. */
+/** One block as a user kernel sees it: row-major data of @a shape, whose element 0 is at
+ *  global index @a start of the array (negative or past the end inside a halo), holding
+ *  elements of @a dtype. Inputs are read only; the output's data is to be written whole.
+ *  @a data points at elements of @a dtype whatever its declared type: a kernel casts it
+ *  (float64 double, float32 float, float16 uint16_t holding IEEE binary16 bits, int32
+ *  int32_t, int64 int64_t, uint8 uint8_t, bool a byte 0 or 1), e.g.
+ *  `const float *x = (const float *)in[0].data;` when in[0].dtype == GS_DTYPE_FLOAT32.
+ *  Each input keeps its array's dtype; the output has the dtype the caller gave
+ *  (gs_array_map_blocks_dtype). @a dtype was appended after @a start: the fields before it
+ *  keep their offsets, and a zeroed dtype is float64. */
 typedef struct gs_block {
     double *data;
     int32_t ndim;
     int64_t shape[GS_MAX_NDIM];
     int64_t start[GS_MAX_NDIM];
+    int32_t dtype;          /* gs_dtype_t of data's elements (0: float64) */
 } gs_block_t;
 
 /** A CPU kernel: `void f(const gs_block_t *in, int nin, gs_block_t *out, const void *arg)`. */
@@ -783,6 +791,8 @@ typedef struct gs_user_kernel {
  *  ceil(n_out / 256) over the chunk's elements) runs on CUDA workers only, for arrays of 1 to
  *  3 axes (more: GS_ERR_UNSUPPORTED); a CPU worker fails such a task with GS_ERR_UNSUPPORTED,
  *  a source that does not compile fails it with GS_ERR_TASK_FAILED and the NVRTC log.
+ *  @a x must be float64 (the halo assembly moves float64 elements; blocks have dtype
+ *  GS_DTYPE_FLOAT64): another dtype fails with GS_ERR_INVALID_PARAM naming it.
  *  Errors: GS_ERR_INVALID_PARAM (as gs_array_stencil for x, depth and boundary; NULL kernel
  *  fields, an empty CUDA source or name, arg over 64 KiB), GS_ERR_NOT_FOUND when the
  *  library exists on this machine but cannot be loaded or lacks the symbol (dlerror's text in
@@ -792,7 +802,8 @@ gs_status_t gs_array_map_overlap(const gs_user_kernel_t *kernel, gs_array_h x, c
                                  gs_boundary_t boundary, double cval, gs_array_h *out_p);
 
 /** Dask's map_blocks: @a kernel runs once per output chunk of an array of @a shape in
- *  @a chunks (as gs_array_zeros takes them; float64), with in[k] = chunk b of inputs[k] for
+ *  @a chunks (as gs_array_zeros takes them; float64: gs_array_map_blocks_dtype with
+ *  GS_DTYPE_FLOAT64), with in[k] = chunk b of inputs[k] for
  *  output chunk b (in[k].start its global offset) and out the output chunk. Inputs must have
  *  the output's ndim and its number of chunks on every axis (block b of each lines up with
  *  output block b; their shapes may differ). 1 <= nin <= 2. A CPU kernel runs each call in a
@@ -803,6 +814,16 @@ gs_status_t gs_array_map_overlap(const gs_user_kernel_t *kernel, gs_array_h x, c
 gs_status_t gs_array_map_blocks(const gs_user_kernel_t *kernel, int nin, const gs_array_h *inputs,
                                 int ndim, const int64_t *shape, const int64_t *chunks,
                                 gs_array_h *out_p);
+
+/** gs_array_map_blocks with an output of @a dtype (any gs_dtype_t). Every input keeps its own
+ *  dtype: in[k].dtype is inputs[k]'s, out.dtype is @a dtype (gs_block_t says how a kernel
+ *  reads them), for CPU and CUDA kernels alike, fused (GS_KERNEL_ELEMENTWISE) or not.
+ *  Errors: as gs_array_map_blocks, and GS_ERR_INVALID_PARAM for a @a dtype that is no
+ *  gs_dtype_t (the message names it). New reference in *out_p, written only on success. */
+gs_status_t gs_array_map_blocks_dtype(const gs_user_kernel_t *kernel, int nin,
+                                      const gs_array_h *inputs, gs_dtype_t dtype, int ndim,
+                                      const int64_t *shape, const int64_t *chunks,
+                                      gs_array_h *out_p);
 
 /** Optimisation switches for lowering. All on by default (GS_LOWER_DEFAULT). Turning any off
  *  gives the same values. */
