@@ -329,7 +329,7 @@ if [ "$what" = cufile ]; then
   grep -hE "Synthesis|\[(FAIL|SKIP)\]" "$out/cufile-tests.log"
   grep -hE -A12 "\[FAIL\]|CRASH" "$out/cufile-tests.log" | head -40
   {
-    for fp in pinned cufile auto; do
+    for fp in pinned cufile; do
       for f in npy raw; do
         GSCHED_FILE_PATH=$fp run $B/gs-bench io --format $f --n 20000 --chunk 5000 --workers 1 \
           --backend cuda --repeat 2 --dir /tmp
