@@ -320,7 +320,7 @@ if [ "$what" = cufile ]; then
   # GS_TARGETS="test_chunkops_cuda_file test_integration gs-bench gsched gworker gs-local-cluster".
   # The host has cufile.h and libcufile but no nvidia_fs: auto stages, cufile runs cuFile's
   # compatibility mode (read_path "cufile-compat"). Files go to /tmp (never to $out).
-  grep -h "cuFile header" "$out/configure.log"
+  grep -h "cuFile" "$out/configure.log"
   build-gpu/tests/test_chunkops_cuda_file --verbose >"$out/cufile-tests.log" 2>&1
   for fp in pinned cufile; do
     GSCHED_FILE_PATH=$fp GS_TEST_BACKEND=cuda timeout 120 build-gpu/tests/test_integration \
