@@ -331,7 +331,7 @@ if [ "$what" = cufile ]; then
   {
     for fp in pinned cufile; do
       for f in npy raw; do
-        GSCHED_FILE_PATH=$fp run $B/gs-bench io --format $f --n 20000 --chunk 5000 --workers 1 \
+        run env GSCHED_FILE_PATH=$fp $B/gs-bench io --format $f --n 20000 --chunk 5000 --workers 1 \
           --backend cuda --repeat 2 --dir /tmp
       done
     done
