@@ -115,7 +115,7 @@ static void gs__cufile_load(void)
         snprintf(gs__cufile_why, sizeof(gs__cufile_why),
                  "cuFileDriverGetProperties: %s (cuFile error %d)", gs__cufile_msg(e.err),
                  (int)e.err);
-        goto err_close;   /* the driver stays open: closing it could race other users */
+        return;   /* no cuFile; the library stays loaded: its driver session is open */
     }
     if (gs__cf.get_bool != NULL)
         (void)gs__cf.get_bool(CUFILE_PARAM_FORCE_COMPAT_MODE, &compat_forced);
