@@ -317,7 +317,8 @@ if [ "$what" = io ]; then
 fi
 if [ "$what" = cufile ]; then
   # cufile (issue 18 item 2): cuFile reads into device memory against pinned staging. Targets:
-  # GS_TARGETS="test_chunkops_cuda_file test_integration gs-bench gsched gworker gs-local-cluster".
+  # GS_TARGETS="test_chunkops_cuda_file test_integration gs-bench gsched_daemon gworker
+  # gs-local-cluster".
   # The host has cufile.h and libcufile but no nvidia_fs: auto stages, cufile runs cuFile's
   # compatibility mode (read_path "cufile-compat"). Files go to /tmp (never to $out).
   grep -h "cuFile" "$out/configure.log"
