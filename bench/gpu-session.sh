@@ -2,7 +2,7 @@
 # One GPU-machine session: build with CUDA, run the benchmarks, then the whole suite (CUDA tests
 # enabled, integration tests also with CUDA workers). Logs go to $OUT (or ./gpu-out). For a host
 # without a package registry, carry .devdeps (../shared/offline-deps/README.md):
-#   source .devdeps/env.sh && bash bench/gpu-session.sh [bench|move|linalg|scale|robust|tests|svd|spill|dash|tls|mac|gather|sched|rand|io|zarrcuda|stencil|dtype|nanred|scan|mapfuse|intsum|restart|usertyped|all]
+#   source .devdeps/env.sh && bash bench/gpu-session.sh [bench|move|linalg|scale|robust|tests|svd|spill|dash|tls|mac|gather|sched|rand|io|zarrcuda|cufile|stencil|dtype|nanred|scan|mapfuse|intsum|restart|usertyped|all]
 # bench: kernels + seed reductions; move: transfers, transpose-sum, slice3 (issue 5);
 # linalg: dot, svd (issue 6); scale: tiny tasks, 1 M-chunk seed, worker kill (issue 7);
 # robust: 300-job soak and socket fuzzing with CUDA workers (issue 12);
@@ -17,6 +17,8 @@
 #        overhead on them (issue 19 item 4, issue 14); needs gs-bench gsched gworker gs-local-cluster.
 # rand: transposed tiles, version-2 normals, gs-kbench beside the limits (issue 19, session 6).
 # io: npy/raw/zarr files written and read by the workers against dd (issue 18).
+# cufile: cuFile reads (forced; compatibility mode without nvidia_fs) against pinned staging:
+#   test_chunkops_cuda_file, the heartbeat counters, gs-bench io npy/raw per path (issue 18).
 # stencil: the STENCIL kernel's tests and rate, gs-bench stencil on the GPUs and the CPU (issue 16).
 # dtype: typed fused kernels and combines on CUDA against the CPU backend (with GS_RED_PROD:
 #   chunkops_cuda/prod_*, and every reduction of test_cuda.c), typed kernel timings (issue 20);
@@ -337,6 +339,30 @@ if [ "$what" = zarrcuda ]; then
     done
   } 2>"$out/zarrcuda.err" | tee "$out/zarrcuda.jsonl"
   grep -E "failed|error|mismatch|staging|file threads" "$out/zarrcuda.err" | head -8
+fi
+if [ "$what" = cufile ]; then
+  # cufile (issue 18 item 2): cuFile reads into device memory against pinned staging. Targets:
+  # GS_TARGETS="test_chunkops_cuda_file test_integration gs-bench gsched_daemon gworker
+  # gs-local-cluster".
+  # The host has cufile.h and libcufile but no nvidia_fs: auto stages, cufile runs cuFile's
+  # compatibility mode (read_path "cufile-compat"). Files go to /tmp (never to $out).
+  grep -h "cuFile" "$out/configure.log"
+  build-gpu/tests/test_chunkops_cuda_file --verbose >"$out/cufile-tests.log" 2>&1
+  for fp in pinned cufile; do
+    GSCHED_FILE_PATH=$fp GS_TEST_BACKEND=cuda timeout 120 build-gpu/tests/test_integration \
+      --filter 'integration_files/workers_report*' >>"$out/cufile-tests.log" 2>&1
+  done
+  grep -hE "Synthesis|\[(FAIL|SKIP)\]" "$out/cufile-tests.log"
+  grep -hE -A12 "\[FAIL\]|CRASH" "$out/cufile-tests.log" | head -40
+  {
+    for fp in pinned cufile; do
+      for f in npy raw; do
+        run env GSCHED_FILE_PATH=$fp $B/gs-bench io --format $f --n 20000 --chunk 5000 --workers 1 \
+          --backend cuda --repeat 2 --dir /tmp
+      done
+    done
+  } 2>"$out/cufile.err" | tee "$out/cufile.jsonl" | cut -c1-400
+  grep -hE "file reads|failed|error|mismatch" "$out/cufile.err" | sort | uniq -c | head -12
 fi
 if [ "$what" = stencil ]; then
   # stencil (issue 16): the CUDA STENCIL kernel's tests, its kernel rate on one 10000^2 chunk,

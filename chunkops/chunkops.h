@@ -49,7 +49,39 @@ typedef struct gs_chunkops_params {
      * GS_ERR_DEVICE_LOST and so does every later call. NULL: off. The string must outlive the
      * context. The path of a real device loss can be tested on machines without a GPU. */
     const char *test_lose_device_on;
+    /* How file reads reach backend memory ("cuda"; gs_file_path_t): GS_FILE_PATH_AUTO (0)
+     * reads with cuFile when GPUDirect Storage is available and stages through page-locked
+     * buffers otherwise; PINNED always stages; CUFILE reads with cuFile even in its
+     * compatibility mode (no nvidia-fs driver), staging only where cuFile cannot be loaded or
+     * the layout needs it. chunkops/cuda/cufile.c states the method. */
+    int file_path;
 } gs_chunkops_params_t;
+
+/** Requested file read path (gs_chunkops_params_t.file_path; worker --file-path,
+ *  GSCHED_FILE_PATH). */
+typedef enum gs_file_path {
+    GS_FILE_PATH_AUTO = 0,
+    GS_FILE_PATH_PINNED = 1,
+    GS_FILE_PATH_CUFILE = 2
+} gs_file_path_t;
+
+/** The path a file read took (chunkops/fileio.h gs_chunkops_file_read_stats): straight into
+ *  host backend memory ("cpu"), staged through page-locked host buffers, cuFile with
+ *  GPUDirect Storage, cuFile in its compatibility mode (POSIX reads inside libcufile). */
+typedef enum gs_fread_path {
+    GS_FREAD_CPU = 0,
+    GS_FREAD_PINNED = 1,
+    GS_FREAD_CUFILE = 2,
+    GS_FREAD_CUFILE_COMPAT = 3,
+    GS_FREAD_NPATHS = 4
+} gs_fread_path_t;
+
+/** One contiguous byte range of a file and where it goes in backend memory (file_read). */
+typedef struct gs_chunkops_fspan {
+    int64_t off;                /* byte offset in the file */
+    void *dst;                  /* backend memory */
+    size_t nbytes;
+} gs_chunkops_fspan_t;
 
 /** An exported region of backend memory, meaningful to other processes on the same host
  *  (a cudaIpcMemHandle_t for "cuda"). */
@@ -164,6 +196,17 @@ typedef struct gs_chunkops_ops {
     /** A cumulative sum or product along one axis of a chunk, or a chunk's total along it
      *  (graph/kernel.h gs_kscan_t; optional: NULL gives GS_ERR_UNSUPPORTED). */
     gs_status_t (*scan)(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream, const gs_kscan_t *k);
+    /** Read the @a n byte ranges @a spans of the file @a path straight into backend memory,
+     *  bytes as stored (optional: NULL where reads are staged through host memory). Blocks the
+     *  calling thread until the bytes are in place (call it where blocking is allowed, as
+     *  gs_chunkops_file_run does); @a spans need only live until it returns. On success
+     *  *@a how_p is the gs_fread_path_t that ran. GS_ERR_UNSUPPORTED (nothing read, *@a how_p
+     *  untouched): this context stages file reads (params.file_path, no GPUDirect Storage, no
+     *  cuFile library, a file cuFile cannot register): the caller stages. GS_ERR_IO naming
+     *  @a path with cuFile's message (a short file is "truncated"), GS_ERR_CUDA; on error the
+     *  destination bytes are unspecified. */
+    gs_status_t (*file_read)(gs_chunkops_ctx_h ctx, const char *path,
+                             const gs_chunkops_fspan_t *spans, size_t n, int *how_p);
     /** Whether the context still works (optional: NULL means it always does). GS_OK, or
      *  GS_ERR_DEVICE_LOST with gs_last_error() naming the cause once it is lost (see
      *  "GS_ERR_DEVICE_LOST" above), e.g. "cuda device 0 is lost: an illegal memory access was

@@ -10,7 +10,12 @@
  * element). Elements land in the file's own dtype (the array's: no conversion), byte-swapped
  * when the file is big-endian, bool bytes made 0 or 1.
  *
- * Backends whose memory is the host's ("cpu") are read into directly. Others get slabs of whole
+ * Backends whose memory is the host's ("cpu") are read into directly. On others, a region whose
+ * bytes need no change (no byte swap, not bool) and whose runs along the last axis are
+ * contiguous in the file (C order) is first offered to the backend's file_read: its runs, one
+ * byte range each (adjacent ones merged), read straight into device memory (cuFile, when the
+ * backend's file path says so: chunkops/cuda/cufile.c). Everything else, and every read the
+ * backend declines (GS_ERR_UNSUPPORTED), gets slabs of whole
  * rows of the region read into two page-locked staging buffers (ops->host_alloc) in turn,
  * each copied to the device while the next is read: double buffering, with the copy of slab
  * i-1 overlapping the read of slab i (the stream is synchronised before a buffer is reused).
@@ -21,6 +26,8 @@
  * threads at once) they are decoded into host memory and staged out in GS__FIO_SLAB pieces,
  * so a file thread never holds more than two GS__FIO_SLAB staging buffers, which the CUDA
  * backend's cache of page-locked buffers keeps for the next task (chunkops/cuda/pinned.c).
+ * The bytes each path read are counted for the worker's heartbeat
+ * (gs_chunkops_file_read_stats).
  *
  * Writing. WRITE pwrites its chunk (copied to the host first on device backends) into the
  * temporary file at the addressing of its region; COMMIT writes the header, checks that the
@@ -48,6 +55,43 @@
  * larger region is decoded into host memory and staged out in GS__FIO_SLAB pieces. */
 #define GS__FIO_ZPIN_MAX ((size_t)64 << 20)
 #define GS__FIO_PIECE ((size_t)64 << 20) /* largest single pread/pwrite */
+
+/* bytes read by each gs_fread_path_t since the process started */
+static _Atomic uint64_t gs__fio_read_bytes[GS_FREAD_NPATHS];
+
+void gs_chunkops_file_read_stats(uint64_t bytes_p[GS_FREAD_NPATHS])
+{
+    for (int i = 0; i < GS_FREAD_NPATHS; i++) bytes_p[i] = atomic_load(&gs__fio_read_bytes[i]);
+}
+
+const char *gs_fread_path_name(int path)
+{
+    static const char *const names[GS_FREAD_NPATHS] = {"cpu", "pinned", "cufile",
+                                                       "cufile-compat"};
+    return path >= 0 && path < GS_FREAD_NPATHS ? names[path] : "unknown";
+}
+
+gs_status_t gs_file_path_parse(const char *s, int *path_p)
+{
+    int p;
+    if (s == NULL || path_p == NULL)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "file path: NULL argument");
+    if (strcmp(s, "auto") == 0) p = GS_FILE_PATH_AUTO;
+    else if (strcmp(s, "pinned") == 0) p = GS_FILE_PATH_PINNED;
+    else if (strcmp(s, "cufile") == 0) p = GS_FILE_PATH_CUFILE;
+    else
+        return gs_error_set(GS_ERR_INVALID_PARAM, "file path '%s': expected auto, pinned or cufile",
+                            s);
+    *path_p = p;
+    return GS_OK;
+}
+
+/* Count the bytes of the region of @a k as read by @a path. */
+static void gs__fio_count(int path, const gs_kfile_t *k)
+{
+    atomic_fetch_add(&gs__fio_read_bytes[path],
+                     (uint64_t)gs_region_size(k->ndim, k->shape) * gs__fio_itemsize(k->fdtype));
+}
 
 size_t gs__fio_itemsize(int32_t dt)
 {
@@ -356,7 +400,11 @@ static gs_status_t gs__fio_read_zarr(const gs_chunkops_ops_t *ops, gs_chunkops_c
     gs_status_t st = GS_OK;
     int i = 0;
 
-    if (strcmp(ops->name, "cpu") == 0) return gs__zarr_read(k, (uint8_t *)k->out);
+    if (strcmp(ops->name, "cpu") == 0) {
+        st = gs__zarr_read(k, (uint8_t *)k->out);
+        if (st == GS_OK) gs__fio_count(GS_FREAD_CPU, k);
+        return st;
+    }
     for (int32_t a = 0; a < k->fndim; a++)
         if (k->ndim > 0 && k->fperm[a] == 0) a0 = a;
     if (a0 >= 0) {
@@ -411,7 +459,57 @@ static gs_status_t gs__fio_read_zarr(const gs_chunkops_ops_t *ops, gs_chunkops_c
     }
     if (st == GS_OK) st = ops->sync(ctx, s);
     else (void)ops->sync(ctx, s);
+    if (st == GS_OK) gs__fio_count(GS_FREAD_PINNED, k);
     for (int b = 0; b < 2; b++) gs__fio_stage_free(ops, ctx, stage[b]);
+    return st;
+}
+
+/* Offer the region of @a k to the backend's file_read as byte ranges straight into k->out: one
+ * per run along the last axis (C-order runs contiguous in the file), adjacent runs merged.
+ * GS_ERR_UNSUPPORTED when the layout does not allow it or the backend declines (nothing read):
+ * the caller stages. *@a how_p: the gs_fread_path_t that ran. */
+static gs_status_t gs__fio_read_direct(const gs_chunkops_ops_t *ops, gs_chunkops_ctx_h ctx,
+                                       gs_chunkops_stream_h s, const gs_kfile_t *k, int *how_p)
+{
+    const size_t isz = gs__fio_itemsize(k->fdtype);
+    const int32_t nd = k->ndim;
+    int64_t run = nd == 0 ? 1 : k->shape[nd - 1], nruns, p[GS_MAX_NDIM] = {0};
+    gs_chunkops_fspan_t *sp;
+    size_t n = 0;
+    gs_status_t st;
+
+    if (ops->file_read == NULL || k->swap || k->fdtype == GS_DTYPE_BOOL ||
+        (nd > 0 && run > 1 && k->stride[nd - 1] != 1))
+        return GS_ERR_UNSUPPORTED;
+    nruns = gs_region_size(nd, k->shape) / run;
+    if (gs__fio_contiguous(k)) {
+        run *= nruns;
+        nruns = 1;
+    }
+    sp = gs_malloc((size_t)nruns * sizeof(*sp), "file read spans");
+    if (sp == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "%s: out of memory for spans", k->path);
+    for (int64_t r = 0; r < nruns; r++) {
+        int64_t e = k->base;
+        uint8_t *dst = (uint8_t *)k->out + (size_t)(r * run) * isz;
+        for (int32_t j = 0; j < nd - 1; j++) e += k->stride[j] * p[j];
+        if (n > 0 && sp[n - 1].off + (int64_t)sp[n - 1].nbytes == k->offset + e * (int64_t)isz &&
+            (uint8_t *)sp[n - 1].dst + sp[n - 1].nbytes == dst) {
+            sp[n - 1].nbytes += (size_t)run * isz;
+        } else {
+            sp[n].off = k->offset + e * (int64_t)isz;
+            sp[n].dst = dst;
+            sp[n].nbytes = (size_t)run * isz;
+            n++;
+        }
+        for (int32_t j = nd - 2; j >= 0; j--) {
+            if (++p[j] < k->shape[j]) break;
+            p[j] = 0;
+        }
+    }
+    /* the output chunk is fresh, but the read must not overtake earlier work of the stream */
+    st = ops->sync(ctx, s);
+    if (st == GS_OK) st = ops->file_read(ctx, k->path, sp, n, how_p);
+    gs_free(sp);
     return st;
 }
 
@@ -446,6 +544,12 @@ static gs_status_t gs__fio_read(const gs_chunkops_ops_t *ops, gs_chunkops_ctx_h 
                           (long long)(k->offset + k->nelems * (int64_t)gs__fio_itemsize(k->fdtype)));
         goto out_close;
     }
+    if (!host) {
+        int how = GS_FREAD_PINNED;
+        st = gs__fio_read_direct(ops, ctx, s, k, &how);
+        if (st == GS_OK) gs__fio_count(how, k);
+        if (st != GS_ERR_UNSUPPORTED) goto out_close;
+    }
     scratch = gs_malloc(GS__FIO_SLAB, "file read scratch");
     if (scratch == NULL) {
         st = gs_error_set(GS_ERR_NO_MEMORY, "%s: out of memory for read scratch", k->path);
@@ -453,16 +557,16 @@ static gs_status_t gs__fio_read(const gs_chunkops_ops_t *ops, gs_chunkops_ctx_h 
     }
     if (host) {
         st = gs__fio_read_rows(fd, k, 0, rows, (uint8_t *)k->out, scratch);
+        if (st == GS_OK) gs__fio_count(GS_FREAD_CPU, k);
         goto out_scratch;
     }
     /* device: double-buffered slabs of whole rows through page-locked staging */
     {
         static atomic_int said;
         if (atomic_exchange(&said, 1) == 0)
-            GS_LOG_INFO("file reads on %s: pread into %s staging buffers of %zu MiB, "
-                        "double-buffered copies to the device (cuFile/GPUDirect Storage: not "
-                        "used by this build)", ops->name, ops->host_alloc ? "page-locked" : "host",
-                        (size_t)GS__FIO_SLAB >> 20);
+            GS_LOG_INFO("file reads on %s: staged reads pread into %s buffers of %zu MiB, "
+                        "double-buffered copies to the device", ops->name,
+                        ops->host_alloc ? "page-locked" : "host", (size_t)GS__FIO_SLAB >> 20);
     }
     slab = (size_t)row_elems * isz;
     if (slab < GS__FIO_SLAB) slab = GS__FIO_SLAB / slab * slab;
@@ -488,6 +592,7 @@ static gs_status_t gs__fio_read(const gs_chunkops_ops_t *ops, gs_chunkops_ctx_h 
         }
         if (st == GS_OK) st = ops->sync(ctx, s);
         else (void)ops->sync(ctx, s);
+        if (st == GS_OK) gs__fio_count(GS_FREAD_PINNED, k);
     }
 out_stage:
     for (int i = 0; i < 2; i++) gs__fio_stage_free(ops, ctx, stage[i]);

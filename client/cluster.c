@@ -89,6 +89,13 @@ gs_status_t gs_client_workers(gs_client_h c, gs_client_worker_info_t *out, size_
     return GS_OK;
 }
 
+const char *gs_file_read_path_name(int i)
+{
+    static const char *const names[GS_FILE_READ_PATHS] = {"cpu", "pinned", "cufile",
+                                                          "cufile-compat"};
+    return i >= 0 && i < GS_FILE_READ_PATHS ? names[i] : "unknown";
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* persisted arrays */
 

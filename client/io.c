@@ -373,6 +373,10 @@ static void gs__on_workers(gs_client_h c, gs__op_t *op, const gs_msg_workers_t *
         wi[i].host_spilled_s = (double)m->host_spilled_ns[i] * 1e-9;
         wi[i].host_unspilled_bytes = m->host_unspilled_bytes[i];
         wi[i].host_unspilled_s = (double)m->host_unspilled_ns[i] * 1e-9;
+        wi[i].file_read_bytes[0] = m->file_cpu_bytes[i];
+        wi[i].file_read_bytes[1] = m->file_pinned_bytes[i];
+        wi[i].file_read_bytes[2] = m->file_cufile_bytes[i];
+        wi[i].file_read_bytes[3] = m->file_compat_bytes[i];
         gs__wcopy(wi[i].name, sizeof(wi[i].name), &m->name[i]);
         gs__wcopy(wi[i].host, sizeof(wi[i].host), &m->host[i]);
         gs__wcopy(wi[i].backend, sizeof(wi[i].backend), &m->backend[i]);

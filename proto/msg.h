@@ -173,6 +173,13 @@ typedef struct gs_msg_heartbeat {
     uint64_t host_spilled_ns;
     uint64_t host_unspilled_bytes;
     uint64_t host_unspilled_ns;
+    /* bytes its file reads took since start by each path (chunkops/fileio.h,
+     * gs_fread_path_t): straight into host memory (cpu), page-locked staging, cuFile with
+     * GPUDirect Storage, cuFile in its compatibility mode */
+    uint64_t file_cpu_bytes;
+    uint64_t file_pinned_bytes;
+    uint64_t file_cufile_bytes;
+    uint64_t file_compat_bytes;
 } gs_msg_heartbeat_t;
 
 typedef struct gs_peer_info {
@@ -390,6 +397,10 @@ typedef struct gs_msg_workers {
     const uint64_t *host_spilled_ns;
     const uint64_t *host_unspilled_bytes;
     const uint64_t *host_unspilled_ns;
+    const uint64_t *file_cpu_bytes;  /* file reads by path at the last heartbeat */
+    const uint64_t *file_pinned_bytes;
+    const uint64_t *file_cufile_bytes;
+    const uint64_t *file_compat_bytes;
 } gs_msg_workers_t;
 
 typedef struct gs_msg_error {

@@ -112,7 +112,11 @@
     F(heartbeat, host_spilled_bytes, UINT, host_spilled_bytes, 1, GS__NO_RULE)     \
     F(heartbeat, host_spilled_ns, UINT, host_spilled_ns, 1, GS__NO_RULE)           \
     F(heartbeat, host_unspilled_bytes, UINT, host_unspilled_bytes, 1, GS__NO_RULE) \
-    F(heartbeat, host_unspilled_ns, UINT, host_unspilled_ns, 1, GS__NO_RULE)
+    F(heartbeat, host_unspilled_ns, UINT, host_unspilled_ns, 1, GS__NO_RULE) \
+    F(heartbeat, file_cpu_bytes, UINT, file_cpu_bytes, 1, GS__NO_RULE)       \
+    F(heartbeat, file_pinned_bytes, UINT, file_pinned_bytes, 1, GS__NO_RULE) \
+    F(heartbeat, file_cufile_bytes, UINT, file_cufile_bytes, 1, GS__NO_RULE) \
+    F(heartbeat, file_compat_bytes, UINT, file_compat_bytes, 1, GS__NO_RULE)
 
 #define GS_MSG_FIELDS_PEERS(F)                                   \
     F(peers, added, PEERS, nadded, 1, GS__NO_RULE)               \
@@ -264,7 +268,11 @@
     F(workers, host_spilled_bytes, TAB, n, 1, GS__NO_RULE)               \
     F(workers, host_spilled_ns, TAB, n, 1, GS__NO_RULE)                  \
     F(workers, host_unspilled_bytes, TAB, n, 1, GS__NO_RULE)             \
-    F(workers, host_unspilled_ns, TAB, n, 1, GS__NO_RULE)
+    F(workers, host_unspilled_ns, TAB, n, 1, GS__NO_RULE)                \
+    F(workers, file_cpu_bytes, TAB, n, 1, GS__NO_RULE)                   \
+    F(workers, file_pinned_bytes, TAB, n, 1, GS__NO_RULE)                \
+    F(workers, file_cufile_bytes, TAB, n, 1, GS__NO_RULE)                \
+    F(workers, file_compat_bytes, TAB, n, 1, GS__NO_RULE)
 
 /* the registration handshake (common/auth.h): gsched's nonce and proof, then the peer's proof */
 #define GS_MSG_FIELDS_CHALLENGE(F)                                       \

@@ -455,7 +455,7 @@ static void gs__send_workers(gs_sched_t *s, gs__peer_t *p)
     uint32_t *thr = gs_calloc(nn, sizeof *thr, "workers threads");
     uint64_t *lim = gs_calloc(nn, sizeof *lim, "workers limits");
     uint64_t *used = gs_calloc(nn, sizeof *used, "workers used");
-    uint64_t *tiers = gs_calloc(10 * nn, sizeof *tiers, "workers tiers");
+    uint64_t *tiers = gs_calloc(14 * nn, sizeof *tiers, "workers tiers");
     gs_str_t *strs = gs_calloc(4 * nn, sizeof *strs, "workers strings");
     gs_msg_t msg;
     if (ids == NULL || dev == NULL || thr == NULL || lim == NULL || used == NULL || tiers == NULL ||
@@ -481,6 +481,7 @@ static void gs__send_workers(gs_sched_t *s, gs__peer_t *p)
         tiers[7 * nn + i] = w->host_spilled_ns;
         tiers[8 * nn + i] = w->host_unspilled_bytes;
         tiers[9 * nn + i] = w->host_unspilled_ns;
+        for (int k = 0; k < 4; k++) tiers[(10 + k) * nn + i] = w->file_bytes[k];
         strs[i] = (gs_str_t){(const uint8_t *)w->name, strlen(w->name)};
         strs[nn + i] = (gs_str_t){(const uint8_t *)w->host, strlen(w->host)};
         strs[2 * nn + i] = (gs_str_t){(const uint8_t *)w->backend, strlen(w->backend)};
@@ -499,7 +500,11 @@ static void gs__send_workers(gs_sched_t *s, gs__peer_t *p)
                                        .host_spilled_bytes = tiers + 6 * nn,
                                        .host_spilled_ns = tiers + 7 * nn,
                                        .host_unspilled_bytes = tiers + 8 * nn,
-                                       .host_unspilled_ns = tiers + 9 * nn};
+                                       .host_unspilled_ns = tiers + 9 * nn,
+                                       .file_cpu_bytes = tiers + 10 * nn,
+                                       .file_pinned_bytes = tiers + 11 * nn,
+                                       .file_cufile_bytes = tiers + 12 * nn,
+                                       .file_compat_bytes = tiers + 13 * nn};
     gs__sched_send(s, p, &msg);
 out:
     gs_free(ids);
@@ -632,6 +637,10 @@ static void gs__worker_msg(gs_sched_t *s, gs__peer_t *p, gs_msg_t *msg)
             w->host_spilled_ns = msg->u.heartbeat.host_spilled_ns;
             w->host_unspilled_bytes = msg->u.heartbeat.host_unspilled_bytes;
             w->host_unspilled_ns = msg->u.heartbeat.host_unspilled_ns;
+            w->file_bytes[0] = msg->u.heartbeat.file_cpu_bytes;
+            w->file_bytes[1] = msg->u.heartbeat.file_pinned_bytes;
+            w->file_bytes[2] = msg->u.heartbeat.file_cufile_bytes;
+            w->file_bytes[3] = msg->u.heartbeat.file_compat_bytes;
             gs__worker_disk_cost(w);
             /* what is not a root chunk counted here (earlier TASK_DONEs of this connection have
              * been processed; chunks released but not yet dropped there count as other) */

@@ -199,6 +199,7 @@ struct gs__worker {
     uint64_t spilled_bytes, spilled_ns, unspilled_bytes, unspilled_ns;   /* then, since start */
     uint64_t host_used, host_limit;      /* its host tier then (device workers) */
     uint64_t host_spilled_bytes, host_spilled_ns, host_unspilled_bytes, host_unspilled_ns;
+    uint64_t file_bytes[4];      /* its file reads by path then (heartbeat file_*_bytes) */
     double disk_ns_per_byte;     /* expected read-back cost of a byte it holds (place.c): the
                                     share of its chunks on disk x its measured read time/byte
                                     (paid wherever the byte is used) */

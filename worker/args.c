@@ -4,6 +4,7 @@
 #include "common/error.h"
 #include "common/log.h"
 #include "common/token.h"
+#include "chunkops/fileio.h"
 #include "proto/conn.h"
 
 #include <ctype.h>
@@ -104,6 +105,13 @@ const char *gs_worker_usage(void)
            "  --backend cpu|cuda           chunk backend (default cpu)\n"
            "  --device N                   CUDA device ordinal (default 0)\n"
            "  --nstreams N                 CUDA streams with tasks in flight (default 4)\n"
+           "  --file-path auto|pinned|cufile  how array file reads reach the GPU (cuda): auto\n"
+           "                               (default) reads with cuFile when GPUDirect Storage is\n"
+           "                               available (nvidia-fs), else through pinned host buffers,\n"
+           "                               double-buffered; pinned always stages; cufile uses cuFile\n"
+           "                               even in its compatibility mode (no nvidia-fs). The log\n"
+           "                               says which path runs (\"file reads: ...\"). Default from\n"
+           "                               $GSCHED_FILE_PATH\n"
            "  --name NAME                  worker name (default HOSTNAME-PID)\n"
            "  --token-file PATH            read the cluster token from PATH (default: $GSCHED_TOKEN)\n"
            "  --token TOKEN                the token on the command line: visible to every user\n"
@@ -206,6 +214,13 @@ gs_status_t gs_worker_cli_parse(int argc, char **argv, gs_worker_cli_t *cli_p)
             return gs_error_set(GS_ERR_INVALID_PARAM, "$GSCHED_PAYLOAD_MAC: '%s' is not auto, on, off or device",
                                 env);
     }
+
+    /* the default of --file-path, for workers started by a launcher */
+    env = getenv("GSCHED_FILE_PATH");
+    if (env != NULL && *env != '\0' &&
+        gs_file_path_parse(env, &cli.params.file_path) != GS_OK)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "$GSCHED_FILE_PATH: '%s' is not auto, pinned or "
+                            "cufile", env);
 
     for (i = 1; i < argc; i++) {
         const char *arg = argv[i], *val = NULL, *eq;
@@ -318,6 +333,11 @@ gs_status_t gs_worker_cli_parse(int argc, char **argv, gs_worker_cli_t *cli_p)
             GS__TAKE_VALUE();
             if (*val == '\0') return gs_error_set(GS_ERR_INVALID_PARAM, "--interface is empty");
             cli.params.interface = val;
+        } else if (strcmp(opt, "--file-path") == 0) {
+            GS__TAKE_VALUE();
+            if ((status = gs_file_path_parse(val, &cli.params.file_path)) != GS_OK)
+                return gs_error_set(GS_ERR_INVALID_PARAM, "--file-path: '%s' is not auto, pinned "
+                                    "or cufile", val);
         } else if (strcmp(opt, "--file-root") == 0) {
             GS__TAKE_VALUE();
             if (*val == '\0') return gs_error_set(GS_ERR_INVALID_PARAM, "--file-root is empty");

@@ -2,6 +2,7 @@
  * message dispatch, stop and destroy. */
 #include "worker/worker_int.h"
 #include "worker/xfer/xfer.h"
+#include "chunkops/fileio.h"
 
 #include "common/sysmem.h"
 #include "common/time.h"
@@ -68,6 +69,14 @@ static void gs__worker_heartbeat(gs_worker_t *w)
     m.u.heartbeat.host_spilled_ns = w->st.host_spilled_ns;
     m.u.heartbeat.host_unspilled_bytes = w->st.host_unspilled_bytes;
     m.u.heartbeat.host_unspilled_ns = w->st.host_unspilled_ns;
+    {
+        uint64_t fr[GS_FREAD_NPATHS];
+        gs_chunkops_file_read_stats(fr);
+        m.u.heartbeat.file_cpu_bytes = fr[GS_FREAD_CPU];
+        m.u.heartbeat.file_pinned_bytes = fr[GS_FREAD_PINNED];
+        m.u.heartbeat.file_cufile_bytes = fr[GS_FREAD_CUFILE];
+        m.u.heartbeat.file_compat_bytes = fr[GS_FREAD_CUFILE_COMPAT];
+    }
     gs__wsend_msg(w, &m);
     gs__xfer_report(w);
 }
@@ -480,6 +489,7 @@ gs_status_t gs_worker_create(const gs_worker_params_t *params, uv_loop_t *loop,
                     w->test_lose_device_on);
     }
     cp.test_lose_device_on = w->test_lose_device_on;
+    cp.file_path = params->file_path;
     if (strcmp(w->ops->name, "cpu") == 0) {
         uint64_t lim = params->memory_limit ? gs__worker_clamp_memory(w, params->memory_limit)
                                             : gs__worker_auto_memory(params->memory_share);

@@ -196,6 +196,9 @@ typedef struct gs_worker_params {
                                      clients, chunkops/fileio.c) may use any path this user
                                      may; else only paths inside this existing directory
                                      (symbolic links resolved): others fail the task */
+    int file_path;                /* how file reads reach device memory (cuda backend):
+                                     gs_file_path_t of chunkops/chunkops.h, 0 = auto (cuFile
+                                     with GPUDirect Storage, else pinned staging) */
     double spill_target;          /* spill down to this fraction; 0: 0.6 */
     double spill_threshold;       /* start spilling above it; 0: 0.7 */
     double spill_pause;           /* admit generators only below it; 0: 0.75 */

@@ -8,7 +8,14 @@
  * every double). In the same run dd writes a file of the same size (conv=fdatasync) and reads
  * the written array file back (bs=16M), so the GB/s sit beside what the disk gives a plain
  * sequential copy. The page cache is not dropped (a shared machine): reads of a file just
- * written come mostly from memory, for gsched and dd alike. */
+ * written come mostly from memory, for gsched and dd alike.
+ *
+ * read_path: the path the workers' reads took (chunkops/fileio.c), from the bytes each path
+ * read as the workers' heartbeats report them (gs_client_workers file_read_bytes), the
+ * counters before the read subtracted: "cpu", "pinned" (page-locked staging, double-buffered),
+ * "cufile" (GPUDirect Storage) or "cufile-compat" (cuFile's compatibility mode), joined with
+ * '+' when reads took several; "unknown" when no heartbeat brought them within 10 s. The
+ * worker's option --file-path (default $GSCHED_FILE_PATH: auto, pinned, cufile) chooses. */
 #include "gs-bench.h"
 
 #include <inttypes.h>
@@ -53,7 +60,9 @@ static void gs__io_usage(FILE *f)
             "  --workers W --backend cpu|cuda --scheduler URL --repeat R --seed S\n"
             "Prints one JSON line per repeat: bench, format, codec, backend, workers, n, chunk,\n"
             "dtype, bytes, file_bytes, write_s, write_gb_per_s, read_s, read_gb_per_s, dd_write_gb_per_s,\n"
-            "dd_read_gb_per_s, mismatches, io_path.\n");
+            "dd_read_gb_per_s, mismatches, read_path (cpu, pinned, cufile, cufile-compat: the\n"
+            "workers' reads as their heartbeats count them; $GSCHED_FILE_PATH=auto|pinned|cufile\n"
+            "for the workers of a local cluster chooses).\n");
 }
 
 static int gs__io_args(int argc, char **argv, gs__io_opts_t *o, int *done)
@@ -191,6 +200,41 @@ static int gs__io_swap_file(const char *path, int64_t off, int64_t nbytes, size_
     return rc;
 }
 
+/* The bytes file reads took by each path, summed over the workers; 0 on success. */
+static int gs__io_read_bytes(gs_client_h client, uint64_t sum[GS_FILE_READ_PATHS])
+{
+    gs_client_worker_info_t wi[64];
+    size_t n = 0;
+    memset(sum, 0, GS_FILE_READ_PATHS * sizeof(uint64_t));
+    if (gs_client_workers(client, wi, 64, &n) != GS_OK) return -1;
+    for (size_t i = 0; i < n && i < 64; i++)
+        for (int p = 0; p < GS_FILE_READ_PATHS; p++) sum[p] += wi[i].file_read_bytes[p];
+    return 0;
+}
+
+/* The read path of the @a bytes read since the counters were @a before (waits up to 10 s for
+ * the heartbeats that carry them), into @a out. */
+static void gs__io_read_path(gs_client_h client, const uint64_t before[GS_FILE_READ_PATHS],
+                             int64_t bytes, char *out, size_t cap)
+{
+    uint64_t now[GS_FILE_READ_PATHS], total = 0;
+    double t0 = gs__now();
+    snprintf(out, cap, "unknown");
+    for (;;) {
+        total = 0;
+        if (gs__io_read_bytes(client, now) != 0) return;
+        for (int p = 0; p < GS_FILE_READ_PATHS; p++) total += now[p] - before[p];
+        if (total >= (uint64_t)bytes || gs__now() - t0 > 10) break;
+        usleep(20000);
+    }
+    if (total == 0) return;
+    out[0] = '\0';
+    for (int p = 0; p < GS_FILE_READ_PATHS; p++)
+        if (now[p] > before[p])
+            snprintf(out + strlen(out), cap - strlen(out), "%s%s", out[0] ? "+" : "",
+                     gs_file_read_path_name(p));
+}
+
 int gs__bench_io(int argc, char **argv)
 {
     gs__io_opts_t o;
@@ -233,6 +277,8 @@ int gs__bench_io(int argc, char **argv)
     for (int r = 0; r < o.c.repeat; r++) {
         gs_array_h y = NULL, ne = NULL, cnt = NULL;
         double write_s, read_s, dd_w, dd_r, mism = NAN;
+        uint64_t rb0[GS_FILE_READ_PATHS];
+        char read_path[64];
         int64_t file_bytes;
         gs_status_t st;
         (void)gs__io_rm(path);
@@ -275,6 +321,7 @@ int gs__bench_io(int argc, char **argv)
             fprintf(stderr, "%s %s: cannot open %s: %s\n", g_prog, g_sub, path, gs_last_error());
             goto out;
         }
+        if (gs__io_read_bytes(client, rb0) != 0) memset(rb0, 0, sizeof(rb0));
         {
             double t0 = gs__now();
             st = gs_client_persist(client, y);
@@ -285,6 +332,7 @@ int gs__bench_io(int argc, char **argv)
             gs_array_release(y);
             goto out;
         }
+        gs__io_read_path(client, rb0, bytes, read_path, sizeof(read_path));
         /* every element, bit for bit (normal values: no NaN, no signed zero ambiguity) */
         if (gs_array_binary(GS_BINARY_NE, y, x, &ne) != GS_OK ||
             gs_array_reduce(GS_RED_SUM, ne, NULL, &cnt) != GS_OK ||
@@ -323,9 +371,8 @@ int gs__bench_io(int argc, char **argv)
                                                                   : (bytes + (16 << 20) - 1) / (16 << 20) * (16 << 20)) / dd_r / 1e9
                               : NAN);
         gs__json_num("mismatches", mism);
-        /* the worker's read path (chunkops/fileio.c; also in the worker's log) */
-        printf(",\"io_path\":\"%s\"}\n",
-               strcmp(o.c.backend, "cuda") == 0 ? "pread+pinned-double-buffer" : "pread");
+        /* the workers' read path (chunkops/fileio.c; also in the worker's log) */
+        printf(",\"read_path\":\"%s\"}\n", read_path);
         fflush(stdout);
         if (!(mism == 0)) {
             fprintf(stderr, "%s %s: %.0f elements read back differ from x\n", g_prog, g_sub, mism);

@@ -1,6 +1,6 @@
 /* CUDA backend: context, device arena, streams, host copies, tier moves through page-locked
- * staging (to_host / to_device), kernels' entry points, notify,
- * sync, and the benchmark helpers (timers, device-to-device copies). Plain C over the CUDA
+ * staging (to_host / to_device), kernels' entry points, notify, sync, file reads (cufile.c),
+ * and the benchmark helpers (timers, device-to-device copies). Plain C over the CUDA
  * runtime API; kernels are launched through the plain-C launchers of fused.cu / misc.cu. */
 #include "chunkops/cuda/cuda_backend.h"
 #include "chunkops/cuda/cuda_internal.h"
@@ -130,6 +130,7 @@ static gs_status_t gs__cuda_ctx_create(const gs_chunkops_params_t *params, gs_ch
     if (ctx == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "cuda ctx_create: out of memory");
     ctx->device = device;
     ctx->dev.device = device;
+    ctx->dev.file_path = params != NULL ? params->file_path : GS_FILE_PATH_AUTO;
     if (pthread_mutex_init(&ctx->lock, NULL) != 0) {
         st = gs_error_set(GS_ERR_NO_RESOURCE, "cuda ctx_create: pthread_mutex_init failed");
         goto err_free;
@@ -984,10 +985,16 @@ const gs_chunkops_ops_t gs_chunkops_cuda_ops = {
     .host_register = gs__cuda_host_register,
     .host_unregister = gs__cuda_host_unregister,
     .scan = gs__cuda_scan,
+    .file_read = gs__cuda_file_read,
 };
 
 void *gs__cuda_stream_raw(gs_chunkops_stream_h stream, int *device_p)
 {
     *device_p = stream->ctx->device;
     return (void *)stream->s;
+}
+
+const gs__cuda_dev_t *gs__cuda_ctx_dev(gs_chunkops_ctx_h ctx)
+{
+    return &ctx->dev;
 }

@@ -189,6 +189,7 @@ typedef struct gs__cuda_dev {
                                    environment at context creation, gs_cuda_set_flat_walk) */
     int no_ttile;               /* 1: no transposed-tile kernels (GS_CUDA_TTILE=0 at context
                                    creation, gs_cuda_set_transpose_tiles) */
+    int file_path;              /* params.file_path: gs_file_path_t (cufile.c) */
 } gs__cuda_dev_t;
 
 /* Per-stream device scratch: partial records of split reductions and the ticket counter of
@@ -344,6 +345,15 @@ gs_status_t gs__cuda_launch_copy(void *stream, const gs__cuda_cplan_t *p);
 /** Turn a cudaError_t (as int) from @a call into GS_ERR_CUDA with a message; a sticky error
  *  (gs__cuda_sticky) into GS_ERR_DEVICE_LOST, recorded for the device current on this thread
  *  (the context's health() names it from then on). */
+/* cufile.c: the backend's file_read (chunkops.h), for the file path the context asked for
+ * (gs__cuda_dev_t.file_path). gs__cuda_cufile_state: this process's cuFile (0: none, 1:
+ * compatibility mode, 2: GPUDirect Storage), detected on the first call, and in *why_p
+ * (static) why GDS is unavailable or what it runs on. */
+gs_status_t gs__cuda_file_read(gs_chunkops_ctx_h ctx, const char *path,
+                               const gs_chunkops_fspan_t *spans, size_t n, int *how_p);
+int gs__cuda_cufile_state(const char **why_p);
+/* ctx.c: the context's device description (lives as long as @a ctx). */
+const gs__cuda_dev_t *gs__cuda_ctx_dev(gs_chunkops_ctx_h ctx);
 gs_status_t gs__cuda_error(int err, const char *call);
 /** Whether cudaError_t @a err (as int) leaves the context unusable (an illegal address, a
  *  launch failure, ...: chunkops.h GS_ERR_DEVICE_LOST). */

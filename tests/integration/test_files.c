@@ -574,3 +574,55 @@ Test(integration_files, file_root_confines_the_workers_file_tasks, .init = up_ro
     cr_assert_eq(sum_of(y), 4950.0, "the worker still computes");
     gs_array_release(y);
 }
+
+/* The workers count the bytes their file reads took by path and report them in heartbeats
+ * (gs_client_workers file_read_bytes): all through host memory ("cpu") on CPU workers; staged
+ * or cuFile on CUDA workers ($GS_TEST_BACKEND=cuda; GSCHED_FILE_PATH chooses). */
+Test(integration_files, workers_report_the_bytes_their_file_reads_took_by_path, .init = up2,
+     .fini = down)
+{
+    const int64_t shape[2] = {64, 40}, chunks[2] = {16, 40};
+    const int cuda = getenv("GS_TEST_BACKEND") && !strcmp(getenv("GS_TEST_BACKEND"), "cuda");
+    gs_client_worker_info_t wi[8];
+    uint64_t before[GS_FILE_READ_PATHS] = {0}, now[GS_FILE_READ_PATHS];
+    char path[160];
+    size_t n = 0;
+    gs_array_h x;
+    double *v = malloc(64 * 40 * sizeof(double));
+    FILE *f;
+    uint64_t total = 0;
+
+    for (int i = 0; i < 64 * 40; i++) v[i] = i * 0.25;
+    snprintf(path, sizeof(path), "%s/r.raw", dir);
+    cr_assert((f = fopen(path, "wb")) != NULL);
+    cr_assert(fwrite("hdr", 1, 3, f) == 3 && fwrite(v, sizeof(double), 64 * 40, f) == 64 * 40);
+    cr_assert(fclose(f) == 0);
+    OK(gs_client_workers(C, wi, 8, &n));
+    for (size_t i = 0; i < n && i < 8; i++)
+        for (int p = 0; p < GS_FILE_READ_PATHS; p++) before[p] += wi[i].file_read_bytes[p];
+    OK(gs_array_from_raw(path, GS_DTYPE_FLOAT64, 2, shape, GS_ORDER_C, 3, chunks, &x));
+    OK(gs_client_persist(C, x));
+    /* the next heartbeats carry the counts: wait for them (up to 20 s) */
+    for (int tries = 0; tries < 400 && total < 64 * 40 * 8; tries++) {
+        if (tries > 0) usleep(50000);
+        OK(gs_client_workers(C, wi, 8, &n));
+        memset(now, 0, sizeof(now));
+        for (size_t i = 0; i < n && i < 8; i++)
+            for (int p = 0; p < GS_FILE_READ_PATHS; p++) now[p] += wi[i].file_read_bytes[p];
+        total = 0;
+        for (int p = 0; p < GS_FILE_READ_PATHS; p++) total += now[p] - before[p];
+    }
+    cr_assert_eq(total, 64 * 40 * 8u, "the heartbeats counted %llu bytes read",
+                 (unsigned long long)total);
+    if (cuda)
+        cr_assert_eq(now[0], before[0], "a CUDA worker read into host memory");
+    else
+        cr_assert_eq(now[0] - before[0], total, "a CPU worker's reads: %s %llu, %s %llu",
+                     gs_file_read_path_name(1), (unsigned long long)(now[1] - before[1]),
+                     gs_file_read_path_name(2), (unsigned long long)(now[2] - before[2]));
+    cr_assert_str_eq(gs_file_read_path_name(0), "cpu");
+    cr_assert_str_eq(gs_file_read_path_name(4), "unknown");
+    OK(gs_client_unpersist(C, x));
+    gs_array_release(x);
+    free(v);
+}

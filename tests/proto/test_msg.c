@@ -287,13 +287,13 @@ Test(proto_msg, survives_random_payloads)
  *   M array of str [nlayers] (or none) */
 static const char *const schema[GS_MSG_TYPE_MAX] = {
     [GS_MSG_HELLO] = "uussb", [GS_MSG_WELCOME] = "uuub", [GS_MSG_WORKER_REGISTER] = "sssiuuubs",
-    [GS_MSG_HEARTBEAT] = "uuuuuuuuuuuuuuuuu", [GS_MSG_PEERS] = "PCq", [GS_MSG_GRAPH_SUBMIT] = "uuLCwqoDqCkCqM",
+    [GS_MSG_HEARTBEAT] = "uuuuuuuuuuuuuuuuuuuuu", [GS_MSG_PEERS] = "PCq", [GS_MSG_GRAPH_SUBMIT] = "uuLCwqoDqCkCqM",
     [GS_MSG_GRAPH_ACCEPTED] = "uu", [GS_MSG_TASK_ASSIGN] = "uLlCqwqoKDD", [GS_MSG_TASK_DONE] = "Cqqxqqqeuqq",
     [GS_MSG_RELEASE] = "Ck", [GS_MSG_GATHER_REQ] = "uCk", [GS_MSG_DATA] = "uuuib", [GS_MSG_FETCH_REQ] = "uuuu",
     [GS_MSG_PROGRESS] = "uuu", [GS_MSG_GRAPH_DONE] = "uisuuu", [GS_MSG_CANCEL] = "u", [GS_MSG_RELEASE_GRAPH] = "u",
     [GS_MSG_ERROR] = "is", [GS_MSG_SHUTDOWN] = "", [GS_MSG_INFO_REQ] = "", [GS_MSG_INFO] = "uuuuS",
     [GS_MSG_BANDWIDTH] = "CqqqwT", [GS_MSG_REPLICATE] = "uusCkNqq", [GS_MSG_REPLICATE_DONE] = "uisCkq",
-    [GS_MSG_WORKERS_REQ] = "", [GS_MSG_WORKERS] = "CqxwqqTTTTqqqqqqqqqq", [GS_MSG_CHALLENGE] = "bb", [GS_MSG_AUTH] = "b", [GS_MSG_REPORT_REQ] = "uu",
+    [GS_MSG_WORKERS_REQ] = "", [GS_MSG_WORKERS] = "CqxwqqTTTTqqqqqqqqqqqqqq", [GS_MSG_CHALLENGE] = "bb", [GS_MSG_AUTH] = "b", [GS_MSG_REPORT_REQ] = "uu",
     [GS_MSG_REPORT] = "uisb", [GS_MSG_LOCATE_REQ] = "uCk", [GS_MSG_LOCATIONS] = "uCqqtTT",
     [GS_MSG_CHUNK_REQ] = "uuuubsu",
 };
@@ -576,8 +576,8 @@ Test(proto_msg, refuses_payloads_over_their_type_cap_before_allocating)
     gs_mp_writer_t w;
     gs_msg_t m;
     gs_buf_init(&b);
-    hand_payload(&b, &w, 18, GS_MSG_HEARTBEAT);
-    for (int i = 0; i < 17; i++) gs_mp_write_u64(&w, 1);
+    hand_payload(&b, &w, 22, GS_MSG_HEARTBEAT);
+    for (int i = 0; i < 21; i++) gs_mp_write_u64(&w, 1);
     cr_assert_eq(gs_msg_decode(b.data, b.len, &m), GS_OK);
     gs_msg_cleanup(&m);
     while (b.len <= 256) cr_assert_eq(gs_buf_append(&b, "\xc0", 1), GS_OK);   /* trailing nils */

@@ -1,4 +1,5 @@
 #include "common/log.h"
+#include "chunkops/chunkops.h"
 #include "worker/worker.h"
 
 #include <criterion/criterion.h>
@@ -231,4 +232,26 @@ Test(worker_args, payload_mac_from_the_flag_or_the_environment)
     setenv("GSCHED_PAYLOAD_MAC", "sometimes", 1);
     PARSE_BAD("$GSCHED_PAYLOAD_MAC", "127.0.0.1:9000");
     unsetenv("GSCHED_PAYLOAD_MAC");
+}
+
+Test(worker_args, file_path_from_the_flag_or_the_environment)
+{
+    gs_worker_cli_t cli;
+    unsetenv("GSCHED_FILE_PATH");
+    PARSE_OK(&cli, "127.0.0.1:9000");
+    cr_assert_eq(cli.params.file_path, GS_FILE_PATH_AUTO);
+    PARSE_OK(&cli, "127.0.0.1:9000", "--file-path", "cufile");
+    cr_assert_eq(cli.params.file_path, GS_FILE_PATH_CUFILE);
+    PARSE_OK(&cli, "127.0.0.1:9000", "--file-path=pinned");
+    cr_assert_eq(cli.params.file_path, GS_FILE_PATH_PINNED);
+    PARSE_BAD("--file-path: 'gds' is not auto, pinned or cufile", "127.0.0.1:9000",
+              "--file-path", "gds");
+    setenv("GSCHED_FILE_PATH", "pinned", 1);
+    PARSE_OK(&cli, "127.0.0.1:9000");
+    cr_assert_eq(cli.params.file_path, GS_FILE_PATH_PINNED);
+    PARSE_OK(&cli, "127.0.0.1:9000", "--file-path", "auto");
+    cr_assert_eq(cli.params.file_path, GS_FILE_PATH_AUTO, "the flag wins");
+    setenv("GSCHED_FILE_PATH", "direct", 1);
+    PARSE_BAD("$GSCHED_FILE_PATH: 'direct' is not auto, pinned or cufile", "127.0.0.1:9000");
+    unsetenv("GSCHED_FILE_PATH");
 }

@@ -312,7 +312,17 @@ typedef struct gs_client_worker_info {
     double host_spilled_s;
     uint64_t host_unspilled_bytes;
     double host_unspilled_s;
+    /* bytes its file reads (gs_array_from_npy & co.) took since it started, by the path that
+     * read them (GS_FILE_READ_PATHS entries, named by gs_file_read_path_name): [0] straight
+     * into host memory (cpu workers), [1] staged through page-locked host buffers, [2] cuFile
+     * with GPUDirect Storage, [3] cuFile in its compatibility mode (at its last heartbeat) */
+    uint64_t file_read_bytes[4];
 } gs_client_worker_info_t;
+
+#define GS_FILE_READ_PATHS 4
+/** "cpu", "pinned", "cufile" or "cufile-compat" for index @a i of file_read_bytes (static);
+ *  "unknown" otherwise. */
+const char *gs_file_read_path_name(int i);
 
 /** List the live workers: up to @a cap entries into @a out (caller-owned; may be NULL when
  *  @a cap is 0), the total in *n_p (which may exceed @a cap). Order is gsched's. */
