@@ -428,6 +428,7 @@ static gs_status_t gs__fio_read_zarr(const gs_chunkops_ops_t *ops, gs_chunkops_c
             return gs_error_set(GS_ERR_NO_MEMORY, "%s: out of memory for %zu bytes", k->path, n);
         st = gs__zarr_read(k, host);
         if (st == GS_OK) st = gs__fio_upload(ops, ctx, s, (uint8_t *)k->out, host, n);
+        if (st == GS_OK) gs__fio_count(GS_FREAD_PINNED, k);
         gs_free(host);
         return st;
     }

@@ -192,6 +192,9 @@ static int gs__cufile_refusal(int err)
     case CU_FILE_INVALID_FILE_TYPE: case CU_FILE_IO_DISABLED: case CU_FILE_DIO_NOT_SET:
     case CU_FILE_PLATFORM_NOT_SUPPORTED: case CU_FILE_DEVICE_NOT_SUPPORTED:
     case CU_FILE_DRIVER_NOT_INITIALIZED:
+    /* what libcufile 1.15 answers in compatibility mode (no nvidia-fs) on the H100 host for
+     * files in its /tmp: the file cannot be registered; staging reads it */
+    case CU_FILE_HANDLE_NOT_REGISTERED:
         return 1;
     default:
         return 0;
@@ -220,7 +223,7 @@ static gs_status_t gs__cufile_read_spans(const char *path, const gs_chunkops_fsp
     if (e.err != CU_FILE_SUCCESS) {
         if (gs__cufile_refusal((int)e.err)) {
             if (atomic_exchange(&gs__cufile_said_reg, 1) == 0)
-                GS_LOG_INFO("file reads: cuFile cannot register %s (%s); such files are staged "
+                GS_LOG_WARN("file reads: cuFile cannot register %s (%s); such files are staged "
                             "through pinned buffers", path, gs__cufile_msg(e.err));
             st = gs_error_set(GS_ERR_UNSUPPORTED, "%s: cuFileHandleRegister: %s", path,
                               gs__cufile_msg(e.err));

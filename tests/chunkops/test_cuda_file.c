@@ -207,6 +207,27 @@ static int cufile_or_skip(void)
 #endif
 }
 
+/* cuFile registers files in this test's directory: skip otherwise (libcufile 1.15 in
+ * compatibility mode on the H100 host refuses its /tmp: CU_FILE_HANDLE_NOT_REGISTERED). */
+static void cufile_registers_or_skip(fctx_t *cf)
+{
+    uint8_t *b;
+    void *dev;
+    int how = -1;
+    char *path = make_file(4096, 3, &b);
+    CHECK(CU->mem_alloc(cf->ctx, 4096, &dev));
+    gs_chunkops_fspan_t sp = {.off = 0, .dst = dev, .nbytes = 4096};
+    gs_status_t st = CU->file_read(cf->ctx, path, &sp, 1, &how);
+    char why[512];
+    snprintf(why, sizeof(why), "%s", st == GS_OK ? "" : gs_last_error());
+    CU->mem_free(cf->ctx, dev);
+    unlink(path);
+    free(path);
+    free(b);
+    if (st == GS_ERR_UNSUPPORTED) cr_skip_test("cuFile refuses files here: %s", why);
+    CHECK(st);
+}
+
 Test(chunkops_cuda_file, forced_cufile_reads_equal_pinned_reads_and_the_file)
 {
     uint64_t before[GS_FREAD_NPATHS], mid[GS_FREAD_NPATHS], after[GS_FREAD_NPATHS];
@@ -214,6 +235,7 @@ Test(chunkops_cuda_file, forced_cufile_reads_equal_pinned_reads_and_the_file)
     GPU_OR_SKIP();
     fctx_t cf = fctx_make(GS_FILE_PATH_CUFILE), pin = fctx_make(GS_FILE_PATH_PINNED);
     int state = cufile_or_skip();
+    cufile_registers_or_skip(&cf);
     char *path = make_file(file_bytes_needed(), 42, &b);
     const int how = state == 2 ? GS_FREAD_CUFILE : GS_FREAD_CUFILE_COMPAT;
 
@@ -333,6 +355,7 @@ Test(chunkops_cuda_file, cufile_errors_name_the_file)
     GPU_OR_SKIP();
     fctx_t cf = fctx_make(GS_FILE_PATH_CUFILE);
     cufile_or_skip();
+    cufile_registers_or_skip(&cf);
     char *path = make_file(1000, 9, &b);
     CHECK(CU->mem_alloc(cf.ctx, 8192, &dev));
     gs_chunkops_fspan_t sp = {.off = 0, .dst = dev, .nbytes = 1000};

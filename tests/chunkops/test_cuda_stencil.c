@@ -364,7 +364,7 @@ Test(cuda_stencil, map_overlap_cuda_compile_error_fails_the_task)
     gs_user_kernel_t bad = {NULL, "broken", NULL, 0,
                             "extern \"C\" __global__ void broken(gs_cuda_args_t a)\n"
                             "{ a.out.data[0] = undeclared_name; }\n", 0};
-    gs_user_kernel_t good = {NULL, "smooth", NULL, 0, k_smooth, 0};
+    gs_user_kernel_t good = {NULL, "smooth3x3", NULL, 0, k_smooth, 0};
     gs_array_h x, m, g;
     gs_taskgraph_t *tg;
     double out[600];
