@@ -256,8 +256,13 @@ Test(worker_cuda, qr_and_svd_run_on_the_launcher_while_the_loop_turns)
                  "QR/SVD tasks", (unsigned long long)st.tasks_launcher,
                  (unsigned long long)nla);
     cr_log_info("longest loop stall %.1f ms; longest QR/SVD task %.1f ms", gap / 1e6, run / 1e6);
-    /* the 1000 x 1000 SVD holds cuSOLVER's caller ~90 ms on an H100; the loop must not wait */
-    cr_assert_lt(gap, 50000000ull, "the loop stood still for %.1f ms (longest QR/SVD %.1f ms)",
+    /* the 1000 x 1000 SVD holds cuSOLVER's caller ~90 ms on an H100; the loop must not wait
+     * for it. Run beside the whole suite (16 test processes on one GPU and 16 cores) the tasks
+     * take 3-5x longer and the loop thread itself waits for a core: 121-171 ms stalls were seen
+     * there with 284-431 ms tasks, 2.7-3.2 ms alone. So: under 50 ms, or under half the
+     * longest task (a loop blocked by a QR/SVD stands still for all of it). */
+    const uint64_t bound = run / 2 > 50000000ull ? run / 2 : 50000000ull;
+    cr_assert_lt(gap, bound, "the loop stood still for %.1f ms (longest QR/SVD %.1f ms)",
                  gap / 1e6, run / 1e6);
     stop_workers(t, 1);
     gs_array_release(a);
