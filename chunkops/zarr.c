@@ -34,11 +34,11 @@ static void gs__zarr_key(const gs_kfile_t *k, const char *dir, const int64_t *ci
     }
 }
 
-/* Read the whole file @a path into a new buffer; GS_ERR_NOT_FOUND when it does not exist. */
-static gs_status_t gs__zarr_slurp(const char *path, uint8_t **buf_p, size_t *len_p)
+/* Open chunk file @a path for reading and give its size: GS_ERR_NOT_FOUND (no error text) when
+ * it does not exist, GS_ERR_IO naming it otherwise. */
+static gs_status_t gs__zarr_open(const char *path, int *fd_p, size_t *size_p)
 {
     struct stat sb;
-    uint8_t *buf;
     gs_status_t st;
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) {
@@ -50,19 +50,32 @@ static gs_status_t gs__zarr_slurp(const char *path, uint8_t **buf_p, size_t *len
         close(fd);
         return st;
     }
-    buf = gs_malloc((size_t)sb.st_size + 1, "zarr chunk");
+    *fd_p = fd;
+    *size_p = (size_t)sb.st_size;
+    return GS_OK;
+}
+
+/* Read the whole file @a path into a new buffer; GS_ERR_NOT_FOUND when it does not exist. */
+static gs_status_t gs__zarr_slurp(const char *path, uint8_t **buf_p, size_t *len_p)
+{
+    uint8_t *buf;
+    size_t size;
+    int fd;
+    gs_status_t st = gs__zarr_open(path, &fd, &size);
+    if (st != GS_OK) return st;
+    buf = gs_malloc(size + 1, "zarr chunk");
     if (buf == NULL) {
         close(fd);
         return gs_error_set(GS_ERR_NO_MEMORY, "%s: out of memory", path);
     }
-    if ((st = gs__fio_pread(fd, path, buf, (size_t)sb.st_size, 0)) != GS_OK) {
+    if ((st = gs__fio_pread(fd, path, buf, size, 0)) != GS_OK) {
         gs_free(buf);
         close(fd);
         return st;
     }
     close(fd);
     *buf_p = buf;
-    *len_p = (size_t)sb.st_size;
+    *len_p = size;
     return GS_OK;
 }
 
@@ -71,19 +84,14 @@ static gs_status_t gs__zarr_slurp(const char *path, uint8_t **buf_p, size_t *len
  * the copy. GS_ERR_NOT_FOUND when the file does not exist. */
 static gs_status_t gs__zarr_read_plain(const char *path, uint8_t *dst, size_t want)
 {
-    struct stat sb;
-    gs_status_t st;
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        if (errno == ENOENT) return GS_ERR_NOT_FOUND;
-        return gs_error_set(GS_ERR_IO, "%s: %s", path, strerror(errno));
-    }
-    if (fstat(fd, &sb) != 0) {
-        st = gs_error_set(GS_ERR_IO, "%s: %s", path, strerror(errno));
-    } else if ((size_t)sb.st_size != want) {
+    size_t size;
+    int fd;
+    gs_status_t st = gs__zarr_open(path, &fd, &size);
+    if (st != GS_OK) return st;
+    if (size != want) {
         st = gs_error_set(GS_ERR_IO, "%s: the chunk holds %zu bytes, the metadata's chunk shape "
-                          "needs %zu (the metadata disagrees with the chunk files)", path,
-                          (size_t)sb.st_size, want);
+                          "needs %zu (the metadata disagrees with the chunk files)", path, size,
+                          want);
     } else {
         st = gs__fio_pread(fd, path, dst, want, 0);
     }
