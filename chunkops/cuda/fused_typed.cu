@@ -1,6 +1,7 @@
 /* The fused kernel for programs with dtypes other than float64 (graph/kernel.h, "Dtypes"):
  * STORE terminal, whole-region SUM (k_typed_sum), integer-record reductions (k_typed_ireduce;
- * other typed reductions go through the staging buffer of ctx.c). One thread per output
+ * over the whole region or along the last axis k_typed_ireduce_rows, which walks rows; other
+ * typed reductions go through the staging buffer of ctx.c). One thread per output
  * element in a grid-stride loop; each thread unravels its flat index, reads its leaves (typed
  * chunk data through gs_load_elem, random and index leaves as float64), runs the program with
  * the element rules of chunkops/elem_dtype.h (shared with the CPU backend, so both give the
@@ -436,6 +437,65 @@ __global__ void __launch_bounds__(BLOCK) k_typed_ireduce(const __grid_constant__
     }
 }
 
+/* The integer-record REDUCE over the whole region (one record) or along the last axis (a
+ * record per row), walked by rows of the last axis: a block takes rows r, r + gridDim.x, ...,
+ * unravels each row once and its threads stride along it, so no element pays a division per
+ * axis; ONE_LEAF (the program is one chunk leaf: a stored integer chunk summed) reads the leaf
+ * at base + c * stride without the interpreter. Integer records wrap (two's complement) and
+ * min/max/sum/prod of them do not depend on order, so the result is the same bits as
+ * k_typed_ireduce's and the CPU's. */
+template <bool ONE_LEAF>
+__global__ void __launch_bounds__(BLOCK) k_typed_ireduce_rows(const __grid_constant__ gs_kfused_t k,
+                                                              int64_t rows)
+{
+    __shared__ long long sh[BLOCK / 32];
+    const int op = k.redop, nd = k.ndim;
+    const int64_t L = k.shape[nd - 1];
+    const bool per_row = k.red_axis == nd - 1;
+    const gs_kleaf_t &lf = k.leaves[0];
+    int64_t acc = gs_irec_empty(op);
+    for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+        int64_t p[GS_MAX_NDIM];
+        int64_t rem = r, base = lf.base;
+        for (int j = nd - 2; j >= 0; j--) {
+            p[j] = rem % k.shape[j];
+            rem /= k.shape[j];
+            base += p[j] * lf.stride[j];
+        }
+        const int64_t step = lf.stride[nd - 1];
+        int64_t racc = per_row ? gs_irec_empty(op) : acc;
+        for (int64_t c = threadIdx.x; c < L; c += BLOCK) {
+            int64_t v;
+            if constexpr (ONE_LEAF) {
+                v = gs_v_i(typed_leaf(lf, base + c * step));
+            } else {
+                p[nd - 1] = c;
+                v = gs_v_i(typed_eval(k, p));
+            }
+            racc = gs_irec_op(op, racc, v);
+        }
+        if (!per_row) {
+            acc = racc;
+            continue;
+        }
+        for (int off = 16; off > 0; off >>= 1)
+            racc = gs_irec_op(op, racc, (int64_t)__shfl_down_sync(0xffffffffu, (long long)racc, off));
+        if ((threadIdx.x & 31) == 0) sh[threadIdx.x / 32] = (long long)racc;
+        __syncthreads();
+        if (threadIdx.x == 0) {
+            int64_t t = gs_irec_empty(op);
+            for (int w = 0; w < BLOCK / 32; w++) t = gs_irec_op(op, t, (int64_t)sh[w]);
+            irec_atomic(op, k.out + r, t);
+        }
+        __syncthreads(); /* sh is read before the next row writes it */
+    }
+    if (!per_row) {
+        for (int off = 16; off > 0; off >>= 1)
+            acc = gs_irec_op(op, acc, (int64_t)__shfl_down_sync(0xffffffffu, (long long)acc, off));
+        if ((threadIdx.x & 31) == 0) irec_atomic(op, k.out, acc);
+    }
+}
+
 }  // namespace
 
 extern "C" gs_status_t gs__cuda_launch_typed_ireduce(const gs__cuda_dev_t *dev, void *stream,
@@ -461,6 +521,23 @@ extern "C" gs_status_t gs__cuda_launch_typed_ireduce(const gs__cuda_dev_t *dev, 
         if (err != cudaSuccess) return gs__cuda_error((int)err, "cudaLaunchKernel(irec init)");
     }
     if (size == 0) return GS_OK;
+    const int nd = k->ndim;
+    if (nd >= 1 && (k->red_axis < 0 || k->red_axis == nd - 1) && k->shape[nd - 1] >= 128) {
+        /* rows of the last axis (k_typed_ireduce_rows) */
+        int64_t rows = size / k->shape[nd - 1];
+        blocks = rows < cap ? rows : cap;
+        const bool one = k->nprog == 1 && k->prog[0].op == GS_OP_LEAF &&
+                         k->leaves[0].kind == GS_LEAF_CHUNK;
+        void *rargs[2] = {(void *)k, (void *)&rows};
+        err = cudaLaunchKernel(one ? (const void *)k_typed_ireduce_rows<true>
+                                   : (const void *)k_typed_ireduce_rows<false>,
+                               dim3((unsigned)blocks), dim3(BLOCK), rargs, 0,
+                               (cudaStream_t)stream);
+        if (err == cudaSuccess) err = cudaGetLastError();
+        if (err != cudaSuccess)
+            return gs__cuda_error((int)err, "cudaLaunchKernel(typed int reduce, rows)");
+        return GS_OK;
+    }
     blocks = (size + BLOCK - 1) / BLOCK;
     if (blocks > cap) blocks = cap;
     void *args[2] = {(void *)k, (void *)&size};
