@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #define GS_W_RETRY_MS 100
+#define GS_W_LEAVE_MS 2000   /* after a device loss: how long gsched has to close the connection */
 #define GS_W_TICK_MS 50
 
 static void gs__worker_count_closed(gs_worker_t *w);
@@ -117,12 +118,27 @@ static void gs__worker_prepare_cb(uv_prepare_t *h)
     if (w->repls != NULL) gs__wrepl_poll(w);
 }
 
+/* gsched did not close the connection within GS_W_LEAVE_MS of the worker's ERROR: stop. */
+static void gs__worker_leave_cb(uv_timer_t *h)
+{
+    gs_worker_stop(h->data, GS_ERR_DEVICE_LOST);
+}
+
 static void gs__worker_async_cb(uv_async_t *h)
 {
     gs_worker_t *w = h->data;
-    /* a device loss (exec.c) stops the worker here, outside the completion that found it */
+    /* a device loss (exec.c) stops the worker here, outside the completion that found it --
+     * once gsched, told by the ERROR, has closed the connection (or after GS_W_LEAVE_MS): a
+     * worker closing first, with messages of gsched's still unread in its socket, makes its
+     * kernel answer with a reset, and gsched's kernel then drops the failed task and the ERROR
+     * if gsched has not read them yet (seen under load: gsched logged "connection closed") */
     if (w->dev_lost && w->state == GS_WSTATE_RUNNING) {
-        gs_worker_stop(w, GS_ERR_DEVICE_LOST);
+        if (w->conn == NULL) {
+            gs_worker_stop(w, GS_ERR_DEVICE_LOST);
+        } else if (!w->leaving) {
+            w->leaving = 1;
+            uv_timer_start(&w->retry_timer, gs__worker_leave_cb, GS_W_LEAVE_MS, 0);
+        }
         return;
     }
     gs__wexec_drain(w);
@@ -274,6 +290,11 @@ static void gs__worker_on_close(gs_conn_t *conn, gs_status_t reason, void *arg)
     if (w->conn == conn) w->conn = NULL;
     if (w->state >= GS_WSTATE_STOPPING) {
         gs__worker_count_closed(w);       /* the connection counted as a handle */
+        return;
+    }
+    if (w->state == GS_WSTATE_RUNNING && w->dev_lost) {
+        GS_LOG_INFO("gsched closed the connection after the device loss");
+        gs_worker_stop(w, GS_ERR_DEVICE_LOST);
         return;
     }
     if (w->state == GS_WSTATE_RUNNING) {

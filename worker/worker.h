@@ -91,7 +91,9 @@
  * that task failed with GS_ERR_DEVICE_LOST and "kernel NAME lost the device: CAUSE" (NAME the
  * user kernel's symbol, else the layer's name; CAUSE the backend's health(), e.g. the CUDA
  * error string), sends gsched an ERROR (GS_ERR_DEVICE_LOST, the same cause) saying it is
- * leaving, and stops with GS_ERR_DEVICE_LOST (the connection flushed). Nothing else is reported
+ * leaving, and stops with GS_ERR_DEVICE_LOST once gsched has closed the connection (at most
+ * 2 s later: closing first with gsched's messages unread would reset the connection and could
+ * lose the ERROR and the failed task in gsched's socket). Nothing else is reported
  * after the loss: tasks completing later (they failed with the same error, or ran on a broken
  * device) are dropped, and gsched reassigns them and recomputes the worker's chunks as for any
  * lost worker. The task blamed is the first whose completion reports the loss, unless that

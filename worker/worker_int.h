@@ -259,6 +259,7 @@ struct gs_worker {
     atomic_int test_notify_fail;       /* tests: registrations still to refuse */
     char *test_lose_device_on;         /* params.test_lose_device_on, owned */
     int dev_lost;                      /* a task reported GS_ERR_DEVICE_LOST: stopping (exec.c) */
+    int leaving;                       /* dev_lost: ERROR sent, waiting for gsched to close */
     atomic_ullong nnotify_retried;     /* registrations that failed and were retried */
 
     /* peer transfers (xfer/xfer.h; opaque here) and replicate requests (replicate.c) */
