@@ -387,6 +387,14 @@ __device__ __forceinline__ void irec_atomic(int op, double *rec, int64_t v)
     }
 }
 
+/* The warp's 32 integer records folded by @a op into lane 0's. */
+__device__ __forceinline__ int64_t irec_warp_fold(int op, int64_t v)
+{
+    for (int off = 16; off > 0; off >>= 1)
+        v = gs_irec_op(op, v, (int64_t)__shfl_down_sync(0xffffffffu, (long long)v, off));
+    return v;
+}
+
 /* An integer-record REDUCE (SUM, PROD, MIN, MAX of int64 values): element t of the region in
  * record-major order (record r = t / L, position j = t % L along the reduced axis, or the whole
  * region as one record for red_axis -1); each thread folds its values into a running value
@@ -429,8 +437,7 @@ __global__ void __launch_bounds__(BLOCK) k_typed_ireduce(const __grid_constant__
     }
     if (ax < 0) {
         /* every thread holds a value for record 0 (the empty one if it saw nothing) */
-        for (int off = 16; off > 0; off >>= 1)
-            acc = gs_irec_op(op, acc, (int64_t)__shfl_down_sync(0xffffffffu, (long long)acc, off));
+        acc = irec_warp_fold(op, acc);
         if ((threadIdx.x & 31) == 0) irec_atomic(op, k.out, acc);
     } else if (cur >= 0) {
         irec_atomic(op, k.out + cur, acc);
@@ -478,8 +485,7 @@ __global__ void __launch_bounds__(BLOCK) k_typed_ireduce_rows(const __grid_const
             acc = racc;
             continue;
         }
-        for (int off = 16; off > 0; off >>= 1)
-            racc = gs_irec_op(op, racc, (int64_t)__shfl_down_sync(0xffffffffu, (long long)racc, off));
+        racc = irec_warp_fold(op, racc);
         if ((threadIdx.x & 31) == 0) sh[threadIdx.x / 32] = (long long)racc;
         __syncthreads();
         if (threadIdx.x == 0) {
@@ -490,8 +496,7 @@ __global__ void __launch_bounds__(BLOCK) k_typed_ireduce_rows(const __grid_const
         __syncthreads(); /* sh is read before the next row writes it */
     }
     if (!per_row) {
-        for (int off = 16; off > 0; off >>= 1)
-            acc = gs_irec_op(op, acc, (int64_t)__shfl_down_sync(0xffffffffu, (long long)acc, off));
+        acc = irec_warp_fold(op, acc);
         if ((threadIdx.x & 31) == 0) irec_atomic(op, k.out, acc);
     }
 }

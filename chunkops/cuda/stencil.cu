@@ -184,11 +184,11 @@ extern "C" gs_status_t gs__cuda_launch_stencil(void *stream, const gs__cuda_spla
 {
     cudaError_t err;
     if (p->shape[0] == 0 || p->shape[1] == 0 || p->shape[2] == 0) return GS_OK;
+    /* the environment is read once per process, not per launch */
+    static const bool no2d = getenv("GS_CUDA_STENCIL2D") != NULL &&
+                             strcmp(getenv("GS_CUDA_STENCIL2D"), "0") == 0;
     dim3 grid2;
-    const void *k2 = getenv("GS_CUDA_STENCIL2D") != NULL &&
-                             strcmp(getenv("GS_CUDA_STENCIL2D"), "0") == 0
-                         ? NULL
-                         : stencil2d_kernel(p, &grid2);
+    const void *k2 = no2d ? NULL : stencil2d_kernel(p, &grid2);
     if (k2 != NULL) {
         void *args2[1] = {(void *)p};
         err = cudaLaunchKernel(k2, grid2, dim3(BLOCK), args2, 0, (cudaStream_t)stream);
