@@ -7,6 +7,7 @@
 # Usage: bash .ci/test.sh            (from the repository root)
 set -uo pipefail
 cd "$(dirname "$0")/.."
+. scripts/own-netns.sh
 bash .ci/install-deps.sh --hosts || exit 1
 jobs=$(nproc 2>/dev/null || echo 2)
 status=0
@@ -51,30 +52,13 @@ loaded_pass() {  # builddir
 # The socket-level fuzz harness against running daemons (tests/fuzz/sockfuzz.c) for a bounded
 # time: one JSON line of counters; fails on a dead daemon, an inexact result, a locked-out
 # client or a bound exceeded. Daemon logs in build-ci.sockfuzz.log.
-# Its storms connect thousands of times a second over one loopback address pair and rely on
-# reusing ports in TIME_WAIT; the suites just run (sockfuzz_short among them) leave up to the
-# whole ephemeral range (28 k ports) in TIME_WAIT for 60 s, and then a real client's connection
-# can stall for seconds, which the harness rightly counts as a lockout. So it runs in a network
-# namespace of its own (a fresh TCP state, loopback up, the ephemeral range widened) where
-# unshare and ip allow, else after the host's TIME_WAIT count has fallen (at most 90 s).
+# It runs in a network namespace of its own (scripts/own-netns.sh says why).
 sockfuzz_pass() {  # builddir
   local dir=$1 secs=${GS_SOCKFUZZ_SECONDS:-60}
   echo "=== gsched: socket fuzzing of running daemons (${secs} s) ==="
   # the full mix with every bound fatal, gsched's RSS included (peak and after the attack)
-  local cmd="GS_BIN_DIR='$PWD/$dir/bin' timeout $((secs + 300)) '$dir/tests/sockfuzz' --seconds $secs \
-    --rss-bound fail --daemon-log '$dir.sockfuzz.log'"
-  if command -v ip >/dev/null 2>&1 && unshare -n true 2>/dev/null; then
-    echo "gsched sockfuzz: in a network namespace of its own"
-    unshare -n bash -c "ip link set lo up && sysctl -qw net.ipv4.ip_local_port_range='1024 65000'; $cmd"
-  else
-    local t0=$SECONDS n=0
-    if command -v ss >/dev/null 2>&1; then
-      while n=$(ss -tan state time-wait 2>/dev/null | tail -n +2 | wc -l) && [ "$n" -gt 4000 ] &&
-            [ $((SECONDS - t0)) -lt 90 ]; do sleep 1; done
-    fi
-    echo "gsched sockfuzz: $n loopback sockets in TIME_WAIT after $((SECONDS - t0)) s"
-    bash -c "$cmd"
-  fi
+  GS_BIN_DIR="$PWD/$dir/bin" gs_in_own_netns timeout $((secs + 300)) "$dir/tests/sockfuzz" --seconds "$secs" \
+    --rss-bound fail --daemon-log "$dir.sockfuzz.log"
 }
 
 if run_suite normal build-ci -DCMAKE_BUILD_TYPE=RelWithDebInfo; then

@@ -7,7 +7,8 @@
 #     GS_BIN_DIR pointing at the TSan binaries: every gsched / gworker / gs-local-cluster those
 #     tests start (faults, kills, pauses, rejoins, replication, linear algebra, gathers) is
 #     instrumented;
-#   - the TSan sockfuzz (instrumented client library too) for $GS_TSAN_FUZZ_SECONDS (default 60);
+#   - the TSan sockfuzz (instrumented client library too) for $GS_TSAN_FUZZ_SECONDS (default 60),
+#     in a network namespace of its own (scripts/own-netns.sh);
 #   - the TSan gs-bench soak (instrumented client library, 300 mixed jobs) and seed / tasks runs.
 # Criterion's test programs themselves cannot run under TSan: its sandbox (BoxFort) maps its
 # arena at random addresses in 0x2000_0000_0000-0x7f00_0000_0000, all of which TSan reserves
@@ -21,6 +22,7 @@
 #   GS_TSAN_FUZZ_SECONDS   sockfuzz duration (default 60)
 set -uo pipefail
 cd "$(dirname "$0")/.."
+. scripts/own-netns.sh
 normal=${1:-build}
 tsan=build-tsan
 out=${OUT:-$tsan/tsan-out}
@@ -57,7 +59,9 @@ run() {  # name command...
   echo "$name: exit $rc, $(( $(date +%s) - t0 )) s"
   if [ $rc -ne 0 ]; then
     status=1
-    grep -E "\[FAIL\]|Synthesis|\"verdict\"|sockfuzz\": *\"fail" "$out/$name.log" | tail -n 20
+    # the failed tests with their assertion messages (Criterion prints them on [----] lines)
+    grep -E "\[FAIL\]|\[----\] .*(Assert|:[0-9]+:)|\[----\]   [^ ]|Synthesis|\"verdict\"|sockfuzz\": *\"fail" \
+      "$out/$name.log" | tail -n 40
   fi
 }
 
@@ -72,7 +76,7 @@ echo "=== gsched: TSan programs ==="
 # allocator, and the TSan-slowed gsched then lost the real client's handshakes. With one read
 # buffer per thread and drained buffers released (issue 12) a 60 s TSan run peaks at ~80 MB
 # with no lock-out (slowest fresh client connection 1.1 s) and no report.
-run sockfuzz "$tsan/tests/sockfuzz" --seconds "$secs" --daemon-log "$out/sockfuzz.daemons.log"
+run sockfuzz gs_in_own_netns "$tsan/tests/sockfuzz" --seconds "$secs" --daemon-log "$out/sockfuzz.daemons.log"
 run soak "$tsan/bin/gs-bench" soak --jobs 300 --n 256 --backend cpu
 run seed "$tsan/bin/gs-bench" seed --n 2000 --chunk 250 --workers 3 --backend cpu --repeat 3
 run tasks "$tsan/bin/gs-bench" tasks --tasks 20000 --workers 2 --backend cpu --shape tree
