@@ -4,6 +4,7 @@
  * Bad input: every failure names the file. */
 #include "graph_test_util.h"
 #include "graph_eval_util.h"
+#include "graph_file_util.h"
 
 #include "chunkops/chunkops.h"
 #include "chunkops/eval.h"
@@ -397,23 +398,14 @@ static gs_layer_t *raw_read_layer(int nd, const int64_t *shape, void (*edit)(gs_
     double d[64];
     int64_t n = 1;
     gs_array_h a;
-    gs_taskgraph_t *tg;
-    gs_layer_t *l = NULL;
-    gs_buf_t b;
+    gs_layer_t *l;
     for (int i = 0; i < 64; i++) d[i] = i;
     for (int i = 0; i < nd; i++) n *= shape[i];
     cr_assert(n <= 64);
     write_file(path_of("m.raw"), d, (size_t)n * sizeof(double));
     TX_OK(gs_array_from_raw(path_of("m.raw"), GS_DTYPE_FLOAT64, nd, shape, GS_ORDER_C, 0,
                             (const int64_t[]){64, 64, 64}, &a));
-    TX_OK(gs_graph_lower(a, 0, &tg));
-    cr_assert_eq(tg->layers[0]->kind, GS_LAYER_FILE);
-    edit(tg->layers[0]->u.file.spec);
-    gs_buf_init(&b);
-    TX_OK(gs_layer_encode(tg->layers[0], &b));
-    *st_p = gs_layer_decode(b.data, b.len, &l);
-    gs_buf_cleanup(&b);
-    gs_taskgraph_free(tg);
+    l = gx_file_layer_edited(a, edit, st_p);
     gs_array_release(a);
     return l;
 }

@@ -5,6 +5,7 @@
  * directly; tests/integration/test_files.c checks against the zarr library itself. */
 #include "graph_test_util.h"
 #include "graph_eval_util.h"
+#include "graph_file_util.h"
 
 #include "chunkops/chunkops.h"
 #include "chunkops/eval.h"
@@ -385,8 +386,7 @@ static gs_layer_t *zarr_read_layer(void (*edit)(gs__fspec_t *), gs_status_t *st_
     const int64_t shape[2] = {6, 4}, zc[2] = {2, 4};
     gs_array_h x, w, a;
     gs_taskgraph_t *tg;
-    gs_layer_t *l = NULL;
-    gs_buf_t b;
+    gs_layer_t *l;
     double n;
     if (access(at("m"), F_OK) != 0) {
         TX_OK(gs_array_arange(0, 1, 2, shape, zc, &x));
@@ -398,15 +398,7 @@ static gs_layer_t *zarr_read_layer(void (*edit)(gs__fspec_t *), gs_status_t *st_
         gs_array_release(x);
     }
     TX_OK(gs_array_from_zarr(at("m"), shape, &a));
-    TX_OK(gs_graph_lower(a, 0, &tg));
-    cr_assert_eq(tg->nlayers, 1);
-    cr_assert_eq(tg->layers[0]->kind, GS_LAYER_FILE);
-    edit(tg->layers[0]->u.file.spec);
-    gs_buf_init(&b);
-    TX_OK(gs_layer_encode(tg->layers[0], &b));
-    *st_p = gs_layer_decode(b.data, b.len, &l);
-    gs_buf_cleanup(&b);
-    gs_taskgraph_free(tg);
+    l = gx_file_layer_edited(a, edit, st_p);
     gs_array_release(a);
     return l;
 }
