@@ -701,3 +701,22 @@ void fs_run_unfused_sum(fake_sched_t *fs, gs_array_h a, const gs_worker_params_t
     gs_taskgraph_free(tg);
     gs_array_release(s);
 }
+
+gs_taskgraph_t *fs_run_gather_peer0(fake_sched_t *fs, uint64_t gid, gs_array_h a, double **ref_p,
+                                    double **got_p, size_t *size_p)
+{
+    double *ref, *got;
+    size_t size, failed;
+    gs_taskgraph_t *tg = tw_lower(a, GS_LOWER_DEFAULT, &ref, &size);
+    int *place = calloc(tg->ntasks, sizeof(int));
+    cr_assert_not_null(place);
+    failed = fs_run_graph(fs, gid, tg, place, 1, 60000);
+    cr_assert_eq(failed, 0, "graph %llu: %s", (unsigned long long)gid, fs_fail_msg(fs, failed));
+    got = calloc(size ? size : 1, sizeof(double));
+    cr_assert(fs_gather_all(fs, gid, tg, place, got, 10000), "gather failed");
+    free(place);
+    *ref_p = ref;
+    *got_p = got;
+    *size_p = size;
+    return tg;
+}

@@ -161,5 +161,12 @@ const char *fs_fail_msg(const fake_sched_t *fs, size_t failed);
  * caller's. */
 void fs_run_unfused_sum(fake_sched_t *fs, gs_array_h a, const gs_worker_params_t *p, int nw,
                         int split, gs_worker_stats_t *st_p);
+/* @a a lowered with GS_LOWER_DEFAULT and its reference computed (tw_lower), run as graph
+ * @a gid with every task on peer 0 (intermediates released), its values gathered. The test
+ * fails when a task fails, the run takes over 60 s or the gather over 10 s. Returns the graph;
+ * *ref_p (the serial evaluator's values) and *got_p (the gathered ones) are malloc'd, *size_p
+ * doubles each; the caller frees all three. @a a stays the caller's. */
+gs_taskgraph_t *fs_run_gather_peer0(fake_sched_t *fs, uint64_t gid, gs_array_h a, double **ref_p,
+                                    double **got_p, size_t *size_p);
 
 #endif
