@@ -645,6 +645,18 @@ void tw_stop_each(fake_sched_t *fs, tw_t *t, int n)
     }
 }
 
+void tw_start_streams(tw_t *t, fake_sched_t *fs, const char *backend, int nthreads)
+{
+    gs_worker_params_t p = {0};
+    p.backend = backend;
+    p.exec = GS_WORKER_EXEC_STREAMS;
+    p.nstreams = 2;
+    p.stream_depth = 2;
+    p.nthreads = nthreads;
+    tw_start(t, fs, &p);
+    cr_assert(fs_wait_registered(fs, 1, 5000), "the worker did not register");
+}
+
 void fs_fixture_setup(fake_sched_t *fs, uv_loop_t *loop)
 {
     gs_log_set_level(GS_LOG_LEVEL_ERROR);

@@ -144,6 +144,10 @@ void tw_destroy(tw_t *t);
 void tw_start_each(fake_sched_t *fs, tw_t *t, int n, const gs_worker_params_t *p);
 /* Stop (GS_OK) and destroy @a n workers. */
 void tw_stop_each(fake_sched_t *fs, tw_t *t, int n);
+/* Start a streams-mode worker on @a fs (2 streams, 2 launches deep; backend @a backend, NULL
+ * for the default cpu; @a nthreads threads, 0 for the default) and wait (5 s) until it has
+ * registered. Stop it with tw_stop_each(fs, t, 1). */
+void tw_start_streams(tw_t *t, fake_sched_t *fs, const char *backend, int nthreads);
 /* Suite fixture: log errors only, a fresh @a loop and @a fs started on it (no token). */
 void fs_fixture_setup(fake_sched_t *fs, uv_loop_t *loop);
 /* Stop @a fs and close @a loop, expecting no handle left. */

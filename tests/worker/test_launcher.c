@@ -29,23 +29,6 @@ static void teardown(void)
  * -j2 (LeakSanitizer then fails the whole run); ctest's TIMEOUT bounds a hang instead. */
 TestSuite(worker_launcher, .init = setup, .fini = teardown);
 
-static void start_streams_worker(tw_t *t)
-{
-    gs_worker_params_t p = {0};
-    p.exec = GS_WORKER_EXEC_STREAMS;
-    p.nstreams = 2;
-    p.stream_depth = 2;
-    tw_start(t, &fs, &p);
-    cr_assert(fs_wait_registered(&fs, 1, 5000), "the worker did not register");
-}
-
-static void stop_worker(tw_t *t)
-{
-    gs_worker_stop(t->w, GS_OK);
-    cr_assert(tw_wait_stopped(t, &fs, 10000), "the worker did not stop");
-    tw_destroy(t);
-}
-
 static gs_array_h normal2(uint64_t seed, int64_t m, int64_t n, int64_t cm, int64_t cn)
 {
     gs_array_h a;
@@ -100,7 +83,7 @@ Test(worker_launcher, qr_and_svd_tasks_go_to_the_launcher_and_give_the_same_valu
     cr_assert_eq(gs_array_qr(a, &q, &r), GS_OK);
     cr_assert_eq(gs_array_svd(a, &u, &s, &vt), GS_OK);
     cr_assert_eq(gs_array_matmul(a, b, &ab), GS_OK);
-    start_streams_worker(&t);
+    tw_start_streams(&t, &fs, NULL, 0);
     nla += run_and_check(1, q, 1e-10);
     nla += run_and_check(2, r, 1e-10);
     nla += run_and_check(3, u, 1e-10);
@@ -115,7 +98,7 @@ Test(worker_launcher, qr_and_svd_tasks_go_to_the_launcher_and_give_the_same_valu
     gs_worker_stats(t.w, &st);
     cr_assert_eq(st.tasks_launcher, nla);
     cr_assert_eq(st.tasks_failed, 0);
-    stop_worker(&t);
+    tw_stop_each(&fs, &t, 1);
     gs_array_release(a), gs_array_release(b), gs_array_release(ab);
     gs_array_release(q), gs_array_release(r);
     gs_array_release(u), gs_array_release(s), gs_array_release(vt);
@@ -165,7 +148,7 @@ static void svd_with_ticker(int n, uint64_t *max_gap_p, uint64_t *max_run_p,
     cr_assert_eq(gs_array_svd(a, NULL, &s, NULL), GS_OK);
     tg = tw_lower(s, GS_LOWER_DEFAULT, &ref, &size);
     cr_assert_leq(tg->ntasks, 64);
-    start_streams_worker(&t);
+    tw_start_streams(&t, &fs, NULL, 0);
     memset(&k, 0, sizeof(k));
     cr_assert_eq(uv_timer_init(&loop, &k.timer), 0);
     k.timer.data = &k;
@@ -181,7 +164,7 @@ static void svd_with_ticker(int n, uint64_t *max_gap_p, uint64_t *max_run_p,
     }
     gs_worker_stats(t.w, &st);
     *launched_p = st.tasks_launcher;
-    stop_worker(&t);
+    tw_stop_each(&fs, &t, 1);
     *max_gap_p = k.max_gap;
     *max_run_p = max_run;
     *nla_p = count_qr_svd(tg);
@@ -333,10 +316,10 @@ Test(worker_launcher, stop_with_launches_queued_is_clean)
     gs_taskgraph_t *tg;
     size_t before;
 
-    start_streams_worker(&t);
+    tw_start_streams(&t, &fs, NULL, 0);
     tg = queue_leaf_qrs(&t, &assigned, &a, &q);
     before = ndone_of(1);
-    stop_worker(&t);     /* LeakSanitizer checks that no job or task was left behind */
+    tw_stop_each(&fs, &t, 1);     /* LeakSanitizer checks that no job or task was left behind */
     /* the canceled QRs are not reported as failures (stop flushes successes only) */
     for (size_t i = 0; i < fs.ndone; i++)
         cr_assert_eq(fs.done[i].status, GS_OK, "task %llu reported %d: %s",
@@ -370,7 +353,7 @@ Test(worker_launcher, cancel_with_launches_queued_reports_nothing_and_keeps_work
     size_t before;
     gs_msg_t m;
 
-    start_streams_worker(&t);
+    tw_start_streams(&t, &fs, NULL, 0);
     tg = queue_leaf_qrs(&t, &assigned, &a, &q);
     before = ndone_of(1);
     memset(&m, 0, sizeof(m));
@@ -391,7 +374,7 @@ Test(worker_launcher, cancel_with_launches_queued_reports_nothing_and_keeps_work
     /* the launcher still serves */
     cr_assert_eq(gs_array_qr(small, &sq, NULL), GS_OK);
     cr_assert_gt(run_and_check(2, sq, 1e-10), 0);
-    stop_worker(&t);
+    tw_stop_each(&fs, &t, 1);
     free(assigned);
     gs_taskgraph_free(tg);
     gs_array_release(a), gs_array_release(q);
