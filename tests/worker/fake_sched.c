@@ -645,6 +645,46 @@ void tw_stop_each(fake_sched_t *fs, tw_t *t, int n)
     }
 }
 
+static void fs_ticker_cb(uv_timer_t *h)
+{
+    fs_ticker_t *k = h->data;
+    uint64_t now = uv_hrtime();
+    if (k->last && now - k->last > k->max_gap) k->max_gap = now - k->last;
+    k->last = now;
+}
+
+static void fs_ticker_closed(uv_handle_t *h)
+{
+    ((fs_ticker_t *)h->data)->closed = 1;
+}
+
+static int fs_ticker_is_closed(void *arg)
+{
+    return ((fs_ticker_t *)arg)->closed;
+}
+
+void fs_ticker_start(fake_sched_t *fs, fs_ticker_t *k)
+{
+    memset(k, 0, sizeof(*k));
+    cr_assert_eq(uv_timer_init(fs->loop, &k->timer), 0);
+    k->timer.data = k;
+    cr_assert_eq(uv_timer_start(&k->timer, fs_ticker_cb, 2, 2), 0);
+}
+
+void fs_ticker_stop(fake_sched_t *fs, fs_ticker_t *k)
+{
+    uv_close((uv_handle_t *)&k->timer, fs_ticker_closed);
+    cr_assert(fs_run_until(fs, fs_ticker_is_closed, k, 1000));
+}
+
+int fs_task_is_qr_or_svd(const gs_taskgraph_t *tg, uint64_t task)
+{
+    const char *name = gs_layer_name(tg->layers[tg->task_layer[task]]);
+    return strcmp(name, "linalg-qr") == 0 || strcmp(name, "linalg-svd") == 0 ||
+           strcmp(name, "linalg-gram") == 0 || strcmp(name, "linalg-apply") == 0 ||
+           strcmp(name, "linalg-gstep") == 0;
+}
+
 void tw_start_streams(tw_t *t, fake_sched_t *fs, const char *backend, int nthreads)
 {
     gs_worker_params_t p = {0};

@@ -144,6 +144,21 @@ void tw_destroy(tw_t *t);
 void tw_start_each(fake_sched_t *fs, tw_t *t, int n, const gs_worker_params_t *p);
 /* Stop (GS_OK) and destroy @a n workers. */
 void tw_stop_each(fake_sched_t *fs, tw_t *t, int n);
+/* A repeating 2 ms timer on a fake scheduler's loop that records the longest gap between its
+ * ticks (max_gap, ns): whether the loop kept turning while a worker on it computed. */
+typedef struct fs_ticker {
+    uv_timer_t timer;
+    uint64_t last, max_gap;
+    int closed;
+} fs_ticker_t;
+/* Start @a k (zeroed here) on fs's loop. */
+void fs_ticker_start(fake_sched_t *fs, fs_ticker_t *k);
+/* Stop @a k and wait (1 s) until its timer has closed; k->max_gap holds the longest gap. */
+void fs_ticker_stop(fake_sched_t *fs, fs_ticker_t *k);
+/* Whether task @a task of @a tg is a QR, SVD or Gram-path kernel (linalg-qr, -svd, -gram,
+ * -apply, -gstep: those that synchronise their stream), which streams mode sends to the
+ * launcher thread. */
+int fs_task_is_qr_or_svd(const gs_taskgraph_t *tg, uint64_t task);
 /* Start a streams-mode worker on @a fs (2 streams, 2 launches deep; backend @a backend, NULL
  * for the default cpu; @a nthreads threads, 0 for the default) and wait (5 s) until it has
  * registered. Stop it with tw_stop_each(fs, t, 1). */

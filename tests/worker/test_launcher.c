@@ -37,19 +37,10 @@ static gs_array_h normal2(uint64_t seed, int64_t m, int64_t n, int64_t cm, int64
     return a;
 }
 
-/* QR, SVD and the Gram-path kernels (which synchronise their stream) go to the launcher. */
-static int is_qr_or_svd(const gs_taskgraph_t *tg, uint64_t task)
-{
-    const char *name = gs_layer_name(tg->layers[tg->task_layer[task]]);
-    return strcmp(name, "linalg-qr") == 0 || strcmp(name, "linalg-svd") == 0 ||
-           strcmp(name, "linalg-gram") == 0 || strcmp(name, "linalg-apply") == 0 ||
-           strcmp(name, "linalg-gstep") == 0;
-}
-
 static uint64_t count_qr_svd(const gs_taskgraph_t *tg)
 {
     uint64_t n = 0;
-    for (uint64_t t = 0; t < tg->ntasks; t++) n += (uint64_t)is_qr_or_svd(tg, t);
+    for (uint64_t t = 0; t < tg->ntasks; t++) n += (uint64_t)fs_task_is_qr_or_svd(tg, t);
     return n;
 }
 
@@ -106,37 +97,13 @@ Test(worker_launcher, qr_and_svd_tasks_go_to_the_launcher_and_give_the_same_valu
 
 /* ---- loop responsiveness: a repeating timer on the worker's loop records its longest gap */
 
-typedef struct {
-    uv_timer_t timer;
-    uint64_t last, max_gap;
-    int closed;
-} ticker_t;
-
-static void ticker_cb(uv_timer_t *h)
-{
-    ticker_t *k = h->data;
-    uint64_t now = uv_hrtime();
-    if (k->last && now - k->last > k->max_gap) k->max_gap = now - k->last;
-    k->last = now;
-}
-
-static void ticker_closed(uv_handle_t *h)
-{
-    ((ticker_t *)h->data)->closed = 1;
-}
-
-static int ticker_is_closed(void *arg)
-{
-    return ((ticker_t *)arg)->closed;
-}
-
 /* Run the SVD values of an n x n matrix on a streams worker while a 2 ms timer ticks; the
  * longest gap between ticks and the longest kernel time of a QR/SVD task (ns). */
 static void svd_with_ticker(int n, uint64_t *max_gap_p, uint64_t *max_run_p,
                             uint64_t *launched_p, uint64_t *nla_p)
 {
     tw_t t;
-    ticker_t k;
+    fs_ticker_t k;
     gs_worker_stats_t st;
     gs_array_h a = normal2(21, n, n, n, n), s;
     gs_taskgraph_t *tg;
@@ -149,18 +116,14 @@ static void svd_with_ticker(int n, uint64_t *max_gap_p, uint64_t *max_run_p,
     tg = tw_lower(s, GS_LOWER_DEFAULT, &ref, &size);
     cr_assert_leq(tg->ntasks, 64);
     tw_start_streams(&t, &fs, NULL, 0);
-    memset(&k, 0, sizeof(k));
-    cr_assert_eq(uv_timer_init(&loop, &k.timer), 0);
-    k.timer.data = &k;
-    cr_assert_eq(uv_timer_start(&k.timer, ticker_cb, 2, 2), 0);
+    fs_ticker_start(&fs, &k);
     failed = fs_run_graph(&fs, 1, tg, place, 1, 60000);
     cr_assert_eq(failed, 0, "%s", failed == (size_t)-1 ? "timed out" : fs.done[failed - 1].err);
-    uv_close((uv_handle_t *)&k.timer, ticker_closed);
-    cr_assert(fs_run_until(&fs, ticker_is_closed, &k, 1000));
+    fs_ticker_stop(&fs, &k);
     for (uint64_t i = 0; i < tg->ntasks; i++) {
         const fs_done_t *d = fs_find_done(&fs, 1, i);
         cr_assert_not_null(d);
-        if (is_qr_or_svd(tg, i) && d->run_ns > max_run) max_run = d->run_ns;
+        if (fs_task_is_qr_or_svd(tg, i) && d->run_ns > max_run) max_run = d->run_ns;
     }
     gs_worker_stats(t.w, &st);
     *launched_p = st.tasks_launcher;
@@ -288,7 +251,8 @@ static gs_taskgraph_t *queue_leaf_qrs(tw_t *t, uint8_t **assigned_p, gs_array_h 
     cr_assert(fs_run_until(&fs, all_done, tg, 20000), "the generators did not finish");
     /* now every leaf QR is ready: one dispatch hands them all to the launcher */
     cr_assert_gt(assign_ready(1, tg, assigned), 0);
-    for (uint64_t i = 0; i < tg->ntasks; i++) nleaf += (uint64_t)(assigned[i] && is_qr_or_svd(tg, i));
+    for (uint64_t i = 0; i < tg->ntasks; i++)
+        nleaf += (uint64_t)(assigned[i] && fs_task_is_qr_or_svd(tg, i));
     cr_assert_eq(nleaf, 8, "%llu leaf QRs", (unsigned long long)nleaf);
     lp.w = t->w;
     lp.launched = nleaf;
