@@ -1,14 +1,57 @@
-/* Hostile FILE layers for the graph file tests (test_file.c, test_zarr.c): the read layer of an
- * array, its file spec changed as a peer could send it, through the layer codec as a worker
- * receives it. Header-only. */
+/* Helpers of the graph file tests (test_file.c, test_zarr.c, test_file_dtype.c): files written
+ * and read back whole, and hostile FILE layers (the read layer of an array, its file spec
+ * changed as a peer could send it, through the layer codec as a worker receives it).
+ * Header-only; the test fails on any I/O error. */
 #ifndef GS_TESTS_GRAPH_FILE_UTIL_H
 #define GS_TESTS_GRAPH_FILE_UTIL_H
 
 #include <criterion/criterion.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "common/buf.h"
 #include "graph/graph_internal.h"
 #include "graph/taskgraph.h"
+
+/* Write the @a n bytes at @a p to the file @a path, replacing it. */
+static inline void gx_file_write(const char *path, const void *p, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    cr_assert_not_null(f, "%s", path);
+    cr_assert_eq(fwrite(p, 1, n, f), n);
+    cr_assert_eq(fclose(f), 0);
+}
+
+/* gx_file_write after making the directories above @a path (mkdir -p). */
+static inline void gx_file_put(const char *path, const void *p, size_t n)
+{
+    char cmd[600];
+    cr_assert_lt((size_t)snprintf(cmd, sizeof(cmd), "mkdir -p \"$(dirname %s)\"", path),
+                 sizeof(cmd));
+    cr_assert_eq(system(cmd), 0, "%s", cmd);
+    gx_file_write(path, p, n);
+}
+
+/* The bytes of the file @a path, malloc'd (the caller frees them) with a NUL after the last;
+ * their number in *n_p. */
+static inline void *gx_file_read(const char *path, size_t *n_p)
+{
+    FILE *f = fopen(path, "rb");
+    long n;
+    char *p;
+    cr_assert_not_null(f, "%s", path);
+    fseek(f, 0, SEEK_END);
+    n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    p = malloc((size_t)n + 1);
+    cr_assert_not_null(p);
+    cr_assert_eq(fread(p, 1, (size_t)n, f), (size_t)n);
+    fclose(f);
+    p[n] = 0;
+    *n_p = (size_t)n;
+    return p;
+}
 
 /* Lower @a a (a file source; flags 0) to its one FILE layer, let @a edit change that layer's
  * spec, then encode the layer and decode the bytes. The decode's status goes in *st_p; returns

@@ -6,6 +6,7 @@
  * size disagrees with their header are refused, naming the file. */
 #include "graph_test_util.h"
 #include "graph_eval_util.h"
+#include "graph_file_util.h"
 
 #include "chunkops/chunkops.h"
 #include "chunkops/elem_dtype.h"
@@ -45,13 +46,7 @@ static const char *at(const char *rel)
 
 static void put(const char *rel, const void *p, size_t n)
 {
-    char cmd[600];
-    snprintf(cmd, sizeof(cmd), "mkdir -p \"$(dirname %s)\"", at(rel));
-    cr_assert_eq(system(cmd), 0);
-    FILE *f = fopen(at(rel), "wb");
-    cr_assert_not_null(f, "%s", at(rel));
-    cr_assert_eq(fwrite(p, 1, n, f), n);
-    cr_assert_eq(fclose(f), 0);
+    gx_file_put(at(rel), p, n);
 }
 
 static void put_str(const char *rel, const char *s)
@@ -61,19 +56,7 @@ static void put_str(const char *rel, const char *s)
 
 static uint8_t *slurp(const char *rel, size_t *n_p)
 {
-    FILE *f = fopen(at(rel), "rb");
-    long n;
-    uint8_t *p;
-    cr_assert_not_null(f, "%s", at(rel));
-    fseek(f, 0, SEEK_END);
-    n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    p = malloc((size_t)n + 1);
-    cr_assert_eq(fread(p, 1, (size_t)n, f), (size_t)n);
-    fclose(f);
-    p[n] = 0;
-    *n_p = (size_t)n;
-    return p;
+    return gx_file_read(at(rel), n_p);
 }
 
 /* Evaluate @a h (elements of its dtype in the returned buffer) by @a ops under @a flags. */

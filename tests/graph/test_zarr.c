@@ -37,26 +37,19 @@ static void teardown(void)
 
 TestSuite(graph_zarr, .init = setup, .fini = teardown, .timeout = 120);
 
+static const char *at(const char *rel)
+{
+    return gx_path(dir, rel);
+}
+
 static void put(const char *rel, const void *p, size_t n)
 {
-    char path[256], cmd[300];
-    snprintf(path, sizeof(path), "%s/%s", dir, rel);
-    snprintf(cmd, sizeof(cmd), "mkdir -p \"$(dirname %s)\"", path);
-    cr_assert_eq(system(cmd), 0);
-    FILE *f = fopen(path, "wb");
-    cr_assert_not_null(f, "%s", path);
-    cr_assert_eq(fwrite(p, 1, n, f), n);
-    cr_assert_eq(fclose(f), 0);
+    gx_file_put(at(rel), p, n);
 }
 
 static void put_str(const char *rel, const char *s)
 {
     put(rel, s, strlen(s));
-}
-
-static const char *at(const char *rel)
-{
-    return gx_path(dir, rel);
 }
 
 enum { C_NONE, C_ZSTD, C_BLOSC };
@@ -101,6 +94,15 @@ static double *eval(gs_array_h h, unsigned flags)
     double *out = eval_st(h, flags, &st);
     cr_assert_eq(st, GS_OK, "%s", gs_last_error());
     return out;
+}
+
+/* Lower @a h (GS_LOWER_DEFAULT) and evaluate it by @a ops into @a out (@a n doubles). */
+static void eval_into(const gs_chunkops_ops_t *ops, gs_array_h h, double *out, size_t n)
+{
+    gs_taskgraph_t *tg;
+    TX_OK(gs_graph_lower(h, GS_LOWER_DEFAULT, &tg));
+    TX_OK(gs_chunkops_eval(ops, ctx, tg, out, n));
+    gs_taskgraph_free(tg);
 }
 
 /* The 7 x 5 array v[i][j] = 10 i + j + 0.5 in chunks of 3 x 2 (edge chunks padded with -1),
@@ -289,25 +291,18 @@ Test(graph_zarr, staged_reads_in_slabs_match)
     const int64_t shape[2] = {3000, 1100}, zc[2] = {700, 500}, one[2] = {3000, 1100};
     gs_chunkops_ops_t staged = gs_chunkops_cpu_ops;
     gs_array_h x, w, a, s;
-    gs_taskgraph_t *tg;
     double n, *out = malloc(3000 * 1100 * sizeof(double));
     staged.name = "cpu-staged";
     TX_OK(gs_array_arange(0, 1, 2, shape, zc, &x));
     TX_OK(gs_array_to_zarr_expr(x, at("big"), at("big.tmp"), 3, 1 /* zstd */, &w));
-    TX_OK(gs_graph_lower(w, GS_LOWER_DEFAULT, &tg));
-    TX_OK(gs_chunkops_eval(&gs_chunkops_cpu_ops, ctx, tg, &n, 1));
-    gs_taskgraph_free(tg);
+    eval_into(&gs_chunkops_cpu_ops, w, &n, 1);
     TX_OK(gs_array_from_zarr(at("big"), one, &a));
-    TX_OK(gs_graph_lower(a, GS_LOWER_DEFAULT, &tg));
-    TX_OK(gs_chunkops_eval(&staged, ctx, tg, out, 3000 * 1100));
-    gs_taskgraph_free(tg);
+    eval_into(&staged, a, out, 3000 * 1100);
     for (int64_t i = 0; i < 3000 * 1100; i++) cr_assert_eq(out[i], (double)i, "%lld", (long long)i);
     /* backwards over every row: 2999 rows of 1100, two slabs walking the zarr chunks down */
     gs_slice_t rev[2] = {SL(2999, 0, -1, GS_SLICE_HAS_START), SL_ALL};
     TX_OK(gs_array_slice(a, 2, rev, &s));
-    TX_OK(gs_graph_lower(s, GS_LOWER_DEFAULT, &tg));
-    TX_OK(gs_chunkops_eval(&staged, ctx, tg, out, (size_t)gs_array_size(s)));
-    gs_taskgraph_free(tg);
+    eval_into(&staged, s, out, (size_t)gs_array_size(s));
     for (int64_t i = 0; i < 2999; i++)
         for (int64_t j = 0; j < 1100; j++)
             cr_assert_eq(out[i * 1100 + j], (double)((2999 - i) * 1100 + j), "rev (%lld, %lld)",
@@ -315,9 +310,7 @@ Test(graph_zarr, staged_reads_in_slabs_match)
     gs_array_release(s);
     gs_slice_t sl[2] = {SL(2990, 0, -3, GS_SLICE_HAS_START), SL_RANGE(5, 1100, 2)};
     TX_OK(gs_array_slice(a, 2, sl, &s));
-    TX_OK(gs_graph_lower(s, GS_LOWER_DEFAULT, &tg));
-    TX_OK(gs_chunkops_eval(&staged, ctx, tg, out, (size_t)gs_array_size(s)));
-    gs_taskgraph_free(tg);
+    eval_into(&staged, s, out, (size_t)gs_array_size(s));
     for (int64_t i = 0, k = 0; i < 997; i++)
         for (int64_t j = 0; j < 548; j++, k++)
             cr_assert_eq(out[k], (double)((2990 - 3 * i) * 1100 + 5 + 2 * j), "(%lld, %lld)",
@@ -342,27 +335,20 @@ Test(graph_zarr, staged_reads_of_regions_over_the_pinned_limit_match)
     staged.name = "cpu-staged";
     for (int codec = 0; codec < 2; codec++) {
         gs_array_h x, w, a, s;
-        gs_taskgraph_t *tg;
         const char *name = codec ? "huge-zstd" : "huge-none";
         char tmp[64];
         snprintf(tmp, sizeof(tmp), "%s.tmp", name);
         TX_OK(gs_array_arange(0, 1, 2, shape, shape, &x));
         TX_OK(gs_array_to_zarr_expr(x, at(name), at(tmp), 3, codec, &w));
-        TX_OK(gs_graph_lower(w, GS_LOWER_DEFAULT, &tg));
-        TX_OK(gs_chunkops_eval(&gs_chunkops_cpu_ops, ctx, tg, &n, 1));
-        gs_taskgraph_free(tg);
+        eval_into(&gs_chunkops_cpu_ops, w, &n, 1);
         TX_OK(gs_array_from_zarr(at(name), NULL, &a));
-        TX_OK(gs_graph_lower(a, GS_LOWER_DEFAULT, &tg));
-        TX_OK(gs_chunkops_eval(&staged, ctx, tg, out, 3000 * 3000));
-        gs_taskgraph_free(tg);
+        eval_into(&staged, a, out, 3000 * 3000);
         for (int64_t i = 0; i < 3000 * 3000; i++)
             if (out[i] != (double)i)
                 cr_assert_fail("%s: element %lld is %g", name, (long long)i, out[i]);
         gs_slice_t rev[2] = {SL(2999, 0, -2, GS_SLICE_HAS_START), SL_RANGE(1, 3000, 3)};
         TX_OK(gs_array_slice(a, 2, rev, &s));
-        TX_OK(gs_graph_lower(s, GS_LOWER_DEFAULT, &tg));
-        TX_OK(gs_chunkops_eval(&staged, ctx, tg, out, (size_t)gs_array_size(s)));
-        gs_taskgraph_free(tg);
+        eval_into(&staged, s, out, (size_t)gs_array_size(s));
         for (int64_t i = 0, k = 0; i < 1500; i++)
             for (int64_t j = 0; j < 1000; j++, k++)
                 if (out[k] != (double)((2999 - 2 * i) * 3000 + 1 + 3 * j))
@@ -385,15 +371,12 @@ static gs_layer_t *zarr_read_layer(void (*edit)(gs__fspec_t *), gs_status_t *st_
 {
     const int64_t shape[2] = {6, 4}, zc[2] = {2, 4};
     gs_array_h x, w, a;
-    gs_taskgraph_t *tg;
     gs_layer_t *l;
     double n;
     if (access(at("m"), F_OK) != 0) {
         TX_OK(gs_array_arange(0, 1, 2, shape, zc, &x));
         TX_OK(gs_array_to_zarr_expr(x, at("m"), at("m.tmp"), 2, 0 /* none */, &w));
-        TX_OK(gs_graph_lower(w, GS_LOWER_DEFAULT, &tg));
-        TX_OK(gs_chunkops_eval(&gs_chunkops_cpu_ops, ctx, tg, &n, 1));
-        gs_taskgraph_free(tg);
+        eval_into(&gs_chunkops_cpu_ops, w, &n, 1);
         gs_array_release(w);
         gs_array_release(x);
     }
