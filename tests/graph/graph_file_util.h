@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "common/buf.h"
+#include "graph_eval_util.h"
 #include "graph/graph_internal.h"
 #include "graph/taskgraph.h"
 
@@ -23,14 +24,21 @@ static inline void gx_file_write(const char *path, const void *p, size_t n)
     cr_assert_eq(fclose(f), 0);
 }
 
-/* gx_file_write after making the directories above @a path (mkdir -p). */
-static inline void gx_file_put(const char *path, const void *p, size_t n)
+/* gx_file_write to "@a dir/@a rel" after making the directories above it (mkdir -p). */
+static inline void gx_file_put(const char *dir, const char *rel, const void *p, size_t n)
 {
+    const char *path = gx_path(dir, rel);
     char cmd[600];
     cr_assert_lt((size_t)snprintf(cmd, sizeof(cmd), "mkdir -p \"$(dirname %s)\"", path),
                  sizeof(cmd));
     cr_assert_eq(system(cmd), 0, "%s", cmd);
     gx_file_write(path, p, n);
+}
+
+/* gx_file_put of the string @a s (without its NUL). */
+static inline void gx_file_put_str(const char *dir, const char *rel, const char *s)
+{
+    gx_file_put(dir, rel, s, strlen(s));
 }
 
 /* The bytes of the file @a path, malloc'd (the caller frees them) with a NUL after the last;

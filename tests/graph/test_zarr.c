@@ -42,15 +42,6 @@ static const char *at(const char *rel)
     return gx_path(dir, rel);
 }
 
-static void put(const char *rel, const void *p, size_t n)
-{
-    gx_file_put(at(rel), p, n);
-}
-
-static void put_str(const char *rel, const char *s)
-{
-    put(rel, s, strlen(s));
-}
 
 enum { C_NONE, C_ZSTD, C_BLOSC };
 
@@ -135,7 +126,7 @@ static void write_store(const char *name, int version, int codec, int forder, ch
                              : "", v3comp[codec]);
         snprintf(rel, sizeof(rel), "%s/zarr.json", name);
     }
-    put_str(rel, meta);
+    gx_file_put_str(dir, rel, meta);
     for (int ci = 0; ci < 3; ci++)
         for (int cj = 0; cj < 3; cj++) {
             double c[6];
@@ -152,7 +143,7 @@ static void write_store(const char *name, int version, int codec, int forder, ch
             if (version == 2) snprintf(key, sizeof(key), "%d%c%d", ci, sep, cj);
             else snprintf(key, sizeof(key), "c%c%d%c%d", sep, ci, sep, cj);
             snprintf(rel, sizeof(rel), "%s/%s", name, key);
-            put(rel, enc, n);
+            gx_file_put(dir, rel, enc, n);
             free(enc);
         }
 }
@@ -199,7 +190,7 @@ Test(graph_zarr, slices_read_only_the_chunks_they_touch)
     write_store("sl", 3, C_ZSTD, 0, '/');
     /* remove a chunk the slice does not touch, corrupt another it does not touch */
     cr_assert_eq(unlink(at("sl/c/0/0")), 0);
-    put_str("sl/c/2/2", "garbage");
+    gx_file_put_str(dir, "sl/c/2/2", "garbage");
     TX_OK(gs_array_from_zarr(at("sl"), NULL, &a));
     gs_slice_t sl[2] = {SL_RANGE(3, 6, 1), SL_RANGE(0, 2, 1)};   /* inside chunk row 1, col 0 */
     TX_OK(gs_array_slice(a, 2, sl, &s));
@@ -256,30 +247,32 @@ Test(graph_zarr, bad_stores_fail_naming_the_file)
     expect_fail("nothing", GS_ERR_IO, "nothing");
     /* corrupt zstd chunk */
     write_store("cz", 2, C_ZSTD, 0, '.');
-    put_str("cz/0.0", "not a zstd frame at all");
+    gx_file_put_str(dir, "cz/0.0", "not a zstd frame at all");
     expect_fail("cz", GS_ERR_IO, "cz/0.0");
     /* corrupt blosc chunk */
     write_store("cb", 3, C_BLOSC, 0, '/');
-    put_str("cb/c/0/1", "not blosc either, but long enough for a header");
+    gx_file_put_str(dir, "cb/c/0/1", "not blosc either, but long enough for a header");
     expect_fail("cb", GS_ERR_IO, "cb/c/0/1");
     /* metadata disagreeing with the chunk files: chunks [3, 2] claimed, files hold [2, 2] */
     write_store("dis", 2, C_NONE, 0, '.');
     {
         double c[4] = {0};
-        put("dis/2.1", c, sizeof(c));
+        gx_file_put(dir, "dis/2.1", c, sizeof(c));
     }
     expect_fail("dis", GS_ERR_IO, "dis/2.1");
     /* unsupported codec, dtype, malformed JSON */
-    put_str("gz/.zarray", "{\"zarr_format\": 2, \"shape\": [2], \"chunks\": [2], \"dtype\": "
-                          "\"<f8\", \"compressor\": {\"id\": \"gzip\"}, \"fill_value\": 0, "
-                          "\"order\": \"C\", \"filters\": null}");
+    gx_file_put_str(dir, "gz/.zarray",
+                    "{\"zarr_format\": 2, \"shape\": [2], \"chunks\": [2], \"dtype\": "
+                    "\"<f8\", \"compressor\": {\"id\": \"gzip\"}, \"fill_value\": 0, "
+                    "\"order\": \"C\", \"filters\": null}");
     expect_fail("gz", GS_ERR_UNSUPPORTED, "gzip");
-    put_str("c16/zarr.json", "{\"zarr_format\": 3, \"node_type\": \"array\", \"shape\": [2], "
-                             "\"data_type\": \"complex128\", \"chunk_grid\": {\"name\": "
-                             "\"regular\", \"configuration\": {\"chunk_shape\": [2]}}, "
-                             "\"fill_value\": 0, \"codecs\": [{\"name\": \"bytes\"}]}");
+    gx_file_put_str(dir, "c16/zarr.json",
+                    "{\"zarr_format\": 3, \"node_type\": \"array\", \"shape\": [2], "
+                    "\"data_type\": \"complex128\", \"chunk_grid\": {\"name\": "
+                    "\"regular\", \"configuration\": {\"chunk_shape\": [2]}}, "
+                    "\"fill_value\": 0, \"codecs\": [{\"name\": \"bytes\"}]}");
     expect_fail("c16", GS_ERR_UNSUPPORTED, "complex128");
-    put_str("bad/.zarray", "{\"zarr_format\": 2, \"shape\": [2,");
+    gx_file_put_str(dir, "bad/.zarray", "{\"zarr_format\": 2, \"shape\": [2,");
     expect_fail("bad", GS_ERR_INVALID_PARAM, "bad/.zarray");
 }
 
