@@ -42,15 +42,6 @@ static void start_workers(tw_t *t, int n, const gs_worker_params_t *p)
     fs_run_for(&fs, 20);
 }
 
-static void stop_workers(tw_t *t, int n)
-{
-    for (int i = 0; i < n; i++) {
-        gs_worker_stop(t[i].w, GS_OK);
-        cr_assert(tw_wait_stopped(&t[i], &fs, 10000), "worker %d did not stop", i);
-        tw_destroy(&t[i]);
-    }
-}
-
 static gs_array_h seed(int64_t n, int64_t chunk, int reduce)
 {
     gs_array_h a, b, c, d;
@@ -106,7 +97,7 @@ Test(worker_cuda, computes_what_the_cpu_computes)
     run_check(3, arr, GS_LOWER_DEFAULT, 1);
     gs_array_release(sum);
     gs_array_release(arr);
-    stop_workers(t, 1);
+    tw_stop_each(&fs, t, 1);
 }
 
 Test(worker_cuda, two_gpu_workers_exchange_chunks)
@@ -129,7 +120,7 @@ Test(worker_cuda, two_gpu_workers_exchange_chunks)
     cr_assert_eq(a.fetch_failures + b.fetch_failures, 0);
     gs_array_release(sum);
     gs_array_release(arr);
-    stop_workers(t, 2);
+    tw_stop_each(&fs, t, 2);
 }
 
 Test(worker_cuda, output_beyond_the_device_limit_fails_the_task)
@@ -154,7 +145,7 @@ Test(worker_cuda, output_beyond_the_device_limit_fails_the_task)
     cr_assert(strstr(d->err, "memory limit"), "message: %s", d->err);
     gs_taskgraph_free(tg);
     gs_array_release(a);
-    stop_workers(t, 1);
+    tw_stop_each(&fs, t, 1);
 }
 
 /* ---- QR and SVD go to the launcher thread: cuSOLVER blocks its caller, not the loop */
@@ -227,7 +218,7 @@ Test(worker_cuda, qr_and_svd_run_on_the_launcher_while_the_loop_turns)
     const uint64_t bound = run / 2 > 50000000ull ? run / 2 : 50000000ull;
     cr_assert_lt(gap, bound, "the loop stood still for %.1f ms (longest QR/SVD %.1f ms)",
                  gap / 1e6, run / 1e6);
-    stop_workers(t, 1);
+    tw_stop_each(&fs, t, 1);
     gs_array_release(a);
     gs_array_release(q);
     gs_array_release(s);
