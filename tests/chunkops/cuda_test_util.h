@@ -1,6 +1,7 @@
 /* Helpers shared by the CUDA-vs-CPU backend tests (test_cuda.c, test_cuda_ops.c): a
  * deterministic random source, bitwise comparison, and a CPU + GPU backend pair with device
- * upload/download. Test-only; every function is static inline. */
+ * upload/download; GPU_OR_SKIP and CHECK come from cuda_test_check.h. Test-only; every function
+ * is static inline. */
 #ifndef GS_TESTS_CHUNKOPS_CUDA_TEST_UTIL_H
 #define GS_TESTS_CHUNKOPS_CUDA_TEST_UTIL_H
 
@@ -17,6 +18,7 @@
 #include "chunkops/cuda/cuda_backend.h"
 #include "chunkops/random.h"
 #include "common/alloc.h"
+#include "cuda_test_check.h"
 
 /* ------------------------------------------------------------------ helpers ---- */
 
@@ -45,17 +47,6 @@ static inline int bits_equal(double a, double b)
     if (isnan(a) || isnan(b)) return isnan(a) && isnan(b);
     return a == b;
 }
-
-#define GPU_OR_SKIP()                                                                  \
-    do {                                                                               \
-        if (gs__cuda_device_count() == 0) cr_skip_test("no CUDA device on this machine"); \
-    } while (0)
-
-#define CHECK(call)                                                                    \
-    do {                                                                               \
-        gs_status_t st_ = (call);                                                      \
-        cr_assert_eq(st_, GS_OK, "%s: %s: %s", #call, gs_status_name(st_), gs_last_error()); \
-    } while (0)
 
 static const gs_chunkops_ops_t *const CPU = &gs_chunkops_cpu_ops;
 static const gs_chunkops_ops_t *const GPU = &gs_chunkops_cuda_ops;

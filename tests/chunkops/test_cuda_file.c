@@ -19,19 +19,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cuda_test_check.h"
+
 extern const gs_chunkops_ops_t gs_chunkops_cuda_ops;
 static const gs_chunkops_ops_t *const CU = &gs_chunkops_cuda_ops;
-
-#define GPU_OR_SKIP()                                                                      \
-    do {                                                                                   \
-        if (gs__cuda_device_count() == 0) cr_skip_test("no CUDA device on this machine");  \
-    } while (0)
-
-#define CHECK(call)                                                                        \
-    do {                                                                                   \
-        gs_status_t st_ = (call);                                                          \
-        cr_assert_eq(st_, GS_OK, "%s: %s: %s", #call, gs_status_name(st_), gs_last_error()); \
-    } while (0)
 
 typedef struct {
     gs_chunkops_ctx_h ctx;
@@ -193,6 +184,24 @@ static size_t file_bytes_needed(void)
     return need;
 }
 
+/* Every region (read_all) through a new context for @a file_path, from a new file of seed
+ * @a seed; the process's read counters (gs_chunkops_file_read_stats) go into @a before and
+ * @a after around the reads. Returns the bytes read. */
+static uint64_t read_all_counted(int file_path, uint64_t seed, uint64_t *before, uint64_t *after)
+{
+    uint8_t *b;
+    fctx_t f = fctx_make(file_path);
+    char *path = make_file(file_bytes_needed(), seed, &b);
+    gs_chunkops_file_read_stats(before);
+    uint64_t n = read_all(&f, path, b);
+    gs_chunkops_file_read_stats(after);
+    unlink(path);
+    free(path);
+    free(b);
+    fctx_free(&f);
+    return n;
+}
+
 /* cuFile can run here: skip otherwise (no header at build time, no library on this host). */
 static int cufile_or_skip(void)
 {
@@ -301,14 +310,9 @@ Test(chunkops_cuda_file, forced_cufile_falls_back_to_pinned_without_libcufile)
 {
     uint64_t before[GS_FREAD_NPATHS], after[GS_FREAD_NPATHS];
     const char *why = NULL;
-    uint8_t *b;
     GPU_OR_SKIP();
     cr_assert_eq(setenv("GS_CUFILE_LIBRARY", "/nonexistent/libcufile-gs-test.so.0", 1), 0);
-    fctx_t cf = fctx_make(GS_FILE_PATH_CUFILE);
-    char *path = make_file(file_bytes_needed(), 3, &b);
-    gs_chunkops_file_read_stats(before);
-    uint64_t n = read_all(&cf, path, b);
-    gs_chunkops_file_read_stats(after);
+    uint64_t n = read_all_counted(GS_FILE_PATH_CUFILE, 3, before, after);
     cr_assert_eq(after[GS_FREAD_PINNED] - before[GS_FREAD_PINNED], n);
     cr_assert_eq(after[GS_FREAD_CUFILE] + after[GS_FREAD_CUFILE_COMPAT],
                  before[GS_FREAD_CUFILE] + before[GS_FREAD_CUFILE_COMPAT]);
@@ -318,10 +322,6 @@ Test(chunkops_cuda_file, forced_cufile_falls_back_to_pinned_without_libcufile)
 #else
     cr_assert(strstr(why, "cufile.h") != NULL, "%s", why);
 #endif
-    unlink(path);
-    free(path);
-    free(b);
-    fctx_free(&cf);
 }
 
 /* The automatic choice: cuFile only with GPUDirect Storage, staging otherwise. */
@@ -329,21 +329,12 @@ Test(chunkops_cuda_file, auto_reads_with_cufile_only_with_gds)
 {
     uint64_t before[GS_FREAD_NPATHS], after[GS_FREAD_NPATHS];
     const char *why = NULL;
-    uint8_t *b;
     GPU_OR_SKIP();
-    fctx_t f = fctx_make(GS_FILE_PATH_AUTO);
-    char *path = make_file(file_bytes_needed(), 5, &b);
-    gs_chunkops_file_read_stats(before);
-    uint64_t n = read_all(&f, path, b);
-    gs_chunkops_file_read_stats(after);
+    uint64_t n = read_all_counted(GS_FILE_PATH_AUTO, 5, before, after);
     int gds = gs__cuda_cufile_state(&why) == 2;
     cr_assert_eq(after[gds ? GS_FREAD_CUFILE : GS_FREAD_PINNED] -
                      before[gds ? GS_FREAD_CUFILE : GS_FREAD_PINNED], n, "GDS %d (%s)", gds, why);
     cr_assert_eq(after[GS_FREAD_CUFILE_COMPAT], before[GS_FREAD_CUFILE_COMPAT]);
-    unlink(path);
-    free(path);
-    free(b);
-    fctx_free(&f);
 }
 
 /* cuFile's errors name the file: a missing file, a range past its end. */

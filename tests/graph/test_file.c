@@ -4,6 +4,7 @@
  * Bad input: every failure names the file. */
 #include "graph_test_util.h"
 #include "graph_eval_util.h"
+#include "graph_file_util.h"
 
 #include "chunkops/chunkops.h"
 #include "chunkops/eval.h"
@@ -37,30 +38,6 @@ TestSuite(graph_file, .init = setup, .fini = teardown, .timeout = 120);
 static const char *path_of(const char *name)
 {
     return gx_path(dir, name);
-}
-
-static void write_file(const char *path, const void *p, size_t n)
-{
-    FILE *f = fopen(path, "wb");
-    cr_assert_not_null(f, "%s", path);
-    cr_assert_eq(fwrite(p, 1, n, f), n);
-    cr_assert_eq(fclose(f), 0);
-}
-
-static void *read_file(const char *path, size_t *n_p)
-{
-    FILE *f = fopen(path, "rb");
-    long n;
-    void *p;
-    cr_assert_not_null(f, "%s", path);
-    fseek(f, 0, SEEK_END);
-    n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    p = malloc((size_t)n + 1);
-    cr_assert_eq(fread(p, 1, (size_t)n, f), (size_t)n);
-    fclose(f);
-    *n_p = (size_t)n;
-    return p;
 }
 
 /* Evaluate @a h under @a flags into a new buffer; the status of the evaluation in *st_p. */
@@ -101,8 +78,8 @@ Test(graph_file, raw_c_and_f_order_read_back_exactly)
     /* 16 bytes of something before the data */
     uint8_t *buf = calloc(1, 16 + n * sizeof(double));
     memcpy(buf + 16, c, n * sizeof(double));
-    write_file(path_of("c.raw"), buf, 16 + n * sizeof(double));
-    write_file(path_of("f.raw"), f, n * sizeof(double));
+    gx_file_write(path_of("c.raw"), buf, 16 + n * sizeof(double));
+    gx_file_write(path_of("f.raw"), f, n * sizeof(double));
     for (size_t fl = 0; fl < sizeof(flag_sets) / sizeof(flag_sets[0]); fl++) {
         gs_array_h a, b;
         TX_OK(gs_array_from_raw(path_of("c.raw"), GS_DTYPE_FLOAT64, 3, shape, GS_ORDER_C, 16,
@@ -194,7 +171,7 @@ Test(graph_file, npy_dtypes_read_as_their_own_dtype)
                     want[i * 4 + j] = (double)x;
                 }
             }
-        write_file(path_of(cases[c].name), buf, h + 12 * gs_dtype_size(cases[c].dt));
+        gx_file_write(path_of(cases[c].name), buf, h + 12 * gs_dtype_size(cases[c].dt));
         gs_array_h a, a64;
         TX_OK(gs_array_from_npy(path_of(cases[c].name), chunks, &a));
         cr_assert_eq(gs_array_dtype(a), (int)cases[c].dt, "%s read as %s", cases[c].descr,
@@ -217,7 +194,7 @@ Test(graph_file, slices_of_a_file_read_only_what_they_keep)
     const int64_t shape[3] = {8, 6, 5}, chunks[3] = {3, 4, 5};
     double d[240];
     for (int i = 0; i < 240; i++) d[i] = i;
-    write_file(path_of("s.raw"), d, sizeof(d));
+    gx_file_write(path_of("s.raw"), d, sizeof(d));
     gs_array_h a, s, t;
     TX_OK(gs_array_from_raw(path_of("s.raw"), GS_DTYPE_FLOAT64, 3, shape, GS_ORDER_C, 0, chunks,
                             &a));
@@ -260,7 +237,7 @@ Test(graph_file, npy_written_by_the_workers_reads_back)
     TX_OK(gs_array_arange(0.5, 1.0, 2, shape, chunks, &x));
     TX_OK(gs_array_to_npy_expr(x, path_of("o.npy"), path_of("o.npy.tmp"), &w));
     double *size = eval(w, GS_LOWER_DEFAULT);
-    uint8_t *bytes = read_file(path_of("o.npy"), &n);
+    uint8_t *bytes = gx_file_read(path_of("o.npy"), &n);
     cr_assert_eq((size_t)size[0], n);
     cr_assert_eq(access(path_of("o.npy.tmp"), F_OK), -1, "the temporary name is gone");
     cr_assert(memcmp(bytes, "\x93NUMPY\x01\x00", 8) == 0);
@@ -304,24 +281,24 @@ Test(graph_file, bad_files_give_errors_naming_them)
     expect_err(gs_array_from_raw(path_of("missing.raw"), GS_DTYPE_FLOAT64, 2, shape, GS_ORDER_C,
                                  0, chunks, &a), GS_ERR_IO, "missing.raw");
     /* wrong magic */
-    write_file(path_of("magic.npy"), "NOTNUMPY and more bytes", 23);
+    gx_file_write(path_of("magic.npy"), "NOTNUMPY and more bytes", 23);
     expect_err(gs_array_from_npy(path_of("magic.npy"), chunks, &a), GS_ERR_INVALID_PARAM,
                "magic.npy");
     /* unsupported dtype, named */
     h = npy_header(buf, "<c16", 0, "(3, 4)");
-    write_file(path_of("c16.npy"), buf, h + 12 * 16);
+    gx_file_write(path_of("c16.npy"), buf, h + 12 * 16);
     expect_err(gs_array_from_npy(path_of("c16.npy"), chunks, &a), GS_ERR_UNSUPPORTED, "<c16");
     /* truncated: header says 12 elements, 11 present */
     h = npy_header(buf, "<f8", 0, "(3, 4)");
     memset(buf + h, 0, 11 * 8);
-    write_file(path_of("trunc.npy"), buf, h + 11 * 8);
+    gx_file_write(path_of("trunc.npy"), buf, h + 11 * 8);
     expect_err(gs_array_from_npy(path_of("trunc.npy"), chunks, &a), GS_ERR_IO, "trunc.npy is truncated");
     /* truncated header */
-    write_file(path_of("trunch.npy"), buf, 30);
+    gx_file_write(path_of("trunch.npy"), buf, 30);
     expect_err(gs_array_from_npy(path_of("trunch.npy"), chunks, &a), GS_ERR_IO, "trunch.npy");
     /* a file that shrinks after the array was made fails the reading task, naming it */
     memset(buf + h, 0, 12 * 8);
-    write_file(path_of("shrink.npy"), buf, h + 12 * 8);
+    gx_file_write(path_of("shrink.npy"), buf, h + 12 * 8);
     TX_OK(gs_array_from_npy(path_of("shrink.npy"), chunks, &a));
     cr_assert_eq(truncate(path_of("shrink.npy"), (off_t)h + 40), 0);
     gs_status_t st;
@@ -361,7 +338,7 @@ Test(graph_file, decoder_refuses_a_region_outside_the_file)
     gs_taskgraph_t *tg;
     gs_buf_t b;
     gs_layer_t *l;
-    write_file(path_of("r.raw"), d, sizeof(d));
+    gx_file_write(path_of("r.raw"), d, sizeof(d));
     TX_OK(gs_array_from_raw(path_of("r.raw"), GS_DTYPE_FLOAT64, 1, shape, GS_ORDER_C, 0, chunks,
                             &a));
     TX_OK(gs_graph_lower(a, GS_LOWER_DEFAULT, &tg));
@@ -397,23 +374,14 @@ static gs_layer_t *raw_read_layer(int nd, const int64_t *shape, void (*edit)(gs_
     double d[64];
     int64_t n = 1;
     gs_array_h a;
-    gs_taskgraph_t *tg;
-    gs_layer_t *l = NULL;
-    gs_buf_t b;
+    gs_layer_t *l;
     for (int i = 0; i < 64; i++) d[i] = i;
     for (int i = 0; i < nd; i++) n *= shape[i];
     cr_assert(n <= 64);
-    write_file(path_of("m.raw"), d, (size_t)n * sizeof(double));
+    gx_file_write(path_of("m.raw"), d, (size_t)n * sizeof(double));
     TX_OK(gs_array_from_raw(path_of("m.raw"), GS_DTYPE_FLOAT64, nd, shape, GS_ORDER_C, 0,
                             (const int64_t[]){64, 64, 64}, &a));
-    TX_OK(gs_graph_lower(a, 0, &tg));
-    cr_assert_eq(tg->layers[0]->kind, GS_LAYER_FILE);
-    edit(tg->layers[0]->u.file.spec);
-    gs_buf_init(&b);
-    TX_OK(gs_layer_encode(tg->layers[0], &b));
-    *st_p = gs_layer_decode(b.data, b.len, &l);
-    gs_buf_cleanup(&b);
-    gs_taskgraph_free(tg);
+    l = gx_file_layer_edited(a, edit, st_p);
     gs_array_release(a);
     return l;
 }
@@ -524,8 +492,8 @@ Test(graph_file, staged_reads_in_slabs_match_direct_reads)
             c[i * 1100 + j] = (double)(i * 1100 + j);
             f[j * 3000 + i] = (double)(i * 1100 + j);
         }
-    write_file(path_of("big-c.raw"), c, n * sizeof(double));
-    write_file(path_of("big-f.raw"), f, n * sizeof(double));
+    gx_file_write(path_of("big-c.raw"), c, n * sizeof(double));
+    gx_file_write(path_of("big-f.raw"), f, n * sizeof(double));
     for (int order = 0; order < 2; order++) {
         gs_array_h a, s;
         gs_taskgraph_t *tg;
@@ -564,7 +532,7 @@ Test(graph_file, a_repeated_commit_keeps_the_complete_file)
     TX_OK(gs_array_arange(1, 1, 1, shape, chunks, &x));
     TX_OK(gs_array_to_npy_expr(x, path_of("c.npy"), path_of("c.npy.tmp"), &w));
     double *size = eval(w, GS_LOWER_DEFAULT);
-    uint8_t *before = read_file(path_of("c.npy"), &n1);
+    uint8_t *before = gx_file_read(path_of("c.npy"), &n1);
     TX_OK(gs_graph_lower(w, GS_LOWER_DEFAULT, &tg));
     int found = 0;
     for (uint32_t l = 0; l < tg->nlayers; l++) {
@@ -581,10 +549,10 @@ Test(graph_file, a_repeated_commit_keeps_the_complete_file)
         cr_assert_neq(gs_chunkops_run_ktask(&gs_chunkops_cpu_ops, ctx, NULL, &kt), GS_OK);
         cr_assert_not_null(strstr(gs_last_error(), "c.npy.tmp"), "%s", gs_last_error());
         cr_assert_eq(access(path_of("c.npy"), F_OK), -1, "nothing renamed into place");
-        write_file(path_of("c.npy"), before, n1);
+        gx_file_write(path_of("c.npy"), before, n1);
     }
     cr_assert(found);
-    uint8_t *after = read_file(path_of("c.npy"), &n2);
+    uint8_t *after = gx_file_read(path_of("c.npy"), &n2);
     cr_assert_eq(n1, n2);
     cr_assert(memcmp(before, after, n1) == 0);
     free(before);

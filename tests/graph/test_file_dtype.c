@@ -6,6 +6,7 @@
  * size disagrees with their header are refused, naming the file. */
 #include "graph_test_util.h"
 #include "graph_eval_util.h"
+#include "graph_file_util.h"
 
 #include "chunkops/chunkops.h"
 #include "chunkops/elem_dtype.h"
@@ -43,37 +44,10 @@ static const char *at(const char *rel)
     return gx_path(dir, rel);
 }
 
-static void put(const char *rel, const void *p, size_t n)
-{
-    char cmd[600];
-    snprintf(cmd, sizeof(cmd), "mkdir -p \"$(dirname %s)\"", at(rel));
-    cr_assert_eq(system(cmd), 0);
-    FILE *f = fopen(at(rel), "wb");
-    cr_assert_not_null(f, "%s", at(rel));
-    cr_assert_eq(fwrite(p, 1, n, f), n);
-    cr_assert_eq(fclose(f), 0);
-}
-
-static void put_str(const char *rel, const char *s)
-{
-    put(rel, s, strlen(s));
-}
 
 static uint8_t *slurp(const char *rel, size_t *n_p)
 {
-    FILE *f = fopen(at(rel), "rb");
-    long n;
-    uint8_t *p;
-    cr_assert_not_null(f, "%s", at(rel));
-    fseek(f, 0, SEEK_END);
-    n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    p = malloc((size_t)n + 1);
-    cr_assert_eq(fread(p, 1, (size_t)n, f), (size_t)n);
-    fclose(f);
-    p[n] = 0;
-    *n_p = (size_t)n;
-    return p;
+    return gx_file_read(at(rel), n_p);
 }
 
 /* Evaluate @a h (elements of its dtype in the returned buffer) by @a ops under @a flags. */
@@ -164,7 +138,7 @@ static void write_npy(const char *rel, gs_dtype_t dt, int be, int fortran, int r
             memcpy(d, want + (size_t)c * isz, isz);
             if (be) swap_bytes(d, isz);
         }
-    put(rel, buf, h + (size_t)rows * cols * isz);
+    gx_file_put(dir, rel, buf, h + (size_t)rows * cols * isz);
     free(buf);
     *want_p = want;
 }
@@ -236,7 +210,7 @@ Test(graph_file_dtype, raw_files_read_in_their_dtype)
         gs_array_h a;
         memset(buf, 0xee, sizeof(buf));
         for (int i = 0; i < 60; i++) elem(dt, i, buf + 16 + i * isz);
-        put("r.raw", buf, 16 + 60 * isz + 5);
+        gx_file_put(dir, "r.raw", buf, 16 + 60 * isz + 5);
         TX_OK(gs_array_from_raw(at("r.raw"), dt, 3, (int64_t[]){3, 4, 5}, GS_ORDER_C, 16,
                                 (int64_t[]){2, 3, 2}, &a));
         cr_assert_eq(gs_array_dtype(a), (int)dt);
@@ -270,8 +244,8 @@ Test(graph_file_dtype, raw_files_in_either_byte_order)
                     swap_bytes(be + 8 + (size_t)f * isz, isz);
                 }
             memset(be, 0xab, 8);   /* an 8-byte prefix: offset 8 */
-            put("be.raw", be, 8 + (size_t)R * C * isz);
-            put("le.raw", le, (size_t)R * C * isz);
+            gx_file_put(dir, "be.raw", be, 8 + (size_t)R * C * isz);
+            gx_file_put(dir, "le.raw", le, (size_t)R * C * isz);
             const gs_order_t ord = fo ? GS_ORDER_F : GS_ORDER_C;
             TX_OK(gs_array_from_raw_ex(at("be.raw"), dt, GS_BYTEORDER_BIG, 2, (int64_t[]){R, C},
                                        ord, 8, (int64_t[]){4, 3}, &a));
@@ -328,7 +302,7 @@ Test(graph_file_dtype, bool_bytes_other_than_0_and_1_read_as_true)
     const uint8_t bytes[6] = {0, 1, 2, 255, 0, 17}, want[6] = {0, 1, 1, 1, 0, 1};
     gs_array_h a, s;
     uint8_t *got;
-    put("b.raw", bytes, sizeof(bytes));
+    gx_file_put(dir, "b.raw", bytes, sizeof(bytes));
     TX_OK(gs_array_from_raw(at("b.raw"), GS_DTYPE_BOOL, 1, (int64_t[]){6}, GS_ORDER_C, 0,
                             (int64_t[]){4}, &a));
     got = eval(a, GS_LOWER_DEFAULT);
@@ -529,7 +503,7 @@ Test(graph_file_dtype, zarr_big_endian_stores_and_typed_fill_values)
                      v3names[dt], cases[c].fill, codecs[cases[c].codec]);
             snprintf(rel, sizeof(rel), "%s/zarr.json", name);
         }
-        put_str(rel, metatext);
+        gx_file_put_str(dir, rel, metatext);
         /* the expected fill bytes */
         memset(fillb, 0, sizeof(fillb));
         switch (c) {
@@ -573,7 +547,7 @@ Test(graph_file_dtype, zarr_big_endian_stores_and_typed_fill_values)
                 }
                 if (cases[c].version == 2) snprintf(rel, sizeof(rel), "%s/%d.%d", name, ci, cj);
                 else snprintf(rel, sizeof(rel), "%s/c/%d/%d", name, ci, cj);
-                put(rel, enc, len);
+                gx_file_put(dir, rel, enc, len);
             }
         TX_OK(gs_array_from_zarr(at(name), (int64_t[]){4, 4}, &a));
         cr_assert_eq(gs_array_dtype(a), (int)dt, "%s", metatext);
@@ -594,7 +568,7 @@ static void expect_zarr_fail(const char *store, const char *meta, gs_status_t wa
     gs_status_t st;
     snprintf(rel, sizeof(rel), "%s/%s", store, strstr(meta, "\"zarr_format\": 3") ? "zarr.json"
                                                                                 : ".zarray");
-    put_str(rel, meta);
+    gx_file_put_str(dir, rel, meta);
     st = gs_array_from_zarr(at(store), NULL, &a);
     if (st == GS_OK) {
         free(eval_ops(&gs_chunkops_cpu_ops, a, GS_LOWER_DEFAULT, &st));
@@ -638,7 +612,7 @@ Test(graph_file_dtype, bad_typed_files_give_errors_naming_them)
     /* metadata says int32 (2 x 4 bytes a chunk), the chunk file holds 2 float64 */
     {
         double two[2] = {1, 2};
-        put("lie/0", two, sizeof(two));
+        gx_file_put(dir, "lie/0", two, sizeof(two));
         expect_zarr_fail("lie", V2("\"<i4\"", "0"), GS_ERR_IO, "lie/0");
         cr_assert_not_null(strstr(gs_last_error(), "disagrees"), "%s", gs_last_error());
     }
@@ -649,22 +623,22 @@ Test(graph_file_dtype, bad_typed_files_give_errors_naming_them)
         gs_array_h a = NULL;
         write_npy("t.npy", GS_DTYPE_INT32, 1, 0, 5, 3, &want);
         file = slurp("t.npy", &n);
-        put("trunc.npy", file, n - 3);
+        gx_file_put(dir, "trunc.npy", file, n - 3);
         cr_assert_eq(gs_array_from_npy(at("trunc.npy"), (int64_t[]){2, 2}, &a), GS_ERR_IO);
         cr_assert_not_null(strstr(gs_last_error(), "trunc.npy is truncated"), "%s",
                            gs_last_error());
         cr_assert_null(a);
         memcpy(strstr((char *)file + 10, ">i4"), ">i8", 3);   /* claims twice the data */
-        put("i8lie.npy", file, n);
+        gx_file_put(dir, "i8lie.npy", file, n);
         cr_assert_eq(gs_array_from_npy(at("i8lie.npy"), (int64_t[]){2, 2}, &a), GS_ERR_IO);
         cr_assert_not_null(strstr(gs_last_error(), "i8lie.npy"), "%s", gs_last_error());
         memcpy(strstr((char *)file + 10, ">i8"), "|u1", 3);   /* claims a quarter */
-        put("u1lie.npy", file, n);
+        gx_file_put(dir, "u1lie.npy", file, n);
         cr_assert_eq(gs_array_from_npy(at("u1lie.npy"), (int64_t[]){2, 2}, &a),
                      GS_ERR_INVALID_PARAM);
         cr_assert_not_null(strstr(gs_last_error(), "disagrees"), "%s", gs_last_error());
         memcpy(strstr((char *)file + 10, "|u1"), "<i2", 3);
-        put("i2.npy", file, n);
+        gx_file_put(dir, "i2.npy", file, n);
         cr_assert_eq(gs_array_from_npy(at("i2.npy"), (int64_t[]){2, 2}, &a), GS_ERR_UNSUPPORTED);
         cr_assert_not_null(strstr(gs_last_error(), "'<i2' is not supported"), "%s",
                            gs_last_error());

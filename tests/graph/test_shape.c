@@ -661,25 +661,51 @@ static int64_t rs_next(int64_t n)   /* 0 .. n-1 */
     return (int64_t)((rs_state >> 33) % (uint64_t)n);
 }
 
-Test(graph_shape, reshape_of_random_shapes_and_chunkings)
+/* A random reshape: an input shape of @a ind axes (each 1 to 6 long) with random chunks in
+ * @a ish, @a ich, and its size split into @a ond - 1 random factors in osh[0 .. ond - 2]. Returns
+ * the size; what is left of it (for the last output axis) in *left_p. */
+static int64_t rs_reshape_draw(int ind, int ond, int64_t *ish, int64_t *ich, int64_t *osh,
+                               int64_t *left_p)
 {
     static const int64_t sizes[] = {1, 2, 3, 4, 5, 6};
+    int64_t size = 1, left;
+    for (int a = 0; a < ind; a++) {
+        ish[a] = sizes[rs_next(6)];
+        ich[a] = 1 + rs_next(ish[a]);
+        size *= ish[a];
+    }
+    left = size;
+    for (int a = 0; a + 1 < ond; a++) {
+        int64_t f = 1 + rs_next(left);
+        while (left % f != 0) f--;
+        osh[a] = f;
+        left /= f;
+    }
+    *left_p = left;
+    return size;
+}
+
+/* @a y (of @a size elements), evaluated unfused and with GS_LOWER_DEFAULT, equals @a want;
+ * failures name random trial @a trial and its @a ind -> @a ond axes. */
+static void expect_reshaped(gs_array_h y, const double *want, int64_t size, int trial, int ind,
+                            int ond)
+{
+    for (unsigned f = 0; f <= GS_LOWER_DEFAULT; f += GS_LOWER_DEFAULT) {
+        double *got = eval(y, f);
+        for (int64_t i = 0; i < size; i++)
+            cr_assert(got[i] == want[i], "trial %d (%d-D -> %d-D), flags 0x%x: element %lld",
+                      trial, ind, ond, f, (long long)i);
+        free(got);
+    }
+}
+
+Test(graph_shape, reshape_of_random_shapes_and_chunkings)
+{
     for (int trial = 0; trial < 300; trial++) {
         int ind = 1 + (int)rs_next(4), ond = (int)rs_next(5);
-        int64_t ish[GS_MAX_NDIM], ich[GS_MAX_NDIM], osh[GS_MAX_NDIM], size = 1;
-        for (int a = 0; a < ind; a++) {
-            ish[a] = sizes[rs_next(6)];
-            ich[a] = 1 + rs_next(ish[a]);
-            size *= ish[a];
-        }
+        int64_t ish[GS_MAX_NDIM], ich[GS_MAX_NDIM], osh[GS_MAX_NDIM];
         /* the output: size split into ond factors (the rest on the last axis) */
-        int64_t left = size;
-        for (int a = 0; a + 1 < ond; a++) {
-            int64_t f = 1 + rs_next(left);
-            while (left % f != 0) f--;
-            osh[a] = f;
-            left /= f;
-        }
+        int64_t left, size = rs_reshape_draw(ind, ond, ish, ich, osh, &left);
         if (ond == 0 && size != 1) ond = 1;
         if (ond > 0) osh[ond - 1] = left;
         if (ond > 1 && rs_next(3) == 0) osh[rs_next(ond)] = -1;
@@ -694,13 +720,7 @@ Test(graph_shape, reshape_of_random_shapes_and_chunkings)
         cr_assert_eq(ysize, size, "trial %d", trial);
         double *want = malloc((size_t)size * sizeof(double));
         for (int64_t i = 0; i < size; i++) want[i] = pat(GS_DTYPE_FLOAT64, i);
-        for (unsigned f = 0; f <= GS_LOWER_DEFAULT; f += GS_LOWER_DEFAULT) {
-            double *got = eval(y, f);
-            for (int64_t i = 0; i < size; i++)
-                cr_assert(got[i] == want[i], "trial %d (%d-D -> %d-D), flags 0x%x: element %lld",
-                          trial, ind, ond, f, (long long)i);
-            free(got);
-        }
+        expect_reshaped(y, want, size, trial, ind, ond);
         free(want);
         gs_array_release(y);
         gs_array_release(x);
@@ -871,35 +891,17 @@ Test(graph_shape, reshape_order_rejects_bad_input)
 
 Test(graph_shape, reshape_order_f_of_random_shapes_and_chunkings)
 {
-    static const int64_t sizes[] = {1, 2, 3, 4, 5, 6};
     for (int trial = 0; trial < 150; trial++) {
         int ind = 1 + (int)rs_next(4), ond = 1 + (int)rs_next(4);
-        int64_t ish[GS_MAX_NDIM], ich[GS_MAX_NDIM], osh[GS_MAX_NDIM], size = 1, left;
-        for (int a = 0; a < ind; a++) {
-            ish[a] = sizes[rs_next(6)];
-            ich[a] = 1 + rs_next(ish[a]);
-            size *= ish[a];
-        }
-        left = size;
-        for (int a = 0; a + 1 < ond; a++) {
-            int64_t f = 1 + rs_next(left);
-            while (left % f != 0) f--;
-            osh[a] = f;
-            left /= f;
-        }
+        int64_t ish[GS_MAX_NDIM], ich[GS_MAX_NDIM], osh[GS_MAX_NDIM], left;
+        int64_t size = rs_reshape_draw(ind, ond, ish, ich, osh, &left);
         osh[ond - 1] = left;
         gs_array_h x = typed(GS_DTYPE_FLOAT64, ind, ish, ich), y;
         TX_OK(gs_array_reshape_order(x, ond, osh, GS_ORDER_F, &y));
         double *want = malloc((size_t)size * sizeof(double));
         cr_assert_not_null(want);
         ref_reshape_f(GS_DTYPE_FLOAT64, ind, ish, ond, osh, want);
-        for (unsigned f = 0; f <= GS_LOWER_DEFAULT; f += GS_LOWER_DEFAULT) {
-            double *got = eval(y, f);
-            for (int64_t i = 0; i < size; i++)
-                cr_assert(got[i] == want[i], "trial %d (%d-D -> %d-D), flags 0x%x: element %lld",
-                          trial, ind, ond, f, (long long)i);
-            free(got);
-        }
+        expect_reshaped(y, want, size, trial, ind, ond);
         free(want);
         gs_array_release(y);
         gs_array_release(x);

@@ -5,6 +5,7 @@
  * directly; tests/integration/test_files.c checks against the zarr library itself. */
 #include "graph_test_util.h"
 #include "graph_eval_util.h"
+#include "graph_file_util.h"
 
 #include "chunkops/chunkops.h"
 #include "chunkops/eval.h"
@@ -36,27 +37,11 @@ static void teardown(void)
 
 TestSuite(graph_zarr, .init = setup, .fini = teardown, .timeout = 120);
 
-static void put(const char *rel, const void *p, size_t n)
-{
-    char path[256], cmd[300];
-    snprintf(path, sizeof(path), "%s/%s", dir, rel);
-    snprintf(cmd, sizeof(cmd), "mkdir -p \"$(dirname %s)\"", path);
-    cr_assert_eq(system(cmd), 0);
-    FILE *f = fopen(path, "wb");
-    cr_assert_not_null(f, "%s", path);
-    cr_assert_eq(fwrite(p, 1, n, f), n);
-    cr_assert_eq(fclose(f), 0);
-}
-
-static void put_str(const char *rel, const char *s)
-{
-    put(rel, s, strlen(s));
-}
-
 static const char *at(const char *rel)
 {
     return gx_path(dir, rel);
 }
+
 
 enum { C_NONE, C_ZSTD, C_BLOSC };
 
@@ -102,6 +87,15 @@ static double *eval(gs_array_h h, unsigned flags)
     return out;
 }
 
+/* Lower @a h (GS_LOWER_DEFAULT) and evaluate it by @a ops into @a out (@a n doubles). */
+static void eval_into(const gs_chunkops_ops_t *ops, gs_array_h h, double *out, size_t n)
+{
+    gs_taskgraph_t *tg;
+    TX_OK(gs_graph_lower(h, GS_LOWER_DEFAULT, &tg));
+    TX_OK(gs_chunkops_eval(ops, ctx, tg, out, n));
+    gs_taskgraph_free(tg);
+}
+
 /* The 7 x 5 array v[i][j] = 10 i + j + 0.5 in chunks of 3 x 2 (edge chunks padded with -1),
  * chunk (1, 1) left out (it reads as fill_value). */
 static void write_store(const char *name, int version, int codec, int forder, char sep)
@@ -132,7 +126,7 @@ static void write_store(const char *name, int version, int codec, int forder, ch
                              : "", v3comp[codec]);
         snprintf(rel, sizeof(rel), "%s/zarr.json", name);
     }
-    put_str(rel, meta);
+    gx_file_put_str(dir, rel, meta);
     for (int ci = 0; ci < 3; ci++)
         for (int cj = 0; cj < 3; cj++) {
             double c[6];
@@ -149,7 +143,7 @@ static void write_store(const char *name, int version, int codec, int forder, ch
             if (version == 2) snprintf(key, sizeof(key), "%d%c%d", ci, sep, cj);
             else snprintf(key, sizeof(key), "c%c%d%c%d", sep, ci, sep, cj);
             snprintf(rel, sizeof(rel), "%s/%s", name, key);
-            put(rel, enc, n);
+            gx_file_put(dir, rel, enc, n);
             free(enc);
         }
 }
@@ -196,7 +190,7 @@ Test(graph_zarr, slices_read_only_the_chunks_they_touch)
     write_store("sl", 3, C_ZSTD, 0, '/');
     /* remove a chunk the slice does not touch, corrupt another it does not touch */
     cr_assert_eq(unlink(at("sl/c/0/0")), 0);
-    put_str("sl/c/2/2", "garbage");
+    gx_file_put_str(dir, "sl/c/2/2", "garbage");
     TX_OK(gs_array_from_zarr(at("sl"), NULL, &a));
     gs_slice_t sl[2] = {SL_RANGE(3, 6, 1), SL_RANGE(0, 2, 1)};   /* inside chunk row 1, col 0 */
     TX_OK(gs_array_slice(a, 2, sl, &s));
@@ -253,30 +247,32 @@ Test(graph_zarr, bad_stores_fail_naming_the_file)
     expect_fail("nothing", GS_ERR_IO, "nothing");
     /* corrupt zstd chunk */
     write_store("cz", 2, C_ZSTD, 0, '.');
-    put_str("cz/0.0", "not a zstd frame at all");
+    gx_file_put_str(dir, "cz/0.0", "not a zstd frame at all");
     expect_fail("cz", GS_ERR_IO, "cz/0.0");
     /* corrupt blosc chunk */
     write_store("cb", 3, C_BLOSC, 0, '/');
-    put_str("cb/c/0/1", "not blosc either, but long enough for a header");
+    gx_file_put_str(dir, "cb/c/0/1", "not blosc either, but long enough for a header");
     expect_fail("cb", GS_ERR_IO, "cb/c/0/1");
     /* metadata disagreeing with the chunk files: chunks [3, 2] claimed, files hold [2, 2] */
     write_store("dis", 2, C_NONE, 0, '.');
     {
         double c[4] = {0};
-        put("dis/2.1", c, sizeof(c));
+        gx_file_put(dir, "dis/2.1", c, sizeof(c));
     }
     expect_fail("dis", GS_ERR_IO, "dis/2.1");
     /* unsupported codec, dtype, malformed JSON */
-    put_str("gz/.zarray", "{\"zarr_format\": 2, \"shape\": [2], \"chunks\": [2], \"dtype\": "
-                          "\"<f8\", \"compressor\": {\"id\": \"gzip\"}, \"fill_value\": 0, "
-                          "\"order\": \"C\", \"filters\": null}");
+    gx_file_put_str(dir, "gz/.zarray",
+                    "{\"zarr_format\": 2, \"shape\": [2], \"chunks\": [2], \"dtype\": "
+                    "\"<f8\", \"compressor\": {\"id\": \"gzip\"}, \"fill_value\": 0, "
+                    "\"order\": \"C\", \"filters\": null}");
     expect_fail("gz", GS_ERR_UNSUPPORTED, "gzip");
-    put_str("c16/zarr.json", "{\"zarr_format\": 3, \"node_type\": \"array\", \"shape\": [2], "
-                             "\"data_type\": \"complex128\", \"chunk_grid\": {\"name\": "
-                             "\"regular\", \"configuration\": {\"chunk_shape\": [2]}}, "
-                             "\"fill_value\": 0, \"codecs\": [{\"name\": \"bytes\"}]}");
+    gx_file_put_str(dir, "c16/zarr.json",
+                    "{\"zarr_format\": 3, \"node_type\": \"array\", \"shape\": [2], "
+                    "\"data_type\": \"complex128\", \"chunk_grid\": {\"name\": "
+                    "\"regular\", \"configuration\": {\"chunk_shape\": [2]}}, "
+                    "\"fill_value\": 0, \"codecs\": [{\"name\": \"bytes\"}]}");
     expect_fail("c16", GS_ERR_UNSUPPORTED, "complex128");
-    put_str("bad/.zarray", "{\"zarr_format\": 2, \"shape\": [2,");
+    gx_file_put_str(dir, "bad/.zarray", "{\"zarr_format\": 2, \"shape\": [2,");
     expect_fail("bad", GS_ERR_INVALID_PARAM, "bad/.zarray");
 }
 
@@ -288,25 +284,18 @@ Test(graph_zarr, staged_reads_in_slabs_match)
     const int64_t shape[2] = {3000, 1100}, zc[2] = {700, 500}, one[2] = {3000, 1100};
     gs_chunkops_ops_t staged = gs_chunkops_cpu_ops;
     gs_array_h x, w, a, s;
-    gs_taskgraph_t *tg;
     double n, *out = malloc(3000 * 1100 * sizeof(double));
     staged.name = "cpu-staged";
     TX_OK(gs_array_arange(0, 1, 2, shape, zc, &x));
     TX_OK(gs_array_to_zarr_expr(x, at("big"), at("big.tmp"), 3, 1 /* zstd */, &w));
-    TX_OK(gs_graph_lower(w, GS_LOWER_DEFAULT, &tg));
-    TX_OK(gs_chunkops_eval(&gs_chunkops_cpu_ops, ctx, tg, &n, 1));
-    gs_taskgraph_free(tg);
+    eval_into(&gs_chunkops_cpu_ops, w, &n, 1);
     TX_OK(gs_array_from_zarr(at("big"), one, &a));
-    TX_OK(gs_graph_lower(a, GS_LOWER_DEFAULT, &tg));
-    TX_OK(gs_chunkops_eval(&staged, ctx, tg, out, 3000 * 1100));
-    gs_taskgraph_free(tg);
+    eval_into(&staged, a, out, 3000 * 1100);
     for (int64_t i = 0; i < 3000 * 1100; i++) cr_assert_eq(out[i], (double)i, "%lld", (long long)i);
     /* backwards over every row: 2999 rows of 1100, two slabs walking the zarr chunks down */
     gs_slice_t rev[2] = {SL(2999, 0, -1, GS_SLICE_HAS_START), SL_ALL};
     TX_OK(gs_array_slice(a, 2, rev, &s));
-    TX_OK(gs_graph_lower(s, GS_LOWER_DEFAULT, &tg));
-    TX_OK(gs_chunkops_eval(&staged, ctx, tg, out, (size_t)gs_array_size(s)));
-    gs_taskgraph_free(tg);
+    eval_into(&staged, s, out, (size_t)gs_array_size(s));
     for (int64_t i = 0; i < 2999; i++)
         for (int64_t j = 0; j < 1100; j++)
             cr_assert_eq(out[i * 1100 + j], (double)((2999 - i) * 1100 + j), "rev (%lld, %lld)",
@@ -314,9 +303,7 @@ Test(graph_zarr, staged_reads_in_slabs_match)
     gs_array_release(s);
     gs_slice_t sl[2] = {SL(2990, 0, -3, GS_SLICE_HAS_START), SL_RANGE(5, 1100, 2)};
     TX_OK(gs_array_slice(a, 2, sl, &s));
-    TX_OK(gs_graph_lower(s, GS_LOWER_DEFAULT, &tg));
-    TX_OK(gs_chunkops_eval(&staged, ctx, tg, out, (size_t)gs_array_size(s)));
-    gs_taskgraph_free(tg);
+    eval_into(&staged, s, out, (size_t)gs_array_size(s));
     for (int64_t i = 0, k = 0; i < 997; i++)
         for (int64_t j = 0; j < 548; j++, k++)
             cr_assert_eq(out[k], (double)((2990 - 3 * i) * 1100 + 5 + 2 * j), "(%lld, %lld)",
@@ -341,27 +328,20 @@ Test(graph_zarr, staged_reads_of_regions_over_the_pinned_limit_match)
     staged.name = "cpu-staged";
     for (int codec = 0; codec < 2; codec++) {
         gs_array_h x, w, a, s;
-        gs_taskgraph_t *tg;
         const char *name = codec ? "huge-zstd" : "huge-none";
         char tmp[64];
         snprintf(tmp, sizeof(tmp), "%s.tmp", name);
         TX_OK(gs_array_arange(0, 1, 2, shape, shape, &x));
         TX_OK(gs_array_to_zarr_expr(x, at(name), at(tmp), 3, codec, &w));
-        TX_OK(gs_graph_lower(w, GS_LOWER_DEFAULT, &tg));
-        TX_OK(gs_chunkops_eval(&gs_chunkops_cpu_ops, ctx, tg, &n, 1));
-        gs_taskgraph_free(tg);
+        eval_into(&gs_chunkops_cpu_ops, w, &n, 1);
         TX_OK(gs_array_from_zarr(at(name), NULL, &a));
-        TX_OK(gs_graph_lower(a, GS_LOWER_DEFAULT, &tg));
-        TX_OK(gs_chunkops_eval(&staged, ctx, tg, out, 3000 * 3000));
-        gs_taskgraph_free(tg);
+        eval_into(&staged, a, out, 3000 * 3000);
         for (int64_t i = 0; i < 3000 * 3000; i++)
             if (out[i] != (double)i)
                 cr_assert_fail("%s: element %lld is %g", name, (long long)i, out[i]);
         gs_slice_t rev[2] = {SL(2999, 0, -2, GS_SLICE_HAS_START), SL_RANGE(1, 3000, 3)};
         TX_OK(gs_array_slice(a, 2, rev, &s));
-        TX_OK(gs_graph_lower(s, GS_LOWER_DEFAULT, &tg));
-        TX_OK(gs_chunkops_eval(&staged, ctx, tg, out, (size_t)gs_array_size(s)));
-        gs_taskgraph_free(tg);
+        eval_into(&staged, s, out, (size_t)gs_array_size(s));
         for (int64_t i = 0, k = 0; i < 1500; i++)
             for (int64_t j = 0; j < 1000; j++, k++)
                 if (out[k] != (double)((2999 - 2 * i) * 3000 + 1 + 3 * j))
@@ -384,29 +364,17 @@ static gs_layer_t *zarr_read_layer(void (*edit)(gs__fspec_t *), gs_status_t *st_
 {
     const int64_t shape[2] = {6, 4}, zc[2] = {2, 4};
     gs_array_h x, w, a;
-    gs_taskgraph_t *tg;
-    gs_layer_t *l = NULL;
-    gs_buf_t b;
+    gs_layer_t *l;
     double n;
     if (access(at("m"), F_OK) != 0) {
         TX_OK(gs_array_arange(0, 1, 2, shape, zc, &x));
         TX_OK(gs_array_to_zarr_expr(x, at("m"), at("m.tmp"), 2, 0 /* none */, &w));
-        TX_OK(gs_graph_lower(w, GS_LOWER_DEFAULT, &tg));
-        TX_OK(gs_chunkops_eval(&gs_chunkops_cpu_ops, ctx, tg, &n, 1));
-        gs_taskgraph_free(tg);
+        eval_into(&gs_chunkops_cpu_ops, w, &n, 1);
         gs_array_release(w);
         gs_array_release(x);
     }
     TX_OK(gs_array_from_zarr(at("m"), shape, &a));
-    TX_OK(gs_graph_lower(a, 0, &tg));
-    cr_assert_eq(tg->nlayers, 1);
-    cr_assert_eq(tg->layers[0]->kind, GS_LAYER_FILE);
-    edit(tg->layers[0]->u.file.spec);
-    gs_buf_init(&b);
-    TX_OK(gs_layer_encode(tg->layers[0], &b));
-    *st_p = gs_layer_decode(b.data, b.len, &l);
-    gs_buf_cleanup(&b);
-    gs_taskgraph_free(tg);
+    l = gx_file_layer_edited(a, edit, st_p);
     gs_array_release(a);
     return l;
 }

@@ -645,6 +645,58 @@ void tw_stop_each(fake_sched_t *fs, tw_t *t, int n)
     }
 }
 
+static void fs_ticker_cb(uv_timer_t *h)
+{
+    fs_ticker_t *k = h->data;
+    uint64_t now = uv_hrtime();
+    if (k->last && now - k->last > k->max_gap) k->max_gap = now - k->last;
+    k->last = now;
+}
+
+static void fs_ticker_closed(uv_handle_t *h)
+{
+    ((fs_ticker_t *)h->data)->closed = 1;
+}
+
+static int fs_ticker_is_closed(void *arg)
+{
+    return ((fs_ticker_t *)arg)->closed;
+}
+
+void fs_ticker_start(fake_sched_t *fs, fs_ticker_t *k)
+{
+    memset(k, 0, sizeof(*k));
+    cr_assert_eq(uv_timer_init(fs->loop, &k->timer), 0);
+    k->timer.data = k;
+    cr_assert_eq(uv_timer_start(&k->timer, fs_ticker_cb, 2, 2), 0);
+}
+
+void fs_ticker_stop(fake_sched_t *fs, fs_ticker_t *k)
+{
+    uv_close((uv_handle_t *)&k->timer, fs_ticker_closed);
+    cr_assert(fs_run_until(fs, fs_ticker_is_closed, k, 1000));
+}
+
+int fs_task_is_qr_or_svd(const gs_taskgraph_t *tg, uint64_t task)
+{
+    const char *name = gs_layer_name(tg->layers[tg->task_layer[task]]);
+    return strcmp(name, "linalg-qr") == 0 || strcmp(name, "linalg-svd") == 0 ||
+           strcmp(name, "linalg-gram") == 0 || strcmp(name, "linalg-apply") == 0 ||
+           strcmp(name, "linalg-gstep") == 0;
+}
+
+void tw_start_streams(tw_t *t, fake_sched_t *fs, const char *backend, int nthreads)
+{
+    gs_worker_params_t p = {0};
+    p.backend = backend;
+    p.exec = GS_WORKER_EXEC_STREAMS;
+    p.nstreams = 2;
+    p.stream_depth = 2;
+    p.nthreads = nthreads;
+    tw_start(t, fs, &p);
+    cr_assert(fs_wait_registered(fs, 1, 5000), "the worker did not register");
+}
+
 void fs_fixture_setup(fake_sched_t *fs, uv_loop_t *loop)
 {
     gs_log_set_level(GS_LOG_LEVEL_ERROR);
@@ -700,4 +752,23 @@ void fs_run_unfused_sum(fake_sched_t *fs, gs_array_h a, const gs_worker_params_t
     free(place);
     gs_taskgraph_free(tg);
     gs_array_release(s);
+}
+
+gs_taskgraph_t *fs_run_gather_peer0(fake_sched_t *fs, uint64_t gid, gs_array_h a, double **ref_p,
+                                    double **got_p, size_t *size_p)
+{
+    double *ref, *got;
+    size_t size, failed;
+    gs_taskgraph_t *tg = tw_lower(a, GS_LOWER_DEFAULT, &ref, &size);
+    int *place = calloc(tg->ntasks, sizeof(int));
+    cr_assert_not_null(place);
+    failed = fs_run_graph(fs, gid, tg, place, 1, 60000);
+    cr_assert_eq(failed, 0, "graph %llu: %s", (unsigned long long)gid, fs_fail_msg(fs, failed));
+    got = calloc(size ? size : 1, sizeof(double));
+    cr_assert(fs_gather_all(fs, gid, tg, place, got, 10000), "gather failed");
+    free(place);
+    *ref_p = ref;
+    *got_p = got;
+    *size_p = size;
+    return tg;
 }

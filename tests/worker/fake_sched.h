@@ -144,6 +144,25 @@ void tw_destroy(tw_t *t);
 void tw_start_each(fake_sched_t *fs, tw_t *t, int n, const gs_worker_params_t *p);
 /* Stop (GS_OK) and destroy @a n workers. */
 void tw_stop_each(fake_sched_t *fs, tw_t *t, int n);
+/* A repeating 2 ms timer on a fake scheduler's loop that records the longest gap between its
+ * ticks (max_gap, ns): whether the loop kept turning while a worker on it computed. */
+typedef struct fs_ticker {
+    uv_timer_t timer;
+    uint64_t last, max_gap;
+    int closed;
+} fs_ticker_t;
+/* Start @a k (zeroed here) on fs's loop. */
+void fs_ticker_start(fake_sched_t *fs, fs_ticker_t *k);
+/* Stop @a k and wait (1 s) until its timer has closed; k->max_gap holds the longest gap. */
+void fs_ticker_stop(fake_sched_t *fs, fs_ticker_t *k);
+/* Whether task @a task of @a tg is a QR, SVD or Gram-path kernel (linalg-qr, -svd, -gram,
+ * -apply, -gstep: those that synchronise their stream), which streams mode sends to the
+ * launcher thread. */
+int fs_task_is_qr_or_svd(const gs_taskgraph_t *tg, uint64_t task);
+/* Start a streams-mode worker on @a fs (2 streams, 2 launches deep; backend @a backend, NULL
+ * for the default cpu; @a nthreads threads, 0 for the default) and wait (5 s) until it has
+ * registered. Stop it with tw_stop_each(fs, t, 1). */
+void tw_start_streams(tw_t *t, fake_sched_t *fs, const char *backend, int nthreads);
 /* Suite fixture: log errors only, a fresh @a loop and @a fs started on it (no token). */
 void fs_fixture_setup(fake_sched_t *fs, uv_loop_t *loop);
 /* Stop @a fs and close @a loop, expecting no handle left. */
@@ -161,5 +180,12 @@ const char *fs_fail_msg(const fake_sched_t *fs, size_t failed);
  * caller's. */
 void fs_run_unfused_sum(fake_sched_t *fs, gs_array_h a, const gs_worker_params_t *p, int nw,
                         int split, gs_worker_stats_t *st_p);
+/* @a a lowered with GS_LOWER_DEFAULT and its reference computed (tw_lower), run as graph
+ * @a gid with every task on peer 0 (intermediates released), its values gathered. The test
+ * fails when a task fails, the run takes over 60 s or the gather over 10 s. Returns the graph;
+ * *ref_p (the serial evaluator's values) and *got_p (the gathered ones) are malloc'd, *size_p
+ * doubles each; the caller frees all three. @a a stays the caller's. */
+gs_taskgraph_t *fs_run_gather_peer0(fake_sched_t *fs, uint64_t gid, gs_array_h a, double **ref_p,
+                                    double **got_p, size_t *size_p);
 
 #endif

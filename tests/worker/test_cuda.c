@@ -42,15 +42,6 @@ static void start_workers(tw_t *t, int n, const gs_worker_params_t *p)
     fs_run_for(&fs, 20);
 }
 
-static void stop_workers(tw_t *t, int n)
-{
-    for (int i = 0; i < n; i++) {
-        gs_worker_stop(t[i].w, GS_OK);
-        cr_assert(tw_wait_stopped(&t[i], &fs, 10000), "worker %d did not stop", i);
-        tw_destroy(&t[i]);
-    }
-}
-
 static gs_array_h seed(int64_t n, int64_t chunk, int reduce)
 {
     gs_array_h a, b, c, d;
@@ -106,7 +97,7 @@ Test(worker_cuda, computes_what_the_cpu_computes)
     run_check(3, arr, GS_LOWER_DEFAULT, 1);
     gs_array_release(sum);
     gs_array_release(arr);
-    stop_workers(t, 1);
+    tw_stop_each(&fs, t, 1);
 }
 
 Test(worker_cuda, two_gpu_workers_exchange_chunks)
@@ -129,7 +120,7 @@ Test(worker_cuda, two_gpu_workers_exchange_chunks)
     cr_assert_eq(a.fetch_failures + b.fetch_failures, 0);
     gs_array_release(sum);
     gs_array_release(arr);
-    stop_workers(t, 2);
+    tw_stop_each(&fs, t, 2);
 }
 
 Test(worker_cuda, output_beyond_the_device_limit_fails_the_task)
@@ -154,43 +145,10 @@ Test(worker_cuda, output_beyond_the_device_limit_fails_the_task)
     cr_assert(strstr(d->err, "memory limit"), "message: %s", d->err);
     gs_taskgraph_free(tg);
     gs_array_release(a);
-    stop_workers(t, 1);
+    tw_stop_each(&fs, t, 1);
 }
 
 /* ---- QR and SVD go to the launcher thread: cuSOLVER blocks its caller, not the loop */
-
-typedef struct {
-    uv_timer_t timer;
-    uint64_t last, max_gap;
-    int closed;
-} cuda_ticker_t;
-
-static void cuda_ticker_cb(uv_timer_t *h)
-{
-    cuda_ticker_t *k = h->data;
-    uint64_t now = uv_hrtime();
-    if (k->last && now - k->last > k->max_gap) k->max_gap = now - k->last;
-    k->last = now;
-}
-
-static void cuda_ticker_closed(uv_handle_t *h)
-{
-    ((cuda_ticker_t *)h->data)->closed = 1;
-}
-
-static int cuda_ticker_is_closed(void *arg)
-{
-    return ((cuda_ticker_t *)arg)->closed;
-}
-
-/* QR, SVD and the Gram-path kernels (which synchronise their stream) go to the launcher. */
-static int cuda_is_qr_or_svd(const gs_taskgraph_t *tg, uint64_t task)
-{
-    const char *name = gs_layer_name(tg->layers[tg->task_layer[task]]);
-    return strcmp(name, "linalg-qr") == 0 || strcmp(name, "linalg-svd") == 0 ||
-           strcmp(name, "linalg-gram") == 0 || strcmp(name, "linalg-apply") == 0 ||
-           strcmp(name, "linalg-gstep") == 0;
-}
 
 /* Run @a a on worker 0 while a 2 ms timer ticks on the loop; compare with the cpu evaluator
  * (relative @a tol); add its QR/SVD task count to *nla_p and keep the longest gap between ticks
@@ -198,25 +156,21 @@ static int cuda_is_qr_or_svd(const gs_taskgraph_t *tg, uint64_t task)
 static void cuda_run_ticking(uint64_t gid, gs_array_h a, double tol, uint64_t *nla_p,
                              uint64_t *gap_p, uint64_t *run_p)
 {
-    cuda_ticker_t k;
+    fs_ticker_t k;
     double *ref, *got;
     size_t size, failed;
     gs_taskgraph_t *tg = tw_lower(a, GS_LOWER_DEFAULT, &ref, &size);
     int *place = calloc(tg->ntasks, sizeof(int));
 
-    memset(&k, 0, sizeof(k));
-    cr_assert_eq(uv_timer_init(&loop, &k.timer), 0);
-    k.timer.data = &k;
-    cr_assert_eq(uv_timer_start(&k.timer, cuda_ticker_cb, 2, 2), 0);
+    fs_ticker_start(&fs, &k);
     failed = fs_run_graph(&fs, gid, tg, place, 1, 60000);
-    uv_close((uv_handle_t *)&k.timer, cuda_ticker_closed);
-    cr_assert(fs_run_until(&fs, cuda_ticker_is_closed, &k, 1000));
+    fs_ticker_stop(&fs, &k);
     cr_assert_eq(failed, 0, "graph %llu: %s", (unsigned long long)gid,
                  failed == (size_t)-1 ? "timed out" : fs.done[failed - 1].err);
     for (uint64_t i = 0; i < tg->ntasks; i++) {
         const fs_done_t *d = fs_find_done(&fs, gid, i);
         cr_assert_not_null(d);
-        if (!cuda_is_qr_or_svd(tg, i)) continue;
+        if (!fs_task_is_qr_or_svd(tg, i)) continue;
         (*nla_p)++;
         if (d->run_ns > *run_p) *run_p = d->run_ns;
     }
@@ -264,7 +218,7 @@ Test(worker_cuda, qr_and_svd_run_on_the_launcher_while_the_loop_turns)
     const uint64_t bound = run / 2 > 50000000ull ? run / 2 : 50000000ull;
     cr_assert_lt(gap, bound, "the loop stood still for %.1f ms (longest QR/SVD %.1f ms)",
                  gap / 1e6, run / 1e6);
-    stop_workers(t, 1);
+    tw_stop_each(&fs, t, 1);
     gs_array_release(a);
     gs_array_release(q);
     gs_array_release(s);

@@ -63,26 +63,14 @@ static const char *at(const char *rel)
  * without a device): page-locked staging, double-buffered copies on each file thread's stream. */
 static void start_streams_worker(tw_t *t, int nthreads)
 {
-    gs_worker_params_t p = {0};
     const char *be = getenv("GS_TEST_BACKEND");
+    const char *backend = NULL;
     if (be != NULL && strcmp(be, "cuda") == 0) {
         if (gs_chunkops_cuda_device_count() < 1)
             cr_skip_test("GS_TEST_BACKEND=cuda: no CUDA device");
-        p.backend = "cuda";
+        backend = "cuda";
     }
-    p.exec = GS_WORKER_EXEC_STREAMS;
-    p.nstreams = 2;
-    p.stream_depth = 2;
-    p.nthreads = nthreads;
-    tw_start(t, &fs, &p);
-    cr_assert(fs_wait_registered(&fs, 1, 5000), "the worker did not register");
-}
-
-static void stop_worker(tw_t *t)
-{
-    gs_worker_stop(t->w, GS_OK);
-    cr_assert(tw_wait_stopped(t, &fs, 10000), "the worker did not stop");
-    tw_destroy(t);
+    tw_start_streams(t, &fs, backend, nthreads);
 }
 
 static uint64_t count_layer(const gs_taskgraph_t *tg, const char *prefix)
@@ -115,15 +103,9 @@ static uint64_t run_plain(uint64_t gid, gs_array_h a)
 static uint64_t run_and_check(uint64_t gid, gs_array_h a)
 {
     double *ref, *got;
-    size_t size, failed;
+    size_t size;
     uint64_t nread;
-    gs_taskgraph_t *tg = tw_lower(a, GS_LOWER_DEFAULT, &ref, &size);
-    int *place = calloc(tg->ntasks, sizeof(int));
-    failed = fs_run_graph(&fs, gid, tg, place, 1, 60000);
-    cr_assert_eq(failed, 0, "graph %llu: %s", (unsigned long long)gid,
-                 failed == (size_t)-1 ? "timed out" : fs.done[failed - 1].err);
-    got = calloc(size ? size : 1, sizeof(double));
-    cr_assert(fs_gather_all(&fs, gid, tg, place, got, 10000), "gather failed");
+    gs_taskgraph_t *tg = fs_run_gather_peer0(&fs, gid, a, &ref, &got, &size);
     for (size_t i = 0; i < size; i++)
         cr_assert(got[i] == ref[i] || (isnan(got[i]) && isnan(ref[i])),
                   "graph %llu element %zu: %.17g, reference %.17g", (unsigned long long)gid, i,
@@ -131,7 +113,6 @@ static uint64_t run_and_check(uint64_t gid, gs_array_h a)
     nread = count_layer(tg, "file-read");
     free(got);
     free(ref);
-    free(place);
     gs_taskgraph_free(tg);
     return nread;
 }
@@ -223,7 +204,7 @@ Test(worker_file_threads, zarr_written_and_read_by_the_file_threads)
     cr_assert_eq(run_and_check(8, b), 8);
     put(at("n/0.1"), "short", 5);
     run_expect_fail(9, b, "n/0.1: the chunk holds 5 bytes");
-    stop_worker(&t);
+    tw_stop_each(&fs, &t, 1);
     gs_array_release(b);
     gs_array_release(a);
     gs_array_release(w);
@@ -257,7 +238,7 @@ Test(worker_file_threads, npy_reads_and_a_truncated_file)
     /* cut the file short: the read of the last rows fails naming the file */
     cr_assert_eq(truncate(at("x.npy"), 4096), 0);
     run_expect_fail(4, a, "x.npy is truncated");
-    stop_worker(&t);
+    tw_stop_each(&fs, &t, 1);
     gs_array_release(a);
     gs_array_release(w);
     gs_array_release(x);

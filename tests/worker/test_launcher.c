@@ -29,23 +29,6 @@ static void teardown(void)
  * -j2 (LeakSanitizer then fails the whole run); ctest's TIMEOUT bounds a hang instead. */
 TestSuite(worker_launcher, .init = setup, .fini = teardown);
 
-static void start_streams_worker(tw_t *t)
-{
-    gs_worker_params_t p = {0};
-    p.exec = GS_WORKER_EXEC_STREAMS;
-    p.nstreams = 2;
-    p.stream_depth = 2;
-    tw_start(t, &fs, &p);
-    cr_assert(fs_wait_registered(&fs, 1, 5000), "the worker did not register");
-}
-
-static void stop_worker(tw_t *t)
-{
-    gs_worker_stop(t->w, GS_OK);
-    cr_assert(tw_wait_stopped(t, &fs, 10000), "the worker did not stop");
-    tw_destroy(t);
-}
-
 static gs_array_h normal2(uint64_t seed, int64_t m, int64_t n, int64_t cm, int64_t cn)
 {
     gs_array_h a;
@@ -54,19 +37,10 @@ static gs_array_h normal2(uint64_t seed, int64_t m, int64_t n, int64_t cm, int64
     return a;
 }
 
-/* QR, SVD and the Gram-path kernels (which synchronise their stream) go to the launcher. */
-static int is_qr_or_svd(const gs_taskgraph_t *tg, uint64_t task)
-{
-    const char *name = gs_layer_name(tg->layers[tg->task_layer[task]]);
-    return strcmp(name, "linalg-qr") == 0 || strcmp(name, "linalg-svd") == 0 ||
-           strcmp(name, "linalg-gram") == 0 || strcmp(name, "linalg-apply") == 0 ||
-           strcmp(name, "linalg-gstep") == 0;
-}
-
 static uint64_t count_qr_svd(const gs_taskgraph_t *tg)
 {
     uint64_t n = 0;
-    for (uint64_t t = 0; t < tg->ntasks; t++) n += (uint64_t)is_qr_or_svd(tg, t);
+    for (uint64_t t = 0; t < tg->ntasks; t++) n += (uint64_t)fs_task_is_qr_or_svd(tg, t);
     return n;
 }
 
@@ -75,15 +49,9 @@ static uint64_t count_qr_svd(const gs_taskgraph_t *tg)
 static uint64_t run_and_check(uint64_t gid, gs_array_h a, double tol)
 {
     double *ref, *got;
-    size_t size, failed;
+    size_t size;
     uint64_t nla;
-    gs_taskgraph_t *tg = tw_lower(a, GS_LOWER_DEFAULT, &ref, &size);
-    int *place = calloc(tg->ntasks, sizeof(int));
-    failed = fs_run_graph(&fs, gid, tg, place, 1, 60000);
-    cr_assert_eq(failed, 0, "graph %llu: %s", (unsigned long long)gid,
-                 failed == (size_t)-1 ? "timed out" : fs.done[failed - 1].err);
-    got = calloc(size ? size : 1, sizeof(double));
-    cr_assert(fs_gather_all(&fs, gid, tg, place, got, 10000), "gather failed");
+    gs_taskgraph_t *tg = fs_run_gather_peer0(&fs, gid, a, &ref, &got, &size);
     for (size_t i = 0; i < size; i++)
         cr_assert(fabs(got[i] - ref[i]) <= tol * fmax(1.0, fabs(ref[i])),
                   "graph %llu element %zu: %.17g, reference %.17g", (unsigned long long)gid, i,
@@ -91,7 +59,6 @@ static uint64_t run_and_check(uint64_t gid, gs_array_h a, double tol)
     nla = count_qr_svd(tg);
     free(got);
     free(ref);
-    free(place);
     gs_taskgraph_free(tg);
     return nla;
 }
@@ -107,7 +74,7 @@ Test(worker_launcher, qr_and_svd_tasks_go_to_the_launcher_and_give_the_same_valu
     cr_assert_eq(gs_array_qr(a, &q, &r), GS_OK);
     cr_assert_eq(gs_array_svd(a, &u, &s, &vt), GS_OK);
     cr_assert_eq(gs_array_matmul(a, b, &ab), GS_OK);
-    start_streams_worker(&t);
+    tw_start_streams(&t, &fs, NULL, 0);
     nla += run_and_check(1, q, 1e-10);
     nla += run_and_check(2, r, 1e-10);
     nla += run_and_check(3, u, 1e-10);
@@ -122,7 +89,7 @@ Test(worker_launcher, qr_and_svd_tasks_go_to_the_launcher_and_give_the_same_valu
     gs_worker_stats(t.w, &st);
     cr_assert_eq(st.tasks_launcher, nla);
     cr_assert_eq(st.tasks_failed, 0);
-    stop_worker(&t);
+    tw_stop_each(&fs, &t, 1);
     gs_array_release(a), gs_array_release(b), gs_array_release(ab);
     gs_array_release(q), gs_array_release(r);
     gs_array_release(u), gs_array_release(s), gs_array_release(vt);
@@ -130,37 +97,13 @@ Test(worker_launcher, qr_and_svd_tasks_go_to_the_launcher_and_give_the_same_valu
 
 /* ---- loop responsiveness: a repeating timer on the worker's loop records its longest gap */
 
-typedef struct {
-    uv_timer_t timer;
-    uint64_t last, max_gap;
-    int closed;
-} ticker_t;
-
-static void ticker_cb(uv_timer_t *h)
-{
-    ticker_t *k = h->data;
-    uint64_t now = uv_hrtime();
-    if (k->last && now - k->last > k->max_gap) k->max_gap = now - k->last;
-    k->last = now;
-}
-
-static void ticker_closed(uv_handle_t *h)
-{
-    ((ticker_t *)h->data)->closed = 1;
-}
-
-static int ticker_is_closed(void *arg)
-{
-    return ((ticker_t *)arg)->closed;
-}
-
 /* Run the SVD values of an n x n matrix on a streams worker while a 2 ms timer ticks; the
  * longest gap between ticks and the longest kernel time of a QR/SVD task (ns). */
 static void svd_with_ticker(int n, uint64_t *max_gap_p, uint64_t *max_run_p,
                             uint64_t *launched_p, uint64_t *nla_p)
 {
     tw_t t;
-    ticker_t k;
+    fs_ticker_t k;
     gs_worker_stats_t st;
     gs_array_h a = normal2(21, n, n, n, n), s;
     gs_taskgraph_t *tg;
@@ -172,23 +115,19 @@ static void svd_with_ticker(int n, uint64_t *max_gap_p, uint64_t *max_run_p,
     cr_assert_eq(gs_array_svd(a, NULL, &s, NULL), GS_OK);
     tg = tw_lower(s, GS_LOWER_DEFAULT, &ref, &size);
     cr_assert_leq(tg->ntasks, 64);
-    start_streams_worker(&t);
-    memset(&k, 0, sizeof(k));
-    cr_assert_eq(uv_timer_init(&loop, &k.timer), 0);
-    k.timer.data = &k;
-    cr_assert_eq(uv_timer_start(&k.timer, ticker_cb, 2, 2), 0);
+    tw_start_streams(&t, &fs, NULL, 0);
+    fs_ticker_start(&fs, &k);
     failed = fs_run_graph(&fs, 1, tg, place, 1, 60000);
     cr_assert_eq(failed, 0, "%s", failed == (size_t)-1 ? "timed out" : fs.done[failed - 1].err);
-    uv_close((uv_handle_t *)&k.timer, ticker_closed);
-    cr_assert(fs_run_until(&fs, ticker_is_closed, &k, 1000));
+    fs_ticker_stop(&fs, &k);
     for (uint64_t i = 0; i < tg->ntasks; i++) {
         const fs_done_t *d = fs_find_done(&fs, 1, i);
         cr_assert_not_null(d);
-        if (is_qr_or_svd(tg, i) && d->run_ns > max_run) max_run = d->run_ns;
+        if (fs_task_is_qr_or_svd(tg, i) && d->run_ns > max_run) max_run = d->run_ns;
     }
     gs_worker_stats(t.w, &st);
     *launched_p = st.tasks_launcher;
-    stop_worker(&t);
+    tw_stop_each(&fs, &t, 1);
     *max_gap_p = k.max_gap;
     *max_run_p = max_run;
     *nla_p = count_qr_svd(tg);
@@ -312,7 +251,8 @@ static gs_taskgraph_t *queue_leaf_qrs(tw_t *t, uint8_t **assigned_p, gs_array_h 
     cr_assert(fs_run_until(&fs, all_done, tg, 20000), "the generators did not finish");
     /* now every leaf QR is ready: one dispatch hands them all to the launcher */
     cr_assert_gt(assign_ready(1, tg, assigned), 0);
-    for (uint64_t i = 0; i < tg->ntasks; i++) nleaf += (uint64_t)(assigned[i] && is_qr_or_svd(tg, i));
+    for (uint64_t i = 0; i < tg->ntasks; i++)
+        nleaf += (uint64_t)(assigned[i] && fs_task_is_qr_or_svd(tg, i));
     cr_assert_eq(nleaf, 8, "%llu leaf QRs", (unsigned long long)nleaf);
     lp.w = t->w;
     lp.launched = nleaf;
@@ -340,10 +280,10 @@ Test(worker_launcher, stop_with_launches_queued_is_clean)
     gs_taskgraph_t *tg;
     size_t before;
 
-    start_streams_worker(&t);
+    tw_start_streams(&t, &fs, NULL, 0);
     tg = queue_leaf_qrs(&t, &assigned, &a, &q);
     before = ndone_of(1);
-    stop_worker(&t);     /* LeakSanitizer checks that no job or task was left behind */
+    tw_stop_each(&fs, &t, 1);     /* LeakSanitizer checks that no job or task was left behind */
     /* the canceled QRs are not reported as failures (stop flushes successes only) */
     for (size_t i = 0; i < fs.ndone; i++)
         cr_assert_eq(fs.done[i].status, GS_OK, "task %llu reported %d: %s",
@@ -377,7 +317,7 @@ Test(worker_launcher, cancel_with_launches_queued_reports_nothing_and_keeps_work
     size_t before;
     gs_msg_t m;
 
-    start_streams_worker(&t);
+    tw_start_streams(&t, &fs, NULL, 0);
     tg = queue_leaf_qrs(&t, &assigned, &a, &q);
     before = ndone_of(1);
     memset(&m, 0, sizeof(m));
@@ -398,7 +338,7 @@ Test(worker_launcher, cancel_with_launches_queued_reports_nothing_and_keeps_work
     /* the launcher still serves */
     cr_assert_eq(gs_array_qr(small, &sq, NULL), GS_OK);
     cr_assert_gt(run_and_check(2, sq, 1e-10), 0);
-    stop_worker(&t);
+    tw_stop_each(&fs, &t, 1);
     free(assigned);
     gs_taskgraph_free(tg);
     gs_array_release(a), gs_array_release(q);
