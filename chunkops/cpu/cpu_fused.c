@@ -69,24 +69,27 @@ typedef struct gs__scratch {
     gs__seg_t segs[GS__TILE];
 } gs__scratch_t;
 
+/* Set member by member per call, not cleared whole: sp is written by gs__space_build for the
+ * axes in use and ps is read only below ps.top, so their ~1.5 KB need no clearing (for a
+ * one-element task the clearing was most of gs__cpu_fused_run's time in `gs-bench tasks`). */
 typedef struct gs__fused {
     const gs_kfused_t *k;
-    gs__space_t sp;
     gs__fmode_t mode;
     int redop, width;
     int typed;        /* some dtype is not float64: the typed rules of graph/kernel.h */
     int irec;         /* integer records (graph/kernel.h): int64 values, wrapping */
-    uint8_t leaf_used[GS_KERNEL_MAX_LEAVES];
     gs__scratch_t *s;
     /* tile state */
     int nseg, n;
     const double *leafptr[GS_KERNEL_MAX_LEAVES]; /* materialised leaf for this tile or NULL */
     /* reduction state (ALL and INNER modes) */
     int64_t cur_rec;
-    gs__pairsum_t ps;
     int64_t count;
     double acc[GS_KERNEL_MAX_RECORD];
     double *comp; /* OUTER sum/mean: Neumaier compensation per record */
+    /* written before they are read (see above) */
+    gs__space_t sp;
+    gs__pairsum_t ps;
 } gs__fused_t;
 
 /* ---------------------------------------------------------------- simplification ---- */
@@ -96,12 +99,15 @@ static void gs__space_build(gs__fused_t *f)
     const gs_kfused_t *k = f->k;
     gs__space_t *sp = &f->sp;
     int nd = k->ndim, a = -1;
-    int64_t shape[GS_MAX_NDIM];
-    int64_t stride[GS__NCOL][GS_MAX_NDIM];
-    int64_t base[GS__NCOL];
+    int64_t *shape = sp->shape;           /* built in place */
+    int64_t (*stride)[GS_MAX_NDIM] = sp->stride;
+    int64_t *base = sp->base;
 
-    memset(stride, 0, sizeof(stride));
-    memset(base, 0, sizeof(base));
+    /* only the axes in use: nothing reads a stride past sp->nd (<= k->ndim, or 1 below) */
+    for (int c = 0; c < GS__NCOL; c++) {
+        base[c] = 0;
+        for (int j = 0; j < nd; j++) stride[c][j] = 0;
+    }
     for (int j = 0; j < nd; j++) shape[j] = k->shape[j];
     for (int c = 0; c < k->nleaves; c++) {
         base[c] = k->leaves[c].base;
@@ -158,9 +164,6 @@ static void gs__space_build(gs__fused_t *f)
     }
     sp->nd = nd;
     sp->red = a;
-    memcpy(sp->shape, shape, sizeof(shape));
-    memcpy(sp->base, base, sizeof(base));
-    memcpy(sp->stride, stride, sizeof(stride));
 
     if (k->terminal != GS_TERM_REDUCE) f->mode = GS__MODE_STORE;
     else if (a < 0) f->mode = GS__MODE_ALL;
@@ -831,8 +834,15 @@ gs_status_t gs__cpu_fused_run(const gs_kfused_t *k)
     /* comparisons cast back to float64 ((x > 0).sum()): the float64 loops, same values */
     if (gs_kfused_dtype_other(k) != GS_DTYPE_FLOAT64 && gs_kfused_untype(k, &ku))
         return gs__cpu_fused_run(&ku);
-    memset(&f, 0, sizeof(f));
     f.k = k;
+    f.mode = GS__MODE_STORE;
+    f.s = NULL;
+    f.nseg = f.n = 0;
+    for (int i = 0; i < GS_KERNEL_MAX_LEAVES; i++) f.leafptr[i] = NULL;
+    f.count = 0;
+    for (int i = 0; i < GS_KERNEL_MAX_RECORD; i++) f.acc[i] = 0.0;
+    f.comp = NULL;
+    f.ps.top = 0;
     f.redop = k->redop;
     f.width = k->terminal == GS_TERM_REDUCE ? gs_redop_width(k->redop) : 1;
     f.cur_rec = -1;
