@@ -290,29 +290,6 @@ err_nomem:
 /* ------------------------------------------------------------------------------------------ */
 /* Peers (connections).                                                                       */
 
-/* The handshake list (s->hs_oldest .. hs_newest): a peer joins it when accepted and leaves it
- * once its handshake ends (welcomed, refused or closed). */
-static void gs__hs_append(gs_sched_t *s, gs__peer_t *p)
-{
-    p->hs_prev = s->hs_newest;
-    p->hs_next = NULL;
-    if (s->hs_newest) s->hs_newest->hs_next = p;
-    else s->hs_oldest = p;
-    s->hs_newest = p;
-    p->in_hs = 1;
-}
-
-static void gs__hs_unlink(gs_sched_t *s, gs__peer_t *p)
-{
-    if (!p->in_hs) return;
-    if (p->hs_prev) p->hs_prev->hs_next = p->hs_next;
-    else s->hs_oldest = p->hs_next;
-    if (p->hs_next) p->hs_next->hs_prev = p->hs_prev;
-    else s->hs_newest = p->hs_prev;
-    p->hs_prev = p->hs_next = NULL;
-    p->in_hs = 0;
-}
-
 void gs__peer_close(gs__peer_t *p, gs_status_t reason, gs_status_t err_status, const char *fmt, ...)
 {
     char text[512];
@@ -329,7 +306,6 @@ void gs__peer_close(gs__peer_t *p, gs_status_t reason, gs_status_t err_status, c
     {
         int was_client = p->state == GS__PEER_CLIENT;
         p->state = GS__PEER_CLOSING;
-        gs__hs_unlink(p->s, p);
         if (p->worker != NULL) gs__worker_remove(p->s, p->worker, text[0] ? text : gs_status_string(reason));
         if (was_client) {
             gs_u64map_del(&p->s->clients, p->id);
@@ -434,7 +410,6 @@ static void gs__handshake(gs_sched_t *s, gs__peer_t *p, const gs_msg_t *msg)
     } else {
         p->state = GS__PEER_WORKER;
     }
-    gs__hs_unlink(s, p);
     /* handshaken: the frame limit of the role */
     gs_conn_set_max_frame(p->conn, role == GS_ROLE_CLIENT ? s->client_max_frame : s->worker_max_frame);
     out.type = GS_MSG_WELCOME;
@@ -747,7 +722,6 @@ static void gs__on_close(gs_conn_t *conn, gs_status_t reason, void *arg)
         const char *why = reason == GS_ERR_CONN_CLOSED ? "connection closed" : gs_status_string(reason);
         int was_client = p->state == GS__PEER_CLIENT;
         p->state = GS__PEER_CLOSING;
-        gs__hs_unlink(s, p);
         if (p->worker != NULL) gs__worker_remove(s, p->worker, why);
         if (was_client) {
             gs_u64map_del(&s->clients, p->id);
@@ -756,7 +730,6 @@ static void gs__on_close(gs_conn_t *conn, gs_status_t reason, void *arg)
             gs__graph_drop_client(s, p);
         }
     }
-    gs__hs_unlink(s, p);
     if (p->prev) p->prev->next = p->next;
     else s->peers = p->next;
     if (p->next) p->next->prev = p->prev;
@@ -812,18 +785,22 @@ static uint64_t gs__addr_count(gs_sched_t *s, uint64_t key, int delta)
  * address would evict real clients in the middle of their handshake. 0 when there is none. */
 static int gs__evict_oldest_handshake(gs_sched_t *s, const gs__peer_t *keep, uint64_t key)
 {
-    gs__peer_t *oldest = NULL;
-    /* from the oldest towards the newest: the first that has sent nothing, else the oldest
-     * (the walk usually stops at the first: the handshake list, not every connection) */
-    for (gs__peer_t *p = s->hs_oldest; p != NULL; p = p->hs_next) {
-        if (p == keep || (key != 0 && p->addr_key != key)) continue;
-        if (!p->hs.challenged && !gs_conn_input_unread(p->conn)) {
+    gs__peer_t *oldest = NULL, *tail = NULL;
+    for (gs__peer_t *p = s->peers; p != NULL; p = p->next) {   /* newest first */
+        if (p != keep && p->state == GS__PEER_HANDSHAKE && (key == 0 || p->addr_key == key)) {
+            if (oldest == NULL) tail = p;
+            oldest = p;
+        }
+    }
+    if (oldest == NULL) return 0;
+    /* from the oldest towards the newest candidate: the first that has sent nothing */
+    for (gs__peer_t *p = oldest; p != NULL; p = p == tail ? NULL : p->prev) {
+        if (p != keep && p->state == GS__PEER_HANDSHAKE && (key == 0 || p->addr_key == key) &&
+            !p->hs.challenged && !gs_conn_input_unread(p->conn)) {
             oldest = p;
             break;
         }
-        if (oldest == NULL) oldest = p;
     }
-    if (oldest == NULL) return 0;
     s->st.conns_evicted_total++;
     /* its descriptor is closed at once: it stops counting now, not when its close callback runs
      * (a burst of accepts in one loop iteration would otherwise find nothing left to evict) */
@@ -892,7 +869,6 @@ void gs__sched_on_connection(uv_stream_t *server, int status)
     p->next = s->peers;
     if (s->peers) s->peers->prev = p;
     s->peers = p;
-    gs__hs_append(s, p);
     s->nconns++;
     p->addr_key = gs__addr_key(p->conn);
     if (s->stopping) {

@@ -251,8 +251,6 @@ struct gs__peer {
     gs_hs_sched_t hs;            /* the handshake (HANDSHAKE: CHALLENGE sent once hs.challenged) */
     char name[64];
     gs__peer_t *prev, *next;
-    gs__peer_t *hs_prev, *hs_next;   /* s->hs_oldest..hs_newest while HANDSHAKE (in_hs) */
-    int in_hs;
     /* gather relays of a client: at most GS__RELAY_WINDOW keys (GS__RELAY_WINDOW_BYTES) requested
      * from workers and not yet written to the client; the rest wait here in order */
     uint32_t relays_out;
@@ -348,8 +346,6 @@ struct gs_sched {
     uint64_t next_sreq;
 
     gs__peer_t *peers;           /* all connections */
-    gs__peer_t *hs_oldest, *hs_newest; /* connections in their handshake, in accept order:
-                                          eviction looks at the oldest first, not at all peers */
     uint32_t nconns;
     uint32_t nevicted;           /* of nconns: evicted, descriptor closed, not yet freed */
     uint32_t nclients;
