@@ -3,9 +3,9 @@
 # The socket fuzzer's storms connect thousands of times a second over one loopback address pair
 # and rely on reusing ports in TIME_WAIT. Suites run just before leave up to the whole ephemeral
 # range (28 k ports) in TIME_WAIT for 60 s, and a real client's connection can then stall for
-# seconds, which the harness rightly counts as a lockout (seen in the normal and the TSan
-# sockfuzz runs of CI). In a namespace of its own the program gets a fresh TCP state, loopback
-# up and the ephemeral range widened. Where unshare or ip is missing (no root, no util-linux), it
+# seconds, which the harness rightly counts as a lockout (seen in CI's runs in the host
+# namespace; lock-outs of another cause remain, scripts/tsan.sh says which). In a namespace of
+# its own the program gets a fresh TCP state, loopback up and the ephemeral range widened. Where unshare or ip is missing (no root, no util-linux), it
 # runs in the host namespace once the host's TIME_WAIT count has fallen below 4000 (at most 90 s).
 #
 #   gs_in_own_netns PROGRAM [ARGS...]    exit status: the program's

@@ -31,8 +31,9 @@
  * the heap returned freed memory; see docs/ARCHITECTURE.md). --rss-bound warn reports either
  * without failing (for allocators that keep freed memory by design, e.g. a sanitizer's).
  * --lockout warn counts and reports a real client locked out during the attack (it tries again)
- * without failing: for a gsched slowed 5-15x by ThreadSanitizer, whose run is for data races
- * (the lock-out bound is the normal build's); after the attack a client must still get in.
+ * without failing: for the ThreadSanitizer run, which is for data races (scripts/tsan.sh says
+ * why); the normal build's run keeps the lock-out fatal; after the attack a client must still
+ * get in either way.
  * The gsched and gworker programs are found as the integration tests find them ($GS_BIN_DIR, else
  * <dir of this program>/../bin).
  */
@@ -523,13 +524,13 @@ static gs_client_h sf_client_connect(int during_attack)
     if (dt > sf_client_connect_max_s) sf_client_connect_max_s = dt;
     if (c == NULL) {
         SF_ADD(client_lockouts, 1);
-        if (during_attack && sf_opt.lockout_warn) {
-            if (atomic_load(&sf_n.client_lockouts) <= 5)   /* the count is in the JSON line */
-                fprintf(stderr, "sockfuzz: warning: a real client could not connect during the "
-                        "attack (--lockout warn): %s\n", gs_last_error());
-        }
-        else
+        if (!during_attack || !sf_opt.lockout_warn) {
             sf_fail("a real client could not connect: %s", gs_last_error());
+            return NULL;
+        }
+        if (atomic_load(&sf_n.client_lockouts) <= 5)   /* the count is in the JSON line */
+            fprintf(stderr, "sockfuzz: warning: a real client could not connect during the "
+                    "attack (--lockout warn): %s\n", gs_last_error());
     }
     return c;
 }
@@ -566,7 +567,8 @@ static void *sf_client_thread(void *arg)
     uint64_t j = 0;
     (void)arg;
     while (!atomic_load(&sf_stop)) {
-        if (c == NULL) {   /* locked out under --lockout warn: try again */
+        if (c == NULL) {   /* locked out: the run failed, or under --lockout warn try again */
+            if (!sf_opt.lockout_warn) break;
             c = sf_client_connect(1);
             continue;
         }
