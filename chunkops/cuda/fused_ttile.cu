@@ -31,6 +31,8 @@ __global__ void __launch_bounds__(BLOCK) k_ttile(const __grid_constant__ Plan p)
     const int tx = threadIdx.x % TT, ty = threadIdx.x / TT;
     const int64_t tc = (p.L + TT - 1) / TT;
     const int64_t ntiles = (p.R + TT - 1) / TT * tc;
+    const bool bin2 = CH && p.nprog == 3 && p.prog[0].op == GS_OP_LEAF && p.prog[1].op == GS_OP_LEAF &&
+                      p.prog[2].op >= GS_OP_ADD && p.prog[2].op <= GS_OP_MAX;
     for (int64_t t = blockIdx.x; t < ntiles; t += gridDim.x) {
         const int64_t tr = t / tc;
         const int64_t r0 = tr * TT, l0 = (t - tr * tc) * TT;
@@ -68,7 +70,7 @@ __global__ void __launch_bounds__(BLOCK) k_ttile(const __grid_constant__ Plan p)
             const int j = ty + jj * TROWS;
             const int64_t r = r0 + j;
             if (r >= p.R || l >= p.L) continue;
-            const double v = eval1_run<D, true>(p, [&](int q) -> double {
+            auto leaf = [&](int q) -> double {
                 const int s = p.tslot[q];
                 if (s >= 0) return tile[s][tx][j];
                 if constexpr (CH) {
@@ -81,7 +83,12 @@ __global__ void __launch_bounds__(BLOCK) k_ttile(const __grid_constant__ Plan p)
                     const gs__cuda_leaf_t &lf = p.leaves[q];
                     return leaf_value(lf, lf.base + r * lf.rstride[0] + l * lf.lstride);
                 }
-            });
+            };
+            double v;
+            /* two leaves and one binary op (x + x.T): the interpreter's loop, stack shifts and
+             * op tests left out; the same op on the same operands, so the same bits */
+            if (CH && bin2) v = apply_binary1<true, false>(p.prog[2].op, leaf(p.prog[0].arg), leaf(p.prog[1].arg));
+            else v = eval1_run<D, true>(p, leaf);
             if constexpr (STORE) {
                 p.out[r * p.L + l] = v;
             } else {
