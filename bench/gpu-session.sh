@@ -265,9 +265,9 @@ if [ "$what" = rand ]; then
     run $B/gs-bench transpose-sum --n 40000 --chunk 10000 --workers 1 --backend cuda --repeat 5
     GS_CUDA_TTILE=0 run $B/gs-bench transpose-sum --n 40000 --chunk 10000 --workers 1 --backend cuda --repeat 3
     run $B/gs-bench seed --n 500000 --chunk 10000 --workers 1 --backend cuda --repeat 3
-    run $B/gs-bench seed --n 500000 --chunk 10000 --workers 1 --backend cuda --repeat 3 --random-v2
+    run $B/gs-bench seed --n 500000 --chunk 10000 --workers 1 --backend cuda --repeat 3 --random 2
     run $B/gs-bench seed --n 500000 --chunk 10000 --workers 1 --backend cuda --no-fuse --repeat 2
-    run $B/gs-bench seed --n 500000 --chunk 10000 --workers 1 --backend cuda --no-fuse --repeat 2 --random-v2
+    run $B/gs-bench seed --n 500000 --chunk 10000 --workers 1 --backend cuda --no-fuse --repeat 2 --random 2
   } 2>"$out/rand.err" | tee "$out/rand.jsonl"
   grep -E "failed|error" "$out/rand.err" | head -8
 fi

@@ -364,6 +364,22 @@ gs_status_t gs_array_random_normal_dtype(uint64_t seed, double mean, double std,
     return GS_OK;
 }
 
+gs_status_t gs_array_random_normal_dtype_version(uint64_t seed, double mean, double std,
+                                                 gs_dtype_t dtype, int version, int ndim,
+                                                 const int64_t *shape, const int64_t *chunks,
+                                                 gs_array_h *out_p)
+{
+    gs_status_t st;
+    if ((st = gs__random_dtype_check("random normal", dtype, mean, std, out_p)) != GS_OK) return st;
+    if (dtype == GS_DTYPE_FLOAT64)
+        return gs_array_random_normal_version(seed, mean, std, version, ndim, shape, chunks, out_p);
+    if (version != GS_RANDOM_V1)
+        return gs_error_set(GS_ERR_INVALID_PARAM,
+                            "random normal: dtype float32 has no definition version %d (version 1)",
+                            version);
+    return gs_array_random_normal_dtype(seed, mean, std, dtype, ndim, shape, chunks, out_p);
+}
+
 gs_status_t gs_array_random_uniform_dtype(uint64_t seed, double low, double high,
                                           gs_dtype_t dtype, int ndim, const int64_t *shape,
                                           const int64_t *chunks, gs_array_h *out_p)

@@ -86,6 +86,7 @@ void gs__common_defaults(gs__common_t *c)
 {
     memset(c, 0, sizeof(*c));
     c->fuse = c->pushdown = 1;
+    c->random_version = GS_RANDOM_V1;
     c->repeat = 1;
     c->token = getenv("GSCHED_TOKEN");
 }
@@ -185,7 +186,14 @@ int gs__common_arg(int argc, char **argv, int *i, gs__common_t *c)
         return 1;
     }
     if (strcmp(a, "--random-v2") == 0) {
-        c->random_v2 = 1;
+        c->random_version = GS_RANDOM_V2;
+        return 1;
+    }
+    if (strcmp(a, "--random") == 0) {
+        if (v == NULL || (strcmp(v, "1") != 0 && strcmp(v, "2") != 0 && strcmp(v, "3") != 0))
+            return gs__bad("option --random needs a definition version: 1, 2 or 3"), -1;
+        c->random_version = v[0] - '0';
+        (*i)++;
         return 1;
     }
     if (strcmp(a, "--no-gram") == 0) {
@@ -309,7 +317,7 @@ int gs__connect_persist_normal(gs__common_t *c, const int64_t *shape, const int6
 {
     gs_status_t st;
     double t0;
-    if (gs_array_random_normal_version(c->seed, 0.0, 1.0, c->random_v2 ? GS_RANDOM_V2 : GS_RANDOM_V1,
+    if (gs_array_random_normal_version(c->seed, 0.0, 1.0, c->random_version,
                                        2, shape, chunks, x_p) != GS_OK) {
         return gs__cannot_build("x");
     }

@@ -16,7 +16,7 @@ typedef struct gs__common {
     const char *tls_ca_file, *tls_cert, *tls_key;  /* --scheduler with TLS (any set: on) */
     const char *dashboard;   /* local cluster: gsched's --dashboard-address (NULL: its default) */
     int fuse, pushdown;
-    int random_v2;          /* --random-v2: normals under docs/random.md's version 2 */
+    int random_version;     /* --random N (--random-v2: 2): docs/random.md's normal definition */
     int no_gram;            /* --no-gram: the tall SVD by TSQR (GS_LOWER_GRAM_SVD off) */
     int repeat;
     uint64_t seed;

@@ -81,7 +81,9 @@ static void gs__seed_usage(FILE *f)
             "  --no-pushdown         do not push the slice into the generator\n"
             "  --repeat R            R > 1: one cold run, then R timed runs (median reported)\n"
             "  --seed S              random seed (default 0)\n"
-            "  --random-v2           normals under docs/random.md's version 2 (default: version 1)\n"
+            "  --random N            normals under docs/random.md's definition version N: 1\n"
+            "                        (default), 2 or 3 (float64), 1 or 3 (float32); --random-v2\n"
+            "                        is --random 2\n"
             "  --dtype float64|float32  the array's dtype (default float64); float32 uses\n"
             "                        docs/random.md's float32 definition, + 1 in float32, and the\n"
             "                        sum is float32 (NumPy's result dtype; accumulated in float64)\n"
@@ -121,20 +123,15 @@ int gs__bench_seed(int argc, char **argv)
         done)
         return rc;
     rc = 1;
-    if (dtype == GS_DTYPE_FLOAT32 && c.random_v2)
-        return gs__bad("--random-v2 is a float64 definition; float32 has its own (docs/random.md)");
 
     /* the expression */
     {
         int64_t shape[2] = {n, n}, chunks[2] = {chunk, chunk};
         memset(sl, 0, sizeof(sl));
         sl[0].step = sl[1].step = 2;
-        gs_status_t gst =
-            dtype == GS_DTYPE_FLOAT32
-                ? gs_array_random_normal_dtype(c.seed, 10.0, 1.0, dtype, 2, shape, chunks, &x)
-                : gs_array_random_normal_version(c.seed, 10.0, 1.0,
-                                                 c.random_v2 ? GS_RANDOM_V2 : GS_RANDOM_V1, 2,
-                                                 shape, chunks, &x);
+        gs_status_t gst = gs_array_random_normal_dtype_version(c.seed, 10.0, 1.0, dtype,
+                                                               c.random_version, 2, shape,
+                                                               chunks, &x);
         if (gst != GS_OK ||
             gs_array_binary_scalar(GS_BINARY_ADD, x, 1.0, &y) != GS_OK ||
             gs_array_slice(y, 2, sl, &z) != GS_OK ||
@@ -185,7 +182,7 @@ int gs__bench_seed(int argc, char **argv)
                chunk, c.workers);
         printf(",\"backend\":\"%s\"", c.backend ? c.backend : "remote");
         printf(",\"fused\":%s,\"pushdown\":%s,\"random\":%d", c.fuse ? "true" : "false",
-               c.pushdown ? "true" : "false", c.random_v2 ? 2 : 1);
+               c.pushdown ? "true" : "false", c.random_version);
         printf(",\"dtype\":\"%s\"", gs_dtype_name(dtype));
         printf(",\"seed\":%" PRIu64, c.seed);
         gs__json_num("value", cold.value);

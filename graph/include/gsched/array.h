@@ -204,8 +204,12 @@ gs_status_t gs_array_random_normal(uint64_t seed, double mean, double std, int n
  * log, sqrt and sine/cosine pair per two adjacent elements, the same bits on CPU and GPU. */
 #define GS_RANDOM_V1 1
 #define GS_RANDOM_V2 2
+/* V3 (float64 and float32): elements i and i + 2 of each group of four (4q, 4q + 2 and
+ * 4q + 1, 4q + 3) share one block and one log, sqrt and sine/cosine pair, so reads with unit
+ * stride and with stride 2 (x[::2]) both use both halves; the same bits on CPU and GPU. */
+#define GS_RANDOM_V3 3
 
-/** gs_array_random_normal() under definition @a version (GS_RANDOM_V1 or GS_RANDOM_V2); the
+/** gs_array_random_normal() under definition @a version (GS_RANDOM_V1, V2 or V3); the
  *  same array, element for element, for the same arguments on any chunking, worker count and
  *  backend. GS_ERR_INVALID_PARAM for another version or what gs_array_random_normal() rejects;
  *  *out_p (a new reference, released by the caller) is written only on success. */
@@ -227,6 +231,16 @@ gs_status_t gs_array_random_uniform(uint64_t seed, double low, double high, int 
 gs_status_t gs_array_random_normal_dtype(uint64_t seed, double mean, double std, gs_dtype_t dtype,
                                          int ndim, const int64_t *shape, const int64_t *chunks,
                                          gs_array_h *out_p);
+
+/** gs_array_random_normal_dtype() under definition @a version of that dtype (docs/random.md):
+ *  float64 takes GS_RANDOM_V1, V2 or V3 (as gs_array_random_normal_version()), float32
+ *  GS_RANDOM_V1 (gs_array_random_normal_dtype()) or V3. Errors: GS_ERR_INVALID_PARAM for a
+ *  version the dtype does not have (the message names both) and what
+ *  gs_array_random_normal_dtype() rejects; *out_p (a new reference) is written only on success. */
+gs_status_t gs_array_random_normal_dtype_version(uint64_t seed, double mean, double std,
+                                                 gs_dtype_t dtype, int version, int ndim,
+                                                 const int64_t *shape, const int64_t *chunks,
+                                                 gs_array_h *out_p);
 
 /** gs_array_random_uniform() with elements of @a dtype (float64 or float32), as
  *  gs_array_random_normal_dtype(). */
