@@ -112,6 +112,7 @@ gs_status_t gs_kfused_validate(const gs_kfused_t *k)
             break;
         case GS_LEAF_NORMAL:
         case GS_LEAF_NORMAL_V2:
+        case GS_LEAF_NORMAL_V3:
         case GS_LEAF_UNIFORM:
         case GS_LEAF_UNIFORM_F32:
         case GS_LEAF_NORMAL_F32:

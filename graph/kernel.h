@@ -51,6 +51,10 @@
  *   - GS_LEAF_NORMAL_V2: value = gs_random_normal_v2(seed, off_k(p), p0 = mean, p1 = std)
  *     (version 2 of the normal definition, docs/random.md; the value of index i depends on
  *      the block of pair i >> 1 only, so a region may compute both elements of a pair at once)
+ *   - GS_LEAF_NORMAL_V3: value = gs_random_normal_v3(seed, off_k(p), p0 = mean, p1 = std)
+ *     (version 3: index i takes half (i >> 1) & 1 of pair ((i >> 2) << 1) | (i & 1), so
+ *      elements i and i + 2 of a group of four share a block; reads with stride 1 or 2 may
+ *      compute both at once)
  *   - GS_LEAF_UNIFORM_F32, GS_LEAF_NORMAL_F32: value = gs_random_uniform_f32 / _normal_f32(seed,
  *     off_k(p), p0, p1), a float32 value (docs/random.md, "float32 random"); every GS_OP_LEAF
  *     of such a leaf has dtype GS_DTYPE_FLOAT32
@@ -102,6 +106,7 @@ typedef enum gs_leaf_kind {
     GS_LEAF_UNIFORM_F32 = 5,        /* random.h float32 version 1 (typed programs only) */
     GS_LEAF_NORMAL_F32 = 6,         /* random.h float32 version 1 (typed programs only) */
     GS_LEAF_INTEGERS = 7,           /* random.h gs_random_integers (typed programs only) */
+    GS_LEAF_NORMAL_V3 = 8,          /* random.h version 3 (pairs at distance 2 share a block) */
     GS_LEAF_KIND_COUNT
 } gs_leaf_kind_t;
 

@@ -48,7 +48,7 @@ static void gs__dname_fused(const gs_layer_t *l, char *out, size_t cap)
 {
     static const char *const leaves[GS_LEAF_KIND_COUNT] = {NULL, "normal", "uniform", "arange",
                                                                  "normal", "uniform", "normal",
-                                                                 "integers"};
+                                                                 "integers", "normal"};
     for (int32_t k = 0; k < l->u.f.nleaves; k++) {
         int32_t kind = l->u.f.leaves[k].kind;
         if (kind > 0 && kind < GS_LEAF_KIND_COUNT) gs__dname_add(out, cap, leaves[kind], strlen(leaves[kind]));

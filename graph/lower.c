@@ -467,7 +467,11 @@ static void lw_emit_node(lw_emit_t *em, int64_t idx, const gs__lmap_t *m)
             lw_gen_leaf_typed(em, GS_LEAF_NORMAL_F32, n, m, GS_DTYPE_FLOAT32);
             break;
         }
-        lw_gen_leaf(em, n->u.gen.version == GS_RANDOM_V2 ? GS_LEAF_NORMAL_V2 : GS_LEAF_NORMAL, n, m);
+        lw_gen_leaf(em,
+                    n->u.gen.version == GS_RANDOM_V2   ? GS_LEAF_NORMAL_V2
+                    : n->u.gen.version == GS_RANDOM_V3 ? GS_LEAF_NORMAL_V3
+                                                       : GS_LEAF_NORMAL,
+                    n, m);
         lw_cast(em, GS_DTYPE_FLOAT64, n->dtype);
         break;
     case GS__NODE_UNIFORM:

@@ -63,6 +63,11 @@ void gs__cpu_random_normal(uint64_t seed, const uint64_t *idx, int n, double mea
                            double *out);
 /* Version 2 normals (gs_random_normal_v2): out[i] for idx[i], bit-identical to the scalar
  * definition; adjacent pairs (2k, 2k + 1) in idx share one block and one transform. */
+/* Version 3 normals (gs_random_normal_v3), as gs__cpu_random_normal_v2: elements i and i + 2 of
+ * a group of four met one after the other (stride 2) or as a whole group (stride 1) share their
+ * pair's block and transform. */
+void gs__cpu_random_normal_v3(uint64_t seed, const uint64_t *idx, int n, double mean, double std,
+                              double *out);
 void gs__cpu_random_normal_v2(uint64_t seed, const uint64_t *idx, int n, double mean, double std,
                               double *out);
 void gs__cpu_random_uniform(uint64_t seed, const uint64_t *idx, int n, double low, double high,

@@ -214,6 +214,7 @@ static const double *gs__leaf_tile(gs__fused_t *f, int li)
         break;
     case GS_LEAF_NORMAL:
     case GS_LEAF_NORMAL_V2:
+    case GS_LEAF_NORMAL_V3:
     case GS_LEAF_UNIFORM: {
         uint64_t *idx = f->s->idx;
         for (int g = 0; g < f->nseg; g++) {
@@ -225,6 +226,8 @@ static const double *gs__leaf_tile(gs__fused_t *f, int li)
             gs__cpu_random_normal(lf->seed, idx, f->n, lf->p0, lf->p1, buf);
         else if (lf->kind == GS_LEAF_NORMAL_V2)
             gs__cpu_random_normal_v2(lf->seed, idx, f->n, lf->p0, lf->p1, buf);
+        else if (lf->kind == GS_LEAF_NORMAL_V3)
+            gs__cpu_random_normal_v3(lf->seed, idx, f->n, lf->p0, lf->p1, buf);
         else
             gs__cpu_random_uniform(lf->seed, idx, f->n, lf->p0, lf->p1, buf);
         break;

@@ -12,8 +12,9 @@
  * ISO C mode), so every CPU gives bit-identical results; on x86-64 the loops are cloned for
  * AVX-512 and AVX2 and the best clone is picked at load time (not under ASan or TSan: an
  * instrumented resolver runs before the sanitizer runtime is up).
- * Version 2 normals (gs__cpu_random_normal_v2) share the vectorised Philox (counter word c2 =
- * GS_RANDOM_V2_TAG, one block per pair) and random.h's libm-free arithmetic: the scalar bits. */
+ * Version 2 and 3 normals (gs__cpu_random_normal_v2/_v3) share the vectorised Philox (counter
+ * word c2 = GS_RANDOM_V2_TAG / GS_RANDOM_V3_TAG, one block per pair) and random.h's libm-free
+ * arithmetic: the scalar bits. */
 #include "chunkops/cpu/cpu.h"
 #include "chunkops/random.h"
 
@@ -369,6 +370,51 @@ void gs__cpu_random_normal_v2(uint64_t seed, const uint64_t *idx, int n, double 
             } else {
                 out[e] = mean + std * ((idx[e] & 1u) ? z1[p] : z0[p]);
             }
+        }
+    }
+}
+
+/* Version 3: pair k = ((i >> 2) << 1) | (i & 1) holds elements i0 = ((k >> 1) << 2) | (k & 1)
+ * (half 0, the cosine) and i0 + 2 (half 1). A whole aligned group of four (unit stride) is two
+ * pairs, an element followed by its partner (stride 2) one; any other element is alone and
+ * takes its own half. */
+void gs__cpu_random_normal_v3(uint64_t seed, const uint64_t *idx, int n, double mean, double std,
+                              double *out)
+{
+    uint64_t kk[GS__RBLOCK], wa[GS__RBLOCK], wb[GS__RBLOCK];
+    int32_t at0[GS__RBLOCK], at1[GS__RBLOCK]; /* positions of halves 0 and 1, or -1 */
+    double z0[GS__RBLOCK], z1[GS__RBLOCK];
+    int i = 0;
+    while (i < n) {
+        int np = 0;
+        while (i < n && np + 2 <= GS__RBLOCK) {
+            const uint64_t e = idx[i];
+            if ((e & 3u) == 0 && i + 3 < n && idx[i + 1] == e + 1 && idx[i + 2] == e + 2 &&
+                idx[i + 3] == e + 3) {
+                kk[np] = gs_random_v3_pair(e);
+                at0[np] = i;
+                at1[np++] = i + 2;
+                kk[np] = gs_random_v3_pair(e + 1);
+                at0[np] = i + 1;
+                at1[np++] = i + 3;
+                i += 4;
+            } else if (gs_random_v3_half(e) == 0 && i + 1 < n && idx[i + 1] == e + 2) {
+                kk[np] = gs_random_v3_pair(e);
+                at0[np] = i;
+                at1[np++] = i + 1;
+                i += 2;
+            } else {
+                kk[np] = gs_random_v3_pair(e);
+                at0[np] = gs_random_v3_half(e) ? -1 : i;
+                at1[np++] = gs_random_v3_half(e) ? i : -1;
+                i++;
+            }
+        }
+        gs__philox_words(seed, kk, np, wa, wb, GS_RANDOM_V3_TAG);
+        gs__pairs_from_words(wa, wb, np, z0, z1);
+        for (int p = 0; p < np; p++) {
+            if (at0[p] >= 0) out[at0[p]] = mean + std * z0[p];
+            if (at1[p] >= 0) out[at1[p]] = mean + std * z1[p];
         }
     }
 }

@@ -163,6 +163,7 @@ static double ref_leaf(const gs_kfused_t *k, int li, const int64_t *p)
     }
     case GS_LEAF_UNIFORM: return gs_random_uniform(lf->seed, (uint64_t)off, lf->p0, lf->p1);
     case GS_LEAF_NORMAL_V2: return gs_random_normal_v2(lf->seed, (uint64_t)off, lf->p0, lf->p1);
+    case GS_LEAF_NORMAL_V3: return gs_random_normal_v3(lf->seed, (uint64_t)off, lf->p0, lf->p1);
     default: return (double)off;
     }
 }

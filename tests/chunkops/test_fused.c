@@ -92,7 +92,8 @@ static void make_leaf(gs_kfused_t *k, int li, owned_t *own, int nasty)
     int64_t span;
     memset(lf, 0, sizeof(*lf));
     /* the float64 kinds (the float32 and integer random leaves need typed programs) */
-    lf->kind = rndi(GS_LEAF_NORMAL_V2 + 1);
+    lf->kind = rndi(GS_LEAF_NORMAL_V2 + 2); /* CHUNK .. NORMAL_V2, or ... */
+    if (lf->kind == GS_LEAF_NORMAL_V2 + 1) lf->kind = GS_LEAF_NORMAL_V3; /* ... NORMAL_V3 */
     switch (lf->kind) {
     case GS_LEAF_CHUNK: {
         int64_t pad = rndi(4);
@@ -112,6 +113,7 @@ static void make_leaf(gs_kfused_t *k, int li, owned_t *own, int nasty)
     }
     case GS_LEAF_NORMAL:
     case GS_LEAF_NORMAL_V2:
+    case GS_LEAF_NORMAL_V3:
     case GS_LEAF_UNIFORM:
         /* indices beyond 2^32 exercise the counter's high word */
         make_strides(k, lf, 1, rndi(2) ? (int64_t)rndi(1000) : ((int64_t)5 << 32) + rndi(1000),

@@ -904,39 +904,58 @@ Test(graph_eval, tuple_axes_reject_bad_input)
     cr_assert_eq(h, (gs_array_h)(uintptr_t)0x1234, "output written on error");
 }
 
-/* Version-2 normals through the lowering: every chunking (odd chunk widths split pairs between
- * chunks), every lowering flag, and slices pushed into the generator (lone halves of pairs) give
- * the definition's bits at every global index. Version 1 stays the default. */
-Test(graph_eval, normal_v2_values_follow_the_definition_on_every_chunking)
+/* Version-2 and version-3 normals through the lowering: every chunking (odd chunk widths split
+ * pairs between chunks), every lowering flag, and slices pushed into the generator (rows 1::2,
+ * columns ::@a cstep: for version 2 and step -3 lone halves of pairs, for version 3 and step 2
+ * or -2 both halves of every pair) give the definition's bits at every global index. Version 1
+ * stays the default. */
+static void check_normal_version(int version, double (*def)(uint64_t, uint64_t, double, double),
+                                 int64_t cstep)
 {
     static const int64_t chunkings[][2] = {{37, 53}, {5, 7}, {1, 53}, {37, 1}, {4, 6}};
     const int64_t shape[2] = {37, 53};
-    gs_slice_t sl[2] = {GS_SLICE_FROM(1, 2), GS_SLICE_STEP(-3)};
+    const int64_t nq = (53 + (cstep < 0 ? -cstep : cstep) - 1) / (cstep < 0 ? -cstep : cstep);
+    gs_slice_t sl[2] = {GS_SLICE_FROM(1, 2), GS_SLICE_STEP(cstep)};
     for (size_t c = 0; c < sizeof(chunkings) / sizeof(chunkings[0]); c++) {
         gs_array_h x, s;
-        TX_OK(gs_array_random_normal_version(31, 2.0, 0.5, GS_RANDOM_V2, 2, shape, chunkings[c], &x));
+        TX_OK(gs_array_random_normal_version(31, 2.0, 0.5, version, 2, shape, chunkings[c], &x));
         TX_OK(gs_array_slice(x, 2, sl, &s));
         for (unsigned f = 0; f <= GS_LOWER_DEFAULT; f++) {
             double *v = eval_flags(x, f, NULL);
             for (int64_t i = 0; i < 37 * 53; i++)
-                cr_assert(v[i] == gs_random_normal_v2(31, (uint64_t)i, 2.0, 0.5),
-                          "chunking %zu flags 0x%x: element %lld", c, f, (long long)i);
+                cr_assert(v[i] == def(31, (uint64_t)i, 2.0, 0.5),
+                          "v%d chunking %zu flags 0x%x: element %lld", version, c, f, (long long)i);
             free(v);
             double *w = eval_flags(s, f, NULL);
             for (int64_t r = 0; r < 18; r++)
-                for (int64_t q = 0; q < 18; q++) {
-                    uint64_t i = (uint64_t)((1 + 2 * r) * 53 + (52 - 3 * q));
-                    cr_assert(w[r * 18 + q] == gs_random_normal_v2(31, i, 2.0, 0.5),
-                              "chunking %zu flags 0x%x: slice element (%lld, %lld)", c, f,
-                              (long long)r, (long long)q);
+                for (int64_t q = 0; q < nq; q++) {
+                    int64_t col = cstep > 0 ? q * cstep : 52 + q * cstep;
+                    uint64_t i = (uint64_t)((1 + 2 * r) * 53 + col);
+                    cr_assert(w[r * nq + q] == def(31, i, 2.0, 0.5),
+                              "v%d chunking %zu flags 0x%x: slice element (%lld, %lld)", version,
+                              c, f, (long long)r, (long long)q);
                 }
             free(w);
         }
         gs_array_release(s);
         gs_array_release(x);
     }
+}
+
+Test(graph_eval, normal_v3_values_follow_the_definition_on_every_chunking)
+{
+    check_normal_version(GS_RANDOM_V3, gs_random_normal_v3, 2);
+    check_normal_version(GS_RANDOM_V3, gs_random_normal_v3, -2);
+    check_normal_version(GS_RANDOM_V3, gs_random_normal_v3, 1);
+}
+
+Test(graph_eval, normal_v2_values_follow_the_definition_on_every_chunking)
+{
+    static const int64_t chunkings[][2] = {{37, 53}};
+    const int64_t shape[2] = {37, 53};
+    check_normal_version(GS_RANDOM_V2, gs_random_normal_v2, -3);
     gs_array_h y;
-    cr_assert_eq(gs_array_random_normal_version(1, 0.0, 1.0, 3, 2, shape, chunkings[0], &y),
+    cr_assert_eq(gs_array_random_normal_version(1, 0.0, 1.0, 4, 2, shape, chunkings[0], &y),
                  GS_ERR_INVALID_PARAM);
     TX_OK(gs_array_random_normal(5, 0.0, 1.0, 2, shape, chunkings[0], &y));
     double *v1 = eval_flags(y, GS_LOWER_DEFAULT, NULL);

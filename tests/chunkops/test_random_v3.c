@@ -1,0 +1,226 @@
+/* Version 3 of the normal definition (chunkops/random.h, docs/random.md "Version 3"): elements
+ * 4q + j and 4q + j + 2 (j = 0, 1) share one Philox block and one Box-Muller transform. Checked
+ * here: the pairing against an independent formula (division and remainder instead of shifts)
+ * and the values against an independent long double evaluation; the pair, per-element and CPU
+ * batch forms give the same bits for every stride and offset (the batch form shares pairs for
+ * unit stride and stride 2); reference values; chunk invariance through fused kernels, with
+ * unit stride and stride 2 along the row; and the statistics of 10^8 samples. */
+#include <criterion/criterion.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "chunkops/chunkops.h"
+#include "chunkops/cpu/cpu.h"
+#include "chunkops/random.h"
+
+/* the definition's formulas evaluated independently: pair k = 2 (i div 4) + (i mod 2), half
+ * (i mod 4) div 2, counter word 0x33; 80-bit libm, angle 2 pi b 2^-53 */
+static long double ref_v3(uint64_t seed, uint64_t i)
+{
+    uint64_t k = 2 * (i / 4) + i % 2;
+    gs_philox4_t w = gs_philox4x32_10((uint32_t)k, (uint32_t)(k >> 32), 0x33u, 0u,
+                                      (uint32_t)seed, (uint32_t)(seed >> 32));
+    uint64_t a = (((uint64_t)w.v[1] << 32) | w.v[0]) >> 11;
+    uint64_t b = (((uint64_t)w.v[3] << 32) | w.v[2]) >> 11;
+    long double u1 = ((long double)a + 1.0L) * 0x1p-53L;
+    long double r = sqrtl(-2.0L * logl(u1));
+    long double th = 2.0L * 3.14159265358979323846264338327950288L * ((long double)b * 0x1p-53L);
+    return (i % 4) / 2 == 0 ? r * cosl(th) : r * sinl(th);
+}
+
+Test(chunkops_random_v3, pairing_and_values_agree_with_an_independent_evaluation)
+{
+    double worst = 0;
+    for (uint64_t t = 0; t < 400000; t++) {
+        uint64_t seed = t % 7 == 0 ? t : 0x9e3779b97f4a7c15ull * t;
+        uint64_t i = t < 4000 ? t : (t * 0x100000001b3ull) >> (t % 24);
+        if (t % 1000 == 999) i = UINT64_MAX - t % 4; /* the last indices */
+        cr_assert_eq(gs_random_v3_pair(i), 2 * (i / 4) + i % 2);
+        cr_assert_eq(gs_random_v3_half(i), (unsigned)((i % 4) / 2));
+        cr_assert_eq(gs_random_v3_first(gs_random_v3_pair(i)) + 2 * gs_random_v3_half(i), i);
+        double z = gs_random_normal_v3(seed, i, 0.0, 1.0);
+        long double r = ref_v3(seed, i);
+        /* 4 ulp of the value, or of 1 near 0 (version 2's arithmetic: the same bound) */
+        double e = (double)fabsl((long double)z - r) / (fabs(z) * 0x1p-52 + 0x1p-52);
+        if (e > worst) worst = e;
+        cr_assert(e <= 4.0, "seed %llu i %llu: %.17g vs %.17Lg", (unsigned long long)seed,
+                  (unsigned long long)i, z, r);
+        cr_assert(isfinite(z) && fabs(z) <= 8.5719);
+    }
+    cr_log_info("worst v3 difference from the long double evaluation: %.2f ulp", worst);
+}
+
+Test(chunkops_random_v3, pair_element_and_batch_forms_are_the_same_bits)
+{
+    enum { N = 4099 };
+    static uint64_t idx[N];
+    static double got[N];
+    for (int rep = 0; rep < 64; rep++) {
+        uint64_t seed = rep < 3 ? (uint64_t)rep : 0xd1b54a32d192ed03ull * (uint64_t)rep;
+        /* strides 1..4 from every offset mod 4, low and high counters; rep 60+: runs of unit
+         * stride and stride 2 broken up at random (partners split between batch calls) */
+        uint64_t start = (rep % 2 ? ((uint64_t)rep << 34) : 0) + (uint64_t)(rep % 4);
+        uint64_t step = 1 + (uint64_t)(rep / 4) % 4, e = start;
+        for (int i = 0; i < N; i++) {
+            idx[i] = e;
+            e += rep >= 60 ? 1 + (uint64_t)(rand() % 3) : step;
+        }
+        int split = rep >= 60 ? 1 + rand() % (N - 1) : N;
+        gs__cpu_random_normal_v3(seed, idx, split, -0.5, 3.0, got);
+        gs__cpu_random_normal_v3(seed, idx + split, N - split, -0.5, 3.0, got + split);
+        for (int i = 0; i < N; i++) {
+            double z0, z1;
+            gs_random_normal_pair_v3(seed, gs_random_v3_pair(idx[i]), &z0, &z1);
+            double want = -0.5 + 3.0 * (gs_random_v3_half(idx[i]) ? z1 : z0);
+            cr_assert_eq(got[i], want, "rep %d seed %llu i %llu", rep, (unsigned long long)seed,
+                         (unsigned long long)idx[i]);
+            cr_assert_eq(gs_random_normal_v3(seed, idx[i], -0.5, 3.0), want);
+        }
+    }
+}
+
+/* Reference values of docs/random.md section 10 (seed, index, standard normal), bit for bit. */
+Test(chunkops_random_v3, reference_values)
+{
+    static const struct {
+        uint64_t seed, i;
+        uint64_t bits;
+    } ref[] = {
+#include "random_v3_ref.inc"
+    };
+    for (size_t t = 0; t < sizeof(ref) / sizeof(ref[0]); t++) {
+        double z = gs_random_normal_v3(ref[t].seed, ref[t].i, 0.0, 1.0);
+        uint64_t u;
+        memcpy(&u, &z, sizeof(u));
+        cr_assert_eq(u, ref[t].bits, "seed %llu i %llu: %.17g (0x%016llx), want 0x%016llx",
+                     (unsigned long long)ref[t].seed, (unsigned long long)ref[t].i, z,
+                     (unsigned long long)u, (unsigned long long)ref[t].bits);
+        double e = (double)fabsl((long double)z - ref_v3(ref[t].seed, ref[t].i));
+        cr_assert(e <= 4.0 * 0x1p-52 * (fabs(z) + 1.0));
+    }
+}
+
+Test(chunkops_random_v3, its_stream_differs_from_versions_1_and_2)
+{
+    int same1 = 0, same2 = 0;
+    for (uint64_t i = 0; i < 1000; i++) {
+        double v3 = gs_random_normal_v3(5, i, 0, 1);
+        same1 += v3 == gs_random_normal(5, i, 0, 1);
+        same2 += v3 == gs_random_normal_v2(5, i, 0, 1);
+    }
+    cr_assert(same1 < 5 && same2 < 5, "%d %d", same1, same2);
+    /* elements 4q and 4q + 2 are r cos and r sin of one angle: z0^2 + z1^2 = r^2 for both
+     * elements of a pair, as computed by the pair form */
+    double z0, z1;
+    gs_random_normal_pair_v3(5, 6, &z0, &z1); /* pair 6 = elements 12 and 14 */
+    cr_assert_eq(gs_random_normal_v3(5, 12, 0, 1), z0);
+    cr_assert_eq(gs_random_normal_v3(5, 14, 0, 1), z1);
+}
+
+/* 37 x 53 (rows of odd width: the groups of four straddle rows) through fused STORE kernels
+ * chunk by chunk, reading every column (step 1) or every second one (step 2, as x[:, ::2]);
+ * every chunking gives the definition's bits. */
+static void fill_chunked_v3(uint64_t seed, int64_t step, int64_t c0, int64_t c1, double *out)
+{
+    const int64_t R = 37, C = 53, W = (C + step - 1) / step;
+    static double buf[37 * 53];
+    gs_chunkops_ctx_h ctx;
+    cr_assert_eq(gs_chunkops_cpu_ops.ctx_create(NULL, &ctx), GS_OK);
+    for (int64_t r0 = 0; r0 < R; r0 += c0) {
+        for (int64_t q0 = 0; q0 < W; q0 += c1) {
+            int64_t nr = r0 + c0 > R ? R - r0 : c0, nc = q0 + c1 > W ? W - q0 : c1;
+            gs_kfused_t k;
+            memset(&k, 0, sizeof(k));
+            k.ndim = 2;
+            k.shape[0] = nr;
+            k.shape[1] = nc;
+            k.nleaves = 1;
+            k.leaves[0].kind = GS_LEAF_NORMAL_V3;
+            k.leaves[0].base = r0 * C + q0 * step;
+            k.leaves[0].stride[0] = C;
+            k.leaves[0].stride[1] = step;
+            k.leaves[0].seed = seed;
+            k.leaves[0].p0 = 3.0;
+            k.leaves[0].p1 = 0.25;
+            k.nprog = 1;
+            k.prog[0].op = GS_OP_LEAF;
+            k.terminal = GS_TERM_STORE;
+            k.out = buf;
+            cr_assert_eq(gs_chunkops_cpu_ops.fused(ctx, NULL, &k), GS_OK, "%s", gs_last_error());
+            for (int64_t a = 0; a < nr; a++)
+                for (int64_t b = 0; b < nc; b++) out[(r0 + a) * W + q0 + b] = buf[a * nc + b];
+        }
+    }
+    gs_chunkops_cpu_ops.ctx_destroy(ctx);
+}
+
+Test(chunkops_random_v3, fused_kernel_values_do_not_depend_on_chunking)
+{
+    static double v[4][37 * 53];
+    static const int64_t ch[4][2] = {{37, 53}, {5, 7}, {1, 53}, {3, 1}};
+    for (int64_t step = 1; step <= 3; step++) {
+        const int64_t W = (53 + step - 1) / step;
+        for (int c = 0; c < 4; c++) fill_chunked_v3(77, step, ch[c][0], ch[c][1], v[c]);
+        for (int64_t r = 0; r < 37; r++)
+            for (int64_t q = 0; q < W; q++) {
+                double want = gs_random_normal_v3(77, (uint64_t)(r * 53 + q * step), 3.0, 0.25);
+                for (int c = 0; c < 4; c++)
+                    cr_assert(v[c][r * W + q] == want, "step %lld chunking %d (%lld, %lld): %.17g, definition %.17g",
+                              (long long)step, c, (long long)r, (long long)q, v[c][r * W + q], want);
+            }
+    }
+}
+
+/* 10^8 standard normals (seed 2026, indices 0..10^8-1): mean and variance within 6 standard
+ * errors, the fourth moment, and the tail fractions beyond 1..5 sigma against the exact
+ * normal tails within 6 binomial standard errors; and the correlation of the two halves of a
+ * pair (elements i, i + 2: uncorrelated for Box-Muller) within 6 standard errors. */
+Test(chunkops_random_v3, statistics_of_a_hundred_million_samples, .timeout = 600)
+{
+    enum { B = 1 << 16 };
+    const int64_t N = 100000000;
+    static uint64_t idx[B];
+    static double z[B];
+    long double s1 = 0, s2 = 0, s4 = 0, sc = 0;
+    int64_t tail[6] = {0}, npairs = 0;
+    for (int64_t i0 = 0; i0 < N; i0 += B) {
+        int n = (int)(N - i0 < B ? N - i0 : B);
+        for (int i = 0; i < n; i++) idx[i] = (uint64_t)(i0 + i);
+        gs__cpu_random_normal_v3(2026, idx, n, 0.0, 1.0, z);
+        double p1 = 0, p2 = 0, p4 = 0, pc = 0;
+        for (int i = 0; i < n; i++) {
+            double v = z[i], q = v * v;
+            p1 += v;
+            p2 += q;
+            p4 += q * q;
+            double av = fabs(v);
+            for (int t = 1; t <= 5; t++) tail[t] += av > (double)t;
+        }
+        for (int i = 0; i + 3 < n; i += 4) { /* B is a multiple of 4: whole groups */
+            pc += z[i] * z[i + 2] + z[i + 1] * z[i + 3];
+            npairs += 2;
+        }
+        s1 += p1;
+        s2 += p2;
+        s4 += p4;
+        sc += pc;
+    }
+    double mean = (double)(s1 / N), m2 = (double)(s2 / N), m4 = (double)(s4 / N);
+    double var = m2 - mean * mean, corr = (double)(sc / npairs);
+    cr_assert(fabs(mean) <= 6.0 / sqrt((double)N), "mean %.3g", mean);
+    cr_assert(fabs(var - 1.0) <= 6.0 * sqrt(2.0 / (double)N), "variance %.9f", var);
+    cr_assert(fabs(m4 - 3.0) <= 6.0 * sqrt(96.0 / (double)N), "fourth moment %.6f", m4);
+    cr_assert(fabs(corr) <= 6.0 / sqrt((double)npairs), "pair correlation %.3g", corr);
+    for (int t = 1; t <= 5; t++) {
+        double p = erfc((double)t / sqrt(2.0));
+        double se = sqrt(p * (1 - p) / (double)N);
+        double got = (double)tail[t] / (double)N;
+        cr_assert(fabs(got - p) <= 6.0 * se + 1.0 / (double)N,
+                  "P(|z| > %d): %.4g, exact %.4g (se %.2g)", t, got, p, se);
+    }
+    cr_log_info("v3 over 1e8: mean %.3g var %.9f m4 %.6f corr %.3g; tails %lld %lld %lld %lld %lld",
+                mean, var, m4, corr, (long long)tail[1], (long long)tail[2], (long long)tail[3],
+                (long long)tail[4], (long long)tail[5]);
+}
