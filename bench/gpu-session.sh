@@ -58,6 +58,10 @@
 #   CPU (gs-bench mapblocks 16 blocks: declined; 64 blocks: fused); targets
 #   test_chunkops_cuda_rtc test_chunkops_cuda_stencil test_graph_stencil test_integration
 #   gs-bench gsched_daemon gworker gs-local-cluster gs_test_kernels.
+# v3: version-3 normals (issue 19, session 11): CUDA == CPU bit for bit (pair kernels with
+#   stride 1 and 2), gs-kbench fused_seed_v3 / philox_normal_v3 beside v1, the seed (fused and
+#   --no-fuse) with --random 1 and --random 3; targets test_chunkops_cuda gs-kbench gs-bench
+#   gsched gworker.
 # GS_TARGETS="a b ..." builds only those targets (a shorter build for one stage).
 set -uo pipefail
 what=${1:-all}
@@ -550,4 +554,20 @@ if [ "$what" = usertyped ]; then
     run $B/gs-bench mapblocks --n 4000 --chunk 500 --workers 1 --backend cpu --repeat 3
   } 2>"$out/usertyped.err" | tee "$out/usertyped.jsonl" | cut -c1-300
   tail -4 "$out/usertyped.err"
+fi
+if [ "$what" = v3 ]; then
+  # v3: see the header
+  build-gpu/tests/test_chunkops_cuda --filter 'chunkops_cuda/normal_v*' >"$out/v3-tests.log" 2>&1
+  build-gpu/tests/test_chunkops_cuda --filter 'chunkops_cuda/*' >>"$out/v3-tests.log" 2>&1
+  grep -hE "Synthesis" "$out/v3-tests.log"
+  grep -hE -A12 "\[FAIL\]|CRASH" "$out/v3-tests.log" | head -40
+  run $B/gs-kbench --no-linalg >"$out/v3-kbench.jsonl" 2>&1
+  grep -E '"(fused_seed|fused_seed_v2|fused_seed_v3|philox_normal|philox_normal_v2|philox_normal_v3)"' "$out/v3-kbench.jsonl" | cut -c1-200
+  {
+    for v in 1 3; do
+      run $B/gs-bench seed --n 500000 --chunk 10000 --workers 1 --backend cuda --repeat 5 --random $v
+      run $B/gs-bench seed --n 500000 --chunk 10000 --workers 1 --backend cuda --no-fuse --repeat 2 --random $v
+    done
+  } 2>"$out/v3.err" | tee "$out/v3.jsonl" | cut -c1-330
+  grep -E "failed|error" "$out/v3.err" | head -8
 fi

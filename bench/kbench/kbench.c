@@ -37,6 +37,7 @@
  *   call shows here) and wall_ms (enqueue to sync, one run). They run in a context of their
  *   own (about 7 GB of device memory); --no-linalg skips them, --linalg-only runs only them.
  *   fused_seed_v2, philox_normal_v2   fused_seed and philox_normal with version-2 normals
+ *   fused_seed_v3, philox_normal_v3   the same with version-3 normals
  *   transpose_sum, transpose_sum_flat   (x + x.T).sum() over one 10000^2 chunk pair (x.T read
  *                         transposed): the transposed-tile kernel, and with it switched off
  * Every line carries its hardware limit (issue 19): limit_ms = the largest of bytes moved at
@@ -617,6 +618,10 @@ static int run(int argc, char **argv)
     k.leaves[0].kind = GS_LEAF_NORMAL_V2;
     kb.lim_normals = (double)H;
     kb_measure(&kb, "fused_seed_v2", kb_fused, &k, (double)H, 0, NULL);
+    /* and version 3 (x[::2] meets both halves of every pair: the pair kernels) */
+    k.leaves[0].kind = GS_LEAF_NORMAL_V3;
+    kb.lim_normals = (double)H;
+    kb_measure(&kb, "fused_seed_v3", kb_fused, &k, (double)H, 0, NULL);
 
     /* unfused: generate the whole chunk, +1, slice, reduce, each through memory */
     double t_total = 0.0;
@@ -656,6 +661,9 @@ static int run(int argc, char **argv)
     leaf_random(&k.leaves[0], GS_LEAF_NORMAL_V2, base, gcols, 1);
     kb.lim_normals = (double)N;
     kb_measure(&kb, "philox_normal_v2", kb_fused, &k, (double)N, 0, NULL);
+    leaf_random(&k.leaves[0], GS_LEAF_NORMAL_V3, base, gcols, 1);
+    kb.lim_normals = (double)N;
+    kb_measure(&kb, "philox_normal_v3", kb_fused, &k, (double)N, 0, NULL);
     leaf_random(&k.leaves[0], GS_LEAF_UNIFORM, base, gcols, 1);
     kb_measure(&kb, "philox_uniform", kb_fused, &k, (double)N, 0, NULL);
     spec2(&k, n, n, A);

@@ -181,7 +181,7 @@ typedef struct gs__cuda_dev {
                                                 normal leaf) */
     int occ_flat_uniform[2 * GS__CUDA_NACC]; /* flat CHAIN over a uniform leaf [full][acc] */
     int occ_ttile[GS__CUDA_TT_VARIANTS * (1 + GS__CUDA_NACC)]; /* gs__cuda_ttile_kid */
-    int occ_pairs[1 + GS__CUDA_NACC];         /* v2 pair kernels [0 = STORE, 1 + acc = FULL] */
+    int occ_pairs[1 + GS__CUDA_NACC];         /* pair kernels (v2, v3) [0 = STORE, 1 + acc = FULL] */
     int occ_merge;
     int occ_combine;
     int occ_copy;
@@ -269,9 +269,10 @@ typedef struct gs__cuda_fplan {
     int32_t ntt;
     int32_t tt_leaf[GS__CUDA_TT_MAX];
     int8_t tslot[GS_KERNEL_MAX_LEAVES];
-    /* PAIRS (STORE/FULL, nr <= 1, one GS_LEAF_NORMAL_V2 leaf with lstride 1, unary ops after
-     * it): thread j of row r (rows over blockIdx.y, tpr = GS__CUDA_BLOCK) takes pair
-     * floor(row offset / 2) + j and gives both of its elements (fused_pairs.cu). */
+    /* PAIRS (STORE/FULL, nr <= 1, one GS_LEAF_NORMAL_V2 leaf with lstride 1 or one
+     * GS_LEAF_NORMAL_V3 leaf with lstride 1 or 2, unary ops after it): thread j of row r (rows
+     * over blockIdx.y, tpr = GS__CUDA_BLOCK) takes the row's j-th pair and gives both of its
+     * elements that the row holds (fused_pairs.cu). */
     int32_t pairs;              /* 1: the pair kernels (k_pairs); tail_* as for CHAIN */
     unsigned int *counter;      /* FULL: last-block ticket (from the scratch) */
     double *partials;           /* nsplit > 1 or FULL with > 1 block */

@@ -214,6 +214,15 @@ __device__ __forceinline__ double random_normal_v2_dev(const gs__cuda_leaf_t &lf
     return lf.p0 + lf.p1 * z;
 }
 
+/* Version 3 (random.h gs_random_normal_v3): the block of pair gs_random_v3_pair(i) (counter word
+ * c2 = GS_RANDOM_V3_TAG), then version 2's arithmetic for the half i is: the CPU's bits. */
+__device__ __forceinline__ double random_normal_v3_dev(const gs__cuda_leaf_t &lf, uint64_t i)
+{
+    gs_philox4_t w;
+    philox_dev(lf, gs_random_v3_pair(i), w.v, GS_RANDOM_V3_TAG);
+    return lf.p0 + lf.p1 * gs__normal_half_words(&w, gs_random_v3_half(i));
+}
+
 __device__ __forceinline__ double random_uniform_dev(const gs__cuda_leaf_t &lf, uint64_t i)
 {
     uint32_t r[4];
@@ -263,6 +272,7 @@ __device__ __forceinline__ double leaf_value(const gs__cuda_leaf_t &lf, int64_t 
     case GS_LEAF_NORMAL: return random_normal_dev(lf, (uint64_t)off);
     case GS_LEAF_UNIFORM: return random_uniform_dev(lf, (uint64_t)off);
     case GS_LEAF_NORMAL_V2: return random_normal_v2_dev(lf, (uint64_t)off);
+    case GS_LEAF_NORMAL_V3: return random_normal_v3_dev(lf, (uint64_t)off);
     default: return (double)off; /* GS_LEAF_INDEX */
     }
 }

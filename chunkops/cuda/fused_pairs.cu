@@ -1,11 +1,17 @@
-/* Fused kernels over version-2 normals in pairs (plan.pairs): STORE and FULL of a program of one
- * GS_LEAF_NORMAL_V2 leaf and unary ops, read with unit stride along the loop dim. Elements 2k
- * and 2k + 1 of the array share one Philox block and one Box-Muller transform (random.h,
- * docs/random.md section 7), so a thread takes pair k: one block, one log, one sqrt and one
- * sine/cosine pair give both values (the per-element kernels compute one half each). Thread j of
- * a row takes pair k0 + j, k0 = floor(offset of the row's first element / 2): a row whose first
- * element is odd starts with a lone second half, a row ending inside a pair ends with a lone
- * first half. The bits are those of gs_random_normal_v2 element by element. Rows go over
+/* Fused kernels over normals in pairs (plan.pairs): STORE and FULL of a program of one
+ * version-2 normal leaf read with unit stride along the loop dim, or one version-3 leaf read with
+ * stride 1 or 2, and unary ops. The two elements of a pair share one Philox block and one
+ * Box-Muller transform (random.h, docs/random.md sections 7 and 10), so a thread takes a pair:
+ * one block, one log, one sqrt and one sine/cosine pair give both values (the per-element
+ * kernels compute one half each).
+ *   version 2: pair k holds elements 2k, 2k + 1; thread j of a row takes pair k0 + j,
+ *     k0 = floor(o / 2), o the global index of the row's first element;
+ *   version 3, stride 1: pair k holds e = ((k >> 1) << 2) | (k & 1) and e + 2; thread j takes
+ *     pair 2 floor(o / 4) + j (the two pairs of each group of four of the row);
+ *   version 3, stride 2: the row holds o, o + 2, ...: thread j takes pair
+ *     (2 floor(o / 4) | (o & 1)) + 2j, whose elements are adjacent positions of the row.
+ * A row starting or ending inside a pair has lone halves at its ends; positions outside the row
+ * are skipped. The bits are those of gs_random_normal_v2 / _v3 element by element. Rows go over
  * blockIdx.y, pairs over the x threads; FULL ends as every FULL kernel (full_finish). Compiled
  * with --fmad=false. */
 #include "chunkops/cuda/fused_device.cuh"
@@ -13,23 +19,18 @@
 
 namespace {
 
-/* Values (with mean and std applied) of elements 2k and 2k + 1: random.h's
- * gs_random_normal_pair_v2 over the plan's precomputed round keys. */
-__device__ __forceinline__ void pair_values_v2(const gs__cuda_leaf_t &lf, uint64_t k, double (&v)[2])
+/* Values (with mean and std applied) of the two halves of pair k (random.h's
+ * gs__normal_pair_words over the block with counter word @a tag, from the plan's precomputed
+ * round keys). */
+__device__ __forceinline__ void pair_values(const gs__cuda_leaf_t &lf, uint64_t k, uint32_t tag,
+                                            double (&v)[2])
 {
-    uint32_t w[4];
-    philox_dev(lf, k, w, GS_RANDOM_V2_TAG);
-    const uint64_t a = (((uint64_t)w[1] << 32) | w[0]) >> 11;
-    const uint64_t b = (((uint64_t)w[3] << 32) | w[2]) >> 11;
-    const double r = gs__radius_v2(a);
-    unsigned n;
-    double y;
-    gs__angle_v2(b, &n, &y);
-    const double C = gs__kcos_v2(y), S = gs__ksin_v2(y);
-    const double c = n == 0 ? C : n == 1 ? -S : n == 2 ? -C : S;
-    const double s = n == 0 ? S : n == 1 ? C : n == 2 ? -S : -C;
-    v[0] = lf.p0 + lf.p1 * (r * c);
-    v[1] = lf.p0 + lf.p1 * (r * s);
+    gs_philox4_t w;
+    philox_dev(lf, k, w.v, tag);
+    double z0, z1;
+    gs__normal_pair_words(&w, &z0, &z1);
+    v[0] = lf.p0 + lf.p1 * z0;
+    v[1] = lf.p0 + lf.p1 * z1;
 }
 
 template <int ACC, bool STORE>
@@ -39,20 +40,34 @@ __global__ void __launch_bounds__(BLOCK) k_pairs(const __grid_constant__ Plan p)
     Acc<ACC> acc;
     acc.init(p);
     const gs__cuda_leaf_t &lf = p.leaves[0];
-    const int64_t ppr = p.L / 2 + 1; /* pairs a row of L elements can touch */
+    const bool v3 = lf.kind == GS_LEAF_NORMAL_V3;
+    const bool s2 = v3 && lf.lstride == 2;
+    const uint32_t tag = v3 ? GS_RANDOM_V3_TAG : GS_RANDOM_V2_TAG;
+    /* pairs a row of L elements can touch (the plan's ppr) */
+    const int64_t ppr = !v3 ? p.L / 2 + 1 : s2 ? p.L / 2 + 2 : 2 * (p.L / 4 + 2);
     const int64_t rs = p.nr ? lf.rstride[0] : 0, irs = p.nr ? p.index.rstride[0] : 0;
     for (int64_t r = blockIdx.y; r < p.R; r += gridDim.y) {
         const int64_t o = lf.base + r * rs; /* element index of l = 0 (>= 0: validated) */
-        const int64_t k0 = o >> 1;
+        const int64_t k0 = !v3 ? o >> 1 : ((o >> 2) << 1) | (s2 ? (o & 1) : 0);
         for (int64_t j = (int64_t)blockIdx.x * BLOCK + threadIdx.x; j < ppr;
              j += (int64_t)gridDim.x * BLOCK) {
-            const int64_t l = 2 * (k0 + j) - o; /* position of element 2k: -1, 0, 1, ... */
-            if (l >= p.L) break;
+            const int64_t k = k0 + (s2 ? 2 * j : j);
+            /* positions of the pair's halves in the row (the first may be -1, -2 or -3) */
+            int64_t l0, l1;
+            if (!v3) {
+                l0 = 2 * k - o;
+                l1 = l0 + 1;
+            } else {
+                const int64_t e = ((k >> 1) << 2) | (k & 1);
+                l0 = s2 ? (e - o) >> 1 : e - o; /* e - o is even for stride 2 */
+                l1 = s2 ? l0 + 1 : l0 + 2;
+            }
+            if (l0 >= p.L) break;
             double v[2];
-            pair_values_v2(lf, (uint64_t)(k0 + j), v);
+            pair_values(lf, (uint64_t)k, tag, v);
 #pragma unroll
             for (int h = 0; h < 2; h++) {
-                const int64_t lh = l + h;
+                const int64_t lh = h ? l1 : l0;
                 if (lh < 0 || lh >= p.L) continue;
                 double x = v[h];
                 if (p.tail_ma) {

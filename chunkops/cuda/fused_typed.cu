@@ -42,6 +42,7 @@ __device__ __forceinline__ double typed_leaf(const gs_kleaf_t &lf, int64_t off)
     case GS_LEAF_NORMAL: return gs_random_normal(lf.seed, (uint64_t)off, lf.p0, lf.p1);
     case GS_LEAF_UNIFORM: return gs_random_uniform(lf.seed, (uint64_t)off, lf.p0, lf.p1);
     case GS_LEAF_NORMAL_V2: return gs_random_normal_v2(lf.seed, (uint64_t)off, lf.p0, lf.p1);
+    case GS_LEAF_NORMAL_V3: return gs_random_normal_v3(lf.seed, (uint64_t)off, lf.p0, lf.p1);
     case GS_LEAF_UNIFORM_F32:
         return (double)gs_random_uniform_f32(lf.seed, (uint64_t)off, lf.p0, lf.p1);
     case GS_LEAF_NORMAL_F32:

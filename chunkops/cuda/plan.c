@@ -168,19 +168,23 @@ static int gs__cuda_flat_plan(const gs__cuda_dev_t *dev, int64_t npart, int W, i
     return 1;
 }
 
-/* Plan the version-2 pair kernels for STORE/FULL of one GS_LEAF_NORMAL_V2 leaf (unit stride
- * along the loop dim, at most one record dim) and unary ops (@a chainlike: the leaf is prog[0]
- * and the stack never holds two values); returns 0 to leave the plan to the other kernels. */
+/* Plan the pair kernels for STORE/FULL of one version-2 normal leaf with unit stride, or one
+ * version-3 leaf with stride 1 or 2, along the loop dim (at most one record dim) and unary ops
+ * (@a chainlike: the leaf is prog[0] and the stack never holds two values); returns 0 to leave
+ * the plan to the other kernels. */
 static int gs__cuda_pairs_plan(const gs__cuda_dev_t *dev, int64_t npart, int W, int chainlike,
                                gs__cuda_fplan_t *p)
 {
-    if (!chainlike || p->nleaves != 1 || p->leaves[0].kind != GS_LEAF_NORMAL_V2 || p->nr > 1 ||
-        p->leaves[0].lstride != 1)
+    const int32_t kind = p->leaves[0].kind;
+    const int64_t ls = p->leaves[0].lstride;
+    if (!chainlike || p->nleaves != 1 || p->nr > 1 ||
+        !((kind == GS_LEAF_NORMAL_V2 && ls == 1) || (kind == GS_LEAF_NORMAL_V3 && (ls == 1 || ls == 2))))
         return 0;
     gs__cuda_chain_tail(p);
     int occ = dev->occ_pairs[p->mode == GS__CUDA_MODE_FULL ? 1 + p->acc : 0];
     int64_t T = gs__occ_total(dev, occ);
-    int64_t ppr = p->L / 2 + 1;
+    /* pairs a row can touch (fused_pairs.cu) */
+    int64_t ppr = kind == GS_LEAF_NORMAL_V2 ? p->L / 2 + 1 : ls == 1 ? 2 * (p->L / 4 + 2) : p->L / 2 + 2;
     int64_t gx = gs__min64(gs__ceil_div(ppr, GS__CUDA_BLOCK), T);
     int64_t gy = gs__min64(p->R, gs__max64(1, T / gx));
     gy = gs__min64(gy, 65535);
@@ -270,7 +274,7 @@ void gs__cuda_fplan_build(const gs__cuda_dev_t *dev, const gs__cuda_scratch_t *s
         p->leaves[t].p0 = lf->p0;
         p->leaves[t].p1 = lf->p1;
         if (lf->kind == GS_LEAF_NORMAL || lf->kind == GS_LEAF_UNIFORM ||
-            lf->kind == GS_LEAF_NORMAL_V2) {
+            lf->kind == GS_LEAF_NORMAL_V2 || lf->kind == GS_LEAF_NORMAL_V3) {
             uint32_t k0 = (uint32_t)lf->seed, k1 = (uint32_t)(lf->seed >> 32);
             for (int r = 0; r < 10; r++) {
                 p->leaves[t].rk[2 * r] = k0;
@@ -283,7 +287,8 @@ void gs__cuda_fplan_build(const gs__cuda_dev_t *dev, const gs__cuda_scratch_t *s
     int random = 0, costly = 0, ext = 0, v2 = 0;
     for (int32_t t = 0; t < nl; t++) {
         if (p->leaves[t].kind == GS_LEAF_NORMAL || p->leaves[t].kind == GS_LEAF_UNIFORM) random = 1;
-        if (p->leaves[t].kind == GS_LEAF_NORMAL_V2) random = v2 = 1;
+        if (p->leaves[t].kind == GS_LEAF_NORMAL_V2 || p->leaves[t].kind == GS_LEAF_NORMAL_V3)
+            random = v2 = 1;
     }
     for (int32_t i = 0; i < k->nprog; i++) {
         if (gs__cuda_op_costly(k->prog[i].op)) costly = 1;

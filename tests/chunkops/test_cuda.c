@@ -775,19 +775,19 @@ Test(chunkops_cuda, transposed_chunk_leaves_match_cpu_in_tiles)
     bk_close(&b);
 }
 
-/* Version-2 normals (random.h gs_random_normal_v2): libm-free, so the GPU's values are the
- * CPU's bit for bit, through STORE over whole rows, strided slices (lone halves of pairs),
- * odd offsets (pairs split at region edges), indices past 2^32, and under a program. */
-Test(chunkops_cuda, normal_v2_is_bitwise_equal_to_cpu)
+/* Version-2 and version-3 normals (random.h gs_random_normal_v2 / _v3): libm-free, so the GPU's
+ * values are the CPU's bit for bit, through STORE over whole rows, strided slices (for version 2
+ * lone halves of pairs; for version 3 stride 2 takes the pair kernels), odd offsets (pairs split
+ * at region edges; @a offs shifts the first element of the region by 0..3 for version 3),
+ * indices past 2^32, and under a program. */
+static void normal_pairs_bitwise_equal(int kind, const int64_t (*steps)[2], int nsteps, int offs)
 {
-    GPU_OR_SKIP();
     bk_t b;
     bk_open(&b, (size_t)256 << 20);
     static const int64_t shapes[][2] = {{1, 1}, {37, 53}, {1000, 1001}, {3, 300000}};
-    static const int64_t steps[][2] = {{1, 1}, {2, 2}, {1, 3}, {-1, 1}};
     rng_state = 2002;
     for (int si = 0; si < NELEM(shapes); si++)
-        for (int st = 0; st < NELEM(steps); st++)
+        for (int st = 0; st < nsteps; st++)
             for (int prog = 0; prog < 2; prog++) {
                 spec_t s;
                 memset(&s, 0, sizeof(s));
@@ -796,14 +796,16 @@ Test(chunkops_cuda, normal_v2_is_bitwise_equal_to_cpu)
                 s.k.shape[1] = shapes[si][1];
                 s.k.nleaves = 1;
                 gs_kleaf_t *lf = &s.k.leaves[0];
-                lf->kind = GS_LEAF_NORMAL_V2;
+                lf->kind = kind;
                 lf->seed = st == 3 ? 0 : rnd();
                 lf->p0 = prog ? 0.0 : 1.5;
                 lf->p1 = prog ? 1.0 : 0.75;
-                int64_t cols = 2 * shapes[si][1] * steps[st][1] + 7;
+                int64_t cols = 2 * shapes[si][1] * (steps[st][1] < 0 ? -steps[st][1] : steps[st][1]) + 7;
                 lf->stride[0] = steps[st][0] * cols;
                 lf->stride[1] = steps[st][1];
-                lf->base = (si % 2 ? ((int64_t)3 << 32) : 0) + 1 + (steps[st][0] < 0 ? cols * shapes[si][0] : 0);
+                lf->base = (si % 2 ? ((int64_t)3 << 32) : 0) + 1 + (offs ? (si + st + prog) % 4 : 0) +
+                           (steps[st][0] < 0 ? cols * shapes[si][0] : 0) +
+                           (steps[st][1] < 0 ? cols - 1 : 0);
                 emit(&s.k, GS_OP_LEAF, 0, 0.0);
                 if (prog) {
                     emit(&s.k, GS_OP_MUL_IMM, 0, 2.0);
@@ -815,8 +817,8 @@ Test(chunkops_cuda, normal_v2_is_bitwise_equal_to_cpu)
                 double *c = malloc(sizeof(double) * (size_t)n), *g = malloc(sizeof(double) * (size_t)n);
                 run_both(&b, &s, c, g);
                 for (int64_t i = 0; i < n; i++)
-                    cr_assert(bits_equal(g[i], c[i]), "shape %d step %d prog %d: element %lld: gpu "
-                              "%.17g cpu %.17g", si, st, prog, (long long)i, g[i], c[i]);
+                    cr_assert(bits_equal(g[i], c[i]), "kind %d shape %d step %d prog %d: element %lld: "
+                              "gpu %.17g cpu %.17g", kind, si, st, prog, (long long)i, g[i], c[i]);
                 /* whole-region reductions of the same values (the pair kernels' FULL) */
                 for (int redop = 0; redop < GS_RED_COUNT; redop++) {
                     s.k.terminal = GS_TERM_REDUCE;
@@ -836,4 +838,18 @@ Test(chunkops_cuda, normal_v2_is_bitwise_equal_to_cpu)
                 spec_free(&s);
             }
     bk_close(&b);
+}
+
+Test(chunkops_cuda, normal_v2_is_bitwise_equal_to_cpu)
+{
+    GPU_OR_SKIP();
+    static const int64_t steps[][2] = {{1, 1}, {2, 2}, {1, 3}, {-1, 1}};
+    normal_pairs_bitwise_equal(GS_LEAF_NORMAL_V2, steps, NELEM(steps), 0);
+}
+
+Test(chunkops_cuda, normal_v3_is_bitwise_equal_to_cpu)
+{
+    GPU_OR_SKIP();
+    static const int64_t steps[][2] = {{1, 1}, {2, 2}, {1, 3}, {-1, 1}, {1, 2}, {-2, 2}, {1, -2}};
+    normal_pairs_bitwise_equal(GS_LEAF_NORMAL_V3, steps, NELEM(steps), 1);
 }
