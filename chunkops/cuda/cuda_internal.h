@@ -181,7 +181,8 @@ typedef struct gs__cuda_dev {
                                                 normal leaf) */
     int occ_flat_uniform[2 * GS__CUDA_NACC]; /* flat CHAIN over a uniform leaf [full][acc] */
     int occ_ttile[GS__CUDA_TT_VARIANTS * (1 + GS__CUDA_NACC)]; /* gs__cuda_ttile_kid */
-    int occ_pairs[1 + GS__CUDA_NACC];         /* pair kernels (v2, v3) [0 = STORE, 1 + acc = FULL] */
+    int occ_pairs[2][1 + GS__CUDA_NACC];      /* pair kernels (v2, v3) [U - 1][0 = STORE,
+                                                 1 + acc = FULL] */
     int occ_merge;
     int occ_combine;
     int occ_copy;
@@ -189,6 +190,8 @@ typedef struct gs__cuda_dev {
                                    environment at context creation, gs_cuda_set_flat_walk) */
     int no_ttile;               /* 1: no transposed-tile kernels (GS_CUDA_TTILE=0 at context
                                    creation, gs_cuda_set_transpose_tiles) */
+    int pairs_u;                /* pairs per thread and step of the pair kernels: 1, or 2
+                                   (GS_CUDA_PAIRS_U=2 at context creation) */
     int file_path;              /* params.file_path: gs_file_path_t (cufile.c) */
 } gs__cuda_dev_t;
 
@@ -273,7 +276,8 @@ typedef struct gs__cuda_fplan {
      * GS_LEAF_NORMAL_V3 leaf with lstride 1 or 2, unary ops after it): thread j of row r (rows
      * over blockIdx.y, tpr = GS__CUDA_BLOCK) takes the row's j-th pair and gives both of its
      * elements that the row holds (fused_pairs.cu). */
-    int32_t pairs;              /* 1: the pair kernels (k_pairs); tail_* as for CHAIN */
+    int32_t pairs;              /* U > 0: the pair kernels (k_pairs), U pairs per thread and
+                                   step (dev.pairs_u); tail_* as for CHAIN */
     unsigned int *counter;      /* FULL: last-block ticket (from the scratch) */
     double *partials;           /* nsplit > 1 or FULL with > 1 block */
 } gs__cuda_fplan_t;

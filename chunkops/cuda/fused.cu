@@ -67,13 +67,14 @@ extern "C" gs_status_t gs__cuda_fused_occupancy(gs__cuda_dev_t *dev)
                 return gs__cuda_error((int)err, "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
             dev->occ_ttile[v * (1 + GS__CUDA_NACC) + m] = n;
         }
-    for (int m = 0; m < 1 + GS__CUDA_NACC; m++) {
-        int n = 0;
-        cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, gs__cuda_k_pairs[m], BLOCK, 0);
-        if (err != cudaSuccess)
-            return gs__cuda_error((int)err, "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
-        dev->occ_pairs[m] = n;
-    }
+    for (int u = 0; u < 2; u++)
+        for (int m = 0; m < 1 + GS__CUDA_NACC; m++) {
+            int n = 0;
+            cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, gs__cuda_k_pairs[u][m], BLOCK, 0);
+            if (err != cudaSuccess)
+                return gs__cuda_error((int)err, "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
+            dev->occ_pairs[u][m] = n;
+        }
     int n = 0;
     for (int a = 0; a < GS__CUDA_NACC; a++) {
         int na = 0;
@@ -98,7 +99,7 @@ extern "C" gs_status_t gs__cuda_launch_fused(void *stream, const gs__cuda_fplan_
     default: break;
     }
     const int acc = p->mode == GS__CUDA_MODE_STORE ? 0 : p->acc;
-    const void *fn = p->pairs ? gs__cuda_k_pairs[p->mode == GS__CUDA_MODE_FULL ? 1 + acc : 0]
+    const void *fn = p->pairs ? gs__cuda_k_pairs[p->pairs - 1][p->mode == GS__CUDA_MODE_FULL ? 1 + acc : 0]
                      : p->ttile ? gs__cuda_k_ttile[p->tvariant][p->mode == GS__CUDA_MODE_FULL ? 1 + acc : 0]
                      : p->flat ? flat_kernel(p, acc)
                                : gs__cuda_k_fused[p->variant][p->mode][acc];

@@ -33,7 +33,9 @@ __device__ __forceinline__ void pair_values(const gs__cuda_leaf_t &lf, uint64_t 
     v[1] = lf.p0 + lf.p1 * z1;
 }
 
-template <int ACC, bool STORE>
+/* U pairs per thread and step (plan.pairs): the U transforms are independent, so their
+ * instruction streams interleave (U = 2 trades registers for latency hiding). */
+template <int ACC, bool STORE, int U>
 __global__ void __launch_bounds__(BLOCK) k_pairs(const __grid_constant__ Plan p)
 {
     constexpr bool IDX = ACC == GS__CUDA_ACC_ARG;
@@ -46,39 +48,45 @@ __global__ void __launch_bounds__(BLOCK) k_pairs(const __grid_constant__ Plan p)
     /* pairs a row of L elements can touch (the plan's ppr) */
     const int64_t ppr = !v3 ? p.L / 2 + 1 : s2 ? p.L / 2 + 2 : 2 * (p.L / 4 + 2);
     const int64_t rs = p.nr ? lf.rstride[0] : 0, irs = p.nr ? p.index.rstride[0] : 0;
+    const int64_t step = (int64_t)gridDim.x * BLOCK;
     for (int64_t r = blockIdx.y; r < p.R; r += gridDim.y) {
         const int64_t o = lf.base + r * rs; /* element index of l = 0 (>= 0: validated) */
         const int64_t k0 = !v3 ? o >> 1 : ((o >> 2) << 1) | (s2 ? (o & 1) : 0);
-        for (int64_t j = (int64_t)blockIdx.x * BLOCK + threadIdx.x; j < ppr;
-             j += (int64_t)gridDim.x * BLOCK) {
-            const int64_t k = k0 + (s2 ? 2 * j : j);
-            /* positions of the pair's halves in the row (the first may be -1, -2 or -3) */
-            int64_t l0, l1;
-            if (!v3) {
-                l0 = 2 * k - o;
-                l1 = l0 + 1;
-            } else {
-                const int64_t e = ((k >> 1) << 2) | (k & 1);
-                l0 = s2 ? (e - o) >> 1 : e - o; /* e - o is even for stride 2 */
-                l1 = s2 ? l0 + 1 : l0 + 2;
-            }
-            if (l0 >= p.L) break;
-            double v[2];
-            pair_values(lf, (uint64_t)k, tag, v);
+        for (int64_t j = (int64_t)blockIdx.x * BLOCK + threadIdx.x; j < ppr; j += U * step) {
+            double v[U][2];
+            int64_t l0[U], l1[U];
 #pragma unroll
-            for (int h = 0; h < 2; h++) {
-                const int64_t lh = h ? l1 : l0;
-                if (lh < 0 || lh >= p.L) continue;
-                double x = v[h];
-                if (p.tail_ma) {
-                    x = x * p.tail_m + p.tail_a; /* two roundings, as the ops they stand for */
+            for (int u = 0; u < U; u++) {
+                const int64_t ju = j + u * step;
+                const int64_t k = k0 + (s2 ? 2 * ju : ju);
+                /* positions of the pair's halves in the row (the first may be -1, -2 or -3;
+                 * past the row's end for a j beyond ppr: skipped below) */
+                if (!v3) {
+                    l0[u] = 2 * k - o;
+                    l1[u] = l0[u] + 1;
                 } else {
-#pragma unroll 1
-                    for (int i = 1; i < p.nprog; i++) x = apply_unary_chain(p.prog[i].op, x, p.prog[i].imm);
+                    const int64_t e = ((k >> 1) << 2) | (k & 1);
+                    l0[u] = s2 ? (e - o) >> 1 : e - o; /* e - o is even for stride 2 */
+                    l1[u] = s2 ? l0[u] + 1 : l0[u] + 2;
                 }
-                if constexpr (STORE) p.out[r * p.L + lh] = x;
-                else acc.add(p, x, IDX ? p.index.base + r * irs + lh * p.index.lstride : 0);
+                pair_values(lf, (uint64_t)k, tag, v[u]);
             }
+#pragma unroll
+            for (int u = 0; u < U; u++)
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    const int64_t lh = h ? l1[u] : l0[u];
+                    if (lh < 0 || lh >= p.L) continue;
+                    double x = v[u][h];
+                    if (p.tail_ma) {
+                        x = x * p.tail_m + p.tail_a; /* two roundings, as the ops they stand for */
+                    } else {
+#pragma unroll 1
+                        for (int i = 1; i < p.nprog; i++) x = apply_unary_chain(p.prog[i].op, x, p.prog[i].imm);
+                    }
+                    if constexpr (STORE) p.out[r * p.L + lh] = x;
+                    else acc.add(p, x, IDX ? p.index.base + r * irs + lh * p.index.lstride : 0);
+                }
         }
     }
     if constexpr (!STORE) full_finish<ACC, merge_group(1, ACC)>(p, acc);
@@ -86,8 +94,9 @@ __global__ void __launch_bounds__(BLOCK) k_pairs(const __grid_constant__ Plan p)
 
 }  // namespace
 
-/* [0 = STORE, 1 + acc = FULL] */
-const void *const gs__cuda_k_pairs[1 + GS__CUDA_NACC] = {
-    (const void *)k_pairs<GS__CUDA_ACC_SUM, true>, (const void *)k_pairs<GS__CUDA_ACC_SUM, false>,
-    (const void *)k_pairs<GS__CUDA_ACC_MIN, false>, (const void *)k_pairs<GS__CUDA_ACC_VAR, false>,
-    (const void *)k_pairs<GS__CUDA_ACC_ARG, false>};
+/* [U - 1][0 = STORE, 1 + acc = FULL] */
+#define GS__PAIRS_ROW(U)                                                                          \
+    {(const void *)k_pairs<GS__CUDA_ACC_SUM, true, U>, (const void *)k_pairs<GS__CUDA_ACC_SUM, false, U>, \
+     (const void *)k_pairs<GS__CUDA_ACC_MIN, false, U>, (const void *)k_pairs<GS__CUDA_ACC_VAR, false, U>, \
+     (const void *)k_pairs<GS__CUDA_ACC_ARG, false, U>}
+const void *const gs__cuda_k_pairs[2][1 + GS__CUDA_NACC] = {GS__PAIRS_ROW(1), GS__PAIRS_ROW(2)};

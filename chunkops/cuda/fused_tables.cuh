@@ -19,7 +19,7 @@ extern const void *const gs__cuda_k_flat_uniform[2][GS__CUDA_NACC];
 /* Transposed-tile kernels [variant][0 = STORE, 1 + acc = FULL] (fused_ttile.cu). */
 extern const void *const gs__cuda_k_ttile[GS__CUDA_TT_VARIANTS][1 + GS__CUDA_NACC];
 
-/* Version-2 normal pair kernels [0 = STORE, 1 + acc = FULL] (fused_pairs.cu). */
-extern const void *const gs__cuda_k_pairs[1 + GS__CUDA_NACC];
+/* Normal pair kernels (versions 2 and 3) [U - 1][0 = STORE, 1 + acc = FULL] (fused_pairs.cu). */
+extern const void *const gs__cuda_k_pairs[2][1 + GS__CUDA_NACC];
 
 #endif

@@ -181,18 +181,19 @@ static int gs__cuda_pairs_plan(const gs__cuda_dev_t *dev, int64_t npart, int W, 
         !((kind == GS_LEAF_NORMAL_V2 && ls == 1) || (kind == GS_LEAF_NORMAL_V3 && (ls == 1 || ls == 2))))
         return 0;
     gs__cuda_chain_tail(p);
-    int occ = dev->occ_pairs[p->mode == GS__CUDA_MODE_FULL ? 1 + p->acc : 0];
+    const int U = dev->pairs_u == 2 ? 2 : 1;
+    int occ = dev->occ_pairs[U - 1][p->mode == GS__CUDA_MODE_FULL ? 1 + p->acc : 0];
     int64_t T = gs__occ_total(dev, occ);
     /* pairs a row can touch (fused_pairs.cu) */
     int64_t ppr = kind == GS_LEAF_NORMAL_V2 ? p->L / 2 + 1 : ls == 1 ? 2 * (p->L / 4 + 2) : p->L / 2 + 2;
-    int64_t gx = gs__min64(gs__ceil_div(ppr, GS__CUDA_BLOCK), T);
+    int64_t gx = gs__min64(gs__ceil_div(ppr, (int64_t)U * GS__CUDA_BLOCK), T);
     int64_t gy = gs__min64(p->R, gs__max64(1, T / gx));
     gy = gs__min64(gy, 65535);
     if (p->mode == GS__CUDA_MODE_FULL && gx * gy * W > npart) {
         gy = gs__max64(1, npart / (W * gx));
         if (gx * gy * W > npart) gx = gy = 1;
     }
-    p->pairs = 1;
+    p->pairs = U;
     p->tpr = GS__CUDA_BLOCK;
     p->tile_rows = 1;
     p->grid_x = (uint32_t)gx;

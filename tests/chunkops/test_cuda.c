@@ -804,7 +804,7 @@ static void normal_pairs_bitwise_equal(int kind, const int64_t (*steps)[2], int 
                 lf->stride[0] = steps[st][0] * cols;
                 lf->stride[1] = steps[st][1];
                 lf->base = (si % 2 ? ((int64_t)3 << 32) : 0) + 1 + (offs ? (si + st + prog) % 4 : 0) +
-                           (steps[st][0] < 0 ? cols * shapes[si][0] : 0) +
+                           (steps[st][0] < 0 ? -steps[st][0] * cols * shapes[si][0] : 0) +
                            (steps[st][1] < 0 ? cols - 1 : 0);
                 emit(&s.k, GS_OP_LEAF, 0, 0.0);
                 if (prog) {

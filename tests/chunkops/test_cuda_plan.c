@@ -882,7 +882,7 @@ Test(chunkops_cuda_plan, transposed_chunk_leaf_takes_the_transposed_tiles)
 Test(chunkops_cuda_plan, normal_v2_rows_take_the_pair_kernels)
 {
     gs__cuda_dev_t dev = fake_dev();
-    for (int i = 0; i < 1 + GS__CUDA_NACC; i++) dev.occ_pairs[i] = 3;
+    for (int i = 0; i < 1 + GS__CUDA_NACC; i++) dev.occ_pairs[0][i] = dev.occ_pairs[1][i] = 3;
     gs__cuda_scratch_t scr = fake_scratch();
     gs_kfused_t k;
     gs__cuda_fplan_t p;
@@ -921,6 +921,27 @@ Test(chunkops_cuda_plan, normal_v2_rows_take_the_pair_kernels)
     k.leaves[0].stride[1] = 2; /* [::2]: lone halves, per-element kernels */
     gs__cuda_fplan_build(&dev, &scr, &k, &p);
     cr_assert(!p.pairs);
+    /* version 3: stride 1 and 2 take the pair kernels (2 * (999 / 4 + 2) = 502 and
+     * 999 / 2 + 2 = 501 pairs a row: two blocks; one with two pairs per thread), 3 and -2 not */
+    k.leaves[0].kind = GS_LEAF_NORMAL_V3;
+    for (int s1 = -2; s1 <= 3; s1++) {
+        if (s1 == 0) continue;
+        k.leaves[0].stride[1] = s1;
+        k.leaves[0].base = 12345 + (s1 < 0 ? 2 * 998 : 0);
+        for (int u = 1; u <= 2; u++) {
+            dev.pairs_u = u;
+            gs__cuda_fplan_build(&dev, &scr, &k, &p);
+            if (s1 == 1 || s1 == 2) {
+                cr_assert_eq(p.pairs, u, "stride %d", s1);
+                cr_assert_eq(p.grid_x, u == 1 ? 2u : 1u, "stride %d", s1);
+            } else {
+                cr_assert(!p.pairs, "stride %d", s1);
+            }
+        }
+    }
+    dev.pairs_u = 1;
+    k.leaves[0].base = 12345;
+    k.leaves[0].kind = GS_LEAF_NORMAL_V2;
     k.leaves[0].stride[1] = 1;
     k.leaves[0].kind = GS_LEAF_NORMAL;
     gs__cuda_fplan_build(&dev, &scr, &k, &p);
