@@ -329,6 +329,8 @@ CORRUPT_FUSED(rejects_bounds_not_spanning_the_shape, "span", -1, l->grid.shape[0
 CORRUPT_FUSED(rejects_reduce_axis_out_of_range, "axis", GS_TERM_REDUCE, l->u.f.red_axis = l->grid.ndim)
 CORRUPT_FUSED(rejects_unknown_terminal, "terminal", -1, l->u.f.terminal = 7)
 CORRUPT_FUSED(rejects_unknown_leaf_kind, "leaf kind", -1, l->u.f.leaves[0].kind = GS_LEAF_KIND_COUNT)
+/* kinds below GS_LEAF_KIND_COUNT that this build does not define (8: float64 version 3) */
+CORRUPT_FUSED(rejects_undefined_leaf_kind, "leaf kind", -1, l->u.f.leaves[0].kind = 8)
 CORRUPT_FUSED(rejects_leaf_map_axis_out_of_range, "axis", -1,
               l->u.f.leaves[0].map.perm[0] = l->grid.ndim)
 
