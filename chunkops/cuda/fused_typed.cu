@@ -179,25 +179,23 @@ __device__ __noinline__ double chain_leaf_other(const gs_kleaf_t &lf, int64_t of
     return typed_leaf(lf, off);
 }
 
-/* The leaf's value at element offset @a off; a float32 random leaf keeps the last Philox block
- * (t.w of block index t.k) and computes a new one only when off leaves it (a version-3 normal
- * also keeps the pairs of it evaluated: gs_f32v3_walk_z); float32 and float64 chunk data are
- * read inline, other leaves by a call. */
-__device__ __forceinline__ double chain_leaf(const gs_kleaf_t &lf, int64_t off, gs_f32v3_walk_t &t)
+/* The leaf's value at element offset @a off; a float32 version-1 random leaf keeps the last
+ * Philox block (@a w of block index @a kc) and computes a new one only when off leaves it;
+ * float32 and float64 chunk data are read inline, other leaves (a float32 version-3 normal
+ * among them: chain_f32 is its fast path) by a call. */
+__device__ __forceinline__ double chain_leaf(const gs_kleaf_t &lf, int64_t off, uint64_t &kc,
+                                             gs_philox4_t &w)
 {
     if (lf.kind == GS_LEAF_NORMAL_F32 || lf.kind == GS_LEAF_UNIFORM_F32) {
         const uint64_t kb = (uint64_t)off >> 2;
-        if (kb != t.k) {
-            t.w = gs_random_block_f32(lf.seed, kb);
-            t.k = kb;
+        if (kb != kc) {
+            w = gs_random_block_f32(lf.seed, kb);
+            kc = kb;
         }
         return lf.kind == GS_LEAF_NORMAL_F32
-                   ? (double)gs_random_normal_f32_w(&t.w, (uint64_t)off, lf.p0, lf.p1)
-                   : (double)gs_random_uniform_f32_w(&t.w, (uint64_t)off, lf.p0, lf.p1);
+                   ? (double)gs_random_normal_f32_w(&w, (uint64_t)off, lf.p0, lf.p1)
+                   : (double)gs_random_uniform_f32_w(&w, (uint64_t)off, lf.p0, lf.p1);
     }
-    if (lf.kind == GS_LEAF_NORMAL_F32_V3)
-        return (double)gs_random_scale_f32(gs_f32v3_walk_z(&t, lf.seed, (uint64_t)off), lf.p0,
-                                           lf.p1);
     if (lf.kind == GS_LEAF_CHUNK && lf.dtype == GS_DTYPE_FLOAT32)
         return gs_f32_to_f64(((const float *)lf.data)[off]);
     if (lf.kind == GS_LEAF_CHUNK && lf.dtype == GS_DTYPE_FLOAT64) return lf.data[off];
@@ -292,23 +290,24 @@ __host__ __device__ inline bool chain_f32_of(const gs_kfused_t &k, f32_chain &c)
 }
 
 /* The chain's value at leaf offset @a off. MODE CHAIN_F32: a float32 version-1 leaf (the
- * block cached in t.k, t.w); CHAIN_F32_V3: a float32 version-3 normal leaf (block and pairs
- * cached in t, gs_f32v3_walk_z). */
+ * block cached in @a kc, @a w); CHAIN_F32_V3: a float32 version-3 normal leaf (block and pairs
+ * cached in @a t, gs_f32v3_walk_z: registers only, no indexed access). */
 template <int MODE>
 __device__ __forceinline__ double chain_f32(const f32_chain &c, const gs_kleaf_t &lf,
-                                            int64_t off, gs_f32v3_walk_t &t)
+                                            int64_t off, uint64_t &kc, gs_philox4_t &w,
+                                            gs_f32v3_walk_t &t)
 {
     float v;
-    if (MODE == CHAIN_F32_V3) {
+    if constexpr (MODE == CHAIN_F32_V3) {
         v = gs_random_scale_f32(gs_f32v3_walk_z(&t, lf.seed, (uint64_t)off), lf.p0, lf.p1);
     } else {
         const uint64_t kb = (uint64_t)off >> 2;
-        if (kb != t.k) {
-            t.w = gs_random_block_f32(lf.seed, kb);
-            t.k = kb;
+        if (kb != kc) {
+            w = gs_random_block_f32(lf.seed, kb);
+            kc = kb;
         }
-        v = lf.kind == GS_LEAF_NORMAL_F32 ? gs_random_normal_f32_w(&t.w, (uint64_t)off, lf.p0, lf.p1)
-                                          : gs_random_uniform_f32_w(&t.w, (uint64_t)off, lf.p0, lf.p1);
+        v = lf.kind == GS_LEAF_NORMAL_F32 ? gs_random_normal_f32_w(&w, (uint64_t)off, lf.p0, lf.p1)
+                                          : gs_random_uniform_f32_w(&w, (uint64_t)off, lf.p0, lf.p1);
     }
 #pragma unroll
     for (int j = 0; j < F32_OPS; j++) {
@@ -341,13 +340,16 @@ __device__ __forceinline__ void chain_walk(const gs_kfused_t &k, F fn)
         const int64_t r = small ? (int64_t)((uint32_t)u / (uint32_t)ngroups) : u / ngroups;
         const int64_t c0 = (u - r * ngroups) * CHAIN_G;
         const int64_t rb = chain_row_base(k, lf, r) + c0 * sl;
+        uint64_t kc = ~(uint64_t)0;
+        gs_philox4_t w;
         gs_f32v3_walk_t t;
         gs_f32v3_walk_init(&t);
         const int n = L - c0 < CHAIN_G ? (int)(L - c0) : CHAIN_G;
 #pragma unroll 1
         for (int g = 0; g < n; g++)
-            fn(r * L + c0 + g, MODE != CHAIN_ANY ? chain_f32<MODE>(c, lf, rb + g * sl, t)
-                                                 : chain_rest(k, chain_leaf(lf, rb + g * sl, t)));
+            fn(r * L + c0 + g,
+               MODE != CHAIN_ANY ? chain_f32<MODE>(c, lf, rb + g * sl, kc, w, t)
+                                 : chain_rest(k, chain_leaf(lf, rb + g * sl, kc, w)));
     }
 }
 
