@@ -2,7 +2,7 @@
 # One GPU-machine session: build with CUDA, run the benchmarks, then the whole suite (CUDA tests
 # enabled, integration tests also with CUDA workers). Logs go to $OUT (or ./gpu-out). For a host
 # without a package registry, carry .devdeps (../shared/offline-deps/README.md):
-#   source .devdeps/env.sh && bash bench/gpu-session.sh [bench|move|linalg|scale|robust|tests|svd|spill|dash|tls|mac|gather|sched|rand|io|zarrcuda|cufile|stencil|dtype|nanred|scan|mapfuse|intsum|restart|usertyped|all]
+#   source .devdeps/env.sh && bash bench/gpu-session.sh [bench|move|linalg|scale|robust|tests|svd|spill|dash|tls|mac|gather|sched|rand|io|zarrcuda|cufile|stencil|dtype|nanred|scan|mapfuse|intsum|restart|usertyped|f32v3|all]
 # bench: kernels + seed reductions; move: transfers, transpose-sum, slice3 (issue 5);
 # linalg: dot, svd (issue 6); scale: tiny tasks, 1 M-chunk seed, worker kill (issue 7);
 # robust: 300-job soak and socket fuzzing with CUDA workers (issue 12);
@@ -63,6 +63,11 @@
 #   --no-fuse) with --random 1 and --random 3, and with two pairs per thread
 #   (GS_CUDA_PAIRS_U=2); targets test_chunkops_cuda gs-kbench gs-bench gsched gworker
 #   gs-local-cluster.
+# f32v3: float32 version-3 normals (pairs at distance 2, docs/random.md section 11; issue 20's
+#   float32 seed target): CPU == GPU bit for bit (chunkops_cuda/float32_v3*), gs-kbench's
+#   fused_seed_f32 against fused_seed_f32_v3, gs-bench seed --dtype float32 on one GPU with
+#   --random 1 and --random 3 (n 500000, chunk 10000: 1 TB of float32); targets
+#   GS_TARGETS="test_chunkops_cuda gs-kbench gs-bench gsched_daemon gworker gs-local-cluster".
 # GS_TARGETS="a b ..." builds only those targets (a shorter build for one stage).
 set -uo pipefail
 what=${1:-all}
@@ -577,4 +582,19 @@ if [ "$what" = v3 ]; then
     GS_CUDA_PAIRS_U=2 run $B/gs-bench seed --n 500000 --chunk 10000 --workers 1 --backend cuda --repeat 5 --random 3
   } 2>"$out/v3.err" | tee "$out/v3.jsonl" | cut -c1-330
   grep -E "failed|error" "$out/v3.err" | head -8
+if [ "$what" = f32v3 ]; then
+  # f32v3: see the header
+  build-gpu/tests/test_chunkops_cuda --verbose --filter 'chunkops_cuda/float32_v3*' \
+    >"$out/f32v3-tests.log" 2>&1
+  build-gpu/tests/test_chunkops_cuda --filter 'chunkops_cuda/float32*' >>"$out/f32v3-tests.log" 2>&1
+  grep -hE "Synthesis|SKIP" "$out/f32v3-tests.log"
+  grep -hE -A12 "\[FAIL\]|CRASH" "$out/f32v3-tests.log" | head -40
+  run $B/gs-kbench --no-linalg >"$out/f32v3-kbench.jsonl" 2>&1
+  grep -E '"fused_seed' "$out/f32v3-kbench.jsonl" | cut -c1-240
+  {
+    for r in 1 3; do
+      run $B/gs-bench seed --n 500000 --chunk 10000 --workers 1 --backend cuda --dtype float32 --repeat 3 --random $r
+    done
+  } 2>"$out/f32v3.err" | tee "$out/f32v3.jsonl" | cut -c1-300
+  tail -4 "$out/f32v3.err"
 fi

@@ -457,6 +457,118 @@ GS_HD float gs_random_normal_f32(uint64_t seed, uint64_t i, double mean, double 
     return gs_random_normal_f32_w(&w, i, mean, std);
 }
 
+/* ---- float32 version 3 (docs/random.md, "float32 version 3") ----
+ *
+ * The normal of float32 version 3 takes the same binary32 Box-Muller transform as version 1
+ * (gs__normal_f32) from the block with counter (lo32(k), hi32(k), GS_RANDOM_F32_V3_TAG, 0),
+ * k = i >> 2, but pairs elements at distance 2: elements 4k (cosine) and 4k + 2 (sine) take
+ * words (w0, w1), elements 4k + 1 (cosine) and 4k + 3 (sine) words (w2, w3). A read with unit
+ * stride or with stride 2 along a row uses both halves of each pair it touches, so one log and
+ * one sqrt serve two elements (gs_random_normal_pair_f32_v3, gs_f32v3_walk_z). Uniform float32
+ * values have no version 3. */
+
+#define GS_RANDOM_F32_V3_TAG 0x47u                  /* counter word c2 of every f32 v3 block */
+
+/** f32 v3: the block of elements 4k .. 4k+3. */
+GS_HD gs_philox4_t gs_random_block_f32_v3(uint64_t seed, uint64_t k)
+{
+    return gs_philox4x32_10((uint32_t)k, (uint32_t)(k >> 32), GS_RANDOM_F32_V3_TAG, 0u,
+                            (uint32_t)seed, (uint32_t)(seed >> 32));
+}
+
+/** f32: both halves of gs__normal_f32(wa, wb, .): *zc_p = its cosine value (sine 0), *zs_p its
+ *  sine value (sine 1), the same bits, from one log, one sqrt and one sine/cosine pair. */
+GS_HD void gs__normal_pair_f32(uint32_t wa, uint32_t wb, float *zc_p, float *zs_p)
+{
+    const float x = (float)((uint64_t)wa + 1u) * 2.3283064365386963e-10f; /* 2^-32, exact */
+    const float r = sqrtf(-2.0f * gs__logf_f32(x));
+    const uint32_t q = (uint32_t)(((uint64_t)wb + (1u << 29)) >> 30);
+    const int32_t d = (int32_t)((int64_t)wb - ((int64_t)q << 30));
+    const float y = (float)d * 1.4629180792671596e-09f; /* fl32(pi) * 2^-31 */
+    const float C = gs__kcosf_f32(y), S = gs__ksinf_f32(y);
+    const unsigned n = q & 3u;
+    /* cos, sin of n pi/2 + y: (C, S), (-S, C), (-C, -S), (S, -C) for n = 0..3 */
+    const float c = (n & 1u) ? S : C, s = (n & 1u) ? C : S;
+    *zc_p = r * (((n + 1u) & 2u) ? -c : c);
+    *zs_p = r * ((n & 2u) ? -s : s);
+}
+
+/** f32 v3: the standard normals of pair @a h (0: elements 4k, 4k + 2 from words (w0, w1);
+ *  1: elements 4k + 1, 4k + 3 from (w2, w3)) of the block @a w of k: *zc_p for the first
+ *  element (cosine), *zs_p for the second (sine). */
+GS_HD void gs_random_normal_pair_f32_v3(const gs_philox4_t *w, unsigned h, float *zc_p,
+                                        float *zs_p)
+{
+    gs__normal_pair_f32(h ? w->v[2] : w->v[0], h ? w->v[3] : w->v[1], zc_p, zs_p);
+}
+
+/** f32: fl32(meanf + fl32(stdf * z)), meanf and stdf the binary32 roundings of @a mean, @a std
+ *  (the scaling of every float32 normal). */
+GS_HD float gs_random_scale_f32(float z, double mean, double std)
+{
+    return (float)mean + (float)std * z;
+}
+
+/** f32 v3 Normal(mean, std) at global index @a i (the _w form: from the block @a w of
+ *  i >> 2): gs_random_scale_f32 of z = gs__normal_f32 of words (w0, w1) (i & 1 = 0) or
+ *  (w2, w3) (i & 1 = 1), cosine for i & 2 = 0, sine for i & 2 = 2. */
+GS_HD float gs_random_normal_f32_v3_w(const gs_philox4_t *w, uint64_t i, double mean, double std)
+{
+    const unsigned h = (unsigned)(i & 1u) * 2u;
+    const float z = gs__normal_f32(w->v[h], w->v[h + 1u], (unsigned)(i >> 1) & 1u);
+    return gs_random_scale_f32(z, mean, std);
+}
+
+GS_HD float gs_random_normal_f32_v3(uint64_t seed, uint64_t i, double mean, double std)
+{
+    const gs_philox4_t w = gs_random_block_f32_v3(seed, i >> 2);
+    return gs_random_normal_f32_v3_w(&w, i, mean, std);
+}
+
+/** f32 v3 walk state: the block last used and the pairs of it evaluated so far, for a caller
+ *  that reads elements in any order but mostly within a block (the CPU fused kernel, the CUDA
+ *  chain kernels): a pair is evaluated once however many of its two elements are read. */
+typedef struct gs_f32v3_walk {
+    uint64_t k;        /* block index held; ~0 (no block index reaches it): none */
+    unsigned have;     /* bit h: pair h evaluated into (c_h, s_h) */
+    gs_philox4_t w;
+    float c0, s0, c1, s1;
+} gs_f32v3_walk_t;
+
+GS_HD void gs_f32v3_walk_init(gs_f32v3_walk_t *t)
+{
+    t->k = ~(uint64_t)0;
+    t->have = 0;
+    t->w.v[0] = t->w.v[1] = t->w.v[2] = t->w.v[3] = 0u;
+    t->c0 = t->s0 = t->c1 = t->s1 = 0.0f;
+}
+
+/** f32 v3: the standard normal z of element @a i (gs_random_normal_f32_v3(seed, i, 0, 1) is
+ *  gs_random_scale_f32(z, 0, 1)), through the walk state @a t of @a seed. */
+GS_HD float gs_f32v3_walk_z(gs_f32v3_walk_t *t, uint64_t seed, uint64_t i)
+{
+    const uint64_t kb = i >> 2;
+    const unsigned h = (unsigned)(i & 1u), s = (unsigned)(i >> 1) & 1u;
+    if (kb != t->k) {
+        t->w = gs_random_block_f32_v3(seed, kb);
+        t->k = kb;
+        t->have = 0;
+    }
+    if (!((t->have >> h) & 1u)) {
+        float a, b;
+        gs_random_normal_pair_f32_v3(&t->w, h, &a, &b);
+        if (h) {
+            t->c1 = a;
+            t->s1 = b;
+        } else {
+            t->c0 = a;
+            t->s0 = b;
+        }
+        t->have |= 1u << h;
+    }
+    return h ? (s ? t->s1 : t->c1) : (s ? t->s0 : t->c0);
+}
+
 /** The high 64 bits of the 128-bit product x * y. */
 GS_HD uint64_t gs__mulhi_u64(uint64_t x, uint64_t y)
 {

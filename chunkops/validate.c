@@ -82,7 +82,7 @@ gs_status_t gs_kfused_validate(const gs_kfused_t *k)
     for (int32_t i = 0; i < k->nleaves; i++) {
         const gs_kleaf_t *lf = &k->leaves[i];
         gs__i128 lo, hi;
-        if (lf->kind < 0 || lf->kind >= GS_LEAF_KIND_COUNT)
+        if (!gs_leaf_kind_valid(lf->kind))
             return gs_error_set(GS_ERR_INVALID_PARAM, "fused kernel: leaf %d has unknown kind %d",
                                 (int)i, (int)lf->kind);
         if (lf->dtype < 0 || lf->dtype >= GS_DTYPE_COUNT ||
@@ -116,6 +116,7 @@ gs_status_t gs_kfused_validate(const gs_kfused_t *k)
         case GS_LEAF_UNIFORM:
         case GS_LEAF_UNIFORM_F32:
         case GS_LEAF_NORMAL_F32:
+        case GS_LEAF_NORMAL_F32_V3:
         case GS_LEAF_INTEGERS:
             if (lo < 0 || hi > INT64_MAX)
                 return gs_error_set(GS_ERR_INVALID_PARAM,
@@ -159,7 +160,8 @@ gs_status_t gs_kfused_validate(const gs_kfused_t *k)
         if (in->op == GS_OP_LEAF) {
             /* float32 and integer random leaves push values of their own dtype */
             const int32_t lk = k->leaves[in->arg].kind;
-            const int32_t want = lk == GS_LEAF_UNIFORM_F32 || lk == GS_LEAF_NORMAL_F32
+            const int32_t want = lk == GS_LEAF_UNIFORM_F32 || lk == GS_LEAF_NORMAL_F32 ||
+                                         lk == GS_LEAF_NORMAL_F32_V3
                                      ? GS_DTYPE_FLOAT32
                                  : lk == GS_LEAF_INTEGERS ? GS_DTYPE_INT64 : -1;
             if (want >= 0 && in->dtype != want)

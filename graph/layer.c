@@ -204,7 +204,7 @@ gs_status_t gs__layer_check(const gs_layer_t *l)
         }
         for (int32_t k = 0; k < l->u.f.nleaves; k++) {
             const gs__fleaf_t *lf = &l->u.f.leaves[k];
-            if (lf->kind < 0 || lf->kind >= GS_LEAF_KIND_COUNT) {
+            if (!gs_leaf_kind_valid(lf->kind)) {
                 why = "unknown leaf kind";
                 goto bad;
             }

@@ -46,12 +46,15 @@ static void gs__dname_add(char *out, size_t cap, const char *s, size_t n)
  * of scalar forms), then its reduction; a program of chunk leaves and nothing else is a slice. */
 static void gs__dname_fused(const gs_layer_t *l, char *out, size_t cap)
 {
-    static const char *const leaves[GS_LEAF_KIND_COUNT] = {NULL, "normal", "uniform", "arange",
-                                                                 "normal", "uniform", "normal",
-                                                                 "integers", "normal"};
+    static const char *const leaves[GS_LEAF_KIND_COUNT] = {
+        [GS_LEAF_NORMAL] = "normal",          [GS_LEAF_UNIFORM] = "uniform",
+        [GS_LEAF_INDEX] = "arange",           [GS_LEAF_NORMAL_V2] = "normal",
+        [GS_LEAF_UNIFORM_F32] = "uniform",    [GS_LEAF_NORMAL_F32] = "normal",
+        [GS_LEAF_INTEGERS] = "integers",      [GS_LEAF_NORMAL_V3] = "normal",
+        [GS_LEAF_NORMAL_F32_V3] = "normal"};
     for (int32_t k = 0; k < l->u.f.nleaves; k++) {
         int32_t kind = l->u.f.leaves[k].kind;
-        if (kind > 0 && kind < GS_LEAF_KIND_COUNT) gs__dname_add(out, cap, leaves[kind], strlen(leaves[kind]));
+        if (kind > 0 && kind < GS_LEAF_KIND_COUNT && leaves[kind] != NULL) gs__dname_add(out, cap, leaves[kind], strlen(leaves[kind]));
     }
     for (int32_t i = 0; i < l->u.f.nprog; i++) {
         int32_t op = l->u.f.prog[i].op;

@@ -232,6 +232,22 @@ static const double *gs__leaf_tile(gs__fused_t *f, int li)
             gs__cpu_random_uniform(lf->seed, idx, f->n, lf->p0, lf->p1, buf);
         break;
     }
+    case GS_LEAF_NORMAL_F32_V3: {
+        /* float32 version 3: a walk state keeps the block and evaluates each Box-Muller pair
+         * (elements 4k, 4k+2 or 4k+1, 4k+3) once for the elements of it the segment reads */
+        const float mf = (float)lf->p0, sf = (float)lf->p1;
+        for (int g = 0; g < f->nseg; g++) {
+            const uint64_t o = (uint64_t)segs[g].off[li];
+            double *dst = buf + segs[g].pos;
+            gs_f32v3_walk_t t;
+            gs_f32v3_walk_init(&t);
+            for (int i = 0; i < segs[g].len; i++) {
+                const float z = gs_f32v3_walk_z(&t, lf->seed, o + (uint64_t)((int64_t)i * is));
+                dst[i] = (double)(mf + sf * z); /* gs_random_scale_f32 */
+            }
+        }
+        break;
+    }
     case GS_LEAF_UNIFORM_F32:
     case GS_LEAF_NORMAL_F32:
     case GS_LEAF_INTEGERS: {

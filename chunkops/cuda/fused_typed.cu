@@ -13,7 +13,9 @@
  * value stays in a register (no stack), rows are walked without a division per element, and
  * each thread takes CHAIN_G adjacent elements of a row so that a float32 random leaf computes
  * each Philox block (4 elements) once for the elements of it the thread needs, not once per
- * element. */
+ * element; a float32 version-3 normal leaf (pairs at distance 2, chunkops/random.h) also
+ * evaluates each Box-Muller pair once for the two elements of it the thread reads (unit stride:
+ * two logs for four elements; stride 2: one log for two). */
 #include "chunkops/cuda/cuda_internal.h"
 #include "chunkops/elem_dtype.h"
 #include "chunkops/random.h"
@@ -47,6 +49,8 @@ __device__ __forceinline__ double typed_leaf(const gs_kleaf_t &lf, int64_t off)
         return (double)gs_random_uniform_f32(lf.seed, (uint64_t)off, lf.p0, lf.p1);
     case GS_LEAF_NORMAL_F32:
         return (double)gs_random_normal_f32(lf.seed, (uint64_t)off, lf.p0, lf.p1);
+    case GS_LEAF_NORMAL_F32_V3:
+        return (double)gs_random_normal_f32_v3(lf.seed, (uint64_t)off, lf.p0, lf.p1);
     case GS_LEAF_INTEGERS:
         return gs_i_v(gs_random_integers(lf.seed, (uint64_t)off, gs_v_i(lf.p0), gs_v_i(lf.p1)));
     default: return (double)off;
@@ -176,9 +180,10 @@ __device__ __noinline__ double chain_leaf_other(const gs_kleaf_t &lf, int64_t of
     return typed_leaf(lf, off);
 }
 
-/* The leaf's value at element offset @a off; a float32 random leaf keeps the last Philox block
- * (@a w of block index @a kc) and computes a new one only when off leaves it; float32 and
- * float64 chunk data are read inline, other leaves by a call. */
+/* The leaf's value at element offset @a off; a float32 version-1 random leaf keeps the last
+ * Philox block (@a w of block index @a kc) and computes a new one only when off leaves it;
+ * float32 and float64 chunk data are read inline, other leaves (a float32 version-3 normal
+ * among them: chain_f32 is its fast path) by a call. */
 __device__ __forceinline__ double chain_leaf(const gs_kleaf_t &lf, int64_t off, uint64_t &kc,
                                              gs_philox4_t &w)
 {
@@ -251,6 +256,9 @@ __device__ __forceinline__ int64_t chain_row_base(const gs_kfused_t &k, const gs
  * gs_round_float does, so the value stays a float: one float -> double conversion per element
  * instead of three. */
 constexpr int F32_OPS = 3;
+/* chain_walk's modes: any CHAIN program (chain_leaf, chain_rest); a float32 version-1 leaf
+ * chain (chain_f32_of); a float32 version-3 normal leaf chain */
+constexpr int CHAIN_ANY = 0, CHAIN_F32 = 1, CHAIN_F32_V3 = 2;
 struct f32_chain {
     int n;
     int op[F32_OPS];
@@ -261,7 +269,9 @@ __host__ __device__ inline bool chain_f32_of(const gs_kfused_t &k, f32_chain &c)
 {
     const gs_kleaf_t &lf = k.leaves[k.prog[0].arg];
     c.n = 0;
-    if (lf.kind != GS_LEAF_NORMAL_F32 && lf.kind != GS_LEAF_UNIFORM_F32) return false;
+    if (lf.kind != GS_LEAF_NORMAL_F32 && lf.kind != GS_LEAF_UNIFORM_F32 &&
+        lf.kind != GS_LEAF_NORMAL_F32_V3)
+        return false;
     for (int pc = 1; pc < k.nprog; pc++) {
         const gs_kinstr_t &in = k.prog[pc];
         if (in.op == GS_OP_CAST) {
@@ -280,16 +290,26 @@ __host__ __device__ inline bool chain_f32_of(const gs_kfused_t &k, f32_chain &c)
     return true;
 }
 
+/* The chain's value at leaf offset @a off. MODE CHAIN_F32: a float32 version-1 leaf (the
+ * block cached in @a kc, @a w); CHAIN_F32_V3: a float32 version-3 normal leaf (block and pairs
+ * cached in @a t, gs_f32v3_walk_z: registers only, no indexed access). */
+template <int MODE>
 __device__ __forceinline__ double chain_f32(const f32_chain &c, const gs_kleaf_t &lf,
-                                            int64_t off, uint64_t &kc, gs_philox4_t &w)
+                                            int64_t off, uint64_t &kc, gs_philox4_t &w,
+                                            gs_f32v3_walk_t &t)
 {
-    const uint64_t kb = (uint64_t)off >> 2;
-    if (kb != kc) {
-        w = gs_random_block_f32(lf.seed, kb);
-        kc = kb;
+    float v;
+    if constexpr (MODE == CHAIN_F32_V3) {
+        v = gs_random_scale_f32(gs_f32v3_walk_z(&t, lf.seed, (uint64_t)off), lf.p0, lf.p1);
+    } else {
+        const uint64_t kb = (uint64_t)off >> 2;
+        if (kb != kc) {
+            w = gs_random_block_f32(lf.seed, kb);
+            kc = kb;
+        }
+        v = lf.kind == GS_LEAF_NORMAL_F32 ? gs_random_normal_f32_w(&w, (uint64_t)off, lf.p0, lf.p1)
+                                          : gs_random_uniform_f32_w(&w, (uint64_t)off, lf.p0, lf.p1);
     }
-    float v = lf.kind == GS_LEAF_NORMAL_F32 ? gs_random_normal_f32_w(&w, (uint64_t)off, lf.p0, lf.p1)
-                                            : gs_random_uniform_f32_w(&w, (uint64_t)off, lf.p0, lf.p1);
 #pragma unroll
     for (int j = 0; j < F32_OPS; j++) {
         if (j >= c.n) break;
@@ -303,7 +323,7 @@ __device__ __forceinline__ double chain_f32(const f32_chain &c, const gs_kleaf_t
  * (the last one shorter); thread t of the grid takes units t, t + threads, ... and calls
  * @a fn(flat output index, value) for each element of them, in order. One division per unit
  * (32-bit while the unit count allows). */
-template <bool F32, typename F>
+template <int MODE, typename F>
 __device__ __forceinline__ void chain_walk(const gs_kfused_t &k, F fn)
 {
     const gs_kleaf_t &lf = k.leaves[k.prog[0].arg];
@@ -316,19 +336,30 @@ __device__ __forceinline__ void chain_walk(const gs_kfused_t &k, F fn)
     const bool small = units <= (int64_t)0xffffffff;
     const int64_t step = (int64_t)gridDim.x * BLOCK;
     f32_chain c;
-    if (F32) (void)chain_f32_of(k, c); /* the launcher checked it holds */
+    if (MODE != CHAIN_ANY) (void)chain_f32_of(k, c); /* the launcher checked it holds */
     for (int64_t u = (int64_t)blockIdx.x * BLOCK + threadIdx.x; u < units; u += step) {
         const int64_t r = small ? (int64_t)((uint32_t)u / (uint32_t)ngroups) : u / ngroups;
         const int64_t c0 = (u - r * ngroups) * CHAIN_G;
         const int64_t rb = chain_row_base(k, lf, r) + c0 * sl;
         uint64_t kc = ~(uint64_t)0;
         gs_philox4_t w;
+        gs_f32v3_walk_t t;
+        gs_f32v3_walk_init(&t);
         const int n = L - c0 < CHAIN_G ? (int)(L - c0) : CHAIN_G;
 #pragma unroll 1
         for (int g = 0; g < n; g++)
-            fn(r * L + c0 + g, F32 ? chain_f32(c, lf, rb + g * sl, kc, w)
-                                   : chain_rest(k, chain_leaf(lf, rb + g * sl, kc, w)));
+            fn(r * L + c0 + g,
+               MODE != CHAIN_ANY ? chain_f32<MODE>(c, lf, rb + g * sl, kc, w, t)
+                                 : chain_rest(k, chain_leaf(lf, rb + g * sl, kc, w)));
     }
+}
+
+/* The chain_walk mode of the CHAIN program @a k (host side). */
+inline int chain_mode(const gs_kfused_t &k)
+{
+    f32_chain c;
+    if (!chain_f32_of(k, c)) return CHAIN_ANY;
+    return k.leaves[k.prog[0].arg].kind == GS_LEAF_NORMAL_F32_V3 ? CHAIN_F32_V3 : CHAIN_F32;
 }
 
 /* The number of CHAIN units of @a k (host side: the grid's size). */
@@ -340,21 +371,21 @@ inline int64_t chain_units(const gs_kfused_t &k)
     return rows * ((L + CHAIN_G - 1) / CHAIN_G);
 }
 
-template <bool F32>
+template <int MODE>
 __global__ void __launch_bounds__(BLOCK) k_typed_chain_store(const __grid_constant__ gs_kfused_t k)
 {
-    chain_walk<F32>(k, [&](int64_t e, double v) { gs_store_elem(k.out_dtype, k.out, e, v); });
+    chain_walk<MODE>(k, [&](int64_t e, double v) { gs_store_elem(k.out_dtype, k.out, e, v); });
 }
 
 /* As k_typed_sum, over CHAIN programs (chain_walk's order per thread, then the same fixed
  * block tree and block-order merge: the same sum on every run of the same grid). */
-template <bool F32>
+template <int MODE>
 __global__ void __launch_bounds__(BLOCK) k_typed_chain_sum(const __grid_constant__ gs_kfused_t k,
                                                            int64_t rows, double *partials,
                                                            unsigned int *counter)
 {
     double acc = 0.0;
-    chain_walk<F32>(k, [&](int64_t, double v) { acc += v; });
+    chain_walk<MODE>(k, [&](int64_t, double v) { acc += v; });
     block_sum_merge(acc, partials, counter, k.out);
 }
 
@@ -569,9 +600,10 @@ extern "C" gs_status_t gs__cuda_launch_typed(const gs__cuda_dev_t *dev, void *st
         int64_t cblocks = (units + BLOCK - 1) / BLOCK;
         if (cblocks > cap) cblocks = cap;
         void *cargs[1] = {(void *)k};
-        f32_chain c;
-        const void *fn = chain_f32_of(*k, c) ? (const void *)k_typed_chain_store<true>
-                                             : (const void *)k_typed_chain_store<false>;
+        const int mode = chain_mode(*k);
+        const void *fn = mode == CHAIN_F32_V3 ? (const void *)k_typed_chain_store<CHAIN_F32_V3>
+                         : mode == CHAIN_F32  ? (const void *)k_typed_chain_store<CHAIN_F32>
+                                              : (const void *)k_typed_chain_store<CHAIN_ANY>;
         err = cudaLaunchKernel(fn, dim3((unsigned)cblocks),
                                dim3(BLOCK), cargs, 0, (cudaStream_t)stream);
     } else {
@@ -601,10 +633,11 @@ extern "C" int gs__cuda_launch_typed_sum(const gs__cuda_dev_t *dev, void *stream
     if (blocks > cap) blocks = cap;
     if ((size_t)blocks > npartials) return 0;
     void *args[4] = {(void *)k, (void *)&rows, (void *)&partials, (void *)&counter};
-    f32_chain c;
-    const void *fn = !chain ? (const void *)k_typed_sum
-                     : chain_f32_of(*k, c) ? (const void *)k_typed_chain_sum<true>
-                                           : (const void *)k_typed_chain_sum<false>;
+    const int mode = chain ? chain_mode(*k) : CHAIN_ANY;
+    const void *fn = !chain                ? (const void *)k_typed_sum
+                     : mode == CHAIN_F32_V3 ? (const void *)k_typed_chain_sum<CHAIN_F32_V3>
+                     : mode == CHAIN_F32    ? (const void *)k_typed_chain_sum<CHAIN_F32>
+                                            : (const void *)k_typed_chain_sum<CHAIN_ANY>;
     cudaError_t err = cudaLaunchKernel(fn, dim3((unsigned)blocks), dim3(BLOCK), args, 0,
                                        (cudaStream_t)stream);
     if (err == cudaSuccess) err = cudaGetLastError();
