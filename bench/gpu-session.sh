@@ -582,6 +582,7 @@ if [ "$what" = v3 ]; then
     GS_CUDA_PAIRS_U=2 run $B/gs-bench seed --n 500000 --chunk 10000 --workers 1 --backend cuda --repeat 5 --random 3
   } 2>"$out/v3.err" | tee "$out/v3.jsonl" | cut -c1-330
   grep -E "failed|error" "$out/v3.err" | head -8
+fi
 if [ "$what" = f32v3 ]; then
   # f32v3: see the header
   build-gpu/tests/test_chunkops_cuda --verbose --filter 'chunkops_cuda/float32_v3*' \
