@@ -60,8 +60,8 @@
 #   gs-bench gsched_daemon gworker gs-local-cluster gs_test_kernels.
 # v3: version-3 normals (issue 19, session 11): CUDA == CPU bit for bit (pair kernels with
 #   stride 1 and 2), gs-kbench fused_seed_v3 / philox_normal_v3 beside v1, the seed (fused and
-#   --no-fuse) with --random 1 and --random 3, and with two pairs per thread
-#   (GS_CUDA_PAIRS_U=2); targets test_chunkops_cuda gs-kbench gs-bench gsched gworker
+#   --no-fuse) with --random 1 and --random 3, and with one pair per thread
+#   (GS_CUDA_PAIRS_U=1; the default is 2); targets test_chunkops_cuda gs-kbench gs-bench gsched gworker
 #   gs-local-cluster.
 # f32v3: float32 version-3 normals (pairs at distance 2, docs/random.md section 11; issue 20's
 #   float32 seed target): CPU == GPU bit for bit (chunkops_cuda/float32_v3*), gs-kbench's
@@ -569,17 +569,17 @@ if [ "$what" = v3 ]; then
   grep -hE "Synthesis" "$out/v3-tests.log"
   grep -hE -A12 "\[FAIL\]|CRASH" "$out/v3-tests.log" | head -40
   run $B/gs-kbench --no-linalg >"$out/v3-kbench.jsonl" 2>&1
-  GS_CUDA_PAIRS_U=2 run $B/gs-kbench --no-linalg >"$out/v3-kbench-u2.jsonl" 2>&1
+  GS_CUDA_PAIRS_U=1 run $B/gs-kbench --no-linalg >"$out/v3-kbench-u1.jsonl" 2>&1
   grep -E '"(fused_seed|fused_seed_v2|fused_seed_v3|philox_normal|philox_normal_v2|philox_normal_v3)"' "$out/v3-kbench.jsonl" | cut -c1-200
-  echo "GS_CUDA_PAIRS_U=2:"
-  grep -E '"(fused_seed_v2|fused_seed_v3|philox_normal_v2|philox_normal_v3)"' "$out/v3-kbench-u2.jsonl" | cut -c1-200
-  GS_CUDA_PAIRS_U=2 build-gpu/tests/test_chunkops_cuda --filter 'chunkops_cuda/normal_v*' 2>&1 | grep -E "Synthesis|FAIL" 
+  echo "GS_CUDA_PAIRS_U=1:"
+  grep -E '"(fused_seed_v2|fused_seed_v3|philox_normal_v2|philox_normal_v3)"' "$out/v3-kbench-u1.jsonl" | cut -c1-200
+  GS_CUDA_PAIRS_U=1 build-gpu/tests/test_chunkops_cuda --filter 'chunkops_cuda/normal_v*' 2>&1 | grep -E "Synthesis|FAIL" 
   {
     for v in 1 3; do
       run $B/gs-bench seed --n 500000 --chunk 10000 --workers 1 --backend cuda --repeat 5 --random $v
       run $B/gs-bench seed --n 500000 --chunk 10000 --workers 1 --backend cuda --no-fuse --repeat 2 --random $v
     done
-    GS_CUDA_PAIRS_U=2 run $B/gs-bench seed --n 500000 --chunk 10000 --workers 1 --backend cuda --repeat 5 --random 3
+    GS_CUDA_PAIRS_U=1 run $B/gs-bench seed --n 500000 --chunk 10000 --workers 1 --backend cuda --repeat 5 --random 3
   } 2>"$out/v3.err" | tee "$out/v3.jsonl" | cut -c1-330
   grep -E "failed|error" "$out/v3.err" | head -8
 fi

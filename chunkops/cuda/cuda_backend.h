@@ -46,6 +46,10 @@ gs_status_t gs_cuda_set_flat_walk(gs_chunkops_ctx_h ctx, int enable);
  *  @a ctx. Takes effect for work enqueued afterwards (set it before). */
 gs_status_t gs_cuda_set_transpose_tiles(gs_chunkops_ctx_h ctx, int enable);
 
+/* The normal pair kernels (version 2 and 3 leaves, fused_pairs.cu) take two pairs per thread
+ * and step; GS_CUDA_PAIRS_U=1 in the environment at context creation takes one (the same
+ * values; sums may round differently), for comparisons. */
+
 /** Device-to-device copy of @a nbytes enqueued on @a stream (cudaMemcpyAsync). */
 gs_status_t gs_cuda_memcpy_d2d(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream, void *dst,
                                const void *src, size_t nbytes);

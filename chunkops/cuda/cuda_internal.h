@@ -190,8 +190,8 @@ typedef struct gs__cuda_dev {
                                    environment at context creation, gs_cuda_set_flat_walk) */
     int no_ttile;               /* 1: no transposed-tile kernels (GS_CUDA_TTILE=0 at context
                                    creation, gs_cuda_set_transpose_tiles) */
-    int pairs_u;                /* pairs per thread and step of the pair kernels: 1, or 2
-                                   (GS_CUDA_PAIRS_U=2 at context creation) */
+    int pairs_u;                /* pairs per thread and step of the pair kernels: 2, or 1
+                                   (GS_CUDA_PAIRS_U=1 at context creation) */
     int file_path;              /* params.file_path: gs_file_path_t (cufile.c) */
 } gs__cuda_dev_t;
 
