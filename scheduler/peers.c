@@ -841,9 +841,14 @@ void gs__sched_on_connection(uv_stream_t *server, int status)
         if (status == UV_EMFILE || status == UV_ENFILE) gs__evict_oldest_handshake(s, NULL, 0);
         return;
     }
+    /* Every way out before gs_conn_accept() succeeded must refuse the connection: libuv stops
+     * watching the listening socket when this callback returns without accepting, and gsched
+     * would never accept a connection again. */
     p = gs_calloc(1, sizeof *p, "peer");
     if (p == NULL) {
-        GS_LOG_ERROR("out of memory accepting a connection");
+        s->st.accept_errors_total++;
+        GS_LOG_ERROR("out of memory accepting a connection: refused");
+        gs_conn_refuse(&s->refuser, server);
         return;
     }
     p->s = s;
@@ -863,6 +868,7 @@ void gs__sched_on_connection(uv_stream_t *server, int status)
         s->st.accept_errors_total++;
         GS_LOG_WARN("cannot accept a connection: %s", gs_last_error());
         gs_free(p);
+        gs_conn_refuse(&s->refuser, server);
         return;
     }
     gs_conn_set_data(p->conn, p);

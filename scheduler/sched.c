@@ -507,7 +507,7 @@ void gs_sched_destroy(gs_sched_h s)
 {
     if (s == NULL) return;
     gs_sched_stop(s);
-    while (s->nhandles > 0 || s->peers != NULL) uv_run(s->loop, UV_RUN_ONCE);
+    while (s->nhandles > 0 || s->peers != NULL || gs_conn_refuser_busy(&s->refuser)) uv_run(s->loop, UV_RUN_ONCE);
     for (uint32_t i = 0; i < s->nslots; i++) {
         if (s->slots[i] != NULL) gs__worker_free(s->slots[i]);
     }

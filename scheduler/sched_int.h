@@ -329,6 +329,7 @@ struct gs_sched {
     gs_u64map_t conns_by_addr;       /* address key -> open connections from it */
 
     uv_tcp_t server;
+    gs_conn_refuser_t refuser;       /* refuses connections on_connection cannot take (memory) */
     uv_timer_t timer;
     uint64_t timer_last_ns;          /* when housekeeping last ran (stall detection) */
     uint64_t heap_checked_ns;        /* when housekeeping last looked at the heap (gs__sched_heap) */

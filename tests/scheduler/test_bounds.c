@@ -380,3 +380,56 @@ Test(scheduler_bounds, a_large_frame_leaves_no_receive_memory_behind)
     cr_assert_gt(st.heap_used_bytes + st.rss_bytes, 0, "memory counters are filled on this platform");
     th_fini(&th);
 }
+
+static int bound_accept_errors_reach(th_t *th, uint64_t n)
+{
+    return th_stats(th).accept_errors_total >= n;
+}
+
+/* Run the loop until the peer closed @a fd (EOF or reset), at most TH_TIMEOUT_MS. */
+static void bound_expect_closed_by_gsched(th_t *th, int fd)
+{
+    uint64_t end = gs_now_ns() + (uint64_t)TH_TIMEOUT_MS * 1000000ull;
+    for (;;) {
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        char b;
+        if (poll(&pfd, 1, 0) == 1) {
+            ssize_t n = recv(fd, &b, 1, MSG_DONTWAIT);
+            cr_assert(n == 0 || (n < 0 && errno == ECONNRESET), "the refused connection got data or %s",
+                      n < 0 ? strerror(errno) : "a byte");
+            return;
+        }
+        cr_assert_lt(gs_now_ns(), end, "gsched did not close the connection it could not take");
+        uv_run(&th->loop, UV_RUN_ONCE);
+    }
+}
+
+/* libuv stops watching a listening socket whose connection callback returns without accepting:
+ * connections gsched cannot take (no memory for them) are accepted and closed, and the next
+ * connection still gets in. Two connections wait together, so that the second is refused while
+ * the first one's refusal is still closing. */
+Test(scheduler_bounds, a_connection_without_memory_is_refused_and_the_next_one_gets_in, .timeout = 180)
+{
+    int fds[2];
+    th_t th;
+
+    th_init(&th, NULL);
+    for (int i = 0; i < 2; i++) {
+        struct pollfd pfd;
+        fds[i] = bound_connect(th.port);
+        pfd = (struct pollfd){.fd = fds[i], .events = POLLOUT};   /* in the accept queue */
+        cr_assert_eq(poll(&pfd, 1, TH_TIMEOUT_MS), 1, "the kernel did not complete the connection");
+    }
+    gs_alloc_fail_after(0);   /* every allocation fails until both connections were tried */
+    bound_run_until(&th, bound_accept_errors_reach, 2);
+    gs_alloc_fail_after(-1);
+    cr_assert_eq(th_stats(&th).nconnections, 0);
+    for (int i = 0; i < 2; i++) {
+        bound_expect_closed_by_gsched(&th, fds[i]);
+        close(fds[i]);
+    }
+    tp_t *c = tp_client(&th, "after");
+    bound_expect_served(c);
+    cr_assert_eq(th_stats(&th).accept_errors_total, 2);
+    th_fini(&th);
+}
