@@ -371,6 +371,7 @@ typedef struct gs_sched_stats {
                                       max_connections_per_addr */
     uint64_t conns_evicted_total;  /* connections not yet handshaken closed to make room */
     uint64_t accept_errors_total;  /* accept() failures (e.g. EMFILE), connections refused for want of memory */
+    uint64_t accepts_deferred_total; /* connections left for the next loop iteration (GS__ACCEPTS_PER_ROUND) */
     uint64_t idle_closed_total;    /* clients closed by client_idle_timeout_ms */
     uint64_t frame_bytes_reserved; /* bytes of large frames being received, now (<= frame_memory) */
     uint64_t frame_bytes_peak;     /* highest frame_bytes_reserved */
