@@ -433,3 +433,55 @@ Test(scheduler_bounds, a_connection_without_memory_is_refused_and_the_next_one_g
     cr_assert_eq(th_stats(&th).accept_errors_total, 2);
     th_fini(&th);
 }
+
+/* One loop iteration accepts at most GS__ACCEPTS_PER_ROUND (64) connections of a burst, reads
+ * the sockets that are ready meanwhile (an accepted client's HELLO is answered in that
+ * iteration), and the following iterations accept the rest: a connect storm cannot hold the
+ * loop in accepting while handshakes wait unread (sockfuzz saw 15-43 s iterations). */
+Test(scheduler_bounds, a_connect_burst_is_accepted_over_iterations_while_a_hello_is_answered, .timeout = 120)
+{
+    enum { BURST = 300 };
+    static int fds[BURST];
+    gs_hs_peer_t hs;
+    gs_msg_t m, out;
+    struct pollfd pfd;
+    int cfd;
+    th_t th;
+
+    bound_raise_fd_limit(2 * BURST + 256);
+    th_init(&th, &(gs_sched_params_t){.field_mask = GS_SCHED_FIELD_MAX_CONNECTIONS,
+                                      .max_connections = 100,
+                                      .max_connections_per_addr = 4096});
+    cfd = bound_connect(th.port);
+    bound_wait_connected(cfd);
+    bound_run_until(&th, bound_all_accepted, 1);
+    /* the loop does not run: the client's HELLO and the whole burst wait */
+    cr_assert_eq(gs_hs_peer_hello(&hs, "", GS_ROLE_CLIENT, "real", &out), GS_OK);
+    bound_send_msg(cfd, &out);
+    for (int i = 0; i < BURST; i++) {
+        fds[i] = bound_connect(th.port);
+        bound_wait_connected(fds[i]);
+    }
+
+    uv_run(&th.loop, UV_RUN_ONCE);
+    cr_assert_leq(bound_accepted(&th), 1 + 64, "%lu connections accepted in one iteration",
+                  (unsigned long)bound_accepted(&th));
+    cr_assert_geq(th_stats(&th).accepts_deferred_total, 1);
+    pfd = (struct pollfd){.fd = cfd, .events = POLLIN};
+    cr_assert_eq(poll(&pfd, 1, 0), 1, "the client's HELLO was not answered in that iteration");
+
+    /* the rest of the burst is accepted (the connection limit evicts idle ones, not the client) */
+    bound_run_until(&th, bound_all_accepted, 1 + BURST);
+    bound_recv_msg(&th, cfd, &m);
+    cr_assert_eq(m.type, GS_MSG_CHALLENGE, "answered %s", gs_msg_type_name(m.type));
+    cr_assert_eq(gs_hs_peer_answer(&hs, &m, &out), GS_OK);
+    gs_msg_cleanup(&m);
+    bound_send_msg(cfd, &out);
+    bound_recv_msg(&th, cfd, &m);
+    cr_assert_eq(m.type, GS_MSG_WELCOME, "answered %s", gs_msg_type_name(m.type));
+    gs_msg_cleanup(&m);
+    cr_assert_eq(th_stats(&th).nclients, 1);
+    close(cfd);
+    for (int i = 0; i < BURST; i++) close(fds[i]);
+    th_fini(&th);
+}
