@@ -20,7 +20,11 @@
  *  - bounds (gs_sched_params_t, counted in gs_sched_stats_t): at most max_connections open
  *    connections (lowered below the open file limit) and max_connections_per_addr from one IP
  *    address; past a limit the oldest connection that has not completed the handshake is closed
- *    to make room, else the new one is answered ERROR(GS_ERR_BUSY) and closed. After the
+ *    to make room, else the new one is answered ERROR(GS_ERR_BUSY) and closed. One loop
+ *    iteration accepts at most 64 connections (the rest wait in the listen backlog for the next
+ *    one, accepts_deferred_total), so a connect storm cannot keep the loop from reading the
+ *    handshakes of connections already accepted; a connection gsched cannot take (out of
+ *    memory) is accepted and closed at once (accept_errors_total). After the
  *    handshake a client may send frames of client_max_frame bytes, a worker worker_max_frame;
  *    all connections together reserve at most frame_memory bytes for large frames being
  *    received (a frame that does not fit waits, its connection's reading paused; a holder that
