@@ -37,6 +37,10 @@
  * get in either way.
  * The gsched and gworker programs are found as the integration tests find them ($GS_BIN_DIR, else
  * <dir of this program>/../bin).
+ * Diagnostics: --sched-log-level sets gsched's --log-level (default error; at info gsched logs
+ * "gsched's loop stood still for N ms" for a late housekeeping timer); $GS_SOCKFUZZ_STALL_CMD,
+ * when set, is run once through the shell (with GS_SCHED_PID and GS_SCHED_PORT set) when the
+ * real client has waited 5 s for a connection, e.g. a script taking gdb backtraces and ss -tanp.
  */
 #include "cluster.h"
 #include "proc_cpu.h"
