@@ -45,7 +45,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
+#include <errno.h>
+#include <sys/socket.h>
 
 #define GS__CONN_RBUF GS_CONN_READ_BUFFER
 #define GS__CONN_WCHUNK (1u << 30)  /* uv_buf_t lengths are unsigned int: split larger frames */
@@ -963,13 +964,16 @@ size_t gs_conn_pending_bytes(const gs_conn_t *c)
     return c->pending_bytes;
 }
 
-int gs_conn_input_unread(const gs_conn_t *c)
+int gs_conn_input_peek(const gs_conn_t *c)
 {
     uv_os_fd_t fd;
-    int n = 0;
+    ssize_t n;
+    char b;
     if (c == NULL || c->handle_closing) return 0;
     if (uv_fileno((const uv_handle_t *)&c->tcp, &fd) != 0) return 0;
-    return ioctl(fd, FIONREAD, &n) == 0 && n > 0;
+    n = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n != 0 && n != -1) return 1;
+    return n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) ? -1 : 0;
 }
 
 void gs_conn_set_data(gs_conn_t *c, void *data)

@@ -181,10 +181,11 @@ gs_status_t gs_conn_set_max_frame(gs_conn_t *conn, uint32_t bytes);
 
 /** Bytes queued for writing and not yet written (for backpressure). */
 size_t gs_conn_pending_bytes(const gs_conn_t *conn);
-/** 1 when bytes from the peer wait unread in the socket's receive queue (a peer that has spoken,
- *  e.g. sent its HELLO, while the loop was busy); else 0, also for NULL or a closing connection.
- *  Bytes already read (a partial frame in the reader) do not count: that peer is merely slow. */
-int gs_conn_input_unread(const gs_conn_t *conn);
+/** What waits unread in the socket's receive queue: 1 bytes from the peer (a peer that has
+ *  spoken, e.g. sent its HELLO, while the loop was busy); -1 the peer's end of stream or a
+ *  reset (it is gone; the loop has not read it yet); 0 nothing, also for NULL or a closing
+ *  connection. Bytes already read (a partial frame in the reader) do not count. */
+int gs_conn_input_peek(const gs_conn_t *conn);
 /** User data slot (not touched by gs_conn). */
 void gs_conn_set_data(gs_conn_t *conn, void *data);
 void *gs_conn_data(const gs_conn_t *conn);

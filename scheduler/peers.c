@@ -806,24 +806,36 @@ static uint64_t gs__addr_count(gs_sched_t *s, uint64_t key, int delta)
     return n;
 }
 
-/* Close the oldest connection that has not completed the handshake (other than @a keep; from
- * address @a key unless 0) to make room, preferring one that has sent nothing: a peer whose HELLO
- * waits unread (a burst of connections accepted before the loop read it) or that was challenged
- * (its HELLO read, its AUTH on the way) is not the idle one to drop, else a connect storm from its
- * address would evict real clients in the middle of their handshake. 0 when there is none. */
+/* A connection younger than this that has sent nothing may be a real peer whose HELLO is on
+ * its way (gsched accepts within microseconds; a loaded peer writes later): evicted only when
+ * no other candidate is left. */
+#define GS__EVICT_GRACE_NS (1000ull * 1000000ull)
+
+/* Close a connection that has not completed the handshake (other than @a keep; from address
+ * @a key unless 0) to make room. In order of preference, oldest first: one whose peer is gone
+ * (end of stream or reset unread) or that has sent nothing for GS__EVICT_GRACE_NS; else the
+ * oldest young one that has sent nothing; else the oldest. A peer whose HELLO waits unread (a
+ * burst of connections accepted before the loop read it) or that was challenged (its HELLO read,
+ * its AUTH on the way) is not the idle one to drop, nor is a connection just accepted whose
+ * HELLO has not arrived yet, else a connect storm from its address would evict real clients in
+ * the middle of their handshake. 0 when there is none. */
 static int gs__evict_oldest_handshake(gs_sched_t *s, const gs__peer_t *keep, uint64_t key)
 {
-    gs__peer_t *oldest = NULL;
-    /* from the oldest towards the newest candidate: the first that has sent nothing, else the
-     * oldest (the handshake list holds exactly the connections in HANDSHAKE, in accept order) */
+    gs__peer_t *oldest = NULL, *young = NULL, *first = NULL;
+    uint64_t now = gs_now_ns();
+    /* the handshake list holds exactly the connections in HANDSHAKE, in accept order */
     for (gs__peer_t *p = s->hs_head; p != NULL; p = p->hs_next) {
+        int in;
         if (p == keep || (key != 0 && p->addr_key != key)) continue;
-        if (!p->hs.challenged && !gs_conn_input_unread(p->conn)) {
+        if (first == NULL) first = p;
+        if (p->hs.challenged || (in = gs_conn_input_peek(p->conn)) > 0) continue;
+        if (in < 0 || now < p->t_connect_ns || now - p->t_connect_ns >= GS__EVICT_GRACE_NS) {
             oldest = p;
             break;
         }
-        if (oldest == NULL) oldest = p;
+        if (young == NULL) young = p;
     }
+    if (oldest == NULL) oldest = young != NULL ? young : first;
     if (oldest == NULL) return 0;
     s->st.conns_evicted_total++;
     /* its descriptor is closed at once: it stops counting now, not when its close callback runs
