@@ -485,3 +485,35 @@ Test(scheduler_bounds, a_connect_burst_is_accepted_over_iterations_while_a_hello
     for (int i = 0; i < BURST; i++) close(fds[i]);
     th_fini(&th);
 }
+
+/* Past the per-address limit, a connection whose peer has already gone (its end of stream not
+ * read yet) is closed to make room rather than an older one that is merely young and silent (a
+ * client whose HELLO is on its way): all three wait in the backlog and are accepted in one
+ * iteration, before the loop reads the gone peer's end of stream. */
+Test(scheduler_bounds, eviction_takes_a_gone_peer_before_a_young_silent_one)
+{
+    int young, gone, fresh;
+    struct pollfd pfd;
+    th_t th;
+
+    th_init(&th, &(gs_sched_params_t){.field_mask = GS_SCHED_FIELD_MAX_CONNECTIONS,
+                                      .max_connections = 100,
+                                      .max_connections_per_addr = 2});
+    young = bound_connect(th.port);
+    bound_wait_connected(young);
+    gone = bound_connect(th.port);
+    bound_wait_connected(gone);
+    close(gone);
+    fresh = bound_connect(th.port);
+    bound_wait_connected(fresh);
+
+    bound_run_until(&th, bound_all_accepted, 3);
+    cr_assert_eq(th_stats(&th).conns_evicted_total, 1);
+    cr_assert_eq(th_stats(&th).conns_refused_total, 0);
+    bound_run_until(&th, bound_nconns_is, 2);
+    pfd = (struct pollfd){.fd = young, .events = POLLIN};
+    cr_assert_eq(poll(&pfd, 1, 0), 0, "the young connection was closed");
+    close(young);
+    close(fresh);
+    th_fini(&th);
+}
