@@ -19,8 +19,10 @@
  *    bytes (a larger announced length closes it at once, before the bytes are buffered).
  *  - bounds (gs_sched_params_t, counted in gs_sched_stats_t): at most max_connections open
  *    connections (lowered below the open file limit) and max_connections_per_addr from one IP
- *    address; past a limit the oldest connection that has not completed the handshake is closed
- *    to make room, else the new one is answered ERROR(GS_ERR_BUSY) and closed. One loop
+ *    address; past a limit a connection that has not completed the handshake is closed to make
+ *    room (the oldest whose peer is gone or that has sent nothing for a second, else the oldest
+ *    younger one that has sent nothing, else the oldest; never for the new one), else the new
+ *    one is answered ERROR(GS_ERR_BUSY) and closed. One loop
  *    iteration accepts at most 64 connections (the rest wait in the listen backlog for the next
  *    one, accepts_deferred_total), so a connect storm cannot keep the loop from reading the
  *    handshakes of connections already accepted; a connection gsched cannot take (out of
