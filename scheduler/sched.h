@@ -21,7 +21,7 @@
  *    connections (lowered below the open file limit) and max_connections_per_addr from one IP
  *    address; past a limit a connection that has not completed the handshake is closed to make
  *    room (the oldest whose peer is gone or that has sent nothing for a second, else the oldest
- *    younger one that has sent nothing, else the oldest; never for the new one), else the new
+ *    younger one that has sent nothing, else the oldest; other than the new one), else the new
  *    one is answered ERROR(GS_ERR_BUSY) and closed. One loop
  *    iteration accepts at most 64 connections (the rest wait in the listen backlog for the next
  *    one, accepts_deferred_total), so a connect storm cannot keep the loop from reading the
