@@ -810,9 +810,13 @@ static uint64_t gs__addr_count(gs_sched_t *s, uint64_t key, int delta)
  * its way (gsched accepts within microseconds; a loaded peer writes later): evicted only when
  * no other candidate is left. */
 #define GS__EVICT_GRACE_NS (1000ull * 1000000ull)
+/* Candidates examined per eviction (each costs a recv(MSG_PEEK)): under a connect storm most
+ * are young and silent, and examining them all made every accept O(connections) again. */
+#define GS__EVICT_SCAN 32
 
 /* Close a connection that has not completed the handshake (other than @a keep; from address
- * @a key unless 0) to make room. In order of preference, oldest first: one whose peer is gone
+ * @a key unless 0) to make room. Among the GS__EVICT_SCAN oldest candidates, in order of
+ * preference, oldest first: one whose peer is gone
  * (end of stream or reset unread) or that has sent nothing for GS__EVICT_GRACE_NS; else the
  * oldest young one that has sent nothing; else the oldest. A peer whose HELLO waits unread (a
  * burst of connections accepted before the loop read it) or that was challenged (its HELLO read,
@@ -823,10 +827,12 @@ static int gs__evict_oldest_handshake(gs_sched_t *s, const gs__peer_t *keep, uin
 {
     gs__peer_t *oldest = NULL, *young = NULL, *first = NULL;
     uint64_t now = gs_now_ns();
+    int seen = 0;
     /* the handshake list holds exactly the connections in HANDSHAKE, in accept order */
-    for (gs__peer_t *p = s->hs_head; p != NULL; p = p->hs_next) {
+    for (gs__peer_t *p = s->hs_head; p != NULL && seen < GS__EVICT_SCAN; p = p->hs_next) {
         int in;
         if (p == keep || (key != 0 && p->addr_key != key)) continue;
+        seen++;
         if (first == NULL) first = p;
         if (p->hs.challenged || (in = gs_conn_input_peek(p->conn)) > 0) continue;
         if (in < 0 || now < p->t_connect_ns || now - p->t_connect_ns >= GS__EVICT_GRACE_NS) {
