@@ -45,7 +45,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/ioctl.h>
+#include <errno.h>
+#include <sys/socket.h>
 
 #define GS__CONN_RBUF GS_CONN_READ_BUFFER
 #define GS__CONN_WCHUNK (1u << 30)  /* uv_buf_t lengths are unsigned int: split larger frames */
@@ -729,6 +730,51 @@ gs_status_t gs_conn_accept(uv_stream_t *server, const gs_conn_params_t *params, 
     return GS_OK;
 }
 
+static void gs__conn_refuse_now(gs_conn_refuser_t *r, uv_stream_t *server);
+
+static void gs__conn_refused_cb(uv_handle_t *handle)
+{
+    gs_conn_refuser_t *r = handle->data;
+    uv_stream_t *server = r->waiting;
+    r->closing = 0;
+    r->waiting = NULL;
+    /* a closed server's pending descriptor was closed with it */
+    if (server != NULL && !uv_is_closing((uv_handle_t *)server)) gs__conn_refuse_now(r, server);
+    if (!gs_conn_refuser_busy(r) && r->idle_cb != NULL) r->idle_cb(r);
+}
+
+/* Accept into the refuser's handle (its memory is the caller's: nothing to allocate) and close
+ * it: uv_accept() makes libuv watch @a server again, whatever it returns. */
+static void gs__conn_refuse_now(gs_conn_refuser_t *r, uv_stream_t *server)
+{
+    (void)uv_tcp_init(server->loop, &r->tcp);   /* AF_UNSPEC: creates no socket, cannot fail */
+    r->tcp.data = r;
+    /* UV_EAGAIN: nothing was pending (accepted before its connection failed); on another
+     * failure libuv closed the descriptor */
+    if (uv_accept(server, (uv_stream_t *)&r->tcp) != UV_EAGAIN) r->refused_total++;
+    r->closing = 1;
+    uv_close((uv_handle_t *)&r->tcp, gs__conn_refused_cb);
+}
+
+int gs_conn_refuse(gs_conn_refuser_t *r, uv_stream_t *server)
+{
+    int was_busy;
+    if (r == NULL || server == NULL) return 0;
+    was_busy = gs_conn_refuser_busy(r);
+    if (r->closing) {
+        r->waiting = server;   /* one server per refuser: its callback runs once until accepted */
+    } else {
+        gs__conn_refuse_now(r, server);
+    }
+    GS_LOG_DEBUG("refused a connection (%" PRIu64 " so far)", r->refused_total);
+    return !was_busy;
+}
+
+int gs_conn_refuser_busy(const gs_conn_refuser_t *r)
+{
+    return r != NULL && (r->closing || r->waiting != NULL);
+}
+
 /* Submit the frames queued before the connection (or its TLS session) was established. */
 static void gs__conn_submit_waiting(gs_conn_t *c)
 {
@@ -918,13 +964,16 @@ size_t gs_conn_pending_bytes(const gs_conn_t *c)
     return c->pending_bytes;
 }
 
-int gs_conn_input_unread(const gs_conn_t *c)
+int gs_conn_input_peek(const gs_conn_t *c)
 {
     uv_os_fd_t fd;
-    int n = 0;
+    ssize_t n;
+    char b;
     if (c == NULL || c->handle_closing) return 0;
     if (uv_fileno((const uv_handle_t *)&c->tcp, &fd) != 0) return 0;
-    return ioctl(fd, FIONREAD, &n) == 0 && n > 0;
+    n = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n != 0 && n != -1) return 1;
+    return n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) ? -1 : 0;
 }
 
 void gs_conn_set_data(gs_conn_t *c, void *data)

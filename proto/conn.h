@@ -98,8 +98,42 @@ typedef struct gs_conn_params {
                                        certificate). Must outlive the connection. */
 } gs_conn_params_t;
 
-/** Accept a pending connection on @a server and start reading. */
+/** Accept a pending connection on @a server and start reading. On success *@a conn_p is the
+ *  connection (the caller's until close_cb). On failure (GS_ERR_INVALID_PARAM, GS_ERR_NO_MEMORY,
+ *  an I/O or TLS error) *@a conn_p is untouched and the pending connection may still be waiting
+ *  in @a server: a connection callback that gets an error (or cannot call this at all) must hand
+ *  the connection to gs_conn_refuse(), else libuv never accepts on @a server again. */
 gs_status_t gs_conn_accept(uv_stream_t *server, const gs_conn_params_t *params, gs_conn_t **conn_p);
+
+typedef struct gs_conn_refuser gs_conn_refuser_t;
+/** Called when @a r has nothing left to close (gs_conn_refuser_busy() is 0 again). */
+typedef void (*gs_conn_refuser_idle_cb)(gs_conn_refuser_t *r);
+
+/** Refuses pending connections without allocating: libuv stops watching a listening socket
+ *  whose connection callback returned without uv_accept() (the accepted descriptor stays in
+ *  the handle and no later connection is ever accepted), so a callback that cannot take a
+ *  connection (out of memory) accepts it into this handle, which closes it at once. Owned by
+ *  the server's owner, zero-initialised, on the server's loop thread; it must stay valid (and
+ *  the server open or closed, not freed) while gs_conn_refuser_busy() is 1. */
+struct gs_conn_refuser {
+    uv_tcp_t tcp;                   /* private: accepts the connection to refuse, then closes */
+    uv_stream_t *waiting;           /* private: a server whose connection waits for tcp */
+    int closing;                    /* private: tcp is closing */
+    uint64_t refused_total;         /* connections refused */
+    gs_conn_refuser_idle_cb idle_cb;  /* optional (the owner's: e.g. to count it as a handle) */
+    void *data;                     /* the owner's */
+};
+
+/** Refuse the connection pending on @a server (call it from the server's connection callback,
+ *  after gs_conn_accept() failed or instead of it): the peer sees the connection closed, and
+ *  @a server accepts the following connections. When the handle is still closing from the
+ *  previous refusal, the connection is refused as soon as it has closed (libuv does not watch
+ *  @a server meanwhile: nothing is lost, accepting only pauses). Returns 1 when @a r went from
+ *  idle to busy (idle_cb runs later, once), else 0. No error: nothing here can fail. */
+int gs_conn_refuse(gs_conn_refuser_t *r, uv_stream_t *server);
+
+/** 1 while @a r has a connection to refuse or its handle is closing, else 0. */
+int gs_conn_refuser_busy(const gs_conn_refuser_t *r);
 
 /** Start connecting to @a host:@a port (numeric address or name resolved synchronously).
  *  connect_cb reports the outcome; messages may be queued with gs_conn_send() before it. */
@@ -147,10 +181,11 @@ gs_status_t gs_conn_set_max_frame(gs_conn_t *conn, uint32_t bytes);
 
 /** Bytes queued for writing and not yet written (for backpressure). */
 size_t gs_conn_pending_bytes(const gs_conn_t *conn);
-/** 1 when bytes from the peer wait unread in the socket's receive queue (a peer that has spoken,
- *  e.g. sent its HELLO, while the loop was busy); else 0, also for NULL or a closing connection.
- *  Bytes already read (a partial frame in the reader) do not count: that peer is merely slow. */
-int gs_conn_input_unread(const gs_conn_t *conn);
+/** What waits unread in the socket's receive queue: 1 bytes from the peer (a peer that has
+ *  spoken, e.g. sent its HELLO, while the loop was busy); -1 the peer's end of stream or a
+ *  reset (it is gone; the loop has not read it yet); 0 nothing, also for NULL or a closing
+ *  connection. Bytes already read (a partial frame in the reader) do not count. */
+int gs_conn_input_peek(const gs_conn_t *conn);
 /** User data slot (not touched by gs_conn). */
 void gs_conn_set_data(gs_conn_t *conn, void *data);
 void *gs_conn_data(const gs_conn_t *conn);

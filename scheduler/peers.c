@@ -290,6 +290,31 @@ err_nomem:
 /* ------------------------------------------------------------------------------------------ */
 /* Peers (connections).                                                                       */
 
+/* The handshake list (s->hs_head): connections in HANDSHAKE in accept order, so that eviction
+ * finds the oldest without walking every connection (a connect storm at the connection limit
+ * evicts once per accepted connection). */
+static void gs__hs_link(gs_sched_t *s, gs__peer_t *p)
+{
+    p->hs_next = NULL;
+    p->hs_prev = s->hs_tail;
+    if (s->hs_tail != NULL) s->hs_tail->hs_next = p;
+    else s->hs_head = p;
+    s->hs_tail = p;
+    p->in_hs = 1;
+}
+
+/* Leave the handshake list (the state leaves HANDSHAKE); idempotent. */
+static void gs__hs_unlink(gs_sched_t *s, gs__peer_t *p)
+{
+    if (!p->in_hs) return;
+    if (p->hs_prev != NULL) p->hs_prev->hs_next = p->hs_next;
+    else s->hs_head = p->hs_next;
+    if (p->hs_next != NULL) p->hs_next->hs_prev = p->hs_prev;
+    else s->hs_tail = p->hs_prev;
+    p->hs_prev = p->hs_next = NULL;
+    p->in_hs = 0;
+}
+
 void gs__peer_close(gs__peer_t *p, gs_status_t reason, gs_status_t err_status, const char *fmt, ...)
 {
     char text[512];
@@ -306,6 +331,7 @@ void gs__peer_close(gs__peer_t *p, gs_status_t reason, gs_status_t err_status, c
     {
         int was_client = p->state == GS__PEER_CLIENT;
         p->state = GS__PEER_CLOSING;
+        gs__hs_unlink(p->s, p);
         if (p->worker != NULL) gs__worker_remove(p->s, p->worker, text[0] ? text : gs_status_string(reason));
         if (was_client) {
             gs_u64map_del(&p->s->clients, p->id);
@@ -410,6 +436,7 @@ static void gs__handshake(gs_sched_t *s, gs__peer_t *p, const gs_msg_t *msg)
     } else {
         p->state = GS__PEER_WORKER;
     }
+    gs__hs_unlink(s, p);
     /* handshaken: the frame limit of the role */
     gs_conn_set_max_frame(p->conn, role == GS_ROLE_CLIENT ? s->client_max_frame : s->worker_max_frame);
     out.type = GS_MSG_WELCOME;
@@ -712,6 +739,7 @@ static void gs__on_close(gs_conn_t *conn, gs_status_t reason, void *arg)
     gs__peer_t *p = arg;
     gs_sched_t *s = p->s;
     (void)conn;
+    gs__hs_unlink(s, p);
     p->conn = NULL;
     if (reason == GS_ERR_MSG_TOO_LARGE) s->st.msgs_oversized_total++;
     if (p->state == GS__PEER_HANDSHAKE && reason != GS_OK && reason != GS_ERR_CONN_CLOSED) {
@@ -778,29 +806,43 @@ static uint64_t gs__addr_count(gs_sched_t *s, uint64_t key, int delta)
     return n;
 }
 
-/* Close the oldest connection that has not completed the handshake (other than @a keep; from
- * address @a key unless 0) to make room, preferring one that has sent nothing: a peer whose HELLO
- * waits unread (a burst of connections accepted before the loop read it) or that was challenged
- * (its HELLO read, its AUTH on the way) is not the idle one to drop, else a connect storm from its
- * address would evict real clients in the middle of their handshake. 0 when there is none. */
+/* A connection younger than this that has sent nothing may be a real peer whose HELLO is on
+ * its way (gsched accepts within microseconds; a loaded peer writes later): evicted only when
+ * no other candidate is left. */
+#define GS__EVICT_GRACE_NS (1000ull * 1000000ull)
+/* Candidates examined per eviction (each costs a recv(MSG_PEEK)): under a connect storm most
+ * are young and silent, and examining them all made every accept O(connections) again. */
+#define GS__EVICT_SCAN 32
+
+/* Close a connection that has not completed the handshake (other than @a keep; from address
+ * @a key unless 0) to make room. Among the GS__EVICT_SCAN oldest candidates, in order of
+ * preference, oldest first: one whose peer is gone
+ * (end of stream or reset unread) or that has sent nothing for GS__EVICT_GRACE_NS; else the
+ * oldest young one that has sent nothing; else the oldest. A peer whose HELLO waits unread (a
+ * burst of connections accepted before the loop read it) or that was challenged (its HELLO read,
+ * its AUTH on the way) is not the idle one to drop, nor is a connection just accepted whose
+ * HELLO has not arrived yet, else a connect storm from its address would evict real clients in
+ * the middle of their handshake. 0 when there is none. */
 static int gs__evict_oldest_handshake(gs_sched_t *s, const gs__peer_t *keep, uint64_t key)
 {
-    gs__peer_t *oldest = NULL, *tail = NULL;
-    for (gs__peer_t *p = s->peers; p != NULL; p = p->next) {   /* newest first */
-        if (p != keep && p->state == GS__PEER_HANDSHAKE && (key == 0 || p->addr_key == key)) {
-            if (oldest == NULL) tail = p;
-            oldest = p;
-        }
-    }
-    if (oldest == NULL) return 0;
-    /* from the oldest towards the newest candidate: the first that has sent nothing */
-    for (gs__peer_t *p = oldest; p != NULL; p = p == tail ? NULL : p->prev) {
-        if (p != keep && p->state == GS__PEER_HANDSHAKE && (key == 0 || p->addr_key == key) &&
-            !p->hs.challenged && !gs_conn_input_unread(p->conn)) {
+    gs__peer_t *oldest = NULL, *young = NULL, *first = NULL;
+    uint64_t now = gs_now_ns();
+    int seen = 0;
+    /* the handshake list holds exactly the connections in HANDSHAKE, in accept order */
+    for (gs__peer_t *p = s->hs_head; p != NULL && seen < GS__EVICT_SCAN; p = p->hs_next) {
+        int in;
+        if (p == keep || (key != 0 && p->addr_key != key)) continue;
+        seen++;
+        if (first == NULL) first = p;
+        if (p->hs.challenged || (in = gs_conn_input_peek(p->conn)) > 0) continue;
+        if (in < 0 || now < p->t_connect_ns || now - p->t_connect_ns >= GS__EVICT_GRACE_NS) {
             oldest = p;
             break;
         }
+        if (young == NULL) young = p;
     }
+    if (oldest == NULL) oldest = young != NULL ? young : first;
+    if (oldest == NULL) return 0;
     s->st.conns_evicted_total++;
     /* its descriptor is closed at once: it stops counting now, not when its close callback runs
      * (a burst of accepts in one loop iteration would otherwise find nothing left to evict) */
@@ -827,23 +869,21 @@ static void gs__admit(gs_sched_t *s, gs__peer_t *p)
     }
 }
 
-void gs__sched_on_connection(uv_stream_t *server, int status)
+/* Accept the connection pending in @a server and start its handshake (or refuse it). */
+static void gs__accept(gs_sched_t *s, uv_stream_t *server)
 {
-    gs_sched_t *s = server->data;
     gs__peer_t *p;
     gs_conn_params_t cp;
     gs_status_t st;
 
-    if (status < 0) {
-        s->st.accept_errors_total++;
-        GS_LOG_WARN("accept failed: %s", uv_strerror(status));
-        /* out of descriptors: free one for the next attempt */
-        if (status == UV_EMFILE || status == UV_ENFILE) gs__evict_oldest_handshake(s, NULL, 0);
-        return;
-    }
+    /* Every way out before gs_conn_accept() succeeded must refuse the connection: libuv stops
+     * watching the listening socket when this callback returns without accepting, and gsched
+     * would never accept a connection again. */
     p = gs_calloc(1, sizeof *p, "peer");
     if (p == NULL) {
-        GS_LOG_ERROR("out of memory accepting a connection");
+        s->st.accept_errors_total++;
+        GS_LOG_ERROR("out of memory accepting a connection: refused");
+        gs_conn_refuse(&s->refuser, server);
         return;
     }
     p->s = s;
@@ -863,6 +903,7 @@ void gs__sched_on_connection(uv_stream_t *server, int status)
         s->st.accept_errors_total++;
         GS_LOG_WARN("cannot accept a connection: %s", gs_last_error());
         gs_free(p);
+        gs_conn_refuse(&s->refuser, server);
         return;
     }
     gs_conn_set_data(p->conn, p);
@@ -871,9 +912,45 @@ void gs__sched_on_connection(uv_stream_t *server, int status)
     s->peers = p;
     s->nconns++;
     p->addr_key = gs__addr_key(p->conn);
+    gs__hs_link(s, p);
     if (s->stopping) {
         gs__peer_close(p, GS_OK, 0, NULL);
         return;
     }
     gs__admit(s, p);
+}
+
+void gs__sched_on_connection(uv_stream_t *server, int status)
+{
+    gs_sched_t *s = server->data;
+
+    if (status < 0) {
+        s->st.accept_errors_total++;
+        GS_LOG_WARN("accept failed: %s", uv_strerror(status));
+        /* out of descriptors: free one for the next attempt */
+        if (status == UV_EMFILE || status == UV_ENFILE) gs__evict_oldest_handshake(s, NULL, 0);
+        return;
+    }
+    if (s->accepts_round >= GS__ACCEPTS_PER_ROUND && !s->stopping) {
+        /* this iteration has accepted its share: the connection stays in the server (libuv
+         * stops watching it until it is accepted) and the next iteration takes it, after
+         * the sockets that are ready now (handshakes of accepted peers included) were read */
+        s->accept_deferred = 1;
+        s->st.accepts_deferred_total++;
+        uv_prepare_start(&s->accept_prep, gs__sched_on_accept_prep);
+        return;
+    }
+    s->accepts_round++;
+    gs__accept(s, server);
+}
+
+void gs__sched_on_accept_prep(uv_prepare_t *prep)
+{
+    gs_sched_t *s = prep->data;
+    uv_prepare_stop(prep);
+    if (!s->accept_deferred) return;
+    s->accept_deferred = 0;
+    if (s->stopping) return;   /* closing the server closed the pending descriptor */
+    s->accepts_round++;
+    gs__accept(s, (uv_stream_t *)&s->server);   /* uv_accept: libuv watches the server again */
 }

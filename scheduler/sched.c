@@ -124,6 +124,7 @@ static void gs__on_check(uv_check_t *check)
 {
     gs_sched_t *s = check->data;
     s->polled_ns = gs_now_ns();   /* right after the poll phase: every socket was read */
+    s->accepts_round = 0;         /* the next iteration accepts GS__ACCEPTS_PER_ROUND again */
     gs__sched_tick(s);
 }
 
@@ -351,7 +352,9 @@ gs_status_t gs_sched_create(const gs_sched_params_t *params, uv_loop_t *loop, gs
     s->timer.data = s;
     uv_check_init(loop, &s->check);
     s->check.data = s;
-    s->nhandles = 2;
+    uv_prepare_init(loop, &s->accept_prep);
+    s->accept_prep.data = s;
+    s->nhandles = 3;
     *sched_p = s;
     return GS_OK;
 }
@@ -467,6 +470,7 @@ void gs_sched_stop(gs_sched_h s)
     uv_check_stop(&s->check);
     uv_close((uv_handle_t *)&s->timer, gs__on_handle_closed);
     uv_close((uv_handle_t *)&s->check, gs__on_handle_closed);
+    uv_close((uv_handle_t *)&s->accept_prep, gs__on_handle_closed);
     gs__graph_free_all(s);
     memset(&shut, 0, sizeof shut);
     shut.type = GS_MSG_SHUTDOWN;
@@ -507,7 +511,7 @@ void gs_sched_destroy(gs_sched_h s)
 {
     if (s == NULL) return;
     gs_sched_stop(s);
-    while (s->nhandles > 0 || s->peers != NULL) uv_run(s->loop, UV_RUN_ONCE);
+    while (s->nhandles > 0 || s->peers != NULL || gs_conn_refuser_busy(&s->refuser)) uv_run(s->loop, UV_RUN_ONCE);
     for (uint32_t i = 0; i < s->nslots; i++) {
         if (s->slots[i] != NULL) gs__worker_free(s->slots[i]);
     }

@@ -19,8 +19,14 @@
  *    bytes (a larger announced length closes it at once, before the bytes are buffered).
  *  - bounds (gs_sched_params_t, counted in gs_sched_stats_t): at most max_connections open
  *    connections (lowered below the open file limit) and max_connections_per_addr from one IP
- *    address; past a limit the oldest connection that has not completed the handshake is closed
- *    to make room, else the new one is answered ERROR(GS_ERR_BUSY) and closed. After the
+ *    address; past a limit a connection that has not completed the handshake is closed to make
+ *    room (the oldest whose peer is gone or that has sent nothing for a second, else the oldest
+ *    younger one that has sent nothing, else the oldest; other than the new one), else the new
+ *    one is answered ERROR(GS_ERR_BUSY) and closed. One loop
+ *    iteration accepts at most 64 connections (the rest wait in the listen backlog for the next
+ *    one, accepts_deferred_total), so a connect storm cannot keep the loop from reading the
+ *    handshakes of connections already accepted; a connection gsched cannot take (out of
+ *    memory) is accepted and closed at once (accept_errors_total). After the
  *    handshake a client may send frames of client_max_frame bytes, a worker worker_max_frame;
  *    all connections together reserve at most frame_memory bytes for large frames being
  *    received (a frame that does not fit waits, its connection's reading paused; a holder that
@@ -370,7 +376,8 @@ typedef struct gs_sched_stats {
     uint64_t conns_refused_total;  /* connections closed at accept: over max_connections or
                                       max_connections_per_addr */
     uint64_t conns_evicted_total;  /* connections not yet handshaken closed to make room */
-    uint64_t accept_errors_total;  /* accept() failures (e.g. EMFILE) */
+    uint64_t accept_errors_total;  /* accept() failures (e.g. EMFILE), connections refused for want of memory */
+    uint64_t accepts_deferred_total; /* connections left for the next loop iteration (GS__ACCEPTS_PER_ROUND) */
     uint64_t idle_closed_total;    /* clients closed by client_idle_timeout_ms */
     uint64_t frame_bytes_reserved; /* bytes of large frames being received, now (<= frame_memory) */
     uint64_t frame_bytes_peak;     /* highest frame_bytes_reserved */

@@ -251,6 +251,8 @@ struct gs__peer {
     gs_hs_sched_t hs;            /* the handshake (HANDSHAKE: CHALLENGE sent once hs.challenged) */
     char name[64];
     gs__peer_t *prev, *next;
+    gs__peer_t *hs_prev, *hs_next; /* in s->hs_head's list while HANDSHAKE (in_hs) */
+    int in_hs;
     /* gather relays of a client: at most GS__RELAY_WINDOW keys (GS__RELAY_WINDOW_BYTES) requested
      * from workers and not yet written to the client; the rest wait here in order */
     uint32_t relays_out;
@@ -329,6 +331,7 @@ struct gs_sched {
     gs_u64map_t conns_by_addr;       /* address key -> open connections from it */
 
     uv_tcp_t server;
+    gs_conn_refuser_t refuser;       /* refuses connections on_connection cannot take (memory) */
     uv_timer_t timer;
     uint64_t timer_last_ns;          /* when housekeeping last ran (stall detection) */
     uint64_t heap_checked_ns;        /* when housekeeping last looked at the heap (gs__sched_heap) */
@@ -336,6 +339,7 @@ struct gs_sched {
     uint64_t tick_ns;                /* when the current placement pass (gs__sched_tick) began:
                                         the assignment time of the tasks it assigns */
     uv_check_t check;
+    uv_prepare_t accept_prep;        /* accepts a deferred connection before the next poll */
     int listening;
     int listen_called;
     int stopping;
@@ -346,6 +350,9 @@ struct gs_sched {
     uint64_t next_sreq;
 
     gs__peer_t *peers;           /* all connections */
+    gs__peer_t *hs_head, *hs_tail; /* connections in HANDSHAKE, oldest first (eviction) */
+    uint32_t accepts_round;      /* connections accepted in this loop iteration */
+    int accept_deferred;         /* a connection waits in the server for the next iteration */
     uint32_t nconns;
     uint32_t nevicted;           /* of nconns: evicted, descriptor closed, not yet freed */
     uint32_t nclients;

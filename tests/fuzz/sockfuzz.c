@@ -25,6 +25,7 @@
  *
  * Usage: sockfuzz [--seconds N] [--seed S] [--attackers N] [--idle N] [--slow N]
  *                 [--daemon-log PATH] [--rss-bound fail|warn] [--lockout fail|warn]
+ *                 [--sched-log-level LEVEL]
  * gsched's RSS must stay under its start + the frame memory budget + 64 KiB per allowed
  * connection, and come back within 64 MiB of its start once the attackers left (issue 12: it
  * peaked at 1-2.3 GB before connections shared one read buffer, dropped drained buffers and
@@ -36,6 +37,10 @@
  * get in either way.
  * The gsched and gworker programs are found as the integration tests find them ($GS_BIN_DIR, else
  * <dir of this program>/../bin).
+ * Diagnostics: --sched-log-level sets gsched's --log-level (default error; at info gsched logs
+ * "gsched's loop stood still for N ms" for a late housekeeping timer); $GS_SOCKFUZZ_STALL_CMD,
+ * when set, is run once through the shell (with GS_SCHED_PID and GS_SCHED_PORT set) when the
+ * real client has waited 5 s for a connection, e.g. a script taking gdb backtraces and ss -tanp.
  */
 #include "cluster.h"
 #include "proc_cpu.h"
@@ -101,7 +106,8 @@ static struct {
     const char *daemon_log;
     int lockout_warn; /* --lockout warn: a real client locked out during the attack is counted
                          and reported, and it tries again, instead of failing the run */
-} sf_opt = {60.0, 1, 4, 2000, 200, 0, NULL, 0};
+    const char *sched_log_level; /* --sched-log-level: gsched's --log-level (default error) */
+} sf_opt = {60.0, 1, 4, 2000, 200, 0, NULL, 0, "error"};
 
 /* Messages gsched sent to member attackers, by type. */
 static atomic_ullong sf_seen[GS_MSG_TYPE_MAX];
@@ -112,6 +118,10 @@ static tcluster_t sf_cl;
 static int sf_port;
 static char sf_token[65];
 static double sf_client_connect_max_s;
+/* when the real client's connection attempt in progress began (gs_now_s), 0 when none: a
+ * connection slower than SF_STALL_S runs $GS_SOCKFUZZ_STALL_CMD once (diagnostics) */
+static _Atomic double sf_client_connect_t0;
+#define SF_STALL_S 5.0
 static char sf_fail_text[512];
 
 static void sf_fail(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -518,7 +528,10 @@ static gs_status_t sf_job_gather(gs_client_h c, double off, int *wrong_p)
 static gs_client_h sf_client_connect(int during_attack)
 {
     double t0 = gs_now_s(), dt;
-    gs_client_h c = tc_connect(&sf_cl, GS_LOWER_DEFAULT);
+    gs_client_h c;
+    atomic_store(&sf_client_connect_t0, t0);
+    c = tc_connect(&sf_cl, GS_LOWER_DEFAULT);
+    atomic_store(&sf_client_connect_t0, 0.0);
     dt = gs_now_s() - t0;
     SF_ADD(client_connects, 1);
     if (dt > sf_client_connect_max_s) sf_client_connect_max_s = dt;
@@ -606,10 +619,31 @@ static void sf_sample(sf_proc_t *p, int n)
     }
 }
 
+/* The real client has waited SF_STALL_S for its connection: run $GS_SOCKFUZZ_STALL_CMD (once per
+ * run, through the shell, with GS_SCHED_PID and GS_SCHED_PORT set) to see what gsched is doing. */
+static void sf_stall_check(void)
+{
+    static int done;
+    double t0 = atomic_load(&sf_client_connect_t0);
+    const char *cmd = getenv("GS_SOCKFUZZ_STALL_CMD");
+    char v[32];
+    if (done || cmd == NULL || t0 == 0.0 || gs_now_s() - t0 < SF_STALL_S) return;
+    done = 1;
+    snprintf(v, sizeof v, "%d", (int)sf_cl.sched);
+    setenv("GS_SCHED_PID", v, 1);
+    snprintf(v, sizeof v, "%d", sf_port);
+    setenv("GS_SCHED_PORT", v, 1);
+    fprintf(stdout, "sockfuzz: the real client has waited %.1f s for its connection: running $GS_SOCKFUZZ_STALL_CMD\n",
+            gs_now_s() - t0);
+    fflush(stdout);
+    if (system(cmd) != 0) fprintf(stdout, "sockfuzz: $GS_SOCKFUZZ_STALL_CMD failed\n");
+}
+
 static int sf_usage(void)
 {
     fprintf(stderr, "usage: sockfuzz [--seconds N] [--seed S] [--attackers N (1..%d)] [--idle N] [--slow N]"
-                    " [--daemon-log PATH] [--rss-bound fail|warn] [--lockout fail|warn]\n", SF_ATTACKERS_MAX);
+                    " [--daemon-log PATH] [--rss-bound fail|warn] [--lockout fail|warn]"
+                    " [--sched-log-level LEVEL]\n", SF_ATTACKERS_MAX);
     return 2;
 }
 
@@ -624,6 +658,7 @@ static int sf_args(int argc, char **argv)
         else if (strcmp(a, "--idle") == 0) sf_opt.idle = atoi(v);
         else if (strcmp(a, "--slow") == 0) sf_opt.slow = atoi(v);
         else if (strcmp(a, "--daemon-log") == 0) sf_opt.daemon_log = v;
+        else if (strcmp(a, "--sched-log-level") == 0) sf_opt.sched_log_level = v;
         else if (strcmp(a, "--rss-bound") == 0 && (strcmp(v, "warn") == 0 || strcmp(v, "fail") == 0))
             sf_opt.rss_warn = strcmp(v, "warn") == 0;
         else if (strcmp(a, "--lockout") == 0 && (strcmp(v, "warn") == 0 || strcmp(v, "fail") == 0))
@@ -704,8 +739,7 @@ static void sf_check_bounds(sf_proc_t *p, int np)
 
 int main(int argc, char **argv)
 {
-    static const char *sched_args[] = {"--max-connections", "3000", "--frame-memory", "256M", "--log-level", "error",
-                                       NULL};
+    const char *sched_args[] = {"--max-connections", "3000", "--frame-memory", "256M", "--log-level", NULL, NULL};
     pthread_t att[SF_ATTACKERS_MAX], idle, slow, client;
     sf_proc_t procs[3];
     struct rlimit rl;
@@ -714,6 +748,7 @@ int main(int argc, char **argv)
     int ok;
 
     if (!sf_args(argc, argv)) return sf_usage();
+    sched_args[5] = sf_opt.sched_log_level;
     signal(SIGPIPE, SIG_IGN);
     /* the harness holds idle + slow + attacker connections: raise the soft fd limit to the hard one */
     if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur < rl.rlim_max) {
@@ -753,6 +788,7 @@ int main(int argc, char **argv)
     deadline = t0 + sf_opt.seconds;
     while (gs_now_s() < deadline && !atomic_load(&sf_failed)) {
         sf_sample(procs, 3);
+        sf_stall_check();
         usleep(250000);   /* the sampling period, not a wait for an event */
     }
     atomic_store(&sf_stop, 1);

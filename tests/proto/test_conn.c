@@ -821,3 +821,67 @@ Test(proto_conn, send_data_released_once_when_the_write_fails)
     cr_assert_eq(r.n, 1);
     proto_check_no_leaks();
 }
+
+/* ---- gs_conn_refuse ---- */
+
+typedef struct refusing {
+    gs_conn_refuser_t r;
+    int ncb;       /* connection callbacks */
+    int nidle;     /* idle_cb runs */
+} refusing_t;
+
+static void refusing_idle(gs_conn_refuser_t *r)
+{
+    ((refusing_t *)r->data)->nidle++;
+}
+
+static void refusing_on_connection(uv_stream_t *listener, int status)
+{
+    refusing_t *t = listener->data;
+    cr_assert_eq(status, 0);
+    t->ncb++;
+    gs_conn_refuse(&t->r, listener);
+}
+
+/* A listener whose callback refuses every connection: each peer sees its connection closed and
+ * the listener goes on accepting (three wait together, so that one is refused while the previous
+ * refusal's handle is still closing); idle_cb runs once the refuser has nothing left to close. */
+Test(proto_conn, refused_connections_are_closed_and_the_listener_keeps_accepting, .timeout = 60)
+{
+    enum { N = 3 };
+    uv_loop_t loop;
+    uv_tcp_t lst;
+    refusing_t t;
+    struct sockaddr_in a;
+    struct sockaddr_storage ss;
+    int len = sizeof ss, fds[N], port;
+
+    memset(&t, 0, sizeof t);
+    t.r.idle_cb = refusing_idle;
+    t.r.data = &t;
+    cr_assert_eq(uv_loop_init(&loop), 0);
+    cr_assert_eq(uv_tcp_init(&loop, &lst), 0);
+    lst.data = &t;
+    cr_assert_eq(uv_ip4_addr("127.0.0.1", 0, &a), 0);
+    cr_assert_eq(uv_tcp_bind(&lst, (const struct sockaddr *)&a, 0), 0);
+    cr_assert_eq(uv_listen((uv_stream_t *)&lst, 16, refusing_on_connection), 0);
+    cr_assert_eq(uv_tcp_getsockname(&lst, (struct sockaddr *)&ss, &len), 0);
+    port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+    for (int i = 0; i < N; i++) fds[i] = raw_connect(port);   /* completed in the backlog */
+    while (t.ncb < N || gs_conn_refuser_busy(&t.r)) uv_run(&loop, UV_RUN_ONCE);
+    cr_assert_eq(t.r.refused_total, N);
+    cr_assert_geq(t.nidle, 1);
+    for (int i = 0; i < N; i++) {
+        cr_assert(raw_peer_closed(fds[i]), "connection %d was not closed", i);
+        close(fds[i]);
+    }
+    /* and again after the refuser went idle */
+    fds[0] = raw_connect(port);
+    while (t.ncb < N + 1 || gs_conn_refuser_busy(&t.r)) uv_run(&loop, UV_RUN_ONCE);
+    cr_assert(raw_peer_closed(fds[0]));
+    close(fds[0]);
+    cr_assert_eq(t.r.refused_total, N + 1);
+    uv_close((uv_handle_t *)&lst, NULL);
+    cr_assert_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
+    cr_assert_eq(uv_loop_close(&loop), 0, "handles left open");
+}

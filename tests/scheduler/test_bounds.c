@@ -380,3 +380,140 @@ Test(scheduler_bounds, a_large_frame_leaves_no_receive_memory_behind)
     cr_assert_gt(st.heap_used_bytes + st.rss_bytes, 0, "memory counters are filled on this platform");
     th_fini(&th);
 }
+
+static int bound_accept_errors_reach(th_t *th, uint64_t n)
+{
+    return th_stats(th).accept_errors_total >= n;
+}
+
+/* Run the loop until the peer closed @a fd (EOF or reset), at most TH_TIMEOUT_MS. */
+static void bound_expect_closed_by_gsched(th_t *th, int fd)
+{
+    uint64_t end = gs_now_ns() + (uint64_t)TH_TIMEOUT_MS * 1000000ull;
+    for (;;) {
+        struct pollfd pfd = {.fd = fd, .events = POLLIN};
+        char b;
+        if (poll(&pfd, 1, 0) == 1) {
+            ssize_t n = recv(fd, &b, 1, MSG_DONTWAIT);
+            cr_assert(n == 0 || (n < 0 && errno == ECONNRESET), "the refused connection got data or %s",
+                      n < 0 ? strerror(errno) : "a byte");
+            return;
+        }
+        cr_assert_lt(gs_now_ns(), end, "gsched did not close the connection it could not take");
+        uv_run(&th->loop, UV_RUN_ONCE);
+    }
+}
+
+/* libuv stops watching a listening socket whose connection callback returns without accepting:
+ * connections gsched cannot take (no memory for them) are accepted and closed, and the next
+ * connection still gets in. Two connections wait together, so that the second is refused while
+ * the first one's refusal is still closing. */
+Test(scheduler_bounds, a_connection_without_memory_is_refused_and_the_next_one_gets_in, .timeout = 180)
+{
+    int fds[2];
+    th_t th;
+
+    th_init(&th, NULL);
+    for (int i = 0; i < 2; i++) {
+        struct pollfd pfd;
+        fds[i] = bound_connect(th.port);
+        pfd = (struct pollfd){.fd = fds[i], .events = POLLOUT};   /* in the accept queue */
+        cr_assert_eq(poll(&pfd, 1, TH_TIMEOUT_MS), 1, "the kernel did not complete the connection");
+    }
+    gs_alloc_fail_after(0);   /* every allocation fails until both connections were tried */
+    bound_run_until(&th, bound_accept_errors_reach, 2);
+    gs_alloc_fail_after(-1);
+    cr_assert_eq(th_stats(&th).nconnections, 0);
+    for (int i = 0; i < 2; i++) {
+        bound_expect_closed_by_gsched(&th, fds[i]);
+        close(fds[i]);
+    }
+    tp_t *c = tp_client(&th, "after");
+    bound_expect_served(c);
+    cr_assert_eq(th_stats(&th).accept_errors_total, 2);
+    th_fini(&th);
+}
+
+/* One loop iteration accepts at most GS__ACCEPTS_PER_ROUND (64) connections of a burst, reads
+ * the sockets that are ready meanwhile (an accepted client's HELLO is answered in that
+ * iteration), and the following iterations accept the rest: a connect storm cannot hold the
+ * loop in accepting while handshakes wait unread (sockfuzz saw 15-43 s iterations). */
+Test(scheduler_bounds, a_connect_burst_is_accepted_over_iterations_while_a_hello_is_answered, .timeout = 120)
+{
+    enum { BURST = 300 };
+    static int fds[BURST];
+    gs_hs_peer_t hs;
+    gs_msg_t m, out;
+    struct pollfd pfd;
+    int cfd;
+    th_t th;
+
+    bound_raise_fd_limit(2 * BURST + 256);
+    th_init(&th, &(gs_sched_params_t){.field_mask = GS_SCHED_FIELD_MAX_CONNECTIONS,
+                                      .max_connections = 100,
+                                      .max_connections_per_addr = 4096});
+    cfd = bound_connect(th.port);
+    bound_wait_connected(cfd);
+    bound_run_until(&th, bound_all_accepted, 1);
+    /* the loop does not run: the client's HELLO and the whole burst wait */
+    cr_assert_eq(gs_hs_peer_hello(&hs, "", GS_ROLE_CLIENT, "real", &out), GS_OK);
+    bound_send_msg(cfd, &out);
+    for (int i = 0; i < BURST; i++) {
+        fds[i] = bound_connect(th.port);
+        bound_wait_connected(fds[i]);
+    }
+
+    uv_run(&th.loop, UV_RUN_ONCE);
+    cr_assert_leq(bound_accepted(&th), 1 + 64, "%lu connections accepted in one iteration",
+                  (unsigned long)bound_accepted(&th));
+    cr_assert_geq(th_stats(&th).accepts_deferred_total, 1);
+    pfd = (struct pollfd){.fd = cfd, .events = POLLIN};
+    cr_assert_eq(poll(&pfd, 1, 0), 1, "the client's HELLO was not answered in that iteration");
+
+    /* the rest of the burst is accepted (the connection limit evicts idle ones, not the client) */
+    bound_run_until(&th, bound_all_accepted, 1 + BURST);
+    bound_recv_msg(&th, cfd, &m);
+    cr_assert_eq(m.type, GS_MSG_CHALLENGE, "answered %s", gs_msg_type_name(m.type));
+    cr_assert_eq(gs_hs_peer_answer(&hs, &m, &out), GS_OK);
+    gs_msg_cleanup(&m);
+    bound_send_msg(cfd, &out);
+    bound_recv_msg(&th, cfd, &m);
+    cr_assert_eq(m.type, GS_MSG_WELCOME, "answered %s", gs_msg_type_name(m.type));
+    gs_msg_cleanup(&m);
+    cr_assert_eq(th_stats(&th).nclients, 1);
+    close(cfd);
+    for (int i = 0; i < BURST; i++) close(fds[i]);
+    th_fini(&th);
+}
+
+/* Past the per-address limit, a connection whose peer has already gone (its end of stream not
+ * read yet) is closed to make room rather than an older one that is merely young and silent (a
+ * client whose HELLO is on its way): all three wait in the backlog and are accepted in one
+ * iteration, before the loop reads the gone peer's end of stream. */
+Test(scheduler_bounds, eviction_takes_a_gone_peer_before_a_young_silent_one)
+{
+    int young, gone, fresh;
+    struct pollfd pfd;
+    th_t th;
+
+    th_init(&th, &(gs_sched_params_t){.field_mask = GS_SCHED_FIELD_MAX_CONNECTIONS,
+                                      .max_connections = 100,
+                                      .max_connections_per_addr = 2});
+    young = bound_connect(th.port);
+    bound_wait_connected(young);
+    gone = bound_connect(th.port);
+    bound_wait_connected(gone);
+    close(gone);
+    fresh = bound_connect(th.port);
+    bound_wait_connected(fresh);
+
+    bound_run_until(&th, bound_all_accepted, 3);
+    cr_assert_eq(th_stats(&th).conns_evicted_total, 1);
+    cr_assert_eq(th_stats(&th).conns_refused_total, 0);
+    bound_run_until(&th, bound_nconns_is, 2);
+    pfd = (struct pollfd){.fd = young, .events = POLLIN};
+    cr_assert_eq(poll(&pfd, 1, 0), 0, "the young connection was closed");
+    close(young);
+    close(fresh);
+    th_fini(&th);
+}

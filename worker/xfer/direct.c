@@ -194,6 +194,22 @@ static void gs__wdconn_msg_cb(gs_conn_t *conn, gs_msg_t *m, void *arg)
     gs__wdconn_request(w, dc, &m->u.chunk_req);
 }
 
+/* The refuser has closed its last connection: the worker may finish stopping. */
+static void gs__wdirect_refuser_idle(gs_conn_refuser_t *r)
+{
+    gs__worker_unhold(r->data);
+}
+
+/* Refuse the connection pending on the data port (libuv accepts nothing more on it until the
+ * callback has accepted it); the worker counts the refuser as a handle while it is busy. */
+static void gs__wdirect_refuse(gs_worker_t *w, uv_stream_t *server)
+{
+    gs_conn_refuser_t *r = &w->xfer->direct_refuser;
+    r->idle_cb = gs__wdirect_refuser_idle;
+    r->data = w;
+    if (gs_conn_refuse(r, server)) gs__worker_hold(w);
+}
+
 static void gs__wdirect_accept_cb(uv_stream_t *server, int status)
 {
     gs_worker_t *w = server->data;
@@ -204,9 +220,11 @@ static void gs__wdirect_accept_cb(uv_stream_t *server, int status)
         GS_LOG_WARN("data port: accept failed: %s", uv_strerror(status));
         return;
     }
+    /* every way out before gs_conn_accept() succeeded refuses the connection (conn.h) */
     dc = gs_calloc(1, sizeof *dc, "direct connection");
     if (dc == NULL) {
-        GS_LOG_WARN("data port: out of memory accepting a connection");
+        GS_LOG_WARN("data port: out of memory accepting a connection: refused");
+        gs__wdirect_refuse(w, server);
         return;
     }
     memset(&cp, 0, sizeof cp);
@@ -221,6 +239,7 @@ static void gs__wdirect_accept_cb(uv_stream_t *server, int status)
         GS_LOG_WARN("data port: cannot accept a connection: %s", gs_last_error());
         gs__wlist_del(&dc->link);
         gs_free(dc);
+        gs__wdirect_refuse(w, server);
         return;
     }
     gs__worker_hold(w);   /* released by the close callback */

@@ -208,6 +208,7 @@ struct gs_xfer {
     int direct_off;                    /* no data port (gs_worker_params_t.no_direct) */
     int direct_open;
     uv_tcp_t direct_tcp;
+    gs_conn_refuser_t direct_refuser;  /* connections the data port cannot take (memory) */
     char direct_addr[80];              /* "ip:port" ("" when closed) */
     gs_wlink_t dconns;                 /* gs_wdconn_t */
     uint64_t direct_served, direct_refused;
