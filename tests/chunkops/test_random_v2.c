@@ -12,6 +12,7 @@
 #include "chunkops/chunkops.h"
 #include "chunkops/cpu/cpu.h"
 #include "chunkops/random.h"
+#include "random_test_util.h"
 
 /* the definition's formulas evaluated independently: 80-bit libm, angle 2 pi b 2^-53 */
 static void ref_pair(uint64_t seed, uint64_t k, long double *z0, long double *z1)
@@ -91,47 +92,13 @@ Test(chunkops_random_v2, extreme_words_and_the_streams_of_v1_differ)
 
 /* 37 x 53 through fused STORE kernels chunk by chunk: odd chunk widths split pairs between
  * chunks; every chunking gives the definition's bits. */
-static void fill_chunked_v2(uint64_t seed, int64_t c0, int64_t c1, double *out)
-{
-    const int64_t R = 37, C = 53;
-    static double buf[37 * 53];
-    gs_chunkops_ctx_h ctx;
-    cr_assert_eq(gs_chunkops_cpu_ops.ctx_create(NULL, &ctx), GS_OK);
-    for (int64_t r0 = 0; r0 < R; r0 += c0) {
-        for (int64_t q0 = 0; q0 < C; q0 += c1) {
-            int64_t nr = r0 + c0 > R ? R - r0 : c0, nc = q0 + c1 > C ? C - q0 : c1;
-            gs_kfused_t k;
-            memset(&k, 0, sizeof(k));
-            k.ndim = 2;
-            k.shape[0] = nr;
-            k.shape[1] = nc;
-            k.nleaves = 1;
-            k.leaves[0].kind = GS_LEAF_NORMAL_V2;
-            k.leaves[0].base = r0 * C + q0;
-            k.leaves[0].stride[0] = C;
-            k.leaves[0].stride[1] = 1;
-            k.leaves[0].seed = seed;
-            k.leaves[0].p0 = 3.0;
-            k.leaves[0].p1 = 0.25;
-            k.nprog = 1;
-            k.prog[0].op = GS_OP_LEAF;
-            k.terminal = GS_TERM_STORE;
-            k.out = buf;
-            cr_assert_eq(gs_chunkops_cpu_ops.fused(ctx, NULL, &k), GS_OK, "%s", gs_last_error());
-            for (int64_t a = 0; a < nr; a++)
-                for (int64_t b = 0; b < nc; b++) out[(r0 + a) * C + q0 + b] = buf[a * nc + b];
-        }
-    }
-    gs_chunkops_cpu_ops.ctx_destroy(ctx);
-}
-
 Test(chunkops_random_v2, fused_kernel_values_do_not_depend_on_chunking)
 {
     static double a[37 * 53], b[37 * 53], c[37 * 53], d[37 * 53];
-    fill_chunked_v2(77, 37, 53, a);
-    fill_chunked_v2(77, 5, 7, b);
-    fill_chunked_v2(77, 1, 53, c);
-    fill_chunked_v2(77, 3, 1, d);
+    rt_fill_chunked(GS_LEAF_NORMAL_V2, 77, 1, 37, 53, a);
+    rt_fill_chunked(GS_LEAF_NORMAL_V2, 77, 1, 5, 7, b);
+    rt_fill_chunked(GS_LEAF_NORMAL_V2, 77, 1, 1, 53, c);
+    rt_fill_chunked(GS_LEAF_NORMAL_V2, 77, 1, 3, 1, d);
     for (int64_t i = 0; i < 37 * 53; i++) {
         double want = gs_random_normal_v2(77, (uint64_t)i, 3.0, 0.25);
         cr_assert(a[i] == want && b[i] == want && c[i] == want && d[i] == want,
@@ -140,47 +107,8 @@ Test(chunkops_random_v2, fused_kernel_values_do_not_depend_on_chunking)
     }
 }
 
-/* 10^8 standard normals (seed 2026, indices 0..10^8-1): mean and variance within 6 standard
- * errors, the fourth moment, and the tail fractions beyond 1..5 sigma against the exact
- * normal tails within 6 binomial standard errors. */
+/* 10^8 samples: moments, tails and the correlation of the halves of a pair (i, i + 1) */
 Test(chunkops_random_v2, statistics_of_a_hundred_million_samples, .timeout = 600)
 {
-    enum { B = 1 << 16 };
-    const int64_t N = 100000000;
-    static uint64_t idx[B];
-    static double z[B];
-    long double s1 = 0, s2 = 0, s4 = 0;
-    int64_t tail[6] = {0};
-    for (int64_t i0 = 0; i0 < N; i0 += B) {
-        int n = (int)(N - i0 < B ? N - i0 : B);
-        for (int i = 0; i < n; i++) idx[i] = (uint64_t)(i0 + i);
-        gs__cpu_random_normal_v2(2026, idx, n, 0.0, 1.0, z);
-        double p1 = 0, p2 = 0, p4 = 0;
-        for (int i = 0; i < n; i++) {
-            double v = z[i], q = v * v;
-            p1 += v;
-            p2 += q;
-            p4 += q * q;
-            double av = fabs(v);
-            for (int t = 1; t <= 5; t++) tail[t] += av > (double)t;
-        }
-        s1 += p1;
-        s2 += p2;
-        s4 += p4;
-    }
-    double mean = (double)(s1 / N), m2 = (double)(s2 / N), m4 = (double)(s4 / N);
-    double var = m2 - mean * mean;
-    cr_assert(fabs(mean) <= 6.0 / sqrt((double)N), "mean %.3g", mean);
-    cr_assert(fabs(var - 1.0) <= 6.0 * sqrt(2.0 / (double)N), "variance %.9f", var);
-    cr_assert(fabs(m4 - 3.0) <= 6.0 * sqrt(96.0 / (double)N), "fourth moment %.6f", m4);
-    for (int t = 1; t <= 5; t++) {
-        double p = erfc((double)t / sqrt(2.0));
-        double se = sqrt(p * (1 - p) / (double)N);
-        double got = (double)tail[t] / (double)N;
-        cr_assert(fabs(got - p) <= 6.0 * se + 1.0 / (double)N,
-                  "P(|z| > %d): %.4g, exact %.4g (se %.2g)", t, got, p, se);
-    }
-    cr_log_info("v2 over 1e8: mean %.3g var %.9f m4 %.6f; tails %lld %lld %lld %lld %lld", mean,
-                var, m4, (long long)tail[1], (long long)tail[2], (long long)tail[3],
-                (long long)tail[4], (long long)tail[5]);
+    rt_normal_statistics("v2", gs__cpu_random_normal_v2, 1);
 }

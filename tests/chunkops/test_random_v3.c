@@ -14,6 +14,7 @@
 #include "chunkops/chunkops.h"
 #include "chunkops/cpu/cpu.h"
 #include "chunkops/random.h"
+#include "random_test_util.h"
 
 /* the definition's formulas evaluated independently: pair k = 2 (i div 4) + (i mod 2), half
  * (i mod 4) div 2, counter word 0x33; 80-bit libm, angle 2 pi b 2^-53 */
@@ -120,49 +121,15 @@ Test(chunkops_random_v3, its_stream_differs_from_versions_1_and_2)
 }
 
 /* 37 x 53 (rows of odd width: the groups of four straddle rows) through fused STORE kernels
- * chunk by chunk, reading every column (step 1) or every second one (step 2, as x[:, ::2]);
- * every chunking gives the definition's bits. */
-static void fill_chunked_v3(uint64_t seed, int64_t step, int64_t c0, int64_t c1, double *out)
-{
-    const int64_t R = 37, C = 53, W = (C + step - 1) / step;
-    static double buf[37 * 53];
-    gs_chunkops_ctx_h ctx;
-    cr_assert_eq(gs_chunkops_cpu_ops.ctx_create(NULL, &ctx), GS_OK);
-    for (int64_t r0 = 0; r0 < R; r0 += c0) {
-        for (int64_t q0 = 0; q0 < W; q0 += c1) {
-            int64_t nr = r0 + c0 > R ? R - r0 : c0, nc = q0 + c1 > W ? W - q0 : c1;
-            gs_kfused_t k;
-            memset(&k, 0, sizeof(k));
-            k.ndim = 2;
-            k.shape[0] = nr;
-            k.shape[1] = nc;
-            k.nleaves = 1;
-            k.leaves[0].kind = GS_LEAF_NORMAL_V3;
-            k.leaves[0].base = r0 * C + q0 * step;
-            k.leaves[0].stride[0] = C;
-            k.leaves[0].stride[1] = step;
-            k.leaves[0].seed = seed;
-            k.leaves[0].p0 = 3.0;
-            k.leaves[0].p1 = 0.25;
-            k.nprog = 1;
-            k.prog[0].op = GS_OP_LEAF;
-            k.terminal = GS_TERM_STORE;
-            k.out = buf;
-            cr_assert_eq(gs_chunkops_cpu_ops.fused(ctx, NULL, &k), GS_OK, "%s", gs_last_error());
-            for (int64_t a = 0; a < nr; a++)
-                for (int64_t b = 0; b < nc; b++) out[(r0 + a) * W + q0 + b] = buf[a * nc + b];
-        }
-    }
-    gs_chunkops_cpu_ops.ctx_destroy(ctx);
-}
-
+ * chunk by chunk, reading every column (step 1), every second one (step 2, as x[:, ::2]) or every
+ * third; every chunking gives the definition's bits. */
 Test(chunkops_random_v3, fused_kernel_values_do_not_depend_on_chunking)
 {
     static double v[4][37 * 53];
     static const int64_t ch[4][2] = {{37, 53}, {5, 7}, {1, 53}, {3, 1}};
     for (int64_t step = 1; step <= 3; step++) {
         const int64_t W = (53 + step - 1) / step;
-        for (int c = 0; c < 4; c++) fill_chunked_v3(77, step, ch[c][0], ch[c][1], v[c]);
+        for (int c = 0; c < 4; c++) rt_fill_chunked(GS_LEAF_NORMAL_V3, 77, step, ch[c][0], ch[c][1], v[c]);
         for (int64_t r = 0; r < 37; r++)
             for (int64_t q = 0; q < W; q++) {
                 double want = gs_random_normal_v3(77, (uint64_t)(r * 53 + q * step), 3.0, 0.25);
@@ -173,54 +140,8 @@ Test(chunkops_random_v3, fused_kernel_values_do_not_depend_on_chunking)
     }
 }
 
-/* 10^8 standard normals (seed 2026, indices 0..10^8-1): mean and variance within 6 standard
- * errors, the fourth moment, and the tail fractions beyond 1..5 sigma against the exact
- * normal tails within 6 binomial standard errors; and the correlation of the two halves of a
- * pair (elements i, i + 2: uncorrelated for Box-Muller) within 6 standard errors. */
+/* 10^8 samples: moments, tails and the correlation of the halves of a pair (i, i + 2) */
 Test(chunkops_random_v3, statistics_of_a_hundred_million_samples, .timeout = 600)
 {
-    enum { B = 1 << 16 };
-    const int64_t N = 100000000;
-    static uint64_t idx[B];
-    static double z[B];
-    long double s1 = 0, s2 = 0, s4 = 0, sc = 0;
-    int64_t tail[6] = {0}, npairs = 0;
-    for (int64_t i0 = 0; i0 < N; i0 += B) {
-        int n = (int)(N - i0 < B ? N - i0 : B);
-        for (int i = 0; i < n; i++) idx[i] = (uint64_t)(i0 + i);
-        gs__cpu_random_normal_v3(2026, idx, n, 0.0, 1.0, z);
-        double p1 = 0, p2 = 0, p4 = 0, pc = 0;
-        for (int i = 0; i < n; i++) {
-            double v = z[i], q = v * v;
-            p1 += v;
-            p2 += q;
-            p4 += q * q;
-            double av = fabs(v);
-            for (int t = 1; t <= 5; t++) tail[t] += av > (double)t;
-        }
-        for (int i = 0; i + 3 < n; i += 4) { /* B is a multiple of 4: whole groups */
-            pc += z[i] * z[i + 2] + z[i + 1] * z[i + 3];
-            npairs += 2;
-        }
-        s1 += p1;
-        s2 += p2;
-        s4 += p4;
-        sc += pc;
-    }
-    double mean = (double)(s1 / N), m2 = (double)(s2 / N), m4 = (double)(s4 / N);
-    double var = m2 - mean * mean, corr = (double)(sc / npairs);
-    cr_assert(fabs(mean) <= 6.0 / sqrt((double)N), "mean %.3g", mean);
-    cr_assert(fabs(var - 1.0) <= 6.0 * sqrt(2.0 / (double)N), "variance %.9f", var);
-    cr_assert(fabs(m4 - 3.0) <= 6.0 * sqrt(96.0 / (double)N), "fourth moment %.6f", m4);
-    cr_assert(fabs(corr) <= 6.0 / sqrt((double)npairs), "pair correlation %.3g", corr);
-    for (int t = 1; t <= 5; t++) {
-        double p = erfc((double)t / sqrt(2.0));
-        double se = sqrt(p * (1 - p) / (double)N);
-        double got = (double)tail[t] / (double)N;
-        cr_assert(fabs(got - p) <= 6.0 * se + 1.0 / (double)N,
-                  "P(|z| > %d): %.4g, exact %.4g (se %.2g)", t, got, p, se);
-    }
-    cr_log_info("v3 over 1e8: mean %.3g var %.9f m4 %.6f corr %.3g; tails %lld %lld %lld %lld %lld",
-                mean, var, m4, corr, (long long)tail[1], (long long)tail[2], (long long)tail[3],
-                (long long)tail[4], (long long)tail[5]);
+    rt_normal_statistics("v3", gs__cpu_random_normal_v3, 2);
 }
