@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "chunkops/chunkops.h"
+#include "chunkops/eval.h"
 #include "common/buf.h"
 #include "common/error.h"
 #include "graph/taskgraph.h"
@@ -88,6 +89,22 @@ static inline gs_taskgraph_t *gx_lower(gs_array_h h, unsigned flags)
     gx_roundtrip_layers(tg);
     cr_assert_eq(gs_taskgraph_validate(tg), GS_OK, "after the codec: %s", gs_last_error());
     return tg;
+}
+
+/* Evaluate @a h on the CPU backend context @a ctx with lowering @a flags (gx_lower) into raw
+ * elements of its dtype; the caller frees the result. */
+static inline void *gx_eval_raw(gs_chunkops_ctx_h ctx, gs_array_h h, unsigned flags)
+{
+    const int64_t size = gs_array_size(h);
+    const size_t es = gs_dtype_size((gs_dtype_t)gs_array_dtype(h));
+    void *out = calloc((size_t)(size ? size : 1), es);
+    cr_assert_not_null(out);
+    gs_taskgraph_t *tg = gx_lower(h, flags);
+    cr_assert_eq(tg->out_dtype, gs_array_dtype(h));
+    cr_assert_eq(gs_chunkops_eval(&gs_chunkops_cpu_ops, ctx, tg, out, (size_t)size * es), GS_OK,
+                 "%s", gs_last_error());
+    gs_taskgraph_free(tg);
+    return out;
 }
 
 /* The call fails with GS_ERR_INVALID_PARAM, a message containing @a needle, *out untouched. */

@@ -35,21 +35,9 @@ static void teardown(void)
 
 TestSuite(graph_random_f32_v3, .init = setup, .fini = teardown, .timeout = 300);
 
-/* Evaluate @a h with lowering @a flags into raw elements of its dtype (caller frees). */
 static void *eval_raw(gs_array_h h, unsigned flags)
 {
-    gs_taskgraph_t *tg;
-    const int64_t size = gs_array_size(h);
-    const size_t es = gs_dtype_size((gs_dtype_t)gs_array_dtype(h));
-    void *out = calloc((size_t)(size ? size : 1), es);
-    cr_assert_not_null(out);
-    OK(gs_graph_lower(h, flags, &tg));
-    cr_assert_eq(tg->out_dtype, gs_array_dtype(h));
-    gx_roundtrip_layers(tg);
-    OK(gs_taskgraph_validate(tg));
-    OK(gs_chunkops_eval(&gs_chunkops_cpu_ops, ctx, tg, out, (size_t)size * es));
-    gs_taskgraph_free(tg);
-    return out;
+    return gx_eval_raw(ctx, h, flags);
 }
 
 enum { R = 37, C = 53 };
