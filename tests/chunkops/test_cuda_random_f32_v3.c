@@ -147,6 +147,8 @@ Test(chunkops_cuda, float32_v3_pairs_kernel_takes_the_seed_shapes)
     dev.no_f32pairs = 0;
     spec_v3(&k, 0, 0, CC, 2, NULL);
     k.ndim = 1;
+    cr_assert_eq(gs__cuda_f32pairs_fits(&dev, &k), 0); /* the 1-D read's stride is CC */
+    k.leaves[0].stride[0] = 2;
     cr_assert_eq(gs__cuda_f32pairs_fits(&dev, &k), 1);
     k.shape[0] = 0;
     cr_assert_eq(gs__cuda_f32pairs_fits(&dev, &k), 0);
