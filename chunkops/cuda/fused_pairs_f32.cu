@@ -79,8 +79,8 @@ __global__ void __launch_bounds__(BLOCK) k_pairs_f32(const __grid_constant__ gs_
                 for (int t = 0; t < E; t++) {
                     const int64_t l = lb[u] + t;
                     if (l < 0 || l >= L) continue;
-                    const double v =
-                        gs_f32_to_f64(f32_chain_apply(c, gs_random_scale_f32(z[u][t], lf.p0, lf.p1)));
+                    const float x = gs_random_scale_f32(z[u][t], lf.p0, lf.p1);
+                    const double v = gs_f32_to_f64(f32_chain_apply(c, x));
                     if constexpr (SUM) acc += v;
                     else gs_store_elem(k.out_dtype, k.out, r * L + l, v);
                 }
@@ -91,7 +91,25 @@ __global__ void __launch_bounds__(BLOCK) k_pairs_f32(const __grid_constant__ gs_
                         partials, counter, k.out);
 }
 
+/* [stride - 1][0 = STORE, 1 = SUM] */
+const void *const k_pairs_f32_fn[2][2] = {
+    {(const void *)k_pairs_f32<1, false>, (const void *)k_pairs_f32<1, true>},
+    {(const void *)k_pairs_f32<2, false>, (const void *)k_pairs_f32<2, true>}};
+
 }  // namespace
+
+extern "C" gs_status_t gs__cuda_f32pairs_occupancy(gs__cuda_dev_t *dev)
+{
+    for (int s = 0; s < 2; s++)
+        for (int m = 0; m < 2; m++) {
+            const cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+                &dev->occ_f32pairs[s][m], k_pairs_f32_fn[s][m], BLOCK, 0);
+            if (err != cudaSuccess)
+                return gs__cuda_error((int)err,
+                                      "cudaOccupancyMaxActiveBlocksPerMultiprocessor(f32 pairs)");
+        }
+    return GS_OK;
+}
 
 extern "C" int gs__cuda_f32pairs_fits(const gs__cuda_dev_t *dev, const gs_kfused_t *k)
 {
@@ -122,7 +140,10 @@ extern "C" int gs__cuda_launch_f32pairs(const gs__cuda_dev_t *dev, void *stream,
     const int64_t R = nd == 2 ? k->shape[0] : 1, L = k->shape[nd - 1];
     /* blocks a row can touch: ((o & 3) + s (L - 1)) / 4 + 1 at most */
     const int64_t ppr = ((s2 ? 2 : 1) * (L - 1)) / 4 + 2;
-    const int64_t cap = (int64_t)(dev->num_sms > 0 ? dev->num_sms : 1) * 16;
+    /* one wave of resident blocks (as k_pairs): the x blocks cover a row, the y blocks walk
+     * the rows */
+    const int occ = dev->occ_f32pairs[s2][sum];
+    const int64_t cap = (int64_t)(dev->num_sms > 0 ? dev->num_sms : 1) * (occ > 0 ? occ : 16);
     int64_t gx = (ppr + U * BLOCK - 1) / (U * BLOCK);
     if (gx > cap) gx = cap;
     int64_t gy = cap / gx;
@@ -131,10 +152,8 @@ extern "C" int gs__cuda_launch_f32pairs(const gs__cuda_dev_t *dev, void *stream,
     if (gy > 65535) gy = 65535;
     if (sum && (size_t)(gx * gy) > npartials) return 0;
     void *args[3] = {(void *)k, (void *)&partials, (void *)&counter};
-    const void *fn = sum ? (s2 ? (const void *)k_pairs_f32<2, true> : (const void *)k_pairs_f32<1, true>)
-                         : (s2 ? (const void *)k_pairs_f32<2, false> : (const void *)k_pairs_f32<1, false>);
-    cudaError_t err = cudaLaunchKernel(fn, dim3((unsigned)gx, (unsigned)gy), dim3(BLOCK), args, 0,
-                                       (cudaStream_t)stream);
+    cudaError_t err = cudaLaunchKernel(k_pairs_f32_fn[s2][sum], dim3((unsigned)gx, (unsigned)gy),
+                                       dim3(BLOCK), args, 0, (cudaStream_t)stream);
     if (err == cudaSuccess) err = cudaGetLastError();
     *st_p = err != cudaSuccess ? gs__cuda_error((int)err, "cudaLaunchKernel(f32 v3 pairs)") : GS_OK;
     return 1;
