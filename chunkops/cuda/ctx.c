@@ -155,8 +155,6 @@ static gs_status_t gs__cuda_ctx_create(const gs_chunkops_params_t *params, gs_ch
     ctx->dev.no_ttile = ttile != NULL && strcmp(ttile, "0") == 0;
     const char *pu = getenv("GS_CUDA_PAIRS_U"); /* "2": two pairs per thread and step */
     ctx->dev.pairs_u = pu != NULL && strcmp(pu, "2") == 0 ? 2 : 1;
-    const char *fp = getenv("GS_CUDA_F32PAIRS"); /* "0": f32 v3 programs take the CHAIN walk */
-    ctx->dev.no_f32pairs = fp != NULL && strcmp(fp, "0") == 0;
     if ((e = cudaMemGetInfo(&free_b, &total_b)) != cudaSuccess) {
         st = gs__cuda_error((int)e, "cudaMemGetInfo");
         goto err_lock;

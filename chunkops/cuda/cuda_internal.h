@@ -346,9 +346,10 @@ int gs__cuda_launch_typed_sum(const gs__cuda_dev_t *dev, void *stream, const gs_
  *  most a final cast to float64, with a STORE terminal or a whole-region SUM into float64;
  *  0 for any other spec and when dev->no_f32pairs. Host only, no CUDA call (tests ask it). */
 int gs__cuda_f32pairs_fits(const gs__cuda_dev_t *dev, const gs_kfused_t *k);
-/** The occupancy entries of the float32 pair kernels in @a dev (at context creation; misc.cu's
- *  gs__cuda_kernels_init calls it). */
-gs_status_t gs__cuda_f32pairs_occupancy(gs__cuda_dev_t *dev);
+/** The float32 pair kernels' part of @a dev, at context creation (misc.cu's
+ *  gs__cuda_kernels_init calls it): their occupancy entries, and dev->no_f32pairs from the
+ *  environment (GS_CUDA_F32PAIRS=0: the CHAIN walk, for comparisons). */
+gs_status_t gs__cuda_f32pairs_init(gs__cuda_dev_t *dev);
 /** Enqueue the pair kernel for @a k (gs__cuda_f32pairs_fits holds): STORE (@a partials and
  *  @a counter unused), or the SUM with @a partials (>= one double per block) and the stream's
  *  ticket @a counter. Sets *st_p and returns 1; returns 0 (nothing enqueued) when a SUM's grid

@@ -27,6 +27,8 @@
 #include "chunkops/random.h"
 
 #include <cuda_runtime.h>
+#include <stdlib.h>
+#include <string.h>
 
 namespace {
 
@@ -98,8 +100,10 @@ const void *const k_pairs_f32_fn[2][2] = {
 
 }  // namespace
 
-extern "C" gs_status_t gs__cuda_f32pairs_occupancy(gs__cuda_dev_t *dev)
+extern "C" gs_status_t gs__cuda_f32pairs_init(gs__cuda_dev_t *dev)
 {
+    const char *fp = getenv("GS_CUDA_F32PAIRS"); /* "0": the CHAIN walk (comparisons) */
+    dev->no_f32pairs = fp != NULL && strcmp(fp, "0") == 0;
     for (int s = 0; s < 2; s++)
         for (int m = 0; m < 2; m++) {
             const cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
