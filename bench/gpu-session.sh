@@ -66,7 +66,8 @@
 # f32v3: float32 version-3 normals (pairs at distance 2, docs/random.md section 11; issue 20's
 #   float32 seed target): CPU == GPU bit for bit (chunkops_cuda/float32_v3*), gs-kbench's
 #   fused_seed_f32 against fused_seed_f32_v3, gs-bench seed --dtype float32 on one GPU with
-#   --random 1 and --random 3 (n 500000, chunk 10000: 1 TB of float32); targets
+#   --random 1 and --random 3 (n 500000, chunk 10000: 1 TB of float32), then the kbench and
+#   --random 3 with GS_CUDA_F32PAIRS=0 (the CHAIN walk: the A/B of the pair kernels); targets
 #   GS_TARGETS="test_chunkops_cuda gs-kbench gs-bench gsched_daemon gworker gs-local-cluster".
 # GS_TARGETS="a b ..." builds only those targets (a shorter build for one stage).
 set -uo pipefail
@@ -598,4 +599,9 @@ if [ "$what" = f32v3 ]; then
     done
   } 2>"$out/f32v3.err" | tee "$out/f32v3.jsonl" | cut -c1-300
   tail -4 "$out/f32v3.err"
+  # GS_CUDA_F32PAIRS=0: the CHAIN walk instead of the float32 pair kernels (fused_pairs_f32.cu)
+  GS_CUDA_F32PAIRS=0 run $B/gs-kbench --no-linalg >"$out/f32v3-kbench-chain.jsonl" 2>&1
+  grep -E '"fused_seed_f32' "$out/f32v3-kbench-chain.jsonl" | cut -c1-240
+  GS_CUDA_F32PAIRS=0 run $B/gs-bench seed --n 500000 --chunk 10000 --workers 1 --backend cuda \
+    --dtype float32 --repeat 3 --random 3 2>>"$out/f32v3.err" | tee -a "$out/f32v3.jsonl" | cut -c1-300
 fi

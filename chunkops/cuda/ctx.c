@@ -153,10 +153,6 @@ static gs_status_t gs__cuda_ctx_create(const gs_chunkops_params_t *params, gs_ch
     ctx->dev.no_flat = flat != NULL && strcmp(flat, "0") == 0;
     const char *ttile = getenv("GS_CUDA_TTILE"); /* "0": no transposed tiles (comparisons) */
     ctx->dev.no_ttile = ttile != NULL && strcmp(ttile, "0") == 0;
-    /* pairs per thread and step of the pair kernels: 2 (one H200: the seed's kernel 0.186 ->
-     * 0.178 ms); GS_CUDA_PAIRS_U=1 for comparisons */
-    const char *pu = getenv("GS_CUDA_PAIRS_U");
-    ctx->dev.pairs_u = pu != NULL && strcmp(pu, "1") == 0 ? 1 : 2;
     if ((e = cudaMemGetInfo(&free_b, &total_b)) != cudaSuccess) {
         st = gs__cuda_error((int)e, "cudaMemGetInfo");
         goto err_lock;

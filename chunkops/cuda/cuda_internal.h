@@ -183,6 +183,7 @@ typedef struct gs__cuda_dev {
     int occ_ttile[GS__CUDA_TT_VARIANTS * (1 + GS__CUDA_NACC)]; /* gs__cuda_ttile_kid */
     int occ_pairs[2][1 + GS__CUDA_NACC];      /* pair kernels (v2, v3) [U - 1][0 = STORE,
                                                  1 + acc = FULL] */
+    int occ_f32pairs[2][2];     /* float32 v3 pair kernels [stride - 1][0 = STORE, 1 = SUM] */
     int occ_merge;
     int occ_combine;
     int occ_copy;
@@ -192,6 +193,8 @@ typedef struct gs__cuda_dev {
                                    creation, gs_cuda_set_transpose_tiles) */
     int pairs_u;                /* pairs per thread and step of the pair kernels: 2, or 1
                                    (GS_CUDA_PAIRS_U=1 at context creation) */
+    int no_f32pairs;            /* 1: typed float32 v3 programs take the CHAIN walk, not
+                                   fused_pairs_f32.cu (GS_CUDA_F32PAIRS=0 at context creation) */
     int file_path;              /* params.file_path: gs_file_path_t (cufile.c) */
 } gs__cuda_dev_t;
 
@@ -337,6 +340,23 @@ gs_status_t gs__cuda_launch_typed(const gs__cuda_dev_t *dev, void *stream, const
 int gs__cuda_launch_typed_sum(const gs__cuda_dev_t *dev, void *stream, const gs_kfused_t *k,
                               double *partials, size_t npartials, unsigned int *counter,
                               gs_status_t *st_p);
+/** 1 when the float32 version-3 pair kernels (fused_pairs_f32.cu) take the validated typed
+ *  spec @a k on @a dev: a GS_LEAF_NORMAL_F32_V3 leaf first, read with stride 1 or 2 along the
+ *  last axis of a non-empty 1-D or 2-D region, then float32 + - * by binary32 immediates and at
+ *  most a final cast to float64, with a STORE terminal or a whole-region SUM into float64;
+ *  0 for any other spec and when dev->no_f32pairs. Host only, no CUDA call (tests ask it). */
+int gs__cuda_f32pairs_fits(const gs__cuda_dev_t *dev, const gs_kfused_t *k);
+/** The float32 pair kernels' part of @a dev, at context creation (misc.cu's
+ *  gs__cuda_kernels_init calls it): their occupancy entries, and dev->no_f32pairs from the
+ *  environment (GS_CUDA_F32PAIRS=0: the CHAIN walk, for comparisons). */
+gs_status_t gs__cuda_f32pairs_init(gs__cuda_dev_t *dev);
+/** Enqueue the pair kernel for @a k (gs__cuda_f32pairs_fits holds): STORE (@a partials and
+ *  @a counter unused), or the SUM with @a partials (>= one double per block) and the stream's
+ *  ticket @a counter. Sets *st_p and returns 1; returns 0 (nothing enqueued) when a SUM's grid
+ *  needs more than @a npartials partials. */
+int gs__cuda_launch_f32pairs(const gs__cuda_dev_t *dev, void *stream, const gs_kfused_t *k,
+                             double *partials, size_t npartials, unsigned int *counter,
+                             gs_status_t *st_p);
 /** A validated REDUCE spec with integer records (out_dtype GS_DTYPE_INT64, graph/kernel.h):
  *  enqueue the record initialisation and k_typed_ireduce (fused_typed.cu). */
 gs_status_t gs__cuda_launch_typed_ireduce(const gs__cuda_dev_t *dev, void *stream,

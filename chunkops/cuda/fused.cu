@@ -67,6 +67,10 @@ extern "C" gs_status_t gs__cuda_fused_occupancy(gs__cuda_dev_t *dev)
                 return gs__cuda_error((int)err, "cudaOccupancyMaxActiveBlocksPerMultiprocessor");
             dev->occ_ttile[v * (1 + GS__CUDA_NACC) + m] = n;
         }
+    /* pairs per thread and step of the pair kernels: 2 (one H200: the seed's kernel 0.186 ->
+     * 0.178 ms); GS_CUDA_PAIRS_U=1 at context creation for comparisons */
+    const char *pu = getenv("GS_CUDA_PAIRS_U");
+    dev->pairs_u = pu != NULL && strcmp(pu, "1") == 0 ? 1 : 2;
     for (int u = 0; u < 2; u++)
         for (int m = 0; m < 1 + GS__CUDA_NACC; m++) {
             int n = 0;

@@ -17,6 +17,7 @@
  * evaluates each Box-Muller pair once for the two elements of it the thread reads (unit stride:
  * two logs for four elements; stride 2: one log for two). */
 #include "chunkops/cuda/cuda_internal.h"
+#include "chunkops/cuda/fused_typed.cuh"
 #include "chunkops/elem_dtype.h"
 #include "chunkops/random.h"
 #include "chunkops/records.h"
@@ -101,34 +102,6 @@ __global__ void __launch_bounds__(BLOCK) k_typed_store(const __grid_constant__ g
     }
 }
 
-/* The end of a whole-region sum: the block adds its threads' values in a fixed tree, and the
- * last block to finish (an integer ticket elects it) adds the block partials in block order
- * into out[0]: the same sum on every run of the same grid. Every thread of the block calls it. */
-__device__ __forceinline__ void block_sum_merge(double acc, double *partials,
-                                                unsigned int *counter, double *out)
-{
-    __shared__ double sh[BLOCK];
-    __shared__ int last;
-    sh[threadIdx.x] = acc;
-    __syncthreads();
-    for (int w = BLOCK / 2; w > 0; w >>= 1) {
-        if ((int)threadIdx.x < w) sh[threadIdx.x] += sh[threadIdx.x + w];
-        __syncthreads();
-    }
-    if (threadIdx.x == 0) {
-        partials[blockIdx.x] = sh[0];
-        __threadfence();
-        last = atomicAdd(counter, 1u) == gridDim.x - 1;
-    }
-    __syncthreads();
-    if (!last || threadIdx.x != 0) return;
-    __threadfence();
-    double s = 0.0;
-    for (unsigned b = 0; b < gridDim.x; b++) s += __ldcg(partials + b);
-    out[0] = s;
-    *counter = 0u; /* ready for the next kernel on this stream */
-}
-
 /* Whole-region SUM of a typed REDUCE program (its values are float64, graph/kernel.h): block b
  * takes rows b, b + grid, ... (a row: all axes but the last), its threads the row's elements
  * j, j + BLOCK, ...; each thread sums its values in that order, the block in a fixed tree,
@@ -153,7 +126,7 @@ __global__ void __launch_bounds__(BLOCK) k_typed_sum(const __grid_constant__ gs_
             acc += typed_eval(k, p);
         }
     }
-    block_sum_merge(acc, partials, counter, k.out);
+    block_sum_merge(acc, blockIdx.x, gridDim.x, partials, counter, k.out);
 }
 
 /* ---- CHAIN programs ---- */
@@ -249,46 +222,9 @@ __device__ __forceinline__ int64_t chain_row_base(const gs_kfused_t &k, const gs
     return off;
 }
 
-/* CHAIN programs that float32 arithmetic gives exactly: a float32 random leaf, then at most
- * F32_OPS of + - * by immediates that are finite binary32 values, in float32, then at most a
- * cast to float64. For binary32 v and m, fl32(double(v) op m) = fl32(v op m) (double rounding
- * is innocuous for + - * as 53 >= 2 * 24 + 2), and a NaN is made canonical on the way out as
- * gs_round_float does, so the value stays a float: one float -> double conversion per element
- * instead of three. */
-constexpr int F32_OPS = 3;
 /* chain_walk's modes: any CHAIN program (chain_leaf, chain_rest); a float32 version-1 leaf
- * chain (chain_f32_of); a float32 version-3 normal leaf chain */
+ * chain (chain_f32_of, fused_typed.cuh); a float32 version-3 normal leaf chain */
 constexpr int CHAIN_ANY = 0, CHAIN_F32 = 1, CHAIN_F32_V3 = 2;
-struct f32_chain {
-    int n;
-    int op[F32_OPS];
-    float imm[F32_OPS];
-};
-
-__host__ __device__ inline bool chain_f32_of(const gs_kfused_t &k, f32_chain &c)
-{
-    const gs_kleaf_t &lf = k.leaves[k.prog[0].arg];
-    c.n = 0;
-    if (lf.kind != GS_LEAF_NORMAL_F32 && lf.kind != GS_LEAF_UNIFORM_F32 &&
-        lf.kind != GS_LEAF_NORMAL_F32_V3)
-        return false;
-    for (int pc = 1; pc < k.nprog; pc++) {
-        const gs_kinstr_t &in = k.prog[pc];
-        if (in.op == GS_OP_CAST) {
-            if (pc != k.nprog - 1 || in.dtype != GS_DTYPE_FLOAT32 || in.arg != GS_DTYPE_FLOAT64)
-                return false;
-            continue;
-        }
-        if (in.dtype != GS_DTYPE_FLOAT32 || c.n == F32_OPS || !isfinite(in.imm) ||
-            (double)(float)in.imm != in.imm ||
-            (in.op != GS_OP_ADD_IMM && in.op != GS_OP_SUB_IMM && in.op != GS_OP_MUL_IMM))
-            return false;
-        c.op[c.n] = in.op;
-        c.imm[c.n] = (float)in.imm;
-        c.n++;
-    }
-    return true;
-}
 
 /* The chain's value at leaf offset @a off. MODE CHAIN_F32: a float32 version-1 leaf (the
  * block cached in @a kc, @a w); CHAIN_F32_V3: a float32 version-3 normal leaf (block and pairs
@@ -310,13 +246,7 @@ __device__ __forceinline__ double chain_f32(const f32_chain &c, const gs_kleaf_t
         v = lf.kind == GS_LEAF_NORMAL_F32 ? gs_random_normal_f32_w(&w, (uint64_t)off, lf.p0, lf.p1)
                                           : gs_random_uniform_f32_w(&w, (uint64_t)off, lf.p0, lf.p1);
     }
-#pragma unroll
-    for (int j = 0; j < F32_OPS; j++) {
-        if (j >= c.n) break;
-        v = c.op[j] == GS_OP_ADD_IMM ? v + c.imm[j] : c.op[j] == GS_OP_SUB_IMM ? v - c.imm[j]
-                                                                               : v * c.imm[j];
-    }
-    return gs_f32_to_f64(v);
+    return gs_f32_to_f64(f32_chain_apply(c, v));
 }
 
 /* The CHAIN walk: the region is rows x ngroups units of CHAIN_G adjacent elements of a row
@@ -386,7 +316,7 @@ __global__ void __launch_bounds__(BLOCK) k_typed_chain_sum(const __grid_constant
 {
     double acc = 0.0;
     chain_walk<MODE>(k, [&](int64_t, double v) { acc += v; });
-    block_sum_merge(acc, partials, counter, k.out);
+    block_sum_merge(acc, blockIdx.x, gridDim.x, partials, counter, k.out);
 }
 
 
@@ -595,6 +525,10 @@ extern "C" gs_status_t gs__cuda_launch_typed(const gs__cuda_dev_t *dev, void *st
     const int64_t cap = (int64_t)(dev->num_sms > 0 ? dev->num_sms : 1) * 16;
     if (blocks > cap) blocks = cap;
     cudaError_t err;
+    gs_status_t st;
+    if (gs__cuda_f32pairs_fits(dev, k) &&
+        gs__cuda_launch_f32pairs(dev, stream, k, NULL, 0, NULL, &st))
+        return st; /* float32 v3 normals in pairs (fused_pairs_f32.cu) */
     if (typed_is_chain(*k)) {
         const int64_t units = chain_units(*k);
         int64_t cblocks = (units + BLOCK - 1) / BLOCK;
@@ -627,6 +561,9 @@ extern "C" int gs__cuda_launch_typed_sum(const gs__cuda_dev_t *dev, void *stream
     int64_t rows = 1;
     for (int j = 0; j < k->ndim - 1; j++) rows *= k->shape[j];
     if (rows == 0 || k->shape[k->ndim - 1] == 0) return 0;
+    if (gs__cuda_f32pairs_fits(dev, k) &&
+        gs__cuda_launch_f32pairs(dev, stream, k, partials, npartials, counter, st_p))
+        return 1; /* float32 v3 normals in pairs (fused_pairs_f32.cu) */
     const bool chain = typed_is_chain(*k);
     int64_t blocks = chain ? (chain_units(*k) + BLOCK - 1) / BLOCK : rows;
     const int64_t cap = (int64_t)(dev->num_sms > 0 ? dev->num_sms : 1) * 16;

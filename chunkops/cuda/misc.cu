@@ -122,6 +122,7 @@ extern "C" gs_status_t gs__cuda_kernels_init(gs__cuda_dev_t *dev)
     gs_status_t st;
     cudaError_t err;
     if ((st = gs__cuda_fused_occupancy(dev)) != GS_OK) return st;
+    if ((st = gs__cuda_f32pairs_init(dev)) != GS_OK) return st;
     err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&dev->occ_combine, k_combine, BLOCK, 0);
     if (err == cudaSuccess)
         err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&dev->occ_copy, k_copy<double>, BLOCK, 0);
