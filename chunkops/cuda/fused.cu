@@ -5,6 +5,8 @@
 #include "chunkops/cuda/fused_tables.cuh"
 
 #include <cuda_runtime.h>
+#include <cstdlib>
+#include <cstring>
 
 namespace {
 
