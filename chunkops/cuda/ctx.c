@@ -513,7 +513,7 @@ gs_status_t gs_cuda_set_transpose_tiles(gs_chunkops_ctx_h ctx, int enable)
 {
     if (ctx == NULL)
         return gs_error_set(GS_ERR_INVALID_PARAM, "cuda set_transpose_tiles: ctx is NULL");
-    ctx->dev.no_ttile = !enable;
+    gs__cuda_dev_set_ttile(&ctx->dev, enable);
     return GS_OK;
 }
 

@@ -41,9 +41,12 @@ gs_status_t gs_cuda_set_flat_walk(gs_chunkops_ctx_h ctx, int enable);
 
 /** Whether STORE/FULL kernels over 2-D regions that read a chunk transposed (x + x.T) may stage
  *  the transposed tiles through shared memory (default on; off when the environment had
- *  GS_CUDA_TTILE=0 at context creation). Off, they take the flat walk or the row tiles: same
- *  values (sums may round differently), for comparisons. GS_ERR_INVALID_PARAM for a NULL
- *  @a ctx. Takes effect for work enqueued afterwards (set it before). */
+ *  GS_CUDA_TTILE=0 at context creation). Off (@a enable 0), they take the flat walk or the row
+ *  tiles: same values (sums may round differently), for comparisons. @a enable 1: on, with
+ *  programs of one row-major and one transposed chunk leaf in the pipelined kernel (the
+ *  default; GS_CUDA_TT_PF=0 at context creation turns the pipelining off); 2: on, never
+ *  pipelined. GS_ERR_INVALID_PARAM for a NULL @a ctx. Takes effect for work enqueued
+ *  afterwards (set it before). */
 gs_status_t gs_cuda_set_transpose_tiles(gs_chunkops_ctx_h ctx, int enable);
 
 /* The normal pair kernels (version 2 and 3 leaves, fused_pairs.cu) take two pairs per thread

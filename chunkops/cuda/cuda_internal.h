@@ -142,11 +142,12 @@ static inline int gs__cuda_op_costly(int op)
 
 /* Transposed-tile kernels (fused_ttile.cu, plan.ttile): STORE/FULL over a 2-D region with up
  * to GS__CUDA_TT_MAX chunk leaves read transposed, in GS__CUDA_TT-square tiles staged through
- * shared memory. Three program variants: depth and leaves <= 2, GENERIC (no EXT), and the
- * first with chunk leaves only (their loads issued before the tile's). */
+ * shared memory. Four program variants: depth and leaves <= 2, GENERIC (no EXT), the first
+ * with chunk leaves only (their loads issued before the tile's), and that one for exactly one
+ * row-major and one transposed leaf, pipelined (the next tile's loads in flight). */
 #define GS__CUDA_TT 32
 #define GS__CUDA_TT_MAX 2
-#define GS__CUDA_TT_VARIANTS 3
+#define GS__CUDA_TT_VARIANTS 4
 /** Index of a transposed-tile kernel: [variant][0 = STORE, 1 + acc = FULL]. */
 static inline int gs__cuda_ttile_kid(int tv, int mode, int acc)
 {
@@ -193,10 +194,20 @@ typedef struct gs__cuda_dev {
                                    creation, gs_cuda_set_transpose_tiles) */
     int pairs_u;                /* pairs per thread and step of the pair kernels: 2, or 1
                                    (GS_CUDA_PAIRS_U=1 at context creation) */
+    int tt_pf;                  /* 1: x + x.T-shaped transposed tiles take the pipelined
+                                   variant 3 (default; 0 with GS_CUDA_TT_PF=0 at context
+                                   creation or gs_cuda_set_transpose_tiles(ctx, 2)) */
     int no_f32pairs;            /* 1: typed float32 v3 programs take the CHAIN walk, not
                                    fused_pairs_f32.cu (GS_CUDA_F32PAIRS=0 at context creation) */
     int file_path;              /* params.file_path: gs_file_path_t (cufile.c) */
 } gs__cuda_dev_t;
+
+/** gs_cuda_set_transpose_tiles: 0 off, 1 on (pipelined where it applies), 2 on, unpipelined. */
+static inline void gs__cuda_dev_set_ttile(gs__cuda_dev_t *dev, int mode)
+{
+    dev->no_ttile = mode == 0;
+    dev->tt_pf = mode != 2;
+}
 
 /* Per-stream device scratch: partial records of split reductions and the ticket counter of
  * the last-block merge. Work on one stream runs in order, so one scratch per stream. */
@@ -271,7 +282,9 @@ typedef struct gs__cuda_fplan {
      * tiles t, t + grid_x, ... (row-major over the tile grid); chunk leaves tt_leaf[0..ntt)
      * (tslot[leaf] = their index, -1 for the others) go through shared memory. */
     int32_t ttile;              /* 1: the transposed-tile kernels (k_ttile) */
-    int32_t tvariant;           /* their variant: 0 (depth, leaves <= 2), 1 (GENERIC), 2 (0, chunks) */
+    int32_t tvariant;           /* their variant: 0 (depth, leaves <= 2), 1 (GENERIC), 2 (0, chunks),
+                                   3 (2 for one row-major and one transposed leaf, with the next
+                                   tile's loads in flight during this one's work) */
     int32_t ntt;
     int32_t tt_leaf[GS__CUDA_TT_MAX];
     int8_t tslot[GS_KERNEL_MAX_LEAVES];

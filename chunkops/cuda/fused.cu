@@ -71,6 +71,10 @@ extern "C" gs_status_t gs__cuda_fused_occupancy(gs__cuda_dev_t *dev)
         }
     /* pairs per thread and step of the pair kernels: 2 (one H200: the seed's kernel 0.186 ->
      * 0.178 ms); GS_CUDA_PAIRS_U=1 at context creation for comparisons */
+    /* transposed tiles of one row-major and one transposed chunk leaf: pipelined (variant 3),
+     * or GS_CUDA_TT_PF=0 at context creation: unpipelined (variant 2), for comparisons */
+    const char *tpf = getenv("GS_CUDA_TT_PF");
+    dev->tt_pf = !(tpf != NULL && strcmp(tpf, "0") == 0);
     const char *pu = getenv("GS_CUDA_PAIRS_U");
     dev->pairs_u = pu != NULL && strcmp(pu, "1") == 0 ? 1 : 2;
     for (int u = 0; u < 2; u++)

@@ -222,6 +222,8 @@ static int gs__cuda_ttile_plan(const gs__cuda_dev_t *dev, int64_t npart, int W, 
     }
     if (ntt == 0) return 0;
     p->tvariant = p->variant == GS__CUDA_VAR_GENERIC ? 1 : chunks ? 2 : 0;
+    if (p->tvariant == 2 && dev->tt_pf && ntt == 1 && p->nleaves == 2)
+        p->tvariant = 3; /* one row-major and one transposed chunk leaf: pipelined */
     int occ = dev->occ_ttile[gs__cuda_ttile_kid(p->tvariant, p->mode, p->acc)];
     int64_t ntiles = gs__ceil_div(p->R, GS__CUDA_TT) * gs__ceil_div(p->L, GS__CUDA_TT);
     int64_t gx = gs__min64(ntiles, gs__occ_total(dev, occ));

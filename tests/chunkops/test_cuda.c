@@ -702,7 +702,8 @@ Test(chunkops_cuda, empty_regions_give_empty_records)
 
 /* x + x.T (leaf 1 reads its chunk transposed: the transposed-tile kernels) on odd shapes, one
  * tile, tile edges and many tiles: STORE bitwise equal to the CPU, every FULL reduction within
- * the rules above, and the same values with the tiles switched off (gs_cuda_set_transpose_tiles). */
+ * the rules above, pipelined (the default for this program), unpipelined and with the tiles
+ * switched off (gs_cuda_set_transpose_tiles 1, 2, 0). */
 Test(chunkops_cuda, transposed_chunk_leaves_match_cpu_in_tiles)
 {
     GPU_OR_SKIP();
@@ -751,9 +752,12 @@ Test(chunkops_cuda, transposed_chunk_leaves_match_cpu_in_tiles)
             int64_t n = gs_kfused_out_len(&s.k);
             double *c = malloc(sizeof(double) * (size_t)n), *g = malloc(sizeof(double) * (size_t)n);
             double *g0 = malloc(sizeof(double) * (size_t)n);
-            run_both(&b, &s, c, g);
+            double *g2 = malloc(sizeof(double) * (size_t)n);
+            run_both(&b, &s, c, g); /* one row-major, one transposed leaf: pipelined tiles */
             CHECK(gs_cuda_set_transpose_tiles(b.gpu, 0));
             run_both(&b, &s, c, g0);
+            CHECK(gs_cuda_set_transpose_tiles(b.gpu, 2)); /* tiles, not pipelined */
+            run_both(&b, &s, c, g2);
             CHECK(gs_cuda_set_transpose_tiles(b.gpu, 1));
             if (redop < 0) {
                 for (int64_t i = 0; i < n; i++) {
@@ -761,11 +765,15 @@ Test(chunkops_cuda, transposed_chunk_leaves_match_cpu_in_tiles)
                               si, (long long)i, g[i], c[i]);
                     cr_assert(bits_equal(g0[i], c[i]), "shape %d, tiles off: element %lld", si,
                               (long long)i);
+                    cr_assert(bits_equal(g2[i], c[i]), "shape %d, unpipelined: element %lld", si,
+                              (long long)i);
                 }
             } else {
                 check_reduction(&s, x, c, g, si * 100 + redop);
                 check_reduction(&s, x, c, g0, si * 100 + 50 + redop);
+                check_reduction(&s, x, c, g2, si * 100 + 70 + redop);
             }
+            free(g2);
             free(x);
             free(c);
             free(g);

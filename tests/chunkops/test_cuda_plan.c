@@ -832,6 +832,20 @@ Test(chunkops_cuda_plan, transposed_chunk_leaf_takes_the_transposed_tiles)
     cr_assert(p.ttile && !p.flat);
     cr_assert_eq(p.mode, GS__CUDA_MODE_FULL);
     cr_assert_eq(p.tvariant, 2, "chunk leaves only: the variant that loads them first");
+    dev.tt_pf = 1; /* the context's default: one row-major + one transposed leaf, pipelined */
+    gs__cuda_fplan_build(&dev, &scr, &k, &p);
+    cr_assert_eq(p.tvariant, 3);
+    cr_assert_eq(p.grid_x, 132u * 2u);
+    k.leaves[0].stride[0] = 1; /* both leaves transposed: not the pipelined kernel */
+    k.leaves[0].stride[1] = 10000;
+    gs__cuda_fplan_build(&dev, &scr, &k, &p);
+    cr_assert(p.ttile);
+    cr_assert_eq(p.ntt, 2);
+    cr_assert_eq(p.tvariant, 2);
+    k.leaves[0].stride[0] = 10000;
+    k.leaves[0].stride[1] = 1;
+    dev.tt_pf = 0;
+    gs__cuda_fplan_build(&dev, &scr, &k, &p);
     cr_assert_eq(p.ntt, 1);
     cr_assert_eq(p.tt_leaf[0], 1);
     cr_assert(p.tslot[0] == -1 && p.tslot[1] == 0);
