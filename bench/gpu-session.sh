@@ -2,7 +2,7 @@
 # One GPU-machine session: build with CUDA, run the benchmarks, then the whole suite (CUDA tests
 # enabled, integration tests also with CUDA workers). Logs go to $OUT (or ./gpu-out). For a host
 # without a package registry, carry .devdeps (../shared/offline-deps/README.md):
-#   source .devdeps/env.sh && bash bench/gpu-session.sh [bench|move|linalg|scale|robust|tests|svd|spill|dash|tls|mac|gather|sched|rand|io|zarrcuda|cufile|stencil|dtype|nanred|scan|mapfuse|intsum|restart|usertyped|v3|f32v3|all]
+#   source .devdeps/env.sh && bash bench/gpu-session.sh [bench|move|linalg|scale|robust|tests|svd|spill|dash|tls|mac|gather|sched|rand|io|zarrcuda|cufile|stencil|dtype|nanred|scan|mapfuse|intsum|restart|usertyped|v3|f32v3|f32v4|all]
 # bench: kernels + seed reductions; move: transfers, transpose-sum, slice3 (issue 5);
 # linalg: dot, svd (issue 6); scale: tiny tasks, 1 M-chunk seed, worker kill (issue 7);
 # robust: 300-job soak and socket fuzzing with CUDA workers (issue 12);
@@ -69,6 +69,12 @@
 #   --random 1 and --random 3 (n 500000, chunk 10000: 1 TB of float32), then the kbench and
 #   --random 3 with GS_CUDA_F32PAIRS=0 (the CHAIN walk: the A/B of the pair kernels); targets
 #   GS_TARGETS="test_chunkops_cuda gs-kbench gs-bench gsched_daemon gworker gs-local-cluster".
+# f32v4: float32 version-4 normals (a stride-2 row reads whole Philox blocks, docs/random.md
+#   section 12; issue 20's float32 seed target <= 0.30 s): CPU == GPU bit for bit
+#   (chunkops_cuda/float32_v4*, and the v3 ones beside), gs-kbench fused_seed_f32_v3 beside
+#   fused_seed_f32_v4, gs-bench seed --dtype float32 on one GPU with --random 4 and --random 3
+#   (n 500000, chunk 10000), then the kbench and --random 4 with GS_CUDA_F32PAIRS=0 (the CHAIN
+#   walk); the same GS_TARGETS as f32v3.
 # GS_TARGETS="a b ..." builds only those targets (a shorter build for one stage).
 set -uo pipefail
 what=${1:-all}
@@ -604,4 +610,25 @@ if [ "$what" = f32v3 ]; then
   grep -E '"fused_seed_f32' "$out/f32v3-kbench-chain.jsonl" | cut -c1-240
   GS_CUDA_F32PAIRS=0 run $B/gs-bench seed --n 500000 --chunk 10000 --workers 1 --backend cuda \
     --dtype float32 --repeat 3 --random 3 2>>"$out/f32v3.err" | tee -a "$out/f32v3.jsonl" | cut -c1-300
+fi
+if [ "$what" = f32v4 ]; then
+  # f32v4: see the header
+  build-gpu/tests/test_chunkops_cuda --verbose --filter 'chunkops_cuda/float32_v4*' \
+    >"$out/f32v4-tests.log" 2>&1
+  build-gpu/tests/test_chunkops_cuda --filter 'chunkops_cuda/float32*' >>"$out/f32v4-tests.log" 2>&1
+  grep -hE "Synthesis|SKIP" "$out/f32v4-tests.log"
+  grep -hE -A12 "\[FAIL\]|CRASH" "$out/f32v4-tests.log" | head -40
+  run $B/gs-kbench --no-linalg >"$out/f32v4-kbench.jsonl" 2>&1
+  grep -E '"fused_seed_f32' "$out/f32v4-kbench.jsonl" | cut -c1-240
+  {
+    for r in 4 3; do
+      run $B/gs-bench seed --n 500000 --chunk 10000 --workers 1 --backend cuda --dtype float32 --random $r --repeat 3
+    done
+  } 2>"$out/f32v4.err" | tee "$out/f32v4.jsonl" | cut -c1-300
+  tail -4 "$out/f32v4.err"
+  # GS_CUDA_F32PAIRS=0: the CHAIN walk instead of the pair/block kernels (fused_pairs_f32.cu)
+  GS_CUDA_F32PAIRS=0 run $B/gs-kbench --no-linalg >"$out/f32v4-kbench-chain.jsonl" 2>&1
+  grep -E '"fused_seed_f32' "$out/f32v4-kbench-chain.jsonl" | cut -c1-240
+  GS_CUDA_F32PAIRS=0 run $B/gs-bench seed --n 500000 --chunk 10000 --workers 1 --backend cuda \
+    --dtype float32 --random 4 --repeat 3 2>>"$out/f32v4.err" | tee -a "$out/f32v4.jsonl" | cut -c1-300
 fi

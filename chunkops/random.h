@@ -569,6 +569,108 @@ GS_HD float gs_f32v3_walk_z(gs_f32v3_walk_t *t, uint64_t seed, uint64_t i)
     return h ? (s ? t->s1 : t->c1) : (s ? t->s0 : t->c0);
 }
 
+/* ---- float32 version 4 (docs/random.md, "float32 version 4") ----
+ *
+ * Element i of a float32 version-4 normal array (group g = i >> 3, parity p = i & 1,
+ * m = (i >> 1) & 3) takes the block with counter (lo32(g), hi32(g), GS_RANDOM_F32_V4_TAG, p)
+ * and key (lo32(s), hi32(s)): m = 0 the cosine and m = 1 the sine of words (w0, w1), m = 2 the
+ * cosine and m = 3 the sine of (w2, w3), with float32 version 3's binary32 arithmetic
+ * (gs__normal_f32, gs_random_normal_pair_f32_v3). So elements 8g + p, 8g + p + 2, 8g + p + 4,
+ * 8g + p + 6 are the four normals of one block: a read with stride 2 along a row uses whole
+ * blocks (one block per four elements), a read with unit stride both blocks of a group. */
+
+#define GS_RANDOM_F32_V4_TAG 0x4Au                  /* counter word c2 of every f32 v4 block */
+
+/** f32 v4: the block of parity @a p (0 or 1) of group @a g (elements 8g + p + 2m, m = 0..3). */
+GS_HD gs_philox4_t gs_random_block_f32_v4(uint64_t seed, uint64_t g, unsigned p)
+{
+    return gs_philox4x32_10((uint32_t)g, (uint32_t)(g >> 32), GS_RANDOM_F32_V4_TAG, p,
+                            (uint32_t)seed, (uint32_t)(seed >> 32));
+}
+
+/** f32 v4: the four standard normals of the block @a w of (g, p): *z0_p .. *z3_p those of
+ *  elements 8g + p, 8g + p + 2, 8g + p + 4, 8g + p + 6 (two log/sqrt/sine-cosine pairs, version
+ *  3's per-pair arithmetic: the same bits as gs_random_normal_f32_v4 element by element). */
+GS_HD void gs_random_normal_quad_f32_v4(const gs_philox4_t *w, float *z0_p, float *z1_p,
+                                        float *z2_p, float *z3_p)
+{
+    gs_random_normal_pair_f32_v3(w, 0u, z0_p, z1_p);
+    gs_random_normal_pair_f32_v3(w, 1u, z2_p, z3_p);
+}
+
+/** f32 v4 Normal(mean, std) at global index @a i (the _w form: from the block @a w of
+ *  (i >> 3, i & 1)): gs_random_scale_f32 of z = gs__normal_f32 of words (w0, w1) (i & 4 = 0) or
+ *  (w2, w3) (i & 4 = 4), cosine for i & 2 = 0, sine for i & 2 = 2. */
+GS_HD float gs_random_normal_f32_v4_w(const gs_philox4_t *w, uint64_t i, double mean, double std)
+{
+    const unsigned h = (unsigned)(i >> 1) & 2u;
+    const float z = gs__normal_f32(w->v[h], w->v[h + 1u], (unsigned)(i >> 1) & 1u);
+    return gs_random_scale_f32(z, mean, std);
+}
+
+GS_HD float gs_random_normal_f32_v4(uint64_t seed, uint64_t i, double mean, double std)
+{
+    const gs_philox4_t w = gs_random_block_f32_v4(seed, i >> 3, (unsigned)(i & 1u));
+    return gs_random_normal_f32_v4_w(&w, i, mean, std);
+}
+
+/** f32 v4 walk state: the group last used, its blocks evaluated so far (both parities) and
+ *  their Box-Muller pairs evaluated so far, for a caller that reads elements in any order but
+ *  mostly within a group (the CPU fused kernel, the CUDA chain kernels): each block is
+ *  evaluated once and each pair once however many of its elements are read. Plain fields, no
+ *  arrays, so a CUDA thread keeps it in registers. */
+typedef struct gs_f32v4_walk {
+    uint64_t g;        /* group index held; ~0 (no group index reaches it): none */
+    unsigned have;     /* bit 4 + p: block p in w<p>; bit 2p + h: pair h of block p evaluated */
+    gs_philox4_t w0, w1;
+    float c00, s00, c01, s01, c10, s10, c11, s11; /* c<p><h>, s<p><h>: cosine, sine of pair h */
+} gs_f32v4_walk_t;
+
+GS_HD void gs_f32v4_walk_init(gs_f32v4_walk_t *t)
+{
+    t->g = ~(uint64_t)0;
+    t->have = 0;
+    for (int j = 0; j < 4; j++) t->w0.v[j] = t->w1.v[j] = 0u;
+    t->c00 = t->s00 = t->c01 = t->s01 = t->c10 = t->s10 = t->c11 = t->s11 = 0.0f;
+}
+
+/** f32 v4: the standard normal z of element @a i (gs_random_normal_f32_v4(seed, i, 0, 1) is
+ *  gs_random_scale_f32(z, 0, 1)), through the walk state @a t of @a seed. */
+GS_HD float gs_f32v4_walk_z(gs_f32v4_walk_t *t, uint64_t seed, uint64_t i)
+{
+    const uint64_t g = i >> 3;
+    const unsigned p = (unsigned)(i & 1u), h = (unsigned)(i >> 2) & 1u,
+                   s = (unsigned)(i >> 1) & 1u;
+    if (g != t->g) {
+        t->g = g;
+        t->have = 0;
+    }
+    if (!((t->have >> (4u + p)) & 1u)) {
+        const gs_philox4_t w = gs_random_block_f32_v4(seed, g, p);
+        if (p)
+            t->w1 = w;
+        else
+            t->w0 = w;
+        t->have |= 1u << (4u + p);
+    }
+    const unsigned bit = 2u * p + h;
+    if (!((t->have >> bit) & 1u)) {
+        float a, b;
+        const gs_philox4_t w = p ? t->w1 : t->w0;
+        gs_random_normal_pair_f32_v3(&w, h, &a, &b);
+        switch (bit) {
+        case 0: t->c00 = a; t->s00 = b; break;
+        case 1: t->c01 = a; t->s01 = b; break;
+        case 2: t->c10 = a; t->s10 = b; break;
+        default: t->c11 = a; t->s11 = b; break;
+        }
+        t->have |= 1u << bit;
+    }
+    const float c = p ? (h ? t->c11 : t->c10) : (h ? t->c01 : t->c00);
+    const float sn = p ? (h ? t->s11 : t->s10) : (h ? t->s01 : t->s00);
+    return s ? sn : c;
+}
+
 /** The high 64 bits of the 128-bit product x * y. */
 GS_HD uint64_t gs__mulhi_u64(uint64_t x, uint64_t y)
 {

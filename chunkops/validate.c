@@ -117,6 +117,7 @@ gs_status_t gs_kfused_validate(const gs_kfused_t *k)
         case GS_LEAF_UNIFORM_F32:
         case GS_LEAF_NORMAL_F32:
         case GS_LEAF_NORMAL_F32_V3:
+        case GS_LEAF_NORMAL_F32_V4:
         case GS_LEAF_INTEGERS:
             if (lo < 0 || hi > INT64_MAX)
                 return gs_error_set(GS_ERR_INVALID_PARAM,
@@ -161,7 +162,7 @@ gs_status_t gs_kfused_validate(const gs_kfused_t *k)
             /* float32 and integer random leaves push values of their own dtype */
             const int32_t lk = k->leaves[in->arg].kind;
             const int32_t want = lk == GS_LEAF_UNIFORM_F32 || lk == GS_LEAF_NORMAL_F32 ||
-                                         lk == GS_LEAF_NORMAL_F32_V3
+                                         lk == GS_LEAF_NORMAL_F32_V3 || lk == GS_LEAF_NORMAL_F32_V4
                                      ? GS_DTYPE_FLOAT32
                                  : lk == GS_LEAF_INTEGERS ? GS_DTYPE_INT64 : -1;
             if (want >= 0 && in->dtype != want)

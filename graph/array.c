@@ -260,6 +260,10 @@ gs_status_t gs_array_random_normal_version(uint64_t seed, double mean, double st
 {
     gs_array_h a;
     gs_status_t st;
+    if (version == GS_RANDOM_V4)
+        return gs_error_set(GS_ERR_INVALID_PARAM,
+                            "normal: random definition version 4 is float32 only (float64 "
+                            "versions 1, 2 and 3)");
     if (version != GS_RANDOM_V1 && version != GS_RANDOM_V2 && version != GS_RANDOM_V3)
         return gs_error_set(GS_ERR_INVALID_PARAM, "normal: unknown random definition version %d",
                             version);

@@ -373,14 +373,14 @@ gs_status_t gs_array_random_normal_dtype_version(uint64_t seed, double mean, dou
     if ((st = gs__random_dtype_check("random normal", dtype, mean, std, out_p)) != GS_OK) return st;
     if (dtype == GS_DTYPE_FLOAT64)
         return gs_array_random_normal_version(seed, mean, std, version, ndim, shape, chunks, out_p);
-    if (version != GS_RANDOM_V1 && version != GS_RANDOM_V3)
+    if (version != GS_RANDOM_V1 && version != GS_RANDOM_V3 && version != GS_RANDOM_V4)
         return gs_error_set(GS_ERR_INVALID_PARAM,
                             "random normal: dtype float32 has no definition version %d "
-                            "(versions 1 and 3)", version);
+                            "(versions 1, 3 and 4)", version);
     gs_array_h n;
     if ((st = gs_array_random_normal_dtype(seed, mean, std, dtype, ndim, shape, chunks, &n)) != GS_OK)
         return st;
-    n->u.gen.version = version; /* a fresh node: lowered to GS_LEAF_NORMAL_F32_V3 for V3 */
+    n->u.gen.version = version; /* a fresh node: lowered to GS_LEAF_NORMAL_F32_V3 / _V4 */
     *out_p = n;
     return GS_OK;
 }

@@ -61,6 +61,9 @@
  *   - GS_LEAF_NORMAL_F32_V3: value = gs_random_normal_f32_v3(seed, off_k(p), p0, p1), a float32
  *     value (docs/random.md, "float32 version 3": elements 4k and 4k + 2 share a Box-Muller pair,
  *     as do 4k + 1 and 4k + 3); every GS_OP_LEAF of such a leaf has dtype GS_DTYPE_FLOAT32
+ *   - GS_LEAF_NORMAL_F32_V4: value = gs_random_normal_f32_v4(seed, off_k(p), p0, p1), a float32
+ *     value (docs/random.md, "float32 version 4": elements 8g + p + 2m, m = 0..3, are the four
+ *     normals of one block); every GS_OP_LEAF of such a leaf has dtype GS_DTYPE_FLOAT32
  *   - GS_LEAF_INTEGERS: value = gs_random_integers(seed, off_k(p), low, high), an int64 value;
  *     p0 and p1 hold the int64 bit patterns of low and high (low <= high), and every GS_OP_LEAF
  *     of the leaf has dtype GS_DTYPE_INT64
@@ -111,6 +114,7 @@ typedef enum gs_leaf_kind {
     GS_LEAF_INTEGERS = 7,           /* random.h gs_random_integers (typed programs only) */
     GS_LEAF_NORMAL_V3 = 8,          /* random.h version 3 (pairs at distance 2 share a block) */
     GS_LEAF_NORMAL_F32_V3 = 9,      /* random.h float32 version 3 (typed programs only) */
+    GS_LEAF_NORMAL_F32_V4 = 10,     /* random.h float32 version 4 (typed programs only) */
     GS_LEAF_KIND_COUNT
 } gs_leaf_kind_t;
 
@@ -122,7 +126,7 @@ static inline int gs_leaf_kind_valid(int32_t kind)
     case GS_LEAF_CHUNK: case GS_LEAF_NORMAL: case GS_LEAF_UNIFORM: case GS_LEAF_INDEX:
     case GS_LEAF_NORMAL_V2: case GS_LEAF_UNIFORM_F32: case GS_LEAF_NORMAL_F32:
     case GS_LEAF_INTEGERS: case GS_LEAF_NORMAL_V3:
-    case GS_LEAF_NORMAL_F32_V3:
+    case GS_LEAF_NORMAL_F32_V3: case GS_LEAF_NORMAL_F32_V4:
         return 1;
     default:
         return 0;

@@ -51,7 +51,7 @@ static void gs__dname_fused(const gs_layer_t *l, char *out, size_t cap)
         [GS_LEAF_INDEX] = "arange",           [GS_LEAF_NORMAL_V2] = "normal",
         [GS_LEAF_UNIFORM_F32] = "uniform",    [GS_LEAF_NORMAL_F32] = "normal",
         [GS_LEAF_INTEGERS] = "integers",      [GS_LEAF_NORMAL_V3] = "normal",
-        [GS_LEAF_NORMAL_F32_V3] = "normal"};
+        [GS_LEAF_NORMAL_F32_V3] = "normal",   [GS_LEAF_NORMAL_F32_V4] = "normal"};
     for (int32_t k = 0; k < l->u.f.nleaves; k++) {
         int32_t kind = l->u.f.leaves[k].kind;
         if (kind > 0 && kind < GS_LEAF_KIND_COUNT && leaves[kind] != NULL) gs__dname_add(out, cap, leaves[kind], strlen(leaves[kind]));

@@ -464,8 +464,9 @@ static void lw_emit_node(lw_emit_t *em, int64_t idx, const gs__lmap_t *m)
     switch (n->kind) {
     case GS__NODE_NORMAL:
         if (n->dtype == GS_DTYPE_FLOAT32) { /* float32 definition: pushes float32 values */
-            lw_gen_leaf_typed(em, n->u.gen.version == GS_RANDOM_V3 ? GS_LEAF_NORMAL_F32_V3
-                                                                   : GS_LEAF_NORMAL_F32,
+            lw_gen_leaf_typed(em, n->u.gen.version == GS_RANDOM_V3   ? GS_LEAF_NORMAL_F32_V3
+                                  : n->u.gen.version == GS_RANDOM_V4 ? GS_LEAF_NORMAL_F32_V4
+                                                                     : GS_LEAF_NORMAL_F32,
                               n, m, GS_DTYPE_FLOAT32);
             break;
         }

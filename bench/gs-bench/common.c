@@ -190,8 +190,10 @@ int gs__common_arg(int argc, char **argv, int *i, gs__common_t *c)
         return 1;
     }
     if (strcmp(a, "--random") == 0) {
-        if (v == NULL || (strcmp(v, "1") != 0 && strcmp(v, "2") != 0 && strcmp(v, "3") != 0))
-            return gs__bad("option --random needs a definition version: 1, 2 or 3"), -1;
+        if (v == NULL || (strcmp(v, "1") != 0 && strcmp(v, "2") != 0 && strcmp(v, "3") != 0 &&
+                          strcmp(v, "4") != 0))
+            return gs__bad("option --random needs a definition version: 1, 2, 3 or 4 (4: "
+                           "float32 only)"), -1;
         c->random_version = v[0] - '0';
         (*i)++;
         return 1;

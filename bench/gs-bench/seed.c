@@ -82,7 +82,7 @@ static void gs__seed_usage(FILE *f)
             "  --repeat R            R > 1: one cold run, then R timed runs (median reported)\n"
             "  --seed S              random seed (default 0)\n"
             "  --random N            normals under docs/random.md's definition version N: 1\n"
-            "                        (default), 2 or 3 (float64), 1 or 3 (float32); --random-v2\n"
+            "                        (default), 2 or 3 (float64), 1, 3 or 4 (float32); --random-v2\n"
             "                        is --random 2\n"
             "  --dtype float64|float32  the array's dtype (default float64); float32 uses\n"
             "                        docs/random.md's float32 definition, + 1 in float32, and the\n"

@@ -38,8 +38,9 @@
  *   own (about 7 GB of device memory); --no-linalg skips them, --linalg-only runs only them.
  *   fused_seed_v2, philox_normal_v2   fused_seed and philox_normal with version-2 normals
  *   fused_seed_v3, philox_normal_v3   the same with version-3 normals
- *   fused_seed_f32, fused_seed_f32_v3   fused_seed in float32 (the typed chain kernels): float32
- *                         normals of version 1 / version 3 (pairs at distance 2), + 1 in float32,
+ *   fused_seed_f32, fused_seed_f32_v3, fused_seed_f32_v4   fused_seed in float32 (the typed
+ *                         kernels): float32 normals of version 1 / version 3 (pairs at distance
+ *                         2) / version 4 (a stride-2 row reads whole blocks), + 1 in float32,
  *                         cast to float64 and summed; a _check line with ok false if the sum is
  *                         not near the count
  *   transpose_sum, transpose_sum_flat   (x + x.T).sum() over one 10000^2 chunk pair (x.T read
@@ -642,11 +643,14 @@ static int run(int argc, char **argv)
     kb_measure(&kb, "fused_seed_v3", kb_fused, &k, (double)H, 0, NULL);
     /* the float32 seed (gs-bench seed --dtype float32): float32 normals + 1 in float32, cast to
      * float64 and summed (the typed chain kernels of fused_typed.cu), with the version-1 and
-     * the version-3 float32 normals (docs/random.md sections 8 and 11) */
-    for (int v3 = 0; v3 < 2; v3++) {
+     * the version-3 and the version-4 float32 normals (docs/random.md sections 8, 11, 12) */
+    for (int fv = 0; fv < 3; fv++) {
+        static const int32_t fkind[3] = {GS_LEAF_NORMAL_F32, GS_LEAF_NORMAL_F32_V3,
+                                         GS_LEAF_NORMAL_F32_V4};
+        static const char *const fwhat[3] = {"fused_seed_f32", "fused_seed_f32_v3",
+                                             "fused_seed_f32_v4"};
         spec2(&k, h, h, out);
-        leaf_random(&k.leaves[0], v3 ? GS_LEAF_NORMAL_F32_V3 : GS_LEAF_NORMAL_F32, base,
-                    2 * gcols, 2);
+        leaf_random(&k.leaves[0], fkind[fv], base, 2 * gcols, 2);
         k.prog[0].dtype = GS_DTYPE_FLOAT32;
         add_imm(&k, 1.0);
         k.prog[1].dtype = GS_DTYPE_FLOAT32;
@@ -655,7 +659,7 @@ static int run(int argc, char **argv)
         k.prog[2].arg = GS_DTYPE_FLOAT64;
         k.nprog = 3;
         reduce(&k, GS_RED_SUM, -1);
-        const char *what = v3 ? "fused_seed_f32_v3" : "fused_seed_f32";
+        const char *what = fwhat[fv];
         kb.lim_normals = (double)H;
         const double f32_ms = kb_measure(&kb, what, kb_fused, &k, (double)H, 0, NULL);
         double f32_sum = NAN;

@@ -248,6 +248,23 @@ static const double *gs__leaf_tile(gs__fused_t *f, int li)
         }
         break;
     }
+    case GS_LEAF_NORMAL_F32_V4: {
+        /* float32 version 4: a walk state keeps the group's two blocks (parities 0 and 1), each
+         * evaluated once, and evaluates each Box-Muller pair once for the elements of it the
+         * segment reads (a stride-2 read: one block per four elements) */
+        const float mf = (float)lf->p0, sf = (float)lf->p1;
+        for (int g = 0; g < f->nseg; g++) {
+            const uint64_t o = (uint64_t)segs[g].off[li];
+            double *dst = buf + segs[g].pos;
+            gs_f32v4_walk_t t;
+            gs_f32v4_walk_init(&t);
+            for (int i = 0; i < segs[g].len; i++) {
+                const float z = gs_f32v4_walk_z(&t, lf->seed, o + (uint64_t)((int64_t)i * is));
+                dst[i] = (double)(mf + sf * z); /* gs_random_scale_f32 */
+            }
+        }
+        break;
+    }
     case GS_LEAF_UNIFORM_F32:
     case GS_LEAF_NORMAL_F32:
     case GS_LEAF_INTEGERS: {

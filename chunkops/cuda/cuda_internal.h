@@ -184,7 +184,7 @@ typedef struct gs__cuda_dev {
     int occ_ttile[GS__CUDA_TT_VARIANTS * (1 + GS__CUDA_NACC)]; /* gs__cuda_ttile_kid */
     int occ_pairs[2][1 + GS__CUDA_NACC];      /* pair kernels (v2, v3) [U - 1][0 = STORE,
                                                  1 + acc = FULL] */
-    int occ_f32pairs[2][2];     /* float32 v3 pair kernels [stride - 1][0 = STORE, 1 = SUM] */
+    int occ_f32pairs[2][2][2];  /* float32 pair kernels [v3, v4][stride - 1][STORE, SUM] */
     int occ_merge;
     int occ_combine;
     int occ_copy;
@@ -353,8 +353,8 @@ gs_status_t gs__cuda_launch_typed(const gs__cuda_dev_t *dev, void *stream, const
 int gs__cuda_launch_typed_sum(const gs__cuda_dev_t *dev, void *stream, const gs_kfused_t *k,
                               double *partials, size_t npartials, unsigned int *counter,
                               gs_status_t *st_p);
-/** 1 when the float32 version-3 pair kernels (fused_pairs_f32.cu) take the validated typed
- *  spec @a k on @a dev: a GS_LEAF_NORMAL_F32_V3 leaf first, read with stride 1 or 2 along the
+/** 1 when the float32 version-3 / version-4 pair kernels (fused_pairs_f32.cu) take the
+ *  validated typed spec @a k on @a dev: a GS_LEAF_NORMAL_F32_V3 or _V4 leaf first, read with stride 1 or 2 along the
  *  last axis of a non-empty 1-D or 2-D region, then float32 + - * by binary32 immediates and at
  *  most a final cast to float64, with a STORE terminal or a whole-region SUM into float64;
  *  0 for any other spec and when dev->no_f32pairs. Host only, no CUDA call (tests ask it). */

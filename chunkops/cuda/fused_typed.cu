@@ -52,6 +52,8 @@ __device__ __forceinline__ double typed_leaf(const gs_kleaf_t &lf, int64_t off)
         return (double)gs_random_normal_f32(lf.seed, (uint64_t)off, lf.p0, lf.p1);
     case GS_LEAF_NORMAL_F32_V3:
         return (double)gs_random_normal_f32_v3(lf.seed, (uint64_t)off, lf.p0, lf.p1);
+    case GS_LEAF_NORMAL_F32_V4:
+        return (double)gs_random_normal_f32_v4(lf.seed, (uint64_t)off, lf.p0, lf.p1);
     case GS_LEAF_INTEGERS:
         return gs_i_v(gs_random_integers(lf.seed, (uint64_t)off, gs_v_i(lf.p0), gs_v_i(lf.p1)));
     default: return (double)off;
@@ -223,19 +225,30 @@ __device__ __forceinline__ int64_t chain_row_base(const gs_kfused_t &k, const gs
 }
 
 /* chain_walk's modes: any CHAIN program (chain_leaf, chain_rest); a float32 version-1 leaf
- * chain (chain_f32_of, fused_typed.cuh); a float32 version-3 normal leaf chain */
-constexpr int CHAIN_ANY = 0, CHAIN_F32 = 1, CHAIN_F32_V3 = 2;
+ * chain (chain_f32_of, fused_typed.cuh); a float32 version-3 normal leaf chain; a float32
+ * version-4 normal leaf chain */
+constexpr int CHAIN_ANY = 0, CHAIN_F32 = 1, CHAIN_F32_V3 = 2, CHAIN_F32_V4 = 3;
+
+/* Adjacent elements of a row per thread in mode @a MODE: CHAIN_G, or 8 for version 4 (a group
+ * of eight elements is its two blocks, so a unit of 8 evaluates each block once). */
+__host__ __device__ constexpr int chain_g(int mode)
+{
+    return mode == CHAIN_F32_V4 ? 8 : CHAIN_G;
+}
 
 /* The chain's value at leaf offset @a off. MODE CHAIN_F32: a float32 version-1 leaf (the
  * block cached in @a kc, @a w); CHAIN_F32_V3: a float32 version-3 normal leaf (block and pairs
- * cached in @a t, gs_f32v3_walk_z: registers only, no indexed access). */
+ * cached in @a t, gs_f32v3_walk_z: registers only, no indexed access); CHAIN_F32_V4: a float32
+ * version-4 normal leaf (the group's blocks and pairs cached in @a t4, gs_f32v4_walk_z). */
 template <int MODE>
 __device__ __forceinline__ double chain_f32(const f32_chain &c, const gs_kleaf_t &lf,
                                             int64_t off, uint64_t &kc, gs_philox4_t &w,
-                                            gs_f32v3_walk_t &t)
+                                            gs_f32v3_walk_t &t, gs_f32v4_walk_t &t4)
 {
     float v;
-    if constexpr (MODE == CHAIN_F32_V3) {
+    if constexpr (MODE == CHAIN_F32_V4) {
+        v = gs_random_scale_f32(gs_f32v4_walk_z(&t4, lf.seed, (uint64_t)off), lf.p0, lf.p1);
+    } else if constexpr (MODE == CHAIN_F32_V3) {
         v = gs_random_scale_f32(gs_f32v3_walk_z(&t, lf.seed, (uint64_t)off), lf.p0, lf.p1);
     } else {
         const uint64_t kb = (uint64_t)off >> 2;
@@ -249,7 +262,7 @@ __device__ __forceinline__ double chain_f32(const f32_chain &c, const gs_kleaf_t
     return gs_f32_to_f64(f32_chain_apply(c, v));
 }
 
-/* The CHAIN walk: the region is rows x ngroups units of CHAIN_G adjacent elements of a row
+/* The CHAIN walk: the region is rows x ngroups units of chain_g(MODE) adjacent elements of a row
  * (the last one shorter); thread t of the grid takes units t, t + threads, ... and calls
  * @a fn(flat output index, value) for each element of them, in order. One division per unit
  * (32-bit while the unit count allows). */
@@ -261,7 +274,8 @@ __device__ __forceinline__ void chain_walk(const gs_kfused_t &k, F fn)
     for (int j = 0; j < k.ndim - 1; j++) rows *= k.shape[j];
     const int64_t L = k.ndim > 0 ? k.shape[k.ndim - 1] : 1;
     const int64_t sl = k.ndim > 0 ? lf.stride[k.ndim - 1] : 0;
-    const int64_t ngroups = (L + CHAIN_G - 1) / CHAIN_G;
+    constexpr int G = chain_g(MODE);
+    const int64_t ngroups = (L + G - 1) / G;
     const int64_t units = rows * ngroups;
     const bool small = units <= (int64_t)0xffffffff;
     const int64_t step = (int64_t)gridDim.x * BLOCK;
@@ -269,17 +283,19 @@ __device__ __forceinline__ void chain_walk(const gs_kfused_t &k, F fn)
     if (MODE != CHAIN_ANY) (void)chain_f32_of(k, c); /* the launcher checked it holds */
     for (int64_t u = (int64_t)blockIdx.x * BLOCK + threadIdx.x; u < units; u += step) {
         const int64_t r = small ? (int64_t)((uint32_t)u / (uint32_t)ngroups) : u / ngroups;
-        const int64_t c0 = (u - r * ngroups) * CHAIN_G;
+        const int64_t c0 = (u - r * ngroups) * G;
         const int64_t rb = chain_row_base(k, lf, r) + c0 * sl;
         uint64_t kc = ~(uint64_t)0;
         gs_philox4_t w;
         gs_f32v3_walk_t t;
         gs_f32v3_walk_init(&t);
-        const int n = L - c0 < CHAIN_G ? (int)(L - c0) : CHAIN_G;
+        gs_f32v4_walk_t t4;
+        gs_f32v4_walk_init(&t4);
+        const int n = L - c0 < G ? (int)(L - c0) : G;
 #pragma unroll 1
         for (int g = 0; g < n; g++)
             fn(r * L + c0 + g,
-               MODE != CHAIN_ANY ? chain_f32<MODE>(c, lf, rb + g * sl, kc, w, t)
+               MODE != CHAIN_ANY ? chain_f32<MODE>(c, lf, rb + g * sl, kc, w, t, t4)
                                  : chain_rest(k, chain_leaf(lf, rb + g * sl, kc, w)));
     }
 }
@@ -289,7 +305,10 @@ inline int chain_mode(const gs_kfused_t &k)
 {
     f32_chain c;
     if (!chain_f32_of(k, c)) return CHAIN_ANY;
-    return k.leaves[k.prog[0].arg].kind == GS_LEAF_NORMAL_F32_V3 ? CHAIN_F32_V3 : CHAIN_F32;
+    const int32_t kind = k.leaves[k.prog[0].arg].kind;
+    return kind == GS_LEAF_NORMAL_F32_V3   ? CHAIN_F32_V3
+           : kind == GS_LEAF_NORMAL_F32_V4 ? CHAIN_F32_V4
+                                           : CHAIN_F32;
 }
 
 /* The number of CHAIN units of @a k (host side: the grid's size). */
@@ -298,7 +317,8 @@ inline int64_t chain_units(const gs_kfused_t &k)
     int64_t rows = 1;
     for (int j = 0; j < k.ndim - 1; j++) rows *= k.shape[j];
     const int64_t L = k.ndim > 0 ? k.shape[k.ndim - 1] : 1;
-    return rows * ((L + CHAIN_G - 1) / CHAIN_G);
+    const int G = chain_g(chain_mode(k));
+    return rows * ((L + G - 1) / G);
 }
 
 template <int MODE>
@@ -528,14 +548,15 @@ extern "C" gs_status_t gs__cuda_launch_typed(const gs__cuda_dev_t *dev, void *st
     gs_status_t st;
     if (gs__cuda_f32pairs_fits(dev, k) &&
         gs__cuda_launch_f32pairs(dev, stream, k, NULL, 0, NULL, &st))
-        return st; /* float32 v3 normals in pairs (fused_pairs_f32.cu) */
+        return st; /* float32 v3 / v4 normals in pairs and blocks (fused_pairs_f32.cu) */
     if (typed_is_chain(*k)) {
         const int64_t units = chain_units(*k);
         int64_t cblocks = (units + BLOCK - 1) / BLOCK;
         if (cblocks > cap) cblocks = cap;
         void *cargs[1] = {(void *)k};
         const int mode = chain_mode(*k);
-        const void *fn = mode == CHAIN_F32_V3 ? (const void *)k_typed_chain_store<CHAIN_F32_V3>
+        const void *fn = mode == CHAIN_F32_V4 ? (const void *)k_typed_chain_store<CHAIN_F32_V4>
+                         : mode == CHAIN_F32_V3 ? (const void *)k_typed_chain_store<CHAIN_F32_V3>
                          : mode == CHAIN_F32  ? (const void *)k_typed_chain_store<CHAIN_F32>
                                               : (const void *)k_typed_chain_store<CHAIN_ANY>;
         err = cudaLaunchKernel(fn, dim3((unsigned)cblocks),
@@ -563,7 +584,7 @@ extern "C" int gs__cuda_launch_typed_sum(const gs__cuda_dev_t *dev, void *stream
     if (rows == 0 || k->shape[k->ndim - 1] == 0) return 0;
     if (gs__cuda_f32pairs_fits(dev, k) &&
         gs__cuda_launch_f32pairs(dev, stream, k, partials, npartials, counter, st_p))
-        return 1; /* float32 v3 normals in pairs (fused_pairs_f32.cu) */
+        return 1; /* float32 v3 / v4 normals in pairs and blocks (fused_pairs_f32.cu) */
     const bool chain = typed_is_chain(*k);
     int64_t blocks = chain ? (chain_units(*k) + BLOCK - 1) / BLOCK : rows;
     const int64_t cap = (int64_t)(dev->num_sms > 0 ? dev->num_sms : 1) * 16;
@@ -572,6 +593,7 @@ extern "C" int gs__cuda_launch_typed_sum(const gs__cuda_dev_t *dev, void *stream
     void *args[4] = {(void *)k, (void *)&rows, (void *)&partials, (void *)&counter};
     const int mode = chain ? chain_mode(*k) : CHAIN_ANY;
     const void *fn = !chain                ? (const void *)k_typed_sum
+                     : mode == CHAIN_F32_V4 ? (const void *)k_typed_chain_sum<CHAIN_F32_V4>
                      : mode == CHAIN_F32_V3 ? (const void *)k_typed_chain_sum<CHAIN_F32_V3>
                      : mode == CHAIN_F32    ? (const void *)k_typed_chain_sum<CHAIN_F32>
                                             : (const void *)k_typed_chain_sum<CHAIN_ANY>;

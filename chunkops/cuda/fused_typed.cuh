@@ -30,7 +30,7 @@ __host__ __device__ inline bool chain_f32_of(const gs_kfused_t &k, f32_chain &c)
     const gs_kleaf_t &lf = k.leaves[k.prog[0].arg];
     c.n = 0;
     if (lf.kind != GS_LEAF_NORMAL_F32 && lf.kind != GS_LEAF_UNIFORM_F32 &&
-        lf.kind != GS_LEAF_NORMAL_F32_V3)
+        lf.kind != GS_LEAF_NORMAL_F32_V3 && lf.kind != GS_LEAF_NORMAL_F32_V4)
         return false;
     for (int pc = 1; pc < k.nprog; pc++) {
         const gs_kinstr_t &in = k.prog[pc];

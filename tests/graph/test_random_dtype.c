@@ -4,42 +4,10 @@
  * round-tripped through the codec, the CPU backend's serial evaluator; compared bit for bit with
  * chunkops/random.h evaluated directly at each element's global index (chunk invariance), plus
  * the seed expression in float32 and bad input. */
-#include "graph_eval_util.h"
-#include "chunkops/chunkops.h"
-#include "chunkops/eval.h"
-#include "chunkops/random.h"
+#include "random_graph_test_util.h"
 #include "common/buf.h"
-#include "common/error.h"
-#include "graph/taskgraph.h"
 
-#include <criterion/criterion.h>
-#include <gsched/array.h>
-#include <math.h>
-#include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
-
-#define OK(call) do { gs_status_t st__ = (call); \
-    cr_assert_eq(st__, GS_OK, "%s: %s", #call, gs_last_error()); } while (0)
-
-static gs_chunkops_ctx_h ctx;
-
-static void setup(void)
-{
-    ctx = gx_ctx_create();
-}
-
-static void teardown(void)
-{
-    gx_ctx_destroy(ctx);
-}
-
-TestSuite(graph_random_dtype, .init = setup, .fini = teardown, .timeout = 300);
-
-static void *eval_raw(gs_array_h h, unsigned flags)
-{
-    return gx_eval_raw(ctx, h, flags);
-}
+TestSuite(graph_random_dtype, .init = rg_setup, .fini = rg_teardown, .timeout = 300);
 
 enum { R = 37, C = 53 };
 static const int64_t chunkings[][2] = {{R, C}, {5, 7}, {16, 1}, {1, 53}};

@@ -208,10 +208,15 @@ gs_status_t gs_array_random_normal(uint64_t seed, double mean, double std, int n
  * 4q + 1, 4q + 3) share one block and one log, sqrt and sine/cosine pair, so reads with unit
  * stride and with stride 2 (x[::2]) both use both halves; the same bits on CPU and GPU. */
 #define GS_RANDOM_V3 3
+/* V4 (float32 only, docs/random.md "float32 version 4"): elements 8g + p + 2m (m = 0..3) of each
+ * group of eight, p = 0 and p = 1, take the four normals of one block, so a read with stride 2
+ * (x[::2]) uses whole blocks; the same bits on CPU and GPU. Float64 arrays have no version 4. */
+#define GS_RANDOM_V4 4
 
 /** gs_array_random_normal() under definition @a version (GS_RANDOM_V1, V2 or V3); the
  *  same array, element for element, for the same arguments on any chunking, worker count and
- *  backend. GS_ERR_INVALID_PARAM for another version or what gs_array_random_normal() rejects;
+ *  backend. GS_ERR_INVALID_PARAM for another version (GS_RANDOM_V4: float32 only, the message
+ *  says so) or what gs_array_random_normal() rejects;
  *  *out_p (a new reference, released by the caller) is written only on success. */
 gs_status_t gs_array_random_normal_version(uint64_t seed, double mean, double std, int version,
                                            int ndim, const int64_t *shape, const int64_t *chunks,
@@ -234,7 +239,7 @@ gs_status_t gs_array_random_normal_dtype(uint64_t seed, double mean, double std,
 
 /** gs_array_random_normal_dtype() under definition @a version of that dtype (docs/random.md):
  *  float64 takes GS_RANDOM_V1, V2 or V3 (as gs_array_random_normal_version()), float32
- *  GS_RANDOM_V1 (gs_array_random_normal_dtype()) or V3. Errors: GS_ERR_INVALID_PARAM for a
+ *  GS_RANDOM_V1 (gs_array_random_normal_dtype()), V3 or V4 (float32 only). Errors: GS_ERR_INVALID_PARAM for a
  *  version the dtype does not have (the message names both) and what
  *  gs_array_random_normal_dtype() rejects; *out_p (a new reference) is written only on success. */
 gs_status_t gs_array_random_normal_dtype_version(uint64_t seed, double mean, double std,
