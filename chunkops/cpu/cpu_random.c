@@ -12,9 +12,10 @@
  * ISO C mode), so every CPU gives bit-identical results; on x86-64 the loops are cloned for
  * AVX-512 and AVX2 and the best clone is picked at load time (not under ASan or TSan: an
  * instrumented resolver runs before the sanitizer runtime is up).
- * Version 2 and 3 normals (gs__cpu_random_normal_v2/_v3) share the vectorised Philox (counter
- * word c2 = GS_RANDOM_V2_TAG / GS_RANDOM_V3_TAG, one block per pair) and random.h's libm-free
- * arithmetic: the scalar bits. */
+ * Version 2 and 3 normals (gs__cpu_random_normal_v2/_v3) differ only in how they group elements
+ * into pairs; one batch routine (gs__normal_pairs_scatter) does the vectorised Philox (counter
+ * word c2 = GS_RANDOM_V2_TAG / GS_RANDOM_V3_TAG, one block per pair), random.h's libm-free
+ * arithmetic (the scalar bits) and the stores of both. */
 #include "chunkops/cpu/cpu.h"
 #include "chunkops/random.h"
 
@@ -341,36 +342,47 @@ GS__CLONES static void gs__pairs_from_words(const uint64_t *restrict wa,
     }
 }
 
+/* Versions 2 and 3: the normals of the np (<= GS__RBLOCK) pairs kk[p], the blocks with counters
+ * (kk[p], tag, 0): mean + std * z0 of pair p goes to out[at0[p]] (half 0, the cosine) and
+ * mean + std * z1 to out[at1[p]] (half 1, the sine); a position of -1 is a half not asked for. */
+static void gs__normal_pairs_scatter(uint64_t seed, uint32_t tag, const uint64_t *restrict kk,
+                                     const int32_t *restrict at0, const int32_t *restrict at1,
+                                     int np, double mean, double std, double *restrict out)
+{
+    uint64_t wa[GS__RBLOCK], wb[GS__RBLOCK];
+    double z0[GS__RBLOCK], z1[GS__RBLOCK];
+    gs__philox_words(seed, kk, np, wa, wb, tag);
+    gs__pairs_from_words(wa, wb, np, z0, z1);
+    for (int p = 0; p < np; p++) {
+        if (at0[p] >= 0) out[at0[p]] = mean + std * z0[p];
+        if (at1[p] >= 0) out[at1[p]] = mean + std * z1[p];
+    }
+}
+
+/* Version 2: pair k holds elements 2k (half 0) and 2k + 1 (half 1). An even element followed
+ * by its partner is one pair; any other element is alone and takes its own half. */
 void gs__cpu_random_normal_v2(uint64_t seed, const uint64_t *idx, int n, double mean, double std,
                               double *out)
 {
-    uint64_t kk[GS__RBLOCK], wa[GS__RBLOCK], wb[GS__RBLOCK];
-    int32_t first[GS__RBLOCK];
-    uint8_t both[GS__RBLOCK];
-    double z0[GS__RBLOCK], z1[GS__RBLOCK];
+    uint64_t kk[GS__RBLOCK];
+    int32_t at0[GS__RBLOCK], at1[GS__RBLOCK]; /* positions of halves 0 and 1, or -1 */
     int i = 0;
     while (i < n) {
-        /* the next pairs: an element and its partner when it follows it, else alone */
         int np = 0;
         while (i < n && np < GS__RBLOCK) {
-            uint64_t e = idx[i];
+            const uint64_t e = idx[i];
             kk[np] = e >> 1;
-            first[np] = i;
-            both[np] = (e & 1u) == 0 && i + 1 < n && idx[i + 1] == e + 1;
-            i += 1 + both[np];
-            np++;
-        }
-        gs__philox_words(seed, kk, np, wa, wb, GS_RANDOM_V2_TAG);
-        gs__pairs_from_words(wa, wb, np, z0, z1);
-        for (int p = 0; p < np; p++) {
-            int e = first[p];
-            if (both[p]) {
-                out[e] = mean + std * z0[p];
-                out[e + 1] = mean + std * z1[p];
+            if ((e & 1u) == 0 && i + 1 < n && idx[i + 1] == e + 1) {
+                at0[np] = i;
+                at1[np++] = i + 1;
+                i += 2;
             } else {
-                out[e] = mean + std * ((idx[e] & 1u) ? z1[p] : z0[p]);
+                at0[np] = (e & 1u) ? -1 : i;
+                at1[np++] = (e & 1u) ? i : -1;
+                i++;
             }
         }
+        gs__normal_pairs_scatter(seed, GS_RANDOM_V2_TAG, kk, at0, at1, np, mean, std, out);
     }
 }
 
@@ -381,9 +393,8 @@ void gs__cpu_random_normal_v2(uint64_t seed, const uint64_t *idx, int n, double 
 void gs__cpu_random_normal_v3(uint64_t seed, const uint64_t *idx, int n, double mean, double std,
                               double *out)
 {
-    uint64_t kk[GS__RBLOCK], wa[GS__RBLOCK], wb[GS__RBLOCK];
+    uint64_t kk[GS__RBLOCK];
     int32_t at0[GS__RBLOCK], at1[GS__RBLOCK]; /* positions of halves 0 and 1, or -1 */
-    double z0[GS__RBLOCK], z1[GS__RBLOCK];
     int i = 0;
     while (i < n) {
         int np = 0;
@@ -410,11 +421,6 @@ void gs__cpu_random_normal_v3(uint64_t seed, const uint64_t *idx, int n, double 
                 i++;
             }
         }
-        gs__philox_words(seed, kk, np, wa, wb, GS_RANDOM_V3_TAG);
-        gs__pairs_from_words(wa, wb, np, z0, z1);
-        for (int p = 0; p < np; p++) {
-            if (at0[p] >= 0) out[at0[p]] = mean + std * z0[p];
-            if (at1[p] >= 0) out[at1[p]] = mean + std * z1[p];
-        }
+        gs__normal_pairs_scatter(seed, GS_RANDOM_V3_TAG, kk, at0, at1, np, mean, std, out);
     }
 }
