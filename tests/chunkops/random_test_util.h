@@ -1,6 +1,7 @@
 /* Shared by the version-2 and version-3 normal tests (test_random_v2.c, test_random_v3.c): a
  * 37 x 53 normal array of one leaf kind filled through the CPU backend's fused STORE kernels
- * chunk by chunk, and the statistics of 10^8 samples of a batch generator. */
+ * chunk by chunk, the statistics of 10^8 samples of a batch generator, and the independent long
+ * double evaluation of a Box-Muller pair with the check of a value against it. */
 #ifndef GS_TESTS_CHUNKOPS_RANDOM_TEST_UTIL_H
 #define GS_TESTS_CHUNKOPS_RANDOM_TEST_UTIL_H
 
@@ -10,6 +11,7 @@
 #include <string.h>
 
 #include "chunkops/chunkops.h"
+#include "chunkops/random.h"
 
 enum { RT_R = 37, RT_C = 53 };
 
@@ -105,6 +107,37 @@ static inline void rt_normal_statistics(const char *name, rt_batch_fn gen, int p
     cr_log_info("%s over 1e8: mean %.3g var %.9f m4 %.6f corr %.3g; tails %lld %lld %lld %lld %lld",
                 name, mean, var, m4, corr, (long long)tail[1], (long long)tail[2],
                 (long long)tail[3], (long long)tail[4], (long long)tail[5]);
+}
+
+/* The definition's Box-Muller pair evaluated independently of random.h's arithmetic: the
+ * Philox block of counter (lo32(k), hi32(k), @a tag, 0), key @a seed, then 80-bit libm with the
+ * angle 2 pi b 2^-53: *z0 = r cos(theta), *z1 = r sin(theta). */
+static inline void rt_ref_pair(uint64_t seed, uint64_t k, uint32_t tag, long double *z0,
+                               long double *z1)
+{
+    gs_philox4_t w = gs_philox4x32_10((uint32_t)k, (uint32_t)(k >> 32), tag, 0u,
+                                      (uint32_t)seed, (uint32_t)(seed >> 32));
+    uint64_t a = (((uint64_t)w.v[1] << 32) | w.v[0]) >> 11;
+    uint64_t b = (((uint64_t)w.v[3] << 32) | w.v[2]) >> 11;
+    long double u1 = ((long double)a + 1.0L) * 0x1p-53L;
+    long double r = sqrtl(-2.0L * logl(u1));
+    long double th = 2.0L * 3.14159265358979323846264338327950288L * ((long double)b * 0x1p-53L);
+    *z0 = r * cosl(th);
+    *z1 = r * sinl(th);
+}
+
+/* A standard normal @a z of versions 2 and 3 against its independent evaluation @a r: within 4
+ * ulp of the value, or of 1 near 0 (a few roundings of the radius and the angle), finite and
+ * |z| <= 8.5719 (the largest radius); *worst keeps the largest difference in ulp. @a seed and
+ * @a at (pair or index) name the value in a failure. */
+static inline void rt_expect_close(double z, long double r, uint64_t seed, uint64_t at,
+                                   double *worst)
+{
+    double e = (double)fabsl((long double)z - r) / (fabs(z) * 0x1p-52 + 0x1p-52);
+    if (e > *worst) *worst = e;
+    cr_assert(e <= 4.0, "seed %llu at %llu: %.17g vs %.17Lg", (unsigned long long)seed,
+              (unsigned long long)at, z, r);
+    cr_assert(isfinite(z) && fabs(z) <= 8.5719);
 }
 
 #endif
