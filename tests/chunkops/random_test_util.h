@@ -1,5 +1,5 @@
-/* Shared by the version-2 and version-3 normal tests (test_random_v2.c, test_random_v3.c): a
- * 37 x 53 normal array of one leaf kind filled through the CPU backend's fused STORE kernels
+/* Shared by the random tests (test_random.c, test_random_v2.c, test_random_v3.c): a
+ * 37 x 53 random array of one leaf kind filled through the CPU backend's fused STORE kernels
  * chunk by chunk, the statistics of 10^8 samples of a batch generator, and the independent long
  * double evaluation of a Box-Muller pair with the check of a value against it. */
 #ifndef GS_TESTS_CHUNKOPS_RANDOM_TEST_UTIL_H
@@ -16,10 +16,11 @@
 enum { RT_R = 37, RT_C = 53 };
 
 /* Fill @a out (RT_R x W, W = ceil(RT_C / step)) with columns 0, step, 2 step, ... of the RT_R x
- * RT_C normal array (mean 3, std 0.25, leaf @a kind, @a seed), computed in chunks of c0 x c1
- * elements of the view: odd chunk widths split pairs between chunks. */
-static inline void rt_fill_chunked(int kind, uint64_t seed, int64_t step, int64_t c0, int64_t c1,
-                                   double *out)
+ * RT_C random array of leaf @a kind, @a seed and parameters @a p0, @a p1 (mean and std, or low
+ * and high), computed in chunks of c0 x c1 elements of the view: odd chunk widths split pairs
+ * between chunks. */
+static inline void rt_fill_chunked_with(int kind, uint64_t seed, int64_t step, double p0,
+                                        double p1, int64_t c0, int64_t c1, double *out)
 {
     const int64_t R = RT_R, C = RT_C, W = (C + step - 1) / step;
     static double buf[RT_R * RT_C];
@@ -39,8 +40,8 @@ static inline void rt_fill_chunked(int kind, uint64_t seed, int64_t step, int64_
             k.leaves[0].stride[0] = C;
             k.leaves[0].stride[1] = step;
             k.leaves[0].seed = seed;
-            k.leaves[0].p0 = 3.0;
-            k.leaves[0].p1 = 0.25;
+            k.leaves[0].p0 = p0;
+            k.leaves[0].p1 = p1;
             k.nprog = 1;
             k.prog[0].op = GS_OP_LEAF;
             k.terminal = GS_TERM_STORE;
@@ -51,6 +52,13 @@ static inline void rt_fill_chunked(int kind, uint64_t seed, int64_t step, int64_
         }
     }
     gs_chunkops_cpu_ops.ctx_destroy(ctx);
+}
+
+/* rt_fill_chunked_with for a normal array of mean 3 and std 0.25. */
+static inline void rt_fill_chunked(int kind, uint64_t seed, int64_t step, int64_t c0, int64_t c1,
+                                   double *out)
+{
+    rt_fill_chunked_with(kind, seed, step, 3.0, 0.25, c0, c1, out);
 }
 
 typedef void (*rt_batch_fn)(uint64_t seed, const uint64_t *idx, int n, double mean, double std,
