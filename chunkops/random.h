@@ -208,14 +208,13 @@ GS_HD gs_philox4_t gs_random_block_v2(uint64_t seed, uint64_t k)
                             (uint32_t)seed, (uint32_t)(seed >> 32));
 }
 
-/** v2: the standard normals z0 = r cos(theta) (element 2k) and z1 = r sin(theta) (element
- *  2k + 1) of pair k. cos and sin of theta = n pi/2 + y are (C, S), (-S, C), (-C, -S), (S, -C)
- *  for n = 0..3 with C = gs__kcos_v2(y), S = gs__ksin_v2(y). */
-GS_HD void gs_random_normal_pair_v2(uint64_t seed, uint64_t k, double *z0_p, double *z1_p)
+/** v2 (and v3): the standard normals z0 = r cos(theta), z1 = r sin(theta) of the words @a w.
+ *  cos and sin of theta = n pi/2 + y are (C, S), (-S, C), (-C, -S), (S, -C) for n = 0..3 with
+ *  C = gs__kcos_v2(y), S = gs__ksin_v2(y). */
+GS_HD void gs__normal_pair_words(const gs_philox4_t *w, double *z0_p, double *z1_p)
 {
-    const gs_philox4_t w = gs_random_block_v2(seed, k);
-    const uint64_t a = (((uint64_t)w.v[1] << 32) | w.v[0]) >> 11;
-    const uint64_t b = (((uint64_t)w.v[3] << 32) | w.v[2]) >> 11;
+    const uint64_t a = (((uint64_t)w->v[1] << 32) | w->v[0]) >> 11;
+    const uint64_t b = (((uint64_t)w->v[3] << 32) | w->v[2]) >> 11;
     const double r = gs__radius_v2(a);
     unsigned n;
     double y;
@@ -227,26 +226,39 @@ GS_HD void gs_random_normal_pair_v2(uint64_t seed, uint64_t k, double *z0_p, dou
     *z1_p = r * sn;
 }
 
+/** Half @a h (0: r cos theta, 1: r sin theta) of the words @a w alone, the same bits as that
+ *  half of gs__normal_pair_words. */
+GS_HD double gs__normal_half_words(const gs_philox4_t *w, unsigned h)
+{
+    const uint64_t a = (((uint64_t)w->v[1] << 32) | w->v[0]) >> 11;
+    const uint64_t b = (((uint64_t)w->v[3] << 32) | w->v[2]) >> 11;
+    unsigned n;
+    double y;
+    gs__angle_v2(b, &n, &y);
+    n += h * 3u; /* sin(theta) = cos(theta - pi/2): quadrant n - 1 */
+    const double t = (n & 1u) ? gs__ksin_v2(y) : gs__kcos_v2(y);
+    return gs__radius_v2(a) * (((n + 1u) & 2u) ? -t : t);
+}
+
+/** v2: the standard normals z0 (element 2k) and z1 (element 2k + 1) of pair k. */
+GS_HD void gs_random_normal_pair_v2(uint64_t seed, uint64_t k, double *z0_p, double *z1_p)
+{
+    const gs_philox4_t w = gs_random_block_v2(seed, k);
+    gs__normal_pair_words(&w, z0_p, z1_p);
+}
+
 /** v2: Normal(mean, std) at global index @a i: mean + std * z, z the pair's z0 (i even) or z1
  *  (i odd). Computes only the half it needs (the same bits as the pair). */
 GS_HD double gs_random_normal_v2(uint64_t seed, uint64_t i, double mean, double std)
 {
     const gs_philox4_t w = gs_random_block_v2(seed, i >> 1);
-    const uint64_t a = (((uint64_t)w.v[1] << 32) | w.v[0]) >> 11;
-    const uint64_t b = (((uint64_t)w.v[3] << 32) | w.v[2]) >> 11;
-    unsigned n;
-    double y;
-    gs__angle_v2(b, &n, &y);
-    n += (unsigned)(i & 1u) * 3u; /* sin(theta) = cos(theta - pi/2): quadrant n - 1 */
-    const double t = (n & 1u) ? gs__ksin_v2(y) : gs__kcos_v2(y);
-    const double z = gs__radius_v2(a) * (((n + 1u) & 2u) ? -t : t);
-    return mean + std * z;
+    return mean + std * gs__normal_half_words(&w, (unsigned)(i & 1u));
 }
 
 /* ---- version 3 (docs/random.md, "Version 3"): pairs at distance 2 ----
  *
  * Elements 4q + j and 4q + j + 2 (j = 0, 1) form pair k = 2q + j and take the two outputs of
- * one Box-Muller transform (version 2's arithmetic, above) of the block with counter (lo32(k),
+ * one Box-Muller transform (version 2's arithmetic, gs__normal_pair_words above) of the block with counter (lo32(k),
  * hi32(k), GS_RANDOM_V3_TAG, 0): 4q + j the cosine (half 0), 4q + j + 2 the sine (half 1). A
  * read with unit stride and a read with stride 2 (x[::2]) both meet both halves of every pair
  * they touch, so both use one log, one sqrt and one sine/cosine pair per two normals. */
@@ -276,37 +288,6 @@ GS_HD gs_philox4_t gs_random_block_v3(uint64_t seed, uint64_t k)
 {
     return gs_philox4x32_10((uint32_t)k, (uint32_t)(k >> 32), GS_RANDOM_V3_TAG, 0u,
                             (uint32_t)seed, (uint32_t)(seed >> 32));
-}
-
-/** The standard normals (r cos theta, r sin theta) of the words @a w: version 2's arithmetic
- *  (gs_random_normal_pair_v2), shared by version 3. */
-GS_HD void gs__normal_pair_words(const gs_philox4_t *w, double *z0_p, double *z1_p)
-{
-    const uint64_t a = (((uint64_t)w->v[1] << 32) | w->v[0]) >> 11;
-    const uint64_t b = (((uint64_t)w->v[3] << 32) | w->v[2]) >> 11;
-    const double r = gs__radius_v2(a);
-    unsigned n;
-    double y;
-    gs__angle_v2(b, &n, &y);
-    const double C = gs__kcos_v2(y), S = gs__ksin_v2(y);
-    const double c = n == 0 ? C : n == 1 ? -S : n == 2 ? -C : S;
-    const double sn = n == 0 ? S : n == 1 ? C : n == 2 ? -S : -C;
-    *z0_p = r * c;
-    *z1_p = r * sn;
-}
-
-/** Half @a h (0: r cos theta, 1: r sin theta) of the words @a w alone, the same bits as that
- *  half of gs__normal_pair_words. */
-GS_HD double gs__normal_half_words(const gs_philox4_t *w, unsigned h)
-{
-    const uint64_t a = (((uint64_t)w->v[1] << 32) | w->v[0]) >> 11;
-    const uint64_t b = (((uint64_t)w->v[3] << 32) | w->v[2]) >> 11;
-    unsigned n;
-    double y;
-    gs__angle_v2(b, &n, &y);
-    n += h * 3u; /* sin(theta) = cos(theta - pi/2): quadrant n - 1 */
-    const double t = (n & 1u) ? gs__ksin_v2(y) : gs__kcos_v2(y);
-    return gs__radius_v2(a) * (((n + 1u) & 2u) ? -t : t);
 }
 
 /** v3: the standard normals z0 (element gs_random_v3_first(k)) and z1 (that + 2) of pair k. */

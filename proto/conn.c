@@ -32,7 +32,8 @@
  * queued writes; GS_OK waits for the connection attempt if one is under way, then uv_shutdown()s
  * (which completes after every queued write) and uv_close()s. close_cb runs from the uv_close
  * callback, so always from the loop and never inside gs_conn_close(); the connection is freed
- * right after it.
+ * right after it. A TLS peer's close_notify closes it once the frames received before it (often
+ * in the same read, e.g. gsched's last SHUTDOWN) are handed out, as the end of stream does.
  */
 #include "proto/conn.h"
 
@@ -86,6 +87,7 @@ struct gs_conn {
     unsigned budget_wait : 1;      /* reading stopped until params.budget has room for want */
     unsigned has_addr : 1;         /* peer_addr is known */
     unsigned tls_connect_pending : 1;  /* TLS client: connect_cb not yet called */
+    unsigned tls_peer_closed : 1;  /* close_notify came: fail after handing out the frames before it */
     gs_tls_session_t *tls;         /* NULL without TLS */
     uint64_t charged;              /* bytes of the frame in progress charged to params.budget */
     uint64_t want;                 /* bytes waited for (budget_wait) */
@@ -477,6 +479,7 @@ static void gs__conn_read(gs_conn_t *c, ssize_t nread, const uv_buf_t *buf)
         gs_msg_cleanup(&msg);
         gs__conn_budget_uncharge(c);  /* the frame was handed out */
     }
+    if (c->tls_peer_closed) gs__conn_fail(c, GS_ERR_CONN_CLOSED);  /* its earlier frames went out */
     gs__conn_arm_trim(c);
 }
 
@@ -834,7 +837,8 @@ static gs_status_t gs__conn_tls_feed(gs_conn_t *c, size_t n)
     int was_ready = gs_tls_session_ready(c->tls);
     gs_status_t st = gs_tls_session_feed(c->tls, gs__conn_rbuf, n, gs__conn_tls_plain, c);
     gs__conn_tls_flush(c);  /* handshake replies, alerts, session tickets */
-    if (st != GS_OK) {
+    if (st == GS_ERR_CONN_CLOSED && !c->close_requested) c->tls_peer_closed = 1;
+    else if (st != GS_OK) {
         gs__conn_fail(c, st);
         return st;
     }

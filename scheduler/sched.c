@@ -464,6 +464,12 @@ void gs_sched_stop(gs_sched_h s)
     if (s == NULL || s->stopping) return;
     s->stopping = 1;
     GS_LOG_INFO("shutting down");
+    /* SHUTDOWN is queued to every worker before anything is torn down, so it is what each
+     * worker reads next (workers exit on it rather than rejoin); the closes below flush it */
+    memset(&shut, 0, sizeof shut);
+    shut.type = GS_MSG_SHUTDOWN;
+    for (gs__peer_t *p = s->peers; p != NULL; p = p->next)
+        if (p->state == GS__PEER_WORKER) gs__sched_send(s, p, &shut);
     if (s->listening) uv_close((uv_handle_t *)&s->server, gs__on_handle_closed);
     gs__dash_stop(s->dash);
     uv_timer_stop(&s->timer);
@@ -472,12 +478,7 @@ void gs_sched_stop(gs_sched_h s)
     uv_close((uv_handle_t *)&s->check, gs__on_handle_closed);
     uv_close((uv_handle_t *)&s->accept_prep, gs__on_handle_closed);
     gs__graph_free_all(s);
-    memset(&shut, 0, sizeof shut);
-    shut.type = GS_MSG_SHUTDOWN;
-    for (gs__peer_t *p = s->peers; p != NULL; p = p->next) {
-        if (p->state == GS__PEER_WORKER) gs__sched_send(s, p, &shut);
-        gs__peer_close(p, GS_OK, 0, NULL);
-    }
+    for (gs__peer_t *p = s->peers; p != NULL; p = p->next) gs__peer_close(p, GS_OK, 0, NULL);
 }
 
 void gs_sched_stats(gs_sched_h s, gs_sched_stats_t *stats_p)

@@ -433,8 +433,9 @@ int gs_sched_port(gs_sched_h sched);
  *  GS_ERR_INVALID_PARAM before listen or if @a len is too small. */
 gs_status_t gs_sched_address(gs_sched_h sched, char *buf, size_t len);
 
-/** Begin an orderly shutdown (idempotent, loop thread only): stop listening, send SHUTDOWN to
- *  every worker, flush and close every connection, close the scheduler's handles. Running
+/** Begin an orderly shutdown (idempotent, loop thread only): send SHUTDOWN to every worker
+ *  first (before anything is torn down: workers exit on it instead of rejoining), stop
+ *  listening, flush and close every connection, close the scheduler's handles. Running
  *  graphs are abandoned (clients see their connection close). The loop's uv_run() returns once
  *  everything is closed (if nothing else keeps it alive). */
 void gs_sched_stop(gs_sched_h sched);

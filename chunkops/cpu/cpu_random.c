@@ -12,9 +12,10 @@
  * ISO C mode), so every CPU gives bit-identical results; on x86-64 the loops are cloned for
  * AVX-512 and AVX2 and the best clone is picked at load time (not under ASan or TSan: an
  * instrumented resolver runs before the sanitizer runtime is up).
- * Version 2 and 3 normals (gs__cpu_random_normal_v2/_v3) share the vectorised Philox (counter
- * word c2 = GS_RANDOM_V2_TAG / GS_RANDOM_V3_TAG, one block per pair) and random.h's libm-free
- * arithmetic: the scalar bits. */
+ * Version 2 and 3 normals (gs__cpu_random_normal_v2/_v3) differ only in how they group elements
+ * into pairs; one batch routine (gs__pairs_scatter) does the vectorised Philox (counter
+ * word c2 = GS_RANDOM_V2_TAG / GS_RANDOM_V3_TAG, one block per pair), random.h's libm-free
+ * arithmetic (the scalar bits) and the stores of both. */
 #include "chunkops/cpu/cpu.h"
 #include "chunkops/random.h"
 
@@ -341,36 +342,65 @@ GS__CLONES static void gs__pairs_from_words(const uint64_t *restrict wa,
     }
 }
 
+/* Versions 2 and 3: a batch of pairs to compute, pair p with counter k[p] and the positions
+ * at0[p] (half 0, the cosine) and at1[p] (half 1, the sine) its halves go to, -1 for a half not
+ * asked for. */
+typedef struct {
+    uint64_t k[GS__RBLOCK];
+    int32_t at0[GS__RBLOCK], at1[GS__RBLOCK];
+    int n;
+} gs__pairs_t;
+
+static inline void gs__pairs_add(gs__pairs_t *b, uint64_t k, int32_t at0, int32_t at1)
+{
+    b->k[b->n] = k;
+    b->at0[b->n] = at0;
+    b->at1[b->n++] = at1;
+}
+
+/* An element alone in the batch: position @a at takes half @a half of pair @a k. */
+static inline void gs__pairs_add_alone(gs__pairs_t *b, uint64_t k, unsigned half, int32_t at)
+{
+    gs__pairs_add(b, k, half ? -1 : at, half ? at : -1);
+}
+
+/* The normals of the batch @a b, the blocks with counters (k[p], tag, 0): mean + std * z0 of
+ * pair p goes to out[at0[p]] and mean + std * z1 to out[at1[p]]. Empties the batch. */
+static void gs__pairs_scatter(gs__pairs_t *restrict b, uint64_t seed, uint32_t tag, double mean,
+                              double std, double *restrict out)
+{
+    uint64_t wa[GS__RBLOCK], wb[GS__RBLOCK];
+    double z0[GS__RBLOCK], z1[GS__RBLOCK];
+    if (b->n <= 0) return;
+    gs__philox_words(seed, b->k, b->n, wa, wb, tag);
+    gs__pairs_from_words(wa, wb, b->n, z0, z1);
+    for (int p = 0; p < b->n; p++) {
+        if (b->at0[p] >= 0) out[b->at0[p]] = mean + std * z0[p];
+        if (b->at1[p] >= 0) out[b->at1[p]] = mean + std * z1[p];
+    }
+    b->n = 0;
+}
+
+/* Version 2: pair k holds elements 2k (half 0) and 2k + 1 (half 1). An even element followed
+ * by its partner is one pair; any other element is alone and takes its own half. */
 void gs__cpu_random_normal_v2(uint64_t seed, const uint64_t *idx, int n, double mean, double std,
                               double *out)
 {
-    uint64_t kk[GS__RBLOCK], wa[GS__RBLOCK], wb[GS__RBLOCK];
-    int32_t first[GS__RBLOCK];
-    uint8_t both[GS__RBLOCK];
-    double z0[GS__RBLOCK], z1[GS__RBLOCK];
+    gs__pairs_t b;
+    b.n = 0;
     int i = 0;
     while (i < n) {
-        /* the next pairs: an element and its partner when it follows it, else alone */
-        int np = 0;
-        while (i < n && np < GS__RBLOCK) {
-            uint64_t e = idx[i];
-            kk[np] = e >> 1;
-            first[np] = i;
-            both[np] = (e & 1u) == 0 && i + 1 < n && idx[i + 1] == e + 1;
-            i += 1 + both[np];
-            np++;
-        }
-        gs__philox_words(seed, kk, np, wa, wb, GS_RANDOM_V2_TAG);
-        gs__pairs_from_words(wa, wb, np, z0, z1);
-        for (int p = 0; p < np; p++) {
-            int e = first[p];
-            if (both[p]) {
-                out[e] = mean + std * z0[p];
-                out[e + 1] = mean + std * z1[p];
+        while (i < n && b.n < GS__RBLOCK) {
+            const uint64_t e = idx[i];
+            if ((e & 1u) == 0 && i + 1 < n && idx[i + 1] == e + 1) {
+                gs__pairs_add(&b, e >> 1, i, i + 1);
+                i += 2;
             } else {
-                out[e] = mean + std * ((idx[e] & 1u) ? z1[p] : z0[p]);
+                gs__pairs_add_alone(&b, e >> 1, (unsigned)(e & 1u), i);
+                i++;
             }
         }
+        gs__pairs_scatter(&b, seed, GS_RANDOM_V2_TAG, mean, std, out);
     }
 }
 
@@ -381,40 +411,25 @@ void gs__cpu_random_normal_v2(uint64_t seed, const uint64_t *idx, int n, double 
 void gs__cpu_random_normal_v3(uint64_t seed, const uint64_t *idx, int n, double mean, double std,
                               double *out)
 {
-    uint64_t kk[GS__RBLOCK], wa[GS__RBLOCK], wb[GS__RBLOCK];
-    int32_t at0[GS__RBLOCK], at1[GS__RBLOCK]; /* positions of halves 0 and 1, or -1 */
-    double z0[GS__RBLOCK], z1[GS__RBLOCK];
+    gs__pairs_t b;
+    b.n = 0;
     int i = 0;
     while (i < n) {
-        int np = 0;
-        while (i < n && np + 2 <= GS__RBLOCK) {
+        while (i < n && b.n + 2 <= GS__RBLOCK) {
             const uint64_t e = idx[i];
             if ((e & 3u) == 0 && i + 3 < n && idx[i + 1] == e + 1 && idx[i + 2] == e + 2 &&
                 idx[i + 3] == e + 3) {
-                kk[np] = gs_random_v3_pair(e);
-                at0[np] = i;
-                at1[np++] = i + 2;
-                kk[np] = gs_random_v3_pair(e + 1);
-                at0[np] = i + 1;
-                at1[np++] = i + 3;
+                gs__pairs_add(&b, gs_random_v3_pair(e), i, i + 2);
+                gs__pairs_add(&b, gs_random_v3_pair(e + 1), i + 1, i + 3);
                 i += 4;
             } else if (gs_random_v3_half(e) == 0 && i + 1 < n && idx[i + 1] == e + 2) {
-                kk[np] = gs_random_v3_pair(e);
-                at0[np] = i;
-                at1[np++] = i + 1;
+                gs__pairs_add(&b, gs_random_v3_pair(e), i, i + 1);
                 i += 2;
             } else {
-                kk[np] = gs_random_v3_pair(e);
-                at0[np] = gs_random_v3_half(e) ? -1 : i;
-                at1[np++] = gs_random_v3_half(e) ? i : -1;
+                gs__pairs_add_alone(&b, gs_random_v3_pair(e), gs_random_v3_half(e), i);
                 i++;
             }
         }
-        gs__philox_words(seed, kk, np, wa, wb, GS_RANDOM_V3_TAG);
-        gs__pairs_from_words(wa, wb, np, z0, z1);
-        for (int p = 0; p < np; p++) {
-            if (at0[p] >= 0) out[at0[p]] = mean + std * z0[p];
-            if (at1[p] >= 0) out[at1[p]] = mean + std * z1[p];
-        }
+        gs__pairs_scatter(&b, seed, GS_RANDOM_V3_TAG, mean, std, out);
     }
 }

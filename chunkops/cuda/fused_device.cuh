@@ -197,21 +197,13 @@ __device__ __forceinline__ double random_normal_dev(const gs__cuda_leaf_t &lf, u
 }
 
 /* Version 2 (random.h gs_random_normal_v2): the block of pair i >> 1 (counter word c2 =
- * GS_RANDOM_V2_TAG), then random.h's own libm-free radius and sine/cosine kernels, so the bits
- * are the CPU's. One element computes only the half it needs. */
+ * GS_RANDOM_V2_TAG), then random.h's libm-free gs__normal_half_words for the half i is, so the
+ * bits are the CPU's. One element computes only the half it needs. */
 __device__ __forceinline__ double random_normal_v2_dev(const gs__cuda_leaf_t &lf, uint64_t i)
 {
-    uint32_t w[4];
-    philox_dev(lf, i >> 1, w, GS_RANDOM_V2_TAG);
-    const uint64_t a = (((uint64_t)w[1] << 32) | w[0]) >> 11;
-    const uint64_t b = (((uint64_t)w[3] << 32) | w[2]) >> 11;
-    unsigned n;
-    double y;
-    gs__angle_v2(b, &n, &y);
-    n += (unsigned)(i & 1u) * 3u;
-    const double t = (n & 1u) ? gs__ksin_v2(y) : gs__kcos_v2(y);
-    const double z = gs__radius_v2(a) * (((n + 1u) & 2u) ? -t : t);
-    return lf.p0 + lf.p1 * z;
+    gs_philox4_t w;
+    philox_dev(lf, i >> 1, w.v, GS_RANDOM_V2_TAG);
+    return lf.p0 + lf.p1 * gs__normal_half_words(&w, (unsigned)(i & 1u));
 }
 
 /* Version 3 (random.h gs_random_normal_v3): the block of pair gs_random_v3_pair(i) (counter word

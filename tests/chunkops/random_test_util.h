@@ -1,6 +1,7 @@
-/* Shared by the version-2 and version-3 normal tests (test_random_v2.c, test_random_v3.c): a
- * 37 x 53 normal array of one leaf kind filled through the CPU backend's fused STORE kernels
- * chunk by chunk, and the statistics of 10^8 samples of a batch generator. */
+/* Shared by the random tests (test_random.c, test_random_v2.c, test_random_v3.c): a
+ * 37 x 53 random array of one leaf kind filled through the CPU backend's fused STORE kernels
+ * chunk by chunk, the statistics of 10^8 samples of a batch generator, and the independent long
+ * double evaluation of a Box-Muller pair with the check of a value against it. */
 #ifndef GS_TESTS_CHUNKOPS_RANDOM_TEST_UTIL_H
 #define GS_TESTS_CHUNKOPS_RANDOM_TEST_UTIL_H
 
@@ -10,14 +11,16 @@
 #include <string.h>
 
 #include "chunkops/chunkops.h"
+#include "chunkops/random.h"
 
 enum { RT_R = 37, RT_C = 53 };
 
 /* Fill @a out (RT_R x W, W = ceil(RT_C / step)) with columns 0, step, 2 step, ... of the RT_R x
- * RT_C normal array (mean 3, std 0.25, leaf @a kind, @a seed), computed in chunks of c0 x c1
- * elements of the view: odd chunk widths split pairs between chunks. */
-static inline void rt_fill_chunked(int kind, uint64_t seed, int64_t step, int64_t c0, int64_t c1,
-                                   double *out)
+ * RT_C random array of leaf @a kind, @a seed and parameters @a p0, @a p1 (mean and std, or low
+ * and high), computed in chunks of c0 x c1 elements of the view: odd chunk widths split pairs
+ * between chunks. */
+static inline void rt_fill_chunked_with(int kind, uint64_t seed, int64_t step, double p0,
+                                        double p1, int64_t c0, int64_t c1, double *out)
 {
     const int64_t R = RT_R, C = RT_C, W = (C + step - 1) / step;
     static double buf[RT_R * RT_C];
@@ -37,8 +40,8 @@ static inline void rt_fill_chunked(int kind, uint64_t seed, int64_t step, int64_
             k.leaves[0].stride[0] = C;
             k.leaves[0].stride[1] = step;
             k.leaves[0].seed = seed;
-            k.leaves[0].p0 = 3.0;
-            k.leaves[0].p1 = 0.25;
+            k.leaves[0].p0 = p0;
+            k.leaves[0].p1 = p1;
             k.nprog = 1;
             k.prog[0].op = GS_OP_LEAF;
             k.terminal = GS_TERM_STORE;
@@ -49,6 +52,13 @@ static inline void rt_fill_chunked(int kind, uint64_t seed, int64_t step, int64_
         }
     }
     gs_chunkops_cpu_ops.ctx_destroy(ctx);
+}
+
+/* rt_fill_chunked_with for a normal array of mean 3 and std 0.25. */
+static inline void rt_fill_chunked(int kind, uint64_t seed, int64_t step, int64_t c0, int64_t c1,
+                                   double *out)
+{
+    rt_fill_chunked_with(kind, seed, step, 3.0, 0.25, c0, c1, out);
 }
 
 typedef void (*rt_batch_fn)(uint64_t seed, const uint64_t *idx, int n, double mean, double std,
@@ -105,6 +115,37 @@ static inline void rt_normal_statistics(const char *name, rt_batch_fn gen, int p
     cr_log_info("%s over 1e8: mean %.3g var %.9f m4 %.6f corr %.3g; tails %lld %lld %lld %lld %lld",
                 name, mean, var, m4, corr, (long long)tail[1], (long long)tail[2],
                 (long long)tail[3], (long long)tail[4], (long long)tail[5]);
+}
+
+/* The definition's Box-Muller pair evaluated independently of random.h's arithmetic: the
+ * Philox block of counter (lo32(k), hi32(k), @a tag, 0), key @a seed, then 80-bit libm with the
+ * angle 2 pi b 2^-53: *z0 = r cos(theta), *z1 = r sin(theta). */
+static inline void rt_ref_pair(uint64_t seed, uint64_t k, uint32_t tag, long double *z0,
+                               long double *z1)
+{
+    gs_philox4_t w = gs_philox4x32_10((uint32_t)k, (uint32_t)(k >> 32), tag, 0u,
+                                      (uint32_t)seed, (uint32_t)(seed >> 32));
+    uint64_t a = (((uint64_t)w.v[1] << 32) | w.v[0]) >> 11;
+    uint64_t b = (((uint64_t)w.v[3] << 32) | w.v[2]) >> 11;
+    long double u1 = ((long double)a + 1.0L) * 0x1p-53L;
+    long double r = sqrtl(-2.0L * logl(u1));
+    long double th = 2.0L * 3.14159265358979323846264338327950288L * ((long double)b * 0x1p-53L);
+    *z0 = r * cosl(th);
+    *z1 = r * sinl(th);
+}
+
+/* A standard normal @a z of versions 2 and 3 against its independent evaluation @a r: within 4
+ * ulp of the value, or of 1 near 0 (a few roundings of the radius and the angle), finite and
+ * |z| <= 8.5719 (the largest radius); *worst keeps the largest difference in ulp. @a seed and
+ * @a at (pair or index) name the value in a failure. */
+static inline void rt_expect_close(double z, long double r, uint64_t seed, uint64_t at,
+                                   double *worst)
+{
+    double e = (double)fabsl((long double)z - r) / (fabs(z) * 0x1p-52 + 0x1p-52);
+    if (e > *worst) *worst = e;
+    cr_assert(e <= 4.0, "seed %llu at %llu: %.17g vs %.17Lg", (unsigned long long)seed,
+              (unsigned long long)at, z, r);
+    cr_assert(isfinite(z) && fabs(z) <= 8.5719);
 }
 
 #endif

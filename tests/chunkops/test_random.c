@@ -9,6 +9,7 @@
 #include "chunkops/chunkops.h"
 #include "chunkops/cpu/cpu.h"
 #include "chunkops/random.h"
+#include "random_test_util.h"
 
 static void check_kat(uint32_t c0, uint32_t c1, uint32_t c2, uint32_t c3, uint32_t k0,
                       uint32_t k1, uint32_t e0, uint32_t e1, uint32_t e2, uint32_t e3)
@@ -158,36 +159,8 @@ Test(chunkops_random, neighbouring_seeds_and_indices_are_uncorrelated)
  * different chunkings, equals the definition at every global index. */
 static void fill_chunked(uint64_t seed, int normal, int64_t c0, int64_t c1, double *out)
 {
-    const int64_t R = 37, C = 53;
-    for (int64_t r0 = 0; r0 < R; r0 += c0) {
-        for (int64_t q0 = 0; q0 < C; q0 += c1) {
-            int64_t nr = r0 + c0 > R ? R - r0 : c0, nc = q0 + c1 > C ? C - q0 : c1;
-            double buf[37 * 53];
-            gs_kfused_t k;
-            memset(&k, 0, sizeof(k));
-            k.ndim = 2;
-            k.shape[0] = nr;
-            k.shape[1] = nc;
-            k.nleaves = 1;
-            k.leaves[0].kind = normal ? GS_LEAF_NORMAL : GS_LEAF_UNIFORM;
-            k.leaves[0].base = r0 * C + q0;
-            k.leaves[0].stride[0] = C;
-            k.leaves[0].stride[1] = 1;
-            k.leaves[0].seed = seed;
-            k.leaves[0].p0 = normal ? 3.0 : -2.0;
-            k.leaves[0].p1 = normal ? 0.25 : 7.0;
-            k.nprog = 1;
-            k.prog[0].op = GS_OP_LEAF;
-            k.terminal = GS_TERM_STORE;
-            k.out = buf;
-            gs_chunkops_ctx_h ctx;
-            cr_assert_eq(gs_chunkops_cpu_ops.ctx_create(NULL, &ctx), GS_OK);
-            cr_assert_eq(gs_chunkops_cpu_ops.fused(ctx, NULL, &k), GS_OK, "%s", gs_last_error());
-            gs_chunkops_cpu_ops.ctx_destroy(ctx);
-            for (int64_t a = 0; a < nr; a++)
-                for (int64_t b = 0; b < nc; b++) out[(r0 + a) * C + q0 + b] = buf[a * nc + b];
-        }
-    }
+    rt_fill_chunked_with(normal ? GS_LEAF_NORMAL : GS_LEAF_UNIFORM, seed, 1, normal ? 3.0 : -2.0,
+                         normal ? 0.25 : 7.0, c0, c1, out);
 }
 
 Test(chunkops_random, fused_kernel_values_do_not_depend_on_chunking)

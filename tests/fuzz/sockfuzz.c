@@ -64,6 +64,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 /* gsched's configured bounds (checked against /proc at the end). */
@@ -821,6 +822,19 @@ int main(int argc, char **argv)
         if (!tp_alive(procs[i].pid)) sf_fail("%s (pid %d) died", procs[i].name, (int)procs[i].pid);
     }
     sf_check_bounds(procs, 3);
+    /* the end in order: gsched stopped by SIGTERM (gs_sched_stop) sends SHUTDOWN and exits, and
+     * the workers exit on it at once; without it they would try to rejoin for their 10 s
+     * connect timeout ("closed without a SHUTDOWN: rejoining") */
+    if (!atomic_load(&sf_failed)) {
+        kill(procs[0].pid, SIGTERM);
+        for (int i = 0; i < 3; i++) {
+            int st = 0;
+            if (!tp_wait_exit(procs[i].pid, &st, i == 0 ? 20.0 : 5.0) || !WIFEXITED(st) ||
+                WEXITSTATUS(st) != 0)
+                sf_fail("%s (pid %d) did not exit with status 0 after gsched's SIGTERM (%d)",
+                        procs[i].name, (int)procs[i].pid, st);
+        }
+    }
     if (atomic_load(&sf_n.jobs_ok) == 0) sf_fail("no job completed");
     ok = !atomic_load(&sf_failed);
     sf_print(procs, 3, gs_now_s() - t0, ok);

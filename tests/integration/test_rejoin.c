@@ -9,6 +9,7 @@
 
 #include <criterion/criterion.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -81,6 +82,49 @@ Test(integration_rejoin, paused_worker_rejoins_and_the_cluster_keeps_working, .i
     cr_assert(ref_rel(v, want) <= 1e-12, "%.17g vs %.17g", v, want);
     cr_assert(tp_alive(c.workers[0]) && tp_alive(c.workers[1]));
     gs_array_release(x);
+    gs_array_release(s);
+    gs_client_destroy(client);
+}
+
+/* gsched stopped in order (SIGTERM: gs_sched_stop) while it holds a persisted array and a graph
+ * runs sends SHUTDOWN to its workers, which exit at once (status 0). A worker whose connection
+ * closed without SHUTDOWN would instead try to rejoin for its whole --connect-timeout (120 s
+ * here), past the 20 s this test waits. */
+Test(integration_rejoin, stopped_gsched_shuts_its_workers_down_instead_of_leaving_them_to_rejoin,
+     .init = arm, .fini = down)
+{
+    const char *const worker_args[] = {"--connect-timeout", "120000", NULL};
+    int64_t shape[2] = {3000, 3000}, chunks[2] = {100, 100};
+    tcluster_t c;
+    gs_client_h client;
+    gs_array_h x, y, s;
+    gs_future_h f;
+    int st;
+
+    cr_assert(tc_start(&c, 0, NULL, NULL), "gsched did not start");
+    cr_assert_gt(tc_add_worker_args(&c, "w0", worker_args), 0);
+    cr_assert_gt(tc_add_worker_args(&c, "w1", worker_args), 0);
+    client = tc_connect(&c, GS_LOWER_DEFAULT);
+    cr_assert_not_null(client, "%s", gs_last_error());
+    cr_assert_eq(wait_nworkers(client, two, 60.0), 2);
+
+    OK(gs_array_random_normal(7, 0, 1, 2, shape, chunks, &x));
+    OK(gs_client_persist(client, x));
+    OK(gs_array_unary(GS_UNARY_EXP, x, &y));
+    OK(gs_array_reduce(GS_RED_SUM, y, NULL, &s));
+    OK(gs_client_submit(client, s, 0, &f));
+
+    cr_assert_eq(kill(c.sched, SIGTERM), 0);
+    cr_assert(tp_wait_exit(c.sched, &st, 20.0), "gsched did not exit on SIGTERM");
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "gsched status %d", st);
+    for (int i = 0; i < 2; i++) {
+        cr_assert(tp_wait_exit(c.workers[i], &st, 20.0),
+                  "worker %d did not exit after gsched stopped (no SHUTDOWN: rejoining)", i);
+        cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "worker %d status %d", i, st);
+    }
+    gs_future_destroy(f);
+    gs_array_release(x);
+    gs_array_release(y);
     gs_array_release(s);
     gs_client_destroy(client);
 }

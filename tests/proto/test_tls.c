@@ -1,8 +1,10 @@
 /* TLS sessions (proto/tls.c) driven by hand: a client and a server session exchange records in
- * memory, so every failure path is reached without sockets. Certificates are made by the
- * openssl CLI in a temporary directory. */
+ * memory, so every failure path is reached without sockets; and a TLS connection pair
+ * (proto/conn.c) on one loop for the orderly close. Certificates are made by the openssl CLI in
+ * a temporary directory. */
 #include "common/alloc.h"
 #include "common/error.h"
+#include "proto/conn.h"
 #include "proto/tls.h"
 
 #include <criterion/criterion.h>
@@ -11,6 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <uv.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 
 static char dir[64];
 static char ca[PATH_MAX], cert[PATH_MAX], key[PATH_MAX];
@@ -169,4 +174,115 @@ Test(proto_tls, bad_configurations_name_the_problem)
     cr_assert_eq(gs_tls_ctx_create(&server_without_cert, 1, &ctx), GS_ERR_INVALID_PARAM);
     cr_assert_eq(gs_tls_ctx_create(&no_ca, 0, &ctx), GS_ERR_INVALID_PARAM);
     cr_assert_null(ctx);
+}
+
+/* ---- a TLS connection pair (proto/conn.c) on one loop ---- */
+
+typedef struct tconn {
+    gs_tls_ctx_t *sctx, *cctx;
+    gs_conn_t *srv, *cli;
+    int connected, srv_got, nmsgs, closed_before_msg, cli_closed, srv_closed;
+    uint32_t last_type;
+} tconn_t;
+
+static void tc_cli_msg(gs_conn_t *c, gs_msg_t *m, void *arg)
+{
+    tconn_t *t = arg;
+    (void)c;
+    t->nmsgs++;
+    t->last_type = m->type;
+}
+
+static void tc_cli_close(gs_conn_t *c, gs_status_t reason, void *arg)
+{
+    tconn_t *t = arg;
+    (void)c;
+    (void)reason;
+    if (t->nmsgs == 0) t->closed_before_msg = 1;
+    t->cli_closed = 1;
+}
+
+static void tc_cli_connect(gs_conn_t *c, gs_status_t status, void *arg)
+{
+    tconn_t *t = arg;
+    (void)c;
+    cr_assert_eq(status, GS_OK, "the TLS handshake failed: %s", gs_last_error());
+    t->connected = 1;
+}
+
+static void tc_srv_msg(gs_conn_t *c, gs_msg_t *m, void *arg)
+{
+    (void)c;
+    (void)m;
+    ((tconn_t *)arg)->srv_got = 1;
+}
+
+static void tc_srv_close(gs_conn_t *c, gs_status_t reason, void *arg)
+{
+    (void)c;
+    (void)reason;
+    ((tconn_t *)arg)->srv_closed = 1;
+}
+
+static void tc_on_connection(uv_stream_t *listener, int status)
+{
+    tconn_t *t = listener->data;
+    gs_conn_params_t p = {.msg_cb = tc_srv_msg, .close_cb = tc_srv_close, .arg = t, .tls = t->sctx};
+    cr_assert_eq(status, 0);
+    cr_assert_eq(gs_conn_accept(listener, &p, &t->srv), GS_OK, "%s", gs_last_error());
+}
+
+static void tc_run_until(uv_loop_t *loop, const int *flag)
+{
+    for (int i = 0; i < 20000 && !*flag; i++) uv_run(loop, UV_RUN_NOWAIT);
+    cr_assert(*flag, "timed out waiting on the loop");
+}
+
+/* A frame and the close_notify right behind it (gsched's SHUTDOWN, then its orderly close)
+ * arrive in one read: the frame is handed out before the connection closes. */
+Test(proto_tls, a_frame_just_before_close_notify_is_handed_out_first)
+{
+    gs_tls_config_t sc = {ca, cert, key, 1}, cc = {ca, cert, key, 0};
+    gs_conn_params_t p = {.msg_cb = tc_cli_msg, .close_cb = tc_cli_close,
+                          .connect_cb = tc_cli_connect};
+    struct sockaddr_in a;
+    struct sockaddr_storage ss;
+    int len = sizeof ss;
+    uv_loop_t loop;
+    uv_tcp_t listener;
+    tconn_t t = {0};
+    gs_msg_t shut = {.type = GS_MSG_SHUTDOWN};
+
+    cr_assert_eq(gs_tls_ctx_create(&sc, 1, &t.sctx), GS_OK, "%s", gs_last_error());
+    cr_assert_eq(gs_tls_ctx_create(&cc, 0, &t.cctx), GS_OK, "%s", gs_last_error());
+    cr_assert_eq(uv_loop_init(&loop), 0);
+    cr_assert_eq(uv_tcp_init(&loop, &listener), 0);
+    listener.data = &t;
+    cr_assert_eq(uv_ip4_addr("127.0.0.1", 0, &a), 0);
+    cr_assert_eq(uv_tcp_bind(&listener, (const struct sockaddr *)&a, 0), 0);
+    cr_assert_eq(uv_listen((uv_stream_t *)&listener, 4, tc_on_connection), 0);
+    cr_assert_eq(uv_tcp_getsockname(&listener, (struct sockaddr *)&ss, &len), 0);
+    p.arg = &t;
+    p.tls = t.cctx;
+    cr_assert_eq(gs_conn_connect(&loop, "127.0.0.1", ntohs(((struct sockaddr_in *)&ss)->sin_port),
+                                 &p, &t.cli), GS_OK, "%s", gs_last_error());
+    tc_run_until(&loop, &t.connected);
+    /* a frame from the client: the server's side of the handshake is done too */
+    cr_assert_eq(gs_conn_send(t.cli, &shut), GS_OK, "%s", gs_last_error());
+    tc_run_until(&loop, &t.srv_got);
+
+    /* both before the loop runs again: one read at the client sees both */
+    cr_assert_eq(gs_conn_send(t.srv, &shut), GS_OK, "%s", gs_last_error());
+    gs_conn_close(t.srv, GS_OK);
+    tc_run_until(&loop, &t.cli_closed);
+    cr_assert_eq(t.nmsgs, 1, "the frame before close_notify was dropped");
+    cr_assert_eq(t.last_type, GS_MSG_SHUTDOWN);
+    cr_assert_not(t.closed_before_msg);
+
+    tc_run_until(&loop, &t.srv_closed);
+    uv_close((uv_handle_t *)&listener, NULL);
+    cr_assert_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
+    cr_assert_eq(uv_loop_close(&loop), 0, "handles left open");
+    gs_tls_ctx_destroy(t.cctx);
+    gs_tls_ctx_destroy(t.sctx);
 }

@@ -305,6 +305,32 @@ static void bound_recv_msg(th_t *th, int fd, gs_msg_t *m)
                  "the client was closed before its handshake: %s", gs_last_error());
 }
 
+/* Connect @a n sockets to @a port into @a fds, each connected by the kernel before the next (the
+ * loop does not run: they wait in the backlog). */
+static void bound_connect_burst(int port, int *fds, int n)
+{
+    for (int i = 0; i < n; i++) {
+        fds[i] = bound_connect(port);
+        bound_wait_connected(fds[i]);
+    }
+}
+
+/* The client @a cfd, whose HELLO (@a hs) was sent, is challenged (not closed), answers, is
+ * welcomed, and is then gsched's only client. */
+static void bound_finish_handshake(th_t *th, int cfd, gs_hs_peer_t *hs)
+{
+    gs_msg_t m, out;
+    bound_recv_msg(th, cfd, &m);
+    cr_assert_eq(m.type, GS_MSG_CHALLENGE, "answered %s", gs_msg_type_name(m.type));
+    cr_assert_eq(gs_hs_peer_answer(hs, &m, &out), GS_OK);
+    gs_msg_cleanup(&m);
+    bound_send_msg(cfd, &out);
+    bound_recv_msg(th, cfd, &m);
+    cr_assert_eq(m.type, GS_MSG_WELCOME, "answered %s", gs_msg_type_name(m.type));
+    gs_msg_cleanup(&m);
+    cr_assert_eq(th_stats(th).nclients, 1);
+}
+
 /* A client's HELLO that waits unread while a burst of connections from its address arrives
  * (the loop was busy) is not evicted as "not handshaken": idle ones make room. */
 Test(scheduler_bounds, a_connect_burst_does_not_evict_a_client_whose_hello_waits)
@@ -312,7 +338,7 @@ Test(scheduler_bounds, a_connect_burst_does_not_evict_a_client_whose_hello_waits
     enum { LIMIT = 4, BURST = 8 };
     int idle[LIMIT + BURST], cfd, n = 0;
     gs_hs_peer_t hs;
-    gs_msg_t m, out;
+    gs_msg_t out;
     th_t th;
 
     th_init(&th, &(gs_sched_params_t){.field_mask = GS_SCHED_FIELD_MAX_CONNECTIONS,
@@ -326,22 +352,12 @@ Test(scheduler_bounds, a_connect_burst_does_not_evict_a_client_whose_hello_waits
     bound_wait_connected(cfd);
     cr_assert_eq(gs_hs_peer_hello(&hs, "", GS_ROLE_CLIENT, "real", &out), GS_OK);
     bound_send_msg(cfd, &out);
-    for (int i = 0; i < BURST; i++) {
-        idle[n] = bound_connect(th.port);
-        bound_wait_connected(idle[n++]);
-    }
+    bound_connect_burst(th.port, idle + n, BURST);
+    n += BURST;
 
     /* the client is challenged, not closed, and completes its handshake */
     bound_run_until(&th, bound_all_accepted, LIMIT + 1 + BURST);
-    bound_recv_msg(&th, cfd, &m);
-    cr_assert_eq(m.type, GS_MSG_CHALLENGE, "answered %s", gs_msg_type_name(m.type));
-    cr_assert_eq(gs_hs_peer_answer(&hs, &m, &out), GS_OK);
-    gs_msg_cleanup(&m);
-    bound_send_msg(cfd, &out);
-    bound_recv_msg(&th, cfd, &m);
-    cr_assert_eq(m.type, GS_MSG_WELCOME, "answered %s", gs_msg_type_name(m.type));
-    gs_msg_cleanup(&m);
-    cr_assert_eq(th_stats(&th).nclients, 1);
+    bound_finish_handshake(&th, cfd, &hs);
     cr_assert_geq(th_stats(&th).conns_evicted_total, BURST - 1);
     close(cfd);
     for (int i = 0; i < n; i++) close(idle[i]);
@@ -443,7 +459,7 @@ Test(scheduler_bounds, a_connect_burst_is_accepted_over_iterations_while_a_hello
     enum { BURST = 300 };
     static int fds[BURST];
     gs_hs_peer_t hs;
-    gs_msg_t m, out;
+    gs_msg_t out;
     struct pollfd pfd;
     int cfd;
     th_t th;
@@ -458,10 +474,7 @@ Test(scheduler_bounds, a_connect_burst_is_accepted_over_iterations_while_a_hello
     /* the loop does not run: the client's HELLO and the whole burst wait */
     cr_assert_eq(gs_hs_peer_hello(&hs, "", GS_ROLE_CLIENT, "real", &out), GS_OK);
     bound_send_msg(cfd, &out);
-    for (int i = 0; i < BURST; i++) {
-        fds[i] = bound_connect(th.port);
-        bound_wait_connected(fds[i]);
-    }
+    bound_connect_burst(th.port, fds, BURST);
 
     uv_run(&th.loop, UV_RUN_ONCE);
     cr_assert_leq(bound_accepted(&th), 1 + 64, "%lu connections accepted in one iteration",
@@ -472,15 +485,7 @@ Test(scheduler_bounds, a_connect_burst_is_accepted_over_iterations_while_a_hello
 
     /* the rest of the burst is accepted (the connection limit evicts idle ones, not the client) */
     bound_run_until(&th, bound_all_accepted, 1 + BURST);
-    bound_recv_msg(&th, cfd, &m);
-    cr_assert_eq(m.type, GS_MSG_CHALLENGE, "answered %s", gs_msg_type_name(m.type));
-    cr_assert_eq(gs_hs_peer_answer(&hs, &m, &out), GS_OK);
-    gs_msg_cleanup(&m);
-    bound_send_msg(cfd, &out);
-    bound_recv_msg(&th, cfd, &m);
-    cr_assert_eq(m.type, GS_MSG_WELCOME, "answered %s", gs_msg_type_name(m.type));
-    gs_msg_cleanup(&m);
-    cr_assert_eq(th_stats(&th).nclients, 1);
+    bound_finish_handshake(&th, cfd, &hs);
     close(cfd);
     for (int i = 0; i < BURST; i++) close(fds[i]);
     th_fini(&th);
