@@ -627,7 +627,8 @@ if [ "$what" = f32v4 ]; then
   } 2>"$out/f32v4.err" | tee "$out/f32v4.jsonl" | cut -c1-300
   tail -4 "$out/f32v4.err"
   # GS_CUDA_F32PAIRS=0: the CHAIN walk instead of the pair/block kernels (fused_pairs_f32.cu)
-  GS_CUDA_F32PAIRS=0 run $B/gs-kbench --no-linalg >"$out/f32v4-kbench-chain.jsonl" 2>&1
+  GS_CUDA_F32PAIRS=0 run $B/gs-kbench --no-linalg --only fused_seed_f32,fused_seed_f32_v3,fused_seed_f32_v4 \
+    >"$out/f32v4-kbench-chain.jsonl" 2>&1
   grep -E '"fused_seed_f32' "$out/f32v4-kbench-chain.jsonl" | cut -c1-240
   GS_CUDA_F32PAIRS=0 run $B/gs-bench seed --n 500000 --chunk 10000 --workers 1 --backend cuda \
     --dtype float32 --random 4 --repeat 3 2>>"$out/f32v4.err" | tee -a "$out/f32v4.jsonl" | cut -c1-300
