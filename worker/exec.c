@@ -10,6 +10,7 @@
 
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,7 +35,9 @@ gs_wtask_t *gs__wtask_alloc(gs_worker_t *w)
             w->task_free.data[w->task_free.len++] = &slab[i];
     }
     t = w->task_free.data[--w->task_free.len];
-    memset(t, 0, sizeof(*t));
+    /* all but the inline dependencies, which intake fills for the task's inputs */
+    memset(t, 0, offsetof(gs_wtask_t, deps_inline));
+    memset(&t->out, 0, sizeof(*t) - offsetof(gs_wtask_t, out));
     t->stream = -1;
     gs__wlist_init(&t->link);
     return t;
