@@ -544,7 +544,7 @@ void gs__wexec_pump(gs_worker_t *w)
 {
     gs_wlink_t *e;
     int scanned = 0, head = 1;
-    uint64_t now = 0;
+    uint64_t now = 0, npass = 0;
 
     if (w->state != GS_WSTATE_RUNNING || w->dev_lost) return;
     gs__wspill_maybe(w);
@@ -556,6 +556,10 @@ void gs__wexec_pump(gs_worker_t *w)
         gs_wlink_t *next = e->next;   /* admitting or failing t touches no other queued task */
         __builtin_prefetch(next);     /* queued tasks are cold: load the next one meanwhile */
         if (!t->small && w->nadmitted >= w->max_admitted) break;
+        /* pool mode: hand the tasks made ready so far to the threads every GS_W_PUMP_BATCH
+         * tasks, while they are still in cache (and the threads start sooner); dispatch
+         * touches only the ready queue and the job ring */
+        if (++npass % GS_W_PUMP_BATCH == 0 && !w->streams_mode) gs__wexec_dispatch(w);
         if (gs__wtask_admit(w, t, head, &now) == GS_INPROGRESS) {
             if (head) {
                 if (w->mem_blocked_task != t || w->mem_blocked_since == 0) {

@@ -24,6 +24,7 @@
 #define GS_W_CHUNK_SLAB 1024       /* chunk headers per slab of the chunk pool */
 #define GS_W_DONE_FLUSH 4096       /* flush TASK_DONE early past this many entries */
 #define GS_W_ERRLEN 512
+#define GS_W_PUMP_BATCH 64         /* tasks admitted between dispatches in one pump (pool mode) */
 #define GS_W_SKIP_AHEAD 65536      /* queued tasks tried past a head blocked on memory */
 /* Spilling to admit a task waits while admitted tasks with inputs may free memory: their
  * completion lets gsched release the inputs (a round trip later). It stops waiting
