@@ -347,10 +347,11 @@ static void gs__flush_batches(gs_sched_t *s, gs__graph_t *g)
 static int gs__place_graph(gs_sched_t *s, gs__graph_t *g)
 {
     int room = 1, wait;
+    uint32_t hint = 0;   /* members are only deleted in this loop: none below the last minimum */
     s->touched_slots.len = 0;
     s->scratch_defer.len = 0;
     while (g->ready_tasks.n > 0) {
-        uint32_t p = gs__rset_min(&g->ready_tasks), t = g->order[p];
+        uint32_t p = hint = gs__rset_min_from(&g->ready_tasks, hint), t = g->order[p];
         gs__worker_t *w;
         if (g->state[t] != GS__TS_READY) {
             gs__ready_del(g, &g->ready_tasks, p, t);
