@@ -726,6 +726,10 @@ void gs__wexec_drain(gs_worker_t *w)
     while (t) {
         gs_wtask_t *next = t->job_next;
         gs_status_t st = t->status;
+        if (next != NULL) {            /* written by a kernel thread: cold here; load meanwhile */
+            __builtin_prefetch(next);
+            __builtin_prefetch(&next->out);
+        }
         gs__wtask_complete(w, t, st, 0);
         t = next;
     }
