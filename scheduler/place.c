@@ -347,10 +347,11 @@ static void gs__flush_batches(gs_sched_t *s, gs__graph_t *g)
 static int gs__place_graph(gs_sched_t *s, gs__graph_t *g)
 {
     int room = 1, wait;
+    uint32_t hint = 0;   /* members are only deleted in this loop: none below the last minimum */
     s->touched_slots.len = 0;
     s->scratch_defer.len = 0;
     while (g->ready_tasks.n > 0) {
-        uint32_t p = gs__rset_min(&g->ready_tasks), t = g->order[p];
+        uint32_t p = hint = gs__rset_min_from(&g->ready_tasks, hint), t = g->order[p];
         gs__worker_t *w;
         if (g->state[t] != GS__TS_READY) {
             gs__ready_del(g, &g->ready_tasks, p, t);
@@ -376,8 +377,9 @@ static int gs__place_graph(gs_sched_t *s, gs__graph_t *g)
     for (size_t i = 0; i < s->scratch_defer.len; i++) gs__rset_add(&g->ready_tasks, s->scratch_defer.data[i]);
     if (room) {
         int stalled = -1, any_room = 0, withheld = 0;
+        uint32_t rhint = 0;   /* as hint above: roots are only deleted in this loop */
         while (g->ready_roots.n > 0) {
-            uint32_t p = gs__rset_min(&g->ready_roots), t = g->order[p];
+            uint32_t p = rhint = gs__rset_min_from(&g->ready_roots, rhint), t = g->order[p];
             gs__worker_t *w;
             if (g->state[t] != GS__TS_READY) {
                 gs__ready_del(g, &g->ready_roots, p, t);

@@ -78,4 +78,14 @@ static inline uint32_t gs__rset_min(const gs__rset_t *r)
     return i;
 }
 
+/* Smallest member when none lies below @a hint (a key of the set's range, e.g. the last minimum
+ * taken while members are only deleted): one word read when it is in @a hint's leaf word (a
+ * placement pass taking ready tasks in order), else gs__rset_min. The set must not be empty. */
+static inline uint32_t gs__rset_min_from(const gs__rset_t *r, uint32_t hint)
+{
+    uint64_t w = r->bits[r->off[0] + (hint >> 6)] & (~0ull << (hint & 63));
+    if (w != 0) return (hint & ~63u) | (uint32_t)__builtin_ctzll(w);
+    return gs__rset_min(r);
+}
+
 #endif

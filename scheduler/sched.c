@@ -5,6 +5,7 @@
  */
 #include "scheduler/peers.h"
 #include "scheduler/place.h"
+#include "scheduler/keep.h"
 #include "scheduler/send.h"
 #include "scheduler/tasks.h"
 
@@ -54,6 +55,8 @@ static void gs__sched_heap(gs_sched_t *s, uint64_t now)
     gs_heap_stats_t hs;
     if (now - s->heap_checked_ns < GS__HEAP_RELEASE_MS * 1000000ull) return;
     s->heap_checked_ns = now;
+    /* table blocks kept for the next graph go once unused for a while (keep.h) */
+    gs__keep_trim(s, now, GS__KEEP_IDLE_MS * 1000000ull);
     gs_heap_stats(&hs);
     if (hs.free >= GS__HEAP_RELEASE_BYTES && gs_heap_release()) s->st.heap_trims_total++;
 }
@@ -516,6 +519,7 @@ void gs_sched_destroy(gs_sched_h s)
     for (uint32_t i = 0; i < s->nslots; i++) {
         if (s->slots[i] != NULL) gs__worker_free(s->slots[i]);
     }
+    gs__keep_trim(s, 0, 0);
     gs_free(s->slots);
     gs_free(s->live);
     gs_free(s->bytes_by_slot);

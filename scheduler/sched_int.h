@@ -335,6 +335,13 @@ struct gs_sched {
     uv_timer_t timer;
     uint64_t timer_last_ns;          /* when housekeeping last ran (stall detection) */
     uint64_t heap_checked_ns;        /* when housekeeping last looked at the heap (gs__sched_heap) */
+    struct {                         /* freed graph-table blocks kept for reuse (keep.h) */
+        void *p;
+        size_t size;
+        uint64_t t_ns;               /* when it was kept */
+    } keep[64];
+    int nkeep;
+    size_t keep_bytes;
     uint64_t polled_ns;              /* when the loop last finished reading its sockets */
     uint64_t tick_ns;                /* when the current placement pass (gs__sched_tick) began:
                                         the assignment time of the tasks it assigns */

@@ -6,6 +6,7 @@
 #include "scheduler/submit.h"
 #include "scheduler/dash/tally.h"
 
+#include "scheduler/keep.h"
 #include "scheduler/tasks.h"
 
 #include "common/heap.h"
@@ -145,18 +146,20 @@ gs_status_t gs_sched_graph_check(const gs_msg_graph_submit_t *m)
 /* ------------------------------------------------------------------------------------------ */
 /* Submission.                                                                                */
 
-/* A graph's per-task tables are filled right away: large ones on huge pages where the kernel
+/* A graph's per-task tables come from blocks kept from earlier graphs where one fits (keep.h),
+ * else fresh and filled right away: large ones on huge pages where the kernel
  * allows (common/heap.h), one page fault per 2 MiB (1 M tasks: ~40 k faults fewer). */
 #define GS__ALLOC(ptr, n, what)                                                               \
     do {                                                                                      \
         size_t gs__sz_ = gs_size_mul((size_t)(n) ? (size_t)(n) : 1, sizeof(*(ptr)));          \
-        (ptr) = gs_malloc(gs__sz_, what);                                                     \
+        (ptr) = gs__keep_take(s, gs__sz_, 0, what);                                           \
         if ((ptr) == NULL) goto err_nomem;                                                    \
         (void)gs_heap_advise_huge((ptr), gs__sz_);                                            \
     } while (0)
 #define GS__CALLOC(ptr, n, what)                                                              \
     do {                                                                                      \
-        (ptr) = gs_calloc((size_t)(n) ? (size_t)(n) : 1, sizeof(*(ptr)), what);               \
+        (ptr) = gs__keep_take(s, gs_size_mul((size_t)(n) ? (size_t)(n) : 1, sizeof(*(ptr))), \
+                              1, what);                                                       \
         if ((ptr) == NULL) goto err_nomem;                                                    \
         (void)gs_heap_advise_huge((ptr), gs_size_mul((size_t)(n) ? (size_t)(n) : 1,           \
                                                      sizeof(*(ptr))));                        \

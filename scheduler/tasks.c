@@ -21,6 +21,7 @@
 #include "scheduler/dash/tally.h"
 
 #include "scheduler/cost.h"
+#include "scheduler/keep.h"
 #include "scheduler/gather.h"
 #include "scheduler/send.h"
 
@@ -38,29 +39,30 @@
 
 void gs__graph_free_arrays(gs__graph_t *g)
 {
+    /* the per-task tables may serve the next graph (keep.h) */
     gs_free(g->errmsg);
-    gs_free(g->layer_blob);
-    gs_free(g->layer_off);
+    gs__keep_put(g->s, g->layer_blob);
+    gs__keep_put(g->s, g->layer_off);
     gs_free(g->layer_names);
-    gs_free(g->task_layer);
-    gs_free(g->task_block);
-    gs_free(g->dep_off);
-    gs_free(g->deps);
-    gs_free(g->nbytes);
-    gs_free(g->rdep_off);
-    gs_free(g->rdeps);
-    gs_free(g->state);
-    gs_free(g->tflags);
-    gs_free(g->nfail);
-    gs_free(g->nretry);
-    gs_free(g->t_assigned);
-    gs_free(g->ndeps_left);
-    gs_free(g->nrefs);
-    gs_free(g->where);
-    gs_free(g->ext_graph);
-    gs_free(g->ext_task);
-    gs_free(g->ext_rdep_off);
-    gs_free(g->ext_rdeps);
+    gs__keep_put(g->s, g->task_layer);
+    gs__keep_put(g->s, g->task_block);
+    gs__keep_put(g->s, g->dep_off);
+    gs__keep_put(g->s, g->deps);
+    gs__keep_put(g->s, g->nbytes);
+    gs__keep_put(g->s, g->rdep_off);
+    gs__keep_put(g->s, g->rdeps);
+    gs__keep_put(g->s, g->state);
+    gs__keep_put(g->s, g->tflags);
+    gs__keep_put(g->s, g->nfail);
+    gs__keep_put(g->s, g->nretry);
+    gs__keep_put(g->s, g->t_assigned);
+    gs__keep_put(g->s, g->ndeps_left);
+    gs__keep_put(g->s, g->nrefs);
+    gs__keep_put(g->s, g->where);
+    gs__keep_put(g->s, g->ext_graph);
+    gs__keep_put(g->s, g->ext_task);
+    gs__keep_put(g->s, g->ext_rdep_off);
+    gs__keep_put(g->s, g->ext_rdeps);
     gs_u64map_cleanup(&g->ext_index);
     if (g->replicas.len > 0) {
         gs_assert(g->s->nreplica_graphs > 0);
@@ -69,8 +71,8 @@ void gs__graph_free_arrays(gs__graph_t *g)
     gs_u64map_cleanup(&g->replicas);
     gs_free(g->srcs);
     GS_VEC_FREE(&g->users);
-    gs_free(g->prio);
-    gs_free(g->order);
+    gs__keep_put(g->s, g->prio);
+    gs__keep_put(g->s, g->order);
     gs_free(g->ready_tasks.bits);
     gs_free(g->ready_roots.bits);
     for (uint32_t i = 0; i < g->ngw; i++) gs_free(g->gw[i].layer_bits);

@@ -10,6 +10,7 @@
 
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,7 +35,9 @@ gs_wtask_t *gs__wtask_alloc(gs_worker_t *w)
             w->task_free.data[w->task_free.len++] = &slab[i];
     }
     t = w->task_free.data[--w->task_free.len];
-    memset(t, 0, sizeof(*t));
+    /* all but the inline dependencies, which intake fills for the task's inputs */
+    memset(t, 0, offsetof(gs_wtask_t, deps_inline));
+    memset(&t->out, 0, sizeof(*t) - offsetof(gs_wtask_t, out));
     t->stream = -1;
     gs__wlist_init(&t->link);
     return t;
@@ -503,31 +506,27 @@ void gs__wexec_input_failed(gs_worker_t *w, gs_wchunk_t *c, gs_status_t status, 
 
 static void gs__wexec_dispatch(gs_worker_t *w)
 {
-    gs_wtask_t *head = NULL, *tail = NULL;
-    int n = 0;
+    uint64_t wr = w->job_wr, n = 0;   /* job_wr: written by this thread only */
 
     while (!gs__wlist_empty(&w->ready_q) && w->nrunning < (uint64_t)w->small_slots) {
         gs_wtask_t *t = GS_WCONTAINER(w->ready_q.next, gs_wtask_t, link);
         if (!t->small && w->nrunning >= (uint64_t)w->slots) break;   /* FIFO: no overtaking */
+        __builtin_prefetch(t->link.next);   /* the next ready task, likely cold */
         gs__wlist_del(&t->link);
         t->state = GS_WTASK_RUNNING;
         w->nrunning++;
         if (w->streams_mode) {
             gs__wtask_launch_stream(w, t);
         } else {
-            t->job_next = NULL;
-            if (tail) tail->job_next = t;
-            else head = t;
-            tail = t;
+            /* slots past job_wr are no thread's until published: nrunning (which counts every
+             * task in the ring) stays under small_slots <= the ring's size */
+            w->job_ring[(wr + n) & w->job_mask] = (uintptr_t)t | (t->small ? GS_W_JOB_SMALL : 0);
             n++;
         }
     }
-    if (head) {
+    if (n) {
         uv_mutex_lock(&w->job_lock);
-        if (w->job_tail) w->job_tail->job_next = head;
-        else w->job_head = head;
-        w->job_tail = tail;
-        w->njobs += (uint64_t)n;
+        w->job_wr = wr + n;
         if (n == 1) uv_cond_signal(&w->job_cond);
         else uv_cond_broadcast(&w->job_cond);
         uv_mutex_unlock(&w->job_lock);
@@ -545,7 +544,7 @@ void gs__wexec_pump(gs_worker_t *w)
 {
     gs_wlink_t *e;
     int scanned = 0, head = 1;
-    uint64_t now = 0;
+    uint64_t now = 0, npass = 0;
 
     if (w->state != GS_WSTATE_RUNNING || w->dev_lost) return;
     gs__wspill_maybe(w);
@@ -555,7 +554,12 @@ void gs__wexec_pump(gs_worker_t *w)
     while (e != &w->admit_q && w->nadmitted < w->max_admitted_small) {
         gs_wtask_t *t = GS_WCONTAINER(e, gs_wtask_t, link);
         gs_wlink_t *next = e->next;   /* admitting or failing t touches no other queued task */
+        __builtin_prefetch(next);     /* queued tasks are cold: load the next one meanwhile */
         if (!t->small && w->nadmitted >= w->max_admitted) break;
+        /* pool mode: hand the tasks made ready so far to the threads every GS_W_PUMP_BATCH
+         * tasks, while they are still in cache (and the threads start sooner); dispatch
+         * touches only the ready queue and the job ring */
+        if (++npass % GS_W_PUMP_BATCH == 0 && !w->streams_mode) gs__wexec_dispatch(w);
         if (gs__wtask_admit(w, t, head, &now) == GS_INPROGRESS) {
             if (head) {
                 if (w->mem_blocked_task != t || w->mem_blocked_since == 0) {
@@ -722,6 +726,10 @@ void gs__wexec_drain(gs_worker_t *w)
     while (t) {
         gs_wtask_t *next = t->job_next;
         gs_status_t st = t->status;
+        if (next != NULL) {            /* written by a kernel thread: cold here; load meanwhile */
+            __builtin_prefetch(next);
+            __builtin_prefetch(&next->out);
+        }
         gs__wtask_complete(w, t, st, 0);
         t = next;
     }
@@ -864,6 +872,16 @@ gs_status_t gs__wexec_init(gs_worker_t *w)
             status = w->ops->stream_create(w->ctx, &w->thread_streams[i]);
             if (status != GS_OK) return status;
         }
+        {
+            /* the job ring: room for every task dispatch may have running (small_slots below) */
+            uint64_t need = (uint64_t)w->nthreads * GS_W_SMALL_DEPTH, size = 64;
+            if (need < (uint64_t)w->nthreads * 4) need = (uint64_t)w->nthreads * 4;
+            while (size < need) size *= 2;
+            w->job_ring = gs_calloc(size, sizeof(*w->job_ring), "worker job ring");
+            if (w->job_ring == NULL)
+                return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for the job queue");
+            w->job_mask = size - 1;
+        }
         for (i = 0; i < w->nthreads; i++) {
             int rc = uv_thread_create(&w->threads[i], gs__wpool_main, w);
             if (rc != 0) {
@@ -902,9 +920,8 @@ void gs__wexec_stop_threads(gs_worker_t *w)
     w->threads_created = 0;
     /* jobs never started go back as "completed" so their tasks are released normally */
     uv_mutex_lock(&w->job_lock);
-    while (w->job_head) {
-        gs_wtask_t *t = w->job_head;
-        w->job_head = t->job_next;
+    while (w->job_rd != w->job_wr) {
+        gs_wtask_t *t = (gs_wtask_t *)(w->job_ring[w->job_rd++ & w->job_mask] & ~GS_W_JOB_SMALL);
         t->status = GS_ERR_CANCELED;
         uv_mutex_lock(&w->done_lock);
         t->job_next = NULL;
@@ -913,8 +930,6 @@ void gs__wexec_stop_threads(gs_worker_t *w)
         w->done_tail = t;
         uv_mutex_unlock(&w->done_lock);
     }
-    w->job_tail = NULL;
-    w->njobs = 0;
     uv_mutex_unlock(&w->job_lock);
 }
 
@@ -965,6 +980,8 @@ void gs__wexec_cleanup(gs_worker_t *w)
     gs_free(w->stream_inflight);
     gs_free(w->thread_streams);
     gs_free(w->threads);
+    gs_free(w->job_ring);
+    w->job_ring = NULL;
     w->streams = NULL;
     w->thread_streams = NULL;
     w->threads = NULL;

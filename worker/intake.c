@@ -169,8 +169,7 @@ void gs__wexec_assign(gs_worker_t *w, const gs_msg_task_assign_t *m)
                 continue;
             }
         } else {
-            t->deps = t->deps_inline;
-            memset(t->deps_inline, 0, sizeof(t->deps_inline));
+            t->deps = t->deps_inline;    /* entries 0 .. nd - 1 are filled below */
         }
         t->ndeps = (uint32_t)nd;
         {
@@ -182,6 +181,7 @@ void gs__wexec_assign(gs_worker_t *w, const gs_msg_task_assign_t *m)
                 d->task = m->dep_keys[2 * (d0 + k) + 1];
                 d->worker = m->dep_worker[d0 + k];
                 d->nbytes = m->dep_nbytes[d0 + k];
+                d->chunk = NULL;
                 if (d->graph >= GS_U64MAP_TOMB || d->task >= GS_U64MAP_TOMB) badkey = 1;
                 in_bytes += d->nbytes < GS_W_SMALL_TASK_BYTES ? d->nbytes : GS_W_SMALL_TASK_BYTES;
             }

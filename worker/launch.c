@@ -79,45 +79,53 @@ void gs__wpool_main(void *arg)
     stream = w->thread_streams[idx];
 
     for (;;) {
-        gs_wtask_t *batch, *last, *t, *next, *first;
+        gs_wtask_t *mine[GS_W_THREAD_BATCH_MAX], *t, *first;
         int n = 1, cap = GS_W_THREAD_BATCH;
-        uint64_t t0, t_report;
+        uint64_t t0, t_report, njobs;
 
         /* Take the head job and, while they are small, up to GS_W_THREAD_BATCH jobs in all
          * (or this thread's share of a deeper queue, up to GS_W_THREAD_BATCH_MAX) under one
-         * lock; return them under one lock with one wake-up of the loop, at least every
-         * GS_W_THREAD_REPORT_NS. Each task's end time is the next one's start (one clock read
-         * per task). */
+         * lock, reading only the ring (the small flag is in each entry); return them under one
+         * lock with one wake-up of the loop, at least every GS_W_THREAD_REPORT_NS. Each task's
+         * end time is the next one's start (one clock read per task). */
         uv_mutex_lock(&w->job_lock);
-        while (w->job_head == NULL && !w->job_quit) uv_cond_wait(&w->job_cond, &w->job_lock);
+        while (w->job_rd == w->job_wr && !w->job_quit) uv_cond_wait(&w->job_cond, &w->job_lock);
         if (w->job_quit) {
             uv_mutex_unlock(&w->job_lock);
             return;
         }
-        if (w->njobs / (uint64_t)w->nthreads > (uint64_t)cap)
-            cap = w->njobs / (uint64_t)w->nthreads > GS_W_THREAD_BATCH_MAX
-                      ? GS_W_THREAD_BATCH_MAX : (int)(w->njobs / (uint64_t)w->nthreads);
-        batch = last = w->job_head;
-        if (batch->small)
-            while (n < cap && last->job_next != NULL && last->job_next->small) {
-                last = last->job_next;
-                n++;
+        njobs = w->job_wr - w->job_rd;
+        if (njobs / (uint64_t)w->nthreads > (uint64_t)cap)
+            cap = njobs / (uint64_t)w->nthreads > GS_W_THREAD_BATCH_MAX
+                      ? GS_W_THREAD_BATCH_MAX : (int)(njobs / (uint64_t)w->nthreads);
+        {
+            uintptr_t e = w->job_ring[w->job_rd & w->job_mask];
+            mine[0] = (gs_wtask_t *)(e & ~GS_W_JOB_SMALL);
+            if (e & GS_W_JOB_SMALL) {
+                while ((uint64_t)n < njobs && n < cap) {
+                    e = w->job_ring[(w->job_rd + (uint64_t)n) & w->job_mask];
+                    if (!(e & GS_W_JOB_SMALL)) break;
+                    mine[n++] = (gs_wtask_t *)(e & ~GS_W_JOB_SMALL);
+                }
             }
-        w->job_head = last->job_next;
-        if (w->job_head == NULL) w->job_tail = NULL;
-        w->njobs -= (uint64_t)n;
-        last->job_next = NULL;
+        }
+        w->job_rd += (uint64_t)n;
         uv_mutex_unlock(&w->job_lock);
 
         t0 = t_report = gs_now_ns();
-        first = batch;
-        for (t = batch; t != NULL; t = next) {
+        first = mine[0];
+        for (int j = 0; j < n; j++) {
             gs_chunk_ref_t small[16];
             gs_chunk_ref_t *in = small;
             gs_ktask_t kt;
             gs_status_t status;
             uint64_t t1;
 
+            t = mine[j];
+            if (j + 1 < n) {           /* the next task's struct: a cache miss, taken meanwhile */
+                __builtin_prefetch(mine[j + 1]);
+                __builtin_prefetch((char *)mine[j + 1] + 64);
+            }
             if (t->ndeps > 16) in = gs_malloc(sizeof(*in) * t->ndeps, "task inputs");
             if (in == NULL) {
                 status = gs_error_set(GS_ERR_NO_MEMORY, "out of memory for %u input references",
@@ -143,15 +151,15 @@ void gs__wpool_main(void *arg)
                 t->err = gs_strdup(e[0] ? e : gs_status_string(status), "task error");
             }
             t0 = t1;
-            next = t->job_next;
-            if (next != NULL && t1 - t_report >= GS_W_THREAD_REPORT_NS) {
+            t->job_next = j + 1 < n ? mine[j + 1] : NULL;
+            if (j + 1 < n && t1 - t_report >= GS_W_THREAD_REPORT_NS) {
                 t->job_next = NULL;    /* hand back first .. t now, go on with the rest */
                 gs__wpool_done(w, first, t);
-                first = next;
+                first = mine[j + 1];
                 t_report = t1;
             }
         }
-        gs__wpool_done(w, first, last);
+        gs__wpool_done(w, first, mine[n - 1]);
     }
 }
 

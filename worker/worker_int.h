@@ -20,9 +20,11 @@
 #include <stdatomic.h>
 
 #define GS_W_INLINE_DEPS 4
+#define GS_W_JOB_SMALL ((uintptr_t)1)  /* job ring entry: the task is small */
 #define GS_W_CHUNK_SLAB 1024       /* chunk headers per slab of the chunk pool */
 #define GS_W_DONE_FLUSH 4096       /* flush TASK_DONE early past this many entries */
 #define GS_W_ERRLEN 512
+#define GS_W_PUMP_BATCH 64         /* tasks admitted between dispatches in one pump (pool mode) */
 #define GS_W_SKIP_AHEAD 65536      /* queued tasks tried past a head blocked on memory */
 /* Spilling to admit a task waits while admitted tasks with inputs may free memory: their
  * completion lets gsched release the inputs (a round trip later). It stops waiting
@@ -246,8 +248,14 @@ struct gs_worker {
     int threads_created;
     uv_mutex_t job_lock;
     uv_cond_t job_cond;
-    gs_wtask_t *job_head, *job_tail;   /* under job_lock */
-    uint64_t njobs;                    /* tasks in that queue, under job_lock */
+    /* the pool's job queue: a ring of task pointers, each tagged with its small flag in bit 0
+     * (GS_W_JOB_SMALL) so a thread takes a batch under the lock without touching the tasks.
+     * It holds at most small_slots tasks (dispatch keeps nrunning under it); job_mask + 1,
+     * a power of two, is at least that. The loop writes slots [job_wr, job_wr + n) before
+     * publishing job_wr under job_lock; threads read [job_rd, job_wr) under job_lock. */
+    uintptr_t *job_ring;
+    uint64_t job_mask;
+    uint64_t job_rd, job_wr;           /* under job_lock (job_wr: written by the loop only) */
     int job_quit;                      /* under job_lock */
 
     /* completions (any thread -> loop) */
