@@ -3,7 +3,7 @@
  *
  * Layouts, as in linalg.c: a row-major m x n matrix with row stride ld is, to cuBLAS, the
  * column-major n x m matrix A^T (ld ld). So
- *   - GRAM: G = A^T A, one cublasDgemm(N, T) on A^T per upper block of 512 x 512 (3 of the 4
+ *   - GRAM: G = A^T A, one cublasDgemm(N, T) on A^T per upper block of 256 x 256 (10 of the 16
  *     blocks at n 1000), summed with beta = 1 over the pieces, then the lower triangle
  *     mirrored (G is symmetric: the same in both layouts). GS_CUDA_GRAM=syrk uses
  *     cublasDsyrk(upper, N), GS_CUDA_GRAM=gemm one full GEMM (for comparison).
@@ -60,11 +60,22 @@ static gs_status_t gs__gram_zero(cudaStream_t s, double *dst, size_t nd)
 
 enum { GS__GRAM_SYRK = 0, GS__GRAM_GEMM = 1, GS__GRAM_BLOCKED = 2 };
 
-/* GS_CUDA_GRAM: blocked (default: GEMMs on the upper blocks of GS__GRAM_BLOCK columns, 3 of
- * the 4 for n <= 1024), syrk (cublasDsyrk) or gemm (the full product). Read per call (cheap).
- * gs-kbench, one 250000 x 1000 block: blocked 7.9 ms, gemm 10.1 ms, syrk 12.3 ms on an H100;
- * cuBLAS's dsyrk runs at half the rate of its dgemm there. */
-#define GS__GRAM_BLOCK 512
+/* GS_CUDA_GRAM: blocked (default: GEMMs on the upper blocks of GS__GRAM_BLOCK columns, 10 of
+ * the 16 for n <= 1024), syrk (cublasDsyrk) or gemm (the full product). Read per call (cheap).
+ * gs-kbench, one 250000 x 1000 block: blocked (512) 7.9 ms, gemm 10.1 ms, syrk 12.3 ms on an
+ * H100; cuBLAS's dsyrk runs at half the rate of its dgemm there. One H200 (session 12), block
+ * side 512: 6.95 ms, 336: 8.42, 256: 6.50 (min 6.07), 200: 8.79, 128: 6.55; gs-bench svd 4 M x
+ * 1000: 0.281-0.297 s at 512, 0.271-0.283 s at 256. */
+#define GS__GRAM_BLOCK 256
+/* GS_CUDA_GRAM_BLOCK: the blocked method's block side (default GS__GRAM_BLOCK; 16..4096), read
+ * per call, for measurements. */
+static int gs__gram_block(void)
+{
+    const char *e = getenv("GS_CUDA_GRAM_BLOCK");
+    int b = e != NULL ? atoi(e) : 0;
+    return b >= 16 && b <= 4096 ? b : GS__GRAM_BLOCK;
+}
+
 static int gs__gram_method(void)
 {
     const char *e = getenv("GS_CUDA_GRAM");
@@ -77,7 +88,7 @@ static gs_status_t gs__gram_gram(cublasHandle_t blas, cudaStream_t s, const gs_k
 {
     gs_status_t st = GS_OK;
     const double one = 1.0, zero = 0.0;
-    const int n = (int)k->n, method = gs__gram_method();
+    const int n = (int)k->n, method = gs__gram_method(), bs = gs__gram_block();
     int first = 1;
     if (k->b[0].rows > 0) {
         double hdr[GS_LA_STATE_HDR];
@@ -92,11 +103,11 @@ static gs_status_t gs__gram_gram(cublasHandle_t blas, cudaStream_t s, const gs_k
             GS__LA_BLAS(cublasDgemm(blas, CUBLAS_OP_N, CUBLAS_OP_T, n, n, (int)a->rows, &one, x,
                                     (int)a->ld, x, (int)a->ld, first ? &zero : &one, k->out, n));
         else if (method == GS__GRAM_BLOCKED)
-            for (int j0 = 0; j0 < n; j0 += GS__GRAM_BLOCK)
-                for (int i0 = 0; i0 <= j0; i0 += GS__GRAM_BLOCK) {
+            for (int j0 = 0; j0 < n; j0 += bs)
+                for (int i0 = 0; i0 <= j0; i0 += bs) {
                     /* column-major block (i, j) of G = X_i X_j^T, X_i the rows i0.. of A^T */
-                    int bi = n - i0 < GS__GRAM_BLOCK ? n - i0 : GS__GRAM_BLOCK;
-                    int bj = n - j0 < GS__GRAM_BLOCK ? n - j0 : GS__GRAM_BLOCK;
+                    int bi = n - i0 < bs ? n - i0 : bs;
+                    int bj = n - j0 < bs ? n - j0 : bs;
                     GS__LA_BLAS(cublasDgemm(blas, CUBLAS_OP_N, CUBLAS_OP_T, bi, bj, (int)a->rows,
                                             &one, x + i0, (int)a->ld, x + j0, (int)a->ld,
                                             first ? &zero : &one,
