@@ -20,6 +20,25 @@ namespace {
 constexpr int TT = GS__CUDA_TT;
 constexpr int TROWS = BLOCK / TT;
 
+/* A thread's place in the tile (tx along a tile row, ty the first of its rows) and the tile
+ * grid: tc tiles per row of tiles, ntiles in all. */
+struct TtGrid {
+    int tx, ty;
+    int64_t tc, ntiles;
+    __device__ __forceinline__ explicit TtGrid(const Plan &p)
+        : tx(threadIdx.x % TT), ty(threadIdx.x / TT), tc((p.L + TT - 1) / TT),
+          ntiles((p.R + TT - 1) / TT * ((p.L + TT - 1) / TT))
+    {
+    }
+};
+
+/* The program is two leaves and one binary op (x + x.T): evaluated without the interpreter. */
+__device__ __forceinline__ bool tt_bin2(const Plan &p)
+{
+    return p.nprog == 3 && p.prog[0].op == GS_OP_LEAF && p.prog[1].op == GS_OP_LEAF &&
+           p.prog[2].op >= GS_OP_ADD && p.prog[2].op <= GS_OP_MAX;
+}
+
 
 template <int D, int NL, int ACC, bool STORE, bool CH>
 __global__ void __launch_bounds__(BLOCK) k_ttile(const __grid_constant__ Plan p)
@@ -29,11 +48,10 @@ __global__ void __launch_bounds__(BLOCK) k_ttile(const __grid_constant__ Plan p)
     constexpr bool IDX = ACC == GS__CUDA_ACC_ARG;
     Acc<ACC> a;
     a.init(p);
-    const int tx = threadIdx.x % TT, ty = threadIdx.x / TT;
-    const int64_t tc = (p.L + TT - 1) / TT;
-    const int64_t ntiles = (p.R + TT - 1) / TT * tc;
-    const bool bin2 = CH && p.nprog == 3 && p.prog[0].op == GS_OP_LEAF && p.prog[1].op == GS_OP_LEAF &&
-                      p.prog[2].op >= GS_OP_ADD && p.prog[2].op <= GS_OP_MAX;
+    const TtGrid g(p);
+    const int tx = g.tx, ty = g.ty;
+    const int64_t tc = g.tc, ntiles = g.ntiles;
+    const bool bin2 = CH && tt_bin2(p);
     for (int64_t t = blockIdx.x; t < ntiles; t += gridDim.x) {
         const int64_t tr = t / tc;
         const int64_t r0 = tr * TT, l0 = (t - tr * tc) * TT;
@@ -118,11 +136,10 @@ __global__ void __launch_bounds__(BLOCK, 4) k_ttile_pf(const __grid_constant__ P
     constexpr bool IDX = ACC == GS__CUDA_ACC_ARG;
     Acc<ACC> a;
     a.init(p);
-    const int tx = threadIdx.x % TT, ty = threadIdx.x / TT;
-    const int64_t tc = (p.L + TT - 1) / TT;
-    const int64_t ntiles = (p.R + TT - 1) / TT * tc;
-    const bool bin2 = p.nprog == 3 && p.prog[0].op == GS_OP_LEAF && p.prog[1].op == GS_OP_LEAF &&
-                      p.prog[2].op >= GS_OP_ADD && p.prog[2].op <= GS_OP_MAX;
+    const TtGrid g(p);
+    const int tx = g.tx, ty = g.ty;
+    const int64_t tc = g.tc, ntiles = g.ntiles;
+    const bool bin2 = tt_bin2(p);
     const int tq = p.tt_leaf[0], rq = 1 - tq; /* the transposed leaf and the row-major one */
     const gs__cuda_leaf_t &lr = p.leaves[rq], &lt = p.leaves[tq];
     double lv[J], tv[J];
