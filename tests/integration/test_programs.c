@@ -66,7 +66,7 @@ Test(integration_programs, gs_bench_seed_prints_json_with_the_reference_value, .
     line = strstr(out, "{\"bench\":\"seed\"");
     cr_assert_not_null(line, "no JSON line in: %s", out);
     for (int64_t i = 0; i < 301; i += 2)
-        for (int64_t j = 0; j < 301; j += 2) want += gs_random_normal(0, (uint64_t)(i * 301 + j), 10, 1) + 1.0;
+        for (int64_t j = 0; j < 301; j += 2) want += gs_random_normal_v3(0, (uint64_t)(i * 301 + j), 10, 1) + 1.0;
     value = json_num(line, "value");
     count = json_num(line, "count");
     mean = json_num(line, "mean");
