@@ -2,7 +2,7 @@
 # One GPU-machine session: build with CUDA, run the benchmarks, then the whole suite (CUDA tests
 # enabled, integration tests also with CUDA workers). Logs go to $OUT (or ./gpu-out). For a host
 # without a package registry, carry .devdeps (../shared/offline-deps/README.md):
-#   source .devdeps/env.sh && bash bench/gpu-session.sh [bench|move|linalg|scale|robust|tests|svd|spill|dash|tls|mac|gather|sched|rand|io|zarrcuda|cufile|stencil|dtype|nanred|scan|mapfuse|intsum|restart|usertyped|v3|f32v3|f32v4|all]
+#   source .devdeps/env.sh && bash bench/gpu-session.sh [bench|move|linalg|scale|robust|tests|svd|spill|dash|tls|mac|gather|sched|rand|io|zarrcuda|cufile|stencil|dtype|nanred|scan|mapfuse|intsum|restart|usertyped|v3|f32v3|f32v4|defaultv|all]
 # bench: kernels + seed reductions; move: transfers, transpose-sum, slice3 (issue 5);
 # linalg: dot, svd (issue 6); scale: tiny tasks, 1 M-chunk seed, worker kill (issue 7);
 # robust: 300-job soak and socket fuzzing with CUDA workers (issue 12);
@@ -75,6 +75,11 @@
 #   fused_seed_f32_v4, gs-bench seed --dtype float32 on one GPU with --random 4 and --random 3
 #   (n 500000, chunk 10000), then the kbench and --random 4 with GS_CUDA_F32PAIRS=0 (the CHAIN
 #   walk); the same GS_TARGETS as f32v3.
+# defaultv: the default normals (session 12: float64 version 3, float32 version 4, with no
+#   --random): the worker's GPU == CPU seed test on the default arrays (worker_cuda/*), the
+#   float64 and float32 CUDA random tests, then gs-bench seed on one GPU by default and with
+#   --random 1 (the old default) in float64 and float32 (n 500000, chunk 10000). Targets
+#   GS_TARGETS="gs-bench gsched_daemon gworker gs-local-cluster test_chunkops_cuda test_worker".
 # GS_TARGETS="a b ..." builds only those targets (a shorter build for one stage).
 set -uo pipefail
 what=${1:-all}
@@ -281,9 +286,9 @@ if [ "$what" = rand ]; then
   {
     run $B/gs-bench transpose-sum --n 40000 --chunk 10000 --workers 1 --backend cuda --repeat 5
     GS_CUDA_TTILE=0 run $B/gs-bench transpose-sum --n 40000 --chunk 10000 --workers 1 --backend cuda --repeat 3
-    run $B/gs-bench seed --n 500000 --chunk 10000 --workers 1 --backend cuda --repeat 3
+    run $B/gs-bench seed --n 500000 --chunk 10000 --workers 1 --backend cuda --repeat 3 --random 1
     run $B/gs-bench seed --n 500000 --chunk 10000 --workers 1 --backend cuda --repeat 3 --random 2
-    run $B/gs-bench seed --n 500000 --chunk 10000 --workers 1 --backend cuda --no-fuse --repeat 2
+    run $B/gs-bench seed --n 500000 --chunk 10000 --workers 1 --backend cuda --no-fuse --repeat 2 --random 1
     run $B/gs-bench seed --n 500000 --chunk 10000 --workers 1 --backend cuda --no-fuse --repeat 2 --random 2
   } 2>"$out/rand.err" | tee "$out/rand.jsonl"
   grep -E "failed|error" "$out/rand.err" | head -8
@@ -436,9 +441,9 @@ if [ "$what" = rand32 ]; then
   # (issue 20 item 2); needs the targets test_chunkops_cuda gs-bench gsched gworker.
   build-gpu/tests/test_chunkops_cuda --filter 'chunkops_cuda/float32_random*' 2>&1 | tail -3
   {
-    run $B/gs-bench seed --n 20000 --chunk 1000 --workers 1 --backend cuda --dtype float32
-    run $B/gs-bench seed --n 500000 --chunk 10000 --workers 1 --backend cuda --repeat 3
-    run $B/gs-bench seed --n 500000 --chunk 10000 --workers 1 --backend cuda --repeat 3 --dtype float32
+    run $B/gs-bench seed --n 20000 --chunk 1000 --workers 1 --backend cuda --dtype float32 --random 1
+    run $B/gs-bench seed --n 500000 --chunk 10000 --workers 1 --backend cuda --repeat 3 --random 1
+    run $B/gs-bench seed --n 500000 --chunk 10000 --workers 1 --backend cuda --repeat 3 --dtype float32 --random 1
   } 2>"$out/rand32.err" | tee "$out/rand32.jsonl" | cut -c1-300
   tail -4 "$out/rand32.err"
 fi
@@ -632,4 +637,22 @@ if [ "$what" = f32v4 ]; then
   grep -E '"fused_seed_f32' "$out/f32v4-kbench-chain.jsonl" | cut -c1-240
   GS_CUDA_F32PAIRS=0 run $B/gs-bench seed --n 500000 --chunk 10000 --workers 1 --backend cuda \
     --dtype float32 --random 4 --repeat 3 2>>"$out/f32v4.err" | tee -a "$out/f32v4.jsonl" | cut -c1-300
+fi
+if [ "$what" = defaultv ]; then
+  # defaultv: see the header. The default seed should match --random 3 (float64, <= 0.40 s on
+  # one H200) and --random 4 (float32, <= 0.30 s); "random" in each JSON line names the version.
+  timeout 300 build-gpu/tests/test_worker --filter 'worker_cuda/*' >"$out/defaultv-tests.log" 2>&1
+  build-gpu/tests/test_chunkops_cuda --filter 'chunkops_cuda/normal_v*' >>"$out/defaultv-tests.log" 2>&1
+  build-gpu/tests/test_chunkops_cuda --filter 'chunkops_cuda/float32_v4*' >>"$out/defaultv-tests.log" 2>&1
+  grep -hE "Synthesis|SKIP" "$out/defaultv-tests.log"
+  grep -hE -A12 "\[FAIL\]|CRASH" "$out/defaultv-tests.log" | head -40
+  {
+    run $B/gs-bench seed --n 20000 --chunk 1000 --workers 1 --backend cuda
+    run $B/gs-bench seed --n 20000 --chunk 1000 --workers 1 --backend cuda --dtype float32
+    for d in float64 float32; do
+      run $B/gs-bench seed --n 500000 --chunk 10000 --workers 1 --backend cuda --dtype $d --repeat 5
+      run $B/gs-bench seed --n 500000 --chunk 10000 --workers 1 --backend cuda --dtype $d --repeat 3 --random 1
+    done
+  } 2>"$out/defaultv.err" | tee "$out/defaultv.jsonl" | cut -c1-300
+  grep -E "failed|error|warning" "$out/defaultv.err" | head -8
 fi

@@ -240,7 +240,7 @@ static gs_status_t gs__random(int32_t kind, uint64_t seed, double p0, double p1,
     n->u.gen.seed = seed;
     n->u.gen.p0 = p0;
     n->u.gen.p1 = p1;
-    n->u.gen.version = GS_RANDOM_V1;
+    n->u.gen.version = kind == GS__NODE_NORMAL ? GS_RANDOM_DEFAULT_FLOAT64 : GS_RANDOM_V1;
     *out_p = n;
     return GS_OK;
 }
@@ -260,6 +260,7 @@ gs_status_t gs_array_random_normal_version(uint64_t seed, double mean, double st
 {
     gs_array_h a;
     gs_status_t st;
+    if (version == GS_RANDOM_DEFAULT) version = GS_RANDOM_DEFAULT_FLOAT64;
     if (version == GS_RANDOM_V4)
         return gs_error_set(GS_ERR_INVALID_PARAM,
                             "normal: random definition version 4 is float32 only (float64 "

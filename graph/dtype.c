@@ -360,6 +360,8 @@ gs_status_t gs_array_random_normal_dtype(uint64_t seed, double mean, double std,
     if ((st = gs_array_random_normal(seed, mean, std, ndim, shape, chunks, &n)) != GS_OK)
         return st;
     n->dtype = dtype;   /* a fresh node: the dtype picks the definition (graph_internal.h) */
+    n->u.gen.version =
+        dtype == GS_DTYPE_FLOAT32 ? GS_RANDOM_DEFAULT_FLOAT32 : GS_RANDOM_DEFAULT_FLOAT64;
     *out_p = n;
     return GS_OK;
 }
@@ -371,6 +373,8 @@ gs_status_t gs_array_random_normal_dtype_version(uint64_t seed, double mean, dou
 {
     gs_status_t st;
     if ((st = gs__random_dtype_check("random normal", dtype, mean, std, out_p)) != GS_OK) return st;
+    if (version == GS_RANDOM_DEFAULT)
+        version = dtype == GS_DTYPE_FLOAT32 ? GS_RANDOM_DEFAULT_FLOAT32 : GS_RANDOM_DEFAULT_FLOAT64;
     if (dtype == GS_DTYPE_FLOAT64)
         return gs_array_random_normal_version(seed, mean, std, version, ndim, shape, chunks, out_p);
     if (version != GS_RANDOM_V1 && version != GS_RANDOM_V3 && version != GS_RANDOM_V4)

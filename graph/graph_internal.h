@@ -146,7 +146,7 @@ struct gs_array {
                                     ARANGE: p0 start, p1 step */
             uint64_t seed;
             double p0, p1;
-            int32_t version;     /* NORMAL: GS_RANDOM_V1, V2 or V3 (float32: V1, V3 or V4; docs/random.md) */
+            int32_t version;     /* NORMAL: V1, V2 or V3, default V3 (float32: V1, V3 or V4, default V4) */
             /* The node's dtype picks the definition: NORMAL/UNIFORM of dtype float32 use the
              * float32 definition (not a cast of float64 values); UNIFORM of dtype int64 is
              * random_integers, p0/p1 holding the int64 bit patterns of low/high (inclusive). */

@@ -86,7 +86,7 @@ void gs__common_defaults(gs__common_t *c)
 {
     memset(c, 0, sizeof(*c));
     c->fuse = c->pushdown = 1;
-    c->random_version = GS_RANDOM_V1;
+    c->random_version = GS_RANDOM_DEFAULT; /* the dtype's default (float64: version 3) */
     c->repeat = 1;
     c->token = getenv("GSCHED_TOKEN");
 }
@@ -508,11 +508,20 @@ int gs__tally(int ok, int64_t *checked_p, int64_t *bad_p)
     return !ok && (*bad_p)++ == 0;
 }
 
-double *gs__host_normal(uint64_t seed, size_t n, const char *what)
+double gs__normal_at(int version, uint64_t seed, uint64_t i, double mean, double std)
+{
+    switch (version) {
+    case GS_RANDOM_V1: return gs_random_normal(seed, i, mean, std);
+    case GS_RANDOM_V2: return gs_random_normal_v2(seed, i, mean, std);
+    default: return gs_random_normal_v3(seed, i, mean, std); /* V3 and GS_RANDOM_DEFAULT */
+    }
+}
+
+double *gs__host_normal(int version, uint64_t seed, size_t n, const char *what)
 {
     double *x = gs_malloc(n * sizeof(double), what);
     if (x != NULL)
-        for (size_t i = 0; i < n; i++) x[i] = gs_random_normal(seed, i, 0.0, 1.0);
+        for (size_t i = 0; i < n; i++) x[i] = gs__normal_at(version, seed, i, 0.0, 1.0);
     return x;
 }
 

@@ -98,10 +98,14 @@ int gs__gather_f64(gs_client_h client, gs_array_h a, int nsl, const gs_slice_t *
 /* Count one checked value (@a ok: it matched) in *checked_p and a mismatch in *bad_p. 1 when
  * this is the first mismatch (the caller prints it), else 0. */
 int gs__tally(int ok, int64_t *checked_p, int64_t *bad_p);
-/* @a n float64 normal(0, 1) values of the random definition with @a seed (elements 0..n-1, as
- * gs_array_random_normal's version 1 of a row-major array), in gs_malloc'd memory the caller
- * frees with gs_free; NULL when there is no memory (@a what names it in the message). */
-double *gs__host_normal(uint64_t seed, size_t n, const char *what);
+/* Element @a i of the float64 normal(mean, std) array with @a seed under definition @a version
+ * (GS_RANDOM_V1, V2, V3 or GS_RANDOM_DEFAULT, which is V3): the host reference of
+ * gs_array_random_normal_version() (what gs__connect_persist_normal builds for --random). */
+double gs__normal_at(int version, uint64_t seed, uint64_t i, double mean, double std);
+/* @a n float64 normal(0, 1) values of the random definition @a version (as gs__normal_at) with
+ * @a seed (elements 0..n-1 of a row-major array), in gs_malloc'd memory the caller frees with
+ * gs_free; NULL when there is no memory (@a what names it in the message). */
+double *gs__host_normal(int version, uint64_t seed, size_t n, const char *what);
 
 /* Print "cannot build <what>: <last error>" (the program and benchmark first) to stderr;
  * returns 2 (the exit of a result that cannot be built). */

@@ -185,7 +185,7 @@ int gs__bench_slice3(int argc, char **argv)
                 e = rng % len;
             }
             int64_t i = (int64_t)(e / (uint64_t)o.n), j = (int64_t)(e % (uint64_t)o.n);
-            double want = gs_random_normal(o.c.seed, (uint64_t)(3 * i * o.n + j), 0.0, 1.0);
+            double want = gs__normal_at(o.c.random_version, o.c.seed, (uint64_t)(3 * i * o.n + j), 0.0, 1.0);
             if (!(fabs(buf[e] - want) <= 1e-12 * fmax(1.0, fabs(want)))) bad++;
             checked++;
         }

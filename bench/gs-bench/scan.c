@@ -134,7 +134,7 @@ static int gs__scan_check(gs_client_h client, gs_array_h y, const void *opts, in
         }
         for (int64_t k = 0; k < o->n; k++) {
             const int64_t idx = o->axis == 1 ? l * o->n + k : k * o->n + l;
-            double v = gs_random_normal(o->c.seed, (uint64_t)idx, 0.0, 1.0);
+            double v = gs__normal_at(o->c.random_version, o->c.seed, (uint64_t)idx, 0.0, 1.0);
             if (o->float32) v = (double)(float)v;
             acc = gs__scan_step(o, acc, v);
             mag = o->op == GS_SCAN_PROD ? fmax(fabs(acc), fabs(got[k])) : mag + fabs(v);
@@ -155,7 +155,7 @@ static int gs__scan_check(gs_client_h client, gs_array_h y, const void *opts, in
 static void gs__scan_c_loop(const gs__scan_opts_t *o)
 {
     const size_t nn = (size_t)o->n * (size_t)o->n;
-    double *x = gs__host_normal(o->c.seed, nn, "scan loop x"), *y = gs_malloc(nn * sizeof(double), "scan loop y");
+    double *x = gs__host_normal(o->c.random_version, o->c.seed, nn, "scan loop x"), *y = gs_malloc(nn * sizeof(double), "scan loop y");
     if (x == NULL || y == NULL) {
         fprintf(stderr, "%s %s: no memory for the C loop\n", g_prog, g_sub);
         goto out;

@@ -81,9 +81,10 @@ static void gs__seed_usage(FILE *f)
             "  --no-pushdown         do not push the slice into the generator\n"
             "  --repeat R            R > 1: one cold run, then R timed runs (median reported)\n"
             "  --seed S              random seed (default 0)\n"
-            "  --random N            normals under docs/random.md's definition version N: 1\n"
-            "                        (default), 2 or 3 (float64), 1, 3 or 4 (float32); --random-v2\n"
-            "                        is --random 2\n"
+            "  --random N            normals under docs/random.md's definition version N: 1, 2\n"
+            "                        or 3 (float64; default 3), 1, 3 or 4 (float32; default 4);\n"
+            "                        --random 1 is the definition of releases before session 12;\n"
+            "                        --random-v2 is --random 2\n"
             "  --dtype float64|float32  the array's dtype (default float64); float32 uses\n"
             "                        docs/random.md's float32 definition, + 1 in float32, and the\n"
             "                        sum is float32 (NumPy's result dtype; accumulated in float64)\n"
@@ -123,6 +124,9 @@ int gs__bench_seed(int argc, char **argv)
         done)
         return rc;
     rc = 1;
+    if (c.random_version == GS_RANDOM_DEFAULT) /* the dtype's default, printed as the number */
+        c.random_version =
+            dtype == GS_DTYPE_FLOAT32 ? GS_RANDOM_DEFAULT_FLOAT32 : GS_RANDOM_DEFAULT_FLOAT64;
 
     /* the expression */
     {

@@ -119,18 +119,18 @@ static int64_t gs__st_map(int64_t g, int64_t n, int b)
     return b == GS_BOUNDARY_CONSTANT ? -1 : -2;
 }
 
-/* s[i, j] from the random definition (reference for the checks). */
-static double gs__st_ref(uint64_t seed, int64_t n, int b, int64_t i, int64_t j)
+/* s[i, j] from the random definition @a version (reference for the checks). */
+static double gs__st_ref(int version, uint64_t seed, int64_t n, int b, int64_t i, int64_t j)
 {
     double acc = 0.0;
     for (int di = 0; di < 3; di++)
         for (int dj = 0; dj < 3; dj++) {
             int64_t si = gs__st_map(i + di - 1, n, b), sj = gs__st_map(j + dj - 1, n, b);
             if (si == -2 || sj == -2)
-                return gs_random_normal(seed, (uint64_t)(i * n + j), 0.0, 1.0);
+                return gs__normal_at(version, seed, (uint64_t)(i * n + j), 0.0, 1.0);
             acc += gs__w9[di * 3 + dj] *
                    (si < 0 || sj < 0 ? 0.0
-                                     : gs_random_normal(seed, (uint64_t)(si * n + sj), 0.0, 1.0));
+                                     : gs__normal_at(version, seed, (uint64_t)(si * n + sj), 0.0, 1.0));
         }
     return acc;
 }
@@ -191,7 +191,7 @@ static int gs__st_check(gs_client_h client, gs_array_h s, const void *opts, int6
         }
         for (int64_t j = 0; j < o->n; j += (j < 4 || j > o->n - 5 || (j % o->chunk) < 2 ||
                                             (j % o->chunk) > o->chunk - 3) ? 1 : 97) {
-            double want = gs__st_ref(o->c.seed, o->n, o->boundary, i, j);
+            double want = gs__st_ref(o->c.random_version, o->c.seed, o->n, o->boundary, i, j);
             if (gs__tally(fabs(buf[j] - want) <= 1e-12 * fmax(1.0, fabs(want)), checked_p, bad_p))
                 fprintf(stderr, "%s %s: s[%" PRId64 ", %" PRId64 "] = %.17g, expected %.17g\n",
                         g_prog, g_sub, i, j, buf[j], want);
@@ -210,7 +210,7 @@ static void gs__st_c_loop(const gs__st_opts_t *o)
                 g_prog, g_sub, (double)nn * 16.0 / 1048576.0, o->loop_max_mb);
         return;
     }
-    x = gs__host_normal(o->c.seed, nn, "stencil loop x");
+    x = gs__host_normal(o->c.random_version, o->c.seed, nn, "stencil loop x");
     s = gs_malloc(nn * sizeof(double), "stencil loop s");
     if (x == NULL || s == NULL) {
         fprintf(stderr, "%s %s: C loop skipped (no memory)\n", g_prog, g_sub);

@@ -253,7 +253,7 @@ int gs__bench_tasks(int argc, char **argv)
     memset(&c, 0, sizeof(c));
     memset(&cpu, 0, sizeof(cpu));
     c.fuse = c.pushdown = 1;
-    c.random_version = GS_RANDOM_V1;
+    c.random_version = GS_RANDOM_DEFAULT;
     c.repeat = 3;
     c.token = getenv("GSCHED_TOKEN");
     for (int i = 0; i < argc; i++) {

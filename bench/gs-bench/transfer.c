@@ -80,7 +80,7 @@ int gs__bench_transfer(int argc, char **argv)
 
     memset(&c, 0, sizeof(c));
     c.fuse = c.pushdown = 1;
-    c.random_version = GS_RANDOM_V1;
+    c.random_version = GS_RANDOM_DEFAULT;
     c.repeat = 3;
     c.workers = 2;
     for (int i = 0; i < argc; i++) {

@@ -105,7 +105,7 @@ static inline tx_t *tx_normal(uint64_t seed, double mean, double sd, int nd, con
     gs_array_h h;
     TX_OK(gs_array_random_normal(seed, mean, sd, nd, shape, chunks, &h));
     tx_t *t = tx_new(h, nd, shape);
-    for (int64_t i = 0; i < t->size; i++) t->v[i] = gs_random_normal(seed, (uint64_t)i, mean, sd);
+    for (int64_t i = 0; i < t->size; i++) t->v[i] = gs_random_normal_v3(seed, (uint64_t)i, mean, sd);
     return t;
 }
 

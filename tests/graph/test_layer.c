@@ -501,7 +501,7 @@ Test(graph_layer, instantiate_composes_slices_into_random_leaves)
     cr_assert_eq(kt.u.fused.shape[0], 5);
     cr_assert_eq(kt.u.fused.shape[1], 2);
     cr_assert_eq(kt.u.fused.nleaves, 1);
-    cr_assert_eq(kt.u.fused.leaves[0].kind, GS_LEAF_NORMAL);
+    cr_assert_eq(kt.u.fused.leaves[0].kind, GS_LEAF_NORMAL_V3); /* the float64 default, version 3 */
     cr_assert_eq(kt.u.fused.leaves[0].base, 91);
     cr_assert_eq(kt.u.fused.leaves[0].stride[0], -10);
     cr_assert_eq(kt.u.fused.leaves[0].stride[1], 2);

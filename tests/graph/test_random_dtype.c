@@ -12,12 +12,13 @@ TestSuite(graph_random_dtype, .init = rg_setup, .fini = rg_teardown, .timeout = 
 enum { R = 37, C = 53 };
 static const int64_t chunkings[][2] = {{R, C}, {5, 7}, {16, 1}, {1, 53}};
 
-/* the element (i, j) of each kind at global index i * C + j */
+/* the element (i, j) of each kind at global index i * C + j; the float32 normal of
+ * gs_array_random_normal_dtype is the float32 default, version 4 */
 static void want_elem(int kind, uint64_t seed, int64_t i, int64_t j, void *w)
 {
     const uint64_t g = (uint64_t)(i * C + j);
     if (kind == 0) {
-        float v = gs_random_normal_f32(seed, g, 1.5, 2.0);
+        float v = gs_random_normal_f32_v4(seed, g, 1.5, 2.0);
         memcpy(w, &v, 4);
     } else if (kind == 1) {
         float v = gs_random_uniform_f32(seed, g, -3.0, 5.0);
@@ -106,7 +107,7 @@ Test(graph_random_dtype, seed_expression_in_float32)
     long double exact = 0;
     for (int64_t i = 0; i < R; i += 2)
         for (int64_t j = 0; j < C; j += 2) {
-            float v = gs_random_normal_f32(2024, (uint64_t)(i * C + j), 0.0, 1.0) + 1.0f;
+            float v = gs_random_normal_f32_v4(2024, (uint64_t)(i * C + j), 0.0, 1.0) + 1.0f;
             exact += v;
         }
     for (unsigned f = 0; f <= GS_LOWER_DEFAULT; f += 5) {
@@ -166,12 +167,12 @@ Test(graph_random_dtype, bad_input_is_rejected_and_outputs_unwritten)
     cr_assert_eq(gs_array_random_integers(1, 0, 4, 1, shape, zero, &h), GS_ERR_INVALID_PARAM);
     cr_assert_eq(gs_array_random_integers(1, 0, 4, 1, shape, chunks, NULL), GS_ERR_INVALID_PARAM);
     cr_assert_eq(h, (gs_array_h)(uintptr_t)0x1, "no output written on error");
-    /* float64 through the _dtype form is the plain float64 array */
+    /* float64 through the _dtype form is the plain float64 array (default: version 3) */
     gs_array_h a, b;
     OK(gs_array_random_normal_dtype(3, 0, 1, GS_DTYPE_FLOAT64, 1, shape, chunks, &a));
     cr_assert_eq(gs_array_dtype(a), GS_DTYPE_FLOAT64);
     double *got = eval_raw(a, GS_LOWER_DEFAULT);
-    for (int i = 0; i < 10; i++) cr_assert_eq(got[i], gs_random_normal(3, (uint64_t)i, 0, 1));
+    for (int i = 0; i < 10; i++) cr_assert_eq(got[i], gs_random_normal_v3(3, (uint64_t)i, 0, 1));
     free(got);
     OK(gs_array_random_uniform_dtype(3, 0, 1, GS_DTYPE_FLOAT64, 1, shape, chunks, &b));
     got = eval_raw(b, GS_LOWER_DEFAULT);
@@ -212,4 +213,47 @@ Test(graph_random_dtype, kernels_with_mistyped_random_leaves_are_rejected)
     hi = 3;
     memcpy(&k.leaves[0].p1, &hi, 8);
     OK(gs_kfused_validate(&k));
+}
+
+/* The float32 normal of gs_array_random_normal_dtype() is version 4 (GS_RANDOM_DEFAULT_FLOAT32,
+ * the default since session 12), bit for bit the array GS_RANDOM_V4 and GS_RANDOM_DEFAULT name;
+ * GS_RANDOM_V1 by name still gives float32 version 1 (the old default) on every chunking. */
+Test(graph_random_dtype, float32_default_is_version_4_and_version_1_stays_by_name)
+{
+    const int64_t shape[2] = {R, C};
+    cr_assert_eq(GS_RANDOM_DEFAULT_FLOAT32, GS_RANDOM_V4);
+    for (size_t c = 0; c < sizeof(chunkings) / sizeof(chunkings[0]); c++) {
+        gs_array_h d, n, v4, v1;
+        OK(gs_array_random_normal_dtype(11, 0.5, 3.0, GS_DTYPE_FLOAT32, 2, shape, chunkings[c], &d));
+        OK(gs_array_random_normal_dtype_version(11, 0.5, 3.0, GS_DTYPE_FLOAT32, GS_RANDOM_DEFAULT,
+                                                2, shape, chunkings[c], &n));
+        OK(gs_array_random_normal_dtype_version(11, 0.5, 3.0, GS_DTYPE_FLOAT32, GS_RANDOM_V4, 2,
+                                                shape, chunkings[c], &v4));
+        OK(gs_array_random_normal_dtype_version(11, 0.5, 3.0, GS_DTYPE_FLOAT32, GS_RANDOM_V1, 2,
+                                                shape, chunkings[c], &v1));
+        for (unsigned f = 0; f <= GS_LOWER_DEFAULT; f += 3) {
+            float *gd = eval_raw(d, f), *gn = eval_raw(n, f), *g4 = eval_raw(v4, f),
+                  *g1 = eval_raw(v1, f);
+            int64_t differ = 0;
+            cr_assert(memcmp(gd, g4, (size_t)R * C * 4) == 0,
+                      "chunking %zu flags 0x%x: the default is not version 4 by name", c, f);
+            cr_assert(memcmp(gn, g4, (size_t)R * C * 4) == 0,
+                      "chunking %zu flags 0x%x: GS_RANDOM_DEFAULT is not version 4", c, f);
+            for (int64_t i = 0; i < R * C; i++) {
+                const float w4 = gs_random_normal_f32_v4(11, (uint64_t)i, 0.5, 3.0);
+                const float w1 = gs_random_normal_f32(11, (uint64_t)i, 0.5, 3.0);
+                cr_assert(memcmp(&gd[i], &w4, 4) == 0, "chunking %zu flags 0x%x: element %lld",
+                          c, f, (long long)i);
+                cr_assert(memcmp(&g1[i], &w1, 4) == 0,
+                          "chunking %zu flags 0x%x: version 1 element %lld", c, f, (long long)i);
+                differ += gd[i] != g1[i];
+            }
+            cr_assert_gt(differ, R * C - 10, "versions 1 and 4 are different definitions");
+            free(gd), free(gn), free(g4), free(g1);
+        }
+        gs_array_release(v1);
+        gs_array_release(v4);
+        gs_array_release(n);
+        gs_array_release(d);
+    }
 }

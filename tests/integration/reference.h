@@ -39,12 +39,13 @@ static inline void ref_free(ref_t *r)
     r->v = NULL;
 }
 
-/** normal(mean, std) of @a shape: element at flat index i is gs_random_normal(seed, i, ...). */
+/** normal(mean, std) of @a shape: element at flat index i is gs_random_normal_v3(seed, i, ...), the
+ *  default float64 definition of gs_array_random_normal(). */
 static inline ref_t ref_normal(uint64_t seed, double mean, double std, int ndim,
                                const int64_t *shape)
 {
     ref_t r = ref_alloc(ndim, shape);
-    for (int64_t i = 0; i < r.size; i++) r.v[i] = gs_random_normal(seed, (uint64_t)i, mean, std);
+    for (int64_t i = 0; i < r.size; i++) r.v[i] = gs_random_normal_v3(seed, (uint64_t)i, mean, std);
     return r;
 }
 

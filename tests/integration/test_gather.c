@@ -334,7 +334,7 @@ Test(integration_gather, a_worker_killed_mid_gather_is_recomputed_or_refetched)
     pthread_join(th, NULL);
     cr_assert(k.killed, "worker 0 was not killed during the gather");
     for (int64_t i = 0; i < shape[0] * shape[1]; i += 7) {
-        double want = gs_random_normal(9, (uint64_t)i, 0.0, 1.0);
+        double want = gs_random_normal_v3(9, (uint64_t)i, 0.0, 1.0);
         cr_assert(fabs(got[i] - want) <= 1e-12 * fmax(1.0, fabs(want)), "element %lld: %.17g vs %.17g", (long long)i,
                   got[i], want);
     }
@@ -362,7 +362,7 @@ Test(integration_gather, a_worker_without_a_data_port_is_relayed)
     OK(gs_client_compute(C, x, got, (size_t)(shape[0] * shape[1])));
     gs_client_gather_stats(C, &a);
     for (int64_t i = 0; i < shape[0] * shape[1]; i++) {
-        double want = gs_random_normal(11, (uint64_t)i, 0.0, 1.0);
+        double want = gs_random_normal_v3(11, (uint64_t)i, 0.0, 1.0);
         cr_assert(fabs(got[i] - want) <= 1e-12 * fmax(1.0, fabs(want)), "element %lld", (long long)i);
     }
     cr_assert_eq(a.fallbacks, b.fallbacks, "a chunk of no data port counts as a failed direct fetch");

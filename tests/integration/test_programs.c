@@ -66,7 +66,7 @@ Test(integration_programs, gs_bench_seed_prints_json_with_the_reference_value, .
     line = strstr(out, "{\"bench\":\"seed\"");
     cr_assert_not_null(line, "no JSON line in: %s", out);
     for (int64_t i = 0; i < 301; i += 2)
-        for (int64_t j = 0; j < 301; j += 2) want += gs_random_normal(0, (uint64_t)(i * 301 + j), 10, 1) + 1.0;
+        for (int64_t j = 0; j < 301; j += 2) want += gs_random_normal_v3(0, (uint64_t)(i * 301 + j), 10, 1) + 1.0;
     value = json_num(line, "value");
     count = json_num(line, "count");
     mean = json_num(line, "mean");
@@ -84,6 +84,48 @@ Test(integration_programs, gs_bench_seed_prints_json_with_the_reference_value, .
     (void)json_num(line, "runtime_s_per_task");
     cr_assert_not_null(strstr(line, "\"backend\":\"cpu\""));
     cr_assert_not_null(strstr(line, "\"fused\":true"));
+}
+
+/* gs-bench seed on a 2-worker CPU cluster with extra arguments @a extra (NULL-terminated):
+ * its JSON line, copied into @a out. */
+static const char *seed_line(const char *const *extra, char *out, size_t len)
+{
+    char bin[PATH_MAX];
+    const char *argv[24] = {tp_bin("gs-bench", bin, sizeof(bin)), "seed", "--n", "301", "--chunk",
+                            "70", "--workers", "2", "--backend", "cpu"};
+    int ac = 10;
+    for (int i = 0; extra[i] != NULL; i++) argv[ac++] = extra[i];
+    argv[ac] = NULL;
+    int st = run(argv, out, len, 120.0);
+    cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status 0x%x: %s", st, out);
+    const char *line = strstr(out, "{\"bench\":\"seed\"");
+    cr_assert_not_null(line, "no JSON line in: %s", out);
+    return line;
+}
+
+/* With no --random the seed uses the dtype's default (float64 version 3, float32 version 4)
+ * and says so; --random 1 gives version 1, the default before session 12. */
+Test(integration_programs, gs_bench_seed_defaults_to_the_fast_versions, .init = arm, .fini = down)
+{
+    NEED_BENCH();
+    char out[16384];
+    long double w1 = 0, w4 = 0;
+    for (int64_t i = 0; i < 301; i += 2)
+        for (int64_t j = 0; j < 301; j += 2) {
+            w1 += gs_random_normal(0, (uint64_t)(i * 301 + j), 10, 1) + 1.0;
+            w4 += (double)(gs_random_normal_f32_v4(0, (uint64_t)(i * 301 + j), 10, 1) + 1.0f);
+        }
+    const char *line = seed_line((const char *[]){NULL}, out, sizeof(out));
+    cr_assert_eq(json_num(line, "random"), 3, "%s", line);
+    line = seed_line((const char *[]){"--random", "1", NULL}, out, sizeof(out));
+    cr_assert_eq(json_num(line, "random"), 1, "%s", line);
+    cr_assert(ref_rel(json_num(line, "value"), (double)w1) <= 1e-12, "%s: want %.17Lg", line, w1);
+    line = seed_line((const char *[]){"--dtype", "float32", NULL}, out, sizeof(out));
+    cr_assert_eq(json_num(line, "random"), 4, "%s", line);
+    cr_assert_not_null(strstr(line, "\"dtype\":\"float32\""), "%s", line);
+    /* a float32 sum accumulated in float64 and rounded once to float32 */
+    cr_assert(ref_rel(json_num(line, "value"), (double)w4) <= 0x1p-23, "%s: want %.9Lg", line, w4);
+    cr_assert(fabs(json_num(line, "mean") - 11.0) < 0.05, "%s", line);
 }
 
 static void expect_bad_args(const char *const *args, const char *needle)
@@ -117,6 +159,8 @@ Test(integration_programs, gs_bench_rejects_bad_arguments_without_a_signal, .ini
     expect_bad_args((const char *[]){"seed", "--n", "10", "--chunk", "5", "--fast", NULL}, "--fast");
     expect_bad_args((const char *[]){"seed", "--n", NULL}, "--n");
     expect_bad_args((const char *[]){"frobnicate", NULL}, "frobnicate");
+    expect_bad_args((const char *[]){"seed", "--n", "10", "--chunk", "5", "--random", "4", NULL},
+                    "float32 only");
     expect_bad_args((const char *[]){"seed", "--n", "10", "--chunk", "5", "--scheduler", "x", NULL},
                     "--scheduler");
 }

@@ -78,7 +78,7 @@ Test(integration_rejoin, paused_worker_rejoins_and_the_cluster_keeps_working, .i
     OK(gs_client_compute_scalar(client, s, &v));
     for (int64_t i = 0; i < shape[0]; i++)
         for (int64_t j = 0; j < shape[1]; j++)
-            want += gs_random_normal(5, (uint64_t)(i * shape[1] + j), 10, 1);
+            want += gs_random_normal_v3(5, (uint64_t)(i * shape[1] + j), 10, 1);
     cr_assert(ref_rel(v, want) <= 1e-12, "%.17g vs %.17g", v, want);
     cr_assert(tp_alive(c.workers[0]) && tp_alive(c.workers[1]));
     gs_array_release(x);

@@ -47,7 +47,7 @@ static double job_reference(uint64_t seed, int64_t n)
     double s = 0.0, c = 0.0;
     for (int64_t r = 0; r < n; r += 2) {
         for (int64_t k = 0; k < n; k += 2) {
-            double v = gs_random_normal(seed, (uint64_t)(r * n + k), 10.0, 1.0) + 1.0, t = s + v;
+            double v = gs_random_normal_v3(seed, (uint64_t)(r * n + k), 10.0, 1.0) + 1.0, t = s + v;
             c += (s >= v || s <= -v) ? (s - t) + v : (v - t) + s;
             s = t;
         }

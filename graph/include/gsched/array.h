@@ -193,15 +193,21 @@ gs_status_t gs_array_astype(gs_array_h a, gs_dtype_t dtype, gs_array_h *out_p);
 
 /* ---- creation ---- */
 
-/** Normal(mean, std) random array of @a ndim (1..GS_MAX_NDIM) axes. @a chunks[a] is the chunk
- *  length along axis a (the last chunk may be shorter); shape[a] >= 0, chunks[a] >= 1.
- *  Values follow docs/random.md: a pure function of (seed, global index). std >= 0. */
+/** Normal(mean, std) float64 random array of @a ndim (1..GS_MAX_NDIM) axes. @a chunks[a] is
+ *  the chunk length along axis a (the last chunk may be shorter); shape[a] >= 0, chunks[a] >= 1.
+ *  Values follow docs/random.md: a pure function of (seed, global index), under the default
+ *  float64 definition GS_RANDOM_DEFAULT_FLOAT64 (version 3 since session 12; arrays made before
+ *  that had version 1 values: gs_array_random_normal_version(..., GS_RANDOM_V1, ...) gives them
+ *  back bit for bit). std >= 0. Errors: GS_ERR_INVALID_PARAM (mean or std not finite, std < 0,
+ *  bad ndim/shape/chunks, NULL out_p), GS_ERR_NO_MEMORY; *out_p (a new reference, released by
+ *  the caller) is written only on success. */
 gs_status_t gs_array_random_normal(uint64_t seed, double mean, double std, int ndim,
                                    const int64_t *shape, const int64_t *chunks, gs_array_h *out_p);
 
 /* Versions of the normal definition (docs/random.md): V1, one Philox block and one
- * log/sqrt/cos per element (the default, so every seed keeps its values); V2, one block and one
- * log, sqrt and sine/cosine pair per two adjacent elements, the same bits on CPU and GPU. */
+ * log/sqrt/cos per element (the default until session 12; still reachable by name, so every
+ * seed made under it keeps its values); V2, one block and one log, sqrt and sine/cosine pair per
+ * two adjacent elements, the same bits on CPU and GPU. */
 #define GS_RANDOM_V1 1
 #define GS_RANDOM_V2 2
 /* V3 (float64 and float32): elements i and i + 2 of each group of four (4q, 4q + 2 and
@@ -212,8 +218,16 @@ gs_status_t gs_array_random_normal(uint64_t seed, double mean, double std, int n
  * group of eight, p = 0 and p = 1, take the four normals of one block, so a read with stride 2
  * (x[::2]) uses whole blocks; the same bits on CPU and GPU. Float64 arrays have no version 4. */
 #define GS_RANDOM_V4 4
+/* The default normal definition of each dtype (docs/random.md "Versions and defaults"): what
+ * gs_array_random_normal() / gs_array_random_normal_dtype() give, float64 version 3 and float32
+ * version 4 (since session 12; before, version 1 for both). GS_RANDOM_DEFAULT passed as the
+ * version of gs_array_random_normal_version() / _dtype_version() picks the dtype's default. */
+#define GS_RANDOM_DEFAULT 0
+#define GS_RANDOM_DEFAULT_FLOAT64 GS_RANDOM_V3
+#define GS_RANDOM_DEFAULT_FLOAT32 GS_RANDOM_V4
 
-/** gs_array_random_normal() under definition @a version (GS_RANDOM_V1, V2 or V3); the
+/** gs_array_random_normal() under definition @a version (GS_RANDOM_V1, V2 or V3;
+ *  GS_RANDOM_DEFAULT is GS_RANDOM_DEFAULT_FLOAT64, what gs_array_random_normal() gives); the
  *  same array, element for element, for the same arguments on any chunking, worker count and
  *  backend. GS_ERR_INVALID_PARAM for another version (GS_RANDOM_V4: float32 only, the message
  *  says so) or what gs_array_random_normal() rejects;
@@ -227,10 +241,12 @@ gs_status_t gs_array_random_uniform(uint64_t seed, double low, double high, int 
                                     const int64_t *shape, const int64_t *chunks,
                                     gs_array_h *out_p);
 
-/** gs_array_random_normal() with elements of @a dtype: GS_DTYPE_FLOAT64 is exactly
- *  gs_array_random_normal() (version 1); GS_DTYPE_FLOAT32 is the float32 definition of
- *  docs/random.md ("float32 random"): binary32 arithmetic, the same bits on CPU and GPU, never a
- *  rounding of the float64 array. Errors: GS_ERR_INVALID_PARAM for another dtype (the message
+/** gs_array_random_normal() with elements of @a dtype, under the dtype's default definition:
+ *  GS_DTYPE_FLOAT64 is exactly gs_array_random_normal() (GS_RANDOM_DEFAULT_FLOAT64, version 3);
+ *  GS_DTYPE_FLOAT32 is the float32 definition GS_RANDOM_DEFAULT_FLOAT32 (version 4) of
+ *  docs/random.md: binary32 arithmetic, the same bits on CPU and GPU, never a rounding of the
+ *  float64 array. Version 1 of either dtype (the default before session 12) stays reachable by
+ *  name through gs_array_random_normal_dtype_version(). Errors: GS_ERR_INVALID_PARAM for another dtype (the message
  *  names it), for mean or std not finite in the dtype, and what gs_array_random_normal()
  *  rejects. *out_p (a new reference) is written only on success. */
 gs_status_t gs_array_random_normal_dtype(uint64_t seed, double mean, double std, gs_dtype_t dtype,
@@ -239,7 +255,8 @@ gs_status_t gs_array_random_normal_dtype(uint64_t seed, double mean, double std,
 
 /** gs_array_random_normal_dtype() under definition @a version of that dtype (docs/random.md):
  *  float64 takes GS_RANDOM_V1, V2 or V3 (as gs_array_random_normal_version()), float32
- *  GS_RANDOM_V1 (gs_array_random_normal_dtype()), V3 or V4 (float32 only). Errors: GS_ERR_INVALID_PARAM for a
+ *  GS_RANDOM_V1 (float32 version 1, section "float32 random"), V3 or V4 (float32 only);
+ *  GS_RANDOM_DEFAULT picks the dtype's default (float64 V3, float32 V4). Errors: GS_ERR_INVALID_PARAM for a
  *  version the dtype does not have (the message names both) and what
  *  gs_array_random_normal_dtype() rejects; *out_p (a new reference) is written only on success. */
 gs_status_t gs_array_random_normal_dtype_version(uint64_t seed, double mean, double std,
