@@ -429,10 +429,11 @@ __global__ void __launch_bounds__(BLOCK) k_typed_ireduce(const __grid_constant__
 /* The integer-record REDUCE over the whole region (one record) or along the last axis (a
  * record per row), walked by rows of the last axis: a block takes rows r, r + gridDim.x, ...,
  * unravels each row once and its threads stride along it, so no element pays a division per
- * axis; ONE_LEAF (the program is one chunk leaf: a stored integer chunk summed) reads the leaf
- * at base + c * stride without the interpreter. Integer records wrap (two's complement) and
- * min/max/sum/prod of them do not depend on order, so the result is the same bits as
- * k_typed_ireduce's and the CPU's. */
+ * axis; ONE_LEAF (the program is a chunk leaf, then one-operand instructions: a stored integer
+ * chunk summed, or cast first as count_nonzero's astype(x, bool)) reads the leaf at base + c *
+ * stride and runs the instructions with chain_rest, without the interpreter's stack. Integer
+ * records wrap (two's complement) and min/max/sum/prod of them do not depend on order, so the
+ * result is the same bits as k_typed_ireduce's and the CPU's. */
 template <bool ONE_LEAF>
 __global__ void __launch_bounds__(BLOCK) k_typed_ireduce_rows(const __grid_constant__ gs_kfused_t k,
                                                               int64_t rows)
@@ -456,7 +457,7 @@ __global__ void __launch_bounds__(BLOCK) k_typed_ireduce_rows(const __grid_const
         for (int64_t c = threadIdx.x; c < L; c += BLOCK) {
             int64_t v;
             if constexpr (ONE_LEAF) {
-                v = gs_v_i(typed_leaf(lf, base + c * step));
+                v = gs_v_i(chain_rest(k, typed_leaf(lf, base + c * step)));
             } else {
                 p[nd - 1] = c;
                 v = gs_v_i(typed_eval(k, p));
@@ -513,8 +514,7 @@ extern "C" gs_status_t gs__cuda_launch_typed_ireduce(const gs__cuda_dev_t *dev, 
         /* rows of the last axis (k_typed_ireduce_rows) */
         int64_t rows = size / k->shape[nd - 1];
         blocks = rows < cap ? rows : cap;
-        const bool one = k->nprog == 1 && k->prog[0].op == GS_OP_LEAF &&
-                         k->leaves[0].kind == GS_LEAF_CHUNK;
+        const bool one = typed_is_chain(*k) && k->leaves[0].kind == GS_LEAF_CHUNK;
         void *rargs[2] = {(void *)k, (void *)&rows};
         err = cudaLaunchKernel(one ? (const void *)k_typed_ireduce_rows<true>
                                    : (const void *)k_typed_ireduce_rows<false>,

@@ -33,6 +33,18 @@ void is_reduce_spec(gs_kfused_t *k, gs_dtype_t dt, const void *data, int64_t R, 
     k->out = out;
 }
 
+void is_cast_to_bool(gs_kfused_t *k)
+{
+    gs_kinstr_t *in = &k->prog[k->nprog];
+    in[0].op = GS_OP_CAST;
+    in[0].dtype = GS_DTYPE_INT64;
+    in[0].arg = GS_DTYPE_BOOL;
+    in[1].op = GS_OP_CAST;
+    in[1].dtype = GS_DTYPE_BOOL;
+    in[1].arg = GS_DTYPE_INT64;
+    k->nprog += 2;
+}
+
 void is_combine_spec(gs_kcombine_t *kc, int op, int64_t nrec, int ninputs, int finalize,
                      gs_dtype_t out_dtype)
 {

@@ -13,6 +13,11 @@
  * borrows @a data and @a out. */
 void is_reduce_spec(gs_kfused_t *k, gs_dtype_t dt, const void *data, int64_t R, int64_t C, int op,
                     int axis, double *out);
+
+/* Appends a cast of the program's int64 value to bool and back to int64 (count_nonzero's
+ * sum(astype(x, bool)) as a reduction of integer records). */
+void is_cast_to_bool(gs_kfused_t *k);
+
 /* COMBINE @a op of @a ninputs inputs of @a nrec integer records each (inputs and out left for
  * the caller); with @a finalize, into values of @a out_dtype (else pass GS_DTYPE_FLOAT64: the
  * out is records). @a kc is overwritten. */

@@ -17,8 +17,10 @@ static void *dev_bytes(bk_t *b, const void *h, size_t n)
     return d;
 }
 
-/* Every op and axis over R x C values of dtype @a dt (host @a h, @a es bytes each). */
-static void agree(bk_t *b, gs_dtype_t dt, const void *h, size_t es, int64_t R, int64_t C)
+/* Every op and axis over R x C values of dtype @a dt (host @a h, @a es bytes each); @a nz:
+ * the values cast to bool first (count_nonzero's sum(astype(x, bool))). */
+static void agree_cast(bk_t *b, gs_dtype_t dt, const void *h, size_t es, int64_t R, int64_t C,
+                       int nz)
 {
     static const int ops[] = {GS_RED_SUM, GS_RED_PROD, GS_RED_MIN, GS_RED_MAX};
     void *d = dev_bytes(b, h, (size_t)(R * C) * es);
@@ -32,8 +34,10 @@ static void agree(bk_t *b, gs_dtype_t dt, const void *h, size_t es, int64_t R, i
             gs_kfused_t k;
             const int64_t nrec = axis < 0 ? 1 : axis == 0 ? C : R;
             is_reduce_spec(&k, dt, h, R, C, ops[o], axis, cpu);
+            if (nz) is_cast_to_bool(&k);
             CHECK(CPU->fused(b->cpu, b->cs, &k));
             is_reduce_spec(&k, dt, d, R, C, ops[o], axis, dout);
+            if (nz) is_cast_to_bool(&k);
             CHECK(GPU->fused(b->gpu, b->gs, &k));
             dev_download(b, gpu, dout, nrec);
             for (int64_t r = 0; r < nrec; r++)
@@ -46,6 +50,12 @@ static void agree(bk_t *b, gs_dtype_t dt, const void *h, size_t es, int64_t R, i
     GPU->mem_free(b->gpu, d);
     free(cpu);
     free(gpu);
+}
+
+static void agree(bk_t *b, gs_dtype_t dt, const void *h, size_t es, int64_t R, int64_t C)
+{
+    agree_cast(b, dt, h, es, R, C, 0);
+    agree_cast(b, dt, h, es, R, C, 1);
 }
 
 Test(chunkops_cuda_intsum, reductions_agree_with_cpu_bitwise)

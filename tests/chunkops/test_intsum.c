@@ -116,6 +116,40 @@ Test(chunkops_intsum, int32_and_uint8_values_widen_to_int64_records, .init = set
     free(b);
 }
 
+/* count_nonzero's program (the values cast to bool, then to int64): the SUM record counts the
+ * nonzero values exactly, also past 2^53 and for INT64_MIN (nonzero though its low bits are 0);
+ * MAX is 1 and MIN 0 when both kinds are present. The CUDA test compares the GPU's records with
+ * these, bit for bit. */
+Test(chunkops_intsum, casts_to_bool_count_the_nonzero_values, .init = setup, .fini = teardown)
+{
+    const int64_t R = 9, C = 300;
+    int64_t *a = malloc(sizeof(int64_t) * (size_t)(R * C));
+    double out[1];
+    gs_kfused_t k;
+    cr_assert_not_null(a);
+    rng_state = 23;
+    int64_t want = 0;
+    for (int64_t i = 0; i < R * C; i++) {
+        a[i] = rnd() % 3 == 0 ? 0 : i % 7 == 0 ? INT64_MIN : is_big_value(rnd);
+        want += a[i] != 0;
+    }
+    is_reduce_spec(&k, GS_DTYPE_INT64, a, R, C, GS_RED_SUM, -1, out);
+    is_cast_to_bool(&k);
+    OK(gs_chunkops_cpu_ops.fused(ctx, NULL, &k));
+    cr_assert_eq(bits(out[0]), want, "count %lld, want %lld", (long long)bits(out[0]),
+                 (long long)want);
+    cr_assert(want > 0 && want < R * C);
+    is_reduce_spec(&k, GS_DTYPE_INT64, a, R, C, GS_RED_MAX, -1, out);
+    is_cast_to_bool(&k);
+    OK(gs_chunkops_cpu_ops.fused(ctx, NULL, &k));
+    cr_assert_eq(bits(out[0]), 1);
+    is_reduce_spec(&k, GS_DTYPE_INT64, a, R, C, GS_RED_MIN, -1, out);
+    is_cast_to_bool(&k);
+    OK(gs_chunkops_cpu_ops.fused(ctx, NULL, &k));
+    cr_assert_eq(bits(out[0]), 0);
+    free(a);
+}
+
 Test(chunkops_intsum, known_wraps, .init = setup,
      .fini = teardown)
 {
