@@ -45,6 +45,15 @@ static gs_status_t gs__encode_submit(const gs_taskgraph_t *tg, uint64_t client_r
         names[i].data = (const uint8_t *)name_text + (size_t)i * NAME_CAP;
         names[i].len = strlen(name_text + (size_t)i * NAME_CAP);
     }
+    /* reserve the frame once, on huge pages: with a million tasks it is some 40 MB */
+    {
+        uint64_t est = 1024 + (uint64_t)lbuf.len + (uint64_t)tg->nlayers * (16 + NAME_CAP) +
+                       tg->ntasks * (4 + 8 + 8 + 8) + 8 +
+                       (tg->dep_off != NULL ? tg->dep_off[tg->ntasks] * 8 : 0) +
+                       tg->nexternals * 16 + tg->noutputs * 8;
+        if (est <= UINT32_MAX && gs_buf_reserve(frame, (size_t)est) == GS_OK)
+            gs_alloc_advise_large(frame->data + frame->len, frame->cap - frame->len);
+    }
     memset(&m, 0, sizeof(m));
     m.type = GS_MSG_GRAPH_SUBMIT;
     m.u.graph_submit.client_ref = client_ref;
@@ -204,6 +213,7 @@ gs_status_t gs__client_submit_graph(gs_client_h c, gs_taskgraph_t *tg, unsigned 
         st = gs_error_set(GS_ERR_NO_MEMORY, "out of memory submitting a graph");
         goto err_grid;
     }
+    gs_alloc_advise_large(f->out_keys, (size_t)tg->noutputs * 2 * sizeof(uint64_t));
     for (uint64_t b = 0; b < tg->noutputs; b++) {
         uint64_t t = tg->outputs[b];
         if (t < tg->ntasks) {
