@@ -310,6 +310,7 @@ static gs_status_t gs__future_mark_persisted(gs_future_h f)
         st = gs_error_set(GS_ERR_NO_MEMORY, "out of memory recording persisted chunks");
         goto err_unmark;
     }
+    gs_alloc_advise_large(keys, (size_t)f->noutputs * sizeof(gs_key_t));
     for (uint64_t b = 0; b < f->noutputs; b++) {
         keys[b].graph = f->out_keys[2 * b] == GS__SELF_GRAPH ? gid : f->out_keys[2 * b];
         keys[b].task = f->out_keys[2 * b + 1];
