@@ -6,6 +6,7 @@
 #include "common/alloc.h"
 #include "common/error.h"
 #include "common/time.h"
+#include "common/heap.h"
 
 #include <math.h>
 #include <string.h>
@@ -23,6 +24,10 @@ static gs_status_t gs__encode_submit(const gs_taskgraph_t *tg, uint64_t client_r
     gs_status_t st = GS_OK;
 
     gs_buf_init(&lbuf);
+    /* the layers hold the chunk bounds: some bytes per task (grown if more) */
+    if (tg->ntasks > 65536 && tg->ntasks < SIZE_MAX / 8 &&
+        gs_buf_reserve(&lbuf, (size_t)tg->ntasks * 6 + 65536) == GS_OK)
+        (void)gs_heap_advise_huge(lbuf.data, lbuf.cap);
     if (tg->nlayers > 0) {
         loff = gs_calloc((size_t)tg->nlayers + 1, sizeof(size_t), "layer offsets");
         layers = gs_calloc(tg->nlayers, sizeof(gs_bytes_t), "layer bytes");
@@ -52,7 +57,7 @@ static gs_status_t gs__encode_submit(const gs_taskgraph_t *tg, uint64_t client_r
                        (tg->dep_off != NULL ? tg->dep_off[tg->ntasks] * 8 : 0) +
                        tg->nexternals * 16 + tg->noutputs * 8;
         if (est <= UINT32_MAX && gs_buf_reserve(frame, (size_t)est) == GS_OK)
-            gs_alloc_advise_large(frame->data + frame->len, frame->cap - frame->len);
+            (void)gs_heap_advise_huge(frame->data + frame->len, frame->cap - frame->len);
     }
     memset(&m, 0, sizeof(m));
     m.type = GS_MSG_GRAPH_SUBMIT;
@@ -204,7 +209,8 @@ gs_status_t gs__client_submit_graph(gs_client_h c, gs_taskgraph_t *tg, unsigned 
     f->flags = flags;
     f->t_submit = t0;
     f->ntasks = tg->ntasks;
-    if ((st = gs_grid_copy(&f->grid, &tg->out_grid)) != GS_OK) goto err_alloc;
+    f->grid = tg->out_grid;   /* moved: tg is freed below (a million bounds are 8 MB) */
+    memset(&tg->out_grid, 0, sizeof(tg->out_grid));
     f->dtype = tg->out_dtype;
     f->noutputs = tg->noutputs;
     f->out_keys = gs_malloc(gs_size_mul(tg->noutputs ? tg->noutputs : 1, 2 * sizeof(uint64_t)),
@@ -213,7 +219,7 @@ gs_status_t gs__client_submit_graph(gs_client_h c, gs_taskgraph_t *tg, unsigned 
         st = gs_error_set(GS_ERR_NO_MEMORY, "out of memory submitting a graph");
         goto err_grid;
     }
-    gs_alloc_advise_large(f->out_keys, (size_t)tg->noutputs * 2 * sizeof(uint64_t));
+    (void)gs_heap_advise_huge(f->out_keys, (size_t)tg->noutputs * 2 * sizeof(uint64_t));
     for (uint64_t b = 0; b < tg->noutputs; b++) {
         uint64_t t = tg->outputs[b];
         if (t < tg->ntasks) {
@@ -310,7 +316,7 @@ static gs_status_t gs__future_mark_persisted(gs_future_h f)
         st = gs_error_set(GS_ERR_NO_MEMORY, "out of memory recording persisted chunks");
         goto err_unmark;
     }
-    gs_alloc_advise_large(keys, (size_t)f->noutputs * sizeof(gs_key_t));
+    (void)gs_heap_advise_huge(keys, (size_t)f->noutputs * sizeof(gs_key_t));
     for (uint64_t b = 0; b < f->noutputs; b++) {
         keys[b].graph = f->out_keys[2 * b] == GS__SELF_GRAPH ? gid : f->out_keys[2 * b];
         keys[b].task = f->out_keys[2 * b + 1];

@@ -3,9 +3,6 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#if defined(__linux__)
-#include <sys/mman.h>
-#endif
 
 static atomic_long gs__alloc_budget = -1;  /* < 0: no injection */
 static atomic_ulong gs__alloc_injected = 0;
@@ -72,19 +69,4 @@ char *gs_strdup(const char *s, const char *what)
     char *d = gs_malloc(n, what);
     if (d != NULL) memcpy(d, s, n);
     return d;
-}
-
-void gs_alloc_advise_large(void *p, size_t size)
-{
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-    const uintptr_t huge = (uintptr_t)2 << 20;
-    uintptr_t lo, hi;
-    if (p == NULL || size < GS_ALLOC_LARGE) return;
-    lo = ((uintptr_t)p + huge - 1) & ~(huge - 1);
-    hi = ((uintptr_t)p + size) & ~(huge - 1);
-    if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);   /* a hint: errors ignored */
-#else
-    (void)p;
-    (void)size;
-#endif
 }

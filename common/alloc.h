@@ -21,14 +21,6 @@ void *gs_realloc(void *ptr, size_t size, const char *what);
 void gs_free(void *ptr);
 /** strdup through gs_malloc; NULL on failure. */
 char *gs_strdup(const char *s, const char *what);
-/** Hint that the @a size bytes at @a p (a fresh allocation about to be filled, e.g. a task
- *  table of a million entries) should be backed by transparent huge pages: one page fault per
- *  2 MiB instead of per 4 KiB. Only for @a size >= GS_ALLOC_LARGE and only the 2 MiB-aligned
- *  interior; a no-op where the kernel has no THP (or @a p is NULL). Never fails, changes no
- *  contents; the memory stays owned by the caller. Use it for short-lived bulk buffers only
- *  (with THP's defrag=madvise the first touch may compact memory). */
-void gs_alloc_advise_large(void *p, size_t size);
-#define GS_ALLOC_LARGE ((size_t)4 << 20)
 /** n * size, or SIZE_MAX when it overflows (so the following allocation fails). */
 size_t gs_size_mul(size_t n, size_t size);
 

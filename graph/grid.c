@@ -1,5 +1,6 @@
 /* Chunk grids: block counts, regions, bisection, copying. */
 #include "graph/graph_internal.h"
+#include "common/heap.h"
 
 #include <string.h>
 
@@ -58,7 +59,7 @@ gs_status_t gs__grid_alloc(gs_grid_t *g)
             gs_grid_cleanup(g);
             return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for chunk bounds");
         }
-        gs_alloc_advise_large(g->bounds[a], ((size_t)g->nchunks[a] + 1) * sizeof(int64_t));
+        (void)gs_heap_advise_huge(g->bounds[a], ((size_t)g->nchunks[a] + 1) * sizeof(int64_t));
     }
     return GS_OK;
 }

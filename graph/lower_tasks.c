@@ -1,6 +1,7 @@
 /* Lowering, step 4 (lower.c's opening comment): mark the needed blocks from the results
  * backwards, drop layers without tasks, number tasks layer by layer and emit dependencies. */
 #include "graph/lower_int.h"
+#include "common/heap.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -80,8 +81,8 @@ gs_status_t gs__lw_tasks(lw_t *w, gs_taskgraph_t *tg, uint64_t *out_off)
         ll->need = gs_calloc((size_t)nb, 1, "lower need");
         ll->task = gs_malloc(gs_size_mul((size_t)nb, sizeof(uint64_t)), "lower task ids");
         if (ll->need == NULL || ll->task == NULL) goto nomem;
-        gs_alloc_advise_large(ll->need, (size_t)nb);
-        gs_alloc_advise_large(ll->task, (size_t)nb * sizeof(uint64_t));
+        (void)gs_heap_advise_huge(ll->need, (size_t)nb);
+        (void)gs_heap_advise_huge(ll->task, (size_t)nb * sizeof(uint64_t));
         if (!cull) memset(ll->need, 1, (size_t)nb);
     }
     for (size_t r = 0; r < w->nroots; r++) {   /* every block of every result */
@@ -120,10 +121,10 @@ gs_status_t gs__lw_tasks(lw_t *w, gs_taskgraph_t *tg, uint64_t *out_off)
         tg->task_nbytes == NULL || tg->dep_off == NULL)
         goto nomem;
     /* a million tasks fill 36 MB here: huge pages save most of the page faults */
-    gs_alloc_advise_large(tg->task_layer, (size_t)ntasks * sizeof(uint32_t));
-    gs_alloc_advise_large(tg->task_block, (size_t)ntasks * sizeof(uint64_t));
-    gs_alloc_advise_large(tg->task_nbytes, (size_t)ntasks * sizeof(uint64_t));
-    gs_alloc_advise_large(tg->dep_off, (size_t)(ntasks + 1) * sizeof(uint64_t));
+    (void)gs_heap_advise_huge(tg->task_layer, (size_t)ntasks * sizeof(uint32_t));
+    (void)gs_heap_advise_huge(tg->task_block, (size_t)ntasks * sizeof(uint64_t));
+    (void)gs_heap_advise_huge(tg->task_nbytes, (size_t)ntasks * sizeof(uint64_t));
+    (void)gs_heap_advise_huge(tg->dep_off, (size_t)(ntasks + 1) * sizeof(uint64_t));
     /* emit */
     t = 0;
     tg->dep_off[0] = 0;
@@ -182,7 +183,7 @@ gs_status_t gs__lw_tasks(lw_t *w, gs_taskgraph_t *tg, uint64_t *out_off)
     tg->outputs = gs_malloc(gs_size_mul(tg->noutputs ? tg->noutputs : 1, sizeof(uint64_t)),
                             "task outputs");
     if (tg->outputs == NULL) goto nomem;
-    gs_alloc_advise_large(tg->outputs, (size_t)tg->noutputs * sizeof(uint64_t));
+    (void)gs_heap_advise_huge(tg->outputs, (size_t)tg->noutputs * sizeof(uint64_t));
     for (size_t r = 0, o = 0; r < w->nroots; r++) {
         lw_layer_t *fl = &w->layers.data[w->nodes[w->roots[r]].layer];
         for (uint64_t b = 0; b < gs_layer_nblocks(fl->l); b++) tg->outputs[o++] = fl->task[b];
