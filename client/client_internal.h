@@ -240,7 +240,12 @@ struct gs_client {
      * last asked of gsched (mu; 0: never) */
     uint32_t hint_cpu_threads;
     double hint_at_s;
+    /* mu: the storage of the last GRAPH_SUBMIT frame once sent (io.c), taken by the next
+     * submit so a large graph's frame is not faulted in afresh (at most GS__SPARE_FRAME_MAX) */
+    gs_buf_t spare_frame;
 };
+
+#define GS__SPARE_FRAME_MAX ((size_t)256 << 20)
 
 /* ------------------------------------------------------------------------------------------ */
 /* core.c */

@@ -44,6 +44,7 @@ void gs__client_free(gs_client_h c)
     uv_mutex_destroy(&c->mu);
     gs_free(c->token);
     gs_tls_ctx_destroy(c->tls);
+    gs_buf_cleanup(&c->spare_frame);
     gs_free(c);
 }
 

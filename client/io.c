@@ -77,6 +77,47 @@ static void gs__future_dropped(gs_client_h c, gs_future_h f)
     if (!keep) (void)gs__send_graph_cmd(c, GS_MSG_RELEASE_GRAPH, gid);
 }
 
+/* A GRAPH_SUBMIT frame on the wire: its storage goes back to the client when written. */
+typedef struct gs__frame_lease {
+    gs_client_h c;
+    gs_buf_t buf;
+} gs__frame_lease_t;
+
+/* (I/O thread) Keep the larger of the sent frame and the spare, within GS__SPARE_FRAME_MAX. */
+static void gs__frame_lease_release(void *arg, gs_status_t status)
+{
+    gs__frame_lease_t *l = arg;
+    gs_client_h c = l->c;
+    (void)status;
+    uv_mutex_lock(&c->mu);
+    if (l->buf.cap <= GS__SPARE_FRAME_MAX && l->buf.cap > c->spare_frame.cap) {
+        gs_buf_t old = c->spare_frame;
+        c->spare_frame = l->buf;
+        c->spare_frame.len = 0;
+        l->buf = old;
+    }
+    uv_mutex_unlock(&c->mu);
+    gs_buf_cleanup(&l->buf);
+    gs_free(l);
+}
+
+/* Send @a frame (taken in every case) lending its storage, so the next submit reuses it. */
+static gs_status_t gs__send_submit_frame(gs_client_h c, gs_buf_t *frame)
+{
+    gs__frame_lease_t *l = gs_malloc(sizeof(*l), "submit frame lease");
+    gs_status_t st;
+    if (l == NULL) return gs_conn_send_frame(c->conn, frame);
+    l->c = c;
+    l->buf = *frame;
+    gs_buf_init(frame);
+    st = gs_conn_send_frame_borrowed(c->conn, l->buf.data, l->buf.len, gs__frame_lease_release, l);
+    if (st != GS_OK) {
+        gs_buf_cleanup(&l->buf);
+        gs_free(l);
+    }
+    return st;
+}
+
 static void gs__handle_op(gs_client_h c, gs__op_t *op)
 {
     gs_status_t st, fail = GS_ERR_CANCELED;
@@ -104,7 +145,7 @@ static void gs__handle_op(gs_client_h c, gs__op_t *op)
             gs__future_finish(c, f, GS_ERR_NO_MEMORY, "out of memory tracking a graph", 30);
             break;
         }
-        st = gs_conn_send_frame(c->conn, &op->frame);
+        st = gs__send_submit_frame(c, &op->frame);
         if (st != GS_OK) {
             gs_u64map_del(&c->pending, f->client_ref);
             gs__future_finish(c, f, st, "could not send the graph to the scheduler", 41);

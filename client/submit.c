@@ -6,6 +6,7 @@
 #include "common/alloc.h"
 #include "common/error.h"
 #include "common/time.h"
+#include "common/heap.h"
 
 #include <math.h>
 #include <string.h>
@@ -23,6 +24,10 @@ static gs_status_t gs__encode_submit(const gs_taskgraph_t *tg, uint64_t client_r
     gs_status_t st = GS_OK;
 
     gs_buf_init(&lbuf);
+    /* the layers hold the chunk bounds: some bytes per task (grown if more) */
+    if (tg->ntasks > 65536 && tg->ntasks < SIZE_MAX / 8 &&
+        gs_buf_reserve(&lbuf, (size_t)tg->ntasks * 6 + 65536) == GS_OK)
+        (void)gs_heap_advise_huge(lbuf.data, lbuf.cap);
     if (tg->nlayers > 0) {
         loff = gs_calloc((size_t)tg->nlayers + 1, sizeof(size_t), "layer offsets");
         layers = gs_calloc(tg->nlayers, sizeof(gs_bytes_t), "layer bytes");
@@ -44,6 +49,15 @@ static gs_status_t gs__encode_submit(const gs_taskgraph_t *tg, uint64_t client_r
         gs_layer_display_name(tg->layers[i], name_text + (size_t)i * NAME_CAP, NAME_CAP);
         names[i].data = (const uint8_t *)name_text + (size_t)i * NAME_CAP;
         names[i].len = strlen(name_text + (size_t)i * NAME_CAP);
+    }
+    /* reserve the frame once, on huge pages: with a million tasks it is some 40 MB */
+    {
+        uint64_t est = 1024 + (uint64_t)lbuf.len + (uint64_t)tg->nlayers * (16 + NAME_CAP) +
+                       tg->ntasks * (4 + 8 + 8 + 8) + 8 +
+                       (tg->dep_off != NULL ? tg->dep_off[tg->ntasks] * 8 : 0) +
+                       tg->nexternals * 16 + tg->noutputs * 8;
+        if (est <= UINT32_MAX && gs_buf_reserve(frame, (size_t)est) == GS_OK)
+            (void)gs_heap_advise_huge(frame->data + frame->len, frame->cap - frame->len);
     }
     memset(&m, 0, sizeof(m));
     m.type = GS_MSG_GRAPH_SUBMIT;
@@ -195,7 +209,8 @@ gs_status_t gs__client_submit_graph(gs_client_h c, gs_taskgraph_t *tg, unsigned 
     f->flags = flags;
     f->t_submit = t0;
     f->ntasks = tg->ntasks;
-    if ((st = gs_grid_copy(&f->grid, &tg->out_grid)) != GS_OK) goto err_alloc;
+    f->grid = tg->out_grid;   /* moved: tg is freed below (a million bounds are 8 MB) */
+    memset(&tg->out_grid, 0, sizeof(tg->out_grid));
     f->dtype = tg->out_dtype;
     f->noutputs = tg->noutputs;
     f->out_keys = gs_malloc(gs_size_mul(tg->noutputs ? tg->noutputs : 1, 2 * sizeof(uint64_t)),
@@ -204,6 +219,7 @@ gs_status_t gs__client_submit_graph(gs_client_h c, gs_taskgraph_t *tg, unsigned 
         st = gs_error_set(GS_ERR_NO_MEMORY, "out of memory submitting a graph");
         goto err_grid;
     }
+    (void)gs_heap_advise_huge(f->out_keys, (size_t)tg->noutputs * 2 * sizeof(uint64_t));
     for (uint64_t b = 0; b < tg->noutputs; b++) {
         uint64_t t = tg->outputs[b];
         if (t < tg->ntasks) {
@@ -220,6 +236,14 @@ gs_status_t gs__client_submit_graph(gs_client_h c, gs_taskgraph_t *tg, unsigned 
     }
     uv_mutex_lock(&c->mu);
     f->client_ref = ++c->next_client_ref;
+    uv_mutex_unlock(&c->mu);
+    /* the last frame's storage, when it is back (already faulted in) */
+    uv_mutex_lock(&c->mu);
+    if (c->spare_frame.data != NULL) {
+        op->frame = c->spare_frame;
+        op->frame.len = 0;
+        gs_buf_init(&c->spare_frame);
+    }
     uv_mutex_unlock(&c->mu);
     if ((st = gs__encode_submit(tg, f->client_ref, (flags & GS_SUBMIT_KEEP) ? GS_SUBMIT_PERSIST : 0,
                                 &op->frame)) != GS_OK)
@@ -300,6 +324,7 @@ static gs_status_t gs__future_mark_persisted(gs_future_h f)
         st = gs_error_set(GS_ERR_NO_MEMORY, "out of memory recording persisted chunks");
         goto err_unmark;
     }
+    (void)gs_heap_advise_huge(keys, (size_t)f->noutputs * sizeof(gs_key_t));
     for (uint64_t b = 0; b < f->noutputs; b++) {
         keys[b].graph = f->out_keys[2 * b] == GS__SELF_GRAPH ? gid : f->out_keys[2 * b];
         keys[b].task = f->out_keys[2 * b + 1];

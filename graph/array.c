@@ -1,6 +1,7 @@
 /* Expression nodes: creation with argument validation, reference counting, accessors,
  * persisted chunks. */
 #include "graph/graph_internal.h"
+#include "common/heap.h"
 
 #include <math.h>
 #include <pthread.h>
@@ -895,6 +896,7 @@ gs_status_t gs_array_set_persisted(gs_array_h a, uint64_t nblocks, const gs_key_
         gs_free(p);
         return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for persisted keys");
     }
+    (void)gs_heap_advise_huge(p->keys, nblocks * sizeof(gs_key_t));
     memcpy(p->keys, keys, nblocks * sizeof(gs_key_t));
     p->nblocks = nblocks;
     pthread_mutex_lock(&gs__persist_lock);

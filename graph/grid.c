@@ -1,5 +1,6 @@
 /* Chunk grids: block counts, regions, bisection, copying. */
 #include "graph/graph_internal.h"
+#include "common/heap.h"
 
 #include <string.h>
 
@@ -12,6 +13,10 @@ uint64_t gs_grid_nblocks(const gs_grid_t *g)
 
 void gs__grid_block_coords(const gs_grid_t *g, uint64_t block, int64_t *idx_p)
 {
+    if (g->ndim == 1 && block < (uint64_t)g->nchunks[0]) {   /* the common case: no division */
+        idx_p[0] = (int64_t)block;
+        return;
+    }
     for (int32_t a = g->ndim - 1; a >= 0; a--) {
         uint64_t nc = (uint64_t)g->nchunks[a];
         idx_p[a] = (int64_t)(block % nc);
@@ -54,6 +59,7 @@ gs_status_t gs__grid_alloc(gs_grid_t *g)
             gs_grid_cleanup(g);
             return gs_error_set(GS_ERR_NO_MEMORY, "out of memory for chunk bounds");
         }
+        (void)gs_heap_advise_huge(g->bounds[a], ((size_t)g->nchunks[a] + 1) * sizeof(int64_t));
     }
     return GS_OK;
 }

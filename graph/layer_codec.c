@@ -64,7 +64,7 @@ void gs__enc_grid(gs_mp_writer_t *w, const gs_grid_t *g)
     gs_mp_write_array(w, (uint32_t)g->ndim);
     for (int32_t a = 0; a < g->ndim; a++) {
         gs_mp_write_array(w, (uint32_t)(g->nchunks[a] + 1));
-        for (int64_t k = 0; k <= g->nchunks[a]; k++) gs_mp_write_i64(w, g->bounds[a][k]);
+        gs_mp_write_i64s(w, g->bounds[a], (size_t)(g->nchunks[a] + 1));
     }
 }
 

@@ -1,6 +1,7 @@
 /* Lowering, step 4 (lower.c's opening comment): mark the needed blocks from the results
  * backwards, drop layers without tasks, number tasks layer by layer and emit dependencies. */
 #include "graph/lower_int.h"
+#include "common/heap.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -55,6 +56,13 @@ static gs_status_t lw_inputs(const lw_t *w, int64_t li, uint64_t b, lw_ref_t *re
     return GS_OK;
 }
 
+/* Whether no block of @a ll has inputs (a fused layer of generators only): lw_inputs would
+ * return none for every block, so the per-task loops skip it. */
+static int lw_no_inputs(const lw_layer_t *ll)
+{
+    return ll->xoff == NULL && ll->l->kind == GS_LAYER_FUSED && !gs__fused_reads_chunks(ll->l);
+}
+
 gs_status_t gs__lw_tasks(lw_t *w, gs_taskgraph_t *tg, uint64_t *out_off)
 {
     const int cull = (w->flags & GS_LOWER_CULL) != 0;
@@ -73,6 +81,8 @@ gs_status_t gs__lw_tasks(lw_t *w, gs_taskgraph_t *tg, uint64_t *out_off)
         ll->need = gs_calloc((size_t)nb, 1, "lower need");
         ll->task = gs_malloc(gs_size_mul((size_t)nb, sizeof(uint64_t)), "lower task ids");
         if (ll->need == NULL || ll->task == NULL) goto nomem;
+        (void)gs_heap_advise_huge(ll->need, (size_t)nb);
+        (void)gs_heap_advise_huge(ll->task, (size_t)nb * sizeof(uint64_t));
         if (!cull) memset(ll->need, 1, (size_t)nb);
     }
     for (size_t r = 0; r < w->nroots; r++) {   /* every block of every result */
@@ -83,6 +93,7 @@ gs_status_t gs__lw_tasks(lw_t *w, gs_taskgraph_t *tg, uint64_t *out_off)
         for (int64_t li = nl - 1; li >= 0; li--) {
             lw_layer_t *ll = &w->layers.data[li];
             uint64_t nb = gs_layer_nblocks(ll->l);
+            if (lw_no_inputs(ll)) continue;   /* nothing to mark below a generator */
             for (uint64_t b = nb; b-- > 0;) {   /* descending: a block may read an earlier
                                                    one of its own layer (scan carries) */
                 if (!ll->need[b]) continue;
@@ -109,12 +120,18 @@ gs_status_t gs__lw_tasks(lw_t *w, gs_taskgraph_t *tg, uint64_t *out_off)
     if (tg->layers == NULL || tg->task_layer == NULL || tg->task_block == NULL ||
         tg->task_nbytes == NULL || tg->dep_off == NULL)
         goto nomem;
+    /* a million tasks fill 36 MB here: huge pages save most of the page faults */
+    (void)gs_heap_advise_huge(tg->task_layer, (size_t)ntasks * sizeof(uint32_t));
+    (void)gs_heap_advise_huge(tg->task_block, (size_t)ntasks * sizeof(uint64_t));
+    (void)gs_heap_advise_huge(tg->task_nbytes, (size_t)ntasks * sizeof(uint64_t));
+    (void)gs_heap_advise_huge(tg->dep_off, (size_t)(ntasks + 1) * sizeof(uint64_t));
     /* emit */
     t = 0;
     tg->dep_off[0] = 0;
     for (int64_t li = 0; li < nl; li++) {
         lw_layer_t *ll = &w->layers.data[li];
         uint64_t nb = gs_layer_nblocks(ll->l);
+        const int no_inputs = lw_no_inputs(ll);
         if (ll->newidx < 0) continue;
         for (uint64_t b = 0; b < nb; b++) {
             if (ll->task[b] == LW_NONE) continue;
@@ -122,7 +139,8 @@ gs_status_t gs__lw_tasks(lw_t *w, gs_taskgraph_t *tg, uint64_t *out_off)
             tg->task_layer[t] = (uint32_t)ll->newidx;
             tg->task_block[t] = b;
             tg->task_nbytes[t] = gs_layer_out_nbytes(ll->l, b);
-            if ((st = lw_inputs(w, li, b, refs, &n)) != GS_OK) goto err;
+            n = 0;
+            if (!no_inputs && (st = lw_inputs(w, li, b, refs, &n)) != GS_OK) goto err;
             for (int i = 0; i < n; i++) {
                 uint64_t d;
                 if (refs[i].layer >= 0) {
@@ -165,6 +183,7 @@ gs_status_t gs__lw_tasks(lw_t *w, gs_taskgraph_t *tg, uint64_t *out_off)
     tg->outputs = gs_malloc(gs_size_mul(tg->noutputs ? tg->noutputs : 1, sizeof(uint64_t)),
                             "task outputs");
     if (tg->outputs == NULL) goto nomem;
+    (void)gs_heap_advise_huge(tg->outputs, (size_t)tg->noutputs * sizeof(uint64_t));
     for (size_t r = 0, o = 0; r < w->nroots; r++) {
         lw_layer_t *fl = &w->layers.data[w->nodes[w->roots[r]].layer];
         for (uint64_t b = 0; b < gs_layer_nblocks(fl->l); b++) tg->outputs[o++] = fl->task[b];

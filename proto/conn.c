@@ -656,10 +656,23 @@ gs_status_t gs_conn_send_data(gs_conn_t *c, const gs_msg_t *msg, gs_conn_release
     return gs__conn_queue(c, data, len, msg->u.data.data.data, tail_len, release, arg);
 }
 
+gs_status_t gs_conn_send_frame_borrowed(gs_conn_t *c, const uint8_t *data, size_t len,
+                                        gs_conn_release_cb release, void *arg)
+{
+    if (c == NULL || data == NULL || release == NULL)
+        return gs_error_set(GS_ERR_INVALID_PARAM, "gs_conn_send_frame_borrowed: NULL argument");
+    if (c->close_requested)
+        return gs_error_set(GS_ERR_CONN_CLOSED, "connection %s is closing; frame not sent", c->peer_name);
+    if (!gs_frames_whole(data, len))
+        return gs_error_set(GS_ERR_INVALID_PARAM, "gs_conn_send_frame_borrowed: %zu bytes are not whole frames",
+                            len);
+    return gs__conn_queue(c, NULL, 0, data, len, release, arg);
+}
+
 gs_status_t gs_conn_send_frame(gs_conn_t *c, gs_buf_t *frame)
 {
     uint8_t *data;
-    size_t len, off = 0;
+    size_t len;
     if (frame == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "gs_conn_send_frame: NULL frame");
     if (c == NULL) {
         gs_buf_cleanup(frame);
@@ -669,16 +682,7 @@ gs_status_t gs_conn_send_frame(gs_conn_t *c, gs_buf_t *frame)
         gs_buf_cleanup(frame);
         return gs_error_set(GS_ERR_CONN_CLOSED, "connection %s is closing; frame not sent", c->peer_name);
     }
-    /* one or more complete frames, back to back */
-    while (off < frame->len) {
-        uint32_t flen;
-        if (frame->len - off < GS_PROTO_FRAME_HEADER) break;
-        flen = (uint32_t)frame->data[off] | (uint32_t)frame->data[off + 1] << 8 |
-               (uint32_t)frame->data[off + 2] << 16 | (uint32_t)frame->data[off + 3] << 24;
-        if (frame->len - off - GS_PROTO_FRAME_HEADER < flen) break;
-        off += GS_PROTO_FRAME_HEADER + (size_t)flen;
-    }
-    if (frame->len == 0 || off != frame->len) {
+    if (!gs_frames_whole(frame->data, frame->len)) {
         size_t flen = frame->len;
         gs_buf_cleanup(frame);
         return gs_error_set(GS_ERR_INVALID_PARAM, "gs_conn_send_frame: %zu bytes are not whole frames", flen);

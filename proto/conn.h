@@ -147,6 +147,14 @@ gs_status_t gs_conn_send(gs_conn_t *conn, const gs_msg_t *msg);
 /** Queue an already encoded frame; takes ownership of @a frame's storage in every case. */
 gs_status_t gs_conn_send_frame(gs_conn_t *conn, gs_buf_t *frame);
 
+/** Queue the already encoded whole frames at @a data (@a len bytes) without copying them: the
+ *  bytes stay the caller's and must stay valid and unchanged until @a release(@a arg, status) is
+ *  called -- once, on the loop thread, when they were written (GS_OK) or dropped. On failure
+ *  (the returned status) @a release is not called and the caller keeps the bytes. Lets a sender
+ *  reuse the storage of a large frame (the client's GRAPH_SUBMIT). */
+gs_status_t gs_conn_send_frame_borrowed(gs_conn_t *conn, const uint8_t *data, size_t len,
+                                        gs_conn_release_cb release, void *arg);
+
 /** Queue the DATA message @a msg without copying its bytes: only the fields before them are
  *  encoded (gs_msg_encode_head; same bytes on the wire as gs_conn_send), and msg->u.data.data is
  *  written from where it lies. Those bytes must stay valid and unchanged until @a release runs;

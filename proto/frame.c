@@ -290,3 +290,18 @@ size_t gs_frame_reader_shrink(gs_frame_reader_t *r, size_t max_kept)
     r->last = GS__FRAME_READER_NONE;
     return cap;
 }
+
+/* Whether @a len bytes at @a data are one or more complete frames, back to back. */
+int gs_frames_whole(const uint8_t *data, size_t len)
+{
+    size_t off = 0;
+    while (off < len) {
+        uint32_t flen;
+        if (len - off < GS_PROTO_FRAME_HEADER) break;
+        flen = (uint32_t)data[off] | (uint32_t)data[off + 1] << 8 | (uint32_t)data[off + 2] << 16 |
+               (uint32_t)data[off + 3] << 24;
+        if (len - off - GS_PROTO_FRAME_HEADER < flen) break;
+        off += GS_PROTO_FRAME_HEADER + (size_t)flen;
+    }
+    return len > 0 && off == len;
+}

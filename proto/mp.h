@@ -65,6 +65,9 @@ void gs_mp_write_nil(gs_mp_writer_t *w);
 void gs_mp_write_bool(gs_mp_writer_t *w, int v);
 void gs_mp_write_u64(gs_mp_writer_t *w, uint64_t v);
 void gs_mp_write_i64(gs_mp_writer_t *w, int64_t v);
+/** The @a n values of @a v, each exactly as gs_mp_write_i64 writes it (no array header), in
+ *  one reservation: for long integer lists (chunk bounds). @a v is only read. */
+void gs_mp_write_i64s(gs_mp_writer_t *w, const int64_t *v, size_t n);
 void gs_mp_write_f64(gs_mp_writer_t *w, double v);
 void gs_mp_write_str(gs_mp_writer_t *w, const char *s, size_t len);
 void gs_mp_write_bin(gs_mp_writer_t *w, const void *p, size_t len);

@@ -555,6 +555,9 @@ gs_status_t gs_frame_reader_next(gs_frame_reader_t *r, const uint8_t **payload_p
 size_t gs_frame_reader_space(gs_frame_reader_t *r, size_t min, uint8_t **space_p);
 /** Account @a n bytes written into the space gs_frame_reader_space() returned (n <= its result). */
 void gs_frame_reader_commit(gs_frame_reader_t *r, size_t n);
+/** Whether the @a len bytes at @a data (only read) are one or more complete frames, back to back
+ *  (0 for none: @a len 0). */
+int gs_frames_whole(const uint8_t *data, size_t len);
 /** Storage of a detached frame (opaque): release with gs_frame_storage_free(). */
 typedef struct gs_frame_storage gs_frame_storage_t;
 

@@ -885,3 +885,38 @@ Test(proto_conn, refused_connections_are_closed_and_the_listener_keeps_accepting
     cr_assert_eq(uv_run(&loop, UV_RUN_DEFAULT), 0);
     cr_assert_eq(uv_loop_close(&loop), 0, "handles left open");
 }
+
+Test(proto_conn, send_frame_borrowed_writes_the_callers_bytes_and_releases_once)
+{
+    uv_loop_t loop;
+    server_t s;
+    client_t cl = {0};
+    release_t r = {0, GS_ERR_INTERNAL, NULL};
+    gs_buf_t f;
+    cr_assert_eq(uv_loop_init(&loop), 0);
+    server_start(&s, &loop, 0);
+    client_connect(&cl, &loop, "127.0.0.1", s.port);
+    gs_buf_init(&f);
+    sample_frame(GS_MSG_HELLO, &f);
+    sample_frame(GS_MSG_HEARTBEAT, &f);   /* two frames in one borrowed range */
+    r.bytes = f.data;                     /* the release callback frees the storage */
+    /* bad arguments and partial frames: refused, nothing released, the caller keeps them */
+    cr_assert_eq(gs_conn_send_frame_borrowed(NULL, f.data, f.len, release_cb, &r), GS_ERR_INVALID_PARAM);
+    cr_assert_eq(gs_conn_send_frame_borrowed(cl.conn, f.data, f.len, NULL, &r), GS_ERR_INVALID_PARAM);
+    cr_assert_eq(gs_conn_send_frame_borrowed(cl.conn, f.data, f.len - 1, release_cb, &r),
+                 GS_ERR_INVALID_PARAM);
+    cr_assert_eq(gs_conn_send_frame_borrowed(cl.conn, f.data, 0, release_cb, &r), GS_ERR_INVALID_PARAM);
+    cr_assert_eq(r.n, 0);
+    /* queued before the connection is up: written once it is, then released with GS_OK */
+    cr_assert_eq(gs_conn_send_frame_borrowed(cl.conn, f.data, f.len, release_cb, &r), GS_OK, "%s",
+                 gs_last_error());
+    cr_assert_eq(r.n, 0, "not released before it is written");
+    RUN_UNTIL(&loop, cl.welcome_id != 0 && s.naccepted == 1 && s.nmsgs[0] == 2 && r.n == 1);
+    cr_assert_eq(r.status, GS_OK);
+    cr_assert_eq(s.last_type[0], GS_MSG_HEARTBEAT);
+    gs_conn_close(cl.conn, GS_OK);
+    RUN_UNTIL(&loop, cl.nclosed == 1 && s.nclosed == 1);
+    cr_assert_eq(r.n, 1, "released exactly once");
+    close_listener_and_drain(&s);
+    proto_check_no_leaks();
+}

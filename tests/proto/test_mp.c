@@ -378,3 +378,36 @@ Test(proto_mp, survives_random_bytes)
     }
     proto_check_no_leaks();
 }
+
+Test(proto_mp, bulk_i64s_match_one_by_one_at_every_width_boundary)
+{
+    static const int64_t edges[] = {0, 1, 31, 32, 127, 128, 255, 256, 65535, 65536,
+                                    INT64_C(4294967295), INT64_C(4294967296), INT64_MAX,
+                                    -1, -31, -32, -33, -127, -128, -129, -32767, -32768,
+                                    -32769, INT64_C(-2147483647), INT64_C(-2147483648),
+                                    INT64_C(-2147483649), INT64_MIN};
+    enum { N = sizeof(edges) / sizeof(edges[0]) };
+    int64_t v[3 * N];
+    gs_buf_t one, bulk;
+    gs_mp_writer_t w1, w2;
+    for (int i = 0; i < N; i++) {
+        v[3 * i] = edges[i];
+        v[3 * i + 1] = edges[i] == INT64_MIN ? edges[i] : edges[i] - 1;
+        v[3 * i + 2] = edges[i] == INT64_MAX ? edges[i] : edges[i] + 1;
+    }
+    gs_buf_init(&one);
+    gs_buf_init(&bulk);
+    gs_mp_writer_init(&w1, &one);
+    gs_mp_writer_init(&w2, &bulk);
+    for (int i = 0; i < 3 * N; i++) gs_mp_write_i64(&w1, v[i]);
+    gs_mp_write_i64s(&w2, v, 0);
+    cr_assert_eq(bulk.len, 0);
+    gs_mp_write_i64s(&w2, v, 5);
+    gs_mp_write_i64s(&w2, v + 5, 3 * N - 5);
+    cr_assert_eq(w1.err, GS_OK);
+    cr_assert_eq(w2.err, GS_OK);
+    cr_assert_eq(bulk.len, one.len);
+    cr_assert(memcmp(bulk.data, one.data, one.len) == 0, "bulk encoding differs");
+    gs_buf_cleanup(&one);
+    gs_buf_cleanup(&bulk);
+}
