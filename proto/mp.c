@@ -468,70 +468,28 @@ void gs_mp_write_i64(gs_mp_writer_t *w, int64_t v)
     if (w->err == GS_OK) msgpack_pack_int64(GS__MP_PK(w), v);
 }
 
-/* Big-endian store of the low @a nb bytes of @a v at @a p. */
-static inline void gs__mp_st_be(uint8_t *p, uint64_t v, unsigned nb)
+/* A packer writing into space already reserved (gs_mp_write_i64s): no size check per call. */
+static int gs__mp_reserved_cb(void *data, const char *buf, size_t len)
 {
-    for (unsigned k = 0; k < nb; k++) p[k] = (uint8_t)(v >> (8 * (nb - 1 - k)));
-}
-
-/* One int64 in msgpack-c's msgpack_pack_int64 encoding (the smallest form, signed forms only
- * for negatives below the negative fixint range); returns the bytes written (1 .. 9). */
-static inline size_t gs__mp_put_i64(uint8_t *p, int64_t d)
-{
-    if (d < -(INT64_C(1) << 5)) {
-        if (d < -(INT64_C(1) << 15)) {
-            if (d < -(INT64_C(1) << 31)) {
-                p[0] = 0xd3;
-                gs__mp_st_be(p + 1, (uint64_t)d, 8);
-                return 9;
-            }
-            p[0] = 0xd2;
-            gs__mp_st_be(p + 1, (uint64_t)d, 4);
-            return 5;
-        }
-        if (d < -(INT64_C(1) << 7)) {
-            p[0] = 0xd1;
-            gs__mp_st_be(p + 1, (uint64_t)d, 2);
-            return 3;
-        }
-        p[0] = 0xd0;
-        p[1] = (uint8_t)d;
-        return 2;
-    }
-    if (d < (INT64_C(1) << 7)) {
-        p[0] = (uint8_t)d;   /* positive or negative fixint */
-        return 1;
-    }
-    if (d < (INT64_C(1) << 16)) {
-        if (d < (INT64_C(1) << 8)) {
-            p[0] = 0xcc;
-            p[1] = (uint8_t)d;
-            return 2;
-        }
-        p[0] = 0xcd;
-        gs__mp_st_be(p + 1, (uint64_t)d, 2);
-        return 3;
-    }
-    if (d < (INT64_C(1) << 32)) {
-        p[0] = 0xce;
-        gs__mp_st_be(p + 1, (uint64_t)d, 4);
-        return 5;
-    }
-    p[0] = 0xcf;
-    gs__mp_st_be(p + 1, (uint64_t)d, 8);
-    return 9;
+    uint8_t **p = data;
+    memcpy(*p, buf, len);
+    *p += len;
+    return 0;
 }
 
 void gs_mp_write_i64s(gs_mp_writer_t *w, const int64_t *v, size_t n)
 {
     uint8_t *p;
+    msgpack_packer pk;
     if (w->err != GS_OK || n == 0) return;
+    /* msgpack_pack_int64 writes at most 9 bytes: reserve them all once */
     if (n > SIZE_MAX / 9 || gs_buf_reserve(w->out, n * 9) != GS_OK) {
         w->err = gs_error_set(GS_ERR_NO_MEMORY, "msgpack: out of memory appending %zu integers", n);
         return;
     }
     p = w->out->data + w->out->len;
-    for (size_t i = 0; i < n; i++) p += gs__mp_put_i64(p, v[i]);
+    msgpack_packer_init(&pk, &p, gs__mp_reserved_cb);
+    for (size_t i = 0; i < n; i++) msgpack_pack_int64(&pk, v[i]);
     w->out->len = (size_t)(p - w->out->data);
 }
 
