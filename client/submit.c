@@ -236,9 +236,7 @@ gs_status_t gs__client_submit_graph(gs_client_h c, gs_taskgraph_t *tg, unsigned 
     }
     uv_mutex_lock(&c->mu);
     f->client_ref = ++c->next_client_ref;
-    uv_mutex_unlock(&c->mu);
     /* the last frame's storage, when it is back (already faulted in) */
-    uv_mutex_lock(&c->mu);
     if (c->spare_frame.data != NULL) {
         op->frame = c->spare_frame;
         op->frame.len = 0;
