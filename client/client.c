@@ -5,6 +5,7 @@
 
 #include "common/alloc.h"
 #include "common/error.h"
+#include "common/log.h"
 #include "common/token.h"
 #include "common/time.h"
 
@@ -185,6 +186,43 @@ static gs_status_t gs__handshake_wait(gs_client_h c, double timeout_s)
     return status;
 }
 
+/* Bare closes before gsched said a word tried again at most this often (a scheduler that speaks
+ * TLS to a plain client, or something that is not gsched, also closes that way: the error must
+ * not wait for the whole timeout). */
+#define GS__HANDSHAKE_CLOSED_RETRIES 6
+
+/* Connect and handshake within args->timeout_s. A gsched at its connection limit refuses a new
+ * connection (ERROR GS_ERR_BUSY) or closes one that has not finished its handshake to make room
+ * for another (sched.h, connection bounds): both are transient, so the attempt is repeated after
+ * a growing, jittered pause (10 ms doubling up to 500 ms) while the timeout allows -- as Dask's
+ * connect retries with backoff. A refusal that names its reason (token, version) is final. */
+static gs_status_t gs__handshake_retrying(gs_client_h c, const gs__connect_args_t *args)
+{
+    double deadline = gs_now_s() + args->timeout_s, pause_s = 0.010;
+    int closed_retries = 0;
+    for (;;) {
+        gs_status_t status;
+        int retry, heard;
+        double left;
+        if ((status = gs__io_start(c, args->host, args->port)) != GS_OK) return status;
+        left = deadline - gs_now_s();
+        if ((status = gs__handshake_wait(c, left > 0 ? left : 1e-3)) == GS_OK) return GS_OK;
+        uv_mutex_lock(&c->mu);
+        retry = c->hs_retry;
+        heard = c->hs_heard;
+        uv_mutex_unlock(&c->mu);
+        if (!heard && retry && ++closed_retries > GS__HANDSHAKE_CLOSED_RETRIES) retry = 0;
+        /* the jitter keeps many clients turned away together from coming back together */
+        double wait_s = pause_s * (0.5 + (double)(gs_now_ns() % 1024u) / 2048.0);
+        if (!retry || gs_now_s() + wait_s >= deadline) return status;
+        GS_LOG_INFO("%s; trying again in %.0f ms", gs_last_error(), wait_s * 1e3);
+        gs__io_stop(c);
+        gs__io_reset(c);
+        uv_sleep((unsigned)(wait_s * 1e3) + 1u);
+        pause_s = pause_s * 2 < 0.5 ? pause_s * 2 : 0.5;
+    }
+}
+
 gs_status_t gs_client_connect(const gs_client_params_t *params, gs_client_h *client_p)
 {
     gs__connect_args_t args;
@@ -229,8 +267,7 @@ gs_status_t gs_client_connect(const gs_client_params_t *params, gs_client_h *cli
         if (status != GS_OK) goto err_stop;
     }
     snprintf(c->address, sizeof(c->address), "tcp://%s:%d", args.host, args.port);
-    if ((status = gs__io_start(c, args.host, args.port)) != GS_OK) goto err_stop;
-    if ((status = gs__handshake_wait(c, args.timeout_s)) != GS_OK) goto err_stop;
+    if ((status = gs__handshake_retrying(c, &args)) != GS_OK) goto err_stop;
     *client_p = c;
     return GS_OK;
 

@@ -202,6 +202,8 @@ struct gs_client {
     gs_tls_ctx_t *tls;          /* NULL: plain TCP (GS_CLIENT_FIELD_TLS) */
     char hs_name[32];           /* the name HELLO gives ("client-PID") */
     gs_hs_peer_t hs;            /* I/O thread: the handshake (CONNECTING) */
+    int hs_heard;               /* mu: gsched said something on this attempt (CONNECTING) */
+    int hs_retry;               /* mu: this attempt failed in a way worth another (busy) */
     char address[288];
     unsigned lower_flags;
     gs_progress_cb progress_cb;
@@ -403,6 +405,10 @@ gs_status_t gs__io_start(gs_client_h c, const char *host, int port);
 /** Stop the I/O thread, fail the ops still queued with GS_ERR_CANCELED and close the loop; the
  *  client is CLOSED afterwards. Does nothing when gs__io_start did not succeed. */
 void gs__io_stop(gs_client_h c);
+
+/** After gs__io_stop of a connection whose handshake failed: the client is CONNECTING again with
+ *  empty maps and no handshake state, ready for another gs__io_start. */
+void gs__io_reset(gs_client_h c);
 
 #ifdef __cplusplus
 }

@@ -518,6 +518,7 @@ static void gs__on_handshake(gs_client_h c, const gs_msg_t *msg)
         uv_mutex_unlock(&c->mu);
         return;
     }
+    c->hs_heard = 1;
     if (msg->type == GS_MSG_CHALLENGE) {
         gs_msg_t auth;
         st = gs_hs_peer_answer(&c->hs, msg, &auth);
@@ -547,6 +548,7 @@ static void gs__on_handshake(gs_client_h c, const gs_msg_t *msg)
         uv_timer_start(&c->hb_timer, gs__hb_cb, hb, hb);
     } else if (msg->type == GS_MSG_ERROR) {
         st = msg->u.error.status < 0 ? (gs_status_t)msg->u.error.status : GS_ERR_PROTO;
+        c->hs_retry = st == GS_ERR_BUSY;   /* at its connection limit: room may come */
         snprintf(c->fail_message, sizeof(c->fail_message),
                  "scheduler at %s refused the connection: %.*s", c->address,
                  (int)msg->u.error.message.len, (const char *)msg->u.error.message.data);
@@ -623,6 +625,9 @@ static void gs__close_cb(gs_conn_t *conn, gs_status_t reason, void *arg)
     if (c->state == GS__CONNECTING) {
         c->state = GS__FAILED;
         c->fail_status = reason == GS_OK ? GS_ERR_CONN_CLOSED : reason;
+        /* closed before gsched said a word: what a connection it closed to make room for others
+         * looks like (sched.h, connection bounds), so gs_client_connect tries again */
+        c->hs_retry = !c->hs_heard && (c->fail_status == GS_ERR_CONN_CLOSED || c->fail_status == GS_ERR_IO);
         if (c->fail_status == GS_ERR_CONN_CLOSED || c->fail_status == GS_ERR_IO)
             snprintf(c->fail_message, sizeof(c->fail_message), "the scheduler at %s closed the "
                      "connection during the handshake (wrong token or version%s?)", c->address,
@@ -771,4 +776,22 @@ void gs__io_stop(gs_client_h c)
     c->state = GS__CLOSED;
     uv_cond_broadcast(&c->cond);
     uv_mutex_unlock(&c->mu);
+}
+
+void gs__io_reset(gs_client_h c)
+{
+    uv_mutex_lock(&c->mu);
+    c->state = GS__CONNECTING;
+    c->stopping = 0;
+    c->hs_heard = 0;
+    c->hs_retry = 0;
+    c->fail_status = GS_OK;
+    c->fail_message[0] = '\0';
+    uv_mutex_unlock(&c->mu);
+    c->closing = 0;
+    c->conn = NULL;
+    memset(&c->hs, 0, sizeof(c->hs));
+    gs_u64map_init(&c->pending);
+    gs_u64map_init(&c->graphs);
+    gs_u64map_init(&c->gathers);
 }

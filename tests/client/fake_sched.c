@@ -144,6 +144,31 @@ static int fake_handshake(fake_t *f, const gs_msg_t *m, int *done_p)
     return fake_send(f, &r) != 0;
 }
 
+/* Read the HELLO on f->cfd and answer it with ERROR GS_ERR_BUSY, as gsched at its connection
+ * limit does. */
+static void fake_refuse_busy(fake_t *f)
+{
+    static const char text[] = "too many connections (limit 1)";
+    gs_frame_reader_t rd;
+    uint8_t buf[4096];
+    const uint8_t *payload;
+    size_t len;
+    gs_msg_t r;
+    ssize_t n;
+    gs_frame_reader_init(&rd, GS_PROTO_DEFAULT_MAX_FRAME);
+    while ((n = recv(f->cfd, buf, sizeof(buf), 0)) > 0 &&
+           gs_frame_reader_feed(&rd, buf, (size_t)n) == GS_OK &&
+           gs_frame_reader_next(&rd, &payload, &len) != GS_OK) {
+    }
+    gs_frame_reader_cleanup(&rd);
+    memset(&r, 0, sizeof(r));
+    r.type = GS_MSG_ERROR;
+    r.u.error.status = GS_ERR_BUSY;
+    r.u.error.message.data = (const uint8_t *)text;
+    r.u.error.message.len = sizeof(text) - 1;
+    fake_send(f, &r);
+}
+
 static void *fake_main(void *arg)
 {
     fake_t *f = arg;
@@ -151,8 +176,26 @@ static void *fake_main(void *arg)
     int handshaken = 0, stop = 0;
     uint8_t buf[65536];
 
-    f->cfd = accept(f->lfd, NULL, NULL);
-    if (f->cfd < 0) return NULL;
+    for (;;) {
+        f->cfd = accept(f->lfd, NULL, NULL);
+        if (f->cfd < 0) return NULL;
+        pthread_mutex_lock(&f->mu);
+        f->accepted++;
+        pthread_cond_broadcast(&f->cond);
+        pthread_mutex_unlock(&f->mu);
+        if (f->close_first > 0) {          /* what gsched's eviction looks like to the peer */
+            f->close_first--;
+            close(f->cfd);
+            continue;
+        }
+        if (f->busy_first > 0) {           /* what gsched's connection limit says */
+            f->busy_first--;
+            fake_refuse_busy(f);
+            close(f->cfd);
+            continue;
+        }
+        break;
+    }
     if (f->silent) {
         /* read and drop until the peer goes away */
         while (recv(f->cfd, buf, sizeof(buf), 0) > 0) {

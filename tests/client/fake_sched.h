@@ -28,6 +28,9 @@ struct fake {
     int silent;                   /* accept but never answer */
     int locate_error;             /* answer LOCATE_REQ with an error DATA, not with LOCATIONS
                                      naming no worker (both: the gather is relayed) */
+    int close_first;              /* close this many connections at once, without a word */
+    int busy_first;               /* then answer this many HELLOs with ERROR GS_ERR_BUSY */
+    int accepted;                 /* connections accepted so far (under mu) */
     gs_hs_sched_t hs;             /* the fake's thread: the handshake in progress */
     fake_handler_t handler;
     void *arg;

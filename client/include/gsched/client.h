@@ -108,7 +108,15 @@ typedef struct gs_client_params {
     int gather_path;            /* GS_CLIENT_FIELD_GATHER_PATH: gs_gather_path_t (default AUTO) */
 } gs_client_params_t;
 
-/** Connect (and for "local", start the cluster first). *client_p written only on success. */
+/** Connect (and for "local", start the cluster first). *client_p written only on success.
+ *  A scheduler at its connection limit turns connections away (ERROR GS_ERR_BUSY, or a close
+ *  before it said a word when it made room for others): the handshake is then tried again after
+ *  a growing, jittered pause (10 ms doubling to 500 ms) until timeout_s -- bare closes at most 6
+ *  times, so a peer that closes every connection (a TLS-only gsched met without TLS) is reported
+ *  within a second. Errors: GS_ERR_INVALID_PARAM (params), GS_ERR_AUTH (token, TLS),
+ *  GS_ERR_VERSION, GS_ERR_TIMED_OUT, GS_ERR_BUSY / GS_ERR_CONN_CLOSED (still turned away when
+ *  the time or the tries ran out), GS_ERR_IO and other connect errors (a refused TCP connection
+ *  is not tried again); gs_last_error() says which. */
 gs_status_t gs_client_connect(const gs_client_params_t *params, gs_client_h *client_p);
 
 /** Disconnect: cancels unfinished work of this client, fails its pending futures with
