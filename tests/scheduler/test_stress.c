@@ -313,6 +313,10 @@ static void sim_until_done(sim_t *s, tp_t *c, uint64_t gid, int period, int *fau
         }
         cr_assert_lt(gs_now_ns(), end, "graph %llu did not finish (kills %d, stalls %d)", (unsigned long long)gid,
                      s->nkills, s->nstalls);
+        /* a loaded machine can starve this thread past the 120 ms heartbeat timeout, and gsched
+         * then removes every simulated worker at once: one joins, as after the fault loop's
+         * kills (else the graph could not finish once the faults ran out) */
+        if (sim_nlive(s) == 0 && s->nw < MAXW) sim_add_worker(s);
         sim_step(s);
         if (++step % period == 0 && *faults_left > 0) {
             sim_fault(s);
