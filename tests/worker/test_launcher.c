@@ -99,7 +99,7 @@ Test(worker_launcher, qr_and_svd_tasks_go_to_the_launcher_and_give_the_same_valu
 
 /* Run the SVD values of an n x n matrix on a streams worker while a 2 ms timer ticks; the
  * longest gap between ticks and the longest kernel time of a QR/SVD task (ns). */
-static void svd_with_ticker(int n, uint64_t *max_gap_p, uint64_t *max_run_p,
+static void svd_with_ticker(uint64_t gid, int n, uint64_t *max_gap_p, uint64_t *max_run_p,
                             uint64_t *launched_p, uint64_t *nla_p)
 {
     tw_t t;
@@ -117,11 +117,11 @@ static void svd_with_ticker(int n, uint64_t *max_gap_p, uint64_t *max_run_p,
     cr_assert_leq(tg->ntasks, 64);
     tw_start_streams(&t, &fs, NULL, 0);
     fs_ticker_start(&fs, &k);
-    failed = fs_run_graph(&fs, 1, tg, place, 1, 60000);
+    failed = fs_run_graph(&fs, gid, tg, place, 1, 60000);
     cr_assert_eq(failed, 0, "%s", failed == (size_t)-1 ? "timed out" : fs.done[failed - 1].err);
     fs_ticker_stop(&fs, &k);
     for (uint64_t i = 0; i < tg->ntasks; i++) {
-        const fs_done_t *d = fs_find_done(&fs, 1, i);
+        const fs_done_t *d = fs_find_done(&fs, gid, i);
         cr_assert_not_null(d);
         if (fs_task_is_qr_or_svd(tg, i) && d->run_ns > max_run) max_run = d->run_ns;
     }
@@ -139,10 +139,16 @@ static void svd_with_ticker(int n, uint64_t *max_gap_p, uint64_t *max_run_p,
     gs_array_release(s);
 }
 
+/* A loop blocked by the task stands still for the whole task in every attempt; a loaded machine
+ * (CI's sanitizer builds run several suites on 2 cores, and the SVD's own BLAS threads) can also
+ * leave an unblocked loop unscheduled for a while, but not in every one of three attempts. */
 Test(worker_launcher, the_loop_keeps_turning_while_an_svd_computes)
 {
     uint64_t gap, run, launched, nla;
-    svd_with_ticker(700, &gap, &run, &launched, &nla);
+    for (int attempt = 0; attempt < 3; attempt++) {
+        svd_with_ticker(1 + (uint64_t)attempt, 700, &gap, &run, &launched, &nla);
+        if (gap < run / 2) break;
+    }
     cr_assert_gt(nla, 0);
     cr_assert_eq(launched, nla, "%llu tasks went to the launcher, the graph has %llu QR/SVD",
                  (unsigned long long)launched, (unsigned long long)nla);
@@ -155,7 +161,7 @@ Test(worker_launcher, without_the_launcher_an_svd_blocks_the_loop)
 {
     uint64_t gap, run, launched, nla;
     cr_assert_eq(setenv("GS_WORKER_LAUNCHER", "off", 1), 0);
-    svd_with_ticker(700, &gap, &run, &launched, &nla);
+    svd_with_ticker(1, 700, &gap, &run, &launched, &nla);
     cr_assert_gt(nla, 0);
     cr_assert_eq(launched, 0);
     cr_assert_geq(run, 40000000ull, "the SVD took only %.1f ms: too fast to tell", run / 1e6);
