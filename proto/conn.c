@@ -34,6 +34,10 @@
  * callback, so always from the loop and never inside gs_conn_close(); the connection is freed
  * right after it. A TLS peer's close_notify closes it once the frames received before it (often
  * in the same read, e.g. gsched's last SHUTDOWN) are handed out, as the end of stream does.
+ * A GS_OK close of a TLS connection whose frames still wait for its own handshake keeps
+ * reading until the handshake completes (received frames are dropped, as after any close),
+ * then sends the frames and close_notify after them; a failed handshake or the end of stream
+ * closes it with that reason (the frames dropped), as does gs_conn_close() with an error.
  *
  * Files (structs and shared helpers in proto/conn_int.h): this one holds lifetime, reading,
  * writing, accept/connect and accessors; conn_budget.c the frame budget and memory counters;
@@ -119,11 +123,11 @@ static void gs__conn_shutdown_cb(uv_shutdown_t *req, int status)
     gs__conn_close_handle(c);
 }
 
-/* Graceful end after a GS_OK close: flush queued writes, then close. */
-static void gs__conn_shutdown(gs_conn_t *c)
+void gs__conn_shutdown(gs_conn_t *c)
 {
     if (c->handle_closing) return;
     if (c->tls != NULL && c->connected) {
+        if (gs__conn_tls_close_waits(c)) return;
         gs_tls_session_close_notify(c->tls);
         gs__conn_tls_flush(c);
     }
@@ -135,7 +139,11 @@ static void gs__conn_shutdown(gs_conn_t *c)
 
 void gs_conn_close(gs_conn_t *c, gs_status_t reason)
 {
-    if (c == NULL || c->close_requested) return;
+    if (c == NULL) return;
+    if (c->close_requested) {
+        if (c->tls_close_pending && reason != GS_OK) gs__conn_fail(c, reason);  /* stop waiting */
+        return;
+    }
     c->close_requested = 1;
     c->close_reason = reason;
     uv_read_stop((uv_stream_t *)&c->tcp);
@@ -188,6 +196,12 @@ static gs_status_t gs__conn_abort(gs_conn_t *c, gs_status_t st)
 
 void gs__conn_fail(gs_conn_t *c, gs_status_t reason)
 {
+    if (c->tls_close_pending) {  /* a GS_OK close waiting for the TLS handshake: it failed */
+        c->tls_close_pending = 0;
+        c->close_reason = reason;
+        gs__conn_close_handle(c);
+        return;
+    }
     gs_conn_close(c, reason);
 }
 
@@ -246,7 +260,7 @@ static void gs__conn_read(gs_conn_t *c, ssize_t nread, const uv_buf_t *buf)
         }
         return;
     }
-    if (nread == 0 || c->close_requested) return;
+    if (nread == 0 || (c->close_requested && !c->tls_close_pending)) return;
     c->last_read_ms = uv_now(c->tcp.loop);
     if (c->tls != NULL) {
         if (gs__conn_tls_feed(c, gs__conn_rbuf, (size_t)nread) != GS_OK) return;

@@ -46,6 +46,7 @@ struct gs_conn {
     unsigned has_addr : 1;         /* peer_addr is known */
     unsigned tls_connect_pending : 1;  /* TLS client: connect_cb not yet called */
     unsigned tls_peer_closed : 1;  /* close_notify came: fail after handing out the frames before it */
+    unsigned tls_close_pending : 1;  /* GS_OK close waits for the handshake to send the waiting frames */
     gs_tls_session_t *tls;         /* NULL without TLS */
     uint64_t charged;              /* bytes of the frame in progress charged to params.budget */
     uint64_t want;                 /* bytes waited for (budget_wait) */
@@ -69,6 +70,8 @@ void gs__conn_free_wreq(gs__wreq_t *w, gs_status_t status);
 gs_status_t gs__conn_submit(gs_conn_t *c, gs__wreq_t *w);
 /* Submit the frames queued before the connection (or its TLS session) was established. */
 void gs__conn_submit_waiting(gs_conn_t *c);
+/* Graceful end after a GS_OK close: flush queued writes (and a TLS close_notify), then close. */
+void gs__conn_shutdown(gs_conn_t *c);
 
 /* conn_budget.c */
 /* Keep params.budget's memory counters current: queued write bytes change by @a delta. */
@@ -90,5 +93,9 @@ void gs__conn_tls_flush(gs_conn_t *c);
 /* Feed @a n received bytes at @a data through the TLS session; on completion of the handshake
  * send the waiting frames (and report a client's connection). Fails the connection on error. */
 gs_status_t gs__conn_tls_feed(gs_conn_t *c, const void *data, size_t n);
+/* A GS_OK close of a connection whose TLS handshake has not completed while frames wait for it:
+ * 1 when the close must wait (reading is (re)started for the handshake; gs__conn_tls_feed
+ * sends the frames, then shuts down); 0 to close now. */
+int gs__conn_tls_close_waits(gs_conn_t *c);
 
 #endif
