@@ -183,6 +183,7 @@ typedef struct tconn {
     gs_conn_t *srv, *cli;
     int connected, srv_got, nmsgs, closed_before_msg, cli_closed, srv_closed;
     uint32_t last_type;
+    gs_status_t srv_reason;
 } tconn_t;
 
 static void tc_cli_msg(gs_conn_t *c, gs_msg_t *m, void *arg)
@@ -220,7 +221,7 @@ static void tc_srv_msg(gs_conn_t *c, gs_msg_t *m, void *arg)
 static void tc_srv_close(gs_conn_t *c, gs_status_t reason, void *arg)
 {
     (void)c;
-    (void)reason;
+    ((tconn_t *)arg)->srv_reason = reason;
     ((tconn_t *)arg)->srv_closed = 1;
 }
 
@@ -331,7 +332,7 @@ static void tc_finish(uv_loop_t *loop, uv_tcp_t *listener, tconn_t *t)
 
 /* A client sends a frame and closes before its TCP connection, let alone its TLS handshake, is
  * up: the frame goes out once the handshake completes, and close_notify after it. */
-Test(proto_tls, a_client_frame_sent_before_its_handshake_then_close_reaches_the_server)
+Test(proto_tls, a_client_frame_sent_before_its_handshake_then_close_reaches_the_server, .timeout = 30)
 {
     gs_conn_params_t p = {.msg_cb = tc_cli_msg, .close_cb = tc_cli_close};
     uv_loop_t loop;
@@ -353,7 +354,7 @@ Test(proto_tls, a_client_frame_sent_before_its_handshake_then_close_reaches_the_
 
 /* The same from the server: a frame sent and an orderly close right at accept, before the
  * server has read the ClientHello. */
-Test(proto_tls, a_server_frame_sent_before_its_handshake_then_close_reaches_the_client)
+Test(proto_tls, a_server_frame_sent_before_its_handshake_then_close_reaches_the_client, .timeout = 30)
 {
     gs_conn_params_t p = {.msg_cb = tc_cli_msg, .close_cb = tc_cli_close, .connect_cb = tc_cli_connect};
     uv_loop_t loop;
@@ -370,5 +371,33 @@ Test(proto_tls, a_server_frame_sent_before_its_handshake_then_close_reaches_the_
     cr_assert_eq(t.last_type, GS_MSG_SHUTDOWN);
     cr_assert_not(t.closed_before_msg);
     tc_run_until(&loop, &t.srv_closed);
+    tc_finish(&loop, &listener, &t);
+}
+
+static void tc_plain_connect(gs_conn_t *c, gs_status_t status, void *arg)
+{
+    (void)c;
+    cr_assert_eq(status, GS_OK, "%s", gs_last_error());
+    ((tconn_t *)arg)->connected = 1;
+}
+
+/* A close waiting for the handshake ends when the peer goes away without one (here a client
+ * without TLS that closes at once): the server's connection closes with the end of stream. */
+Test(proto_tls, a_close_waiting_for_the_handshake_ends_when_the_peer_goes_away, .timeout = 30)
+{
+    gs_conn_params_t p = {.msg_cb = tc_cli_msg, .close_cb = tc_cli_close, .connect_cb = tc_plain_connect};
+    uv_loop_t loop;
+    uv_tcp_t listener;
+    tconn_t t = {0};
+    int port = tc_listen(&loop, &listener, &t, tc_srv_send_and_close);
+
+    p.arg = &t;
+    cr_assert_eq(gs_conn_connect(&loop, "127.0.0.1", port, &p, &t.cli), GS_OK, "%s", gs_last_error());
+    tc_run_until(&loop, &t.connected);
+    gs_conn_close(t.cli, GS_OK);
+    tc_run_until(&loop, &t.srv_closed);
+    cr_assert_eq(t.srv_reason, GS_ERR_CONN_CLOSED, "%s", gs_status_string(t.srv_reason));
+    tc_run_until(&loop, &t.cli_closed);
+    cr_assert_eq(t.nmsgs, 0);
     tc_finish(&loop, &listener, &t);
 }
