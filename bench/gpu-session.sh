@@ -59,13 +59,13 @@
 #   test_chunkops_cuda_rtc test_chunkops_cuda_stencil test_graph_stencil test_integration
 #   gs-bench gsched_daemon gworker gs-local-cluster gs_test_kernels.
 # v3: version-3 normals (issue 19, session 11): CUDA == CPU bit for bit (pair kernels with
-#   stride 1 and 2), gs-kbench fused_seed_v3 / philox_normal_v3 beside v1, the seed (fused and
-#   --no-fuse) with --random 1 and --random 3, and with one pair per thread
+#   stride 1 and 2), gs-kbench fused_seed_v3 / philox_normal_v3 beside v1 (fused_seed_v1,
+#   philox_normal), the seed (fused and --no-fuse) with --random 1 and --random 3, and with one pair per thread
 #   (GS_CUDA_PAIRS_U=1; the default is 2); targets test_chunkops_cuda gs-kbench gs-bench gsched gworker
 #   gs-local-cluster.
 # f32v3: float32 version-3 normals (pairs at distance 2, docs/random.md section 11; issue 20's
 #   float32 seed target): CPU == GPU bit for bit (chunkops_cuda/float32_v3*), gs-kbench's
-#   fused_seed_f32 against fused_seed_f32_v3, gs-bench seed --dtype float32 on one GPU with
+#   fused_seed_f32_v1 against fused_seed_f32_v3, gs-bench seed --dtype float32 on one GPU with
 #   --random 1 and --random 3 (n 500000, chunk 10000: 1 TB of float32), then the kbench and
 #   --random 3 with GS_CUDA_F32PAIRS=0 (the CHAIN walk: the A/B of the pair kernels); targets
 #   GS_TARGETS="test_chunkops_cuda gs-kbench gs-bench gsched_daemon gworker gs-local-cluster".
@@ -582,7 +582,7 @@ if [ "$what" = v3 ]; then
   grep -hE -A12 "\[FAIL\]|CRASH" "$out/v3-tests.log" | head -40
   run $B/gs-kbench --no-linalg >"$out/v3-kbench.jsonl" 2>&1
   GS_CUDA_PAIRS_U=1 run $B/gs-kbench --no-linalg >"$out/v3-kbench-u1.jsonl" 2>&1
-  grep -E '"(fused_seed|fused_seed_v2|fused_seed_v3|philox_normal|philox_normal_v2|philox_normal_v3)"' "$out/v3-kbench.jsonl" | cut -c1-200
+  grep -E '"(fused_seed_v1|fused_seed_v2|fused_seed_v3|philox_normal|philox_normal_v2|philox_normal_v3)"' "$out/v3-kbench.jsonl" | cut -c1-200
   echo "GS_CUDA_PAIRS_U=1:"
   grep -E '"(fused_seed_v2|fused_seed_v3|philox_normal_v2|philox_normal_v3)"' "$out/v3-kbench-u1.jsonl" | cut -c1-200
   GS_CUDA_PAIRS_U=1 build-gpu/tests/test_chunkops_cuda --filter 'chunkops_cuda/normal_v*' 2>&1 | grep -E "Synthesis|FAIL" 
@@ -632,7 +632,7 @@ if [ "$what" = f32v4 ]; then
   } 2>"$out/f32v4.err" | tee "$out/f32v4.jsonl" | cut -c1-300
   tail -4 "$out/f32v4.err"
   # GS_CUDA_F32PAIRS=0: the CHAIN walk instead of the pair/block kernels (fused_pairs_f32.cu)
-  GS_CUDA_F32PAIRS=0 run $B/gs-kbench --no-linalg --only fused_seed_f32,fused_seed_f32_v3,fused_seed_f32_v4 \
+  GS_CUDA_F32PAIRS=0 run $B/gs-kbench --no-linalg --only fused_seed_f32_v1,fused_seed_f32_v3,fused_seed_f32_v4 \
     >"$out/f32v4-kbench-chain.jsonl" 2>&1
   grep -E '"fused_seed_f32' "$out/f32v4-kbench-chain.jsonl" | cut -c1-240
   GS_CUDA_F32PAIRS=0 run $B/gs-bench seed --n 500000 --chunk 10000 --workers 1 --backend cuda \

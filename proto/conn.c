@@ -34,8 +34,16 @@
  * callback, so always from the loop and never inside gs_conn_close(); the connection is freed
  * right after it. A TLS peer's close_notify closes it once the frames received before it (often
  * in the same read, e.g. gsched's last SHUTDOWN) are handed out, as the end of stream does.
+ * A GS_OK close of a TLS connection whose frames still wait for its own handshake keeps
+ * reading until the handshake completes (received frames are dropped, as after any close),
+ * then sends the frames and close_notify after them; a failed handshake or the end of stream
+ * closes it with that reason (the frames dropped), as does gs_conn_close() with an error.
+ *
+ * Files (structs and shared helpers in proto/conn_int.h): this one holds lifetime, reading,
+ * writing, accept/connect and accessors; conn_budget.c the frame budget and memory counters;
+ * conn_tls.c the TLS layer; conn_refuse.c gs_conn_refuse().
  */
-#include "proto/conn.h"
+#include "proto/conn_int.h"
 
 #include "common/alloc.h"
 #include "common/error.h"
@@ -53,217 +61,16 @@
 #define GS__CONN_WCHUNK (1u << 30)  /* uv_buf_t lengths are unsigned int: split larger frames */
 #define GS__CONN_TRIM_MS 1000u      /* release a retained large read buffer after this idle time */
 
-typedef struct gs__wreq {
-    uv_write_t req;
-    struct gs__wreq *next;  /* queue of frames waiting for the connection */
-    gs_conn_t *conn;
-    uint8_t *data;          /* owned: the frame, or the head of a gs_conn_send_data() frame */
-    size_t len;             /* bytes of data + tail */
-    size_t head_len;        /* bytes of data */
-    const uint8_t *tail;    /* borrowed bytes that follow data (gs_conn_send_data) */
-    gs_conn_release_cb release;
-    void *release_arg;
-    uint8_t *cipher;        /* owned: TLS records written instead of data + tail */
-} gs__wreq_t;
-
-struct gs_conn {
-    uv_tcp_t tcp;
-    uv_connect_t connect_req;
-    uv_shutdown_t shutdown_req;
-    uv_timer_t trim_timer;         /* releases a retained large read buffer when idle */
-    gs_conn_params_t params;
-    gs_frame_reader_t reader;
-    gs__wreq_t *wait_head, *wait_tail;  /* frames queued before the connection was established */
-    size_t pending_bytes;
-    gs_status_t close_reason;
-    unsigned connecting : 1;       /* uv_tcp_connect under way */
-    unsigned connected : 1;        /* established: reads and writes go to libuv */
-    unsigned close_requested : 1;  /* gs_conn_close() was called (first reason kept) */
-    unsigned handle_closing : 1;   /* uv_close() was called */
-    unsigned silent : 1;           /* failed creation: free without callbacks */
-    unsigned in_msg_cb : 1;        /* msg_cb running: gs_conn_detach_frame() allowed */
-    unsigned frame_detached : 1;   /* ... and it took the frame's storage */
-    unsigned handles_open : 2;     /* tcp and trim_timer not yet closed */
-    unsigned budget_wait : 1;      /* reading stopped until params.budget has room for want */
-    unsigned has_addr : 1;         /* peer_addr is known */
-    unsigned tls_connect_pending : 1;  /* TLS client: connect_cb not yet called */
-    unsigned tls_peer_closed : 1;  /* close_notify came: fail after handing out the frames before it */
-    gs_tls_session_t *tls;         /* NULL without TLS */
-    uint64_t charged;              /* bytes of the frame in progress charged to params.budget */
-    uint64_t want;                 /* bytes waited for (budget_wait) */
-    gs_conn_t *wait_next;          /* next connection waiting for the budget */
-    gs_conn_t *charged_prev, *charged_next;  /* connections holding a charge */
-    uint64_t last_read_ms;         /* loop time of the last bytes received */
-    size_t read_counted;           /* reader buffer bytes counted in params.budget->read_bytes */
-    struct sockaddr_storage peer_addr;
-    void *data;
-    char peer_name[64];
-};
-
 /* One read buffer per thread, shared by its connections: libuv calls a stream's read_cb right
  * after its alloc_cb, and every byte is consumed (copied into the frame reader, or through the
  * TLS session) before read_cb returns, so no connection needs its own. An idle connection then
  * costs its struct and its reader's small buffer, not 64 KiB. */
 static _Thread_local char gs__conn_rbuf[GS__CONN_RBUF];
 
-/* ---- frame budget ---- */
-
-void gs_conn_budget_init(gs_conn_budget_t *b, uint64_t limit)
-{
-    memset(b, 0, sizeof *b);
-    b->limit = limit;
-}
-
-/* Keep params.budget's memory counters current: queued write bytes change by @a delta. */
-static void gs__conn_pending(gs_conn_t *c, int64_t delta)
-{
-    gs_conn_budget_t *b = c->params.budget;
-    c->pending_bytes = (size_t)((int64_t)c->pending_bytes + delta);
-    if (b == NULL) return;
-    b->write_bytes = (uint64_t)((int64_t)b->write_bytes + delta);
-    if (b->write_bytes > b->write_peak) b->write_peak = b->write_bytes;
-}
-
-/* ... and the reader's buffer capacity, after anything that may have changed it. */
-static void gs__conn_count_read(gs_conn_t *c)
-{
-    gs_conn_budget_t *b = c->params.budget;
-    size_t cap = c->reader.buf.cap;
-    if (b == NULL || cap == c->read_counted) return;
-    b->read_bytes = b->read_bytes - c->read_counted + cap;
-    c->read_counted = cap;
-    if (b->read_bytes > b->read_peak) b->read_peak = b->read_bytes;
-}
-
-static void gs__conn_read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf);
-static void gs__conn_fail(gs_conn_t *c, gs_status_t reason);
-static void gs__conn_alloc_cb(uv_handle_t *handle, size_t suggested, uv_buf_t *buf);
-static void gs__conn_tls_flush(gs_conn_t *c);
-static gs_status_t gs__conn_tls_feed(gs_conn_t *c, size_t n);
-
-static void gs__budget_charge(gs_conn_budget_t *b, gs_conn_t *c, uint64_t bytes)
-{
-    b->used += bytes;
-    if (b->used > b->peak) b->peak = b->used;
-    c->charged = bytes;
-    c->last_read_ms = uv_now(c->tcp.loop);
-    c->charged_prev = NULL;
-    c->charged_next = b->charged_head;
-    if (b->charged_head != NULL) b->charged_head->charged_prev = c;
-    b->charged_head = c;
-}
-
-void gs_conn_budget_expire(gs_conn_budget_t *b, uint32_t stall_ms)
-{
-    gs_conn_t *c = b->charged_head;
-    while (c != NULL && b->wait_head != NULL) {
-        gs_conn_t *next = c->charged_next;   /* closing uncharges c (and may wake waiters) */
-        uint64_t now = uv_now(c->tcp.loop);
-        if (now - c->last_read_ms >= stall_ms) {
-            b->stalled_total++;
-            GS_LOG_WARN("connection %s: no bytes of a %" PRIu64 "-byte frame for %u ms while others wait for "
-                        "frame memory; closing", c->peer_name, c->charged, stall_ms);
-            gs__conn_fail(c, gs_error_set(GS_ERR_TIMED_OUT, "frame stalled for %u ms", stall_ms));
-        }
-        c = next;
-    }
-}
-
-/* Restart the waiting connections, in order, while the first one fits. */
-static void gs__budget_wake(gs_conn_budget_t *b)
-{
-    while (b->wait_head != NULL && (b->limit == 0 || b->used + b->wait_head->want <= b->limit)) {
-        gs_conn_t *c = b->wait_head;
-        int r;
-        b->wait_head = c->wait_next;
-        if (b->wait_head == NULL) b->wait_tail = NULL;
-        c->wait_next = NULL;
-        c->budget_wait = 0;
-        gs__budget_charge(b, c, c->want);
-        GS_LOG_DEBUG("connection %s: %" PRIu64 " frame bytes granted", c->peer_name, c->want);
-        r = uv_read_start((uv_stream_t *)&c->tcp, gs__conn_alloc_cb, gs__conn_read_cb);
-        if (r < 0) gs__conn_fail(c, gs_status_from_uv(r, "uv_read_start"));
-    }
-}
-
-/* Give back the connection's charge (the frame was handed out, or reading is over) and leave
- * the queue; the waiting connections that now fit resume. */
-static void gs__conn_budget_uncharge(gs_conn_t *c)
-{
-    gs_conn_budget_t *b = c->params.budget;
-    if (b == NULL || c->charged == 0) return;
-    b->used -= c->charged;
-    c->charged = 0;
-    if (c->charged_prev != NULL) {
-        c->charged_prev->charged_next = c->charged_next;
-    } else {
-        b->charged_head = c->charged_next;
-    }
-    if (c->charged_next != NULL) c->charged_next->charged_prev = c->charged_prev;
-    c->charged_prev = c->charged_next = NULL;
-    gs__budget_wake(b);
-}
-
-static void gs__conn_budget_release(gs_conn_t *c)
-{
-    gs_conn_budget_t *b = c->params.budget;
-    if (b == NULL) return;
-    if (c->budget_wait) {
-        gs_conn_t **pp = &b->wait_head, *prev = NULL;
-        while (*pp != c) {
-            prev = *pp;
-            pp = &(*pp)->wait_next;
-        }
-        *pp = c->wait_next;
-        if (b->wait_tail == c) b->wait_tail = prev;
-        c->wait_next = NULL;
-        c->budget_wait = 0;
-    }
-    gs__conn_budget_uncharge(c);
-}
-
-/* Before the reader examines the next frame: charge it when large. 1: go on; 0: reading stopped
- * until the budget has room; -1: the frame can never fit (connection failed). */
-static int gs__conn_budget_charge(gs_conn_t *c)
-{
-    gs_conn_budget_t *b = c->params.budget;
-    const gs_frame_reader_t *r = &c->reader;
-    uint64_t flen;
-    if (b == NULL || c->charged != 0 || r->buf.len - r->pos < GS_PROTO_FRAME_HEADER) return 1;
-    flen = (uint64_t)r->buf.data[r->pos] | (uint64_t)r->buf.data[r->pos + 1] << 8 |
-           (uint64_t)r->buf.data[r->pos + 2] << 16 | (uint64_t)r->buf.data[r->pos + 3] << 24;
-    if (flen <= GS_CONN_BUDGET_MIN_FRAME || flen > r->max_frame) return 1;  /* not charged / refused */
-    if (b->limit != 0 && flen > b->limit) {
-        b->refused_total++;
-        GS_LOG_WARN("connection %s: frame of %" PRIu64 " bytes exceeds the frame memory budget of %" PRIu64
-                    " bytes; closing", c->peer_name, flen, b->limit);
-        gs__conn_fail(c, gs_error_set(GS_ERR_MSG_TOO_LARGE, "frame of %" PRIu64 " bytes exceeds the frame "
-                                      "memory budget of %" PRIu64 " bytes", flen, b->limit));
-        return -1;
-    }
-    if (b->wait_head == NULL && (b->limit == 0 || b->used + flen <= b->limit)) {
-        gs__budget_charge(b, c, flen);
-        return 1;
-    }
-    b->waits_total++;
-    GS_LOG_DEBUG("connection %s: frame of %" PRIu64 " bytes waits for frame memory (%" PRIu64 " of %" PRIu64
-                 " in use)", c->peer_name, flen, b->used, b->limit);
-    c->want = flen;
-    c->budget_wait = 1;
-    if (b->wait_tail != NULL) {
-        b->wait_tail->wait_next = c;
-    } else {
-        b->wait_head = c;
-    }
-    b->wait_tail = c;
-    uv_read_stop((uv_stream_t *)&c->tcp);
-    return 0;
-}
-
 /* ---- lifetime ---- */
 
 /* Free a write request; a borrowed tail is released with @a status (exactly once: here). */
-static void gs__conn_free_wreq(gs__wreq_t *w, gs_status_t status)
+void gs__conn_free_wreq(gs__wreq_t *w, gs_status_t status)
 {
     if (w->release != NULL) w->release(w->release_arg, status);
     gs_free(w->cipher);
@@ -316,11 +123,11 @@ static void gs__conn_shutdown_cb(uv_shutdown_t *req, int status)
     gs__conn_close_handle(c);
 }
 
-/* Graceful end after a GS_OK close: flush queued writes, then close. */
-static void gs__conn_shutdown(gs_conn_t *c)
+void gs__conn_shutdown(gs_conn_t *c)
 {
     if (c->handle_closing) return;
     if (c->tls != NULL && c->connected) {
+        if (gs__conn_tls_close_waits(c)) return;
         gs_tls_session_close_notify(c->tls);
         gs__conn_tls_flush(c);
     }
@@ -332,7 +139,11 @@ static void gs__conn_shutdown(gs_conn_t *c)
 
 void gs_conn_close(gs_conn_t *c, gs_status_t reason)
 {
-    if (c == NULL || c->close_requested) return;
+    if (c == NULL) return;
+    if (c->close_requested) {
+        if (c->tls_close_pending && reason != GS_OK) gs__conn_fail(c, reason);  /* stop waiting */
+        return;
+    }
     c->close_requested = 1;
     c->close_reason = reason;
     uv_read_stop((uv_stream_t *)&c->tcp);
@@ -383,14 +194,20 @@ static gs_status_t gs__conn_abort(gs_conn_t *c, gs_status_t st)
     return st;
 }
 
-static void gs__conn_fail(gs_conn_t *c, gs_status_t reason)
+void gs__conn_fail(gs_conn_t *c, gs_status_t reason)
 {
+    if (c->tls_close_pending) {  /* a GS_OK close waiting for the TLS handshake: it failed */
+        c->tls_close_pending = 0;
+        c->close_reason = reason;
+        gs__conn_close_handle(c);
+        return;
+    }
     gs_conn_close(c, reason);
 }
 
 /* ---- reading ---- */
 
-static void gs__conn_alloc_cb(uv_handle_t *handle, size_t suggested, uv_buf_t *buf)
+void gs__conn_alloc_cb(uv_handle_t *handle, size_t suggested, uv_buf_t *buf)
 {
     gs_conn_t *c = handle->data;
     uint8_t *space;
@@ -443,10 +260,10 @@ static void gs__conn_read(gs_conn_t *c, ssize_t nread, const uv_buf_t *buf)
         }
         return;
     }
-    if (nread == 0 || c->close_requested) return;
+    if (nread == 0 || (c->close_requested && !c->tls_close_pending)) return;
     c->last_read_ms = uv_now(c->tcp.loop);
     if (c->tls != NULL) {
-        if (gs__conn_tls_feed(c, (size_t)nread) != GS_OK) return;
+        if (gs__conn_tls_feed(c, gs__conn_rbuf, (size_t)nread) != GS_OK) return;
     } else if (buf->base != gs__conn_rbuf) {
         gs_frame_reader_commit(&c->reader, (size_t)nread);  /* received in place */
     } else if (gs_frame_reader_feed(&c->reader, gs__conn_rbuf, (size_t)nread) != GS_OK) {
@@ -483,7 +300,7 @@ static void gs__conn_read(gs_conn_t *c, ssize_t nread, const uv_buf_t *buf)
     gs__conn_arm_trim(c);
 }
 
-static void gs__conn_read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
+void gs__conn_read_cb(uv_stream_t *stream, ssize_t nread, const uv_buf_t *buf)
 {
     gs_conn_t *c = stream->data;
     gs__conn_read(c, nread, buf);
@@ -545,7 +362,7 @@ static void gs__conn_bufs(uv_buf_t *bufs, unsigned *nbufs, unsigned max, const u
 
 /* Hand @a w to libuv. On failure @a w is untouched (still counted in pending_bytes): the caller
  * disposes of it and then fails the connection. */
-static gs_status_t gs__conn_submit(gs_conn_t *c, gs__wreq_t *w)
+gs_status_t gs__conn_submit(gs_conn_t *c, gs__wreq_t *w)
 {
     uv_buf_t bufs[12];
     unsigned nbufs = 0;
@@ -737,53 +554,7 @@ gs_status_t gs_conn_accept(uv_stream_t *server, const gs_conn_params_t *params, 
     return GS_OK;
 }
 
-static void gs__conn_refuse_now(gs_conn_refuser_t *r, uv_stream_t *server);
-
-static void gs__conn_refused_cb(uv_handle_t *handle)
-{
-    gs_conn_refuser_t *r = handle->data;
-    uv_stream_t *server = r->waiting;
-    r->closing = 0;
-    r->waiting = NULL;
-    /* a closed server's pending descriptor was closed with it */
-    if (server != NULL && !uv_is_closing((uv_handle_t *)server)) gs__conn_refuse_now(r, server);
-    if (!gs_conn_refuser_busy(r) && r->idle_cb != NULL) r->idle_cb(r);
-}
-
-/* Accept into the refuser's handle (its memory is the caller's: nothing to allocate) and close
- * it: uv_accept() makes libuv watch @a server again, whatever it returns. */
-static void gs__conn_refuse_now(gs_conn_refuser_t *r, uv_stream_t *server)
-{
-    (void)uv_tcp_init(server->loop, &r->tcp);   /* AF_UNSPEC: creates no socket, cannot fail */
-    r->tcp.data = r;
-    /* UV_EAGAIN: nothing was pending (accepted before its connection failed); on another
-     * failure libuv closed the descriptor */
-    if (uv_accept(server, (uv_stream_t *)&r->tcp) != UV_EAGAIN) r->refused_total++;
-    r->closing = 1;
-    uv_close((uv_handle_t *)&r->tcp, gs__conn_refused_cb);
-}
-
-int gs_conn_refuse(gs_conn_refuser_t *r, uv_stream_t *server)
-{
-    int was_busy;
-    if (r == NULL || server == NULL) return 0;
-    was_busy = gs_conn_refuser_busy(r);
-    if (r->closing) {
-        r->waiting = server;   /* one server per refuser: its callback runs once until accepted */
-    } else {
-        gs__conn_refuse_now(r, server);
-    }
-    GS_LOG_DEBUG("refused a connection (%" PRIu64 " so far)", r->refused_total);
-    return !was_busy;
-}
-
-int gs_conn_refuser_busy(const gs_conn_refuser_t *r)
-{
-    return r != NULL && (r->closing || r->waiting != NULL);
-}
-
-/* Submit the frames queued before the connection (or its TLS session) was established. */
-static void gs__conn_submit_waiting(gs_conn_t *c)
+void gs__conn_submit_waiting(gs_conn_t *c)
 {
     while (c->wait_head != NULL) {
         gs__wreq_t *w = c->wait_head;
@@ -805,56 +576,6 @@ static void gs__conn_submit_waiting(gs_conn_t *c)
 }
 
 /* Put the TLS session's pending records (handshake, alerts) on the wire. */
-static void gs__conn_tls_flush(gs_conn_t *c)
-{
-    gs__wreq_t *w;
-    gs_status_t st;
-    if (c->handle_closing || gs_tls_session_pending_output(c->tls) == 0) return;
-    w = gs_calloc(1, sizeof *w, "conn write");
-    /* head_len: the records' bytes; len stays 0 (no frame bytes) */
-    if (w == NULL || gs_tls_session_seal(c->tls, NULL, 0, NULL, 0, &w->cipher, &w->head_len) != GS_OK) {
-        gs_free(w);
-        gs__conn_fail(c, GS_ERR_NO_MEMORY);
-        return;
-    }
-    w->conn = c;
-    if ((st = gs__conn_submit(c, w)) != GS_OK) {
-        gs__conn_free_wreq(w, st);
-        gs__conn_fail(c, GS_ERR_IO);
-    }
-}
-
-static gs_status_t gs__conn_tls_plain(void *arg, const void *data, size_t len)
-{
-    gs_conn_t *c = arg;
-    if (gs_frame_reader_feed(&c->reader, data, len) != GS_OK) {
-        GS_LOG_WARN("connection %s: out of memory buffering a frame", c->peer_name);
-        return GS_ERR_NO_MEMORY;
-    }
-    return GS_OK;
-}
-
-/* Feed @a n received bytes of the read buffer through the TLS session; on completion of the handshake send
- * the waiting frames (and report a client's connection). Fails the connection on error. */
-static gs_status_t gs__conn_tls_feed(gs_conn_t *c, size_t n)
-{
-    int was_ready = gs_tls_session_ready(c->tls);
-    gs_status_t st = gs_tls_session_feed(c->tls, gs__conn_rbuf, n, gs__conn_tls_plain, c);
-    gs__conn_tls_flush(c);  /* handshake replies, alerts, session tickets */
-    if (st == GS_ERR_CONN_CLOSED && !c->close_requested) c->tls_peer_closed = 1;
-    else if (st != GS_OK) {
-        gs__conn_fail(c, st);
-        return st;
-    }
-    if (!was_ready && gs_tls_session_ready(c->tls) && !c->close_requested) {
-        gs__conn_submit_waiting(c);
-        if (c->tls_connect_pending) {
-            c->tls_connect_pending = 0;
-            if (c->params.connect_cb != NULL) c->params.connect_cb(c, GS_OK, c->params.arg);
-        }
-    }
-    return c->close_requested ? GS_ERR_CONN_CLOSED : GS_OK;
-}
 
 static void gs__conn_connect_cb(uv_connect_t *req, int status)
 {

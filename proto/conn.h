@@ -175,7 +175,10 @@ gs_status_t gs_conn_send_data(gs_conn_t *conn, const gs_msg_t *msg, gs_conn_rele
  *  msg_cb, on a second call or for NULL arguments. */
 gs_status_t gs_conn_detach_frame(gs_conn_t *conn, gs_frame_storage_t **storage_p);
 
-/** Close (idempotent). Queued writes are flushed when @a reason is GS_OK, dropped otherwise. */
+/** Close (idempotent). Queued writes are flushed when @a reason is GS_OK, dropped otherwise. On
+ *  a TLS connection, frames queued before its handshake completed are sent once it does, then
+ *  close_notify (the connection reads until then; what it receives is dropped); a later call
+ *  with an error reason stops that wait and drops them. */
 void gs_conn_close(gs_conn_t *conn, gs_status_t reason);
 
 /** Change the largest frame this connection accepts (0 = GS_PROTO_DEFAULT_MAX_FRAME). Takes

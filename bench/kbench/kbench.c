@@ -6,10 +6,12 @@
  * device is kept busy so host launch gaps stay out), reported as the median over --reps.
  *
  * Measured:
- *   fused_seed            one 10000^2 chunk of a normal array sliced [::2, ::2] (25M elements
- *                         generated), +1, summed: one fused kernel (the seed workload)
+ *   fused_seed_v1         one 10000^2 chunk of a normal array (version-1 normals) sliced
+ *                         [::2, ::2] (25M elements generated), +1, summed: one fused kernel (the
+ *                         seed workload as it was with random version 1; the default is now
+ *                         version 3, fused_seed_v3, and version 4 in float32, fused_seed_f32_v4)
  *   fused_seed_rowsum / _colsum   the same with the sum over axis 1 / axis 0
- *   fused_seed_tiles, sum_1e8_tiles   fused_seed and sum_1e8 with the flat walk switched off
+ *   fused_seed_tiles, sum_1e8_tiles   fused_seed_v1 and sum_1e8 with the flat walk switched off
  *                         (gs_cuda_set_flat_walk): the tile kernels, for comparison
  *   unfused_generate, unfused_add, unfused_slice, unfused_reduce, unfused_total
  *                         the same computation as separate STORE kernels through memory
@@ -36,9 +38,9 @@
  *   The LINALG lines are timed one run at a time (GPU events around each) and also give enqueue_ms (host time of the linalg() call: a blocking library
  *   call shows here) and wall_ms (enqueue to sync, one run). They run in a context of their
  *   own (about 7 GB of device memory); --no-linalg skips them, --linalg-only runs only them.
- *   fused_seed_v2, philox_normal_v2   fused_seed and philox_normal with version-2 normals
+ *   fused_seed_v2, philox_normal_v2   fused_seed_v1 and philox_normal with version-2 normals
  *   fused_seed_v3, philox_normal_v3   the same with version-3 normals
- *   fused_seed_f32, fused_seed_f32_v3, fused_seed_f32_v4   fused_seed in float32 (the typed
+ *   fused_seed_f32_v1, fused_seed_f32_v3, fused_seed_f32_v4   fused_seed_v1 in float32 (the typed
  *                         kernels): float32 normals of version 1 / version 3 (pairs at distance
  *                         2) / version 4 (a stride-2 row reads whole blocks), + 1 in float32,
  *                         cast to float64 and summed; a _check line with ok false if the sum is
@@ -618,7 +620,7 @@ static int run(int argc, char **argv)
     add_imm(&k, 1.0);
     reduce(&k, GS_RED_SUM, -1);
     kb.lim_normals = (double)H;
-    double t_fused = kb_measure(&kb, "fused_seed", kb_fused, &k, (double)H, 0, NULL);
+    double t_fused = kb_measure(&kb, "fused_seed_v1", kb_fused, &k, (double)H, 0, NULL);
     double fused_sum = NAN, tiles_sum = NAN;
     if (kb_read_scalar(&kb, out, &fused_sum) != 0) goto done;
     (void)gs_cuda_set_flat_walk(kb.ctx, 0);
@@ -647,7 +649,7 @@ static int run(int argc, char **argv)
     for (int fv = 0; fv < 3; fv++) {
         static const int32_t fkind[3] = {GS_LEAF_NORMAL_F32, GS_LEAF_NORMAL_F32_V3,
                                          GS_LEAF_NORMAL_F32_V4};
-        static const char *const fwhat[3] = {"fused_seed_f32", "fused_seed_f32_v3",
+        static const char *const fwhat[3] = {"fused_seed_f32_v1", "fused_seed_f32_v3",
                                              "fused_seed_f32_v4"};
         spec2(&k, h, h, out);
         leaf_random(&k.leaves[0], fkind[fv], base, 2 * gcols, 2);

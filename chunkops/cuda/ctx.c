@@ -1,11 +1,11 @@
-/* CUDA backend: context, device arena, streams, host copies, tier moves through page-locked
- * staging (to_host / to_device), kernels' entry points, notify, sync, file reads (cufile.c),
- * and the benchmark helpers (timers, device-to-device copies). Plain C over the CUDA
- * runtime API; kernels are launched through the plain-C launchers of fused.cu / misc.cu. */
+/* CUDA backend: context, device arena, streams, memory, host copies, tier moves through
+ * page-locked staging (to_host / to_device), notify, sync, health, IPC, page-locked host
+ * memory, and the backend's ops table. Plain C over the CUDA runtime API. The kernels' entry
+ * points are in ctx_kernels.c; settings, timers and the device description in ctx_tools.c;
+ * file reads in cufile.c; the structs they share in ctx_int.h. */
 #include "chunkops/cuda/cuda_backend.h"
-#include "chunkops/cuda/cuda_internal.h"
+#include "chunkops/cuda/ctx_int.h"
 #include "chunkops/cuda/linalg.h"
-#include "chunkops/cuda/stencil.h"
 #include "common/alloc.h"
 #include "common/error.h"
 #include "common/log.h"
@@ -22,55 +22,6 @@
 #define GS__CUDA_DEFAULT_PERCENT 85
 #define GS__CUDA_STAGE_BYTES ((size_t)32 << 20)     /* per stream doing tier moves */
 
-typedef struct gs__cuda_note {
-    gs_chunkops_done_cb cb;
-    void *arg;
-    gs_status_t status;                 /* enqueue failures before this notify */
-    struct gs_chunkops_stream *stream;
-    struct gs__cuda_note *next;
-} gs__cuda_note_t;
-
-struct gs_chunkops_stream {
-    gs_chunkops_ctx_h ctx;
-    cudaStream_t s;
-    void *scratch_mem;
-    gs__cuda_scratch_t scratch;
-    void *typed_mem;                    /* typed reductions: the program's float64 values */
-    size_t typed_cap;                   /* bytes of typed_mem (grown on demand, never shrunk) */
-    atomic_int pending;                 /* first enqueue failure since the last notify/sync */
-    pthread_mutex_t note_lock;
-    gs__cuda_note_t *free_notes;        /* recycled notify records */
-    struct gs_chunkops_stream *prev, *next;
-    struct gs__cuda_la *la;             /* linalg handles (linalg.c), made on first use */
-    atomic_int late_err;                /* first failure found by a completion callback */
-    void *stage;                        /* page-locked staging of tier moves (to_host,
-                                           to_device), GS__CUDA_STAGE_BYTES, made on first use */
-};
-
-struct gs_chunkops_ctx {
-    int device;
-    gs__cuda_dev_t dev;
-    void *arena_mem;
-    size_t arena_size;
-    int ipc_exported;                   /* ipc_handle valid */
-    cudaIpcMemHandle_t ipc_handle;
-    gs__cuda_arena_t arena;
-    pthread_mutex_t lock;               /* the stream list */
-    struct gs_chunkops_stream *streams;
-    int nstreams;
-    gs__cuda_pincache_t pins;           /* host_alloc's page-locked buffers (pinned.c) */
-};
-
-/* Check a runtime call; on failure clear the (non-sticky) last error and return GS_ERR_CUDA. */
-#define GS__CUDA_CALL(call)                                                                 \
-    do {                                                                                    \
-        cudaError_t gs__e = (call);                                                         \
-        if (gs__e != cudaSuccess) {                                                         \
-            (void)cudaGetLastError();                                                       \
-            return gs__cuda_error((int)gs__e, #call);                                       \
-        }                                                                                   \
-    } while (0)
-
 int gs__cuda_device_count(void)
 {
     int n = 0;
@@ -82,7 +33,7 @@ int gs__cuda_device_count(void)
 }
 
 /* Make the context's device current on the calling thread (cheap when it already is). */
-static gs_status_t gs__cuda_use(gs_chunkops_ctx_h ctx)
+gs_status_t gs__cuda_use(gs_chunkops_ctx_h ctx)
 {
     int cur = -1;
     /* no check of a recorded loss here: the cleanup calls (sync, destroy) must still reach
@@ -93,21 +44,12 @@ static gs_status_t gs__cuda_use(gs_chunkops_ctx_h ctx)
 }
 
 /* Remember the first enqueue failure of a stream for its next notify()/sync(). */
-static gs_status_t gs__cuda_fail(gs_chunkops_stream_h stream, gs_status_t st)
+gs_status_t gs__cuda_fail(gs_chunkops_stream_h stream, gs_status_t st)
 {
     int expected = GS_OK;
     if (st != GS_OK) atomic_compare_exchange_strong(&stream->pending, &expected, (int)st);
     return st;
 }
-
-#define GS__CHECK_CTX_STREAM(ctx, stream, what)                                               \
-    do {                                                                                      \
-        if ((ctx) == NULL || (stream) == NULL)                                                \
-            return gs_error_set(GS_ERR_INVALID_PARAM, "cuda %s: NULL context or stream", what); \
-        if ((stream)->ctx != (ctx))                                                           \
-            return gs_error_set(GS_ERR_INVALID_PARAM,                                         \
-                                "cuda %s: stream belongs to another context", what);          \
-    } while (0)
 
 /* ---- context ---- */
 
@@ -149,10 +91,7 @@ static gs_status_t gs__cuda_ctx_create(const gs_chunkops_params_t *params, gs_ch
         goto err_lock;
     }
     if ((st = gs__cuda_kernels_init(&ctx->dev)) != GS_OK) goto err_lock;
-    const char *flat = getenv("GS_CUDA_FLAT"); /* "0": the tile kernels only (comparisons) */
-    ctx->dev.no_flat = flat != NULL && strcmp(flat, "0") == 0;
-    const char *ttile = getenv("GS_CUDA_TTILE"); /* "0": no transposed tiles (comparisons) */
-    ctx->dev.no_ttile = ttile != NULL && strcmp(ttile, "0") == 0;
+    gs__cuda_settings_from_env(&ctx->dev);
     if ((e = cudaMemGetInfo(&free_b, &total_b)) != cudaSuccess) {
         st = gs__cuda_error((int)e, "cudaMemGetInfo");
         goto err_lock;
@@ -502,196 +441,10 @@ static gs_status_t gs__cuda_to_device(gs_chunkops_ctx_h ctx, gs_chunkops_stream_
     return gs__cuda_tier_move("to_device", ctx, stream, dst, src, nbytes, 0);
 }
 
-gs_status_t gs_cuda_set_flat_walk(gs_chunkops_ctx_h ctx, int enable)
-{
-    if (ctx == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "cuda set_flat_walk: ctx is NULL");
-    ctx->dev.no_flat = !enable;
-    return GS_OK;
-}
-
-gs_status_t gs_cuda_set_transpose_tiles(gs_chunkops_ctx_h ctx, int enable)
-{
-    if (ctx == NULL)
-        return gs_error_set(GS_ERR_INVALID_PARAM, "cuda set_transpose_tiles: ctx is NULL");
-    gs__cuda_dev_set_ttile(&ctx->dev, enable);
-    return GS_OK;
-}
-
 gs_status_t gs_cuda_memcpy_d2d(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream, void *dst,
                                const void *src, size_t nbytes)
 {
     return gs__cuda_memcpy("memcpy_d2d", ctx, stream, dst, src, nbytes, cudaMemcpyDeviceToDevice);
-}
-
-/* ---- kernels ---- */
-
-/* A typed REDUCE (graph/kernel.h): integer records run in one pass (k_typed_ireduce); of the
- * others (the program ends in float64 values) a whole-region SUM runs
- * in one pass (k_typed_sum, fused_typed.cu); otherwise the typed kernel stores the values as float64 into the stream's staging buffer, then the float64 reduction
- * kernels reduce that buffer (a one-leaf program), so records equal the CPU backend's up to
- * the float64 kernels' own summation order. Work on one stream runs in order: one buffer per
- * stream, grown when a larger region comes (cudaFree waits for the work that used it). */
-static gs_status_t gs__cuda_fused_typed_reduce(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream,
-                                               const gs_kfused_t *k)
-{
-    gs_status_t st;
-    gs_kfused_t ks, kr;
-    gs__cuda_fplan_t plan;
-    const int64_t size = gs_region_size(k->ndim, k->shape);
-    const size_t need = (size_t)(size > 0 ? size : 1) * sizeof(double);
-    /* a whole-region SUM (the seed's float32 sum) in one pass, without the staging buffer */
-    if ((st = gs__cuda_use(ctx)) != GS_OK) return gs__cuda_fail(stream, st);
-    /* integer records: exact int64 atomics in one pass */
-    if (k->out_dtype == GS_DTYPE_INT64)
-        return gs__cuda_fail(stream, gs__cuda_launch_typed_ireduce(&ctx->dev, stream->s, k));
-    if (gs__cuda_launch_typed_sum(&ctx->dev, stream->s, k, stream->scratch.partials,
-                                  stream->scratch.npartials, stream->scratch.counter, &st))
-        return gs__cuda_fail(stream, st);
-    if (need > stream->typed_cap) {
-        void *m = NULL;
-        cudaError_t e;
-        if (stream->typed_mem != NULL && (e = cudaFree(stream->typed_mem)) != cudaSuccess)
-            return gs__cuda_fail(stream, gs__cuda_error((int)e, "cudaFree(typed staging)"));
-        stream->typed_mem = NULL;
-        stream->typed_cap = 0;
-        if ((e = cudaMalloc(&m, need)) != cudaSuccess) {
-            (void)cudaGetLastError();
-            return gs_error_set(GS_ERR_NO_DEVICE_MEMORY,
-                                "cuda fused kernel: no device memory for %zu bytes of typed "
-                                "reduction staging", need);
-        }
-        stream->typed_mem = m;
-        stream->typed_cap = need;
-    }
-    ks = *k;
-    ks.terminal = GS_TERM_STORE;
-    ks.out_dtype = GS_DTYPE_FLOAT64;
-    ks.out = (double *)stream->typed_mem;
-    memset(&kr, 0, sizeof(kr));
-    kr.ndim = k->ndim;
-    kr.nleaves = 1;
-    kr.leaves[0].kind = GS_LEAF_CHUNK;
-    kr.leaves[0].data = (const double *)stream->typed_mem;
-    kr.leaves[0].data_len = size;
-    for (int64_t j = k->ndim - 1, rs = 1; j >= 0; j--) {
-        kr.shape[j] = k->shape[j];
-        kr.leaves[0].stride[j] = rs;
-        rs *= k->shape[j];
-    }
-    kr.nprog = 1;
-    kr.prog[0].op = GS_OP_LEAF;
-    kr.terminal = GS_TERM_REDUCE;
-    kr.redop = k->redop;
-    kr.red_axis = k->red_axis;
-    kr.idx_base = k->idx_base;
-    memcpy(kr.idx_stride, k->idx_stride, sizeof(kr.idx_stride));
-    kr.out = k->out;
-    if ((st = gs_kfused_validate(&kr)) != GS_OK) return st;
-    if ((st = gs__cuda_use(ctx)) != GS_OK) return gs__cuda_fail(stream, st);
-    if (size > 0 && (st = gs__cuda_launch_typed(&ctx->dev, stream->s, &ks)) != GS_OK)
-        return gs__cuda_fail(stream, st);
-    gs__cuda_fplan_build(&ctx->dev, &stream->scratch, &kr, &plan);
-    return gs__cuda_fail(stream, gs__cuda_launch_fused(stream->s, &plan));
-}
-
-static gs_status_t gs__cuda_fused(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream,
-                                  const gs_kfused_t *k)
-{
-    gs_status_t st;
-    gs__cuda_fplan_t plan;
-    GS__CHECK_CTX_STREAM(ctx, stream, "fused");
-    if ((st = gs_kfused_validate(k)) != GS_OK) return st;
-    gs_kfused_t ku;
-    if (gs_kfused_dtype_other(k) != GS_DTYPE_FLOAT64 && gs_kfused_untype(k, &ku)) {
-        /* comparisons cast back to float64: the tuned float64 kernels run it */
-        if ((st = gs_kfused_validate(&ku)) != GS_OK) return st;
-        gs__cuda_fplan_build(&ctx->dev, &stream->scratch, &ku, &plan);
-        if ((st = gs__cuda_use(ctx)) != GS_OK) return gs__cuda_fail(stream, st);
-        return gs__cuda_fail(stream, gs__cuda_launch_fused(stream->s, &plan));
-    }
-    if (gs_kfused_dtype_other(k) != GS_DTYPE_FLOAT64) {
-        /* typed programs: the element-wise kernel of fused_typed.cu */
-        if (k->terminal != GS_TERM_STORE) return gs__cuda_fused_typed_reduce(ctx, stream, k);
-        if ((st = gs__cuda_use(ctx)) != GS_OK) return gs__cuda_fail(stream, st);
-        return gs__cuda_fail(stream, gs__cuda_launch_typed(&ctx->dev, stream->s, k));
-    }
-    gs__cuda_fplan_build(&ctx->dev, &stream->scratch, k, &plan);
-    if ((st = gs__cuda_use(ctx)) != GS_OK) return gs__cuda_fail(stream, st);
-    return gs__cuda_fail(stream, gs__cuda_launch_fused(stream->s, &plan));
-}
-
-static gs_status_t gs__cuda_combine(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream,
-                                    const gs_kcombine_t *k)
-{
-    gs_status_t st;
-    GS__CHECK_CTX_STREAM(ctx, stream, "combine");
-    if ((st = gs_kcombine_validate(k)) != GS_OK) return st;
-    if ((st = gs__cuda_use(ctx)) != GS_OK) return gs__cuda_fail(stream, st);
-    return gs__cuda_fail(stream, gs__cuda_launch_combine(&ctx->dev, stream->s, k));
-}
-
-static gs_status_t gs__cuda_copy(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream,
-                                 const gs_kcopy_t *k)
-{
-    gs_status_t st;
-    gs__cuda_cplan_t plan;
-    GS__CHECK_CTX_STREAM(ctx, stream, "copy");
-    if ((st = gs_kcopy_validate(k)) != GS_OK) return st;
-    if ((st = gs__cuda_use(ctx)) != GS_OK) return gs__cuda_fail(stream, st);
-    int64_t T = (int64_t)(ctx->dev.num_sms > 0 ? ctx->dev.num_sms : 1) *
-                (ctx->dev.occ_copy > 0 ? ctx->dev.occ_copy : 1) * 4;
-    int32_t i = 0;
-    while (i < k->npieces) {
-        int64_t units = 0;
-        memset(&plan, 0, offsetof(gs__cuda_cplan_t, pieces));
-        plan.out = k->out;
-        plan.esize = k->elem_size > 0 ? k->elem_size : (int32_t)sizeof(double);
-        while (i < k->npieces && plan.npieces < GS__CUDA_COPY_GROUP) {
-            gs__cuda_cpiece_t *pc = &plan.pieces[plan.npieces];
-            if (gs__cuda_cpiece_build(k, i++, pc)) {
-                if (pc->units > units) units = pc->units;
-                plan.npieces++;
-            }
-        }
-        if (plan.npieces == 0) break;
-        plan.grid_x = (uint32_t)(units < T ? units : T);
-        if ((st = gs__cuda_launch_copy(stream->s, &plan)) != GS_OK)
-            return gs__cuda_fail(stream, st);
-    }
-    return GS_OK;
-}
-
-static gs_status_t gs__cuda_stencil(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream,
-                                    const gs_kstencil_t *k)
-{
-    gs_status_t st;
-    gs__cuda_splan_t *plan;
-    GS__CHECK_CTX_STREAM(ctx, stream, "stencil");
-    if ((st = gs_kstencil_validate(k)) != GS_OK) return st;
-    if (k->user_lib != NULL || k->user_cuda_src != NULL)   /* those: gs_chunkops_run_ktask */
-        return gs_error_set(GS_ERR_UNSUPPORTED, "cuda stencil: user kernel %s runs through "
-                            "gs_chunkops_run_ktask", k->user_sym);
-    if ((st = gs__cuda_use(ctx)) != GS_OK) return gs__cuda_fail(stream, st);
-    plan = gs_malloc(sizeof(*plan), "cuda stencil plan");
-    if (plan == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "cuda stencil: no memory for a plan");
-    /* the launch copies the plan (a kernel parameter): it may go when this returns */
-    if ((st = gs__cuda_splan_build(k, plan)) != GS_OK) goto free_plan;   /* nothing enqueued */
-    if ((st = gs__cuda_launch_stencil(stream->s, plan)) != GS_OK && st != GS_ERR_UNSUPPORTED)
-        gs__cuda_fail(stream, st);
-free_plan:
-    gs_free(plan);
-    return st;
-}
-
-static gs_status_t gs__cuda_linalg(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream,
-                                   const gs_klinalg_t *k)
-{
-    gs_status_t st;
-    GS__CHECK_CTX_STREAM(ctx, stream, "linalg");
-    if ((st = gs_klinalg_validate(k)) != GS_OK) return st;
-    if ((st = gs__cuda_use(ctx)) != GS_OK) return gs__cuda_fail(stream, st);
-    return gs__cuda_fail(stream, gs__cuda_linalg_run(&stream->la, stream->s, &ctx->arena,
-                                                     &stream->late_err, k));
 }
 
 /* ---- completion ---- */
@@ -783,81 +536,6 @@ static gs_status_t gs__cuda_sync(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h str
     if (pend != GS_OK)
         return gs_error_set(pend, "cuda sync: work enqueued on this stream failed earlier (%s)",
                             gs_status_string(pend));
-    return GS_OK;
-}
-
-/* ---- tools ---- */
-
-gs_status_t gs_cuda_device_describe(gs_chunkops_ctx_h ctx, char *name, size_t len, int *num_sms_p)
-{
-    struct cudaDeviceProp prop;
-    if (ctx == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "cuda describe: NULL context");
-    GS__CUDA_CALL(cudaGetDeviceProperties(&prop, ctx->device));
-    if (name != NULL && len > 0) {
-        strncpy(name, prop.name, len - 1);
-        name[len - 1] = '\0';
-    }
-    if (num_sms_p != NULL) *num_sms_p = ctx->dev.num_sms;
-    return GS_OK;
-}
-
-struct gs_cuda_timer {
-    gs_chunkops_ctx_h ctx;
-    int n;
-    cudaEvent_t ev[];
-};
-
-gs_status_t gs_cuda_timer_create(gs_chunkops_ctx_h ctx, int nmarks, gs_cuda_timer_h *timer_p)
-{
-    gs_status_t st;
-    if (ctx == NULL || timer_p == NULL || nmarks < 1)
-        return gs_error_set(GS_ERR_INVALID_PARAM, "cuda timer_create: bad arguments");
-    if ((st = gs__cuda_use(ctx)) != GS_OK) return st;
-    struct gs_cuda_timer *t =
-        gs_calloc(1, sizeof(*t) + (size_t)nmarks * sizeof(cudaEvent_t), "cuda timer");
-    if (t == NULL) return gs_error_set(GS_ERR_NO_MEMORY, "cuda timer_create: out of memory");
-    t->ctx = ctx;
-    for (t->n = 0; t->n < nmarks; t->n++) {
-        cudaError_t e = cudaEventCreate(&t->ev[t->n]);
-        if (e != cudaSuccess) {
-            (void)cudaGetLastError();
-            st = gs__cuda_error((int)e, "cudaEventCreate");
-            gs_cuda_timer_destroy(t);
-            return st;
-        }
-    }
-    *timer_p = t;
-    return GS_OK;
-}
-
-void gs_cuda_timer_destroy(gs_cuda_timer_h t)
-{
-    if (t == NULL) return;
-    (void)gs__cuda_use(t->ctx);
-    for (int i = 0; i < t->n; i++) cudaEventDestroy(t->ev[i]);
-    gs_free(t);
-}
-
-gs_status_t gs_cuda_timer_mark(gs_cuda_timer_h t, gs_chunkops_stream_h stream, int i)
-{
-    gs_status_t st;
-    if (t == NULL || stream == NULL || i < 0 || i >= t->n)
-        return gs_error_set(GS_ERR_INVALID_PARAM, "cuda timer_mark: bad arguments");
-    if ((st = gs__cuda_use(t->ctx)) != GS_OK) return st;
-    GS__CUDA_CALL(cudaEventRecord(t->ev[i], stream->s));
-    return GS_OK;
-}
-
-gs_status_t gs_cuda_timer_elapsed_ms(gs_cuda_timer_h t, int i, int j, double *ms_p)
-{
-    gs_status_t st;
-    float ms = 0.0f;
-    if (t == NULL || ms_p == NULL || i < 0 || i >= t->n || j < 0 || j >= t->n)
-        return gs_error_set(GS_ERR_INVALID_PARAM, "cuda timer_elapsed: bad arguments");
-    if ((st = gs__cuda_use(t->ctx)) != GS_OK) return st;
-    GS__CUDA_CALL(cudaEventSynchronize(t->ev[j]));
-    GS__CUDA_CALL(cudaEventElapsedTime(&ms, t->ev[i], t->ev[j]));
-    *ms_p = ms;
     return GS_OK;
 }
 

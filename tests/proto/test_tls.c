@@ -183,6 +183,7 @@ typedef struct tconn {
     gs_conn_t *srv, *cli;
     int connected, srv_got, nmsgs, closed_before_msg, cli_closed, srv_closed;
     uint32_t last_type;
+    gs_status_t srv_reason;
 } tconn_t;
 
 static void tc_cli_msg(gs_conn_t *c, gs_msg_t *m, void *arg)
@@ -220,7 +221,7 @@ static void tc_srv_msg(gs_conn_t *c, gs_msg_t *m, void *arg)
 static void tc_srv_close(gs_conn_t *c, gs_status_t reason, void *arg)
 {
     (void)c;
-    (void)reason;
+    ((tconn_t *)arg)->srv_reason = reason;
     ((tconn_t *)arg)->srv_closed = 1;
 }
 
@@ -285,4 +286,118 @@ Test(proto_tls, a_frame_just_before_close_notify_is_handed_out_first)
     cr_assert_eq(uv_loop_close(&loop), 0, "handles left open");
     gs_tls_ctx_destroy(t.cctx);
     gs_tls_ctx_destroy(t.sctx);
+}
+
+/* ---- frames sent before the sender's own handshake has finished, then an orderly close ---- */
+
+static void tc_srv_send_and_close(uv_stream_t *listener, int status)
+{
+    tconn_t *t = listener->data;
+    gs_conn_params_t p = {.msg_cb = tc_srv_msg, .close_cb = tc_srv_close, .arg = t, .tls = t->sctx};
+    gs_msg_t shut = {.type = GS_MSG_SHUTDOWN};
+    cr_assert_eq(status, 0);
+    cr_assert_eq(gs_conn_accept(listener, &p, &t->srv), GS_OK, "%s", gs_last_error());
+    /* the ClientHello has not even been read yet */
+    cr_assert_eq(gs_conn_send(t->srv, &shut), GS_OK, "%s", gs_last_error());
+    gs_conn_close(t->srv, GS_OK);
+}
+
+/* Listen on loopback with @a on_connection; returns the port. */
+static int tc_listen(uv_loop_t *loop, uv_tcp_t *listener, tconn_t *t, uv_connection_cb on_connection)
+{
+    gs_tls_config_t sc = {ca, cert, key, 1}, cc = {ca, cert, key, 0};
+    struct sockaddr_in a;
+    struct sockaddr_storage ss;
+    int len = sizeof ss;
+    cr_assert_eq(gs_tls_ctx_create(&sc, 1, &t->sctx), GS_OK, "%s", gs_last_error());
+    cr_assert_eq(gs_tls_ctx_create(&cc, 0, &t->cctx), GS_OK, "%s", gs_last_error());
+    cr_assert_eq(uv_loop_init(loop), 0);
+    cr_assert_eq(uv_tcp_init(loop, listener), 0);
+    listener->data = t;
+    cr_assert_eq(uv_ip4_addr("127.0.0.1", 0, &a), 0);
+    cr_assert_eq(uv_tcp_bind(listener, (const struct sockaddr *)&a, 0), 0);
+    cr_assert_eq(uv_listen((uv_stream_t *)listener, 4, on_connection), 0);
+    cr_assert_eq(uv_tcp_getsockname(listener, (struct sockaddr *)&ss, &len), 0);
+    return ntohs(((struct sockaddr_in *)&ss)->sin_port);
+}
+
+static void tc_finish(uv_loop_t *loop, uv_tcp_t *listener, tconn_t *t)
+{
+    uv_close((uv_handle_t *)listener, NULL);
+    cr_assert_eq(uv_run(loop, UV_RUN_DEFAULT), 0);
+    cr_assert_eq(uv_loop_close(loop), 0, "handles left open");
+    gs_tls_ctx_destroy(t->cctx);
+    gs_tls_ctx_destroy(t->sctx);
+}
+
+/* A client sends a frame and closes before its TCP connection, let alone its TLS handshake, is
+ * up: the frame goes out once the handshake completes, and close_notify after it. */
+Test(proto_tls, a_client_frame_sent_before_its_handshake_then_close_reaches_the_server, .timeout = 30)
+{
+    gs_conn_params_t p = {.msg_cb = tc_cli_msg, .close_cb = tc_cli_close};
+    uv_loop_t loop;
+    uv_tcp_t listener;
+    tconn_t t = {0};
+    gs_msg_t shut = {.type = GS_MSG_SHUTDOWN};
+    int port = tc_listen(&loop, &listener, &t, tc_on_connection);
+
+    p.arg = &t;
+    p.tls = t.cctx;
+    cr_assert_eq(gs_conn_connect(&loop, "127.0.0.1", port, &p, &t.cli), GS_OK, "%s", gs_last_error());
+    cr_assert_eq(gs_conn_send(t.cli, &shut), GS_OK, "%s", gs_last_error());
+    gs_conn_close(t.cli, GS_OK);
+    tc_run_until(&loop, &t.cli_closed);
+    tc_run_until(&loop, &t.srv_closed);
+    cr_assert(t.srv_got, "the frame sent before the client's handshake finished was dropped");
+    tc_finish(&loop, &listener, &t);
+}
+
+/* The same from the server: a frame sent and an orderly close right at accept, before the
+ * server has read the ClientHello. */
+Test(proto_tls, a_server_frame_sent_before_its_handshake_then_close_reaches_the_client, .timeout = 30)
+{
+    gs_conn_params_t p = {.msg_cb = tc_cli_msg, .close_cb = tc_cli_close, .connect_cb = tc_cli_connect};
+    uv_loop_t loop;
+    uv_tcp_t listener;
+    tconn_t t = {0};
+    int port = tc_listen(&loop, &listener, &t, tc_srv_send_and_close);
+
+    p.arg = &t;
+    p.tls = t.cctx;
+    cr_assert_eq(gs_conn_connect(&loop, "127.0.0.1", port, &p, &t.cli), GS_OK, "%s", gs_last_error());
+    tc_run_until(&loop, &t.cli_closed);
+    cr_assert(t.connected);
+    cr_assert_eq(t.nmsgs, 1, "the frame sent before the server's handshake finished was dropped");
+    cr_assert_eq(t.last_type, GS_MSG_SHUTDOWN);
+    cr_assert_not(t.closed_before_msg);
+    tc_run_until(&loop, &t.srv_closed);
+    tc_finish(&loop, &listener, &t);
+}
+
+static void tc_plain_connect(gs_conn_t *c, gs_status_t status, void *arg)
+{
+    (void)c;
+    cr_assert_eq(status, GS_OK, "%s", gs_last_error());
+    ((tconn_t *)arg)->connected = 1;
+}
+
+/* A close waiting for the handshake ends when the peer goes away without one (here a client
+ * without TLS that closes at once): the server's connection closes with the end of stream. */
+Test(proto_tls, a_close_waiting_for_the_handshake_ends_when_the_peer_goes_away, .timeout = 30)
+{
+    gs_conn_params_t p = {.msg_cb = tc_cli_msg, .close_cb = tc_cli_close, .connect_cb = tc_plain_connect};
+    uv_loop_t loop;
+    uv_tcp_t listener;
+    tconn_t t = {0};
+    int port = tc_listen(&loop, &listener, &t, tc_srv_send_and_close);
+
+    p.arg = &t;
+    cr_assert_eq(gs_conn_connect(&loop, "127.0.0.1", port, &p, &t.cli), GS_OK, "%s", gs_last_error());
+    tc_run_until(&loop, &t.connected);
+    gs_conn_close(t.cli, GS_OK);
+    tc_run_until(&loop, &t.srv_closed);
+    cr_assert_eq(t.srv_reason, GS_ERR_CONN_CLOSED, "%s", gs_status_string(t.srv_reason));
+    tc_run_until(&loop, &t.cli_closed);
+    cr_assert_eq(t.nmsgs, 0);
+    tc_finish(&loop, &listener, &t);
 }
