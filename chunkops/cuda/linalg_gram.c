@@ -58,7 +58,7 @@ static gs_status_t gs__gram_zero(cudaStream_t s, double *dst, size_t nd)
     return GS_OK;
 }
 
-enum { GS__GRAM_SYRK = 0, GS__GRAM_GEMM = 1, GS__GRAM_BLOCKED = 2 };
+enum { GS__GRAM_SYRK = 0, GS__GRAM_GEMM = 1, GS__GRAM_BLOCKED = 2, GS__GRAM_BATCHED = 3 };
 
 /* GS_CUDA_GRAM: blocked (default: GEMMs on the upper blocks of GS__GRAM_BLOCK columns, 10 of
  * the 16 for n <= 1024), syrk (cublasDsyrk) or gemm (the full product). Read per call (cheap).
@@ -76,24 +76,162 @@ static int gs__gram_block(void)
     return b >= 16 && b <= 4096 ? b : GS__GRAM_BLOCK;
 }
 
+/* GS_CUDA_GRAM: batched (the default), blocked, syrk or gemm. */
 static int gs__gram_method(void)
 {
     const char *e = getenv("GS_CUDA_GRAM");
     if (e != NULL && strcmp(e, "gemm") == 0) return GS__GRAM_GEMM;
     if (e != NULL && strcmp(e, "syrk") == 0) return GS__GRAM_SYRK;
-    return GS__GRAM_BLOCKED;
+    if (e != NULL && strcmp(e, "blocked") == 0) return GS__GRAM_BLOCKED;
+    return GS__GRAM_BATCHED;
 }
 
-static gs_status_t gs__gram_gram(cublasHandle_t blas, cudaStream_t s, const gs_klinalg_t *k)
+/* The batched method (GS_CUDA_GRAM=batched, the default): the blocked method's GEMMs, each
+ * also cut along the contraction (the rows of A) into row slices, all in one
+ * cublasDgemmBatched call per piece, so the device runs every block product at once instead of
+ * ten launches each with its own tail and cuBLAS's own split of the long contraction. The
+ * blocks all have the side b (the last one is shifted left, overlapping its neighbour, so the
+ * call has one shape); each slice writes its own slot of partial products in a scratch block
+ * and one kernel sums the slots into both triangles of G (gs__cuda_gram_reduce). The scratch
+ * goes back to the arena from a stream callback once the work has run: no synchronisation.
+ * GS_CUDA_GRAM_SPLIT: slices per piece (1..64, default GS__GRAM_SPLIT; fewer for pieces below
+ * GS__GRAM_SLICE_MIN rows per slice), read per call. */
+#define GS__GRAM_SPLIT 16
+#define GS__GRAM_SLICE_MIN 4096
+#define GS__GRAM_SCRATCH_MAX ((size_t)256 << 20)   /* slots above this: fewer slices */
+
+static int gs__gram_split(void)
+{
+    const char *e = getenv("GS_CUDA_GRAM_SPLIT");
+    int v = e != NULL ? atoi(e) : 0;
+    return v >= 1 && v <= 64 ? v : GS__GRAM_SPLIT;
+}
+
+/* Slices for a piece of @a rows rows, at most @a split. */
+static int gs__gram_slices(int64_t rows, int split)
+{
+    int64_t p = rows / GS__GRAM_SLICE_MIN;
+    if (p < 1) p = 1;
+    return p < split ? (int)p : split;
+}
+
+typedef struct gs__gram_freer {
+    gs__cuda_arena_t *arena;
+    uintptr_t base;
+} gs__gram_freer_t;
+
+/* Stream callback: the scratch of a batched Gram goes back (no CUDA calls here). */
+static void CUDART_CB gs__gram_free_cb(void *ud)
+{
+    gs__gram_freer_t *f = ud;
+    if (gs__cuda_arena_free(f->arena, f->base) != GS_OK)
+        GS_LOG_ERROR("cuda linalg gram: freeing scratch: %s", gs_last_error());
+    free(f);
+}
+
+/* Return @a base to @a arena once the work enqueued on @a s so far has run: from a stream
+ * callback, or after a synchronisation when none can be registered. */
+static void gs__gram_free_after(gs__cuda_arena_t *arena, cudaStream_t s, uintptr_t base)
+{
+    gs__gram_freer_t *f = malloc(sizeof(*f));
+    if (f != NULL) {
+        f->arena = arena;
+        f->base = base;
+        if (cudaLaunchHostFunc(s, gs__gram_free_cb, f) == cudaSuccess) return;
+        (void)cudaGetLastError();
+        free(f);
+    }
+    if (cudaStreamSynchronize(s) != cudaSuccess) (void)cudaGetLastError();
+    if (gs__cuda_arena_free(arena, base) != GS_OK)
+        GS_LOG_ERROR("cuda linalg gram: freeing scratch: %s", gs_last_error());
+}
+
+/* G = sum of A_t^T A_t by the batched method into k->out (both triangles). *done_p = 0 (and
+ * nothing enqueued) when the scratch cannot be had: the caller uses the blocked method. */
+static gs_status_t gs__gram_batched(cublasHandle_t blas, gs__cuda_arena_t *arena, cudaStream_t s,
+                                    const gs_klinalg_t *k, int bs, int *done_p)
 {
     gs_status_t st = GS_OK;
     const double one = 1.0, zero = 0.0;
-    const int n = (int)k->n, method = gs__gram_method(), bs = gs__gram_block();
-    int first = 1;
+    const int n = (int)k->n, b = bs < n ? bs : n, nb = (n + b - 1) / b;
+    const int npair = nb * (nb + 1) / 2;
+    const size_t slot_bytes = (size_t)npair * (size_t)b * (size_t)b * sizeof(double);
+    int64_t maxrows = 0;
+    int split = gs__gram_split(), written = 0, nslots;
+    size_t ptr_bytes, slots_sz;
+    uintptr_t base = 0;
+    *done_p = 0;
+    for (int32_t t = 0; t < k->nterms; t++)
+        if (k->a[t].rows > maxrows) maxrows = k->a[t].rows;
+    if (maxrows == 0 || slot_bytes > GS__GRAM_SCRATCH_MAX) return GS_OK;
+    nslots = gs__gram_slices(maxrows, split);
+    if ((size_t)nslots * slot_bytes > GS__GRAM_SCRATCH_MAX)
+        nslots = (int)(GS__GRAM_SCRATCH_MAX / slot_bytes);
+    /* pointer arrays: per piece, its slices and one tail call (three arrays each) */
+    const size_t per_piece = (size_t)(nslots + 1) * (size_t)npair;
+    slots_sz = ((size_t)nslots * slot_bytes + GS__ARENA_UNIT - 1) / GS__ARENA_UNIT * GS__ARENA_UNIT;
+    ptr_bytes = (size_t)k->nterms * per_piece * 3 * sizeof(double *);
+    if (gs__cuda_arena_alloc(arena, slots_sz + ptr_bytes, &base) != GS_OK) {
+        GS_LOG_DEBUG("cuda linalg gram: no %zu bytes of scratch for the batched Gram (%s); "
+                     "blocked GEMMs instead", slots_sz + ptr_bytes, gs_last_error());
+        return GS_OK;
+    }
+    *done_p = 1;
+    double *slots = (double *)base;
+    double **ptrs = (double **)(base + slots_sz);
+    for (int32_t t = 0; t < k->nterms; t++) {
+        const gs_kmat_t *a = &k->a[t];
+        const double *x = a->data + a->off;
+        const int ld = (int)a->ld;
+        if (a->rows == 0) continue;
+        const int p = gs__gram_slices(a->rows, nslots);
+        const int64_t L = a->rows / p, tail = a->rows - (int64_t)p * L;
+        double **pa = ptrs + (size_t)t * per_piece * 3, **pb = pa + per_piece, **pc = pb + per_piece;
+        const int w = written < p ? written : p;   /* slots [0, w) already hold a sum */
+        GS__LA_TRY(gs__cuda_gram_ptrs(s, x, ld, 0, L, b, nb, n, p, 0, slots, pa, pb, pc));
+        if (w > 0)
+            GS__LA_BLAS(cublasDgemmBatched(blas, CUBLAS_OP_N, CUBLAS_OP_T, b, b, (int)L, &one,
+                                           (const double *const *)pa, ld,
+                                           (const double *const *)pb, ld, &one, pc, b,
+                                           w * npair));
+        if (p > w)
+            GS__LA_BLAS(cublasDgemmBatched(blas, CUBLAS_OP_N, CUBLAS_OP_T, b, b, (int)L, &one,
+                                           (const double *const *)(pa + (size_t)w * npair), ld,
+                                           (const double *const *)(pb + (size_t)w * npair), ld,
+                                           &zero, pc + (size_t)w * npair, b, (p - w) * npair));
+        if (p > written) written = p;
+        if (tail > 0) {   /* the last rows (fewer than p) into slot 0 */
+            double **ta = pa + (size_t)p * npair, **tb = pb + (size_t)p * npair;
+            double **tc = pc + (size_t)p * npair;
+            GS__LA_TRY(gs__cuda_gram_ptrs(s, x, ld, (int64_t)p * L, 0, b, nb, n, 1, 0, slots, ta,
+                                          tb, tc));
+            GS__LA_BLAS(cublasDgemmBatched(blas, CUBLAS_OP_N, CUBLAS_OP_T, b, b, (int)tail, &one,
+                                           (const double *const *)ta, ld,
+                                           (const double *const *)tb, ld, &one, tc, b, npair));
+        }
+    }
+    GS__LA_TRY(gs__cuda_gram_reduce(s, slots, written, b, nb, n, k->out));
+fail:
+    gs__gram_free_after(arena, s, base);
+    return st;
+}
+
+static gs_status_t gs__gram_gram(cublasHandle_t blas, gs__cuda_arena_t *arena, cudaStream_t s,
+                                 const gs_klinalg_t *k)
+{
+    gs_status_t st = GS_OK;
+    const double one = 1.0, zero = 0.0;
+    const int n = (int)k->n, bs = gs__gram_block();
+    int first = 1, method = gs__gram_method();
     if (k->b[0].rows > 0) {
         double hdr[GS_LA_STATE_HDR];
         GS__LA_TRY(gs__gram_read(s, k->b[0].data + k->b[0].off, hdr, GS_LA_STATE_HDR));
         if (hdr[GS_LA_H_SKIP] == 1.0) return gs__gram_zero(s, k->out, (size_t)n * (size_t)n);
+    }
+    if (method == GS__GRAM_BATCHED) {
+        int done = 0;
+        if ((st = gs__gram_batched(blas, arena, s, k, bs, &done)) != GS_OK || done) return st;
+        method = GS__GRAM_BLOCKED;
     }
     for (int32_t t = 0; t < k->nterms; t++) {
         const gs_kmat_t *a = &k->a[t];
@@ -382,7 +520,7 @@ gs_status_t gs__cuda_la_gram(void *blas, void *solver, gs__cuda_arena_t *arena, 
             return gs_error_set(GS_ERR_UNSUPPORTED, "cuda linalg: a[%d].ld %lld exceeds 32 bits",
                                 (int)t, (long long)k->a[t].ld);
     switch (k->op) {
-    case GS_LA_GRAM: return gs__gram_gram((cublasHandle_t)blas, s, k);
+    case GS_LA_GRAM: return gs__gram_gram((cublasHandle_t)blas, arena, s, k);
     case GS_LA_APPLY: return gs__gram_apply((cublasHandle_t)blas, s, k);
     default: return gs__gram_gstep((cublasHandle_t)blas, (cusolverDnHandle_t)solver, arena, s, k);
     }
