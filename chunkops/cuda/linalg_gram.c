@@ -3,10 +3,12 @@
  *
  * Layouts, as in linalg.c: a row-major m x n matrix with row stride ld is, to cuBLAS, the
  * column-major n x m matrix A^T (ld ld). So
- *   - GRAM: G = A^T A, one cublasDgemm(N, T) on A^T per upper block of 256 x 256 (10 of the 16
- *     blocks at n 1000), summed with beta = 1 over the pieces, then the lower triangle
- *     mirrored (G is symmetric: the same in both layouts). GS_CUDA_GRAM=syrk uses
- *     cublasDsyrk(upper, N), GS_CUDA_GRAM=gemm one full GEMM (for comparison).
+ *   - GRAM: G = A^T A (symmetric: the same in both layouts). By default (batched) the upper
+ *     blocks of 256 x 256 (10 of the 16 at n 1000), each cut along the rows of A into up to 16
+ *     slices, are one cublasDgemmBatched(N, T) per piece into scratch slots that one kernel
+ *     sums into both triangles (gs__gram_batched). GS_CUDA_GRAM=blocked: one cublasDgemm(N, T)
+ *     per upper block, summed with beta = 1 over the pieces, then the lower triangle mirrored
+ *     (the default before session 13); syrk: cublasDsyrk(upper, N); gemm: one full GEMM.
  *   - APPLY: X T is cublasDgemm(N, N) of T^T (T's storage) and X^T; X T^-1 solves in place
  *     (cublasDtrsm, left, lower: the storage of a row-major upper T is column-major T^T).
  *   - GSTEP: n x n work in cuSOLVER: syevd (G is symmetric), potrf(lower): the column-major
@@ -15,7 +17,7 @@
  *     row-major: Vt) and its right ones give U_r^T (stored row-major: U_r).
  * Reading the state's header needs the host: a copy to host and a stream synchronisation (the
  * worker's launcher thread runs these tasks). GSTEP works synchronously and frees its scratch
- * before returning. */
+ * before returning; the batched GRAM's scratch goes back from a stream callback. */
 #include "chunkops/cuda/linalg.h"
 #include "chunkops/chunkops.h"
 #include "common/error.h"
@@ -484,6 +486,25 @@ fail:
     return st;
 }
 
+/* Steps 2 and 3 when the previous state is on the fast path: the state passes through with
+ * its header updated, without scratch or a synchronisation after the copy. *done_p = 0 (and
+ * nothing enqueued) otherwise. */
+static gs_status_t gs__gram_pass_fast(cudaStream_t s, const gs_klinalg_t *k, int *done_p)
+{
+    gs_status_t st = GS_OK;
+    double hdr[GS_LA_STATE_HDR];
+    const double *prev = k->b[0].data + k->b[0].off;
+    *done_p = 0;
+    GS__LA_TRY(gs__gram_read(s, prev, hdr, GS_LA_STATE_HDR));
+    if (!gs__la_step_hdr(hdr, (int)k->alpha)) return GS_OK;
+    GS__LA_TRY(gs__gram_copy(s, k->out, prev, (size_t)GS_LA_STATE_LEN(k->n)));
+    GS__LA_TRY(gs__cuda_gram_hdr(s, k->out, hdr));
+    *done_p = 1;
+    return GS_OK;
+fail:
+    return st;
+}
+
 static gs_status_t gs__gram_gstep(cublasHandle_t blas, cusolverDnHandle_t solver,
                                   gs__cuda_arena_t *arena, cudaStream_t s, const gs_klinalg_t *k)
 {
@@ -495,6 +516,10 @@ static gs_status_t gs__gram_gstep(cublasHandle_t blas, cusolverDnHandle_t solver
     if (k->a[0].ld != k->n)
         return gs_error_set(GS_ERR_INVALID_PARAM, "cuda linalg gstep: the Gram matrix view must be "
                             "dense (ld %lld, n %lld)", (long long)k->a[0].ld, (long long)k->n);
+    if (k->alpha != 1.0) {
+        int done = 0;
+        if ((st = gs__gram_pass_fast(s, k, &done)) != GS_OK || done) return st;
+    }
     if ((st = gs__gram_scratch_get(solver, arena, (int)k->n, &sc)) != GS_OK) return st;
     if (k->alpha == 1.0) st = gs__gram_step1(solver, s, &sc, k, hdr);
     else st = gs__gram_step(blas, solver, s, &sc, k, hdr);
