@@ -69,13 +69,16 @@ enum { GS__GRAM_SYRK = 0, GS__GRAM_GEMM = 1, GS__GRAM_BLOCKED = 2, GS__GRAM_BATC
  * side 512: 6.95 ms, 336: 8.42, 256: 6.50 (min 6.07), 200: 8.79, 128: 6.55; gs-bench svd 4 M x
  * 1000: 0.281-0.297 s at 512, 0.271-0.283 s at 256. */
 #define GS__GRAM_BLOCK 256
-/* GS_CUDA_GRAM_BLOCK: the blocked method's block side (default GS__GRAM_BLOCK; 16..4096), read
- * per call, for measurements. */
-static int gs__gram_block(void)
+/* The batched method's block side (GS_CUDA_GRAM=batched, the default; 256 is a guess made
+ * without a device: gs-kbench's gram_b<B>_s<S> lines measure it). */
+#define GS__GRAM_BATCH_BLOCK 256
+/* GS_CUDA_GRAM_BLOCK: the block side of the blocked and batched methods (default
+ * GS__GRAM_BLOCK / GS__GRAM_BATCH_BLOCK; 16..4096), read per call, for measurements. */
+static int gs__gram_block(int batched)
 {
     const char *e = getenv("GS_CUDA_GRAM_BLOCK");
     int b = e != NULL ? atoi(e) : 0;
-    return b >= 16 && b <= 4096 ? b : GS__GRAM_BLOCK;
+    return b >= 16 && b <= 4096 ? b : batched ? GS__GRAM_BATCH_BLOCK : GS__GRAM_BLOCK;
 }
 
 /* GS_CUDA_GRAM: batched (the default), blocked, syrk or gemm. */
@@ -223,8 +226,8 @@ static gs_status_t gs__gram_gram(cublasHandle_t blas, gs__cuda_arena_t *arena, c
 {
     gs_status_t st = GS_OK;
     const double one = 1.0, zero = 0.0;
-    const int n = (int)k->n, bs = gs__gram_block();
-    int first = 1, method = gs__gram_method();
+    const int n = (int)k->n;
+    int first = 1, method = gs__gram_method(), bs = gs__gram_block(method == GS__GRAM_BATCHED);
     if (k->b[0].rows > 0) {
         double hdr[GS_LA_STATE_HDR];
         GS__LA_TRY(gs__gram_read(s, k->b[0].data + k->b[0].off, hdr, GS_LA_STATE_HDR));
@@ -234,6 +237,7 @@ static gs_status_t gs__gram_gram(cublasHandle_t blas, gs__cuda_arena_t *arena, c
         int done = 0;
         if ((st = gs__gram_batched(blas, arena, s, k, bs, &done)) != GS_OK || done) return st;
         method = GS__GRAM_BLOCKED;
+        bs = gs__gram_block(0);
     }
     for (int32_t t = 0; t < k->nterms; t++) {
         const gs_kmat_t *a = &k->a[t];
