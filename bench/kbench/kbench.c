@@ -28,7 +28,8 @@
  *   gram_250000x1000      LINALG GRAM (the default: batched block GEMMs over row slices;
  *                         TFLOP/s counts m n^2) of the QR's block; _blocked_, _gemm_, _syrk_:
  *                         the same with GS_CUDA_GRAM=blocked (one GEMM per upper block, the
- *                         default before session 13) / gemm / syrk; gram_b<B>_s<S>_...: batched
+ *                         default before session 13) / gemm / syrk; _strided_: the batched
+ *                         slots filled by strided-batched GEMMs; gram_b<B>_s<S>_...: batched
  *                         with GS_CUDA_GRAM_BLOCK=B, GS_CUDA_GRAM_SPLIT=S
  *   gstep1_1000           GSTEP step 1 on that Gram matrix (the fast path: eigen-decomposition)
  *   apply_trsm_250000x1000, apply_gemm_250000x1000   APPLY as X T^-1 (m n^2) and X T (2 m n^2)
@@ -383,6 +384,8 @@ static gs_status_t kb_gram_all(kb_t *kb, double *A, double *B, int64_t m, int64_
     kb_linalg_one(kb, "gram_250000x1000", &k, (double)m * (double)n * (double)n);
     setenv("GS_CUDA_GRAM", "blocked", 1);
     kb_linalg_one(kb, "gram_blocked_250000x1000", &k, (double)m * (double)n * (double)n);
+    setenv("GS_CUDA_GRAM", "strided", 1);
+    kb_linalg_one(kb, "gram_strided_250000x1000", &k, (double)m * (double)n * (double)n);
     unsetenv("GS_CUDA_GRAM");
     for (int bs = 128; bs <= 256; bs *= 2)
         for (int sp = 4; sp <= 32; sp *= 2) {

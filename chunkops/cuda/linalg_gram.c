@@ -60,7 +60,13 @@ static gs_status_t gs__gram_zero(cudaStream_t s, double *dst, size_t nd)
     return GS_OK;
 }
 
-enum { GS__GRAM_SYRK = 0, GS__GRAM_GEMM = 1, GS__GRAM_BLOCKED = 2, GS__GRAM_BATCHED = 3 };
+enum {
+    GS__GRAM_SYRK = 0,
+    GS__GRAM_GEMM = 1,
+    GS__GRAM_BLOCKED = 2,
+    GS__GRAM_BATCHED = 3,
+    GS__GRAM_STRIDED = 4
+};
 
 /* GS_CUDA_GRAM: blocked (default: GEMMs on the upper blocks of GS__GRAM_BLOCK columns, 10 of
  * the 16 for n <= 1024), syrk (cublasDsyrk) or gemm (the full product). Read per call (cheap).
@@ -81,13 +87,14 @@ static int gs__gram_block(int batched)
     return b >= 16 && b <= 4096 ? b : batched ? GS__GRAM_BATCH_BLOCK : GS__GRAM_BLOCK;
 }
 
-/* GS_CUDA_GRAM: batched (the default), blocked, syrk or gemm. */
+/* GS_CUDA_GRAM: batched (the default), strided, blocked, syrk or gemm. */
 static int gs__gram_method(void)
 {
     const char *e = getenv("GS_CUDA_GRAM");
     if (e != NULL && strcmp(e, "gemm") == 0) return GS__GRAM_GEMM;
     if (e != NULL && strcmp(e, "syrk") == 0) return GS__GRAM_SYRK;
     if (e != NULL && strcmp(e, "blocked") == 0) return GS__GRAM_BLOCKED;
+    if (e != NULL && strcmp(e, "strided") == 0) return GS__GRAM_STRIDED;
     return GS__GRAM_BATCHED;
 }
 
@@ -100,7 +107,9 @@ static int gs__gram_method(void)
  * and one kernel sums the slots into both triangles of G (gs__cuda_gram_reduce). The scratch
  * goes back to the arena from a stream callback once the work has run: no synchronisation.
  * GS_CUDA_GRAM_SPLIT: slices per piece (1..64, default GS__GRAM_SPLIT; fewer for pieces below
- * GS__GRAM_SLICE_MIN rows per slice), read per call. */
+ * GS__GRAM_SLICE_MIN rows per slice), read per call. GS_CUDA_GRAM=strided: the same slots and
+ * sum, filled by one cublasDgemmStridedBatched per block pair over the slices (a hedge in case
+ * cuBLAS's pointer-array batched kernels are the slower ones; no pointer arrays). */
 #define GS__GRAM_SPLIT 16
 #define GS__GRAM_SLICE_MIN 4096
 #define GS__GRAM_SCRATCH_MAX ((size_t)256 << 20)   /* slots above this: fewer slices */
@@ -151,10 +160,59 @@ static void gs__gram_free_after(gs__cuda_arena_t *arena, cudaStream_t s, uintptr
         GS_LOG_ERROR("cuda linalg gram: freeing scratch: %s", gs_last_error());
 }
 
-/* G = sum of A_t^T A_t by the batched method into k->out (both triangles). *done_p = 0 (and
- * nothing enqueued) when the scratch cannot be had: the caller uses the blocked method. */
+/* Slots [s0, s1) of pair (i, j) (offsets @a oi, @a oj) += / = slices of @a L rows of piece
+ * @a x: one strided-batched GEMM over the slices. */
+static gs_status_t gs__gram_strided_pair(cublasHandle_t blas, const double *x, int ld, int b,
+                                         int64_t L, int oi, int oj, double *c, size_t slot_len,
+                                         int s0, int s1, const double *beta)
+{
+    gs_status_t st = GS_OK;
+    const double one = 1.0;
+    const long long sa = (long long)L * ld;
+    GS__LA_BLAS(cublasDgemmStridedBatched(blas, CUBLAS_OP_N, CUBLAS_OP_T, b, b, (int)L, &one,
+                                          x + oi + s0 * sa, ld, sa, x + oj + s0 * sa, ld, sa,
+                                          beta, c + (size_t)s0 * slot_len, b,
+                                          (long long)slot_len, s1 - s0));
+    return GS_OK;
+fail:
+    return st;
+}
+
+/* The strided variant of one piece (see gs__gram_batched): @a p slices of @a L rows, slots
+ * [0, w) accumulate, the rest are written; then the tail rows into slot 0. */
+static gs_status_t gs__gram_strided_piece(cublasHandle_t blas, const double *x, int ld, int b,
+                                          int nb, int n, int p, int w, int64_t L, int64_t tail,
+                                          double *slots)
+{
+    gs_status_t st = GS_OK;
+    const double one = 1.0, zero = 0.0;
+    const int npair = nb * (nb + 1) / 2;
+    const size_t slot_len = (size_t)npair * (size_t)b * (size_t)b;
+    for (int j = 0, pr = 0; j < nb; j++)
+        for (int i = 0; i <= j; i++, pr++) {
+            const int oi = i * b < n - b ? i * b : n - b, oj = j * b < n - b ? j * b : n - b;
+            double *c = slots + (size_t)pr * (size_t)b * (size_t)b;
+            if (w > 0)
+                GS__LA_TRY(gs__gram_strided_pair(blas, x, ld, b, L, oi, oj, c, slot_len, 0, w,
+                                                 &one));
+            if (p > w)
+                GS__LA_TRY(gs__gram_strided_pair(blas, x, ld, b, L, oi, oj, c, slot_len, w, p,
+                                                 &zero));
+            const double *xt = x + (size_t)p * (size_t)L * (size_t)ld;   /* the tail rows */
+            if (tail > 0)
+                GS__LA_BLAS(cublasDgemm(blas, CUBLAS_OP_N, CUBLAS_OP_T, b, b, (int)tail, &one,
+                                        xt + oi, ld, xt + oj, ld, &one, c, b));
+        }
+    return GS_OK;
+fail:
+    return st;
+}
+
+/* G = sum of A_t^T A_t by the batched method (@a strided: its strided variant) into k->out
+ * (both triangles). *done_p = 0 (and nothing enqueued) when the scratch cannot be had: the
+ * caller uses the blocked method. */
 static gs_status_t gs__gram_batched(cublasHandle_t blas, gs__cuda_arena_t *arena, cudaStream_t s,
-                                    const gs_klinalg_t *k, int bs, int *done_p)
+                                    const gs_klinalg_t *k, int bs, int strided, int *done_p)
 {
     gs_status_t st = GS_OK;
     const double one = 1.0, zero = 0.0;
@@ -191,8 +249,14 @@ static gs_status_t gs__gram_batched(cublasHandle_t blas, gs__cuda_arena_t *arena
         if (a->rows == 0) continue;
         const int p = gs__gram_slices(a->rows, nslots);
         const int64_t L = a->rows / p, tail = a->rows - (int64_t)p * L;
-        double **pa = ptrs + (size_t)t * per_piece * 3, **pb = pa + per_piece, **pc = pb + per_piece;
+        double **pa = ptrs + (size_t)t * per_piece * 3, **pb = pa + per_piece;
+        double **pc = pb + per_piece;
         const int w = written < p ? written : p;   /* slots [0, w) already hold a sum */
+        if (strided) {
+            GS__LA_TRY(gs__gram_strided_piece(blas, x, ld, b, nb, n, p, w, L, tail, slots));
+            if (p > written) written = p;
+            continue;
+        }
         GS__LA_TRY(gs__cuda_gram_ptrs(s, x, ld, 0, L, b, nb, n, p, 0, slots, pa, pb, pc));
         if (w > 0)
             GS__LA_BLAS(cublasDgemmBatched(blas, CUBLAS_OP_N, CUBLAS_OP_T, b, b, (int)L, &one,
@@ -227,15 +291,18 @@ static gs_status_t gs__gram_gram(cublasHandle_t blas, gs__cuda_arena_t *arena, c
     gs_status_t st = GS_OK;
     const double one = 1.0, zero = 0.0;
     const int n = (int)k->n;
-    int first = 1, method = gs__gram_method(), bs = gs__gram_block(method == GS__GRAM_BATCHED);
+    int first = 1, method = gs__gram_method(), bs = gs__gram_block(method >= GS__GRAM_BATCHED);
     if (k->b[0].rows > 0) {
         double hdr[GS_LA_STATE_HDR];
         GS__LA_TRY(gs__gram_read(s, k->b[0].data + k->b[0].off, hdr, GS_LA_STATE_HDR));
         if (hdr[GS_LA_H_SKIP] == 1.0) return gs__gram_zero(s, k->out, (size_t)n * (size_t)n);
     }
-    if (method == GS__GRAM_BATCHED) {
+    if (method == GS__GRAM_BATCHED || method == GS__GRAM_STRIDED) {
         int done = 0;
-        if ((st = gs__gram_batched(blas, arena, s, k, bs, &done)) != GS_OK || done) return st;
+        if ((st = gs__gram_batched(blas, arena, s, k, bs, method == GS__GRAM_STRIDED, &done)) !=
+                GS_OK ||
+            done)
+            return st;
         method = GS__GRAM_BLOCKED;
         bs = gs__gram_block(0);
     }

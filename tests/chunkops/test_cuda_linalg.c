@@ -391,7 +391,8 @@ Test(chunkops_cuda_linalg, householder_mode_matches_cpu)
 
 /* The Gram-path SVD (GRAM, GSTEP, APPLY x 3) on the gpu against the cpu: the same path
  * (one pass for kappa <= 64, shifted CholeskyQR3 above), U orthonormal and U S Vt = A to
- * 1e-12, S within 1e-12 S[0] of the cpu's. Also with GS_CUDA_GRAM=gemm, syrk and blocked. */
+ * 1e-12, S within 1e-12 S[0] of the cpu's. Also with GS_CUDA_GRAM=gemm, syrk, strided and
+ * blocked. */
 static void gram_both(int64_t m, int64_t n, double e, const int64_t *rows, int np)
 {
     double *a = la_graded(m, n, e), *cu, *cst, *gu, *gst;
@@ -428,6 +429,8 @@ Test(chunkops_cuda_linalg, gram_svd_matches_cpu_for_every_conditioning, .timeout
     setenv("GS_CUDA_GRAM", "syrk", 1);
     gram_both(1000, 40, 0.5, rows, 4);
     gram_both(1000, 40, 10.0, rows, 4);
+    setenv("GS_CUDA_GRAM", "strided", 1);
+    gram_both(3000, 1100, 0.5, (const int64_t[]){1500, 1500}, 2);
     setenv("GS_CUDA_GRAM", "blocked", 1);
     gram_both(1000, 40, 0.5, rows, 4);
     gram_both(3000, 1100, 8.0, (const int64_t[]){1500, 1500}, 2);
@@ -466,7 +469,8 @@ static void gram_only(const char *method, const char *block, const char *split, 
                       method ? method : "default", block ? block : "-", split ? split : "-",
                       (long long)n, (long long)i, (long long)j, go[i * n + j], co[i * n + j]);
             if (sym)
-                cr_assert(go[i * n + j] == go[j * n + i], "%s, n %lld: G[%lld][%lld] != G[%lld][%lld]",
+                cr_assert(go[i * n + j] == go[j * n + i],
+                          "%s, n %lld: G[%lld][%lld] != G[%lld][%lld]",
                           method ? method : "default", (long long)n, (long long)i, (long long)j,
                           (long long)j, (long long)i);
         }
@@ -488,6 +492,8 @@ Test(chunkops_cuda_linalg, gram_methods_match_cpu, .timeout = 300)
     gram_only("batched", "128", "3", 600, rows, 5);
     gram_only("batched", "100", "1", 300, rows, 5);
     gram_only("batched", "64", "64", 300, (const int64_t[]){300000}, 1);
+    gram_only("strided", NULL, NULL, 300, rows, 5);
+    gram_only("strided", "128", "3", 600, rows, 5);
     gram_only("blocked", NULL, NULL, 300, rows, 5);
     gram_only("blocked", "128", NULL, 600, rows, 5);
     gram_only("syrk", NULL, NULL, 300, rows, 5);
