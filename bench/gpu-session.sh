@@ -273,8 +273,9 @@ if [ "$what" = svdbatch ]; then
       GS_CUDA_GRAM=blocked run $B/gs-bench $S --repeat 3
     done
     # the batched method's other settings (pick by the kbench gram_b<B>_s<S> lines)
-    GS_CUDA_GRAM_BLOCK=128 run $B/gs-bench $S --repeat 3
-    GS_CUDA_GRAM_SPLIT=8 run $B/gs-bench $S --repeat 3
+    GS_CUDA_GRAM_BLOCK=256 run $B/gs-bench $S --repeat 3
+    GS_CUDA_GRAM_BLOCK=256 GS_CUDA_GRAM_SPLIT=16 run $B/gs-bench $S --repeat 3
+    GS_CUDA_GRAM_SPLIT=16 run $B/gs-bench $S --repeat 3
     GS_CUDA_GRAM=strided run $B/gs-bench $S --repeat 3
     run $B/gs-bench $S --repeat 2 --report "$out/svdbatch-report.html"
   } 2>"$out/svdbatch.err" | tee "$out/svdbatch.jsonl" | cut -c1-260

@@ -4,7 +4,7 @@
  * Layouts, as in linalg.c: a row-major m x n matrix with row stride ld is, to cuBLAS, the
  * column-major n x m matrix A^T (ld ld). So
  *   - GRAM: G = A^T A (symmetric: the same in both layouts). By default (batched) the upper
- *     blocks of 256 x 256 (10 of the 16 at n 1000), each cut along the rows of A into up to 16
+ *     blocks of 128 x 128 (36 of the 64 at n 1000), each cut along the rows of A into up to 32
  *     slices, are one cublasDgemmBatched(N, T) per piece into scratch slots that one kernel
  *     sums into both triangles (gs__gram_batched). GS_CUDA_GRAM=blocked: one cublasDgemm(N, T)
  *     per upper block, summed with beta = 1 over the pieces, then the lower triangle mirrored
@@ -75,9 +75,13 @@ enum {
  * side 512: 6.95 ms, 336: 8.42, 256: 6.50 (min 6.07), 200: 8.79, 128: 6.55; gs-bench svd 4 M x
  * 1000: 0.281-0.297 s at 512, 0.271-0.283 s at 256. */
 #define GS__GRAM_BLOCK 256
-/* The batched method's block side (GS_CUDA_GRAM=batched, the default; 256 is a guess made
- * without a device: gs-kbench's gram_b<B>_s<S> lines measure it). */
-#define GS__GRAM_BATCH_BLOCK 256
+/* The batched method's block side (GS_CUDA_GRAM=batched, the default). 128 and the 32 slices
+ * of GS__GRAM_SPLIT are choices made without a device (session 13): 128 does 9/10 of 256's
+ * work at n 1000 (36 pairs of 128^2 against 10 of 256^2), which the blocked method could not
+ * use (36 launches, each with its tail, measured level with 10 at 256); 32 slices give over a
+ * thousand 128^2 tiles, several waves on 132 SMs. gs-kbench's gram_b<B>_s<S> lines measure
+ * the alternatives. */
+#define GS__GRAM_BATCH_BLOCK 128
 /* GS_CUDA_GRAM_BLOCK: the block side of the blocked and batched methods (default
  * GS__GRAM_BLOCK / GS__GRAM_BATCH_BLOCK; 16..4096), read per call, for measurements. */
 static int gs__gram_block(int batched)
@@ -110,7 +114,7 @@ static int gs__gram_method(void)
  * GS__GRAM_SLICE_MIN rows per slice), read per call. GS_CUDA_GRAM=strided: the same slots and
  * sum, filled by one cublasDgemmStridedBatched per block pair over the slices (a hedge in case
  * cuBLAS's pointer-array batched kernels are the slower ones; no pointer arrays). */
-#define GS__GRAM_SPLIT 16
+#define GS__GRAM_SPLIT 32
 #define GS__GRAM_SLICE_MIN 4096
 #define GS__GRAM_SCRATCH_MAX ((size_t)256 << 20)   /* slots above this: fewer slices */
 

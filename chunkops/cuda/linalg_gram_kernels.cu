@@ -85,21 +85,22 @@ __global__ void k_gram_ptrs(const double *x, int64_t ld, int64_t row0, int64_t L
 }
 
 /* out (n x n, symmetric: the same in both layouts) = the sum over @a nslots slots of the
- * partial block products; element (r, c) and (c, r) read the same entries in the same order,
- * so the result is exactly symmetric. */
+ * partial block products: each upper element (r <= c) is summed once (the slots are read once)
+ * and written to (r, c) and (c, r), so the result is exactly symmetric. */
 __global__ void k_gram_reduce(const double *__restrict__ slots, int nslots, int b, int nb,
                               int64_t n, double *__restrict__ out)
 {
     const int64_t npair = nb * (nb + 1) / 2, bb = (int64_t)b * b;
     GS__GRAM_FOR(n) {
-        const int64_t r = x % n, c = x / n;
-        const int64_t lo = r < c ? r : c, hi = r < c ? c : r;
-        const int i = gram_blk(lo, b, nb), j = gram_blk(hi, b, nb);
+        const int64_t r = x % n, c = x / n;   /* column-major (r, c) at r + c * n */
+        if (r > c) continue;
+        const int i = gram_blk(r, b, nb), j = gram_blk(c, b, nb);
         const int64_t p = (int64_t)j * (j + 1) / 2 + i;
-        const double *q = slots + p * bb + (lo - gram_off(i, b, n)) + (hi - gram_off(j, b, n)) * b;
+        const double *q = slots + p * bb + (r - gram_off(i, b, n)) + (c - gram_off(j, b, n)) * b;
         double v = 0.0;
         for (int s = 0; s < nslots; s++) v += q[(int64_t)s * npair * bb];
         out[x] = v;
+        out[c + r * n] = v;
     }
 }
 
