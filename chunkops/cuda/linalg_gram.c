@@ -68,8 +68,9 @@ enum {
     GS__GRAM_STRIDED = 4
 };
 
-/* GS_CUDA_GRAM: blocked (default: GEMMs on the upper blocks of GS__GRAM_BLOCK columns, 10 of
- * the 16 for n <= 1024), syrk (cublasDsyrk) or gemm (the full product). Read per call (cheap).
+/* GS_CUDA_GRAM=blocked (the default until session 13): GEMMs on the upper blocks of
+ * GS__GRAM_BLOCK columns, 10 of the 16 for n <= 1024; syrk (cublasDsyrk) or gemm (the full
+ * product). Read per call (cheap).
  * gs-kbench, one 250000 x 1000 block: blocked (512) 7.9 ms, gemm 10.1 ms, syrk 12.3 ms on an
  * H100; cuBLAS's dsyrk runs at half the rate of its dgemm there. One H200 (session 12), block
  * side 512: 6.95 ms, 336: 8.42, 256: 6.50 (min 6.07), 200: 8.79, 128: 6.55; gs-bench svd 4 M x
