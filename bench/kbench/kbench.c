@@ -388,7 +388,7 @@ static gs_status_t kb_gram_all(kb_t *kb, double *A, double *B, int64_t m, int64_
     kb_linalg_one(kb, "gram_strided_250000x1000", &k, (double)m * (double)n * (double)n);
     unsetenv("GS_CUDA_GRAM");
     for (int bs = 128; bs <= 256; bs *= 2)
-        for (int sp = 4; sp <= 32; sp *= 2) {
+        for (int sp = 4; sp <= 64; sp *= 2) {
             char name[64], v[16];
             snprintf(name, sizeof(name), "gram_b%d_s%d_250000x1000", bs, sp);
             snprintf(v, sizeof(v), "%d", bs);
