@@ -378,10 +378,11 @@ fail:
     return st;
 }
 
-/* Scratch of a GSTEP: E (n x n) | U_r or temp (n x n) | lam (n) | work | info. */
+/* Scratch of a GSTEP: E (n x n) | U_r or temp (n x n) | G summed (n x n) | lam (n) | work |
+ * info. */
 typedef struct gs__gram_scratch {
     uintptr_t base;
-    double *e, *w, *lam, *work;
+    double *e, *w, *g, *lam, *work;
     int *info;
     int lwork;
 } gs__gram_scratch_t;
@@ -392,7 +393,7 @@ static gs_status_t gs__gram_scratch_get(cusolverDnHandle_t solver, gs__cuda_aren
     gs_status_t st = GS_OK;
     int lw_eig = 0, lw_potrf = 0, lw_svd = 0;
     const size_t nn = (size_t)n * (size_t)n * sizeof(double);
-    size_t sz = 0, o_e, o_w, o_lam, o_work, o_info;
+    size_t sz = 0, o_e, o_w, o_g, o_lam, o_work, o_info;
     memset(sc, 0, sizeof(*sc));
     GS__LA_SOLVER(cusolverDnDsyevd_bufferSize(solver, CUSOLVER_EIG_MODE_VECTOR,
                                               CUBLAS_FILL_MODE_UPPER, n, NULL, n, NULL, &lw_eig));
@@ -404,6 +405,7 @@ static gs_status_t gs__gram_scratch_get(cusolverDnHandle_t solver, gs__cuda_aren
     sc->lwork += n;   /* gesvd's rwork (n - 1) after the workspace */
     o_e = sz, sz += (nn + GS__ARENA_UNIT - 1) / GS__ARENA_UNIT * GS__ARENA_UNIT;
     o_w = sz, sz += (nn + GS__ARENA_UNIT - 1) / GS__ARENA_UNIT * GS__ARENA_UNIT;
+    o_g = sz, sz += (nn + GS__ARENA_UNIT - 1) / GS__ARENA_UNIT * GS__ARENA_UNIT;
     o_lam = sz, sz += ((size_t)n * sizeof(double) + GS__ARENA_UNIT - 1) / GS__ARENA_UNIT *
                       GS__ARENA_UNIT;
     o_work = sz, sz += ((size_t)sc->lwork * sizeof(double) + GS__ARENA_UNIT - 1) /
@@ -412,6 +414,7 @@ static gs_status_t gs__gram_scratch_get(cusolverDnHandle_t solver, gs__cuda_aren
     if ((st = gs__cuda_arena_alloc(arena, sz, &sc->base)) != GS_OK) return st;
     sc->e = (double *)(sc->base + o_e);
     sc->w = (double *)(sc->base + o_w);
+    sc->g = (double *)(sc->base + o_g);
     sc->lam = (double *)(sc->base + o_lam);
     sc->work = (double *)(sc->base + o_work);
     sc->info = (int *)(sc->base + o_info);
@@ -581,24 +584,52 @@ fail:
     return st;
 }
 
+/* @a g (n x n) = a[0] + a[1] + ... of GSTEP @a k, added in order. */
+static gs_status_t gs__gram_sum_terms(cublasHandle_t blas, cudaStream_t s, const gs_klinalg_t *k,
+                                      double *g)
+{
+    gs_status_t st = GS_OK;
+    const double one = 1.0;
+    const int n = (int)k->n;
+    GS__LA_TRY(gs__gram_copy(s, g, k->a[0].data + k->a[0].off, (size_t)n * (size_t)n));
+    for (int32_t t = 1; t < k->nterms; t++)
+        GS__LA_BLAS(cublasDgeam(blas, CUBLAS_OP_N, CUBLAS_OP_N, n, n, &one, g, n, &one,
+                                k->a[t].data + k->a[t].off, n, g, n));
+    return GS_OK;
+fail:
+    return st;
+}
+
 static gs_status_t gs__gram_gstep(cublasHandle_t blas, cusolverDnHandle_t solver,
                                   gs__cuda_arena_t *arena, cudaStream_t s, const gs_klinalg_t *k)
 {
     gs_status_t st;
     gs__gram_scratch_t sc;
+    gs_klinalg_t k1;   /* k reading the summed G, when there are several partial Grams */
     double hdr[GS_LA_STATE_HDR];
     cudaError_t e;
     memset(hdr, 0, sizeof(hdr));
-    if (k->a[0].ld != k->n)
-        return gs_error_set(GS_ERR_INVALID_PARAM, "cuda linalg gstep: the Gram matrix view must be "
-                            "dense (ld %lld, n %lld)", (long long)k->a[0].ld, (long long)k->n);
+    for (int32_t t = 0; t < k->nterms; t++)
+        if (k->a[t].ld != k->n)
+            return gs_error_set(GS_ERR_INVALID_PARAM, "cuda linalg gstep: the Gram matrix view "
+                                "a[%d] must be dense (ld %lld, n %lld)", (int)t,
+                                (long long)k->a[t].ld, (long long)k->n);
     if (k->alpha != 1.0) {
         int done = 0;
         if ((st = gs__gram_pass_fast(s, k, &done)) != GS_OK || done) return st;
     }
     if ((st = gs__gram_scratch_get(solver, arena, (int)k->n, &sc)) != GS_OK) return st;
-    if (k->alpha == 1.0) st = gs__gram_step1(solver, s, &sc, k, hdr);
-    else st = gs__gram_step(blas, solver, s, &sc, k, hdr);
+    if (k->nterms > 1) {
+        st = gs__gram_sum_terms(blas, s, k, sc.g);
+        k1 = *k;
+        k1.a[0].data = sc.g;
+        k1.a[0].off = 0;
+        k1.a[0].len = k->n * k->n;
+        k1.nterms = 1;
+        k = &k1;
+    }
+    if (st == GS_OK && k->alpha == 1.0) st = gs__gram_step1(solver, s, &sc, k, hdr);
+    else if (st == GS_OK) st = gs__gram_step(blas, solver, s, &sc, k, hdr);
     if (st == GS_OK) st = gs__cuda_gram_hdr(s, k->out, hdr);
     /* the scratch goes back once the work that uses it has finished */
     e = cudaStreamSynchronize(s);
