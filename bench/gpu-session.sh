@@ -254,7 +254,8 @@ fi
 # one call: the CUDA linalg tests (GRAM of every method against the CPU), gs-kbench's Gram lines
 # (block side x slices sweep), gs-bench svd 4 M x 1000 both ways, twice, then a run with a
 # performance report (svdbatch-report.html: the task stream shows what the passes' barriers and
-# no-op tasks cost). Targets: GS_TARGETS="gs-bench gs-kbench gsched_daemon gworker gs-local-cluster
+# no-op tasks cost). Both arms run the session-13 lowering (GSTEP adds the 16 Grams itself: no
+# SUM task per pass), so the pair isolates the Gram method. Targets: GS_TARGETS="gs-bench gs-kbench gsched_daemon gworker gs-local-cluster
 # test_chunkops_cuda test_integration".
 if [ "$what" = svdbatch ]; then
   t1=$(date +%s)
