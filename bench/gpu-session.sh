@@ -2,7 +2,7 @@
 # One GPU-machine session: build with CUDA, run the benchmarks, then the whole suite (CUDA tests
 # enabled, integration tests also with CUDA workers). Logs go to $OUT (or ./gpu-out). For a host
 # without a package registry, carry .devdeps (../shared/offline-deps/README.md):
-#   source .devdeps/env.sh && bash bench/gpu-session.sh [bench|move|linalg|scale|robust|tests|svd|spill|dash|tls|mac|gather|sched|rand|io|zarrcuda|cufile|stencil|dtype|nanred|scan|mapfuse|intsum|restart|usertyped|v3|f32v3|f32v4|defaultv|all]
+#   source .devdeps/env.sh && bash bench/gpu-session.sh [bench|move|linalg|scale|robust|tests|svd|spill|dash|tls|mac|gather|sched|rand|io|zarrcuda|cufile|stencil|dtype|nanred|scan|mapfuse|intsum|restart|usertyped|v3|f32v3|f32v4|defaultv|svdbatch|all]
 # bench: kernels + seed reductions; move: transfers, transpose-sum, slice3 (issue 5);
 # linalg: dot, svd (issue 6); scale: tiny tasks, 1 M-chunk seed, worker kill (issue 7);
 # robust: 300-job soak and socket fuzzing with CUDA workers (issue 12);
@@ -248,6 +248,39 @@ if [ "$what" = svd ]; then
     run $B/gs-bench dot --n 40000 --chunk 10000 --workers 1 --backend cuda --repeat 3
   } 2>"$out/svd.err" | tee "$out/svd.jsonl"
   grep -E "failed|error" "$out/svd.err" | head -8
+fi
+# svdbatch: the tall SVD with the batched Gram (issue 19, session 13; GS_CUDA_GRAM=batched, the
+# default now) against the blocked one (GS_CUDA_GRAM=blocked, the default before), alternating in
+# one call: the CUDA linalg tests (GRAM of every method against the CPU), gs-kbench's Gram lines
+# (block side x slices sweep), gs-bench svd 4 M x 1000 both ways, twice, then a run with a
+# performance report (svdbatch-report.html: the task stream shows what the passes' barriers and
+# no-op tasks cost). Both arms run the session-13 lowering (GSTEP adds the 16 Grams itself: no
+# SUM task per pass), so the pair isolates the Gram method. Targets: GS_TARGETS="gs-bench gs-kbench gsched_daemon gworker gs-local-cluster
+# test_chunkops_cuda test_integration".
+if [ "$what" = svdbatch ]; then
+  t1=$(date +%s)
+  build-gpu/tests/test_chunkops_cuda --filter 'chunkops_cuda_linalg/*' >"$out/svdbatch-tests.log" 2>&1
+  GS_TEST_BACKEND=cuda build-gpu/tests/test_integration --filter 'integration_linalg/*' \
+    >>"$out/svdbatch-tests.log" 2>&1
+  grep -hE "Synthesis|gram svd" "$out/svdbatch-tests.log"
+  grep -hE -A12 "\[FAIL\]|CRASH" "$out/svdbatch-tests.log" | head -40
+  echo "svdbatch tests: $(( $(date +%s) - t1 )) s"
+  run $B/gs-kbench --linalg-only >"$out/svdbatch-kbench.txt" 2>&1
+  grep -E '"what":"(gram|gstep1|apply_gemm)' "$out/svdbatch-kbench.txt" | cut -c1-170
+  S="svd --cols 1000 --chunk 250000 --workers 1 --backend cuda --rows 4000000"
+  {
+    for i in 1 2; do
+      run $B/gs-bench $S --repeat 3
+      GS_CUDA_GRAM=blocked run $B/gs-bench $S --repeat 3
+    done
+    # the batched method's other settings (pick by the kbench gram_b<B>_s<S> lines)
+    GS_CUDA_GRAM_BLOCK=256 run $B/gs-bench $S --repeat 3
+    GS_CUDA_GRAM_BLOCK=256 GS_CUDA_GRAM_SPLIT=16 run $B/gs-bench $S --repeat 3
+    GS_CUDA_GRAM_SPLIT=16 run $B/gs-bench $S --repeat 3
+    GS_CUDA_GRAM=strided run $B/gs-bench $S --repeat 3
+    run $B/gs-bench $S --repeat 2 --report "$out/svdbatch-report.html"
+  } 2>"$out/svdbatch.err" | tee "$out/svdbatch.jsonl" | cut -c1-260
+  grep -E "failed|error" "$out/svdbatch.err" | head -8
 fi
 # mac: payload MACs on the data plane (issue 12): MAC throughput of this host's CPU (GMAC as used,
 # HMAC-SHA256/512, BLAKE2b), then transfers with MACs off and on, alternating: cpu workers (UCX

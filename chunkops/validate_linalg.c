@@ -77,7 +77,7 @@ static gs_status_t gs__la_check_stack(const gs_klinalg_t *k, const char *name,
 static gs_status_t gs__la_validate_gram(const gs_klinalg_t *k, const char *name)
 {
     gs_status_t st;
-    const int32_t tmin = k->op == GS_LA_GRAM ? 0 : 1, tmax = k->op == GS_LA_GSTEP ? 1 : GS_KERNEL_MAX_TERMS;
+    const int32_t tmin = k->op == GS_LA_GRAM ? 0 : 1, tmax = GS_KERNEL_MAX_TERMS;
     if (k->nterms < tmin || k->nterms > tmax)
         return gs_error_set(GS_ERR_INVALID_PARAM, "linalg %s: nterms %d out of range %d..%d",
                             name, (int)k->nterms, (int)tmin, (int)tmax);
@@ -121,11 +121,14 @@ static gs_status_t gs__la_validate_gram(const gs_klinalg_t *k, const char *name)
         if (k->m < k->n)
             return gs_error_set(GS_ERR_INVALID_PARAM, "linalg gstep: m %lld < n %lld",
                                 (long long)k->m, (long long)k->n);
-        if ((st = gs__la_check_view(name, "a", 0, &k->a[0], 0)) != GS_OK) return st;
-        if (k->a[0].rows != k->n || k->a[0].cols != k->n)
-            return gs_error_set(GS_ERR_INVALID_PARAM, "linalg gstep: the Gram matrix a[0] is "
-                                "%lld x %lld, not n x n (n = %lld)", (long long)k->a[0].rows,
-                                (long long)k->a[0].cols, (long long)k->n);
+        for (int32_t t = 0; t < k->nterms; t++) {   /* partial Gram matrices, summed */
+            if ((st = gs__la_check_view(name, "a", t, &k->a[t], 0)) != GS_OK) return st;
+            if (k->a[t].rows != k->n || k->a[t].cols != k->n)
+                return gs_error_set(GS_ERR_INVALID_PARAM, "linalg gstep: the Gram matrix a[%d] "
+                                    "is %lld x %lld, not n x n (n = %lld)", (int)t,
+                                    (long long)k->a[t].rows, (long long)k->a[t].cols,
+                                    (long long)k->n);
+        }
     } else {
         gs__la_i128 rows = 0;
         if ((st = gs__la_check_stack(k, name, &rows)) != GS_OK) return st;

@@ -361,8 +361,9 @@ typedef struct gs_kcopy {
  *                as a[t]; alpha = 1 says it is there, else alpha = 0), which X is instead of
  *                a[] when the state's GS_LA_H_SRC is 1 (the last pass of the fast path reads
  *                the input itself).
- *   GS_LA_GSTEP: one step of the factorisation from the summed Gram matrix a[0] (n x n) of the
- *                rows of the current pass and the previous state b[0] (none for step 1);
+ *   GS_LA_GSTEP: one step of the factorisation from the Gram matrix G (n x n) of the rows of
+ *                the current pass, the sum of a[0 .. nterms) (1 to GS_KERNEL_MAX_TERMS dense
+ *                partial sums, added in order), and the previous state b[0] (none for step 1);
  *                m = the rows of the whole matrix, alpha = the step (1, 2 or 3);
  *                out = the new state. Step 1 decides the path from the eigenvalues of G:
  *                condition kappa <= GS_LA_GRAM_KAPPA_FAST gives the one-pass SVD (S, Vt from

@@ -110,11 +110,15 @@ static int gs__la_gram_ok(const gs__lablk_t *b, const gs__laview_t *v, const cha
             return 0;
         }
         has_state = b->alpha > 1.0;
-        if (b->nview != 1 + has_state || v[0].trans || v[0].rows != b->n || v[0].cols != b->n ||
-            v[0].ld != b->n) {
-            *why = "a gstep block reads a dense n x n Gram matrix (and the previous state)";
+        if (b->nview < 1 + has_state || b->nview > GS_KERNEL_MAX_TERMS + has_state) {
+            *why = "a gstep block reads 1 to 32 partial Gram matrices (and the previous state)";
             return 0;
         }
+        for (int32_t t = 0; t < b->nview - has_state; t++)
+            if (v[t].trans || v[t].rows != b->n || v[t].cols != b->n || v[t].ld != b->n) {
+                *why = "a gstep block reads dense n x n Gram matrices (and the previous state)";
+                return 0;
+            }
     } else {
         /* GRAM: alpha 1 = a state; APPLY: alpha 1 = an alternative stack (always a state) */
         int32_t alt = b->op == GS__LA_APPLY && b->alpha == 1.0;

@@ -485,12 +485,14 @@ static int gs__gram_svd_wanted(const gs_grid_t *g)
  * the chunk lives; smaller chunks are grouped (up to GS_KERNEL_MAX_TERMS) until they reach it. */
 #define GS__GRAM_GROUP_ROWS 65536
 
-/* Sum the @a ng blocks (each n x n) of layer @a prev into one, fan-in GS_KERNEL_MAX_COMBINE;
- * the layer holding the sum in *li_p (block 0). */
-static gs_status_t gs__gram_sum(lb_t *b, int64_t prev, int64_t ng, int64_t n, int64_t *li_p)
+/* Sum the @a ng blocks (each n x n) of layer @a prev down to at most GS_KERNEL_MAX_TERMS, which
+ * the GSTEP task adds itself (no SUM task, and no barrier, when there are no more), fan-in
+ * GS_KERNEL_MAX_COMBINE; the layer holding the partial sums in *li_p (blocks 0 .. *ng_p). */
+static gs_status_t gs__gram_sum(lb_t *b, int64_t prev, int64_t ng, int64_t n, int64_t *li_p,
+                                int64_t *ng_p)
 {
     gs_status_t st;
-    while (ng > 1) {
+    while (ng > GS_KERNEL_MAX_TERMS) {
         int64_t ng2 = (ng + GS_KERNEL_MAX_COMBINE - 1) / GS_KERNEL_MAX_COMBINE, li;
         for (int64_t g = 0; g < ng2; g++) {
             lb_block(b, GS__LA_SUM, n, n);
@@ -502,6 +504,7 @@ static gs_status_t gs__gram_sum(lb_t *b, int64_t prev, int64_t ng, int64_t n, in
         ng = ng2;
     }
     *li_p = prev;
+    *ng_p = ng;
     return GS_OK;
 }
 
@@ -525,7 +528,8 @@ static void gs__gram_piece(lb_t *b, int64_t in_node, int64_t src, const gs_grid_
 
 /* The SVD of x (M x N, M >= 2N, one column chunk) in three Gram passes (graph/kernel.h
  * GS_LA_GSTEP; docs/ARCHITECTURE.md "Tall SVD"): per pass p, GRAM tasks over the row chunks of
- * the pass source (x, then Y_1, Y_2; one chunk per task, small ones grouped), a sum, one GSTEP task
+ * the pass source (x, then Y_1, Y_2; one chunk per task, small ones grouped), a sum down to at
+ * most GS_KERNEL_MAX_TERMS partial Grams (none for up to that many GRAM tasks), one GSTEP task
  * (state S_p), and per row chunk an APPLY task Y_p = source T_p. Y_3 is U; S and Vt are views
  * of S_3. On the fast path the Grams of passes 2 and 3 are skipped, the APPLY tasks of passes 1
  * and 2 do nothing, and pass 3 multiplies x (its APPLY tasks read x beside Y_2). Layers are built
@@ -551,7 +555,7 @@ static gs_status_t gs__lw_build_svd_gram(lw_t *w, const struct gs_array *x, int6
         }
     }
     for (int p = 1; p <= 3; p++) {
-        int64_t gl, gsum, y = -1;
+        int64_t gl, gsum, nsum, y = -1;
         for (int64_t k = 0; k < ng; k++) {
             int64_t lo = gb[k], hi = gb[k + 1];
             lb_block(&b, GS__LA_GRAM, g->bounds[0][hi] - g->bounds[0][lo], n);
@@ -560,10 +564,11 @@ static gs_status_t gs__lw_build_svd_gram(lw_t *w, const struct gs_array *x, int6
             if (p > 1) gs__gram_state_view(&b, state, n);
         }
         if ((st = lb_finish(&b, NULL, &gl)) != GS_OK) goto out;
-        if ((st = gs__gram_sum(&b, gl, ng, n, &gsum)) != GS_OK) goto out;
+        if ((st = gs__gram_sum(&b, gl, ng, n, &gsum, &nsum)) != GS_OK) goto out;
         lb_block(&b, GS__LA_GSTEP, M, n);
         if (b.st == GS_OK) b.blk.data[b.blk.len - 1].alpha = (double)p;
-        lb_view(&b, lb_input(&b, lb_ref(gsum, 0), n * n), 0, n, n, n, 0);
+        for (int64_t c = 0; c < nsum; c++)
+            lb_view(&b, lb_input(&b, lb_ref(gsum, (uint64_t)c), n * n), 0, n, n, n, 0);
         if (p > 1) gs__gram_state_view(&b, state, n);
         if ((st = lb_finish(&b, NULL, &state)) != GS_OK) goto out;
         if (p == 3 && !need[GS__FAC_U]) break;

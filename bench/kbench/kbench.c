@@ -27,8 +27,12 @@
  *   dgemm_10000           LINALG GEMM 10000 x 10000 x 10000 (cuBLAS), TFLOP/s = 2 m n k / time
  *   qr_250000x1000        LINALG QR of a 250000 x 1000 stack (4 pieces): geqrf + orgqr + layout
  *                         kernels; TFLOP/s counts 4 m n^2 - 4/3 n^3
- *   gram_250000x1000      LINALG GRAM (blocked GEMMs; TFLOP/s counts m n^2) of the QR's block;
- *                         _gemm_, _syrk_: the same with GS_CUDA_GRAM=gemm / syrk
+ *   gram_250000x1000      LINALG GRAM (the default: batched block GEMMs over row slices;
+ *                         TFLOP/s counts m n^2) of the QR's block; _blocked_, _gemm_, _syrk_:
+ *                         the same with GS_CUDA_GRAM=blocked (one GEMM per upper block, the
+ *                         default before session 13) / gemm / syrk; _strided_: the batched
+ *                         slots filled by strided-batched GEMMs; gram_b<B>_s<S>_...: batched
+ *                         with GS_CUDA_GRAM_BLOCK=B, GS_CUDA_GRAM_SPLIT=S
  *   gstep1_1000           GSTEP step 1 on that Gram matrix (the fast path: eigen-decomposition)
  *   apply_trsm_250000x1000, apply_gemm_250000x1000   APPLY as X T^-1 (m n^2) and X T (2 m n^2)
  *   dot_task_10000x4      a gs-bench dot task: GEMM of 4 terms 10000^3 summed
@@ -380,6 +384,23 @@ static gs_status_t kb_gram_all(kb_t *kb, double *A, double *B, int64_t m, int64_
     k.a[0] = kb_view(A, m, n, 0, 0);
     k.out = B;
     kb_linalg_one(kb, "gram_250000x1000", &k, (double)m * (double)n * (double)n);
+    setenv("GS_CUDA_GRAM", "blocked", 1);
+    kb_linalg_one(kb, "gram_blocked_250000x1000", &k, (double)m * (double)n * (double)n);
+    setenv("GS_CUDA_GRAM", "strided", 1);
+    kb_linalg_one(kb, "gram_strided_250000x1000", &k, (double)m * (double)n * (double)n);
+    unsetenv("GS_CUDA_GRAM");
+    for (int bs = 128; bs <= 256; bs *= 2)
+        for (int sp = 4; sp <= 64; sp *= 2) {
+            char name[64], v[16];
+            snprintf(name, sizeof(name), "gram_b%d_s%d_250000x1000", bs, sp);
+            snprintf(v, sizeof(v), "%d", bs);
+            setenv("GS_CUDA_GRAM_BLOCK", v, 1);
+            snprintf(v, sizeof(v), "%d", sp);
+            setenv("GS_CUDA_GRAM_SPLIT", v, 1);
+            kb_linalg_one(kb, name, &k, (double)m * (double)n * (double)n);
+        }
+    unsetenv("GS_CUDA_GRAM_BLOCK");
+    unsetenv("GS_CUDA_GRAM_SPLIT");
     setenv("GS_CUDA_GRAM", "gemm", 1);
     kb_linalg_one(kb, "gram_gemm_250000x1000", &k, (double)m * (double)n * (double)n);
     setenv("GS_CUDA_GRAM", "syrk", 1);

@@ -227,18 +227,15 @@ out:
     return st;
 }
 
-static gs_status_t gs__gram_step(const gs_klinalg_t *k)
+/* One step on the Gram matrix @a g (dense n x n). */
+static gs_status_t gs__gram_step_g(const gs_klinalg_t *k, const double *g)
 {
     const int64_t n = k->n, len = GS_LA_STATE_LEN(n);
     const int step = (int)k->alpha;
-    const double *g = k->a[0].data + k->a[0].off;
     double *out = k->out, *hdr = out, *tm = out + GS_LA_STATE_T(n);
     double *racc = out + GS_LA_STATE_RACC(n);
     gs_status_t st;
     lapack_int info;
-    if (k->a[0].ld != n) return gs_error_set(GS_ERR_INVALID_PARAM, "cpu linalg gstep: the Gram "
-                                             "matrix view must be dense (ld %lld, n %lld)",
-                                             (long long)k->a[0].ld, (long long)n);
     if (step == 1) {
         memset(out, 0, (size_t)len * sizeof(double));
         return gs__gram_step1(k, g, out);
@@ -278,6 +275,34 @@ static gs_status_t gs__gram_step(const gs_klinalg_t *k)
     hdr[GS_LA_H_APPLY] = GS_LA_APPLY_GEMM;
     hdr[GS_LA_H_SKIP] = 1.0;
     return GS_OK;
+}
+
+/* GSTEP: G is the sum of the partial Gram matrices a[0 .. nterms), added in order into a
+ * temporary when there are several (not on the fast path's pass-through, which ignores G). */
+static gs_status_t gs__gram_step(const gs_klinalg_t *k)
+{
+    const int64_t n = k->n, nn = n * n;
+    gs_status_t st;
+    double *g;
+    for (int32_t t = 0; t < k->nterms; t++)
+        if (k->a[t].ld != n)
+            return gs_error_set(GS_ERR_INVALID_PARAM, "cpu linalg gstep: the Gram matrix view "
+                                "a[%d] must be dense (ld %lld, n %lld)", (int)t,
+                                (long long)k->a[t].ld, (long long)n);
+    if (k->nterms == 1 || (k->alpha > 1.0 && k->b[0].data[k->b[0].off + GS_LA_H_FAST] == 1.0))
+        return gs__gram_step_g(k, k->a[0].data + k->a[0].off);
+    g = gs_malloc(gs_size_mul((size_t)nn, sizeof(double)), "gram step sum");
+    if (g == NULL)
+        return gs_error_set(GS_ERR_NO_MEMORY, "cpu linalg gstep: out of memory (n = %lld)",
+                            (long long)n);
+    memcpy(g, k->a[0].data + k->a[0].off, (size_t)nn * sizeof(double));
+    for (int32_t t = 1; t < k->nterms; t++) {
+        const double *a = k->a[t].data + k->a[t].off;
+        for (int64_t i = 0; i < nn; i++) g[i] += a[i];
+    }
+    st = gs__gram_step_g(k, g);
+    gs_free(g);
+    return st;
 }
 
 gs_status_t gs__cpu_linalg_gram(const gs_klinalg_t *k)

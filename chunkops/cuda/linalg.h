@@ -82,6 +82,17 @@ gs_status_t gs__cuda_gram_add_diag(void *stream, double *a, int64_t n, double v)
 gs_status_t gs__cuda_gram_fast_t(void *stream, const double *vt, const double *s, int64_t n,
                                  double *t);
 gs_status_t gs__cuda_gram_hdr(void *stream, double *out, const double *h);
+/** The batched Gram (linalg_gram.c, GS_CUDA_GRAM=batched): blocks of side @a b at column
+ *  offsets min(i b, n - b), i < nb; upper pairs p = j (j + 1) / 2 + i (i <= j); slot s holds
+ *  npair column-major b x b partial products. ptrs: the device pointer arrays pa/pb/pc of one
+ *  cublasDgemmBatched call over @a nslots row slices of @a L rows from row @a row0 of the
+ *  row-major @a x (ld), into slots slot0..; entry e = s npair + p. reduce: out (n x n) = the
+ *  sum over the first @a nslots slots, both triangles from the upper blocks. */
+gs_status_t gs__cuda_gram_ptrs(void *stream, const double *x, int64_t ld, int64_t row0, int64_t L,
+                               int b, int nb, int64_t n, int nslots, int slot0, double *slots,
+                               double **pa, double **pb, double **pc);
+gs_status_t gs__cuda_gram_reduce(void *stream, const double *slots, int nslots, int b, int nb,
+                                 int64_t n, double *out);
 
 /** Layout kernels (linalg_kernels.cu). transpose: out[c * ldo + r] = in[r * ldi + c] *
  *  (scale ? scale[r] : 1), r < R, c < C. extract_r: row-major R (ld n, zeros below the

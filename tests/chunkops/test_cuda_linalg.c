@@ -391,7 +391,8 @@ Test(chunkops_cuda_linalg, householder_mode_matches_cpu)
 
 /* The Gram-path SVD (GRAM, GSTEP, APPLY x 3) on the gpu against the cpu: the same path
  * (one pass for kappa <= 64, shifted CholeskyQR3 above), U orthonormal and U S Vt = A to
- * 1e-12, S within 1e-12 S[0] of the cpu's. Also with GS_CUDA_GRAM=gemm. */
+ * 1e-12, S within 1e-12 S[0] of the cpu's. Also with GS_CUDA_GRAM=gemm, syrk, strided and
+ * blocked. */
 static void gram_both(int64_t m, int64_t n, double e, const int64_t *rows, int np)
 {
     double *a = la_graded(m, n, e), *cu, *cst, *gu, *gst;
@@ -428,11 +429,75 @@ Test(chunkops_cuda_linalg, gram_svd_matches_cpu_for_every_conditioning, .timeout
     setenv("GS_CUDA_GRAM", "syrk", 1);
     gram_both(1000, 40, 0.5, rows, 4);
     gram_both(1000, 40, 10.0, rows, 4);
+    setenv("GS_CUDA_GRAM", "strided", 1);
+    gram_both(3000, 1100, 0.5, (const int64_t[]){1500, 1500}, 2);
+    setenv("GS_CUDA_GRAM", "blocked", 1);
+    gram_both(1000, 40, 0.5, rows, 4);
+    gram_both(3000, 1100, 8.0, (const int64_t[]){1500, 1500}, 2);
     unsetenv("GS_CUDA_GRAM");
     gram_both(3000, 1100, 0.5, (const int64_t[]){1500, 1500}, 2);   /* 3 x 3 blocks */
     const int64_t big[] = {5000, 5000, 5000, 5000};
     gram_both(20000, 300, 0.5, big, 4);
     gram_both(20000, 300, 8.0, big, 4);
+    close_both();
+}
+
+/* GRAM alone on the gpu against the cpu under GS_CUDA_GRAM=@a method (NULL: the default,
+ * batched) with GS_CUDA_GRAM_BLOCK / GS_CUDA_GRAM_SPLIT = @a block / @a split (NULL: unset):
+ * per element |gpu - cpu| <= 1e-13 (m + 1) (entries of a in [-1, 1)), and exactly symmetric
+ * except for the full-GEMM method. */
+static void gram_only(const char *method, const char *block, const char *split, int64_t n,
+                      const int64_t *rows, int np)
+{
+    int64_t m = 0;
+    for (int i = 0; i < np; i++) m += rows[i];
+    double *a = la_rand_mat(m, n), *co, *go;
+    gs_klinalg_t k;
+    if (method != NULL) setenv("GS_CUDA_GRAM", method, 1);
+    if (block != NULL) setenv("GS_CUDA_GRAM_BLOCK", block, 1);
+    if (split != NULL) setenv("GS_CUDA_GRAM_SPLIT", split, 1);
+    stack_pieces(&k, GS_LA_GRAM, a, n, rows, np);
+    run_both(&k, &co, &go, NULL);
+    unsetenv("GS_CUDA_GRAM");
+    unsetenv("GS_CUDA_GRAM_BLOCK");
+    unsetenv("GS_CUDA_GRAM_SPLIT");
+    const int sym = method == NULL || strcmp(method, "gemm") != 0;
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j < n; j++) {
+            cr_assert(fabs(go[i * n + j] - co[i * n + j]) <= 1e-13 * (double)(m + 1),
+                      "%s block %s split %s, n %lld: G[%lld][%lld] gpu %.17g cpu %.17g",
+                      method ? method : "default", block ? block : "-", split ? split : "-",
+                      (long long)n, (long long)i, (long long)j, go[i * n + j], co[i * n + j]);
+            if (sym)
+                cr_assert(go[i * n + j] == go[j * n + i],
+                          "%s, n %lld: G[%lld][%lld] != G[%lld][%lld]",
+                          method ? method : "default", (long long)n, (long long)i, (long long)j,
+                          (long long)j, (long long)i);
+        }
+    free(a), free(co), free(go);
+    free_host(&k);
+}
+
+/* Every GS_CUDA_GRAM method on pieces of uneven rows (1 row first, then pieces cut into 2 and 4
+ * row slices with tails of 1 and 3 rows, ld n + 3 on odd pieces): n below the block side, a
+ * last block that overlaps its neighbour (n 300 / block 256, n 600 / 128), blocks that tile n
+ * exactly (300 / 100), slices forced to 1 and 3. */
+Test(chunkops_cuda_linalg, gram_methods_match_cpu, .timeout = 300)
+{
+    GPU_OR_SKIP();
+    open_both();
+    const int64_t rows[] = {1, 9001, 4099, 300, 20003};
+    gram_only(NULL, NULL, NULL, 40, rows, 5);
+    gram_only(NULL, NULL, NULL, 300, rows, 5);
+    gram_only("batched", "128", "3", 600, rows, 5);
+    gram_only("batched", "100", "1", 300, rows, 5);
+    gram_only("batched", "64", "64", 300, (const int64_t[]){300000}, 1);
+    gram_only("strided", NULL, NULL, 300, rows, 5);
+    gram_only("strided", "128", "3", 600, rows, 5);
+    gram_only("blocked", NULL, NULL, 300, rows, 5);
+    gram_only("blocked", "128", NULL, 600, rows, 5);
+    gram_only("syrk", NULL, NULL, 300, rows, 5);
+    gram_only("gemm", NULL, NULL, 300, rows, 5);
     close_both();
 }
 

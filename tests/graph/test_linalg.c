@@ -561,7 +561,7 @@ static void gram_case(const double *a, int64_t m, int64_t n, int64_t nr, const i
 
 Test(graph_linalg, svd_keeps_accuracy_for_ill_conditioned_inputs)
 {
-    /* 17 odd chunks: two GRAM groups and a sum per pass */
+    /* 17 odd chunks: two GRAM groups per pass, summed by the GSTEP task */
     const int64_t m = 400, n = 16;
     int64_t nr, *rb = reg(m, 24, &nr);
     const double kappas[] = {1.0, 30.0, 1e3, 1e6, 1e10, 1e13};
@@ -584,7 +584,7 @@ Test(graph_linalg, svd_of_odd_chunks_and_single_columns)
     gram_case(a, 130, 9, 6, odd, GS_LOWER_DEFAULT, "odd chunks");
     gram_case(b, 30, 1, 3, one, GS_LOWER_DEFAULT, "one column");
     free(a), free(b);
-    /* chunks past GS__GRAM_GROUP_ROWS: a GRAM task each and a sum */
+    /* chunks past GS__GRAM_GROUP_ROWS: a GRAM task each, summed by the GSTEP task */
     const int64_t big[] = {0, 70000, 140000, 140003};
     a = conditioned(140003, 3, 1e8);
     gram_case(a, 140003, 3, 3, big, GS_LOWER_DEFAULT, "large chunks, kappa 1e8");
@@ -626,6 +626,16 @@ Test(graph_linalg, svd_lowers_to_three_gram_passes)
     OK(gs_graph_lower(u, GS_LOWER_DEFAULT, &tg));
     cr_assert_eq(count_tasks(tg, "linalg-gram", &nl), 3 * 40);
     cr_assert_eq(count_tasks(tg, "linalg-sum", &nl), 3);
+    gs_taskgraph_free(tg);
+    gs_array_release(a), gs_array_release(u), gs_array_release(sv), gs_array_release(vt);
+    /* 16 such chunks: the GSTEP task adds the 16 Gram matrices itself (no sum, no barrier) */
+    int64_t s3[2] = {1120000, 4};
+    OK(gs_array_random_normal(3, 0, 1, 2, s3, c2, &a));
+    OK(gs_array_svd(a, &u, &sv, &vt));
+    OK(gs_graph_lower(u, GS_LOWER_DEFAULT, &tg));
+    cr_assert_eq(count_tasks(tg, "linalg-gram", &nl), 3 * 16);
+    cr_assert_eq(count_tasks(tg, "linalg-sum", &nl), 0);
+    cr_assert_eq(count_tasks(tg, "linalg-gstep", &nl), 3);
     gs_taskgraph_free(tg);
     gs_array_release(a), gs_array_release(u), gs_array_release(sv), gs_array_release(vt);
 }
