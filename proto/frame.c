@@ -13,6 +13,7 @@
 #include <string.h>
 
 #define GS__FRAME_READER_KEEP (4u << 20)  /* buffers above this are sized exactly and retained briefly */
+#define GS__FRAME_READER_ALIGN_MIN (64u << 10)  /* frames above this get an 8-byte aligned payload */
 #define GS__FRAME_READER_NONE SIZE_MAX     /* no frame handed out that could be detached */
 
 /* Detached frame storage (gs_frame_reader_detach). */
@@ -138,6 +139,20 @@ gs_status_t gs_frame_reader_feed(gs_frame_reader_t *r, const void *data, size_t 
     return GS_OK;
 }
 
+/* Move the unconsumed bytes (the start of a large frame) forward so the frame's payload begins at
+ * an 8-byte boundary in memory: its tables are then decoded in place. The caller reserved 8 bytes
+ * beyond the frame; nothing before pos is touched. */
+static void gs__frame_reader_align(gs_frame_reader_t *r)
+{
+    size_t mis = (size_t)((uintptr_t)(r->buf.data + r->pos + GS_PROTO_FRAME_HEADER) & 7u), shift;
+    if (mis == 0) return;
+    shift = 8 - mis;
+    gs_assert_always(r->buf.cap - r->buf.len >= shift);
+    memmove(r->buf.data + r->pos + shift, r->buf.data + r->pos, r->buf.len - r->pos);
+    r->pos += shift;
+    r->buf.len += shift;
+}
+
 gs_status_t gs_frame_reader_next(gs_frame_reader_t *r, const uint8_t **payload_p, size_t *len_p)
 {
     size_t avail = r->buf.len - r->pos, frame;
@@ -150,8 +165,14 @@ gs_status_t gs_frame_reader_next(gs_frame_reader_t *r, const uint8_t **payload_p
     }
     frame = GS_PROTO_FRAME_HEADER + (size_t)flen;
     if (avail < frame) {
-        /* reserve the whole frame once, now that its size is known and accepted */
-        return gs__frame_reader_room(r, frame - avail) == GS_OK ? GS_INPROGRESS : GS_ERR_NO_MEMORY;
+        /* reserve the whole frame once, now that its size is known and accepted (a large one with
+         * room to move its payload to an 8-byte boundary) */
+        if (frame <= GS__FRAME_READER_ALIGN_MIN) {
+            return gs__frame_reader_room(r, frame - avail) == GS_OK ? GS_INPROGRESS : GS_ERR_NO_MEMORY;
+        }
+        if (gs__frame_reader_room(r, frame - avail + 8) != GS_OK) return GS_ERR_NO_MEMORY;
+        gs__frame_reader_align(r);
+        return GS_INPROGRESS;
     }
     *payload_p = r->buf.data + r->pos + GS_PROTO_FRAME_HEADER;
     *len_p = flen;

@@ -227,7 +227,7 @@ Test(proto_frame, reserves_a_large_frame_once_and_receives_it_in_place)
     cr_assert_eq(gs_frame_reader_feed(&r, f, off), GS_OK);
     cr_assert_eq(gs_frame_reader_space(&r, 65536, &space), 0, "not reserved before next() saw the header");
     cr_assert_eq(gs_frame_reader_next(&r, &p, &len), GS_INPROGRESS);
-    cr_assert_eq(r.buf.cap, n + 4, "reserved exactly the frame: %zu", r.buf.cap);
+    cr_assert_eq(r.buf.cap, n + 4 + 8, "reserved exactly the frame and 8 bytes to align it: %zu", r.buf.cap);
     base = r.buf.data;
     /* the rest arrives in uneven pieces written straight into the reader */
     for (size_t piece = 1; off < n + 4; piece = piece * 3 + 7) {
@@ -243,7 +243,8 @@ Test(proto_frame, reserves_a_large_frame_once_and_receives_it_in_place)
     cr_assert_eq(gs_frame_reader_space(&r, 65536, &space), 0, "complete: no space handed out");
     expect_payload(&r, f, n);
     cr_assert_eq(r.buf.data, base, "never moved or grown after the reservation");
-    cr_assert_eq(r.buf.cap, n + 4);
+    cr_assert_eq(r.buf.cap, n + 4 + 8);
+    cr_assert_eq((uintptr_t)(r.buf.data + r.pos - n) & 7u, 0, "the payload starts at an 8-byte boundary");
     gs_frame_reader_cleanup(&r);
     gs_free(f);
     proto_check_no_leaks();
@@ -266,7 +267,8 @@ Test(proto_frame, large_frame_in_one_piece_or_many_pieces_never_overallocates)
             cr_assert_eq(gs_frame_reader_feed(&r, f + off, k), GS_OK);
             off += k;
             if (off < n + 4) cr_assert_eq(gs_frame_reader_next(&r, &p, &len), GS_INPROGRESS);
-            cr_assert_leq(r.buf.cap, n + 4, "mode %d: buffer of %zu for a frame of %zu", mode, r.buf.cap, n + 4);
+            cr_assert_leq(r.buf.cap, n + 4 + 8, "mode %d: buffer of %zu for a frame of %zu (and 8 to align it)", mode,
+                          r.buf.cap, n + 4);
         }
         expect_payload(&r, f, n);
         cr_assert_eq(gs_frame_reader_next(&r, &p, &len), GS_INPROGRESS);
@@ -452,7 +454,7 @@ Test(proto_frame, freed_large_storage_is_reused_by_the_next_large_frame_then_tri
     /* a larger frame grows the spare */
     cr_assert_eq(gs_frame_reader_feed(&r, g, 1000), GS_OK);
     cr_assert_eq(gs_frame_reader_next(&r, &p, &len), GS_INPROGRESS);
-    cr_assert_eq(r.buf.cap, n + 4096 + 4);
+    cr_assert_eq(r.buf.cap, n + 4096 + 4 + 8, "announced size and 8 bytes to align it");
     cr_assert_eq(gs_frame_storage_spare(), 0);
     cr_assert_eq(gs_frame_reader_feed(&r, g + 1000, n + 4096 + 4 - 1000), GS_OK);
     expect_payload(&r, g, n + 4096);
@@ -464,7 +466,7 @@ Test(proto_frame, freed_large_storage_is_reused_by_the_next_large_frame_then_tri
     gs_frame_storage_free(s2);
     cr_assert_eq(gs_frame_storage_spare(), 0);
     gs_frame_storage_free(s1);
-    cr_assert_eq(gs_frame_storage_spare(), n + 4096 + 4);
+    cr_assert_eq(gs_frame_storage_spare(), n + 4096 + 4 + 8);
     gs_frame_storage_trim();
     /* at most 16 spares: a smaller 17th is freed, a larger one replaces the smallest */
     {
