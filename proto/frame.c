@@ -142,6 +142,11 @@ gs_status_t gs_frame_reader_feed(gs_frame_reader_t *r, const void *data, size_t 
 /* Move the unconsumed bytes (the start of a large frame) forward so the frame's payload begins at
  * an 8-byte boundary in memory: its tables are then decoded in place. The caller reserved 8 bytes
  * beyond the frame; nothing before pos is touched. */
+static int gs__frame_reader_aligned(const gs_frame_reader_t *r)
+{
+    return r->buf.data != NULL && ((uintptr_t)(r->buf.data + r->pos + GS_PROTO_FRAME_HEADER) & 7u) == 0;
+}
+
 static void gs__frame_reader_align(gs_frame_reader_t *r)
 {
     size_t mis = (size_t)((uintptr_t)(r->buf.data + r->pos + GS_PROTO_FRAME_HEADER) & 7u), shift;
@@ -170,8 +175,10 @@ gs_status_t gs_frame_reader_next(gs_frame_reader_t *r, const uint8_t **payload_p
         if (frame <= GS__FRAME_READER_ALIGN_MIN) {
             return gs__frame_reader_room(r, frame - avail) == GS_OK ? GS_INPROGRESS : GS_ERR_NO_MEMORY;
         }
-        if (gs__frame_reader_room(r, frame - avail + 8) != GS_OK) return GS_ERR_NO_MEMORY;
-        gs__frame_reader_align(r);
+        if (gs__frame_reader_room(r, frame - avail + (gs__frame_reader_aligned(r) ? 0 : 8)) != GS_OK) {
+            return GS_ERR_NO_MEMORY;
+        }
+        gs__frame_reader_align(r);   /* once: the next calls find it aligned and reserved */
         return GS_INPROGRESS;
     }
     *payload_p = r->buf.data + r->pos + GS_PROTO_FRAME_HEADER;

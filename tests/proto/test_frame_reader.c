@@ -229,8 +229,10 @@ Test(proto_frame, reserves_a_large_frame_once_and_receives_it_in_place)
     cr_assert_eq(gs_frame_reader_next(&r, &p, &len), GS_INPROGRESS);
     cr_assert_eq(r.buf.cap, n + 4 + 8, "reserved exactly the frame and 8 bytes to align it: %zu", r.buf.cap);
     base = r.buf.data;
+    size_t pos0 = r.pos;   /* where the frame was aligned, once */
     /* the rest arrives in uneven pieces written straight into the reader */
     for (size_t piece = 1; off < n + 4; piece = piece * 3 + 7) {
+        cr_assert_eq(r.pos, pos0, "the received bytes were moved again");
         size_t want = gs_frame_reader_space(&r, 65536, &space);
         cr_assert_eq(want, n + 4 - off);
         cr_assert_eq(space, r.buf.data + r.buf.len);
@@ -258,7 +260,7 @@ Test(proto_frame, large_frame_in_one_piece_or_many_pieces_never_overallocates)
     for (int mode = 0; mode < 3; mode++) {
         gs_frame_reader_t r;
         const uint8_t *p;
-        size_t len, off = 0;
+        size_t len, off = 0, pos_seen = SIZE_MAX;
         gs_frame_reader_init(&r, 0);
         while (off < n + 4) {
             size_t k = mode == 0 ? n + 4 : mode == 1 ? 1 + test_rand(&rng) % 70000 : 1 + test_rand(&rng) % 5;
@@ -267,6 +269,12 @@ Test(proto_frame, large_frame_in_one_piece_or_many_pieces_never_overallocates)
             cr_assert_eq(gs_frame_reader_feed(&r, f + off, k), GS_OK);
             off += k;
             if (off < n + 4) cr_assert_eq(gs_frame_reader_next(&r, &p, &len), GS_INPROGRESS);
+            if (off >= 4 && off < n + 4) {
+                /* aligned when the header was seen, never moved again */
+                if (pos_seen == SIZE_MAX) pos_seen = r.pos;
+                cr_assert_eq(r.pos, pos_seen, "mode %d: received bytes moved again at %zu", mode, off);
+                cr_assert_eq((uintptr_t)(r.buf.data + r.pos + 4) & 7u, 0, "mode %d: payload not aligned", mode);
+            }
             cr_assert_leq(r.buf.cap, n + 4 + 8, "mode %d: buffer of %zu for a frame of %zu (and 8 to align it)", mode,
                           r.buf.cap, n + 4);
         }
