@@ -531,8 +531,10 @@ void gs_msg_cleanup(gs_msg_t *msg);
  * 8 bytes), when its header has been examined by gs_frame_reader_next (and accepted against
  * max_frame). The payload of a frame of more than 64 KiB that is still arriving is moved to an
  * 8-byte boundary in memory (while little of it is in), so its tables decode in place
- * (gs_msg_decode_borrow). Once drained, such a buffer is kept for the next frame only while the last frame
- * handed out was large: the first small frame, or gs_frame_reader_trim(), releases it. So a
+ * (gs_msg_decode_borrow). Once drained, a large buffer is kept for the next frame only while the
+ * last frame handed out was large: the first small frame, or gs_frame_reader_trim(), releases it to the
+ * thread's spare buffers (those of detached frames given back, see gs_frame_storage_free; the
+ * next large frame on the thread is received into one, its pages already faulted in). So a
  * reader holds one buffer, never more than the largest recent frame (plus less than 64 KiB of
  * bytes that followed it in one read).
  */
@@ -589,7 +591,9 @@ void gs_frame_reader_trim(gs_frame_reader_t *r);
 size_t gs_frame_reader_retained(const gs_frame_reader_t *r);
 /** Release the buffer if nothing is buffered and it holds more than @a max_kept bytes, whatever
  *  the last frame was (a daemon bounding its receive memory: gsched's connections keep no drained
- *  buffer past their read buffer's size). Returns the bytes released. */
+ *  buffer past their read buffer's size). A large buffer goes to the thread's spares (bounded to
+ *  16 buffers and 1 GiB; connections trim them after a second without traffic). Returns the
+ *  bytes released from the reader. */
 size_t gs_frame_reader_shrink(gs_frame_reader_t *r, size_t max_kept);
 
 #ifdef __cplusplus

@@ -186,6 +186,8 @@ Test(proto_frame, releases_a_large_buffer_once_drained)
     cr_assert_geq(r.buf.cap, big);
     cr_assert_eq(gs_frame_reader_feed(&r, "\1\0\0\0", 4), GS_OK);
     cr_assert_lt(r.buf.cap, big);
+    cr_assert_eq(gs_frame_storage_spare(), big + 4, "the large buffer became this thread's spare");
+    gs_frame_storage_trim();
     cr_assert_eq(gs_frame_reader_next(&r, &p, &len), GS_INPROGRESS);
     gs_frame_reader_cleanup(&r);
     gs_free(frame);
@@ -308,10 +310,12 @@ Test(proto_frame, keeps_a_drained_large_buffer_for_the_next_large_frame)
     cr_assert_eq(gs_frame_reader_retained(&r), 0, "in use, not retained");
     cr_assert_eq(gs_frame_reader_feed(&r, f2 + 65536, n - 1000 + 4 - 65536), GS_OK);
     expect_payload(&r, f2, n - 1000);
-    /* idle: trim releases it */
+    /* idle: trim releases it to the thread's spares (which the connection's timer trims too) */
     gs_frame_reader_trim(&r);
     cr_assert_null(r.buf.data);
     cr_assert_eq(gs_frame_reader_retained(&r), 0);
+    cr_assert_eq(gs_frame_storage_spare(), n + 4, "kept as a spare for the next large frame");
+    gs_frame_storage_trim();
     gs_frame_reader_cleanup(&r);
     gs_free(f1);
     gs_free(f2);
