@@ -74,7 +74,8 @@ void gs_conn_budget_init(gs_conn_budget_t *budget, uint64_t limit);
 
 /** A decoded message. @a msg is valid only during the call (it is cleaned up afterwards). A DATA
  *  message's bytes are not copied out of the received frame (gs_msg_decode_borrow: no alignment
- *  guarantee); gs_conn_detach_frame() keeps them alive past the call. */
+ *  guarantee), nor are the integer tables of a frame whose payload is 8-byte aligned (the reader
+ *  aligns frames over 64 KiB); gs_conn_detach_frame() keeps them alive past the call. */
 typedef void (*gs_conn_msg_cb)(gs_conn_t *conn, gs_msg_t *msg, void *arg);
 /** Borrowed bytes of gs_conn_send_data() are no longer used: @a status GS_OK once written,
  *  GS_ERR_CANCELED when dropped by a close, another error when the write failed. */

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #define GS__FRAME_READER_KEEP (4u << 20)  /* buffers above this are sized exactly and retained briefly */
+#define GS__FRAME_READER_ALIGN_MIN (64u << 10)  /* frames above this get an 8-byte aligned payload */
 #define GS__FRAME_READER_NONE SIZE_MAX     /* no frame handed out that could be detached */
 
 /* Detached frame storage (gs_frame_reader_detach). */
@@ -31,6 +32,22 @@ struct gs_frame_storage {
 #define GS__SPARES 16
 #define GS__SPARE_BYTES ((size_t)1 << 30)  /* and at most this much in all */
 static _Thread_local gs_frame_storage_t gs__spare[GS__SPARES];
+
+static void gs__spare_keep(gs_frame_storage_t *fs);
+static void gs__spare_put(uint8_t *data, size_t cap);
+
+/* A drained reader's buffer: a large one becomes a spare of this thread (the next large frame
+ * on this thread is received into memory already faulted in; idle connections trim the spares),
+ * a small one is freed. */
+static void gs__frame_reader_release(gs_frame_reader_t *r)
+{
+    if (r->buf.cap > GS__FRAME_READER_KEEP) {
+        gs__spare_put(r->buf.data, r->buf.cap);
+        gs_buf_init(&r->buf);
+    } else {
+        gs_buf_cleanup(&r->buf);
+    }
+}
 
 /* The smallest spare of at least @a need bytes, else the largest; -1 when there is none. */
 static int gs__spare_pick(size_t need)
@@ -120,7 +137,7 @@ static void gs__frame_reader_rewind(gs_frame_reader_t *r)
     if (r->pos != r->buf.len) return;
     r->buf.len = r->pos = 0;
     r->last = GS__FRAME_READER_NONE;
-    if (r->buf.cap > GS__FRAME_READER_KEEP && !r->keep) gs_buf_cleanup(&r->buf);
+    if (r->buf.cap > GS__FRAME_READER_KEEP && !r->keep) gs__frame_reader_release(r);
 }
 
 gs_status_t gs_frame_reader_feed(gs_frame_reader_t *r, const void *data, size_t len)
@@ -130,12 +147,31 @@ gs_status_t gs_frame_reader_feed(gs_frame_reader_t *r, const void *data, size_t 
     gs__frame_reader_rewind(r);
     if (r->buf.len == 0 && r->buf.cap > GS__FRAME_READER_KEEP && len >= GS_PROTO_FRAME_HEADER &&
         GS_PROTO_FRAME_HEADER + gs__ld_le(data, 4) <= GS__FRAME_READER_KEEP) {
-        gs_buf_cleanup(&r->buf);  /* a small frame follows the large ones: release the large buffer */
+        gs__frame_reader_release(r);  /* a small frame follows the large ones: release the large buffer */
     }
     if ((st = gs__frame_reader_room(r, len)) != GS_OK) return st;
     memcpy(r->buf.data + r->buf.len, data, len);
     r->buf.len += len;
     return GS_OK;
+}
+
+/* Move the unconsumed bytes (the start of a large frame) forward so the frame's payload begins at
+ * an 8-byte boundary in memory: its tables are then decoded in place. The caller reserved 8 bytes
+ * beyond the frame; nothing before pos is touched. */
+static int gs__frame_reader_aligned(const gs_frame_reader_t *r)
+{
+    return r->buf.data != NULL && ((uintptr_t)(r->buf.data + r->pos + GS_PROTO_FRAME_HEADER) & 7u) == 0;
+}
+
+static void gs__frame_reader_align(gs_frame_reader_t *r)
+{
+    size_t mis = (size_t)((uintptr_t)(r->buf.data + r->pos + GS_PROTO_FRAME_HEADER) & 7u), shift;
+    if (mis == 0) return;
+    shift = 8 - mis;
+    gs_assert_always(r->buf.cap - r->buf.len >= shift);
+    memmove(r->buf.data + r->pos + shift, r->buf.data + r->pos, r->buf.len - r->pos);
+    r->pos += shift;
+    r->buf.len += shift;
 }
 
 gs_status_t gs_frame_reader_next(gs_frame_reader_t *r, const uint8_t **payload_p, size_t *len_p)
@@ -150,8 +186,16 @@ gs_status_t gs_frame_reader_next(gs_frame_reader_t *r, const uint8_t **payload_p
     }
     frame = GS_PROTO_FRAME_HEADER + (size_t)flen;
     if (avail < frame) {
-        /* reserve the whole frame once, now that its size is known and accepted */
-        return gs__frame_reader_room(r, frame - avail) == GS_OK ? GS_INPROGRESS : GS_ERR_NO_MEMORY;
+        /* reserve the whole frame once, now that its size is known and accepted (a large one with
+         * room to move its payload to an 8-byte boundary) */
+        if (frame <= GS__FRAME_READER_ALIGN_MIN) {
+            return gs__frame_reader_room(r, frame - avail) == GS_OK ? GS_INPROGRESS : GS_ERR_NO_MEMORY;
+        }
+        if (gs__frame_reader_room(r, frame - avail + (gs__frame_reader_aligned(r) ? 0 : 8)) != GS_OK) {
+            return GS_ERR_NO_MEMORY;
+        }
+        gs__frame_reader_align(r);   /* once: the next calls find it aligned and reserved */
+        return GS_INPROGRESS;
     }
     *payload_p = r->buf.data + r->pos + GS_PROTO_FRAME_HEADER;
     *len_p = flen;
@@ -210,10 +254,23 @@ gs_status_t gs_frame_reader_detach(gs_frame_reader_t *r, gs_frame_storage_t **st
     return GS_OK;
 }
 
+/* Keep the large buffer @a data of @a cap bytes as a spare of this thread (or free it). */
+static void gs__spare_put(uint8_t *data, size_t cap)
+{
+    gs_frame_storage_t one = {data, cap};
+    gs__spare_keep(&one);
+}
+
 void gs_frame_storage_free(gs_frame_storage_t *fs)
 {
-    int slot = -1;
     if (fs == NULL) return;
+    gs__spare_keep(fs);
+    gs_free(fs);
+}
+
+static void gs__spare_keep(gs_frame_storage_t *fs)
+{
+    int slot = -1;
     if (fs->cap > GS__FRAME_READER_KEEP && fs->cap <= GS__SPARE_BYTES) {
         /* an empty slot, else the smallest spare if this one is larger */
         for (int i = 0; i < GS__SPARES; i++) {
@@ -249,7 +306,6 @@ void gs_frame_storage_free(gs_frame_storage_t *fs)
     } else {
         gs_free(fs->data);
     }
-    gs_free(fs);
 }
 
 size_t gs_frame_storage_spare(void)
@@ -284,7 +340,7 @@ size_t gs_frame_reader_shrink(gs_frame_reader_t *r, size_t max_kept)
 {
     size_t cap = r->buf.cap;
     if (r->pos != r->buf.len || cap <= max_kept) return 0;
-    gs_buf_cleanup(&r->buf);
+    gs__frame_reader_release(r);
     r->pos = 0;
     r->keep = 0;
     r->last = GS__FRAME_READER_NONE;

@@ -2,6 +2,7 @@
 #include "proto/mp.h"
 
 #include "common/error.h"
+#include "common/log.h"
 
 #include <msgpack.h>
 #include <stddef.h>
@@ -518,4 +519,23 @@ void gs_mp_write_bin_head(gs_mp_writer_t *w, size_t len)
 {
     if (!gs__mp_len_ok(w, len)) return;
     msgpack_pack_bin(GS__MP_PK(w), len);
+}
+
+void gs_mp_write_bin32_padded(gs_mp_writer_t *w, unsigned pad, const void *p, size_t len)
+{
+    static const uint8_t zeros[8] = {0};
+    uint8_t head[5];
+    uint32_t n;
+    gs_assert_always(pad < 8);
+    if (!gs__mp_len_ok(w, len) || !gs__mp_len_ok(w, len + pad)) return;
+    n = (uint32_t)(len + pad);
+    head[0] = 0xc6;
+    head[1] = (uint8_t)(n >> 24);
+    head[2] = (uint8_t)(n >> 16);
+    head[3] = (uint8_t)(n >> 8);
+    head[4] = (uint8_t)n;
+    if (gs_buf_append(w->out, head, sizeof head) != GS_OK || gs_buf_append(w->out, zeros, pad) != GS_OK ||
+        (len > 0 && gs_buf_append(w->out, p, len) != GS_OK)) {
+        w->err = gs_error_set(GS_ERR_NO_MEMORY, "msgpack: out of memory appending a bin of %zu bytes", len);
+    }
 }

@@ -73,6 +73,11 @@ void gs_mp_write_str(gs_mp_writer_t *w, const char *s, size_t len);
 void gs_mp_write_bin(gs_mp_writer_t *w, const void *p, size_t len);
 /** Only the header of a bin of @a len bytes; the caller supplies the bytes after it. */
 void gs_mp_write_bin_head(gs_mp_writer_t *w, size_t len);
+/** A bin of @a pad (0 .. 7) zero bytes followed by the @a len bytes at @a p (only read; may be
+ *  NULL when @a len is 0), its header always in the 5-byte bin 32 form whatever the length, so
+ *  the caller knows where the bytes land: 5 + @a pad bytes after the output's current end (the
+ *  protocol's 8-byte aligned tables, proto/msg_encode.c). */
+void gs_mp_write_bin32_padded(gs_mp_writer_t *w, unsigned pad, const void *p, size_t len);
 
 #ifdef __cplusplus
 }

@@ -56,8 +56,11 @@ extern "C" {
 #endif
 
 /* 2: HELLO carries a nonce and no token; CHALLENGE and AUTH prove the token (common/auth.h);
- * WELCOME carries a worker's data-plane key; worker-to-worker requests carry a MAC. */
-#define GS_PROTO_VERSION 2u
+ * WELCOME carries a worker's data-plane key; worker-to-worker requests carry a MAC.
+ * 3: every integer table (TAB, CSR, DTAB of proto/msg_schema.h) is a bin 32 whose entries follow
+ * 0 to 7 zero bytes of padding that put them at a multiple of 8 bytes from the payload's start, so
+ * a receiver reads a large graph's tables in place instead of copying them. */
+#define GS_PROTO_VERSION 3u
 #define GS_PROTO_FRAME_HEADER 4u
 #define GS_PROTO_DEFAULT_MAX_FRAME (1024u * 1024u * 1024u)  /* 1 GiB */
 
@@ -512,8 +515,10 @@ gs_status_t gs_msg_encode_head(const gs_msg_t *msg, gs_buf_t *out, size_t *tail_
 gs_status_t gs_msg_decode(const void *payload, size_t len, gs_msg_t *msg_p);
 
 /** As gs_msg_decode(), except that a DATA message's bytes (msg->u.data.data) are not copied:
- *  they point into @a payload (no alignment guarantee) and are valid only as long as it is.
- *  Every other field and type is owned as with gs_msg_decode(); release with gs_msg_cleanup(). */
+ *  they point into @a payload (no alignment guarantee), and neither are the integer tables when
+ *  @a payload is 8-byte aligned on a little-endian host (the tables are then aligned too): both
+ *  are valid only as long as @a payload is. Every other field is owned as with gs_msg_decode();
+ *  release with gs_msg_cleanup(). */
 gs_status_t gs_msg_decode_borrow(const void *payload, size_t len, gs_msg_t *msg_p);
 
 /** Release a decoded message's memory (no-op for messages built by hand). */
@@ -522,10 +527,14 @@ void gs_msg_cleanup(gs_msg_t *msg);
 /**
  * Incremental frame reader for stream transports. Feed bytes as they arrive (or receive them
  * straight into the reader: gs_frame_reader_space / _commit); take complete payloads out. The
- * reader owns its buffer. A frame larger than 4 MiB is reserved once, at exactly its announced
- * size, when its header has been examined by gs_frame_reader_next (and accepted against
- * max_frame). Once drained, such a buffer is kept for the next frame only while the last frame
- * handed out was large: the first small frame, or gs_frame_reader_trim(), releases it. So a
+ * reader owns its buffer. A frame larger than 4 MiB is reserved once, at its announced size (plus
+ * 8 bytes), when its header has been examined by gs_frame_reader_next (and accepted against
+ * max_frame). The payload of a frame of more than 64 KiB that is still arriving is moved to an
+ * 8-byte boundary in memory (while little of it is in), so its tables decode in place
+ * (gs_msg_decode_borrow). Once drained, a large buffer is kept for the next frame only while the
+ * last frame handed out was large: the first small frame, or gs_frame_reader_trim(), releases it to the
+ * thread's spare buffers (those of detached frames given back, see gs_frame_storage_free; the
+ * next large frame on the thread is received into one, its pages already faulted in). So a
  * reader holds one buffer, never more than the largest recent frame (plus less than 64 KiB of
  * bytes that followed it in one read).
  */
@@ -582,7 +591,9 @@ void gs_frame_reader_trim(gs_frame_reader_t *r);
 size_t gs_frame_reader_retained(const gs_frame_reader_t *r);
 /** Release the buffer if nothing is buffered and it holds more than @a max_kept bytes, whatever
  *  the last frame was (a daemon bounding its receive memory: gsched's connections keep no drained
- *  buffer past their read buffer's size). Returns the bytes released. */
+ *  buffer past their read buffer's size). A large buffer goes to the thread's spares (bounded to
+ *  16 buffers and 1 GiB; connections trim them after a second without traffic). Returns the
+ *  bytes released from the reader. */
 size_t gs_frame_reader_shrink(gs_frame_reader_t *r, size_t max_kept);
 
 #ifdef __cplusplus

@@ -8,7 +8,11 @@
  *      table length against the data actually present, and record where each table, string and
  *      array of strings/blobs lies in the payload (zero-copy, nothing allocated);
  *   2. own: compute the exact storage needed, make ONE allocation (bounded by a small constant
- *      times the payload length), copy every table 8-byte aligned and every string NUL-terminated;
+ *      times the payload length), copy every table 8-byte aligned and every string NUL-terminated.
+ *      Tables start 8-byte aligned from the payload's start (their bin holds 0 to 7 zero bytes of
+ *      padding first, protocol version 3; anything else is refused): gs_msg_decode_borrow() on a
+ *      little-endian host leaves a table in the payload when the payload itself is 8-byte aligned
+ *      (the frame reader places large payloads so), which spares copying a large graph;
  *   3. check: the semantic checks shared with the encoder (gs__msg_check). On failure the storage
  *      is freed and GS_ERR_PROTO returned.
  */
@@ -72,19 +76,31 @@ static void gs__dec_add(gs__dec_t *d, gs__item_kind_t kind, unsigned width, cons
     d->nitems++;
 }
 
-/* A bin holding exactly @a count entries of @a width bytes (table entry width times per). Returns
- * its bytes, NULL on error. */
+/* A bin holding the zero padding that puts its entries at a multiple of 8 bytes from the payload's
+ * start, then exactly @a count entries of @a width bytes (table entry width times per). Returns
+ * the entries, NULL on error. */
 static const uint8_t *gs__dec_table(gs__dec_t *d, const gs__field_t *f, uint64_t count, void *dst)
 {
     unsigned width = f->size * f->per;
     const uint8_t *p;
-    uint32_t len;
+    uint32_t len, pad;
     if (!gs_mp_read_bin(&d->r, &p, &len)) return NULL;
-    if (count > len / width || (uint64_t)len != count * width) {
-        gs__dec_fail(d, "%s has %u bytes, expected %llu entries of %u bytes", f->name, len,
-                     (unsigned long long)count, width);
+    pad = (0u - (uint32_t)(size_t)(p - d->r.start)) & 7u;
+    if (len < pad || count > (len - pad) / width || (uint64_t)(len - pad) != count * width) {
+        gs__dec_fail(d,
+                     "%s has %u bytes, expected %u bytes of padding (to an 8-byte boundary of the payload) "
+                     "and %llu entries of %u bytes",
+                     f->name, len, pad, (unsigned long long)count, width);
         return NULL;
     }
+    for (uint32_t k = 0; k < pad; k++) {
+        if (p[k] != 0) {
+            gs__dec_fail(d, "%s: byte %u of its %u bytes of alignment padding is not zero", f->name, k, pad);
+            return NULL;
+        }
+    }
+    p += pad;
+    len -= pad;
     gs__dec_add(d, GS__IT_TAB, f->size, p, len, dst);
     return p;
 }
@@ -263,16 +279,30 @@ static void gs__own_array(const gs__dec_t *d, const gs__item_t *it, size_t *off,
     }
 }
 
-/* Lay out (base == NULL: only size) or copy (base != NULL) every recorded item; returns the size. */
-static size_t gs__dec_layout(const gs__dec_t *d, uint8_t *base)
+/* Whether table item @a it is read where it lies in the payload: borrowing, little-endian, and
+ * 8-byte aligned in memory (the wire aligns it to the payload's start). */
+static int gs__dec_in_place(const gs__dec_t *d, const gs__item_t *it)
+{
+    return d->borrow && !GS__BIG_ENDIAN && ((uintptr_t)it->raw & 7u) == 0;
+}
+
+/* Lay out (fill == 0: only size) or fill (fill != 0: copy into @a base, NULL when the size was 0)
+ * every recorded item; returns the size. */
+static size_t gs__dec_layout(const gs__dec_t *d, uint8_t *base, int fill)
 {
     size_t off = 0;
     for (unsigned i = 0; i < d->nitems; i++) {
         const gs__item_t *it = &d->items[i];
         switch (it->kind) {
         case GS__IT_TAB: {
-            size_t o = gs__place(&off, it->len, 8);
+            size_t o;
             void *p;
+            if (gs__dec_in_place(d, it)) {
+                p = it->len > 0 ? (void *)(uintptr_t)it->raw : NULL;
+                if (fill) memcpy(it->dst, &p, sizeof p);
+                break;
+            }
+            o = gs__place(&off, it->len, 8);
             if (base == NULL) break;
             p = it->len > 0 ? base + o : NULL;
             if (it->len > 0) {
@@ -336,7 +366,7 @@ static gs_status_t gs__msg_decode(const void *payload, size_t len, int borrow, g
         return gs_error_set(GS_ERR_PROTO, "malformed %s message: %s", gs_msg_type_name(type), detail);
     }
 
-    size = gs__dec_layout(&d, NULL);
+    size = gs__dec_layout(&d, NULL, 0);
     if (size > 0) {
         base = gs_malloc(size, "decoded message");
         if (base == NULL) {
@@ -344,8 +374,8 @@ static gs_status_t gs__msg_decode(const void *payload, size_t len, int borrow, g
                                 size);
         }
         (void)gs_heap_advise_huge(base, size);   /* filled at once: few faults for a large graph */
-        gs__dec_layout(&d, base);
     }
+    gs__dec_layout(&d, base, 1);
     m.owned = base;
     if (!gs__msg_check(&m, &why)) {
         gs_free(base);

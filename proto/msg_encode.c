@@ -1,8 +1,11 @@
 /*
  * Message encoder (see proto/msg.h), derived from the schema table (proto/msg_schema.h): the
  * payload is the msgpack array [type, field...] with one element per table entry, in order.
- * Integer tables are msgpack `bin` holding little-endian fixed-width values. The semantic checks
- * run first (GS_ERR_INVALID_PARAM), so every message that encodes also decodes.
+ * Integer tables are msgpack `bin` (always the 5-byte bin 32 header) holding 0 to 7 zero bytes of
+ * padding and then the little-endian fixed-width values, which so start at a multiple of 8 bytes
+ * from the payload's start (protocol version 3): a receiver whose payload is 8-byte aligned reads
+ * them in place (gs_msg_decode_borrow). The semantic checks run first (GS_ERR_INVALID_PARAM), so
+ * every message that encodes also decodes.
  */
 #include "proto/msg.h"
 
@@ -31,8 +34,17 @@ static void gs__w_bytes(gs_mp_writer_t *w, const gs_bytes_t *b)
     gs_mp_write_bin(w, b->data, b->len);
 }
 
-/* A table of @a n entries of @a width bytes (host order in memory, little-endian on the wire). */
-static void gs__w_table(gs_mp_writer_t *w, const void *p, uint64_t n, unsigned width, const char *what)
+/* Padding that puts a table's first entry at a multiple of 8 bytes from the payload, which starts
+ * at offset @a base of the output (after the 5-byte bin 32 header). */
+static unsigned gs__w_pad(const gs_mp_writer_t *w, size_t base)
+{
+    return (unsigned)(0u - (unsigned)(w->out->len + 5 - base)) & 7u;
+}
+
+/* A table of @a n entries of @a width bytes (host order in memory, little-endian on the wire),
+ * 8-byte aligned from the payload's start at offset @a base of the output. */
+static void gs__w_table(gs_mp_writer_t *w, size_t base, const void *p, uint64_t n, unsigned width,
+                        const char *what)
 {
     if (w->err != GS_OK) return;
     if (n > UINT32_MAX / width) {
@@ -51,11 +63,11 @@ static void gs__w_table(gs_mp_writer_t *w, const void *p, uint64_t n, unsigned w
         for (size_t i = 0; i < len; i += width) {
             for (unsigned k = 0; k < width; k++) tmp[i + k] = ((const uint8_t *)p)[i + width - 1 - k];
         }
-        gs_mp_write_bin(w, tmp, len);
+        gs_mp_write_bin32_padded(w, gs__w_pad(w, base), tmp, len);
         gs_free(tmp);
     }
 #else
-    gs_mp_write_bin(w, p, (size_t)n * width);
+    gs_mp_write_bin32_padded(w, gs__w_pad(w, base), p, (size_t)n * width);
 #endif
 }
 
@@ -67,15 +79,15 @@ static uint64_t gs__entries(uint64_t count, unsigned per)
 }
 
 /* CSR offsets: count + 1 entries; NULL (no tasks) is sent as [0]. */
-static void gs__w_csr(gs_mp_writer_t *w, const uint64_t *dep_off, uint64_t ntasks, const char *what)
+static void gs__w_csr(gs_mp_writer_t *w, size_t base, const uint64_t *dep_off, uint64_t ntasks, const char *what)
 {
     static const uint64_t zero = 0;
     if (dep_off == NULL) {
-        gs__w_table(w, &zero, 1, 8, what);
+        gs__w_table(w, base, &zero, 1, 8, what);
     } else if (ntasks >= UINT32_MAX) {
-        gs__w_table(w, dep_off, UINT64_MAX, 8, what);  /* reports the size error */
+        gs__w_table(w, base, dep_off, UINT64_MAX, 8, what);  /* reports the size error */
     } else {
-        gs__w_table(w, dep_off, ntasks + 1, 8, what);
+        gs__w_table(w, base, dep_off, ntasks + 1, 8, what);
     }
 }
 
@@ -100,8 +112,9 @@ static void gs__w_array(gs_mp_writer_t *w, const void *body, const gs__field_t *
     }
 }
 
-/* Every field of the (checked) message; with @a head_only, a CHUNK field gets only its bin header. */
-static void gs__w_body(gs_mp_writer_t *w, const gs_msg_t *m, const gs__msg_desc_t *d, int head_only)
+/* Every field of the (checked) message, whose payload starts at offset @a base of the output; with
+ * @a head_only, a CHUNK field gets only its bin header. */
+static void gs__w_body(gs_mp_writer_t *w, size_t base, const gs_msg_t *m, const gs__msg_desc_t *d, int head_only)
 {
     const void *body = &m->u;
     uint64_t ndeps = 0;
@@ -125,14 +138,16 @@ static void gs__w_body(gs_mp_writer_t *w, const gs_msg_t *m, const gs__msg_desc_
             }
             break;
         case GS__F_TAB:
-            gs__w_table(w, gs__field_ptr(body, f), gs__entries(gs__field_count(body, f), f->per), f->size,
+            gs__w_table(w, base, gs__field_ptr(body, f), gs__entries(gs__field_count(body, f), f->per), f->size,
                         f->name);
             break;
         case GS__F_CSR:
-            gs__w_csr(w, gs__field_ptr(body, f), gs__field_count(body, f), f->name);
+            gs__w_csr(w, base, gs__field_ptr(body, f), gs__field_count(body, f), f->name);
             ndeps = gs__csr_ndeps(body, f);
             break;
-        case GS__F_DTAB: gs__w_table(w, gs__field_ptr(body, f), gs__entries(ndeps, f->per), f->size, f->name); break;
+        case GS__F_DTAB:
+            gs__w_table(w, base, gs__field_ptr(body, f), gs__entries(ndeps, f->per), f->size, f->name);
+            break;
         case GS__F_STRS:
         case GS__F_BINS:
         case GS__F_PEERS: gs__w_array(w, body, f); break;
@@ -165,13 +180,13 @@ static uint64_t gs__msg_size_hint(const gs_msg_t *m, const gs__msg_desc_t *d, in
             /* fall through */
         case GS__F_BIN: s = gs__sat_add(s, ((const gs_bytes_t *)gs__field_at(body, f))->len); break;
         case GS__F_TAB:
-            s = gs__sat_add(s, gs__sat_mul(gs__field_count(body, f), (uint64_t)f->per * f->size));
+            s = gs__sat_add(s, 12 + gs__sat_mul(gs__field_count(body, f), (uint64_t)f->per * f->size));
             break;
         case GS__F_CSR:
             ndeps = gs__csr_ndeps(body, f);
-            s = gs__sat_add(s, gs__sat_mul(gs__field_count(body, f), 8));
+            s = gs__sat_add(s, 20 + gs__sat_mul(gs__field_count(body, f), 8));
             break;
-        case GS__F_DTAB: s = gs__sat_add(s, gs__sat_mul(ndeps, (uint64_t)f->per * f->size)); break;
+        case GS__F_DTAB: s = gs__sat_add(s, 12 + gs__sat_mul(ndeps, (uint64_t)f->per * f->size)); break;
         case GS__F_BINS: {
             const gs_bytes_t *b = gs__field_ptr(body, f);
             uint64_t n = gs__field_count(body, f);
@@ -214,7 +229,7 @@ static gs_status_t gs__msg_encode(const gs_msg_t *msg, gs_buf_t *out, int head_o
     gs_mp_writer_init(&w, out);
     gs_mp_write_array(&w, d->nfields + 1);
     gs_mp_write_u64(&w, msg->type);
-    gs__w_body(&w, msg, d, head_only);
+    gs__w_body(&w, start + GS_PROTO_FRAME_HEADER, msg, d, head_only);
     if (w.err != GS_OK) {
         out->len = start;
         return w.err;  /* message set where it latched */

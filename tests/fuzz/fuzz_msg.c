@@ -7,7 +7,8 @@
  *     message must encode again (the encoder accepting everything the decoder accepts is what
  *     keeps relays such as gsched's DATA and TASK_ASSIGN forwarding safe), the encoding must
  *     decode to a message that encodes to the very same bytes, and decoding it again under
- *     injected allocation failures gives GS_OK or GS_ERR_NO_MEMORY only;
+ *     injected allocation failures gives GS_OK or GS_ERR_NO_MEMORY only; gs_msg_decode_borrow of
+ *     an 8-byte aligned copy (tables read in place) agrees with it;
  *  2. as a byte stream fed to a gs_frame_reader in pieces of input-derived sizes, with an
  *     input-derived frame limit. Every payload the reader yields must be exactly the next frame
  *     of the stream as an independent parser sees it, GS_INPROGRESS / GS_ERR_MSG_TOO_LARGE must
@@ -71,11 +72,39 @@ static void fz_check_alloc_failures(const uint8_t *p, size_t len, fz_rng_t *rng)
     }
 }
 
+/* gs_msg_decode_borrow on an 8-byte aligned copy of the payload (tables read in place, as gsched
+ * reads a large frame) must agree with gs_msg_decode: same status, and when valid a message that
+ * encodes to the same bytes. */
+static void fz_check_borrow(const uint8_t *p, size_t len, gs_status_t want, const gs_msg_t *owned)
+{
+    uint8_t *copy = gs_malloc(len > 0 ? len : 1, "fuzz aligned payload");
+    gs_buf_t f1, f2;
+    gs_msg_t m;
+    gs_status_t st;
+    if (copy == NULL) FZ_BUG("out of memory copying a payload of %zu bytes", len);
+    if (len > 0) memcpy(copy, p, len);
+    st = gs_msg_decode_borrow(copy, len, &m);
+    if (st != want) FZ_BUG("gs_msg_decode gave %s, gs_msg_decode_borrow %s", gs_status_name(want), gs_status_name(st));
+    if (st == GS_OK) {
+        gs_buf_init(&f1);
+        gs_buf_init(&f2);
+        if (gs_msg_encode(owned, &f1) != GS_OK || gs_msg_encode(&m, &f2) != GS_OK)
+            FZ_BUG("a decoded %s message does not encode", gs_msg_type_name(m.type));
+        if (f1.len != f2.len || memcmp(f1.data, f2.data, f1.len) != 0)
+            FZ_BUG("the borrowed and the owned %s message differ", gs_msg_type_name(m.type));
+        gs_buf_cleanup(&f1);
+        gs_buf_cleanup(&f2);
+        gs_msg_cleanup(&m);
+    }
+    gs_free(copy);
+}
+
 /* Step 1 on one payload. */
 static void fz_payload(const uint8_t *p, size_t len, fz_rng_t *rng)
 {
     gs_msg_t m;
     gs_status_t st = gs_msg_decode(p, len, &m);
+    fz_check_borrow(p, len, st, st == GS_OK ? &m : NULL);
     if (st != GS_OK) {
         if (st != GS_ERR_PROTO && st != GS_ERR_MSG_TOO_LARGE)   /* malformed, or over its type's cap */
             FZ_BUG("gs_msg_decode returned %s, not GS_ERR_PROTO or GS_ERR_MSG_TOO_LARGE", gs_status_name(st));

@@ -186,6 +186,8 @@ Test(proto_frame, releases_a_large_buffer_once_drained)
     cr_assert_geq(r.buf.cap, big);
     cr_assert_eq(gs_frame_reader_feed(&r, "\1\0\0\0", 4), GS_OK);
     cr_assert_lt(r.buf.cap, big);
+    cr_assert_eq(gs_frame_storage_spare(), big + 4, "the large buffer became this thread's spare");
+    gs_frame_storage_trim();
     cr_assert_eq(gs_frame_reader_next(&r, &p, &len), GS_INPROGRESS);
     gs_frame_reader_cleanup(&r);
     gs_free(frame);
@@ -227,10 +229,12 @@ Test(proto_frame, reserves_a_large_frame_once_and_receives_it_in_place)
     cr_assert_eq(gs_frame_reader_feed(&r, f, off), GS_OK);
     cr_assert_eq(gs_frame_reader_space(&r, 65536, &space), 0, "not reserved before next() saw the header");
     cr_assert_eq(gs_frame_reader_next(&r, &p, &len), GS_INPROGRESS);
-    cr_assert_eq(r.buf.cap, n + 4, "reserved exactly the frame: %zu", r.buf.cap);
+    cr_assert_eq(r.buf.cap, n + 4 + 8, "reserved exactly the frame and 8 bytes to align it: %zu", r.buf.cap);
     base = r.buf.data;
+    size_t pos0 = r.pos;   /* where the frame was aligned, once */
     /* the rest arrives in uneven pieces written straight into the reader */
     for (size_t piece = 1; off < n + 4; piece = piece * 3 + 7) {
+        cr_assert_eq(r.pos, pos0, "the received bytes were moved again");
         size_t want = gs_frame_reader_space(&r, 65536, &space);
         cr_assert_eq(want, n + 4 - off);
         cr_assert_eq(space, r.buf.data + r.buf.len);
@@ -243,7 +247,8 @@ Test(proto_frame, reserves_a_large_frame_once_and_receives_it_in_place)
     cr_assert_eq(gs_frame_reader_space(&r, 65536, &space), 0, "complete: no space handed out");
     expect_payload(&r, f, n);
     cr_assert_eq(r.buf.data, base, "never moved or grown after the reservation");
-    cr_assert_eq(r.buf.cap, n + 4);
+    cr_assert_eq(r.buf.cap, n + 4 + 8);
+    cr_assert_eq((uintptr_t)(r.buf.data + r.pos - n) & 7u, 0, "the payload starts at an 8-byte boundary");
     gs_frame_reader_cleanup(&r);
     gs_free(f);
     proto_check_no_leaks();
@@ -257,7 +262,7 @@ Test(proto_frame, large_frame_in_one_piece_or_many_pieces_never_overallocates)
     for (int mode = 0; mode < 3; mode++) {
         gs_frame_reader_t r;
         const uint8_t *p;
-        size_t len, off = 0;
+        size_t len, off = 0, pos_seen = SIZE_MAX;
         gs_frame_reader_init(&r, 0);
         while (off < n + 4) {
             size_t k = mode == 0 ? n + 4 : mode == 1 ? 1 + test_rand(&rng) % 70000 : 1 + test_rand(&rng) % 5;
@@ -266,7 +271,14 @@ Test(proto_frame, large_frame_in_one_piece_or_many_pieces_never_overallocates)
             cr_assert_eq(gs_frame_reader_feed(&r, f + off, k), GS_OK);
             off += k;
             if (off < n + 4) cr_assert_eq(gs_frame_reader_next(&r, &p, &len), GS_INPROGRESS);
-            cr_assert_leq(r.buf.cap, n + 4, "mode %d: buffer of %zu for a frame of %zu", mode, r.buf.cap, n + 4);
+            if (off >= 4 && off < n + 4) {
+                /* aligned when the header was seen, never moved again */
+                if (pos_seen == SIZE_MAX) pos_seen = r.pos;
+                cr_assert_eq(r.pos, pos_seen, "mode %d: received bytes moved again at %zu", mode, off);
+                cr_assert_eq((uintptr_t)(r.buf.data + r.pos + 4) & 7u, 0, "mode %d: payload not aligned", mode);
+            }
+            cr_assert_leq(r.buf.cap, n + 4 + 8, "mode %d: buffer of %zu for a frame of %zu (and 8 to align it)", mode,
+                          r.buf.cap, n + 4);
         }
         expect_payload(&r, f, n);
         cr_assert_eq(gs_frame_reader_next(&r, &p, &len), GS_INPROGRESS);
@@ -298,10 +310,12 @@ Test(proto_frame, keeps_a_drained_large_buffer_for_the_next_large_frame)
     cr_assert_eq(gs_frame_reader_retained(&r), 0, "in use, not retained");
     cr_assert_eq(gs_frame_reader_feed(&r, f2 + 65536, n - 1000 + 4 - 65536), GS_OK);
     expect_payload(&r, f2, n - 1000);
-    /* idle: trim releases it */
+    /* idle: trim releases it to the thread's spares (which the connection's timer trims too) */
     gs_frame_reader_trim(&r);
     cr_assert_null(r.buf.data);
     cr_assert_eq(gs_frame_reader_retained(&r), 0);
+    cr_assert_eq(gs_frame_storage_spare(), n + 4, "kept as a spare for the next large frame");
+    gs_frame_storage_trim();
     gs_frame_reader_cleanup(&r);
     gs_free(f1);
     gs_free(f2);
@@ -452,7 +466,7 @@ Test(proto_frame, freed_large_storage_is_reused_by_the_next_large_frame_then_tri
     /* a larger frame grows the spare */
     cr_assert_eq(gs_frame_reader_feed(&r, g, 1000), GS_OK);
     cr_assert_eq(gs_frame_reader_next(&r, &p, &len), GS_INPROGRESS);
-    cr_assert_eq(r.buf.cap, n + 4096 + 4);
+    cr_assert_eq(r.buf.cap, n + 4096 + 4 + 8, "announced size and 8 bytes to align it");
     cr_assert_eq(gs_frame_storage_spare(), 0);
     cr_assert_eq(gs_frame_reader_feed(&r, g + 1000, n + 4096 + 4 - 1000), GS_OK);
     expect_payload(&r, g, n + 4096);
@@ -464,7 +478,7 @@ Test(proto_frame, freed_large_storage_is_reused_by_the_next_large_frame_then_tri
     gs_frame_storage_free(s2);
     cr_assert_eq(gs_frame_storage_spare(), 0);
     gs_frame_storage_free(s1);
-    cr_assert_eq(gs_frame_storage_spare(), n + 4096 + 4);
+    cr_assert_eq(gs_frame_storage_spare(), n + 4096 + 4 + 8);
     gs_frame_storage_trim();
     /* at most 16 spares: a smaller 17th is freed, a larger one replaces the smallest */
     {

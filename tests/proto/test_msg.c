@@ -314,6 +314,13 @@ static uint64_t fuzz_count(gen_state_t *g, uint64_t n)
     return n;
 }
 
+/* An integer table as protocol version 3 sends it: bin 32, zero padding to an 8-byte boundary of
+ * the payload (which starts at offset 0 of the writer's buffer here), then the entries. */
+static void put_table(gs_mp_writer_t *w, const void *p, size_t len)
+{
+    gs_mp_write_bin32_padded(w, (0u - (unsigned)(w->out->len + 5)) & 7u, p, len);
+}
+
 static void gen_table(gs_mp_writer_t *w, gen_state_t *g, uint64_t count, unsigned width, int kind)
 {
     uint8_t bin[16 * 8];
@@ -336,7 +343,7 @@ static void gen_table(gs_mp_writer_t *w, gen_state_t *g, uint64_t count, unsigne
         for (unsigned k = 0; k < width && k < 8; k++) bin[i * width + k] = (uint8_t)(v >> (8 * k));
     }
     if (kind == 'o') g->ndeps = count > 0 ? prev : 0;
-    gs_mp_write_bin(w, bin, (size_t)(count * width));
+    put_table(w, bin, (size_t)(count * width));
 }
 
 static void gen_field(gs_mp_writer_t *w, char kind, gen_state_t *g)
@@ -531,8 +538,9 @@ Test(proto_msg, rejects_bad_csr_offsets_and_counts)
     /* last offset does not match the deps table */
     encode_raw(&m, &b);
     patch_u64(&b, dep_off, csr_bytes, ntasks, ndeps - 1);
-    snprintf(needle, sizeof needle, "deps has %llu bytes", (unsigned long long)(8 * ndeps));
+    snprintf(needle, sizeof needle, "and %llu entries of 8 bytes", (unsigned long long)(ndeps - 1));
     expect_decode_error(&b, needle);
+    cr_assert(strstr(gs_last_error(), "deps has ") != NULL, "%s", gs_last_error());
 
     /* huge last offset: rejected without allocating */
     encode_raw(&m, &b);
@@ -611,22 +619,22 @@ Test(proto_msg, rejects_declared_sizes_larger_than_the_data)
     gs_mp_write_u64(&w, 0);
     gs_mp_write_array(&w, 0);
     gs_mp_write_u64(&w, 1ull << 40);
-    for (int i = 0; i < 5; i++) gs_mp_write_bin(&w, "", 0);
+    for (int i = 0; i < 5; i++) put_table(&w, "", 0);
     gs_mp_write_u64(&w, 0);
-    gs_mp_write_bin(&w, "", 0);
+    put_table(&w, "", 0);
     gs_mp_write_u64(&w, 0);
-    gs_mp_write_bin(&w, "", 0);
+    put_table(&w, "", 0);
     gs_mp_write_array(&w, 0);
     expect_proto_no_alloc(b.data, b.len, "2^40 tasks", 0);
-    expect_payload_error(&b, "task_layer has 0 bytes");
+    expect_payload_error(&b, "task_layer has 5 bytes, expected 5 bytes of padding (to an 8-byte boundary of the payload) and 1099511627776 entries");
 
     /* task-done with n = UINT64_MAX */
     hand_payload(&b, &w, 12, GS_MSG_TASK_DONE);
     gs_mp_write_u64(&w, UINT64_MAX);
-    for (int i = 0; i < 6; i++) gs_mp_write_bin(&w, "\0\0\0\0\0\0\0\0", 8);
+    for (int i = 0; i < 6; i++) put_table(&w, "\0\0\0\0\0\0\0\0", 8);
     gs_mp_write_array(&w, 0);
     gs_mp_write_u64(&w, 0);
-    for (int i = 0; i < 2; i++) gs_mp_write_bin(&w, "\0\0\0\0\0\0\0\0", 8);
+    for (int i = 0; i < 2; i++) put_table(&w, "\0\0\0\0\0\0\0\0", 8);
     expect_proto_no_alloc(b.data, b.len, "n = 2^64-1", 0);
 
     /* an array of layers declaring 2^32-1 entries */
@@ -641,8 +649,8 @@ Test(proto_msg, rejects_declared_sizes_larger_than_the_data)
     /* a release with keys of the wrong width */
     hand_payload(&b, &w, 3, GS_MSG_RELEASE);
     gs_mp_write_u64(&w, 1);
-    gs_mp_write_bin(&w, "\1\0\0\0\0\0\0\0", 8);
-    expect_payload_error(&b, "keys has 8 bytes, expected 1 entries of 16 bytes");
+    put_table(&w, "\1\0\0\0\0\0\0\0", 8);
+    expect_payload_error(&b, "keys has 8 bytes, expected 0 bytes of padding (to an 8-byte boundary of the payload) and 1 entries of 16 bytes");
 
     gs_buf_cleanup(&b);
     proto_check_no_leaks();
@@ -658,15 +666,15 @@ Test(proto_msg, rejects_semantic_errors)
     int32_t status[2] = {0, -42};
     hand_payload(&b, &w, 12, GS_MSG_TASK_DONE);
     gs_mp_write_u64(&w, 2);
-    gs_mp_write_bin(&w, "\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0", 16);
-    gs_mp_write_bin(&w, "\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0", 16);
-    gs_mp_write_bin(&w, status, 8);
-    for (int i = 0; i < 3; i++) gs_mp_write_bin(&w, "\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0", 16);
+    put_table(&w, "\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0", 16);
+    put_table(&w, "\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0", 16);
+    put_table(&w, status, 8);
+    for (int i = 0; i < 3; i++) put_table(&w, "\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0", 16);
     gs_mp_write_array(&w, 2);
     gs_mp_write_str(&w, "a", 1);
     gs_mp_write_str(&w, "b", 1);
     gs_mp_write_u64(&w, 0);
-    for (int i = 0; i < 2; i++) gs_mp_write_bin(&w, "\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0", 16);
+    for (int i = 0; i < 2; i++) put_table(&w, "\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0", 16);
     expect_payload_error(&b, "2 error messages for 1 failed tasks");
 
     /* unknown role */
@@ -694,15 +702,15 @@ Test(proto_msg, rejects_semantic_errors)
     gs_mp_write_array(&w, 1);
     gs_mp_write_bin(&w, "L", 1);
     gs_mp_write_u64(&w, 1);
-    gs_mp_write_bin(&w, "\1\0\0\0", 4);
-    gs_mp_write_bin(&w, "\0\0\0\0\0\0\0\0", 8);
-    gs_mp_write_bin(&w, "\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0", 16);
-    gs_mp_write_bin(&w, "", 0);
-    gs_mp_write_bin(&w, "\0\0\0\0\0\0\0\0", 8);
+    put_table(&w, "\1\0\0\0", 4);
+    put_table(&w, "\0\0\0\0\0\0\0\0", 8);
+    put_table(&w, "\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0", 16);
+    put_table(&w, "", 0);
+    put_table(&w, "\0\0\0\0\0\0\0\0", 8);
     gs_mp_write_u64(&w, 0);
-    gs_mp_write_bin(&w, "", 0);
+    put_table(&w, "", 0);
     gs_mp_write_u64(&w, 0);
-    gs_mp_write_bin(&w, "", 0);
+    put_table(&w, "", 0);
     gs_mp_write_array(&w, 0);
     expect_payload_error(&b, "task 0 uses layer 1 of 1");
 
@@ -713,15 +721,15 @@ Test(proto_msg, rejects_semantic_errors)
     gs_mp_write_array(&w, 1);
     gs_mp_write_bin(&w, "L", 1);
     gs_mp_write_u64(&w, 1);
-    gs_mp_write_bin(&w, "\0\0\0\0", 4);
-    gs_mp_write_bin(&w, "\0\0\0\0\0\0\0\0", 8);
-    gs_mp_write_bin(&w, "\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0", 16);
-    gs_mp_write_bin(&w, "", 0);
-    gs_mp_write_bin(&w, "\0\0\0\0\0\0\0\0", 8);
+    put_table(&w, "\0\0\0\0", 4);
+    put_table(&w, "\0\0\0\0\0\0\0\0", 8);
+    put_table(&w, "\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0", 16);
+    put_table(&w, "", 0);
+    put_table(&w, "\0\0\0\0\0\0\0\0", 8);
     gs_mp_write_u64(&w, 0);
-    gs_mp_write_bin(&w, "", 0);
+    put_table(&w, "", 0);
     gs_mp_write_u64(&w, 0);
-    gs_mp_write_bin(&w, "", 0);
+    put_table(&w, "", 0);
     gs_mp_write_array(&w, 2);
     gs_mp_write_str(&w, "a", 1);
     gs_mp_write_str(&w, "b", 1);

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <netinet/in.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -109,16 +110,22 @@ Test(scheduler_handshake, refuses_an_old_protocol_version_with_a_clear_error)
 {
     th_t th;
     gs_msg_t m;
+    static const uint32_t versions[] = {1, GS_PROTO_VERSION - 1};   /* the first, and the one before */
+    char want[64], speaks[32];
     th_init(&th, &(gs_sched_params_t){.field_mask = GS_SCHED_FIELD_TOKEN, .token = "tok"});
-    tp_t *old = tp_connect(&th, 1, "tok", GS_ROLE_WORKER, "old");
-    tp_expect(old, GS_MSG_ERROR, &m);
-    cr_assert_eq(m.u.error.status, GS_ERR_VERSION);
-    cr_assert(strstr((const char *)m.u.error.message.data, "protocol version 1 is not supported") != NULL &&
-                  strstr((const char *)m.u.error.message.data, "speaks 2") != NULL,
-              "%s", (const char *)m.u.error.message.data);
-    gs_msg_cleanup(&m);
-    cr_assert(tp_wait_closed(old, TH_TIMEOUT_MS));
-    cr_assert(tp_none(old, GS_MSG_CHALLENGE, 0), "a challenge went to a peer of another version");
+    snprintf(speaks, sizeof speaks, "speaks %u", GS_PROTO_VERSION);
+    for (size_t i = 0; i < sizeof versions / sizeof versions[0]; i++) {
+        tp_t *old = tp_connect(&th, versions[i], "tok", GS_ROLE_WORKER, "old");
+        snprintf(want, sizeof want, "protocol version %u is not supported", versions[i]);
+        tp_expect(old, GS_MSG_ERROR, &m);
+        cr_assert_eq(m.u.error.status, GS_ERR_VERSION);
+        cr_assert(strstr((const char *)m.u.error.message.data, want) != NULL &&
+                      strstr((const char *)m.u.error.message.data, speaks) != NULL,
+                  "%s", (const char *)m.u.error.message.data);
+        gs_msg_cleanup(&m);
+        cr_assert(tp_wait_closed(old, TH_TIMEOUT_MS));
+        cr_assert(tp_none(old, GS_MSG_CHALLENGE, 0), "a challenge went to a peer of another version");
+    }
     check_serving(&th, "tok");
     th_fini(&th);
 }
