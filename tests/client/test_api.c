@@ -247,71 +247,57 @@ static int fake_accepted(fake_t *f)
     return n;
 }
 
+/* Connect (timeout 50 s) to a fake gsched that closes @a close_first connections at once, then
+ * answers @a busy_first HELLOs with ERROR GS_ERR_BUSY, then (token "right", the client's
+ * @a token) carries on; expects @a want (GS_OK: a client, destroyed here; else the message
+ * mentions @a needle) after exactly @a accepts connections. */
+static void connect_turned_away(int close_first, int busy_first, const char *token, gs_status_t want,
+                                const char *needle, int accepts)
+{
+    fake_t f;
+    gs_client_h c = NULL;
+    gs_client_params_t p;
+    memset(&f, 0, sizeof(f));
+    f.close_first = close_first;
+    f.busy_first = busy_first;
+    f.token = "right";
+    cr_assert_eq(fake_start(&f, NULL, NULL), 0);
+    p = params_for(f.address);
+    p.field_mask = GS_CLIENT_FIELD_TIMEOUT | GS_CLIENT_FIELD_TOKEN;
+    p.timeout_s = 50.0;
+    p.token = token;
+    if (want == GS_OK) {
+        cr_assert_eq(gs_client_connect(&p, &c), GS_OK, "%s", gs_last_error());
+        gs_client_destroy(c);
+    } else {
+        ASSERT_ERR(gs_client_connect(&p, &c), want, needle);
+        cr_assert_null(c);
+    }
+    cr_assert_eq(fake_accepted(&f), accepts, "%d connections, expected %d", fake_accepted(&f), accepts);
+    fake_stop(&f);
+}
+
 /* gsched at its connection limit closes a connection that has not finished its handshake to
  * make room (sched.h): the client is turned away without a word and must try again. */
 Test(client_api, a_connection_closed_before_a_word_is_tried_again, .init = arm_timeout)
 {
-    fake_t f;
-    gs_client_h c = NULL;
-    gs_client_params_t p;
-    memset(&f, 0, sizeof(f));
-    f.close_first = 3;
-    cr_assert_eq(fake_start(&f, NULL, NULL), 0);
-    p = params_for(f.address);
-    cr_assert_eq(gs_client_connect(&p, &c), GS_OK, "%s", gs_last_error());
-    cr_assert_eq(fake_accepted(&f), 4);
-    gs_client_destroy(c);
-    fake_stop(&f);
+    connect_turned_away(3, 0, "right", GS_OK, NULL, 4);
 }
 
 Test(client_api, a_busy_refusal_is_tried_again, .init = arm_timeout)
 {
-    fake_t f;
-    gs_client_h c = NULL;
-    gs_client_params_t p;
-    memset(&f, 0, sizeof(f));
-    f.busy_first = 2;
-    f.close_first = 1;
-    cr_assert_eq(fake_start(&f, NULL, NULL), 0);
-    p = params_for(f.address);
-    cr_assert_eq(gs_client_connect(&p, &c), GS_OK, "%s", gs_last_error());
-    cr_assert_eq(fake_accepted(&f), 4);
-    gs_client_destroy(c);
-    fake_stop(&f);
+    connect_turned_away(1, 2, "right", GS_OK, NULL, 4);
 }
 
 /* Something that closes every connection (a TLS-only scheduler, not gsched at all) is reported
  * after a bounded number of attempts, not at the end of the timeout. */
 Test(client_api, a_peer_that_always_closes_is_given_up_after_a_few_tries, .init = arm_timeout)
 {
-    fake_t f;
-    gs_client_h c = NULL;
-    gs_client_params_t p;
-    memset(&f, 0, sizeof(f));
-    f.close_first = 1000;
-    cr_assert_eq(fake_start(&f, NULL, NULL), 0);
-    p = params_for(f.address);
-    p.field_mask = GS_CLIENT_FIELD_TIMEOUT;
-    p.timeout_s = 50.0;
-    ASSERT_ERR(gs_client_connect(&p, &c), GS_ERR_CONN_CLOSED, "closed the connection during the handshake");
-    cr_assert_null(c);
-    cr_assert_eq(fake_accepted(&f), 7, "%d connections", fake_accepted(&f));
-    fake_stop(&f);
+    connect_turned_away(1000, 0, "right", GS_ERR_CONN_CLOSED, "closed the connection during the handshake", 7);
 }
 
 /* A refusal that says why (the token) is final: one connection only. */
 Test(client_api, a_refusal_naming_the_token_is_not_tried_again, .init = arm_timeout)
 {
-    fake_t f;
-    gs_client_h c = NULL;
-    gs_client_params_t p;
-    memset(&f, 0, sizeof(f));
-    f.token = "right";
-    cr_assert_eq(fake_start(&f, NULL, NULL), 0);
-    p = params_for(f.address);
-    p.field_mask = GS_CLIENT_FIELD_TOKEN;
-    p.token = "wrong";
-    ASSERT_ERR(gs_client_connect(&p, &c), GS_ERR_AUTH, "wrong cluster token");
-    cr_assert_eq(fake_accepted(&f), 1);
-    fake_stop(&f);
+    connect_turned_away(0, 0, "wrong", GS_ERR_AUTH, "wrong cluster token", 1);
 }
