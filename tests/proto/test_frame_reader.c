@@ -448,12 +448,17 @@ Test(proto_frame, freed_large_storage_is_reused_by_the_next_large_frame_then_tri
     uint8_t *f = big_frame(n, 12), *g = big_frame(n + 4096, 13), *small = big_frame(100, 14), *mem;
     gs_frame_reader_init(&r, 0);
     cr_assert_eq(gs_frame_storage_spare(), 0);
-    cr_assert_eq(gs_frame_reader_feed(&r, f, n + 4), GS_OK);
+    /* in two reads, as a large frame arrives: the whole frame and 8 bytes to align its payload
+     * are reserved once (whether a buffer grows in place is the allocator's business: glibc's
+     * mremap often does, ASan's never) */
+    cr_assert_eq(gs_frame_reader_feed(&r, f, 1000), GS_OK);
+    cr_assert_eq(gs_frame_reader_next(&r, &p, &len), GS_INPROGRESS);
+    cr_assert_eq(gs_frame_reader_feed(&r, f + 1000, n + 4 - 1000), GS_OK);
     cr_assert_eq(gs_frame_reader_next(&r, &p, &len), GS_OK);
+    mem = r.buf.data;
     cr_assert_eq(gs_frame_reader_detach(&r, &s1), GS_OK);
-    mem = (uint8_t *)p - 4;
     gs_frame_storage_free(s1);
-    cr_assert_eq(gs_frame_storage_spare(), n + 4, "kept as the spare");
+    cr_assert_eq(gs_frame_storage_spare(), n + 4 + 8, "kept as the spare");
     /* the next large frame lands in it */
     cr_assert_eq(gs_frame_reader_feed(&r, f, 1000), GS_OK);
     cr_assert_eq(gs_frame_reader_next(&r, &p, &len), GS_INPROGRESS);
