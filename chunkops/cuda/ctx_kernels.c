@@ -81,7 +81,7 @@ static gs_status_t gs__cuda_fused_typed_reduce(gs_chunkops_ctx_h ctx, gs_chunkop
 }
 
 gs_status_t gs__cuda_fused(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream,
-                                  const gs_kfused_t *k)
+                           const gs_kfused_t *k)
 {
     gs_status_t st;
     gs__cuda_fplan_t plan;
@@ -107,7 +107,7 @@ gs_status_t gs__cuda_fused(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream,
 }
 
 gs_status_t gs__cuda_combine(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream,
-                                    const gs_kcombine_t *k)
+                             const gs_kcombine_t *k)
 {
     gs_status_t st;
     GS__CHECK_CTX_STREAM(ctx, stream, "combine");
@@ -117,7 +117,7 @@ gs_status_t gs__cuda_combine(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream,
 }
 
 gs_status_t gs__cuda_copy(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream,
-                                 const gs_kcopy_t *k)
+                          const gs_kcopy_t *k)
 {
     gs_status_t st;
     gs__cuda_cplan_t plan;
@@ -148,7 +148,7 @@ gs_status_t gs__cuda_copy(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream,
 }
 
 gs_status_t gs__cuda_stencil(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream,
-                                    const gs_kstencil_t *k)
+                             const gs_kstencil_t *k)
 {
     gs_status_t st;
     gs__cuda_splan_t *plan;
@@ -170,7 +170,7 @@ free_plan:
 }
 
 gs_status_t gs__cuda_linalg(gs_chunkops_ctx_h ctx, gs_chunkops_stream_h stream,
-                                   const gs_klinalg_t *k)
+                            const gs_klinalg_t *k)
 {
     gs_status_t st;
     GS__CHECK_CTX_STREAM(ctx, stream, "linalg");

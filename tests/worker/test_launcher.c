@@ -116,14 +116,14 @@ static void svd_with_ticker(int n, int attempts, uint64_t *max_gap_p, uint64_t *
     size_t size, failed;
     int place[64] = {0};
     uint64_t max_run = 0;
-    int run;
+    uint64_t runs = 0;
 
     cr_assert_eq(gs_array_svd(a, NULL, &s, NULL), GS_OK);
     tg = tw_lower(s, GS_LOWER_DEFAULT, &ref, &size);
     cr_assert_leq(tg->ntasks, 64);
     tw_start_streams(&t, &fs, NULL, 0);
-    for (run = 0; run < attempts; run++) {
-        uint64_t gid = 1 + (uint64_t)run;
+    while (runs < (uint64_t)attempts) {
+        uint64_t gid = ++runs;
         max_run = 0;
         fs_ticker_start(&fs, &k);
         failed = fs_run_graph(&fs, gid, tg, place, 1, 60000);
@@ -134,14 +134,14 @@ static void svd_with_ticker(int n, int attempts, uint64_t *max_gap_p, uint64_t *
             cr_assert_not_null(d);
             if (fs_task_is_qr_or_svd(tg, i) && d->run_ns > max_run) max_run = d->run_ns;
         }
-        cr_log_info("run %d: longest loop stall %.1f ms; longest QR/SVD task %.1f ms", run + 1,
-                    k.max_gap / 1e6, max_run / 1e6);
+        cr_log_info("run %llu: longest loop stall %.1f ms; longest QR/SVD task %.1f ms",
+                    (unsigned long long)gid, k.max_gap / 1e6, max_run / 1e6);
         if (k.max_gap < max_run / 2) break;
     }
     gs_worker_stats(t.w, &st);
     /* per run (every run is the same graph) */
-    cr_assert_eq(st.tasks_launcher % (uint64_t)(run < attempts ? run + 1 : attempts), 0);
-    *launched_p = st.tasks_launcher / (uint64_t)(run < attempts ? run + 1 : attempts);
+    cr_assert_eq(st.tasks_launcher % runs, 0);
+    *launched_p = st.tasks_launcher / runs;
     tw_stop_each(&fs, &t, 1);
     *max_gap_p = k.max_gap;
     *max_run_p = max_run;
