@@ -186,7 +186,7 @@ static gs_status_t gs__handshake_wait(gs_client_h c, double timeout_s)
     return status;
 }
 
-/* Bare closes before gsched said a word tried again at most this often (a scheduler that speaks
+/* Closes without a stated reason tried again at most this often (a scheduler that speaks
  * TLS to a plain client, or something that is not gsched, also closes that way: the error must
  * not wait for the whole timeout). */
 #define GS__HANDSHAKE_CLOSED_RETRIES 6
@@ -202,16 +202,16 @@ static gs_status_t gs__handshake_retrying(gs_client_h c, const gs__connect_args_
     int closed_retries = 0;
     for (;;) {
         gs_status_t status;
-        int retry, heard;
+        int retry;
         double left;
         if ((status = gs__io_start(c, args->host, args->port)) != GS_OK) return status;
         left = deadline - gs_now_s();
         if ((status = gs__handshake_wait(c, left > 0 ? left : 1e-3)) == GS_OK) return GS_OK;
         uv_mutex_lock(&c->mu);
         retry = c->hs_retry;
-        heard = c->hs_heard;
         uv_mutex_unlock(&c->mu);
-        if (!heard && retry && ++closed_retries > GS__HANDSHAKE_CLOSED_RETRIES) retry = 0;
+        /* a BUSY refusal is tried until the timeout, a bare close a few times */
+        if (retry && status != GS_ERR_BUSY && ++closed_retries > GS__HANDSHAKE_CLOSED_RETRIES) retry = 0;
         /* the jitter keeps many clients turned away together from coming back together */
         double wait_s = pause_s * (0.5 + (double)(gs_now_ns() % 1024u) / 2048.0);
         if (!retry || gs_now_s() + wait_s >= deadline) return status;

@@ -202,7 +202,6 @@ struct gs_client {
     gs_tls_ctx_t *tls;          /* NULL: plain TCP (GS_CLIENT_FIELD_TLS) */
     char hs_name[32];           /* the name HELLO gives ("client-PID") */
     gs_hs_peer_t hs;            /* I/O thread: the handshake (CONNECTING) */
-    int hs_heard;               /* mu: gsched said something on this attempt (CONNECTING) */
     int hs_retry;               /* mu: this attempt failed in a way worth another (busy) */
     char address[288];
     unsigned lower_flags;

@@ -518,7 +518,6 @@ static void gs__on_handshake(gs_client_h c, const gs_msg_t *msg)
         uv_mutex_unlock(&c->mu);
         return;
     }
-    c->hs_heard = 1;
     if (msg->type == GS_MSG_CHALLENGE) {
         gs_msg_t auth;
         st = gs_hs_peer_answer(&c->hs, msg, &auth);
@@ -625,9 +624,10 @@ static void gs__close_cb(gs_conn_t *conn, gs_status_t reason, void *arg)
     if (c->state == GS__CONNECTING) {
         c->state = GS__FAILED;
         c->fail_status = reason == GS_OK ? GS_ERR_CONN_CLOSED : reason;
-        /* closed before gsched said a word: what a connection it closed to make room for others
-         * looks like (sched.h, connection bounds), so gs_client_connect tries again */
-        c->hs_retry = !c->hs_heard && (c->fail_status == GS_ERR_CONN_CLOSED || c->fail_status == GS_ERR_IO);
+        /* closed without a refusal naming its reason (that would have ended CONNECTING): what a
+         * connection gsched closed to make room for others looks like, before or after its
+         * CHALLENGE (sched.h, connection bounds), so gs_client_connect tries again */
+        c->hs_retry = c->fail_status == GS_ERR_CONN_CLOSED || c->fail_status == GS_ERR_IO;
         if (c->fail_status == GS_ERR_CONN_CLOSED || c->fail_status == GS_ERR_IO)
             snprintf(c->fail_message, sizeof(c->fail_message), "the scheduler at %s closed the "
                      "connection during the handshake (wrong token or version%s?)", c->address,
@@ -783,7 +783,6 @@ void gs__io_reset(gs_client_h c)
     uv_mutex_lock(&c->mu);
     c->state = GS__CONNECTING;
     c->stopping = 0;
-    c->hs_heard = 0;
     c->hs_retry = 0;
     c->fail_status = GS_OK;
     c->fail_message[0] = '\0';

@@ -145,8 +145,9 @@ static int fake_handshake(fake_t *f, const gs_msg_t *m, int *done_p)
 }
 
 /* Read the HELLO on f->cfd and answer it with ERROR GS_ERR_BUSY, as gsched at its connection
- * limit does. */
-static void fake_refuse_busy(fake_t *f)
+ * limit does, or (@a challenge) with CHALLENGE, as gsched does before it closes a connection in
+ * the middle of its handshake to make room. */
+static void fake_turn_away(fake_t *f, int challenge)
 {
     static const char text[] = "too many connections (limit 1)";
     gs_frame_reader_t rd;
@@ -159,6 +160,19 @@ static void fake_refuse_busy(fake_t *f)
     while ((n = recv(f->cfd, buf, sizeof(buf), 0)) > 0 &&
            gs_frame_reader_feed(&rd, buf, (size_t)n) == GS_OK &&
            gs_frame_reader_next(&rd, &payload, &len) != GS_OK) {
+    }
+    if (challenge) {
+        gs_hs_sched_t hs;
+        gs_msg_t hello;
+        memset(&hs, 0, sizeof(hs));
+        memset(&r, 0, sizeof(r));
+        if (n > 0 && gs_msg_decode(payload, len, &hello) == GS_OK) {
+            if (gs_hs_sched_challenge(&hs, f->token ? f->token : "", &hello.u.hello, &r) == GS_OK)
+                fake_send(f, &r);
+            gs_msg_cleanup(&hello);
+        }
+        gs_frame_reader_cleanup(&rd);
+        return;
     }
     gs_frame_reader_cleanup(&rd);
     memset(&r, 0, sizeof(r));
@@ -190,7 +204,13 @@ static void *fake_main(void *arg)
         }
         if (f->busy_first > 0) {           /* what gsched's connection limit says */
             f->busy_first--;
-            fake_refuse_busy(f);
+            fake_turn_away(f, 0);
+            close(f->cfd);
+            continue;
+        }
+        if (f->hangup_first > 0) {
+            f->hangup_first--;
+            fake_turn_away(f, 1);
             close(f->cfd);
             continue;
         }

@@ -30,6 +30,7 @@ struct fake {
                                      naming no worker (both: the gather is relayed) */
     int close_first;              /* close this many connections at once, without a word */
     int busy_first;               /* then answer this many HELLOs with ERROR GS_ERR_BUSY */
+    int hangup_first;             /* then this many with CHALLENGE, and close */
     int accepted;                 /* connections accepted so far (under mu) */
     gs_hs_sched_t hs;             /* the fake's thread: the handshake in progress */
     fake_handler_t handler;

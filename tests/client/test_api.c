@@ -248,11 +248,12 @@ static int fake_accepted(fake_t *f)
 }
 
 /* Connect (timeout 50 s) to a fake gsched that closes @a close_first connections at once, then
- * answers @a busy_first HELLOs with ERROR GS_ERR_BUSY, then (token "right", the client's
+ * answers @a busy_first HELLOs with ERROR GS_ERR_BUSY, then @a hangup_first with CHALLENGE and
+ * a close, then (token "right", the client's
  * @a token) carries on; expects @a want (GS_OK: a client, destroyed here; else the message
  * mentions @a needle) after exactly @a accepts connections. */
-static void connect_turned_away(int close_first, int busy_first, const char *token, gs_status_t want,
-                                const char *needle, int accepts)
+static void connect_turned_away(int close_first, int busy_first, int hangup_first, const char *token,
+                                gs_status_t want, const char *needle, int accepts)
 {
     fake_t f;
     gs_client_h c = NULL;
@@ -260,6 +261,7 @@ static void connect_turned_away(int close_first, int busy_first, const char *tok
     memset(&f, 0, sizeof(f));
     f.close_first = close_first;
     f.busy_first = busy_first;
+    f.hangup_first = hangup_first;
     f.token = "right";
     cr_assert_eq(fake_start(&f, NULL, NULL), 0);
     p = params_for(f.address);
@@ -281,23 +283,30 @@ static void connect_turned_away(int close_first, int busy_first, const char *tok
  * make room (sched.h): the client is turned away without a word and must try again. */
 Test(client_api, a_connection_closed_before_a_word_is_tried_again, .init = arm_timeout)
 {
-    connect_turned_away(3, 0, "right", GS_OK, NULL, 4);
+    connect_turned_away(3, 0, 0, "right", GS_OK, NULL, 4);
 }
 
 Test(client_api, a_busy_refusal_is_tried_again, .init = arm_timeout)
 {
-    connect_turned_away(1, 2, "right", GS_OK, NULL, 4);
+    connect_turned_away(1, 2, 0, "right", GS_OK, NULL, 4);
 }
 
 /* Something that closes every connection (a TLS-only scheduler, not gsched at all) is reported
  * after a bounded number of attempts, not at the end of the timeout. */
 Test(client_api, a_peer_that_always_closes_is_given_up_after_a_few_tries, .init = arm_timeout)
 {
-    connect_turned_away(1000, 0, "right", GS_ERR_CONN_CLOSED, "closed the connection during the handshake", 7);
+    connect_turned_away(1000, 0, 0, "right", GS_ERR_CONN_CLOSED, "closed the connection during the handshake", 7);
 }
 
 /* A refusal that says why (the token) is final: one connection only. */
 Test(client_api, a_refusal_naming_the_token_is_not_tried_again, .init = arm_timeout)
 {
-    connect_turned_away(0, 0, "wrong", GS_ERR_AUTH, "wrong cluster token", 1);
+    connect_turned_away(0, 0, 0, "wrong", GS_ERR_AUTH, "wrong cluster token", 1);
+}
+
+/* gsched may also close a connection after its CHALLENGE (all it could close to make room were
+ * in the middle of their handshakes): no reason given, so tried again like a bare close. */
+Test(client_api, a_connection_closed_after_the_challenge_is_tried_again, .init = arm_timeout)
+{
+    connect_turned_away(0, 0, 2, "right", GS_OK, NULL, 3);
 }

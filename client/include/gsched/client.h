@@ -110,7 +110,7 @@ typedef struct gs_client_params {
 
 /** Connect (and for "local", start the cluster first). *client_p written only on success.
  *  A scheduler at its connection limit turns connections away (ERROR GS_ERR_BUSY, or a close
- *  before it said a word when it made room for others): the handshake is then tried again after
+ *  without a reason when it made room for others): the handshake is then tried again after
  *  a growing, jittered pause (10 ms doubling to 500 ms) until timeout_s -- bare closes at most 6
  *  times, so a peer that closes every connection (a TLS-only gsched met without TLS) is reported
  *  within a second. Errors: GS_ERR_INVALID_PARAM (params), GS_ERR_AUTH (token, TLS),
