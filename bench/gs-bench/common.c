@@ -70,11 +70,27 @@ int gs__int_arg(const char *opt, const char *s, int64_t lo, int64_t hi, int64_t 
 
 const char *g_report;
 
+static int g_report_runs; /* graphs reported so far (the %d of a numbered --report name) */
+
+/* Write the report of @a f's graph to --report's file: the name as given, or, when it holds
+ * "%d" (checked by gs__common_arg: at most one '%', and only that), with %d replaced by the
+ * count of graphs reported before this one, so every timed graph keeps its own report. */
 int gs__report_save(gs_client_h client, gs_future_h f)
 {
+    char name[4096];
+    const char *path = g_report;
     if (g_report == NULL) return 0;
-    if (gs_client_report(client, f, g_report) != GS_OK) {
-        fprintf(stderr, "%s %s: --report %s: %s\n", g_prog, g_sub, g_report, gs_last_error());
+    if (strstr(g_report, "%d") != NULL) {
+        int k = snprintf(name, sizeof(name), g_report, g_report_runs);
+        if (k < 0 || (size_t)k >= sizeof(name)) {
+            fprintf(stderr, "%s %s: --report %s: the name is too long\n", g_prog, g_sub, g_report);
+            return 1;
+        }
+        path = name;
+    }
+    g_report_runs++;
+    if (gs_client_report(client, f, path) != GS_OK) {
+        fprintf(stderr, "%s %s: --report %s: %s\n", g_prog, g_sub, path, gs_last_error());
         return 1;
     }
     return 0;
@@ -123,6 +139,13 @@ int gs__common_arg(int argc, char **argv, int *i, gs__common_t *c)
     }
     if (strcmp(a, "--report") == 0) {
         if (v == NULL || v[0] == '\0') return gs__bad("option --report needs a file name"), -1;
+        {
+            const char *pc = strchr(v, '%');
+            if (pc != NULL && (pc[1] != 'd' || strchr(pc + 1, '%') != NULL))
+                return gs__bad("option --report: the name may hold one %%d (the graph's number) "
+                               "and no other '%%', not '%s'", v),
+                       -1;
+        }
         g_report = v;
         (*i)++;
         return 1;

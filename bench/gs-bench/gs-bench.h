@@ -27,10 +27,12 @@ typedef struct gs__common {
 
 extern const char *g_prog;   /* "gs-bench" */
 extern const char *g_sub;    /* the running benchmark's name */
-extern const char *g_report; /* --report FILE: the last timed run's performance report, or NULL */
+extern const char *g_report; /* --report FILE: the last timed run's report (%d: each run's), or NULL */
 
 /* With --report, save the performance report of @a f's graph to g_report (overwriting: the file
- * ends up holding the last run's). 0 on success or without --report, 1 on failure (printed). */
+ * ends up holding the last run's; a name with %d gets the graph's number, counted from 0 over
+ * the process, so each run keeps its own). 0 on success or without --report, 1 on failure
+ * (printed). */
 int gs__report_save(gs_client_h client, gs_future_h f);
 
 /* Print "gs-bench <sub>: <message> (see --help)" to stderr; returns 2 (the bad-argument exit). */
