@@ -224,19 +224,40 @@ void gs__conn_alloc_cb(uv_handle_t *handle, size_t suggested, uv_buf_t *buf)
     buf->len = sizeof gs__conn_rbuf;
 }
 
+/* The connection's one timer: the deadline of a close waiting for the TLS handshake while one
+ * does (tls_close_pending; gs__conn_arm_close_wait), else the idle trim of a retained buffer. */
 static void gs__conn_trim_cb(uv_timer_t *t)
 {
     gs_conn_t *c = t->data;
+    if (c->tls_close_pending) {
+        GS_LOG_WARN("connection %s: the TLS handshake did not finish within %u ms of the close; "
+                    "%zu bytes of frames waiting for it are dropped", c->peer_name,
+                    gs__conn_close_wait_ms(c), c->pending_bytes);
+        gs_error_set(GS_ERR_TIMED_OUT, "connection %s: TLS handshake not finished within %u ms "
+                     "of an orderly close", c->peer_name, gs__conn_close_wait_ms(c));
+        gs__conn_fail(c, GS_ERR_TIMED_OUT);
+        return;
+    }
     gs_frame_reader_trim(&c->reader);
     gs__conn_count_read(c);
     gs_frame_storage_trim();
+}
+
+unsigned gs__conn_close_wait_ms(const gs_conn_t *c)
+{
+    return c->params.close_wait_ms != 0 ? c->params.close_wait_ms : GS_CONN_CLOSE_WAIT_MS;
+}
+
+void gs__conn_arm_close_wait(gs_conn_t *c)
+{
+    uv_timer_start(&c->trim_timer, gs__conn_trim_cb, gs__conn_close_wait_ms(c), 0);
 }
 
 /* (Re)start the idle timer while a large buffer waits for reuse: this reader's, or the thread's
  * spare (detached frames given back). */
 static void gs__conn_arm_trim(gs_conn_t *c)
 {
-    if (c->handle_closing) return;
+    if (c->handle_closing || c->tls_close_pending) return;
     if (gs_frame_reader_retained(&c->reader) > 0 || gs_frame_storage_spare() > 0) {
         uv_timer_start(&c->trim_timer, gs__conn_trim_cb, GS__CONN_TRIM_MS, 0);
     }

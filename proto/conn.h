@@ -97,7 +97,15 @@ typedef struct gs_conn_params {
                                        server context for gs_conn_accept, client context for
                                        gs_conn_connect (the host is verified against the server's
                                        certificate). Must outlive the connection. */
+    uint32_t close_wait_ms;         /* TLS only: how long an orderly close (gs_conn_close with
+                                       GS_OK) of a connection whose own handshake has not finished
+                                       waits for it, so that the frames queued before the close are
+                                       sent; past it the connection closes with GS_ERR_TIMED_OUT and
+                                       they are dropped. 0 = GS_CONN_CLOSE_WAIT_MS */
 } gs_conn_params_t;
+
+/** The default bound of a TLS connection's close waiting for its handshake (ms). */
+#define GS_CONN_CLOSE_WAIT_MS 10000u
 
 /** Accept a pending connection on @a server and start reading. On success *@a conn_p is the
  *  connection (the caller's until close_cb). On failure (GS_ERR_INVALID_PARAM, GS_ERR_NO_MEMORY,

@@ -28,7 +28,8 @@ struct gs_conn {
     uv_tcp_t tcp;
     uv_connect_t connect_req;
     uv_shutdown_t shutdown_req;
-    uv_timer_t trim_timer;         /* releases a retained large read buffer when idle */
+    uv_timer_t trim_timer;         /* releases a retained large read buffer when idle; while a
+                                      close waits for the TLS handshake, that wait's deadline */
     gs_conn_params_t params;
     gs_frame_reader_t reader;
     gs__wreq_t *wait_head, *wait_tail;  /* frames queued before the connection was established */
@@ -97,5 +98,10 @@ gs_status_t gs__conn_tls_feed(gs_conn_t *c, const void *data, size_t n);
  * 1 when the close must wait (reading is (re)started for the handshake; gs__conn_tls_feed
  * sends the frames, then shuts down); 0 to close now. */
 int gs__conn_tls_close_waits(gs_conn_t *c);
+/* The bound of a close waiting for the TLS handshake (params.close_wait_ms or the default), and
+ * starting it on the connection's timer (conn.c; the timer fails the connection with
+ * GS_ERR_TIMED_OUT when tls_close_pending is still set then). */
+unsigned gs__conn_close_wait_ms(const gs_conn_t *c);
+void gs__conn_arm_close_wait(gs_conn_t *c);
 
 #endif

@@ -59,6 +59,7 @@ gs_status_t gs__conn_tls_feed(gs_conn_t *c, const void *data, size_t n)
         }
         if (c->tls_close_pending) {  /* the frames are queued: now close_notify after them */
             c->tls_close_pending = 0;
+            uv_timer_stop(&c->trim_timer);  /* the wait's deadline */
             uv_read_stop((uv_stream_t *)&c->tcp);
             gs__conn_shutdown(c);
         }
@@ -79,6 +80,7 @@ int gs__conn_tls_close_waits(gs_conn_t *c)
         return 0;
     }
     c->tls_close_pending = 1;
+    gs__conn_arm_close_wait(c);  /* bounded: a peer may stall its handshake for ever */
     GS_LOG_DEBUG("connection %s: closing once the TLS handshake has sent %zu waiting bytes", c->peer_name,
                  c->pending_bytes);
     return 1;

@@ -401,3 +401,36 @@ Test(proto_tls, a_close_waiting_for_the_handshake_ends_when_the_peer_goes_away, 
     cr_assert_eq(t.nmsgs, 0);
     tc_finish(&loop, &listener, &t);
 }
+
+static void tc_srv_send_and_close_bounded(uv_stream_t *listener, int status)
+{
+    tconn_t *t = listener->data;
+    gs_conn_params_t p = {.msg_cb = tc_srv_msg, .close_cb = tc_srv_close, .arg = t, .tls = t->sctx,
+                          .close_wait_ms = 50};
+    gs_msg_t shut = {.type = GS_MSG_SHUTDOWN};
+    cr_assert_eq(status, 0);
+    cr_assert_eq(gs_conn_accept(listener, &p, &t->srv), GS_OK, "%s", gs_last_error());
+    cr_assert_eq(gs_conn_send(t->srv, &shut), GS_OK, "%s", gs_last_error());
+    gs_conn_close(t->srv, GS_OK);
+}
+
+/* A close waiting for the handshake is bounded: a peer that connects and then says nothing (here
+ * a client without TLS that stays open) does not keep the connection for ever. Past
+ * close_wait_ms the server's connection closes with GS_ERR_TIMED_OUT, its frame dropped, and
+ * the silent peer sees the end of stream. Waits on the loop's events (the deadline is a timer). */
+Test(proto_tls, a_close_waiting_for_a_stalled_handshake_ends_at_its_deadline, .timeout = 30)
+{
+    gs_conn_params_t p = {.msg_cb = tc_cli_msg, .close_cb = tc_cli_close, .connect_cb = tc_plain_connect};
+    uv_loop_t loop;
+    uv_tcp_t listener;
+    tconn_t t = {0};
+    int port = tc_listen(&loop, &listener, &t, tc_srv_send_and_close_bounded);
+
+    p.arg = &t;
+    cr_assert_eq(gs_conn_connect(&loop, "127.0.0.1", port, &p, &t.cli), GS_OK, "%s", gs_last_error());
+    while (!t.srv_closed) uv_run(&loop, UV_RUN_ONCE);   /* the deadline's timer wakes the loop */
+    cr_assert_eq(t.srv_reason, GS_ERR_TIMED_OUT, "%s", gs_status_string(t.srv_reason));
+    while (!t.cli_closed) uv_run(&loop, UV_RUN_ONCE);
+    cr_assert_eq(t.nmsgs, 0);
+    tc_finish(&loop, &listener, &t);
+}
