@@ -246,8 +246,6 @@ gs_status_t gs__client_submit_graph(gs_client_h c, gs_taskgraph_t *tg, unsigned 
     if ((st = gs__encode_submit(tg, f->client_ref, (flags & GS_SUBMIT_KEEP) ? GS_SUBMIT_PERSIST : 0,
                                 &op->frame)) != GS_OK)
         goto err_grid;
-    gs_taskgraph_free(tg);
-    tg = NULL;
     if (keep_array != NULL) f->keep_array = gs_array_retain(keep_array);
 
     /* two references: the caller's and the I/O thread's; each future holds the client */
@@ -262,7 +260,11 @@ gs_status_t gs__client_submit_graph(gs_client_h c, gs_taskgraph_t *tg, unsigned 
     }
     c->refs++;
     uv_mutex_unlock(&c->mu);
-    if ((st = gs__post(c, op)) != GS_OK) {
+    st = gs__post(c, op);
+    /* the frame is on its way: the lowering's tables (tens of MB for a million tasks) are
+     * unmapped while the I/O thread sends it, not before */
+    gs_taskgraph_free(tg);
+    if (st != GS_OK) {
         int free_c;
         uv_mutex_lock(&c->mu);
         gs__client_unref_locked(c, &free_c);

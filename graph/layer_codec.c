@@ -14,7 +14,12 @@
  *   FILE    := [1, 5, grid, body]  (layer_file.c)
  *   SCAN    := [1, 9, grid, [op, mode, axis, chain, in_dtype, out_dtype, src grid]]
  *              (layer_scan.c)
- *   grid    := [[shape...], [[bounds of axis 0...], [bounds of axis 1...], ...]]
+ *   grid    := [[shape...], [axis 0, axis 1, ...]]
+ *   axis    := [bounds...]  (nchunks + 1 entries from 0 to the shape), or
+ *              [chunk]      (a regular axis: every chunk `chunk` wide but the last, which ends
+ *                            at the shape; written for every such axis of a positive shape with
+ *                            at most GS__GRID_COMPACT_MAX chunks, so a layer of a million chunks
+ *                            along an axis costs one integer there instead of a million)
  *   leaf    := [kind, src, [off...], [step...], [perm...], [shape...], seed, p0, p1]
  *              (ndim = len(off); shape has ndim entries for random/index leaves, 0 for chunk)
  *   instr   := [op, arg, imm]
@@ -45,6 +50,11 @@
 #endif
 
 #define GS__LAYER_VERSION 1
+/* At most this many chunks along one axis in the compact [chunk] form, and in all the compact
+ * axes of one grid: a decoder materialises the bounds (8 bytes a chunk), so a few bytes of a
+ * hostile layer cannot ask for more than 128 MiB of them per grid. Encoders write larger
+ * regular axes with explicit bounds (whose size then bounds the decoder's allocation). */
+#define GS__GRID_COMPACT_MAX ((int64_t)1 << 24)
 
 /* ---- encode ---- */
 
@@ -56,13 +66,35 @@ static int gs__fused_typed(const gs_layer_t *l)
     return typed;
 }
 
+/* The chunk width of axis @a a when it is regular (every chunk that wide but the last, which
+ * ends at the shape) and fits the compact form's budget @a *left (then reduced), else 0. */
+static int64_t gs__grid_axis_regular(const gs_grid_t *g, int32_t a, int64_t *left)
+{
+    int64_t n = g->nchunks[a], shape = g->shape[a], c;
+    const int64_t *b = g->bounds[a];
+    if (shape <= 0 || n < 1 || n > *left || b[0] != 0 || b[n] != shape) return 0;
+    c = b[1];
+    if (c <= 0 || (shape - 1) / c + 1 != n) return 0;
+    for (int64_t k = 1; k < n; k++)
+        if (b[k] != k * c) return 0;
+    *left -= n;
+    return c;
+}
+
 void gs__enc_grid(gs_mp_writer_t *w, const gs_grid_t *g)
 {
+    int64_t left = GS__GRID_COMPACT_MAX;
     gs_mp_write_array(w, 2);
     gs_mp_write_array(w, (uint32_t)g->ndim);
     for (int32_t a = 0; a < g->ndim; a++) gs_mp_write_i64(w, g->shape[a]);
     gs_mp_write_array(w, (uint32_t)g->ndim);
     for (int32_t a = 0; a < g->ndim; a++) {
+        int64_t c = gs__grid_axis_regular(g, a, &left);
+        if (c > 0) {
+            gs_mp_write_array(w, 1);
+            gs_mp_write_i64(w, c);
+            continue;
+        }
         gs_mp_write_array(w, (uint32_t)(g->nchunks[a] + 1));
         gs_mp_write_i64s(w, g->bounds[a], (size_t)(g->nchunks[a] + 1));
     }
@@ -205,6 +237,7 @@ static int gs__dec_i64_array(gs_mp_reader_t *r, uint32_t n_expect, int64_t *v, c
 int gs__dec_grid(gs_mp_reader_t *r, gs_grid_t *g)
 {
     uint32_t n, nd, nb;
+    int64_t left = GS__GRID_COMPACT_MAX;
     if (!gs_mp_read_array(r, &n)) return 0;
     if (n != 2) return gs_mp_fail(r, "grid must have 2 fields");
     if (!gs_mp_read_array(r, &nd)) return 0;
@@ -216,6 +249,25 @@ int gs__dec_grid(gs_mp_reader_t *r, gs_grid_t *g)
     if (n != nd) return gs_mp_fail(r, "grid bounds count does not match ndim");
     for (uint32_t a = 0; a < nd; a++) {
         if (!gs_mp_read_array(r, &nb)) return 0;   /* count checked against remaining bytes */
+        if (nb == 1) {
+            /* a regular axis: [chunk] */
+            int64_t c, shape = g->shape[a], nc;
+            if (!gs_mp_read_i64(r, &c)) return 0;
+            if (c <= 0 || shape <= 0)
+                return gs_mp_fail(r, "regular grid axis needs a positive chunk and shape");
+            nc = (shape - 1) / c + 1;
+            if (nc > left) return gs_mp_fail(r, "regular grid axes have too many chunks");
+            left -= nc;
+            g->nchunks[a] = nc;
+            g->bounds[a] = gs_malloc((size_t)(nc + 1) * sizeof(int64_t), "grid bounds");
+            if (g->bounds[a] == NULL) {
+                r->err = gs_error_set(GS_ERR_NO_MEMORY, "out of memory decoding a grid");
+                return 0;
+            }
+            for (int64_t k = 0; k < nc; k++) g->bounds[a][k] = k * c;
+            g->bounds[a][nc] = shape;
+            continue;
+        }
         if (nb < 2) return gs_mp_fail(r, "grid axis without chunks");
         g->nchunks[a] = (int64_t)nb - 1;
         g->bounds[a] = gs_malloc((size_t)nb * sizeof(int64_t), "grid bounds");

@@ -74,7 +74,8 @@ void gs__conn_free_wreq(gs__wreq_t *w, gs_status_t status)
 {
     if (w->release != NULL) w->release(w->release_arg, status);
     gs_free(w->cipher);
-    gs_free(w->data);
+    if (w->data_cap != 0) gs_frame_storage_give(w->data, w->data_cap);
+    else gs_free(w->data);
     gs_free(w);
 }
 
@@ -407,9 +408,10 @@ gs_status_t gs__conn_submit(gs_conn_t *c, gs__wreq_t *w)
 
 /* Queue @a data (owned, gs_malloc'ed) of @a len bytes followed by @a tail_len borrowed bytes at
  * @a tail (released through @a release once written or dropped -- but not when this fails: the
- * caller keeps them then). */
-static gs_status_t gs__conn_queue(gs_conn_t *c, uint8_t *data, size_t len, const uint8_t *tail, size_t tail_len,
-                                  gs_conn_release_cb release, void *release_arg)
+ * caller keeps them then). @a cap: data's capacity when it becomes a spare buffer once written
+ * (gs_frame_storage_give), 0 when it is freed. */
+static gs_status_t gs__conn_queue(gs_conn_t *c, uint8_t *data, size_t len, size_t cap, const uint8_t *tail,
+                                  size_t tail_len, gs_conn_release_cb release, void *release_arg)
 {
     gs_status_t st;
     gs__wreq_t *w = gs_malloc(sizeof *w, "conn write");
@@ -421,6 +423,7 @@ static gs_status_t gs__conn_queue(gs_conn_t *c, uint8_t *data, size_t len, const
     w->next = NULL;
     w->conn = c;
     w->data = data;
+    w->data_cap = cap;
     w->head_len = len;
     w->len = len + tail_len;
     w->tail = tail;
@@ -452,20 +455,21 @@ gs_status_t gs_conn_send(gs_conn_t *c, const gs_msg_t *msg)
     gs_buf_t b;
     gs_status_t st;
     uint8_t *data;
-    size_t len;
+    size_t len, cap;
     if (c == NULL || msg == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "gs_conn_send: NULL argument");
     if (c->close_requested) {
         return gs_error_set(GS_ERR_CONN_CLOSED, "connection %s is closing; %s message not sent", c->peer_name,
                             gs_msg_type_name(msg->type));
     }
     gs_buf_init(&b);
-    st = gs_msg_encode(msg, &b);
+    st = gs_msg_encode_spare(msg, &b);   /* a large frame into a spare buffer, reused once written */
     if (st != GS_OK) {
         gs_buf_cleanup(&b);
         return st;
     }
+    cap = b.cap;
     data = gs_buf_detach(&b, &len);
-    return gs__conn_queue(c, data, len, NULL, 0, NULL, NULL);
+    return gs__conn_queue(c, data, len, cap > GS_FRAME_SPARE_MIN ? cap : 0, NULL, 0, NULL, NULL);
 }
 
 gs_status_t gs_conn_send_data(gs_conn_t *c, const gs_msg_t *msg, gs_conn_release_cb release, void *arg)
@@ -491,7 +495,7 @@ gs_status_t gs_conn_send_data(gs_conn_t *c, const gs_msg_t *msg, gs_conn_release
         return st;
     }
     data = gs_buf_detach(&b, &len);
-    return gs__conn_queue(c, data, len, msg->u.data.data.data, tail_len, release, arg);
+    return gs__conn_queue(c, data, len, 0, msg->u.data.data.data, tail_len, release, arg);
 }
 
 gs_status_t gs_conn_send_frame_borrowed(gs_conn_t *c, const uint8_t *data, size_t len,
@@ -504,7 +508,7 @@ gs_status_t gs_conn_send_frame_borrowed(gs_conn_t *c, const uint8_t *data, size_
     if (!gs_frames_whole(data, len))
         return gs_error_set(GS_ERR_INVALID_PARAM, "gs_conn_send_frame_borrowed: %zu bytes are not whole frames",
                             len);
-    return gs__conn_queue(c, NULL, 0, data, len, release, arg);
+    return gs__conn_queue(c, NULL, 0, 0, data, len, release, arg);
 }
 
 gs_status_t gs_conn_send_frame(gs_conn_t *c, gs_buf_t *frame)
@@ -526,7 +530,7 @@ gs_status_t gs_conn_send_frame(gs_conn_t *c, gs_buf_t *frame)
         return gs_error_set(GS_ERR_INVALID_PARAM, "gs_conn_send_frame: %zu bytes are not whole frames", flen);
     }
     data = gs_buf_detach(frame, &len);
-    return gs__conn_queue(c, data, len, NULL, 0, NULL, NULL);
+    return gs__conn_queue(c, data, len, 0, NULL, 0, NULL, NULL);
 }
 
 /* ---- accept / connect ---- */

@@ -16,6 +16,8 @@ typedef struct gs__wreq {
     struct gs__wreq *next;  /* queue of frames waiting for the connection */
     gs_conn_t *conn;
     uint8_t *data;          /* owned: the frame, or the head of a gs_conn_send_data() frame */
+    size_t data_cap;        /* data's capacity when it goes back to the thread's spares once
+                               written (gs_frame_storage_give), else 0: freed */
     size_t len;             /* bytes of data + tail */
     size_t head_len;        /* bytes of data */
     const uint8_t *tail;    /* borrowed bytes that follow data (gs_conn_send_data) */

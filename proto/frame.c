@@ -15,6 +15,7 @@
 #define GS__FRAME_READER_KEEP (4u << 20)  /* buffers above this are sized exactly and retained briefly */
 #define GS__FRAME_READER_ALIGN_MIN (64u << 10)  /* frames above this get an 8-byte aligned payload */
 #define GS__FRAME_READER_NONE SIZE_MAX     /* no frame handed out that could be detached */
+#define GS__SPARE_MIN GS_FRAME_SPARE_MIN    /* smaller buffers come from the heap's arenas, cheaply */
 
 /* Detached frame storage (gs_frame_reader_detach). */
 struct gs_frame_storage {
@@ -41,7 +42,7 @@ static void gs__spare_put(uint8_t *data, size_t cap);
  * a small one is freed. */
 static void gs__frame_reader_release(gs_frame_reader_t *r)
 {
-    if (r->buf.cap > GS__FRAME_READER_KEEP) {
+    if (r->buf.cap > GS__SPARE_MIN) {
         gs__spare_put(r->buf.data, r->buf.cap);
         gs_buf_init(&r->buf);
     } else {
@@ -97,17 +98,18 @@ static gs_status_t gs__frame_reader_room(gs_frame_reader_t *r, size_t extra)
         return gs_error_set(GS_ERR_NO_MEMORY, "cannot buffer %zu more received bytes", extra);
     }
     need = r->buf.len + extra;
-    if (need > GS__FRAME_READER_KEEP && r->buf.cap <= GS__FRAME_READER_KEEP && gs__spare_pick(need) >= 0) {
-        /* a large frame into a small buffer: take a spare (grown in place if need be) */
+    if (need > GS__SPARE_MIN && gs__spare_pick(need) >= 0) {
+        /* a large frame into a smaller buffer: take a spare (grown if need be), so its pages
+         * were faulted in already; the buffer it replaces becomes a spare in turn */
         gs_frame_storage_t *sp = &gs__spare[gs__spare_pick(need)];
         p = sp->cap >= need ? sp->data : gs_realloc(sp->data, need, "frame reader");
         if (p != NULL) {
-            if (sp->cap < need) (void)gs_heap_advise_huge(p, need);
+            if (sp->cap < need && need > GS__FRAME_READER_KEEP) (void)gs_heap_advise_huge(p, need);
             ncap = sp->cap >= need ? sp->cap : need;
             sp->data = NULL;
             sp->cap = 0;
             if (r->buf.len > 0) memcpy(p, r->buf.data, r->buf.len);
-            gs_free(r->buf.data);
+            gs__spare_put(r->buf.data, r->buf.cap);
             r->buf.data = p;
             r->buf.cap = ncap;
             return GS_OK;
@@ -271,7 +273,7 @@ void gs_frame_storage_free(gs_frame_storage_t *fs)
 static void gs__spare_keep(gs_frame_storage_t *fs)
 {
     int slot = -1;
-    if (fs->cap > GS__FRAME_READER_KEEP && fs->cap <= GS__SPARE_BYTES) {
+    if (fs->data != NULL && fs->cap > GS__SPARE_MIN && fs->cap <= GS__SPARE_BYTES) {
         /* an empty slot, else the smallest spare if this one is larger */
         for (int i = 0; i < GS__SPARES; i++) {
             if (gs__spare[i].data == NULL) {
@@ -306,6 +308,31 @@ static void gs__spare_keep(gs_frame_storage_t *fs)
     } else {
         gs_free(fs->data);
     }
+}
+
+uint8_t *gs_frame_storage_take(size_t min, size_t *cap_p)
+{
+    int best = -1;
+    uint8_t *p;
+    if (cap_p == NULL || min <= GS__SPARE_MIN) return NULL;
+    for (int i = 0; i < GS__SPARES; i++) {
+        if (gs__spare[i].data != NULL && gs__spare[i].cap >= min &&
+            (best < 0 || gs__spare[i].cap < gs__spare[best].cap)) {
+            best = i;
+        }
+    }
+    if (best < 0) return NULL;
+    p = gs__spare[best].data;
+    *cap_p = gs__spare[best].cap;
+    gs__spare[best].data = NULL;
+    gs__spare[best].cap = 0;
+    return p;
+}
+
+void gs_frame_storage_give(uint8_t *data, size_t cap)
+{
+    if (data == NULL) return;
+    gs__spare_put(data, cap);
 }
 
 size_t gs_frame_storage_spare(void)

@@ -502,6 +502,13 @@ const char *gs_msg_type_name(uint32_t type);
  *  On error @a out is left as it was. */
 gs_status_t gs_msg_encode(const gs_msg_t *msg, gs_buf_t *out);
 
+/** gs_msg_encode() into the empty buffer @a out (no storage: gs_buf_init'ed), whose storage is
+ *  one of this thread's spare buffers (gs_frame_storage_take) when the frame is larger than
+ *  GS_FRAME_SPARE_MIN and a spare fits it; out->cap is then the spare's capacity, to hand back
+ *  with gs_frame_storage_give once the frame is written. GS_ERR_INVALID_PARAM when @a out is
+ *  not empty; other errors as gs_msg_encode(), @a out holding nothing or a spare to release. */
+gs_status_t gs_msg_encode_spare(const gs_msg_t *msg, gs_buf_t *out);
+
 /** Like gs_msg_encode(), but a DATA message's chunk bytes (msg->u.data.data) are not copied:
  *  @a out gets the frame up to them and *tail_len_p = msg->u.data.data.len; the frame is complete
  *  once the caller sends those bytes right after it (the 4-byte header counts them). The bytes on
@@ -533,8 +540,10 @@ void gs_msg_cleanup(gs_msg_t *msg);
  * 8-byte boundary in memory (while little of it is in), so its tables decode in place
  * (gs_msg_decode_borrow). Once drained, a large buffer is kept for the next frame only while the
  * last frame handed out was large: the first small frame, or gs_frame_reader_trim(), releases it to the
- * thread's spare buffers (those of detached frames given back, see gs_frame_storage_free; the
- * next large frame on the thread is received into one, its pages already faulted in). So a
+ * thread's spare buffers (those of detached frames and written frames given back, see
+ * gs_frame_storage_free and gs_frame_storage_give; the next frame of more than
+ * GS_FRAME_SPARE_MIN bytes on the thread is received into one, its pages already faulted in;
+ * gs_frame_reader_shrink releases buffers of more than GS_FRAME_SPARE_MIN bytes there too). So a
  * reader holds one buffer, never more than the largest recent frame (plus less than 64 KiB of
  * bytes that followed it in one read).
  */
@@ -575,11 +584,22 @@ typedef struct gs_frame_storage gs_frame_storage_t;
  *  Bytes received after the frame move to a new buffer. GS_ERR_NO_MEMORY: nothing changed.
  *  GS_ERR_INVALID_PARAM when no payload was just handed out (or it was already detached). */
 gs_status_t gs_frame_reader_detach(gs_frame_reader_t *r, gs_frame_storage_t **storage_p);
-/** Release detached storage (NULL: no-op). A large one is kept as one of this thread's spares
- *  (at most 16 and 1 GiB in all; when full, it replaces smaller ones), which the next large frames
- *  reserved by readers on this thread reuse instead of fresh memory; gs_frame_storage_trim()
- *  frees them. */
+/** Release detached storage (NULL: no-op). One of more than GS_FRAME_SPARE_MIN bytes is kept
+ *  as one of this thread's spares (at most 16 and 1 GiB in all; when full, it replaces smaller
+ *  ones), which the next large frames reserved by readers, or encoded by gs_msg_encode_spare, on
+ *  this thread reuse instead of fresh memory; gs_frame_storage_trim() frees them. */
 void gs_frame_storage_free(gs_frame_storage_t *storage);
+/** Buffers of more than this many bytes are kept as spares (smaller ones are freed): the C
+ *  library maps such blocks afresh (gsched's mmap threshold), so reusing one saves faulting in
+ *  and zeroing its pages again. */
+#define GS_FRAME_SPARE_MIN (64u << 10)
+/** Take this thread's smallest spare buffer of at least @a min bytes out of the spares: the
+ *  caller owns it (gs_free it, or hand it back with gs_frame_storage_give) and *cap_p gets its
+ *  capacity. NULL when there is none that large, or when @a min is at most GS_FRAME_SPARE_MIN. */
+uint8_t *gs_frame_storage_take(size_t min, size_t *cap_p);
+/** Give @a data (gs_malloc'ed, @a cap bytes of capacity; ownership passes, NULL: no-op) to this
+ *  thread's spares, bounded as gs_frame_storage_free's; freed when it is not kept. */
+void gs_frame_storage_give(uint8_t *data, size_t cap);
 /** Total capacity of this thread's spare buffers (0: none). */
 size_t gs_frame_storage_spare(void);
 /** Free this thread's spare buffers. */
@@ -591,9 +611,9 @@ void gs_frame_reader_trim(gs_frame_reader_t *r);
 size_t gs_frame_reader_retained(const gs_frame_reader_t *r);
 /** Release the buffer if nothing is buffered and it holds more than @a max_kept bytes, whatever
  *  the last frame was (a daemon bounding its receive memory: gsched's connections keep no drained
- *  buffer past their read buffer's size). A large buffer goes to the thread's spares (bounded to
- *  16 buffers and 1 GiB; connections trim them after a second without traffic). Returns the
- *  bytes released from the reader. */
+ *  buffer past their read buffer's size). A buffer of more than GS_FRAME_SPARE_MIN bytes goes to
+ *  the thread's spares (bounded to 16 buffers and 1 GiB; connections trim them after a second
+ *  without traffic). Returns the bytes released from the reader. */
 size_t gs_frame_reader_shrink(gs_frame_reader_t *r, size_t max_kept);
 
 #ifdef __cplusplus

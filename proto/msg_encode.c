@@ -199,7 +199,8 @@ static uint64_t gs__msg_size_hint(const gs_msg_t *m, const gs__msg_desc_t *d, in
     return s;
 }
 
-static gs_status_t gs__msg_encode(const gs_msg_t *msg, gs_buf_t *out, int head_only, size_t *tail_len_p)
+static gs_status_t gs__msg_encode(const gs_msg_t *msg, gs_buf_t *out, int head_only, int spare,
+                                  size_t *tail_len_p)
 {
     static const uint8_t header[GS_PROTO_FRAME_HEADER] = {0};
     const gs__msg_desc_t *d;
@@ -218,6 +219,16 @@ static gs_status_t gs__msg_encode(const gs_msg_t *msg, gs_buf_t *out, int head_o
     head_only = head_only && msg->type == GS_MSG_DATA;
     tail = head_only ? msg->u.data.data.len : 0;
     hint = gs__msg_size_hint(msg, d, head_only);
+    if (spare && out->data == NULL && hint <= UINT32_MAX) {
+        /* a large frame into a buffer an earlier one left, its pages already in */
+        size_t cap = 0;
+        uint8_t *p = gs_frame_storage_take(GS_PROTO_FRAME_HEADER + (size_t)hint, &cap);
+        if (p != NULL) {
+            out->data = p;
+            out->len = 0;
+            out->cap = cap;
+        }
+    }
     if (hint <= UINT32_MAX && gs_buf_reserve(out, GS_PROTO_FRAME_HEADER + (size_t)hint) != GS_OK) {
         return gs_error_set(GS_ERR_NO_MEMORY, "out of memory encoding a %s message of about %llu bytes", d->name,
                             (unsigned long long)hint);
@@ -247,11 +258,19 @@ static gs_status_t gs__msg_encode(const gs_msg_t *msg, gs_buf_t *out, int head_o
 
 gs_status_t gs_msg_encode(const gs_msg_t *msg, gs_buf_t *out)
 {
-    return gs__msg_encode(msg, out, 0, NULL);
+    return gs__msg_encode(msg, out, 0, 0, NULL);
+}
+
+gs_status_t gs_msg_encode_spare(const gs_msg_t *msg, gs_buf_t *out)
+{
+    if (out == NULL || out->data != NULL) {
+        return gs_error_set(GS_ERR_INVALID_PARAM, "gs_msg_encode_spare: needs an empty buffer");
+    }
+    return gs__msg_encode(msg, out, 0, 1, NULL);
 }
 
 gs_status_t gs_msg_encode_head(const gs_msg_t *msg, gs_buf_t *out, size_t *tail_len_p)
 {
     if (tail_len_p == NULL) return gs_error_set(GS_ERR_INVALID_PARAM, "gs_msg_encode_head: NULL argument");
-    return gs__msg_encode(msg, out, 1, tail_len_p);
+    return gs__msg_encode(msg, out, 1, 0, tail_len_p);
 }

@@ -6,6 +6,7 @@
 
 #include "common/alloc.h"
 #include "common/error.h"
+#include "common/log.h"   /* gs_assert */
 
 #include <stdint.h>
 #include <string.h>
@@ -54,6 +55,27 @@ static inline void gs__rset_add(gs__rset_t *r, uint32_t p)
         p >>= 6;
     }
     r->n++;
+}
+
+/* Bulk filling (a graph's initially ready tasks): gs__rset_put sets @a p's leaf bit alone (@a p
+ * must not be a member); gs__rset_seal then derives every summary level from the leaves in one
+ * pass. Between the two the set is only written: no other call may see it. */
+static inline void gs__rset_put(gs__rset_t *r, uint32_t p)
+{
+    r->bits[r->off[0] + (p >> 6)] |= 1ull << (p & 63);
+    r->n++;
+}
+
+static inline void gs__rset_seal(gs__rset_t *r)
+{
+    for (uint32_t l = 1; l < r->nlevels; l++) {
+        uint32_t nbelow = r->off[l] - r->off[l - 1];
+        const uint64_t *below = &r->bits[r->off[l - 1]];
+        uint64_t *up = &r->bits[r->off[l]];
+        memset(up, 0, (((size_t)nbelow + 63) / 64) * sizeof(uint64_t));
+        for (uint32_t i = 0; i < nbelow; i++)
+            if (below[i] != 0) up[i >> 6] |= 1ull << (i & 63);
+    }
 }
 
 /* @a p must be a member. */

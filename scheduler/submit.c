@@ -414,10 +414,12 @@ gs_status_t gs__graph_submit(gs_sched_t *s, gs__peer_t *client, const gs_msg_gra
         if (n == 0) {
             gs__task_state_set(g, t, GS__TS_READY);
             g->tflags[t] |= GS__TF_STACKED;
-            gs__rset_add((g->tflags[t] & GS__TF_ROOT) ? &g->ready_roots : &g->ready_tasks, g->prio[t]);
+            gs__rset_put((g->tflags[t] & GS__TF_ROOT) ? &g->ready_roots : &g->ready_tasks, g->prio[t]);
             g->nready++;
         }
     }
+    gs__rset_seal(&g->ready_roots);   /* leaves filled in task order: summaries in one pass */
+    gs__rset_seal(&g->ready_tasks);
     g->noutputs_missing = g->noutputs;
 
     g->id = s->next_graph_id++;

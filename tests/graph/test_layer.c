@@ -668,3 +668,121 @@ Test(graph_layer, instantiate_rejects_a_leaf_reading_outside_its_array)
     cr_assert_eq(gs_layer_instantiate(l, 1, 0, NULL, out, &kt), GS_ERR_INVALID_PARAM);
     gs_taskgraph_free(tg);
 }
+
+/* ---- grid codec: regular axes in the compact [chunk] form ---- */
+
+#include "graph/scan_int.h"
+#include "proto/mp.h"
+
+static void grid_set(gs_grid_t *g, int nd, const int64_t *shape, const int64_t *nch,
+                     const int64_t *const *bounds)
+{
+    memset(g, 0, sizeof *g);
+    g->ndim = nd;
+    for (int a = 0; a < nd; a++) {
+        g->shape[a] = shape[a];
+        g->nchunks[a] = nch[a];
+        g->bounds[a] = gs_malloc((size_t)(nch[a] + 1) * sizeof(int64_t), "test bounds");
+        cr_assert_not_null(g->bounds[a]);
+        memcpy(g->bounds[a], bounds[a], (size_t)(nch[a] + 1) * sizeof(int64_t));
+    }
+}
+
+/* Encode @a g, decode it back, compare; returns the encoded size. */
+static size_t grid_round_trip(const gs_grid_t *g)
+{
+    gs_buf_t b;
+    gs_mp_writer_t w;
+    gs_mp_reader_t r;
+    gs_grid_t back;
+    size_t len;
+    gs_buf_init(&b);
+    gs_mp_writer_init(&w, &b);
+    gs__enc_grid(&w, g);
+    cr_assert_eq(w.err, GS_OK);
+    memset(&back, 0, sizeof back);
+    gs_mp_reader_init(&r, b.data, b.len);
+    cr_assert(gs__dec_grid(&r, &back), "decode: %s", gs_last_error());
+    cr_assert(gs_mp_at_end(&r));
+    cr_assert(gs__grid_equal(g, &back), "the decoded grid differs");
+    gs_grid_cleanup(&back);
+    len = b.len;
+    gs_buf_cleanup(&b);
+    return len;
+}
+
+Test(graph_layer, regular_axes_are_encoded_as_one_chunk_width)
+{
+    enum { N = 1000000 };
+    gs_grid_t g;
+    int64_t *big = gs_malloc((N + 1) * sizeof(int64_t), "test bounds");
+    const int64_t irr[] = {0, 2, 5, 6}, last_small[] = {0, 4, 8, 10}, one[] = {0, 7}, zero[] = {0, 0};
+    cr_assert_not_null(big);
+    for (int64_t k = 0; k <= N; k++) big[k] = k;
+    {
+        const int64_t shape[] = {N, 10, 6}, nch[] = {N, 3, 3};
+        const int64_t *const bounds[] = {big, last_small, irr};
+        grid_set(&g, 3, shape, nch, bounds);
+        cr_assert_lt(grid_round_trip(&g), 64, "a million regular chunks in a few bytes");
+        gs_grid_cleanup(&g);
+    }
+    {
+        const int64_t shape[] = {7, 0}, nch[] = {1, 1};
+        const int64_t *const bounds[] = {one, zero};
+        grid_set(&g, 2, shape, nch, bounds);
+        (void)grid_round_trip(&g);   /* a zero-length axis keeps its explicit bounds */
+        gs_grid_cleanup(&g);
+    }
+    {
+        /* past the compact budget: explicit bounds, still the same grid */
+        int64_t n = ((int64_t)1 << 24) + 1;
+        int64_t *huge = gs_malloc((size_t)(n + 1) * sizeof(int64_t), "test bounds");
+        cr_assert_not_null(huge);
+        for (int64_t k = 0; k <= n; k++) huge[k] = k;
+        const int64_t shape[] = {n}, nch[] = {n};
+        const int64_t *const bounds[] = {huge};
+        grid_set(&g, 1, shape, nch, bounds);
+        cr_assert_gt(grid_round_trip(&g), (size_t)n);
+        gs_grid_cleanup(&g);
+        gs_free(huge);
+    }
+    gs_free(big);
+}
+
+/* [[shape...], [[chunk]...]] with the given values: decoding must fail with @a word. */
+static void expect_compact_rejected(int nd, const int64_t *shape, const int64_t *chunk, const char *word)
+{
+    gs_buf_t b;
+    gs_mp_writer_t w;
+    gs_mp_reader_t r;
+    gs_grid_t g;
+    gs_buf_init(&b);
+    gs_mp_writer_init(&w, &b);
+    gs_mp_write_array(&w, 2);
+    gs_mp_write_array(&w, (uint32_t)nd);
+    for (int a = 0; a < nd; a++) gs_mp_write_i64(&w, shape[a]);
+    gs_mp_write_array(&w, (uint32_t)nd);
+    for (int a = 0; a < nd; a++) {
+        gs_mp_write_array(&w, 1);
+        gs_mp_write_i64(&w, chunk[a]);
+    }
+    memset(&g, 0, sizeof g);
+    gs_mp_reader_init(&r, b.data, b.len);
+    cr_assert_not(gs__dec_grid(&r, &g), "accepted a bad regular axis");
+    cr_assert_neq(r.err, GS_OK);
+    cr_assert_not_null(strstr(gs_last_error(), word), "error '%s' lacks '%s'", gs_last_error(), word);
+    gs_grid_cleanup(&g);
+    gs_buf_cleanup(&b);
+}
+
+Test(graph_layer, decode_rejects_bad_regular_axes_without_allocating_for_them)
+{
+    const int64_t s1[] = {10}, c0[] = {0}, cneg[] = {-3}, s0[] = {0}, c1[] = {1};
+    const int64_t sbig[] = {(int64_t)1 << 40}, c11[] = {1, 1};
+    const int64_t s2[] = {(int64_t)1 << 23, ((int64_t)1 << 23) + 1};
+    expect_compact_rejected(1, s1, c0, "positive chunk");
+    expect_compact_rejected(1, s1, cneg, "positive chunk");
+    expect_compact_rejected(1, s0, c1, "positive chunk");
+    expect_compact_rejected(1, sbig, c1, "too many chunks");
+    expect_compact_rejected(2, s2, c11, "too many chunks");   /* the budget is per grid */
+}

@@ -516,3 +516,95 @@ Test(proto_frame, freed_large_storage_is_reused_by_the_next_large_frame_then_tri
     gs_free(small);
     proto_check_no_leaks();
 }
+
+Test(proto_frame, a_drained_mid_size_buffer_becomes_a_spare_the_next_frame_reuses)
+{
+    /* a budgeted connection shrinks its drained reader after every read: a buffer of a frame
+     * between 64 KiB and 4 MiB (a batch of completions) goes to the thread's spares, and the
+     * next such frame is received into it instead of fresh pages */
+    gs_frame_reader_t r;
+    const uint8_t *p;
+    size_t len, n = 200u << 10, cap;
+    uint8_t *f = big_frame(n, 31), *mem;
+    gs_frame_reader_init(&r, 0);
+    cr_assert_eq(gs_frame_reader_feed(&r, f, n + 4), GS_OK);
+    expect_payload(&r, f, n);
+    mem = r.buf.data;
+    cap = r.buf.cap;
+    cr_assert_eq(gs_frame_reader_shrink(&r, 16u << 10), cap);
+    cr_assert_eq(gs_frame_storage_spare(), cap, "kept as a spare");
+    cr_assert_eq(gs_frame_reader_feed(&r, f, 1000), GS_OK);
+    cr_assert_eq(gs_frame_reader_next(&r, &p, &len), GS_INPROGRESS);
+    cr_assert_eq(r.buf.data, mem, "the spare was reused");
+    cr_assert_eq(gs_frame_storage_spare(), 0);
+    cr_assert_eq(gs_frame_reader_feed(&r, f + 1000, n + 4 - 1000), GS_OK);
+    expect_payload(&r, f, n);
+    /* a small buffer is not kept */
+    gs_frame_reader_cleanup(&r);
+    gs_frame_reader_init(&r, 0);
+    cr_assert_eq(gs_frame_reader_feed(&r, f, 1000), GS_OK);
+    cr_assert_eq(gs_frame_reader_shrink(&r, 16), 0, "not drained: kept");
+    gs_frame_reader_cleanup(&r);
+    gs_frame_storage_trim();
+    gs_free(f);
+    proto_check_no_leaks();
+}
+
+Test(proto_frame, take_and_give_move_buffers_in_and_out_of_the_spares)
+{
+    size_t cap = 0;
+    uint8_t *a = gs_malloc(1u << 20, "test spare"), *small = gs_malloc(1000, "test small"), *got;
+    cr_assert_not_null(a);
+    cr_assert_not_null(small);
+    cr_assert_null(gs_frame_storage_take(1u << 18, &cap), "no spare yet");
+    gs_frame_storage_give(a, 1u << 20);
+    gs_frame_storage_give(small, 1000);
+    gs_frame_storage_give(NULL, 1u << 20);
+    cr_assert_eq(gs_frame_storage_spare(), 1u << 20, "the small buffer was freed");
+    cr_assert_null(gs_frame_storage_take(GS_FRAME_SPARE_MIN, &cap), "small requests take none");
+    cr_assert_null(gs_frame_storage_take(2u << 20, &cap), "none large enough");
+    cr_assert_null(gs_frame_storage_take(1u << 18, NULL));
+    got = gs_frame_storage_take(1u << 18, &cap);
+    cr_assert_eq(got, a);
+    cr_assert_eq(cap, 1u << 20);
+    cr_assert_eq(gs_frame_storage_spare(), 0);
+    gs_free(got);
+    proto_check_no_leaks();
+}
+
+Test(proto_frame, encode_spare_encodes_a_large_frame_into_a_spare)
+{
+    gs_msg_t m;
+    gs_buf_t plain, b;
+    size_t n = 300u << 10;
+    uint8_t *chunk = gs_calloc(1, n, "test chunk"), *spare = gs_malloc(1u << 20, "test spare");
+    cr_assert_not_null(chunk);
+    cr_assert_not_null(spare);
+    memset(&m, 0, sizeof m);
+    m.type = GS_MSG_DATA;
+    m.u.data.req_id = 7;
+    m.u.data.data.data = chunk;
+    m.u.data.data.len = n;
+    gs_buf_init(&plain);
+    cr_assert_eq(gs_msg_encode(&m, &plain), GS_OK);
+    gs_frame_storage_give(spare, 1u << 20);
+    gs_buf_init(&b);
+    cr_assert_eq(gs_msg_encode_spare(&m, &b), GS_OK);
+    cr_assert_eq(b.data, spare, "encoded into the spare");
+    cr_assert_eq(b.cap, 1u << 20);
+    cr_assert_eq(b.len, plain.len);
+    cr_assert(memcmp(b.data, plain.data, plain.len) == 0, "the same bytes as gs_msg_encode");
+    cr_assert_eq(gs_msg_encode_spare(&m, &b), GS_ERR_INVALID_PARAM, "needs an empty buffer");
+    gs_frame_storage_give(b.data, b.cap);
+    /* a small frame takes no spare */
+    m.u.data.data.len = 100;
+    gs_buf_init(&b);
+    cr_assert_eq(gs_msg_encode_spare(&m, &b), GS_OK);
+    cr_assert_neq(b.data, spare);
+    cr_assert_eq(gs_frame_storage_spare(), 1u << 20);
+    gs_buf_cleanup(&b);
+    gs_buf_cleanup(&plain);
+    gs_frame_storage_trim();
+    gs_free(chunk);
+    proto_check_no_leaks();
+}
