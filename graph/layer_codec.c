@@ -1,18 +1,19 @@
-/* Layer wire format (msgpack, through proto/mp.h). Version 1:
+/* Layer wire format (msgpack, through proto/mp.h). Version 2 (written; version 1, read too, is
+ * the same without the compact grid axis):
  *
- *   layer   := [1, kind, body...]
- *   FUSED   := [1, 0, grid, terminal, redop, red_axis, [grid...] (chunk sources),
+ *   layer   := [version, kind, body...]
+ *   FUSED   := [v, 0, grid, terminal, redop, red_axis, [grid...] (chunk sources),
  *               [leaf...], [instr...]]
- *   COMBINE := [1, 1, grid (outer), redop, finalize (bool), ddof, nprev, split_every]
- *   LITERAL := [1, 2, grid, bin (chunk-ordered float64, little-endian)]
- *   COPY    := [1, 3, grid, [block...]]  (one entry per block of grid; layer_copy.c)
+ *   COMBINE := [v, 1, grid (outer), redop, finalize (bool), ddof, nprev, split_every]
+ *   LITERAL := [v, 2, grid, bin (chunk-ordered float64, little-endian)]
+ *   COPY    := [v, 3, grid, [block...]]  (one entry per block of grid; layer_copy.c)
  *   block   := [[in_len...], [piece...]]
  *   piece   := [slot, base, [stride...], [dst...], [size...]]  (ndim entries each)
- *   LINALG  := [1, 4, grid, [lablock...]]  (one entry per block of grid; layer_linalg.c)
+ *   LINALG  := [v, 4, grid, [lablock...]]  (one entry per block of grid; layer_linalg.c)
  *   lablock := [op, m, n, alpha, [in_len...], [view...]]
  *   view    := [slot, trans, off, rows, cols, ld]
- *   FILE    := [1, 5, grid, body]  (layer_file.c)
- *   SCAN    := [1, 9, grid, [op, mode, axis, chain, in_dtype, out_dtype, src grid]]
+ *   FILE    := [v, 5, grid, body]  (layer_file.c)
+ *   SCAN    := [v, 9, grid, [op, mode, axis, chain, in_dtype, out_dtype, src grid]]
  *              (layer_scan.c)
  *   grid    := [[shape...], [axis 0, axis 1, ...]]
  *   axis    := [bounds...]  (nchunks + 1 entries from 0 to the shape), or
@@ -26,10 +27,10 @@
  *
  * Dtypes (appended fields; a layer without them is all float64, and a layer whose dtypes are
  * all float64 is written without them, byte for byte as before):
- *   FUSED   := [1, 0, ... as above ..., out_dtype, [leaf dtype...], [instr dtype...]]
- *   COMBINE := [1, 1, ... as above ..., out_dtype]
- *   COMBINE := [1, 1, ... as above ..., out_dtype, rec_dtype]  (integer records only)
- *   COPY    := [1, 3, grid, [block...], dtype]
+ *   FUSED   := [v, 0, ... as above ..., out_dtype, [leaf dtype...], [instr dtype...]]
+ *   COMBINE := [v, 1, ... as above ..., out_dtype]
+ *   COMBINE := [v, 1, ... as above ..., out_dtype, rec_dtype]  (integer records only)
+ *   COPY    := [v, 3, grid, [block...], dtype]
  *
  * Decoding is total: every read is bounds-checked and the result is checked semantically
  * (gs__layer_check) before it is returned, so a hostile layer cannot make instantiation read
@@ -49,7 +50,12 @@
 #error "the literal layer codec assumes a little-endian host"
 #endif
 
-#define GS__LAYER_VERSION 1
+/* Version 2 may hold compact grid axes ([chunk]); version 1 (before session 14) never does and is
+ * still read. A decoder of version 1 only refuses a version-2 layer by its version, so a peer
+ * built before the compact form reports "unsupported layer version 2" instead of a malformed
+ * grid. */
+#define GS__LAYER_VERSION 2
+#define GS__LAYER_VERSION_MIN 1
 /* At most this many chunks along one axis in the compact [chunk] form, and in all the compact
  * axes of one grid: a decoder materialises the bounds (8 bytes a chunk), so a few bytes of a
  * hostile layer cannot ask for more than 128 MiB of them per grid. Encoders write larger
@@ -432,8 +438,11 @@ gs_status_t gs_layer_decode(const void *data, size_t len, gs_layer_t **l_p)
     gs_mp_reader_init(&r, data, len);
     if (!gs_mp_read_array(&r, &n) || !gs_mp_read_u64(&r, &ver) || !gs_mp_read_u64(&r, &kind))
         goto err;
-    if (ver != GS__LAYER_VERSION) {
-        gs_mp_fail(&r, "unsupported layer version");
+    if (ver < GS__LAYER_VERSION_MIN || ver > GS__LAYER_VERSION) {
+        gs_mp_fail(&r, ver > GS__LAYER_VERSION
+                           ? "unsupported layer version (newer than this build's: a peer built "
+                             "from another gsched version)"
+                           : "unsupported layer version");
         goto err;
     }
     if (kind >= GS_LAYER_KIND_COUNT) {
