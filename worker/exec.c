@@ -77,6 +77,7 @@ void gs__wdone_push(gs_worker_t *w, uint64_t graph, uint64_t task, gs_status_t s
         gs_free(err);
         return;
     }
+    if (w->d_task.len == 0) w->d_first_ns = gs_now_ns();
     w->d_graph.data[w->d_graph.len++] = graph;
     w->d_task.data[w->d_task.len++] = task;
     w->d_status.data[w->d_status.len++] = (int32_t)status;
@@ -94,6 +95,13 @@ void gs__wdone_push(gs_worker_t *w, uint64_t graph, uint64_t task, gs_status_t s
         w->st.tasks_done++;
     }
     if (w->d_task.len >= GS_W_DONE_FLUSH) gs__wexec_flush_done(w);
+}
+
+void gs__wexec_flush_done_due(gs_worker_t *w)
+{
+    if (w->d_task.len == 0) return;
+    if (w->d_task.len >= GS_W_DONE_BATCH || gs_now_ns() - w->d_first_ns >= GS_W_DONE_DELAY_NS)
+        gs__wexec_flush_done(w);
 }
 
 void gs__wexec_flush_done(gs_worker_t *w)

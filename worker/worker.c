@@ -97,13 +97,14 @@ static void gs__worker_tick_cb(uv_timer_t *h)
     gs__wexec_pump(w);
 }
 
-/* End of each loop iteration: send what completed during it. */
+/* End of each loop iteration: send what completed during it once due (the next iteration's
+ * prepare sends it all if the loop is about to block). */
 static void gs__worker_check_cb(uv_check_t *h)
 {
     gs_worker_t *w = h->data;
     if (w->state != GS_WSTATE_RUNNING) return;
     gs__wexec_pump(w);
-    gs__wexec_flush_done(w);
+    gs__wexec_flush_done_due(w);
     if (w->repls != NULL) gs__wrepl_poll(w);
 }
 
@@ -114,7 +115,10 @@ static void gs__worker_prepare_cb(uv_prepare_t *h)
     if (w->state != GS_WSTATE_RUNNING) return;
     gs__xfer_progress(w);
     gs__wexec_pump(w);
-    gs__wexec_flush_done(w);
+    /* uv_backend_timeout 0: the poll that follows will not block (work is pending), so the
+     * batch may wait for more; otherwise it goes now, before the loop sleeps */
+    if (uv_backend_timeout(w->loop) == 0) gs__wexec_flush_done_due(w);
+    else gs__wexec_flush_done(w);
     if (w->repls != NULL) gs__wrepl_poll(w);
 }
 

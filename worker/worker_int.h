@@ -23,6 +23,12 @@
 #define GS_W_JOB_SMALL ((uintptr_t)1)  /* job ring entry: the task is small */
 #define GS_W_CHUNK_SLAB 1024       /* chunk headers per slab of the chunk pool */
 #define GS_W_DONE_FLUSH 4096       /* flush TASK_DONE early past this many entries */
+/* While the loop has more to do at once (it will not block), completions wait for more to join
+ * their TASK_DONE, up to this many entries or this long since the oldest: one small message per
+ * loop turn made a send system call per task or two under tiny tasks. Before the loop blocks
+ * everything queued goes out (gs__worker_prepare_cb). */
+#define GS_W_DONE_BATCH 256
+#define GS_W_DONE_DELAY_NS 50000ull
 #define GS_W_ERRLEN 512
 #define GS_W_PUMP_BATCH 64         /* tasks admitted between dispatches in one pump (pool mode) */
 #define GS_W_SKIP_AHEAD 65536      /* queued tasks tried past a head blocked on memory */
@@ -307,6 +313,7 @@ struct gs_worker {
     GS_VEC(uint64_t) d_start, d_end;   /* the kernel's interval, worker clock */
     GS_VEC(int32_t) d_status;
     GS_VEC(char *) d_err;
+    uint64_t d_first_ns;               /* when the oldest entry of the batch was queued */
 
     /* stats */
     gs_worker_stats_t st;
@@ -355,6 +362,9 @@ void gs__wexec_input_ready(gs_worker_t *w, gs_wchunk_t *c);  /* c went PENDING -
 void gs__wexec_input_failed(gs_worker_t *w, gs_wchunk_t *c, gs_status_t status, const char *why,
                             int damaged);
 void gs__wexec_flush_done(gs_worker_t *w);
+/* Flush the TASK_DONE batch when it is due: GS_W_DONE_BATCH entries, or its oldest queued
+ * GS_W_DONE_DELAY_NS ago (the loop keeps turning: more will join it soon). */
+void gs__wexec_flush_done_due(gs_worker_t *w);
 void gs__wexec_tick(gs_worker_t *w);               /* memory watchdog */
 void gs__wtask_drop(gs_worker_t *w, gs_wtask_t *t);   /* canceled, not running */
 void gs__wtask_fail(gs_worker_t *w, gs_wtask_t *t, gs_status_t status, const char *fmt, ...)
