@@ -3,13 +3,13 @@
 # h0 runs gsched and the client, h1..h3 one CPU gworker each, over TCP (control) and UCX TCP
 # (chunks) through a bridge. Measures, one JSON line each:
 #   base     the seed reduction, checked against its exact value from the random definition;
-#   cut      the same job with h2's link cut (ip link set down) once 30% of its tasks are done:
+#   cut      the same job with h2's link cut (ip link set down) once 10% of its tasks are done:
 #            same value bit for bit, h2 removed after the heartbeat timeout, extra seconds;
 #   rejoin   h2's link restored: h2 registers again as a new incarnation (new id) and the job
 #            gives the same value (the old incarnation's chunks are gone with it);
 #   netem    5 ms added to every host's egress (tc netem): the job's time, same value.
 # Usage: hosts.sh BIN_DIR JOB_BIN   (BIN_DIR holds gsched and gworker; JOB_BIN is gs-netns-job)
-# Environment: GS_NETNS_N (array side, default 12000), GS_NETNS_CHUNK (default 500),
+# Environment: GS_NETNS_N (array side, default 24000), GS_NETNS_CHUNK (default 500),
 #              GS_NETNS_HB_TIMEOUT_MS (gsched --heartbeat-timeout, default 2000).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -19,7 +19,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 [ $# -eq 2 ] || { echo "usage: $0 BIN_DIR JOB_BIN" >&2; exit 2; }
 bin=$1
 job=$2
-n=${GS_NETNS_N:-12000}
+n=${GS_NETNS_N:-24000}
 chunk=${GS_NETNS_CHUNK:-500}
 hb_ms=${GS_NETNS_HB_TIMEOUT_MS:-2000}
 nworkers=3
@@ -94,12 +94,13 @@ for ((i = 1; i <= nworkers; i++)); do
 done
 echo "{\"bench\":\"netns-hosts\",\"what\":\"ucx-listen\",\"workers\":$nworkers,\"only_own_address\":true}"
 
-# 2. cut h2's link once 30% of the tasks are done
+# 2. cut h2's link once 10% of the tasks are done (gsched reports progress every 100 ms: the
+# first report that reaches 10% comes while most of h2's share is still to run)
 old_id=$(sed -n 's/.*"name":"h2","id":\([0-9]*\).*/\1/p' <<<"$base")
 # the job's stdout comes through a pipe: the link goes down as soon as "progress" arrives
 # (a fifo; its exit status comes last, as "exit N")
 mkfifo "$dir/cut.fifo" || fail "cannot make a fifo in $dir"
-{ run_job cut --notify-at 0.3 /dev/stdout; echo "exit $?"; } >"$dir/cut.fifo" &
+{ run_job cut --notify-at 0.1 /dev/stdout; echo "exit $?"; } >"$dir/cut.fifo" &
 cutpid=$!
 exec {cutfd}<"$dir/cut.fifo"
 t_cut=
