@@ -851,7 +851,17 @@ static int gs__evict_oldest_handshake(gs_sched_t *s, const gs__peer_t *keep, uin
     oldest->evicted = 1;
     s->nevicted++;
     GS_LOG_INFO("connection from %s closed before its handshake to make room", gs_conn_peer_name(oldest->conn));
-    gs__peer_close(oldest, GS_ERR_BUSY, 0, NULL);   /* no message: its descriptor is freed now */
+    /* A real peer among the evicted (its HELLO still on the way) must learn that it may try
+     * again: a bare close is also what a TLS-only gsched does to a plain client, which clients
+     * give up on after a few tries. Plain connections get an ERROR BUSY first: a frame that
+     * nothing waits before is written at once (gs_conn_send's try-write), so it goes out with
+     * the close below, which still frees the descriptor now (best effort: a frame the socket
+     * cannot take at once is dropped with the connection). A TLS connection has no session yet
+     * to carry it. */
+    if (s->tls == NULL)
+        gs__sched_send_error(s, oldest, GS_ERR_BUSY, "too many connections from this address: "
+                             "closed before its handshake to make room; try again");
+    gs__peer_close(oldest, GS_ERR_BUSY, 0, NULL);   /* abortive: its descriptor is freed now */
     return 1;
 }
 
