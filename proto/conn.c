@@ -9,8 +9,10 @@
  * frame is released after GS__CONN_TRIM_MS without traffic. A malformed or oversized frame
  * closes the connection (GS_ERR_PROTO / GS_ERR_MSG_TOO_LARGE, logged as a warning).
  *
- * Writing: every frame is one uv_write request (frames queued before the connection is
- * established wait in a list and are submitted in order when it is); a DATA frame sent with
+ * Writing: a plain frame (TCP without TLS, no borrowed tail) goes straight to the socket with
+ * uv_try_write when nothing is queued before it, and completes there when written whole; the
+ * rest of it, and every other frame, is one uv_write request (frames queued before the
+ * connection is established wait in a list and are submitted in order when it is); a DATA frame sent with
  * gs_conn_send_data() is written from two places, its encoded head and the caller's bytes,
  * whose release callback runs when the request completes or is dropped. pending_bytes counts
  * the bytes of every frame not yet completed.
@@ -382,6 +384,38 @@ static void gs__conn_bufs(uv_buf_t *bufs, unsigned *nbufs, unsigned max, const u
     }
 }
 
+/* Write what the socket takes of @a w at once (nothing else queued before it): a frame written
+ * whole completes here, without a uv_write request (whose completion re-arms the socket's
+ * watcher: one epoll_ctl per frame sent) and returns 1; else the bytes written are dropped from
+ * @a bufs / *@a nbufs and the rest goes through uv_write (0). Only for frames without a borrowed
+ * tail's release callback, which must not run inside the send that queued it. */
+static int gs__conn_try_write(gs_conn_t *c, gs__wreq_t *w, uv_buf_t *bufs, unsigned *nbufs)
+{
+    size_t done;
+    unsigned i = 0, k = 0;
+    int r = uv_try_write((uv_stream_t *)&c->tcp, bufs, *nbufs);
+    if (r <= 0) return 0;   /* EAGAIN, or an error uv_write reports as before */
+    done = (size_t)r;
+    if (done >= w->len) {
+        gs__conn_pending(c, -(int64_t)w->len);
+        gs__conn_free_wreq(w, GS_OK);
+        gs__conn_arm_trim(c);
+        return 1;
+    }
+    while (i < *nbufs && done >= bufs[i].len) done -= bufs[i++].len;
+    for (; i < *nbufs; i++) {
+        bufs[k] = bufs[i];
+        if (done > 0) {
+            bufs[k].base += done;
+            bufs[k].len -= (unsigned)done;
+            done = 0;
+        }
+        k++;
+    }
+    *nbufs = k;
+    return 0;
+}
+
 /* Hand @a w to libuv. On failure @a w is untouched (still counted in pending_bytes): the caller
  * disposes of it and then fails the connection. */
 gs_status_t gs__conn_submit(gs_conn_t *c, gs__wreq_t *w)
@@ -400,6 +434,7 @@ gs_status_t gs__conn_submit(gs_conn_t *c, gs__wreq_t *w)
     } else {
         gs__conn_bufs(bufs, &nbufs, sizeof bufs / sizeof bufs[0], w->data, w->head_len);
         gs__conn_bufs(bufs, &nbufs, sizeof bufs / sizeof bufs[0], w->tail, w->len - w->head_len);
+        if (w->release == NULL && gs__conn_try_write(c, w, bufs, &nbufs)) return GS_OK;
     }
     r = uv_write(&w->req, (uv_stream_t *)&c->tcp, bufs, nbufs, gs__conn_write_cb);
     if (r < 0) return gs_status_from_uv(r, "uv_write");
