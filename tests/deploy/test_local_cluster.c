@@ -30,7 +30,11 @@ typedef struct launched {
     int out;
     char address[96];
     char token[80];             /* the token the launcher generated ("" if none printed) */
-    char seen[4096];
+    /* the output before the ready line (tp_read_line keeps whole lines while they fit): with
+     * --log-level info and stderr captured, the daemons' start-up lines filled 4 KiB before the
+     * launcher's token line in some runs, the token was lost and the client refused ("wrong
+     * cluster token"; seen twice in session 14 under parallel ctest) */
+    char seen[1 << 16];
     pid_t tree[64];
     int ntree;
 } launched_t;
@@ -68,6 +72,9 @@ static void launch_impl(launched_t *l, const char *const *extra, int capture)
     {
         const char *t = strstr(l->seen, "gs-local-cluster token ");
         if (t != NULL) sscanf(t, "gs-local-cluster token %79s", l->token);
+        cr_assert(strlen(l->seen) + 512 < sizeof(l->seen),
+                  "the launcher's output before its ready line nearly fills the buffer (%zu "
+                  "bytes): lines may have been dropped", strlen(l->seen));
     }
     l->ntree = descendants(l->pid, l->tree, 64);
 }
