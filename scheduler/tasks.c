@@ -350,22 +350,8 @@ static void gs__graph_stop_workers(gs_sched_t *s, gs__graph_t *g)
         gw->layer_bits = NULL;
     }
     for (uint32_t t = 0; t < g->ntasks; t++) {
-        uint32_t slot = g->where[t];
-        gs__worker_t *w;
         gs__root_uncount(s, g, t);
-        if (g->state[t] != GS__TS_MEMORY) continue;
-        w = slot < s->nslots ? s->slots[slot] : NULL;
-        if (g->replicas.len == 0 && g->dash_tally == NULL && w != NULL &&
-            w->release_keys.len + 2 <= w->release_keys.cap) {
-            /* gs__release_chunk without copies to drop or tallies to move, into reserved room
-             * (the graph's per-worker counts were cleared above) */
-            w->release_keys.data[w->release_keys.len++] = g->id;
-            w->release_keys.data[w->release_keys.len++] = t;
-            g->state[t] = GS__TS_RELEASED;
-            g->where[t] = GS__NO_WORKER;
-        } else {
-            gs__release_chunk(s, g, t);
-        }
+        if (g->state[t] == GS__TS_MEMORY) gs__release_chunk(s, g, t);   /* into the reserved room */
     }
     gs_assert(g->nroots_queued == 0);
 }
