@@ -218,6 +218,20 @@ static void expect_payload(gs_frame_reader_t *r, const uint8_t *frame, size_t n)
     cr_assert(memcmp(p, frame + 4, n) == 0, "payload differs");
 }
 
+/* The next large frame @a f (payload @a n bytes), fed in two reads as large frames arrive, is
+ * received into the spare at @a mem, which leaves the thread's spares. */
+static void expect_spare_reused(gs_frame_reader_t *r, const uint8_t *f, size_t n, const uint8_t *mem)
+{
+    const uint8_t *p;
+    size_t len;
+    cr_assert_eq(gs_frame_reader_feed(r, f, 1000), GS_OK);
+    cr_assert_eq(gs_frame_reader_next(r, &p, &len), GS_INPROGRESS);
+    cr_assert_eq(r->buf.data, mem, "the spare was reused");
+    cr_assert_eq(gs_frame_storage_spare(), 0);
+    cr_assert_eq(gs_frame_reader_feed(r, f + 1000, n + 4 - 1000), GS_OK);
+    expect_payload(r, f, n);
+}
+
 Test(proto_frame, reserves_a_large_frame_once_and_receives_it_in_place)
 {
     gs_frame_reader_t r;
@@ -460,12 +474,7 @@ Test(proto_frame, freed_large_storage_is_reused_by_the_next_large_frame_then_tri
     gs_frame_storage_free(s1);
     cr_assert_eq(gs_frame_storage_spare(), n + 4 + 8, "kept as the spare");
     /* the next large frame lands in it */
-    cr_assert_eq(gs_frame_reader_feed(&r, f, 1000), GS_OK);
-    cr_assert_eq(gs_frame_reader_next(&r, &p, &len), GS_INPROGRESS);
-    cr_assert_eq(r.buf.data, mem, "the spare was reused");
-    cr_assert_eq(gs_frame_storage_spare(), 0);
-    cr_assert_eq(gs_frame_reader_feed(&r, f + 1000, n + 4 - 1000), GS_OK);
-    expect_payload(&r, f, n);
+    expect_spare_reused(&r, f, n, mem);
     cr_assert_eq(gs_frame_reader_detach(&r, &s1), GS_OK);
     gs_frame_storage_free(s1);
     /* a larger frame grows the spare */
@@ -523,8 +532,7 @@ Test(proto_frame, a_drained_mid_size_buffer_becomes_a_spare_the_next_frame_reuse
      * between 64 KiB and 4 MiB (a batch of completions) goes to the thread's spares, and the
      * next such frame is received into it instead of fresh pages */
     gs_frame_reader_t r;
-    const uint8_t *p;
-    size_t len, n = 200u << 10, cap;
+    size_t n = 200u << 10, cap;
     uint8_t *f = big_frame(n, 31), *mem;
     gs_frame_reader_init(&r, 0);
     cr_assert_eq(gs_frame_reader_feed(&r, f, n + 4), GS_OK);
@@ -533,12 +541,7 @@ Test(proto_frame, a_drained_mid_size_buffer_becomes_a_spare_the_next_frame_reuse
     cap = r.buf.cap;
     cr_assert_eq(gs_frame_reader_shrink(&r, 16u << 10), cap);
     cr_assert_eq(gs_frame_storage_spare(), cap, "kept as a spare");
-    cr_assert_eq(gs_frame_reader_feed(&r, f, 1000), GS_OK);
-    cr_assert_eq(gs_frame_reader_next(&r, &p, &len), GS_INPROGRESS);
-    cr_assert_eq(r.buf.data, mem, "the spare was reused");
-    cr_assert_eq(gs_frame_storage_spare(), 0);
-    cr_assert_eq(gs_frame_reader_feed(&r, f + 1000, n + 4 - 1000), GS_OK);
-    expect_payload(&r, f, n);
+    expect_spare_reused(&r, f, n, mem);
     /* a small buffer is not kept */
     gs_frame_reader_cleanup(&r);
     gs_frame_reader_init(&r, 0);
